@@ -1,0 +1,435 @@
+"""Typed configuration: nested frozen dataclasses, YAML files and dotted overrides.
+
+Every key a user can set lives here, with its type. ``load_config`` merges, in order, the
+defaults, an optional YAML file and ``key=value`` overrides (values parsed as YAML, so
+``model.attention.scale=false`` is a bool and ``train.lr=5e-4`` a float), then validates the
+result. Any mistake raises :class:`ConfigError` with one line that names the key and, for a
+misspelled key or an unknown choice, the closest valid one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+import yaml
+
+Score = Literal["dot", "additive", "general", "gaussian", "none"]
+Positions = Literal["sinusoidal", "learned", "none", "rotary", "alibi"]
+
+
+class ConfigError(ValueError):
+    """A user-facing configuration mistake; its message is one actionable line."""
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the parallel text comes from and how it is segmented."""
+
+    source: str = "builtin"
+    """``builtin`` (synthetic task), a local folder of ``{split}.{lang}[.gz]`` files, or
+    ``hf:<dataset>[:<config>]`` for a Hugging Face hub dataset."""
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    vocab_size: int = 8000
+    """BPE vocabulary size (joint over both languages unless ``joint_vocab`` is false)."""
+    joint_vocab: bool = True
+    max_len: int = 128
+    """Pairs with a side longer than this many subwords are dropped from training."""
+    builtin_pairs: int = 6000
+    """Training pairs generated for the built-in task (validation and test get 500 each)."""
+    cache_dir: str = ""
+    """Tokenizer and encoded-corpus cache; empty means ``$ABLATE_CACHE`` or ``~/.cache/ablate``."""
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Attention scoring, shared by every attention site unless a site overrides it."""
+
+    score: Score = "dot"
+    scale: Union[bool, float] = True
+    """``true``: 1/sqrt(d_k) (Vaswani et al. 2017); ``false``: no scaling; a number: that factor."""
+    cross_score: Optional[Score] = None
+    """Score for encoder-decoder attention only (defaults to ``score``)."""
+    bandwidth: bool = False
+    """``gaussian`` only: learn a per-head bandwidth w (parametric attention pooling)."""
+    chunk_mb: float = 64.0
+    """``additive`` only: memory budget of one query chunk of the (B, H, Tq, Tk, d) tensor."""
+
+
+@dataclass(frozen=True)
+class RNNConfig:
+    """The recurrent baseline (``model.arch=rnn``)."""
+
+    cell: Literal["gru", "lstm"] = "gru"
+    hidden: int = 256
+    """Hidden size of each encoder direction and of the decoder."""
+    layers: int = 1
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture. ``build_model`` is the only reader of this section."""
+
+    arch: Literal["transformer", "rnn"] = "transformer"
+    layers: int = 3
+    """Encoder and decoder layers (Transformer); ``encoder_layers``/``decoder_layers`` override."""
+    encoder_layers: Optional[int] = None
+    decoder_layers: Optional[int] = None
+    d_model: int = 256
+    d_ff: int = 1024
+    heads: int = 4
+    d_k: Optional[int] = None
+    """Per-head query/key size; default d_model / heads (Table 3 row B varies it)."""
+    d_v: Optional[int] = None
+    """Per-head value size; default d_k when d_k is set, else d_model / heads."""
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    positions: Positions = "sinusoidal"
+    max_positions: int = 1024
+    norm: Literal["post", "pre"] = "post"
+    tie_embeddings: bool = True
+    """Share target input and output embeddings (and the source embedding with a joint vocab)."""
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
+    rnn: RNNConfig = field(default_factory=RNNConfig)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, budgets and hardware."""
+
+    max_time: Optional[float] = None
+    """Wall-clock budget in seconds (training and validation)."""
+    max_steps: int = -1
+    max_epochs: Optional[int] = 10
+    max_tokens: int = 4096
+    """Tokens per batch and device, padding included, on the longer side."""
+    lr: float = 1e-3
+    """Peak learning rate, reached after ``warmup`` steps, then decayed as 1/sqrt(step)."""
+    warmup: int = 400
+    min_lr: float = 0.0
+    label_smoothing: float = 0.1
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.98)
+    clip_norm: float = 1.0
+    accumulate: int = 1
+    devices: Union[int, str] = 1
+    """Number of devices (``auto`` for all); more than one trains with DDP."""
+    accelerator: Literal["auto", "cpu", "gpu"] = "auto"
+    precision: Literal["auto", "32", "bf16-mixed", "16-mixed"] = "auto"
+    """``auto``: bf16 autocast on a GPU that supports it, fp32 elsewhere."""
+    val_every: Optional[int] = None
+    """Validate every N optimizer steps; default once per epoch."""
+    num_workers: int = 0
+    threads: int = 0
+    """torch intra-op threads on CPU; 0 keeps torch's default."""
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Decoding and scoring."""
+
+    beam: int = 5
+    """Beam size for the test sets (1 = greedy)."""
+    val_beam: int = 1
+    """Beam size for validation BLEU during training."""
+    len_penalty: float = 1.0
+    """Length-normalisation exponent for beam search scores (score / length**alpha)."""
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    """Hypotheses stop after ``a * source_length + b`` tokens."""
+    max_sentences: int = 128
+    """Sentences per decoding batch."""
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    """Weights & Biases and run naming."""
+
+    wandb: Literal["auto", "online", "offline", "disabled"] = "auto"
+    project: str = "ablate"
+    entity: Optional[str] = None
+    group: Optional[str] = None
+    name: Optional[str] = None
+    tags: tuple[str, ...] = ()
+    log_every: int = 50
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole run: what ``ablate train`` reads and ``summary.json`` records."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    seed: int = 1
+
+
+# --------------------------------------------------------------------------------------
+# Flattening, overriding and validation
+# --------------------------------------------------------------------------------------
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def valid_keys(cls: type = Config, prefix: str = "") -> list[str]:
+    """Every dotted leaf key of ``cls``, e.g. ``model.attention.score``."""
+    keys = []
+    for name, tp in _hints(cls).items():
+        if dataclasses.is_dataclass(tp):
+            keys += valid_keys(tp, f"{prefix}{name}.")
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """Nested plain-Python dict (tuples become lists) suitable for YAML/JSON."""
+    out = {}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            value = to_dict(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"model": {"heads": 4}}`` -> ``{"model.heads": 4}``."""
+    flat = {}
+    for key, value in d.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _unknown_key(key: str, candidates: list[str]) -> ConfigError:
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.5)
+    hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys: {', '.join(sorted(candidates))}"
+    return ConfigError(f"unknown config key '{key}'{hint}")
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(str(a) for a in typing.get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    if origin is tuple:
+        return "list"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Check ``value`` against the annotation ``tp``; return it converted or raise."""
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value in choices and type(value) is type(choices[0]):
+            return value
+        if str(value) in [str(c) for c in choices]:
+            return next(c for c in choices if str(c) == str(value))
+        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        raise ConfigError(
+            f"{key}={value!r} is not valid{hint} (choose from: {', '.join(map(str, choices))})"
+        )
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        # bool before int/float: YAML already typed the value, so match exactly first.
+        for arg in sorted(args, key=lambda a: a is not bool):
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(key, value, arg)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{key}={value!r} is not valid (expected {_type_name(tp)})")
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}={value!r} is not valid (expected a list)")
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(key, v, args[0]) for v in value)
+        if len(value) != len(args):
+            raise ConfigError(f"{key}={value!r} is not valid (expected {len(args)} values)")
+        return tuple(_coerce(key, v, a) for v, a in zip(value, args))
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}={value!r} is not valid (expected true or false)")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ConfigError(f"{key}={value!r} is not valid (expected an integer)")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(f"{key}={value!r} is not valid (expected a number)")
+    if tp is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"{key}={value!r} is not valid (expected a string)")
+    raise TypeError(f"unsupported config annotation {tp!r} for {key}")
+
+
+def _build(cls: type, values: dict[str, Any], prefix: str = "") -> Any:
+    hints = _hints(cls)
+    for key in values:
+        if key not in hints:
+            raise _unknown_key(prefix + key, valid_keys(Config))
+    kwargs = {}
+    for name, tp in hints.items():
+        if name not in values:
+            continue
+        value = values[name]
+        if dataclasses.is_dataclass(tp):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{prefix}{name} is a section; set its keys, e.g. {prefix}{name}.<key>=...")
+            kwargs[name] = _build(tp, value, f"{prefix}{name}.")
+        else:
+            kwargs[name] = _coerce(prefix + name, value, tp)
+    return cls(**kwargs)
+
+
+def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for key, value in flat.items():
+        node = nested
+        parts = key.split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"config key '{key}' conflicts with '{part}={child!r}'")
+            node = child
+        node[parts[-1]] = value
+    return nested
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"model.heads=8"`` -> ``("model.heads", 8)``; the value is parsed as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"override '{text}' is not of the form key=value (e.g. model.heads=8)")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Load a YAML mapping; malformed files raise a one-line :class:`ConfigError` with the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"malformed YAML in {path}{where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of config keys, not {type(data).__name__}")
+    return data
+
+
+def from_flat(flat: dict[str, Any]) -> Config:
+    """Build and validate a :class:`Config` from dotted keys (missing keys keep defaults)."""
+    cfg = _build(Config, _nest(flat))
+    validate(cfg)
+    return cfg
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Defaults <- YAML file <- ``key=value`` overrides, validated."""
+    flat: dict[str, Any] = {}
+    if path is not None:
+        flat.update(flatten(read_yaml(path)))
+    for item in overrides:
+        key, value = parse_override(item)
+        flat[key] = value
+    return from_flat(flat)
+
+
+def replace(cfg: Config, **dotted: Any) -> Config:
+    """A copy of ``cfg`` with dotted keys changed: ``replace(cfg, **{"model.heads": 8})``."""
+    flat = flatten(to_dict(cfg))
+    flat.update(dotted)
+    return from_flat(flat)
+
+
+def validate(cfg: Config) -> None:
+    """Cross-field checks that types alone cannot express."""
+    m, t, e = cfg.model, cfg.train, cfg.eval
+    positive = {
+        "model.layers": m.layers, "model.d_model": m.d_model, "model.d_ff": m.d_ff,
+        "model.heads": m.heads, "data.vocab_size": cfg.data.vocab_size, "data.max_len": cfg.data.max_len,
+        "train.max_tokens": t.max_tokens, "train.accumulate": t.accumulate, "eval.beam": e.beam,
+        "eval.val_beam": e.val_beam, "model.rnn.hidden": m.rnn.hidden, "model.rnn.layers": m.rnn.layers,
+        "eval.max_sentences": e.max_sentences, "model.max_positions": m.max_positions,
+    }
+    for key in ("encoder_layers", "decoder_layers", "d_k", "d_v"):
+        if getattr(m, key) is not None:
+            positive[f"model.{key}"] = getattr(m, key)
+    for key, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{key}={value} must be positive")
+    for key, value in {"model.dropout": m.dropout, "model.attention_dropout": m.attention_dropout,
+                       "train.label_smoothing": t.label_smoothing}.items():
+        if not 0.0 <= value < 1.0:
+            raise ConfigError(f"{key}={value} must be in [0, 1)")
+    if t.lr <= 0:
+        raise ConfigError(f"train.lr={t.lr} must be positive")
+    if m.arch == "transformer":
+        if m.d_k is None and m.d_model % m.heads:
+            raise ConfigError(
+                f"model.heads={m.heads} does not divide model.d_model={m.d_model}; "
+                f"pick a divisor or set model.d_k explicitly"
+            )
+        if m.attention.score == "none" or m.attention.cross_score == "none":
+            raise ConfigError("model.attention.score=none is only for model.arch=rnn (the no-attention baseline)")
+    if m.positions == "rotary" and (m.d_k or m.d_model // m.heads) % 2:
+        raise ConfigError("model.positions=rotary needs an even per-head size d_k")
+    if isinstance(m.attention.scale, float) and m.attention.scale <= 0:
+        raise ConfigError(f"model.attention.scale={m.attention.scale} must be positive, true or false")
+    if t.max_time is not None and t.max_time <= 0:
+        raise ConfigError(f"train.max_time={t.max_time} must be positive (seconds)")
+    if isinstance(t.devices, str) and t.devices != "auto":
+        raise ConfigError(f"train.devices={t.devices!r} must be a number or 'auto'")
+    if t.max_steps < 0 and t.max_epochs is None and t.max_time is None:
+        raise ConfigError("set a training budget: train.max_steps, train.max_epochs or train.max_time")
+
+
+def fingerprint(cfg: Config, exclude: tuple[str, ...] = ("tracking.", "train.devices")) -> str:
+    """A short stable hash of what determines the trained model (tracking excluded)."""
+    flat = {k: v for k, v in flatten(to_dict(cfg)).items() if not k.startswith(exclude)}
+    blob = json.dumps(flat, sort_keys=True, default=str).encode()
+    return hashlib.sha1(blob).hexdigest()[:8]
