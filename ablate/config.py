@@ -126,7 +126,9 @@ class TrainConfig:
     precision: Literal["auto", "32", "bf16-mixed", "16-mixed"] = "auto"
     """``auto``: bf16 autocast on a GPU that supports it, fp32 elsewhere."""
     val_every: Optional[int] = None
-    """Validate every N optimizer steps; default once per epoch."""
+    """Validate every N training batches; default once per epoch."""
+    checkpoint_every: int = 200
+    """Save ``last.ckpt`` (for resuming) every N optimizer steps, and at every epoch end."""
     num_workers: int = 0
     threads: int = 0
     """torch intra-op threads on CPU; 0 keeps torch's default."""
@@ -288,6 +290,11 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads "5e-4" as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
         raise ConfigError(f"{key}={value!r} is not valid (expected a number)")
     if tp is str:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
@@ -394,7 +401,7 @@ def validate(cfg: Config) -> None:
         "model.heads": m.heads, "data.vocab_size": cfg.data.vocab_size, "data.max_len": cfg.data.max_len,
         "train.max_tokens": t.max_tokens, "train.accumulate": t.accumulate, "eval.beam": e.beam,
         "eval.val_beam": e.val_beam, "model.rnn.hidden": m.rnn.hidden, "model.rnn.layers": m.rnn.layers,
-        "eval.max_sentences": e.max_sentences, "model.max_positions": m.max_positions,
+        "eval.max_sentences": e.max_sentences, "train.checkpoint_every": t.checkpoint_every, "model.max_positions": m.max_positions,
     }
     for key in ("encoder_layers", "decoder_layers", "d_k", "d_v"):
         if getattr(m, key) is not None:

@@ -1,0 +1,16 @@
+"""Reports of a sweep: paper-style tables, significance, figures and W&B Reports.
+
+Data flows one way: :mod:`records` (trials from a sweep folder or W&B) -> :mod:`aggregate`
+(rows, base, mean ± std over seeds) -> :mod:`significance` (paired tests against the base)
+-> :mod:`table` (Table 3 layout) -> :mod:`formats` (rich, md, latex, csv), :mod:`plots`
+(PNG figures) and :mod:`wandb_report` (a W&B Report). :mod:`commands` holds the CLI.
+"""
+
+from ablate.report.aggregate import Row, Stat, Sweep, aggregate
+from ablate.report.formats import FORMATS, render
+from ablate.report.records import ReportError, Trial, collect
+from ablate.report.significance import Comparison, compare
+from ablate.report.table import Table, build_table
+
+__all__ = ["Comparison", "FORMATS", "ReportError", "Row", "Stat", "Sweep", "Table", "Trial", "aggregate",
+           "build_table", "collect", "compare", "render"]

@@ -1,0 +1,107 @@
+"""``data.source=hf:<dataset>[:<config>]``: a Hugging Face translation dataset.
+
+Two column layouts are understood: one string column per language (``bentrevett/multi30k``:
+``en``, ``de``) and a ``translation`` column of ``{lang: text}`` records (``wmt14`` ``de-en``,
+``iwslt2017``). Hub split names are mapped: ``train`` stays, ``validation`` (or ``valid``,
+``dev``, ``val``) becomes ``val``, and every split starting with ``test`` keeps its name.
+
+``<dataset>`` may also be a local folder in the hub's file layout (e.g. ``data/train-*.parquet``
+or ``<config>/train-*.parquet``), which is how datasets are used where the hub is unreachable.
+Loaded data is cached by ``datasets`` under ``<cache root>/hf``; the content fingerprint is the
+loaded datasets' own fingerprints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+
+from ablate.config import DataConfig
+from ablate.data.cache import digest
+from ablate.data.corpus import VAL_NAMES, Corpus, pick_splits, quiet_datasets
+from ablate.data.errors import DataError
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".strip(": ")
+
+
+def canonical_split(name: str) -> str | None:
+    """Hub split name -> ours (``validation`` -> ``val``); ``None`` for splits we do not use."""
+    if name == "train" or name.startswith("test"):
+        return name
+    return "val" if name in VAL_NAMES else None
+
+
+def text_columns(ds: datasets.Dataset, src: str, tgt: str, where: str) -> datasets.Dataset:
+    """Reduce ``ds`` to string columns ``src``/``tgt`` (zero-copy column operations)."""
+    columns = ds.column_names
+    if "translation" in columns:
+        flat = ds.select_columns(["translation"]).flatten()
+        wanted = [f"translation.{src}", f"translation.{tgt}"]
+        if not set(wanted) <= set(flat.column_names):
+            have = sorted(c.split(".", 1)[1] for c in flat.column_names)
+            raise DataError(f"{where}: the translation column has languages {have}, not {src} and {tgt}; "
+                            f"set data.src_lang/data.tgt_lang")
+        return flat.select_columns(wanted).rename_columns({wanted[0]: "src", wanted[1]: "tgt"})
+    if src in columns and tgt in columns:
+        return ds.select_columns([src, tgt]).rename_columns({src: "src", tgt: "tgt"})
+    raise DataError(f"{where} has columns {columns}; expected a 'translation' column or one column "
+                    f"per language ('{src}', '{tgt}')")
+
+
+class HubDataset:
+    """See the module docstring."""
+
+    def __init__(self, cfg: DataConfig, cache_root: Path):
+        spec = cfg.source[len("hf:"):]
+        self.name, _, self.config = spec.partition(":")
+        if not self.name:
+            raise DataError(f"data.source={cfg.source!r} names no dataset; use hf:<dataset>[:<config>]")
+        self.langs = (cfg.src_lang, cfg.tgt_lang)
+        self.cache_root = cache_root
+        self._splits: dict[str, datasets.Dataset] | None = None
+
+    def _load(self) -> dict[str, datasets.Dataset]:
+        if self._splits is not None:
+            return self._splits
+        path = Path(self.name).expanduser()
+        local = path.is_dir()
+        args = {"path": str(path) if local else self.name, "name": self.config or None,
+                "cache_dir": str(self.cache_root / "hf")}
+        if local and self.config and (path / self.config).is_dir():
+            args.update(name=None, data_dir=self.config)  # hub layout <config>/<split>-*.parquet
+        try:
+            with quiet_datasets():
+                loaded = datasets.load_dataset(**args)
+        except Exception as err:  # noqa: BLE001 - any failure becomes one actionable line
+            if local:
+                raise DataError(f"cannot load {path} as a dataset folder ({_first_line(err)}); "
+                                f"expected hub-layout files such as data/train-*.parquet") from None
+            raise DataError(
+                f"cannot load hub dataset '{self.name}' ({_first_line(err)}); if the hub is unreachable, "
+                f"download it elsewhere and pass its folder (data.source=hf:/path/to/folder) or a folder "
+                f"of {{split}}.{{lang}} files (data.source=/path/to/folder)"
+            ) from None
+        where = f"hub dataset '{self.name}'"
+        pick_splits([canonical_split(s) or s for s in loaded], where, ", ".join(loaded))
+        splits: dict[str, datasets.Dataset] = {}
+        for name, ds in loaded.items():
+            ours = canonical_split(name)
+            if ours is not None and ours not in splits:
+                splits[ours] = ds
+        self._splits = splits
+        return splits
+
+    def fingerprint(self) -> str:
+        splits = self._load()
+        return digest("hf", self.name, self.config, self.langs,
+                      sorted((name, ds._fingerprint) for name, ds in splits.items()))
+
+    def load(self, workdir: Path) -> Corpus:
+        splits = {name: text_columns(ds, *self.langs, f"hub dataset '{self.name}' split '{name}'")
+                  for name, ds in self._load().items()}
+        tests = sorted(name for name in splits if name.startswith("test"))
+        return Corpus(splits, "val", tests)

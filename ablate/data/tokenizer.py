@@ -1,0 +1,129 @@
+"""Subword segmentation: byte-pair encoding (Sennrich et al. 2016) with HF ``tokenizers``.
+
+NFKC normalisation, a Metaspace pre-tokenizer (spaces become ``▁`` and start a word) followed by
+a punctuation split (``Hund.`` and ``Hund`` share the piece ``▁Hund``; no space is invented, so
+nothing is lost), and the Metaspace decoder, so ``decode(encode(text)) == text`` for NFKC-normal
+text. One joint vocabulary
+over both languages by default (``DataConfig.joint_vocab``; shared embeddings need it), two
+separate ones otherwise. Special ids are fixed: pad=0, bos=1, eos=2, unk=3.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import datasets
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
+PAD, BOS, EOS, UNK = range(4)
+RECIPE = 2
+"""Bump when the tokenizer recipe changes: it is part of the cache key."""
+BATCH = 1000
+
+
+def _empty_bpe() -> Tokenizer:
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([  # "▁word" pieces, then punctuation split off
+        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always"),
+        pre_tokenizers.Punctuation(behavior="isolated"),
+    ])
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    return tok
+
+
+def train_bpe(texts: Iterator[list[str]], vocab_size: int, length: int | None = None) -> Tokenizer:
+    """Learn a BPE model from batches of sentences (streamed, never all in memory)."""
+    tok = _empty_bpe()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=list(SPECIALS), limit_alphabet=1000, show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer, length=length)
+    for i, special in enumerate(SPECIALS):
+        assert tok.token_to_id(special) == i, f"special {special} has id {tok.token_to_id(special)}"
+    return tok
+
+
+def _batches(ds: datasets.Dataset, columns: Sequence[str]) -> Iterator[list[str]]:
+    for batch in ds.select_columns(list(columns)).iter(batch_size=BATCH):
+        for column in columns:
+            yield [text or "" for text in batch[column]]
+
+
+class SubwordTokenizer:
+    """Source and target BPE segmentation with fixed special ids.
+
+    Attributes:
+        pad_id, bos_id, eos_id, unk_id: 0, 1, 2, 3.
+        joint: one vocabulary for both sides.
+        src_vocab_size, tgt_vocab_size: vocabulary sizes, specials included (equal when joint).
+    """
+
+    pad_id, bos_id, eos_id, unk_id = PAD, BOS, EOS, UNK
+
+    def __init__(self, src: Tokenizer, tgt: Tokenizer | None = None):
+        self._src = src
+        self._tgt = tgt if tgt is not None else src
+        self.joint = tgt is None or tgt is src
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self._src.get_vocab_size()
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self._tgt.get_vocab_size()
+
+    @classmethod
+    def train(cls, train: datasets.Dataset, vocab_size: int, joint: bool = True) -> "SubwordTokenizer":
+        """Learn BPE on the ``src``/``tgt`` columns of the training split, streamed in batches."""
+        if joint:
+            return cls(train_bpe(_batches(train, ["src", "tgt"]), vocab_size, 2 * len(train)))
+        return cls(train_bpe(_batches(train, ["src"]), vocab_size, len(train)),
+                   train_bpe(_batches(train, ["tgt"]), vocab_size, len(train)))
+
+    def encode_src(self, texts: list[str]) -> list[list[int]]:
+        """Subword ids of each text, without special tokens."""
+        return [e.ids for e in self._src.encode_batch(texts, add_special_tokens=False)]
+
+    def encode_tgt(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self._tgt.encode_batch(texts, add_special_tokens=False)]
+
+    @staticmethod
+    def _strip(ids: Iterable[int]) -> list[int]:
+        out = []
+        for i in (int(i) for i in ids):
+            if i == EOS:
+                break
+            if i >= UNK:  # drop pad and bos
+                out.append(i)
+        return out
+
+    def decode_tgt(self, ids: Iterable[int]) -> str:
+        """Detokenized text of ``ids`` (list or 1-D tensor): stops at eos, drops pad and bos.
+
+        Unknown subwords come out as ``<unk>``.
+        """
+        return self._tgt.decode(self._strip(ids), skip_special_tokens=False)
+
+    def decode_src(self, ids: Iterable[int]) -> str:
+        return self._src.decode(self._strip(ids), skip_special_tokens=False)
+
+    def save(self, folder: str | Path) -> None:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._src.save(str(folder / ("joint.json" if self.joint else "src.json")))
+        if not self.joint:
+            self._tgt.save(str(folder / "tgt.json"))
+        (folder / "tokenizer.json").write_text(json.dumps({"joint": self.joint, "recipe": RECIPE}))
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "SubwordTokenizer":
+        folder = Path(folder)
+        meta = json.loads((folder / "tokenizer.json").read_text())
+        if meta["joint"]:
+            return cls(Tokenizer.from_file(str(folder / "joint.json")))
+        return cls(Tokenizer.from_file(str(folder / "src.json")), Tokenizer.from_file(str(folder / "tgt.json")))

@@ -1,0 +1,234 @@
+"""Multi-head attention with an injected score (Vaswani et al. 2017, sec. 3.2.2).
+
+One module owns the query/key/value/output projections, positions inside attention (rotary,
+ALiBi), masking, scaling, softmax, dropout and head merging; only the score kernel is swapped
+(:mod:`ablate.model.scores`). Keys and values are projected by :meth:`MultiHeadAttention.project_kv`
+into a plain dict ``{"keys": (B, H, Tk, d'), "values": (B, H, Tk, d_v)}`` that the caller keeps:
+encoder-decoder attention projects the source once, self-attention appends new positions to a
+cache passed in and returned (:meth:`MultiHeadAttention.self_attend`). Nothing is stored on the
+module between calls.
+
+Fast path: when the score is a dot product (``dot``, ``general``, ``gaussian``; see
+:meth:`ablate.model.scores.Score.as_dot`) and no weights are requested, attention runs through
+``torch.nn.functional.scaled_dot_product_attention`` with ``scale=`` the configured factor.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ablate.model.positions import Positions
+from ablate.model.scores import Score
+
+KV = dict[str, Tensor]
+
+
+class AttentionError(ValueError):
+    """Inconsistent attention sizes."""
+
+
+def resolve_scale(scale: Union[bool, float], d_k: int) -> float:
+    """``True`` -> 1/sqrt(d_k) (Vaswani et al. 2017, eq. 1); ``False`` -> 1; a number -> itself."""
+    if scale is True:
+        return 1.0 / math.sqrt(d_k)
+    if scale is False:
+        return 1.0
+    return float(scale)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with a swappable score.
+
+    Args:
+        d_model: Query input size, and output size.
+        heads: Number of heads (1 gives single-head attention, e.g. Bahdanau-style RNNs).
+        score: The score kernel, built with the same ``d_k`` and ``heads``.
+        d_k: Per-head query/key size (default ``d_model // heads``).
+        d_v: Per-head value size (default ``d_k``).
+        d_kv: Key/value input size (default ``d_model``), e.g. a bidirectional RNN encoder's.
+        scale: Score scaling, see :func:`resolve_scale`.
+        dropout: Dropout on the attention weights.
+        bias: Whether the projections have biases.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        score: Score,
+        *,
+        d_k: Optional[int] = None,
+        d_v: Optional[int] = None,
+        d_kv: Optional[int] = None,
+        scale: Union[bool, float] = True,
+        dropout: float = 0.0,
+        bias: bool = True,
+    ):
+        super().__init__()
+        if d_k is None:
+            if d_model % heads:
+                raise AttentionError(f"heads={heads} does not divide d_model={d_model}; set d_k explicitly")
+            d_k = d_model // heads
+        d_v = d_v or d_k
+        d_kv = d_kv or d_model
+        if score.d_k != d_k or score.heads != heads:
+            raise AttentionError(
+                f"score built for d_k={score.d_k}, heads={score.heads} but attention has d_k={d_k}, heads={heads}"
+            )
+        self.heads, self.d_k, self.d_v = heads, d_k, d_v
+        self.q_proj = nn.Linear(d_model, heads * d_k, bias=bias)
+        self.k_proj = nn.Linear(d_kv, heads * d_k, bias=bias)
+        self.v_proj = nn.Linear(d_kv, heads * d_v, bias=bias)
+        self.out_proj = nn.Linear(heads * d_v, d_model, bias=bias)
+        self.score = score
+        self.scaling = resolve_scale(scale, d_k)
+        self.dropout = dropout
+
+    def _split(self, x: Tensor, d: int) -> Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.heads, d).transpose(1, 2)  # (B, H, T, d)
+
+    def project_kv(self, x: Tensor, positions: Optional[Positions] = None, offset: int = 0) -> KV:
+        """Project keys and values once; the result is what :meth:`forward` attends over.
+
+        Args:
+            x: Key/value input, (B, Tk, d_kv).
+            positions: Rotates keys for rotary positions (self-attention only).
+            offset: Absolute position of ``x[:, 0]``.
+
+        Returns:
+            ``{"keys": (B, H, Tk, d'), "values": (B, H, Tk, d_v)}``, keys already prepared by the score.
+        """
+        k = self._split(self.k_proj(x), self.d_k)
+        if positions is not None:
+            k = positions.rotate(k, offset)
+        return {"keys": self.score.prepare_keys(k), "values": self._split(self.v_proj(x), self.d_v)}
+
+    def forward(
+        self,
+        query: Tensor,
+        kv: KV,
+        *,
+        key_padding_mask: Optional[Tensor] = None,
+        causal: bool = False,
+        positions: Optional[Positions] = None,
+        offset: int = 0,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Optional[Tensor]]:
+        """Attend from ``query`` over projected keys/values.
+
+        Args:
+            query: (B, Tq, d_model).
+            kv: From :meth:`project_kv` (possibly extended by a cache); keys sit at positions 0..Tk-1.
+            key_padding_mask: (B, Tk) bool, True at padding keys.
+            causal: Forbid query ``i`` (absolute position ``offset + i``) to see keys after it.
+            positions: Rotates queries / adds a score bias (self-attention only).
+            offset: Absolute position of the first query.
+            need_weights: Also return the attention weights (slow path).
+
+        Returns:
+            Output (B, Tq, d_model) and, if requested, weights (B, H, Tq, Tk), else None.
+        """
+        keys, values = kv["keys"], kv["values"]
+        q = self._split(self.q_proj(query), self.d_k)
+        if positions is not None:
+            q = positions.rotate(q, offset)
+        Tq, Tk = q.size(2), keys.size(2)
+        pos_bias = positions.bias(Tq, Tk, offset) if positions is not None else None
+        dot = None if need_weights else self.score.as_dot(q, keys)
+        if dot is not None:
+            out, weights = self._fused(*dot, values, key_padding_mask, causal, offset, pos_bias), None
+        else:
+            out, weights = self._explicit(q, keys, values, key_padding_mask, causal, offset, pos_bias)
+        B = out.size(0)
+        out = out.transpose(1, 2).reshape(B, Tq, self.heads * self.d_v)
+        return self.out_proj(out), (weights if need_weights else None)
+
+    def _fused(self, q: Tensor, k: Tensor, key_bias: Optional[Tensor], values: Tensor,
+               key_padding_mask: Optional[Tensor], causal: bool, offset: int, pos_bias: Optional[Tensor]) -> Tensor:
+        """``softmax(s q k^T + biases + mask) V`` through the fused SDPA kernel: (B, H, Tq, d_v)."""
+        tq, tk = q.size(2), k.size(2)
+        biases = [pos_bias, None if key_bias is None else key_bias * self.scaling]
+        unbiased = all(b is None for b in biases)
+        pure_causal = causal and tq == tk and offset == 0 and key_padding_mask is None and unbiased
+        mask = None
+        if not pure_causal:
+            mask = self._mask(tq, tk, key_padding_mask, causal, offset, biases, q.device)
+            mask = None if mask is None else mask.to(q.dtype)
+        return F.scaled_dot_product_attention(
+            q, k, values, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
+            is_causal=pure_causal and tq > 1, scale=self.scaling,
+        )
+
+    def _explicit(self, q: Tensor, keys: Tensor, values: Tensor, key_padding_mask: Optional[Tensor], causal: bool,
+                  offset: int, pos_bias: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+        """Scores from the score module, then masked softmax: output (B, H, Tq, d_v), weights (B, H, Tq, Tk)."""
+        scores = self.score(q, keys)
+        if self.scaling != 1.0:
+            scores = scores * self.scaling
+        mask = self._mask(q.size(2), keys.size(2), key_padding_mask, causal, offset, [pos_bias], q.device)
+        if mask is not None:
+            scores = scores + mask
+        weights = torch.softmax(scores.float(), dim=-1).to(values.dtype)
+        return F.dropout(weights, self.dropout, self.training) @ values, weights
+
+    def self_attend(
+        self,
+        x: Tensor,
+        cache: Optional[KV] = None,
+        *,
+        key_padding_mask: Optional[Tensor] = None,
+        causal: bool = False,
+        positions: Optional[Positions] = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, KV, Optional[Tensor]]:
+        """Self-attention over ``x``, appended to ``cache`` (keys/values of earlier positions).
+
+        Args:
+            x: (B, T, d_model) the new positions (all of them when ``cache`` is None).
+            cache: Keys/values of the previous positions, or None.
+            key_padding_mask: (B, Tk) over all keys (cached + new), True at padding.
+            causal: Causal (decoder) masking.
+            positions: Position hooks applied inside attention.
+            need_weights: Also return the weights.
+
+        Returns:
+            Output (B, T, d_model), the extended cache (new dict), weights or None.
+        """
+        offset = 0 if cache is None else cache["values"].size(2)
+        kv = self.project_kv(x, positions, offset)
+        if cache is not None:
+            kv = {name: torch.cat((cache[name], kv[name]), dim=2) for name in kv}
+        out, weights = self(
+            x, kv, key_padding_mask=key_padding_mask, causal=causal, positions=positions,
+            offset=offset, need_weights=need_weights,
+        )
+        return out, kv, weights
+
+    @staticmethod
+    def _mask(
+        tq: int, tk: int, key_padding_mask: Optional[Tensor], causal: bool, offset: int,
+        biases: list[Optional[Tensor]], device: torch.device,
+    ) -> Optional[Tensor]:
+        """Additive float mask broadcastable to (B, H, Tq, Tk): biases summed, -inf where blocked."""
+        mask = None
+        for b in biases:
+            if b is not None:
+                mask = b.float() if mask is None else mask + b.float()
+        blocked = None
+        if causal and offset < tk - 1:
+            q_pos = torch.arange(offset, offset + tq, device=device)
+            blocked = torch.arange(tk, device=device)[None, :] > q_pos[:, None]  # (Tq, Tk)
+        if key_padding_mask is not None:
+            pad = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
+            blocked = pad if blocked is None else (blocked | pad)
+        if blocked is None:
+            return mask
+        if mask is None:
+            mask = torch.zeros(blocked.shape, device=blocked.device)
+        return mask.masked_fill(blocked, float("-inf"))

@@ -1,0 +1,97 @@
+"""Model builders: the one place that reads :class:`ablate.config.ModelConfig`.
+
+``build_model`` dispatches on ``cfg.arch`` through :data:`ARCHS`; another architecture is one
+builder function with the signature of :func:`build_transformer` plus one line in ``ARCHS``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from torch import nn
+
+from ablate.config import ModelConfig
+from ablate.model.attention import MultiHeadAttention
+from ablate.model.positions import build_positions
+from ablate.model.rnn import build_rnn
+from ablate.model.scores import build_score
+from ablate.model.transformer import DecoderLayer, EncoderLayer, FeedForward, Transformer, init_transformer
+
+
+class ModelBuildError(ValueError):
+    """A model configuration that cannot be built."""
+
+
+def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0,
+                      shared_vocab: bool = True) -> Transformer:
+    """The encoder-decoder Transformer of Vaswani et al. (2017) with the configured ablations."""
+    d, heads = cfg.d_model, cfg.heads
+    if cfg.d_k is None and d % heads:
+        raise ModelBuildError(f"model.heads={heads} does not divide model.d_model={d}; set model.d_k")
+    d_k = cfg.d_k or d // heads
+    d_v = cfg.d_v or d_k
+    att = cfg.attention
+    pre_norm = cfg.norm == "pre"
+
+    def attention(score_name: str) -> MultiHeadAttention:
+        return MultiHeadAttention(
+            d, heads, build_score(score_name, d_k, heads, att), d_k=d_k, d_v=d_v, scale=att.scale,
+            dropout=cfg.attention_dropout,
+        )
+
+    cross_score = att.cross_score or att.score
+    encoder = [
+        EncoderLayer(attention(att.score), FeedForward(d, cfg.d_ff), d, cfg.dropout, pre_norm)
+        for _ in range(cfg.encoder_layers or cfg.layers)
+    ]
+    decoder = [
+        DecoderLayer(attention(att.score), attention(cross_score), FeedForward(d, cfg.d_ff), d, cfg.dropout, pre_norm)
+        for _ in range(cfg.decoder_layers or cfg.layers)
+    ]
+
+    tgt_embed = nn.Embedding(tgt_vocab, d, padding_idx=pad_id)
+    generator = nn.Linear(d, tgt_vocab, bias=False)
+    if cfg.tie_embeddings:
+        generator.weight = tgt_embed.weight
+    if cfg.tie_embeddings and shared_vocab:
+        if src_vocab != tgt_vocab:
+            raise ModelBuildError(
+                f"shared_vocab needs equal vocabularies, got src {src_vocab} and tgt {tgt_vocab}; "
+                "pass shared_vocab=False"
+            )
+        src_embed = tgt_embed
+    else:
+        src_embed = nn.Embedding(src_vocab, d, padding_idx=pad_id)
+
+    positions = build_positions(cfg.positions, d, d_k, heads, cfg.max_positions)
+    model = Transformer(src_embed, tgt_embed, generator, positions, encoder, decoder, pad_id=pad_id,
+                        dropout=cfg.dropout, pre_norm=pre_norm)
+    init_transformer(model)
+    return model
+
+
+Builder = Callable[[ModelConfig, int, int, int, bool], nn.Module]
+
+ARCHS: dict[str, Builder] = {
+    "transformer": build_transformer,
+    "rnn": build_rnn,
+}
+
+
+def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0,
+                shared_vocab: bool = True) -> nn.Module:
+    """Build the configured model.
+
+    Args:
+        cfg: The model section of the config.
+        src_vocab: Source vocabulary size.
+        tgt_vocab: Target vocabulary size.
+        pad_id: Padding token id (same in both vocabularies).
+        shared_vocab: Source and target share one vocabulary (enables tying the source embedding).
+
+    Returns:
+        A Lightning-free ``nn.Module`` with the interface of :class:`ablate.model.transformer.Transformer`.
+    """
+    if cfg.arch not in ARCHS:
+        raise ModelBuildError(f"model.arch={cfg.arch!r} has no builder; available: {', '.join(ARCHS)}")
+    return ARCHS[cfg.arch](cfg, src_vocab, tgt_vocab, pad_id, shared_vocab)

@@ -1,0 +1,196 @@
+"""Attention scoring functions: one registry, one signature.
+
+A score turns per-head queries and keys into *unscaled* compatibilities::
+
+    keys   = score.prepare_keys(k)     # (B, H, Tk, d_k) -> (B, H, Tk, d')   once per sequence
+    scores = score(q, keys)            # (B, H, Tq, d_k) x keys -> (B, H, Tq, Tk)
+
+``prepare_keys`` acts on each key position independently, so prepared keys of new decoder
+positions can be appended to a cache along dim 2. Scaling, masking and softmax belong to
+:class:`ablate.model.attention.MultiHeadAttention`, so score x scaling is a clean grid.
+
+A score that equals a dot product ``q' . k'`` plus a per-key bias also says so through
+:meth:`Score.as_dot`, letting the attention module run the fused
+``scaled_dot_product_attention`` kernel instead of materialising the scores.
+
+Adding a variant is one class plus one line in :data:`SCORES`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ablate.config import AttentionConfig
+
+
+class ScoreError(ValueError):
+    """An unknown or unusable attention score name."""
+
+
+def _per_head_matrix(heads: int, rows: int, cols: int) -> nn.Parameter:
+    """A (heads, rows, cols) parameter, each head Xavier-uniform initialised."""
+    bound = math.sqrt(6.0 / (rows + cols))
+    return nn.Parameter(torch.empty(heads, rows, cols).uniform_(-bound, bound))
+
+
+class Score(nn.Module):
+    """Base class. Subclasses implement :meth:`forward`; the hooks default to a plain key.
+
+    Args:
+        d_k: Per-head query/key size.
+        heads: Number of heads (each head has its own parameters, if any).
+        cfg: The attention section of the model config.
+    """
+
+    def __init__(self, d_k: int, heads: int, cfg: AttentionConfig):
+        super().__init__()
+        self.d_k, self.heads = d_k, heads
+
+    def prepare_keys(self, k: Tensor) -> Tensor:
+        """Per-position key transform, computed once per sequence.
+
+        Args:
+            k: Projected keys, (B, H, Tk, d_k).
+
+        Returns:
+            Prepared keys, (B, H, Tk, d') -- what :meth:`forward` and caches receive.
+        """
+        return k
+
+    def forward(self, q: Tensor, keys: Tensor) -> Tensor:
+        """Unscaled scores.
+
+        Args:
+            q: Projected queries, (B, H, Tq, d_k).
+            keys: Output of :meth:`prepare_keys`, (B, H, Tk, d').
+
+        Returns:
+            Scores, (B, H, Tq, Tk).
+        """
+        raise NotImplementedError
+
+    def as_dot(self, q: Tensor, keys: Tensor) -> Optional[tuple[Tensor, Tensor, Optional[Tensor]]]:
+        """``(q', k', b)`` with ``score(q, keys) == q' k'^T + b`` up to a per-query constant.
+
+        A per-query constant cancels in the softmax. ``b`` is an unscaled per-key bias of shape
+        (B, H, 1, Tk) or None. Returns None when the score has no such form (slow path).
+        """
+        return None
+
+
+class DotScore(Score):
+    """Dot product ``q . k`` (Luong et al. 2015, eq. 8 "dot"; Vaswani et al. 2017, eq. 1)."""
+
+    def forward(self, q: Tensor, keys: Tensor) -> Tensor:
+        return q @ keys.transpose(-1, -2)
+
+    def as_dot(self, q, keys):
+        return q, keys, None
+
+
+class GeneralScore(Score):
+    """Bilinear ``q^T W k`` with one d_k x d_k matrix per head (Luong et al. 2015, eq. 8 "general").
+
+    ``prepare_keys`` computes ``W k`` once, so the score is a single matrix product and also
+    runs on the fused kernel.
+    """
+
+    def __init__(self, d_k: int, heads: int, cfg: AttentionConfig):
+        super().__init__(d_k, heads, cfg)
+        self.weight = _per_head_matrix(heads, d_k, d_k)  # (H, d_k out, d_k in)
+
+    def prepare_keys(self, k: Tensor) -> Tensor:
+        # (B, H, Tk, d_k) @ (H, d_k in, d_k out) -> (B, H, Tk, d_k): row t is W_h k_t
+        return k @ self.weight.transpose(-1, -2)
+
+    def forward(self, q: Tensor, keys: Tensor) -> Tensor:
+        return q @ keys.transpose(-1, -2)
+
+    def as_dot(self, q, keys):
+        return q, keys, None
+
+
+class AdditiveScore(Score):
+    """Additive (concat) score ``v^T tanh(W_q q + W_k k)`` per head (Bahdanau et al. 2015, eq. 6 / A.1.2).
+
+    The hidden size of the tanh layer is d_k. ``W_k k`` is precomputed by ``prepare_keys``.
+    The (B, H, Tq, Tk, d_k) intermediate is built for a chunk of queries at a time so that one
+    chunk stays within ``cfg.chunk_mb`` megabytes (in training each chunk's tanh output is still
+    kept for the backward pass).
+    """
+
+    def __init__(self, d_k: int, heads: int, cfg: AttentionConfig):
+        super().__init__(d_k, heads, cfg)
+        self.w_q = _per_head_matrix(heads, d_k, d_k)  # (H, d_k in, d_a)
+        self.w_k = _per_head_matrix(heads, d_k, d_k)
+        self.v = nn.Parameter(torch.empty(heads, d_k).uniform_(-1 / math.sqrt(d_k), 1 / math.sqrt(d_k)))
+        self.chunk_bytes = cfg.chunk_mb * 2**20
+
+    def prepare_keys(self, k: Tensor) -> Tensor:
+        return k @ self.w_k  # (B, H, Tk, d_a)
+
+    def forward(self, q: Tensor, keys: Tensor) -> Tensor:
+        qp = q @ self.w_q  # (B, H, Tq, d_a)
+        B, H, Tq, A = qp.shape
+        Tk = keys.size(2)
+        per_query = B * H * Tk * A * max(qp.element_size(), keys.element_size())
+        chunk = max(1, int(self.chunk_bytes // per_query))
+        v = self.v.to(qp.dtype).view(1, H, 1, A, 1)
+        out = []
+        for start in range(0, Tq, chunk):
+            hidden = torch.tanh(qp[:, :, start:start + chunk, None, :] + keys[:, :, None, :, :])  # (B,H,c,Tk,A)
+            out.append((hidden @ v).squeeze(-1))  # (B, H, c, Tk)
+        return torch.cat(out, dim=2) if len(out) > 1 else out[0]
+
+
+class GaussianScore(Score):
+    """Gaussian kernel ``-||q - k||^2 / 2`` (Nadaraya-Watson attention pooling; Zhang et al.,
+    *Dive into Deep Learning*, sec. 11.2, eq. 11.2.6).
+
+    With ``cfg.bandwidth`` each head learns a bandwidth ``w`` and the score is
+    ``-(w ||q - k||)^2 / 2`` (parametric attention pooling, d2l eq. 11.2.7). Computed by matrix
+    products, ``-(||q||^2 + ||k||^2 - 2 q.k) / 2``; the ``||q||^2`` term is constant per query,
+    so :meth:`as_dot` hands the fused kernel ``q.k`` plus a per-key bias ``-||k||^2 / 2``.
+    """
+
+    def __init__(self, d_k: int, heads: int, cfg: AttentionConfig):
+        super().__init__(d_k, heads, cfg)
+        self.bandwidth = nn.Parameter(torch.ones(heads)) if cfg.bandwidth else None
+
+    def _widen(self, x: Tensor) -> Tensor:
+        if self.bandwidth is None:
+            return x
+        return x * self.bandwidth.to(x.dtype).view(1, -1, 1, 1)
+
+    def prepare_keys(self, k: Tensor) -> Tensor:
+        return self._widen(k)
+
+    def forward(self, q: Tensor, keys: Tensor) -> Tensor:
+        q = self._widen(q)
+        q2 = q.pow(2).sum(-1, keepdim=True)  # (B, H, Tq, 1)
+        k2 = keys.pow(2).sum(-1).unsqueeze(-2)  # (B, H, 1, Tk)
+        return q @ keys.transpose(-1, -2) - 0.5 * (q2 + k2)
+
+    def as_dot(self, q, keys):
+        return self._widen(q), keys, -0.5 * keys.pow(2).sum(-1).unsqueeze(-2)
+
+
+SCORES: dict[str, type[Score]] = {
+    "dot": DotScore,
+    "additive": AdditiveScore,
+    "general": GeneralScore,
+    "gaussian": GaussianScore,
+}
+
+
+def build_score(name: str, d_k: int, heads: int, cfg: AttentionConfig) -> Score:
+    """Instantiate ``SCORES[name]``; an unknown name raises a one-line :class:`ScoreError`."""
+    if name not in SCORES:
+        raise ScoreError(
+            f"attention score '{name}' is not available for this model; choose from: {', '.join(SCORES)}"
+        )
+    return SCORES[name](d_k, heads, cfg)

@@ -1,0 +1,214 @@
+"""Encoder-decoder Transformer (Vaswani et al. 2017, sec. 3) built from injected parts.
+
+The model exposes the interface that decoding and training rely on (the RNN baseline
+implements the same)::
+
+    model.pad_id
+    model(src (B, S), tgt_in (B, T)) -> logits (B, T, V)
+    model.encode(src) -> enc                          # dict, batch in dim 0 of every tensor
+    model.decode(tgt, enc, state=None) -> (logits, state)
+
+``enc`` holds the encoder output, the source padding mask and, per decoder layer, the
+encoder-decoder keys/values projected once per source. ``state`` holds the decoder
+self-attention caches and the number of decoded positions (an int); with a state, ``tgt``
+holds only the new tokens. Every tensor in ``enc`` and ``state`` has the batch in dim 0, so
+beam search reorders them generically.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import torch
+from torch import Tensor, nn
+
+from ablate.model.attention import KV, MultiHeadAttention
+from ablate.model.positions import Positions
+
+State = dict[str, Any]
+Maps = Optional[dict[str, Tensor]]
+
+
+class FeedForward(nn.Module):
+    """Position-wise ``max(0, x W1 + b1) W2 + b2`` (Vaswani et al. 2017, eq. 2)."""
+
+    def __init__(self, d_model: int, d_ff: int):
+        super().__init__()
+        self.inner = nn.Linear(d_model, d_ff)
+        self.outer = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.outer(torch.relu(self.inner(x)))
+
+
+class _Residual(nn.Module):
+    """Residual connection with LayerNorm after (post-norm, the paper's sec. 5.4) or before (pre-norm)."""
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def inp(self, x: Tensor) -> Tensor:
+        """What the sublayer reads."""
+        return self.norm(x) if self.pre_norm else x
+
+    def out(self, x: Tensor, y: Tensor) -> Tensor:
+        """Combine the residual stream ``x`` with the sublayer output ``y``."""
+        x = x + self.drop(y)
+        return x if self.pre_norm else self.norm(x)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention and feed-forward sublayers, each wrapped in a residual."""
+
+    def __init__(self, self_attn: MultiHeadAttention, ffn: FeedForward, d_model: int, dropout: float,
+                 pre_norm: bool):
+        super().__init__()
+        self.self_attn, self.ffn = self_attn, ffn
+        self.res_attn = _Residual(d_model, dropout, pre_norm)
+        self.res_ffn = _Residual(d_model, dropout, pre_norm)
+
+    def forward(self, x: Tensor, pad: Tensor, positions: Positions, maps: Maps = None, name: str = "") -> Tensor:
+        """(B, S, D) -> (B, S, D); ``pad`` (B, S) is True at source padding."""
+        y, _, w = self.self_attn.self_attend(
+            self.res_attn.inp(x), key_padding_mask=pad, positions=positions, need_weights=maps is not None
+        )
+        if maps is not None:
+            maps[name] = w
+        x = self.res_attn.out(x, y)
+        return self.res_ffn.out(x, self.ffn(self.res_ffn.inp(x)))
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, encoder-decoder attention and feed-forward sublayers."""
+
+    def __init__(self, self_attn: MultiHeadAttention, cross_attn: MultiHeadAttention, ffn: FeedForward,
+                 d_model: int, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.self_attn, self.cross_attn, self.ffn = self_attn, cross_attn, ffn
+        self.res_self = _Residual(d_model, dropout, pre_norm)
+        self.res_cross = _Residual(d_model, dropout, pre_norm)
+        self.res_ffn = _Residual(d_model, dropout, pre_norm)
+
+    def forward(self, x: Tensor, memory_kv: KV, src_pad: Tensor, positions: Positions, cache: Optional[KV],
+                maps: Maps = None, name: str = "") -> tuple[Tensor, KV]:
+        """(B, t, D) new target positions -> (B, t, D) and the extended self-attention cache."""
+        want = maps is not None
+        y, cache, w_self = self.self_attn.self_attend(
+            self.res_self.inp(x), cache, causal=True, positions=positions, need_weights=want
+        )
+        x = self.res_self.out(x, y)
+        y, w_cross = self.cross_attn(self.res_cross.inp(x), memory_kv, key_padding_mask=src_pad, need_weights=want)
+        x = self.res_cross.out(x, y)
+        if want:
+            maps[f"{name}.self"], maps[f"{name}.cross"] = w_self, w_cross
+        return self.res_ffn.out(x, self.ffn(self.res_ffn.inp(x))), cache
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer assembled from built parts.
+
+    Args:
+        src_embed: Source token embedding (may be the same module as ``tgt_embed``).
+        tgt_embed: Target token embedding.
+        generator: Output projection D -> V (its weight may be ``tgt_embed.weight``).
+        positions: Position scheme shared by every layer.
+        encoder: Encoder layers.
+        decoder: Decoder layers.
+        pad_id: Padding token id.
+        dropout: Dropout on embeddings + positions.
+        pre_norm: Whether layers are pre-norm; then final LayerNorms close both stacks.
+    """
+
+    def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, generator: nn.Linear,
+                 positions: Positions, encoder: list[EncoderLayer], decoder: list[DecoderLayer], *,
+                 pad_id: int, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.src_embed, self.tgt_embed, self.generator = src_embed, tgt_embed, generator
+        self.positions = positions
+        self.encoder = nn.ModuleList(encoder)
+        self.decoder = nn.ModuleList(decoder)
+        self.pad_id = pad_id
+        self.d_model = tgt_embed.embedding_dim
+        self.drop = nn.Dropout(dropout)
+        self.encoder_norm = nn.LayerNorm(self.d_model) if pre_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(self.d_model) if pre_norm else nn.Identity()
+
+    def _embed(self, table: nn.Embedding, tokens: Tensor, offset: int) -> Tensor:
+        x = table(tokens) * math.sqrt(self.d_model)  # sec. 3.4
+        return self.drop(self.positions.embed(x, offset))
+
+    def encode(self, src: Tensor, maps: Maps = None) -> dict[str, Any]:
+        """Encode a padded source batch.
+
+        Args:
+            src: (B, S) token ids.
+            maps: If a dict, attention weights are stored in it (see :meth:`attention_maps`).
+
+        Returns:
+            ``{"memory": (B, S, D), "src_pad": (B, S) bool, "cross": [per decoder layer
+            {"keys": (B, H, S, d'), "values": (B, H, S, d_v)}]}``.
+        """
+        pad = src.eq(self.pad_id)
+        x = self._embed(self.src_embed, src, 0)
+        for i, layer in enumerate(self.encoder):
+            x = layer(x, pad, self.positions, maps, f"encoder.{i}")
+        memory = self.encoder_norm(x)
+        cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
+        return {"memory": memory, "src_pad": pad, "cross": cross}
+
+    def decode(self, tgt: Tensor, enc: dict[str, Any], state: Optional[State] = None,
+               maps: Maps = None) -> tuple[Tensor, State]:
+        """Decoder logits for target positions.
+
+        Args:
+            tgt: (B, t) target ids: the whole prefix when ``state`` is None, else only new tokens.
+            enc: Output of :meth:`encode`.
+            state: Output of a previous call, or None.
+            maps: If a dict, attention weights are stored in it.
+
+        Returns:
+            Logits (B, t, V) and the new state ``{"step": int, "layers": [KV per layer]}``.
+        """
+        offset = 0 if state is None else state["step"]
+        x = self._embed(self.tgt_embed, tgt, offset)
+        caches = []
+        for i, layer in enumerate(self.decoder):
+            cache = None if state is None else state["layers"][i]
+            x, cache = layer(x, enc["cross"][i], enc["src_pad"], self.positions, cache, maps, f"decoder.{i}")
+            caches.append(cache)
+        logits = self.generator(self.decoder_norm(x))
+        return logits, {"step": offset + tgt.size(1), "layers": caches}
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced logits: (B, S), (B, T) -> (B, T, V)."""
+        return self.decode(tgt_in, self.encode(src))[0]
+
+    @torch.no_grad()
+    def attention_maps(self, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:
+        """Attention weights of every site, keyed ``encoder.{i}``, ``decoder.{i}.self``, ``decoder.{i}.cross``.
+
+        Each value is (B, H, Tq, Tk). Runs the slow (explicit softmax) path; call in eval mode.
+        """
+        maps: dict[str, Tensor] = {}
+        self.decode(tgt_in, self.encode(src, maps), maps=maps)
+        return maps
+
+
+def init_transformer(model: Transformer) -> None:
+    """Xavier-uniform linear weights and zero biases; embeddings N(0, d^-1/2) with a zero pad row (as fairseq)."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+    std = model.d_model**-0.5
+    for weight in {id(p): p for p in (model.src_embed.weight, model.tgt_embed.weight, model.generator.weight)}.values():
+        nn.init.normal_(weight, 0.0, std)
+    with torch.no_grad():
+        for table in (model.src_embed, model.tgt_embed):
+            if table.padding_idx is not None:
+                table.weight[table.padding_idx].zero_()

@@ -1,0 +1,246 @@
+"""Group trials into table rows and aggregate their seeds.
+
+A *row* is one configuration: a named variant (``"A-heads1"``) when the sweep uses them,
+otherwise one combination of the sweep's varying non-seed parameters. The seeds of a row
+are aggregated as mean, sample standard deviation (ddof=1; undefined for one seed) and n.
+
+The *base* row is the variant named ``base`` if there is one; otherwise the configuration
+that differs from all others in the fewest keys (a one-at-a-time sweep's base), ties going to
+the first row in table order. Other rows are grouped by ablation: the variant-name prefix
+(``"A"`` of ``"A-heads1"``, after Table 3 of Vaswani et al., 2017) or the keys they change
+from the base. Hyperparameter columns follow Table 3's order (N, d_model, d_ff, h, d_k, d_v,
+P_drop, eps_ls, steps), then any other varying key alphabetically.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from ablate.report.records import ReportError, Trial
+
+BASE = "base"
+_MISSING = "<unset>"
+# Column order of Table 3 (Vaswani et al., 2017); other varying keys follow alphabetically.
+PAPER_ORDER = ("model.arch", "model.layers", "model.encoder_layers", "model.decoder_layers", "model.d_model",
+               "model.d_ff", "model.heads", "model.d_k", "model.d_v", "model.dropout", "train.label_smoothing",
+               "train.max_steps", "model.positions", "model.attention.score", "model.attention.scale")
+
+
+def column_order(key: str) -> tuple:
+    """Sort key of a hyperparameter column: Table 3's order first, then alphabetical."""
+    return (PAPER_ORDER.index(key), "") if key in PAPER_ORDER else (len(PAPER_ORDER), key)
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Mean, sample standard deviation (None for n=1) and count of one metric over seeds."""
+
+    mean: float
+    std: Optional[float]
+    n: int
+
+
+def stat(values: Sequence[float]) -> Optional[Stat]:
+    """Aggregate seed values; None when there are none (NaNs are dropped)."""
+    vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    if not vals:
+        return None
+    std = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
+    return Stat(float(np.mean(vals)), std, len(vals))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One configuration of the sweep and its aggregated seeds.
+
+    Attributes:
+        name: the variant name, or ``key=value`` of what the row changes from the base.
+        group: ablation group label (``"A"``, or the dotted keys changed, joined by ``+``).
+        settings: every varying hyperparameter's value in this row.
+        changed: the keys whose value differs from the base row (empty for the base).
+        trials: the finished trials (one per seed).
+        stats: metric name -> :class:`Stat` over ``trials``.
+        is_base: True for the base row.
+    """
+
+    name: str
+    group: str
+    settings: dict[str, Any]
+    changed: tuple[str, ...]
+    trials: tuple[Trial, ...]
+    stats: dict[str, Stat] = field(default_factory=dict)
+    is_base: bool = False
+
+    @property
+    def seeds(self) -> list[Any]:
+        return [t.seed for t in self.trials]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """All rows of a sweep, base first, plus the trials that did not finish.
+
+    Attributes:
+        name: the sweep (or W&B group) name, if known.
+        keys: the varying hyperparameters shown as columns, dotted, in column order.
+        rows: table rows, base first, then grouped by ablation.
+        unfinished: failed, interrupted or still-running trials, listed under the table.
+        uses_variants: rows are named variants rather than parameter combinations.
+    """
+
+    name: Optional[str]
+    keys: list[str]
+    rows: list[Row]
+    unfinished: list[Trial]
+    uses_variants: bool
+
+    @property
+    def base(self) -> Row:
+        return self.rows[0]
+
+    @property
+    def test_splits(self) -> list[str]:
+        """Test splits with a per-split BLEU (``test_<split>/bleu``), sorted."""
+        found = {m[len("test_"):-len("/bleu")] for r in self.rows for m in r.stats
+                 if m.startswith("test_") and m.endswith("/bleu")}
+        return sorted(found)
+
+    @property
+    def signatures(self) -> list[str]:
+        return sorted({t.signature for r in self.rows for t in r.trials if t.signature})
+
+
+def value_order(value: Any) -> tuple:
+    """Sort key for mixed config values: unset < numbers/bools < strings."""
+    if value is None or value == _MISSING:
+        return (0, 0.0, "")
+    if isinstance(value, (bool, int, float)):
+        return (1, float(value), "")
+    return (2, 0.0, str(value))
+
+
+def aggregate(trials: Sequence[Trial]) -> Sweep:
+    """Rows of the table from the trials of one sweep.
+
+    Raises:
+        ReportError: no trial finished.
+    """
+    done = [t for t in trials if t.finished]
+    unfinished = [t for t in trials if not t.finished]
+    if not done:
+        states = ", ".join(sorted({t.status for t in trials}))
+        raise ReportError(f"no finished trial among {len(trials)} ({states}); nothing to tabulate")
+    uses_variants = any(t.variant for t in done)
+    candidates = _candidate_keys(done)
+    groups: dict[Any, list[Trial]] = {}
+    for t in done:
+        ident = t.variant if uses_variants and t.variant else tuple(t.config.get(k, _MISSING) for k in candidates)
+        groups.setdefault(ident, []).append(t)
+    configs = {ident: _row_config(ts) for ident, ts in groups.items()}
+    keys = sorted((k for k in set().union(*(c.keys() for c in configs.values()))
+                   if len({value_order(c.get(k, _MISSING)) for c in configs.values()}) > 1), key=column_order)
+    settings = {ident: {k: configs[ident].get(k, _MISSING) for k in keys} for ident in groups}
+
+    order = sorted(groups, key=_ident_order)
+    base_ident = _base_ident(order, settings, keys, uses_variants)
+    base = settings[base_ident]
+    rows = []
+    for ident in order:
+        s = settings[ident]
+        changed = tuple(k for k in keys if value_order(s[k]) != value_order(base[k]))
+        is_base = ident == base_ident
+        if uses_variants and isinstance(ident, str):
+            name = ident
+            group = BASE if is_base else ident.split("-", 1)[0]
+        else:
+            name = BASE if is_base else ", ".join(f"{k}={_show(s[k])}" for k in changed)
+            group = BASE if is_base else "+".join(changed)
+        ts = tuple(sorted(groups[ident], key=lambda t: (value_order(t.seed), t.name)))
+        metrics = sorted(set().union(*(t.metrics.keys() for t in ts)))
+        stats = {m: st for m in metrics if (st := stat([t.metrics.get(m) for t in ts])) is not None}
+        rows.append(Row(name, group, s, changed, ts, stats, is_base))
+    rows.sort(key=lambda r: _row_order(r, keys))
+    name = next((t.sweep for t in trials if t.sweep), None)
+    return Sweep(name, keys, rows, unfinished, uses_variants)
+
+
+def _candidate_keys(done: Sequence[Trial]) -> list[str]:
+    """Keys that define a configuration: the sweep's parameters, else every differing key."""
+    declared = sorted({k for t in done for k in t.params if k != "seed"})
+    if declared:
+        return declared
+    every = set().union(*(t.config.keys() for t in done)) - {"seed"}
+    return sorted(k for k in every if len({value_order(t.config.get(k, _MISSING)) for t in done}) > 1)
+
+
+def _row_config(trials: Sequence[Trial]) -> dict[str, Any]:
+    """The config keys shared by every seed of a row (keys that vary across seeds are dropped)."""
+    first = trials[0].config
+    return {k: v for k, v in first.items() if k != "seed"
+            and all(value_order(t.config.get(k, _MISSING)) == value_order(v) for t in trials)}
+
+
+def _ident_order(ident: Any) -> tuple:
+    """Variant names alphabetically, then parameter combinations by value."""
+    if isinstance(ident, str):
+        return (0, ident, ())
+    return (1, "", tuple(value_order(v) for v in ident))
+
+
+def _base_ident(order: list[Any], settings: dict[Any, dict[str, Any]], keys: list[str], uses_variants: bool) -> Any:
+    if uses_variants and BASE in settings:
+        return BASE
+
+    def distance(a: Any) -> int:
+        return sum(value_order(settings[a][k]) != value_order(settings[b][k]) for b in order for k in keys)
+
+    return min(order, key=distance)  # min keeps the first of equals
+
+
+def _row_order(row: Row, keys: list[str]) -> tuple:
+    """Base first; groups by name (variants) or by the keys changed; within a group by the
+    columns changed, then by their values."""
+    columns = tuple(keys.index(k) for k in row.changed)
+    values = tuple(value_order(row.settings[k]) for k in row.changed)
+    if row.is_base:
+        return (0, (0, ""), (), (), row.name)
+    if row.group != "+".join(row.changed):  # a named variant's group, e.g. "A"
+        return (1, (0, row.group), columns, values, row.name)
+    return (1, (1, columns), (), values, row.name)
+
+
+def _show(value: Any) -> str:
+    return "-" if value is None or value == _MISSING else str(value)
+
+
+def curve(row: Row, metric: str = "val/bleu") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and standard deviation of a validation metric over the row's seeds, per step.
+
+    Each seed's history is linearly interpolated onto the union of all seeds' steps within
+    its own step range (no extrapolation), so seeds validated at different steps still align.
+
+    Returns:
+        ``(steps, mean, std)``, each of shape (S,); std is 0 where one seed covers a step.
+    """
+    series = []
+    for t in row.trials:
+        pts = [(h["step"], h[metric]) for h in t.history if h.get(metric) is not None]
+        if pts:
+            series.append((np.array([p[0] for p in pts], float), np.array([p[1] for p in pts], float)))
+    if not series:
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    steps = np.unique(np.concatenate([s for s, _ in series]))
+    grid = np.full((len(series), len(steps)), np.nan)
+    for i, (s, v) in enumerate(series):
+        inside = (steps >= s.min()) & (steps <= s.max())
+        grid[i, inside] = np.interp(steps[inside], s, v)
+    count = np.sum(~np.isnan(grid), axis=0)
+    filled = np.where(np.isnan(grid), 0.0, grid)
+    mean = filled.sum(axis=0) / count
+    sq = np.where(np.isnan(grid), 0.0, (grid - mean) ** 2).sum(axis=0)
+    std = np.sqrt(np.divide(sq, count - 1, out=np.zeros_like(sq), where=count > 1))
+    return steps, mean, std

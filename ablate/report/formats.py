@@ -1,0 +1,206 @@
+"""Render a :class:`~ablate.report.table.Table` as rich (terminal), Markdown, LaTeX or CSV.
+
+Every text format prints each statistic through :func:`fmt_stat`, so the numbers agree
+across formats; CSV carries the same statistics unrounded (10 significant digits) as
+separate mean, std and n columns (and the p-value of each tested column).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Optional
+
+from ablate.report.table import Cell, Column, Table, show_value
+
+FORMATS = ("rich", "md", "latex", "csv")
+PM = "±"
+
+
+def fmt_stat(cell: Cell, col: Column) -> str:
+    """``mean ± std`` with the column's decimals (just the mean for one seed or a fixed quantity)."""
+    st = cell.stat
+    if st is None:
+        return ""
+    text = f"{st.mean:.{col.decimals}f}"
+    if st.std is not None and col.show_std:
+        text += f" {PM} {st.std:.{col.decimals}f}"
+    return text
+
+
+def _header(table: Table) -> list[str]:
+    names = ["variant"] if table.show_names else []
+    return ["", *names, *table.labels, *(c.label for c in table.columns), "n"]
+
+
+def _notes(table: Table) -> list[str]:
+    notes = list(table.footnotes)
+    if table.unfinished:
+        notes.append(f"Not in the table ({len(table.unfinished)} unfinished trials):")
+    return notes
+
+
+# --------------------------------------------------------------------------------------
+# Markdown
+# --------------------------------------------------------------------------------------
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def to_markdown(table: Table) -> str:
+    """GitHub-flavoured Markdown: bold best values, † marks, footnotes and unfinished trials below."""
+    head = _header(table)
+    align = [":--"] * (1 + table.show_names) + [":-:"] * len(table.labels) + ["--:"] * (len(table.columns) + 1)
+    lines = [f"**{_md_escape(table.title)}**", "", "| " + " | ".join(map(_md_escape, head)) + " |",
+             "| " + " | ".join(align) + " |"]
+    for row in table.rows:
+        cells = [row.group] + ([row.name] if table.show_names else [])
+        cells += [s or "" for s in row.settings]
+        for cell, col in zip(row.cells, table.columns):
+            text = fmt_stat(cell, col)
+            if text and cell.best:
+                text = f"**{text}**"
+            cells.append(text + cell.mark)
+        cells.append(str(row.n))
+        lines.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
+    lines.append("")
+    lines += [_md_escape(n) + "  " for n in _notes(table)]
+    lines += [f"- {_md_escape(str(u))}" for u in table.unfinished]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# --------------------------------------------------------------------------------------
+# LaTeX (booktabs)
+# --------------------------------------------------------------------------------------
+
+LATEX_LABELS = {
+    "model.layers": "$N$", "model.d_model": r"$d_{\mathrm{model}}$", "model.d_ff": r"$d_{\mathrm{ff}}$",
+    "model.heads": "$h$", "model.d_k": "$d_k$", "model.d_v": "$d_v$", "model.dropout": r"$P_{\mathrm{drop}}$",
+    "train.label_smoothing": r"$\epsilon_{ls}$", "train.max_steps": "steps",
+}
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    out = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+    return out.replace(PM, r"$\pm$").replace("†", r"$^\dagger$")
+
+
+def to_latex(table: Table) -> str:
+    """A booktabs ``table`` environment (needs ``\\usepackage{booktabs}``), ready to paste."""
+    lead = 1 + table.show_names
+    spec = "l" * lead + "c" * len(table.labels) + "r" * (len(table.columns) + 1)
+    head = ["", *(["variant"] if table.show_names else [])]
+    head += [LATEX_LABELS.get(k, latex_escape(lbl)) for k, lbl in zip(table.keys, table.labels)]
+    head += [latex_escape(c.label) for c in table.columns] + ["$n$"]
+    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
+             " & ".join(head) + r" \\", r"\midrule"]
+    for i, row in enumerate(table.rows):
+        if row.new_group and i > 0:
+            lines.append(r"\midrule")
+        cells = [latex_escape(row.group)] + ([latex_escape(row.name)] if table.show_names else [])
+        cells += [latex_escape(s) if s else "" for s in row.settings]
+        for cell, col in zip(row.cells, table.columns):
+            text = latex_escape(fmt_stat(cell, col))
+            if text and cell.best:
+                text = rf"\textbf{{{text}}}"
+            cells.append(text + latex_escape(cell.mark))
+        cells.append(str(row.n))
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    notes = [latex_escape(n) for n in _notes(table)] + [r"\quad " + latex_escape(str(u)) for u in table.unfinished]
+    lines.append(r"\par\smallskip{\footnotesize " + r" \\ ".join(notes) + "}")
+    lines += [rf"\caption{{{latex_escape(table.title)}}}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------
+# CSV
+# --------------------------------------------------------------------------------------
+
+
+def export_key(col: Column) -> str:
+    """CSV name of a column: the metric key, suffixed ``_millions`` when scaled."""
+    return col.key + ("_millions" if col.scale == 1e-6 else "")
+
+
+def _num(x: Optional[float]) -> str:
+    return "" if x is None else f"{x:.10g}"
+
+
+def to_csv(table: Table) -> str:
+    """Plain numbers: per metric ``.mean``, ``.std``, ``.n`` (and ``.p`` where tested); one line
+    per unfinished trial with its status and reason."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    head = ["group", "name", *table.keys]
+    for col in table.columns:
+        stats = ("mean", "std", "n", "p") if col.split else ("mean", "std", "n")
+        head += [f"{export_key(col)}.{s}" for s in stats]
+    w.writerow(head + ["status", "reason"])
+    group = ""
+    for row in table.rows:
+        group = row.group or group
+        line = [group, row.name] + ["" if v is None or v == "<unset>" else show_value(v) for v in row.values]
+        for cell, col in zip(row.cells, table.columns):
+            st = cell.stat
+            line += [_num(st and st.mean), _num(st and st.std), "" if st is None else str(st.n)]
+            if col.split:
+                line.append(_num(cell.p_value))
+        w.writerow(line + ["finished", ""])
+    for u in table.unfinished:
+        w.writerow(["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason])
+    return buf.getvalue()
+
+
+# --------------------------------------------------------------------------------------
+# Rich (terminal)
+# --------------------------------------------------------------------------------------
+
+
+def to_rich(table: Table):
+    """A rich renderable: the table (best values highlighted), footnotes and unfinished trials."""
+    from rich.console import Group
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    rt = RichTable(title=Text(table.title, style="bold"), header_style="bold")
+    lead, hyper = 1 + table.show_names, len(table.labels)
+    for i, name in enumerate(_header(table)):
+        justify = "left" if i < lead else "center" if i < lead + hyper else "right"
+        rt.add_column(Text(name), justify=justify)
+    for i, row in enumerate(table.rows):
+        if row.new_group and i > 0:
+            rt.rows[-1].end_section = True
+        cells = [Text(row.group, style="bold")] + ([Text(row.name)] if table.show_names else [])
+        cells += [Text(s or "") for s in row.settings]
+        for cell, col in zip(row.cells, table.columns):
+            text = Text(fmt_stat(cell, col), style="bold green" if cell.best else "")
+            if cell.mark:
+                text.append(cell.mark, style="yellow")
+            cells.append(text)
+        cells.append(Text(str(row.n)))
+        rt.add_row(*cells)
+    parts = [rt] + [Text(n, style="dim") for n in _notes(table)]
+    parts += [Text(f"  {u}", style="red") for u in table.unfinished]
+    return Group(*parts)
+
+
+def render(table: Table, fmt: str, width: int = 200) -> str:
+    """The table as text in ``fmt`` (``rich`` is rendered without colour at ``width`` columns)."""
+    if fmt == "md":
+        return to_markdown(table)
+    if fmt == "latex":
+        return to_latex(table)
+    if fmt == "csv":
+        return to_csv(table)
+    if fmt == "rich":
+        from rich.console import Console
+
+        console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False)
+        console.print(to_rich(table))
+        return console.file.getvalue()
+    raise ValueError(f"unknown format '{fmt}' (choose from: {', '.join(FORMATS)})")

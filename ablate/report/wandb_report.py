@@ -1,0 +1,92 @@
+"""A W&B Report of one sweep (``wandb-workspaces``: ``wandb_workspaces.reports.v2``).
+
+The report holds the paper-style table as a Markdown block (the same text as
+``ablate table --format md``) and a panel grid over the sweep's runs (the W&B group):
+
+* test BLEU by configuration: bars grouped by variant, mean ± std over seeds;
+* test BLEU against training tokens/s: one point per run;
+* learning curves: validation BLEU against ``trainer/global_step``, mean ± std per variant.
+
+:func:`build_report` touches no network; only ``Report.save`` (in :func:`publish`) does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ablate.report.aggregate import Sweep
+from ablate.report.formats import to_markdown
+from ablate.report.records import ReportError
+from ablate.report.table import Table
+
+STEP_KEY = "trainer/global_step"
+"""History x axis: Lightning's ``WandbLogger`` logs the optimizer step under this key."""
+
+
+def _workspaces():
+    try:
+        import wandb_workspaces.reports.v2 as wr
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise ReportError("W&B reports need the wandb-workspaces package: pip install wandb-workspaces") from None
+    return wr
+
+
+def group_keys(sweep: Sweep) -> list[str]:
+    """W&B group-by keys that separate the table's rows: the variant, else the varying keys."""
+    if sweep.uses_variants:
+        return ["config.variant"]
+    return [f"config.{k}" for k in sweep.keys]
+
+
+def build_report(entity: str, project: str, group: Optional[str], table: Table, sweep: Sweep,
+                 title: Optional[str] = None) -> Any:
+    """The ``wandb_workspaces.reports.v2.Report`` for one sweep, not yet saved.
+
+    Args:
+        entity, project: where the runs are (and where the report is saved).
+        group: the W&B run group of the sweep; None reports every run of the project.
+        table: the laid-out table (rendered into a Markdown block).
+        sweep: the aggregated sweep (for the test splits and the group-by keys).
+        title: report title (default: the table's title).
+    """
+    wr = _workspaces()
+    splits = sweep.test_splits
+    test_keys = [f"test_{s}/bleu" for s in splits] or ["test/bleu"]
+    keys = group_keys(sweep)
+    one_key = keys[0] if len(keys) == 1 else None
+    runset = wr.Runset(entity=entity, project=project, name=group or project,
+                       filters=f"Group = '{group}'" if group else "", groupby=keys)
+    panels = [
+        wr.BarPlot(title="Test BLEU by variant (mean ± std over seeds)",
+                   metrics=[wr.SummaryMetric(k) for k in test_keys], groupby=one_key,
+                   groupby_aggfunc="mean", groupby_rangefunc="stddev", title_y="BLEU",
+                   layout=wr.Layout(x=0, y=0, w=12, h=8)),
+        wr.ScatterPlot(title="Test BLEU vs training tokens/s", x=wr.SummaryMetric("train/tokens_per_sec"),
+                       y=wr.SummaryMetric(test_keys[0]), layout=wr.Layout(x=12, y=0, w=12, h=8)),
+        wr.LinePlot(title="Learning curves: validation BLEU (mean ± std over seeds)", x=STEP_KEY,
+                    y=["val/bleu"], groupby=one_key, groupby_aggfunc="mean", groupby_rangefunc="stddev",
+                    title_x="step", title_y="validation BLEU", layout=wr.Layout(x=0, y=8, w=24, h=9)),
+    ]
+    what = f"group `{group}` of {entity}/{project}" if group else f"{entity}/{project}"
+    blocks = [
+        wr.P(f"Ablation sweep: {what}. {len(sweep.rows)} configurations, "
+             f"{sum(len(r.trials) for r in sweep.rows)} finished runs, {len(sweep.unfinished)} unfinished."),
+        wr.H2("Results (after Table 3 of Vaswani et al., 2017)"),
+        wr.MarkdownBlock(to_markdown(table)),
+        wr.H2("Panels"),
+        wr.PanelGrid(runsets=[runset], panels=panels),
+    ]
+    return wr.Report(project=project, entity=entity, title=(title or table.title)[:128],
+                     description=f"Paper-style ablation table and panels for {what}.", blocks=blocks)
+
+
+def publish(report: Any, draft: bool = False) -> str:
+    """Save ``report`` to W&B (needs the network and a login); return its URL."""
+    try:
+        saved = report.save(draft=draft)
+    except Exception as err:  # noqa: BLE001 - network, auth and server errors all end the command
+        raise ReportError(f"could not save the W&B report: {' '.join(str(err).split())[:300]}") from None
+    try:
+        return str(saved.url)
+    except Exception:  # noqa: BLE001 - the URL needs the API; the report is saved regardless
+        return f"(saved report id {getattr(saved, 'id', '?')})"

@@ -1,0 +1,219 @@
+"""``ablate sweep``: run a sweep file locally, or through W&B across machines, and inspect it.
+
+Mounted by ``cli.py`` as ``app.add_typer(sweep_app, name="sweep")``. Bad input ends with one red
+line and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ablate.config import ConfigError, parse_override, valid_keys
+from ablate.sweep.launcher import LaunchOptions, Launcher, default_out
+from ablate.sweep.progress import Progress, best_trial, clock
+from ablate.sweep.slots import plan_slots
+from ablate.sweep.spec import SweepError, load_spec
+from ablate.sweep.state import is_locked, load_state
+
+app = typer.Typer(
+    help="Ablation sweeps from W&B sweep files: locally over every GPU/CPU slot (resumable), "
+    "or through a W&B server across machines.",
+    no_args_is_help=True,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+DEVICES_HELP = "auto (every visible GPU, else CPU), cpu, or GPU ids such as 0,1,2,3."
+
+
+def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn :class:`SweepError`, :class:`ConfigError` and W&B errors into one red line, exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (SweepError, ConfigError) as err:
+            err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        except Exception as err:  # W&B's own errors (no API key, server unreachable) are not bugs
+            if type(err).__module__.split(".")[0] != "wandb":
+                raise
+            message = " ".join(str(err).split()) or type(err).__name__
+            err_console.print(f"[red]error:[/red] W&B: {message}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def check_overrides(overrides: list[str]) -> list[str]:
+    """Each ``key=value`` is well formed and names a config key (so no trial fails for a typo)."""
+    keys = set(valid_keys())
+    for item in overrides:
+        key, _ = parse_override(item)
+        if key not in keys:
+            raise ConfigError(f"override '{item}': unknown config key '{key}' (see ablate/config.py)")
+    return list(overrides)
+
+
+@app.command("run")
+@user_errors
+def run(
+    file: Path = typer.Argument(..., help="Sweep file (W&B sweep configuration), e.g. sweeps/quickstart.yaml."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value config overrides for every trial."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (state + one folder per trial). "
+                                       "Default: runs/<sweep name>."),
+    devices: str = typer.Option("auto", "--devices", help=DEVICES_HELP),
+    gpus_per_trial: int = typer.Option(1, "--gpus-per-trial", help="GPUs per trial; more than one trains with DDP."),
+    parallel: int = typer.Option(1, "--parallel", help="Trials at once on CPU (cores are split evenly), "
+                                 "or per GPU group on GPUs."),
+    max_trials: Optional[int] = typer.Option(None, "--max-trials", help="Run at most this many trials "
+                                             "(required for random/bayes without run_cap)."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed trials again."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Base YAML config for every trial."),
+    grace: float = typer.Option(30.0, "--grace", help="Seconds a stopped trial gets to save a checkpoint."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List the trials and their overrides; train nothing."),
+) -> None:
+    """Run a sweep on this machine: one process per trial over device slots; rerun to resume."""
+    spec = load_spec(file)
+    opts = LaunchOptions(
+        out=out or default_out(spec), slots=plan_slots(devices, gpus_per_trial, parallel),
+        overrides=check_overrides(overrides or []), config=config, retry_failed=retry_failed,
+        max_trials=max_trials, grace_s=grace,
+    )
+    if dry_run:
+        _preview(Launcher(spec, opts))
+        return
+    slots = ", ".join(s.describe() for s in opts.slots)
+    console.print(f"sweep [bold]{spec.name}[/bold] ({spec.method}) -> {opts.out}  slots: {slots}", highlight=False)
+    result = Launcher(spec, opts, Progress(console, spec.metric, spec.goal)).run()
+    _report(result.state, spec.metric, spec.goal, opts.out)
+    if result.interrupted:
+        console.print("interrupted: rerun the same command to resume", style="yellow")
+        raise typer.Exit(130)
+
+
+def _preview(launcher: Launcher) -> None:
+    from ablate.sweep.state import SweepState
+
+    launcher.state = SweepState(name=launcher.spec.name, source=str(launcher.spec.path), signature="")
+    launcher.plan()
+    if launcher.spec.method == "bayes":
+        console.print(f"bayes proposes trials as results arrive (up to {launcher.cap}); the first:")
+        launcher._next_trial()
+    for t in launcher.state.trials:
+        shown = " ".join(launcher.overrides(t))
+        line = f"[bold]{t.name}[/bold]  {shown}"
+        console.print(line + (f"\n  [red]{t.error}[/red]" if t.status == "failed" else ""), highlight=False)
+    console.print(f"{len(launcher.state.trials)} trials", highlight=False)
+
+
+def _report(state: Any, metric: Optional[str], goal: str, out: Path) -> None:
+    counts = {s: state.count(s) for s in ("finished", "failed", "interrupted", "stopped", "pending")}
+    parts = [f"{n} {s}" for s, n in counts.items() if n]
+    console.print(f"sweep {state.name}: " + ", ".join(parts), highlight=False)
+    best = best_trial(state, goal)
+    if best is not None and metric:
+        console.print(f"best {metric} = {best.metric:.4g} ({best.name})", style="green", highlight=False)
+    console.print(f"details: ablate sweep status {out}", style="dim", highlight=False)
+
+
+@app.command("status")
+@user_errors
+def status(
+    target: Path = typer.Argument(..., help="Sweep folder (or the sweep file, for its default folder)."),
+) -> None:
+    """Show a sweep's trials: status, metric, time, error."""
+    out = default_out(load_spec(target)) if target.is_file() else target
+    state = load_state(out)
+    if state is None:
+        raise SweepError(f"no sweep state in {out} (expected {out}/sweep.json); run 'ablate sweep run FILE' first")
+    metric, goal = _metric_of(state)
+    table = Table(title=f"sweep {state.name} ({state.source})", title_justify="left")
+    for col, just in (("trial", "left"), ("status", "left"), (metric or "metric", "right"),
+                      ("test/bleu", "right"), ("time", "right"), ("tries", "right"), ("error", "left")):
+        table.add_column(col, justify=just, overflow="fold")
+    styles = {"finished": "green", "failed": "red", "running": "cyan", "interrupted": "yellow", "stopped": "yellow"}
+    for t in state.trials:
+        table.add_row(
+            t.name, f"[{styles.get(t.status, '')}]{t.status}[/]",
+            f"{t.metric:.4g}" if t.metric is not None else "",
+            _num(t.results.get("test/bleu")), clock(t.duration_s) if t.duration_s else "", str(t.attempts),
+            t.error or "",
+        )
+    console.print(table)
+    live = "a launcher is running" if is_locked(out) else "no launcher running"
+    counts = ", ".join(f"{state.count(s)} {s}" for s in ("finished", "failed", "running", "interrupted", "pending")
+                       if state.count(s))
+    console.print(f"{len(state.trials)} trials: {counts or 'none'} ({live})", highlight=False)
+    best = best_trial(state, goal)
+    if best is not None and metric:
+        console.print(f"best {metric} = {best.metric:.4g} ({best.name})", style="green", highlight=False)
+
+
+def _num(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+
+
+def _metric_of(state: Any) -> tuple[Optional[str], str]:
+    """The sweep's metric and goal, from its file when that is still there."""
+    try:
+        spec = load_spec(state.source)
+        return spec.metric, spec.goal
+    except (SweepError, OSError):
+        return None, "maximize"
+
+
+@app.command("create")
+@user_errors
+def create(
+    file: Path = typer.Argument(..., help="Sweep file to register with the W&B server."),
+    project: Optional[str] = typer.Option(None, "--project", help="W&B project (default: WANDB_PROJECT or ablate)."),
+    entity: Optional[str] = typer.Option(None, "--entity", help="W&B entity (user or team)."),
+) -> None:
+    """Register a sweep with the W&B server and print its id (then run 'ablate sweep agent ID')."""
+    from ablate.sweep.wandb_agent import create_sweep
+
+    spec = load_spec(file)
+    sweep_id = create_sweep(spec, project=_project(project), entity=entity)
+    console.print(f"created W&B sweep {spec.name}: {sweep_id}", highlight=False)
+    console.print(f"run trials on each machine with: ablate sweep agent {sweep_id} --devices auto", style="dim",
+                  highlight=False)
+    print(sweep_id)
+
+
+def _project(project: Optional[str]) -> str:
+    import os
+
+    return project or os.environ.get("WANDB_PROJECT") or "ablate"
+
+
+@app.command("agent")
+@user_errors
+def agent(
+    sweep_id: str = typer.Argument(..., help="W&B sweep id from 'ablate sweep create'."),
+    overrides: Optional[list[str]] = typer.Argument(None, help="key=value config overrides for every trial."),
+    devices: str = typer.Option("auto", "--devices", help=DEVICES_HELP + " One W&B agent per slot."),
+    gpus_per_trial: int = typer.Option(1, "--gpus-per-trial", help="GPUs per trial; more than one trains with DDP."),
+    parallel: int = typer.Option(1, "--parallel", help="Agents at once on CPU, or per GPU group."),
+    project: Optional[str] = typer.Option(None, "--project", help="W&B project (default: WANDB_PROJECT or ablate)."),
+    entity: Optional[str] = typer.Option(None, "--entity", help="W&B entity (user or team)."),
+    count: Optional[int] = typer.Option(None, "--count", help="Runs per agent (default: until the sweep is done)."),
+    out: Path = typer.Option(Path("runs") / "wandb", "--out", help="Trials run in OUT/<sweep name>/<run>-<W&B id>."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Base YAML config for every trial."),
+) -> None:
+    """Serve a W&B sweep: one agent per device slot, each trial its own 'cli.py train' process."""
+    from ablate.sweep.wandb_agent import AgentOptions, run_agents
+
+    slots = plan_slots(devices, gpus_per_trial, parallel)
+    opts = AgentOptions(out=out, project=_project(project), entity=entity, count=count,
+                        overrides=check_overrides(overrides or []), config=config)
+    code = run_agents(sweep_id, slots, opts)
+    if code:
+        raise typer.Exit(code)

@@ -1,0 +1,101 @@
+"""Trial processes: start each in its own session, tied to the launcher's life, and stop them.
+
+Each trial is the leader of a new session (and so of a new process group), which lets the
+launcher stop the trial *and everything it started* (DDP ranks, data workers) with one
+``killpg``. On Linux the trial also asks the kernel for SIGTERM when the launcher dies
+(``PR_SET_PDEATHSIG``), so even a SIGKILLed launcher leaves no trainer behind; and because the
+state records each trial's pid with its start time, a rerun recognises and stops any survivor
+before it resumes that trial in the same folder.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except Exception:  # not Linux: the launcher's own cleanup still stops its trials
+        pass
+
+
+def start(command: list[str], env: dict[str, str], log_path: Path, cwd: Optional[Path] = None) -> subprocess.Popen:
+    """Start ``command`` with stdout and stderr appended to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, close_fds=True,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+
+
+def start_time(pid: int) -> Optional[int]:
+    """The kernel's start time of ``pid`` (clock ticks since boot), or ``None`` if it is gone.
+
+    A pid can be reused after a reboot or much later; pid and start time together name a
+    process uniquely.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None if sys.platform.startswith("linux") else (0 if _alive(pid) else None)
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] == "Z":  # a zombie has finished
+        return None
+    return int(fields[19])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_same_process(pid: Optional[int], started: Optional[int]) -> bool:
+    """Whether the process recorded as (``pid``, ``started``) is still running."""
+    return pid is not None and started is not None and start_time(pid) == started
+
+
+def stop_group(pid: int, grace_s: float = 30.0, proc: Optional[subprocess.Popen] = None) -> None:
+    """SIGTERM the trial's process group, wait up to ``grace_s``, then SIGKILL what is left.
+
+    Args:
+        pid: the trial's pid, which is also its process-group id.
+        grace_s: time the trainer gets to save its state and write ``summary.json``.
+        proc: the ``Popen`` when the caller is the parent (so the child is also reaped).
+    """
+    signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            break
+        if proc is None and start_time(pid) is None:
+            break
+        time.sleep(0.05)
+    signal_group(pid, signal.SIGKILL)  # the rest of the group (workers, DDP ranks)
+    if proc is not None:
+        proc.wait()
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to the trial's process group, ignoring a group that is already gone."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

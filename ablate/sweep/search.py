@@ -1,0 +1,95 @@
+"""Search: which points to try next, decided by W&B's own algorithms.
+
+W&B's server proposes runs with the ``sweeps`` package (grid, random, bayes) from the sweep
+configuration and the runs seen so far. We call the same functions with the trials on disk, so a
+local sweep tries what ``wandb agent`` would: the grid in the same order, random points from the
+same distributions, Bayesian proposals from the same Gaussian process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import warnings
+from typing import Any, Iterable, Optional
+
+import numpy as np
+
+from ablate.sweep.spec import SweepError, SweepSpec
+
+Point = dict[str, Any]
+"""One sampled configuration: ``{parameter name: value}`` (constants included)."""
+
+_TERMINAL = {"finished": "finished", "failed": "failed", "stopped": "killed"}
+
+
+def _sweeps():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import sweeps
+    return sweeps
+
+
+def point_of(run_config: dict[str, Any]) -> Point:
+    """A W&B run config ``{name: {"value": v}}`` -> ``{name: v}``."""
+    return {name: entry["value"] if isinstance(entry, dict) and "value" in entry else entry
+            for name, entry in run_config.items()}
+
+
+def as_sweep_run(name: str, point: Point, status: str, metric_name: Optional[str],
+                 metric: Optional[float], history: Iterable[float] = ()) -> Any:
+    """A trial as the ``sweeps.SweepRun`` W&B's search algorithms read."""
+    sweeps = _sweeps()
+    summary = {}
+    if metric_name is not None and metric is not None and math.isfinite(metric):
+        summary[metric_name] = metric
+    history_rows = [{metric_name: v} for v in history] if metric_name else []
+    state = _TERMINAL.get(status, "running")
+    return sweeps.SweepRun(name=name, config={k: {"value": v} for k, v in point.items()}, state=state,
+                           summary_metrics=summary, history=history_rows)
+
+
+def next_points(spec: SweepSpec, runs: list[Any], n: int) -> list[Point]:
+    """Up to ``n`` new points after ``runs`` (fewer when a grid is exhausted).
+
+    Random sampling is seeded from the sweep name and the number of runs so far, so a sweep
+    re-planned from the same state proposes the same points.
+    """
+    if n <= 0:
+        return []
+    sweeps = _sweeps()
+    seed = int(hashlib.sha1(f"{spec.name}:{len(runs)}".encode()).hexdigest()[:8], 16)
+    saved = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            proposals = sweeps.next_runs(spec.config, runs, validate=False, n=n)
+    except ValueError as err:  # e.g. a distribution in a grid
+        raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
+    finally:
+        np.random.set_state(saved)
+    return [point_of(run.config) for run in proposals if run is not None]
+
+
+def upfront(spec: SweepSpec) -> bool:
+    """Whether every point can be planned before any result (grid and random), unlike bayes."""
+    return spec.method in ("grid", "random")
+
+
+def trial_cap(spec: SweepSpec, max_trials: Optional[int]) -> Optional[int]:
+    """How many trials the sweep runs at most: ``--max-trials``, else ``run_cap``, else the grid."""
+    if max_trials is not None:
+        return max_trials
+    return spec.run_cap
+
+
+def to_stop(spec: SweepSpec, runs: list[Any]) -> set[str]:
+    """Names of the ``runs`` that W&B's early termination (hyperband) would stop now."""
+    if "early_terminate" not in spec.config or not runs:
+        return set()
+    sweeps = _sweeps()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        stopped = sweeps.stop_runs(spec.config, runs)
+    return {run.name for run in stopped}

@@ -1,0 +1,290 @@
+"""Sweep files: W&B's sweep configuration, validated, plus named variants.
+
+A sweep file is a W&B sweep configuration (https://docs.wandb.ai/guides/sweeps/define-sweep-configuration)
+and nothing else, so ``wandb sweep FILE`` accepts it unchanged. Parameter names are the dotted keys
+of :mod:`ablate.config` (``model.heads``, ``model.attention.score``, ``seed``); a parameter with a
+single ``value`` is part of the base every trial starts from.
+
+Paper-style ablations change one thing at a time from that base (Table 3 of Vaswani et al. 2017),
+which a grid over independent parameters cannot say. They are written as one extra categorical
+parameter, ``variant``, whose values are either a bare name or a mapping of a ``name`` and the
+overrides that variant applies on top of the base::
+
+    parameters:
+      model.heads: {value: 8}            # base
+      seed: {values: [1, 2, 3]}          # crossed with every variant
+      variant:
+        values:
+          - base                          # no overrides
+          - {name: A-heads1, model.heads: 1}
+          - {name: B-dk16, model.d_k: 16, model.d_v: 64}
+
+W&B's own search sees ``variant`` as an ordinary categorical parameter with dict values (its grid
+search hashes them), so the same file runs on a W&B server; :func:`trial_overrides` turns a
+sampled point back into ``key=value`` overrides.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from ablate.config import flatten, valid_keys
+
+VARIANT = "variant"
+"""The reserved parameter whose values are named sets of overrides."""
+
+_SEARCHABLE = ("values", "min", "max", "mu", "sigma", "a", "b")
+
+
+class SweepError(ValueError):
+    """A user-facing sweep mistake; its message is one actionable line."""
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A validated sweep file.
+
+    Attributes:
+        name: the sweep's name (the file's ``name`` or its stem); names the output folder and the
+            W&B group.
+        path: where the file was read from (``None`` when built from a dict).
+        config: the W&B sweep configuration exactly as written (validated).
+    """
+
+    name: str
+    path: Optional[Path]
+    config: dict[str, Any]
+
+    @property
+    def method(self) -> str:
+        return self.config["method"]
+
+    @property
+    def parameters(self) -> dict[str, dict[str, Any]]:
+        return self.config["parameters"]
+
+    @property
+    def metric(self) -> Optional[str]:
+        metric = self.config.get("metric")
+        return metric["name"] if metric else None
+
+    @property
+    def goal(self) -> str:
+        metric = self.config.get("metric") or {}
+        return metric.get("goal", "minimize")
+
+    @property
+    def run_cap(self) -> Optional[int]:
+        return self.config.get("run_cap")
+
+    @property
+    def varying(self) -> list[str]:
+        """Parameters that differ between trials, in file order (``variant`` first)."""
+        names = [n for n, p in self.parameters.items() if any(k in p for k in _SEARCHABLE)]
+        names = [n for n in names if not (n in self.parameters and _single_choice(self.parameters[n]))]
+        return sorted(names, key=lambda n: n != VARIANT)
+
+    def describe(self) -> str:
+        where = self.path if self.path is not None else "<dict>"
+        return f"{self.name} ({where})"
+
+
+def _single_choice(param: dict[str, Any]) -> bool:
+    return "values" in param and len(param["values"]) == 1
+
+
+# --------------------------------------------------------------------------------------
+# Loading and validation
+# --------------------------------------------------------------------------------------
+
+
+def read_sweep_yaml(path: str | Path) -> dict[str, Any]:
+    """Parse a sweep file; malformed YAML raises a one-line :class:`SweepError` with its line."""
+    path = Path(path)
+    if not path.is_file():
+        raise SweepError(f"sweep file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        context, opened = getattr(err, "context", None), getattr(err, "context_mark", None)
+        if context and opened is not None and (mark is None or opened.line != mark.line):
+            problem += f" ({context} started on line {opened.line + 1})"
+        raise SweepError(f"malformed YAML in {path}{where}: {problem}") from None
+    if not isinstance(data, dict):
+        raise SweepError(f"{path} must hold a W&B sweep configuration (a mapping), not {type(data).__name__}")
+    return data
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and validate a sweep file (W&B schema, config keys, variants)."""
+    path = Path(path)
+    config = read_sweep_yaml(path)
+    name = str(config.get("name") or path.stem)
+    return spec_from_dict(config, name=name, path=path)
+
+
+def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[Path] = None) -> SweepSpec:
+    """Validate a sweep configuration held in memory."""
+    where = str(path) if path is not None else "sweep"
+    check_wandb_schema(config, where)
+    check_parameters(config["parameters"], where)
+    if config["method"] in ("bayes",) and "metric" not in config:
+        raise SweepError(f"{where}: method 'bayes' needs a 'metric' (e.g. metric: {{name: val/bleu, goal: maximize}})")
+    if "early_terminate" in config and "metric" not in config:
+        raise SweepError(f"{where}: 'early_terminate' needs a 'metric' to compare trials by")
+    if config["method"] == "custom":
+        raise SweepError(f"{where}: method 'custom' needs a W&B scheduler; use grid, random or bayes")
+    spec = SweepSpec(name=safe_name(name), path=path, config=config)
+    if spec.method == "grid":  # W&B's grid refuses continuous distributions: say so before running
+        from ablate.sweep.search import next_points
+
+        next_points(spec, [], 1)
+    return spec
+
+
+def _schema_validator():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from sweeps.config.schema import validator
+    return validator
+
+
+def check_wandb_schema(config: dict[str, Any], where: str) -> None:
+    """Validate against the JSON schema W&B's server uses; raise one line naming the key."""
+    validator = _schema_validator()
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(map(str, e.path))))
+    if errors:
+        raise SweepError(f"{where}: {_describe_schema_error(errors[0])}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from sweeps import schema_violations_from_proposed_config
+    try:
+        violations = schema_violations_from_proposed_config(config)
+    except ValueError as err:
+        raise SweepError(f"{where}: {err}") from None
+    if violations:
+        raise SweepError(f"{where}: {violations[0].splitlines()[0]}")
+
+
+def _describe_schema_error(error: Any) -> str:
+    path = ".".join(str(p) for p in error.path)
+    if error.validator == "additionalProperties" and not path:
+        extra = re.findall(r"'([^']+)' was unexpected", error.message)
+        allowed = ", ".join(sorted(error.schema.get("properties", {})))
+        key = extra[0] if extra else "?"
+        close = difflib.get_close_matches(key, list(error.schema.get("properties", {})), n=1)
+        hint = f"did you mean '{close[0]}'?" if close else f"W&B allows: {allowed}"
+        return f"unknown top-level key '{key}' ({hint})"
+    if error.validator == "anyOf" and len(error.path) == 2 and error.path[0] == "parameters":
+        return (f"parameters.{error.path[1]}: not a valid W&B parameter {error.instance!r}; "
+                f"use value, values, or a distribution (min/max)")
+    if error.validator == "required" and not path:
+        return f"missing required key: {error.message}"
+    message = error.message.splitlines()[0]
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return f"{path or 'top level'}: {message}"
+
+
+def check_parameters(parameters: dict[str, Any], where: str) -> None:
+    """Every parameter is a config key (or ``variant``); variants are well formed."""
+    keys = set(valid_keys())
+    for name, param in parameters.items():
+        if "parameters" in param:
+            raise SweepError(
+                f"{where}: parameters.{name}: nested 'parameters' blocks are not supported; "
+                f"write dotted names instead (e.g. {name}.<key>: {{value: ...}})"
+            )
+        if name == VARIANT:
+            check_variants(param, where)
+        elif name not in keys:
+            raise SweepError(f"{where}: parameters.{name}: {_unknown(name, keys)}")
+
+
+def _unknown(key: str, keys: set[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(keys), n=1, cutoff=0.5)
+    hint = f"did you mean '{close[0]}'?" if close else "see ablate/config.py for the keys"
+    return f"unknown config key '{key}' ({hint})"
+
+
+def check_variants(param: dict[str, Any], where: str) -> None:
+    """``variant`` must list values, each a name or ``{name: ..., <key>: <value>, ...}``."""
+    if "values" not in param:
+        raise SweepError(f"{where}: parameters.{VARIANT} must list 'values' (names or {{name: ..., key: value}})")
+    keys = set(valid_keys())
+    seen: set[str] = set()
+    for i, value in enumerate(param["values"]):
+        label = f"parameters.{VARIANT}.values[{i}]"
+        name = variant_name(value, f"{where}: {label}")
+        if name in seen:
+            raise SweepError(f"{where}: {label}: duplicate variant name '{name}'")
+        seen.add(name)
+        for key in variant_overrides(value):
+            if key not in keys:
+                raise SweepError(f"{where}: {label} ({name}): {_unknown(key, keys)}")
+
+
+# --------------------------------------------------------------------------------------
+# From a sampled point to a trial
+# --------------------------------------------------------------------------------------
+
+
+def variant_name(value: Any, where: str = "variant") -> str:
+    """The name of a ``variant`` value (a bare string, or the ``name`` of a mapping)."""
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, dict) and isinstance(value.get("name"), str) and value["name"]:
+        return value["name"]
+    raise SweepError(f"{where}: a variant is a name or a mapping with a 'name' and overrides, not {value!r}")
+
+
+def variant_overrides(value: Any) -> dict[str, Any]:
+    """Dotted overrides of a ``variant`` value (nested mappings are flattened)."""
+    if not isinstance(value, dict):
+        return {}
+    return flatten({k: v for k, v in value.items() if k != "name"})
+
+
+def resolve(point: dict[str, Any]) -> dict[str, Any]:
+    """Dotted config values for a sampled point ``{param: value}``; the variant applies last."""
+    values = {k: v for k, v in point.items() if k != VARIANT}
+    if VARIANT in point:
+        values.update(variant_overrides(point[VARIANT]))
+    return values
+
+
+def format_value(value: Any) -> str:
+    """``value`` as text that YAML (and so ``ablate.config.parse_override``) reads back equal."""
+    if isinstance(value, float):
+        text = repr(value)
+        if "e" in text and "." not in text.split("e")[0]:
+            mantissa, exponent = text.split("e")
+            text = f"{mantissa}.0e{exponent}"  # YAML 1.1 floats need a dot: 1.0e-05
+        if yaml.safe_load(text) == value:
+            return text
+    if isinstance(value, str) and value and yaml.safe_load(value) == value and "\n" not in value:
+        return value
+    import json
+
+    return json.dumps(value)
+
+
+def to_overrides(values: dict[str, Any]) -> list[str]:
+    """``{"model.heads": 4}`` -> ``["model.heads=4"]`` (values quoted where YAML needs it)."""
+    return [f"{key}={format_value(value)}" for key, value in values.items()]
+
+
+def safe_name(text: str) -> str:
+    """A file-system-safe name: letters, digits and ``._=+,-``; other runs become ``_``."""
+    cleaned = re.sub(r"[^A-Za-z0-9._=+,-]+", "_", str(text)).strip("._")
+    return cleaned or "sweep"

@@ -1,0 +1,197 @@
+"""The sweep's state on disk: one JSON file, written atomically, guarded by a lock.
+
+``DIR/sweep.json`` lists every trial with its point, status and result; each trial trains in
+``DIR/<trial name>/``. The launcher is the only writer. Every write goes to a temporary file in
+the same folder, is flushed to disk, then renamed over the old file, so a kill or power cut at any
+moment leaves either the old or the new state, never a torn one. ``DIR/.lock`` is held with
+``flock`` while a launcher runs; the kernel drops it when the launcher dies, even by SIGKILL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ablate.sweep.spec import SweepError
+
+STATE_FILE = "sweep.json"
+LOCK_FILE = ".lock"
+VERSION = 1
+
+STATUSES = ("pending", "running", "finished", "failed", "interrupted", "stopped")
+"""``stopped``: ended early by the sweep's ``early_terminate`` (hyperband), a final status."""
+DONE = ("finished", "failed", "stopped")
+
+
+@dataclass
+class Trial:
+    """One point of the sweep and what became of it.
+
+    Attributes:
+        name: unique within the sweep; also its folder (the trainer's ``--run-dir``).
+        point: the sampled W&B parameters ``{name: value}``, constants and ``variant`` included.
+        status: one of :data:`STATUSES`.
+        error: one line saying why it failed.
+        metric: the sweep metric from its ``summary.json`` (``None`` until finished).
+        results: the headline numbers of its ``summary.json`` (BLEU, perplexity, throughput).
+        attempts: how many times a process was started for it.
+        duration_s: seconds of training over all attempts.
+        pid, pid_start: the running process and its start time (to recognise it after a crash).
+        devices: the GPU ids it runs on (empty on CPU).
+        history: the metric each time the trainer reported it (for hyperband).
+    """
+
+    name: str
+    point: dict[str, Any]
+    status: str = "pending"
+    error: Optional[str] = None
+    metric: Optional[float] = None
+    results: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 0
+    duration_s: float = 0.0
+    started_at: Optional[float] = None
+    pid: Optional[int] = None
+    pid_start: Optional[int] = None
+    devices: list[str] = field(default_factory=list)
+    history: list[float] = field(default_factory=list)
+
+
+@dataclass
+class SweepState:
+    """Everything a rerun needs to carry on where the last launcher stopped.
+
+    Attributes:
+        name: the sweep name.
+        source: the sweep file it was started from.
+        signature: a digest of what defines the trials (method, parameters, base config,
+            command-line overrides); a rerun with a different one is refused.
+        trials: in the order they were planned.
+    """
+
+    name: str
+    source: str
+    signature: str
+    overrides: list[str] = field(default_factory=list)
+    trials: list[Trial] = field(default_factory=list)
+    created_at: float = field(default_factory=time.time)
+    version: int = VERSION
+
+    def trial(self, name: str) -> Trial:
+        return next(t for t in self.trials if t.name == name)
+
+    def count(self, *statuses: str) -> int:
+        return sum(t.status in statuses for t in self.trials)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "SweepState":
+        trials = [Trial(**t) for t in data.pop("trials", [])]
+        return cls(trials=trials, **data)
+
+
+def state_path(out_dir: Path) -> Path:
+    return Path(out_dir) / STATE_FILE
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` so that readers see the old or the new file, never a partial one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, default=str)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+
+
+def save_state(out_dir: Path, state: SweepState) -> None:
+    atomic_write_json(state_path(out_dir), state.to_json())
+
+
+def load_state(out_dir: Path) -> Optional[SweepState]:
+    """The saved state of ``out_dir``, or ``None`` if no sweep ran there yet."""
+    path = state_path(out_dir)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        if data.get("version") != VERSION:
+            raise SweepError(f"{path} was written by another version of ablate (version {data.get('version')})")
+        return SweepState.from_json(data)
+    except (json.JSONDecodeError, TypeError, KeyError) as err:
+        raise SweepError(f"{path} is not a sweep state file ({err}); move it away or use another --out") from None
+
+
+class SweepLock:
+    """An exclusive ``flock`` on ``DIR/.lock``: one launcher per sweep folder.
+
+    The lock belongs to the open file, so it is released when the launcher exits or is killed;
+    trial processes do not inherit it (``close_fds``).
+    """
+
+    def __init__(self, out_dir: Path):
+        self.path = Path(out_dir) / LOCK_FILE
+        self._file = None
+
+    def __enter__(self) -> "SweepLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(self.path, "a+")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "?"
+            f.close()
+            raise SweepError(
+                f"another launcher (pid {holder}) is running the sweep in {self.path.parent}; "
+                f"wait for it or stop it first"
+            ) from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        self._file = f
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+
+def is_locked(out_dir: Path) -> bool:
+    """Whether a launcher currently holds ``out_dir`` (used by ``sweep status``)."""
+    path = Path(out_dir) / LOCK_FILE
+    if not path.exists():
+        return False
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        return False

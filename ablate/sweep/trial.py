@@ -1,0 +1,184 @@
+"""One trial: its name, its command-line overrides, and reading back how it ended.
+
+A trial is named by what varies in the sweep (``heads=4-seed=2``, or a variant's name and the
+seed: ``A-heads1-seed=2``); the name is its folder, its W&B run name and, split, its W&B tags.
+What happened is read from the trainer's ``summary.json`` (written atomically by the trainer);
+when the process died before writing one, the reason is the last line of its log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+from pathlib import Path
+from typing import Any, Optional
+
+from ablate.sweep.spec import VARIANT, SweepSpec, resolve, safe_name, to_overrides, variant_name
+
+SUMMARY = "summary.json"
+LOG = "trial.log"
+RESULT_KEYS = ("val/bleu", "val/ppl", "test/bleu", "train/tokens_per_sec", "params", "step", "wall_time_s")
+
+
+def _short_keys(keys: list[str]) -> dict[str, str]:
+    """``model.attention.score`` -> ``score`` unless two varying keys would share a short name."""
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    return {k: (s if last.count(s) == 1 else k) for k, s in zip(keys, last)}
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_show(v) for v in value)
+    return str(value)
+
+
+def labels(spec: SweepSpec, point: dict[str, Any]) -> list[str]:
+    """What distinguishes this point: ``["A-heads1", "seed=2"]`` (the variant by its name)."""
+    varying = spec.varying
+    short = _short_keys([k for k in varying if k != VARIANT])
+    parts = []
+    for key in varying:
+        if key not in point:
+            continue
+        if key == VARIANT:
+            parts.append(variant_name(point[key]))
+        else:
+            parts.append(f"{short[key]}={_show(point[key])}")
+    return parts
+
+
+def trial_name(spec: SweepSpec, point: dict[str, Any], taken: set[str]) -> str:
+    """A unique, file-system-safe name for ``point`` (``-2``, ``-3`` appended on a clash)."""
+    base = safe_name("-".join(labels(spec, point)) or "trial")
+    name, i = base, 2
+    while name in taken:
+        name, i = f"{base}-{i}", i + 1
+    return name
+
+
+def trial_overrides(spec: SweepSpec, point: dict[str, Any], name: str) -> list[str]:
+    """The trainer's ``key=value`` arguments for ``point``: W&B naming, then the parameters.
+
+    Tracking comes first so that a ``tracking.*`` parameter in the sweep file wins.
+    """
+    tracking = {"tracking.group": spec.name, "tracking.name": name, "tracking.tags": labels(spec, point)}
+    return to_overrides(tracking) + to_overrides(resolve(point))
+
+
+# --------------------------------------------------------------------------------------
+# How a trial ended
+# --------------------------------------------------------------------------------------
+
+
+def read_summary(run_dir: Path, since: Optional[float] = None) -> Optional[dict[str, Any]]:
+    """The trainer's ``summary.json``, or ``None`` if absent, unreadable or older than ``since``.
+
+    ``since`` (a ``time.time()``) ignores the summary a previous attempt left behind.
+    """
+    path = Path(run_dir) / SUMMARY
+    try:
+        if since is not None and path.stat().st_mtime < since:
+            return None
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def log_tail(log_path: Path, start: int = 0, lines: int = 40) -> list[str]:
+    """The last non-empty lines of a trial's log, from byte ``start`` (this attempt's output) on."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(start, f.tell() - 16384))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    return [line.rstrip() for line in text.splitlines() if line.strip()][-lines:]
+
+
+def _error_line(tail: list[str]) -> Optional[str]:
+    """The last line of a log that names an exception (``RuntimeError: ...``)."""
+    for line in reversed(tail):
+        head = line.split(":", 1)[0].strip()
+        if head.endswith(("Error", "Exception", "Interrupt")) or head == "Killed":
+            return line.strip()
+    return None
+
+
+def _exit_reason(returncode: Optional[int]) -> str:
+    if returncode is None:
+        return "the process disappeared"
+    if returncode < 0:
+        sig = signal.Signals(-returncode).name if -returncode in signal.Signals._value2member_map_ else -returncode
+        hint = " (out of memory?)" if -returncode == signal.SIGKILL else ""
+        return f"killed by {sig}{hint}"
+    return f"exit code {returncode}"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def outcome(run_dir: Path, returncode: Optional[int], metric: Optional[str],
+            since: Optional[float] = None, log_start: int = 0) -> dict[str, Any]:
+    """How a trial process ended: ``{"status", "error", "metric", "results"}``.
+
+    ``finished`` needs exit code 0 and ``summary.json`` saying so with a finite metric;
+    ``interrupted`` (the trainer saved a checkpoint and stopped on a signal) is resumed by a
+    rerun; anything else is ``failed`` with a one-line reason: the trainer's ``error``, else the
+    last error line of its log, else how the process died, else its last log line.
+    ``since`` and ``log_start`` (time and log size at launch) hide what earlier attempts left.
+    """
+    summary = read_summary(run_dir, since) or {}
+    results = {k: summary[k] for k in RESULT_KEYS if k in summary}
+    results.update({k: v for k, v in summary.items() if k.startswith("test_") and k.endswith("/bleu")})
+    value = summary.get(metric) if metric else None
+    value = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    status = summary.get("status")
+    if status == "finished" and returncode == 0:
+        if metric and value is None:
+            return _failed(f"{SUMMARY} has no '{metric}' (the sweep's metric)", results)
+        if value is not None and not math.isfinite(value):
+            return _failed(f"{metric} is {value} (diverged?)", results)
+        return {"status": "finished", "error": None, "metric": value, "results": results}
+    if status == "interrupted":
+        return {"status": "interrupted", "error": summary.get("error"), "metric": None, "results": results}
+    tail = log_tail(Path(run_dir) / LOG, log_start)
+    reason = (summary.get("error") if status == "failed" else None) or _error_line(tail)
+    if not reason and returncode is not None and returncode < 0:
+        reason = _exit_reason(returncode)
+    if not reason:
+        last = f"{tail[-1].strip()} " if tail else ""
+        reason = f"{last}[{_exit_reason(returncode)}]"
+    return _failed(reason, results)
+
+
+def _failed(reason: str, results: dict[str, Any]) -> dict[str, Any]:
+    return {"status": "failed", "error": _one_line(reason), "metric": None, "results": results}
+
+
+def reported_history(summary: dict[str, Any], metric: str) -> Optional[list[float]]:
+    """The metric at every validation so far, when the trainer keeps a ``history`` list."""
+    rows = summary.get("history")
+    if not isinstance(rows, list):
+        return None
+    values = [row.get(metric) for row in rows if isinstance(row, dict)]
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
+def live_metric(run_dir: Path, metric: Optional[str]) -> Optional[tuple[int, float]]:
+    """``(step, value)`` of the metric a running trainer last wrote, for early termination."""
+    summary = read_summary(run_dir)
+    if not summary or not metric or summary.get("status") != "running":
+        return None
+    value, step = summary.get(metric), summary.get("step")
+    if isinstance(value, (int, float)) and isinstance(step, int) and math.isfinite(value):
+        return step, float(value)
+    return None

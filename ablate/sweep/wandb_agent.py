@@ -1,0 +1,154 @@
+"""Sweeps through a W&B server, across machines: a thin layer over ``wandb.sweep`` / ``wandb.agent``.
+
+``create_sweep`` registers a sweep file as is (it is a W&B sweep configuration; variants are an
+ordinary categorical parameter with dict values). ``run_agents`` starts one W&B agent per device
+slot, each in its own process with its own ``CUDA_VISIBLE_DEVICES``. For every run the server
+hands out, the agent's function starts ``cli.py train`` as a subprocess with that run's
+parameters as overrides; the W&B agent's environment (``WANDB_RUN_ID``, ``WANDB_SWEEP_ID``) is
+inherited, so the trainer's ``wandb.init`` joins the sweep's run, and only the trainer (rank 0)
+logs. A crash ends that run only; the agent asks for the next.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+from ablate.config import ConfigError, load_config
+from ablate.sweep import process
+from ablate.sweep.launcher import REPO, TrialCommand, trainer_command
+from ablate.sweep.search import point_of
+from ablate.sweep.slots import Slot
+from ablate.sweep.spec import SweepError, SweepSpec, safe_name, spec_from_dict
+from ablate.sweep.trial import LOG, outcome, trial_name, trial_overrides
+
+
+def wandb_sweep_config(spec: SweepSpec) -> dict[str, Any]:
+    """The configuration sent to W&B: the file's, named after the sweep."""
+    config = copy.deepcopy(spec.config)
+    config.setdefault("name", spec.name)
+    return config
+
+
+def create_sweep(spec: SweepSpec, project: Optional[str] = None, entity: Optional[str] = None) -> str:
+    """Register ``spec`` with the W&B server; returns the sweep id for ``ablate sweep agent``."""
+    import wandb
+
+    return wandb.sweep(sweep=wandb_sweep_config(spec), project=project, entity=entity)
+
+
+def fetch_spec(sweep_id: str, project: Optional[str] = None, entity: Optional[str] = None) -> SweepSpec:
+    """The sweep's configuration from the W&B server (to name runs by what varies)."""
+    import wandb
+
+    path = "/".join(p for p in (entity, project, sweep_id) if p)
+    config = dict(wandb.Api().sweep(path).config)
+    return spec_from_dict(config, name=str(config.get("name") or sweep_id))
+
+
+@dataclass
+class AgentOptions:
+    """How each agent runs its trials.
+
+    Attributes:
+        out: folder for trial run dirs (``OUT/<sweep name>/<run name>-<W&B run id>``).
+        project, entity: where the sweep lives on W&B.
+        count: runs per agent (``None``: until the sweep is done).
+        overrides: ``key=value`` added to every trial.
+        config: base YAML for every trial.
+        command: builds a trial's argv (tests inject a fake trainer).
+    """
+
+    out: Path
+    project: Optional[str] = None
+    entity: Optional[str] = None
+    count: Optional[int] = None
+    overrides: list[str] = field(default_factory=list)
+    config: Optional[Path] = None
+    command: Optional[TrialCommand] = None
+
+
+def run_params() -> dict[str, Any]:
+    """This W&B run's parameters ``{name: value}``, from the file the W&B agent wrote."""
+    path = os.environ.get("WANDB_SWEEP_PARAM_PATH")
+    if not path:
+        raise SweepError("not inside a W&B agent run (WANDB_SWEEP_PARAM_PATH is not set)")
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    data.pop("wandb_version", None)
+    return point_of(data)
+
+
+def trial_function(spec: SweepSpec, slot: Slot, opts: AgentOptions) -> Callable[[], None]:
+    """The function ``wandb.agent`` calls once per run: train it in a subprocess, wait, report."""
+    command = opts.command or trainer_command(opts.config)
+
+    def train_one() -> None:
+        point = run_params()
+        name = trial_name(spec, point, set())
+        run_id = os.environ.get("WANDB_RUN_ID", "local")
+        overrides = trial_overrides(spec, point, name) + list(opts.overrides)
+        try:
+            load_config(opts.config, overrides)
+        except ConfigError as err:
+            raise SweepError(f"{name}: invalid config: {err}") from None
+        run_dir = Path(opts.out) / spec.name / safe_name(f"{name}-{run_id}")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        since = time.time()
+        proc = process.start(command(run_dir, overrides + slot.overrides()), dict(os.environ), run_dir / LOG)
+        try:
+            while proc.poll() is None:  # a poll loop lets the agent's thread be interrupted
+                time.sleep(0.5)
+        finally:
+            if proc.poll() is None:
+                process.stop_group(proc.pid, grace_s=30.0, proc=proc)
+        result = outcome(run_dir, proc.returncode, spec.metric, since=since)
+        if result["status"] != "finished":
+            raise SweepError(f"{name} {result['status']}: {result['error'] or 'see ' + str(run_dir / LOG)}")
+
+    return train_one
+
+
+def run_agent(sweep_id: str, slot: Slot, opts: AgentOptions) -> None:
+    """One W&B agent in this process, training on ``slot``'s devices."""
+    import wandb
+
+    os.environ.update(slot.env({}))
+    spec = fetch_spec(sweep_id, opts.project, opts.entity)
+    wandb.agent(sweep_id, function=trial_function(spec, slot, opts), project=opts.project,
+                entity=opts.entity, count=opts.count)
+
+
+def agent_argv(sweep_id: str, slot: Slot, opts: AgentOptions, cli: Path = REPO / "cli.py") -> list[str]:
+    """The command of the child agent that serves ``slot`` (``ablate sweep agent`` on one slot)."""
+    devices = ",".join(slot.gpus) if slot.gpus else "cpu"
+    argv = [sys.executable, str(cli), "sweep", "agent", sweep_id, "--devices", devices,
+            "--gpus-per-trial", str(len(slot.gpus) if slot.gpus else 1), "--out", str(opts.out)]
+    for flag, value in (("--project", opts.project), ("--entity", opts.entity), ("--count", opts.count),
+                        ("--config", opts.config)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv + list(opts.overrides)
+
+
+def run_agents(sweep_id: str, slots: list[Slot], opts: AgentOptions) -> int:
+    """One agent per slot: in this process for one slot, else one child process per slot.
+
+    Returns the worst exit code of the children (0 when every agent ended cleanly).
+    """
+    if len(slots) == 1:
+        run_agent(sweep_id, slots[0], opts)
+        return 0
+    children = [subprocess.Popen(agent_argv(sweep_id, slot, opts), env=dict(os.environ)) for slot in slots]
+    try:
+        codes = [child.wait() for child in children]
+    except KeyboardInterrupt:  # the children got Ctrl-C too (same process group); let them finish
+        codes = [child.wait() for child in children]
+    return max((abs(c) for c in codes), default=0)

@@ -1,0 +1,105 @@
+"""The ``ablate`` command line: train, sweep, table, plot, report, attention, bench.
+
+Every command turns bad input into one line on stderr and a non-zero exit; tracebacks are for
+bugs only.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+app = typer.Typer(
+    help="Ablation studies for encoder-decoder Transformers in machine translation.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one red line to stderr and exit with ``code``."""
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+@app.command(context_settings={"allow_extra_args": False})
+def train(
+    overrides: Optional[List[str]] = typer.Argument(
+        None, help="Config overrides as dotted key=value, e.g. model.heads=8 train.max_time=600."),
+    config: Optional[Path] = typer.Option(
+        None, "--config", "-c", help="YAML file of config keys (nested or dotted), applied before overrides."),
+    run_dir: Optional[Path] = typer.Option(
+        None, "--run-dir", help="Where the run is written (default runs/<name>)."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Delete an existing run dir and train from scratch."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Require an existing run to resume (running the same command resumes anyway)."),
+    print_config: bool = typer.Option(
+        False, "--print-config", help="Print the resolved config as YAML and exit."),
+) -> None:
+    """Train one model, decode the test sets, and record BLEU and throughput (W&B + summary.json)."""
+    import yaml
+
+    from ablate.config import ConfigError, load_config, to_dict
+
+    try:
+        cfg = load_config(config, overrides or [])
+    except ConfigError as err:
+        fail(str(err))
+    if print_config:
+        typer.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        return
+    from ablate.data.errors import DataError
+    from ablate.train import RunError, default_run_dir
+    from ablate.train import train as run_training
+
+    target = run_dir or default_run_dir(cfg)
+    if resume and not (target / "checkpoints" / "last.ckpt").exists():
+        fail(f"nothing to resume in {target} (no checkpoints/last.ckpt)")
+    try:
+        summary = run_training(cfg, target, overwrite=overwrite, echo=typer.echo)
+    except (ConfigError, DataError) as err:
+        fail(str(err))
+    except RunError as err:
+        fail(f"training failed: {err} (see {target}/summary.json)", code=1)
+    except KeyboardInterrupt:
+        fail(f"interrupted; run the same command again to resume from {target}/checkpoints", code=130)
+    if summary.get("test/bleu") is not None:
+        typer.echo(
+            f"test BLEU {summary['test/bleu']:.2f} | val BLEU {summary.get('val/bleu') or float('nan'):.2f} | "
+            f"{summary.get('train/tokens_per_sec', float('nan')):,.0f} train tokens/s | "
+            f"{summary.get('step')} steps | {target}/summary.json"
+        )
+
+
+def _mount_subcommands() -> None:
+    """Attach the sub-apps that live beside the code they drive."""
+    try:
+        from ablate.sweep.commands import app as sweep_app
+
+        app.add_typer(sweep_app, name="sweep", help="Run W&B-format sweeps locally or through W&B agents.")
+    except ImportError:
+        pass
+    try:
+        from ablate.report.commands import register as register_reports
+
+        register_reports(app)
+    except ImportError:
+        pass
+
+
+_mount_subcommands()
+
+
+def main() -> None:
+    """Entry point of the ``ablate`` console script."""
+    app()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    main()

@@ -1,0 +1,48 @@
+"""Fixtures for the data tests: small slices of the real Multi30k, written to a temp folder."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+from pathlib import Path
+
+import pytest
+
+from ablate.config import DataConfig
+
+
+def read_lines(path: Path, n: int) -> list[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in itertools.islice(f, n)]
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    data = "".join(line + "\n" for line in lines).encode()
+    if path.name.endswith(".gz"):
+        path.write_bytes(gzip.compress(data))
+    else:
+        path.write_bytes(data)
+
+
+@pytest.fixture(scope="session")
+def small_multi30k(multi30k: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """2000/200/200 lines of Multi30k en-de, mixing ``.gz`` and plain files."""
+    folder = tmp_path_factory.mktemp("m30k")
+    layout = {("train", 2000): ("train.en.gz", "train.de"), ("val", 200): ("val.en", "val.de.gz"),
+              ("test_2016_flickr", 200): ("test_2016_flickr.en", "test_2016_flickr.de")}
+    for (split, n), names in layout.items():
+        for lang, name in zip(("en", "de"), names):
+            write_lines(folder / name, read_lines(multi30k / f"{split}.{lang}.gz", n))
+    return folder
+
+
+@pytest.fixture()
+def make_cfg(tmp_path: Path):
+    """``make_cfg(source, **overrides)`` -> a small-vocabulary DataConfig with a private cache."""
+
+    def make(source: str, **overrides) -> DataConfig:
+        values = dict(source=str(source), vocab_size=500, builtin_pairs=400, cache_dir=str(tmp_path / "cache"))
+        values.update(overrides)
+        return DataConfig(**values)
+
+    return make

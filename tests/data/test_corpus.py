@@ -1,0 +1,108 @@
+"""Local-folder corpora: discovery, .gz and plain files, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from ablate.data.corpus import make_source
+from ablate.data.errors import DataError
+from ablate.data.local import LocalFolder, count_lines
+
+from conftest import read_lines, write_lines
+
+
+def _folder(tmp_path: Path, files: dict[str, list[str]]) -> Path:
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    for name, lines in files.items():
+        write_lines(folder / name, lines)
+    return folder
+
+
+PAIR = {"train.en": ["a b", "c d"], "train.de": ["A B", "C D"], "valid.en": ["e"], "valid.de": ["E"]}
+
+
+def test_local_folder_reads_gz_and_plain_files(small_multi30k, multi30k, make_cfg, tmp_path):
+    source = make_source(make_cfg(small_multi30k), tmp_path / "cache")
+    assert isinstance(source, LocalFolder)
+    corpus = source.load(tmp_path / "work")
+    assert corpus.val_split == "val" and corpus.test_splits == ["test_2016_flickr"]
+    assert {k: len(v) for k, v in corpus.splits.items()} == {"train": 2000, "val": 200, "test_2016_flickr": 200}
+    train = corpus.splits["train"]
+    assert train[5]["src"] == read_lines(multi30k / "train.en.gz", 6)[5]  # from train.en.gz
+    assert train[5]["tgt"] == read_lines(multi30k / "train.de.gz", 6)[5]  # from plain train.de
+    assert corpus.undecodable == {"train": 0, "val": 0, "test_2016_flickr": 0}
+
+
+def test_validation_aliases_and_sorted_test_splits(make_cfg, tmp_path):
+    files = dict(PAIR, **{"test_b.en": ["x"], "test_b.de": ["X"], "test_a.en": ["y"], "test_a.de": ["Y"],
+                          "test_a.fr": ["Z"], "notes.txt": ["hello"]})
+    corpus = make_source(make_cfg(_folder(tmp_path, files)), tmp_path / "c").load(tmp_path / "w")
+    assert corpus.val_split == "valid" and corpus.test_splits == ["test_a", "test_b"]
+    assert corpus.splits["test_a"][0] == {"src": "y", "tgt": "Y"}
+
+
+def test_missing_folder(make_cfg, tmp_path):
+    with pytest.raises(DataError, match="is not a folder") as err:
+        make_source(make_cfg(tmp_path / "nowhere"), tmp_path)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_train_lists_what_was_found(make_cfg, tmp_path):
+    folder = _folder(tmp_path, {"val.en": ["a"], "val.de": ["b"], "test.en": ["c"], "test.de": ["d"]})
+    with pytest.raises(DataError, match=r"no 'train' split .*found: test.de, test.en, val.de, val.en"):
+        make_source(make_cfg(folder), tmp_path)
+
+
+def test_missing_validation_split(make_cfg, tmp_path):
+    folder = _folder(tmp_path, {"train.en": ["a"], "train.de": ["b"]})
+    with pytest.raises(DataError, match="no validation split .*val or valid or dev"):
+        make_source(make_cfg(folder), tmp_path)
+
+
+def test_missing_language_file(make_cfg, tmp_path):
+    files = dict(PAIR)
+    del files["train.de"]
+    with pytest.raises(DataError, match=r"missing language file .*train\.de\[\.gz\]"):
+        make_source(make_cfg(_folder(tmp_path, files)), tmp_path)
+
+
+def test_misaligned_files_name_both_files_and_counts(make_cfg, tmp_path):
+    files = dict(PAIR, **{"train.de": ["A B", "C D", "E F"]})
+    source = make_source(make_cfg(_folder(tmp_path, files)), tmp_path)
+    with pytest.raises(DataError) as err:
+        source.load(tmp_path / "w")
+    message = str(err.value)
+    assert "\n" not in message
+    assert "train.en has 2 lines" in message and "train.de has 3 lines" in message
+
+
+def test_empty_corpus(make_cfg, tmp_path):
+    files = dict(PAIR, **{"train.en": [], "train.de": []})
+    with pytest.raises(DataError, match=r"empty corpus files .*train\.en and .*train\.de"):
+        make_source(make_cfg(_folder(tmp_path, files)), tmp_path).load(tmp_path / "w")
+
+
+def test_undecodable_bytes_are_replaced_and_counted(make_cfg, tmp_path):
+    folder = _folder(tmp_path, PAIR)
+    (folder / "train.en").write_bytes(b"ok line\nbad \xff\xfe line\r\nlast without newline")
+    (folder / "train.de").write_bytes(b"gut\nschlecht\nletzte\n")
+    corpus = make_source(make_cfg(folder), tmp_path).load(tmp_path / "w")
+    assert corpus.undecodable["train"] == 1
+    assert corpus.splits["train"]["src"] == ["ok line", "bad \ufffd\ufffd line", "last without newline"]
+
+
+def test_count_lines_handles_gzip_and_missing_final_newline(tmp_path):
+    (tmp_path / "a.gz").write_bytes(gzip.compress(b"x\ny\nz"))
+    (tmp_path / "b").write_bytes(b"x\n\n")
+    (tmp_path / "c").write_bytes(b"")
+    assert [count_lines(tmp_path / n) for n in ("a.gz", "b", "c")] == [3, 2, 0]
+
+
+def test_unicode_line_separators_do_not_split_lines(make_cfg, tmp_path):
+    folder = _folder(tmp_path, dict(PAIR, **{"train.en": ["one\u2028two", "three"]}))
+    corpus = make_source(make_cfg(folder), tmp_path).load(tmp_path / "w")
+    assert corpus.splits["train"]["src"] == ["one\u2028two", "three"]

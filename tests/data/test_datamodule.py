@@ -1,0 +1,187 @@
+"""The data module end to end: batches, caching, filtering, sharding, and a real Trainer loop."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from types import SimpleNamespace
+
+import pytest
+import pytorch_lightning as pl
+import torch
+
+from ablate.config import EvalConfig, TrainConfig
+from ablate.data import encoded
+from ablate.data.datamodule import TranslationDataModule
+from ablate.data.encoded import prepare
+from ablate.data.tokenizer import SubwordTokenizer
+
+from test_corpus import _folder
+
+_real_encode_split = encoded.encode_split
+
+
+def _module(cfg, max_tokens=600, max_sentences=16, seed=1, trainer=None) -> TranslationDataModule:
+    dm = TranslationDataModule(cfg, TrainConfig(max_tokens=max_tokens), EvalConfig(max_sentences=max_sentences), seed)
+    dm.trainer = trainer
+    dm.setup()
+    return dm
+
+
+def test_batches_have_the_agreed_layout(make_cfg):
+    dm = _module(make_cfg("builtin"))
+    tok = dm.tokenizer
+    refs, srcs = dm.references("train"), dm.sources("train")
+    batch = next(iter(dm.train_dataloader()))
+    assert set(batch) == {"src", "tgt_in", "tgt_out", "index"} and all(t.dtype == torch.long for t in batch.values())
+    B = batch["index"].shape[0]
+    assert batch["src"].shape[0] == batch["tgt_in"].shape[0] == B and batch["tgt_in"].shape == batch["tgt_out"].shape
+    assert batch["src"].numel() <= 600 and batch["tgt_in"].numel() <= 600
+    assert (batch["tgt_in"][:, 0] == tok.bos_id).all()
+    for row in range(B):
+        i = int(batch["index"][row])
+        src_ids, tgt_ids = tok.encode_src([srcs[i]])[0], tok.encode_tgt([refs[i]])[0]
+        n, m = len(src_ids), len(tgt_ids)
+        assert batch["src"][row, :n + 1].tolist() == src_ids + [tok.eos_id]
+        assert (batch["src"][row, n + 1:] == tok.pad_id).all()
+        assert batch["tgt_in"][row, :m + 1].tolist() == [tok.bos_id] + tgt_ids
+        assert batch["tgt_out"][row, :m + 1].tolist() == tgt_ids + [tok.eos_id]
+        assert (batch["tgt_out"][row, m + 1:] == 0).all() and (batch["tgt_in"][row, m + 1:] == 0).all()
+        assert tok.decode_tgt(batch["tgt_out"][row]) == refs[i]
+
+
+def test_second_setup_uses_the_cache(make_cfg, monkeypatch):
+    cfg = make_cfg("builtin")
+    first = _module(cfg)
+    assert not first.stats["cached"] and not first.stats["tokenizer_cached"]
+
+    def fail(*args, **kwargs):
+        raise AssertionError("rebuilt although cached")
+
+    monkeypatch.setattr(SubwordTokenizer, "train", fail)
+    monkeypatch.setattr(encoded, "encode_split", fail)
+    start = time.perf_counter()
+    second = _module(cfg)
+    assert time.perf_counter() - start < 2.0  # well under the 3 s budget, even on a busy machine
+    assert second.stats["cached"] and second.stats["key"] == first.stats["key"]
+    a, b = first._prepared.splits["train"], second._prepared.splits["train"]
+    assert a["src_ids"][:50] == b["src_ids"][:50] and a["tgt_ids"][:50] == b["tgt_ids"][:50]
+    # a new max_len re-encodes but reuses the tokenizer
+    monkeypatch.setattr(encoded, "encode_split", _real_encode_split)
+    third = _module(make_cfg("builtin", max_len=12))
+    assert not third.stats["cached"] and third.stats["tokenizer_cached"]
+
+
+def test_setup_is_idempotent_and_run_seed_does_not_change_data(make_cfg):
+    cfg = make_cfg("builtin")
+    dm = _module(cfg, seed=1)
+    prepared = dm._prepared
+    dm.setup("fit")
+    assert dm._prepared is prepared
+    other = _module(cfg, seed=2)
+    assert other.references("test") == dm.references("test") and other.stats["cached"]
+    order = lambda m: [b["index"].tolist() for b in m.train_dataloader()]  # noqa: E731
+    assert order(dm) != order(other)  # the run seed only changes the batch order
+
+
+def test_training_filters_and_eval_keeps_everything(make_cfg, tmp_path):
+    long_en, long_de = " ".join(["word"] * 40), " ".join(["Wort"] * 40)
+    files = {"train.en": ["a b", "", "c d", long_en, "e f"], "train.de": ["A B", "X", "C D", "kurz", "E F"],
+             "val.en": ["g h", long_en, ""], "val.de": ["G H", long_de, "Y"]}
+    dm = _module(make_cfg(_folder(tmp_path, files), max_len=10, vocab_size=60))
+    assert dm.stats["dropped"] == {"empty": 1, "too_long": 1}
+    assert dm.stats["pairs"] == {"train": 3, "val": 3}
+    assert dm.references("val") == ["G H", long_de, "Y"] and dm.sources("train") == ["a b", "c d", "e f"]
+    assert dm.stats["truncated"] == {"val": 1}
+    rows = {int(i): src for b in dm.val_dataloader() for i, src in zip(b["index"], b["src"])}
+    assert sorted(rows) == [0, 1, 2]
+    assert int((rows[1] != 0).sum()) == 11  # truncated to max_len subwords + eos
+    assert rows[2][0] == dm.tokenizer.eos_id  # empty source kept: just eos
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_eval_loaders_shard_across_ranks(small_multi30k, make_cfg, world_size):
+    cfg = make_cfg(small_multi30k)
+    _module(cfg)  # build once
+    shards = []
+    for rank in range(world_size):
+        trainer = SimpleNamespace(global_rank=rank, world_size=world_size, current_epoch=0)
+        dm = _module(cfg, trainer=trainer)
+        assert dm.test_splits == ["test_2016_flickr"]
+        loaders = dm.test_dataloader()
+        assert isinstance(loaders, list) and len(loaders) == 1
+        shards.append([int(i) for b in loaders[0] for i in b["index"]])
+        assert len(dm.train_dataloader()) == len(dm.train_sampler())
+    assert len({len(list(_module(cfg, trainer=SimpleNamespace(global_rank=r, world_size=world_size,
+                current_epoch=0)).eval_dataloader("val"))) for r in range(world_size)}) == 1
+    union = [i for shard in shards for i in shard]
+    assert sorted(union) == list(range(200))
+
+
+def test_real_local_corpus_stats_and_order(small_multi30k, make_cfg):
+    dm = _module(make_cfg(small_multi30k), max_tokens=800)
+    assert dm.stats["pairs"]["train"] + dm.stats["dropped"]["empty"] + dm.stats["dropped"]["too_long"] == 2000
+    assert dm.stats["undecodable"] == {"train": 0, "val": 0, "test_2016_flickr": 0}
+    seen = [int(i) for b in dm.train_dataloader() for i in b["index"]]
+    assert sorted(seen) == list(range(dm.stats["pairs"]["train"]))
+    decoded = {}
+    for b in dm.eval_dataloader("val"):
+        for i, row in zip(b["index"], b["tgt_out"]):
+            decoded[int(i)] = dm.tokenizer.decode_tgt(row)
+    refs = dm.references("val")
+    assert sum(decoded[i] == refs[i] for i in range(len(refs))) >= 0.95 * len(refs)
+
+
+class _Recorder(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.seen: dict[int, list[int]] = {}
+
+    def training_step(self, batch, _):
+        self.seen.setdefault(self.current_epoch, []).extend(batch["index"].tolist())
+        return (self.w * batch["src"].float().mean()).sum()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_trainer_reshuffles_every_epoch(make_cfg):
+    dm = TranslationDataModule(make_cfg("builtin"), TrainConfig(max_tokens=2000), EvalConfig(), seed=1)
+    model = _Recorder()
+    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False,
+                         limit_val_batches=0)
+    trainer.fit(model, datamodule=dm)
+    n = dm.stats["pairs"]["train"]
+    assert sorted(model.seen[0]) == sorted(model.seen[1]) == list(range(n))
+    assert model.seen[0] != model.seen[1]
+
+
+def _prepare_in_child(cfg, queue):
+    result = prepare(cfg)
+    queue.put((result.stats["cached"], result.stats["key"], len(result.splits["train"])))
+
+
+def test_concurrent_processes_build_the_cache_once(make_cfg):
+    cfg = make_cfg("builtin", builtin_pairs=300)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_prepare_in_child, args=(cfg, queue)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    results = [queue.get(timeout=5) for _ in procs]
+    assert all(p.exitcode == 0 for p in procs)
+    assert sorted(r[0] for r in results) == [False, True, True]  # exactly one process built
+    assert len({r[1:] for r in results}) == 1
+
+
+def test_worker_processes_give_the_same_batches(make_cfg):
+    cfg = make_cfg("builtin")
+    dm = _module(cfg)
+    workers = TranslationDataModule(cfg, TrainConfig(max_tokens=600, num_workers=1), EvalConfig(), seed=1)
+    workers.setup()
+    for a, b in zip(dm.train_dataloader(), workers.train_dataloader()):
+        assert all(torch.equal(a[k], b[k]) for k in a)

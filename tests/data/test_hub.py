@@ -1,0 +1,94 @@
+"""``hf:`` sources, exercised on local folders in the hub's parquet layout (the hub is offline)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ablate.config import EvalConfig, TrainConfig
+from ablate.data.corpus import make_source
+from ablate.data.datamodule import TranslationDataModule
+from ablate.data.errors import DataError
+
+from conftest import read_lines
+
+HUB_SPLITS = {"train": ("train", 400), "validation": ("val", 60), "test": ("test_2016_flickr", 50)}
+
+
+def _columns(multi30k: Path, split: str, n: int) -> dict[str, list[str]]:
+    return {lang: read_lines(multi30k / f"{split}.{lang}.gz", n) for lang in ("en", "de")}
+
+
+@pytest.fixture(scope="module")
+def per_language_layout(multi30k, tmp_path_factory) -> Path:
+    """Like ``bentrevett/multi30k``: data/<split>-00000-of-00001.parquet with columns en, de."""
+    folder = tmp_path_factory.mktemp("hub_multi30k")
+    (folder / "data").mkdir()
+    for hub_name, (split, n) in HUB_SPLITS.items():
+        pq.write_table(pa.table(_columns(multi30k, split, n)), folder / "data" / f"{hub_name}-00000-of-00001.parquet")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def translation_layout(multi30k, tmp_path_factory) -> Path:
+    """Like ``wmt14``: <config>/<split>-00000-of-00001.parquet with a translation {de, en} column."""
+    folder = tmp_path_factory.mktemp("hub_wmt")
+    (folder / "de-en").mkdir()
+    for hub_name, (split, n) in HUB_SPLITS.items():
+        cols = _columns(multi30k, split, n)
+        rows = [{"de": d, "en": e} for e, d in zip(cols["en"], cols["de"])]
+        pq.write_table(pa.table({"translation": rows}), folder / "de-en" / f"{hub_name}-00000-of-00001.parquet")
+    return folder
+
+
+def _module(cfg) -> TranslationDataModule:
+    dm = TranslationDataModule(cfg, TrainConfig(max_tokens=1000), EvalConfig(), seed=1)
+    dm.setup()
+    return dm
+
+
+def test_per_language_columns(per_language_layout, multi30k, make_cfg):
+    dm = _module(make_cfg(f"hf:{per_language_layout}"))
+    assert dm.val_split == "val" and dm.test_splits == ["test"]
+    assert dm.stats["pairs"] == {"train": 400, "val": 60, "test": 50}
+    assert dm.references("val") == read_lines(multi30k / "val.de.gz", 60)
+    assert dm.sources("test") == read_lines(multi30k / "test_2016_flickr.en.gz", 50)
+    assert not dm.stats["cached"]
+    assert _module(make_cfg(f"hf:{per_language_layout}")).stats["cached"]
+
+
+@pytest.mark.parametrize("src,tgt", [("en", "de"), ("de", "en")])
+def test_translation_column_with_config(translation_layout, multi30k, make_cfg, src, tgt):
+    dm = _module(make_cfg(f"hf:{translation_layout}:de-en", src_lang=src, tgt_lang=tgt))
+    assert dm.references("val") == read_lines(multi30k / f"val.{tgt}.gz", 60)
+    assert dm.sources("train")[:3] == read_lines(multi30k / f"train.{src}.gz", 3)
+    batch = next(iter(dm.val_dataloader()))
+    assert batch["src"].shape[0] == batch["index"].shape[0]
+
+
+def test_translation_column_without_the_languages(translation_layout, make_cfg, tmp_path):
+    source = make_source(make_cfg(f"hf:{translation_layout}:de-en", src_lang="en", tgt_lang="fr"), tmp_path)
+    with pytest.raises(DataError, match=r"translation column has languages \['de', 'en'\]"):
+        source.load(tmp_path)
+
+
+def test_unreachable_hub_is_one_actionable_line(monkeypatch, make_cfg, tmp_path):
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'bentrevett/multi30k' on the Hub (LocalEntryNotFoundError)\nmore")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DataError) as err:
+        make_source(make_cfg("hf:bentrevett/multi30k"), tmp_path).fingerprint()
+    message = str(err.value)
+    assert "\n" not in message and "hf:/path/to/folder" in message and "bentrevett/multi30k" in message
+
+
+def test_hub_folder_without_validation_split(multi30k, make_cfg, tmp_path):
+    (tmp_path / "data").mkdir()
+    pq.write_table(pa.table(_columns(multi30k, "train", 10)), tmp_path / "data" / "train-00000-of-00001.parquet")
+    with pytest.raises(DataError, match="no validation split .*found: train"):
+        make_source(make_cfg(f"hf:{tmp_path}"), tmp_path / "cache").fingerprint()

@@ -1,0 +1,67 @@
+"""BPE tokenizer: fixed specials, lossless round trip on real text, save/load, separate vocabularies."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+import torch
+
+from ablate.data.tokenizer import SubwordTokenizer
+
+from conftest import read_lines
+
+
+@pytest.fixture(scope="module")
+def m30k_train(multi30k) -> datasets.Dataset:
+    return datasets.Dataset.from_dict({"src": read_lines(multi30k / "train.en.gz", 2000),
+                                       "tgt": read_lines(multi30k / "train.de.gz", 2000)})
+
+
+@pytest.fixture(scope="module")
+def joint(m30k_train) -> SubwordTokenizer:
+    return SubwordTokenizer.train(m30k_train, vocab_size=500)
+
+
+def test_special_ids_and_vocab_size(joint):
+    assert (joint.pad_id, joint.bos_id, joint.eos_id, joint.unk_id) == (0, 1, 2, 3)
+    assert joint.joint and joint.src_vocab_size == joint.tgt_vocab_size == 500
+    ids = joint.encode_src(["A man in a blue shirt."])[0]
+    assert ids and min(ids) > 3  # no specials added, no unknowns in seen text
+
+
+def test_round_trip_on_real_sentences(joint, multi30k):
+    """decode(encode(x)) == x on held-out Multi30k sentences (only NFKC-changed text may differ)."""
+    for lang, encode, decode in (("en", joint.encode_src, joint.decode_src), ("de", joint.encode_tgt, joint.decode_tgt)):
+        lines = read_lines(multi30k / f"val.{lang}.gz", 300)
+        decoded = [decode(ids) for ids in encode(lines)]
+        exact = sum(d == line for d, line in zip(decoded, lines))
+        assert exact >= 0.97 * len(lines), [(d, x) for d, x in zip(decoded, lines) if d != x][:3]
+
+
+def test_decode_stops_at_eos_and_skips_pad_bos(joint):
+    ids = joint.encode_tgt(["Ein Hund läuft."])[0]
+    row = torch.tensor([1] + ids + [2] + ids + [0, 0])
+    assert joint.decode_tgt(row) == "Ein Hund läuft."
+    assert joint.decode_tgt([2] + ids) == ""
+
+
+def test_unknown_characters_become_unk(joint):
+    ids = joint.encode_src(["\u4e2d dog"])[0]
+    assert joint.unk_id in ids
+
+
+def test_save_load_gives_identical_ids(joint, tmp_path):
+    joint.save(tmp_path / "tok")
+    loaded = SubwordTokenizer.load(tmp_path / "tok")
+    text = ["Two young, White males are outside near many bushes."]
+    assert loaded.encode_src(text) == joint.encode_src(text) and loaded.joint
+
+
+def test_separate_vocabularies(m30k_train, tmp_path):
+    tok = SubwordTokenizer.train(m30k_train, vocab_size=300, joint=False)
+    assert not tok.joint and tok.src_vocab_size == tok.tgt_vocab_size == 300
+    text = "Mehrere Männer mit Schutzhelmen"
+    assert len(tok.encode_tgt([text])[0]) < len(tok.encode_src([text])[0])  # German merges live in tgt
+    tok.save(tmp_path / "sep")
+    loaded = SubwordTokenizer.load(tmp_path / "sep")
+    assert loaded.encode_tgt([text]) == tok.encode_tgt([text]) and not loaded.joint

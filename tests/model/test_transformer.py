@@ -1,0 +1,195 @@
+"""The Transformer over every score x scaling x position scheme, and against torch.nn.Transformer."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from ablate.model.positions import POSITIONS
+from ablate.model.scores import SCORES
+
+GRID = [(s, sc, p) for s in SCORES for sc in (True, False) for p in POSITIONS]
+IDS = [f"{s}-{'scaled' if sc else 'unscaled'}-{p}" for s, sc, p in GRID]
+
+
+@pytest.mark.parametrize("score,scale,positions", GRID, ids=IDS)
+def test_shapes_causality_and_padding(make_model, random_batch, score, scale, positions):
+    model = make_model(score, scale, positions)
+    src, tgt = random_batch()
+    logits = model(src, tgt)
+    assert logits.shape == (3, 6, 19) and torch.isfinite(logits).all()
+
+    # causality: changing target token 4 leaves the logits of positions 0..3 unchanged
+    changed = tgt.clone()
+    changed[:, 4] = (changed[:, 4] + 1 - 3) % 16 + 3
+    other = model(src, changed)
+    torch.testing.assert_close(other[:, :4], logits[:, :4], atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(other[:, 4:], logits[:, 4:])
+
+    # extra right padding on the source changes nothing; on the target, nothing before it
+    padded_src = torch.cat((src, torch.zeros(3, 3, dtype=src.dtype)), 1)
+    padded_tgt = torch.cat((tgt, torch.zeros(3, 2, dtype=tgt.dtype)), 1)
+    torch.testing.assert_close(model(padded_src, padded_tgt)[:, :6], logits, atol=1e-5, rtol=1e-5)
+    enc, enc_padded = model.encode(src), model.encode(padded_src)
+    torch.testing.assert_close(enc_padded["memory"][0, :7], enc["memory"][0], atol=1e-5, rtol=1e-5)
+
+    # a sentence alone equals the same sentence in a padded batch
+    alone = model(src[2:, :5], tgt[2:])
+    torch.testing.assert_close(alone, logits[2:], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("score,scale,positions", GRID, ids=IDS)
+def test_incremental_decoding_equals_full(make_model, random_batch, score, scale, positions):
+    model = make_model(score, scale, positions)
+    src, tgt = random_batch()
+    enc = model.encode(src)
+    full, full_state = model.decode(tgt, enc)
+    steps, state = [], None
+    for start, end in ((0, 1), (1, 2), (2, 4), (4, 6)):
+        logits, state = model.decode(tgt[:, start:end], enc, state)
+        steps.append(logits)
+    assert state["step"] == full_state["step"] == 6
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+    # the state returned by a full pass continues like an incremental one
+    more = torch.full((3, 1), 5)
+    a, _ = model.decode(more, enc, full_state)
+    b, _ = model.decode(more, enc, state)
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("positions", list(POSITIONS))
+@pytest.mark.parametrize("score", list(SCORES))
+def test_every_parameter_gets_a_gradient(make_model, random_batch, score, positions):
+    model = make_model(score, True, positions, tie_embeddings=False, attention={"bandwidth": True}).train()
+    src, tgt = random_batch()
+    model(src, tgt).logsumexp(-1).sum().backward()
+    missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not missing, f"no gradient for {missing}"
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_matches_torch_transformer(make_model, random_batch, norm):
+    """dot + no positions + untied embeddings equals torch.nn.Transformer with copied weights."""
+    model = make_model("dot", True, "none", norm=norm, tie_embeddings=False, heads=4, d_ff=24,
+                       encoder_layers=2, decoder_layers=3)
+    ref = nn.Transformer(16, 4, 2, 3, 24, dropout=0.0, batch_first=True, norm_first=norm == "pre").eval()
+
+    def copy_attention(dst: nn.MultiheadAttention, src) -> None:
+        dst.in_proj_weight.copy_(torch.cat([src.q_proj.weight, src.k_proj.weight, src.v_proj.weight]))
+        dst.in_proj_bias.copy_(torch.cat([src.q_proj.bias, src.k_proj.bias, src.v_proj.bias]))
+        dst.out_proj.load_state_dict(src.out_proj.state_dict())
+
+    with torch.no_grad():
+        for module in model.modules():  # non-trivial norms, so that a mix-up would show
+            if isinstance(module, nn.LayerNorm):
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.uniform_(-0.5, 0.5)
+        for dst, src_layer in zip(ref.encoder.layers, model.encoder):
+            copy_attention(dst.self_attn, src_layer.self_attn)
+            dst.linear1.load_state_dict(src_layer.ffn.inner.state_dict())
+            dst.linear2.load_state_dict(src_layer.ffn.outer.state_dict())
+            dst.norm1.load_state_dict(src_layer.res_attn.norm.state_dict())
+            dst.norm2.load_state_dict(src_layer.res_ffn.norm.state_dict())
+        for dst, src_layer in zip(ref.decoder.layers, model.decoder):
+            copy_attention(dst.self_attn, src_layer.self_attn)
+            copy_attention(dst.multihead_attn, src_layer.cross_attn)
+            dst.linear1.load_state_dict(src_layer.ffn.inner.state_dict())
+            dst.linear2.load_state_dict(src_layer.ffn.outer.state_dict())
+            dst.norm1.load_state_dict(src_layer.res_self.norm.state_dict())
+            dst.norm2.load_state_dict(src_layer.res_cross.norm.state_dict())
+            dst.norm3.load_state_dict(src_layer.res_ffn.norm.state_dict())
+        if norm == "pre":
+            ref.encoder.norm.load_state_dict(model.encoder_norm.state_dict())
+            ref.decoder.norm.load_state_dict(model.decoder_norm.state_dict())
+        else:  # torch always adds final norms; the paper's post-norm stack has none
+            ref.encoder.norm, ref.decoder.norm = nn.Identity(), nn.Identity()
+
+    src, tgt = random_batch()
+    pad = src.eq(0)
+    scale = math.sqrt(16)
+    out = ref(
+        model.src_embed(src) * scale, model.tgt_embed(tgt) * scale,
+        tgt_mask=nn.Transformer.generate_square_subsequent_mask(6), src_key_padding_mask=pad,
+        memory_key_padding_mask=pad,
+    )
+    torch.testing.assert_close(model(src, tgt), model.generator(out), atol=1e-5, rtol=1e-5)
+
+
+def test_tied_embeddings(make_model):
+    tied = make_model(tie_embeddings=True)
+    assert tied.generator.weight is tied.tgt_embed.weight and tied.src_embed is tied.tgt_embed
+    assert torch.all(tied.tgt_embed.weight[0] == 0)  # pad row
+    untied = make_model(tie_embeddings=False)
+    assert untied.generator.weight is not untied.tgt_embed.weight and untied.src_embed is not untied.tgt_embed
+    n_tied = sum(p.numel() for p in tied.parameters())
+    n_untied = sum(p.numel() for p in untied.parameters())
+    assert n_untied - n_tied == 2 * 19 * 16
+
+
+def test_separate_vocabularies(tiny_config):
+    from ablate.model.build import ModelBuildError, build_model
+
+    model = build_model(tiny_config(), 11, 23, pad_id=0, shared_vocab=False)
+    assert model.generator.weight is model.tgt_embed.weight and model.src_embed.num_embeddings == 11
+    assert model(torch.randint(1, 11, (2, 4)), torch.randint(1, 23, (2, 5))).shape == (2, 5, 23)
+    with pytest.raises(ModelBuildError, match="shared_vocab"):
+        build_model(tiny_config(), 11, 23)
+
+
+def test_build_reads_the_config(tiny_config):
+    from ablate.model.build import ARCHS, ModelBuildError, build_model
+
+    cfg = tiny_config("additive", 0.5, "rotary", layers=2, encoder_layers=1, decoder_layers=3, heads=2, d_k=6,
+                      d_v=5, norm="pre", attention={"cross_score": "general"})
+    model = build_model(cfg, 19, 19)
+    assert len(model.encoder) == 1 and len(model.decoder) == 3
+    layer = model.decoder[0]
+    assert type(layer.self_attn.score).__name__ == "AdditiveScore"
+    assert type(layer.cross_attn.score).__name__ == "GeneralScore"
+    assert (layer.self_attn.d_k, layer.self_attn.d_v, layer.self_attn.scaling) == (6, 5, 0.5)
+    assert isinstance(model.encoder_norm, nn.LayerNorm)
+    assert "transformer" in ARCHS
+    with pytest.raises(ModelBuildError, match="model.arch='nope' has no builder"):
+        build_model(dataclasses.replace(cfg, arch="nope"), 19, 19)
+
+
+def test_attention_maps(make_model, random_batch):
+    model = make_model("additive", True, "alibi")
+    src, tgt = random_batch()
+    maps = model.attention_maps(src, tgt)
+    assert set(maps) == {"encoder.0", "encoder.1", "decoder.0.self", "decoder.0.cross", "decoder.1.self",
+                         "decoder.1.cross"}
+    assert maps["encoder.0"].shape == (3, 4, 7, 7) and maps["decoder.1.cross"].shape == (3, 4, 6, 7)
+    torch.testing.assert_close(maps["decoder.0.cross"].sum(-1), torch.ones(3, 4, 6))
+    assert torch.all(maps["decoder.0.cross"][2, :, :, 5:] == 0)  # padding gets no attention
+    assert torch.all(maps["decoder.0.self"].triu(1) == 0)
+
+
+def test_dropout_is_active_in_training_only(make_model, random_batch):
+    model = make_model(dropout=0.3, attention_dropout=0.2)
+    src, tgt = random_batch()
+    torch.testing.assert_close(model(src, tgt), model(src, tgt))
+    model.train()
+    assert not torch.allclose(model(src, tgt), model(src, tgt))
+
+
+@pytest.mark.parametrize("positions", list(POSITIONS))
+@pytest.mark.parametrize("score", list(SCORES))
+def test_bf16_autocast_trains_and_decodes(make_model, random_batch, score, positions):
+    """Mixed precision (as on a GPU with precision=bf16-mixed): masks and biases follow the query dtype."""
+    model = make_model(score, True, positions).train()
+    src, tgt = random_batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(src, tgt)
+        logits.float().logsumexp(-1).sum().backward()
+        model.eval()
+        enc = model.encode(src)
+        step, state = model.decode(tgt[:, :1], enc)
+        step, state = model.decode(tgt[:, 1:3], enc, state)
+    assert logits.dtype == torch.bfloat16 and torch.isfinite(logits).all() and torch.isfinite(step).all()
+    reference = model(src, tgt)[:, 1:3]  # fp32, same weights
+    torch.testing.assert_close(step.float(), reference, atol=0.15, rtol=0.05)

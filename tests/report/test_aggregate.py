@@ -1,0 +1,87 @@
+"""Rows, base detection and seed aggregation on constructed run records."""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pytest
+
+from ablate.report.aggregate import aggregate, curve, stat
+from ablate.report.records import ReportError, Trial, collect
+
+from report_fixtures import PARAMS, SPLITS, TEST_BLEU
+
+
+def test_stat_is_mean_sample_std_and_n():
+    s = stat([1.0, 2.0, 4.0])
+    assert s.mean == pytest.approx(7 / 3) and s.n == 3
+    assert s.std == pytest.approx(statistics.stdev([1.0, 2.0, 4.0]))
+    one = stat([5.0])
+    assert (one.mean, one.std, one.n) == (5.0, None, 1)
+    assert stat([]) is None and stat([float("nan")]) is None
+
+
+def test_variant_rows_aggregate_seeds_exactly(variant_sweep):
+    sweep = aggregate(collect(str(variant_sweep)))
+    assert [r.name for r in sweep.rows] == ["base", "A-heads1", "A-heads8", "B-dk16", "E-learned"]
+    assert sweep.base.is_base and sweep.base.name == "base"
+    for row in sweep.rows:
+        values = [v for v in TEST_BLEU[row.name] if v is not None]
+        for key, shift in [("test/bleu", 0.0), (f"test_{SPLITS[1]}/bleu", -2.0)]:
+            st = row.stats[key]
+            assert st.n == len(values) == len(row.trials)
+            assert st.mean == pytest.approx(statistics.mean(values) + shift)
+            assert st.std == pytest.approx(statistics.stdev(values))
+        assert row.stats["params"].mean == PARAMS[row.name] and row.stats["params"].std == 0.0
+    assert sweep.rows[3].seeds == [1, 2]  # B-dk16: seed 3 failed, not averaged in
+
+
+def test_columns_groups_and_changes_follow_table_3(variant_sweep):
+    sweep = aggregate(collect(str(variant_sweep)))
+    assert sweep.keys == ["model.heads", "model.d_k", "model.positions"]  # Table 3's column order
+    rows = {r.name: r for r in sweep.rows}
+    assert [r.group for r in sweep.rows] == ["base", "A", "A", "B", "E"]
+    assert rows["A-heads1"].changed == ("model.heads",) and rows["A-heads1"].settings["model.heads"] == 1
+    assert rows["B-dk16"].changed == ("model.d_k",)
+    assert rows["base"].changed == ()
+    assert sweep.test_splits == sorted(SPLITS)
+
+
+def test_unfinished_trials_are_kept_aside(variant_sweep):
+    sweep = aggregate(collect(str(variant_sweep)))
+    assert sorted((t.name, t.status) for t in sweep.unfinished) == [("B-dk16-s3", "failed"),
+                                                                   ("E-learned-s3", "running")]
+
+
+def test_grid_without_variants_finds_the_one_at_a_time_base(grid_sweep):
+    sweep = aggregate(collect(str(grid_sweep)))
+    # heads=4 + sinusoidal differs from each other point in one key: it is the base,
+    # although heads=1 sorts first.
+    assert sweep.base.settings == {"model.heads": 4, "model.positions": "sinusoidal"}
+    assert [r.name for r in sweep.rows] == ["base", "model.heads=1", "model.heads=8", "model.positions=learned"]
+    assert [r.group for r in sweep.rows] == ["base", "model.heads", "model.heads", "model.positions"]
+    assert all(len(r.trials) == 2 for r in sweep.rows)
+
+
+def test_rows_do_not_depend_on_trial_order(variant_sweep):
+    trials = collect(str(variant_sweep))
+    a, b = aggregate(trials), aggregate(list(reversed(trials)))
+    assert [(r.name, r.stats) for r in a.rows] == [(r.name, r.stats) for r in b.rows]
+
+
+def test_no_finished_trial_is_an_error():
+    with pytest.raises(ReportError, match="no finished trial"):
+        aggregate([Trial("x", "failed", "boom")])
+
+
+def test_curve_interpolates_seeds_onto_shared_steps():
+    t1 = Trial("a", "finished", config={"seed": 1},
+               history=({"step": 0, "val/bleu": 0.0}, {"step": 10, "val/bleu": 10.0}))
+    t2 = Trial("b", "finished", config={"seed": 2},
+               history=({"step": 0, "val/bleu": 2.0}, {"step": 5, "val/bleu": 4.0}, {"step": 10, "val/bleu": 6.0}))
+    row = aggregate([t1, t2]).rows[0]
+    steps, mean, std = curve(row)
+    assert steps.tolist() == [0, 5, 10]
+    np.testing.assert_allclose(mean, [1.0, 4.5, 8.0])  # seed 1 interpolated to 5.0 at step 5
+    np.testing.assert_allclose(std, [np.std([0, 2], ddof=1), np.std([5, 4], ddof=1), np.std([10, 6], ddof=1)])

@@ -1,0 +1,52 @@
+"""The typer sub-app: ``table``, ``plot`` and ``report`` end to end on a constructed sweep."""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import io
+
+from typer.testing import CliRunner
+
+from ablate.report.commands import app
+
+runner = CliRunner()
+
+
+def test_table_prints_every_format(variant_sweep):
+    for fmt, needle in [("md", "| base | base |"), ("latex", r"\toprule"), ("csv", "group,name,"),
+                        ("rich", "Ablation: table3")]:
+        options = ["--samples", "100"] if fmt == "md" else ["--no-significance"]
+        result = runner.invoke(app, ["table", str(variant_sweep), "--format", fmt, *options])
+        assert result.exit_code == 0, result.output
+        assert needle in result.output and "B-dk16-s3" in result.output
+        assert ("†" in result.output) == (fmt == "md")
+
+
+def test_table_writes_a_file(variant_sweep, tmp_path):
+    out = tmp_path / "t" / "table.csv"
+    result = runner.invoke(app, ["table", str(variant_sweep), "-f", "csv", "-o", str(out), "--no-significance"])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert rows[0]["name"] == "base" and rows[0]["val/bleu.mean"] == "28.5"
+    assert not any(k.endswith(".p") and v for r in rows for k, v in r.items())  # not tested
+
+
+def test_plot_writes_pngs(variant_sweep, tmp_path):
+    result = runner.invoke(app, ["plot", str(variant_sweep), "--out", str(tmp_path / "figs"), "--no-significance"])
+    assert result.exit_code == 0, result.output
+    assert len(list((tmp_path / "figs").glob("*.png"))) == 4
+
+
+def test_user_errors_are_one_line_without_traceback(tmp_path):
+    result = runner.invoke(app, ["table", str(tmp_path / "missing")])
+    assert result.exit_code == 2
+    assert result.output.strip().startswith("error: sweep folder not found") and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_every_option_has_help():
+    for command in ("table", "plot", "report"):
+        info = next(c for c in app.registered_commands if c.name == command)
+        for name, param in inspect.signature(info.callback).parameters.items():
+            assert getattr(param.default, "help", None), f"{command} --{name} has no help"

@@ -1,0 +1,80 @@
+"""Collecting trials from a sweep folder and from W&B's public API (stand-ins, no network)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ablate.report.records import ReportError, clean_config, collect, parse_wandb_path
+
+from report_fixtures import SPLITS, N_SENTENCES, write_trial
+
+
+def test_folder_reads_every_trial_with_status_config_and_texts(variant_sweep):
+    trials = {t.name: t for t in collect(str(variant_sweep))}
+    assert len(trials) == 15  # 5 variants x 3 seeds, sweep.json ignored
+    assert trials["B-dk16-s3"].status == "failed"
+    assert trials["B-dk16-s3"].error == "RuntimeError: CUDA out of memory"
+    assert trials["E-learned-s3"].status == "running"
+    base = trials["base-s2"]
+    assert base.finished and base.variant == "base" and base.seed == 2 and base.sweep == "table3"
+    assert base.config["model.heads"] == 4 and base.config["model.attention.score"] == "dot"
+    assert not any(k.startswith("tracking.") for k in base.config)  # run names never split rows
+    assert base.metrics["test/bleu"] == 27.5 and base.metrics["params"] == 9_500_000
+    assert sorted(base.hyps) == sorted(SPLITS) and len(base.refs[SPLITS[0]]) == N_SENTENCES
+    assert [h["step"] for h in base.history] == [100, 200, 300, 400, 500]
+
+
+def test_nested_and_dotted_configs_flatten_alike():
+    nested = clean_config({"model": {"heads": 8, "attention": {"score": "dot"}}, "train": {"betas": [0.9, 0.98]},
+                           "tracking": {"name": "x"}, "_wandb": {"v": 1}})
+    dotted = clean_config({"model.heads": 8, "model.attention.score": "dot", "train.betas": [0.9, 0.98],
+                           "tracking.name": "y"})
+    assert nested == dotted == {"model.heads": 8, "model.attention.score": "dot", "train.betas": (0.9, 0.98)}
+
+
+def test_unreadable_summary_is_a_failed_trial_not_dropped(tmp_path):
+    write_trial(tmp_path, "ok", {"status": "finished", "val/bleu": 1.0, "config": {"seed": 1}})
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "summary.json").write_text("{not json")
+    trials = {t.name: t for t in collect(str(tmp_path))}
+    assert trials["broken"].status == "failed" and "unreadable" in trials["broken"].error
+
+
+@pytest.mark.parametrize("source, message", [
+    ("/nonexistent/sweep", "sweep folder not found"),
+    ("wandb:only-entity", "use wandb:<entity>/<project>"),
+    ("wandb:a/b/c/d", "use wandb:<entity>/<project>"),
+])
+def test_bad_sources_are_one_line_errors(source, message):
+    with pytest.raises(ReportError, match=message) as err:
+        collect(source)
+    assert "\n" not in str(err.value)
+
+
+def test_empty_folder_is_an_error(tmp_path):
+    with pytest.raises(ReportError, match="no trials"):
+        collect(str(tmp_path))
+
+
+def test_wandb_path():
+    assert parse_wandb_path("ent/proj") == ("ent", "proj", None)
+    assert parse_wandb_path("ent/proj/grp") == ("ent", "proj", "grp")
+
+
+def test_wandb_source_reads_the_same_records(variant_sweep, wandb_api):
+    folder = {t.name: t for t in collect(str(variant_sweep))}
+    remote = {t.name: t for t in collect("wandb:me/ablate/table3", api=wandb_api)}
+    assert wandb_api.calls == [("me/ablate", {"group": "table3"})]
+    assert folder.keys() == remote.keys()
+    for name, f in folder.items():
+        r = remote[name]
+        assert (r.status, r.error, r.variant, r.seed, r.sweep) == (f.status, f.error, f.variant, f.seed, f.sweep), name
+        assert r.config == f.config, name
+        assert r.metrics == f.metrics, name
+        assert r.hyps == f.hyps and r.refs == f.refs, name
+        assert [(h["step"], h["val/bleu"]) for h in r.history] == [(h["step"], h["val/bleu"]) for h in f.history]
+
+
+def test_wandb_group_with_no_runs_is_an_error(wandb_api):
+    with pytest.raises(ReportError, match="no runs in group 'other'"):
+        collect("wandb:me/ablate/other", api=wandb_api)

@@ -1,0 +1,118 @@
+"""Layout and formats: the same numbers in rich, md, latex and csv; failed trials listed."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+import pytest
+
+from ablate.report.aggregate import aggregate
+from ablate.report.formats import FORMATS, render
+from ablate.report.records import collect
+from ablate.report.significance import compare
+from ablate.report.table import build_table, key_labels
+
+from report_fixtures import SPLITS
+
+
+@pytest.fixture(scope="module")
+def table(variant_sweep):
+    sweep = aggregate(collect(str(variant_sweep)))
+    return build_table(sweep, compare(sweep, n_samples=200))
+
+
+def _csv_rows(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _expected_cells(row: dict[str, str], table) -> list[str]:
+    """The text cells a reader should see, computed from the CSV's unrounded numbers."""
+    cells = []
+    for col in table.columns:
+        key = col.key + ("_millions" if col.scale != 1.0 else "")
+        mean, std = row[f"{key}.mean"], row[f"{key}.std"]
+        text = f"{float(mean):.{col.decimals}f}"
+        if std and col.show_std:
+            text += f" ± {float(std):.{col.decimals}f}"
+        cells.append(text)
+    return cells
+
+
+def test_md_latex_rich_show_the_csv_numbers(table):
+    texts = {fmt: render(table, fmt) for fmt in FORMATS}
+    rows = [r for r in _csv_rows(texts["csv"]) if r["status"] == "finished"]
+    assert [r["name"] for r in rows] == [r.name for r in table.rows]
+    md_lines = {line.split("|")[2].strip(): line for line in texts["md"].splitlines() if line.startswith("| ")}
+    tex_lines = {line.split("&")[1].strip(): line for line in texts["latex"].splitlines() if " & " in line}
+    rich_lines = texts["rich"].splitlines()
+    for row in rows:
+        name = row["name"]
+        md_cells = [c.strip().replace("**", "").rstrip("†") for c in md_lines[name][2:-2].split(" | ")]
+        tex_cells = [re.sub(r"\\textbf\{(.*)\}", r"\1", c.strip().replace(r" \\", "")).replace(r"$\pm$", "±")
+                     .replace(r"$^\dagger$", "") for c in tex_lines[name.replace("_", r"\_")].split(" & ")]
+        expected = _expected_cells(row, table)
+        n_lead = 2 + len(table.keys)
+        assert md_cells[n_lead:n_lead + len(expected)] == expected, name
+        assert tex_cells[n_lead:n_lead + len(expected)] == expected, name
+        rich_line = next(line for line in rich_lines if f" {name} " in line)
+        assert all(cell in rich_line for cell in expected), name
+
+
+def test_exact_aggregates_in_csv(table):
+    base = _csv_rows(render(table, "csv"))[0]
+    assert base["name"] == "base" and base[f"test_{SPLITS[0]}/bleu.mean"] == "27.5"
+    assert base[f"test_{SPLITS[0]}/bleu.std"] == "0.5" and base[f"test_{SPLITS[0]}/bleu.n"] == "3"
+    assert base["params_millions.mean"] == "9.5"
+
+
+def test_best_values_are_bold_and_significance_marked(table):
+    md = render(table, "md")
+    e_learned = next(line for line in md.splitlines() if "| E-learned |" in line)
+    assert "**29.00 ± 0.71**†" in e_learned          # best test BLEU, significantly better
+    heads8 = next(line for line in md.splitlines() if "| A-heads8 |" in line)
+    assert "†" not in heads8 and "**" not in heads8   # identical to base: no mark
+    assert "**8.70**" in md                            # fewest parameters (B-dk16)
+    tex = render(table, "latex")
+    assert r"\textbf{29.00 $\pm$ 0.71}$^\dagger$" in tex
+    assert "† p < 0.05 against the base row" in md and "paired bootstrap" in md
+    assert "p < 0.05 against the base row" in tex
+
+
+def test_base_row_shows_everything_others_only_changes(table):
+    md = render(table, "md").splitlines()
+    header = next(line for line in md if line.startswith("|  | variant"))
+    assert header.split(" | ")[2:5] == ["h", "d_k", "positions"]
+    assert next(line for line in md if "| base | base |" in line).split(" | ")[2:5] == ["4", "-", "sinusoidal"]
+    assert next(line for line in md if "| B-dk16 |" in line).split(" | ")[2:5] == ["", "16", ""]
+    tex = render(table, "latex")
+    assert tex.count(r"\midrule") == 4 and r"\toprule" in tex and r"\bottomrule" in tex  # header + 3 groups
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_failed_trials_are_listed_with_reasons(table, fmt):
+    text = render(table, fmt)
+    assert "B-dk16-s3" in text and "CUDA out of memory" in text
+    assert "E-learned-s3" in text and "running" in text
+
+
+def test_csv_lists_unfinished_trials_as_rows(table):
+    rows = _csv_rows(render(table, "csv"))
+    failed = [r for r in rows if r["status"] != "finished"]
+    assert [(r["name"], r["status"], r["reason"]) for r in failed] == [
+        ("B-dk16-s3", "failed", "RuntimeError: CUDA out of memory"), ("E-learned-s3", "running", "still running")]
+
+
+def test_grid_sweep_groups_by_changed_key(grid_sweep):
+    sweep = aggregate(collect(str(grid_sweep)))
+    md = render(build_table(sweep, compare(sweep)), "md")
+    assert "variant" not in md.splitlines()[2]
+    assert "| h |" in md and "No saved hypotheses" in md
+    firsts = [line.split(" | ")[0].strip("| ") for line in md.splitlines()[4:8]]
+    assert firsts == ["base", "h", "", "positions"]
+
+
+def test_key_labels_use_paper_symbols_and_unique_suffixes():
+    assert key_labels(["model.heads", "model.rnn.layers", "model.layers", "model.attention.bandwidth"]) == [
+        "h", "rnn.layers", "N", "bandwidth"]

@@ -1,0 +1,110 @@
+"""The W&B source and the W&B Report, through stand-ins for the public API (no network)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import wandb
+import wandb_workspaces.reports.v2 as wr
+import wandb_workspaces.reports.v2.interface as interface
+from typer.testing import CliRunner
+
+from ablate.report.commands import app, make_report, table_of
+from ablate.report.formats import FORMATS, render, to_markdown
+from ablate.report.records import ReportError
+
+from report_fixtures import SPLITS
+
+
+def test_wandb_source_gives_the_folder_table(variant_sweep, wandb_api):
+    local = table_of(str(variant_sweep), samples=100)
+    remote = table_of("wandb:me/ablate/table3", samples=100, api=wandb_api)
+    assert remote == local
+    for fmt in FORMATS:
+        assert render(remote, fmt) == render(local, fmt)
+    assert any("†" in c.mark for r in remote.rows for c in r.cells)  # hypotheses came through too
+    assert [str(u).split(":")[0] for u in remote.unfinished] == ["B-dk16-s3 (variant B-dk16, seed 3)",
+                                                                  "E-learned-s3 (variant E-learned, seed 3)"]
+
+
+def _report(wandb_api, **kwargs):
+    return make_report("wandb:me/ablate/table3", samples=100, api=wandb_api, **kwargs)
+
+
+def test_report_holds_the_table_and_three_panels(variant_sweep, wandb_api):
+    report = _report(wandb_api)
+    assert isinstance(report, wr.Report)
+    assert (report.entity, report.project, report.title) == ("me", "ablate", "Ablation: table3")
+    kinds = [type(b).__name__ for b in report.blocks]
+    assert kinds == ["P", "H2", "MarkdownBlock", "H2", "PanelGrid"]
+    markdown = report.blocks[2].text
+    assert markdown == to_markdown_of(variant_sweep)
+    assert "| base | base |" in markdown and "B-dk16-s3" in markdown and "†" in markdown
+    grid = report.blocks[4]
+    (runset,) = grid.runsets
+    assert (runset.entity, runset.project, runset.filters, runset.groupby) == (
+        "me", "ablate", "Group = 'table3'", ["config.variant"])
+    bar, scatter, line = grid.panels
+    assert isinstance(bar, wr.BarPlot) and isinstance(scatter, wr.ScatterPlot) and isinstance(line, wr.LinePlot)
+    assert [m.name for m in bar.metrics] == [f"test_{s}/bleu" for s in sorted(SPLITS)]
+    assert (bar.groupby, bar.groupby_aggfunc, bar.groupby_rangefunc) == ("config.variant", "mean", "stddev")
+    assert (scatter.x.name, scatter.y.name) == ("train/tokens_per_sec", f"test_{SPLITS[0]}/bleu")
+    assert (line.x, line.y, line.groupby_rangefunc) == ("trainer/global_step", ["val/bleu"], "stddev")
+
+
+def to_markdown_of(folder):
+    return to_markdown(table_of(str(folder), samples=100))
+
+
+def test_report_spec_serialises_up_to_the_network(wandb_api, monkeypatch):
+    """Everything but the GraphQL call: the project-id lookup and ``save`` are stand-ins."""
+    calls = []
+    monkeypatch.setattr(interface, "_get_api", lambda: None)
+    monkeypatch.setattr(interface, "execute_graphql", lambda api, query, variables: {"project": {"internalId": "p1"}})
+    report = _report(wandb_api)
+    spec = json.loads(report._to_model().spec.model_dump_json(by_alias=True, exclude_none=True))
+    types = [b["type"] for b in spec["blocks"]]
+    assert "panel-grid" in types and "markdown-block" in types
+    grid = next(b for b in spec["blocks"] if b["type"] == "panel-grid")
+    runset = grid["metadata"]["runSets"][0]
+    assert runset["filters"]["filters"][0]["value"] == "table3"
+    assert len(grid["metadata"]["panelBankSectionConfig"]["panels"]) == 3
+
+    def save(self, draft=False, clone=False):
+        calls.append((self.title, draft))
+        self.id = "r123"
+        return self
+
+    monkeypatch.setattr(wr.Report, "save", save)
+    monkeypatch.setattr(wr.Report, "url", property(lambda self: f"https://wandb.ai/{self.entity}/reports/{self.id}"))
+    monkeypatch.setattr(wandb, "Api", lambda *a, **k: wandb_api)
+    result = CliRunner().invoke(app, ["report", "wandb:me/ablate/table3", "--samples", "100", "--draft"])
+    assert result.exit_code == 0, result.output
+    assert calls == [("Ablation: table3", True)]
+    assert "https://wandb.ai/me/reports/r123" in result.output
+
+
+def test_report_dry_run_prints_the_outline(wandb_api, monkeypatch):
+    monkeypatch.setattr(wandb, "Api", lambda *a, **k: wandb_api)
+    monkeypatch.setattr(wr.Report, "save", lambda *a, **k: pytest.fail("dry run must not save"))
+    result = CliRunner().invoke(app, ["report", "wandb:me/ablate/table3", "--dry-run", "--no-significance"])
+    assert result.exit_code == 0, result.output
+    assert "PanelGrid: BarPlot(" in result.output and "LinePlot(" in result.output
+
+
+def test_report_needs_a_wandb_source(variant_sweep):
+    with pytest.raises(ReportError, match="needs a W&B source"):
+        make_report(str(variant_sweep))
+
+
+def test_save_failure_is_one_line(wandb_api, monkeypatch):
+    from ablate.report.wandb_report import publish
+
+    def fail(self, draft=False, clone=False):
+        raise ConnectionError("Max retries exceeded\nwith url: api.wandb.ai")
+
+    monkeypatch.setattr(wr.Report, "save", fail)
+    with pytest.raises(ReportError, match="could not save the W&B report: Max retries exceeded with url") as err:
+        publish(_report(wandb_api))
+    assert "\n" not in str(err.value)

@@ -1,0 +1,94 @@
+"""``ablate sweep`` on the command line: run, status, errors (the trainer is the fake one)."""
+
+from __future__ import annotations
+
+import pytest
+from sweep_helpers import fake_command
+from typer.testing import CliRunner
+
+from rich.console import Console
+
+from ablate.sweep import commands, launcher
+from ablate.sweep.commands import app
+
+SWEEP = """\
+# a tiny sweep
+method: grid
+metric: {name: val/bleu, goal: maximize}
+parameters:
+  variant:
+    values: [base, {name: wide, model.d_ff: 128}, {name: odd-heads, model.heads: 3}]
+  seed: {values: [1, 2]}
+  model.d_model: {value: 32}
+  model.heads: {value: 2}
+"""
+
+
+@pytest.fixture()
+def sweep_file(tmp_path, monkeypatch, events):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(launcher, "trainer_command", lambda config=None: fake_command(events))
+    monkeypatch.setattr(commands, "console", Console(width=250))  # wide tables: whole names
+    path = tmp_path / "tiny.yaml"
+    path.write_text(SWEEP)
+    return path
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def test_run_then_rerun_then_status(sweep_file, events, tmp_path):
+    first = invoke("run", sweep_file, "--devices", "cpu", "--parallel", "2", "train.max_steps=3")
+    assert first.exit_code == 0, first.output
+    assert "sweep tiny (grid) -> runs/tiny" in first.output
+    assert "4 finished, 2 failed" in first.output and "best val/bleu = 22 (base-seed=2)" in first.output
+    assert events.count("start") == 4 and (tmp_path / "runs" / "tiny" / "sweep.json").exists()
+
+    again = invoke("run", sweep_file, "--devices", "cpu", "train.max_steps=3")
+    assert again.exit_code == 0 and "nothing to train: all 6 trials of tiny are done (2 failed" in again.output
+    assert events.count("start") == 4
+
+    other = invoke("run", sweep_file, "--devices", "cpu")  # different overrides, same folder
+    assert other.exit_code == 2 and "rerun that command, or pass another --out" in other.output
+
+    status = invoke("status", "runs/tiny")
+    assert status.exit_code == 0, status.output
+    for text in ("wide-seed=1", "finished", "odd-heads-seed=2", "invalid config: model.heads=3 does not divide",
+                 "4 finished, 2 failed", "no launcher running"):
+        assert text in status.output
+    assert invoke("status", sweep_file).output == status.output  # the file finds its default folder
+
+
+def test_dry_run_lists_trials_without_training(sweep_file, events, tmp_path):
+    result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")
+    assert result.exit_code == 0 and "6 trials" in result.output and "model.d_ff=128" in result.output
+    assert "invalid config" in result.output
+    assert events.count("start") == 0 and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "missing.yaml"], "sweep file not found: missing.yaml"),
+    (["run", "{file}", "model.headz=2"], "unknown config key 'model.headz'"),
+    (["run", "{file}", "model.heads"], "is not of the form key=value"),
+    (["run", "{file}", "--devices", "gpu7"], "use auto, cpu, or GPU ids"),
+    (["run", "{bad}"], "bad.yaml line 2: mapping values are not allowed here"),
+    (["status", "nowhere"], "no sweep state in nowhere"),
+])
+def test_bad_input_is_one_red_line_and_exit_2(sweep_file, tmp_path, args, message):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("method: grid\n  parameters: x\n")
+    result = invoke(*[a.format(file=sweep_file, bad=bad) for a in args])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert "Traceback" not in result.output and result.output.count("error:") == 1
+
+
+def test_every_command_and_option_has_help():
+    import typer.main
+
+    group = typer.main.get_command(app)
+    assert set(group.commands) == {"run", "create", "agent", "status"}
+    for name, command in group.commands.items():
+        assert command.help, name
+        for param in command.params:
+            assert getattr(param, "help", None), f"{name} {param.name}"

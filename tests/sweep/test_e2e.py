@@ -1,0 +1,49 @@
+"""A tiny real sweep through ``cli.py train`` on the built-in task (slow: two real trainings)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from ablate.sweep import commands
+from ablate.sweep.commands import app
+
+SWEEP = """\
+# two seeds of a tiny Transformer, two trials at once
+method: grid
+metric: {name: val/bleu, goal: maximize}
+parameters:
+  seed: {values: [1, 2]}
+  model.d_model: {value: 32}
+  model.layers: {value: 1}
+  model.d_ff: {value: 64}
+  model.heads: {value: 2}
+  train.max_steps: {value: 20}
+  data.builtin_pairs: {value: 300}
+  eval.beam: {value: 1}
+"""
+
+
+@pytest.mark.slow
+def test_a_tiny_real_sweep_trains_every_trial_then_skips_them(tmp_path, cache_dir, monkeypatch):
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    path = tmp_path / "tiny-real.yaml"
+    path.write_text(SWEEP)
+    out = tmp_path / "out"
+    args = ["run", str(path), "--out", str(out), "--devices", "cpu", "--parallel", "2", "tracking.wandb=disabled"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    state = json.loads((out / "sweep.json").read_text())
+    assert [t["status"] for t in state["trials"]] == ["finished", "finished"], state["trials"]
+    for trial in state["trials"]:
+        summary = json.loads((out / trial["name"] / "summary.json").read_text())
+        assert summary["status"] == "finished" and trial["metric"] == summary["val/bleu"]
+        assert summary["config"]["tracking"]["group"] == "tiny-real"
+        assert summary["config"]["tracking"]["name"] == trial["name"]
+        assert summary["config"]["seed"] == trial["point"]["seed"]
+        assert (out / trial["name"] / "checkpoints").is_dir()
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and "nothing to train: all 2 trials of tiny-real are done" in again.output

@@ -1,0 +1,91 @@
+"""Killing the launcher with SIGKILL mid-sweep, then rerunning: nothing finished runs twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from sweep_helpers import fake_command, options, quiet_progress, small_spec
+
+from ablate.sweep import process
+from ablate.sweep.launcher import run_sweep
+from ablate.sweep.state import load_state
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+MODES = {"seed=2": "stubborn"}  # ignores SIGTERM: survives its launcher's death
+
+
+def driver(tmp_path: Path, events: Path) -> Path:
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path[:0] = [{str(ROOT)!r}, {str(HERE)!r}]
+        from pathlib import Path
+        from sweep_helpers import Events, fake_command, options, quiet_progress, small_spec
+        from ablate.sweep.launcher import run_sweep
+        spec = small_spec({{"seed": {{"values": [1, 2, 3, 4]}}}})
+        command = fake_command(Events(Path({str(events)!r})), {MODES!r}, steps=10, step_s=0.1)
+        run_sweep(spec, options(Path({str(tmp_path / "out")!r}), command, parallel=2), quiet_progress()[0])
+    """))
+    return script
+
+
+def wait_for(condition, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_sigkilled_launcher_resumes_without_redoing_finished_trials(tmp_path, events):
+    launcher = subprocess.Popen([sys.executable, str(driver(tmp_path, events.path))])
+    out = tmp_path / "out"
+    survivors: list[int] = []
+    try:
+        def midway() -> bool:  # one trial done, seed=2 and another running with a checkpoint each
+            state = load_state(out) if (out / "sweep.json").exists() else None
+            return bool(state) and state.count("finished") >= 1 and state.count("running") == 2 and all(
+                (out / t.name / "checkpoints" / "last.ckpt").exists() for t in state.trials if t.status == "running") and state.trial("seed=2").status == "running"
+
+        wait_for(midway)
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+        state = load_state(out)  # the state file is intact after SIGKILL
+        done = {t.name for t in state.trials if t.status == "finished"}
+        running = {t.name: (t.pid, t.pid_start) for t in state.trials if t.status == "running"}
+        assert "seed=2" in running and done
+        polite = [pid for name, (pid, _) in running.items() if name != "seed=2"]
+        wait_for(lambda: all(process.start_time(pid) is None for pid in polite), timeout=10)  # died with it
+        assert process.is_same_process(*running["seed=2"])  # the stubborn one outlived the launcher
+        survivors.append(running["seed=2"][0])
+
+        progress, buffer = quiet_progress()
+        command = fake_command(events, MODES, steps=10, step_s=0.1)
+        opts = options(out, command, parallel=2)
+        opts.grace_s = 1.0
+        result = run_sweep(small_spec({"seed": {"values": [1, 2, 3, 4]}}), opts, progress)
+        text = buffer.getvalue()
+    finally:
+        for pid in survivors:
+            process.signal_group(pid, signal.SIGKILL)
+        if launcher.poll() is None:
+            launcher.kill()
+
+    assert not process.is_same_process(*running["seed=2"])  # the rerun stopped the survivor first
+    assert "stopping seed=2" in text and f"{len(done)} finished trials skipped" in text
+    assert all(t.status == "finished" for t in result.state.trials)
+    for name in done:  # finished trials were not trained again
+        assert events.count("start", name) == 1 and events.count("finish", name) == 1
+    for name in running:  # interrupted trials resumed from their checkpoints
+        starts = [r for r in events.rows() if r[0] == "start" and r[1] == name]
+        assert len(starts) == 2 and starts[1][3] > 0
+    summary = json.loads((out / "seed=4" / "summary.json").read_text())
+    assert summary["status"] == "finished"
+    assert not list(out.glob(".sweep.json.*.tmp"))

@@ -1,0 +1,67 @@
+"""Device slots: GPUs per trial via CUDA_VISIBLE_DEVICES, CPU cores split between trials."""
+
+from __future__ import annotations
+
+import pytest
+
+from ablate.sweep.slots import Slot, plan_slots
+from ablate.sweep.spec import SweepError
+
+
+def four_gpus() -> list[str]:
+    return ["0", "1", "2", "3"]
+
+
+def test_auto_gives_one_trial_per_visible_gpu():
+    slots = plan_slots("auto", cores=16, gpus=four_gpus)
+    assert [s.gpus for s in slots] == [("0",), ("1",), ("2",), ("3",)]
+    assert {s.threads for s in slots} == {4}
+    env = slots[2].env({"PATH": "/bin"})
+    assert env["CUDA_VISIBLE_DEVICES"] == "2" and env["OMP_NUM_THREADS"] == "4" and env["PATH"] == "/bin"
+    assert slots[2].overrides() == []
+
+
+def test_gpus_per_trial_groups_devices_and_trains_with_ddp():
+    slots = plan_slots("0,1,2,3", gpus_per_trial=2, cores=8)
+    assert [s.gpus for s in slots] == [("0", "1"), ("2", "3")]
+    assert slots[1].env({})["CUDA_VISIBLE_DEVICES"] == "2,3" and slots[1].overrides() == ["train.devices=2"]
+    assert [s.gpus for s in plan_slots("0,1,2", gpus_per_trial=2, cores=8)] == [("0", "1")]
+
+
+def test_cpu_slots_split_the_cores_and_hide_gpus():
+    slots = plan_slots("cpu", parallel=2, cores=2)
+    assert len(slots) == 2 and all(s.gpus == () and s.threads == 1 for s in slots)
+    assert slots[0].env({"CUDA_VISIBLE_DEVICES": "0"})["CUDA_VISIBLE_DEVICES"] == ""
+    no_gpu = plan_slots("auto", parallel=3, cores=12, gpus=lambda: [])
+    assert [s.threads for s in no_gpu] == [4, 4, 4] and no_gpu[0].gpus is None
+    assert "CUDA_VISIBLE_DEVICES" not in no_gpu[0].env({})
+
+
+def test_several_trials_may_share_a_gpu():
+    slots = plan_slots("0,1", parallel=2, cores=8)
+    assert [s.gpus for s in slots] == [("0",), ("0",), ("1",), ("1",)] and slots[0].threads == 2
+
+
+def test_visible_devices_come_from_the_environment(monkeypatch):
+    from ablate.sweep.slots import visible_gpus
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    assert visible_gpus() == ["4", "6"]
+    assert [s.gpus for s in plan_slots("auto", cores=2)] == [("4",), ("6",)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == []
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"devices": "cpu", "gpus_per_trial": 2}, "needs GPUs"),
+    ({"devices": "0", "gpus_per_trial": 2}, "needs at least that many GPUs"),
+    ({"devices": "gpu0"}, "use auto, cpu, or GPU ids"),
+    ({"devices": "cpu", "parallel": 0}, "at least 1"),
+])
+def test_impossible_slot_requests_are_one_line_errors(kwargs, message):
+    with pytest.raises(SweepError, match=message):
+        plan_slots(cores=2, gpus=lambda: [], **kwargs)
+
+
+def test_slot_description():
+    assert Slot(0, ("0", "1"), 4).describe() == "gpu 0,1" and Slot(1, None, 2).describe() == "cpu x2"

@@ -1,0 +1,130 @@
+"""Sweep files: every shipped file is valid W&B, expands, and yields valid trial configs."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+from sweep_helpers import small_spec
+
+from ablate.config import load_config, parse_override
+from ablate.sweep.search import next_points
+from ablate.sweep.spec import SweepError, format_value, load_spec, resolve, spec_from_dict, to_overrides
+from ablate.sweep.trial import trial_name, trial_overrides
+
+SWEEPS = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
+EXPECTED = {"quickstart": 8, "table3": 57, "table3-cpu": 19, "scoring": 72, "positions": 15, "heads": 18,
+            "rnn-vs-transformer": 9}
+
+
+def expand(spec) -> list[dict]:
+    return next_points(spec, [], 10_000)
+
+
+def test_every_expected_sweep_file_is_shipped():
+    assert {p.stem for p in SWEEPS} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
+def test_shipped_sweep_is_valid_wandb_and_every_trial_config_loads(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from sweeps import SweepConfig
+
+    raw = yaml.safe_load(path.read_text())
+    SweepConfig(raw)  # W&B's own validation (raises on any schema violation)
+    assert "#" in path.read_text(), "sweep files explain themselves in comments"
+    spec = load_spec(path)
+    points = expand(spec)
+    assert len(points) == EXPECTED[path.stem]
+    names: set[str] = set()
+    for point in points:
+        name = trial_name(spec, point, names)
+        names.add(name)
+        cfg = load_config(None, trial_overrides(spec, point, name))  # raises ConfigError if impossible
+        assert cfg.tracking.group == spec.name and cfg.tracking.name == name
+        for key, value in resolve(point).items():  # every parameter reaches the config unchanged
+            node = cfg
+            for part in key.split("."):
+                node = getattr(node, part)
+            assert node == (tuple(value) if isinstance(value, list) else value), (name, key)
+    assert len(names) == len(points) and all("-2" not in n for n in names)
+
+
+def test_table3_rows_change_one_thing_from_the_paper_base():
+    spec = load_spec(next(p for p in SWEEPS if p.stem == "table3"))
+    base = load_config(None, to_overrides(resolve({**_constants(spec), "variant": "base"})))
+    m = base.model
+    assert (m.layers, m.d_model, m.d_ff, m.heads, m.dropout, base.train.label_smoothing) == (6, 512, 2048, 8, 0.1, 0.1)
+    assert base.data.source == "hf:bentrevett/multi30k"
+    variants = {v["name"] if isinstance(v, dict) else v: v for v in spec.parameters["variant"]["values"]}
+    assert variants["B-dk16"] == {"name": "B-dk16", "model.d_k": 16, "model.d_v": 64}
+    rows = {name[0] for name in variants if name != "base"}
+    assert rows == set("ABCDE") and spec.parameters["seed"]["values"] == [1, 2, 3]
+
+
+def _constants(spec) -> dict:
+    return {k: p["value"] for k, p in spec.parameters.items() if "value" in p}
+
+
+def test_variants_apply_on_top_of_the_base_and_name_the_trial():
+    spec = small_spec({"model.heads": {"value": 4}, "seed": {"values": [1, 2]},
+                       "variant": {"values": ["base", {"name": "one-head", "model.heads": 1,
+                                                       "model": {"attention": {"score": "additive"}}}]}})
+    points = expand(spec)
+    assert len(points) == 4
+    one = next(p for p in points if p["variant"] != "base" and p["seed"] == 2)
+    assert trial_name(spec, one, set()) == "one-head-seed=2"
+    assert resolve(one)["model.heads"] == 1 and resolve(one)["model.attention.score"] == "additive"
+    cfg = load_config(None, trial_overrides(spec, one, "one-head-seed=2"))
+    assert cfg.model.heads == 1 and cfg.model.attention.score == "additive" and cfg.seed == 2
+    assert cfg.tracking.tags == ("one-head", "seed=2")
+
+
+@pytest.mark.parametrize("value", [1e-05, 0.0005, 0.1, 3.0, 1e20, -2.5e-7, 4, True, False, None, "additive",
+                                   "1e-3", "true", "hf:bentrevett/multi30k", "a b", ["x", "seed=2"], ""])
+def test_override_values_read_back_as_written(value):
+    key, parsed = parse_override(to_overrides({"k": value})[0])
+    assert key == "k" and parsed == value and type(parsed) is type(value)
+    assert "\n" not in format_value(value)
+
+
+BAD = [
+    ("method: grid\nparameters: {seed: {values: [1]}}\nfoo: 1\n", "unknown top-level key 'foo'"),
+    ("method: grid\nparamters: {seed: {values: [1]}}\n", "did you mean 'parameters'?"),
+    ("method: grdi\nparameters: {seed: {values: [1]}}\n", "method"),
+    ("parameters: {seed: {values: [1]}}\n", "missing required key: 'method'"),
+    ("method: grid\nparameters: {seed: {valuess: [1]}}\n", "parameters.seed: not a valid W&B parameter"),
+    ("method: grid\nparameters: {model.head: {values: [1]}}\n", "did you mean 'model.heads'?"),
+    ("method: grid\nparameters: {seed: {min: 3, max: 1}}\n", "seed"),
+    ("method: grid\nparameters: {model: {parameters: {heads: {value: 2}}}}\n", "write dotted names"),
+    ("method: grid\nparameters: {variant: {value: a}}\n", "must list 'values'"),
+    ("method: grid\nparameters: {variant: {values: [a, a]}}\n", "duplicate variant name 'a'"),
+    ("method: grid\nparameters: {variant: {values: [{model.heads: 2}]}}\n", "'name'"),
+    ("method: grid\nparameters: {variant: {values: [{name: x, model.hedas: 2}]}}\n", "values[0] (x)"),
+    ("method: bayes\nparameters: {seed: {values: [1]}}\n", "needs a 'metric'"),
+    ("method: grid\nparameters:\n  seed: {values: [1, 2]\n  model.heads: {value: 2}\n", "line 4: expected ',' or '}', but got '<scalar>' (while parsing a flow mapping started on line 3)"),
+    ("- a\n- b\n", "must hold a W&B sweep configuration"),
+    ("method: grid\nparameters: {seed: {distribution: normal}}\n", "Parameter seed is a disallowed type with grid"),
+]
+
+
+@pytest.mark.parametrize("text, message", BAD, ids=[m for _, m in BAD])
+def test_a_bad_sweep_file_is_one_line_naming_the_problem(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(SweepError) as err:
+        load_spec(path)
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_the_sweep_name_comes_from_the_file_or_its_stem(tmp_path):
+    path = tmp_path / "my sweep.yaml"
+    path.write_text("method: grid\nparameters: {seed: {values: [1]}}\n")
+    assert load_spec(path).name == "my_sweep"
+    path.write_text("name: heads/v2\nmethod: grid\nparameters: {seed: {values: [1]}}\n")
+    assert load_spec(path).name == "heads_v2"
+    assert spec_from_dict({"method": "grid", "parameters": {"seed": {"value": 1}}}).varying == []

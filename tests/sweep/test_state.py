@@ -1,0 +1,88 @@
+"""The on-disk state: atomic writes, round trips, and the one-launcher lock."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ablate.sweep import state as state_mod
+from ablate.sweep.spec import SweepError
+from ablate.sweep.state import SweepLock, SweepState, Trial, atomic_write_json, is_locked, load_state, save_state
+
+
+def make_state(n: int = 3) -> SweepState:
+    trials = [Trial(name=f"seed={i}", point={"seed": i, "variant": {"name": "a", "model.heads": 2}})
+              for i in range(n)]
+    trials[0].status, trials[0].metric, trials[0].results = "finished", 12.5, {"test/bleu": 11.0}
+    return SweepState(name="s", source="sweeps/s.yaml", signature="abc", overrides=["train.lr=0.1"],
+                      trials=trials)
+
+
+def test_state_round_trips_through_disk(tmp_path):
+    state = make_state()
+    save_state(tmp_path, state)
+    again = load_state(tmp_path)
+    assert again == state and again.trial("seed=0").metric == 12.5
+    assert load_state(tmp_path / "nowhere") is None
+
+
+def test_a_write_that_dies_midway_leaves_the_old_state_and_no_temp_file(tmp_path, monkeypatch):
+    save_state(tmp_path, make_state(2))
+    before = (tmp_path / "sweep.json").read_text()
+
+    def dump_half_then_die(obj, f, **kwargs):
+        f.write(json.dumps(obj)[:20])
+        raise KeyboardInterrupt  # e.g. Ctrl-C in the middle of a write
+
+    monkeypatch.setattr(state_mod.json, "dump", dump_half_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        save_state(tmp_path, make_state(5))
+    assert (tmp_path / "sweep.json").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.json"]
+
+
+def test_readers_never_see_a_torn_file_while_a_writer_rewrites_it(tmp_path):
+    path = tmp_path / "sweep.json"
+    atomic_write_json(path, {"n": 0, "pad": "x" * 200_000})
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(state_mod.Path(state_mod.__file__).parents[2])!r})
+        from ablate.sweep.state import atomic_write_json
+        for i in range(1, 150):
+            atomic_write_json(__import__('pathlib').Path({str(path)!r}), {{"n": i, "pad": "x" * 200_000}})
+    """)])
+    reads = 0
+    while writer.poll() is None:
+        data = json.loads(path.read_text())  # would raise on a partial file
+        assert len(data["pad"]) == 200_000
+        reads += 1
+    assert writer.returncode == 0 and reads > 0 and json.loads(path.read_text())["n"] == 149
+
+
+def test_an_unreadable_state_file_is_a_one_line_error(tmp_path):
+    (tmp_path / "sweep.json").write_text("{not json")
+    with pytest.raises(SweepError, match="not a sweep state file"):
+        load_state(tmp_path)
+
+
+def test_the_lock_admits_one_launcher_and_dies_with_its_holder(tmp_path):
+    with SweepLock(tmp_path):
+        assert is_locked(tmp_path)
+        with pytest.raises(SweepError, match=r"another launcher \(pid \d+\)"):
+            SweepLock(tmp_path).__enter__()
+    assert not is_locked(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time; sys.path.insert(0, {str(state_mod.Path(state_mod.__file__).parents[2])!r})
+        from ablate.sweep.state import SweepLock
+        lock = SweepLock(__import__('pathlib').Path({str(tmp_path)!r})).__enter__()
+        print('locked', flush=True); time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    assert is_locked(tmp_path)
+    holder.kill()  # SIGKILL: no cleanup runs, the kernel drops the lock
+    holder.wait()
+    with SweepLock(tmp_path):
+        pass

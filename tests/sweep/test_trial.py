@@ -1,0 +1,98 @@
+"""Trial names, and reading how a trial ended from its summary.json and log."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+from sweep_helpers import small_spec
+
+from ablate.sweep.progress import best_trial, clock, stats
+from ablate.sweep.state import SweepState, Trial
+from ablate.sweep.trial import LOG, labels, outcome, trial_name
+
+
+def test_names_use_short_keys_unless_two_would_clash():
+    spec = small_spec({"model.attention.score": {"values": ["dot", "additive"]},
+                       "model.heads": {"values": [2]},  # a single value does not vary
+                       "train.lr": {"values": [0.001, 0.0005]},
+                       "model.d_k": {"values": [16]}, "seed": {"values": [1, 2]}})
+    point = {"model.attention.score": "additive", "model.heads": 2, "train.lr": 0.0005, "seed": 2}
+    assert trial_name(spec, point, set()) == "score=additive-lr=0.0005-seed=2"
+    clash = small_spec({"model.layers": {"values": [1, 2]}, "model.rnn.layers": {"values": [1, 2]}})
+    assert labels(clash, {"model.layers": 1, "model.rnn.layers": 2}) == ["model.layers=1", "model.rnn.layers=2"]
+
+
+def test_names_are_unique_and_file_system_safe():
+    spec = small_spec({"data.source": {"values": ["hf:a/b", "hf:a b"]}})
+    first = trial_name(spec, {"data.source": "hf:a/b"}, set())
+    assert first == "source=hf_a_b"
+    assert trial_name(spec, {"data.source": "hf:a b"}, {first}) == "source=hf_a_b-2"
+
+
+def write(run_dir, summary=None, log=""):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if summary is not None:
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+    (run_dir / LOG).write_text(log)
+
+
+def test_a_finished_trial_reports_its_metric_and_results(tmp_path):
+    write(tmp_path, {"status": "finished", "val/bleu": 30.5, "test/bleu": 29.0, "test_2017/bleu": 27.0,
+                     "params": 10, "config": {}})
+    result = outcome(tmp_path, 0, "val/bleu")
+    assert result["status"] == "finished" and result["metric"] == 30.5
+    assert result["results"] == {"test/bleu": 29.0, "test_2017/bleu": 27.0, "params": 10, "val/bleu": 30.5}
+
+
+def test_failure_reasons_come_from_summary_then_log_then_exit(tmp_path):
+    write(tmp_path / "a", {"status": "failed", "error": "loss is NaN at step 7"}, "noise\n")
+    assert outcome(tmp_path / "a", 1, "val/bleu")["error"] == "loss is NaN at step 7"
+    write(tmp_path / "b", None, "Traceback (most recent call last):\n  File x\nValueError: bad shape\nbye\n")
+    assert outcome(tmp_path / "b", 1, "val/bleu")["error"] == "ValueError: bad shape"
+    write(tmp_path / "c", None, "step 3\n")
+    assert outcome(tmp_path / "c", -signal.SIGKILL, "val/bleu")["error"] == "killed by SIGKILL (out of memory?)"
+    assert outcome(tmp_path / "c", 3, "val/bleu")["error"] == "step 3 [exit code 3]"
+    write(tmp_path / "d", {"status": "finished", "val/bleu": float("nan")})
+    assert outcome(tmp_path / "d", 0, "val/bleu")["error"] == "val/bleu is nan (diverged?)"
+    write(tmp_path / "e", {"status": "finished"})
+    assert "has no 'val/bleu'" in outcome(tmp_path / "e", 0, "val/bleu")["error"]
+    write(tmp_path / "f", {"status": "interrupted"})
+    assert outcome(tmp_path / "f", 130, "val/bleu")["status"] == "interrupted"
+    long = "RuntimeError: " + "x " * 400
+    write(tmp_path / "g", None, long)
+    assert len(outcome(tmp_path / "g", 1, None)["error"]) == 300
+
+
+def test_what_an_earlier_attempt_left_behind_is_ignored(tmp_path):
+    write(tmp_path, {"status": "interrupted"}, "RuntimeError: old crash\n")
+    old = time.time() - 100
+    os.utime(tmp_path / "summary.json", (old, old))
+    start = (tmp_path / LOG).stat().st_size
+    with open(tmp_path / LOG, "a") as f:
+        f.write("Segmentation fault\n")
+    result = outcome(tmp_path, -signal.SIGSEGV, "val/bleu", since=time.time() - 1, log_start=start)
+    assert result["status"] == "failed" and result["error"] == "killed by SIGSEGV"
+
+
+def test_progress_counts_eta_and_best():
+    trials = [Trial("a", {}, "finished", metric=10.0), Trial("b", {}, "finished", metric=20.0),
+              Trial("c", {}, "failed"), Trial("d", {}, "running"), Trial("e", {}, "pending"),
+              Trial("f", {}, "pending")]
+    state = SweepState("s", "x", "sig", trials=trials)
+    snap = stats(state, "maximize", total=6, elapsed_s=100, slots=2, durations=[30.0, 50.0])
+    assert (snap.done, snap.running, snap.failed) == (3, 1, 1)
+    assert snap.eta_s == 40.0 * 3 / 2 and snap.best.name == "b"
+    assert best_trial(state, "minimize").name == "a"
+    assert clock(3725) == "1:02:05" and clock(65) == "1:05" and clock(None) == "?"
+
+
+def test_the_trainers_validation_history_feeds_early_termination():
+    from ablate.sweep.trial import reported_history
+
+    summary = {"history": [{"step": 2, "val/bleu": 1.0}, {"step": 4, "val/ppl": 9.0}, {"step": 6, "val/bleu": 3.5},
+                           {"step": 8, "val/bleu": float("nan")}]}
+    assert reported_history(summary, "val/bleu") == [1.0, 3.5]
+    assert reported_history({}, "val/bleu") is None

@@ -1,0 +1,140 @@
+"""``sweep create`` / ``sweep agent`` up to the network: wandb.sweep and wandb.agent are faked."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+
+import pytest
+import wandb
+import yaml
+from sweep_helpers import fake_command, small_spec
+from typer.testing import CliRunner
+
+from ablate.sweep import wandb_agent
+from ablate.sweep.commands import app
+from ablate.sweep.spec import SweepError, load_spec
+
+SWEEPS = os.path.join(os.path.dirname(__file__), "..", "..", "sweeps")
+AGENT_ENV = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONUNBUFFERED")
+
+
+def test_create_registers_the_file_as_a_valid_wandb_sweep(monkeypatch):
+    sent = {}
+
+    def fake_sweep(sweep, project=None, entity=None):
+        sent.update(sweep=sweep, project=project, entity=entity)
+        return "abc123"
+
+    monkeypatch.setattr(wandb, "sweep", fake_sweep)
+    result = CliRunner().invoke(app, ["create", os.path.join(SWEEPS, "table3.yaml"), "--project", "p"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip().splitlines()[-1] == "abc123" and "ablate sweep agent abc123" in result.output
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from sweeps import SweepConfig
+    SweepConfig(sent["sweep"])  # what reaches W&B passes W&B's validation
+    assert sent["project"] == "p" and sent["sweep"]["name"] == "table3"
+    variants = sent["sweep"]["parameters"]["variant"]["values"]
+    assert {"name": "A-heads1", "model.heads": 1} in variants and len(variants) == 19
+
+
+class FakeAgent:
+    """Stands in for ``wandb.agent``: hands out runs the way W&B's python agent does."""
+
+    def __init__(self, tmp_path, points):
+        self.tmp_path, self.points, self.errors, self.calls = tmp_path, points, [], []
+
+    def __call__(self, sweep_id, function=None, entity=None, project=None, count=None):
+        self.calls.append({"sweep_id": sweep_id, "project": project, "count": count,
+                           "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")})
+        for i, point in enumerate(self.points):
+            path = self.tmp_path / f"config-run{i}.yaml"
+            path.write_text(yaml.safe_dump({"wandb_version": 1, **{k: {"value": v} for k, v in point.items()}}))
+            os.environ.update(WANDB_RUN_ID=f"run{i}", WANDB_SWEEP_ID=sweep_id, WANDB_SWEEP_PARAM_PATH=str(path))
+            try:
+                function()
+            except Exception as err:  # W&B marks the run failed and carries on
+                self.errors.append(str(err))
+            finally:
+                for key in ("WANDB_RUN_ID", "WANDB_SWEEP_ID", "WANDB_SWEEP_PARAM_PATH"):
+                    os.environ.pop(key, None)
+
+
+def test_agent_trains_each_wandb_run_in_a_subprocess(tmp_path, monkeypatch, events):
+    for key in AGENT_ENV:
+        monkeypatch.setenv(key, "unset")
+    spec = small_spec({"variant": {"values": ["base", {"name": "three", "model.heads": 3}]},
+                       "seed": {"values": [1, 2]}}, name="remote")
+    agent = FakeAgent(tmp_path, [{"variant": "base", "seed": 1, "model.d_model": 32},
+                                 {"variant": {"name": "three", "model.heads": 3}, "seed": 1, "model.d_model": 32},
+                                 {"variant": "base", "seed": 2, "model.d_model": 32}])
+    monkeypatch.setattr(wandb, "agent", agent)
+    monkeypatch.setattr(wandb_agent, "fetch_spec", lambda sweep_id, project, entity: spec)
+    monkeypatch.setattr(wandb_agent, "trainer_command", lambda config=None: fake_command(events, {"base-seed=2-run2": "crash"}))
+    result = CliRunner().invoke(app, ["agent", "sw1", "--devices", "3", "--out", str(tmp_path / "runs"),
+                                      "--count", "3", "train.max_steps=2"])
+    assert result.exit_code == 0, result.output
+    assert agent.calls == [{"sweep_id": "sw1", "project": "ablate", "count": 3, "cuda": "3"}]
+    summary = json.loads((tmp_path / "runs" / "remote" / "base-seed=1-run0" / "summary.json").read_text())
+    assert summary["status"] == "finished"
+    config = summary["config"]
+    assert config["tracking.group"] == "remote" and config["tracking.name"] == "base-seed=1"
+    assert config["train.max_steps"] == "2" and config["model.d_model"] == "32"
+    assert len(agent.errors) == 2
+    assert "three-seed=1: invalid config: model.heads=3 does not divide" in agent.errors[0]
+    assert "base-seed=2 failed: RuntimeError: CUDA out of memory" in agent.errors[1]
+    assert events.count("start") == 2  # the impossible run never started a trainer
+
+
+def test_agent_outside_a_wandb_run_is_a_clear_error(tmp_path):
+    monkeypatch_free = wandb_agent.trial_function(small_spec({"seed": {"values": [1]}}),
+                                                  wandb_agent.Slot(0, None, 1), wandb_agent.AgentOptions(out=tmp_path))
+    os.environ.pop("WANDB_SWEEP_PARAM_PATH", None)
+    with pytest.raises(SweepError, match="not inside a W&B agent run"):
+        monkeypatch_free()
+
+
+def test_one_agent_process_per_device_slot(tmp_path, monkeypatch):
+    spawned = []
+
+    class Child:
+        def __init__(self, argv, env):
+            spawned.append(argv)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(wandb_agent.subprocess, "Popen", Child)
+    result = CliRunner().invoke(app, ["agent", "sw9", "--devices", "0,1,2,3", "--gpus-per-trial", "2",
+                                      "--entity", "me", "--out", str(tmp_path), "seed=3"])
+    assert result.exit_code == 0, result.output
+    assert len(spawned) == 2
+    for argv, gpus in zip(spawned, ["0,1", "2,3"]):
+        assert argv[2:6] == ["sweep", "agent", "sw9", "--devices"] and argv[6] == gpus
+        assert argv[argv.index("--gpus-per-trial") + 1] == "2" and argv[argv.index("--entity") + 1] == "me"
+        assert argv[-1] == "seed=3" and argv[1].endswith("cli.py")
+
+
+def test_a_fetched_sweep_config_is_validated_like_a_file(monkeypatch):
+    class Api:
+        def sweep(self, path):
+            assert path == "me/p/sw1"
+            return type("Sweep", (), {"config": {"name": "heads", "method": "grid",
+                                                 "parameters": {"model.heads": {"values": [2, 4]}}}})()
+
+    monkeypatch.setattr(wandb, "Api", Api)
+    spec = wandb_agent.fetch_spec("sw1", "p", "me")
+    assert spec.name == "heads" and spec.varying == ["model.heads"]
+    assert wandb_agent.wandb_sweep_config(load_spec(os.path.join(SWEEPS, "heads.yaml")))["name"] == "heads"
+
+
+def test_wandb_errors_are_one_line_not_a_traceback(monkeypatch):
+    def no_key(**kwargs):
+        raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")
+
+    monkeypatch.setattr(wandb, "sweep", no_key)
+    result = CliRunner().invoke(app, ["create", os.path.join(SWEEPS, "heads.yaml")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.strip() == "error: W&B: No API key configured. Use `wandb login` to log in."

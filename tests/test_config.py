@@ -1,0 +1,72 @@
+"""Config parsing: types, overrides, one-line errors that name the key and suggest a fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from ablate.config import Config, ConfigError, fingerprint, flatten, from_flat, load_config, replace, to_dict, valid_keys
+
+UI_KEYS = [
+    "data.source", "data.src_lang", "data.tgt_lang", "data.vocab_size", "model.arch", "model.layers",
+    "model.d_model", "model.d_ff", "model.heads", "model.dropout", "model.positions",
+    "model.attention.score", "model.attention.scale", "train.max_time", "train.max_steps",
+    "train.max_epochs", "train.max_tokens", "train.lr", "train.warmup", "train.label_smoothing",
+    "train.devices", "eval.beam", "seed", "tracking.wandb", "tracking.project",
+]
+
+
+def test_user_interface_keys_exist():
+    assert set(UI_KEYS) <= set(valid_keys())
+
+
+def test_overrides_are_typed_from_yaml():
+    cfg = load_config(None, ["model.heads=8", "model.attention.scale=false", "train.lr=5e-4",
+                             "train.max_time=600", "tracking.tags=[a,b]", "train.devices=auto"])
+    assert cfg.model.heads == 8 and cfg.model.attention.scale is False
+    assert cfg.train.lr == 5e-4 and cfg.train.max_time == 600.0
+    assert cfg.tracking.tags == ("a", "b") and cfg.train.devices == "auto"
+    assert load_config(None, ["model.attention.scale=0.5"]).model.attention.scale == 0.5
+
+
+def test_yaml_file_then_overrides(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("model:\n  heads: 2\n  d_model: 64\ntrain.max_steps: 7\n")
+    cfg = load_config(path, ["model.heads=4"])
+    assert (cfg.model.heads, cfg.model.d_model, cfg.train.max_steps) == (4, 64, 7)
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("model.head=8", "unknown config key 'model.head'; did you mean 'model.heads'?"),
+    ("model.attention.score=additve", "did you mean 'additive'?"),
+    ("model.positions=rope", "choose from: sinusoidal, learned, none, rotary, alibi"),
+    ("model.heads=3", "model.heads=3 does not divide model.d_model=256"),
+    ("model.heads=four", "expected an integer"),
+    ("train.lr=-1", "train.lr=-1.0 must be positive"),
+    ("model.dropout=1.5", "must be in [0, 1)"),
+    ("model", "not of the form key=value"),
+])
+def test_bad_values_fail_with_one_line(override, expected):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [override])
+    assert expected in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_malformed_yaml_names_the_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("model:\n  heads: 4\n   d_model: [\n")
+    with pytest.raises(ConfigError, match=r"malformed YAML in .*bad.yaml line \d+"):
+        load_config(path)
+
+
+def test_explicit_d_k_allows_any_heads():
+    cfg = load_config(None, ["model.heads=3", "model.d_k=32"])
+    assert cfg.model.d_k == 32
+
+
+def test_round_trip_and_fingerprint():
+    cfg = load_config(None, ["model.heads=8"])
+    assert from_flat(flatten(to_dict(cfg))) == cfg
+    assert fingerprint(cfg) == fingerprint(replace(cfg, **{"tracking.project": "other"}))
+    assert fingerprint(cfg) != fingerprint(replace(cfg, **{"model.heads": 4}))
+    assert Config() == load_config()

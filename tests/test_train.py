@@ -1,0 +1,94 @@
+"""End-to-end training runs on tiny data: the record, the hypotheses, W&B, resume, DDP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sacrebleu
+
+from ablate.config import load_config
+from ablate.tracking import read_offline_run
+from ablate.train import train
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = [
+    "data.builtin_pairs=400", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
+    "model.heads=2", "model.d_ff=64", "train.max_steps=40", "train.max_tokens=1024",
+    "train.warmup=10", "train.lr=3e-3", "eval.beam=2", "tracking.wandb=offline", "tracking.log_every=5",
+]
+
+
+def wandb_logged(run_dir: Path) -> dict:
+    """Keys logged to the offline W&B run's history (read from its record file)."""
+    files = list(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+    assert len(files) == 1, f"expected one offline W&B run under {run_dir}/wandb, found {files}"
+    return read_offline_run(files[0])["history"]
+
+
+def test_tiny_run_end_to_end(tmp_path, cache_dir):
+    run_dir = tmp_path / "run"
+    summary = train(load_config(None, TINY), run_dir)
+    assert summary["status"] == "finished" and summary["step"] == 40
+    for key in ("val/bleu", "val/ppl", "test/bleu", "test_test/bleu", "train/tokens_per_sec", "params"):
+        assert summary[key] is not None and summary[key] == summary[key], key
+    assert summary["train/tokens_per_sec"] > 0
+
+    on_disk = json.loads((run_dir / "summary.json").read_text())
+    assert on_disk["status"] == "finished" and on_disk["config"]["model"]["d_model"] == 32
+    hyps = (run_dir / "hyps" / "test.txt").read_text().splitlines()
+    refs = (run_dir / "refs" / "test.txt").read_text().splitlines()
+    assert len(hyps) == len(refs) == 500
+    # The recorded BLEU is sacreBLEU's on the saved hypotheses.
+    assert summary["test/bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-6)
+    assert (run_dir / "checkpoints" / "last.ckpt").exists()
+
+    logged = wandb_logged(run_dir)
+    for key in ("val/bleu", "test/bleu", "train/tokens_per_sec"):
+        assert key in logged, key
+
+    # Running the same command again trains nothing.
+    again = train(load_config(None, TINY), run_dir)
+    assert again["step"] == 40 and again["status"] == "finished"
+
+
+def test_run_dir_of_another_config_is_refused(tmp_path, cache_dir):
+    from ablate.config import ConfigError
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text("model:\n  d_model: 64\n")
+    with pytest.raises(ConfigError, match="different config"):
+        train(load_config(None, TINY), run_dir)
+
+
+def _cli(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_cli_bad_key_is_one_line(tmp_path):
+    proc = _cli("train", "model.head=4", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: unknown config key 'model.head'; did you mean 'model.heads'?"
+
+
+@pytest.mark.slow
+def test_ddp_two_processes_on_cpu(tmp_path, cache_dir):
+    """train.devices=2: one summary, one W&B run, every test sentence decoded exactly once."""
+    run_dir = tmp_path / "ddp"
+    proc = _cli("train", "--run-dir", str(run_dir), *TINY, "train.devices=2", "train.accelerator=cpu",
+                cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "finished"
+    assert len(list(run_dir.glob("wandb/offline-run-*"))) == 1
+    hyps = (run_dir / "hyps" / "test.txt").read_text().splitlines()
+    refs = (run_dir / "refs" / "test.txt").read_text().splitlines()
+    assert len(hyps) == len(refs) == 500
+    assert summary["test/bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-6)
