@@ -76,23 +76,30 @@ def train(
         )
 
 
-def _mount_subcommands() -> None:
-    """Attach the sub-apps that live beside the code they drive."""
+@app.command()
+def attention(
+    run_dir: Path = typer.Argument(..., help="A run directory written by `ablate train`."),
+    text: str = typer.Option(..., "--text", "-t", help="Source sentence to translate and visualise."),
+    out: Path = typer.Option(Path("attention"), "--out", "-o", help="Folder for the PNG files."),
+    beam: int = typer.Option(5, "--beam", help="Beam size used to produce the translation."),
+) -> None:
+    """Heatmaps of every attention layer and head for one sentence, and the positional encodings."""
+    from ablate.config import ConfigError
+    from ablate.report.attention import plot_attention
+
     try:
-        from ablate.sweep.commands import app as sweep_app
-
-        app.add_typer(sweep_app, name="sweep", help="Run W&B-format sweeps locally or through W&B agents.")
-    except ImportError:
-        pass
-    try:
-        from ablate.report.commands import register as register_reports
-
-        register_reports(app)
-    except ImportError:
-        pass
+        paths = plot_attention(run_dir, text, out, beam)
+    except ConfigError as err:
+        fail(str(err))
+    for path in paths:
+        typer.echo(str(path))
 
 
-_mount_subcommands()
+from ablate.report.commands import app as _report_app  # noqa: E402 - sub-apps mount after the core commands
+from ablate.sweep.commands import app as _sweep_app  # noqa: E402
+
+app.add_typer(_sweep_app, name="sweep", help="Run W&B-format sweeps locally, or through W&B agents across machines.")
+app.add_typer(_report_app)
 
 
 def main() -> None:

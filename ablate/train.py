@@ -140,6 +140,8 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
     data = TranslationDataModule(cfg.data, cfg.train, cfg.eval, cfg.seed)
     data.setup()
     tok = data.tokenizer
+    if launcher:
+        tok.save(run_dir / "tokenizer")
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
     params = sum(p.numel() for p in model.parameters())
     splits = [data.val_split, *data.test_splits]

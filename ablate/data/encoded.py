@@ -175,7 +175,8 @@ def prepare(cfg: DataConfig) -> Prepared:
         raw.cleanup()
     meta = json.loads((entry / "meta.json").read_text())
     tokenizer = SubwordTokenizer.load(entry / "tokenizer")
-    splits = {name: datasets.load_from_disk(str(entry / "splits" / name)) for name in meta["splits"]}
+    with quiet_datasets():
+        splits = {name: datasets.load_from_disk(str(entry / "splits" / name)) for name in meta["splits"]}
     stats = dict(meta["stats"], cached=hit, key=key, seconds=round(time.perf_counter() - start, 3))
     stats["tokenizer_cached"] = hit or stats["tokenizer_cached"]
     dropped = stats["dropped"]

@@ -92,7 +92,11 @@ def run(
         return
     slots = ", ".join(s.describe() for s in opts.slots)
     console.print(f"sweep [bold]{spec.name}[/bold] ({spec.method}) -> {opts.out}  slots: {slots}", highlight=False)
-    result = Launcher(spec, opts, Progress(console, spec.metric, spec.goal)).run()
+    try:
+        result = Launcher(spec, opts, Progress(console, spec.metric, spec.goal)).run()
+    except KeyboardInterrupt:  # before any trial started: nothing to stop
+        console.print("interrupted: rerun the same command to resume", style="yellow")
+        raise typer.Exit(130) from None
     _report(result.state, spec.metric, spec.goal, opts.out)
     if result.interrupted:
         console.print("interrupted: rerun the same command to resume", style="yellow")
@@ -100,18 +104,13 @@ def run(
 
 
 def _preview(launcher: Launcher) -> None:
-    from ablate.sweep.state import SweepState
-
-    launcher.state = SweepState(name=launcher.spec.name, source=str(launcher.spec.path), signature="")
-    launcher.plan()
+    trials = launcher.preview()
     if launcher.spec.method == "bayes":
         console.print(f"bayes proposes trials as results arrive (up to {launcher.cap}); the first:")
-        launcher._next_trial()
-    for t in launcher.state.trials:
-        shown = " ".join(launcher.overrides(t))
-        line = f"[bold]{t.name}[/bold]  {shown}"
+    for t in trials:
+        line = f"[bold]{t.name}[/bold]  {' '.join(launcher.overrides(t))}"
         console.print(line + (f"\n  [red]{t.error}[/red]" if t.status == "failed" else ""), highlight=False)
-    console.print(f"{len(launcher.state.trials)} trials", highlight=False)
+    console.print(f"{len(trials)} trials", highlight=False)
 
 
 def _report(state: Any, metric: Optional[str], goal: str, out: Path) -> None:

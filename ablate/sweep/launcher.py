@@ -16,7 +16,6 @@ import os
 import shlex
 import signal
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -193,6 +192,14 @@ class Launcher:
             if t.status in ("pending", "interrupted"):
                 self._validate(t)
 
+    def preview(self) -> list[Trial]:
+        """The trials a fresh run would plan, validated, without touching the disk (bayes: the first)."""
+        self.state = SweepState(name=self.spec.name, source=str(self.spec.path), signature="")
+        self.plan()
+        if not upfront(self.spec):
+            self._next_trial()
+        return self.state.trials
+
     def _target_reached(self) -> bool:
         target = (self.spec.config.get("metric") or {}).get("target")
         best = best_trial(self.state, self.spec.goal)
@@ -336,7 +343,7 @@ class Launcher:
         """Plan, then train until every trial is done or the launcher is interrupted."""
         if self.opts.config is not None:
             read_yaml(self.opts.config)  # a missing or malformed base config fails once, up front
-        with SweepLock(self.out), _signals_raise_interrupt():
+        with SweepLock(self.out), process.signals_raise_interrupt():
             self.state = self._open_state()
             self._recover()
             if self.opts.retry_failed:
@@ -378,25 +385,6 @@ class Launcher:
         total, failed = len(self.state.trials), self.state.count("failed")
         note = f" ({failed} failed: --retry-failed runs them again)" if failed else ""
         self.progress.event(f"nothing to train: all {total} trials of {self.spec.name} are done{note}")
-
-
-class _signals_raise_interrupt:
-    """While running, SIGTERM and SIGHUP stop the sweep as Ctrl-C does (trials are stopped too)."""
-
-    def __enter__(self) -> None:
-        self.saved = {}
-        if threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            self.saved[sig] = signal.signal(sig, _raise_interrupt)
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, handler in self.saved.items():
-            signal.signal(sig, handler)
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def run_sweep(spec: SweepSpec, opts: LaunchOptions, progress: Optional[Progress] = None) -> SweepResult:

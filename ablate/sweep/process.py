@@ -15,9 +15,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 _PR_SET_PDEATHSIG = 1
 
@@ -99,3 +100,22 @@ def signal_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+class signals_raise_interrupt:
+    """While running, SIGTERM and SIGHUP stop the sweep as Ctrl-C does (trials are stopped too)."""
+
+    def __enter__(self) -> None:
+        self.saved = {}
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            self.saved[sig] = signal.signal(sig, _raise_interrupt)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")

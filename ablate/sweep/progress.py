@@ -76,7 +76,7 @@ class Progress:
         self.console = console or Console()
         self.metric, self.goal = metric, goal
         self._live: Optional[Live] = None
-        self._started = time.monotonic()
+        self._started = self._drawn = time.monotonic()
 
     def start(self) -> None:
         self._started = time.monotonic()
@@ -92,7 +92,8 @@ class Progress:
         """Redraw the panel. ``running``: trial name -> ``time.monotonic()`` at its start."""
         now = time.monotonic()
         snap = stats(state, self.goal, total, now - self._started, slots, durations)
-        if self._live is not None:
+        if self._live is not None and now - self._drawn >= 0.5:  # redraw twice a second at most
+            self._drawn = now
             self._live.update(self._render(snap, running, now), refresh=True)
         return snap
 

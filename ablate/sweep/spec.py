@@ -27,6 +27,7 @@ sampled point back into ``key=value`` overrides.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import warnings
 from dataclasses import dataclass
@@ -87,8 +88,7 @@ class SweepSpec:
     @property
     def varying(self) -> list[str]:
         """Parameters that differ between trials, in file order (``variant`` first)."""
-        names = [n for n, p in self.parameters.items() if any(k in p for k in _SEARCHABLE)]
-        names = [n for n in names if not (n in self.parameters and _single_choice(self.parameters[n]))]
+        names = [n for n, p in self.parameters.items() if any(k in p for k in _SEARCHABLE) and not _single_choice(p)]
         return sorted(names, key=lambda n: n != VARIANT)
 
     def describe(self) -> str:
@@ -274,8 +274,6 @@ def format_value(value: Any) -> str:
             return text
     if isinstance(value, str) and value and yaml.safe_load(value) == value and "\n" not in value:
         return value
-    import json
-
     return json.dumps(value)
 
 

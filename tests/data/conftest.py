@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import gzip
-import itertools
 from pathlib import Path
 
 import pytest
 
 from ablate.config import DataConfig
 
-
-def read_lines(path: Path, n: int) -> list[str]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in itertools.islice(f, n)]
-
-
-def write_lines(path: Path, lines: list[str]) -> None:
-    data = "".join(line + "\n" for line in lines).encode()
-    if path.name.endswith(".gz"):
-        path.write_bytes(gzip.compress(data))
-    else:
-        path.write_bytes(data)
+from data_helpers import read_lines, write_lines
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-from pathlib import Path
 
 import pytest
 
@@ -11,15 +10,7 @@ from ablate.data.corpus import make_source
 from ablate.data.errors import DataError
 from ablate.data.local import LocalFolder, count_lines
 
-from conftest import read_lines, write_lines
-
-
-def _folder(tmp_path: Path, files: dict[str, list[str]]) -> Path:
-    folder = tmp_path / "corpus"
-    folder.mkdir()
-    for name, lines in files.items():
-        write_lines(folder / name, lines)
-    return folder
+from data_helpers import make_folder, read_lines
 
 
 PAIR = {"train.en": ["a b", "c d"], "train.de": ["A B", "C D"], "valid.en": ["e"], "valid.de": ["E"]}
@@ -40,7 +31,7 @@ def test_local_folder_reads_gz_and_plain_files(small_multi30k, multi30k, make_cf
 def test_validation_aliases_and_sorted_test_splits(make_cfg, tmp_path):
     files = dict(PAIR, **{"test_b.en": ["x"], "test_b.de": ["X"], "test_a.en": ["y"], "test_a.de": ["Y"],
                           "test_a.fr": ["Z"], "notes.txt": ["hello"]})
-    corpus = make_source(make_cfg(_folder(tmp_path, files)), tmp_path / "c").load(tmp_path / "w")
+    corpus = make_source(make_cfg(make_folder(tmp_path, files)), tmp_path / "c").load(tmp_path / "w")
     assert corpus.val_split == "valid" and corpus.test_splits == ["test_a", "test_b"]
     assert corpus.splits["test_a"][0] == {"src": "y", "tgt": "Y"}
 
@@ -52,13 +43,13 @@ def test_missing_folder(make_cfg, tmp_path):
 
 
 def test_missing_train_lists_what_was_found(make_cfg, tmp_path):
-    folder = _folder(tmp_path, {"val.en": ["a"], "val.de": ["b"], "test.en": ["c"], "test.de": ["d"]})
+    folder = make_folder(tmp_path, {"val.en": ["a"], "val.de": ["b"], "test.en": ["c"], "test.de": ["d"]})
     with pytest.raises(DataError, match=r"no 'train' split .*found: test.de, test.en, val.de, val.en"):
         make_source(make_cfg(folder), tmp_path)
 
 
 def test_missing_validation_split(make_cfg, tmp_path):
-    folder = _folder(tmp_path, {"train.en": ["a"], "train.de": ["b"]})
+    folder = make_folder(tmp_path, {"train.en": ["a"], "train.de": ["b"]})
     with pytest.raises(DataError, match="no validation split .*val or valid or dev"):
         make_source(make_cfg(folder), tmp_path)
 
@@ -67,12 +58,12 @@ def test_missing_language_file(make_cfg, tmp_path):
     files = dict(PAIR)
     del files["train.de"]
     with pytest.raises(DataError, match=r"missing language file .*train\.de\[\.gz\]"):
-        make_source(make_cfg(_folder(tmp_path, files)), tmp_path)
+        make_source(make_cfg(make_folder(tmp_path, files)), tmp_path)
 
 
 def test_misaligned_files_name_both_files_and_counts(make_cfg, tmp_path):
     files = dict(PAIR, **{"train.de": ["A B", "C D", "E F"]})
-    source = make_source(make_cfg(_folder(tmp_path, files)), tmp_path)
+    source = make_source(make_cfg(make_folder(tmp_path, files)), tmp_path)
     with pytest.raises(DataError) as err:
         source.load(tmp_path / "w")
     message = str(err.value)
@@ -83,11 +74,11 @@ def test_misaligned_files_name_both_files_and_counts(make_cfg, tmp_path):
 def test_empty_corpus(make_cfg, tmp_path):
     files = dict(PAIR, **{"train.en": [], "train.de": []})
     with pytest.raises(DataError, match=r"empty corpus files .*train\.en and .*train\.de"):
-        make_source(make_cfg(_folder(tmp_path, files)), tmp_path).load(tmp_path / "w")
+        make_source(make_cfg(make_folder(tmp_path, files)), tmp_path).load(tmp_path / "w")
 
 
 def test_undecodable_bytes_are_replaced_and_counted(make_cfg, tmp_path):
-    folder = _folder(tmp_path, PAIR)
+    folder = make_folder(tmp_path, PAIR)
     (folder / "train.en").write_bytes(b"ok line\nbad \xff\xfe line\r\nlast without newline")
     (folder / "train.de").write_bytes(b"gut\nschlecht\nletzte\n")
     corpus = make_source(make_cfg(folder), tmp_path).load(tmp_path / "w")
@@ -103,6 +94,6 @@ def test_count_lines_handles_gzip_and_missing_final_newline(tmp_path):
 
 
 def test_unicode_line_separators_do_not_split_lines(make_cfg, tmp_path):
-    folder = _folder(tmp_path, dict(PAIR, **{"train.en": ["one\u2028two", "three"]}))
+    folder = make_folder(tmp_path, dict(PAIR, **{"train.en": ["one\u2028two", "three"]}))
     corpus = make_source(make_cfg(folder), tmp_path).load(tmp_path / "w")
     assert corpus.splits["train"]["src"] == ["one\u2028two", "three"]

@@ -16,7 +16,7 @@ from ablate.data.datamodule import TranslationDataModule
 from ablate.data.encoded import prepare
 from ablate.data.tokenizer import SubwordTokenizer
 
-from test_corpus import _folder
+from data_helpers import make_folder
 
 _real_encode_split = encoded.encode_split
 
@@ -88,7 +88,7 @@ def test_training_filters_and_eval_keeps_everything(make_cfg, tmp_path):
     long_en, long_de = " ".join(["word"] * 40), " ".join(["Wort"] * 40)
     files = {"train.en": ["a b", "", "c d", long_en, "e f"], "train.de": ["A B", "X", "C D", "kurz", "E F"],
              "val.en": ["g h", long_en, ""], "val.de": ["G H", long_de, "Y"]}
-    dm = _module(make_cfg(_folder(tmp_path, files), max_len=10, vocab_size=60))
+    dm = _module(make_cfg(make_folder(tmp_path, files), max_len=10, vocab_size=60))
     assert dm.stats["dropped"] == {"empty": 1, "too_long": 1}
     assert dm.stats["pairs"] == {"train": 3, "val": 3}
     assert dm.references("val") == ["G H", long_de, "Y"] and dm.sources("train") == ["a b", "c d", "e f"]

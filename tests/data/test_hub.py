@@ -14,7 +14,7 @@ from ablate.data.corpus import make_source
 from ablate.data.datamodule import TranslationDataModule
 from ablate.data.errors import DataError
 
-from conftest import read_lines
+from data_helpers import read_lines
 
 HUB_SPLITS = {"train": ("train", 400), "validation": ("val", 60), "test": ("test_2016_flickr", 50)}
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from sweep_helpers import fake_command, options, quiet_progress, small_spec
 
 from ablate.sweep.launcher import run_sweep
-from ablate.sweep.spec import SweepError
+from ablate.sweep.spec import SweepError, spec_from_dict
 from ablate.sweep.state import load_state
 
 HEADS_X_SEEDS = {"model.heads": {"values": [2, 4]}, "seed": {"values": [1, 2]}}
@@ -61,7 +60,7 @@ def test_a_crashing_trial_is_isolated_and_recorded_with_its_reason(tmp_path, eve
     status = {t.name: (t.status, t.error) for t in result.state.trials}
     assert status["seed=1"] == ("finished", None) and status["seed=3"] == ("finished", None)
     assert status["seed=2"][0] == "failed" and reason in status["seed=2"][1]
-    assert f"failed   seed=2" in text
+    assert "failed   seed=2" in text
 
 
 def test_parallel_slots_overlap_in_time_and_split_the_threads(tmp_path, events):
@@ -162,3 +161,21 @@ def test_hyperband_stops_a_trial_that_lags_behind(tmp_path, events):
     status = {t.name: t.status for t in result.state.trials}
     assert status == {"seed=1": "finished", "seed=2": "finished", "seed=3": "stopped"}, text
     assert events.count("finish", "seed=3") == 0 and "early (hyperband)" in text
+
+
+def test_a_base_config_file_reaches_validation_and_the_trainer(tmp_path, events):
+    import sys
+
+    from ablate.sweep.launcher import REPO, trainer_command
+
+    base = tmp_path / "base.yaml"
+    base.write_text("model:\n  d_model: 30\n")
+    spec = spec_from_dict({"method": "grid", "metric": {"name": "val/bleu", "goal": "maximize"},
+                           "parameters": {"model.heads": {"values": [2, 4]}}}, name="b")
+    result, _ = run(spec, tmp_path / "out", fake_command(events), config=base)
+    status = {t.name: (t.status, t.error) for t in result.state.trials}
+    assert status["heads=2"] == ("finished", None)
+    assert status["heads=4"][0] == "failed" and "does not divide model.d_model=30" in status["heads=4"][1]
+    argv = trainer_command(base)(tmp_path / "r", ["seed=1"])
+    assert argv == [sys.executable, str(REPO / "cli.py"), "train", "--run-dir", str(tmp_path / "r"),
+                    "--config", str(base), "seed=1"]

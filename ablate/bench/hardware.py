@@ -1,0 +1,124 @@
+"""What the hardware allows, and how close a model gets: matmul peak, model FLOPs, SDPA backend.
+
+* The **matmul peak** is measured, not looked up: a square matmul in the training dtype runs as
+  one more contender in the interleaved rounds, so it sees the same noise as the models.
+* **Model FLOPs** of one training step (forward + backward) are counted by
+  ``torch.utils.flop_counter.FlopCounterMode`` on the first batch (matrix products and attention
+  kernels only; elementwise work such as additive attention's tanh is not counted). The CPU
+  flash-attention kernel is counted with PyTorch's own SDPA formulas.
+* **Model FLOPs utilisation** = counted FLOPs x steps/s / measured matmul peak.
+* The **SDPA backend** is read off the aten ops a step dispatches (flash, memory-efficient,
+  cuDNN, or the unfused math fallback).
+* On a GPU with bf16 support, training runs under bf16 autocast (as ``train.precision=auto``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+from typing import Callable, Iterator
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+BACKENDS = {  # substring of an aten op name -> backend label; first match wins
+    "cudnn_attention": "cudnn",
+    "flash_attention_for_cpu": "flash (cpu)",
+    "flash_attention": "flash",
+    "efficient_attention": "mem-efficient",
+    "attention_math": "math",
+}
+
+
+def device() -> torch.device:
+    """The GPU when there is one, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def training_dtype(dev: torch.device) -> torch.dtype:
+    """bf16 on a GPU that supports it (as ``train.precision=auto``), else fp32."""
+    if dev.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+def autocast(dev: torch.device) -> contextlib.AbstractContextManager:
+    """bf16 autocast on a bf16 GPU, nothing elsewhere."""
+    if training_dtype(dev) == torch.bfloat16:
+        return torch.autocast(dev.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def describe(dev: torch.device, threads: int) -> dict:
+    """Device, dtype, threads and versions, for the report."""
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else (platform.processor() or platform.machine())
+    return {"device": dev.type, "name": name, "dtype": str(training_dtype(dev)).replace("torch.", ""),
+            "threads": threads, "torch": torch.__version__, "python": platform.python_version()}
+
+
+def matmul_work(dev: torch.device, n: int = 1024, repeat: int = 4) -> tuple[Callable[[], None], float]:
+    """A contender doing ``repeat`` (n x n) @ (n x n) products in the training dtype, and its FLOPs."""
+    dtype = training_dtype(dev)
+    a = torch.randn(n, n, device=dev, dtype=dtype)
+    b = torch.randn(n, n, device=dev, dtype=dtype)
+
+    def work() -> None:
+        for _ in range(repeat):
+            torch.mm(a, b)
+
+    return work, 2.0 * n**3 * repeat
+
+
+class _OpNames(TorchDispatchMode):
+    """Records the name of every aten op dispatched inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.add(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+def _flop_mapping() -> dict:
+    from torch.utils import flop_counter
+
+    aten = torch.ops.aten
+    mapping = {}
+    if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
+        mapping[aten._scaled_dot_product_flash_attention_for_cpu] = flop_counter.sdpa_flop
+        mapping[aten._scaled_dot_product_flash_attention_for_cpu_backward] = flop_counter.sdpa_backward_flop
+    return mapping
+
+
+def census(step: Callable[[], None]) -> tuple[float, set[str]]:
+    """FLOPs counted while ``step()`` runs and the aten op names it dispatched."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False, custom_mapping=_flop_mapping())
+    with counter, _OpNames() as ops:
+        step()
+    return float(counter.get_total_flops()), ops.names
+
+
+def sdpa_backend(op_names: set[str]) -> str:
+    """Which fused attention kernel ran (``none`` when no SDPA op was dispatched)."""
+    found = []
+    for key, label in BACKENDS.items():
+        if any(key in name and "backward" not in name for name in op_names) and label not in found:
+            if key == "flash_attention" and "flash (cpu)" in found:
+                continue
+            found.append(label)
+    return "+".join(found) or "none"
+
+
+@contextlib.contextmanager
+def peak_gpu_memory(dev: torch.device) -> Iterator[dict]:
+    """Yields a dict that receives ``peak_mb`` (GPU allocator peak) on exit; empty on CPU."""
+    out: dict = {}
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
+    yield out
+    if dev.type == "cuda":
+        out["peak_mb"] = torch.cuda.max_memory_allocated(dev) / 2**20

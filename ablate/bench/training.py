@@ -1,0 +1,164 @@
+"""Training throughput of every variant and of ``torch.nn.Transformer``, on the same batches.
+
+One training step is exactly what ``ablate train`` does per batch, minus Lightning's hooks:
+forward, the label-smoothed cross-entropy of :class:`ablate.module.TranslationModule`, backward,
+gradient-norm clipping, the module's AdamW step and learning-rate schedule. The reference
+(:class:`ablate.bench.reference.TorchTransformer`) is wrapped in the same module, so loss and
+optimiser are identical. Throughput counts non-padding source + target tokens per second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from ablate.bench import hardware
+from ablate.bench.inputs import Batch, Inputs
+from ablate.bench.options import BenchError, BenchOptions
+from ablate.bench.reference import TorchTransformer
+from ablate.bench.timing import interleaved, median, spread
+from ablate.config import Config, from_flat
+from ablate.model.build import build_model
+from ablate.module import TranslationModule
+
+REFERENCE = "torch"
+"""Name of the ``torch.nn.Transformer`` contender."""
+STANDARD = "dot-scaled"
+"""The base Transformer (dot, scaled, sinusoidal): what ratios are taken against."""
+MATMUL = "matmul-peak"
+"""Name of the square-matmul contender that measures the hardware's peak."""
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    **{f"{score}-{'scaled' if scale else 'unscaled'}": {"model.attention.score": score, "model.attention.scale": scale}
+       for score in ("dot", "additive", "general", "gaussian") for scale in (True, False)},
+    **{f"pos-{name}": {"model.positions": name} for name in ("learned", "none", "rotary", "alibi")},
+    "rnn-additive": {"model.arch": "rnn", "model.attention.score": "additive"},
+    REFERENCE: {},
+}
+"""Variant name -> dotted model-config changes (on top of the benchmark's sizes)."""
+
+
+def variant_config(opts: BenchOptions, changes: dict[str, Any]) -> Config:
+    """The run config of one variant: the benchmark's sizes, defaults elsewhere (dropout 0.1, AdamW)."""
+    flat = {"model.d_model": opts.d_model, "model.layers": opts.layers, "model.heads": opts.heads,
+            "model.d_ff": opts.d_ff, "model.rnn.hidden": opts.d_model, "data.vocab_size": opts.vocab_size,
+            "seed": opts.seed}
+    flat.update(changes)
+    return from_flat(flat)
+
+
+@dataclass
+class Trainee:
+    """A model with its loss, optimiser and schedule, ready to take steps."""
+
+    name: str
+    model: nn.Module
+    module: TranslationModule
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    clip_norm: float
+    smoothing: float
+    dev: torch.device
+
+    @property
+    def params(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    def loss(self, batch: Batch) -> torch.Tensor:
+        with hardware.autocast(self.dev):
+            logits = self.model(batch["src"], batch["tgt_in"])
+        return self.module._loss(logits, batch["tgt_out"], self.smoothing)[0]
+
+    def step(self, batch: Batch) -> None:
+        """One optimisation step, as ``ablate train`` takes it."""
+        self.loss(batch).backward()
+        if self.clip_norm:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def forward_backward(self, batch: Batch) -> None:
+        """Forward and backward only (what FLOPs are counted on); gradients are dropped."""
+        self.loss(batch).backward()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def make_trainee(name: str, opts: BenchOptions, vocab: int, dev: torch.device) -> Trainee:
+    """Build variant ``name`` (a key of :data:`VARIANTS`) with its optimiser, seeded by ``opts.seed``."""
+    if name not in VARIANTS:
+        raise BenchError(f"unknown bench variant '{name}'; choose from {', '.join(VARIANTS)}")
+    cfg = variant_config(opts, VARIANTS[name])
+    torch.manual_seed(opts.seed)
+    if name == REFERENCE:
+        m = cfg.model
+        model: nn.Module = TorchTransformer(vocab, m.d_model, m.heads, m.layers, m.d_ff, m.dropout, 0, m.max_positions)
+    else:
+        model = build_model(cfg.model, vocab, vocab, pad_id=0, shared_vocab=True)
+    model = model.to(dev).train()
+    module = TranslationModule(model, cfg, detokenize=lambda ids: "", references={})
+    setup = module.configure_optimizers()
+    return Trainee(name, model, module, setup["optimizer"], setup["lr_scheduler"]["scheduler"],
+                   cfg.train.clip_norm, cfg.train.label_smoothing, dev)
+
+
+def selected(opts: BenchOptions) -> list[str]:
+    """Variants to run: ``opts.variants`` (always with the standard model and the reference) or all."""
+    if not opts.variants:
+        return list(VARIANTS)
+    names = [STANDARD, REFERENCE] + [v for v in opts.variants if v not in (STANDARD, REFERENCE)]
+    for name in names:
+        if name not in VARIANTS:
+            raise BenchError(f"unknown bench variant '{name}'; choose from {', '.join(VARIANTS)}")
+    return names
+
+
+def _pass(trainee: Trainee, batches: list[Batch]) -> Callable[[], None]:
+    def run() -> None:
+        for batch in batches:
+            trainee.step(batch)
+
+    return run
+
+
+def bench_training(opts: BenchOptions, inputs: Inputs, dev: torch.device, count_flops: bool = True,
+                   echo: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Tokens/s of every selected variant, interleaved round-robin over the same batches.
+
+    Returns:
+        ``{"variants": {name: {tokens_per_s, seconds, spread, params, ratio_vs_torch, [gflop_per_pass,
+        gflops, mfu, sdpa]}}, "matmul_gflops": float, "tokens_per_pass": int}``.
+    """
+    trainees = {}
+    for name in selected(opts):
+        trainees[name] = make_trainee(name, opts, inputs.vocab, dev)
+    census: dict[str, tuple[float, str]] = {}
+    if count_flops:
+        echo("counting model FLOPs (one forward + backward per variant and batch)")
+        for name, trainee in trainees.items():
+            flops, ops = hardware.census(lambda: [trainee.forward_backward(b) for b in inputs.batches])
+            census[name] = (flops, hardware.sdpa_backend(ops))
+    matmul, matmul_flops = hardware.matmul_work(dev)
+    contenders = {name: _pass(t, inputs.batches) for name, t in trainees.items()}
+    contenders[MATMUL] = matmul
+    echo(f"training: {len(trainees)} models x {opts.reps} rounds of {len(inputs.batches)} batches "
+         f"({inputs.tokens} tokens) after {opts.warmup} warm-up round(s)")
+    seconds = interleaved(contenders, opts.reps, opts.warmup)
+    peak = matmul_flops / median(seconds.pop(MATMUL)) / 1e9
+    results: dict[str, dict[str, Any]] = {}
+    for name, secs in seconds.items():
+        row = {"tokens_per_s": inputs.tokens / median(secs), "seconds": secs, "spread": spread(secs),
+               "params": trainees[name].params}
+        if name in census:
+            flops, backend = census[name]
+            gflops = flops / 1e9 / median(secs)
+            row.update(gflop_per_pass=flops / 1e9, gflops=gflops, mfu=gflops / peak, sdpa=backend)
+        results[name] = row
+    ref = results[REFERENCE]["tokens_per_s"]
+    for row in results.values():
+        row["ratio_vs_torch"] = row["tokens_per_s"] / ref
+    return {"variants": results, "matmul_gflops": peak, "tokens_per_pass": inputs.tokens,
+            "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches]}

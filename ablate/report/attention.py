@@ -1,0 +1,113 @@
+"""Pictures of what a trained model attends to, and of its positional encodings.
+
+For the Transformer: one figure per attention site (encoder self-attention, masked decoder
+self-attention, encoder-decoder attention), a grid of layers x heads. For the RNN: the
+alignment matrix of Bahdanau et al. (2015), Figure 3. Plus the positional-encoding matrix
+(sinusoidal or learned) as an image, so the two kinds can be compared at a glance.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ablate.checkpoint import load_trained
+from ablate.decoding import beam_search
+
+
+def _pieces(tokenizer, ids: list[int], side: str) -> list[str]:
+    table = tokenizer._src if side == "src" else tokenizer._tgt  # noqa: SLF001 - same package family
+    return [table.id_to_token(int(i)) or "?" for i in ids]
+
+
+def _grid(maps: dict[str, torch.Tensor], keys: list[str], rows: list[str], cols: list[str], title: str, path: Path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    heads = maps[keys[0]].size(1)
+    cell = max(1.6, 0.22 * max(len(rows), len(cols)))
+    fig, axes = plt.subplots(len(keys), heads, figsize=(cell * heads + 1, cell * len(keys) + 1), squeeze=False)
+    for r, key in enumerate(keys):
+        for h in range(heads):
+            ax = axes[r][h]
+            ax.imshow(maps[key][0, h].float().numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+            ax.set_xticks(range(len(cols)))
+            ax.set_yticks(range(len(rows)))
+            small = len(cols) <= 30 and cell >= 2.0
+            ax.set_xticklabels(cols if small else [], rotation=90, fontsize=7)
+            ax.set_yticklabels(rows if small else [], fontsize=7)
+            if r == 0:
+                ax.set_title(f"head {h + 1}", fontsize=9)
+            if h == 0:
+                ax.set_ylabel(f"{key}\nquery", fontsize=8)
+            if r == len(keys) - 1:
+                ax.set_xlabel("key", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_positions(model, path: Path, length: int = 64) -> Path | None:
+    """Image of the positional encoding matrix (positions x dimensions), when the model has one."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    positions = getattr(model, "positions", None)
+    if positions is None:
+        return None
+    d = getattr(model, "d_model", None) or model.src_embed.weight.size(1)
+    with torch.no_grad():
+        matrix = positions.embed(torch.zeros(1, length, d), 0)[0]
+    if not matrix.abs().sum():
+        return None
+    name = type(positions).__name__.replace("Positions", "").lower()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    image = ax.imshow(matrix.numpy(), cmap="RdBu", aspect="auto", vmin=-matrix.abs().max(), vmax=matrix.abs().max())
+    ax.set_xlabel("embedding dimension")
+    ax.set_ylabel("position")
+    ax.set_title(f"{name} positional encoding ({length} positions x {d} dimensions)")
+    fig.colorbar(image, ax=ax, label="value added to the embedding")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_attention(run_dir: str | Path, text: str, out: str | Path, beam: int = 5) -> list[Path]:
+    """Translate ``text`` with the run's best model and draw every attention map; returns the PNGs."""
+    cfg, model, tok = load_trained(run_dir)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    src_ids = tok.encode_src([text])[0][: cfg.model.max_positions - 1] + [tok.eos_id]
+    src = torch.tensor([src_ids])
+    with torch.no_grad():
+        hyp = beam_search(model, src, beam, tok.bos_id, tok.eos_id, cfg.eval.len_penalty, cfg.eval.max_len_a,
+                          cfg.eval.max_len_b)[0]
+        tgt_in = torch.tensor([[tok.bos_id] + hyp])
+        maps = model.attention_maps(src, tgt_in)
+    src_tokens = _pieces(tok, src_ids, "src")
+    tgt_in_tokens = _pieces(tok, tgt_in[0].tolist(), "tgt")
+    translation = tok.decode_tgt(hyp)
+    written: list[Path] = []
+    groups = {
+        "encoder_self": ([k for k in maps if k.startswith("encoder.")], src_tokens, src_tokens),
+        "decoder_self": ([k for k in maps if k.endswith(".self")], tgt_in_tokens, tgt_in_tokens),
+        "cross": ([k for k in maps if k.endswith("cross")], tgt_in_tokens, src_tokens),
+    }
+    for name, (keys, rows, cols) in groups.items():
+        if not keys:
+            continue
+        path = out / f"attention_{name}.png"
+        title = f"{name.replace('_', ' ')} attention | {text!r} -> {translation!r}"
+        _grid(maps, keys, rows, cols, title, path)
+        written.append(path)
+    pos = plot_positions(model, out / "positions.png")
+    if pos is not None:
+        written.append(pos)
+    return written
