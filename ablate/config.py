@@ -161,6 +161,8 @@ class TrackingConfig:
     group: Optional[str] = None
     name: Optional[str] = None
     tags: tuple[str, ...] = ()
+    variant: Optional[str] = None
+    """Name of the sweep variant this run belongs to (set by ``ablate sweep``), for tables."""
     log_every: int = 50
 
 

@@ -80,8 +80,8 @@ class TranslationModule(pl.LightningModule):
         self.last_val: dict[str, float] = {}
         # throughput, measured over training steps only, after a few warm-up steps
         self._skip = warmup_steps_excluded
-        self._tok = 0
-        self._sec = 0.0
+        self._tok, self._sec = 0, 0.0  # after the warm-up steps
+        self._all_tok, self._all_sec = 0, 0.0  # every step (fallback for very short runs)
         self._t0 = 0.0
         self._step_tokens = 0
         self.tokens_per_sec = float("nan")
@@ -119,18 +119,21 @@ class TranslationModule(pl.LightningModule):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         elapsed = time.perf_counter() - self._t0
+        self._all_tok += self._step_tokens
+        self._all_sec += elapsed
         if self._skip > 0:
             self._skip -= 1
         else:
             self._tok += self._step_tokens
             self._sec += elapsed
-        if self.global_step % self.cfg.tracking.log_every == 0 and self._sec > 0:
+        if self.global_step % self.cfg.tracking.log_every == 0 and self._all_sec > 0:
             self._log_throughput()
 
     def _reduce_throughput(self) -> float:
         """Tokens/s summed over devices: all ranks' tokens over the slowest rank's step time."""
-        tok = torch.tensor([float(self._tok)], dtype=torch.float64, device=self.device)
-        sec = torch.tensor([self._sec], dtype=torch.float64, device=self.device)
+        tokens, seconds = (self._tok, self._sec) if self._sec > 0 else (self._all_tok, self._all_sec)
+        tok = torch.tensor([float(tokens)], dtype=torch.float64, device=self.device)
+        sec = torch.tensor([seconds], dtype=torch.float64, device=self.device)
         if self.trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
             dist.all_reduce(tok, op=dist.ReduceOp.SUM)
             dist.all_reduce(sec, op=dist.ReduceOp.MAX)

@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from ablate.callbacks import InterruptCheckpoint, LiveRecord
 from ablate.config import Config, ConfigError, fingerprint, to_dict
 from ablate.io import atomic_write_text
 from ablate.tracking import RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode
@@ -159,7 +160,8 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
         echo(f"run dir: {run_dir}  ({state}; {params / 1e6:.2f}M parameters; W&B {mode})")
 
     accelerator, devices, precision = _accelerator_and_precision(cfg)
-    trainer = _make_trainer(cfg, run_dir, logger, accelerator, devices, precision)
+    trainer = _make_trainer(cfg, run_dir, logger, accelerator, devices, precision,
+                            [InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"), LiveRecord(record)])
     started = time.time()
     try:
         if logger is not None and trainer.global_rank == 0:
@@ -178,11 +180,11 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
         else:  # collective: every rank calls it, rank 0 writes
             trainer.save_checkpoint(best_path)
         trainer.test(module, datamodule=data, verbose=False)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C, SIGTERM (Lightning raises SystemExit)
         if launcher:
             record.update(step=trainer.global_step)
-            record.write("interrupted", "interrupted by the user; run the same command again to resume")
-        raise
+            record.write("interrupted", "interrupted; run the same command again to resume")
+        raise KeyboardInterrupt from err
     except Exception as err:  # noqa: BLE001 - every failure is recorded, then reported in one line
         message = _describe_failure(err, cfg)
         if launcher:
@@ -194,7 +196,8 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
 
     summary = _summarise(module, trainer, cfg, params, time.time() - started, accelerator)
     _write_outputs(run_dir, module, data)
-    record.update(**summary)
+    record.update(**summary, variant=cfg.tracking.variant,
+                  sweep={"name": cfg.tracking.group} if cfg.tracking.group else None)
     record.write("finished")
     if logger is not None:
         try:
@@ -210,7 +213,8 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
     return record.data
 
 
-def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices: Any, precision: str):
+def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices: Any, precision: str,
+                  extra_callbacks: list):
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
 
@@ -231,7 +235,7 @@ def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices:
         strategy=strategy,
         precision=precision,
         logger=logger if logger is not None else False,
-        callbacks=[best, last],
+        callbacks=[best, last, *extra_callbacks],
         max_epochs=t.max_epochs if t.max_epochs is not None else (-1 if t.max_steps < 0 else None),
         max_steps=t.max_steps,
         max_time=timedelta(seconds=t.max_time) if t.max_time else None,
@@ -260,7 +264,7 @@ def _summarise(module, trainer, cfg: Config, params: int, seconds: float, accele
         "epoch": int(trainer.current_epoch),
         "history": module.history,
         "train/tokens_per_sec": module.tokens_per_sec,
-        "train/step_time_s": module._sec / max(1, trainer.global_step),
+        "train/step_time_s": module._all_sec / max(1, trainer.global_step),
         "peak_memory_mb": round(_peak_memory_mb(accelerator), 1),
         "val/bleu": module.best_val_bleu if module.best_val_bleu >= 0 else None,
         "val/ppl": min((h["val/ppl"] for h in module.history), default=None),

@@ -140,11 +140,18 @@ class AdditiveScore(Score):
         per_query = B * H * Tk * A * max(qp.element_size(), keys.element_size())
         chunk = max(1, int(self.chunk_bytes // per_query))
         v = self.v.to(qp.dtype).view(1, H, 1, A, 1)
-        out = []
-        for start in range(0, Tq, chunk):
-            hidden = torch.tanh(qp[:, :, start:start + chunk, None, :] + keys[:, :, None, :, :])  # (B,H,c,Tk,A)
-            out.append((hidden @ v).squeeze(-1))  # (B, H, c, Tk)
+        out = [self._chunk(qp[:, :, start:start + chunk], keys, v) for start in range(0, Tq, chunk)]
         return torch.cat(out, dim=2) if len(out) > 1 else out[0]
+
+    @staticmethod
+    def _chunk(qp: Tensor, keys: Tensor, v: Tensor) -> Tensor:
+        """Scores (B, H, c, Tk) of a chunk of c queries; the (B, H, c, Tk, A) buffer dies on return.
+
+        ``tanh_`` works in place on the fresh sum (autograd keeps only its output), so a chunk
+        costs one buffer, not two.
+        """
+        hidden = (qp[:, :, :, None, :] + keys[:, :, None, :, :]).tanh_()  # (B, H, c, Tk, A)
+        return (hidden @ v).squeeze(-1)
 
 
 class GaussianScore(Score):

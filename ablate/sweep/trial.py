@@ -67,6 +67,8 @@ def trial_overrides(spec: SweepSpec, point: dict[str, Any], name: str) -> list[s
     Tracking comes first so that a ``tracking.*`` parameter in the sweep file wins.
     """
     tracking = {"tracking.group": spec.name, "tracking.name": name, "tracking.tags": labels(spec, point)}
+    if VARIANT in point:
+        tracking["tracking.variant"] = variant_name(point[VARIANT])
     return to_overrides(tracking) + to_overrides(resolve(point))
 
 

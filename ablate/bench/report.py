@@ -1,0 +1,171 @@
+"""Ratios, targets, and the two outputs of a benchmark run: rich tables and a JSON file.
+
+Every ratio is taken between figures measured in the same run (interleaved where timed), so
+noise on a shared machine moves both sides alike. A ratio whose section did not run is ``None``,
+and so is its ``targets_met`` entry.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from rich.console import Console
+from rich.table import Table
+
+TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
+    "dot_scaled_vs_torch": (">= 1.0", lambda r: r >= 1.0),
+    "dot_unscaled_vs_scaled": ("within 5%", lambda r: abs(r - 1.0) <= 0.05),
+    "additive_vs_dot": (">= 0.33", lambda r: r >= 0.33),
+    "additive_chunked_mem_vs_naive": ("<= 0.25", lambda r: r <= 0.25),
+    "beam5_cache_speedup": (">= 3", lambda r: r >= 3.0),
+    "startup_first_step_s": ("<= 3 s", lambda r: r <= 3.0),
+    "data_scale_peak_gib": ("< 1 GiB", lambda r: r < 1.0),
+}
+"""Ratio (or figure) -> (what the issue asks, check)."""
+
+
+def _get(tree: dict, *path: str) -> Optional[Any]:
+    for key in path:
+        if not isinstance(tree, dict) or key not in tree:
+            return None
+        tree = tree[key]
+    return tree
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a / b if a is not None and b else None
+
+
+def ratios(results: dict[str, Any]) -> dict[str, Optional[float]]:
+    """The headline ratios of a run's results (``None`` where a section did not run)."""
+    rate = lambda name: _get(results, "training", "variants", name, "tokens_per_s")  # noqa: E731
+    beam = _get(results, "decoding", "beam")
+    scale_peak = _get(results, "data", "scale", "peak_delta_mb")
+    return {
+        "dot_scaled_vs_torch": _ratio(rate("dot-scaled"), rate("torch")),
+        "dot_unscaled_vs_scaled": _ratio(rate("dot-unscaled"), rate("dot-scaled")),
+        "additive_vs_dot": _ratio(rate("additive-scaled"), rate("dot-scaled")),
+        "additive_chunked_mem_vs_naive": _get(results, "memory", "inference", "ratio"),
+        "additive_chunked_train_mem_vs_naive": _get(results, "memory", "training", "ratio"),
+        "beam5_cache_speedup": _get(results, "decoding", "cache_speedup", f"beam{beam}") if beam == 5 else None,
+        "greedy_cache_speedup": _get(results, "decoding", "cache_speedup", "greedy"),
+        "startup_first_step_s": _get(results, "startup", "first_step_s"),
+        "data_cached_speedup": _get(results, "data", "corpus", "cached_speedup"),
+        "data_scale_peak_gib": None if scale_peak is None else scale_peak / 1024.0,
+    }
+
+
+def targets_met(values: dict[str, Optional[float]]) -> dict[str, Optional[bool]]:
+    """Each target's verdict; ``None`` when its figure was not measured."""
+    return {name: (None if values.get(name) is None else bool(check(values[name])))
+            for name, (_, check) in TARGETS.items()}
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: non-finite floats become None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def write_json(results: dict[str, Any], path: Path) -> None:
+    """Write the results (raw figures, ``ratios``, ``targets_met``) as indented JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_clean(results), indent=1) + "\n")
+
+
+def _fmt(value: Optional[float], spec: str = ",.0f") -> str:
+    return "-" if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, spec)
+
+
+def training_table(training: dict[str, Any]) -> Table:
+    table = Table(title=f"Training throughput (matmul peak {training['matmul_gflops']:.1f} GFLOP/s)")
+    for col in ("variant", "tokens/s", "x torch", "spread", "GFLOP/s", "MFU", "SDPA", "params"):
+        table.add_column(col, justify="left" if col in ("variant", "SDPA") else "right")
+    for name, row in training["variants"].items():
+        table.add_row(name, _fmt(row["tokens_per_s"]), _fmt(row["ratio_vs_torch"], ".3f"), _fmt(row["spread"], ".0%"),
+                      _fmt(row.get("gflops"), ".1f"), _fmt(row.get("mfu"), ".0%"), row.get("sdpa", "-"),
+                      _fmt(row["params"] / 1e6, ".2f") + "M")
+    return table
+
+
+def decoding_table(decoding: dict[str, Any]) -> Table:
+    table = Table(title=f"Decoding ({decoding['sentences']} sentences, {decoding['length']}-token outputs, "
+                        f"{decoding['model']})")
+    for col in ("mode", "sentences/s", "tokens/s", "spread"):
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    for name, row in decoding["modes"].items():
+        table.add_row(name, _fmt(row["sentences_per_s"], ".2f"), _fmt(row["tokens_per_s"]), _fmt(row["spread"], ".0%"))
+    return table
+
+
+def memory_table(memory: dict[str, Any]) -> Table:
+    table = Table(title=f"Additive attention peak memory, length {memory['length']}, batch {memory['batch']} "
+                        f"(full intermediate {memory['intermediate_mb']:.0f} MiB)")
+    for col in ("mode", "chunked MiB", "naive MiB", "chunked / naive"):
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    for mode in ("inference", "training"):
+        if mode in memory:
+            row = memory[mode]
+            table.add_row(mode, _fmt(row["chunked"]["delta_mb"]), _fmt(row["naive"]["delta_mb"]), _fmt(row["ratio"], ".3f"))
+    return table
+
+
+def data_table(data: dict[str, Any]) -> Table:
+    table = Table(title="Data stage (fresh process per run)")
+    for col in ("corpus", "pairs", "first s", "encode-only s", "cached s", "tokenizer s", "encode pairs/s",
+                "peak MiB"):
+        table.add_column(col, justify="left" if col == "corpus" else "right")
+    for name in ("corpus", "scale"):
+        if name in data:
+            d = data[name]
+            table.add_row(data["source"] if name == "corpus" else "generated", _fmt(d["pairs"]),
+                          _fmt(d["first"]["seconds"], ".2f"), _fmt(d["encode"]["seconds"], ".2f"),
+                          _fmt(d["cached"]["seconds"], ".2f"), _fmt(d["tokenizer_s"], ".2f"),
+                          _fmt(d["encode_pairs_per_s"]), _fmt(d["peak_delta_mb"]))
+    return table
+
+
+def startup_table(startup: dict[str, Any]) -> Table:
+    table = Table(title="Start-up of a cached trial (seconds)")
+    cols = ("W&B", "interpreter", "imports", "first step", "data", "model", "fit start", "step")
+    for col in cols:
+        table.add_column(col, justify="left" if col == "W&B" else "right")
+    for key, row in startup.items():
+        if key.startswith("wandb_"):
+            table.add_row(key[6:], *(_fmt(row.get(k), ".2f") for k in (
+                "interpreter_s", "imports_s", "first_step_s", "to_data_s", "to_model_s", "to_fit_start_s",
+                "to_first_step_s")))
+    return table
+
+
+def ratios_table(values: dict[str, Optional[float]], met: dict[str, Optional[bool]]) -> Table:
+    table = Table(title="Ratios and targets")
+    for col in ("ratio", "value", "target", "met"):
+        table.add_column(col, justify="left" if col in ("ratio", "target") else "right")
+    for name, value in values.items():
+        target = TARGETS.get(name, ("", None))[0]
+        verdict = met.get(name)
+        table.add_row(name, _fmt(value, ".3f"), target, "-" if verdict is None else ("yes" if verdict else "NO"))
+    return table
+
+
+def render(results: dict[str, Any], console: Optional[Console] = None) -> None:
+    """Print every measured section and the ratios as rich tables."""
+    console = console or Console()
+    meta = results["meta"]
+    console.print(f"[bold]ablate bench[/]: {meta['hardware']['name']} ({meta['hardware']['device']}, "
+                  f"{meta['hardware']['threads']} threads, {meta['hardware']['dtype']}), torch {meta['hardware']['torch']}, "
+                  f"{meta['reps']} rounds (median), {meta['seconds']:.0f} s")
+    for key, make in (("training", training_table), ("decoding", decoding_table), ("memory", memory_table),
+                      ("data", data_table), ("startup", startup_table)):
+        if results.get(key):
+            console.print(make(results[key]))
+    console.print(ratios_table(results["ratios"], results["targets_met"]))

@@ -1,0 +1,66 @@
+"""One benchmark run: every selected section in one process, results in one dict.
+
+Sections run in a fixed order (training, decoding, memory, data, startup); the timed ones
+(training, decoding) run in this process on the same inputs, the memory, data and start-up ones
+in fresh child processes (see their modules). The result dict is what ``--json`` writes:
+``meta``, one key per section, ``ratios`` and ``targets_met``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from ablate.bench.options import BenchOptions
+
+
+def run(opts: BenchOptions, echo: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Run the benchmark described by ``opts``; returns the results (see the module docstring)."""
+    import torch
+
+    from ablate.bench import hardware
+    from ablate.bench.report import ratios, targets_met
+    from ablate.bench.timing import set_threads
+
+    opts.check()
+    start = time.perf_counter()
+    threads = set_threads(opts.threads)
+    dev = hardware.device()
+    results: dict[str, Any] = {"meta": {
+        "hardware": hardware.describe(dev, threads), "options": {k: v for k, v in vars(opts).items()},
+        "reps": opts.reps, "warmup": opts.warmup, "method": (
+            "interleaved round-robin repetitions (order rotated each round), median; warm-up rounds excluded"),
+    }}
+    sections = set(opts.sections)
+    inputs = None
+    if sections & {"training", "decoding", "data"}:
+        from ablate.bench.inputs import load_inputs
+
+        echo(f"inputs: {opts.data} (vocab {opts.vocab_size}), {opts.batches} batches of <= {opts.max_tokens} tokens")
+        inputs = load_inputs(opts, dev)
+    if "training" in sections:
+        from ablate.bench.training import bench_training
+
+        results["training"] = bench_training(opts, inputs, dev, count_flops=not opts.quick, echo=echo)
+    if "decoding" in sections:
+        from ablate.bench.decoding import bench_decoding
+
+        results["decoding"] = bench_decoding(opts, inputs, dev, echo=echo)
+    if "memory" in sections:
+        from ablate.bench.memory import bench_memory
+
+        results["memory"] = bench_memory(opts.mem_length, opts.mem_batch, opts.d_model, opts.heads,
+                                         threads=threads, echo=echo)
+    if "data" in sections:
+        from ablate.bench.data_stage import bench_data
+
+        results["data"] = bench_data(opts.data, opts.vocab_size, opts.builtin_pairs, opts.data_scale,
+                                     base=inputs.prepared, echo=echo)
+    if "startup" in sections:
+        from ablate.bench.startup import bench_startup
+
+        results["startup"] = bench_startup(opts, warm=inputs is not None, echo=echo)
+    results["meta"]["seconds"] = time.perf_counter() - start
+    results["ratios"] = ratios(results)
+    results["targets_met"] = targets_met(results["ratios"])
+    return results
