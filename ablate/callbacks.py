@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytorch_lightning as pl
+import torch
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 
@@ -40,3 +41,25 @@ class LiveRecord(pl.Callback):
         self.record.update(history=history, step=int(trainer.global_step),
                            **{"val/bleu": max((h["val/bleu"] for h in history), default=None)})
         self.record.write("running")
+
+
+class FaultInjection(pl.Callback):
+    """Deliberate faults for reliability drills: ``ABLATE_INJECT_FAULT=nan:STEP`` or ``oom:STEP``.
+
+    ``nan`` poisons the weights so the real non-finite-loss check fires; ``oom`` raises the
+    error an exhausted device raises. Used by the soak test of a sweep; inert when unset.
+    """
+
+    def __init__(self, spec: str):
+        kind, _, step = spec.partition(":")
+        if kind not in ("nan", "oom") or not step.isdigit():
+            raise ValueError(f"ABLATE_INJECT_FAULT={spec!r} must be nan:STEP or oom:STEP")
+        self.kind, self.step = kind, int(step)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
+        if trainer.global_step != self.step:
+            return
+        if self.kind == "oom":
+            raise torch.OutOfMemoryError("simulated out of memory (ABLATE_INJECT_FAULT)")
+        with torch.no_grad():
+            next(pl_module.parameters()).fill_(float("nan"))

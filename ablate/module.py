@@ -85,6 +85,7 @@ class TranslationModule(pl.LightningModule):
         self._t0 = 0.0
         self._step_tokens = 0
         self.tokens_per_sec = float("nan")
+        self.last_loss: torch.Tensor | None = None
         self.step_time = float("nan")
         self._eval: dict[int, list[tuple[int, str]]] = {}
         self._eval_nll = torch.zeros(2, dtype=torch.float64)
@@ -109,6 +110,7 @@ class TranslationModule(pl.LightningModule):
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"non-finite loss at step {self.global_step}")
         self._step_tokens = batch_tokens(batch, self.pad_id)
+        self.last_loss = loss.detach()
         self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=False, batch_size=1)
         return loss
 

@@ -55,11 +55,40 @@ def run_id(run_dir: Path) -> str:
     return rid
 
 
+def _resilient_logger_class():
+    from pytorch_lightning.loggers import WandbLogger
+
+    class ResilientWandbLogger(WandbLogger):
+        """A ``WandbLogger`` whose failures (network, full disk, dead service) never stop training."""
+
+        _warned = False
+
+        def _guard(self, fn, *args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as err:  # noqa: BLE001 - tracking is best effort; summary.json is the record
+                if not self._warned:
+                    print(f"warning: W&B logging failed, training goes on: {str(err).splitlines()[0] if str(err) else err!r}")
+                    self._warned = True
+                return None
+
+        def log_metrics(self, metrics, step=None):
+            return self._guard(super().log_metrics, metrics, step)
+
+        def log_hyperparams(self, params, *args, **kwargs):
+            return self._guard(super().log_hyperparams, params, *args, **kwargs)
+
+        def after_save_checkpoint(self, checkpoint_callback):
+            return self._guard(super().after_save_checkpoint, checkpoint_callback)
+
+    return ResilientWandbLogger
+
+
 def make_logger(cfg: Config, run_dir: Path, mode: str):
-    """A ``WandbLogger`` (or None when disabled) logging the config with dotted keys."""
+    """A W&B logger (or None when disabled) logging the config with dotted keys."""
     if mode == "disabled":
         return None
-    from pytorch_lightning.loggers import WandbLogger
+    WandbLogger = _resilient_logger_class()
 
     t = cfg.tracking
     os.environ.setdefault("WANDB_SILENT", "true")

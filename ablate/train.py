@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from ablate.callbacks import InterruptCheckpoint, LiveRecord
+from ablate.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord
 from ablate.config import Config, ConfigError, fingerprint, to_dict
 from ablate.io import atomic_write_text
 from ablate.tracking import RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode
@@ -46,7 +46,7 @@ def is_launcher_process() -> bool:
 
 
 def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
-    """Check and claim ``run_dir``; returns ``new`` | ``resume`` | ``finished``.
+    """Check ``run_dir``; returns ``new`` | ``resume`` | ``finished``.
 
     A run dir written by a different config is refused rather than mixed.
     """
@@ -72,10 +72,14 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
         if summary.get("status") == "finished":
             return "finished"
         return "resume" if (run_dir / "checkpoints" / "last.ckpt").exists() else "new"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if is_launcher_process():
-        atomic_write_text(config_path, yaml.safe_dump(to_dict(cfg), sort_keys=False))
     return "new"
+
+
+def claim_run_dir(cfg: Config, run_dir: Path) -> None:
+    """Write ``config.yaml``: from now on ``run_dir`` belongs to ``cfg`` (after the input checked out)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if is_launcher_process() and not (run_dir / "config.yaml").exists():
+        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
 
 
 def _accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
@@ -133,7 +137,6 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
         echo(f"run already finished: {run_dir} (pass --overwrite to train it again)")
         return read_summary(run_dir) or {}
     launcher = is_launcher_process()
-    record = RunRecord(run_dir, cfg)
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -141,9 +144,11 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
     data = TranslationDataModule(cfg.data, cfg.train, cfg.eval, cfg.seed)
     data.setup()
     tok = data.tokenizer
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
+    claim_run_dir(cfg, run_dir)
+    record = RunRecord(run_dir, cfg)
     if launcher:
         tok.save(run_dir / "tokenizer")
-    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
     params = sum(p.numel() for p in model.parameters())
     splits = [data.val_split, *data.test_splits]
     module = TranslationModule(
@@ -160,8 +165,10 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
         echo(f"run dir: {run_dir}  ({state}; {params / 1e6:.2f}M parameters; W&B {mode})")
 
     accelerator, devices, precision = _accelerator_and_precision(cfg)
-    trainer = _make_trainer(cfg, run_dir, logger, accelerator, devices, precision,
-                            [InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"), LiveRecord(record)])
+    callbacks = [InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"), LiveRecord(record)]
+    if os.environ.get("ABLATE_INJECT_FAULT"):
+        callbacks.append(FaultInjection(os.environ["ABLATE_INJECT_FAULT"]))
+    trainer = _make_trainer(cfg, run_dir, logger, accelerator, devices, precision, callbacks)
     started = time.time()
     try:
         if logger is not None and trainer.global_rank == 0:
@@ -251,8 +258,10 @@ def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices:
 
 
 def _describe_failure(err: BaseException, cfg: Config) -> str:
+    import torch
+
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    if isinstance(err, MemoryError) or "out of memory" in text.lower():
+    if isinstance(err, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in text.lower():
         return f"out of memory with train.max_tokens={cfg.train.max_tokens} (lower it, or train.accumulate)"
     return text
 
@@ -264,6 +273,7 @@ def _summarise(module, trainer, cfg: Config, params: int, seconds: float, accele
         "epoch": int(trainer.current_epoch),
         "history": module.history,
         "train/tokens_per_sec": module.tokens_per_sec,
+        "train/loss": None if module.last_loss is None else float(module.last_loss),
         "train/step_time_s": module._all_sec / max(1, trainer.global_step),
         "peak_memory_mb": round(_peak_memory_mb(accelerator), 1),
         "val/bleu": module.best_val_bleu if module.best_val_bleu >= 0 else None,

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from ablate.bench.memory import reset_peak, rss_mb
+from ablate.bench.memory import peak_mb, reset_peak, rss_mb
 
 GIB = 1024.0
 """MiB in a GiB."""
@@ -53,7 +53,7 @@ def _child(argv: list[str]) -> None:
                      builtin_pairs=args.builtin_pairs, cache_dir=args.cache)
     prepared = prepare(cfg)
     done = time.perf_counter()
-    peak = rss_mb("VmHWM") if exact else rss_mb("ru_maxrss")
+    peak = peak_mb()
     stats = prepared.stats
     print(json.dumps({"seconds": done - imported, "import_s": imported - start, "cached": stats["cached"],
                       "tokenizer_cached": stats["tokenizer_cached"], "pairs": stats["pairs"],

@@ -15,8 +15,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import platform
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -49,15 +50,31 @@ def autocast(dev: torch.device) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
+def cpu_name() -> str:
+    """The CPU model (``/proc/cpuinfo``), else the machine type."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def describe(dev: torch.device, threads: int) -> dict:
     """Device, dtype, threads and versions, for the report."""
-    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else (platform.processor() or platform.machine())
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"{cpu_name()}, {os.cpu_count()} CPUs"
     return {"device": dev.type, "name": name, "dtype": str(training_dtype(dev)).replace("torch.", ""),
             "threads": threads, "torch": torch.__version__, "python": platform.python_version()}
 
 
-def matmul_work(dev: torch.device, n: int = 1024, repeat: int = 4) -> tuple[Callable[[], None], float]:
-    """A contender doing ``repeat`` (n x n) @ (n x n) products in the training dtype, and its FLOPs."""
+def matmul_work(dev: torch.device, n: int = 0, repeat: int = 4) -> tuple[Callable[[], None], float]:
+    """A contender doing ``repeat`` (n x n) @ (n x n) products in the training dtype, and its FLOPs.
+
+    ``n`` defaults to 1024 on a CPU and 8192 on a GPU (big enough to reach the tensor cores' peak).
+    """
+    n = n or (8192 if dev.type == "cuda" else 1024)
     dtype = training_dtype(dev)
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)
@@ -81,15 +98,25 @@ class _OpNames(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _flop_mapping() -> dict:
-    from torch.utils import flop_counter
+def _sdpa_cpu(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    from torch.utils.flop_counter import sdpa_flop_count
 
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def _sdpa_cpu_backward(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+
+
+def _flop_mapping() -> dict:
+    """FLOP formulas for the CPU flash-attention ops, which ``FlopCounterMode`` does not know."""
     aten = torch.ops.aten
-    mapping = {}
-    if hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
-        mapping[aten._scaled_dot_product_flash_attention_for_cpu] = flop_counter.sdpa_flop
-        mapping[aten._scaled_dot_product_flash_attention_for_cpu_backward] = flop_counter.sdpa_backward_flop
-    return mapping
+    if not hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
+        return {}
+    return {aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu,
+            aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward}
 
 
 def census(step: Callable[[], None]) -> tuple[float, set[str]]:
@@ -111,14 +138,3 @@ def sdpa_backend(op_names: set[str]) -> str:
                 continue
             found.append(label)
     return "+".join(found) or "none"
-
-
-@contextlib.contextmanager
-def peak_gpu_memory(dev: torch.device) -> Iterator[dict]:
-    """Yields a dict that receives ``peak_mb`` (GPU allocator peak) on exit; empty on CPU."""
-    out: dict = {}
-    if dev.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(dev)
-    yield out
-    if dev.type == "cuda":
-        out["peak_mb"] = torch.cuda.max_memory_allocated(dev) / 2**20

@@ -8,7 +8,7 @@ peak-RSS counter (``/proc/self/clear_refs``, Linux) and runs self-attention over
 ``(batch, length, d_model)`` input: forward only under ``torch.no_grad`` (``inference``: the
 validation loss, attention maps, encoding for decoding) or forward + backward (``training``).
 The figure is the peak RSS during that call minus the RSS before it. Where the counter cannot be
-reset, ``ru_maxrss`` minus the RSS before is used (an upper bound).
+reset, the process's lifetime peak (``ru_maxrss``) minus the RSS before is used (an upper bound).
 
 *Naive* is the same score with an unlimited chunk budget (the whole ``(B, H, T, T, d_k)``
 intermediate at once); *chunked* uses the configured ``model.attention.chunk_mb`` (64 MB).
@@ -23,6 +23,7 @@ import re
 import resource
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 NAIVE_MB = 1e9
@@ -30,16 +31,25 @@ NAIVE_MB = 1e9
 MB = 2**20
 
 
-def rss_mb(field: str = "VmRSS") -> float:
-    """Current (``VmRSS``) or peak (``VmHWM``) resident set size of this process, in MiB."""
+def _status_mb(field: str) -> float | None:
     try:
         with open("/proc/self/status") as f:
             match = re.search(rf"{field}:\s+(\d+)", f.read())
-        if match:
-            return int(match.group(1)) / 1024
     except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # peak only; KiB on Linux
+        return None
+    return int(match.group(1)) / 1024 if match else None
+
+
+def rss_mb() -> float:
+    """Current resident set size of this process in MiB (the peak where the current is unknown)."""
+    current = _status_mb("VmRSS")
+    return current if current is not None else peak_mb()
+
+
+def peak_mb() -> float:
+    """Peak resident set size of this process in MiB (since the last :func:`reset_peak`)."""
+    peak = _status_mb("VmHWM")
+    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def reset_peak() -> bool:
@@ -85,29 +95,38 @@ def _child(argv: list[str]) -> None:
     before = rss_mb()
     exact = reset_peak()
     call(args.length)
-    peak = rss_mb("VmHWM") if exact else rss_mb("ru_maxrss")
+    peak = peak_mb()
     print(json.dumps({"rss_before_mb": before, "peak_mb": peak, "delta_mb": peak - before,
                       "exact": exact}))
 
 
-def measure(length: int, batch: int, d_model: int, heads: int, chunk_mb: float, train: bool,
-            threads: int = 0) -> dict[str, Any]:
-    """Run one measurement in a fresh process; returns its JSON (``delta_mb`` is the figure)."""
+def _command(length: int, batch: int, d_model: int, heads: int, chunk_mb: float, train: bool,
+             threads: int) -> list[str]:
     cmd = [sys.executable, "-m", "ablate.bench.memory", "--length", str(length), "--batch", str(batch),
            "--d-model", str(d_model), "--heads", str(heads), "--threads", str(threads), "--chunk-mb", str(chunk_mb)]
-    if train:
-        cmd.append("--train")
+    return cmd + (["--train"] if train else [])
+
+
+def measure_all(commands: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+    """Run the children side by side (each has its own RSS, so they do not disturb each other's figure).
+
+    Returns:
+        name -> the child's JSON report (``delta_mb`` is the figure).
+    """
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_root(), os.environ.get("PYTHONPATH")])))
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"memory measurement failed ({' '.join(cmd[3:])}): {tail}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    procs = {name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for name, cmd in commands.items()}
+    out = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate()
+        if proc.returncode != 0:
+            tail = (stderr.strip().splitlines() or ["no output"])[-1]
+            raise RuntimeError(f"memory measurement {name} failed ({' '.join(commands[name][3:])}): {tail}")
+        out[name] = json.loads(stdout.strip().splitlines()[-1])
+    return out
 
 
 def _root() -> str:
-    from pathlib import Path
-
     return str(Path(__file__).resolve().parents[2])
 
 
@@ -124,10 +143,12 @@ def bench_memory(length: int, batch: int, d_model: int, heads: int, chunk_mb: fl
     out: dict[str, Any] = {"length": length, "batch": batch, "chunk_mb": chunk_mb,
                            "intermediate_mb": batch * heads * length * length * d_k * 4 / MB,
                            "method": "fresh subprocess; peak RSS (VmHWM after clear_refs) minus RSS before the call"}
+    echo(f"memory: additive attention ({', '.join(modes)}), length {length}, batch {batch}, side by side")
+    commands = {(mode, name): _command(length, batch, d_model, heads, budget, mode == "training", threads)
+                for mode in modes for name, budget in (("chunked", chunk_mb), ("naive", NAIVE_MB))}
+    reports = measure_all(commands)
     for mode in modes:
-        echo(f"memory: additive attention, {mode}, length {length}, batch {batch}")
-        row = {name: measure(length, batch, d_model, heads, budget, mode == "training", threads)
-               for name, budget in (("chunked", chunk_mb), ("naive", NAIVE_MB))}
+        row = {name: reports[(mode, name)] for name in ("chunked", "naive")}
         row["ratio"] = row["chunked"]["delta_mb"] / max(row["naive"]["delta_mb"], 1e-9)
         out[mode] = row
     return out

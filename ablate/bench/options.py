@@ -40,8 +40,12 @@ class BenchOptions:
         decode_len: output length every hypothesis is held to (EOS is suppressed until then).
         beam: beam size of the beam-search measurement.
         mem_length, mem_batch: sequence length and batch of the additive-attention memory test.
+        mem_chunk_mb: the chunked side's ``model.attention.chunk_mb`` (the config default).
+        mem_train: also measure forward + backward (not only the forward pass).
         data_scale: pairs of the generated corpus for the data-stage scale test (0: skip it).
         startup_wandb: also time start-up with W&B in offline mode (not just disabled).
+        flops: count model FLOPs (for GFLOP/s, MFU and the SDPA backend); the count doubles as
+            the first warm-up round.
         sections: measurements to take (subset of :data:`SECTIONS`).
         seed: seed of the batch choice and of every model's initialisation.
         cache_dir: tokenizer/corpus cache of the training data ("" = the usual one).
@@ -56,18 +60,21 @@ class BenchOptions:
     heads: int = 4
     d_ff: int = 1024
     max_tokens: int = 3000
-    batches: int = 4
+    batches: int = 1
     reps: int = 3
     warmup: int = 1
     threads: int = 0
     variants: tuple[str, ...] = ()
-    decode_sentences: int = 16
+    decode_sentences: int = 8
     decode_len: int = 50
     beam: int = 5
     mem_length: int = 512
     mem_batch: int = 2
+    mem_chunk_mb: float = 64.0
+    mem_train: bool = True
     data_scale: int = 0
     startup_wandb: bool = True
+    flops: bool = True
     sections: tuple[str, ...] = SECTIONS
     seed: int = 1
     cache_dir: str = ""
@@ -85,7 +92,7 @@ class BenchOptions:
         if unknown:
             raise BenchError(f"unknown bench section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
         for name in ("vocab_size", "d_model", "layers", "heads", "d_ff", "max_tokens", "batches", "reps",
-                     "decode_sentences", "decode_len", "beam", "mem_length", "mem_batch"):
+                     "decode_sentences", "decode_len", "beam", "mem_length", "mem_batch", "mem_chunk_mb"):
             if getattr(self, name) <= 0:
                 raise BenchError(f"--{name.replace('_', '-')}={getattr(self, name)} must be positive")
         if self.d_model % self.heads:
@@ -95,10 +102,12 @@ class BenchOptions:
 
 
 def quick(opts: BenchOptions) -> BenchOptions:
-    """The ``--quick`` preset: few small batches and repetitions, short sequences, no W&B start-up."""
+    """The ``--quick`` preset: few small batches and rounds, short sequences and small chunks, no FLOP
+    count, no training-memory or W&B start-up measurement."""
     return opts.replace(
         max_tokens=min(opts.max_tokens, 600), batches=min(opts.batches, 2), reps=min(opts.reps, 2),
         warmup=min(opts.warmup, 1), decode_sentences=min(opts.decode_sentences, 4),
         decode_len=min(opts.decode_len, 12), mem_length=min(opts.mem_length, 128),
-        mem_batch=min(opts.mem_batch, 2), data_scale=min(opts.data_scale, 20000), startup_wandb=False, quick=True,
+        mem_batch=min(opts.mem_batch, 2), mem_chunk_mb=min(opts.mem_chunk_mb, 0.5), mem_train=False,
+        data_scale=min(opts.data_scale, 20000), startup_wandb=False, flops=False, quick=True,
     )

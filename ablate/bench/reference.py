@@ -6,7 +6,11 @@ sides and tied to the output projection, scaled by sqrt(d_model), sinusoidal pos
 (Vaswani et al. 2017, sec. 3.4-3.5), dropout on the sum. The stack is PyTorch's own
 ``nn.TransformerEncoderLayer``/``nn.TransformerDecoderLayer`` (fused in-projection,
 ``scaled_dot_product_attention``) without the final LayerNorms ``nn.Transformer`` adds by
-default, which post-norm layers do not need and our model does not have.
+default, which post-norm layers do not need and our model does not have. Dropout sits where
+ours does (embeddings and every sublayer output, Vaswani et al. sec. 5.4): PyTorch's layers would
+also apply ``dropout`` to the attention weights and to the feed-forward's hidden activation; here
+the attention weights get ``attention_dropout`` (``model.attention_dropout``, 0 by default) and
+the feed-forward's inner dropout is removed, so both models do the same work.
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ class TorchTransformer(nn.Module):
         vocab: Joint vocabulary size.
         d_model, heads, layers, d_ff: Sizes (``layers`` encoder and ``layers`` decoder layers).
         dropout: Dropout of the embeddings, sublayers and feed-forward.
+        attention_dropout: Dropout of the attention weights.
         pad_id: Padding id (its embedding row starts at zero, as ours).
         max_positions: Rows of the precomputed sinusoid table.
     """
 
     def __init__(self, vocab: int, d_model: int, heads: int, layers: int, d_ff: int, dropout: float = 0.1,
-                 pad_id: int = 0, max_positions: int = 1024):
+                 attention_dropout: float = 0.0, pad_id: int = 0, max_positions: int = 1024):
         super().__init__()
         self.pad_id, self.d_model = pad_id, d_model
         self.embed = nn.Embedding(vocab, d_model, padding_idx=pad_id)
@@ -49,6 +54,11 @@ class TorchTransformer(nn.Module):
             custom_encoder=nn.TransformerEncoder(encoder_layer(), layers, norm=None, enable_nested_tensor=False),
             custom_decoder=nn.TransformerDecoder(decoder_layer(), layers, norm=None),
         )
+        for module in self.transformer.modules():
+            if isinstance(module, nn.MultiheadAttention):
+                module.dropout = attention_dropout
+            if isinstance(module, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+                module.dropout = nn.Identity()  # inside the feed-forward: relu(x W1) W2, no dropout between
         self.generator = nn.Linear(d_model, vocab, bias=False)
         nn.init.normal_(self.embed.weight, 0.0, d_model**-0.5)
         with torch.no_grad():

@@ -41,7 +41,7 @@ def run(opts: BenchOptions, echo: Callable[[str], None] = lambda s: None) -> dic
     if "training" in sections:
         from ablate.bench.training import bench_training
 
-        results["training"] = bench_training(opts, inputs, dev, count_flops=not opts.quick, echo=echo)
+        results["training"] = bench_training(opts, inputs, dev, echo=echo)
     if "decoding" in sections:
         from ablate.bench.decoding import bench_decoding
 
@@ -49,8 +49,9 @@ def run(opts: BenchOptions, echo: Callable[[str], None] = lambda s: None) -> dic
     if "memory" in sections:
         from ablate.bench.memory import bench_memory
 
+        modes = ("inference", "training") if opts.mem_train else ("inference",)
         results["memory"] = bench_memory(opts.mem_length, opts.mem_batch, opts.d_model, opts.heads,
-                                         threads=threads, echo=echo)
+                                         opts.mem_chunk_mb, threads, modes, echo=echo)
     if "data" in sections:
         from ablate.bench.data_stage import bench_data
 

@@ -95,7 +95,8 @@ def make_trainee(name: str, opts: BenchOptions, vocab: int, dev: torch.device) -
     torch.manual_seed(opts.seed)
     if name == REFERENCE:
         m = cfg.model
-        model: nn.Module = TorchTransformer(vocab, m.d_model, m.heads, m.layers, m.d_ff, m.dropout, 0, m.max_positions)
+        model: nn.Module = TorchTransformer(vocab, m.d_model, m.heads, m.layers, m.d_ff, m.dropout, m.attention_dropout,
+                                           pad_id=0, max_positions=m.max_positions)
     else:
         model = build_model(cfg.model, vocab, vocab, pad_id=0, shared_vocab=True)
     model = model.to(dev).train()
@@ -124,7 +125,7 @@ def _pass(trainee: Trainee, batches: list[Batch]) -> Callable[[], None]:
     return run
 
 
-def bench_training(opts: BenchOptions, inputs: Inputs, dev: torch.device, count_flops: bool = True,
+def bench_training(opts: BenchOptions, inputs: Inputs, dev: torch.device,
                    echo: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Tokens/s of every selected variant, interleaved round-robin over the same batches.
 
@@ -136,17 +137,19 @@ def bench_training(opts: BenchOptions, inputs: Inputs, dev: torch.device, count_
     for name in selected(opts):
         trainees[name] = make_trainee(name, opts, inputs.vocab, dev)
     census: dict[str, tuple[float, str]] = {}
-    if count_flops:
+    if opts.flops:
         echo("counting model FLOPs (one forward + backward per variant and batch)")
         for name, trainee in trainees.items():
             flops, ops = hardware.census(lambda: [trainee.forward_backward(b) for b in inputs.batches])
             census[name] = (flops, hardware.sdpa_backend(ops))
     matmul, matmul_flops = hardware.matmul_work(dev)
+    matmul()
     contenders = {name: _pass(t, inputs.batches) for name, t in trainees.items()}
     contenders[MATMUL] = matmul
     echo(f"training: {len(trainees)} models x {opts.reps} rounds of {len(inputs.batches)} batches "
-         f"({inputs.tokens} tokens) after {opts.warmup} warm-up round(s)")
-    seconds = interleaved(contenders, opts.reps, opts.warmup)
+         f"({inputs.tokens} tokens), {opts.warmup} warm-up round(s) first")
+    warmup = max(opts.warmup - 1, 0) if census else opts.warmup  # counting FLOPs was a warm-up round
+    seconds = interleaved(contenders, opts.reps, warmup)
     peak = matmul_flops / median(seconds.pop(MATMUL)) / 1e9
     results: dict[str, dict[str, Any]] = {}
     for name, secs in seconds.items():

@@ -1,0 +1,82 @@
+"""``ablate bench``: the typer command (options -> :class:`BenchOptions` -> run -> tables + JSON).
+
+Mount it with ``register(app)``; it adds one top-level command, ``bench``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ablate.bench.options import DEFAULT_DATA, SECTIONS, BenchError, BenchOptions, quick
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def bench(
+    data: str = typer.Option(DEFAULT_DATA, "--data", help="Text to measure on: a {split}.{lang}[.gz] folder, 'builtin' or 'hf:<dataset>'."),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write every figure, the ratios and targets_met to this JSON file."),
+    quick_run: bool = typer.Option(False, "--quick", help="Smoke test: few small batches and rounds, short sequences."),
+    d_model: int = typer.Option(256, "--d-model"),
+    layers: int = typer.Option(3, "--layers", help="Encoder layers and decoder layers (each)."),
+    heads: int = typer.Option(4, "--heads"),
+    d_ff: int = typer.Option(1024, "--d-ff"),
+    vocab_size: int = typer.Option(8000, "--vocab-size", help="BPE vocabulary (joint)."),
+    builtin_pairs: int = typer.Option(6000, "--builtin-pairs", help="Training pairs of --data builtin."),
+    max_tokens: int = typer.Option(3000, "--max-tokens", help="Padded tokens per training batch."),
+    batches: int = typer.Option(1, "--batches", help="Fixed training batches; one round runs them all."),
+    reps: int = typer.Option(3, "--reps", help="Timed rounds (median reported)."),
+    warmup: int = typer.Option(1, "--warmup", help="Untimed rounds before the timed ones."),
+    threads: int = typer.Option(0, "--threads", help="torch threads (0: torch's default)."),
+    variants: str = typer.Option("", "--variants", help="Comma-separated training variants (default all; dot-scaled and torch always run)."),
+    decode_sentences: int = typer.Option(8, "--decode-sentences", help="Test sentences decoded per round."),
+    decode_len: int = typer.Option(50, "--decode-len", help="Output length of every hypothesis."),
+    beam: int = typer.Option(5, "--beam"),
+    mem_length: int = typer.Option(512, "--mem-length", help="Sequence length of the memory test."),
+    mem_batch: int = typer.Option(2, "--mem-batch", help="Batch of the memory test."),
+    mem_chunk_mb: float = typer.Option(64.0, "--mem-chunk-mb", help="Chunk budget of the chunked side (model.attention.chunk_mb)."),
+    data_scale: int = typer.Option(0, "--data-scale", help="Also prepare a generated corpus of this many pairs (e.g. 1000000; minutes)."),
+    sections: str = typer.Option(",".join(SECTIONS), "--sections", help="Comma-separated subset of: " + ", ".join(SECTIONS) + "."),
+    flops: bool = typer.Option(True, "--flops/--no-flops", help="Count model FLOPs (GFLOP/s, MFU, SDPA backend)."),
+    startup_wandb: bool = typer.Option(True, "--startup-wandb/--no-startup-wandb", help="Also time start-up with W&B offline."),
+    seed: int = typer.Option(1, "--seed"),
+    cache_dir: str = typer.Option("", "--cache-dir", help="Tokenizer/corpus cache (default: the usual one)."),
+) -> None:
+    """Benchmark every attention variant against torch.nn.Transformer: training and decoding speed,
+    attention memory, the data stage and start-up; prints tables and ratios (interleaved medians)."""
+    from rich.console import Console
+
+    from ablate.bench.report import render, write_json
+    from ablate.bench.runner import run
+    from ablate.config import ConfigError
+    from ablate.data.errors import DataError
+
+    try:
+        opts = BenchOptions(
+            data=data, vocab_size=vocab_size, builtin_pairs=builtin_pairs, d_model=d_model, layers=layers,
+            heads=heads, d_ff=d_ff, max_tokens=max_tokens, batches=batches, reps=reps, warmup=warmup,
+            threads=threads, variants=_split(variants), decode_sentences=decode_sentences, decode_len=decode_len,
+            beam=beam, mem_length=mem_length, mem_batch=mem_batch, mem_chunk_mb=mem_chunk_mb, data_scale=data_scale,
+            startup_wandb=startup_wandb, flops=flops, sections=_split(sections), seed=seed, cache_dir=cache_dir,
+        )
+        opts.check()
+        if quick_run:
+            opts = quick(opts)
+        console = Console(stderr=True)
+        results = run(opts, echo=lambda line: console.print(f"[dim]{line}[/]"))
+    except (BenchError, ConfigError, DataError) as err:
+        typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
+    render(results, Console())
+    if json_path is not None:
+        write_json(results, json_path)
+        typer.echo(f"wrote {json_path}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``bench`` as a top-level command of ``app``."""
+    app.command("bench")(bench)
