@@ -43,7 +43,7 @@ class DataConfig:
     joint_vocab: bool = True
     max_len: int = 128
     """Pairs with a side longer than this many subwords are dropped from training."""
-    builtin_pairs: int = 6000
+    builtin_pairs: int = 10000
     """Training pairs generated for the built-in task (validation and test get 500 each)."""
     cache_dir: str = ""
     """Tokenizer and encoded-corpus cache; empty means ``$ABLATE_CACHE`` or ``~/.cache/ablate``."""
@@ -83,8 +83,8 @@ class ModelConfig:
     """Encoder and decoder layers (Transformer); ``encoder_layers``/``decoder_layers`` override."""
     encoder_layers: Optional[int] = None
     decoder_layers: Optional[int] = None
-    d_model: int = 256
-    d_ff: int = 1024
+    d_model: int = 128
+    d_ff: int = 512
     heads: int = 4
     d_k: Optional[int] = None
     """Per-head query/key size; default d_model / heads (Table 3 row B varies it)."""
@@ -109,10 +109,11 @@ class TrainConfig:
     """Wall-clock budget in seconds (training and validation)."""
     max_steps: int = -1
     max_epochs: Optional[int] = 10
-    max_tokens: int = 4096
+    max_tokens: int = 3072
     """Tokens per batch and device, padding included, on the longer side."""
-    lr: float = 1e-3
-    """Peak learning rate, reached after ``warmup`` steps, then decayed as 1/sqrt(step)."""
+    lr: Optional[float] = None
+    """Peak learning rate, reached after ``warmup`` steps, then decayed as 1/sqrt(step).
+    Default: d_model^-0.5 * warmup^-0.5, the peak of the schedule of Vaswani et al. (2017), Eq. 3."""
     warmup: int = 400
     min_lr: float = 0.0
     label_smoothing: float = 0.1
@@ -415,7 +416,7 @@ def validate(cfg: Config) -> None:
                        "train.label_smoothing": t.label_smoothing}.items():
         if not 0.0 <= value < 1.0:
             raise ConfigError(f"{key}={value} must be in [0, 1)")
-    if t.lr <= 0:
+    if t.lr is not None and t.lr <= 0:
         raise ConfigError(f"train.lr={t.lr} must be positive")
     if m.arch == "transformer":
         if m.d_k is None and m.d_model % m.heads:
@@ -442,3 +443,10 @@ def fingerprint(cfg: Config, exclude: tuple[str, ...] = ("tracking.", "train.dev
     flat = {k: v for k, v in flatten(to_dict(cfg)).items() if not k.startswith(exclude)}
     blob = json.dumps(flat, sort_keys=True, default=str).encode()
     return hashlib.sha1(blob).hexdigest()[:8]
+
+
+def peak_lr(cfg: Config) -> float:
+    """``train.lr``, or the peak of the paper's schedule: d_model^-0.5 * warmup^-0.5 (Eq. 3)."""
+    if cfg.train.lr is not None:
+        return cfg.train.lr
+    return cfg.model.d_model**-0.5 * max(cfg.train.warmup, 1) ** -0.5

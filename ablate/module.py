@@ -17,7 +17,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from ablate.config import Config
+from ablate.config import Config, peak_lr
 from ablate.decoding import beam_search, greedy
 from ablate.metrics import corpus_scores
 from ablate.schedule import inverse_sqrt
@@ -158,8 +158,9 @@ class TranslationModule(pl.LightningModule):
         for name, p in self.model.named_parameters():
             (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
         groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-        opt = torch.optim.AdamW(groups, lr=t.lr, betas=t.betas, eps=1e-9)
-        ratio = t.min_lr / t.lr
+        lr = peak_lr(self.cfg)
+        opt = torch.optim.AdamW(groups, lr=lr, betas=t.betas, eps=1e-9)
+        ratio = t.min_lr / lr
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: inverse_sqrt(s, t.warmup, ratio))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 

@@ -39,7 +39,7 @@ def test_yaml_file_then_overrides(tmp_path):
     ("model.head=8", "unknown config key 'model.head'; did you mean 'model.heads'?"),
     ("model.attention.score=additve", "did you mean 'additive'?"),
     ("model.positions=rope", "choose from: sinusoidal, learned, none, rotary, alibi"),
-    ("model.heads=3", "model.heads=3 does not divide model.d_model=256"),
+    ("model.heads=3", "model.heads=3 does not divide model.d_model=128"),
     ("model.heads=four", "expected an integer"),
     ("train.lr=-1", "train.lr=-1.0 must be positive"),
     ("model.dropout=1.5", "must be in [0, 1)"),

@@ -44,7 +44,7 @@ def bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "malformed yaml": (["--config", str(tmp / "broken.yaml")], "malformed YAML in"),
         "unknown key": (["model.head=4"], "did you mean 'model.heads'"),
         "unknown component": (["model.attention.score=cosine"], "choose from: dot, additive, general, gaussian"),
-        "heads do not divide": (["model.heads=3"], "model.heads=3 does not divide model.d_model=256"),
+        "heads do not divide": (["model.heads=3"], "model.heads=3 does not divide model.d_model=128"),
         "missing folder": ([f"data.source={tmp / 'nowhere'}"], "nowhere"),
         "missing split": ([f"data.source={corpus(tmp / 'nosplit', {k: v for k, v in PAIRS.items() if k.startswith('train')})}"],
                           "val"),
