@@ -29,7 +29,7 @@ def bench(
     builtin_pairs: int = typer.Option(6000, "--builtin-pairs", help="Training pairs of --data builtin."),
     max_tokens: int = typer.Option(3000, "--max-tokens", help="Padded tokens per training batch."),
     batches: int = typer.Option(1, "--batches", help="Fixed training batches; one round runs them all."),
-    reps: int = typer.Option(3, "--reps", help="Timed rounds (median reported)."),
+    reps: int = typer.Option(5, "--reps", help="Timed rounds (median reported)."),
     warmup: int = typer.Option(1, "--warmup", help="Untimed rounds before the timed ones."),
     threads: int = typer.Option(0, "--threads", help="torch threads (0: torch's default)."),
     variants: str = typer.Option("", "--variants", help="Comma-separated training variants (default all; dot-scaled and torch always run)."),
@@ -71,7 +71,7 @@ def bench(
     except (BenchError, ConfigError, DataError) as err:
         typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
-    render(results, Console())
+    render(results)
     if json_path is not None:
         write_json(results, json_path)
         typer.echo(f"wrote {json_path}")

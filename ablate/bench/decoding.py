@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from ablate.bench.inputs import Inputs
 from ablate.bench.options import BenchOptions
-from ablate.bench.timing import interleaved, median, spread
+from ablate.bench.timing import interleaved, median, speedup, spread
 from ablate.bench.training import STANDARD, VARIANTS, variant_config
 from ablate.decoding import beam_search, greedy
 from ablate.model.build import build_model
@@ -90,7 +90,7 @@ def bench_decoding(opts: BenchOptions, inputs: Inputs, dev: torch.device,
         t = median(secs)
         results[name] = {"sentences_per_s": src.size(0) / t, "tokens_per_s": produced[name] / t,
                          "seconds": secs, "spread": spread(secs), "tokens": produced[name]}
-    speedup = {kind: median(seconds[f"{kind}-nocache"]) / median(seconds[f"{kind}-cache"])
-               for kind in ("greedy", f"beam{opts.beam}")}
+    cache_speedup = {kind: speedup(seconds[f"{kind}-cache"], seconds[f"{kind}-nocache"])
+                     for kind in ("greedy", f"beam{opts.beam}")}
     return {"model": STANDARD, "sentences": src.size(0), "length": opts.decode_len, "beam": opts.beam,
-            "modes": results, "cache_speedup": speedup}
+            "modes": results, "cache_speedup": cache_speedup}

@@ -61,7 +61,7 @@ class BenchOptions:
     d_ff: int = 1024
     max_tokens: int = 3000
     batches: int = 1
-    reps: int = 3
+    reps: int = 5
     warmup: int = 1
     threads: int = 0
     variants: tuple[str, ...] = ()

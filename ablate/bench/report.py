@@ -1,7 +1,8 @@
 """Ratios, targets, and the two outputs of a benchmark run: rich tables and a JSON file.
 
-Every ratio is taken between figures measured in the same run (interleaved where timed), so
-noise on a shared machine moves both sides alike. A ratio whose section did not run is ``None``,
+Every ratio is taken between figures measured in the same run; timed ones are paired per
+interleaved round (median of the per-round ratios), so noise on a shared machine moves both
+sides alike. A ratio whose section did not run is ``None``,
 and so is its ``targets_met`` entry.
 """
 
@@ -14,6 +15,8 @@ from typing import Any, Callable, Optional
 
 from rich.console import Console
 from rich.table import Table
+
+from ablate.bench.timing import speedup
 
 TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "dot_scaled_vs_torch": (">= 1.0", lambda r: r >= 1.0),
@@ -35,19 +38,21 @@ def _get(tree: dict, *path: str) -> Optional[Any]:
     return tree
 
 
-def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
-    return a / b if a is not None and b else None
-
-
 def ratios(results: dict[str, Any]) -> dict[str, Optional[float]]:
     """The headline ratios of a run's results (``None`` where a section did not run)."""
-    rate = lambda name: _get(results, "training", "variants", name, "tokens_per_s")  # noqa: E731
+    variants = _get(results, "training", "variants") or {}
+
+    def faster(a: str, b: str) -> Optional[float]:  # throughput of a over b, paired per round
+        if a not in variants or b not in variants:
+            return None
+        return speedup(variants[a]["seconds"], variants[b]["seconds"])
+
     beam = _get(results, "decoding", "beam")
     scale_peak = _get(results, "data", "scale", "peak_delta_mb")
     return {
-        "dot_scaled_vs_torch": _ratio(rate("dot-scaled"), rate("torch")),
-        "dot_unscaled_vs_scaled": _ratio(rate("dot-unscaled"), rate("dot-scaled")),
-        "additive_vs_dot": _ratio(rate("additive-scaled"), rate("dot-scaled")),
+        "dot_scaled_vs_torch": faster("dot-scaled", "torch"),
+        "dot_unscaled_vs_scaled": faster("dot-unscaled", "dot-scaled"),
+        "additive_vs_dot": faster("additive-scaled", "dot-scaled"),
         "additive_chunked_mem_vs_naive": _get(results, "memory", "inference", "ratio"),
         "additive_chunked_train_mem_vs_naive": _get(results, "memory", "training", "ratio"),
         "beam5_cache_speedup": _get(results, "decoding", "cache_speedup", f"beam{beam}") if beam == 5 else None,
@@ -87,10 +92,11 @@ def _fmt(value: Optional[float], spec: str = ",.0f") -> str:
 
 def training_table(training: dict[str, Any]) -> Table:
     table = Table(title=f"Training throughput (matmul peak {training['matmul_gflops']:.1f} GFLOP/s)")
-    for col in ("variant", "tokens/s", "x torch", "spread", "GFLOP/s", "MFU", "SDPA", "params"):
+    for col in ("variant", "tokens/s", "x torch", "x dot-scaled", "spread", "GFLOP/s", "MFU", "SDPA", "params"):
         table.add_column(col, justify="left" if col in ("variant", "SDPA") else "right")
     for name, row in training["variants"].items():
-        table.add_row(name, _fmt(row["tokens_per_s"]), _fmt(row["ratio_vs_torch"], ".3f"), _fmt(row["spread"], ".0%"),
+        table.add_row(name, _fmt(row["tokens_per_s"]), _fmt(row["ratio_vs_torch"], ".3f"),
+                      _fmt(row["ratio_vs_standard"], ".3f"), _fmt(row["spread"], ".0%"),
                       _fmt(row.get("gflops"), ".1f"), _fmt(row.get("mfu"), ".0%"), row.get("sdpa", "-"),
                       _fmt(row["params"] / 1e6, ".2f") + "M")
     return table
@@ -159,7 +165,10 @@ def ratios_table(values: dict[str, Optional[float]], met: dict[str, Optional[boo
 
 def render(results: dict[str, Any], console: Optional[Console] = None) -> None:
     """Print every measured section and the ratios as rich tables."""
-    console = console or Console()
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # a file or pipe: wide enough for every column
+            console = Console(width=160)
     meta = results["meta"]
     console.print(f"[bold]ablate bench[/]: {meta['hardware']['name']} ({meta['hardware']['device']}, "
                   f"{meta['hardware']['threads']} threads, {meta['hardware']['dtype']}), torch {meta['hardware']['torch']}, "

@@ -2,7 +2,8 @@
 
 A noisy neighbour on a shared machine slows whatever runs at that moment; running the
 contenders round-robin (and rotating who goes first each round) spreads such noise over all of
-them, so ratios measured in one run stay meaningful even when absolute numbers do not.
+them, so ratios measured in one run stay meaningful even when absolute numbers do not. Ratios
+are taken per round and their median reported (:func:`speedup`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,15 @@ def interleaved(contenders: dict[str, Callable[[], object]], reps: int, warmup: 
 def median(values: list[float]) -> float:
     """The median, NaN for no values."""
     return statistics.median(values) if values else float("nan")
+
+
+def speedup(fast: list[float], slow: list[float]) -> float:
+    """How many times faster ``fast`` ran than ``slow``: the median over rounds of ``slow[r] / fast[r]``.
+
+    Pairing the two durations of each round cancels slow drifts of the machine's load; for
+    equal work it is also the ratio of throughputs.
+    """
+    return median([s / f for f, s in zip(fast, slow)])
 
 
 def spread(values: list[float]) -> float:

@@ -19,7 +19,7 @@ from ablate.bench import hardware
 from ablate.bench.inputs import Batch, Inputs
 from ablate.bench.options import BenchError, BenchOptions
 from ablate.bench.reference import TorchTransformer
-from ablate.bench.timing import interleaved, median, spread
+from ablate.bench.timing import interleaved, median, speedup, spread
 from ablate.config import Config, from_flat
 from ablate.model.build import build_model
 from ablate.module import TranslationModule
@@ -130,8 +130,9 @@ def bench_training(opts: BenchOptions, inputs: Inputs, dev: torch.device,
     """Tokens/s of every selected variant, interleaved round-robin over the same batches.
 
     Returns:
-        ``{"variants": {name: {tokens_per_s, seconds, spread, params, ratio_vs_torch, [gflop_per_pass,
-        gflops, mfu, sdpa]}}, "matmul_gflops": float, "tokens_per_pass": int}``.
+        ``{"variants": {name: {tokens_per_s, seconds, spread, params, ratio_vs_torch, ratio_vs_standard,
+        [gflop_per_pass, gflops, mfu, sdpa]}}, "matmul_gflops": float, "tokens_per_pass": int, "batches"}``;
+        the ratios are paired per round (:func:`ablate.bench.timing.speedup`).
     """
     trainees = {}
     for name in selected(opts):
@@ -160,8 +161,8 @@ def bench_training(opts: BenchOptions, inputs: Inputs, dev: torch.device,
             gflops = flops / 1e9 / median(secs)
             row.update(gflop_per_pass=flops / 1e9, gflops=gflops, mfu=gflops / peak, sdpa=backend)
         results[name] = row
-    ref = results[REFERENCE]["tokens_per_s"]
-    for row in results.values():
-        row["ratio_vs_torch"] = row["tokens_per_s"] / ref
+    for name, row in results.items():
+        row["ratio_vs_torch"] = speedup(seconds[name], seconds[REFERENCE])
+        row["ratio_vs_standard"] = speedup(seconds[name], seconds[STANDARD])
     return {"variants": results, "matmul_gflops": peak, "tokens_per_pass": inputs.tokens,
             "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches]}

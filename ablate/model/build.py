@@ -12,14 +12,12 @@ from torch import nn
 
 from ablate.config import ModelConfig
 from ablate.model.attention import MultiHeadAttention
+from ablate.model.embeddings import build_embeddings
+from ablate.model.errors import ModelBuildError
 from ablate.model.positions import build_positions
 from ablate.model.rnn import build_rnn
 from ablate.model.scores import build_score
 from ablate.model.transformer import DecoderLayer, EncoderLayer, FeedForward, Transformer, init_transformer
-
-
-class ModelBuildError(ValueError):
-    """A model configuration that cannot be built."""
 
 
 def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0,
@@ -49,19 +47,8 @@ def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: 
         for _ in range(cfg.decoder_layers or cfg.layers)
     ]
 
-    tgt_embed = nn.Embedding(tgt_vocab, d, padding_idx=pad_id)
-    generator = nn.Linear(d, tgt_vocab, bias=False)
-    if cfg.tie_embeddings:
-        generator.weight = tgt_embed.weight
-    if cfg.tie_embeddings and shared_vocab:
-        if src_vocab != tgt_vocab:
-            raise ModelBuildError(
-                f"shared_vocab needs equal vocabularies, got src {src_vocab} and tgt {tgt_vocab}; "
-                "pass shared_vocab=False"
-            )
-        src_embed = tgt_embed
-    else:
-        src_embed = nn.Embedding(src_vocab, d, padding_idx=pad_id)
+    src_embed, tgt_embed, generator = build_embeddings(d, src_vocab, tgt_vocab, pad_id, cfg.tie_embeddings,
+                                                       shared_vocab)
 
     positions = build_positions(cfg.positions, d, d_k, heads, cfg.max_positions)
     model = Transformer(src_embed, tgt_embed, generator, positions, encoder, decoder, pad_id=pad_id,

@@ -39,6 +39,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ablate.config import ModelConfig
 from ablate.model.attention import MultiHeadAttention
+from ablate.model.embeddings import build_embeddings
 from ablate.model.scores import build_score
 
 State = dict[str, Tensor]
@@ -206,21 +207,8 @@ def build_rnn(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0,
                                        dropout=cfg.attention_dropout)
     context = 0 if attention is None else H
 
-    tgt_embed = nn.Embedding(tgt_vocab, d, padding_idx=pad_id)
-    generator = nn.Linear(d, tgt_vocab, bias=False)
-    if cfg.tie_embeddings:
-        generator.weight = tgt_embed.weight
-    if cfg.tie_embeddings and shared_vocab:
-        if src_vocab != tgt_vocab:
-            from ablate.model.build import ModelBuildError  # here: build.py imports this module
-
-            raise ModelBuildError(
-                f"shared_vocab needs equal vocabularies, got src {src_vocab} and tgt {tgt_vocab}; "
-                "pass shared_vocab=False"
-            )
-        src_embed = tgt_embed
-    else:
-        src_embed = nn.Embedding(src_vocab, d, padding_idx=pad_id)
+    src_embed, tgt_embed, generator = build_embeddings(d, src_vocab, tgt_vocab, pad_id, cfg.tie_embeddings,
+                                                       shared_vocab)
     for table in {id(t): t for t in (src_embed, tgt_embed)}.values():
         nn.init.normal_(table.weight, 0.0, d**-0.5)  # as the Transformer (fairseq); pad row zero
         with torch.no_grad():
