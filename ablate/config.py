@@ -352,22 +352,26 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Load a YAML mapping; malformed files raise a one-line :class:`ConfigError` with the line."""
+def read_yaml(path: str | Path, error: type[ValueError] = ConfigError, kind: str = "config file",
+              holds: str = "a mapping of config keys") -> dict[str, Any]:
+    """Load a YAML mapping; a missing or malformed file raises a one-line ``error`` with the line."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
+        raise error(f"{kind} not found: {path}")
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(f"malformed YAML in {path}{where}: {problem}") from None
+        context, opened = getattr(err, "context", None), getattr(err, "context_mark", None)
+        if context and opened is not None and (mark is None or opened.line != mark.line):
+            problem += f" ({context} started on line {opened.line + 1})"
+        raise error(f"malformed YAML in {path}{where}: {problem}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of config keys, not {type(data).__name__}")
+        raise error(f"{path} must hold {holds}, not {type(data).__name__}")
     return data
 
 

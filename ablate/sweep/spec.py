@@ -36,7 +36,7 @@ from typing import Any, Optional
 
 import yaml
 
-from ablate.config import flatten, valid_keys
+from ablate.config import flatten, read_yaml, valid_keys
 
 VARIANT = "variant"
 """The reserved parameter whose values are named sets of overrides."""
@@ -107,21 +107,9 @@ def _single_choice(param: dict[str, Any]) -> bool:
 
 def read_sweep_yaml(path: str | Path) -> dict[str, Any]:
     """Parse a sweep file; malformed YAML raises a one-line :class:`SweepError` with its line."""
-    path = Path(path)
-    if not path.is_file():
-        raise SweepError(f"sweep file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        context, opened = getattr(err, "context", None), getattr(err, "context_mark", None)
-        if context and opened is not None and (mark is None or opened.line != mark.line):
-            problem += f" ({context} started on line {opened.line + 1})"
-        raise SweepError(f"malformed YAML in {path}{where}: {problem}") from None
-    if not isinstance(data, dict):
-        raise SweepError(f"{path} must hold a W&B sweep configuration (a mapping), not {type(data).__name__}")
+    data = read_yaml(path, error=SweepError, kind="sweep file", holds="a W&B sweep configuration (a mapping)")
+    if not data:
+        raise SweepError(f"{path} must hold a W&B sweep configuration (a mapping), not an empty file")
     return data
 
 
