@@ -95,11 +95,13 @@ def attention(
         typer.echo(str(path))
 
 
-from ablate.report.commands import app as _report_app  # noqa: E402 - sub-apps mount after the core commands
+from ablate.bench.commands import register as _register_bench  # noqa: E402 - sub-apps mount after the core commands
+from ablate.report.commands import app as _report_app  # noqa: E402
 from ablate.sweep.commands import app as _sweep_app  # noqa: E402
 
 app.add_typer(_sweep_app, name="sweep", help="Run W&B-format sweeps locally, or through W&B agents across machines.")
 app.add_typer(_report_app)
+_register_bench(app)
 
 
 def main() -> None:

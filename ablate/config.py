@@ -109,7 +109,7 @@ class TrainConfig:
     """Wall-clock budget in seconds (training and validation)."""
     max_steps: int = -1
     max_epochs: Optional[int] = 10
-    max_tokens: int = 3072
+    max_tokens: int = 1536
     """Tokens per batch and device, padding included, on the longer side."""
     lr: Optional[float] = None
     """Peak learning rate, reached after ``warmup`` steps, then decayed as 1/sqrt(step).

@@ -18,8 +18,10 @@ def _split(text: str) -> tuple[str, ...]:
 
 
 def bench(
-    data: str = typer.Option(DEFAULT_DATA, "--data", help="Text to measure on: a {split}.{lang}[.gz] folder, 'builtin' or 'hf:<dataset>'."),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="Also write every figure, the ratios and targets_met to this JSON file."),
+    data: str = typer.Option(
+        DEFAULT_DATA, "--data", help="Text to measure on: a {split}.{lang}[.gz] folder, 'builtin' or 'hf:<dataset>'."),
+    json_path: Optional[Path] = typer.Option(
+        None, "--json", help="Also write every figure, the ratios and targets_met to this JSON file."),
     quick_run: bool = typer.Option(False, "--quick", help="Smoke test: few small batches and rounds, short sequences."),
     d_model: int = typer.Option(256, "--d-model"),
     layers: int = typer.Option(3, "--layers", help="Encoder layers and decoder layers (each)."),
@@ -32,17 +34,22 @@ def bench(
     reps: int = typer.Option(5, "--reps", help="Timed rounds (median reported)."),
     warmup: int = typer.Option(1, "--warmup", help="Untimed rounds before the timed ones."),
     threads: int = typer.Option(0, "--threads", help="torch threads (0: torch's default)."),
-    variants: str = typer.Option("", "--variants", help="Comma-separated training variants (default all; dot-scaled and torch always run)."),
+    variants: str = typer.Option(
+        "", "--variants", help="Comma-separated training variants (default all; dot-scaled and torch always run)."),
     decode_sentences: int = typer.Option(8, "--decode-sentences", help="Test sentences decoded per round."),
     decode_len: int = typer.Option(50, "--decode-len", help="Output length of every hypothesis."),
     beam: int = typer.Option(5, "--beam"),
     mem_length: int = typer.Option(512, "--mem-length", help="Sequence length of the memory test."),
     mem_batch: int = typer.Option(2, "--mem-batch", help="Batch of the memory test."),
-    mem_chunk_mb: float = typer.Option(64.0, "--mem-chunk-mb", help="Chunk budget of the chunked side (model.attention.chunk_mb)."),
-    data_scale: int = typer.Option(0, "--data-scale", help="Also prepare a generated corpus of this many pairs (e.g. 1000000; minutes)."),
-    sections: str = typer.Option(",".join(SECTIONS), "--sections", help="Comma-separated subset of: " + ", ".join(SECTIONS) + "."),
+    mem_chunk_mb: float = typer.Option(
+        64.0, "--mem-chunk-mb", help="Chunk budget of the chunked side (model.attention.chunk_mb)."),
+    data_scale: int = typer.Option(
+        0, "--data-scale", help="Also prepare a generated corpus of this many pairs (e.g. 1000000; minutes)."),
+    sections: str = typer.Option(
+        ",".join(SECTIONS), "--sections", help="Comma-separated subset of: " + ", ".join(SECTIONS) + "."),
     flops: bool = typer.Option(True, "--flops/--no-flops", help="Count model FLOPs (GFLOP/s, MFU, SDPA backend)."),
-    startup_wandb: bool = typer.Option(True, "--startup-wandb/--no-startup-wandb", help="Also time start-up with W&B offline."),
+    startup_wandb: bool = typer.Option(
+        True, "--startup-wandb/--no-startup-wandb", help="Also time start-up with W&B offline."),
     seed: int = typer.Option(1, "--seed"),
     cache_dir: str = typer.Option("", "--cache-dir", help="Tokenizer/corpus cache (default: the usual one)."),
 ) -> None:

@@ -120,7 +120,8 @@ def memory_table(memory: dict[str, Any]) -> Table:
     for mode in ("inference", "training"):
         if mode in memory:
             row = memory[mode]
-            table.add_row(mode, _fmt(row["chunked"]["delta_mb"]), _fmt(row["naive"]["delta_mb"]), _fmt(row["ratio"], ".3f"))
+            table.add_row(mode, _fmt(row["chunked"]["delta_mb"]), _fmt(row["naive"]["delta_mb"]),
+                          _fmt(row["ratio"], ".3f"))
     return table
 
 
@@ -169,10 +170,9 @@ def render(results: dict[str, Any], console: Optional[Console] = None) -> None:
         console = Console()
         if not console.is_terminal:  # a file or pipe: wide enough for every column
             console = Console(width=160)
-    meta = results["meta"]
-    console.print(f"[bold]ablate bench[/]: {meta['hardware']['name']} ({meta['hardware']['device']}, "
-                  f"{meta['hardware']['threads']} threads, {meta['hardware']['dtype']}), torch {meta['hardware']['torch']}, "
-                  f"{meta['reps']} rounds (median), {meta['seconds']:.0f} s")
+    meta, hw = results["meta"], results["meta"]["hardware"]
+    console.print(f"[bold]ablate bench[/]: {hw['name']} ({hw['device']}, {hw['threads']} threads, {hw['dtype']}), "
+                  f"torch {hw['torch']}, {meta['reps']} rounds (median), {meta['seconds']:.0f} s")
     for key, make in (("training", training_table), ("decoding", decoding_table), ("memory", memory_table),
                       ("data", data_table), ("startup", startup_table)):
         if results.get(key):

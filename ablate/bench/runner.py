@@ -16,8 +16,6 @@ from ablate.bench.options import BenchOptions
 
 def run(opts: BenchOptions, echo: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Run the benchmark described by ``opts``; returns the results (see the module docstring)."""
-    import torch
-
     from ablate.bench import hardware
     from ablate.bench.report import ratios, targets_met
     from ablate.bench.timing import set_threads
