@@ -74,13 +74,13 @@ def bench(
         if quick_run:
             opts = quick(opts)
         console = Console(stderr=True)
-        results = run(opts, echo=lambda line: console.print(f"[dim]{line}[/]"))
+        save = None if json_path is None else (lambda partial: write_json(partial, json_path))
+        results = run(opts, echo=lambda line: console.print(f"[dim]{line}[/]"), checkpoint=save)
     except (BenchError, ConfigError, DataError) as err:
         typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
     render(results)
     if json_path is not None:
-        write_json(results, json_path)
         typer.echo(f"wrote {json_path}")
 
 
