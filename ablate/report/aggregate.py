@@ -195,8 +195,15 @@ def _base_ident(order: list[Any], settings: dict[Any, dict[str, Any]], keys: lis
     if uses_variants and BASE in settings:
         return BASE
 
-    def distance(a: Any) -> int:
-        return sum(value_order(settings[a][k]) != value_order(settings[b][k]) for b in order for k in keys)
+    from ablate.config import Config, flatten, to_dict
+
+    defaults = flatten(to_dict(Config()))
+
+    def distance(a: Any) -> tuple[int, int]:
+        """Differences from the other rows, then (to break ties) from ablate's defaults."""
+        others = sum(value_order(settings[a][k]) != value_order(settings[b][k]) for b in order for k in keys)
+        changed = sum(k in defaults and value_order(settings[a][k]) != value_order(defaults[k]) for k in keys)
+        return others, changed
 
     return min(order, key=distance)  # min keeps the first of equals
 
