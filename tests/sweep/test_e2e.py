@@ -47,3 +47,37 @@ def test_a_tiny_real_sweep_trains_every_trial_then_skips_them(tmp_path, cache_di
         assert (out / trial["name"] / "checkpoints").is_dir()
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and "nothing to train: all 2 trials of tiny-real are done" in again.output
+
+
+DDP_SWEEP = """\
+# one tiny trial trained with DDP over two CPU processes
+method: grid
+parameters:
+  seed: {values: [1]}
+  train.devices: {value: 2}
+  train.accelerator: {value: cpu}
+  model.d_model: {value: 32}
+  model.layers: {value: 1}
+  model.d_ff: {value: 64}
+  model.heads: {value: 2}
+  train.max_steps: {value: 12}
+  data.builtin_pairs: {value: 300}
+  eval.beam: {value: 1}
+"""
+
+
+@pytest.mark.slow
+def test_a_ddp_trial_with_two_processes_runs_in_a_sweep(tmp_path, cache_dir, monkeypatch):
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    path = tmp_path / "ddp.yaml"
+    path.write_text(DDP_SWEEP)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", str(path), "--out", str(out), "--devices", "cpu", "tracking.wandb=offline"])
+    assert result.exit_code == 0, result.output
+    (trial,) = json.loads((out / "sweep.json").read_text())["trials"]
+    assert trial["status"] == "finished", trial
+    run = out / trial["name"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["config"]["train"]["devices"] == 2
+    assert len(list(run.glob("wandb/offline-run-*"))) == 1  # one W&B run, from rank 0 only
+    assert len((run / "hyps" / "test.txt").read_text().splitlines()) == 500
