@@ -114,6 +114,30 @@ def _settings():
     return wandb.Settings(silent=True, console="off", x_disable_stats=True)
 
 
+def start_logger(logger, attempts: int = 20, wait_s: float = 1.0):
+    """Start the W&B run now; ``None`` (with a warning) if W&B cannot start: training goes on.
+
+    A run resumed right after its process was killed can find the run id still held by the old
+    process's W&B service for a few seconds ("run ID ... is in use"), so starting is retried.
+    """
+    if logger is None:
+        return None
+    error: Exception | None = None
+    for _ in range(attempts):
+        try:
+            logger.experiment  # noqa: B018 - creates the run
+            return logger
+        except Exception as err:  # noqa: BLE001 - tracking must never stop training
+            error = err
+            if "in use" not in str(err):
+                break
+            time.sleep(wait_s)
+    reason = str(error).splitlines()[0] if error and str(error) else repr(error)
+    print(f"warning: W&B could not start ({reason}); training without it, summary.json is still written")
+    logger._experiment = None
+    return None
+
+
 def define_metrics(logger) -> None:
     """Summaries W&B should keep: the best validation BLEU, the last of everything else."""
     if logger is None:

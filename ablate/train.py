@@ -28,7 +28,8 @@ import yaml
 from ablate.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord
 from ablate.config import Config, ConfigError, fingerprint, to_dict
 from ablate.io import atomic_write_text
-from ablate.tracking import RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode
+from ablate.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
+                             start_logger)
 
 
 class RunError(RuntimeError):
@@ -157,7 +158,7 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
         val_split=data.val_split, test_splits=tuple(data.test_splits),
     )
     mode = resolve_mode(cfg.tracking)
-    logger = make_logger(cfg, run_dir, mode) if launcher else None
+    logger = start_logger(make_logger(cfg, run_dir, mode)) if launcher else None
     record.update(params=params, data=data.stats, wandb={"mode": mode, "id": (run_dir / "wandb_id.txt").read_text().strip()
                                                       if (run_dir / "wandb_id.txt").exists() else None})
     if launcher:
