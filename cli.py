@@ -20,6 +20,10 @@ app = typer.Typer(
 )
 
 
+
+def _or_nan(value) -> float:
+    return float("nan") if value is None else float(value)
+
 def fail(message: str, code: int = 2) -> None:
     """Print one red line to stderr and exit with ``code``."""
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
@@ -70,7 +74,7 @@ def train(
         fail(f"interrupted; run the same command again to resume from {target}/checkpoints", code=130)
     if summary.get("test/bleu") is not None:
         typer.echo(
-            f"test BLEU {summary['test/bleu']:.2f} | val BLEU {summary.get('val/bleu') or float('nan'):.2f} | "
+            f"test BLEU {summary['test/bleu']:.2f} | val BLEU {_or_nan(summary.get('val/bleu')):.2f} | "
             f"{summary.get('train/tokens_per_sec', float('nan')):,.0f} train tokens/s | "
             f"{summary.get('step')} steps | {target}/summary.json"
         )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -44,22 +47,101 @@ class LiveRecord(pl.Callback):
 
 
 class FaultInjection(pl.Callback):
-    """Deliberate faults for reliability drills: ``ABLATE_INJECT_FAULT=nan:STEP`` or ``oom:STEP``.
+    """Deliberate faults for reliability drills (``train.inject_fault`` or ``$ABLATE_INJECT_FAULT``).
 
-    ``nan`` poisons the weights so the real non-finite-loss check fires; ``oom`` raises the
-    error an exhausted device raises. Used by the soak test of a sweep; inert when unset.
+    ``nan:STEP`` poisons the weights so the real non-finite-loss check fires; ``oom:STEP`` raises
+    the error an exhausted device raises; ``kill:STEP`` SIGKILLs the run (its whole process group
+    under DDP) and ``term:STEP`` sends SIGTERM, each once per run directory, so the rerun that
+    resumes it goes through. Inert when unset.
     """
 
-    def __init__(self, spec: str):
+    def __init__(self, spec: str, run_dir: Path):
         kind, _, step = spec.partition(":")
-        if kind not in ("nan", "oom") or not step.isdigit():
-            raise ValueError(f"ABLATE_INJECT_FAULT={spec!r} must be nan:STEP or oom:STEP")
+        if kind not in ("nan", "oom", "kill", "term") or not step.isdigit():
+            raise ValueError(f"fault {spec!r} must be nan:STEP, oom:STEP, kill:STEP or term:STEP")
         self.kind, self.step = kind, int(step)
+        self.marker = Path(run_dir) / f".fault-{kind}-{step}"
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
         if trainer.global_step != self.step:
             return
         if self.kind == "oom":
-            raise torch.OutOfMemoryError("simulated out of memory (ABLATE_INJECT_FAULT)")
-        with torch.no_grad():
-            next(pl_module.parameters()).fill_(float("nan"))
+            raise torch.OutOfMemoryError("simulated out of memory (train.inject_fault)")
+        if self.kind == "nan":
+            with torch.no_grad():
+                next(pl_module.parameters()).fill_(float("nan"))
+            return
+        if self.marker.exists():
+            return
+        if trainer.global_rank == 0:
+            self.marker.touch()
+        if self.kind == "term":
+            os.kill(os.getpid(), signal.SIGTERM)
+        elif trainer.world_size > 1:
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+        else:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class TrainClock(pl.Callback):
+    """Seconds spent training (data loading and optimizer steps; validation and decoding excluded).
+
+    ``train.max_time`` is a budget of these seconds, so variants whose decoding is slow are not
+    charged for it, and the budget-aware schedules read :meth:`progress` from here. The clock is
+    saved in checkpoints, so a resumed run spends only what is left. Under DDP rank 0's clock is
+    broadcast every step: all ranks stop together and use the same learning rate.
+    """
+
+    def __init__(self, max_time: float | None = None, max_steps: int = -1, max_epochs: int | None = None,
+                 accumulate: int = 1):
+        self.max_time, self.max_steps, self.max_epochs, self.accumulate = max_time, max_steps, max_epochs, accumulate
+        self.seconds = 0.0
+        self._mark: float | None = None
+        self._trainer: pl.Trainer | None = None
+
+    def progress(self) -> float:
+        """Fraction of the nearest budget used, in [0, 1]; 0 before training starts."""
+        trainer = self._trainer
+        if trainer is None:
+            return 0.0
+        step = trainer.global_step
+        used = [0.0]
+        if self.max_steps and self.max_steps > 0:
+            used.append(step / self.max_steps)
+        batches = trainer.num_training_batches
+        if self.max_epochs and isinstance(batches, int) and batches > 0:
+            used.append(step / (self.max_epochs * max(batches // self.accumulate, 1)))
+        if self.max_time:
+            used.append(self.seconds / self.max_time)
+        return min(max(used), 1.0)
+
+    def _tick(self, trainer: pl.Trainer) -> None:
+        now = time.perf_counter()
+        if self._mark is not None:
+            self.seconds += now - self._mark
+        self._mark = now
+        if trainer.world_size > 1:
+            self.seconds = float(trainer.strategy.broadcast(self.seconds, src=0))
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._trainer = trainer
+        self._mark = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch, batch_idx: int) -> None:
+        self._tick(trainer)
+        if self.max_time and self.seconds >= self.max_time:
+            trainer.should_stop = True
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking and self._mark is not None and trainer.state.fn == "fit":
+            self._tick(trainer)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._mark is not None:
+            self._mark = time.perf_counter()  # the time spent validating is not training time
+
+    def state_dict(self) -> dict:
+        return {"seconds": self.seconds}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.seconds = float(state_dict.get("seconds", 0.0))

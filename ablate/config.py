@@ -22,6 +22,8 @@ from ablate.typed import ConfigError, coerce, flatten, nest, parse_override, rea
 
 Score = Literal["dot", "additive", "general", "gaussian", "none"]
 Positions = Literal["sinusoidal", "learned", "none", "rotary", "alibi"]
+Schedule = Literal["inverse_sqrt", "linear", "cosine"]
+FAULTS = ("nan", "oom", "kill", "term")
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,7 @@ class ModelConfig:
     attention_dropout: float = 0.0
     positions: Positions = "sinusoidal"
     max_positions: int = 1024
-    norm: Literal["post", "pre"] = "post"
+    norm: Literal["post", "pre"] = "pre"
     tie_embeddings: bool = True
     """Share target input and output embeddings (and the source embedding with a joint vocab)."""
     attention: AttentionConfig = field(default_factory=AttentionConfig)
@@ -101,7 +103,7 @@ class TrainConfig:
     """Optimisation, budgets and hardware."""
 
     max_time: Optional[float] = None
-    """Wall-clock budget in seconds (training and validation)."""
+    """Budget in seconds of training (data loading and optimizer steps); validation is not counted."""
     max_steps: int = -1
     max_epochs: Optional[int] = 10
     max_tokens: int = 1536
@@ -110,6 +112,9 @@ class TrainConfig:
     """Peak learning rate, reached after ``warmup`` steps, then decayed as 1/sqrt(step).
     Default: d_model^-0.5 * warmup^-0.5, the peak of the schedule of Vaswani et al. (2017), Eq. 3."""
     warmup: int = 400
+    schedule: Schedule = "linear"
+    """After warm-up: ``inverse_sqrt`` (Vaswani et al.), or ``linear``/``cosine`` decay to ``min_lr``
+    when the nearest budget (steps, epochs or ``max_time``) runs out."""
     min_lr: float = 0.0
     label_smoothing: float = 0.1
     weight_decay: float = 0.0
@@ -118,6 +123,8 @@ class TrainConfig:
     accumulate: int = 1
     devices: Union[int, str] = 1
     """Number of devices (``auto`` for all); more than one trains with DDP."""
+    nodes: int = 1
+    """Machines for one training (DDP across them, e.g. a SLURM job of several nodes)."""
     accelerator: Literal["auto", "cpu", "gpu"] = "auto"
     precision: Literal["auto", "32", "bf16-mixed", "16-mixed"] = "auto"
     """``auto``: bf16 autocast on a GPU that supports it, fp32 elsewhere."""
@@ -125,6 +132,9 @@ class TrainConfig:
     """Validate every N training batches; default once per epoch."""
     checkpoint_every: int = 200
     """Save ``last.ckpt`` (for resuming) every N optimizer steps, and at every epoch end."""
+    inject_fault: Optional[str] = None
+    """Reliability drills: ``nan:STEP`` (weights poisoned), ``oom:STEP`` (simulated out of memory),
+    ``kill:STEP`` (SIGKILL, once per run directory) or ``term:STEP`` (SIGTERM, once) at that step."""
     num_workers: int = 0
     threads: int = 0
     """torch intra-op threads on CPU; 0 keeps torch's default."""
@@ -291,6 +301,13 @@ def validate(cfg: Config) -> None:
         raise ConfigError("model.positions=rotary needs an even per-head size d_k")
     if isinstance(m.attention.scale, float) and m.attention.scale <= 0:
         raise ConfigError(f"model.attention.scale={m.attention.scale} must be positive, true or false")
+    if t.nodes < 1:
+        raise ConfigError(f"train.nodes={t.nodes} must be at least 1")
+    if t.inject_fault is not None:
+        kind, _, step = t.inject_fault.partition(":")
+        if kind not in FAULTS or not step.isdigit():
+            raise ConfigError(f"train.inject_fault={t.inject_fault!r} must be KIND:STEP with KIND one of "
+                              f"{', '.join(FAULTS)} (e.g. kill:30)")
     if t.max_time is not None and t.max_time <= 0:
         raise ConfigError(f"train.max_time={t.max_time} must be positive (seconds)")
     if isinstance(t.devices, str) and t.devices != "auto":

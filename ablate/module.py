@@ -20,7 +20,7 @@ from torch import nn
 from ablate.config import Config, peak_lr
 from ablate.decoding import beam_search, greedy
 from ablate.metrics import corpus_scores
-from ablate.schedule import inverse_sqrt
+from ablate.schedule import WarmupDecay
 
 
 class NonFiniteLossError(RuntimeError):
@@ -90,6 +90,7 @@ class TranslationModule(pl.LightningModule):
         self._eval: dict[int, list[tuple[int, str]]] = {}
         self._eval_nll = torch.zeros(2, dtype=torch.float64)
         self._eval_time = 0.0
+        self.clock = None  # a TrainClock callback, set by the trainer's builder: budget progress
 
     # ------------------------------------------------------------------ training
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
@@ -161,7 +162,8 @@ class TranslationModule(pl.LightningModule):
         lr = peak_lr(self.cfg)
         opt = torch.optim.AdamW(groups, lr=lr, betas=t.betas, eps=1e-9)
         ratio = t.min_lr / lr
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: inverse_sqrt(s, t.warmup, ratio))
+        clock = self.clock
+        sched = WarmupDecay(opt, t.schedule, t.warmup, ratio, progress=clock.progress if clock else lambda: 0.0)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     # ------------------------------------------------------------------ decoding
@@ -219,7 +221,9 @@ class TranslationModule(pl.LightningModule):
         self.val_hypotheses = hyps
         self.best_val_bleu = max(self.best_val_bleu, scores.bleu)
         self.last_val = {"val/bleu": scores.bleu, "val/chrf": scores.chrf, "val/ppl": ppl}
-        self.history.append({"step": int(self.global_step), **self.last_val})
+        entry = {"step": int(self.global_step), **self.last_val}
+        if not self.history or self.history[-1]["step"] != entry["step"]:  # the final re-validation repeats the last
+            self.history.append(entry)
         self.log_dict(self.last_val, prog_bar=True, sync_dist=False, batch_size=1)
         self._reset_eval()
 
@@ -254,9 +258,24 @@ class TranslationModule(pl.LightningModule):
 
     # ------------------------------------------------------------------ state
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["ablate"] = {"history": self.history, "best_val_bleu": self.best_val_bleu}
+        # the random state (dropout) too, so a resumed run continues the uninterrupted run's stream
+        rng = {"torch": torch.get_rng_state()}
+        if torch.cuda.is_available() and self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state(self.device)
+        checkpoint["ablate"] = {"history": self.history, "best_val_bleu": self.best_val_bleu, "rng": rng}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint.get("ablate", {})
         self.history = list(state.get("history", []))
         self.best_val_bleu = float(state.get("best_val_bleu", -1.0))
+        rng = state.get("rng") or {}
+        if "torch" in rng:
+            torch.set_rng_state(rng["torch"])
+        if "cuda" in rng and torch.cuda.is_available():
+            self._cuda_rng = rng["cuda"]  # applied once the module is on its device
+
+    def on_train_start(self) -> None:
+        cuda_rng = getattr(self, "_cuda_rng", None)
+        if cuda_rng is not None and self.device.type == "cuda":
+            torch.cuda.set_rng_state(cuda_rng, self.device)
+            self._cuda_rng = None

@@ -19,13 +19,12 @@ import os
 import resource
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ablate.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord
+from ablate.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, TrainClock
 from ablate.config import Config, ConfigError, fingerprint, to_dict
 from ablate.io import atomic_write_text
 from ablate.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
@@ -112,7 +111,8 @@ def _quiet() -> None:
     import warnings
 
     for pattern in (".*sync_dist=True.*", ".*does not have many workers.*", ".*LeafSpec.*",
-                    ".*weights_only.*", ".*The number of training batches.*", ".*anonymous setting.*"):
+                    ".*weights_only.*", ".*The number of training batches.*", ".*anonymous setting.*",
+                    ".*`srun` command is available.*", ".*resuming from a checkpoint that ended before the epoch.*"):
         warnings.filterwarnings("ignore", message=pattern)
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
 
@@ -166,11 +166,14 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
         echo(f"run dir: {run_dir}  ({state}; {params / 1e6:.2f}M parameters; W&B {mode})")
 
     accelerator, devices, precision = _accelerator_and_precision(cfg)
-    callbacks = [InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"), LiveRecord(record)]
-    if os.environ.get("ABLATE_INJECT_FAULT"):
-        callbacks.append(FaultInjection(os.environ["ABLATE_INJECT_FAULT"]))
+    t = cfg.train
+    clock = TrainClock(max_time=t.max_time, max_steps=t.max_steps, max_epochs=t.max_epochs, accumulate=t.accumulate)
+    module.clock = clock
+    callbacks = [clock, InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"), LiveRecord(record)]
+    fault = t.inject_fault or os.environ.get("ABLATE_INJECT_FAULT")
+    if fault:
+        callbacks.append(FaultInjection(fault, run_dir))
     trainer = _make_trainer(cfg, run_dir, logger, accelerator, devices, precision, callbacks)
-    started = time.time()
     try:
         if logger is not None and trainer.global_rank == 0:
             define_metrics(logger)
@@ -202,7 +205,7 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
     if trainer.global_rank != 0:
         return {}
 
-    summary = _summarise(module, trainer, cfg, params, time.time() - started, accelerator)
+    summary = _summarise(module, trainer, cfg, params, clock.seconds, accelerator)
     _write_outputs(run_dir, module, data)
     record.update(**summary, variant=cfg.tracking.variant,
                   sweep={"name": cfg.tracking.group} if cfg.tracking.group else None)
@@ -232,7 +235,7 @@ def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices:
                            save_top_k=1, save_last=False, enable_version_counter=False)
     last = ModelCheckpoint(dirpath=ckpt_dir, save_top_k=0, save_last=True,
                            every_n_train_steps=t.checkpoint_every, enable_version_counter=False)
-    multi = devices == "auto" or (isinstance(devices, int) and devices > 1)
+    multi = devices == "auto" or (isinstance(devices, int) and devices > 1) or t.nodes > 1
     strategy = "ddp" if multi else "auto"
     val_kwargs: dict[str, Any] = {}
     if t.val_every:
@@ -240,13 +243,13 @@ def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices:
     return pl.Trainer(
         accelerator=accelerator,
         devices=devices,
+        num_nodes=t.nodes,
         strategy=strategy,
         precision=precision,
         logger=logger if logger is not None else False,
         callbacks=[best, last, *extra_callbacks],
         max_epochs=t.max_epochs if t.max_epochs is not None else (-1 if t.max_steps < 0 else None),
         max_steps=t.max_steps,
-        max_time=timedelta(seconds=t.max_time) if t.max_time else None,
         gradient_clip_val=t.clip_norm or None,
         accumulate_grad_batches=t.accumulate,
         log_every_n_steps=min(cfg.tracking.log_every, 50),

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -41,7 +42,7 @@ def _wandb_ids(run_dir: Path) -> set[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGTERM])  # SIGKILL: test_resumed_run_ends_where_an_uninterrupted_one_does
 def test_killed_training_resumes_to_the_same_end(tmp_path, sig):
     run_dir, cache = tmp_path / "run", tmp_path / "cache"
     proc = _start(run_dir, cache)
@@ -61,3 +62,49 @@ def test_killed_training_resumes_to_the_same_end(tmp_path, sig):
     assert summary["step"] == 60
     assert (run_dir / "wandb_id.txt").read_text().strip() == run_id
     assert _wandb_ids(run_dir) == {run_id}
+
+
+EXACT = [
+    "data.builtin_pairs=600", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
+    "model.heads=2", "model.d_ff=64", "train.max_steps=45", "train.max_tokens=400",
+    "train.warmup=10", "train.lr=3e-3", "train.checkpoint_every=9", "train.threads=1", "eval.beam=2",
+    "eval.max_len_a=1.0", "eval.max_len_b=3", "tracking.wandb=offline",
+]
+
+
+def _train(run_dir: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "WANDB_MODE": "offline", "ABLATE_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(ROOT / "cli.py"), "train", "--run-dir", str(run_dir), *EXACT, *extra],
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
+    """SIGKILL mid-epoch (dropout on), resume: same batches, same random stream, same final metrics.
+
+    fairseq checks its resume the same way (tests/test_train.py, "test_train_resume"): the final
+    loss of a run restarted from a mid-epoch checkpoint equals the uninterrupted run's.
+    """
+    cache = tmp_path / "cache"
+    straight = _train(tmp_path / "straight", cache)
+    assert straight.returncode == 0, straight.stderr[-3000:]
+
+    killed = _train(tmp_path / "resumed", cache, "train.inject_fault=kill:31")
+    assert killed.returncode == -signal.SIGKILL
+    ckpt = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert ckpt["global_step"] == 27
+    in_epoch = ckpt["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["completed"]
+    assert in_epoch > 0, "the checkpoint should be mid-epoch for this test to mean something"
+    resumed = _train(tmp_path / "resumed", cache, "train.inject_fault=kill:31")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    a = json.loads((tmp_path / "straight" / "summary.json").read_text())
+    b = json.loads((tmp_path / "resumed" / "summary.json").read_text())
+    assert a["step"] == b["step"] == 45 and a["epoch"] == b["epoch"]
+    assert b["train/loss"] == pytest.approx(a["train/loss"], rel=1e-5)
+    assert b["val/ppl"] == pytest.approx(a["val/ppl"], rel=1e-5)
+    assert [h["step"] for h in b["history"]] == [h["step"] for h in a["history"]]
+    assert [h["val/ppl"] for h in b["history"]] == pytest.approx([h["val/ppl"] for h in a["history"]], rel=1e-5)
+    assert b["test/bleu"] == pytest.approx(a["test/bleu"], abs=1e-6)
+    hyps = [(tmp_path / d / "hyps" / "test.txt").read_text() for d in ("straight", "resumed")]
+    assert hyps[0] == hyps[1]

@@ -96,7 +96,7 @@ def make_trainee(name: str, opts: BenchOptions, vocab: int, dev: torch.device) -
     if name == REFERENCE:
         m = cfg.model
         model: nn.Module = TorchTransformer(vocab, m.d_model, m.heads, m.layers, m.d_ff, m.dropout, m.attention_dropout,
-                                           pad_id=0, max_positions=m.max_positions)
+                                           pad_id=0, max_positions=m.max_positions, norm_first=m.norm == "pre")
     else:
         model = build_model(cfg.model, vocab, vocab, pad_id=0, shared_vocab=True)
     model = model.to(dev).train()

@@ -88,9 +88,18 @@ class TokenBatchSampler(Sampler):
         self.bounds = pack_sorted(np.sort(self.cost, kind="stable"), max_tokens)
         self.epoch = 0
         self.sampler = _EpochHook(self)
+        self._resume: tuple[int, int] | None = None
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+
+    def resume(self, epoch: int, done: int) -> None:
+        """Start the next pass over ``epoch`` after its first ``done`` batches (a mid-epoch resume).
+
+        The order is a function of ``(seed, epoch)``, so a resumed run sees exactly the batches
+        an uninterrupted one would have seen next. Applies once.
+        """
+        self.epoch, self._resume = epoch, (epoch, done)
 
     @property
     def n_batches(self) -> int:
@@ -117,6 +126,11 @@ class TokenBatchSampler(Sampler):
             else:
                 batches = (batches * self.world_size)[: self.world_size]
             batches = batches[self.rank :: self.world_size]
+        if self._resume is not None:
+            epoch, done = self._resume
+            self._resume = None
+            if epoch == self.epoch:
+                batches = batches[done:]
         for batch in batches:
             yield batch.tolist()
 

@@ -129,9 +129,12 @@ class TranslationDataModule(pl.LightningDataModule):
         workers = self.train_cfg.num_workers
         if workers > 0:
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # quiet the fork warning
+        # a private generator: creating an iterator draws a worker seed from it, not from the
+        # global stream that dropout uses (so a resumed run keeps the uninterrupted run's stream)
+        generator = torch.Generator().manual_seed(self.seed)
         return DataLoader(EncodedPairs(split), batch_sampler=batch_sampler, collate_fn=collate,
                           num_workers=workers, persistent_workers=workers > 0,
-                          pin_memory=torch.cuda.is_available())
+                          pin_memory=torch.cuda.is_available(), generator=generator)
 
     def train_sampler(self) -> TokenBatchSampler:
         """The training batch sampler for this rank, positioned at the trainer's current epoch."""
@@ -141,6 +144,14 @@ class TranslationDataModule(pl.LightningDataModule):
                                     seed=self.seed, rank=rank, world_size=world)
         trainer = getattr(self, "trainer", None)
         sampler.set_epoch(trainer.current_epoch if trainer is not None else 0)
+        if trainer is not None and getattr(trainer, "global_step", 0) > 0 and len(sampler):
+            # resuming from a checkpoint: skip what this epoch already trained on (the optimizer
+            # steps once per ``accumulate`` batches, and at the end of every epoch)
+            acc = max(self.train_cfg.accumulate, 1)
+            per_epoch = -(-len(sampler) // acc)
+            epoch, within = divmod(trainer.global_step, per_epoch)
+            if epoch == trainer.current_epoch and within:
+                sampler.resume(epoch, within * acc)
         return sampler
 
     def train_dataloader(self) -> DataLoader:

@@ -70,30 +70,69 @@ def run(
     out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (state + one folder per trial). "
                                        "Default: runs/<sweep name>."),
     devices: str = typer.Option("auto", "--devices", help=DEVICES_HELP),
-    gpus_per_trial: int = typer.Option(1, "--gpus-per-trial", help="GPUs per trial; more than one trains with DDP."),
+    gpus_per_trial: Optional[int] = typer.Option(None, "--gpus-per-trial", help="GPUs per trial; more than one "
+                                                 "trains with DDP. Default: 1 locally, 0 (CPU jobs) on SLURM."),
     parallel: int = typer.Option(1, "--parallel", help="Trials at once on CPU (cores are split evenly), "
                                  "or per GPU group on GPUs."),
+    launcher: str = typer.Option("local", "--launcher", help="local (this machine) or slurm (one batch job per "
+                                 "trial through submitit; run it on the cluster's login node)."),
+    partition: Optional[str] = typer.Option(None, "--partition", help="[slurm] partition for the jobs."),
+    nodes_per_trial: int = typer.Option(1, "--nodes-per-trial", help="[slurm] nodes per trial (DDP across them)."),
+    max_concurrent: int = typer.Option(8, "--max-concurrent", help="[slurm] jobs of this sweep queued or running at once."),
+    time_limit: str = typer.Option("04:00:00", "--time", help="[slurm] job time limit, HH:MM:SS or D-HH:MM:SS; "
+                                   "trials checkpoint and requeue before it."),
+    cpus_per_trial: Optional[int] = typer.Option(None, "--cpus-per-trial", help="[slurm] CPUs per task "
+                                                 "(also the trainer's torch threads)."),
+    mem: Optional[str] = typer.Option(None, "--mem", help="[slurm] memory per node, e.g. 32G."),
+    signal_delay: int = typer.Option(120, "--signal-delay", help="[slurm] seconds before the time limit at "
+                                     "which a job checkpoints and requeues itself."),
+    slurm_arg: Optional[list[str]] = typer.Option(None, "--slurm-arg", help="[slurm] another #SBATCH option as "
+                                                  "KEY=VALUE (repeatable), e.g. account=abc or qos=high."),
     max_trials: Optional[int] = typer.Option(None, "--max-trials", help="Run at most this many trials "
                                              "(required for random/bayes without run_cap)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed trials again."),
+    retries: int = typer.Option(2, "--retries", min=0, help="Relaunch a trial killed from outside "
+                                "(preempted, OOM-killed) up to N times; it resumes from its checkpoint."),
     config: Optional[Path] = typer.Option(None, "--config", help="Base YAML config for every trial."),
     grace: float = typer.Option(30.0, "--grace", help="Seconds a stopped trial gets to save a checkpoint."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the trials and their overrides; train nothing."),
 ) -> None:
-    """Run a sweep on this machine: one process per trial over device slots; rerun to resume."""
+    """Run a sweep on this machine (one process per trial over device slots) or on a SLURM cluster
+    (one job per trial); rerun the same command to resume, collect and resubmit."""
+    if launcher not in ("local", "slurm"):
+        raise SweepError(f"--launcher {launcher!r}: choose local or slurm")
     spec = load_spec(file)
+    slurm = launcher == "slurm"
     opts = LaunchOptions(
-        out=out or default_out(spec), slots=plan_slots(devices, gpus_per_trial, parallel),
+        out=out or default_out(spec),
+        slots=[] if slurm else plan_slots(devices, 1 if gpus_per_trial is None else gpus_per_trial, parallel),
         overrides=check_overrides(overrides or []), config=config, retry_failed=retry_failed,
-        max_trials=max_trials, grace_s=grace,
+        retries=retries, max_trials=max_trials, grace_s=grace,
     )
+    if slurm:
+        from ablate.sweep.slurm import SlurmLauncher, SlurmOptions
+
+        extra = {}
+        for item in slurm_arg or []:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise SweepError(f"--slurm-arg {item!r}: use KEY=VALUE, e.g. account=abc")
+            extra[key.strip().replace("-", "_")] = value
+        options = SlurmOptions(partition=partition, gpus_per_trial=gpus_per_trial or 0, nodes_per_trial=nodes_per_trial,
+                               cpus_per_trial=cpus_per_trial, max_concurrent=max_concurrent, time=time_limit,
+                               signal_delay_s=signal_delay, mem=mem, extra=extra)
+        make = functools.partial(SlurmLauncher, spec, opts, options)
+        where = (f"SLURM: {options.nodes_per_trial} node(s) x {options.gpus_per_trial or 'no'} GPU(s) per trial, "
+                 f"at most {options.max_concurrent} jobs, {options.time}")
+    else:
+        make = functools.partial(Launcher, spec, opts)
+        where = "slots: " + ", ".join(s.describe() for s in opts.slots)
     if dry_run:
-        _preview(Launcher(spec, opts))
+        _preview(make())
         return
-    slots = ", ".join(s.describe() for s in opts.slots)
-    console.print(f"sweep [bold]{spec.name}[/bold] ({spec.method}) -> {opts.out}  slots: {slots}", highlight=False)
+    console.print(f"sweep [bold]{spec.name}[/bold] ({spec.method}) -> {opts.out}  {where}", highlight=False)
     try:
-        result = Launcher(spec, opts, Progress(console, spec.metric, spec.goal)).run()
+        result = make(Progress(console, spec.metric, spec.goal)).run()
     except KeyboardInterrupt:  # before any trial started: nothing to stop
         console.print("interrupted: rerun the same command to resume", style="yellow")
         raise typer.Exit(130) from None
@@ -134,18 +173,26 @@ def status(
     if state is None:
         raise SweepError(f"no sweep state in {out} (expected {out}/sweep.json); run 'ablate sweep run FILE' first")
     metric, goal = _metric_of(state)
+    slurm = any(t.job_id for t in state.trials)
     table = Table(title=f"sweep {state.name} ({state.source})", title_justify="left")
-    for col, just in (("trial", "left"), ("status", "left"), (metric or "metric", "right"),
-                      ("test/bleu", "right"), ("time", "right"), ("tries", "right"), ("error", "left")):
+    columns = [("trial", "left"), ("status", "left"), (metric or "metric", "right"), ("test/bleu", "right"),
+               ("time", "right"), ("tries", "right")]
+    if slurm:
+        columns += [("SLURM job", "left"), ("requeues", "right")]
+    for col, just in [*columns, ("error", "left")]:
         table.add_column(col, justify=just, overflow="fold")
     styles = {"finished": "green", "failed": "red", "running": "cyan", "interrupted": "yellow", "stopped": "yellow"}
     for t in state.trials:
-        table.add_row(
+        row = [
             t.name, f"[{styles.get(t.status, '')}]{t.status}[/]",
             f"{t.metric:.4g}" if t.metric is not None else "",
             _num(t.results.get("test/bleu")), clock(t.duration_s) if t.duration_s else "", str(t.attempts),
-            t.error or "",
-        )
+        ]
+        if slurm:
+            from ablate.sweep.slurm_job import requeues
+
+            row += [f"{t.job_id} {(t.job_state or '').lower()}" if t.job_id else "", str(requeues(out / t.name))]
+        table.add_row(*row, t.error or "")
     console.print(table)
     live = "a launcher is running" if is_locked(out) else "no launcher running"
     counts = ", ".join(f"{state.count(s)} {s}" for s in ("finished", "failed", "running", "interrupted", "pending")

@@ -65,6 +65,9 @@ class LaunchOptions:
         config: a base YAML config for every trial.
         command: builds a trial's argv (default: the real trainer; tests inject a fake).
         retry_failed: run failed trials again.
+        retries: times a trial that was stopped from outside (killed by a signal: preempted,
+            OOM-killed; or SIGTERM'd and checkpointed) is relaunched at once; it resumes from its
+            last checkpoint. Errors inside a trial (NaN, out of memory, a bad config) are not retried.
         max_trials: stop after this many trials (overrides the file's ``run_cap``).
         grace_s: seconds a stopped trial gets to save its checkpoint before SIGKILL.
         poll_s: scheduler tick.
@@ -76,6 +79,7 @@ class LaunchOptions:
     config: Optional[Path] = None
     command: Optional[TrialCommand] = None
     retry_failed: bool = False
+    retries: int = 2
     max_trials: Optional[int] = None
     grace_s: float = 30.0
     poll_s: float = 0.2
@@ -266,6 +270,12 @@ class Launcher:
         else:
             t.status, t.error, t.metric = result["status"], result["error"], result["metric"]
         t.duration_s += elapsed
+        if run.stop is None and self._stopped_from_outside(t, result, returncode) and t.attempts <= self.opts.retries:
+            reason = t.error or "interrupted"
+            t.status, t.error = "interrupted", None
+            self.launched.discard(t.name)  # relaunch it: it resumes from its checkpoint
+            self.progress.event(f"retrying {t.name} ({reason}; attempt {t.attempts + 1} of "
+                                f"{self.opts.retries + 1})", "yellow")
         t.pid = t.pid_start = None
         del self.running[run.slot.index]
         if t.status == "finished":
@@ -275,6 +285,13 @@ class Launcher:
         style = {"failed": "red", "finished": "green"}.get(t.status, "yellow")
         detail = f": {t.error}" if t.status == "failed" else shown
         self.progress.event(f"{t.status:<8} {t.name} ({clock(elapsed)}){detail}", style)
+
+    @staticmethod
+    def _stopped_from_outside(trial: Trial, result: dict[str, Any], returncode: int) -> bool:
+        """Killed by a signal, or checkpointed and stopped on one, rather than failed by its own error."""
+        if result["status"] == "interrupted":
+            return True
+        return result["status"] == "failed" and returncode is not None and returncode < 0
 
     def _early_terminate(self) -> None:
         """Feed running trials' metrics to W&B's hyperband and stop the trials it drops."""

@@ -45,6 +45,7 @@ class Trial:
         duration_s: seconds of training over all attempts.
         pid, pid_start: the running process and its start time (to recognise it after a crash).
         devices: the GPU ids it runs on (empty on CPU).
+        job_id, job_state: its SLURM job and that job's last seen state (``--launcher slurm``).
         history: the metric each time the trainer reported it (for hyperband).
     """
 
@@ -61,6 +62,8 @@ class Trial:
     pid_start: Optional[int] = None
     devices: list[str] = field(default_factory=list)
     history: list[float] = field(default_factory=list)
+    job_id: Optional[str] = None
+    job_state: Optional[str] = None
 
 
 @dataclass

@@ -57,12 +57,13 @@ def test_bad_option_is_one_line(cache_dir: Path):
     assert "unknown bench section(s) speed" in result.output
 
 
-def test_reference_is_torch_transformer_around_our_embeddings():
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_reference_is_torch_transformer_around_our_embeddings(norm):
     """With copied weights the reference computes exactly our standard model (eval mode)."""
     torch.manual_seed(0)
-    cfg = ModelConfig(layers=2, d_model=16, d_ff=24, heads=4, dropout=0.0)
+    cfg = ModelConfig(layers=2, d_model=16, d_ff=24, heads=4, dropout=0.0, norm=norm)
     ours = build_model(cfg, 23, 23, pad_id=0).eval()
-    ref = TorchTransformer(23, 16, 4, 2, 24, dropout=0.0).eval()
+    ref = TorchTransformer(23, 16, 4, 2, 24, dropout=0.0, norm_first=norm == "pre").eval()
     assert sum(p.numel() for p in ref.parameters()) == sum(p.numel() for p in ours.parameters())
 
     def attention(dst: nn.MultiheadAttention, src) -> None:
@@ -83,8 +84,11 @@ def test_reference_is_torch_transformer_around_our_embeddings():
             attention(dst.multihead_attn, src.cross_attn)
             dst.linear1.load_state_dict(src.ffn.inner.state_dict())
             dst.linear2.load_state_dict(src.ffn.outer.state_dict())
-            for norm, res in zip((dst.norm1, dst.norm2, dst.norm3), (src.res_self, src.res_cross, src.res_ffn)):
-                norm.load_state_dict(res.norm.state_dict())
+            for dst_norm, res in zip((dst.norm1, dst.norm2, dst.norm3), (src.res_self, src.res_cross, src.res_ffn)):
+                dst_norm.load_state_dict(res.norm.state_dict())
+        if norm == "pre":
+            ref.transformer.encoder.norm.load_state_dict(ours.encoder_norm.state_dict())
+            ref.transformer.decoder.norm.load_state_dict(ours.decoder_norm.state_dict())
     g = torch.Generator().manual_seed(1)
     src_ids, tgt_ids = torch.randint(3, 23, (3, 7), generator=g), torch.randint(3, 23, (3, 5), generator=g)
     src_ids[1, 4:] = 0  # padding

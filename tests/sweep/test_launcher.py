@@ -56,11 +56,28 @@ def test_impossible_variant_is_failed_with_its_reason_and_never_launched(tmp_pat
 ])
 def test_a_crashing_trial_is_isolated_and_recorded_with_its_reason(tmp_path, events, mode, reason):
     spec = small_spec({"seed": {"values": [1, 2, 3]}})
-    result, text = run(spec, tmp_path / "out", fake_command(events, {"seed=2": mode}), parallel=2)
+    result, text = run(spec, tmp_path / "out", fake_command(events, {"seed=2": mode}), parallel=2, retries=0)
     status = {t.name: (t.status, t.error) for t in result.state.trials}
     assert status["seed=1"] == ("finished", None) and status["seed=3"] == ("finished", None)
     assert status["seed=2"][0] == "failed" and reason in status["seed=2"][1]
     assert "failed   seed=2" in text
+
+
+def test_a_trial_killed_from_outside_is_relaunched_and_resumes(tmp_path, events):
+    """SIGKILL (preemption, the OOM killer) is not the trial's fault: it runs again from its checkpoint."""
+    spec = small_spec({"seed": {"values": [1, 2]}})
+    result, text = run(spec, tmp_path / "out", fake_command(events, {"seed=2": "oom-kill"}), parallel=2)
+    by_name = {t.name: t for t in result.state.trials}
+    assert by_name["seed=2"].status == "finished" and by_name["seed=2"].attempts == 2
+    assert "retrying seed=2 (killed by SIGKILL" in text
+    assert events.count("start") == 3 and events.count("finish") == 2
+
+
+def test_errors_inside_a_trial_are_not_retried(tmp_path, events):
+    spec = small_spec({"seed": {"values": [1, 2]}})
+    result, _ = run(spec, tmp_path / "out", fake_command(events, {"seed=1": "nan"}), retries=5)
+    trial = result.state.trials[0]
+    assert trial.name == "seed=1" and trial.status == "failed" and trial.attempts == 1
 
 
 def test_parallel_slots_overlap_in_time_and_split_the_threads(tmp_path, events):

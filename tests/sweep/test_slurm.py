@@ -1,0 +1,177 @@
+"""SLURM sweeps through submitit, against a real one-node SLURM cluster started on localhost.
+
+The cluster tests need Debian's ``slurm-wlm`` and ``munge`` and root (``.ci/run`` installs them);
+where SLURM cannot start they are skipped with the reason. The option parsing tests always run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from slurm_cluster import LocalSlurm, unavailable
+from typer.testing import CliRunner
+
+from ablate.sweep import commands
+from ablate.sweep.commands import app
+from ablate.sweep.slurm import SlurmOptions, parse_time
+from ablate.sweep.spec import SweepError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("text, minutes", [("30", 30), ("01:30:00", 90), ("00:00:30", 1), ("2-00:00:00", 2880),
+                                           ("1-12", 2160), ("45:30", 46)])
+def test_slurm_time_formats(text, minutes):
+    assert parse_time(text) == minutes
+
+
+def test_bad_time_is_one_line():
+    with pytest.raises(SweepError, match="--time 'soon'"):
+        parse_time("soon")
+
+
+def test_job_shape_reaches_the_trainer():
+    assert SlurmOptions(gpus_per_trial=4, nodes_per_trial=2).trainer_overrides() == [
+        "train.accelerator=gpu", "train.devices=4", "train.nodes=2"]
+    assert SlurmOptions(cpus_per_trial=3).trainer_overrides() == [
+        "train.accelerator=cpu", "train.devices=1", "train.nodes=1", "train.threads=3"]
+
+
+def test_unknown_launcher_and_bad_slurm_arg_are_one_line(tmp_path):
+    runner = CliRunner()
+    bad = runner.invoke(app, ["run", str(ROOT / "sweeps" / "quickstart.yaml"), "--launcher", "pbs"])
+    assert bad.exit_code == 2 and "choose local or slurm" in bad.output
+    bad = runner.invoke(app, ["run", str(ROOT / "sweeps" / "quickstart.yaml"), "--launcher", "slurm",
+                              "--slurm-arg", "account", "--out", str(tmp_path / "x")])
+    assert bad.exit_code == 2 and "--slurm-arg 'account': use KEY=VALUE" in bad.output
+
+
+# ------------------------------------------------------------------ against a real cluster
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    slurm = LocalSlurm(tmp_path_factory.mktemp("slurm")).start()
+    yield slurm
+    slurm.stop()
+
+
+FAST = ["tracking.wandb=disabled", "train.max_time=3", "data.builtin_pairs=400", "data.vocab_size=300",
+        "eval.beam=1", "eval.max_len_b=3", "train.checkpoint_every=20"]
+
+
+@pytest.mark.slow
+def test_quickstart_sweep_completes_through_slurm(cluster, tmp_path, cache_dir, monkeypatch):
+    """sweeps/quickstart.yaml (budget shortened) as 8 SLURM jobs, 2 at a time; then `ablate table`."""
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    out = tmp_path / "quickstart"
+    args = ["run", str(ROOT / "sweeps" / "quickstart.yaml"), "--launcher", "slurm", "--out", str(out),
+            "--max-concurrent", "2", "--cpus-per-trial", "1", "--time", "00:20:00", *FAST]
+    monkeypatch.setattr("ablate.sweep.slurm.SlurmOptions.poll_s", 1.0)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output + cluster.log()
+    state = json.loads((out / "sweep.json").read_text())
+    assert len(state["trials"]) == 8
+    jobs = set()
+    for trial in state["trials"]:
+        assert trial["status"] == "finished", (trial, (out / trial["name"] / "trial.log").read_text()[-2000:])
+        assert trial["job_id"] and trial["job_state"] in ("COMPLETED", "GONE")
+        jobs.add(trial["job_id"])
+        run = out / trial["name"]
+        summary = json.loads((run / "summary.json").read_text())  # the local launcher's layout
+        assert summary["status"] == "finished" and trial["metric"] == summary["val/bleu"]
+        assert summary["config"]["tracking"]["name"] == trial["name"]
+        assert len((run / "hyps" / "test.txt").read_text().splitlines()) == 500
+    assert len(jobs) == 8
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and "nothing to train: all 8 trials of quickstart are done" in again.output
+
+    from cli import app as main_app
+
+    table = CliRunner().invoke(main_app, ["table", str(out), "--format", "md"])
+    assert table.exit_code == 0, table.output
+    for variant in ("dot-sinusoidal", "additive-sinusoidal", "dot-learned", "additive-learned"):
+        assert variant in table.output
+    status = CliRunner().invoke(app, ["status", str(out)])
+    assert status.exit_code == 0 and "SLURM job" in status.output and "completed" in status.output
+
+
+REQUEUE_SWEEP = """\
+# one trial, long enough to be preempted half-way
+method: grid
+parameters:
+  seed: {values: [1]}
+  data.builtin_pairs: {value: 800}
+  data.vocab_size: {value: 400}
+  model.d_model: {value: 32}
+  model.layers: {value: 1}
+  model.d_ff: {value: 64}
+  model.heads: {value: 2}
+  train.max_steps: {value: 500}
+  train.max_epochs: {value: 1000}
+  train.max_tokens: {value: 512}
+  train.checkpoint_every: {value: 1000}
+  train.val_every: {value: 100000}   # validate only at the end
+  eval.beam: {value: 1}
+  eval.max_len_b: {value: 3}
+"""
+
+
+def _wait(predicate, timeout: float, what: str, cluster: LocalSlurm) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}\n{cluster.log()}\n{cluster.log('slurmd')}"
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_preempted_trial_is_requeued_and_resumes_in_the_same_run(cluster, tmp_path, cache_dir):
+    """SIGUSR2 (what SLURM sends before the time limit or on preemption): checkpoint, requeue, resume."""
+    path = tmp_path / "requeue.yaml"
+    path.write_text(REQUEUE_SWEEP)
+    out = tmp_path / "out"
+    argv = ["python", str(ROOT / "cli.py"), "sweep", "run", str(path), "--launcher", "slurm", "--out", str(out),
+            "--cpus-per-trial", "2", "--grace", "60", "tracking.wandb=offline"]
+    watcher = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    trial_dir = out / "trial"  # a one-point sweep's only trial
+
+    def state():
+        try:
+            return json.loads((out / "sweep.json").read_text())["trials"][0]
+        except (OSError, ValueError, KeyError, IndexError):
+            return {}
+
+    def training() -> bool:  # the trainer is past its set-up: the W&B run exists and it said where it writes
+        log = trial_dir / "trial.log"
+        return (trial_dir / "wandb_id.txt").exists() and log.exists() and "run dir:" in log.read_text(errors="replace")
+
+    _wait(lambda: state().get("job_id") and training(), 180, "the trial to start training", cluster)
+    time.sleep(4)
+    job = state()["job_id"]
+    run_id = (trial_dir / "wandb_id.txt").read_text().strip()
+    subprocess.run(["scancel", "--signal=USR2", job], check=True)
+    _wait(lambda: (trial_dir / ".requeues").exists(), 120, "the job to checkpoint and requeue", cluster)
+    # SLURM holds a requeued job for a couple of minutes before it may start again; a test need not wait
+    pending = lambda: subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"],  # noqa: E731
+                                     capture_output=True, text=True).stdout.strip() == "PENDING"
+    _wait(pending, 60, "the requeued job to be pending", cluster)
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True, capture_output=True)
+    output, _ = watcher.communicate(timeout=600)
+    assert watcher.returncode == 0, output + cluster.log()
+
+    trial = state()
+    assert trial["status"] == "finished" and trial["job_id"] == job, (trial, output)
+    summary = json.loads((trial_dir / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["step"] == 500
+    assert (trial_dir / ".requeues").read_text() == "1"
+    assert (trial_dir / "wandb_id.txt").read_text().strip() == run_id  # the same W&B run
+    assert {p.name.rsplit("-", 1)[-1] for p in trial_dir.glob("wandb/offline-run-*")} == {run_id}
+    log = (trial_dir / "trial.log").read_text()
+    assert log.count(f"=== SLURM job {job} task 0") == 2  # ran, was requeued under the same id, ran again
+    assert "resume" in log.lower()
