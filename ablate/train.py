@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from ablate.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, TrainClock
+from ablate.checkpoint_io import ResilientCheckpointIO
 from ablate.config import Config, ConfigError, fingerprint, to_dict
 from ablate.io import atomic_write_text
 from ablate.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
@@ -173,7 +174,8 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
     fault = t.inject_fault or os.environ.get("ABLATE_INJECT_FAULT")
     if fault:
         callbacks.append(FaultInjection(fault, run_dir))
-    trainer = _make_trainer(cfg, run_dir, logger, accelerator, devices, precision, callbacks)
+    checkpoint_io = ResilientCheckpointIO(warn=echo if launcher else (lambda _: None))
+    trainer = _make_trainer(cfg, run_dir, logger, accelerator, devices, precision, callbacks, checkpoint_io)
     try:
         if logger is not None and trainer.global_rank == 0:
             define_metrics(logger)
@@ -207,6 +209,8 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
 
     summary = _summarise(module, trainer, cfg, params, clock.seconds, accelerator)
     _write_outputs(run_dir, module, data)
+    if checkpoint_io.failures:
+        summary["checkpoint_failures"] = checkpoint_io.failures
     record.update(**summary, variant=cfg.tracking.variant,
                   sweep={"name": cfg.tracking.group} if cfg.tracking.group else None)
     record.write("finished")
@@ -225,7 +229,7 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
 
 
 def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices: Any, precision: str,
-                  extra_callbacks: list):
+                  extra_callbacks: list, checkpoint_io=None):
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
 
@@ -257,6 +261,7 @@ def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices:
         use_distributed_sampler=False,
         enable_model_summary=False,
         default_root_dir=str(run_dir),
+        plugins=[checkpoint_io] if checkpoint_io is not None else None,
         **val_kwargs,
     )
 

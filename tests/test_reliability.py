@@ -96,3 +96,32 @@ def test_wandb_failure_does_not_stop_training(tmp_path, cache_dir, monkeypatch):
     summary = train(load_config(None, TINY), tmp_path / "run")
     assert summary["status"] == "finished" and summary["test/bleu"] is not None
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "finished"
+
+
+def test_full_disk_for_checkpoints_does_not_stop_training(tmp_path, cache_dir, monkeypatch):
+    """Checkpoints that cannot be written are skipped with a warning; the last good one stays intact."""
+    import errno
+
+    import torch
+    from pytorch_lightning.plugins.io import TorchCheckpointIO
+
+    real_save = TorchCheckpointIO.save_checkpoint
+    calls = {"n": 0}
+
+    def filling_disk(self, checkpoint, path, storage_options=None):
+        calls["n"] += 1
+        if calls["n"] > 1:  # the first checkpoint fits, then the disk is full
+            Path(path).write_bytes(b"partial")  # a torn write ...
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_save(self, checkpoint, path, storage_options)
+
+    monkeypatch.setattr(TorchCheckpointIO, "save_checkpoint", filling_disk)
+    cfg = load_config(None, [*TINY, "train.checkpoint_every=10"])
+    summary = train(cfg, tmp_path / "run")
+    assert summary["status"] == "finished" and summary["test/bleu"] is not None
+    assert calls["n"] > 2 and summary["checkpoint_failures"]
+    assert "No space left on device" in summary["checkpoint_failures"][0]
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 10  # ... never replaces it
+    assert not list((tmp_path / "run" / "checkpoints").glob(".*.tmp"))
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "finished"

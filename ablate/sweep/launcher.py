@@ -356,20 +356,24 @@ class Launcher:
             return len(self.state.trials)
         return max(self.cap, len(self.state.trials))
 
+    def _prepare(self) -> int:
+        """Open (or start) the sweep folder's state, recover, plan; returns the trials already done."""
+        self.state = self._open_state()
+        self._recover()
+        if self.opts.retry_failed:
+            for t in self.state.trials:
+                if t.status == "failed":
+                    t.status, t.error = "pending", None
+        self.plan()
+        self._save()
+        return self.state.count("finished", "stopped")
+
     def run(self) -> SweepResult:
         """Plan, then train until every trial is done or the launcher is interrupted."""
         if self.opts.config is not None:
             read_yaml(self.opts.config)  # a missing or malformed base config fails once, up front
         with SweepLock(self.out), process.signals_raise_interrupt():
-            self.state = self._open_state()
-            self._recover()
-            if self.opts.retry_failed:
-                for t in self.state.trials:
-                    if t.status == "failed":
-                        t.status, t.error = "pending", None
-            self.plan()
-            self._save()
-            skipped = self.state.count("finished", "stopped")
+            skipped = self._prepare()
             if self._next_trial() is None:
                 self._report_nothing_to_do()
                 return SweepResult(self.state, 0, skipped, False)

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from ablate.config import read_yaml
 from ablate.sweep.launcher import LaunchOptions, Launcher, SweepResult
 from ablate.sweep.progress import Progress, clock
-from ablate.sweep.slurm_job import TrialJob
+from ablate.sweep.slurm_job import REQUEUES, TrialJob
 from ablate.sweep.spec import SweepError, SweepSpec
 from ablate.sweep.state import SweepLock, Trial
 from ablate.sweep.trial import LOG, outcome, read_summary
@@ -36,6 +37,7 @@ ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEU
 LOST = {"CANCELLED", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "TIMEOUT", "DEADLINE"}
 """Final states in which the cluster, not the trial, ended the job: the trial is resubmitted."""
 REQUEUE_GRACE_S = 20.0
+REQUEUE_WINDOW_S = 300.0
 
 
 @dataclass
@@ -227,6 +229,9 @@ class SlurmLauncher(Launcher):
         status = (read_summary(self.out / trial.name) or {}).get("status")
         if status in ("finished", "failed"):
             return True
+        requeued = self.out / trial.name / REQUEUES
+        if requeued.exists() and time.time() - requeued.stat().st_mtime < REQUEUE_WINDOW_S:
+            return False  # it requeued itself just now: SLURM shows it again once the requeue completes
         first = self._ended_since.setdefault(trial.name, time.monotonic())
         return time.monotonic() - first >= REQUEUE_GRACE_S
 
@@ -259,16 +264,10 @@ class SlurmLauncher(Launcher):
         if "early_terminate" in self.spec.config:
             self.progress.event("note: early_terminate is not applied to SLURM jobs; every trial runs to its budget",
                                 "yellow")
+        if self.opts.config is not None:
+            read_yaml(self.opts.config)  # a missing or malformed base config fails once, up front
         with SweepLock(self.out):
-            self.state = self._open_state()
-            self._recover()
-            if self.opts.retry_failed:
-                for t in self.state.trials:
-                    if t.status == "failed":
-                        t.status, t.error = "pending", None
-            self.plan()
-            self._save()
-            skipped = self.state.count("finished", "stopped")
+            skipped = self._prepare()
             self.launched.update(t.name for t in self._active())
             if not self._active() and self._next_trial() is None:
                 self._report_nothing_to_do()

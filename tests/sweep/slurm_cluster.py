@@ -61,7 +61,7 @@ SlurmctldPort={self.port}
 SlurmdPort={self.port + 1}
 AuthType=auth/munge
 CryptoType=crypto/munge
-AuthInfo=socket={f}/munge/munge.socket.2
+AuthInfo=socket={f}/munge/munge.socket.2,cred_expire=10
 MpiDefault=none
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
