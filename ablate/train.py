@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import resource
 import sys
-import time
 from pathlib import Path
 from typing import Any
 

@@ -15,84 +15,22 @@ import json
 import os
 import shlex
 import signal
-import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from ablate.config import ConfigError, load_config, read_yaml
 from ablate.sweep import process
 from ablate.sweep.progress import Progress, best_trial, clock
 from ablate.sweep.search import as_sweep_run, next_points, to_stop, trial_cap, upfront
+from ablate.sweep.options import (GRID_LIMIT, REPO, LaunchOptions, SweepResult, TrialCommand,  # noqa: F401 - re-exported
+                                  default_out, trainer_command)
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import SweepError, SweepSpec
 from ablate.sweep.state import SweepLock, SweepState, Trial, load_state, save_state
 from ablate.sweep.trial import (LOG, live_metric, outcome, read_summary, reported_history, trial_name,
                                 trial_overrides)
-
-TrialCommand = Callable[[Path, list[str]], list[str]]
-"""``(run_dir, overrides) -> argv`` of one trial process."""
-
-REPO = Path(__file__).resolve().parents[2]
-GRID_LIMIT = 100_000
-
-
-def trainer_command(config: Optional[Path] = None, cli: Path = REPO / "cli.py") -> TrialCommand:
-    """The real trial: ``python cli.py train --run-dir RUN_DIR [--config BASE] key=value ...``."""
-
-    def command(run_dir: Path, overrides: list[str]) -> list[str]:
-        argv = [sys.executable, str(cli), "train", "--run-dir", str(run_dir)]
-        if config is not None:
-            argv += ["--config", str(config)]
-        return argv + list(overrides)
-
-    return command
-
-
-def default_out(spec: SweepSpec) -> Path:
-    return Path("runs") / spec.name
-
-
-@dataclass
-class LaunchOptions:
-    """How to run a sweep locally.
-
-    Attributes:
-        out: the sweep folder (state, lock, one sub-folder per trial).
-        slots: where trials run (see :func:`ablate.sweep.slots.plan_slots`).
-        overrides: ``key=value`` applied to every trial, after the sweep's parameters.
-        config: a base YAML config for every trial.
-        command: builds a trial's argv (default: the real trainer; tests inject a fake).
-        retry_failed: run failed trials again.
-        retries: times a trial that was stopped from outside (killed by a signal: preempted,
-            OOM-killed; or SIGTERM'd and checkpointed) is relaunched at once; it resumes from its
-            last checkpoint. Errors inside a trial (NaN, out of memory, a bad config) are not retried.
-        max_trials: stop after this many trials (overrides the file's ``run_cap``).
-        grace_s: seconds a stopped trial gets to save its checkpoint before SIGKILL.
-        poll_s: scheduler tick.
-    """
-
-    out: Path
-    slots: list[Slot]
-    overrides: list[str] = field(default_factory=list)
-    config: Optional[Path] = None
-    command: Optional[TrialCommand] = None
-    retry_failed: bool = False
-    retries: int = 2
-    max_trials: Optional[int] = None
-    grace_s: float = 30.0
-    poll_s: float = 0.2
-
-
-@dataclass
-class SweepResult:
-    """What a launcher run did: the final state and counts for its report."""
-
-    state: SweepState
-    launched: int
-    skipped: int
-    interrupted: bool
 
 
 @dataclass
