@@ -140,6 +140,11 @@ class Transformer(nn.Module):
         self.encoder_norm = nn.LayerNorm(self.d_model) if pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(self.d_model) if pre_norm else nn.Identity()
 
+    @property
+    def positions(self) -> Positions:
+        """The encoder's position scheme, for readers that show one (``ablate.report.attention``)."""
+        return self.src_positions
+
     def _embed(self, table: nn.Embedding, positions: Positions, tokens: Tensor, offset: int) -> Tensor:
         x = table(tokens) * math.sqrt(self.d_model)  # sec. 3.4
         return self.drop(positions.embed(x, offset))
