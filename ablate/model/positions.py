@@ -165,7 +165,7 @@ class AlibiPositions(Positions):
     github.com/ofirpress/attention_with_linear_biases/issues/5; data2vec 2.0, MosaicBERT) cannot tell
     a word's left neighbour from its right one, and with no positions in encoder-decoder attention
     a source and its reverse then give the same translation. Relative biases for bidirectional
-    encoders keep the two directions apart: Shaw et al. (2018, eq. 3-4) learn separate embeddings
+    encoders keep the two directions apart: Shaw et al. (2018, sec. 3.2) learn separate embeddings
     for offsets -k..k, T5 (Raffel et al. 2020, sec. 2.1) separate buckets for keys before and after
     the query, and x-transformers' bidirectional learned ALiBi separate slopes for past and future;
     this is the fixed-slope form of the last.
