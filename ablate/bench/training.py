@@ -22,6 +22,8 @@ from ablate.bench.reference import TorchTransformer
 from ablate.bench.timing import interleaved, median, speedup, spread
 from ablate.config import Config, from_flat
 from ablate.model.build import build_model
+from ablate.model.positions import POSITIONS
+from ablate.model.scores import SCORES
 from ablate.training.module import TranslationModule
 
 REFERENCE = "torch"
@@ -33,12 +35,13 @@ MATMUL = "matmul-peak"
 
 VARIANTS: dict[str, dict[str, Any]] = {
     **{f"{score}-{'scaled' if scale else 'unscaled'}": {"model.attention.score": score, "model.attention.scale": scale}
-       for score in ("dot", "additive", "general", "gaussian") for scale in (True, False)},
-    **{f"pos-{name}": {"model.positions": name} for name in ("learned", "none", "rotary", "alibi")},
+       for score in SCORES for scale in (True, False)},
+    **{f"pos-{name}": {"model.positions": name} for name in POSITIONS if name != "sinusoidal"},
     "rnn-additive": {"model.arch": "rnn", "model.attention.score": "additive"},
     REFERENCE: {},
 }
-"""Variant name -> dotted model-config changes (on top of the benchmark's sizes)."""
+"""Variant name -> dotted model-config changes (on top of the benchmark's sizes): every registered
+score scaled and unscaled, every registered position type, the RNN and the reference."""
 
 
 def variant_config(opts: BenchOptions, changes: dict[str, Any]) -> Config:
@@ -141,7 +144,7 @@ def bench_training(opts: BenchOptions, inputs: Inputs, dev: torch.device,
     if opts.flops:
         echo("counting model FLOPs (one forward + backward per variant and batch)")
         for name, trainee in trainees.items():
-            flops, ops = hardware.census(lambda: [trainee.forward_backward(b) for b in inputs.batches])
+            flops, ops = hardware.census(lambda: [trainee.forward_backward(b) for b in inputs.batches])  # noqa: B023 - called here
             census[name] = (flops, hardware.sdpa_backend(ops))
     matmul, matmul_flops = hardware.matmul_work(dev)
     matmul()

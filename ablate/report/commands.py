@@ -7,7 +7,6 @@ do the work and return values; the typer commands only parse options and print. 
 
 from __future__ import annotations
 
-import functools
 import sys
 from enum import Enum
 from pathlib import Path
@@ -20,11 +19,19 @@ from ablate.report.formats import render, to_rich
 from ablate.report.records import WANDB_PREFIX, ReportError, collect, parse_wandb_path
 from ablate.report.significance import Comparison, compare
 from ablate.report.table import Table, build_table
+from ablate.utils.commands import typer_app
 
-app = typer.Typer(help="Paper-style tables, figures and W&B reports of a sweep.", no_args_is_help=True,
-                  add_completion=False)
+app = typer_app(help="Paper-style tables, figures and W&B reports of a sweep.", no_args_is_help=True)
 
 SOURCE_HELP = "A sweep output folder, or wandb:<entity>/<project>/<group> (group optional) to read the runs from W&B."
+
+
+class FigureFormat(str, Enum):
+    """File format of ``ablate plot`` (:data:`ablate.report.plots.FIGURE_FORMATS`)."""
+
+    png = "png"
+    pdf = "pdf"
+    svg = "svg"
 
 
 class Format(str, Enum):
@@ -70,13 +77,13 @@ def make_table(source: str, fmt: str = "md", alpha: float = 0.05, test: str = "b
 
 
 def make_plots(source: str, out: Path, alpha: float = 0.05, with_significance: bool = True,
-               api: Any = None) -> list[Path]:
-    """Write the sweep's PNG figures into ``out``; return their paths."""
+               api: Any = None, fmt: str = "png") -> list[Path]:
+    """Write the sweep's figures (``fmt``: png, pdf or svg) into ``out``; return their paths."""
     from ablate.report.plots import plot_all
 
     sweep = load(source, api)
     comps = significance(sweep, with_significance)
-    return plot_all(sweep, Path(out), comps, alpha)
+    return plot_all(sweep, Path(out), comps, alpha, fmt)
 
 
 def make_report(source: str, title: Optional[str] = None, alpha: float = 0.05, test: str = "bs", samples: int = 0,
@@ -95,20 +102,6 @@ def make_report(source: str, title: Optional[str] = None, alpha: float = 0.05, t
 # --------------------------------------------------------------------------------------
 # Typer commands
 # --------------------------------------------------------------------------------------
-
-
-def _user_errors(fn):
-    """Print a user error as one line on stderr and exit with status 2 (no traceback)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except ReportError as err:
-            print(f"error: {err}", file=sys.stderr)
-            raise typer.Exit(2) from None
-
-    return wrapper
 
 
 def _print_table(table: Table, fmt: Format, out: Optional[Path]) -> None:
@@ -135,7 +128,6 @@ SIGNIFICANCE = typer.Option(True, "--significance/--no-significance",
 
 
 @app.command("table")
-@_user_errors
 def table_command(
     source: str = typer.Argument(..., metavar="SOURCE", help=SOURCE_HELP),
     fmt: Format = typer.Option(Format.rich, "--format", "-f",
@@ -152,20 +144,19 @@ def table_command(
 
 
 @app.command("plot")
-@_user_errors
 def plot_command(
     source: str = typer.Argument(..., metavar="SOURCE", help=SOURCE_HELP),
-    out: Path = typer.Option(Path("plots"), "--out", "-o", help="Folder for the PNG figures (created if missing)."),
+    out: Path = typer.Option(Path("plots"), "--out", "-o", help="Folder for the figures (created if missing)."),
     alpha: float = ALPHA,
     with_significance: bool = SIGNIFICANCE,
+    fmt: FigureFormat = typer.Option(FigureFormat.png, "--format", help="png, or pdf / svg (vector, for papers)."),
 ) -> None:
-    """PNG figures: test BLEU per variant, BLEU vs tokens/s and vs parameters, learning curves."""
-    for path in make_plots(source, out, alpha, with_significance):
+    """Figures: test BLEU per variant, BLEU vs tokens/s and vs parameters, learning curves."""
+    for path in make_plots(source, out, alpha, with_significance, fmt=fmt.value):
         print(path)
 
 
 @app.command("report")
-@_user_errors
 def report_command(
     source: str = typer.Argument(..., metavar="SOURCE", help="wandb:<entity>/<project>/<group>: the sweep's W&B runs."),
     title: Optional[str] = typer.Option(None, "--title", help="Report title (default: the sweep's name)."),

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ablate.config import flatten
+from ablate.errors import AblateError
 
 
-class ReportError(ValueError):
+class ReportError(AblateError):
     """A user-facing report mistake (bad source, nothing to tabulate); one actionable line."""
 
 

@@ -22,15 +22,13 @@ from typing import Any, Optional
 
 from ablate.config import ConfigError, load_config, read_yaml
 from ablate.sweep import process
+from ablate.sweep.options import GRID_LIMIT, LaunchOptions, SweepResult, TrialCommand, default_out, trainer_command  # noqa: F401 - re-exported
 from ablate.sweep.progress import Progress, best_trial, clock
 from ablate.sweep.search import as_sweep_run, next_points, to_stop, trial_cap, upfront
-from ablate.sweep.options import (GRID_LIMIT, LaunchOptions, SweepResult, TrialCommand,  # noqa: F401 - re-exported
-                                  default_out, trainer_command)
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import SweepError, SweepSpec
 from ablate.sweep.state import SweepLock, SweepState, Trial, load_state, save_state
-from ablate.sweep.trial import (LOG, live_metric, outcome, read_summary, reported_history, trial_name,
-                                trial_overrides)
+from ablate.sweep.trial import LOG, live_metric, outcome, read_summary, reported_history, trial_name, trial_overrides
 
 
 @dataclass

@@ -37,6 +37,7 @@ from typing import Any, Optional
 import yaml
 
 from ablate.config import flatten, read_yaml, valid_keys
+from ablate.errors import AblateError
 
 VARIANT = "variant"
 """The reserved parameter whose values are named sets of overrides."""
@@ -44,7 +45,7 @@ VARIANT = "variant"
 _SEARCHABLE = ("values", "min", "max", "mu", "sigma", "a", "b")
 
 
-class SweepError(ValueError):
+class SweepError(AblateError):
     """A user-facing sweep mistake; its message is one actionable line."""
 
 

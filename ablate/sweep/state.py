@@ -96,7 +96,7 @@ class SweepState:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "SweepState":
+    def from_json(cls, data: dict[str, Any]) -> SweepState:
         trials = [Trial(**t) for t in data.pop("trials", [])]
         return cls(trials=trials, **data)
 
@@ -159,7 +159,7 @@ class SweepLock:
         self.path = Path(out_dir) / LOCK_FILE
         self._file = None
 
-    def __enter__(self) -> "SweepLock":
+    def __enter__(self) -> SweepLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         f = open(self.path, "a+")
         try:

@@ -18,12 +18,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from ablate.config import Config, peak_lr
+from ablate.errors import AblateError
 from ablate.model.decoding import beam_search, greedy
 from ablate.training.metrics import corpus_scores
 from ablate.training.schedule import WarmupDecay
 
 
-class NonFiniteLossError(RuntimeError):
+class NonFiniteLossError(AblateError, RuntimeError):
     """Training diverged: the loss became NaN or infinite."""
 
 

@@ -19,19 +19,27 @@ import os
 import resource
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
-from ablate.training.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, TrainClock
-from ablate.training.checkpoint_io import ResilientCheckpointIO
 from ablate.config import Config, ConfigError, fingerprint, to_dict
+from ablate.errors import AblateError
+from ablate.training.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, Milestones, TrainClock
+from ablate.training.checkpoint_io import ResilientCheckpointIO
+from ablate.training.tracking import (
+    RunRecord,
+    define_metrics,
+    make_logger,
+    offline_hint,
+    read_summary,
+    resolve_mode,
+    start_logger,
+)
 from ablate.utils.io import atomic_write_text
-from ablate.training.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
-                             start_logger)
 
 
-class RunError(RuntimeError):
+class RunError(AblateError, RuntimeError):
     """A training run failed; the message is one line and the run record says the same."""
 
 
@@ -57,7 +65,7 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
         shutil.rmtree(run_dir)
     if config_path.exists():
         previous = yaml.safe_load(config_path.read_text()) or {}
-        from ablate.config import from_flat, flatten
+        from ablate.config import flatten, from_flat
 
         try:
             old = fingerprint(from_flat(flatten(previous)))
@@ -117,8 +125,12 @@ def _quiet() -> None:
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
 
 
-def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, echo=print) -> dict[str, Any]:
+def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, echo=print,
+          milestone: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Train, validate and test one configuration; returns the run summary.
+
+    ``milestone``, when given, is called with ``data``, ``model``, ``fit_start`` and ``first_step``
+    as the run reaches each (what ``ablate bench`` times start-up with).
 
     Raises:
         ConfigError / DataError: bad input, before any training.
@@ -132,6 +144,7 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
     from ablate.training.module import TranslationModule
 
     _quiet()
+    mark = milestone or (lambda name: None)
     run_dir = Path(run_dir or default_run_dir(cfg))
     state = prepare_run_dir(cfg, run_dir, overwrite)
     if state == "finished":
@@ -144,8 +157,10 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
 
     data = TranslationDataModule(cfg.data, cfg.train, cfg.eval, cfg.seed)
     data.setup()
+    mark("data")
     tok = data.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
+    mark("model")
     claim_run_dir(cfg, run_dir)
     record = RunRecord(run_dir, cfg)
     if launcher:
@@ -173,6 +188,8 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
     fault = t.inject_fault or os.environ.get("ABLATE_INJECT_FAULT")
     if fault:
         callbacks.append(FaultInjection(fault, run_dir))
+    if milestone is not None:
+        callbacks.append(Milestones(milestone))
     checkpoint_io = ResilientCheckpointIO(warn=echo if launcher else (lambda _: None))
     trainer = _make_trainer(cfg, run_dir, logger, accelerator, devices, precision, callbacks, checkpoint_io)
     try:

@@ -6,17 +6,43 @@ dataclasses in :mod:`ablate.config` stay a plain list of typed fields.
 
 from __future__ import annotations
 
-import difflib
+import importlib
 import types
 import typing
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 
+from ablate.errors import AblateError, did_you_mean
 
-class ConfigError(ValueError):
+
+class ConfigError(AblateError):
     """A user-facing configuration mistake; its message is one actionable line."""
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Marks ``Annotated[str, OneOf(module, registry)]``: a key of the registry ``module.registry``.
+
+    The registry (``ablate.model.scores.SCORES``, ...) is the only list of its variants: a new
+    variant is one class plus one registry line, and the config accepts it, lists it in
+    ``--help`` and suggests it for a misspelling. The module is imported when a value is first
+    checked, since it holds the implementations (torch), so importing the config stays light.
+
+    Attributes:
+        module: dotted module path of the registry.
+        registry: the registry's name in that module (a dict or tuple of names).
+        extra: choices handled outside the registry (e.g. ``none``: no attention at all).
+    """
+
+    module: str
+    registry: str
+    extra: tuple[str, ...] = ()
+
+    def choices(self) -> list[str]:
+        return [*getattr(importlib.import_module(self.module), self.registry), *self.extra]
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -32,6 +58,9 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
+    if origin is Annotated:
+        marks = [m for m in typing.get_args(tp)[1:] if isinstance(m, OneOf)]
+        return " | ".join(marks[0].choices()) if marks else type_name(typing.get_args(tp)[0])
     if origin is Literal:
         return " | ".join(str(a) for a in typing.get_args(tp))
     if origin in (Union, types.UnionType):
@@ -46,21 +75,21 @@ def type_name(tp: Any) -> str:
 def coerce(key: str, value: Any, tp: Any) -> Any:
     """Check ``value`` against the annotation ``tp``; return it converted or raise."""
     origin = typing.get_origin(tp)
+    if origin is Annotated:
+        base, *marks = typing.get_args(tp)
+        value = coerce(key, value, base)
+        for mark in marks:
+            if isinstance(mark, OneOf):
+                value = _choose(key, value, mark.choices())
+        return value
     if origin is Literal:
-        choices = typing.get_args(tp)
-        if value in choices and type(value) is type(choices[0]):
-            return value
-        if str(value) in [str(c) for c in choices]:
-            return next(c for c in choices if str(c) == str(value))
-        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise ConfigError(
-            f"{key}={value!r} is not valid{hint} (choose from: {', '.join(map(str, choices))})"
-        )
+        return _choose(key, value, typing.get_args(tp))
     if origin in (Union, types.UnionType):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
+        if len([a for a in args if a is not type(None)]) == 1:  # Optional[X]: X's own message
+            return coerce(key, value, next(a for a in args if a is not type(None)))
         # bool before int/float: YAML already typed the value, so match exactly first.
         for arg in sorted(args, key=lambda a: a is not bool):
             if arg is type(None):
@@ -105,6 +134,16 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
             return str(value)
         raise ConfigError(f"{key}={value!r} is not valid (expected a string)")
     raise TypeError(f"unsupported config annotation {tp!r} for {key}")
+
+
+def _choose(key: str, value: Any, choices: typing.Sequence[Any]) -> Any:
+    if value in choices and type(value) is type(choices[0]):
+        return value
+    if str(value) in [str(c) for c in choices]:
+        return next(c for c in choices if str(c) == str(value))
+    raise ConfigError(
+        f"{key}={value!r} is not valid{did_you_mean(str(value), choices)} (choose from: {', '.join(map(str, choices))})"
+    )
 
 
 def nest(flat: dict[str, Any]) -> dict[str, Any]:
