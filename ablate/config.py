@@ -111,6 +111,11 @@ class ModelConfig:
     attention: AttentionConfig = field(default_factory=AttentionConfig)
     rnn: RNNConfig = field(default_factory=RNNConfig)
 
+    @property
+    def head_size(self) -> int:
+        """Per-head query/key size d_k: ``d_k``, else d_model / heads (:func:`validate` checks it divides)."""
+        return self.d_k or self.d_model // self.heads
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -343,7 +348,7 @@ def validate(cfg: Config) -> None:
             )
         if m.attention.score == "none" or m.attention.cross_score == "none":
             raise ConfigError("model.attention.score=none is only for model.arch=rnn (the no-attention baseline)")
-    if m.positions == "rotary" and (m.d_k or m.d_model // m.heads) % 2:
+    if m.positions == "rotary" and m.head_size % 2:
         raise ConfigError("model.positions=rotary needs an even per-head size d_k")
     if isinstance(m.attention.scale, float) and m.attention.scale <= 0:
         raise ConfigError(f"model.attention.scale={m.attention.scale} must be positive, auto, true or false")

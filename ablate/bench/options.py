@@ -97,8 +97,6 @@ class BenchOptions:
                      "decode_sentences", "decode_len", "beam", "mem_length", "mem_batch", "mem_chunk_mb"):
             if getattr(self, name) <= 0:
                 raise BenchError(f"--{name.replace('_', '-')}={getattr(self, name)} must be positive")
-        if self.d_model % self.heads:
-            raise BenchError(f"--heads={self.heads} must divide --d-model={self.d_model}")
         if self.warmup < 0 or self.threads < 0 or self.data_scale < 0:
             raise BenchError("--warmup, --threads and --data-scale must not be negative")
 

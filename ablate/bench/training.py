@@ -1,10 +1,9 @@
 """Training throughput of every variant and of ``torch.nn.Transformer``, on the same batches.
 
 One training step is exactly what ``ablate train`` does per batch, minus Lightning's hooks:
-forward, the label-smoothed cross-entropy of :class:`ablate.training.module.TranslationModule`, backward,
-gradient-norm clipping, the module's AdamW step and learning-rate schedule. The reference
-(:class:`ablate.bench.reference.TorchTransformer`) is wrapped in the same module, so loss and
-optimiser are identical. Throughput counts non-padding source + target tokens per second.
+forward, the label-smoothed cross-entropy (:func:`ablate.training.module.token_loss`), backward,
+gradient-norm clipping, the AdamW step and learning-rate schedule (:func:`ablate.training.module.make_optimizer`).
+The reference (:class:`ablate.bench.reference.TorchTransformer`) gets the same loss and optimiser. Throughput counts non-padding source + target tokens per second.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from ablate.config import Config, from_flat
 from ablate.model.build import build_model
 from ablate.model.positions import POSITIONS
 from ablate.model.scores import SCORES
-from ablate.training.module import TranslationModule
+from ablate.training.module import make_optimizer, token_loss
 
 REFERENCE = "torch"
 """Name of the ``torch.nn.Transformer`` contender."""
@@ -59,7 +58,6 @@ class Trainee:
 
     name: str
     model: nn.Module
-    module: TranslationModule
     optimizer: torch.optim.Optimizer
     scheduler: Any
     clip_norm: float
@@ -73,7 +71,7 @@ class Trainee:
     def loss(self, batch: Batch) -> torch.Tensor:
         with hardware.autocast(self.dev):
             logits = self.model(batch["src"], batch["tgt_in"])
-        return self.module._loss(logits, batch["tgt_out"], self.smoothing)[0]
+        return token_loss(logits, batch["tgt_out"], 0, self.smoothing)[0]
 
     def step(self, batch: Batch) -> None:
         """One optimisation step, as ``ablate train`` takes it."""
@@ -103,10 +101,8 @@ def make_trainee(name: str, opts: BenchOptions, vocab: int, dev: torch.device) -
     else:
         model = build_model(cfg.model, vocab, vocab, pad_id=0, shared_vocab=True)
     model = model.to(dev).train()
-    module = TranslationModule(model, cfg, detokenize=lambda ids: "", references={})
-    setup = module.configure_optimizers()
-    return Trainee(name, model, module, setup["optimizer"], setup["lr_scheduler"]["scheduler"],
-                   cfg.train.clip_norm, cfg.train.label_smoothing, dev)
+    optimizer, scheduler = make_optimizer(model, cfg)
+    return Trainee(name, model, optimizer, scheduler, cfg.train.clip_norm, cfg.train.label_smoothing, dev)
 
 
 def selected(opts: BenchOptions) -> list[str]:

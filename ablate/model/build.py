@@ -24,9 +24,7 @@ def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: 
                       shared_vocab: bool = True) -> Transformer:
     """The encoder-decoder Transformer of Vaswani et al. (2017) with the configured ablations."""
     d, heads = cfg.d_model, cfg.heads
-    if cfg.d_k is None and d % heads:
-        raise ModelBuildError(f"model.heads={heads} does not divide model.d_model={d}; set model.d_k")
-    d_k = cfg.d_k or d // heads
+    d_k = cfg.head_size
     d_v = cfg.d_v or d_k
     att = cfg.attention
     pre_norm = cfg.norm == "pre"
@@ -69,7 +67,7 @@ def resolved_scale(cfg: ModelConfig, cross: bool = False) -> float:
     score = (att.cross_score or att.score) if cross or cfg.arch == "rnn" else att.score
     if score == "none":
         return float("nan")
-    d_k = cfg.rnn.hidden if cfg.arch == "rnn" else (cfg.d_k or cfg.d_model // cfg.heads)
+    d_k = cfg.rnn.hidden if cfg.arch == "rnn" else cfg.head_size
     return resolve_scale(att.scale, d_k, SCORES[score])
 
 

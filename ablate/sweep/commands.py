@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ablate.config import ConfigError, parse_override, valid_keys
-from ablate.errors import AblateError
+from ablate.errors import AblateError, did_you_mean
 from ablate.sweep.launcher import Launcher, LaunchOptions, default_out
 from ablate.sweep.progress import Progress, best_trial, clock
 from ablate.sweep.slots import plan_slots
@@ -61,7 +61,8 @@ def check_overrides(overrides: list[str]) -> list[str]:
     for item in overrides:
         key, _ = parse_override(item)
         if key not in keys:
-            raise ConfigError(f"override '{item}': unknown config key '{key}' (see ablate/config.py)")
+            hint = did_you_mean(key, sorted(keys), cutoff=0.5) or "; see `ablate train --help` for the keys"
+            raise ConfigError(f"override '{item}': unknown config key '{key}'{hint}")
     return list(overrides)
 
 

@@ -26,7 +26,6 @@ sampled point back into ``key=value`` overrides.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import warnings
@@ -37,7 +36,7 @@ from typing import Any, Optional
 import yaml
 
 from ablate.config import flatten, read_yaml, valid_keys
-from ablate.errors import AblateError
+from ablate.errors import AblateError, closest
 
 VARIANT = "variant"
 """The reserved parameter whose values are named sets of overrides."""
@@ -181,8 +180,8 @@ def _describe_schema_error(error: Any) -> str:
         extra = re.findall(r"'([^']+)' was unexpected", error.message)
         allowed = ", ".join(sorted(error.schema.get("properties", {})))
         key = extra[0] if extra else "?"
-        close = difflib.get_close_matches(key, list(error.schema.get("properties", {})), n=1)
-        hint = f"did you mean '{close[0]}'?" if close else f"W&B allows: {allowed}"
+        close = closest(key, error.schema.get("properties", {}))
+        hint = f"did you mean '{close}'?" if close else f"W&B allows: {allowed}"
         return f"unknown top-level key '{key}' ({hint})"
     if error.validator == "anyOf" and len(error.path) == 2 and error.path[0] == "parameters":
         return (f"parameters.{error.path[1]}: not a valid W&B parameter {error.instance!r}; "
@@ -211,8 +210,8 @@ def check_parameters(parameters: dict[str, Any], where: str) -> None:
 
 
 def _unknown(key: str, keys: set[str]) -> str:
-    close = difflib.get_close_matches(key, sorted(keys), n=1, cutoff=0.5)
-    hint = f"did you mean '{close[0]}'?" if close else "see ablate/config.py for the keys"
+    close = closest(key, sorted(keys), cutoff=0.5)
+    hint = f"did you mean '{close}'?" if close else "see `ablate train --help` for the keys"
     return f"unknown config key '{key}' ({hint})"
 
 

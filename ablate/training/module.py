@@ -1,8 +1,10 @@
 """The LightningModule: a thin training shell around a plain ``nn.Module`` translation model.
 
-It owns the loss (label-smoothed cross-entropy), the optimiser and the paper's learning-rate
-schedule, decoding for validation and test BLEU (sacreBLEU on detokenized text), perplexity and
-throughput. The model itself never imports Lightning.
+The loss (:func:`token_loss`, label-smoothed cross-entropy) and the optimiser with its
+learning-rate schedule (:func:`make_optimizer`: AdamW, warm-up, then ``train.schedule``, linear by
+default) are plain functions that ``ablate bench`` calls too; the module wires them into
+Lightning's steps, decodes for validation and test BLEU (sacreBLEU on detokenized text) and
+measures perplexity and throughput. The model itself never imports Lightning.
 """
 
 from __future__ import annotations
@@ -42,6 +44,40 @@ def batch_tokens(batch: dict[str, torch.Tensor], pad_id: int) -> int:
     return int((batch["src"] != pad_id).sum() + (batch["tgt_out"] != pad_id).sum())
 
 
+def token_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothing: float) -> tuple[torch.Tensor, int]:
+    """Mean label-smoothed cross-entropy over non-padding targets, and their number.
+
+    Args:
+        logits: (B, T, V) next-token scores.
+        target: (B, T) token ids; ``pad_id`` positions are ignored.
+        pad_id: padding id.
+        smoothing: label smoothing epsilon (Szegedy et al. 2016; 0.1 in Vaswani et al. 2017).
+    """
+    ntok = int((target != pad_id).sum())
+    loss = F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)).float(), target.reshape(-1),
+        ignore_index=pad_id, label_smoothing=smoothing, reduction="sum",
+    )
+    return loss / max(ntok, 1), ntok
+
+
+def make_optimizer(model: nn.Module, cfg: Config,
+                   progress: Callable[[], float] = lambda: 0.0) -> tuple[torch.optim.Optimizer, WarmupDecay]:
+    """AdamW (no weight decay on biases and norms) and its per-step :class:`WarmupDecay` schedule.
+
+    ``progress`` is the fraction of the training budget used (:meth:`TrainClock.progress`), which the
+    budget-aware decays read.
+    """
+    t = cfg.train
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
+    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    lr = peak_lr(cfg)
+    opt = torch.optim.AdamW(groups, lr=lr, betas=t.betas, eps=1e-9)
+    return opt, WarmupDecay(opt, t.schedule, t.warmup, t.min_lr / lr, progress=progress)
+
+
 class TranslationModule(pl.LightningModule):
     """Trains ``model`` on batches from :class:`ablate.data.datamodule.TranslationDataModule`.
 
@@ -52,6 +88,7 @@ class TranslationModule(pl.LightningModule):
         detokenize: ids -> detokenized target text.
         references: raw target sentences per split name, in corpus order.
         bos_id, eos_id, pad_id: special token ids.
+        clock: the run's :class:`~ablate.training.callbacks.TrainClock` (budget progress for the schedule).
     """
 
     def __init__(
@@ -66,6 +103,7 @@ class TranslationModule(pl.LightningModule):
         val_split: str = "val",
         test_splits: tuple[str, ...] = ("test",),
         warmup_steps_excluded: int = 10,
+        clock: Any = None,
     ):
         super().__init__()
         self.model = model
@@ -91,24 +129,18 @@ class TranslationModule(pl.LightningModule):
         self._eval: dict[int, list[tuple[int, str]]] = {}
         self._eval_nll = torch.zeros(2, dtype=torch.float64)
         self._eval_time = 0.0
-        self.clock = None  # a TrainClock callback, set by the trainer's builder: budget progress
+        self.clock = clock
+        self.test_metrics: dict[str, float] = {}
+        self.val_hypotheses: list[str] | None = None
+        self._cuda_rng: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ training
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         return self.model(src, tgt_in)
 
-    def _loss(self, logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> tuple[torch.Tensor, int]:
-        """Mean token loss over non-padding targets; logits (B, T, V), target (B, T)."""
-        ntok = int((target != self.pad_id).sum())
-        loss = F.cross_entropy(
-            logits.reshape(-1, logits.size(-1)).float(), target.reshape(-1),
-            ignore_index=self.pad_id, label_smoothing=smoothing, reduction="sum",
-        )
-        return loss / max(ntok, 1), ntok
-
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         logits = self.model(batch["src"], batch["tgt_in"])
-        loss, _ = self._loss(logits, batch["tgt_out"], self.cfg.train.label_smoothing)
+        loss, _ = token_loss(logits, batch["tgt_out"], self.pad_id, self.cfg.train.label_smoothing)
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"non-finite loss at step {self.global_step}")
         self._step_tokens = batch_tokens(batch, self.pad_id)
@@ -133,6 +165,11 @@ class TranslationModule(pl.LightningModule):
         if self.global_step % self.cfg.tracking.log_every == 0 and self._all_sec > 0:
             self._log_throughput()
 
+    @property
+    def step_seconds(self) -> float:
+        """Seconds spent in training steps so far (every step, this rank)."""
+        return self._all_sec
+
     def _reduce_throughput(self) -> float:
         """Tokens/s summed over devices: all ranks' tokens over the slowest rank's step time."""
         tokens, seconds = (self._tok, self._sec) if self._sec > 0 else (self._all_tok, self._all_sec)
@@ -155,16 +192,7 @@ class TranslationModule(pl.LightningModule):
         self._reduce_throughput()
 
     def configure_optimizers(self):
-        t = self.cfg.train
-        decay, no_decay = [], []
-        for name, p in self.model.named_parameters():
-            (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
-        groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-        lr = peak_lr(self.cfg)
-        opt = torch.optim.AdamW(groups, lr=lr, betas=t.betas, eps=1e-9)
-        ratio = t.min_lr / lr
-        clock = self.clock
-        sched = WarmupDecay(opt, t.schedule, t.warmup, ratio, progress=clock.progress if clock else lambda: 0.0)
+        opt, sched = make_optimizer(self.model, self.cfg, self.clock.progress if self.clock else lambda: 0.0)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     # ------------------------------------------------------------------ decoding
@@ -178,7 +206,7 @@ class TranslationModule(pl.LightningModule):
 
     def _eval_step(self, batch: dict[str, torch.Tensor], dataloader_idx: int, beam: int) -> None:
         logits = self.model(batch["src"], batch["tgt_in"])
-        loss, ntok = self._loss(logits, batch["tgt_out"], 0.0)
+        loss, ntok = token_loss(logits, batch["tgt_out"], self.pad_id, 0.0)
         self._eval_nll += torch.tensor([float(loss) * ntok, ntok], dtype=torch.float64)
         start = time.perf_counter()
         hyps = self.translate(batch["src"], beam)
@@ -277,7 +305,7 @@ class TranslationModule(pl.LightningModule):
             self._cuda_rng = rng["cuda"]  # applied once the module is on its device
 
     def on_train_start(self) -> None:
-        cuda_rng = getattr(self, "_cuda_rng", None)
+        cuda_rng = self._cuda_rng
         if cuda_rng is not None and self.device.type == "cuda":
             torch.cuda.set_rng_state(cuda_rng, self.device)
             self._cuda_rng = None

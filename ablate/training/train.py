@@ -167,10 +167,12 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
         tok.save(run_dir / "tokenizer")
     params = sum(p.numel() for p in model.parameters())
     splits = [data.val_split, *data.test_splits]
+    t = cfg.train
+    clock = TrainClock(max_time=t.max_time, max_steps=t.max_steps, max_epochs=t.max_epochs, accumulate=t.accumulate)
     module = TranslationModule(
         model, cfg, tok.decode_tgt, {s: data.references(s) for s in splits},
         bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id,
-        val_split=data.val_split, test_splits=tuple(data.test_splits),
+        val_split=data.val_split, test_splits=tuple(data.test_splits), clock=clock,
     )
     mode = resolve_mode(cfg.tracking)
     logger = start_logger(make_logger(cfg, run_dir, mode)) if launcher else None
@@ -181,9 +183,6 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
         echo(f"run dir: {run_dir}  ({state}; {params / 1e6:.2f}M parameters; W&B {mode})")
 
     accelerator, devices, precision = _accelerator_and_precision(cfg)
-    t = cfg.train
-    clock = TrainClock(max_time=t.max_time, max_steps=t.max_steps, max_epochs=t.max_epochs, accumulate=t.accumulate)
-    module.clock = clock
     callbacks = [clock, InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"), LiveRecord(record)]
     fault = t.inject_fault or os.environ.get("ABLATE_INJECT_FAULT")
     if fault:
@@ -299,14 +298,14 @@ def _summarise(module, trainer, cfg: Config, params: int, seconds: float, accele
         "history": module.history,
         "train/tokens_per_sec": module.tokens_per_sec,
         "train/loss": None if module.last_loss is None else float(module.last_loss),
-        "train/step_time_s": module._all_sec / max(1, trainer.global_step),
+        "train/step_time_s": module.step_seconds / max(1, trainer.global_step),
         "peak_memory_mb": round(_peak_memory_mb(accelerator), 1),
         "val/bleu": module.best_val_bleu if module.best_val_bleu >= 0 else None,
         "val/ppl": min((h["val/ppl"] for h in module.history), default=None),
         "val/chrf": max((h["val/chrf"] for h in module.history), default=None),
         "train_seconds": round(seconds, 2),
     }
-    out.update(getattr(module, "test_metrics", {}))
+    out.update(module.test_metrics)
     first = next(iter(module.test_results.values()), None)
     if first is not None:
         out["bleu_signature"] = first["signature"]
@@ -317,7 +316,7 @@ def _write_outputs(run_dir: Path, module, data) -> None:
     for split, result in module.test_results.items():
         atomic_write_text(run_dir / "hyps" / f"{split}.txt", "\n".join(result["hypotheses"]) + "\n")
         atomic_write_text(run_dir / "refs" / f"{split}.txt", "\n".join(data.references(split)) + "\n")
-    hyps = getattr(module, "val_hypotheses", None)
+    hyps = module.val_hypotheses
     if hyps is not None:
         atomic_write_text(run_dir / "hyps" / f"{data.val_split}.txt", "\n".join(hyps) + "\n")
 
