@@ -297,7 +297,7 @@ def validate(cfg: Config) -> None:
             )
         if m.attention.score == "none" or m.attention.cross_score == "none":
             raise ConfigError("model.attention.score=none is only for model.arch=rnn (the no-attention baseline)")
-    if m.positions == "rotary" and (m.d_k or m.d_model // m.heads) % 2:
+    if m.positions == "rotary" and head_dims(m)[0] % 2:
         raise ConfigError("model.positions=rotary needs an even per-head size d_k")
     if isinstance(m.attention.scale, float) and m.attention.scale <= 0:
         raise ConfigError(f"model.attention.scale={m.attention.scale} must be positive, true or false")
@@ -328,3 +328,39 @@ def peak_lr(cfg: Config) -> float:
     if cfg.train.lr is not None:
         return cfg.train.lr
     return cfg.model.d_model**-0.5 * max(cfg.train.warmup, 1) ** -0.5
+
+
+def head_dims(m: ModelConfig) -> tuple[int, int]:
+    """Per-head ``(d_k, d_v)`` the model uses: ``model.d_k`` or d_model / heads, and ``model.d_v`` or d_k.
+
+    The RNN's single attention head works in the decoder's hidden size (``model.rnn.hidden``).
+    """
+    if m.arch == "rnn":
+        return m.rnn.hidden, m.rnn.hidden
+    d_k = m.d_k or m.d_model // m.heads
+    return d_k, m.d_v or d_k
+
+
+def resolved(cfg: Config) -> dict[str, Any]:
+    """The values a run actually uses where the config leaves them implicit (dotted keys).
+
+    ``model.d_k``/``model.d_v`` (:func:`head_dims`), ``model.encoder_layers``/``model.decoder_layers``,
+    the peak ``train.lr`` (:func:`peak_lr`) and, where it follows from the config alone,
+    ``model.attention.scale`` as the factor applied to scores (1/sqrt(d_k) for ``true``, 1 for
+    ``false``). ``summary.json`` records these (``resolved``) and the report shows them, deriving
+    them with this same function for runs recorded before it existed.
+    """
+    m = cfg.model
+    d_k, d_v = head_dims(m)
+    depth = m.rnn.layers if m.arch == "rnn" else m.layers
+    out: dict[str, Any] = {
+        "model.d_k": d_k, "model.d_v": d_v,
+        "model.encoder_layers": m.encoder_layers or depth, "model.decoder_layers": m.decoder_layers or depth,
+        "train.lr": peak_lr(cfg),
+    }
+    scale = m.attention.scale
+    if isinstance(scale, bool):
+        out["model.attention.scale"] = d_k**-0.5 if scale else 1.0
+    elif isinstance(scale, (int, float)):
+        out["model.attention.scale"] = float(scale)
+    return out
