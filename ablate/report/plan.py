@@ -35,7 +35,7 @@ def describe_plan(sweep: Sweep) -> str:
     parts = []
     for key, values in sweep.comparisons:
         what = "the named rows" if key == VARIANT else key
-        vals = f" ({values[0]} as reference vs {', '.join(map(str, values[1:]))})" if values else ""
+        vals = f" ({_text(values[0])} as reference vs {', '.join(map(_text, values[1:]))})" if values else ""
         parts.append(f"{what}{vals}" + ("" if key == VARIANT else " with all else equal"))
     return "the sweep's named comparisons: " + "; ".join(parts)
 
@@ -78,3 +78,7 @@ def _differing_in(rows: Sequence[Row], key: str, values: Optional[list[Any]]) ->
 
 def _equal_except(a: dict[str, Any], b: dict[str, Any], key: str) -> bool:
     return all(value_order(a.get(k)) == value_order(b.get(k)) for k in set(a) | set(b) if k != key)
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -190,7 +190,7 @@ def build_table(sweep: Sweep, comparisons: list[Comparison] | None = None,
         extra: more metric columns, their stats per row name, and a footnote (BLEU by length).
     """
     comparisons = list(comparisons or [])
-    vs_base = against_base(comparisons, sweep)
+    vs_base = {} if sweep.comparisons else against_base(comparisons, sweep)  # named ones are listed instead
     extra_cols, extra_stats, extra_note = extra or ([], {}, "")
     columns = metric_columns(sweep, vs_base, extra_cols)
 
@@ -286,10 +286,21 @@ def budget_note(sweep: Sweep) -> str:
 
 def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float) -> list[str]:
     """``row vs reference on split: ΔBLEU, p, Holm p`` per named comparison, in plan order."""
+    rows = {r.name: r for r in sweep.rows}
+    varying = [k for k in sweep.keys if len({str(r.settings[k]) for r in sweep.rows}) > 1]
+    labels = dict(zip(sweep.keys, key_labels(sweep.keys)))
     lines = []
     for c in comparisons:
+        a, b = rows[c.reference], rows[c.row]
+        if sweep.uses_variants:
+            what = f"{c.row} vs {c.reference}"
+        else:  # "score additive vs dot at d_k=32, scale=true"
+            differ = [k for k in varying if str(a.settings[k]) != str(b.settings[k])]
+            same = [k for k in varying if k not in differ]
+            what = "; ".join(f"{labels[k]} {show_value(b.settings[k])} vs {show_value(a.settings[k])}" for k in differ)
+            if same:
+                what += " at " + ", ".join(f"{labels[k]}={show_value(a.settings[k])}" for k in same)
         mark = f" {MARK}" if c.significant(alpha) else ""
-        lines.append(f"{c.row} vs {c.reference} ({c.split}): ΔBLEU {c.delta:+.2f} "
-                     f"({c.bleu:.2f} vs {c.base_bleu:.2f}, seeds {c.seeds[1]} vs {c.seeds[0]}), "
-                     f"p = {c.p_value:.4f}, Holm p = {c.p_adjusted:.4f}{mark}")
+        lines.append(f"{what} ({c.split}): ΔBLEU {c.delta:+.2f} ({c.bleu:.2f} vs {c.base_bleu:.2f}, "
+                     f"seeds {c.seeds[1]} vs {c.seeds[0]}), p = {c.p_value:.4f}, Holm p = {c.p_adjusted:.4f}{mark}")
     return lines
