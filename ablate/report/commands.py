@@ -133,7 +133,8 @@ def _print_table(table: Table, fmt: Format, out: Optional[Path]) -> None:
 
 
 ALPHA = typer.Option(0.05, "--alpha", min=0.0, max=1.0,
-                     help="Family-wise significance level for the † mark (Holm-Bonferroni over the table's comparisons).")
+                     help="Family-wise significance level for the † mark (Holm-Bonferroni over the table's "
+                          "comparisons).")
 TEST = typer.Option(Test.bs, "--test",
                     help="Paired test over source sentences, seeds kept together: bs (bootstrap resampling) "
                          "or ar (approximate randomization).")
@@ -156,7 +157,8 @@ def table_command(
     samples: int = SAMPLES,
     with_significance: bool = SIGNIFICANCE,
     by_length: bool = typer.Option(False, "--by-length",
-                                   help="Add test BLEU per source-length bucket as columns (Bahdanau et al. 2015, Fig. 2)."),
+                                   help="Add test BLEU per source-length bucket as columns "
+                                        "(Bahdanau et al. 2015, Fig. 2)."),
 ) -> None:
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
     _print_table(table_of(source, alpha, test.value, samples, with_significance, by_length=by_length), fmt, out)
@@ -170,7 +172,7 @@ def plot_command(
     alpha: float = ALPHA,
     with_significance: bool = SIGNIFICANCE,
 ) -> None:
-    """PNG figures: test BLEU per variant, BLEU vs tokens/s and vs parameters, learning curves, BLEU by source length."""
+    """PNG figures: test BLEU per variant, BLEU vs tokens/s and parameters, learning curves, BLEU by length."""
     for path in make_plots(source, out, alpha, with_significance):
         print(path)
 

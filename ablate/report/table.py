@@ -223,7 +223,7 @@ def build_table(sweep: Sweep, comparisons: list[Comparison] | None = None,
         title=f"Ablation: {sweep.name}" if sweep.name else "Ablation",
         keys=list(sweep.keys), labels=labels, columns=columns, rows=rows,
         unfinished=[_unfinished(t) for t in sorted(sweep.unfinished, key=lambda t: t.name)],
-        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples) + ([extra_note] if extra_note else []),
+        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples) + [n for n in [extra_note] if n],
         show_names=sweep.uses_variants,
         comparisons=_comparison_lines(sweep, comparisons, alpha) if sweep.comparisons else [],
     )

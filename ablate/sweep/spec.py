@@ -214,7 +214,8 @@ def check_parameters(parameters: dict[str, Any], where: str) -> None:
             check_variants(param, where)
         elif name == COMPARISONS:
             if "value" not in param:
-                raise SweepError(f"{where}: parameters.{COMPARISONS} is a constant: write {COMPARISONS}: {{value: [...]}}")
+                raise SweepError(f"{where}: parameters.{COMPARISONS} is a constant: "
+                                 f"write {COMPARISONS}: {{value: [...]}}")
             parse_comparisons(param["value"], f"{where}: parameters.{COMPARISONS}", keys | {VARIANT})
         elif name not in keys:
             raise SweepError(f"{where}: parameters.{name}: {_unknown(name, keys)}")
@@ -256,7 +257,8 @@ def parse_comparisons(value: Any, where: str = COMPARISONS,
     for i, entry in enumerate(value):
         entry = {"between": entry} if isinstance(entry, str) else entry
         label = f"{where}[{i}]"
-        if not isinstance(entry, dict) or not isinstance(entry.get("between"), str) or set(entry) - {"between", "values"}:
+        well_formed = isinstance(entry, dict) and isinstance(entry.get("between"), str)
+        if not well_formed or set(entry) - {"between", "values"}:
             raise SweepError(f"{label}: write {{between: <key>, values: [...]}} (values optional), not {entry!r}")
         key, values = entry["between"], entry.get("values")
         if keys is not None and key not in keys:

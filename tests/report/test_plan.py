@@ -37,7 +37,8 @@ def scoring_sweep(tmp_path_factory) -> Path:
         point = {"model.attention.score": score, "model.attention.scale": scale, "model.d_k": d_k}
         name = f"{score}-{scale}-{d_k}-s{seed}"
         summary = trial_summary(name, None, point, seed, 20.0, 1_000_000, point, "scoring")
-        hyps = {"test_2016_flickr": _corrupt(refs["test_2016_flickr"], _rate(score, scale, d_k), random.Random(name), vocab)}
+        rate = _rate(score, scale, d_k)
+        hyps = {"test_2016_flickr": _corrupt(refs["test_2016_flickr"], rate, random.Random(name), vocab)}
         write_trial(root, name, summary, hyps, refs)
         state.append({"name": name, "point": {**point, "seed": seed, "comparisons": COMPARISONS}})
     (root / "sweep.json").write_text(json.dumps({"name": "scoring", "trials": state}))
