@@ -217,7 +217,8 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
     record.write("finished")
     if logger is not None:
         try:
-            logger.experiment.summary.update({k: v for k, v in summary.items() if "/" in k or k == "params"})
+            logger.experiment.summary.update({k: v for k, v in summary.items()
+                                              if "/" in k or k in ("params", "resolved")})
             logger.finalize("success")
             import wandb
 
