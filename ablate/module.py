@@ -179,7 +179,8 @@ class TranslationModule(pl.LightningModule):
         e = self.cfg.eval
         if beam <= 1:
             return greedy(self.model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b)
-        return beam_search(self.model, src, beam, self.bos_id, self.eos_id, e.len_penalty, e.max_len_a, e.max_len_b)
+        return beam_search(self.model, src, beam, self.bos_id, self.eos_id, e.len_penalty, e.max_len_a, e.max_len_b,
+                           length_penalty=e.length_penalty)
 
     def _eval_step(self, batch: dict[str, torch.Tensor], dataloader_idx: int, beam: int) -> None:
         logits = self.model(batch["src"], batch["tgt_in"])

@@ -27,6 +27,7 @@ from ablate.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, Tr
 from ablate.checkpoint_io import ResilientCheckpointIO
 from ablate.config import Config, ConfigError, fingerprint, to_dict
 from ablate.io import atomic_write_text
+from ablate.resolved import resolved
 from ablate.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
                              start_logger)
 
@@ -208,7 +209,7 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
         return {}
 
     summary = _summarise(module, trainer, cfg, params, clock.seconds, accelerator)
-    summary["resolved"] = resolved_values(cfg, model)
+    summary["resolved"] = resolved(cfg)
     _write_outputs(run_dir, module, data)
     if checkpoint_io.failures:
         summary["checkpoint_failures"] = checkpoint_io.failures
@@ -313,19 +314,6 @@ def _write_outputs(run_dir: Path, module, data) -> None:
         atomic_write_text(run_dir / "refs" / f"{data.val_split}.txt", "\n".join(data.references(data.val_split)) + "\n")
     for split in [data.val_split, *module.test_results]:  # for BLEU by source length (ablate plot)
         atomic_write_text(run_dir / "sources" / f"{split}.txt", "\n".join(data.sources(split)) + "\n")
-
-
-def resolved_values(cfg: Config, model) -> dict[str, Any]:
-    """:func:`ablate.config.resolved`, with the attention scale read off the built model's modules."""
-    from ablate.config import resolved
-    from ablate.model.attention import MultiHeadAttention
-
-    out = resolved(cfg)
-    scales = sorted({float(m.scaling) for m in model.modules() if isinstance(m, MultiHeadAttention)})
-    out.pop("model.attention.scale", None)
-    if scales:
-        out["model.attention.scale"] = scales[0] if len(scales) == 1 else scales
-    return out
 
 
 if __name__ == "__main__":  # pragma: no cover - use `ablate train`

@@ -204,8 +204,21 @@ def _with_resolved(config: dict[str, Any], trials: Sequence[Trial]) -> dict[str,
     out = dict(config)
     for key, value in trials[0].resolved.items():
         if out.get(key) in UNRESOLVED and all(value_order(t.resolved.get(key)) == value_order(value) for t in trials):
-            out[key] = value
+            out[key] = scale_rule(value, trials[0].resolved.get("model.d_k")) if key == SCALE else value
     return out
+
+
+SCALE = "model.attention.scale"
+
+
+def scale_rule(factor: Any, d_k: Any) -> Any:
+    """A resolved score factor as the rule it follows, so rows of different d_k read alike:
+    ``1/sqrt(d_k)``, ``none`` (1) or the number; ``self,cross`` when the two sites differ."""
+    if isinstance(factor, (list, tuple)):
+        return ",".join(str(scale_rule(f, d_k)) for f in factor)
+    if isinstance(d_k, (int, float)) and d_k > 0 and math.isclose(factor, d_k**-0.5):
+        return "1/sqrt(d_k)"
+    return "none" if factor == 1.0 else factor
 
 
 def _candidate_keys(done: Sequence[Trial]) -> list[str]:

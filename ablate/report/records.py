@@ -56,7 +56,7 @@ class Trial:
         signature: sacreBLEU signature of the test BLEU.
         resolved: the values the run used where its config leaves them implicit (``model.d_k``,
             ``model.d_v``, layers, peak ``train.lr``, the attention scale factor), recorded by the
-            trainer or, for older runs, derived with :func:`ablate.config.resolved`.
+            trainer or, for older runs, derived with :func:`ablate.resolved.resolved`.
         sources: split -> source sentences, aligned with ``hyps`` (for BLEU by source length).
         comparisons: the sweep's ``comparisons`` parameter (see :mod:`ablate.sweep.spec`), if any.
     """
@@ -151,7 +151,8 @@ def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
     """The run's recorded ``resolved`` values, else derived from its config as the trainer does."""
     if isinstance(summary.get("resolved"), dict):
         return {k: _hashable(v) for k, v in summary["resolved"].items()}
-    from ablate.config import ConfigError, from_flat, resolved
+    from ablate.config import ConfigError, from_flat
+    from ablate.resolved import resolved
 
     try:
         cfg = from_flat({k: list(v) if isinstance(v, tuple) else v for k, v in flat.items()

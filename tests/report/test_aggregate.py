@@ -115,3 +115,18 @@ def test_rows_show_the_head_sizes_the_model_used(variant_sweep, recorded, tmp_pa
         assert sizes == {"base": (32, 32), "A-heads1": (128, 128), "A-heads8": (16, 16), "B-dk16": (16, 16),
                          "E-learned": (32, 32)}
         assert rows["base"].config["model.d_k"] is None  # the declared config is kept as written
+
+
+def test_auto_scale_is_shown_as_the_rule_each_score_used():
+    """``scale: auto`` resolves per score (Vaswani: 1/sqrt(d_k); Bahdanau: none), whatever d_k."""
+    from ablate.config import Config, replace, to_dict
+    from ablate.report.records import from_summary
+
+    trials = []
+    for score, heads in (("dot", 4), ("dot", 1), ("additive", 4)):
+        cfg = replace(Config(), **{"model.attention.score": score, "model.heads": heads})
+        trials.append(from_summary(f"{score}{heads}", {"status": "finished", "test/bleu": 1.0, "config": to_dict(cfg)}))
+    sweep = aggregate(trials)
+    scales = {r.name: r.settings["model.attention.scale"] for r in sweep.rows}
+    assert sorted(scales.values()) == ["1/sqrt(d_k)", "1/sqrt(d_k)", "none"]
+    assert {r.settings["model.d_k"] for r in sweep.rows} == {32, 128}
