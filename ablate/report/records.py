@@ -144,7 +144,12 @@ def _read_texts(folder: Path) -> dict[str, list[str]]:
     Unicode line separators), so line i is always the i-th sentence."""
     if not folder.is_dir():
         return {}
-    return {p.stem: p.read_text(encoding="utf-8").split("\n")[:-1] for p in sorted(folder.glob("*.txt"))}
+    return {p.stem: _lines(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.txt"))}
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
