@@ -4,7 +4,7 @@ A *trial* is one training run. Both sources yield the same :class:`Trial` object
 later stage (aggregation, significance, layout, plots) is source-agnostic:
 
 * a sweep folder ``DIR/<trial>/summary.json`` (+ ``hyps/<split>.txt``, ``refs/<split>.txt``),
-  as written by ``ablate.tracking.RunRecord`` and the sweep helper;
+  as written by ``ablate.training.tracking.RunRecord`` and the sweep helper;
 * ``wandb:<entity>/<project>[/<group>]``, read through W&B's public API
   (``wandb.Api().runs``): ``run.config`` (dotted keys, flat or nested), ``run.summary``, the
   validation history, and hypotheses from run files or a ``hypotheses``/``predictions``
@@ -56,7 +56,7 @@ class Trial:
         signature: sacreBLEU signature of the test BLEU.
         resolved: the values the run used where its config leaves them implicit (``model.d_k``,
             ``model.d_v``, layers, peak ``train.lr``, the attention scale factor), recorded by the
-            trainer or, for older runs, derived with :func:`ablate.resolved.resolved`.
+            trainer or, for older runs, derived with :func:`ablate.training.resolved.resolved`.
         sources: split -> source sentences, aligned with ``hyps`` (for BLEU by source length).
         comparisons: the sweep's ``comparisons`` parameter (see :mod:`ablate.sweep.spec`), if any.
     """
@@ -157,7 +157,7 @@ def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
     if isinstance(summary.get("resolved"), dict):
         return {k: _hashable(v) for k, v in summary["resolved"].items()}
     from ablate.config import ConfigError, from_flat
-    from ablate.resolved import resolved
+    from ablate.training.resolved import resolved
 
     try:
         cfg = from_flat({k: list(v) if isinstance(v, tuple) else v for k, v in flat.items()

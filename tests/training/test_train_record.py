@@ -10,7 +10,7 @@ import pytest
 import sacrebleu
 
 from ablate.config import load_config
-from ablate.train import train
+from ablate.training.train import train
 
 TINY = [
     "data.builtin_pairs=300", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
