@@ -10,7 +10,7 @@ from typing import Callable
 
 from torch import nn
 
-from ablate.config import ModelConfig
+from ablate.config import ModelConfig, head_dims
 from ablate.model.attention import MultiHeadAttention, resolve_scale
 from ablate.model.embeddings import build_embeddings
 from ablate.model.errors import ModelBuildError
@@ -24,8 +24,7 @@ def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: 
                       shared_vocab: bool = True) -> Transformer:
     """The encoder-decoder Transformer of Vaswani et al. (2017) with the configured ablations."""
     d, heads = cfg.d_model, cfg.heads
-    d_k = cfg.head_size
-    d_v = cfg.d_v or d_k
+    d_k, d_v = head_dims(cfg)
     att = cfg.attention
     pre_norm = cfg.norm == "pre"
 
@@ -67,8 +66,7 @@ def resolved_scale(cfg: ModelConfig, cross: bool = False) -> float:
     score = (att.cross_score or att.score) if cross or cfg.arch == "rnn" else att.score
     if score == "none":
         return float("nan")
-    d_k = cfg.rnn.hidden if cfg.arch == "rnn" else cfg.head_size
-    return resolve_scale(att.scale, d_k, SCORES[score])
+    return resolve_scale(att.scale, head_dims(cfg)[0], SCORES[score])
 
 
 Builder = Callable[[ModelConfig, int, int, int, bool], nn.Module]
