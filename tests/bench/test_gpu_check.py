@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +33,11 @@ def test_junit_report_is_counted_per_outcome():
     assert out["cases"]["tests.test_gpu::test_gpu_decoding_equals_cpu_decoding[dot]"] == (
         "failed: AssertionError: assert [[3, 4]] == [[3, 5]]")
     assert out["cases"]["tests.test_gpu::test_gpu_decoding_equals_cpu_decoding[additive]"] == "skipped: needs a CUDA GPU"
+
+
+def test_gpu_tests_are_collected_from_the_modules_that_mark_them():
+    files = gpu_runs.gpu_test_files()
+    assert "tests/test_gpu.py" in files and "tests/bench/test_gpu_check.py" not in files
 
 
 def write_summary(folder: Path, name: str, **data) -> None:
@@ -173,3 +181,17 @@ def test_cpu_smoke_run_of_the_entry_point(tmp_path, cache_dir, capsys):
     assert math.isfinite(summary["bf16_vs_torch_bf16"]) and summary["beam_sentences_per_s"] > 0
     assert isinstance(printed["targets_met"]["mfu_bf16"], bool) and printed["targets_met"]["packed8_vs_1"] is None
     assert {s["status"] for s in printed["stages"].values()} == {"ok"}
+
+
+def test_a_child_past_its_limit_is_stopped_with_its_own_children(tmp_path):
+    flag = tmp_path / "grandchild-alive"
+    (tmp_path / "grandchild.py").write_text(f"import pathlib, time\ntime.sleep(3)\npathlib.Path({str(flag)!r}).touch()\n")
+    (tmp_path / "child.py").write_text(
+        f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, {str(tmp_path / 'grandchild.py')!r}])\n"
+        "print('started', flush=True)\ntime.sleep(60)\n")
+    run = gpu_runs.run_child([sys.executable, str(tmp_path / "child.py")], 2.0, dict(os.environ))
+    assert run["timed_out"] and run["rc"] is None and run["tail"] == ["started"]
+    time.sleep(4)
+    assert not flag.exists()  # the grandchild (a sweep's trial) died with it
+    done = gpu_runs.run_child([sys.executable, "-c", "print('ok')"], 30.0, dict(os.environ))
+    assert done == {**done, "rc": 0, "timed_out": False, "tail": ["ok"]}
