@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ablate.bench.gpu_options import GpuCheckOptions
+from ablate.sweep.process import ablate_argv
 
 ROOT = Path(__file__).resolve().parents[2]
-"""The checkout: ``cli.py``, ``tests/`` and ``scripts/`` live here."""
+"""The checkout: ``tests/`` and ``scripts/`` live here."""
 
 Echo = Callable[[str], None]
 
@@ -159,9 +160,8 @@ def run_packed(opts: GpuCheckOptions, deadline: float, save: Callable[[dict[str,
                 out["runs"][str(k)] = {"skipped": f"out of time ({left:.0f} s left)"}
                 continue
             folder = Path(tmp) / f"k{k}"
-            cmd = [sys.executable, str(ROOT / "cli.py"), "sweep", "run", str(sweep_file(Path(tmp), k)),
-                   "--out", str(folder), "--parallel", str(k), "--devices", "auto", "--retries", "0",
-                   *packed_overrides(opts)]
+            cmd = ablate_argv("sweep", "run", str(sweep_file(Path(tmp), k)), "--out", str(folder), "--parallel", str(k),
+                              "--devices", "auto", "--retries", "0", *packed_overrides(opts))
             echo(f"packed: {k} trial(s) at once (ablate sweep run --parallel {k})")
             run = run_child(cmd, left, child_env(opts.cache_dir))
             out["runs"][str(k)] = {**aggregate_packed(folder), "sweep_wall_s": run["seconds"], "rc": run["rc"],
@@ -190,9 +190,9 @@ def run_quality(opts: GpuCheckOptions, timeout: float, echo: Echo) -> dict[str, 
     test BLEU (beam 5), best validation BLEU, the step reached and throughput."""
     with tempfile.TemporaryDirectory(prefix="ablate-gpu-quality-") as tmp:
         run_dir = Path(tmp) / "run"
-        cmd = [sys.executable, str(ROOT / "cli.py"), "train", "--config", str(ROOT / opts.quality_config),
-               "--run-dir", str(run_dir), f"data.source={opts.data}", f"train.max_time={opts.quality_minutes * 60:g}",
-               "tracking.wandb=disabled"]
+        cmd = ablate_argv("train", "--config", str(ROOT / opts.quality_config), "--run-dir", str(run_dir),
+                          f"data.source={opts.data}", f"train.max_time={opts.quality_minutes * 60:g}",
+                          "tracking.wandb=disabled")
         if opts.tiny:
             cmd += [f"data.builtin_pairs={opts.builtin_pairs}", f"data.vocab_size={opts.vocab_size}", *opts.small_trial,
                     "eval.beam=1", "train.val_every=20"]

@@ -63,7 +63,7 @@ def test_packed_stage_runs_the_sweep_command_one_and_largest_first(tmp_path, mon
 
     def fake_child(cmd, timeout, env, log=None):  # what `ablate sweep run --parallel K` would leave
         commands.append(cmd)
-        files.append(Path(cmd[4]).read_text())
+        files.append(Path(cmd[cmd.index("run") + 1]).read_text())
         k = int(cmd[cmd.index("--parallel") + 1])
         for seed in range(1, k + 1):
             write_summary(Path(cmd[cmd.index("--out") + 1]), f"seed={seed}", status="finished",
@@ -76,7 +76,7 @@ def test_packed_stage_runs_the_sweep_command_one_and_largest_first(tmp_path, mon
     out = gpu_runs.run_packed(opts, deadline=gpu_runs.time.time() + 600, save=saved.append, echo=lambda s: None)
     assert [int(c[c.index("--parallel") + 1]) for c in commands] == [1, 8, 2]
     sweep = commands[1]
-    assert sweep[2:4] == ["sweep", "run"] and sweep[sweep.index("--devices") + 1] == "auto"
+    assert sweep[1:5] == ["-m", "ablate", "sweep", "run"] and sweep[sweep.index("--devices") + 1] == "auto"
     assert "train.max_time=20.0" in sweep and "model.d_model=256" in sweep and "tracking.wandb=disabled" in sweep
     assert "seed: {values: [1, 2, 3, 4, 5, 6, 7, 8]}" in files[1]
     assert out["ratios"] == {"packed8_vs_1": 4.0, "packed2_vs_1": 2.0} and len(saved) == 3
