@@ -6,9 +6,16 @@
 # It prints one JSON and writes results/gpu/<date>.json (and copies it to $OUT when that is set).
 #
 #   scripts/gpu-check.sh [--data DIR] [--stages tests,training,packed,decoding,compile] [--no-compile]
-#   scripts/gpu-check.sh --stages quality --data DIR      # ~9.5 min: the Multi30k base-size run alone
+#     (data: ../shared/data/multi30k, else the copy in .gpu-data/multi30k that scripts/gpu-prepare.sh makes)
+#   scripts/gpu-check.sh --stages quality                 # ~9.5 min: the Multi30k base-size run alone
 #   scripts/gpu-check.sh --tiny --stages training         # CPU smoke run
 #   python -m ablate.bench.gpu_check --help               # every option
+#
+# With the device tool (a lent H200; 15 minutes of device time a session, 10 a command): run
+# scripts/gpu-prepare.sh here first, then  run(command="scripts/gpu-check.sh", carry=[".whl", ".gpu-data"],
+# timeout_s=560); the JSON comes back through $OUT: copy it to results/gpu/ and commit it. The quality
+# stage does not fit in the same lease as the rest (7.5 + ~1.5 minutes): give it a lease of its own, or
+# shorten it (--quality-minutes) and the others (--stages, --budget-s).
 #
 # Install: whatever of the project's imports the machine lacks comes from wheels carried in .whl/
 # (scripts/gpu-prepare.sh downloads them where pip works), or from PyPI where there is a network.

@@ -208,7 +208,10 @@ def parse_args(argv: list[str]) -> tuple[GpuCheckOptions, Path]:
     p.add_argument("--stages", default=",".join(DEFAULT_STAGES), help=f"comma-separated subset of {', '.join(STAGES)}")
     p.add_argument("--tiny", action="store_true", help="CPU smoke preset: tiny model, built-in data, seconds")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile stage")
-    p.add_argument("--data", default=base.data, help="data.source of every stage (default ../shared/data/multi30k)")
+    carried = ROOT / ".gpu-data" / "multi30k"  # where scripts/gpu-prepare.sh puts the copy that travels
+    data = base.data if Path(base.data).is_dir() or not carried.is_dir() else str(carried)
+    p.add_argument("--data", default=data, help="data.source of every stage (default ../shared/data/multi30k, "
+                   "else .gpu-data/multi30k)")
     p.add_argument("--budget-s", type=float, default=base.budget_s, help="seconds for every stage but quality")
     p.add_argument("--max-tokens", type=int, default=base.max_tokens, help="padded tokens per side of a batch")
     p.add_argument("--reps", type=int, default=base.reps)
