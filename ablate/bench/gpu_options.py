@@ -42,6 +42,7 @@ class GpuCheckOptions:
         packed: trials at once (``ablate sweep run --parallel K``) for each packed measurement.
         packed_seconds: training seconds (``train.max_time``) of each packed trial.
         small_trial: the packed trials' model and batch overrides.
+        compile_backend: ``torch.compile``'s backend (``eager`` only traces: a CPU test of the stage).
         quality_minutes: training minutes of the Multi30k base-size run (``quality`` stage).
         quality_config: its YAML config.
         stages: stages to run (subset of :data:`STAGES`).
@@ -69,6 +70,7 @@ class GpuCheckOptions:
     packed: tuple[int, ...] = (1, 2, 4, 8)
     packed_seconds: float = 15.0
     small_trial: tuple[str, ...] = SMALL_TRIAL
+    compile_backend: str = "inductor"
     quality_minutes: float = 7.5
     quality_config: str = "scripts/multi30k-base-gpu.yaml"
     stages: tuple[str, ...] = DEFAULT_STAGES

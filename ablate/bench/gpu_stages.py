@@ -127,7 +127,7 @@ def stage_compile(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     eager = make_trainee("dot-scaled", bench, inputs.vocab, dev)
     compiled = make_trainee("dot-scaled", bench, inputs.vocab, dev)
     eager.dtype = compiled.dtype = torch.bfloat16
-    compiled.model = torch.compile(compiled.model)
+    compiled.model = torch.compile(compiled.model, backend=opts.compile_backend)
     run_eager, run_compiled = _pass(eager, inputs.batches), _pass(compiled, inputs.batches)
     run_eager()  # warm
     timed = interleaved({"eager": run_eager}, 1, 0)["eager"][0]

@@ -195,3 +195,13 @@ def test_a_child_past_its_limit_is_stopped_with_its_own_children(tmp_path):
     assert not flag.exists()  # the grandchild (a sweep's trial) died with it
     done = gpu_runs.run_child([sys.executable, "-c", "print('ok')"], 30.0, dict(os.environ))
     assert done == {**done, "rc": 0, "timed_out": False, "tail": ["ok"]}
+
+
+def test_compile_stage_on_a_cpu_with_the_tracing_backend(cache_dir):
+    from ablate.bench.gpu_stages import stage_compile
+
+    saved = []
+    opts = tiny(GpuCheckOptions()).replace(compile_backend="eager", reps=2, cache_dir=str(cache_dir))
+    out = stage_compile(opts, saved.append)
+    assert len(saved) == 2 and saved[0]["first_compiled_pass_s"] > 0 and math.isfinite(out["compile_s"])
+    assert out["compiled_tokens_per_s"] > 0 and len(out["seconds"]["compiled"]) == 2 and out["compiled_vs_eager"] > 0
