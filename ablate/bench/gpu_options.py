@@ -61,7 +61,7 @@ class GpuCheckOptions:
     d_ff: int = 2048
     max_tokens: int = 25000
     batches: int = 3
-    reps: int = 5
+    reps: int = 10
     warmup: int = 1
     decode_sentences: int = 128
     decode_len: int = 50

@@ -62,6 +62,7 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     dims = Dims.of(variant_config(bench, {}).model, inputs.vocab)
     model_flops = batches_flops(dims, inputs.batches)
     out["model_gflop_per_pass"] = model_flops / 1e9
+    save(out)
     trainees = {}
     for tag, dtype in DTYPES.items():
         for variant in ("dot-scaled", "torch"):
