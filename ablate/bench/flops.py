@@ -61,10 +61,11 @@ class Dims:
 
     @classmethod
     def of(cls, model_cfg, vocab: int) -> "Dims":
-        """From a ``ModelConfig`` (its ``d_k``/``d_v`` defaults resolved as ``build_model`` does)."""
+        """From a Transformer ``ModelConfig`` (per-head sizes from :func:`ablate.config.head_dims`, as built)."""
+        from ablate.config import head_dims
+
         m = model_cfg
-        d_k = m.d_k or m.d_model // m.heads
-        d_v = m.d_v or (m.d_k if m.d_k else m.d_model // m.heads)
+        d_k, d_v = head_dims(m)
         return cls(m.d_model, m.d_ff, m.heads, d_k, d_v, m.encoder_layers or m.layers, m.decoder_layers or m.layers,
                    vocab)
 
