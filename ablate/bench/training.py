@@ -9,7 +9,7 @@ The reference (:class:`ablate.bench.reference.TorchTransformer`) gets the same l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
@@ -54,7 +54,8 @@ def variant_config(opts: BenchOptions, changes: dict[str, Any]) -> Config:
 
 @dataclass
 class Trainee:
-    """A model with its loss, optimiser and schedule, ready to take steps."""
+    """A model with its loss, optimiser and schedule, ready to take steps; ``dtype`` is the autocast dtype
+    (None: the device's training dtype, see :func:`ablate.bench.hardware.training_dtype`)."""
 
     name: str
     model: nn.Module
@@ -63,13 +64,14 @@ class Trainee:
     clip_norm: float
     smoothing: float
     dev: torch.device
+    dtype: Optional[torch.dtype] = None
 
     @property
     def params(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        with hardware.autocast(self.dev):
+        with hardware.autocast(self.dev, self.dtype):
             logits = self.model(batch["src"], batch["tgt_in"])
         return token_loss(logits, batch["tgt_out"], 0, self.smoothing)[0]
 
