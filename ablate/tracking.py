@@ -154,15 +154,38 @@ def offline_hint(run_dir: Path) -> str:
     return f"W&B offline: upload later with `wandb sync {run_dir}/wandb/offline-run-*`"
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its finished children (data workers, DDP ranks)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def machine() -> dict[str, Any]:
+    """What ran the trial: the CPU model, its logical cores and torch's intra-op threads."""
+    import platform
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+
+
 class RunRecord:
     """``<run_dir>/summary.json``: status, best and final metrics, and the resolved config."""
 
     def __init__(self, run_dir: Path, cfg: Config):
         self.path = run_dir / SUMMARY
         self.started = time.time()
+        self.cpu_started = cpu_seconds()
         previous = read_json(self.path) or {}
-        self.data: dict[str, Any] = {"config": to_dict(cfg)}
+        self.data: dict[str, Any] = {"config": to_dict(cfg), "machine": machine()}
         self.wall_before = float(previous.get("wall_time_s", 0.0)) if previous else 0.0
+        self.cpu_before = float(previous.get("cpu_time_s", 0.0)) if previous else 0.0
         for key in ("history",):
             if key in previous:
                 self.data[key] = previous[key]
@@ -174,6 +197,7 @@ class RunRecord:
         self.data["status"] = status
         self.data["error"] = error
         self.data["wall_time_s"] = round(self.wall_before + time.time() - self.started, 2)
+        self.data["cpu_time_s"] = round(self.cpu_before + cpu_seconds() - self.cpu_started, 2)
         try:
             atomic_write_json(self.path, self.data)
         except OSError as err:  # a full disk must not hide the training result from the caller

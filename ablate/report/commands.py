@@ -18,6 +18,9 @@ import typer
 from ablate.report.aggregate import Sweep, aggregate
 from ablate.report.formats import render, to_rich
 from ablate.report.records import WANDB_PREFIX, ReportError, collect, parse_wandb_path
+from ablate.report.reference import REFERENCES, side_by_side
+from ablate.report.reference import get as get_reference
+from ablate.report.reference import render as render_reference
 from ablate.report.significance import Comparison, compare
 from ablate.report.table import Table, build_table
 
@@ -55,12 +58,18 @@ def significance(sweep: Sweep, enabled: bool = True, test: str = "bs",
     return compare(sweep, test=test, n_samples=samples) if enabled else {}
 
 
+def sweep_and_table(source: str, alpha: float = 0.05, test: str = "bs", samples: int = 0,
+                    with_significance: bool = True, api: Any = None) -> tuple[Sweep, Table]:
+    """The aggregated sweep of ``source`` and its laid-out table, significance included unless disabled."""
+    sweep = load(source, api)
+    comps = significance(sweep, with_significance, test, samples)
+    return sweep, build_table(sweep, comps, alpha, test, samples)
+
+
 def table_of(source: str, alpha: float = 0.05, test: str = "bs", samples: int = 0,
              with_significance: bool = True, api: Any = None) -> Table:
     """The laid-out table of ``source``, significance included unless disabled."""
-    sweep = load(source, api)
-    comps = significance(sweep, with_significance, test, samples)
-    return build_table(sweep, comps, alpha, test, samples)
+    return sweep_and_table(source, alpha, test, samples, with_significance, api)[1]
 
 
 def make_table(source: str, fmt: str = "md", alpha: float = 0.05, test: str = "bs", samples: int = 0,
@@ -146,9 +155,44 @@ def table_command(
     test: Test = TEST,
     samples: int = SAMPLES,
     with_significance: bool = SIGNIFICANCE,
+    reference: Optional[str] = typer.Option(
+        None, "--reference", metavar="NAME",
+        help=f"Print the published results beside ours, with sign agreement per row: {', '.join(REFERENCES)}."),
 ) -> None:
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
-    _print_table(table_of(source, alpha, test.value, samples, with_significance), fmt, out)
+    paper = get_reference(reference) if reference else None  # a wrong name fails before any work
+    sweep, table = sweep_and_table(source, alpha, test.value, samples, with_significance)
+    _print_table(table, fmt, out)
+    if paper is not None:
+        text = render_reference(side_by_side(sweep, table, paper), fmt.value)
+        if out is not None:
+            with out.open("a") as f:
+                f.write("\n" + text)
+        else:
+            sys.stdout.write("\n" + text)
+
+
+@app.command("export")
+@_user_errors
+def export_command(
+    source: Path = typer.Argument(..., metavar="SWEEP_DIR", help="A sweep output folder (ablate sweep run --out)."),
+    out: Path = typer.Argument(..., metavar="RESULTS_DIR", help="Where to write the results, e.g. results/<sweep>."),
+    command: Optional[str] = typer.Option(
+        None, "--command", help="The exact command that ran the sweep (default: rebuilt from sweep.json)."),
+    reference: Optional[str] = typer.Option(None, "--reference", metavar="NAME",
+                                            help="Put the published results beside the table in table.md."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Draw ablate plot's figures into RESULTS_DIR/plots."),
+    force: bool = typer.Option(False, "--force", help="Replace RESULTS_DIR if it exists."),
+    alpha: float = ALPHA,
+    test: Test = TEST,
+    samples: int = SAMPLES,
+) -> None:
+    """Ship a sweep: tables, figures, summaries, gzip'd test hypotheses and a README with command, commit,
+    machine and times; `ablate table RESULTS_DIR` rebuilds the table from it alone."""
+    from ablate.report.export import export_sweep
+
+    manifest = export_sweep(source, out, command, reference, plots, alpha, test.value, samples, force)
+    print(f"wrote {out} ({manifest['trials']} trials, {manifest['texts_bytes'] / 2**20:.1f} MiB of texts)")
 
 
 @app.command("plot")

@@ -13,6 +13,7 @@ later stage (aggregation, significance, layout, plots) is source-agnostic:
 
 from __future__ import annotations
 
+import gzip
 import json
 import tempfile
 from dataclasses import dataclass, field
@@ -120,9 +121,15 @@ def collect_folder(root: Path) -> list[Trial]:
 
 
 def _read_texts(folder: Path) -> dict[str, list[str]]:
+    """``<split>.txt`` or gzip-compressed ``<split>.txt.gz`` files (as ``ablate export`` ships them) as lines."""
     if not folder.is_dir():
         return {}
-    return {p.stem: p.read_text(encoding="utf-8").splitlines() for p in sorted(folder.glob("*.txt"))}
+    texts = {}
+    for p in sorted(folder.glob("*.txt.gz")):
+        texts[p.name[:-len(".txt.gz")]] = gzip.decompress(p.read_bytes()).decode("utf-8").splitlines()
+    for p in sorted(folder.glob("*.txt")):
+        texts[p.stem] = p.read_text(encoding="utf-8").splitlines()
+    return texts
 
 
 def from_summary(name: str, summary: dict[str, Any], hyps: dict[str, list[str]] | None = None,
