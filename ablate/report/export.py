@@ -97,6 +97,7 @@ def sweep_facts(source: Path, summaries: list[dict[str, Any]]) -> dict[str, Any]
         "wall_time_s": round(max(ends) - float(started), 1) if started and ends else None,
         "trial_wall_time_s": total("wall_time_s"),
         "trial_cpu_time_s": total("cpu_time_s") if any("cpu_time_s" in s for s in summaries) else None,
+        "trials_with_cpu_time": sum("cpu_time_s" in s for s in summaries),
         "machines": [json.loads(m) for m in sorted(machines)],
     }
 
@@ -161,7 +162,7 @@ def export_sweep(source: Path, out: Path, command: Optional[str] = None, referen
     table_cmd = " ".join(["ablate table", shlex.quote(str(out)), "--format md"]
                          + ([f"--reference {reference}"] if reference else []))
     manifest = {
-        "sweep": sweep.name,
+        "sweep": sweep.name or out.name,
         "command": command or rebuilt,
         "command_recorded": command is not None,
         **facts,
@@ -185,18 +186,23 @@ def _hours(seconds: Optional[float]) -> str:
 
 def readme(m: dict[str, Any]) -> str:
     """The results folder's README: how it was made and how to check it."""
-    machines = "; ".join(f"{x.get('cpu')}, {x.get('cores')} cores, {x.get('torch_threads')} torch threads per trial"
+    machines = "; ".join(f"{x.get('cpu')}, {x.get('cores')} cores, torch threads per trial: {x.get('torch_threads')}"
                          for x in m["machines"]) or "not recorded by these runs"
-    how = "" if m["command_recorded"] else (" (rebuilt from sweep.json; launcher flags such as --parallel "
+    command = f"`{m['command']}`" if m["command"] else "not recorded (no sweep.json; pass ablate export --command)"
+    cpu = _hours(m["trial_cpu_time_s"])
+    if m["trial_cpu_time_s"] is not None and m["trials_with_cpu_time"] < m["trials"]:
+        cpu += f" (recorded by {m['trials_with_cpu_time']} of the {m['trials']} trials)"
+    how = "" if m["command_recorded"] or not m["command"] else (" (rebuilt from sweep.json; launcher flags such as --parallel "
                                             "are not recorded there)")
     return "\n".join([
         f"# Results: {m['sweep']}", "",
-        f"- Command{how}: `{m['command']}`",
+        f"- Command{how}: {command}",
         f"- Commit: `{m['commit']}`",
         f"- Machine: {machines}",
-        f"- Wall time: {_hours(m['wall_time_s'])}, from the sweep's start to its last trial's end (pauses included)",
+        "- Wall time: " + (f"{_hours(m['wall_time_s'])}, from the sweep's start to its last trial's end (pauses "
+                           "included)" if m["wall_time_s"] is not None else "not recorded (no sweep.json)"),
         f"- Trials: {m['finished']} finished of {m['trials']}; {_hours(m['trial_wall_time_s'])} of trial wall time, "
-        f"CPU time {_hours(m['trial_cpu_time_s'])}",
+        f"CPU time {cpu}",
         f"- Exported {m['exported_at']} with `{m['export_command']}`", "",
         "The table is `table.md` (`table.tex` for LaTeX) and the figures are in `plots/`. Each trial folder holds its",
         "`summary.json` and its test-set hypotheses, references and sources (`*.txt.gz`); the table rebuilds from",
