@@ -187,8 +187,11 @@ def export_command(
     test: Test = TEST,
     samples: int = SAMPLES,
 ) -> None:
-    """Ship a sweep: tables, figures, summaries, gzip'd test hypotheses and a README with command, commit,
-    machine and times; `ablate table RESULTS_DIR` rebuilds the table from it alone."""
+    """Ship a sweep as a results folder that `ablate table RESULTS_DIR` rebuilds the table from.
+
+    It holds table.md and table.tex, the plots, each trial's summary.json and gzip'd test hypotheses, and a
+    README with the command, commit, machine, wall time and CPU time.
+    """
     from ablate.report.export import export_sweep
 
     manifest = export_sweep(source, out, command, reference, plots, alpha, test.value, samples, force)
