@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from ablate.typed import ConfigError, coerce, flatten, nest, parse_override, read_yaml  # noqa: F401 - re-exported
+from ablate.utils.typed import ConfigError, coerce, flatten, nest, parse_override, read_yaml  # noqa: F401 - re-exported
 
 Score = Literal["dot", "additive", "general", "gaussian", "none"]
 Positions = Literal["sinusoidal", "learned", "none", "rotary", "alibi"]

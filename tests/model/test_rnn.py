@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ablate.config import AttentionConfig, ModelConfig, RNNConfig
-from ablate.decoding import beam_search, greedy
+from ablate.model.decoding import beam_search, greedy
 from ablate.model.build import ModelBuildError, build_model
 from ablate.model.rnn import RNNSeq2Seq
 from ablate.model.scores import SCORES

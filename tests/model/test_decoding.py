@@ -11,8 +11,8 @@ from torch import nn
 
 from ablate.config import AttentionConfig, ModelConfig
 from ablate.config import EvalConfig, LengthPenalty
-from ablate.decoding import LENGTH_PENALTIES, beam_search, fairseq_penalty, gnmt_penalty, greedy, max_lengths, reorder
 from ablate.model.build import build_model
+from ablate.model.decoding import LENGTH_PENALTIES, beam_search, fairseq_penalty, gnmt_penalty, greedy, max_lengths, reorder
 from ablate.model.positions import POSITIONS
 from ablate.model.scores import SCORES
 

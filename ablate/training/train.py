@@ -23,11 +23,11 @@ from typing import Any
 
 import yaml
 
-from ablate.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, TrainClock
-from ablate.checkpoint_io import ResilientCheckpointIO
+from ablate.training.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, TrainClock
+from ablate.training.checkpoint_io import ResilientCheckpointIO
 from ablate.config import Config, ConfigError, fingerprint, to_dict
-from ablate.io import atomic_write_text
-from ablate.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
+from ablate.utils.io import atomic_write_text
+from ablate.training.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
                              start_logger)
 
 
@@ -129,7 +129,7 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
 
     from ablate.data.datamodule import TranslationDataModule
     from ablate.model.build import build_model
-    from ablate.module import TranslationModule
+    from ablate.training.module import TranslationModule
 
     _quiet()
     run_dir = Path(run_dir or default_run_dir(cfg))
