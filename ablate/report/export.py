@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ablate.io import atomic_write_json, atomic_write_text
+from ablate.utils.io import atomic_write_json, atomic_write_text
 from ablate.report.records import SUMMARY, ReportError, collect_folder
 
 TEXT_KINDS = ("hyps", "refs", "sources")

@@ -39,7 +39,7 @@ from typing import Any, Optional
 from ablate.report.aggregate import Row, Sweep
 from ablate.report.records import ReportError
 from ablate.report.table import Column, Table
-from ablate.typed import read_yaml
+from ablate.utils.typed import read_yaml
 
 REFERENCE_DIR = Path(__file__).parent / "references"
 _DERIVED = ("model.d_k", "model.d_v")

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from ablate.config import Config
 from ablate.report.commands import app, make_table
 from ablate.report.records import collect
-from ablate.tracking import RunRecord
+from ablate.training.tracking import RunRecord
 
 runner = CliRunner()
 
