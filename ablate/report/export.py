@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shlex
 import shutil
 import subprocess
@@ -173,7 +172,6 @@ def export_sweep(source: Path, out: Path, command: Optional[str] = None, referen
         "table_command": table_cmd,
         "texts_bytes": size,
         "plots": figures,
-        "machine_of_export": {"cpu_count": os.cpu_count()},
     }
     atomic_write_json(out / "manifest.json", manifest)
     atomic_write_text(out / "README.md", readme(manifest))
