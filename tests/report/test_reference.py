@@ -150,3 +150,15 @@ def test_mission_cpu_rows_match_the_multi30k_anchors_and_table3_positions():
     assert match(diff("rnn-bahdanau"), base, anchors).label == "GRU + Bahdanau attention"
     assert match(diff("rnn-no-attention"), base, anchors).label == "GRU without attention"
     assert match(diff("positions-learned"), base, get("vaswani2017-table3")).label == "(E) learned positions"
+
+
+def test_mission_cpu_names_ten_comparisons_among_its_own_variants():
+    from pathlib import Path
+
+    from ablate.sweep.spec import load_spec, parse_comparisons
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "sweeps" / "mission-cpu.yaml")
+    names = {v if isinstance(v, str) else v["name"] for v in spec.parameters["variant"]["values"]}
+    plan = parse_comparisons(spec.parameters["comparisons"]["value"])
+    assert all(key == "variant" and set(values) <= names for key, values in plan)
+    assert sum(len(values) - 1 for _, values in plan) == 10
