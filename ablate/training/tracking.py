@@ -155,7 +155,8 @@ def offline_hint(run_dir: Path) -> str:
 
 
 def cpu_seconds() -> float:
-    """User + system CPU seconds of this process and its finished children (data workers, DDP ranks)."""
+    """User + system CPU seconds of this process since it started (imports and data loading included) and of
+    its finished children (data workers, DDP ranks)."""
     t = os.times()
     return t.user + t.system + t.children_user + t.children_system
 
@@ -181,7 +182,6 @@ class RunRecord:
     def __init__(self, run_dir: Path, cfg: Config):
         self.path = run_dir / SUMMARY
         self.started = time.time()
-        self.cpu_started = cpu_seconds()
         previous = read_json(self.path) or {}
         self.data: dict[str, Any] = {"config": to_dict(cfg), "machine": machine()}
         self.wall_before = float(previous.get("wall_time_s", 0.0)) if previous else 0.0
@@ -197,7 +197,7 @@ class RunRecord:
         self.data["status"] = status
         self.data["error"] = error
         self.data["wall_time_s"] = round(self.wall_before + time.time() - self.started, 2)
-        self.data["cpu_time_s"] = round(self.cpu_before + cpu_seconds() - self.cpu_started, 2)
+        self.data["cpu_time_s"] = round(self.cpu_before + cpu_seconds(), 2)  # this attempt's process, start-up included
         try:
             atomic_write_json(self.path, self.data)
         except OSError as err:  # a full disk must not hide the training result from the caller
