@@ -190,8 +190,9 @@ def readme(m: dict[str, Any]) -> str:
     cpu = _hours(m["trial_cpu_time_s"])
     if m["trial_cpu_time_s"] is not None and m["trials_with_cpu_time"] < m["trials"]:
         cpu += f" (recorded by {m['trials_with_cpu_time']} of the {m['trials']} trials)"
-    how = "" if m["command_recorded"] or not m["command"] else (" (rebuilt from sweep.json; launcher flags such as --parallel "
-                                            "are not recorded there)")
+    how = ""
+    if m["command"] and not m["command_recorded"]:
+        how = " (rebuilt from sweep.json; launcher flags such as --parallel are not recorded there)"
     return "\n".join([
         f"# Results: {m['sweep']}", "",
         f"- Command{how}: {command}",
