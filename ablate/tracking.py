@@ -17,6 +17,7 @@ from typing import Any
 
 from ablate.config import Config, TrackingConfig, flatten, to_dict
 from ablate.io import atomic_write_json, atomic_write_text, read_json
+from ablate.wandb_io.sweep_params import align_sweep_params
 
 SUMMARY = "summary.json"
 
@@ -46,11 +47,15 @@ def resolve_mode(cfg: TrackingConfig) -> str:
 
 
 def run_id(run_dir: Path) -> str:
-    """The W&B run id of ``run_dir``: created once, reused on resume (same W&B run)."""
+    """The W&B run id of ``run_dir``: created once, reused on resume (same W&B run).
+
+    Inside a W&B sweep agent run it is the agent's ``WANDB_RUN_ID``, so the trainer logs to the
+    run the sweep created.
+    """
     path = run_dir / "wandb_id.txt"
     if path.exists():
         return path.read_text().strip()
-    rid = uuid.uuid4().hex[:8]
+    rid = os.environ.get("WANDB_RUN_ID") or uuid.uuid4().hex[:8]
     atomic_write_text(path, rid + "\n")
     return rid
 
@@ -92,6 +97,8 @@ def make_logger(cfg: Config, run_dir: Path, mode: str):
 
     t = cfg.tracking
     os.environ.setdefault("WANDB_SILENT", "true")
+    config = flatten(to_dict(cfg))
+    align_sweep_params(config, run_dir / "wandb")  # a sweep agent's locked keys get the resolved values
     logger = WandbLogger(
         project=t.project,
         entity=t.entity,
@@ -102,16 +109,16 @@ def make_logger(cfg: Config, run_dir: Path, mode: str):
         offline=(mode == "offline"),
         id=run_id(run_dir),
         resume="allow",
-        config=flatten(to_dict(cfg)),
-        settings=_settings(),
+        config=config,
+        settings=_settings(system_metrics=t.system_metrics),
     )
     return logger
 
 
-def _settings():
+def _settings(system_metrics: bool = True):
     import wandb
 
-    return wandb.Settings(silent=True, console="off", x_disable_stats=True)
+    return wandb.Settings(silent=True, console="off", x_disable_stats=not system_metrics)
 
 
 def start_logger(logger, attempts: int = 20, wait_s: float = 1.0):

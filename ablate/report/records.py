@@ -143,13 +143,20 @@ def from_summary(name: str, summary: dict[str, Any], hyps: dict[str, list[str]] 
         config=flat,
         metrics=metrics,
         history=history,
-        variant=summary.get("variant"),
+        variant=_variant_name(summary.get("variant")),
         sweep=sweep.get("name"),
         params=dict(sweep.get("params") or {}),
         hyps=hyps or {},
         refs=refs or {},
         signature=summary.get("bleu_signature"),
     )
+
+
+def _variant_name(value: Any) -> Optional[str]:
+    """A variant's name; a W&B sweep agent's run config holds the whole ``{name: ..., key: value}``."""
+    if isinstance(value, dict):
+        value = value.get("name")
+    return None if value is None else str(value)
 
 
 def _number(value: Any) -> Optional[float]:
