@@ -174,9 +174,8 @@ def clean_config(config: dict[str, Any]) -> dict[str, Any]:
 
     ``{"model": {"heads": 8}}`` and ``{"model.heads": 8}`` both give ``{"model.heads": 8}``.
     """
-    flat = flatten(_plain(config))
-    return {k: _hashable(v) for k, v in flat.items()
-            if not k.startswith(IGNORED_PREFIXES) and k != "variant"}
+    flat = flatten(_plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
+    return {k: _hashable(v) for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES)}
 
 
 def _hashable(value: Any) -> Any:

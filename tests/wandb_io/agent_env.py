@@ -21,13 +21,8 @@ def proposals(config: dict[str, Any]) -> list[dict[str, Any]]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import sweeps
-    runs: list[Any] = []
-    while True:
-        nxt = sweeps.next_runs(config, runs, validate=True, n=1)
-        if not nxt or nxt[0] is None:
-            return [r.config for r in runs]
-        nxt[0].state = "finished"
-        runs.append(nxt[0])
+    runs = sweeps.next_runs(config, [], validate=True, n=10_000)  # a grid: every point, in order
+    return [r.config for r in runs if r is not None]
 
 
 def proposal(config: dict[str, Any], variant: str, seed: int = 1) -> dict[str, Any]:
