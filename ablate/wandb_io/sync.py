@@ -71,7 +71,7 @@ def wandb_command() -> list[str]:
 
 
 def sync(folder: str | Path, project: Optional[str] = None, entity: Optional[str] = None,
-         run: Callable[..., subprocess.CompletedProcess] = subprocess.run, echo=print) -> SyncPlan:
+         run: Optional[Callable[..., subprocess.CompletedProcess]] = None, echo=print) -> SyncPlan:
     """Upload every pending offline run of ``folder`` with one ``wandb sync`` call.
 
     Raises:
@@ -89,7 +89,7 @@ def sync(folder: str | Path, project: Optional[str] = None, entity: Optional[str
         if value:
             argv += [flag, value]
     argv += [str(p) for p in todo.pending]
-    proc = run(argv, capture_output=True, text=True)
+    proc = (run or subprocess.run)(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [line for line in (proc.stderr or proc.stdout or "").splitlines() if line.strip()]
         raise SyncError(f"wandb sync failed: {lines[-1].strip() if lines else f'exit code {proc.returncode}'}")
