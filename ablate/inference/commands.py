@@ -71,7 +71,7 @@ def sync(
     entity: Optional[str] = typer.Option(None, "--entity", help="Upload into this W&B entity."),
 ) -> None:
     """Upload every trial's offline W&B run (`wandb sync`), skipping those already uploaded."""
-    from ablate.wandb_io.sync import SyncError, sync as run_sync
+    from ablate.sweep.sync import SyncError, sync as run_sync
 
     try:
         run_sync(folder, project, entity, echo=typer.echo)

@@ -3,7 +3,7 @@
 The model comes back with ``TranslationModule.load_from_checkpoint`` (so what is decoded here is
 exactly the module that training tested), sources are segmented by the run's tokenizer and
 clipped to ``data.max_len`` as the test sets were, decoding is the module's ``translate`` (greedy
-or beam search of :mod:`ablate.decoding`) and scoring is :func:`ablate.metrics.corpus_scores`.
+or beam search of :mod:`ablate.model.decoding`) and scoring is :func:`ablate.metrics.corpus_scores`.
 Batches follow the test decoding's rule (:func:`ablate.data.batching.eval_batches`: sorted by
 length, at most ``eval.max_sentences`` sentences and ``train.max_tokens`` padded tokens).
 """
@@ -20,7 +20,7 @@ import torch
 
 from ablate.config import Config, ConfigError
 from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
-from ablate.metrics import Scores, corpus_scores
+from ablate.training.metrics import Scores, corpus_scores
 
 
 @dataclass
@@ -39,7 +39,7 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> L
     Raises:
         ConfigError: not a run directory, no tokenizer, or no checkpoint yet.
     """
-    from ablate.module import TranslationModule
+    from ablate.training.module import TranslationModule
 
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").exists():

@@ -134,10 +134,20 @@ def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[P
         raise SweepError(f"{where}: method 'custom' needs a W&B scheduler; use grid, random or bayes")
     spec = SweepSpec(name=safe_name(name), path=path, config=config)
     if spec.method == "grid":  # W&B's grid refuses continuous distributions: say so before running
-        from ablate.sweep.search import next_points
-
-        next_points(spec, [], 1)
+        check_grid(spec)
     return spec
+
+
+def check_grid(spec: SweepSpec) -> None:
+    """Ask W&B's grid search for a first point; it refuses what a grid cannot enumerate."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import sweeps
+
+        try:
+            sweeps.next_runs(spec.config, [], validate=False, n=1)
+        except ValueError as err:  # e.g. a distribution in a grid
+            raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
 
 
 def _schema_validator():

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from ablate.config import load_config
 from ablate.data import builtin
-from ablate.wandb_io.offline import offline_runs, read_run
+from ablate.training.offline_run import offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = [
@@ -37,7 +37,7 @@ def _corpus(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
-    from ablate.train import train
+    from ablate.training.train import train
 
     tmp = tmp_path_factory.mktemp("inference")
     corpus = _corpus(tmp / "corpus")
@@ -49,7 +49,7 @@ def trained(tmp_path_factory) -> Path:
 
 
 def _cli(*args: str, input: str | None = None):
-    import cli
+    from ablate import cli
 
     result = CliRunner().invoke(cli.app, list(args), input=input)
     assert result.exit_code == 0, result.output
@@ -61,7 +61,7 @@ def test_trainer_options_and_named_callbacks_reach_the_trainer(trained):
 
 
 def test_load_from_checkpoint_round_trip(trained):
-    from ablate.module import TranslationModule
+    from ablate.training.module import TranslationModule
 
     path = trained / "checkpoints" / "best.ckpt"
     module = TranslationModule.load_from_checkpoint(str(path), map_location="cpu")  # nothing but the path
@@ -93,7 +93,7 @@ def test_evaluate_reproduces_the_recorded_test_bleu(trained, tmp_path):
 
 
 def test_bad_inputs_are_one_line(trained, tmp_path):
-    import cli
+    from ablate import cli
 
     for args in (["translate", str(tmp_path)], ["translate", str(trained), "--input", str(tmp_path / "no.txt")],
                  ["evaluate", str(trained), "--split", "nope"]):

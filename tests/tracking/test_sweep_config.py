@@ -23,7 +23,7 @@ from ablate.sweep.slots import Slot
 from ablate.sweep.spec import load_spec, spec_from_dict
 from ablate.sweep.trial import trial_overrides
 from ablate.sweep import wandb_agent
-from ablate.wandb_io.offline import offline_runs, read_run
+from ablate.training.offline_run import offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 START = Path(__file__).with_name("wandb_start.py")

@@ -22,7 +22,7 @@ import importlib
 import inspect
 from typing import Any
 
-from ablate.typed import ConfigError
+from ablate.utils.typed import ConfigError
 
 OWNED = {
     "max_steps": "train.max_steps", "max_epochs": "train.max_epochs", "max_time": "train.max_time",

@@ -18,10 +18,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ablate.config import Config, flatten, from_flat, peak_lr, to_dict
-from ablate.decoding import beam_search, greedy
-from ablate.metrics import corpus_scores
 from ablate.model.build import build_model
-from ablate.schedule import WarmupDecay
+from ablate.model.decoding import beam_search, greedy
+from ablate.training.metrics import corpus_scores
+from ablate.training.schedule import WarmupDecay
 
 
 class NonFiniteLossError(RuntimeError):
@@ -51,7 +51,7 @@ class TranslationModule(pl.LightningModule):
 
     Args:
         model: encoder-decoder with ``forward(src, tgt_in) -> logits`` and the decoding interface
-            of :mod:`ablate.decoding`; ``None`` builds it from ``cfg.model`` and ``vocab``.
+            of :mod:`ablate.model.decoding`; ``None`` builds it from ``cfg.model`` and ``vocab``.
         cfg: the resolved run configuration (a :class:`Config` or its nested dict).
         detokenize: ids -> detokenized target text.
         references: raw target sentences per split name, in corpus order.
@@ -192,7 +192,8 @@ class TranslationModule(pl.LightningModule):
         if beam <= 1:
             return greedy(self.model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b)
         alpha = e.len_penalty if len_penalty is None else len_penalty
-        return beam_search(self.model, src, beam, self.bos_id, self.eos_id, alpha, e.max_len_a, e.max_len_b)
+        return beam_search(self.model, src, beam, self.bos_id, self.eos_id, alpha, e.max_len_a, e.max_len_b,
+                           length_penalty=e.length_penalty)
 
     def _eval_step(self, batch: dict[str, torch.Tensor], dataloader_idx: int, beam: int) -> None:
         logits = self.model(batch["src"], batch["tgt_in"])

@@ -23,13 +23,13 @@ from typing import Any
 
 import yaml
 
-from ablate.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, TrainClock
-from ablate.checkpoint_io import ResilientCheckpointIO
+from ablate.training.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, TrainClock
+from ablate.training.checkpoint_io import ResilientCheckpointIO
 from ablate.config import Config, ConfigError, fingerprint, to_dict
-from ablate.io import atomic_write_text
-from ablate.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
+from ablate.utils.io import atomic_write_text
+from ablate.training.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
                              start_logger)
-from ablate.wandb_io.publish import log_summary, publish
+from ablate.training.publish import log_summary, publish
 
 
 class RunError(RuntimeError):
@@ -131,7 +131,7 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
     """Train, validate and test one configuration; returns the run summary.
 
     ``callbacks`` are extra Lightning callbacks (EarlyStopping, a profiler, ...); ``trainer.*``
-    config keys pass Trainer options and callbacks by name (:mod:`ablate.trainer_options`).
+    config keys pass Trainer options and callbacks by name (:mod:`ablate.utils.trainer_options`).
 
     Raises:
         ConfigError / DataError: bad input, before any training.
@@ -142,7 +142,7 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
 
     from ablate.data.datamodule import TranslationDataModule
     from ablate.model.build import build_model
-    from ablate.module import TranslationModule
+    from ablate.training.module import TranslationModule
 
     _quiet()
     run_dir = Path(run_dir or default_run_dir(cfg))
@@ -249,7 +249,7 @@ def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices:
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
 
-    from ablate.trainer_options import build as trainer_options
+    from ablate.utils.trainer_options import build as trainer_options
 
     options, user_callbacks = trainer_options(cfg.trainer)
     t = cfg.train

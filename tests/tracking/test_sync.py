@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ablate.wandb_io import sync as sync_mod
+from ablate.sweep import sync as sync_mod
 
 
 def _trial(root: Path, name: str, status: str, attempts: int = 1) -> list[Path]:
@@ -48,7 +48,7 @@ def test_sync_uploads_every_trial_once(tmp_path, monkeypatch):
     (root / "sweep.json").write_text("{}")
     stub = StubWandb()
     monkeypatch.setattr(sync_mod.subprocess, "run", stub)
-    import cli
+    from ablate import cli
 
     result = CliRunner().invoke(cli.app, ["sync", str(root), "--project", "p"])
     assert result.exit_code == 0, result.output
@@ -67,7 +67,7 @@ def test_sync_uploads_every_trial_once(tmp_path, monkeypatch):
 
 
 def test_sync_errors_are_one_line(tmp_path, monkeypatch):
-    import cli
+    from ablate import cli
 
     monkeypatch.setattr(sync_mod.subprocess, "run", StubWandb(returncode=1))
     for args, message in ((["sync", str(tmp_path / "nope")], "folder not found"),

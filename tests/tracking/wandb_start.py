@@ -13,7 +13,7 @@ import wandb
 
 from ablate.config import load_config
 from ablate.sweep.command import expand_variant
-from ablate.tracking import make_logger, start_logger
+from ablate.training.tracking import make_logger, start_logger
 
 if __name__ == "__main__":
     run_dir = Path(sys.argv[1])

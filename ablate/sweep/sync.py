@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from ablate.io import read_json
+from ablate.utils.io import read_json
 
 
 class SyncError(ValueError):
