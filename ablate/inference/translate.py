@@ -102,7 +102,7 @@ def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> t
     ``hf:...``), in the run's language pair; ``split`` defaults to its first test split.
     """
     from ablate.data.cache import cache_root
-    from ablate.data.corpus import make_source
+    from ablate.data.sources import make_source
 
     data = run.cfg.data if source is None else dataclasses.replace(run.cfg.data, source=source)
     with tempfile.TemporaryDirectory(prefix="ablate-evaluate-") as tmp:
