@@ -222,7 +222,8 @@ def clean_config(config: dict[str, Any]) -> dict[str, Any]:
     ``{"model": {"heads": 8}}`` and ``{"model.heads": 8}`` both give ``{"model.heads": 8}``.
     """
     flat = flatten(_plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
-    return {k: _hashable(v) for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES)}
+    return {k: _hashable(v) for k, v in flat.items()
+            if not k.startswith(IGNORED_PREFIXES) and v != {}}  # an empty section (no trainer.*) sets nothing
 
 
 def _hashable(value: Any) -> Any:
