@@ -14,7 +14,7 @@ import dataclasses
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import torch
 
@@ -27,7 +27,7 @@ from ablate.training.metrics import Scores, corpus_scores
 class LoadedRun:
     """A trained run ready to decode: its module (eval mode), tokenizer and config."""
 
-    module: "object"
+    module: Any
     tokenizer: SubwordTokenizer
     cfg: Config
     checkpoint: Path

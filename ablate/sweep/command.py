@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from ablate.config import parse_override
-from ablate.sweep.spec import VARIANT, SweepError, to_overrides, variant_name, variant_overrides
+from ablate.sweep.spec import RESERVED, VARIANT, SweepError, to_overrides, variant_name, variant_overrides
 
 SWEEP_COMMAND = ["${env}", "${interpreter}", "-m", "ablate", "train", "${args_no_hyphens}"]
 """``python -m ablate train key=value ...``: the trainer with the run's parameters as overrides."""
@@ -36,8 +36,10 @@ def _variant_value(raw: Any) -> Any:
 def expand_variant(overrides: list[str]) -> list[str]:
     """Replace a ``variant=...`` argument by ``tracking.variant=<name>`` and its overrides.
 
-    The variant's overrides come last, so they win over the base values W&B passes for the
-    same keys (``model.heads=8 variant={'name': 'A-heads1', 'model.heads': 1}`` trains one head).
+    The sweep's other reserved parameters (``comparisons``: what its table tests) are about the
+    sweep, not the run, and are dropped. The variant's overrides come last, so they win over the
+    base values W&B passes for the same keys (``model.heads=8 variant={'name': 'A-heads1',
+    'model.heads': 1}`` trains one head).
 
     Raises:
         SweepError: the variant is neither a name nor a mapping with a ``name``.
@@ -47,10 +49,10 @@ def expand_variant(overrides: list[str]) -> list[str]:
         key, value = parse_override(item) if "=" in item else (None, None)
         if key == VARIANT:
             variants.append(_variant_value(value))
-        else:
+        elif key not in RESERVED:
             rest.append(item)
     if not variants:
-        return list(overrides)
+        return rest
     value = variants[-1]
     name = variant_name(value, "variant")
     return rest + [f"tracking.variant={name}"] + to_overrides(variant_overrides(value))

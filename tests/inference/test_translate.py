@@ -110,7 +110,7 @@ def test_offline_run_holds_summary_texts_and_checkpoint(trained):
             assert run.summary[key] == value, key
     texts = next(a for a in run.artifacts if a.type == "hypotheses")
     assert sorted(texts.files) == ["hyps/test.txt", "hyps/test_extra.txt", "hyps/val.txt", "refs/test.txt",
-                                   "refs/test_extra.txt"]
+                                   "refs/test_extra.txt", "refs/val.txt"]
     for name, local in texts.files.items():
         assert local == trained / name and local.read_text()  # referenced in the run folder itself
     model = next(a for a in run.artifacts if a.type == "model")

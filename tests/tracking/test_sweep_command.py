@@ -58,6 +58,7 @@ def test_table3_variant_arguments_train_the_variant():
     assert cfg.model.heads == 1 and cfg.seed == 2 and cfg.tracking.variant == "A-heads1"
     json_form = expand_variant(["model.heads=8", 'variant={"name": "A-heads1", "model.heads": 1}'])
     assert load_config(None, json_form).model.heads == 1
+    assert expand_variant(["comparisons=[{'between': 'model.heads'}]", "seed=2"]) == ["seed=2"]  # about the sweep
     with pytest.raises(SweepError, match="variant"):
         expand_variant(["variant={'model.heads': 1}"])
 
