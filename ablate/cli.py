@@ -77,8 +77,9 @@ def train(
     import yaml
 
     from ablate.config import load_config, to_dict
+    from ablate.sweep.command import expand_variant
 
-    cfg = load_config(config, overrides or [])
+    cfg = load_config(config, expand_variant(overrides or []))  # a W&B sweep agent passes `variant=...`
     if print_config:
         typer.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return
@@ -116,12 +117,14 @@ def attention(
 
 
 from ablate.bench.commands import register as _register_bench  # noqa: E402 - sub-apps mount after the core commands
+from ablate.inference.commands import register as _register_inference  # noqa: E402
 from ablate.report.commands import app as _report_app  # noqa: E402
 from ablate.sweep.commands import app as _sweep_app  # noqa: E402
 
 app.add_typer(_sweep_app, name="sweep", help="Run W&B-format sweeps locally, or through W&B agents across machines.")
 app.add_typer(_report_app)
 _register_bench(app)
+_register_inference(app)
 
 
 def main() -> None:

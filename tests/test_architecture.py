@@ -21,7 +21,7 @@ from ablate.utils.typed import ConfigError, OneOf
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ablate"
 LAYERS = {"errors": 0, "utils": 1, "config": 2, "data": 3, "model": 3, "training": 4, "sweep": 5, "report": 6,
-          "bench": 6, "cli": 7, "__main__": 8}
+          "bench": 6, "inference": 6, "cli": 7, "__main__": 8}
 """Data flows up this list: a module imports only from lower layers or its own folder (the report reads
 what sweeps write, so it may use the sweep file's format)."""
 

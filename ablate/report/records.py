@@ -13,6 +13,7 @@ later stage (aggregation, significance, layout, plots) is source-agnostic:
 
 from __future__ import annotations
 
+import gzip
 import json
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -141,11 +142,15 @@ def _sweep_comparisons(root: Path) -> dict[str, list]:
 
 
 def _read_texts(folder: Path) -> dict[str, list[str]]:
-    """``<split>.txt`` files as lines; only newlines end a line (a hypothesis may hold other
-    Unicode line separators), so line i is always the i-th sentence."""
+    """``<split>.txt`` files, or gzip'd ``<split>.txt.gz`` (as ``ablate export`` ships them), as lines;
+    only newlines end a line (a hypothesis may hold other Unicode line separators), so line i is
+    always the i-th sentence."""
     if not folder.is_dir():
         return {}
-    return {p.stem: _lines(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.txt"))}
+    texts = {p.name[:-len(".txt.gz")]: _lines(gzip.decompress(p.read_bytes()).decode("utf-8"))
+             for p in sorted(folder.glob("*.txt.gz"))}
+    texts.update({p.stem: _lines(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.txt"))})
+    return texts
 
 
 def _lines(text: str) -> list[str]:
@@ -188,7 +193,7 @@ def from_summary(name: str, summary: dict[str, Any], hyps: dict[str, list[str]] 
         config=flat,
         metrics=metrics,
         history=history,
-        variant=summary.get("variant"),
+        variant=_variant_name(summary.get("variant")),
         sweep=sweep.get("name"),
         params=dict(sweep.get("params") or {}),
         hyps=hyps or {},
@@ -198,6 +203,13 @@ def from_summary(name: str, summary: dict[str, Any], hyps: dict[str, list[str]] 
         sources=sources or {},
         comparisons=comparisons if isinstance(comparisons, list) else None,
     )
+
+
+def _variant_name(value: Any) -> Optional[str]:
+    """A variant's name; a W&B sweep agent's run config holds the whole ``{name: ..., key: value}``."""
+    if isinstance(value, dict):
+        value = value.get("name")
+    return None if value is None else str(value)
 
 
 def _number(value: Any) -> Optional[float]:
@@ -215,9 +227,9 @@ def clean_config(config: dict[str, Any]) -> dict[str, Any]:
 
     ``{"model": {"heads": 8}}`` and ``{"model.heads": 8}`` both give ``{"model.heads": 8}``.
     """
-    flat = flatten(_plain(config))
+    flat = flatten(_plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
     return {k: _hashable(v) for k, v in flat.items()
-            if not k.startswith(IGNORED_PREFIXES) and k != "variant"}
+            if not k.startswith(IGNORED_PREFIXES) and v != {}}  # an empty section (no trainer.*) sets nothing
 
 
 def _hashable(value: Any) -> Any:

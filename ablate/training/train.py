@@ -27,6 +27,7 @@ from ablate.config import Config, ConfigError, fingerprint, to_dict
 from ablate.errors import AblateError
 from ablate.training.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, Milestones, TrainClock
 from ablate.training.checkpoint_io import ResilientCheckpointIO
+from ablate.training.publish import log_summary, publish
 from ablate.training.resolved import resolved
 from ablate.training.tracking import (
     RunRecord,
@@ -45,8 +46,16 @@ class RunError(AblateError, RuntimeError):
 
 
 def default_run_dir(cfg: Config) -> Path:
-    """``runs/<name>``: the tracking name, else the architecture and a config fingerprint."""
-    return Path("runs") / (cfg.tracking.name or f"{cfg.model.arch}-{fingerprint(cfg)}")
+    """``runs/<name>``: the tracking name, else the architecture and a config fingerprint.
+
+    A run handed out by a W&B sweep agent goes to ``runs/sweep-<sweep id>/<name>-<run id>``, so
+    two sweeps of the same configuration never share a folder.
+    """
+    name = cfg.tracking.name or f"{cfg.model.arch}-{fingerprint(cfg)}"
+    sweep_id, run_id = os.environ.get("WANDB_SWEEP_ID"), os.environ.get("WANDB_RUN_ID")
+    if sweep_id and run_id:
+        return Path("runs") / f"sweep-{sweep_id}" / f"{cfg.tracking.variant or name}-{run_id}"
+    return Path("runs") / name
 
 
 def is_launcher_process() -> bool:
@@ -127,9 +136,11 @@ def _quiet() -> None:
 
 
 def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, echo=print,
-          milestone: Callable[[str], None] | None = None) -> dict[str, Any]:
+          callbacks: list | None = None, milestone: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Train, validate and test one configuration; returns the run summary.
 
+    ``callbacks`` are extra Lightning callbacks (EarlyStopping, a profiler, ...); ``trainer.*``
+    config keys pass Trainer options and callbacks by name (:mod:`ablate.utils.trainer_options`).
     ``milestone``, when given, is called with ``data``, ``model``, ``fit_start`` and ``first_step``
     as the run reaches each (what ``ablate bench`` times start-up with).
 
@@ -174,6 +185,7 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
         model, cfg, tok.decode_tgt, {s: data.references(s) for s in splits},
         bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id,
         val_split=data.val_split, test_splits=tuple(data.test_splits), clock=clock,
+        vocab={"src": tok.src_vocab_size, "tgt": tok.tgt_vocab_size, "joint": tok.joint},
     )
     mode = resolve_mode(cfg.tracking)
     logger = start_logger(make_logger(cfg, run_dir, mode)) if launcher else None
@@ -184,7 +196,8 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
         echo(f"run dir: {run_dir}  ({state}; {params / 1e6:.2f}M parameters; W&B {mode})")
 
     accelerator, devices, precision = _accelerator_and_precision(cfg)
-    callbacks = [clock, InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"), LiveRecord(record)]
+    callbacks = [clock, InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"), LiveRecord(record),
+                 *(callbacks or [])]
     fault = t.inject_fault or os.environ.get("ABLATE_INJECT_FAULT")
     if fault:
         callbacks.append(FaultInjection(fault, run_dir))
@@ -220,6 +233,8 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
         if launcher:
             record.update(step=trainer.global_step)
             record.write("failed", message)
+            if logger is not None and logger._experiment is not None:  # the failure is on W&B too
+                logger._guard(log_summary, logger.experiment, record.data)
         raise RunError(message) from err
     if trainer.global_rank != 0:
         return {}
@@ -234,8 +249,7 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
     record.write("finished")
     if logger is not None:
         try:
-            logger.experiment.summary.update({k: v for k, v in summary.items()
-                                              if "/" in k or k in ("params", "resolved")})
+            publish(logger.experiment, run_dir, record.data, cfg.tracking.log_checkpoints)
             logger.finalize("success")
             import wandb
 
@@ -252,6 +266,9 @@ def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices:
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
 
+    from ablate.utils.trainer_options import build as trainer_options
+
+    options, user_callbacks = trainer_options(cfg.trainer)
     t = cfg.train
     ckpt_dir = run_dir / "checkpoints"
     best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/bleu", mode="max",
@@ -263,14 +280,14 @@ def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices:
     val_kwargs: dict[str, Any] = {}
     if t.val_every:
         val_kwargs = {"val_check_interval": t.val_every, "check_val_every_n_epoch": None}
-    return pl.Trainer(
+    kwargs = dict(
         accelerator=accelerator,
         devices=devices,
         num_nodes=t.nodes,
         strategy=strategy,
         precision=precision,
         logger=logger if logger is not None else False,
-        callbacks=[best, last, *extra_callbacks],
+        callbacks=[best, last, *extra_callbacks, *user_callbacks],
         max_epochs=t.max_epochs if t.max_epochs is not None else (-1 if t.max_steps < 0 else None),
         max_steps=t.max_steps,
         gradient_clip_val=t.clip_norm or None,
@@ -283,6 +300,8 @@ def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices:
         plugins=[checkpoint_io] if checkpoint_io is not None else None,
         **val_kwargs,
     )
+    kwargs.update(options)  # trainer.* keys (those ablate owns are refused when the config is read)
+    return pl.Trainer(**kwargs)
 
 
 def _describe_failure(err: BaseException, cfg: Config) -> str:
