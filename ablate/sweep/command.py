@@ -36,7 +36,8 @@ def _variant_value(raw: Any) -> Any:
 def expand_variant(overrides: list[str]) -> list[str]:
     """Replace a ``variant=...`` argument by ``tracking.variant=<name>`` and its overrides.
 
-    The sweep's other reserved parameters (``comparisons``: what its table tests) are about the
+    W&B formats every value with ``str``, so a ``null`` in the sweep file arrives as ``None`` and
+    is turned back into ``null``. The sweep's other reserved parameters (``comparisons``: what its table tests) are about the
     sweep, not the run, and are dropped. The variant's overrides come last, so they win over the
     base values W&B passes for the same keys (``model.heads=8 variant={'name': 'A-heads1',
     'model.heads': 1}`` trains one head).
@@ -50,7 +51,8 @@ def expand_variant(overrides: list[str]) -> list[str]:
         if key == VARIANT:
             variants.append(_variant_value(value))
         elif key not in RESERVED:
-            rest.append(item)
+            # W&B writes ``str(value)``: Python's ``None`` is YAML's ``null``.
+            rest.append(f"{key}=null" if value == "None" else item)
     if not variants:
         return rest
     value = variants[-1]
