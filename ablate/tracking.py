@@ -163,7 +163,7 @@ class RunRecord:
         previous = read_json(self.path) or {}
         self.data: dict[str, Any] = {"config": to_dict(cfg)}
         self.wall_before = float(previous.get("wall_time_s", 0.0)) if previous else 0.0
-        for key in ("history",):
+        for key in ("history", "step"):  # a rerun that fails before restoring its checkpoint keeps them
             if key in previous:
                 self.data[key] = previous[key]
 

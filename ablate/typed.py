@@ -14,6 +14,8 @@ from typing import Any, Literal, Union
 
 import yaml
 
+from ablate import yaml_safe
+
 
 class ConfigError(ValueError):
     """A user-facing configuration mistake; its message is one actionable line."""
@@ -128,7 +130,9 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, raw = text.split("=", 1)
     key = key.strip()
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml_safe.load(raw) if raw.strip() else ""
+    except yaml_safe.YAMLRefused as err:
+        raise ConfigError(f"override '{key}': {err}") from None
     except yaml.YAMLError:
         value = raw
     return key, value
@@ -141,7 +145,13 @@ def read_yaml(path: str | Path, error: type[ValueError] = ConfigError, kind: str
     if not path.is_file():
         raise error(f"{kind} not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml_safe.load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise error(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}); save it as UTF-8") from None
+    except OSError as err:
+        raise error(f"cannot read {kind} {path}: {err.strerror or err}") from None
+    except yaml_safe.YAMLRefused as err:
+        raise error(f"{kind} {path} {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
