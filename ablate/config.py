@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import hashlib
 import json
 import typing
@@ -189,8 +190,9 @@ class Config:
 # --------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=None)
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    return typing.get_type_hints(cls)  # cached: a 10,000-trial sweep validates 10,000 configs
 
 
 def valid_keys(cls: type = Config, prefix: str = "") -> list[str]:

@@ -6,7 +6,9 @@ dataclasses in :mod:`ablate.config` stay a plain list of typed fields.
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 import types
 import typing
 from pathlib import Path
@@ -130,12 +132,21 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, raw = text.split("=", 1)
     key = key.strip()
     try:
-        value = yaml_safe.load(raw) if raw.strip() else ""
+        value = copy.deepcopy(_parse_value(raw)) if raw.strip() else ""
     except yaml_safe.YAMLRefused as err:
         raise ConfigError(f"override '{key}': {err}") from None
-    except yaml.YAMLError:
-        value = raw
     return key, value
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_value(raw: str) -> Any:
+    """An override's value as YAML (text that is not YAML stays text); cached, sweeps repeat values."""
+    try:
+        return yaml_safe.load(raw)
+    except yaml_safe.YAMLRefused:
+        raise
+    except yaml.YAMLError:
+        return raw
 
 
 def read_yaml(path: str | Path, error: type[ValueError] = ConfigError, kind: str = "config file",

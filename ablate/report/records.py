@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ablate.config import flatten
+from ablate.io import read_lines
 
 
 class ReportError(ValueError):
@@ -108,12 +109,14 @@ def collect_folder(root: Path) -> list[Trial]:
         if not path.exists():
             continue
         try:
-            summary = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            trials.append(Trial(run_dir.name, "failed", f"unreadable {SUMMARY}: {err}"))
+            summary = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(summary, dict):
+                raise ValueError(f"it holds {type(summary).__name__}, not a JSON object")
+            hyps, refs = _read_texts(run_dir / "hyps"), _read_texts(run_dir / "refs")
+        except (OSError, ValueError) as err:  # UnicodeDecodeError included
+            trials.append(Trial(run_dir.name, "failed", f"unreadable {SUMMARY}: {str(err).splitlines()[0]}"))
             continue
-        trials.append(from_summary(run_dir.name, summary, _read_texts(run_dir / "hyps"),
-                                   _read_texts(run_dir / "refs")))
+        trials.append(from_summary(run_dir.name, summary, hyps, refs))
     if not trials:
         raise ReportError(f"no trials in {root}: expected subfolders holding {SUMMARY}")
     return trials
@@ -122,7 +125,7 @@ def collect_folder(root: Path) -> list[Trial]:
 def _read_texts(folder: Path) -> dict[str, list[str]]:
     if not folder.is_dir():
         return {}
-    return {p.stem: p.read_text(encoding="utf-8").splitlines() for p in sorted(folder.glob("*.txt"))}
+    return {p.stem: read_lines(p) for p in sorted(folder.glob("*.txt"))}  # split on \n only, as written
 
 
 def from_summary(name: str, summary: dict[str, Any], hyps: dict[str, list[str]] | None = None,
