@@ -23,7 +23,7 @@ from typing import Any, Optional
 from ablate.config import ConfigError, flatten, load_config, read_yaml
 from ablate.sweep import process
 from ablate.sweep.progress import Progress, best_trial, clock
-from ablate.sweep.search import as_sweep_run, next_points, planned_trials, to_stop, trial_cap, upfront
+from ablate.sweep.search import as_sweep_run, grid_size, next_points, planned_trials, to_stop, trial_cap, upfront
 from ablate.sweep.options import (GRID_LIMIT, REPO, LaunchOptions, SweepResult, TrialCommand,  # noqa: F401 - re-exported
                                   default_out, trainer_command)
 from ablate.sweep.slots import Slot
@@ -59,13 +59,17 @@ def signature(spec: SweepSpec, opts: LaunchOptions) -> str:
 
 
 def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Optional[int]:
-    """The number of trials the sweep plans, counted without planning; refused beyond ``limit``."""
+    """The number of trials the sweep plans, counted without planning.
+
+    A grid larger than ``limit`` is refused even under a cap: W&B's grid search enumerates the
+    whole grid to pick the next point, so its size alone decides the planning time and memory.
+    """
+    size = grid_size(spec.parameters) if spec.method == "grid" else None
     count = planned_trials(spec, cap)
-    if count is not None and count > limit:
-        raise SweepError(
-            f"{spec.describe()}: {count:,} trials is over the limit of {limit:,}; narrow the grid, run the first N "
-            f"with --max-trials N, or raise the limit with --trial-limit {count}"
-        )
+    biggest = max(n for n in (size, count, 0) if n is not None)
+    if biggest > limit:
+        raise SweepError(f"{spec.describe()}: {biggest:,} trials is over the limit of {limit:,}; narrow the grid, "
+                         f"or raise the limit with --trial-limit {biggest}")
     return count
 
 

@@ -136,7 +136,10 @@ def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[P
     if spec.method == "grid":  # W&B's grid refuses continuous distributions: say so before running
         from ablate.sweep.search import next_points
 
-        next_points(spec, [], 1)
+        # on a one-point grid of the same parameter kinds: W&B enumerates the whole grid to plan
+        one = {k: dict(p, values=p["values"][:1]) if isinstance(p, dict) and p.get("values") else p
+               for k, p in config["parameters"].items()}
+        next_points(SweepSpec(name=spec.name, path=path, config={**config, "parameters": one}), [], 1)
     return spec
 
 
