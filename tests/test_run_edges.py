@@ -62,7 +62,7 @@ def test_a_second_training_of_the_same_folder_is_refused_and_a_dead_holder_is_ta
 def test_a_run_folder_that_cannot_be_written_is_refused_before_any_data_work(tmp_path, monkeypatch):
     """Item 12: a read-only file system fails in one line at the lock, before data is prepared."""
     from ablate.config import ConfigError
-    from ablate.run_lock import RunLock
+    from ablate.training.run_lock import RunLock
 
     real_open = os.open
 
@@ -138,7 +138,7 @@ def test_bad_inputs_give_one_line_and_leave_nothing_half_written(tmp_path):
 def test_table_and_attention_over_damaged_files_are_one_line(tmp_path):
     """Item 12: ``ablate table`` over a summary.json of [] or null, ``ablate attention`` on a torn checkpoint."""
     from ablate.config import load_config
-    from ablate.train import train
+    from ablate.training.train import train
 
     os.environ["ABLATE_CACHE"] = str(tmp_path / "cache")
     train(load_config(None, [*TINY, "train.max_steps=3"]), tmp_path / "sweep" / "good")

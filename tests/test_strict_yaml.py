@@ -58,6 +58,6 @@ def test_sweep_files_refuse_duplicate_keys_and_list_bombs(tmp_path):
 def test_ordinary_anchors_and_merge_keys_still_load(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text("base: &base {heads: 8}\nmodel:\n  <<: *base\n  d_model: 64\n")
-    from ablate.typed import read_yaml
+    from ablate.utils.typed import read_yaml
 
     assert read_yaml(path)["model"] == {"heads": 8, "d_model": 64}

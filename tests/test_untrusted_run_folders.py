@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from ablate.config import ConfigError, load_config
-from ablate.train import train
+from ablate.training.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
@@ -92,7 +92,7 @@ def test_a_pickled_payload_in_a_checkpoint_never_runs(run, tmp_path):
 def test_atomic_writes_and_cache_entries_follow_the_umask(tmp_path):
     """Item 2: records and cache entries get the permissions a plain write gives (shareable caches)."""
     from ablate.data.cache import cached_entry
-    from ablate.io import atomic_write_json
+    from ablate.utils.io import atomic_write_json
 
     old = os.umask(0o002)
     try:
@@ -140,7 +140,7 @@ def test_a_rerun_that_only_decodes_keeps_the_measured_training_metrics(run):
 
 def test_json_records_never_hold_nan(tmp_path):
     """Item 9: NaN and infinities are written as null (``NaN`` is not JSON)."""
-    from ablate.io import atomic_write_json
+    from ablate.utils.io import atomic_write_json
 
     atomic_write_json(tmp_path / "s.json", {"a": float("nan"), "b": [float("inf"), 1.5]})
     assert json.loads((tmp_path / "s.json").read_text(), parse_constant=pytest.fail) == {"a": None, "b": [None, 1.5]}
@@ -154,7 +154,7 @@ def test_a_second_sigint_cannot_cut_short_the_interrupt_checkpoint(tmp_path, cac
     """
     import pytorch_lightning.trainer.call as call
 
-    from ablate.module import TranslationModule
+    from ablate.training.module import TranslationModule
 
     real_start = TranslationModule.on_train_batch_start
 
@@ -188,7 +188,7 @@ def test_hypotheses_with_unicode_separators_read_back_line_for_line(tmp_path):
     from types import SimpleNamespace
 
     from ablate.report.records import collect_folder
-    from ablate.train import _write_outputs
+    from ablate.training.train import _write_outputs
 
     refs = [f"sentence{sep}{i}" for i, sep in enumerate(SEPARATORS)]
     module = SimpleNamespace(test_results={"test": {"hypotheses": list(refs)}}, val_hypotheses=None)

@@ -1,7 +1,7 @@
 """Training throughput of every variant and of ``torch.nn.Transformer``, on the same batches.
 
 One training step is exactly what ``ablate train`` does per batch, minus Lightning's hooks:
-forward, the label-smoothed cross-entropy of :class:`ablate.module.TranslationModule`, backward,
+forward, the label-smoothed cross-entropy of :class:`ablate.training.module.TranslationModule`, backward,
 gradient-norm clipping, the module's AdamW step and learning-rate schedule. The reference
 (:class:`ablate.bench.reference.TorchTransformer`) is wrapped in the same module, so loss and
 optimiser are identical. Throughput counts non-padding source + target tokens per second.
@@ -22,7 +22,7 @@ from ablate.bench.reference import TorchTransformer
 from ablate.bench.timing import interleaved, median, speedup, spread
 from ablate.config import Config, from_flat
 from ablate.model.build import build_model
-from ablate.module import TranslationModule
+from ablate.training.module import TranslationModule
 
 REFERENCE = "torch"
 """Name of the ``torch.nn.Transformer`` contender."""

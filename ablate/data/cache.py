@@ -29,7 +29,7 @@ from typing import Callable, Optional
 from filelock import FileLock
 
 from ablate.data.errors import DataError
-from ablate.io import plain_mode
+from ablate.utils.io import plain_mode
 
 MANIFEST = ".manifest.json"
 log = logging.getLogger("ablate.data")

@@ -2,7 +2,7 @@
 
 The plain functions (:func:`load`, :func:`make_table`, :func:`make_plots`, :func:`make_report`)
 do the work and return values; the typer commands only parse options and print. The lead's
-``cli.py`` mounts :data:`app`'s commands at top level.
+:mod:`ablate.cli` mounts :data:`app`'s commands at top level.
 """
 
 from __future__ import annotations

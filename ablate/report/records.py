@@ -4,7 +4,7 @@ A *trial* is one training run. Both sources yield the same :class:`Trial` object
 later stage (aggregation, significance, layout, plots) is source-agnostic:
 
 * a sweep folder ``DIR/<trial>/summary.json`` (+ ``hyps/<split>.txt``, ``refs/<split>.txt``),
-  as written by ``ablate.tracking.RunRecord`` and the sweep helper;
+  as written by ``ablate.training.tracking.RunRecord`` and the sweep helper;
 * ``wandb:<entity>/<project>[/<group>]``, read through W&B's public API
   (``wandb.Api().runs``): ``run.config`` (dotted keys, flat or nested), ``run.summary``, the
   validation history, and hypotheses from run files or a ``hypotheses``/``predictions``
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ablate.config import flatten
-from ablate.io import read_lines
+from ablate.utils.io import read_lines
 
 
 class ReportError(ValueError):

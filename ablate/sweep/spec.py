@@ -134,13 +134,23 @@ def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[P
         raise SweepError(f"{where}: method 'custom' needs a W&B scheduler; use grid, random or bayes")
     spec = SweepSpec(name=safe_name(name), path=path, config=config)
     if spec.method == "grid":  # W&B's grid refuses continuous distributions: say so before running
-        from ablate.sweep.search import next_points
+        check_grid(spec)
+    return spec
+
+
+def check_grid(spec: SweepSpec) -> None:
+    """Ask W&B's grid search for a first point; it refuses what a grid cannot enumerate."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import sweeps
 
         # on a one-point grid of the same parameter kinds: W&B enumerates the whole grid to plan
         one = {k: dict(p, values=p["values"][:1]) if isinstance(p, dict) and p.get("values") else p
-               for k, p in config["parameters"].items()}
-        next_points(SweepSpec(name=spec.name, path=path, config={**config, "parameters": one}), [], 1)
-    return spec
+               for k, p in spec.parameters.items()}
+        try:
+            sweeps.next_runs({**spec.config, "parameters": one}, [], validate=False, n=1)
+        except ValueError as err:  # e.g. a distribution in a grid
+            raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
 
 
 def _schema_validator():

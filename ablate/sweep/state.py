@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ablate import io
+from ablate.utils import io
 from ablate.sweep.spec import SweepError
 
 STATE_FILE = "sweep.json"

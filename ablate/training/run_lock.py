@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ablate.config import ConfigError
-from ablate.io import plain_mode
+from ablate.utils.io import plain_mode
 
 LOCK_FILE = ".lock"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from torch import nn
 
-from ablate.checkpoint_io import CheckpointError, load_checkpoint_file
+from ablate.training.checkpoint_io import CheckpointError, load_checkpoint_file
 from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml
 from ablate.data.tokenizer import SubwordTokenizer
 from ablate.model.build import build_model

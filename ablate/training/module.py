@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ablate.config import Config, peak_lr
-from ablate.decoding import beam_search, greedy
-from ablate.metrics import corpus_scores
-from ablate.schedule import WarmupDecay
+from ablate.model.decoding import beam_search, greedy
+from ablate.training.metrics import corpus_scores
+from ablate.training.schedule import WarmupDecay
 
 
 class NonFiniteLossError(RuntimeError):
@@ -46,7 +46,7 @@ class TranslationModule(pl.LightningModule):
 
     Args:
         model: encoder-decoder with ``forward(src, tgt_in) -> logits`` and the decoding interface
-            of :mod:`ablate.decoding`.
+            of :mod:`ablate.model.decoding`.
         cfg: the resolved run configuration.
         detokenize: ids -> detokenized target text.
         references: raw target sentences per split name, in corpus order.
@@ -172,7 +172,8 @@ class TranslationModule(pl.LightningModule):
         e = self.cfg.eval
         if beam <= 1:
             return greedy(self.model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b)
-        return beam_search(self.model, src, beam, self.bos_id, self.eos_id, e.len_penalty, e.max_len_a, e.max_len_b)
+        return beam_search(self.model, src, beam, self.bos_id, self.eos_id, e.len_penalty, e.max_len_a, e.max_len_b,
+                           length_penalty=e.length_penalty)
 
     def _eval_step(self, batch: dict[str, torch.Tensor], dataloader_idx: int, beam: int) -> None:
         logits = self.model(batch["src"], batch["tgt_in"])

@@ -16,7 +16,7 @@ from typing import Any, Literal, Union
 
 import yaml
 
-from ablate import yaml_safe
+from ablate.utils import yaml_safe
 
 
 class ConfigError(ValueError):

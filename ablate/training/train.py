@@ -23,14 +23,14 @@ from typing import Any
 
 import yaml
 
-from ablate.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, TrainClock
-from ablate.checkpoint_io import (RESUME_ORDER, CheckpointError, ResilientCheckpointIO, load_checkpoint_file,
-                                  resumable_checkpoint)
 from ablate.config import Config, ConfigError, fingerprint, read_yaml, to_dict
-from ablate.interrupts import SigintGuard
-from ablate.io import atomic_write_text, write_lines
-from ablate.run_lock import LOCK_FILE, RunLock
-from ablate.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
+from ablate.training.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, TrainClock
+from ablate.training.checkpoint_io import (RESUME_ORDER, CheckpointError, ResilientCheckpointIO, load_checkpoint_file,
+                                           resumable_checkpoint)
+from ablate.training.interrupts import SigintGuard
+from ablate.training.run_lock import LOCK_FILE, RunLock
+from ablate.utils.io import atomic_write_text, write_lines
+from ablate.training.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
                              start_logger)
 
 
@@ -163,7 +163,7 @@ def _train(cfg: Config, run_dir: Path, overwrite: bool, echo) -> dict[str, Any]:
 
     from ablate.data.datamodule import TranslationDataModule
     from ablate.model.build import build_model
-    from ablate.module import TranslationModule
+    from ablate.training.module import TranslationModule
 
     _quiet()
     state = prepare_run_dir(cfg, run_dir, overwrite)
