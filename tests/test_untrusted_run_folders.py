@@ -119,7 +119,7 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one(run, capsys):
 def test_without_a_readable_checkpoint_the_error_says_how_to_start_over(run):
     """Item 8: no fallback left: one line that says --overwrite, and the recorded step is kept."""
     for name in ("last.prev.ckpt", "best.ckpt"):
-        (run / "checkpoints" / name).unlink()
+        (run / "checkpoints" / name).unlink(missing_ok=True)
     (run / "checkpoints" / "last.ckpt").write_bytes(b"\x00garbage")
     with pytest.raises(ConfigError, match="pass --overwrite to start this run over"):
         train(load_config(None, TINY), run)
