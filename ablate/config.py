@@ -310,7 +310,7 @@ def validate(cfg: Config) -> None:
             )
         if m.attention.score == "none" or m.attention.cross_score == "none":
             raise ConfigError("model.attention.score=none is only for model.arch=rnn (the no-attention baseline)")
-    if m.positions == "rotary" and (m.d_k or m.d_model // m.heads) % 2:
+    if m.positions == "rotary" and head_dims(m)[0] % 2:
         raise ConfigError("model.positions=rotary needs an even per-head size d_k")
     if isinstance(m.attention.scale, float) and m.attention.scale <= 0:
         raise ConfigError(f"model.attention.scale={m.attention.scale} must be positive, auto, true or false")
@@ -349,3 +349,15 @@ def peak_lr(cfg: Config) -> float:
     if cfg.train.lr is not None:
         return cfg.train.lr
     return cfg.model.d_model**-0.5 * max(cfg.train.warmup, 1) ** -0.5
+
+
+def head_dims(m: ModelConfig) -> tuple[int, int]:
+    """Per-head ``(d_k, d_v)`` the model uses: ``model.d_k`` or d_model / heads, and ``model.d_v`` or d_k.
+
+    The RNN's single attention head works in the decoder's hidden size (``model.rnn.hidden``).
+    """
+    if m.arch == "rnn":
+        return m.rnn.hidden, m.rnn.hidden
+    d_k = m.d_k or m.d_model // m.heads
+    return d_k, m.d_v or d_k
+

@@ -10,7 +10,7 @@ optimiser are identical. Throughput counts non-padding source + target tokens pe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
@@ -52,7 +52,8 @@ def variant_config(opts: BenchOptions, changes: dict[str, Any]) -> Config:
 
 @dataclass
 class Trainee:
-    """A model with its loss, optimiser and schedule, ready to take steps."""
+    """A model with its loss, optimiser and schedule, ready to take steps; ``dtype`` is the autocast dtype
+    (None: the device's training dtype, see :func:`ablate.bench.hardware.training_dtype`)."""
 
     name: str
     model: nn.Module
@@ -62,13 +63,14 @@ class Trainee:
     clip_norm: float
     smoothing: float
     dev: torch.device
+    dtype: Optional[torch.dtype] = None
 
     @property
     def params(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        with hardware.autocast(self.dev):
+        with hardware.autocast(self.dev, self.dtype):
             logits = self.model(batch["src"], batch["tgt_in"])
         return self.module._loss(logits, batch["tgt_out"], self.smoothing)[0]
 

@@ -10,7 +10,7 @@ from typing import Callable
 
 from torch import nn
 
-from ablate.config import ModelConfig
+from ablate.config import ModelConfig, head_dims
 from ablate.model.attention import MultiHeadAttention, resolve_scale
 from ablate.model.embeddings import build_embeddings
 from ablate.model.errors import ModelBuildError
@@ -26,8 +26,7 @@ def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: 
     d, heads = cfg.d_model, cfg.heads
     if cfg.d_k is None and d % heads:
         raise ModelBuildError(f"model.heads={heads} does not divide model.d_model={d}; set model.d_k")
-    d_k = cfg.d_k or d // heads
-    d_v = cfg.d_v or d_k
+    d_k, d_v = head_dims(cfg)
     att = cfg.attention
     pre_norm = cfg.norm == "pre"
 
@@ -69,8 +68,7 @@ def resolved_scale(cfg: ModelConfig, cross: bool = False) -> float:
     score = (att.cross_score or att.score) if cross or cfg.arch == "rnn" else att.score
     if score == "none":
         return float("nan")
-    d_k = cfg.rnn.hidden if cfg.arch == "rnn" else (cfg.d_k or cfg.d_model // cfg.heads)
-    return resolve_scale(att.scale, d_k, SCORES[score])
+    return resolve_scale(att.scale, head_dims(cfg)[0], SCORES[score])
 
 
 Builder = Callable[[ModelConfig, int, int, int, bool], nn.Module]

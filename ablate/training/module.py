@@ -78,6 +78,8 @@ class TranslationModule(pl.LightningModule):
         self.test_results: dict[str, dict[str, Any]] = {}
         self.best_val_bleu = -1.0
         self.last_val: dict[str, float] = {}
+        self.last_val_record: dict[str, Any] = {}
+        self.best_val_record: dict[str, Any] = {}  # scores and hypotheses of the best validation
         # throughput, measured over training steps only, after a few warm-up steps
         self._skip = warmup_steps_excluded
         self._tok, self._sec = 0, 0.0  # after the warm-up steps
@@ -85,6 +87,7 @@ class TranslationModule(pl.LightningModule):
         self._t0 = 0.0
         self._step_tokens = 0
         self.tokens_per_sec = float("nan")
+        self.train_tokens: int | None = None
         self.last_loss: torch.Tensor | None = None
         self.step_time = float("nan")
         self._eval: dict[int, list[tuple[int, str]]] = {}
@@ -152,6 +155,10 @@ class TranslationModule(pl.LightningModule):
 
     def on_train_end(self) -> None:
         self._reduce_throughput()
+        tok = torch.tensor([float(self._all_tok)], dtype=torch.float64, device=self.device)
+        if self.trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
+            dist.all_reduce(tok, op=dist.ReduceOp.SUM)
+        self.train_tokens = int(tok.item())  # every step's tokens, all devices, resumed runs included
 
     def configure_optimizers(self):
         t = self.cfg.train
@@ -219,10 +226,13 @@ class TranslationModule(pl.LightningModule):
         hyps = self._collect(0, len(refs))
         scores = corpus_scores(hyps, refs)
         ppl = self._reduce_nll()
-        self.val_hypotheses = hyps
-        self.best_val_bleu = max(self.best_val_bleu, scores.bleu)
         self.last_val = {"val/bleu": scores.bleu, "val/chrf": scores.chrf, "val/ppl": ppl}
         entry = {"step": int(self.global_step), **self.last_val}
+        # one validation's scores and hypotheses together; the best is strictly better, as best.ckpt
+        self.last_val_record = {**entry, "hypotheses": hyps}
+        if scores.bleu > self.best_val_bleu:
+            self.best_val_record = self.last_val_record
+        self.best_val_bleu = max(self.best_val_bleu, scores.bleu)
         if not self.history or self.history[-1]["step"] != entry["step"]:  # the final re-validation repeats the last
             self.history.append(entry)
         self.log_dict(self.last_val, prog_bar=True, sync_dist=False, batch_size=1)
@@ -266,7 +276,8 @@ class TranslationModule(pl.LightningModule):
         # what training measured, so a rerun that only decodes (killed during the test) still reports it
         measured = {"tok": self._tok, "sec": self._sec, "all_tok": self._all_tok, "all_sec": self._all_sec,
                     "skip": self._skip, "loss": None if self.last_loss is None else float(self.last_loss)}
-        checkpoint["ablate"] = {"history": self.history, "rng": rng, "measured": measured}
+        checkpoint["ablate"] = {"history": self.history, "rng": rng, "measured": measured,
+                                "best_val_record": self.best_val_record, "train_tokens": self._all_tok}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # A checkpoint may come from someone else's run folder: take only well-formed values, and
@@ -274,6 +285,7 @@ class TranslationModule(pl.LightningModule):
         state = checkpoint.get("ablate") if isinstance(checkpoint.get("ablate"), dict) else {}
         self.history = checked_history(state.get("history"))
         self.best_val_bleu = max((h["val/bleu"] for h in self.history), default=-1.0)
+        self.best_val_record = checked_record(state.get("best_val_record"), self.history)
         measured = state.get("measured") if isinstance(state.get("measured"), dict) else {}
         counts = {k: _nonnegative(measured.get(k)) for k in ("tok", "sec", "all_tok", "all_sec", "skip")}
         if None not in counts.values():
@@ -281,6 +293,8 @@ class TranslationModule(pl.LightningModule):
             self._sec, self._all_sec = counts["sec"], counts["all_sec"]
             if self._sec > 0 or self._all_sec > 0:
                 self.tokens_per_sec = (self._tok / self._sec) if self._sec > 0 else self._all_tok / self._all_sec
+        elif _nonnegative(state.get("train_tokens")) is not None:
+            self._all_tok = int(state["train_tokens"])
         loss = measured.get("loss")
         if isinstance(loss, (int, float)) and math.isfinite(loss):
             self.last_loss = torch.tensor(float(loss))
@@ -302,6 +316,19 @@ def _nonnegative(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         return None
     return float(value)
+
+
+def checked_record(record: Any, history: list[dict[str, float]]) -> dict[str, Any]:
+    """A checkpoint's best-validation record if well formed and one of the (checked) ``history``, else ``{}``."""
+    if not isinstance(record, dict):
+        return {}
+    scores = checked_history([record])
+    hyps = record.get("hypotheses")
+    seen = {(h["step"], h["val/bleu"]) for h in history}
+    if not scores or (scores[0]["step"], scores[0]["val/bleu"]) not in seen or not isinstance(hyps, list) \
+            or not all(isinstance(h, str) for h in hyps):
+        return {}
+    return {**scores[0], "hypotheses": list(hyps)}
 
 
 def checked_history(history: Any) -> list[dict[str, float]]:

@@ -28,6 +28,7 @@ from ablate.training.callbacks import FaultInjection, InterruptCheckpoint, LiveR
 from ablate.training.checkpoint_io import (RESUME_ORDER, CheckpointError, ResilientCheckpointIO, load_checkpoint_file,
                                            resumable_checkpoint)
 from ablate.training.interrupts import SigintGuard
+from ablate.training.resolved import resolved
 from ablate.training.run_lock import LOCK_FILE, RunLock
 from ablate.utils.io import atomic_write_text, write_lines
 from ablate.training.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
@@ -230,6 +231,7 @@ def _train(cfg: Config, run_dir: Path, overwrite: bool, echo) -> dict[str, Any]:
             module.load_state_dict(state_dict)
         else:  # collective: every rank calls it, rank 0 writes
             trainer.save_checkpoint(best_path)
+            module.best_val_record = module.last_val_record  # the weights tested are the final ones
         trainer.test(module, datamodule=data, verbose=False)
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C, SIGTERM (Lightning raises SystemExit)
         if launcher:
@@ -248,6 +250,7 @@ def _train(cfg: Config, run_dir: Path, overwrite: bool, echo) -> dict[str, Any]:
         return {}
 
     summary = _summarise(module, trainer, cfg, params, clock.seconds, accelerator)
+    summary["resolved"] = resolved(cfg)
     _write_outputs(run_dir, module, data)
     if checkpoint_io.failures:
         summary["checkpoint_failures"] = checkpoint_io.failures
@@ -256,7 +259,8 @@ def _train(cfg: Config, run_dir: Path, overwrite: bool, echo) -> dict[str, Any]:
     record.write("finished")
     if logger is not None:
         try:
-            logger.experiment.summary.update({k: v for k, v in summary.items() if "/" in k or k == "params"})
+            logger.experiment.summary.update({k: v for k, v in summary.items()
+                                              if "/" in k or k in ("params", "resolved")})
             logger.finalize("success")
             import wandb
 
@@ -316,6 +320,7 @@ def _describe_failure(err: BaseException, cfg: Config) -> str:
 
 
 def _summarise(module, trainer, cfg: Config, params: int, seconds: float, accelerator: str) -> dict[str, Any]:
+    best = module.best_val_record
     out: dict[str, Any] = {
         "params": params,
         "step": int(trainer.global_step),
@@ -325,9 +330,12 @@ def _summarise(module, trainer, cfg: Config, params: int, seconds: float, accele
         "train/loss": None if module.last_loss is None else float(module.last_loss),
         "train/step_time_s": module._all_sec / max(1, trainer.global_step),
         "peak_memory_mb": round(_peak_memory_mb(accelerator), 1),
-        "val/bleu": module.best_val_bleu if module.best_val_bleu >= 0 else None,
-        "val/ppl": min((h["val/ppl"] for h in module.history if h["val/ppl"] is not None), default=None),
-        "val/chrf": max((h["val/chrf"] for h in module.history), default=None),
+        # validation scores of the checkpoint that was tested (the best by BLEU), all from one validation
+        "val/bleu": best.get("val/bleu"),
+        "val/ppl": best.get("val/ppl"),
+        "val/chrf": best.get("val/chrf"),
+        "val/step": best.get("step"),
+        "train/tokens": module.train_tokens,
         "train_seconds": round(seconds, 2),
     }
     out.update(getattr(module, "test_metrics", {}))
@@ -341,9 +349,12 @@ def _write_outputs(run_dir: Path, module, data) -> None:
     for split, result in module.test_results.items():
         write_lines(run_dir / "hyps" / f"{split}.txt", result["hypotheses"])
         write_lines(run_dir / "refs" / f"{split}.txt", data.references(split))
-    hyps = getattr(module, "val_hypotheses", None)
-    if hyps is not None:
+    hyps = module.best_val_record.get("hypotheses")
+    if hyps is not None:  # from the validation whose scores summary.json reports
         write_lines(run_dir / "hyps" / f"{data.val_split}.txt", hyps)
+        write_lines(run_dir / "refs" / f"{data.val_split}.txt", data.references(data.val_split))
+    for split in [data.val_split, *module.test_results]:  # for BLEU by source length (ablate plot)
+        write_lines(run_dir / "sources" / f"{split}.txt", data.sources(split))
 
 
 if __name__ == "__main__":  # pragma: no cover - use `ablate train`
