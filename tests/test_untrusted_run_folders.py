@@ -191,11 +191,11 @@ def test_hypotheses_with_unicode_separators_read_back_line_for_line(tmp_path):
     from ablate.training.train import _write_outputs
 
     refs = [f"sentence{sep}{i}" for i, sep in enumerate(SEPARATORS)]
-    module = SimpleNamespace(test_results={"test": {"hypotheses": list(refs)}}, val_hypotheses=None)
-    data = SimpleNamespace(references=lambda split: refs, val_split="val")
+    module = SimpleNamespace(test_results={"test": {"hypotheses": list(refs)}}, best_val_record={})
+    data = SimpleNamespace(references=lambda split: refs, sources=lambda split: refs, val_split="val")
     run = tmp_path / "sweep" / "trial"
     _write_outputs(run, module, data)
     (run / "summary.json").write_text(json.dumps({"status": "finished", "config": {"seed": 1}}))
     trial = collect_folder(tmp_path / "sweep")[0]
-    assert len(trial.hyps["test"]) == len(trial.refs["test"]) == len(refs)
+    assert len(trial.hyps["test"]) == len(trial.refs["test"]) == len(trial.sources["test"]) == len(refs)
     assert trial.hyps["test"][:8] == refs[:8]  # a bare CR would be translated by readers: written as a space
