@@ -48,10 +48,12 @@ def train(
     import yaml
 
     from ablate.config import ConfigError, load_config, to_dict
+    from ablate.sweep.command import expand_variant
+    from ablate.sweep.spec import SweepError
 
-    try:
-        cfg = load_config(config, overrides or [])
-    except ConfigError as err:
+    try:  # a W&B sweep agent passes `variant=...` among the overrides
+        cfg = load_config(config, expand_variant(overrides or []))
+    except (ConfigError, SweepError) as err:
         fail(str(err))
     if print_config:
         typer.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
@@ -99,12 +101,14 @@ def attention(
 
 
 from ablate.bench.commands import register as _register_bench  # noqa: E402 - sub-apps mount after the core commands
+from ablate.inference.commands import register as _register_inference  # noqa: E402
 from ablate.report.commands import app as _report_app  # noqa: E402
 from ablate.sweep.commands import app as _sweep_app  # noqa: E402
 
 app.add_typer(_sweep_app, name="sweep", help="Run W&B-format sweeps locally, or through W&B agents across machines.")
 app.add_typer(_report_app)
 _register_bench(app)
+_register_inference(app)
 
 
 def main() -> None:

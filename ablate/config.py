@@ -182,6 +182,10 @@ class TrackingConfig:
     variant: Optional[str] = None
     """Name of the sweep variant this run belongs to (set by ``ablate sweep``), for tables."""
     log_every: int = 50
+    system_metrics: bool = True
+    """Let W&B record CPU/GPU utilisation and memory of the run (``false`` turns it off)."""
+    log_checkpoints: bool = False
+    """Upload ``best.ckpt`` as a W&B model artifact at the end of the run."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,8 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     seed: int = 1
+    trainer: dict[str, Any] = field(default_factory=dict)
+    """Extra ``pytorch_lightning.Trainer`` arguments and ``callbacks`` (see ``ablate/utils/trainer_options.py``)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -335,11 +341,15 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"tracking.log_every={cfg.tracking.log_every} must be at least 1 (steps)")
     if t.max_steps < 0 and t.max_epochs is None and t.max_time is None:
         raise ConfigError("set a training budget: train.max_steps, train.max_epochs or train.max_time")
+    if cfg.trainer:
+        from ablate.utils.trainer_options import check
+
+        check(cfg.trainer)
 
 
 def fingerprint(cfg: Config, exclude: tuple[str, ...] = ("tracking.", "train.devices")) -> str:
     """A short stable hash of what determines the trained model (tracking excluded)."""
-    flat = {k: v for k, v in flatten(to_dict(cfg)).items() if not k.startswith(exclude)}
+    flat = {k: v for k, v in flatten(to_dict(cfg)).items() if not k.startswith(exclude) and v != {}}
     blob = json.dumps(flat, sort_keys=True, default=str).encode()
     return hashlib.sha1(blob).hexdigest()[:8]
 

@@ -187,7 +187,7 @@ def from_summary(name: str, summary: dict[str, Any], hyps: dict[str, list[str]] 
         config=flat,
         metrics=metrics,
         history=history,
-        variant=summary.get("variant"),
+        variant=_variant_name(summary.get("variant")),
         sweep=sweep.get("name"),
         params=dict(sweep.get("params") or {}),
         hyps=hyps or {},
@@ -197,6 +197,13 @@ def from_summary(name: str, summary: dict[str, Any], hyps: dict[str, list[str]] 
         sources=sources or {},
         comparisons=comparisons if isinstance(comparisons, list) else None,
     )
+
+
+def _variant_name(value: Any) -> Optional[str]:
+    """A variant's name; a W&B sweep agent's run config holds the whole ``{name: ..., key: value}``."""
+    if isinstance(value, dict):
+        value = value.get("name")
+    return None if value is None else str(value)
 
 
 def _number(value: Any) -> Optional[float]:
@@ -214,9 +221,9 @@ def clean_config(config: dict[str, Any]) -> dict[str, Any]:
 
     ``{"model": {"heads": 8}}`` and ``{"model.heads": 8}`` both give ``{"model.heads": 8}``.
     """
-    flat = flatten(_plain(config))
+    flat = flatten(_plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
     return {k: _hashable(v) for k, v in flat.items()
-            if not k.startswith(IGNORED_PREFIXES) and k != "variant"}
+            if not k.startswith(IGNORED_PREFIXES) and v != {}}  # an empty section (no trainer.*) sets nothing
 
 
 def _hashable(value: Any) -> Any:

@@ -17,7 +17,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from ablate.config import Config, peak_lr
+from ablate.config import Config, flatten, from_flat, peak_lr, to_dict
+from ablate.model.build import build_model
 from ablate.model.decoding import beam_search, greedy
 from ablate.training.metrics import corpus_scores
 from ablate.training.schedule import WarmupDecay
@@ -44,33 +45,48 @@ def batch_tokens(batch: dict[str, torch.Tensor], pad_id: int) -> int:
 class TranslationModule(pl.LightningModule):
     """Trains ``model`` on batches from :class:`ablate.data.datamodule.TranslationDataModule`.
 
+    ``TranslationModule.load_from_checkpoint(run_dir / "checkpoints/best.ckpt")`` rebuilds it
+    from the checkpoint alone (the config and vocabulary sizes are its hyperparameters); attach
+    ``detokenize`` (``SubwordTokenizer.load(run_dir / "tokenizer").decode_tgt``) to score text.
+
     Args:
         model: encoder-decoder with ``forward(src, tgt_in) -> logits`` and the decoding interface
-            of :mod:`ablate.model.decoding`.
-        cfg: the resolved run configuration.
+            of :mod:`ablate.model.decoding`; ``None`` builds it from ``cfg.model`` and ``vocab``.
+        cfg: the resolved run configuration (a :class:`Config` or its nested dict).
         detokenize: ids -> detokenized target text.
         references: raw target sentences per split name, in corpus order.
         bos_id, eos_id, pad_id: special token ids.
+        vocab: ``{"src": size, "tgt": size, "joint": bool}``, to build (and rebuild) the model.
     """
 
     def __init__(
         self,
-        model: nn.Module,
-        cfg: Config,
-        detokenize: Callable[[list[int]], str],
-        references: dict[str, list[str]],
+        model: nn.Module | None = None,
+        cfg: Config | dict | None = None,
+        detokenize: Callable[[list[int]], str] | None = None,
+        references: dict[str, list[str]] | None = None,
         bos_id: int = 1,
         eos_id: int = 2,
         pad_id: int = 0,
         val_split: str = "val",
         test_splits: tuple[str, ...] = ("test",),
         warmup_steps_excluded: int = 10,
+        vocab: dict[str, Any] | None = None,
     ):
         super().__init__()
+        cfg = cfg if isinstance(cfg, Config) else from_flat(flatten(cfg or {}))
+        if model is None:
+            if vocab is None:
+                raise ValueError("TranslationModule needs a model, or vocab={'src': n, 'tgt': n, 'joint': bool} to build one")
+            model = build_model(cfg.model, vocab["src"], vocab["tgt"], pad_id, vocab["joint"])
+        # plain values only, so the checkpoint loads with torch.load(weights_only=True)
+        self.save_hyperparameters({"cfg": to_dict(cfg), "vocab": vocab, "bos_id": bos_id, "eos_id": eos_id,
+                                   "pad_id": pad_id, "val_split": val_split, "test_splits": list(test_splits)},
+                                  logger=False)
         self.model = model
         self.cfg = cfg
         self.detokenize = detokenize
-        self.references = references
+        self.references = references or {}
         self.bos_id, self.eos_id, self.pad_id = bos_id, eos_id, pad_id
         self.val_split = val_split
         self.test_splits = list(test_splits)
@@ -174,12 +190,16 @@ class TranslationModule(pl.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     # ------------------------------------------------------------------ decoding
-    def translate(self, src: torch.Tensor, beam: int) -> list[list[int]]:
-        """Token ids of the best hypothesis for each source row of ``src`` (B, S)."""
+    def translate(self, src: torch.Tensor, beam: int, len_penalty: float | None = None) -> list[list[int]]:
+        """Token ids of the best hypothesis for each source row of ``src`` (B, S).
+
+        ``len_penalty`` defaults to ``eval.len_penalty`` (beam search only).
+        """
         e = self.cfg.eval
         if beam <= 1:
             return greedy(self.model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b)
-        return beam_search(self.model, src, beam, self.bos_id, self.eos_id, e.len_penalty, e.max_len_a, e.max_len_b,
+        alpha = e.len_penalty if len_penalty is None else len_penalty
+        return beam_search(self.model, src, beam, self.bos_id, self.eos_id, alpha, e.max_len_a, e.max_len_b,
                            length_penalty=e.length_penalty)
 
     def _eval_step(self, batch: dict[str, torch.Tensor], dataloader_idx: int, beam: int) -> None:

@@ -33,6 +33,7 @@ from ablate.training.run_lock import LOCK_FILE, RunLock
 from ablate.utils.io import atomic_write_text, write_lines
 from ablate.training.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
                              start_logger)
+from ablate.training.publish import log_summary, publish
 
 
 class RunError(RuntimeError):
@@ -40,8 +41,16 @@ class RunError(RuntimeError):
 
 
 def default_run_dir(cfg: Config) -> Path:
-    """``runs/<name>``: the tracking name, else the architecture and a config fingerprint."""
-    return Path("runs") / (cfg.tracking.name or f"{cfg.model.arch}-{fingerprint(cfg)}")
+    """``runs/<name>``: the tracking name, else the architecture and a config fingerprint.
+
+    A run handed out by a W&B sweep agent goes to ``runs/sweep-<sweep id>/<name>-<run id>``, so
+    two sweeps of the same configuration never share a folder.
+    """
+    name = cfg.tracking.name or f"{cfg.model.arch}-{fingerprint(cfg)}"
+    sweep_id, run_id = os.environ.get("WANDB_SWEEP_ID"), os.environ.get("WANDB_RUN_ID")
+    if sweep_id and run_id:
+        return Path("runs") / f"sweep-{sweep_id}" / f"{cfg.tracking.variant or name}-{run_id}"
+    return Path("runs") / name
 
 
 def is_launcher_process() -> bool:
@@ -137,11 +146,14 @@ def _quiet() -> None:
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
 
 
-def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, echo=print) -> dict[str, Any]:
+def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, echo=print,
+          callbacks: list | None = None) -> dict[str, Any]:
     """Train, validate and test one configuration; returns the run summary.
 
     The run folder is locked for the whole run (a second training of it is refused, naming this
     one), and a second Ctrl-C cannot cut short the interrupt checkpoint of the first.
+    ``callbacks`` are extra Lightning callbacks (EarlyStopping, a profiler, ...); ``trainer.*``
+    config keys pass Trainer options and callbacks by name (:mod:`ablate.utils.trainer_options`).
 
     Raises:
         ConfigError / DataError: bad input, before any training.
@@ -152,13 +164,13 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
     lock = RunLock(run_dir).acquire() if is_launcher_process() else None  # also: is the folder writable?
     try:
         with SigintGuard():
-            return _train(cfg, run_dir, overwrite, echo)
+            return _train(cfg, run_dir, overwrite, echo, callbacks)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _train(cfg: Config, run_dir: Path, overwrite: bool, echo) -> dict[str, Any]:
+def _train(cfg: Config, run_dir: Path, overwrite: bool, echo, callbacks: list | None) -> dict[str, Any]:
     import pytorch_lightning as pl
     import torch
 
@@ -196,6 +208,7 @@ def _train(cfg: Config, run_dir: Path, overwrite: bool, echo) -> dict[str, Any]:
         model, cfg, tok.decode_tgt, {s: data.references(s) for s in splits},
         bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id,
         val_split=data.val_split, test_splits=tuple(data.test_splits),
+        vocab={"src": tok.src_vocab_size, "tgt": tok.tgt_vocab_size, "joint": tok.joint},
     )
     mode = resolve_mode(cfg.tracking)
     logger = start_logger(make_logger(cfg, run_dir, mode)) if launcher else None
@@ -209,7 +222,8 @@ def _train(cfg: Config, run_dir: Path, overwrite: bool, echo) -> dict[str, Any]:
     t = cfg.train
     clock = TrainClock(max_time=t.max_time, max_steps=t.max_steps, max_epochs=t.max_epochs, accumulate=t.accumulate)
     module.clock = clock
-    callbacks = [clock, InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"), LiveRecord(record)]
+    callbacks = [clock, InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"), LiveRecord(record),
+                 *(callbacks or [])]
     fault = t.inject_fault or os.environ.get("ABLATE_INJECT_FAULT")
     if fault:
         callbacks.append(FaultInjection(fault, run_dir))
@@ -245,6 +259,8 @@ def _train(cfg: Config, run_dir: Path, overwrite: bool, echo) -> dict[str, Any]:
             if trainer.global_step > 0:
                 record.update(step=trainer.global_step)
             record.write("failed", message)
+            if logger is not None and logger._experiment is not None:  # the failure is on W&B too
+                logger._guard(log_summary, logger.experiment, record.data)
         raise RunError(message) from err
     if trainer.global_rank != 0:
         return {}
@@ -259,8 +275,7 @@ def _train(cfg: Config, run_dir: Path, overwrite: bool, echo) -> dict[str, Any]:
     record.write("finished")
     if logger is not None:
         try:
-            logger.experiment.summary.update({k: v for k, v in summary.items()
-                                              if "/" in k or k in ("params", "resolved")})
+            publish(logger.experiment, run_dir, record.data, cfg.tracking.log_checkpoints)
             logger.finalize("success")
             import wandb
 
@@ -277,6 +292,9 @@ def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices:
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
 
+    from ablate.utils.trainer_options import build as trainer_options
+
+    options, user_callbacks = trainer_options(cfg.trainer)
     t = cfg.train
     ckpt_dir = run_dir / "checkpoints"
     best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/bleu", mode="max",
@@ -288,14 +306,14 @@ def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices:
     val_kwargs: dict[str, Any] = {}
     if t.val_every:
         val_kwargs = {"val_check_interval": t.val_every, "check_val_every_n_epoch": None}
-    return pl.Trainer(
+    kwargs = dict(
         accelerator=accelerator,
         devices=devices,
         num_nodes=t.nodes,
         strategy=strategy,
         precision=precision,
         logger=logger if logger is not None else False,
-        callbacks=[best, last, *extra_callbacks],
+        callbacks=[best, last, *extra_callbacks, *user_callbacks],
         max_epochs=t.max_epochs if t.max_epochs is not None else (-1 if t.max_steps < 0 else None),
         max_steps=t.max_steps,
         gradient_clip_val=t.clip_norm or None,
@@ -308,6 +326,8 @@ def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices:
         plugins=[checkpoint_io] if checkpoint_io is not None else None,
         **val_kwargs,
     )
+    kwargs.update(options)  # trainer.* keys (those ablate owns are refused when the config is read)
+    return pl.Trainer(**kwargs)
 
 
 def _describe_failure(err: BaseException, cfg: Config) -> str:

@@ -85,6 +85,10 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
         if len(value) != len(args):
             raise ConfigError(f"{key}={value!r} is not valid (expected {len(args)} values)")
         return tuple(coerce(key, v, a) for v, a in zip(value, args))
+    if tp is dict or origin is dict:
+        if isinstance(value, dict):
+            return dict(value)
+        raise ConfigError(f"{key}={value!r} is not valid (expected a mapping of keys, e.g. {key}.<key>=...)")
     if tp is bool:
         if isinstance(value, bool):
             return value
