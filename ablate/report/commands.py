@@ -18,6 +18,9 @@ import typer
 from ablate.report.aggregate import Sweep, aggregate
 from ablate.report.formats import render, to_rich
 from ablate.report.records import WANDB_PREFIX, ReportError, collect, parse_wandb_path
+from ablate.report.reference import REFERENCES, side_by_side
+from ablate.report.reference import get as get_reference
+from ablate.report.reference import render as render_reference
 from ablate.report.significance import Comparison, compare
 from ablate.report.table import Table, build_table
 
@@ -54,10 +57,10 @@ def significance(sweep: Sweep, enabled: bool = True, test: str = "bs", samples: 
     return compare(sweep, test=test, n_samples=samples) if enabled else []
 
 
-def table_of(source: str, alpha: float = 0.05, test: str = "bs", samples: int = 0,
-             with_significance: bool = True, api: Any = None, by_length: bool = False) -> Table:
-    """The laid-out table of ``source``, significance included unless disabled, and BLEU per
-    source-length bucket as columns with ``by_length``."""
+def sweep_and_table(source: str, alpha: float = 0.05, test: str = "bs", samples: int = 0,
+                    with_significance: bool = True, api: Any = None,
+                    by_length: bool = False) -> tuple[Sweep, Table]:
+    """The aggregated sweep of ``source`` and its laid-out table (see :func:`table_of`)."""
     sweep = load(source, api)
     comps = significance(sweep, with_significance, test, samples)
     extra = None
@@ -68,7 +71,14 @@ def table_of(source: str, alpha: float = 0.05, test: str = "bs", samples: int = 
         if lengths is None:
             raise ReportError(f"--by-length needs saved hypotheses (hyps/<split>.txt), and {source} has none")
         extra = (lengths.columns(), lengths.row_stats(), lengths.note())
-    return build_table(sweep, comps, alpha, test, samples, extra)
+    return sweep, build_table(sweep, comps, alpha, test, samples, extra)
+
+
+def table_of(source: str, alpha: float = 0.05, test: str = "bs", samples: int = 0,
+             with_significance: bool = True, api: Any = None, by_length: bool = False) -> Table:
+    """The laid-out table of ``source``, significance included unless disabled, and BLEU per
+    source-length bucket as columns with ``by_length``."""
+    return sweep_and_table(source, alpha, test, samples, with_significance, api, by_length)[1]
 
 
 def make_table(source: str, fmt: str = "md", alpha: float = 0.05, test: str = "bs", samples: int = 0,
@@ -156,12 +166,50 @@ def table_command(
     test: Test = TEST,
     samples: int = SAMPLES,
     with_significance: bool = SIGNIFICANCE,
+    reference: Optional[str] = typer.Option(
+        None, "--reference", metavar="NAME",
+        help=f"Print the published results beside ours, with sign agreement per row: {', '.join(REFERENCES)}."),
     by_length: bool = typer.Option(False, "--by-length",
                                    help="Add test BLEU per source-length bucket as columns "
                                         "(Bahdanau et al. 2015, Fig. 2)."),
 ) -> None:
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
-    _print_table(table_of(source, alpha, test.value, samples, with_significance, by_length=by_length), fmt, out)
+    paper = get_reference(reference) if reference else None  # a wrong name fails before any work
+    sweep, table = sweep_and_table(source, alpha, test.value, samples, with_significance, by_length=by_length)
+    _print_table(table, fmt, out)
+    if paper is not None:
+        text = render_reference(side_by_side(sweep, table, paper), fmt.value)
+        if out is not None:
+            with out.open("a") as f:
+                f.write("\n" + text)
+        else:
+            sys.stdout.write("\n" + text)
+
+
+@app.command("export")
+@_user_errors
+def export_command(
+    source: Path = typer.Argument(..., metavar="SWEEP_DIR", help="A sweep output folder (ablate sweep run --out)."),
+    out: Path = typer.Argument(..., metavar="RESULTS_DIR", help="Where to write the results, e.g. results/<sweep>."),
+    command: Optional[str] = typer.Option(
+        None, "--command", help="The exact command that ran the sweep (default: rebuilt from sweep.json)."),
+    reference: Optional[str] = typer.Option(None, "--reference", metavar="NAME",
+                                            help="Put the published results beside the table in table.md."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Draw ablate plot's figures into RESULTS_DIR/plots."),
+    force: bool = typer.Option(False, "--force", help="Replace RESULTS_DIR if it exists."),
+    alpha: float = ALPHA,
+    test: Test = TEST,
+    samples: int = SAMPLES,
+) -> None:
+    """Ship a sweep as a results folder that `ablate table RESULTS_DIR` rebuilds the table from.
+
+    It holds table.md and table.tex, the plots, each trial's summary.json and gzip'd test hypotheses, and a
+    README with the command, commit, machine, wall time and CPU time.
+    """
+    from ablate.report.export import export_sweep
+
+    manifest = export_sweep(source, out, command, reference, plots, alpha, test.value, samples, force)
+    print(f"wrote {out} ({manifest['trials']} trials, {manifest['texts_bytes'] / 2**20:.1f} MiB of texts)")
 
 
 @app.command("plot")

@@ -13,6 +13,7 @@ later stage (aggregation, significance, layout, plots) is source-agnostic:
 
 from __future__ import annotations
 
+import gzip
 import json
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ablate.config import flatten
-from ablate.utils.io import read_lines
+from ablate.utils.io import read_lines, split_lines
 
 
 class ReportError(ValueError):
@@ -123,7 +124,7 @@ def collect_folder(root: Path) -> list[Trial]:
                 raise ValueError(f"it holds {type(summary).__name__}, not a JSON object")
             hyps, refs = _read_texts(run_dir / "hyps"), _read_texts(run_dir / "refs")
             sources = _read_texts(run_dir / "sources")
-        except (OSError, ValueError) as err:  # UnicodeDecodeError included
+        except (OSError, ValueError, EOFError) as err:  # bad UTF-8, a torn .gz
             trials.append(Trial(run_dir.name, "failed", f"unreadable {SUMMARY}: {str(err).splitlines()[0]}"))
             continue
         trial = from_summary(run_dir.name, summary, hyps, refs, sources=sources)
@@ -144,11 +145,15 @@ def _sweep_comparisons(root: Path) -> dict[str, list]:
 
 
 def _read_texts(folder: Path) -> dict[str, list[str]]:
-    """``<split>.txt`` files as lines; only newlines end a line (a hypothesis may hold other
-    Unicode line separators), so line i is always the i-th sentence."""
+    """``<split>.txt`` files, or gzip'd ``<split>.txt.gz`` (as ``ablate export`` ships them), as lines;
+    only newlines end a line (a hypothesis may hold other Unicode line separators), so line i is
+    always the i-th sentence."""
     if not folder.is_dir():
         return {}
-    return {p.stem: read_lines(p) for p in sorted(folder.glob("*.txt"))}  # split on \n only, as written
+    texts = {p.name[:-len(".txt.gz")]: split_lines(gzip.decompress(p.read_bytes()).decode("utf-8"))
+             for p in sorted(folder.glob("*.txt.gz"))}
+    texts.update({p.stem: read_lines(p) for p in sorted(folder.glob("*.txt"))})
+    return texts
 
 
 

@@ -161,6 +161,28 @@ def offline_hint(run_dir: Path) -> str:
     return f"W&B offline: upload later with `wandb sync {run_dir}/wandb/offline-run-*`"
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process since it started (imports and data loading included) and of
+    its finished children (data workers, DDP ranks)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def machine() -> dict[str, Any]:
+    """What ran the trial: the CPU model, its logical cores and torch's intra-op threads."""
+    import platform
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+
+
 class RunRecord:
     """``<run_dir>/summary.json``: status, best and final metrics, and the resolved config."""
 
@@ -168,8 +190,9 @@ class RunRecord:
         self.path = run_dir / SUMMARY
         self.started = time.time()
         previous = read_json(self.path) or {}
-        self.data: dict[str, Any] = {"config": to_dict(cfg)}
+        self.data: dict[str, Any] = {"config": to_dict(cfg), "machine": machine()}
         self.wall_before = float(previous.get("wall_time_s", 0.0)) if previous else 0.0
+        self.cpu_before = float(previous.get("cpu_time_s", 0.0)) if previous else 0.0
         for key in ("history", "step"):  # a rerun that fails before restoring its checkpoint keeps them
             if key in previous:
                 self.data[key] = previous[key]
@@ -181,6 +204,7 @@ class RunRecord:
         self.data["status"] = status
         self.data["error"] = error
         self.data["wall_time_s"] = round(self.wall_before + time.time() - self.started, 2)
+        self.data["cpu_time_s"] = round(self.cpu_before + cpu_seconds(), 2)  # this attempt's process, start-up included
         try:
             atomic_write_json(self.path, self.data)
         except OSError as err:  # a full disk must not hide the training result from the caller

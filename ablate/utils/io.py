@@ -98,7 +98,11 @@ def write_lines(path: str | Path, lines: Iterable[str]) -> None:
 def read_lines(path: str | Path) -> list[str]:
     """The lines of a file written by :func:`write_lines`: split on ``\\n`` only, never on U+2028 & co."""
     with open(path, encoding="utf-8", newline="") as handle:
-        text = handle.read()
+        return split_lines(handle.read())
+
+
+def split_lines(text: str) -> list[str]:
+    """``text`` split on ``\n`` only (a final newline ends the last line; it does not start another)."""
     if not text:
         return []
     return text.removesuffix("\n").split("\n")
