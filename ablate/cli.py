@@ -97,7 +97,7 @@ def train(
     if summary.get("test/bleu") is not None:
         typer.echo(
             f"test BLEU {summary['test/bleu']:.2f} | val BLEU {_or_nan(summary.get('val/bleu')):.2f} | "
-            f"{summary.get('train/tokens_per_sec', float('nan')):,.0f} train tokens/s | "
+            f"{_or_nan(summary.get('train/tokens_per_sec')):,.0f} train tokens/s | "
             f"{summary.get('step')} steps | {target}/summary.json"
         )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import inspect
 import json
@@ -213,8 +214,9 @@ class Config:
 # --------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=None)
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls, include_extras=True)
+    return typing.get_type_hints(cls, include_extras=True)  # cached: a 10,000-trial sweep validates 10,000 configs
 
 
 def valid_keys(cls: Any = Config, prefix: str = "") -> list[str]:
@@ -364,6 +366,14 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"train.max_time={t.max_time} must be positive (seconds)")
     if isinstance(t.devices, str) and t.devices != "auto":
         raise ConfigError(f"train.devices={t.devices!r} must be a number or 'auto'")
+    if isinstance(t.devices, int) and t.devices < 1:
+        raise ConfigError(f"train.devices={t.devices} must be at least 1 (or 'auto' for every GPU)")
+    if not 0 <= cfg.seed < 2**32:
+        raise ConfigError(f"seed={cfg.seed} must be in [0, 2**32 - 1]")
+    if t.val_every is not None and t.val_every < 1:
+        raise ConfigError(f"train.val_every={t.val_every} must be at least 1 (training batches), or null for once per epoch")
+    if cfg.tracking.log_every < 1:
+        raise ConfigError(f"tracking.log_every={cfg.tracking.log_every} must be at least 1 (steps)")
     if t.max_steps < 0 and t.max_epochs is None and t.max_time is None:
         raise ConfigError("set a training budget: train.max_steps, train.max_epochs or train.max_time")
     if cfg.trainer:

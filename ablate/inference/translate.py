@@ -18,7 +18,7 @@ from typing import Any, Iterable, Optional
 
 import torch
 
-from ablate.config import Config, ConfigError
+from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml
 from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
 from ablate.training.metrics import Scores, corpus_scores
 
@@ -39,6 +39,7 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> L
     Raises:
         ConfigError: not a run directory, no tokenizer, or no checkpoint yet.
     """
+    from ablate.training.checkpoint_io import CheckpointError, load_checkpoint_file
     from ablate.training.module import TranslationModule
 
     run_dir = Path(run_dir)
@@ -50,7 +51,18 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> L
     path = next((run_dir / "checkpoints" / n for n in names if (run_dir / "checkpoints" / n).exists()), None)
     if path is None:
         raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet; train the run first")
-    module = TranslationModule.load_from_checkpoint(str(path), map_location=device)
+    try:  # the run's config.yaml, not the copy inside the checkpoint, says what the model is
+        cfg = from_flat(flatten(read_yaml(run_dir / "config.yaml")))
+    except ConfigError as err:
+        raise ConfigError(f"{run_dir} holds an unusable config.yaml: {err}") from None
+    try:
+        load_checkpoint_file(path)  # one line for a damaged file; pickled objects are refused, never run
+        module = TranslationModule.load_from_checkpoint(str(path), map_location=device, weights_only=True, cfg=cfg)
+    except CheckpointError as err:
+        raise ConfigError(str(err)) from None
+    except (RuntimeError, KeyError, TypeError) as err:
+        raise ConfigError(f"checkpoint {path} does not fit the model of {run_dir}/config.yaml "
+                          f"({str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__})") from None
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     module.detokenize = tok.decode_tgt
     module.eval()

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Optional
 
 from ablate.config import flatten
 from ablate.errors import AblateError
+from ablate.utils.io import read_lines, split_lines
 
 
 class ReportError(AblateError):
@@ -119,12 +120,15 @@ def collect_folder(root: Path) -> list[Trial]:
         if not path.exists():
             continue
         try:
-            summary = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            trials.append(Trial(run_dir.name, "failed", f"unreadable {SUMMARY}: {err}"))
+            summary = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(summary, dict):
+                raise ValueError(f"it holds {type(summary).__name__}, not a JSON object")
+            hyps, refs = _read_texts(run_dir / "hyps"), _read_texts(run_dir / "refs")
+            sources = _read_texts(run_dir / "sources")
+        except (OSError, ValueError, EOFError) as err:  # bad UTF-8, a torn .gz
+            trials.append(Trial(run_dir.name, "failed", f"unreadable {SUMMARY}: {str(err).splitlines()[0]}"))
             continue
-        trial = from_summary(run_dir.name, summary, _read_texts(run_dir / "hyps"), _read_texts(run_dir / "refs"),
-                             sources=_read_texts(run_dir / "sources"))
+        trial = from_summary(run_dir.name, summary, hyps, refs, sources=sources)
         trials.append(replace(trial, comparisons=planned.get(run_dir.name)))
     if not trials:
         raise ReportError(f"no trials in {root}: expected subfolders holding {SUMMARY}")
@@ -147,15 +151,11 @@ def _read_texts(folder: Path) -> dict[str, list[str]]:
     always the i-th sentence."""
     if not folder.is_dir():
         return {}
-    texts = {p.name[:-len(".txt.gz")]: _lines(gzip.decompress(p.read_bytes()).decode("utf-8"))
+    texts = {p.name[:-len(".txt.gz")]: split_lines(gzip.decompress(p.read_bytes()).decode("utf-8"))
              for p in sorted(folder.glob("*.txt.gz"))}
-    texts.update({p.stem: _lines(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.txt"))})
+    texts.update({p.stem: read_lines(p) for p in sorted(folder.glob("*.txt"))})
     return texts
 
-
-def _lines(text: str) -> list[str]:
-    lines = text.split("\n")
-    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,9 @@ from rich.table import Table
 
 from ablate.config import ConfigError, parse_override, valid_keys
 from ablate.errors import AblateError, did_you_mean
-from ablate.sweep.launcher import Launcher, LaunchOptions, default_out
+from ablate.sweep.launcher import Launcher, LaunchOptions, check_trial_count, default_out
+from ablate.sweep.options import TRIAL_LIMIT
+from ablate.sweep.search import trial_cap
 from ablate.sweep.progress import Progress, best_trial, clock
 from ablate.sweep.slots import plan_slots
 from ablate.sweep.spec import SweepError, load_spec
@@ -100,6 +102,7 @@ def run(
     config: Optional[Path] = typer.Option(None, "--config", help="Base YAML config for every trial."),
     grace: float = typer.Option(30.0, "--grace", help="Seconds a stopped trial gets to save a checkpoint."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the trials and their overrides; train nothing."),
+    trial_limit: int = typer.Option(TRIAL_LIMIT, "--trial-limit", min=1, help="Refuse to plan more trials than this."),
 ) -> None:
     """Run a sweep on this machine (one process per trial over device slots) or on a SLURM cluster
     (one job per trial); rerun the same command to resume, collect and resubmit."""
@@ -111,8 +114,11 @@ def run(
         out=out or default_out(spec),
         slots=[] if slurm else plan_slots(devices, 1 if gpus_per_trial is None else gpus_per_trial, parallel),
         overrides=check_overrides(overrides or []), config=config, retry_failed=retry_failed,
-        retries=retries, max_trials=max_trials, grace_s=grace,
+        retries=retries, max_trials=max_trials, grace_s=grace, trial_limit=trial_limit,
     )
+    count = check_trial_count(spec, trial_cap(spec, max_trials), trial_limit)  # at once, before any planning
+    if count is not None:
+        console.print(f"{spec.name}: {count:,} trials", highlight=False)
     if slurm:
         from ablate.sweep.slurm import SlurmLauncher, SlurmOptions
 

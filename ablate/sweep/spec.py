@@ -161,8 +161,11 @@ def check_grid(spec: SweepSpec) -> None:
         warnings.simplefilter("ignore")
         import sweeps
 
+        # on a one-point grid of the same parameter kinds: W&B enumerates the whole grid to plan
+        one = {k: dict(p, values=p["values"][:1]) if isinstance(p, dict) and p.get("values") else p
+               for k, p in spec.parameters.items()}
         try:
-            sweeps.next_runs(spec.config, [], validate=False, n=1)
+            sweeps.next_runs({**spec.config, "parameters": one}, [], validate=False, n=1)
         except ValueError as err:  # e.g. a distribution in a grid
             raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
 

@@ -322,19 +322,35 @@ class TranslationModule(pl.LightningModule):
         rng = {"torch": torch.get_rng_state()}
         if torch.cuda.is_available() and self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
-        checkpoint["ablate"] = {"history": self.history, "best_val_bleu": self.best_val_bleu, "rng": rng,
+        # what training measured, so a rerun that only decodes (killed during the test) still reports it
+        measured = {"tok": self._tok, "sec": self._sec, "all_tok": self._all_tok, "all_sec": self._all_sec,
+                    "skip": self._skip, "loss": None if self.last_loss is None else float(self.last_loss)}
+        checkpoint["ablate"] = {"history": self.history, "rng": rng, "measured": measured,
                                 "best_val_record": self.best_val_record, "train_tokens": self._all_tok}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        state = checkpoint.get("ablate", {})
-        self.history = list(state.get("history", []))
-        self.best_val_bleu = float(state.get("best_val_bleu", -1.0))
-        self.best_val_record = dict(state.get("best_val_record") or {})
-        self._all_tok = int(state.get("train_tokens", 0))
-        rng = state.get("rng") or {}
-        if "torch" in rng:
+        # A checkpoint may come from someone else's run folder: take only well-formed values, and
+        # derive the best validation BLEU from the history rather than from a stored number.
+        state = checkpoint.get("ablate") if isinstance(checkpoint.get("ablate"), dict) else {}
+        self.history = checked_history(state.get("history"))
+        self.best_val_bleu = max((h["val/bleu"] for h in self.history), default=-1.0)
+        self.best_val_record = checked_record(state.get("best_val_record"), self.history)
+        measured = state.get("measured") if isinstance(state.get("measured"), dict) else {}
+        counts = {k: _nonnegative(measured.get(k)) for k in ("tok", "sec", "all_tok", "all_sec", "skip")}
+        if None not in counts.values():
+            self._tok, self._all_tok, self._skip = int(counts["tok"]), int(counts["all_tok"]), int(counts["skip"])
+            self._sec, self._all_sec = counts["sec"], counts["all_sec"]
+            if self._sec > 0 or self._all_sec > 0:
+                self.tokens_per_sec = (self._tok / self._sec) if self._sec > 0 else self._all_tok / self._all_sec
+        elif _nonnegative(state.get("train_tokens")) is not None:
+            self._all_tok = int(state["train_tokens"])
+        loss = measured.get("loss")
+        if isinstance(loss, (int, float)) and math.isfinite(loss):
+            self.last_loss = torch.tensor(float(loss))
+        rng = state.get("rng") if isinstance(state.get("rng"), dict) else {}
+        if isinstance(rng.get("torch"), torch.Tensor):
             torch.set_rng_state(rng["torch"])
-        if "cuda" in rng and torch.cuda.is_available():
+        if isinstance(rng.get("cuda"), torch.Tensor) and torch.cuda.is_available():
             self._cuda_rng = rng["cuda"]  # applied once the module is on its device
 
     def on_train_start(self) -> None:
@@ -342,3 +358,42 @@ class TranslationModule(pl.LightningModule):
         if cuda_rng is not None and self.device.type == "cuda":
             torch.cuda.set_rng_state(cuda_rng, self.device)
             self._cuda_rng = None
+
+
+def _nonnegative(value: Any) -> float | None:
+    """``value`` as a float when it is a finite, non-negative number, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def checked_record(record: Any, history: list[dict[str, float]]) -> dict[str, Any]:
+    """A checkpoint's best-validation record if well formed and one of the (checked) ``history``, else ``{}``."""
+    if not isinstance(record, dict):
+        return {}
+    scores = checked_history([record])
+    hyps = record.get("hypotheses")
+    seen = {(h["step"], h["val/bleu"]) for h in history}
+    if not scores or (scores[0]["step"], scores[0]["val/bleu"]) not in seen or not isinstance(hyps, list) \
+            or not all(isinstance(h, str) for h in hyps):
+        return {}
+    return {**scores[0], "hypotheses": list(hyps)}
+
+
+def checked_history(history: Any) -> list[dict[str, float]]:
+    """The validation history of a checkpoint, keeping only well-formed entries.
+
+    Each entry is ``{"step": int >= 0, "val/bleu": [0, 100], "val/chrf": [0, 100], "val/ppl": >= 1 or None}``;
+    a planted or damaged entry (a BLEU of 1e9, a string, NaN) is dropped, not believed.
+    """
+    if not isinstance(history, list):
+        return []
+    out = []
+    for entry in history:
+        if not isinstance(entry, dict) or isinstance(entry.get("step"), bool) or not isinstance(entry.get("step"), int):
+            continue
+        bleu, chrf, ppl = (_nonnegative(entry.get(k)) for k in ("val/bleu", "val/chrf", "val/ppl"))
+        if entry["step"] < 0 or bleu is None or bleu > 100 or chrf is None or chrf > 100:
+            continue
+        out.append({"step": entry["step"], "val/bleu": bleu, "val/chrf": chrf, "val/ppl": ppl})
+    return out

@@ -193,7 +193,7 @@ class RunRecord:
         self.data: dict[str, Any] = {"config": to_dict(cfg), "machine": machine()}
         self.wall_before = float(previous.get("wall_time_s", 0.0)) if previous else 0.0
         self.cpu_before = float(previous.get("cpu_time_s", 0.0)) if previous else 0.0
-        for key in ("history",):
+        for key in ("history", "step"):  # a rerun that fails before restoring its checkpoint keeps them
             if key in previous:
                 self.data[key] = previous[key]
 

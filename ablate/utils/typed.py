@@ -6,6 +6,8 @@ dataclasses in :mod:`ablate.config` stay a plain list of typed fields.
 
 from __future__ import annotations
 
+import copy
+import functools
 import importlib
 import types
 import typing
@@ -16,6 +18,8 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 
 from ablate.errors import AblateError, did_you_mean
+from ablate.utils import yaml_safe
+
 
 
 class ConfigError(AblateError):
@@ -171,10 +175,21 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, raw = text.split("=", 1)
     key = key.strip()
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
+        value = copy.deepcopy(_parse_value(raw)) if raw.strip() else ""
+    except yaml_safe.YAMLRefused as err:
+        raise ConfigError(f"override '{key}': {err}") from None
     return key, value
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_value(raw: str) -> Any:
+    """An override's value as YAML (text that is not YAML stays text); cached, sweeps repeat values."""
+    try:
+        return yaml_safe.load(raw)
+    except yaml_safe.YAMLRefused:
+        raise
+    except yaml.YAMLError:
+        return raw
 
 
 def read_yaml(path: str | Path, error: type[ValueError] = ConfigError, kind: str = "config file",
@@ -184,7 +199,13 @@ def read_yaml(path: str | Path, error: type[ValueError] = ConfigError, kind: str
     if not path.is_file():
         raise error(f"{kind} not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml_safe.load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise error(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}); save it as UTF-8") from None
+    except OSError as err:
+        raise error(f"cannot read {kind} {path}: {err.strerror or err}") from None
+    except yaml_safe.YAMLRefused as err:
+        raise error(f"{kind} {path} {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
