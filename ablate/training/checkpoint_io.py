@@ -8,6 +8,8 @@ a run: the previous one (kept as ``last.prev.ckpt``) or ``best.ckpt`` takes its 
 
 from __future__ import annotations
 
+from ablate.errors import AblateError
+
 import os
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -20,7 +22,7 @@ RESUME_ORDER = ("last.ckpt", "last.prev.ckpt", "best.ckpt")
 REQUIRED = ("state_dict", "global_step", "loops", "optimizer_states")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(AblateError):
     """A checkpoint cannot be used; the message is one line naming the file and what to do."""
 
 

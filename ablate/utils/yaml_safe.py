@@ -8,6 +8,8 @@ and the key, as a ``ValueError`` the caller turns into its own one-line error.
 
 from __future__ import annotations
 
+from ablate.errors import AblateError
+
 from typing import Any
 
 import yaml
@@ -16,7 +18,7 @@ MAX_NODES = 100_000
 """Most nodes a document may expand to once aliases are followed (real configs have < 1,000)."""
 
 
-class YAMLRefused(ValueError):
+class YAMLRefused(AblateError):
     """The document is well formed but refused (alias bomb, duplicate key); the message has the line."""
 
 
