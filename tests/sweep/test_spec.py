@@ -53,6 +53,18 @@ def test_shipped_sweep_is_valid_wandb_and_every_trial_config_loads(path):
     assert len(names) == len(points) and all("-2" not in n for n in names)
 
 
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
+def test_shipped_sweeps_budget_every_trial_by_the_same_number_of_steps(path):
+    """A wall-clock budget gives a bigger or slower row fewer steps, and a busy machine a different model."""
+    spec = load_spec(path)
+    budgets = set()
+    for point in expand(spec):
+        train = load_config(None, to_overrides(resolve(point))).train
+        assert train.max_time is None and train.max_epochs is None and train.max_steps > 0, (path.stem, point)
+        budgets.add((train.max_steps, train.max_tokens, train.accumulate))
+    assert len(budgets) == 1, f"{path.stem}: trials train different amounts: {budgets}"
+
+
 def test_table3_rows_change_one_thing_from_the_paper_base():
     spec = load_spec(next(p for p in SWEEPS if p.stem == "table3"))
     base = load_config(None, to_overrides(resolve({**_constants(spec), "variant": "base"})))
