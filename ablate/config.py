@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from ablate.typed import ConfigError, coerce, flatten, nest, parse_override, read_yaml  # noqa: F401 - re-exported
+from ablate.utils.typed import ConfigError, coerce, flatten, nest, parse_override, read_yaml  # noqa: F401 - re-exported
 
 Score = Literal["dot", "additive", "general", "gaussian", "none"]
 Positions = Literal["sinusoidal", "learned", "none", "rotary", "alibi"]
 Schedule = Literal["inverse_sqrt", "linear", "cosine"]
+LengthPenalty = Literal["fairseq", "gnmt"]
 FAULTS = ("nan", "oom", "kill", "term")
 
 
@@ -51,8 +52,11 @@ class AttentionConfig:
     """Attention scoring, shared by every attention site unless a site overrides it."""
 
     score: Score = "dot"
-    scale: Union[bool, float] = True
-    """``true``: 1/sqrt(d_k) (Vaswani et al. 2017); ``false``: no scaling; a number: that factor."""
+    scale: Union[Literal["auto"], bool, float] = "auto"
+    """Factor on the scores. ``auto``: what the score's paper uses (``Score.paper_scale``): 1/sqrt(d_k)
+    for the dot-product family (dot, general, gaussian; Vaswani et al. 2017, sec. 3.2.1), none for
+    additive (Bahdanau et al. 2015); ``true``: 1/sqrt(d_k) for every score; ``false``: no scaling;
+    a number: that factor. ``true``/``false``/numbers are for scoring x scaling grids."""
     cross_score: Optional[Score] = None
     """Score for encoder-decoder attention only (defaults to ``score``)."""
     bandwidth: bool = False
@@ -91,6 +95,9 @@ class ModelConfig:
     attention_dropout: float = 0.0
     positions: Positions = "sinusoidal"
     max_positions: int = 1024
+    share_positions: bool = False
+    """Learned positions: one table for encoder and decoder (true) or one per side (false, as fairseq
+    and Gehring et al. 2017). Parameter-free schemes are unaffected."""
     norm: Literal["post", "pre"] = "pre"
     tie_embeddings: bool = True
     """Share target input and output embeddings (and the source embedding with a joint vocab)."""
@@ -148,8 +155,12 @@ class EvalConfig:
     """Beam size for the test sets (1 = greedy)."""
     val_beam: int = 1
     """Beam size for validation BLEU during training."""
+    length_penalty: LengthPenalty = "fairseq"
+    """How beam search normalises a finished hypothesis' log-probability by its length |Y| (EOS
+    included): ``fairseq`` divides by ``|Y|^alpha``, ``gnmt`` by ``((5 + |Y|) / 6)^alpha`` (Wu et al.
+    2016, eq. 14; the alpha 0.6 of Vaswani et al. 2017, sec. 6.1)."""
     len_penalty: float = 1.0
-    """Length-normalisation exponent for beam search scores (score / length**alpha)."""
+    """The exponent alpha of ``length_penalty`` (0 ranks by raw log-probability)."""
     max_len_a: float = 1.5
     max_len_b: int = 10
     """Hypotheses stop after ``a * source_length + b`` tokens."""
@@ -297,10 +308,10 @@ def validate(cfg: Config) -> None:
             )
         if m.attention.score == "none" or m.attention.cross_score == "none":
             raise ConfigError("model.attention.score=none is only for model.arch=rnn (the no-attention baseline)")
-    if m.positions == "rotary" and (m.d_k or m.d_model // m.heads) % 2:
+    if m.positions == "rotary" and head_dims(m)[0] % 2:
         raise ConfigError("model.positions=rotary needs an even per-head size d_k")
     if isinstance(m.attention.scale, float) and m.attention.scale <= 0:
-        raise ConfigError(f"model.attention.scale={m.attention.scale} must be positive, true or false")
+        raise ConfigError(f"model.attention.scale={m.attention.scale} must be positive, auto, true or false")
     if t.nodes < 1:
         raise ConfigError(f"train.nodes={t.nodes} must be at least 1")
     if t.inject_fault is not None:
@@ -328,3 +339,15 @@ def peak_lr(cfg: Config) -> float:
     if cfg.train.lr is not None:
         return cfg.train.lr
     return cfg.model.d_model**-0.5 * max(cfg.train.warmup, 1) ** -0.5
+
+
+def head_dims(m: ModelConfig) -> tuple[int, int]:
+    """Per-head ``(d_k, d_v)`` the model uses: ``model.d_k`` or d_model / heads, and ``model.d_v`` or d_k.
+
+    The RNN's single attention head works in the decoder's hidden size (``model.rnn.hidden``).
+    """
+    if m.arch == "rnn":
+        return m.rnn.hidden, m.rnn.hidden
+    d_k = m.d_k or m.d_model // m.heads
+    return d_k, m.d_v or d_k
+

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ablate.config import load_config
-from ablate.train import train
+from ablate.training.train import train
 
 SCORES = ["dot", "additive", "general", "gaussian"]
 POSITIONS = ["sinusoidal", "learned", "none", "rotary", "alibi"]

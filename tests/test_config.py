@@ -12,6 +12,7 @@ UI_KEYS = [
     "model.attention.score", "model.attention.scale", "train.max_time", "train.max_steps",
     "train.max_epochs", "train.max_tokens", "train.lr", "train.warmup", "train.label_smoothing",
     "train.devices", "eval.beam", "seed", "tracking.wandb", "tracking.project",
+    "model.share_positions", "eval.length_penalty", "eval.len_penalty",
 ]
 
 
@@ -26,6 +27,16 @@ def test_overrides_are_typed_from_yaml():
     assert cfg.train.lr == 5e-4 and cfg.train.max_time == 600.0
     assert cfg.tracking.tags == ("a", "b") and cfg.train.devices == "auto"
     assert load_config(None, ["model.attention.scale=0.5"]).model.attention.scale == 0.5
+
+
+def test_scale_positions_and_length_penalty_defaults_and_choices():
+    cfg = load_config(None, [])
+    assert cfg.model.attention.scale == "auto" and cfg.model.share_positions is False
+    assert (cfg.eval.length_penalty, cfg.eval.len_penalty) == ("fairseq", 1.0)
+    for value, expected in (("auto", "auto"), ("true", True), ("false", False), ("1", 1.0), ("0.125", 0.125)):
+        assert load_config(None, [f"model.attention.scale={value}"]).model.attention.scale == expected
+    cfg = load_config(None, ["eval.length_penalty=gnmt", "eval.len_penalty=0.6", "model.share_positions=true"])
+    assert (cfg.eval.length_penalty, cfg.eval.len_penalty, cfg.model.share_positions) == ("gnmt", 0.6, True)
 
 
 def test_yaml_file_then_overrides(tmp_path):
@@ -43,6 +54,9 @@ def test_yaml_file_then_overrides(tmp_path):
     ("model.heads=four", "expected an integer"),
     ("train.lr=-1", "train.lr=-1.0 must be positive"),
     ("model.dropout=1.5", "must be in [0, 1)"),
+    ("model.attention.scale=autom", "expected auto or bool or float"),
+    ("model.attention.scale=-1", "must be positive, auto, true or false"),
+    ("eval.length_penalty=gnm", "did you mean 'gnmt'?"),
     ("model", "not of the form key=value"),
 ])
 def test_bad_values_fail_with_one_line(override, expected):

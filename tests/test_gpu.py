@@ -10,9 +10,9 @@ import sacrebleu
 import torch
 
 from ablate.config import load_config
-from ablate.decoding import beam_search, greedy
+from ablate.model.decoding import beam_search, greedy
 from ablate.model.build import build_model
-from ablate.train import train
+from ablate.training.train import train
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]

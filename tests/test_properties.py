@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ablate.config import ConfigError, from_flat, valid_keys
-from ablate.decoding import greedy
+from ablate.model.decoding import greedy
 from ablate.model.build import build_model
 
 SCORES = ["dot", "additive", "general", "gaussian"]

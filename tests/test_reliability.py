@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ablate.config import load_config
-from ablate.train import RunError, train
+from ablate.training.train import RunError, train
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [

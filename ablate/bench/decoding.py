@@ -3,7 +3,7 @@
 Every hypothesis is held to exactly ``decode_len`` tokens (:class:`FixedLength`), so the four
 modes do the same number of steps whatever the (untrained) model prefers, and the cache speed-up
 is measured at a known output length (the issue's 50 tokens). ``use_cache=False`` recomputes
-the whole prefix at every step (:func:`ablate.decoding._step`), which is what the cache saves.
+the whole prefix at every step (:func:`ablate.model.decoding._step`), which is what the cache saves.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ablate.bench.inputs import Inputs
 from ablate.bench.options import BenchOptions
 from ablate.bench.timing import interleaved, median, speedup, spread
 from ablate.bench.training import STANDARD, VARIANTS, variant_config
-from ablate.decoding import beam_search, greedy
+from ablate.model.decoding import beam_search, greedy
 from ablate.model.build import build_model
 
 

@@ -43,9 +43,9 @@ def training_dtype(dev: torch.device) -> torch.dtype:
     return torch.float32
 
 
-def autocast(dev: torch.device) -> contextlib.AbstractContextManager:
-    """bf16 autocast on a bf16 GPU, nothing elsewhere."""
-    if training_dtype(dev) == torch.bfloat16:
+def autocast(dev: torch.device, dtype: torch.dtype | None = None) -> contextlib.AbstractContextManager:
+    """bf16 autocast on a bf16 GPU (or where ``dtype`` asks for bf16), nothing elsewhere or for fp32."""
+    if (dtype or training_dtype(dev)) == torch.bfloat16:
         return torch.autocast(dev.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
@@ -69,13 +69,15 @@ def describe(dev: torch.device, threads: int) -> dict:
             "threads": threads, "torch": torch.__version__, "python": platform.python_version()}
 
 
-def matmul_work(dev: torch.device, n: int = 0, repeat: int = 4) -> tuple[Callable[[], None], float]:
-    """A contender doing ``repeat`` (n x n) @ (n x n) products in the training dtype, and its FLOPs.
+def matmul_work(dev: torch.device, n: int = 0, repeat: int = 4,
+                dtype: torch.dtype | None = None) -> tuple[Callable[[], None], float]:
+    """A contender doing ``repeat`` (n x n) @ (n x n) products in ``dtype`` (default: the training dtype),
+    and its FLOPs.
 
     ``n`` defaults to 1024 on a CPU and 8192 on a GPU (big enough to reach the tensor cores' peak).
     """
     n = n or (8192 if dev.type == "cuda" else 1024)
-    dtype = training_dtype(dev)
+    dtype = dtype or training_dtype(dev)
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)
 

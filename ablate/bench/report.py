@@ -63,10 +63,10 @@ def ratios(results: dict[str, Any]) -> dict[str, Optional[float]]:
     }
 
 
-def targets_met(values: dict[str, Optional[float]]) -> dict[str, Optional[bool]]:
-    """Each target's verdict; ``None`` when its figure was not measured."""
+def targets_met(values: dict[str, Optional[float]], targets: Optional[dict] = None) -> dict[str, Optional[bool]]:
+    """Each target's verdict (of ``targets``, default :data:`TARGETS`); ``None`` when its figure was not measured."""
     return {name: (None if values.get(name) is None else bool(check(values[name])))
-            for name, (_, check) in TARGETS.items()}
+            for name, (_, check) in (TARGETS if targets is None else targets).items()}
 
 
 def _clean(value: Any) -> Any:

@@ -2,7 +2,8 @@
 
 The child (``python -m ablate.bench.startup``) is the real ``ablate train`` path: it imports the
 libraries the path needs (torch, Lightning, datasets, tokenizers, sacreBLEU, W&B, typer and the
-``ablate`` modules), then calls the typer app exactly as the console script does. Thin wrappers
+``ablate`` modules), then runs ``python -m ablate train ...`` in the same process, exactly as the
+console script does. Thin wrappers
 record when the data is ready, the model is built, ``fit`` starts and the first
 ``training_step`` is entered; at that point the child prints its timings and exits.
 
@@ -20,6 +21,7 @@ _T0 = time.time()
 
 import json  # noqa: E402 - after the first timestamp on purpose
 import os  # noqa: E402
+import runpy  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -42,9 +44,8 @@ def _child(argv: list[str]) -> None:
 
     import ablate.data.datamodule as datamodule
     import ablate.model.build as build
-    import ablate.module as module
-    import ablate.train  # noqa: F401
-    import cli
+    import ablate.training.module as module
+    import ablate.training.train  # noqa: F401
 
     marks = {"interpreter": _T0, "imports": time.time()}
 
@@ -70,7 +71,11 @@ def _child(argv: list[str]) -> None:
 
     module.TranslationModule.on_fit_start = on_fit_start
     module.TranslationModule.training_step = first_step
-    cli.app(args=["train", *argv], standalone_mode=False)
+    sys.argv = ["ablate", "train", *argv]
+    try:  # the command line as a program, not an import: the bench sits below the command line
+        runpy.run_module("ablate", run_name="__main__", alter_sys=True)
+    except SystemExit as ended:
+        raise SystemExit(f"training ended before its first step ({ended.code})") from None
     raise SystemExit("training ended before its first step")
 
 

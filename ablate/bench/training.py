@@ -1,7 +1,7 @@
 """Training throughput of every variant and of ``torch.nn.Transformer``, on the same batches.
 
 One training step is exactly what ``ablate train`` does per batch, minus Lightning's hooks:
-forward, the label-smoothed cross-entropy of :class:`ablate.module.TranslationModule`, backward,
+forward, the label-smoothed cross-entropy of :class:`ablate.training.module.TranslationModule`, backward,
 gradient-norm clipping, the module's AdamW step and learning-rate schedule. The reference
 (:class:`ablate.bench.reference.TorchTransformer`) is wrapped in the same module, so loss and
 optimiser are identical. Throughput counts non-padding source + target tokens per second.
@@ -10,7 +10,7 @@ optimiser are identical. Throughput counts non-padding source + target tokens pe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
@@ -22,7 +22,7 @@ from ablate.bench.reference import TorchTransformer
 from ablate.bench.timing import interleaved, median, speedup, spread
 from ablate.config import Config, from_flat
 from ablate.model.build import build_model
-from ablate.module import TranslationModule
+from ablate.training.module import TranslationModule
 
 REFERENCE = "torch"
 """Name of the ``torch.nn.Transformer`` contender."""
@@ -52,7 +52,8 @@ def variant_config(opts: BenchOptions, changes: dict[str, Any]) -> Config:
 
 @dataclass
 class Trainee:
-    """A model with its loss, optimiser and schedule, ready to take steps."""
+    """A model with its loss, optimiser and schedule, ready to take steps; ``dtype`` is the autocast dtype
+    (None: the device's training dtype, see :func:`ablate.bench.hardware.training_dtype`)."""
 
     name: str
     model: nn.Module
@@ -62,13 +63,14 @@ class Trainee:
     clip_norm: float
     smoothing: float
     dev: torch.device
+    dtype: Optional[torch.dtype] = None
 
     @property
     def params(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        with hardware.autocast(self.dev):
+        with hardware.autocast(self.dev, self.dtype):
             logits = self.model(batch["src"], batch["tgt_in"])
         return self.module._loss(logits, batch["tgt_out"], self.smoothing)[0]
 

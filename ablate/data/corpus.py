@@ -3,7 +3,7 @@
 Every source turns into the same thing, a :class:`Corpus`: one Arrow ``datasets.Dataset`` per
 split with the string columns ``src`` and ``tgt`` (never Python lists of every sentence, so a
 WMT-sized corpus stays on disk). Sources are chosen from ``DataConfig.source`` through the
-:data:`SOURCES` registry, and each offers a cheap :meth:`Source.fingerprint` (used as the cache
+:data:`~ablate.data.sources.SOURCES` registry, and each offers a cheap :meth:`Source.fingerprint` (used as the cache
 key, so a cached run never reads the text) and an expensive :meth:`Source.load`.
 """
 
@@ -115,14 +115,3 @@ def quiet_datasets() -> Iterator[None]:
         if bars:
             datasets.enable_progress_bars()
 
-
-def make_source(cfg: DataConfig, cache_root: Path) -> Source:
-    """The :class:`Source` that ``cfg.source`` names (``builtin``, ``hf:...`` or a folder)."""
-    from ablate.data.sources import SOURCES  # registry; imported late to avoid an import cycle
-
-    check_langs(cfg)
-    if cfg.source == "builtin":
-        return SOURCES["builtin"](cfg, cache_root)
-    if cfg.source.startswith("hf:"):
-        return SOURCES["hf"](cfg, cache_root)
-    return SOURCES["local"](cfg, cache_root)

@@ -30,8 +30,9 @@ import pyarrow.compute as pc
 
 from ablate.config import DataConfig
 from ablate.data.cache import cache_root, cached_entry, digest, scratch_dir
-from ablate.data.corpus import Corpus, Source, make_source, quiet_datasets
+from ablate.data.corpus import Corpus, Source, quiet_datasets
 from ablate.data.errors import DataError
+from ablate.data.sources import make_source
 from ablate.data.tokenizer import RECIPE, SubwordTokenizer
 
 log = logging.getLogger("ablate.data")

@@ -8,7 +8,7 @@ from typing import Iterator
 from ablate.config import DataConfig
 from ablate.data import builtin
 from ablate.data.cache import digest
-from ablate.data.corpus import Corpus, arrow_dataset
+from ablate.data.corpus import Corpus, Source, arrow_dataset, check_langs
 from ablate.data.errors import DataError
 from ablate.data.hub import HubDataset
 from ablate.data.local import LocalFolder
@@ -44,3 +44,13 @@ class BuiltinTask:
 
 SOURCES = {"builtin": BuiltinTask, "hf": HubDataset, "local": LocalFolder}
 """``DataConfig.source`` kind -> source class (``make_source`` picks the kind)."""
+
+
+def make_source(cfg: DataConfig, cache_root: Path) -> Source:
+    """The :class:`Source` that ``cfg.source`` names (``builtin``, ``hf:...`` or a folder)."""
+    check_langs(cfg)
+    if cfg.source == "builtin":
+        return SOURCES["builtin"](cfg, cache_root)
+    if cfg.source.startswith("hf:"):
+        return SOURCES["hf"](cfg, cache_root)
+    return SOURCES["local"](cfg, cache_root)

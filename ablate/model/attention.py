@@ -32,8 +32,15 @@ class AttentionError(ValueError):
     """Inconsistent attention sizes."""
 
 
-def resolve_scale(scale: Union[bool, float], d_k: int) -> float:
-    """``True`` -> 1/sqrt(d_k) (Vaswani et al. 2017, eq. 1); ``False`` -> 1; a number -> itself."""
+def resolve_scale(scale: Union[str, bool, float], d_k: int, score: Union[Score, type[Score]]) -> float:
+    """The factor applied to the scores of ``score``.
+
+    ``"auto"`` -> the score's :attr:`~ablate.model.scores.Score.paper_scale` (1/sqrt(d_k) for the
+    dot-product family, 1 for additive); ``True`` -> 1/sqrt(d_k) (Vaswani et al. 2017, eq. 1);
+    ``False`` -> 1; a number -> itself.
+    """
+    if scale == "auto":
+        scale = score.paper_scale
     if scale is True:
         return 1.0 / math.sqrt(d_k)
     if scale is False:
@@ -51,7 +58,7 @@ class MultiHeadAttention(nn.Module):
         d_k: Per-head query/key size (default ``d_model // heads``).
         d_v: Per-head value size (default ``d_k``).
         d_kv: Key/value input size (default ``d_model``), e.g. a bidirectional RNN encoder's.
-        scale: Score scaling, see :func:`resolve_scale`.
+        scale: Score scaling, see :func:`resolve_scale`; the factor used is ``self.scaling``.
         dropout: Dropout on the attention weights.
         bias: Whether the projections have biases.
     """
@@ -65,7 +72,7 @@ class MultiHeadAttention(nn.Module):
         d_k: Optional[int] = None,
         d_v: Optional[int] = None,
         d_kv: Optional[int] = None,
-        scale: Union[bool, float] = True,
+        scale: Union[str, bool, float] = "auto",
         dropout: float = 0.0,
         bias: bool = True,
     ):
@@ -86,7 +93,7 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_kv, heads * d_v, bias=bias)
         self.out_proj = nn.Linear(heads * d_v, d_model, bias=bias)
         self.score = score
-        self.scaling = resolve_scale(scale, d_k)
+        self.scaling = resolve_scale(scale, d_k, score)
         self.dropout = dropout
 
     def _split(self, x: Tensor, d: int) -> Tensor:

@@ -10,13 +10,13 @@ from typing import Callable
 
 from torch import nn
 
-from ablate.config import ModelConfig
-from ablate.model.attention import MultiHeadAttention
+from ablate.config import ModelConfig, head_dims
+from ablate.model.attention import MultiHeadAttention, resolve_scale
 from ablate.model.embeddings import build_embeddings
 from ablate.model.errors import ModelBuildError
 from ablate.model.positions import build_positions
 from ablate.model.rnn import build_rnn
-from ablate.model.scores import build_score
+from ablate.model.scores import SCORES, build_score
 from ablate.model.transformer import DecoderLayer, EncoderLayer, FeedForward, Transformer, init_transformer
 
 
@@ -26,8 +26,7 @@ def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: 
     d, heads = cfg.d_model, cfg.heads
     if cfg.d_k is None and d % heads:
         raise ModelBuildError(f"model.heads={heads} does not divide model.d_model={d}; set model.d_k")
-    d_k = cfg.d_k or d // heads
-    d_v = cfg.d_v or d_k
+    d_k, d_v = head_dims(cfg)
     att = cfg.attention
     pre_norm = cfg.norm == "pre"
 
@@ -50,11 +49,26 @@ def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: 
     src_embed, tgt_embed, generator = build_embeddings(d, src_vocab, tgt_vocab, pad_id, cfg.tie_embeddings,
                                                        shared_vocab)
 
-    positions = build_positions(cfg.positions, d, d_k, heads, cfg.max_positions)
-    model = Transformer(src_embed, tgt_embed, generator, positions, encoder, decoder, pad_id=pad_id,
-                        dropout=cfg.dropout, pre_norm=pre_norm)
+    src_positions = build_positions(cfg.positions, d, d_k, heads, cfg.max_positions)
+    tgt_positions = src_positions if cfg.share_positions else build_positions(
+        cfg.positions, d, d_k, heads, cfg.max_positions)
+    model = Transformer(src_embed, tgt_embed, generator, src_positions, tgt_positions, encoder, decoder,
+                        pad_id=pad_id, dropout=cfg.dropout, pre_norm=pre_norm)
     init_transformer(model)
     return model
+
+
+def resolved_scale(cfg: ModelConfig, cross: bool = False) -> float:
+    """The score scaling factor the built model uses: in self-attention, or (``cross``) in
+    encoder-decoder attention (the RNN's only attention). Resolves ``model.attention.scale=auto``
+    with the score's paper default, with the d_k the builders use; equals ``.scaling`` of the
+    built :class:`MultiHeadAttention` modules. ``nan`` for an RNN without attention.
+    """
+    att = cfg.attention
+    score = (att.cross_score or att.score) if cross or cfg.arch == "rnn" else att.score
+    if score == "none":
+        return float("nan")
+    return resolve_scale(att.scale, head_dims(cfg)[0], SCORES[score])
 
 
 Builder = Callable[[ModelConfig, int, int, int, bool], nn.Module]

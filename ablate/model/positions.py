@@ -153,22 +153,38 @@ def alibi_slopes(heads: int) -> Tensor:
 
 
 class AlibiPositions(Positions):
-    """Attention with linear biases, ALiBi (Press et al. 2022, eq. in sec. 3).
+    """Attention with linear biases, ALiBi (Press et al. 2022, sec. 3), with a direction in the encoder.
 
-    Adds ``-m_h |i - j|`` to the scores of head h: the paper's causal bias ``-m_h (i - j)`` in
-    decoder self-attention, and its symmetric extension in the (non-causal) encoder.
+    Head h adds ``-m_h (i - j)`` to the score of query i and an earlier (or the same) key j: the
+    paper's causal bias, unchanged in decoder self-attention, where later keys are masked. Later
+    keys, which only the (non-causal) encoder sees, get ``-m'_h (j - i)`` with a slope of their own:
+    ``m'_h = m_h * 2^(4/n)``: for n a power of two, the slopes of the paper's sequence for 2n heads
+    that lie between the n used for the left (so each head looks a little further left than right).
+
+    Why two slopes: the symmetric extension ``-m_h |i - j|`` (Press's encoder recipe,
+    github.com/ofirpress/attention_with_linear_biases/issues/5; data2vec 2.0, MosaicBERT) cannot tell
+    a word's left neighbour from its right one, and with no positions in encoder-decoder attention
+    a source and its reverse then give the same translation. Relative biases for bidirectional
+    encoders keep the two directions apart: Shaw et al. (2018, sec. 3.2) learn separate embeddings
+    for offsets -k..k, T5 (Raffel et al. 2020, sec. 2.1) separate buckets for keys before and after
+    the query, and x-transformers' bidirectional learned ALiBi separate slopes for past and future;
+    this is the fixed-slope form of the last.
     """
 
     def __init__(self, d_model: int, d_k: int, heads: int, max_positions: int):
         super().__init__(d_model, d_k, heads, max_positions)
-        self.register_buffer("slopes", alibi_slopes(heads), persistent=False)
+        slopes = alibi_slopes(heads)
+        self.register_buffer("slopes", slopes, persistent=False)  # (H,) keys to the left (j <= i)
+        self.register_buffer("future_slopes", slopes * 2.0 ** (4.0 / heads), persistent=False)  # (H,) j > i
 
     def bias(self, tq: int, tk: int, offset: int = 0) -> Tensor:
         device = self.slopes.device
         q_pos = torch.arange(offset, offset + tq, device=device)
         k_pos = torch.arange(tk, device=device)
-        distance = (q_pos[:, None] - k_pos[None, :]).abs().float()  # (Tq, Tk)
-        return -self.slopes[:, None, None] * distance  # (H, Tq, Tk)
+        distance = (q_pos[:, None] - k_pos[None, :]).float()  # (Tq, Tk): i - j, negative for later keys
+        past = -self.slopes[:, None, None] * distance.clamp(min=0)
+        future = self.future_slopes[:, None, None] * distance.clamp(max=0)
+        return past + future  # (H, Tq, Tk)
 
 
 POSITIONS: dict[str, type[Positions]] = {

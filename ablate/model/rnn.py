@@ -191,7 +191,8 @@ def build_rnn(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0,
     """The RNN baseline: embeddings of size ``cfg.d_model``, ``cfg.rnn`` recurrent sizes.
 
     The score is ``cfg.attention.cross_score`` or else ``cfg.attention.score`` (``none`` drops
-    attention); ``cfg.attention.scale`` and ``cfg.attention_dropout`` apply as in the Transformer.
+    attention); ``cfg.attention.scale`` and ``cfg.attention_dropout`` apply as in the Transformer (so
+    the default ``scale=auto`` leaves Bahdanau's additive score unscaled).
     ``cfg.tie_embeddings`` ties the output layer to the target embedding and, with a shared
     vocabulary, the source embedding too. Transformer-only fields (heads, d_ff, positions, ...)
     are ignored.

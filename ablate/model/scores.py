@@ -7,7 +7,9 @@ A score turns per-head queries and keys into *unscaled* compatibilities::
 
 ``prepare_keys`` acts on each key position independently, so prepared keys of new decoder
 positions can be appended to a cache along dim 2. Scaling, masking and softmax belong to
-:class:`ablate.model.attention.MultiHeadAttention`, so score x scaling is a clean grid.
+:class:`ablate.model.attention.MultiHeadAttention`, so score x scaling is a clean grid. Each score
+declares the scaling its paper uses (:attr:`Score.paper_scale`), which ``model.attention.scale=auto``
+(the default) applies.
 
 A score that equals a dot product ``q' . k'`` plus a per-key bias also says so through
 :meth:`Score.as_dot`, letting the attention module run the fused
@@ -46,6 +48,9 @@ class Score(nn.Module):
         cfg: The attention section of the model config.
     """
 
+    paper_scale: bool = True
+    """The scaling of the score's paper, used by ``scale=auto``: True for 1/sqrt(d_k), False for none."""
+
     def __init__(self, d_k: int, heads: int, cfg: AttentionConfig):
         super().__init__()
         self.d_k, self.heads = d_k, heads
@@ -83,7 +88,11 @@ class Score(nn.Module):
 
 
 class DotScore(Score):
-    """Dot product ``q . k`` (Luong et al. 2015, eq. 8 "dot"; Vaswani et al. 2017, eq. 1)."""
+    """Dot product ``q . k`` (Luong et al. 2015, eq. 8 "dot"; Vaswani et al. 2017, eq. 1).
+
+    Scaled by 1/sqrt(d_k) by default: the variance of ``q . k`` grows with d_k (Vaswani et al. 2017,
+    sec. 3.2.1 and footnote 4).
+    """
 
     def forward(self, q: Tensor, keys: Tensor) -> Tensor:
         return q @ keys.transpose(-1, -2)
@@ -96,7 +105,8 @@ class GeneralScore(Score):
     """Bilinear ``q^T W k`` with one d_k x d_k matrix per head (Luong et al. 2015, eq. 8 "general").
 
     ``prepare_keys`` computes ``W k`` once, so the score is a single matrix product and also
-    runs on the fused kernel.
+    runs on the fused kernel. A dot product of ``q`` and ``W k``, so scaled by 1/sqrt(d_k) by default
+    like :class:`DotScore` (Luong et al. 2015 predate the scale; their d was fixed).
     """
 
     def __init__(self, d_k: int, heads: int, cfg: AttentionConfig):
@@ -121,7 +131,13 @@ class AdditiveScore(Score):
     The (B, H, Tq, Tk, d_k) intermediate is built for a chunk of queries at a time so that one
     chunk stays within ``cfg.chunk_mb`` megabytes (in training each chunk's tanh output is still
     kept for the backward pass).
+
+    Unscaled by default, as in the paper: each ``v_a tanh(.)`` term is bounded by |v_a| and ``v`` is
+    initialised U(-1/sqrt(d_k), 1/sqrt(d_k)), so the score does not grow with d_k and there is
+    nothing for 1/sqrt(d_k) to correct.
     """
+
+    paper_scale = False
 
     def __init__(self, d_k: int, heads: int, cfg: AttentionConfig):
         super().__init__(d_k, heads, cfg)
@@ -162,6 +178,11 @@ class GaussianScore(Score):
     ``-(w ||q - k||)^2 / 2`` (parametric attention pooling, d2l eq. 11.2.7). Computed by matrix
     products, ``-(||q||^2 + ||k||^2 - 2 q.k) / 2``; the ``||q||^2`` term is constant per query,
     so :meth:`as_dot` hands the fused kernel ``q.k`` plus a per-key bias ``-||k||^2 / 2``.
+
+    Scaled by 1/sqrt(d_k) by default: ``||q - k||^2`` is a sum over d_k dimensions, so it grows with
+    d_k as the dot product does (d2l's pooling works on scalars, d = 1), and the RBF-kernel attention
+    of Tsai et al. (2019, "Transformer Dissection", sec. 3) divides the squared distance by sqrt(d_k)
+    for that reason.
     """
 
     def __init__(self, d_k: int, heads: int, cfg: AttentionConfig):

@@ -115,7 +115,9 @@ class Transformer(nn.Module):
         src_embed: Source token embedding (may be the same module as ``tgt_embed``).
         tgt_embed: Target token embedding.
         generator: Output projection D -> V (its weight may be ``tgt_embed.weight``).
-        positions: Position scheme shared by every layer.
+        src_positions: Position scheme of the encoder (every layer).
+        tgt_positions: Position scheme of the decoder; the same module as ``src_positions`` when
+            they share parameters (one learned table for both sides).
         encoder: Encoder layers.
         decoder: Decoder layers.
         pad_id: Padding token id.
@@ -124,11 +126,12 @@ class Transformer(nn.Module):
     """
 
     def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, generator: nn.Linear,
-                 positions: Positions, encoder: list[EncoderLayer], decoder: list[DecoderLayer], *,
+                 src_positions: Positions, tgt_positions: Positions, encoder: list[EncoderLayer],
+                 decoder: list[DecoderLayer], *,
                  pad_id: int, dropout: float, pre_norm: bool):
         super().__init__()
         self.src_embed, self.tgt_embed, self.generator = src_embed, tgt_embed, generator
-        self.positions = positions
+        self.src_positions, self.tgt_positions = src_positions, tgt_positions
         self.encoder = nn.ModuleList(encoder)
         self.decoder = nn.ModuleList(decoder)
         self.pad_id = pad_id
@@ -137,9 +140,14 @@ class Transformer(nn.Module):
         self.encoder_norm = nn.LayerNorm(self.d_model) if pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(self.d_model) if pre_norm else nn.Identity()
 
-    def _embed(self, table: nn.Embedding, tokens: Tensor, offset: int) -> Tensor:
+    @property
+    def positions(self) -> Positions:
+        """The encoder's position scheme, for readers that show one (``ablate.report.attention``)."""
+        return self.src_positions
+
+    def _embed(self, table: nn.Embedding, positions: Positions, tokens: Tensor, offset: int) -> Tensor:
         x = table(tokens) * math.sqrt(self.d_model)  # sec. 3.4
-        return self.drop(self.positions.embed(x, offset))
+        return self.drop(positions.embed(x, offset))
 
     def encode(self, src: Tensor, maps: Maps = None) -> dict[str, Any]:
         """Encode a padded source batch.
@@ -153,9 +161,9 @@ class Transformer(nn.Module):
             {"keys": (B, H, S, d'), "values": (B, H, S, d_v)}]}``.
         """
         pad = src.eq(self.pad_id)
-        x = self._embed(self.src_embed, src, 0)
+        x = self._embed(self.src_embed, self.src_positions, src, 0)
         for i, layer in enumerate(self.encoder):
-            x = layer(x, pad, self.positions, maps, f"encoder.{i}")
+            x = layer(x, pad, self.src_positions, maps, f"encoder.{i}")
         memory = self.encoder_norm(x)
         cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
         return {"memory": memory, "src_pad": pad, "cross": cross}
@@ -174,11 +182,11 @@ class Transformer(nn.Module):
             Logits (B, t, V) and the new state ``{"step": int, "layers": [KV per layer]}``.
         """
         offset = 0 if state is None else state["step"]
-        x = self._embed(self.tgt_embed, tgt, offset)
+        x = self._embed(self.tgt_embed, self.tgt_positions, tgt, offset)
         caches = []
         for i, layer in enumerate(self.decoder):
             cache = None if state is None else state["layers"][i]
-            x, cache = layer(x, enc["cross"][i], enc["src_pad"], self.positions, cache, maps, f"decoder.{i}")
+            x, cache = layer(x, enc["cross"][i], enc["src_pad"], self.tgt_positions, cache, maps, f"decoder.{i}")
             caches.append(cache)
         logits = self.generator(self.decoder_norm(x))
         return logits, {"step": offset + tgt.size(1), "layers": caches}

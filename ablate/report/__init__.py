@@ -1,8 +1,9 @@
 """Reports of a sweep: paper-style tables, significance, figures and W&B Reports.
 
 Data flows one way: :mod:`records` (trials from a sweep folder or W&B) -> :mod:`aggregate`
-(rows, base, mean ± std over seeds) -> :mod:`significance` (paired tests against the base)
--> :mod:`table` (Table 3 layout) -> :mod:`formats` (rich, md, latex, csv), :mod:`plots`
+(rows, base, mean ± std over seeds) -> :mod:`plan` (which rows to compare) -> :mod:`significance`
+(paired tests over sentences with seeds kept together, Holm-corrected) -> :mod:`lengths` (BLEU by
+source length) -> :mod:`table` (Table 3 layout) -> :mod:`formats` (rich, md, latex, csv), :mod:`plots`
 (PNG figures) and :mod:`wandb_report` (a W&B Report). :mod:`commands` holds the CLI.
 """
 

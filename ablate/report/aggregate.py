@@ -9,7 +9,9 @@ that differs from all others in the fewest keys (a one-at-a-time sweep's base), 
 the first row in table order. Other rows are grouped by ablation: the variant-name prefix
 (``"A"`` of ``"A-heads1"``, after Table 3 of Vaswani et al., 2017) or the keys they change
 from the base. Hyperparameter columns follow Table 3's order (N, d_model, d_ff, h, d_k, d_v,
-P_drop, eps_ls, steps), then any other varying key alphabetically.
+P_drop, eps_ls), then any other varying key alphabetically. Table 3's columns are always shown
+(the base row states the whole model), and every value is the one the run used: where a config
+leaves it implicit (``model.d_k: null`` means d_model / h), the trial's ``resolved`` value.
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ _MISSING = "<unset>"
 # Column order of Table 3 (Vaswani et al., 2017); other varying keys follow alphabetically.
 PAPER_ORDER = ("model.arch", "model.layers", "model.encoder_layers", "model.decoder_layers", "model.d_model",
                "model.d_ff", "model.heads", "model.d_k", "model.d_v", "model.dropout", "train.label_smoothing",
-               "train.max_steps", "model.positions", "model.attention.score", "model.attention.scale")
+               "train.lr", "train.max_steps", "model.positions", "model.attention.score", "model.attention.scale")
+# Table 3's hyperparameters: columns even when the sweep does not vary them.
+TABLE3 = ("model.layers", "model.d_model", "model.d_ff", "model.heads", "model.d_k", "model.d_v", "model.dropout",
+          "train.label_smoothing")
+# Columns shown only where they differ from another column in some row.
+ALIASES = {"model.encoder_layers": "model.layers", "model.decoder_layers": "model.layers"}
+UNRESOLVED = (None, "auto")
 
 
 def column_order(key: str) -> tuple:
@@ -65,6 +73,7 @@ class Row:
         trials: the finished trials (one per seed).
         stats: metric name -> :class:`Stat` over ``trials``.
         is_base: True for the base row.
+        config: the config shared by every seed of the row, as declared (not resolved).
     """
 
     name: str
@@ -74,6 +83,7 @@ class Row:
     trials: tuple[Trial, ...]
     stats: dict[str, Stat] = field(default_factory=dict)
     is_base: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
 
     @property
     def seeds(self) -> list[Any]:
@@ -90,6 +100,7 @@ class Sweep:
         rows: table rows, base first, then grouped by ablation.
         unfinished: failed, interrupted or still-running trials, listed under the table.
         uses_variants: rows are named variants rather than parameter combinations.
+        comparisons: the sweep's named comparisons ``[(key, values or None)]``, or None.
     """
 
     name: Optional[str]
@@ -97,6 +108,7 @@ class Sweep:
     rows: list[Row]
     unfinished: list[Trial]
     uses_variants: bool
+    comparisons: Optional[list[tuple[str, Optional[list[Any]]]]] = None
 
     @property
     def base(self) -> Row:
@@ -140,9 +152,13 @@ def aggregate(trials: Sequence[Trial]) -> Sweep:
     for t in done:
         ident = t.variant if uses_variants and t.variant else tuple(t.config.get(k, _MISSING) for k in candidates)
         groups.setdefault(ident, []).append(t)
-    configs = {ident: _row_config(ts) for ident, ts in groups.items()}
+    declared = {ident: _row_config(ts) for ident, ts in groups.items()}
+    configs = {ident: _with_resolved(declared[ident], ts) for ident, ts in groups.items()}
     keys = sorted((k for k in set().union(*(c.keys() for c in configs.values()))
-                   if len({value_order(c.get(k, _MISSING)) for c in configs.values()}) > 1), key=column_order)
+                   if len({value_order(c.get(k, _MISSING)) for c in configs.values()}) > 1
+                   or (k in TABLE3 and all(k in c for c in configs.values()))), key=column_order)
+    keys = [k for k in keys if not (k in ALIASES and ALIASES[k] in keys and all(
+        value_order(c.get(k, _MISSING)) == value_order(c.get(ALIASES[k], _MISSING)) for c in configs.values()))]
     settings = {ident: {k: configs[ident].get(k, _MISSING) for k in keys} for ident in groups}
 
     order = sorted(groups, key=_ident_order)
@@ -156,16 +172,53 @@ def aggregate(trials: Sequence[Trial]) -> Sweep:
         if uses_variants and isinstance(ident, str):
             name = ident
             group = BASE if is_base else ident.split("-", 1)[0]
-        else:
-            name = BASE if is_base else ", ".join(f"{k}={_show(s[k])}" for k in changed)
-            group = BASE if is_base else "+".join(changed)
+        else:  # named by what the sweep varies (d_k follows heads; the columns show it)
+            named = [k for k in changed if k in candidates] or list(changed)
+            name = BASE if is_base else ", ".join(f"{k}={_show(s[k])}" for k in named)
+            group = BASE if is_base else "+".join(named)
         ts = tuple(sorted(groups[ident], key=lambda t: (value_order(t.seed), t.name)))
         metrics = sorted(set().union(*(t.metrics.keys() for t in ts)))
         stats = {m: st for m in metrics if (st := stat([t.metrics.get(m) for t in ts])) is not None}
-        rows.append(Row(name, group, s, changed, ts, stats, is_base))
-    rows.sort(key=lambda r: _row_order(r, keys))
+        rows.append(Row(name, group, s, changed, ts, stats, is_base, declared[ident]))
+    rows.sort(key=lambda r: _row_order(r, keys, uses_variants))
     name = next((t.sweep for t in trials if t.sweep), None)
-    return Sweep(name, keys, rows, unfinished, uses_variants)
+    return Sweep(name, keys, rows, unfinished, uses_variants, _comparisons(trials))
+
+
+def _comparisons(trials: Sequence[Trial]) -> Optional[list[tuple[str, Optional[list[Any]]]]]:
+    """The sweep's ``comparisons`` parameter, parsed; a malformed one is a one-line error."""
+    declared = next((t.comparisons for t in trials if t.comparisons), None)
+    if declared is None:
+        return None
+    from ablate.sweep.spec import SweepError, parse_comparisons
+
+    try:
+        return parse_comparisons(declared, "the sweep's comparisons")
+    except SweepError as err:
+        raise ReportError(str(err)) from None
+
+
+def _with_resolved(config: dict[str, Any], trials: Sequence[Trial]) -> dict[str, Any]:
+    """``config`` with each implicit value (unset, ``auto``) replaced by the one the runs used,
+    where every seed used the same."""
+    out = dict(config)
+    for key, value in trials[0].resolved.items():
+        if out.get(key) in UNRESOLVED and all(value_order(t.resolved.get(key)) == value_order(value) for t in trials):
+            out[key] = scale_rule(value, trials[0].resolved.get("model.d_k")) if key == SCALE else value
+    return out
+
+
+SCALE = "model.attention.scale"
+
+
+def scale_rule(factor: Any, d_k: Any) -> Any:
+    """A resolved score factor as the rule it follows, so rows of different d_k read alike:
+    ``1/sqrt(d_k)``, ``none`` (1) or the number; ``self,cross`` when the two sites differ."""
+    if isinstance(factor, (list, tuple)):
+        return ",".join(str(scale_rule(f, d_k)) for f in factor)
+    if isinstance(d_k, (int, float)) and d_k > 0 and math.isclose(factor, d_k**-0.5):
+        return "1/sqrt(d_k)"
+    return "none" if factor == 1.0 else factor
 
 
 def _candidate_keys(done: Sequence[Trial]) -> list[str]:
@@ -208,14 +261,14 @@ def _base_ident(order: list[Any], settings: dict[Any, dict[str, Any]], keys: lis
     return min(order, key=distance)  # min keeps the first of equals
 
 
-def _row_order(row: Row, keys: list[str]) -> tuple:
+def _row_order(row: Row, keys: list[str], uses_variants: bool) -> tuple:
     """Base first; groups by name (variants) or by the keys changed; within a group by the
     columns changed, then by their values."""
     columns = tuple(keys.index(k) for k in row.changed)
     values = tuple(value_order(row.settings[k]) for k in row.changed)
     if row.is_base:
         return (0, (0, ""), (), (), row.name)
-    if row.group != "+".join(row.changed):  # a named variant's group, e.g. "A"
+    if uses_variants:  # a named variant's group, e.g. "A"
         return (1, (0, row.group), columns, values, row.name)
     return (1, (1, columns), (), values, row.name)
 

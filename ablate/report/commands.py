@@ -2,7 +2,7 @@
 
 The plain functions (:func:`load`, :func:`make_table`, :func:`make_plots`, :func:`make_report`)
 do the work and return values; the typer commands only parse options and print. The lead's
-``cli.py`` mounts :data:`app`'s commands at top level.
+:mod:`ablate.cli` mounts :data:`app`'s commands at top level.
 """
 
 from __future__ import annotations
@@ -49,24 +49,32 @@ def load(source: str, api: Any = None) -> Sweep:
     return aggregate(collect(source, api=api))
 
 
-def significance(sweep: Sweep, enabled: bool = True, test: str = "bs",
-                 samples: int = 0) -> dict[tuple[str, str], Comparison]:
-    """Comparisons against the base, or none when disabled."""
-    return compare(sweep, test=test, n_samples=samples) if enabled else {}
+def significance(sweep: Sweep, enabled: bool = True, test: str = "bs", samples: int = 0) -> list[Comparison]:
+    """The table's comparisons (named by the sweep, else against the base), Holm-adjusted; none when disabled."""
+    return compare(sweep, test=test, n_samples=samples) if enabled else []
 
 
 def table_of(source: str, alpha: float = 0.05, test: str = "bs", samples: int = 0,
-             with_significance: bool = True, api: Any = None) -> Table:
-    """The laid-out table of ``source``, significance included unless disabled."""
+             with_significance: bool = True, api: Any = None, by_length: bool = False) -> Table:
+    """The laid-out table of ``source``, significance included unless disabled, and BLEU per
+    source-length bucket as columns with ``by_length``."""
     sweep = load(source, api)
     comps = significance(sweep, with_significance, test, samples)
-    return build_table(sweep, comps, alpha, test, samples)
+    extra = None
+    if by_length:
+        from ablate.report.lengths import bleu_by_length
+
+        lengths = bleu_by_length(sweep)
+        if lengths is None:
+            raise ReportError(f"--by-length needs saved hypotheses (hyps/<split>.txt), and {source} has none")
+        extra = (lengths.columns(), lengths.row_stats(), lengths.note())
+    return build_table(sweep, comps, alpha, test, samples, extra)
 
 
 def make_table(source: str, fmt: str = "md", alpha: float = 0.05, test: str = "bs", samples: int = 0,
-               with_significance: bool = True, api: Any = None) -> str:
+               with_significance: bool = True, api: Any = None, by_length: bool = False) -> str:
     """The paper-style table of ``source`` as text in ``fmt`` (rich, md, latex or csv)."""
-    return render(table_of(source, alpha, test, samples, with_significance, api), fmt)
+    return render(table_of(source, alpha, test, samples, with_significance, api, by_length), fmt)
 
 
 def make_plots(source: str, out: Path, alpha: float = 0.05, with_significance: bool = True,
@@ -125,11 +133,13 @@ def _print_table(table: Table, fmt: Format, out: Optional[Path]) -> None:
 
 
 ALPHA = typer.Option(0.05, "--alpha", min=0.0, max=1.0,
-                     help="Significance level for the † mark against the base row.")
+                     help="Family-wise significance level for the † mark (Holm-Bonferroni over the table's "
+                          "comparisons).")
 TEST = typer.Option(Test.bs, "--test",
-                    help="sacreBLEU paired test: bs (bootstrap resampling) or ar (approximate randomization).")
+                    help="Paired test over source sentences, seeds kept together: bs (bootstrap resampling) "
+                         "or ar (approximate randomization).")
 SAMPLES = typer.Option(0, "--samples", min=0,
-                       help="Resamples (bs) or trials (ar); 0 uses sacreBLEU's defaults (1000 / 10000).")
+                       help="Resamples (bs) or trials (ar); 0 uses 2000 / 10000.")
 SIGNIFICANCE = typer.Option(True, "--significance/--no-significance",
                             help="Test each row against the base on the saved hypotheses (slower on big test sets).")
 
@@ -146,9 +156,12 @@ def table_command(
     test: Test = TEST,
     samples: int = SAMPLES,
     with_significance: bool = SIGNIFICANCE,
+    by_length: bool = typer.Option(False, "--by-length",
+                                   help="Add test BLEU per source-length bucket as columns "
+                                        "(Bahdanau et al. 2015, Fig. 2)."),
 ) -> None:
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
-    _print_table(table_of(source, alpha, test.value, samples, with_significance), fmt, out)
+    _print_table(table_of(source, alpha, test.value, samples, with_significance, by_length=by_length), fmt, out)
 
 
 @app.command("plot")
@@ -159,7 +172,7 @@ def plot_command(
     alpha: float = ALPHA,
     with_significance: bool = SIGNIFICANCE,
 ) -> None:
-    """PNG figures: test BLEU per variant, BLEU vs tokens/s and vs parameters, learning curves."""
+    """PNG figures: test BLEU per variant, BLEU vs tokens/s and parameters, learning curves, BLEU by length."""
     for path in make_plots(source, out, alpha, with_significance):
         print(path)
 

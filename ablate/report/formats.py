@@ -2,7 +2,7 @@
 
 Every text format prints each statistic through :func:`fmt_stat`, so the numbers agree
 across formats; CSV carries the same statistics unrounded (10 significant digits) as
-separate mean, std and n columns (and the p-value of each tested column).
+separate mean, std and n columns (and the raw and Holm-adjusted p-values of each tested column).
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ def _header(table: Table) -> list[str]:
 
 def _notes(table: Table) -> list[str]:
     notes = list(table.footnotes)
+    if table.comparisons:
+        notes.append(f"Named comparisons ({len(table.comparisons)}):")
+        notes += [f"  {line}" for line in table.comparisons]
     if table.unfinished:
         notes.append(f"Not in the table ({len(table.unfinished)} unfinished trials):")
     return notes
@@ -78,7 +81,7 @@ def to_markdown(table: Table) -> str:
 LATEX_LABELS = {
     "model.layers": "$N$", "model.d_model": r"$d_{\mathrm{model}}$", "model.d_ff": r"$d_{\mathrm{ff}}$",
     "model.heads": "$h$", "model.d_k": "$d_k$", "model.d_v": "$d_v$", "model.dropout": r"$P_{\mathrm{drop}}$",
-    "train.label_smoothing": r"$\epsilon_{ls}$", "train.max_steps": "steps",
+    "train.label_smoothing": r"$\epsilon_{ls}$", "train.max_steps": "max steps",
 }
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
@@ -138,7 +141,7 @@ def to_csv(table: Table) -> str:
     w = csv.writer(buf, lineterminator="\n")
     head = ["group", "name", *table.keys]
     for col in table.columns:
-        stats = ("mean", "std", "n", "p") if col.split else ("mean", "std", "n")
+        stats = ("mean", "std", "n", "p", "p_holm") if col.split else ("mean", "std", "n")
         head += [f"{export_key(col)}.{s}" for s in stats]
     w.writerow(head + ["status", "reason"])
     group = ""
@@ -149,7 +152,7 @@ def to_csv(table: Table) -> str:
             st = cell.stat
             line += [_num(st and st.mean), _num(st and st.std), "" if st is None else str(st.n)]
             if col.split:
-                line.append(_num(cell.p_value))
+                line += [_num(cell.p_value), _num(cell.p_adjusted)]
         w.writerow(line + ["finished", ""])
     for u in table.unfinished:
         w.writerow(["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason])

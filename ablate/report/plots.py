@@ -3,7 +3,9 @@
 * ``test_bleu.png``: test BLEU per row, mean with ± std error bars over seeds (bars);
 * ``bleu_vs_speed.png`` and ``bleu_vs_params.png``: quality against cost, with the Pareto
   front (rows no other row beats on both axes) marked;
-* ``learning_curves.png``: validation BLEU against step, mean line and ± std band per row.
+* ``learning_curves.png``: validation BLEU against step, mean line and ± std band per row;
+* ``bleu_by_length.png``: test BLEU per source-length bucket, mean line and ± std band per row
+  (Bahdanau et al. 2015, Fig. 2).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ablate.report.aggregate import Row, Sweep, curve
-from ablate.report.significance import Comparison
+from ablate.report.significance import Comparison, against_base
 from ablate.report.table import key_labels, show_value
 
 DPI = 130
@@ -81,15 +83,15 @@ def _std(row: Row, key: str) -> float:
     return 0.0 if st is None or st.std is None else st.std
 
 
-def plot_test_bleu(sweep: Sweep, path: Path, comparisons: Optional[dict[tuple[str, str], Comparison]] = None,
+def plot_test_bleu(sweep: Sweep, path: Path, comparisons: Optional[list[Comparison]] = None,
                    alpha: float = 0.05) -> Optional[Path]:
-    """Bars of test BLEU per row (one bar per test split), ± std over seeds; † = p < alpha."""
+    """Bars of test BLEU per row (one bar per test split), ± std over seeds; † = Holm p < alpha vs base."""
     splits = sweep.test_splits
     keys = [(f"test_{s}/bleu", s) for s in splits] or [("test/bleu", None)]
     rows = [r for r in sweep.rows if any(k in r.stats for k, _ in keys)]
     if not rows:
         return None
-    comparisons = comparisons or {}
+    comparisons = against_base(comparisons or [], sweep)
     fig = Figure(figsize=(min(14.0, max(6.5, 0.5 * len(rows) * len(keys) + 2.5)), 4.8), dpi=DPI)
     ax = fig.add_subplot()
     width = 0.8 / len(keys)
@@ -105,7 +107,7 @@ def plot_test_bleu(sweep: Sweep, path: Path, comparisons: Optional[dict[tuple[st
             if np.isnan(m):
                 continue
             comp = comparisons.get((r.name, split)) if split else None
-            mark = "†" if comp is not None and comp.p_value < alpha else ""
+            mark = "†" if comp is not None and comp.significant(alpha) else ""
             ax.annotate(f"{m:.1f}{mark}", (p, m + s), xytext=(0, 3), textcoords="offset points",
                         ha="center", va="bottom", fontsize=8 if len(rows) * len(keys) <= 16 else 6.5)
         lows.append(np.nanmin(means - stds))
@@ -125,8 +127,8 @@ def plot_test_bleu(sweep: Sweep, path: Path, comparisons: Optional[dict[tuple[st
     ax.set_ylabel("BLEU" if bottom == 0 else f"BLEU (axis starts at {bottom:.0f})")
     ax.set_xlabel("configuration (n = seeds)")
     title = "Test BLEU per configuration (mean ± std over seeds)"
-    if any(c.p_value < alpha for c in comparisons.values()):
-        title += f"\n† p < {alpha:g} vs base (paired bootstrap)"
+    if any(c.significant(alpha) for c in comparisons.values()):
+        title += f"\n† Holm-adjusted p < {alpha:g} vs base (paired test over sentences, seeds together)"
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
@@ -241,7 +243,40 @@ def _draw_curves(ax, members, names: dict[str, str]) -> None:
         ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.15, lw=0)
 
 
-def plot_all(sweep: Sweep, out_dir: Path, comparisons: Optional[dict[tuple[str, str], Comparison]] = None,
+def plot_bleu_by_length(sweep: Sweep, path: Path) -> Optional[Path]:
+    """Test BLEU against source-length bucket: mean line and ± std band over seeds per row."""
+    from ablate.report.lengths import bleu_by_length
+
+    data = bleu_by_length(sweep)
+    if data is None:
+        return None
+    fig = Figure(figsize=(7.0, 4.8), dpi=DPI)
+    ax = fig.add_subplot()
+    x = np.arange(len(data.buckets))
+    names = display_names(sweep)
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    for k, row in enumerate(sweep.rows):
+        stats = data.stats.get(row.name) or []
+        if not any(stats):
+            continue
+        mean = np.array([s.mean if s else np.nan for s in stats])
+        std = np.array([s.std or 0.0 if s else 0.0 for s in stats])
+        color = "#000000" if row.is_base else cmap(k % 10)
+        ax.plot(x, mean, marker="o", color=color, lw=2.2 if row.is_base else 1.5,
+                label=f"{names[row.name]} (n={len(row.trials)})")
+        ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.12, lw=0)
+    ax.set_xticks(x, data.labels)
+    ax.set_xlabel(f"{data.basis} length (words), about equal-sized buckets of {data.split}")
+    ax.set_ylabel("test BLEU")
+    ax.set_title("BLEU by sentence length (mean, shaded ± std over seeds)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return _save(fig, path)
+
+
+def plot_all(sweep: Sweep, out_dir: Path, comparisons: Optional[list[Comparison]] = None,
              alpha: float = 0.05) -> list[Path]:
     """Write every figure that the sweep has data for into ``out_dir``; return their paths."""
     out_dir = Path(out_dir)
@@ -251,6 +286,7 @@ def plot_all(sweep: Sweep, out_dir: Path, comparisons: Optional[dict[tuple[str, 
         plot_quality_cost(sweep, out_dir / "bleu_vs_speed.png", "train/tokens_per_sec"),
         plot_quality_cost(sweep, out_dir / "bleu_vs_params.png", "params"),
         plot_learning_curves(sweep, out_dir / "learning_curves.png"),
+        plot_bleu_by_length(sweep, out_dir / "bleu_by_length.png"),
     ]
     return [p for p in written if p is not None]
 

@@ -4,7 +4,7 @@ A *trial* is one training run. Both sources yield the same :class:`Trial` object
 later stage (aggregation, significance, layout, plots) is source-agnostic:
 
 * a sweep folder ``DIR/<trial>/summary.json`` (+ ``hyps/<split>.txt``, ``refs/<split>.txt``),
-  as written by ``ablate.tracking.RunRecord`` and the sweep helper;
+  as written by ``ablate.training.tracking.RunRecord`` and the sweep helper;
 * ``wandb:<entity>/<project>[/<group>]``, read through W&B's public API
   (``wandb.Api().runs``): ``run.config`` (dotted keys, flat or nested), ``run.summary``, the
   validation history, and hypotheses from run files or a ``hypotheses``/``predictions``
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -34,7 +34,7 @@ HYP_ARTIFACT_TYPES = ("hypotheses", "predictions")
 IGNORED_PREFIXES = ("tracking.", "train.devices", "train.num_workers", "train.threads",
                     "train.accelerator", "data.cache_dir", "_wandb", "wandb_version")
 # Summary keys that are bookkeeping, not metrics.
-_NOT_METRICS = {"status", "error", "config", "history", "variant", "sweep", "bleu_signature"}
+_NOT_METRICS = {"status", "error", "config", "history", "variant", "sweep", "bleu_signature", "resolved"}
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,11 @@ class Trial:
         hyps: split -> detokenized hypotheses (one per source sentence, corpus order).
         refs: split -> references, aligned with ``hyps``.
         signature: sacreBLEU signature of the test BLEU.
+        resolved: the values the run used where its config leaves them implicit (``model.d_k``,
+            ``model.d_v``, layers, peak ``train.lr``, the attention scale factor), recorded by the
+            trainer or, for older runs, derived with :func:`ablate.training.resolved.resolved`.
+        sources: split -> source sentences, aligned with ``hyps`` (for BLEU by source length).
+        comparisons: the sweep's ``comparisons`` parameter (see :mod:`ablate.sweep.spec`), if any.
     """
 
     name: str
@@ -68,6 +73,9 @@ class Trial:
     hyps: dict[str, list[str]] = field(default_factory=dict)
     refs: dict[str, list[str]] = field(default_factory=dict)
     signature: Optional[str] = None
+    resolved: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, list[str]] = field(default_factory=dict)
+    comparisons: Optional[list] = None
 
     @property
     def seed(self) -> Any:
@@ -103,6 +111,7 @@ def collect_folder(root: Path) -> list[Trial]:
     if not root.is_dir():
         raise ReportError(f"sweep folder not found: {root} (pass a sweep output folder or wandb:<entity>/<project>)")
     trials = []
+    planned = _sweep_comparisons(root)
     for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
         path = run_dir / SUMMARY
         if not path.exists():
@@ -112,24 +121,59 @@ def collect_folder(root: Path) -> list[Trial]:
         except (OSError, ValueError) as err:
             trials.append(Trial(run_dir.name, "failed", f"unreadable {SUMMARY}: {err}"))
             continue
-        trials.append(from_summary(run_dir.name, summary, _read_texts(run_dir / "hyps"),
-                                   _read_texts(run_dir / "refs")))
+        trial = from_summary(run_dir.name, summary, _read_texts(run_dir / "hyps"), _read_texts(run_dir / "refs"),
+                             sources=_read_texts(run_dir / "sources"))
+        trials.append(replace(trial, comparisons=planned.get(run_dir.name)))
     if not trials:
         raise ReportError(f"no trials in {root}: expected subfolders holding {SUMMARY}")
     return trials
 
 
+def _sweep_comparisons(root: Path) -> dict[str, list]:
+    """Trial name -> the ``comparisons`` of its sweep point, from the launcher's ``sweep.json``."""
+    try:
+        state = json.loads((root / "sweep.json").read_text())
+        return {t["name"]: t["point"]["comparisons"] for t in state.get("trials", [])
+                if isinstance(t.get("point"), dict) and "comparisons" in t["point"]}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
 def _read_texts(folder: Path) -> dict[str, list[str]]:
+    """``<split>.txt`` files as lines; only newlines end a line (a hypothesis may hold other
+    Unicode line separators), so line i is always the i-th sentence."""
     if not folder.is_dir():
         return {}
-    return {p.stem: p.read_text(encoding="utf-8").splitlines() for p in sorted(folder.glob("*.txt"))}
+    return {p.stem: _lines(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.txt"))}
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
+def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
+    """The run's recorded ``resolved`` values, else derived from its config as the trainer does."""
+    if isinstance(summary.get("resolved"), dict):
+        return {k: _hashable(v) for k, v in summary["resolved"].items()}
+    from ablate.config import ConfigError, from_flat
+    from ablate.training.resolved import resolved
+
+    try:
+        cfg = from_flat({k: list(v) if isinstance(v, tuple) else v for k, v in flat.items()
+                         if not k.startswith(IGNORED_PREFIXES)})
+    except (ConfigError, TypeError, ValueError):
+        return {}
+    return resolved(cfg)
 
 
 def from_summary(name: str, summary: dict[str, Any], hyps: dict[str, list[str]] | None = None,
                  refs: dict[str, list[str]] | None = None, config: dict[str, Any] | None = None,
-                 status: str | None = None) -> Trial:
+                 status: str | None = None, sources: dict[str, list[str]] | None = None) -> Trial:
     """A :class:`Trial` from a ``summary.json``-shaped dict (``config`` may be given flat)."""
-    flat = clean_config(config if config is not None else summary.get("config") or {})
+    raw = dict(config if config is not None else summary.get("config") or {})
+    comparisons = raw.pop("comparisons", None)
+    flat = clean_config(raw)
     sweep = summary.get("sweep") if isinstance(summary.get("sweep"), dict) else {}
     if "seed" not in flat and "seed" in (sweep.get("params") or {}):
         flat["seed"] = sweep["params"]["seed"]
@@ -149,6 +193,9 @@ def from_summary(name: str, summary: dict[str, Any], hyps: dict[str, list[str]] 
         hyps=hyps or {},
         refs=refs or {},
         signature=summary.get("bleu_signature"),
+        resolved=_resolved(summary, flat),
+        sources=sources or {},
+        comparisons=comparisons if isinstance(comparisons, list) else None,
     )
 
 
@@ -230,8 +277,8 @@ def from_wandb_run(run: Any) -> Trial:
         summary["history"] = _wandb_history(run)
     if not summary.get("sweep") and getattr(run, "group", None):
         summary["sweep"] = {"name": run.group}
-    hyps, refs = _wandb_texts(run, _test_splits(summary))
-    return from_summary(run.name, summary, hyps, refs, config=config, status=status)
+    hyps, refs, sources = _wandb_texts(run, _test_splits(summary))
+    return from_summary(run.name, summary, hyps, refs, config=config, status=status, sources=sources)
 
 
 def _test_splits(summary: dict[str, Any]) -> list[str]:
@@ -256,11 +303,11 @@ def _wandb_history(run: Any) -> list[dict[str, float]]:
     return history
 
 
-def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    """Hypotheses and references saved as run files, else in a hypotheses artifact."""
-    wanted = {f"{kind}/{split}.txt" for split in splits for kind in ("hyps", "refs")}
+def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, list[str]], ...]:
+    """Hypotheses, references and sources saved as run files, else in a hypotheses artifact."""
+    wanted = {f"{kind}/{split}.txt" for split in splits for kind in ("hyps", "refs", "sources")}
     if not wanted:
-        return {}, {}
+        return {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
         root = Path(tmp)
         try:
@@ -279,4 +326,4 @@ def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, list[str]],
                         break
             except Exception:  # noqa: BLE001
                 pass
-        return _read_texts(root / "hyps"), _read_texts(root / "refs")
+        return _read_texts(root / "hyps"), _read_texts(root / "refs"), _read_texts(root / "sources")

@@ -1,27 +1,32 @@
 """The paper-style layout, after Table 3 of Vaswani et al. (2017), independent of format.
 
-The base row comes first and shows every varying hyperparameter; each other row shows only
-what it changes (a blank cell means "same as base"), grouped by ablation. Metric columns
-follow: validation perplexity, validation BLEU, test BLEU on every test split, parameters
-(millions) and training tokens/s, each as mean ± std over seeds, the best mean of a column
-marked, and test BLEU marked † where it differs significantly from the base.
+The base row comes first and shows every Table 3 hyperparameter and every varying one, as the
+run used it (d_k = d_model / h where the config left it unset); each other row shows only what it
+changes (a blank cell means "same as base"), grouped by ablation. Metric columns follow: the
+training steps and tokens actually trained, dev perplexity and BLEU (of the same, best,
+checkpoint), test BLEU on every test split, optionally test BLEU per source-length bucket,
+parameters (millions) and training tokens/s, each as mean ± std over seeds, the best mean of a
+column marked, and test BLEU marked † where it differs significantly from the base after the
+Holm correction. The footnotes name the test, how seeds are pooled, the correction and the
+training budget.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ablate.report.aggregate import Stat, Sweep
+from ablate.report.plan import describe_plan
 from ablate.report.records import Trial
-from ablate.report.significance import TESTS, Comparison
+from ablate.report.significance import Comparison, against_base, describe
 
 MARK = "†"
 # Paper symbols for the hyperparameters of Table 3; other keys use their shortest unique suffix.
 PAPER_LABELS = {
     "model.layers": "N", "model.d_model": "d_model", "model.d_ff": "d_ff", "model.heads": "h",
     "model.d_k": "d_k", "model.d_v": "d_v", "model.dropout": "P_drop",
-    "train.label_smoothing": "eps_ls", "train.max_steps": "steps", "model.positions": "positions",
+    "train.label_smoothing": "eps_ls", "train.max_steps": "max_steps", "model.positions": "positions",
     "model.attention.score": "score", "model.attention.scale": "scale",
 }
 
@@ -38,6 +43,7 @@ class Column:
         higher_better: which end of the column is best.
         split: the test split whose hypotheses the significance test compares, if any.
         show_std: print ``± std`` in text formats (not for parameter counts, fixed per row).
+        ranked: mark the column's best value (not for what a row was given, e.g. steps trained).
     """
 
     key: str
@@ -47,16 +53,19 @@ class Column:
     higher_better: bool = True
     split: Optional[str] = None
     show_std: bool = True
+    ranked: bool = True
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One metric cell: the scaled statistic, whether it is the column's best, and its p-value."""
+    """One metric cell: the scaled statistic, whether it is the column's best, its p-values
+    against the base (raw and Holm-adjusted) and its mark."""
 
     stat: Optional[Stat]
     best: bool = False
     p_value: Optional[float] = None
     mark: str = ""
+    p_adjusted: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,8 @@ class Table:
     unfinished: list[Unfinished]
     footnotes: list[str]
     show_names: bool
+    comparisons: list[str] = field(default_factory=list)
+    """One line per named comparison (when the sweep names them), under the footnotes."""
 
 
 def show_value(value: Any) -> str:
@@ -139,17 +150,21 @@ def key_labels(keys: list[str]) -> list[str]:
     return labels
 
 
-def metric_columns(sweep: Sweep, comparisons: dict[tuple[str, str], Comparison]) -> list[Column]:
-    """The metric columns that at least one row reports, in Table 3 order."""
-    present = {m for r in sweep.rows for m in r.stats}
+def metric_columns(sweep: Sweep, comparisons: dict[tuple[str, str], Comparison],
+                   extra: Optional[list[Column]] = None) -> list[Column]:
+    """The metric columns that at least one row reports, in Table 3 order (``extra`` after test BLEU)."""
+    present = {m for r in sweep.rows for m in r.stats} | {c.key for c in extra or []}
     hyp_splits = sorted({s for (_, s) in comparisons})
-    cols = [Column("val/ppl", "PPL (val)", 2, higher_better=False), Column("val/bleu", "BLEU (val)", 2)]
+    cols = [Column("step", "train steps", 0, ranked=False),
+            Column("train/tokens", "train tokens (M)", 2, scale=1e-6, ranked=False),
+            Column("val/ppl", "PPL (dev)", 2, higher_better=False), Column("val/bleu", "BLEU (dev)", 2)]
     splits = sweep.test_splits
     if splits:
         cols += [Column(f"test_{s}/bleu", f"BLEU ({s})", 2, split=s) for s in splits]
     else:
         only = hyp_splits[0] if len(hyp_splits) == 1 else None
         cols.append(Column("test/bleu", "BLEU (test)", 2, split=only))
+    cols += list(extra or [])
     cols += [Column("params", "Params (M)", 2, scale=1e-6, higher_better=False, show_std=False),
              Column("train/tokens_per_sec", "Tokens/s (train)", 0)]
     return [c for c in cols if c.key in present]
@@ -161,38 +176,46 @@ def _scaled(st: Optional[Stat], scale: float) -> Optional[Stat]:
     return Stat(st.mean * scale, None if st.std is None else st.std * scale, st.n)
 
 
-def build_table(sweep: Sweep, comparisons: dict[tuple[str, str], Comparison] | None = None,
-                alpha: float = 0.05, test: str = "bs", n_samples: int = 0) -> Table:
+def build_table(sweep: Sweep, comparisons: list[Comparison] | None = None,
+                alpha: float = 0.05, test: str = "bs", n_samples: int = 0,
+                extra: Optional[tuple[list[Column], dict[str, dict[str, Stat]], str]] = None) -> Table:
     """Lay out ``sweep`` as a paper-style table.
 
     Args:
         sweep: aggregated rows (base first).
-        comparisons: ``{(row name, split): Comparison}`` from :func:`significance.compare`;
-            None or empty when significance was not computed.
-        alpha: significance level for the † mark.
+        comparisons: from :func:`significance.compare` (Holm-adjusted); None or empty when
+            significance was not computed.
+        alpha: family-wise significance level for the † mark (on Holm-adjusted p-values).
         test, n_samples: how the comparisons were made (for the footnote).
+        extra: more metric columns, their stats per row name, and a footnote (BLEU by length).
     """
-    comparisons = comparisons or {}
-    columns = metric_columns(sweep, comparisons)
+    comparisons = list(comparisons or [])
+    vs_base = {} if sweep.comparisons else against_base(comparisons, sweep)  # named ones are listed instead
+    extra_cols, extra_stats, extra_note = extra or ([], {}, "")
+    columns = metric_columns(sweep, vs_base, extra_cols)
+
+    def stat_of(row, key):
+        return extra_stats.get(row.name, {}).get(key) or row.stats.get(key)
+
     best = {}
     for col in columns:
-        means = [r.stats[col.key].mean for r in sweep.rows if col.key in r.stats]
+        means = [st.mean for r in sweep.rows if (st := stat_of(r, col.key)) is not None]
         best[col.key] = max(means) if col.higher_better else min(means)
     rows, previous, labels = [], None, key_labels(sweep.keys)
     for row in sweep.rows:
         cells = []
         for col in columns:
-            st = row.stats.get(col.key)
-            comp = comparisons.get((row.name, col.split)) if col.split else None
-            p = comp.p_value if comp else None
-            cells.append(Cell(_scaled(st, col.scale), st is not None and st.mean == best[col.key], p,
-                              MARK if p is not None and p < alpha else ""))
+            st = stat_of(row, col.key)
+            comp = vs_base.get((row.name, col.split)) if col.split else None
+            p, adj = (comp.p_value, comp.p_adjusted) if comp else (None, None)
+            cells.append(Cell(_scaled(st, col.scale), col.ranked and st is not None and st.mean == best[col.key], p,
+                              MARK if adj is not None and adj < alpha else "", adj))
         settings = [show_value(row.settings[k]) if row.is_base or k in row.changed else None for k in sweep.keys]
         new_group = row.group != previous
         values = [row.settings[k] for k in sweep.keys]
         label = row.group
-        if row.changed and row.group == "+".join(row.changed):  # grouped by the keys it changes
-            label = "+".join(labels[sweep.keys.index(k)] for k in row.changed)
+        if not sweep.uses_variants and not row.is_base:  # grouped by the keys it changes
+            label = "+".join(labels[sweep.keys.index(k)] if k in sweep.keys else k for k in row.group.split("+"))
         rows.append(TableRow(label if new_group else "", row.name, settings, values, cells, len(row.trials),
                              new_group))
         previous = row.group
@@ -200,8 +223,9 @@ def build_table(sweep: Sweep, comparisons: dict[tuple[str, str], Comparison] | N
         title=f"Ablation: {sweep.name}" if sweep.name else "Ablation",
         keys=list(sweep.keys), labels=labels, columns=columns, rows=rows,
         unfinished=[_unfinished(t) for t in sorted(sweep.unfinished, key=lambda t: t.name)],
-        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples),
+        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples) + [n for n in [extra_note] if n],
         show_names=sweep.uses_variants,
+        comparisons=_comparison_lines(sweep, comparisons, alpha) if sweep.comparisons else [],
     )
 
 
@@ -214,21 +238,69 @@ def _unfinished(trial: Trial) -> Unfinished:
     return Unfinished(trial.name, ", ".join(who), trial.status, " ".join(str(reason).split()))
 
 
-def _footnotes(sweep: Sweep, columns: list[Column], comparisons: dict, alpha: float, test: str,
+def _footnotes(sweep: Sweep, columns: list[Column], comparisons: list[Comparison], alpha: float, test: str,
                n_samples: int) -> list[str]:
     notes = ["Cells: mean ± sample std over seeds (n = seeds); best mean per column in bold; "
-             "blank hyperparameter = same as base."]
-    tested = sorted({s for (_, s) in comparisons})
+             "blank hyperparameter = same as base; d_k, d_v, lr: the values the runs used. "
+             "Dev PPL and BLEU are from one validation, of the checkpoint that was tested (the best by dev BLEU)."]
+    notes.append(budget_note(sweep))
+    tested = sorted({c.split for c in comparisons})
     if tested:
-        samples = n_samples or (1000 if test == "bs" else 10000)
+        how = describe(test, n_samples)
         notes.append(
-            f"{MARK} p < {alpha:g} against the base row ({sweep.base.name}) on {', '.join(tested)}: two-sided "
-            f"sacreBLEU {TESTS[test]} ({samples} samples) on hypotheses of seed-paired runs, "
-            f"concatenated over seeds against repeated references."
+            f"{MARK} significant at family-wise alpha = {alpha:g}: Holm-Bonferroni over all {len(comparisons)} "
+            f"comparisons of this table ({describe_plan(sweep)}; test splits {', '.join(tested)}). "
+            f"Test: two-sided {how['name']} ({how['samples']} samples) over source sentences. "
+            f"Seed pooling: a row's score is the mean over its seeds of corpus BLEU; each resample draws the same "
+            f"sentences for every seed of both rows, so a sentence's outputs from all seeds move together "
+            f"(whole-run seed shifts are in ± std, not in p)."
         )
     elif any(c.split for c in columns):
-        notes.append("No saved hypotheses: significance against the base was not tested.")
+        notes.append("No saved hypotheses: significance was not tested.")
     for sig in sweep.signatures:
         notes.append(f"sacreBLEU: {sig}")
     return notes
 
+
+BUDGETS = (("train.max_steps", "{} steps", lambda v: v is not None and v > 0),
+           ("train.max_epochs", "{} epochs", lambda v: v is not None),
+           ("train.max_time", "{:g} s of training time", lambda v: v is not None))
+
+
+def budget_note(sweep: Sweep) -> str:
+    """Which training budget the rows had (steps, epochs or time) and what that means for them."""
+    found = []
+    for key, text, is_set in BUDGETS:
+        values = sorted({r.config.get(key) for r in sweep.rows if is_set(r.config.get(key))}, key=float)
+        if values:
+            found.append((key, " / ".join(text.format(v) for v in values)))
+    if not found:
+        return "Budget: not recorded; train steps shows what each row trained."
+    said = ", ".join(f"{what} ({key})" for key, what in found)
+    first = " whichever ended first;" if len(found) > 1 else ""
+    if any(key == "train.max_time" for key, _ in found):
+        return (f"Budget: {said};{first} a time budget, so faster rows trained more steps and rows differ "
+                f"in speed as well as in design (train steps and tokens show what each row trained).")
+    return f"Budget: {said};{first} train steps and tokens show what each row trained."
+
+
+def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float) -> list[str]:
+    """``row vs reference on split: ΔBLEU, p, Holm p`` per named comparison, in plan order."""
+    rows = {r.name: r for r in sweep.rows}
+    varying = [k for k in sweep.keys if len({str(r.settings[k]) for r in sweep.rows}) > 1]
+    labels = dict(zip(sweep.keys, key_labels(sweep.keys)))
+    lines = []
+    for c in comparisons:
+        a, b = rows[c.reference], rows[c.row]
+        if sweep.uses_variants:
+            what = f"{c.row} vs {c.reference}"
+        else:  # "score additive vs dot at d_k=32, scale=true"
+            differ = [k for k in varying if str(a.settings[k]) != str(b.settings[k])]
+            same = [k for k in varying if k not in differ]
+            what = "; ".join(f"{labels[k]} {show_value(b.settings[k])} vs {show_value(a.settings[k])}" for k in differ)
+            if same:
+                what += " at " + ", ".join(f"{labels[k]}={show_value(a.settings[k])}" for k in same)
+        mark = f" {MARK}" if c.significant(alpha) else ""
+        lines.append(f"{what} ({c.split}): ΔBLEU {c.delta:+.2f} ({c.bleu:.2f} vs {c.base_bleu:.2f}, "
+                     f"seeds {c.seeds[1]} vs {c.seeds[0]}), p = {c.p_value:.4f}, Holm p = {c.p_adjusted:.4f}{mark}")
+    return lines

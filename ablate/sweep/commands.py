@@ -1,6 +1,6 @@
 """``ablate sweep``: run a sweep file locally, or through W&B across machines, and inspect it.
 
-Mounted by ``cli.py`` as ``app.add_typer(sweep_app, name="sweep")``. Bad input ends with one red
+Mounted by :mod:`ablate.cli` as ``app.add_typer(sweep_app, name="sweep")``. Bad input ends with one red
 line and exit code 2, never a traceback.
 """
 
@@ -254,7 +254,7 @@ def agent(
     out: Path = typer.Option(Path("runs") / "wandb", "--out", help="Trials run in OUT/<sweep name>/<run>-<W&B id>."),
     config: Optional[Path] = typer.Option(None, "--config", help="Base YAML config for every trial."),
 ) -> None:
-    """Serve a W&B sweep: one agent per device slot, each trial its own 'cli.py train' process."""
+    """Serve a W&B sweep: one agent per device slot, each trial its own 'ablate train' process."""
     from ablate.sweep.wandb_agent import AgentOptions, run_agents
 
     slots = plan_slots(devices, gpus_per_trial, parallel)

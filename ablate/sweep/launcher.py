@@ -2,7 +2,7 @@
 
 The launcher plans trials with W&B's search (:mod:`ablate.sweep.search`), checks each trial's
 config before anything runs (an impossible variant is recorded as failed with the reason), then
-keeps every slot busy with one ``cli.py train`` process per trial. A crash, out-of-memory error or
+keeps every slot busy with one ``python -m ablate train`` process per trial. A crash, out-of-memory error or
 NaN ends only that trial. The sweep's state is saved after every change; rerunning the same
 command skips finished trials and resumes interrupted ones in their own folder (the trainer
 resumes from its checkpoint).
@@ -24,7 +24,7 @@ from ablate.config import ConfigError, load_config, read_yaml
 from ablate.sweep import process
 from ablate.sweep.progress import Progress, best_trial, clock
 from ablate.sweep.search import as_sweep_run, next_points, to_stop, trial_cap, upfront
-from ablate.sweep.options import (GRID_LIMIT, REPO, LaunchOptions, SweepResult, TrialCommand,  # noqa: F401 - re-exported
+from ablate.sweep.options import (GRID_LIMIT, LaunchOptions, SweepResult, TrialCommand,  # noqa: F401 - re-exported
                                   default_out, trainer_command)
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import SweepError, SweepSpec

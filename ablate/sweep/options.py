@@ -5,11 +5,11 @@ Shared by the local launcher (:mod:`ablate.sweep.launcher`) and the SLURM one (:
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from ablate.sweep.process import ablate_argv
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import SweepSpec
 from ablate.sweep.state import SweepState
@@ -17,15 +17,14 @@ from ablate.sweep.state import SweepState
 TrialCommand = Callable[[Path, list[str]], list[str]]
 """``(run_dir, overrides) -> argv`` of one trial process."""
 
-REPO = Path(__file__).resolve().parents[2]
 GRID_LIMIT = 100_000
 
 
-def trainer_command(config: Optional[Path] = None, cli: Path = REPO / "cli.py") -> TrialCommand:
-    """The real trial: ``python cli.py train --run-dir RUN_DIR [--config BASE] key=value ...``."""
+def trainer_command(config: Optional[Path] = None) -> TrialCommand:
+    """The real trial: ``python -m ablate train --run-dir RUN_DIR [--config BASE] key=value ...``."""
 
     def command(run_dir: Path, overrides: list[str]) -> list[str]:
-        argv = [sys.executable, str(cli), "train", "--run-dir", str(run_dir)]
+        argv = ablate_argv("train", "--run-dir", str(run_dir))
         if config is not None:
             argv += ["--config", str(config)]
         return argv + list(overrides)

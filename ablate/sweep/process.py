@@ -15,12 +15,34 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 _PR_SET_PDEATHSIG = 1
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+"""The folder that holds this ``ablate`` package: a checkout, or site-packages when installed."""
+
+
+def ablate_argv(*args: str) -> list[str]:
+    """``python -m ablate ARGS`` with this interpreter (the ``ablate`` command line in a child process)."""
+    return [sys.executable, "-m", "ablate", *args]
+
+
+def child_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with :data:`PACKAGE_ROOT` first on ``PYTHONPATH`` unless it is already an installed path.
+
+    So ``python -m ablate`` in a child runs this same copy of the code, also from a checkout used
+    without installing (``python cli.py ...``) and whatever the working directory.
+    """
+    installed = {str(Path(p).resolve()) for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"))}
+    if str(PACKAGE_ROOT) in installed:
+        return dict(env)
+    paths = [str(PACKAGE_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -32,11 +54,11 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 def start(command: list[str], env: dict[str, str], log_path: Path, cwd: Optional[Path] = None) -> subprocess.Popen:
-    """Start ``command`` with stdout and stderr appended to ``log_path``."""
+    """Start ``command`` with stdout and stderr appended to ``log_path`` (``env`` through :func:`child_env`)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            command, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            command, env=child_env(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )

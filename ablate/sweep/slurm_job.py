@@ -1,4 +1,4 @@
-"""What runs inside a SLURM job: one trial's ``cli.py train``, checkpointed and requeued on preemption.
+"""What runs inside a SLURM job: one trial's ``python -m ablate train``, checkpointed and requeued on preemption.
 
 submitit pickles a :class:`TrialJob` into the job's folder and calls it on the compute node, once
 per task (``nodes x tasks-per-node``; Lightning's SLURM environment turns the tasks into one DDP
@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from ablate.sweep.process import child_env
+
 REQUEUES = ".requeues"
 """A file in the run directory counting the requeues of its job (``ablate sweep status`` shows it)."""
 
@@ -27,7 +29,7 @@ def _ignore_usr2() -> None:  # in the trainer between fork and exec: the job's s
 
 
 class TrialJob:
-    """Runs ``argv`` (a ``cli.py train`` command) in ``run_dir``; picklable, so submitit can ship it.
+    """Runs ``argv`` (a ``python -m ablate train`` command) in ``run_dir``; picklable, so submitit can ship it.
 
     Args:
         argv: the trainer command.
@@ -55,7 +57,7 @@ class TrialJob:
             out.write(f"\n=== SLURM job {os.environ.get('SLURM_JOB_ID', '?')} task {rank} on "
                       f"{os.uname().nodename}, {time.ctime()} ===\n")
             out.flush()
-            env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # the log shows progress as it happens
+            env = child_env({**os.environ, "PYTHONUNBUFFERED": "1"})  # the log shows progress as it happens
             self._proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=env,
                                           preexec_fn=_ignore_usr2)
             code = self._proc.wait()

@@ -22,6 +22,20 @@ overrides that variant applies on top of the base::
 W&B's own search sees ``variant`` as an ordinary categorical parameter with dict values (its grid
 search hashes them), so the same file runs on a W&B server; :func:`trial_overrides` turns a
 sampled point back into ``key=value`` overrides.
+
+The comparisons the sweep is about (which rows its table tests against which, Holm-corrected
+together) are a second reserved parameter, a constant, so W&B's schema accepts it and a W&B run's
+config carries it to ``ablate table wandb:...``::
+
+      comparisons:
+        value:
+          - {between: model.attention.score, values: [dot, additive]}  # at equal everything else
+          - {between: model.attention.scale}     # every value against the first (sorted)
+          - {between: variant, values: [base, A-heads1, A-heads16]}      # named rows
+
+Each entry compares rows that differ only in ``between``: the first of ``values`` (default: the
+lowest value present) is the reference, each other value is compared with it. Without
+``comparisons`` a table tests every row against the base.
 """
 
 from __future__ import annotations
@@ -40,6 +54,9 @@ from ablate.config import flatten, read_yaml, valid_keys
 
 VARIANT = "variant"
 """The reserved parameter whose values are named sets of overrides."""
+COMPARISONS = "comparisons"
+"""The reserved constant parameter naming the comparisons the sweep's table makes."""
+RESERVED = (VARIANT, COMPARISONS)
 
 _SEARCHABLE = ("values", "min", "max", "mu", "sigma", "a", "b")
 
@@ -134,10 +151,20 @@ def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[P
         raise SweepError(f"{where}: method 'custom' needs a W&B scheduler; use grid, random or bayes")
     spec = SweepSpec(name=safe_name(name), path=path, config=config)
     if spec.method == "grid":  # W&B's grid refuses continuous distributions: say so before running
-        from ablate.sweep.search import next_points
-
-        next_points(spec, [], 1)
+        check_grid(spec)
     return spec
+
+
+def check_grid(spec: SweepSpec) -> None:
+    """Ask W&B's grid search for a first point; it refuses what a grid cannot enumerate."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import sweeps
+
+        try:
+            sweeps.next_runs(spec.config, [], validate=False, n=1)
+        except ValueError as err:  # e.g. a distribution in a grid
+            raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
 
 
 def _schema_validator():
@@ -195,6 +222,11 @@ def check_parameters(parameters: dict[str, Any], where: str) -> None:
             )
         if name == VARIANT:
             check_variants(param, where)
+        elif name == COMPARISONS:
+            if "value" not in param:
+                raise SweepError(f"{where}: parameters.{COMPARISONS} is a constant: "
+                                 f"write {COMPARISONS}: {{value: [...]}}")
+            parse_comparisons(param["value"], f"{where}: parameters.{COMPARISONS}", keys | {VARIANT})
         elif name not in keys:
             raise SweepError(f"{where}: parameters.{name}: {_unknown(name, keys)}")
 
@@ -222,6 +254,31 @@ def check_variants(param: dict[str, Any], where: str) -> None:
                 raise SweepError(f"{where}: {label} ({name}): {_unknown(key, keys)}")
 
 
+def parse_comparisons(value: Any, where: str = COMPARISONS,
+                      keys: Optional[set[str]] = None) -> list[tuple[str, Optional[list[Any]]]]:
+    """``comparisons`` entries as ``(key, values or None)``; a bare string is ``{between: key}``.
+
+    Raises:
+        SweepError: not a list of ``{between: <key>, values: [...]}``, or (with ``keys``) an unknown key.
+    """
+    if not isinstance(value, list) or not value:
+        raise SweepError(f"{where}: must be a list of {{between: <key>, values: [...]}} entries")
+    out = []
+    for i, entry in enumerate(value):
+        entry = {"between": entry} if isinstance(entry, str) else entry
+        label = f"{where}[{i}]"
+        well_formed = isinstance(entry, dict) and isinstance(entry.get("between"), str)
+        if not well_formed or set(entry) - {"between", "values"}:
+            raise SweepError(f"{label}: write {{between: <key>, values: [...]}} (values optional), not {entry!r}")
+        key, values = entry["between"], entry.get("values")
+        if keys is not None and key not in keys:
+            raise SweepError(f"{label}: {_unknown(key, keys)}")
+        if values is not None and (not isinstance(values, list) or len(values) < 2):
+            raise SweepError(f"{label}: 'values' lists the reference value first, then the values compared with it")
+        out.append((key, values))
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # From a sampled point to a trial
 # --------------------------------------------------------------------------------------
@@ -245,7 +302,7 @@ def variant_overrides(value: Any) -> dict[str, Any]:
 
 def resolve(point: dict[str, Any]) -> dict[str, Any]:
     """Dotted config values for a sampled point ``{param: value}``; the variant applies last."""
-    values = {k: v for k, v in point.items() if k != VARIANT}
+    values = {k: v for k, v in point.items() if k not in RESERVED}
     if VARIANT in point:
         values.update(variant_overrides(point[VARIANT]))
     return values

@@ -3,7 +3,7 @@
 ``create_sweep`` registers a sweep file as is (it is a W&B sweep configuration; variants are an
 ordinary categorical parameter with dict values). ``run_agents`` starts one W&B agent per device
 slot, each in its own process with its own ``CUDA_VISIBLE_DEVICES``. For every run the server
-hands out, the agent's function starts ``cli.py train`` as a subprocess with that run's
+hands out, the agent's function starts ``python -m ablate train`` as a subprocess with that run's
 parameters as overrides; the W&B agent's environment (``WANDB_RUN_ID``, ``WANDB_SWEEP_ID``) is
 inherited, so the trainer's ``wandb.init`` joins the sweep's run, and only the trainer (rank 0)
 logs. A crash ends that run only; the agent asks for the next.
@@ -24,7 +24,7 @@ import yaml
 
 from ablate.config import ConfigError, load_config
 from ablate.sweep import process
-from ablate.sweep.launcher import REPO, TrialCommand, trainer_command
+from ablate.sweep.launcher import TrialCommand, trainer_command
 from ablate.sweep.search import point_of
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import SweepError, SweepSpec, safe_name, spec_from_dict
@@ -126,11 +126,11 @@ def run_agent(sweep_id: str, slot: Slot, opts: AgentOptions) -> None:
                 entity=opts.entity, count=opts.count)
 
 
-def agent_argv(sweep_id: str, slot: Slot, opts: AgentOptions, cli: Path = REPO / "cli.py") -> list[str]:
+def agent_argv(sweep_id: str, slot: Slot, opts: AgentOptions) -> list[str]:
     """The command of the child agent that serves ``slot`` (``ablate sweep agent`` on one slot)."""
     devices = ",".join(slot.gpus) if slot.gpus else "cpu"
-    argv = [sys.executable, str(cli), "sweep", "agent", sweep_id, "--devices", devices,
-            "--gpus-per-trial", str(len(slot.gpus) if slot.gpus else 1), "--out", str(opts.out)]
+    argv = process.ablate_argv("sweep", "agent", sweep_id, "--devices", devices,
+                               "--gpus-per-trial", str(len(slot.gpus) if slot.gpus else 1), "--out", str(opts.out))
     for flag, value in (("--project", opts.project), ("--entity", opts.entity), ("--count", opts.count),
                         ("--config", opts.config)):
         if value is not None:
@@ -146,7 +146,7 @@ def run_agents(sweep_id: str, slots: list[Slot], opts: AgentOptions) -> int:
     if len(slots) == 1:
         run_agent(sweep_id, slots[0], opts)
         return 0
-    children = [subprocess.Popen(agent_argv(sweep_id, slot, opts), env=dict(os.environ)) for slot in slots]
+    children = [subprocess.Popen(agent_argv(sweep_id, slot, opts), env=process.child_env(dict(os.environ))) for slot in slots]
     try:
         codes = [child.wait() for child in children]
     except KeyboardInterrupt:  # the children got Ctrl-C too (same process group); let them finish

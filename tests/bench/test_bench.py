@@ -18,7 +18,7 @@ from ablate.bench.decoding import FixedLength
 from ablate.bench.reference import TorchTransformer
 from ablate.bench.timing import interleaved
 from ablate.config import ModelConfig
-from ablate.decoding import beam_search, greedy
+from ablate.model.decoding import beam_search, greedy
 from ablate.model.build import build_model
 
 RATIOS = ("dot_scaled_vs_torch", "dot_unscaled_vs_scaled", "additive_vs_dot", "additive_chunked_mem_vs_naive",

@@ -6,9 +6,9 @@ import gzip
 
 import pytest
 
-from ablate.data.corpus import make_source
 from ablate.data.errors import DataError
 from ablate.data.local import LocalFolder, count_lines
+from ablate.data.sources import make_source
 
 from data_helpers import make_folder, read_lines
 

@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from ablate.config import EvalConfig, TrainConfig
-from ablate.data.corpus import make_source
 from ablate.data.datamodule import TranslationDataModule
 from ablate.data.errors import DataError
+from ablate.data.sources import make_source
 
 from data_helpers import read_lines
 

@@ -33,10 +33,37 @@ def _pad_mask(batch=2, t=5):
     return mask
 
 
-def test_resolve_scale():
-    assert resolve_scale(True, 16) == 0.25
-    assert resolve_scale(False, 16) == 1.0
-    assert resolve_scale(0.3, 16) == 0.3
+@pytest.mark.parametrize("score", list(SCORES))
+def test_resolve_scale_explicit_values_are_honoured(score):
+    assert resolve_scale(True, 16, SCORES[score]) == 0.25
+    assert resolve_scale(False, 16, SCORES[score]) == 1.0
+    assert resolve_scale(0.3, 16, SCORES[score]) == 0.3
+
+
+@pytest.mark.parametrize("score,scaled", [("dot", True), ("general", True), ("gaussian", True), ("additive", False)])
+def test_auto_scale_is_the_papers(score, scaled):
+    """auto: 1/sqrt(d_k) for the dot-product family (Vaswani et al.), none for additive (Bahdanau et al.)."""
+    assert resolve_scale("auto", 16, SCORES[score]) == (0.25 if scaled else 1.0)
+    assert _attention(score, scale="auto").scaling == (0.5 if scaled else 1.0)  # d_k = 16 / 4 heads
+    # the default of the module and of the config is auto
+    assert MultiHeadAttention(D, 1, build_score(score, D, 1, AttentionConfig())).scaling == (0.25 if scaled else 1.0)
+    assert AttentionConfig().scale == "auto"
+
+
+def test_every_score_declares_its_paper_scale():
+    assert {name: cls.paper_scale for name, cls in SCORES.items()} == {
+        "dot": True, "general": True, "gaussian": True, "additive": False}
+
+
+@pytest.mark.parametrize("scale,expected", [("auto", 1.0), (True, 0.5), (False, 1.0), (0.3, 0.3)])
+def test_additive_scores_reach_softmax_with_the_resolved_factor(scale, expected):
+    """The factor that multiplies the additive scores is the resolved one (unscaled by default)."""
+    att = _attention("additive", scale=scale)
+    x = _x()
+    _, kv, w = att.self_attend(x, need_weights=True)
+    q = att.q_proj(x).view(2, 5, 4, 4).transpose(1, 2)
+    manual = torch.softmax(expected * att.score(q, kv["keys"]), dim=-1)
+    torch.testing.assert_close(w, manual, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("causal", [False, True])

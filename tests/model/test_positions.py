@@ -74,14 +74,26 @@ def test_alibi_slopes_follow_the_paper():
     torch.testing.assert_close(six, torch.tensor([2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]))
 
 
-def test_alibi_bias_is_linear_in_distance():
+def test_alibi_bias_is_linear_in_distance_with_a_slope_per_direction():
+    """Keys to the left: the paper's -m_h (i - j); keys to the right: -m_h 2^(4/H) (j - i), the slopes
+    of Press et al.'s sequence for 2H heads that lie between the H used for the left."""
     pos = build_positions("alibi", D, DK, H, 32)
     bias = pos.bias(4, 6, offset=2)  # queries at 2..5, keys at 0..5
     slopes = alibi_slopes(H)
+    between = alibi_slopes(2 * H)[0::2]  # 2^-1, 2^-3, 2^-5, 2^-7 for H = 4
+    torch.testing.assert_close(between, slopes * 2 ** (4 / H))
     for h in range(H):
         for i in range(4):
             for j in range(6):
-                assert bias[h, i, j].item() == pytest.approx(-slopes[h].item() * abs(2 + i - j))
+                slope = slopes[h] if j <= 2 + i else between[h]
+                assert bias[h, i, j].item() == pytest.approx(-slope.item() * abs(2 + i - j))
+
+
+def test_alibi_bias_has_a_direction_for_any_head_count():
+    """Mirroring the keys around a query changes the bias (the symmetric -m|i-j| would not)."""
+    for heads in (1, 3, 4, 8):
+        bias = build_positions("alibi", D, DK, heads, 32).bias(1, 9, offset=4)[:, 0]  # (H, 9), query at 4
+        assert torch.all(bias[:, :4] > bias.flip(-1)[:, :4])  # left of the query penalised less than right
 
 
 def test_learned_positions_are_bounded():

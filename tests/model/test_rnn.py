@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import pytest
 import torch
 
 from ablate.config import AttentionConfig, ModelConfig, RNNConfig
-from ablate.decoding import beam_search, greedy
+from ablate.model.decoding import beam_search, greedy
 from ablate.model.build import ModelBuildError, build_model
 from ablate.model.rnn import RNNSeq2Seq
 from ablate.model.scores import SCORES
@@ -185,3 +188,18 @@ def test_overfits_a_tiny_reversal_task(cell, score):
     model.eval()
     assert loss.item() < 0.05
     assert greedy(model, src, BOS, EOS) == [p[::-1] for p in PAIRS]
+
+
+def test_bahdanau_attention_is_unscaled_by_default():
+    """Bahdanau's additive score has no 1/sqrt(d) (eq. 6); the default scale=auto keeps it so at any size."""
+    from ablate.model.build import resolved_scale
+
+    cfg = ModelConfig(arch="rnn", d_model=12, rnn=RNNConfig(hidden=64, layers=1),
+                      attention=AttentionConfig(score="additive"))
+    model = build_model(cfg, VOCAB, VOCAB)
+    assert model.attention.scaling == 1.0 == resolved_scale(cfg)
+    dot = dataclasses.replace(cfg, attention=AttentionConfig(score="dot"))
+    assert build_model(dot, VOCAB, VOCAB).attention.scaling == resolved_scale(dot) == 1 / 8  # 1/sqrt(64)
+    explicit = dataclasses.replace(cfg, attention=AttentionConfig(score="additive", scale=True))
+    assert build_model(explicit, VOCAB, VOCAB).attention.scaling == resolved_scale(explicit) == 1 / 8
+    assert math.isnan(resolved_scale(dataclasses.replace(cfg, attention=AttentionConfig(score="none"))))

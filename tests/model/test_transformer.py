@@ -193,3 +193,67 @@ def test_bf16_autocast_trains_and_decodes(make_model, random_batch, score, posit
     assert logits.dtype == torch.bfloat16 and torch.isfinite(logits).all() and torch.isfinite(step).all()
     reference = model(src, tgt)[:, 1:3]  # fp32, same weights
     torch.testing.assert_close(step.float(), reference, atol=0.15, rtol=0.05)
+
+
+@pytest.mark.parametrize("positions", list(POSITIONS))
+def test_reversing_the_source_changes_the_translation(make_model, random_batch, positions):
+    """Every position scheme tells a source from its reverse (ALiBi included: its encoder bias has a
+    direction); without positions the encoder is a bag of words and the decoder cannot tell."""
+    model = make_model("dot", True, positions)
+    src, tgt = random_batch(1, src_len=7, tgt_len=6)  # one sentence, no padding
+    logits = model(torch.cat([src, src.flip(1)]), tgt.expand(2, -1))
+    change = (logits[1] - logits[0]).abs().max().item()
+    if positions == "none":
+        assert change < 1e-5
+    else:
+        assert change > 1e-2, f"{positions}: reversing the source changed the logits by only {change:.1e}"
+
+
+def test_alibi_reduces_to_the_papers_causal_bias_in_the_decoder(make_model):
+    """Decoder self-attention (keys j <= i) sees Press et al.'s -m_h (i - j); only the encoder sees
+    the second slope."""
+    from ablate.model.positions import alibi_slopes
+
+    model = make_model("dot", "auto", "alibi")
+    bias = model.tgt_positions.bias(5, 5)
+    i, j = torch.tril_indices(5, 5)
+    torch.testing.assert_close(bias[:, i, j], -alibi_slopes(4)[:, None] * (i - j).float())
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_learned_positions_are_one_table_per_side_unless_shared(tiny_config, share):
+    """fairseq and Gehring et al. (2017) learn encoder and decoder positions separately."""
+    from ablate.model.build import build_model
+
+    model = build_model(tiny_config(positions="learned", share_positions=share), 19, 19)
+    assert (model.src_positions.weight is model.tgt_positions.weight) == share
+    shared = build_model(tiny_config(positions="learned", share_positions=True), 19, 19)
+    n = sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in shared.parameters())
+    assert n == (0 if share else 64 * 16)  # max_positions x d_model
+    names = {name for name, _ in model.named_parameters() if "positions" in name}
+    assert names == ({"src_positions.weight"} if share else {"src_positions.weight", "tgt_positions.weight"})
+    # the decoder's table is the one the decoder reads: changing it moves decoder outputs only
+    src, tgt = torch.randint(3, 19, (2, 5)), torch.randint(3, 19, (2, 4))
+    enc = model.encode(src)
+    before = model.decode(tgt, enc)[0]
+    with torch.no_grad():
+        model.tgt_positions.weight.add_(1.0)
+    assert torch.allclose(model.encode(src)["memory"], enc["memory"]) != share  # the encoder's moves only if shared
+    assert not torch.allclose(model.decode(tgt, model.encode(src))[0], before)
+
+
+@pytest.mark.parametrize("score,cross", [("dot", None), ("additive", None), ("additive", "dot"), ("gaussian", "additive")])
+@pytest.mark.parametrize("scale", ["auto", True, False, 0.3])
+def test_resolved_scale_is_what_every_attention_uses(tiny_config, score, cross, scale):
+    """``resolved_scale(cfg)`` (for the run record) equals ``.scaling`` of the built self/cross attention."""
+    from ablate.model.build import build_model, resolved_scale
+
+    cfg = tiny_config(score, scale, attention={"cross_score": cross})
+    model = build_model(cfg, 19, 19)
+    for layer in model.decoder:
+        assert layer.self_attn.scaling == resolved_scale(cfg)
+        assert layer.cross_attn.scaling == resolved_scale(cfg, cross=True)
+    assert all(layer.self_attn.scaling == resolved_scale(cfg) for layer in model.encoder)
+    expected = {"auto": {"dot": 0.5, "gaussian": 0.5, "additive": 1.0}, True: 0.5, False: 1.0, 0.3: 0.3}[scale]
+    pick = (lambda name: expected[name]) if scale == "auto" else (lambda name: expected)
+    assert resolved_scale(cfg) == pick(score) and resolved_scale(cfg, cross=True) == pick(cross or score)

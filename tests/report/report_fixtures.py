@@ -161,7 +161,7 @@ class FakeRun:
         status = data["status"]
         self.state = {"failed": "crashed", "interrupted": "killed"}.get(status, status)
         config = data["config"]
-        if not nested_config:  # how ablate.tracking logs it: dotted keys
+        if not nested_config:  # how ablate.training.tracking logs it: dotted keys
             from ablate.config import flatten
 
             config = flatten(config)

@@ -39,11 +39,14 @@ def test_variant_rows_aggregate_seeds_exactly(variant_sweep):
 
 def test_columns_groups_and_changes_follow_table_3(variant_sweep):
     sweep = aggregate(collect(str(variant_sweep)))
-    assert sweep.keys == ["model.heads", "model.d_k", "model.positions"]  # Table 3's column order
+    # Table 3's columns always, in its order, then what else varies
+    assert sweep.keys == ["model.layers", "model.d_model", "model.d_ff", "model.heads", "model.d_k", "model.d_v",
+                          "model.dropout", "train.label_smoothing", "model.positions"]
     rows = {r.name: r for r in sweep.rows}
     assert [r.group for r in sweep.rows] == ["base", "A", "A", "B", "E"]
-    assert rows["A-heads1"].changed == ("model.heads",) and rows["A-heads1"].settings["model.heads"] == 1
-    assert rows["B-dk16"].changed == ("model.d_k",)
+    assert rows["A-heads1"].changed == ("model.heads", "model.d_k", "model.d_v")
+    assert rows["A-heads1"].settings["model.heads"] == 1
+    assert rows["B-dk16"].changed == ("model.d_k", "model.d_v")
     assert rows["base"].changed == ()
     assert sweep.test_splits == sorted(SPLITS)
 
@@ -58,7 +61,8 @@ def test_grid_without_variants_finds_the_one_at_a_time_base(grid_sweep):
     sweep = aggregate(collect(str(grid_sweep)))
     # heads=4 + sinusoidal differs from each other point in one key: it is the base,
     # although heads=1 sorts first.
-    assert sweep.base.settings == {"model.heads": 4, "model.positions": "sinusoidal"}
+    assert {k: sweep.base.settings[k] for k in ("model.heads", "model.positions")} == {
+        "model.heads": 4, "model.positions": "sinusoidal"}
     assert [r.name for r in sweep.rows] == ["base", "model.heads=1", "model.heads=8", "model.positions=learned"]
     assert [r.group for r in sweep.rows] == ["base", "model.heads", "model.heads", "model.positions"]
     assert all(len(r.trials) == 2 for r in sweep.rows)
@@ -85,3 +89,44 @@ def test_curve_interpolates_seeds_onto_shared_steps():
     assert steps.tolist() == [0, 5, 10]
     np.testing.assert_allclose(mean, [1.0, 4.5, 8.0])  # seed 1 interpolated to 5.0 at step 5
     np.testing.assert_allclose(std, [np.std([0, 2], ddof=1), np.std([5, 4], ddof=1), np.std([10, 6], ddof=1)])
+
+
+@pytest.mark.parametrize("recorded", [False, True])
+def test_rows_show_the_head_sizes_the_model_used(variant_sweep, recorded, tmp_path):
+    """d_k/d_v left unset (None) are shown as the model built them: d_model / h, and d_v = d_k.
+    Old summaries are derived from their config; new ones carry the trainer's ``resolved`` values."""
+    import json
+    import shutil
+
+    root = variant_sweep
+    if recorded:
+        root = tmp_path / "sweep"
+        shutil.copytree(variant_sweep, root)
+        for path in root.glob("*/summary.json"):
+            summary = json.loads(path.read_text())
+            if summary.get("status") == "finished":
+                summary["resolved"] = {"model.d_k": 7, "model.d_v": 9}  # what the trainer recorded wins
+                path.write_text(json.dumps(summary))
+    rows = {r.name: r for r in aggregate(collect(str(root))).rows}
+    sizes = {name: (r.settings["model.d_k"], r.settings["model.d_v"]) for name, r in rows.items()}
+    if recorded:
+        assert sizes["base"] == (7, 9) and sizes["B-dk16"] == (16, 9)  # an explicit d_k stays explicit
+    else:  # d_model 128: h=4 -> 32, h=1 -> 128, h=8 -> 16; d_k=16 -> d_v 16
+        assert sizes == {"base": (32, 32), "A-heads1": (128, 128), "A-heads8": (16, 16), "B-dk16": (16, 16),
+                         "E-learned": (32, 32)}
+        assert rows["base"].config["model.d_k"] is None  # the declared config is kept as written
+
+
+def test_auto_scale_is_shown_as_the_rule_each_score_used():
+    """``scale: auto`` resolves per score (Vaswani: 1/sqrt(d_k); Bahdanau: none), whatever d_k."""
+    from ablate.config import Config, replace, to_dict
+    from ablate.report.records import from_summary
+
+    trials = []
+    for score, heads in (("dot", 4), ("dot", 1), ("additive", 4)):
+        cfg = replace(Config(), **{"model.attention.score": score, "model.heads": heads})
+        trials.append(from_summary(f"{score}{heads}", {"status": "finished", "test/bleu": 1.0, "config": to_dict(cfg)}))
+    sweep = aggregate(trials)
+    scales = {r.name: r.settings["model.attention.scale"] for r in sweep.rows}
+    assert sorted(scales.values()) == ["1/sqrt(d_k)", "1/sqrt(d_k)", "none"]
+    assert {r.settings["model.d_k"] for r in sweep.rows} == {32, 128}

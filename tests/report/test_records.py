@@ -78,3 +78,13 @@ def test_wandb_source_reads_the_same_records(variant_sweep, wandb_api):
 def test_wandb_group_with_no_runs_is_an_error(wandb_api):
     with pytest.raises(ReportError, match="no runs in group 'other'"):
         collect("wandb:me/ablate/other", api=wandb_api)
+
+
+def test_only_newlines_split_saved_texts(tmp_path):
+    """A detokenized hypothesis may hold other Unicode line breaks (U+2028, form feed); line i stays sentence i."""
+    from report_fixtures import write_trial
+
+    write_trial(tmp_path, "t", {"status": "finished", "test/bleu": 1.0},
+                hyps={"test": ["a\u2028b", "c\x0cd", ""]}, refs={"test": ["a b", "c d", "e"]})
+    (trial,) = collect(str(tmp_path))
+    assert trial.hyps["test"] == ["a\u2028b", "c\x0cd", ""] and len(trial.refs["test"]) == 3

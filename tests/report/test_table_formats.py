@@ -76,16 +76,22 @@ def test_best_values_are_bold_and_significance_marked(table):
     assert "**8.70**" in md                            # fewest parameters (B-dk16)
     tex = render(table, "latex")
     assert r"\textbf{29.00 $\pm$ 0.71}$^\dagger$" in tex
-    assert "† p < 0.05 against the base row" in md and "paired bootstrap" in md
-    assert "p < 0.05 against the base row" in tex
+    for text in (md, tex):
+        assert "Holm-Bonferroni over all 8 comparisons" in text and "against the base row" in text
+        assert "paired bootstrap resampling" in text and "same sentences for every seed" in text
 
 
 def test_base_row_shows_everything_others_only_changes(table):
     md = render(table, "md").splitlines()
     header = next(line for line in md if line.startswith("|  | variant"))
-    assert header.split(" | ")[2:5] == ["h", "d_k", "positions"]
-    assert next(line for line in md if "| base | base |" in line).split(" | ")[2:5] == ["4", "-", "sinusoidal"]
-    assert next(line for line in md if "| B-dk16 |" in line).split(" | ")[2:5] == ["", "16", ""]
+    assert header.split(" | ")[2:12] == ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positions",
+                                         "train steps"]
+    assert next(line for line in md if "| base | base |" in line).split(" | ")[2:12] == [
+        "3", "128", "512", "4", "32", "32", "0.1", "0.1", "sinusoidal", "500 ± 0"]
+    assert next(line for line in md if "| A-heads1 |" in line).split(" | ")[2:11] == [
+        "", "", "", "1", "128", "128", "", "", ""]
+    assert next(line for line in md if "| B-dk16 |" in line).split(" | ")[2:11] == [
+        "", "", "", "", "16", "16", "", "", ""]
     tex = render(table, "latex")
     assert tex.count(r"\midrule") == 4 and r"\toprule" in tex and r"\bottomrule" in tex  # header + 3 groups
 
@@ -116,3 +122,26 @@ def test_grid_sweep_groups_by_changed_key(grid_sweep):
 def test_key_labels_use_paper_symbols_and_unique_suffixes():
     assert key_labels(["model.heads", "model.rnn.layers", "model.layers", "model.attention.bandwidth"]) == [
         "h", "rnn.layers", "N", "bandwidth"]
+
+
+def _budget_table(config: dict, steps: tuple[int, int]):
+    from ablate.report.records import Trial
+
+    trials = [Trial(f"{h}-{s}", "finished", config={**config, "model.heads": h, "seed": s},
+                    metrics={"test/bleu": 20.0 + s, "step": float(n), "train/tokens": 1e5 * n})
+              for h, n in zip((4, 8), steps) for s in (1, 2)]
+    return build_table(aggregate(trials))
+
+
+def test_table_shows_steps_trained_and_says_which_budget():
+    by_steps = _budget_table({"train.max_steps": 600, "train.max_epochs": None}, (600, 600))
+    note = next(n for n in by_steps.footnotes if n.startswith("Budget:"))
+    assert note == "Budget: 600 steps (train.max_steps); train steps and tokens show what each row trained."
+    by_time = _budget_table({"train.max_steps": -1, "train.max_epochs": None, "train.max_time": 60.0}, (410, 130))
+    note = next(n for n in by_time.footnotes if n.startswith("Budget:"))
+    assert "60 s of training time (train.max_time)" in note and "a time budget" in note
+    md = render(by_time, "md")
+    assert "| train steps | train tokens (M) |" in md
+    assert "| 410 ± 0 | 41.00 ± 0.00 |" in md and "| 130 ± 0 | 13.00 ± 0.00 |" in md  # what each row trained
+    mixed = _budget_table({"train.max_steps": 600, "train.max_epochs": 10}, (600, 540))
+    assert "whichever ended first" in next(n for n in mixed.footnotes if n.startswith("Budget:"))

@@ -183,7 +183,7 @@ def test_hyperband_stops_a_trial_that_lags_behind(tmp_path, events):
 def test_a_base_config_file_reaches_validation_and_the_trainer(tmp_path, events):
     import sys
 
-    from ablate.sweep.launcher import REPO, trainer_command
+    from ablate.sweep.launcher import trainer_command
 
     base = tmp_path / "base.yaml"
     base.write_text("model:\n  d_model: 30\n")
@@ -194,5 +194,5 @@ def test_a_base_config_file_reaches_validation_and_the_trainer(tmp_path, events)
     assert status["heads=2"] == ("finished", None)
     assert status["heads=4"][0] == "failed" and "does not divide model.d_model=30" in status["heads=4"][1]
     argv = trainer_command(base)(tmp_path / "r", ["seed=1"])
-    assert argv == [sys.executable, str(REPO / "cli.py"), "train", "--run-dir", str(tmp_path / "r"),
+    assert argv == [sys.executable, "-m", "ablate", "train", "--run-dir", str(tmp_path / "r"),
                     "--config", str(base), "seed=1"]

@@ -92,7 +92,7 @@ def test_quickstart_sweep_completes_through_slurm(cluster, tmp_path, cache_dir, 
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and "nothing to train: all 8 trials of quickstart are done" in again.output
 
-    from cli import app as main_app
+    from ablate.cli import app as main_app
 
     table = CliRunner().invoke(main_app, ["table", str(out), "--format", "md"])
     assert table.exit_code == 0, table.output

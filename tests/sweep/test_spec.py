@@ -117,6 +117,10 @@ BAD = [
     ("method: grid\nparameters: {variant: {values: [{model.heads: 2}]}}\n", "'name'"),
     ("method: grid\nparameters: {variant: {values: [{name: x, model.hedas: 2}]}}\n", "values[0] (x)"),
     ("method: bayes\nparameters: {seed: {values: [1]}}\n", "needs a 'metric'"),
+    ("method: grid\nparameters: {comparisons: {values: [a]}}\n", "comparisons is a constant"),
+    ("method: grid\nparameters: {comparisons: {value: [{between: model.head}]}}\n", "did you mean 'model.heads'?"),
+    ("method: grid\nparameters: {comparisons: {value: [{between: seed, values: [1]}]}}\n", "reference value first"),
+    ("method: grid\nparameters: {comparisons: {value: [{vs: seed}]}}\n", "write {between: <key>, values: [...]}"),
     ("method: grid\nparameters:\n  seed: {values: [1, 2]\n  model.heads: {value: 2}\n", "line 4: expected ',' or '}', but got '<scalar>' (while parsing a flow mapping started on line 3)"),
     ("- a\n- b\n", "must hold a W&B sweep configuration"),
     ("method: grid\nparameters: {seed: {distribution: normal}}\n", "Parameter seed is a disallowed type with grid"),
@@ -140,3 +144,17 @@ def test_the_sweep_name_comes_from_the_file_or_its_stem(tmp_path):
     path.write_text("name: heads/v2\nmethod: grid\nparameters: {seed: {values: [1]}}\n")
     assert load_spec(path).name == "heads_v2"
     assert spec_from_dict({"method": "grid", "parameters": {"seed": {"value": 1}}}).varying == []
+
+
+def test_comparisons_are_a_constant_that_never_reaches_the_trainer():
+    """``comparisons`` (which rows a table compares) is a W&B constant, so ``wandb sweep`` accepts it and
+    each W&B run's config carries it to ``ablate table wandb:...``; the trainer never sees it."""
+    from ablate.sweep.spec import parse_comparisons
+
+    spec = load_spec(next(p for p in SWEEPS if p.stem == "scoring"))
+    assert parse_comparisons(spec.parameters["comparisons"]["value"]) == [
+        ("model.attention.score", ["dot", "additive"]), ("model.attention.scale", [True, False])]
+    point = expand(spec)[0]
+    assert point["comparisons"] == spec.parameters["comparisons"]["value"]  # in every sampled point
+    assert "comparisons" not in resolve(point) and "comparisons" not in spec.varying
+    assert not any(o.startswith("comparisons=") for o in trial_overrides(spec, point, "x"))

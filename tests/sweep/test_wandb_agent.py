@@ -112,9 +112,9 @@ def test_one_agent_process_per_device_slot(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert len(spawned) == 2
     for argv, gpus in zip(spawned, ["0,1", "2,3"]):
-        assert argv[2:6] == ["sweep", "agent", "sw9", "--devices"] and argv[6] == gpus
+        assert argv[1:7] == ["-m", "ablate", "sweep", "agent", "sw9", "--devices"] and argv[7] == gpus
         assert argv[argv.index("--gpus-per-trial") + 1] == "2" and argv[argv.index("--entity") + 1] == "me"
-        assert argv[-1] == "seed=3" and argv[1].endswith("cli.py")
+        assert argv[-1] == "seed=3"
 
 
 def test_a_fetched_sweep_config_is_validated_like_a_file(monkeypatch):

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ablate.callbacks import TrainClock
+from ablate.training.callbacks import TrainClock
 from ablate.config import Schedule
-from ablate.schedule import SCHEDULES, WarmupDecay, inverse_sqrt
+from ablate.training.schedule import SCHEDULES, WarmupDecay, inverse_sqrt
 
 
 def make(schedule: str, warmup: int, progress, min_ratio: float = 0.0, peak: float = 1.0):
@@ -97,7 +97,7 @@ class FakeTrainer(SimpleNamespace):
 
 def test_clock_counts_training_not_validation(monkeypatch):
     now = {"t": 0.0}
-    monkeypatch.setattr("ablate.callbacks.time.perf_counter", lambda: now["t"])
+    monkeypatch.setattr("ablate.training.callbacks.time.perf_counter", lambda: now["t"])
     clock, trainer = TrainClock(max_time=10.0), FakeTrainer()
     clock.on_train_start(trainer, None)
     now["t"] = 3.0

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
 from torch import nn
 
 from ablate.config import AttentionConfig, ModelConfig
-from ablate.decoding import beam_search, greedy, max_lengths, reorder
+from ablate.config import EvalConfig, LengthPenalty
 from ablate.model.build import build_model
+from ablate.model.decoding import LENGTH_PENALTIES, beam_search, fairseq_penalty, gnmt_penalty, greedy, max_lengths, reorder
 from ablate.model.positions import POSITIONS
 from ablate.model.scores import SCORES
 
@@ -39,15 +41,16 @@ def _markov(vocab: int = 5, seed: int = 0) -> MarkovModel:
     return MarkovModel(torch.randn(vocab, vocab, generator=g) * 2)
 
 
-def _exhaustive_best(model: MarkovModel, max_len: int, alpha: float) -> list[int]:
-    """Best ``log p(y, EOS) / (len(y) + 1)**alpha`` over every y of at most max_len tokens."""
+def _exhaustive_best(model: MarkovModel, max_len: int, alpha: float, penalty: str = "fairseq") -> list[int]:
+    """Best ``log p(y, EOS) / lp(len(y) + 1)`` over every y of at most max_len tokens."""
+    lp_of = {"fairseq": lambda n: n**alpha, "gnmt": lambda n: ((5 + n) / 6) ** alpha}[penalty]
     lp = torch.log_softmax(model.table.double(), -1)
     words = [t for t in range(model.table.size(0)) if t not in (PAD, BOS, EOS)]
     best, best_score = None, -float("inf")
     for n in range(max_len + 1):
         for ys in itertools.product(words, repeat=n):
             seq = [BOS, *ys, EOS]
-            score = sum(lp[a, b].item() for a, b in zip(seq, seq[1:])) / (n + 1) ** alpha
+            score = sum(lp[a, b].item() for a, b in zip(seq, seq[1:])) / lp_of(n + 1)
             if score > best_score:
                 best, best_score = list(ys), score
     return best
@@ -81,14 +84,48 @@ def test_max_lengths():
     assert max_lengths(src, PAD, 1.5, 2).tolist() == [6, 3]
 
 
+@pytest.mark.parametrize("penalty", ["fairseq", "gnmt"])
 @pytest.mark.parametrize("alpha", [0.0, 1.0, 2.0])
 @pytest.mark.parametrize("seed", range(4))
-def test_wide_beam_finds_the_exact_optimum(seed, alpha):
+def test_wide_beam_finds_the_exact_optimum(seed, alpha, penalty):
     """A beam wider than the search space is exhaustive search (length penalty included)."""
     model = _markov(vocab=5, seed=seed)
     src = torch.full((1, 3), 3)  # max length 0 * 3 + 4 = 4
-    hyp = beam_search(model, src, beam=64, bos=BOS, eos=EOS, len_penalty=alpha, max_len_a=0, max_len_b=4)
-    assert hyp == [_exhaustive_best(model, 4, alpha)]
+    hyp = beam_search(model, src, beam=64, bos=BOS, eos=EOS, len_penalty=alpha, max_len_a=0, max_len_b=4,
+                      length_penalty=penalty)
+    assert hyp == [_exhaustive_best(model, 4, alpha, penalty)]
+
+
+def test_length_penalties_match_their_formulas():
+    """fairseq: |Y|^alpha; GNMT (Wu et al. 2016, eq. 14): ((5 + |Y|) / 6)^alpha."""
+    assert fairseq_penalty(4, 0.6) == pytest.approx(2.2974, abs=1e-4)  # 4^0.6 = e^(0.6 ln 4)
+    assert gnmt_penalty(4, 0.6) == pytest.approx(1.2754, abs=1e-4)  # 1.5^0.6 = e^(0.6 ln 1.5)
+    assert gnmt_penalty(1, 0.6) == 1.0 and fairseq_penalty(1, 0.6) == 1.0  # one token: no penalty
+    assert gnmt_penalty(10, 1.0) == 2.5 and fairseq_penalty(10, 1.0) == 10.0
+    assert gnmt_penalty(7, 0.0) == fairseq_penalty(7, 0.0) == 1.0
+    assert set(LENGTH_PENALTIES) == set(LengthPenalty.__args__)  # the config offers exactly the registry
+    assert EvalConfig().length_penalty == "fairseq" and EvalConfig().len_penalty == 1.0  # default unchanged
+
+
+def test_the_two_length_penalties_rank_hypotheses_differently():
+    """fairseq's |Y| grows faster than GNMT's (5 + |Y|) / 6, so it rewards length more.
+
+    Hypotheses: EOS at once, log P = -1 (|Y| = 1), or 3 3 3 3 EOS, log P = ln .632 + 3 ln .9 + ln .1
+    = -3.078 (|Y| = 5). alpha 1: fairseq -1 vs -0.616 picks the long one; GNMT -1 vs -1.847 the empty one.
+    """
+    table = torch.full((5, 5), -50.0)  # log-probabilities; everything not set is (almost) impossible
+    table[BOS, EOS], table[BOS, 3] = -1.0, math.log(1 - math.exp(-1.0))
+    table[3, 3], table[3, EOS] = math.log(0.9), math.log(0.1)
+    model = MarkovModel(table)
+    src = torch.full((1, 2), 3)
+
+    def search(penalty):
+        return beam_search(model, src, 64, BOS, EOS, 1.0, 0, 4, length_penalty=penalty)
+
+    assert search("fairseq") == [[3, 3, 3, 3]]
+    assert search("gnmt") == [[]]
+    with pytest.raises(ValueError, match="choose from: fairseq, gnmt"):
+        search("wu")
 
 
 def test_beam_beats_greedy_on_a_garden_path():

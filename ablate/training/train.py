@@ -23,11 +23,12 @@ from typing import Any
 
 import yaml
 
-from ablate.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, TrainClock
-from ablate.checkpoint_io import ResilientCheckpointIO
+from ablate.training.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, TrainClock
+from ablate.training.checkpoint_io import ResilientCheckpointIO
 from ablate.config import Config, ConfigError, fingerprint, to_dict
-from ablate.io import atomic_write_text
-from ablate.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
+from ablate.utils.io import atomic_write_text
+from ablate.training.resolved import resolved
+from ablate.training.tracking import (RunRecord, define_metrics, make_logger, offline_hint, read_summary, resolve_mode,
                              start_logger)
 
 
@@ -129,7 +130,7 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
 
     from ablate.data.datamodule import TranslationDataModule
     from ablate.model.build import build_model
-    from ablate.module import TranslationModule
+    from ablate.training.module import TranslationModule
 
     _quiet()
     run_dir = Path(run_dir or default_run_dir(cfg))
@@ -191,6 +192,7 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
             module.load_state_dict(state_dict)
         else:  # collective: every rank calls it, rank 0 writes
             trainer.save_checkpoint(best_path)
+            module.best_val_record = module.last_val_record  # the weights tested are the final ones
         trainer.test(module, datamodule=data, verbose=False)
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C, SIGTERM (Lightning raises SystemExit)
         if launcher:
@@ -207,6 +209,7 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
         return {}
 
     summary = _summarise(module, trainer, cfg, params, clock.seconds, accelerator)
+    summary["resolved"] = resolved(cfg)
     _write_outputs(run_dir, module, data)
     if checkpoint_io.failures:
         summary["checkpoint_failures"] = checkpoint_io.failures
@@ -215,7 +218,8 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
     record.write("finished")
     if logger is not None:
         try:
-            logger.experiment.summary.update({k: v for k, v in summary.items() if "/" in k or k == "params"})
+            logger.experiment.summary.update({k: v for k, v in summary.items()
+                                              if "/" in k or k in ("params", "resolved")})
             logger.finalize("success")
             import wandb
 
@@ -277,6 +281,7 @@ def _describe_failure(err: BaseException, cfg: Config) -> str:
 def _summarise(module, trainer, cfg: Config, params: int, seconds: float, accelerator: str) -> dict[str, Any]:
     import torch
 
+    best = module.best_val_record
     out: dict[str, Any] = {
         "params": params,
         "step": int(trainer.global_step),  # what a time budget (train.max_time) actually bought
@@ -287,9 +292,12 @@ def _summarise(module, trainer, cfg: Config, params: int, seconds: float, accele
         "train/loss": None if module.last_loss is None else float(module.last_loss),
         "train/step_time_s": module._all_sec / max(1, trainer.global_step),
         "peak_memory_mb": round(_peak_memory_mb(accelerator), 1),
-        "val/bleu": module.best_val_bleu if module.best_val_bleu >= 0 else None,
-        "val/ppl": min((h["val/ppl"] for h in module.history), default=None),
-        "val/chrf": max((h["val/chrf"] for h in module.history), default=None),
+        # validation scores of the checkpoint that was tested (the best by BLEU), all from one validation
+        "val/bleu": best.get("val/bleu"),
+        "val/ppl": best.get("val/ppl"),
+        "val/chrf": best.get("val/chrf"),
+        "val/step": best.get("step"),
+        "train/tokens": module.train_tokens,
         "train_seconds": round(seconds, 2),
     }
     out.update(getattr(module, "test_metrics", {}))
@@ -303,9 +311,12 @@ def _write_outputs(run_dir: Path, module, data) -> None:
     for split, result in module.test_results.items():
         atomic_write_text(run_dir / "hyps" / f"{split}.txt", "\n".join(result["hypotheses"]) + "\n")
         atomic_write_text(run_dir / "refs" / f"{split}.txt", "\n".join(data.references(split)) + "\n")
-    hyps = getattr(module, "val_hypotheses", None)
-    if hyps is not None:
+    hyps = module.best_val_record.get("hypotheses")
+    if hyps is not None:  # from the validation whose scores summary.json reports
         atomic_write_text(run_dir / "hyps" / f"{data.val_split}.txt", "\n".join(hyps) + "\n")
+        atomic_write_text(run_dir / "refs" / f"{data.val_split}.txt", "\n".join(data.references(data.val_split)) + "\n")
+    for split in [data.val_split, *module.test_results]:  # for BLEU by source length (ablate plot)
+        atomic_write_text(run_dir / "sources" / f"{split}.txt", "\n".join(data.sources(split)) + "\n")
 
 
 if __name__ == "__main__":  # pragma: no cover - use `ablate train`

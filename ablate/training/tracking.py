@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.config import Config, TrackingConfig, flatten, to_dict
-from ablate.io import atomic_write_json, atomic_write_text, read_json
+from ablate.utils.io import atomic_write_json, atomic_write_text, read_json
 
 SUMMARY = "summary.json"
 

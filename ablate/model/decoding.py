@@ -8,16 +8,34 @@ functions do not change the model's mode.
 Both functions return token ids without BOS/EOS, one list per source sentence, and stop a
 hypothesis after ``max_len_a * source_length + max_len_b`` tokens (source length without
 padding). Beam search is tensorised over (sentences x beam) rows; finished hypotheses are kept
-until a sentence has ``beam`` of them, and they are ranked by ``score / length**len_penalty``
-(length counts EOS), as in fairseq. With ``beam=1`` it returns exactly the greedy output.
+until a sentence has ``beam`` of them, and they are ranked by ``score / lp(length)`` with a length
+penalty ``lp`` from :data:`LENGTH_PENALTIES` (length counts EOS, as in fairseq and tensor2tensor).
+With ``beam=1`` it returns exactly the greedy output.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import Tensor, nn
+
+
+def fairseq_penalty(length: int, alpha: float) -> float:
+    """``|Y|^alpha``: fairseq's ``--lenpen`` (score divided by length to the power alpha)."""
+    return float(length) ** alpha
+
+
+def gnmt_penalty(length: int, alpha: float) -> float:
+    """``((5 + |Y|) / (5 + 1))^alpha`` (Wu et al. 2016, GNMT, eq. 14; alpha 0.6 in Vaswani et al. 2017)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+LENGTH_PENALTIES: dict[str, Callable[[int, float], float]] = {
+    "fairseq": fairseq_penalty,
+    "gnmt": gnmt_penalty,
+}
+"""Divisors of a finished hypothesis' log-probability, by name (``eval.length_penalty``)."""
 
 
 def reorder(tree: Any, index: Tensor) -> Any:
@@ -99,7 +117,8 @@ def greedy(model: nn.Module, src: Tensor, bos: int, eos: int, max_len_a: float =
 
 @torch.no_grad()
 def beam_search(model: nn.Module, src: Tensor, beam: int, bos: int, eos: int, len_penalty: float = 1.0,
-                max_len_a: float = 1.5, max_len_b: int = 10, use_cache: bool = True) -> list[list[int]]:
+                max_len_a: float = 1.5, max_len_b: int = 10, use_cache: bool = True,
+                length_penalty: str = "fairseq") -> list[list[int]]:
     """Batched beam search over (sentences x beam) rows.
 
     At each step the ``2 * beam`` best continuations of each sentence are taken; those ending
@@ -112,9 +131,11 @@ def beam_search(model: nn.Module, src: Tensor, beam: int, bos: int, eos: int, le
         src: (B, S) padded source ids.
         beam: Beam size (1 equals :func:`greedy`).
         bos, eos: Target begin/end-of-sentence ids.
-        len_penalty: Exponent alpha in ``score / length**alpha``.
+        len_penalty: The exponent alpha of the length penalty.
         max_len_a, max_len_b: Output length limit ``a * source_length + b``.
         use_cache: Decode incrementally through the state (False recomputes the whole prefix).
+        length_penalty: Name in :data:`LENGTH_PENALTIES`: finished hypotheses are ranked by
+            ``log P(Y) / LENGTH_PENALTIES[name](|Y|, len_penalty)``.
 
     Returns:
         B lists of token ids of the best finished hypothesis, without BOS/EOS.
@@ -122,6 +143,9 @@ def beam_search(model: nn.Module, src: Tensor, beam: int, bos: int, eos: int, le
     B, K, pad, device = src.size(0), beam, model.pad_id, src.device
     if K < 1:
         raise ValueError(f"beam={K} must be at least 1")
+    if length_penalty not in LENGTH_PENALTIES:
+        raise ValueError(f"length penalty {length_penalty!r} is unknown; choose from: {', '.join(LENGTH_PENALTIES)}")
+    penalty = LENGTH_PENALTIES[length_penalty]
     limit = max_lengths(src, pad, max_len_a, max_len_b)
     enc = reorder(model.encode(src), torch.arange(B, device=device).repeat_interleave(K))
     sent = torch.arange(B, device=device)  # original sentence of each active sentence
@@ -153,7 +177,7 @@ def beam_search(model: nn.Module, src: Tensor, beam: int, bos: int, eos: int, le
             for i, r in ended.nonzero().tolist():
                 b = int(sent[i])
                 hyp = tokens[i * K + int(origin[i, r]), 1:].tolist()
-                finished[b].append((float(top[i, r]) / (step + 1) ** len_penalty, hyp))
+                finished[b].append((float(top[i, r]) / penalty(step + 1, len_penalty), hyp))
             n_finished.index_add_(0, sent, ended.sum(1))
 
         rank = torch.arange(top.size(1), device=device) + is_eos.long() * top.size(1)

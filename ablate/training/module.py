@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ablate.config import Config, peak_lr
-from ablate.decoding import beam_search, greedy
-from ablate.metrics import corpus_scores
-from ablate.schedule import WarmupDecay
+from ablate.model.decoding import beam_search, greedy
+from ablate.training.metrics import corpus_scores
+from ablate.training.schedule import WarmupDecay
 
 
 class NonFiniteLossError(RuntimeError):
@@ -46,7 +46,7 @@ class TranslationModule(pl.LightningModule):
 
     Args:
         model: encoder-decoder with ``forward(src, tgt_in) -> logits`` and the decoding interface
-            of :mod:`ablate.decoding`.
+            of :mod:`ablate.model.decoding`.
         cfg: the resolved run configuration.
         detokenize: ids -> detokenized target text.
         references: raw target sentences per split name, in corpus order.
@@ -78,6 +78,8 @@ class TranslationModule(pl.LightningModule):
         self.test_results: dict[str, dict[str, Any]] = {}
         self.best_val_bleu = -1.0
         self.last_val: dict[str, float] = {}
+        self.last_val_record: dict[str, Any] = {}
+        self.best_val_record: dict[str, Any] = {}  # scores and hypotheses of the best validation
         # throughput, measured over training steps only, after a few warm-up steps
         self._skip = warmup_steps_excluded
         self._tok, self._sec = 0, 0.0  # after the warm-up steps
@@ -85,6 +87,7 @@ class TranslationModule(pl.LightningModule):
         self._t0 = 0.0
         self._step_tokens = 0
         self.tokens_per_sec = float("nan")
+        self.train_tokens: int | None = None
         self.last_loss: torch.Tensor | None = None
         self.step_time = float("nan")
         self._eval: dict[int, list[tuple[int, str]]] = {}
@@ -152,6 +155,10 @@ class TranslationModule(pl.LightningModule):
 
     def on_train_end(self) -> None:
         self._reduce_throughput()
+        tok = torch.tensor([float(self._all_tok)], dtype=torch.float64, device=self.device)
+        if self.trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
+            dist.all_reduce(tok, op=dist.ReduceOp.SUM)
+        self.train_tokens = int(tok.item())  # every step's tokens, all devices, resumed runs included
 
     def configure_optimizers(self):
         t = self.cfg.train
@@ -172,7 +179,8 @@ class TranslationModule(pl.LightningModule):
         e = self.cfg.eval
         if beam <= 1:
             return greedy(self.model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b)
-        return beam_search(self.model, src, beam, self.bos_id, self.eos_id, e.len_penalty, e.max_len_a, e.max_len_b)
+        return beam_search(self.model, src, beam, self.bos_id, self.eos_id, e.len_penalty, e.max_len_a, e.max_len_b,
+                           length_penalty=e.length_penalty)
 
     def _eval_step(self, batch: dict[str, torch.Tensor], dataloader_idx: int, beam: int) -> None:
         logits = self.model(batch["src"], batch["tgt_in"])
@@ -218,10 +226,13 @@ class TranslationModule(pl.LightningModule):
         hyps = self._collect(0, len(refs))
         scores = corpus_scores(hyps, refs)
         ppl = self._reduce_nll()
-        self.val_hypotheses = hyps
-        self.best_val_bleu = max(self.best_val_bleu, scores.bleu)
         self.last_val = {"val/bleu": scores.bleu, "val/chrf": scores.chrf, "val/ppl": ppl}
         entry = {"step": int(self.global_step), **self.last_val}
+        # one validation's scores and hypotheses together; the best is strictly better, as best.ckpt
+        self.last_val_record = {**entry, "hypotheses": hyps}
+        if scores.bleu > self.best_val_bleu:
+            self.best_val_record = self.last_val_record
+        self.best_val_bleu = max(self.best_val_bleu, scores.bleu)
         if not self.history or self.history[-1]["step"] != entry["step"]:  # the final re-validation repeats the last
             self.history.append(entry)
         self.log_dict(self.last_val, prog_bar=True, sync_dist=False, batch_size=1)
@@ -262,12 +273,15 @@ class TranslationModule(pl.LightningModule):
         rng = {"torch": torch.get_rng_state()}
         if torch.cuda.is_available() and self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
-        checkpoint["ablate"] = {"history": self.history, "best_val_bleu": self.best_val_bleu, "rng": rng}
+        checkpoint["ablate"] = {"history": self.history, "best_val_bleu": self.best_val_bleu, "rng": rng,
+                                "best_val_record": self.best_val_record, "train_tokens": self._all_tok}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         state = checkpoint.get("ablate", {})
         self.history = list(state.get("history", []))
         self.best_val_bleu = float(state.get("best_val_bleu", -1.0))
+        self.best_val_record = dict(state.get("best_val_record") or {})
+        self._all_tok = int(state.get("train_tokens", 0))
         rng = state.get("rng") or {}
         if "torch" in rng:
             torch.set_rng_state(rng["torch"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = [
     "data.builtin_pairs=300", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
     "model.heads=2", "model.d_ff=64", "train.max_steps=60", "train.max_tokens=512",

@@ -12,10 +12,10 @@ import pytest
 import sacrebleu
 
 from ablate.config import load_config
-from ablate.tracking import read_offline_run
-from ablate.train import train
+from ablate.training.tracking import read_offline_run
+from ablate.training.train import train
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = [
     "data.builtin_pairs=400", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
     "model.heads=2", "model.d_ff=64", "train.max_steps=40", "train.max_tokens=1024",

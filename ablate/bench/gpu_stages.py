@@ -1,0 +1,186 @@
+"""The GPU check's in-process stages: bf16 vs fp32 training against ``torch.nn.Transformer``, decoding,
+and ``torch.compile``. Each runs in a fresh child process (``python -m ablate.bench.gpu_stages STAGE
+OPTIONS_JSON RESULT_FILE``) so the parent can stop it at its time budget; it rewrites RESULT_FILE after
+every measurement, so a stopped stage still leaves what it measured.
+
+Everything is built from the ``ablate bench`` parts: the same fixed real batches
+(:mod:`ablate.bench.inputs`), the same training step of ours and of the reference
+(:mod:`ablate.bench.training`), interleaved rounds with paired per-round ratios (:mod:`ablate.bench.timing`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ablate.bench import hardware
+from ablate.bench.flops import Dims, batches_flops, datasheet_peak
+from ablate.bench.gpu_options import GpuCheckOptions
+from ablate.bench.timing import interleaved, median, speedup, spread, synchronize
+
+Save = Callable[[dict[str, Any]], None]
+
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+SCORED = ("dot-scaled", "dot-unscaled", "additive-scaled", "general-scaled", "gaussian-scaled")
+"""Variants whose SDPA backend is recorded (one per score, and unscaled dot)."""
+
+
+def _peak_memory_mb(dev: torch.device) -> float | None:
+    return torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else None
+
+
+def _pass(trainee, batches) -> Callable[[], None]:
+    def run() -> None:
+        for batch in batches:
+            trainee.step(batch)
+
+    return run
+
+
+def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
+    """Tokens/s and MFU of ours and ``torch.nn.Transformer`` in bf16 and fp32, additive in bf16, interleaved.
+
+    MFU = model FLOPs (:mod:`ablate.bench.flops`, the PaLM count) x passes/s / the datasheet peak of the
+    dtype for a known GPU (else the square-matmul rate measured in the same rounds, also reported).
+    """
+    from ablate.bench.inputs import load_inputs
+    from ablate.bench.training import make_trainee, variant_config
+
+    dev = hardware.device()
+    bench = opts.bench()
+    inputs = load_inputs(bench, dev)
+    name = hardware.describe(dev, torch.get_num_threads())["name"]
+    out: dict[str, Any] = {"tokens_per_pass": inputs.tokens,
+                           "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches],
+                           "sdpa": {}, "rows": {}}
+    dims = Dims.of(variant_config(bench, {}).model, inputs.vocab)
+    model_flops = batches_flops(dims, inputs.batches)
+    out["model_gflop_per_pass"] = model_flops / 1e9
+    save(out)
+    trainees = {}
+    for tag, dtype in DTYPES.items():
+        for variant in ("dot-scaled", "torch"):
+            trainees[f"{variant}-{tag}"] = make_trainee(variant, bench, inputs.vocab, dev)
+            trainees[f"{variant}-{tag}"].dtype = dtype
+    trainees["additive-scaled-bf16"] = make_trainee("additive-scaled", bench, inputs.vocab, dev)
+    trainees["additive-scaled-bf16"].dtype = torch.bfloat16
+    counted = {}
+    for key, trainee in trainees.items():  # PyTorch's count (padding and recomputation included); a warm-up too
+        counted[key], ops = hardware.census(lambda: [trainee.forward_backward(b) for b in inputs.batches])
+        out["rows"][key] = {"sdpa": hardware.sdpa_backend(ops), "params": trainee.params}
+    for variant in SCORED:  # which fused kernel each score reaches in bf16
+        if f"{variant}-bf16" in out["rows"]:
+            out["sdpa"][variant] = out["rows"][f"{variant}-bf16"]["sdpa"]
+            continue
+        trainee = make_trainee(variant, bench, inputs.vocab, dev)
+        trainee.dtype = torch.bfloat16
+        _, ops = hardware.census(lambda: trainee.forward_backward(inputs.batches[0]))
+        out["sdpa"][variant] = hardware.sdpa_backend(ops)
+        del trainee
+    save(out)
+    contenders = {key: _pass(t, inputs.batches) for key, t in trainees.items()}
+    matmul_flops = {}
+    for tag, dtype in DTYPES.items():
+        contenders[f"matmul-{tag}"], matmul_flops[tag] = hardware.matmul_work(dev, dtype=dtype)
+    seconds = interleaved(contenders, opts.reps, opts.warmup)
+    out["matmul_tflops"] = {tag: matmul_flops[tag] / median(seconds.pop(f"matmul-{tag}")) / 1e12 for tag in DTYPES}
+    for key, secs in seconds.items():
+        tag = key.rsplit("-", 1)[1]
+        achieved = model_flops / median(secs)
+        peak = datasheet_peak(name, "bfloat16" if tag == "bf16" else "float32")
+        measured = out["matmul_tflops"][tag] * 1e12
+        row = out["rows"][key]
+        row.update(tokens_per_s=inputs.tokens / median(secs), seconds=secs, spread=spread(secs),
+                   counted_gflop_per_pass=counted[key] / 1e9)
+        if not key.startswith("additive"):  # the PaLM count is the dot-product model's
+            row.update(model_tflops=achieved / 1e12, mfu=achieved / (peak or measured),
+                       mfu_peak="datasheet" if peak else "measured matmul", mfu_vs_matmul=achieved / measured)
+    out["ratios"] = {
+        "bf16_vs_torch_bf16": speedup(seconds["dot-scaled-bf16"], seconds["torch-bf16"]),
+        "fp32_vs_torch_fp32": speedup(seconds["dot-scaled-fp32"], seconds["torch-fp32"]),
+        "bf16_vs_fp32": speedup(seconds["dot-scaled-bf16"], seconds["dot-scaled-fp32"]),
+        "torch_bf16_vs_fp32": speedup(seconds["torch-bf16"], seconds["torch-fp32"]),
+        "additive_vs_dot": speedup(seconds["additive-scaled-bf16"], seconds["dot-scaled-bf16"]),
+    }
+    out["peak_memory_mb"] = _peak_memory_mb(dev)
+    save(out)
+    return out
+
+
+def stage_compile(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
+    """bf16 training of ours eager vs ``torch.compile``d on the same batches; compile time reported.
+
+    ``compile_s`` is the first compiled pass (one compilation per batch shape, then a dynamic-shape
+    recompilation) minus one eager pass.
+    """
+    from ablate.bench.inputs import load_inputs
+    from ablate.bench.training import make_trainee
+
+    dev = hardware.device()
+    bench = opts.bench()
+    inputs = load_inputs(bench, dev)
+    eager = make_trainee("dot-scaled", bench, inputs.vocab, dev)
+    compiled = make_trainee("dot-scaled", bench, inputs.vocab, dev)
+    eager.dtype = compiled.dtype = torch.bfloat16
+    compiled.model = torch.compile(compiled.model, backend=opts.compile_backend)
+    run_eager, run_compiled = _pass(eager, inputs.batches), _pass(compiled, inputs.batches)
+    run_eager()  # warm
+    timed = interleaved({"eager": run_eager}, 1, 0)["eager"][0]
+    start = time.perf_counter()
+    run_compiled()
+    synchronize()
+    first = time.perf_counter() - start
+    out: dict[str, Any] = {"first_compiled_pass_s": first, "eager_pass_s": timed, "compile_s": first - timed}
+    save(out)
+    seconds = interleaved({"eager": run_eager, "compiled": run_compiled}, opts.reps, 1)
+    out.update(eager_tokens_per_s=inputs.tokens / median(seconds["eager"]),
+               compiled_tokens_per_s=inputs.tokens / median(seconds["compiled"]),
+               compiled_vs_eager=speedup(seconds["compiled"], seconds["eager"]), seconds=seconds)
+    save(out)
+    return out
+
+
+def stage_decoding(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
+    """Greedy and beam sentences/s of the standard model, under the training dtype's autocast."""
+    from ablate.bench.decoding import bench_decoding
+    from ablate.bench.inputs import load_inputs
+
+    dev = hardware.device()
+    bench = opts.bench(reps=opts.decode_reps, batches=1)
+    inputs = load_inputs(bench, dev)
+    with torch.no_grad(), hardware.autocast(dev):
+        out = bench_decoding(bench, inputs, dev)
+    out["dtype"] = str(hardware.training_dtype(dev)).replace("torch.", "")
+    out["peak_memory_mb"] = _peak_memory_mb(dev)
+    save(out)
+    return out
+
+
+STAGE_FUNCTIONS: dict[str, Callable[[GpuCheckOptions, Save], dict[str, Any]]] = {
+    "training": stage_training, "compile": stage_compile, "decoding": stage_decoding}
+"""Stage name -> its function; the stages that run in a child process of their own."""
+
+
+def _atomic_json(path: Path, data: dict[str, Any]) -> None:
+    from ablate.bench.report import _clean
+
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_clean(data)))
+    os.replace(tmp, path)
+
+
+def main(argv: list[str]) -> None:
+    stage, options, result = argv
+    opts = GpuCheckOptions.from_json(json.loads(options))
+    torch.manual_seed(opts.seed)
+    STAGE_FUNCTIONS[stage](opts, lambda partial: _atomic_json(Path(result), partial))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,112 @@
+"""The ``ablate`` command line: train, sweep, table, plot, report, attention, bench.
+
+Every command turns bad input into one line on stderr and a non-zero exit; tracebacks are for
+bugs only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+app = typer.Typer(
+    help="Ablation studies for encoder-decoder Transformers in machine translation.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+
+def _or_nan(value) -> float:
+    return float("nan") if value is None else float(value)
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one red line to stderr and exit with ``code``."""
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+@app.command(context_settings={"allow_extra_args": False})
+def train(
+    overrides: Optional[List[str]] = typer.Argument(
+        None, help="Config overrides as dotted key=value, e.g. model.heads=8 train.max_time=600."),
+    config: Optional[Path] = typer.Option(
+        None, "--config", "-c", help="YAML file of config keys (nested or dotted), applied before overrides."),
+    run_dir: Optional[Path] = typer.Option(
+        None, "--run-dir", help="Where the run is written (default runs/<name>)."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Delete an existing run dir and train from scratch."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Require an existing run to resume (running the same command resumes anyway)."),
+    print_config: bool = typer.Option(
+        False, "--print-config", help="Print the resolved config as YAML and exit."),
+) -> None:
+    """Train one model, decode the test sets, and record BLEU and throughput (W&B + summary.json)."""
+    import yaml
+
+    from ablate.config import ConfigError, load_config, to_dict
+
+    try:
+        cfg = load_config(config, overrides or [])
+    except ConfigError as err:
+        fail(str(err))
+    if print_config:
+        typer.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        return
+    from ablate.data.errors import DataError
+    from ablate.training.train import RunError, default_run_dir
+    from ablate.training.train import train as run_training
+
+    target = run_dir or default_run_dir(cfg)
+    if resume and not (target / "checkpoints" / "last.ckpt").exists():
+        fail(f"nothing to resume in {target} (no checkpoints/last.ckpt)")
+    try:
+        summary = run_training(cfg, target, overwrite=overwrite, echo=typer.echo)
+    except (ConfigError, DataError) as err:
+        fail(str(err))
+    except RunError as err:
+        fail(f"training failed: {err} (see {target}/summary.json)", code=1)
+    except KeyboardInterrupt:
+        fail(f"interrupted; run the same command again to resume from {target}/checkpoints", code=130)
+    if summary.get("test/bleu") is not None:
+        typer.echo(
+            f"test BLEU {summary['test/bleu']:.2f} | val BLEU {_or_nan(summary.get('val/bleu')):.2f} | "
+            f"{summary.get('train/tokens_per_sec', float('nan')):,.0f} train tokens/s | "
+            f"{summary.get('step')} steps | {target}/summary.json"
+        )
+
+
+@app.command()
+def attention(
+    run_dir: Path = typer.Argument(..., help="A run directory written by `ablate train`."),
+    text: str = typer.Option(..., "--text", "-t", help="Source sentence to translate and visualise."),
+    out: Path = typer.Option(Path("attention"), "--out", "-o", help="Folder for the PNG files."),
+    beam: int = typer.Option(5, "--beam", help="Beam size used to produce the translation."),
+) -> None:
+    """Heatmaps of every attention layer and head for one sentence, and the positional encodings."""
+    from ablate.config import ConfigError
+    from ablate.report.attention import plot_attention
+
+    try:
+        paths = plot_attention(run_dir, text, out, beam)
+    except ConfigError as err:
+        fail(str(err))
+    for path in paths:
+        typer.echo(str(path))
+
+
+from ablate.bench.commands import register as _register_bench  # noqa: E402 - sub-apps mount after the core commands
+from ablate.report.commands import app as _report_app  # noqa: E402
+from ablate.sweep.commands import app as _sweep_app  # noqa: E402
+
+app.add_typer(_sweep_app, name="sweep", help="Run W&B-format sweeps locally, or through W&B agents across machines.")
+app.add_typer(_report_app)
+_register_bench(app)
+
+
+def main() -> None:
+    """Entry point of the ``ablate`` console script."""
+    app()
