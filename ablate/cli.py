@@ -1,35 +1,64 @@
 """The ``ablate`` command line: train, sweep, table, plot, report, attention, bench.
 
-Every command turns bad input into one line on stderr and a non-zero exit; tracebacks are for
-bugs only.
+Every command turns bad input into one line on stderr and exit status 2
+(:mod:`ablate.utils.commands`); tracebacks are for bugs only.
 """
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
+from typer.core import TyperCommand
 
-app = typer.Typer(
+from ablate.utils.commands import fail, typer_app
+
+app = typer_app(
     help="Ablation studies for encoder-decoder Transformers in machine translation.",
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
 )
-
 
 
 def _or_nan(value) -> float:
     return float("nan") if value is None else float(value)
 
-def fail(message: str, code: int = 2) -> None:
-    """Print one red line to stderr and exit with ``code``."""
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(code)
+
+def _version() -> str:
+    try:
+        return version("ablate")
+    except PackageNotFoundError:  # a checkout used without installing
+        return "unknown (not installed)"
 
 
-@app.command(context_settings={"allow_extra_args": False})
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ablate {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    show_version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+                                      help="Print the version and exit."),
+) -> None:
+    """Ablation studies for encoder-decoder Transformers in machine translation."""
+
+
+class ConfigKeysHelp(TyperCommand):
+    """``--help`` that ends with every config key: its type or choices, default and one-line doc."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from ablate.config import describe_keys
+
+        rows = [f"{key} ({kind}, default {default}): {doc}" if doc else f"{key} ({kind}, default {default})"
+                for key, kind, default, doc in describe_keys()]
+        self.epilog = "Config keys (set as key=value, or in --config YAML):\n\n" + "\n\n".join(rows)
+        super().format_help(ctx, formatter)
+
+
+@app.command(cls=ConfigKeysHelp, context_settings={"allow_extra_args": False})
 def train(
     overrides: Optional[List[str]] = typer.Argument(
         None, help="Config overrides as dotted key=value, e.g. model.heads=8 train.max_time=600."),
@@ -47,26 +76,20 @@ def train(
     """Train one model, decode the test sets, and record BLEU and throughput (W&B + summary.json)."""
     import yaml
 
-    from ablate.config import ConfigError, load_config, to_dict
+    from ablate.config import load_config, to_dict
+    from ablate.sweep.command import expand_variant
 
-    try:
-        cfg = load_config(config, overrides or [])
-    except ConfigError as err:
-        fail(str(err))
+    cfg = load_config(config, expand_variant(overrides or []))  # a W&B sweep agent passes `variant=...`
     if print_config:
         typer.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return
-    from ablate.data.errors import DataError
-    from ablate.training.train import RunError, default_run_dir
-    from ablate.training.train import train as run_training
+    from ablate.training.train import RunError, default_run_dir, train as run_training
 
     target = run_dir or default_run_dir(cfg)
     if resume and not (target / "checkpoints" / "last.ckpt").exists():
         fail(f"nothing to resume in {target} (no checkpoints/last.ckpt)")
     try:
         summary = run_training(cfg, target, overwrite=overwrite, echo=typer.echo)
-    except (ConfigError, DataError) as err:
-        fail(str(err))
     except RunError as err:
         fail(f"training failed: {err} (see {target}/summary.json)", code=1)
     except KeyboardInterrupt:
@@ -74,7 +97,7 @@ def train(
     if summary.get("test/bleu") is not None:
         typer.echo(
             f"test BLEU {summary['test/bleu']:.2f} | val BLEU {_or_nan(summary.get('val/bleu')):.2f} | "
-            f"{summary.get('train/tokens_per_sec', float('nan')):,.0f} train tokens/s | "
+            f"{_or_nan(summary.get('train/tokens_per_sec')):,.0f} train tokens/s | "
             f"{summary.get('step')} steps | {target}/summary.json"
         )
 
@@ -87,24 +110,21 @@ def attention(
     beam: int = typer.Option(5, "--beam", help="Beam size used to produce the translation."),
 ) -> None:
     """Heatmaps of every attention layer and head for one sentence, and the positional encodings."""
-    from ablate.config import ConfigError
     from ablate.report.attention import plot_attention
 
-    try:
-        paths = plot_attention(run_dir, text, out, beam)
-    except ConfigError as err:
-        fail(str(err))
-    for path in paths:
+    for path in plot_attention(run_dir, text, out, beam):
         typer.echo(str(path))
 
 
 from ablate.bench.commands import register as _register_bench  # noqa: E402 - sub-apps mount after the core commands
+from ablate.inference.commands import register as _register_inference  # noqa: E402
 from ablate.report.commands import app as _report_app  # noqa: E402
 from ablate.sweep.commands import app as _sweep_app  # noqa: E402
 
 app.add_typer(_sweep_app, name="sweep", help="Run W&B-format sweeps locally, or through W&B agents across machines.")
 app.add_typer(_report_app)
 _register_bench(app)
+_register_inference(app)
 
 
 def main() -> None:

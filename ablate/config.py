@@ -9,22 +9,30 @@ misspelled key or an unknown choice, the closest valid one.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
-import difflib
+import functools
 import hashlib
+import inspect
 import json
+import re
+import textwrap
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
-from ablate.utils.typed import ConfigError, coerce, flatten, nest, parse_override, read_yaml  # noqa: F401 - re-exported
+from ablate.errors import did_you_mean
+from ablate.utils.typed import ConfigError, OneOf, coerce, flatten, nest, parse_override, read_yaml, type_name  # noqa: F401 - re-exported
 
-Score = Literal["dot", "additive", "general", "gaussian", "none"]
-Positions = Literal["sinusoidal", "learned", "none", "rotary", "alibi"]
-Schedule = Literal["inverse_sqrt", "linear", "cosine"]
-LengthPenalty = Literal["fairseq", "gnmt"]
-FAULTS = ("nan", "oom", "kill", "term")
+# Choices that a registry lists: each registry is the only list of its variants (see OneOf).
+Score = Annotated[str, OneOf("ablate.model.scores", "SCORES", extra=("none",))]
+Positions = Annotated[str, OneOf("ablate.model.positions", "POSITIONS")]
+Arch = Annotated[str, OneOf("ablate.model.build", "ARCHS")]
+Schedule = Annotated[str, OneOf("ablate.training.schedule", "SCHEDULES")]
+LengthPenalty = Annotated[str, OneOf("ablate.model.decoding", "LENGTH_PENALTIES")]
+FAULTS = OneOf("ablate.training.callbacks", "FAULTS")
+"""The kinds of ``train.inject_fault``."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +87,7 @@ class RNNConfig:
 class ModelConfig:
     """Architecture. ``build_model`` is the only reader of this section."""
 
-    arch: Literal["transformer", "rnn"] = "transformer"
+    arch: Arch = "transformer"
     layers: int = 3
     """Encoder and decoder layers (Transformer); ``encoder_layers``/``decoder_layers`` override."""
     encoder_layers: Optional[int] = None
@@ -116,7 +124,7 @@ class TrainConfig:
     max_tokens: int = 1536
     """Tokens per batch and device, padding included, on the longer side."""
     lr: Optional[float] = None
-    """Peak learning rate, reached after ``warmup`` steps, then decayed as 1/sqrt(step).
+    """Peak learning rate, reached after ``warmup`` steps, then decayed as ``schedule`` says (linearly by default).
     Default: d_model^-0.5 * warmup^-0.5, the peak of the schedule of Vaswani et al. (2017), Eq. 3."""
     warmup: int = 400
     schedule: Schedule = "linear"
@@ -181,6 +189,10 @@ class TrackingConfig:
     variant: Optional[str] = None
     """Name of the sweep variant this run belongs to (set by ``ablate sweep``), for tables."""
     log_every: int = 50
+    system_metrics: bool = True
+    """Let W&B record CPU/GPU utilisation and memory of the run (``false`` turns it off)."""
+    log_checkpoints: bool = False
+    """Upload ``best.ckpt`` as a W&B model artifact at the end of the run."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +205,8 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     seed: int = 1
+    trainer: dict[str, Any] = field(default_factory=dict)
+    """Extra ``pytorch_lightning.Trainer`` arguments and ``callbacks`` (see ``ablate/utils/trainer_options.py``)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -200,11 +214,12 @@ class Config:
 # --------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=None)
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    return typing.get_type_hints(cls, include_extras=True)  # cached: a 10,000-trial sweep validates 10,000 configs
 
 
-def valid_keys(cls: type = Config, prefix: str = "") -> list[str]:
+def valid_keys(cls: Any = Config, prefix: str = "") -> list[str]:
     """Every dotted leaf key of ``cls``, e.g. ``model.attention.score``."""
     keys = []
     for name, tp in _hints(cls).items():
@@ -213,6 +228,35 @@ def valid_keys(cls: type = Config, prefix: str = "") -> list[str]:
         else:
             keys.append(f"{prefix}{name}")
     return keys
+
+
+def _attribute_docs(cls: type) -> dict[str, str]:
+    """Field name -> the first sentence of the string literal under it in the class body."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
+    docs = {}
+    for field_node, doc_node in zip(body, body[1:]):
+        if (isinstance(field_node, ast.AnnAssign) and isinstance(field_node.target, ast.Name)
+                and isinstance(doc_node, ast.Expr) and isinstance(doc_node.value, ast.Constant)
+                and isinstance(doc_node.value.value, str)):
+            text = " ".join(doc_node.value.value.replace("``", "").split())
+            docs[field_node.target.id] = re.split(r"(?<! al)\. (?=[A-Z])", text)[0].rstrip(".")
+    return docs
+
+
+def describe_keys(cls: type = Config, prefix: str = "") -> list[tuple[str, str, Any, str]]:
+    """``(dotted key, type or choices, default, one-line doc)`` of every key, for ``ablate train --help``.
+
+    The docs are the first sentences of the field docstrings above; registry choices are listed
+    from the registries (see :class:`~ablate.utils.typed.OneOf`).
+    """
+    hints, docs, defaults = _hints(cls), _attribute_docs(cls), cls()
+    rows: list[tuple[str, str, Any, str]] = []
+    for name, tp in hints.items():
+        if dataclasses.is_dataclass(tp):
+            rows += describe_keys(tp, f"{prefix}{name}.")  # type: ignore[arg-type]
+        else:
+            rows.append((prefix + name, type_name(tp), getattr(defaults, name), docs.get(name, "")))
+    return rows
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
@@ -229,12 +273,11 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 
 
 def _unknown_key(key: str, candidates: list[str]) -> ConfigError:
-    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.5)
-    hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys: {', '.join(sorted(candidates))}"
+    hint = did_you_mean(key, candidates, cutoff=0.5) or f"; valid keys: {', '.join(sorted(candidates))}"
     return ConfigError(f"unknown config key '{key}'{hint}")
 
 
-def _build(cls: type, values: dict[str, Any], prefix: str = "") -> Any:
+def _build(cls: Any, values: dict[str, Any], prefix: str = "") -> Any:
     hints = _hints(cls)
     for key in values:
         if key not in hints:
@@ -281,7 +324,7 @@ def replace(cfg: Config, **dotted: Any) -> Config:
 def validate(cfg: Config) -> None:
     """Cross-field checks that types alone cannot express."""
     m, t, e = cfg.model, cfg.train, cfg.eval
-    positive = {
+    positive: dict[str, float] = {
         "model.layers": m.layers, "model.d_model": m.d_model, "model.d_ff": m.d_ff,
         "model.heads": m.heads, "data.vocab_size": cfg.data.vocab_size, "data.max_len": cfg.data.max_len,
         "train.max_tokens": t.max_tokens, "train.accumulate": t.accumulate, "eval.beam": e.beam,
@@ -316,20 +359,32 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"train.nodes={t.nodes} must be at least 1")
     if t.inject_fault is not None:
         kind, _, step = t.inject_fault.partition(":")
-        if kind not in FAULTS or not step.isdigit():
+        if kind not in FAULTS.choices() or not step.isdigit():
             raise ConfigError(f"train.inject_fault={t.inject_fault!r} must be KIND:STEP with KIND one of "
-                              f"{', '.join(FAULTS)} (e.g. kill:30)")
+                              f"{', '.join(FAULTS.choices())} (e.g. kill:30)")
     if t.max_time is not None and t.max_time <= 0:
         raise ConfigError(f"train.max_time={t.max_time} must be positive (seconds)")
     if isinstance(t.devices, str) and t.devices != "auto":
         raise ConfigError(f"train.devices={t.devices!r} must be a number or 'auto'")
+    if isinstance(t.devices, int) and t.devices < 1:
+        raise ConfigError(f"train.devices={t.devices} must be at least 1 (or 'auto' for every GPU)")
+    if not 0 <= cfg.seed < 2**32:
+        raise ConfigError(f"seed={cfg.seed} must be in [0, 2**32 - 1]")
+    if t.val_every is not None and t.val_every < 1:
+        raise ConfigError(f"train.val_every={t.val_every} must be at least 1 (training batches), or null for once per epoch")
+    if cfg.tracking.log_every < 1:
+        raise ConfigError(f"tracking.log_every={cfg.tracking.log_every} must be at least 1 (steps)")
     if t.max_steps < 0 and t.max_epochs is None and t.max_time is None:
         raise ConfigError("set a training budget: train.max_steps, train.max_epochs or train.max_time")
+    if cfg.trainer:
+        from ablate.utils.trainer_options import check
+
+        check(cfg.trainer)
 
 
 def fingerprint(cfg: Config, exclude: tuple[str, ...] = ("tracking.", "train.devices")) -> str:
     """A short stable hash of what determines the trained model (tracking excluded)."""
-    flat = {k: v for k, v in flatten(to_dict(cfg)).items() if not k.startswith(exclude)}
+    flat = {k: v for k, v in flatten(to_dict(cfg)).items() if not k.startswith(exclude) and v != {}}
     blob = json.dumps(flat, sort_keys=True, default=str).encode()
     return hashlib.sha1(blob).hexdigest()[:8]
 

@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from ablate.bench.options import DEFAULT_DATA, SECTIONS, BenchError, BenchOptions, quick
+from ablate.bench.options import DEFAULT_DATA, SECTIONS, BenchOptions, quick
 
 
 def _split(text: str) -> tuple[str, ...]:
@@ -59,26 +59,20 @@ def bench(
 
     from ablate.bench.report import render, write_json
     from ablate.bench.runner import run
-    from ablate.config import ConfigError
-    from ablate.data.errors import DataError
 
-    try:
-        opts = BenchOptions(
-            data=data, vocab_size=vocab_size, builtin_pairs=builtin_pairs, d_model=d_model, layers=layers,
-            heads=heads, d_ff=d_ff, max_tokens=max_tokens, batches=batches, reps=reps, warmup=warmup,
-            threads=threads, variants=_split(variants), decode_sentences=decode_sentences, decode_len=decode_len,
-            beam=beam, mem_length=mem_length, mem_batch=mem_batch, mem_chunk_mb=mem_chunk_mb, data_scale=data_scale,
-            startup_wandb=startup_wandb, flops=flops, sections=_split(sections), seed=seed, cache_dir=cache_dir,
-        )
-        opts.check()
-        if quick_run:
-            opts = quick(opts)
-        console = Console(stderr=True)
-        save = None if json_path is None else (lambda partial: write_json(partial, json_path))
-        results = run(opts, echo=lambda line: console.print(f"[dim]{line}[/]"), checkpoint=save)
-    except (BenchError, ConfigError, DataError) as err:
-        typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
-        raise typer.Exit(2)
+    opts = BenchOptions(
+        data=data, vocab_size=vocab_size, builtin_pairs=builtin_pairs, d_model=d_model, layers=layers,
+        heads=heads, d_ff=d_ff, max_tokens=max_tokens, batches=batches, reps=reps, warmup=warmup,
+        threads=threads, variants=_split(variants), decode_sentences=decode_sentences, decode_len=decode_len,
+        beam=beam, mem_length=mem_length, mem_batch=mem_batch, mem_chunk_mb=mem_chunk_mb, data_scale=data_scale,
+        startup_wandb=startup_wandb, flops=flops, sections=_split(sections), seed=seed, cache_dir=cache_dir,
+    )
+    opts.check()
+    if quick_run:
+        opts = quick(opts)
+    console = Console(stderr=True)
+    save = None if json_path is None else (lambda partial: write_json(partial, json_path))
+    results = run(opts, echo=lambda line: console.print(f"[dim]{line}[/]"), checkpoint=save)
     render(results)
     if json_path is not None:
         typer.echo(f"wrote {json_path}")

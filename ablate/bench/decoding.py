@@ -2,7 +2,7 @@
 
 Every hypothesis is held to exactly ``decode_len`` tokens (:class:`FixedLength`), so the four
 modes do the same number of steps whatever the (untrained) model prefers, and the cache speed-up
-is measured at a known output length (the issue's 50 tokens). ``use_cache=False`` recomputes
+is measured at a known output length (50 tokens by default). ``use_cache=False`` recomputes
 the whole prefix at every step (:func:`ablate.model.decoding._step`), which is what the cache saves.
 """
 
@@ -17,8 +17,8 @@ from ablate.bench.inputs import Inputs
 from ablate.bench.options import BenchOptions
 from ablate.bench.timing import interleaved, median, speedup, spread
 from ablate.bench.training import STANDARD, VARIANTS, variant_config
-from ablate.model.decoding import beam_search, greedy
 from ablate.model.build import build_model
+from ablate.model.decoding import beam_search, greedy
 
 
 class FixedLength(nn.Module):

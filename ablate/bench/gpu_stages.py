@@ -72,7 +72,7 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     trainees["additive-scaled-bf16"].dtype = torch.bfloat16
     counted = {}
     for key, trainee in trainees.items():  # PyTorch's count (padding and recomputation included); a warm-up too
-        counted[key], ops = hardware.census(lambda: [trainee.forward_backward(b) for b in inputs.batches])
+        counted[key], ops = hardware.census(lambda t=trainee: [t.forward_backward(b) for b in inputs.batches])
         out["rows"][key] = {"sdpa": hardware.sdpa_backend(ops), "params": trainee.params}
     for variant in SCORED:  # which fused kernel each score reaches in bf16
         if f"{variant}-bf16" in out["rows"]:
@@ -80,7 +80,7 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
             continue
         trainee = make_trainee(variant, bench, inputs.vocab, dev)
         trainee.dtype = torch.bfloat16
-        _, ops = hardware.census(lambda: trainee.forward_backward(inputs.batches[0]))
+        _, ops = hardware.census(lambda t=trainee: t.forward_backward(inputs.batches[0]))
         out["sdpa"][variant] = hardware.sdpa_backend(ops)
         del trainee
     save(out)

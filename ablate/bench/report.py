@@ -27,7 +27,7 @@ TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "startup_first_step_s": ("<= 3 s", lambda r: r <= 3.0),
     "data_scale_peak_gib": ("< 1 GiB", lambda r: r < 1.0),
 }
-"""Ratio (or figure) -> (what the issue asks, check)."""
+"""Ratio (or figure) -> (the target, as text; its check)."""
 
 
 def _get(tree: dict, *path: str) -> Optional[Any]:

@@ -2,10 +2,10 @@
 
 The child (``python -m ablate.bench.startup``) is the real ``ablate train`` path: it imports the
 libraries the path needs (torch, Lightning, datasets, tokenizers, sacreBLEU, W&B, typer and the
-``ablate`` modules), then runs ``python -m ablate train ...`` in the same process, exactly as the
-console script does. Thin wrappers
-record when the data is ready, the model is built, ``fit`` starts and the first
-``training_step`` is entered; at that point the child prints its timings and exits.
+``ablate`` modules), then loads the config and calls :func:`ablate.training.train.train` as the
+command does, with the ``milestone`` hook that ``train`` offers: it is called when the data is
+ready, the model is built, ``fit`` starts and the first training step begins; at that point the
+child prints its timings and exits.
 
 Reported: ``interpreter_s`` (process spawn -> first line of the child), ``imports_s`` (library
 and ``ablate`` imports) and ``first_step_s`` (imports done -> first training step, the target
@@ -21,7 +21,6 @@ _T0 = time.time()
 
 import json  # noqa: E402 - after the first timestamp on purpose
 import os  # noqa: E402
-import runpy  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -42,40 +41,23 @@ def _child(argv: list[str]) -> None:
     if "tracking.wandb=disabled" not in argv:
         import wandb  # noqa: F401
 
-    import ablate.data.datamodule as datamodule
-    import ablate.model.build as build
-    import ablate.training.module as module
-    import ablate.training.train  # noqa: F401
+    import ablate.data.datamodule  # noqa: F401
+    import ablate.model.build  # noqa: F401
+    import ablate.training.module  # noqa: F401
+    from ablate.config import load_config
+    from ablate.training.train import train
 
     marks = {"interpreter": _T0, "imports": time.time()}
 
-    def timed(name: str, fn):
-        def wrapper(*args, **kwargs):
-            out = fn(*args, **kwargs)
-            marks[name] = time.time()
-            return out
-        return wrapper
+    def milestone(name: str) -> None:
+        marks[name] = time.time()
+        if name == "first_step":
+            print(json.dumps(marks), flush=True)
+            os._exit(0)
 
-    datamodule.prepare = timed("data", datamodule.prepare)
-    build.build_model = timed("model", build.build_model)
-    fit_start = module.TranslationModule.on_fit_start
-
-    def on_fit_start(self):
-        marks["fit_start"] = time.time()
-        return fit_start(self)
-
-    def first_step(self, batch, batch_idx):
-        marks["first_step"] = time.time()
-        print(json.dumps(marks), flush=True)
-        os._exit(0)
-
-    module.TranslationModule.on_fit_start = on_fit_start
-    module.TranslationModule.training_step = first_step
-    sys.argv = ["ablate", "train", *argv]
-    try:  # the command line as a program, not an import: the bench sits below the command line
-        runpy.run_module("ablate", run_name="__main__", alter_sys=True)
-    except SystemExit as ended:
-        raise SystemExit(f"training ended before its first step ({ended.code})") from None
+    at = argv.index("--run-dir")
+    run_dir, overrides = Path(argv[at + 1]), [a for a in argv[:at] + argv[at + 2:] if a != "--overwrite"]
+    train(load_config(None, overrides), run_dir, overwrite=True, milestone=milestone)
     raise SystemExit("training ended before its first step")
 
 

@@ -1,10 +1,9 @@
 """Training throughput of every variant and of ``torch.nn.Transformer``, on the same batches.
 
 One training step is exactly what ``ablate train`` does per batch, minus Lightning's hooks:
-forward, the label-smoothed cross-entropy of :class:`ablate.training.module.TranslationModule`, backward,
-gradient-norm clipping, the module's AdamW step and learning-rate schedule. The reference
-(:class:`ablate.bench.reference.TorchTransformer`) is wrapped in the same module, so loss and
-optimiser are identical. Throughput counts non-padding source + target tokens per second.
+forward, the label-smoothed cross-entropy (:func:`ablate.training.module.token_loss`), backward,
+gradient-norm clipping, the AdamW step and learning-rate schedule (:func:`ablate.training.module.make_optimizer`).
+The reference (:class:`ablate.bench.reference.TorchTransformer`) gets the same loss and optimiser. Throughput counts non-padding source + target tokens per second.
 """
 
 from __future__ import annotations
@@ -22,7 +21,9 @@ from ablate.bench.reference import TorchTransformer
 from ablate.bench.timing import interleaved, median, speedup, spread
 from ablate.config import Config, from_flat
 from ablate.model.build import build_model
-from ablate.training.module import TranslationModule
+from ablate.model.positions import POSITIONS
+from ablate.model.scores import SCORES
+from ablate.training.module import make_optimizer, token_loss
 
 REFERENCE = "torch"
 """Name of the ``torch.nn.Transformer`` contender."""
@@ -33,12 +34,13 @@ MATMUL = "matmul-peak"
 
 VARIANTS: dict[str, dict[str, Any]] = {
     **{f"{score}-{'scaled' if scale else 'unscaled'}": {"model.attention.score": score, "model.attention.scale": scale}
-       for score in ("dot", "additive", "general", "gaussian") for scale in (True, False)},
-    **{f"pos-{name}": {"model.positions": name} for name in ("learned", "none", "rotary", "alibi")},
+       for score in SCORES for scale in (True, False)},
+    **{f"pos-{name}": {"model.positions": name} for name in POSITIONS if name != "sinusoidal"},
     "rnn-additive": {"model.arch": "rnn", "model.attention.score": "additive"},
     REFERENCE: {},
 }
-"""Variant name -> dotted model-config changes (on top of the benchmark's sizes)."""
+"""Variant name -> dotted model-config changes (on top of the benchmark's sizes): every registered
+score scaled and unscaled, every registered position type, the RNN and the reference."""
 
 
 def variant_config(opts: BenchOptions, changes: dict[str, Any]) -> Config:
@@ -57,7 +59,6 @@ class Trainee:
 
     name: str
     model: nn.Module
-    module: TranslationModule
     optimizer: torch.optim.Optimizer
     scheduler: Any
     clip_norm: float
@@ -72,7 +73,7 @@ class Trainee:
     def loss(self, batch: Batch) -> torch.Tensor:
         with hardware.autocast(self.dev, self.dtype):
             logits = self.model(batch["src"], batch["tgt_in"])
-        return self.module._loss(logits, batch["tgt_out"], self.smoothing)[0]
+        return token_loss(logits, batch["tgt_out"], 0, self.smoothing)[0]
 
     def step(self, batch: Batch) -> None:
         """One optimisation step, as ``ablate train`` takes it."""
@@ -102,10 +103,8 @@ def make_trainee(name: str, opts: BenchOptions, vocab: int, dev: torch.device) -
     else:
         model = build_model(cfg.model, vocab, vocab, pad_id=0, shared_vocab=True)
     model = model.to(dev).train()
-    module = TranslationModule(model, cfg, detokenize=lambda ids: "", references={})
-    setup = module.configure_optimizers()
-    return Trainee(name, model, module, setup["optimizer"], setup["lr_scheduler"]["scheduler"],
-                   cfg.train.clip_norm, cfg.train.label_smoothing, dev)
+    optimizer, scheduler = make_optimizer(model, cfg)
+    return Trainee(name, model, optimizer, scheduler, cfg.train.clip_norm, cfg.train.label_smoothing, dev)
 
 
 def selected(opts: BenchOptions) -> list[str]:
@@ -143,7 +142,7 @@ def bench_training(opts: BenchOptions, inputs: Inputs, dev: torch.device,
     if opts.flops:
         echo("counting model FLOPs (one forward + backward per variant and batch)")
         for name, trainee in trainees.items():
-            flops, ops = hardware.census(lambda: [trainee.forward_backward(b) for b in inputs.batches])
+            flops, ops = hardware.census(lambda: [trainee.forward_backward(b) for b in inputs.batches])  # noqa: B023 - called here
             census[name] = (flops, hardware.sdpa_backend(ops))
     matmul, matmul_flops = hardware.matmul_work(dev)
     matmul()

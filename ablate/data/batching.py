@@ -43,7 +43,7 @@ def pack_sorted(cost: np.ndarray, max_tokens: int, max_sentences: Optional[int] 
 class _EpochHook:
     """Lightning calls ``set_epoch`` on ``dataloader.batch_sampler.sampler``; forward it."""
 
-    def __init__(self, owner: "TokenBatchSampler"):
+    def __init__(self, owner: TokenBatchSampler):
         self.owner = owner
 
     def set_epoch(self, epoch: int) -> None:

@@ -161,6 +161,18 @@ def _build(entry: Path, raw: _LazyCorpus, cfg: DataConfig, root: Path, tok_key: 
     (entry / "meta.json").write_text(json.dumps(meta, indent=1))
 
 
+def _load_entry(entry: Path) -> tuple[dict, SubwordTokenizer, dict[str, datasets.Dataset]]:
+    """The metadata, tokenizer and splits of a cache entry; every row count checked against the metadata."""
+    meta = json.loads((entry / "meta.json").read_text())
+    tokenizer = SubwordTokenizer.load(entry / "tokenizer")
+    with quiet_datasets():
+        splits = {name: datasets.load_from_disk(str(entry / "splits" / name)) for name in meta["splits"]}
+    for name, ds in splits.items():
+        if len(ds) != meta["stats"]["pairs"][name]:
+            raise ValueError(f"split {name} has {len(ds)} rows, expected {meta['stats']['pairs'][name]}")
+    return meta, tokenizer, splits
+
+
 def prepare(cfg: DataConfig) -> Prepared:
     """Load (or build and cache) the tokenizer and the encoded splits that ``cfg`` describes."""
     start = time.perf_counter()
@@ -172,12 +184,17 @@ def prepare(cfg: DataConfig) -> Prepared:
     raw = _LazyCorpus(source, root)
     try:
         entry, hit = cached_entry(root, "corpora", key, lambda tmp: _build(tmp, raw, cfg, root, tok_key))
+        try:
+            meta, tokenizer, splits = _load_entry(entry)
+        except DataError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a damaged entry (torn Arrow file, bad JSON): rebuild it once
+            log.warning("cache entry %s is unreadable (%s); rebuilding it", entry, str(err).splitlines()[0][:200])
+            entry, hit = cached_entry(root, "corpora", key, lambda tmp: _build(tmp, raw, cfg, root, tok_key),
+                                      damaged=entry.stat().st_ino)
+            meta, tokenizer, splits = _load_entry(entry)
     finally:
         raw.cleanup()
-    meta = json.loads((entry / "meta.json").read_text())
-    tokenizer = SubwordTokenizer.load(entry / "tokenizer")
-    with quiet_datasets():
-        splits = {name: datasets.load_from_disk(str(entry / "splits" / name)) for name in meta["splits"]}
     stats = dict(meta["stats"], cached=hit, key=key, seconds=round(time.perf_counter() - start, 3))
     stats["tokenizer_cached"] = hit or stats["tokenizer_cached"]
     dropped = stats["dropped"]

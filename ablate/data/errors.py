@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ablate.errors import AblateError
 
-class DataError(ValueError):
+
+class DataError(AblateError):
     """A user-facing problem with the corpus or data settings; its message is one actionable line."""

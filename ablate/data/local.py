@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from ablate.config import DataConfig
 from ablate.data.cache import digest
-from ablate.data.corpus import Corpus, VAL_NAMES, arrow_dataset, pick_splits
+from ablate.data.corpus import VAL_NAMES, Corpus, arrow_dataset, pick_splits
 from ablate.data.errors import DataError
 
 log = logging.getLogger("ablate.data")

@@ -43,14 +43,22 @@ class BuiltinTask:
 
 
 SOURCES = {"builtin": BuiltinTask, "hf": HubDataset, "local": LocalFolder}
-"""``DataConfig.source`` kind -> source class (``make_source`` picks the kind)."""
+"""Source kind -> source class. ``data.source`` names a kind by itself (``builtin``) or as a
+prefix (``hf:<dataset>``); anything else is a folder (``local``). A new source is one class with
+``(cfg, cache_root)``, ``fingerprint()`` and ``load(workdir)`` plus one line here."""
+FALLBACK = "local"
+"""The kind of a ``data.source`` that names no kind: a path."""
+
+
+def source_kind(source: str) -> str:
+    """The :data:`SOURCES` kind of a ``data.source`` value."""
+    prefix, colon, _ = source.partition(":")
+    if colon and prefix in SOURCES and prefix != FALLBACK:
+        return prefix
+    return source if source in SOURCES and source != FALLBACK and not colon else FALLBACK
 
 
 def make_source(cfg: DataConfig, cache_root: Path) -> Source:
     """The :class:`Source` that ``cfg.source`` names (``builtin``, ``hf:...`` or a folder)."""
     check_langs(cfg)
-    if cfg.source == "builtin":
-        return SOURCES["builtin"](cfg, cache_root)
-    if cfg.source.startswith("hf:"):
-        return SOURCES["hf"](cfg, cache_root)
-    return SOURCES["local"](cfg, cache_root)
+    return SOURCES[source_kind(cfg.source)](cfg, cache_root)

@@ -78,7 +78,7 @@ class SubwordTokenizer:
         return self._tgt.get_vocab_size()
 
     @classmethod
-    def train(cls, train: datasets.Dataset, vocab_size: int, joint: bool = True) -> "SubwordTokenizer":
+    def train(cls, train: datasets.Dataset, vocab_size: int, joint: bool = True) -> SubwordTokenizer:
         """Learn BPE on the ``src``/``tgt`` columns of the training split, streamed in batches."""
         if joint:
             return cls(train_bpe(_batches(train, ["src", "tgt"]), vocab_size, 2 * len(train)))
@@ -121,7 +121,7 @@ class SubwordTokenizer:
         (folder / "tokenizer.json").write_text(json.dumps({"joint": self.joint, "recipe": RECIPE}))
 
     @classmethod
-    def load(cls, folder: str | Path) -> "SubwordTokenizer":
+    def load(cls, folder: str | Path) -> SubwordTokenizer:
         folder = Path(folder)
         meta = json.loads((folder / "tokenizer.json").read_text())
         if meta["joint"]:

@@ -22,13 +22,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ablate.errors import AblateError
 from ablate.model.positions import Positions
 from ablate.model.scores import Score
 
 KV = dict[str, Tensor]
 
 
-class AttentionError(ValueError):
+class AttentionError(AblateError):
     """Inconsistent attention sizes."""
 
 

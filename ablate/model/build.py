@@ -24,8 +24,6 @@ def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: 
                       shared_vocab: bool = True) -> Transformer:
     """The encoder-decoder Transformer of Vaswani et al. (2017) with the configured ablations."""
     d, heads = cfg.d_model, cfg.heads
-    if cfg.d_k is None and d % heads:
-        raise ModelBuildError(f"model.heads={heads} does not divide model.d_model={d}; set model.d_k")
     d_k, d_v = head_dims(cfg)
     att = cfg.attention
     pre_norm = cfg.norm == "pre"

@@ -23,8 +23,10 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from ablate.errors import AblateError
 
-class PositionError(ValueError):
+
+class PositionError(AblateError):
     """A sequence that does not fit the position scheme, or an unknown scheme."""
 
 

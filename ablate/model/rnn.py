@@ -108,7 +108,7 @@ class RNNSeq2Seq(nn.Module):
         return (h, state["cell"].transpose(0, 1).contiguous()) if self.lstm else h
 
     def _from_rnn(self, hx: Hidden) -> State:
-        if self.lstm:
+        if isinstance(hx, tuple):  # LSTM: (hidden, cell)
             return {"hidden": hx[0].transpose(0, 1), "cell": hx[1].transpose(0, 1)}
         return {"hidden": hx.transpose(0, 1)}
 

@@ -27,9 +27,10 @@ import torch
 from torch import Tensor, nn
 
 from ablate.config import AttentionConfig
+from ablate.errors import AblateError
 
 
-class ScoreError(ValueError):
+class ScoreError(AblateError):
     """An unknown or unusable attention score name."""
 
 

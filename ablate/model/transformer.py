@@ -103,7 +103,7 @@ class DecoderLayer(nn.Module):
         x = self.res_self.out(x, y)
         y, w_cross = self.cross_attn(self.res_cross.inp(x), memory_kv, key_padding_mask=src_pad, need_weights=want)
         x = self.res_cross.out(x, y)
-        if want:
+        if maps is not None:
             maps[f"{name}.self"], maps[f"{name}.cross"] = w_self, w_cross
         return self.res_ffn.out(x, self.ffn(self.res_ffn.inp(x))), cache
 

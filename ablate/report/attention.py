@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from ablate.training.checkpoint import load_trained
 from ablate.model.decoding import beam_search
+from ablate.training.checkpoint import load_trained
 
 
 def _pieces(tokenizer, ids: list[int], side: str) -> list[str]:

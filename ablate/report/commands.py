@@ -1,13 +1,12 @@
-"""``ablate table``, ``ablate plot`` and ``ablate report``: plain functions and a typer sub-app.
+"""``ablate table``, ``ablate plot``, ``ablate report`` and ``ablate export``: a typer sub-app.
 
-The plain functions (:func:`load`, :func:`make_table`, :func:`make_plots`, :func:`make_report`)
-do the work and return values; the typer commands only parse options and print. The lead's
-:mod:`ablate.cli` mounts :data:`app`'s commands at top level.
+The plain functions of :mod:`ablate.report.api` (re-exported here) do the work and return values;
+the typer commands only parse options and print. :mod:`ablate.cli` mounts :data:`app`'s commands
+at top level.
 """
 
 from __future__ import annotations
 
-import functools
 import sys
 from enum import Enum
 from pathlib import Path
@@ -15,16 +14,31 @@ from typing import Any, Optional
 
 import typer
 
-from ablate.report.aggregate import Sweep, aggregate
+from ablate.report.api import (  # noqa: F401 - the plain functions, re-exported
+    load,
+    make_plots,
+    make_report,
+    make_table,
+    significance,
+    sweep_and_table,
+    table_of,
+)
 from ablate.report.formats import render, to_rich
-from ablate.report.records import WANDB_PREFIX, ReportError, collect, parse_wandb_path
-from ablate.report.significance import Comparison, compare
-from ablate.report.table import Table, build_table
+from ablate.report.reference import REFERENCES, get as get_reference, render as render_reference, side_by_side
+from ablate.report.table import Table
+from ablate.utils.commands import typer_app
 
-app = typer.Typer(help="Paper-style tables, figures and W&B reports of a sweep.", no_args_is_help=True,
-                  add_completion=False)
+app = typer_app(help="Paper-style tables, figures and W&B reports of a sweep.", no_args_is_help=True)
 
 SOURCE_HELP = "A sweep output folder, or wandb:<entity>/<project>/<group> (group optional) to read the runs from W&B."
+
+
+class FigureFormat(str, Enum):
+    """File format of ``ablate plot`` (:data:`ablate.report.plots.FIGURE_FORMATS`)."""
+
+    png = "png"
+    pdf = "pdf"
+    svg = "svg"
 
 
 class Format(str, Enum):
@@ -40,83 +54,8 @@ class Test(str, Enum):
 
 
 # --------------------------------------------------------------------------------------
-# Plain functions
-# --------------------------------------------------------------------------------------
-
-
-def load(source: str, api: Any = None) -> Sweep:
-    """Collect and aggregate the trials of ``source`` (``api``: a ``wandb.Api`` stand-in)."""
-    return aggregate(collect(source, api=api))
-
-
-def significance(sweep: Sweep, enabled: bool = True, test: str = "bs", samples: int = 0) -> list[Comparison]:
-    """The table's comparisons (named by the sweep, else against the base), Holm-adjusted; none when disabled."""
-    return compare(sweep, test=test, n_samples=samples) if enabled else []
-
-
-def table_of(source: str, alpha: float = 0.05, test: str = "bs", samples: int = 0,
-             with_significance: bool = True, api: Any = None, by_length: bool = False) -> Table:
-    """The laid-out table of ``source``, significance included unless disabled, and BLEU per
-    source-length bucket as columns with ``by_length``."""
-    sweep = load(source, api)
-    comps = significance(sweep, with_significance, test, samples)
-    extra = None
-    if by_length:
-        from ablate.report.lengths import bleu_by_length
-
-        lengths = bleu_by_length(sweep)
-        if lengths is None:
-            raise ReportError(f"--by-length needs saved hypotheses (hyps/<split>.txt), and {source} has none")
-        extra = (lengths.columns(), lengths.row_stats(), lengths.note())
-    return build_table(sweep, comps, alpha, test, samples, extra)
-
-
-def make_table(source: str, fmt: str = "md", alpha: float = 0.05, test: str = "bs", samples: int = 0,
-               with_significance: bool = True, api: Any = None, by_length: bool = False) -> str:
-    """The paper-style table of ``source`` as text in ``fmt`` (rich, md, latex or csv)."""
-    return render(table_of(source, alpha, test, samples, with_significance, api, by_length), fmt)
-
-
-def make_plots(source: str, out: Path, alpha: float = 0.05, with_significance: bool = True,
-               api: Any = None) -> list[Path]:
-    """Write the sweep's PNG figures into ``out``; return their paths."""
-    from ablate.report.plots import plot_all
-
-    sweep = load(source, api)
-    comps = significance(sweep, with_significance)
-    return plot_all(sweep, Path(out), comps, alpha)
-
-
-def make_report(source: str, title: Optional[str] = None, alpha: float = 0.05, test: str = "bs", samples: int = 0,
-                with_significance: bool = True, api: Any = None) -> Any:
-    """The (unsaved) W&B Report of a ``wandb:<entity>/<project>[/<group>]`` source."""
-    from ablate.report.wandb_report import build_report
-
-    if not source.startswith(WANDB_PREFIX):
-        raise ReportError(f"ablate report needs a W&B source, got '{source}': use wandb:<entity>/<project>/<group>")
-    entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX):])
-    sweep = load(source, api)
-    table = build_table(sweep, significance(sweep, with_significance, test, samples), alpha, test, samples)
-    return build_report(entity, project, group, table, sweep, title)
-
-
-# --------------------------------------------------------------------------------------
 # Typer commands
 # --------------------------------------------------------------------------------------
-
-
-def _user_errors(fn):
-    """Print a user error as one line on stderr and exit with status 2 (no traceback)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except ReportError as err:
-            print(f"error: {err}", file=sys.stderr)
-            raise typer.Exit(2) from None
-
-    return wrapper
 
 
 def _print_table(table: Table, fmt: Format, out: Optional[Path]) -> None:
@@ -145,7 +84,6 @@ SIGNIFICANCE = typer.Option(True, "--significance/--no-significance",
 
 
 @app.command("table")
-@_user_errors
 def table_command(
     source: str = typer.Argument(..., metavar="SOURCE", help=SOURCE_HELP),
     fmt: Format = typer.Option(Format.rich, "--format", "-f",
@@ -156,29 +94,65 @@ def table_command(
     test: Test = TEST,
     samples: int = SAMPLES,
     with_significance: bool = SIGNIFICANCE,
+    reference: Optional[str] = typer.Option(
+        None, "--reference", metavar="NAME",
+        help=f"Print the published results beside ours, with sign agreement per row: {', '.join(REFERENCES)}."),
     by_length: bool = typer.Option(False, "--by-length",
                                    help="Add test BLEU per source-length bucket as columns "
                                         "(Bahdanau et al. 2015, Fig. 2)."),
 ) -> None:
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
-    _print_table(table_of(source, alpha, test.value, samples, with_significance, by_length=by_length), fmt, out)
+    paper = get_reference(reference) if reference else None  # a wrong name fails before any work
+    sweep, table = sweep_and_table(source, alpha, test.value, samples, with_significance, by_length=by_length)
+    _print_table(table, fmt, out)
+    if paper is not None:
+        text = render_reference(side_by_side(sweep, table, paper), fmt.value)
+        if out is not None:
+            with out.open("a") as f:
+                f.write("\n" + text)
+        else:
+            sys.stdout.write("\n" + text)
+
+
+@app.command("export")
+def export_command(
+    source: Path = typer.Argument(..., metavar="SWEEP_DIR", help="A sweep output folder (ablate sweep run --out)."),
+    out: Path = typer.Argument(..., metavar="RESULTS_DIR", help="Where to write the results, e.g. results/<sweep>."),
+    command: Optional[str] = typer.Option(
+        None, "--command", help="The exact command that ran the sweep (default: rebuilt from sweep.json)."),
+    reference: Optional[str] = typer.Option(None, "--reference", metavar="NAME",
+                                            help="Put the published results beside the table in table.md."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Draw ablate plot's figures into RESULTS_DIR/plots."),
+    force: bool = typer.Option(False, "--force", help="Replace RESULTS_DIR if it exists."),
+    alpha: float = ALPHA,
+    test: Test = TEST,
+    samples: int = SAMPLES,
+) -> None:
+    """Ship a sweep as a results folder that `ablate table RESULTS_DIR` rebuilds the table from.
+
+    It holds table.md and table.tex, the plots, each trial's summary.json and gzip'd test hypotheses, and a
+    README with the command, commit, machine, wall time and CPU time.
+    """
+    from ablate.report.export import export_sweep
+
+    manifest = export_sweep(source, out, command, reference, plots, alpha, test.value, samples, force)
+    print(f"wrote {out} ({manifest['trials']} trials, {manifest['texts_bytes'] / 2**20:.1f} MiB of texts)")
 
 
 @app.command("plot")
-@_user_errors
 def plot_command(
     source: str = typer.Argument(..., metavar="SOURCE", help=SOURCE_HELP),
-    out: Path = typer.Option(Path("plots"), "--out", "-o", help="Folder for the PNG figures (created if missing)."),
+    out: Path = typer.Option(Path("plots"), "--out", "-o", help="Folder for the figures (created if missing)."),
     alpha: float = ALPHA,
     with_significance: bool = SIGNIFICANCE,
+    fmt: FigureFormat = typer.Option(FigureFormat.png, "--format", help="png, or pdf / svg (vector, for papers)."),
 ) -> None:
-    """PNG figures: test BLEU per variant, BLEU vs tokens/s and parameters, learning curves, BLEU by length."""
-    for path in make_plots(source, out, alpha, with_significance):
+    """Figures: test BLEU per variant, BLEU vs tokens/s and parameters, learning curves, BLEU by length."""
+    for path in make_plots(source, out, alpha, with_significance, fmt=fmt.value):
         print(path)
 
 
 @app.command("report")
-@_user_errors
 def report_command(
     source: str = typer.Argument(..., metavar="SOURCE", help="wandb:<entity>/<project>/<group>: the sweep's W&B runs."),
     title: Optional[str] = typer.Option(None, "--title", help="Report title (default: the sweep's name)."),

@@ -276,17 +276,21 @@ def plot_bleu_by_length(sweep: Sweep, path: Path) -> Optional[Path]:
     return _save(fig, path)
 
 
+FIGURE_FORMATS = ("png", "pdf", "svg")
+"""File formats of the figures: PNG for screens, PDF and SVG (vector) for papers."""
+
+
 def plot_all(sweep: Sweep, out_dir: Path, comparisons: Optional[list[Comparison]] = None,
-             alpha: float = 0.05) -> list[Path]:
-    """Write every figure that the sweep has data for into ``out_dir``; return their paths."""
+             alpha: float = 0.05, fmt: str = "png") -> list[Path]:
+    """Write every figure that the sweep has data for into ``out_dir`` as ``fmt`` files; return their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [
-        plot_test_bleu(sweep, out_dir / "test_bleu.png", comparisons, alpha),
-        plot_quality_cost(sweep, out_dir / "bleu_vs_speed.png", "train/tokens_per_sec"),
-        plot_quality_cost(sweep, out_dir / "bleu_vs_params.png", "params"),
-        plot_learning_curves(sweep, out_dir / "learning_curves.png"),
-        plot_bleu_by_length(sweep, out_dir / "bleu_by_length.png"),
+        plot_test_bleu(sweep, out_dir / f"test_bleu.{fmt}", comparisons, alpha),
+        plot_quality_cost(sweep, out_dir / f"bleu_vs_speed.{fmt}", "train/tokens_per_sec"),
+        plot_quality_cost(sweep, out_dir / f"bleu_vs_params.{fmt}", "params"),
+        plot_learning_curves(sweep, out_dir / f"learning_curves.{fmt}"),
+        plot_bleu_by_length(sweep, out_dir / f"bleu_by_length.{fmt}"),
     ]
     return [p for p in written if p is not None]
 

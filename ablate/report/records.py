@@ -13,6 +13,7 @@ later stage (aggregation, significance, layout, plots) is source-agnostic:
 
 from __future__ import annotations
 
+import gzip
 import json
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -20,9 +21,11 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ablate.config import flatten
+from ablate.errors import AblateError
+from ablate.utils.io import read_lines, split_lines
 
 
-class ReportError(ValueError):
+class ReportError(AblateError):
     """A user-facing report mistake (bad source, nothing to tabulate); one actionable line."""
 
 
@@ -117,12 +120,15 @@ def collect_folder(root: Path) -> list[Trial]:
         if not path.exists():
             continue
         try:
-            summary = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            trials.append(Trial(run_dir.name, "failed", f"unreadable {SUMMARY}: {err}"))
+            summary = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(summary, dict):
+                raise ValueError(f"it holds {type(summary).__name__}, not a JSON object")
+            hyps, refs = _read_texts(run_dir / "hyps"), _read_texts(run_dir / "refs")
+            sources = _read_texts(run_dir / "sources")
+        except (OSError, ValueError, EOFError) as err:  # bad UTF-8, a torn .gz
+            trials.append(Trial(run_dir.name, "failed", f"unreadable {SUMMARY}: {str(err).splitlines()[0]}"))
             continue
-        trial = from_summary(run_dir.name, summary, _read_texts(run_dir / "hyps"), _read_texts(run_dir / "refs"),
-                             sources=_read_texts(run_dir / "sources"))
+        trial = from_summary(run_dir.name, summary, hyps, refs, sources=sources)
         trials.append(replace(trial, comparisons=planned.get(run_dir.name)))
     if not trials:
         raise ReportError(f"no trials in {root}: expected subfolders holding {SUMMARY}")
@@ -140,16 +146,16 @@ def _sweep_comparisons(root: Path) -> dict[str, list]:
 
 
 def _read_texts(folder: Path) -> dict[str, list[str]]:
-    """``<split>.txt`` files as lines; only newlines end a line (a hypothesis may hold other
-    Unicode line separators), so line i is always the i-th sentence."""
+    """``<split>.txt`` files, or gzip'd ``<split>.txt.gz`` (as ``ablate export`` ships them), as lines;
+    only newlines end a line (a hypothesis may hold other Unicode line separators), so line i is
+    always the i-th sentence."""
     if not folder.is_dir():
         return {}
-    return {p.stem: _lines(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.txt"))}
+    texts = {p.name[:-len(".txt.gz")]: split_lines(gzip.decompress(p.read_bytes()).decode("utf-8"))
+             for p in sorted(folder.glob("*.txt.gz"))}
+    texts.update({p.stem: read_lines(p) for p in sorted(folder.glob("*.txt"))})
+    return texts
 
-
-def _lines(text: str) -> list[str]:
-    lines = text.split("\n")
-    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
@@ -187,7 +193,7 @@ def from_summary(name: str, summary: dict[str, Any], hyps: dict[str, list[str]] 
         config=flat,
         metrics=metrics,
         history=history,
-        variant=summary.get("variant"),
+        variant=_variant_name(summary.get("variant")),
         sweep=sweep.get("name"),
         params=dict(sweep.get("params") or {}),
         hyps=hyps or {},
@@ -197,6 +203,13 @@ def from_summary(name: str, summary: dict[str, Any], hyps: dict[str, list[str]] 
         sources=sources or {},
         comparisons=comparisons if isinstance(comparisons, list) else None,
     )
+
+
+def _variant_name(value: Any) -> Optional[str]:
+    """A variant's name; a W&B sweep agent's run config holds the whole ``{name: ..., key: value}``."""
+    if isinstance(value, dict):
+        value = value.get("name")
+    return None if value is None else str(value)
 
 
 def _number(value: Any) -> Optional[float]:
@@ -214,9 +227,9 @@ def clean_config(config: dict[str, Any]) -> dict[str, Any]:
 
     ``{"model": {"heads": 8}}`` and ``{"model.heads": 8}`` both give ``{"model.heads": 8}``.
     """
-    flat = flatten(_plain(config))
+    flat = flatten(_plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
     return {k: _hashable(v) for k, v in flat.items()
-            if not k.startswith(IGNORED_PREFIXES) and k != "variant"}
+            if not k.startswith(IGNORED_PREFIXES) and v != {}}  # an empty section (no trainer.*) sets nothing
 
 
 def _hashable(value: Any) -> Any:

@@ -15,39 +15,44 @@ from rich.console import Console
 from rich.table import Table
 
 from ablate.config import ConfigError, parse_override, valid_keys
-from ablate.sweep.launcher import LaunchOptions, Launcher, default_out
+from ablate.errors import AblateError, did_you_mean
+from ablate.sweep.launcher import Launcher, LaunchOptions, check_trial_count, default_out
+from ablate.sweep.options import TRIAL_LIMIT
+from ablate.sweep.search import trial_cap
 from ablate.sweep.progress import Progress, best_trial, clock
 from ablate.sweep.slots import plan_slots
 from ablate.sweep.spec import SweepError, load_spec
 from ablate.sweep.state import is_locked, load_state
+from ablate.utils.commands import fail, typer_app
 
-app = typer.Typer(
+app = typer_app(
     help="Ablation sweeps from W&B sweep files: locally over every GPU/CPU slot (resumable), "
     "or through a W&B server across machines.",
     no_args_is_help=True,
 )
 console = Console()
-err_console = Console(stderr=True)
 
+SLURM = "SLURM (--launcher slurm)"
+"""The help panel of the options that only the SLURM launcher reads."""
 DEVICES_HELP = "auto (every visible GPU, else CPU), cpu, or GPU ids such as 0,1,2,3."
 
 
 def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn :class:`SweepError`, :class:`ConfigError` and W&B errors into one red line, exit code 2."""
+    """Turn W&B's own errors (no API key, server unreachable: not bugs) into one red line, exit code 2.
+
+    Sweep and config mistakes (:class:`~ablate.errors.AblateError`) end the same way through the app.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (SweepError, ConfigError) as err:
-            err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
-        except Exception as err:  # W&B's own errors (no API key, server unreachable) are not bugs
+        except AblateError:
+            raise
+        except Exception as err:
             if type(err).__module__.split(".")[0] != "wandb":
                 raise
-            message = " ".join(str(err).split()) or type(err).__name__
-            err_console.print(f"[red]error:[/red] W&B: {message}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
+            fail("W&B: " + (" ".join(str(err).split()) or type(err).__name__))
 
     return wrapper
 
@@ -58,7 +63,8 @@ def check_overrides(overrides: list[str]) -> list[str]:
     for item in overrides:
         key, _ = parse_override(item)
         if key not in keys:
-            raise ConfigError(f"override '{item}': unknown config key '{key}' (see ablate/config.py)")
+            hint = did_you_mean(key, sorted(keys), cutoff=0.5) or "; see `ablate train --help` for the keys"
+            raise ConfigError(f"override '{item}': unknown config key '{key}'{hint}")
     return list(overrides)
 
 
@@ -76,17 +82,17 @@ def run(
                                  "or per GPU group on GPUs."),
     launcher: str = typer.Option("local", "--launcher", help="local (this machine) or slurm (one batch job per "
                                  "trial through submitit; run it on the cluster's login node)."),
-    partition: Optional[str] = typer.Option(None, "--partition", help="[slurm] partition for the jobs."),
-    nodes_per_trial: int = typer.Option(1, "--nodes-per-trial", help="[slurm] nodes per trial (DDP across them)."),
-    max_concurrent: int = typer.Option(8, "--max-concurrent", help="[slurm] jobs of this sweep queued or running at once."),
-    time_limit: str = typer.Option("04:00:00", "--time", help="[slurm] job time limit, HH:MM:SS or D-HH:MM:SS; "
+    partition: Optional[str] = typer.Option(None, "--partition", rich_help_panel=SLURM, help="partition for the jobs."),
+    nodes_per_trial: int = typer.Option(1, "--nodes-per-trial", rich_help_panel=SLURM, help="nodes per trial (DDP across them)."),
+    max_concurrent: int = typer.Option(8, "--max-concurrent", rich_help_panel=SLURM, help="jobs of this sweep queued or running at once."),
+    time_limit: str = typer.Option("04:00:00", "--time", rich_help_panel=SLURM, help="job time limit, HH:MM:SS or D-HH:MM:SS; "
                                    "trials checkpoint and requeue before it."),
-    cpus_per_trial: Optional[int] = typer.Option(None, "--cpus-per-trial", help="[slurm] CPUs per task "
+    cpus_per_trial: Optional[int] = typer.Option(None, "--cpus-per-trial", rich_help_panel=SLURM, help="CPUs per task "
                                                  "(also the trainer's torch threads)."),
-    mem: Optional[str] = typer.Option(None, "--mem", help="[slurm] memory per node, e.g. 32G."),
-    signal_delay: int = typer.Option(120, "--signal-delay", help="[slurm] seconds before the time limit at "
+    mem: Optional[str] = typer.Option(None, "--mem", rich_help_panel=SLURM, help="memory per node, e.g. 32G."),
+    signal_delay: int = typer.Option(120, "--signal-delay", rich_help_panel=SLURM, help="seconds before the time limit at "
                                      "which a job checkpoints and requeues itself."),
-    slurm_arg: Optional[list[str]] = typer.Option(None, "--slurm-arg", help="[slurm] another #SBATCH option as "
+    slurm_arg: Optional[list[str]] = typer.Option(None, "--slurm-arg", rich_help_panel=SLURM, help="another #SBATCH option as "
                                                   "KEY=VALUE (repeatable), e.g. account=abc or qos=high."),
     max_trials: Optional[int] = typer.Option(None, "--max-trials", help="Run at most this many trials "
                                              "(required for random/bayes without run_cap)."),
@@ -96,6 +102,7 @@ def run(
     config: Optional[Path] = typer.Option(None, "--config", help="Base YAML config for every trial."),
     grace: float = typer.Option(30.0, "--grace", help="Seconds a stopped trial gets to save a checkpoint."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the trials and their overrides; train nothing."),
+    trial_limit: int = typer.Option(TRIAL_LIMIT, "--trial-limit", min=1, help="Refuse to plan more trials than this."),
 ) -> None:
     """Run a sweep on this machine (one process per trial over device slots) or on a SLURM cluster
     (one job per trial); rerun the same command to resume, collect and resubmit."""
@@ -107,8 +114,11 @@ def run(
         out=out or default_out(spec),
         slots=[] if slurm else plan_slots(devices, 1 if gpus_per_trial is None else gpus_per_trial, parallel),
         overrides=check_overrides(overrides or []), config=config, retry_failed=retry_failed,
-        retries=retries, max_trials=max_trials, grace_s=grace,
+        retries=retries, max_trials=max_trials, grace_s=grace, trial_limit=trial_limit,
     )
+    count = check_trial_count(spec, trial_cap(spec, max_trials), trial_limit)  # at once, before any planning
+    if count is not None:
+        console.print(f"{spec.name}: {count:,} trials", highlight=False)
     if slurm:
         from ablate.sweep.slurm import SlurmLauncher, SlurmOptions
 

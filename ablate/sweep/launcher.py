@@ -20,17 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ablate.config import ConfigError, load_config, read_yaml
+from ablate.config import ConfigError, flatten, load_config, read_yaml
 from ablate.sweep import process
+from ablate.sweep.options import GRID_LIMIT, LaunchOptions, SweepResult, TrialCommand, default_out, trainer_command  # noqa: F401 - re-exported
 from ablate.sweep.progress import Progress, best_trial, clock
-from ablate.sweep.search import as_sweep_run, next_points, to_stop, trial_cap, upfront
-from ablate.sweep.options import (GRID_LIMIT, LaunchOptions, SweepResult, TrialCommand,  # noqa: F401 - re-exported
-                                  default_out, trainer_command)
+from ablate.sweep.search import as_sweep_run, grid_size, next_points, planned_trials, to_stop, trial_cap, upfront
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import SweepError, SweepSpec
 from ablate.sweep.state import SweepLock, SweepState, Trial, load_state, save_state
-from ablate.sweep.trial import (LOG, live_metric, outcome, read_summary, reported_history, trial_name,
-                                trial_overrides)
+from ablate.sweep.trial import LOG, live_metric, outcome, read_summary, reported_history, trial_name, trial_overrides
 
 
 @dataclass
@@ -47,10 +45,30 @@ class _Running:
 
 
 def signature(spec: SweepSpec, opts: LaunchOptions) -> str:
-    """What defines a sweep's trials; a folder started with another signature is not reused."""
+    """What defines a sweep's trials; a folder started with another signature is not reused.
+
+    The base config counts by what it says (its keys and values), not by its file name, so editing
+    ``--config`` between two runs of a sweep is caught rather than mixing trials of two configs.
+    """
+    base = flatten(read_yaml(opts.config)) if opts.config else None
     blob = {"method": spec.method, "parameters": spec.parameters, "overrides": list(opts.overrides),
-            "config": str(opts.config) if opts.config else None}
+            "config": base}
     return hashlib.sha1(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Optional[int]:
+    """The number of trials the sweep plans, counted without planning.
+
+    A grid larger than ``limit`` is refused even under a cap: W&B's grid search enumerates the
+    whole grid to pick the next point, so its size alone decides the planning time and memory.
+    """
+    size = grid_size(spec.parameters) if spec.method == "grid" else None
+    count = planned_trials(spec, cap)
+    biggest = max(n for n in (size, count, 0) if n is not None)
+    if biggest > limit:
+        raise SweepError(f"{spec.describe()}: {biggest:,} trials is over the limit of {limit:,}; narrow the grid, "
+                         f"or raise the limit with --trial-limit {biggest}")
+    return count
 
 
 class Launcher:
@@ -82,7 +100,8 @@ class Launcher:
         if state.signature != sig:
             raise SweepError(
                 f"{self.out} holds a sweep started from {state.source} with other parameters or overrides "
-                f"({' '.join(state.overrides) or 'none'}); rerun that command, or pass another --out"
+                f"({' '.join(state.overrides) or 'none'}) or another base config (--config contents); rerun that "
+                f"command, or pass another --out"
             )
         return state
 
@@ -126,8 +145,9 @@ class Launcher:
             raise SweepError(
                 f"{self.spec.describe()}: method '{self.spec.method}' needs run_cap in the file or --max-trials N"
             )
+        count = check_trial_count(self.spec, self.cap, self.opts.trial_limit)
         if upfront(self.spec):
-            room = (self.cap if self.cap is not None else GRID_LIMIT) - len(self.state.trials)
+            room = (count if count is not None else GRID_LIMIT) - len(self.state.trials)
             for point in next_points(self.spec, self._runs(), room):
                 self._add(point)
         for t in self.state.trials:

@@ -17,7 +17,9 @@ from ablate.sweep.state import SweepState
 TrialCommand = Callable[[Path, list[str]], list[str]]
 """``(run_dir, overrides) -> argv`` of one trial process."""
 
-GRID_LIMIT = 100_000
+GRID_LIMIT = 100_000  # the most points one planning call asks W&B's search for
+TRIAL_LIMIT = 10_000
+"""A sweep planning more trials than this is refused (``--trial-limit`` raises it): it is a typo far more often than a plan."""
 
 
 def trainer_command(config: Optional[Path] = None) -> TrialCommand:
@@ -51,6 +53,7 @@ class LaunchOptions:
             OOM-killed; or SIGTERM'd and checkpointed) is relaunched at once; it resumes from its
             last checkpoint. Errors inside a trial (NaN, out of memory, a bad config) are not retried.
         max_trials: stop after this many trials (overrides the file's ``run_cap``).
+        trial_limit: refuse to plan a sweep of more trials than this (a typo in a grid, usually).
         grace_s: seconds a stopped trial gets to save its checkpoint before SIGKILL.
         poll_s: scheduler tick.
     """
@@ -63,6 +66,7 @@ class LaunchOptions:
     retry_failed: bool = False
     retries: int = 2
     max_trials: Optional[int] = None
+    trial_limit: int = TRIAL_LIMIT
     grace_s: float = 30.0
     poll_s: float = 0.2
 

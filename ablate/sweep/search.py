@@ -77,6 +77,39 @@ def upfront(spec: SweepSpec) -> bool:
     return spec.method in ("grid", "random")
 
 
+def grid_size(parameters: dict[str, Any]) -> Optional[int]:
+    """How many points a grid over ``parameters`` has, counted without expanding it (None: unbounded)."""
+    total = 1
+    for param in parameters.values():
+        if not isinstance(param, dict):
+            return None
+        if "values" in param:
+            count = len(param["values"])
+        elif "value" in param:
+            count = 1
+        elif "parameters" in param:
+            count = grid_size(param["parameters"])
+        elif isinstance(param.get("min"), int) and isinstance(param.get("max"), int) and "q" not in param \
+                and param.get("distribution", "int_uniform") == "int_uniform":
+            count = max(0, param["max"] - param["min"] + 1)
+        elif param.get("distribution") == "q_uniform":
+            count = len(np.arange(param["min"], param["max"], param.get("q", 1)))
+        else:
+            return None
+        if count is None:
+            return None
+        total *= count
+    return total
+
+
+def planned_trials(spec: SweepSpec, cap: Optional[int]) -> Optional[int]:
+    """How many trials the sweep will have: the grid's size (at most ``cap``), else ``cap``."""
+    size = grid_size(spec.parameters) if spec.method == "grid" else None
+    if size is None:
+        return cap
+    return size if cap is None else min(size, cap)
+
+
 def trial_cap(spec: SweepSpec, max_trials: Optional[int]) -> Optional[int]:
     """How many trials the sweep runs at most: ``--max-trials``, else ``run_cap``, else the grid."""
     if max_trials is not None:

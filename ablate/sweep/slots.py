@@ -95,6 +95,11 @@ def plan_slots(devices: str = "auto", gpus_per_trial: int = 1, parallel: int = 1
         hide = None
         if not ids or not all(d.isdigit() or d.startswith(("GPU-", "MIG-")) for d in ids):
             raise SweepError(f"--devices {devices!r}: use auto, cpu, or GPU ids such as 0,1,2,3")
+        visible = gpus()
+        missing = [d for d in ids if d.isdigit() and d not in visible] if all(v.isdigit() for v in visible) else []
+        if missing:  # a trial given an absent GPU would train on CPU under its label
+            raise SweepError(f"--devices {devices}: no GPU {', '.join(missing)} on this machine "
+                             f"(visible: {','.join(visible) or 'none'}); use --devices auto, cpu, or visible ids")
     if not ids:
         if gpus_per_trial > 1:
             raise SweepError(f"--gpus-per-trial {gpus_per_trial} needs GPUs, but none are visible")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ablate.config import read_yaml
-from ablate.sweep.launcher import LaunchOptions, Launcher, SweepResult
+from ablate.sweep.launcher import Launcher, LaunchOptions, SweepResult
 from ablate.sweep.progress import Progress, clock
 from ablate.sweep.slurm_job import REQUEUES, TrialJob
 from ablate.sweep.spec import SweepError, SweepSpec

@@ -40,7 +40,6 @@ lowest value present) is the reference, each other value is compared with it. Wi
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import warnings
@@ -51,6 +50,7 @@ from typing import Any, Optional
 import yaml
 
 from ablate.config import flatten, read_yaml, valid_keys
+from ablate.errors import AblateError, closest
 
 VARIANT = "variant"
 """The reserved parameter whose values are named sets of overrides."""
@@ -61,7 +61,7 @@ RESERVED = (VARIANT, COMPARISONS)
 _SEARCHABLE = ("values", "min", "max", "mu", "sigma", "a", "b")
 
 
-class SweepError(ValueError):
+class SweepError(AblateError):
     """A user-facing sweep mistake; its message is one actionable line."""
 
 
@@ -161,8 +161,11 @@ def check_grid(spec: SweepSpec) -> None:
         warnings.simplefilter("ignore")
         import sweeps
 
+        # on a one-point grid of the same parameter kinds: W&B enumerates the whole grid to plan
+        one = {k: dict(p, values=p["values"][:1]) if isinstance(p, dict) and p.get("values") else p
+               for k, p in spec.parameters.items()}
         try:
-            sweeps.next_runs(spec.config, [], validate=False, n=1)
+            sweeps.next_runs({**spec.config, "parameters": one}, [], validate=False, n=1)
         except ValueError as err:  # e.g. a distribution in a grid
             raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
 
@@ -197,8 +200,8 @@ def _describe_schema_error(error: Any) -> str:
         extra = re.findall(r"'([^']+)' was unexpected", error.message)
         allowed = ", ".join(sorted(error.schema.get("properties", {})))
         key = extra[0] if extra else "?"
-        close = difflib.get_close_matches(key, list(error.schema.get("properties", {})), n=1)
-        hint = f"did you mean '{close[0]}'?" if close else f"W&B allows: {allowed}"
+        close = closest(key, error.schema.get("properties", {}))
+        hint = f"did you mean '{close}'?" if close else f"W&B allows: {allowed}"
         return f"unknown top-level key '{key}' ({hint})"
     if error.validator == "anyOf" and len(error.path) == 2 and error.path[0] == "parameters":
         return (f"parameters.{error.path[1]}: not a valid W&B parameter {error.instance!r}; "
@@ -232,8 +235,8 @@ def check_parameters(parameters: dict[str, Any], where: str) -> None:
 
 
 def _unknown(key: str, keys: set[str]) -> str:
-    close = difflib.get_close_matches(key, sorted(keys), n=1, cutoff=0.5)
-    hint = f"did you mean '{close[0]}'?" if close else "see ablate/config.py for the keys"
+    close = closest(key, sorted(keys), cutoff=0.5)
+    hint = f"did you mean '{close}'?" if close else "see `ablate train --help` for the keys"
     return f"unknown config key '{key}' ({hint})"
 
 

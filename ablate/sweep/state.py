@@ -13,12 +13,12 @@ import dataclasses
 import fcntl
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from ablate.utils import io
 from ablate.sweep.spec import SweepError
 
 STATE_FILE = "sweep.json"
@@ -96,7 +96,7 @@ class SweepState:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "SweepState":
+    def from_json(cls, data: dict[str, Any]) -> SweepState:
         trials = [Trial(**t) for t in data.pop("trials", [])]
         return cls(trials=trials, **data)
 
@@ -106,20 +106,9 @@ def state_path(out_dir: Path) -> Path:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` so that readers see the old or the new file, never a partial one."""
+    """Write strict JSON to ``path`` so that readers see the old or the new file, never a partial one."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, default=str)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    io.atomic_write_text(path, io.dumps(data, indent=1) + "\n")
     try:  # make the rename itself durable
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
@@ -140,12 +129,23 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise TypeError(f"it holds {type(data).__name__}, not a JSON object")
         if data.get("version") != VERSION:
             raise SweepError(f"{path} was written by another version of ablate (version {data.get('version')})")
-        return SweepState.from_json(data)
-    except (json.JSONDecodeError, TypeError, KeyError) as err:
-        raise SweepError(f"{path} is not a sweep state file ({err}); move it away or use another --out") from None
+        state = SweepState.from_json(data)
+        if not isinstance(state.trials, list) or not all(isinstance(t.point, dict) for t in state.trials):
+            raise TypeError("its trials are not a list of points")
+        for t in state.trials:
+            if t.status not in STATUSES:
+                raise ValueError(f"trial {t.name} has the unknown status {t.status!r}")
+        return state
+    except SweepError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError) as err:  # UnicodeDecodeError, JSONDecodeError too
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise SweepError(f"{path} is not a sweep state file ({reason}); move it away or use another --out") from None
 
 
 class SweepLock:
@@ -159,7 +159,7 @@ class SweepLock:
         self.path = Path(out_dir) / LOCK_FILE
         self._file = None
 
-    def __enter__(self) -> "SweepLock":
+    def __enter__(self) -> SweepLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         f = open(self.path, "a+")
         try:

@@ -86,8 +86,8 @@ def read_summary(run_dir: Path, since: Optional[float] = None) -> Optional[dict[
     try:
         if since is not None and path.stat().st_mtime < since:
             return None
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # invalid UTF-8 too
         return None
     return data if isinstance(data, dict) else None
 

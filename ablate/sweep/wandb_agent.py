@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytorch_lightning as pl
 import torch
@@ -46,6 +47,26 @@ class LiveRecord(pl.Callback):
         self.record.write("running")
 
 
+class Milestones(pl.Callback):
+    """Reports ``fit_start`` and the first ``first_step`` to ``mark`` (start-up timing, :mod:`ablate.bench.startup`)."""
+
+    def __init__(self, mark: Callable[[str], None]):
+        self.mark = mark
+        self.started = False
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.mark("fit_start")
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
+        if not self.started:
+            self.started = True
+            self.mark("first_step")
+
+
+FAULTS = ("nan", "oom", "kill", "term")
+"""The kinds of deliberate fault (``train.inject_fault=KIND:STEP``); see :class:`FaultInjection`."""
+
+
 class FaultInjection(pl.Callback):
     """Deliberate faults for reliability drills (``train.inject_fault`` or ``$ABLATE_INJECT_FAULT``).
 
@@ -57,8 +78,8 @@ class FaultInjection(pl.Callback):
 
     def __init__(self, spec: str, run_dir: Path):
         kind, _, step = spec.partition(":")
-        if kind not in ("nan", "oom", "kill", "term") or not step.isdigit():
-            raise ValueError(f"fault {spec!r} must be nan:STEP, oom:STEP, kill:STEP or term:STEP")
+        if kind not in FAULTS or not step.isdigit():
+            raise ValueError(f"fault {spec!r} must be KIND:STEP with KIND one of {', '.join(FAULTS)}")
         self.kind, self.step = kind, int(step)
         self.marker = Path(run_dir) / f".fault-{kind}-{step}"
 

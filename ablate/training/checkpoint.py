@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-import yaml
 from torch import nn
 
-from ablate.config import Config, ConfigError, flatten, from_flat
+from ablate.training.checkpoint_io import CheckpointError, load_checkpoint_file
+from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml
 from ablate.data.tokenizer import SubwordTokenizer
 from ablate.model.build import build_model
 
@@ -23,7 +22,10 @@ def load_trained(run_dir: str | Path, which: str = "best") -> tuple[Config, nn.M
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").exists():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml)")
-    cfg = from_flat(flatten(yaml.safe_load((run_dir / "config.yaml").read_text()) or {}))
+    try:
+        cfg = from_flat(flatten(read_yaml(run_dir / "config.yaml")))
+    except ConfigError as err:
+        raise ConfigError(f"{run_dir} holds an unusable config.yaml: {err}") from None
     if not (run_dir / "tokenizer" / "tokenizer.json").exists():
         raise ConfigError(f"{run_dir} has no saved tokenizer; was it trained by this version of ablate?")
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
@@ -32,6 +34,13 @@ def load_trained(run_dir: str | Path, which: str = "best") -> tuple[Config, nn.M
     if path is None:
         raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet")
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
-    state = torch.load(path, map_location="cpu", weights_only=False)["state_dict"]
-    model.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
+    try:
+        state = load_checkpoint_file(path)["state_dict"]  # weights_only: never runs code from the file
+    except CheckpointError as err:
+        raise ConfigError(str(err)) from None
+    try:
+        model.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
+    except (RuntimeError, AttributeError) as err:
+        raise ConfigError(f"checkpoint {path} does not fit the model of {run_dir}/config.yaml "
+                          f"({str(err).strip().splitlines()[0][:160]})") from None
     return cfg, model.eval(), tok

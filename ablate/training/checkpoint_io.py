@@ -1,4 +1,10 @@
-"""Checkpoint files that are written atomically and never end a training when the disk is full."""
+"""Checkpoint files: written atomically, never ending a training on a full disk, read safely.
+
+Reading never runs code from the file: every checkpoint is loaded with ``torch.load(weights_only=True)``
+(tensors, numbers, strings, lists and dicts only), so a pickled object planted in a shared or
+downloaded run folder is refused instead of executed. A damaged ``last.ckpt`` is not the end of
+a run: the previous one (kept as ``last.prev.ckpt``) or ``best.ckpt`` takes its place.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,61 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import torch
 from pytorch_lightning.plugins.io import TorchCheckpointIO
+
+RESUME_ORDER = ("last.ckpt", "last.prev.ckpt", "best.ckpt")
+"""Checkpoints a run resumes from, newest first: the last one, the one before it, the best one."""
+REQUIRED = ("state_dict", "global_step", "loops", "optimizer_states")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be used; the message is one line naming the file and what to do."""
+
+
+def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_dict",)) -> dict[str, Any]:
+    """The checkpoint at ``path``, loaded without running any code from it.
+
+    Raises:
+        CheckpointError: unreadable, truncated, holding pickled objects, or missing ``required`` keys.
+    """
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged or hostile file
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if "weights_only" in str(err) or "Unsupported global" in str(err):
+            text = "it holds pickled objects other than tensors (refused: loading them could run code)"
+        raise CheckpointError(f"checkpoint {path} is unreadable: {text[:200]}") from None
+    if not isinstance(checkpoint, dict) or any(key not in checkpoint for key in required):
+        raise CheckpointError(f"checkpoint {path} is not an ablate checkpoint (missing {', '.join(required)})")
+    return checkpoint
+
+
+def resumable_checkpoint(ckpt_dir: Path, warn: Callable[[str], None] = print) -> Optional[Path]:
+    """The newest checkpoint in ``ckpt_dir`` that loads, or None when there is none at all.
+
+    A damaged one is skipped with a warning naming it.
+
+    Raises:
+        CheckpointError: checkpoints exist but none of them loads (says how to start over).
+    """
+    damaged = []
+    for name in RESUME_ORDER:
+        path = Path(ckpt_dir) / name
+        if not path.exists():
+            continue
+        try:
+            step = load_checkpoint_file(path, REQUIRED)["global_step"]
+        except CheckpointError as err:
+            damaged.append(str(err))
+            continue
+        for message in damaged:
+            warn(f"warning: {message}; resuming from {path} (step {step}) instead")
+        return path
+    if damaged:
+        raise CheckpointError(f"{damaged[0]}, and no earlier checkpoint is readable; "
+                              f"pass --overwrite to start this run over")
+    return None
 
 
 class ResilientCheckpointIO(TorchCheckpointIO):
@@ -30,6 +90,15 @@ class ResilientCheckpointIO(TorchCheckpointIO):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             super().save_checkpoint(checkpoint, tmp, storage_options)
+            if path.name == "last.ckpt" and path.exists():  # keep the one before it, should this one go bad
+                previous = path.with_name("last.prev.ckpt")
+                link = path.with_name(".last.prev.ckpt.tmp")
+                try:
+                    link.unlink(missing_ok=True)
+                    os.link(path, link)  # a second name, not a copy: no extra disk until last.ckpt is replaced
+                    os.replace(link, previous)
+                except OSError:  # no hard links on this file system: keep going without the spare
+                    pass
             os.replace(tmp, path)
         except OSError as err:
             try:
@@ -40,3 +109,8 @@ class ResilientCheckpointIO(TorchCheckpointIO):
                       f"{err.strerror or err}"
             self.failures.append(message)
             self.warn(f"warning: {message}; training goes on")
+
+    def load_checkpoint(self, path: str | Path, map_location: Optional[Any] = None,
+                        weights_only: Optional[bool] = None) -> dict[str, Any]:
+        """Lightning's resume goes through here: always ``weights_only=True`` (never runs pickled code)."""
+        return load_checkpoint_file(path)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.config import Config, TrackingConfig, flatten, to_dict
+from ablate.training.sweep_params import align_sweep_params
 from ablate.utils.io import atomic_write_json, atomic_write_text, read_json
 
 SUMMARY = "summary.json"
@@ -46,11 +47,15 @@ def resolve_mode(cfg: TrackingConfig) -> str:
 
 
 def run_id(run_dir: Path) -> str:
-    """The W&B run id of ``run_dir``: created once, reused on resume (same W&B run)."""
+    """The W&B run id of ``run_dir``: created once, reused on resume (same W&B run).
+
+    Inside a W&B sweep agent run it is the agent's ``WANDB_RUN_ID``, so the trainer logs to the
+    run the sweep created.
+    """
     path = run_dir / "wandb_id.txt"
     if path.exists():
         return path.read_text().strip()
-    rid = uuid.uuid4().hex[:8]
+    rid = os.environ.get("WANDB_RUN_ID") or uuid.uuid4().hex[:8]
     atomic_write_text(path, rid + "\n")
     return rid
 
@@ -92,6 +97,8 @@ def make_logger(cfg: Config, run_dir: Path, mode: str):
 
     t = cfg.tracking
     os.environ.setdefault("WANDB_SILENT", "true")
+    config = flatten(to_dict(cfg))
+    align_sweep_params(config, run_dir / "wandb")  # a sweep agent's locked keys get the resolved values
     logger = WandbLogger(
         project=t.project,
         entity=t.entity,
@@ -102,16 +109,16 @@ def make_logger(cfg: Config, run_dir: Path, mode: str):
         offline=(mode == "offline"),
         id=run_id(run_dir),
         resume="allow",
-        config=flatten(to_dict(cfg)),
-        settings=_settings(),
+        config=config,
+        settings=_settings(system_metrics=t.system_metrics),
     )
     return logger
 
 
-def _settings():
+def _settings(system_metrics: bool = True):
     import wandb
 
-    return wandb.Settings(silent=True, console="off", x_disable_stats=True)
+    return wandb.Settings(silent=True, console="off", x_disable_stats=not system_metrics)
 
 
 def start_logger(logger, attempts: int = 20, wait_s: float = 1.0):
@@ -154,6 +161,28 @@ def offline_hint(run_dir: Path) -> str:
     return f"W&B offline: upload later with `wandb sync {run_dir}/wandb/offline-run-*`"
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process since it started (imports and data loading included) and of
+    its finished children (data workers, DDP ranks)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def machine() -> dict[str, Any]:
+    """What ran the trial: the CPU model, its logical cores and torch's intra-op threads."""
+    import platform
+
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+
+
 class RunRecord:
     """``<run_dir>/summary.json``: status, best and final metrics, and the resolved config."""
 
@@ -161,9 +190,10 @@ class RunRecord:
         self.path = run_dir / SUMMARY
         self.started = time.time()
         previous = read_json(self.path) or {}
-        self.data: dict[str, Any] = {"config": to_dict(cfg)}
+        self.data: dict[str, Any] = {"config": to_dict(cfg), "machine": machine()}
         self.wall_before = float(previous.get("wall_time_s", 0.0)) if previous else 0.0
-        for key in ("history",):
+        self.cpu_before = float(previous.get("cpu_time_s", 0.0)) if previous else 0.0
+        for key in ("history", "step"):  # a rerun that fails before restoring its checkpoint keeps them
             if key in previous:
                 self.data[key] = previous[key]
 
@@ -174,6 +204,7 @@ class RunRecord:
         self.data["status"] = status
         self.data["error"] = error
         self.data["wall_time_s"] = round(self.wall_before + time.time() - self.started, 2)
+        self.data["cpu_time_s"] = round(self.cpu_before + cpu_seconds(), 2)  # this attempt's process, start-up included
         try:
             atomic_write_json(self.path, self.data)
         except OSError as err:  # a full disk must not hide the training result from the caller
@@ -182,43 +213,3 @@ class RunRecord:
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
     return read_json(Path(run_dir) / SUMMARY)
-
-
-def read_offline_run(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Metrics recorded in an offline W&B run file (``run-<id>.wandb``), without the network.
-
-    The file is W&B's record log: a 7-byte header, then LevelDB-style 32 KiB blocks of chunks
-    (crc32, length, type) holding protobuf ``Record`` messages. Returns ``{"history": last value
-    of each logged key, "summary": the run summary}``, values decoded from JSON.
-    """
-    import json
-    import struct
-
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    data = Path(path).read_bytes()
-    block, pos, pending = 32768, 7, b""
-    history: dict[str, Any] = {}
-    summary: dict[str, Any] = {}
-    while pos + 7 <= len(data):
-        room = block - pos % block
-        if room < 7:
-            pos += room
-            continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        chunk = data[pos + 7:pos + 7 + length]
-        pos += 7 + length
-        if kind == 0 and length == 0:
-            continue
-        pending = chunk if kind in (1, 2) else pending + chunk
-        if kind not in (1, 4):
-            continue
-        record = pb.Record()
-        record.ParseFromString(pending)
-        which = record.WhichOneof("record_type")
-        items = record.history.item if which == "history" else record.summary.update if which == "summary" else []
-        target = history if which == "history" else summary
-        for item in items:
-            key = item.key or "/".join(item.nested_key)
-            target[key] = json.loads(item.value_json)
-    return {"history": history, "summary": summary}

@@ -6,17 +6,47 @@ dataclasses in :mod:`ablate.config` stay a plain list of typed fields.
 
 from __future__ import annotations
 
-import difflib
+import copy
+import functools
+import importlib
 import types
 import typing
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 
+from ablate.errors import AblateError, did_you_mean
+from ablate.utils import yaml_safe
 
-class ConfigError(ValueError):
+
+
+class ConfigError(AblateError):
     """A user-facing configuration mistake; its message is one actionable line."""
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Marks ``Annotated[str, OneOf(module, registry)]``: a key of the registry ``module.registry``.
+
+    The registry (``ablate.model.scores.SCORES``, ...) is the only list of its variants: a new
+    variant is one class plus one registry line, and the config accepts it, lists it in
+    ``--help`` and suggests it for a misspelling. The module is imported when a value is first
+    checked, since it holds the implementations (torch), so importing the config stays light.
+
+    Attributes:
+        module: dotted module path of the registry.
+        registry: the registry's name in that module (a dict or tuple of names).
+        extra: choices handled outside the registry (e.g. ``none``: no attention at all).
+    """
+
+    module: str
+    registry: str
+    extra: tuple[str, ...] = ()
+
+    def choices(self) -> list[str]:
+        return [*getattr(importlib.import_module(self.module), self.registry), *self.extra]
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -32,6 +62,9 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
+    if origin is Annotated:
+        marks = [m for m in typing.get_args(tp)[1:] if isinstance(m, OneOf)]
+        return " | ".join(marks[0].choices()) if marks else type_name(typing.get_args(tp)[0])
     if origin is Literal:
         return " | ".join(str(a) for a in typing.get_args(tp))
     if origin in (Union, types.UnionType):
@@ -46,21 +79,21 @@ def type_name(tp: Any) -> str:
 def coerce(key: str, value: Any, tp: Any) -> Any:
     """Check ``value`` against the annotation ``tp``; return it converted or raise."""
     origin = typing.get_origin(tp)
+    if origin is Annotated:
+        base, *marks = typing.get_args(tp)
+        value = coerce(key, value, base)
+        for mark in marks:
+            if isinstance(mark, OneOf):
+                value = _choose(key, value, mark.choices())
+        return value
     if origin is Literal:
-        choices = typing.get_args(tp)
-        if value in choices and type(value) is type(choices[0]):
-            return value
-        if str(value) in [str(c) for c in choices]:
-            return next(c for c in choices if str(c) == str(value))
-        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise ConfigError(
-            f"{key}={value!r} is not valid{hint} (choose from: {', '.join(map(str, choices))})"
-        )
+        return _choose(key, value, typing.get_args(tp))
     if origin in (Union, types.UnionType):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
             return None
+        if len([a for a in args if a is not type(None)]) == 1:  # Optional[X]: X's own message
+            return coerce(key, value, next(a for a in args if a is not type(None)))
         # bool before int/float: YAML already typed the value, so match exactly first.
         for arg in sorted(args, key=lambda a: a is not bool):
             if arg is type(None):
@@ -81,6 +114,10 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
         if len(value) != len(args):
             raise ConfigError(f"{key}={value!r} is not valid (expected {len(args)} values)")
         return tuple(coerce(key, v, a) for v, a in zip(value, args))
+    if tp is dict or origin is dict:
+        if isinstance(value, dict):
+            return dict(value)
+        raise ConfigError(f"{key}={value!r} is not valid (expected a mapping of keys, e.g. {key}.<key>=...)")
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -107,6 +144,16 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
     raise TypeError(f"unsupported config annotation {tp!r} for {key}")
 
 
+def _choose(key: str, value: Any, choices: typing.Sequence[Any]) -> Any:
+    if value in choices and type(value) is type(choices[0]):
+        return value
+    if str(value) in [str(c) for c in choices]:
+        return next(c for c in choices if str(c) == str(value))
+    raise ConfigError(
+        f"{key}={value!r} is not valid{did_you_mean(str(value), choices)} (choose from: {', '.join(map(str, choices))})"
+    )
+
+
 def nest(flat: dict[str, Any]) -> dict[str, Any]:
     nested: dict[str, Any] = {}
     for key, value in flat.items():
@@ -128,10 +175,21 @@ def parse_override(text: str) -> tuple[str, Any]:
     key, raw = text.split("=", 1)
     key = key.strip()
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
+        value = copy.deepcopy(_parse_value(raw)) if raw.strip() else ""
+    except yaml_safe.YAMLRefused as err:
+        raise ConfigError(f"override '{key}': {err}") from None
     return key, value
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_value(raw: str) -> Any:
+    """An override's value as YAML (text that is not YAML stays text); cached, sweeps repeat values."""
+    try:
+        return yaml_safe.load(raw)
+    except yaml_safe.YAMLRefused:
+        raise
+    except yaml.YAMLError:
+        return raw
 
 
 def read_yaml(path: str | Path, error: type[ValueError] = ConfigError, kind: str = "config file",
@@ -141,7 +199,13 @@ def read_yaml(path: str | Path, error: type[ValueError] = ConfigError, kind: str
     if not path.is_file():
         raise error(f"{kind} not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml_safe.load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise error(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}); save it as UTF-8") from None
+    except OSError as err:
+        raise error(f"cannot read {kind} {path}: {err.strerror or err}") from None
+    except yaml_safe.YAMLRefused as err:
+        raise error(f"{kind} {path} {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

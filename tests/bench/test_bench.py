@@ -18,8 +18,9 @@ from ablate.bench.decoding import FixedLength
 from ablate.bench.reference import TorchTransformer
 from ablate.bench.timing import interleaved
 from ablate.config import ModelConfig
-from ablate.model.decoding import beam_search, greedy
 from ablate.model.build import build_model
+from ablate.model.decoding import beam_search, greedy
+from ablate.utils.commands import typer_app
 
 RATIOS = ("dot_scaled_vs_torch", "dot_unscaled_vs_scaled", "additive_vs_dot", "additive_chunked_mem_vs_naive",
           "beam5_cache_speedup")
@@ -49,7 +50,7 @@ def test_quick_run_writes_every_ratio(tmp_path: Path, cache_dir: Path):
 
 
 def test_bad_option_is_one_line(cache_dir: Path):
-    app = typer.Typer()
+    app = typer_app()  # what ablate.cli mounts the bench on: user errors end as one line, exit 2
     app.command("noop")(lambda: None)
     register(app)
     result = CliRunner().invoke(app, ["bench", "--sections", "training,speed"])

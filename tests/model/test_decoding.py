@@ -103,7 +103,7 @@ def test_length_penalties_match_their_formulas():
     assert gnmt_penalty(1, 0.6) == 1.0 and fairseq_penalty(1, 0.6) == 1.0  # one token: no penalty
     assert gnmt_penalty(10, 1.0) == 2.5 and fairseq_penalty(10, 1.0) == 10.0
     assert gnmt_penalty(7, 0.0) == fairseq_penalty(7, 0.0) == 1.0
-    assert set(LENGTH_PENALTIES) == set(LengthPenalty.__args__)  # the config offers exactly the registry
+    assert LengthPenalty.__metadata__[0].choices() == list(LENGTH_PENALTIES)  # the config offers the registry
     assert EvalConfig().length_penalty == "fairseq" and EvalConfig().len_penalty == 1.0  # default unchanged
 
 

@@ -46,7 +46,7 @@ def test_user_errors_are_one_line_without_traceback(tmp_path):
 
 
 def test_every_option_has_help():
-    for command in ("table", "plot", "report"):
+    for command in ("table", "plot", "report", "export"):
         info = next(c for c in app.registered_commands if c.name == command)
         for name, param in inspect.signature(info.callback).parameters.items():
             assert getattr(param.default, "help", None), f"{command} --{name} has no help"

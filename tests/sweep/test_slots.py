@@ -26,10 +26,10 @@ def test_auto_gives_one_trial_per_visible_gpu():
 
 
 def test_gpus_per_trial_groups_devices_and_trains_with_ddp():
-    slots = plan_slots("0,1,2,3", gpus_per_trial=2, cores=8)
+    slots = plan_slots("0,1,2,3", gpus_per_trial=2, cores=8, gpus=four_gpus)
     assert [s.gpus for s in slots] == [("0", "1"), ("2", "3")]
     assert slots[1].env({})["CUDA_VISIBLE_DEVICES"] == "2,3" and slots[1].overrides() == ["train.devices=2"]
-    assert [s.gpus for s in plan_slots("0,1,2", gpus_per_trial=2, cores=8)] == [("0", "1")]
+    assert [s.gpus for s in plan_slots("0,1,2", gpus_per_trial=2, cores=8, gpus=four_gpus)] == [("0", "1")]
 
 
 def test_cpu_slots_split_the_cores_and_hide_gpus():
@@ -42,7 +42,7 @@ def test_cpu_slots_split_the_cores_and_hide_gpus():
 
 
 def test_several_trials_may_share_a_gpu():
-    slots = plan_slots("0,1", parallel=2, cores=8)
+    slots = plan_slots("0,1", parallel=2, cores=8, gpus=four_gpus)
     assert [s.gpus for s in slots] == [("0",), ("0",), ("1",), ("1",)] and slots[0].threads == 2
 
 
@@ -64,7 +64,7 @@ def test_visible_devices_come_from_the_environment(monkeypatch):
 ])
 def test_impossible_slot_requests_are_one_line_errors(kwargs, message):
     with pytest.raises(SweepError, match=message):
-        plan_slots(cores=2, gpus=lambda: [], **kwargs)
+        plan_slots(cores=2, gpus=four_gpus if kwargs["devices"] == "0" else lambda: [], **kwargs)
 
 
 def test_slot_description():
@@ -83,3 +83,13 @@ def test_a_trials_torch_gets_its_share_of_the_cores_and_idle_threads_that_sleep(
 
 def test_a_wait_policy_the_user_chose_is_kept():
     assert plan_slots("cpu", parallel=2, cores=2)[0].env({"OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_absent_gpu_ids_are_refused_not_run_on_cpu():
+    """Issue 17 item 6: ``--devices 7`` without GPU 7 fails in one line instead of training on CPU as "gpu 7"."""
+    from ablate.sweep.spec import SweepError
+
+    with pytest.raises(SweepError, match="no GPU 7 on this machine \\(visible: none\\)"):
+        plan_slots("7", cores=2, gpus=lambda: [])
+    with pytest.raises(SweepError, match="no GPU 7 on this machine \\(visible: 0,1,2,3\\)"):
+        plan_slots("0,7", cores=2, gpus=four_gpus)

@@ -15,7 +15,7 @@ from ablate.sweep.spec import SweepError, format_value, load_spec, resolve, spec
 from ablate.sweep.trial import trial_name, trial_overrides
 
 SWEEPS = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
-EXPECTED = {"quickstart": 8, "table3": 57, "table3-cpu": 19, "scoring": 72, "positions": 15, "heads": 18,
+EXPECTED = {"quickstart": 8, "table3": 57, "table3-cpu": 38, "mission-cpu": 30, "scoring": 72, "positions": 15, "heads": 18,
             "rnn-vs-transformer": 9, "rnn-vs-transformer-builtin": 6, "soak": 12}
 
 

@@ -34,11 +34,10 @@ def test_a_write_that_dies_midway_leaves_the_old_state_and_no_temp_file(tmp_path
     save_state(tmp_path, make_state(2))
     before = (tmp_path / "sweep.json").read_text()
 
-    def dump_half_then_die(obj, f, **kwargs):
-        f.write(json.dumps(obj)[:20])
-        raise KeyboardInterrupt  # e.g. Ctrl-C in the middle of a write
+    def die_before_the_rename(fd):
+        raise KeyboardInterrupt  # e.g. Ctrl-C in the middle of a write: the temp file is written, not renamed
 
-    monkeypatch.setattr(state_mod.json, "dump", dump_half_then_die)
+    monkeypatch.setattr(state_mod.io.os, "fsync", die_before_the_rename)
     with pytest.raises(KeyboardInterrupt):
         save_state(tmp_path, make_state(5))
     assert (tmp_path / "sweep.json").read_text() == before

@@ -107,6 +107,7 @@ def test_one_agent_process_per_device_slot(tmp_path, monkeypatch):
             return 0
 
     monkeypatch.setattr(wandb_agent.subprocess, "Popen", Child)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")  # --devices must name GPUs that exist
     result = CliRunner().invoke(app, ["agent", "sw9", "--devices", "0,1,2,3", "--gpus-per-trial", "2",
                                       "--entity", "me", "--out", str(tmp_path), "seed=3"])
     assert result.exit_code == 0, result.output

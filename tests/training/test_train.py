@@ -12,8 +12,9 @@ import pytest
 import sacrebleu
 
 from ablate.config import load_config
-from ablate.training.tracking import read_offline_run
 from ablate.training.train import train
+
+from wandb_offline import read_offline_run
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [

@@ -1,0 +1,29 @@
+"""The one base of every user-facing error, and the one "did you mean" helper.
+
+Each layer raises its own subclass (:class:`~ablate.utils.typed.ConfigError`,
+:class:`~ablate.data.errors.DataError`, :class:`~ablate.model.errors.ModelBuildError`, ...), whose
+message is one actionable line: what was wrong and what to do. The command line catches
+:class:`AblateError` in one place (:class:`ablate.utils.commands.HandledGroup`), prints that line and exits 2;
+anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable, Optional
+
+
+class AblateError(ValueError):
+    """A mistake the user can fix; the message is one line that says how."""
+
+
+def closest(word: str, choices: Iterable[object], cutoff: float = 0.6) -> Optional[str]:
+    """The choice nearest to ``word`` (as text), or ``None`` when nothing is close."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, choices: Iterable[object], cutoff: float = 0.6) -> str:
+    """``"; did you mean 'x'?"`` for the nearest choice, or ``""``."""
+    match = closest(word, choices, cutoff)
+    return f"; did you mean '{match}'?" if match else ""

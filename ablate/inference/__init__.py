@@ -1,0 +1,1 @@
+"""Use a trained run: translate new text, score any test set (``ablate translate`` / ``evaluate``)."""

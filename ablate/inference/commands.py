@@ -1,0 +1,83 @@
+"""``ablate translate``, ``ablate evaluate`` and ``ablate sync``, mounted on the main app."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ablate.utils.commands import fail as _fail  # the one handler: one red line, exit 2
+
+
+def translate(
+    run_dir: Path = typer.Argument(..., help="A run directory written by `ablate train`."),
+    input: Optional[Path] = typer.Option(None, "--input", "-i", help="Source sentences, one per line (default: stdin)."),
+    beam: Optional[int] = typer.Option(None, "--beam", help="Beam size (default: the run's eval.beam; 1 = greedy)."),
+    len_penalty: Optional[float] = typer.Option(None, "--len-penalty", help="Length-normalisation exponent (default: eval.len_penalty)."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
+) -> None:
+    """Translate text with a trained run: one source sentence per line in, one translation per line out."""
+    from ablate.config import ConfigError
+    from ablate.inference.translate import load_run, translate as run_translate
+
+    if input is not None and not input.is_file():
+        _fail(f"input file not found: {input}")
+    text = input.read_text(encoding="utf-8") if input is not None else sys.stdin.read()
+    if beam is not None and beam < 1:
+        _fail(f"--beam {beam} must be at least 1")
+    try:
+        run = load_run(run_dir, checkpoint)
+    except ConfigError as err:
+        _fail(str(err))
+    for line in run_translate(run, text.splitlines(), beam, len_penalty):
+        typer.echo(line)
+
+
+def evaluate(
+    run_dir: Path = typer.Argument(..., help="A run directory written by `ablate train`."),
+    data: Optional[str] = typer.Option(None, "--data", help="A corpus as data.source takes it (default: the run's)."),
+    split: Optional[str] = typer.Option(None, "--split", help="Split to score (default: the first test split)."),
+    beam: Optional[int] = typer.Option(None, "--beam", help="Beam size (default: the run's eval.beam)."),
+    len_penalty: Optional[float] = typer.Option(None, "--len-penalty", help="Length-normalisation exponent."),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
+    hyps: Optional[Path] = typer.Option(None, "--hyps", help="Also write the translations to this file."),
+) -> None:
+    """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
+    from ablate.config import ConfigError
+    from ablate.data.errors import DataError
+    from ablate.inference.translate import evaluate as run_evaluate
+    from ablate.inference.translate import load_run, load_split
+
+    try:
+        run = load_run(run_dir, checkpoint)
+        name, sources, references = load_split(run, data, split)
+    except (ConfigError, DataError) as err:
+        _fail(str(err))
+    scores, out = run_evaluate(run, sources, references, beam, len_penalty)
+    if hyps is not None:
+        hyps.parent.mkdir(parents=True, exist_ok=True)
+        hyps.write_text("\n".join(out) + "\n", encoding="utf-8")
+    typer.echo(f"{name}: BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({len(sources)} sentences)  {scores.signature}")
+
+
+def sync(
+    folder: Path = typer.Argument(..., help="A sweep output folder (runs/<sweep>) or one run directory."),
+    project: Optional[str] = typer.Option(None, "--project", help="Upload into this W&B project."),
+    entity: Optional[str] = typer.Option(None, "--entity", help="Upload into this W&B entity."),
+) -> None:
+    """Upload every trial's offline W&B run (`wandb sync`), skipping those already uploaded."""
+    from ablate.sweep.sync import SyncError, sync as run_sync
+
+    try:
+        run_sync(folder, project, entity, echo=typer.echo)
+    except SyncError as err:
+        _fail(str(err))
+
+
+def register(app: typer.Typer) -> None:
+    """Mount the commands on the ``ablate`` app."""
+    app.command()(translate)
+    app.command()(evaluate)
+    app.command()(sync)

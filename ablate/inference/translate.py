@@ -1,0 +1,134 @@
+"""Translate text and score test sets with a trained run, through the training code itself.
+
+The model comes back with ``TranslationModule.load_from_checkpoint`` (so what is decoded here is
+exactly the module that training tested), sources are segmented by the run's tokenizer and
+clipped to ``data.max_len`` as the test sets were, decoding is the module's ``translate`` (greedy
+or beam search of :mod:`ablate.model.decoding`) and scoring is :func:`ablate.metrics.corpus_scores`.
+Batches follow the test decoding's rule (:func:`ablate.data.batching.eval_batches`: sorted by
+length, at most ``eval.max_sentences`` sentences and ``train.max_tokens`` padded tokens).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import torch
+
+from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml
+from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
+from ablate.training.metrics import Scores, corpus_scores
+
+
+@dataclass
+class LoadedRun:
+    """A trained run ready to decode: its module (eval mode), tokenizer and config."""
+
+    module: Any
+    tokenizer: SubwordTokenizer
+    cfg: Config
+    checkpoint: Path
+
+
+def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> LoadedRun:
+    """The module of ``run_dir``'s ``<which>.ckpt`` (falls back to the other checkpoint).
+
+    Raises:
+        ConfigError: not a run directory, no tokenizer, or no checkpoint yet.
+    """
+    from ablate.training.checkpoint_io import CheckpointError, load_checkpoint_file
+    from ablate.training.module import TranslationModule
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.yaml").exists():
+        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a folder written by `ablate train`")
+    if not (run_dir / "tokenizer" / "tokenizer.json").exists():
+        raise ConfigError(f"{run_dir} has no saved tokenizer; was it trained by this version of ablate?")
+    names = [f"{which}.ckpt", "best.ckpt", "last.ckpt"]
+    path = next((run_dir / "checkpoints" / n for n in names if (run_dir / "checkpoints" / n).exists()), None)
+    if path is None:
+        raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet; train the run first")
+    try:  # the run's config.yaml, not the copy inside the checkpoint, says what the model is
+        cfg = from_flat(flatten(read_yaml(run_dir / "config.yaml")))
+    except ConfigError as err:
+        raise ConfigError(f"{run_dir} holds an unusable config.yaml: {err}") from None
+    try:
+        load_checkpoint_file(path)  # one line for a damaged file; pickled objects are refused, never run
+        module = TranslationModule.load_from_checkpoint(str(path), map_location=device, weights_only=True, cfg=cfg)
+    except CheckpointError as err:
+        raise ConfigError(str(err)) from None
+    except (RuntimeError, KeyError, TypeError) as err:
+        raise ConfigError(f"checkpoint {path} does not fit the model of {run_dir}/config.yaml "
+                          f"({str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__})") from None
+    tok = SubwordTokenizer.load(run_dir / "tokenizer")
+    module.detokenize = tok.decode_tgt
+    module.eval()
+    return LoadedRun(module, tok, module.cfg, path)
+
+
+def _batch(ids: list[list[int]], device: torch.device) -> torch.Tensor:
+    """``(B, S + 1)`` source rows with EOS appended, right-padded (as the data module's ``collate``)."""
+    width = max(len(s) for s in ids) + 1
+    out = torch.full((len(ids), width), PAD, dtype=torch.long)
+    for i, s in enumerate(ids):
+        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        out[i, len(s)] = EOS
+    return out.to(device)
+
+
+@torch.no_grad()
+def translate(run: LoadedRun, sources: list[str], beam: Optional[int] = None, len_penalty: Optional[float] = None,
+              target_lengths: Optional[Iterable[int]] = None) -> list[str]:
+    """Detokenized translations of ``sources``, in their order.
+
+    Args:
+        beam: beam size (default ``eval.beam``; 1 is greedy).
+        len_penalty: length-normalisation exponent (default ``eval.len_penalty``).
+        target_lengths: subword lengths of references, when known, so the batches are exactly
+            those of the test decoding (which packs by the longer side).
+    """
+    from ablate.data.batching import eval_batches
+
+    if not sources:
+        return []
+    cfg, module = run.cfg, run.module
+    ids = [s[: cfg.data.max_len] for s in run.tokenizer.encode_src([text or "" for text in sources])]
+    src_lens = [len(s) for s in ids]
+    tgt_lens = list(target_lengths) if target_lengths is not None else src_lens
+    beam = cfg.eval.beam if beam is None else beam
+    out: list[Optional[str]] = [None] * len(sources)
+    for batch in eval_batches(src_lens, tgt_lens, cfg.train.max_tokens, cfg.eval.max_sentences):
+        hyps = module.translate(_batch([ids[i] for i in batch], module.device), beam, len_penalty)
+        for i, hyp in zip(batch, hyps):
+            out[i] = module.detokenize(hyp)
+    return [h or "" for h in out]
+
+
+def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> tuple[str, list[str], list[str]]:
+    """``(split name, sources, references)`` of a split of ``source`` (default: the run's data).
+
+    The source is read as training reads it (``data.source`` syntax: ``builtin``, a folder,
+    ``hf:...``), in the run's language pair; ``split`` defaults to its first test split.
+    """
+    from ablate.data.cache import cache_root
+    from ablate.data.sources import make_source
+
+    data = run.cfg.data if source is None else dataclasses.replace(run.cfg.data, source=source)
+    with tempfile.TemporaryDirectory(prefix="ablate-evaluate-") as tmp:
+        corpus = make_source(data, cache_root(data.cache_dir)).load(Path(tmp))
+        name = split or (corpus.test_splits[0] if corpus.test_splits else corpus.val_split)
+        if name not in corpus.splits:
+            raise ConfigError(f"no split '{name}' in {data.source} (have: {', '.join(sorted(corpus.splits))})")
+        ds = corpus.splits[name]
+        return name, list(ds["src"]), list(ds["tgt"])
+
+
+def evaluate(run: LoadedRun, sources: list[str], references: list[str], beam: Optional[int] = None,
+             len_penalty: Optional[float] = None) -> tuple[Scores, list[str]]:
+    """sacreBLEU scores of the run's translations of ``sources`` against ``references``."""
+    lengths = [min(len(t), run.cfg.data.max_len) for t in run.tokenizer.encode_tgt([r or "" for r in references])]
+    hyps = translate(run, sources, beam, len_penalty, target_lengths=lengths)
+    return corpus_scores(hyps, references), hyps

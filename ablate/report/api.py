@@ -1,0 +1,79 @@
+"""The report as plain functions: load a sweep, lay out its table, write its figures, build its W&B Report.
+
+:mod:`ablate.report.commands` (the ``table``, ``plot``, ``report`` and ``export`` commands) and
+:mod:`ablate.report.export` call these; so can a notebook.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from ablate.report.aggregate import Sweep, aggregate
+from ablate.report.formats import render
+from ablate.report.records import WANDB_PREFIX, ReportError, collect, parse_wandb_path
+from ablate.report.significance import Comparison, compare
+from ablate.report.table import Table, build_table
+
+
+def load(source: str, api: Any = None) -> Sweep:
+    """Collect and aggregate the trials of ``source`` (``api``: a ``wandb.Api`` stand-in)."""
+    return aggregate(collect(source, api=api))
+
+
+def significance(sweep: Sweep, enabled: bool = True, test: str = "bs", samples: int = 0) -> list[Comparison]:
+    """The table's comparisons (named by the sweep, else against the base), Holm-adjusted; none when disabled."""
+    return compare(sweep, test=test, n_samples=samples) if enabled else []
+
+
+def sweep_and_table(source: str, alpha: float = 0.05, test: str = "bs", samples: int = 0,
+                    with_significance: bool = True, api: Any = None,
+                    by_length: bool = False) -> tuple[Sweep, Table]:
+    """The aggregated sweep of ``source`` and its laid-out table (see :func:`table_of`)."""
+    sweep = load(source, api)
+    comps = significance(sweep, with_significance, test, samples)
+    extra = None
+    if by_length:
+        from ablate.report.lengths import bleu_by_length
+
+        lengths = bleu_by_length(sweep)
+        if lengths is None:
+            raise ReportError(f"--by-length needs saved hypotheses (hyps/<split>.txt), and {source} has none")
+        extra = (lengths.columns(), lengths.row_stats(), lengths.note())
+    return sweep, build_table(sweep, comps, alpha, test, samples, extra)
+
+
+def table_of(source: str, alpha: float = 0.05, test: str = "bs", samples: int = 0,
+             with_significance: bool = True, api: Any = None, by_length: bool = False) -> Table:
+    """The laid-out table of ``source``, significance included unless disabled, and BLEU per
+    source-length bucket as columns with ``by_length``."""
+    return sweep_and_table(source, alpha, test, samples, with_significance, api, by_length)[1]
+
+
+def make_table(source: str, fmt: str = "md", alpha: float = 0.05, test: str = "bs", samples: int = 0,
+               with_significance: bool = True, api: Any = None, by_length: bool = False) -> str:
+    """The paper-style table of ``source`` as text in ``fmt`` (rich, md, latex or csv)."""
+    return render(table_of(source, alpha, test, samples, with_significance, api, by_length), fmt)
+
+
+def make_plots(source: str, out: Path, alpha: float = 0.05, with_significance: bool = True,
+               api: Any = None, fmt: str = "png") -> list[Path]:
+    """Write the sweep's figures (``fmt``: png, pdf or svg) into ``out``; return their paths."""
+    from ablate.report.plots import plot_all
+
+    sweep = load(source, api)
+    comps = significance(sweep, with_significance)
+    return plot_all(sweep, Path(out), comps, alpha, fmt)
+
+
+def make_report(source: str, title: Optional[str] = None, alpha: float = 0.05, test: str = "bs", samples: int = 0,
+                with_significance: bool = True, api: Any = None) -> Any:
+    """The (unsaved) W&B Report of a ``wandb:<entity>/<project>[/<group>]`` source."""
+    from ablate.report.wandb_report import build_report
+
+    if not source.startswith(WANDB_PREFIX):
+        raise ReportError(f"ablate report needs a W&B source, got '{source}': use wandb:<entity>/<project>/<group>")
+    entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX):])
+    sweep = load(source, api)
+    table = build_table(sweep, significance(sweep, with_significance, test, samples), alpha, test, samples)
+    return build_report(entity, project, group, table, sweep, title)

@@ -1,0 +1,207 @@
+"""``ablate export``: a finished sweep as a small, self-contained results folder for the repository.
+
+``results/<sweep>/`` holds what a reader needs to check the table and nothing that is only for
+training (no checkpoints, no W&B runs, no config files beyond each summary's resolved config)::
+
+    README.md            what was run (the exact command), on which commit and machine, how long it took
+    manifest.json        the same, machine-readable
+    table.md, table.tex  ``ablate table`` in Markdown and LaTeX (with ``--reference``: the paper beside it)
+    plots/               ``ablate plot``'s figures
+    sweep.json           the launcher's record of the sweep (points, statuses, attempts)
+    <trial>/summary.json every trial's summary (metrics, history, resolved config, machine, times)
+    <trial>/{hyps,refs,sources}/<split>.txt.gz   test-set hypotheses, references and sources, gzip'd
+
+``ablate table results/<sweep>`` rebuilds the same table from these files alone: the report's
+readers take ``.txt.gz`` wherever they take ``.txt``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shlex
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from ablate.report.records import SUMMARY, ReportError, collect_folder
+from ablate.utils.io import atomic_write_json, atomic_write_text
+
+TEXT_KINDS = ("hyps", "refs", "sources")
+NOT_TEST = ("val", "valid", "dev")
+STATE = "sweep.json"
+
+
+def test_splits(summary: dict[str, Any], run_dir: Path) -> list[str]:
+    """The trial's test splits: those with a ``test_<split>/bleu``, else every saved split but validation."""
+    named = sorted(k[len("test_"):-len("/bleu")] for k in summary if k.startswith("test_") and k.endswith("/bleu"))
+    if named:
+        return named
+    return sorted({p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")} - set(NOT_TEST))
+
+
+def _copy_trial(run_dir: Path, out: Path) -> int:
+    """Copy one trial's summary and gzip its test texts; return the bytes written."""
+    summary_text = (run_dir / SUMMARY).read_text()
+    try:
+        summary = json.loads(summary_text)
+    except ValueError:
+        summary = {}
+    (out / run_dir.name).mkdir(parents=True)
+    (out / run_dir.name / SUMMARY).write_text(summary_text)
+    size = len(summary_text)
+    for split in test_splits(summary, run_dir):
+        for kind in TEXT_KINDS:
+            src = run_dir / kind / f"{split}.txt"
+            if not src.exists():
+                continue
+            dst = out / run_dir.name / kind / f"{split}.txt.gz"
+            dst.parent.mkdir(exist_ok=True)
+            # mtime=0: the same texts give the same bytes, so a re-export changes nothing in git
+            data = gzip.compress(src.read_bytes(), compresslevel=9, mtime=0)
+            dst.write_bytes(data)
+            size += len(data)
+    return size
+
+
+def git_commit(repo: Path = Path(__file__).resolve().parents[2]) -> str:
+    """The commit of the ablate checkout (``+dirty`` with uncommitted changes), or ``unknown``."""
+    try:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def sweep_facts(source: Path, summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Command, times and machine of the sweep, from ``sweep.json`` and the trials' summaries."""
+    state = _read_json(source / STATE)
+    run = None
+    if state.get("source"):
+        run = " ".join(["ablate sweep run", shlex.quote(str(state["source"])), "--out", shlex.quote(str(source)),
+                        *map(shlex.quote, state.get("overrides") or [])])
+    ends = [(source / name / SUMMARY).stat().st_mtime for name in (s.get("_name") for s in summaries) if name]
+    started = state.get("created_at")
+    machines = {json.dumps(s["machine"], sort_keys=True) for s in summaries if isinstance(s.get("machine"), dict)}
+    total = lambda key: round(sum(float(s.get(key) or 0.0) for s in summaries), 1)  # noqa: E731
+    return {
+        "run_command": run,
+        "trials": len(summaries),
+        "finished": sum(s.get("status") == "finished" for s in summaries),
+        "wall_time_s": round(max(ends) - float(started), 1) if started and ends else None,
+        "trial_wall_time_s": total("wall_time_s"),
+        "trial_cpu_time_s": total("cpu_time_s") if any("cpu_time_s" in s for s in summaries) else None,
+        "trials_with_cpu_time": sum("cpu_time_s" in s for s in summaries),
+        "machines": [json.loads(m) for m in sorted(machines)],
+    }
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def export_sweep(source: Path, out: Path, command: Optional[str] = None, reference: Optional[str] = None,
+                 plots: bool = True, alpha: float = 0.05, test: str = "bs", samples: int = 0,
+                 force: bool = False) -> dict[str, Any]:
+    """Write ``out`` from the sweep folder ``source`` (see the module docstring); return the manifest.
+
+    Args:
+        command: the exact command that ran the sweep; default: rebuilt from ``sweep.json`` (its
+            file and overrides; launcher flags such as ``--parallel`` are not recorded there).
+        reference: a shipped reference (``ablate table --reference``) to print beside the table.
+        force: replace an existing ``out``.
+
+    Raises:
+        ReportError: ``source`` holds no trials, or ``out`` exists (without ``force``) or is ``source``.
+    """
+    from ablate.report.api import make_plots, sweep_and_table
+    from ablate.report.formats import render
+    from ablate.report.reference import get as get_reference, render as render_reference, side_by_side
+
+    source, out = Path(source), Path(out)
+    paper = get_reference(reference) if reference else None
+    trials = collect_folder(source)  # a missing or empty folder fails here, before anything is written
+    if out.resolve() == source.resolve():
+        raise ReportError(f"export folder {out} is the sweep folder itself: choose another, e.g. results/<sweep>")
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise ReportError(f"{out} exists and is not empty: pass --force to replace it")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    summaries, size = [], 0
+    for trial in trials:
+        run_dir = source / trial.name
+        size += _copy_trial(run_dir, out)
+        summaries.append({**_read_json(run_dir / SUMMARY), "_name": trial.name})
+    if (source / STATE).exists():
+        shutil.copyfile(source / STATE, out / STATE)
+
+    # everything below is read back from the export, so it shows what the export alone rebuilds
+    sweep, table = sweep_and_table(str(out), alpha, test, samples)
+    md = render(table, "md")
+    if paper is not None:
+        md += "\n" + render_reference(side_by_side(sweep, table, paper), "md")
+    atomic_write_text(out / "table.md", md)
+    atomic_write_text(out / "table.tex", render(table, "latex"))
+    figures = [p.name for p in make_plots(str(out), out / "plots", alpha)] if plots else []
+
+    facts = sweep_facts(source, summaries)
+    rebuilt = facts.pop("run_command")
+    table_cmd = " ".join(["ablate table", shlex.quote(str(out)), "--format md"]
+                         + ([f"--reference {reference}"] if reference else []))
+    manifest = {
+        "sweep": sweep.name or out.name,
+        "command": command or rebuilt,
+        "command_recorded": command is not None,
+        **facts,
+        "commit": git_commit(),
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "export_command": " ".join(["ablate export", shlex.quote(str(source)), shlex.quote(str(out))]
+                                   + ([f"--reference {reference}"] if reference else [])),
+        "table_command": table_cmd,
+        "texts_bytes": size,
+        "plots": figures,
+    }
+    atomic_write_json(out / "manifest.json", manifest)
+    atomic_write_text(out / "README.md", readme(manifest))
+    return manifest
+
+
+def _hours(seconds: Optional[float]) -> str:
+    return "not recorded" if seconds is None else f"{seconds / 3600:.2f} h ({seconds:,.0f} s)"
+
+
+def readme(m: dict[str, Any]) -> str:
+    """The results folder's README: how it was made and how to check it."""
+    machines = "; ".join(f"{x.get('cpu')}, {x.get('cores')} cores, torch threads per trial: {x.get('torch_threads')}"
+                         for x in m["machines"]) or "not recorded by these runs"
+    command = f"`{m['command']}`" if m["command"] else "not recorded (no sweep.json; pass ablate export --command)"
+    cpu = _hours(m["trial_cpu_time_s"])
+    if m["trial_cpu_time_s"] is not None and m["trials_with_cpu_time"] < m["trials"]:
+        cpu += f" (recorded by {m['trials_with_cpu_time']} of the {m['trials']} trials)"
+    how = ""
+    if m["command"] and not m["command_recorded"]:
+        how = " (rebuilt from sweep.json; launcher flags such as --parallel are not recorded there)"
+    return "\n".join([
+        f"# Results: {m['sweep']}", "",
+        f"- Command{how}: {command}",
+        f"- Commit: `{m['commit']}`",
+        f"- Machine: {machines}",
+        "- Wall time: " + (f"{_hours(m['wall_time_s'])}, from the sweep's start to its last trial's end (pauses "
+                           "included)" if m["wall_time_s"] is not None else "not recorded (no sweep.json)"),
+        f"- Trials: {m['finished']} finished of {m['trials']}; {_hours(m['trial_wall_time_s'])} of trial wall time, "
+        f"CPU time {cpu}",
+        f"- Exported {m['exported_at']} with `{m['export_command']}`", "",
+        "The table is `table.md` (`table.tex` for LaTeX) and the figures are in `plots/`. Each trial folder holds its",
+        "`summary.json` and its test-set hypotheses, references and sources (`*.txt.gz`); the table rebuilds from",
+        f"these files alone: `{m['table_command']}`.", "",
+    ])

@@ -1,0 +1,64 @@
+"""What a finished (or failed) run leaves in W&B: enough to rebuild its table from W&B alone.
+
+* every ``summary.json`` field in the run summary (status, error, BLEU per split, chrF, the
+  BLEU signature, tokens/s, peak memory, wall time, decode speed, the validation history), the
+  config excepted (it is the run config);
+* an artifact ``texts-<run id>`` of type ``hypotheses`` holding ``hyps/<split>.txt`` and
+  ``refs/<split>.txt``: what ``ablate table`` needs for its paired-bootstrap marks (†);
+* with ``tracking.log_checkpoints=true``, ``best.ckpt`` as an artifact ``model-<run id>`` of
+  type ``model``.
+
+Artifact files are referenced where the run wrote them (W&B's ``immutable`` policy: no copy in
+W&B's staging area), so an offline run holds them in its own folder until ``wandb sync``
+uploads them. The calls are W&B's public ones, the same online and offline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+HYPOTHESES = "hypotheses"
+NOT_SUMMARY = ("config",)
+
+
+def log_summary(run: Any, summary: dict[str, Any]) -> None:
+    """Every field of ``summary`` (``summary.json``) except the config, in the W&B run summary."""
+    run.summary.update({k: v for k, v in summary.items() if k not in NOT_SUMMARY})
+
+
+def texts_artifact(run_dir: Path, run_id: str, summary: dict[str, Any]):
+    """The ``hypotheses`` artifact of ``run_dir`` (``None`` when it wrote no texts)."""
+    import wandb
+
+    folders = [run_dir / kind for kind in ("hyps", "refs") if (run_dir / kind).is_dir()]
+    if not folders:
+        return None
+    metadata = {k: v for k, v in summary.items() if k == "bleu_signature" or k.endswith(("/bleu", "/chrf"))}
+    art = wandb.Artifact(f"texts-{run_id}", type=HYPOTHESES, metadata=metadata,
+                         description="detokenized hypotheses and references, one line per source sentence")
+    for folder in folders:
+        art.add_dir(str(folder), name=folder.name, policy="immutable")
+    return art
+
+
+def checkpoint_artifact(run_dir: Path, run_id: str):
+    """``best.ckpt`` as a ``model`` artifact (``None`` when there is none)."""
+    import wandb
+
+    best = run_dir / "checkpoints" / "best.ckpt"
+    if not best.exists():
+        return None
+    art = wandb.Artifact(f"model-{run_id}", type="model", description="best checkpoint by validation BLEU; "
+                         "TranslationModule.load_from_checkpoint(path)")
+    art.add_file(str(best), name="best.ckpt", policy="immutable")
+    return art
+
+
+def publish(run: Any, run_dir: Path, summary: dict[str, Any], log_checkpoints: bool = False) -> None:
+    """Log ``summary``, the texts and (optionally) the best checkpoint of ``run_dir`` to ``run``."""
+    log_summary(run, summary)
+    for art, aliases in ((texts_artifact(run_dir, run.id, summary), ["latest"]),
+                         (checkpoint_artifact(run_dir, run.id) if log_checkpoints else None, ["best", "latest"])):
+        if art is not None:
+            run.log_artifact(art, aliases=aliases)

@@ -1,0 +1,43 @@
+"""Issue 17 item 7: a damaged cache entry is rebuilt, and a full disk names the cache folder."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+from ablate.config import DataConfig
+from ablate.data.encoded import prepare
+from ablate.data.errors import DataError
+
+CFG = DataConfig(builtin_pairs=200, vocab_size=300)
+
+
+def test_a_truncated_arrow_file_is_detected_and_rebuilt(cache_dir):
+    first = prepare(CFG)
+    arrow = next((cache_dir / "corpora").glob("*/splits/train/*.arrow"))
+    arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])  # torn by a crash or a full disk
+    again = prepare(CFG)
+    assert again.stats["cached"] is False  # rebuilt, not read
+    assert len(again.splits["train"]) == len(first.splits["train"])
+    assert prepare(CFG).stats["cached"] is True  # and the rebuilt entry is used from then on
+    assert not list((cache_dir / "corpora").glob(".damaged-*"))
+
+
+def test_an_unreadable_entry_with_intact_sizes_is_rebuilt(cache_dir):
+    prepare(CFG)
+    meta = next((cache_dir / "corpora").glob("*/meta.json"))
+    meta.write_text("x" * len(meta.read_text()))  # same size, garbage content
+    assert prepare(CFG).stats["cached"] is False
+
+
+def test_a_full_disk_names_the_cache_folder(cache_dir, monkeypatch):
+    from ablate.data import tokenizer
+
+    def full(self, folder):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tokenizer.SubwordTokenizer, "save", full)
+    with pytest.raises(DataError, match=f"no space left to write the data cache in {cache_dir}"):
+        prepare(CFG)
+    assert not [p for p in (cache_dir / "tokenizers").iterdir()]  # nothing half-written published

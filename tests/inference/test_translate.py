@@ -1,0 +1,117 @@
+"""A trained run used from outside: load_from_checkpoint, translate, evaluate (issue 13, items 6-7),
+and what its offline W&B run holds (item 4)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from inference_helpers import SEEN
+from typer.testing import CliRunner
+
+from ablate.config import load_config
+from ablate.data import builtin
+from ablate.training.offline_run import offline_runs, read_run
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = [
+    "data.builtin_pairs=400", "data.vocab_size=300", "model.d_model=32", "model.layers=1", "model.heads=2",
+    "model.d_ff=64", "train.max_steps=60", "train.max_tokens=1024", "train.warmup=10", "train.lr=5e-3",
+    "eval.beam=2", "eval.max_len_a=1.0", "eval.max_len_b=4", "tracking.wandb=offline",
+    "tracking.log_checkpoints=true",
+    "trainer.enable_progress_bar=false", "trainer.callbacks=[{class_path: inference_helpers.Recorder, init_args: {tag: t}}]",
+]
+
+
+def _corpus(folder: Path) -> Path:
+    """A small local corpus (train 400, val 40, test 40, extra 30) from the built-in task."""
+    folder.mkdir(parents=True)
+    for split, kind, n in (("train", "train", 400), ("val", "val", 40), ("test", "test", 40), ("test_extra", "val", 30)):
+        pairs = list(builtin.generate(kind, n))[-n:]
+        (folder / f"{split}.en").write_text("\n".join(en for en, _ in pairs) + "\n")
+        (folder / f"{split}.de").write_text("\n".join(de for _, de in pairs) + "\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    from ablate.training.train import train
+
+    tmp = tmp_path_factory.mktemp("inference")
+    corpus = _corpus(tmp / "corpus")
+    run_dir = tmp / "run"
+    SEEN.clear()
+    summary = train(load_config(None, [*SMALL, f"data.source={corpus}", f"data.cache_dir={tmp / 'cache'}"]), run_dir)
+    assert summary["status"] == "finished"
+    return run_dir
+
+
+def _cli(*args: str, input: str | None = None):
+    from ablate import cli
+
+    result = CliRunner().invoke(cli.app, list(args), input=input)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_trainer_options_and_named_callbacks_reach_the_trainer(trained):
+    assert SEEN == [{"tag": "t", "progress_bar": False}]
+
+
+def test_load_from_checkpoint_round_trip(trained):
+    from ablate.training.module import TranslationModule
+
+    path = trained / "checkpoints" / "best.ckpt"
+    module = TranslationModule.load_from_checkpoint(str(path), map_location="cpu")  # nothing but the path
+    saved = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+    loaded = module.state_dict()
+    assert saved.keys() == loaded.keys() and all(torch.equal(saved[k], loaded[k]) for k in saved)
+    assert module.cfg.model.d_model == 32 and module.cfg.trainer["enable_progress_bar"] is False
+    assert module.hparams["vocab"]["joint"] is True
+
+
+def test_translate_reproduces_the_test_hypotheses(trained):
+    config = json.loads((trained / "summary.json").read_text())["config"]
+    source = Path(config["data"]["source"]) / "test.en"
+    expected = (trained / "hyps" / "test.txt").read_text()
+    assert _cli("translate", str(trained), "--input", str(source)) == expected
+    assert _cli("translate", str(trained), input=source.read_text()) == expected  # stdin
+    greedy = _cli("translate", str(trained), "--beam", "1", "--len-penalty", "0.6", input=source.read_text())
+    assert len(greedy.splitlines()) == len(expected.splitlines())
+
+
+def test_evaluate_reproduces_the_recorded_test_bleu(trained, tmp_path):
+    summary = json.loads((trained / "summary.json").read_text())
+    out = _cli("evaluate", str(trained), "--split", "test", "--hyps", str(tmp_path / "hyps.txt"))
+    assert out.startswith(f"test: BLEU {summary['test/bleu']:.2f}  chrF {summary['test/chrf']:.2f}")
+    assert summary["bleu_signature"] in out
+    assert (tmp_path / "hyps.txt").read_text() == (trained / "hyps" / "test.txt").read_text()
+    other = _cli("evaluate", str(trained), "--data", summary["config"]["data"]["source"], "--split", "test_extra")
+    assert other.startswith("test_extra: BLEU ") and "(30 sentences)" in other
+
+
+def test_bad_inputs_are_one_line(trained, tmp_path):
+    from ablate import cli
+
+    for args in (["translate", str(tmp_path)], ["translate", str(trained), "--input", str(tmp_path / "no.txt")],
+                 ["evaluate", str(trained), "--split", "nope"]):
+        result = CliRunner().invoke(cli.app, args)
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert result.output.startswith("error: ") and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_offline_run_holds_summary_texts_and_checkpoint(trained):
+    run = read_run(offline_runs(trained)[0])
+    summary = json.loads((trained / "summary.json").read_text())
+    for key, value in summary.items():
+        if key != "config":
+            assert run.summary[key] == value, key
+    texts = next(a for a in run.artifacts if a.type == "hypotheses")
+    assert sorted(texts.files) == ["hyps/test.txt", "hyps/test_extra.txt", "hyps/val.txt", "refs/test.txt",
+                                   "refs/test_extra.txt", "refs/val.txt"]
+    for name, local in texts.files.items():
+        assert local == trained / name and local.read_text()  # referenced in the run folder itself
+    model = next(a for a in run.artifacts if a.type == "model")
+    assert model.files == {"best.ckpt": trained / "checkpoints" / "best.ckpt"} and "best" in model.aliases

@@ -1,0 +1,89 @@
+"""``ablate export``: a sweep shipped as results/<sweep>/ rebuilds the identical table from its files alone."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+from typer.testing import CliRunner
+
+from ablate.config import Config
+from ablate.report.commands import app, make_table
+from ablate.report.records import collect
+from ablate.training.tracking import RunRecord
+
+runner = CliRunner()
+
+
+def _with_training_leftovers(variant_sweep, tmp_path):
+    """A copy of the stand-in sweep with what a real run also leaves: checkpoints, configs, val texts, state."""
+    src = tmp_path / "runs" / "table3"
+    shutil.copytree(variant_sweep, src)
+    state = {"name": "table3", "source": "sweeps/table3-cpu.yaml", "overrides": ["train.max_steps=10"],
+             "created_at": 1.0, "trials": [], "signature": "x"}
+    (src / "sweep.json").write_text(json.dumps(state))
+    for run in (p for p in src.iterdir() if (p / "hyps").is_dir()):
+        (run / "checkpoints").mkdir()
+        (run / "checkpoints" / "last.ckpt").write_bytes(b"\0" * 1000)
+        (run / "config.yaml").write_text("seed: 1\n")
+        (run / "hyps" / "val.txt").write_text("not a test split\n")
+    return src
+
+
+def test_export_rebuilds_the_identical_table_from_its_files_alone(variant_sweep, tmp_path):
+    src = _with_training_leftovers(variant_sweep, tmp_path)
+    out = tmp_path / "results" / "table3"
+    result = runner.invoke(app, ["export", str(src), str(out), "--samples", "100", "--command",
+                                 "ablate sweep run sweeps/table3-cpu.yaml --parallel 2",
+                                 "--reference", "vaswani2017-table3"])
+    assert result.exit_code == 0, result.output
+
+    for fmt in ("md", "latex", "csv"):
+        assert make_table(str(out), fmt, samples=100) == make_table(str(src), fmt, samples=100)
+    shipped = (out / "table.md").read_text()
+    assert shipped.startswith(make_table(str(src), "md", samples=100)) and "agree in sign with the paper" in shipped
+    assert (out / "table.tex").read_text() == make_table(str(src), "latex", samples=100)
+    assert len(list((out / "plots").glob("*.png"))) >= 4
+
+    # only summaries and gzip'd test texts travel: no checkpoints, configs or validation texts
+    files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    trial_files = {f for f in files if "/" in f and not f.startswith("plots/")}
+    assert trial_files and all(f.endswith(("summary.json", ".txt.gz")) for f in trial_files)
+    assert not any("val.txt" in f or "ckpt" in f for f in files)
+    assert "A-heads1-s1/hyps/test_2016_flickr.txt.gz" in files and "A-heads1-s1/refs/test_2017_flickr.txt.gz" in files
+    hyps = gzip.decompress((out / "A-heads1-s1/hyps/test_2016_flickr.txt.gz").read_bytes()).decode()
+    assert hyps == (src / "A-heads1-s1/hyps/test_2016_flickr.txt").read_text()
+    assert {t.name for t in collect(str(out))} == {t.name for t in collect(str(src))}  # failed trials too
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["command"] == "ablate sweep run sweeps/table3-cpu.yaml --parallel 2"
+    assert manifest["command_recorded"]
+    assert manifest["commit"] and manifest["trials"] == 15 and manifest["finished"] == 13
+    assert manifest["trial_wall_time_s"] == 13 * 120.0
+    readme = (out / "README.md").read_text()
+    assert "ablate sweep run sweeps/table3-cpu.yaml --parallel 2" in readme and manifest["commit"] in readme
+
+
+def test_export_refuses_to_overwrite_and_rebuilds_the_run_command(variant_sweep, tmp_path):
+    src = _with_training_leftovers(variant_sweep, tmp_path)
+    out = tmp_path / "results"
+    (out / "x").mkdir(parents=True)
+    result = runner.invoke(app, ["export", str(src), str(out), "--no-plots"])
+    assert result.exit_code == 2 and "pass --force" in result.output and len(result.output.strip().splitlines()) == 1
+    result = runner.invoke(app, ["export", str(src), str(out), "--no-plots", "--force", "--samples", "50"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["command"] == f"ablate sweep run sweeps/table3-cpu.yaml --out {src} train.max_steps=10"
+    assert not manifest["command_recorded"] and not (out / "x").exists() and not (out / "plots").exists()
+
+
+def test_the_run_record_says_what_machine_ran_it_and_its_cpu_time(tmp_path):
+    record = RunRecord(tmp_path, Config())
+    sum(i * i for i in range(200_000))  # some CPU work
+    record.write("finished")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["cpu_time_s"] >= 0 and summary["machine"]["cores"] >= 1 and summary["machine"]["cpu"]
+    resumed = RunRecord(tmp_path, Config())
+    resumed.write("finished")
+    assert json.loads((tmp_path / "summary.json").read_text())["cpu_time_s"] >= summary["cpu_time_s"]

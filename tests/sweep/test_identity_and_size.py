@@ -1,0 +1,74 @@
+"""Issue 17 items 5 and 13: a sweep is what its trials run; a huge grid is counted, not planned."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sweep_helpers import fake_command, options, quiet_progress, small_spec
+
+from ablate.sweep.launcher import check_trial_count, run_sweep
+from ablate.sweep.search import planned_trials
+from ablate.sweep.spec import SweepError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_editing_the_base_config_between_runs_is_refused(tmp_path, events):
+    """Item 5: the same --config path with other contents is another sweep, refused like a run folder."""
+    base = tmp_path / "base.yaml"
+    base.write_text("model:\n  heads: 2\n")
+    spec = small_spec({"seed": {"values": [1, 2]}})
+    progress, _ = quiet_progress()
+    first = run_sweep(spec, options(tmp_path / "out", fake_command(events), config=base), progress)
+    assert [t.status for t in first.state.trials] == ["finished", "finished"]
+
+    base.write_text("model:\n  heads: 4\n")  # edited in place: same path, other trials
+    with pytest.raises(SweepError, match="another base config"):
+        run_sweep(spec, options(tmp_path / "out", fake_command(events), config=base), progress)
+    base.write_text("# a comment changes nothing the trials run\nmodel: {heads: 2}\n")
+    again = run_sweep(spec, options(tmp_path / "out", fake_command(events), config=base), progress)
+    assert again.launched == 0
+
+
+def grid(n_params: int, n_values: int) -> dict:
+    return {f"k{i}": {"values": list(range(n_values))} for i in range(n_params)}
+
+
+def test_a_huge_grid_is_counted_without_expanding_it():
+    """Item 13: 10**12 points counted at once; beyond the limit, refused with the count and how to raise it."""
+    spec = small_spec({"seed": {"values": list(range(1000))}, "train.warmup": {"min": 1, "max": 1000},
+                       "train.lr": {"values": [1e-3, 2e-3, 3e-3] * 10 ** 3},  # W&B keeps duplicates
+                       "model.heads": {"values": [1, 2, 4, 8]}, "model.d_model": {"value": 64}})
+    assert planned_trials(spec, None) == 1000 * 1000 * 3000 * 4
+    assert planned_trials(spec, 50) == 50
+    for cap in (None, 500):  # W&B's grid search enumerates the whole grid, whatever the cap
+        with pytest.raises(SweepError, match=r"12,000,000,000 trials is over the limit of 10,000; narrow the grid, "
+                                             r"or raise the limit with --trial-limit 12000000000"):
+            check_trial_count(spec, cap, 10_000)
+    assert check_trial_count(spec, 500, 10**13) == 500
+
+
+def test_the_trial_count_is_printed_before_planning(tmp_path):
+    """Item 13: the first line of a 10,000-trial dry run is its count, before any trial is planned."""
+    sweep = tmp_path / "big.yaml"
+    sweep.write_text("method: grid\nparameters:\n" + "".join(
+        f"  {key}:\n    values: {list(range(1, 11))}\n" for key in ("seed", "train.warmup", "train.max_steps", "eval.beam")))
+    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "sweep", "run", str(sweep), "--dry-run"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "WANDB_MODE": "disabled", "COLUMNS": "200"})
+    try:
+        first = proc.stdout.readline()
+        assert first.strip() == "big: 10,000 trials"
+    finally:
+        proc.kill()
+        proc.wait()
+    refused = subprocess.run([sys.executable, str(ROOT / "cli.py"), "sweep", "run", str(sweep), "--dry-run",
+                              "--trial-limit", "9999"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "WANDB_MODE": "disabled"})
+    assert refused.returncode == 2 and "10,000 trials is over the limit of 9,999" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -1,0 +1,213 @@
+"""The shape of the package: layers without cycles, registries as the only lists, one error base, the CLI entries."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import ablate
+from ablate.config import describe_keys, load_config
+from ablate.errors import AblateError
+from ablate.utils.typed import ConfigError, OneOf
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "ablate"
+LAYERS = {"errors": 0, "utils": 1, "config": 2, "data": 3, "model": 3, "training": 4, "sweep": 5, "report": 6,
+          "bench": 6, "inference": 6, "cli": 7, "__main__": 8}
+"""Data flows up this list: a module imports only from lower layers or its own folder (the report reads
+what sweeps write, so it may use the sweep file's format)."""
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        out[name] = path
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the ``ablate`` modules it imports (anywhere in the file, function-level too)."""
+    mods = _modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for target in targets:
+                while target and target not in mods:
+                    target = target.rpartition(".")[0]
+                if target and target not in (name, "ablate"):
+                    edges[name].add(target)
+    return edges
+
+
+def _cycle(edges: dict[str, set[str]]) -> list[str]:
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        path.pop()
+        return []
+
+    for node in sorted(edges):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_every_module_imports():
+    for name in _modules():
+        if name != "ablate.__main__":
+            importlib.import_module(name)
+
+
+def test_the_import_graph_has_no_cycle():
+    assert _cycle(_graph()) == []
+
+
+def test_no_import_points_up_the_layers():
+    def layer(module: str) -> tuple[int, str]:
+        top = module.split(".")[1]
+        return LAYERS[top], top
+
+    upward = [f"{a} -> {b}" for a, targets in _graph().items() if a != "ablate" for b in targets
+              if layer(b)[0] > layer(a)[0] or (layer(b)[0] == layer(a)[0] and layer(b)[1] != layer(a)[1])]
+    assert upward == []
+
+
+def _markers() -> dict[str, OneOf]:
+    from ablate import config
+
+    out = {}
+    for cls in (config.DataConfig, config.AttentionConfig, config.ModelConfig, config.TrainConfig,
+                config.EvalConfig, config.TrackingConfig):
+        for name, tp in typing.get_type_hints(cls, include_extras=True).items():
+            for arg in (tp, *typing.get_args(tp)):
+                if typing.get_origin(arg) is typing.Annotated:
+                    out[f"{cls.__name__}.{name}"] = next(m for m in arg.__metadata__ if isinstance(m, OneOf))
+    return out
+
+
+def test_config_choices_come_from_the_registries():
+    from ablate.model.build import ARCHS
+    from ablate.model.positions import POSITIONS
+    from ablate.model.scores import SCORES
+
+    markers = _markers()
+    assert markers["AttentionConfig.score"].choices() == [*SCORES, "none"]
+    assert markers["ModelConfig.positions"].choices() == list(POSITIONS)
+    assert markers["ModelConfig.arch"].choices() == list(ARCHS)
+    for marker in markers.values():
+        assert marker.choices() and all(isinstance(c, str) for c in marker.choices())
+
+
+def test_a_registered_variant_is_selectable_and_listed(monkeypatch):
+    from ablate.model.build import build_model
+    from ablate.model.scores import SCORES, DotScore
+
+    class ToyScore(DotScore):
+        """A copy of the dot product under another name."""
+
+    monkeypatch.setitem(SCORES, "toy", ToyScore)
+    cfg = load_config(None, ["model.attention.score=toy"])
+    assert cfg.model.attention.score == "toy"
+    assert "toy" in dict((k, t) for k, t, _, _ in describe_keys())["model.attention.score"]
+    model = build_model(cfg.model, 20, 20)
+    assert any(isinstance(m, ToyScore) for m in model.modules())
+    with pytest.raises(ConfigError, match="did you mean 'toy'"):
+        load_config(None, ["model.attention.score=tyo"])
+
+
+def test_every_error_class_has_the_one_base():
+    found = []
+    for name in _modules():
+        if name == "ablate.__main__":
+            continue
+        for _, obj in inspect.getmembers(importlib.import_module(name), inspect.isclass):
+            if obj.__module__ == name and issubclass(obj, Exception):
+                found.append(obj)
+    assert len(found) >= 11
+    assert [cls.__name__ for cls in found if not issubclass(cls, AblateError)] == []
+
+
+def test_a_model_building_error_is_one_line_exit_2(monkeypatch):
+    from ablate import cli
+    from ablate.model.scores import ScoreError
+    from ablate.training import train
+
+    def build_fails(*args, **kwargs):
+        raise ScoreError("attention score 'x' is not available for this model; choose from: dot")
+
+    monkeypatch.setattr(train, "train", build_fails)
+    result = CliRunner().invoke(cli.app, ["train", "tracking.wandb=disabled"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: attention score 'x' is not available for this model; choose from: dot"
+
+
+def test_version_and_help_list_the_config_keys():
+    from ablate import cli
+
+    result = CliRunner().invoke(cli.app, ["--version"])
+    assert result.exit_code == 0 and result.output.startswith("ablate ")
+    help_text = CliRunner().invoke(cli.app, ["train", "--help"], terminal_width=200).output
+    assert "model.attention.score" in help_text and "additive" in help_text
+    assert "Peak learning rate" in help_text
+
+
+@pytest.mark.parametrize("argv", [[sys.executable, "-m", "ablate", "--help"], [sys.executable, "cli.py", "--help"]])
+def test_entry_points(argv, tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)} if argv[1] == "-m" else {"PATH": "/usr/bin:/bin"}
+    done = subprocess.run(argv, cwd=ROOT if argv[1] == "cli.py" else tmp_path, env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "train" in done.stdout and "sweep" in done.stdout
+
+
+def test_no_top_level_cli_module_is_installed():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert "py-modules" not in text and 'ablate = "ablate.cli:main"' in text
+    assert Path(ablate.__file__).parent == PACKAGE
+
+
+def test_slurm_options_render_in_their_own_panel():
+    from ablate import cli
+
+    text = CliRunner().invoke(cli.app, ["sweep", "run", "--help"], terminal_width=160).output
+    panel = text[text.index("SLURM (--launcher slurm)"):]
+    assert "--partition" in panel and "partition for the jobs" in panel
+
+
+@pytest.mark.parametrize("fmt", ["pdf", "svg"])
+def test_plot_writes_vector_figures(fmt, tmp_path):
+    from ablate import cli
+    from ablate.report.plots import FIGURE_FORMATS
+
+    assert fmt in FIGURE_FORMATS
+    sys.path.insert(0, str(ROOT / "tests" / "report"))
+    from report_fixtures import make_variant_sweep
+
+    sweep = make_variant_sweep(tmp_path / "sweep")
+    result = CliRunner().invoke(cli.app, ["plot", str(sweep), "--out", str(tmp_path / "p"), "--format", fmt])
+    assert result.exit_code == 0, result.output
+    files = sorted((tmp_path / "p").iterdir())
+    assert files and all(f.suffix == f".{fmt}" for f in files)

@@ -1,0 +1,18 @@
+"""``train(milestone=...)``: the start-up hook ``ablate bench`` times with (no monkeypatching)."""
+
+from __future__ import annotations
+
+from ablate.config import load_config
+from ablate.training.train import train
+
+TINY = ["data.builtin_pairs=200", "data.vocab_size=200", "model.d_model=32", "model.layers=1", "model.heads=2",
+        "model.d_ff=64", "train.max_steps=2", "train.max_tokens=512", "eval.beam=1", "eval.max_len_b=3",
+        "tracking.wandb=disabled"]
+
+
+def test_milestones_arrive_once_in_order(tmp_path, monkeypatch):
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    seen: list[str] = []
+    summary = train(load_config(None, TINY), tmp_path / "run", echo=lambda _: None, milestone=seen.append)
+    assert summary["status"] == "finished"
+    assert seen == ["data", "model", "fit_start", "first_step"]
