@@ -49,7 +49,7 @@ class DataConfig:
     joint_vocab: bool = True
     max_len: int = 128
     """Pairs with a side longer than this many subwords are dropped from training."""
-    builtin_pairs: int = 8000
+    builtin_pairs: int = 4000
     """Training pairs generated for the built-in task (validation and test get 500 each)."""
     cache_dir: str = ""
     """Tokenizer and encoded-corpus cache; empty means ``$ABLATE_CACHE`` or ``~/.cache/ablate``."""

@@ -1,123 +1,61 @@
 """The built-in task: a synthetic English -> German-like language pair, generated in code.
 
-A small, fully deterministic grammar whose translation needs more than word-by-word copying,
-so that attention genuinely matters (Bahdanau et al. 2015 motivate attention with exactly such
-reorderings):
+A deterministic grammar whose translation needs more than word-by-word copying, so that
+attention and positions genuinely matter (Bahdanau et al. 2015 motivate attention with exactly
+such reorderings, and show it matters most on long sentences), and which a small model does not
+learn perfectly within a CPU budget:
 
-* **lexicon**: about 40 nouns, 16 adjectives and 27 verbs with their German forms;
+* **lexicon** (:mod:`ablate.data.lexicon`): about 130 nouns, 45 adjectives and 56 verbs, drawn
+  with Zipfian weights, and noun compounds written as one German word (``the garden door`` ->
+  ``die Gartentür``), so a long tail of words is seen only a few times in training, or never;
+* **nesting**: restrictive relative clauses on subjects and objects (``the man who has seen the
+  dog`` -> ``der Mann, der den Hund gesehen hat,``), up to two deep, inside main, subordinate,
+  fronted and reported clauses; sentences of 5-40 English words;
 * **reordering**: the German verb cluster goes to the end of the clause after a modal or an
-  auxiliary (``can see the dog`` -> ``kann den Hund sehen``), the finite verb is final in
-  subordinate clauses (``weil der Mann den Hund sieht``), a fronted time adverb or subordinate
-  clause inverts subject and verb (V2: ``heute sieht der Mann ...``), English sentence-final
-  adverbs move into the German middle field, and ``next to the`` contracts to one word;
-* **agreement**: articles and adjective endings follow gender, number and case (nominative,
-  accusative, dative; weak, mixed and strong declension), verbs agree with the subject's
-  person and number, the perfect picks ``haben`` or ``sein``, dative plurals add ``-n``.
+  auxiliary (``can see the dog`` -> ``kann den Hund sehen``), separable prefixes go to the end of
+  a main clause (``calls the friend`` -> ``ruft den Freund an``), the finite verb is final in
+  subordinate and relative clauses (``weil der Mann den Hund anruft``), the object of a relative
+  clause moves to its front (``the book that the man reads`` -> ``das Buch, das der Mann liest``),
+  a fronted time adverb or subordinate clause inverts subject and verb (V2), and English
+  sentence-final adverbs move into the German middle field;
+* **long-distance agreement**: articles, adjective endings and relative pronouns follow gender,
+  number and case (nominative, accusative, dative; weak, mixed and strong declension), verbs
+  agree with their subject across an intervening relative clause, the perfect picks ``haben``
+  or ``sein``, dative plurals add ``-n``.
 
 The mapping English -> German is a function (no ambiguity), and German -> English is too (verb
-agreement disambiguates ``sie``), so a small model can reach high BLEU. The data never depends
-on a run's seed: the generator has its own fixed seeds, and a sentence's split is decided by a
-hash of its English text, so ``train`` (first ``n_train`` pairs of one stream), ``val`` and
-``test`` are disjoint and ``val``/``test`` do not change with ``n_train``.
+agreement disambiguates ``sie``). The data never depends on a run's seed: the generator has its
+own fixed seeds, and a sentence's split is decided by a hash of its English text, so ``train``
+(first ``n_train`` pairs of one stream), ``val`` and ``test`` are disjoint and ``val``/``test``
+do not change with ``n_train``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
 from dataclasses import dataclass
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
-VERSION = 1
+from ablate.data.lexicon import (ADJECTIVES, ANIMATE, CONTRACTIONS, INTRANSITIVE, IRREGULAR_PRESENT,  # noqa: F401
+                                 MANNER, MODALS, PLACES, PREPOSITIONS, PRONOUNS, REPORTING,
+                                 SUBORDINATORS, THINGS, TIME, TRANSITIVE)
+
+VERSION = 2
 """Bump when the grammar changes: it is part of the cache key."""
 SEED = 20240601
 LANGS = ("en", "de")
 N_EVAL = 500
-
-# noun: English singular, plural; German singular, plural, gender
-ANIMATE = [
-    ("man", "men", "Mann", "Männer", "m"), ("woman", "women", "Frau", "Frauen", "f"),
-    ("child", "children", "Kind", "Kinder", "n"), ("girl", "girls", "Mädchen", "Mädchen", "n"),
-    ("dog", "dogs", "Hund", "Hunde", "m"), ("cat", "cats", "Katze", "Katzen", "f"),
-    ("horse", "horses", "Pferd", "Pferde", "n"), ("bird", "birds", "Vogel", "Vögel", "m"),
-    ("teacher", "teachers", "Lehrer", "Lehrer", "m"), ("friend", "friends", "Freund", "Freunde", "m"),
-    ("mother", "mothers", "Mutter", "Mütter", "f"), ("father", "fathers", "Vater", "Väter", "m"),
-    ("cook", "cooks", "Koch", "Köche", "m"), ("student", "students", "Studentin", "Studentinnen", "f"),
-]
-THINGS = [
-    ("book", "books", "Buch", "Bücher", "n"), ("ball", "balls", "Ball", "Bälle", "m"),
-    ("car", "cars", "Auto", "Autos", "n"), ("apple", "apples", "Apfel", "Äpfel", "m"),
-    ("table", "tables", "Tisch", "Tische", "m"), ("door", "doors", "Tür", "Türen", "f"),
-    ("house", "houses", "Haus", "Häuser", "n"), ("letter", "letters", "Brief", "Briefe", "m"),
-    ("flower", "flowers", "Blume", "Blumen", "f"), ("chair", "chairs", "Stuhl", "Stühle", "m"),
-    ("bag", "bags", "Tasche", "Taschen", "f"), ("window", "windows", "Fenster", "Fenster", "n"),
-    ("picture", "pictures", "Bild", "Bilder", "n"), ("cup", "cups", "Tasse", "Tassen", "f"),
-    ("hat", "hats", "Hut", "Hüte", "m"), ("bicycle", "bicycles", "Fahrrad", "Fahrräder", "n"),
-]
-PLACES = [
-    ("garden", "gardens", "Garten", "Gärten", "m"), ("park", "parks", "Park", "Parks", "m"),
-    ("kitchen", "kitchens", "Küche", "Küchen", "f"), ("street", "streets", "Straße", "Straßen", "f"),
-    ("school", "schools", "Schule", "Schulen", "f"), ("forest", "forests", "Wald", "Wälder", "m"),
-    ("city", "cities", "Stadt", "Städte", "f"), ("river", "rivers", "Fluss", "Flüsse", "m"),
-    ("tree", "trees", "Baum", "Bäume", "m"), ("bridge", "bridges", "Brücke", "Brücken", "f"),
-]
-ADJECTIVES = [
-    ("big", "groß"), ("small", "klein"), ("old", "alt"), ("young", "jung"), ("red", "rot"),
-    ("green", "grün"), ("blue", "blau"), ("black", "schwarz"), ("white", "weiß"), ("tired", "müde"),
-    ("new", "neu"), ("beautiful", "schön"), ("happy", "froh"), ("strange", "seltsam"),
-    ("dark", "dunkel"), ("warm", "warm"),
-]
-# verb: English base, 3sg, participle; German infinitive, participle, auxiliary,
-# irregular (du, er) forms or None
-TRANSITIVE = [
-    ("see", "sees", "seen", "sehen", "gesehen", "haben", ("siehst", "sieht")),
-    ("buy", "buys", "bought", "kaufen", "gekauft", "haben", None),
-    ("find", "finds", "found", "finden", "gefunden", "haben", None),
-    ("carry", "carries", "carried", "tragen", "getragen", "haben", ("trägst", "trägt")),
-    ("paint", "paints", "painted", "malen", "gemalt", "haben", None),
-    ("read", "reads", "read", "lesen", "gelesen", "haben", ("liest", "liest")),
-    ("hold", "holds", "held", "halten", "gehalten", "haben", ("hältst", "hält")),
-    ("wash", "washes", "washed", "waschen", "gewaschen", "haben", ("wäschst", "wäscht")),
-    ("build", "builds", "built", "bauen", "gebaut", "haben", None),
-    ("open", "opens", "opened", "öffnen", "geöffnet", "haben", ("öffnest", "öffnet")),
-    ("look for", "looks for", "looked for", "suchen", "gesucht", "haben", None),
-    ("write", "writes", "written", "schreiben", "geschrieben", "haben", None),
-    ("bring", "brings", "brought", "bringen", "gebracht", "haben", None),
-    ("clean", "cleans", "cleaned", "putzen", "geputzt", "haben", None),
-]
-INTRANSITIVE = [
-    ("sleep", "sleeps", "slept", "schlafen", "geschlafen", "haben", ("schläfst", "schläft")),
-    ("run", "runs", "run", "laufen", "gelaufen", "sein", ("läufst", "läuft")),
-    ("sing", "sings", "sung", "singen", "gesungen", "haben", None),
-    ("laugh", "laughs", "laughed", "lachen", "gelacht", "haben", None),
-    ("wait", "waits", "waited", "warten", "gewartet", "haben", None),
-    ("swim", "swims", "swum", "schwimmen", "geschwommen", "sein", None),
-    ("dance", "dances", "danced", "tanzen", "getanzt", "haben", None),
-    ("work", "works", "worked", "arbeiten", "gearbeitet", "haben", None),
-    ("come", "comes", "come", "kommen", "gekommen", "sein", None),
-    ("play", "plays", "played", "spielen", "gespielt", "haben", None),
-]
-REPORTING = [("say", "says", "sagen"), ("think", "thinks", "denken"), ("know", "knows", "wissen")]
-IRREGULAR_PRESENT = {  # ich, du, er, wir, sie(pl)
-    "haben": ("habe", "hast", "hat", "haben", "haben"),
-    "sein": ("bin", "bist", "ist", "sind", "sind"),
-    "können": ("kann", "kannst", "kann", "können", "können"),
-    "müssen": ("muss", "musst", "muss", "müssen", "müssen"),
-    "wollen": ("will", "willst", "will", "wollen", "wollen"),
-    "wissen": ("weiß", "weißt", "weiß", "wissen", "wissen"),
-}
-MODALS = [("can", "can", "können"), ("must", "must", "müssen"), ("want to", "wants to", "wollen")]
-# pronoun: English, German, person index into the (ich, du, er, wir, sie) forms, English 3sg?
-PRONOUNS = [("I", "ich", 0, False), ("you", "du", 1, False), ("he", "er", 2, True),
-            ("she", "sie", 2, True), ("we", "wir", 3, False), ("they", "sie", 4, False)]
-PREPOSITIONS = [("in", "in"), ("with", "mit"), ("behind", "hinter"), ("under", "unter"),
-                ("next to", "neben"), ("near", "bei")]
-CONTRACTIONS = {("in", "dem"): "im", ("bei", "dem"): "beim"}
-MANNER = [("quickly", "schnell"), ("slowly", "langsam"), ("quietly", "leise"),
-          ("carefully", "vorsichtig"), ("loudly", "laut")]
-TIME = [("today", "heute"), ("now", "jetzt"), ("often", "oft"), ("sometimes", "manchmal"),
-        ("later", "später"), ("tomorrow", "morgen")]
-SUBORDINATORS = [("because", "weil"), ("although", "obwohl"), ("while", "während"), ("when", "wenn")]
+MIN_WORDS, MAX_WORDS = 5, 40
+"""English sentence lengths kept (words, punctuation excluded)."""
+RELATIVE_P = 0.3
+"""Chance that a subject or object noun phrase carries a relative clause (halved per level)."""
+MAX_DEPTH = 2
+"""Relative clauses nest at most this deep."""
+COMPOUND_P = 0.15
+"""Chance that an inanimate noun is a compound (``garden door`` -> ``Gartentür``)."""
+ANIMATE_EN = {noun[0] for noun in ANIMATE}
 
 DEFINITE = {"nom": {"m": "der", "f": "die", "n": "das", "pl": "die"},
             "acc": {"m": "den", "f": "die", "n": "das", "pl": "die"},
@@ -167,22 +105,37 @@ def dative_plural(noun: str) -> str:
 
 
 @dataclass(frozen=True)
+class Gap:
+    """The antecedent's place inside its relative clause: ``who``/``that``, ``der``/``den``/..."""
+
+    plural: bool
+    key: str  # German gender or "pl"
+    animate: bool
+
+
+@dataclass(frozen=True)
 class NounPhrase:
     noun: tuple
     plural: bool
     article: str  # "def" or "indef" (plural indefinite has no article)
     adjective: Optional[tuple]
+    relative: Optional["Clause"] = None
+    """A restrictive relative clause whose subject or object is a :class:`Gap` for this noun."""
+
+    @property
+    def key(self) -> str:
+        return "pl" if self.plural else self.noun[4]
 
     def en(self) -> list[str]:
         words = ([self.adjective[0]] if self.adjective else []) + [self.noun[1 if self.plural else 0]]
         if self.article == "def":
-            return ["the"] + words
-        if self.plural:
-            return words
-        return ["an" if words[0][0] in "aeio" else "a"] + words
+            words = ["the"] + words
+        elif not self.plural:
+            words = ["an" if words[0][0] in "aeiou" else "a"] + words
+        return words + (self.relative.en() if self.relative else [])
 
     def de(self, case: str) -> list[str]:
-        key = "pl" if self.plural else self.noun[4]
+        key = self.key
         noun = self.noun[3] if self.plural else self.noun[2]
         if self.plural and case == "dat":
             noun = dative_plural(noun)
@@ -193,29 +146,38 @@ class NounPhrase:
             words.append(INDEFINITE[case][key])
         if self.adjective:
             words.append(_adjective_stem(self.adjective[1]) + adjective_ending(case, key, self.article))
-        return words + [noun]
+        words.append(noun)
+        if self.relative:  # commas on both sides; _surface drops one before another or the full stop
+            words += [","] + self.relative.de_subordinate() + [","]
+        return words
+
+
+Subject = Union[NounPhrase, Gap, tuple]  # tuple: a pronoun of PRONOUNS
 
 
 @dataclass(frozen=True)
 class Clause:
-    subject: object  # a NounPhrase or a pronoun tuple
+    subject: Subject
     verb: tuple
     tense: str  # "present", "perfect" or "modal"
     modal: Optional[tuple]
     negated: bool
-    obj: Optional[NounPhrase]
+    obj: Optional[Union[NounPhrase, Gap]]
     pp: Optional[tuple]  # (preposition, NounPhrase)
     manner: Optional[tuple]
     time: Optional[tuple]
 
     def _person(self) -> tuple[int, bool]:
-        if isinstance(self.subject, NounPhrase):
+        if isinstance(self.subject, (NounPhrase, Gap)):
             return (4, False) if self.subject.plural else (2, True)
         return self.subject[2], self.subject[3]
 
     def en(self) -> list[str]:
         person, third = self._person()
-        subject = self.subject.en() if isinstance(self.subject, NounPhrase) else [self.subject[0]]
+        if isinstance(self.subject, Gap):
+            subject = ["who" if self.subject.animate else "that"]
+        else:
+            subject = self.subject.en() if isinstance(self.subject, NounPhrase) else [self.subject[0]]
         base, s3, participle = self.verb[:3]
         if self.tense == "perfect":
             verbs = ["has" if third else "have"] + (["not"] if self.negated else []) + [participle]
@@ -229,25 +191,39 @@ class Clause:
             verbs = ["does" if third else "do", "not", base]
         else:
             verbs = [s3 if third else base]
-        words = subject + verbs + (self.obj.en() if self.obj else [])
+        if isinstance(self.obj, Gap):  # object relative: "that the man reads"
+            words = ["that"] + subject + verbs
+        else:
+            words = subject + verbs + (self.obj.en() if self.obj else [])
         if self.pp:
             words += [self.pp[0][0]] + self.pp[1].en()
         words += [self.manner[0]] if self.manner else []
         return words + ([self.time[0]] if self.time else [])
 
-    def de_parts(self) -> tuple[list[str], str, list[str], list[str]]:
-        """(subject, finite verb, middle field, clause-final verb cluster)."""
+    def de_parts(self, subordinate: bool = False) -> tuple[list[str], str, list[str], list[str]]:
+        """(subject, finite verb, middle field, clause-final verb cluster).
+
+        A separable prefix (``an|rufen``) ends a main clause (``ruft ... an``) and joins the
+        finite verb at the end of a subordinate one (``anruft``).
+        """
         person, _ = self._person()
-        subject = self.subject.de("nom") if isinstance(self.subject, NounPhrase) else [self.subject[1]]
+        if isinstance(self.subject, Gap):
+            subject = [DEFINITE["nom"][self.subject.key]]
+        elif isinstance(self.subject, NounPhrase):
+            subject = self.subject.de("nom")
+        else:
+            subject = [self.subject[1]]
         infinitive, participle, auxiliary, irregular = self.verb[3:7]
+        prefix, _, stem = infinitive.rpartition("|")
         if self.tense == "perfect":
             finite, final = present(auxiliary, person), [participle]
         elif self.tense == "modal":
-            finite, final = present(self.modal[2], person), [infinitive]
+            finite, final = present(self.modal[2], person), [prefix + stem]
         else:
-            finite, final = present(infinitive, person, irregular), []
+            finite = present(stem, person, irregular)
+            finite, final = (prefix + finite, []) if subordinate else (finite, [prefix] if prefix else [])
         middle = [self.time[1]] if self.time else []
-        middle += self.obj.de("acc") if self.obj else []
+        middle += self.obj.de("acc") if isinstance(self.obj, NounPhrase) else []
         middle += ["nicht"] if self.negated else []
         middle += [self.manner[1]] if self.manner else []
         if self.pp:
@@ -268,41 +244,98 @@ class Clause:
         return [finite] + subject + middle + final
 
     def de_subordinate(self) -> list[str]:
-        subject, finite, middle, final = self.de_parts()
-        return subject + middle + final + [finite]
+        """Verb-final order; a relative clause's object pronoun comes first (``das der Mann liest``)."""
+        subject, finite, middle, final = self.de_parts(subordinate=True)
+        front = [DEFINITE["acc"][self.obj.key]] if isinstance(self.obj, Gap) else []
+        return front + subject + middle + final + [finite]
 
 
-def _noun_phrase(rng: random.Random, nouns: list, adjective_p: float = 0.35) -> NounPhrase:
+_CUMULATIVE: dict[int, list[float]] = {}
+
+
+def _pick(rng: random.Random, items: list):
+    """One of ``items`` with Zipfian weight 1 / (rank + 1): the list's head is common, its tail rare."""
+    weights = _CUMULATIVE.get(len(items))
+    if weights is None:
+        weights = _CUMULATIVE[len(items)] = list(itertools.accumulate(1 / (i + 1) for i in range(len(items))))
+    return rng.choices(items, cum_weights=weights)[0]
+
+
+def compound(modifier: tuple, head: tuple) -> tuple:
+    """``kitchen`` + ``table`` -> ``kitchen table`` / ``Küchentisch``: German writes compounds as one
+    word, gender and plural from the head, ``-n-`` after a modifier ending in ``-e`` (a simplified
+    linking rule). Thousands of rare words, each to be translated from its parts."""
+    linked = modifier[2] + ("n" if modifier[2].endswith("e") else "")
+    return (f"{modifier[0]} {head[0]}", f"{modifier[0]} {head[1]}",
+            linked + head[2].lower(), linked + head[3].lower(), head[4])
+
+
+def _noun_phrase(rng: random.Random, nouns: list, adjective_p: float = 0.35, depth: int = 0,
+                 relative_p: float = 0.0) -> NounPhrase:
     plural = rng.random() < 0.3
     article = "def" if rng.random() < 0.6 else "indef"
-    adjective = rng.choice(ADJECTIVES) if rng.random() < adjective_p else None
-    return NounPhrase(rng.choice(nouns), plural, article, adjective)
+    adjective = _pick(rng, ADJECTIVES) if rng.random() < adjective_p else None
+    noun = _pick(rng, nouns)
+    if noun[0] not in ANIMATE_EN and rng.random() < COMPOUND_P:
+        modifier = rng.choice(THINGS + PLACES)  # uniform: most compounds are rare
+        if modifier[0] != noun[0]:
+            noun = compound(modifier, noun)
+    relative = None
+    if depth < MAX_DEPTH and rng.random() < relative_p:
+        relative = _relative(rng, Gap(plural, "pl" if plural else noun[4], nouns is ANIMATE), depth + 1)
+    return NounPhrase(noun, plural, article, adjective, relative)
+
+
+def _tense(rng: random.Random) -> tuple[str, Optional[tuple]]:
+    tense = rng.choices(["present", "perfect", "modal"], weights=[2, 1, 1])[0]
+    return tense, (_pick(rng, MODALS) if tense == "modal" else None)
+
+
+def _relative(rng: random.Random, gap: Gap, depth: int) -> Clause:
+    """A relative clause about ``gap``'s noun, as its subject or (transitive verbs) its object."""
+    nested = RELATIVE_P / 2 ** depth
+    tense, modal = _tense(rng)
+    if rng.random() < 0.5:  # "the man who sees the dog"
+        transitive = rng.random() < 0.65
+        verb = _pick(rng, TRANSITIVE if transitive else INTRANSITIVE)
+        obj = _noun_phrase(rng, THINGS + ANIMATE, depth=depth, relative_p=nested) if transitive else None
+        subject = gap
+    else:  # "the book that the man reads"
+        verb, obj = _pick(rng, TRANSITIVE), gap
+        subject = _subject(rng, depth, nested)
+    negated = rng.random() < 0.1 and (not isinstance(obj, NounPhrase) or obj.article == "def")
+    return Clause(subject, verb, tense, modal, negated, obj, None, None, None)
+
+
+def _subject(rng: random.Random, depth: int = 0, relative_p: float = RELATIVE_P) -> Subject:
+    if rng.random() < 0.2:
+        return _pick(rng, PRONOUNS)
+    return _noun_phrase(rng, ANIMATE, depth=depth, relative_p=relative_p)
 
 
 def _clause(rng: random.Random, adverbs: bool = True) -> Clause:
-    subject = rng.choice(PRONOUNS) if rng.random() < 0.25 else _noun_phrase(rng, ANIMATE)
+    subject = _subject(rng)
     transitive = rng.random() < 0.65
-    verb = rng.choice(TRANSITIVE if transitive else INTRANSITIVE)
-    obj = _noun_phrase(rng, THINGS + ANIMATE) if transitive else None
-    tense = rng.choices(["present", "perfect", "modal"], weights=[2, 1, 1])[0]
-    modal = rng.choice(MODALS) if tense == "modal" else None
+    verb = _pick(rng, TRANSITIVE if transitive else INTRANSITIVE)
+    obj = _noun_phrase(rng, THINGS + ANIMATE, relative_p=RELATIVE_P) if transitive else None
+    tense, modal = _tense(rng)
     negated = rng.random() < 0.15 and (obj is None or obj.article == "def")
     pp = None
     if rng.random() < 0.4:
-        pp = (rng.choice(PREPOSITIONS), _noun_phrase(rng, PLACES + THINGS, adjective_p=0.2))
-    manner = rng.choice(MANNER) if adverbs and rng.random() < 0.15 else None
-    time = rng.choice(TIME) if adverbs and rng.random() < 0.2 else None
+        pp = (_pick(rng, PREPOSITIONS), _noun_phrase(rng, PLACES + THINGS, adjective_p=0.2))
+    manner = _pick(rng, MANNER) if adverbs and rng.random() < 0.15 else None
+    time = _pick(rng, TIME) if adverbs and rng.random() < 0.2 else None
     return Clause(subject, verb, tense, modal, negated, obj, pp, manner, time)
 
 
 def _sentence(rng: random.Random) -> tuple[list[str], list[str]]:
     """One pair as word lists (punctuation as separate items)."""
-    kind = rng.choices(["simple", "subordinate", "fronted", "reported"], weights=[5, 3, 1, 1])[0]
+    kind = rng.choices(["simple", "subordinate", "fronted", "reported"], weights=[4, 3, 2, 1])[0]
     if kind == "reported":
-        subject = rng.choice(PRONOUNS) if rng.random() < 0.3 else _noun_phrase(rng, ANIMATE)
+        subject = _subject(rng, relative_p=0.0)
         third = subject[3] if isinstance(subject, tuple) else not subject.plural
         person = subject[2] if isinstance(subject, tuple) else (2 if third else 4)
-        verb = rng.choice(REPORTING)
+        verb = _pick(rng, REPORTING)
         inner = _clause(rng, adverbs=False)
         en_subject = subject.en() if isinstance(subject, NounPhrase) else [subject[0]]
         de_subject = subject.de("nom") if isinstance(subject, NounPhrase) else [subject[1]]
@@ -316,7 +349,7 @@ def _sentence(rng: random.Random) -> tuple[list[str], list[str]]:
         if front:
             en = [main.time[0]] + en[:-1]
         return en, main.de_main(front_time=front)
-    conj = rng.choice(SUBORDINATORS)
+    conj = _pick(rng, SUBORDINATORS)
     sub = _clause(rng, adverbs=False)
     if kind == "subordinate":
         return main.en() + [conj[0]] + sub.en(), main.de_main() + [",", conj[1]] + sub.de_subordinate()
@@ -325,8 +358,13 @@ def _sentence(rng: random.Random) -> tuple[list[str], list[str]]:
 
 
 def _surface(words: list[str]) -> str:
-    """Join words, attach punctuation, capitalise the first letter, end with a full stop."""
-    text = " ".join(words).replace(" ,", ",") + "."
+    """Join words, attach punctuation, capitalise the first letter, end with a full stop.
+
+    A relative clause brings a comma on each side; one before another comma or the full stop
+    is dropped (``..., der schläft, weil ...``, ``... den Hund, der schläft.``).
+    """
+    kept = [w for i, w in enumerate(words) if not (w == "," and (i + 1 == len(words) or words[i + 1] == ","))]
+    text = " ".join(kept).replace(" ,", ",") + "."
     return text[0].upper() + text[1:]
 
 
@@ -335,13 +373,14 @@ def _bucket(english: str) -> int:
 
 
 def _stream(split: str) -> Iterator[tuple[str, str]]:
-    """Endless pairs of ``split`` (``train``: bucket >= 2, ``val``: 0, ``test``: 1), 5-20 words."""
+    """Endless pairs of ``split`` (``train``: bucket >= 2, ``val``: 0, ``test``: 1), 5-40 words."""
     rng = random.Random(f"{SEED}-{split}")
     wanted = {"val": {0}, "test": {1}}.get(split, set(range(2, 10)))
     while True:
-        en_text, de_text = (_surface(words) for words in _sentence(rng))
-        if not 5 <= len(en_text.split()) <= 20:
+        en_words, de_words = _sentence(rng)
+        if not MIN_WORDS <= sum(w != "," for w in en_words) <= MAX_WORDS:
             continue
+        en_text, de_text = _surface(en_words), _surface(de_words)
         if _bucket(en_text) in wanted:
             yield en_text, de_text
 

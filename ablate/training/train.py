@@ -360,10 +360,13 @@ def _describe_failure(err: BaseException, cfg: Config) -> str:
 
 
 def _summarise(module, trainer, cfg: Config, params: int, seconds: float, accelerator: str) -> dict[str, Any]:
+    import torch
+
     best = module.best_val_record
     out: dict[str, Any] = {
         "params": params,
-        "step": int(trainer.global_step),
+        "step": int(trainer.global_step),  # what a time budget (train.max_time) actually bought
+        "threads": torch.get_num_threads(),
         "epoch": int(trainer.current_epoch),
         "history": module.history,
         "train/tokens_per_sec": module.tokens_per_sec,

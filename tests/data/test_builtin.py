@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from ablate.data import builtin
-from ablate.data.builtin import NounPhrase, Clause, present
+from ablate.data.builtin import Clause, Gap, NounPhrase, present
 from ablate.data.errors import DataError
 from ablate.data.sources import BuiltinTask
 
-FINITE = {present(v[3], p, v[6]) for v in builtin.TRANSITIVE + builtin.INTRANSITIVE for p in range(5)}
+FINITE = {present(v[3].split("|")[-1], p, v[6]) for v in builtin.TRANSITIVE + builtin.INTRANSITIVE for p in range(5)}
 FINITE |= {form for forms in builtin.IRREGULAR_PRESENT.values() for form in forms}
+FINITE_SUBORDINATE = FINITE | {v[3].split("|")[0] + present(v[3].split("|")[1], p, v[6])
+                               for v in builtin.TRANSITIVE + builtin.INTRANSITIVE if "|" in v[3] for p in range(5)}
 
 
 def test_generation_is_deterministic_and_prefix_stable():
@@ -25,28 +29,59 @@ def test_splits_are_disjoint_and_sentence_lengths_bounded():
     en = {split: {e for e, _ in pairs} for split, pairs in (("train", train), ("val", val), ("test", test))}
     assert not en["train"] & en["val"] and not en["train"] & en["test"] and not en["val"] & en["test"]
     assert len(en["val"]) == 300  # eval sets hold distinct sentences
-    assert all(5 <= len(e.split()) <= 20 for e, _ in train + val + test)
+    assert all(5 <= len(e.replace(",", "").split()) <= 45 for e, _ in train + val + test)
 
 
-def test_vocabulary_is_modest():
-    pairs = builtin.generate("train", 3000)
-    for side in (0, 1):
-        words = {w.strip(".,").lower() for pair in pairs for w in pair[side].split()}
-        assert 100 < len(words) < 700
+def test_sentences_are_long_enough_to_need_attention():
+    """Bahdanau et al. (2015, Fig. 2): a fixed-length encoding breaks down beyond ~20 words."""
+    lengths = [len(e.split()) for e, _ in builtin.generate("test", 500)]
+    assert sum(lengths) / len(lengths) > 12
+    assert sum(n > 20 for n in lengths) > 50 and max(lengths) > 30
+
+
+def test_lexicon_is_large_with_a_long_tail():
+    pairs = builtin.generate("train", 8000)
+    counts = Counter(w.strip(".,").lower() for _, de in pairs for w in de.split())
+    assert len(counts) > 500
+    nouns = [n[2] for n in builtin.ANIMATE + builtin.THINGS + builtin.PLACES]
+    noun_counts = sorted((counts[n.lower()] for n in nouns), reverse=True)
+    assert noun_counts[0] > 20 * noun_counts[-1]  # Zipfian: the head is far more frequent than the tail
+    assert sum(n == 1 for n in counts.values()) > 300  # compounds: a long tail of words seen once
+    unseen = [de for _, de in builtin.generate("test", 500) if any(w.strip(".,").lower() not in counts for w in de.split())]
+    assert len(unseen) > 25  # the test set holds words never seen in training, to translate from their parts
+
+
+def test_compounds_are_one_german_word_with_the_heads_gender():
+    kitchen, table = builtin.PLACES[2], builtin.THINGS[4]  # die Küche, der Tisch
+    kitchen_table = builtin.compound(kitchen, table)
+    assert kitchen_table == ("kitchen table", "kitchen tables", "Küchentisch", "Küchentische", "m")
+    assert NounPhrase(kitchen_table, True, "def", None).de("dat") == ["den", "Küchentischen"]
+    assert NounPhrase(kitchen_table, False, "indef", None).en() == ["a", "kitchen table"]
+
+
+def test_relative_clauses_nest():
+    pairs = builtin.generate("train", 1000)
+    relative = [de for _, de in pairs if any(f", {p} " in de for p in ("der", "die", "das", "den"))]
+    assert len(relative) > 300
+    assert sum(de.count(",") >= 3 and (" who " in en or " that " in en) for en, de in pairs) > 30
 
 
 def test_subordinate_clauses_are_verb_final():
+    man = NounPhrase(builtin.ANIMATE[0], plural=False, article="def", adjective=None)
+    dog = NounPhrase(builtin.ANIMATE[3], plural=False, article="def", adjective=None)
+    clause = Clause(man, builtin.TRANSITIVE[0], "present", None, False, dog, None, None, None)
+    assert clause.de_subordinate() == ["der", "Mann", "den", "Hund", "sieht"]
     pairs = [p for p in builtin.generate("train", 1500) if " because " in p[0] and "weil" in p[1]]
     assert len(pairs) > 30
     for en, de in pairs:
-        clause = de.split("weil ", 1)[1]
-        last = clause.split(",")[0].rstrip(".").split()[-1]
-        assert last in FINITE, (en, de)
+        clause = de.split("weil ", 1)[1].rstrip(".")
+        if "," not in clause:  # the sentence ends with the subordinate clause: its verb is last
+            assert clause.split()[-1] in FINITE_SUBORDINATE, (en, de)
 
 
 def test_modal_sends_infinitive_to_the_clause_end():
     man = NounPhrase(builtin.ANIMATE[0], plural=False, article="def", adjective=None)
-    dog = NounPhrase(builtin.ANIMATE[4], plural=False, article="def", adjective=builtin.ADJECTIVES[0])
+    dog = NounPhrase(builtin.ANIMATE[3], plural=False, article="def", adjective=builtin.ADJECTIVES[0])
     see = builtin.TRANSITIVE[0]
     clause = Clause(man, see, "modal", builtin.MODALS[0], False, dog, None, None, None)
     assert clause.en() == ["the", "man", "can", "see", "the", "big", "dog"]
@@ -54,6 +89,36 @@ def test_modal_sends_infinitive_to_the_clause_end():
     perfect = Clause(man, see, "perfect", None, True, dog, None, None, builtin.TIME[0])
     assert builtin._surface(perfect.de_main(front_time=True)) == "Heute hat der Mann den großen Hund nicht gesehen."
     assert perfect.de_subordinate()[-2:] == ["gesehen", "hat"]
+
+
+def test_separable_prefix_ends_the_main_clause_and_joins_the_verb_in_a_subordinate_one():
+    call = next(v for v in builtin.TRANSITIVE if v[0] == "call")
+    woman = NounPhrase(builtin.ANIMATE[1], plural=False, article="def", adjective=None)
+    friend = NounPhrase(builtin.ANIMATE[8], plural=False, article="indef", adjective=builtin.ADJECTIVES[2])
+    clause = Clause(woman, call, "present", None, False, friend, None, None, builtin.TIME[0])
+    assert clause.en() == ["the", "woman", "calls", "an", "old", "friend", "today"]
+    assert clause.de_main() == ["die", "Frau", "ruft", "heute", "einen", "alten", "Freund", "an"]
+    assert clause.de_subordinate()[-1] == "anruft"
+    assert Clause(woman, call, "perfect", None, False, friend, None, None, None).de_main()[-1] == "angerufen"
+
+
+def test_relative_clauses_agree_with_their_antecedent_across_the_clause():
+    see, sleep = builtin.TRANSITIVE[0], builtin.INTRANSITIVE[0]
+    book = builtin.THINGS[0]  # das Buch (n)
+    men = NounPhrase(builtin.ANIMATE[0], plural=True, article="def", adjective=None)
+    # subject relative on a plural subject: pronoun "die", both verbs plural
+    relative = Clause(Gap(True, "pl", True), see, "present", None, False,
+                      NounPhrase(builtin.ANIMATE[3], False, "def", None), None, None, None)
+    subject = NounPhrase(builtin.ANIMATE[0], True, "def", None, relative)
+    main = Clause(subject, sleep, "present", None, False, None, None, None, None)
+    assert builtin._surface(main.en()) == "The men who see the dog sleep."
+    assert builtin._surface(main.de_main()) == "Die Männer, die den Hund sehen, schlafen."
+    # object relative on a neuter object: pronoun "das" moves to the front of its clause
+    relative = Clause(men, see, "perfect", None, False, Gap(False, "n", False), None, None, None)
+    obj = NounPhrase(book, False, "def", None, relative)
+    main = Clause(("I", "ich", 0, False), builtin.TRANSITIVE[1], "present", None, False, obj, None, None, None)
+    assert builtin._surface(main.en()) == "I buy the book that the men have seen."
+    assert builtin._surface(main.de_main()) == "Ich kaufe das Buch, das die Männer gesehen haben."
 
 
 def test_agreement_follows_gender_number_case():
@@ -68,8 +133,8 @@ def test_agreement_follows_gender_number_case():
 
 
 def test_alignment_is_not_monotonic():
-    """'can see the dog' -> 'kann den Hund sehen': words come between the modal and the verb."""
-    infinitives = {v[0]: v[3] for v in builtin.TRANSITIVE}
+    """'can see the dog' -> 'kann den Hund sehen', 'calls the dog' -> 'ruft den Hund an'."""
+    infinitives = {v[0]: v[3].replace("|", "") for v in builtin.TRANSITIVE}
     modal_forms = {"kann", "kannst", "können"}
     separated = 0
     for en, de in builtin.generate("train", 600):
@@ -79,6 +144,16 @@ def test_alignment_is_not_monotonic():
                 modal = next(j for j, w in enumerate(de_words) if w in modal_forms)
                 separated += de_words.index(infinitives[en_words[i + 1]]) - modal > 2
     assert separated > 10
+    particles = sum(de.rstrip(".").split(",")[0].split()[-1] in {"an", "ab", "ein", "zu", "auf", "mit", "aus", "zurück"}
+                    for _, de in builtin.generate("train", 2000))
+    assert particles > 30
+
+
+def test_surface_drops_a_relative_clause_comma_before_another_or_the_full_stop():
+    assert builtin._surface(["der", "Hund", ",", "der", "schläft", ",", ",", "weil", "x", ","]) == \
+        "Der Hund, der schläft, weil x."
+    for _, de in builtin.generate("train", 2000):
+        assert ",," not in de and ", ," not in de and not de.endswith(",.")
 
 
 @pytest.mark.parametrize("src,tgt", [("en", "fr"), ("de", "de"), ("fr", "en")])

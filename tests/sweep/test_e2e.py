@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from ablate.sweep import commands
 from ablate.sweep.commands import app
+from ablate.sweep.slots import cpu_count
 
 SWEEP = """\
 # two seeds of a tiny Transformer, two trials at once
@@ -41,6 +42,8 @@ def test_a_tiny_real_sweep_trains_every_trial_then_skips_them(tmp_path, cache_di
     for trial in state["trials"]:
         summary = json.loads((out / trial["name"] / "summary.json").read_text())
         assert summary["status"] == "finished" and trial["metric"] == summary["val/bleu"]
+        assert summary["threads"] == max(1, cpu_count() // 2)  # --parallel 2 splits the cores
+        assert summary["step"] == 20
         assert summary["config"]["tracking"]["group"] == "tiny-real"
         assert summary["config"]["tracking"]["name"] == trial["name"]
         assert summary["config"]["seed"] == trial["point"]["seed"]

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from ablate.sweep.slots import Slot, plan_slots
@@ -65,6 +69,20 @@ def test_impossible_slot_requests_are_one_line_errors(kwargs, message):
 
 def test_slot_description():
     assert Slot(0, ("0", "1"), 4).describe() == "gpu 0,1" and Slot(1, None, 2).describe() == "cpu x2"
+
+
+@pytest.mark.parametrize("cores, parallel, threads", [(2, 2, 1), (4, 2, 2), (2, 1, 2)])
+def test_a_trials_torch_gets_its_share_of_the_cores_and_idle_threads_that_sleep(cores, parallel, threads):
+    """What a trial process actually sees: torch's intra-op threads and OpenMP's wait policy."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY")}
+    env = plan_slots("cpu", parallel=parallel, cores=cores)[-1].env(clean)
+    probe = "import os, torch; print(torch.get_num_threads(), os.environ['OMP_WAIT_POLICY'])"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(threads), "PASSIVE"]
+
+
+def test_a_wait_policy_the_user_chose_is_kept():
+    assert plan_slots("cpu", parallel=2, cores=2)[0].env({"OMP_WAIT_POLICY": "ACTIVE"})["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
 def test_absent_gpu_ids_are_refused_not_run_on_cpu():

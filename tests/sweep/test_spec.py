@@ -16,7 +16,7 @@ from ablate.sweep.trial import trial_name, trial_overrides
 
 SWEEPS = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
 EXPECTED = {"quickstart": 8, "table3": 57, "table3-cpu": 38, "mission-cpu": 30, "scoring": 72, "positions": 15, "heads": 18,
-            "rnn-vs-transformer": 9, "soak": 12}
+            "rnn-vs-transformer": 9, "rnn-vs-transformer-builtin": 6, "soak": 12}
 
 
 def expand(spec) -> list[dict]:
@@ -51,6 +51,18 @@ def test_shipped_sweep_is_valid_wandb_and_every_trial_config_loads(path):
                 node = getattr(node, part)
             assert node == (tuple(value) if isinstance(value, list) else value), (name, key)
     assert len(names) == len(points) and all("-2" not in n for n in names)
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
+def test_shipped_sweeps_budget_every_trial_by_the_same_number_of_steps(path):
+    """A wall-clock budget gives a bigger or slower row fewer steps, and a busy machine a different model."""
+    spec = load_spec(path)
+    budgets = set()
+    for point in expand(spec):
+        train = load_config(None, to_overrides(resolve(point))).train
+        assert train.max_time is None and train.max_epochs is None and train.max_steps > 0, (path.stem, point)
+        budgets.add((train.max_steps, train.max_tokens, train.accumulate))
+    assert len(budgets) == 1, f"{path.stem}: trials train different amounts: {budgets}"
 
 
 def test_table3_rows_change_one_thing_from_the_paper_base():

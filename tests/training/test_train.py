@@ -57,6 +57,17 @@ def test_tiny_run_end_to_end(tmp_path, cache_dir):
     assert again["step"] == 40 and again["status"] == "finished"
 
 
+def test_a_time_budget_records_the_steps_it_bought_and_the_threads(tmp_path, cache_dir):
+    """Under ``train.max_time`` the machine's load decides the steps: the summary says how many."""
+    import torch
+
+    budget = ["train.max_steps=-1", "train.max_epochs=null", "train.max_time=2", "tracking.wandb=disabled"]
+    summary = train(load_config(None, [*TINY, *budget]), tmp_path / "run")
+    trained = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False)["global_step"]
+    assert summary["status"] == "finished" and summary["step"] == trained > 0
+    assert summary["threads"] == torch.get_num_threads()
+
+
 def test_run_dir_of_another_config_is_refused(tmp_path, cache_dir):
     from ablate.config import ConfigError
 
