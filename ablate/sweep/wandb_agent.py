@@ -119,7 +119,7 @@ def run_agent(sweep_id: str, slot: Slot, opts: AgentOptions) -> None:
     """One W&B agent in this process, training on ``slot``'s devices."""
     import wandb
 
-    os.environ.update(slot.env({}))
+    os.environ.update(slot.env(dict(os.environ)))  # keeps what the user set (e.g. OMP_WAIT_POLICY)
     spec = fetch_spec(sweep_id, opts.project, opts.entity)
     wandb.agent(sweep_id, function=trial_function(spec, slot, opts), project=opts.project,
                 entity=opts.entity, count=opts.count)
