@@ -40,8 +40,9 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    show_version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
-                                      help="Print the version and exit."),
+    show_version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """Ablation studies for encoder-decoder Transformers in machine translation."""
 
@@ -52,8 +53,10 @@ class ConfigKeysHelp(TyperCommand):
     def format_help(self, ctx: Any, formatter: Any) -> None:
         from ablate.config import describe_keys
 
-        rows = [f"{key} ({kind}, default {default}): {doc}" if doc else f"{key} ({kind}, default {default})"
-                for key, kind, default, doc in describe_keys()]
+        rows = [
+            f"{key} ({kind}, default {default}): {doc}" if doc else f"{key} ({kind}, default {default})"
+            for key, kind, default, doc in describe_keys()
+        ]
         self.epilog = "Config keys (set as key=value, or in --config YAML):\n\n" + "\n\n".join(rows)
         super().format_help(ctx, formatter)
 
@@ -61,17 +64,17 @@ class ConfigKeysHelp(TyperCommand):
 @app.command(cls=ConfigKeysHelp, context_settings={"allow_extra_args": False})
 def train(
     overrides: Optional[List[str]] = typer.Argument(
-        None, help="Config overrides as dotted key=value, e.g. model.heads=8 train.max_time=600."),
+        None, help="Config overrides as dotted key=value, e.g. model.heads=8 train.max_time=600."
+    ),
     config: Optional[Path] = typer.Option(
-        None, "--config", "-c", help="YAML file of config keys (nested or dotted), applied before overrides."),
-    run_dir: Optional[Path] = typer.Option(
-        None, "--run-dir", help="Where the run is written (default runs/<name>)."),
-    overwrite: bool = typer.Option(
-        False, "--overwrite", help="Delete an existing run dir and train from scratch."),
+        None, "--config", "-c", help="YAML file of config keys (nested or dotted), applied before overrides."
+    ),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where the run is written (default runs/<name>)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Delete an existing run dir and train from scratch."),
     resume: bool = typer.Option(
-        False, "--resume", help="Require an existing run to resume (running the same command resumes anyway)."),
-    print_config: bool = typer.Option(
-        False, "--print-config", help="Print the resolved config as YAML and exit."),
+        False, "--resume", help="Require an existing run to resume (running the same command resumes anyway)."
+    ),
+    print_config: bool = typer.Option(False, "--print-config", help="Print the resolved config as YAML and exit."),
 ) -> None:
     """Train one model, decode the test sets, and record BLEU and throughput (W&B + summary.json)."""
     import yaml

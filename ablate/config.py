@@ -214,7 +214,7 @@ class Config:
 # --------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls, include_extras=True)  # cached: a 10,000-trial sweep validates 10,000 configs
 
@@ -235,9 +235,13 @@ def _attribute_docs(cls: type) -> dict[str, str]:
     body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
     docs = {}
     for field_node, doc_node in zip(body, body[1:]):
-        if (isinstance(field_node, ast.AnnAssign) and isinstance(field_node.target, ast.Name)
-                and isinstance(doc_node, ast.Expr) and isinstance(doc_node.value, ast.Constant)
-                and isinstance(doc_node.value.value, str)):
+        if (
+            isinstance(field_node, ast.AnnAssign)
+            and isinstance(field_node.target, ast.Name)
+            and isinstance(doc_node, ast.Expr)
+            and isinstance(doc_node.value, ast.Constant)
+            and isinstance(doc_node.value.value, str)
+        ):
             text = " ".join(doc_node.value.value.replace("``", "").split())
             docs[field_node.target.id] = re.split(r"(?<! al)\. (?=[A-Z])", text)[0].rstrip(".")
     return docs
@@ -325,11 +329,21 @@ def validate(cfg: Config) -> None:
     """Cross-field checks that types alone cannot express."""
     m, t, e = cfg.model, cfg.train, cfg.eval
     positive: dict[str, float] = {
-        "model.layers": m.layers, "model.d_model": m.d_model, "model.d_ff": m.d_ff,
-        "model.heads": m.heads, "data.vocab_size": cfg.data.vocab_size, "data.max_len": cfg.data.max_len,
-        "train.max_tokens": t.max_tokens, "train.accumulate": t.accumulate, "eval.beam": e.beam,
-        "eval.val_beam": e.val_beam, "model.rnn.hidden": m.rnn.hidden, "model.rnn.layers": m.rnn.layers,
-        "eval.max_sentences": e.max_sentences, "train.checkpoint_every": t.checkpoint_every, "model.max_positions": m.max_positions,
+        "model.layers": m.layers,
+        "model.d_model": m.d_model,
+        "model.d_ff": m.d_ff,
+        "model.heads": m.heads,
+        "data.vocab_size": cfg.data.vocab_size,
+        "data.max_len": cfg.data.max_len,
+        "train.max_tokens": t.max_tokens,
+        "train.accumulate": t.accumulate,
+        "eval.beam": e.beam,
+        "eval.val_beam": e.val_beam,
+        "model.rnn.hidden": m.rnn.hidden,
+        "model.rnn.layers": m.rnn.layers,
+        "eval.max_sentences": e.max_sentences,
+        "train.checkpoint_every": t.checkpoint_every,
+        "model.max_positions": m.max_positions,
     }
     for key in ("encoder_layers", "decoder_layers", "d_k", "d_v"):
         if getattr(m, key) is not None:
@@ -337,8 +351,11 @@ def validate(cfg: Config) -> None:
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{key}={value} must be positive")
-    for key, value in {"model.dropout": m.dropout, "model.attention_dropout": m.attention_dropout,
-                       "train.label_smoothing": t.label_smoothing}.items():
+    for key, value in {
+        "model.dropout": m.dropout,
+        "model.attention_dropout": m.attention_dropout,
+        "train.label_smoothing": t.label_smoothing,
+    }.items():
         if not 0.0 <= value < 1.0:
             raise ConfigError(f"{key}={value} must be in [0, 1)")
     if t.lr is not None and t.lr <= 0:
@@ -360,8 +377,10 @@ def validate(cfg: Config) -> None:
     if t.inject_fault is not None:
         kind, _, step = t.inject_fault.partition(":")
         if kind not in FAULTS.choices() or not step.isdigit():
-            raise ConfigError(f"train.inject_fault={t.inject_fault!r} must be KIND:STEP with KIND one of "
-                              f"{', '.join(FAULTS.choices())} (e.g. kill:30)")
+            raise ConfigError(
+                f"train.inject_fault={t.inject_fault!r} must be KIND:STEP with KIND one of "
+                f"{', '.join(FAULTS.choices())} (e.g. kill:30)"
+            )
     if t.max_time is not None and t.max_time <= 0:
         raise ConfigError(f"train.max_time={t.max_time} must be positive (seconds)")
     if isinstance(t.devices, str) and t.devices != "auto":
@@ -371,7 +390,9 @@ def validate(cfg: Config) -> None:
     if not 0 <= cfg.seed < 2**32:
         raise ConfigError(f"seed={cfg.seed} must be in [0, 2**32 - 1]")
     if t.val_every is not None and t.val_every < 1:
-        raise ConfigError(f"train.val_every={t.val_every} must be at least 1 (training batches), or null for once per epoch")
+        raise ConfigError(
+            f"train.val_every={t.val_every} must be at least 1 (training batches), or null for once per epoch"
+        )
     if cfg.tracking.log_every < 1:
         raise ConfigError(f"tracking.log_every={cfg.tracking.log_every} must be at least 1 (steps)")
     if t.max_steps < 0 and t.max_epochs is None and t.max_time is None:
@@ -405,4 +426,3 @@ def head_dims(m: ModelConfig) -> tuple[int, int]:
         return m.rnn.hidden, m.rnn.hidden
     d_k = m.d_k or m.d_model // m.heads
     return d_k, m.d_v or d_k
-

@@ -20,16 +20,30 @@ from ablate.model.scores import SCORES
 from ablate.training.train import train
 
 CASES = (  # every registered variant: a new score or position type is trained here with no edit
-    [[f"model.attention.score={s}", f"model.attention.scale={str(scaled).lower()}"]
-     for s in SCORES for scaled in (True, False)]
+    [
+        [f"model.attention.score={s}", f"model.attention.scale={str(scaled).lower()}"]
+        for s in SCORES
+        for scaled in (True, False)
+    ]
     + [[f"model.positions={p}"] for p in POSITIONS if p != "sinusoidal"]
     + [["model.heads=1"], ["model.heads=8"]]
     + [["model.arch=rnn", f"model.attention.score={s}", "model.rnn.hidden=32"] for s in ("additive", "dot", "none")]
 )
 BASE = [
-    "data.vocab_size=400", "model.d_model=32", "model.d_ff=64", "model.heads=4", "model.layers=1",
-    "train.max_steps=12", "train.max_tokens=1500", "train.warmup=4", "train.lr=3e-3", "eval.beam=2",
-    "eval.max_len_b=5", "eval.max_len_a=1.0", "tracking.wandb=disabled", "tracking.log_every=4",
+    "data.vocab_size=400",
+    "model.d_model=32",
+    "model.d_ff=64",
+    "model.heads=4",
+    "model.layers=1",
+    "train.max_steps=12",
+    "train.max_tokens=1500",
+    "train.warmup=4",
+    "train.lr=3e-3",
+    "eval.beam=2",
+    "eval.max_len_b=5",
+    "eval.max_len_a=1.0",
+    "tracking.wandb=disabled",
+    "tracking.log_every=4",
     "train.val_every=1000",
 ]
 

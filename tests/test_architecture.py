@@ -20,8 +20,20 @@ from ablate.utils.typed import ConfigError, OneOf
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ablate"
-LAYERS = {"errors": 0, "utils": 1, "config": 2, "data": 3, "model": 3, "training": 4, "sweep": 5, "report": 6,
-          "bench": 6, "inference": 6, "cli": 7, "__main__": 8}
+LAYERS = {
+    "errors": 0,
+    "utils": 1,
+    "config": 2,
+    "data": 3,
+    "model": 3,
+    "training": 4,
+    "sweep": 5,
+    "report": 6,
+    "bench": 6,
+    "inference": 6,
+    "cli": 7,
+    "__main__": 8,
+}
 """Data flows up this list: a module imports only from lower layers or its own folder (the report reads
 what sweeps write, so it may use the sweep file's format)."""
 
@@ -62,7 +74,7 @@ def _cycle(edges: dict[str, set[str]]) -> list[str]:
         path.append(node)
         for nxt in sorted(edges[node]):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         state[node] = 2
@@ -90,8 +102,13 @@ def test_no_import_points_up_the_layers():
         top = module.split(".")[1]
         return LAYERS[top], top
 
-    upward = [f"{a} -> {b}" for a, targets in _graph().items() if a != "ablate" for b in targets
-              if layer(b)[0] > layer(a)[0] or (layer(b)[0] == layer(a)[0] and layer(b)[1] != layer(a)[1])]
+    upward = [
+        f"{a} -> {b}"
+        for a, targets in _graph().items()
+        if a != "ablate"
+        for b in targets
+        if layer(b)[0] > layer(a)[0] or (layer(b)[0] == layer(a)[0] and layer(b)[1] != layer(a)[1])
+    ]
     assert upward == []
 
 
@@ -99,8 +116,14 @@ def _markers() -> dict[str, OneOf]:
     from ablate import config
 
     out = {}
-    for cls in (config.DataConfig, config.AttentionConfig, config.ModelConfig, config.TrainConfig,
-                config.EvalConfig, config.TrackingConfig):
+    for cls in (
+        config.DataConfig,
+        config.AttentionConfig,
+        config.ModelConfig,
+        config.TrainConfig,
+        config.EvalConfig,
+        config.TrackingConfig,
+    ):
         for name, tp in typing.get_type_hints(cls, include_extras=True).items():
             for arg in (tp, *typing.get_args(tp)):
                 if typing.get_origin(arg) is typing.Annotated:
@@ -177,8 +200,9 @@ def test_version_and_help_list_the_config_keys():
 @pytest.mark.parametrize("argv", [[sys.executable, "-m", "ablate", "--help"], [sys.executable, "cli.py", "--help"]])
 def test_entry_points(argv, tmp_path):
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)} if argv[1] == "-m" else {"PATH": "/usr/bin:/bin"}
-    done = subprocess.run(argv, cwd=ROOT if argv[1] == "cli.py" else tmp_path, env=env, capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run(
+        argv, cwd=ROOT if argv[1] == "cli.py" else tmp_path, env=env, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert "train" in done.stdout and "sweep" in done.stdout
 
@@ -193,7 +217,7 @@ def test_slurm_options_render_in_their_own_panel():
     from ablate import cli
 
     text = CliRunner().invoke(cli.app, ["sweep", "run", "--help"], terminal_width=160).output
-    panel = text[text.index("SLURM (--launcher slurm)"):]
+    panel = text[text.index("SLURM (--launcher slurm)") :]
     assert "--partition" in panel and "partition for the jobs" in panel
 
 

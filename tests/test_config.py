@@ -4,15 +4,47 @@ from __future__ import annotations
 
 import pytest
 
-from ablate.config import Config, ConfigError, fingerprint, flatten, from_flat, load_config, replace, to_dict, valid_keys
+from ablate.config import (
+    Config,
+    ConfigError,
+    fingerprint,
+    flatten,
+    from_flat,
+    load_config,
+    replace,
+    to_dict,
+    valid_keys,
+)
 
 UI_KEYS = [
-    "data.source", "data.src_lang", "data.tgt_lang", "data.vocab_size", "model.arch", "model.layers",
-    "model.d_model", "model.d_ff", "model.heads", "model.dropout", "model.positions",
-    "model.attention.score", "model.attention.scale", "train.max_time", "train.max_steps",
-    "train.max_epochs", "train.max_tokens", "train.lr", "train.warmup", "train.label_smoothing",
-    "train.devices", "eval.beam", "seed", "tracking.wandb", "tracking.project",
-    "model.share_positions", "eval.length_penalty", "eval.len_penalty",
+    "data.source",
+    "data.src_lang",
+    "data.tgt_lang",
+    "data.vocab_size",
+    "model.arch",
+    "model.layers",
+    "model.d_model",
+    "model.d_ff",
+    "model.heads",
+    "model.dropout",
+    "model.positions",
+    "model.attention.score",
+    "model.attention.scale",
+    "train.max_time",
+    "train.max_steps",
+    "train.max_epochs",
+    "train.max_tokens",
+    "train.lr",
+    "train.warmup",
+    "train.label_smoothing",
+    "train.devices",
+    "eval.beam",
+    "seed",
+    "tracking.wandb",
+    "tracking.project",
+    "model.share_positions",
+    "eval.length_penalty",
+    "eval.len_penalty",
 ]
 
 
@@ -21,8 +53,17 @@ def test_user_interface_keys_exist():
 
 
 def test_overrides_are_typed_from_yaml():
-    cfg = load_config(None, ["model.heads=8", "model.attention.scale=false", "train.lr=5e-4",
-                             "train.max_time=600", "tracking.tags=[a,b]", "train.devices=auto"])
+    cfg = load_config(
+        None,
+        [
+            "model.heads=8",
+            "model.attention.scale=false",
+            "train.lr=5e-4",
+            "train.max_time=600",
+            "tracking.tags=[a,b]",
+            "train.devices=auto",
+        ],
+    )
     assert cfg.model.heads == 8 and cfg.model.attention.scale is False
     assert cfg.train.lr == 5e-4 and cfg.train.max_time == 600.0
     assert cfg.tracking.tags == ("a", "b") and cfg.train.devices == "auto"
@@ -46,19 +87,22 @@ def test_yaml_file_then_overrides(tmp_path):
     assert (cfg.model.heads, cfg.model.d_model, cfg.train.max_steps) == (4, 64, 7)
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("model.head=8", "unknown config key 'model.head'; did you mean 'model.heads'?"),
-    ("model.attention.score=additve", "did you mean 'additive'?"),
-    ("model.positions=rope", "choose from: sinusoidal, learned, none, rotary, alibi"),
-    ("model.heads=3", "model.heads=3 does not divide model.d_model=128"),
-    ("model.heads=four", "expected an integer"),
-    ("train.lr=-1", "train.lr=-1.0 must be positive"),
-    ("model.dropout=1.5", "must be in [0, 1)"),
-    ("model.attention.scale=autom", "expected auto or bool or float"),
-    ("model.attention.scale=-1", "must be positive, auto, true or false"),
-    ("eval.length_penalty=gnm", "did you mean 'gnmt'?"),
-    ("model", "not of the form key=value"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("model.head=8", "unknown config key 'model.head'; did you mean 'model.heads'?"),
+        ("model.attention.score=additve", "did you mean 'additive'?"),
+        ("model.positions=rope", "choose from: sinusoidal, learned, none, rotary, alibi"),
+        ("model.heads=3", "model.heads=3 does not divide model.d_model=128"),
+        ("model.heads=four", "expected an integer"),
+        ("train.lr=-1", "train.lr=-1.0 must be positive"),
+        ("model.dropout=1.5", "must be in [0, 1)"),
+        ("model.attention.scale=autom", "expected auto or bool or float"),
+        ("model.attention.scale=-1", "must be positive, auto, true or false"),
+        ("eval.length_penalty=gnm", "did you mean 'gnmt'?"),
+        ("model", "not of the form key=value"),
+    ],
+)
 def test_bad_values_fail_with_one_line(override, expected):
     with pytest.raises(ConfigError) as err:
         load_config(None, [override])

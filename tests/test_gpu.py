@@ -10,16 +10,25 @@ import sacrebleu
 import torch
 
 from ablate.config import load_config
-from ablate.model.decoding import beam_search, greedy
 from ablate.model.build import build_model
+from ablate.model.decoding import beam_search, greedy
 from ablate.training.train import train
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-TINY = ["data.builtin_pairs=600", "data.vocab_size=300", "model.d_model=64", "model.layers=2",
-        "model.heads=4", "model.d_ff=128", "train.max_steps=120", "train.max_tokens=1024",
-        "train.warmup=20", "eval.beam=3", "tracking.wandb=disabled"]
+TINY = [
+    "data.builtin_pairs=600",
+    "data.vocab_size=300",
+    "model.d_model=64",
+    "model.layers=2",
+    "model.heads=4",
+    "model.d_ff=128",
+    "train.max_steps=120",
+    "train.max_tokens=1024",
+    "train.warmup=20",
+    "eval.beam=3",
+    "tracking.wandb=disabled",
+]
 
 
 def test_bf16_autocast_run_end_to_end(tmp_path, cache_dir):
@@ -37,8 +46,17 @@ def test_bf16_autocast_run_end_to_end(tmp_path, cache_dir):
 @pytest.mark.parametrize("score", ["dot", "additive", "general", "gaussian"])
 def test_gpu_decoding_equals_cpu_decoding(score):
     torch.manual_seed(0)
-    cfg = load_config(None, ["model.d_model=64", "model.layers=2", "model.heads=4", "model.d_ff=128",
-                             f"model.attention.score={score}", "model.dropout=0.0"])
+    cfg = load_config(
+        None,
+        [
+            "model.d_model=64",
+            "model.layers=2",
+            "model.heads=4",
+            "model.d_ff=128",
+            f"model.attention.score={score}",
+            "model.dropout=0.0",
+        ],
+    )
     model = build_model(cfg.model, 50, 50, pad_id=0).eval()
     src = torch.randint(3, 50, (6, 9))
     src[3, 5:] = 0

@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ablate.config import ConfigError, from_flat, valid_keys
-from ablate.model.decoding import greedy
 from ablate.model.build import build_model
+from ablate.model.decoding import greedy
 
 SCORES = ["dot", "additive", "general", "gaussian"]
 POSITIONS = ["sinusoidal", "learned", "none", "rotary", "alibi"]
@@ -78,9 +77,12 @@ def test_unknown_keys_fail_in_one_line(key):
 
 
 @settings(max_examples=60, deadline=None)
-@given(key=st.sampled_from(["model.attention.score", "model.positions", "model.arch", "model.norm",
-                            "tracking.wandb", "model.rnn.cell"]),
-       value=st.one_of(st.text(max_size=12), st.integers(), st.floats(allow_nan=False)))
+@given(
+    key=st.sampled_from(
+        ["model.attention.score", "model.positions", "model.arch", "model.norm", "tracking.wandb", "model.rnn.cell"]
+    ),
+    value=st.one_of(st.text(max_size=12), st.integers(), st.floats(allow_nan=False)),
+)
 def test_bad_choices_fail_in_one_line_listing_the_choices(key, value):
     try:
         cfg = from_flat({key: value})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import subprocess
@@ -16,16 +15,26 @@ from ablate.training.train import RunError, train
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
-    "data.builtin_pairs=200", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
-    "model.heads=2", "model.d_ff=64", "train.max_steps=12", "train.max_tokens=512",
-    "train.warmup=4", "eval.beam=1", "tracking.wandb=offline", "train.val_every=1000",
+    "data.builtin_pairs=200",
+    "data.vocab_size=300",
+    "model.d_model=32",
+    "model.layers=1",
+    "model.heads=2",
+    "model.d_ff=64",
+    "train.max_steps=12",
+    "train.max_tokens=512",
+    "train.warmup=4",
+    "eval.beam=1",
+    "tracking.wandb=offline",
+    "train.val_every=1000",
 ]
 
 
 def cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     full = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, env=full,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=300
+    )
 
 
 def corpus(folder: Path, files: dict[str, list[str]]) -> Path:
@@ -35,7 +44,7 @@ def corpus(folder: Path, files: dict[str, list[str]]) -> Path:
     return folder
 
 
-PAIRS = {f"{s}.{l}": [f"{l} sentence {i}" for i in range(20)] for s in ("train", "val") for l in ("en", "de")}
+PAIRS = {f"{s}.{lang}": [f"{lang} sentence {i}" for i in range(20)] for s in ("train", "val") for lang in ("en", "de")}
 
 
 def bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
@@ -46,8 +55,10 @@ def bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "unknown component": (["model.attention.score=cosine"], "choose from: dot, additive, general, gaussian"),
         "heads do not divide": (["model.heads=3"], "model.heads=3 does not divide model.d_model=128"),
         "missing folder": ([f"data.source={tmp / 'nowhere'}"], "nowhere"),
-        "missing split": ([f"data.source={corpus(tmp / 'nosplit', {k: v for k, v in PAIRS.items() if k.startswith('train')})}"],
-                          "val"),
+        "missing split": (
+            [f"data.source={corpus(tmp / 'nosplit', {k: v for k, v in PAIRS.items() if k.startswith('train')})}"],
+            "val",
+        ),
         "misaligned": ([f"data.source={corpus(tmp / 'mis', {**PAIRS, 'train.de': ['x'] * 19})}"], "20"),
         "empty corpus": ([f"data.source={corpus(tmp / 'empty', {k: [] for k in PAIRS})}"], "empty"),
         "hub offline": (["data.source=hf:bentrevett/multi30k"], "a folder of {split}.{lang} files"),
@@ -57,8 +68,14 @@ def bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
 @pytest.mark.slow
 def test_bad_input_is_one_line_without_traceback(tmp_path):
     for case, (args, expected) in bad_inputs(tmp_path).items():
-        proc = cli("train", "--run-dir", str(tmp_path / "run"), *args, cwd=tmp_path,
-                   env={"ABLATE_CACHE": str(tmp_path / "cache")})
+        proc = cli(
+            "train",
+            "--run-dir",
+            str(tmp_path / "run"),
+            *args,
+            cwd=tmp_path,
+            env={"ABLATE_CACHE": str(tmp_path / "cache")},
+        )
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 2, (case, proc.stderr[-2000:])
         assert len(lines) == 1 and lines[0].startswith("error: "), (case, proc.stderr[-2000:])
@@ -76,8 +93,9 @@ def test_misaligned_error_names_both_files_and_counts(tmp_path, cache_dir):
     assert "train.en" in message and "train.de" in message and "20" in message and "19" in message
 
 
-@pytest.mark.parametrize("fault, reason", [("nan:5", "non-finite loss at step 5"),
-                                           ("oom:3", "out of memory with train.max_tokens=512")])
+@pytest.mark.parametrize(
+    "fault, reason", [("nan:5", "non-finite loss at step 5"), ("oom:3", "out of memory with train.max_tokens=512")]
+)
 def test_fault_in_training_is_recorded(fault, reason, tmp_path, cache_dir, monkeypatch):
     monkeypatch.setenv("ABLATE_INJECT_FAULT", fault)
     with pytest.raises(RunError, match=reason):

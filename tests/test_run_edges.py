@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 import signal
 import subprocess
@@ -15,30 +14,64 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
-    "data.builtin_pairs=200", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
-    "model.heads=2", "model.d_ff=64", "train.max_tokens=512", "train.warmup=4", "eval.beam=1",
-    "tracking.wandb=disabled", "train.val_every=1000", "train.checkpoint_every=5",
+    "data.builtin_pairs=200",
+    "data.vocab_size=300",
+    "model.d_model=32",
+    "model.layers=1",
+    "model.heads=2",
+    "model.d_ff=64",
+    "train.max_tokens=512",
+    "train.warmup=4",
+    "eval.beam=1",
+    "tracking.wandb=disabled",
+    "train.val_every=1000",
+    "train.checkpoint_every=5",
 ]
 
 
 def cli(*args: str, cwd: Path, cache: Path, **popen) -> subprocess.Popen:
     env = {**os.environ, "WANDB_MODE": "disabled", "ABLATE_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "cli.py"), *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **popen,
+    )
 
 
 @pytest.mark.slow
 def test_a_second_training_of_the_same_folder_is_refused_and_a_dead_holder_is_taken_over(tmp_path):
     """Item 4: two concurrent ``ablate train --run-dir same``: the second is refused naming the first."""
     run, cache = tmp_path / "run", tmp_path / "cache"
-    first = cli("train", "--run-dir", str(run), *TINY, "train.max_steps=100000", "train.max_epochs=null", cwd=tmp_path, cache=cache)
+    first = cli(
+        "train",
+        "--run-dir",
+        str(run),
+        *TINY,
+        "train.max_steps=100000",
+        "train.max_epochs=null",
+        cwd=tmp_path,
+        cache=cache,
+    )
     try:
         deadline = time.time() + 300
         while not (run / "checkpoints" / "last.ckpt").exists():
             assert first.poll() is None, first.communicate()[1][-2000:]
             assert time.time() < deadline
             time.sleep(0.2)
-        second = cli("train", "--run-dir", str(run), *TINY, "train.max_steps=100000", "train.max_epochs=null", cwd=tmp_path, cache=cache)
+        second = cli(
+            "train",
+            "--run-dir",
+            str(run),
+            *TINY,
+            "train.max_steps=100000",
+            "train.max_epochs=null",
+            cwd=tmp_path,
+            cache=cache,
+        )
         _, err = second.communicate(timeout=120)
         assert second.returncode == 2 and err.count("\n") == 1 and "Traceback" not in err, err[-2000:]
         assert f"run dir {run} is in use by another training (pid {first.pid} on " in err
@@ -47,7 +80,16 @@ def test_a_second_training_of_the_same_folder_is_refused_and_a_dead_holder_is_ta
         first.kill()
         first.wait()
     assert (run / ".lock").read_text().startswith(f"{first.pid}@")  # a stale lock: its holder is dead
-    third = cli("train", "--run-dir", str(run), *TINY, "train.max_steps=100000", "train.max_epochs=null", cwd=tmp_path, cache=cache)
+    third = cli(
+        "train",
+        "--run-dir",
+        str(run),
+        *TINY,
+        "train.max_steps=100000",
+        "train.max_epochs=null",
+        cwd=tmp_path,
+        cache=cache,
+    )
     try:
         deadline = time.time() + 300
         while not (run / ".lock").read_text().startswith(f"{third.pid}@"):
@@ -73,7 +115,9 @@ def test_a_run_folder_that_cannot_be_written_is_refused_before_any_data_work(tmp
 
     (tmp_path / "ro").mkdir()
     monkeypatch.setattr(os, "open", read_only)
-    with pytest.raises(ConfigError, match="cannot write to run dir .*Read-only file system; choose a writable --run-dir"):
+    with pytest.raises(
+        ConfigError, match="cannot write to run dir .*Read-only file system; choose a writable --run-dir"
+    ):
         RunLock(tmp_path / "ro" / "run").acquire()
 
 
@@ -85,9 +129,13 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
         folder.mkdir()
         (folder / "config.yaml").write_text(text)
     sweep_files = {}
-    for name, content in {"empty-list": b"[]", "null": b"null", "latin1": b'{"x": "\xe9"}',
-                          "status": b'{"name": "t", "source": "s", "signature": "x", "version": 1, '
-                                    b'"trials": [{"name": "a", "point": {}, "status": "exploded"}]}'}.items():
+    for name, content in {
+        "empty-list": b"[]",
+        "null": b"null",
+        "latin1": b'{"x": "\xe9"}',
+        "status": b'{"name": "t", "source": "s", "signature": "x", "version": 1, '
+        b'"trials": [{"name": "a", "point": {}, "status": "exploded"}]}',
+    }.items():
         (tmp / f"sweep-{name}").mkdir()
         (tmp / f"sweep-{name}" / "sweep.json").write_bytes(content)
         sweep_files[name] = tmp / f"sweep-{name}"
@@ -121,8 +169,10 @@ def test_bad_inputs_give_one_line_and_leave_nothing_half_written(tmp_path):
 
     cases = _bad_inputs(tmp_path)
     if not torch.cuda.is_available():
-        cases["accelerator gpu"] = (["train", "--run-dir", str(tmp_path / "run"), *TINY, "train.accelerator=gpu"],
-                                    "train.accelerator=gpu but no GPU is visible")
+        cases["accelerator gpu"] = (
+            ["train", "--run-dir", str(tmp_path / "run"), *TINY, "train.accelerator=gpu"],
+            "train.accelerator=gpu but no GPU is visible",
+        )
     for case, (args, expected) in cases.items():
         proc = cli(*args, cwd=tmp_path, cache=tmp_path / "cache")
         out, err = proc.communicate(timeout=300)
@@ -130,7 +180,9 @@ def test_bad_inputs_give_one_line_and_leave_nothing_half_written(tmp_path):
         assert proc.returncode == 2, (case, err[-2000:])
         assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], (case, err[-2000:])
         assert "Traceback" not in out + err, case
-        assert not (tmp_path / "run" / "config.yaml").exists() and not (tmp_path / "run" / "summary.json").exists(), case
+        assert not (tmp_path / "run" / "config.yaml").exists() and not (tmp_path / "run" / "summary.json").exists(), (
+            case
+        )
     assert not (tmp_path / "cache").exists()  # every case stopped before preparing any data
 
 
@@ -150,8 +202,16 @@ def test_table_and_attention_over_damaged_files_are_one_line(tmp_path):
     assert proc.returncode == 0 and "Traceback" not in out + err, err[-2000:]
     for ckpt in (tmp_path / "sweep" / "good" / "checkpoints").glob("*.ckpt"):
         ckpt.write_bytes(ckpt.read_bytes()[:500])
-    proc = cli("attention", str(tmp_path / "sweep" / "good"), "--text", "hi", "--out", str(tmp_path / "png"),
-               cwd=tmp_path, cache=tmp_path / "cache")
+    proc = cli(
+        "attention",
+        str(tmp_path / "sweep" / "good"),
+        "--text",
+        "hi",
+        "--out",
+        str(tmp_path / "png"),
+        cwd=tmp_path,
+        cache=tmp_path / "cache",
+    )
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 2 and len(err.strip().splitlines()) == 1 and "is unreadable" in err, err[-2000:]
     assert "Traceback" not in out + err

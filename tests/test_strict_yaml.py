@@ -44,14 +44,21 @@ def test_sweep_files_refuse_duplicate_keys_and_list_bombs(tmp_path):
         load_spec(dup)
     bomb = tmp_path / "bomb.yaml"
     lists = ["a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"] + [
-        f"{c}: &{c} [" + ", ".join([f"*{p}"] * 10) + "]" for p, c in zip("abcde", "bcdef")]
-    bomb.write_text("method: grid\nx:\n" + "".join(f"  {line}\n" for line in lists) +
-                    "parameters:\n  seed:\n    values: *f\n")
+        f"{c}: &{c} [" + ", ".join([f"*{p}"] * 10) + "]" for p, c in zip("abcde", "bcdef")
+    ]
+    bomb.write_text(
+        "method: grid\nx:\n" + "".join(f"  {line}\n" for line in lists) + "parameters:\n  seed:\n    values: *f\n"
+    )
     with pytest.raises(SweepError, match="alias bomb"):
         load_spec(bomb)
-    proc = subprocess.run([sys.executable, str(ROOT / "cli.py"), "sweep", "run", str(bomb), "--dry-run"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "WANDB_MODE": "disabled"})
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "sweep", "run", str(bomb), "--dry-run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "WANDB_MODE": "disabled"},
+    )
     assert proc.returncode == 2 and "alias bomb" in proc.stderr and "Traceback" not in proc.stderr
 
 

@@ -22,9 +22,18 @@ from ablate.training.train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = [
-    "data.builtin_pairs=200", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
-    "model.heads=2", "model.d_ff=64", "train.max_steps=12", "train.max_tokens=512",
-    "train.warmup=4", "eval.beam=1", "tracking.wandb=disabled", "train.val_every=1000",
+    "data.builtin_pairs=200",
+    "data.vocab_size=300",
+    "model.d_model=32",
+    "model.layers=1",
+    "model.heads=2",
+    "model.d_ff=64",
+    "train.max_steps=12",
+    "train.max_tokens=512",
+    "train.warmup=4",
+    "eval.beam=1",
+    "tracking.wandb=disabled",
+    "train.val_every=1000",
     "train.checkpoint_every=5",
 ]
 
@@ -60,16 +69,18 @@ def run(trained, tmp_path) -> Path:
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "disabled"}
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_a_pickled_payload_in_a_checkpoint_never_runs(run, tmp_path):
     """Item 1: ``ablate attention`` and a resumed ``ablate train`` load checkpoints with weights_only=True."""
     marker = tmp_path / "pwned"
     real = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    planted = dict(real, ablate={"history": [{"step": 12, "val/bleu": 1e9, "val/chrf": 1e9, "val/ppl": 1.0}],
-                                 "best_val_bleu": 1e9})
+    planted = dict(
+        real, ablate={"history": [{"step": 12, "val/bleu": 1e9, "val/chrf": 1e9, "val/ppl": 1.0}], "best_val_bleu": 1e9}
+    )
     torch.save(planted, run / "checkpoints" / "last.ckpt")  # a believable checkpoint with a planted best BLEU ...
     torch.save({"state_dict": real["state_dict"], "payload": Payload(marker)}, run / "checkpoints" / "best.ckpt")
 

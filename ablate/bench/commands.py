@@ -19,9 +19,11 @@ def _split(text: str) -> tuple[str, ...]:
 
 def bench(
     data: str = typer.Option(
-        DEFAULT_DATA, "--data", help="Text to measure on: a {split}.{lang}[.gz] folder, 'builtin' or 'hf:<dataset>'."),
+        DEFAULT_DATA, "--data", help="Text to measure on: a {split}.{lang}[.gz] folder, 'builtin' or 'hf:<dataset>'."
+    ),
     json_path: Optional[Path] = typer.Option(
-        None, "--json", help="Also write every figure, the ratios and targets_met to this JSON file."),
+        None, "--json", help="Also write every figure, the ratios and targets_met to this JSON file."
+    ),
     quick_run: bool = typer.Option(False, "--quick", help="Smoke test: few small batches and rounds, short sequences."),
     d_model: int = typer.Option(256, "--d-model"),
     layers: int = typer.Option(3, "--layers", help="Encoder layers and decoder layers (each)."),
@@ -35,21 +37,26 @@ def bench(
     warmup: int = typer.Option(1, "--warmup", help="Untimed rounds before the timed ones."),
     threads: int = typer.Option(0, "--threads", help="torch threads (0: torch's default)."),
     variants: str = typer.Option(
-        "", "--variants", help="Comma-separated training variants (default all; dot-scaled and torch always run)."),
+        "", "--variants", help="Comma-separated training variants (default all; dot-scaled and torch always run)."
+    ),
     decode_sentences: int = typer.Option(8, "--decode-sentences", help="Test sentences decoded per round."),
     decode_len: int = typer.Option(50, "--decode-len", help="Output length of every hypothesis."),
     beam: int = typer.Option(5, "--beam"),
     mem_length: int = typer.Option(512, "--mem-length", help="Sequence length of the memory test."),
     mem_batch: int = typer.Option(2, "--mem-batch", help="Batch of the memory test."),
     mem_chunk_mb: float = typer.Option(
-        64.0, "--mem-chunk-mb", help="Chunk budget of the chunked side (model.attention.chunk_mb)."),
+        64.0, "--mem-chunk-mb", help="Chunk budget of the chunked side (model.attention.chunk_mb)."
+    ),
     data_scale: int = typer.Option(
-        0, "--data-scale", help="Also prepare a generated corpus of this many pairs (e.g. 1000000; minutes)."),
+        0, "--data-scale", help="Also prepare a generated corpus of this many pairs (e.g. 1000000; minutes)."
+    ),
     sections: str = typer.Option(
-        ",".join(SECTIONS), "--sections", help="Comma-separated subset of: " + ", ".join(SECTIONS) + "."),
+        ",".join(SECTIONS), "--sections", help="Comma-separated subset of: " + ", ".join(SECTIONS) + "."
+    ),
     flops: bool = typer.Option(True, "--flops/--no-flops", help="Count model FLOPs (GFLOP/s, MFU, SDPA backend)."),
     startup_wandb: bool = typer.Option(
-        True, "--startup-wandb/--no-startup-wandb", help="Also time start-up with W&B offline."),
+        True, "--startup-wandb/--no-startup-wandb", help="Also time start-up with W&B offline."
+    ),
     seed: int = typer.Option(1, "--seed"),
     cache_dir: str = typer.Option("", "--cache-dir", help="Tokenizer/corpus cache (default: the usual one)."),
 ) -> None:
@@ -61,11 +68,31 @@ def bench(
     from ablate.bench.runner import run
 
     opts = BenchOptions(
-        data=data, vocab_size=vocab_size, builtin_pairs=builtin_pairs, d_model=d_model, layers=layers,
-        heads=heads, d_ff=d_ff, max_tokens=max_tokens, batches=batches, reps=reps, warmup=warmup,
-        threads=threads, variants=_split(variants), decode_sentences=decode_sentences, decode_len=decode_len,
-        beam=beam, mem_length=mem_length, mem_batch=mem_batch, mem_chunk_mb=mem_chunk_mb, data_scale=data_scale,
-        startup_wandb=startup_wandb, flops=flops, sections=_split(sections), seed=seed, cache_dir=cache_dir,
+        data=data,
+        vocab_size=vocab_size,
+        builtin_pairs=builtin_pairs,
+        d_model=d_model,
+        layers=layers,
+        heads=heads,
+        d_ff=d_ff,
+        max_tokens=max_tokens,
+        batches=batches,
+        reps=reps,
+        warmup=warmup,
+        threads=threads,
+        variants=_split(variants),
+        decode_sentences=decode_sentences,
+        decode_len=decode_len,
+        beam=beam,
+        mem_length=mem_length,
+        mem_batch=mem_batch,
+        mem_chunk_mb=mem_chunk_mb,
+        data_scale=data_scale,
+        startup_wandb=startup_wandb,
+        flops=flops,
+        sections=_split(sections),
+        seed=seed,
+        cache_dir=cache_dir,
     )
     opts.check()
     if quick_run:

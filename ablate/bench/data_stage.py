@@ -49,23 +49,53 @@ def _child(argv: list[str]) -> None:
     imported = time.perf_counter()
     before = rss_mb()
     exact = reset_peak()
-    cfg = DataConfig(source=args.source, vocab_size=args.vocab_size, max_len=args.max_len,
-                     builtin_pairs=args.builtin_pairs, cache_dir=args.cache)
+    cfg = DataConfig(
+        source=args.source,
+        vocab_size=args.vocab_size,
+        max_len=args.max_len,
+        builtin_pairs=args.builtin_pairs,
+        cache_dir=args.cache,
+    )
     prepared = prepare(cfg)
     done = time.perf_counter()
     peak = peak_mb()
     stats = prepared.stats
-    print(json.dumps({"seconds": done - imported, "import_s": imported - start, "cached": stats["cached"],
-                      "tokenizer_cached": stats["tokenizer_cached"], "pairs": stats["pairs"],
-                      "rss_before_mb": before, "peak_mb": peak, "delta_mb": peak - before, "exact": exact}))
+    print(
+        json.dumps(
+            {
+                "seconds": done - imported,
+                "import_s": imported - start,
+                "cached": stats["cached"],
+                "tokenizer_cached": stats["tokenizer_cached"],
+                "pairs": stats["pairs"],
+                "rss_before_mb": before,
+                "peak_mb": peak,
+                "delta_mb": peak - before,
+                "exact": exact,
+            }
+        )
+    )
 
 
 def prepare_in_subprocess(source: str, cache: Path, vocab_size: int, max_len: int, builtin_pairs: int) -> dict:
     """One ``prepare`` in a fresh process; its JSON line (seconds, cached, peak memory, ...)."""
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    cmd = [sys.executable, "-m", "ablate.bench.data_stage", "--source", source, "--cache", str(cache),
-           "--vocab-size", str(vocab_size), "--max-len", str(max_len), "--builtin-pairs", str(builtin_pairs)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ablate.bench.data_stage",
+        "--source",
+        source,
+        "--cache",
+        str(cache),
+        "--vocab-size",
+        str(vocab_size),
+        "--max-len",
+        str(max_len),
+        "--builtin-pairs",
+        str(builtin_pairs),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -73,8 +103,9 @@ def prepare_in_subprocess(source: str, cache: Path, vocab_size: int, max_len: in
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def three_runs(source: str, cache: Path, vocab_size: int, builtin_pairs: int, max_len: int = 128,
-               echo=lambda s: None) -> dict[str, Any]:
+def three_runs(
+    source: str, cache: Path, vocab_size: int, builtin_pairs: int, max_len: int = 128, echo=lambda s: None
+) -> dict[str, Any]:
     """First, encode-only and cached preparations of ``source`` in the empty cache ``cache``.
 
     Returns:
@@ -87,11 +118,15 @@ def three_runs(source: str, cache: Path, vocab_size: int, builtin_pairs: int, ma
         echo(f"data stage: {name} run of {source}")
         runs[name] = prepare_in_subprocess(source, cache, vocab_size, length, builtin_pairs)
     pairs = sum(runs["encode"]["pairs"].values())
-    return {**runs, "train_pairs": runs["encode"]["pairs"]["train"], "pairs": pairs,
-            "tokenizer_s": runs["first"]["seconds"] - runs["encode"]["seconds"],
-            "encode_pairs_per_s": pairs / runs["encode"]["seconds"],
-            "cached_speedup": runs["first"]["seconds"] / runs["cached"]["seconds"],
-            "peak_delta_mb": max(r["delta_mb"] for r in runs.values())}
+    return {
+        **runs,
+        "train_pairs": runs["encode"]["pairs"]["train"],
+        "pairs": pairs,
+        "tokenizer_s": runs["first"]["seconds"] - runs["encode"]["seconds"],
+        "encode_pairs_per_s": pairs / runs["encode"]["seconds"],
+        "cached_speedup": runs["first"]["seconds"] / runs["cached"]["seconds"],
+        "peak_delta_mb": max(r["delta_mb"] for r in runs.values()),
+    }
 
 
 def _perturbed(texts: list[str], repetition: int) -> Iterator[str]:
@@ -105,8 +140,9 @@ def _perturbed(texts: list[str], repetition: int) -> Iterator[str]:
         yield " ".join(words)
 
 
-def write_corpus(folder: Path, splits: dict[str, tuple[list[str], list[str]]], pairs: int,
-                 langs: tuple[str, str] = ("en", "de")) -> None:
+def write_corpus(
+    folder: Path, splits: dict[str, tuple[list[str], list[str]]], pairs: int, langs: tuple[str, str] = ("en", "de")
+) -> None:
     """Write a ``{split}.{lang}`` folder whose train split has ``pairs`` pairs grown from ``splits["train"]``.
 
     Args:
@@ -130,8 +166,15 @@ def write_corpus(folder: Path, splits: dict[str, tuple[list[str], list[str]]], p
                 left, r = left - n, r + 1
 
 
-def bench_data(source: str, vocab_size: int, builtin_pairs: int, scale: int, base=None,
-               langs: tuple[str, str] = ("en", "de"), echo=lambda s: None) -> dict[str, Any]:
+def bench_data(
+    source: str,
+    vocab_size: int,
+    builtin_pairs: int,
+    scale: int,
+    base=None,
+    langs: tuple[str, str] = ("en", "de"),
+    echo=lambda s: None,
+) -> dict[str, Any]:
     """Three preparations of ``source`` and, when ``scale`` > 0, of a generated ``scale``-pair corpus.
 
     Args:
@@ -147,8 +190,10 @@ def bench_data(source: str, vocab_size: int, builtin_pairs: int, scale: int, bas
         if scale > 0:
             folder = Path(tmp) / "generated"
             echo(f"data stage: writing a {scale:,}-pair corpus")
-            texts = {name: (ds.data.column("src").to_pylist(), ds.data.column("tgt").to_pylist())
-                     for name, ds in base.splits.items()}
+            texts = {
+                name: (ds.data.column("src").to_pylist(), ds.data.column("tgt").to_pylist())
+                for name, ds in base.splits.items()
+            }
             write_corpus(folder, texts, scale, langs)
             scaled = three_runs(str(folder), Path(tmp) / "cache-scale", vocab_size, builtin_pairs, echo=echo)
             scaled["target_peak_mb"] = GIB

@@ -55,12 +55,14 @@ def modes(model: nn.Module, bos: int, eos: int, length: int, beam: int) -> dict[
         tag = "cache" if cache else "nocache"
         out[f"greedy-{tag}"] = lambda src, c=cache: greedy(fixed, src, bos, eos, 0.0, length, use_cache=c)
         out[f"beam{beam}-{tag}"] = lambda src, c=cache: beam_search(
-            fixed, src, beam, bos, eos, 1.0, 0.0, length, use_cache=c)
+            fixed, src, beam, bos, eos, 1.0, 0.0, length, use_cache=c
+        )
     return out
 
 
-def bench_decoding(opts: BenchOptions, inputs: Inputs, dev: torch.device,
-                   echo: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+def bench_decoding(
+    opts: BenchOptions, inputs: Inputs, dev: torch.device, echo: Callable[[str], None] = lambda s: None
+) -> dict[str, Any]:
     """Sentences/s and output tokens/s of the standard Transformer in every mode, interleaved.
 
     Returns:
@@ -81,6 +83,7 @@ def bench_decoding(opts: BenchOptions, inputs: Inputs, dev: torch.device,
     def contender(name: str) -> Callable[[], None]:
         def run() -> None:
             produced[name] = sum(len(h) for h in runs[name](src))
+
         return run
 
     echo(f"decoding: {src.size(0)} sentences to {opts.decode_len} tokens, {len(runs)} modes x {opts.reps} rounds")
@@ -88,9 +91,21 @@ def bench_decoding(opts: BenchOptions, inputs: Inputs, dev: torch.device,
     results = {}
     for name, secs in seconds.items():
         t = median(secs)
-        results[name] = {"sentences_per_s": src.size(0) / t, "tokens_per_s": produced[name] / t,
-                         "seconds": secs, "spread": spread(secs), "tokens": produced[name]}
-    cache_speedup = {kind: speedup(seconds[f"{kind}-cache"], seconds[f"{kind}-nocache"])
-                     for kind in ("greedy", f"beam{opts.beam}")}
-    return {"model": STANDARD, "sentences": src.size(0), "length": opts.decode_len, "beam": opts.beam,
-            "modes": results, "cache_speedup": cache_speedup}
+        results[name] = {
+            "sentences_per_s": src.size(0) / t,
+            "tokens_per_s": produced[name] / t,
+            "seconds": secs,
+            "spread": spread(secs),
+            "tokens": produced[name],
+        }
+    cache_speedup = {
+        kind: speedup(seconds[f"{kind}-cache"], seconds[f"{kind}-nocache"]) for kind in ("greedy", f"beam{opts.beam}")
+    }
+    return {
+        "model": STANDARD,
+        "sentences": src.size(0),
+        "length": opts.decode_len,
+        "beam": opts.beam,
+        "modes": results,
+        "cache_speedup": cache_speedup,
+    }

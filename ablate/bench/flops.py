@@ -30,10 +30,26 @@ from dataclasses import dataclass
 import torch
 
 PEAK_TFLOPS = {  # vendor datasheet, dense (no sparsity); first matching substring of the device name wins
-    "bfloat16": (("H100 PCIe", 756.0), ("H100", 989.4), ("H200", 989.4), ("GH200", 989.4), ("A100", 312.0),
-                 ("L40S", 362.1), ("L4", 121.0), ("A10", 125.0)),
-    "float32": (("H100 PCIe", 51.2), ("H100", 66.9), ("H200", 66.9), ("GH200", 66.9), ("A100", 19.5),
-                ("L40S", 91.6), ("L4", 30.3), ("A10", 31.2)),
+    "bfloat16": (
+        ("H100 PCIe", 756.0),
+        ("H100", 989.4),
+        ("H200", 989.4),
+        ("GH200", 989.4),
+        ("A100", 312.0),
+        ("L40S", 362.1),
+        ("L4", 121.0),
+        ("A10", 125.0),
+    ),
+    "float32": (
+        ("H100 PCIe", 51.2),
+        ("H100", 66.9),
+        ("H200", 66.9),
+        ("GH200", 66.9),
+        ("A100", 19.5),
+        ("L40S", 91.6),
+        ("L4", 30.3),
+        ("A10", 31.2),
+    ),
 }
 """dtype -> (device-name substring, TFLOP/s); fp32 means plain fp32 (TF32 is off in PyTorch by default)."""
 
@@ -60,14 +76,15 @@ class Dims:
     vocab: int
 
     @classmethod
-    def of(cls, model_cfg, vocab: int) -> "Dims":
+    def of(cls, model_cfg, vocab: int) -> Dims:
         """From a Transformer ``ModelConfig`` (per-head sizes from :func:`ablate.config.head_dims`, as built)."""
         from ablate.config import head_dims
 
         m = model_cfg
         d_k, d_v = head_dims(m)
-        return cls(m.d_model, m.d_ff, m.heads, d_k, d_v, m.encoder_layers or m.layers, m.decoder_layers or m.layers,
-                   vocab)
+        return cls(
+            m.d_model, m.d_ff, m.heads, d_k, d_v, m.encoder_layers or m.layers, m.decoder_layers or m.layers, vocab
+        )
 
 
 def training_flops(dims: Dims, src_lengths: list[int], tgt_lengths: list[int]) -> dict[str, float]:
@@ -87,17 +104,24 @@ def training_flops(dims: Dims, src_lengths: list[int], tgt_lengths: list[int]) -
     attn_proj = 2 * d * qk + 2 * d * v  # Q, K (d x h d_k), V, O (d x h d_v)
     ffn = 2 * d * dims.d_ff
     S, T = sum(src_lengths), sum(tgt_lengths)
-    dense_macs = (dims.encoder_layers * (attn_proj + ffn) * S
-                  + dims.decoder_layers * ((attn_proj + d * qk + d * v + ffn) * T + (d * qk + d * v) * S)
-                  + d * dims.vocab * T)
+    dense_macs = (
+        dims.encoder_layers * (attn_proj + ffn) * S
+        + dims.decoder_layers * ((attn_proj + d * qk + d * v + ffn) * T + (d * qk + d * v) * S)
+        + d * dims.vocab * T
+    )
     pairs_enc = sum(s * s for s in src_lengths)
     pairs_dec = sum(t * t + t * s for s, t in zip(src_lengths, tgt_lengths))
     pairs = dims.encoder_layers * pairs_enc + dims.decoder_layers * pairs_dec
     attention = 6.0 * h * (dims.d_k + dims.d_v) * pairs
     dense = 6.0 * dense_macs
     total = dense + attention
-    return {"dense": dense, "attention": attention, "total": total, "per_token": total / max(S + T, 1),
-            "pairs": float(pairs)}
+    return {
+        "dense": dense,
+        "attention": attention,
+        "total": total,
+        "per_token": total / max(S + T, 1),
+        "pairs": float(pairs),
+    }
 
 
 def batch_lengths(batch: dict[str, torch.Tensor], pad_id: int = 0) -> tuple[list[int], list[int]]:

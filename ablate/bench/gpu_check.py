@@ -63,8 +63,11 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
     tests = results.get("tests") or {}
     packed_runs = _get(results, "packed", "runs") or {}
     out: dict[str, Any] = {
-        "gpu_tests": ({k: tests.get(k) for k in ("passed", "failed", "errors", "skipped")}
-                      if tests.get("total") is not None else None),
+        "gpu_tests": (
+            {k: tests.get(k) for k in ("passed", "failed", "errors", "skipped")}
+            if tests.get("total") is not None
+            else None
+        ),
         "tokens_per_s": {k: r.get("tokens_per_s") for k, r in rows.items()} or None,
         "bf16_vs_torch_bf16": ratios.get("bf16_vs_torch_bf16"),
         "fp32_vs_torch_fp32": ratios.get("fp32_vs_torch_fp32"),
@@ -101,16 +104,25 @@ def meta(opts: GpuCheckOptions) -> dict[str, Any]:
     from ablate.bench import hardware
 
     dev = hardware.device()
-    info: dict[str, Any] = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                            "hardware": hardware.describe(dev, torch.get_num_threads()),
-                            "cuda": torch.version.cuda, "gpus": torch.cuda.device_count(),
-                            "python": platform.python_version(), "options": opts.to_json()}
+    info: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "hardware": hardware.describe(dev, torch.get_num_threads()),
+        "cuda": torch.version.cuda,
+        "gpus": torch.cuda.device_count(),
+        "python": platform.python_version(),
+        "options": opts.to_json(),
+    }
     if dev.type == "cuda":
         props = torch.cuda.get_device_properties(dev)
-        info.update(gpu_memory_gib=props.total_memory / 2**30, capability=f"{props.major}.{props.minor}",
-                    multiprocessors=props.multi_processor_count)
-    for key, cmd in (("driver", ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
-                     ("commit", ["git", "-C", str(ROOT), "rev-parse", "HEAD"])):
+        info.update(
+            gpu_memory_gib=props.total_memory / 2**30,
+            capability=f"{props.major}.{props.minor}",
+            multiprocessors=props.multi_processor_count,
+        )
+    for key, cmd in (
+        ("driver", ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
+        ("commit", ["git", "-C", str(ROOT), "rev-parse", "HEAD"]),
+    ):
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=False)
             info[key] = done.stdout.strip() or None
@@ -181,6 +193,7 @@ def run_check(opts: GpuCheckOptions, out: Path, echo: Callable[[str], None]) -> 
                     if data.get("total") == 0:
                         status = {"status": "failed", "error": "no GPU test ran (pytest -m gpu collected nothing)"}
                 elif stage == "packed":
+
                     def save(partial: dict[str, Any]) -> None:
                         results["packed"] = partial
                         write(results, out)
@@ -210,8 +223,11 @@ def parse_args(argv: list[str]) -> tuple[GpuCheckOptions, Path]:
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile stage")
     carried = ROOT / ".gpu-data" / "multi30k"  # where scripts/gpu-prepare.sh puts the copy that travels
     data = base.data if Path(base.data).is_dir() or not carried.is_dir() else str(carried)
-    p.add_argument("--data", default=data, help="data.source of every stage (default ../shared/data/multi30k, "
-                   "else .gpu-data/multi30k)")
+    p.add_argument(
+        "--data",
+        default=data,
+        help="data.source of every stage (default ../shared/data/multi30k, else .gpu-data/multi30k)",
+    )
     p.add_argument("--budget-s", type=float, default=base.budget_s, help="seconds for every stage but quality")
     p.add_argument("--max-tokens", type=int, default=base.max_tokens, help="padded tokens per side of a batch")
     p.add_argument("--reps", type=int, default=base.reps)
@@ -228,9 +244,18 @@ def parse_args(argv: list[str]) -> tuple[GpuCheckOptions, Path]:
     stages = tuple(s.strip() for s in a.stages.split(",") if s.strip())
     if a.no_compile:
         stages = tuple(s for s in stages if s != "compile")
-    opts = base.replace(stages=stages, data=a.data, budget_s=a.budget_s, max_tokens=a.max_tokens, reps=a.reps,
-                        packed=packed, packed_seconds=a.packed_seconds, quality_minutes=a.quality_minutes,
-                        quality_config=a.quality_config, cache_dir=a.cache_dir)
+    opts = base.replace(
+        stages=stages,
+        data=a.data,
+        budget_s=a.budget_s,
+        max_tokens=a.max_tokens,
+        reps=a.reps,
+        packed=packed,
+        packed_seconds=a.packed_seconds,
+        quality_minutes=a.quality_minutes,
+        quality_config=a.quality_config,
+        cache_dir=a.cache_dir,
+    )
     if a.tiny:
         opts = tiny(opts)
     day = datetime.date.today().isoformat()
@@ -241,9 +266,16 @@ def parse_args(argv: list[str]) -> tuple[GpuCheckOptions, Path]:
 def main(argv: Optional[list[str]] = None) -> int:
     try:
         opts, out = parse_args(sys.argv[1:] if argv is None else argv)
-        if not opts.tiny and opts.data != "builtin" and not opts.data.startswith("hf:") and not Path(opts.data).is_dir():
-            raise BenchError(f"--data {opts.data}: no such folder; copy Multi30k there (scripts/gpu-check.sh says how) "
-                             "or pass --data builtin")
+        if (
+            not opts.tiny
+            and opts.data != "builtin"
+            and not opts.data.startswith("hf:")
+            and not Path(opts.data).is_dir()
+        ):
+            raise BenchError(
+                f"--data {opts.data}: no such folder; copy Multi30k there (scripts/gpu-check.sh says how) "
+                "or pass --data builtin"
+            )
         results = run_check(opts, out, echo=lambda line: print(f"[gpu-check] {line}", file=sys.stderr, flush=True))
     except BenchError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -19,8 +19,7 @@ STAGES = ("tests", "training", "packed", "decoding", "compile", "quality")
 DEFAULT_STAGES = ("tests", "training", "packed", "decoding", "compile")
 """What runs without ``--stages``: ``quality`` (minutes of training) is asked for explicitly."""
 
-STAGE_CAP_S = {"tests": 100.0, "training": 110.0, "packed": 170.0, "decoding": 45.0, "compile": 90.0,
-               "quality": 120.0}
+STAGE_CAP_S = {"tests": 100.0, "training": 110.0, "packed": 170.0, "decoding": 45.0, "compile": 90.0, "quality": 120.0}
 """Most seconds a stage may take; ``quality`` gets its training minutes on top (start-up, validation and
 the final beam-5 decoding are not training time)."""
 
@@ -79,7 +78,7 @@ class GpuCheckOptions:
     seed: int = 1
     tiny: bool = False
 
-    def replace(self, **changes: Any) -> "GpuCheckOptions":
+    def replace(self, **changes: Any) -> GpuCheckOptions:
         out = dataclasses.replace(self, **changes)
         out.check()
         return out
@@ -90,18 +89,33 @@ class GpuCheckOptions:
         if unknown:
             raise BenchError(f"unknown stage(s) {', '.join(unknown)}; choose from {', '.join(STAGES)}")
         if not self.packed or min(self.packed) < 1:
-            raise BenchError(f"--packed {','.join(map(str, self.packed))}: give trial counts of at least 1, e.g. 1,2,4,8")
+            raise BenchError(
+                f"--packed {','.join(map(str, self.packed))}: give trial counts of at least 1, e.g. 1,2,4,8"
+            )
         if self.budget_s <= 0 or self.packed_seconds <= 0 or self.quality_minutes <= 0:
             raise BenchError("--budget-s, --packed-seconds and --quality-minutes must be positive")
         self.bench().check()
 
     def bench(self, **changes: Any) -> BenchOptions:
         """The :class:`BenchOptions` of the in-process stages (training, decoding, compile)."""
-        fields = dict(data=self.data, vocab_size=self.vocab_size, builtin_pairs=self.builtin_pairs,
-                      d_model=self.d_model, layers=self.layers, heads=self.heads, d_ff=self.d_ff,
-                      max_tokens=self.max_tokens, batches=self.batches, reps=self.reps, warmup=self.warmup,
-                      decode_sentences=self.decode_sentences, decode_len=self.decode_len, beam=self.beam,
-                      seed=self.seed, cache_dir=self.cache_dir)
+        fields = dict(
+            data=self.data,
+            vocab_size=self.vocab_size,
+            builtin_pairs=self.builtin_pairs,
+            d_model=self.d_model,
+            layers=self.layers,
+            heads=self.heads,
+            d_ff=self.d_ff,
+            max_tokens=self.max_tokens,
+            batches=self.batches,
+            reps=self.reps,
+            warmup=self.warmup,
+            decode_sentences=self.decode_sentences,
+            decode_len=self.decode_len,
+            beam=self.beam,
+            seed=self.seed,
+            cache_dir=self.cache_dir,
+        )
         fields.update(changes)
         return BenchOptions(**fields)
 
@@ -109,7 +123,7 @@ class GpuCheckOptions:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "GpuCheckOptions":
+    def from_json(cls, data: dict[str, Any]) -> GpuCheckOptions:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
 
@@ -117,9 +131,31 @@ def tiny(opts: GpuCheckOptions) -> GpuCheckOptions:
     """The CPU smoke preset: built-in data, a one-layer model, one small batch, one round, 1 and 2 packed
     trials of two seconds, short budgets."""
     return opts.replace(
-        data="builtin", vocab_size=120, builtin_pairs=300, d_model=16, layers=1, heads=2, d_ff=32, max_tokens=300,
-        batches=1, reps=1, warmup=0, decode_sentences=3, decode_len=4, decode_reps=1, packed=(1, 2),
-        packed_seconds=2.0, quality_minutes=0.05, tiny=True,
-        small_trial=("model.d_model=16", "model.layers=1", "model.heads=2", "model.d_ff=32", "train.max_tokens=300",
-                     "eval.max_len_a=0", "eval.max_len_b=1"),  # one-token hypotheses: decoding takes no time
+        data="builtin",
+        vocab_size=120,
+        builtin_pairs=300,
+        d_model=16,
+        layers=1,
+        heads=2,
+        d_ff=32,
+        max_tokens=300,
+        batches=1,
+        reps=1,
+        warmup=0,
+        decode_sentences=3,
+        decode_len=4,
+        decode_reps=1,
+        packed=(1, 2),
+        packed_seconds=2.0,
+        quality_minutes=0.05,
+        tiny=True,
+        small_trial=(
+            "model.d_model=16",
+            "model.layers=1",
+            "model.heads=2",
+            "model.d_ff=32",
+            "train.max_tokens=300",
+            "eval.max_len_a=0",
+            "eval.max_len_b=1",
+        ),  # one-token hypotheses: decoding takes no time
     )

@@ -29,8 +29,13 @@ Echo = Callable[[str], None]
 
 def child_env(cache_dir: str) -> dict[str, str]:
     """The environment of a child: this checkout first on PYTHONPATH, W&B off, the shared data cache."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               WANDB_MODE="disabled", WANDB_SILENT="true", PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        WANDB_MODE="disabled",
+        WANDB_SILENT="true",
+        PYTHONUNBUFFERED="1",
+    )
     if cache_dir:
         env["ABLATE_CACHE"] = cache_dir
     return env
@@ -43,8 +48,9 @@ def run_child(cmd: list[str], timeout: float, env: dict[str, str], log: Optional
     trials must not run on into the next stage's measurements.
     """
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     try:
         text, _ = proc.communicate(timeout=max(timeout, 1.0))
         rc, timed_out = proc.returncode, False
@@ -59,6 +65,7 @@ def run_child(cmd: list[str], timeout: float, env: dict[str, str], log: Optional
 
 
 # --- pytest -m gpu -----------------------------------------------------------------------------------
+
 
 def parse_junit(xml_text: str) -> dict[str, Any]:
     """Counts and per-test outcomes of a pytest JUnit XML report.
@@ -80,8 +87,14 @@ def parse_junit(xml_text: str) -> dict[str, Any]:
                 break
         cases[name] = outcome
     counts = {k: sum(v.split(":")[0] == k for v in cases.values()) for k in ("passed", "failed", "error", "skipped")}
-    return {"passed": counts["passed"], "failed": counts["failed"], "errors": counts["error"],
-            "skipped": counts["skipped"], "total": len(cases), "cases": cases}
+    return {
+        "passed": counts["passed"],
+        "failed": counts["failed"],
+        "errors": counts["error"],
+        "skipped": counts["skipped"],
+        "total": len(cases),
+        "cases": cases,
+    }
 
 
 def gpu_test_files(tests: Path = ROOT / "tests") -> list[str]:
@@ -106,21 +119,32 @@ def run_gpu_tests(opts: GpuCheckOptions, timeout: float, echo: Echo) -> dict[str
 
 # --- packed trials -------------------------------------------------------------------------------------
 
+
 def sweep_file(folder: Path, trials: int) -> Path:
     """A grid sweep of ``trials`` identical small trials that differ only in their seed."""
     path = folder / f"packed-{trials}.yaml"
     seeds = ", ".join(str(s) for s in range(1, trials + 1))
-    path.write_text(f"method: grid\nmetric: {{name: val/bleu, goal: maximize}}\n"
-                    f"parameters:\n  seed: {{values: [{seeds}]}}\n")
+    path.write_text(
+        f"method: grid\nmetric: {{name: val/bleu, goal: maximize}}\nparameters:\n  seed: {{values: [{seeds}]}}\n"
+    )
     return path
 
 
 def packed_overrides(opts: GpuCheckOptions) -> list[str]:
     """Every packed trial's config: the small model, ``packed_seconds`` of training, no validation until the
     end, greedy test decoding, no W&B."""
-    out = [f"data.source={opts.data}", f"data.vocab_size={opts.vocab_size}", f"data.builtin_pairs={opts.builtin_pairs}",
-           *opts.small_trial, f"train.max_time={opts.packed_seconds}", "train.max_epochs=1000",
-           "train.val_every=1000000", "train.checkpoint_every=1000000", "eval.beam=1", "tracking.wandb=disabled"]
+    out = [
+        f"data.source={opts.data}",
+        f"data.vocab_size={opts.vocab_size}",
+        f"data.builtin_pairs={opts.builtin_pairs}",
+        *opts.small_trial,
+        f"train.max_time={opts.packed_seconds}",
+        "train.max_epochs=1000",
+        "train.val_every=1000000",
+        "train.checkpoint_every=1000000",
+        "eval.beam=1",
+        "tracking.wandb=disabled",
+    ]
     if opts.cache_dir:
         out.append(f"data.cache_dir={opts.cache_dir}")
     return out
@@ -140,15 +164,20 @@ def aggregate_packed(sweep_dir: Path) -> dict[str, Any]:
     finished = {k: v for k, v in rows.items() if v.get("status") == "finished"}
     rates = {k: v.get("train/tokens_per_sec") for k, v in finished.items()}
     good = [r for r in rates.values() if isinstance(r, (int, float)) and r == r]
-    return {"trials": len(rows), "finished": len(finished),
-            "aggregate_tokens_per_s": sum(good) if len(good) == len(rows) and good else None,
-            "tokens_per_s": rates, "steps": {k: v.get("step") for k, v in rows.items()},
-            "train_seconds": {k: v.get("train_seconds") for k, v in rows.items()},
-            "errors": {k: v.get("error") for k, v in rows.items() if v.get("status") != "finished"}}
+    return {
+        "trials": len(rows),
+        "finished": len(finished),
+        "aggregate_tokens_per_s": sum(good) if len(good) == len(rows) and good else None,
+        "tokens_per_s": rates,
+        "steps": {k: v.get("step") for k, v in rows.items()},
+        "train_seconds": {k: v.get("train_seconds") for k, v in rows.items()},
+        "errors": {k: v.get("error") for k, v in rows.items() if v.get("status") != "finished"},
+    }
 
 
-def run_packed(opts: GpuCheckOptions, deadline: float, save: Callable[[dict[str, Any]], None],
-               echo: Echo) -> dict[str, Any]:
+def run_packed(
+    opts: GpuCheckOptions, deadline: float, save: Callable[[dict[str, Any]], None], echo: Echo
+) -> dict[str, Any]:
     """For each K in ``opts.packed`` (1 and the largest first): K small trials at once on the visible devices
     through ``ablate sweep run --parallel K``; aggregate tokens/s and the ratio of each K to one trial."""
     order = sorted(set(opts.packed), key=lambda k: (k != 1, -k))
@@ -160,12 +189,29 @@ def run_packed(opts: GpuCheckOptions, deadline: float, save: Callable[[dict[str,
                 out["runs"][str(k)] = {"skipped": f"out of time ({left:.0f} s left)"}
                 continue
             folder = Path(tmp) / f"k{k}"
-            cmd = ablate_argv("sweep", "run", str(sweep_file(Path(tmp), k)), "--out", str(folder), "--parallel", str(k),
-                              "--devices", "auto", "--retries", "0", *packed_overrides(opts))
+            cmd = ablate_argv(
+                "sweep",
+                "run",
+                str(sweep_file(Path(tmp), k)),
+                "--out",
+                str(folder),
+                "--parallel",
+                str(k),
+                "--devices",
+                "auto",
+                "--retries",
+                "0",
+                *packed_overrides(opts),
+            )
             echo(f"packed: {k} trial(s) at once (ablate sweep run --parallel {k})")
             run = run_child(cmd, left, child_env(opts.cache_dir))
-            out["runs"][str(k)] = {**aggregate_packed(folder), "sweep_wall_s": run["seconds"], "rc": run["rc"],
-                                   "timed_out": run["timed_out"], **({"tail": run["tail"]} if run["rc"] else {})}
+            out["runs"][str(k)] = {
+                **aggregate_packed(folder),
+                "sweep_wall_s": run["seconds"],
+                "rc": run["rc"],
+                "timed_out": run["timed_out"],
+                **({"tail": run["tail"]} if run["rc"] else {}),
+            }
             out["ratios"] = packed_ratios(out["runs"])
             save(out)
     out["ratios"] = packed_ratios(out["runs"])
@@ -185,26 +231,57 @@ def packed_ratios(runs: dict[str, dict[str, Any]]) -> dict[str, Optional[float]]
 
 # --- Multi30k base-size quality --------------------------------------------------------------------------
 
+
 def run_quality(opts: GpuCheckOptions, timeout: float, echo: Echo) -> dict[str, Any]:
     """``ablate train --config <quality_config>`` on the check's data for ``quality_minutes`` of training;
     test BLEU (beam 5), best validation BLEU, the step reached and throughput."""
     with tempfile.TemporaryDirectory(prefix="ablate-gpu-quality-") as tmp:
         run_dir = Path(tmp) / "run"
-        cmd = ablate_argv("train", "--config", str(ROOT / opts.quality_config), "--run-dir", str(run_dir),
-                          f"data.source={opts.data}", f"train.max_time={opts.quality_minutes * 60:g}",
-                          "tracking.wandb=disabled")
+        cmd = ablate_argv(
+            "train",
+            "--config",
+            str(ROOT / opts.quality_config),
+            "--run-dir",
+            str(run_dir),
+            f"data.source={opts.data}",
+            f"train.max_time={opts.quality_minutes * 60:g}",
+            "tracking.wandb=disabled",
+        )
         if opts.tiny:
-            cmd += [f"data.builtin_pairs={opts.builtin_pairs}", f"data.vocab_size={opts.vocab_size}", *opts.small_trial,
-                    "eval.beam=1", "train.val_every=20"]
+            cmd += [
+                f"data.builtin_pairs={opts.builtin_pairs}",
+                f"data.vocab_size={opts.vocab_size}",
+                *opts.small_trial,
+                "eval.beam=1",
+                "train.val_every=20",
+            ]
         echo(f"quality: {opts.quality_minutes:g} min of training with {opts.quality_config}")
         run = run_child(cmd, timeout, child_env(opts.cache_dir))
-        out: dict[str, Any] = {"config": opts.quality_config, "minutes": opts.quality_minutes, "rc": run["rc"],
-                               "seconds": run["seconds"], "timed_out": run["timed_out"]}
+        out: dict[str, Any] = {
+            "config": opts.quality_config,
+            "minutes": opts.quality_minutes,
+            "rc": run["rc"],
+            "seconds": run["seconds"],
+            "timed_out": run["timed_out"],
+        }
         summary = run_dir / "summary.json"
         if summary.exists():
             data = json.loads(summary.read_text())
-            keys = ("status", "error", "test/bleu", "val/bleu", "val/ppl", "step", "epoch", "train/tokens_per_sec",
-                    "train_seconds", "wall_time_s", "params", "peak_memory_mb", "bleu_signature")
+            keys = (
+                "status",
+                "error",
+                "test/bleu",
+                "val/bleu",
+                "val/ppl",
+                "step",
+                "epoch",
+                "train/tokens_per_sec",
+                "train_seconds",
+                "wall_time_s",
+                "params",
+                "peak_memory_mb",
+                "bleu_signature",
+            )
             out.update({k: data.get(k) for k in keys})
             out["history"] = data.get("history")
         if run["rc"]:

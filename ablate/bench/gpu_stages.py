@@ -56,9 +56,12 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     bench = opts.bench()
     inputs = load_inputs(bench, dev)
     name = hardware.describe(dev, torch.get_num_threads())["name"]
-    out: dict[str, Any] = {"tokens_per_pass": inputs.tokens,
-                           "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches],
-                           "sdpa": {}, "rows": {}}
+    out: dict[str, Any] = {
+        "tokens_per_pass": inputs.tokens,
+        "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches],
+        "sdpa": {},
+        "rows": {},
+    }
     dims = Dims.of(variant_config(bench, {}).model, inputs.vocab)
     model_flops = batches_flops(dims, inputs.batches)
     out["model_gflop_per_pass"] = model_flops / 1e9
@@ -96,11 +99,19 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
         peak = datasheet_peak(name, "bfloat16" if tag == "bf16" else "float32")
         measured = out["matmul_tflops"][tag] * 1e12
         row = out["rows"][key]
-        row.update(tokens_per_s=inputs.tokens / median(secs), seconds=secs, spread=spread(secs),
-                   counted_gflop_per_pass=counted[key] / 1e9)
+        row.update(
+            tokens_per_s=inputs.tokens / median(secs),
+            seconds=secs,
+            spread=spread(secs),
+            counted_gflop_per_pass=counted[key] / 1e9,
+        )
         if not key.startswith("additive"):  # the PaLM count is the dot-product model's
-            row.update(model_tflops=achieved / 1e12, mfu=achieved / (peak or measured),
-                       mfu_peak="datasheet" if peak else "measured matmul", mfu_vs_matmul=achieved / measured)
+            row.update(
+                model_tflops=achieved / 1e12,
+                mfu=achieved / (peak or measured),
+                mfu_peak="datasheet" if peak else "measured matmul",
+                mfu_vs_matmul=achieved / measured,
+            )
     out["ratios"] = {
         "bf16_vs_torch_bf16": speedup(seconds["dot-scaled-bf16"], seconds["torch-bf16"]),
         "fp32_vs_torch_fp32": speedup(seconds["dot-scaled-fp32"], seconds["torch-fp32"]),
@@ -139,9 +150,12 @@ def stage_compile(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     out: dict[str, Any] = {"first_compiled_pass_s": first, "eager_pass_s": timed, "compile_s": first - timed}
     save(out)
     seconds = interleaved({"eager": run_eager, "compiled": run_compiled}, opts.reps, 1)
-    out.update(eager_tokens_per_s=inputs.tokens / median(seconds["eager"]),
-               compiled_tokens_per_s=inputs.tokens / median(seconds["compiled"]),
-               compiled_vs_eager=speedup(seconds["compiled"], seconds["eager"]), seconds=seconds)
+    out.update(
+        eager_tokens_per_s=inputs.tokens / median(seconds["eager"]),
+        compiled_tokens_per_s=inputs.tokens / median(seconds["compiled"]),
+        compiled_vs_eager=speedup(seconds["compiled"], seconds["eager"]),
+        seconds=seconds,
+    )
     save(out)
     return out
 
@@ -163,7 +177,10 @@ def stage_decoding(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
 
 
 STAGE_FUNCTIONS: dict[str, Callable[[GpuCheckOptions, Save], dict[str, Any]]] = {
-    "training": stage_training, "compile": stage_compile, "decoding": stage_decoding}
+    "training": stage_training,
+    "compile": stage_compile,
+    "decoding": stage_decoding,
+}
 """Stage name -> its function; the stages that run in a child process of their own."""
 
 

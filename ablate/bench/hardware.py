@@ -65,12 +65,19 @@ def cpu_name() -> str:
 def describe(dev: torch.device, threads: int) -> dict:
     """Device, dtype, threads and versions, for the report."""
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"{cpu_name()}, {os.cpu_count()} CPUs"
-    return {"device": dev.type, "name": name, "dtype": str(training_dtype(dev)).replace("torch.", ""),
-            "threads": threads, "torch": torch.__version__, "python": platform.python_version()}
+    return {
+        "device": dev.type,
+        "name": name,
+        "dtype": str(training_dtype(dev)).replace("torch.", ""),
+        "threads": threads,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
 
 
-def matmul_work(dev: torch.device, n: int = 0, repeat: int = 4,
-                dtype: torch.dtype | None = None) -> tuple[Callable[[], None], float]:
+def matmul_work(
+    dev: torch.device, n: int = 0, repeat: int = 4, dtype: torch.dtype | None = None
+) -> tuple[Callable[[], None], float]:
     """A contender doing ``repeat`` (n x n) @ (n x n) products in ``dtype`` (default: the training dtype),
     and its FLOPs.
 
@@ -117,8 +124,10 @@ def _flop_mapping() -> dict:
     aten = torch.ops.aten
     if not hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
         return {}
-    return {aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu,
-            aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward}
+    return {
+        aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu,
+        aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward,
+    }
 
 
 def census(step: Callable[[], None]) -> tuple[float, set[str]]:

@@ -43,8 +43,9 @@ class Inputs:
 
 def data_config(opts: BenchOptions, **changes) -> DataConfig:
     """The :class:`DataConfig` of the benchmark's text."""
-    fields = dict(source=opts.data, vocab_size=opts.vocab_size, builtin_pairs=opts.builtin_pairs,
-                  cache_dir=opts.cache_dir)
+    fields = dict(
+        source=opts.data, vocab_size=opts.vocab_size, builtin_pairs=opts.builtin_pairs, cache_dir=opts.cache_dir
+    )
     fields.update(changes)
     return DataConfig(**fields)
 

@@ -96,14 +96,29 @@ def _child(argv: list[str]) -> None:
     exact = reset_peak()
     call(args.length)
     peak = peak_mb()
-    print(json.dumps({"rss_before_mb": before, "peak_mb": peak, "delta_mb": peak - before,
-                      "exact": exact}))
+    print(json.dumps({"rss_before_mb": before, "peak_mb": peak, "delta_mb": peak - before, "exact": exact}))
 
 
-def _command(length: int, batch: int, d_model: int, heads: int, chunk_mb: float, train: bool,
-             threads: int) -> list[str]:
-    cmd = [sys.executable, "-m", "ablate.bench.memory", "--length", str(length), "--batch", str(batch),
-           "--d-model", str(d_model), "--heads", str(heads), "--threads", str(threads), "--chunk-mb", str(chunk_mb)]
+def _command(
+    length: int, batch: int, d_model: int, heads: int, chunk_mb: float, train: bool, threads: int
+) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "ablate.bench.memory",
+        "--length",
+        str(length),
+        "--batch",
+        str(batch),
+        "--d-model",
+        str(d_model),
+        "--heads",
+        str(heads),
+        "--threads",
+        str(threads),
+        "--chunk-mb",
+        str(chunk_mb),
+    ]
     return cmd + (["--train"] if train else [])
 
 
@@ -114,8 +129,10 @@ def measure_all(commands: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
         name -> the child's JSON report (``delta_mb`` is the figure).
     """
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_root(), os.environ.get("PYTHONPATH")])))
-    procs = {name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for name, cmd in commands.items()}
+    procs = {
+        name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for name, cmd in commands.items()
+    }
     out = {}
     for name, proc in procs.items():
         stdout, stderr = proc.communicate()
@@ -130,9 +147,16 @@ def _root() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
-def bench_memory(length: int, batch: int, d_model: int, heads: int, chunk_mb: float = 64.0,
-                 threads: int = 0, modes: tuple[str, ...] = ("inference", "training"),
-                 echo=lambda s: None) -> dict[str, Any]:
+def bench_memory(
+    length: int,
+    batch: int,
+    d_model: int,
+    heads: int,
+    chunk_mb: float = 64.0,
+    threads: int = 0,
+    modes: tuple[str, ...] = ("inference", "training"),
+    echo=lambda s: None,
+) -> dict[str, Any]:
     """Chunked vs naive additive attention in each mode.
 
     Returns:
@@ -140,12 +164,19 @@ def bench_memory(length: int, batch: int, d_model: int, heads: int, chunk_mb: fl
         tensor, "<mode>": {"chunked": {...}, "naive": {...}, "ratio": chunked / naive}}``.
     """
     d_k = d_model // heads
-    out: dict[str, Any] = {"length": length, "batch": batch, "chunk_mb": chunk_mb,
-                           "intermediate_mb": batch * heads * length * length * d_k * 4 / MB,
-                           "method": "fresh subprocess; peak RSS (VmHWM after clear_refs) minus RSS before the call"}
+    out: dict[str, Any] = {
+        "length": length,
+        "batch": batch,
+        "chunk_mb": chunk_mb,
+        "intermediate_mb": batch * heads * length * length * d_k * 4 / MB,
+        "method": "fresh subprocess; peak RSS (VmHWM after clear_refs) minus RSS before the call",
+    }
     echo(f"memory: additive attention ({', '.join(modes)}), length {length}, batch {batch}, side by side")
-    commands = {(mode, name): _command(length, batch, d_model, heads, budget, mode == "training", threads)
-                for mode in modes for name, budget in (("chunked", chunk_mb), ("naive", NAIVE_MB))}
+    commands = {
+        (mode, name): _command(length, batch, d_model, heads, budget, mode == "training", threads)
+        for mode in modes
+        for name, budget in (("chunked", chunk_mb), ("naive", NAIVE_MB))
+    }
     reports = measure_all(commands)
     for mode in modes:
         row = {name: reports[(mode, name)] for name in ("chunked", "naive")}

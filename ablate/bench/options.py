@@ -93,8 +93,22 @@ class BenchOptions:
         unknown = [s for s in self.sections if s not in SECTIONS]
         if unknown:
             raise BenchError(f"unknown bench section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
-        for name in ("vocab_size", "d_model", "layers", "heads", "d_ff", "max_tokens", "batches", "reps",
-                     "decode_sentences", "decode_len", "beam", "mem_length", "mem_batch", "mem_chunk_mb"):
+        for name in (
+            "vocab_size",
+            "d_model",
+            "layers",
+            "heads",
+            "d_ff",
+            "max_tokens",
+            "batches",
+            "reps",
+            "decode_sentences",
+            "decode_len",
+            "beam",
+            "mem_length",
+            "mem_batch",
+            "mem_chunk_mb",
+        ):
             if getattr(self, name) <= 0:
                 raise BenchError(f"--{name.replace('_', '-')}={getattr(self, name)} must be positive")
         if self.warmup < 0 or self.threads < 0 or self.data_scale < 0:
@@ -105,9 +119,18 @@ def quick(opts: BenchOptions) -> BenchOptions:
     """The ``--quick`` preset: few small batches and rounds, short sequences and small chunks, no FLOP
     count, no training-memory or W&B start-up measurement."""
     return opts.replace(
-        max_tokens=min(opts.max_tokens, 600), batches=min(opts.batches, 2), reps=min(opts.reps, 2),
-        warmup=min(opts.warmup, 1), decode_sentences=min(opts.decode_sentences, 4),
-        decode_len=min(opts.decode_len, 12), mem_length=min(opts.mem_length, 128),
-        mem_batch=min(opts.mem_batch, 2), mem_chunk_mb=min(opts.mem_chunk_mb, 0.5), mem_train=False,
-        data_scale=min(opts.data_scale, 20000), startup_wandb=False, flops=False, quick=True,
+        max_tokens=min(opts.max_tokens, 600),
+        batches=min(opts.batches, 2),
+        reps=min(opts.reps, 2),
+        warmup=min(opts.warmup, 1),
+        decode_sentences=min(opts.decode_sentences, 4),
+        decode_len=min(opts.decode_len, 12),
+        mem_length=min(opts.mem_length, 128),
+        mem_batch=min(opts.mem_batch, 2),
+        mem_chunk_mb=min(opts.mem_chunk_mb, 0.5),
+        mem_train=False,
+        data_scale=min(opts.data_scale, 20000),
+        startup_wandb=False,
+        flops=False,
+        quick=True,
     )

@@ -37,9 +37,19 @@ class TorchTransformer(nn.Module):
         norm_first: pre-norm layers (and a final LayerNorm after each stack) instead of post-norm.
     """
 
-    def __init__(self, vocab: int, d_model: int, heads: int, layers: int, d_ff: int, dropout: float = 0.1,
-                 attention_dropout: float = 0.0, pad_id: int = 0, max_positions: int = 1024,
-                 norm_first: bool = False):
+    def __init__(
+        self,
+        vocab: int,
+        d_model: int,
+        heads: int,
+        layers: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        pad_id: int = 0,
+        max_positions: int = 1024,
+        norm_first: bool = False,
+    ):
         super().__init__()
         self.pad_id, self.d_model = pad_id, d_model
         self.embed = nn.Embedding(vocab, d_model, padding_idx=pad_id)
@@ -56,9 +66,12 @@ class TorchTransformer(nn.Module):
             return nn.LayerNorm(d_model) if norm_first else None
 
         self.transformer = nn.Transformer(
-            d_model, heads, batch_first=True,
-            custom_encoder=nn.TransformerEncoder(encoder_layer(), layers, norm=final_norm(),
-                                                 enable_nested_tensor=False),
+            d_model,
+            heads,
+            batch_first=True,
+            custom_encoder=nn.TransformerEncoder(
+                encoder_layer(), layers, norm=final_norm(), enable_nested_tensor=False
+            ),
             custom_decoder=nn.TransformerDecoder(decoder_layer(), layers, norm=final_norm()),
         )
         for module in self.transformer.modules():
@@ -81,7 +94,11 @@ class TorchTransformer(nn.Module):
         src_pad = src.eq(self.pad_id)  # (B, S)
         causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=src.device)  # (T, T)
         out = self.transformer(
-            self._embed(src), self._embed(tgt_in), tgt_mask=causal, src_key_padding_mask=src_pad,
-            memory_key_padding_mask=src_pad, tgt_is_causal=True,
+            self._embed(src),
+            self._embed(tgt_in),
+            tgt_mask=causal,
+            src_key_padding_mask=src_pad,
+            memory_key_padding_mask=src_pad,
+            tgt_is_causal=True,
         )  # (B, T, D)
         return self.generator(out)

@@ -65,8 +65,10 @@ def ratios(results: dict[str, Any]) -> dict[str, Optional[float]]:
 
 def targets_met(values: dict[str, Optional[float]], targets: Optional[dict] = None) -> dict[str, Optional[bool]]:
     """Each target's verdict (of ``targets``, default :data:`TARGETS`); ``None`` when its figure was not measured."""
-    return {name: (None if values.get(name) is None else bool(check(values[name])))
-            for name, (_, check) in (TARGETS if targets is None else targets).items()}
+    return {
+        name: (None if values.get(name) is None else bool(check(values[name])))
+        for name, (_, check) in (TARGETS if targets is None else targets).items()
+    }
 
 
 def _clean(value: Any) -> Any:
@@ -95,16 +97,24 @@ def training_table(training: dict[str, Any]) -> Table:
     for col in ("variant", "tokens/s", "x torch", "x dot-scaled", "spread", "GFLOP/s", "MFU", "SDPA", "params"):
         table.add_column(col, justify="left" if col in ("variant", "SDPA") else "right")
     for name, row in training["variants"].items():
-        table.add_row(name, _fmt(row["tokens_per_s"]), _fmt(row["ratio_vs_torch"], ".3f"),
-                      _fmt(row["ratio_vs_standard"], ".3f"), _fmt(row["spread"], ".0%"),
-                      _fmt(row.get("gflops"), ".1f"), _fmt(row.get("mfu"), ".0%"), row.get("sdpa", "-"),
-                      _fmt(row["params"] / 1e6, ".2f") + "M")
+        table.add_row(
+            name,
+            _fmt(row["tokens_per_s"]),
+            _fmt(row["ratio_vs_torch"], ".3f"),
+            _fmt(row["ratio_vs_standard"], ".3f"),
+            _fmt(row["spread"], ".0%"),
+            _fmt(row.get("gflops"), ".1f"),
+            _fmt(row.get("mfu"), ".0%"),
+            row.get("sdpa", "-"),
+            _fmt(row["params"] / 1e6, ".2f") + "M",
+        )
     return table
 
 
 def decoding_table(decoding: dict[str, Any]) -> Table:
-    table = Table(title=f"Decoding ({decoding['sentences']} sentences, {decoding['length']}-token outputs, "
-                        f"{decoding['model']})")
+    table = Table(
+        title=f"Decoding ({decoding['sentences']} sentences, {decoding['length']}-token outputs, {decoding['model']})"
+    )
     for col in ("mode", "sentences/s", "tokens/s", "spread"):
         table.add_column(col, justify="left" if col == "mode" else "right")
     for name, row in decoding["modes"].items():
@@ -113,30 +123,38 @@ def decoding_table(decoding: dict[str, Any]) -> Table:
 
 
 def memory_table(memory: dict[str, Any]) -> Table:
-    table = Table(title=f"Additive attention peak memory, length {memory['length']}, batch {memory['batch']} "
-                        f"(full intermediate {memory['intermediate_mb']:.0f} MiB)")
+    table = Table(
+        title=f"Additive attention peak memory, length {memory['length']}, batch {memory['batch']} "
+        f"(full intermediate {memory['intermediate_mb']:.0f} MiB)"
+    )
     for col in ("mode", "chunked MiB", "naive MiB", "chunked / naive"):
         table.add_column(col, justify="left" if col == "mode" else "right")
     for mode in ("inference", "training"):
         if mode in memory:
             row = memory[mode]
-            table.add_row(mode, _fmt(row["chunked"]["delta_mb"]), _fmt(row["naive"]["delta_mb"]),
-                          _fmt(row["ratio"], ".3f"))
+            table.add_row(
+                mode, _fmt(row["chunked"]["delta_mb"]), _fmt(row["naive"]["delta_mb"]), _fmt(row["ratio"], ".3f")
+            )
     return table
 
 
 def data_table(data: dict[str, Any]) -> Table:
     table = Table(title="Data stage (fresh process per run)")
-    for col in ("corpus", "pairs", "first s", "encode-only s", "cached s", "tokenizer s", "encode pairs/s",
-                "peak MiB"):
+    for col in ("corpus", "pairs", "first s", "encode-only s", "cached s", "tokenizer s", "encode pairs/s", "peak MiB"):
         table.add_column(col, justify="left" if col == "corpus" else "right")
     for name in ("corpus", "scale"):
         if name in data:
             d = data[name]
-            table.add_row(data["source"] if name == "corpus" else "generated", _fmt(d["pairs"]),
-                          _fmt(d["first"]["seconds"], ".2f"), _fmt(d["encode"]["seconds"], ".2f"),
-                          _fmt(d["cached"]["seconds"], ".2f"), _fmt(d["tokenizer_s"], ".2f"),
-                          _fmt(d["encode_pairs_per_s"]), _fmt(d["peak_delta_mb"]))
+            table.add_row(
+                data["source"] if name == "corpus" else "generated",
+                _fmt(d["pairs"]),
+                _fmt(d["first"]["seconds"], ".2f"),
+                _fmt(d["encode"]["seconds"], ".2f"),
+                _fmt(d["cached"]["seconds"], ".2f"),
+                _fmt(d["tokenizer_s"], ".2f"),
+                _fmt(d["encode_pairs_per_s"]),
+                _fmt(d["peak_delta_mb"]),
+            )
     return table
 
 
@@ -147,9 +165,21 @@ def startup_table(startup: dict[str, Any]) -> Table:
         table.add_column(col, justify="left" if col == "W&B" else "right")
     for key, row in startup.items():
         if key.startswith("wandb_"):
-            table.add_row(key[6:], *(_fmt(row.get(k), ".2f") for k in (
-                "interpreter_s", "imports_s", "first_step_s", "to_data_s", "to_model_s", "to_fit_start_s",
-                "to_first_step_s")))
+            table.add_row(
+                key[6:],
+                *(
+                    _fmt(row.get(k), ".2f")
+                    for k in (
+                        "interpreter_s",
+                        "imports_s",
+                        "first_step_s",
+                        "to_data_s",
+                        "to_model_s",
+                        "to_fit_start_s",
+                        "to_first_step_s",
+                    )
+                ),
+            )
     return table
 
 
@@ -171,10 +201,17 @@ def render(results: dict[str, Any], console: Optional[Console] = None) -> None:
         if not console.is_terminal:  # a file or pipe: wide enough for every column
             console = Console(width=160)
     meta, hw = results["meta"], results["meta"]["hardware"]
-    console.print(f"[bold]ablate bench[/]: {hw['name']} ({hw['device']}, {hw['threads']} threads, {hw['dtype']}), "
-                  f"torch {hw['torch']}, {meta['reps']} rounds (median), {meta['seconds']:.0f} s")
-    for key, make in (("training", training_table), ("decoding", decoding_table), ("memory", memory_table),
-                      ("data", data_table), ("startup", startup_table)):
+    console.print(
+        f"[bold]ablate bench[/]: {hw['name']} ({hw['device']}, {hw['threads']} threads, {hw['dtype']}), "
+        f"torch {hw['torch']}, {meta['reps']} rounds (median), {meta['seconds']:.0f} s"
+    )
+    for key, make in (
+        ("training", training_table),
+        ("decoding", decoding_table),
+        ("memory", memory_table),
+        ("data", data_table),
+        ("startup", startup_table),
+    ):
         if results.get(key):
             console.print(make(results[key]))
     console.print(ratios_table(results["ratios"], results["targets_met"]))

@@ -14,8 +14,11 @@ from typing import Any, Callable, Optional
 from ablate.bench.options import BenchOptions
 
 
-def run(opts: BenchOptions, echo: Callable[[str], None] = lambda s: None,
-        checkpoint: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
+def run(
+    opts: BenchOptions,
+    echo: Callable[[str], None] = lambda s: None,
+    checkpoint: Optional[Callable[[dict[str, Any]], None]] = None,
+) -> dict[str, Any]:
     """Run the benchmark described by ``opts``; returns the results (see the module docstring).
 
     Args:
@@ -32,11 +35,17 @@ def run(opts: BenchOptions, echo: Callable[[str], None] = lambda s: None,
     start = time.perf_counter()
     threads = set_threads(opts.threads)
     dev = hardware.device()
-    results: dict[str, Any] = {"meta": {
-        "hardware": hardware.describe(dev, threads), "options": {k: v for k, v in vars(opts).items()},
-        "reps": opts.reps, "warmup": opts.warmup, "method": (
-            "interleaved round-robin repetitions (order rotated each round), median; warm-up rounds excluded"),
-    }}
+    results: dict[str, Any] = {
+        "meta": {
+            "hardware": hardware.describe(dev, threads),
+            "options": {k: v for k, v in vars(opts).items()},
+            "reps": opts.reps,
+            "warmup": opts.warmup,
+            "method": (
+                "interleaved round-robin repetitions (order rotated each round), median; warm-up rounds excluded"
+            ),
+        }
+    }
     sections = set(opts.sections)
 
     def finish() -> dict[str, Any]:
@@ -67,14 +76,16 @@ def run(opts: BenchOptions, echo: Callable[[str], None] = lambda s: None,
         from ablate.bench.memory import bench_memory
 
         modes = ("inference", "training") if opts.mem_train else ("inference",)
-        results["memory"] = bench_memory(opts.mem_length, opts.mem_batch, opts.d_model, opts.heads,
-                                         opts.mem_chunk_mb, threads, modes, echo=echo)
+        results["memory"] = bench_memory(
+            opts.mem_length, opts.mem_batch, opts.d_model, opts.heads, opts.mem_chunk_mb, threads, modes, echo=echo
+        )
         finish()
     if "data" in sections:
         from ablate.bench.data_stage import bench_data
 
-        results["data"] = bench_data(opts.data, opts.vocab_size, opts.builtin_pairs, opts.data_scale,
-                                     base=inputs.prepared, echo=echo)
+        results["data"] = bench_data(
+            opts.data, opts.vocab_size, opts.builtin_pairs, opts.data_scale, base=inputs.prepared, echo=echo
+        )
         finish()
     if "startup" in sections:
         from ablate.bench.startup import bench_startup

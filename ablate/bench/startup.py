@@ -38,6 +38,7 @@ def _child(argv: list[str]) -> None:
     import tokenizers  # noqa: F401
     import torch  # noqa: F401
     import typer  # noqa: F401
+
     if "tracking.wandb=disabled" not in argv:
         import wandb  # noqa: F401
 
@@ -56,7 +57,7 @@ def _child(argv: list[str]) -> None:
             os._exit(0)
 
     at = argv.index("--run-dir")
-    run_dir, overrides = Path(argv[at + 1]), [a for a in argv[:at] + argv[at + 2:] if a != "--overwrite"]
+    run_dir, overrides = Path(argv[at + 1]), [a for a in argv[:at] + argv[at + 2 :] if a != "--overwrite"]
     train(load_config(None, overrides), run_dir, overwrite=True, milestone=milestone)
     raise SystemExit("training ended before its first step")
 
@@ -73,8 +74,12 @@ def run_trial(overrides: list[str], run_dir: Path) -> dict[str, float]:
         tail = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"start-up trial failed: {tail}")
     m = json.loads(lines[-1])
-    out = {"interpreter_s": m["interpreter"] - spawned, "imports_s": m["imports"] - m["interpreter"],
-           "first_step_s": m["first_step"] - m["imports"], "total_s": m["first_step"] - spawned}
+    out = {
+        "interpreter_s": m["interpreter"] - spawned,
+        "imports_s": m["imports"] - m["interpreter"],
+        "first_step_s": m["first_step"] - m["imports"],
+        "total_s": m["first_step"] - spawned,
+    }
     previous = m["imports"]
     for name in ("data", "model", "fit_start", "first_step"):
         if name in m:
@@ -85,10 +90,19 @@ def run_trial(overrides: list[str], run_dir: Path) -> dict[str, float]:
 
 def trial_overrides(opts, wandb: str) -> list[str]:
     """The trial's config: the benchmark's data and model sizes, a one-step budget."""
-    out = [f"data.source={opts.data}", f"data.vocab_size={opts.vocab_size}", f"data.builtin_pairs={opts.builtin_pairs}",
-           f"model.d_model={opts.d_model}", f"model.layers={opts.layers}", f"model.heads={opts.heads}",
-           f"model.d_ff={opts.d_ff}", f"train.max_tokens={opts.max_tokens}", "train.max_steps=1",
-           f"tracking.wandb={wandb}", f"seed={opts.seed}"]
+    out = [
+        f"data.source={opts.data}",
+        f"data.vocab_size={opts.vocab_size}",
+        f"data.builtin_pairs={opts.builtin_pairs}",
+        f"model.d_model={opts.d_model}",
+        f"model.layers={opts.layers}",
+        f"model.heads={opts.heads}",
+        f"model.d_ff={opts.d_ff}",
+        f"train.max_tokens={opts.max_tokens}",
+        "train.max_steps=1",
+        f"tracking.wandb={wandb}",
+        f"seed={opts.seed}",
+    ]
     if opts.cache_dir:
         out.append(f"data.cache_dir={opts.cache_dir}")
     if opts.threads:

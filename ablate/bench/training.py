@@ -33,8 +33,11 @@ MATMUL = "matmul-peak"
 """Name of the square-matmul contender that measures the hardware's peak."""
 
 VARIANTS: dict[str, dict[str, Any]] = {
-    **{f"{score}-{'scaled' if scale else 'unscaled'}": {"model.attention.score": score, "model.attention.scale": scale}
-       for score in SCORES for scale in (True, False)},
+    **{
+        f"{score}-{'scaled' if scale else 'unscaled'}": {"model.attention.score": score, "model.attention.scale": scale}
+        for score in SCORES
+        for scale in (True, False)
+    },
     **{f"pos-{name}": {"model.positions": name} for name in POSITIONS if name != "sinusoidal"},
     "rnn-additive": {"model.arch": "rnn", "model.attention.score": "additive"},
     REFERENCE: {},
@@ -45,9 +48,15 @@ score scaled and unscaled, every registered position type, the RNN and the refer
 
 def variant_config(opts: BenchOptions, changes: dict[str, Any]) -> Config:
     """The run config of one variant: the benchmark's sizes, defaults elsewhere (dropout 0.1, AdamW)."""
-    flat = {"model.d_model": opts.d_model, "model.layers": opts.layers, "model.heads": opts.heads,
-            "model.d_ff": opts.d_ff, "model.rnn.hidden": opts.d_model, "data.vocab_size": opts.vocab_size,
-            "seed": opts.seed}
+    flat = {
+        "model.d_model": opts.d_model,
+        "model.layers": opts.layers,
+        "model.heads": opts.heads,
+        "model.d_ff": opts.d_ff,
+        "model.rnn.hidden": opts.d_model,
+        "data.vocab_size": opts.vocab_size,
+        "seed": opts.seed,
+    }
     flat.update(changes)
     return from_flat(flat)
 
@@ -98,8 +107,18 @@ def make_trainee(name: str, opts: BenchOptions, vocab: int, dev: torch.device) -
     torch.manual_seed(opts.seed)
     if name == REFERENCE:
         m = cfg.model
-        model: nn.Module = TorchTransformer(vocab, m.d_model, m.heads, m.layers, m.d_ff, m.dropout, m.attention_dropout,
-                                           pad_id=0, max_positions=m.max_positions, norm_first=m.norm == "pre")
+        model: nn.Module = TorchTransformer(
+            vocab,
+            m.d_model,
+            m.heads,
+            m.layers,
+            m.d_ff,
+            m.dropout,
+            m.attention_dropout,
+            pad_id=0,
+            max_positions=m.max_positions,
+            norm_first=m.norm == "pre",
+        )
     else:
         model = build_model(cfg.model, vocab, vocab, pad_id=0, shared_vocab=True)
     model = model.to(dev).train()
@@ -126,8 +145,9 @@ def _pass(trainee: Trainee, batches: list[Batch]) -> Callable[[], None]:
     return run
 
 
-def bench_training(opts: BenchOptions, inputs: Inputs, dev: torch.device,
-                   echo: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+def bench_training(
+    opts: BenchOptions, inputs: Inputs, dev: torch.device, echo: Callable[[str], None] = lambda s: None
+) -> dict[str, Any]:
     """Tokens/s of every selected variant, interleaved round-robin over the same batches.
 
     Returns:
@@ -148,15 +168,21 @@ def bench_training(opts: BenchOptions, inputs: Inputs, dev: torch.device,
     matmul()
     contenders = {name: _pass(t, inputs.batches) for name, t in trainees.items()}
     contenders[MATMUL] = matmul
-    echo(f"training: {len(trainees)} models x {opts.reps} rounds of {len(inputs.batches)} batches "
-         f"({inputs.tokens} tokens), {opts.warmup} warm-up round(s) first")
+    echo(
+        f"training: {len(trainees)} models x {opts.reps} rounds of {len(inputs.batches)} batches "
+        f"({inputs.tokens} tokens), {opts.warmup} warm-up round(s) first"
+    )
     warmup = max(opts.warmup - 1, 0) if census else opts.warmup  # counting FLOPs was a warm-up round
     seconds = interleaved(contenders, opts.reps, warmup)
     peak = matmul_flops / median(seconds.pop(MATMUL)) / 1e9
     results: dict[str, dict[str, Any]] = {}
     for name, secs in seconds.items():
-        row = {"tokens_per_s": inputs.tokens / median(secs), "seconds": secs, "spread": spread(secs),
-               "params": trainees[name].params}
+        row = {
+            "tokens_per_s": inputs.tokens / median(secs),
+            "seconds": secs,
+            "spread": spread(secs),
+            "params": trainees[name].params,
+        }
         if name in census:
             flops, backend = census[name]
             gflops = flops / 1e9 / median(secs)
@@ -165,5 +191,9 @@ def bench_training(opts: BenchOptions, inputs: Inputs, dev: torch.device,
     for name, row in results.items():
         row["ratio_vs_torch"] = speedup(seconds[name], seconds[REFERENCE])
         row["ratio_vs_standard"] = speedup(seconds[name], seconds[STANDARD])
-    return {"variants": results, "matmul_gflops": peak, "tokens_per_pass": inputs.tokens,
-            "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches]}
+    return {
+        "variants": results,
+        "matmul_gflops": peak,
+        "tokens_per_pass": inputs.tokens,
+        "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches],
+    }

@@ -71,8 +71,17 @@ class TokenBatchSampler(Sampler):
         specials: tokens added to each row by collation (1: EOS on src, BOS on tgt_in).
     """
 
-    def __init__(self, src_lens, tgt_lens, max_tokens: int, shuffle: bool = True, seed: int = 0,
-                 rank: int = 0, world_size: int = 1, specials: int = 1):
+    def __init__(
+        self,
+        src_lens,
+        tgt_lens,
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        specials: int = 1,
+    ):
         if not 0 <= rank < world_size:
             raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
         if max_tokens <= 0:
@@ -135,8 +144,9 @@ class TokenBatchSampler(Sampler):
             yield batch.tolist()
 
 
-def eval_batches(src_lens, tgt_lens, max_tokens: int, max_sentences: int, rank: int = 0,
-                 world_size: int = 1, specials: int = 1) -> list[list[int]]:
+def eval_batches(
+    src_lens, tgt_lens, max_tokens: int, max_sentences: int, rank: int = 0, world_size: int = 1, specials: int = 1
+) -> list[list[int]]:
     """Deterministic batches for decoding, sorted by source length, this rank's share.
 
     Batches hold at most ``max_sentences`` items and ``max_tokens`` padded tokens (as in

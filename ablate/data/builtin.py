@@ -38,9 +38,23 @@ import random
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
-from ablate.data.lexicon import (ADJECTIVES, ANIMATE, CONTRACTIONS, INTRANSITIVE, IRREGULAR_PRESENT,  # noqa: F401
-                                 MANNER, MODALS, PLACES, PREPOSITIONS, PRONOUNS, REPORTING,
-                                 SUBORDINATORS, THINGS, TIME, TRANSITIVE)
+from ablate.data.lexicon import (  # noqa: F401
+    ADJECTIVES,
+    ANIMATE,
+    CONTRACTIONS,
+    INTRANSITIVE,
+    IRREGULAR_PRESENT,
+    MANNER,
+    MODALS,
+    PLACES,
+    PREPOSITIONS,
+    PRONOUNS,
+    REPORTING,
+    SUBORDINATORS,
+    THINGS,
+    TIME,
+    TRANSITIVE,
+)
 
 VERSION = 2
 """Bump when the grammar changes: it is part of the cache key."""
@@ -57,12 +71,16 @@ COMPOUND_P = 0.15
 """Chance that an inanimate noun is a compound (``garden door`` -> ``Gartentür``)."""
 ANIMATE_EN = {noun[0] for noun in ANIMATE}
 
-DEFINITE = {"nom": {"m": "der", "f": "die", "n": "das", "pl": "die"},
-            "acc": {"m": "den", "f": "die", "n": "das", "pl": "die"},
-            "dat": {"m": "dem", "f": "der", "n": "dem", "pl": "den"}}
-INDEFINITE = {"nom": {"m": "ein", "f": "eine", "n": "ein"},
-              "acc": {"m": "einen", "f": "eine", "n": "ein"},
-              "dat": {"m": "einem", "f": "einer", "n": "einem"}}
+DEFINITE = {
+    "nom": {"m": "der", "f": "die", "n": "das", "pl": "die"},
+    "acc": {"m": "den", "f": "die", "n": "das", "pl": "die"},
+    "dat": {"m": "dem", "f": "der", "n": "dem", "pl": "den"},
+}
+INDEFINITE = {
+    "nom": {"m": "ein", "f": "eine", "n": "ein"},
+    "acc": {"m": "einen", "f": "eine", "n": "ein"},
+    "dat": {"m": "einem", "f": "einer", "n": "einem"},
+}
 
 
 def present(infinitive: str, person: int, irregular: Optional[tuple[str, str]] = None) -> str:
@@ -119,7 +137,7 @@ class NounPhrase:
     plural: bool
     article: str  # "def" or "indef" (plural indefinite has no article)
     adjective: Optional[tuple]
-    relative: Optional["Clause"] = None
+    relative: Optional[Clause] = None
     """A restrictive relative clause whose subject or object is a :class:`Gap` for this noun."""
 
     @property
@@ -266,12 +284,18 @@ def compound(modifier: tuple, head: tuple) -> tuple:
     word, gender and plural from the head, ``-n-`` after a modifier ending in ``-e`` (a simplified
     linking rule). Thousands of rare words, each to be translated from its parts."""
     linked = modifier[2] + ("n" if modifier[2].endswith("e") else "")
-    return (f"{modifier[0]} {head[0]}", f"{modifier[0]} {head[1]}",
-            linked + head[2].lower(), linked + head[3].lower(), head[4])
+    return (
+        f"{modifier[0]} {head[0]}",
+        f"{modifier[0]} {head[1]}",
+        linked + head[2].lower(),
+        linked + head[3].lower(),
+        head[4],
+    )
 
 
-def _noun_phrase(rng: random.Random, nouns: list, adjective_p: float = 0.35, depth: int = 0,
-                 relative_p: float = 0.0) -> NounPhrase:
+def _noun_phrase(
+    rng: random.Random, nouns: list, adjective_p: float = 0.35, depth: int = 0, relative_p: float = 0.0
+) -> NounPhrase:
     plural = rng.random() < 0.3
     article = "def" if rng.random() < 0.6 else "indef"
     adjective = _pick(rng, ADJECTIVES) if rng.random() < adjective_p else None
@@ -293,7 +317,7 @@ def _tense(rng: random.Random) -> tuple[str, Optional[tuple]]:
 
 def _relative(rng: random.Random, gap: Gap, depth: int) -> Clause:
     """A relative clause about ``gap``'s noun, as its subject or (transitive verbs) its object."""
-    nested = RELATIVE_P / 2 ** depth
+    nested = RELATIVE_P / 2**depth
     tense, modal = _tense(rng)
     if rng.random() < 0.5:  # "the man who sees the dog"
         transitive = rng.random() < 0.65
@@ -353,8 +377,7 @@ def _sentence(rng: random.Random) -> tuple[list[str], list[str]]:
     sub = _clause(rng, adverbs=False)
     if kind == "subordinate":
         return main.en() + [conj[0]] + sub.en(), main.de_main() + [",", conj[1]] + sub.de_subordinate()
-    return ([conj[0]] + sub.en() + [","] + main.en(),
-            [conj[1]] + sub.de_subordinate() + [","] + main.de_inverted())
+    return ([conj[0]] + sub.en() + [","] + main.en(), [conj[1]] + sub.de_subordinate() + [","] + main.de_inverted())
 
 
 def _surface(words: list[str]) -> str:

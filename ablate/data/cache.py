@@ -52,8 +52,9 @@ def digest(*parts: object) -> str:
     return hashlib.sha256(blob).hexdigest()[:20]
 
 
-def cached_entry(root: Path, kind: str, key: str, build: Callable[[Path], None],
-                 damaged: Optional[int] = None) -> tuple[Path, bool]:
+def cached_entry(
+    root: Path, kind: str, key: str, build: Callable[[Path], None], damaged: Optional[int] = None
+) -> tuple[Path, bool]:
     """Return the entry ``root/kind/key``, building it with ``build(tmp_dir)`` if absent or damaged.
 
     Args:
@@ -96,8 +97,10 @@ def cached_entry(root: Path, kind: str, key: str, build: Callable[[Path], None],
                 raise
     except OSError as err:
         if err.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DataError(f"no space left to write the data cache in {root} ({kind}/{key}): free space there, "
-                            f"or point ABLATE_CACHE (or data.cache_dir) at a disk with room") from None
+            raise DataError(
+                f"no space left to write the data cache in {root} ({kind}/{key}): free space there, "
+                f"or point ABLATE_CACHE (or data.cache_dir) at a disk with room"
+            ) from None
         raise
     return final, False
 

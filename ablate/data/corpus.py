@@ -72,9 +72,7 @@ def pick_splits(found: Iterable[str], where: str, listing: str = "") -> tuple[st
         raise DataError(f"no 'train' split in {where} (found: {listing}); add a train split")
     val = next((name for name in VAL_NAMES if name in found), None)
     if val is None:
-        raise DataError(
-            f"no validation split in {where} (found: {listing}); add one named {' or '.join(VAL_NAMES)}"
-        )
+        raise DataError(f"no validation split in {where} (found: {listing}); add one named {' or '.join(VAL_NAMES)}")
     return val, [name for name in found if name.startswith("test")]
 
 
@@ -87,7 +85,10 @@ TEXT_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datas
 
 
 def arrow_dataset(
-    generator: Callable[..., Iterator[dict]], gen_kwargs: dict, workdir: Path, name: str,
+    generator: Callable[..., Iterator[dict]],
+    gen_kwargs: dict,
+    workdir: Path,
+    name: str,
     features: datasets.Features = TEXT_FEATURES,
 ) -> datasets.Dataset:
     """Stream the rows of ``generator(**gen_kwargs)`` into Arrow files under ``workdir/name``.
@@ -114,4 +115,3 @@ def quiet_datasets() -> Iterator[None]:
         datasets.logging.set_verbosity(level)
         if bars:
             datasets.enable_progress_bars()
-

@@ -69,8 +69,12 @@ class EncodedPairs(Dataset):
 
 def collate(items: dict) -> dict[str, torch.Tensor]:
     """Batch fetched by :meth:`EncodedPairs.__getitems__` -> padded tensors (module docstring)."""
-    return {"src": _pad(items["src"], bos=False), "tgt_in": _pad(items["tgt"], bos=True),
-            "tgt_out": _pad(items["tgt"], bos=False), "index": torch.tensor(items["index"], dtype=torch.long)}
+    return {
+        "src": _pad(items["src"], bos=False),
+        "tgt_in": _pad(items["tgt"], bos=True),
+        "tgt_out": _pad(items["tgt"], bos=False),
+        "index": torch.tensor(items["index"], dtype=torch.long),
+    }
 
 
 def lengths(split: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
@@ -132,16 +136,23 @@ class TranslationDataModule(pl.LightningDataModule):
         # a private generator: creating an iterator draws a worker seed from it, not from the
         # global stream that dropout uses (so a resumed run keeps the uninterrupted run's stream)
         generator = torch.Generator().manual_seed(self.seed)
-        return DataLoader(EncodedPairs(split), batch_sampler=batch_sampler, collate_fn=collate,
-                          num_workers=workers, persistent_workers=workers > 0,
-                          pin_memory=torch.cuda.is_available(), generator=generator)
+        return DataLoader(
+            EncodedPairs(split),
+            batch_sampler=batch_sampler,
+            collate_fn=collate,
+            num_workers=workers,
+            persistent_workers=workers > 0,
+            pin_memory=torch.cuda.is_available(),
+            generator=generator,
+        )
 
     def train_sampler(self) -> TokenBatchSampler:
         """The training batch sampler for this rank, positioned at the trainer's current epoch."""
         rank, world = self._rank_world()
         src_len, tgt_len = lengths(self._split("train"))
-        sampler = TokenBatchSampler(src_len, tgt_len, self.train_cfg.max_tokens, shuffle=True,
-                                    seed=self.seed, rank=rank, world_size=world)
+        sampler = TokenBatchSampler(
+            src_len, tgt_len, self.train_cfg.max_tokens, shuffle=True, seed=self.seed, rank=rank, world_size=world
+        )
         trainer = getattr(self, "trainer", None)
         sampler.set_epoch(trainer.current_epoch if trainer is not None else 0)
         if trainer is not None and getattr(trainer, "global_step", 0) > 0 and len(sampler):
@@ -161,8 +172,9 @@ class TranslationDataModule(pl.LightningDataModule):
         """Deterministic, length-sorted batches of ``split``, this rank's shard."""
         rank, world = self._rank_world()
         src_len, tgt_len = lengths(self._split(split))
-        batches = eval_batches(src_len, tgt_len, self.train_cfg.max_tokens, self.eval_cfg.max_sentences,
-                               rank=rank, world_size=world)
+        batches = eval_batches(
+            src_len, tgt_len, self.train_cfg.max_tokens, self.eval_cfg.max_sentences, rank=rank, world_size=world
+        )
         return self._loader(self._split(split), FixedBatches(batches))
 
     def val_dataloader(self) -> DataLoader:

@@ -40,10 +40,17 @@ VERSION = 1
 """Bump when the encoded layout changes: it is part of the cache key."""
 ENCODE_BATCH = 2000
 IDS = datasets.Sequence(datasets.Value("int32"))
-FEATURES = datasets.Features({
-    "src": datasets.Value("string"), "tgt": datasets.Value("string"), "src_ids": IDS, "tgt_ids": IDS,
-    "src_len": datasets.Value("int32"), "tgt_len": datasets.Value("int32"), "clipped": datasets.Value("bool"),
-})
+FEATURES = datasets.Features(
+    {
+        "src": datasets.Value("string"),
+        "tgt": datasets.Value("string"),
+        "src_ids": IDS,
+        "tgt_ids": IDS,
+        "src_len": datasets.Value("int32"),
+        "tgt_len": datasets.Value("int32"),
+        "clipped": datasets.Value("bool"),
+    }
+)
 
 
 @dataclass
@@ -97,27 +104,41 @@ def _encode(batch: dict, tokenizer: SubwordTokenizer, max_len: int, clip: bool) 
     clipped = [len(s) > max_len or len(t) > max_len for s, t in zip(src, tgt)]
     if clip:
         src, tgt = [s[:max_len] for s in src], [t[:max_len] for t in tgt]
-    return {"src": [text or "" for text in batch["src"]], "tgt": [text or "" for text in batch["tgt"]],
-            "src_ids": src, "tgt_ids": tgt, "src_len": [len(s) for s in src], "tgt_len": [len(t) for t in tgt],
-            "clipped": clipped}
+    return {
+        "src": [text or "" for text in batch["src"]],
+        "tgt": [text or "" for text in batch["tgt"]],
+        "src_ids": src,
+        "tgt_ids": tgt,
+        "src_len": [len(s) for s in src],
+        "tgt_len": [len(t) for t in tgt],
+        "clipped": clipped,
+    }
 
 
 def _column(ds: datasets.Dataset, name: str) -> np.ndarray:
     return ds.data.column(name).to_numpy()
 
 
-def encode_split(ds: datasets.Dataset, tokenizer: SubwordTokenizer, max_len: int, train: bool,
-                 scratch: Path, name: str) -> tuple[datasets.Dataset, dict]:
+def encode_split(
+    ds: datasets.Dataset, tokenizer: SubwordTokenizer, max_len: int, train: bool, scratch: Path, name: str
+) -> tuple[datasets.Dataset, dict]:
     """Tokenise one split with a batched ``map``; filter (train) or truncate (eval).
 
     Returns:
         The encoded dataset and its counts (``dropped_empty``, ``dropped_long`` or ``truncated``).
     """
     with quiet_datasets():
-        out = ds.map(_encode, batched=True, batch_size=ENCODE_BATCH, features=FEATURES,
-                     fn_kwargs={"tokenizer": tokenizer, "max_len": max_len, "clip": not train},
-                     remove_columns=ds.column_names, new_fingerprint=digest("encode", name, max_len, str(scratch)),
-                     cache_file_name=str(scratch / f"{name}-encoded.arrow"), desc=f"encoding {name}")
+        out = ds.map(
+            _encode,
+            batched=True,
+            batch_size=ENCODE_BATCH,
+            features=FEATURES,
+            fn_kwargs={"tokenizer": tokenizer, "max_len": max_len, "clip": not train},
+            remove_columns=ds.column_names,
+            new_fingerprint=digest("encode", name, max_len, str(scratch)),
+            cache_file_name=str(scratch / f"{name}-encoded.arrow"),
+            desc=f"encoding {name}",
+        )
     clipped = int(pc.sum(out.data.column("clipped")).as_py() or 0)
     out = out.remove_columns("clipped")
     if not train:
@@ -126,8 +147,10 @@ def encode_split(ds: datasets.Dataset, tokenizer: SubwordTokenizer, max_len: int
     empty = (src_len == 0) | (tgt_len == 0)
     long = ~empty & ((src_len > max_len) | (tgt_len > max_len))
     if (empty | long).all():
-        raise DataError(f"all {len(out)} training pairs are empty or longer than data.max_len={max_len} "
-                        f"subwords; raise data.max_len or check the corpus")
+        raise DataError(
+            f"all {len(out)} training pairs are empty or longer than data.max_len={max_len} "
+            f"subwords; raise data.max_len or check the corpus"
+        )
     if (empty | long).any():
         out = out.select(np.flatnonzero(~(empty | long)))
     return out, {"dropped_empty": int(empty.sum()), "dropped_long": int(long.sum())}
@@ -137,7 +160,9 @@ def _build(entry: Path, raw: _LazyCorpus, cfg: DataConfig, root: Path, tok_key: 
     corpus = raw.get()
     train = corpus.splits["train"]
     tok_dir, tok_hit = cached_entry(
-        root, "tokenizers", tok_key,
+        root,
+        "tokenizers",
+        tok_key,
         lambda d: SubwordTokenizer.train(train, cfg.vocab_size, cfg.joint_vocab).save(d),
     )
     tokenizer = SubwordTokenizer.load(tok_dir)
@@ -156,8 +181,12 @@ def _build(entry: Path, raw: _LazyCorpus, cfg: DataConfig, root: Path, tok_key: 
         "vocab": {"src": tokenizer.src_vocab_size, "tgt": tokenizer.tgt_vocab_size, "joint": tokenizer.joint},
         "tokenizer_cached": tok_hit,
     }
-    meta = {"val_split": corpus.val_split, "test_splits": corpus.test_splits, "splits": list(corpus.splits),
-            "stats": stats}
+    meta = {
+        "val_split": corpus.val_split,
+        "test_splits": corpus.test_splits,
+        "splits": list(corpus.splits),
+        "stats": stats,
+    }
     (entry / "meta.json").write_text(json.dumps(meta, indent=1))
 
 
@@ -190,15 +219,23 @@ def prepare(cfg: DataConfig) -> Prepared:
             raise
         except Exception as err:  # noqa: BLE001 - a damaged entry (torn Arrow file, bad JSON): rebuild it once
             log.warning("cache entry %s is unreadable (%s); rebuilding it", entry, str(err).splitlines()[0][:200])
-            entry, hit = cached_entry(root, "corpora", key, lambda tmp: _build(tmp, raw, cfg, root, tok_key),
-                                      damaged=entry.stat().st_ino)
+            entry, hit = cached_entry(
+                root, "corpora", key, lambda tmp: _build(tmp, raw, cfg, root, tok_key), damaged=entry.stat().st_ino
+            )
             meta, tokenizer, splits = _load_entry(entry)
     finally:
         raw.cleanup()
     stats = dict(meta["stats"], cached=hit, key=key, seconds=round(time.perf_counter() - start, 3))
     stats["tokenizer_cached"] = hit or stats["tokenizer_cached"]
     dropped = stats["dropped"]
-    log.info("data %s: %s; pairs %s; dropped from train: %d empty, %d longer than %d subwords (%.1fs)",
-             "cached" if hit else "built", cfg.source, stats["pairs"], dropped["empty"], dropped["too_long"],
-             cfg.max_len, stats["seconds"])
+    log.info(
+        "data %s: %s; pairs %s; dropped from train: %d empty, %d longer than %d subwords (%.1fs)",
+        "cached" if hit else "built",
+        cfg.source,
+        stats["pairs"],
+        dropped["empty"],
+        dropped["too_long"],
+        cfg.max_len,
+        stats["seconds"],
+    )
     return Prepared(tokenizer, splits, meta["val_split"], meta["test_splits"], stats)

@@ -43,20 +43,23 @@ def text_columns(ds: datasets.Dataset, src: str, tgt: str, where: str) -> datase
         wanted = [f"translation.{src}", f"translation.{tgt}"]
         if not set(wanted) <= set(flat.column_names):
             have = sorted(c.split(".", 1)[1] for c in flat.column_names)
-            raise DataError(f"{where}: the translation column has languages {have}, not {src} and {tgt}; "
-                            f"set data.src_lang/data.tgt_lang")
+            raise DataError(
+                f"{where}: the translation column has languages {have}, not {src} and {tgt}; "
+                f"set data.src_lang/data.tgt_lang"
+            )
         return flat.select_columns(wanted).rename_columns({wanted[0]: "src", wanted[1]: "tgt"})
     if src in columns and tgt in columns:
         return ds.select_columns([src, tgt]).rename_columns({src: "src", tgt: "tgt"})
-    raise DataError(f"{where} has columns {columns}; expected a 'translation' column or one column "
-                    f"per language ('{src}', '{tgt}')")
+    raise DataError(
+        f"{where} has columns {columns}; expected a 'translation' column or one column per language ('{src}', '{tgt}')"
+    )
 
 
 class HubDataset:
     """See the module docstring."""
 
     def __init__(self, cfg: DataConfig, cache_root: Path):
-        spec = cfg.source[len("hf:"):]
+        spec = cfg.source[len("hf:") :]
         self.name, _, self.config = spec.partition(":")
         if not self.name:
             raise DataError(f"data.source={cfg.source!r} names no dataset; use hf:<dataset>[:<config>]")
@@ -69,8 +72,11 @@ class HubDataset:
             return self._splits
         path = Path(self.name).expanduser()
         local = path.is_dir()
-        args = {"path": str(path) if local else self.name, "name": self.config or None,
-                "cache_dir": str(self.cache_root / "hf")}
+        args = {
+            "path": str(path) if local else self.name,
+            "name": self.config or None,
+            "cache_dir": str(self.cache_root / "hf"),
+        }
         if local and self.config and (path / self.config).is_dir():
             args.update(name=None, data_dir=self.config)  # hub layout <config>/<split>-*.parquet
         try:
@@ -78,8 +84,10 @@ class HubDataset:
                 loaded = datasets.load_dataset(**args)
         except Exception as err:  # noqa: BLE001 - any failure becomes one actionable line
             if local:
-                raise DataError(f"cannot load {path} as a dataset folder ({_first_line(err)}); "
-                                f"expected hub-layout files such as data/train-*.parquet") from None
+                raise DataError(
+                    f"cannot load {path} as a dataset folder ({_first_line(err)}); "
+                    f"expected hub-layout files such as data/train-*.parquet"
+                ) from None
             raise DataError(
                 f"cannot load hub dataset '{self.name}' ({_first_line(err)}); if the hub is unreachable, "
                 f"download it elsewhere and pass its folder (data.source=hf:/path/to/folder) or a folder "
@@ -97,11 +105,14 @@ class HubDataset:
 
     def fingerprint(self) -> str:
         splits = self._load()
-        return digest("hf", self.name, self.config, self.langs,
-                      sorted((name, ds._fingerprint) for name, ds in splits.items()))
+        return digest(
+            "hf", self.name, self.config, self.langs, sorted((name, ds._fingerprint) for name, ds in splits.items())
+        )
 
     def load(self, workdir: Path) -> Corpus:
-        splits = {name: text_columns(ds, *self.langs, f"hub dataset '{self.name}' split '{name}'")
-                  for name, ds in self._load().items()}
+        splits = {
+            name: text_columns(ds, *self.langs, f"hub dataset '{self.name}' split '{name}'")
+            for name, ds in self._load().items()
+        }
         tests = sorted(name for name in splits if name.startswith("test"))
         return Corpus(splits, "val", tests)

@@ -33,9 +33,13 @@ from ablate.data.errors import DataError
 
 log = logging.getLogger("ablate.data")
 
-_FEATURES = datasets.Features({
-    "src": datasets.Value("string"), "tgt": datasets.Value("string"), "undecodable": datasets.Value("bool"),
-})
+_FEATURES = datasets.Features(
+    {
+        "src": datasets.Value("string"),
+        "tgt": datasets.Value("string"),
+        "undecodable": datasets.Value("bool"),
+    }
+)
 
 
 def _open(path: Path) -> BinaryIO:
@@ -134,10 +138,14 @@ class LocalFolder:
         return next(name for name in VAL_NAMES if name in self.files)
 
     def fingerprint(self) -> str:
-        return digest("local", self.langs, [
-            (split, src.name, tgt.name, file_digest(src, self.cache_root), file_digest(tgt, self.cache_root))
-            for split, (src, tgt) in sorted(self.files.items())
-        ])
+        return digest(
+            "local",
+            self.langs,
+            [
+                (split, src.name, tgt.name, file_digest(src, self.cache_root), file_digest(tgt, self.cache_root))
+                for split, (src, tgt) in sorted(self.files.items())
+            ],
+        )
 
     def load(self, workdir: Path) -> Corpus:
         """Check alignment of every split, then stream each split into Arrow files."""
@@ -155,8 +163,12 @@ class LocalFolder:
             ds = arrow_dataset(_rows, {"src_path": str(src), "tgt_path": str(tgt)}, workdir, split, _FEATURES)
             undecodable[split] = int(pc.sum(ds.data.column("undecodable")).as_py() or 0)
             if undecodable[split]:
-                log.warning("%d lines of %s/%s were not valid UTF-8; bad bytes were replaced by U+FFFD",
-                            undecodable[split], src.parent, split)
+                log.warning(
+                    "%d lines of %s/%s were not valid UTF-8; bad bytes were replaced by U+FFFD",
+                    undecodable[split],
+                    src.parent,
+                    split,
+                )
             splits[split] = ds.remove_columns("undecodable")
         tests = [name for name in self.files if name.startswith("test")]
         return Corpus(splits, self.val_split, sorted(tests), undecodable)

@@ -37,8 +37,10 @@ class BuiltinTask:
         return digest("builtin", builtin.VERSION, self.sizes, self.swap)
 
     def load(self, workdir: Path) -> Corpus:
-        splits = {name: arrow_dataset(_builtin_rows, {"split": name, "n": n, "swap": self.swap}, workdir, name)
-                  for name, n in self.sizes.items()}
+        splits = {
+            name: arrow_dataset(_builtin_rows, {"split": name, "n": n, "swap": self.swap}, workdir, name)
+            for name, n in self.sizes.items()
+        }
         return Corpus(splits, "val", ["test"])
 
 

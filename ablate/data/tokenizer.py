@@ -27,10 +27,12 @@ BATCH = 1000
 def _empty_bpe() -> Tokenizer:
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.normalizer = normalizers.NFKC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([  # "▁word" pieces, then punctuation split off
-        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always"),
-        pre_tokenizers.Punctuation(behavior="isolated"),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [  # "▁word" pieces, then punctuation split off
+            pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always"),
+            pre_tokenizers.Punctuation(behavior="isolated"),
+        ]
+    )
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     return tok
 
@@ -39,7 +41,10 @@ def train_bpe(texts: Iterator[list[str]], vocab_size: int, length: int | None = 
     """Learn a BPE model from batches of sentences (streamed, never all in memory)."""
     tok = _empty_bpe()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=list(SPECIALS), limit_alphabet=1000, show_progress=False,
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIALS),
+        limit_alphabet=1000,
+        show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer, length=length)
     for i, special in enumerate(SPECIALS):
@@ -82,8 +87,10 @@ class SubwordTokenizer:
         """Learn BPE on the ``src``/``tgt`` columns of the training split, streamed in batches."""
         if joint:
             return cls(train_bpe(_batches(train, ["src", "tgt"]), vocab_size, 2 * len(train)))
-        return cls(train_bpe(_batches(train, ["src"]), vocab_size, len(train)),
-                   train_bpe(_batches(train, ["tgt"]), vocab_size, len(train)))
+        return cls(
+            train_bpe(_batches(train, ["src"]), vocab_size, len(train)),
+            train_bpe(_batches(train, ["tgt"]), vocab_size, len(train)),
+        )
 
     def encode_src(self, texts: list[str]) -> list[list[int]]:
         """Subword ids of each text, without special tokens."""

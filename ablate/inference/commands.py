@@ -13,9 +13,13 @@ from ablate.utils.commands import fail as _fail  # the one handler: one red line
 
 def translate(
     run_dir: Path = typer.Argument(..., help="A run directory written by `ablate train`."),
-    input: Optional[Path] = typer.Option(None, "--input", "-i", help="Source sentences, one per line (default: stdin)."),
+    input: Optional[Path] = typer.Option(
+        None, "--input", "-i", help="Source sentences, one per line (default: stdin)."
+    ),
     beam: Optional[int] = typer.Option(None, "--beam", help="Beam size (default: the run's eval.beam; 1 = greedy)."),
-    len_penalty: Optional[float] = typer.Option(None, "--len-penalty", help="Length-normalisation exponent (default: eval.len_penalty)."),
+    len_penalty: Optional[float] = typer.Option(
+        None, "--len-penalty", help="Length-normalisation exponent (default: eval.len_penalty)."
+    ),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
 ) -> None:
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
@@ -47,8 +51,7 @@ def evaluate(
     """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
     from ablate.config import ConfigError
     from ablate.data.errors import DataError
-    from ablate.inference.translate import evaluate as run_evaluate
-    from ablate.inference.translate import load_run, load_split
+    from ablate.inference.translate import evaluate as run_evaluate, load_run, load_split
 
     try:
         run = load_run(run_dir, checkpoint)
@@ -59,7 +62,9 @@ def evaluate(
     if hyps is not None:
         hyps.parent.mkdir(parents=True, exist_ok=True)
         hyps.write_text("\n".join(out) + "\n", encoding="utf-8")
-    typer.echo(f"{name}: BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({len(sources)} sentences)  {scores.signature}")
+    typer.echo(
+        f"{name}: BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({len(sources)} sentences)  {scores.signature}"
+    )
 
 
 def sync(

@@ -61,8 +61,10 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> L
     except CheckpointError as err:
         raise ConfigError(str(err)) from None
     except (RuntimeError, KeyError, TypeError) as err:
-        raise ConfigError(f"checkpoint {path} does not fit the model of {run_dir}/config.yaml "
-                          f"({str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__})") from None
+        raise ConfigError(
+            f"checkpoint {path} does not fit the model of {run_dir}/config.yaml "
+            f"({str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__})"
+        ) from None
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     module.detokenize = tok.decode_tgt
     module.eval()
@@ -80,8 +82,13 @@ def _batch(ids: list[list[int]], device: torch.device) -> torch.Tensor:
 
 
 @torch.no_grad()
-def translate(run: LoadedRun, sources: list[str], beam: Optional[int] = None, len_penalty: Optional[float] = None,
-              target_lengths: Optional[Iterable[int]] = None) -> list[str]:
+def translate(
+    run: LoadedRun,
+    sources: list[str],
+    beam: Optional[int] = None,
+    len_penalty: Optional[float] = None,
+    target_lengths: Optional[Iterable[int]] = None,
+) -> list[str]:
     """Detokenized translations of ``sources``, in their order.
 
     Args:
@@ -126,8 +133,13 @@ def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> t
         return name, list(ds["src"]), list(ds["tgt"])
 
 
-def evaluate(run: LoadedRun, sources: list[str], references: list[str], beam: Optional[int] = None,
-             len_penalty: Optional[float] = None) -> tuple[Scores, list[str]]:
+def evaluate(
+    run: LoadedRun,
+    sources: list[str],
+    references: list[str],
+    beam: Optional[int] = None,
+    len_penalty: Optional[float] = None,
+) -> tuple[Scores, list[str]]:
     """sacreBLEU scores of the run's translations of ``sources`` against ``references``."""
     lengths = [min(len(t), run.cfg.data.max_len) for t in run.tokenizer.encode_tgt([r or "" for r in references])]
     hyps = translate(run, sources, beam, len_penalty, target_lengths=lengths)

@@ -157,8 +157,17 @@ class MultiHeadAttention(nn.Module):
         out = out.transpose(1, 2).reshape(B, Tq, self.heads * self.d_v)
         return self.out_proj(out), (weights if need_weights else None)
 
-    def _fused(self, q: Tensor, k: Tensor, key_bias: Optional[Tensor], values: Tensor,
-               key_padding_mask: Optional[Tensor], causal: bool, offset: int, pos_bias: Optional[Tensor]) -> Tensor:
+    def _fused(
+        self,
+        q: Tensor,
+        k: Tensor,
+        key_bias: Optional[Tensor],
+        values: Tensor,
+        key_padding_mask: Optional[Tensor],
+        causal: bool,
+        offset: int,
+        pos_bias: Optional[Tensor],
+    ) -> Tensor:
         """``softmax(s q k^T + biases + mask) V`` through the fused SDPA kernel: (B, H, Tq, d_v)."""
         tq, tk = q.size(2), k.size(2)
         biases = [pos_bias, None if key_bias is None else key_bias * self.scaling]
@@ -169,12 +178,25 @@ class MultiHeadAttention(nn.Module):
             mask = self._mask(tq, tk, key_padding_mask, causal, offset, biases, q.device)
             mask = None if mask is None else mask.to(q.dtype)
         return F.scaled_dot_product_attention(
-            q, k, values, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
-            is_causal=pure_causal and tq > 1, scale=self.scaling,
+            q,
+            k,
+            values,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=pure_causal and tq > 1,
+            scale=self.scaling,
         )
 
-    def _explicit(self, q: Tensor, keys: Tensor, values: Tensor, key_padding_mask: Optional[Tensor], causal: bool,
-                  offset: int, pos_bias: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    def _explicit(
+        self,
+        q: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        key_padding_mask: Optional[Tensor],
+        causal: bool,
+        offset: int,
+        pos_bias: Optional[Tensor],
+    ) -> tuple[Tensor, Tensor]:
         """Scores from the score module, then masked softmax: output (B, H, Tq, d_v), weights (B, H, Tq, Tk)."""
         scores = self.score(q, keys)
         if self.scaling != 1.0:
@@ -213,15 +235,25 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             kv = {name: torch.cat((cache[name], kv[name]), dim=2) for name in kv}
         out, weights = self(
-            x, kv, key_padding_mask=key_padding_mask, causal=causal, positions=positions,
-            offset=offset, need_weights=need_weights,
+            x,
+            kv,
+            key_padding_mask=key_padding_mask,
+            causal=causal,
+            positions=positions,
+            offset=offset,
+            need_weights=need_weights,
         )
         return out, kv, weights
 
     @staticmethod
     def _mask(
-        tq: int, tk: int, key_padding_mask: Optional[Tensor], causal: bool, offset: int,
-        biases: list[Optional[Tensor]], device: torch.device,
+        tq: int,
+        tk: int,
+        key_padding_mask: Optional[Tensor],
+        causal: bool,
+        offset: int,
+        biases: list[Optional[Tensor]],
+        device: torch.device,
     ) -> Optional[Tensor]:
         """Additive float mask broadcastable to (B, H, Tq, Tk): biases summed, -inf where blocked."""
         mask = None

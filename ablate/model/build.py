@@ -20,8 +20,9 @@ from ablate.model.scores import SCORES, build_score
 from ablate.model.transformer import DecoderLayer, EncoderLayer, FeedForward, Transformer, init_transformer
 
 
-def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0,
-                      shared_vocab: bool = True) -> Transformer:
+def build_transformer(
+    cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0, shared_vocab: bool = True
+) -> Transformer:
     """The encoder-decoder Transformer of Vaswani et al. (2017) with the configured ablations."""
     d, heads = cfg.d_model, cfg.heads
     d_k, d_v = head_dims(cfg)
@@ -30,7 +31,12 @@ def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: 
 
     def attention(score_name: str) -> MultiHeadAttention:
         return MultiHeadAttention(
-            d, heads, build_score(score_name, d_k, heads, att), d_k=d_k, d_v=d_v, scale=att.scale,
+            d,
+            heads,
+            build_score(score_name, d_k, heads, att),
+            d_k=d_k,
+            d_v=d_v,
+            scale=att.scale,
             dropout=cfg.attention_dropout,
         )
 
@@ -44,14 +50,26 @@ def build_transformer(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: 
         for _ in range(cfg.decoder_layers or cfg.layers)
     ]
 
-    src_embed, tgt_embed, generator = build_embeddings(d, src_vocab, tgt_vocab, pad_id, cfg.tie_embeddings,
-                                                       shared_vocab)
+    src_embed, tgt_embed, generator = build_embeddings(
+        d, src_vocab, tgt_vocab, pad_id, cfg.tie_embeddings, shared_vocab
+    )
 
     src_positions = build_positions(cfg.positions, d, d_k, heads, cfg.max_positions)
-    tgt_positions = src_positions if cfg.share_positions else build_positions(
-        cfg.positions, d, d_k, heads, cfg.max_positions)
-    model = Transformer(src_embed, tgt_embed, generator, src_positions, tgt_positions, encoder, decoder,
-                        pad_id=pad_id, dropout=cfg.dropout, pre_norm=pre_norm)
+    tgt_positions = (
+        src_positions if cfg.share_positions else build_positions(cfg.positions, d, d_k, heads, cfg.max_positions)
+    )
+    model = Transformer(
+        src_embed,
+        tgt_embed,
+        generator,
+        src_positions,
+        tgt_positions,
+        encoder,
+        decoder,
+        pad_id=pad_id,
+        dropout=cfg.dropout,
+        pre_norm=pre_norm,
+    )
     init_transformer(model)
     return model
 
@@ -77,8 +95,9 @@ ARCHS: dict[str, Builder] = {
 }
 
 
-def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0,
-                shared_vocab: bool = True) -> nn.Module:
+def build_model(
+    cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0, shared_vocab: bool = True
+) -> nn.Module:
     """Build the configured model.
 
     Args:

@@ -15,10 +15,10 @@ With ``beam=1`` it returns exactly the greedy output.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 
 def fairseq_penalty(length: int, alpha: float) -> float:
@@ -58,6 +58,17 @@ def max_lengths(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int) -> T
     return (max_len_a * src_len + max_len_b).floor().long().clamp(min=0)
 
 
+class Seq2Seq(Protocol):
+    """What decoding needs of a model: :class:`~ablate.model.transformer.Transformer` and
+    :class:`~ablate.model.rnn.RNNSeq2Seq` both provide it."""
+
+    pad_id: int
+
+    def encode(self, src: Tensor) -> Any: ...
+
+    def decode(self, tgt: Tensor, enc: Any, state: Any = None) -> tuple[Tensor, Any]: ...
+
+
 def _log_probs(logits: Tensor, pad_id: int, bos: int) -> Tensor:
     """(N, V) logits -> float32 log-probabilities with padding and BOS forbidden."""
     lprobs = torch.log_softmax(logits.float(), dim=-1)
@@ -67,7 +78,7 @@ def _log_probs(logits: Tensor, pad_id: int, bos: int) -> Tensor:
     return lprobs
 
 
-def _step(model: nn.Module, tokens: Tensor, enc: Any, state: Any, use_cache: bool) -> tuple[Tensor, Any]:
+def _step(model: Seq2Seq, tokens: Tensor, enc: Any, state: Any, use_cache: bool) -> tuple[Tensor, Any]:
     """Logits (N, V) for the next token after ``tokens`` (N, t), and the new state."""
     if use_cache and state is not None:
         logits, state = model.decode(tokens[:, -1:], enc, state)
@@ -77,8 +88,15 @@ def _step(model: nn.Module, tokens: Tensor, enc: Any, state: Any, use_cache: boo
 
 
 @torch.no_grad()
-def greedy(model: nn.Module, src: Tensor, bos: int, eos: int, max_len_a: float = 1.5, max_len_b: int = 10,
-           use_cache: bool = True) -> list[list[int]]:
+def greedy(
+    model: Seq2Seq,
+    src: Tensor,
+    bos: int,
+    eos: int,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    use_cache: bool = True,
+) -> list[list[int]]:
     """Greedy decoding (arg-max token at each step).
 
     Args:
@@ -116,9 +134,18 @@ def greedy(model: nn.Module, src: Tensor, bos: int, eos: int, max_len_a: float =
 
 
 @torch.no_grad()
-def beam_search(model: nn.Module, src: Tensor, beam: int, bos: int, eos: int, len_penalty: float = 1.0,
-                max_len_a: float = 1.5, max_len_b: int = 10, use_cache: bool = True,
-                length_penalty: str = "fairseq") -> list[list[int]]:
+def beam_search(
+    model: Seq2Seq,
+    src: Tensor,
+    beam: int,
+    bos: int,
+    eos: int,
+    len_penalty: float = 1.0,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    use_cache: bool = True,
+    length_penalty: str = "fairseq",
+) -> list[list[int]]:
     """Batched beam search over (sentences x beam) rows.
 
     At each step the ``2 * beam`` best continuations of each sentence are taken; those ending

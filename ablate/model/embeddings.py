@@ -7,8 +7,9 @@ from torch import nn
 from ablate.model.errors import ModelBuildError
 
 
-def build_embeddings(d: int, src_vocab: int, tgt_vocab: int, pad_id: int, tie: bool,
-                     shared_vocab: bool) -> tuple[nn.Embedding, nn.Embedding, nn.Linear]:
+def build_embeddings(
+    d: int, src_vocab: int, tgt_vocab: int, pad_id: int, tie: bool, shared_vocab: bool
+) -> tuple[nn.Embedding, nn.Embedding, nn.Linear]:
     """``(src_embed, tgt_embed, generator)`` of width ``d``.
 
     With ``tie`` the output projection shares the target embedding matrix (Press & Wolf 2017;

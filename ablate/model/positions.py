@@ -86,6 +86,7 @@ class SinusoidalPositions(Positions):
 
     def __init__(self, d_model: int, d_k: int, heads: int, max_positions: int):
         super().__init__(d_model, d_k, heads, max_positions)
+        self.table: Tensor
         self.register_buffer("table", sinusoids(torch.arange(max_positions), d_model), persistent=False)
 
     def embed(self, x: Tensor, offset: int = 0) -> Tensor:
@@ -127,6 +128,7 @@ class RotaryPositions(Positions):
         if d_k % 2:
             raise PositionError(f"rotary positions need an even per-head size, got d_k={d_k}; set model.d_k")
         inv_freq = 1.0 / torch.pow(10000.0, torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)
+        self.inv_freq: Tensor
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def rotate(self, x: Tensor, offset: int = 0) -> Tensor:
@@ -176,6 +178,8 @@ class AlibiPositions(Positions):
     def __init__(self, d_model: int, d_k: int, heads: int, max_positions: int):
         super().__init__(d_model, d_k, heads, max_positions)
         slopes = alibi_slopes(heads)
+        self.slopes: Tensor
+        self.future_slopes: Tensor
         self.register_buffer("slopes", slopes, persistent=False)  # (H,) keys to the left (j <= i)
         self.register_buffer("future_slopes", slopes * 2.0 ** (4.0 / heads), persistent=False)  # (H,) j > i
 

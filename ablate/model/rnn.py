@@ -31,7 +31,7 @@ Sources must be right-padded with ``pad_id``.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 from torch import Tensor, nn
@@ -46,7 +46,7 @@ State = dict[str, Tensor]
 Maps = Optional[dict[str, Tensor]]
 Hidden = Union[Tensor, tuple[Tensor, Tensor]]  # what nn.GRU / nn.LSTM take and return
 
-CELLS: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM}
+CELLS: dict[str, Callable[..., nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM}
 
 
 class Bridge(nn.Module):
@@ -88,9 +88,20 @@ class RNNSeq2Seq(nn.Module):
         dropout: Dropout on both embeddings and on the readout output.
     """
 
-    def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, generator: nn.Linear,
-                 encoder: nn.RNNBase, bridges: list[Bridge], decoder: nn.RNNBase,
-                 attention: Optional[MultiHeadAttention], readout: nn.Linear, *, pad_id: int, dropout: float):
+    def __init__(
+        self,
+        src_embed: nn.Embedding,
+        tgt_embed: nn.Embedding,
+        generator: nn.Linear,
+        encoder: nn.RNNBase,
+        bridges: list[Bridge],
+        decoder: nn.RNNBase,
+        attention: Optional[MultiHeadAttention],
+        readout: nn.Linear,
+        *,
+        pad_id: int,
+        dropout: float,
+    ):
         super().__init__()
         self.src_embed, self.tgt_embed, self.generator = src_embed, tgt_embed, generator
         self.encoder, self.decoder = encoder, decoder
@@ -126,22 +137,22 @@ class RNNSeq2Seq(nn.Module):
         pad = src.eq(self.pad_id)
         B, S = src.shape
         lengths = (~pad).sum(1).clamp(min=1).cpu()  # an empty row still gets one step
-        packed = pack_padded_sequence(self.drop(self.src_embed(src)), lengths, batch_first=True,
-                                      enforce_sorted=False)
+        packed = pack_padded_sequence(self.drop(self.src_embed(src)), lengths, batch_first=True, enforce_sorted=False)
         out, final = self.encoder(packed)
         memory, _ = pad_packed_sequence(out, batch_first=True, total_length=S)  # (B, S, 2H)
         finals = final if self.lstm else (final,)
         # (2L, B, H) ordered layer-major, direction-minor -> (L, B, 2H) = [fwd at last; bwd at 0]
         joined = [f.view(-1, 2, B, f.size(-1)).transpose(1, 2).reshape(-1, B, 2 * f.size(-1)) for f in finals]
         init = [bridge(f) for bridge, f in zip(self.bridges, joined)]
-        enc = self._from_rnn(tuple(init) if self.lstm else init[0])
+        enc: dict[str, Any] = dict(self._from_rnn(tuple(init) if self.lstm else init[0]))
         enc["src_pad"] = pad
         if self.attention is not None:
             enc["kv"] = self.attention.project_kv(memory)
         return enc
 
-    def decode(self, tgt: Tensor, enc: dict[str, Any], state: Optional[State] = None,
-               maps: Maps = None) -> tuple[Tensor, State]:
+    def decode(
+        self, tgt: Tensor, enc: dict[str, Any], state: Optional[State] = None, maps: Maps = None
+    ) -> tuple[Tensor, State]:
         """Decoder logits for target positions.
 
         Args:
@@ -162,9 +173,10 @@ class RNNSeq2Seq(nn.Module):
             outs, contexts, weights = [], [], []
             for i in range(tgt.size(1)):
                 query = (hx[0] if self.lstm else hx)[-1].unsqueeze(1)  # (B, 1, H): s_{i-1}, top layer
-                context, w = self.attention(query, enc["kv"], key_padding_mask=enc["src_pad"],
-                                            need_weights=maps is not None)  # (B, 1, H)
-                out, hx = self.decoder(torch.cat((emb[:, i:i + 1], context), dim=-1), hx)
+                context, w = self.attention(
+                    query, enc["kv"], key_padding_mask=enc["src_pad"], need_weights=maps is not None
+                )  # (B, 1, H)
+                out, hx = self.decoder(torch.cat((emb[:, i : i + 1], context), dim=-1), hx)
                 outs.append(out)
                 contexts.append(context)
                 weights.append(w)
@@ -186,8 +198,9 @@ class RNNSeq2Seq(nn.Module):
         return maps
 
 
-def build_rnn(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0,
-              shared_vocab: bool = True) -> RNNSeq2Seq:
+def build_rnn(
+    cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0, shared_vocab: bool = True
+) -> RNNSeq2Seq:
     """The RNN baseline: embeddings of size ``cfg.d_model``, ``cfg.rnn`` recurrent sizes.
 
     The score is ``cfg.attention.cross_score`` or else ``cfg.attention.score`` (``none`` drops
@@ -204,12 +217,14 @@ def build_rnn(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0,
     attention = None
     if score_name != "none":
         score = build_score(score_name, H, 1, cfg.attention)
-        attention = MultiHeadAttention(H, 1, score, d_k=H, d_v=H, d_kv=2 * H, scale=cfg.attention.scale,
-                                       dropout=cfg.attention_dropout)
+        attention = MultiHeadAttention(
+            H, 1, score, d_k=H, d_v=H, d_kv=2 * H, scale=cfg.attention.scale, dropout=cfg.attention_dropout
+        )
     context = 0 if attention is None else H
 
-    src_embed, tgt_embed, generator = build_embeddings(d, src_vocab, tgt_vocab, pad_id, cfg.tie_embeddings,
-                                                       shared_vocab)
+    src_embed, tgt_embed, generator = build_embeddings(
+        d, src_vocab, tgt_vocab, pad_id, cfg.tie_embeddings, shared_vocab
+    )
     for table in {id(t): t for t in (src_embed, tgt_embed)}.values():
         nn.init.normal_(table.weight, 0.0, d**-0.5)  # as the Transformer (fairseq); pad row zero
         with torch.no_grad():
@@ -219,11 +234,14 @@ def build_rnn(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0,
     if cfg.rnn.cell == "lstm":
         bridges.append(Bridge(L, 2 * H, H, tanh=False))
     return RNNSeq2Seq(
-        src_embed, tgt_embed, generator,
+        src_embed,
+        tgt_embed,
+        generator,
         encoder=cell(d, H, L, batch_first=True, bidirectional=True, dropout=inner_dropout),
         bridges=bridges,
         decoder=cell(d + context, H, L, batch_first=True, dropout=inner_dropout),
         attention=attention,
         readout=nn.Linear(H + context + d, d),
-        pad_id=pad_id, dropout=cfg.dropout,
+        pad_id=pad_id,
+        dropout=cfg.dropout,
     )

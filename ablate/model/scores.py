@@ -157,7 +157,7 @@ class AdditiveScore(Score):
         per_query = B * H * Tk * A * max(qp.element_size(), keys.element_size())
         chunk = max(1, int(self.chunk_bytes // per_query))
         v = self.v.to(qp.dtype).view(1, H, 1, A, 1)
-        out = [self._chunk(qp[:, :, start:start + chunk], keys, v) for start in range(0, Tq, chunk)]
+        out = [self._chunk(qp[:, :, start : start + chunk], keys, v) for start in range(0, Tq, chunk)]
         return torch.cat(out, dim=2) if len(out) > 1 else out[0]
 
     @staticmethod
@@ -219,7 +219,5 @@ SCORES: dict[str, type[Score]] = {
 def build_score(name: str, d_k: int, heads: int, cfg: AttentionConfig) -> Score:
     """Instantiate ``SCORES[name]``; an unknown name raises a one-line :class:`ScoreError`."""
     if name not in SCORES:
-        raise ScoreError(
-            f"attention score '{name}' is not available for this model; choose from: {', '.join(SCORES)}"
-        )
+        raise ScoreError(f"attention score '{name}' is not available for this model; choose from: {', '.join(SCORES)}")
     return SCORES[name](d_k, heads, cfg)

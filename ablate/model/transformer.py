@@ -18,6 +18,7 @@ beam search reorders them generically.
 from __future__ import annotations
 
 import math
+import typing
 from typing import Any, Optional
 
 import torch
@@ -64,8 +65,7 @@ class _Residual(nn.Module):
 class EncoderLayer(nn.Module):
     """Self-attention and feed-forward sublayers, each wrapped in a residual."""
 
-    def __init__(self, self_attn: MultiHeadAttention, ffn: FeedForward, d_model: int, dropout: float,
-                 pre_norm: bool):
+    def __init__(self, self_attn: MultiHeadAttention, ffn: FeedForward, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
         self.self_attn, self.ffn = self_attn, ffn
         self.res_attn = _Residual(d_model, dropout, pre_norm)
@@ -76,7 +76,7 @@ class EncoderLayer(nn.Module):
         y, _, w = self.self_attn.self_attend(
             self.res_attn.inp(x), key_padding_mask=pad, positions=positions, need_weights=maps is not None
         )
-        if maps is not None:
+        if maps is not None and w is not None:
             maps[name] = w
         x = self.res_attn.out(x, y)
         return self.res_ffn.out(x, self.ffn(self.res_ffn.inp(x)))
@@ -85,16 +85,31 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention, encoder-decoder attention and feed-forward sublayers."""
 
-    def __init__(self, self_attn: MultiHeadAttention, cross_attn: MultiHeadAttention, ffn: FeedForward,
-                 d_model: int, dropout: float, pre_norm: bool):
+    def __init__(
+        self,
+        self_attn: MultiHeadAttention,
+        cross_attn: MultiHeadAttention,
+        ffn: FeedForward,
+        d_model: int,
+        dropout: float,
+        pre_norm: bool,
+    ):
         super().__init__()
         self.self_attn, self.cross_attn, self.ffn = self_attn, cross_attn, ffn
         self.res_self = _Residual(d_model, dropout, pre_norm)
         self.res_cross = _Residual(d_model, dropout, pre_norm)
         self.res_ffn = _Residual(d_model, dropout, pre_norm)
 
-    def forward(self, x: Tensor, memory_kv: KV, src_pad: Tensor, positions: Positions, cache: Optional[KV],
-                maps: Maps = None, name: str = "") -> tuple[Tensor, KV]:
+    def forward(
+        self,
+        x: Tensor,
+        memory_kv: KV,
+        src_pad: Tensor,
+        positions: Positions,
+        cache: Optional[KV],
+        maps: Maps = None,
+        name: str = "",
+    ) -> tuple[Tensor, KV]:
         """(B, t, D) new target positions -> (B, t, D) and the extended self-attention cache."""
         want = maps is not None
         y, cache, w_self = self.self_attn.self_attend(
@@ -103,7 +118,7 @@ class DecoderLayer(nn.Module):
         x = self.res_self.out(x, y)
         y, w_cross = self.cross_attn(self.res_cross.inp(x), memory_kv, key_padding_mask=src_pad, need_weights=want)
         x = self.res_cross.out(x, y)
-        if maps is not None:
+        if maps is not None and w_self is not None and w_cross is not None:
             maps[f"{name}.self"], maps[f"{name}.cross"] = w_self, w_cross
         return self.res_ffn.out(x, self.ffn(self.res_ffn.inp(x))), cache
 
@@ -125,10 +140,20 @@ class Transformer(nn.Module):
         pre_norm: Whether layers are pre-norm; then final LayerNorms close both stacks.
     """
 
-    def __init__(self, src_embed: nn.Embedding, tgt_embed: nn.Embedding, generator: nn.Linear,
-                 src_positions: Positions, tgt_positions: Positions, encoder: list[EncoderLayer],
-                 decoder: list[DecoderLayer], *,
-                 pad_id: int, dropout: float, pre_norm: bool):
+    def __init__(
+        self,
+        src_embed: nn.Embedding,
+        tgt_embed: nn.Embedding,
+        generator: nn.Linear,
+        src_positions: Positions,
+        tgt_positions: Positions,
+        encoder: list[EncoderLayer],
+        decoder: list[DecoderLayer],
+        *,
+        pad_id: int,
+        dropout: float,
+        pre_norm: bool,
+    ):
         super().__init__()
         self.src_embed, self.tgt_embed, self.generator = src_embed, tgt_embed, generator
         self.src_positions, self.tgt_positions = src_positions, tgt_positions
@@ -165,11 +190,12 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.encoder):
             x = layer(x, pad, self.src_positions, maps, f"encoder.{i}")
         memory = self.encoder_norm(x)
-        cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
+        cross = [typing.cast(DecoderLayer, layer).cross_attn.project_kv(memory) for layer in self.decoder]
         return {"memory": memory, "src_pad": pad, "cross": cross}
 
-    def decode(self, tgt: Tensor, enc: dict[str, Any], state: Optional[State] = None,
-               maps: Maps = None) -> tuple[Tensor, State]:
+    def decode(
+        self, tgt: Tensor, enc: dict[str, Any], state: Optional[State] = None, maps: Maps = None
+    ) -> tuple[Tensor, State]:
         """Decoder logits for target positions.
 
         Args:

@@ -13,5 +13,18 @@ from ablate.report.records import ReportError, Trial, collect
 from ablate.report.significance import Comparison, compare
 from ablate.report.table import Table, build_table
 
-__all__ = ["Comparison", "FORMATS", "ReportError", "Row", "Stat", "Sweep", "Table", "Trial", "aggregate",
-           "build_table", "collect", "compare", "render"]
+__all__ = [
+    "Comparison",
+    "FORMATS",
+    "ReportError",
+    "Row",
+    "Stat",
+    "Sweep",
+    "Table",
+    "Trial",
+    "aggregate",
+    "build_table",
+    "collect",
+    "compare",
+    "render",
+]

@@ -27,12 +27,35 @@ from ablate.report.records import ReportError, Trial
 BASE = "base"
 _MISSING = "<unset>"
 # Column order of Table 3 (Vaswani et al., 2017); other varying keys follow alphabetically.
-PAPER_ORDER = ("model.arch", "model.layers", "model.encoder_layers", "model.decoder_layers", "model.d_model",
-               "model.d_ff", "model.heads", "model.d_k", "model.d_v", "model.dropout", "train.label_smoothing",
-               "train.lr", "train.max_steps", "model.positions", "model.attention.score", "model.attention.scale")
+PAPER_ORDER = (
+    "model.arch",
+    "model.layers",
+    "model.encoder_layers",
+    "model.decoder_layers",
+    "model.d_model",
+    "model.d_ff",
+    "model.heads",
+    "model.d_k",
+    "model.d_v",
+    "model.dropout",
+    "train.label_smoothing",
+    "train.lr",
+    "train.max_steps",
+    "model.positions",
+    "model.attention.score",
+    "model.attention.scale",
+)
 # Table 3's hyperparameters: columns even when the sweep does not vary them.
-TABLE3 = ("model.layers", "model.d_model", "model.d_ff", "model.heads", "model.d_k", "model.d_v", "model.dropout",
-          "train.label_smoothing")
+TABLE3 = (
+    "model.layers",
+    "model.d_model",
+    "model.d_ff",
+    "model.heads",
+    "model.d_k",
+    "model.d_v",
+    "model.dropout",
+    "train.label_smoothing",
+)
 # Columns shown only where they differ from another column in some row.
 ALIASES = {"model.encoder_layers": "model.layers", "model.decoder_layers": "model.layers"}
 UNRESOLVED = (None, "auto")
@@ -117,8 +140,12 @@ class Sweep:
     @property
     def test_splits(self) -> list[str]:
         """Test splits with a per-split BLEU (``test_<split>/bleu``), sorted."""
-        found = {m[len("test_"):-len("/bleu")] for r in self.rows for m in r.stats
-                 if m.startswith("test_") and m.endswith("/bleu")}
+        found = {
+            m[len("test_") : -len("/bleu")]
+            for r in self.rows
+            for m in r.stats
+            if m.startswith("test_") and m.endswith("/bleu")
+        }
         return sorted(found)
 
     @property
@@ -154,11 +181,26 @@ def aggregate(trials: Sequence[Trial]) -> Sweep:
         groups.setdefault(ident, []).append(t)
     declared = {ident: _row_config(ts) for ident, ts in groups.items()}
     configs = {ident: _with_resolved(declared[ident], ts) for ident, ts in groups.items()}
-    keys = sorted((k for k in set().union(*(c.keys() for c in configs.values()))
-                   if len({value_order(c.get(k, _MISSING)) for c in configs.values()}) > 1
-                   or (k in TABLE3 and all(k in c for c in configs.values()))), key=column_order)
-    keys = [k for k in keys if not (k in ALIASES and ALIASES[k] in keys and all(
-        value_order(c.get(k, _MISSING)) == value_order(c.get(ALIASES[k], _MISSING)) for c in configs.values()))]
+    keys = sorted(
+        (
+            k
+            for k in set().union(*(c.keys() for c in configs.values()))
+            if len({value_order(c.get(k, _MISSING)) for c in configs.values()}) > 1
+            or (k in TABLE3 and all(k in c for c in configs.values()))
+        ),
+        key=column_order,
+    )
+    keys = [
+        k
+        for k in keys
+        if not (
+            k in ALIASES
+            and ALIASES[k] in keys
+            and all(
+                value_order(c.get(k, _MISSING)) == value_order(c.get(ALIASES[k], _MISSING)) for c in configs.values()
+            )
+        )
+    ]
     settings = {ident: {k: configs[ident].get(k, _MISSING) for k in keys} for ident in groups}
 
     order = sorted(groups, key=_ident_order)
@@ -233,8 +275,11 @@ def _candidate_keys(done: Sequence[Trial]) -> list[str]:
 def _row_config(trials: Sequence[Trial]) -> dict[str, Any]:
     """The config keys shared by every seed of a row (keys that vary across seeds are dropped)."""
     first = trials[0].config
-    return {k: v for k, v in first.items() if k != "seed"
-            and all(value_order(t.config.get(k, _MISSING)) == value_order(v) for t in trials)}
+    return {
+        k: v
+        for k, v in first.items()
+        if k != "seed" and all(value_order(t.config.get(k, _MISSING)) == value_order(v) for t in trials)
+    }
 
 
 def _ident_order(ident: Any) -> tuple:

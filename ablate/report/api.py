@@ -26,9 +26,15 @@ def significance(sweep: Sweep, enabled: bool = True, test: str = "bs", samples: 
     return compare(sweep, test=test, n_samples=samples) if enabled else []
 
 
-def sweep_and_table(source: str, alpha: float = 0.05, test: str = "bs", samples: int = 0,
-                    with_significance: bool = True, api: Any = None,
-                    by_length: bool = False) -> tuple[Sweep, Table]:
+def sweep_and_table(
+    source: str,
+    alpha: float = 0.05,
+    test: str = "bs",
+    samples: int = 0,
+    with_significance: bool = True,
+    api: Any = None,
+    by_length: bool = False,
+) -> tuple[Sweep, Table]:
     """The aggregated sweep of ``source`` and its laid-out table (see :func:`table_of`)."""
     sweep = load(source, api)
     comps = significance(sweep, with_significance, test, samples)
@@ -43,21 +49,37 @@ def sweep_and_table(source: str, alpha: float = 0.05, test: str = "bs", samples:
     return sweep, build_table(sweep, comps, alpha, test, samples, extra)
 
 
-def table_of(source: str, alpha: float = 0.05, test: str = "bs", samples: int = 0,
-             with_significance: bool = True, api: Any = None, by_length: bool = False) -> Table:
+def table_of(
+    source: str,
+    alpha: float = 0.05,
+    test: str = "bs",
+    samples: int = 0,
+    with_significance: bool = True,
+    api: Any = None,
+    by_length: bool = False,
+) -> Table:
     """The laid-out table of ``source``, significance included unless disabled, and BLEU per
     source-length bucket as columns with ``by_length``."""
     return sweep_and_table(source, alpha, test, samples, with_significance, api, by_length)[1]
 
 
-def make_table(source: str, fmt: str = "md", alpha: float = 0.05, test: str = "bs", samples: int = 0,
-               with_significance: bool = True, api: Any = None, by_length: bool = False) -> str:
+def make_table(
+    source: str,
+    fmt: str = "md",
+    alpha: float = 0.05,
+    test: str = "bs",
+    samples: int = 0,
+    with_significance: bool = True,
+    api: Any = None,
+    by_length: bool = False,
+) -> str:
     """The paper-style table of ``source`` as text in ``fmt`` (rich, md, latex or csv)."""
     return render(table_of(source, alpha, test, samples, with_significance, api, by_length), fmt)
 
 
-def make_plots(source: str, out: Path, alpha: float = 0.05, with_significance: bool = True,
-               api: Any = None, fmt: str = "png") -> list[Path]:
+def make_plots(
+    source: str, out: Path, alpha: float = 0.05, with_significance: bool = True, api: Any = None, fmt: str = "png"
+) -> list[Path]:
     """Write the sweep's figures (``fmt``: png, pdf or svg) into ``out``; return their paths."""
     from ablate.report.plots import plot_all
 
@@ -66,14 +88,21 @@ def make_plots(source: str, out: Path, alpha: float = 0.05, with_significance: b
     return plot_all(sweep, Path(out), comps, alpha, fmt)
 
 
-def make_report(source: str, title: Optional[str] = None, alpha: float = 0.05, test: str = "bs", samples: int = 0,
-                with_significance: bool = True, api: Any = None) -> Any:
+def make_report(
+    source: str,
+    title: Optional[str] = None,
+    alpha: float = 0.05,
+    test: str = "bs",
+    samples: int = 0,
+    with_significance: bool = True,
+    api: Any = None,
+) -> Any:
     """The (unsaved) W&B Report of a ``wandb:<entity>/<project>[/<group>]`` source."""
     from ablate.report.wandb_report import build_report
 
     if not source.startswith(WANDB_PREFIX):
         raise ReportError(f"ablate report needs a W&B source, got '{source}': use wandb:<entity>/<project>/<group>")
-    entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX):])
+    entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX) :])
     sweep = load(source, api)
     table = build_table(sweep, significance(sweep, with_significance, test, samples), alpha, test, samples)
     return build_report(entity, project, group, table, sweep, title)

@@ -87,8 +87,9 @@ def plot_attention(run_dir: str | Path, text: str, out: str | Path, beam: int = 
     src_ids = tok.encode_src([text])[0][: cfg.model.max_positions - 1] + [tok.eos_id]
     src = torch.tensor([src_ids])
     with torch.no_grad():
-        hyp = beam_search(model, src, beam, tok.bos_id, tok.eos_id, cfg.eval.len_penalty, cfg.eval.max_len_a,
-                          cfg.eval.max_len_b)[0]
+        hyp = beam_search(
+            model, src, beam, tok.bos_id, tok.eos_id, cfg.eval.len_penalty, cfg.eval.max_len_a, cfg.eval.max_len_b
+        )[0]
         tgt_in = torch.tensor([[tok.bos_id] + hyp])
         maps = model.attention_maps(src, tgt_in)
     src_tokens = _pieces(tok, src_ids, "src")

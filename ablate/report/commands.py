@@ -71,35 +71,49 @@ def _print_table(table: Table, fmt: Format, out: Optional[Path]) -> None:
         sys.stdout.write(render(table, fmt.value))
 
 
-ALPHA = typer.Option(0.05, "--alpha", min=0.0, max=1.0,
-                     help="Family-wise significance level for the † mark (Holm-Bonferroni over the table's "
-                          "comparisons).")
-TEST = typer.Option(Test.bs, "--test",
-                    help="Paired test over source sentences, seeds kept together: bs (bootstrap resampling) "
-                         "or ar (approximate randomization).")
-SAMPLES = typer.Option(0, "--samples", min=0,
-                       help="Resamples (bs) or trials (ar); 0 uses 2000 / 10000.")
-SIGNIFICANCE = typer.Option(True, "--significance/--no-significance",
-                            help="Test each row against the base on the saved hypotheses (slower on big test sets).")
+ALPHA = typer.Option(
+    0.05,
+    "--alpha",
+    min=0.0,
+    max=1.0,
+    help="Family-wise significance level for the † mark (Holm-Bonferroni over the table's comparisons).",
+)
+TEST = typer.Option(
+    Test.bs,
+    "--test",
+    help="Paired test over source sentences, seeds kept together: bs (bootstrap resampling) "
+    "or ar (approximate randomization).",
+)
+SAMPLES = typer.Option(0, "--samples", min=0, help="Resamples (bs) or trials (ar); 0 uses 2000 / 10000.")
+SIGNIFICANCE = typer.Option(
+    True,
+    "--significance/--no-significance",
+    help="Test each row against the base on the saved hypotheses (slower on big test sets).",
+)
 
 
 @app.command("table")
 def table_command(
     source: str = typer.Argument(..., metavar="SOURCE", help=SOURCE_HELP),
-    fmt: Format = typer.Option(Format.rich, "--format", "-f",
-                               help="Output format: rich (terminal), md, latex (booktabs) or csv."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o",
-                                       help="Write the table to this file instead of printing it."),
+    fmt: Format = typer.Option(
+        Format.rich, "--format", "-f", help="Output format: rich (terminal), md, latex (booktabs) or csv."
+    ),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="Write the table to this file instead of printing it."
+    ),
     alpha: float = ALPHA,
     test: Test = TEST,
     samples: int = SAMPLES,
     with_significance: bool = SIGNIFICANCE,
     reference: Optional[str] = typer.Option(
-        None, "--reference", metavar="NAME",
-        help=f"Print the published results beside ours, with sign agreement per row: {', '.join(REFERENCES)}."),
-    by_length: bool = typer.Option(False, "--by-length",
-                                   help="Add test BLEU per source-length bucket as columns "
-                                        "(Bahdanau et al. 2015, Fig. 2)."),
+        None,
+        "--reference",
+        metavar="NAME",
+        help=f"Print the published results beside ours, with sign agreement per row: {', '.join(REFERENCES)}.",
+    ),
+    by_length: bool = typer.Option(
+        False, "--by-length", help="Add test BLEU per source-length bucket as columns (Bahdanau et al. 2015, Fig. 2)."
+    ),
 ) -> None:
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
     paper = get_reference(reference) if reference else None  # a wrong name fails before any work
@@ -119,9 +133,11 @@ def export_command(
     source: Path = typer.Argument(..., metavar="SWEEP_DIR", help="A sweep output folder (ablate sweep run --out)."),
     out: Path = typer.Argument(..., metavar="RESULTS_DIR", help="Where to write the results, e.g. results/<sweep>."),
     command: Optional[str] = typer.Option(
-        None, "--command", help="The exact command that ran the sweep (default: rebuilt from sweep.json)."),
-    reference: Optional[str] = typer.Option(None, "--reference", metavar="NAME",
-                                            help="Put the published results beside the table in table.md."),
+        None, "--command", help="The exact command that ran the sweep (default: rebuilt from sweep.json)."
+    ),
+    reference: Optional[str] = typer.Option(
+        None, "--reference", metavar="NAME", help="Put the published results beside the table in table.md."
+    ),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Draw ablate plot's figures into RESULTS_DIR/plots."),
     force: bool = typer.Option(False, "--force", help="Replace RESULTS_DIR if it exists."),
     alpha: float = ALPHA,
@@ -186,4 +202,3 @@ def outline(report: Any) -> str:
             first = (text if isinstance(text, str) else str(text)).splitlines()[:1]
             lines.append(f"  {name}: {first[0][:70] if first else ''}")
     return "\n".join(lines)
-

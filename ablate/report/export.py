@@ -36,7 +36,7 @@ STATE = "sweep.json"
 
 def test_splits(summary: dict[str, Any], run_dir: Path) -> list[str]:
     """The trial's test splits: those with a ``test_<split>/bleu``, else every saved split but validation."""
-    named = sorted(k[len("test_"):-len("/bleu")] for k in summary if k.startswith("test_") and k.endswith("/bleu"))
+    named = sorted(k[len("test_") : -len("/bleu")] for k in summary if k.startswith("test_") and k.endswith("/bleu"))
     if named:
         return named
     return sorted({p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")} - set(NOT_TEST))
@@ -69,10 +69,15 @@ def _copy_trial(run_dir: Path, out: Path) -> int:
 def git_commit(repo: Path = Path(__file__).resolve().parents[2]) -> str:
     """The commit of the ablate checkout (``+dirty`` with uncommitted changes), or ``unknown``."""
     try:
-        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return head + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -83,8 +88,15 @@ def sweep_facts(source: Path, summaries: list[dict[str, Any]]) -> dict[str, Any]
     state = _read_json(source / STATE)
     run = None
     if state.get("source"):
-        run = " ".join(["ablate sweep run", shlex.quote(str(state["source"])), "--out", shlex.quote(str(source)),
-                        *map(shlex.quote, state.get("overrides") or [])])
+        run = " ".join(
+            [
+                "ablate sweep run",
+                shlex.quote(str(state["source"])),
+                "--out",
+                shlex.quote(str(source)),
+                *map(shlex.quote, state.get("overrides") or []),
+            ]
+        )
     ends = [(source / name / SUMMARY).stat().st_mtime for name in (s.get("_name") for s in summaries) if name]
     started = state.get("created_at")
     machines = {json.dumps(s["machine"], sort_keys=True) for s in summaries if isinstance(s.get("machine"), dict)}
@@ -109,9 +121,17 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
-def export_sweep(source: Path, out: Path, command: Optional[str] = None, reference: Optional[str] = None,
-                 plots: bool = True, alpha: float = 0.05, test: str = "bs", samples: int = 0,
-                 force: bool = False) -> dict[str, Any]:
+def export_sweep(
+    source: Path,
+    out: Path,
+    command: Optional[str] = None,
+    reference: Optional[str] = None,
+    plots: bool = True,
+    alpha: float = 0.05,
+    test: str = "bs",
+    samples: int = 0,
+    force: bool = False,
+) -> dict[str, Any]:
     """Write ``out`` from the sweep folder ``source`` (see the module docstring); return the manifest.
 
     Args:
@@ -156,8 +176,9 @@ def export_sweep(source: Path, out: Path, command: Optional[str] = None, referen
 
     facts = sweep_facts(source, summaries)
     rebuilt = facts.pop("run_command")
-    table_cmd = " ".join(["ablate table", shlex.quote(str(out)), "--format md"]
-                         + ([f"--reference {reference}"] if reference else []))
+    table_cmd = " ".join(
+        ["ablate table", shlex.quote(str(out)), "--format md"] + ([f"--reference {reference}"] if reference else [])
+    )
     manifest = {
         "sweep": sweep.name or out.name,
         "command": command or rebuilt,
@@ -165,8 +186,10 @@ def export_sweep(source: Path, out: Path, command: Optional[str] = None, referen
         **facts,
         "commit": git_commit(),
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "export_command": " ".join(["ablate export", shlex.quote(str(source)), shlex.quote(str(out))]
-                                   + ([f"--reference {reference}"] if reference else [])),
+        "export_command": " ".join(
+            ["ablate export", shlex.quote(str(source)), shlex.quote(str(out))]
+            + ([f"--reference {reference}"] if reference else [])
+        ),
         "table_command": table_cmd,
         "texts_bytes": size,
         "plots": figures,
@@ -182,8 +205,13 @@ def _hours(seconds: Optional[float]) -> str:
 
 def readme(m: dict[str, Any]) -> str:
     """The results folder's README: how it was made and how to check it."""
-    machines = "; ".join(f"{x.get('cpu')}, {x.get('cores')} cores, torch threads per trial: {x.get('torch_threads')}"
-                         for x in m["machines"]) or "not recorded by these runs"
+    machines = (
+        "; ".join(
+            f"{x.get('cpu')}, {x.get('cores')} cores, torch threads per trial: {x.get('torch_threads')}"
+            for x in m["machines"]
+        )
+        or "not recorded by these runs"
+    )
     command = f"`{m['command']}`" if m["command"] else "not recorded (no sweep.json; pass ablate export --command)"
     cpu = _hours(m["trial_cpu_time_s"])
     if m["trial_cpu_time_s"] is not None and m["trials_with_cpu_time"] < m["trials"]:
@@ -191,17 +219,26 @@ def readme(m: dict[str, Any]) -> str:
     how = ""
     if m["command"] and not m["command_recorded"]:
         how = " (rebuilt from sweep.json; launcher flags such as --parallel are not recorded there)"
-    return "\n".join([
-        f"# Results: {m['sweep']}", "",
-        f"- Command{how}: {command}",
-        f"- Commit: `{m['commit']}`",
-        f"- Machine: {machines}",
-        "- Wall time: " + (f"{_hours(m['wall_time_s'])}, from the sweep's start to its last trial's end (pauses "
-                           "included)" if m["wall_time_s"] is not None else "not recorded (no sweep.json)"),
-        f"- Trials: {m['finished']} finished of {m['trials']}; {_hours(m['trial_wall_time_s'])} of trial wall time, "
-        f"CPU time {cpu}",
-        f"- Exported {m['exported_at']} with `{m['export_command']}`", "",
-        "The table is `table.md` (`table.tex` for LaTeX) and the figures are in `plots/`. Each trial folder holds its",
-        "`summary.json` and its test-set hypotheses, references and sources (`*.txt.gz`); the table rebuilds from",
-        f"these files alone: `{m['table_command']}`.", "",
-    ])
+    return "\n".join(
+        [
+            f"# Results: {m['sweep']}",
+            "",
+            f"- Command{how}: {command}",
+            f"- Commit: `{m['commit']}`",
+            f"- Machine: {machines}",
+            "- Wall time: "
+            + (
+                f"{_hours(m['wall_time_s'])}, from the sweep's start to its last trial's end (pauses included)"
+                if m["wall_time_s"] is not None
+                else "not recorded (no sweep.json)"
+            ),
+            f"- Trials: {m['finished']} finished of {m['trials']}; {_hours(m['trial_wall_time_s'])} of trial wall time, "
+            f"CPU time {cpu}",
+            f"- Exported {m['exported_at']} with `{m['export_command']}`",
+            "",
+            "The table is `table.md` (`table.tex` for LaTeX) and the figures are in `plots/`. Each trial folder holds its",
+            "`summary.json` and its test-set hypotheses, references and sources (`*.txt.gz`); the table rebuilds from",
+            f"these files alone: `{m['table_command']}`.",
+            "",
+        ]
+    )

@@ -56,8 +56,12 @@ def to_markdown(table: Table) -> str:
     """GitHub-flavoured Markdown: bold best values, † marks, footnotes and unfinished trials below."""
     head = _header(table)
     align = [":--"] * (1 + table.show_names) + [":-:"] * len(table.labels) + ["--:"] * (len(table.columns) + 1)
-    lines = [f"**{_md_escape(table.title)}**", "", "| " + " | ".join(map(_md_escape, head)) + " |",
-             "| " + " | ".join(align) + " |"]
+    lines = [
+        f"**{_md_escape(table.title)}**",
+        "",
+        "| " + " | ".join(map(_md_escape, head)) + " |",
+        "| " + " | ".join(align) + " |",
+    ]
     for row in table.rows:
         cells = [row.group] + ([row.name] if table.show_names else [])
         cells += [s or "" for s in row.settings]
@@ -79,12 +83,28 @@ def to_markdown(table: Table) -> str:
 # --------------------------------------------------------------------------------------
 
 LATEX_LABELS = {
-    "model.layers": "$N$", "model.d_model": r"$d_{\mathrm{model}}$", "model.d_ff": r"$d_{\mathrm{ff}}$",
-    "model.heads": "$h$", "model.d_k": "$d_k$", "model.d_v": "$d_v$", "model.dropout": r"$P_{\mathrm{drop}}$",
-    "train.label_smoothing": r"$\epsilon_{ls}$", "train.max_steps": "max steps",
+    "model.layers": "$N$",
+    "model.d_model": r"$d_{\mathrm{model}}$",
+    "model.d_ff": r"$d_{\mathrm{ff}}$",
+    "model.heads": "$h$",
+    "model.d_k": "$d_k$",
+    "model.d_v": "$d_v$",
+    "model.dropout": r"$P_{\mathrm{drop}}$",
+    "train.label_smoothing": r"$\epsilon_{ls}$",
+    "train.max_steps": "max steps",
 }
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 
 
 def latex_escape(text: str) -> str:
@@ -99,8 +119,15 @@ def to_latex(table: Table) -> str:
     head = ["", *(["variant"] if table.show_names else [])]
     head += [LATEX_LABELS.get(k, latex_escape(lbl)) for k, lbl in zip(table.keys, table.labels)]
     head += [latex_escape(c.label) for c in table.columns] + ["$n$"]
-    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-             " & ".join(head) + r" \\", r"\midrule"]
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        rf"\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+        " & ".join(head) + r" \\",
+        r"\midrule",
+    ]
     for i, row in enumerate(table.rows):
         if row.new_group and i > 0:
             lines.append(r"\midrule")

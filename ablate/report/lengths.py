@@ -51,8 +51,10 @@ class ByLength:
         return {name: {k: s for k, s in zip(keys, stats) if s is not None} for name, stats in self.stats.items()}
 
     def note(self) -> str:
-        return (f"BLEU len a-b: corpus BLEU of the {self.split} sentences whose {self.basis} has a to b words "
-                f"(about equal-sized buckets), mean ± std over seeds (Bahdanau et al. 2015, Fig. 2).")
+        return (
+            f"BLEU len a-b: corpus BLEU of the {self.split} sentences whose {self.basis} has a to b words "
+            f"(about equal-sized buckets), mean ± std over seeds (Bahdanau et al. 2015, Fig. 2)."
+        )
 
 
 def buckets(lengths: list[int], n: int = N_BUCKETS) -> list[tuple[int, int]]:
@@ -74,8 +76,12 @@ def bleu_by_length(sweep: Sweep, split: Optional[str] = None, n: int = N_BUCKETS
     with saved hypotheses); None when no trial saved hypotheses."""
     splits = test_splits(sweep)
     split = split or (splits[0] if splits else None)
-    trials = [t for r in sweep.rows for t in r.trials
-              if split in t.hyps and split in t.refs and len(t.hyps[split]) == len(t.refs[split])]
+    trials = [
+        t
+        for r in sweep.rows
+        for t in r.trials
+        if split in t.hyps and split in t.refs and len(t.hyps[split]) == len(t.refs[split])
+    ]
     if split is None or not trials:
         return None
     with_sources = [t for t in trials if len(t.sources.get(split, ())) == len(t.refs[split])]

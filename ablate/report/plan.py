@@ -51,7 +51,7 @@ def _differing_in(rows: Sequence[Row], key: str, values: Optional[list[Any]]) ->
     """Pairs of rows equal in every declared key but ``key``, reference value first."""
     pairs = []
     for i, a in enumerate(rows):
-        for b in rows[i + 1:]:
+        for b in rows[i + 1 :]:
             if key not in a.config and key not in b.config:
                 continue
             if not _equal_except(a.config, b.config, key):
@@ -70,9 +70,15 @@ def _differing_in(rows: Sequence[Row], key: str, values: Optional[list[Any]]) ->
                 pairs.append((a.name, b.name) if va < vb else (b.name, a.name))
     if not values:  # every value against the lowest one present in its group
         by_name = {r.name: r for r in rows}
-        pairs = [(a, b) for a, b in pairs if not any(
-            _equal_except(by_name[a].config, by_name[c].config, key)
-            and value_order(by_name[c].config.get(key)) < value_order(by_name[a].config.get(key)) for c in by_name)]
+        pairs = [
+            (a, b)
+            for a, b in pairs
+            if not any(
+                _equal_except(by_name[a].config, by_name[c].config, key)
+                and value_order(by_name[c].config.get(key)) < value_order(by_name[a].config.get(key))
+                for c in by_name
+            )
+        ]
     return pairs
 
 

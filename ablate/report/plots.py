@@ -50,8 +50,11 @@ def pareto_front(xs: Sequence[float], ys: Sequence[float], maximize_x: bool) -> 
     sign = 1.0 if maximize_x else -1.0
     front = []
     for i, (x, y) in enumerate(zip(xs, ys)):
-        dominated = any(sign * xo >= sign * x and yo >= y and (sign * xo > sign * x or yo > y)
-                        for j, (xo, yo) in enumerate(zip(xs, ys)) if j != i)
+        dominated = any(
+            sign * xo >= sign * x and yo >= y and (sign * xo > sign * x or yo > y)
+            for j, (xo, yo) in enumerate(zip(xs, ys))
+            if j != i
+        )
         if not dominated:
             front.append(i)
     return sorted(front, key=lambda i: xs[i])
@@ -83,8 +86,9 @@ def _std(row: Row, key: str) -> float:
     return 0.0 if st is None or st.std is None else st.std
 
 
-def plot_test_bleu(sweep: Sweep, path: Path, comparisons: Optional[list[Comparison]] = None,
-                   alpha: float = 0.05) -> Optional[Path]:
+def plot_test_bleu(
+    sweep: Sweep, path: Path, comparisons: Optional[list[Comparison]] = None, alpha: float = 0.05
+) -> Optional[Path]:
     """Bars of test BLEU per row (one bar per test split), ± std over seeds; † = Holm p < alpha vs base."""
     splits = sweep.test_splits
     keys = [(f"test_{s}/bleu", s) for s in splits] or [("test/bleu", None)]
@@ -101,29 +105,50 @@ def plot_test_bleu(sweep: Sweep, path: Path, comparisons: Optional[list[Comparis
         means = np.array([r.stats[key].mean if key in r.stats else np.nan for r in rows])
         stds = np.array([_std(r, key) for r in rows])
         pos = x - 0.4 + width * (j + 0.5)
-        ax.bar(pos, means, width * 0.92, yerr=stds, capsize=3, color=SPLIT_COLORS[j % len(SPLIT_COLORS)],
-               label=split or "test", error_kw={"elinewidth": 1, "ecolor": "#333333"})
+        ax.bar(
+            pos,
+            means,
+            width * 0.92,
+            yerr=stds,
+            capsize=3,
+            color=SPLIT_COLORS[j % len(SPLIT_COLORS)],
+            label=split or "test",
+            error_kw={"elinewidth": 1, "ecolor": "#333333"},
+        )
         for p, m, s, r in zip(pos, means, stds, rows):
             if np.isnan(m):
                 continue
             comp = comparisons.get((r.name, split)) if split else None
             mark = "†" if comp is not None and comp.significant(alpha) else ""
-            ax.annotate(f"{m:.1f}{mark}", (p, m + s), xytext=(0, 3), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=8 if len(rows) * len(keys) <= 16 else 6.5)
+            ax.annotate(
+                f"{m:.1f}{mark}",
+                (p, m + s),
+                xytext=(0, 3),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=8 if len(rows) * len(keys) <= 16 else 6.5,
+            )
         lows.append(np.nanmin(means - stds))
         highs.append(np.nanmax(means + stds))
     base_key = keys[0][0]
     if base_key in sweep.base.stats:
-        ax.axhline(sweep.base.stats[base_key].mean, color="#555555", ls="--", lw=1,
-                   label=f"base ({keys[0][1] or 'test'})")
+        ax.axhline(
+            sweep.base.stats[base_key].mean, color="#555555", ls="--", lw=1, label=f"base ({keys[0][1] or 'test'})"
+        )
     lo, hi = min(lows), max(highs)
     pad = max(0.5, 0.15 * (hi - lo))
     bottom = max(0.0, lo - 2 * pad)
     ax.set_ylim(bottom, hi + 1.5 * pad)
     names = display_names(sweep)
     tilt = len(rows) > 6 or max(len(names[r.name]) for r in rows) * len(rows) > 60
-    ax.set_xticks(x, [f"{names[r.name]}\n(n={len(r.trials)})" for r in rows], rotation=30 if tilt else 0,
-                  ha="right" if tilt else "center", fontsize=8)
+    ax.set_xticks(
+        x,
+        [f"{names[r.name]}\n(n={len(r.trials)})" for r in rows],
+        rotation=30 if tilt else 0,
+        ha="right" if tilt else "center",
+        fontsize=8,
+    )
     ax.set_ylabel("BLEU" if bottom == 0 else f"BLEU (axis starts at {bottom:.0f})")
     ax.set_xlabel("configuration (n = seeds)")
     title = "Test BLEU per configuration (mean ± std over seeds)"
@@ -154,8 +179,18 @@ def plot_quality_cost(sweep: Sweep, path: Path, cost: str) -> Optional[Path]:
     for r, x, y in zip(rows, xs, ys):
         label = None if r.group in seen else _group_label(r, sweep)
         seen.add(r.group)
-        ax.errorbar(x, y, xerr=_std(r, cost) * scale, yerr=_std(r, key), fmt="o", ms=7, capsize=3,
-                    color=colors[r.group], label=label, zorder=3)
+        ax.errorbar(
+            x,
+            y,
+            xerr=_std(r, cost) * scale,
+            yerr=_std(r, key),
+            fmt="o",
+            ms=7,
+            capsize=3,
+            color=colors[r.group],
+            label=label,
+            zorder=3,
+        )
     front = pareto_front(xs, ys, maximize_x=speed)
     fx, fy = [xs[i] for i in front], [ys[i] for i in front]
     ax.plot(fx, fy, ls="--", color="#C44E52", lw=1.2, zorder=2)
@@ -177,8 +212,14 @@ def _place_labels(ax, xs: Sequence[float], ys: Sequence[float], names: Sequence[
     scale = ax.figure.dpi / 72.0
     pts = [tuple(to_px((x, y))) for x, y in zip(xs, ys)]
     taken = [(px - 5 * scale, py - 5 * scale, px + 5 * scale, py + 5 * scale) for px, py in pts]
-    offsets = [(6, 5, "left", "bottom"), (6, -5, "left", "top"), (-6, 5, "right", "bottom"),
-               (-6, -5, "right", "top"), (6, 14, "left", "bottom"), (6, -14, "left", "top")]
+    offsets = [
+        (6, 5, "left", "bottom"),
+        (6, -5, "left", "top"),
+        (-6, 5, "right", "bottom"),
+        (-6, -5, "right", "top"),
+        (6, 14, "left", "bottom"),
+        (6, -14, "left", "top"),
+    ]
     for (px, py), x, y, name in zip(pts, xs, ys, names):
         w, h = 0.6 * size * len(name) * scale, size * 1.3 * scale
         for dx, dy, ha, va in offsets:
@@ -206,8 +247,13 @@ def plot_learning_curves(sweep: Sweep, path: Path, metric: str = "val/bleu") -> 
     if len(curves) <= 6 or len(groups) < 2:
         panels = [("", curves)]
     else:
-        panels = [(_group_label(next(c[0] for c in curves if c[0].group == g), sweep),
-                   base + [c for c in curves if c[0].group == g]) for g in groups]
+        panels = [
+            (
+                _group_label(next(c[0] for c in curves if c[0].group == g), sweep),
+                base + [c for c in curves if c[0].group == g],
+            )
+            for g in groups
+        ]
     ncols = min(3, len(panels))
     nrows = -(-len(panels) // ncols)
     fig = Figure(figsize=(7.0 if ncols == 1 else 4.6 * ncols, 4.8 if nrows == 1 else 3.4 * nrows + 0.6), dpi=DPI)
@@ -217,9 +263,9 @@ def plot_learning_curves(sweep: Sweep, path: Path, metric: str = "val/bleu") -> 
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7 if len(panels) > 1 else 8, loc="lower right")
-    for ax in axes.flat[len(panels):]:
+    for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
-    for ax in axes.flat[max(0, len(panels) - ncols):len(panels)]:  # the lowest panel of each column
+    for ax in axes.flat[max(0, len(panels) - ncols) : len(panels)]:  # the lowest panel of each column
         ax.set_xlabel("training step")
     for ax in axes[:, 0]:
         ax.set_ylabel("validation BLEU")
@@ -238,8 +284,14 @@ def _draw_curves(ax, members, names: dict[str, str]) -> None:
         else:
             color, lw = cmap(k % 10), 1.5
             k += 1
-        ax.plot(steps, mean, color=color, lw=lw, label=f"{names[row.name]} (n={len(row.trials)})",
-                zorder=3 if row.is_base else 2)
+        ax.plot(
+            steps,
+            mean,
+            color=color,
+            lw=lw,
+            label=f"{names[row.name]} (n={len(row.trials)})",
+            zorder=3 if row.is_base else 2,
+        )
         ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.15, lw=0)
 
 
@@ -264,8 +316,14 @@ def plot_bleu_by_length(sweep: Sweep, path: Path) -> Optional[Path]:
         mean = np.array([s.mean if s else np.nan for s in stats])
         std = np.array([s.std or 0.0 if s else 0.0 for s in stats])
         color = "#000000" if row.is_base else cmap(k % 10)
-        ax.plot(x, mean, marker="o", color=color, lw=2.2 if row.is_base else 1.5,
-                label=f"{names[row.name]} (n={len(row.trials)})")
+        ax.plot(
+            x,
+            mean,
+            marker="o",
+            color=color,
+            lw=2.2 if row.is_base else 1.5,
+            label=f"{names[row.name]} (n={len(row.trials)})",
+        )
         ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.12, lw=0)
     ax.set_xticks(x, data.labels)
     ax.set_xlabel(f"{data.basis} length (words), about equal-sized buckets of {data.split}")
@@ -280,8 +338,9 @@ FIGURE_FORMATS = ("png", "pdf", "svg")
 """File formats of the figures: PNG for screens, PDF and SVG (vector) for papers."""
 
 
-def plot_all(sweep: Sweep, out_dir: Path, comparisons: Optional[list[Comparison]] = None,
-             alpha: float = 0.05, fmt: str = "png") -> list[Path]:
+def plot_all(
+    sweep: Sweep, out_dir: Path, comparisons: Optional[list[Comparison]] = None, alpha: float = 0.05, fmt: str = "png"
+) -> list[Path]:
     """Write every figure that the sweep has data for into ``out_dir`` as ``fmt`` files; return their paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -34,8 +34,16 @@ SUMMARY = "summary.json"
 WANDB_PREFIX = "wandb:"
 HYP_ARTIFACT_TYPES = ("hypotheses", "predictions")
 # Keys of the flattened config that never distinguish two configurations.
-IGNORED_PREFIXES = ("tracking.", "train.devices", "train.num_workers", "train.threads",
-                    "train.accelerator", "data.cache_dir", "_wandb", "wandb_version")
+IGNORED_PREFIXES = (
+    "tracking.",
+    "train.devices",
+    "train.num_workers",
+    "train.threads",
+    "train.accelerator",
+    "data.cache_dir",
+    "_wandb",
+    "wandb_version",
+)
 # Summary keys that are bookkeeping, not metrics.
 _NOT_METRICS = {"status", "error", "config", "history", "variant", "sweep", "bleu_signature", "resolved"}
 
@@ -100,7 +108,7 @@ def collect(source: str, api: Any = None) -> list[Trial]:
         ReportError: the folder does not exist or holds no trial, or the W&B path is malformed.
     """
     if source.startswith(WANDB_PREFIX):
-        return collect_wandb(source[len(WANDB_PREFIX):], api=api)
+        return collect_wandb(source[len(WANDB_PREFIX) :], api=api)
     return collect_folder(Path(source))
 
 
@@ -139,8 +147,11 @@ def _sweep_comparisons(root: Path) -> dict[str, list]:
     """Trial name -> the ``comparisons`` of its sweep point, from the launcher's ``sweep.json``."""
     try:
         state = json.loads((root / "sweep.json").read_text())
-        return {t["name"]: t["point"]["comparisons"] for t in state.get("trials", [])
-                if isinstance(t.get("point"), dict) and "comparisons" in t["point"]}
+        return {
+            t["name"]: t["point"]["comparisons"]
+            for t in state.get("trials", [])
+            if isinstance(t.get("point"), dict) and "comparisons" in t["point"]
+        }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
 
@@ -151,11 +162,12 @@ def _read_texts(folder: Path) -> dict[str, list[str]]:
     always the i-th sentence."""
     if not folder.is_dir():
         return {}
-    texts = {p.name[:-len(".txt.gz")]: split_lines(gzip.decompress(p.read_bytes()).decode("utf-8"))
-             for p in sorted(folder.glob("*.txt.gz"))}
+    texts = {
+        p.name[: -len(".txt.gz")]: split_lines(gzip.decompress(p.read_bytes()).decode("utf-8"))
+        for p in sorted(folder.glob("*.txt.gz"))
+    }
     texts.update({p.stem: read_lines(p) for p in sorted(folder.glob("*.txt"))})
     return texts
-
 
 
 def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
@@ -166,16 +178,23 @@ def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
     from ablate.training.resolved import resolved
 
     try:
-        cfg = from_flat({k: list(v) if isinstance(v, tuple) else v for k, v in flat.items()
-                         if not k.startswith(IGNORED_PREFIXES)})
+        cfg = from_flat(
+            {k: list(v) if isinstance(v, tuple) else v for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES)}
+        )
     except (ConfigError, TypeError, ValueError):
         return {}
     return resolved(cfg)
 
 
-def from_summary(name: str, summary: dict[str, Any], hyps: dict[str, list[str]] | None = None,
-                 refs: dict[str, list[str]] | None = None, config: dict[str, Any] | None = None,
-                 status: str | None = None, sources: dict[str, list[str]] | None = None) -> Trial:
+def from_summary(
+    name: str,
+    summary: dict[str, Any],
+    hyps: dict[str, list[str]] | None = None,
+    refs: dict[str, list[str]] | None = None,
+    config: dict[str, Any] | None = None,
+    status: str | None = None,
+    sources: dict[str, list[str]] | None = None,
+) -> Trial:
     """A :class:`Trial` from a ``summary.json``-shaped dict (``config`` may be given flat)."""
     raw = dict(config if config is not None else summary.get("config") or {})
     comparisons = raw.pop("comparisons", None)
@@ -184,8 +203,7 @@ def from_summary(name: str, summary: dict[str, Any], hyps: dict[str, list[str]] 
     if "seed" not in flat and "seed" in (sweep.get("params") or {}):
         flat["seed"] = sweep["params"]["seed"]
     metrics = {k: n for k, v in summary.items() if k not in _NOT_METRICS and (n := _number(v)) is not None}
-    history = tuple(sorted((dict(h) for h in summary.get("history") or [] if "step" in h),
-                           key=lambda h: h["step"]))
+    history = tuple(sorted((dict(h) for h in summary.get("history") or [] if "step" in h), key=lambda h: h["step"]))
     return Trial(
         name=name,
         status=str(status or summary.get("status") or "running"),
@@ -228,8 +246,9 @@ def clean_config(config: dict[str, Any]) -> dict[str, Any]:
     ``{"model": {"heads": 8}}`` and ``{"model.heads": 8}`` both give ``{"model.heads": 8}``.
     """
     flat = flatten(_plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
-    return {k: _hashable(v) for k, v in flat.items()
-            if not k.startswith(IGNORED_PREFIXES) and v != {}}  # an empty section (no trainer.*) sets nothing
+    return {
+        k: _hashable(v) for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES) and v != {}
+    }  # an empty section (no trainer.*) sets nothing
 
 
 def _hashable(value: Any) -> Any:
@@ -252,8 +271,14 @@ def _plain(value: Any) -> Any:
 # Weights & Biases public API
 # --------------------------------------------------------------------------------------
 
-_STATES = {"finished": "finished", "failed": "failed", "crashed": "failed",
-           "killed": "interrupted", "running": "running", "pending": "running"}
+_STATES = {
+    "finished": "finished",
+    "failed": "failed",
+    "crashed": "failed",
+    "killed": "interrupted",
+    "running": "running",
+    "pending": "running",
+}
 
 
 def parse_wandb_path(path: str) -> tuple[str, str, Optional[str]]:
@@ -295,8 +320,7 @@ def from_wandb_run(run: Any) -> Trial:
 
 
 def _test_splits(summary: dict[str, Any]) -> list[str]:
-    return sorted(k[len("test_"):-len("/bleu")] for k in summary
-                  if k.startswith("test_") and k.endswith("/bleu"))
+    return sorted(k[len("test_") : -len("/bleu")] for k in summary if k.startswith("test_") and k.endswith("/bleu"))
 
 
 def _wandb_history(run: Any) -> list[dict[str, float]]:

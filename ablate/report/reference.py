@@ -87,8 +87,9 @@ def _row(entry: dict[str, Any], where: str) -> PaperRow:
     unknown = set(entry) - {"label", "changes", "settings", "bleu", "ppl", "params"}
     if unknown:
         raise ReportError(f"{where} ({entry['label']}): unknown field(s) {', '.join(sorted(unknown))}")
-    return PaperRow(str(entry["label"]), dict(entry.get("changes") or {}), entry.get("bleu"), entry.get("ppl"),
-                    entry.get("params"))
+    return PaperRow(
+        str(entry["label"]), dict(entry.get("changes") or {}), entry.get("bleu"), entry.get("ppl"), entry.get("params")
+    )
 
 
 def load_reference(path: Path) -> Reference:
@@ -96,9 +97,15 @@ def load_reference(path: Path) -> Reference:
     data = read_yaml(path, error=ReportError, kind="reference file", holds="a reference table")
     base = data.get("base") or {}
     rows = tuple(_row(r, f"{path.name}: rows[{i}]") for i, r in enumerate(data.get("rows") or []))
-    return Reference(str(data.get("name") or path.stem), str(data.get("title") or path.stem),
-                     str(data.get("citation") or ""), str(data.get("data") or ""), dict(base.get("settings") or {}),
-                     _row({"label": "base", **base}, f"{path.name}: base"), rows)
+    return Reference(
+        str(data.get("name") or path.stem),
+        str(data.get("title") or path.stem),
+        str(data.get("citation") or ""),
+        str(data.get("data") or ""),
+        dict(base.get("settings") or {}),
+        _row({"label": "base", **base}, f"{path.name}: base"),
+        rows,
+    )
 
 
 REFERENCES: dict[str, Path] = {p.stem: p for p in sorted(REFERENCE_DIR.glob("*.yaml"))}
@@ -212,15 +219,18 @@ class SideBySide:
         counted = self.counted
         agree = sum(ln.agree for ln in counted)
         sig = [ln for ln in counted if ln.significant]
-        return (f"{agree} of {len(counted)} rows agree in sign with the paper; {len(sig)} significant "
-                f"({sum(ln.agree for ln in sig)} of them agree)")
+        return (
+            f"{agree} of {len(counted)} rows agree in sign with the paper; {len(sig)} significant "
+            f"({sum(ln.agree for ln in sig)} of them agree)"
+        )
 
 
 def _test_column(table: Table) -> Optional[tuple[int, Column]]:
     """The table's first tested BLEU column (the one its † marks belong to), else its first test BLEU."""
     cols = list(enumerate(table.columns))
     return next(((i, c) for i, c in cols if c.split), None) or next(
-        ((i, c) for i, c in cols if c.key.startswith("test") and c.key.endswith("/bleu")), None)
+        ((i, c) for i, c in cols if c.key.startswith("test") and c.key.endswith("/bleu")), None
+    )
 
 
 def side_by_side(sweep: Sweep, table: Table, reference: Reference) -> SideBySide:
@@ -252,9 +262,22 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference) -> SideBySide
             agree = (paper_delta > 0) == (delta > 0)
         ppl = row.stats.get("val/ppl")
         params = row.stats.get("params")
-        lines.append(Line(row.name, changed, paper, paper_delta, st.mean if st else None, st.std if st else None,
-                          len(row.trials), delta, agree, None if cell.p_value is None else bool(cell.mark),
-                          ppl.mean if ppl else None, params.mean * 1e-6 if params else None))
+        lines.append(
+            Line(
+                row.name,
+                changed,
+                paper,
+                paper_delta,
+                st.mean if st else None,
+                st.std if st else None,
+                len(row.trials),
+                delta,
+                agree,
+                None if cell.p_value is None else bool(cell.mark),
+                ppl.mean if ppl else None,
+                params.mean * 1e-6 if params else None,
+            )
+        )
     not_run = [r for r in reference.rows if r.label not in used]
     return SideBySide(reference, col.label, lines[0], lines[1:], not_run)
 
@@ -275,26 +298,56 @@ def _cells(ln: Line) -> list[str]:
     paper = ln.paper
     agree = {True: "yes", False: "NO", None: ""}[ln.agree]
     sig = {True: "†", False: "no", None: ""}[ln.significant]
-    return [ln.name, paper.label if paper else "(no match)", _num(paper and paper.bleu, 1),
-            _num(ln.paper_delta, 1, sign=True), ours, _num(ln.delta, sign=True), agree, sig,
-            _num(paper and paper.ppl), _num(ln.ppl), _num(paper and paper.params, 0), _num(ln.params)]
+    return [
+        ln.name,
+        paper.label if paper else "(no match)",
+        _num(paper and paper.bleu, 1),
+        _num(ln.paper_delta, 1, sign=True),
+        ours,
+        _num(ln.delta, sign=True),
+        agree,
+        sig,
+        _num(paper and paper.ppl),
+        _num(ln.ppl),
+        _num(paper and paper.params, 0),
+        _num(ln.params),
+    ]
 
 
-HEADER = ["row", "paper row", "paper BLEU", "paper Δ", "our BLEU", "our Δ", "same sign", "significant",
-          "paper PPL", "our PPL (dev)", "paper params (M)", "our params (M)"]
+HEADER = [
+    "row",
+    "paper row",
+    "paper BLEU",
+    "paper Δ",
+    "our BLEU",
+    "our Δ",
+    "same sign",
+    "significant",
+    "paper PPL",
+    "our PPL (dev)",
+    "paper params (M)",
+    "our params (M)",
+]
 
 
 def to_markdown(sbs: SideBySide) -> str:
     """The side-by-side as a Markdown table with its sign-agreement count and notes."""
     ref = sbs.reference
-    lines = [f"**Beside {ref.title}** ({ref.data})", "",
-             "| " + " | ".join(HEADER) + " |", "| :-- | :-- | " + " | ".join(["--:"] * (len(HEADER) - 2)) + " |"]
+    lines = [
+        f"**Beside {ref.title}** ({ref.data})",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "| :-- | :-- | " + " | ".join(["--:"] * (len(HEADER) - 2)) + " |",
+    ]
     for ln in [sbs.base, *sbs.lines]:
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in _cells(ln)) + " |")
-    lines += ["", f"**{sbs.summary()}.**  ",
-              f"Δ: change from the base row; ours is {sbs.metric}, mean over seeds. Rows are matched by the keys they "
-              f"change and by each change's ratio to the base (ablate.report.reference); a paper Δ of 0 has no sign "
-              f"and is not counted. Significant: the table's † (its test and correction).  "]
+    lines += [
+        "",
+        f"**{sbs.summary()}.**  ",
+        f"Δ: change from the base row; ours is {sbs.metric}, mean over seeds. Rows are matched by the keys they "
+        f"change and by each change's ratio to the base (ablate.report.reference); a paper Δ of 0 has no sign "
+        f"and is not counted. Significant: the table's † (its test and correction).  ",
+    ]
     if sbs.not_run:
         lines.append("Paper rows without a row here: " + "; ".join(r.label for r in sbs.not_run) + ".  ")
     if ref.citation:

@@ -105,7 +105,7 @@ def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
         (...) BLEU in [0, 100].
     """
     sys_len, ref_len = stats[..., 0], stats[..., 1]
-    correct, total = stats[..., 2:2 + ORDER], stats[..., 2 + ORDER:2 + 2 * ORDER]
+    correct, total = stats[..., 2 : 2 + ORDER], stats[..., 2 + ORDER : 2 + 2 * ORDER]
     with np.errstate(divide="ignore", invalid="ignore"):
         bp = np.where(sys_len < ref_len, np.where(sys_len > 0, np.exp(1 - ref_len / sys_len), 0.0), 1.0)
         # sacreBLEU's 'exp' smoothing: the k-th order without a match gets 1 / (2^k · total)
@@ -128,8 +128,9 @@ def _mean_bleu(weights: np.ndarray, stats: np.ndarray) -> np.ndarray:
     return bleu_from_stats(sums).mean(axis=1)
 
 
-def seed_bootstrap(a: np.ndarray, b: np.ndarray, test: str = "bs", n_samples: int = 0,
-                   seed: int = SEED) -> tuple[float, float, float]:
+def seed_bootstrap(
+    a: np.ndarray, b: np.ndarray, test: str = "bs", n_samples: int = 0, seed: int = SEED
+) -> tuple[float, float, float]:
     """Two-sided test of ``mean_s BLEU(b_s) - mean_s BLEU(a_s)`` resampling sentences jointly over seeds.
 
     Args:
@@ -218,8 +219,9 @@ class _StatsCache:
         return self._cache[key]
 
 
-def compare_rows(reference: Row, row: Row, split: str, test: str = "bs", n_samples: int = 0,
-                 stats: Optional[_StatsCache] = None) -> Optional[Comparison]:
+def compare_rows(
+    reference: Row, row: Row, split: str, test: str = "bs", n_samples: int = 0, stats: Optional[_StatsCache] = None
+) -> Optional[Comparison]:
     """``row`` against ``reference`` on ``split`` (uncorrected); None without usable hypotheses."""
     stats = stats or _StatsCache(_tokenizer(reference.trials))
     a, b = _usable(reference.trials, split), _usable(row.trials, split)
@@ -232,13 +234,15 @@ def compare_rows(reference: Row, row: Row, split: str, test: str = "bs", n_sampl
     a, b = [t for t in a if t.refs[split] == refs], [t for t in b if t.refs[split] == refs]
     if not a or not b:
         return None
-    p, bleu_a, bleu_b = seed_bootstrap(np.stack([stats(t, split) for t in a]), np.stack([stats(t, split) for t in b]),
-                                       test, n_samples)
+    p, bleu_a, bleu_b = seed_bootstrap(
+        np.stack([stats(t, split) for t in a]), np.stack([stats(t, split) for t in b]), test, n_samples
+    )
     return Comparison(reference.name, row.name, split, p, bleu_a, bleu_b, (len(a), len(b)))
 
 
-def compare(sweep: Sweep, test: str = "bs", n_samples: int = 0,
-            plan: Optional[Sequence[tuple[str, str]]] = None) -> list[Comparison]:
+def compare(
+    sweep: Sweep, test: str = "bs", n_samples: int = 0, plan: Optional[Sequence[tuple[str, str]]] = None
+) -> list[Comparison]:
     """The table's comparisons on every test split with saved hypotheses, Holm-adjusted together.
 
     Args:
@@ -254,8 +258,12 @@ def compare(sweep: Sweep, test: str = "bs", n_samples: int = 0,
     rows = {r.name: r for r in sweep.rows}
     splits = test_splits(sweep)
     stats = _StatsCache(_tokenizer(sweep.base.trials))
-    found = [c for ref, name in plan for split in splits
-             if (c := compare_rows(rows[ref], rows[name], split, test, n_samples, stats)) is not None]
+    found = [
+        c
+        for ref, name in plan
+        for split in splits
+        if (c := compare_rows(rows[ref], rows[name], split, test, n_samples, stats)) is not None
+    ]
     adjusted = holm([c.p_value for c in found])
     return [replace(c, p_adjusted=p) for c, p in zip(found, adjusted)]
 
@@ -277,7 +285,7 @@ def _tokenizer(trials: Sequence[Trial]) -> Optional[str]:
     for t in trials:
         for part in (t.signature or "").split("|"):
             if part.startswith("tok:"):
-                return part[len("tok:"):]
+                return part[len("tok:") :]
     return None
 
 

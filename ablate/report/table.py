@@ -24,10 +24,18 @@ from ablate.report.significance import Comparison, against_base, describe
 MARK = "†"
 # Paper symbols for the hyperparameters of Table 3; other keys use their shortest unique suffix.
 PAPER_LABELS = {
-    "model.layers": "N", "model.d_model": "d_model", "model.d_ff": "d_ff", "model.heads": "h",
-    "model.d_k": "d_k", "model.d_v": "d_v", "model.dropout": "P_drop",
-    "train.label_smoothing": "eps_ls", "train.max_steps": "max_steps", "model.positions": "positions",
-    "model.attention.score": "score", "model.attention.scale": "scale",
+    "model.layers": "N",
+    "model.d_model": "d_model",
+    "model.d_ff": "d_ff",
+    "model.heads": "h",
+    "model.d_k": "d_k",
+    "model.d_v": "d_v",
+    "model.dropout": "P_drop",
+    "train.label_smoothing": "eps_ls",
+    "train.max_steps": "max_steps",
+    "model.positions": "positions",
+    "model.attention.score": "score",
+    "model.attention.scale": "scale",
 }
 
 
@@ -150,14 +158,18 @@ def key_labels(keys: list[str]) -> list[str]:
     return labels
 
 
-def metric_columns(sweep: Sweep, comparisons: dict[tuple[str, str], Comparison],
-                   extra: Optional[list[Column]] = None) -> list[Column]:
+def metric_columns(
+    sweep: Sweep, comparisons: dict[tuple[str, str], Comparison], extra: Optional[list[Column]] = None
+) -> list[Column]:
     """The metric columns that at least one row reports, in Table 3 order (``extra`` after test BLEU)."""
     present = {m for r in sweep.rows for m in r.stats} | {c.key for c in extra or []}
     hyp_splits = sorted({s for (_, s) in comparisons})
-    cols = [Column("step", "train steps", 0, ranked=False),
-            Column("train/tokens", "train tokens (M)", 2, scale=1e-6, ranked=False),
-            Column("val/ppl", "PPL (dev)", 2, higher_better=False), Column("val/bleu", "BLEU (dev)", 2)]
+    cols = [
+        Column("step", "train steps", 0, ranked=False),
+        Column("train/tokens", "train tokens (M)", 2, scale=1e-6, ranked=False),
+        Column("val/ppl", "PPL (dev)", 2, higher_better=False),
+        Column("val/bleu", "BLEU (dev)", 2),
+    ]
     splits = sweep.test_splits
     if splits:
         cols += [Column(f"test_{s}/bleu", f"BLEU ({s})", 2, split=s) for s in splits]
@@ -165,8 +177,10 @@ def metric_columns(sweep: Sweep, comparisons: dict[tuple[str, str], Comparison],
         only = hyp_splits[0] if len(hyp_splits) == 1 else None
         cols.append(Column("test/bleu", "BLEU (test)", 2, split=only))
     cols += list(extra or [])
-    cols += [Column("params", "Params (M)", 2, scale=1e-6, higher_better=False, show_std=False),
-             Column("train/tokens_per_sec", "Tokens/s (train)", 0)]
+    cols += [
+        Column("params", "Params (M)", 2, scale=1e-6, higher_better=False, show_std=False),
+        Column("train/tokens_per_sec", "Tokens/s (train)", 0),
+    ]
     return [c for c in cols if c.key in present]
 
 
@@ -176,9 +190,14 @@ def _scaled(st: Optional[Stat], scale: float) -> Optional[Stat]:
     return Stat(st.mean * scale, None if st.std is None else st.std * scale, st.n)
 
 
-def build_table(sweep: Sweep, comparisons: list[Comparison] | None = None,
-                alpha: float = 0.05, test: str = "bs", n_samples: int = 0,
-                extra: Optional[tuple[list[Column], dict[str, dict[str, Stat]], str]] = None) -> Table:
+def build_table(
+    sweep: Sweep,
+    comparisons: list[Comparison] | None = None,
+    alpha: float = 0.05,
+    test: str = "bs",
+    n_samples: int = 0,
+    extra: Optional[tuple[list[Column], dict[str, dict[str, Stat]], str]] = None,
+) -> Table:
     """Lay out ``sweep`` as a paper-style table.
 
     Args:
@@ -208,20 +227,29 @@ def build_table(sweep: Sweep, comparisons: list[Comparison] | None = None,
             st = stat_of(row, col.key)
             comp = vs_base.get((row.name, col.split)) if col.split else None
             p, adj = (comp.p_value, comp.p_adjusted) if comp else (None, None)
-            cells.append(Cell(_scaled(st, col.scale), col.ranked and st is not None and st.mean == best[col.key], p,
-                              MARK if adj is not None and adj < alpha else "", adj))
+            cells.append(
+                Cell(
+                    _scaled(st, col.scale),
+                    col.ranked and st is not None and st.mean == best[col.key],
+                    p,
+                    MARK if adj is not None and adj < alpha else "",
+                    adj,
+                )
+            )
         settings = [show_value(row.settings[k]) if row.is_base or k in row.changed else None for k in sweep.keys]
         new_group = row.group != previous
         values = [row.settings[k] for k in sweep.keys]
         label = row.group
         if not sweep.uses_variants and not row.is_base:  # grouped by the keys it changes
             label = "+".join(labels[sweep.keys.index(k)] if k in sweep.keys else k for k in row.group.split("+"))
-        rows.append(TableRow(label if new_group else "", row.name, settings, values, cells, len(row.trials),
-                             new_group))
+        rows.append(TableRow(label if new_group else "", row.name, settings, values, cells, len(row.trials), new_group))
         previous = row.group
     return Table(
         title=f"Ablation: {sweep.name}" if sweep.name else "Ablation",
-        keys=list(sweep.keys), labels=labels, columns=columns, rows=rows,
+        keys=list(sweep.keys),
+        labels=labels,
+        columns=columns,
+        rows=rows,
         unfinished=[_unfinished(t) for t in sorted(sweep.unfinished, key=lambda t: t.name)],
         footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples) + [n for n in [extra_note] if n],
         show_names=sweep.uses_variants,
@@ -234,15 +262,19 @@ def _unfinished(trial: Trial) -> Unfinished:
     if trial.seed is not None:
         who.append(f"seed {trial.seed}")
     reason = trial.error or {"running": "still running", "interrupted": "interrupted"}.get(
-        trial.status, "no reason recorded")
+        trial.status, "no reason recorded"
+    )
     return Unfinished(trial.name, ", ".join(who), trial.status, " ".join(str(reason).split()))
 
 
-def _footnotes(sweep: Sweep, columns: list[Column], comparisons: list[Comparison], alpha: float, test: str,
-               n_samples: int) -> list[str]:
-    notes = ["Cells: mean ± sample std over seeds (n = seeds); best mean per column in bold; "
-             "blank hyperparameter = same as base; d_k, d_v, lr: the values the runs used. "
-             "Dev PPL and BLEU are from one validation, of the checkpoint that was tested (the best by dev BLEU)."]
+def _footnotes(
+    sweep: Sweep, columns: list[Column], comparisons: list[Comparison], alpha: float, test: str, n_samples: int
+) -> list[str]:
+    notes = [
+        "Cells: mean ± sample std over seeds (n = seeds); best mean per column in bold; "
+        "blank hyperparameter = same as base; d_k, d_v, lr: the values the runs used. "
+        "Dev PPL and BLEU are from one validation, of the checkpoint that was tested (the best by dev BLEU)."
+    ]
     notes.append(budget_note(sweep))
     tested = sorted({c.split for c in comparisons})
     if tested:
@@ -262,9 +294,11 @@ def _footnotes(sweep: Sweep, columns: list[Column], comparisons: list[Comparison
     return notes
 
 
-BUDGETS = (("train.max_steps", "{} steps", lambda v: v is not None and v > 0),
-           ("train.max_epochs", "{} epochs", lambda v: v is not None),
-           ("train.max_time", "{:g} s of training time", lambda v: v is not None))
+BUDGETS = (
+    ("train.max_steps", "{} steps", lambda v: v is not None and v > 0),
+    ("train.max_epochs", "{} epochs", lambda v: v is not None),
+    ("train.max_time", "{:g} s of training time", lambda v: v is not None),
+)
 
 
 def budget_note(sweep: Sweep) -> str:
@@ -279,8 +313,10 @@ def budget_note(sweep: Sweep) -> str:
     said = ", ".join(f"{what} ({key})" for key, what in found)
     first = " whichever ended first;" if len(found) > 1 else ""
     if any(key == "train.max_time" for key, _ in found):
-        return (f"Budget: {said};{first} a time budget, so faster rows trained more steps and rows differ "
-                f"in speed as well as in design (train steps and tokens show what each row trained).")
+        return (
+            f"Budget: {said};{first} a time budget, so faster rows trained more steps and rows differ "
+            f"in speed as well as in design (train steps and tokens show what each row trained)."
+        )
     return f"Budget: {said};{first} train steps and tokens show what each row trained."
 
 
@@ -301,6 +337,8 @@ def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float)
             if same:
                 what += " at " + ", ".join(f"{labels[k]}={show_value(a.settings[k])}" for k in same)
         mark = f" {MARK}" if c.significant(alpha) else ""
-        lines.append(f"{what} ({c.split}): ΔBLEU {c.delta:+.2f} ({c.bleu:.2f} vs {c.base_bleu:.2f}, "
-                     f"seeds {c.seeds[1]} vs {c.seeds[0]}), p = {c.p_value:.4f}, Holm p = {c.p_adjusted:.4f}{mark}")
+        lines.append(
+            f"{what} ({c.split}): ΔBLEU {c.delta:+.2f} ({c.bleu:.2f} vs {c.base_bleu:.2f}, "
+            f"seeds {c.seeds[1]} vs {c.seeds[0]}), p = {c.p_value:.4f}, Holm p = {c.p_adjusted:.4f}{mark}"
+        )
     return lines

@@ -38,8 +38,9 @@ def group_keys(sweep: Sweep) -> list[str]:
     return [f"config.{k}" for k in sweep.keys]
 
 
-def build_report(entity: str, project: str, group: Optional[str], table: Table, sweep: Sweep,
-                 title: Optional[str] = None) -> Any:
+def build_report(
+    entity: str, project: str, group: Optional[str], table: Table, sweep: Sweep, title: Optional[str] = None
+) -> Any:
     """The ``wandb_workspaces.reports.v2.Report`` for one sweep, not yet saved.
 
     Args:
@@ -54,30 +55,59 @@ def build_report(entity: str, project: str, group: Optional[str], table: Table, 
     test_keys = [f"test_{s}/bleu" for s in splits] or ["test/bleu"]
     keys = group_keys(sweep)
     one_key = keys[0] if len(keys) == 1 else None
-    runset = wr.Runset(entity=entity, project=project, name=group or project,
-                       filters=f"Group = '{group}'" if group else "", groupby=keys)
+    runset = wr.Runset(
+        entity=entity,
+        project=project,
+        name=group or project,
+        filters=f"Group = '{group}'" if group else "",
+        groupby=keys,
+    )
     panels = [
-        wr.BarPlot(title="Test BLEU by variant (mean ± std over seeds)",
-                   metrics=[wr.SummaryMetric(k) for k in test_keys], groupby=one_key,
-                   groupby_aggfunc="mean", groupby_rangefunc="stddev", title_y="BLEU",
-                   layout=wr.Layout(x=0, y=0, w=12, h=8)),
-        wr.ScatterPlot(title="Test BLEU vs training tokens/s", x=wr.SummaryMetric("train/tokens_per_sec"),
-                       y=wr.SummaryMetric(test_keys[0]), layout=wr.Layout(x=12, y=0, w=12, h=8)),
-        wr.LinePlot(title="Learning curves: validation BLEU (mean ± std over seeds)", x=STEP_KEY,
-                    y=["val/bleu"], groupby=one_key, groupby_aggfunc="mean", groupby_rangefunc="stddev",
-                    title_x="step", title_y="validation BLEU", layout=wr.Layout(x=0, y=8, w=24, h=9)),
+        wr.BarPlot(
+            title="Test BLEU by variant (mean ± std over seeds)",
+            metrics=[wr.SummaryMetric(k) for k in test_keys],
+            groupby=one_key,
+            groupby_aggfunc="mean",
+            groupby_rangefunc="stddev",
+            title_y="BLEU",
+            layout=wr.Layout(x=0, y=0, w=12, h=8),
+        ),
+        wr.ScatterPlot(
+            title="Test BLEU vs training tokens/s",
+            x=wr.SummaryMetric("train/tokens_per_sec"),
+            y=wr.SummaryMetric(test_keys[0]),
+            layout=wr.Layout(x=12, y=0, w=12, h=8),
+        ),
+        wr.LinePlot(
+            title="Learning curves: validation BLEU (mean ± std over seeds)",
+            x=STEP_KEY,
+            y=["val/bleu"],
+            groupby=one_key,
+            groupby_aggfunc="mean",
+            groupby_rangefunc="stddev",
+            title_x="step",
+            title_y="validation BLEU",
+            layout=wr.Layout(x=0, y=8, w=24, h=9),
+        ),
     ]
     what = f"group `{group}` of {entity}/{project}" if group else f"{entity}/{project}"
     blocks = [
-        wr.P(f"Ablation sweep: {what}. {len(sweep.rows)} configurations, "
-             f"{sum(len(r.trials) for r in sweep.rows)} finished runs, {len(sweep.unfinished)} unfinished."),
+        wr.P(
+            f"Ablation sweep: {what}. {len(sweep.rows)} configurations, "
+            f"{sum(len(r.trials) for r in sweep.rows)} finished runs, {len(sweep.unfinished)} unfinished."
+        ),
         wr.H2("Results (after Table 3 of Vaswani et al., 2017)"),
         wr.MarkdownBlock(to_markdown(table)),
         wr.H2("Panels"),
         wr.PanelGrid(runsets=[runset], panels=panels),
     ]
-    return wr.Report(project=project, entity=entity, title=(title or table.title)[:128],
-                     description=f"Paper-style ablation table and panels for {what}.", blocks=blocks)
+    return wr.Report(
+        project=project,
+        entity=entity,
+        title=(title or table.title)[:128],
+        description=f"Paper-style ablation table and panels for {what}.",
+        blocks=blocks,
+    )
 
 
 def publish(report: Any, draft: bool = False) -> str:

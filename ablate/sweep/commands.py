@@ -18,8 +18,8 @@ from ablate.config import ConfigError, parse_override, valid_keys
 from ablate.errors import AblateError, did_you_mean
 from ablate.sweep.launcher import Launcher, LaunchOptions, check_trial_count, default_out
 from ablate.sweep.options import TRIAL_LIMIT
-from ablate.sweep.search import trial_cap
 from ablate.sweep.progress import Progress, best_trial, clock
+from ablate.sweep.search import trial_cap
 from ablate.sweep.slots import plan_slots
 from ablate.sweep.spec import SweepError, load_spec
 from ablate.sweep.state import is_locked, load_state
@@ -73,32 +73,64 @@ def check_overrides(overrides: list[str]) -> list[str]:
 def run(
     file: Path = typer.Argument(..., help="Sweep file (W&B sweep configuration), e.g. sweeps/quickstart.yaml."),
     overrides: Optional[list[str]] = typer.Argument(None, help="key=value config overrides for every trial."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Sweep folder (state + one folder per trial). "
-                                       "Default: runs/<sweep name>."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Sweep folder (state + one folder per trial). Default: runs/<sweep name>."
+    ),
     devices: str = typer.Option("auto", "--devices", help=DEVICES_HELP),
-    gpus_per_trial: Optional[int] = typer.Option(None, "--gpus-per-trial", help="GPUs per trial; more than one "
-                                                 "trains with DDP. Default: 1 locally, 0 (CPU jobs) on SLURM."),
-    parallel: int = typer.Option(1, "--parallel", help="Trials at once on CPU (cores are split evenly), "
-                                 "or per GPU group on GPUs."),
-    launcher: str = typer.Option("local", "--launcher", help="local (this machine) or slurm (one batch job per "
-                                 "trial through submitit; run it on the cluster's login node)."),
+    gpus_per_trial: Optional[int] = typer.Option(
+        None,
+        "--gpus-per-trial",
+        help="GPUs per trial; more than one trains with DDP. Default: 1 locally, 0 (CPU jobs) on SLURM.",
+    ),
+    parallel: int = typer.Option(
+        1, "--parallel", help="Trials at once on CPU (cores are split evenly), or per GPU group on GPUs."
+    ),
+    launcher: str = typer.Option(
+        "local",
+        "--launcher",
+        help="local (this machine) or slurm (one batch job per "
+        "trial through submitit; run it on the cluster's login node).",
+    ),
     partition: Optional[str] = typer.Option(None, "--partition", rich_help_panel=SLURM, help="partition for the jobs."),
-    nodes_per_trial: int = typer.Option(1, "--nodes-per-trial", rich_help_panel=SLURM, help="nodes per trial (DDP across them)."),
-    max_concurrent: int = typer.Option(8, "--max-concurrent", rich_help_panel=SLURM, help="jobs of this sweep queued or running at once."),
-    time_limit: str = typer.Option("04:00:00", "--time", rich_help_panel=SLURM, help="job time limit, HH:MM:SS or D-HH:MM:SS; "
-                                   "trials checkpoint and requeue before it."),
-    cpus_per_trial: Optional[int] = typer.Option(None, "--cpus-per-trial", rich_help_panel=SLURM, help="CPUs per task "
-                                                 "(also the trainer's torch threads)."),
+    nodes_per_trial: int = typer.Option(
+        1, "--nodes-per-trial", rich_help_panel=SLURM, help="nodes per trial (DDP across them)."
+    ),
+    max_concurrent: int = typer.Option(
+        8, "--max-concurrent", rich_help_panel=SLURM, help="jobs of this sweep queued or running at once."
+    ),
+    time_limit: str = typer.Option(
+        "04:00:00",
+        "--time",
+        rich_help_panel=SLURM,
+        help="job time limit, HH:MM:SS or D-HH:MM:SS; trials checkpoint and requeue before it.",
+    ),
+    cpus_per_trial: Optional[int] = typer.Option(
+        None, "--cpus-per-trial", rich_help_panel=SLURM, help="CPUs per task (also the trainer's torch threads)."
+    ),
     mem: Optional[str] = typer.Option(None, "--mem", rich_help_panel=SLURM, help="memory per node, e.g. 32G."),
-    signal_delay: int = typer.Option(120, "--signal-delay", rich_help_panel=SLURM, help="seconds before the time limit at "
-                                     "which a job checkpoints and requeues itself."),
-    slurm_arg: Optional[list[str]] = typer.Option(None, "--slurm-arg", rich_help_panel=SLURM, help="another #SBATCH option as "
-                                                  "KEY=VALUE (repeatable), e.g. account=abc or qos=high."),
-    max_trials: Optional[int] = typer.Option(None, "--max-trials", help="Run at most this many trials "
-                                             "(required for random/bayes without run_cap)."),
+    signal_delay: int = typer.Option(
+        120,
+        "--signal-delay",
+        rich_help_panel=SLURM,
+        help="seconds before the time limit at which a job checkpoints and requeues itself.",
+    ),
+    slurm_arg: Optional[list[str]] = typer.Option(
+        None,
+        "--slurm-arg",
+        rich_help_panel=SLURM,
+        help="another #SBATCH option as KEY=VALUE (repeatable), e.g. account=abc or qos=high.",
+    ),
+    max_trials: Optional[int] = typer.Option(
+        None, "--max-trials", help="Run at most this many trials (required for random/bayes without run_cap)."
+    ),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed trials again."),
-    retries: int = typer.Option(2, "--retries", min=0, help="Relaunch a trial killed from outside "
-                                "(preempted, OOM-killed) up to N times; it resumes from its checkpoint."),
+    retries: int = typer.Option(
+        2,
+        "--retries",
+        min=0,
+        help="Relaunch a trial killed from outside "
+        "(preempted, OOM-killed) up to N times; it resumes from its checkpoint.",
+    ),
     config: Optional[Path] = typer.Option(None, "--config", help="Base YAML config for every trial."),
     grace: float = typer.Option(30.0, "--grace", help="Seconds a stopped trial gets to save a checkpoint."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the trials and their overrides; train nothing."),
@@ -113,8 +145,13 @@ def run(
     opts = LaunchOptions(
         out=out or default_out(spec),
         slots=[] if slurm else plan_slots(devices, 1 if gpus_per_trial is None else gpus_per_trial, parallel),
-        overrides=check_overrides(overrides or []), config=config, retry_failed=retry_failed,
-        retries=retries, max_trials=max_trials, grace_s=grace, trial_limit=trial_limit,
+        overrides=check_overrides(overrides or []),
+        config=config,
+        retry_failed=retry_failed,
+        retries=retries,
+        max_trials=max_trials,
+        grace_s=grace,
+        trial_limit=trial_limit,
     )
     count = check_trial_count(spec, trial_cap(spec, max_trials), trial_limit)  # at once, before any planning
     if count is not None:
@@ -128,12 +165,22 @@ def run(
             if not sep or not key:
                 raise SweepError(f"--slurm-arg {item!r}: use KEY=VALUE, e.g. account=abc")
             extra[key.strip().replace("-", "_")] = value
-        options = SlurmOptions(partition=partition, gpus_per_trial=gpus_per_trial or 0, nodes_per_trial=nodes_per_trial,
-                               cpus_per_trial=cpus_per_trial, max_concurrent=max_concurrent, time=time_limit,
-                               signal_delay_s=signal_delay, mem=mem, extra=extra)
+        options = SlurmOptions(
+            partition=partition,
+            gpus_per_trial=gpus_per_trial or 0,
+            nodes_per_trial=nodes_per_trial,
+            cpus_per_trial=cpus_per_trial,
+            max_concurrent=max_concurrent,
+            time=time_limit,
+            signal_delay_s=signal_delay,
+            mem=mem,
+            extra=extra,
+        )
         make = functools.partial(SlurmLauncher, spec, opts, options)
-        where = (f"SLURM: {options.nodes_per_trial} node(s) x {options.gpus_per_trial or 'no'} GPU(s) per trial, "
-                 f"at most {options.max_concurrent} jobs, {options.time}")
+        where = (
+            f"SLURM: {options.nodes_per_trial} node(s) x {options.gpus_per_trial or 'no'} GPU(s) per trial, "
+            f"at most {options.max_concurrent} jobs, {options.time}"
+        )
     else:
         make = functools.partial(Launcher, spec, opts)
         where = "slots: " + ", ".join(s.describe() for s in opts.slots)
@@ -185,8 +232,14 @@ def status(
     metric, goal = _metric_of(state)
     slurm = any(t.job_id for t in state.trials)
     table = Table(title=f"sweep {state.name} ({state.source})", title_justify="left")
-    columns = [("trial", "left"), ("status", "left"), (metric or "metric", "right"), ("test/bleu", "right"),
-               ("time", "right"), ("tries", "right")]
+    columns = [
+        ("trial", "left"),
+        ("status", "left"),
+        (metric or "metric", "right"),
+        ("test/bleu", "right"),
+        ("time", "right"),
+        ("tries", "right"),
+    ]
     if slurm:
         columns += [("SLURM job", "left"), ("requeues", "right")]
     for col, just in [*columns, ("error", "left")]:
@@ -194,9 +247,12 @@ def status(
     styles = {"finished": "green", "failed": "red", "running": "cyan", "interrupted": "yellow", "stopped": "yellow"}
     for t in state.trials:
         row = [
-            t.name, f"[{styles.get(t.status, '')}]{t.status}[/]",
+            t.name,
+            f"[{styles.get(t.status, '')}]{t.status}[/]",
             f"{t.metric:.4g}" if t.metric is not None else "",
-            _num(t.results.get("test/bleu")), clock(t.duration_s) if t.duration_s else "", str(t.attempts),
+            _num(t.results.get("test/bleu")),
+            clock(t.duration_s) if t.duration_s else "",
+            str(t.attempts),
         ]
         if slurm:
             from ablate.sweep.slurm_job import requeues
@@ -205,8 +261,9 @@ def status(
         table.add_row(*row, t.error or "")
     console.print(table)
     live = "a launcher is running" if is_locked(out) else "no launcher running"
-    counts = ", ".join(f"{state.count(s)} {s}" for s in ("finished", "failed", "running", "interrupted", "pending")
-                       if state.count(s))
+    counts = ", ".join(
+        f"{state.count(s)} {s}" for s in ("finished", "failed", "running", "interrupted", "pending") if state.count(s)
+    )
     console.print(f"{len(state.trials)} trials: {counts or 'none'} ({live})", highlight=False)
     best = best_trial(state, goal)
     if best is not None and metric:
@@ -239,8 +296,9 @@ def create(
     spec = load_spec(file)
     sweep_id = create_sweep(spec, project=_project(project), entity=entity)
     console.print(f"created W&B sweep {spec.name}: {sweep_id}", highlight=False)
-    console.print(f"run trials on each machine with: ablate sweep agent {sweep_id} --devices auto", style="dim",
-                  highlight=False)
+    console.print(
+        f"run trials on each machine with: ablate sweep agent {sweep_id} --devices auto", style="dim", highlight=False
+    )
     print(sweep_id)
 
 
@@ -268,8 +326,14 @@ def agent(
     from ablate.sweep.wandb_agent import AgentOptions, run_agents
 
     slots = plan_slots(devices, gpus_per_trial, parallel)
-    opts = AgentOptions(out=out, project=_project(project), entity=entity, count=count,
-                        overrides=check_overrides(overrides or []), config=config)
+    opts = AgentOptions(
+        out=out,
+        project=_project(project),
+        entity=entity,
+        count=count,
+        overrides=check_overrides(overrides or []),
+        config=config,
+    )
     code = run_agents(sweep_id, slots, opts)
     if code:
         raise typer.Exit(code)

@@ -51,8 +51,7 @@ def signature(spec: SweepSpec, opts: LaunchOptions) -> str:
     ``--config`` between two runs of a sweep is caught rather than mixing trials of two configs.
     """
     base = flatten(read_yaml(opts.config)) if opts.config else None
-    blob = {"method": spec.method, "parameters": spec.parameters, "overrides": list(opts.overrides),
-            "config": base}
+    blob = {"method": spec.method, "parameters": spec.parameters, "overrides": list(opts.overrides), "config": base}
     return hashlib.sha1(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
@@ -66,8 +65,10 @@ def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Option
     count = planned_trials(spec, cap)
     biggest = max(n for n in (size, count, 0) if n is not None)
     if biggest > limit:
-        raise SweepError(f"{spec.describe()}: {biggest:,} trials is over the limit of {limit:,}; narrow the grid, "
-                         f"or raise the limit with --trial-limit {biggest}")
+        raise SweepError(
+            f"{spec.describe()}: {biggest:,} trials is over the limit of {limit:,}; narrow the grid, "
+            f"or raise the limit with --trial-limit {biggest}"
+        )
     return count
 
 
@@ -95,8 +96,9 @@ class Launcher:
         sig = signature(self.spec, self.opts)
         state = load_state(self.out)
         if state is None:
-            return SweepState(name=self.spec.name, source=str(self.spec.path), signature=sig,
-                              overrides=list(self.opts.overrides))
+            return SweepState(
+                name=self.spec.name, source=str(self.spec.path), signature=sig, overrides=list(self.opts.overrides)
+            )
         if state.signature != sig:
             raise SweepError(
                 f"{self.out} holds a sweep started from {state.source} with other parameters or overrides "
@@ -122,8 +124,9 @@ class Launcher:
             t.pid = t.pid_start = None
 
     def _runs(self) -> list[Any]:
-        return [as_sweep_run(t.name, t.point, t.status, self.spec.metric, t.metric, t.history)
-                for t in self.state.trials]
+        return [
+            as_sweep_run(t.name, t.point, t.status, self.spec.metric, t.metric, t.history) for t in self.state.trials
+        ]
 
     def _add(self, point: dict[str, Any]) -> Trial:
         trial = Trial(name=trial_name(self.spec, point, {t.name for t in self.state.trials}), point=point)
@@ -200,8 +203,10 @@ class Launcher:
         run_dir.mkdir(parents=True, exist_ok=True)
         argv = self.command(run_dir, self.overrides(trial) + slot.overrides())
         with open(run_dir / LOG, "a") as log:
-            log.write(f"\n=== ablate sweep {self.spec.name}: {trial.name}, attempt {trial.attempts + 1}, "
-                      f"{slot.describe()}, {time.ctime()} ===\n$ {shlex.join(argv)}\n")
+            log.write(
+                f"\n=== ablate sweep {self.spec.name}: {trial.name}, attempt {trial.attempts + 1}, "
+                f"{slot.describe()}, {time.ctime()} ===\n$ {shlex.join(argv)}\n"
+            )
         log_start, since = (run_dir / LOG).stat().st_size, time.time()
         proc = process.start(argv, slot.env(dict(os.environ)), run_dir / LOG)
         trial.status, trial.error = "running", None
@@ -232,8 +237,9 @@ class Launcher:
             reason = t.error or "interrupted"
             t.status, t.error = "interrupted", None
             self.launched.discard(t.name)  # relaunch it: it resumes from its checkpoint
-            self.progress.event(f"retrying {t.name} ({reason}; attempt {t.attempts + 1} of "
-                                f"{self.opts.retries + 1})", "yellow")
+            self.progress.event(
+                f"retrying {t.name} ({reason}; attempt {t.attempts + 1} of {self.opts.retries + 1})", "yellow"
+            )
         t.pid = t.pid_start = None
         del self.running[run.slot.index]
         if t.status == "finished":
@@ -347,8 +353,13 @@ class Launcher:
                 self._tick()
                 if not self.running and self._next_trial() is None:
                     break
-                self.progress.update(self.state, self._total(), len(self.opts.slots), self.durations,
-                                     {r.trial.name: r.mono for r in self.running.values()})
+                self.progress.update(
+                    self.state,
+                    self._total(),
+                    len(self.opts.slots),
+                    self.durations,
+                    {r.trial.name: r.mono for r in self.running.values()},
+                )
                 time.sleep(self.opts.poll_s)
         except KeyboardInterrupt:
             interrupted = True

@@ -58,8 +58,14 @@ def start(command: list[str], env: dict[str, str], log_path: Path, cwd: Optional
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            command, env=child_env(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, close_fds=True,
+            command,
+            env=child_env(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
 

@@ -43,8 +43,7 @@ def best_trial(state: SweepState, goal: str) -> Optional[Trial]:
     return (max if goal == "maximize" else min)(scored, key=lambda t: t.metric)
 
 
-def stats(state: SweepState, goal: str, total: int, elapsed_s: float, slots: int,
-          durations: list[float]) -> Stats:
+def stats(state: SweepState, goal: str, total: int, elapsed_s: float, slots: int, durations: list[float]) -> Stats:
     """Counts, and an ETA from the mean duration of the trials this launcher finished."""
     finished = state.count("finished", "stopped")
     failed = state.count("failed")
@@ -87,8 +86,9 @@ class Progress:
     def event(self, text: str, style: str = "") -> None:
         self.console.print(Text(text, style=style))
 
-    def update(self, state: SweepState, total: int, slots: int, durations: list[float],
-               running: dict[str, float]) -> Stats:
+    def update(
+        self, state: SweepState, total: int, slots: int, durations: list[float], running: dict[str, float]
+    ) -> Stats:
         """Redraw the panel. ``running``: trial name -> ``time.monotonic()`` at its start."""
         now = time.monotonic()
         snap = stats(state, self.goal, total, now - self._started, slots, durations)
@@ -99,11 +99,17 @@ class Progress:
 
     def _render(self, snap: Stats, running: dict[str, float], now: float) -> Group:
         head = Text.assemble(
-            ("done ", "bold"), f"{snap.done}/{snap.total}  ",
-            ("running ", "bold"), f"{snap.running}  ",
-            ("failed ", "bold"), (f"{snap.failed}", "red" if snap.failed else ""), "  ",
-            ("elapsed ", "bold"), f"{clock(snap.elapsed_s)}  ",
-            ("ETA ", "bold"), clock(snap.eta_s),
+            ("done ", "bold"),
+            f"{snap.done}/{snap.total}  ",
+            ("running ", "bold"),
+            f"{snap.running}  ",
+            ("failed ", "bold"),
+            (f"{snap.failed}", "red" if snap.failed else ""),
+            "  ",
+            ("elapsed ", "bold"),
+            f"{clock(snap.elapsed_s)}  ",
+            ("ETA ", "bold"),
+            clock(snap.eta_s),
         )
         lines = [head]
         if snap.best is not None and self.metric:

@@ -32,12 +32,20 @@ def _sweeps():
 
 def point_of(run_config: dict[str, Any]) -> Point:
     """A W&B run config ``{name: {"value": v}}`` -> ``{name: v}``."""
-    return {name: entry["value"] if isinstance(entry, dict) and "value" in entry else entry
-            for name, entry in run_config.items()}
+    return {
+        name: entry["value"] if isinstance(entry, dict) and "value" in entry else entry
+        for name, entry in run_config.items()
+    }
 
 
-def as_sweep_run(name: str, point: Point, status: str, metric_name: Optional[str],
-                 metric: Optional[float], history: Iterable[float] = ()) -> Any:
+def as_sweep_run(
+    name: str,
+    point: Point,
+    status: str,
+    metric_name: Optional[str],
+    metric: Optional[float],
+    history: Iterable[float] = (),
+) -> Any:
     """A trial as the ``sweeps.SweepRun`` W&B's search algorithms read."""
     sweeps = _sweeps()
     summary = {}
@@ -45,8 +53,13 @@ def as_sweep_run(name: str, point: Point, status: str, metric_name: Optional[str
         summary[metric_name] = metric
     history_rows = [{metric_name: v} for v in history] if metric_name else []
     state = _TERMINAL.get(status, "running")
-    return sweeps.SweepRun(name=name, config={k: {"value": v} for k, v in point.items()}, state=state,
-                           summary_metrics=summary, history=history_rows)
+    return sweeps.SweepRun(
+        name=name,
+        config={k: {"value": v} for k, v in point.items()},
+        state=state,
+        summary_metrics=summary,
+        history=history_rows,
+    )
 
 
 def next_points(spec: SweepSpec, runs: list[Any], n: int) -> list[Point]:
@@ -89,8 +102,12 @@ def grid_size(parameters: dict[str, Any]) -> Optional[int]:
             count = 1
         elif "parameters" in param:
             count = grid_size(param["parameters"])
-        elif isinstance(param.get("min"), int) and isinstance(param.get("max"), int) and "q" not in param \
-                and param.get("distribution", "int_uniform") == "int_uniform":
+        elif (
+            isinstance(param.get("min"), int)
+            and isinstance(param.get("max"), int)
+            and "q" not in param
+            and param.get("distribution", "int_uniform") == "int_uniform"
+        ):
             count = max(0, param["max"] - param["min"] + 1)
         elif param.get("distribution") == "q_uniform":
             count = len(np.arange(param["min"], param["max"], param.get("q", 1)))

@@ -71,8 +71,13 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
-def plan_slots(devices: str = "auto", gpus_per_trial: int = 1, parallel: int = 1,
-               cores: Optional[int] = None, gpus: Callable[[], list[str]] = visible_gpus) -> list[Slot]:
+def plan_slots(
+    devices: str = "auto",
+    gpus_per_trial: int = 1,
+    parallel: int = 1,
+    cores: Optional[int] = None,
+    gpus: Callable[[], list[str]] = visible_gpus,
+) -> list[Slot]:
     """The slots for ``--devices``, ``--gpus-per-trial`` and ``--parallel``.
 
     Args:
@@ -98,8 +103,10 @@ def plan_slots(devices: str = "auto", gpus_per_trial: int = 1, parallel: int = 1
         visible = gpus()
         missing = [d for d in ids if d.isdigit() and d not in visible] if all(v.isdigit() for v in visible) else []
         if missing:  # a trial given an absent GPU would train on CPU under its label
-            raise SweepError(f"--devices {devices}: no GPU {', '.join(missing)} on this machine "
-                             f"(visible: {','.join(visible) or 'none'}); use --devices auto, cpu, or visible ids")
+            raise SweepError(
+                f"--devices {devices}: no GPU {', '.join(missing)} on this machine "
+                f"(visible: {','.join(visible) or 'none'}); use --devices auto, cpu, or visible ids"
+            )
     if not ids:
         if gpus_per_trial > 1:
             raise SweepError(f"--gpus-per-trial {gpus_per_trial} needs GPUs, but none are visible")
@@ -107,7 +114,7 @@ def plan_slots(devices: str = "auto", gpus_per_trial: int = 1, parallel: int = 1
         return [Slot(i, hide, threads) for i in range(parallel)]
     if len(ids) < gpus_per_trial:
         raise SweepError(f"--gpus-per-trial {gpus_per_trial} needs at least that many GPUs; visible: {','.join(ids)}")
-    groups = [tuple(ids[i:i + gpus_per_trial]) for i in range(0, len(ids) - gpus_per_trial + 1, gpus_per_trial)]
+    groups = [tuple(ids[i : i + gpus_per_trial]) for i in range(0, len(ids) - gpus_per_trial + 1, gpus_per_trial)]
     slots = [g for g in groups for _ in range(parallel)]
     threads = max(1, cores // len(slots))
     return [Slot(i, g, threads) for i, g in enumerate(slots)]

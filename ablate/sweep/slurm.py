@@ -30,8 +30,20 @@ from ablate.sweep.spec import SweepError, SweepSpec
 from ablate.sweep.state import SweepLock, Trial
 from ablate.sweep.trial import LOG, outcome, read_summary
 
-ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
-          "RESIZING", "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESV_DEL_HOLD"}
+ACTIVE = {
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "REQUEUED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESIZING",
+    "SUSPENDED",
+    "STAGE_OUT",
+    "SIGNALING",
+    "RESV_DEL_HOLD",
+}
 """Job states in which a job may still run (or run again)."""
 LOST = {"CANCELLED", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "TIMEOUT", "DEADLINE"}
 """Final states in which the cluster, not the trial, ended the job: the trial is resubmitted."""
@@ -113,10 +125,16 @@ def job_states(job_ids: list[str]) -> dict[str, str]:
     if not job_ids:
         return {}
     squeue = _need("squeue")
-    result = subprocess.run([squeue, "-h", "--states=all", "-o", "%i %T", "-j", ",".join(job_ids)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [squeue, "-h", "--states=all", "-o", "%i %T", "-j", ",".join(job_ids)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if result.returncode != 0 and "Invalid job id" not in result.stderr:
-        raise SweepError(f"squeue failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}")
+        raise SweepError(
+            f"squeue failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}"
+        )
     states = {}
     for line in result.stdout.splitlines():
         parts = line.split()
@@ -145,8 +163,11 @@ class SlurmLauncher(Launcher):
         s = self.slurm
         executor = submitit.SlurmExecutor(folder=self.out / ".slurm" / "%j", max_num_timeout=20)
         params: dict[str, Any] = {
-            "job_name": f"{self.spec.name}-{trial.name}"[:120], "time": s.minutes(), "nodes": s.nodes_per_trial,
-            "ntasks_per_node": max(s.gpus_per_trial, 1), "signal_delay_s": s.signal_delay_s,
+            "job_name": f"{self.spec.name}-{trial.name}"[:120],
+            "time": s.minutes(),
+            "nodes": s.nodes_per_trial,
+            "ntasks_per_node": max(s.gpus_per_trial, 1),
+            "signal_delay_s": s.signal_delay_s,
             "stderr_to_stdout": True,
         }
         if s.gpus_per_trial:
@@ -215,8 +236,9 @@ class SlurmLauncher(Launcher):
         shown = f" {self.spec.metric}={trial.metric:.4g}" if trial.metric is not None and self.spec.metric else ""
         detail = f": {trial.error}" if trial.status == "failed" else shown
         if trial.status != "interrupted":
-            self.progress.event(f"{trial.status:<8} {trial.name} (job {trial.job_id}, "
-                                f"{clock(trial.duration_s)}){detail}", style)
+            self.progress.event(
+                f"{trial.status:<8} {trial.name} (job {trial.job_id}, {clock(trial.duration_s)}){detail}", style
+            )
 
     def _settled(self, trial: Trial) -> bool:
         """Whether a job seen ended can be read back now.
@@ -261,8 +283,9 @@ class SlurmLauncher(Launcher):
     def run(self) -> SweepResult:
         _need("squeue")
         if "early_terminate" in self.spec.config:
-            self.progress.event("note: early_terminate is not applied to SLURM jobs; every trial runs to its budget",
-                                "yellow")
+            self.progress.event(
+                "note: early_terminate is not applied to SLURM jobs; every trial runs to its budget", "yellow"
+            )
         if self.opts.config is not None:
             read_yaml(self.opts.config)  # a missing or malformed base config fails once, up front
         with SweepLock(self.out):
@@ -289,17 +312,23 @@ class SlurmLauncher(Launcher):
                     submitted += 1
                 if not self._active() and self._next_trial() is None:
                     break
-                self.progress.update(self.state, self._total(), self.slurm.max_concurrent, self.durations,
-                                     {t.name: time.monotonic() - (time.time() - (t.started_at or time.time()))
-                                      for t in self._active()})
+                self.progress.update(
+                    self.state,
+                    self._total(),
+                    self.slurm.max_concurrent,
+                    self.durations,
+                    {t.name: time.monotonic() - (time.time() - (t.started_at or time.time())) for t in self._active()},
+                )
                 time.sleep(self.slurm.poll_s)
         except KeyboardInterrupt:
             interrupted = True
             self.progress.close()
-            self.progress.event("stopped watching: the submitted jobs keep running on the cluster; "
-                                "run the same command again to collect them", "yellow")
+            self.progress.event(
+                "stopped watching: the submitted jobs keep running on the cluster; "
+                "run the same command again to collect them",
+                "yellow",
+            )
         finally:
             self.progress.close()
             self._save()
         return SweepResult(self.state, submitted, skipped, interrupted)
-

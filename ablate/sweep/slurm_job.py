@@ -54,12 +54,15 @@ class TrialJob:
         rank = os.environ.get("SLURM_PROCID", "0")
         log = self.run_dir / ("trial.log" if rank == "0" else f"trial.rank{rank}.log")
         with open(log, "a") as out:
-            out.write(f"\n=== SLURM job {os.environ.get('SLURM_JOB_ID', '?')} task {rank} on "
-                      f"{os.uname().nodename}, {time.ctime()} ===\n")
+            out.write(
+                f"\n=== SLURM job {os.environ.get('SLURM_JOB_ID', '?')} task {rank} on "
+                f"{os.uname().nodename}, {time.ctime()} ===\n"
+            )
             out.flush()
             env = child_env({**os.environ, "PYTHONUNBUFFERED": "1"})  # the log shows progress as it happens
-            self._proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                          preexec_fn=_ignore_usr2)
+            self._proc = subprocess.Popen(
+                self.argv, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=_ignore_usr2
+            )
             code = self._proc.wait()
         if code != 0:
             tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:]

@@ -162,8 +162,10 @@ def check_grid(spec: SweepSpec) -> None:
         import sweeps
 
         # on a one-point grid of the same parameter kinds: W&B enumerates the whole grid to plan
-        one = {k: dict(p, values=p["values"][:1]) if isinstance(p, dict) and p.get("values") else p
-               for k, p in spec.parameters.items()}
+        one = {
+            k: dict(p, values=p["values"][:1]) if isinstance(p, dict) and p.get("values") else p
+            for k, p in spec.parameters.items()
+        }
         try:
             sweeps.next_runs({**spec.config, "parameters": one}, [], validate=False, n=1)
         except ValueError as err:  # e.g. a distribution in a grid
@@ -204,8 +206,10 @@ def _describe_schema_error(error: Any) -> str:
         hint = f"did you mean '{close}'?" if close else f"W&B allows: {allowed}"
         return f"unknown top-level key '{key}' ({hint})"
     if error.validator == "anyOf" and len(error.path) == 2 and error.path[0] == "parameters":
-        return (f"parameters.{error.path[1]}: not a valid W&B parameter {error.instance!r}; "
-                f"use value, values, or a distribution (min/max)")
+        return (
+            f"parameters.{error.path[1]}: not a valid W&B parameter {error.instance!r}; "
+            f"use value, values, or a distribution (min/max)"
+        )
     if error.validator == "required" and not path:
         return f"missing required key: {error.message}"
     message = error.message.splitlines()[0]
@@ -227,8 +231,9 @@ def check_parameters(parameters: dict[str, Any], where: str) -> None:
             check_variants(param, where)
         elif name == COMPARISONS:
             if "value" not in param:
-                raise SweepError(f"{where}: parameters.{COMPARISONS} is a constant: "
-                                 f"write {COMPARISONS}: {{value: [...]}}")
+                raise SweepError(
+                    f"{where}: parameters.{COMPARISONS} is a constant: write {COMPARISONS}: {{value: [...]}}"
+                )
             parse_comparisons(param["value"], f"{where}: parameters.{COMPARISONS}", keys | {VARIANT})
         elif name not in keys:
             raise SweepError(f"{where}: parameters.{name}: {_unknown(name, keys)}")
@@ -257,8 +262,9 @@ def check_variants(param: dict[str, Any], where: str) -> None:
                 raise SweepError(f"{where}: {label} ({name}): {_unknown(key, keys)}")
 
 
-def parse_comparisons(value: Any, where: str = COMPARISONS,
-                      keys: Optional[set[str]] = None) -> list[tuple[str, Optional[list[Any]]]]:
+def parse_comparisons(
+    value: Any, where: str = COMPARISONS, keys: Optional[set[str]] = None
+) -> list[tuple[str, Optional[list[Any]]]]:
     """``comparisons`` entries as ``(key, values or None)``; a bare string is ``{between: key}``.
 
     Raises:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ablate.utils import io
 from ablate.sweep.spec import SweepError
+from ablate.utils import io
 
 STATE_FILE = "sweep.json"
 LOCK_FILE = ".lock"

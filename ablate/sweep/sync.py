@@ -71,8 +71,13 @@ def wandb_command() -> list[str]:
     return [found] if found else [sys.executable, "-c", "from wandb.cli.cli import cli; cli()"]
 
 
-def sync(folder: str | Path, project: Optional[str] = None, entity: Optional[str] = None,
-         run: Optional[Callable[..., subprocess.CompletedProcess]] = None, echo=print) -> SyncPlan:
+def sync(
+    folder: str | Path,
+    project: Optional[str] = None,
+    entity: Optional[str] = None,
+    run: Optional[Callable[..., subprocess.CompletedProcess]] = None,
+    echo=print,
+) -> SyncPlan:
     """Upload every pending offline run of ``folder`` with one ``wandb sync`` call.
 
     Raises:

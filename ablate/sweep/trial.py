@@ -128,8 +128,9 @@ def _one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def outcome(run_dir: Path, returncode: Optional[int], metric: Optional[str],
-            since: Optional[float] = None, log_start: int = 0) -> dict[str, Any]:
+def outcome(
+    run_dir: Path, returncode: Optional[int], metric: Optional[str], since: Optional[float] = None, log_start: int = 0
+) -> dict[str, Any]:
     """How a trial process ended: ``{"status", "error", "metric", "results"}``.
 
     ``finished`` needs exit code 0 and ``summary.json`` saying so with a finite metric;

@@ -121,17 +121,31 @@ def run_agent(sweep_id: str, slot: Slot, opts: AgentOptions) -> None:
 
     os.environ.update(slot.env(dict(os.environ)))  # keeps what the user set (e.g. OMP_WAIT_POLICY)
     spec = fetch_spec(sweep_id, opts.project, opts.entity)
-    wandb.agent(sweep_id, function=trial_function(spec, slot, opts), project=opts.project,
-                entity=opts.entity, count=opts.count)
+    wandb.agent(
+        sweep_id, function=trial_function(spec, slot, opts), project=opts.project, entity=opts.entity, count=opts.count
+    )
 
 
 def agent_argv(sweep_id: str, slot: Slot, opts: AgentOptions) -> list[str]:
     """The command of the child agent that serves ``slot`` (``ablate sweep agent`` on one slot)."""
     devices = ",".join(slot.gpus) if slot.gpus else "cpu"
-    argv = process.ablate_argv("sweep", "agent", sweep_id, "--devices", devices,
-                               "--gpus-per-trial", str(len(slot.gpus) if slot.gpus else 1), "--out", str(opts.out))
-    for flag, value in (("--project", opts.project), ("--entity", opts.entity), ("--count", opts.count),
-                        ("--config", opts.config)):
+    argv = process.ablate_argv(
+        "sweep",
+        "agent",
+        sweep_id,
+        "--devices",
+        devices,
+        "--gpus-per-trial",
+        str(len(slot.gpus) if slot.gpus else 1),
+        "--out",
+        str(opts.out),
+    )
+    for flag, value in (
+        ("--project", opts.project),
+        ("--entity", opts.entity),
+        ("--count", opts.count),
+        ("--config", opts.config),
+    ):
         if value is not None:
             argv += [flag, str(value)]
     return argv + list(opts.overrides)
@@ -145,7 +159,9 @@ def run_agents(sweep_id: str, slots: list[Slot], opts: AgentOptions) -> int:
     if len(slots) == 1:
         run_agent(sweep_id, slots[0], opts)
         return 0
-    children = [subprocess.Popen(agent_argv(sweep_id, slot, opts), env=process.child_env(dict(os.environ))) for slot in slots]
+    children = [
+        subprocess.Popen(agent_argv(sweep_id, slot, opts), env=process.child_env(dict(os.environ))) for slot in slots
+    ]
     try:
         codes = [child.wait() for child in children]
     except KeyboardInterrupt:  # the children got Ctrl-C too (same process group); let them finish

@@ -42,8 +42,11 @@ class LiveRecord(pl.Callback):
         if trainer.sanity_checking or trainer.global_rank != 0:
             return
         history = getattr(pl_module, "history", [])
-        self.record.update(history=history, step=int(trainer.global_step),
-                           **{"val/bleu": max((h["val/bleu"] for h in history), default=None)})
+        self.record.update(
+            history=history,
+            step=int(trainer.global_step),
+            **{"val/bleu": max((h["val/bleu"] for h in history), default=None)},
+        )
         self.record.write("running")
 
 
@@ -113,8 +116,9 @@ class TrainClock(pl.Callback):
     broadcast every step: all ranks stop together and use the same learning rate.
     """
 
-    def __init__(self, max_time: float | None = None, max_steps: int = -1, max_epochs: int | None = None,
-                 accumulate: int = 1):
+    def __init__(
+        self, max_time: float | None = None, max_steps: int = -1, max_epochs: int | None = None, accumulate: int = 1
+    ):
         self.max_time, self.max_steps, self.max_epochs, self.accumulate = max_time, max_steps, max_epochs, accumulate
         self.seconds = 0.0
         self._mark: float | None = None
@@ -148,7 +152,9 @@ class TrainClock(pl.Callback):
         self._trainer = trainer
         self._mark = time.perf_counter()
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch, batch_idx: int
+    ) -> None:
         self._tick(trainer)
         if self.max_time and self.seconds >= self.max_time:
             trainer.should_stop = True

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from torch import nn
 
-from ablate.training.checkpoint_io import CheckpointError, load_checkpoint_file
 from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml
 from ablate.data.tokenizer import SubwordTokenizer
 from ablate.model.build import build_model
+from ablate.training.checkpoint_io import CheckpointError, load_checkpoint_file
 
 
 def load_trained(run_dir: str | Path, which: str = "best") -> tuple[Config, nn.Module, SubwordTokenizer]:
@@ -41,6 +41,8 @@ def load_trained(run_dir: str | Path, which: str = "best") -> tuple[Config, nn.M
     try:
         model.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
     except (RuntimeError, AttributeError) as err:
-        raise ConfigError(f"checkpoint {path} does not fit the model of {run_dir}/config.yaml "
-                          f"({str(err).strip().splitlines()[0][:160]})") from None
+        raise ConfigError(
+            f"checkpoint {path} does not fit the model of {run_dir}/config.yaml "
+            f"({str(err).strip().splitlines()[0][:160]})"
+        ) from None
     return cfg, model.eval(), tok

@@ -8,14 +8,14 @@ a run: the previous one (kept as ``last.prev.ckpt``) or ``best.ckpt`` takes its 
 
 from __future__ import annotations
 
-from ablate.errors import AblateError
-
 import os
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
 from pytorch_lightning.plugins.io import TorchCheckpointIO
+
+from ablate.errors import AblateError
 
 RESUME_ORDER = ("last.ckpt", "last.prev.ckpt", "best.ckpt")
 """Checkpoints a run resumes from, newest first: the last one, the one before it, the best one."""
@@ -66,8 +66,9 @@ def resumable_checkpoint(ckpt_dir: Path, warn: Callable[[str], None] = print) ->
             warn(f"warning: {message}; resuming from {path} (step {step}) instead")
         return path
     if damaged:
-        raise CheckpointError(f"{damaged[0]}, and no earlier checkpoint is readable; "
-                              f"pass --overwrite to start this run over")
+        raise CheckpointError(
+            f"{damaged[0]}, and no earlier checkpoint is readable; pass --overwrite to start this run over"
+        )
     return None
 
 
@@ -86,7 +87,9 @@ class ResilientCheckpointIO(TorchCheckpointIO):
         self.warn = warn
         self.failures: list[str] = []
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Optional[Any] = None) -> None:
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: str | Path, storage_options: Optional[Any] = None
+    ) -> None:
         path = Path(path)
         tmp = path.with_name(f".{path.name}.tmp")
         try:
@@ -107,12 +110,15 @@ class ResilientCheckpointIO(TorchCheckpointIO):
                 tmp.unlink()
             except OSError:
                 pass
-            message = f"checkpoint {path.name} not written at step {checkpoint.get('global_step', '?')}: " \
-                      f"{err.strerror or err}"
+            message = (
+                f"checkpoint {path.name} not written at step {checkpoint.get('global_step', '?')}: "
+                f"{err.strerror or err}"
+            )
             self.failures.append(message)
             self.warn(f"warning: {message}; training goes on")
 
-    def load_checkpoint(self, path: str | Path, map_location: Optional[Any] = None,
-                        weights_only: Optional[bool] = None) -> dict[str, Any]:
+    def load_checkpoint(
+        self, path: str | Path, map_location: Optional[Any] = None, weights_only: Optional[bool] = None
+    ) -> dict[str, Any]:
         """Lightning's resume goes through here: always ``weights_only=True`` (never runs pickled code)."""
         return load_checkpoint_file(path)

@@ -33,7 +33,7 @@ class SigintGuard:
         self.fired = True
         raise KeyboardInterrupt
 
-    def __enter__(self) -> "SigintGuard":
+    def __enter__(self) -> SigintGuard:
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._handle)
             self._installed = True

@@ -56,14 +56,18 @@ def token_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothin
     """
     ntok = int((target != pad_id).sum())
     loss = F.cross_entropy(
-        logits.reshape(-1, logits.size(-1)).float(), target.reshape(-1),
-        ignore_index=pad_id, label_smoothing=smoothing, reduction="sum",
+        logits.reshape(-1, logits.size(-1)).float(),
+        target.reshape(-1),
+        ignore_index=pad_id,
+        label_smoothing=smoothing,
+        reduction="sum",
     )
     return loss / max(ntok, 1), ntok
 
 
-def make_optimizer(model: nn.Module, cfg: Config,
-                   progress: Callable[[], float] = lambda: 0.0) -> tuple[torch.optim.Optimizer, WarmupDecay]:
+def make_optimizer(
+    model: nn.Module, cfg: Config, progress: Callable[[], float] = lambda: 0.0
+) -> tuple[torch.optim.Optimizer, WarmupDecay]:
     """AdamW (no weight decay on biases and norms) and its per-step :class:`WarmupDecay` schedule.
 
     ``progress`` is the fraction of the training budget used (:meth:`TrainClock.progress`), which the
@@ -116,12 +120,23 @@ class TranslationModule(pl.LightningModule):
         cfg = cfg if isinstance(cfg, Config) else from_flat(flatten(cfg or {}))
         if model is None:
             if vocab is None:
-                raise ValueError("TranslationModule needs a model, or vocab={'src': n, 'tgt': n, 'joint': bool} to build one")
+                raise ValueError(
+                    "TranslationModule needs a model, or vocab={'src': n, 'tgt': n, 'joint': bool} to build one"
+                )
             model = build_model(cfg.model, vocab["src"], vocab["tgt"], pad_id, vocab["joint"])
         # plain values only, so the checkpoint loads with torch.load(weights_only=True)
-        self.save_hyperparameters({"cfg": to_dict(cfg), "vocab": vocab, "bos_id": bos_id, "eos_id": eos_id,
-                                   "pad_id": pad_id, "val_split": val_split, "test_splits": list(test_splits)},
-                                  logger=False)
+        self.save_hyperparameters(
+            {
+                "cfg": to_dict(cfg),
+                "vocab": vocab,
+                "bos_id": bos_id,
+                "eos_id": eos_id,
+                "pad_id": pad_id,
+                "val_split": val_split,
+                "test_splits": list(test_splits),
+            },
+            logger=False,
+        )
         self.model = model
         self.cfg = cfg
         self.detokenize = detokenize
@@ -204,8 +219,13 @@ class TranslationModule(pl.LightningModule):
     def _log_throughput(self) -> None:
         self._reduce_throughput()
         lr = self.lr_schedulers().get_last_lr()[0]
-        self.log_dict({"train/tokens_per_sec": self.tokens_per_sec, "train/lr": lr},
-                      on_step=True, on_epoch=False, rank_zero_only=True, batch_size=1)
+        self.log_dict(
+            {"train/tokens_per_sec": self.tokens_per_sec, "train/lr": lr},
+            on_step=True,
+            on_epoch=False,
+            rank_zero_only=True,
+            batch_size=1,
+        )
 
     def on_train_end(self) -> None:
         self._reduce_throughput()
@@ -228,8 +248,17 @@ class TranslationModule(pl.LightningModule):
         if beam <= 1:
             return greedy(self.model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b)
         alpha = e.len_penalty if len_penalty is None else len_penalty
-        return beam_search(self.model, src, beam, self.bos_id, self.eos_id, alpha, e.max_len_a, e.max_len_b,
-                           length_penalty=e.length_penalty)
+        return beam_search(
+            self.model,
+            src,
+            beam,
+            self.bos_id,
+            self.eos_id,
+            alpha,
+            e.max_len_a,
+            e.max_len_b,
+            length_penalty=e.length_penalty,
+        )
 
     def _eval_step(self, batch: dict[str, torch.Tensor], dataloader_idx: int, beam: int) -> None:
         logits = self.model(batch["src"], batch["tgt_in"])
@@ -302,8 +331,12 @@ class TranslationModule(pl.LightningModule):
             refs = self.references[split]
             hyps = self._collect(i, len(refs))
             scores = corpus_scores(hyps, refs)
-            self.test_results[split] = {"hypotheses": hyps, "bleu": scores.bleu, "chrf": scores.chrf,
-                                        "signature": scores.signature}
+            self.test_results[split] = {
+                "hypotheses": hyps,
+                "bleu": scores.bleu,
+                "chrf": scores.chrf,
+                "signature": scores.signature,
+            }
             metrics[f"test_{split}/bleu"] = scores.bleu
             metrics[f"test_{split}/chrf"] = scores.chrf
             if i == 0:
@@ -323,10 +356,21 @@ class TranslationModule(pl.LightningModule):
         if torch.cuda.is_available() and self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
         # what training measured, so a rerun that only decodes (killed during the test) still reports it
-        measured = {"tok": self._tok, "sec": self._sec, "all_tok": self._all_tok, "all_sec": self._all_sec,
-                    "skip": self._skip, "loss": None if self.last_loss is None else float(self.last_loss)}
-        checkpoint["ablate"] = {"history": self.history, "rng": rng, "measured": measured,
-                                "best_val_record": self.best_val_record, "train_tokens": self._all_tok}
+        measured = {
+            "tok": self._tok,
+            "sec": self._sec,
+            "all_tok": self._all_tok,
+            "all_sec": self._all_sec,
+            "skip": self._skip,
+            "loss": None if self.last_loss is None else float(self.last_loss),
+        }
+        checkpoint["ablate"] = {
+            "history": self.history,
+            "rng": rng,
+            "measured": measured,
+            "best_val_record": self.best_val_record,
+            "train_tokens": self._all_tok,
+        }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # A checkpoint may come from someone else's run folder: take only well-formed values, and
@@ -374,8 +418,12 @@ def checked_record(record: Any, history: list[dict[str, float]]) -> dict[str, An
     scores = checked_history([record])
     hyps = record.get("hypotheses")
     seen = {(h["step"], h["val/bleu"]) for h in history}
-    if not scores or (scores[0]["step"], scores[0]["val/bleu"]) not in seen or not isinstance(hyps, list) \
-            or not all(isinstance(h, str) for h in hyps):
+    if (
+        not scores
+        or (scores[0]["step"], scores[0]["val/bleu"]) not in seen
+        or not isinstance(hyps, list)
+        or not all(isinstance(h, str) for h in hyps)
+    ):
         return {}
     return {**scores[0], "hypotheses": list(hyps)}
 

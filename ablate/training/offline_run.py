@@ -58,8 +58,8 @@ def records(path: str | Path) -> Iterator[Any]:
         if room < 7:
             pos += room
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        chunk = data[pos + 7:pos + 7 + length]
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk = data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind == 0 and length == 0:
             continue

@@ -35,8 +35,12 @@ def texts_artifact(run_dir: Path, run_id: str, summary: dict[str, Any]):
     if not folders:
         return None
     metadata = {k: v for k, v in summary.items() if k == "bleu_signature" or k.endswith(("/bleu", "/chrf"))}
-    art = wandb.Artifact(f"texts-{run_id}", type=HYPOTHESES, metadata=metadata,
-                         description="detokenized hypotheses and references, one line per source sentence")
+    art = wandb.Artifact(
+        f"texts-{run_id}",
+        type=HYPOTHESES,
+        metadata=metadata,
+        description="detokenized hypotheses and references, one line per source sentence",
+    )
     for folder in folders:
         art.add_dir(str(folder), name=folder.name, policy="immutable")
     return art
@@ -49,8 +53,11 @@ def checkpoint_artifact(run_dir: Path, run_id: str):
     best = run_dir / "checkpoints" / "best.ckpt"
     if not best.exists():
         return None
-    art = wandb.Artifact(f"model-{run_id}", type="model", description="best checkpoint by validation BLEU; "
-                         "TranslationModule.load_from_checkpoint(path)")
+    art = wandb.Artifact(
+        f"model-{run_id}",
+        type="model",
+        description="best checkpoint by validation BLEU; TranslationModule.load_from_checkpoint(path)",
+    )
     art.add_file(str(best), name="best.ckpt", policy="immutable")
     return art
 
@@ -58,7 +65,9 @@ def checkpoint_artifact(run_dir: Path, run_id: str):
 def publish(run: Any, run_dir: Path, summary: dict[str, Any], log_checkpoints: bool = False) -> None:
     """Log ``summary``, the texts and (optionally) the best checkpoint of ``run_dir`` to ``run``."""
     log_summary(run, summary)
-    for art, aliases in ((texts_artifact(run_dir, run.id, summary), ["latest"]),
-                         (checkpoint_artifact(run_dir, run.id) if log_checkpoints else None, ["best", "latest"])):
+    for art, aliases in (
+        (texts_artifact(run_dir, run.id, summary), ["latest"]),
+        (checkpoint_artifact(run_dir, run.id) if log_checkpoints else None, ["best", "latest"]),
+    ):
         if art is not None:
             run.log_artifact(art, aliases=aliases)

@@ -26,8 +26,10 @@ def resolved(cfg: Config) -> dict[str, Any]:
     d_k, d_v = head_dims(m)
     depth = m.rnn.layers if m.arch == "rnn" else m.layers
     out: dict[str, Any] = {
-        "model.d_k": d_k, "model.d_v": d_v,
-        "model.encoder_layers": m.encoder_layers or depth, "model.decoder_layers": m.decoder_layers or depth,
+        "model.d_k": d_k,
+        "model.d_v": d_v,
+        "model.encoder_layers": m.encoder_layers or depth,
+        "model.decoder_layers": m.decoder_layers or depth,
         "train.lr": peak_lr(cfg),
     }
     scales = [resolved_scale(m), resolved_scale(m, cross=True)]

@@ -37,33 +37,41 @@ class RunLock:
         self.path = self.run_dir / LOCK_FILE
         self._fd: Optional[int] = None
 
-    def acquire(self) -> "RunLock":
+    def acquire(self) -> RunLock:
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, plain_mode())
         except FileExistsError:
-            raise ConfigError(f"--run-dir {self.run_dir} is an existing file, not a folder; choose another path") from None
+            raise ConfigError(
+                f"--run-dir {self.run_dir} is an existing file, not a folder; choose another path"
+            ) from None
         except OSError as err:
             if err.errno == errno.ENOTDIR:
-                raise ConfigError(f"--run-dir {self.run_dir}: a part of the path is a file; choose another path") from None
-            raise ConfigError(f"cannot write to run dir {self.run_dir}: {err.strerror or err}; "
-                              f"choose a writable --run-dir") from None
+                raise ConfigError(
+                    f"--run-dir {self.run_dir}: a part of the path is a file; choose another path"
+                ) from None
+            raise ConfigError(
+                f"cannot write to run dir {self.run_dir}: {err.strerror or err}; choose a writable --run-dir"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             pid, _, host = holder.partition("@")
-            raise ConfigError(f"run dir {self.run_dir} is in use by another training (pid {pid} on "
-                              f"{host or 'this host'}); wait for it, stop it, or choose another --run-dir") from None
+            raise ConfigError(
+                f"run dir {self.run_dir} is in use by another training (pid {pid} on "
+                f"{host or 'this host'}); wait for it, stop it, or choose another --run-dir"
+            ) from None
         me = f"{os.getpid()}@{socket.gethostname()}\n".encode()
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, me, 0)
         except OSError as err:
             os.close(fd)
-            raise ConfigError(f"cannot write to run dir {self.run_dir}: {err.strerror or err}; "
-                              f"choose a writable --run-dir") from None
+            raise ConfigError(
+                f"cannot write to run dir {self.run_dir}: {err.strerror or err}; choose a writable --run-dir"
+            ) from None
         self._fd = fd
         return self
 
@@ -73,7 +81,7 @@ class RunLock:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         return self.acquire()
 
     def __exit__(self, *exc: Any) -> None:

@@ -59,8 +59,14 @@ class WarmupDecay(torch.optim.lr_scheduler.LRScheduler):
             continues the same curve.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, schedule: str, warmup: int, min_ratio: float,
-                 progress: Callable[[], float]):
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        schedule: str,
+        warmup: int,
+        min_ratio: float,
+        progress: Callable[[], float],
+    ):
         if schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {schedule!r}; valid: {', '.join(SCHEDULES)}")
         self.schedule, self.warmup, self.min_ratio = schedule, warmup, min_ratio

@@ -44,8 +44,9 @@ def aligned(params: dict[str, Any], resolved: dict[str, Any]) -> dict[str, Any]:
     return {key: resolved.get(key, value) for key, value in params.items()}
 
 
-def align_sweep_params(resolved: dict[str, Any], folder: Path,
-                       environ: MutableMapping[str, str] = os.environ) -> Optional[Path]:
+def align_sweep_params(
+    resolved: dict[str, Any], folder: Path, environ: MutableMapping[str, str] = os.environ
+) -> Optional[Path]:
     """Point W&B at parameters that agree with ``resolved`` (dotted keys) before ``wandb.init``.
 
     Does nothing outside a sweep agent run, or when the sweep's values already agree. Returns

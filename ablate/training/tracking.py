@@ -73,7 +73,9 @@ def _resilient_logger_class():
                 return fn(*args, **kwargs)
             except Exception as err:  # noqa: BLE001 - tracking is best effort; summary.json is the record
                 if not self._warned:
-                    print(f"warning: W&B logging failed, training goes on: {str(err).splitlines()[0] if str(err) else err!r}")
+                    print(
+                        f"warning: W&B logging failed, training goes on: {str(err).splitlines()[0] if str(err) else err!r}"
+                    )
                     self._warned = True
                 return None
 

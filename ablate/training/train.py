@@ -34,9 +34,9 @@ from ablate.training.checkpoint_io import (
     resumable_checkpoint,
 )
 from ablate.training.interrupts import SigintGuard
-from ablate.training.run_lock import LOCK_FILE, RunLock
 from ablate.training.publish import log_summary, publish
 from ablate.training.resolved import resolved
+from ablate.training.run_lock import LOCK_FILE, RunLock
 from ablate.training.tracking import (
     RunRecord,
     define_metrics,
@@ -120,8 +120,10 @@ def check_devices(cfg: Config) -> None:
     if count == 0:
         raise ConfigError(f"train.accelerator=gpu but no GPU is visible{where}; use train.accelerator=auto or cpu")
     if isinstance(t.devices, int) and t.devices > count:
-        raise ConfigError(f"train.devices={t.devices} but only {count} GPU(s) are visible{where}; "
-                          f"lower train.devices or use train.devices=auto")
+        raise ConfigError(
+            f"train.devices={t.devices} but only {count} GPU(s) are visible{where}; "
+            f"lower train.devices or use train.devices=auto"
+        )
 
 
 def _accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
@@ -152,15 +154,27 @@ def _quiet() -> None:
     import logging
     import warnings
 
-    for pattern in (".*sync_dist=True.*", ".*does not have many workers.*", ".*LeafSpec.*",
-                    ".*The number of training batches.*", ".*anonymous setting.*",
-                    ".*`srun` command is available.*", ".*resuming from a checkpoint that ended before the epoch.*"):
+    for pattern in (
+        ".*sync_dist=True.*",
+        ".*does not have many workers.*",
+        ".*LeafSpec.*",
+        ".*The number of training batches.*",
+        ".*anonymous setting.*",
+        ".*`srun` command is available.*",
+        ".*resuming from a checkpoint that ended before the epoch.*",
+    ):
         warnings.filterwarnings("ignore", message=pattern)
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
 
 
-def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, echo=print,
-          callbacks: list | None = None, milestone: Callable[[str], None] | None = None) -> dict[str, Any]:
+def train(
+    cfg: Config,
+    run_dir: Path | None = None,
+    overwrite: bool = False,
+    echo=print,
+    callbacks: list | None = None,
+    milestone: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Train, validate and test one configuration; returns the run summary.
 
     The run folder is locked for the whole run (a second training of it is refused, naming this
@@ -185,8 +199,14 @@ def train(cfg: Config, run_dir: Path | None = None, overwrite: bool = False, ech
             lock.release()
 
 
-def _train(cfg: Config, run_dir: Path, overwrite: bool, echo, callbacks: list | None,
-           milestone: Callable[[str], None] | None = None) -> dict[str, Any]:
+def _train(
+    cfg: Config,
+    run_dir: Path,
+    overwrite: bool,
+    echo,
+    callbacks: list | None,
+    milestone: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     import pytorch_lightning as pl
     import torch
 
@@ -226,22 +246,39 @@ def _train(cfg: Config, run_dir: Path, overwrite: bool, echo, callbacks: list | 
     t = cfg.train
     clock = TrainClock(max_time=t.max_time, max_steps=t.max_steps, max_epochs=t.max_epochs, accumulate=t.accumulate)
     module = TranslationModule(
-        model, cfg, tok.decode_tgt, {s: data.references(s) for s in splits},
-        bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id,
-        val_split=data.val_split, test_splits=tuple(data.test_splits), clock=clock,
+        model,
+        cfg,
+        tok.decode_tgt,
+        {s: data.references(s) for s in splits},
+        bos_id=tok.bos_id,
+        eos_id=tok.eos_id,
+        pad_id=tok.pad_id,
+        val_split=data.val_split,
+        test_splits=tuple(data.test_splits),
+        clock=clock,
         vocab={"src": tok.src_vocab_size, "tgt": tok.tgt_vocab_size, "joint": tok.joint},
     )
     mode = resolve_mode(cfg.tracking)
     logger = start_logger(make_logger(cfg, run_dir, mode)) if launcher else None
-    record.update(params=params, data=data.stats, wandb={"mode": mode, "id": (run_dir / "wandb_id.txt").read_text().strip()
-                                                      if (run_dir / "wandb_id.txt").exists() else None})
+    record.update(
+        params=params,
+        data=data.stats,
+        wandb={
+            "mode": mode,
+            "id": (run_dir / "wandb_id.txt").read_text().strip() if (run_dir / "wandb_id.txt").exists() else None,
+        },
+    )
     if launcher:
         record.write("running")
         echo(f"run dir: {run_dir}  ({state}; {params / 1e6:.2f}M parameters; W&B {mode})")
 
     accelerator, devices, precision = _accelerator_and_precision(cfg)
-    callbacks = [clock, InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"), LiveRecord(record),
-                 *(callbacks or [])]
+    callbacks = [
+        clock,
+        InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"),
+        LiveRecord(record),
+        *(callbacks or []),
+    ]
     fault = t.inject_fault or os.environ.get("ABLATE_INJECT_FAULT")
     if fault:
         callbacks.append(FaultInjection(fault, run_dir))
@@ -290,8 +327,9 @@ def _train(cfg: Config, run_dir: Path, overwrite: bool, echo, callbacks: list | 
     _write_outputs(run_dir, module, data)
     if checkpoint_io.failures:
         summary["checkpoint_failures"] = checkpoint_io.failures
-    record.update(**summary, variant=cfg.tracking.variant,
-                  sweep={"name": cfg.tracking.group} if cfg.tracking.group else None)
+    record.update(
+        **summary, variant=cfg.tracking.variant, sweep={"name": cfg.tracking.group} if cfg.tracking.group else None
+    )
     record.write("finished")
     if logger is not None:
         try:
@@ -307,8 +345,16 @@ def _train(cfg: Config, run_dir: Path, overwrite: bool, echo, callbacks: list | 
     return record.data
 
 
-def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices: Any, precision: str,
-                  extra_callbacks: list, checkpoint_io=None):
+def _make_trainer(
+    cfg: Config,
+    run_dir: Path,
+    logger,
+    accelerator: str,
+    devices: Any,
+    precision: str,
+    extra_callbacks: list,
+    checkpoint_io=None,
+):
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
 
@@ -317,10 +363,22 @@ def _make_trainer(cfg: Config, run_dir: Path, logger, accelerator: str, devices:
     options, user_callbacks = trainer_options(cfg.trainer)
     t = cfg.train
     ckpt_dir = run_dir / "checkpoints"
-    best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/bleu", mode="max",
-                           save_top_k=1, save_last=False, enable_version_counter=False)
-    last = ModelCheckpoint(dirpath=ckpt_dir, save_top_k=0, save_last=True,
-                           every_n_train_steps=t.checkpoint_every, enable_version_counter=False)
+    best = ModelCheckpoint(
+        dirpath=ckpt_dir,
+        filename="best",
+        monitor="val/bleu",
+        mode="max",
+        save_top_k=1,
+        save_last=False,
+        enable_version_counter=False,
+    )
+    last = ModelCheckpoint(
+        dirpath=ckpt_dir,
+        save_top_k=0,
+        save_last=True,
+        every_n_train_steps=t.checkpoint_every,
+        enable_version_counter=False,
+    )
     multi = devices == "auto" or (isinstance(devices, int) and devices > 1) or t.nodes > 1
     strategy = "ddp" if multi else "auto"
     val_kwargs: dict[str, Any] = {}

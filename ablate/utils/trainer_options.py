@@ -25,12 +25,20 @@ from typing import Any
 from ablate.utils.typed import ConfigError
 
 OWNED = {
-    "max_steps": "train.max_steps", "max_epochs": "train.max_epochs", "max_time": "train.max_time",
-    "accelerator": "train.accelerator", "devices": "train.devices", "num_nodes": "train.nodes",
-    "precision": "train.precision", "gradient_clip_val": "train.clip_norm",
-    "accumulate_grad_batches": "train.accumulate", "val_check_interval": "train.val_every",
-    "check_val_every_n_epoch": "train.val_every", "log_every_n_steps": "tracking.log_every",
-    "logger": "tracking.wandb", "default_root_dir": "--run-dir",
+    "max_steps": "train.max_steps",
+    "max_epochs": "train.max_epochs",
+    "max_time": "train.max_time",
+    "accelerator": "train.accelerator",
+    "devices": "train.devices",
+    "num_nodes": "train.nodes",
+    "precision": "train.precision",
+    "gradient_clip_val": "train.clip_norm",
+    "accumulate_grad_batches": "train.accumulate",
+    "val_check_interval": "train.val_every",
+    "check_val_every_n_epoch": "train.val_every",
+    "log_every_n_steps": "tracking.log_every",
+    "logger": "tracking.wandb",
+    "default_root_dir": "--run-dir",
 }
 """Trainer arguments ablate derives from its own config key (named here)."""
 INTERNAL = ("plugins", "use_distributed_sampler", "enable_checkpointing")
@@ -50,8 +58,10 @@ def _callback_spec(item: Any) -> tuple[str, dict[str, Any]]:
         args = item.get("init_args") or {}
         if isinstance(args, dict) and set(item) <= {"class_path", "init_args"}:
             return item["class_path"], dict(args)
-    raise ConfigError(f"trainer.callbacks entry {item!r} must be a class path or "
-                      "{class_path: package.module.Class, init_args: {...}}")
+    raise ConfigError(
+        f"trainer.callbacks entry {item!r} must be a class path or "
+        "{class_path: package.module.Class, init_args: {...}}"
+    )
 
 
 def _import(path: str) -> type:

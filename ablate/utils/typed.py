@@ -21,7 +21,6 @@ from ablate.errors import AblateError, did_you_mean
 from ablate.utils import yaml_safe
 
 
-
 class ConfigError(AblateError):
     """A user-facing configuration mistake; its message is one actionable line."""
 
@@ -192,8 +191,12 @@ def _parse_value(raw: str) -> Any:
         return raw
 
 
-def read_yaml(path: str | Path, error: type[ValueError] = ConfigError, kind: str = "config file",
-              holds: str = "a mapping of config keys") -> dict[str, Any]:
+def read_yaml(
+    path: str | Path,
+    error: type[ValueError] = ConfigError,
+    kind: str = "config file",
+    holds: str = "a mapping of config keys",
+) -> dict[str, Any]:
     """Load a YAML mapping; a missing or malformed file raises a one-line ``error`` with the line."""
     path = Path(path)
     if not path.is_file():

@@ -8,11 +8,11 @@ and the key, as a ``ValueError`` the caller turns into its own one-line error.
 
 from __future__ import annotations
 
-from ablate.errors import AblateError
-
 from typing import Any
 
 import yaml
+
+from ablate.errors import AblateError
 
 MAX_NODES = 100_000
 """Most nodes a document may expand to once aliases are followed (real configs have < 1,000)."""
@@ -36,8 +36,10 @@ class _StrictLoader(yaml.SafeLoader):
             except TypeError:  # an unhashable key: the base class reports it
                 continue
             if first is not None:
-                raise YAMLRefused(f"line {key_node.start_mark.line + 1}: duplicate key '{key}' "
-                                  f"(first given on line {first}); keep one")
+                raise YAMLRefused(
+                    f"line {key_node.start_mark.line + 1}: duplicate key '{key}' "
+                    f"(first given on line {first}); keep one"
+                )
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
 
@@ -57,8 +59,10 @@ def _check_size(root: yaml.Node, limit: int) -> None:
         else:
             total = 1
         if total > limit:
-            raise YAMLRefused(f"line {node.start_mark.line + 1}: aliases expand this document to more than "
-                              f"{limit:,} values (an alias bomb?); write the values out instead of nesting aliases")
+            raise YAMLRefused(
+                f"line {node.start_mark.line + 1}: aliases expand this document to more than "
+                f"{limit:,} values (an alias bomb?); write the values out instead of nesting aliases"
+            )
         sizes[id(node)] = total
         return total
 

@@ -22,10 +22,29 @@ from ablate.model.build import build_model
 from ablate.model.decoding import beam_search, greedy
 from ablate.utils.commands import typer_app
 
-RATIOS = ("dot_scaled_vs_torch", "dot_unscaled_vs_scaled", "additive_vs_dot", "additive_chunked_mem_vs_naive",
-          "beam5_cache_speedup")
-TINY = ["--data", "builtin", "--builtin-pairs", "300", "--vocab-size", "120", "--d-model", "16", "--layers", "1",
-        "--heads", "2", "--d-ff", "32"]
+RATIOS = (
+    "dot_scaled_vs_torch",
+    "dot_unscaled_vs_scaled",
+    "additive_vs_dot",
+    "additive_chunked_mem_vs_naive",
+    "beam5_cache_speedup",
+)
+TINY = [
+    "--data",
+    "builtin",
+    "--builtin-pairs",
+    "300",
+    "--vocab-size",
+    "120",
+    "--d-model",
+    "16",
+    "--layers",
+    "1",
+    "--heads",
+    "2",
+    "--d-ff",
+    "32",
+]
 
 
 def test_quick_run_writes_every_ratio(tmp_path: Path, cache_dir: Path):
@@ -33,8 +52,9 @@ def test_quick_run_writes_every_ratio(tmp_path: Path, cache_dir: Path):
     app.command("noop")(lambda: None)  # a second command keeps `bench` a named sub-command
     register(app)
     out = tmp_path / "bench.json"
-    result = CliRunner().invoke(app, ["bench", "--quick", *TINY, "--sections", "training,decoding,memory",
-                                      "--json", str(out)])
+    result = CliRunner().invoke(
+        app, ["bench", "--quick", *TINY, "--sections", "training,decoding,memory", "--json", str(out)]
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     for key in RATIOS:

@@ -40,8 +40,11 @@ def test_equals_pytorch_flop_counter_on_an_unpadded_batch(d_k):
     torch.manual_seed(0)
     cfg = ModelConfig(layers=2, decoder_layers=1, d_model=16, d_ff=24, heads=4, d_k=d_k, dropout=0.0)
     model = build_model(cfg, 30, 30, pad_id=0)
-    batch = {"src": torch.randint(3, 30, (3, 7)), "tgt_in": torch.randint(3, 30, (3, 5)),
-             "tgt_out": torch.randint(3, 30, (3, 5))}
+    batch = {
+        "src": torch.randint(3, 30, (3, 7)),
+        "tgt_in": torch.randint(3, 30, (3, 5)),
+        "tgt_out": torch.randint(3, 30, (3, 5)),
+    }
     counted, _ = census(lambda: model(batch["src"], batch["tgt_in"]).float().logsumexp(-1).sum().backward())
     dims = Dims.of(cfg, 30)
     ours = training_flops(dims, [7, 7, 7], [5, 5, 5])

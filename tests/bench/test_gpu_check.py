@@ -31,8 +31,11 @@ def test_junit_report_is_counted_per_outcome():
     assert (out["passed"], out["failed"], out["skipped"], out["errors"], out["total"]) == (1, 1, 1, 1, 4)
     assert out["cases"]["tests.test_gpu::test_bf16_autocast_run_end_to_end"] == "passed"
     assert out["cases"]["tests.test_gpu::test_gpu_decoding_equals_cpu_decoding[dot]"] == (
-        "failed: AssertionError: assert [[3, 4]] == [[3, 5]]")
-    assert out["cases"]["tests.test_gpu::test_gpu_decoding_equals_cpu_decoding[additive]"] == "skipped: needs a CUDA GPU"
+        "failed: AssertionError: assert [[3, 4]] == [[3, 5]]"
+    )
+    assert (
+        out["cases"]["tests.test_gpu::test_gpu_decoding_equals_cpu_decoding[additive]"] == "skipped: needs a CUDA GPU"
+    )
 
 
 def test_gpu_tests_are_collected_from_the_modules_that_mark_them():
@@ -54,8 +57,13 @@ def test_packed_sweep_is_the_sum_of_its_trials_tokens_per_s(tmp_path):
     write_summary(tmp_path, "seed=3", status="failed", step=2, error="out of memory")
     partial = gpu_runs.aggregate_packed(tmp_path)
     assert partial["aggregate_tokens_per_s"] is None and partial["errors"] == {"seed=3": "out of memory"}
-    assert gpu_runs.packed_ratios({"1": {"aggregate_tokens_per_s": 1000.0}, "8": {"aggregate_tokens_per_s": 3500.0},
-                                   "2": {"aggregate_tokens_per_s": None}}) == {"packed8_vs_1": 3.5, "packed2_vs_1": None}
+    assert gpu_runs.packed_ratios(
+        {
+            "1": {"aggregate_tokens_per_s": 1000.0},
+            "8": {"aggregate_tokens_per_s": 3500.0},
+            "2": {"aggregate_tokens_per_s": None},
+        }
+    ) == {"packed8_vs_1": 3.5, "packed2_vs_1": None}
 
 
 def test_packed_stage_runs_the_sweep_command_one_and_largest_first(tmp_path, monkeypatch):
@@ -66,8 +74,12 @@ def test_packed_stage_runs_the_sweep_command_one_and_largest_first(tmp_path, mon
         files.append(Path(cmd[cmd.index("run") + 1]).read_text())
         k = int(cmd[cmd.index("--parallel") + 1])
         for seed in range(1, k + 1):
-            write_summary(Path(cmd[cmd.index("--out") + 1]), f"seed={seed}", status="finished",
-                          **{"train/tokens_per_sec": 1000.0 * (0.5 if k == 8 else 1.0)})
+            write_summary(
+                Path(cmd[cmd.index("--out") + 1]),
+                f"seed={seed}",
+                status="finished",
+                **{"train/tokens_per_sec": 1000.0 * (0.5 if k == 8 else 1.0)},
+            )
         return {"rc": 0, "seconds": 1.0, "timed_out": False, "tail": []}
 
     monkeypatch.setattr(gpu_runs, "run_child", fake_child)
@@ -85,16 +97,26 @@ def test_packed_stage_runs_the_sweep_command_one_and_largest_first(tmp_path, mon
 
 
 def canned(bf16=1.2, mfu=0.41, packed=3.4, additive=0.5, bleu=None) -> dict:
-    rows = {"dot-scaled-bf16": {"tokens_per_s": 480000.0, "mfu": mfu, "mfu_peak": "datasheet"},
-            "torch-bf16": {"tokens_per_s": 400000.0, "mfu": mfu / bf16},
-            "dot-scaled-fp32": {"tokens_per_s": 90000.0, "mfu": 0.5}}
-    results = {"meta": {}, "stages": {},
-               "training": {"rows": rows, "sdpa": {"dot-scaled": "mem-efficient", "additive-scaled": "none"},
-                            "ratios": {"bf16_vs_torch_bf16": bf16, "additive_vs_dot": additive, "bf16_vs_fp32": 5.3}},
-               "decoding": {"beam": 5, "modes": {"beam5-cache": {"sentences_per_s": 310.0}}},
-               "packed": {"runs": {"1": {"aggregate_tokens_per_s": 1e5}, "8": {"aggregate_tokens_per_s": packed * 1e5}},
-                          "ratios": {"packed8_vs_1": packed}},
-               "tests": {"total": 5, "passed": 5, "failed": 0, "errors": 0, "skipped": 0}}
+    rows = {
+        "dot-scaled-bf16": {"tokens_per_s": 480000.0, "mfu": mfu, "mfu_peak": "datasheet"},
+        "torch-bf16": {"tokens_per_s": 400000.0, "mfu": mfu / bf16},
+        "dot-scaled-fp32": {"tokens_per_s": 90000.0, "mfu": 0.5},
+    }
+    results = {
+        "meta": {},
+        "stages": {},
+        "training": {
+            "rows": rows,
+            "sdpa": {"dot-scaled": "mem-efficient", "additive-scaled": "none"},
+            "ratios": {"bf16_vs_torch_bf16": bf16, "additive_vs_dot": additive, "bf16_vs_fp32": 5.3},
+        },
+        "decoding": {"beam": 5, "modes": {"beam5-cache": {"sentences_per_s": 310.0}}},
+        "packed": {
+            "runs": {"1": {"aggregate_tokens_per_s": 1e5}, "8": {"aggregate_tokens_per_s": packed * 1e5}},
+            "ratios": {"packed8_vs_1": packed},
+        },
+        "tests": {"total": 5, "passed": 5, "failed": 0, "errors": 0, "skipped": 0},
+    }
     if bleu is not None:
         results["quality"] = {"test/bleu": bleu, "step": 4200}
     return results
@@ -106,11 +128,23 @@ def test_summary_and_targets_from_canned_measurements():
     assert summary["beam_sentences_per_s"] == 310.0 and summary["packed8_vs_1"] == 3.4
     assert summary["sdpa"]["dot-scaled"] == "mem-efficient" and summary["gpu_tests"]["passed"] == 5
     assert summary["packed_aggregate_tokens_per_s"] == {"1": 1e5, "8": 3.4e5}
-    assert gpu_check.targets_met(summary) == {"bf16_vs_torch_bf16": True, "mfu_bf16": True, "packed8_vs_1": True,
-                                              "additive_vs_dot": True, "multi30k_test_bleu": None}
-    missed = gpu_check.targets_met(gpu_check.summarise(canned(bf16=0.97, mfu=0.29, packed=2.9, additive=0.3, bleu=36.4)))
-    assert missed == {"bf16_vs_torch_bf16": False, "mfu_bf16": False, "packed8_vs_1": False, "additive_vs_dot": False,
-                      "multi30k_test_bleu": True}
+    assert gpu_check.targets_met(summary) == {
+        "bf16_vs_torch_bf16": True,
+        "mfu_bf16": True,
+        "packed8_vs_1": True,
+        "additive_vs_dot": True,
+        "multi30k_test_bleu": None,
+    }
+    missed = gpu_check.targets_met(
+        gpu_check.summarise(canned(bf16=0.97, mfu=0.29, packed=2.9, additive=0.3, bleu=36.4))
+    )
+    assert missed == {
+        "bf16_vs_torch_bf16": False,
+        "mfu_bf16": False,
+        "packed8_vs_1": False,
+        "additive_vs_dot": False,
+        "multi30k_test_bleu": True,
+    }
     nothing = gpu_check.summarise({"meta": {}, "stages": {}})
     assert set(gpu_check.targets_met(nothing).values()) == {None} and nothing["gpu_tests"] is None
 
@@ -137,8 +171,11 @@ def test_a_stage_that_overruns_or_fails_keeps_the_rest(tmp_path, monkeypatch):
     results = gpu_check.run_check(opts, out, echo=lambda s: None)
     stages = json.loads(out.read_text())["stages"]
     assert stages["training"]["status"] == "timed_out" and stages["training"]["partial"] is True
-    assert stages["decoding"] == {**stages["decoding"], "status": "failed",
-                                  "error": "RuntimeError: CUDA error: no kernel image"}
+    assert stages["decoding"] == {
+        **stages["decoding"],
+        "status": "failed",
+        "error": "RuntimeError: CUDA error: no kernel image",
+    }
     assert results["summary"]["sdpa"] == {"dot-scaled": "flash"}
     assert stages["compile"]["budget_s"] <= 90
     monkeypatch.setattr(gpu_check.time, "time", iter(range(0, 10**6, 100)).__next__)  # every call: 100 s later
@@ -146,12 +183,15 @@ def test_a_stage_that_overruns_or_fails_keeps_the_rest(tmp_path, monkeypatch):
     assert late["stages"]["compile"]["status"] == "skipped" and "out of time" in late["stages"]["compile"]["reason"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--stages", "training,speed"], "unknown stage(s) speed"),
-    (["--packed", "1,x"], "--packed '1,x': give trial counts"),
-    (["--packed", "0,2"], "give trial counts of at least 1"),
-    (["--data", "/nonexistent/multi30k"], "no such folder"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--stages", "training,speed"], "unknown stage(s) speed"),
+        (["--packed", "1,x"], "--packed '1,x': give trial counts"),
+        (["--packed", "0,2"], "give trial counts of at least 1"),
+        (["--data", "/nonexistent/multi30k"], "no such folder"),
+    ],
+)
 def test_bad_options_are_one_line(argv, message, capsys):
     assert gpu_check.main(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -167,16 +207,23 @@ def test_quality_config_is_the_base_model():
 
 def test_cpu_smoke_run_of_the_entry_point(tmp_path, cache_dir, capsys):
     out = tmp_path / "tiny.json"
-    assert gpu_check.main(["--tiny", "--stages", "training,decoding", "--out", str(out),
-                           "--cache-dir", str(cache_dir)]) == 0
+    assert (
+        gpu_check.main(["--tiny", "--stages", "training,decoding", "--out", str(out), "--cache-dir", str(cache_dir)])
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert printed == json.loads(out.read_text())
     rows = printed["training"]["rows"]
     assert set(rows) == {"dot-scaled-bf16", "torch-bf16", "dot-scaled-fp32", "torch-fp32", "additive-scaled-bf16"}
     assert all(r["tokens_per_s"] > 0 and r["counted_gflop_per_pass"] > 0 for r in rows.values())
     assert 0 < rows["dot-scaled-bf16"]["mfu"] < 1 and rows["dot-scaled-bf16"]["mfu_peak"] == "measured matmul"
-    assert set(printed["training"]["sdpa"]) == {"dot-scaled", "dot-unscaled", "additive-scaled", "general-scaled",
-                                                "gaussian-scaled"}
+    assert set(printed["training"]["sdpa"]) == {
+        "dot-scaled",
+        "dot-unscaled",
+        "additive-scaled",
+        "general-scaled",
+        "gaussian-scaled",
+    }
     summary = printed["summary"]
     assert math.isfinite(summary["bf16_vs_torch_bf16"]) and summary["beam_sentences_per_s"] > 0
     assert isinstance(printed["targets_met"]["mfu_bf16"], bool) and printed["targets_met"]["packed8_vs_1"] is None
@@ -185,10 +232,13 @@ def test_cpu_smoke_run_of_the_entry_point(tmp_path, cache_dir, capsys):
 
 def test_a_child_past_its_limit_is_stopped_with_its_own_children(tmp_path):
     flag = tmp_path / "grandchild-alive"
-    (tmp_path / "grandchild.py").write_text(f"import pathlib, time\ntime.sleep(3)\npathlib.Path({str(flag)!r}).touch()\n")
+    (tmp_path / "grandchild.py").write_text(
+        f"import pathlib, time\ntime.sleep(3)\npathlib.Path({str(flag)!r}).touch()\n"
+    )
     (tmp_path / "child.py").write_text(
         f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, {str(tmp_path / 'grandchild.py')!r}])\n"
-        "print('started', flush=True)\ntime.sleep(60)\n")
+        "print('started', flush=True)\ntime.sleep(60)\n"
+    )
     run = gpu_runs.run_child([sys.executable, str(tmp_path / "child.py")], 2.0, dict(os.environ))
     assert run["timed_out"] and run["rc"] is None and run["tail"] == ["started"]
     time.sleep(4)

@@ -15,8 +15,11 @@ from data_helpers import read_lines, write_lines
 def small_multi30k(multi30k: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """2000/200/200 lines of Multi30k en-de, mixing ``.gz`` and plain files."""
     folder = tmp_path_factory.mktemp("m30k")
-    layout = {("train", 2000): ("train.en.gz", "train.de"), ("val", 200): ("val.en", "val.de.gz"),
-              ("test_2016_flickr", 200): ("test_2016_flickr.en", "test_2016_flickr.de")}
+    layout = {
+        ("train", 2000): ("train.en.gz", "train.de"),
+        ("val", 200): ("val.en", "val.de.gz"),
+        ("test_2016_flickr", 200): ("test_2016_flickr.en", "test_2016_flickr.de"),
+    }
     for (split, n), names in layout.items():
         for lang, name in zip(("en", "de"), names):
             write_lines(folder / name, read_lines(multi30k / f"{split}.{lang}.gz", n))

@@ -17,8 +17,9 @@ def m30k_lengths(multi30k):
     """Real subword lengths of 2000 Multi30k pairs (BPE 500)."""
     import datasets
 
-    train = datasets.Dataset.from_dict({"src": read_lines(multi30k / "train.en.gz", 2000),
-                                        "tgt": read_lines(multi30k / "train.de.gz", 2000)})
+    train = datasets.Dataset.from_dict(
+        {"src": read_lines(multi30k / "train.en.gz", 2000), "tgt": read_lines(multi30k / "train.de.gz", 2000)}
+    )
     tok = SubwordTokenizer.train(train, vocab_size=500)
     src = np.array([len(x) for x in tok.encode_src(train["src"])])
     tgt = np.array([len(x) for x in tok.encode_tgt(train["tgt"])])

@@ -13,8 +13,12 @@ from ablate.data.sources import BuiltinTask
 
 FINITE = {present(v[3].split("|")[-1], p, v[6]) for v in builtin.TRANSITIVE + builtin.INTRANSITIVE for p in range(5)}
 FINITE |= {form for forms in builtin.IRREGULAR_PRESENT.values() for form in forms}
-FINITE_SUBORDINATE = FINITE | {v[3].split("|")[0] + present(v[3].split("|")[1], p, v[6])
-                               for v in builtin.TRANSITIVE + builtin.INTRANSITIVE if "|" in v[3] for p in range(5)}
+FINITE_SUBORDINATE = FINITE | {
+    v[3].split("|")[0] + present(v[3].split("|")[1], p, v[6])
+    for v in builtin.TRANSITIVE + builtin.INTRANSITIVE
+    if "|" in v[3]
+    for p in range(5)
+}
 
 
 def test_generation_is_deterministic_and_prefix_stable():
@@ -47,7 +51,9 @@ def test_lexicon_is_large_with_a_long_tail():
     noun_counts = sorted((counts[n.lower()] for n in nouns), reverse=True)
     assert noun_counts[0] > 20 * noun_counts[-1]  # Zipfian: the head is far more frequent than the tail
     assert sum(n == 1 for n in counts.values()) > 300  # compounds: a long tail of words seen once
-    unseen = [de for _, de in builtin.generate("test", 500) if any(w.strip(".,").lower() not in counts for w in de.split())]
+    unseen = [
+        de for _, de in builtin.generate("test", 500) if any(w.strip(".,").lower() not in counts for w in de.split())
+    ]
     assert len(unseen) > 25  # the test set holds words never seen in training, to translate from their parts
 
 
@@ -107,8 +113,17 @@ def test_relative_clauses_agree_with_their_antecedent_across_the_clause():
     book = builtin.THINGS[0]  # das Buch (n)
     men = NounPhrase(builtin.ANIMATE[0], plural=True, article="def", adjective=None)
     # subject relative on a plural subject: pronoun "die", both verbs plural
-    relative = Clause(Gap(True, "pl", True), see, "present", None, False,
-                      NounPhrase(builtin.ANIMATE[3], False, "def", None), None, None, None)
+    relative = Clause(
+        Gap(True, "pl", True),
+        see,
+        "present",
+        None,
+        False,
+        NounPhrase(builtin.ANIMATE[3], False, "def", None),
+        None,
+        None,
+        None,
+    )
     subject = NounPhrase(builtin.ANIMATE[0], True, "def", None, relative)
     main = Clause(subject, sleep, "present", None, False, None, None, None, None)
     assert builtin._surface(main.en()) == "The men who see the dog sleep."
@@ -144,14 +159,18 @@ def test_alignment_is_not_monotonic():
                 modal = next(j for j, w in enumerate(de_words) if w in modal_forms)
                 separated += de_words.index(infinitives[en_words[i + 1]]) - modal > 2
     assert separated > 10
-    particles = sum(de.rstrip(".").split(",")[0].split()[-1] in {"an", "ab", "ein", "zu", "auf", "mit", "aus", "zurück"}
-                    for _, de in builtin.generate("train", 2000))
+    particles = sum(
+        de.rstrip(".").split(",")[0].split()[-1] in {"an", "ab", "ein", "zu", "auf", "mit", "aus", "zurück"}
+        for _, de in builtin.generate("train", 2000)
+    )
     assert particles > 30
 
 
 def test_surface_drops_a_relative_clause_comma_before_another_or_the_full_stop():
-    assert builtin._surface(["der", "Hund", ",", "der", "schläft", ",", ",", "weil", "x", ","]) == \
-        "Der Hund, der schläft, weil x."
+    assert (
+        builtin._surface(["der", "Hund", ",", "der", "schläft", ",", ",", "weil", "x", ","])
+        == "Der Hund, der schläft, weil x."
+    )
     for _, de in builtin.generate("train", 2000):
         assert ",," not in de and ", ," not in de and not de.endswith(",.")
 

@@ -12,7 +12,6 @@ from ablate.data.sources import make_source
 
 from data_helpers import make_folder, read_lines
 
-
 PAIR = {"train.en": ["a b", "c d"], "train.de": ["A B", "C D"], "valid.en": ["e"], "valid.de": ["E"]}
 
 
@@ -29,8 +28,17 @@ def test_local_folder_reads_gz_and_plain_files(small_multi30k, multi30k, make_cf
 
 
 def test_validation_aliases_and_sorted_test_splits(make_cfg, tmp_path):
-    files = dict(PAIR, **{"test_b.en": ["x"], "test_b.de": ["X"], "test_a.en": ["y"], "test_a.de": ["Y"],
-                          "test_a.fr": ["Z"], "notes.txt": ["hello"]})
+    files = dict(
+        PAIR,
+        **{
+            "test_b.en": ["x"],
+            "test_b.de": ["X"],
+            "test_a.en": ["y"],
+            "test_a.de": ["Y"],
+            "test_a.fr": ["Z"],
+            "notes.txt": ["hello"],
+        },
+    )
     corpus = make_source(make_cfg(make_folder(tmp_path, files)), tmp_path / "c").load(tmp_path / "w")
     assert corpus.val_split == "valid" and corpus.test_splits == ["test_a", "test_b"]
     assert corpus.splits["test_a"][0] == {"src": "y", "tgt": "Y"}

@@ -42,11 +42,11 @@ def test_batches_have_the_agreed_layout(make_cfg):
         i = int(batch["index"][row])
         src_ids, tgt_ids = tok.encode_src([srcs[i]])[0], tok.encode_tgt([refs[i]])[0]
         n, m = len(src_ids), len(tgt_ids)
-        assert batch["src"][row, :n + 1].tolist() == src_ids + [tok.eos_id]
-        assert (batch["src"][row, n + 1:] == tok.pad_id).all()
-        assert batch["tgt_in"][row, :m + 1].tolist() == [tok.bos_id] + tgt_ids
-        assert batch["tgt_out"][row, :m + 1].tolist() == tgt_ids + [tok.eos_id]
-        assert (batch["tgt_out"][row, m + 1:] == 0).all() and (batch["tgt_in"][row, m + 1:] == 0).all()
+        assert batch["src"][row, : n + 1].tolist() == src_ids + [tok.eos_id]
+        assert (batch["src"][row, n + 1 :] == tok.pad_id).all()
+        assert batch["tgt_in"][row, : m + 1].tolist() == [tok.bos_id] + tgt_ids
+        assert batch["tgt_out"][row, : m + 1].tolist() == tgt_ids + [tok.eos_id]
+        assert (batch["tgt_out"][row, m + 1 :] == 0).all() and (batch["tgt_in"][row, m + 1 :] == 0).all()
         assert tok.decode_tgt(batch["tgt_out"][row]) == refs[i]
 
 
@@ -86,8 +86,12 @@ def test_setup_is_idempotent_and_run_seed_does_not_change_data(make_cfg):
 
 def test_training_filters_and_eval_keeps_everything(make_cfg, tmp_path):
     long_en, long_de = " ".join(["word"] * 40), " ".join(["Wort"] * 40)
-    files = {"train.en": ["a b", "", "c d", long_en, "e f"], "train.de": ["A B", "X", "C D", "kurz", "E F"],
-             "val.en": ["g h", long_en, ""], "val.de": ["G H", long_de, "Y"]}
+    files = {
+        "train.en": ["a b", "", "c d", long_en, "e f"],
+        "train.de": ["A B", "X", "C D", "kurz", "E F"],
+        "val.en": ["g h", long_en, ""],
+        "val.de": ["G H", long_de, "Y"],
+    }
     dm = _module(make_cfg(make_folder(tmp_path, files), max_len=10, vocab_size=60))
     assert dm.stats["dropped"] == {"empty": 1, "too_long": 1}
     assert dm.stats["pairs"] == {"train": 3, "val": 3}
@@ -112,8 +116,21 @@ def test_eval_loaders_shard_across_ranks(small_multi30k, make_cfg, world_size):
         assert isinstance(loaders, list) and len(loaders) == 1
         shards.append([int(i) for b in loaders[0] for i in b["index"]])
         assert len(dm.train_dataloader()) == len(dm.train_sampler())
-    assert len({len(list(_module(cfg, trainer=SimpleNamespace(global_rank=r, world_size=world_size,
-                current_epoch=0)).eval_dataloader("val"))) for r in range(world_size)}) == 1
+    assert (
+        len(
+            {
+                len(
+                    list(
+                        _module(
+                            cfg, trainer=SimpleNamespace(global_rank=r, world_size=world_size, current_epoch=0)
+                        ).eval_dataloader("val")
+                    )
+                )
+                for r in range(world_size)
+            }
+        )
+        == 1
+    )
     union = [i for shard in shards for i in shard]
     assert sorted(union) == list(range(200))
 
@@ -149,9 +166,16 @@ class _Recorder(pl.LightningModule):
 def test_trainer_reshuffles_every_epoch(make_cfg):
     dm = TranslationDataModule(make_cfg("builtin"), TrainConfig(max_tokens=2000), EvalConfig(), seed=1)
     model = _Recorder()
-    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False,
-                         limit_val_batches=0)
+    trainer = pl.Trainer(
+        max_epochs=2,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        use_distributed_sampler=False,
+        limit_val_batches=0,
+    )
     trainer.fit(model, datamodule=dm)
     n = dm.stats["pairs"]["train"]
     assert sorted(model.seen[0]) == sorted(model.seen[1]) == list(range(n))

@@ -13,8 +13,9 @@ from data_helpers import read_lines
 
 @pytest.fixture(scope="module")
 def m30k_train(multi30k) -> datasets.Dataset:
-    return datasets.Dataset.from_dict({"src": read_lines(multi30k / "train.en.gz", 2000),
-                                       "tgt": read_lines(multi30k / "train.de.gz", 2000)})
+    return datasets.Dataset.from_dict(
+        {"src": read_lines(multi30k / "train.en.gz", 2000), "tgt": read_lines(multi30k / "train.de.gz", 2000)}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,10 @@ def test_special_ids_and_vocab_size(joint):
 
 def test_round_trip_on_real_sentences(joint, multi30k):
     """decode(encode(x)) == x on held-out Multi30k sentences (only NFKC-changed text may differ)."""
-    for lang, encode, decode in (("en", joint.encode_src, joint.decode_src), ("de", joint.encode_tgt, joint.decode_tgt)):
+    for lang, encode, decode in (
+        ("en", joint.encode_src, joint.decode_src),
+        ("de", joint.encode_tgt, joint.decode_tgt),
+    ):
         lines = read_lines(multi30k / f"val.{lang}.gz", 300)
         decoded = [decode(ids) for ids in encode(lines)]
         exact = sum(d == line for d, line in zip(decoded, lines))

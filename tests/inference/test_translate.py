@@ -17,18 +17,35 @@ from ablate.training.offline_run import offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = [
-    "data.builtin_pairs=400", "data.vocab_size=300", "model.d_model=32", "model.layers=1", "model.heads=2",
-    "model.d_ff=64", "train.max_steps=60", "train.max_tokens=1024", "train.warmup=10", "train.lr=5e-3",
-    "eval.beam=2", "eval.max_len_a=1.0", "eval.max_len_b=4", "tracking.wandb=offline",
+    "data.builtin_pairs=400",
+    "data.vocab_size=300",
+    "model.d_model=32",
+    "model.layers=1",
+    "model.heads=2",
+    "model.d_ff=64",
+    "train.max_steps=60",
+    "train.max_tokens=1024",
+    "train.warmup=10",
+    "train.lr=5e-3",
+    "eval.beam=2",
+    "eval.max_len_a=1.0",
+    "eval.max_len_b=4",
+    "tracking.wandb=offline",
     "tracking.log_checkpoints=true",
-    "trainer.enable_progress_bar=false", "trainer.callbacks=[{class_path: inference_helpers.Recorder, init_args: {tag: t}}]",
+    "trainer.enable_progress_bar=false",
+    "trainer.callbacks=[{class_path: inference_helpers.Recorder, init_args: {tag: t}}]",
 ]
 
 
 def _corpus(folder: Path) -> Path:
     """A small local corpus (train 400, val 40, test 40, extra 30) from the built-in task."""
     folder.mkdir(parents=True)
-    for split, kind, n in (("train", "train", 400), ("val", "val", 40), ("test", "test", 40), ("test_extra", "val", 30)):
+    for split, kind, n in (
+        ("train", "train", 400),
+        ("val", "val", 40),
+        ("test", "test", 40),
+        ("test_extra", "val", 30),
+    ):
         pairs = list(builtin.generate(kind, n))[-n:]
         (folder / f"{split}.en").write_text("\n".join(en for en, _ in pairs) + "\n")
         (folder / f"{split}.de").write_text("\n".join(de for _, de in pairs) + "\n")
@@ -95,8 +112,11 @@ def test_evaluate_reproduces_the_recorded_test_bleu(trained, tmp_path):
 def test_bad_inputs_are_one_line(trained, tmp_path):
     from ablate import cli
 
-    for args in (["translate", str(tmp_path)], ["translate", str(trained), "--input", str(tmp_path / "no.txt")],
-                 ["evaluate", str(trained), "--split", "nope"]):
+    for args in (
+        ["translate", str(tmp_path)],
+        ["translate", str(trained), "--input", str(tmp_path / "no.txt")],
+        ["evaluate", str(trained), "--split", "nope"],
+    ):
         result = CliRunner().invoke(cli.app, args)
         assert result.exit_code == 2 and "Traceback" not in result.output
         assert result.output.startswith("error: ") and len(result.output.strip().splitlines()) == 1, result.output
@@ -109,8 +129,14 @@ def test_offline_run_holds_summary_texts_and_checkpoint(trained):
         if key != "config":
             assert run.summary[key] == value, key
     texts = next(a for a in run.artifacts if a.type == "hypotheses")
-    assert sorted(texts.files) == ["hyps/test.txt", "hyps/test_extra.txt", "hyps/val.txt", "refs/test.txt",
-                                   "refs/test_extra.txt", "refs/val.txt"]
+    assert sorted(texts.files) == [
+        "hyps/test.txt",
+        "hyps/test_extra.txt",
+        "hyps/val.txt",
+        "refs/test.txt",
+        "refs/test_extra.txt",
+        "refs/val.txt",
+    ]
     for name, local in texts.files.items():
         assert local == trained / name and local.read_text()  # referenced in the run folder itself
     model = next(a for a in run.artifacts if a.type == "model")

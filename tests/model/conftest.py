@@ -40,7 +40,7 @@ def _random_batch(batch: int = 3, src_len: int = 7, tgt_len: int = 6, seed: int 
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(3, VOCAB, (batch, src_len), generator=g)
     for row in range(1, batch):
-        src[row, src_len - row:] = PAD
+        src[row, src_len - row :] = PAD
     tgt = torch.randint(3, VOCAB, (batch, tgt_len), generator=g)
     tgt[:, 0] = BOS
     return src, tgt

@@ -52,7 +52,11 @@ def test_auto_scale_is_the_papers(score, scaled):
 
 def test_every_score_declares_its_paper_scale():
     assert {name: cls.paper_scale for name, cls in SCORES.items()} == {
-        "dot": True, "general": True, "gaussian": True, "additive": False}
+        "dot": True,
+        "general": True,
+        "gaussian": True,
+        "additive": False,
+    }
 
 
 @pytest.mark.parametrize("scale,expected", [("auto", 1.0), (True, 0.5), (False, 1.0), (0.3, 0.3)])

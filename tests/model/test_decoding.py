@@ -9,10 +9,17 @@ import pytest
 import torch
 from torch import nn
 
-from ablate.config import AttentionConfig, ModelConfig
-from ablate.config import EvalConfig, LengthPenalty
+from ablate.config import AttentionConfig, EvalConfig, LengthPenalty, ModelConfig
 from ablate.model.build import build_model
-from ablate.model.decoding import LENGTH_PENALTIES, beam_search, fairseq_penalty, gnmt_penalty, greedy, max_lengths, reorder
+from ablate.model.decoding import (
+    LENGTH_PENALTIES,
+    beam_search,
+    fairseq_penalty,
+    gnmt_penalty,
+    greedy,
+    max_lengths,
+    reorder,
+)
 from ablate.model.positions import POSITIONS
 from ablate.model.scores import SCORES
 
@@ -58,8 +65,16 @@ def _exhaustive_best(model: MarkovModel, max_len: int, alpha: float, penalty: st
 
 def _transformer(score="dot", positions="sinusoidal", seed=0, scale=True, d_model=16):
     torch.manual_seed(seed)
-    cfg = ModelConfig(layers=2, d_model=d_model, d_ff=2 * d_model, heads=4, dropout=0.0, positions=positions,
-                      max_positions=64, attention=AttentionConfig(score=score, scale=scale))
+    cfg = ModelConfig(
+        layers=2,
+        d_model=d_model,
+        d_ff=2 * d_model,
+        heads=4,
+        dropout=0.0,
+        positions=positions,
+        max_positions=64,
+        attention=AttentionConfig(score=score, scale=scale),
+    )
     return build_model(cfg, 12, 12, pad_id=PAD).eval()
 
 
@@ -67,7 +82,7 @@ def _sources(seed=0, batch=5, length=6, vocab=12):
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(3, vocab, (batch, length), generator=g)
     for row in range(1, batch):
-        src[row, length - row:] = PAD
+        src[row, length - row :] = PAD
     return src
 
 
@@ -91,8 +106,9 @@ def test_wide_beam_finds_the_exact_optimum(seed, alpha, penalty):
     """A beam wider than the search space is exhaustive search (length penalty included)."""
     model = _markov(vocab=5, seed=seed)
     src = torch.full((1, 3), 3)  # max length 0 * 3 + 4 = 4
-    hyp = beam_search(model, src, beam=64, bos=BOS, eos=EOS, len_penalty=alpha, max_len_a=0, max_len_b=4,
-                      length_penalty=penalty)
+    hyp = beam_search(
+        model, src, beam=64, bos=BOS, eos=EOS, len_penalty=alpha, max_len_a=0, max_len_b=4, length_penalty=penalty
+    )
     assert hyp == [_exhaustive_best(model, 4, alpha, penalty)]
 
 
@@ -170,8 +186,9 @@ def test_batched_beam_equals_one_sentence_at_a_time(scale):
     batched = beam_search(model, src, 4, BOS, EOS, 1.0, 1.0, 4)
     alone = [beam_search(model, row[row.ne(PAD)][None], 4, BOS, EOS, 1.0, 1.0, 4)[0] for row in src]
     assert batched == alone
-    assert greedy(model, src, BOS, EOS, 1.0, 4) == [greedy(model, row[row.ne(PAD)][None], BOS, EOS, 1.0, 4)[0]
-                                                     for row in src]
+    assert greedy(model, src, BOS, EOS, 1.0, 4) == [
+        greedy(model, row[row.ne(PAD)][None], BOS, EOS, 1.0, 4)[0] for row in src
+    ]
 
 
 def test_outputs_respect_the_length_limit_and_exclude_specials():

@@ -8,7 +8,11 @@ import pytest
 import torch
 
 from ablate.model.positions import (
-    POSITIONS, PositionError, alibi_slopes, build_positions, sinusoids,
+    POSITIONS,
+    PositionError,
+    alibi_slopes,
+    build_positions,
+    sinusoids,
 )
 
 D, DK, H = 16, 4, 4
@@ -69,7 +73,7 @@ def test_rotary_needs_even_head_size():
 
 def test_alibi_slopes_follow_the_paper():
     """Press et al. (2022): 8 heads -> 1/2, 1/4, ..., 1/256."""
-    torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0 ** -k for k in range(1, 9)]))
+    torch.testing.assert_close(alibi_slopes(8), torch.tensor([2.0**-k for k in range(1, 9)]))
     six = alibi_slopes(6)  # not a power of two: 4 slopes for 4 heads + every other of 8
     torch.testing.assert_close(six, torch.tensor([2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]))
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from ablate.config import AttentionConfig, ModelConfig, RNNConfig
-from ablate.model.decoding import beam_search, greedy
 from ablate.model.build import ModelBuildError, build_model
+from ablate.model.decoding import beam_search, greedy
 from ablate.model.rnn import RNNSeq2Seq
 from ablate.model.scores import SCORES
 
@@ -27,17 +27,29 @@ def batch(size: int = 3, src_len: int = 7, tgt_len: int = 5, seed: int = 1):
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(3, VOCAB, (size, src_len), generator=g)
     for row in range(1, size):
-        src[row, src_len - row:] = PAD
+        src[row, src_len - row :] = PAD
     tgt = torch.randint(3, VOCAB, (size, tgt_len), generator=g)
     tgt[:, 0] = BOS
     return src, tgt
 
 
-def rnn_config(cell: str = "gru", score: str = "additive", scale=True, hidden: int = 8, layers: int = 2,
-               d_model: int = 12, **fields) -> ModelConfig:
+def rnn_config(
+    cell: str = "gru",
+    score: str = "additive",
+    scale=True,
+    hidden: int = 8,
+    layers: int = 2,
+    d_model: int = 12,
+    **fields,
+) -> ModelConfig:
     fields.setdefault("dropout", 0.0)
-    return ModelConfig(arch="rnn", d_model=d_model, rnn=RNNConfig(cell=cell, hidden=hidden, layers=layers),
-                       attention=AttentionConfig(score=score, scale=scale), **fields)
+    return ModelConfig(
+        arch="rnn",
+        d_model=d_model,
+        rnn=RNNConfig(cell=cell, hidden=hidden, layers=layers),
+        attention=AttentionConfig(score=score, scale=scale),
+        **fields,
+    )
 
 
 def make_rnn(cell: str, score: str, scale=True, seed: int = 0, **fields) -> RNNSeq2Seq:
@@ -74,7 +86,7 @@ def test_incremental_decoding_equals_full(cell, score, scale):
     full, _ = model.decode(tgt, enc)
     steps, state = [], None
     for i in range(tgt.size(1)):
-        logits, state = model.decode(tgt[:, i:i + 1], enc, state)
+        logits, state = model.decode(tgt[:, i : i + 1], enc, state)
         steps.append(logits)
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
     # two tokens at once from a mid-sequence state as well
@@ -147,8 +159,9 @@ def test_scaling_and_score_are_wired():
     assert scaled.attention.scaling == pytest.approx(8**-0.5) and unscaled.attention.scaling == 1.0
     assert not torch.allclose(scaled(src, tgt), unscaled(src, tgt))
     assert type(make_rnn("gru", "general").attention.score).__name__ == "GeneralScore"
-    cross_cfg = ModelConfig(arch="rnn", d_model=12, rnn=RNNConfig(hidden=8),
-                            attention=AttentionConfig(score="dot", cross_score="additive"))
+    cross_cfg = ModelConfig(
+        arch="rnn", d_model=12, rnn=RNNConfig(hidden=8), attention=AttentionConfig(score="dot", cross_score="additive")
+    )
     cross = build_model(cross_cfg, VOCAB, VOCAB)
     assert type(cross.attention.score).__name__ == "AdditiveScore"  # cross_score overrides for the RNN
 
@@ -194,8 +207,9 @@ def test_bahdanau_attention_is_unscaled_by_default():
     """Bahdanau's additive score has no 1/sqrt(d) (eq. 6); the default scale=auto keeps it so at any size."""
     from ablate.model.build import resolved_scale
 
-    cfg = ModelConfig(arch="rnn", d_model=12, rnn=RNNConfig(hidden=64, layers=1),
-                      attention=AttentionConfig(score="additive"))
+    cfg = ModelConfig(
+        arch="rnn", d_model=12, rnn=RNNConfig(hidden=64, layers=1), attention=AttentionConfig(score="additive")
+    )
     model = build_model(cfg, VOCAB, VOCAB)
     assert model.attention.scaling == 1.0 == resolved_scale(cfg)
     dot = dataclasses.replace(cfg, attention=AttentionConfig(score="dot"))

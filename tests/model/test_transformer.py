@@ -74,8 +74,9 @@ def test_every_parameter_gets_a_gradient(make_model, random_batch, score, positi
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_matches_torch_transformer(make_model, random_batch, norm):
     """dot + no positions + untied embeddings equals torch.nn.Transformer with copied weights."""
-    model = make_model("dot", True, "none", norm=norm, tie_embeddings=False, heads=4, d_ff=24,
-                       encoder_layers=2, decoder_layers=3)
+    model = make_model(
+        "dot", True, "none", norm=norm, tie_embeddings=False, heads=4, d_ff=24, encoder_layers=2, decoder_layers=3
+    )
     ref = nn.Transformer(16, 4, 2, 3, 24, dropout=0.0, batch_first=True, norm_first=norm == "pre").eval()
 
     def copy_attention(dst: nn.MultiheadAttention, src) -> None:
@@ -112,8 +113,10 @@ def test_matches_torch_transformer(make_model, random_batch, norm):
     pad = src.eq(0)
     scale = math.sqrt(16)
     out = ref(
-        model.src_embed(src) * scale, model.tgt_embed(tgt) * scale,
-        tgt_mask=nn.Transformer.generate_square_subsequent_mask(6), src_key_padding_mask=pad,
+        model.src_embed(src) * scale,
+        model.tgt_embed(tgt) * scale,
+        tgt_mask=nn.Transformer.generate_square_subsequent_mask(6),
+        src_key_padding_mask=pad,
         memory_key_padding_mask=pad,
     )
     torch.testing.assert_close(model(src, tgt), model.generator(out), atol=1e-5, rtol=1e-5)
@@ -143,8 +146,19 @@ def test_separate_vocabularies(tiny_config):
 def test_build_reads_the_config(tiny_config):
     from ablate.model.build import ARCHS, ModelBuildError, build_model
 
-    cfg = tiny_config("additive", 0.5, "rotary", layers=2, encoder_layers=1, decoder_layers=3, heads=2, d_k=6,
-                      d_v=5, norm="pre", attention={"cross_score": "general"})
+    cfg = tiny_config(
+        "additive",
+        0.5,
+        "rotary",
+        layers=2,
+        encoder_layers=1,
+        decoder_layers=3,
+        heads=2,
+        d_k=6,
+        d_v=5,
+        norm="pre",
+        attention={"cross_score": "general"},
+    )
     model = build_model(cfg, 19, 19)
     assert len(model.encoder) == 1 and len(model.decoder) == 3
     layer = model.decoder[0]
@@ -161,8 +175,14 @@ def test_attention_maps(make_model, random_batch):
     model = make_model("additive", True, "alibi")
     src, tgt = random_batch()
     maps = model.attention_maps(src, tgt)
-    assert set(maps) == {"encoder.0", "encoder.1", "decoder.0.self", "decoder.0.cross", "decoder.1.self",
-                         "decoder.1.cross"}
+    assert set(maps) == {
+        "encoder.0",
+        "encoder.1",
+        "decoder.0.self",
+        "decoder.0.cross",
+        "decoder.1.self",
+        "decoder.1.cross",
+    }
     assert maps["encoder.0"].shape == (3, 4, 7, 7) and maps["decoder.1.cross"].shape == (3, 4, 6, 7)
     torch.testing.assert_close(maps["decoder.0.cross"].sum(-1), torch.ones(3, 4, 6))
     assert torch.all(maps["decoder.0.cross"][2, :, :, 5:] == 0)  # padding gets no attention
@@ -242,7 +262,9 @@ def test_learned_positions_are_one_table_per_side_unless_shared(tiny_config, sha
     assert not torch.allclose(model.decode(tgt, model.encode(src))[0], before)
 
 
-@pytest.mark.parametrize("score,cross", [("dot", None), ("additive", None), ("additive", "dot"), ("gaussian", "additive")])
+@pytest.mark.parametrize(
+    "score,cross", [("dot", None), ("additive", None), ("additive", "dot"), ("gaussian", "additive")]
+)
 @pytest.mark.parametrize("scale", ["auto", True, False, 0.3])
 def test_resolved_scale_is_what_every_attention_uses(tiny_config, score, cross, scale):
     """``resolved_scale(cfg)`` (for the run record) equals ``.scaling`` of the built self/cross attention."""

@@ -25,8 +25,8 @@ N_SENTENCES = 60
 # variant -> (config overrides, word-corruption rate of its hypotheses)
 VARIANTS = {
     "base": ({}, 0.30),
-    "A-heads1": ({"model.heads": 1}, 0.60),        # clearly worse
-    "A-heads8": ({"model.heads": 8}, None),        # None: hypotheses identical to the base's
+    "A-heads1": ({"model.heads": 1}, 0.60),  # clearly worse
+    "A-heads8": ({"model.heads": 8}, None),  # None: hypotheses identical to the base's
     "B-dk16": ({"model.d_k": 16}, 0.30),
     "E-learned": ({"model.positions": "learned"}, 0.05),  # clearly better
 }
@@ -38,10 +38,8 @@ TEST_BLEU = {
     "B-dk16": [26.0, 26.4, None],
     "E-learned": [28.5, 29.5, None],
 }
-UNFINISHED = {("B-dk16", 3): ("failed", "RuntimeError: CUDA out of memory"),
-              ("E-learned", 3): ("running", None)}
-PARAMS = {"base": 9_500_000, "A-heads1": 9_500_000, "A-heads8": 9_500_000, "B-dk16": 8_700_000,
-          "E-learned": 9_800_000}
+UNFINISHED = {("B-dk16", 3): ("failed", "RuntimeError: CUDA out of memory"), ("E-learned", 3): ("running", None)}
+PARAMS = {"base": 9_500_000, "A-heads1": 9_500_000, "A-heads8": 9_500_000, "B-dk16": 8_700_000, "E-learned": 9_800_000}
 
 
 def _sentences(n: int, rng: random.Random, vocab: list[str]) -> list[str]:
@@ -61,8 +59,13 @@ def references() -> dict[str, list[str]]:
     return {s: _sentences(N_SENTENCES, random.Random(i), vocab) for i, s in enumerate(SPLITS)}
 
 
-def write_trial(root: Path, name: str, summary: dict[str, Any], hyps: dict[str, list[str]] | None = None,
-                refs: dict[str, list[str]] | None = None) -> Path:
+def write_trial(
+    root: Path,
+    name: str,
+    summary: dict[str, Any],
+    hyps: dict[str, list[str]] | None = None,
+    refs: dict[str, list[str]] | None = None,
+) -> Path:
     run = root / name
     run.mkdir(parents=True)
     (run / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -73,23 +76,44 @@ def write_trial(root: Path, name: str, summary: dict[str, Any], hyps: dict[str, 
     return run
 
 
-def trial_summary(name: str, variant: str | None, overrides: dict[str, Any], seed: int, bleu: float,
-                  params: int, sweep_params: dict[str, Any], sweep: str = "table3") -> dict[str, Any]:
+def trial_summary(
+    name: str,
+    variant: str | None,
+    overrides: dict[str, Any],
+    seed: int,
+    bleu: float,
+    params: int,
+    sweep_params: dict[str, Any],
+    sweep: str = "table3",
+) -> dict[str, Any]:
     cfg = replace(Config(), **overrides, seed=seed, **{"tracking.name": name, "tracking.group": sweep})
     metrics = {
-        "val/bleu": bleu + 1.0, "val/ppl": 60.0 - bleu, "val/chrf": 50.0 + bleu,
-        "test/bleu": bleu, "train/tokens_per_sec": 10000.0 + 100 * bleu, "params": params,
-        "step": 500, "wall_time_s": 120.0,
+        "val/bleu": bleu + 1.0,
+        "val/ppl": 60.0 - bleu,
+        "val/chrf": 50.0 + bleu,
+        "test/bleu": bleu,
+        "train/tokens_per_sec": 10000.0 + 100 * bleu,
+        "params": params,
+        "step": 500,
+        "wall_time_s": 120.0,
     }
     for i, split in enumerate(SPLITS):
         metrics[f"test_{split}/bleu"] = bleu - 2.0 * i
         metrics[f"test_{split}/chrf"] = 50.0 + bleu - i
-    history = [{"step": s, "val/bleu": (bleu + 1.0) * s / 500 + 0.1 * seed, "val/ppl": 200.0 - s / 5}
-               for s in (100, 200, 300, 400, 500)]
-    return {"status": "finished", "error": None, **metrics,
-            "bleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0",
-            "config": to_dict(cfg), "history": history, "variant": variant,
-            "sweep": {"name": sweep, "params": {**sweep_params, "seed": seed}}}
+    history = [
+        {"step": s, "val/bleu": (bleu + 1.0) * s / 500 + 0.1 * seed, "val/ppl": 200.0 - s / 5}
+        for s in (100, 200, 300, 400, 500)
+    ]
+    return {
+        "status": "finished",
+        "error": None,
+        **metrics,
+        "bleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0",
+        "config": to_dict(cfg),
+        "history": history,
+        "variant": variant,
+        "sweep": {"name": sweep, "params": {**sweep_params, "seed": seed}},
+    }
 
 
 def make_variant_sweep(root: Path) -> Path:
@@ -100,12 +124,16 @@ def make_variant_sweep(root: Path) -> Path:
     for variant, (overrides, rate) in VARIANTS.items():
         for seed, bleu in zip(SEEDS, TEST_BLEU[variant]):
             name = f"{variant}-s{seed}"
-            summary = trial_summary(name, variant, overrides, seed, bleu or 0.0, PARAMS[variant],
-                                    {"variant": variant})
+            summary = trial_summary(name, variant, overrides, seed, bleu or 0.0, PARAMS[variant], {"variant": variant})
             if (variant, seed) in UNFINISHED:
                 status, error = UNFINISHED[(variant, seed)]
-                summary = {"status": status, "error": error, "config": summary["config"],
-                           "variant": variant, "sweep": summary["sweep"]}
+                summary = {
+                    "status": status,
+                    "error": error,
+                    "config": summary["config"],
+                    "variant": variant,
+                    "sweep": summary["sweep"],
+                }
                 write_trial(root, name, summary)
                 continue
             rng = random.Random(f"{variant}-{seed}")
@@ -122,8 +150,12 @@ def make_variant_sweep(root: Path) -> Path:
 
 def make_grid_sweep(root: Path) -> Path:
     """A one-at-a-time sweep without variant names: heads 1/4/8 and learned positions, 2 seeds."""
-    points = [{"model.heads": 4, "model.positions": "sinusoidal"}, {"model.heads": 1, "model.positions": "sinusoidal"},
-              {"model.heads": 8, "model.positions": "sinusoidal"}, {"model.heads": 4, "model.positions": "learned"}]
+    points = [
+        {"model.heads": 4, "model.positions": "sinusoidal"},
+        {"model.heads": 1, "model.positions": "sinusoidal"},
+        {"model.heads": 8, "model.positions": "sinusoidal"},
+        {"model.heads": 4, "model.positions": "learned"},
+    ]
     for i, point in enumerate(points):
         for seed in (1, 2):
             name = f"trial-{i}-s{seed}"
@@ -180,8 +212,12 @@ class FakeRun:
 
     def scan_history(self, keys=None, **_):
         for row in self._history:
-            yield {"trainer/global_step": row["step"], "_step": row["step"] * 3, "val/bleu": row["val/bleu"],
-                   "val/ppl": row["val/ppl"]}
+            yield {
+                "trainer/global_step": row["step"],
+                "_step": row["step"] * 3,
+                "val/bleu": row["val/bleu"],
+                "val/ppl": row["val/ppl"],
+            }
 
     def files(self):
         return list(self._files)
@@ -192,12 +228,14 @@ class FakeApi:
 
     def __init__(self, *sweep_dirs: Path):
         self.calls = []
-        self._runs = [FakeRun(d, nested_config=i % 2 == 0)
-                      for root in sweep_dirs for i, d in enumerate(sorted(p for p in root.iterdir() if p.is_dir()))]
+        self._runs = [
+            FakeRun(d, nested_config=i % 2 == 0)
+            for root in sweep_dirs
+            for i, d in enumerate(sorted(p for p in root.iterdir() if p.is_dir()))
+        ]
         self._runs.reverse()  # W&B lists newest first
 
     def runs(self, path: str, filters: dict | None = None, **_):
         self.calls.append((path, filters))
         group = (filters or {}).get("group")
         return [r for r in self._runs if group is None or r.group == group]
-

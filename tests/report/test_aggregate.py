@@ -40,8 +40,17 @@ def test_variant_rows_aggregate_seeds_exactly(variant_sweep):
 def test_columns_groups_and_changes_follow_table_3(variant_sweep):
     sweep = aggregate(collect(str(variant_sweep)))
     # Table 3's columns always, in its order, then what else varies
-    assert sweep.keys == ["model.layers", "model.d_model", "model.d_ff", "model.heads", "model.d_k", "model.d_v",
-                          "model.dropout", "train.label_smoothing", "model.positions"]
+    assert sweep.keys == [
+        "model.layers",
+        "model.d_model",
+        "model.d_ff",
+        "model.heads",
+        "model.d_k",
+        "model.d_v",
+        "model.dropout",
+        "train.label_smoothing",
+        "model.positions",
+    ]
     rows = {r.name: r for r in sweep.rows}
     assert [r.group for r in sweep.rows] == ["base", "A", "A", "B", "E"]
     assert rows["A-heads1"].changed == ("model.heads", "model.d_k", "model.d_v")
@@ -53,8 +62,10 @@ def test_columns_groups_and_changes_follow_table_3(variant_sweep):
 
 def test_unfinished_trials_are_kept_aside(variant_sweep):
     sweep = aggregate(collect(str(variant_sweep)))
-    assert sorted((t.name, t.status) for t in sweep.unfinished) == [("B-dk16-s3", "failed"),
-                                                                   ("E-learned-s3", "running")]
+    assert sorted((t.name, t.status) for t in sweep.unfinished) == [
+        ("B-dk16-s3", "failed"),
+        ("E-learned-s3", "running"),
+    ]
 
 
 def test_grid_without_variants_finds_the_one_at_a_time_base(grid_sweep):
@@ -62,7 +73,9 @@ def test_grid_without_variants_finds_the_one_at_a_time_base(grid_sweep):
     # heads=4 + sinusoidal differs from each other point in one key: it is the base,
     # although heads=1 sorts first.
     assert {k: sweep.base.settings[k] for k in ("model.heads", "model.positions")} == {
-        "model.heads": 4, "model.positions": "sinusoidal"}
+        "model.heads": 4,
+        "model.positions": "sinusoidal",
+    }
     assert [r.name for r in sweep.rows] == ["base", "model.heads=1", "model.heads=8", "model.positions=learned"]
     assert [r.group for r in sweep.rows] == ["base", "model.heads", "model.heads", "model.positions"]
     assert all(len(r.trials) == 2 for r in sweep.rows)
@@ -80,10 +93,15 @@ def test_no_finished_trial_is_an_error():
 
 
 def test_curve_interpolates_seeds_onto_shared_steps():
-    t1 = Trial("a", "finished", config={"seed": 1},
-               history=({"step": 0, "val/bleu": 0.0}, {"step": 10, "val/bleu": 10.0}))
-    t2 = Trial("b", "finished", config={"seed": 2},
-               history=({"step": 0, "val/bleu": 2.0}, {"step": 5, "val/bleu": 4.0}, {"step": 10, "val/bleu": 6.0}))
+    t1 = Trial(
+        "a", "finished", config={"seed": 1}, history=({"step": 0, "val/bleu": 0.0}, {"step": 10, "val/bleu": 10.0})
+    )
+    t2 = Trial(
+        "b",
+        "finished",
+        config={"seed": 2},
+        history=({"step": 0, "val/bleu": 2.0}, {"step": 5, "val/bleu": 4.0}, {"step": 10, "val/bleu": 6.0}),
+    )
     row = aggregate([t1, t2]).rows[0]
     steps, mean, std = curve(row)
     assert steps.tolist() == [0, 5, 10]
@@ -112,8 +130,13 @@ def test_rows_show_the_head_sizes_the_model_used(variant_sweep, recorded, tmp_pa
     if recorded:
         assert sizes["base"] == (7, 9) and sizes["B-dk16"] == (16, 9)  # an explicit d_k stays explicit
     else:  # d_model 128: h=4 -> 32, h=1 -> 128, h=8 -> 16; d_k=16 -> d_v 16
-        assert sizes == {"base": (32, 32), "A-heads1": (128, 128), "A-heads8": (16, 16), "B-dk16": (16, 16),
-                         "E-learned": (32, 32)}
+        assert sizes == {
+            "base": (32, 32),
+            "A-heads1": (128, 128),
+            "A-heads8": (16, 16),
+            "B-dk16": (16, 16),
+            "E-learned": (32, 32),
+        }
         assert rows["base"].config["model.d_k"] is None  # the declared config is kept as written
 
 

@@ -45,8 +45,12 @@ def _system(refs: list[list[str]], rates: np.ndarray, rng: np.random.Generator) 
 def _row(refs: list[list[str]], strength: np.ndarray, rng: np.random.Generator, noise: float = 0.08) -> np.ndarray:
     """Per-sentence BLEU statistics of one configuration's seeds, (SEEDS, n, 10)."""
     texts = [" ".join(r) for r in refs]
-    return np.stack([sentence_stats(_system(refs, strength + rng.normal(0, noise, N_SENTENCES), rng), texts, "none")
-                     for _ in range(SEEDS)])
+    return np.stack(
+        [
+            sentence_stats(_system(refs, strength + rng.normal(0, noise, N_SENTENCES), rng), texts, "none")
+            for _ in range(SEEDS)
+        ]
+    )
 
 
 def old_pooled_bootstrap(a: np.ndarray, b: np.ndarray, n_samples: int, seed: int = 12345) -> float:
@@ -69,11 +73,11 @@ def _rejection_rates(scenario: str) -> tuple[float, float]:
         difficulty = rng.uniform(0.1, 0.5, N_SENTENCES)
         strength_a = difficulty + rng.normal(0, 0.15, N_SENTENCES)
         if scenario == "same":
-            strength_b = strength_a                                    # one config, other seeds
+            strength_b = strength_a  # one config, other seeds
         elif scenario == "equal":
             strength_b = difficulty + rng.normal(0, 0.15, N_SENTENCES)  # as good, on other sentences
         else:
-            strength_b = strength_a - 0.15                             # clearly fewer errors
+            strength_b = strength_a - 0.15  # clearly fewer errors
         a, b = _row(refs, strength_a, rng), _row(refs, strength_b, rng)
         new += seed_bootstrap(a, b, "bs", SAMPLES)[0] < 0.05
         old += old_pooled_bootstrap(a, b, SAMPLES) < 0.05
@@ -99,5 +103,3 @@ def test_equally_good_configs_are_rarely_significant_and_the_old_pooled_test_fai
 def test_a_clearly_better_config_is_significant(rates):
     new, _ = rates["better"]
     assert new >= 0.95
-
-

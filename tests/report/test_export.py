@@ -20,8 +20,14 @@ def _with_training_leftovers(variant_sweep, tmp_path):
     """A copy of the stand-in sweep with what a real run also leaves: checkpoints, configs, val texts, state."""
     src = tmp_path / "runs" / "table3"
     shutil.copytree(variant_sweep, src)
-    state = {"name": "table3", "source": "sweeps/table3-cpu.yaml", "overrides": ["train.max_steps=10"],
-             "created_at": 1.0, "trials": [], "signature": "x"}
+    state = {
+        "name": "table3",
+        "source": "sweeps/table3-cpu.yaml",
+        "overrides": ["train.max_steps=10"],
+        "created_at": 1.0,
+        "trials": [],
+        "signature": "x",
+    }
     (src / "sweep.json").write_text(json.dumps(state))
     for run in (p for p in src.iterdir() if (p / "hyps").is_dir()):
         (run / "checkpoints").mkdir()
@@ -34,9 +40,20 @@ def _with_training_leftovers(variant_sweep, tmp_path):
 def test_export_rebuilds_the_identical_table_from_its_files_alone(variant_sweep, tmp_path):
     src = _with_training_leftovers(variant_sweep, tmp_path)
     out = tmp_path / "results" / "table3"
-    result = runner.invoke(app, ["export", str(src), str(out), "--samples", "100", "--command",
-                                 "ablate sweep run sweeps/table3-cpu.yaml --parallel 2",
-                                 "--reference", "vaswani2017-table3"])
+    result = runner.invoke(
+        app,
+        [
+            "export",
+            str(src),
+            str(out),
+            "--samples",
+            "100",
+            "--command",
+            "ablate sweep run sweeps/table3-cpu.yaml --parallel 2",
+            "--reference",
+            "vaswani2017-table3",
+        ],
+    )
     assert result.exit_code == 0, result.output
 
     for fmt in ("md", "latex", "csv"):

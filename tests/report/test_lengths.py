@@ -48,8 +48,10 @@ def test_bleu_per_bucket_is_the_mean_over_seeds_of_corpus_bleu_on_the_bucket(wit
     for i, (lo, hi) in enumerate(data.buckets):
         idx = [j for j, n in enumerate(lengths) if lo <= n <= hi]
         assert idx
-        per_seed = [sacrebleu.corpus_bleu([t.hyps[data.split][j] for j in idx],
-                                          [[t.refs[data.split][j] for j in idx]]).score for t in base.trials]
+        per_seed = [
+            sacrebleu.corpus_bleu([t.hyps[data.split][j] for j in idx], [[t.refs[data.split][j] for j in idx]]).score
+            for t in base.trials
+        ]
         assert data.stats["base"][i].mean == pytest.approx(np.mean(per_seed), abs=1e-9)
         assert data.stats["base"][i].n == 3
     assert len(data.buckets) >= 3

@@ -18,8 +18,10 @@ from ablate.report.significance import compare
 
 from report_fixtures import _corrupt, references, trial_summary, write_trial
 
-COMPARISONS = [{"between": "model.attention.score", "values": ["dot", "additive"]},
-               {"between": "model.attention.scale", "values": [True, False]}]
+COMPARISONS = [
+    {"between": "model.attention.score", "values": ["dot", "additive"]},
+    {"between": "model.attention.scale", "values": [True, False]},
+]
 
 
 def _rate(score: str, scale: bool, d_k: int) -> float:

@@ -6,7 +6,7 @@ import pytest
 
 from ablate.report.records import ReportError, clean_config, collect, parse_wandb_path
 
-from report_fixtures import SPLITS, N_SENTENCES, write_trial
+from report_fixtures import N_SENTENCES, SPLITS, write_trial
 
 
 def test_folder_reads_every_trial_with_status_config_and_texts(variant_sweep):
@@ -25,10 +25,17 @@ def test_folder_reads_every_trial_with_status_config_and_texts(variant_sweep):
 
 
 def test_nested_and_dotted_configs_flatten_alike():
-    nested = clean_config({"model": {"heads": 8, "attention": {"score": "dot"}}, "train": {"betas": [0.9, 0.98]},
-                           "tracking": {"name": "x"}, "_wandb": {"v": 1}})
-    dotted = clean_config({"model.heads": 8, "model.attention.score": "dot", "train.betas": [0.9, 0.98],
-                           "tracking.name": "y"})
+    nested = clean_config(
+        {
+            "model": {"heads": 8, "attention": {"score": "dot"}},
+            "train": {"betas": [0.9, 0.98]},
+            "tracking": {"name": "x"},
+            "_wandb": {"v": 1},
+        }
+    )
+    dotted = clean_config(
+        {"model.heads": 8, "model.attention.score": "dot", "train.betas": [0.9, 0.98], "tracking.name": "y"}
+    )
     assert nested == dotted == {"model.heads": 8, "model.attention.score": "dot", "train.betas": (0.9, 0.98)}
 
 
@@ -40,11 +47,14 @@ def test_unreadable_summary_is_a_failed_trial_not_dropped(tmp_path):
     assert trials["broken"].status == "failed" and "unreadable" in trials["broken"].error
 
 
-@pytest.mark.parametrize("source, message", [
-    ("/nonexistent/sweep", "sweep folder not found"),
-    ("wandb:only-entity", "use wandb:<entity>/<project>"),
-    ("wandb:a/b/c/d", "use wandb:<entity>/<project>"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("/nonexistent/sweep", "sweep folder not found"),
+        ("wandb:only-entity", "use wandb:<entity>/<project>"),
+        ("wandb:a/b/c/d", "use wandb:<entity>/<project>"),
+    ],
+)
 def test_bad_sources_are_one_line_errors(source, message):
     with pytest.raises(ReportError, match=message) as err:
         collect(source)
@@ -84,7 +94,12 @@ def test_only_newlines_split_saved_texts(tmp_path):
     """A detokenized hypothesis may hold other Unicode line breaks (U+2028, form feed); line i stays sentence i."""
     from report_fixtures import write_trial
 
-    write_trial(tmp_path, "t", {"status": "finished", "test/bleu": 1.0},
-                hyps={"test": ["a\u2028b", "c\x0cd", ""]}, refs={"test": ["a b", "c d", "e"]})
+    write_trial(
+        tmp_path,
+        "t",
+        {"status": "finished", "test/bleu": 1.0},
+        hyps={"test": ["a\u2028b", "c\x0cd", ""]},
+        refs={"test": ["a b", "c d", "e"]},
+    )
     (trial,) = collect(str(tmp_path))
     assert trial.hyps["test"] == ["a\u2028b", "c\x0cd", ""] and len(trial.refs["test"]) == 3

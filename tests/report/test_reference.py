@@ -12,15 +12,27 @@ from ablate.report.reference import REFERENCES, effective, get, match, side_by_s
 
 runner = CliRunner()
 # A scaled-down Table 3 base (N 3, d_model 128, d_ff 512, h 8, so d_k = d_v = 16), as table3-cpu.yaml.
-SMALL = effective({"model.layers": 3, "model.d_model": 128, "model.d_ff": 512, "model.heads": 8, "model.d_k": None,
-                   "model.d_v": None, "model.dropout": 0.1, "train.label_smoothing": 0.1,
-                   "model.positions": "sinusoidal", "model.attention.score": "dot"})
+SMALL = effective(
+    {
+        "model.layers": 3,
+        "model.d_model": 128,
+        "model.d_ff": 512,
+        "model.heads": 8,
+        "model.d_k": None,
+        "model.d_v": None,
+        "model.dropout": 0.1,
+        "train.label_smoothing": 0.1,
+        "model.positions": "sinusoidal",
+        "model.attention.score": "dot",
+    }
+)
 
 
 def changed(**overrides) -> dict:
     """What a row with ``overrides`` (dots as ``__``) changes from ``SMALL``, effective d_k/d_v included."""
-    row = effective({**SMALL, "model.d_k": None, "model.d_v": None,
-                     **{k.replace("__", "."): v for k, v in overrides.items()}})
+    row = effective(
+        {**SMALL, "model.d_k": None, "model.d_v": None, **{k.replace("__", "."): v for k, v in overrides.items()}}
+    )
     return {k: v for k, v in row.items() if v != SMALL.get(k)}
 
 
@@ -44,26 +56,29 @@ def test_an_unknown_reference_is_one_line_listing_the_valid_names():
     assert result.exit_code == 2 and result.output.count("\n") == 1 and "choose from" in result.output
 
 
-@pytest.mark.parametrize("overrides, label", [
-    ({"model__heads": 1}, "(A) h=1"),             # d_k 128 of 16 = 512 of 64
-    ({"model__heads": 4}, "(A) h=4"),
-    ({"model__heads": 32}, "(A) h=32"),
-    ({"model__d_k": 4, "model__d_v": 16}, "(B) d_k=16"),   # an explicit d_v equal to the base's is no change
-    ({"model__d_k": 8}, "(B) d_k=32"),
-    ({"model__layers": 1}, "(C) N=2"),            # 1/3 of the base, as 2 of 6
-    ({"model__layers": 2}, "(C) N=4"),
-    ({"model__layers": 4}, "(C) N=8"),
-    ({"model__d_model": 64}, "(C) d_model=256"),
-    ({"model__d_model": 256}, "(C) d_model=1024"),
-    ({"model__d_ff": 256}, "(C) d_ff=1024"),
-    ({"model__dropout": 0.0}, "(D) P_drop=0.0"),
-    ({"model__dropout": 0.2}, "(D) P_drop=0.2"),
-    ({"train__label_smoothing": 0.0}, "(D) eps_ls=0.0"),
-    ({"model__positions": "learned"}, "(E) learned positions"),
-    ({"model__positions": "none"}, None),         # no such row in the paper
-    ({"model__attention__score": "additive"}, None),
-    ({"model__heads": 1, "model__dropout": 0.0}, None),   # two changes at once: no paper row
-])
+@pytest.mark.parametrize(
+    "overrides, label",
+    [
+        ({"model__heads": 1}, "(A) h=1"),  # d_k 128 of 16 = 512 of 64
+        ({"model__heads": 4}, "(A) h=4"),
+        ({"model__heads": 32}, "(A) h=32"),
+        ({"model__d_k": 4, "model__d_v": 16}, "(B) d_k=16"),  # an explicit d_v equal to the base's is no change
+        ({"model__d_k": 8}, "(B) d_k=32"),
+        ({"model__layers": 1}, "(C) N=2"),  # 1/3 of the base, as 2 of 6
+        ({"model__layers": 2}, "(C) N=4"),
+        ({"model__layers": 4}, "(C) N=8"),
+        ({"model__d_model": 64}, "(C) d_model=256"),
+        ({"model__d_model": 256}, "(C) d_model=1024"),
+        ({"model__d_ff": 256}, "(C) d_ff=1024"),
+        ({"model__dropout": 0.0}, "(D) P_drop=0.0"),
+        ({"model__dropout": 0.2}, "(D) P_drop=0.2"),
+        ({"train__label_smoothing": 0.0}, "(D) eps_ls=0.0"),
+        ({"model__positions": "learned"}, "(E) learned positions"),
+        ({"model__positions": "none"}, None),  # no such row in the paper
+        ({"model__attention__score": "additive"}, None),
+        ({"model__heads": 1, "model__dropout": 0.0}, None),  # two changes at once: no paper row
+    ],
+)
 def test_rows_match_the_paper_row_that_changes_the_same_keys_by_the_same_ratio(overrides, label):
     row = match(changed(**overrides), SMALL, get("vaswani2017-table3"))
     assert (row.label if row else None) == label
@@ -71,10 +86,14 @@ def test_rows_match_the_paper_row_that_changes_the_same_keys_by_the_same_ratio(o
 
 def test_the_rnn_baselines_match_the_multi30k_anchors():
     anchors = get("multi30k-anchors")
-    assert match(changed(model__arch="rnn", model__attention__score="additive"), SMALL, anchors).label == \
-        "GRU + Bahdanau attention"
-    assert match(changed(model__arch="rnn", model__attention__score="none"), SMALL, anchors).label == \
-        "GRU without attention"
+    assert (
+        match(changed(model__arch="rnn", model__attention__score="additive"), SMALL, anchors).label
+        == "GRU + Bahdanau attention"
+    )
+    assert (
+        match(changed(model__arch="rnn", model__attention__score="none"), SMALL, anchors).label
+        == "GRU without attention"
+    )
     assert match(changed(model__heads=1), SMALL, anchors) is None
 
 
@@ -85,11 +104,15 @@ def test_side_by_side_reads_our_deltas_and_significance_from_the_table(variant_s
     sbs = side_by_side(sweep, table, get("vaswani2017-table3"))
     lines = {ln.name: ln for ln in sbs.lines}
     assert {n: ln.paper.label for n, ln in lines.items()} == {
-        "A-heads1": "(A) h=1", "A-heads8": "(A) h=16", "B-dk16": "(B) d_k=32", "E-learned": "(E) learned positions"}
+        "A-heads1": "(A) h=1",
+        "A-heads8": "(A) h=16",
+        "B-dk16": "(B) d_k=32",
+        "E-learned": "(E) learned positions",
+    }
     assert lines["A-heads1"].delta == pytest.approx((24.0 + 24.5 + 26.0) / 3 - 27.5)
     assert lines["A-heads1"].paper_delta == pytest.approx(-0.9)
     assert lines["A-heads1"].agree is True and lines["E-learned"].agree is False  # paper -0.1, ours +1.5
-    assert lines["A-heads8"].agree is None                  # the paper's h=16 changes BLEU by 0: no sign
+    assert lines["A-heads8"].agree is None  # the paper's h=16 changes BLEU by 0: no sign
     col = next(i for i, c in enumerate(table.columns) if c.split)
     marks = {r.name: bool(r.cells[col].mark) for r in table.rows}
     assert {n: ln.significant for n, ln in lines.items()} == {n: marks[n] for n in lines}
@@ -101,14 +124,16 @@ def test_side_by_side_reads_our_deltas_and_significance_from_the_table(variant_s
 
 
 def test_table_command_prints_the_side_by_side(variant_sweep):
-    result = runner.invoke(app, ["table", str(variant_sweep), "-f", "md", "--samples", "100",
-                                 "--reference", "vaswani2017-table3"])
+    result = runner.invoke(
+        app, ["table", str(variant_sweep), "-f", "md", "--samples", "100", "--reference", "vaswani2017-table3"]
+    )
     assert result.exit_code == 0, result.output
     assert "| base | base |" in result.output  # the table itself comes first
     assert "| A-heads1 | (A) h=1 | 24.9 | -0.9 |" in result.output
     assert "rows agree in sign with the paper;" in result.output
-    csv_out = runner.invoke(app, ["table", str(variant_sweep), "-f", "csv", "--no-significance",
-                                  "--reference", "multi30k-anchors"])
+    csv_out = runner.invoke(
+        app, ["table", str(variant_sweep), "-f", "csv", "--no-significance", "--reference", "multi30k-anchors"]
+    )
     assert csv_out.exit_code == 0 and "row,paper row,paper BLEU" in csv_out.output
 
 

@@ -14,8 +14,12 @@ runner = CliRunner()
 
 
 def test_table_prints_every_format(variant_sweep):
-    for fmt, needle in [("md", "| base | base |"), ("latex", r"\toprule"), ("csv", "group,name,"),
-                        ("rich", "Ablation: table3")]:
+    for fmt, needle in [
+        ("md", "| base | base |"),
+        ("latex", r"\toprule"),
+        ("csv", "group,name,"),
+        ("rich", "Ablation: table3"),
+    ]:
         options = ["--samples", "100"] if fmt == "md" else ["--no-significance"]
         result = runner.invoke(app, ["table", str(variant_sweep), "--format", fmt, *options])
         assert result.exit_code == 0, result.output

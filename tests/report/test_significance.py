@@ -10,8 +10,15 @@ import sacrebleu
 
 from ablate.report.aggregate import aggregate
 from ablate.report.records import ReportError, Trial, collect
-from ablate.report.significance import (against_base, bleu_from_stats, compare, holm, pair_seeds, seed_bootstrap,
-                                        sentence_stats)
+from ablate.report.significance import (
+    against_base,
+    bleu_from_stats,
+    compare,
+    holm,
+    pair_seeds,
+    seed_bootstrap,
+    sentence_stats,
+)
 
 from report_fixtures import SPLITS
 
@@ -39,11 +46,13 @@ def test_bleu_from_sufficient_statistics_equals_sacrebleu(rate):
     hyps[0] = ""  # an empty hypothesis, as a barely trained model writes
     stats = sentence_stats(hyps, refs)
     assert stats.shape == (40, 10)
-    assert float(bleu_from_stats(stats.sum(axis=0))) == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score,
-                                                                      rel=1e-12, abs=1e-12)
+    assert float(bleu_from_stats(stats.sum(axis=0))) == pytest.approx(
+        sacrebleu.corpus_bleu(hyps, [refs]).score, rel=1e-12, abs=1e-12
+    )
     half = stats[:20].sum(axis=0)  # any subset, e.g. a bootstrap resample or a length bucket
-    assert float(bleu_from_stats(half)) == pytest.approx(sacrebleu.corpus_bleu(hyps[:20], [refs[:20]]).score,
-                                                         rel=1e-12, abs=1e-12)
+    assert float(bleu_from_stats(half)) == pytest.approx(
+        sacrebleu.corpus_bleu(hyps[:20], [refs[:20]]).score, rel=1e-12, abs=1e-12
+    )
 
 
 @pytest.mark.parametrize("test", ["bs", "ar"])
@@ -106,10 +115,10 @@ def test_sweep_comparisons_mark_what_differs(variant_sweep):
     raw = [c.p_value for c in found]
     assert [c.p_adjusted for c in found] == pytest.approx(holm(raw))
     for split in SPLITS:
-        assert comps[("A-heads8", split)].p_value == 1.0            # identical hypotheses
+        assert comps[("A-heads8", split)].p_value == 1.0  # identical hypotheses
         assert comps[("A-heads8", split)].seeds == (3, 3)
-        assert comps[("E-learned", split)].significant(0.05)         # clearly better, after Holm
+        assert comps[("E-learned", split)].significant(0.05)  # clearly better, after Holm
         assert comps[("E-learned", split)].bleu > comps[("E-learned", split)].base_bleu
-        assert comps[("E-learned", split)].seeds == (3, 2)           # its seed 3 is still running
-        assert comps[("A-heads1", split)].significant(0.05)          # clearly worse
+        assert comps[("E-learned", split)].seeds == (3, 2)  # its seed 3 is still running
+        assert comps[("A-heads1", split)].significant(0.05)  # clearly worse
         assert comps[("A-heads1", split)].bleu < comps[("A-heads1", split)].base_bleu

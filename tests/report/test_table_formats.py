@@ -50,12 +50,16 @@ def test_md_latex_rich_show_the_csv_numbers(table):
     for row in rows:
         name = row["name"]
         md_cells = [c.strip().replace("**", "").rstrip("†") for c in md_lines[name][2:-2].split(" | ")]
-        tex_cells = [re.sub(r"\\textbf\{(.*)\}", r"\1", c.strip().replace(r" \\", "")).replace(r"$\pm$", "±")
-                     .replace(r"$^\dagger$", "") for c in tex_lines[name.replace("_", r"\_")].split(" & ")]
+        tex_cells = [
+            re.sub(r"\\textbf\{(.*)\}", r"\1", c.strip().replace(r" \\", ""))
+            .replace(r"$\pm$", "±")
+            .replace(r"$^\dagger$", "")
+            for c in tex_lines[name.replace("_", r"\_")].split(" & ")
+        ]
         expected = _expected_cells(row, table)
         n_lead = 2 + len(table.keys)
-        assert md_cells[n_lead:n_lead + len(expected)] == expected, name
-        assert tex_cells[n_lead:n_lead + len(expected)] == expected, name
+        assert md_cells[n_lead : n_lead + len(expected)] == expected, name
+        assert tex_cells[n_lead : n_lead + len(expected)] == expected, name
         rich_line = next(line for line in rich_lines if f" {name} " in line)
         assert all(cell in rich_line for cell in expected), name
 
@@ -70,10 +74,10 @@ def test_exact_aggregates_in_csv(table):
 def test_best_values_are_bold_and_significance_marked(table):
     md = render(table, "md")
     e_learned = next(line for line in md.splitlines() if "| E-learned |" in line)
-    assert "**29.00 ± 0.71**†" in e_learned          # best test BLEU, significantly better
+    assert "**29.00 ± 0.71**†" in e_learned  # best test BLEU, significantly better
     heads8 = next(line for line in md.splitlines() if "| A-heads8 |" in line)
-    assert "†" not in heads8 and "**" not in heads8   # identical to base: no mark
-    assert "**8.70**" in md                            # fewest parameters (B-dk16)
+    assert "†" not in heads8 and "**" not in heads8  # identical to base: no mark
+    assert "**8.70**" in md  # fewest parameters (B-dk16)
     tex = render(table, "latex")
     assert r"\textbf{29.00 $\pm$ 0.71}$^\dagger$" in tex
     for text in (md, tex):
@@ -84,14 +88,52 @@ def test_best_values_are_bold_and_significance_marked(table):
 def test_base_row_shows_everything_others_only_changes(table):
     md = render(table, "md").splitlines()
     header = next(line for line in md if line.startswith("|  | variant"))
-    assert header.split(" | ")[2:12] == ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positions",
-                                         "train steps"]
+    assert header.split(" | ")[2:12] == [
+        "N",
+        "d_model",
+        "d_ff",
+        "h",
+        "d_k",
+        "d_v",
+        "P_drop",
+        "eps_ls",
+        "positions",
+        "train steps",
+    ]
     assert next(line for line in md if "| base | base |" in line).split(" | ")[2:12] == [
-        "3", "128", "512", "4", "32", "32", "0.1", "0.1", "sinusoidal", "500 ± 0"]
+        "3",
+        "128",
+        "512",
+        "4",
+        "32",
+        "32",
+        "0.1",
+        "0.1",
+        "sinusoidal",
+        "500 ± 0",
+    ]
     assert next(line for line in md if "| A-heads1 |" in line).split(" | ")[2:11] == [
-        "", "", "", "1", "128", "128", "", "", ""]
+        "",
+        "",
+        "",
+        "1",
+        "128",
+        "128",
+        "",
+        "",
+        "",
+    ]
     assert next(line for line in md if "| B-dk16 |" in line).split(" | ")[2:11] == [
-        "", "", "", "", "16", "16", "", "", ""]
+        "",
+        "",
+        "",
+        "",
+        "16",
+        "16",
+        "",
+        "",
+        "",
+    ]
     tex = render(table, "latex")
     assert tex.count(r"\midrule") == 4 and r"\toprule" in tex and r"\bottomrule" in tex  # header + 3 groups
 
@@ -107,7 +149,9 @@ def test_csv_lists_unfinished_trials_as_rows(table):
     rows = _csv_rows(render(table, "csv"))
     failed = [r for r in rows if r["status"] != "finished"]
     assert [(r["name"], r["status"], r["reason"]) for r in failed] == [
-        ("B-dk16-s3", "failed", "RuntimeError: CUDA out of memory"), ("E-learned-s3", "running", "still running")]
+        ("B-dk16-s3", "failed", "RuntimeError: CUDA out of memory"),
+        ("E-learned-s3", "running", "still running"),
+    ]
 
 
 def test_grid_sweep_groups_by_changed_key(grid_sweep):
@@ -121,15 +165,26 @@ def test_grid_sweep_groups_by_changed_key(grid_sweep):
 
 def test_key_labels_use_paper_symbols_and_unique_suffixes():
     assert key_labels(["model.heads", "model.rnn.layers", "model.layers", "model.attention.bandwidth"]) == [
-        "h", "rnn.layers", "N", "bandwidth"]
+        "h",
+        "rnn.layers",
+        "N",
+        "bandwidth",
+    ]
 
 
 def _budget_table(config: dict, steps: tuple[int, int]):
     from ablate.report.records import Trial
 
-    trials = [Trial(f"{h}-{s}", "finished", config={**config, "model.heads": h, "seed": s},
-                    metrics={"test/bleu": 20.0 + s, "step": float(n), "train/tokens": 1e5 * n})
-              for h, n in zip((4, 8), steps) for s in (1, 2)]
+    trials = [
+        Trial(
+            f"{h}-{s}",
+            "finished",
+            config={**config, "model.heads": h, "seed": s},
+            metrics={"test/bleu": 20.0 + s, "step": float(n), "train/tokens": 1e5 * n},
+        )
+        for h, n in zip((4, 8), steps)
+        for s in (1, 2)
+    ]
     return build_table(aggregate(trials))
 
 

@@ -24,8 +24,10 @@ def test_wandb_source_gives_the_folder_table(variant_sweep, wandb_api):
     for fmt in FORMATS:
         assert render(remote, fmt) == render(local, fmt)
     assert any("†" in c.mark for r in remote.rows for c in r.cells)  # hypotheses came through too
-    assert [str(u).split(":")[0] for u in remote.unfinished] == ["B-dk16-s3 (variant B-dk16, seed 3)",
-                                                                  "E-learned-s3 (variant E-learned, seed 3)"]
+    assert [str(u).split(":")[0] for u in remote.unfinished] == [
+        "B-dk16-s3 (variant B-dk16, seed 3)",
+        "E-learned-s3 (variant E-learned, seed 3)",
+    ]
 
 
 def _report(wandb_api, **kwargs):
@@ -44,7 +46,11 @@ def test_report_holds_the_table_and_three_panels(variant_sweep, wandb_api):
     grid = report.blocks[4]
     (runset,) = grid.runsets
     assert (runset.entity, runset.project, runset.filters, runset.groupby) == (
-        "me", "ablate", "Group = 'table3'", ["config.variant"])
+        "me",
+        "ablate",
+        "Group = 'table3'",
+        ["config.variant"],
+    )
     bar, scatter, line = grid.panels
     assert isinstance(bar, wr.BarPlot) and isinstance(scatter, wr.ScatterPlot) and isinstance(line, wr.LinePlot)
     assert [m.name for m in bar.metrics] == [f"test_{s}/bleu" for s in sorted(SPLITS)]

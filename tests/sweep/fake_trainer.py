@@ -42,8 +42,10 @@ def main(argv: list[str]) -> int:
 
     def event(what: str, step: int = 0) -> None:
         with open(opts["--events"], "a") as f:
-            f.write(f"{what} {name} {time.time():.4f} {step} [{os.environ.get('CUDA_VISIBLE_DEVICES', '-')}] "
-                    f"{os.environ.get('OMP_NUM_THREADS', '-')}\n")
+            f.write(
+                f"{what} {name} {time.time():.4f} {step} [{os.environ.get('CUDA_VISIBLE_DEVICES', '-')}] "
+                f"{os.environ.get('OMP_NUM_THREADS', '-')}\n"
+            )
 
     summary_path, ckpt = run_dir / "summary.json", run_dir / "checkpoints" / "last.ckpt"
     if summary_path.exists() and json.loads(summary_path.read_text()).get("status") == "finished":
@@ -70,8 +72,11 @@ def main(argv: list[str]) -> int:
         atomic(ckpt, {"step": step})
         atomic(summary_path, {**base, "status": "running", "step": step, "val/bleu": bleu * step / steps})
         if mode == "crash" and step == 2:
-            print("Traceback (most recent call last):\n  File ...\nRuntimeError: CUDA out of memory. Tried to allocate 2 GiB",
-                  file=sys.stderr, flush=True)
+            print(
+                "Traceback (most recent call last):\n  File ...\nRuntimeError: CUDA out of memory. Tried to allocate 2 GiB",
+                file=sys.stderr,
+                flush=True,
+            )
             return 1
         if mode == "nan" and step == 2:
             atomic(summary_path, {**base, "status": "failed", "step": step, "error": "loss is NaN at step 2"})
@@ -81,8 +86,19 @@ def main(argv: list[str]) -> int:
                 time.sleep(1)
         if mode == "oom-kill" and step == 2:
             os.kill(os.getpid(), signal.SIGKILL)
-    atomic(summary_path, {**base, "status": "finished", "step": step, "val/bleu": bleu, "test/bleu": bleu - 1,
-                          "val/ppl": 3.0, "train/tokens_per_sec": 1000.0, "wall_time_s": steps * step_s})
+    atomic(
+        summary_path,
+        {
+            **base,
+            "status": "finished",
+            "step": step,
+            "val/bleu": bleu,
+            "test/bleu": bleu - 1,
+            "val/ppl": 3.0,
+            "train/tokens_per_sec": 1000.0,
+            "wall_time_s": steps * step_s,
+        },
+    )
     event("finish", step)
     return 0
 

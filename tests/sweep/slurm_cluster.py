@@ -88,7 +88,7 @@ NodeName={self.host} CPUs={self.cpus} RealMemory={memory_mb} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """)
 
-    def start(self, timeout: float = 60.0) -> "LocalSlurm":
+    def start(self, timeout: float = 60.0) -> LocalSlurm:
         reason = unavailable()
         if reason:
             raise RuntimeError(reason)
@@ -96,10 +96,19 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         f = self.folder
         self._old_conf = os.environ.get("SLURM_CONF")
         os.environ["SLURM_CONF"] = str(self.conf)
-        subprocess.run([_find("munged"), "--force", f"--socket={f}/munge/munge.socket.2",
-                        "--key-file=/etc/munge/munge.key", f"--log-file={f}/log/munged.log",
-                        f"--pid-file={f}/munge/munged.pid", f"--seed-file={f}/munge/seed"], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [
+                _find("munged"),
+                "--force",
+                f"--socket={f}/munge/munge.socket.2",
+                "--key-file=/etc/munge/munge.key",
+                f"--log-file={f}/log/munged.log",
+                f"--pid-file={f}/munge/munged.pid",
+                f"--seed-file={f}/munge/seed",
+            ],
+            check=True,
+            capture_output=True,
+        )
         subprocess.run([_find("slurmctld"), "-f", str(self.conf)], check=True, capture_output=True)
         subprocess.run([_find("slurmd"), "-f", str(self.conf)], check=True, capture_output=True)
         deadline = time.monotonic() + timeout

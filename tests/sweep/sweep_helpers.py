@@ -36,15 +36,29 @@ class Events:
         return sum(r[0] == what and (name is None or r[1] == name) for r in self.rows())
 
 
-def fake_command(events: Events, modes: dict[str, str] | None = None, steps: int = 4,
-                 step_s: float = 0.05) -> Callable[[Path, list[str]], list[str]]:
+def fake_command(
+    events: Events, modes: dict[str, str] | None = None, steps: int = 4, step_s: float = 0.05
+) -> Callable[[Path, list[str]], list[str]]:
     """A trial command running the fake trainer; ``modes`` maps a trial name to its mode."""
     modes = modes or {}
 
     def command(run_dir: Path, overrides: list[str]) -> list[str]:
         mode = modes.get(run_dir.name, "ok")
-        return [sys.executable, str(FAKE), "--run-dir", str(run_dir), "--events", str(events.path),
-                "--mode", mode, "--steps", str(steps), "--step-s", str(step_s), *overrides]
+        return [
+            sys.executable,
+            str(FAKE),
+            "--run-dir",
+            str(run_dir),
+            "--events",
+            str(events.path),
+            "--mode",
+            mode,
+            "--steps",
+            str(steps),
+            "--step-s",
+            str(step_s),
+            *overrides,
+        ]
 
     return command
 
@@ -60,7 +74,15 @@ def options(out: Path, command, parallel: int = 1, **kwargs) -> LaunchOptions:
 
 
 def small_spec(parameters: dict, method: str = "grid", name: str = "t", **extra):
-    config = {"method": method, "metric": {"name": "val/bleu", "goal": "maximize"},
-              "parameters": {"model.d_model": {"value": 32}, "model.d_ff": {"value": 64},
-                             "train.max_steps": {"value": 5}, **parameters}, **extra}
+    config = {
+        "method": method,
+        "metric": {"name": "val/bleu", "goal": "maximize"},
+        "parameters": {
+            "model.d_model": {"value": 32},
+            "model.d_ff": {"value": 64},
+            "train.max_steps": {"value": 5},
+            **parameters,
+        },
+        **extra,
+    }
     return spec_from_dict(config, name=name)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from sweep_helpers import fake_command
-from typer.testing import CliRunner
-
 from rich.console import Console
+from typer.testing import CliRunner
 
 from ablate.sweep import commands, launcher
 from ablate.sweep.commands import app
+
+from sweep_helpers import fake_command
 
 SWEEP = """\
 # a tiny sweep
@@ -54,8 +54,14 @@ def test_run_then_rerun_then_status(sweep_file, events, tmp_path):
 
     status = invoke("status", "runs/tiny")
     assert status.exit_code == 0, status.output
-    for text in ("wide-seed=1", "finished", "odd-heads-seed=2", "invalid config: model.heads=3 does not divide",
-                 "4 finished, 2 failed", "no launcher running"):
+    for text in (
+        "wide-seed=1",
+        "finished",
+        "odd-heads-seed=2",
+        "invalid config: model.heads=3 does not divide",
+        "4 finished, 2 failed",
+        "no launcher running",
+    ):
         assert text in status.output
     assert invoke("status", sweep_file).output == status.output  # the file finds its default folder
 
@@ -67,14 +73,17 @@ def test_dry_run_lists_trials_without_training(sweep_file, events, tmp_path):
     assert events.count("start") == 0 and not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["run", "missing.yaml"], "sweep file not found: missing.yaml"),
-    (["run", "{file}", "model.headz=2"], "unknown config key 'model.headz'"),
-    (["run", "{file}", "model.heads"], "is not of the form key=value"),
-    (["run", "{file}", "--devices", "gpu7"], "use auto, cpu, or GPU ids"),
-    (["run", "{bad}"], "bad.yaml line 2: mapping values are not allowed here"),
-    (["status", "nowhere"], "no sweep state in nowhere"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "missing.yaml"], "sweep file not found: missing.yaml"),
+        (["run", "{file}", "model.headz=2"], "unknown config key 'model.headz'"),
+        (["run", "{file}", "model.heads"], "is not of the form key=value"),
+        (["run", "{file}", "--devices", "gpu7"], "use auto, cpu, or GPU ids"),
+        (["run", "{bad}"], "bad.yaml line 2: mapping values are not allowed here"),
+        (["status", "nowhere"], "no sweep state in nowhere"),
+    ],
+)
 def test_bad_input_is_one_red_line_and_exit_2(sweep_file, tmp_path, args, message):
     bad = tmp_path / "bad.yaml"
     bad.write_text("method: grid\n  parameters: x\n")

@@ -75,7 +75,9 @@ def test_a_ddp_trial_with_two_processes_runs_in_a_sweep(tmp_path, cache_dir, mon
     path = tmp_path / "ddp.yaml"
     path.write_text(DDP_SWEEP)
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["run", str(path), "--out", str(out), "--devices", "cpu", "tracking.wandb=offline"])
+    result = CliRunner().invoke(
+        app, ["run", str(path), "--out", str(out), "--devices", "cpu", "tracking.wandb=offline"]
+    )
     assert result.exit_code == 0, result.output
     (trial,) = json.loads((out / "sweep.json").read_text())["trials"]
     assert trial["status"] == "finished", trial

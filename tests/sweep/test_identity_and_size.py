@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from sweep_helpers import fake_command, options, quiet_progress, small_spec
 
 from ablate.sweep.launcher import check_trial_count, run_sweep
 from ablate.sweep.search import planned_trials
 from ablate.sweep.spec import SweepError
+
+from sweep_helpers import fake_command, options, quiet_progress, small_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,14 +41,23 @@ def grid(n_params: int, n_values: int) -> dict:
 
 def test_a_huge_grid_is_counted_without_expanding_it():
     """Item 13: 10**12 points counted at once; beyond the limit, refused with the count and how to raise it."""
-    spec = small_spec({"seed": {"values": list(range(1000))}, "train.warmup": {"min": 1, "max": 1000},
-                       "train.lr": {"values": [1e-3, 2e-3, 3e-3] * 10 ** 3},  # W&B keeps duplicates
-                       "model.heads": {"values": [1, 2, 4, 8]}, "model.d_model": {"value": 64}})
+    spec = small_spec(
+        {
+            "seed": {"values": list(range(1000))},
+            "train.warmup": {"min": 1, "max": 1000},
+            "train.lr": {"values": [1e-3, 2e-3, 3e-3] * 10**3},  # W&B keeps duplicates
+            "model.heads": {"values": [1, 2, 4, 8]},
+            "model.d_model": {"value": 64},
+        }
+    )
     assert planned_trials(spec, None) == 1000 * 1000 * 3000 * 4
     assert planned_trials(spec, 50) == 50
     for cap in (None, 500):  # W&B's grid search enumerates the whole grid, whatever the cap
-        with pytest.raises(SweepError, match=r"12,000,000,000 trials is over the limit of 10,000; narrow the grid, "
-                                             r"or raise the limit with --trial-limit 12000000000"):
+        with pytest.raises(
+            SweepError,
+            match=r"12,000,000,000 trials is over the limit of 10,000; narrow the grid, "
+            r"or raise the limit with --trial-limit 12000000000",
+        ):
             check_trial_count(spec, cap, 10_000)
     assert check_trial_count(spec, 500, 10**13) == 500
 
@@ -56,19 +65,34 @@ def test_a_huge_grid_is_counted_without_expanding_it():
 def test_the_trial_count_is_printed_before_planning(tmp_path):
     """Item 13: the first line of a 10,000-trial dry run is its count, before any trial is planned."""
     sweep = tmp_path / "big.yaml"
-    sweep.write_text("method: grid\nparameters:\n" + "".join(
-        f"  {key}:\n    values: {list(range(1, 11))}\n" for key in ("seed", "train.warmup", "train.max_steps", "eval.beam")))
-    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "sweep", "run", str(sweep), "--dry-run"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "WANDB_MODE": "disabled", "COLUMNS": "200"})
+    sweep.write_text(
+        "method: grid\nparameters:\n"
+        + "".join(
+            f"  {key}:\n    values: {list(range(1, 11))}\n"
+            for key in ("seed", "train.warmup", "train.max_steps", "eval.beam")
+        )
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "cli.py"), "sweep", "run", str(sweep), "--dry-run"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "WANDB_MODE": "disabled", "COLUMNS": "200"},
+    )
     try:
         first = proc.stdout.readline()
         assert first.strip() == "big: 10,000 trials"
     finally:
         proc.kill()
         proc.wait()
-    refused = subprocess.run([sys.executable, str(ROOT / "cli.py"), "sweep", "run", str(sweep), "--dry-run",
-                              "--trial-limit", "9999"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                             env={**os.environ, "WANDB_MODE": "disabled"})
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "sweep", "run", str(sweep), "--dry-run", "--trial-limit", "9999"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "WANDB_MODE": "disabled"},
+    )
     assert refused.returncode == 2 and "10,000 trials is over the limit of 9,999" in refused.stderr
     assert "Traceback" not in refused.stderr

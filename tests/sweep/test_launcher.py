@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from sweep_helpers import fake_command, options, quiet_progress, small_spec
 
 from ablate.sweep.launcher import run_sweep
 from ablate.sweep.spec import SweepError, spec_from_dict
 from ablate.sweep.state import load_state
+
+from sweep_helpers import fake_command, options, quiet_progress, small_spec
 
 HEADS_X_SEEDS = {"model.heads": {"values": [2, 4]}, "seed": {"values": [1, 2]}}
 
@@ -28,7 +29,11 @@ def test_grid_runs_every_trial_with_its_overrides_and_records_metrics(tmp_path, 
     assert names == ["heads=2-seed=1", "heads=2-seed=2", "heads=4-seed=1", "heads=4-seed=2"]  # W&B grid order
     assert all(t.status == "finished" for t in state.trials)
     assert {t.name: t.metric for t in state.trials} == {
-        "heads=2-seed=1": 21.0, "heads=4-seed=1": 41.0, "heads=2-seed=2": 22.0, "heads=4-seed=2": 42.0}
+        "heads=2-seed=1": 21.0,
+        "heads=4-seed=1": 41.0,
+        "heads=2-seed=2": 22.0,
+        "heads=4-seed=2": 42.0,
+    }
     seen = json.loads((tmp_path / "out" / "heads=4-seed=2" / "summary.json").read_text())["config"]
     assert seen["model.heads"] == "4" and seen["seed"] == "2" and seen["model.d_model"] == "32"
     assert seen["tracking.group"] == "heads" and seen["tracking.name"] == "heads=4-seed=2"
@@ -38,8 +43,11 @@ def test_grid_runs_every_trial_with_its_overrides_and_records_metrics(tmp_path, 
 
 
 def test_impossible_variant_is_failed_with_its_reason_and_never_launched(tmp_path, events):
-    variants = {"variant": {"values": ["base", {"name": "three-heads", "model.heads": 3}]},
-                "model.heads": {"value": 4}, "seed": {"values": [1, 2]}}
+    variants = {
+        "variant": {"values": ["base", {"name": "three-heads", "model.heads": 3}]},
+        "model.heads": {"value": 4},
+        "seed": {"values": [1, 2]},
+    }
     result, _ = run(small_spec(variants), tmp_path / "out", fake_command(events))
     by_name = {t.name: t for t in result.state.trials}
     assert by_name["base-seed=1"].status == by_name["base-seed=2"].status == "finished"
@@ -49,11 +57,14 @@ def test_impossible_variant_is_failed_with_its_reason_and_never_launched(tmp_pat
     assert events.count("start") == 2
 
 
-@pytest.mark.parametrize("mode, reason", [
-    ("crash", "RuntimeError: CUDA out of memory"),
-    ("nan", "loss is NaN at step 2"),
-    ("oom-kill", "killed by SIGKILL"),
-])
+@pytest.mark.parametrize(
+    "mode, reason",
+    [
+        ("crash", "RuntimeError: CUDA out of memory"),
+        ("nan", "loss is NaN at step 2"),
+        ("oom-kill", "killed by SIGKILL"),
+    ],
+)
 def test_a_crashing_trial_is_isolated_and_recorded_with_its_reason(tmp_path, events, mode, reason):
     spec = small_spec({"seed": {"values": [1, 2, 3]}})
     result, text = run(spec, tmp_path / "out", fake_command(events, {"seed=2": mode}), parallel=2, retries=0)
@@ -135,17 +146,20 @@ def test_a_folder_started_with_other_parameters_is_refused(tmp_path, events):
 
 
 def test_random_search_stops_at_run_cap_and_bayes_learns_from_results(tmp_path, events):
-    spec = small_spec({"model.heads": {"values": [1, 2, 4, 8]}, "train.lr": {"min": 0.0001, "max": 0.01}},
-                      method="random", run_cap=3)
+    spec = small_spec(
+        {"model.heads": {"values": [1, 2, 4, 8]}, "train.lr": {"min": 0.0001, "max": 0.01}}, method="random", run_cap=3
+    )
     result, _ = run(spec, tmp_path / "random", fake_command(events))
     assert len(result.state.trials) == 3 and all(t.status == "finished" for t in result.state.trials)
-    bayes = small_spec({"model.heads": {"values": [1, 2, 4, 8]}, "seed": {"values": [1, 2]}},
-                       method="bayes", run_cap=4)
+    bayes = small_spec({"model.heads": {"values": [1, 2, 4, 8]}, "seed": {"values": [1, 2]}}, method="bayes", run_cap=4)
     result, _ = run(bayes, tmp_path / "bayes", fake_command(events), parallel=2)
     assert len(result.state.trials) == 4 and all(t.metric is not None for t in result.state.trials)
     with pytest.raises(SweepError, match="needs run_cap"):
-        run(small_spec({"train.lr": {"min": 0.0001, "max": 0.01}}, method="random"), tmp_path / "x",
-            fake_command(events))
+        run(
+            small_spec({"train.lr": {"min": 0.0001, "max": 0.01}}, method="random"),
+            tmp_path / "x",
+            fake_command(events),
+        )
 
 
 def test_interrupting_the_launcher_stops_trials_and_a_rerun_resumes_them(tmp_path, events, monkeypatch):
@@ -171,8 +185,7 @@ def test_interrupting_the_launcher_stops_trials_and_a_rerun_resumes_them(tmp_pat
 
 
 def test_hyperband_stops_a_trial_that_lags_behind(tmp_path, events):
-    spec = small_spec({"seed": {"values": [1, 2, 3]}},
-                      early_terminate={"type": "hyperband", "min_iter": 2, "eta": 2})
+    spec = small_spec({"seed": {"values": [1, 2, 3]}}, early_terminate={"type": "hyperband", "min_iter": 2, "eta": 2})
     command = fake_command(events, {"seed=3": "bad"}, steps=8, step_s=0.15)
     result, text = run(spec, tmp_path / "out", command)
     status = {t.name: t.status for t in result.state.trials}
@@ -187,12 +200,27 @@ def test_a_base_config_file_reaches_validation_and_the_trainer(tmp_path, events)
 
     base = tmp_path / "base.yaml"
     base.write_text("model:\n  d_model: 30\n")
-    spec = spec_from_dict({"method": "grid", "metric": {"name": "val/bleu", "goal": "maximize"},
-                           "parameters": {"model.heads": {"values": [2, 4]}}}, name="b")
+    spec = spec_from_dict(
+        {
+            "method": "grid",
+            "metric": {"name": "val/bleu", "goal": "maximize"},
+            "parameters": {"model.heads": {"values": [2, 4]}},
+        },
+        name="b",
+    )
     result, _ = run(spec, tmp_path / "out", fake_command(events), config=base)
     status = {t.name: (t.status, t.error) for t in result.state.trials}
     assert status["heads=2"] == ("finished", None)
     assert status["heads=4"][0] == "failed" and "does not divide model.d_model=30" in status["heads=4"][1]
     argv = trainer_command(base)(tmp_path / "r", ["seed=1"])
-    assert argv == [sys.executable, "-m", "ablate", "train", "--run-dir", str(tmp_path / "r"),
-                    "--config", str(base), "seed=1"]
+    assert argv == [
+        sys.executable,
+        "-m",
+        "ablate",
+        "train",
+        "--run-dir",
+        str(tmp_path / "r"),
+        "--config",
+        str(base),
+        "seed=1",
+    ]

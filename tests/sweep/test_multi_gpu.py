@@ -13,10 +13,11 @@ import json
 from pathlib import Path
 
 import pytest
-from sweep_helpers import fake_command, options, quiet_progress, small_spec
 
 from ablate.sweep.launcher import run_sweep
 from ablate.sweep.slots import plan_slots
+
+from sweep_helpers import fake_command, options, quiet_progress, small_spec
 
 
 def run_on(tmp_path: Path, events, trials: int, slots) -> dict[str, dict]:
@@ -64,7 +65,7 @@ def test_gpus_per_trial_runs_n_over_k_ddp_trials(tmp_path, events, gpus, k):
     n = len(gpus)
     rows = run_on(tmp_path, events, n // k * 2, plan_slots("auto", gpus_per_trial=k, cores=8, gpus=lambda: gpus))
     groups = {r["gpus"] for r in rows.values()}
-    assert groups == {",".join(gpus[i:i + k]) for i in range(0, n, k)}  # disjoint groups of K, all used
+    assert groups == {",".join(gpus[i : i + k]) for i in range(0, n, k)}  # disjoint groups of K, all used
     assert all(r["config"]["train.devices"] == str(k) for r in rows.values())  # DDP over its K devices
     assert most_at_once(rows) == n // k and most_at_once(rows, key=lambda r: r["gpus"]) == 1
 

@@ -10,11 +10,11 @@ import textwrap
 import time
 from pathlib import Path
 
-from sweep_helpers import fake_command, options, quiet_progress, small_spec
-
 from ablate.sweep import process
 from ablate.sweep.launcher import run_sweep
 from ablate.sweep.state import load_state
+
+from sweep_helpers import fake_command, options, quiet_progress, small_spec
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -23,7 +23,8 @@ MODES = {"seed=2": "stubborn"}  # ignores SIGTERM: survives its launcher's death
 
 def driver(tmp_path: Path, events: Path) -> Path:
     script = tmp_path / "driver.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import sys
         sys.path[:0] = [{str(ROOT)!r}, {str(HERE)!r}]
         from pathlib import Path
@@ -32,7 +33,8 @@ def driver(tmp_path: Path, events: Path) -> Path:
         spec = small_spec({{"seed": {{"values": [1, 2, 3, 4]}}}})
         command = fake_command(Events(Path({str(events)!r})), {MODES!r}, steps=10, step_s=0.1)
         run_sweep(spec, options(Path({str(tmp_path / "out")!r}), command, parallel=2), quiet_progress()[0])
-    """))
+    """)
+    )
     return script
 
 
@@ -48,10 +50,18 @@ def test_sigkilled_launcher_resumes_without_redoing_finished_trials(tmp_path, ev
     out = tmp_path / "out"
     survivors: list[int] = []
     try:
+
         def midway() -> bool:  # one trial done, seed=2 and another running with a checkpoint each
             state = load_state(out) if (out / "sweep.json").exists() else None
-            return bool(state) and state.count("finished") >= 1 and state.count("running") == 2 and all(
-                (out / t.name / "checkpoints" / "last.ckpt").exists() for t in state.trials if t.status == "running") and state.trial("seed=2").status == "running"
+            return (
+                bool(state)
+                and state.count("finished") >= 1
+                and state.count("running") == 2
+                and all(
+                    (out / t.name / "checkpoints" / "last.ckpt").exists() for t in state.trials if t.status == "running"
+                )
+                and state.trial("seed=2").status == "running"
+            )
 
         wait_for(midway)
         launcher.send_signal(signal.SIGKILL)

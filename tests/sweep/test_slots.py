@@ -56,12 +56,15 @@ def test_visible_devices_come_from_the_environment(monkeypatch):
     assert visible_gpus() == []
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"devices": "cpu", "gpus_per_trial": 2}, "needs GPUs"),
-    ({"devices": "0", "gpus_per_trial": 2}, "needs at least that many GPUs"),
-    ({"devices": "gpu0"}, "use auto, cpu, or GPU ids"),
-    ({"devices": "cpu", "parallel": 0}, "at least 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"devices": "cpu", "gpus_per_trial": 2}, "needs GPUs"),
+        ({"devices": "0", "gpus_per_trial": 2}, "needs at least that many GPUs"),
+        ({"devices": "gpu0"}, "use auto, cpu, or GPU ids"),
+        ({"devices": "cpu", "parallel": 0}, "at least 1"),
+    ],
+)
 def test_impossible_slot_requests_are_one_line_errors(kwargs, message):
     with pytest.raises(SweepError, match=message):
         plan_slots(cores=2, gpus=four_gpus if kwargs["devices"] == "0" else lambda: [], **kwargs)

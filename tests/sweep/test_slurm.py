@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from slurm_cluster import LocalSlurm, unavailable
 from typer.testing import CliRunner
 
 from ablate.sweep import commands
@@ -21,11 +20,15 @@ from ablate.sweep.commands import app
 from ablate.sweep.slurm import SlurmOptions, parse_time
 from ablate.sweep.spec import SweepError
 
+from slurm_cluster import LocalSlurm, unavailable
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("text, minutes", [("30", 30), ("01:30:00", 90), ("00:00:30", 1), ("2-00:00:00", 2880),
-                                           ("1-12", 2160), ("45:30", 46)])
+@pytest.mark.parametrize(
+    "text, minutes",
+    [("30", 30), ("01:30:00", 90), ("00:00:30", 1), ("2-00:00:00", 2880), ("1-12", 2160), ("45:30", 46)],
+)
 def test_slurm_time_formats(text, minutes):
     assert parse_time(text) == minutes
 
@@ -37,17 +40,35 @@ def test_bad_time_is_one_line():
 
 def test_job_shape_reaches_the_trainer():
     assert SlurmOptions(gpus_per_trial=4, nodes_per_trial=2).trainer_overrides() == [
-        "train.accelerator=gpu", "train.devices=4", "train.nodes=2"]
+        "train.accelerator=gpu",
+        "train.devices=4",
+        "train.nodes=2",
+    ]
     assert SlurmOptions(cpus_per_trial=3).trainer_overrides() == [
-        "train.accelerator=cpu", "train.devices=1", "train.nodes=1", "train.threads=3"]
+        "train.accelerator=cpu",
+        "train.devices=1",
+        "train.nodes=1",
+        "train.threads=3",
+    ]
 
 
 def test_unknown_launcher_and_bad_slurm_arg_are_one_line(tmp_path):
     runner = CliRunner()
     bad = runner.invoke(app, ["run", str(ROOT / "sweeps" / "quickstart.yaml"), "--launcher", "pbs"])
     assert bad.exit_code == 2 and "choose local or slurm" in bad.output
-    bad = runner.invoke(app, ["run", str(ROOT / "sweeps" / "quickstart.yaml"), "--launcher", "slurm",
-                              "--slurm-arg", "account", "--out", str(tmp_path / "x")])
+    bad = runner.invoke(
+        app,
+        [
+            "run",
+            str(ROOT / "sweeps" / "quickstart.yaml"),
+            "--launcher",
+            "slurm",
+            "--slurm-arg",
+            "account",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
     assert bad.exit_code == 2 and "--slurm-arg 'account': use KEY=VALUE" in bad.output
 
 
@@ -62,8 +83,15 @@ def cluster(tmp_path_factory):
     slurm.stop()
 
 
-FAST = ["tracking.wandb=disabled", "train.max_time=3", "data.builtin_pairs=400", "data.vocab_size=300",
-        "eval.beam=1", "eval.max_len_b=3", "train.checkpoint_every=20"]
+FAST = [
+    "tracking.wandb=disabled",
+    "train.max_time=3",
+    "data.builtin_pairs=400",
+    "data.vocab_size=300",
+    "eval.beam=1",
+    "eval.max_len_b=3",
+    "train.checkpoint_every=20",
+]
 
 
 @pytest.mark.slow
@@ -71,8 +99,21 @@ def test_quickstart_sweep_completes_through_slurm(cluster, tmp_path, cache_dir, 
     """sweeps/quickstart.yaml (budget shortened) as 8 SLURM jobs, 2 at a time; then `ablate table`."""
     monkeypatch.setattr(commands, "console", Console(width=250))
     out = tmp_path / "quickstart"
-    args = ["run", str(ROOT / "sweeps" / "quickstart.yaml"), "--launcher", "slurm", "--out", str(out),
-            "--max-concurrent", "2", "--cpus-per-trial", "1", "--time", "00:20:00", *FAST]
+    args = [
+        "run",
+        str(ROOT / "sweeps" / "quickstart.yaml"),
+        "--launcher",
+        "slurm",
+        "--out",
+        str(out),
+        "--max-concurrent",
+        "2",
+        "--cpus-per-trial",
+        "1",
+        "--time",
+        "00:20:00",
+        *FAST,
+    ]
     monkeypatch.setattr("ablate.sweep.slurm.SlurmOptions.poll_s", 1.0)
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output + cluster.log()
@@ -136,8 +177,22 @@ def test_preempted_trial_is_requeued_and_resumes_in_the_same_run(cluster, tmp_pa
     path = tmp_path / "requeue.yaml"
     path.write_text(REQUEUE_SWEEP)
     out = tmp_path / "out"
-    argv = ["python", str(ROOT / "cli.py"), "sweep", "run", str(path), "--launcher", "slurm", "--out", str(out),
-            "--cpus-per-trial", "2", "--grace", "60", "tracking.wandb=offline"]
+    argv = [
+        "python",
+        str(ROOT / "cli.py"),
+        "sweep",
+        "run",
+        str(path),
+        "--launcher",
+        "slurm",
+        "--out",
+        str(out),
+        "--cpus-per-trial",
+        "2",
+        "--grace",
+        "60",
+        "tracking.wandb=offline",
+    ]
     watcher = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     trial_dir = out / "trial"  # a one-point sweep's only trial
 

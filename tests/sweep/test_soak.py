@@ -32,8 +32,23 @@ def one_seed(tmp_path: Path) -> Path:
 
 
 def launch(sweep: Path, out: Path, *extra: str) -> subprocess.Popen:
-    argv = [sys.executable, str(ROOT / "cli.py"), "sweep", "run", str(sweep), "--out", str(out),
-            "--devices", "cpu", "--parallel", "2", "--grace", "10", "tracking.wandb=offline", *extra]
+    argv = [
+        sys.executable,
+        str(ROOT / "cli.py"),
+        "sweep",
+        "run",
+        str(sweep),
+        "--out",
+        str(out),
+        "--devices",
+        "cpu",
+        "--parallel",
+        "2",
+        "--grace",
+        "10",
+        "tracking.wandb=offline",
+        *extra,
+    ]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
@@ -77,6 +92,11 @@ def test_soak_sweep_with_injected_faults_loses_nothing(tmp_path, cache_dir):
             ids = {p.name.rsplit("-", 1)[-1] for p in runs}
             assert ids == {(out / name / "wandb_id.txt").read_text().strip()}, runs  # one W&B run id
         if variant in ("killed", "sigterm"):
-            assert t["attempts"] >= 2 and (out / name / f".fault-{'kill' if variant == 'killed' else 'term'}-"
-                                                       f"{45 if variant == 'killed' else 35}").exists()
+            assert (
+                t["attempts"] >= 2
+                and (
+                    out / name / f".fault-{'kill' if variant == 'killed' else 'term'}-"
+                    f"{45 if variant == 'killed' else 35}"
+                ).exists()
+            )
     assert "4 finished" in output and "2 failed" in output, output

@@ -7,16 +7,27 @@ from pathlib import Path
 
 import pytest
 import yaml
-from sweep_helpers import small_spec
 
 from ablate.config import load_config, parse_override
 from ablate.sweep.search import next_points
 from ablate.sweep.spec import SweepError, format_value, load_spec, resolve, spec_from_dict, to_overrides
 from ablate.sweep.trial import trial_name, trial_overrides
 
+from sweep_helpers import small_spec
+
 SWEEPS = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
-EXPECTED = {"quickstart": 8, "table3": 57, "table3-cpu": 38, "mission-cpu": 30, "scoring": 72, "positions": 15, "heads": 18,
-            "rnn-vs-transformer": 9, "rnn-vs-transformer-builtin": 6, "soak": 12}
+EXPECTED = {
+    "quickstart": 8,
+    "table3": 57,
+    "table3-cpu": 38,
+    "mission-cpu": 30,
+    "scoring": 72,
+    "positions": 15,
+    "heads": 18,
+    "rnn-vs-transformer": 9,
+    "rnn-vs-transformer-builtin": 6,
+    "soak": 12,
+}
 
 
 def expand(spec) -> list[dict]:
@@ -82,9 +93,18 @@ def _constants(spec) -> dict:
 
 
 def test_variants_apply_on_top_of_the_base_and_name_the_trial():
-    spec = small_spec({"model.heads": {"value": 4}, "seed": {"values": [1, 2]},
-                       "variant": {"values": ["base", {"name": "one-head", "model.heads": 1,
-                                                       "model": {"attention": {"score": "additive"}}}]}})
+    spec = small_spec(
+        {
+            "model.heads": {"value": 4},
+            "seed": {"values": [1, 2]},
+            "variant": {
+                "values": [
+                    "base",
+                    {"name": "one-head", "model.heads": 1, "model": {"attention": {"score": "additive"}}},
+                ]
+            },
+        }
+    )
     points = expand(spec)
     assert len(points) == 4
     one = next(p for p in points if p["variant"] != "base" and p["seed"] == 2)
@@ -95,8 +115,28 @@ def test_variants_apply_on_top_of_the_base_and_name_the_trial():
     assert cfg.tracking.tags == ("one-head", "seed=2")
 
 
-@pytest.mark.parametrize("value", [1e-05, 0.0005, 0.1, 3.0, 1e20, -2.5e-7, 4, True, False, None, "additive",
-                                   "1e-3", "true", "hf:bentrevett/multi30k", "a b", ["x", "seed=2"], ""])
+@pytest.mark.parametrize(
+    "value",
+    [
+        1e-05,
+        0.0005,
+        0.1,
+        3.0,
+        1e20,
+        -2.5e-7,
+        4,
+        True,
+        False,
+        None,
+        "additive",
+        "1e-3",
+        "true",
+        "hf:bentrevett/multi30k",
+        "a b",
+        ["x", "seed=2"],
+        "",
+    ],
+)
 def test_override_values_read_back_as_written(value):
     key, parsed = parse_override(to_overrides({"k": value})[0])
     assert key == "k" and parsed == value and type(parsed) is type(value)
@@ -121,7 +161,10 @@ BAD = [
     ("method: grid\nparameters: {comparisons: {value: [{between: model.head}]}}\n", "did you mean 'model.heads'?"),
     ("method: grid\nparameters: {comparisons: {value: [{between: seed, values: [1]}]}}\n", "reference value first"),
     ("method: grid\nparameters: {comparisons: {value: [{vs: seed}]}}\n", "write {between: <key>, values: [...]}"),
-    ("method: grid\nparameters:\n  seed: {values: [1, 2]\n  model.heads: {value: 2}\n", "line 4: expected ',' or '}', but got '<scalar>' (while parsing a flow mapping started on line 3)"),
+    (
+        "method: grid\nparameters:\n  seed: {values: [1, 2]\n  model.heads: {value: 2}\n",
+        "line 4: expected ',' or '}', but got '<scalar>' (while parsing a flow mapping started on line 3)",
+    ),
     ("- a\n- b\n", "must hold a W&B sweep configuration"),
     ("method: grid\nparameters: {seed: {distribution: normal}}\n", "Parameter seed is a disallowed type with grid"),
 ]
@@ -153,7 +196,9 @@ def test_comparisons_are_a_constant_that_never_reaches_the_trainer():
 
     spec = load_spec(next(p for p in SWEEPS if p.stem == "scoring"))
     assert parse_comparisons(spec.parameters["comparisons"]["value"]) == [
-        ("model.attention.score", ["dot", "additive"]), ("model.attention.scale", [True, False])]
+        ("model.attention.score", ["dot", "additive"]),
+        ("model.attention.scale", [True, False]),
+    ]
     point = expand(spec)[0]
     assert point["comparisons"] == spec.parameters["comparisons"]["value"]  # in every sampled point
     assert "comparisons" not in resolve(point) and "comparisons" not in spec.varying

@@ -15,11 +15,9 @@ from ablate.sweep.state import SweepLock, SweepState, Trial, atomic_write_json, 
 
 
 def make_state(n: int = 3) -> SweepState:
-    trials = [Trial(name=f"seed={i}", point={"seed": i, "variant": {"name": "a", "model.heads": 2}})
-              for i in range(n)]
+    trials = [Trial(name=f"seed={i}", point={"seed": i, "variant": {"name": "a", "model.heads": 2}}) for i in range(n)]
     trials[0].status, trials[0].metric, trials[0].results = "finished", 12.5, {"test/bleu": 11.0}
-    return SweepState(name="s", source="sweeps/s.yaml", signature="abc", overrides=["train.lr=0.1"],
-                      trials=trials)
+    return SweepState(name="s", source="sweeps/s.yaml", signature="abc", overrides=["train.lr=0.1"], trials=trials)
 
 
 def test_state_round_trips_through_disk(tmp_path):
@@ -47,12 +45,18 @@ def test_a_write_that_dies_midway_leaves_the_old_state_and_no_temp_file(tmp_path
 def test_readers_never_see_a_torn_file_while_a_writer_rewrites_it(tmp_path):
     path = tmp_path / "sweep.json"
     atomic_write_json(path, {"n": 0, "pad": "x" * 200_000})
-    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys; sys.path.insert(0, {str(state_mod.Path(state_mod.__file__).parents[2])!r})
         from ablate.sweep.state import atomic_write_json
         for i in range(1, 150):
             atomic_write_json(__import__('pathlib').Path({str(path)!r}), {{"n": i, "pad": "x" * 200_000}})
-    """)])
+    """),
+        ]
+    )
     reads = 0
     while writer.poll() is None:
         data = json.loads(path.read_text())  # would raise on a partial file
@@ -73,12 +77,20 @@ def test_the_lock_admits_one_launcher_and_dies_with_its_holder(tmp_path):
         with pytest.raises(SweepError, match=r"another launcher \(pid \d+\)"):
             SweepLock(tmp_path).__enter__()
     assert not is_locked(tmp_path)
-    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import sys, time; sys.path.insert(0, {str(state_mod.Path(state_mod.__file__).parents[2])!r})
         from ablate.sweep.state import SweepLock
         lock = SweepLock(__import__('pathlib').Path({str(tmp_path)!r})).__enter__()
         print('locked', flush=True); time.sleep(60)
-    """)], stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "locked"
     assert is_locked(tmp_path)
     holder.kill()  # SIGKILL: no cleanup runs, the kernel drops the lock

@@ -7,18 +7,23 @@ import os
 import signal
 import time
 
-from sweep_helpers import small_spec
-
 from ablate.sweep.progress import best_trial, clock, stats
 from ablate.sweep.state import SweepState, Trial
 from ablate.sweep.trial import LOG, labels, outcome, trial_name
 
+from sweep_helpers import small_spec
+
 
 def test_names_use_short_keys_unless_two_would_clash():
-    spec = small_spec({"model.attention.score": {"values": ["dot", "additive"]},
-                       "model.heads": {"values": [2]},  # a single value does not vary
-                       "train.lr": {"values": [0.001, 0.0005]},
-                       "model.d_k": {"values": [16]}, "seed": {"values": [1, 2]}})
+    spec = small_spec(
+        {
+            "model.attention.score": {"values": ["dot", "additive"]},
+            "model.heads": {"values": [2]},  # a single value does not vary
+            "train.lr": {"values": [0.001, 0.0005]},
+            "model.d_k": {"values": [16]},
+            "seed": {"values": [1, 2]},
+        }
+    )
     point = {"model.attention.score": "additive", "model.heads": 2, "train.lr": 0.0005, "seed": 2}
     assert trial_name(spec, point, set()) == "score=additive-lr=0.0005-seed=2"
     clash = small_spec({"model.layers": {"values": [1, 2]}, "model.rnn.layers": {"values": [1, 2]}})
@@ -40,8 +45,10 @@ def write(run_dir, summary=None, log=""):
 
 
 def test_a_finished_trial_reports_its_metric_and_results(tmp_path):
-    write(tmp_path, {"status": "finished", "val/bleu": 30.5, "test/bleu": 29.0, "test_2017/bleu": 27.0,
-                     "params": 10, "config": {}})
+    write(
+        tmp_path,
+        {"status": "finished", "val/bleu": 30.5, "test/bleu": 29.0, "test_2017/bleu": 27.0, "params": 10, "config": {}},
+    )
     result = outcome(tmp_path, 0, "val/bleu")
     assert result["status"] == "finished" and result["metric"] == 30.5
     assert result["results"] == {"test/bleu": 29.0, "test_2017/bleu": 27.0, "params": 10, "val/bleu": 30.5}
@@ -78,9 +85,14 @@ def test_what_an_earlier_attempt_left_behind_is_ignored(tmp_path):
 
 
 def test_progress_counts_eta_and_best():
-    trials = [Trial("a", {}, "finished", metric=10.0), Trial("b", {}, "finished", metric=20.0),
-              Trial("c", {}, "failed"), Trial("d", {}, "running"), Trial("e", {}, "pending"),
-              Trial("f", {}, "pending")]
+    trials = [
+        Trial("a", {}, "finished", metric=10.0),
+        Trial("b", {}, "finished", metric=20.0),
+        Trial("c", {}, "failed"),
+        Trial("d", {}, "running"),
+        Trial("e", {}, "pending"),
+        Trial("f", {}, "pending"),
+    ]
     state = SweepState("s", "x", "sig", trials=trials)
     snap = stats(state, "maximize", total=6, elapsed_s=100, slots=2, durations=[30.0, 50.0])
     assert (snap.done, snap.running, snap.failed) == (3, 1, 1)
@@ -92,7 +104,13 @@ def test_progress_counts_eta_and_best():
 def test_the_trainers_validation_history_feeds_early_termination():
     from ablate.sweep.trial import reported_history
 
-    summary = {"history": [{"step": 2, "val/bleu": 1.0}, {"step": 4, "val/ppl": 9.0}, {"step": 6, "val/bleu": 3.5},
-                           {"step": 8, "val/bleu": float("nan")}]}
+    summary = {
+        "history": [
+            {"step": 2, "val/bleu": 1.0},
+            {"step": 4, "val/ppl": 9.0},
+            {"step": 6, "val/bleu": 3.5},
+            {"step": 8, "val/bleu": float("nan")},
+        ]
+    }
     assert reported_history(summary, "val/bleu") == [1.0, 3.5]
     assert reported_history({}, "val/bleu") is None

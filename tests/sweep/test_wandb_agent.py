@@ -9,12 +9,13 @@ import warnings
 import pytest
 import wandb
 import yaml
-from sweep_helpers import fake_command, small_spec
 from typer.testing import CliRunner
 
 from ablate.sweep import wandb_agent
 from ablate.sweep.commands import app
 from ablate.sweep.spec import SweepError, load_spec
+
+from sweep_helpers import fake_command, small_spec
 
 SWEEPS = os.path.join(os.path.dirname(__file__), "..", "..", "sweeps")
 AGENT_ENV = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONUNBUFFERED")
@@ -47,8 +48,9 @@ class FakeAgent:
         self.tmp_path, self.points, self.errors, self.calls = tmp_path, points, [], []
 
     def __call__(self, sweep_id, function=None, entity=None, project=None, count=None):
-        self.calls.append({"sweep_id": sweep_id, "project": project, "count": count,
-                           "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")})
+        self.calls.append(
+            {"sweep_id": sweep_id, "project": project, "count": count, "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        )
         for i, point in enumerate(self.points):
             path = self.tmp_path / f"config-run{i}.yaml"
             path.write_text(yaml.safe_dump({"wandb_version": 1, **{k: {"value": v} for k, v in point.items()}}))
@@ -65,16 +67,26 @@ class FakeAgent:
 def test_agent_trains_each_wandb_run_in_a_subprocess(tmp_path, monkeypatch, events):
     for key in AGENT_ENV:
         monkeypatch.setenv(key, "unset")
-    spec = small_spec({"variant": {"values": ["base", {"name": "three", "model.heads": 3}]},
-                       "seed": {"values": [1, 2]}}, name="remote")
-    agent = FakeAgent(tmp_path, [{"variant": "base", "seed": 1, "model.d_model": 32},
-                                 {"variant": {"name": "three", "model.heads": 3}, "seed": 1, "model.d_model": 32},
-                                 {"variant": "base", "seed": 2, "model.d_model": 32}])
+    spec = small_spec(
+        {"variant": {"values": ["base", {"name": "three", "model.heads": 3}]}, "seed": {"values": [1, 2]}},
+        name="remote",
+    )
+    agent = FakeAgent(
+        tmp_path,
+        [
+            {"variant": "base", "seed": 1, "model.d_model": 32},
+            {"variant": {"name": "three", "model.heads": 3}, "seed": 1, "model.d_model": 32},
+            {"variant": "base", "seed": 2, "model.d_model": 32},
+        ],
+    )
     monkeypatch.setattr(wandb, "agent", agent)
     monkeypatch.setattr(wandb_agent, "fetch_spec", lambda sweep_id, project, entity: spec)
-    monkeypatch.setattr(wandb_agent, "trainer_command", lambda config=None: fake_command(events, {"base-seed=2-run2": "crash"}))
-    result = CliRunner().invoke(app, ["agent", "sw1", "--devices", "3", "--out", str(tmp_path / "runs"),
-                                      "--count", "3", "train.max_steps=2"])
+    monkeypatch.setattr(
+        wandb_agent, "trainer_command", lambda config=None: fake_command(events, {"base-seed=2-run2": "crash"})
+    )
+    result = CliRunner().invoke(
+        app, ["agent", "sw1", "--devices", "3", "--out", str(tmp_path / "runs"), "--count", "3", "train.max_steps=2"]
+    )
     assert result.exit_code == 0, result.output
     assert agent.calls == [{"sweep_id": "sw1", "project": "ablate", "count": 3, "cuda": "3"}]
     summary = json.loads((tmp_path / "runs" / "remote" / "base-seed=1-run0" / "summary.json").read_text())
@@ -89,8 +101,9 @@ def test_agent_trains_each_wandb_run_in_a_subprocess(tmp_path, monkeypatch, even
 
 
 def test_agent_outside_a_wandb_run_is_a_clear_error(tmp_path):
-    monkeypatch_free = wandb_agent.trial_function(small_spec({"seed": {"values": [1]}}),
-                                                  wandb_agent.Slot(0, None, 1), wandb_agent.AgentOptions(out=tmp_path))
+    monkeypatch_free = wandb_agent.trial_function(
+        small_spec({"seed": {"values": [1]}}), wandb_agent.Slot(0, None, 1), wandb_agent.AgentOptions(out=tmp_path)
+    )
     os.environ.pop("WANDB_SWEEP_PARAM_PATH", None)
     with pytest.raises(SweepError, match="not inside a W&B agent run"):
         monkeypatch_free()
@@ -108,8 +121,22 @@ def test_one_agent_process_per_device_slot(tmp_path, monkeypatch):
 
     monkeypatch.setattr(wandb_agent.subprocess, "Popen", Child)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")  # --devices must name GPUs that exist
-    result = CliRunner().invoke(app, ["agent", "sw9", "--devices", "0,1,2,3", "--gpus-per-trial", "2",
-                                      "--entity", "me", "--out", str(tmp_path), "seed=3"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "agent",
+            "sw9",
+            "--devices",
+            "0,1,2,3",
+            "--gpus-per-trial",
+            "2",
+            "--entity",
+            "me",
+            "--out",
+            str(tmp_path),
+            "seed=3",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert len(spawned) == 2
     for argv, gpus in zip(spawned, ["0,1", "2,3"]):
@@ -122,8 +149,11 @@ def test_a_fetched_sweep_config_is_validated_like_a_file(monkeypatch):
     class Api:
         def sweep(self, path):
             assert path == "me/p/sw1"
-            return type("Sweep", (), {"config": {"name": "heads", "method": "grid",
-                                                 "parameters": {"model.heads": {"values": [2, 4]}}}})()
+            return type(
+                "Sweep",
+                (),
+                {"config": {"name": "heads", "method": "grid", "parameters": {"model.heads": {"values": [2, 4]}}}},
+            )()
 
     monkeypatch.setattr(wandb, "Api", Api)
     spec = wandb_agent.fetch_spec("sw1", "p", "me")

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-from report_fixtures import VARIANTS, FakeApi, make_variant_sweep  # noqa: E402
-
 from ablate.report.commands import make_table  # noqa: E402
+
+from report_fixtures import VARIANTS, FakeApi, make_variant_sweep  # noqa: E402
 
 
 def _agent_shaped(api: FakeApi) -> FakeApi:

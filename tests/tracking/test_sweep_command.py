@@ -79,21 +79,38 @@ def test_plain_wandb_agent_runs_ablate_train(tmp_path, cache_dir):
     """The command ``wandb agent`` builds from a sweep file, run for real: ``python -m ablate
     train`` trains the variant, in the agent's W&B run, with the resolved config recorded."""
     config = {
-        "name": "tiny", "method": "grid", "command": SWEEP_COMMAND,
+        "name": "tiny",
+        "method": "grid",
+        "command": SWEEP_COMMAND,
         "metric": {"name": "val/bleu", "goal": "maximize"},
         "parameters": {
             "variant": {"values": ["base", {"name": "A-heads1", "model.heads": 1}]},
-            "model.heads": {"value": 2}, "model.d_model": {"value": 32}, "model.layers": {"value": 1},
-            "model.d_ff": {"value": 64}, "data.source": {"value": str(_corpus(tmp_path / "corpus"))},
+            "model.heads": {"value": 2},
+            "model.d_model": {"value": 32},
+            "model.layers": {"value": 1},
+            "model.d_ff": {"value": 64},
+            "data.source": {"value": str(_corpus(tmp_path / "corpus"))},
             "data.vocab_size": {"value": 300},
-            "train.max_steps": {"value": 5}, "train.max_tokens": {"value": 1024}, "eval.beam": {"value": 1},
-            "eval.max_len_a": {"value": 1.0}, "eval.max_len_b": {"value": 2}}}
+            "train.max_steps": {"value": 5},
+            "train.max_tokens": {"value": 1024},
+            "eval.beam": {"value": 1},
+            "eval.max_len_a": {"value": 1.0},
+            "eval.max_len_b": {"value": 2},
+        },
+    }
     args = proposal(config, "A-heads1")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env.update(agent_env(tmp_path, "sw9", "runabc", args), WANDB_MODE="offline", WANDB_SILENT="true",
-               PYTHONPATH=str(ROOT))
-    proc = subprocess.run(agent_command(config["command"], args), env=python_on_path(env), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)
+    env.update(
+        agent_env(tmp_path, "sw9", "runabc", args), WANDB_MODE="offline", WANDB_SILENT="true", PYTHONPATH=str(ROOT)
+    )
+    proc = subprocess.run(
+        agent_command(config["command"], args),
+        env=python_on_path(env),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     run_dir = tmp_path / "runs" / "sweep-sw9" / "A-heads1-runabc"
     summary = json.loads((run_dir / "summary.json").read_text())

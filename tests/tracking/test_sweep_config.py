@@ -12,17 +12,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
-from agent_env import agent_command, agent_env, proposal, python_on_path
+from agent_env import agent_env, proposal
 
 from ablate.config import flatten, load_config, to_dict
+from ablate.sweep import wandb_agent
 from ablate.sweep.launcher import Launcher
 from ablate.sweep.options import LaunchOptions
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import load_spec, spec_from_dict
 from ablate.sweep.trial import trial_overrides
-from ablate.sweep import wandb_agent
 from ablate.training.offline_run import offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,8 +40,14 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _start(run_dir: Path, overrides: list[str], env: dict[str, str], cwd: Path) -> None:
-    proc = subprocess.run([sys.executable, str(START), str(run_dir), *overrides], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(START), str(run_dir), *overrides],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
@@ -57,8 +62,11 @@ def _assert_resolved(run, overrides: list[str]) -> None:
 
     resolved = flatten(to_dict(load_config(None, expand_variant(overrides))))
     assert run.config["model.heads"] == 1  # the variant's value, not the base's 8
-    wrong = {k: (run.config.get(k), v) for k, v in resolved.items() if k in run.config and run.config[k] != v
-             and not (isinstance(v, tuple) and list(v) == run.config[k])}
+    wrong = {
+        k: (run.config.get(k), v)
+        for k, v in resolved.items()
+        if k in run.config and run.config[k] != v and not (isinstance(v, tuple) and list(v) == run.config[k])
+    }
     missing = [k for k in resolved if k not in run.config and resolved[k] != {}]
     assert not wrong and not missing, (wrong, missing)
 
@@ -103,9 +111,16 @@ def test_ablate_sweep_agent_path(tmp_path, monkeypatch):
 
 def test_local_launcher_path(tmp_path):
     """``ablate sweep run``: no W&B agent; the launcher's trial gets the resolved config too."""
-    config = {"name": "t3", "method": "grid", "parameters": {
-        "variant": {"values": ["base", {"name": "A-heads1", "model.heads": 1}]},
-        "model.heads": {"value": 8}, "model.d_model": {"value": 64}, "train.max_steps": {"value": 2}}}
+    config = {
+        "name": "t3",
+        "method": "grid",
+        "parameters": {
+            "variant": {"values": ["base", {"name": "A-heads1", "model.heads": 1}]},
+            "model.heads": {"value": 8},
+            "model.d_model": {"value": 64},
+            "train.max_steps": {"value": 2},
+        },
+    }
     spec = spec_from_dict(config, name="t3")
 
     def command(run_dir, overrides):

@@ -9,7 +9,6 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from ablate.sweep import sync as sync_mod
@@ -33,7 +32,7 @@ class StubWandb:
     def __call__(self, argv, **kwargs):
         self.calls.append(argv)
         if self.returncode == 0:
-            for folder in argv[argv.index("sync") + 1:]:
+            for folder in argv[argv.index("sync") + 1 :]:
                 if not folder.startswith("--") and Path(folder).is_dir():
                     for log in Path(folder).glob("run-*.wandb"):
                         log.with_suffix(".wandb.synced").touch()
@@ -54,8 +53,8 @@ def test_sync_uploads_every_trial_once(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert len(stub.calls) == 1
     argv = stub.calls[0]
-    assert argv[argv.index("sync") + 1:argv.index("sync") + 3] == ["--project", "p"]
-    assert sorted(argv[argv.index("sync") + 3:]) == sorted(str(p) for p in done + resumed)
+    assert argv[argv.index("sync") + 1 : argv.index("sync") + 3] == ["--project", "p"]
+    assert sorted(argv[argv.index("sync") + 3 :]) == sorted(str(p) for p in done + resumed)
     assert "skipped (still running)" in result.output and "synced 4 run(s)" in result.output
 
     again = CliRunner().invoke(cli.app, ["sync", str(root)])  # idempotent: nothing new to upload
@@ -70,13 +69,18 @@ def test_sync_errors_are_one_line(tmp_path, monkeypatch):
     from ablate import cli
 
     monkeypatch.setattr(sync_mod.subprocess, "run", StubWandb(returncode=1))
-    for args, message in ((["sync", str(tmp_path / "nope")], "folder not found"),
-                          (["sync", str(tmp_path)], "no offline W&B runs")):
+    for args, message in (
+        (["sync", str(tmp_path / "nope")], "folder not found"),
+        (["sync", str(tmp_path)], "no offline W&B runs"),
+    ):
         result = CliRunner().invoke(cli.app, args)
         assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
     _trial(tmp_path / "s", "a", "finished")
     result = CliRunner().invoke(cli.app, ["sync", str(tmp_path / "s")])
-    assert result.exit_code == 2 and result.output.strip() == "error: wandb sync failed: wandb: ERROR api key not configured"
+    assert (
+        result.exit_code == 2
+        and result.output.strip() == "error: wandb sync failed: wandb: ERROR api key not configured"
+    )
 
 
 def test_the_real_wandb_command_is_found():

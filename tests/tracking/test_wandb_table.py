@@ -12,9 +12,9 @@ from offline_api import OfflineApi
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "report"))
-from report_fixtures import make_variant_sweep  # noqa: E402
-
 from ablate.report.commands import make_table  # noqa: E402
+
+from report_fixtures import make_variant_sweep  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +23,13 @@ def logged_sweep(tmp_path_factory) -> Path:
     root = make_variant_sweep(tmp_path_factory.mktemp("wandb-table") / "table3")
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env.update(WANDB_MODE="offline", WANDB_SILENT="true", PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, str(Path(__file__).with_name("log_trials.py")), str(root)],
-                          env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("log_trials.py")), str(root)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root
 

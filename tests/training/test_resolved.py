@@ -10,12 +10,12 @@ from ablate.model.build import build_model
 from ablate.training.resolved import resolved
 
 CASES = [
-    [],                                                               # d_k = 128 / 4
-    ["model.heads=1"],                                                # Table 3 row A: d_k = d_model
-    ["model.d_model=256"],                                            # row C: d_k = 64
-    ["model.d_k=16"],                                                 # row B: d_v follows d_k
+    [],  # d_k = 128 / 4
+    ["model.heads=1"],  # Table 3 row A: d_k = d_model
+    ["model.d_model=256"],  # row C: d_k = 64
+    ["model.d_k=16"],  # row B: d_v follows d_k
     ["model.d_k=16", "model.d_v=40"],
-    ["model.attention.score=additive"],                               # auto: unscaled (Bahdanau)
+    ["model.attention.score=additive"],  # auto: unscaled (Bahdanau)
     ["model.attention.score=additive", "model.attention.cross_score=dot"],
     ["model.attention.scale=true", "model.attention.score=additive"],
     ["model.attention.scale=0.5"],
@@ -39,6 +39,8 @@ def test_resolved_values_are_what_the_built_model_uses(overrides):
     else:
         assert "model.attention.scale" not in values  # an RNN without attention
     if cfg.model.arch == "transformer":
-        assert (len(model.encoder), len(model.decoder)) == (values["model.encoder_layers"],
-                                                            values["model.decoder_layers"])
+        assert (len(model.encoder), len(model.decoder)) == (
+            values["model.encoder_layers"],
+            values["model.decoder_layers"],
+        )
     assert values["train.lr"] == pytest.approx(cfg.model.d_model**-0.5 * cfg.train.warmup**-0.5)

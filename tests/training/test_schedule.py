@@ -96,8 +96,15 @@ def test_unknown_schedule_lists_the_valid_ones():
 # ---------------------------------------------------------------- the training clock
 class FakeTrainer(SimpleNamespace):
     def __init__(self, **kw):
-        super().__init__(global_step=0, num_training_batches=100, world_size=1, should_stop=False,
-                         sanity_checking=False, state=SimpleNamespace(fn="fit"), **kw)
+        super().__init__(
+            global_step=0,
+            num_training_batches=100,
+            world_size=1,
+            should_stop=False,
+            sanity_checking=False,
+            state=SimpleNamespace(fn="fit"),
+            **kw,
+        )
 
 
 def test_clock_counts_training_not_validation(monkeypatch):

@@ -18,9 +18,19 @@ from wandb_offline import read_offline_run
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [
-    "data.builtin_pairs=400", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
-    "model.heads=2", "model.d_ff=64", "train.max_steps=40", "train.max_tokens=1024",
-    "train.warmup=10", "train.lr=3e-3", "eval.beam=2", "tracking.wandb=offline", "tracking.log_every=5",
+    "data.builtin_pairs=400",
+    "data.vocab_size=300",
+    "model.d_model=32",
+    "model.layers=1",
+    "model.heads=2",
+    "model.d_ff=64",
+    "train.max_steps=40",
+    "train.max_tokens=1024",
+    "train.warmup=10",
+    "train.lr=3e-3",
+    "eval.beam=2",
+    "tracking.wandb=offline",
+    "tracking.log_every=5",
 ]
 
 
@@ -80,8 +90,9 @@ def test_run_dir_of_another_config_is_refused(tmp_path, cache_dir):
 
 def _cli(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_cli_bad_key_is_one_line(tmp_path):
@@ -94,8 +105,7 @@ def test_cli_bad_key_is_one_line(tmp_path):
 def test_ddp_two_processes_on_cpu(tmp_path, cache_dir):
     """train.devices=2: one summary, one W&B run, every test sentence decoded exactly once."""
     run_dir = tmp_path / "ddp"
-    proc = _cli("train", "--run-dir", str(run_dir), *TINY, "train.devices=2", "train.accelerator=cpu",
-                cwd=tmp_path)
+    proc = _cli("train", "--run-dir", str(run_dir), *TINY, "train.devices=2", "train.accelerator=cpu", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "finished"

@@ -13,9 +13,20 @@ from ablate.config import load_config
 from ablate.training.train import train
 
 TINY = [
-    "data.builtin_pairs=300", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
-    "model.heads=2", "model.d_ff=64", "train.max_steps=48", "train.max_tokens=1024", "train.warmup=4",
-    "train.lr=3e-2", "train.schedule=inverse_sqrt", "train.val_every=8", "eval.beam=2", "tracking.wandb=disabled",
+    "data.builtin_pairs=300",
+    "data.vocab_size=300",
+    "model.d_model=32",
+    "model.layers=1",
+    "model.heads=2",
+    "model.d_ff=64",
+    "train.max_steps=48",
+    "train.max_tokens=1024",
+    "train.warmup=4",
+    "train.lr=3e-2",
+    "train.schedule=inverse_sqrt",
+    "train.val_every=8",
+    "eval.beam=2",
+    "tracking.wandb=disabled",
 ]
 
 

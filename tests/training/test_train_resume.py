@@ -15,17 +15,31 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [
-    "data.builtin_pairs=300", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
-    "model.heads=2", "model.d_ff=64", "train.max_steps=60", "train.max_tokens=512",
-    "train.warmup=10", "train.checkpoint_every=5", "eval.beam=1", "tracking.wandb=offline",
+    "data.builtin_pairs=300",
+    "data.vocab_size=300",
+    "model.d_model=32",
+    "model.layers=1",
+    "model.heads=2",
+    "model.d_ff=64",
+    "train.max_steps=60",
+    "train.max_tokens=512",
+    "train.warmup=10",
+    "train.checkpoint_every=5",
+    "eval.beam=1",
+    "tracking.wandb=offline",
     "train.val_every=1000",
 ]
 
 
 def _start(run_dir: Path, cache: Path) -> subprocess.Popen:
     env = {**os.environ, "WANDB_MODE": "offline", "ABLATE_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "train", "--run-dir", str(run_dir), *TINY],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "cli.py"), "train", "--run-dir", str(run_dir), *TINY],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for_checkpoint(proc: subprocess.Popen, run_dir: Path, timeout: float = 300) -> None:
@@ -65,17 +79,34 @@ def test_killed_training_resumes_to_the_same_end(tmp_path, sig):
 
 
 EXACT = [
-    "data.builtin_pairs=600", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
-    "model.heads=2", "model.d_ff=64", "train.max_steps=45", "train.max_tokens=400",
-    "train.warmup=10", "train.lr=3e-3", "train.checkpoint_every=9", "train.threads=1", "eval.beam=2",
-    "eval.max_len_a=1.0", "eval.max_len_b=3", "tracking.wandb=offline",
+    "data.builtin_pairs=600",
+    "data.vocab_size=300",
+    "model.d_model=32",
+    "model.layers=1",
+    "model.heads=2",
+    "model.d_ff=64",
+    "train.max_steps=45",
+    "train.max_tokens=400",
+    "train.warmup=10",
+    "train.lr=3e-3",
+    "train.checkpoint_every=9",
+    "train.threads=1",
+    "eval.beam=2",
+    "eval.max_len_a=1.0",
+    "eval.max_len_b=3",
+    "tracking.wandb=offline",
 ]
 
 
 def _train(run_dir: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "offline", "ABLATE_CACHE": str(cache), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), "train", "--run-dir", str(run_dir), *EXACT, *extra],
-                          env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "train", "--run-dir", str(run_dir), *EXACT, *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
