@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run HERE (a machine with pip access), in the checkout, before lending the check to a GPU machine that has
 # no network (the project's H200: Python 3.12, torch, Lightning, pytest, sacrebleu, tokenizers, pyarrow
-# preinstalled; /work/.library/device/KINDS.md). It fills two folders that travel with the run (name both
+# preinstalled; see the device tool's KINDS.md). It fills two folders that travel with the run (name both
 # in the device tool's `carry`), both git-ignored:
 #   .whl/       wheels of what that machine lacks (--no-deps, Python 3.12, manylinux x86_64)
 #   .gpu-data/  a copy of Multi30k (../shared/data/multi30k does not travel)
