@@ -25,7 +25,7 @@ class InterruptCheckpoint(pl.Callback):
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         if isinstance(exception, (KeyboardInterrupt, SIGTERMException)) and trainer.global_step > 0:
-            trainer.save_checkpoint(self.path)
+            trainer.save_checkpoint(self.path, weights_only=False)  # the full training state, to resume
 
 
 class LiveRecord(pl.Callback):

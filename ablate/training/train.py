@@ -293,7 +293,7 @@ def _train(
         trainer.fit(module, datamodule=data, ckpt_path=str(resume_from) if resume_from is not None else None)
         if trainer.interrupted:
             raise KeyboardInterrupt
-        trainer.save_checkpoint(ckpt)
+        trainer.save_checkpoint(ckpt, weights_only=False)
         trainer.validate(module, datamodule=data, verbose=False)
         final_bleu = module.last_val.get("val/bleu", -1.0)
         best_path = run_dir / "checkpoints" / "best.ckpt"
@@ -301,7 +301,7 @@ def _train(
             state_dict = load_checkpoint_file(best_path)["state_dict"]
             module.load_state_dict(state_dict)
         else:  # collective: every rank calls it, rank 0 writes
-            trainer.save_checkpoint(best_path)
+            trainer.save_checkpoint(best_path, weights_only=False)
             module.best_val_record = module.last_val_record  # the weights tested are the final ones
         trainer.test(module, datamodule=data, verbose=False)
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C, SIGTERM (Lightning raises SystemExit)
