@@ -13,21 +13,18 @@ import pytest
 from ablate.config import load_config
 from ablate.training.train import RunError, train
 
+from tiny_run import tiny
+
 ROOT = Path(__file__).resolve().parents[1]
-TINY = [
-    "data.builtin_pairs=200",
-    "data.vocab_size=300",
-    "model.d_model=32",
-    "model.layers=1",
-    "model.heads=2",
-    "model.d_ff=64",
+TINY = tiny(
     "train.max_steps=12",
     "train.max_tokens=512",
     "train.warmup=4",
     "eval.beam=1",
     "tracking.wandb=offline",
     "train.val_every=1000",
-]
+    pairs=200,
+)
 
 
 def cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:

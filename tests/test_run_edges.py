@@ -12,21 +12,18 @@ from pathlib import Path
 
 import pytest
 
+from tiny_run import tiny
+
 ROOT = Path(__file__).resolve().parents[1]
-TINY = [
-    "data.builtin_pairs=200",
-    "data.vocab_size=300",
-    "model.d_model=32",
-    "model.layers=1",
-    "model.heads=2",
-    "model.d_ff=64",
+TINY = tiny(
     "train.max_tokens=512",
     "train.warmup=4",
     "eval.beam=1",
     "tracking.wandb=disabled",
     "train.val_every=1000",
     "train.checkpoint_every=5",
-]
+    pairs=200,
+)
 
 
 def cli(*args: str, cwd: Path, cache: Path, **popen) -> subprocess.Popen:

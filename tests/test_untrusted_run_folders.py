@@ -20,14 +20,10 @@ import torch
 from ablate.config import ConfigError, load_config
 from ablate.training.train import train
 
+from tiny_run import tiny
+
 ROOT = Path(__file__).resolve().parents[1]
-TINY = [
-    "data.builtin_pairs=200",
-    "data.vocab_size=300",
-    "model.d_model=32",
-    "model.layers=1",
-    "model.heads=2",
-    "model.d_ff=64",
+TINY = tiny(
     "train.max_steps=12",
     "train.max_tokens=512",
     "train.warmup=4",
@@ -35,7 +31,8 @@ TINY = [
     "tracking.wandb=disabled",
     "train.val_every=1000",
     "train.checkpoint_every=5",
-]
+    pairs=200,
+)
 
 
 class Payload:
@@ -199,13 +196,13 @@ def test_hypotheses_with_unicode_separators_read_back_line_for_line(tmp_path):
     from types import SimpleNamespace
 
     from ablate.report.records import collect_folder
-    from ablate.training.train import _write_outputs
+    from ablate.training.outputs import write_outputs
 
     refs = [f"sentence{sep}{i}" for i, sep in enumerate(SEPARATORS)]
     module = SimpleNamespace(test_results={"test": {"hypotheses": list(refs)}}, best_val_record={})
     data = SimpleNamespace(references=lambda split: refs, sources=lambda split: refs, val_split="val")
     run = tmp_path / "sweep" / "trial"
-    _write_outputs(run, module, data)
+    write_outputs(run, module, data)
     (run / "summary.json").write_text(json.dumps({"status": "finished", "config": {"seed": 1}}))
     trial = collect_folder(tmp_path / "sweep")[0]
     assert len(trial.hyps["test"]) == len(trial.refs["test"]) == len(trial.sources["test"]) == len(refs)

@@ -1,8 +1,8 @@
 """Training throughput of every variant and of ``torch.nn.Transformer``, on the same batches.
 
 One training step is exactly what ``ablate train`` does per batch, minus Lightning's hooks:
-forward, the label-smoothed cross-entropy (:func:`ablate.training.module.token_loss`), backward,
-gradient-norm clipping, the AdamW step and learning-rate schedule (:func:`ablate.training.module.make_optimizer`).
+forward, the label-smoothed cross-entropy (:func:`ablate.training.objective.token_loss`), backward,
+gradient-norm clipping, the AdamW step and learning-rate schedule (:func:`ablate.training.objective.make_optimizer`).
 The reference (:class:`ablate.bench.reference.TorchTransformer`) gets the same loss and optimiser. Throughput counts non-padding source + target tokens per second.
 """
 
@@ -23,7 +23,7 @@ from ablate.config import Config, from_flat
 from ablate.model.build import build_model
 from ablate.model.positions import POSITIONS
 from ablate.model.scores import SCORES
-from ablate.training.module import make_optimizer, token_loss
+from ablate.training.objective import make_optimizer, token_loss
 
 REFERENCE = "torch"
 """Name of the ``torch.nn.Transformer`` contender."""

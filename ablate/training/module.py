@@ -1,10 +1,10 @@
 """The LightningModule: a thin training shell around a plain ``nn.Module`` translation model.
 
-The loss (:func:`token_loss`, label-smoothed cross-entropy) and the optimiser with its
-learning-rate schedule (:func:`make_optimizer`: AdamW, warm-up, then ``train.schedule``, linear by
-default) are plain functions that ``ablate bench`` calls too; the module wires them into
+The loss and the optimiser with its learning-rate schedule are plain functions
+(:mod:`ablate.training.objective`) that ``ablate bench`` calls too; throughput is measured by the
+:class:`~ablate.training.throughput.Throughput` callback. The module wires the loss into
 Lightning's steps, decodes for validation and test BLEU (sacreBLEU on detokenized text) and
-measures perplexity and throughput. The model itself never imports Lightning.
+measures perplexity. The model itself never imports Lightning.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from typing import Any, Callable
 import pytorch_lightning as pl
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
-from ablate.config import Config, flatten, from_flat, peak_lr, to_dict
+from ablate.config import Config, flatten, from_flat, to_dict
 from ablate.errors import AblateError
 from ablate.model.build import build_model
 from ablate.model.decoding import beam_search, greedy
 from ablate.training.metrics import corpus_scores
-from ablate.training.schedule import WarmupDecay
+from ablate.training.objective import make_optimizer, token_loss
+from ablate.training.record_checks import checked_history, checked_record
 
 
 class NonFiniteLossError(AblateError, RuntimeError):
@@ -38,49 +38,6 @@ def gather_objects(obj: Any) -> list[Any]:
     out: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(out, obj)
     return out
-
-
-def batch_tokens(batch: dict[str, torch.Tensor], pad_id: int) -> int:
-    """Non-padding source tokens plus non-padding target tokens predicted (EOS included)."""
-    return int((batch["src"] != pad_id).sum() + (batch["tgt_out"] != pad_id).sum())
-
-
-def token_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothing: float) -> tuple[torch.Tensor, int]:
-    """Mean label-smoothed cross-entropy over non-padding targets, and their number.
-
-    Args:
-        logits: (B, T, V) next-token scores.
-        target: (B, T) token ids; ``pad_id`` positions are ignored.
-        pad_id: padding id.
-        smoothing: label smoothing epsilon (Szegedy et al. 2016; 0.1 in Vaswani et al. 2017).
-    """
-    ntok = int((target != pad_id).sum())
-    loss = F.cross_entropy(
-        logits.reshape(-1, logits.size(-1)).float(),
-        target.reshape(-1),
-        ignore_index=pad_id,
-        label_smoothing=smoothing,
-        reduction="sum",
-    )
-    return loss / max(ntok, 1), ntok
-
-
-def make_optimizer(
-    model: nn.Module, cfg: Config, progress: Callable[[], float] = lambda: 0.0
-) -> tuple[torch.optim.Optimizer, WarmupDecay]:
-    """AdamW (no weight decay on biases and norms) and its per-step :class:`WarmupDecay` schedule.
-
-    ``progress`` is the fraction of the training budget used (:meth:`TrainClock.progress`), which the
-    budget-aware decays read.
-    """
-    t = cfg.train
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
-    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    lr = peak_lr(cfg)
-    opt = torch.optim.AdamW(groups, lr=lr, betas=t.betas, eps=1e-9)
-    return opt, WarmupDecay(opt, t.schedule, t.warmup, t.min_lr / lr, progress=progress)
 
 
 class TranslationModule(pl.LightningModule):
@@ -112,7 +69,6 @@ class TranslationModule(pl.LightningModule):
         pad_id: int = 0,
         val_split: str = "val",
         test_splits: tuple[str, ...] = ("test",),
-        warmup_steps_excluded: int = 10,
         vocab: dict[str, Any] | None = None,
         clock: Any = None,
     ):
@@ -150,16 +106,7 @@ class TranslationModule(pl.LightningModule):
         self.last_val: dict[str, float] = {}
         self.last_val_record: dict[str, Any] = {}
         self.best_val_record: dict[str, Any] = {}  # scores and hypotheses of the best validation
-        # throughput, measured over training steps only, after a few warm-up steps
-        self._skip = warmup_steps_excluded
-        self._tok, self._sec = 0, 0.0  # after the warm-up steps
-        self._all_tok, self._all_sec = 0, 0.0  # every step (fallback for very short runs)
-        self._t0 = 0.0
-        self._step_tokens = 0
-        self.tokens_per_sec = float("nan")
-        self.train_tokens: int | None = None
-        self.last_loss: torch.Tensor | None = None
-        self.step_time = float("nan")
+        self.last_loss: torch.Tensor | None = None  # of the latest training step
         self._eval: dict[int, list[tuple[int, str]]] = {}
         self._eval_nll = torch.zeros(2, dtype=torch.float64)
         self._eval_time = 0.0
@@ -177,62 +124,9 @@ class TranslationModule(pl.LightningModule):
         loss, _ = token_loss(logits, batch["tgt_out"], self.pad_id, self.cfg.train.label_smoothing)
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"non-finite loss at step {self.global_step}")
-        self._step_tokens = batch_tokens(batch, self.pad_id)
         self.last_loss = loss.detach()
         self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=False, batch_size=1)
         return loss
-
-    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        self._t0 = time.perf_counter()
-
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        elapsed = time.perf_counter() - self._t0
-        self._all_tok += self._step_tokens
-        self._all_sec += elapsed
-        if self._skip > 0:
-            self._skip -= 1
-        else:
-            self._tok += self._step_tokens
-            self._sec += elapsed
-        if self.global_step % self.cfg.tracking.log_every == 0 and self._all_sec > 0:
-            self._log_throughput()
-
-    @property
-    def step_seconds(self) -> float:
-        """Seconds spent in training steps so far (every step, this rank)."""
-        return self._all_sec
-
-    def _reduce_throughput(self) -> float:
-        """Tokens/s summed over devices: all ranks' tokens over the slowest rank's step time."""
-        tokens, seconds = (self._tok, self._sec) if self._sec > 0 else (self._all_tok, self._all_sec)
-        tok = torch.tensor([float(tokens)], dtype=torch.float64, device=self.device)
-        sec = torch.tensor([seconds], dtype=torch.float64, device=self.device)
-        if self.trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
-            dist.all_reduce(tok, op=dist.ReduceOp.SUM)
-            dist.all_reduce(sec, op=dist.ReduceOp.MAX)
-        if sec.item() > 0:
-            self.tokens_per_sec = tok.item() / sec.item()
-        return self.tokens_per_sec
-
-    def _log_throughput(self) -> None:
-        self._reduce_throughput()
-        lr = self.lr_schedulers().get_last_lr()[0]
-        self.log_dict(
-            {"train/tokens_per_sec": self.tokens_per_sec, "train/lr": lr},
-            on_step=True,
-            on_epoch=False,
-            rank_zero_only=True,
-            batch_size=1,
-        )
-
-    def on_train_end(self) -> None:
-        self._reduce_throughput()
-        tok = torch.tensor([float(self._all_tok)], dtype=torch.float64, device=self.device)
-        if self.trainer.world_size > 1 and dist.is_available() and dist.is_initialized():
-            dist.all_reduce(tok, op=dist.ReduceOp.SUM)
-        self.train_tokens = int(tok.item())  # every step's tokens, all devices, resumed runs included
 
     def configure_optimizers(self):
         opt, sched = make_optimizer(self.model, self.cfg, self.clock.progress if self.clock else lambda: 0.0)
@@ -282,9 +176,7 @@ class TranslationModule(pl.LightningModule):
         return [merged[i] for i in range(n)]
 
     def _reduce_nll(self) -> float:
-        stats = self._eval_nll.clone()
-        if dist.is_available() and dist.is_initialized():
-            dist.all_reduce(stats, op=dist.ReduceOp.SUM)
+        stats = self.trainer.strategy.reduce(self._eval_nll.to(self.device), reduce_op="sum")
         return math.exp(min(stats[0].item() / max(stats[1].item(), 1.0), 50.0))
 
     def _reset_eval(self) -> None:
@@ -324,9 +216,9 @@ class TranslationModule(pl.LightningModule):
 
     def on_test_epoch_end(self) -> None:
         metrics: dict[str, float] = {}
-        seconds = torch.tensor([self._eval_time], dtype=torch.float64)
-        if dist.is_available() and dist.is_initialized():
-            dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
+        seconds = self.trainer.strategy.reduce(
+            torch.tensor(self._eval_time, dtype=torch.float64, device=self.device), reduce_op="max"
+        )
         for i, split in enumerate(self.test_splits):
             refs = self.references[split]
             hyps = self._collect(i, len(refs))
@@ -355,21 +247,12 @@ class TranslationModule(pl.LightningModule):
         rng = {"torch": torch.get_rng_state()}
         if torch.cuda.is_available() and self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state(self.device)
-        # what training measured, so a rerun that only decodes (killed during the test) still reports it
-        measured = {
-            "tok": self._tok,
-            "sec": self._sec,
-            "all_tok": self._all_tok,
-            "all_sec": self._all_sec,
-            "skip": self._skip,
-            "loss": None if self.last_loss is None else float(self.last_loss),
-        }
         checkpoint["ablate"] = {
             "history": self.history,
             "rng": rng,
-            "measured": measured,
             "best_val_record": self.best_val_record,
-            "train_tokens": self._all_tok,
+            # so a rerun that only decodes (killed during the test) still reports it
+            "last_loss": None if self.last_loss is None else float(self.last_loss),
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -379,16 +262,9 @@ class TranslationModule(pl.LightningModule):
         self.history = checked_history(state.get("history"))
         self.best_val_bleu = max((h["val/bleu"] for h in self.history), default=-1.0)
         self.best_val_record = checked_record(state.get("best_val_record"), self.history)
+        # the throughput counters are the Throughput callback's; older checkpoints kept the loss beside them
         measured = state.get("measured") if isinstance(state.get("measured"), dict) else {}
-        counts = {k: _nonnegative(measured.get(k)) for k in ("tok", "sec", "all_tok", "all_sec", "skip")}
-        if None not in counts.values():
-            self._tok, self._all_tok, self._skip = int(counts["tok"]), int(counts["all_tok"]), int(counts["skip"])
-            self._sec, self._all_sec = counts["sec"], counts["all_sec"]
-            if self._sec > 0 or self._all_sec > 0:
-                self.tokens_per_sec = (self._tok / self._sec) if self._sec > 0 else self._all_tok / self._all_sec
-        elif _nonnegative(state.get("train_tokens")) is not None:
-            self._all_tok = int(state["train_tokens"])
-        loss = measured.get("loss")
+        loss = state.get("last_loss", measured.get("loss"))
         if isinstance(loss, (int, float)) and math.isfinite(loss):
             self.last_loss = torch.tensor(float(loss))
         rng = state.get("rng") if isinstance(state.get("rng"), dict) else {}
@@ -402,46 +278,3 @@ class TranslationModule(pl.LightningModule):
         if cuda_rng is not None and self.device.type == "cuda":
             torch.cuda.set_rng_state(cuda_rng, self.device)
             self._cuda_rng = None
-
-
-def _nonnegative(value: Any) -> float | None:
-    """``value`` as a float when it is a finite, non-negative number, else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        return None
-    return float(value)
-
-
-def checked_record(record: Any, history: list[dict[str, float]]) -> dict[str, Any]:
-    """A checkpoint's best-validation record if well formed and one of the (checked) ``history``, else ``{}``."""
-    if not isinstance(record, dict):
-        return {}
-    scores = checked_history([record])
-    hyps = record.get("hypotheses")
-    seen = {(h["step"], h["val/bleu"]) for h in history}
-    if (
-        not scores
-        or (scores[0]["step"], scores[0]["val/bleu"]) not in seen
-        or not isinstance(hyps, list)
-        or not all(isinstance(h, str) for h in hyps)
-    ):
-        return {}
-    return {**scores[0], "hypotheses": list(hyps)}
-
-
-def checked_history(history: Any) -> list[dict[str, float]]:
-    """The validation history of a checkpoint, keeping only well-formed entries.
-
-    Each entry is ``{"step": int >= 0, "val/bleu": [0, 100], "val/chrf": [0, 100], "val/ppl": >= 1 or None}``;
-    a planted or damaged entry (a BLEU of 1e9, a string, NaN) is dropped, not believed.
-    """
-    if not isinstance(history, list):
-        return []
-    out = []
-    for entry in history:
-        if not isinstance(entry, dict) or isinstance(entry.get("step"), bool) or not isinstance(entry.get("step"), int):
-            continue
-        bleu, chrf, ppl = (_nonnegative(entry.get(k)) for k in ("val/bleu", "val/chrf", "val/ppl"))
-        if entry["step"] < 0 or bleu is None or bleu > 100 or chrf is None or chrf > 100:
-            continue
-        out.append({"step": entry["step"], "val/bleu": bleu, "val/chrf": chrf, "val/ppl": ppl})
-    return out

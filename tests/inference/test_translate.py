@@ -15,14 +15,10 @@ from ablate.config import load_config
 from ablate.data import builtin
 from ablate.training.offline_run import offline_runs, read_run
 
+from tiny_run import tiny
+
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = [
-    "data.builtin_pairs=400",
-    "data.vocab_size=300",
-    "model.d_model=32",
-    "model.layers=1",
-    "model.heads=2",
-    "model.d_ff=64",
+SMALL = tiny(
     "train.max_steps=60",
     "train.max_tokens=1024",
     "train.warmup=10",
@@ -34,7 +30,8 @@ SMALL = [
     "tracking.log_checkpoints=true",
     "trainer.enable_progress_bar=false",
     "trainer.callbacks=[{class_path: inference_helpers.Recorder, init_args: {tag: t}}]",
-]
+    pairs=400,
+)
 
 
 def _corpus(folder: Path) -> Path:

@@ -14,16 +14,11 @@ import sacrebleu
 from ablate.config import load_config
 from ablate.training.train import train
 
+from tiny_run import tiny
 from wandb_offline import read_offline_run
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = [
-    "data.builtin_pairs=400",
-    "data.vocab_size=300",
-    "model.d_model=32",
-    "model.layers=1",
-    "model.heads=2",
-    "model.d_ff=64",
+TINY = tiny(
     "train.max_steps=40",
     "train.max_tokens=1024",
     "train.warmup=10",
@@ -31,7 +26,8 @@ TINY = [
     "eval.beam=2",
     "tracking.wandb=offline",
     "tracking.log_every=5",
-]
+    pairs=400,
+)
 
 
 def wandb_logged(run_dir: Path) -> dict:
@@ -114,3 +110,5 @@ def test_ddp_two_processes_on_cpu(tmp_path, cache_dir):
     refs = (run_dir / "refs" / "test.txt").read_text().splitlines()
     assert len(hyps) == len(refs) == 500
     assert summary["test/bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-6)
+    # the tokens of both ranks: one rank's 40 steps hold at most 40 x (1,024 source + 1,024 target)
+    assert summary["train/tokens"] > 40 * 2 * 1024 and summary["train/tokens_per_sec"] > 0

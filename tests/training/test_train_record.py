@@ -12,13 +12,9 @@ import sacrebleu
 from ablate.config import load_config
 from ablate.training.train import train
 
-TINY = [
-    "data.builtin_pairs=300",
-    "data.vocab_size=300",
-    "model.d_model=32",
-    "model.layers=1",
-    "model.heads=2",
-    "model.d_ff=64",
+from tiny_run import tiny
+
+TINY = tiny(
     "train.max_steps=48",
     "train.max_tokens=1024",
     "train.warmup=4",
@@ -27,7 +23,8 @@ TINY = [
     "train.val_every=8",
     "eval.beam=2",
     "tracking.wandb=disabled",
-]
+    pairs=300,
+)
 
 
 def _lines(path: Path) -> list[str]:

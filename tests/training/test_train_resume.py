@@ -13,14 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from tiny_run import tiny
+
 ROOT = Path(__file__).resolve().parents[2]
-TINY = [
-    "data.builtin_pairs=300",
-    "data.vocab_size=300",
-    "model.d_model=32",
-    "model.layers=1",
-    "model.heads=2",
-    "model.d_ff=64",
+TINY = tiny(
     "train.max_steps=60",
     "train.max_tokens=512",
     "train.warmup=10",
@@ -28,7 +24,8 @@ TINY = [
     "eval.beam=1",
     "tracking.wandb=offline",
     "train.val_every=1000",
-]
+    pairs=300,
+)
 
 
 def _start(run_dir: Path, cache: Path) -> subprocess.Popen:
@@ -78,13 +75,7 @@ def test_killed_training_resumes_to_the_same_end(tmp_path, sig):
     assert _wandb_ids(run_dir) == {run_id}
 
 
-EXACT = [
-    "data.builtin_pairs=600",
-    "data.vocab_size=300",
-    "model.d_model=32",
-    "model.layers=1",
-    "model.heads=2",
-    "model.d_ff=64",
+EXACT = tiny(
     "train.max_steps=45",
     "train.max_tokens=400",
     "train.warmup=10",
@@ -95,7 +86,8 @@ EXACT = [
     "eval.max_len_a=1.0",
     "eval.max_len_b=3",
     "tracking.wandb=offline",
-]
+    pairs=600,
+)
 
 
 def _train(run_dir: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -137,5 +129,6 @@ def test_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
     assert [h["step"] for h in b["history"]] == [h["step"] for h in a["history"]]
     assert [h["val/ppl"] for h in b["history"]] == pytest.approx([h["val/ppl"] for h in a["history"]], rel=1e-5)
     assert b["test/bleu"] == pytest.approx(a["test/bleu"], abs=1e-6)
+    assert b["train/tokens"] == a["train/tokens"]  # the Throughput counters came back with the checkpoint
     hyps = [(tmp_path / d / "hyps" / "test.txt").read_text() for d in ("straight", "resumed")]
     assert hyps[0] == hyps[1]

@@ -1,0 +1,61 @@
+"""What a finished run leaves: its summary (metrics, throughput, cost) and its text files (hypotheses, references, sources)."""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+from typing import Any
+
+from ablate.config import Config
+from ablate.utils.io import write_lines
+
+
+def peak_memory_mb(accelerator: str) -> float:
+    import torch
+
+    if accelerator == "gpu" and torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def summarise(
+    module, throughput, trainer, cfg: Config, params: int, seconds: float, accelerator: str
+) -> dict[str, Any]:
+    import torch
+
+    best = module.best_val_record
+    out: dict[str, Any] = {
+        "params": params,
+        "step": int(trainer.global_step),  # what a time budget (train.max_time) actually bought
+        "threads": torch.get_num_threads(),
+        "epoch": int(trainer.current_epoch),
+        "history": module.history,
+        "train/tokens_per_sec": throughput.tokens_per_sec,
+        "train/loss": None if module.last_loss is None else float(module.last_loss),
+        "train/step_time_s": throughput.step_seconds / max(1, trainer.global_step),
+        "peak_memory_mb": round(peak_memory_mb(accelerator), 1),
+        # validation scores of the checkpoint that was tested (the best by BLEU), all from one validation
+        "val/bleu": best.get("val/bleu"),
+        "val/ppl": best.get("val/ppl"),
+        "val/chrf": best.get("val/chrf"),
+        "val/step": best.get("step"),
+        "train/tokens": throughput.train_tokens,
+        "train_seconds": round(seconds, 2),
+    }
+    out.update(module.test_metrics)
+    first = next(iter(module.test_results.values()), None)
+    if first is not None:
+        out["bleu_signature"] = first["signature"]
+    return out
+
+
+def write_outputs(run_dir: Path, module, data) -> None:
+    for split, result in module.test_results.items():
+        write_lines(run_dir / "hyps" / f"{split}.txt", result["hypotheses"])
+        write_lines(run_dir / "refs" / f"{split}.txt", data.references(split))
+    hyps = module.best_val_record.get("hypotheses")
+    if hyps is not None:  # from the validation whose scores summary.json reports
+        write_lines(run_dir / "hyps" / f"{data.val_split}.txt", hyps)
+        write_lines(run_dir / "refs" / f"{data.val_split}.txt", data.references(data.val_split))
+    for split in [data.val_split, *module.test_results]:  # for BLEU by source length (ablate plot)
+        write_lines(run_dir / "sources" / f"{split}.txt", data.sources(split))

@@ -1,0 +1,68 @@
+"""A run's folder: where it goes, whether it is new, resumable or finished, and when it is claimed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from ablate.config import Config, ConfigError, fingerprint, read_yaml, to_dict
+from ablate.training.checkpoint_io import RESUME_ORDER
+from ablate.training.run_lock import LOCK_FILE
+from ablate.training.tracking import read_summary
+from ablate.utils.io import atomic_write_text
+
+
+def default_run_dir(cfg: Config) -> Path:
+    """``runs/<name>``: the tracking name, else the architecture and a config fingerprint.
+
+    A run handed out by a W&B sweep agent goes to ``runs/sweep-<sweep id>/<name>-<run id>``, so
+    two sweeps of the same configuration never share a folder.
+    """
+    name = cfg.tracking.name or f"{cfg.model.arch}-{fingerprint(cfg)}"
+    sweep_id, run_id = os.environ.get("WANDB_SWEEP_ID"), os.environ.get("WANDB_RUN_ID")
+    if sweep_id and run_id:
+        return Path("runs") / f"sweep-{sweep_id}" / f"{cfg.tracking.variant or name}-{run_id}"
+    return Path("runs") / name
+
+
+def is_launcher_process() -> bool:
+    """False inside the extra processes Lightning's DDP launcher starts (they re-run the CLI)."""
+    return int(os.environ.get("LOCAL_RANK", "0")) == 0 and int(os.environ.get("NODE_RANK", "0")) == 0
+
+
+def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
+    """Check ``run_dir``; returns ``new`` | ``resume`` | ``finished``.
+
+    A run dir written by a different config is refused rather than mixed.
+    """
+    config_path = run_dir / "config.yaml"
+    if overwrite and is_launcher_process() and run_dir.is_dir():
+        import shutil
+
+        for child in run_dir.iterdir():  # everything but the lock this process holds
+            if child.name != LOCK_FILE:
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    if config_path.exists():
+        from ablate.config import flatten, from_flat
+
+        try:
+            old = fingerprint(from_flat(flatten(read_yaml(config_path))))
+            reason = "a run of a different config"
+        except ConfigError as err:
+            old, reason = "unreadable", f"an unreadable config.yaml ({err})"
+        if old != fingerprint(cfg):
+            raise ConfigError(f"run dir {run_dir} holds {reason}; choose another --run-dir or pass --overwrite")
+        summary = read_summary(run_dir) or {}
+        if summary.get("status") == "finished":
+            return "finished"
+        return "resume" if any((run_dir / "checkpoints" / n).exists() for n in RESUME_ORDER) else "new"
+    return "new"
+
+
+def claim_run_dir(cfg: Config, run_dir: Path) -> None:
+    """Write ``config.yaml``: from now on ``run_dir`` belongs to ``cfg`` (after the input checked out)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if is_launcher_process() and not (run_dir / "config.yaml").exists():
+        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))

@@ -1,0 +1,102 @@
+"""The Throughput callback: exact token counts, the warm-up steps left out, its checkpoint state."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from ablate.training.throughput import Throughput
+
+PAD = 0
+
+
+def _batches(n: int) -> list[dict[str, torch.Tensor]]:
+    """Batches whose non-padding token count is known: batch i holds i + 3 source and 2 target tokens."""
+    out = []
+    for i in range(n):
+        src = torch.zeros(2, 16, dtype=torch.long)
+        src[0, : i + 3] = 5
+        tgt = torch.zeros(2, 4, dtype=torch.long)
+        tgt[1, :2] = 7
+        out.append({"src": src, "tgt_out": tgt})
+    return out
+
+
+class Toy(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(16, 1)
+
+    def training_step(self, batch, batch_idx):
+        return self.lin(batch["src"].float()).pow(2).mean()
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=0.01)
+        return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5)}
+
+
+def _fit(callback: Throughput, steps: int) -> pl.Trainer:
+    trainer = pl.Trainer(
+        max_steps=steps,
+        accelerator="cpu",
+        callbacks=[callback],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(Toy(), train_dataloaders=DataLoader(_batches(steps), batch_size=None))
+    return trainer
+
+
+def test_counts_every_non_padding_token_and_leaves_out_the_warm_up_steps():
+    steps, skip = 8, 3
+    meter = Throughput(PAD, skip=skip, log_every=2)
+    logged = _fit(meter, steps).callback_metrics
+    per_batch = [(i + 3) + 2 for i in range(steps)]
+    assert meter.all_tok == meter.train_tokens == sum(per_batch)
+    assert meter.tok == sum(per_batch[skip:]) and meter.skip == 0
+    assert 0 < meter.sec < meter.all_sec == meter.step_seconds
+    assert meter.tokens_per_sec == pytest.approx(meter.tok / meter.sec)
+    assert float(logged["train/lr"]) == pytest.approx(0.005) and float(logged["train/tokens_per_sec"]) > 0
+
+
+def test_a_run_shorter_than_the_warm_up_uses_every_step():
+    meter = Throughput(PAD, skip=10)
+    _fit(meter, 4)
+    assert meter.tok == 0 and meter.skip == 6
+    assert meter.tokens_per_sec == pytest.approx(meter.all_tok / meter.all_sec)
+
+
+def test_the_state_round_trips_and_takes_precedence_over_an_old_checkpoint_block():
+    meter = Throughput(PAD, skip=2)
+    _fit(meter, 5)
+    restored = Throughput(PAD)
+    old = {"tok": 1, "sec": 1.0, "all_tok": 2, "all_sec": 2.0, "skip": 0, "loss": 3.0}
+    restored.on_load_checkpoint(None, None, {"ablate": {"measured": old}})  # Lightning calls this first
+    restored.load_state_dict(meter.state_dict())
+    assert restored.state_dict() == meter.state_dict()
+    assert restored.tokens_per_sec == pytest.approx(meter.tok / meter.sec)
+
+
+def test_checkpoints_from_before_the_callback_still_report_their_throughput():
+    """Older checkpoints kept the counters in ``checkpoint["ablate"]["measured"]``."""
+    meter = Throughput(PAD)
+    measured = {"tok": 900, "sec": 3.0, "all_tok": 1000, "all_sec": 4.0, "skip": 0, "loss": 2.5}
+    meter.on_load_checkpoint(None, None, {"ablate": {"measured": measured}})
+    assert (meter.tok, meter.all_tok, meter.all_sec) == (900, 1000, 4.0)
+    assert meter.tokens_per_sec == pytest.approx(300.0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -1.0, "many", True, None])
+def test_a_planted_counter_is_not_believed(bad):
+    meter = Throughput(PAD)
+    measured = {"tok": 900, "sec": bad, "all_tok": 1000, "all_sec": 4.0, "skip": 0}
+    meter.on_load_checkpoint(None, None, {"ablate": {"measured": measured}})
+    meter.load_state_dict({**measured})
+    assert meter.all_tok == 0 and math.isnan(meter.tokens_per_sec)
