@@ -9,20 +9,15 @@ misspelled key or an unknown choice, the closest valid one.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import functools
 import hashlib
-import inspect
 import json
-import re
-import textwrap
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
 from ablate.errors import did_you_mean
+from ablate.utils.fields import describe_fields, field_types, leaf_keys, to_dict  # noqa: F401 - to_dict re-exported
 from ablate.utils.typed import ConfigError, OneOf, coerce, flatten, nest, parse_override, read_yaml, type_name  # noqa: F401 - re-exported
 
 # Choices that a registry lists: each registry is the only list of its variants (see OneOf).
@@ -214,66 +209,18 @@ class Config:
 # --------------------------------------------------------------------------------------
 
 
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls, include_extras=True)  # cached: a 10,000-trial sweep validates 10,000 configs
-
-
 def valid_keys(cls: Any = Config, prefix: str = "") -> list[str]:
-    """Every dotted leaf key of ``cls``, e.g. ``model.attention.score``."""
-    keys = []
-    for name, tp in _hints(cls).items():
-        if dataclasses.is_dataclass(tp):
-            keys += valid_keys(tp, f"{prefix}{name}.")
-        else:
-            keys.append(f"{prefix}{name}")
-    return keys
+    """Every dotted leaf key of ``cls`` (the whole config by default), e.g. ``model.attention.score``."""
+    return leaf_keys(cls, prefix)
 
 
-def _attribute_docs(cls: type) -> dict[str, str]:
-    """Field name -> the first sentence of the string literal under it in the class body."""
-    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
-    docs = {}
-    for field_node, doc_node in zip(body, body[1:]):
-        if (
-            isinstance(field_node, ast.AnnAssign)
-            and isinstance(field_node.target, ast.Name)
-            and isinstance(doc_node, ast.Expr)
-            and isinstance(doc_node.value, ast.Constant)
-            and isinstance(doc_node.value.value, str)
-        ):
-            text = " ".join(doc_node.value.value.replace("``", "").split())
-            docs[field_node.target.id] = re.split(r"(?<! al)\. (?=[A-Z])", text)[0].rstrip(".")
-    return docs
-
-
-def describe_keys(cls: type = Config, prefix: str = "") -> list[tuple[str, str, Any, str]]:
+def describe_keys(cls: type = Config) -> list[tuple[str, str, Any, str]]:
     """``(dotted key, type or choices, default, one-line doc)`` of every key, for ``ablate train --help``.
 
     The docs are the first sentences of the field docstrings above; registry choices are listed
     from the registries (see :class:`~ablate.utils.typed.OneOf`).
     """
-    hints, docs, defaults = _hints(cls), _attribute_docs(cls), cls()
-    rows: list[tuple[str, str, Any, str]] = []
-    for name, tp in hints.items():
-        if dataclasses.is_dataclass(tp):
-            rows += describe_keys(tp, f"{prefix}{name}.")  # type: ignore[arg-type]
-        else:
-            rows.append((prefix + name, type_name(tp), getattr(defaults, name), docs.get(name, "")))
-    return rows
-
-
-def to_dict(cfg: Any) -> dict[str, Any]:
-    """Nested plain-Python dict (tuples become lists) suitable for YAML/JSON."""
-    out = {}
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        if dataclasses.is_dataclass(value):
-            value = to_dict(value)
-        elif isinstance(value, tuple):
-            value = list(value)
-        out[f.name] = value
-    return out
+    return describe_fields(cls)
 
 
 def _unknown_key(key: str, candidates: list[str]) -> ConfigError:
@@ -282,7 +229,7 @@ def _unknown_key(key: str, candidates: list[str]) -> ConfigError:
 
 
 def _build(cls: Any, values: dict[str, Any], prefix: str = "") -> Any:
-    hints = _hints(cls)
+    hints = field_types(cls)
     for key in values:
         if key not in hints:
             raise _unknown_key(prefix + key, valid_keys(Config))

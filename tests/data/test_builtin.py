@@ -9,10 +9,11 @@ import pytest
 from ablate.data import builtin
 from ablate.data.builtin import Clause, Gap, NounPhrase, present
 from ablate.data.errors import DataError
+from ablate.data.lexicon import IRREGULAR_PRESENT
 from ablate.data.sources import BuiltinTask
 
 FINITE = {present(v[3].split("|")[-1], p, v[6]) for v in builtin.TRANSITIVE + builtin.INTRANSITIVE for p in range(5)}
-FINITE |= {form for forms in builtin.IRREGULAR_PRESENT.values() for form in forms}
+FINITE |= {form for forms in IRREGULAR_PRESENT.values() for form in forms}
 FINITE_SUBORDINATE = FINITE | {
     v[3].split("|")[0] + present(v[3].split("|")[1], p, v[6])
     for v in builtin.TRANSITIVE + builtin.INTRANSITIVE
