@@ -41,7 +41,7 @@ class LiveRecord(pl.Callback):
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking or trainer.global_rank != 0:
             return
-        history = getattr(pl_module, "history", [])
+        history = pl_module.history
         self.record.update(
             history=history,
             step=int(trainer.global_step),

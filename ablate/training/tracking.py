@@ -68,7 +68,8 @@ def _resilient_logger_class():
 
         _warned = False
 
-        def _guard(self, fn, *args, **kwargs):
+        def guarded(self, fn, *args, **kwargs):
+            """``fn(*args, **kwargs)``, or None with one warning per run when it fails."""
             try:
                 return fn(*args, **kwargs)
             except Exception as err:  # noqa: BLE001 - tracking is best effort; summary.json is the record
@@ -79,14 +80,19 @@ def _resilient_logger_class():
                     self._warned = True
                 return None
 
+        @property
+        def started(self) -> bool:
+            """Whether the W&B run exists (a failure before it started has nothing to log to)."""
+            return self._experiment is not None
+
         def log_metrics(self, metrics, step=None):
-            return self._guard(super().log_metrics, metrics, step)
+            return self.guarded(super().log_metrics, metrics, step)
 
         def log_hyperparams(self, params, *args, **kwargs):
-            return self._guard(super().log_hyperparams, params, *args, **kwargs)
+            return self.guarded(super().log_hyperparams, params, *args, **kwargs)
 
         def after_save_checkpoint(self, checkpoint_callback):
-            return self._guard(super().after_save_checkpoint, checkpoint_callback)
+            return self.guarded(super().after_save_checkpoint, checkpoint_callback)
 
     return ResilientWandbLogger
 

@@ -205,8 +205,8 @@ def _train(
             if trainer.global_step > 0:
                 record.update(step=trainer.global_step)
             record.write("failed", message)
-            if logger is not None and logger._experiment is not None:  # the failure is on W&B too
-                logger._guard(log_summary, logger.experiment, record.data)
+            if logger is not None and logger.started:  # the failure is on W&B too
+                logger.guarded(log_summary, logger.experiment, record.data)
         raise RunError(message) from err
     if trainer.global_rank != 0:
         return {}
