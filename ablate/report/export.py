@@ -21,13 +21,13 @@ import gzip
 import json
 import shlex
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 from ablate.report.records import SUMMARY, ReportError, collect_folder
 from ablate.utils.io import atomic_write_json, atomic_write_text
+from ablate.utils.provenance import git_commit
 
 TEXT_KINDS = ("hyps", "refs", "sources")
 NOT_TEST = ("val", "valid", "dev")
@@ -66,21 +66,16 @@ def _copy_trial(run_dir: Path, out: Path) -> int:
     return size
 
 
-def git_commit(repo: Path = Path(__file__).resolve().parents[2]) -> str:
-    """The commit of the ablate checkout (``+dirty`` with uncommitted changes), or ``unknown``."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        return head + ("+dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+def commit_facts(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The commits the trials were trained with (each trial records its own), else this checkout's."""
+    commits: list[str] = []
+    for summary in summaries:
+        for commit in summary.get("commits") or []:
+            if isinstance(commit, str) and commit not in commits:
+                commits.append(commit)
+    if commits:
+        return {"commit": ", ".join(commits), "commit_source": "trials"}
+    return {"commit": git_commit(), "commit_source": "export"}
 
 
 def sweep_facts(source: Path, summaries: list[dict[str, Any]]) -> dict[str, Any]:
@@ -184,7 +179,7 @@ def export_sweep(
         "command": command or rebuilt,
         "command_recorded": command is not None,
         **facts,
-        "commit": git_commit(),
+        **commit_facts(summaries),
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "export_command": " ".join(
             ["ablate export", shlex.quote(str(source)), shlex.quote(str(out))]
@@ -224,7 +219,12 @@ def readme(m: dict[str, Any]) -> str:
             f"# Results: {m['sweep']}",
             "",
             f"- Command{how}: {command}",
-            f"- Commit: `{m['commit']}`",
+            f"- Commit: `{m['commit']}`"
+            + (
+                " (recorded by the trials)"
+                if m.get("commit_source") == "trials"
+                else " (of the checkout that exported: these trials did not record theirs)"
+            ),
             f"- Machine: {machines}",
             "- Wall time: "
             + (

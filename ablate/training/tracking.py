@@ -18,6 +18,7 @@ from typing import Any
 from ablate.config import Config, TrackingConfig, flatten, to_dict
 from ablate.training.sweep_params import align_sweep_params
 from ablate.utils.io import atomic_write_json, atomic_write_text, read_json
+from ablate.utils.provenance import git_commit
 
 SUMMARY = "summary.json"
 
@@ -204,6 +205,9 @@ class RunRecord:
         for key in ("history", "step"):  # a rerun that fails before restoring its checkpoint keeps them
             if key in previous:
                 self.data[key] = previous[key]
+        # the code of every attempt, so a run resumed after a code change says so
+        before = [c for c in previous.get("commits") or [] if isinstance(c, str)]
+        self.data["commits"] = before + [c for c in [git_commit()] if c not in before]
 
     def update(self, **values: Any) -> None:
         self.data.update(values)

@@ -104,3 +104,27 @@ def test_the_run_record_says_what_machine_ran_it_and_its_cpu_time(tmp_path):
     resumed = RunRecord(tmp_path, Config())
     resumed.write("finished")
     assert json.loads((tmp_path / "summary.json").read_text())["cpu_time_s"] >= summary["cpu_time_s"]
+
+
+def test_the_run_record_names_the_commit_of_every_attempt(tmp_path, monkeypatch):
+    import ablate.training.tracking as tracking
+
+    monkeypatch.setattr(tracking, "git_commit", lambda: "aaa")
+    RunRecord(tmp_path, Config()).write("interrupted")
+    RunRecord(tmp_path, Config()).write("interrupted")  # resumed on the same code: named once
+    monkeypatch.setattr(tracking, "git_commit", lambda: "bbb")
+    RunRecord(tmp_path, Config()).write("finished")  # resumed after a code change
+    assert json.loads((tmp_path / "summary.json").read_text())["commits"] == ["aaa", "bbb"]
+
+
+def test_export_names_the_commit_the_trials_ran_not_the_exporting_checkout(variant_sweep, tmp_path):
+    src = _with_training_leftovers(variant_sweep, tmp_path)
+    for path in src.glob("*/summary.json"):
+        summary = json.loads(path.read_text())
+        path.write_text(json.dumps({**summary, "commits": ["1234abc"]}))
+    out = tmp_path / "results" / "table3"
+    result = runner.invoke(app, ["export", str(src), str(out), "--no-plots", "--samples", "50"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["commit"] == "1234abc" and manifest["commit_source"] == "trials"
+    assert "- Commit: `1234abc` (recorded by the trials)" in (out / "README.md").read_text()

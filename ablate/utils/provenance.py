@@ -1,0 +1,26 @@
+"""Which code produced a result: the git commit of the ablate checkout."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def git_commit(repo: Path = CHECKOUT) -> str:
+    """The commit of the ablate checkout (``+dirty`` with uncommitted changes), or ``unknown``
+    (an installed copy outside git, or no git)."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
