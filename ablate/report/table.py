@@ -209,7 +209,7 @@ def build_table(
         extra: more metric columns, their stats per row name, and a footnote (BLEU by length).
     """
     comparisons = list(comparisons or [])
-    vs_base = {} if sweep.comparisons else against_base(comparisons, sweep)  # named ones are listed instead
+    vs_base = against_base(comparisons, sweep)  # a cell's mark is always against the base; other pairs are listed
     extra_cols, extra_stats, extra_note = extra or ([], {}, "")
     columns = metric_columns(sweep, vs_base, extra_cols)
 
@@ -286,6 +286,11 @@ def _footnotes(
             f"Seed pooling: a row's score is the mean over its seeds of corpus BLEU; each resample draws the same "
             f"sentences for every seed of both rows, so a sentence's outputs from all seeds move together "
             f"(whole-run seed shifts are in ± std, not in p)."
+            + (
+                f" In the cells, {MARK} compares a row with the base; the named comparisons are listed below."
+                if sweep.comparisons
+                else ""
+            )
         )
     elif any(c.split for c in columns):
         notes.append("No saved hypotheses: significance was not tested.")

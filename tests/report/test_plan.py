@@ -69,7 +69,10 @@ def test_table_lists_the_named_comparisons_with_holm(scoring_sweep):
     md = render(table, "md")
     assert "Holm-Bonferroni over all 8 comparisons" in md
     assert "named comparisons: model.attention.score (dot as reference vs additive) with all else equal" in md
-    assert "† p" not in md and not any(c.mark for r in table.rows for c in r.cells)  # listed, not marked vs base
+    # a cell is marked only for a named comparison whose reference is the base; the others are only listed
+    sweep = aggregate(collect(str(scoring_sweep)))
+    vs_base = {c.row for c in found if c.reference == sweep.base.name and c.significant(0.05)}
+    assert {r.name for r in table.rows if any(c.mark for c in r.cells)} == vs_base and vs_base
     line = next(x for x in table.comparisons if x.startswith("score additive vs dot at d_k=32, d_v=32, scale=true"))
     assert "ΔBLEU -" in line and "Holm p" in line and line.endswith("†")  # additive is worse by construction
     assert sum(x.startswith("scale false vs true at ") for x in table.comparisons) == 4
@@ -84,3 +87,28 @@ def test_malformed_comparisons_are_a_one_line_report_error():
     trial = from_summary("r", {"status": "finished", "test/bleu": 1.0}, config={"comparisons": [{"vs": "x"}]})
     with pytest.raises(ReportError, match="between"):
         aggregate([trial])
+
+
+def test_with_named_comparisons_the_cells_still_mark_rows_that_differ_from_the_base(variant_sweep, tmp_path):
+    """A † in a cell always means "against the base"; a pair of two other rows is only listed below."""
+    import shutil
+
+    root = tmp_path / "named"
+    shutil.copytree(variant_sweep, root)
+    named = [
+        {"between": "variant", "values": ["base", "A-heads1", "E-learned"]},
+        {"between": "variant", "values": ["A-heads1", "A-heads8"]},
+    ]
+    trials = []
+    for path in sorted(root.glob("*/summary.json")):
+        summary = json.loads(path.read_text())
+        variant = summary.get("variant") or path.parent.name.rsplit("-s", 1)[0]
+        trials.append({"name": path.parent.name, "point": {"variant": variant, "comparisons": named}})
+    (root / "sweep.json").write_text(json.dumps({"name": "table3", "trials": trials}))
+    table = table_of(str(root), samples=300)
+    split = next(i for i, c in enumerate(table.columns) if c.split)
+    marks = {row.name: row.cells[split].mark for row in table.rows}
+    assert marks["A-heads1"] == marks["E-learned"] == "†"  # clearly worse / better than the base
+    assert marks["A-heads8"] == marks["B-dk16"] == marks["base"] == ""  # A-heads8 is compared with A-heads1 only
+    assert any(line.startswith("A-heads8 vs A-heads1") for line in table.comparisons)
+    assert "In the cells, † compares a row with the base" in render(table, "md")
