@@ -140,6 +140,9 @@ def export_command(
     ),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Draw ablate plot's figures into RESULTS_DIR/plots."),
     force: bool = typer.Option(False, "--force", help="Replace RESULTS_DIR if it exists."),
+    commit: Optional[str] = typer.Option(
+        None, "--commit", metavar="REV", help="The commit the trials ran, for runs too old to record their own."
+    ),
     alpha: float = ALPHA,
     test: Test = TEST,
     samples: int = SAMPLES,
@@ -151,7 +154,7 @@ def export_command(
     """
     from ablate.report.export import export_sweep
 
-    manifest = export_sweep(source, out, command, reference, plots, alpha, test.value, samples, force)
+    manifest = export_sweep(source, out, command, reference, plots, alpha, test.value, samples, force, commit)
     print(f"wrote {out} ({manifest['trials']} trials, {manifest['texts_bytes'] / 2**20:.1f} MiB of texts)")
 
 

@@ -66,8 +66,8 @@ def _copy_trial(run_dir: Path, out: Path) -> int:
     return size
 
 
-def commit_facts(summaries: list[dict[str, Any]]) -> dict[str, Any]:
-    """The commits the trials were trained with (each trial records its own), else this checkout's."""
+def commit_facts(summaries: list[dict[str, Any]], given: Optional[str] = None) -> dict[str, Any]:
+    """The commits the trials were trained with (each trial records its own), else ``given``, else this checkout's."""
     commits: list[str] = []
     for summary in summaries:
         for commit in summary.get("commits") or []:
@@ -75,6 +75,8 @@ def commit_facts(summaries: list[dict[str, Any]]) -> dict[str, Any]:
                 commits.append(commit)
     if commits:
         return {"commit": ", ".join(commits), "commit_source": "trials"}
+    if given:
+        return {"commit": given, "commit_source": "given"}
     return {"commit": git_commit(), "commit_source": "export"}
 
 
@@ -126,6 +128,7 @@ def export_sweep(
     test: str = "bs",
     samples: int = 0,
     force: bool = False,
+    commit: Optional[str] = None,
 ) -> dict[str, Any]:
     """Write ``out`` from the sweep folder ``source`` (see the module docstring); return the manifest.
 
@@ -134,6 +137,8 @@ def export_sweep(
             file and overrides; launcher flags such as ``--parallel`` are not recorded there).
         reference: a shipped reference (``ablate table --reference``) to print beside the table.
         force: replace an existing ``out``.
+        commit: the commit the trials ran, for runs too old to record it (what the trials
+            recorded always wins); default: this checkout's, said so in the README.
 
     Raises:
         ReportError: ``source`` holds no trials, or ``out`` exists (without ``force``) or is ``source``.
@@ -179,11 +184,12 @@ def export_sweep(
         "command": command or rebuilt,
         "command_recorded": command is not None,
         **facts,
-        **commit_facts(summaries),
+        **commit_facts(summaries, commit),
         "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "export_command": " ".join(
             ["ablate export", shlex.quote(str(source)), shlex.quote(str(out))]
             + ([f"--reference {reference}"] if reference else [])
+            + ([f"--commit {commit}"] if commit else [])
         ),
         "table_command": table_cmd,
         "texts_bytes": size,
@@ -220,11 +226,10 @@ def readme(m: dict[str, Any]) -> str:
             "",
             f"- Command{how}: {command}",
             f"- Commit: `{m['commit']}`"
-            + (
-                " (recorded by the trials)"
-                if m.get("commit_source") == "trials"
-                else " (of the checkout that exported: these trials did not record theirs)"
-            ),
+            + {
+                "trials": " (recorded by the trials)",
+                "given": " (given at export, `--commit`: these trials did not record theirs)",
+            }.get(m.get("commit_source", ""), " (of the checkout that exported: these trials did not record theirs)"),
             f"- Machine: {machines}",
             "- Wall time: "
             + (

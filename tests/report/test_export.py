@@ -128,3 +128,12 @@ def test_export_names_the_commit_the_trials_ran_not_the_exporting_checkout(varia
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["commit"] == "1234abc" and manifest["commit_source"] == "trials"
     assert "- Commit: `1234abc` (recorded by the trials)" in (out / "README.md").read_text()
+
+    for path in src.glob("*/summary.json"):  # runs from before ablate recorded commits
+        summary = json.loads(path.read_text())
+        path.write_text(json.dumps({k: v for k, v in summary.items() if k != "commits"}))
+    args = ["export", str(src), str(out), "--no-plots", "--samples", "50", "--force", "--commit", "5678def"]
+    assert runner.invoke(app, args).exit_code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["commit"] == "5678def" and manifest["commit_source"] == "given"
+    assert manifest["export_command"].endswith("--commit 5678def")
