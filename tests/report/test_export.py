@@ -137,3 +137,17 @@ def test_export_names_the_commit_the_trials_ran_not_the_exporting_checkout(varia
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["commit"] == "5678def" and manifest["commit_source"] == "given"
     assert manifest["export_command"].endswith("--commit 5678def")
+
+
+def test_an_installed_copy_inside_another_repository_does_not_borrow_its_commit(tmp_path):
+    import subprocess
+
+    from ablate.utils.provenance import CHECKOUT, git_commit
+
+    site = tmp_path / "project" / ".venv" / "lib" / "site-packages"  # a venv inside someone's git project
+    (site / "ablate").mkdir(parents=True)
+    project = ["git", "-C", str(tmp_path / "project"), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(tmp_path / "project")], check=True)
+    subprocess.run([*project, "commit", "-q", "--allow-empty", "-m", "their project"], check=True)
+    assert git_commit(site) == "unknown"
+    assert git_commit(CHECKOUT) != "unknown"  # this checkout is a git clone of ablate
