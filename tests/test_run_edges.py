@@ -39,36 +39,25 @@ def cli(*args: str, cwd: Path, cache: Path, **popen) -> subprocess.Popen:
     )
 
 
+def _train_until_killed(run: Path, cwd: Path, cache: Path) -> subprocess.Popen:
+    """``ablate train --run-dir run`` of a tiny model with a budget it never reaches."""
+    return cli(
+        "train", "--run-dir", str(run), *TINY, "train.max_steps=100000", "train.max_epochs=null", cwd=cwd, cache=cache
+    )
+
+
 @pytest.mark.slow
 def test_a_second_training_of_the_same_folder_is_refused_and_a_dead_holder_is_taken_over(tmp_path):
     """Item 4: two concurrent ``ablate train --run-dir same``: the second is refused naming the first."""
     run, cache = tmp_path / "run", tmp_path / "cache"
-    first = cli(
-        "train",
-        "--run-dir",
-        str(run),
-        *TINY,
-        "train.max_steps=100000",
-        "train.max_epochs=null",
-        cwd=tmp_path,
-        cache=cache,
-    )
+    first = _train_until_killed(run, tmp_path, cache)
     try:
         deadline = time.time() + 300
         while not (run / "checkpoints" / "last.ckpt").exists():
             assert first.poll() is None, first.communicate()[1][-2000:]
             assert time.time() < deadline
             time.sleep(0.2)
-        second = cli(
-            "train",
-            "--run-dir",
-            str(run),
-            *TINY,
-            "train.max_steps=100000",
-            "train.max_epochs=null",
-            cwd=tmp_path,
-            cache=cache,
-        )
+        second = _train_until_killed(run, tmp_path, cache)
         _, err = second.communicate(timeout=120)
         assert second.returncode == 2 and err.count("\n") == 1 and "Traceback" not in err, err[-2000:]
         assert f"run dir {run} is in use by another training (pid {first.pid} on " in err
@@ -77,16 +66,7 @@ def test_a_second_training_of_the_same_folder_is_refused_and_a_dead_holder_is_ta
         first.kill()
         first.wait()
     assert (run / ".lock").read_text().startswith(f"{first.pid}@")  # a stale lock: its holder is dead
-    third = cli(
-        "train",
-        "--run-dir",
-        str(run),
-        *TINY,
-        "train.max_steps=100000",
-        "train.max_epochs=null",
-        cwd=tmp_path,
-        cache=cache,
-    )
+    third = _train_until_killed(run, tmp_path, cache)
     try:
         deadline = time.time() + 300
         while not (run / ".lock").read_text().startswith(f"{third.pid}@"):
