@@ -20,6 +20,8 @@ EXPECTED = {
     "quickstart": 8,
     "table3": 57,
     "table3-cpu": 38,
+    "calibration-cpu": 16,
+    "table3-budget-cpu": 15,
     "mission-cpu": 30,
     "scoring": 72,
     "positions": 15,
