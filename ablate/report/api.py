@@ -12,7 +12,7 @@ from typing import Any, Optional
 from ablate.report.aggregate import Sweep, aggregate
 from ablate.report.formats import render
 from ablate.report.records import WANDB_PREFIX, ReportError, collect, parse_wandb_path
-from ablate.report.significance import Comparison, compare
+from ablate.report.significance import DEFAULT_TEST, Comparison, compare
 from ablate.report.table import Table, build_table
 
 
@@ -21,7 +21,7 @@ def load(source: str, api: Any = None) -> Sweep:
     return aggregate(collect(source, api=api))
 
 
-def significance(sweep: Sweep, enabled: bool = True, test: str = "bs", samples: int = 0) -> list[Comparison]:
+def significance(sweep: Sweep, enabled: bool = True, test: str = DEFAULT_TEST, samples: int = 0) -> list[Comparison]:
     """The table's comparisons (named by the sweep, else against the base), Holm-adjusted; none when disabled."""
     return compare(sweep, test=test, n_samples=samples) if enabled else []
 
@@ -29,7 +29,7 @@ def significance(sweep: Sweep, enabled: bool = True, test: str = "bs", samples: 
 def sweep_and_table(
     source: str,
     alpha: float = 0.05,
-    test: str = "bs",
+    test: str = DEFAULT_TEST,
     samples: int = 0,
     with_significance: bool = True,
     api: Any = None,
@@ -52,7 +52,7 @@ def sweep_and_table(
 def table_of(
     source: str,
     alpha: float = 0.05,
-    test: str = "bs",
+    test: str = DEFAULT_TEST,
     samples: int = 0,
     with_significance: bool = True,
     api: Any = None,
@@ -67,7 +67,7 @@ def make_table(
     source: str,
     fmt: str = "md",
     alpha: float = 0.05,
-    test: str = "bs",
+    test: str = DEFAULT_TEST,
     samples: int = 0,
     with_significance: bool = True,
     api: Any = None,
@@ -92,7 +92,7 @@ def make_report(
     source: str,
     title: Optional[str] = None,
     alpha: float = 0.05,
-    test: str = "bs",
+    test: str = DEFAULT_TEST,
     samples: int = 0,
     with_significance: bool = True,
     api: Any = None,

@@ -49,6 +49,7 @@ class Format(str, Enum):
 
 
 class Test(str, Enum):
+    seeds = "seeds"
     bs = "bs"
     ar = "ar"
 
@@ -79,12 +80,14 @@ ALPHA = typer.Option(
     help="Family-wise significance level for the † mark (Holm-Bonferroni over the table's comparisons).",
 )
 TEST = typer.Option(
-    Test.bs,
+    Test.seeds,
     "--test",
-    help="Paired test over source sentences, seeds kept together: bs (bootstrap resampling) "
-    "or ar (approximate randomization).",
+    help="seeds: training-seed variance (pooled over the table) plus a paired bootstrap over test sentences; "
+    "bs / ar: test-set variance only (paired bootstrap / approximate randomization over sentences).",
 )
-SAMPLES = typer.Option(0, "--samples", min=0, help="Resamples (bs) or trials (ar); 0 uses 2000 / 10000.")
+SAMPLES = typer.Option(
+    0, "--samples", min=0, help="Bootstrap resamples (seeds, bs) or random swaps (ar); 0 uses 2000 / 10000."
+)
 SIGNIFICANCE = typer.Option(
     True,
     "--significance/--no-significance",
@@ -126,6 +129,30 @@ def table_command(
                 f.write("\n" + text)
         else:
             sys.stdout.write("\n" + text)
+
+
+@app.command("calibrate")
+def calibrate_command(
+    source: str = typer.Argument(..., metavar="SOURCE", help=SOURCE_HELP),
+    split: Optional[str] = typer.Option(None, "--split", help="Test split (default: the first with hypotheses)."),
+    alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0, help="Significance level of each call."),
+    k: Optional[list[int]] = typer.Option(
+        None, "--k", min=2, help="Seeds per side of the k-vs-k splits (repeatable; default 2 3 4 6 8)."
+    ),
+    draws: int = typer.Option(400, "--draws", min=1, help="Random splits per k."),
+    shift: float = typer.Option(1.0, "--shift", help="Known effect (BLEU) added to one side for the power column."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the Markdown to this file."),
+) -> None:
+    """False-positive rate of the significance test on real runs: k-vs-k splits of one row's seeds and
+    relabelled seed pairs, seed-aware beside sentence-only (see results/calibration-cpu)."""
+    from ablate.report.calibration import KS, calibrate, to_markdown
+
+    text = to_markdown(calibrate(load(source), split, alpha, tuple(k or KS), draws, shift))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        print(f"wrote {out}", file=sys.stderr)
+    sys.stdout.write(text)
 
 
 @app.command("export")

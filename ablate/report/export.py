@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ablate.report.records import SUMMARY, ReportError, collect_folder
+from ablate.report.significance import DEFAULT_TEST
 from ablate.utils.io import atomic_write_json, atomic_write_text
 from ablate.utils.provenance import git_commit
 
@@ -125,7 +126,7 @@ def export_sweep(
     reference: Optional[str] = None,
     plots: bool = True,
     alpha: float = 0.05,
-    test: str = "bs",
+    test: str = DEFAULT_TEST,
     samples: int = 0,
     force: bool = False,
     commit: Optional[str] = None,

@@ -15,7 +15,8 @@ from typing import Optional
 import numpy as np
 
 from ablate.report.aggregate import Stat, Sweep, stat
-from ablate.report.significance import _tokenizer, bleu_from_stats, sentence_stats, test_splits
+from ablate.report.resampling import bleu_from_stats, sentence_stats
+from ablate.report.significance import bleu_tokenizer, test_splits
 from ablate.report.table import Column
 
 N_BUCKETS = 4
@@ -91,7 +92,7 @@ def bleu_by_length(sweep: Sweep, split: Optional[str] = None, n: int = N_BUCKETS
     lengths = np.array([len(x.split()) for x in texts])
     edges = buckets(lengths.tolist(), n)
     masks = [(lengths >= lo) & (lengths <= hi) for lo, hi in edges]
-    usable, tokenize = {id(t) for t in trials}, _tokenizer(trials)
+    usable, tokenize = {id(t) for t in trials}, bleu_tokenizer(trials)
     out: dict[str, list[Optional[Stat]]] = {}
     for row in sweep.rows:
         per_seed = []

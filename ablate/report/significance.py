@@ -1,31 +1,26 @@
-"""Significance of BLEU differences between rows, over seeds, with Holm-Bonferroni correction.
+"""Significance of a table's differences, over training seeds and test sentences, Holm-corrected.
 
 **The statistic.** A row (a configuration) trained with K seeds has K hypothesis files for the
 same source sentences. Its score is the mean over its seeds of corpus BLEU, and a comparison's
-statistic is the difference of two rows' scores: ``mean_s BLEU(B_s) - mean_s BLEU(A_s)``.
+statistic is the difference of two rows' scores: ``Δ = mean_s BLEU(B_s) - mean_s BLEU(A_s)``.
 
-**The tests** resample *source sentences*, jointly across seeds (Koehn 2004, extended to seeds):
+**The tests** (``--test``):
 
-* ``bs`` (default), paired bootstrap resampling: each resample draws n sentence ids with
-  replacement and applies the *same* ids to every seed of both rows, so a sentence's K outputs
-  move together and the sentence-to-sentence variation of the seed-averaged difference is what
-  the bootstrap measures. Two-sided p-value of the shifted bootstrap distribution
-  (``(1 + #{|d* - mean d*| >= |d|}) / (N + 1)``), as sacreBLEU computes it.
-* ``ar``, paired approximate randomisation (Riezler & Maxwell 2005): each trial swaps the two
-  rows' outputs for a random half of the sentences, every seed pair of a sentence together.
+* ``seeds`` (default), seed-aware: ``Δ`` is uncertain for two reasons, the training seeds each
+  row happened to get and the test sentences the corpus happened to hold. Its variance is the sum
+  of a seed part, ``σ² (1/K_a + 1/K_b)`` with the per-trial seed σ pooled over the whole table
+  (:mod:`ablate.report.seeds`: a row + seed fit for rows trained with the same seeds, Clark et al.
+  2011's replicates), and a sentence part, the variance of ``Δ`` under paired bootstrap
+  resampling of sentences (Koehn 2004; the same sentence ids for every seed of both rows). The
+  p-value is Student's t at the Welch-Satterthwaite degrees of freedom. Where no seed variance
+  can be estimated (one seed in every row) nothing is tested and the table says why.
+* ``bs``: paired bootstrap resampling of sentences alone; ``ar``: paired approximate
+  randomisation (Riezler & Maxwell 2005). Both measure **test-set variance only**: two seeds of
+  one configuration differ by more than that (``results/calibration-cpu``), so these call a
+  same-configuration pair "different" far more often than alpha.
 
-Concatenating the seeds' outputs and resampling the K·n lines independently (sacreBLEU's test on
-pooled output, what ablate did before) treats the K outputs of one sentence as K independent
-sentences and so understates the variance of any per-sentence effect by up to a factor of K:
-``tests/report/test_calibration.py`` measures it rejecting a true null far more often than
-alpha. Both tests here compute corpus BLEU from sacreBLEU's per-sentence sufficient statistics
-(:func:`bleu_from_stats` equals ``sacrebleu.corpus_bleu`` on the same lines), so thousands of
-resamples take seconds. What the p-value does not contain is a shift of a whole run (one seed
-better on every sentence): that between-seed spread is the ± std beside every mean.
-
-**Multiple comparisons.** A table makes many comparisons (every row against the base, or the
-pairs a sweep names, on every test split); :func:`holm` adjusts all of a table's p-values
-together (Holm 1979), which controls the family-wise error rate at alpha over the whole table.
+**Multiple comparisons.** :func:`holm` adjusts all of a table's p-values together (Holm 1979),
+which controls the family-wise error rate at alpha over the whole table.
 """
 
 from __future__ import annotations
@@ -36,13 +31,19 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ablate.report.aggregate import Row, Sweep, value_order
+from ablate.report import seeds as seedvar
+from ablate.report.aggregate import Sweep, value_order
 from ablate.report.records import ReportError, Trial
+from ablate.report.resampling import Resamples, approximate_randomization, bleu_from_stats, bootstrap_p, sentence_stats
 
-TESTS = {"bs": "paired bootstrap resampling", "ar": "paired approximate randomization"}
-DEFAULT_SAMPLES = {"bs": 2000, "ar": 10000}
-SEED = 12345
-ORDER = 4  # BLEU's maximum n-gram order
+TESTS = {
+    "seeds": "seed-aware t-test (table-pooled training-seed variance + paired bootstrap over test sentences)",
+    "bs": "paired bootstrap resampling over test sentences (test-set variance only)",
+    "ar": "paired approximate randomization over test sentences (test-set variance only)",
+}
+DEFAULT_TEST = "seeds"
+DEFAULT_SAMPLES = {"seeds": 2000, "bs": 2000, "ar": 10000}
+LEVEL = 0.95  # confidence level of every interval a table shows
 
 
 @dataclass(frozen=True)
@@ -52,10 +53,18 @@ class Comparison:
     Attributes:
         reference, row: row names (``reference`` is the base for comparisons against the base).
         split: the test split.
-        p_value: two-sided p-value of the BLEU difference, uncorrected.
-        p_adjusted: Holm-Bonferroni adjusted p-value over all comparisons of the table.
+        p_value: two-sided p-value of the BLEU difference, uncorrected (nan: not tested, see ``note``).
         base_bleu, bleu: mean over seeds of corpus BLEU of ``reference`` and ``row``.
-        seeds: seeds used on each side (the pairs for ``ar``).
+        seeds: seeds used on each side.
+        p_adjusted: Holm-Bonferroni adjusted p-value over all tested comparisons of the table.
+        test: the test's key in :data:`TESTS`.
+        se: standard error of Δ (seed + sentence parts for ``seeds``, sentence part alone otherwise).
+        ci: the 95% confidence interval of Δ, uncorrected.
+        sentence_var: variance of Δ over resampled test sentences.
+        sigma, sigma_df, paired: the table's per-trial seed σ used, its degrees of freedom, and
+            whether it was the seed-paired estimate (None where not estimable).
+        per_seed: ``(seed, Δ)`` for every seed value both rows trained with.
+        note: why the comparison was not tested, if it was not.
     """
 
     reference: str
@@ -66,114 +75,32 @@ class Comparison:
     bleu: float
     seeds: tuple[int, int]
     p_adjusted: float = math.nan
+    test: str = DEFAULT_TEST
+    se: float = math.nan
+    ci: tuple[float, float] = (math.nan, math.nan)
+    sentence_var: float = math.nan
+    sigma: Optional[float] = None
+    sigma_df: int = 0
+    paired: bool = False
+    per_seed: tuple[tuple[str, float], ...] = ()
+    note: str = ""
 
     @property
     def delta(self) -> float:
         return self.bleu - self.base_bleu
 
+    @property
+    def tested(self) -> bool:
+        return not math.isnan(self.p_value)
+
+    @property
+    def sign_flip(self) -> bool:
+        """Per-seed Δs disagree in sign (some seeds say better, some worse)."""
+        signs = {d > 0 for _, d in self.per_seed if d != 0}
+        return len(signs) > 1
+
     def significant(self, alpha: float) -> bool:
-        return self.p_adjusted < alpha
-
-
-# --------------------------------------------------------------------------------------
-# BLEU from sufficient statistics
-# --------------------------------------------------------------------------------------
-
-
-def sentence_stats(hyps: Sequence[str], refs: Sequence[str], tokenize: Optional[str] = None) -> np.ndarray:
-    """sacreBLEU's per-sentence BLEU statistics, shape (n, 2 + 2·4): hypothesis length, reference
-    length, matching n-grams (n = 1..4), hypothesis n-grams (n = 1..4)."""
-    from sacrebleu.metrics import BLEU
-
-    if len(hyps) != len(refs) or not refs:
-        raise ReportError(f"hypotheses and references differ in length ({len(hyps)}, {len(refs)})")
-    try:
-        metric = BLEU(tokenize=tokenize) if tokenize else BLEU()
-    except Exception:  # noqa: BLE001 - an unknown tokenizer name in an old signature
-        metric = BLEU()
-    metric._force = True  # no "tokenized period" warnings: these are the run's own outputs
-    return np.asarray(metric._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.float64)
-
-
-def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
-    """Corpus BLEU (sacreBLEU's default: ``exp`` smoothing, order 4) from summed statistics.
-
-    Args:
-        stats: (..., 10) summed sufficient statistics (see :func:`sentence_stats`).
-
-    Returns:
-        (...) BLEU in [0, 100].
-    """
-    sys_len, ref_len = stats[..., 0], stats[..., 1]
-    correct, total = stats[..., 2 : 2 + ORDER], stats[..., 2 + ORDER : 2 + 2 * ORDER]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        bp = np.where(sys_len < ref_len, np.where(sys_len > 0, np.exp(1 - ref_len / sys_len), 0.0), 1.0)
-        # sacreBLEU's 'exp' smoothing: the k-th order without a match gets 1 / (2^k · total)
-        misses = np.cumsum(correct == 0, axis=-1)
-        precision = np.where(correct > 0, 100.0 * correct / total, 100.0 / (2.0**misses * total))
-        log_p = np.log(precision)
-    score = bp * np.exp(log_p.sum(axis=-1) / ORDER)
-    dead = (total == 0).any(axis=-1) | (correct == 0).all(axis=-1)
-    return np.where(dead, 0.0, score)
-
-
-# --------------------------------------------------------------------------------------
-# The tests
-# --------------------------------------------------------------------------------------
-
-
-def _mean_bleu(weights: np.ndarray, stats: np.ndarray) -> np.ndarray:
-    """Mean over seeds of corpus BLEU for each row of sentence ``weights`` (N, n); stats (K, n, 10)."""
-    sums = np.einsum("bn,knj->bkj", weights, stats)  # (N, K, 10)
-    return bleu_from_stats(sums).mean(axis=1)
-
-
-def seed_bootstrap(
-    a: np.ndarray, b: np.ndarray, test: str = "bs", n_samples: int = 0, seed: int = SEED
-) -> tuple[float, float, float]:
-    """Two-sided test of ``mean_s BLEU(b_s) - mean_s BLEU(a_s)`` resampling sentences jointly over seeds.
-
-    Args:
-        a, b: per-sentence statistics of each row's seeds, (Ka, n, 10) and (Kb, n, 10), the same
-            n source sentences in the same order. ``ar`` pairs seeds by position (min(Ka, Kb)).
-        test: ``bs`` or ``ar`` (see the module docstring).
-        n_samples: resamples (``bs``) or trials (``ar``); 0 for :data:`DEFAULT_SAMPLES`.
-        seed: the resampling RNG seed (results are deterministic).
-
-    Returns:
-        ``(p_value, bleu_a, bleu_b)``; identical inputs give p = 1.
-    """
-    if test not in TESTS:
-        raise ReportError(f"unknown significance test '{test}' (choose from: {', '.join(TESTS)})")
-    if a.ndim != 3 or b.ndim != 3 or a.shape[1:] != b.shape[1:] or not a.shape[1]:
-        raise ReportError(f"hypotheses of the two rows cover different sentences ({a.shape[1]} vs {b.shape[1]})")
-    n = a.shape[1]
-    n_samples = n_samples or DEFAULT_SAMPLES[test]
-    ones = np.ones((1, n))
-    bleu_a, bleu_b = float(_mean_bleu(ones, a)[0]), float(_mean_bleu(ones, b)[0])
-    observed = bleu_b - bleu_a
-    if observed == 0.0:
-        return 1.0, bleu_a, bleu_b
-    rng = np.random.default_rng(seed)
-    extreme, chunk = 0, max(1, 2_000_000 // (n * (a.shape[0] + b.shape[0])))
-    if test == "bs":
-        diffs = []
-        for start in range(0, n_samples, chunk):
-            w = rng.multinomial(n, np.full(n, 1.0 / n), size=min(chunk, n_samples - start)).astype(np.float64)
-            diffs.append(_mean_bleu(w, b) - _mean_bleu(w, a))
-        d = np.concatenate(diffs)
-        extreme = int(np.sum(np.abs(d - d.mean()) >= abs(observed)))
-    else:
-        k = min(a.shape[0], b.shape[0])
-        a, b = a[:k], b[:k]
-        for start in range(0, n_samples, chunk):
-            swap = rng.random((min(chunk, n_samples - start), n)) < 0.5
-            keep = (~swap).astype(np.float64)
-            sa = np.einsum("bn,knj->bkj", keep, a) + np.einsum("bn,knj->bkj", 1 - keep, b)
-            sb = np.einsum("bn,knj->bkj", keep, b) + np.einsum("bn,knj->bkj", 1 - keep, a)
-            d = bleu_from_stats(sb).mean(axis=1) - bleu_from_stats(sa).mean(axis=1)
-            extreme += int(np.sum(np.abs(d) >= abs(observed) - 1e-12))
-    return (extreme + 1) / (n_samples + 1), bleu_a, bleu_b
+        return self.tested and self.p_adjusted < alpha
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -187,6 +114,117 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 # --------------------------------------------------------------------------------------
+# One split: every usable trial's statistics, resampled once
+# --------------------------------------------------------------------------------------
+
+
+class SplitScores:
+    """Per-sentence statistics, corpus BLEU and bootstrap BLEU of every trial on one split.
+
+    Built once per table and split (:meth:`of_sweep`), so each comparison costs a few vector
+    operations; :meth:`compare` tests two of its rows.
+
+    Args:
+        split: the split's name.
+        rows: row name -> ``[(seed, (n, 10) statistics)]``, the same n sentences everywhere.
+        samples: bootstrap resamples of sentences.
+    """
+
+    def __init__(self, split: str, rows: dict[str, list[tuple[Any, np.ndarray]]], samples: int):
+        self.split, self.rows = split, {r: list(ts) for r, ts in rows.items() if ts}
+        sizes = {s.shape[0] for ts in self.rows.values() for _, s in ts}
+        if len(sizes) > 1:
+            raise ReportError(f"{split}: hypotheses cover different numbers of sentences ({sorted(sizes)})")
+        resamples = Resamples(sizes.pop(), samples) if sizes else None
+        self.bleu = {r: [float(bleu_from_stats(s.sum(0))) for _, s in ts] for r, ts in self.rows.items()}
+        self.boot = {r: [resamples.bleu(s) for _, s in ts] for r, ts in self.rows.items()} if resamples else {}
+        self.seeds = {r: [str(seed) for seed, _ in ts] for r, ts in self.rows.items()}
+        self.noise = seedvar.fit({r: dict(zip(self.seeds[r], self.bleu[r])) for r in self.rows})
+
+    @classmethod
+    def of_sweep(cls, sweep: Sweep, split: str, samples: int) -> SplitScores:
+        """Every usable trial of ``sweep``: as many hypotheses as references, and the split's
+        references (the first usable trial's)."""
+        tokenize, refs = bleu_tokenizer(sweep.base.trials), None
+        rows: dict[str, list[tuple[Any, np.ndarray]]] = {}
+        for row in sweep.rows:
+            for t in _usable(row.trials, split):
+                refs = refs if refs is not None else t.refs[split]
+                if t.refs[split] == refs:
+                    rows.setdefault(row.name, []).append((t.seed, sentence_stats(t.hyps[split], refs, tokenize)))
+        return cls(split, rows, samples)
+
+    def relabel(self, row: str, i: int, j: int) -> SplitScores:
+        """A copy in which ``row``'s i-th and j-th seeds are two one-seed rows, ``row@<seed>``
+        (its other seeds left out), for calibration: the two are one configuration."""
+        out = object.__new__(SplitScores)
+        out.split = self.split
+        keep = {r: list(range(len(ts))) for r, ts in self.rows.items() if r != row}
+        keep.update({f"{row}@{self.seeds[row][i]}": [i], f"{row}@{self.seeds[row][j]}": [j]})
+        source = {r: (r if r in self.rows else row) for r in keep}
+        out.rows = {r: [self.rows[source[r]][x] for x in keep[r]] for r in keep}
+        out.bleu = {r: [self.bleu[source[r]][x] for x in keep[r]] for r in keep}
+        out.boot = {r: [self.boot[source[r]][x] for x in keep[r]] for r in keep}
+        out.seeds = {r: [self.seeds[source[r]][x] for x in keep[r]] for r in keep}
+        out.noise = seedvar.fit({r: dict(zip(out.seeds[r], out.bleu[r])) for r in keep})
+        return out
+
+    def compare(self, reference: str, row: str, test: str = DEFAULT_TEST, trials: int = 0) -> Optional[Comparison]:
+        """``row`` against ``reference`` (uncorrected); None when either has no usable trial.
+
+        Args:
+            trials: random swaps for ``ar`` (0: the default).
+        """
+        if reference not in self.rows or row not in self.rows:
+            return None
+        xa, xb = self.bleu[reference], self.bleu[row]
+        deltas = np.mean(self.boot[row], axis=0) - np.mean(self.boot[reference], axis=0)
+        observed = float(np.mean(xb) - np.mean(xa))
+        sigma, df, paired = self.noise.for_rows(self.seeds[reference], self.seeds[row])
+        base = Comparison(
+            reference, row, self.split, math.nan, float(np.mean(xa)), float(np.mean(xb)), (len(xa), len(xb)),
+            test=test, sentence_var=float(np.var(deltas, ddof=1)), sigma=sigma, sigma_df=df, paired=paired,
+            per_seed=self._per_seed(reference, row),
+        )  # fmt: skip
+        if test == "seeds":
+            if sigma is None:
+                return replace(base, note="no seed variance: every row of the table has one seed")
+            result = seedvar.seed_test(xa, xb, base.sentence_var, sigma, df, paired)
+            return replace(base, p_value=result.p_value, se=result.se, ci=result.interval(LEVEL))
+        se = math.sqrt(base.sentence_var)
+        half = seedvar.normal_quantile(0.5 + LEVEL / 2) * se
+        if test == "bs":
+            p = bootstrap_p(deltas, observed)
+        else:
+            a, b = self._paired_stats(reference, row)
+            p = approximate_randomization(a, b, trials or DEFAULT_SAMPLES["ar"])
+        return replace(base, p_value=p, se=se, ci=(observed - half, observed + half))
+
+    def _per_seed(self, reference: str, row: str) -> tuple[tuple[str, float], ...]:
+        """``(seed, Δ)`` for the seed values both rows trained with, in seed order."""
+        base = dict(zip(self.seeds[reference], self.bleu[reference]))
+        shared = [(s, x - base[s]) for s, x in zip(self.seeds[row], self.bleu[row]) if s in base]
+        return tuple(sorted(shared, key=lambda p: value_order(_number(p[0]))))
+
+    def _paired_stats(self, reference: str, row: str) -> tuple[np.ndarray, np.ndarray]:
+        """(K, n, 10) statistics of both rows, paired by seed value where shared, else by rank."""
+        a, b = dict(zip(self.seeds[reference], self.rows[reference])), dict(zip(self.seeds[row], self.rows[row]))
+        shared = [s for s in a if s in b]
+        if shared:
+            pairs = [(a[s][1], b[s][1]) for s in shared]
+        else:
+            pairs = [(x[1], y[1]) for x, y in zip(self.rows[reference], self.rows[row])]
+        return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+
+
+def _number(text: str) -> Any:
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+# --------------------------------------------------------------------------------------
 # Rows of a sweep
 # --------------------------------------------------------------------------------------
 
@@ -196,76 +234,44 @@ def _usable(trials: Sequence[Trial], split: str) -> list[Trial]:
     return sorted(ok, key=lambda t: (value_order(t.seed), t.name))
 
 
-def pair_seeds(base: Sequence[Trial], row: Sequence[Trial]) -> list[tuple[Trial, Trial]]:
-    """Seed pairs: equal seed values if any are shared, else by rank of sorted seeds."""
-    by_seed = {t.seed: t for t in base}
-    shared = [(by_seed[t.seed], t) for t in row if t.seed in by_seed]
-    if shared:
-        return sorted(shared, key=lambda p: value_order(p[0].seed))
-    order = lambda ts: sorted(ts, key=lambda t: (value_order(t.seed), t.name))  # noqa: E731
-    return list(zip(order(base), order(row)))
+def check_test(test: str) -> None:
+    if test not in TESTS:
+        raise ReportError(f"unknown significance test '{test}' (choose from: {', '.join(TESTS)})")
 
 
-class _StatsCache:
-    """Per-sentence statistics of each trial and split, computed once per report."""
-
-    def __init__(self, tokenize: Optional[str]):
-        self.tokenize, self._cache = tokenize, {}
-
-    def __call__(self, trial: Trial, split: str) -> np.ndarray:
-        key = (trial.name, split)
-        if key not in self._cache:
-            self._cache[key] = sentence_stats(trial.hyps[split], trial.refs[split], self.tokenize)
-        return self._cache[key]
-
-
-def compare_rows(
-    reference: Row, row: Row, split: str, test: str = "bs", n_samples: int = 0, stats: Optional[_StatsCache] = None
-) -> Optional[Comparison]:
-    """``row`` against ``reference`` on ``split`` (uncorrected); None without usable hypotheses."""
-    stats = stats or _StatsCache(_tokenizer(reference.trials))
-    a, b = _usable(reference.trials, split), _usable(row.trials, split)
-    if test == "ar":
-        pairs = pair_seeds(a, b)
-        a, b = [p[0] for p in pairs], [p[1] for p in pairs]
-    if not a or not b:
-        return None
-    refs = a[0].refs[split]
-    a, b = [t for t in a if t.refs[split] == refs], [t for t in b if t.refs[split] == refs]
-    if not a or not b:
-        return None
-    p, bleu_a, bleu_b = seed_bootstrap(
-        np.stack([stats(t, split) for t in a]), np.stack([stats(t, split) for t in b]), test, n_samples
-    )
-    return Comparison(reference.name, row.name, split, p, bleu_a, bleu_b, (len(a), len(b)))
+def split_scores(sweep: Sweep, n_samples: int = 0, test: str = DEFAULT_TEST) -> dict[str, SplitScores]:
+    """:class:`SplitScores` of every test split with saved hypotheses (``n_samples`` bootstrap
+    resamples; for ``ar``, whose samples are swaps, the bootstrap's default)."""
+    samples = (n_samples if test != "ar" else 0) or DEFAULT_SAMPLES["bs"]
+    return {split: SplitScores.of_sweep(sweep, split, samples) for split in test_splits(sweep)}
 
 
 def compare(
-    sweep: Sweep, test: str = "bs", n_samples: int = 0, plan: Optional[Sequence[tuple[str, str]]] = None
+    sweep: Sweep, test: str = DEFAULT_TEST, n_samples: int = 0, plan: Optional[Sequence[tuple[str, str]]] = None
 ) -> list[Comparison]:
     """The table's comparisons on every test split with saved hypotheses, Holm-adjusted together.
 
     Args:
         sweep: the aggregated rows.
-        test, n_samples: see :func:`seed_bootstrap`.
+        test: a key of :data:`TESTS`.
+        n_samples: bootstrap resamples (``seeds``, ``bs``) or random swaps (``ar``); 0 for the default.
         plan: ``(reference row, row)`` name pairs to compare; default the sweep's named
             comparisons (:func:`ablate.report.plan.planned_pairs`), else every row against the base.
     """
     from ablate.report.plan import planned_pairs
 
+    check_test(test)
     if plan is None:
         plan = planned_pairs(sweep)
-    rows = {r.name: r for r in sweep.rows}
-    splits = test_splits(sweep)
-    stats = _StatsCache(_tokenizer(sweep.base.trials))
     found = [
         c
+        for scores in split_scores(sweep, n_samples, test).values()
         for ref, name in plan
-        for split in splits
-        if (c := compare_rows(rows[ref], rows[name], split, test, n_samples, stats)) is not None
+        if (c := scores.compare(ref, name, test, n_samples)) is not None
     ]
-    adjusted = holm([c.p_value for c in found])
-    return [replace(c, p_adjusted=p) for c, p in zip(found, adjusted)]
+    tested = [c for c in found if c.tested]
+    adjusted = iter(holm([c.p_value for c in tested]))
+    return [replace(c, p_adjusted=next(adjusted)) if c.tested else c for c in found]
 
 
 def against_base(comparisons: Sequence[Comparison], sweep: Sweep) -> dict[tuple[str, str], Comparison]:
@@ -280,7 +286,7 @@ def test_splits(sweep: Sweep) -> list[str]:
     return sorted(have & known) if known else sorted(have - {"val", "valid", "dev"})
 
 
-def _tokenizer(trials: Sequence[Trial]) -> Optional[str]:
+def bleu_tokenizer(trials: Sequence[Trial]) -> Optional[str]:
     """The ``tok:`` field of the runs' sacreBLEU signature, so the test scores BLEU as they did."""
     for t in trials:
         for part in (t.signature or "").split("|"):

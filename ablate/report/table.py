@@ -19,7 +19,7 @@ from typing import Any, Optional
 from ablate.report.aggregate import Stat, Sweep
 from ablate.report.plan import describe_plan
 from ablate.report.records import Trial
-from ablate.report.significance import Comparison, against_base, describe
+from ablate.report.significance import DEFAULT_TEST, Comparison, against_base, describe
 
 MARK = "†"
 # Paper symbols for the hyperparameters of Table 3; other keys use their shortest unique suffix.
@@ -194,7 +194,7 @@ def build_table(
     sweep: Sweep,
     comparisons: list[Comparison] | None = None,
     alpha: float = 0.05,
-    test: str = "bs",
+    test: str = DEFAULT_TEST,
     n_samples: int = 0,
     extra: Optional[tuple[list[Column], dict[str, dict[str, Stat]], str]] = None,
 ) -> Table:

@@ -1,24 +1,20 @@
-"""Paired tests over source sentences with seeds kept together, Holm's correction, named comparisons."""
+"""Seed-aware and sentence-level tests, Holm's correction, named comparisons."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
 import pytest
 import sacrebleu
+from scipy import stats as st
 
+from ablate.report import seeds as seedvar
 from ablate.report.aggregate import aggregate
-from ablate.report.records import ReportError, Trial, collect
-from ablate.report.significance import (
-    against_base,
-    bleu_from_stats,
-    compare,
-    holm,
-    pair_seeds,
-    seed_bootstrap,
-    sentence_stats,
-)
+from ablate.report.records import ReportError, collect
+from ablate.report.resampling import bleu_from_stats, sentence_stats
+from ablate.report.significance import SplitScores, against_base, compare, holm
 
 from report_fixtures import SPLITS
 
@@ -55,36 +51,112 @@ def test_bleu_from_sufficient_statistics_equals_sacrebleu(rate):
     )
 
 
-@pytest.mark.parametrize("test", ["bs", "ar"])
+def _scores(rows: dict[str, list[tuple[int, np.ndarray]]], samples: int = 300) -> SplitScores:
+    return SplitScores("test", rows, samples)
+
+
+def _row(refs: list[str], rates: dict[int, float]) -> list[tuple[int, np.ndarray]]:
+    """One configuration's seeds: seed -> its error rate (a whole-run quality)."""
+    return [(seed, sentence_stats(_noisy(refs, rate, seed), refs)) for seed, rate in rates.items()]
+
+
+@pytest.mark.parametrize("test", ["seeds", "bs", "ar"])
 def test_identical_systems_are_not_significant(test):
-    refs = _refs()
-    a = _stats(refs, 0.3, (1, 2))
-    p, bleu_a, bleu_b = seed_bootstrap(a, a.copy(), test=test, n_samples=200)
-    assert bleu_a == bleu_b and p == 1.0
+    rows = _row(_refs(), {1: 0.3, 2: 0.35})
+    c = _scores({"a": rows, "b": list(rows)}).compare("a", "b", test)
+    assert c.bleu == c.base_bleu and c.p_value == 1.0
 
 
-@pytest.mark.parametrize("test", ["bs", "ar"])
+@pytest.mark.parametrize("test", ["seeds", "bs", "ar"])
 def test_a_clearly_better_system_is_significant(test):
     refs = _refs()
-    p, bleu_a, bleu_b = seed_bootstrap(_stats(refs, 0.5, (1, 2)), _stats(refs, 0.1, (3, 4)), test=test, n_samples=200)
-    assert bleu_b > bleu_a + 20 and p < 0.01
+    c = _scores({"a": _row(refs, {1: 0.5, 2: 0.52}), "b": _row(refs, {1: 0.1, 2: 0.12})}).compare("a", "b", test)
+    assert c.bleu > c.base_bleu + 20 and c.p_value < 0.01
+    assert c.ci[0] > 0 and c.ci[0] < c.delta < c.ci[1]
 
 
 def test_the_score_is_the_mean_over_seeds_of_corpus_bleu():
     refs = _refs()
-    seeds = [_noisy(refs, r, s) for r, s in ((0.2, 1), (0.4, 2), (0.3, 3))]
-    stats = np.stack([sentence_stats(h, refs) for h in seeds])
-    _, bleu_a, _ = seed_bootstrap(stats, stats[:1], n_samples=10)
-    assert bleu_a == pytest.approx(np.mean([sacrebleu.corpus_bleu(h, [refs]).score for h in seeds]))
+    rates = {1: 0.2, 2: 0.4, 3: 0.3}
+    c = _scores({"a": _row(refs, rates), "b": _row(refs, {1: 0.2})}).compare("a", "b")
+    expected = np.mean([sacrebleu.corpus_bleu(_noisy(refs, r, s), [refs]).score for s, r in rates.items()])
+    assert c.base_bleu == pytest.approx(expected)
 
 
 def test_misaligned_inputs_are_a_one_line_error():
     with pytest.raises(ReportError, match="differ in length"):
         sentence_stats(["a"], ["a", "b"])
-    with pytest.raises(ReportError, match="different sentences"):
-        seed_bootstrap(np.ones((1, 3, 10)), np.ones((1, 4, 10)))
-    with pytest.raises(ReportError, match="unknown significance test"):
-        seed_bootstrap(np.ones((1, 3, 10)), np.ones((1, 3, 10)), test="t")
+    with pytest.raises(ReportError, match="different numbers of sentences"):
+        _scores({"a": [(1, np.ones((3, 10)))], "b": [(1, np.ones((4, 10)))]})
+
+
+def test_unknown_test_lists_the_choices(variant_sweep):
+    with pytest.raises(ReportError, match="unknown significance test 't' .choose from: seeds, bs, ar"):
+        compare(aggregate(collect(str(variant_sweep))), test="t")
+
+
+def test_a_whole_run_seed_shift_fools_the_sentence_test_but_not_the_seed_aware_one():
+    """Two seeds of ONE configuration whose runs differ in quality throughout (a seed shift):
+    the sentence bootstrap calls them different, the seed-aware test (σ from the table's
+    replicated rows, which show the same seed spread) does not."""
+    refs = _refs(200)
+    spread = {1: 0.25, 2: 0.33}  # one config: seed 2 is a worse run everywhere
+    rows = {
+        "other": _row(refs, {1: 0.40, 2: 0.48}),
+        "cfg@1": _row(refs, {1: spread[1]}),
+        "cfg@2": _row(refs, {2: spread[2]}),
+    }
+    scores = _scores(rows, samples=500)
+    assert scores.compare("cfg@1", "cfg@2", "bs").p_value < 0.01
+    seed_aware = scores.compare("cfg@1", "cfg@2", "seeds")
+    assert seed_aware.p_value > 0.05 and not seed_aware.paired
+
+
+def test_no_seed_variance_no_test():
+    refs = _refs()
+    c = _scores({"a": _row(refs, {1: 0.5}), "b": _row(refs, {1: 0.1})}).compare("a", "b", "seeds")
+    assert not c.tested and "every row of the table has one seed" in c.note
+    assert not c.significant(0.05)
+
+
+def test_seed_noise_fit_against_hand_computed_anova():
+    # rows A, B x seeds 1, 2: the two-way residual of a 2 x 2 table is the interaction,
+    # SS = (x11 - x12 - x21 + x22)^2 / 4 with 1 df; the one-way pooled variance is the mean of the rows'
+    noise = seedvar.fit({"A": {1: 1.0, 2: 3.0}, "B": {1: 2.0, 2: 5.0}})
+    assert noise.paired == pytest.approx(math.sqrt((1 - 3 - 2 + 5) ** 2 / 4)) and noise.paired_df == 1
+    assert noise.unpaired == pytest.approx(math.sqrt((2.0 + 4.5) / 2)) and noise.unpaired_df == 2
+    assert noise.for_rows([1, 2], [2, 1])[2] is True  # same seed values: paired
+    assert noise.for_rows([1, 2], [3, 4])[2] is False
+    assert seedvar.fit({"A": {1: 1.0}, "B": {2: 2.0}}).estimable is False
+
+
+def test_seed_test_without_sentence_noise_is_students_t_test():
+    a, b = [10.1, 11.3, 9.8], [11.9, 12.4, 11.0]
+    noise = seedvar.fit({"a": dict(zip((1, 2, 3), a)), "b": dict(zip((4, 5, 6), b))})
+    result = seedvar.seed_test(a, b, 0.0, noise.unpaired, noise.unpaired_df, False)
+    reference = st.ttest_ind(b, a, equal_var=True)
+    assert result.p_value == pytest.approx(reference.pvalue, rel=1e-9)
+    assert result.df == pytest.approx(4)
+    lo, hi = result.interval(0.95)
+    assert (hi - lo) / 2 == pytest.approx(st.t.ppf(0.975, 4) * result.se)
+
+
+def test_detectable_effect_and_seeds_needed_agree():
+    sigma, sentence = 0.7, 0.04
+    for k in (2, 3, 5, 10):
+        mde = seedvar.detectable(sigma, 10_000, k, sentence, 0.05)
+        assert mde == pytest.approx(
+            (st.norm.ppf(0.975) + st.norm.ppf(0.8)) * math.sqrt(2 * sigma**2 / k + sentence), rel=1e-3
+        )
+        assert seedvar.seeds_needed(mde * 1.0001, sigma, sentence, 0.05) in (k, k + 1) or k == 2
+    assert seedvar.seeds_needed(0.1, sigma, sentence, 0.05) is None  # the test set alone hides 0.1 BLEU
+
+
+def test_per_seed_deltas_pair_by_seed_and_flag_disagreement():
+    refs = _refs()
+    c = _scores({"a": _row(refs, {1: 0.3, 2: 0.3}), "b": _row(refs, {2: 0.1, 1: 0.5})}).compare("a", "b")
+    assert [s for s, _ in c.per_seed] == ["1", "2"]
+    assert c.per_seed[0][1] < 0 < c.per_seed[1][1] and c.sign_flip
 
 
 def test_holm_bonferroni():
@@ -93,16 +165,6 @@ def test_holm_bonferroni():
     assert holm([0.9, 0.8]) == [1.0, 1.0]
     assert holm([0.01, 0.04]) == pytest.approx([0.02, 0.04])
     assert holm([]) == []
-
-
-def _trial(seed: int) -> Trial:
-    return Trial(f"t{seed}", "finished", config={"seed": seed})
-
-
-def test_seeds_pair_by_value_else_by_rank():
-    base = [_trial(1), _trial(2), _trial(3)]
-    assert [(a.seed, b.seed) for a, b in pair_seeds(base, [_trial(3), _trial(1)])] == [(1, 1), (3, 3)]
-    assert [(a.seed, b.seed) for a, b in pair_seeds(base, [_trial(9), _trial(7)])] == [(1, 7), (2, 9)]
 
 
 def test_sweep_comparisons_mark_what_differs(variant_sweep):

@@ -1,0 +1,178 @@
+"""Training-seed variance: how far a whole run moves when only its seed changes.
+
+Two trainings of one configuration with different seeds differ in initialisation, data order and
+dropout, and the resulting BLEU differs by far more than the test set's sampling error alone
+suggests (Clark et al. 2011, "Better Hypothesis Testing for Statistical Machine Translation:
+Controlling for Optimizer Instability"; Bouthillier et al. 2021, "Accounting for Variance in
+Machine Learning Benchmarks"). A test of a table's Δ must include it, or two seeds of one
+configuration are "significantly different" most of the time.
+
+**The estimate.** A table gives per-trial scores ``x[row, seed]``. With few seeds per row (2-3 is
+common) one row's spread is a poor estimate of its seed variance, so it is pooled over the whole
+table, assuming one seed variance for every row (the assumption of a two-way ANOVA):
+
+* *paired* rows (trained with the same seed values) share whatever a seed does to every row (the
+  same data order, the same initialisation stream): the additive model ``x = row + seed + e``
+  is fitted by least squares and the residual variance ``σ²_e`` (df = trials - rank of the design)
+  is the variance of a seed-paired difference's parts, ``Var(Δ) = σ²_e (1/K_a + 1/K_b)``;
+* *unpaired* rows (different seed values) also carry the seed effects: the one-way (within-row)
+  pooled variance ``σ²_w`` (df = trials - rows) is used instead.
+
+:func:`seed_test` adds the sentence-level variance of the same Δ (the paired bootstrap over test
+sentences, Koehn 2004) to the seed part and compares ``Δ / SE`` with Student's t at the
+Welch-Satterthwaite degrees of freedom of the sum (the bootstrap part counts as known). With no
+seed variance estimable (one seed per row everywhere) nothing is tested.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+from scipy import stats as st
+
+POWER = 0.8  # the power at which minimum detectable effects and needed seeds are stated
+
+
+@dataclass(frozen=True)
+class SeedNoise:
+    """The table's per-trial seed standard deviation of one score, pooled over its rows.
+
+    Attributes:
+        paired: σ_e of the two-way fit (row + seed effects); None where no residual df is left.
+        paired_df: its residual degrees of freedom.
+        unpaired: σ_w, the pooled within-row standard deviation; None without replicated rows.
+        unpaired_df: its degrees of freedom (trials - rows).
+        trials: trials the fit used.
+    """
+
+    paired: Optional[float]
+    paired_df: int
+    unpaired: Optional[float]
+    unpaired_df: int
+    trials: int
+
+    def for_rows(self, seeds_a: Sequence[Any], seeds_b: Sequence[Any]) -> tuple[Optional[float], int, bool]:
+        """``(σ, df, paired)`` for a comparison of rows trained with these seed values."""
+        paired = sorted(map(str, seeds_a)) == sorted(map(str, seeds_b)) and len(seeds_a) > 0
+        if paired and self.paired is not None:
+            return self.paired, self.paired_df, True
+        return self.unpaired, self.unpaired_df, False
+
+    @property
+    def estimable(self) -> bool:
+        return self.unpaired is not None or self.paired is not None
+
+
+def fit(scores: Mapping[str, Mapping[Any, float]]) -> SeedNoise:
+    """Pool the seed variance of ``scores`` (row name -> {seed value: per-trial score}).
+
+    Seeds are matched across rows by value (``str(seed)``), so seed 1 of every row shares one
+    seed effect in the two-way fit.
+    """
+    rows = [r for r in scores if scores[r]]
+    values = [(r, str(s), float(v)) for r in rows for s, v in scores[r].items() if math.isfinite(float(v))]
+    n = len(values)
+    within = sum(_ss([v for r2, _, v in values if r2 == r]) for r in rows)
+    w_df = n - len({r for r, _, _ in values})
+    seeds = sorted({s for _, s, _ in values})
+    paired, p_df = None, 0
+    if n:
+        design = np.zeros((n, len(rows) + max(len(seeds) - 1, 0)))
+        for i, (r, s, _) in enumerate(values):
+            design[i, rows.index(r)] = 1.0
+            if seeds.index(s) > 0:
+                design[i, len(rows) + seeds.index(s) - 1] = 1.0
+        y = np.array([v for _, _, v in values])
+        coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+        p_df = n - int(np.linalg.matrix_rank(design))
+        if p_df > 0:
+            paired = math.sqrt(float(np.sum((y - design @ coef) ** 2)) / p_df)
+    return SeedNoise(paired, p_df, math.sqrt(within / w_df) if w_df > 0 else None, w_df, n)
+
+
+def _ss(values: Sequence[float]) -> float:
+    return float(np.sum((np.asarray(values) - np.mean(values)) ** 2)) if values else 0.0
+
+
+@dataclass(frozen=True)
+class SeedTest:
+    """One seed-aware comparison: the Δ, its standard error and where it came from.
+
+    Attributes:
+        delta: mean over b's seeds minus mean over a's seeds.
+        se: sqrt(seed part + sentence part).
+        seed_var, sentence_var: the two parts of se².
+        df: Welch-Satterthwaite degrees of freedom of se² (inf when the seed part is 0).
+        p_value: two-sided, Student's t at ``df``.
+        sigma: the per-trial seed σ used; paired: whether the rows shared their seeds.
+    """
+
+    delta: float
+    se: float
+    seed_var: float
+    sentence_var: float
+    df: float
+    p_value: float
+    sigma: float
+    paired: bool
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        """The two-sided ``level`` confidence interval of Δ (uncorrected for multiple comparisons)."""
+        half = _t_quantile(0.5 + level / 2, self.df) * self.se
+        return self.delta - half, self.delta + half
+
+
+def seed_test(
+    a: Sequence[float], b: Sequence[float], sentence_var: float, sigma: float, df: int, paired: bool
+) -> SeedTest:
+    """Two-sided test of ``mean(b) - mean(a)`` with seed and sentence variance together.
+
+    Args:
+        a, b: per-trial scores of the two rows (one per seed).
+        sentence_var: the variance of the seed-averaged Δ over resampled test sentences.
+        sigma, df: the table's per-trial seed σ and its degrees of freedom (:func:`fit`).
+        paired: whether ``sigma`` is the seed-paired (two-way) estimate.
+    """
+    delta = float(np.mean(b) - np.mean(a))
+    seed_var = sigma**2 * (1 / len(a) + 1 / len(b))
+    var = seed_var + max(sentence_var, 0.0)
+    se = math.sqrt(var)
+    dof = math.inf if seed_var == 0 else var**2 / (seed_var**2 / df)
+    if se == 0:
+        p = 1.0 if delta == 0 else 0.0
+    else:
+        p = float(2 * st.t.sf(abs(delta) / se, dof))
+    return SeedTest(delta, se, seed_var, sentence_var, dof, p, sigma, paired)
+
+
+def _t_quantile(q: float, df: float) -> float:
+    return float(st.norm.ppf(q) if math.isinf(df) else st.t.ppf(q, df))
+
+
+def detectable(sigma: float, df: int, seeds: int, sentence_var: float, alpha: float, power: float = POWER) -> float:
+    """Minimum detectable |Δ|: the effect a two-sided test at ``alpha`` finds with ``power``
+    between two rows of ``seeds`` seeds each (normal approximation with t quantiles at ``df``)."""
+    se = math.sqrt(sigma**2 * 2 / seeds + sentence_var)
+    dof = max(df, 1)
+    return (_t_quantile(1 - alpha / 2, dof) + _t_quantile(power, dof)) * se
+
+
+def seeds_needed(
+    delta: float, sigma: float, sentence_var: float, alpha: float, power: float = POWER, limit: int = 1000
+) -> Optional[int]:
+    """Seeds per row for a true ``delta`` to be found with ``power`` at ``alpha`` (large-sample
+    normal quantiles); None when even ``limit`` seeds would not do (the test set's own variance
+    is too large for so small a Δ)."""
+    z = float(st.norm.ppf(1 - alpha / 2) + st.norm.ppf(power))
+    room = (abs(delta) / z) ** 2 - max(sentence_var, 0.0)
+    if room <= 0:
+        return None
+    k = math.ceil(2 * sigma**2 / room)
+    return max(k, 2) if k <= limit else None
+
+
+def normal_quantile(q: float) -> float:
+    return float(st.norm.ppf(q))
