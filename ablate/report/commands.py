@@ -117,9 +117,22 @@ def table_command(
     by_length: bool = typer.Option(
         False, "--by-length", help="Add test BLEU per source-length bucket as columns (Bahdanau et al. 2015, Fig. 2)."
     ),
+    per_seed: bool = typer.Option(
+        False, "--per-seed", help="Print every trial's test BLEU and its Δ against the base's trial of the same seed."
+    ),
 ) -> None:
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
     paper = get_reference(reference) if reference else None  # a wrong name fails before any work
+    if per_seed:
+        from ablate.report.per_seed import render as render_per_seed
+
+        text = render_per_seed(load(source), fmt.value)
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text)
+        else:
+            sys.stdout.write(text)
+        return
     sweep, table = sweep_and_table(source, alpha, test.value, samples, with_significance, by_length=by_length)
     _print_table(table, fmt, out)
     if paper is not None:

@@ -109,7 +109,7 @@ _LATEX_SPECIAL = {
 
 def latex_escape(text: str) -> str:
     out = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
-    return out.replace(PM, r"$\pm$").replace("†", r"$^\dagger$")
+    return out.replace(PM, r"$\pm$").replace("†", r"$^\dagger$").replace("‡", r"$^\ddagger$")
 
 
 def to_latex(table: Table) -> str:
@@ -161,14 +161,36 @@ def _num(x: Optional[float]) -> str:
     return "" if x is None else f"{x:.10g}"
 
 
+TESTED = ("p", "p_holm", "delta", "ci_low", "ci_high", "se", "seed_deltas", "marks")
+
+
+def _tested(cell: Cell) -> list[str]:
+    """The tested column's comparison against the base: p-values, Δ, its 95% CI and standard
+    error, the per-seed Δs (``seed:Δ`` joined by ``;``) and the cell's marks."""
+    c = cell.comparison
+    if c is None:
+        return [""] * len(TESTED)
+    seeds = ";".join(f"{seed}:{d:.6g}" for seed, d in c.per_seed)
+    return [
+        _num(cell.p_value),
+        _num(cell.p_adjusted),
+        _num(c.delta),
+        _num(c.ci[0]),
+        _num(c.ci[1]),
+        _num(c.se),
+        seeds,
+        cell.mark,
+    ]
+
+
 def to_csv(table: Table) -> str:
-    """Plain numbers: per metric ``.mean``, ``.std``, ``.n`` (and ``.p`` where tested); one line
-    per unfinished trial with its status and reason."""
+    """Plain numbers: per metric ``.mean``, ``.std``, ``.n`` (and, where tested, the comparison
+    against the base: :data:`TESTED`); one line per unfinished trial with its status and reason."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     head = ["group", "name", *table.keys]
     for col in table.columns:
-        stats = ("mean", "std", "n", "p", "p_holm") if col.split else ("mean", "std", "n")
+        stats = ("mean", "std", "n", *TESTED) if col.split else ("mean", "std", "n")
         head += [f"{export_key(col)}.{s}" for s in stats]
     w.writerow(head + ["status", "reason"])
     group = ""
@@ -179,7 +201,7 @@ def to_csv(table: Table) -> str:
             st = cell.stat
             line += [_num(st and st.mean), _num(st and st.std), "" if st is None else str(st.n)]
             if col.split:
-                line += [_num(cell.p_value), _num(cell.p_adjusted)]
+                line += _tested(cell)
         w.writerow(line + ["finished", ""])
     for u in table.unfinished:
         w.writerow(["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason])

@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ablate.report.aggregate import Stat, Sweep
-from ablate.report.plan import describe_plan
+from ablate.report.footnotes import FLIP, MARK, significance_notes
 from ablate.report.records import Trial
-from ablate.report.significance import DEFAULT_TEST, Comparison, against_base, describe
+from ablate.report.significance import DEFAULT_TEST, Comparison, against_base
 
-MARK = "†"
 # Paper symbols for the hyperparameters of Table 3; other keys use their shortest unique suffix.
 PAPER_LABELS = {
     "model.layers": "N",
@@ -67,13 +66,15 @@ class Column:
 @dataclass(frozen=True)
 class Cell:
     """One metric cell: the scaled statistic, whether it is the column's best, its p-values
-    against the base (raw and Holm-adjusted) and its mark."""
+    against the base (raw and Holm-adjusted), its marks (:data:`MARK` significant, :data:`FLIP`
+    per-seed Δs disagree in sign) and the comparison they come from (Δ, CI, per-seed Δs)."""
 
     stat: Optional[Stat]
     best: bool = False
     p_value: Optional[float] = None
     mark: str = ""
     p_adjusted: Optional[float] = None
+    comparison: Optional[Comparison] = None
 
 
 @dataclass(frozen=True)
@@ -226,14 +227,15 @@ def build_table(
         for col in columns:
             st = stat_of(row, col.key)
             comp = vs_base.get((row.name, col.split)) if col.split else None
-            p, adj = (comp.p_value, comp.p_adjusted) if comp else (None, None)
+            tested = comp is not None and comp.tested
             cells.append(
                 Cell(
                     _scaled(st, col.scale),
                     col.ranked and st is not None and st.mean == best[col.key],
-                    p,
-                    MARK if adj is not None and adj < alpha else "",
-                    adj,
+                    comp.p_value if tested else None,
+                    _marks(comp, alpha) if comp else "",
+                    comp.p_adjusted if tested else None,
+                    comp,
                 )
             )
         settings = [show_value(row.settings[k]) if row.is_base or k in row.changed else None for k in sweep.keys]
@@ -257,6 +259,10 @@ def build_table(
     )
 
 
+def _marks(comp: Comparison, alpha: float) -> str:
+    return (MARK if comp.significant(alpha) else "") + (FLIP if comp.sign_flip else "")
+
+
 def _unfinished(trial: Trial) -> Unfinished:
     who = [f"variant {trial.variant}"] if trial.variant else []
     if trial.seed is not None:
@@ -276,24 +282,7 @@ def _footnotes(
         "Dev PPL and BLEU are from one validation, of the checkpoint that was tested (the best by dev BLEU)."
     ]
     notes.append(budget_note(sweep))
-    tested = sorted({c.split for c in comparisons})
-    if tested:
-        how = describe(test, n_samples)
-        notes.append(
-            f"{MARK} significant at family-wise alpha = {alpha:g}: Holm-Bonferroni over all {len(comparisons)} "
-            f"comparisons of this table ({describe_plan(sweep)}; test splits {', '.join(tested)}). "
-            f"Test: two-sided {how['name']} ({how['samples']} samples) over source sentences. "
-            f"Seed pooling: a row's score is the mean over its seeds of corpus BLEU; each resample draws the same "
-            f"sentences for every seed of both rows, so a sentence's outputs from all seeds move together "
-            f"(whole-run seed shifts are in ± std, not in p)."
-            + (
-                f" In the cells, {MARK} compares a row with the base; the named comparisons are listed below."
-                if sweep.comparisons
-                else ""
-            )
-        )
-    elif any(c.split for c in columns):
-        notes.append("No saved hypotheses: significance was not tested.")
+    notes += significance_notes(sweep, comparisons, alpha, test, n_samples, any(c.split for c in columns))
     for sig in sweep.signatures:
         notes.append(f"sacreBLEU: {sig}")
     return notes
@@ -326,7 +315,7 @@ def budget_note(sweep: Sweep) -> str:
 
 
 def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float) -> list[str]:
-    """``row vs reference on split: ΔBLEU, p, Holm p`` per named comparison, in plan order."""
+    """``row vs reference on split: ΔBLEU [CI], p, Holm p`` per named comparison, in plan order."""
     rows = {r.name: r for r in sweep.rows}
     varying = [k for k in sweep.keys if len({str(r.settings[k]) for r in sweep.rows}) > 1]
     labels = dict(zip(sweep.keys, key_labels(sweep.keys)))
@@ -342,8 +331,14 @@ def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float)
             if same:
                 what += " at " + ", ".join(f"{labels[k]}={show_value(a.settings[k])}" for k in same)
         mark = f" {MARK}" if c.significant(alpha) else ""
+        seeds = f"seeds {c.seeds[1]} vs {c.seeds[0]}"
+        if not c.tested:
+            lines.append(
+                f"{what} ({c.split}): ΔBLEU {c.delta:+.2f} ({c.bleu:.2f} vs {c.base_bleu:.2f}, {seeds}), not tested: {c.note}"
+            )
+            continue
         lines.append(
-            f"{what} ({c.split}): ΔBLEU {c.delta:+.2f} ({c.bleu:.2f} vs {c.base_bleu:.2f}, "
-            f"seeds {c.seeds[1]} vs {c.seeds[0]}), p = {c.p_value:.4f}, Holm p = {c.p_adjusted:.4f}{mark}"
+            f"{what} ({c.split}): ΔBLEU {c.delta:+.2f} [95% CI {c.ci[0]:+.2f}, {c.ci[1]:+.2f}] ({c.bleu:.2f} vs "
+            f"{c.base_bleu:.2f}, {seeds}), p = {c.p_value:.4f}, Holm p = {c.p_adjusted:.4f}{mark}"
         )
     return lines

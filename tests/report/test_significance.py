@@ -150,6 +150,7 @@ def test_detectable_effect_and_seeds_needed_agree():
         )
         assert seedvar.seeds_needed(mde * 1.0001, sigma, sentence, 0.05) in (k, k + 1) or k == 2
     assert seedvar.seeds_needed(0.1, sigma, sentence, 0.05) is None  # the test set alone hides 0.1 BLEU
+    assert seedvar.seeds_needed(0.5, sigma, 0.0, 0.05) == math.ceil(2 * sigma**2 * (2.8016 / 0.5) ** 2 - 1e-9)
 
 
 def test_per_seed_deltas_pair_by_seed_and_flag_disagreement():

@@ -49,11 +49,12 @@ def test_md_latex_rich_show_the_csv_numbers(table):
     rich_lines = texts["rich"].splitlines()
     for row in rows:
         name = row["name"]
-        md_cells = [c.strip().replace("**", "").rstrip("†") for c in md_lines[name][2:-2].split(" | ")]
+        md_cells = [c.strip().replace("**", "").rstrip("†‡") for c in md_lines[name][2:-2].split(" | ")]
         tex_cells = [
             re.sub(r"\\textbf\{(.*)\}", r"\1", c.strip().replace(r" \\", ""))
             .replace(r"$\pm$", "±")
             .replace(r"$^\dagger$", "")
+            .replace(r"$^\ddagger$", "")
             for c in tex_lines[name.replace("_", r"\_")].split(" & ")
         ]
         expected = _expected_cells(row, table)
@@ -82,7 +83,7 @@ def test_best_values_are_bold_and_significance_marked(table):
     assert r"\textbf{29.00 $\pm$ 0.71}$^\dagger$" in tex
     for text in (md, tex):
         assert "Holm-Bonferroni over all 8 comparisons" in text and "against the base row" in text
-        assert "paired bootstrap resampling" in text and "same sentences for every seed" in text
+        assert "seed-aware t-test" in text and "Seed σ (" in text and "Minimum detectable effect at 80" in text
 
 
 def test_base_row_shows_everything_others_only_changes(table):

@@ -1,0 +1,96 @@
+"""What a table may claim about its differences, in words: the footnotes on significance.
+
+Every table that tested its rows says which test it used, how large a seed moves a run (the
+per-trial seed σ and how it was estimated), how large an effect it could have found (the minimum
+detectable effect at 80% power, :func:`ablate.report.seeds.detectable`), and how many seeds a
+row whose Δ was not significant would need. A table whose rows have one seed each claims nothing,
+and says why.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Sequence
+
+from ablate.report import seeds as seedvar
+from ablate.report.aggregate import Sweep
+from ablate.report.plan import describe_plan
+from ablate.report.significance import Comparison, describe
+
+MARK = "†"
+FLIP = "‡"  # per-seed Δs against the base disagree in sign
+SEED_ONLY = "one seed"
+
+
+def significance_notes(
+    sweep: Sweep, comparisons: Sequence[Comparison], alpha: float, test: str, n_samples: int, has_test_column: bool
+) -> list[str]:
+    """The significance footnotes of a table (empty when nothing was compared and nothing could be)."""
+    if not comparisons:
+        return ["No saved hypotheses: significance was not tested."] if has_test_column else []
+    tested = [c for c in comparisons if c.tested]
+    if not tested:
+        return [
+            f"No {MARK} is claimed: every row has one seed, so the training-seed variance cannot be estimated, "
+            "and two runs of one configuration with other seeds differ by more than the test set's sampling "
+            "error (results/calibration-cpu). Train >= 2 seeds per row; `--test bs` gives the sentence "
+            "bootstrap alone, which measures test-set variance only."
+        ]
+    how = describe(test, n_samples)
+    splits = sorted({c.split for c in tested})
+    notes = [
+        f"{MARK} significant at family-wise alpha = {alpha:g}: Holm-Bonferroni over all {len(tested)} comparisons "
+        f"of this table ({describe_plan(sweep)}; test splits {', '.join(splits)}). Test: two-sided {how['name']}, "
+        f"{how['samples']} bootstrap samples; a row's score is the mean over its seeds of corpus BLEU."
+        + (
+            f" In the cells, {MARK} compares a row with the base; the named comparisons are listed below."
+            if sweep.comparisons
+            else ""
+        )
+    ]
+    if test == "seeds":
+        notes += _seed_notes(sweep, tested, alpha)
+    else:
+        notes.append(
+            "This test measures test-set variance only: two seeds of one configuration differ by more than it "
+            "allows for (results/calibration-cpu), so its marks are about these runs, not the configurations; "
+            "the default `--test seeds` adds the training-seed variance."
+        )
+    if any(c.sign_flip for c in comparisons if c.reference == sweep.base.name):
+        notes.append(f"{FLIP} the per-seed Δs against the base (same seed values) disagree in sign (`--per-seed`).")
+    return notes
+
+
+def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float) -> list[str]:
+    split = tested[0].split
+    here = [c for c in tested if c.split == split]
+    first = here[0]
+    how = "a row + seed fit" if first.paired else "the pooled within-row spread"
+    trials = sum(len(r.trials) for r in sweep.rows)
+    notes = [
+        f"Seed σ ({split}): {first.sigma:.2f} BLEU per trial, from {how} over the table's {trials} trials "
+        f"({first.sigma_df} df; rows trained with the same seed values are compared seed-paired), added to the "
+        f"test-sentence bootstrap variance of each Δ; 95% CIs of every Δ in `--format csv`, `--per-seed` and "
+        f"`ablate plot` (delta_ci.png)."
+    ]
+    k = int(statistics.median(min(c.seeds) for c in here))
+    sentence = statistics.median(c.sentence_var for c in here)
+    strict = alpha / len(tested)
+    mde = seedvar.detectable(first.sigma, first.sigma_df, k, sentence, strict)
+    loose = seedvar.detectable(first.sigma, first.sigma_df, k, sentence, alpha)
+    notes.append(
+        f"Minimum detectable effect at 80% power with {k} seeds per row: {mde:.2f} BLEU at Holm's strictest "
+        f"level (alpha/{len(tested)}), {loose:.2f} uncorrected; smaller Δs are within this table's noise."
+    )
+    unmarked = [c for c in here if not c.significant(alpha)]
+    if unmarked:
+        needs = []
+        for c in unmarked:
+            n = seedvar.seeds_needed(c.delta, first.sigma, c.sentence_var, strict)
+            needs.append(f"{c.row} ({c.delta:+.2f}): " + (f"{n:,}" if n is not None else "none (test-set noise)"))
+        notes.append(
+            f"Seeds per row that a true Δ of the observed size would need (80% power, alpha/{len(tested)}): "
+            + "; ".join(needs)
+            + "."
+        )
+    return notes
