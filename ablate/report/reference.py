@@ -1,9 +1,10 @@
 """Published results beside a sweep's table: ``ablate table SOURCE --reference NAME``.
 
-A *reference* is a paper's table shipped as package data (``references/<name>.yaml``): the
-paper's base (its hyperparameters in ablate's config keys, ``settings``, and its scores) and one
-entry per row with the keys it ``changes`` and the published BLEU, PPL and parameters. The
-registry :data:`REFERENCES` maps each file's name to it.
+A *reference* is a paper's table shipped as package data (``references/<name>.yaml``, read by
+:mod:`ablate.report.papers`): the paper's base (its hyperparameters in ablate's config keys,
+``settings``, and its scores), one entry per row with the keys it ``changes`` and the published
+BLEU, PPL and parameters, the smallest published change taken as a direction (``min_delta``) and
+how the paper trained (``setup``). The registry :data:`REFERENCES` maps each file's name to it.
 
 Matching our rows to the paper's. Our rows are usually a scaled-down copy of the paper's (a
 smaller base, so "d_model 256 of 512" becomes "d_model 64 of 128"), so rows are matched by what
@@ -20,11 +21,29 @@ they change, not by the values themselves:
 3. Each of our rows takes the nearest candidate (the sum over keys of the log-ratio distances);
    rows without a candidate are listed as unmatched, and paper rows that no row matched as not run.
 
-Per matched row the comparison shows the published BLEU and its change from the paper's base,
-our test BLEU (mean ± std over seeds) and its change from our base, whether the two changes have
-the same sign (a paper change of 0 has no sign and is not counted), and whether ours is
-significant: the † of the table, i.e. the significance test the table already made (nothing is
-tested again here). Validation perplexity and parameters are shown beside them.
+Per matched row the comparison shows the published BLEU and its change Δ from the paper's base,
+our test BLEU (mean ± std over seeds) and its Δ from our base, whether the two Δs have the same
+sign, and whether ours is significant: the † of the table, i.e. the significance test and
+correction the table already made (nothing is tested again here). Validation perplexity and
+parameters are shown beside them.
+
+What is counted (:mod:`ablate.report.agreement` for the statistics). A Δ of 0 (or a missing one)
+has no sign, so a row where either Δ is 0 is never in a sign count.
+
+- *Headline*: the BLEU sign agreement over the matched rows whose Δ is significant here (†) and
+  whose paper |Δ| is at least ``min_delta`` (the reference's, or :func:`side_by_side`'s
+  argument): the rows where both changes are more than noise. With its one-sided sign-test
+  p-value P(X >= k | n, 1/2). No significant row (or none tested): nothing is counted, and the
+  text says so.
+- *All matched rows*: the same count over every matched row, significant or not, any paper |Δ|.
+- *PPL*: the sign agreement of the paper's PPL Δ and our dev PPL Δ (``val/ppl`` of the row minus
+  the base's) over the rows with both, with its p-value.
+- *Correlation*: Pearson's r of paper Δ and our Δ BLEU over every matched row with both (a Δ of
+  0 included), with a 95% Fisher-z interval; none below 4 rows.
+- *Setup departures*: each config key of the reference's ``setup`` where our base row's config
+  (shared by its seeds) differs, e.g. ``model.norm: pre (paper: post)``, then the setup's facts
+  that no config key states (data, batch, budget) as text. The scaled sizes of ``settings`` are
+  what the rows are matched by, not departures.
 """
 
 from __future__ import annotations
@@ -32,91 +51,25 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ablate.report.aggregate import Row, Sweep
+from ablate.report.agreement import Correlation, SignCount, pearson, sign_count
+from ablate.report.papers import (  # noqa: F401 - re-exported: the reference API lives here
+    REFERENCE_DIR,
+    REFERENCES,
+    Departure,
+    PaperRow,
+    Reference,
+    departures,
+    get,
+    load_reference,
+)
 from ablate.report.records import ReportError
 from ablate.report.table import Column, Table
-from ablate.utils.typed import read_yaml
 
-REFERENCE_DIR = Path(__file__).parent / "references"
 _DERIVED = ("model.d_k", "model.d_v")
-
-
-# --------------------------------------------------------------------------------------
-# Published tables
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PaperRow:
-    """One published row: what it changes from the paper's base and its scores.
-
-    Attributes:
-        label: as the paper names it, e.g. ``(A) h=1``.
-        changes: dotted config key -> the paper's value (empty for the base).
-        bleu, ppl: published BLEU and perplexity (None where not published).
-        params: parameters in millions (None where the paper leaves it blank).
-    """
-
-    label: str
-    changes: dict[str, Any]
-    bleu: Optional[float] = None
-    ppl: Optional[float] = None
-    params: Optional[float] = None
-
-
-@dataclass(frozen=True)
-class Reference:
-    """A paper's table: its base (``settings``: the base's hyperparameters) and its rows."""
-
-    name: str
-    title: str
-    citation: str
-    data: str
-    settings: dict[str, Any]
-    base: PaperRow
-    rows: tuple[PaperRow, ...]
-
-
-def _row(entry: dict[str, Any], where: str) -> PaperRow:
-    if not isinstance(entry, dict) or "label" not in entry:
-        raise ReportError(f"{where}: each row needs a 'label'")
-    unknown = set(entry) - {"label", "changes", "settings", "bleu", "ppl", "params"}
-    if unknown:
-        raise ReportError(f"{where} ({entry['label']}): unknown field(s) {', '.join(sorted(unknown))}")
-    return PaperRow(
-        str(entry["label"]), dict(entry.get("changes") or {}), entry.get("bleu"), entry.get("ppl"), entry.get("params")
-    )
-
-
-def load_reference(path: Path) -> Reference:
-    """Read one reference file (see ``references/vaswani2017-table3.yaml``)."""
-    data = read_yaml(path, error=ReportError, kind="reference file", holds="a reference table")
-    base = data.get("base") or {}
-    rows = tuple(_row(r, f"{path.name}: rows[{i}]") for i, r in enumerate(data.get("rows") or []))
-    return Reference(
-        str(data.get("name") or path.stem),
-        str(data.get("title") or path.stem),
-        str(data.get("citation") or ""),
-        str(data.get("data") or ""),
-        dict(base.get("settings") or {}),
-        _row({"label": "base", **base}, f"{path.name}: base"),
-        rows,
-    )
-
-
-REFERENCES: dict[str, Path] = {p.stem: p for p in sorted(REFERENCE_DIR.glob("*.yaml"))}
-"""Name -> reference file shipped with the package (a new reference is one more YAML file)."""
-
-
-def get(name: str) -> Reference:
-    """The shipped reference ``name``; a one-line :class:`ReportError` listing valid names otherwise."""
-    if name not in REFERENCES:
-        raise ReportError(f"unknown reference '{name}' (choose from: {', '.join(REFERENCES)})")
-    return load_reference(REFERENCES[name])
 
 
 # --------------------------------------------------------------------------------------
@@ -182,8 +135,9 @@ def match(ours: dict[str, Any], base: dict[str, Any], reference: Reference) -> O
 class Line:
     """One of our rows beside its paper row (``paper`` None: unmatched).
 
-    ``agree`` is None where either change is 0 or missing; ``significant`` is None where the table
-    made no test for the row.
+    ``agree`` is None where either BLEU Δ is 0 or missing; ``significant`` is None where the table
+    made no test for the row. ``paper_ppl_delta`` and ``ppl_delta`` are the PPL changes from each
+    base (ours: dev PPL), None where a PPL is missing.
     """
 
     name: str
@@ -198,31 +152,78 @@ class Line:
     significant: Optional[bool]
     ppl: Optional[float]
     params: Optional[float]
+    paper_ppl_delta: Optional[float] = None
+    ppl_delta: Optional[float] = None
 
 
 @dataclass(frozen=True)
 class SideBySide:
-    """Our table beside a reference: one line per row, the base first."""
+    """Our table beside a reference: one line per row, the base first, and what agrees.
+
+    Attributes:
+        min_delta: the smallest paper |Δ BLEU| the headline counts (see the module docstring).
+        departures: setup keys where our base differs from the paper's.
+    """
 
     reference: Reference
     metric: str
     base: Line
     lines: list[Line]
     not_run: list[PaperRow]
+    min_delta: float = 0.0
+    departures: list[Departure] = field(default_factory=list)
 
     @property
     def counted(self) -> list[Line]:
+        """Matched rows where both BLEU Δs have a sign (the all-rows count)."""
         return [ln for ln in self.lines if ln.agree is not None]
 
-    def summary(self) -> str:
-        """``k of n rows agree in sign with the paper; m significant`` (and how many of those agree)."""
-        counted = self.counted
-        agree = sum(ln.agree for ln in counted)
-        sig = [ln for ln in counted if ln.significant]
-        return (
-            f"{agree} of {len(counted)} rows agree in sign with the paper; {len(sig)} significant "
-            f"({sum(ln.agree for ln in sig)} of them agree)"
-        )
+    @property
+    def headline_rows(self) -> list[Line]:
+        """Counted rows whose Δ is significant here and whose paper |Δ| is at least ``min_delta``."""
+        return [ln for ln in self.counted if ln.significant is True and abs(ln.paper_delta or 0.0) >= self.min_delta]
+
+    def headline(self) -> SignCount:
+        return sign_count((ln.paper_delta, ln.delta) for ln in self.headline_rows)
+
+    def all_rows(self) -> SignCount:
+        return sign_count((ln.paper_delta, ln.delta) for ln in self.counted)
+
+    def ppl(self) -> SignCount:
+        """Paper PPL Δ against our dev PPL Δ, over the rows with both."""
+        return sign_count((ln.paper_ppl_delta, ln.ppl_delta) for ln in self.lines)
+
+    def correlation(self) -> Correlation:
+        """Pearson r of paper Δ and our Δ BLEU over the matched rows with both (zeros included)."""
+        pairs = [(ln.paper_delta, ln.delta) for ln in self.lines if ln.paper_delta is not None and ln.delta is not None]
+        return pearson([p for p, _ in pairs], [o for _, o in pairs])
+
+    def headline_text(self) -> str:
+        """The headline count, or plainly why there is nothing to count."""
+        count = self.headline()
+        if count.n:
+            return count.text()
+        if all(ln.significant is None for ln in self.lines):
+            return "no row is significant here (significance was not tested): nothing to count"
+        if not any(ln.significant for ln in self.counted):
+            return "no matched row is significant here: nothing to count"
+        return f"no significant row has a paper |Δ| of {self.min_delta:g} or more: nothing to count"
+
+    def summary(self) -> list[tuple[str, str]]:
+        """``(label, text)`` per summary line, the headline first (Markdown and CSV print these)."""
+        out = [
+            (f"Headline, rows significant here (†) with paper |Δ| ≥ {self.min_delta:g} BLEU", self.headline_text()),
+            ("All matched rows, significant or not", self.all_rows().text()),
+            ("PPL, paper Δ vs our dev PPL Δ", self.ppl().text()),
+            ("Correlation of paper Δ and our Δ BLEU over the matched rows", self.correlation().text()),
+        ]
+        setup = self.reference.setup
+        if setup.config:
+            text = "; ".join(d.text() for d in self.departures) or f"none of the {len(setup.config)} keys it states"
+            out.append(("Where our base departs from the paper's setup", text))
+        if setup.facts:
+            out.append(("Paper setup without a config key", "; ".join(f"{k}: {v}" for k, v in setup.facts.items())))
+        return out
 
 
 def _test_column(table: Table) -> Optional[tuple[int, Column]]:
@@ -233,17 +234,25 @@ def _test_column(table: Table) -> Optional[tuple[int, Column]]:
     )
 
 
-def side_by_side(sweep: Sweep, table: Table, reference: Reference) -> SideBySide:
+def _delta(value: Optional[float], base: Optional[float]) -> Optional[float]:
+    """``value - base`` rounded to 6 decimals (a published 25.3 - 25.8 is -0.5), None if either is missing."""
+    return None if value is None or base is None else round(value - base, 6)
+
+
+def side_by_side(sweep: Sweep, table: Table, reference: Reference, min_delta: Optional[float] = None) -> SideBySide:
     """Match ``sweep``'s rows to ``reference`` and read our BLEU and its significance from ``table``.
 
-    ``table`` must be the table built from ``sweep`` (same rows in the same order).
+    Args:
+        sweep, table: the sweep and the table built from it (same rows in the same order).
+        reference: the published table.
+        min_delta: the smallest paper |Δ BLEU| the headline counts; None: the reference's ``min_delta``.
     """
     found = _test_column(table)
     if found is None:
         raise ReportError("the table has no test BLEU column to compare with the paper")
     col_index, col = found
     base_row, base_config = sweep.base, row_config(sweep.base)
-    base_stat = base_row.stats.get(col.key)
+    base_stat, base_ppl = base_row.stats.get(col.key), base_row.stats.get("val/ppl")
     lines, used = [], set()
     for row, shown in zip(sweep.rows, table.rows):
         if row.name != shown.name:
@@ -251,16 +260,17 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference) -> SideBySide
         st, cell = row.stats.get(col.key), shown.cells[col_index]
         changed = {} if row.is_base else changes(row, base_row)
         paper = reference.base if row.is_base else match(changed, base_config, reference)
-        paper_delta = delta = agree = None
+        paper_delta = delta = agree = paper_ppl_delta = ppl_delta = None
+        ppl = row.stats.get("val/ppl")
         if paper is not None and not row.is_base:
             used.add(paper.label)
-            if paper.bleu is not None and reference.base.bleu is not None:
-                paper_delta = round(paper.bleu - reference.base.bleu, 6)
-        if st is not None and base_stat is not None and not row.is_base:
-            delta = st.mean - base_stat.mean
+            paper_delta = _delta(paper.bleu, reference.base.bleu)
+            paper_ppl_delta = _delta(paper.ppl, reference.base.ppl)
+        if not row.is_base:
+            delta = st.mean - base_stat.mean if st is not None and base_stat is not None else None
+            ppl_delta = ppl.mean - base_ppl.mean if ppl is not None and base_ppl is not None else None
         if paper_delta and delta:
             agree = (paper_delta > 0) == (delta > 0)
-        ppl = row.stats.get("val/ppl")
         params = row.stats.get("params")
         lines.append(
             Line(
@@ -276,10 +286,14 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference) -> SideBySide
                 None if cell.p_value is None else bool(cell.mark),
                 ppl.mean if ppl else None,
                 params.mean * 1e-6 if params else None,
+                paper_ppl_delta,
+                ppl_delta,
             )
         )
     not_run = [r for r in reference.rows if r.label not in used]
-    return SideBySide(reference, col.label, lines[0], lines[1:], not_run)
+    threshold = reference.min_delta if min_delta is None else min_delta
+    gone = departures(base_config, reference.setup)
+    return SideBySide(reference, col.label, lines[0], lines[1:], not_run, threshold, gone)
 
 
 # --------------------------------------------------------------------------------------
@@ -301,15 +315,15 @@ def _cells(ln: Line) -> list[str]:
     return [
         ln.name,
         paper.label if paper else "(no match)",
-        _num(paper and paper.bleu, 1),
+        _num(paper.bleu if paper else None, 1),
         _num(ln.paper_delta, 1, sign=True),
         ours,
         _num(ln.delta, sign=True),
         agree,
         sig,
-        _num(paper and paper.ppl),
+        _num(paper.ppl if paper else None),
         _num(ln.ppl),
-        _num(paper and paper.params, 0),
+        _num(paper.params if paper else None, 0),
         _num(ln.params),
     ]
 
@@ -331,7 +345,7 @@ HEADER = [
 
 
 def to_markdown(sbs: SideBySide) -> str:
-    """The side-by-side as a Markdown table with its sign-agreement count and notes."""
+    """The side-by-side as a Markdown table, then its summary lines (headline first) and notes."""
     ref = sbs.reference
     lines = [
         f"**Beside {ref.title}** ({ref.data})",
@@ -341,13 +355,16 @@ def to_markdown(sbs: SideBySide) -> str:
     ]
     for ln in [sbs.base, *sbs.lines]:
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in _cells(ln)) + " |")
-    lines += [
-        "",
-        f"**{sbs.summary()}.**  ",
+    (head_label, head), *rest = sbs.summary()
+    lines += ["", f"**{head_label}: {head}.**  "]
+    lines += [f"{label}: {text}.  " for label, text in rest]
+    lines.append(
         f"Δ: change from the base row; ours is {sbs.metric}, mean over seeds. Rows are matched by the keys they "
-        f"change and by each change's ratio to the base (ablate.report.reference); a paper Δ of 0 has no sign "
-        f"and is not counted. Significant: the table's † (its test and correction).  ",
-    ]
+        f"change and by each change's ratio to the base (ablate.report.reference). A Δ of 0 has no sign and is "
+        f"not counted; the headline counts only rows significant here (the table's †, its test and correction) "
+        f"whose paper |Δ| is at least {sbs.min_delta:g} BLEU, below which a published single run is taken as "
+        f"noise. Binomial p: one-sided, P(at least that many agree | each row agrees by a coin flip).  "
+    )
     if sbs.not_run:
         lines.append("Paper rows without a row here: " + "; ".join(r.label for r in sbs.not_run) + ".  ")
     if ref.citation:
@@ -356,7 +373,8 @@ def to_markdown(sbs: SideBySide) -> str:
 
 
 def to_csv(sbs: SideBySide) -> str:
-    """The side-by-side as CSV (numbers unrounded where they are ours)."""
+    """The side-by-side as CSV (numbers unrounded where they are ours), then a blank line and
+    one ``summary line, text`` row per summary line."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(HEADER)
@@ -365,6 +383,8 @@ def to_csv(sbs: SideBySide) -> str:
         cells[4] = "" if ln.bleu is None else f"{ln.bleu:.10g}"
         cells[5] = "" if ln.delta is None else f"{ln.delta:.10g}"
         w.writerow(cells)
+    w.writerow([])
+    w.writerows(sbs.summary())
     return buf.getvalue()
 
 
