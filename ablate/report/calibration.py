@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
+from scipy.stats import t as student_t
 
-from ablate.report import seeds as seedvar
+import ablate.report.seeds as seedvar
 from ablate.report.aggregate import Sweep
 from ablate.report.records import ReportError
 from ablate.report.resampling import bootstrap_p
@@ -137,7 +138,7 @@ def _expected_spread(
         seed_var = pooled * 2 / k
         var = seed_var + sentence_var
         df = var**2 / (seed_var**2 / (2 * k - 2))
-        p = 2 * seedvar.st.t.sf(np.abs(delta) / np.sqrt(var), df)
+        p = 2 * student_t.sf(np.abs(delta) / np.sqrt(var), df)
         rates[i] = float(np.mean(p < alpha))
     lo, hi = np.quantile(rates, [0.05, 0.95])
     return float(lo), float(hi)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from ablate.report import seeds as seedvar
+import ablate.report.seeds as seedvar
 from ablate.report.aggregate import Sweep
 from ablate.report.plan import describe_plan
 from ablate.report.significance import Comparison, describe

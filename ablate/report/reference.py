@@ -56,6 +56,7 @@ from typing import Any, Optional
 
 from ablate.report.aggregate import Row, Sweep
 from ablate.report.agreement import Correlation, SignCount, pearson, sign_count
+from ablate.report.footnotes import MARK
 from ablate.report.papers import (  # noqa: F401 - re-exported: the reference API lives here
     REFERENCE_DIR,
     REFERENCES,
@@ -283,7 +284,7 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference, min_delta: Op
                 len(row.trials),
                 delta,
                 agree,
-                None if cell.p_value is None else bool(cell.mark),
+                None if cell.p_value is None else MARK in cell.mark,
                 ppl.mean if ppl else None,
                 params.mean * 1e-6 if params else None,
                 paper_ppl_delta,

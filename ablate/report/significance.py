@@ -31,7 +31,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ablate.report import seeds as seedvar
+import ablate.report.seeds as seedvar
 from ablate.report.aggregate import Sweep, value_order
 from ablate.report.records import ReportError, Trial
 from ablate.report.resampling import Resamples, approximate_randomization, bleu_from_stats, bootstrap_p, sentence_stats

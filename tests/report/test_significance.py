@@ -10,7 +10,7 @@ import pytest
 import sacrebleu
 from scipy import stats as st
 
-from ablate.report import seeds as seedvar
+import ablate.report.seeds as seedvar
 from ablate.report.aggregate import aggregate
 from ablate.report.records import ReportError, collect
 from ablate.report.resampling import bleu_from_stats, sentence_stats
