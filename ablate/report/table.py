@@ -3,9 +3,9 @@
 The base row comes first and shows every Table 3 hyperparameter and every varying one, as the
 run used it (d_k = d_model / h where the config left it unset); each other row shows only what it
 changes (a blank cell means "same as base"), grouped by ablation. Metric columns follow: the
-training steps and tokens actually trained, dev perplexity and BLEU (of the same, best,
-checkpoint), test BLEU on every test split, optionally test BLEU per source-length bucket,
-parameters (millions) and training tokens/s, each as mean ± std over seeds, the best mean of a
+training steps actually trained, the step of the tested (best) checkpoint, the tokens trained,
+dev perplexity and BLEU (of that same checkpoint), test BLEU on every test split, optionally test
+BLEU per source-length bucket, parameters (millions) and training tokens/s, each as mean ± std over seeds, the best mean of a
 column marked, and test BLEU marked † where it differs significantly from the base after the
 Holm correction. The footnotes name the test, how seeds are pooled, the correction and the
 training budget.
@@ -166,6 +166,7 @@ def metric_columns(
     hyp_splits = sorted({s for (_, s) in comparisons})
     cols = [
         Column("step", "train steps", 0, ranked=False),
+        Column("val/step", "tested step", 0, ranked=False),  # of the best validation, whose checkpoint was tested
         Column("train/tokens", "train tokens (M)", 2, scale=1e-6, ranked=False),
         Column("val/ppl", "PPL (dev)", 2, higher_better=False),
         Column("val/bleu", "BLEU (dev)", 2),
@@ -273,7 +274,8 @@ def _footnotes(
     notes = [
         "Cells: mean ± sample std over seeds (n = seeds); best mean per column in bold; "
         "blank hyperparameter = same as base; d_k, d_v, lr: the values the runs used. "
-        "Dev PPL and BLEU are from one validation, of the checkpoint that was tested (the best by dev BLEU)."
+        "Dev PPL and BLEU are from one validation, of the checkpoint that was tested (the best by dev BLEU"
+        + ("; its step is column tested step)." if any(c.key == "val/step" for c in columns) else ").")
     ]
     notes.append(budget_note(sweep))
     tested = sorted({c.split for c in comparisons})

@@ -200,3 +200,32 @@ def test_table_shows_steps_trained_and_says_which_budget():
     assert "| 410 ± 0 | 41.00 ± 0.00 |" in md and "| 130 ± 0 | 13.00 ± 0.00 |" in md  # what each row trained
     mixed = _budget_table({"train.max_steps": 600, "train.max_epochs": 10}, (600, 540))
     assert "whichever ended first" in next(n for n in mixed.footnotes if n.startswith("Budget:"))
+
+
+def _one_row_table(metrics: list[dict], **trial: object):
+    """A table over one configuration whose seeds report ``metrics``."""
+    from ablate.report.records import Trial
+
+    trials = [
+        Trial(f"s{i}", "finished", config={"model.heads": 4, "seed": i}, metrics={"test/bleu": 20.0 + i, **m}, **trial)
+        for i, m in enumerate(metrics)
+    ]
+    return build_table(aggregate(trials))
+
+
+def test_the_step_of_the_tested_checkpoint_is_a_column_beside_train_steps():
+    table = _one_row_table([{"step": 600.0, "val/step": 400.0}, {"step": 600.0, "val/step": 600.0}])
+    keys = [c.key for c in table.columns]
+    assert keys.index("val/step") == keys.index("step") + 1
+    tested = table.columns[keys.index("val/step")]
+    assert tested.label == "tested step" and not tested.ranked
+    assert "| train steps | tested step |" in render(table, "md") and "| 600 ± 0 | 500 ± 141 |" in render(table, "md")
+    assert r"600 $\pm$ 0 & 500 $\pm$ 141" in render(table, "latex")
+    assert _csv_rows(render(table, "csv"))[0]["val/step.mean"] == "500"
+    assert "500 ± 141" in render(table, "rich")
+    cells = next(n for n in table.footnotes if n.startswith("Cells:"))
+    assert "the checkpoint that was tested" in cells and "tested step" in cells
+
+    old = _one_row_table([{"step": 600.0}, {"step": 600.0}])  # summaries from before val/step was recorded
+    assert "val/step" not in [c.key for c in old.columns] and "tested step" not in render(old, "md")
+    assert "the checkpoint that was tested" in next(n for n in old.footnotes if n.startswith("Cells:"))
