@@ -5,7 +5,8 @@ run used it (d_k = d_model / h where the config left it unset); each other row s
 changes (a blank cell means "same as base"), grouped by ablation. Metric columns follow: the
 training steps actually trained, the step of the tested (best) checkpoint, the tokens trained,
 dev perplexity and BLEU (of that same checkpoint), test BLEU on every test split, optionally test
-BLEU per source-length bucket, parameters (millions) and training tokens/s, each as mean ± std over seeds, the best mean of a
+BLEU per source-length bucket, parameters (millions) and training speed (tokens per CPU-second on
+CPU, else wall-clock tokens/s: :mod:`ablate.report.speed`), each as mean ± std over seeds, the best mean of a
 column marked, and test BLEU marked † where it differs significantly from the base after the
 Holm correction. The footnotes name the test, how seeds are pooled, the correction and the
 training budget.
@@ -20,6 +21,7 @@ from ablate.report.aggregate import Stat, Sweep
 from ablate.report.plan import describe_plan
 from ablate.report.records import Trial
 from ablate.report.significance import Comparison, against_base, describe
+from ablate.report.speed import training_speed
 
 MARK = "†"
 # Paper symbols for the hyperparameters of Table 3; other keys use their shortest unique suffix.
@@ -178,9 +180,10 @@ def metric_columns(
         only = hyp_splits[0] if len(hyp_splits) == 1 else None
         cols.append(Column("test/bleu", "BLEU (test)", 2, split=only))
     cols += list(extra or [])
+    speed = training_speed(sweep)  # tokens per CPU-second on CPU, else wall-clock tokens/s
     cols += [
         Column("params", "Params (M)", 2, scale=1e-6, higher_better=False, show_std=False),
-        Column("train/tokens_per_sec", "Tokens/s (train)", 0),
+        Column(speed.key, speed.label, 0),
     ]
     return [c for c in cols if c.key in present]
 
@@ -252,10 +255,17 @@ def build_table(
         columns=columns,
         rows=rows,
         unfinished=[_unfinished(t) for t in sorted(sweep.unfinished, key=lambda t: t.name)],
-        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples) + [n for n in [extra_note] if n],
+        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples)
+        + [n for n in [extra_note, _speed_note(sweep, columns)] if n],
         show_names=sweep.uses_variants,
         comparisons=_comparison_lines(sweep, comparisons, alpha) if sweep.comparisons else [],
     )
+
+
+def _speed_note(sweep: Sweep, columns: list[Column]) -> str:
+    """What the speed column measures (wall-clock, or per CPU-second), where the table has one."""
+    speed = training_speed(sweep)
+    return speed.note if any(c.key == speed.key for c in columns) else ""
 
 
 def _unfinished(trial: Trial) -> Unfinished:
