@@ -143,6 +143,8 @@ def test_a_rerun_that_only_decodes_keeps_the_measured_training_metrics(run):
     after = json.loads(text)
     assert after["step"] == 12 and summary["status"] == "finished"
     assert after["train/tokens_per_sec"] == pytest.approx(before["train/tokens_per_sec"])
+    assert before["train/tokens_per_cpu_sec"] > 0
+    assert after["train/tokens_per_cpu_sec"] == pytest.approx(before["train/tokens_per_cpu_sec"])
     assert after["train/loss"] == pytest.approx(before["train/loss"])
 
 

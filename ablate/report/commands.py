@@ -189,8 +189,8 @@ def export_command(
 ) -> None:
     """Ship a sweep as a results folder that `ablate table RESULTS_DIR` rebuilds the table from.
 
-    It holds table.md and table.tex, the plots, each trial's summary.json and gzip'd test hypotheses, and a
-    README with the command, commit, machine, wall time and CPU time.
+    It holds table.md and table.tex, the plots, each trial's summary.json and gzip'd test and validation
+    hypotheses (with references and sources), and a README with the command, commit, machine, wall time and CPU time.
     """
     from ablate.report.export import export_sweep
 

@@ -9,10 +9,13 @@ training (no checkpoints, no W&B runs, no config files beyond each summary's res
     plots/               ``ablate plot``'s figures
     sweep.json           the launcher's record of the sweep (points, statuses, attempts)
     <trial>/summary.json every trial's summary (metrics, history, resolved config, machine, times)
-    <trial>/{hyps,refs,sources}/<split>.txt.gz   test-set hypotheses, references and sources, gzip'd
+    <trial>/{hyps,refs,sources}/<split>.txt.gz   hypotheses, references and sources of the test splits
+                         and of the validation split (the validation that summary.json's dev
+                         scores come from), gzip'd
 
 ``ablate table results/<sweep>`` rebuilds the same table from these files alone: the report's
-readers take ``.txt.gz`` wherever they take ``.txt``.
+readers take ``.txt.gz`` wherever they take ``.txt``. The validation texts let a reader re-check the
+dev BLEU too; the table never tests them (they are not a test split).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from ablate.utils.io import atomic_write_json, atomic_write_text
 from ablate.utils.provenance import git_commit
 
 TEXT_KINDS = ("hyps", "refs", "sources")
-NOT_TEST = ("val", "valid", "dev")
+NOT_TEST = ("val", "valid", "dev", "validation")
+"""Names of the validation split (``ablate.data.corpus.VAL_NAMES``): saved beside the test splits, never tested."""
 STATE = "sweep.json"
 
 
@@ -43,8 +47,13 @@ def test_splits(summary: dict[str, Any], run_dir: Path) -> list[str]:
     return sorted({p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")} - set(NOT_TEST))
 
 
+def validation_splits(run_dir: Path) -> list[str]:
+    """The validation split whose hypotheses the trial saved (those of its best validation), if any."""
+    return sorted({p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")} & set(NOT_TEST))
+
+
 def _copy_trial(run_dir: Path, out: Path) -> int:
-    """Copy one trial's summary and gzip its test texts; return the bytes written."""
+    """Copy one trial's summary and gzip its test and validation texts; return the bytes written."""
     summary_text = (run_dir / SUMMARY).read_text()
     try:
         summary = json.loads(summary_text)
@@ -53,7 +62,7 @@ def _copy_trial(run_dir: Path, out: Path) -> int:
     (out / run_dir.name).mkdir(parents=True)
     (out / run_dir.name / SUMMARY).write_text(summary_text)
     size = len(summary_text)
-    for split in test_splits(summary, run_dir):
+    for split in dict.fromkeys(test_splits(summary, run_dir) + validation_splits(run_dir)):
         for kind in TEXT_KINDS:
             src = run_dir / kind / f"{split}.txt"
             if not src.exists():
@@ -243,8 +252,9 @@ def readme(m: dict[str, Any]) -> str:
             f"- Exported {m['exported_at']} with `{m['export_command']}`",
             "",
             "The table is `table.md` (`table.tex` for LaTeX) and the figures are in `plots/`. Each trial folder holds its",
-            "`summary.json` and its test-set hypotheses, references and sources (`*.txt.gz`); the table rebuilds from",
-            f"these files alone: `{m['table_command']}`.",
+            "`summary.json` and the hypotheses, references and sources (`*.txt.gz`) of the test splits and of the",
+            "validation split (the validation whose dev scores summary.json reports, so dev BLEU can be re-checked; it",
+            f"is never tested); the table rebuilds from these files alone: `{m['table_command']}`.",
             "",
         ]
     )

@@ -70,6 +70,7 @@ class Trial:
             trainer or, for older runs, derived with :func:`ablate.training.resolved.resolved`.
         sources: split -> source sentences, aligned with ``hyps`` (for BLEU by source length).
         comparisons: the sweep's ``comparisons`` parameter (see :mod:`ablate.sweep.spec`), if any.
+        accelerator: ``cpu`` or ``gpu``, what trained the run (see :func:`trained_on`); None if not known.
     """
 
     name: str
@@ -87,6 +88,7 @@ class Trial:
     resolved: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, list[str]] = field(default_factory=dict)
     comparisons: Optional[list] = None
+    accelerator: Optional[str] = None
 
     @property
     def seed(self) -> Any:
@@ -220,7 +222,19 @@ def from_summary(
         resolved=_resolved(summary, flat),
         sources=sources or {},
         comparisons=comparisons if isinstance(comparisons, list) else None,
+        accelerator=trained_on(summary, raw),
     )
+
+
+ACCELERATORS = ("cpu", "gpu")
+
+
+def trained_on(summary: dict[str, Any], config: dict[str, Any]) -> Optional[str]:
+    """``cpu`` or ``gpu``: the accelerator the summary records, else the one the config names (nested or
+    dotted ``train.accelerator``); None where neither says (older runs with ``auto``)."""
+    train = _plain(config.get("train"))
+    named = train.get("accelerator") if isinstance(train, dict) else config.get("train.accelerator")
+    return next((str(v) for v in (summary.get("accelerator"), named) if v in ACCELERATORS), None)
 
 
 def _variant_name(value: Any) -> Optional[str]:

@@ -3,9 +3,10 @@
 The base row comes first and shows every Table 3 hyperparameter and every varying one, as the
 run used it (d_k = d_model / h where the config left it unset); each other row shows only what it
 changes (a blank cell means "same as base"), grouped by ablation. Metric columns follow: the
-training steps and tokens actually trained, dev perplexity and BLEU (of the same, best,
-checkpoint), test BLEU on every test split, optionally test BLEU per source-length bucket,
-parameters (millions) and training tokens/s, each as mean ± std over seeds, the best mean of a
+training steps actually trained, the step of the tested (best) checkpoint, the tokens trained,
+dev perplexity and BLEU (of that same checkpoint), test BLEU on every test split, optionally test
+BLEU per source-length bucket, parameters (millions) and training speed (tokens per CPU-second on
+CPU, else wall-clock tokens/s: :mod:`ablate.report.speed`), each as mean ± std over seeds, the best mean of a
 column marked, and test BLEU marked † where it differs significantly from the base after the
 Holm correction. The footnotes name the test, how seeds are pooled, the correction and the
 training budget.
@@ -20,6 +21,7 @@ from ablate.report.aggregate import Stat, Sweep
 from ablate.report.footnotes import FLIP, MARK, significance_notes
 from ablate.report.records import Trial
 from ablate.report.significance import DEFAULT_TEST, Comparison, against_base
+from ablate.report.speed import training_speed
 
 # Paper symbols for the hyperparameters of Table 3; other keys use their shortest unique suffix.
 PAPER_LABELS = {
@@ -167,6 +169,7 @@ def metric_columns(
     hyp_splits = sorted({s for (_, s) in comparisons})
     cols = [
         Column("step", "train steps", 0, ranked=False),
+        Column("val/step", "tested step", 0, ranked=False),  # of the best validation, whose checkpoint was tested
         Column("train/tokens", "train tokens (M)", 2, scale=1e-6, ranked=False),
         Column("val/ppl", "PPL (dev)", 2, higher_better=False),
         Column("val/bleu", "BLEU (dev)", 2),
@@ -178,9 +181,10 @@ def metric_columns(
         only = hyp_splits[0] if len(hyp_splits) == 1 else None
         cols.append(Column("test/bleu", "BLEU (test)", 2, split=only))
     cols += list(extra or [])
+    speed = training_speed(sweep)  # tokens per CPU-second on CPU, else wall-clock tokens/s
     cols += [
         Column("params", "Params (M)", 2, scale=1e-6, higher_better=False, show_std=False),
-        Column("train/tokens_per_sec", "Tokens/s (train)", 0),
+        Column(speed.key, speed.label, 0),
     ]
     return [c for c in cols if c.key in present]
 
@@ -253,7 +257,8 @@ def build_table(
         columns=columns,
         rows=rows,
         unfinished=[_unfinished(t) for t in sorted(sweep.unfinished, key=lambda t: t.name)],
-        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples) + [n for n in [extra_note] if n],
+        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples)
+        + [n for n in [extra_note, _speed_note(sweep, columns)] if n],
         show_names=sweep.uses_variants,
         comparisons=_comparison_lines(sweep, comparisons, alpha) if sweep.comparisons else [],
     )
@@ -261,6 +266,12 @@ def build_table(
 
 def _marks(comp: Comparison, alpha: float) -> str:
     return (MARK if comp.significant(alpha) else "") + (FLIP if comp.sign_flip else "")
+
+
+def _speed_note(sweep: Sweep, columns: list[Column]) -> str:
+    """What the speed column measures (wall-clock, or per CPU-second), where the table has one."""
+    speed = training_speed(sweep)
+    return speed.note if any(c.key == speed.key for c in columns) else ""
 
 
 def _unfinished(trial: Trial) -> Unfinished:
@@ -279,7 +290,8 @@ def _footnotes(
     notes = [
         "Cells: mean ± sample std over seeds (n = seeds); best mean per column in bold; "
         "blank hyperparameter = same as base; d_k, d_v, lr: the values the runs used. "
-        "Dev PPL and BLEU are from one validation, of the checkpoint that was tested (the best by dev BLEU)."
+        "Dev PPL and BLEU are from one validation, of the checkpoint that was tested (the best by dev BLEU"
+        + ("; its step is column tested step)." if any(c.key == "val/step" for c in columns) else ").")
     ]
     notes.append(budget_note(sweep))
     notes += significance_notes(sweep, comparisons, alpha, test, n_samples, any(c.split for c in columns))

@@ -30,7 +30,11 @@ def summarise(
         "threads": torch.get_num_threads(),
         "epoch": int(trainer.current_epoch),
         "history": module.history,
+        "accelerator": accelerator,  # what trained it: "cpu" or "gpu" (config's "auto" resolved)
         "train/tokens_per_sec": throughput.tokens_per_sec,
+        # process CPU seconds of the same steps (all ranks), and tokens per CPU-second: little moved by machine load
+        "train/cpu_seconds": throughput.cpu_seconds,
+        "train/tokens_per_cpu_sec": throughput.tokens_per_cpu_sec,
         "train/loss": None if module.last_loss is None else float(module.last_loss),
         "train/step_time_s": throughput.step_seconds / max(1, trainer.global_step),
         "peak_memory_mb": round(peak_memory_mb(accelerator), 1),

@@ -1,7 +1,8 @@
-"""Training throughput: tokens per second over the training steps, and what the run trained on."""
+"""Training throughput: tokens per second (wall clock) and per CPU-second over the training steps."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -13,6 +14,8 @@ from ablate.training.record_checks import nonnegative
 
 COUNTERS = ("tok", "sec", "all_tok", "all_sec", "skip")
 """What :class:`Throughput` keeps: tokens and seconds after the warm-up steps, of every step, warm-up steps left."""
+CPU_COUNTERS = ("cpu", "all_cpu")
+"""Process CPU seconds of the same steps as ``sec`` and ``all_sec`` (absent from checkpoints older than them)."""
 
 
 class Throughput(pl.Callback):
@@ -26,7 +29,17 @@ class Throughput(pl.Callback):
     the slowest rank's seconds, reduced by the strategy. The counters are saved in checkpoints, so a
     resumed run (or a rerun that only decodes) reports the whole run.
 
-    ``train/tokens_per_sec`` and ``train/lr`` are logged every ``log_every`` steps.
+    Wall-clock seconds stretch when other processes share the cores, so the same steps are also timed
+    in process CPU seconds (:func:`time.process_time`: user + system time of every thread of the
+    process): :attr:`tokens_per_cpu_sec` is all ranks' tokens over all ranks' CPU seconds
+    (:attr:`cpu_seconds`), of the same steps as :attr:`tokens_per_sec`. It counts the CPU the steps
+    used, not the time they waited for a core, so it depends far less on the machine's load (cache
+    and memory contention still slow it); it grows with the threads' overhead, so compare it only
+    between runs with the same threads. Steps counted before a resume from a checkpoint without CPU
+    counters leave it unknown (NaN), never a rate over part of the steps.
+
+    ``train/tokens_per_sec``, ``train/tokens_per_cpu_sec`` and ``train/lr`` are logged every
+    ``log_every`` steps.
     """
 
     def __init__(self, pad_id: int, skip: int = 10, log_every: int = 50):
@@ -34,9 +47,12 @@ class Throughput(pl.Callback):
         self.skip = skip  # warm-up steps still to leave out
         self.tok, self.sec = 0, 0.0  # after the warm-up steps, this rank
         self.all_tok, self.all_sec = 0, 0.0  # every step, this rank
+        self.cpu, self.all_cpu = 0.0, 0.0  # process CPU seconds of the same steps, this rank; NaN: unknown
         self.tokens_per_sec = float("nan")  # all devices; set at each log and at the end of training
+        self.tokens_per_cpu_sec = float("nan")  # all devices' tokens over their CPU seconds; set likewise
+        self.cpu_seconds = float("nan")  # all devices' CPU seconds of the steps tokens_per_cpu_sec counts
         self.train_tokens: int | None = None  # all devices' tokens of every step; set at the end of training
-        self._t0 = 0.0
+        self._t0 = self._c0 = 0.0
 
     @property
     def step_seconds(self) -> float:
@@ -46,26 +62,30 @@ class Throughput(pl.Callback):
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        self._t0 = time.perf_counter()
+        self._t0, self._c0 = time.perf_counter(), time.process_time()
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         if pl_module.device.type == "cuda":
             torch.cuda.synchronize(pl_module.device)
-        elapsed = time.perf_counter() - self._t0
+        elapsed, cpu = time.perf_counter() - self._t0, time.process_time() - self._c0
         tokens = batch_tokens(batch, self.pad_id)
         self.all_tok += tokens
         self.all_sec += elapsed
+        self.all_cpu += cpu
         if self.skip > 0:
             self.skip -= 1
         else:
             self.tok += tokens
             self.sec += elapsed
+            self.cpu += cpu
         if trainer.global_step % self.log_every == 0 and self.all_sec > 0:
             self._reduce(trainer, pl_module)
             scheduler = trainer.lr_scheduler_configs[0].scheduler if trainer.lr_scheduler_configs else None
             metrics = {"train/tokens_per_sec": self.tokens_per_sec}
+            if math.isfinite(self.tokens_per_cpu_sec):
+                metrics["train/tokens_per_cpu_sec"] = self.tokens_per_cpu_sec
             if scheduler is not None:
                 metrics["train/lr"] = scheduler.get_last_lr()[0]
             pl_module.log_dict(metrics, on_step=True, on_epoch=False, rank_zero_only=True, batch_size=1)
@@ -76,17 +96,27 @@ class Throughput(pl.Callback):
         self.train_tokens = int(trainer.strategy.reduce(tokens, reduce_op="sum").item())
 
     def _reduce(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """All ranks' tokens over the slowest rank's seconds (after the warm-up steps when there are any)."""
-        tokens, seconds = (self.tok, self.sec) if self.sec > 0 else (self.all_tok, self.all_sec)
+        """All ranks' tokens over the slowest rank's seconds and over all ranks' CPU seconds (after the
+        warm-up steps when there are any)."""
+        timed = self.sec > 0
+        tokens, seconds = (self.tok, self.sec) if timed else (self.all_tok, self.all_sec)
         device = pl_module.device
-        tok = trainer.strategy.reduce(torch.tensor(float(tokens), dtype=torch.float64, device=device), reduce_op="sum")
-        sec = trainer.strategy.reduce(torch.tensor(seconds, dtype=torch.float64, device=device), reduce_op="max")
-        if sec.item() > 0:
-            self.tokens_per_sec = tok.item() / sec.item()
+
+        def reduce(value: float, op: str) -> float:
+            return trainer.strategy.reduce(torch.tensor(value, dtype=torch.float64, device=device), reduce_op=op).item()
+
+        tok, sec = reduce(float(tokens), "sum"), reduce(seconds, "max")
+        cpu = reduce(self.cpu if timed else self.all_cpu, "sum")  # NaN on any rank: unknown
+        if sec > 0:
+            self.tokens_per_sec = tok / sec
+        self.cpu_seconds = cpu
+        self.tokens_per_cpu_sec = tok / cpu if cpu > 0 else float("nan")
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        return {"tok": self.tok, "sec": self.sec, "all_tok": self.all_tok, "all_sec": self.all_sec, "skip": self.skip}
+        state = {"tok": self.tok, "sec": self.sec, "all_tok": self.all_tok, "all_sec": self.all_sec, "skip": self.skip}
+        # an unknown CPU time (NaN) is left out, so it stays unknown after the next resume
+        return state | {k: v for k in CPU_COUNTERS if math.isfinite(v := getattr(self, k))}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._restore(state_dict)
@@ -102,6 +132,7 @@ class Throughput(pl.Callback):
             self._restore(measured)
         elif isinstance(state, dict) and nonnegative(state.get("train_tokens")) is not None:
             self.all_tok = int(state["train_tokens"])
+            self.all_cpu = float("nan")  # those tokens' CPU time was not measured
 
     def _restore(self, state: Any) -> None:
         """Take the counters when all are finite and non-negative (a checkpoint may be someone else's)."""
@@ -110,5 +141,18 @@ class Throughput(pl.Callback):
             return
         self.tok, self.all_tok, self.skip = int(counts["tok"]), int(counts["all_tok"]), int(counts["skip"])
         self.sec, self.all_sec = float(counts["sec"]), float(counts["all_sec"])
+        self.cpu = _cpu_counter(state.get("cpu"), counted=self.tok > 0 or self.sec > 0)
+        self.all_cpu = _cpu_counter(state.get("all_cpu"), counted=self.all_tok > 0 or self.all_sec > 0)
         if self.sec > 0 or self.all_sec > 0:
             self.tokens_per_sec = self.tok / self.sec if self.sec > 0 else self.all_tok / self.all_sec
+            self.cpu_seconds = self.cpu if self.sec > 0 else self.all_cpu
+            tokens = self.tok if self.sec > 0 else self.all_tok
+            self.tokens_per_cpu_sec = tokens / self.cpu_seconds if self.cpu_seconds > 0 else float("nan")
+
+
+def _cpu_counter(value: Any, counted: bool) -> float:
+    """A checkpoint's CPU seconds; NaN (unknown) where it has none for steps it counted, 0 where it counted none."""
+    seconds = nonnegative(value)
+    if seconds is not None:
+        return seconds
+    return float("nan") if counted else 0.0

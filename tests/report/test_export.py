@@ -6,12 +6,18 @@ import gzip
 import json
 import shutil
 
+import sacrebleu
 from typer.testing import CliRunner
 
-from ablate.config import Config
+from ablate.config import Config, load_config
+from ablate.report import significance
+from ablate.report.aggregate import aggregate
 from ablate.report.commands import app, make_table
 from ablate.report.records import collect
 from ablate.training.tracking import RunRecord
+from ablate.training.train import train
+
+from tiny_run import tiny
 
 runner = CliRunner()
 
@@ -34,6 +40,7 @@ def _with_training_leftovers(variant_sweep, tmp_path):
         (run / "checkpoints" / "last.ckpt").write_bytes(b"\0" * 1000)
         (run / "config.yaml").write_text("seed: 1\n")
         (run / "hyps" / "val.txt").write_text("not a test split\n")
+        (run / "refs" / "val.txt").write_text("a validation reference\n")
     return src
 
 
@@ -66,11 +73,12 @@ def test_export_rebuilds_the_identical_table_from_its_files_alone(variant_sweep,
     assert (out / "table.tex").read_text() == make_table(str(src), "latex", samples=100)
     assert len(list((out / "plots").glob("*.png"))) >= 4
 
-    # only summaries and gzip'd test texts travel: no checkpoints, configs or validation texts
+    # only summaries and gzip'd test and validation texts travel: no checkpoints or configs
     files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
     trial_files = {f for f in files if "/" in f and not f.startswith("plots/")}
     assert trial_files and all(f.endswith(("summary.json", ".txt.gz")) for f in trial_files)
-    assert not any("val.txt" in f or "ckpt" in f for f in files)
+    assert not any("ckpt" in f or "config.yaml" in f for f in files)
+    assert {"A-heads1-s1/hyps/val.txt.gz", "A-heads1-s1/refs/val.txt.gz"} <= files
     assert "A-heads1-s1/hyps/test_2016_flickr.txt.gz" in files and "A-heads1-s1/refs/test_2017_flickr.txt.gz" in files
     hyps = gzip.decompress((out / "A-heads1-s1/hyps/test_2016_flickr.txt.gz").read_bytes()).decode()
     assert hyps == (src / "A-heads1-s1/hyps/test_2016_flickr.txt").read_text()
@@ -83,6 +91,30 @@ def test_export_rebuilds_the_identical_table_from_its_files_alone(variant_sweep,
     assert manifest["trial_wall_time_s"] == 13 * 120.0
     readme = (out / "README.md").read_text()
     assert "ablate sweep run sweeps/table3-cpu.yaml --parallel 2" in readme and manifest["commit"] in readme
+
+
+def test_the_exported_validation_texts_reproduce_the_dev_bleu_and_are_not_tested(tmp_path, cache_dir):
+    """A reader can re-check ``val/bleu`` from results/ alone; the table still tests only the test split."""
+    overrides = ["train.max_steps=24", "train.max_tokens=1024", "train.warmup=4", "train.lr=3e-2"]
+    overrides += ["train.schedule=inverse_sqrt", "train.val_every=8", "eval.beam=1", "tracking.wandb=disabled"]
+    src = tmp_path / "runs" / "tiny"
+    train(load_config(None, tiny(*overrides, pairs=200)), src / "base-seed=1")
+    out = tmp_path / "results" / "tiny"
+    result = runner.invoke(app, ["export", str(src), str(out), "--no-plots", "--samples", "20"])
+    assert result.exit_code == 0, result.output
+
+    trial = out / "base-seed=1"
+    summary = json.loads((trial / "summary.json").read_text())
+    hyps, refs = (gzip.decompress((trial / kind / "val.txt.gz").read_bytes()).decode() for kind in ("hyps", "refs"))
+    hyps, refs = hyps.split("\n")[:-1], refs.split("\n")[:-1]
+    assert len(hyps) == len(refs) == 500 and summary["val/bleu"] > 0
+    assert abs(sacrebleu.corpus_bleu(hyps, [refs]).score - summary["val/bleu"]) <= 1e-9
+    assert (trial / "sources" / "val.txt.gz").exists()
+
+    sweep = aggregate(collect(str(out)))
+    assert significance.test_splits(sweep) == ["test"] and sweep.test_splits == ["test"]
+    header = make_table(str(out), "csv", samples=20).splitlines()[0].split(",")
+    assert "test_test/bleu.p" in header and not any(h.startswith(("test_val", "BLEU (val")) for h in header)
 
 
 def test_export_refuses_to_overwrite_and_rebuilds_the_run_command(variant_sweep, tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ablate.report.records import ReportError, clean_config, collect, parse_wandb_path
+from ablate.report.records import ReportError, clean_config, collect, from_summary, parse_wandb_path
 
 from report_fixtures import N_SENTENCES, SPLITS, write_trial
 
@@ -37,6 +37,22 @@ def test_nested_and_dotted_configs_flatten_alike():
         {"model.heads": 8, "model.attention.score": "dot", "train.betas": [0.9, 0.98], "tracking.name": "y"}
     )
     assert nested == dotted == {"model.heads": 8, "model.attention.score": "dot", "train.betas": (0.9, 0.98)}
+
+
+@pytest.mark.parametrize(
+    "summary, config, expected",
+    [
+        ({"accelerator": "cpu"}, {"train": {"accelerator": "auto"}}, "cpu"),  # recorded: "auto" resolved
+        ({"accelerator": "gpu"}, {}, "gpu"),
+        ({}, {"train": {"accelerator": "cpu"}}, "cpu"),  # older runs: an explicit config says it
+        ({}, {"train.accelerator": "gpu"}, "gpu"),  # a W&B run's dotted config
+        ({}, {"train": {"accelerator": "auto"}}, None),  # older runs on "auto": not known
+        ({"accelerator": "tpu?"}, {}, None),
+    ],
+)
+def test_a_trial_knows_what_trained_it_where_its_record_says(summary, config, expected):
+    trial = from_summary("t", {"status": "finished", **summary, "config": config})
+    assert trial.accelerator == expected and "accelerator" not in trial.metrics
 
 
 def test_unreadable_summary_is_a_failed_trial_not_dropped(tmp_path):

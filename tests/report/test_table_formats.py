@@ -201,3 +201,89 @@ def test_table_shows_steps_trained_and_says_which_budget():
     assert "| 410 ± 0 | 41.00 ± 0.00 |" in md and "| 130 ± 0 | 13.00 ± 0.00 |" in md  # what each row trained
     mixed = _budget_table({"train.max_steps": 600, "train.max_epochs": 10}, (600, 540))
     assert "whichever ended first" in next(n for n in mixed.footnotes if n.startswith("Budget:"))
+
+
+def _one_row_table(metrics: list[dict], **trial: object):
+    """A table over one configuration whose seeds report ``metrics``."""
+    from ablate.report.records import Trial
+
+    trials = [
+        Trial(f"s{i}", "finished", config={"model.heads": 4, "seed": i}, metrics={"test/bleu": 20.0 + i, **m}, **trial)
+        for i, m in enumerate(metrics)
+    ]
+    return build_table(aggregate(trials))
+
+
+def test_the_step_of_the_tested_checkpoint_is_a_column_beside_train_steps():
+    table = _one_row_table([{"step": 600.0, "val/step": 400.0}, {"step": 600.0, "val/step": 600.0}])
+    keys = [c.key for c in table.columns]
+    assert keys.index("val/step") == keys.index("step") + 1
+    tested = table.columns[keys.index("val/step")]
+    assert tested.label == "tested step" and not tested.ranked
+    assert "| train steps | tested step |" in render(table, "md") and "| 600 ± 0 | 500 ± 141 |" in render(table, "md")
+    assert r"600 $\pm$ 0 & 500 $\pm$ 141" in render(table, "latex")
+    assert _csv_rows(render(table, "csv"))[0]["val/step.mean"] == "500"
+    assert "500 ± 141" in render(table, "rich")
+    cells = next(n for n in table.footnotes if n.startswith("Cells:"))
+    assert "the checkpoint that was tested" in cells and "tested step" in cells
+
+    old = _one_row_table([{"step": 600.0}, {"step": 600.0}])  # summaries from before val/step was recorded
+    assert "val/step" not in [c.key for c in old.columns] and "tested step" not in render(old, "md")
+    assert "the checkpoint that was tested" in next(n for n in old.footnotes if n.startswith("Cells:"))
+
+
+def _speed(table) -> tuple[list[str], list[str]]:
+    """The table's speed column labels and the footnotes about a speed measure."""
+    labels = [c.label for c in table.columns if c.label.startswith("Tokens/")]
+    return labels, [n for n in table.footnotes if n.startswith("Tokens/")]
+
+
+SPEEDS = [
+    {"threads": 2.0, "train/tokens_per_sec": 900.0, "train/tokens_per_cpu_sec": 500.0},
+    {"threads": 2.0, "train/tokens_per_sec": 1500.0, "train/tokens_per_cpu_sec": 520.0},
+]
+
+
+def test_cpu_runs_show_tokens_per_cpu_second_and_the_footnote_says_so():
+    table = _one_row_table(SPEEDS, accelerator="cpu")
+    labels, notes = _speed(table)
+    assert labels == ["Tokens/CPU-s (train)"] and len(notes) == 1
+    assert "per second of process CPU time" in notes[0] and "every run used 2 torch threads" in notes[0]
+    for fmt in ("md", "latex", "rich"):
+        text = render(table, fmt)
+        assert "510" in text and "1200" not in text and "Tokens/CPU-s (train): " in text, fmt
+    assert _csv_rows(render(table, "csv"))[0]["train/tokens_per_cpu_sec.mean"] == "510"
+
+
+@pytest.mark.parametrize(
+    "accelerator, with_cpu_key, why",
+    [
+        ("gpu", True, None),  # a GPU keeps wall-clock tokens/s, CPU time or not
+        ("cpu", False, "not all recorded their CPU time"),  # CPU runs from before CPU time was recorded
+        (None, False, "did not record whether they trained on a CPU"),  # older "auto" runs
+        (None, True, "did not record whether they trained on a CPU"),
+    ],
+)
+def test_gpu_and_older_runs_show_wall_clock_tokens_per_second_and_the_footnote_says_so(accelerator, with_cpu_key, why):
+    metrics = [m if with_cpu_key else {k: v for k, v in m.items() if k != "train/tokens_per_cpu_sec"} for m in SPEEDS]
+    table = _one_row_table(metrics, accelerator=accelerator)
+    labels, notes = _speed(table)
+    assert labels == ["Tokens/s (train)"] and len(notes) == 1 and "wall-clock" in notes[0]
+    assert "1200 ± 424" in render(table, "md")
+    if why is None:
+        assert "synchronised on the GPU" in notes[0] and "load" not in notes[0]
+    else:
+        assert "depends on the machine's load" in notes[0] and why in notes[0]
+
+
+def test_one_cpu_run_without_cpu_time_keeps_the_whole_column_wall_clock():
+    """A column measures one thing: tokens per CPU-second only where every run recorded it."""
+    from ablate.report.records import Trial
+
+    trials = [
+        Trial(f"s{i}", "finished", config={"seed": i}, metrics={"test/bleu": 20.0, **m}, accelerator="cpu")
+        for i, m in enumerate([SPEEDS[0], {"train/tokens_per_sec": 800.0}])
+    ]
+    labels, notes = _speed(build_table(aggregate(trials)))
+    assert labels == ["Tokens/s (train)"] and "not all recorded their CPU time" in notes[0]
+    assert _speed(_one_row_table([{"test/bleu": 1.0}]))[1] == []  # no speed column, no speed footnote

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import pytorch_lightning as pl
@@ -40,7 +41,7 @@ class Toy(pl.LightningModule):
         return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5)}
 
 
-def _fit(callback: Throughput, steps: int) -> pl.Trainer:
+def _fit(callback: Throughput, steps: int, ckpt_path: Path | None = None) -> pl.Trainer:
     trainer = pl.Trainer(
         max_steps=steps,
         accelerator="cpu",
@@ -50,7 +51,7 @@ def _fit(callback: Throughput, steps: int) -> pl.Trainer:
         enable_progress_bar=False,
         enable_model_summary=False,
     )
-    trainer.fit(Toy(), train_dataloaders=DataLoader(_batches(steps), batch_size=None))
+    trainer.fit(Toy(), train_dataloaders=DataLoader(_batches(steps), batch_size=None), ckpt_path=ckpt_path)
     return trainer
 
 
@@ -80,8 +81,42 @@ def test_the_state_round_trips_and_takes_precedence_over_an_old_checkpoint_block
     old = {"tok": 1, "sec": 1.0, "all_tok": 2, "all_sec": 2.0, "skip": 0, "loss": 3.0}
     restored.on_load_checkpoint(None, None, {"ablate": {"measured": old}})  # Lightning calls this first
     restored.load_state_dict(meter.state_dict())
-    assert restored.state_dict() == meter.state_dict()
+    assert restored.state_dict() == meter.state_dict() and restored.state_dict()["cpu"] == meter.cpu > 0
     assert restored.tokens_per_sec == pytest.approx(meter.tok / meter.sec)
+    assert restored.tokens_per_cpu_sec == pytest.approx(meter.tok / meter.cpu)
+
+
+def test_cpu_seconds_are_those_of_the_timed_steps_and_at_most_wall_seconds_times_threads():
+    steps, skip = 8, 3
+    meter = Throughput(PAD, skip=skip, log_every=2)
+    logged = _fit(meter, steps).callback_metrics
+    threads = torch.get_num_threads()
+    assert 0 < meter.cpu < meter.all_cpu
+    assert meter.cpu <= meter.sec * threads + 0.05 and meter.all_cpu <= meter.all_sec * threads + 0.05
+    assert meter.cpu_seconds == pytest.approx(meter.cpu)  # one rank: the sum over ranks is its own
+    assert meter.tokens_per_cpu_sec == pytest.approx(meter.tok / meter.cpu)
+    assert float(logged["train/tokens_per_cpu_sec"]) > 0
+
+
+def test_cpu_time_carries_on_through_a_checkpoint(tmp_path):
+    first = Throughput(PAD, skip=2)
+    _fit(first, 5).save_checkpoint(tmp_path / "last.ckpt")
+    resumed = Throughput(PAD, skip=2)
+    _fit(resumed, 8, ckpt_path=tmp_path / "last.ckpt")  # three more steps
+    assert resumed.all_tok > first.all_tok and resumed.all_cpu > first.all_cpu and resumed.cpu > first.cpu
+    assert resumed.cpu <= resumed.sec * torch.get_num_threads() + 0.05
+    assert resumed.tokens_per_cpu_sec == pytest.approx(resumed.tok / resumed.cpu)
+
+
+def test_steps_counted_before_cpu_time_was_measured_leave_it_unknown():
+    """A checkpoint without the CPU counters: its tokens' CPU time is unknown, not zero, so no made-up rate."""
+    meter = Throughput(PAD)
+    meter.load_state_dict({"tok": 900, "sec": 3.0, "all_tok": 1000, "all_sec": 4.0, "skip": 0})
+    assert meter.tokens_per_sec == pytest.approx(300.0)
+    assert math.isnan(meter.cpu) and math.isnan(meter.tokens_per_cpu_sec) and "cpu" not in meter.state_dict()
+    fresh = Throughput(PAD)
+    fresh.load_state_dict({"tok": 0, "sec": 0.0, "all_tok": 0, "all_sec": 0.0, "skip": 5})
+    assert fresh.cpu == fresh.all_cpu == 0.0  # nothing counted yet: CPU time starts from zero
 
 
 def test_checkpoints_from_before_the_callback_still_report_their_throughput():

@@ -43,7 +43,8 @@ def test_tiny_run_end_to_end(tmp_path, cache_dir):
     assert summary["status"] == "finished" and summary["step"] == 40
     for key in ("val/bleu", "val/ppl", "test/bleu", "test_test/bleu", "train/tokens_per_sec", "params"):
         assert summary[key] is not None and summary[key] == summary[key], key
-    assert summary["train/tokens_per_sec"] > 0
+    assert summary["train/tokens_per_sec"] > 0 and summary["accelerator"] == "cpu"
+    assert summary["train/cpu_seconds"] > 0 and summary["train/tokens_per_cpu_sec"] > 0  # CPU time of the timed steps
 
     on_disk = json.loads((run_dir / "summary.json").read_text())
     assert on_disk["status"] == "finished" and on_disk["config"]["model"]["d_model"] == 32
@@ -55,7 +56,7 @@ def test_tiny_run_end_to_end(tmp_path, cache_dir):
     assert (run_dir / "checkpoints" / "last.ckpt").exists()
 
     logged = wandb_logged(run_dir)
-    for key in ("val/bleu", "test/bleu", "train/tokens_per_sec"):
+    for key in ("val/bleu", "test/bleu", "train/tokens_per_sec", "train/tokens_per_cpu_sec"):
         assert key in logged, key
 
     # Running the same command again trains nothing.
