@@ -1,6 +1,7 @@
 """Figures of a sweep (matplotlib, no pyplot state): PNGs a person reads at a glance.
 
 * ``test_bleu.png``: test BLEU per row, mean with ± std error bars over seeds (bars);
+* ``delta_ci.png``: the table's comparisons as a forest plot, Δ and 95% CI (:mod:`.forest`);
 * ``bleu_vs_speed.png`` and ``bleu_vs_params.png``: quality against cost, with the Pareto
   front (rows no other row beats on both axes) marked;
 * ``learning_curves.png``: validation BLEU against step, mean line and ± std band per row;
@@ -17,23 +18,11 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ablate.report.aggregate import Row, Sweep, curve
+from ablate.report.figure_style import DPI, SPLIT_COLORS, display_names, group_colors, group_label, save
+from ablate.report.forest import plot_delta_ci
 from ablate.report.significance import Comparison, against_base
-from ablate.report.table import key_labels, show_value
 
-DPI = 130
-SPLIT_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
-
-
-def _group_colors(rows: Sequence[Row]) -> dict[str, str]:
-    """One colour per ablation group; the base is black."""
-    import matplotlib
-
-    cmap = matplotlib.colormaps["tab10"]
-    groups = [r.group for r in rows if not r.is_base]
-    unique = list(dict.fromkeys(groups))
-    colors = {g: matplotlib.colors.to_hex(cmap(i % 10)) for i, g in enumerate(unique)}
-    colors.update({r.group: "#000000" for r in rows if r.is_base})
-    return colors
+__all__ = ["display_names", "plot_all", "plot_delta_ci"]
 
 
 def test_metric(sweep: Sweep) -> tuple[str, str]:
@@ -58,27 +47,6 @@ def pareto_front(xs: Sequence[float], ys: Sequence[float], maximize_x: bool) -> 
         if not dominated:
             front.append(i)
     return sorted(front, key=lambda i: xs[i])
-
-
-def display_names(sweep: Sweep) -> dict[str, str]:
-    """Short row names for figures: variant names as they are, else ``h=8`` for ``model.heads=8``."""
-    labels = dict(zip(sweep.keys, key_labels(sweep.keys)))
-    names = {}
-    for r in sweep.rows:
-        if sweep.uses_variants or r.is_base or not r.changed:
-            names[r.name] = r.name
-        else:
-            names[r.name] = ", ".join(f"{labels[k]}={show_value(r.settings[k])}" for k in r.changed)
-    return names
-
-
-def _group_label(row: Row, sweep: Sweep) -> str:
-    if row.is_base:
-        return "base"
-    if sweep.uses_variants:
-        return f"group {row.group}"
-    labels = dict(zip(sweep.keys, key_labels(sweep.keys)))
-    return "varying " + "+".join(labels[k] for k in row.changed)
 
 
 def _std(row: Row, key: str) -> float:
@@ -158,7 +126,7 @@ def plot_test_bleu(
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
     ax.legend(title="test split", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_quality_cost(sweep: Sweep, path: Path, cost: str) -> Optional[Path]:
@@ -172,12 +140,12 @@ def plot_quality_cost(sweep: Sweep, path: Path, cost: str) -> Optional[Path]:
         return None
     xs = [r.stats[cost].mean * scale for r in rows]
     ys = [r.stats[key].mean for r in rows]
-    colors = _group_colors(rows)
+    colors = group_colors(rows)
     fig = Figure(figsize=(7.0, 4.8), dpi=DPI)
     ax = fig.add_subplot()
     seen = set()
     for r, x, y in zip(rows, xs, ys):
-        label = None if r.group in seen else _group_label(r, sweep)
+        label = None if r.group in seen else group_label(r, sweep)
         seen.add(r.group)
         ax.errorbar(
             x,
@@ -202,7 +170,7 @@ def plot_quality_cost(sweep: Sweep, path: Path, cost: str) -> Optional[Path]:
     ax.set_title(f"Quality vs {'training speed' if speed else 'model size'} (mean ± std over seeds)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def _place_labels(ax, xs: Sequence[float], ys: Sequence[float], names: Sequence[str], size: float = 8.0) -> None:
@@ -249,7 +217,7 @@ def plot_learning_curves(sweep: Sweep, path: Path, metric: str = "val/bleu") -> 
     else:
         panels = [
             (
-                _group_label(next(c[0] for c in curves if c[0].group == g), sweep),
+                group_label(next(c[0] for c in curves if c[0].group == g), sweep),
                 base + [c for c in curves if c[0].group == g],
             )
             for g in groups
@@ -270,7 +238,7 @@ def plot_learning_curves(sweep: Sweep, path: Path, metric: str = "val/bleu") -> 
     for ax in axes[:, 0]:
         ax.set_ylabel("validation BLEU")
     fig.suptitle("Learning curves: validation BLEU (mean, shaded ± std over seeds)", fontsize=10)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def _draw_curves(ax, members, names: dict[str, str]) -> None:
@@ -331,7 +299,7 @@ def plot_bleu_by_length(sweep: Sweep, path: Path) -> Optional[Path]:
     ax.set_title("BLEU by sentence length (mean, shaded ± std over seeds)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
@@ -346,15 +314,10 @@ def plot_all(
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [
         plot_test_bleu(sweep, out_dir / f"test_bleu.{fmt}", comparisons, alpha),
+        plot_delta_ci(sweep, out_dir / f"delta_ci.{fmt}", comparisons, alpha),
         plot_quality_cost(sweep, out_dir / f"bleu_vs_speed.{fmt}", "train/tokens_per_sec"),
         plot_quality_cost(sweep, out_dir / f"bleu_vs_params.{fmt}", "params"),
         plot_learning_curves(sweep, out_dir / f"learning_curves.{fmt}"),
         plot_bleu_by_length(sweep, out_dir / f"bleu_by_length.{fmt}"),
     ]
     return [p for p in written if p is not None]
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight")
-    return Path(path)

@@ -1,15 +1,21 @@
-"""Figures: files written, non-trivial, and the Pareto front."""
+"""Figures: files written, non-trivial, the Pareto front, and what they draw (marks, intervals)
+checked against the table and the data rather than against pixels."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
 from matplotlib.image import imread
 
 from ablate.report.aggregate import aggregate
+from ablate.report.figure_style import CAPTION
+from ablate.report.forest import forest_figure, forest_lines
 from ablate.report.plots import pareto_front, plot_all
 from ablate.report.records import collect
 from ablate.report.significance import compare
+from ablate.report.table import MARK, build_table
 
 NAMES = ["test_bleu.png", "bleu_vs_speed.png", "bleu_vs_params.png", "learning_curves.png"]
 
@@ -26,7 +32,8 @@ def test_pareto_front_keeps_only_undominated_points():
 def test_every_figure_is_written_and_has_content(fixture, request, tmp_path):
     sweep = aggregate(collect(str(request.getfixturevalue(fixture))))
     paths = plot_all(sweep, tmp_path / "plots", compare(sweep, n_samples=100))
-    with_hyps = ["bleu_by_length.png"] if fixture == "variant_sweep" else []  # the grid saved no hypotheses
+    # the grid saved no hypotheses: no BLEU by length, no comparisons to draw as a forest plot
+    with_hyps = ["bleu_by_length.png", "delta_ci.png"] if fixture == "variant_sweep" else []
     assert sorted(p.name for p in paths) == sorted(NAMES + with_hyps)
     for path in paths:
         assert path.stat().st_size > 20_000, path.name
@@ -42,3 +49,69 @@ def test_missing_metrics_skip_the_figure_instead_of_failing(variant_sweep, tmp_p
         row.stats.pop("train/tokens_per_sec")  # e.g. runs logged before throughput existed
     paths = plot_all(sweep, tmp_path, None)
     assert "bleu_vs_speed.png" not in [p.name for p in paths] and len(paths) == 4
+
+
+# --------------------------------------------------------------------------------------
+# What the figures draw
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def variant(variant_sweep):
+    """The variant sweep and its comparisons against the base (as ``ablate table`` makes them)."""
+    sweep = aggregate(collect(str(variant_sweep)))
+    return sweep, compare(sweep, n_samples=200)
+
+
+def table_marks(sweep, comparisons, alpha: float = 0.05) -> dict[tuple[str, str], bool]:
+    """``{(row, split): marked}`` for every test-BLEU cell of the table."""
+    table = build_table(sweep, comparisons, alpha)
+    return {
+        (row.name, col.split): cell.mark == MARK
+        for row in table.rows
+        for col, cell in zip(table.columns, row.cells)
+        if col.split and cell.stat is not None
+    }
+
+
+def test_the_forest_plot_marks_exactly_what_the_table_marks(variant):
+    sweep, comparisons = variant
+    lines = forest_lines(sweep, comparisons, 0.05)
+    marks = {k: m for k, m in table_marks(sweep, comparisons).items() if k[0] != sweep.base.name}
+    assert {(ln.row, ln.split): ln.marked for ln in lines} == marks
+    assert any(marks.values()) and not all(marks.values())  # the fixture has both kinds
+    by_key = {(c.row, c.split): c for c in comparisons}
+    for ln in lines:
+        c = by_key[(ln.row, ln.split)]
+        assert (ln.delta, (ln.low, ln.high)) == (c.delta, c.ci)
+    ticks = [t.get_text() for t in forest_figure(sweep, comparisons).axes[0].get_yticklabels()]
+    assert [t.endswith(MARK) for t in ticks] == [ln.marked for ln in lines]
+    assert len(set(ticks)) == len(ticks)  # the two test splits are told apart
+
+
+def test_no_forest_plot_without_comparisons(variant, tmp_path):
+    sweep, _ = variant
+    assert forest_figure(sweep, []) is None
+    assert "delta_ci.png" not in [p.name for p in plot_all(sweep, tmp_path, [])]
+
+
+def test_named_comparisons_are_drawn_against_their_reference_row(variant):
+    sweep, comparisons = variant
+    named = [dataclasses.replace(comparisons[0], reference="A-heads8", row="A-heads1")]
+    (line,) = forest_lines(sweep, named, 0.05)
+    assert line.label.startswith("A-heads1 vs A-heads8")
+    assert "vs reference row" in forest_figure(sweep, named).axes[0].get_xlabel()
+
+
+def caption_text(fig) -> str:
+    return "\n".join(t.get_text() for t in fig.findobj(lambda a: a.get_gid() == CAPTION))
+
+
+def test_a_dagger_on_an_interval_that_holds_zero_is_called_out(variant):
+    sweep, comparisons = variant
+    c = comparisons[0]
+    ci = (min(c.delta, 0.0) - 0.5, max(c.delta, 0.0) + 0.5)  # holds both Δ and 0
+    odd = dataclasses.replace(c, p_value=0.01, p_adjusted=0.01, ci=ci)  # e.g. alpha 0.1, or a bs test
+    fair = [c for c in comparisons if not c.significant(0.05)]
+    assert "Note:" not in caption_text(forest_figure(sweep, fair))
+    assert f"Note: {odd.row}" in caption_text(forest_figure(sweep, [odd]))
