@@ -12,7 +12,7 @@ from matplotlib.image import imread
 from ablate.report.aggregate import aggregate
 from ablate.report.figure_style import CAPTION
 from ablate.report.forest import forest_figure, forest_lines
-from ablate.report.plots import pareto_front, plot_all
+from ablate.report.plots import bleu_bars, bleu_bars_figure, pareto_front, plot_all
 from ablate.report.records import collect
 from ablate.report.significance import compare
 from ablate.report.table import MARK, build_table
@@ -103,15 +103,41 @@ def test_named_comparisons_are_drawn_against_their_reference_row(variant):
     assert "vs reference row" in forest_figure(sweep, named).axes[0].get_xlabel()
 
 
+def test_test_bleu_whiskers_are_the_tables_interval_and_marks(variant):
+    sweep, comparisons = variant
+    bars = bleu_bars(sweep, comparisons, 0.05)
+    vs_base = {(c.row, c.split): c for c in comparisons}
+    marks = table_marks(sweep, comparisons)
+    assert {(b.row, b.split): b.mark == MARK for b in bars} == marks
+    for b in bars:
+        base = sweep.base.stats[f"test_{b.split}/bleu"].mean
+        if b.row == sweep.base.name:
+            assert b.whisker == "none"
+            continue
+        c = vs_base[(b.row, b.split)]
+        assert b.whisker == "ci" and (b.low, b.high) == pytest.approx((base + c.ci[0], base + c.ci[1]))
+        if b.mark:  # a dagger never sits on a whisker that reaches the base
+            assert b.low > base or b.high < base
+
+
+def test_test_bleu_whiskers_are_the_seed_std_without_a_test(variant):
+    sweep, _ = variant
+    for b in bleu_bars(sweep, [], 0.05):
+        st = next(r for r in sweep.rows if r.name == b.row).stats[f"test_{b.split}/bleu"]
+        assert b.whisker == "std" and (b.low, b.high) == pytest.approx((st.mean - st.std, st.mean + st.std))
+        assert b.mark == ""
+
+
 def caption_text(fig) -> str:
     return "\n".join(t.get_text() for t in fig.findobj(lambda a: a.get_gid() == CAPTION))
 
 
-def test_a_dagger_on_an_interval_that_holds_zero_is_called_out(variant):
+def test_a_dagger_on_an_interval_that_reaches_the_base_is_called_out(variant):
     sweep, comparisons = variant
     c = comparisons[0]
     ci = (min(c.delta, 0.0) - 0.5, max(c.delta, 0.0) + 0.5)  # holds both Δ and 0
     odd = dataclasses.replace(c, p_value=0.01, p_adjusted=0.01, ci=ci)  # e.g. alpha 0.1, or a bs test
     fair = [c for c in comparisons if not c.significant(0.05)]
-    assert "Note:" not in caption_text(forest_figure(sweep, fair))
-    assert f"Note: {odd.row}" in caption_text(forest_figure(sweep, [odd]))
+    assert "Note:" not in caption_text(forest_figure(sweep, fair)) + caption_text(bleu_bars_figure(sweep, fair))
+    for fig in (forest_figure(sweep, [odd]), bleu_bars_figure(sweep, [odd])):
+        assert f"Note: {odd.row}" in caption_text(fig)
