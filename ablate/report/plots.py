@@ -6,7 +6,7 @@
 * ``delta_ci.png``: the table's comparisons as a forest plot, Δ and 95% CI (:mod:`.forest`);
 * ``bleu_vs_speed.png`` and ``bleu_vs_params.png``: quality against cost, with the Pareto
   front (rows no other row beats on both axes) marked;
-* ``learning_curves.png``: validation BLEU against step, mean line and ± std band per row;
+* ``learning_curves.png``: validation BLEU against step per row (:mod:`.step_plots`);
 * ``bleu_by_length.png``: test BLEU per source-length bucket, mean line and ± std band per row
   (Bahdanau et al. 2015, Fig. 2).
 """
@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from ablate.report.aggregate import Row, Sweep, curve
+from ablate.report.aggregate import Row, Sweep
 from ablate.report.figure_style import (
     DPI,
     MARKED,
@@ -37,9 +37,10 @@ from ablate.report.figure_style import (
 )
 from ablate.report.forest import plot_delta_ci
 from ablate.report.significance import LEVEL, Comparison, against_base
+from ablate.report.step_plots import plot_learning_curves
 from ablate.report.table import MARK
 
-__all__ = ["display_names", "plot_all", "plot_delta_ci"]
+__all__ = ["display_names", "plot_all", "plot_delta_ci", "plot_learning_curves"]
 
 
 def test_metric(sweep: Sweep) -> tuple[str, str]:
@@ -304,69 +305,6 @@ def _place_labels(ax, xs: Sequence[float], ys: Sequence[float], names: Sequence[
                 break
         taken.append(box)
         ax.annotate(name, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=size)
-
-
-def plot_learning_curves(sweep: Sweep, path: Path, metric: str = "val/bleu") -> Optional[Path]:
-    """Validation BLEU against step: mean line and ± std band over seeds per row.
-
-    Up to six rows share one panel; more rows get one panel per ablation group, each with
-    the base (black) for reference, so no panel holds more than a handful of curves.
-    """
-    curves = [(r, *curve(r, metric)) for r in sweep.rows]
-    curves = [c for c in curves if len(c[1])]
-    if not curves:
-        return None
-    base = [c for c in curves if c[0].is_base]
-    groups = list(dict.fromkeys(c[0].group for c in curves if not c[0].is_base))
-    if len(curves) <= 6 or len(groups) < 2:
-        panels = [("", curves)]
-    else:
-        panels = [
-            (
-                group_label(next(c[0] for c in curves if c[0].group == g), sweep),
-                base + [c for c in curves if c[0].group == g],
-            )
-            for g in groups
-        ]
-    ncols = min(3, len(panels))
-    nrows = -(-len(panels) // ncols)
-    fig = Figure(figsize=(7.0 if ncols == 1 else 4.6 * ncols, 4.8 if nrows == 1 else 3.4 * nrows + 0.6), dpi=DPI)
-    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
-    for ax, (title, members) in zip(axes.flat, panels):
-        _draw_curves(ax, members, display_names(sweep))
-        ax.set_title(title, fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7 if len(panels) > 1 else 8, loc="lower right")
-    for ax in axes.flat[len(panels) :]:
-        ax.set_visible(False)
-    for ax in axes.flat[max(0, len(panels) - ncols) : len(panels)]:  # the lowest panel of each column
-        ax.set_xlabel("training step")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("validation BLEU")
-    fig.suptitle("Learning curves: validation BLEU (mean, shaded ± std over seeds)", fontsize=10)
-    return save(fig, path)
-
-
-def _draw_curves(ax, members, names: dict[str, str]) -> None:
-    import matplotlib
-
-    cmap = matplotlib.colormaps["tab10"]
-    k = 0
-    for row, steps, mean, std in members:
-        if row.is_base:
-            color, lw = "#000000", 2.2
-        else:
-            color, lw = cmap(k % 10), 1.5
-            k += 1
-        ax.plot(
-            steps,
-            mean,
-            color=color,
-            lw=lw,
-            label=f"{names[row.name]} (n={len(row.trials)})",
-            zorder=3 if row.is_base else 2,
-        )
-        ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.15, lw=0)
 
 
 def plot_bleu_by_length(sweep: Sweep, path: Path) -> Optional[Path]:

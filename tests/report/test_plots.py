@@ -4,20 +4,25 @@ checked against the table and the data rather than against pixels."""
 from __future__ import annotations
 
 import dataclasses
+import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 from matplotlib.image import imread
 
-from ablate.report.aggregate import aggregate
+from ablate.report.aggregate import Row, aggregate
 from ablate.report.figure_style import CAPTION
 from ablate.report.forest import forest_figure, forest_lines
 from ablate.report.plots import bleu_bars, bleu_bars_figure, pareto_front, plot_all
 from ablate.report.records import collect
 from ablate.report.significance import compare
+from ablate.report.step_plots import NO_HISTORY, draw_curves, learning_curves_figure
 from ablate.report.table import MARK, build_table
 
 NAMES = ["test_bleu.png", "bleu_vs_speed.png", "bleu_vs_params.png", "learning_curves.png"]
+TABLE3_CPU = Path(__file__).resolve().parents[2] / "results" / "table3-cpu"
 
 
 def test_pareto_front_keeps_only_undominated_points():
@@ -74,6 +79,20 @@ def table_marks(sweep, comparisons, alpha: float = 0.05) -> dict[tuple[str, str]
     }
 
 
+def visible_points(ax) -> int:
+    """Data points one can see on ``ax``: vertices of lines that have a marker, or of lines with two
+    or more vertices and a line style (a one-vertex line without a marker draws nothing)."""
+    caps = {id(cap) for c in ax.containers for cap in c.lines[1]}  # an error bar's ends
+    seen = 0
+    for line in ax.get_lines():
+        if id(line) in caps:
+            continue
+        n = len(line.get_xdata())
+        if line.get_marker() not in (None, "", "None", " ") or (n > 1 and line.get_linestyle() not in ("None", "")):
+            seen += n
+    return seen
+
+
 def test_the_forest_plot_marks_exactly_what_the_table_marks(variant):
     sweep, comparisons = variant
     lines = forest_lines(sweep, comparisons, 0.05)
@@ -126,6 +145,60 @@ def test_test_bleu_whiskers_are_the_seed_std_without_a_test(variant):
         st = next(r for r in sweep.rows if r.name == b.row).stats[f"test_{b.split}/bleu"]
         assert b.whisker == "std" and (b.low, b.high) == pytest.approx((st.mean - st.std, st.mean + st.std))
         assert b.mark == ""
+
+
+def _one_validation(sweep, keep=lambda row: True):
+    """``sweep`` with every trial's history cut to its last validation (none where not ``keep``)."""
+    rows = []
+    for row in sweep.rows:
+        trials = tuple(dataclasses.replace(t, history=t.history[-1:] if keep(row) else ()) for t in row.trials)
+        rows.append(dataclasses.replace(row, trials=trials))
+    return dataclasses.replace(sweep, rows=rows)
+
+
+def test_rows_validated_once_are_drawn_as_markers(variant):
+    sweep = _one_validation(variant[0])
+    fig = learning_curves_figure(sweep)
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    drawn = {c.get_label(): c.lines[0] for c in ax.containers}  # errorbar: (data line, caps, bars)
+    for row in sweep.rows:
+        (label,) = [k for k in drawn if k.startswith(f"{row.name} (n=")]
+        assert list(drawn[label].get_xdata()) == [500]  # the data stay at the step; only the display shifts
+        values = [t.history[0]["val/bleu"] for t in row.trials]
+        assert drawn[label].get_ydata()[0] == pytest.approx(np.mean(values))
+
+
+def test_a_panel_without_any_history_says_so():
+    fig = Figure()
+    ax = fig.add_subplot()
+    empty = np.zeros(0)
+    row = Row("base", "base", {}, (), (), {}, True)
+    draw_curves(ax, [(row, empty, empty, empty)], {row.name: row.name})
+    assert NO_HISTORY in [t.get_text() for t in ax.texts]
+    assert any(NO_HISTORY in t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_rows_without_history_are_listed_not_silently_dropped(variant):
+    sweep = _one_validation(variant[0], keep=lambda row: not row.name.startswith("E"))
+    (ax,) = [a for a in learning_curves_figure(sweep).axes if a.get_visible()]
+    assert any(t.get_text().startswith("E-learned") and NO_HISTORY in t.get_text() for t in ax.get_legend().get_texts())
+
+
+@pytest.mark.skipif(not TABLE3_CPU.is_dir(), reason="results/table3-cpu is not in this checkout")
+def test_the_shipped_table3_cpu_plots_have_a_forest_plot_and_no_empty_panel(tmp_path):
+    sweep = aggregate(collect(str(TABLE3_CPU)))
+    comparisons = compare(sweep, n_samples=200)
+    names = [p.name for p in plot_all(sweep, tmp_path, comparisons)]
+    assert "delta_ci.png" in names
+    panels = [ax for ax in learning_curves_figure(sweep).axes if ax.get_visible()]
+    assert len(panels) == 5  # groups A-E, each with the base
+    for ax in panels:
+        shown = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert visible_points(ax) == len(shown) >= 2  # one marker per row in the legend
+    bars = bleu_bars(sweep, comparisons, 0.05)
+    base = sweep.base.stats[f"test_{bars[0].split}/bleu"].mean
+    assert any(b.mark for b in bars) and all(b.low > base or b.high < base for b in bars if b.mark)
+    assert not any(math.isnan(b.low) for b in bars if b.row != sweep.base.name)
 
 
 def caption_text(fig) -> str:
