@@ -6,7 +6,8 @@
 * ``delta_ci.png``: the table's comparisons as a forest plot, Δ and 95% CI (:mod:`.forest`);
 * ``bleu_vs_speed.png`` and ``bleu_vs_params.png``: quality against cost, with the Pareto
   front (rows no other row beats on both axes) marked;
-* ``learning_curves.png``: validation BLEU against step per row (:mod:`.step_plots`);
+* ``learning_curves.png`` and ``delta_vs_step.png``: validation BLEU against step per row, and
+  each row's Δ vs the base against step (:mod:`.step_plots`);
 * ``bleu_by_length.png``: test BLEU per source-length bucket, mean line and ± std band per row
   (Bahdanau et al. 2015, Fig. 2).
 """
@@ -37,10 +38,10 @@ from ablate.report.figure_style import (
 )
 from ablate.report.forest import plot_delta_ci
 from ablate.report.significance import LEVEL, Comparison, against_base
-from ablate.report.step_plots import plot_learning_curves
+from ablate.report.step_plots import plot_delta_vs_step, plot_learning_curves
 from ablate.report.table import MARK
 
-__all__ = ["display_names", "plot_all", "plot_delta_ci", "plot_learning_curves"]
+__all__ = ["display_names", "plot_all", "plot_delta_ci", "plot_learning_curves", "plot_delta_vs_step"]
 
 
 def test_metric(sweep: Sweep) -> tuple[str, str]:
@@ -362,6 +363,7 @@ def plot_all(
         plot_quality_cost(sweep, out_dir / f"bleu_vs_speed.{fmt}", "train/tokens_per_sec"),
         plot_quality_cost(sweep, out_dir / f"bleu_vs_params.{fmt}", "params"),
         plot_learning_curves(sweep, out_dir / f"learning_curves.{fmt}"),
+        plot_delta_vs_step(sweep, out_dir / f"delta_vs_step.{fmt}"),
         plot_bleu_by_length(sweep, out_dir / f"bleu_by_length.{fmt}"),
     ]
     return [p for p in written if p is not None]

@@ -1,5 +1,5 @@
-"""Figures: files written, non-trivial, the Pareto front, and what they draw (marks, intervals)
-checked against the table and the data rather than against pixels."""
+"""Figures: files written, non-trivial, the Pareto front, and what they draw (marks, whiskers,
+curves) checked against the table and the data rather than against pixels."""
 
 from __future__ import annotations
 
@@ -13,15 +13,16 @@ from matplotlib.figure import Figure
 from matplotlib.image import imread
 
 from ablate.report.aggregate import Row, aggregate
+from ablate.report.budget import delta_curves
 from ablate.report.figure_style import CAPTION
 from ablate.report.forest import forest_figure, forest_lines
 from ablate.report.plots import bleu_bars, bleu_bars_figure, pareto_front, plot_all
 from ablate.report.records import collect
 from ablate.report.significance import compare
-from ablate.report.step_plots import NO_HISTORY, draw_curves, learning_curves_figure
+from ablate.report.step_plots import NO_HISTORY, delta_vs_step_figure, draw_curves, learning_curves_figure
 from ablate.report.table import MARK, build_table
 
-NAMES = ["test_bleu.png", "bleu_vs_speed.png", "bleu_vs_params.png", "learning_curves.png"]
+NAMES = ["test_bleu.png", "bleu_vs_speed.png", "bleu_vs_params.png", "learning_curves.png", "delta_vs_step.png"]
 TABLE3_CPU = Path(__file__).resolve().parents[2] / "results" / "table3-cpu"
 
 
@@ -53,7 +54,7 @@ def test_missing_metrics_skip_the_figure_instead_of_failing(variant_sweep, tmp_p
     for row in sweep.rows:
         row.stats.pop("train/tokens_per_sec")  # e.g. runs logged before throughput existed
     paths = plot_all(sweep, tmp_path, None)
-    assert "bleu_vs_speed.png" not in [p.name for p in paths] and len(paths) == 4
+    assert "bleu_vs_speed.png" not in [p.name for p in paths] and len(paths) == 5
 
 
 # --------------------------------------------------------------------------------------
@@ -184,12 +185,25 @@ def test_rows_without_history_are_listed_not_silently_dropped(variant):
     assert any(t.get_text().startswith("E-learned") and NO_HISTORY in t.get_text() for t in ax.get_legend().get_texts())
 
 
+def test_delta_vs_step_draws_the_budget_curves(variant, tmp_path):
+    sweep, _ = variant
+    fig = delta_vs_step_figure(sweep)
+    bleu = delta_curves(sweep, "val/bleu")
+    lines = [ln for ln in fig.axes[0].get_lines() if not ln.get_label().startswith("_")]  # not the line at 0
+    drawn = {ln.get_label().split(" (")[0]: ln for ln in lines}
+    assert set(drawn) == {c.row for c in bleu.curves}
+    for c in bleu.curves:
+        np.testing.assert_allclose(drawn[c.row].get_ydata(), c.mean)
+    assert delta_vs_step_figure(_one_validation(sweep)) is None  # one step per row: nothing to show over steps
+    assert "delta_vs_step.png" not in [p.name for p in plot_all(_one_validation(sweep), tmp_path, [])]
+
+
 @pytest.mark.skipif(not TABLE3_CPU.is_dir(), reason="results/table3-cpu is not in this checkout")
 def test_the_shipped_table3_cpu_plots_have_a_forest_plot_and_no_empty_panel(tmp_path):
     sweep = aggregate(collect(str(TABLE3_CPU)))
     comparisons = compare(sweep, n_samples=200)
     names = [p.name for p in plot_all(sweep, tmp_path, comparisons)]
-    assert "delta_ci.png" in names
+    assert "delta_ci.png" in names and "delta_vs_step.png" not in names  # validated once per trial
     panels = [ax for ax in learning_curves_figure(sweep).axes if ax.get_visible()]
     assert len(panels) == 5  # groups A-E, each with the base
     for ax in panels:
