@@ -206,7 +206,8 @@ def plot_command(
     with_significance: bool = SIGNIFICANCE,
     fmt: FigureFormat = typer.Option(FigureFormat.png, "--format", help="png, or pdf / svg (vector, for papers)."),
 ) -> None:
-    """Figures: test BLEU per variant, BLEU vs tokens/s and parameters, learning curves, BLEU by length."""
+    """Figures: test BLEU per variant, Δ and 95% CI per comparison, BLEU vs tokens/s and parameters, learning
+    curves, Δ vs the base per training step, BLEU by length."""
     for path in make_plots(source, out, alpha, with_significance, fmt=fmt.value):
         print(path)
 

@@ -1,39 +1,47 @@
 """Figures of a sweep (matplotlib, no pyplot state): PNGs a person reads at a glance.
 
-* ``test_bleu.png``: test BLEU per row, mean with ± std error bars over seeds (bars);
+* ``test_bleu.png``: test BLEU per row (horizontal bars, one per test split), whiskers the 95% CI
+  of the row's Δ vs the base placed on the base's mean (± std over seeds without a test), † as
+  in the table;
+* ``delta_ci.png``: the table's comparisons as a forest plot, Δ and 95% CI (:mod:`.forest`);
 * ``bleu_vs_speed.png`` and ``bleu_vs_params.png``: quality against cost, with the Pareto
   front (rows no other row beats on both axes) marked;
-* ``learning_curves.png``: validation BLEU against step, mean line and ± std band per row;
+* ``learning_curves.png`` and ``delta_vs_step.png``: validation BLEU against step per row, and
+  each row's Δ vs the base against step (:mod:`.step_plots`);
 * ``bleu_by_length.png``: test BLEU per source-length bucket, mean line and ± std band per row
   (Bahdanau et al. 2015, Fig. 2).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from ablate.report.aggregate import Row, Sweep, curve
-from ablate.report.significance import Comparison, against_base
-from ablate.report.table import key_labels, show_value
+from ablate.report.aggregate import Row, Sweep
+from ablate.report.figure_style import (
+    DPI,
+    MARKED,
+    SPLIT_COLORS,
+    caption,
+    describe_test,
+    display_names,
+    group_colors,
+    group_label,
+    row_height,
+    save,
+    tick_size,
+)
+from ablate.report.forest import plot_delta_ci
+from ablate.report.significance import LEVEL, Comparison, against_base
+from ablate.report.step_plots import plot_delta_vs_step, plot_learning_curves
+from ablate.report.table import MARK
 
-DPI = 130
-SPLIT_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
-
-
-def _group_colors(rows: Sequence[Row]) -> dict[str, str]:
-    """One colour per ablation group; the base is black."""
-    import matplotlib
-
-    cmap = matplotlib.colormaps["tab10"]
-    groups = [r.group for r in rows if not r.is_base]
-    unique = list(dict.fromkeys(groups))
-    colors = {g: matplotlib.colors.to_hex(cmap(i % 10)) for i, g in enumerate(unique)}
-    colors.update({r.group: "#000000" for r in rows if r.is_base})
-    return colors
+__all__ = ["display_names", "plot_all", "plot_delta_ci", "plot_learning_curves", "plot_delta_vs_step"]
 
 
 def test_metric(sweep: Sweep) -> tuple[str, str]:
@@ -60,105 +68,173 @@ def pareto_front(xs: Sequence[float], ys: Sequence[float], maximize_x: bool) -> 
     return sorted(front, key=lambda i: xs[i])
 
 
-def display_names(sweep: Sweep) -> dict[str, str]:
-    """Short row names for figures: variant names as they are, else ``h=8`` for ``model.heads=8``."""
-    labels = dict(zip(sweep.keys, key_labels(sweep.keys)))
-    names = {}
-    for r in sweep.rows:
-        if sweep.uses_variants or r.is_base or not r.changed:
-            names[r.name] = r.name
-        else:
-            names[r.name] = ", ".join(f"{labels[k]}={show_value(r.settings[k])}" for k in r.changed)
-    return names
-
-
-def _group_label(row: Row, sweep: Sweep) -> str:
-    if row.is_base:
-        return "base"
-    if sweep.uses_variants:
-        return f"group {row.group}"
-    labels = dict(zip(sweep.keys, key_labels(sweep.keys)))
-    return "varying " + "+".join(labels[k] for k in row.changed)
-
-
 def _std(row: Row, key: str) -> float:
     st = row.stats.get(key)
     return 0.0 if st is None or st.std is None else st.std
 
 
-def plot_test_bleu(
-    sweep: Sweep, path: Path, comparisons: Optional[list[Comparison]] = None, alpha: float = 0.05
-) -> Optional[Path]:
-    """Bars of test BLEU per row (one bar per test split), ± std over seeds; † = Holm p < alpha vs base."""
+@dataclass(frozen=True)
+class Bar:
+    """One bar of ``test_bleu.png`` and its whisker.
+
+    Attributes:
+        row, split: the row's name and the test split (None: the only ``test/bleu``).
+        mean: mean over seeds of the row's test BLEU (the bar).
+        low, high: the whisker's ends (nan: no whisker), as ``whisker`` says.
+        center: where the whisker is centred: ``mean``, or for ``ci`` the base's mean + Δ (the
+            bar's end too, unless the runs' summary BLEU differs from their saved hypotheses').
+        whisker: ``ci``: the base's mean + the 95% CI of the row's Δ vs the base (the comparison
+            the table's † is about), so it crosses the base's mean exactly where the CI holds 0;
+            ``std``: mean ± std over seeds (no comparisons made); ``none``.
+        mark: the table's † for this row and split, from the same comparison.
+    """
+
+    row: str
+    split: Optional[str]
+    mean: float
+    low: float
+    high: float
+    center: float
+    whisker: str
+    mark: str = ""
+
+
+def bleu_bars(sweep: Sweep, comparisons: Sequence[Comparison] = (), alpha: float = 0.05) -> list[Bar]:
+    """The bars of :func:`plot_test_bleu`, rows in table order, each row's splits together."""
     splits = sweep.test_splits
-    keys = [(f"test_{s}/bleu", s) for s in splits] or [("test/bleu", None)]
-    rows = [r for r in sweep.rows if any(k in r.stats for k, _ in keys)]
-    if not rows:
-        return None
-    comparisons = against_base(comparisons or [], sweep)
-    fig = Figure(figsize=(min(14.0, max(6.5, 0.5 * len(rows) * len(keys) + 2.5)), 4.8), dpi=DPI)
-    ax = fig.add_subplot()
-    width = 0.8 / len(keys)
-    x = np.arange(len(rows))
-    lows, highs = [], []
-    for j, (key, split) in enumerate(keys):
-        means = np.array([r.stats[key].mean if key in r.stats else np.nan for r in rows])
-        stds = np.array([_std(r, key) for r in rows])
-        pos = x - 0.4 + width * (j + 0.5)
-        ax.bar(
-            pos,
-            means,
-            width * 0.92,
-            yerr=stds,
-            capsize=3,
-            color=SPLIT_COLORS[j % len(SPLIT_COLORS)],
-            label=split or "test",
-            error_kw={"elinewidth": 1, "ecolor": "#333333"},
-        )
-        for p, m, s, r in zip(pos, means, stds, rows):
-            if np.isnan(m):
+    keys = [(_key(s), s) for s in splits] or [(_key(None), None)]
+    vs_base = against_base(comparisons, sweep)
+    tested = sorted({s for (_, s) in vs_base})
+    use_ci = any(c.tested for c in vs_base.values())
+    bars = []
+    for row in sweep.rows:
+        for key, split in keys:
+            if key not in row.stats:
                 continue
-            comp = comparisons.get((r.name, split)) if split else None
-            mark = "†" if comp is not None and comp.significant(alpha) else ""
-            ax.annotate(
-                f"{m:.1f}{mark}",
-                (p, m + s),
-                xytext=(0, 3),
-                textcoords="offset points",
-                ha="center",
-                va="bottom",
-                fontsize=8 if len(rows) * len(keys) <= 16 else 6.5,
-            )
-        lows.append(np.nanmin(means - stds))
-        highs.append(np.nanmax(means + stds))
-    base_key = keys[0][0]
-    if base_key in sweep.base.stats:
-        ax.axhline(
-            sweep.base.stats[base_key].mean, color="#555555", ls="--", lw=1, label=f"base ({keys[0][1] or 'test'})"
+            mean = row.stats[key].mean
+            # as the table: the plain test/bleu column is tested on the one split with hypotheses
+            comp = vs_base.get((row.name, split or (tested[0] if len(tested) == 1 else "")))
+            mark = MARK if comp is not None and comp.significant(alpha) else ""
+            base = sweep.base.stats.get(key)
+            if use_ci and comp is not None and comp.tested and base is not None:
+                low, high = base.mean + comp.ci[0], base.mean + comp.ci[1]
+                bars.append(Bar(row.name, split, mean, low, high, base.mean + comp.delta, "ci", mark))
+            elif use_ci or row.stats[key].std is None:
+                bars.append(Bar(row.name, split, mean, math.nan, math.nan, mean, "none", mark))
+            else:
+                std = row.stats[key].std
+                bars.append(Bar(row.name, split, mean, mean - std, mean + std, mean, "std", mark))
+    return bars
+
+
+def bleu_bars_figure(sweep: Sweep, comparisons: Sequence[Comparison] = (), alpha: float = 0.05) -> Optional[Figure]:
+    """Horizontal bars of test BLEU per row (one per test split); None when no row has test BLEU."""
+    bars = bleu_bars(sweep, comparisons, alpha)
+    if not bars:
+        return None
+    rows = list(dict.fromkeys(b.row for b in bars))
+    splits = list(dict.fromkeys(b.split for b in bars))
+    by_name = {r.name: r for r in sweep.rows}
+    lines = len(rows) * (1 if len(splits) == 1 else 0.55 * len(splits) + 0.45)
+    fig = Figure(figsize=(8.0, row_height(round(lines), 0.3, 2.6)), dpi=DPI)
+    ax = fig.add_subplot()
+    thick = 0.8 / len(splits)
+    size = tick_size(len(rows) * len(splits))
+    ends = [v for b in bars for v in (b.mean, b.low, b.high) if not math.isnan(v)]
+    lo, hi = min(ends), max(ends)
+    pad = max(0.5, 0.08 * (hi - lo))
+    left = max(0.0, math.floor(lo - 2 * pad))
+    for j, split in enumerate(splits):
+        mine = [b for b in bars if b.split == split]
+        pos = np.array([rows.index(b.row) for b in mine]) - 0.4 + thick * (j + 0.5)
+        color = SPLIT_COLORS[j % len(SPLIT_COLORS)]
+        ax.barh(
+            pos, [b.mean - left for b in mine], thick * 0.9, left=left, color=color, alpha=0.8, label=split or "test"
         )
-    lo, hi = min(lows), max(highs)
-    pad = max(0.5, 0.15 * (hi - lo))
-    bottom = max(0.0, lo - 2 * pad)
-    ax.set_ylim(bottom, hi + 1.5 * pad)
-    names = display_names(sweep)
-    tilt = len(rows) > 6 or max(len(names[r.name]) for r in rows) * len(rows) > 60
-    ax.set_xticks(
-        x,
-        [f"{names[r.name]}\n(n={len(r.trials)})" for r in rows],
-        rotation=30 if tilt else 0,
-        ha="right" if tilt else "center",
-        fontsize=8,
+        for p, b in zip(pos, mine):
+            end = b.mean
+            if b.whisker != "none":
+                ax.errorbar(
+                    b.center,
+                    p,
+                    xerr=[[b.center - b.low], [b.high - b.center]],
+                    fmt="none",
+                    ecolor="#222222",
+                    elinewidth=1.1,
+                    capsize=3,
+                )
+                end = max(b.high, b.mean)
+            ax.annotate(
+                f"{b.mean:.1f}{b.mark}",
+                (end, p),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=size - 0.5,
+                color=MARKED if b.mark else "#000000",
+                bbox={"fc": "white", "ec": "none", "pad": 0.6, "alpha": 0.85},
+                zorder=4,
+            )
+        base = next((b for b in mine if b.row == sweep.base.name), None)
+        if base is not None:
+            ax.axvline(base.mean, color=color if len(splits) > 1 else "#555555", ls="--", lw=1, zorder=1)
+    ax.set_yticks(
+        range(len(rows)), [f"{display_names(sweep)[r]} (n={len(by_name[r].trials)})" for r in rows], fontsize=size
     )
-    ax.set_ylabel("BLEU" if bottom == 0 else f"BLEU (axis starts at {bottom:.0f})")
-    ax.set_xlabel("configuration (n = seeds)")
-    title = "Test BLEU per configuration (mean ± std over seeds)"
-    if any(c.significant(alpha) for c in comparisons.values()):
-        title += f"\n† Holm-adjusted p < {alpha:g} vs base (paired test over sentences, seeds together)"
-    ax.set_title(title, fontsize=10)
-    ax.grid(axis="y", alpha=0.3)
+    for tick, r in zip(ax.get_yticklabels(), rows):
+        tick.set_color(MARKED if any(b.mark for b in bars if b.row == r) else "#000000")
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(left, hi + 3 * pad)
+    what = "test BLEU" + (f" ({splits[0]})" if len(splits) == 1 and splits[0] else "")
+    ax.set_xlabel(what if left == 0 else f"{what}, axis starts at {left:g}", fontsize=9)
+    ax.set_title("Test BLEU per configuration (bar: mean over seeds; n = seeds)", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
-    ax.legend(title="test split", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _save(fig, path)
+    if len(splits) > 1:
+        ax.legend(title="test split", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    caption(ax, _bar_caption(bars, comparisons, sweep, alpha), gap=32)
+    return fig
+
+
+def _bar_caption(bars: Sequence[Bar], comparisons: Sequence[Comparison], sweep: Sweep, alpha: float) -> list[str]:
+    kinds = {b.whisker for b in bars}
+    lines = ["Dashed line: the base's mean."]
+    if "ci" in kinds:
+        lines.append(
+            f"Whiskers: the base's mean + the {LEVEL:.0%} CI of the row's Δ vs the base ({describe_test(comparisons)}"
+            " test), so a whisker that crosses the dashed line is a CI that includes Δ = 0; no whisker: the base "
+            "(the reference) or a row not tested against it."
+        )
+        tested = sum(c.tested for c in comparisons)
+        lines.append(
+            f"{MARK} (red): Holm-adjusted p < {alpha:g} vs the base over the table's {tested} tested comparisons, "
+            f"as in the table; the CIs are not adjusted, so one can exclude the base without a {MARK}."
+        )
+        odd = [
+            b.row
+            for b in bars
+            if b.mark and b.whisker == "ci" and b.low <= sweep.base.stats[_key(b.split)].mean <= b.high
+        ]
+        if odd:  # possible only where alpha > 1 - LEVEL, or for a test whose p-value is not its CI's (bs, ar)
+            lines.append(
+                f"Note: {', '.join(odd)}: {MARK} from the test's p-value although the {LEVEL:.0%} CI reaches the base "
+                f"(alpha = {alpha:g}; {describe_test(comparisons)} test)."
+            )
+    elif "std" in kinds:
+        lines.append("Whiskers: ± std over seeds (no significance test was run).")
+    return lines
+
+
+def _key(split: Optional[str]) -> str:
+    return f"test_{split}/bleu" if split else "test/bleu"
+
+
+def plot_test_bleu(
+    sweep: Sweep, path: Path, comparisons: Optional[Sequence[Comparison]] = None, alpha: float = 0.05
+) -> Optional[Path]:
+    """Write :func:`bleu_bars_figure` to ``path``; None when no row has test BLEU."""
+    fig = bleu_bars_figure(sweep, list(comparisons or []), alpha)
+    return None if fig is None else save(fig, path)
 
 
 def plot_quality_cost(sweep: Sweep, path: Path, cost: str) -> Optional[Path]:
@@ -172,12 +248,12 @@ def plot_quality_cost(sweep: Sweep, path: Path, cost: str) -> Optional[Path]:
         return None
     xs = [r.stats[cost].mean * scale for r in rows]
     ys = [r.stats[key].mean for r in rows]
-    colors = _group_colors(rows)
+    colors = group_colors(rows)
     fig = Figure(figsize=(7.0, 4.8), dpi=DPI)
     ax = fig.add_subplot()
     seen = set()
     for r, x, y in zip(rows, xs, ys):
-        label = None if r.group in seen else _group_label(r, sweep)
+        label = None if r.group in seen else group_label(r, sweep)
         seen.add(r.group)
         ax.errorbar(
             x,
@@ -202,7 +278,7 @@ def plot_quality_cost(sweep: Sweep, path: Path, cost: str) -> Optional[Path]:
     ax.set_title(f"Quality vs {'training speed' if speed else 'model size'} (mean ± std over seeds)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def _place_labels(ax, xs: Sequence[float], ys: Sequence[float], names: Sequence[str], size: float = 8.0) -> None:
@@ -230,69 +306,6 @@ def _place_labels(ax, xs: Sequence[float], ys: Sequence[float], names: Sequence[
                 break
         taken.append(box)
         ax.annotate(name, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=size)
-
-
-def plot_learning_curves(sweep: Sweep, path: Path, metric: str = "val/bleu") -> Optional[Path]:
-    """Validation BLEU against step: mean line and ± std band over seeds per row.
-
-    Up to six rows share one panel; more rows get one panel per ablation group, each with
-    the base (black) for reference, so no panel holds more than a handful of curves.
-    """
-    curves = [(r, *curve(r, metric)) for r in sweep.rows]
-    curves = [c for c in curves if len(c[1])]
-    if not curves:
-        return None
-    base = [c for c in curves if c[0].is_base]
-    groups = list(dict.fromkeys(c[0].group for c in curves if not c[0].is_base))
-    if len(curves) <= 6 or len(groups) < 2:
-        panels = [("", curves)]
-    else:
-        panels = [
-            (
-                _group_label(next(c[0] for c in curves if c[0].group == g), sweep),
-                base + [c for c in curves if c[0].group == g],
-            )
-            for g in groups
-        ]
-    ncols = min(3, len(panels))
-    nrows = -(-len(panels) // ncols)
-    fig = Figure(figsize=(7.0 if ncols == 1 else 4.6 * ncols, 4.8 if nrows == 1 else 3.4 * nrows + 0.6), dpi=DPI)
-    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
-    for ax, (title, members) in zip(axes.flat, panels):
-        _draw_curves(ax, members, display_names(sweep))
-        ax.set_title(title, fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7 if len(panels) > 1 else 8, loc="lower right")
-    for ax in axes.flat[len(panels) :]:
-        ax.set_visible(False)
-    for ax in axes.flat[max(0, len(panels) - ncols) : len(panels)]:  # the lowest panel of each column
-        ax.set_xlabel("training step")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("validation BLEU")
-    fig.suptitle("Learning curves: validation BLEU (mean, shaded ± std over seeds)", fontsize=10)
-    return _save(fig, path)
-
-
-def _draw_curves(ax, members, names: dict[str, str]) -> None:
-    import matplotlib
-
-    cmap = matplotlib.colormaps["tab10"]
-    k = 0
-    for row, steps, mean, std in members:
-        if row.is_base:
-            color, lw = "#000000", 2.2
-        else:
-            color, lw = cmap(k % 10), 1.5
-            k += 1
-        ax.plot(
-            steps,
-            mean,
-            color=color,
-            lw=lw,
-            label=f"{names[row.name]} (n={len(row.trials)})",
-            zorder=3 if row.is_base else 2,
-        )
-        ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.15, lw=0)
 
 
 def plot_bleu_by_length(sweep: Sweep, path: Path) -> Optional[Path]:
@@ -331,7 +344,7 @@ def plot_bleu_by_length(sweep: Sweep, path: Path) -> Optional[Path]:
     ax.set_title("BLEU by sentence length (mean, shaded ± std over seeds)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
@@ -346,15 +359,11 @@ def plot_all(
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [
         plot_test_bleu(sweep, out_dir / f"test_bleu.{fmt}", comparisons, alpha),
+        plot_delta_ci(sweep, out_dir / f"delta_ci.{fmt}", comparisons, alpha),
         plot_quality_cost(sweep, out_dir / f"bleu_vs_speed.{fmt}", "train/tokens_per_sec"),
         plot_quality_cost(sweep, out_dir / f"bleu_vs_params.{fmt}", "params"),
         plot_learning_curves(sweep, out_dir / f"learning_curves.{fmt}"),
+        plot_delta_vs_step(sweep, out_dir / f"delta_vs_step.{fmt}"),
         plot_bleu_by_length(sweep, out_dir / f"bleu_by_length.{fmt}"),
     ]
     return [p for p in written if p is not None]
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight")
-    return Path(path)

@@ -39,7 +39,8 @@ def test_table_writes_a_file(variant_sweep, tmp_path):
 def test_plot_writes_pngs(variant_sweep, tmp_path):
     result = runner.invoke(app, ["plot", str(variant_sweep), "--out", str(tmp_path / "figs"), "--no-significance"])
     assert result.exit_code == 0, result.output
-    assert len(list((tmp_path / "figs").glob("*.png"))) == 5
+    names = sorted(p.name for p in (tmp_path / "figs").glob("*.png"))
+    assert len(names) == 6 and "delta_vs_step.png" in names and "delta_ci.png" not in names  # no comparisons made
 
 
 def test_user_errors_are_one_line_without_traceback(tmp_path):
