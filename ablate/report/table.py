@@ -284,6 +284,17 @@ def _unfinished(trial: Trial) -> Unfinished:
     return Unfinished(trial.name, ", ".join(who), trial.status, " ".join(str(reason).split()))
 
 
+def _late_flips(sweep: Sweep) -> list[str]:
+    """Rows whose seed-paired dev BLEU Δ against the base changed sign in the last half of training."""
+    from ablate.report.budget import late_sign_changes
+
+    late = late_sign_changes(sweep, "val/bleu")
+    if not late:
+        return []
+    rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
+    return [f"Budget-dependent: the dev BLEU Δ against the base changed sign in the last half of training for {rows}."]
+
+
 def _footnotes(
     sweep: Sweep, columns: list[Column], comparisons: list[Comparison], alpha: float, test: str, n_samples: int
 ) -> list[str]:
@@ -294,6 +305,7 @@ def _footnotes(
         + ("; its step is column tested step)." if any(c.key == "val/step" for c in columns) else ").")
     ]
     notes.append(budget_note(sweep))
+    notes += _late_flips(sweep)
     notes += significance_notes(sweep, comparisons, alpha, test, n_samples, any(c.split for c in columns))
     for sig in sweep.signatures:
         notes.append(f"sacreBLEU: {sig}")
