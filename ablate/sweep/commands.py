@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ablate.config import ConfigError, parse_override, valid_keys
 from ablate.errors import AblateError, did_you_mean
@@ -247,8 +248,8 @@ def status(
     styles = {"finished": "green", "failed": "red", "running": "cyan", "interrupted": "yellow", "stopped": "yellow"}
     for t in state.trials:
         row = [
-            t.name,
-            f"[{styles.get(t.status, '')}]{t.status}[/]",
+            Text(t.name),
+            Text(t.status, style=styles.get(t.status, "")),  # pending has no style: never "[]" markup
             f"{t.metric:.4g}" if t.metric is not None else "",
             _num(t.results.get("test/bleu")),
             clock(t.duration_s) if t.duration_s else "",
@@ -258,7 +259,7 @@ def status(
             from ablate.sweep.slurm_job import requeues
 
             row += [f"{t.job_id} {(t.job_state or '').lower()}" if t.job_id else "", str(requeues(out / t.name))]
-        table.add_row(*row, t.error or "")
+        table.add_row(*row, Text(t.error or ""))  # names and errors are text, never markup
     console.print(table)
     live = "a launcher is running" if is_locked(out) else "no launcher running"
     counts = ", ".join(

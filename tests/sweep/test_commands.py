@@ -101,3 +101,21 @@ def test_every_command_and_option_has_help():
         assert command.help, name
         for param in command.params:
             assert getattr(param, "help", None), f"{name} {param.name}"
+
+
+def test_status_of_a_sweep_with_pending_trials_and_bracketed_text(tmp_path, monkeypatch):
+    """A pending trial has no style: the status column once became ``[]pending[/]``, a MarkupError;
+    names and errors are printed as text, so ``[x]`` in them is shown, not parsed."""
+    from ablate.sweep.state import SweepState, Trial, save_state
+
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    trials = [
+        Trial("base-seed=1", {"seed": 1}, status="finished", metric=20.0),
+        Trial("base-seed=2", {"seed": 2}, status="pending"),
+        Trial("odd[/]-seed=1", {"seed": 1}, status="failed", error="bad value [/red] here"),
+    ]
+    save_state(tmp_path, SweepState("tiny", "gone.yaml", "sig", trials=trials))
+    result = invoke("status", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "pending" in result.output and "odd[/]-seed=1" in result.output and "bad value [/red] here" in result.output
+    assert "3 trials: 1 finished, 1 failed, 1 pending" in result.output
