@@ -49,7 +49,9 @@ def _notes(table: Table) -> list[str]:
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+    """A table cell or note on one Markdown line: ``|`` escaped, any line break shown as a space
+    (a newline in a variant name would end the row and split the table)."""
+    return " ".join(text.replace("\\", "\\\\").replace("|", "\\|").splitlines())
 
 
 def to_markdown(table: Table) -> str:

@@ -13,7 +13,6 @@ later stage (aggregation, significance, layout, plots) is source-agnostic:
 
 from __future__ import annotations
 
-import gzip
 import json
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -22,7 +21,8 @@ from typing import Any, Iterable, Optional
 
 from ablate.config import flatten
 from ablate.errors import AblateError
-from ablate.utils.io import read_lines, split_lines
+from ablate.report.saved_texts import TextError, read_texts
+from ablate.report.schema import planned_trials, summary_problem
 
 
 class ReportError(AblateError):
@@ -30,7 +30,10 @@ class ReportError(AblateError):
 
 
 FINISHED = "finished"
+INVALID = "invalid"
+"""A trial whose record cannot be believed (unreadable texts, ill-typed fields); listed with the reason."""
 SUMMARY = "summary.json"
+STATE_FILE = "sweep.json"
 WANDB_PREFIX = "wandb:"
 HYP_ARTIFACT_TYPES = ("hypotheses", "predictions")
 # Keys of the flattened config that never distinguish two configurations.
@@ -120,56 +123,68 @@ def collect(source: str, api: Any = None) -> list[Trial]:
 
 
 def collect_folder(root: Path) -> list[Trial]:
-    """Trials of a sweep output folder: each subfolder with a ``summary.json``, sorted by name."""
+    """Trials of a sweep output folder: each subfolder with a ``summary.json``, sorted by name, then
+    every trial the launcher's ``sweep.json`` plans that has none yet (pending, or started and gone).
+
+    A record that cannot be read or breaks the run record's types (:mod:`ablate.report.schema`) is a
+    trial with status :data:`INVALID` and the reason; one whose summary says running but whose run
+    lock is free (:func:`~ablate.training.run_lock.is_held`: its process was killed) is interrupted.
+    """
+    from ablate.training.run_lock import running_status
+
     if not root.is_dir():
         raise ReportError(f"sweep folder not found: {root} (pass a sweep output folder or wandb:<entity>/<project>)")
     trials = []
-    planned = _sweep_comparisons(root)
+    planned, problem = _sweep_plan(root)
     for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-        path = run_dir / SUMMARY
-        if not path.exists():
+        if not (run_dir / SUMMARY).exists():
             continue
-        try:
-            summary = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(summary, dict):
-                raise ValueError(f"it holds {type(summary).__name__}, not a JSON object")
-            hyps, refs = _read_texts(run_dir / "hyps"), _read_texts(run_dir / "refs")
-            sources = _read_texts(run_dir / "sources")
-        except (OSError, ValueError, EOFError) as err:  # bad UTF-8, a torn .gz
-            trials.append(Trial(run_dir.name, "failed", f"unreadable {SUMMARY}: {str(err).splitlines()[0]}"))
-            continue
-        trial = from_summary(run_dir.name, summary, hyps, refs, sources=sources)
-        trials.append(replace(trial, comparisons=planned.get(run_dir.name)))
+        trial = read_trial(run_dir)
+        trial = replace(trial, status=running_status(run_dir, trial.status))
+        point = planned.get(run_dir.name, {}).get("point", {})
+        trials.append(replace(trial, comparisons=point.get("comparisons")))  # the sweep's, not the config's
+    seen = {t.name for t in trials}
+    for name, t in planned.items():
+        if name not in seen:  # planned, never started or gone before writing a record
+            point = t["point"]
+            status = running_status(root / name, t["status"])
+            seed = {"seed": point["seed"]} if "seed" in point else {}
+            trials.append(Trial(name, status, t["error"], config=seed, variant=_variant_name(point.get("variant"))))
+    if problem:
+        trials.append(Trial(STATE_FILE, INVALID, f"{STATE_FILE}: {problem}; its planned trials are not listed"))
     if not trials:
         raise ReportError(f"no trials in {root}: expected subfolders holding {SUMMARY}")
     return trials
 
 
-def _sweep_comparisons(root: Path) -> dict[str, list]:
-    """Trial name -> the ``comparisons`` of its sweep point, from the launcher's ``sweep.json``."""
+def read_trial(run_dir: Path) -> Trial:
+    """The trial of one run folder; an unreadable or ill-typed record is an :data:`INVALID` trial saying why."""
+    name = run_dir.name
     try:
-        state = json.loads((root / "sweep.json").read_text())
-        return {
-            t["name"]: t["point"]["comparisons"]
-            for t in state.get("trials", [])
-            if isinstance(t.get("point"), dict) and "comparisons" in t["point"]
-        }
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}
+        summary = json.loads((run_dir / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:  # bad UTF-8, not JSON
+        return Trial(name, "failed", f"unreadable {SUMMARY}: {str(err).splitlines()[0]}")
+    problem = summary_problem(summary)
+    if problem:
+        return Trial(name, INVALID, f"{SUMMARY}: {problem}")
+    try:
+        texts = {kind: read_texts(run_dir / kind) for kind in ("hyps", "refs", "sources")}
+    except TextError as err:
+        return Trial(name, INVALID, str(err))
+    return from_summary(name, summary, texts["hyps"], texts["refs"], sources=texts["sources"])
 
 
-def _read_texts(folder: Path) -> dict[str, list[str]]:
-    """``<split>.txt`` files, or gzip'd ``<split>.txt.gz`` (as ``ablate export`` ships them), as lines;
-    only newlines end a line (a hypothesis may hold other Unicode line separators), so line i is
-    always the i-th sentence."""
-    if not folder.is_dir():
-        return {}
-    texts = {
-        p.name[: -len(".txt.gz")]: split_lines(gzip.decompress(p.read_bytes()).decode("utf-8"))
-        for p in sorted(folder.glob("*.txt.gz"))
-    }
-    texts.update({p.stem: read_lines(p) for p in sorted(folder.glob("*.txt"))})
-    return texts
+def _sweep_plan(root: Path) -> tuple[dict[str, dict[str, Any]], Optional[str]]:
+    """Trial name -> ``{status, error, point}`` from the launcher's ``sweep.json``, and why it is unusable."""
+    path = root / STATE_FILE
+    if not path.exists():
+        return {}, None
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return {}, f"unreadable ({str(err).splitlines()[0]})"
+    trials, problem = planned_trials(state)
+    return {t["name"]: t for t in trials}, problem
 
 
 def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
@@ -320,8 +335,9 @@ def collect_wandb(path: str, api: Any = None) -> list[Trial]:
 
 def from_wandb_run(run: Any) -> Trial:
     """A :class:`Trial` from an object shaped like ``wandb.apis.public.Run``."""
-    summary = _plain(run.summary)
-    config = _plain(run.config)
+    summary, config = _plain(run.summary), _plain(run.config)
+    if not isinstance(summary, dict) or not isinstance(config, dict):
+        return Trial(str(run.name), INVALID, "W&B run: its summary or config is not a mapping")
     status = summary.get("status") or _STATES.get(str(run.state).lower(), str(run.state))
     if "variant" not in summary and config.get("variant") is not None:
         summary["variant"] = config["variant"]
@@ -329,7 +345,13 @@ def from_wandb_run(run: Any) -> Trial:
         summary["history"] = _wandb_history(run)
     if not summary.get("sweep") and getattr(run, "group", None):
         summary["sweep"] = {"name": run.group}
-    hyps, refs, sources = _wandb_texts(run, _test_splits(summary))
+    problem = summary_problem(summary)
+    if problem:
+        return Trial(str(run.name), INVALID, f"W&B summary: {problem}")
+    try:
+        hyps, refs, sources = _wandb_texts(run, _test_splits(summary))
+    except TextError as err:
+        return Trial(str(run.name), INVALID, f"W&B files: {err}")
     return from_summary(run.name, summary, hyps, refs, config=config, status=status, sources=sources)
 
 
@@ -347,10 +369,8 @@ def _wandb_history(run: Any) -> list[dict[str, float]]:
         step = next((row[k] for k in ("step", "trainer/global_step", "_step") if row.get(k) is not None), None)
         if step is None:
             continue
-        record = {"step": int(step), "val/bleu": float(row["val/bleu"])}
-        if row.get("val/ppl") is not None:
-            record["val/ppl"] = float(row["val/ppl"])
-        history.append(record)
+        record = {"step": step, **{k: row[k] for k in ("val/bleu", "val/ppl") if row.get(k) is not None}}
+        history.append(record)  # checked with the summary (schema.history_problem)
     return history
 
 
@@ -377,4 +397,4 @@ def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, list[str]],
                         break
             except Exception:  # noqa: BLE001
                 pass
-        return _read_texts(root / "hyps"), _read_texts(root / "refs"), _read_texts(root / "sources")
+        return read_texts(root / "hyps"), read_texts(root / "refs"), read_texts(root / "sources")

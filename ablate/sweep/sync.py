@@ -4,7 +4,8 @@ A trial's offline runs are ``<trial>/wandb/offline-run-*/run-<id>.wandb`` (a res
 one per attempt, all with the same run id; W&B joins them). ``wandb sync`` marks each record
 log it uploaded with a ``run-<id>.wandb.synced`` file beside it; those are skipped, so running
 the command again uploads only what is new. Trials still running are left for later (syncing
-half a run would mark it synced and lose the rest).
+half a run would mark it synced and lose the rest); a trial whose summary says running but whose
+run lock is free was killed (:func:`ablate.training.run_lock.is_held`), and is synced like any other.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ablate.errors import AblateError
+from ablate.training.run_lock import running_status
 from ablate.utils.io import read_json
 
 
@@ -54,7 +56,8 @@ def plan(folder: str | Path) -> SyncPlan:
         logs = sorted(trial.glob("wandb/offline-run-*/run-*.wandb"))
         if not logs:
             continue
-        if (read_json(trial / "summary.json") or {}).get("status") == "running":
+        status = str((read_json(trial / "summary.json") or {}).get("status"))
+        if running_status(trial, status) == "running":  # a free run lock: killed, so its logs are whole
             out.running.append(trial)
             continue
         for log in logs:

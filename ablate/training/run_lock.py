@@ -3,7 +3,9 @@
 Two ``ablate train --run-dir same`` at once would share the temporary checkpoint file and write
 two W&B runs with one id. The lock is an ``flock`` on an open file, so the kernel drops it when
 the holder dies, even by SIGKILL: a lock left by a dead process (its file still names it) is
-simply taken over. The file holds ``pid@host`` of the holder, for the refusal message.
+simply taken over. The file holds ``pid@host`` of the holder, for the refusal message. Readers
+(``ablate table``, ``ablate sync``) ask :func:`is_held` whether a record that says ``running`` still
+has a live holder: a free lock means its process died, so the run is interrupted.
 
 Taking the lock is also the first write into the folder, so a run folder that cannot be written
 (an existing file, a read-only file system) fails here, before any data is prepared.
@@ -86,3 +88,25 @@ class RunLock:
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
+
+
+def is_held(run_dir: Path) -> Optional[bool]:
+    """Whether a live process holds ``run_dir``'s lock: True; False when the lock is free (its holder
+    ended, or was killed, even by SIGKILL); None when there is no lock file (an older run, or a record
+    copied from elsewhere), so liveness cannot be told. Never creates or changes the file."""
+    try:
+        fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock this call took
+    return False
+
+
+def running_status(run_dir: Path, status: str) -> str:
+    """A record's status with liveness from the lock: ``running`` whose lock is free is ``interrupted``."""
+    return "interrupted" if status == "running" and is_held(run_dir) is False else status
