@@ -23,6 +23,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from ablate.report.records import ReportError, Trial
+from ablate.report.validation import cell_disagreements, check_one_config, check_trials, distinct_seeds
 
 BASE = "base"
 _MISSING = "<unset>"
@@ -121,9 +122,11 @@ class Sweep:
         name: the sweep (or W&B group) name, if known.
         keys: the varying hyperparameters shown as columns, dotted, in column order.
         rows: table rows, base first, then grouped by ablation.
-        unfinished: failed, interrupted or still-running trials, listed under the table.
+        unfinished: failed, interrupted, running, pending, invalid and excluded trials, listed under the table.
         uses_variants: rows are named variants rather than parameter combinations.
         comparisons: the sweep's named comparisons ``[(key, values or None)]``, or None.
+        disagreements: trials whose summary's test BLEU is not their hypotheses' (see
+            :func:`ablate.report.validation.cell_disagreements`), one line each.
     """
 
     name: Optional[str]
@@ -132,6 +135,7 @@ class Sweep:
     unfinished: list[Trial]
     uses_variants: bool
     comparisons: Optional[list[tuple[str, Optional[list[Any]]]]] = None
+    disagreements: list[str] = field(default_factory=list)
 
     @property
     def base(self) -> Row:
@@ -165,9 +169,13 @@ def value_order(value: Any) -> tuple:
 def aggregate(trials: Sequence[Trial]) -> Sweep:
     """Rows of the table from the trials of one sweep.
 
+    Trials go through :mod:`ablate.report.validation` first: those a cell or the † test could not
+    use, and a seed's second run in a row, are left out and listed with the reason.
+
     Raises:
-        ReportError: no trial finished.
+        ReportError: no trial finished, or a row's trials differ in config.
     """
+    trials = check_trials(trials)
     done = [t for t in trials if t.finished]
     unfinished = [t for t in trials if not t.finished]
     if not done:
@@ -179,6 +187,11 @@ def aggregate(trials: Sequence[Trial]) -> Sweep:
     for t in done:
         ident = t.variant if uses_variants and t.variant else tuple(t.config.get(k, _MISSING) for k in candidates)
         groups.setdefault(ident, []).append(t)
+    for ident, ts in groups.items():
+        label = ident if isinstance(ident, str) else ", ".join(f"{k}={_show(v)}" for k, v in zip(candidates, ident))
+        check_one_config(label or BASE, ts)
+        groups[ident], repeats = distinct_seeds(label or BASE, ts)
+        unfinished += repeats
     declared = {ident: _row_config(ts) for ident, ts in groups.items()}
     configs = {ident: _with_resolved(declared[ident], ts) for ident, ts in groups.items()}
     keys = sorted(
@@ -224,7 +237,8 @@ def aggregate(trials: Sequence[Trial]) -> Sweep:
         rows.append(Row(name, group, s, changed, ts, stats, is_base, declared[ident]))
     rows.sort(key=lambda r: _row_order(r, keys, uses_variants))
     name = next((t.sweep for t in trials if t.sweep), None)
-    return Sweep(name, keys, rows, unfinished, uses_variants, _comparisons(trials))
+    notes = cell_disagreements([(r.name, r.trials) for r in rows])
+    return Sweep(name, keys, rows, unfinished, uses_variants, _comparisons(trials), notes)
 
 
 def _comparisons(trials: Sequence[Trial]) -> Optional[list[tuple[str, Optional[list[Any]]]]]:

@@ -14,8 +14,8 @@ from typing import Sequence
 
 import ablate.report.seeds as seedvar
 from ablate.report.aggregate import Sweep
-from ablate.report.plan import describe_plan
-from ablate.report.significance import Comparison, describe
+from ablate.report.plan import describe_plan, not_compared
+from ablate.report.significance import Comparison, describe, test_splits
 
 MARK = "†"
 FLIP = "‡"  # per-seed Δs against the base disagree in sign
@@ -26,8 +26,15 @@ def significance_notes(
     sweep: Sweep, comparisons: Sequence[Comparison], alpha: float, test: str, n_samples: int, has_test_column: bool
 ) -> list[str]:
     """The significance footnotes of a table (empty when nothing was compared and nothing could be)."""
+    missing = not_compared(sweep)
+    skipped = [f"Not compared (named by the sweep's comparisons): {'; '.join(missing)}."] if missing else []
     if not comparisons:
-        return ["No saved hypotheses: significance was not tested."] if has_test_column else []
+        if test_splits(sweep):
+            return [
+                "Significance was not tested: no comparison was made (`--no-significance`, or the planned "
+                "comparisons pair no two rows of this table), though the trials saved hypotheses."
+            ] + skipped
+        return (["No saved hypotheses: significance was not tested."] if has_test_column else []) + skipped
     tested = [c for c in comparisons if c.tested]
     if not tested:
         return [
@@ -56,6 +63,7 @@ def significance_notes(
             "allows for (results/calibration-cpu), so its marks are about these runs, not the configurations; "
             "the default `--test seeds` adds the training-seed variance."
         )
+    notes += skipped
     if any(c.sign_flip for c in comparisons if c.reference == sweep.base.name):
         notes.append(f"{FLIP} the per-seed Δs against the base (same seed values) disagree in sign (`--per-seed`).")
     return notes

@@ -39,7 +39,7 @@ def _notes(table: Table) -> list[str]:
         notes.append(f"Named comparisons ({len(table.comparisons)}):")
         notes += [f"  {line}" for line in table.comparisons]
     if table.unfinished:
-        notes.append(f"Not in the table ({len(table.unfinished)} unfinished trials):")
+        notes.append(f"Not in the table ({len(table.unfinished)} trials):")
     return notes
 
 

@@ -13,12 +13,18 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from ablate.report.aggregate import Row, Sweep, value_order
+from ablate.report.records import ReportError
 
 VARIANT = "variant"
 
 
 def planned_pairs(sweep: Sweep) -> list[tuple[str, str]]:
-    """``(reference row, row)`` names the table tests, in table order, without repeats."""
+    """``(reference row, row)`` names the table tests, in table order, without repeats.
+
+    Raises:
+        ReportError: the comparisons name a row or key that no trial of the sweep has (see :func:`not_compared`).
+    """
+    not_compared(sweep)
     if not sweep.comparisons:
         return [(sweep.base.name, r.name) for r in sweep.rows if not r.is_base]
     pairs: list[tuple[str, str]] = []
@@ -26,6 +32,36 @@ def planned_pairs(sweep: Sweep) -> list[tuple[str, str]]:
         found = _named(sweep.rows, values) if key == VARIANT else _differing_in(sweep.rows, key, values)
         pairs += [p for p in found if p not in pairs]
     return pairs
+
+
+def not_compared(sweep: Sweep) -> list[str]:
+    """What the sweep's comparisons name that no finished row is (its trials failed, or are still to
+    run), e.g. ``A-x (no finished trial)``, for the footnote.
+
+    Raises:
+        ReportError: a named row that no trial of the sweep has, or a key no row sets: a typo, which
+            would otherwise leave the comparison out without a word.
+    """
+    missing: list[str] = []
+    names = [r.name for r in sweep.rows]
+    for key, values in sweep.comparisons or []:
+        if key == VARIANT:
+            known = {t.variant for t in sweep.unfinished}
+            for name in map(str, values or []):
+                if name in names:
+                    continue
+                if name not in known:
+                    raise ReportError(
+                        f"the sweep's comparisons name '{name}', which is no row of this table "
+                        f"(rows: {', '.join(names)}); fix the comparisons in the sweep file"
+                    )
+                missing.append(f"{name} (no finished trial)")
+            continue
+        if not any(key in r.config for r in sweep.rows):
+            raise ReportError(f"the sweep's comparisons are between {key}, which no row of this table sets")
+        present = {value_order(r.config.get(key)) for r in sweep.rows}
+        missing += [f"{key}={_text(v)} (no finished row)" for v in values or [] if value_order(v) not in present]
+    return missing
 
 
 def describe_plan(sweep: Sweep) -> str:

@@ -281,9 +281,9 @@ def against_base(comparisons: Sequence[Comparison], sweep: Sweep) -> dict[tuple[
 
 def test_splits(sweep: Sweep) -> list[str]:
     """Test splits with saved hypotheses (the validation split's are saved too, but not tested)."""
-    have = {s for r in sweep.rows for t in r.trials for s in t.hyps}
-    known = set(sweep.test_splits)
-    return sorted(have & known) if known else sorted(have - {"val", "valid", "dev", "validation"})
+    from ablate.report.validation import tested_splits
+
+    return tested_splits([t for r in sweep.rows for t in r.trials])
 
 
 def bleu_tokenizer(trials: Sequence[Trial]) -> Optional[str]:

@@ -14,6 +14,7 @@ training budget.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -278,7 +279,7 @@ def _unfinished(trial: Trial) -> Unfinished:
     who = [f"variant {trial.variant}"] if trial.variant else []
     if trial.seed is not None:
         who.append(f"seed {trial.seed}")
-    reason = trial.error or {"running": "still running", "interrupted": "interrupted"}.get(
+    reason = trial.error or {"running": "still running", "interrupted": "interrupted", "pending": "not started"}.get(
         trial.status, "no reason recorded"
     )
     return Unfinished(trial.name, ", ".join(who), trial.status, " ".join(str(reason).split()))
@@ -304,12 +305,36 @@ def _footnotes(
         "Dev PPL and BLEU are from one validation, of the checkpoint that was tested (the best by dev BLEU"
         + ("; its step is column tested step)." if any(c.key == "val/step" for c in columns) else ").")
     ]
+    notes.append(trials_note(sweep))
+    notes += disagreement_notes(sweep)
     notes.append(budget_note(sweep))
     notes += _late_flips(sweep)
     notes += significance_notes(sweep, comparisons, alpha, test, n_samples, any(c.split for c in columns))
     for sig in sweep.signatures:
         notes.append(f"sacreBLEU: {sig}")
     return notes
+
+
+def trials_note(sweep: Sweep) -> str:
+    """Which trials the table used: the finished ones in its rows, of every trial found or planned."""
+    used = sum(len(r.trials) for r in sweep.rows)
+    if not sweep.unfinished:
+        return f"Trials: all {used} in the table."
+    counts = Counter(t.status for t in sweep.unfinished)
+    left = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    return f"Trials: {used} of {used + len(sweep.unfinished)} in the table; not in it: {left} (listed below, with why)."
+
+
+def disagreement_notes(sweep: Sweep, shown: int = 3) -> list[str]:
+    """Trials whose summary's test BLEU is not the BLEU of the hypotheses the † test reads."""
+    found = sweep.disagreements
+    if not found:
+        return []
+    more = f"; and {len(found) - shown} more" if len(found) > shown else ""
+    return [
+        f"Summary and hypotheses disagree for {len(found)} trial scores (the cells show the summaries, "
+        f"the significance test reads the hypotheses): " + "; ".join(found[:shown]) + more + "."
+    ]
 
 
 BUDGETS = (
