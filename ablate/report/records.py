@@ -5,29 +5,22 @@ later stage (aggregation, significance, layout, plots) is source-agnostic:
 
 * a sweep folder ``DIR/<trial>/summary.json`` (+ ``hyps/<split>.txt``, ``refs/<split>.txt``),
   as written by ``ablate.training.tracking.RunRecord`` and the sweep helper;
-* ``wandb:<entity>/<project>[/<group>]``, read through W&B's public API
-  (``wandb.Api().runs``): ``run.config`` (dotted keys, flat or nested), ``run.summary``, the
-  validation history, and hypotheses from run files or a ``hypotheses``/``predictions``
-  artifact when present.
+* ``wandb:<entity>/<project>[/<group>]``, read through W&B's public API by
+  :mod:`ablate.report.wandb_records`.
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
 from ablate.config import flatten
-from ablate.errors import AblateError
+from ablate.report.report_error import ReportError
 from ablate.report.saved_texts import TextError, read_texts
 from ablate.report.schema import planned_trials, summary_problem
-
-
-class ReportError(AblateError):
-    """A user-facing report mistake (bad source, nothing to tabulate); one actionable line."""
-
+from ablate.report.wandb_records import WandbRun, plain, read_run, wandb_runs
 
 FINISHED = "finished"
 INVALID = "invalid"
@@ -35,7 +28,6 @@ INVALID = "invalid"
 SUMMARY = "summary.json"
 STATE_FILE = "sweep.json"
 WANDB_PREFIX = "wandb:"
-HYP_ARTIFACT_TYPES = ("hypotheses", "predictions")
 # Keys of the flattened config that never distinguish two configurations.
 IGNORED_PREFIXES = (
     "tracking.",
@@ -115,6 +107,14 @@ def collect(source: str, api: Any = None) -> list[Trial]:
     if source.startswith(WANDB_PREFIX):
         return collect_wandb(source[len(WANDB_PREFIX) :], api=api)
     return collect_folder(Path(source))
+
+
+def parse_wandb_path(path: str) -> tuple[str, str, Optional[str]]:
+    """``entity/project[/group]`` -> ``(entity, project, group or None)``."""
+    parts = [p for p in path.strip("/").split("/")]
+    if len(parts) not in (2, 3) or not all(parts):
+        raise ReportError(f"bad W&B source 'wandb:{path}': use wandb:<entity>/<project>[/<group>]")
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else None
 
 
 # --------------------------------------------------------------------------------------
@@ -247,7 +247,7 @@ ACCELERATORS = ("cpu", "gpu")
 def trained_on(summary: dict[str, Any], config: dict[str, Any]) -> Optional[str]:
     """``cpu`` or ``gpu``: the accelerator the summary records, else the one the config names (nested or
     dotted ``train.accelerator``); None where neither says (older runs with ``auto``)."""
-    train = _plain(config.get("train"))
+    train = plain(config.get("train"))
     named = train.get("accelerator") if isinstance(train, dict) else config.get("train.accelerator")
     return next((str(v) for v in (summary.get("accelerator"), named) if v in ACCELERATORS), None)
 
@@ -274,7 +274,7 @@ def clean_config(config: dict[str, Any]) -> dict[str, Any]:
 
     ``{"model": {"heads": 8}}`` and ``{"model.heads": 8}`` both give ``{"model.heads": 8}``.
     """
-    flat = flatten(_plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
+    flat = flatten(plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
     return {
         k: _hashable(v) for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES) and v != {}
     }  # an empty section (no trainer.*) sets nothing
@@ -289,44 +289,10 @@ def _hashable(value: Any) -> Any:
     return value
 
 
-def _plain(value: Any) -> Any:
-    """Dict-like objects (W&B summaries/configs) to plain dicts, recursively."""
-    if hasattr(value, "items") and not isinstance(value, (str, bytes)):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value
-
-
-# --------------------------------------------------------------------------------------
-# Weights & Biases public API
-# --------------------------------------------------------------------------------------
-
-_STATES = {
-    "finished": "finished",
-    "failed": "failed",
-    "crashed": "failed",
-    "killed": "interrupted",
-    "running": "running",
-    "pending": "running",
-}
-
-
-def parse_wandb_path(path: str) -> tuple[str, str, Optional[str]]:
-    """``entity/project[/group]`` -> ``(entity, project, group or None)``."""
-    parts = [p for p in path.strip("/").split("/")]
-    if len(parts) not in (2, 3) or not all(parts):
-        raise ReportError(f"bad W&B source 'wandb:{path}': use wandb:<entity>/<project>[/<group>]")
-    return parts[0], parts[1], parts[2] if len(parts) == 3 else None
-
-
 def collect_wandb(path: str, api: Any = None) -> list[Trial]:
     """Trials of a W&B project (optionally one group), newest first as W&B returns them."""
     entity, project, group = parse_wandb_path(path)
-    if api is None:
-        import wandb
-
-        api = wandb.Api()
-    runs = api.runs(f"{entity}/{project}", filters={"group": group} if group else None)
-    trials = [from_wandb_run(run) for run in runs]
+    trials = [from_wandb_run(run) for run in wandb_runs(entity, project, group, api)]
     if not trials:
         where = f"group '{group}' of " if group else ""
         raise ReportError(f"no runs in {where}W&B project {entity}/{project}")
@@ -335,66 +301,7 @@ def collect_wandb(path: str, api: Any = None) -> list[Trial]:
 
 def from_wandb_run(run: Any) -> Trial:
     """A :class:`Trial` from an object shaped like ``wandb.apis.public.Run``."""
-    summary, config = _plain(run.summary), _plain(run.config)
-    if not isinstance(summary, dict) or not isinstance(config, dict):
-        return Trial(str(run.name), INVALID, "W&B run: its summary or config is not a mapping")
-    status = summary.get("status") or _STATES.get(str(run.state).lower(), str(run.state))
-    if "variant" not in summary and config.get("variant") is not None:
-        summary["variant"] = config["variant"]
-    if not summary.get("history"):
-        summary["history"] = _wandb_history(run)
-    if not summary.get("sweep") and getattr(run, "group", None):
-        summary["sweep"] = {"name": run.group}
-    problem = summary_problem(summary)
-    if problem:
-        return Trial(str(run.name), INVALID, f"W&B summary: {problem}")
-    try:
-        hyps, refs, sources = _wandb_texts(run, _test_splits(summary))
-    except TextError as err:
-        return Trial(str(run.name), INVALID, f"W&B files: {err}")
-    return from_summary(run.name, summary, hyps, refs, config=config, status=status, sources=sources)
-
-
-def _test_splits(summary: dict[str, Any]) -> list[str]:
-    return sorted(k[len("test_") : -len("/bleu")] for k in summary if k.startswith("test_") and k.endswith("/bleu"))
-
-
-def _wandb_history(run: Any) -> list[dict[str, float]]:
-    """Validation records from ``run.scan_history``; the step is ours, Lightning's or W&B's."""
-    scan = getattr(run, "scan_history", None)
-    if scan is None:
-        return []
-    history = []
-    for row in scan(keys=["val/bleu"]):
-        step = next((row[k] for k in ("step", "trainer/global_step", "_step") if row.get(k) is not None), None)
-        if step is None:
-            continue
-        record = {"step": step, **{k: row[k] for k in ("val/bleu", "val/ppl") if row.get(k) is not None}}
-        history.append(record)  # checked with the summary (schema.history_problem)
-    return history
-
-
-def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, list[str]], ...]:
-    """Hypotheses, references and sources saved as run files, else in a hypotheses artifact."""
-    wanted = {f"{kind}/{split}.txt" for split in splits for kind in ("hyps", "refs", "sources")}
-    if not wanted:
-        return {}, {}, {}
-    with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
-        root = Path(tmp)
-        try:
-            for f in run.files() if hasattr(run, "files") else []:
-                if f.name in wanted:
-                    handle = f.download(root=str(root), replace=True)
-                    if hasattr(handle, "close"):
-                        handle.close()
-        except Exception:  # noqa: BLE001 - texts are optional; the table is still correct without
-            pass
-        if not (root / "hyps").is_dir():
-            try:
-                for art in run.logged_artifacts() if hasattr(run, "logged_artifacts") else []:
-                    if getattr(art, "type", None) in HYP_ARTIFACT_TYPES:
-                        art.download(root=str(root))
-                        break
-            except Exception:  # noqa: BLE001
-                pass
-        return read_texts(root / "hyps"), read_texts(root / "refs"), read_texts(root / "sources")
+    r: WandbRun = read_run(run)
+    if r.problem:
+        return Trial(r.name, INVALID, r.problem)
+    return from_summary(r.name, r.summary, r.hyps, r.refs, config=r.config, status=r.status, sources=r.sources)

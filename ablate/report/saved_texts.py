@@ -10,10 +10,11 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+from ablate.report.report_error import ReportError
 from ablate.utils.io import read_lines, split_lines
 
 
-class TextError(ValueError):
+class TextError(ReportError):
     """A saved text (hypotheses, references, sources) that cannot be read as the run wrote it."""
 
 
