@@ -13,7 +13,7 @@ import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ablate.config import Config, TrackingConfig, flatten, to_dict
 from ablate.training.sweep_params import align_sweep_params
@@ -35,8 +35,28 @@ def has_wandb_credentials() -> bool:
     return bool(auth and auth[2])
 
 
-def resolve_mode(cfg: TrackingConfig) -> str:
-    """``online`` | ``offline`` | ``disabled`` from the config, the environment and credentials."""
+def resolve_mode(cfg: TrackingConfig, echo: Callable[[str], Any] | None = None) -> str:
+    """``online`` | ``offline`` | ``disabled`` from the config, the environment and credentials.
+
+    Online without an API key (``tracking.wandb=online``, or ``auto`` under ``WANDB_MODE=online``)
+    would fail inside W&B with a validation error and leave no run to sync: it is offline instead,
+    said in one line through ``echo``, so the run is kept for ``wandb sync``.
+    """
+    mode = _requested_mode(cfg)
+    if mode == "online" and not has_wandb_credentials():
+        if echo is not None:
+            echo(NO_CREDENTIALS)
+        return "offline"
+    return mode
+
+
+NO_CREDENTIALS = (
+    "warning: W&B online needs an API key (WANDB_API_KEY or `wandb login`) and none was found: "
+    "logging offline instead, to upload later with `ablate sync`"
+)
+
+
+def _requested_mode(cfg: TrackingConfig) -> str:
     if cfg.wandb != "auto":
         return cfg.wandb
     env = os.environ.get("WANDB_MODE")
@@ -106,6 +126,8 @@ def make_logger(cfg: Config, run_dir: Path, mode: str):
 
     t = cfg.tracking
     os.environ.setdefault("WANDB_SILENT", "true")
+    if mode == "offline" and os.environ.get("WANDB_MODE") == "online":  # online without a key (resolve_mode)
+        os.environ["WANDB_MODE"] = "offline"
     config = flatten(to_dict(cfg))
     align_sweep_params(config, run_dir / "wandb")  # a sweep agent's locked keys get the resolved values
     logger = WandbLogger(

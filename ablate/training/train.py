@@ -145,7 +145,7 @@ def _train(
         clock=clock,
         vocab={"src": tok.src_vocab_size, "tgt": tok.tgt_vocab_size, "joint": tok.joint},
     )
-    mode = resolve_mode(cfg.tracking)
+    mode = resolve_mode(cfg.tracking, echo if launcher else None)
     logger = start_logger(make_logger(cfg, run_dir, mode)) if launcher else None
     record.update(
         params=params,

@@ -1,0 +1,38 @@
+"""W&B online without credentials falls back to offline with one line (issue 24, case 19).
+
+The login check reads only the environment and a netrc file; both are stubbed, nothing reaches the network."""
+
+from __future__ import annotations
+
+import pytest
+
+from ablate.config import TrackingConfig
+from ablate.training import tracking
+from ablate.training.tracking import NO_CREDENTIALS, has_wandb_credentials, resolve_mode
+
+
+@pytest.fixture()
+def no_key(tmp_path, monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    (tmp_path / "netrc").write_text("")
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    assert not has_wandb_credentials()
+
+
+@pytest.mark.parametrize("wandb, env", [("online", None), ("auto", "online")])
+def test_online_without_a_key_is_offline_said_once(no_key, monkeypatch, wandb, env):
+    if env:
+        monkeypatch.setenv("WANDB_MODE", env)
+    said = []
+    assert resolve_mode(TrackingConfig(wandb=wandb), said.append) == "offline"
+    assert said == [NO_CREDENTIALS] and "\n" not in NO_CREDENTIALS and "ablate sync" in NO_CREDENTIALS
+
+
+def test_a_key_keeps_online_and_other_modes_are_unchanged(no_key, monkeypatch):
+    said = []
+    assert resolve_mode(TrackingConfig(wandb="offline"), said.append) == "offline"
+    assert resolve_mode(TrackingConfig(wandb="disabled"), said.append) == "disabled"
+    assert resolve_mode(TrackingConfig(wandb="auto"), said.append) == "offline" and said == []  # auto: quietly
+    monkeypatch.setattr(tracking, "has_wandb_credentials", lambda: True)
+    assert resolve_mode(TrackingConfig(wandb="online"), said.append) == "online" and said == []
