@@ -53,6 +53,19 @@ def summarise(
     return out
 
 
+def save_outputs(run_dir: Path, module, data) -> str | None:
+    """:func:`write_outputs`, or one line saying why they could not be written (a full disk, a
+    read-only folder), so the run is recorded as failed with that reason instead of staying running."""
+    try:
+        write_outputs(run_dir, module, data)
+    except OSError as err:
+        return (
+            f"could not write the test outputs (hyps, refs, sources) in {run_dir}: {err.strerror or err}; "
+            "free space and rerun the same command"
+        )
+    return None
+
+
 def write_outputs(run_dir: Path, module, data) -> None:
     for split, result in module.test_results.items():
         write_lines(run_dir / "hyps" / f"{split}.txt", result["hypotheses"])

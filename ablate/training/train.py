@@ -30,7 +30,7 @@ from ablate.training.checkpoint_io import (
     resumable_checkpoint,
 )
 from ablate.training.interrupts import SigintGuard
-from ablate.training.outputs import summarise, write_outputs
+from ablate.training.outputs import save_outputs, summarise
 from ablate.training.publish import log_summary, publish
 from ablate.training.resolved import resolved
 from ablate.training.run_dir import claim_run_dir, default_run_dir, is_launcher_process, prepare_run_dir
@@ -213,7 +213,11 @@ def _train(
 
     summary = summarise(module, throughput, trainer, cfg, params, clock.seconds, accelerator)
     summary["resolved"] = resolved(cfg)
-    write_outputs(run_dir, module, data)
+    problem = save_outputs(run_dir, module, data)
+    if problem:  # a full disk: the run failed, said in one line, never left "running"
+        record.update(**summary)
+        record.write("failed", problem)
+        raise RunError(problem)
     if checkpoint_io.failures:
         summary["checkpoint_failures"] = checkpoint_io.failures
     record.update(
