@@ -11,6 +11,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from ablate import cli  # imported before subprocess.run is stubbed: numpy runs lscpu on import
 from ablate.sweep import sync as sync_mod
 
 
@@ -47,8 +48,6 @@ def test_sync_uploads_every_trial_once(tmp_path, monkeypatch):
     (root / "sweep.json").write_text("{}")
     stub = StubWandb()
     monkeypatch.setattr(sync_mod.subprocess, "run", stub)
-    from ablate import cli
-
     result = CliRunner().invoke(cli.app, ["sync", str(root), "--project", "p"])
     assert result.exit_code == 0, result.output
     assert len(stub.calls) == 1
@@ -66,8 +65,6 @@ def test_sync_uploads_every_trial_once(tmp_path, monkeypatch):
 
 
 def test_sync_errors_are_one_line(tmp_path, monkeypatch):
-    from ablate import cli
-
     monkeypatch.setattr(sync_mod.subprocess, "run", StubWandb(returncode=1))
     for args, message in (
         (["sync", str(tmp_path / "nope")], "folder not found"),
