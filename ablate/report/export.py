@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import shlex
 import shutil
 import time
@@ -90,8 +91,9 @@ def commit_facts(summaries: list[dict[str, Any]], given: Optional[str] = None) -
     return {"commit": git_commit(), "commit_source": "export"}
 
 
-def sweep_facts(source: Path, summaries: list[dict[str, Any]]) -> dict[str, Any]:
-    """Command, times and machine of the sweep, from ``sweep.json`` and the trials' summaries."""
+def sweep_facts(source: Path, summaries: list[dict[str, Any]], planned: int = 0) -> dict[str, Any]:
+    """Command, times and machine of the sweep, from ``sweep.json`` and the trials' summaries
+    (``planned``: the trials found or planned, those without a summary yet included)."""
     state = _read_json(source / STATE)
     run = None
     if state.get("source"):
@@ -106,11 +108,12 @@ def sweep_facts(source: Path, summaries: list[dict[str, Any]]) -> dict[str, Any]
         )
     ends = [(source / name / SUMMARY).stat().st_mtime for name in (s.get("_name") for s in summaries) if name]
     started = state.get("created_at")
+    started = started if _is_number(started) else None  # "yesterday": not recorded
     machines = {json.dumps(s["machine"], sort_keys=True) for s in summaries if isinstance(s.get("machine"), dict)}
-    total = lambda key: round(sum(float(s.get(key) or 0.0) for s in summaries), 1)  # noqa: E731
+    total = lambda key: round(sum(float(s[key]) for s in summaries if _is_number(s.get(key))), 1)  # noqa: E731
     return {
         "run_command": run,
-        "trials": len(summaries),
+        "trials": max(len(summaries), planned),
         "finished": sum(s.get("status") == "finished" for s in summaries),
         "wall_time_s": round(max(ends) - float(started), 1) if started and ends else None,
         "trial_wall_time_s": total("wall_time_s"),
@@ -118,6 +121,10 @@ def sweep_facts(source: Path, summaries: list[dict[str, Any]]) -> dict[str, Any]
         "trials_with_cpu_time": sum("cpu_time_s" in s for s in summaries),
         "machines": [json.loads(m) for m in sorted(machines)],
     }
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -170,6 +177,8 @@ def export_sweep(
     summaries, size = [], 0
     for trial in trials:
         run_dir = source / trial.name
+        if not (run_dir / SUMMARY).is_file():  # planned by sweep.json, no record yet: listed by the table
+            continue
         size += _copy_trial(run_dir, out)
         summaries.append({**_read_json(run_dir / SUMMARY), "_name": trial.name})
     if (source / STATE).exists():
@@ -184,7 +193,7 @@ def export_sweep(
     atomic_write_text(out / "table.tex", render(table, "latex"))
     figures = [p.name for p in make_plots(str(out), out / "plots", alpha)] if plots else []
 
-    facts = sweep_facts(source, summaries)
+    facts = sweep_facts(source, summaries, planned=sum(t.name != STATE for t in trials))
     rebuilt = facts.pop("run_command")
     table_cmd = " ".join(
         ["ablate table", shlex.quote(str(out)), "--format md"] + ([f"--reference {reference}"] if reference else [])

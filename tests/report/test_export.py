@@ -186,3 +186,25 @@ def test_an_installed_copy_inside_another_repository_does_not_borrow_its_commit(
     subprocess.run([*project, "commit", "-q", "--allow-empty", "-m", "their project"], check=True)
     assert git_commit(site) == "unknown"
     assert git_commit(CHECKOUT) != "unknown"  # this checkout is a git clone of ablate
+
+
+def test_export_of_a_running_sweep_counts_its_planned_trials_and_survives_a_bad_start_time(tmp_path):
+    """Issue 24, cases 6 and 20: the README said "2 finished of 2" while sweep.json planned 4, and a
+    created_at of "yesterday" crashed the export after it had written half its output."""
+    from ablate.report.export import export_sweep
+
+    from report_fixtures import write_trial
+
+    src = tmp_path / "runs" / "s"
+    for seed in (1, 2):
+        write_trial(
+            src, f"base-seed={seed}", {"status": "finished", "test/bleu": 20.0 + seed, "config": {"seed": seed}}
+        )
+    planned = [{"name": f"base-seed={s}", "point": {"seed": s}, "status": "pending"} for s in (1, 2, 3, 4)]
+    (src / "sweep.json").write_text(json.dumps({"name": "s", "created_at": "yesterday", "trials": planned}))
+    manifest = export_sweep(src, tmp_path / "out", plots=False)
+    assert (manifest["finished"], manifest["trials"], manifest["wall_time_s"]) == (2, 4, None)
+    readme = (tmp_path / "out" / "README.md").read_text()
+    assert "- Trials: 2 finished of 4;" in readme
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "Trials: 2 of 4 in the table; not in it: 2 pending" in table and "- base-seed=4 (seed 4): pending" in table
