@@ -21,7 +21,8 @@ EXPECTED = {
     "table3": 57,
     "table3-cpu": 38,
     "calibration-cpu": 16,
-    "table3-budget-cpu": 15,
+    "table3-budget-cpu": 12,
+    "defaults-cpu": 8,
     "mission-cpu": 30,
     "scoring": 72,
     "positions": 15,
@@ -64,6 +65,20 @@ def test_shipped_sweep_is_valid_wandb_and_every_trial_config_loads(path):
                 node = getattr(node, part)
             assert node == (tuple(value) if isinstance(value, list) else value), (name, key)
     assert len(names) == len(points) and all("-2" not in n for n in names)
+
+
+CURVE_POINTS = 8  # validations per trial: enough for a learning curve and a Δ-vs-step figure
+
+
+@pytest.mark.parametrize("path", [p for p in SWEEPS if p.stem != "soak"], ids=lambda p: p.stem)
+def test_shipped_sweeps_validate_often_enough_for_a_curve(path):
+    """Every trial validates at least CURVE_POINTS times (every val_every steps, and at the end), so
+    ``ablate plot`` draws learning curves and Δ vs step from it (soak.yaml is a fault-injection test)."""
+    for point in expand(load_spec(path)):
+        train = load_config(None, to_overrides(resolve(point))).train
+        assert train.max_steps and train.val_every, f"{path.name}: set train.max_steps and train.val_every"
+        points = train.max_steps // train.val_every + (train.max_steps % train.val_every > 0)
+        assert points >= CURVE_POINTS, f"{path.name}: {points} validations per trial"
 
 
 @pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
