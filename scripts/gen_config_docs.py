@@ -12,6 +12,8 @@ generated, never edited by hand: a new config field needs only its annotation an
 from __future__ import annotations
 
 import dataclasses
+import html
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -61,8 +63,17 @@ def _kind(kind: str) -> str:
 
 
 def _cell(text: str) -> str:
-    """One table cell: a docstring on one line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """One table cell: a docstring on one line, pipes escaped.
+
+    A pipe inside a code span (``|Y|^alpha``) is written as an HTML code element with ``&#124;``: a
+    backslash escape would show inside code on this site, a bare pipe would split the cell on GitHub.
+    """
+
+    def code(match: re.Match) -> str:
+        body = match.group(2)
+        return f"<code>{html.escape(body).replace('|', '&#124;')}</code>" if "|" in body else match.group(0)
+
+    return re.sub(r"(``?)(.+?)\1", code, " ".join(text.split())).replace("|", "\\|")  # the pipes left are outside code
 
 
 def _sections(cls: type, prefix: str = "") -> list[tuple[str, type]]:

@@ -62,7 +62,89 @@ def test_a_new_config_field_appears_in_the_reference(monkeypatch):
     assert page != _generator().PAGE.read_text()  # so the check above would fail until the page is regenerated
 
 
-@pytest.mark.parametrize("text", ["a | b", "x\n   y"])
-def test_a_table_cell_is_one_line_with_pipes_escaped(text):
-    cell = _generator()._cell(text)
-    assert "\n" not in cell and "|" not in cell.replace("\\|", "")
+@pytest.mark.parametrize(
+    ("text", "cell"),
+    [
+        ("a | b", "a \\| b"),
+        ("x\n   y", "x y"),
+        # in code a backslash would show on the site and a bare pipe split the row on GitHub
+        ("by ``|Y|^alpha`` or `a<b`", "by <code>&#124;Y&#124;^alpha</code> or `a<b`"),
+    ],
+)
+def test_a_table_cell_is_one_line_with_pipes_escaped(text, cell):
+    assert _generator()._cell(text) == cell
+
+
+# --------------------------------------------------------------------------------------
+# The worked examples of docs/extending.md do what the page says
+# --------------------------------------------------------------------------------------
+
+
+def _python_block(page: Path, containing: str) -> str:
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+    return next(b for b in blocks if containing in b)
+
+
+def test_the_extending_pages_score_example_trains_through_the_registry(monkeypatch):
+    import torch
+
+    from ablate.config import AttentionConfig, load_config
+    from ablate.model import scores
+    from ablate.model.attention import MultiHeadAttention
+    from ablate.model.build import build_model
+
+    namespace = dict(vars(scores))  # the example is written for ablate/model/scores.py
+    exec(_python_block(DOCS / "extending.md", "class CosineScore"), namespace)
+    cosine = namespace["CosineScore"]
+    torch.manual_seed(0)
+    score = cosine(8, 2, AttentionConfig())
+    q, k = torch.randn(3, 2, 5, 8), torch.randn(3, 2, 7, 8)
+    out = score(q, score.prepare_keys(k))
+    expected = 10.0 * torch.nn.functional.cosine_similarity(q[:, :, :, None], k[:, :, None], dim=-1)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)  # (B, H, Tq, Tk): cos(q, k) / tau
+
+    monkeypatch.setitem(scores.SCORES, "cosine", cosine)
+    cfg = load_config(None, ["model.attention.score=cosine", "model.d_model=16", "model.heads=2", "model.layers=1"])
+    model = build_model(cfg.model, 20, 20)
+    attention = next(m for m in model.modules() if isinstance(m, MultiHeadAttention))
+    assert isinstance(attention.score, cosine) and attention.scaling == 1.0  # paper_scale False: auto adds none
+    x = torch.randn(2, 6, 16)
+    fused, _ = attention(x, attention.project_kv(x))  # the as_dot form, through the fused kernel
+    explicit, weights = attention(x, attention.project_kv(x), need_weights=True)
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+    assert weights is not None and weights.shape == (2, 2, 6, 6)
+
+
+def test_the_extending_pages_column_example_renders_in_every_format(monkeypatch, tmp_path):
+    import json
+    import sys
+
+    from ablate.report import table as table_module
+    from ablate.report.api import table_of
+    from ablate.report.formats import FORMATS, render
+
+    sys.path.insert(0, str(ROOT / "tests" / "report"))
+    from report_fixtures import make_variant_sweep
+
+    root = make_variant_sweep(tmp_path / "sweep")
+    for path in root.glob("*/summary.json"):  # what summarise() records for every finished run
+        summary = json.loads(path.read_text())
+        if summary["status"] == "finished":
+            summary["peak_memory_mb"] = 900.0 if summary["variant"] == "A-heads1" else 1000.0
+            path.write_text(json.dumps(summary))
+
+    line = re.search(r'^(Column\("peak_memory_mb".*\)),$', _python_block(DOCS / "extending.md", "peak_memory_mb"), re.M)
+    column = eval(line.group(1), vars(table_module))
+    original = table_module.metric_columns
+
+    def with_the_new_line(sweep, comparisons, extra=None):  # the one line added to metric_columns()
+        return [*original(sweep, comparisons, extra), column]
+
+    monkeypatch.setattr(table_module, "metric_columns", with_the_new_line)
+    table = table_of(str(root), with_significance=False)
+    index = [c.key for c in table.columns].index("peak_memory_mb")
+    best = {row.name for row in table.rows if row.cells[index].best}
+    assert best == {"A-heads1"}  # lowest is best
+    for fmt in FORMATS:
+        text = render(table, fmt, width=1000)  # wide enough that rich does not wrap the header
+        assert ("peak_memory_mb" if fmt == "csv" else "Peak memory (MB)") in text, fmt
