@@ -148,3 +148,70 @@ def test_the_extending_pages_column_example_renders_in_every_format(monkeypatch,
     for fmt in FORMATS:
         text = render(table, fmt, width=1000)  # wide enough that rich does not wrap the header
         assert ("peak_memory_mb" if fmt == "csv" else "Peak memory (MB)") in text, fmt
+
+
+# --------------------------------------------------------------------------------------
+# The README is a front page; the site builds
+# --------------------------------------------------------------------------------------
+
+TWO_COMMANDS = """\
+# 1. install (CPU is enough) and run the main job on the built-in offline task
+python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && ablate train
+
+# 2. run the tests
+python -m pytest -q
+"""
+
+
+def test_the_readme_is_a_front_page_of_at_most_10_kb():
+    assert len(README.read_bytes()) <= 10 * 1024
+
+
+def test_the_readme_opens_with_the_two_commands():
+    text = README.read_text()
+    first_block = re.search(r"```bash\n(.*?)```", text, re.S)
+    assert first_block is not None and first_block.group(1) == TWO_COMMANDS
+    before = text[: first_block.start()]
+    assert before.count("\n## ") == 1 and "## Set up and run (two commands)" in before  # only the pitch before them
+
+
+def _relative_links(text: str) -> list[str]:
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    return [link.split("#")[0] for link in links if not re.match(r"[a-z]+:", link) and not link.startswith("#")]
+
+
+def test_the_readmes_links_resolve():
+    """Every link points at a file, except the results folder of a shipped sweep that has not run yet."""
+    links = _relative_links(README.read_text())
+    assert "docs/architecture.md" in links and "LICENSE" in links
+    for link in links:
+        if (ROOT / link).exists():
+            continue
+        pending = re.fullmatch(r"results/([\w.-]+)/README\.md", link)
+        assert pending and (ROOT / "sweeps" / f"{pending.group(1)}.yaml").exists(), link
+
+
+def test_every_docs_page_is_in_the_site_nav():
+    import yaml
+
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    listed = {next(iter(item.values())) for item in nav}
+    assert listed == {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+
+
+def test_the_site_builds_strict(tmp_path):
+    """What CI runs: offline, and a broken link or anchor fails it."""
+    pytest.importorskip("mkdocs")
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1", "HOME": str(tmp_path)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "site" / "architecture" / "index.html").exists()
