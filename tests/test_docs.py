@@ -133,7 +133,7 @@ def test_the_extending_pages_column_example_renders_in_every_format(monkeypatch,
             summary["peak_memory_mb"] = 900.0 if summary["variant"] == "A-heads1" else 1000.0
             path.write_text(json.dumps(summary))
 
-    line = re.search(r'^(Column\("peak_memory_mb".*\)),$', _python_block(DOCS / "extending.md", "peak_memory_mb"), re.M)
+    line = re.search(r'(Column\("peak_memory_mb"[^#\n]*\)),', _python_block(DOCS / "extending.md", "peak_memory_mb"))
     column = eval(line.group(1), vars(table_module))
     original = table_module.metric_columns
 
