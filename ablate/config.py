@@ -101,7 +101,7 @@ class ModelConfig:
     d_ff: int = 512
     """Inner size of the position-wise feed-forward layers."""
     heads: int = 4
-    """Attention heads of every attention site (Table 3 row A varies it)."""
+    """Attention heads of every Transformer attention site (Table 3 row A varies it)."""
     d_k: Optional[int] = None
     """Per-head query/key size; default d_model / heads (Table 3 row B varies it)."""
     d_v: Optional[int] = None
@@ -111,7 +111,7 @@ class ModelConfig:
     attention_dropout: float = 0.0
     """Dropout on the attention weights."""
     positions: Positions = "sinusoidal"
-    """Position scheme: sinusoidal (Vaswani et al. 2017), learned absolute, none, rotary (RoPE) or ALiBi."""
+    """Transformer position scheme: sinusoidal (Vaswani et al. 2017), learned absolute, none, rotary (RoPE) or ALiBi."""
     max_positions: int = 1024
     """Longest sequence a table-based position scheme covers."""
     share_positions: bool = False
