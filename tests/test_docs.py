@@ -199,6 +199,7 @@ def test_every_docs_page_is_in_the_site_nav():
     assert listed == {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
 
 
+@pytest.mark.slow  # a few seconds; .ci/run builds the site too
 def test_the_site_builds_strict(tmp_path):
     """What CI runs: offline, and a broken link or anchor fails it."""
     pytest.importorskip("mkdocs")
