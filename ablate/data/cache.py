@@ -47,19 +47,22 @@ def cache_root(configured: str = "") -> Path:
 
 
 def check_cache_root(root: Path) -> Path:
-    """``root`` when the cache can live there: a folder (created if missing) this process can write.
+    """``root`` when the cache can live there: a folder, or a path one can be made at, this process can write.
+
+    Nothing is created: the nearest existing folder on the way is checked.
 
     Raises:
         DataError: ``root`` (or a folder on its way) is a file, or it cannot be written (a
             read-only file system, no permission), naming where the setting comes from.
     """
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=root)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as err:
-        raise _unusable(root, err) from None
+    found = root
+    while not found.exists() and found.parent != found:
+        found = found.parent
+    if not found.is_dir():
+        raise _unusable(root, NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)))
+    if not os.access(found, os.W_OK | os.X_OK):
+        code = errno.EROFS if os.statvfs(found).f_flag & os.ST_RDONLY else errno.EACCES
+        raise _unusable(root, OSError(code, os.strerror(code)))
     return root
 
 
