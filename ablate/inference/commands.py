@@ -8,8 +8,8 @@ from typing import Optional
 import click
 import typer
 
-from ablate.utils.commands import fail as _fail
-from ablate.utils.io import one_line  # the one handler: one red line, exit 2
+from ablate.utils.commands import fail as _fail  # the one handler: one red line, exit 2
+from ablate.utils.io import one_line
 
 
 def translate(

@@ -17,6 +17,11 @@ from ablate.report.table import Table, build_table
 from ablate.utils.safe_output import check_apart, output_files
 
 
+def local_folders(source: str) -> list[Path]:
+    """The folder a source names, when it names one (a W&B source does not): what an output must stay apart from."""
+    return [] if source.startswith(WANDB_PREFIX) else [Path(source)]
+
+
 def load(source: str, api: Any = None) -> Sweep:
     """Collect and aggregate the trials of ``source`` (``api``: a ``wandb.Api`` stand-in)."""
     return aggregate(collect(source, api=api))
@@ -90,7 +95,7 @@ def make_plots(
     from ablate.report.plots import plot_all
 
     out = Path(out)
-    local = [] if source.startswith(WANDB_PREFIX) else [Path(source)]
+    local = local_folders(source)
     check_apart(out, local)  # before any work
     sweep = load(source, api)
     comps = significance(sweep, with_significance)

@@ -16,6 +16,7 @@ import typer
 
 from ablate.report.api import (  # noqa: F401 - the plain functions, re-exported
     load,
+    local_folders,
     make_plots,
     make_report,
     make_table,
@@ -24,7 +25,6 @@ from ablate.report.api import (  # noqa: F401 - the plain functions, re-exported
     table_of,
 )
 from ablate.report.formats import render, to_rich
-from ablate.report.records import WANDB_PREFIX
 from ablate.report.reference import REFERENCES, get as get_reference, render as render_reference, side_by_side
 from ablate.utils.commands import typer_app
 from ablate.utils.safe_output import check_apart, write_output_text
@@ -60,14 +60,9 @@ class Test(str, Enum):
 # --------------------------------------------------------------------------------------
 
 
-def _local(source: str) -> list[Path]:
-    """The folder a source names, when it is one (a W&B source names none)."""
-    return [] if source.startswith(WANDB_PREFIX) else [Path(source)]
-
-
 def _write(out: Path, text: str, source: str) -> None:
     """``text`` into the file ``out``, whole or not at all, never over or inside the source."""
-    write_output_text(out, text, _local(source))
+    write_output_text(out, text, local_folders(source))
     print(f"wrote {out}", file=sys.stderr)
 
 
@@ -126,7 +121,7 @@ def table_command(
         from ablate.report.per_seed import render as render_per_seed
 
         if out is not None:
-            check_apart(out, _local(source))  # before any work
+            check_apart(out, local_folders(source))  # before any work
         text = render_per_seed(load(source), fmt.value)
         if out is not None:
             _write(out, text, source)
@@ -134,7 +129,7 @@ def table_command(
             sys.stdout.write(text)
         return
     if out is not None:
-        check_apart(out, _local(source))
+        check_apart(out, local_folders(source))
     sweep, table = sweep_and_table(source, alpha, test.value, samples, with_significance, by_length=by_length)
     beside = "\n" + render_reference(side_by_side(sweep, table, paper), fmt.value) if paper is not None else ""
     if out is not None:
@@ -165,7 +160,7 @@ def calibrate_command(
     from ablate.report.calibration import KS, calibrate, to_markdown
 
     if out is not None:
-        check_apart(out, _local(source))
+        check_apart(out, local_folders(source))
     text = to_markdown(calibrate(load(source), split, alpha, tuple(k or KS), draws, shift))
     if out is not None:
         _write(out, text, source)
