@@ -346,6 +346,19 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"{key}={value} must be in [0, 1)")
     if t.lr is not None and t.lr <= 0:
         raise ConfigError(f"train.lr={t.lr} must be positive")
+    for key, value in {
+        "train.weight_decay": t.weight_decay,
+        "train.min_lr": t.min_lr,
+        "train.clip_norm": t.clip_norm,
+        "train.warmup": t.warmup,
+        "eval.len_penalty": e.len_penalty,
+        "eval.max_len_a": e.max_len_a,
+        "eval.max_len_b": e.max_len_b,
+    }.items():
+        if value < 0:
+            raise ConfigError(f"{key}={value} must not be negative")
+    if not all(0.0 <= b < 1.0 for b in t.betas):
+        raise ConfigError(f"train.betas={list(t.betas)} must both be in [0, 1)")
     if m.arch == "transformer":
         if m.d_k is None and m.d_model % m.heads:
             raise ConfigError(
@@ -367,8 +380,6 @@ def validate(cfg: Config) -> None:
                 f"train.inject_fault={t.inject_fault!r} must be KIND:STEP with KIND one of "
                 f"{', '.join(FAULTS.choices())} (e.g. kill:30)"
             )
-    if t.max_time is not None and t.max_time <= 0:
-        raise ConfigError(f"train.max_time={t.max_time} must be positive (seconds)")
     if isinstance(t.devices, str) and t.devices != "auto":
         raise ConfigError(f"train.devices={t.devices!r} must be a number or 'auto'")
     if isinstance(t.devices, int) and t.devices < 1:
@@ -381,12 +392,32 @@ def validate(cfg: Config) -> None:
         )
     if cfg.tracking.log_every < 1:
         raise ConfigError(f"tracking.log_every={cfg.tracking.log_every} must be at least 1 (steps)")
-    if t.max_steps < 0 and t.max_epochs is None and t.max_time is None:
-        raise ConfigError("set a training budget: train.max_steps, train.max_epochs or train.max_time")
+    check_budget(t)
     if cfg.trainer:
         from ablate.utils.trainer_options import check
 
         check(cfg.trainer)
+
+
+def check_budget(t: TrainConfig) -> None:
+    """A run stops: some budget is finite, and each is one Lightning reads the same way.
+
+    Lightning reads ``max_steps=-1`` and ``max_epochs=-1`` (or none) as "no limit"; ablate passes
+    ``max_epochs=-1`` when neither is set, so without a finite ``max_time`` such a run never ends.
+    """
+    if t.max_steps != -1 and t.max_steps < 1:
+        raise ConfigError(f"train.max_steps={t.max_steps} must be a positive number of steps, or -1 for no limit")
+    if t.max_epochs is not None and t.max_epochs != -1 and t.max_epochs < 1:
+        raise ConfigError(
+            f"train.max_epochs={t.max_epochs} must be a positive number of epochs, or -1/null for no limit"
+        )
+    if t.max_time is not None and t.max_time <= 0:
+        raise ConfigError(f"train.max_time={t.max_time} must be positive (seconds), or null for no limit")
+    if t.max_steps == -1 and (t.max_epochs is None or t.max_epochs == -1) and t.max_time is None:
+        raise ConfigError(
+            "set a training budget: train.max_steps, train.max_epochs or train.max_time "
+            f"(max_steps={t.max_steps}, max_epochs={t.max_epochs}, max_time={t.max_time} would train forever)"
+        )
 
 
 def fingerprint(cfg: Config, exclude: tuple[str, ...] = ("tracking.", "train.devices")) -> str:

@@ -171,6 +171,10 @@ BAD = [
     ("method: grid\nparameters: {model: {parameters: {heads: {value: 2}}}}\n", "write dotted names"),
     ("method: grid\nparameters: {variant: {value: a}}\n", "must list 'values'"),
     ("method: grid\nparameters: {variant: {values: [a, a]}}\n", "duplicate variant name 'a'"),
+    (f"method: grid\nparameters: {{variant: {{values: [{'v' * 300}]}}}}\n", "is 300 characters long: use at most 64"),
+    ("method: grid\nparameters: {variant: {values: ['a/b']}}\n", "'a/b' holds characters unsafe in a folder name"),
+    ('method: grid\nparameters: {variant: {values: [{name: "x\\n|y"}]}}\n', "e.g. 'x_y'"),
+    ("method: grid\nparameters: {variant: {values: [..]}}\n", "starting with a letter or digit"),
     ("method: grid\nparameters: {variant: {values: [{model.heads: 2}]}}\n", "'name'"),
     ("method: grid\nparameters: {variant: {values: [{name: x, model.hedas: 2}]}}\n", "values[0] (x)"),
     ("method: bayes\nparameters: {seed: {values: [1]}}\n", "needs a 'metric'"),
@@ -220,3 +224,15 @@ def test_comparisons_are_a_constant_that_never_reaches_the_trainer():
     assert point["comparisons"] == spec.parameters["comparisons"]["value"]  # in every sampled point
     assert "comparisons" not in resolve(point) and "comparisons" not in spec.varying
     assert not any(o.startswith("comparisons=") for o in trial_overrides(spec, point, "x"))
+
+
+def test_a_long_grid_value_gives_a_bounded_stable_folder_name():
+    spec = spec_from_dict(
+        {
+            "method": "grid",
+            "parameters": {"data.source": {"values": ["x" * 300, "x" * 299 + "y"]}, "seed": {"value": 1}},
+        }
+    )
+    names = [trial_name(spec, p, set()) for p in expand(spec)]
+    assert all(len(n) <= 120 for n in names) and len(set(names)) == 2
+    assert names == [trial_name(spec, p, set()) for p in expand(spec)]  # the same point, the same name
