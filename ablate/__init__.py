@@ -5,6 +5,6 @@ import os
 # Idle OpenMP threads sleep instead of spinning. Where cores are shared (parallel trials, other
 # programs), spinning threads burn the time slices the working ones need: on a loaded 2-core
 # machine, torch with 2 threads trained 3 steps in 48 s while spinning and 45 while sleeping
-# (README, "Budgets and a busy machine"). OpenMP reads this once, when torch loads it, so it is
+# (docs/sweeps.md, "Budgets and a busy machine"). OpenMP reads this once, when torch loads it, so it is
 # set on import, before torch; an explicit OMP_WAIT_POLICY wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

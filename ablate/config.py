@@ -38,10 +38,13 @@ class DataConfig:
     """``builtin`` (synthetic task), a local folder of ``{split}.{lang}[.gz]`` files, or
     ``hf:<dataset>[:<config>]`` for a Hugging Face hub dataset."""
     src_lang: str = "en"
+    """Source language: the ``{split}.{lang}`` file suffix, or the language key of a hub dataset."""
     tgt_lang: str = "de"
+    """Target language, named as ``src_lang``."""
     vocab_size: int = 8000
     """BPE vocabulary size (joint over both languages unless ``joint_vocab`` is false)."""
     joint_vocab: bool = True
+    """One BPE vocabulary over both languages (false: one per language)."""
     max_len: int = 128
     """Pairs with a side longer than this many subwords are dropped from training."""
     builtin_pairs: int = 4000
@@ -55,6 +58,8 @@ class AttentionConfig:
     """Attention scoring, shared by every attention site unless a site overrides it."""
 
     score: Score = "dot"
+    """Attention score: dot-product, additive (Bahdanau et al. 2015), general (bilinear), gaussian (kernel);
+    ``none``: the RNN without attention."""
     scale: Union[Literal["auto"], bool, float] = "auto"
     """Factor on the scores. ``auto``: what the score's paper uses (``Score.paper_scale``): 1/sqrt(d_k)
     for the dot-product family (dot, general, gaussian; Vaswani et al. 2017, sec. 3.2.1), none for
@@ -73,6 +78,7 @@ class RNNConfig:
     """The recurrent baseline (``model.arch=rnn``)."""
 
     cell: Literal["gru", "lstm"] = "gru"
+    """Recurrent cell of the encoder and the decoder."""
     hidden: int = 256
     """Hidden size of each encoder direction and of the decoder."""
     layers: int = 1
@@ -83,25 +89,37 @@ class ModelConfig:
     """Architecture. ``build_model`` is the only reader of this section."""
 
     arch: Arch = "transformer"
+    """The Transformer (Vaswani et al. 2017) or the recurrent encoder-decoder baseline (``model.rnn``)."""
     layers: int = 3
     """Encoder and decoder layers (Transformer); ``encoder_layers``/``decoder_layers`` override."""
     encoder_layers: Optional[int] = None
+    """Encoder layers, where they differ from ``layers``."""
     decoder_layers: Optional[int] = None
+    """Decoder layers, where they differ from ``layers``."""
     d_model: int = 128
+    """Width of the embeddings and of every residual stream."""
     d_ff: int = 512
+    """Inner size of the position-wise feed-forward layers."""
     heads: int = 4
+    """Attention heads of every Transformer attention site (Table 3 row A varies it)."""
     d_k: Optional[int] = None
     """Per-head query/key size; default d_model / heads (Table 3 row B varies it)."""
     d_v: Optional[int] = None
     """Per-head value size; default d_k when d_k is set, else d_model / heads."""
     dropout: float = 0.1
+    """P_drop: dropout on each sublayer output and on embeddings plus positions (Vaswani et al. 2017, sec. 5.4)."""
     attention_dropout: float = 0.0
+    """Dropout on the attention weights."""
     positions: Positions = "sinusoidal"
+    """Transformer position scheme: sinusoidal (Vaswani et al. 2017), learned absolute, none, rotary (RoPE) or ALiBi."""
     max_positions: int = 1024
+    """Longest sequence a table-based position scheme covers."""
     share_positions: bool = False
     """Learned positions: one table for encoder and decoder (true) or one per side (false, as fairseq
     and Gehring et al. 2017). Parameter-free schemes are unaffected."""
     norm: Literal["post", "pre"] = "pre"
+    """Layer-norm placement: ``pre`` (Xiong et al. 2020; trains at the default peak learning rate) or
+    ``post`` (the paper's layers; use a lower ``train.lr``, e.g. 1e-3)."""
     tie_embeddings: bool = True
     """Share target input and output embeddings (and the source embedding with a joint vocab)."""
     attention: AttentionConfig = field(default_factory=AttentionConfig)
@@ -115,27 +133,37 @@ class TrainConfig:
     max_time: Optional[float] = None
     """Budget in seconds of training (data loading and optimizer steps); validation is not counted."""
     max_steps: int = -1
+    """Budget in optimizer steps; -1: none. Every shipped sweep budgets by steps."""
     max_epochs: Optional[int] = 10
+    """Budget in epochs; null: none."""
     max_tokens: int = 1536
     """Tokens per batch and device, padding included, on the longer side."""
     lr: Optional[float] = None
     """Peak learning rate, reached after ``warmup`` steps, then decayed as ``schedule`` says (linearly by default).
     Default: d_model^-0.5 * warmup^-0.5, the peak of the schedule of Vaswani et al. (2017), Eq. 3."""
     warmup: int = 400
+    """Steps of linear warm-up to the peak ``lr``."""
     schedule: Schedule = "linear"
     """After warm-up: ``inverse_sqrt`` (Vaswani et al.), or ``linear``/``cosine`` decay to ``min_lr``
     when the nearest budget (steps, epochs or ``max_time``) runs out."""
     min_lr: float = 0.0
+    """Learning rate at the end of a ``linear`` or ``cosine`` decay."""
     label_smoothing: float = 0.1
+    """eps_ls of the cross-entropy (Vaswani et al. 2017, sec. 5.4)."""
     weight_decay: float = 0.0
+    """AdamW weight decay (never on biases and norms)."""
     betas: tuple[float, float] = (0.9, 0.98)
+    """Adam's beta1, beta2 (the paper's 0.9, 0.98)."""
     clip_norm: float = 1.0
+    """Gradient-norm clipping threshold; 0: no clipping."""
     accumulate: int = 1
+    """Batches whose gradients make one optimizer step."""
     devices: Union[int, str] = 1
     """Number of devices (``auto`` for all); more than one trains with DDP."""
     nodes: int = 1
     """Machines for one training (DDP across them, e.g. a SLURM job of several nodes)."""
     accelerator: Literal["auto", "cpu", "gpu"] = "auto"
+    """``auto``: a GPU when one is visible, else the CPU."""
     precision: Literal["auto", "32", "bf16-mixed", "16-mixed"] = "auto"
     """``auto``: bf16 autocast on a GPU that supports it, fp32 elsewhere."""
     val_every: Optional[int] = None
@@ -146,6 +174,7 @@ class TrainConfig:
     """Reliability drills: ``nan:STEP`` (weights poisoned), ``oom:STEP`` (simulated out of memory),
     ``kill:STEP`` (SIGKILL, once per run directory) or ``term:STEP`` (SIGTERM, once) at that step."""
     num_workers: int = 0
+    """DataLoader worker processes; 0 loads batches in the training process."""
     threads: int = 0
     """torch intra-op threads on CPU; 0 keeps torch's default."""
 
@@ -165,6 +194,7 @@ class EvalConfig:
     len_penalty: float = 1.0
     """The exponent alpha of ``length_penalty`` (0 ranks by raw log-probability)."""
     max_len_a: float = 1.5
+    """The factor a of the decoding length limit (see ``max_len_b``)."""
     max_len_b: int = 10
     """Hypotheses stop after ``a * source_length + b`` tokens."""
     max_sentences: int = 128
@@ -176,14 +206,22 @@ class TrackingConfig:
     """Weights & Biases and run naming."""
 
     wandb: Literal["auto", "online", "offline", "disabled"] = "auto"
+    """``auto``: online with W&B credentials (``wandb login``, ``WANDB_API_KEY``), else an offline run in
+    ``<run_dir>/wandb``."""
     project: str = "ablate"
+    """W&B project."""
     entity: Optional[str] = None
+    """W&B entity (team or user); null: the account's default."""
     group: Optional[str] = None
+    """W&B group; ``ablate sweep`` sets the sweep name."""
     name: Optional[str] = None
+    """Run name; the default run folder is ``runs/<name>``, else ``runs/<arch>-<config hash>``."""
     tags: tuple[str, ...] = ()
+    """W&B tags; ``ablate sweep`` tags each run with what it varies."""
     variant: Optional[str] = None
     """Name of the sweep variant this run belongs to (set by ``ablate sweep``), for tables."""
     log_every: int = 50
+    """Log training metrics every N optimizer steps."""
     system_metrics: bool = True
     """Let W&B record CPU/GPU utilisation and memory of the run (``false`` turns it off)."""
     log_checkpoints: bool = False
@@ -200,6 +238,7 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     seed: int = 1
+    """Seed of initialisation, data order and dropout; a sweep replicates a row over its ``seed`` values."""
     trainer: dict[str, Any] = field(default_factory=dict)
     """Extra ``pytorch_lightning.Trainer`` arguments and ``callbacks`` (see ``ablate/utils/trainer_options.py``)."""
 
@@ -307,6 +346,19 @@ def validate(cfg: Config) -> None:
             raise ConfigError(f"{key}={value} must be in [0, 1)")
     if t.lr is not None and t.lr <= 0:
         raise ConfigError(f"train.lr={t.lr} must be positive")
+    for key, value in {
+        "train.weight_decay": t.weight_decay,
+        "train.min_lr": t.min_lr,
+        "train.clip_norm": t.clip_norm,
+        "train.warmup": t.warmup,
+        "eval.len_penalty": e.len_penalty,
+        "eval.max_len_a": e.max_len_a,
+        "eval.max_len_b": e.max_len_b,
+    }.items():
+        if value < 0:
+            raise ConfigError(f"{key}={value} must not be negative")
+    if not all(0.0 <= b < 1.0 for b in t.betas):
+        raise ConfigError(f"train.betas={list(t.betas)} must both be in [0, 1)")
     if m.arch == "transformer":
         if m.d_k is None and m.d_model % m.heads:
             raise ConfigError(
@@ -328,8 +380,6 @@ def validate(cfg: Config) -> None:
                 f"train.inject_fault={t.inject_fault!r} must be KIND:STEP with KIND one of "
                 f"{', '.join(FAULTS.choices())} (e.g. kill:30)"
             )
-    if t.max_time is not None and t.max_time <= 0:
-        raise ConfigError(f"train.max_time={t.max_time} must be positive (seconds)")
     if isinstance(t.devices, str) and t.devices != "auto":
         raise ConfigError(f"train.devices={t.devices!r} must be a number or 'auto'")
     if isinstance(t.devices, int) and t.devices < 1:
@@ -342,12 +392,32 @@ def validate(cfg: Config) -> None:
         )
     if cfg.tracking.log_every < 1:
         raise ConfigError(f"tracking.log_every={cfg.tracking.log_every} must be at least 1 (steps)")
-    if t.max_steps < 0 and t.max_epochs is None and t.max_time is None:
-        raise ConfigError("set a training budget: train.max_steps, train.max_epochs or train.max_time")
+    check_budget(t)
     if cfg.trainer:
         from ablate.utils.trainer_options import check
 
         check(cfg.trainer)
+
+
+def check_budget(t: TrainConfig) -> None:
+    """A run stops: some budget is finite, and each is one Lightning reads the same way.
+
+    Lightning reads ``max_steps=-1`` and ``max_epochs=-1`` (or none) as "no limit"; ablate passes
+    ``max_epochs=-1`` when neither is set, so without a finite ``max_time`` such a run never ends.
+    """
+    if t.max_steps != -1 and t.max_steps < 1:
+        raise ConfigError(f"train.max_steps={t.max_steps} must be a positive number of steps, or -1 for no limit")
+    if t.max_epochs is not None and t.max_epochs != -1 and t.max_epochs < 1:
+        raise ConfigError(
+            f"train.max_epochs={t.max_epochs} must be a positive number of epochs, or -1/null for no limit"
+        )
+    if t.max_time is not None and t.max_time <= 0:
+        raise ConfigError(f"train.max_time={t.max_time} must be positive (seconds), or null for no limit")
+    if t.max_steps == -1 and (t.max_epochs is None or t.max_epochs == -1) and t.max_time is None:
+        raise ConfigError(
+            "set a training budget: train.max_steps, train.max_epochs or train.max_time "
+            f"(max_steps={t.max_steps}, max_epochs={t.max_epochs}, max_time={t.max_time} would train forever)"
+        )
 
 
 def fingerprint(cfg: Config, exclude: tuple[str, ...] = ("tracking.", "train.devices")) -> str:

@@ -128,3 +128,49 @@ def test_round_trip_and_fingerprint():
     assert fingerprint(cfg) == fingerprint(replace(cfg, **{"tracking.project": "other"}))
     assert fingerprint(cfg) != fingerprint(replace(cfg, **{"model.heads": 4}))
     assert Config() == load_config()
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (["train.max_time=.nan", "train.max_steps=-1"], "train.max_time=nan is not a finite number"),
+        (["train.max_time=.inf", "train.max_steps=-1"], "train.max_time=inf is not a finite number"),
+        (["train.lr=.nan"], "train.lr=nan is not a finite number"),
+        (["model.dropout=.nan"], "model.dropout=nan is not a finite number"),
+        (["train.max_epochs=-1", "train.max_steps=-1"], "would train forever"),
+        (["train.max_epochs=null", "train.max_steps=-1"], "would train forever"),
+        (["train.max_steps=-5"], "train.max_steps=-5 must be a positive number of steps, or -1 for no limit"),
+        (["train.max_steps=0"], "train.max_steps=0 must be a positive number"),
+        (["train.max_epochs=0"], "train.max_epochs=0 must be a positive number"),
+        (["train.weight_decay=-1"], "train.weight_decay=-1.0 must not be negative"),
+        (["train.clip_norm=-1"], "train.clip_norm=-1.0 must not be negative"),
+        (["train.betas=[0.9, 1.5]"], "train.betas=[0.9, 1.5] must both be in [0, 1)"),
+    ],
+)
+def test_values_that_make_no_sense_are_refused_in_one_line(overrides, expected):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, overrides)
+    assert expected in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["train.max_epochs=-1", "train.max_steps=-1", "train.max_time=60"],  # no step or epoch limit, a time one
+        ["train.max_epochs=null", "train.max_steps=100"],
+        ["train.max_epochs=2"],
+        ["train.weight_decay=0.01", "train.clip_norm=0"],
+    ],
+)
+def test_a_finite_budget_and_sane_values_pass(overrides):
+    load_config(None, overrides)
+
+
+def test_a_key_given_dotted_and_nested_in_one_file_is_refused(tmp_path):
+    path = tmp_path / "both.yaml"
+    path.write_text("model.heads: 2\nmodel:\n  heads: 4\n  d_model: 64\n")
+    with pytest.raises(ConfigError, match=r"config key 'model.heads' is given twice \(dotted and nested, 2 and 4\)"):
+        load_config(path)
+    path.write_text("model.heads: 2\nmodel:\n  d_model: 64\n")  # dotted and nested, different keys: fine
+    assert (load_config(path).model.heads, load_config(path).model.d_model) == (2, 64)

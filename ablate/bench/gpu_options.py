@@ -24,7 +24,8 @@ STAGE_CAP_S = {"tests": 100.0, "training": 110.0, "packed": 170.0, "decoding": 4
 the final beam-5 decoding are not training time)."""
 
 SMALL_TRIAL = ("model.d_model=256", "model.layers=3", "model.heads=4", "model.d_ff=1024", "train.max_tokens=1536")
-"""The small trial that packing runs several of at once (the CPU table's size, ``README.md``)."""
+"""The small trial that packing runs several of at once: the size of the training-defaults table in
+``docs/getting-started.md``."""
 
 
 @dataclass(frozen=True)

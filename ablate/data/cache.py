@@ -46,6 +46,40 @@ def cache_root(configured: str = "") -> Path:
     return Path.home() / ".cache" / "ablate"
 
 
+def check_cache_root(root: Path) -> Path:
+    """``root`` when the cache can live there: a folder, or a path one can be made at, this process can write.
+
+    Nothing is created: the nearest existing folder on the way is checked.
+
+    Raises:
+        DataError: ``root`` (or a folder on its way) is a file, or it cannot be written (a
+            read-only file system, no permission), naming where the setting comes from.
+    """
+    found = root
+    while not found.exists() and found.parent != found:
+        found = found.parent
+    if not found.is_dir():
+        raise _unusable(root, NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)))
+    if not os.access(found, os.W_OK | os.X_OK):
+        code = errno.EROFS if os.statvfs(found).f_flag & os.ST_RDONLY else errno.EACCES
+        raise _unusable(root, OSError(code, os.strerror(code)))
+    return root
+
+
+def _unusable(root: Path, err: OSError) -> DataError:
+    """One line for a cache folder that cannot be used, and how to point it elsewhere."""
+    setting = "data.cache_dir, else ABLATE_CACHE, else ~/.cache/ablate"
+    if isinstance(err, (FileExistsError, NotADirectoryError)) or err.errno in (errno.EEXIST, errno.ENOTDIR):
+        why = "is a file, or lies under one, not a folder"
+    elif err.errno == errno.EROFS:
+        why = "is on a read-only file system"
+    else:
+        why = f"cannot be written ({err.strerror or err})"
+    return DataError(
+        f"the data cache {root} ({setting}) {why}; point ABLATE_CACHE or data.cache_dir at a writable folder"
+    )
+
+
 def digest(*parts: object) -> str:
     """A short stable hash of JSON-serialisable parts (the cache key)."""
     blob = json.dumps(parts, sort_keys=True, default=str).encode()
@@ -101,6 +135,8 @@ def cached_entry(
                 f"no space left to write the data cache in {root} ({kind}/{key}): free space there, "
                 f"or point ABLATE_CACHE (or data.cache_dir) at a disk with room"
             ) from None
+        if err.errno in (errno.ENOTDIR, errno.EEXIST, errno.EROFS, errno.EACCES, errno.EPERM):
+            raise _unusable(root, err) from None
         raise
     return final, False
 

@@ -33,7 +33,7 @@ from ablate.data.cache import cache_root, cached_entry, digest, scratch_dir
 from ablate.data.corpus import Corpus, Source, quiet_datasets
 from ablate.data.errors import DataError
 from ablate.data.sources import make_source
-from ablate.data.tokenizer import RECIPE, SubwordTokenizer
+from ablate.data.tokenizer import RECIPE, SubwordTokenizer, TokenizerError
 
 log = logging.getLogger("ablate.data")
 VERSION = 1
@@ -159,13 +159,14 @@ def encode_split(
 def _build(entry: Path, raw: _LazyCorpus, cfg: DataConfig, root: Path, tok_key: str) -> None:
     corpus = raw.get()
     train = corpus.splits["train"]
-    tok_dir, tok_hit = cached_entry(
-        root,
-        "tokenizers",
-        tok_key,
-        lambda d: SubwordTokenizer.train(train, cfg.vocab_size, cfg.joint_vocab).save(d),
-    )
-    tokenizer = SubwordTokenizer.load(tok_dir)
+    learn = lambda d: SubwordTokenizer.train(train, cfg.vocab_size, cfg.joint_vocab).save(d)
+    tok_dir, tok_hit = cached_entry(root, "tokenizers", tok_key, learn)
+    try:
+        tokenizer = SubwordTokenizer.load(tok_dir)
+    except TokenizerError as err:  # damaged in place (same sizes, so its manifest still matched): rebuild it
+        log.warning("cached tokenizer %s is unreadable (%s); rebuilding it", tok_dir, err)
+        tok_dir, tok_hit = cached_entry(root, "tokenizers", tok_key, learn, damaged=tok_dir.stat().st_ino)
+        tokenizer = SubwordTokenizer.load(tok_dir)
     tokenizer.save(entry / "tokenizer")
     counts, pairs = {}, {}
     for name, ds in corpus.splits.items():
@@ -215,9 +216,9 @@ def prepare(cfg: DataConfig) -> Prepared:
         entry, hit = cached_entry(root, "corpora", key, lambda tmp: _build(tmp, raw, cfg, root, tok_key))
         try:
             meta, tokenizer, splits = _load_entry(entry)
-        except DataError:
-            raise
-        except Exception as err:  # noqa: BLE001 - a damaged entry (torn Arrow file, bad JSON): rebuild it once
+        except Exception as err:  # noqa: BLE001 - a damaged entry (torn Arrow file, bad JSON, tokenizer): rebuild it once
+            if isinstance(err, DataError) and not isinstance(err, TokenizerError):
+                raise
             log.warning("cache entry %s is unreadable (%s); rebuilding it", entry, str(err).splitlines()[0][:200])
             entry, hit = cached_entry(
                 root, "corpora", key, lambda tmp: _build(tmp, raw, cfg, root, tok_key), damaged=entry.stat().st_ino

@@ -17,6 +17,8 @@ from typing import Iterable, Iterator, Sequence
 import datasets
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from ablate.data.errors import DataError
+
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
 RECIPE = 2
@@ -129,8 +131,47 @@ class SubwordTokenizer:
 
     @classmethod
     def load(cls, folder: str | Path) -> SubwordTokenizer:
+        """The tokenizer :meth:`save` wrote into ``folder``.
+
+        Raises:
+            TokenizerError: a file is missing, truncated, not JSON, or JSON of another shape.
+        """
         folder = Path(folder)
-        meta = json.loads((folder / "tokenizer.json").read_text())
-        if meta["joint"]:
-            return cls(Tokenizer.from_file(str(folder / "joint.json")))
-        return cls(Tokenizer.from_file(str(folder / "src.json")), Tokenizer.from_file(str(folder / "tgt.json")))
+        try:
+            meta = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+            joint = meta["joint"]
+            if not isinstance(joint, bool):
+                raise TypeError(f"'joint' is {joint!r}, not true or false")
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise TokenizerError(f"{folder / 'tokenizer.json'} is damaged ({_reason(err)}); {_FIX}") from None
+        if joint:
+            return cls(_read(folder / "joint.json"))
+        return cls(_read(folder / "src.json"), _read(folder / "tgt.json"))
+
+
+class TokenizerError(DataError):
+    """A saved tokenizer that cannot be read back; the message names the file."""
+
+
+_FIX = "restore the run's tokenizer/ folder from a copy, or train the run again"
+
+
+def _reason(err: BaseException) -> str:
+    if isinstance(err, KeyError):
+        return f"no {err} entry"
+    text = str(err).strip().splitlines()
+    return text[0][:160] if text else type(err).__name__
+
+
+def _read(path: Path) -> Tokenizer:
+    """One saved ``tokenizers`` model; anything it cannot parse (truncated, not JSON, another shape) is one line."""
+    if not path.is_file():
+        raise TokenizerError(f"{path} is missing; {_FIX}")
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as err:  # noqa: BLE001 - the Rust parser raises a bare Exception for every kind of damage
+        raise TokenizerError(f"{path} is damaged ({_reason(err)}); {_FIX}") from None
+    for i, special in enumerate(SPECIALS):
+        if tok.token_to_id(special) != i:
+            raise TokenizerError(f"{path} is not an ablate tokenizer ({special} is not id {i}); {_FIX}")
+    return tok

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
+import click
 import typer
 
 from ablate.utils.commands import fail as _fail  # the one handler: one red line, exit 2
+from ablate.utils.io import one_line
 
 
 def translate(
@@ -24,18 +25,23 @@ def translate(
 ) -> None:
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
     from ablate.config import ConfigError
+    from ablate.inference.inputs import check_checkpoint, check_decoding, read_sentences
     from ablate.inference.translate import load_run, translate as run_translate
 
+    check_decoding(beam, len_penalty)
+    check_checkpoint(checkpoint)
     if input is not None and not input.is_file():
         _fail(f"input file not found: {input}")
-    text = input.read_text(encoding="utf-8") if input is not None else sys.stdin.read()
-    if beam is not None and beam < 1:
-        _fail(f"--beam {beam} must be at least 1")
+    try:
+        raw = input.read_bytes() if input is not None else click.get_binary_stream("stdin").read()
+    except OSError as err:
+        _fail(f"cannot read {input or 'stdin'}: {err.strerror or err}")
+    sentences = read_sentences(raw, str(input) if input is not None else "stdin")
     try:
         run = load_run(run_dir, checkpoint)
     except ConfigError as err:
         _fail(str(err))
-    for line in run_translate(run, text.splitlines(), beam, len_penalty):
+    for line in run_translate(run, sentences, beam, len_penalty):
         typer.echo(line)
 
 
@@ -51,8 +57,14 @@ def evaluate(
     """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
     from ablate.config import ConfigError
     from ablate.data.errors import DataError
+    from ablate.inference.inputs import check_checkpoint, check_decoding
     from ablate.inference.translate import evaluate as run_evaluate, load_run, load_split
+    from ablate.utils.safe_output import check_apart, write_output_text
 
+    check_decoding(beam, len_penalty)  # as translate: before any work
+    check_checkpoint(checkpoint)
+    if hyps is not None:
+        check_apart(hyps, [run_dir], "--hyps")
     try:
         run = load_run(run_dir, checkpoint)
         name, sources, references = load_split(run, data, split)
@@ -60,8 +72,7 @@ def evaluate(
         _fail(str(err))
     scores, out = run_evaluate(run, sources, references, beam, len_penalty)
     if hyps is not None:
-        hyps.parent.mkdir(parents=True, exist_ok=True)
-        hyps.write_text("\n".join(out) + "\n", encoding="utf-8")
+        write_output_text(hyps, "".join(one_line(h) + "\n" for h in out), [run_dir])
     typer.echo(
         f"{name}: BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({len(sources)} sentences)  {scores.signature}"
     )

@@ -37,12 +37,15 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> L
     """The module of ``run_dir``'s ``<which>.ckpt`` (falls back to the other checkpoint).
 
     Raises:
+        InputError: ``which`` is neither ``best`` nor ``last``.
         ConfigError: not a run directory, no tokenizer, or no checkpoint yet.
     """
+    from ablate.inference.inputs import check_checkpoint
     from ablate.training.checkpoint_io import CheckpointError, load_checkpoint_file
     from ablate.training.module import TranslationModule
 
     run_dir = Path(run_dir)
+    check_checkpoint(which)  # "lastt" used to fall back to best, silently
     if not (run_dir / "config.yaml").exists():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a folder written by `ablate train`")
     if not (run_dir / "tokenizer" / "tokenizer.json").exists():

@@ -14,6 +14,12 @@ from ablate.report.formats import render
 from ablate.report.records import WANDB_PREFIX, ReportError, collect, parse_wandb_path
 from ablate.report.significance import DEFAULT_TEST, Comparison, compare
 from ablate.report.table import Table, build_table
+from ablate.utils.safe_output import check_apart, output_files
+
+
+def local_folders(source: str) -> list[Path]:
+    """The folder a source names, when it names one (a W&B source does not): what an output must stay apart from."""
+    return [] if source.startswith(WANDB_PREFIX) else [Path(source)]
 
 
 def load(source: str, api: Any = None) -> Sweep:
@@ -80,12 +86,22 @@ def make_table(
 def make_plots(
     source: str, out: Path, alpha: float = 0.05, with_significance: bool = True, api: Any = None, fmt: str = "png"
 ) -> list[Path]:
-    """Write the sweep's figures (``fmt``: png, pdf or svg) into ``out``; return their paths."""
+    """Write the sweep's figures (``fmt``: png, pdf or svg) into ``out``; return their paths.
+
+    The figures are drawn into a temporary folder and moved into ``out`` once all are drawn
+    (:func:`~ablate.utils.safe_output.output_files`): an error or Ctrl-C leaves ``out`` as it was.
+    Other files in ``out`` are kept; ``out`` must not be (or lie inside, or contain) the sweep folder.
+    """
     from ablate.report.plots import plot_all
 
+    out = Path(out)
+    local = local_folders(source)
+    check_apart(out, local)  # before any work
     sweep = load(source, api)
     comps = significance(sweep, with_significance)
-    return plot_all(sweep, Path(out), comps, alpha, fmt)
+    with output_files(out, local) as tmp:
+        drawn = plot_all(sweep, tmp, comps, alpha, fmt)
+    return [out / p.name for p in drawn]
 
 
 def make_report(

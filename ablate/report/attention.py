@@ -13,12 +13,26 @@ from pathlib import Path
 import torch
 
 from ablate.model.decoding import beam_search
+from ablate.report.figure_style import check_size
+from ablate.report.records import ReportError
 from ablate.training.checkpoint import load_trained
+from ablate.utils.safe_output import check_apart, output_files
+
+MAX_TOKENS = 100
+"""Longest ``--text`` in source subwords: one sentence (Multi30k's longest has about 60)."""
+MAX_GRID_INCHES = 60.0
+"""Width (and height) of the layers x heads grid of maps, at most: larger maps are drawn smaller."""
+DPI = 110
 
 
 def _pieces(tokenizer, ids: list[int], side: str) -> list[str]:
     table = tokenizer._src if side == "src" else tokenizer._tgt  # noqa: SLF001 - same package family
     return [table.id_to_token(int(i)) or "?" for i in ids]
+
+
+def cell_inches(tokens: int, heads: int, layers: int) -> float:
+    """Side of one map: it grows with its tokens, capped so the layers x heads grid stays drawable."""
+    return min(max(1.6, 0.22 * tokens), MAX_GRID_INCHES / max(heads, layers))
 
 
 def _grid(maps: dict[str, torch.Tensor], keys: list[str], rows: list[str], cols: list[str], title: str, path: Path):
@@ -28,8 +42,10 @@ def _grid(maps: dict[str, torch.Tensor], keys: list[str], rows: list[str], cols:
     import matplotlib.pyplot as plt
 
     heads = maps[keys[0]].size(1)
-    cell = max(1.6, 0.22 * max(len(rows), len(cols)))
-    fig, axes = plt.subplots(len(keys), heads, figsize=(cell * heads + 1, cell * len(keys) + 1), squeeze=False)
+    cell = cell_inches(max(len(rows), len(cols)), heads, len(keys))
+    size = (cell * heads + 1, cell * len(keys) + 1)
+    check_size(*size, DPI, path.name, f"{len(keys)} layers x {heads} heads")
+    fig, axes = plt.subplots(len(keys), heads, figsize=size, squeeze=False)
     for r, key in enumerate(keys):
         for h in range(heads):
             ax = axes[r][h]
@@ -47,7 +63,7 @@ def _grid(maps: dict[str, torch.Tensor], keys: list[str], rows: list[str], cols:
                 ax.set_xlabel("key", fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)
 
 
@@ -74,17 +90,29 @@ def plot_positions(model, path: Path, length: int = 64) -> Path | None:
     ax.set_title(f"{name} positional encoding ({length} positions x {d} dimensions)")
     fig.colorbar(image, ax=ax, label="value added to the embedding")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
 
 
 def plot_attention(run_dir: str | Path, text: str, out: str | Path, beam: int = 5) -> list[Path]:
-    """Translate ``text`` with the run's best model and draw every attention map; returns the PNGs."""
+    """Translate ``text`` with the run's best model and draw every attention map; returns the PNGs.
+
+    Raises:
+        ReportError: ``text`` is longer than :data:`MAX_TOKENS` subwords, or ``beam`` is below 1.
+        OutputError: ``out`` is (or lies inside, or contains) ``run_dir``, or cannot be written.
+    """
+    check_apart(out, [run_dir])
+    if beam < 1:
+        raise ReportError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
     cfg, model, tok = load_trained(run_dir)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    src_ids = tok.encode_src([text])[0][: cfg.model.max_positions - 1] + [tok.eos_id]
+    pieces = tok.encode_src([text])[0]
+    if len(pieces) > MAX_TOKENS:  # maps are tokens x tokens and decoding grows with them: 600 words took 20 GB
+        raise ReportError(
+            f"--text is {len(pieces)} subwords long; attention maps are drawn for at most {MAX_TOKENS}: "
+            f"pass one sentence"
+        )
+    src_ids = pieces[: cfg.model.max_positions - 1] + [tok.eos_id]
     src = torch.tensor([src_ids])
     with torch.no_grad():
         hyp = beam_search(
@@ -95,20 +123,18 @@ def plot_attention(run_dir: str | Path, text: str, out: str | Path, beam: int = 
     src_tokens = _pieces(tok, src_ids, "src")
     tgt_in_tokens = _pieces(tok, tgt_in[0].tolist(), "tgt")
     translation = tok.decode_tgt(hyp)
-    written: list[Path] = []
     groups = {
         "encoder_self": ([k for k in maps if k.startswith("encoder.")], src_tokens, src_tokens),
         "decoder_self": ([k for k in maps if k.endswith(".self")], tgt_in_tokens, tgt_in_tokens),
         "cross": ([k for k in maps if k.endswith("cross")], tgt_in_tokens, src_tokens),
     }
-    for name, (keys, rows, cols) in groups.items():
-        if not keys:
-            continue
-        path = out / f"attention_{name}.png"
-        title = f"{name.replace('_', ' ')} attention | {text!r} -> {translation!r}"
-        _grid(maps, keys, rows, cols, title, path)
-        written.append(path)
-    pos = plot_positions(model, out / "positions.png")
-    if pos is not None:
-        written.append(pos)
-    return written
+    written: list[str] = []
+    with output_files(out, [run_dir]) as tmp:  # every figure drawn, then moved in; an error leaves out as it was
+        for name, (keys, rows, cols) in groups.items():
+            if keys:
+                title = f"{name.replace('_', ' ')} attention | {text!r} -> {translation!r}"
+                _grid(maps, keys, rows, cols, title, tmp / f"attention_{name}.png")
+                written.append(f"attention_{name}.png")
+        if plot_positions(model, tmp / "positions.png") is not None:
+            written.append("positions.png")
+    return [Path(out) / name for name in written]

@@ -16,6 +16,7 @@ import typer
 
 from ablate.report.api import (  # noqa: F401 - the plain functions, re-exported
     load,
+    local_folders,
     make_plots,
     make_report,
     make_table,
@@ -25,8 +26,8 @@ from ablate.report.api import (  # noqa: F401 - the plain functions, re-exported
 )
 from ablate.report.formats import render, to_rich
 from ablate.report.reference import REFERENCES, get as get_reference, render as render_reference, side_by_side
-from ablate.report.table import Table
 from ablate.utils.commands import typer_app
+from ablate.utils.safe_output import check_apart, write_output_text
 
 app = typer_app(help="Paper-style tables, figures and W&B reports of a sweep.", no_args_is_help=True)
 
@@ -59,17 +60,10 @@ class Test(str, Enum):
 # --------------------------------------------------------------------------------------
 
 
-def _print_table(table: Table, fmt: Format, out: Optional[Path]) -> None:
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(render(table, fmt.value))
-        print(f"wrote {out}", file=sys.stderr)
-    elif fmt is Format.rich:
-        from rich.console import Console
-
-        Console().print(to_rich(table))
-    else:
-        sys.stdout.write(render(table, fmt.value))
+def _write(out: Path, text: str, source: str) -> None:
+    """``text`` into the file ``out``, whole or not at all, never over or inside the source."""
+    write_output_text(out, text, local_folders(source))
+    print(f"wrote {out}", file=sys.stderr)
 
 
 ALPHA = typer.Option(
@@ -126,22 +120,27 @@ def table_command(
     if per_seed:
         from ablate.report.per_seed import render as render_per_seed
 
+        if out is not None:
+            check_apart(out, local_folders(source))  # before any work
         text = render_per_seed(load(source), fmt.value)
         if out is not None:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text)
+            _write(out, text, source)
         else:
             sys.stdout.write(text)
         return
+    if out is not None:
+        check_apart(out, local_folders(source))
     sweep, table = sweep_and_table(source, alpha, test.value, samples, with_significance, by_length=by_length)
-    _print_table(table, fmt, out)
-    if paper is not None:
-        text = render_reference(side_by_side(sweep, table, paper), fmt.value)
-        if out is not None:
-            with out.open("a") as f:
-                f.write("\n" + text)
-        else:
-            sys.stdout.write("\n" + text)
+    beside = "\n" + render_reference(side_by_side(sweep, table, paper), fmt.value) if paper is not None else ""
+    if out is not None:
+        _write(out, render(table, fmt.value) + beside, source)
+    elif fmt is Format.rich:
+        from rich.console import Console
+
+        Console().print(to_rich(table))
+        sys.stdout.write(beside)
+    else:
+        sys.stdout.write(render(table, fmt.value) + beside)
 
 
 @app.command("calibrate")
@@ -160,11 +159,11 @@ def calibrate_command(
     relabelled seed pairs, seed-aware beside sentence-only (see results/calibration-cpu)."""
     from ablate.report.calibration import KS, calibrate, to_markdown
 
+    if out is not None:
+        check_apart(out, local_folders(source))
     text = to_markdown(calibrate(load(source), split, alpha, tuple(k or KS), draws, shift))
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text)
-        print(f"wrote {out}", file=sys.stderr)
+        _write(out, text, source)
     sys.stdout.write(text)
 
 
@@ -208,7 +207,7 @@ def plot_command(
 ) -> None:
     """Figures: test BLEU per variant, Δ and 95% CI per comparison, BLEU vs tokens/s and parameters, learning
     curves, Δ vs the base per training step, BLEU by length."""
-    for path in make_plots(source, out, alpha, with_significance, fmt=fmt.value):
+    for path in make_plots(source, out, alpha, with_significance, fmt=fmt.value):  # whole figures or none
         print(path)
 
 

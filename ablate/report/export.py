@@ -24,15 +24,15 @@ import gzip
 import json
 import math
 import shlex
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ablate.report.records import SUMMARY, ReportError, collect_folder
+from ablate.report.records import SUMMARY, collect_folder
 from ablate.report.significance import DEFAULT_TEST
 from ablate.utils.io import atomic_write_json, atomic_write_text
 from ablate.utils.provenance import git_commit
+from ablate.utils.safe_output import output_folder, read_inside
 
 TEXT_KINDS = ("hyps", "refs", "sources")
 NOT_TEST = ("val", "valid", "dev", "validation")
@@ -53,25 +53,31 @@ def validation_splits(run_dir: Path) -> list[str]:
     return sorted({p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")} & set(NOT_TEST))
 
 
-def _copy_trial(run_dir: Path, out: Path) -> int:
-    """Copy one trial's summary and gzip its test and validation texts; return the bytes written."""
-    summary_text = (run_dir / SUMMARY).read_text()
+def _copy_trial(source: Path, name: str, out: Path) -> int:
+    """Copy one trial's summary and gzip its test and validation texts; return the bytes written.
+
+    Every file is read through :func:`~ablate.utils.safe_output.read_inside`: a link that leads
+    out of the sweep folder is refused, never copied into a folder meant to be published.
+    """
+    run_dir = source / name
+    summary_bytes = read_inside(run_dir / SUMMARY, source)
     try:
-        summary = json.loads(summary_text)
+        summary = json.loads(summary_bytes)
     except ValueError:
         summary = {}
-    (out / run_dir.name).mkdir(parents=True)
-    (out / run_dir.name / SUMMARY).write_text(summary_text)
-    size = len(summary_text)
+    summary = summary if isinstance(summary, dict) else {}
+    (out / name).mkdir(parents=True)
+    (out / name / SUMMARY).write_bytes(summary_bytes)
+    size = len(summary_bytes)
     for split in dict.fromkeys(test_splits(summary, run_dir) + validation_splits(run_dir)):
         for kind in TEXT_KINDS:
             src = run_dir / kind / f"{split}.txt"
             if not src.exists():
                 continue
-            dst = out / run_dir.name / kind / f"{split}.txt.gz"
+            dst = out / name / kind / f"{split}.txt.gz"
             dst.parent.mkdir(exist_ok=True)
             # mtime=0: the same texts give the same bytes, so a re-export changes nothing in git
-            data = gzip.compress(src.read_bytes(), compresslevel=9, mtime=0)
+            data = gzip.compress(read_inside(src, source), compresslevel=9, mtime=0)
             dst.write_bytes(data)
             size += len(data)
     return size
@@ -157,43 +163,71 @@ def export_sweep(
         commit: the commit the trials ran, for runs too old to record it (what the trials
             recorded always wins); default: this checkout's, said so in the README.
 
+    ``out`` is written whole or not at all (:func:`~ablate.utils.safe_output.output_folder`): a
+    full disk, an error or Ctrl-C part-way leave the old ``out`` (or none).
+
     Raises:
-        ReportError: ``source`` holds no trials, or ``out`` exists (without ``force``) or is ``source``.
+        ReportError: ``source`` holds no trials.
+        OutputError: ``out`` exists (without ``force``), is a file, is ``source``, lies inside it or
+            contains it; or a file of ``source`` is a link that leads out of it.
     """
-    from ablate.report.api import make_plots, sweep_and_table
-    from ablate.report.formats import render
-    from ablate.report.reference import get as get_reference, render as render_reference, side_by_side
+    from ablate.report.reference import get as get_reference
 
     source, out = Path(source), Path(out)
     paper = get_reference(reference) if reference else None
     trials = collect_folder(source)  # a missing or empty folder fails here, before anything is written
-    if out.resolve() == source.resolve():
-        raise ReportError(f"export folder {out} is the sweep folder itself: choose another, e.g. results/<sweep>")
-    if out.exists() and any(out.iterdir()):
-        if not force:
-            raise ReportError(f"{out} exists and is not empty: pass --force to replace it")
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    summaries, size = [], 0
-    for trial in trials:
-        run_dir = source / trial.name
-        if not (run_dir / SUMMARY).is_file():  # planned by sweep.json, no record yet: listed by the table
-            continue
-        size += _copy_trial(run_dir, out)
-        summaries.append({**_read_json(run_dir / SUMMARY), "_name": trial.name})
-    if (source / STATE).exists():
-        shutil.copyfile(source / STATE, out / STATE)
+    with output_folder(out, [source], force) as tmp:  # all of it, renamed into place at the end, or nothing
+        summaries, size = [], 0
+        for trial in trials:
+            if not (
+                source / trial.name / SUMMARY
+            ).is_file():  # planned by sweep.json, no record yet: the table lists it
+                continue
+            size += _copy_trial(source, trial.name, tmp)
+            summaries.append({**_read_json(tmp / trial.name / SUMMARY), "_name": trial.name})
+        if (source / STATE).exists():
+            (tmp / STATE).write_bytes(read_inside(source / STATE, source))
+        planned = sum(t.name != STATE for t in trials)  # every trial found or planned, pending ones too
+        manifest = _write_report(
+            source, tmp, out, summaries, planned, size, command, reference, paper, plots, alpha, test, samples, commit
+        )
+    return manifest
+
+
+def _write_report(
+    source: Path,
+    tmp: Path,
+    out: Path,
+    summaries: list[dict[str, Any]],
+    planned: int,
+    size: int,
+    command: Optional[str],
+    reference: Optional[str],
+    paper: Any,
+    plots: bool,
+    alpha: float,
+    test: str,
+    samples: int,
+    commit: Optional[str],
+) -> dict[str, Any]:
+    """Tables, figures, manifest and README of the export being written in ``tmp`` (to become ``out``)."""
+    from ablate.report.api import load, significance
+    from ablate.report.formats import render
+    from ablate.report.plots import plot_all
+    from ablate.report.reference import render as render_reference, side_by_side
+    from ablate.report.table import build_table
 
     # everything below is read back from the export, so it shows what the export alone rebuilds
-    sweep, table = sweep_and_table(str(out), alpha, test, samples)
+    sweep = load(str(tmp))
+    table = build_table(sweep, significance(sweep, True, test, samples), alpha, test, samples)
     md = render(table, "md")
     if paper is not None:
         md += "\n" + render_reference(side_by_side(sweep, table, paper), "md")
-    atomic_write_text(out / "table.md", md)
-    atomic_write_text(out / "table.tex", render(table, "latex"))
-    figures = [p.name for p in make_plots(str(out), out / "plots", alpha)] if plots else []
+    atomic_write_text(tmp / "table.md", md)
+    atomic_write_text(tmp / "table.tex", render(table, "latex"))
+    figures = [p.name for p in plot_all(sweep, tmp / "plots", significance(sweep, True), alpha)] if plots else []
 
-    facts = sweep_facts(source, summaries, planned=sum(t.name != STATE for t in trials))
+    facts = sweep_facts(source, summaries, planned)
     rebuilt = facts.pop("run_command")
     table_cmd = " ".join(
         ["ablate table", shlex.quote(str(out)), "--format md"] + ([f"--reference {reference}"] if reference else [])
@@ -214,8 +248,8 @@ def export_sweep(
         "texts_bytes": size,
         "plots": figures,
     }
-    atomic_write_json(out / "manifest.json", manifest)
-    atomic_write_text(out / "README.md", readme(manifest))
+    atomic_write_json(tmp / "manifest.json", manifest)
+    atomic_write_text(tmp / "README.md", readme(manifest))
     return manifest
 
 

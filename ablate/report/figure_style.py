@@ -100,8 +100,35 @@ def caption(ax, lines: Sequence[str], gap: float = 34.0) -> None:
         note.set_in_layout(False)  # the panels are laid out without it; :func:`save` keeps it in the file
 
 
-def save(fig: Figure, path: Path) -> Path:
-    """Write ``fig`` to ``path`` (format from the suffix), cropped to what was drawn."""
+MAX_SIDE_PX = 16384
+"""Longest side of a figure, in pixels (Agg refuses 65536; a side this long is already unreadable)."""
+MAX_PIXELS = 64_000_000
+"""Most pixels of a figure: its RGBA buffer stays under 256 MB whatever the input asked for."""
+
+
+def check_size(width_in: float, height_in: float, dpi: float, name: str, why: str) -> None:
+    """Refuse a figure of ``width_in`` x ``height_in`` inches at ``dpi`` over :data:`MAX_SIDE_PX` or :data:`MAX_PIXELS`.
+
+    Args:
+        name: the figure, for the message.
+        why: what made it that large and how to make it smaller, for the message.
+
+    Raises:
+        ReportError: naming the size and the limit.
+    """
+    from ablate.report.records import ReportError
+
+    w, h = round(width_in * dpi), round(height_in * dpi)
+    if max(w, h) > MAX_SIDE_PX or w * h > MAX_PIXELS:
+        raise ReportError(
+            f"{name} would be {w:,} x {h:,} pixels, over the limit of {MAX_SIDE_PX:,} a side and "
+            f"{MAX_PIXELS / 1e6:.0f} million in all ({why})"
+        )
+
+
+def save(fig: Figure, path: Path, why: str = "too many rows: plot fewer variants") -> Path:
+    """Write ``fig`` to ``path`` (format from the suffix), cropped to what was drawn; refuse one too large to draw."""
+    check_size(*fig.get_size_inches(), fig.dpi, Path(path).name, why)
     fig.tight_layout()
     for note in fig.findobj(lambda a: a.get_gid() == CAPTION):
         note.set_in_layout(True)

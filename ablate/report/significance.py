@@ -12,7 +12,8 @@ statistic is the difference of two rows' scores: ``Δ = mean_s BLEU(B_s) - mean_
   (:mod:`ablate.report.seeds`: a row + seed fit for rows trained with the same seeds, Clark et al.
   2011's replicates), and a sentence part, the variance of ``Δ`` under paired bootstrap
   resampling of sentences (Koehn 2004; the same sentence ids for every seed of both rows). The
-  p-value is Student's t at the Welch-Satterthwaite degrees of freedom. Where no seed variance
+  p-value is Student's t at the seed σ's degrees of freedom (the conservative choice; the
+  plug-in Welch-Satterthwaite df is too liberal with few seeds, see :mod:`ablate.report.seeds`). Where no seed variance
   can be estimated (one seed in every row) nothing is tested and the table says why.
 * ``bs``: paired bootstrap resampling of sentences alone; ``ar``: paired approximate
   randomisation (Riezler & Maxwell 2005). Both measure **test-set variance only**: two seeds of

@@ -6,7 +6,7 @@ of them when K > 1). On CPU, ``parallel`` slots share the cores evenly; each tri
 ``cores / parallel`` threads (``OMP_NUM_THREADS``), so trials do not fight over cores, and its
 idle OpenMP threads sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``): spinning threads
 burn the time slices other trials (or other programs) on the same cores need, and a trial that
-oversubscribes a busy machine slows down many times over (measured in the README).
+oversubscribes a busy machine slows down many times over (measured in ``docs/sweeps.md``).
 """
 
 from __future__ import annotations

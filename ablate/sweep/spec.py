@@ -40,6 +40,7 @@ lowest value present) is the reference, each other value is compared with it. Wi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import warnings
@@ -254,6 +255,7 @@ def check_variants(param: dict[str, Any], where: str) -> None:
     for i, value in enumerate(param["values"]):
         label = f"parameters.{VARIANT}.values[{i}]"
         name = variant_name(value, f"{where}: {label}")
+        check_variant_name(name, f"{where}: {label}")
         if name in seen:
             raise SweepError(f"{where}: {label}: duplicate variant name '{name}'")
         seen.add(name)
@@ -302,6 +304,31 @@ def variant_name(value: Any, where: str = "variant") -> str:
     raise SweepError(f"{where}: a variant is a name or a mapping with a 'name' and overrides, not {value!r}")
 
 
+MAX_VARIANT_NAME = 64
+"""Longest variant name: it is a folder name, a table row and a W&B tag (W&B allows 64 characters)."""
+NAME_CHARS = "letters, digits and ._=+,-"
+
+
+def check_variant_name(name: str, where: str = "variant") -> None:
+    """A variant name is its trials' folder name as written: safe characters, not too long.
+
+    Raises:
+        SweepError: naming the limit and a name that would pass.
+    """
+    if len(name) <= MAX_VARIANT_NAME and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._=+,-]*", name):
+        return
+    shown = name if len(name) <= 40 else f"{name[:37]}..."
+    problem = (
+        f"is {len(name)} characters long"
+        if len(name) > MAX_VARIANT_NAME
+        else "holds characters unsafe in a folder name"
+    )
+    raise SweepError(
+        f"{where}: variant name {shown!r} {problem}: use at most {MAX_VARIANT_NAME} {NAME_CHARS}, "
+        f"starting with a letter or digit (e.g. {safe_name(name)[:MAX_VARIANT_NAME]!r})"
+    )
+
+
 def variant_overrides(value: Any) -> dict[str, Any]:
     """Dotted overrides of a ``variant`` value (nested mappings are flattened)."""
     if not isinstance(value, dict):
@@ -336,7 +363,18 @@ def to_overrides(values: dict[str, Any]) -> list[str]:
     return [f"{key}={format_value(value)}" for key, value in values.items()]
 
 
+MAX_NAME = 120
+"""Longest folder name :func:`safe_name` gives (a file name may hold 255 bytes; suffixes need room)."""
+
+
 def safe_name(text: str) -> str:
-    """A file-system-safe name: letters, digits and ``._=+,-``; other runs become ``_``."""
-    cleaned = re.sub(r"[^A-Za-z0-9._=+,-]+", "_", str(text)).strip("._")
-    return cleaned or "sweep"
+    """A file-system-safe name: letters, digits and ``._=+,-``; other runs become ``_``.
+
+    A name longer than :data:`MAX_NAME` keeps its start and ends in a digest of the whole text,
+    so two long names stay apart and the same text always gives the same name.
+    """
+    cleaned = re.sub(r"[^A-Za-z0-9._=+,-]+", "_", str(text)).strip("._") or "sweep"
+    if len(cleaned) > MAX_NAME:
+        tail = hashlib.sha1(str(text).encode()).hexdigest()[:8]
+        cleaned = f"{cleaned[: MAX_NAME - 9].rstrip('._')}-{tail}"
+    return cleaned

@@ -75,7 +75,10 @@ def train(
         ConfigError / DataError: bad input, before any training.
         RunError: training failed (diverged, out of memory, ...); ``summary.json`` says why.
     """
+    from ablate.data.cache import cache_root, check_cache_root
+
     check_devices(cfg)
+    check_cache_root(cache_root(cfg.data.cache_dir))  # before the run folder is made: a bad cache leaves none
     run_dir = Path(run_dir or default_run_dir(cfg))
     lock = RunLock(run_dir).acquire() if is_launcher_process() else None  # also: is the folder writable?
     try:

@@ -36,8 +36,11 @@ def leaf_keys(cls: type, prefix: str = "") -> list[str]:
     return keys
 
 
-def attribute_docs(cls: type) -> dict[str, str]:
-    """Field name -> the first sentence of the string literal under it in the class body."""
+def field_docstrings(cls: type) -> dict[str, str]:
+    """Field name -> the whole string literal under it in the class body (indentation removed).
+
+    What the configuration reference (``scripts/gen_config_docs.py``) prints in full.
+    """
     body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
     docs = {}
     for field_node, doc_node in zip(body, body[1:]):
@@ -48,8 +51,16 @@ def attribute_docs(cls: type) -> dict[str, str]:
             and isinstance(doc_node.value, ast.Constant)
             and isinstance(doc_node.value.value, str)
         ):
-            text = " ".join(doc_node.value.value.replace("``", "").split())
-            docs[field_node.target.id] = re.split(r"(?<! al)\. (?=[A-Z])", text)[0].rstrip(".")
+            docs[field_node.target.id] = inspect.cleandoc(doc_node.value.value)
+    return docs
+
+
+def attribute_docs(cls: type) -> dict[str, str]:
+    """Field name -> the first sentence of the string literal under it in the class body."""
+    docs = {}
+    for name, doc in field_docstrings(cls).items():
+        text = " ".join(doc.replace("``", "").split())
+        docs[name] = re.split(r"(?<! al)\. (?=[A-Z])", text)[0].rstrip(".")
     return docs
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
+import math
 import types
 import typing
 from dataclasses import dataclass
@@ -49,13 +50,21 @@ class OneOf:
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"model": {"heads": 4}}`` -> ``{"model.heads": 4}``."""
-    flat = {}
+    """``{"model": {"heads": 4}}`` -> ``{"model.heads": 4}``.
+
+    Raises:
+        ConfigError: one key is given twice, dotted and nested (``model.heads: 2`` beside
+            ``model: {heads: 4}``): which one was meant is unknowable, so neither silently wins.
+    """
+    flat: dict[str, Any] = {}
     for key, value in d.items():
-        if isinstance(value, dict) and value:
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
+        items = flatten(value, f"{prefix}{key}.") if isinstance(value, dict) and value else {f"{prefix}{key}": value}
+        for name, item in items.items():
+            if name in flat:
+                raise ConfigError(
+                    f"config key '{name}' is given twice (dotted and nested, {flat[name]!r} and {item!r}); keep one"
+                )
+            flat[name] = item
     return flat
 
 
@@ -128,14 +137,19 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
             return int(value)
         raise ConfigError(f"{key}={value!r} is not valid (expected an integer)")
     if tp is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads "5e-4" as a string
+            number = float(value)
+        elif isinstance(value, str):  # YAML 1.1 reads "5e-4" as a string
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
-        raise ConfigError(f"{key}={value!r} is not valid (expected a number)")
+        if number is None:
+            raise ConfigError(f"{key}={value!r} is not valid (expected a number)")
+        if not math.isfinite(number):  # .nan passes every comparison check, .inf every budget
+            raise ConfigError(f"{key}={value!r} is not a finite number (use null where a key means 'no limit')")
+        return number
     if tp is str:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)

@@ -41,3 +41,12 @@ def test_a_full_disk_names_the_cache_folder(cache_dir, monkeypatch):
     with pytest.raises(DataError, match=f"no space left to write the data cache in {cache_dir}"):
         prepare(CFG)
     assert not [p for p in (cache_dir / "tokenizers").iterdir()]  # nothing half-written published
+
+
+def test_a_cached_tokenizer_damaged_in_place_is_rebuilt(cache_dir):
+    first = prepare(CFG)
+    for path in (cache_dir / "corpora").glob("*/tokenizer/joint.json"):
+        path.write_text("x" * len(path.read_text()))  # same size: the manifest cannot tell
+    again = prepare(CFG)
+    assert again.stats["cached"] is False
+    assert again.tokenizer.encode_src(["a b c"]) == first.tokenizer.encode_src(["a b c"])

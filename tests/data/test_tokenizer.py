@@ -69,3 +69,46 @@ def test_separate_vocabularies(m30k_train, tmp_path):
     tok.save(tmp_path / "sep")
     loaded = SubwordTokenizer.load(tmp_path / "sep")
     assert loaded.encode_tgt([text]) == tok.encode_tgt([text]) and not loaded.joint
+
+
+@pytest.fixture()
+def saved(tmp_path):
+    """A tiny joint tokenizer saved as a run saves it (``tokenizer/joint.json`` and ``tokenizer.json``)."""
+    words = [f"w{i} x{i % 7} y{i % 3}" for i in range(60)]
+    tok = SubwordTokenizer.train(datasets.Dataset.from_dict({"src": words, "tgt": words}), vocab_size=60)
+    tok.save(tmp_path / "tokenizer")
+    return tmp_path / "tokenizer"
+
+
+@pytest.mark.parametrize(
+    "name, damage, expected",
+    [
+        ("joint.json", lambda text: text[: len(text) // 2], "joint.json is damaged ("),  # truncated
+        ("joint.json", lambda text: "not json at all", "joint.json is damaged ("),
+        ("joint.json", lambda text: '{"version": "1.0", "model": [1, 2]}', "joint.json is damaged ("),  # wrong shape
+        ("joint.json", lambda text: "[]", "joint.json is damaged ("),
+        ("tokenizer.json", lambda text: "[1]", "tokenizer.json is damaged ("),
+        ("tokenizer.json", lambda text: "{}", "tokenizer.json is damaged (no 'joint' entry)"),
+    ],
+)
+def test_a_damaged_saved_tokenizer_is_one_line_naming_the_file(saved, name, damage, expected):
+    from ablate.data.tokenizer import TokenizerError
+
+    path = saved / name
+    path.write_text(damage(path.read_text()))
+    with pytest.raises(TokenizerError) as err:
+        SubwordTokenizer.load(saved)
+    assert expected in str(err.value) and str(saved) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_missing_or_foreign_tokenizer_file_is_one_line(saved):
+    from tokenizers import Tokenizer, models
+
+    from ablate.data.tokenizer import TokenizerError
+
+    Tokenizer(models.WordLevel({"a": 0, "<unk>": 1}, unk_token="<unk>")).save(str(saved / "joint.json"))
+    with pytest.raises(TokenizerError, match="is not an ablate tokenizer"):
+        SubwordTokenizer.load(saved)
+    (saved / "joint.json").unlink()
+    with pytest.raises(TokenizerError, match="joint.json is missing"):
+        SubwordTokenizer.load(saved)

@@ -138,3 +138,23 @@ def test_offline_run_holds_summary_texts_and_checkpoint(trained):
         assert local == trained / name and local.read_text()  # referenced in the run folder itself
     model = next(a for a in run.artifacts if a.type == "model")
     assert model.files == {"best.ckpt": trained / "checkpoints" / "best.ckpt"} and "best" in model.aliases
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [lambda text: text[: len(text) // 2], lambda text: "not json", lambda text: '{"model": {"type": "BPE"}}'],
+    ids=["truncated", "not-json", "wrong-shape"],
+)
+def test_a_damaged_tokenizer_is_one_line_for_translate_and_attention(trained, tmp_path, damage):
+    import shutil
+
+    from ablate import cli
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run, ignore=shutil.ignore_patterns("wandb"))
+    joint = run / "tokenizer" / "joint.json"
+    joint.write_text(damage(joint.read_text()))
+    for args in (["translate", str(run)], ["attention", str(run), "--text", "a", "--out", str(tmp_path / "png")]):
+        result = CliRunner().invoke(cli.app, args, input="a b c\n")
+        assert result.exit_code == 2, result.output
+        assert result.output.startswith(f"error: {joint} is damaged (") and len(result.output.splitlines()) == 1

@@ -64,7 +64,7 @@ def _repeat(scenario: str, rng: np.random.Generator) -> SplitScores:
     elif scenario == "equal":
         strength_b = difficulty + rng.normal(0, 0.15, N_SENTENCES)  # as good, on other sentences
     else:
-        strength_b = strength_a - 0.12  # clearly fewer errors
+        strength_b = strength_a - 0.2  # clearly fewer errors
     a = _row(refs, strength_a, rng, range(1, SEEDS + 1))
     b = _row(refs, strength_b, rng, range(SEEDS + 1, 2 * SEEDS + 1))
     return SplitScores("test", {"a": a, "b": b}, SAMPLES)

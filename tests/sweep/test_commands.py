@@ -73,6 +73,14 @@ def test_dry_run_lists_trials_without_training(sweep_file, events, tmp_path):
     assert events.count("start") == 0 and not (tmp_path / "runs").exists()
 
 
+def test_dry_run_refuses_a_variant_name_no_folder_can_hold(sweep_file, events, tmp_path):
+    sweep_file.write_text(SWEEP.replace("name: wide", "name: " + "w" * 300))
+    result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")
+    assert result.exit_code == 2 and "is 300 characters long: use at most 64" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert events.count("start") == 0 and not (tmp_path / "runs").exists()
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -21,7 +21,8 @@ EXPECTED = {
     "table3": 57,
     "table3-cpu": 38,
     "calibration-cpu": 16,
-    "table3-budget-cpu": 15,
+    "table3-budget-cpu": 12,
+    "defaults-cpu": 4,
     "mission-cpu": 30,
     "scoring": 72,
     "positions": 15,
@@ -64,6 +65,20 @@ def test_shipped_sweep_is_valid_wandb_and_every_trial_config_loads(path):
                 node = getattr(node, part)
             assert node == (tuple(value) if isinstance(value, list) else value), (name, key)
     assert len(names) == len(points) and all("-2" not in n for n in names)
+
+
+CURVE_POINTS = 8  # validations per trial: enough for a learning curve and a Δ-vs-step figure
+
+
+@pytest.mark.parametrize("path", [p for p in SWEEPS if p.stem != "soak"], ids=lambda p: p.stem)
+def test_shipped_sweeps_validate_often_enough_for_a_curve(path):
+    """Every trial validates at least CURVE_POINTS times (every val_every steps, and at the end), so
+    ``ablate plot`` draws learning curves and Δ vs step from it (soak.yaml is a fault-injection test)."""
+    for point in expand(load_spec(path)):
+        train = load_config(None, to_overrides(resolve(point))).train
+        assert train.max_steps and train.val_every, f"{path.name}: set train.max_steps and train.val_every"
+        points = train.max_steps // train.val_every + (train.max_steps % train.val_every > 0)
+        assert points >= CURVE_POINTS, f"{path.name}: {points} validations per trial"
 
 
 @pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
@@ -156,6 +171,10 @@ BAD = [
     ("method: grid\nparameters: {model: {parameters: {heads: {value: 2}}}}\n", "write dotted names"),
     ("method: grid\nparameters: {variant: {value: a}}\n", "must list 'values'"),
     ("method: grid\nparameters: {variant: {values: [a, a]}}\n", "duplicate variant name 'a'"),
+    (f"method: grid\nparameters: {{variant: {{values: [{'v' * 300}]}}}}\n", "is 300 characters long: use at most 64"),
+    ("method: grid\nparameters: {variant: {values: ['a/b']}}\n", "'a/b' holds characters unsafe in a folder name"),
+    ('method: grid\nparameters: {variant: {values: [{name: "x\\n|y"}]}}\n', "e.g. 'x_y'"),
+    ("method: grid\nparameters: {variant: {values: [..]}}\n", "starting with a letter or digit"),
     ("method: grid\nparameters: {variant: {values: [{model.heads: 2}]}}\n", "'name'"),
     ("method: grid\nparameters: {variant: {values: [{name: x, model.hedas: 2}]}}\n", "values[0] (x)"),
     ("method: bayes\nparameters: {seed: {values: [1]}}\n", "needs a 'metric'"),
@@ -205,3 +224,15 @@ def test_comparisons_are_a_constant_that_never_reaches_the_trainer():
     assert point["comparisons"] == spec.parameters["comparisons"]["value"]  # in every sampled point
     assert "comparisons" not in resolve(point) and "comparisons" not in spec.varying
     assert not any(o.startswith("comparisons=") for o in trial_overrides(spec, point, "x"))
+
+
+def test_a_long_grid_value_gives_a_bounded_stable_folder_name():
+    spec = spec_from_dict(
+        {
+            "method": "grid",
+            "parameters": {"data.source": {"values": ["x" * 300, "x" * 299 + "y"]}, "seed": {"value": 1}},
+        }
+    )
+    names = [trial_name(spec, p, set()) for p in expand(spec)]
+    assert all(len(n) <= 120 for n in names) and len(set(names)) == 2
+    assert names == [trial_name(spec, p, set()) for p in expand(spec)]  # the same point, the same name

@@ -1,0 +1,95 @@
+"""What translate and evaluate accept (issue 24, cases 15, 21 and 22): the training's line rules, UTF-8
+only, a beam of at least 1 and a checkpoint name that exists; each refusal one line, before any work."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from ablate import cli
+from ablate.inference import translate as translate_module
+from ablate.inference.inputs import InputError, check_checkpoint, check_decoding, read_sentences
+
+
+def test_only_a_newline_ends_a_sentence():
+    raw = "one\x0cstill one\r\ntwo\u2028still two\nthree\x85still three\n".encode()
+    assert read_sentences(raw, "x") == ["one\x0cstill one", "two\u2028still two", "three\x85still three"]
+    assert read_sentences(b"", "x") == [] and read_sentences(b"\n", "x") == [""]
+    assert read_sentences("\ufeffa \n b".encode(), "x") == ["a", "b"]  # BOM and surrounding spaces, as training
+
+
+@pytest.mark.parametrize(
+    "raw, line, byte",
+    [("ok\ncaf\xe9\n".encode("latin-1"), 2, "0xe9"), (b"\x89PNG\r\n\x1a\n\x00\x00", 1, "0x89")],
+)
+def test_text_that_is_not_utf8_is_refused_naming_the_line(raw, line, byte):
+    with pytest.raises(InputError) as err:
+        read_sentences(raw, "in.txt")
+    assert f"in.txt line {line} is not UTF-8 text (byte {byte}" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_decoding_values_and_checkpoint_names():
+    check_decoding(1, 0.0)
+    check_decoding(None, None)
+    for beam in (0, -5):
+        with pytest.raises(InputError, match=f"--beam {beam} must be at least 1"):
+            check_decoding(beam, None)
+    with pytest.raises(InputError, match="--len-penalty nan"):
+        check_decoding(2, float("nan"))
+    assert check_checkpoint("last") == "last"
+    with pytest.raises(InputError, match=r"'lastt' is not a checkpoint name; did you mean 'last'\?"):
+        check_checkpoint("lastt")
+
+
+@pytest.fixture()
+def echo_run(monkeypatch):
+    """translate's model replaced by one that echoes its sources in brackets: what reaches it is visible."""
+    monkeypatch.setattr(translate_module, "load_run", lambda run_dir, which="best": which)
+    monkeypatch.setattr(translate_module, "translate", lambda run, sources, *a, **k: [f"[{s}]" for s in sources])
+
+
+def _invoke(*args, input=None):
+    return CliRunner().invoke(cli.app, [str(a) for a in args], input=input)
+
+
+def _one_line(result, *words):
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: ") and len(result.output.strip().splitlines()) == 1, result.output
+    for word in words:
+        assert word in result.output
+
+
+def test_translate_gives_one_output_per_input_line(echo_run, tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes("a\x0cb\nc\u2028d\ne\x85f\n".encode())
+    for result in (_invoke("translate", "run", "--input", path), _invoke("translate", "run", input=path.read_bytes())):
+        assert result.exit_code == 0, result.output
+        assert result.stdout.split("\n") == ["[a\x0cb]", "[c\u2028d]", "[e\x85f]", ""]
+
+
+def test_translate_refuses_latin1_from_a_file_or_stdin(echo_run, tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("un café\n".encode("latin-1"))
+    _one_line(_invoke("translate", "run", "--input", path), f"{path} line 1 is not UTF-8")
+    _one_line(_invoke("translate", "run", input=path.read_bytes()), "stdin line 1 is not UTF-8")
+    _one_line(_invoke("translate", "run", input=b"\x00\xff\xfe binary"), "stdin line 1 is not UTF-8")
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate"])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--beam", "0"], ["--beam 0 must be at least 1"]),
+        (["--beam", "-5"], ["--beam -5 must be at least 1"]),
+        (["--checkpoint", "lastt"], ["did you mean 'last'"]),
+    ],
+)
+def test_translate_and_evaluate_refuse_the_same_values_before_any_work(command, args, words, tmp_path):
+    result = _invoke(command, tmp_path / "not-a-run", *args, input="a\n")
+    _one_line(result, *words)
+
+
+def test_evaluate_hyps_inside_the_run_folder_are_refused(tmp_path):
+    run = tmp_path / "run"
+    (run / "hyps").mkdir(parents=True)
+    _one_line(_invoke("evaluate", run, "--hyps", run / "hyps" / "test.txt"), "inside the source")

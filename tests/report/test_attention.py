@@ -1,0 +1,96 @@
+"""``ablate attention``: the work one ``--text`` can cause is bounded (issue 24, case 3: 600 words grew to
+20.5 GB), the figure size too, and the figures land whole, never inside the run folder."""
+
+from __future__ import annotations
+
+import datasets
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from ablate.config import load_config, to_dict
+from ablate.data.tokenizer import SubwordTokenizer
+from ablate.model.build import build_model
+from ablate.report import attention, figure_style
+from ablate.report.records import ReportError
+
+from tiny_run import MODEL
+
+WORDS = [f"w{i}" for i in range(40)]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """An untrained tiny run folder: config.yaml, tokenizer and a checkpoint, as `ablate train` leaves them."""
+    folder = tmp_path_factory.mktemp("attention") / "run"
+    text = [" ".join(WORDS[i : i + 5]) for i in range(35)]
+    tok = SubwordTokenizer.train(datasets.Dataset.from_dict({"src": text, "tgt": text}), vocab_size=80)
+    tok.save(folder / "tokenizer")
+    cfg = load_config(None, [*MODEL, "eval.max_len_a=1.0", "eval.max_len_b=2"])
+    (folder / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
+    (folder / "checkpoints").mkdir()
+    torch.save(
+        {"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}}, folder / "checkpoints" / "best.ckpt"
+    )
+    return folder
+
+
+def test_a_sentence_is_drawn(run, tmp_path):
+    paths = attention.plot_attention(run, "w1 w2 w3", tmp_path / "pics", beam=1)
+    assert [p.name for p in paths][:2] == ["attention_encoder_self.png", "attention_decoder_self.png"]
+    assert all(p.is_file() for p in paths) and sorted(p.name for p in (tmp_path / "pics").iterdir()) == sorted(
+        p.name for p in paths
+    )
+
+
+def test_a_text_longer_than_the_limit_is_one_line_before_any_decoding(run, tmp_path, monkeypatch):
+    monkeypatch.setattr(attention, "beam_search", lambda *a, **k: pytest.fail("decoded a text over the limit"))
+    text = " ".join(WORDS[i % 40] for i in range(600))  # 600 words
+    from ablate import cli
+
+    result = CliRunner().invoke(cli.app, ["attention", str(run), "--text", text, "--out", str(tmp_path / "pics")])
+    assert result.exit_code == 2, result.output
+    assert (
+        result.output.startswith("error: --text is ")
+        and "subwords long; attention maps are drawn for at most 100" in result.output
+    )
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "pics").exists()
+
+
+def test_the_grid_of_maps_stays_drawable_whatever_the_length():
+    assert attention.cell_inches(10, 4, 3) == 2.2  # a sentence: as before
+    for tokens, heads, layers in ((160, 4, 3), (1000, 8, 6), (100, 64, 2)):  # 0.22 in a token: 35 in a map at 160
+        side = attention.cell_inches(tokens, heads, layers) * max(heads, layers) + 1
+        assert side <= attention.MAX_GRID_INCHES + 1
+        figure_style.check_size(side, side, attention.DPI, "a.png", "-")  # within the pixel limits
+
+
+def test_a_figure_over_the_pixel_limit_is_refused_naming_the_limit():
+    with pytest.raises(ReportError, match=r"would be 130,000 x 390 pixels, over the limit of 16,384 a side") as err:
+        figure_style.check_size(1000, 3, 130, "test_bleu.png", "too many rows: plot fewer variants")
+    assert "too many rows" in str(err.value)
+    figure_style.check_size(8, 40, 130, "test_bleu.png", "-")  # 1,040 x 5,200: fine
+
+
+def test_a_sweep_figure_too_tall_to_draw_is_refused_before_drawing(tmp_path):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8.0, figure_style.row_height(1000)), dpi=figure_style.DPI)  # a sweep of 1000 rows
+    with pytest.raises(ReportError, match="test_bleu.png would be 1,040 x 39,234 pixels"):
+        figure_style.save(fig, tmp_path / "test_bleu.png")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_figures_are_never_written_into_the_run_folder(run):
+    from ablate.utils.safe_output import OutputError
+
+    with pytest.raises(OutputError, match="inside the source"):
+        attention.plot_attention(run, "w1", run / "pics")
+    assert not (run / "pics").exists()
+
+
+def test_a_beam_below_one_is_refused(run, tmp_path):
+    with pytest.raises(ReportError, match="--beam 0 must be at least 1"):
+        attention.plot_attention(run, "w1", tmp_path / "pics", beam=0)

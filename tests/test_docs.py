@@ -1,0 +1,218 @@
+"""The documentation: a generated configuration reference that matches the code, a README that stays a front page."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_config_docs", ROOT / "scripts" / "gen_config_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_configuration_reference_matches_the_code():
+    gen = _generator()
+    assert gen.PAGE.read_text() == gen.render(), "run python scripts/gen_config_docs.py"
+    assert gen.main(["--check"]) == 0
+
+
+def test_the_reference_lists_every_key_with_its_whole_docstring():
+    from ablate.config import TrainConfig, valid_keys
+
+    page = _generator().render()
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `([\w.]+)` \|.*$", page, re.M)}
+    assert sorted(rows) == sorted(valid_keys())
+    # the full docstring, not only the first sentence that `ablate train --help` prints
+    assert "Default: d_model^-0.5 * warmup^-0.5" in rows["train.lr"]
+    assert "`inverse_sqrt`, `linear`, `cosine`" in rows["train.schedule"]  # choices from the registry
+    assert TrainConfig.__doc__ in page
+
+
+def test_a_new_config_field_appears_in_the_reference(monkeypatch):
+    """What makes the page unable to drift: it is rendered from the dataclasses, so a field added there is listed."""
+    from ablate import config
+    from ablate.utils import fields
+
+    @dataclasses.dataclass(frozen=True)
+    class Eval(config.EvalConfig):
+        sampling_topk: int = 0
+        """Sample from the k most likely tokens. A made-up key of this test."""
+
+    fields.field_types.cache_clear()
+    monkeypatch.setattr(config, "EvalConfig", Eval)  # what Config's (string) annotation `eval: EvalConfig` resolves to
+    try:
+        page = _generator().render()
+    finally:
+        fields.field_types.cache_clear()
+    assert (
+        "| `eval.sampling_topk` | int | `0` | Sample from the k most likely tokens. A made-up key of this test. |"
+        in page
+    )
+    assert page != _generator().PAGE.read_text()  # so the check above would fail until the page is regenerated
+
+
+@pytest.mark.parametrize(
+    ("text", "cell"),
+    [
+        ("a | b", "a \\| b"),
+        ("x\n   y", "x y"),
+        # in code a backslash would show on the site and a bare pipe split the row on GitHub
+        ("by ``|Y|^alpha`` or `a<b`", "by <code>&#124;Y&#124;^alpha</code> or `a<b`"),
+    ],
+)
+def test_a_table_cell_is_one_line_with_pipes_escaped(text, cell):
+    assert _generator()._cell(text) == cell
+
+
+# --------------------------------------------------------------------------------------
+# The worked examples of docs/extending.md do what the page says
+# --------------------------------------------------------------------------------------
+
+
+def _python_block(page: Path, containing: str) -> str:
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+    return next(b for b in blocks if containing in b)
+
+
+def test_the_extending_pages_score_example_trains_through_the_registry(monkeypatch):
+    import torch
+
+    from ablate.config import AttentionConfig, load_config
+    from ablate.model import scores
+    from ablate.model.attention import MultiHeadAttention
+    from ablate.model.build import build_model
+
+    namespace = dict(vars(scores))  # the example is written for ablate/model/scores.py
+    exec(_python_block(DOCS / "extending.md", "class CosineScore"), namespace)
+    cosine = namespace["CosineScore"]
+    torch.manual_seed(0)
+    score = cosine(8, 2, AttentionConfig())
+    q, k = torch.randn(3, 2, 5, 8), torch.randn(3, 2, 7, 8)
+    out = score(q, score.prepare_keys(k))
+    expected = 10.0 * torch.nn.functional.cosine_similarity(q[:, :, :, None], k[:, :, None], dim=-1)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)  # (B, H, Tq, Tk): cos(q, k) / tau
+
+    monkeypatch.setitem(scores.SCORES, "cosine", cosine)
+    cfg = load_config(None, ["model.attention.score=cosine", "model.d_model=16", "model.heads=2", "model.layers=1"])
+    model = build_model(cfg.model, 20, 20)
+    attention = next(m for m in model.modules() if isinstance(m, MultiHeadAttention))
+    assert isinstance(attention.score, cosine) and attention.scaling == 1.0  # paper_scale False: auto adds none
+    x = torch.randn(2, 6, 16)
+    fused, _ = attention(x, attention.project_kv(x))  # the as_dot form, through the fused kernel
+    explicit, weights = attention(x, attention.project_kv(x), need_weights=True)
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+    assert weights is not None and weights.shape == (2, 2, 6, 6)
+
+
+def test_the_extending_pages_column_example_renders_in_every_format(monkeypatch, tmp_path):
+    import json
+    import sys
+
+    from ablate.report import table as table_module
+    from ablate.report.api import table_of
+    from ablate.report.formats import FORMATS, render
+
+    sys.path.insert(0, str(ROOT / "tests" / "report"))
+    from report_fixtures import make_variant_sweep
+
+    root = make_variant_sweep(tmp_path / "sweep")
+    for path in root.glob("*/summary.json"):  # what summarise() records for every finished run
+        summary = json.loads(path.read_text())
+        if summary["status"] == "finished":
+            summary["peak_memory_mb"] = 900.0 if summary["variant"] == "A-heads1" else 1000.0
+            path.write_text(json.dumps(summary))
+
+    line = re.search(r'(Column\("peak_memory_mb"[^#\n]*\)),', _python_block(DOCS / "extending.md", "peak_memory_mb"))
+    column = eval(line.group(1), vars(table_module))
+    original = table_module.metric_columns
+
+    def with_the_new_line(sweep, comparisons, extra=None):  # the one line added to metric_columns()
+        return [*original(sweep, comparisons, extra), column]
+
+    monkeypatch.setattr(table_module, "metric_columns", with_the_new_line)
+    table = table_of(str(root), with_significance=False)
+    index = [c.key for c in table.columns].index("peak_memory_mb")
+    best = {row.name for row in table.rows if row.cells[index].best}
+    assert best == {"A-heads1"}  # lowest is best
+    for fmt in FORMATS:
+        text = render(table, fmt, width=1000)  # wide enough that rich does not wrap the header
+        assert ("peak_memory_mb" if fmt == "csv" else "Peak memory (MB)") in text, fmt
+
+
+# --------------------------------------------------------------------------------------
+# The README is a front page; the site builds
+# --------------------------------------------------------------------------------------
+
+TWO_COMMANDS = """\
+# 1. install (CPU is enough) and run the main job on the built-in offline task
+python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[test]" && ablate train
+
+# 2. run the tests
+python -m pytest -q
+"""
+
+
+def test_the_readme_is_a_front_page_of_at_most_10_kb():
+    assert len(README.read_bytes()) <= 10 * 1024
+
+
+def test_the_readme_opens_with_the_two_commands():
+    text = README.read_text()
+    first_block = re.search(r"```bash\n(.*?)```", text, re.S)
+    assert first_block is not None and first_block.group(1) == TWO_COMMANDS
+    before = text[: first_block.start()]
+    assert before.count("\n## ") == 1 and "## Set up and run (two commands)" in before  # only the pitch before them
+
+
+def _relative_links(text: str) -> list[str]:
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    return [link.split("#")[0] for link in links if not re.match(r"[a-z]+:", link) and not link.startswith("#")]
+
+
+def test_the_readmes_links_resolve():
+    """Every link points at a file, except the results folder of a shipped sweep that has not run yet."""
+    links = _relative_links(README.read_text())
+    assert "docs/architecture.md" in links and "LICENSE" in links
+    for link in links:
+        if (ROOT / link).exists():
+            continue
+        pending = re.fullmatch(r"results/([\w.-]+)/README\.md", link)
+        assert pending and (ROOT / "sweeps" / f"{pending.group(1)}.yaml").exists(), link
+
+
+def test_every_docs_page_is_in_the_site_nav():
+    import yaml
+
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    listed = {next(iter(item.values())) for item in nav}
+    assert listed == {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+
+
+@pytest.mark.slow  # a few seconds; .ci/run builds the site too
+def test_the_site_builds_strict(tmp_path):
+    """What CI runs: offline, and a broken link or anchor fails it."""
+    pytest.importorskip("mkdocs")
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1", "HOME": str(tmp_path)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "site" / "architecture" / "index.html").exists()
