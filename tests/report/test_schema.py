@@ -96,11 +96,12 @@ def test_plots_skip_a_trial_whose_history_or_metrics_are_bad(tmp_path):
     """Case 20: ``val/bleu: "x"`` in a history and a 1e308 dev BLEU crashed ``ablate plot``."""
     from ablate.report.api import make_plots
 
+    sweep = tmp_path / "sweep"  # the figures go beside it: an output inside the sweep is refused
     history = [{"step": 10, "val/bleu": 1.0}, {"step": 20, "val/bleu": 2.0}]
     for seed in (1, 2):
-        write_trial(tmp_path, f"base-{seed}", {**GOOD, "variant": "base", "history": history, "config": {"seed": seed}})
-    write_trial(tmp_path, "x-1", {**GOOD, "variant": "x", "history": [{"step": 10, "val/bleu": "x"}]})
-    write_trial(tmp_path, "y-1", {**GOOD, "variant": "y", "val/bleu": 1e308, "history": history})
-    written = make_plots(str(tmp_path), tmp_path / "plots", with_significance=False)
+        write_trial(sweep, f"base-{seed}", {**GOOD, "variant": "base", "history": history, "config": {"seed": seed}})
+    write_trial(sweep, "x-1", {**GOOD, "variant": "x", "history": [{"step": 10, "val/bleu": "x"}]})
+    write_trial(sweep, "y-1", {**GOOD, "variant": "y", "val/bleu": 1e308, "history": history})
+    written = make_plots(str(sweep), tmp_path / "plots", with_significance=False)
     assert written and all(p.stat().st_size > 0 for p in written)
-    assert {t.name for t in collect(str(tmp_path)) if t.status == INVALID} == {"x-1", "y-1"}
+    assert {t.name for t in collect(str(sweep)) if t.status == INVALID} == {"x-1", "y-1"}
