@@ -14,8 +14,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ablate.config import ConfigError, parse_override, valid_keys
+from ablate.config import ConfigError, complete_overrides, parse_override, valid_keys
 from ablate.errors import AblateError, did_you_mean
+from ablate.sweep.axes import axis_overrides, split_axes, with_axes
 from ablate.sweep.launcher import Launcher, LaunchOptions, check_trial_count, default_out
 from ablate.sweep.options import TRIAL_LIMIT
 from ablate.sweep.progress import Progress, best_trial, clock
@@ -72,7 +73,12 @@ def check_overrides(overrides: list[str]) -> list[str]:
 @user_errors
 def run(
     file: Path = typer.Argument(..., help="Sweep file (W&B sweep configuration), e.g. sweeps/quickstart.yaml."),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value config overrides for every trial."),
+    overrides: Optional[list[str]] = typer.Argument(
+        None,
+        help="key=value config overrides for every trial; key=a,b adds a grid axis (one trial per value, "
+        "crossed with the file's); quote a literal comma for YAML: 'key=\"a,b\"'.",
+        autocompletion=complete_overrides,
+    ),
     out: Optional[Path] = typer.Option(
         None, "--out", help="Sweep folder (state + one folder per trial). Default: runs/<sweep name>."
     ),
@@ -137,15 +143,24 @@ def run(
     trial_limit: int = typer.Option(TRIAL_LIMIT, "--trial-limit", min=1, help="Refuse to plan more trials than this."),
 ) -> None:
     """Run a sweep on this machine (one process per trial over device slots) or on a SLURM cluster
-    (one job per trial); rerun the same command to resume, collect and resubmit."""
+    (one job per trial); rerun the same command to resume, collect and resubmit.
+
+    Exit status:
+    0: every trial finished (--dry-run: every trial is valid);
+    1: some trial failed or did not finish (--dry-run: some trial's config is invalid);
+    2: a bad command line, sweep file or config;
+    130: interrupted (rerun to resume).
+    """
     if launcher not in ("local", "slurm"):
         raise SweepError(f"--launcher {launcher!r}: choose local or slurm")
-    spec = load_spec(file)
+    plain, axes = split_axes(check_overrides(overrides or []))
+    spec = with_axes(load_spec(file), axes)
     slurm = launcher == "slurm"
     opts = LaunchOptions(
         out=out or default_out(spec),
         slots=[] if slurm else plan_slots(devices, 1 if gpus_per_trial is None else gpus_per_trial, parallel),
-        overrides=check_overrides(overrides or []),
+        overrides=plain,
+        axes=axis_overrides(axes),
         config=config,
         retry_failed=retry_failed,
         retries=retries,
@@ -185,7 +200,8 @@ def run(
         make = functools.partial(Launcher, spec, opts)
         where = "slots: " + ", ".join(s.describe() for s in opts.slots)
     if dry_run:
-        _preview(make())
+        if _preview(make()):
+            raise typer.Exit(FAILED)
         return
     console.print(f"sweep [bold]{spec.name}[/bold] ({spec.method}) -> {opts.out}  {where}", highlight=False)
     try:
@@ -197,16 +213,30 @@ def run(
     if result.interrupted:
         console.print("interrupted: rerun the same command to resume", style="yellow")
         raise typer.Exit(130)
+    if unfinished(result.state):
+        raise typer.Exit(FAILED)
 
 
-def _preview(launcher: Launcher) -> None:
+FAILED = 1
+"""Exit status of a sweep with a failed or unfinished trial (and of a dry run listing an invalid one)."""
+
+
+def unfinished(state: Any) -> int:
+    """Trials that failed or were left interrupted (hyperband's ``stopped`` and ``finished`` are done)."""
+    return state.count("failed", "interrupted", "running")
+
+
+def _preview(launcher: Launcher) -> int:
+    """Print the trials a run would plan; returns how many are invalid."""
     trials = launcher.preview()
     if launcher.spec.method == "bayes":
         console.print(f"bayes proposes trials as results arrive (up to {launcher.cap}); the first:")
     for t in trials:
         line = f"[bold]{t.name}[/bold]  {' '.join(launcher.overrides(t))}"
         console.print(line + (f"\n  [red]{t.error}[/red]" if t.status == "failed" else ""), highlight=False)
-    console.print(f"{len(trials)} trials", highlight=False)
+    invalid = sum(t.status == "failed" for t in trials)
+    console.print(f"{len(trials)} trials" + (f", {invalid} invalid" if invalid else ""), highlight=False)
+    return invalid
 
 
 def _report(state: Any, metric: Optional[str], goal: str, out: Path) -> None:
@@ -312,7 +342,9 @@ def _project(project: Optional[str]) -> str:
 @user_errors
 def agent(
     sweep_id: str = typer.Argument(..., help="W&B sweep id from 'ablate sweep create'."),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value config overrides for every trial."),
+    overrides: Optional[list[str]] = typer.Argument(
+        None, help="key=value config overrides for every trial.", autocompletion=complete_overrides
+    ),
     devices: str = typer.Option("auto", "--devices", help=DEVICES_HELP + " One W&B agent per slot."),
     gpus_per_trial: int = typer.Option(1, "--gpus-per-trial", help="GPUs per trial; more than one trains with DDP."),
     parallel: int = typer.Option(1, "--parallel", help="Agents at once on CPU, or per GPU group."),

@@ -97,7 +97,10 @@ class Launcher:
         state = load_state(self.out)
         if state is None:
             return SweepState(
-                name=self.spec.name, source=str(self.spec.path), signature=sig, overrides=list(self.opts.overrides)
+                name=self.spec.name,
+                source=str(self.spec.path),
+                signature=sig,
+                overrides=list(self.opts.overrides) + list(self.opts.axes),
             )
         if state.signature != sig:
             raise SweepError(

@@ -46,6 +46,8 @@ class LaunchOptions:
         out: the sweep folder (state, lock, one sub-folder per trial).
         slots: where trials run (see :func:`ablate.sweep.slots.plan_slots`).
         overrides: ``key=value`` applied to every trial, after the sweep's parameters.
+        axes: comma-list overrides (``model.heads=4,8``) already made parameters of the spec
+            (:mod:`ablate.sweep.axes`); recorded in ``sweep.json`` beside ``overrides``.
         config: a base YAML config for every trial.
         command: builds a trial's argv (default: the real trainer; tests inject a fake).
         retry_failed: run failed trials again.
@@ -61,6 +63,7 @@ class LaunchOptions:
     out: Path
     slots: list[Slot]
     overrides: list[str] = field(default_factory=list)
+    axes: list[str] = field(default_factory=list)
     config: Optional[Path] = None
     command: Optional[TrialCommand] = None
     retry_failed: bool = False
