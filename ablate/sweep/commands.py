@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ablate.config import ConfigError, complete_overrides, parse_override, valid_keys
+from ablate.config import ConfigError, complete_overrides, load_config, parse_override, valid_keys
 from ablate.errors import AblateError, did_you_mean
 from ablate.sweep.axes import axis_overrides, split_axes, with_axes
 from ablate.sweep.launcher import Launcher, LaunchOptions, check_trial_count, default_out
@@ -140,6 +140,13 @@ def run(
     config: Optional[Path] = typer.Option(None, "--config", help="Base YAML config for every trial."),
     grace: float = typer.Option(30.0, "--grace", help="Seconds a stopped trial gets to save a checkpoint."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the trials and their overrides; train nothing."),
+    wandb_sweep: bool = typer.Option(
+        False,
+        "--wandb-sweep",
+        help="When W&B is online, also register the sweep with the W&B server (once per --out) and attach "
+        "every trial to it, so the project's Sweeps page (parameter importance, parallel coordinates) "
+        "lists them; trials still train here.",
+    ),
     trial_limit: int = typer.Option(TRIAL_LIMIT, "--trial-limit", min=1, help="Refuse to plan more trials than this."),
 ) -> None:
     """Run a sweep on this machine (one process per trial over device slots) or on a SLURM cluster
@@ -203,6 +210,8 @@ def run(
         if _preview(make()):
             raise typer.Exit(FAILED)
         return
+    if wandb_sweep:
+        opts.wandb_sweep = _register(spec, opts)
     console.print(f"sweep [bold]{spec.name}[/bold] ({spec.method}) -> {opts.out}  {where}", highlight=False)
     try:
         result = make(Progress(console, spec.metric, spec.goal)).run()
@@ -215,6 +224,25 @@ def run(
         raise typer.Exit(130)
     if unfinished(result.state):
         raise typer.Exit(FAILED)
+
+
+def _register(spec: Any, opts: LaunchOptions) -> Optional[str]:
+    """The W&B sweep of ``--wandb-sweep`` (made once per folder), its id in the trials' environment."""
+    import os
+
+    from ablate.sweep.wandb_agent import register_local_sweep
+    from ablate.training.tracking import resolve_mode
+
+    tracking = load_config(opts.config, opts.overrides).tracking
+    if resolve_mode(tracking) != "online":
+        console.print("--wandb-sweep: W&B is not online (no login, or offline mode); no W&B sweep", style="yellow")
+        return None
+    state = load_state(opts.out)
+    path = state.wandb_sweep if state is not None and state.wandb_sweep else None
+    path = path or register_local_sweep(spec, tracking.project, tracking.entity)
+    os.environ["WANDB_SWEEP_ID"] = path.rsplit("/", 1)[-1]  # wandb.init in every trial attaches to it
+    console.print(f"W&B sweep {path}", highlight=False)
+    return path
 
 
 FAILED = 1
@@ -243,6 +271,8 @@ def _report(state: Any, metric: Optional[str], goal: str, out: Path) -> None:
     counts = {s: state.count(s) for s in ("finished", "failed", "interrupted", "stopped", "pending")}
     parts = [f"{n} {s}" for s, n in counts.items() if n]
     console.print(f"sweep {state.name}: " + ", ".join(parts), highlight=False)
+    if state.group:
+        console.print(f"W&B group {state.group}", style="dim", highlight=False)
     best = best_trial(state, goal)
     if best is not None and metric:
         console.print(f"best {metric} = {best.metric:.4g} ({best.name})", style="green", highlight=False)
