@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
-from typer.core import TyperCommand
 
-from ablate.utils.commands import fail, typer_app
+from ablate.config import complete_overrides
+from ablate.utils.commands import PlainFlagsCommand, fail, typer_app
 
 app = typer_app(
     help="Ablation studies for encoder-decoder Transformers in machine translation.",
@@ -47,7 +47,7 @@ def _main(
     """Ablation studies for encoder-decoder Transformers in machine translation."""
 
 
-class ConfigKeysHelp(TyperCommand):
+class ConfigKeysHelp(PlainFlagsCommand):
     """``--help`` that ends with every config key: its type or choices, default and one-line doc."""
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
@@ -64,7 +64,9 @@ class ConfigKeysHelp(TyperCommand):
 @app.command(cls=ConfigKeysHelp, context_settings={"allow_extra_args": False})
 def train(
     overrides: Optional[List[str]] = typer.Argument(
-        None, help="Config overrides as dotted key=value, e.g. model.heads=8 train.max_time=600."
+        None,
+        help="Config overrides as dotted key=value, e.g. model.heads=8 train.max_time=600.",
+        autocompletion=complete_overrides,
     ),
     config: Optional[Path] = typer.Option(
         None, "--config", "-c", help="YAML file of config keys (nested or dotted), applied before overrides."

@@ -262,6 +262,13 @@ def describe_keys(cls: type = Config) -> list[tuple[str, str, Any, str]]:
     return describe_fields(cls)
 
 
+def complete_overrides(incomplete: str) -> list[tuple[str, str]]:
+    """Shell completion of one ``key=value`` override: keys, then a key's choices (typer's ``autocompletion=``)."""
+    from ablate.utils.completion import complete_override
+
+    return complete_override(Config, incomplete)
+
+
 def _unknown_key(key: str, candidates: list[str]) -> ConfigError:
     hint = did_you_mean(key, candidates, cutoff=0.5) or f"; valid keys: {', '.join(sorted(candidates))}"
     return ConfigError(f"unknown config key '{key}'{hint}")

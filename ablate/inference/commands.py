@@ -11,9 +11,18 @@ import typer
 from ablate.utils.commands import fail as _fail  # the one handler: one red line, exit 2
 from ablate.utils.io import one_line
 
+RUN_HELP = "A run directory written by `ablate train`, or wandb:<entity>/<project>/<run id> (its model artifact)."
+
+
+def _local(run_dir: Path, raw: str) -> Path:
+    """``run_dir``, or the folder of a ``wandb:`` run's downloaded model artifact."""
+    from ablate.inference.wandb_model import fetch_run, is_wandb_ref
+
+    return fetch_run(raw) if is_wandb_ref(raw) else run_dir
+
 
 def translate(
-    run_dir: Path = typer.Argument(..., help="A run directory written by `ablate train`."),
+    run_dir: Path = typer.Argument(..., help=RUN_HELP),
     input: Optional[Path] = typer.Option(
         None, "--input", "-i", help="Source sentences, one per line (default: stdin)."
     ),
@@ -38,7 +47,7 @@ def translate(
         _fail(f"cannot read {input or 'stdin'}: {err.strerror or err}")
     sentences = read_sentences(raw, str(input) if input is not None else "stdin")
     try:
-        run = load_run(run_dir, checkpoint)
+        run = load_run(_local(run_dir, str(run_dir)), checkpoint)
     except ConfigError as err:
         _fail(str(err))
     for line in run_translate(run, sentences, beam, len_penalty):
@@ -46,7 +55,7 @@ def translate(
 
 
 def evaluate(
-    run_dir: Path = typer.Argument(..., help="A run directory written by `ablate train`."),
+    run_dir: Path = typer.Argument(..., help=RUN_HELP),
     data: Optional[str] = typer.Option(None, "--data", help="A corpus as data.source takes it (default: the run's)."),
     split: Optional[str] = typer.Option(None, "--split", help="Split to score (default: the first test split)."),
     beam: Optional[int] = typer.Option(None, "--beam", help="Beam size (default: the run's eval.beam)."),
@@ -66,7 +75,7 @@ def evaluate(
     if hyps is not None:
         check_apart(hyps, [run_dir], "--hyps")
     try:
-        run = load_run(run_dir, checkpoint)
+        run = load_run(_local(run_dir, str(run_dir)), checkpoint)
         name, sources, references = load_split(run, data, split)
     except (ConfigError, DataError) as err:
         _fail(str(err))

@@ -24,8 +24,9 @@ from ablate.report.api import (  # noqa: F401 - the plain functions, re-exported
     sweep_and_table,
     table_of,
 )
-from ablate.report.formats import render, to_rich
+from ablate.report.formats import render, rich_width, to_rich, to_vertical
 from ablate.report.reference import REFERENCES, get as get_reference, render as render_reference, side_by_side
+from ablate.report.table import Table
 from ablate.utils.commands import typer_app
 from ablate.utils.safe_output import check_apart, write_output_text
 
@@ -64,6 +65,25 @@ def _write(out: Path, text: str, source: str) -> None:
     """``text`` into the file ``out``, whole or not at all, never over or inside the source."""
     write_output_text(out, text, local_folders(source))
     print(f"wrote {out}", file=sys.stderr)
+
+
+def print_fitted(table: Table, console: Any = None) -> None:
+    """The rich table at a width that shows every cell whole, never ``…``.
+
+    Piped or redirected: as wide as the table needs (no colour), so a file holds it whole. On a
+    terminal narrower than the table: one block per row (:func:`~ablate.report.formats.to_vertical`);
+    ``--format md`` or ``-o FILE`` give the grid in any width.
+    """
+    from rich.console import Console
+
+    console = console or Console()
+    need = rich_width(table)
+    if not console.is_terminal:
+        Console(file=console.file, width=max(need, 80), color_system=None).print(to_rich(table))
+    elif need <= console.width:
+        console.print(to_rich(table))
+    else:
+        console.print(to_vertical(table))
 
 
 ALPHA = typer.Option(
@@ -135,9 +155,7 @@ def table_command(
     if out is not None:
         _write(out, render(table, fmt.value) + beside, source)
     elif fmt is Format.rich:
-        from rich.console import Console
-
-        Console().print(to_rich(table))
+        print_fitted(table)
         sys.stdout.write(beside)
     else:
         sys.stdout.write(render(table, fmt.value) + beside)

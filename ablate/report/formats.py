@@ -243,6 +243,50 @@ def to_rich(table: Table):
     return Group(*parts)
 
 
+def to_vertical(table: Table):
+    """The rich table for a terminal too narrow for its columns: one block per row, a line per cell.
+
+    A row is headed by its group (and name); under it every non-empty setting and statistic as
+    ``column  value``, so nothing is cut to ``…``. Footnotes and unfinished trials follow.
+    """
+    from rich.console import Group
+    from rich.text import Text
+
+    head = _header(table)
+    parts: list = [Text(table.title, style="bold")]
+    group = ""
+    for row in table.rows:
+        group = row.group or group  # a group's later rows leave it blank
+        title = Text(group, style="bold")
+        if table.show_names and row.name and row.name != group:
+            title.append(f"  {row.name}")
+        parts += [Text(""), title]
+        values = [Text(s or "") for s in row.settings]
+        for cell, col in zip(row.cells, table.columns):
+            text = Text(fmt_stat(cell, col), style="bold green" if cell.best else "")
+            if cell.mark:
+                text.append(cell.mark, style="yellow")
+            values.append(text)
+        values.append(Text(str(row.n)))
+        names = head[1 + table.show_names :]
+        pad = max((len(n) for n in names), default=0)
+        for name, value in zip(names, values):
+            if value.plain:
+                parts.append(Text(f"  {name:<{pad}}  ", style="dim") + value)
+    parts += [Text(n, style="dim") for n in _notes(table)]
+    parts += [Text(f"  {u}", style="red") for u in table.unfinished]
+    return Group(*parts)
+
+
+def rich_width(table: Table) -> int:
+    """The columns :func:`to_rich` needs to show every cell whole (its widest row, unwrapped)."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    console = Console(file=io.StringIO(), width=10_000, color_system=None)
+    return Measurement.get(console, console.options, to_rich(table).renderables[0]).maximum
+
+
 def render(table: Table, fmt: str, width: int = 200) -> str:
     """The table as text in ``fmt`` (``rich`` is rendered without colour at ``width`` columns)."""
     if fmt == "md":

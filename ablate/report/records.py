@@ -215,6 +215,7 @@ def from_summary(
     """A :class:`Trial` from a ``summary.json``-shaped dict (``config`` may be given flat)."""
     raw = dict(config if config is not None else summary.get("config") or {})
     comparisons = raw.pop("comparisons", None)
+    raw.pop("variants", None)  # a sweep registered by ablate: its variants' overrides, the same for every run
     flat = clean_config(raw)
     sweep = summary.get("sweep") if isinstance(summary.get("sweep"), dict) else {}
     if "seed" not in flat and "seed" in (sweep.get("params") or {}):

@@ -32,7 +32,8 @@ def _workspaces():
 
 
 def group_keys(sweep: Sweep) -> list[str]:
-    """W&B group-by keys that separate the table's rows: the variant, else the varying keys."""
+    """W&B group-by keys that separate the table's rows: the variant (a name in every run's config: local,
+    SLURM and agent runs alike), else the varying keys."""
     if sweep.uses_variants:
         return ["config.variant"]
     return [f"config.{k}" for k in sweep.keys]

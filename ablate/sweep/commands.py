@@ -15,8 +15,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ablate.config import ConfigError, parse_override, valid_keys
+from ablate.config import ConfigError, complete_overrides, load_config, parse_override, valid_keys
 from ablate.errors import AblateError, did_you_mean
+from ablate.sweep.axes import axis_overrides, split_axes, with_axes
 from ablate.sweep.launcher import Launcher, LaunchOptions, check_trial_count, default_out
 from ablate.sweep.options import TRIAL_LIMIT
 from ablate.sweep.progress import Progress, best_trial, clock
@@ -73,7 +74,12 @@ def check_overrides(overrides: list[str]) -> list[str]:
 @user_errors
 def run(
     file: Path = typer.Argument(..., help="Sweep file (W&B sweep configuration), e.g. sweeps/quickstart.yaml."),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value config overrides for every trial."),
+    overrides: Optional[list[str]] = typer.Argument(
+        None,
+        help="key=value config overrides for every trial; key=a,b adds a grid axis (one trial per value, "
+        "crossed with the file's); quote a literal comma for YAML: 'key=\"a,b\"'.",
+        autocompletion=complete_overrides,
+    ),
     out: Optional[Path] = typer.Option(
         None, "--out", help="Sweep folder (state + one folder per trial). Default: runs/<sweep name>."
     ),
@@ -135,18 +141,34 @@ def run(
     config: Optional[Path] = typer.Option(None, "--config", help="Base YAML config for every trial."),
     grace: float = typer.Option(30.0, "--grace", help="Seconds a stopped trial gets to save a checkpoint."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the trials and their overrides; train nothing."),
+    wandb_sweep: bool = typer.Option(
+        False,
+        "--wandb-sweep",
+        help="When W&B is online, also register the sweep with the W&B server (once per --out) and attach "
+        "every trial to it, so the project's Sweeps page (parameter importance, parallel coordinates) "
+        "lists them; trials still train here.",
+    ),
     trial_limit: int = typer.Option(TRIAL_LIMIT, "--trial-limit", min=1, help="Refuse to plan more trials than this."),
 ) -> None:
     """Run a sweep on this machine (one process per trial over device slots) or on a SLURM cluster
-    (one job per trial); rerun the same command to resume, collect and resubmit."""
+    (one job per trial); rerun the same command to resume, collect and resubmit.
+
+    Exit status:
+    0: every trial finished (--dry-run: every trial is valid);
+    1: some trial failed or did not finish (--dry-run: some trial's config is invalid);
+    2: a bad command line, sweep file or config;
+    130: interrupted (rerun to resume).
+    """
     if launcher not in ("local", "slurm"):
         raise SweepError(f"--launcher {launcher!r}: choose local or slurm")
-    spec = load_spec(file)
+    plain, axes = split_axes(check_overrides(overrides or []))
+    spec = with_axes(load_spec(file), axes)
     slurm = launcher == "slurm"
     opts = LaunchOptions(
         out=out or default_out(spec),
         slots=[] if slurm else plan_slots(devices, 1 if gpus_per_trial is None else gpus_per_trial, parallel),
-        overrides=check_overrides(overrides or []),
+        overrides=plain,
+        axes=axis_overrides(axes),
         config=config,
         retry_failed=retry_failed,
         retries=retries,
@@ -186,8 +208,11 @@ def run(
         make = functools.partial(Launcher, spec, opts)
         where = "slots: " + ", ".join(s.describe() for s in opts.slots)
     if dry_run:
-        _preview(make())
+        if _preview(make()):
+            raise typer.Exit(FAILED)
         return
+    if wandb_sweep:
+        opts.wandb_sweep = _register(spec, opts)
     console.print(f"sweep [bold]{spec.name}[/bold] ({spec.method}) -> {opts.out}  {where}", highlight=False)
     try:
         result = make(Progress(console, spec.metric, spec.goal)).run()
@@ -198,22 +223,57 @@ def run(
     if result.interrupted:
         console.print("interrupted: rerun the same command to resume", style="yellow")
         raise typer.Exit(130)
+    if unfinished(result.state):
+        raise typer.Exit(FAILED)
 
 
-def _preview(launcher: Launcher) -> None:
+def _register(spec: Any, opts: LaunchOptions) -> Optional[str]:
+    """The W&B sweep of ``--wandb-sweep`` (made once per folder), its id in the trials' environment."""
+    import os
+
+    from ablate.sweep.wandb_agent import register_local_sweep
+    from ablate.training.tracking import resolve_mode
+
+    tracking = load_config(opts.config, opts.overrides).tracking
+    if resolve_mode(tracking) != "online":
+        console.print("--wandb-sweep: W&B is not online (no login, or offline mode); no W&B sweep", style="yellow")
+        return None
+    state = load_state(opts.out)
+    path = state.wandb_sweep if state is not None and state.wandb_sweep else None
+    path = path or register_local_sweep(spec, tracking.project, tracking.entity)
+    os.environ["WANDB_SWEEP_ID"] = path.rsplit("/", 1)[-1]  # wandb.init in every trial attaches to it
+    console.print(f"W&B sweep {path}", highlight=False)
+    return path
+
+
+FAILED = 1
+"""Exit status of a sweep with a failed or unfinished trial (and of a dry run listing an invalid one)."""
+
+
+def unfinished(state: Any) -> int:
+    """Trials that failed or were left interrupted (hyperband's ``stopped`` and ``finished`` are done)."""
+    return state.count("failed", "interrupted", "running")
+
+
+def _preview(launcher: Launcher) -> int:
+    """Print the trials a run would plan; returns how many are invalid."""
     trials = launcher.preview()
     if launcher.spec.method == "bayes":
         console.print(f"bayes proposes trials as results arrive (up to {launcher.cap}); the first:")
     for t in trials:
         line = f"[bold]{t.name}[/bold]  {' '.join(launcher.overrides(t))}"
         console.print(line + (f"\n  [red]{t.error}[/red]" if t.status == "failed" else ""), highlight=False)
-    console.print(f"{len(trials)} trials", highlight=False)
+    invalid = sum(t.status == "failed" for t in trials)
+    console.print(f"{len(trials)} trials" + (f", {invalid} invalid" if invalid else ""), highlight=False)
+    return invalid
 
 
 def _report(state: Any, metric: Optional[str], goal: str, out: Path) -> None:
     counts = {s: state.count(s) for s in ("finished", "failed", "interrupted", "stopped", "pending")}
     parts = [f"{n} {s}" for s, n in counts.items() if n]
     console.print(f"sweep {state.name}: " + ", ".join(parts), highlight=False)
+    if state.group:
+        console.print(f"W&B group {state.group}", style="dim", highlight=False)
     best = best_trial(state, goal)
     if best is not None and metric:
         console.print(f"best {metric} = {best.metric:.4g} ({best.name})", style="green", highlight=False)
@@ -313,7 +373,9 @@ def _project(project: Optional[str]) -> str:
 @user_errors
 def agent(
     sweep_id: str = typer.Argument(..., help="W&B sweep id from 'ablate sweep create'."),
-    overrides: Optional[list[str]] = typer.Argument(None, help="key=value config overrides for every trial."),
+    overrides: Optional[list[str]] = typer.Argument(
+        None, help="key=value config overrides for every trial.", autocompletion=complete_overrides
+    ),
     devices: str = typer.Option("auto", "--devices", help=DEVICES_HELP + " One W&B agent per slot."),
     gpus_per_trial: int = typer.Option(1, "--gpus-per-trial", help="GPUs per trial; more than one trains with DDP."),
     parallel: int = typer.Option(1, "--parallel", help="Agents at once on CPU, or per GPU group."),

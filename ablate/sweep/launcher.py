@@ -27,7 +27,7 @@ from ablate.sweep.progress import Progress, best_trial, clock
 from ablate.sweep.search import as_sweep_run, grid_size, next_points, planned_trials, to_stop, trial_cap, upfront
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import SweepError, SweepSpec
-from ablate.sweep.state import SweepLock, SweepState, Trial, load_state, save_state
+from ablate.sweep.state import SweepLock, SweepState, Trial, load_state, new_group, save_state
 from ablate.sweep.trial import LOG, live_metric, outcome, read_summary, reported_history, trial_name, trial_overrides
 
 
@@ -90,14 +90,18 @@ class Launcher:
     # ---- planning ---------------------------------------------------------------------
 
     def overrides(self, trial: Trial) -> list[str]:
-        return trial_overrides(self.spec, trial.point, trial.name) + list(self.opts.overrides)
+        return trial_overrides(self.spec, trial.point, trial.name, self.state.group) + list(self.opts.overrides)
 
     def _open_state(self) -> SweepState:
         sig = signature(self.spec, self.opts)
         state = load_state(self.out)
         if state is None:
             return SweepState(
-                name=self.spec.name, source=str(self.spec.path), signature=sig, overrides=list(self.opts.overrides)
+                name=self.spec.name,
+                source=str(self.spec.path),
+                signature=sig,
+                overrides=list(self.opts.overrides) + list(self.opts.axes),
+                group=new_group(self.spec.name),
             )
         if state.signature != sig:
             raise SweepError(
@@ -159,7 +163,9 @@ class Launcher:
 
     def preview(self) -> list[Trial]:
         """The trials a fresh run would plan, validated, without touching the disk (bayes: the first)."""
-        self.state = SweepState(name=self.spec.name, source=str(self.spec.path), signature="")
+        self.state = SweepState(
+            name=self.spec.name, source=str(self.spec.path), signature="", group=new_group(self.spec.name)
+        )
         self.plan()
         if not upfront(self.spec):
             self._next_trial()
@@ -323,6 +329,7 @@ class Launcher:
     def _prepare(self) -> int:
         """Open (or start) the sweep folder's state, recover, plan; returns the trials already done."""
         self.state = self._open_state()
+        self.state.wandb_sweep = self.opts.wandb_sweep or self.state.wandb_sweep
         self._recover()
         if self.opts.retry_failed:
             for t in self.state.trials:

@@ -46,8 +46,12 @@ class LaunchOptions:
         out: the sweep folder (state, lock, one sub-folder per trial).
         slots: where trials run (see :func:`ablate.sweep.slots.plan_slots`).
         overrides: ``key=value`` applied to every trial, after the sweep's parameters.
+        axes: comma-list overrides (``model.heads=4,8``) already made parameters of the spec
+            (:mod:`ablate.sweep.axes`); recorded in ``sweep.json`` beside ``overrides``.
         config: a base YAML config for every trial.
         command: builds a trial's argv (default: the real trainer; tests inject a fake).
+        wandb_sweep: ``entity/project/id`` of the W&B sweep object the trials attach to
+            (``--wandb-sweep``), recorded in ``sweep.json``.
         retry_failed: run failed trials again.
         retries: times a trial that was stopped from outside (killed by a signal: preempted,
             OOM-killed; or SIGTERM'd and checkpointed) is relaunched at once; it resumes from its
@@ -61,8 +65,10 @@ class LaunchOptions:
     out: Path
     slots: list[Slot]
     overrides: list[str] = field(default_factory=list)
+    axes: list[str] = field(default_factory=list)
     config: Optional[Path] = None
     command: Optional[TrialCommand] = None
+    wandb_sweep: Optional[str] = None
     retry_failed: bool = False
     retries: int = 2
     max_trials: Optional[int] = None

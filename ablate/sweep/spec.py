@@ -57,7 +57,10 @@ VARIANT = "variant"
 """The reserved parameter whose values are named sets of overrides."""
 COMPARISONS = "comparisons"
 """The reserved constant parameter naming the comparisons the sweep's table makes."""
-RESERVED = (VARIANT, COMPARISONS)
+VARIANTS = "variants"
+"""The constant that maps variant names to their overrides in a sweep registered with W&B
+(:mod:`ablate.sweep.wandb_form`); sweep files write the mappings under ``variant`` instead."""
+RESERVED = (VARIANT, COMPARISONS, VARIANTS)
 
 _SEARCHABLE = ("values", "min", "max", "mu", "sigma", "a", "b")
 

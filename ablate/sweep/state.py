@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -76,6 +77,10 @@ class SweepState:
         signature: a digest of what defines the trials (method, parameters, base config,
             command-line overrides); a rerun with a different one is refused.
         trials: in the order they were planned.
+        group: the W&B run group of its trials: the sweep's name and a short id made once per
+            sweep folder (:func:`new_group`), so two ``--out`` folders of one file are two W&B
+            groups; ``None`` in folders started before it (their trials keep the sweep's name).
+        wandb_sweep: ``entity/project/id`` of the W&B sweep object ``--wandb-sweep`` registered.
     """
 
     name: str
@@ -83,6 +88,8 @@ class SweepState:
     signature: str
     overrides: list[str] = field(default_factory=list)
     trials: list[Trial] = field(default_factory=list)
+    group: Optional[str] = None
+    wandb_sweep: Optional[str] = None
     created_at: float = field(default_factory=time.time)
     version: int = VERSION
 
@@ -99,6 +106,11 @@ class SweepState:
     def from_json(cls, data: dict[str, Any]) -> SweepState:
         trials = [Trial(**t) for t in data.pop("trials", [])]
         return cls(trials=trials, **data)
+
+
+def new_group(name: str) -> str:
+    """A W&B group for a new sweep folder: ``<sweep name>-<6 hex digits>``."""
+    return f"{name}-{uuid.uuid4().hex[:6]}"
 
 
 def state_path(out_dir: Path) -> Path:

@@ -61,12 +61,13 @@ def trial_name(spec: SweepSpec, point: dict[str, Any], taken: set[str]) -> str:
     return name
 
 
-def trial_overrides(spec: SweepSpec, point: dict[str, Any], name: str) -> list[str]:
+def trial_overrides(spec: SweepSpec, point: dict[str, Any], name: str, group: Optional[str] = None) -> list[str]:
     """The trainer's ``key=value`` arguments for ``point``: W&B naming, then the parameters.
 
-    Tracking comes first so that a ``tracking.*`` parameter in the sweep file wins.
+    Tracking comes first so that a ``tracking.*`` parameter in the sweep file wins. ``group`` is
+    the W&B group (default: the sweep's name).
     """
-    tracking = {"tracking.group": spec.name, "tracking.name": name, "tracking.tags": labels(spec, point)}
+    tracking = {"tracking.group": group or spec.name, "tracking.name": name, "tracking.tags": labels(spec, point)}
     if VARIANT in point:
         tracking["tracking.variant"] = variant_name(point[VARIANT])
     return to_overrides(tracking) + to_overrides(resolve(point))

@@ -1,7 +1,7 @@
 """Sweeps through a W&B server, across machines: a thin layer over ``wandb.sweep`` / ``wandb.agent``.
 
-``create_sweep`` registers a sweep file as is (it is a W&B sweep configuration; variants are an
-ordinary categorical parameter with dict values). ``run_agents`` starts one W&B agent per device
+``create_sweep`` registers a sweep file with its variants by name (:mod:`ablate.sweep.wandb_form`),
+so every W&B run's ``config.variant`` is a name that dashboards group by. ``run_agents`` starts one W&B agent per device
 slot, each in its own process with its own ``CUDA_VISIBLE_DEVICES``. For every run the server
 hands out, the agent's function starts ``python -m ablate train`` as a subprocess with that run's
 parameters as overrides; the W&B agent's environment (``WANDB_RUN_ID``, ``WANDB_SWEEP_ID``) is
@@ -11,7 +11,6 @@ logs. A crash ends that run only; the agent asks for the next.
 
 from __future__ import annotations
 
-import copy
 import os
 import subprocess
 import time
@@ -28,11 +27,13 @@ from ablate.sweep.search import point_of
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import SweepError, SweepSpec, safe_name, spec_from_dict
 from ablate.sweep.trial import LOG, outcome, trial_name, trial_overrides
+from ablate.sweep.wandb_form import from_wandb, point_from_wandb, to_wandb
 
 
 def wandb_sweep_config(spec: SweepSpec) -> dict[str, Any]:
-    """The configuration sent to W&B: the file's, named after the sweep."""
-    config = copy.deepcopy(spec.config)
+    """The configuration sent to W&B: the file's, named after the sweep, variants by name
+    (:func:`~ablate.sweep.wandb_form.to_wandb`: every run's ``config.variant`` is its name)."""
+    config = to_wandb(spec.config)
     config.setdefault("name", spec.name)
     return config
 
@@ -44,12 +45,23 @@ def create_sweep(spec: SweepSpec, project: Optional[str] = None, entity: Optiona
     return wandb.sweep(sweep=wandb_sweep_config(spec), project=project, entity=entity)
 
 
+def register_local_sweep(spec: SweepSpec, project: Optional[str] = None, entity: Optional[str] = None) -> str:
+    """Create the W&B sweep object of a sweep that trains locally; returns ``entity/project/id``.
+
+    No agent ever asks it for runs: ``ablate sweep run`` plans and trains them, each attached to
+    it by ``WANDB_SWEEP_ID`` in its environment (what ``wandb.init`` reads), so the project's
+    Sweeps page (parameter importance, parallel coordinates) lists them.
+    """
+    sweep_id = create_sweep(spec, project=project, entity=entity)
+    return "/".join(p for p in (entity, project, sweep_id) if p)
+
+
 def fetch_spec(sweep_id: str, project: Optional[str] = None, entity: Optional[str] = None) -> SweepSpec:
     """The sweep's configuration from the W&B server (to name runs by what varies)."""
     import wandb
 
     path = "/".join(p for p in (entity, project, sweep_id) if p)
-    config = dict(wandb.Api().sweep(path).config)
+    config = from_wandb(dict(wandb.Api().sweep(path).config))
     return spec_from_dict(config, name=str(config.get("name") or sweep_id))
 
 
@@ -82,7 +94,7 @@ def run_params() -> dict[str, Any]:
         raise SweepError("not inside a W&B agent run (WANDB_SWEEP_PARAM_PATH is not set)")
     data = yaml.safe_load(Path(path).read_text()) or {}
     data.pop("wandb_version", None)
-    return point_of(data)
+    return point_from_wandb(point_of(data))
 
 
 def trial_function(spec: SweepSpec, slot: Slot, opts: AgentOptions) -> Callable[[], None]:

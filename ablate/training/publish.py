@@ -5,8 +5,9 @@
   config excepted (it is the run config);
 * an artifact ``texts-<run id>`` of type ``hypotheses`` holding ``hyps/<split>.txt`` and
   ``refs/<split>.txt``: what ``ablate table`` needs for its paired-bootstrap marks (†);
-* with ``tracking.log_checkpoints=true``, ``best.ckpt`` as an artifact ``model-<run id>`` of
-  type ``model``.
+* with ``tracking.log_checkpoints=true``, an artifact ``model-<run id>`` of type ``model`` laid out
+  as a run folder: ``checkpoints/best.ckpt``, ``config.yaml`` and ``tokenizer/``, so
+  ``ablate translate wandb:<entity>/<project>/<run id>`` works from W&B alone.
 
 Artifact files are referenced where the run wrote them (W&B's ``immutable`` policy: no copy in
 W&B's staging area), so an offline run holds them in its own folder until ``wandb sync``
@@ -47,7 +48,8 @@ def texts_artifact(run_dir: Path, run_id: str, summary: dict[str, Any]):
 
 
 def checkpoint_artifact(run_dir: Path, run_id: str):
-    """``best.ckpt`` as a ``model`` artifact (``None`` when there is none)."""
+    """The best checkpoint, the config and the tokenizer as a ``model`` artifact in the run folder's
+    layout (``None`` when there is no checkpoint): a download of it is a run folder ablate loads."""
     import wandb
 
     best = run_dir / "checkpoints" / "best.ckpt"
@@ -56,9 +58,16 @@ def checkpoint_artifact(run_dir: Path, run_id: str):
     art = wandb.Artifact(
         f"model-{run_id}",
         type="model",
-        description="best checkpoint by validation BLEU; TranslationModule.load_from_checkpoint(path)",
+        description="best checkpoint by validation BLEU, config.yaml and tokenizer/: a run folder for "
+        "`ablate translate` / `ablate evaluate` (or TranslationModule.load_from_checkpoint(checkpoints/best.ckpt))",
     )
-    art.add_file(str(best), name="best.ckpt", policy="immutable")
+    art.add_file(str(best), name="checkpoints/best.ckpt", policy="immutable")
+    for name in ("config.yaml", "tokenizer"):
+        path = run_dir / name
+        if path.is_dir():
+            art.add_dir(str(path), name=name, policy="immutable")
+        elif path.exists():
+            art.add_file(str(path), name=name, policy="immutable")
     return art
 
 

@@ -129,6 +129,8 @@ def make_logger(cfg: Config, run_dir: Path, mode: str):
     if mode == "offline" and os.environ.get("WANDB_MODE") == "online":  # online without a key (resolve_mode)
         os.environ["WANDB_MODE"] = "offline"
     config = flatten(to_dict(cfg))
+    if t.variant:  # what reports and dashboards group by: a name in every path (local, SLURM, agent)
+        config["variant"] = t.variant
     align_sweep_params(config, run_dir / "wandb")  # a sweep agent's locked keys get the resolved values
     logger = WandbLogger(
         project=t.project,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, NoReturn
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from ablate.errors import AblateError
 
@@ -21,8 +21,30 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+def untyped_flags(params: list[Any]) -> list[Any]:
+    """``params`` with no type column for flags: ``--overwrite``, not ``--overwrite <bool>``.
+
+    Typer 0.2x shows every option's type in ``--help``, a flag's (which takes no value) as
+    ``<bool>``; an empty metavar is shown instead. Options that take a value keep theirs.
+    """
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class PlainFlagsCommand(TyperCommand):
+    """A command whose ``--help`` shows flags without a ``<bool>`` (:func:`untyped_flags`)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return untyped_flags(super().get_params(ctx))
+
+
 class HandledGroup(TyperGroup):
     """A command group whose commands' user errors end as :func:`fail` (one line, exit 2)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return untyped_flags(super().get_params(ctx))
 
     def invoke(self, ctx: Any) -> Any:
         try:
@@ -31,7 +53,14 @@ class HandledGroup(TyperGroup):
             fail(str(err))
 
 
+class AblateTyper(typer.Typer):
+    """A ``typer.Typer`` whose commands default to :class:`PlainFlagsCommand`."""
+
+    def command(self, *args: Any, cls: Any = None, **kwargs: Any) -> Any:
+        return super().command(*args, cls=cls or PlainFlagsCommand, **kwargs)
+
+
 def typer_app(**kwargs: Any) -> typer.Typer:
     """A ``typer.Typer`` whose commands report user errors through :class:`HandledGroup`."""
     kwargs.setdefault("pretty_exceptions_enable", False)
-    return typer.Typer(cls=HandledGroup, **kwargs)
+    return AblateTyper(cls=HandledGroup, **kwargs)

@@ -137,7 +137,56 @@ def test_offline_run_holds_summary_texts_and_checkpoint(trained):
     for name, local in texts.files.items():
         assert local == trained / name and local.read_text()  # referenced in the run folder itself
     model = next(a for a in run.artifacts if a.type == "model")
-    assert model.files == {"best.ckpt": trained / "checkpoints" / "best.ckpt"} and "best" in model.aliases
+    assert "best" in model.aliases
+    assert model.files["checkpoints/best.ckpt"] == trained / "checkpoints" / "best.ckpt"
+    assert model.files["config.yaml"] == trained / "config.yaml"
+    tokenizer = {name for name in model.files if name.startswith("tokenizer/")}
+    assert tokenizer == {f"tokenizer/{p.name}" for p in (trained / "tokenizer").iterdir()}
+
+
+class ArtifactApi:
+    """Stands in for ``wandb.Api()``: serves the offline run's model artifact as ``artifact(...).download()`` does."""
+
+    def __init__(self, run):
+        self.run, self.asked = run, []
+
+    def artifact(self, name, type=None):
+        self.asked.append((name, type))
+        model = next(a for a in self.run.artifacts if a.type == "model")
+        if name.split("/")[-1] != f"{model.name}:best":
+            raise ValueError(f"artifact '{name}' not found")
+
+        class Downloadable:
+            def download(self, root):
+                import shutil
+
+                for file, local in model.files.items():
+                    (Path(root) / file).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(local, Path(root) / file)
+                return root
+
+        return Downloadable()
+
+
+def test_translate_from_the_wandb_model_artifact_alone(trained, tmp_path, monkeypatch):
+    import wandb
+
+    run = read_run(offline_runs(trained)[0])
+    api = ArtifactApi(run)
+    monkeypatch.setattr(wandb, "Api", lambda: api)
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    config = json.loads((trained / "summary.json").read_text())["config"]
+    source = (Path(config["data"]["source"]) / "test.en").read_text()
+    got = _cli("translate", f"wandb:me/proj/{run.id}", input=source)
+    assert got == (trained / "hyps" / "test.txt").read_text()
+    assert api.asked == [(f"me/proj/model-{run.id}:best", "model")]
+    assert (tmp_path / "cache" / "wandb" / "me" / "proj" / run.id / "tokenizer").is_dir()  # nothing read from trained
+    from ablate import cli
+
+    missing = CliRunner().invoke(cli.app, ["translate", "wandb:me/proj/other"], input="a b\n")
+    assert missing.exit_code == 2 and "could not download the W&B artifact me/proj/model-other:best" in missing.output
+    bad = CliRunner().invoke(cli.app, ["translate", "wandb:me/proj"], input="a b\n")
+    assert bad.exit_code == 2 and "use wandb:<entity>/<project>/<run id>" in bad.output
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
@@ -40,13 +42,13 @@ def invoke(*args):
 
 def test_run_then_rerun_then_status(sweep_file, events, tmp_path):
     first = invoke("run", sweep_file, "--devices", "cpu", "--parallel", "2", "train.max_steps=3")
-    assert first.exit_code == 0, first.output
+    assert first.exit_code == 1, first.output  # two trials failed: a script can tell
     assert "sweep tiny (grid) -> runs/tiny" in first.output
     assert "4 finished, 2 failed" in first.output and "best val/bleu = 22 (base-seed=2)" in first.output
     assert events.count("start") == 4 and (tmp_path / "runs" / "tiny" / "sweep.json").exists()
 
     again = invoke("run", sweep_file, "--devices", "cpu", "train.max_steps=3")
-    assert again.exit_code == 0 and "nothing to train: all 6 trials of tiny are done (2 failed" in again.output
+    assert again.exit_code == 1 and "nothing to train: all 6 trials of tiny are done (2 failed" in again.output
     assert events.count("start") == 4
 
     other = invoke("run", sweep_file, "--devices", "cpu")  # different overrides, same folder
@@ -68,9 +70,30 @@ def test_run_then_rerun_then_status(sweep_file, events, tmp_path):
 
 def test_dry_run_lists_trials_without_training(sweep_file, events, tmp_path):
     result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")
-    assert result.exit_code == 0 and "6 trials" in result.output and "model.d_ff=128" in result.output
+    assert result.exit_code == 1 and "6 trials, 2 invalid" in result.output and "model.d_ff=128" in result.output
     assert "invalid config" in result.output
     assert events.count("start") == 0 and not (tmp_path / "runs").exists()
+    valid = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "model.heads=4")  # 4 divides 32
+    assert valid.exit_code == 0 and "6 trials\n" in valid.output, valid.output
+
+
+def test_exit_status_0_when_every_trial_finished(sweep_file, events):
+    result = invoke("run", sweep_file, "--devices", "cpu", "train.max_steps=3", "model.heads=4")
+    assert result.exit_code == 0 and "6 finished" in result.output, result.output
+    assert "Exit status:" in invoke("run", "--help").output
+
+
+def test_a_comma_list_override_is_one_more_grid_axis(sweep_file, events, tmp_path):
+    args = ["run", sweep_file, "--devices", "cpu", "train.max_steps=2,3", "model.dropout=0"]
+    result = invoke(*args, "--dry-run")
+    assert "12 trials, 4 invalid" in result.output, result.output  # 3 variants x 2 seeds x 2 budgets
+    assert "base-seed=1-max_steps=3  " in result.output and "train.max_steps=3 model.dropout=0" in result.output
+    run = invoke(*args, "--max-trials", "2")
+    assert run.exit_code == 0 and "2 finished" in run.output, run.output
+    state = json.loads((tmp_path / "runs" / "tiny" / "sweep.json").read_text())
+    assert state["overrides"] == ["model.dropout=0", "train.max_steps=2,3"]  # what was typed, for ablate export
+    again = invoke(*args, "--max-trials", "2")
+    assert again.exit_code == 0 and "nothing to train" in again.output, again.output  # the same command resumes
 
 
 def test_dry_run_refuses_a_variant_name_no_folder_can_hold(sweep_file, events, tmp_path):
@@ -90,6 +113,8 @@ def test_dry_run_refuses_a_variant_name_no_folder_can_hold(sweep_file, events, t
         (["run", "{file}", "--devices", "gpu7"], "use auto, cpu, or GPU ids"),
         (["run", "{bad}"], "bad.yaml line 2: mapping values are not allowed here"),
         (["status", "nowhere"], "no sweep state in nowhere"),
+        (["run", "{file}", "model.heads=4,"], "an empty value in the comma list"),
+        (["run", "{file}", "model.heads=4,4"], "a value is listed twice"),
     ],
 )
 def test_bad_input_is_one_red_line_and_exit_2(sweep_file, tmp_path, args, message):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -36,7 +37,8 @@ def test_grid_runs_every_trial_with_its_overrides_and_records_metrics(tmp_path, 
     }
     seen = json.loads((tmp_path / "out" / "heads=4-seed=2" / "summary.json").read_text())["config"]
     assert seen["model.heads"] == "4" and seen["seed"] == "2" and seen["model.d_model"] == "32"
-    assert seen["tracking.group"] == "heads" and seen["tracking.name"] == "heads=4-seed=2"
+    assert seen["tracking.group"] == state.group and seen["tracking.name"] == "heads=4-seed=2"
+    assert re.fullmatch(r"heads-[0-9a-f]{6}", state.group)  # the W&B group: the sweep's name + this folder's id
     assert json.loads(seen["tracking.tags"]) == ["heads=4", "seed=2"]
     assert load_state(tmp_path / "out").trials[3].results["test/bleu"] == 41.0
     assert "finished heads=4-seed=2" in text
@@ -224,3 +226,14 @@ def test_a_base_config_file_reaches_validation_and_the_trainer(tmp_path, events)
         str(base),
         "seed=1",
     ]
+
+
+def test_each_sweep_folder_is_its_own_wandb_group_and_keeps_it_on_rerun(tmp_path, events):
+    spec = small_spec({"seed": {"values": [1, 2]}}, name="heads")
+    one, _ = run(spec, tmp_path / "one", fake_command(events))
+    two, _ = run(spec, tmp_path / "two", fake_command(events))
+    assert one.state.group != two.state.group and load_state(tmp_path / "one").group == one.state.group
+    seen = json.loads((tmp_path / "two" / "seed=1" / "summary.json").read_text())["config"]
+    assert seen["tracking.group"] == two.state.group
+    again, _ = run(spec, tmp_path / "one", fake_command(events), retry_failed=True)
+    assert again.state.group == one.state.group

@@ -38,7 +38,8 @@ def test_create_registers_the_file_as_a_valid_wandb_sweep(monkeypatch):
     SweepConfig(sent["sweep"])  # what reaches W&B passes W&B's validation
     assert sent["project"] == "p" and sent["sweep"]["name"] == "table3"
     variants = sent["sweep"]["parameters"]["variant"]["values"]
-    assert {"name": "A-heads1", "model.heads": 1} in variants and len(variants) == 19
+    assert "A-heads1" in variants and len(variants) == 19  # names: every run's config.variant is one
+    assert sent["sweep"]["parameters"]["variants"]["value"]["A-heads1"] == {"model.heads": 1}
 
 
 class FakeAgent:
@@ -169,3 +170,44 @@ def test_wandb_errors_are_one_line_not_a_traceback(monkeypatch):
     result = CliRunner().invoke(app, ["create", os.path.join(SWEEPS, "heads.yaml")])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.output.strip() == "error: W&B: No API key configured. Use `wandb login` to log in."
+
+
+SMALL = """\
+name: tiny
+method: grid
+parameters:
+  variant: {values: [base, {name: wide, model.d_ff: 128}]}
+  model.d_model: {value: 32}
+  model.heads: {value: 2}
+"""
+
+
+def test_wandb_sweep_registers_a_local_sweep_once_per_folder(tmp_path, monkeypatch, events):
+    """``ablate sweep run --wandb-sweep`` online: one W&B sweep object, its id in every trial's environment."""
+    from ablate.sweep import launcher
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.delenv("WANDB_SWEEP_ID", raising=False)
+    monkeypatch.setattr(launcher, "trainer_command", lambda config=None: fake_command(events))
+    created = []
+
+    def fake_sweep(sweep, project=None, entity=None):
+        created.append((sweep, project, entity))
+        return f"sw{len(created)}"
+
+    monkeypatch.setattr(wandb, "sweep", fake_sweep)
+    (tmp_path / "tiny.yaml").write_text(SMALL)
+    args = ["run", "tiny.yaml", "--devices", "cpu", "--wandb-sweep", "train.max_steps=2", "tracking.entity=me"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "W&B sweep me/ablate/sw1" in result.output and os.environ["WANDB_SWEEP_ID"] == "sw1"
+    sweep, project, entity = created[0]
+    assert (project, entity) == ("ablate", "me") and sweep["parameters"]["variant"]["values"] == ["base", "wide"]
+    assert json.loads((tmp_path / "runs" / "tiny" / "sweep.json").read_text())["wandb_sweep"] == "me/ablate/sw1"
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and len(created) == 1  # the folder's sweep is reused
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    offline = CliRunner().invoke(app, [*args, "--out", "runs/off"])
+    assert offline.exit_code == 0 and "W&B is not online" in offline.output and len(created) == 1

@@ -1,0 +1,62 @@
+"""``ablate table`` fits where it is printed: whole cells in a file or pipe, rows as blocks in a narrow terminal."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from ablate.report.aggregate import aggregate
+from ablate.report.commands import app, print_fitted
+from ablate.report.formats import fmt_stat, rich_width
+from ablate.report.records import collect
+from ablate.report.significance import compare
+from ablate.report.table import build_table
+
+
+@pytest.fixture(scope="module")
+def table(variant_sweep):
+    sweep = aggregate(collect(str(variant_sweep)))
+    return build_table(sweep, compare(sweep, n_samples=200))
+
+
+def cells(table) -> list[str]:
+    return [fmt_stat(c, col) for row in table.rows for c, col in zip(row.cells, table.columns) if c.stat]
+
+
+def printed(table, width: int, terminal: bool) -> str:
+    out = io.StringIO()
+    print_fitted(table, Console(file=out, width=width, force_terminal=terminal, color_system=None))
+    return out.getvalue()
+
+
+def test_the_table_needs_more_than_80_columns(table):
+    assert rich_width(table) > 80  # else the tests below would not test anything
+
+
+def test_piped_the_table_is_printed_whole_at_the_width_it_needs(table):
+    text = printed(table, 80, terminal=False)
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) > 80
+    for cell in cells(table):
+        assert cell in text
+
+
+def test_a_narrow_terminal_gets_one_block_per_row_not_ellipses(table):
+    text = printed(table, 80, terminal=True)
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    for cell in cells(table):
+        assert cell in text
+    for row in table.rows:
+        assert row.name in text
+    wide = printed(table, rich_width(table) + 2, terminal=True)
+    assert "┃" in wide and "…" not in wide  # room enough: the grid itself
+
+
+def test_the_command_piped_through_a_runner_shows_whole_cells(variant_sweep, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    result = CliRunner().invoke(app, ["table", str(variant_sweep), "--samples", "200"])
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output and "±" in result.output

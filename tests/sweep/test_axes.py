@@ -1,0 +1,54 @@
+"""Comma-list overrides as grid axes (``ablate sweep run FILE key=a,b``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ablate.sweep.axes import axis_overrides, split_axes, split_top_level, with_axes
+from ablate.sweep.search import next_points
+from ablate.sweep.spec import SweepError, spec_from_dict
+
+
+@pytest.mark.parametrize(
+    "raw, parts",
+    [
+        ("4,8", ["4", "8"]),
+        ("8", ["8"]),
+        ("[a,b]", ["[a,b]"]),
+        ("[a,b],[c]", ["[a,b]", "[c]"]),
+        ('"a,b"', ['"a,b"']),
+        ("'a,b',c", ["'a,b'", "c"]),
+        ("{x: 1, y: 2}", ["{x: 1, y: 2}"]),
+    ],
+)
+def test_commas_split_only_at_the_top_level(raw, parts):
+    assert split_top_level(raw) == parts
+
+
+def test_split_axes_keeps_plain_overrides_and_parses_each_value():
+    plain, axes = split_axes(["train.max_steps=3", "model.heads=4,8", "train.lr=0.001,2.0e-3", 'tracking.name="a,b"'])
+    assert plain == ["train.max_steps=3", 'tracking.name="a,b"']
+    assert axes == {"model.heads": [4, 8], "train.lr": [1e-3, 2e-3]}
+    assert axis_overrides(axes) == ["model.heads=4,8", "train.lr=0.001,0.002"]
+
+
+def test_an_axis_replaces_the_files_parameter_and_crosses_the_grid():
+    spec = spec_from_dict(
+        {"method": "grid", "parameters": {"seed": {"values": [1, 2]}, "model.heads": {"value": 2}}}, name="s"
+    )
+    crossed = with_axes(spec, {"model.heads": [4, 8]})
+    assert crossed.parameters["model.heads"] == {"values": [4, 8]} and spec.parameters["model.heads"] == {"value": 2}
+    points = next_points(crossed, [], 100)
+    assert sorted((p["seed"], p["model.heads"]) for p in points) == [(1, 4), (1, 8), (2, 4), (2, 8)]
+    assert with_axes(spec, {}) is spec
+
+
+def test_a_bad_axis_key_is_a_sweep_error():
+    spec = spec_from_dict({"method": "grid", "parameters": {"seed": {"values": [1]}}}, name="s")
+    with pytest.raises(SweepError, match="unknown config key 'model.headz'"):
+        with_axes(spec, {"model.headz": [1, 2]})
+
+
+def test_the_reserved_parameters_take_no_comma_list():
+    with pytest.raises(SweepError, match="'variant' is set in the sweep file"):
+        split_axes(["variant=a,b"])
