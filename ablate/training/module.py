@@ -228,6 +228,7 @@ class TranslationModule(pl.LightningModule):
                 "bleu": scores.bleu,
                 "chrf": scores.chrf,
                 "signature": scores.signature,
+                "chrf_signature": scores.chrf_signature,
             }
             metrics[f"test_{split}/bleu"] = scores.bleu
             metrics[f"test_{split}/chrf"] = scores.chrf

@@ -50,6 +50,7 @@ def summarise(
     first = next(iter(module.test_results.values()), None)
     if first is not None:
         out["bleu_signature"] = first["signature"]
+        out["chrf_signature"] = first.get("chrf_signature")
     return out
 
 
