@@ -69,6 +69,12 @@ def _resilient_logger_class():
 
         _warned = False
 
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            # Lightning always passes wandb.init(anonymous=None), which W&B >= 0.19 answers with
+            # "The anonymous setting has no effect" on every run: leave the deprecated setting unset
+            self._wandb_init.pop("anonymous", None)
+
         def guarded(self, fn, *args, **kwargs):
             """``fn(*args, **kwargs)``, or None with one warning per run when it fails."""
             try:

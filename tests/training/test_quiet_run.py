@@ -1,0 +1,65 @@
+"""A normal ``ablate train`` prints nothing a user cannot act on (issue 25, item 6), and records what
+produced it (items 3, 7, 8).
+
+One tiny run through the command line, as a user starts it (W&B offline, epochs unbounded as in
+every shipped sweep, a step budget spent before the first epoch ends), its stdout and stderr kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiny_run import tiny
+
+ROOT = Path(__file__).resolve().parents[2]
+
+RUN = tiny(
+    "train.max_steps=2",  # fewer than one epoch's batches: no validation before the budget ends
+    "train.max_epochs=null",
+    "train.max_tokens=1024",
+    "train.warmup=1",
+    "eval.max_len_b=5",
+    "tracking.log_every=1",
+)
+
+
+@pytest.fixture(scope="module")
+def cli_run(tmp_path_factory) -> tuple[str, Path]:
+    root = tmp_path_factory.mktemp("quiet")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env.update(WANDB_MODE="offline", ABLATE_CACHE=str(root / "cache"), PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "train", "--run-dir", str(root / "run"), *RUN],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-2000:]
+    return output, root / "run"
+
+
+@pytest.mark.slow
+def test_a_normal_run_prints_no_warning_a_user_cannot_act_on(cli_run):
+    output, _ = cli_run
+    assert "anonymous setting" not in output  # W&B's deprecation, from an argument nobody set
+    assert "could not find the monitored key" not in output  # best.ckpt looked for val/bleu before any validation
+    assert not re.search(r"Epoch \d+/-\d", output)  # "Epoch 0/-2": max_epochs=-1 shown as a bound
+    assert "Epoch 0 · step 2/2" in output  # the budget the run does have
+    assert "warning" not in output.lower(), output
+
+
+@pytest.mark.slow
+def test_the_summary_keeps_both_metric_signatures(cli_run):
+    summary = json.loads((cli_run[1] / "summary.json").read_text())
+    assert summary["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert summary["chrf_signature"].startswith("nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:")
