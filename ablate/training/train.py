@@ -3,7 +3,8 @@
 Run directory layout::
 
     <run_dir>/config.yaml          the resolved config (a run dir never mixes two configs)
-    <run_dir>/summary.json         status, metrics, throughput, params, config (see tracking.py)
+    <run_dir>/summary.json         status, metrics, throughput, params, config, package versions (see tracking.py)
+    <run_dir>/environment.txt      the installed packages (name==version), whose sha256 summary.json records
     <run_dir>/checkpoints/         best.ckpt (by validation BLEU) and last.ckpt (for resuming)
     <run_dir>/hyps/<split>.txt     detokenized hypotheses, one line per source sentence, in order
     <run_dir>/refs/<split>.txt     the references they were scored against
