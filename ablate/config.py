@@ -36,7 +36,7 @@ class DataConfig:
 
     source: str = "builtin"
     """``builtin`` (synthetic task), a local folder of ``{split}.{lang}[.gz]`` files, or
-    ``hf:<dataset>[:<config>]`` for a Hugging Face hub dataset."""
+    ``hf:<dataset>[@<revision>][:<config>]`` for a Hugging Face hub dataset (``@<commit sha>`` pins it)."""
     src_lang: str = "en"
     tgt_lang: str = "de"
     vocab_size: int = 8000
