@@ -148,6 +148,10 @@ class TrainConfig:
     num_workers: int = 0
     threads: int = 0
     """torch intra-op threads on CPU; 0 keeps torch's default."""
+    init_from: Optional[str] = None
+    """Start from another run's weights: its folder (``checkpoints/best.ckpt``) or a ``.ckpt`` file. Weights
+    only (optimizer, schedule and step start afresh); the model and vocabulary must be that run's. To give a
+    finished run a larger budget, start a new run with ``train.init_from=<its folder>``."""
 
 
 @dataclass(frozen=True)

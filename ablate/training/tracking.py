@@ -211,7 +211,7 @@ class RunRecord:
         self._environment_written = False
         self.wall_before = float(previous.get("wall_time_s", 0.0)) if previous else 0.0
         self.cpu_before = float(previous.get("cpu_time_s", 0.0)) if previous else 0.0
-        for key in ("history", "step"):  # a rerun that fails before restoring its checkpoint keeps them
+        for key in ("history", "step", "init_from"):  # a rerun that fails before restoring its checkpoint keeps them
             if key in previous:
                 self.data[key] = previous[key]
         # the code of every attempt, so a run resumed after a code change says so

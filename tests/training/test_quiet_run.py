@@ -15,8 +15,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from ablate.config import load_config
+from ablate.training.train import train
+from ablate.utils.provenance import freeze_sha256
 
 from tiny_run import tiny
+from wandb_offline import read_offline_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,6 +33,7 @@ RUN = tiny(
     "train.warmup=1",
     "eval.max_len_b=5",
     "tracking.log_every=1",
+    "train.clip_norm=0.01",  # clipping bites on every step: the recorded gradient norm is the one before it
 )
 
 
@@ -63,3 +70,34 @@ def test_the_summary_keeps_both_metric_signatures(cli_run):
     summary = json.loads((cli_run[1] / "summary.json").read_text())
     assert summary["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
     assert summary["chrf_signature"].startswith("nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:")
+
+
+@pytest.mark.slow
+def test_the_summary_records_package_versions_and_the_environment(cli_run):
+    run = cli_run[1]
+    summary = json.loads((run / "summary.json").read_text())
+    env = summary["environment"]
+    assert env["versions"]["torch"] == torch.__version__ and env["versions"]["ablate"]
+    assert env["freeze_sha256"] == freeze_sha256((run / "environment.txt").read_text().splitlines())
+    assert summary["commits"] and "unknown" not in summary["commits"]
+
+
+@pytest.mark.slow
+def test_the_gradient_norm_before_clipping_is_in_history_summary_and_wandb(cli_run):
+    run = cli_run[1]
+    summary = json.loads((run / "summary.json").read_text())
+    norm = summary["train/grad_norm"]
+    assert norm > 0.01  # train.clip_norm: the norm before clipping
+    assert summary["history"][-1]["step"] == 2 and summary["history"][-1]["train/grad_norm"] == norm
+    (wandb_file,) = run.glob("wandb/offline-run-*/run-*.wandb")
+    assert read_offline_run(wandb_file)["history"]["train/grad_norm"] == pytest.approx(norm, rel=1e-5)
+
+
+@pytest.mark.slow
+def test_a_finished_run_continues_as_a_new_run_from_its_weights(cli_run, tmp_path, monkeypatch):
+    run = cli_run[1]
+    monkeypatch.setenv("ABLATE_CACHE", str(run.parent / "cache"))  # the same data, so the same tokenizer
+    cfg = load_config(None, [*RUN, f"train.init_from={run}", "train.max_steps=3", "tracking.wandb=disabled"])
+    summary = train(cfg, tmp_path / "longer", echo=lambda _: None)
+    assert summary["init_from"] == {"checkpoint": str((run / "checkpoints" / "best.ckpt").resolve()), "step": 2}
+    assert summary["step"] == 3 and summary["status"] == "finished"  # its own steps: a new optimizer and schedule
