@@ -71,7 +71,7 @@ def _resilient_logger_class():
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            # Lightning always passes wandb.init(anonymous=None), which W&B >= 0.19 answers with
+            # Lightning always passes wandb.init(anonymous=None), which W&B (0.31 here) answers with
             # "The anonymous setting has no effect" on every run: leave the deprecated setting unset
             self._wandb_init.pop("anonymous", None)
 
