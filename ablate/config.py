@@ -36,7 +36,7 @@ class DataConfig:
 
     source: str = "builtin"
     """``builtin`` (synthetic task), a local folder of ``{split}.{lang}[.gz]`` files, or
-    ``hf:<dataset>[:<config>]`` for a Hugging Face hub dataset."""
+    ``hf:<dataset>[@<revision>][:<config>]`` for a Hugging Face hub dataset (``@<commit sha>`` pins it)."""
     src_lang: str = "en"
     """Source language: the ``{split}.{lang}`` file suffix, or the language key of a hub dataset."""
     tgt_lang: str = "de"
@@ -177,6 +177,10 @@ class TrainConfig:
     """DataLoader worker processes; 0 loads batches in the training process."""
     threads: int = 0
     """torch intra-op threads on CPU; 0 keeps torch's default."""
+    init_from: Optional[str] = None
+    """Start from another run's weights: its folder (``checkpoints/best.ckpt``) or a ``.ckpt`` file. Weights
+    only (optimizer, schedule and step start afresh); the model and vocabulary must be that run's. To give a
+    finished run a larger budget, start a new run with ``train.init_from=<its folder>``."""
 
 
 @dataclass(frozen=True)

@@ -228,6 +228,9 @@ def prepare(cfg: DataConfig) -> Prepared:
         raw.cleanup()
     stats = dict(meta["stats"], cached=hit, key=key, seconds=round(time.perf_counter() - start, 3))
     stats["tokenizer_cached"] = hit or stats["tokenizer_cached"]
+    provenance = getattr(source, "provenance", None)  # optional: what a source can say of its origin (hf: revision)
+    if callable(provenance):
+        stats["source"] = provenance()
     dropped = stats["dropped"]
     log.info(
         "data %s: %s; pairs %s; dropped from train: %d empty, %d longer than %d subwords (%.1fs)",

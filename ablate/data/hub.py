@@ -1,4 +1,10 @@
-"""``data.source=hf:<dataset>[:<config>]``: a Hugging Face translation dataset.
+"""``data.source=hf:<dataset>[@<revision>][:<config>]``: a Hugging Face translation dataset.
+
+``@<revision>`` pins the hub dataset to a commit (or a branch or tag; only a commit sha is a pin),
+as ``hf://datasets/<dataset>@<revision>`` does; ``hf:<dataset>:<config>@<revision>`` reads the same.
+It reaches ``datasets.load_dataset(revision=...)`` and the run records it (``summary.json``:
+``data.source`` as dataset, config and revision), so a rerun reads the same data even after the
+dataset's owner changes it.
 
 Two column layouts are understood: one string column per language (``bentrevett/multi30k``:
 ``en``, ``de``) and a ``translation`` column of ``{lang: text}`` records (``wmt14`` ``de-en``,
@@ -55,14 +61,42 @@ def text_columns(ds: datasets.Dataset, src: str, tgt: str, where: str) -> datase
     )
 
 
+USAGE = "use hf:<dataset>[@<revision>][:<config>]"
+
+
+def parse_hub_source(source: str) -> tuple[str, str, str | None]:
+    """``hf:<dataset>[@<revision>][:<config>]`` -> (dataset, config, revision); one-line :class:`DataError` if malformed.
+
+    The revision may also follow the config (``hf:wmt14:de-en@<sha>``). A local folder takes no
+    revision (a folder whose name holds ``@`` is a folder).
+    """
+    spec = source[len("hf:") :]
+    name, _, config = spec.partition(":")
+    if Path(name).expanduser().is_dir():
+        if "@" in config:
+            raise DataError(f"data.source={source!r}: a revision pins a hub dataset; the folder {name} has none")
+        return name, config, None
+    revisions = []
+    if "@" in name:
+        name, _, rev = name.partition("@")
+        revisions.append(rev)
+    if "@" in config:
+        config, _, rev = config.partition("@")
+        revisions.append(rev)
+    if not name:
+        raise DataError(f"data.source={source!r} names no dataset; {USAGE}")
+    if len(revisions) > 1 or any("@" in r or ":" in r for r in revisions):
+        raise DataError(f"data.source={source!r} gives more than one revision; {USAGE}")
+    if revisions and not revisions[0]:
+        raise DataError(f"data.source={source!r}: '@' needs a revision after it (a commit sha, branch or tag); {USAGE}")
+    return name, config, revisions[0] if revisions else None
+
+
 class HubDataset:
     """See the module docstring."""
 
     def __init__(self, cfg: DataConfig, cache_root: Path):
-        spec = cfg.source[len("hf:") :]
-        self.name, _, self.config = spec.partition(":")
-        if not self.name:
-            raise DataError(f"data.source={cfg.source!r} names no dataset; use hf:<dataset>[:<config>]")
+        self.name, self.config, self.revision = parse_hub_source(cfg.source)
         self.langs = (cfg.src_lang, cfg.tgt_lang)
         self.cache_root = cache_root
         self._splits: dict[str, datasets.Dataset] | None = None
@@ -79,6 +113,8 @@ class HubDataset:
         }
         if local and self.config and (path / self.config).is_dir():
             args.update(name=None, data_dir=self.config)  # hub layout <config>/<split>-*.parquet
+        if self.revision:
+            args["revision"] = self.revision
         try:
             with quiet_datasets():
                 loaded = datasets.load_dataset(**args)
@@ -88,8 +124,9 @@ class HubDataset:
                     f"cannot load {path} as a dataset folder ({_first_line(err)}); "
                     f"expected hub-layout files such as data/train-*.parquet"
                 ) from None
+            at = f" at revision '{self.revision}'" if self.revision else ""
             raise DataError(
-                f"cannot load hub dataset '{self.name}' ({_first_line(err)}); if the hub is unreachable, "
+                f"cannot load hub dataset '{self.name}'{at} ({_first_line(err)}); if the hub is unreachable, "
                 f"download it elsewhere and pass its folder (data.source=hf:/path/to/folder) or a folder "
                 f"of {{split}}.{{lang}} files (data.source=/path/to/folder)"
             ) from None
@@ -105,9 +142,19 @@ class HubDataset:
 
     def fingerprint(self) -> str:
         splits = self._load()
+        pinned = [self.revision] if self.revision else []  # unpinned runs keep their cache keys
         return digest(
-            "hf", self.name, self.config, self.langs, sorted((name, ds._fingerprint) for name, ds in splits.items())
+            "hf",
+            self.name,
+            self.config,
+            *pinned,
+            self.langs,
+            sorted((name, ds._fingerprint) for name, ds in splits.items()),
         )
+
+    def provenance(self) -> dict[str, str | None]:
+        """What the run records of its data: the dataset, its config and the revision asked for."""
+        return {"dataset": self.name, "config": self.config or None, "revision": self.revision}
 
     def load(self, workdir: Path) -> Corpus:
         splits = {

@@ -47,7 +47,8 @@ class BuiltinTask:
 SOURCES = {"builtin": BuiltinTask, "hf": HubDataset, "local": LocalFolder}
 """Source kind -> source class. ``data.source`` names a kind by itself (``builtin``) or as a
 prefix (``hf:<dataset>``); anything else is a folder (``local``). A new source is one class with
-``(cfg, cache_root)``, ``fingerprint()`` and ``load(workdir)`` plus one line here."""
+``(cfg, cache_root)``, ``fingerprint()`` and ``load(workdir)`` plus one line here; an optional
+``provenance()`` dict (the hub's dataset, config and revision) is recorded as the run's ``data.source``."""
 FALLBACK = "local"
 """The kind of a ``data.source`` that names no kind: a path."""
 

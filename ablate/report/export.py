@@ -3,8 +3,9 @@
 ``results/<sweep>/`` holds what a reader needs to check the table and nothing that is only for
 training (no checkpoints, no W&B runs, no config files beyond each summary's resolved config)::
 
-    README.md            what was run (the exact command), on which commit and machine, how long it took
+    README.md            what was run (the exact command), on which commit, machine and packages, how long it took
     manifest.json        the same, machine-readable
+    environment.txt      the packages the trials ran with, name==version (:mod:`ablate.report.environment_lock`)
     table.md, table.tex  ``ablate table`` in Markdown and LaTeX (with ``--reference``: the paper beside it)
     plots/               ``ablate plot``'s figures
     sweep.json           the launcher's record of the sweep (points, statuses, attempts)
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from ablate.report.environment_lock import readme_line as environment_line, write_environment_lock
 from ablate.report.records import SUMMARY, collect_folder
 from ablate.report.significance import DEFAULT_TEST
 from ablate.utils.io import atomic_write_json, atomic_write_text
@@ -247,6 +249,7 @@ def _write_report(
         "table_command": table_cmd,
         "texts_bytes": size,
         "plots": figures,
+        "environment": write_environment_lock(source, summaries, tmp),
     }
     atomic_write_json(tmp / "manifest.json", manifest)
     atomic_write_text(tmp / "README.md", readme(manifest))
@@ -284,6 +287,7 @@ def readme(m: dict[str, Any]) -> str:
                 "given": " (given at export, `--commit`: these trials did not record theirs)",
             }.get(m.get("commit_source", ""), " (of the checkout that exported: these trials did not record theirs)"),
             f"- Machine: {machines}",
+            *filter(None, [environment_line(m.get("environment"))]),
             "- Wall time: "
             + (
                 f"{_hours(m['wall_time_s'])}, from the sweep's start to its last trial's end (pauses included)"

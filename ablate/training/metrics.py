@@ -9,11 +9,12 @@ import sacrebleu
 
 @dataclass(frozen=True)
 class Scores:
-    """BLEU and chrF of one system output, with sacreBLEU's reproducibility signature."""
+    """BLEU and chrF of one system output, with sacreBLEU's reproducibility signature of each."""
 
     bleu: float
     chrf: float
     signature: str
+    chrf_signature: str = ""
 
 
 def corpus_scores(hypotheses: list[str], references: list[str]) -> Scores:
@@ -27,4 +28,6 @@ def corpus_scores(hypotheses: list[str], references: list[str]) -> Scores:
     chrf = sacrebleu.metrics.CHRF()
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])
-    return Scores(bleu=b.score, chrf=c.score, signature=str(bleu.get_signature()))
+    return Scores(
+        bleu=b.score, chrf=c.score, signature=str(bleu.get_signature()), chrf_signature=str(chrf.get_signature())
+    )

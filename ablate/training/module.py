@@ -27,6 +27,16 @@ from ablate.training.objective import make_optimizer, token_loss
 from ablate.training.record_checks import checked_history, checked_record
 
 
+def grad_norm(parameters) -> torch.Tensor:
+    """Total L2 norm of the gradients of ``parameters`` (those without one count 0), as a 0-d tensor.
+
+    The norm of the per-tensor norms equals the norm of all gradients concatenated, and nothing is
+    copied or synchronised: reading the value (``float``) is what waits for the device.
+    """
+    norms = [torch.linalg.vector_norm(p.grad.detach(), dtype=torch.float32) for p in parameters if p.grad is not None]
+    return torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
+
+
 class NonFiniteLossError(AblateError, RuntimeError):
     """Training diverged: the loss became NaN or infinite."""
 
@@ -107,6 +117,7 @@ class TranslationModule(pl.LightningModule):
         self.last_val_record: dict[str, Any] = {}
         self.best_val_record: dict[str, Any] = {}  # scores and hypotheses of the best validation
         self.last_loss: torch.Tensor | None = None  # of the latest training step
+        self.last_grad_norm: torch.Tensor | None = None  # of the latest optimizer step, before clipping
         self._eval: dict[int, list[tuple[int, str]]] = {}
         self._eval_nll = torch.zeros(2, dtype=torch.float64)
         self._eval_time = 0.0
@@ -127,6 +138,20 @@ class TranslationModule(pl.LightningModule):
         self.last_loss = loss.detach()
         self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=False, batch_size=1)
         return loss
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        # Lightning calls this after backward (and unscaling, and the DDP all-reduce) and before it clips
+        # to train.clip_norm: the norm is the update's, the clipped one would read clip_norm whenever it bites
+        self.last_grad_norm = grad_norm(self.model.parameters())
+        if (self.global_step + 1) % self.cfg.tracking.log_every == 0:  # the steps Throughput logs on
+            self.log("train/grad_norm", self.last_grad_norm, on_step=True, on_epoch=False, batch_size=1)
+
+    def grad_norm_value(self) -> float | None:
+        """The latest gradient norm as a number; None before the first step or when it was not finite."""
+        if self.last_grad_norm is None:
+            return None
+        value = float(self.last_grad_norm)
+        return value if math.isfinite(value) else None
 
     def configure_optimizers(self):
         opt, sched = make_optimizer(self.model, self.cfg, self.clock.progress if self.clock else lambda: 0.0)
@@ -197,7 +222,9 @@ class TranslationModule(pl.LightningModule):
         scores = corpus_scores(hyps, refs)
         ppl = self._reduce_nll()
         self.last_val = {"val/bleu": scores.bleu, "val/chrf": scores.chrf, "val/ppl": ppl}
-        entry = {"step": int(self.global_step), **self.last_val}
+        entry: dict[str, Any] = {"step": int(self.global_step), **self.last_val}
+        if (norm := self.grad_norm_value()) is not None:
+            entry["train/grad_norm"] = norm  # of the step that made the weights validated (before clipping)
         # one validation's scores and hypotheses together; the best is strictly better, as best.ckpt
         self.last_val_record = {**entry, "hypotheses": hyps}
         if scores.bleu > self.best_val_bleu:
@@ -228,6 +255,7 @@ class TranslationModule(pl.LightningModule):
                 "bleu": scores.bleu,
                 "chrf": scores.chrf,
                 "signature": scores.signature,
+                "chrf_signature": scores.chrf_signature,
             }
             metrics[f"test_{split}/bleu"] = scores.bleu
             metrics[f"test_{split}/chrf"] = scores.chrf

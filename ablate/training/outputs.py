@@ -36,6 +36,7 @@ def summarise(
         "train/cpu_seconds": throughput.cpu_seconds,
         "train/tokens_per_cpu_sec": throughput.tokens_per_cpu_sec,
         "train/loss": None if module.last_loss is None else float(module.last_loss),
+        "train/grad_norm": module.grad_norm_value(),  # of the last step, before clipping to train.clip_norm
         "train/step_time_s": throughput.step_seconds / max(1, trainer.global_step),
         "peak_memory_mb": round(peak_memory_mb(accelerator), 1),
         # validation scores of the checkpoint that was tested (the best by BLEU), all from one validation
@@ -50,6 +51,7 @@ def summarise(
     first = next(iter(module.test_results.values()), None)
     if first is not None:
         out["bleu_signature"] = first["signature"]
+        out["chrf_signature"] = first.get("chrf_signature")
     return out
 
 

@@ -37,7 +37,8 @@ def checked_record(record: Any, history: list[dict[str, float]]) -> dict[str, An
 def checked_history(history: Any) -> list[dict[str, float]]:
     """The validation history of a checkpoint, keeping only well-formed entries.
 
-    Each entry is ``{"step": int >= 0, "val/bleu": [0, 100], "val/chrf": [0, 100], "val/ppl": >= 1 or None}``;
+    Each entry is ``{"step": int >= 0, "val/bleu": [0, 100], "val/chrf": [0, 100], "val/ppl": >= 1 or None}``,
+    with ``"train/grad_norm": >= 0`` where it was recorded;
     a planted or damaged entry (a BLEU of 1e9, a string, NaN) is dropped, not believed.
     """
     if not isinstance(history, list):
@@ -49,5 +50,8 @@ def checked_history(history: Any) -> list[dict[str, float]]:
         bleu, chrf, ppl = (nonnegative(entry.get(k)) for k in ("val/bleu", "val/chrf", "val/ppl"))
         if entry["step"] < 0 or bleu is None or bleu > 100 or chrf is None or chrf > 100:
             continue
-        out.append({"step": entry["step"], "val/bleu": bleu, "val/chrf": chrf, "val/ppl": ppl})
+        checked = {"step": entry["step"], "val/bleu": bleu, "val/chrf": chrf, "val/ppl": ppl}
+        if (norm := nonnegative(entry.get("train/grad_norm"))) is not None:
+            checked["train/grad_norm"] = norm
+        out.append(checked)
     return out

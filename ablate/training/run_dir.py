@@ -52,9 +52,14 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
             reason = "a run of a different config"
         except ConfigError as err:
             old, reason = "unreadable", f"an unreadable config.yaml ({err})"
-        if old != fingerprint(cfg):
-            raise ConfigError(f"run dir {run_dir} holds {reason}; choose another --run-dir or pass --overwrite")
         summary = read_summary(run_dir) or {}
+        if old != fingerprint(cfg):
+            further = ""
+            if summary.get("status") == "finished":  # e.g. a larger train.max_steps: a new run from its weights
+                further = f"; to train it further, start a new run from it: --run-dir <new> train.init_from={run_dir}"
+            raise ConfigError(
+                f"run dir {run_dir} holds {reason}; choose another --run-dir or pass --overwrite{further}"
+            )
         if summary.get("status") == "finished":
             return "finished"
         return "resume" if any((run_dir / "checkpoints" / n).exists() for n in RESUME_ORDER) else "new"

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from ablate.config import Config, TrackingConfig, flatten, to_dict
 from ablate.training.sweep_params import align_sweep_params
 from ablate.utils.io import atomic_write_json, atomic_write_text, read_json
-from ablate.utils.provenance import git_commit
+from ablate.utils.provenance import ENVIRONMENT_FILE, environment, freeze, freeze_text, git_commit
 
 SUMMARY = "summary.json"
 
@@ -88,6 +88,12 @@ def _resilient_logger_class():
         """A ``WandbLogger`` whose failures (network, full disk, dead service) never stop training."""
 
         _warned = False
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            # Lightning always passes wandb.init(anonymous=None), which W&B (0.31 here) answers with
+            # "The anonymous setting has no effect" on every run: leave the deprecated setting unset
+            self._wandb_init.pop("anonymous", None)
 
         def guarded(self, fn, *args, **kwargs):
             """``fn(*args, **kwargs)``, or None with one warning per run when it fails."""
@@ -217,16 +223,19 @@ def machine() -> dict[str, Any]:
 
 
 class RunRecord:
-    """``<run_dir>/summary.json``: status, best and final metrics, and the resolved config."""
+    """``<run_dir>/summary.json``: status, best and final metrics, the resolved config, and what produced
+    them (commits, package versions and the freeze's digest; the freeze itself in ``environment.txt``)."""
 
     def __init__(self, run_dir: Path, cfg: Config):
         self.path = run_dir / SUMMARY
         self.started = time.time()
         previous = read_json(self.path) or {}
-        self.data: dict[str, Any] = {"config": to_dict(cfg), "machine": machine()}
+        # the environment of this attempt (a resumed run records the one that finished it)
+        self.data: dict[str, Any] = {"config": to_dict(cfg), "machine": machine(), "environment": environment()}
+        self._environment_written = False
         self.wall_before = float(previous.get("wall_time_s", 0.0)) if previous else 0.0
         self.cpu_before = float(previous.get("cpu_time_s", 0.0)) if previous else 0.0
-        for key in ("history", "step"):  # a rerun that fails before restoring its checkpoint keeps them
+        for key in ("history", "step", "init_from"):  # a rerun that fails before restoring its checkpoint keeps them
             if key in previous:
                 self.data[key] = previous[key]
         # the code of every attempt, so a run resumed after a code change says so
@@ -242,6 +251,9 @@ class RunRecord:
         self.data["wall_time_s"] = round(self.wall_before + time.time() - self.started, 2)
         self.data["cpu_time_s"] = round(self.cpu_before + cpu_seconds(), 2)  # this attempt's process, start-up included
         try:
+            if not self._environment_written:
+                atomic_write_text(self.path.parent / ENVIRONMENT_FILE, freeze_text(freeze()))
+                self._environment_written = True
             atomic_write_json(self.path, self.data)
         except OSError as err:  # a full disk must not hide the training result from the caller
             print(f"warning: could not write {self.path}: {err}")

@@ -3,7 +3,8 @@
 Run directory layout::
 
     <run_dir>/config.yaml          the resolved config (a run dir never mixes two configs)
-    <run_dir>/summary.json         status, metrics, throughput, params, config (see tracking.py)
+    <run_dir>/summary.json         status, metrics, throughput, params, config, package versions (see tracking.py)
+    <run_dir>/environment.txt      the installed packages (name==version), whose sha256 summary.json records
     <run_dir>/checkpoints/         best.ckpt (by validation BLEU) and last.ckpt (for resuming)
     <run_dir>/hyps/<split>.txt     detokenized hypotheses, one line per source sentence, in order
     <run_dir>/refs/<split>.txt     the references they were scored against
@@ -29,6 +30,7 @@ from ablate.training.checkpoint_io import (
     load_checkpoint_file,
     resumable_checkpoint,
 )
+from ablate.training.init_from import checkpoint_of, initialise
 from ablate.training.interrupts import SigintGuard
 from ablate.training.outputs import save_outputs, summarise
 from ablate.training.publish import log_summary, publish
@@ -117,6 +119,9 @@ def _train(
             resume_from = resumable_checkpoint(run_dir / "checkpoints", warn=echo if launcher else (lambda _: None))
         except CheckpointError as err:
             raise ConfigError(str(err)) from None
+    start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
+    if start_from:
+        checkpoint_of(start_from)  # a wrong path fails now, not after the data is prepared
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -126,6 +131,7 @@ def _train(
     mark("data")
     tok = data.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
+    init = initialise(model, cfg, tok, echo if launcher else (lambda _: None)) if start_from else None
     mark("model")
     claim_run_dir(cfg, run_dir)
     record = RunRecord(run_dir, cfg)
@@ -153,6 +159,7 @@ def _train(
     record.update(
         params=params,
         data=data.stats,
+        **({"init_from": init} if init else {}),
         wandb={
             "mode": mode,
             "id": (run_dir / "wandb_id.txt").read_text().strip() if (run_dir / "wandb_id.txt").exists() else None,

@@ -53,7 +53,6 @@ def quiet() -> None:
         ".*does not have many workers.*",
         ".*LeafSpec.*",
         ".*The number of training batches.*",
-        ".*anonymous setting.*",
         ".*`srun` command is available.*",
         ".*resuming from a checkpoint that ended before the epoch.*",
     ):
@@ -74,11 +73,14 @@ def make_trainer(
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import ModelCheckpoint
 
+    from ablate.training.progress_bar import progress_bar
     from ablate.utils.trainer_options import build as trainer_options
 
     options, user_callbacks = trainer_options(cfg.trainer)
     t = cfg.train
     ckpt_dir = run_dir / "checkpoints"
+    # best.ckpt is judged on validation BLEU, so only a validation's end considers it: a budget spent
+    # before the first validation ends an epoch with nothing to compare (Lightning would warn)
     best = ModelCheckpoint(
         dirpath=ckpt_dir,
         filename="best",
@@ -86,6 +88,7 @@ def make_trainer(
         mode="max",
         save_top_k=1,
         save_last=False,
+        save_on_train_epoch_end=False,
         enable_version_counter=False,
     )
     last = ModelCheckpoint(
@@ -107,7 +110,13 @@ def make_trainer(
         strategy=strategy,
         precision=precision,
         logger=logger if logger is not None else False,
-        callbacks=[best, last, *extra_callbacks, *user_callbacks],
+        callbacks=[
+            best,
+            last,
+            *extra_callbacks,
+            *user_callbacks,
+            *progress_bar(options, extra_callbacks + user_callbacks),
+        ],
         max_epochs=t.max_epochs if t.max_epochs is not None else (-1 if t.max_steps < 0 else None),
         max_steps=t.max_steps,
         gradient_clip_val=t.clip_norm or None,

@@ -12,6 +12,7 @@ import pytest
 from ablate.config import EvalConfig, TrainConfig
 from ablate.data.datamodule import TranslationDataModule
 from ablate.data.errors import DataError
+from ablate.data.hub import parse_hub_source
 from ablate.data.sources import make_source
 
 from data_helpers import read_lines
@@ -92,3 +93,73 @@ def test_hub_folder_without_validation_split(multi30k, make_cfg, tmp_path):
     pq.write_table(pa.table(_columns(multi30k, "train", 10)), tmp_path / "data" / "train-00000-of-00001.parquet")
     with pytest.raises(DataError, match="no validation split .*found: train"):
         make_source(make_cfg(f"hf:{tmp_path}"), tmp_path / "cache").fingerprint()
+
+
+# ---------------------------------------------------------------- revisions (issue 25, item 4), without network
+
+
+@pytest.mark.parametrize(
+    "source,expected",
+    [
+        ("hf:bentrevett/multi30k", ("bentrevett/multi30k", "", None)),
+        ("hf:bentrevett/multi30k@4a3f5c1", ("bentrevett/multi30k", "", "4a3f5c1")),
+        ("hf:wmt/wmt14@v1.0:de-en", ("wmt/wmt14", "de-en", "v1.0")),
+        ("hf:wmt/wmt14:de-en@refs/convert/parquet", ("wmt/wmt14", "de-en", "refs/convert/parquet")),
+    ],
+)
+def test_a_revision_is_parsed_after_the_dataset_or_its_config(source, expected):
+    assert parse_hub_source(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source,message",
+    [
+        ("hf:bentrevett/multi30k@", "'@' needs a revision after it"),
+        ("hf:wmt14@a:de-en@b", "more than one revision"),
+        ("hf:wmt14@a@b", "more than one revision"),
+        ("hf:@abc", "names no dataset"),
+    ],
+)
+def test_a_malformed_revision_is_one_line(source, message):
+    with pytest.raises(DataError, match=message) as err:
+        parse_hub_source(source)
+    assert "\n" not in str(err.value) and "hf:<dataset>[@<revision>][:<config>]" in str(err.value)
+
+
+def test_a_local_folder_takes_no_revision(tmp_path):
+    folder = tmp_path / "copy@2024"  # an '@' in a folder's name is part of the name
+    folder.mkdir()
+    assert parse_hub_source(f"hf:{folder}") == (str(folder), "", None)
+    with pytest.raises(DataError, match="a revision pins a hub dataset"):
+        parse_hub_source(f"hf:{folder}:de-en@abc")
+
+
+def test_the_revision_reaches_load_dataset_and_the_run_record(per_language_layout, monkeypatch, make_cfg, tmp_path):
+    calls = []
+    real = datasets.load_dataset
+
+    def hub(**kwargs):  # the hub is offline: serve the local copy, as the hub would serve that revision
+        calls.append(kwargs)
+        return real(path=str(per_language_layout), cache_dir=kwargs["cache_dir"])
+
+    monkeypatch.setattr(datasets, "load_dataset", hub)
+    dm = _module(make_cfg("hf:bentrevett/multi30k@4a3f5c1"))
+    assert [(c["path"], c["revision"]) for c in calls] == [("bentrevett/multi30k", "4a3f5c1")]
+    assert dm.stats["source"] == {"dataset": "bentrevett/multi30k", "config": None, "revision": "4a3f5c1"}
+    assert dm.stats["pairs"]["train"] == 400
+
+    calls.clear()
+    unpinned = make_source(make_cfg("hf:bentrevett/multi30k"), tmp_path / "cache")
+    pinned = make_source(make_cfg("hf:bentrevett/multi30k@other"), tmp_path / "cache")
+    assert unpinned.fingerprint() != pinned.fingerprint()  # another revision, another cache entry
+    assert [c.get("revision") for c in calls] == [None, "other"]  # no revision asked: none passed
+
+
+def test_an_unloadable_revision_names_it(monkeypatch, make_cfg, tmp_path):
+    def missing(**kwargs):
+        raise FileNotFoundError(f"Revision '{kwargs['revision']}' doesn't exist for dataset 'x/y' on the Hub.")
+
+    monkeypatch.setattr(datasets, "load_dataset", missing)
+    with pytest.raises(DataError, match="cannot load hub dataset 'x/y' at revision 'nope'") as err:
+        make_source(make_cfg("hf:x/y@nope"), tmp_path).fingerprint()
+    assert "\n" not in str(err.value)
