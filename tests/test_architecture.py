@@ -20,10 +20,11 @@ from ablate.utils.typed import ConfigError, OneOf
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ablate"
-LAYERS = {
+LAYERS: dict[str, float] = {
     "errors": 0,
     "utils": 1,
     "config": 2,
+    "config_checks": 1.5,  # the rules between config keys; config.py re-exports them
     "data": 3,
     "model": 3,
     "training": 4,
