@@ -85,6 +85,7 @@ def test_report_spec_serialises_up_to_the_network(wandb_api, monkeypatch):
     monkeypatch.setattr(wr.Report, "save", save)
     monkeypatch.setattr(wr.Report, "url", property(lambda self: f"https://wandb.ai/{self.entity}/reports/{self.id}"))
     monkeypatch.setattr(wandb, "Api", lambda *a, **k: wandb_api)
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)  # a stand-in key: the reader refuses to start without one
     result = CliRunner().invoke(app, ["report", "wandb:me/ablate/table3", "--samples", "100", "--draft"])
     assert result.exit_code == 0, result.output
     assert calls == [("Ablation: table3", True)]
@@ -93,6 +94,7 @@ def test_report_spec_serialises_up_to_the_network(wandb_api, monkeypatch):
 
 def test_report_dry_run_prints_the_outline(wandb_api, monkeypatch):
     monkeypatch.setattr(wandb, "Api", lambda *a, **k: wandb_api)
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)  # a stand-in key: the reader refuses to start without one
     monkeypatch.setattr(wr.Report, "save", lambda *a, **k: pytest.fail("dry run must not save"))
     result = CliRunner().invoke(app, ["report", "wandb:me/ablate/table3", "--dry-run", "--no-significance"])
     assert result.exit_code == 0, result.output

@@ -188,6 +188,7 @@ def test_wandb_sweep_registers_a_local_sweep_once_per_folder(tmp_path, monkeypat
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)  # a stand-in key: online needs one (wandb.sweep is stubbed)
     monkeypatch.delenv("WANDB_SWEEP_ID", raising=False)
     monkeypatch.setattr(launcher, "trainer_command", lambda config=None: fake_command(events))
     created = []

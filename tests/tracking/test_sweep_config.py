@@ -84,7 +84,7 @@ def test_sweep_agent_run_records_the_variant_not_the_locked_base(tmp_path):
     _start(tmp_path / "trial", overrides, env, tmp_path)
     run = _recorded(tmp_path / "trial")
     assert run.id == "run123"  # the trainer logs into the run the sweep created
-    assert run.config["variant"] == {"name": "A-heads1", "model.heads": 1}
+    assert run.config["variant"] == "A-heads1"  # the top-level name reports group by, not the agent's dict
     assert run.config["tracking.variant"] == "A-heads1"
     _assert_resolved(run, overrides)
 
