@@ -189,7 +189,11 @@ def test_wandb_sweep_registers_a_local_sweep_once_per_folder(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WANDB_MODE", "online")
     monkeypatch.setenv("WANDB_API_KEY", "0" * 40)  # a stand-in key: online needs one (wandb.sweep is stubbed)
-    monkeypatch.delenv("WANDB_SWEEP_ID", raising=False)
+    # the command sets WANDB_SWEEP_ID in this process for its trials: setenv first, so monkeypatch restores
+    # the variable's absence afterwards (delenv of an unset name records nothing, and later tests' W&B runs
+    # would attach to the fake sweep and ignore their run ids)
+    monkeypatch.setenv("WANDB_SWEEP_ID", "")
+    monkeypatch.delenv("WANDB_SWEEP_ID")
     monkeypatch.setattr(launcher, "trainer_command", lambda config=None: fake_command(events))
     created = []
 
