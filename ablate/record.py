@@ -1,0 +1,543 @@
+"""The run record: what training leaves in a run folder and what sweeps and reports read back.
+
+One module owns its vocabulary, so training, sweeps and reports cannot drift apart:
+
+* :class:`RunStatus`: the statuses of a run (``summary.json``) and of a sweep trial (``sweep.json``);
+* :class:`RunFiles` and :class:`SweepFiles`: the paths of a run folder and of a sweep folder;
+* :class:`RunSummary`: ``summary.json``, versioned, read and written here (unversioned files from
+  before :data:`SUMMARY_VERSION` load as version 1: the layout did not change);
+* :data:`METRICS`: every metric a report shows, ``name -> Metric(key, label, ...)``; the table's
+  columns are built by filtering it, so a new column is one :func:`register_metric` call.
+
+It sits at the config layer and imports only :mod:`ablate.errors` and :mod:`ablate.utils`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from ablate.errors import AblateError, did_you_mean
+from ablate.utils.io import atomic_write_json
+
+
+class RecordError(AblateError):
+    """A run or sweep record that cannot be read (not JSON, ill-typed, from a newer ablate)."""
+
+
+# --------------------------------------------------------------------------------------
+# Statuses
+# --------------------------------------------------------------------------------------
+
+
+class RunStatus(str, Enum):
+    """How a run or a sweep trial stands; a ``str``, so JSON holds the plain value (``"finished"``)."""
+
+    PENDING = "pending"
+    """Planned by a sweep, not started (``sweep.json`` only)."""
+    RUNNING = "running"
+    """Training (written when it starts); with a free run lock, its process was killed."""
+    FINISHED = "finished"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    """Stopped on a signal after saving a checkpoint; the same command resumes it."""
+    STOPPED = "stopped"
+    """Ended early by the sweep's ``early_terminate`` (hyperband); final (``sweep.json`` only)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    def __hash__(self) -> int:  # as the plain string's, so {"finished": ...}[RunStatus.FINISHED] works
+        return hash(self.value)
+
+    @property
+    def done(self) -> bool:
+        """Final: finished, failed or stopped (a rerun does not start it again)."""
+        return self in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.STOPPED)
+
+    @property
+    def scored(self) -> bool:
+        """Ended with a metric: finished, or stopped early by hyperband."""
+        return self in (RunStatus.FINISHED, RunStatus.STOPPED)
+
+    @property
+    def resumable(self) -> bool:
+        """A sweep starts it (again): pending or interrupted."""
+        return self in (RunStatus.PENDING, RunStatus.INTERRUPTED)
+
+    @classmethod
+    def of(cls, value: Any) -> Any:
+        """``value`` as a status where it is one, else unchanged (a damaged record keeps its text)."""
+        return cls(value) if isinstance(value, str) and value in _VALUES else value
+
+    @classmethod
+    def parse(cls, value: Any, where: str = "status") -> RunStatus:
+        """``value`` as a status, or :class:`RecordError` naming the valid ones."""
+        try:
+            return cls(value)
+        except ValueError:
+            names = [s.value for s in cls]
+            raise RecordError(
+                f"{where} is {value!r}, not one of {', '.join(names)}{did_you_mean(str(value), names)}"
+            ) from None
+
+
+_VALUES = {s.value for s in RunStatus}
+SUMMARY_STATUSES = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING)
+"""The statuses a ``summary.json`` may have (pending and stopped are the sweep's)."""
+
+
+# --------------------------------------------------------------------------------------
+# Files
+# --------------------------------------------------------------------------------------
+
+SUMMARY_FILE = "summary.json"
+SWEEP_FILE = "sweep.json"
+LOCK_FILE = ".lock"
+TEXT_KINDS = ("hyps", "refs", "sources")
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The paths of one run folder: ``RunFiles(run_dir).summary`` and so on."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    summary = property(lambda self: self.root / SUMMARY_FILE, doc="the run record (:class:`RunSummary`)")
+    config = property(lambda self: self.root / "config.yaml", doc="the resolved config")
+    tokenizer = property(lambda self: self.root / "tokenizer", doc="the BPE tokenizer's folder")
+    checkpoints = property(lambda self: self.root / "checkpoints", doc="the checkpoints' folder")
+    best = property(lambda self: self.checkpoints / "best.ckpt", doc="best by validation BLEU (the tested one)")
+    last = property(lambda self: self.checkpoints / "last.ckpt", doc="the last one, for resuming")
+    last_prev = property(lambda self: self.checkpoints / "last.prev.ckpt", doc="the one before ``last``")
+    lock = property(lambda self: self.root / LOCK_FILE, doc="held by the training process")
+    wandb = property(lambda self: self.root / "wandb", doc="the W&B run's folder")
+    wandb_id = property(lambda self: self.root / "wandb_id.txt", doc="the W&B run id")
+    log = property(lambda self: self.root / "trial.log", doc="a sweep trial's output")
+    requeues = property(lambda self: self.root / ".requeues", doc="SLURM requeues of the trial")
+
+    def texts(self, kind: str) -> Path:
+        """The folder of one kind of text file: ``hyps``, ``refs`` or ``sources``."""
+        if kind not in TEXT_KINDS:
+            raise ValueError(f"no text kind {kind!r}: one of {', '.join(TEXT_KINDS)}")
+        return self.root / kind
+
+    def hyps(self, split: str) -> Path:
+        return self.texts("hyps") / f"{split}.txt"
+
+    def refs(self, split: str) -> Path:
+        return self.texts("refs") / f"{split}.txt"
+
+    def sources(self, split: str) -> Path:
+        return self.texts("sources") / f"{split}.txt"
+
+
+@dataclass(frozen=True)
+class SweepFiles:
+    """The paths of a sweep folder: its state, the launcher's lock, SLURM's files, each trial's run folder."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    state = property(lambda self: self.root / SWEEP_FILE, doc="the sweep's state (``sweep.json``)")
+    lock = property(lambda self: self.root / LOCK_FILE, doc="held by the one launcher running the sweep")
+    slurm = property(lambda self: self.root / ".slurm", doc="submitit's job files")
+
+    def trial(self, name: str) -> RunFiles:
+        return RunFiles(self.root / name)
+
+
+# --------------------------------------------------------------------------------------
+# Metrics
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A number every run records, and how a report shows it.
+
+    Attributes:
+        key: its key in ``summary.json`` (and W&B), e.g. ``val/bleu``.
+        label: the table header.
+        decimals: digits after the point in every text format.
+        scale: factor applied before display (1e-6 for millions).
+        higher_is_better: which end of the column is best.
+        latex: the LaTeX header (default: ``label`` escaped).
+        column: shown as a table column where the runs have it.
+        ranked: mark the column's best mean (not for what a row was given, e.g. steps trained).
+        show_std: print ``± std`` (not for a count fixed per row, e.g. parameters).
+        per_split: recorded once per test split too, as ``test_<split>/...`` (:meth:`split_key`).
+        place: where the column goes: ``budget`` (what was trained), ``score``, then ``cost``.
+        speed: a training speed; the table shows the one :mod:`ablate.report.speed` picks.
+    """
+
+    key: str
+    label: str
+    decimals: int = 2
+    scale: float = 1.0
+    higher_is_better: bool = True
+    latex: Optional[str] = None
+    column: bool = True
+    ranked: bool = True
+    show_std: bool = True
+    per_split: bool = False
+    place: str = "score"
+    speed: bool = False
+
+    def split_key(self, split: str) -> str:
+        """The key of this metric on one test split: ``test/bleu`` -> ``test_<split>/bleu``."""
+        prefix, _, name = self.key.partition("/")
+        return f"{prefix}_{split}/{name}"
+
+    def split_of(self, key: str) -> Optional[str]:
+        """The split of a per-split key of this metric (``test_x/bleu`` -> ``x``), else None."""
+        prefix, _, name = self.key.partition("/")
+        head, _, tail = key.partition("/")
+        if not self.per_split or tail != name or not head.startswith(prefix + "_"):
+            return None
+        return head[len(prefix) + 1 :]
+
+
+PLACES = ("budget", "score", "cost")
+METRICS: dict[str, Metric] = {}
+"""Name -> metric, in table order within each place; :func:`register_metric` adds one."""
+
+
+def register_metric(metric: Metric, name: Optional[str] = None) -> Metric:
+    """Add ``metric`` to :data:`METRICS` under ``name`` (default: its key); a taken name or key is refused."""
+    name = name or metric.key
+    if name in METRICS:
+        raise ValueError(f"metric name {name!r} is taken by {METRICS[name].key!r}; pick another name")
+    if any(m.key == metric.key for m in METRICS.values()):
+        raise ValueError(f"metric key {metric.key!r} is registered already")
+    if metric.place not in PLACES:
+        raise ValueError(f"metric place {metric.place!r} is not one of {', '.join(PLACES)}")
+    METRICS[name] = metric
+    return metric
+
+
+def metric_columns(place: Optional[str] = None) -> list[Metric]:
+    """The metrics shown as table columns (of one place, or all in place order)."""
+    shown = [m for m in METRICS.values() if m.column]
+    return [m for p in PLACES if place in (None, p) for m in shown if m.place == p]
+
+
+STEPS = register_metric(Metric("step", "train steps", 0, ranked=False, place="budget"), "steps")
+TESTED_STEP = register_metric(Metric("val/step", "tested step", 0, ranked=False, place="budget"), "tested_step")
+TRAIN_TOKENS = register_metric(
+    Metric("train/tokens", "train tokens (M)", 2, scale=1e-6, ranked=False, place="budget"), "train_tokens"
+)
+DEV_PPL = register_metric(Metric("val/ppl", "PPL (dev)", 2, higher_is_better=False), "dev_ppl")
+DEV_BLEU = register_metric(Metric("val/bleu", "BLEU (dev)", 2), "dev_bleu")
+DEV_CHRF = register_metric(Metric("val/chrf", "chrF (dev)", 2, column=False), "dev_chrf")
+TEST_BLEU = register_metric(Metric("test/bleu", "BLEU (test)", 2, per_split=True), "test_bleu")
+TEST_CHRF = register_metric(Metric("test/chrf", "chrF (test)", 2, per_split=True, column=False), "test_chrf")
+PARAMS = register_metric(
+    Metric("params", "Params (M)", 2, scale=1e-6, higher_is_better=False, show_std=False, place="cost"), "params"
+)
+TOKENS_PER_SEC = register_metric(
+    Metric("train/tokens_per_sec", "Tokens/s (train)", 0, place="cost", speed=True), "tokens_per_sec"
+)
+TOKENS_PER_CPU_SEC = register_metric(
+    Metric("train/tokens_per_cpu_sec", "Tokens/CPU-s (train)", 0, place="cost", speed=True), "tokens_per_cpu_sec"
+)
+TRAIN_CPU_SECONDS = register_metric(Metric("train/cpu_seconds", "CPU s (train)", 0, column=False), "train_cpu_seconds")
+WALL_TIME = register_metric(Metric("wall_time_s", "wall time (s)", 0, column=False, place="cost"), "wall_time")
+HEADLINE = (DEV_BLEU, DEV_PPL, TEST_BLEU, TOKENS_PER_SEC, PARAMS, STEPS, WALL_TIME)
+"""What a sweep keeps of each trial's summary in ``sweep.json`` (``results``), with every per-split test BLEU."""
+
+
+def headline(summary: RunSummary) -> dict[str, Any]:
+    """The :data:`HEADLINE` numbers of a summary, as ``sweep.json``'s ``results`` holds them."""
+    data = summary.to_json()
+    out = {m.key: data[m.key] for m in HEADLINE if m.key in data}
+    out.update({k: v for k, v in data.items() if TEST_BLEU.split_of(k) is not None})
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# The summary
+# --------------------------------------------------------------------------------------
+
+SUMMARY_VERSION = 1
+"""The layout :class:`RunSummary` writes; a file without ``version`` is from before it (the same layout)."""
+NOT_METRICS = {"status", "error", "config", "history", "variant", "sweep", "bleu_signature", "resolved", "version"}
+"""Summary keys that are bookkeeping: a report treats every other numeric field as a metric."""
+
+
+@dataclass
+class RunSummary:
+    """``summary.json``: how a run stands, what it scored and what produced it.
+
+    Attributes:
+        status: see :class:`RunStatus` (:data:`SUMMARY_STATUSES`); None in a record that has none.
+        error: one line saying why it failed or was interrupted.
+        config: the resolved config, nested.
+        resolved: the values the model used where the config leaves them implicit.
+        history: every validation, ``{step, val/bleu, val/chrf, val/ppl}`` in step order.
+        metrics: every ``group/name`` number (``val/bleu``, ``test_<split>/bleu``, ``train/tokens``).
+        step, epoch, params: optimizer steps and epochs trained; parameters.
+        wall_time_s, cpu_time_s: the whole run over all its attempts.
+        variant, sweep: the sweep variant's name and ``{name, params}`` of the sweep that started it.
+        bleu_signature: sacreBLEU's signature of the test BLEU.
+        accelerator: ``cpu`` or ``gpu``.
+        commits: the git commit of every attempt.
+        extra: every other field, kept as read (machine, data, wandb, environment, ...).
+        version: the layout it was read in (0: from before versions); always written as :data:`SUMMARY_VERSION`.
+    """
+
+    status: Optional[RunStatus] = None
+    error: Optional[str] = None
+    config: Optional[dict[str, Any]] = None
+    resolved: Optional[dict[str, Any]] = None
+    history: Optional[list[dict[str, Any]]] = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    step: Optional[int] = None
+    epoch: Optional[int] = None
+    params: Optional[int] = None
+    wall_time_s: Optional[float] = None
+    cpu_time_s: Optional[float] = None
+    variant: Any = None
+    sweep: Optional[dict[str, Any]] = None
+    bleu_signature: Optional[str] = None
+    accelerator: Optional[str] = None
+    commits: Optional[list[str]] = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    version: int = SUMMARY_VERSION
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls) if f.name not in ("metrics", "extra", "version"))
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], strict: bool = True, where: str = SUMMARY_FILE) -> RunSummary:
+        """A summary from its JSON object; ``strict`` checks its types (:func:`summary_problem`).
+
+        Raises:
+            RecordError: from a newer ablate, or (``strict``) ill-typed.
+        """
+        if not isinstance(data, dict):
+            raise RecordError(f"{where} is a {_kind(data)}, not a JSON object")
+        version = data.get("version", 0)
+        if not isinstance(version, int) or isinstance(version, bool) or version > SUMMARY_VERSION:
+            raise RecordError(
+                f"{where} has summary version {version!r}, newer than this ablate reads ({SUMMARY_VERSION}): "
+                "upgrade ablate (pip install -U ablate) to read it"
+            )
+        if strict and (problem := summary_problem(data)):
+            raise RecordError(f"{where}: {problem}")
+        known = cls.field_names()
+        values: dict[str, Any] = {"metrics": {}, "extra": {}, "version": version}
+        for key, value in data.items():
+            if key == "version":
+                continue
+            if key in known and (value is not None or key == "error"):
+                values[key] = value
+            elif "/" in key:
+                values["metrics"][key] = value
+            else:
+                values["extra"][key] = value  # a None-valued field is kept where it was, so nothing is lost
+        if values.get("status") is not None:
+            values["status"] = RunStatus.of(values["status"])
+        return cls(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object (flat, as ``summary.json`` has always been), with ``version``."""
+        out: dict[str, Any] = {}
+        for name in self.field_names():
+            value = getattr(self, name)
+            if value is not None or name == "error" and self.status is not None:
+                out[name] = value
+        out.update(self.metrics)
+        out.update(self.extra)
+        out["version"] = SUMMARY_VERSION
+        return out
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A field by its JSON key (``status``, ``val/bleu``, ``machine``)."""
+        value = self.to_json().get(key)
+        return default if value is None else value
+
+    def number(self, key: str) -> Optional[float]:
+        """A numeric field as a float (None where absent, not a number or not finite)."""
+        value = self.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+        return None
+
+    def update(self, values: dict[str, Any]) -> None:
+        """Set fields by their JSON keys (``{"val/bleu": 30.1, "params": 1000}``)."""
+        merged = {**self.to_json(), **values}
+        merged.pop("version", None)
+        new = RunSummary.from_json(merged, strict=False)
+        for name in (*self.field_names(), "metrics", "extra"):
+            setattr(self, name, getattr(new, name))
+
+    @classmethod
+    def read(cls, path: Path, strict: bool = True) -> RunSummary:
+        """The summary at ``path`` (a file, or a run folder); :class:`RecordError` when it cannot be read."""
+        path = Path(path)
+        if path.is_dir():
+            path = RunFiles(path).summary
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:  # missing, bad UTF-8, not JSON
+            raise RecordError(f"unreadable {path.name}: {str(err).splitlines()[0]}") from None
+        return cls.from_json(data, strict=strict, where=path.name)
+
+    @classmethod
+    def peek(cls, path: Path) -> Optional[RunSummary]:
+        """:meth:`read` without type checks; None where there is no readable summary (yet)."""
+        try:
+            return cls.read(path, strict=False)
+        except RecordError:
+            return None
+
+    def write(self, path: Path) -> None:
+        """Write atomically: a reader sees the old or the new summary, never a torn one."""
+        path = Path(path)
+        atomic_write_json(RunFiles(path).summary if path.is_dir() else path, self.to_json())
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        return iter(self.to_json().items())
+
+
+# --------------------------------------------------------------------------------------
+# Type checks: what a record must hold for a report to believe it
+# --------------------------------------------------------------------------------------
+
+TEXT_FIELDS = ("error", "bleu_signature", "accelerator")
+MAPPING_FIELDS = ("config", "resolved")
+LIMIT = 1e15
+"""No count or rate a run records comes near this; a larger value (``1e308``) is damage, and its mean overflows."""
+BOUNDED = {"/bleu": (0.0, 100.0), "/chrf": (0.0, 100.0), "/ppl": (1.0, math.inf)}
+"""Ranges of the scores by key suffix; every other metric must be finite and within :data:`LIMIT`."""
+NUMERIC = ("params", "step", "epoch", "wall_time_s", "cpu_time_s")
+"""Summary keys without a ``/`` that are numbers when present."""
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _shown(value: Any) -> str:
+    text = repr(value.value if isinstance(value, RunStatus) else value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def metric_problem(key: str, value: Any) -> Optional[str]:
+    """Why ``value`` cannot be the metric ``key`` (not a number, not finite, out of range), or None."""
+    if isinstance(value, dict):  # W&B's define_metric(summary="max") summaries: {"max": x}
+        value = next((value[k] for k in ("max", "min", "best", "last", "mean") if k in value), None)
+        if value is None:
+            return None
+    if not is_number(value):
+        return f"{key} is {_shown(value)}, not a number"
+    if not math.isfinite(value):
+        return f"{key} is {value}, not a finite number"
+    low, high = next((r for suffix, r in BOUNDED.items() if key.endswith(suffix)), (-LIMIT, LIMIT))
+    if not low <= value <= high:
+        return f"{key} is {value:g}, outside [{low:g}, {high:g}]"
+    return None
+
+
+def is_metric_key(key: str) -> bool:
+    """Whether a summary key names a metric (``val/bleu``, ``train/tokens``, ``params``)."""
+    return "/" in key or key in NUMERIC
+
+
+def summary_problem(summary: Any) -> Optional[str]:
+    """The first way ``summary`` breaks the run record's types, as ``<field> is <problem>``; None if sound."""
+    if not isinstance(summary, dict):
+        return f"{SUMMARY_FILE} is a {_kind(summary)}, not a JSON object"
+    status = summary.get("status")
+    if status is not None and status not in SUMMARY_STATUSES:
+        return f"status is {_shown(status)}, not one of {', '.join(SUMMARY_STATUSES)}"
+    for key in TEXT_FIELDS:
+        if summary.get(key) is not None and not isinstance(summary[key], str):
+            return f"{key} is a {_kind(summary[key])}, not text"
+    for key in MAPPING_FIELDS:
+        if summary.get(key) is not None and not isinstance(summary[key], dict):
+            return f"{key} is a {_kind(summary[key])}, not a mapping"
+    variant = summary.get("variant")
+    if variant is not None and not isinstance(variant, (str, dict)):
+        return f"variant is a {_kind(variant)}, not a name"
+    sweep = summary.get("sweep")
+    if sweep is not None:
+        if not isinstance(sweep, dict):
+            return f"sweep is a {_kind(sweep)}, not a mapping"
+        if sweep.get("name") is not None and not isinstance(sweep["name"], str):
+            return f"sweep.name is a {_kind(sweep['name'])}, not text"
+        if sweep.get("params") is not None and not isinstance(sweep["params"], dict):
+            return f"sweep.params is a {_kind(sweep['params'])}, not a mapping"
+    for key, value in summary.items():
+        if not is_metric_key(key):
+            continue
+        if value is None and status == RunStatus.FINISHED and key.endswith("/bleu"):  # NaN is written as null
+            return f"{key} is null (not a number when it was written: NaN?)"
+        if value is not None and (problem := metric_problem(key, value)):
+            return problem
+    return history_problem(summary.get("history"))
+
+
+def history_problem(history: Any) -> Optional[str]:
+    """Why ``history`` is not a list of validation records ``{step: number >= 0, metric: number}``, or None."""
+    if history is None:
+        return None
+    if not isinstance(history, list):
+        return f"history is a {_kind(history)}, not a list of validation records"
+    for i, entry in enumerate(history):
+        if not isinstance(entry, dict):
+            return f"history[{i}] is {_shown(entry)}, not a record {{step: ..., {DEV_BLEU.key}: ...}}"
+        step = entry.get("step")
+        if step is not None and (not is_number(step) or not math.isfinite(step) or step < 0):
+            return f"history[{i}].step is {_shown(step)}, not a step number"
+        for key, value in entry.items():
+            if key != "step" and value is not None and (problem := metric_problem(key, value)):
+                return f"history[{i}].{problem}"
+    return None
+
+
+def planned_trials(state: Any) -> tuple[list[dict[str, Any]], Optional[str]]:
+    """The trials a launcher's ``sweep.json`` plans, each ``{name, status, error, point}``, and the first
+    way its ``trials`` break that shape (then none are taken). A file without ``trials`` plans nothing."""
+    if not isinstance(state, dict) or state.get("trials") is None:
+        return [], None
+    trials = state["trials"]
+    if not isinstance(trials, list):
+        return [], f"trials is a {_kind(trials)}, not a list"
+    out = []
+    for i, t in enumerate(trials):
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not t["name"]:
+            return [], f"trials[{i}] is not a record with a name"
+        if not isinstance(t.get("point", {}), dict):
+            return [], f"trials[{i}].point is a {_kind(t['point'])}, not a mapping"
+        status = t.get("status", RunStatus.PENDING)
+        if not isinstance(status, str):
+            return [], f"trials[{i}].status is a {_kind(t['status'])}, not text"
+        error = t.get("error")
+        out.append(
+            {
+                "name": t["name"],
+                "status": RunStatus.of(status),
+                "error": error if isinstance(error, str) else None,
+                "point": t.get("point", {}),
+            }
+        )
+    return out, None
