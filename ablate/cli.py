@@ -13,6 +13,7 @@ from typing import Any, List, Optional
 import typer
 
 from ablate.config import complete_overrides
+from ablate.record import DEV_BLEU, TEST_BLEU, TOKENS_PER_SEC, RunFiles
 from ablate.utils.commands import PlainFlagsCommand, fail, typer_app
 
 app = typer_app(
@@ -92,7 +93,7 @@ def train(
     from ablate.training.train import RunError, train as run_training
 
     target = run_dir or default_run_dir(cfg)
-    if resume and not (target / "checkpoints" / "last.ckpt").exists():
+    if resume and not RunFiles(target).last.exists():
         fail(f"nothing to resume in {target} (no checkpoints/last.ckpt)")
     try:
         summary = run_training(cfg, target, overwrite=overwrite, echo=typer.echo)
@@ -100,10 +101,10 @@ def train(
         fail(f"training failed: {err} (see {target}/summary.json)", code=1)
     except KeyboardInterrupt:
         fail(f"interrupted; run the same command again to resume from {target}/checkpoints", code=130)
-    if summary.get("test/bleu") is not None:
+    if summary.get(TEST_BLEU.key) is not None:
         typer.echo(
-            f"test BLEU {summary['test/bleu']:.2f} | val BLEU {_or_nan(summary.get('val/bleu')):.2f} | "
-            f"{_or_nan(summary.get('train/tokens_per_sec')):,.0f} train tokens/s | "
+            f"test BLEU {summary[TEST_BLEU.key]:.2f} | val BLEU {_or_nan(summary.get(DEV_BLEU.key)):.2f} | "
+            f"{_or_nan(summary.get(TOKENS_PER_SEC.key)):,.0f} train tokens/s | "
             f"{summary.get('step')} steps | {target}/summary.json"
         )
 

@@ -26,7 +26,11 @@ from ablate.utils.io import atomic_write_json
 
 
 class RecordError(AblateError):
-    """A run or sweep record that cannot be read (not JSON, ill-typed, from a newer ablate)."""
+    """A run or sweep record that cannot be believed (ill-typed, from a newer ablate)."""
+
+
+class UnreadableRecord(RecordError):
+    """A record file that is missing or not JSON at all."""
 
 
 # --------------------------------------------------------------------------------------
@@ -78,14 +82,14 @@ class RunStatus(str, Enum):
         return cls(value) if isinstance(value, str) and value in _VALUES else value
 
     @classmethod
-    def parse(cls, value: Any, where: str = "status") -> RunStatus:
+    def parse(cls, value: Any, where: str = "the record") -> RunStatus:
         """``value`` as a status, or :class:`RecordError` naming the valid ones."""
         try:
             return cls(value)
         except ValueError:
             names = [s.value for s in cls]
             raise RecordError(
-                f"{where} is {value!r}, not one of {', '.join(names)}{did_you_mean(str(value), names)}"
+                f"{where}: unknown status {value!r} (one of {', '.join(names)}){did_you_mean(str(value), names)}"
             ) from None
 
 
@@ -101,6 +105,7 @@ SUMMARY_STATUSES = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED,
 SUMMARY_FILE = "summary.json"
 SWEEP_FILE = "sweep.json"
 LOCK_FILE = ".lock"
+LOG_FILE = "trial.log"
 TEXT_KINDS = ("hyps", "refs", "sources")
 
 
@@ -123,7 +128,7 @@ class RunFiles:
     lock = property(lambda self: self.root / LOCK_FILE, doc="held by the training process")
     wandb = property(lambda self: self.root / "wandb", doc="the W&B run's folder")
     wandb_id = property(lambda self: self.root / "wandb_id.txt", doc="the W&B run id")
-    log = property(lambda self: self.root / "trial.log", doc="a sweep trial's output")
+    log = property(lambda self: self.root / LOG_FILE, doc="a sweep trial's output")
     requeues = property(lambda self: self.root / ".requeues", doc="SLURM requeues of the trial")
 
     def texts(self, kind: str) -> Path:
@@ -178,7 +183,9 @@ class Metric:
         column: shown as a table column where the runs have it.
         ranked: mark the column's best mean (not for what a row was given, e.g. steps trained).
         show_std: print ``± std`` (not for a count fixed per row, e.g. parameters).
-        per_split: recorded once per test split too, as ``test_<split>/...`` (:meth:`split_key`).
+        per_split: recorded once per test split too, as ``test_<split>/...`` (:meth:`split_key`), each
+            a column of its own headed ``split_label`` (``{split}``: the split's name).
+        tested: the metric the significance test compares (its cells get the † mark).
         place: where the column goes: ``budget`` (what was trained), ``score``, then ``cost``.
         speed: a training speed; the table shows the one :mod:`ablate.report.speed` picks.
     """
@@ -193,6 +200,8 @@ class Metric:
     ranked: bool = True
     show_std: bool = True
     per_split: bool = False
+    split_label: Optional[str] = None
+    tested: bool = False
     place: str = "score"
     speed: bool = False
 
@@ -242,8 +251,12 @@ TRAIN_TOKENS = register_metric(
 DEV_PPL = register_metric(Metric("val/ppl", "PPL (dev)", 2, higher_is_better=False), "dev_ppl")
 DEV_BLEU = register_metric(Metric("val/bleu", "BLEU (dev)", 2), "dev_bleu")
 DEV_CHRF = register_metric(Metric("val/chrf", "chrF (dev)", 2, column=False), "dev_chrf")
-TEST_BLEU = register_metric(Metric("test/bleu", "BLEU (test)", 2, per_split=True), "test_bleu")
-TEST_CHRF = register_metric(Metric("test/chrf", "chrF (test)", 2, per_split=True, column=False), "test_chrf")
+TEST_BLEU = register_metric(
+    Metric("test/bleu", "BLEU (test)", 2, per_split=True, split_label="BLEU ({split})", tested=True), "test_bleu"
+)
+TEST_CHRF = register_metric(
+    Metric("test/chrf", "chrF (test)", 2, per_split=True, split_label="chrF ({split})", column=False), "test_chrf"
+)
 PARAMS = register_metric(
     Metric("params", "Params (M)", 2, scale=1e-6, higher_is_better=False, show_std=False, place="cost"), "params"
 )
@@ -328,6 +341,8 @@ class RunSummary:
         Raises:
             RecordError: from a newer ablate, or (``strict``) ill-typed.
         """
+        if strict and (problem := summary_problem(data)):
+            raise RecordError(f"{where}: {problem}")
         if not isinstance(data, dict):
             raise RecordError(f"{where} is a {_kind(data)}, not a JSON object")
         version = data.get("version", 0)
@@ -336,8 +351,6 @@ class RunSummary:
                 f"{where} has summary version {version!r}, newer than this ablate reads ({SUMMARY_VERSION}): "
                 "upgrade ablate (pip install -U ablate) to read it"
             )
-        if strict and (problem := summary_problem(data)):
-            raise RecordError(f"{where}: {problem}")
         known = cls.field_names()
         values: dict[str, Any] = {"metrics": {}, "extra": {}, "version": version}
         for key, value in data.items():
@@ -394,7 +407,7 @@ class RunSummary:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:  # missing, bad UTF-8, not JSON
-            raise RecordError(f"unreadable {path.name}: {str(err).splitlines()[0]}") from None
+            raise UnreadableRecord(f"unreadable {path.name}: {str(err).splitlines()[0]}") from None
         return cls.from_json(data, strict=strict, where=path.name)
 
     @classmethod

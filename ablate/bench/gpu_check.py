@@ -33,6 +33,7 @@ from typing import Any, Callable, Optional
 from ablate.bench.gpu_options import DEFAULT_STAGES, STAGE_CAP_S, STAGES, GpuCheckOptions, tiny
 from ablate.bench.gpu_runs import ROOT, child_env, run_child, run_gpu_tests, run_packed, run_quality
 from ablate.bench.options import BenchError
+from ablate.record import TEST_BLEU
 
 TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "bf16_vs_torch_bf16": (">= 1.0", lambda r: r >= 1.0),
@@ -84,7 +85,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
         **(_get(results, "packed", "ratios") or {}),
         "compile_s": _get(results, "compile", "compile_s"),
         "compiled_vs_eager": _get(results, "compile", "compiled_vs_eager"),
-        "multi30k_test_bleu": _get(results, "quality", "test/bleu"),
+        "multi30k_test_bleu": _get(results, "quality", TEST_BLEU.key),
         "multi30k_step": _get(results, "quality", "step"),
     }
     out.setdefault("packed8_vs_1", None)

@@ -7,7 +7,6 @@ leave behind (JUnit XML, sweep folders, ``summary.json``) is separate, so it is 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ablate.bench.gpu_options import GpuCheckOptions
+from ablate.record import DEV_BLEU, DEV_PPL, SUMMARY_FILE, TEST_BLEU, TOKENS_PER_SEC, RunFiles, RunStatus, RunSummary
 from ablate.sweep.process import ablate_argv
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,20 +158,19 @@ def aggregate_packed(sweep_dir: Path) -> dict[str, Any]:
         tokens/s, measured while they all ran), "tokens_per_s" (each trial's), "steps", "train_seconds"}``.
     """
     rows = {}
-    for summary in sorted(sweep_dir.glob("*/summary.json")):
-        data = json.loads(summary.read_text())
-        rows[summary.parent.name] = data
-    finished = {k: v for k, v in rows.items() if v.get("status") == "finished"}
-    rates = {k: v.get("train/tokens_per_sec") for k, v in finished.items()}
+    for run_dir in sorted(p.parent for p in sweep_dir.glob(f"*/{SUMMARY_FILE}")):
+        rows[run_dir.name] = RunSummary.read(run_dir, strict=False).to_json()
+    finished = {k: v for k, v in rows.items() if v.get("status") == RunStatus.FINISHED}
+    rates = {k: v.get(TOKENS_PER_SEC.key) for k, v in finished.items()}
     good = [r for r in rates.values() if isinstance(r, (int, float)) and r == r]
     return {
         "trials": len(rows),
-        "finished": len(finished),
+        RunStatus.FINISHED: len(finished),
         "aggregate_tokens_per_s": sum(good) if len(good) == len(rows) and good else None,
         "tokens_per_s": rates,
         "steps": {k: v.get("step") for k, v in rows.items()},
         "train_seconds": {k: v.get("train_seconds") for k, v in rows.items()},
-        "errors": {k: v.get("error") for k, v in rows.items() if v.get("status") != "finished"},
+        "errors": {k: v.get("error") for k, v in rows.items() if v.get("status") != RunStatus.FINISHED},
     }
 
 
@@ -264,18 +263,18 @@ def run_quality(opts: GpuCheckOptions, timeout: float, echo: Echo) -> dict[str, 
             "seconds": run["seconds"],
             "timed_out": run["timed_out"],
         }
-        summary = run_dir / "summary.json"
+        summary = RunFiles(run_dir).summary
         if summary.exists():
-            data = json.loads(summary.read_text())
+            data = RunSummary.read(summary, strict=False).to_json()
             keys = (
                 "status",
                 "error",
-                "test/bleu",
-                "val/bleu",
-                "val/ppl",
+                TEST_BLEU.key,
+                DEV_BLEU.key,
+                DEV_PPL.key,
                 "step",
                 "epoch",
-                "train/tokens_per_sec",
+                TOKENS_PER_SEC.key,
                 "train_seconds",
                 "wall_time_s",
                 "params",

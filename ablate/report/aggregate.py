@@ -22,6 +22,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from ablate.record import DEV_BLEU, TEST_BLEU
 from ablate.report.records import ReportError, Trial
 from ablate.report.validation import cell_disagreements, check_one_config, check_trials, distinct_seeds
 
@@ -144,12 +145,7 @@ class Sweep:
     @property
     def test_splits(self) -> list[str]:
         """Test splits with a per-split BLEU (``test_<split>/bleu``), sorted."""
-        found = {
-            m[len("test_") : -len("/bleu")]
-            for r in self.rows
-            for m in r.stats
-            if m.startswith("test_") and m.endswith("/bleu")
-        }
+        found = {s for r in self.rows for m in r.stats if (s := TEST_BLEU.split_of(m)) is not None}
         return sorted(found)
 
     @property
@@ -336,7 +332,7 @@ def _show(value: Any) -> str:
     return "-" if value is None or value == _MISSING else str(value)
 
 
-def curve(row: Row, metric: str = "val/bleu") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def curve(row: Row, metric: str = DEV_BLEU.key) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean and standard deviation of a validation metric over the row's seeds, per step.
 
     Each seed's history is linearly interpolated onto the union of all seeds' steps within

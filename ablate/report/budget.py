@@ -29,10 +29,11 @@ from typing import Optional, Sequence
 import numpy as np
 from scipy import stats as st
 
+from ablate.record import DEV_BLEU, DEV_PPL
 from ablate.report.aggregate import Row, Sweep, value_order
 from ablate.report.records import Trial
 
-METRICS = ("val/bleu", "val/ppl")
+METRICS = (DEV_BLEU.key, DEV_PPL.key)
 """The validation metrics whose Δ the budget figure shows."""
 LEVEL = 0.95
 
@@ -152,7 +153,7 @@ def sign_changes(steps: Sequence[float], mean: Sequence[float]) -> list[float]:
     return out
 
 
-def delta_curves(sweep: Sweep, metric: str = "val/bleu", level: float = LEVEL) -> BudgetCurves:
+def delta_curves(sweep: Sweep, metric: str = DEV_BLEU.key, level: float = LEVEL) -> BudgetCurves:
     """Every non-base row's seed-paired Δ against the base per step (see the module docstring)."""
     base = sweep.base
     curves, skipped = [], []
@@ -173,7 +174,7 @@ def delta_curves(sweep: Sweep, metric: str = "val/bleu", level: float = LEVEL) -
     return BudgetCurves(metric, base.name, tuple(curves), tuple(skipped))
 
 
-def late_sign_changes(sweep: Sweep, metric: str = "val/bleu") -> list[tuple[str, float]]:
+def late_sign_changes(sweep: Sweep, metric: str = DEV_BLEU.key) -> list[tuple[str, float]]:
     """``(row name, step)`` for every sign change of a row's mean Δ in the last half of its
     training: after half of the last step its seed pairs cover."""
     return [(c.row, s) for c in delta_curves(sweep, metric).curves for s in c.sign_changes if s > c.last_step / 2]

@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from ablate.record import SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, RunStatus
 from ablate.report.environment_lock import readme_line as environment_line, write_environment_lock
-from ablate.report.records import SUMMARY, collect_folder
+from ablate.report.records import collect_folder
 from ablate.report.significance import DEFAULT_TEST
 from ablate.utils.io import atomic_write_json, atomic_write_text
 from ablate.utils.provenance import git_commit
@@ -39,12 +40,12 @@ from ablate.utils.safe_output import output_folder, read_inside
 TEXT_KINDS = ("hyps", "refs", "sources")
 NOT_TEST = ("val", "valid", "dev", "validation")
 """Names of the validation split (``ablate.data.corpus.VAL_NAMES``): saved beside the test splits, never tested."""
-STATE = "sweep.json"
+STATE = SWEEP_FILE
 
 
 def test_splits(summary: dict[str, Any], run_dir: Path) -> list[str]:
     """The trial's test splits: those with a ``test_<split>/bleu``, else every saved split but validation."""
-    named = sorted(k[len("test_") : -len("/bleu")] for k in summary if k.startswith("test_") and k.endswith("/bleu"))
+    named = sorted(s for k in summary if (s := TEST_BLEU.split_of(k)) is not None)
     if named:
         return named
     return sorted({p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")} - set(NOT_TEST))
@@ -62,14 +63,14 @@ def _copy_trial(source: Path, name: str, out: Path) -> int:
     out of the sweep folder is refused, never copied into a folder meant to be published.
     """
     run_dir = source / name
-    summary_bytes = read_inside(run_dir / SUMMARY, source)
+    summary_bytes = read_inside(run_dir / SUMMARY_FILE, source)
     try:
         summary = json.loads(summary_bytes)
     except ValueError:
         summary = {}
     summary = summary if isinstance(summary, dict) else {}
     (out / name).mkdir(parents=True)
-    (out / name / SUMMARY).write_bytes(summary_bytes)
+    (out / name / SUMMARY_FILE).write_bytes(summary_bytes)
     size = len(summary_bytes)
     for split in dict.fromkeys(test_splits(summary, run_dir) + validation_splits(run_dir)):
         for kind in TEXT_KINDS:
@@ -114,7 +115,7 @@ def sweep_facts(source: Path, summaries: list[dict[str, Any]], planned: int = 0)
                 *map(shlex.quote, state.get("overrides") or []),
             ]
         )
-    ends = [(source / name / SUMMARY).stat().st_mtime for name in (s.get("_name") for s in summaries) if name]
+    ends = [(source / name / SUMMARY_FILE).stat().st_mtime for name in (s.get("_name") for s in summaries) if name]
     started = state.get("created_at")
     started = started if _is_number(started) else None  # "yesterday": not recorded
     machines = {json.dumps(s["machine"], sort_keys=True) for s in summaries if isinstance(s.get("machine"), dict)}
@@ -122,7 +123,7 @@ def sweep_facts(source: Path, summaries: list[dict[str, Any]], planned: int = 0)
     return {
         "run_command": run,
         "trials": max(len(summaries), planned),
-        "finished": sum(s.get("status") == "finished" for s in summaries),
+        RunStatus.FINISHED: sum(s.get("status") == RunStatus.FINISHED for s in summaries),
         "wall_time_s": round(max(ends) - float(started), 1) if started and ends else None,
         "trial_wall_time_s": total("wall_time_s"),
         "trial_cpu_time_s": total("cpu_time_s") if any("cpu_time_s" in s for s in summaries) else None,
@@ -182,11 +183,11 @@ def export_sweep(
         summaries, size = [], 0
         for trial in trials:
             if not (
-                source / trial.name / SUMMARY
+                source / trial.name / SUMMARY_FILE
             ).is_file():  # planned by sweep.json, no record yet: the table lists it
                 continue
             size += _copy_trial(source, trial.name, tmp)
-            summaries.append({**_read_json(tmp / trial.name / SUMMARY), "_name": trial.name})
+            summaries.append({**_read_json(tmp / trial.name / SUMMARY_FILE), "_name": trial.name})
         if (source / STATE).exists():
             (tmp / STATE).write_bytes(read_inside(source / STATE, source))
         planned = sum(t.name != STATE for t in trials)  # every trial found or planned, pending ones too
@@ -294,7 +295,7 @@ def readme(m: dict[str, Any]) -> str:
                 if m["wall_time_s"] is not None
                 else "not recorded (no sweep.json)"
             ),
-            f"- Trials: {m['finished']} finished of {m['trials']}; {_hours(m['trial_wall_time_s'])} of trial wall time, "
+            f"- Trials: {m[RunStatus.FINISHED]} finished of {m['trials']}; {_hours(m['trial_wall_time_s'])} of trial wall time, "
             f"CPU time {cpu}",
             f"- Exported {m['exported_at']} with `{m['export_command']}`",
             "",

@@ -11,6 +11,7 @@ import csv
 import io
 from typing import Optional
 
+from ablate.record import RunStatus
 from ablate.report.table import Cell, Column, Table, show_value
 
 FORMATS = ("rich", "md", "latex", "csv")
@@ -120,7 +121,7 @@ def to_latex(table: Table) -> str:
     spec = "l" * lead + "c" * len(table.labels) + "r" * (len(table.columns) + 1)
     head = ["", *(["variant"] if table.show_names else [])]
     head += [LATEX_LABELS.get(k, latex_escape(lbl)) for k, lbl in zip(table.keys, table.labels)]
-    head += [latex_escape(c.label) for c in table.columns] + ["$n$"]
+    head += [c.latex or latex_escape(c.label) for c in table.columns] + ["$n$"]
     lines = [
         r"\begin{table}[t]",
         r"\centering",
@@ -204,7 +205,7 @@ def to_csv(table: Table) -> str:
             line += [_num(st and st.mean), _num(st and st.std), "" if st is None else str(st.n)]
             if col.split:
                 line += _tested(cell)
-        w.writerow(line + ["finished", ""])
+        w.writerow(line + [RunStatus.FINISHED, ""])
     for u in table.unfinished:
         w.writerow(["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason])
     return buf.getvalue()

@@ -13,6 +13,7 @@ import io
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ablate.record import TEST_BLEU
 from ablate.report.aggregate import Sweep, value_order
 from ablate.report.footnotes import FLIP
 
@@ -28,7 +29,7 @@ class SeedLine:
 
 def per_seed(sweep: Sweep) -> tuple[list[str], list[SeedLine]]:
     """``(test metric keys, one line per finished trial)`` in table order, seeds in order."""
-    keys = [f"test_{s}/bleu" for s in sweep.test_splits] or ["test/bleu"]
+    keys = [TEST_BLEU.split_key(s) for s in sweep.test_splits] or [TEST_BLEU.key]
     base = {str(t.seed): t for t in sweep.base.trials}
     lines = []
     for row in sweep.rows:
@@ -50,7 +51,7 @@ def per_seed(sweep: Sweep) -> tuple[list[str], list[SeedLine]]:
 def render(sweep: Sweep, fmt: str) -> str:
     """The per-seed lines as CSV (unrounded) or Markdown (every other format)."""
     keys, lines = per_seed(sweep)
-    labels = [k.removeprefix("test_").removesuffix("/bleu") for k in keys]
+    labels = [TEST_BLEU.split_of(k) or k.partition("/")[0] for k in keys]
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")

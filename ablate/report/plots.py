@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+from ablate.record import TEST_BLEU, TOKENS_PER_SEC
 from ablate.report.aggregate import Row, Sweep
 from ablate.report.figure_style import (
     DPI,
@@ -48,8 +49,8 @@ def test_metric(sweep: Sweep) -> tuple[str, str]:
     """The test BLEU key used for single-metric plots and its label (first split)."""
     splits = sweep.test_splits
     if splits:
-        return f"test_{splits[0]}/bleu", f"test BLEU ({splits[0]})"
-    return "test/bleu", "test BLEU"
+        return TEST_BLEU.split_key(splits[0]), f"test BLEU ({splits[0]})"
+    return TEST_BLEU.key, "test BLEU"
 
 
 def pareto_front(xs: Sequence[float], ys: Sequence[float], maximize_x: bool) -> list[int]:
@@ -226,7 +227,7 @@ def _bar_caption(bars: Sequence[Bar], comparisons: Sequence[Comparison], sweep: 
 
 
 def _key(split: Optional[str]) -> str:
-    return f"test_{split}/bleu" if split else "test/bleu"
+    return TEST_BLEU.split_key(split) if split else TEST_BLEU.key
 
 
 def plot_test_bleu(
@@ -241,7 +242,7 @@ def plot_quality_cost(sweep: Sweep, path: Path, cost: str) -> Optional[Path]:
     """Test BLEU against ``train/tokens_per_sec`` (higher is cheaper) or ``params`` (lower is),
     error bars ± std, the Pareto front circled and joined by a dashed line."""
     key, ylabel = test_metric(sweep)
-    speed = cost == "train/tokens_per_sec"
+    speed = cost == TOKENS_PER_SEC.key
     scale = 1.0 if speed else 1e-6
     rows = [r for r in sweep.rows if key in r.stats and cost in r.stats]
     if not rows:
@@ -360,7 +361,7 @@ def plot_all(
     written = [
         plot_test_bleu(sweep, out_dir / f"test_bleu.{fmt}", comparisons, alpha),
         plot_delta_ci(sweep, out_dir / f"delta_ci.{fmt}", comparisons, alpha),
-        plot_quality_cost(sweep, out_dir / f"bleu_vs_speed.{fmt}", "train/tokens_per_sec"),
+        plot_quality_cost(sweep, out_dir / f"bleu_vs_speed.{fmt}", TOKENS_PER_SEC.key),
         plot_quality_cost(sweep, out_dir / f"bleu_vs_params.{fmt}", "params"),
         plot_learning_curves(sweep, out_dir / f"learning_curves.{fmt}"),
         plot_delta_vs_step(sweep, out_dir / f"delta_vs_step.{fmt}"),

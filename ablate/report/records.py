@@ -17,16 +17,25 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ablate.config import flatten
+from ablate.record import (
+    NOT_METRICS,
+    SUMMARY_FILE,
+    SWEEP_FILE,
+    TEXT_KINDS,
+    RecordError,
+    RunFiles,
+    RunStatus,
+    RunSummary,
+    SweepFiles,
+    UnreadableRecord,
+    planned_trials,
+)
 from ablate.report.report_error import ReportError
 from ablate.report.saved_texts import TextError, read_texts
-from ablate.report.schema import planned_trials, summary_problem
 from ablate.report.wandb_records import WandbRun, plain, read_run, wandb_runs
 
-FINISHED = "finished"
 INVALID = "invalid"
 """A trial whose record cannot be believed (unreadable texts, ill-typed fields); listed with the reason."""
-SUMMARY = "summary.json"
-STATE_FILE = "sweep.json"
 WANDB_PREFIX = "wandb:"
 # Keys of the flattened config that never distinguish two configurations.
 IGNORED_PREFIXES = (
@@ -39,8 +48,6 @@ IGNORED_PREFIXES = (
     "_wandb",
     "wandb_version",
 )
-# Summary keys that are bookkeeping, not metrics.
-_NOT_METRICS = {"status", "error", "config", "history", "variant", "sweep", "bleu_signature", "resolved"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +56,8 @@ class Trial:
 
     Attributes:
         name: trial (run) name, unique within the sweep.
-        status: ``finished`` | ``failed`` | ``interrupted`` | ``running``.
+        status: a :class:`~ablate.record.RunStatus` (finished, failed, interrupted, running, pending,
+            stopped), or :data:`INVALID`.
         error: the failure reason, if any.
         config: the flattened resolved config (dotted keys, tracking keys removed).
         metrics: numeric summary values, e.g. ``val/bleu``, ``test_<split>/bleu``, ``params``.
@@ -91,7 +99,7 @@ class Trial:
 
     @property
     def finished(self) -> bool:
-        return self.status == FINISHED
+        return self.status == RunStatus.FINISHED
 
 
 def collect(source: str, api: Any = None) -> list[Trial]:
@@ -137,7 +145,7 @@ def collect_folder(root: Path) -> list[Trial]:
     trials = []
     planned, problem = _sweep_plan(root)
     for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-        if not (run_dir / SUMMARY).exists():
+        if not RunFiles(run_dir).summary.exists():
             continue
         trial = read_trial(run_dir)
         trial = replace(trial, status=running_status(run_dir, trial.status))
@@ -151,32 +159,31 @@ def collect_folder(root: Path) -> list[Trial]:
             seed = {"seed": point["seed"]} if "seed" in point else {}
             trials.append(Trial(name, status, t["error"], config=seed, variant=_variant_name(point.get("variant"))))
     if problem:
-        trials.append(Trial(STATE_FILE, INVALID, f"{STATE_FILE}: {problem}; its planned trials are not listed"))
+        trials.append(Trial(SWEEP_FILE, INVALID, f"{SWEEP_FILE}: {problem}; its planned trials are not listed"))
     if not trials:
-        raise ReportError(f"no trials in {root}: expected subfolders holding {SUMMARY}")
+        raise ReportError(f"no trials in {root}: expected subfolders holding {SUMMARY_FILE}")
     return trials
 
 
 def read_trial(run_dir: Path) -> Trial:
     """The trial of one run folder; an unreadable or ill-typed record is an :data:`INVALID` trial saying why."""
-    name = run_dir.name
+    name, files = run_dir.name, RunFiles(run_dir)
     try:
-        summary = json.loads((run_dir / SUMMARY).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:  # bad UTF-8, not JSON
-        return Trial(name, "failed", f"unreadable {SUMMARY}: {str(err).splitlines()[0]}")
-    problem = summary_problem(summary)
-    if problem:
-        return Trial(name, INVALID, f"{SUMMARY}: {problem}")
+        summary = RunSummary.read(files.summary)  # type-checked (ablate.record.summary_problem)
+    except UnreadableRecord as err:  # bad UTF-8, not JSON
+        return Trial(name, RunStatus.FAILED, str(err))
+    except RecordError as err:
+        return Trial(name, INVALID, str(err))
     try:
-        texts = {kind: read_texts(run_dir / kind) for kind in ("hyps", "refs", "sources")}
+        texts = {kind: read_texts(files.texts(kind)) for kind in TEXT_KINDS}
     except TextError as err:
         return Trial(name, INVALID, str(err))
-    return from_summary(name, summary, texts["hyps"], texts["refs"], sources=texts["sources"])
+    return from_summary(name, summary.to_json(), texts["hyps"], texts["refs"], sources=texts["sources"])
 
 
 def _sweep_plan(root: Path) -> tuple[dict[str, dict[str, Any]], Optional[str]]:
     """Trial name -> ``{status, error, point}`` from the launcher's ``sweep.json``, and why it is unusable."""
-    path = root / STATE_FILE
+    path = SweepFiles(root).state
     if not path.exists():
         return {}, None
     try:
@@ -220,11 +227,11 @@ def from_summary(
     sweep = summary.get("sweep") if isinstance(summary.get("sweep"), dict) else {}
     if "seed" not in flat and "seed" in (sweep.get("params") or {}):
         flat["seed"] = sweep["params"]["seed"]
-    metrics = {k: n for k, v in summary.items() if k not in _NOT_METRICS and (n := _number(v)) is not None}
+    metrics = {k: n for k, v in summary.items() if k not in NOT_METRICS and (n := _number(v)) is not None}
     history = tuple(sorted((dict(h) for h in summary.get("history") or [] if "step" in h), key=lambda h: h["step"]))
     return Trial(
         name=name,
-        status=str(status or summary.get("status") or "running"),
+        status=RunStatus.of(status or summary.get("status") or RunStatus.RUNNING),
         error=summary.get("error"),
         config=flat,
         metrics=metrics,

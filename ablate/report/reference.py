@@ -54,6 +54,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ablate.record import DEV_PPL
 from ablate.report.aggregate import Row, Sweep
 from ablate.report.agreement import Correlation, SignCount, pearson, sign_count
 from ablate.report.footnotes import MARK
@@ -253,7 +254,7 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference, min_delta: Op
         raise ReportError("the table has no test BLEU column to compare with the paper")
     col_index, col = found
     base_row, base_config = sweep.base, row_config(sweep.base)
-    base_stat, base_ppl = base_row.stats.get(col.key), base_row.stats.get("val/ppl")
+    base_stat, base_ppl = base_row.stats.get(col.key), base_row.stats.get(DEV_PPL.key)
     lines, used = [], set()
     for row, shown in zip(sweep.rows, table.rows):
         if row.name != shown.name:
@@ -262,7 +263,7 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference, min_delta: Op
         changed = {} if row.is_base else changes(row, base_row)
         paper = reference.base if row.is_base else match(changed, base_config, reference)
         paper_delta = delta = agree = paper_ppl_delta = ppl_delta = None
-        ppl = row.stats.get("val/ppl")
+        ppl = row.stats.get(DEV_PPL.key)
         if paper is not None and not row.is_base:
             used.add(paper.label)
             paper_delta = _delta(paper.bleu, reference.base.bleu)

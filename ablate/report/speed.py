@@ -13,11 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from ablate.record import TOKENS_PER_CPU_SEC, TOKENS_PER_SEC
 from ablate.report.aggregate import Sweep
 from ablate.report.records import Trial
 
-WALL = "train/tokens_per_sec"
-CPU = "train/tokens_per_cpu_sec"
+WALL = TOKENS_PER_SEC.key
+CPU = TOKENS_PER_CPU_SEC.key
 COUNTED = "training tokens (source + target, non-padding; warm-up steps left out, all devices together)"
 
 
@@ -45,10 +46,10 @@ def speed_of(trials: Sequence[Trial]) -> Speed:
     """Tokens per CPU-second when every trial trained on a CPU and recorded it, else wall-clock tokens/s."""
     on = {t.accelerator for t in trials}
     if on == {"cpu"} and all(CPU in t.metrics for t in trials):
-        return Speed(CPU, "Tokens/CPU-s (train)", _cpu_note(trials))
+        return Speed(CPU, TOKENS_PER_CPU_SEC.label, _cpu_note(trials))
     wall = f"Tokens/s (train): wall-clock {COUNTED} per second of the training steps"
     if on == {"gpu"}:
-        return Speed(WALL, "Tokens/s (train)", f"{wall} (each step synchronised on the GPU).")
+        return Speed(WALL, TOKENS_PER_SEC.label, f"{wall} (each step synchronised on the GPU).")
     if on == {"cpu"}:
         why = "these runs trained on a CPU but not all recorded their CPU time"
     elif "cpu" in on:
@@ -57,7 +58,7 @@ def speed_of(trials: Sequence[Trial]) -> Speed:
         why = "the runs did not record whether they trained on a CPU or a GPU"
     return Speed(
         WALL,
-        "Tokens/s (train)",
+        TOKENS_PER_SEC.label,
         f"{wall}. Wall-clock, so it depends on the machine's load: on a CPU shared with other processes "
         f"it swings with their work ({why}, so tokens per CPU-second cannot be shown).",
     )

@@ -17,6 +17,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.transforms import offset_copy
 
+from ablate.record import DEV_BLEU, DEV_PPL
 from ablate.report.aggregate import Row, Sweep, curve
 from ablate.report.budget import LEVEL, BudgetCurves, DeltaCurve, delta_curves
 from ablate.report.figure_style import DPI, caption, display_names, group_label, save
@@ -25,7 +26,7 @@ NO_HISTORY = "no validation history"
 DODGE = 14.0  # points between the markers of rows validated at one step, side by side
 
 
-def learning_curves_figure(sweep: Sweep, metric: str = "val/bleu") -> Optional[Figure]:
+def learning_curves_figure(sweep: Sweep, metric: str = DEV_BLEU.key) -> Optional[Figure]:
     """Validation ``metric`` against step per row; None when no trial has a validation history.
 
     Up to six rows share one panel; more rows get one panel per ablation group, each with the
@@ -60,7 +61,7 @@ def learning_curves_figure(sweep: Sweep, metric: str = "val/bleu") -> Optional[F
     for ax in axes.flat[max(0, len(panels) - ncols) : len(panels)]:  # the lowest panel of each column
         ax.set_xlabel("training step")
     for ax in axes[:, 0]:
-        ax.set_ylabel("validation BLEU" if metric == "val/bleu" else metric)
+        ax.set_ylabel("validation BLEU" if metric == DEV_BLEU.key else metric)
     single = any(len(c[1]) == 1 for c in curves)
     fig.suptitle(
         "Learning curves: validation BLEU (mean over seeds, shaded ± std)"
@@ -119,15 +120,15 @@ def draw_curves(ax, members: Sequence[tuple[Row, np.ndarray, np.ndarray, np.ndar
     ax.legend(fontsize=7, loc="upper right" if len(steps) == 1 else "best")
 
 
-def plot_learning_curves(sweep: Sweep, path: Path, metric: str = "val/bleu") -> Optional[Path]:
+def plot_learning_curves(sweep: Sweep, path: Path, metric: str = DEV_BLEU.key) -> Optional[Path]:
     """Write :func:`learning_curves_figure` to ``path``; None when no trial validated."""
     fig = learning_curves_figure(sweep, metric)
     return None if fig is None else save(fig, path)
 
 
 PANELS = (
-    ("val/bleu", "Δ dev BLEU vs base  (↑ row better)"),
-    ("val/ppl", "Δ dev perplexity vs base  (↓ row better)"),
+    (DEV_BLEU.key, "Δ dev BLEU vs base  (↑ row better)"),
+    (DEV_PPL.key, "Δ dev perplexity vs base  (↓ row better)"),
 )
 
 

@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ablate.record import DEV_BLEU, PLACES, TESTED_STEP, Metric, RunStatus, metric_columns as registered_columns
 from ablate.report.aggregate import Stat, Sweep
 from ablate.report.footnotes import FLIP, MARK, significance_notes
 from ablate.report.records import Trial
@@ -54,6 +55,7 @@ class Column:
         split: the test split whose hypotheses the significance test compares, if any.
         show_std: print ``± std`` in text formats (not for parameter counts, fixed per row).
         ranked: mark the column's best value (not for what a row was given, e.g. steps trained).
+        latex: the LaTeX header, where it is not the escaped label.
     """
 
     key: str
@@ -64,6 +66,22 @@ class Column:
     split: Optional[str] = None
     show_std: bool = True
     ranked: bool = True
+    latex: Optional[str] = None
+
+    @classmethod
+    def of(cls, metric: Metric, key: Optional[str] = None, label: Optional[str] = None, split: Optional[str] = None):
+        """The column of a registered metric (:data:`ablate.record.METRICS`), or of one of its splits."""
+        return cls(
+            key or metric.key,
+            label or metric.label,
+            metric.decimals,
+            metric.scale,
+            metric.higher_is_better,
+            split,
+            metric.show_std,
+            metric.ranked,
+            metric.latex,
+        )
 
 
 @dataclass(frozen=True)
@@ -165,28 +183,32 @@ def key_labels(keys: list[str]) -> list[str]:
 def metric_columns(
     sweep: Sweep, comparisons: dict[tuple[str, str], Comparison], extra: Optional[list[Column]] = None
 ) -> list[Column]:
-    """The metric columns that at least one row reports, in Table 3 order (``extra`` after test BLEU)."""
+    """The registered metric columns (:data:`ablate.record.METRICS`) that at least one row reports, in
+    registry order by place: what was trained, the scores (``extra`` after them), the costs.
+
+    A per-split metric is a column per test split the rows report (``test_<split>/bleu``), else one
+    column of its plain key; of the training speeds, the one :func:`~ablate.report.speed.training_speed`
+    picks for these runs.
+    """
     present = {m for r in sweep.rows for m in r.stats} | {c.key for c in extra or []}
     hyp_splits = sorted({s for (_, s) in comparisons})
-    cols = [
-        Column("step", "train steps", 0, ranked=False),
-        Column("val/step", "tested step", 0, ranked=False),  # of the best validation, whose checkpoint was tested
-        Column("train/tokens", "train tokens (M)", 2, scale=1e-6, ranked=False),
-        Column("val/ppl", "PPL (dev)", 2, higher_better=False),
-        Column("val/bleu", "BLEU (dev)", 2),
-    ]
-    splits = sweep.test_splits
-    if splits:
-        cols += [Column(f"test_{s}/bleu", f"BLEU ({s})", 2, split=s) for s in splits]
-    else:
-        only = hyp_splits[0] if len(hyp_splits) == 1 else None
-        cols.append(Column("test/bleu", "BLEU (test)", 2, split=only))
-    cols += list(extra or [])
+    only = hyp_splits[0] if len(hyp_splits) == 1 else None
     speed = training_speed(sweep)  # tokens per CPU-second on CPU, else wall-clock tokens/s
-    cols += [
-        Column("params", "Params (M)", 2, scale=1e-6, higher_better=False, show_std=False),
-        Column(speed.key, speed.label, 0),
-    ]
+    cols: list[Column] = []
+    for place in PLACES:
+        if place == "cost":
+            cols += list(extra or [])
+        for metric in registered_columns(place):
+            if metric.speed:
+                cols += [Column.of(metric, label=speed.label)] if metric.key == speed.key else []
+            elif splits := sorted({s for k in present if (s := metric.split_of(k)) is not None}):
+                label = metric.split_label or metric.label + " ({split})"
+                cols += [
+                    Column.of(metric, metric.split_key(s), label.format(split=s), s if metric.tested else None)
+                    for s in splits
+                ]
+            else:
+                cols.append(Column.of(metric, split=only if metric.tested else None))
     return [c for c in cols if c.key in present]
 
 
@@ -279,9 +301,12 @@ def _unfinished(trial: Trial) -> Unfinished:
     who = [f"variant {trial.variant}"] if trial.variant else []
     if trial.seed is not None:
         who.append(f"seed {trial.seed}")
-    reason = trial.error or {"running": "still running", "interrupted": "interrupted", "pending": "not started"}.get(
-        trial.status, "no reason recorded"
-    )
+    reasons: dict[str, str] = {
+        RunStatus.RUNNING: "still running",
+        RunStatus.INTERRUPTED: RunStatus.INTERRUPTED,
+        RunStatus.PENDING: "not started",
+    }
+    reason = trial.error or reasons.get(trial.status, "no reason recorded")
     return Unfinished(trial.name, ", ".join(who), trial.status, " ".join(str(reason).split()))
 
 
@@ -289,7 +314,7 @@ def _late_flips(sweep: Sweep) -> list[str]:
     """Rows whose seed-paired dev BLEU Δ against the base changed sign in the last half of training."""
     from ablate.report.budget import late_sign_changes
 
-    late = late_sign_changes(sweep, "val/bleu")
+    late = late_sign_changes(sweep, DEV_BLEU.key)
     if not late:
         return []
     rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
@@ -303,7 +328,7 @@ def _footnotes(
         "Cells: mean ± sample std over seeds (n = seeds); best mean per column in bold; "
         "blank hyperparameter = same as base; d_k, d_v, lr: the values the runs used. "
         "Dev PPL and BLEU are from one validation, of the checkpoint that was tested (the best by dev BLEU"
-        + ("; its step is column tested step)." if any(c.key == "val/step" for c in columns) else ").")
+        + ("; its step is column tested step)." if any(c.key == TESTED_STEP.key for c in columns) else ").")
     ]
     notes.append(trials_note(sweep))
     notes += disagreement_notes(sweep)

@@ -21,8 +21,8 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any, Optional, Sequence
 
+from ablate.record import TEST_BLEU, metric_problem
 from ablate.report.records import ReportError, Trial
-from ablate.report.schema import metric_problem
 
 EXCLUDED = "excluded"
 VALIDATION_SPLITS = ("val", "valid", "dev", "validation")
@@ -38,12 +38,7 @@ def tested_splits(trials: Sequence[Trial]) -> list[str]:
     """Splits whose hypotheses the significance test compares: those with a ``test_<split>/bleu``
     metric where any trial reports one, else every split with hypotheses but the validation's."""
     have = {s for t in trials for s in t.hyps}
-    known = {
-        m[len("test_") : -len("/bleu")]
-        for t in trials
-        for m in t.metrics
-        if m.startswith("test_") and m.endswith("/bleu")
-    }
+    known = {s for t in trials for m in t.metrics if (s := TEST_BLEU.split_of(m)) is not None}
     return sorted(have & known) if known else sorted(have - set(VALIDATION_SPLITS))
 
 
@@ -133,7 +128,11 @@ def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]
     for t in trials:
         for split in splits:
             key = (
-                f"test_{split}/bleu" if f"test_{split}/bleu" in t.metrics else "test/bleu" if len(splits) == 1 else None
+                TEST_BLEU.split_key(split)
+                if TEST_BLEU.split_key(split) in t.metrics
+                else TEST_BLEU.key
+                if len(splits) == 1
+                else None
             )
             if key not in t.metrics or split not in t.hyps:
                 continue

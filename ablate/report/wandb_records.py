@@ -14,20 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU, RunStatus, summary_problem
 from ablate.report.report_error import ReportError
 from ablate.report.saved_texts import TextError, read_texts
-from ablate.report.schema import summary_problem
 
 HYP_ARTIFACT_TYPES = ("hypotheses", "predictions")
 # --------------------------------------------------------------------------------------
 
-_STATES = {
-    "finished": "finished",
-    "failed": "failed",
-    "crashed": "failed",
-    "killed": "interrupted",
-    "running": "running",
-    "pending": "running",
+_STATES = {  # W&B's run states -> ours
+    "finished": RunStatus.FINISHED,
+    "failed": RunStatus.FAILED,
+    "crashed": RunStatus.FAILED,
+    "killed": RunStatus.INTERRUPTED,
+    "running": RunStatus.RUNNING,
+    "pending": RunStatus.RUNNING,
 }
 
 
@@ -70,7 +70,7 @@ class WandbRun:
     name: str
     summary: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
-    status: str = "running"
+    status: str = RunStatus.RUNNING
     hyps: dict[str, list[str]] = field(default_factory=dict)
     refs: dict[str, list[str]] = field(default_factory=dict)
     sources: dict[str, list[str]] = field(default_factory=dict)
@@ -108,7 +108,7 @@ def plain(value: Any) -> Any:
 
 
 def _test_splits(summary: dict[str, Any]) -> list[str]:
-    return sorted(k[len("test_") : -len("/bleu")] for k in summary if k.startswith("test_") and k.endswith("/bleu"))
+    return sorted(s for k in summary if (s := TEST_BLEU.split_of(k)) is not None)
 
 
 def _wandb_history(run: Any) -> list[dict[str, float]]:
@@ -117,11 +117,11 @@ def _wandb_history(run: Any) -> list[dict[str, float]]:
     if scan is None:
         return []
     history = []
-    for row in scan(keys=["val/bleu"]):
+    for row in scan(keys=[DEV_BLEU.key]):
         step = next((row[k] for k in ("step", "trainer/global_step", "_step") if row.get(k) is not None), None)
         if step is None:
             continue
-        record = {"step": step, **{k: row[k] for k in ("val/bleu", "val/ppl") if row.get(k) is not None}}
+        record = {"step": step, **{k: row[k] for k in (DEV_BLEU.key, DEV_PPL.key) if row.get(k) is not None}}
         history.append(record)  # checked with the summary (schema.history_problem)
     return history
 

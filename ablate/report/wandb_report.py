@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ablate.record import DEV_BLEU, TEST_BLEU, TOKENS_PER_SEC
 from ablate.report.aggregate import Sweep
 from ablate.report.formats import to_markdown
 from ablate.report.records import ReportError
@@ -53,7 +54,7 @@ def build_report(
     """
     wr = _workspaces()
     splits = sweep.test_splits
-    test_keys = [f"test_{s}/bleu" for s in splits] or ["test/bleu"]
+    test_keys = [TEST_BLEU.split_key(s) for s in splits] or [TEST_BLEU.key]
     keys = group_keys(sweep)
     one_key = keys[0] if len(keys) == 1 else None
     runset = wr.Runset(
@@ -75,14 +76,14 @@ def build_report(
         ),
         wr.ScatterPlot(
             title="Test BLEU vs training tokens/s",
-            x=wr.SummaryMetric("train/tokens_per_sec"),
+            x=wr.SummaryMetric(TOKENS_PER_SEC.key),
             y=wr.SummaryMetric(test_keys[0]),
             layout=wr.Layout(x=12, y=0, w=12, h=8),
         ),
         wr.LinePlot(
             title="Learning curves: validation BLEU (mean ± std over seeds)",
             x=STEP_KEY,
-            y=["val/bleu"],
+            y=[DEV_BLEU.key],
             groupby=one_key,
             groupby_aggfunc="mean",
             groupby_rangefunc="stddev",

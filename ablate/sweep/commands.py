@@ -17,6 +17,7 @@ from rich.text import Text
 
 from ablate.config import ConfigError, complete_overrides, load_config, parse_override, valid_keys
 from ablate.errors import AblateError, did_you_mean
+from ablate.record import TEST_BLEU, RunStatus
 from ablate.sweep.axes import axis_overrides, split_axes, with_axes
 from ablate.sweep.launcher import Launcher, LaunchOptions, check_trial_count, default_out
 from ablate.sweep.options import TRIAL_LIMIT
@@ -252,7 +253,7 @@ FAILED = 1
 
 def unfinished(state: Any) -> int:
     """Trials that failed or were left interrupted (hyperband's ``stopped`` and ``finished`` are done)."""
-    return state.count("failed", "interrupted", "running")
+    return state.count(RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING)
 
 
 def _preview(launcher: Launcher) -> int:
@@ -262,14 +263,17 @@ def _preview(launcher: Launcher) -> int:
         console.print(f"bayes proposes trials as results arrive (up to {launcher.cap}); the first:")
     for t in trials:
         line = f"[bold]{t.name}[/bold]  {' '.join(launcher.overrides(t))}"
-        console.print(line + (f"\n  [red]{t.error}[/red]" if t.status == "failed" else ""), highlight=False)
-    invalid = sum(t.status == "failed" for t in trials)
+        console.print(line + (f"\n  [red]{t.error}[/red]" if t.status == RunStatus.FAILED else ""), highlight=False)
+    invalid = sum(t.status == RunStatus.FAILED for t in trials)
     console.print(f"{len(trials)} trials" + (f", {invalid} invalid" if invalid else ""), highlight=False)
     return invalid
 
 
 def _report(state: Any, metric: Optional[str], goal: str, out: Path) -> None:
-    counts = {s: state.count(s) for s in ("finished", "failed", "interrupted", "stopped", "pending")}
+    counts = {
+        s: state.count(s)
+        for s in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.PENDING)
+    }
     parts = [f"{n} {s}" for s, n in counts.items() if n]
     console.print(f"sweep {state.name}: " + ", ".join(parts), highlight=False)
     if state.group:
@@ -297,7 +301,7 @@ def status(
         ("trial", "left"),
         ("status", "left"),
         (metric or "metric", "right"),
-        ("test/bleu", "right"),
+        (TEST_BLEU.key, "right"),
         ("time", "right"),
         ("tries", "right"),
     ]
@@ -305,13 +309,19 @@ def status(
         columns += [("SLURM job", "left"), ("requeues", "right")]
     for col, just in [*columns, ("error", "left")]:
         table.add_column(col, justify=just, overflow="fold")
-    styles = {"finished": "green", "failed": "red", "running": "cyan", "interrupted": "yellow", "stopped": "yellow"}
+    styles = {
+        RunStatus.FINISHED: "green",
+        RunStatus.FAILED: "red",
+        RunStatus.RUNNING: "cyan",
+        RunStatus.INTERRUPTED: "yellow",
+        RunStatus.STOPPED: "yellow",
+    }
     for t in state.trials:
         row = [
             Text(t.name),
             Text(t.status, style=styles.get(t.status, "")),  # pending has no style: never "[]" markup
             f"{t.metric:.4g}" if t.metric is not None else "",
-            _num(t.results.get("test/bleu")),
+            _num(t.results.get(TEST_BLEU.key)),
             clock(t.duration_s) if t.duration_s else "",
             str(t.attempts),
         ]
@@ -323,7 +333,9 @@ def status(
     console.print(table)
     live = "a launcher is running" if is_locked(out) else "no launcher running"
     counts = ", ".join(
-        f"{state.count(s)} {s}" for s in ("finished", "failed", "running", "interrupted", "pending") if state.count(s)
+        f"{state.count(s)} {s}"
+        for s in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.RUNNING, RunStatus.INTERRUPTED, RunStatus.PENDING)
+        if state.count(s)
     )
     console.print(f"{len(state.trials)} trials: {counts or 'none'} ({live})", highlight=False)
     best = best_trial(state, goal)

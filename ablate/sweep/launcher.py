@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ablate.config import ConfigError, flatten, load_config, read_yaml
+from ablate.record import RunStatus
 from ablate.sweep import process
 from ablate.sweep.options import GRID_LIMIT, LaunchOptions, SweepResult, TrialCommand, default_out, trainer_command  # noqa: F401 - re-exported
 from ablate.sweep.progress import Progress, best_trial, clock
@@ -28,7 +29,16 @@ from ablate.sweep.search import as_sweep_run, grid_size, next_points, planned_tr
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import SweepError, SweepSpec
 from ablate.sweep.state import SweepLock, SweepState, Trial, load_state, new_group, save_state
-from ablate.sweep.trial import LOG, live_metric, outcome, read_summary, reported_history, trial_name, trial_overrides
+from ablate.sweep.trial import (
+    LOG,
+    Outcome,
+    live_metric,
+    outcome,
+    read_summary,
+    reported_history,
+    trial_name,
+    trial_overrides,
+)
 
 
 @dataclass
@@ -114,17 +124,21 @@ class Launcher:
     def _recover(self) -> None:
         """Trials a dead launcher left ``running``: stop survivors, then keep or resume them."""
         for t in self.state.trials:
-            if t.status != "running":
+            if t.status != RunStatus.RUNNING:
                 continue
             if process.is_same_process(t.pid, t.pid_start):
                 self.progress.event(f"stopping {t.name} (pid {t.pid}) left running by a previous launcher")
                 process.stop_group(t.pid, self.opts.grace_s)
-            summary = read_summary(self.out / t.name) or {}
-            done = outcome(self.out / t.name, 0, self.spec.metric) if summary.get("status") == "finished" else None
-            if done and done["status"] == "finished":
-                t.status, t.metric, t.results, t.error = "finished", done["metric"], done["results"], None
+            summary = read_summary(self.out / t.name)
+            done = (
+                outcome(self.out / t.name, 0, self.spec.metric)
+                if summary and summary.status == RunStatus.FINISHED
+                else None
+            )
+            if done and done.status == RunStatus.FINISHED:
+                t.status, t.metric, t.summary, t.error = RunStatus.FINISHED, done.metric, done.summary, None
             else:
-                t.status = "interrupted"
+                t.status = RunStatus.INTERRUPTED
             t.pid = t.pid_start = None
 
     def _runs(self) -> list[Any]:
@@ -142,7 +156,7 @@ class Launcher:
         try:
             load_config(self.opts.config, self.overrides(trial))
         except ConfigError as err:
-            trial.status, trial.error = "failed", f"invalid config: {err}"
+            trial.status, trial.error = RunStatus.FAILED, f"invalid config: {err}"
             return False
         return True
 
@@ -158,7 +172,7 @@ class Launcher:
             for point in next_points(self.spec, self._runs(), room):
                 self._add(point)
         for t in self.state.trials:
-            if t.status in ("pending", "interrupted"):
+            if t.status in (RunStatus.PENDING, RunStatus.INTERRUPTED):
                 self._validate(t)
 
     def preview(self) -> list[Trial]:
@@ -183,7 +197,7 @@ class Launcher:
             return None
         while True:
             for t in self.state.trials:
-                if t.status in ("pending", "interrupted") and t.name not in self.launched:
+                if t.status in (RunStatus.PENDING, RunStatus.INTERRUPTED) and t.name not in self.launched:
                     return t
             if not self._can_propose():
                 return None
@@ -215,7 +229,7 @@ class Launcher:
             )
         log_start, since = (run_dir / LOG).stat().st_size, time.time()
         proc = process.start(argv, slot.env(dict(os.environ)), run_dir / LOG)
-        trial.status, trial.error = "running", None
+        trial.status, trial.error = RunStatus.RUNNING, None
         trial.attempts += 1
         trial.pid, trial.pid_start = proc.pid, process.start_time(proc.pid)
         trial.devices = list(slot.gpus or [])
@@ -229,39 +243,39 @@ class Launcher:
         process.signal_group(run.proc.pid, signal.SIGKILL)  # stray workers of a finished trial
         t, elapsed = run.trial, time.monotonic() - run.mono
         result = outcome(self.out / t.name, returncode, self.spec.metric, run.since, run.log_start)
-        t.results = result["results"] or t.results
+        t.summary = result.summary or t.summary
         if run.stop == "early":
-            t.status, t.error = "stopped", None
-            t.metric = result["metric"] if result["status"] == "finished" else (t.history[-1] if t.history else None)
+            t.status, t.error = RunStatus.STOPPED, None
+            t.metric = result.metric if result.status == RunStatus.FINISHED else (t.history[-1] if t.history else None)
         elif run.stop == "shutdown":
-            t.status = "finished" if result["status"] == "finished" else "interrupted"
-            t.metric = result["metric"]
+            t.status = RunStatus.FINISHED if result.status == RunStatus.FINISHED else RunStatus.INTERRUPTED
+            t.metric = result.metric
         else:
-            t.status, t.error, t.metric = result["status"], result["error"], result["metric"]
+            t.status, t.error, t.metric = result.status, result.error, result.metric
         t.duration_s += elapsed
         if run.stop is None and self._stopped_from_outside(t, result, returncode) and t.attempts <= self.opts.retries:
-            reason = t.error or "interrupted"
-            t.status, t.error = "interrupted", None
+            reason = t.error or RunStatus.INTERRUPTED
+            t.status, t.error = RunStatus.INTERRUPTED, None
             self.launched.discard(t.name)  # relaunch it: it resumes from its checkpoint
             self.progress.event(
                 f"retrying {t.name} ({reason}; attempt {t.attempts + 1} of {self.opts.retries + 1})", "yellow"
             )
         t.pid = t.pid_start = None
         del self.running[run.slot.index]
-        if t.status == "finished":
+        if t.status == RunStatus.FINISHED:
             self.durations.append(elapsed)
         self._save()
         shown = f" {self.spec.metric}={t.metric:.4g}" if t.metric is not None and self.spec.metric else ""
-        style = {"failed": "red", "finished": "green"}.get(t.status, "yellow")
-        detail = f": {t.error}" if t.status == "failed" else shown
+        style = {RunStatus.FAILED: "red", RunStatus.FINISHED: "green"}.get(t.status, "yellow")
+        detail = f": {t.error}" if t.status == RunStatus.FAILED else shown
         self.progress.event(f"{t.status:<8} {t.name} ({clock(elapsed)}){detail}", style)
 
     @staticmethod
-    def _stopped_from_outside(trial: Trial, result: dict[str, Any], returncode: int) -> bool:
+    def _stopped_from_outside(trial: Trial, result: Outcome, returncode: int) -> bool:
         """Killed by a signal, or checkpointed and stopped on one, rather than failed by its own error."""
-        if result["status"] == "interrupted":
+        if result.status == RunStatus.INTERRUPTED:
             return True
-        return result["status"] == "failed" and returncode is not None and returncode < 0
+        return result.status == RunStatus.FAILED and returncode is not None and returncode < 0
 
     def _early_terminate(self) -> None:
         """Feed running trials' metrics to W&B's hyperband and stop the trials it drops."""
@@ -269,7 +283,7 @@ class Launcher:
             return
         changed = False
         for run in self.running.values():
-            summary = read_summary(self.out / run.trial.name, run.since) or {}
+            summary = read_summary(self.out / run.trial.name, run.since)
             history = reported_history(summary, self.spec.metric)
             if history is not None:  # the trainer's own record of every validation
                 changed |= history != run.trial.history
@@ -333,11 +347,11 @@ class Launcher:
         self._recover()
         if self.opts.retry_failed:
             for t in self.state.trials:
-                if t.status == "failed":
-                    t.status, t.error = "pending", None
+                if t.status == RunStatus.FAILED:
+                    t.status, t.error = RunStatus.PENDING, None
         self.plan()
         self._save()
-        return self.state.count("finished", "stopped")
+        return self.state.count(RunStatus.FINISHED, RunStatus.STOPPED)
 
     def run(self) -> SweepResult:
         """Plan, then train until every trial is done or the launcher is interrupted."""
@@ -379,7 +393,7 @@ class Launcher:
         return SweepResult(self.state, len(self.launched), skipped, interrupted)
 
     def _report_nothing_to_do(self) -> None:
-        total, failed = len(self.state.trials), self.state.count("failed")
+        total, failed = len(self.state.trials), self.state.count(RunStatus.FAILED)
         note = f" ({failed} failed: --retry-failed runs them again)" if failed else ""
         self.progress.event(f"nothing to train: all {total} trials of {self.spec.name} are done{note}")
 

@@ -15,6 +15,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from ablate.record import RunStatus
 from ablate.sweep.state import SweepState, Trial
 
 
@@ -37,7 +38,7 @@ class Stats:
 
 def best_trial(state: SweepState, goal: str) -> Optional[Trial]:
     """The finished trial with the best metric (``goal``: ``maximize`` or ``minimize``)."""
-    scored = [t for t in state.trials if t.status in ("finished", "stopped") and t.metric is not None]
+    scored = [t for t in state.trials if t.status in (RunStatus.FINISHED, RunStatus.STOPPED) and t.metric is not None]
     if not scored:
         return None
     return (max if goal == "maximize" else min)(scored, key=lambda t: t.metric)
@@ -45,9 +46,9 @@ def best_trial(state: SweepState, goal: str) -> Optional[Trial]:
 
 def stats(state: SweepState, goal: str, total: int, elapsed_s: float, slots: int, durations: list[float]) -> Stats:
     """Counts, and an ETA from the mean duration of the trials this launcher finished."""
-    finished = state.count("finished", "stopped")
-    failed = state.count("failed")
-    running = state.count("running")
+    finished = state.count(RunStatus.FINISHED, RunStatus.STOPPED)
+    failed = state.count(RunStatus.FAILED)
+    running = state.count(RunStatus.RUNNING)
     remaining = max(0, total - finished - failed)
     eta = None
     if durations and remaining:
@@ -116,7 +117,7 @@ class Progress:
             lines.append(Text(f"best {self.metric} = {snap.best.metric:.4g} ({snap.best.name})", style="green"))
         if running:
             table = Table(show_header=True, header_style="dim", box=None, pad_edge=False)
-            table.add_column("running")
+            table.add_column(str(RunStatus.RUNNING))
             table.add_column("for", justify="right")
             for name, since in running.items():
                 table.add_row(name, clock(now - since))

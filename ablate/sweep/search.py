@@ -15,12 +15,17 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from ablate.record import RunStatus
 from ablate.sweep.spec import SweepError, SweepSpec
 
 Point = dict[str, Any]
 """One sampled configuration: ``{parameter name: value}`` (constants included)."""
 
-_TERMINAL = {"finished": "finished", "failed": "failed", "stopped": "killed"}
+_TERMINAL: dict[str, str] = {
+    RunStatus.FINISHED: "finished",
+    RunStatus.FAILED: "failed",
+    RunStatus.STOPPED: "killed",
+}  # ours -> W&B's
 
 
 def _sweeps():

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ablate.config import read_yaml
+from ablate.record import RunStatus
 from ablate.sweep.launcher import Launcher, LaunchOptions, SweepResult
 from ablate.sweep.progress import Progress, clock
 from ablate.sweep.slurm_job import REQUEUES, TrialJob
@@ -193,11 +194,11 @@ class SlurmLauncher(Launcher):
         try:
             job = self._executor(trial).submit(TrialJob(argv, run_dir.resolve(), grace_s=self.opts.grace_s))
         except Exception as err:  # noqa: BLE001 - sbatch refused (bad partition, limits): the trial says why
-            trial.status, trial.error = "failed", f"sbatch refused the job: {str(err).strip().splitlines()[-1]}"
+            trial.status, trial.error = RunStatus.FAILED, f"sbatch refused the job: {str(err).strip().splitlines()[-1]}"
             self._save()
             self.progress.event(f"failed   {trial.name}: {trial.error}", "red")
             return
-        trial.status, trial.error = "running", None
+        trial.status, trial.error = RunStatus.RUNNING, None
         trial.attempts += 1
         trial.job_id, trial.job_state = str(job.job_id), "PENDING"
         trial.started_at = time.time()
@@ -208,34 +209,38 @@ class SlurmLauncher(Launcher):
     # ---- watching ----------------------------------------------------------------------
 
     def _active(self) -> list[Trial]:
-        return [t for t in self.state.trials if t.status == "running" and t.job_id]
+        return [t for t in self.state.trials if t.status == RunStatus.RUNNING and t.job_id]
 
     def _collect(self, trial: Trial, state: Optional[str]) -> None:
         """A job that left the queue (or ended): read back how the trial went."""
         run_dir = self.out / trial.name
         code = 0 if state in (None, "COMPLETED") else 1
         result = outcome(run_dir, code, self.spec.metric, None, self._log_start.get(trial.name, 0))
-        trial.results = result["results"] or trial.results
-        trial.status, trial.error, trial.metric = result["status"], result["error"], result["metric"]
+        trial.summary = result.summary or trial.summary
+        trial.status, trial.error, trial.metric = result.status, result.error, result.metric
         trial.job_state = state or "GONE"
         if trial.started_at:
             trial.duration_s += time.time() - trial.started_at
         # ended without finishing or failing by itself (cancelled, node failure, killed, requeue lost):
         # its checkpoint is there, so it runs again and resumes
-        lost = result["status"] == "interrupted" or state in LOST or (state is None and result["status"] != "finished")
-        if result["status"] != "finished" and lost:
+        lost = (
+            result.status == RunStatus.INTERRUPTED
+            or state in LOST
+            or (state is None and result.status != RunStatus.FINISHED)
+        )
+        if result.status != RunStatus.FINISHED and lost:
             if trial.attempts <= self.opts.retries:  # the cluster ended it: resubmit, it resumes
-                trial.status, trial.error = "interrupted", None
+                trial.status, trial.error = RunStatus.INTERRUPTED, None
                 self.launched.discard(trial.name)
                 self.progress.event(f"resubmitting {trial.name} (job {trial.job_id} {trial.job_state})", "yellow")
             else:
-                trial.status = "failed"
-                trial.error = f"SLURM job {trial.job_id} {trial.job_state}; {result['error'] or ''}".rstrip("; ")
+                trial.status = RunStatus.FAILED
+                trial.error = f"SLURM job {trial.job_id} {trial.job_state}; {result.error or ''}".rstrip("; ")
         self._save()
-        style = {"failed": "red", "finished": "green"}.get(trial.status, "yellow")
+        style = {RunStatus.FAILED: "red", RunStatus.FINISHED: "green"}.get(trial.status, "yellow")
         shown = f" {self.spec.metric}={trial.metric:.4g}" if trial.metric is not None and self.spec.metric else ""
-        detail = f": {trial.error}" if trial.status == "failed" else shown
-        if trial.status != "interrupted":
+        detail = f": {trial.error}" if trial.status == RunStatus.FAILED else shown
+        if trial.status != RunStatus.INTERRUPTED:
             self.progress.event(
                 f"{trial.status:<8} {trial.name} (job {trial.job_id}, {clock(trial.duration_s)}){detail}", style
             )
@@ -247,8 +252,8 @@ class SlurmLauncher(Launcher):
         be in the middle of a requeue (its job briefly looks ended before it is pending again), so
         it is read only after it has looked ended for ``REQUEUE_GRACE_S``.
         """
-        status = (read_summary(self.out / trial.name) or {}).get("status")
-        if status in ("finished", "failed"):
+        summary = read_summary(self.out / trial.name)
+        if summary is not None and summary.status in (RunStatus.FINISHED, RunStatus.FAILED):
             return True
         requeued = self.out / trial.name / REQUEUES
         if requeued.exists() and time.time() - requeued.stat().st_mtime < REQUEUE_WINDOW_S:
@@ -275,8 +280,8 @@ class SlurmLauncher(Launcher):
     def _recover(self) -> None:
         """Trials a previous watcher submitted stay ``running`` with their job ids: watched again."""
         for t in self.state.trials:
-            if t.status == "running" and not t.job_id:  # a local launcher's trial: run it again here
-                t.status = "interrupted"
+            if t.status == RunStatus.RUNNING and not t.job_id:  # a local launcher's trial: run it again here
+                t.status = RunStatus.INTERRUPTED
 
     # ---- the loop ----------------------------------------------------------------------
 

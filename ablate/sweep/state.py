@@ -19,16 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from ablate.record import RecordError, RunStatus, RunSummary, SweepFiles, headline
 from ablate.sweep.spec import SweepError
 from ablate.utils import io
 
-STATE_FILE = "sweep.json"
-LOCK_FILE = ".lock"
 VERSION = 1
 
-STATUSES = ("pending", "running", "finished", "failed", "interrupted", "stopped")
-"""``stopped``: ended early by the sweep's ``early_terminate`` (hyperband), a final status."""
-DONE = ("finished", "failed", "stopped")
+STATUSES = tuple(RunStatus)
+"""A trial's statuses (:class:`~ablate.record.RunStatus`); ``stopped``: ended early by hyperband, final."""
+DONE = tuple(s for s in RunStatus if s.done)
 
 
 @dataclass
@@ -38,10 +37,11 @@ class Trial:
     Attributes:
         name: unique within the sweep; also its folder (the trainer's ``--run-dir``).
         point: the sampled W&B parameters ``{name: value}``, constants and ``variant`` included.
-        status: one of :data:`STATUSES`.
+        status: see :class:`~ablate.record.RunStatus`.
         error: one line saying why it failed.
         metric: the sweep metric from its ``summary.json`` (``None`` until finished).
-        results: the headline numbers of its ``summary.json`` (BLEU, perplexity, throughput).
+        summary: its ``summary.json`` as far as the sweep keeps it: ``sweep.json`` holds the headline
+            numbers (BLEU, perplexity, throughput; :func:`~ablate.record.headline`) as ``results``.
         attempts: how many times a process was started for it.
         duration_s: seconds of training over all attempts.
         pid, pid_start: the running process and its start time (to recognise it after a crash).
@@ -52,10 +52,10 @@ class Trial:
 
     name: str
     point: dict[str, Any]
-    status: str = "pending"
+    status: RunStatus = RunStatus.PENDING
     error: Optional[str] = None
     metric: Optional[float] = None
-    results: dict[str, Any] = field(default_factory=dict)
+    summary: Optional[RunSummary] = None
     attempts: int = 0
     duration_s: float = 0.0
     started_at: Optional[float] = None
@@ -65,6 +65,34 @@ class Trial:
     history: list[float] = field(default_factory=list)
     job_id: Optional[str] = None
     job_state: Optional[str] = None
+
+    @property
+    def results(self) -> dict[str, Any]:
+        """The headline numbers of its summary (empty until it wrote one)."""
+        return headline(self.summary) if self.summary is not None else {}
+
+    def to_json(self) -> dict[str, Any]:
+        """As ``sweep.json`` holds it: the summary as ``results``, in field order."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "summary":
+                out["results"] = self.results
+            else:
+                out[f.name] = (
+                    list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
+                )
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Trial:
+        """From ``sweep.json``'s record (:class:`~ablate.record.RecordError` for an unknown status)."""
+        data = dict(data)
+        results = data.pop("results", None) or {}
+        if "status" in data:
+            data["status"] = RunStatus.parse(data["status"], f"trial {data.get('name')}")
+        summary = RunSummary.from_json(results, strict=False) if isinstance(results, dict) and results else None
+        return cls(**data, summary=summary)
 
 
 @dataclass
@@ -96,15 +124,18 @@ class SweepState:
     def trial(self, name: str) -> Trial:
         return next(t for t in self.trials if t.name == name)
 
-    def count(self, *statuses: str) -> int:
+    def count(self, *statuses: RunStatus) -> int:
         return sum(t.status in statuses for t in self.trials)
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["overrides"] = list(self.overrides)
+        out["trials"] = [t.to_json() for t in self.trials]
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SweepState:
-        trials = [Trial(**t) for t in data.pop("trials", [])]
+        trials = [Trial.from_json(t) for t in data.pop("trials", [])]
         return cls(trials=trials, **data)
 
 
@@ -114,7 +145,7 @@ def new_group(name: str) -> str:
 
 
 def state_path(out_dir: Path) -> Path:
-    return Path(out_dir) / STATE_FILE
+    return SweepFiles(out_dir).state
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -146,15 +177,17 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
             raise TypeError(f"it holds {type(data).__name__}, not a JSON object")
         if data.get("version") != VERSION:
             raise SweepError(f"{path} was written by another version of ablate (version {data.get('version')})")
-        state = SweepState.from_json(data)
-        if not isinstance(state.trials, list) or not all(isinstance(t.point, dict) for t in state.trials):
+        trials = data.get("trials", [])
+        if not isinstance(trials, list) or not all(isinstance(t, dict) for t in trials):
             raise TypeError("its trials are not a list of points")
-        for t in state.trials:
-            if t.status not in STATUSES:
-                raise ValueError(f"trial {t.name} has the unknown status {t.status!r}")
+        state = SweepState.from_json(data)
+        if not all(isinstance(t.point, dict) for t in state.trials):
+            raise TypeError("its trials are not a list of points")
         return state
     except SweepError:
         raise
+    except RecordError as err:
+        raise SweepError(f"{path} is not a sweep state file ({err}); move it away or use another --out") from None
     except (ValueError, TypeError, KeyError, AttributeError) as err:  # UnicodeDecodeError, JSONDecodeError too
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise SweepError(f"{path} is not a sweep state file ({reason}); move it away or use another --out") from None
@@ -168,7 +201,7 @@ class SweepLock:
     """
 
     def __init__(self, out_dir: Path):
-        self.path = Path(out_dir) / LOCK_FILE
+        self.path = SweepFiles(out_dir).lock
         self._file = None
 
     def __enter__(self) -> SweepLock:
@@ -200,7 +233,7 @@ class SweepLock:
 
 def is_locked(out_dir: Path) -> bool:
     """Whether a launcher currently holds ``out_dir`` (used by ``sweep status``)."""
-    path = Path(out_dir) / LOCK_FILE
+    path = SweepFiles(out_dir).lock
     if not path.exists():
         return False
     with open(path, "a+") as f:

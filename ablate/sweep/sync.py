@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ablate.errors import AblateError
+from ablate.record import SUMMARY_FILE, RunStatus
 from ablate.training.run_lock import running_status
 from ablate.utils.io import read_json
 
@@ -56,8 +57,8 @@ def plan(folder: str | Path) -> SyncPlan:
         logs = sorted(trial.glob("wandb/offline-run-*/run-*.wandb"))
         if not logs:
             continue
-        status = str((read_json(trial / "summary.json") or {}).get("status"))
-        if running_status(trial, status) == "running":  # a free run lock: killed, so its logs are whole
+        status = str((read_json(trial / SUMMARY_FILE) or {}).get("status"))
+        if running_status(trial, status) == RunStatus.RUNNING:  # a free run lock: killed, so its logs are whole
             out.running.append(trial)
             continue
         for log in logs:

@@ -8,17 +8,16 @@ when the process died before writing one, the reason is the last line of its log
 
 from __future__ import annotations
 
-import json
 import math
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from ablate.record import LOG_FILE, SUMMARY_FILE, RunFiles, RunStatus, RunSummary, headline
 from ablate.sweep.spec import VARIANT, SweepSpec, resolve, safe_name, to_overrides, variant_name
 
-SUMMARY = "summary.json"
-LOG = "trial.log"
-RESULT_KEYS = ("val/bleu", "val/ppl", "test/bleu", "train/tokens_per_sec", "params", "step", "wall_time_s")
+LOG = LOG_FILE
 
 
 def _short_keys(keys: list[str]) -> dict[str, str]:
@@ -78,19 +77,18 @@ def trial_overrides(spec: SweepSpec, point: dict[str, Any], name: str, group: Op
 # --------------------------------------------------------------------------------------
 
 
-def read_summary(run_dir: Path, since: Optional[float] = None) -> Optional[dict[str, Any]]:
+def read_summary(run_dir: Path, since: Optional[float] = None) -> Optional[RunSummary]:
     """The trainer's ``summary.json``, or ``None`` if absent, unreadable or older than ``since``.
 
     ``since`` (a ``time.time()``) ignores the summary a previous attempt left behind.
     """
-    path = Path(run_dir) / SUMMARY
+    path = RunFiles(run_dir).summary
     try:
         if since is not None and path.stat().st_mtime < since:
             return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # invalid UTF-8 too
+    except OSError:
         return None
-    return data if isinstance(data, dict) else None
+    return RunSummary.peek(path)
 
 
 def log_tail(log_path: Path, start: int = 0, lines: int = 40) -> list[str]:
@@ -129,10 +127,32 @@ def _one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """How a trial process ended.
+
+    Attributes:
+        status: finished, interrupted or failed.
+        error: one line saying why it failed or was interrupted.
+        metric: the sweep's metric (finished only).
+        summary: the trainer's summary of this attempt, None where it wrote none.
+    """
+
+    status: RunStatus
+    error: Optional[str] = None
+    metric: Optional[float] = None
+    summary: Optional[RunSummary] = None
+
+    @property
+    def results(self) -> dict[str, Any]:
+        """The summary's headline numbers (:func:`ablate.record.headline`), as ``sweep.json`` keeps them."""
+        return headline(self.summary) if self.summary is not None else {}
+
+
 def outcome(
     run_dir: Path, returncode: Optional[int], metric: Optional[str], since: Optional[float] = None, log_start: int = 0
-) -> dict[str, Any]:
-    """How a trial process ended: ``{"status", "error", "metric", "results"}``.
+) -> Outcome:
+    """How a trial process ended (:class:`Outcome`).
 
     ``finished`` needs exit code 0 and ``summary.json`` saying so with a finite metric;
     ``interrupted`` (the trainer saved a checkpoint and stopped on a signal) is resumed by a
@@ -140,37 +160,36 @@ def outcome(
     last error line of its log, else how the process died, else its last log line.
     ``since`` and ``log_start`` (time and log size at launch) hide what earlier attempts left.
     """
-    summary = read_summary(run_dir, since) or {}
-    results = {k: summary[k] for k in RESULT_KEYS if k in summary}
-    results.update({k: v for k, v in summary.items() if k.startswith("test_") and k.endswith("/bleu")})
-    value = summary.get(metric) if metric else None
+    summary = read_summary(run_dir, since)
+    value = summary.get(metric) if summary is not None and metric else None
     value = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    status = summary.get("status")
-    if status == "finished" and returncode == 0:
+    status = summary.status if summary is not None else None
+    error = summary.error if summary is not None else None
+    if status == RunStatus.FINISHED and returncode == 0:
         if metric and value is None:
-            return _failed(f"{SUMMARY} has no '{metric}' (the sweep's metric)", results)
+            return _failed(f"{SUMMARY_FILE} has no '{metric}' (the sweep's metric)", summary)
         if value is not None and not math.isfinite(value):
-            return _failed(f"{metric} is {value} (diverged?)", results)
-        return {"status": "finished", "error": None, "metric": value, "results": results}
-    if status == "interrupted":
-        return {"status": "interrupted", "error": summary.get("error"), "metric": None, "results": results}
-    tail = log_tail(Path(run_dir) / LOG, log_start)
-    reason = (summary.get("error") if status == "failed" else None) or _error_line(tail)
+            return _failed(f"{metric} is {value} (diverged?)", summary)
+        return Outcome(RunStatus.FINISHED, None, value, summary)
+    if status == RunStatus.INTERRUPTED:
+        return Outcome(RunStatus.INTERRUPTED, error, None, summary)
+    tail = log_tail(RunFiles(run_dir).log, log_start)
+    reason = (error if status == RunStatus.FAILED else None) or _error_line(tail)
     if not reason and returncode is not None and returncode < 0:
         reason = _exit_reason(returncode)
     if not reason:
         last = f"{tail[-1].strip()} " if tail else ""
         reason = f"{last}[{_exit_reason(returncode)}]"
-    return _failed(reason, results)
+    return _failed(reason, summary)
 
 
-def _failed(reason: str, results: dict[str, Any]) -> dict[str, Any]:
-    return {"status": "failed", "error": _one_line(reason), "metric": None, "results": results}
+def _failed(reason: str, summary: Optional[RunSummary]) -> Outcome:
+    return Outcome(RunStatus.FAILED, _one_line(reason), None, summary)
 
 
-def reported_history(summary: dict[str, Any], metric: str) -> Optional[list[float]]:
+def reported_history(summary: Optional[RunSummary], metric: str) -> Optional[list[float]]:
     """The metric at every validation so far, when the trainer keeps a ``history`` list."""
-    rows = summary.get("history")
+    rows = summary.history if summary is not None else None
     if not isinstance(rows, list):
         return None
     values = [row.get(metric) for row in rows if isinstance(row, dict)]
@@ -180,7 +199,7 @@ def reported_history(summary: dict[str, Any], metric: str) -> Optional[list[floa
 def live_metric(run_dir: Path, metric: Optional[str]) -> Optional[tuple[int, float]]:
     """``(step, value)`` of the metric a running trainer last wrote, for early termination."""
     summary = read_summary(run_dir)
-    if not summary or not metric or summary.get("status") != "running":
+    if summary is None or not metric or summary.status != RunStatus.RUNNING:
         return None
     value, step = summary.get(metric), summary.get("step")
     if isinstance(value, (int, float)) and isinstance(step, int) and math.isfinite(value):

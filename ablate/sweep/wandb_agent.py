@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 import yaml
 
 from ablate.config import ConfigError, load_config
+from ablate.record import RunStatus
 from ablate.sweep import process
 from ablate.sweep.launcher import TrialCommand, trainer_command
 from ablate.sweep.search import point_of
@@ -121,8 +122,8 @@ def trial_function(spec: SweepSpec, slot: Slot, opts: AgentOptions) -> Callable[
             if proc.poll() is None:
                 process.stop_group(proc.pid, grace_s=30.0, proc=proc)
         result = outcome(run_dir, proc.returncode, spec.metric, since=since)
-        if result["status"] != "finished":
-            raise SweepError(f"{name} {result['status']}: {result['error'] or 'see ' + str(run_dir / LOG)}")
+        if result.status != RunStatus.FINISHED:
+            raise SweepError(f"{name} {result.status}: {result.error or 'see ' + str(run_dir / LOG)}")
 
     return train_one
 

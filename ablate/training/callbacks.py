@@ -12,6 +12,8 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
+from ablate.record import DEV_BLEU, RunStatus
+
 
 class InterruptCheckpoint(pl.Callback):
     """Save ``last.ckpt`` when a run is stopped by SIGTERM or Ctrl-C, so it resumes from there.
@@ -45,9 +47,9 @@ class LiveRecord(pl.Callback):
         self.record.update(
             history=history,
             step=int(trainer.global_step),
-            **{"val/bleu": max((h["val/bleu"] for h in history), default=None)},
+            **{DEV_BLEU.key: max((h[DEV_BLEU.key] for h in history), default=None)},
         )
-        self.record.write("running")
+        self.record.write(RunStatus.RUNNING)
 
 
 class Milestones(pl.Callback):

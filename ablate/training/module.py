@@ -22,6 +22,7 @@ from ablate.config import Config, flatten, from_flat, to_dict
 from ablate.errors import AblateError
 from ablate.model.build import build_model
 from ablate.model.decoding import beam_search, greedy
+from ablate.record import DEV_BLEU, DEV_CHRF, DEV_PPL, TEST_BLEU, TEST_CHRF
 from ablate.training.metrics import corpus_scores
 from ablate.training.objective import make_optimizer, token_loss
 from ablate.training.record_checks import checked_history, checked_record
@@ -221,7 +222,7 @@ class TranslationModule(pl.LightningModule):
         hyps = self._collect(0, len(refs))
         scores = corpus_scores(hyps, refs)
         ppl = self._reduce_nll()
-        self.last_val = {"val/bleu": scores.bleu, "val/chrf": scores.chrf, "val/ppl": ppl}
+        self.last_val = {DEV_BLEU.key: scores.bleu, DEV_CHRF.key: scores.chrf, DEV_PPL.key: ppl}
         entry: dict[str, Any] = {"step": int(self.global_step), **self.last_val}
         if (norm := self.grad_norm_value()) is not None:
             entry["train/grad_norm"] = norm  # of the step that made the weights validated (before clipping)
@@ -257,11 +258,11 @@ class TranslationModule(pl.LightningModule):
                 "signature": scores.signature,
                 "chrf_signature": scores.chrf_signature,
             }
-            metrics[f"test_{split}/bleu"] = scores.bleu
-            metrics[f"test_{split}/chrf"] = scores.chrf
+            metrics[TEST_BLEU.split_key(split)] = scores.bleu
+            metrics[TEST_CHRF.split_key(split)] = scores.chrf
             if i == 0:
-                metrics["test/bleu"] = scores.bleu
-                metrics["test/chrf"] = scores.chrf
+                metrics[TEST_BLEU.key] = scores.bleu
+                metrics[TEST_CHRF.key] = scores.chrf
         total = sum(len(self.references[s]) for s in self.test_splits)
         if seconds.item() > 0:
             metrics["test/sents_per_sec"] = total / seconds.item()
@@ -288,7 +289,7 @@ class TranslationModule(pl.LightningModule):
         # derive the best validation BLEU from the history rather than from a stored number.
         state = checkpoint.get("ablate") if isinstance(checkpoint.get("ablate"), dict) else {}
         self.history = checked_history(state.get("history"))
-        self.best_val_bleu = max((h["val/bleu"] for h in self.history), default=-1.0)
+        self.best_val_bleu = max((h[DEV_BLEU.key] for h in self.history), default=-1.0)
         self.best_val_record = checked_record(state.get("best_val_record"), self.history)
         # the throughput counters are the Throughput callback's; older checkpoints kept the loss beside them
         measured = state.get("measured") if isinstance(state.get("measured"), dict) else {}

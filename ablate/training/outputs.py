@@ -7,6 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from ablate.config import Config
+from ablate.record import (
+    DEV_BLEU,
+    DEV_CHRF,
+    DEV_PPL,
+    TESTED_STEP,
+    TOKENS_PER_CPU_SEC,
+    TOKENS_PER_SEC,
+    TRAIN_CPU_SECONDS,
+    TRAIN_TOKENS,
+)
 from ablate.utils.io import write_lines
 
 
@@ -31,20 +41,20 @@ def summarise(
         "epoch": int(trainer.current_epoch),
         "history": module.history,
         "accelerator": accelerator,  # what trained it: "cpu" or "gpu" (config's "auto" resolved)
-        "train/tokens_per_sec": throughput.tokens_per_sec,
+        TOKENS_PER_SEC.key: throughput.tokens_per_sec,
         # process CPU seconds of the same steps (all ranks), and tokens per CPU-second: little moved by machine load
-        "train/cpu_seconds": throughput.cpu_seconds,
-        "train/tokens_per_cpu_sec": throughput.tokens_per_cpu_sec,
+        TRAIN_CPU_SECONDS.key: throughput.cpu_seconds,
+        TOKENS_PER_CPU_SEC.key: throughput.tokens_per_cpu_sec,
         "train/loss": None if module.last_loss is None else float(module.last_loss),
         "train/grad_norm": module.grad_norm_value(),  # of the last step, before clipping to train.clip_norm
         "train/step_time_s": throughput.step_seconds / max(1, trainer.global_step),
         "peak_memory_mb": round(peak_memory_mb(accelerator), 1),
         # validation scores of the checkpoint that was tested (the best by BLEU), all from one validation
-        "val/bleu": best.get("val/bleu"),
-        "val/ppl": best.get("val/ppl"),
-        "val/chrf": best.get("val/chrf"),
-        "val/step": best.get("step"),
-        "train/tokens": throughput.train_tokens,
+        DEV_BLEU.key: best.get(DEV_BLEU.key),
+        DEV_PPL.key: best.get(DEV_PPL.key),
+        DEV_CHRF.key: best.get(DEV_CHRF.key),
+        TESTED_STEP.key: best.get("step"),
+        TRAIN_TOKENS.key: throughput.train_tokens,
         "train_seconds": round(seconds, 2),
     }
     out.update(module.test_metrics)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ablate.record import DEV_BLEU, DEV_CHRF, DEV_PPL
+
 
 def nonnegative(value: Any) -> float | None:
     """``value`` as a float when it is a finite, non-negative number, else None."""
@@ -23,10 +25,10 @@ def checked_record(record: Any, history: list[dict[str, float]]) -> dict[str, An
         return {}
     scores = checked_history([record])
     hyps = record.get("hypotheses")
-    seen = {(h["step"], h["val/bleu"]) for h in history}
+    seen = {(h["step"], h[DEV_BLEU.key]) for h in history}
     if (
         not scores
-        or (scores[0]["step"], scores[0]["val/bleu"]) not in seen
+        or (scores[0]["step"], scores[0][DEV_BLEU.key]) not in seen
         or not isinstance(hyps, list)
         or not all(isinstance(h, str) for h in hyps)
     ):
@@ -47,10 +49,10 @@ def checked_history(history: Any) -> list[dict[str, float]]:
     for entry in history:
         if not isinstance(entry, dict) or isinstance(entry.get("step"), bool) or not isinstance(entry.get("step"), int):
             continue
-        bleu, chrf, ppl = (nonnegative(entry.get(k)) for k in ("val/bleu", "val/chrf", "val/ppl"))
+        bleu, chrf, ppl = (nonnegative(entry.get(k)) for k in (DEV_BLEU.key, DEV_CHRF.key, DEV_PPL.key))
         if entry["step"] < 0 or bleu is None or bleu > 100 or chrf is None or chrf > 100:
             continue
-        checked = {"step": entry["step"], "val/bleu": bleu, "val/chrf": chrf, "val/ppl": ppl}
+        checked = {"step": entry["step"], DEV_BLEU.key: bleu, DEV_CHRF.key: chrf, DEV_PPL.key: ppl}
         if (norm := nonnegative(entry.get("train/grad_norm"))) is not None:
             checked["train/grad_norm"] = norm
         out.append(checked)

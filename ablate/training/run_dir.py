@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from ablate.config import Config, ConfigError, fingerprint, read_yaml, to_dict
+from ablate.record import RunFiles, RunStatus
 from ablate.training.checkpoint_io import RESUME_ORDER
 from ablate.training.run_lock import LOCK_FILE
 from ablate.training.tracking import read_summary
@@ -37,7 +38,7 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
 
     A run dir written by a different config is refused rather than mixed.
     """
-    config_path = run_dir / "config.yaml"
+    config_path = RunFiles(run_dir).config
     if overwrite and is_launcher_process() and run_dir.is_dir():
         import shutil
 
@@ -55,19 +56,19 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
         summary = read_summary(run_dir) or {}
         if old != fingerprint(cfg):
             further = ""
-            if summary.get("status") == "finished":  # e.g. a larger train.max_steps: a new run from its weights
+            if summary.get("status") == RunStatus.FINISHED:  # e.g. a larger train.max_steps: a new run from its weights
                 further = f"; to train it further, start a new run from it: --run-dir <new> train.init_from={run_dir}"
             raise ConfigError(
                 f"run dir {run_dir} holds {reason}; choose another --run-dir or pass --overwrite{further}"
             )
-        if summary.get("status") == "finished":
-            return "finished"
-        return "resume" if any((run_dir / "checkpoints" / n).exists() for n in RESUME_ORDER) else "new"
+        if summary.get("status") == RunStatus.FINISHED:
+            return RunStatus.FINISHED
+        return "resume" if any((RunFiles(run_dir).checkpoints / n).exists() for n in RESUME_ORDER) else "new"
     return "new"
 
 
 def claim_run_dir(cfg: Config, run_dir: Path) -> None:
     """Write ``config.yaml``: from now on ``run_dir`` belongs to ``cfg`` (after the input checked out)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    if is_launcher_process() and not (run_dir / "config.yaml").exists():
-        atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    if is_launcher_process() and not RunFiles(run_dir).config.exists():
+        atomic_write_text(RunFiles(run_dir).config, yaml.safe_dump(to_dict(cfg), sort_keys=False))

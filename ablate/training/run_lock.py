@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ablate.config import ConfigError
+from ablate.record import LOCK_FILE, RunStatus
 from ablate.utils.io import plain_mode
-
-LOCK_FILE = ".lock"
 
 
 class RunLock:
@@ -109,4 +108,4 @@ def is_held(run_dir: Path) -> Optional[bool]:
 
 def running_status(run_dir: Path, status: str) -> str:
     """A record's status with liveness from the lock: ``running`` whose lock is free is ``interrupted``."""
-    return "interrupted" if status == "running" and is_held(run_dir) is False else status
+    return RunStatus.INTERRUPTED if status == RunStatus.RUNNING and is_held(run_dir) is False else status

@@ -9,6 +9,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
+from ablate.record import TOKENS_PER_CPU_SEC, TOKENS_PER_SEC
 from ablate.training.objective import batch_tokens
 from ablate.training.record_checks import nonnegative
 
@@ -83,9 +84,9 @@ class Throughput(pl.Callback):
         if trainer.global_step % self.log_every == 0 and self.all_sec > 0:
             self._reduce(trainer, pl_module)
             scheduler = trainer.lr_scheduler_configs[0].scheduler if trainer.lr_scheduler_configs else None
-            metrics = {"train/tokens_per_sec": self.tokens_per_sec}
+            metrics = {TOKENS_PER_SEC.key: self.tokens_per_sec}
             if math.isfinite(self.tokens_per_cpu_sec):
-                metrics["train/tokens_per_cpu_sec"] = self.tokens_per_cpu_sec
+                metrics[TOKENS_PER_CPU_SEC.key] = self.tokens_per_cpu_sec
             if scheduler is not None:
                 metrics["train/lr"] = scheduler.get_last_lr()[0]
             pl_module.log_dict(metrics, on_step=True, on_epoch=False, rank_zero_only=True, batch_size=1)

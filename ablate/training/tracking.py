@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ablate.config import Config, TrackingConfig, flatten, to_dict
+from ablate.record import DEV_BLEU, DEV_PPL, RunFiles, RunStatus, RunSummary
 from ablate.training.sweep_params import align_sweep_params
-from ablate.utils.io import atomic_write_json, atomic_write_text, read_json
+from ablate.utils.io import atomic_write_text
 from ablate.utils.provenance import ENVIRONMENT_FILE, environment, freeze, freeze_text, git_commit
-
-SUMMARY = "summary.json"
 
 
 def has_wandb_credentials() -> bool:
@@ -73,7 +72,7 @@ def run_id(run_dir: Path) -> str:
     Inside a W&B sweep agent run it is the agent's ``WANDB_RUN_ID``, so the trainer logs to the
     run the sweep created.
     """
-    path = run_dir / "wandb_id.txt"
+    path = RunFiles(run_dir).wandb_id
     if path.exists():
         return path.read_text().strip()
     rid = os.environ.get("WANDB_RUN_ID") or uuid.uuid4().hex[:8]
@@ -190,8 +189,8 @@ def define_metrics(logger) -> None:
         return
     try:
         exp = logger.experiment
-        exp.define_metric("val/bleu", summary="max")
-        exp.define_metric("val/ppl", summary="min")
+        exp.define_metric(DEV_BLEU.key, summary="max")
+        exp.define_metric(DEV_PPL.key, summary="min")
     except Exception:  # noqa: BLE001 - tracking must never stop training
         pass
 
@@ -223,41 +222,49 @@ def machine() -> dict[str, Any]:
 
 
 class RunRecord:
-    """``<run_dir>/summary.json``: status, best and final metrics, the resolved config, and what produced
-    them (commits, package versions and the freeze's digest; the freeze itself in ``environment.txt``)."""
+    """``<run_dir>/summary.json`` (:class:`~ablate.record.RunSummary`): status, best and final metrics, the
+    resolved config, and what produced them (commits, package versions and the freeze's digest; the freeze
+    itself in ``environment.txt``)."""
 
     def __init__(self, run_dir: Path, cfg: Config):
-        self.path = run_dir / SUMMARY
+        self.path = RunFiles(run_dir).summary
         self.started = time.time()
-        previous = read_json(self.path) or {}
+        previous = RunSummary.peek(self.path) or RunSummary()
         # the environment of this attempt (a resumed run records the one that finished it)
-        self.data: dict[str, Any] = {"config": to_dict(cfg), "machine": machine(), "environment": environment()}
+        self.summary = RunSummary(config=to_dict(cfg), extra={"machine": machine(), "environment": environment()})
         self._environment_written = False
-        self.wall_before = float(previous.get("wall_time_s", 0.0)) if previous else 0.0
-        self.cpu_before = float(previous.get("cpu_time_s", 0.0)) if previous else 0.0
-        for key in ("history", "step", "init_from"):  # a rerun that fails before restoring its checkpoint keeps them
-            if key in previous:
-                self.data[key] = previous[key]
+        self.wall_before = previous.number("wall_time_s") or 0.0
+        self.cpu_before = previous.number("cpu_time_s") or 0.0
+        before = previous.to_json()
+        # a rerun that fails before restoring its checkpoint keeps them
+        self.update(**{key: before[key] for key in ("history", "step", "init_from") if key in before})
         # the code of every attempt, so a run resumed after a code change says so
-        before = [c for c in previous.get("commits") or [] if isinstance(c, str)]
-        self.data["commits"] = before + [c for c in [git_commit()] if c not in before]
+        commits = [c for c in previous.commits or [] if isinstance(c, str)]
+        self.summary.commits = commits + [c for c in [git_commit()] if c not in commits]
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The record as ``summary.json`` holds it."""
+        return self.summary.to_json()
 
     def update(self, **values: Any) -> None:
-        self.data.update(values)
+        self.summary.update(values)
 
-    def write(self, status: str, error: str | None = None) -> None:
-        self.data["status"] = status
-        self.data["error"] = error
-        self.data["wall_time_s"] = round(self.wall_before + time.time() - self.started, 2)
-        self.data["cpu_time_s"] = round(self.cpu_before + cpu_seconds(), 2)  # this attempt's process, start-up included
+    def write(self, status: RunStatus, error: str | None = None) -> None:
+        self.summary.status = status
+        self.summary.error = error
+        self.summary.wall_time_s = round(self.wall_before + time.time() - self.started, 2)
+        self.summary.cpu_time_s = round(self.cpu_before + cpu_seconds(), 2)  # this attempt's process, start-up included
         try:
             if not self._environment_written:
                 atomic_write_text(self.path.parent / ENVIRONMENT_FILE, freeze_text(freeze()))
                 self._environment_written = True
-            atomic_write_json(self.path, self.data)
+            self.summary.write(self.path)
         except OSError as err:  # a full disk must not hide the training result from the caller
             print(f"warning: could not write {self.path}: {err}")
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    return read_json(Path(run_dir) / SUMMARY)
+    """The run's ``summary.json`` as a JSON object, or None where there is none (or it cannot be read)."""
+    summary = RunSummary.peek(RunFiles(run_dir).summary)
+    return None if summary is None else summary.to_json()

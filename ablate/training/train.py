@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from ablate.config import Config, ConfigError
 from ablate.errors import AblateError
+from ablate.record import DEV_BLEU, RunFiles, RunStatus
 from ablate.training.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, Milestones, TrainClock
 from ablate.training.checkpoint_io import (
     CheckpointError,
@@ -108,15 +109,16 @@ def _train(
 
     quiet()
     mark = milestone or (lambda name: None)
+    files = RunFiles(run_dir)
     state = prepare_run_dir(cfg, run_dir, overwrite)
-    if state == "finished":
+    if state == RunStatus.FINISHED:
         echo(f"run already finished: {run_dir} (pass --overwrite to train it again)")
         return read_summary(run_dir) or {}
     launcher = is_launcher_process()
     resume_from = None
     if state == "resume":  # the newest checkpoint that loads; a damaged last.ckpt falls back to an earlier one
         try:
-            resume_from = resumable_checkpoint(run_dir / "checkpoints", warn=echo if launcher else (lambda _: None))
+            resume_from = resumable_checkpoint(files.checkpoints, warn=echo if launcher else (lambda _: None))
         except CheckpointError as err:
             raise ConfigError(str(err)) from None
     start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
@@ -136,7 +138,7 @@ def _train(
     claim_run_dir(cfg, run_dir)
     record = RunRecord(run_dir, cfg)
     if launcher:
-        tok.save(run_dir / "tokenizer")
+        tok.save(files.tokenizer)
     params = sum(p.numel() for p in model.parameters())
     splits = [data.val_split, *data.test_splits]
     t = cfg.train
@@ -162,11 +164,11 @@ def _train(
         **({"init_from": init} if init else {}),
         wandb={
             "mode": mode,
-            "id": (run_dir / "wandb_id.txt").read_text().strip() if (run_dir / "wandb_id.txt").exists() else None,
+            "id": files.wandb_id.read_text().strip() if files.wandb_id.exists() else None,
         },
     )
     if launcher:
-        record.write("running")
+        record.write(RunStatus.RUNNING)
         echo(f"run dir: {run_dir}  ({state}; {params / 1e6:.2f}M parameters; W&B {mode})")
 
     accelerator, devices, precision = accelerator_and_precision(cfg)
@@ -174,7 +176,7 @@ def _train(
     callbacks = [
         clock,
         throughput,
-        InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"),
+        InterruptCheckpoint(files.last),
         LiveRecord(record),
         *(callbacks or []),
     ]
@@ -188,14 +190,14 @@ def _train(
     try:
         if logger is not None and trainer.global_rank == 0:
             define_metrics(logger)
-        ckpt = run_dir / "checkpoints" / "last.ckpt"
+        ckpt = files.last
         trainer.fit(module, datamodule=data, ckpt_path=str(resume_from) if resume_from is not None else None)
         if trainer.interrupted:
             raise KeyboardInterrupt
         trainer.save_checkpoint(ckpt, weights_only=False)
         trainer.validate(module, datamodule=data, verbose=False)
-        final_bleu = module.last_val.get("val/bleu", -1.0)
-        best_path = run_dir / "checkpoints" / "best.ckpt"
+        final_bleu = module.last_val.get(DEV_BLEU.key, -1.0)
+        best_path = files.best
         if best_path.exists() and module.best_val_bleu > final_bleu:
             state_dict = load_checkpoint_file(best_path)["state_dict"]
             module.load_state_dict(state_dict)
@@ -207,14 +209,14 @@ def _train(
         if launcher:
             if trainer.global_step > 0:  # a run stopped before it restored its checkpoint keeps its recorded step
                 record.update(step=trainer.global_step)
-            record.write("interrupted", "interrupted; run the same command again to resume")
+            record.write(RunStatus.INTERRUPTED, "interrupted; run the same command again to resume")
         raise KeyboardInterrupt from err
     except Exception as err:  # noqa: BLE001 - every failure is recorded, then reported in one line
         message = _describe_failure(err, cfg)
         if launcher:
             if trainer.global_step > 0:
                 record.update(step=trainer.global_step)
-            record.write("failed", message)
+            record.write(RunStatus.FAILED, message)
             if logger is not None and logger.started:  # the failure is on W&B too
                 logger.guarded(log_summary, logger.experiment, record.data)
         raise RunError(message) from err
@@ -226,14 +228,14 @@ def _train(
     problem = save_outputs(run_dir, module, data)
     if problem:  # a full disk: the run failed, said in one line, never left "running"
         record.update(**summary)
-        record.write("failed", problem)
+        record.write(RunStatus.FAILED, problem)
         raise RunError(problem)
     if checkpoint_io.failures:
         summary["checkpoint_failures"] = checkpoint_io.failures
     record.update(
         **summary, variant=cfg.tracking.variant, sweep={"name": cfg.tracking.group} if cfg.tracking.group else None
     )
-    record.write("finished")
+    record.write(RunStatus.FINISHED)
     if logger is not None:
         try:
             publish(logger.experiment, run_dir, record.data, cfg.tracking.log_checkpoints)

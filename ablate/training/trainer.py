@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ablate.config import Config, ConfigError
+from ablate.record import DEV_BLEU
 
 
 def check_devices(cfg: Config) -> None:
@@ -84,7 +85,7 @@ def make_trainer(
     best = ModelCheckpoint(
         dirpath=ckpt_dir,
         filename="best",
-        monitor="val/bleu",
+        monitor=DEV_BLEU.key,
         mode="max",
         save_top_k=1,
         save_last=False,

@@ -287,3 +287,23 @@ def test_one_cpu_run_without_cpu_time_keeps_the_whole_column_wall_clock():
     labels, notes = _speed(build_table(aggregate(trials)))
     assert labels == ["Tokens/s (train)"] and "not all recorded their CPU time" in notes[0]
     assert _speed(_one_row_table([{"test/bleu": 1.0}]))[1] == []  # no speed column, no speed footnote
+
+
+def test_a_new_column_is_one_metrics_entry(variant_sweep, monkeypatch):
+    """Registering a metric (here dev chrF, which every run records) adds its column to every format."""
+    from ablate import record
+
+    monkeypatch.setattr(record, "METRICS", dict(record.METRICS))
+    sweep = aggregate(collect(str(variant_sweep)))
+    before = build_table(sweep)
+    assert "val/chrf" not in [c.key for c in before.columns]
+    # the entry of docs/architecture.md's example, edited in place (a new entry goes last in its place)
+    record.METRICS["dev_chrf"] = record.Metric("val/chrf", "chrF (dev)", 1, latex=r"chrF$_{\mathrm{dev}}$")
+    table = build_table(sweep)
+    keys = [c.key for c in table.columns]
+    assert keys.index("val/chrf") == keys.index("val/bleu") + 1  # the score columns, in registry order
+    col = table.columns[keys.index("val/chrf")]
+    assert (col.label, col.decimals) == ("chrF (dev)", 1)
+    base = next(r for r in sweep.rows if r.is_base)
+    assert f"{base.stats['val/chrf'].mean:.1f}" in render(table, "md")
+    assert r"chrF$_{\mathrm{dev}}$" in render(table, "latex") and "val/chrf.mean" in render(table, "csv")

@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from ablate.record import RunStatus, RunSummary
 from ablate.sweep import state as state_mod
 from ablate.sweep.spec import SweepError
 from ablate.sweep.state import SweepLock, SweepState, Trial, atomic_write_json, is_locked, load_state, save_state
@@ -16,7 +17,8 @@ from ablate.sweep.state import SweepLock, SweepState, Trial, atomic_write_json, 
 
 def make_state(n: int = 3) -> SweepState:
     trials = [Trial(name=f"seed={i}", point={"seed": i, "variant": {"name": "a", "model.heads": 2}}) for i in range(n)]
-    trials[0].status, trials[0].metric, trials[0].results = "finished", 12.5, {"test/bleu": 11.0}
+    trials[0].status, trials[0].metric = RunStatus.FINISHED, 12.5
+    trials[0].summary = RunSummary.from_json({"test/bleu": 11.0, "params": None}, strict=False)
     return SweepState(name="s", source="sweeps/s.yaml", signature="abc", overrides=["train.lr=0.1"], trials=trials)
 
 
@@ -97,3 +99,35 @@ def test_the_lock_admits_one_launcher_and_dies_with_its_holder(tmp_path):
     holder.wait()
     with SweepLock(tmp_path):
         pass
+
+
+def test_a_trials_summary_is_kept_as_its_headline_results_on_disk(tmp_path):
+    save_state(tmp_path, make_state())
+    trial = json.loads((tmp_path / "sweep.json").read_text())["trials"][0]
+    assert trial["status"] == "finished" and trial["results"] == {"test/bleu": 11.0, "params": None}
+    assert "summary" not in trial
+    assert load_state(tmp_path).trials[0].summary.metrics == {"test/bleu": 11.0}
+
+
+@pytest.mark.parametrize("name", ["mission-cpu", "table3-cpu", "calibration-cpu", "defaults-cpu", "table3-budget-cpu"])
+def test_shipped_sweep_files_load_and_save_unchanged(tmp_path, name):
+    from pathlib import Path
+
+    shipped = Path(__file__).resolve().parents[2] / "results" / name
+    state = load_state(shipped)
+    assert state is not None and state.trials and all(isinstance(t.status, RunStatus) for t in state.trials)
+    save_state(tmp_path, state)
+    saved, before = json.loads((tmp_path / "sweep.json").read_text()), json.loads((shipped / "sweep.json").read_text())
+    assert {k: v for k, v in saved.items() if k in before} == before  # trials, statuses and results as they were
+    assert set(saved) - set(before) <= {"group", "wandb_sweep"}  # fields newer than the shipped file, unset
+
+
+def test_an_unknown_trial_status_is_one_line_naming_the_choices(tmp_path):
+    save_state(tmp_path, make_state())
+    data = json.loads((tmp_path / "sweep.json").read_text())
+    data["trials"][1]["status"] = "finshed"
+    (tmp_path / "sweep.json").write_text(json.dumps(data))
+    with pytest.raises(SweepError) as err:
+        load_state(tmp_path)
+    message = str(err.value)
+    assert "\n" not in message and "unknown status 'finshed'" in message and "did you mean 'finished'?" in message

@@ -50,27 +50,27 @@ def test_a_finished_trial_reports_its_metric_and_results(tmp_path):
         {"status": "finished", "val/bleu": 30.5, "test/bleu": 29.0, "test_2017/bleu": 27.0, "params": 10, "config": {}},
     )
     result = outcome(tmp_path, 0, "val/bleu")
-    assert result["status"] == "finished" and result["metric"] == 30.5
-    assert result["results"] == {"test/bleu": 29.0, "test_2017/bleu": 27.0, "params": 10, "val/bleu": 30.5}
+    assert result.status == "finished" and result.metric == 30.5
+    assert result.results == {"test/bleu": 29.0, "test_2017/bleu": 27.0, "params": 10, "val/bleu": 30.5}
 
 
 def test_failure_reasons_come_from_summary_then_log_then_exit(tmp_path):
     write(tmp_path / "a", {"status": "failed", "error": "loss is NaN at step 7"}, "noise\n")
-    assert outcome(tmp_path / "a", 1, "val/bleu")["error"] == "loss is NaN at step 7"
+    assert outcome(tmp_path / "a", 1, "val/bleu").error == "loss is NaN at step 7"
     write(tmp_path / "b", None, "Traceback (most recent call last):\n  File x\nValueError: bad shape\nbye\n")
-    assert outcome(tmp_path / "b", 1, "val/bleu")["error"] == "ValueError: bad shape"
+    assert outcome(tmp_path / "b", 1, "val/bleu").error == "ValueError: bad shape"
     write(tmp_path / "c", None, "step 3\n")
-    assert outcome(tmp_path / "c", -signal.SIGKILL, "val/bleu")["error"] == "killed by SIGKILL (out of memory?)"
-    assert outcome(tmp_path / "c", 3, "val/bleu")["error"] == "step 3 [exit code 3]"
+    assert outcome(tmp_path / "c", -signal.SIGKILL, "val/bleu").error == "killed by SIGKILL (out of memory?)"
+    assert outcome(tmp_path / "c", 3, "val/bleu").error == "step 3 [exit code 3]"
     write(tmp_path / "d", {"status": "finished", "val/bleu": float("nan")})
-    assert outcome(tmp_path / "d", 0, "val/bleu")["error"] == "val/bleu is nan (diverged?)"
+    assert outcome(tmp_path / "d", 0, "val/bleu").error == "val/bleu is nan (diverged?)"
     write(tmp_path / "e", {"status": "finished"})
-    assert "has no 'val/bleu'" in outcome(tmp_path / "e", 0, "val/bleu")["error"]
+    assert "has no 'val/bleu'" in outcome(tmp_path / "e", 0, "val/bleu").error
     write(tmp_path / "f", {"status": "interrupted"})
-    assert outcome(tmp_path / "f", 130, "val/bleu")["status"] == "interrupted"
+    assert outcome(tmp_path / "f", 130, "val/bleu").status == "interrupted"
     long = "RuntimeError: " + "x " * 400
     write(tmp_path / "g", None, long)
-    assert len(outcome(tmp_path / "g", 1, None)["error"]) == 300
+    assert len(outcome(tmp_path / "g", 1, None).error) == 300
 
 
 def test_what_an_earlier_attempt_left_behind_is_ignored(tmp_path):
@@ -81,7 +81,7 @@ def test_what_an_earlier_attempt_left_behind_is_ignored(tmp_path):
     with open(tmp_path / LOG, "a") as f:
         f.write("Segmentation fault\n")
     result = outcome(tmp_path, -signal.SIGSEGV, "val/bleu", since=time.time() - 1, log_start=start)
-    assert result["status"] == "failed" and result["error"] == "killed by SIGSEGV"
+    assert result.status == "failed" and result.error == "killed by SIGSEGV"
 
 
 def test_progress_counts_eta_and_best():
@@ -102,15 +102,19 @@ def test_progress_counts_eta_and_best():
 
 
 def test_the_trainers_validation_history_feeds_early_termination():
+    from ablate.record import RunSummary
     from ablate.sweep.trial import reported_history
 
-    summary = {
-        "history": [
-            {"step": 2, "val/bleu": 1.0},
-            {"step": 4, "val/ppl": 9.0},
-            {"step": 6, "val/bleu": 3.5},
-            {"step": 8, "val/bleu": float("nan")},
-        ]
-    }
+    summary = RunSummary.from_json(
+        {
+            "history": [
+                {"step": 2, "val/bleu": 1.0},
+                {"step": 4, "val/ppl": 9.0},
+                {"step": 6, "val/bleu": 3.5},
+                {"step": 8, "val/bleu": float("nan")},
+            ]
+        },
+        strict=False,
+    )
     assert reported_history(summary, "val/bleu") == [1.0, 3.5]
-    assert reported_history({}, "val/bleu") is None
+    assert reported_history(RunSummary(), "val/bleu") is None and reported_history(None, "val/bleu") is None
