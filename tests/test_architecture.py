@@ -24,6 +24,7 @@ LAYERS: dict[str, float] = {
     "errors": 0,
     "utils": 1,
     "config": 2,
+    "record": 2,  # the run record: statuses, file names, summary.json, the metrics registry
     "config_checks": 1.5,  # the rules between config keys; config.py re-exports them
     "data": 3,
     "model": 3,
@@ -111,6 +112,55 @@ def test_no_import_points_up_the_layers():
         if layer(b)[0] > layer(a)[0] or (layer(b)[0] == layer(a)[0] and layer(b)[1] != layer(a)[1])
     ]
     assert upward == []
+
+
+def test_the_run_record_imports_only_errors_and_utils():
+    allowed = {"ablate.errors"} | {m for m in _modules() if m.startswith("ablate.utils")}
+    assert _graph()["ablate.record"] - allowed == set()
+
+
+# Where a status word is another system's vocabulary, not a run's status (module -> literals).
+FOREIGN_WORDS = {
+    "ablate.bench.gpu_runs": {"failed"},  # pytest's JUnit outcome counts: passed / failed / error / skipped
+    "ablate.bench.gpu_check": {"failed"},  # the same counts, read back
+    "ablate.report.wandb_records": {"finished", "failed", "running", "pending"},  # W&B run states, mapped to ours
+    "ablate.sweep.search": {"finished", "failed", "running"},  # the W&B sweeps engine's run states
+}
+
+
+def _record_words() -> set[str]:
+    """The literals only :mod:`ablate.record` may spell: file names, status values, namespaced metric keys."""
+    from ablate.record import METRICS, RunStatus
+
+    keys = {m.key for m in METRICS.values() if "/" in m.key}  # "step", "params": also ordinary words
+    return {"summary.json", "sweep.json"} | {s.value for s in RunStatus} | keys
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                out.add(id(first.value))
+    return out
+
+
+def test_the_run_records_words_are_spelt_only_in_the_record_module():
+    """No module but ablate/record.py writes "summary.json", "finished" or "val/bleu" as a whole string
+    constant: they come from RunFiles, RunStatus and METRICS, so a rename is one edit."""
+    words = _record_words()
+    found = []
+    for name, path in sorted(_modules().items()):
+        if name == "ablate.record":
+            continue
+        tree = ast.parse(path.read_text())
+        skip = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+                if node.value in words and node.value not in FOREIGN_WORDS.get(name, set()):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert found == [], "use ablate.record (RunFiles, RunStatus, METRICS) instead of:\n" + "\n".join(found)
 
 
 def _markers() -> dict[str, OneOf]:
