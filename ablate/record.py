@@ -372,7 +372,7 @@ class RunSummary:
         for name in self.field_names():
             value = getattr(self, name)
             if value is not None or name == "error" and self.status is not None:
-                out[name] = value
+                out[name] = value.value if isinstance(value, RunStatus) else value  # plain JSON for W&B, YAML
         out.update(self.metrics)
         out.update(self.extra)
         out["version"] = SUMMARY_VERSION

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 HYPOTHESES = "hypotheses"
-NOT_SUMMARY = ("config",)
+NOT_SUMMARY = ("config", "version")  # the run config; the layout of summary.json
 
 
 def log_summary(run: Any, summary: dict[str, Any]) -> None:
-    """Every field of ``summary`` (``summary.json``) except the config, in the W&B run summary."""
+    """Every field of ``summary`` (``summary.json``) except the config and its layout version, in the W&B run summary."""
     run.summary.update({k: v for k, v in summary.items() if k not in NOT_SUMMARY})
 
 
