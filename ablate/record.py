@@ -225,14 +225,18 @@ METRICS: dict[str, Metric] = {}
 
 
 def register_metric(metric: Metric, name: Optional[str] = None) -> Metric:
-    """Add ``metric`` to :data:`METRICS` under ``name`` (default: its key); a taken name or key is refused."""
+    """Add ``metric`` to :data:`METRICS` under ``name`` (default: its key).
+
+    Raises:
+        RecordError: the name or the key is taken (a plugin cannot shadow a column), or the place is unknown.
+    """
     name = name or metric.key
     if name in METRICS:
-        raise ValueError(f"metric name {name!r} is taken by {METRICS[name].key!r}; pick another name")
+        raise RecordError(f"metric name {name!r} is taken by {METRICS[name].key!r}; pick another name")
     if any(m.key == metric.key for m in METRICS.values()):
-        raise ValueError(f"metric key {metric.key!r} is registered already")
+        raise RecordError(f"metric key {metric.key!r} is registered already")
     if metric.place not in PLACES:
-        raise ValueError(f"metric place {metric.place!r} is not one of {', '.join(PLACES)}")
+        raise RecordError(f"metric place {metric.place!r} is not one of {', '.join(PLACES)}")
     METRICS[name] = metric
     return metric
 
