@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ablate.errors import AblateError
-from ablate.record import SUMMARY_FILE, RunStatus
+from ablate.record import RunFiles, RunStatus, RunSummary
 from ablate.training.run_lock import running_status
-from ablate.utils.io import read_json
 
 
 class SyncError(AblateError):
@@ -57,7 +56,8 @@ def plan(folder: str | Path) -> SyncPlan:
         logs = sorted(trial.glob("wandb/offline-run-*/run-*.wandb"))
         if not logs:
             continue
-        status = str((read_json(trial / SUMMARY_FILE) or {}).get("status"))
+        summary = RunSummary.peek(RunFiles(trial).summary)
+        status = str(summary.status if summary is not None else None)
         if running_status(trial, status) == RunStatus.RUNNING:  # a free run lock: killed, so its logs are whole
             out.running.append(trial)
             continue
