@@ -23,6 +23,7 @@ from typing import Any, Iterator, Optional
 
 from ablate.errors import AblateError, did_you_mean
 from ablate.utils.io import atomic_write_json
+from ablate.utils.provenance import ENVIRONMENT_FILE
 
 
 class RecordError(AblateError):
@@ -120,6 +121,7 @@ class RunFiles:
 
     summary = property(lambda self: self.root / SUMMARY_FILE, doc="the run record (:class:`RunSummary`)")
     config = property(lambda self: self.root / "config.yaml", doc="the resolved config")
+    environment = property(lambda self: self.root / ENVIRONMENT_FILE, doc="the package freeze of the run")
     tokenizer = property(lambda self: self.root / "tokenizer", doc="the BPE tokenizer's folder")
     checkpoints = property(lambda self: self.root / "checkpoints", doc="the checkpoints' folder")
     best = property(lambda self: self.checkpoints / "best.ckpt", doc="best by validation BLEU (the tested one)")

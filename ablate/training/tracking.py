@@ -19,7 +19,7 @@ from ablate.config import Config, TrackingConfig, flatten, to_dict
 from ablate.record import DEV_BLEU, DEV_PPL, RunFiles, RunStatus, RunSummary
 from ablate.training.sweep_params import align_sweep_params
 from ablate.utils.io import atomic_write_text
-from ablate.utils.provenance import ENVIRONMENT_FILE, environment, freeze, freeze_text, git_commit
+from ablate.utils.provenance import environment, freeze, freeze_text, git_commit
 
 
 def has_wandb_credentials() -> bool:
@@ -257,7 +257,7 @@ class RunRecord:
         self.summary.cpu_time_s = round(self.cpu_before + cpu_seconds(), 2)  # this attempt's process, start-up included
         try:
             if not self._environment_written:
-                atomic_write_text(self.path.parent / ENVIRONMENT_FILE, freeze_text(freeze()))
+                atomic_write_text(RunFiles(self.path.parent).environment, freeze_text(freeze()))
                 self._environment_written = True
             self.summary.write(self.path)
         except OSError as err:  # a full disk must not hide the training result from the caller

@@ -50,6 +50,7 @@ def test_run_and_sweep_files_are_built_from_their_folder(tmp_path):
     files = RunFiles(tmp_path / "run")
     assert files.summary == tmp_path / "run" / "summary.json"
     assert files.config.name == "config.yaml" and files.tokenizer.name == "tokenizer"
+    assert files.environment.name == "environment.txt"
     assert files.best == tmp_path / "run" / "checkpoints" / "best.ckpt"
     assert (files.last.name, files.last_prev.name, files.lock.name) == ("last.ckpt", "last.prev.ckpt", ".lock")
     assert files.hyps("test") == tmp_path / "run" / "hyps" / "test.txt"
