@@ -1,0 +1,66 @@
+"""The launcher backends ``ablate sweep run --launcher NAME`` chooses from: one registry line each.
+
+A new backend is one class that implements :class:`~ablate.sweep.executor.Executor` and has a
+``from_args(args, opts)`` classmethod, plus its line in :data:`EXECUTORS`; the CLI's choices,
+help and did-you-mean come from here (docs/extending.md has a worked example).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol
+
+from ablate.errors import did_you_mean
+from ablate.sweep.executor import Executor
+from ablate.sweep.local import LocalExecutor
+from ablate.sweep.options import LaunchOptions
+from ablate.sweep.slurm import SlurmExecutor
+from ablate.sweep.spec import SweepError
+
+
+@dataclass(frozen=True)
+class ExecutorArgs:
+    """What ``ablate sweep run`` was told about where trials run; each backend reads its own fields.
+
+    Attributes:
+        name: the sweep's name.
+        devices, gpus_per_trial, parallel: the local slots (``--devices``, ``--gpus-per-trial``, ``--parallel``);
+            ``gpus_per_trial`` is ``None`` when not given (1 locally, 0 on SLURM).
+        partition, nodes_per_trial, max_concurrent, time, cpus_per_trial, mem, signal_delay_s, slurm_args:
+            the SLURM job's shape (``--partition`` ... ``--slurm-arg``).
+    """
+
+    name: str = "sweep"
+    devices: str = "auto"
+    gpus_per_trial: Optional[int] = None
+    parallel: int = 1
+    partition: Optional[str] = None
+    nodes_per_trial: int = 1
+    max_concurrent: int = 8
+    time: str = "04:00:00"
+    cpus_per_trial: Optional[int] = None
+    mem: Optional[str] = None
+    signal_delay_s: int = 120
+    slurm_args: tuple[str, ...] = ()
+
+
+class ExecutorClass(Protocol):
+    """What a registry entry is: a class that builds its executor from the command line."""
+
+    def from_args(self, args: ExecutorArgs, opts: LaunchOptions) -> Executor: ...
+
+
+EXECUTORS: dict[str, Any] = {
+    "local": LocalExecutor,  # processes over this machine's GPU/CPU slots
+    "slurm": SlurmExecutor,  # one batch job per trial through submitit, from a login node
+}
+"""``--launcher`` name -> executor class (with ``from_args``)."""
+
+
+def make_executor(name: str, args: ExecutorArgs, opts: LaunchOptions) -> Executor:
+    """The executor ``--launcher NAME`` names, built from the command line's options."""
+    if name not in EXECUTORS:
+        hint = did_you_mean(name, EXECUTORS, cutoff=0.4)
+        raise SweepError(f"--launcher {name!r}: choose one of {', '.join(EXECUTORS)}{hint}")
+    cls: ExecutorClass = EXECUTORS[name]
+    return cls.from_args(args, opts)
