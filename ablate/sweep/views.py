@@ -74,7 +74,12 @@ def status_table(state: SweepState, out: Path, metric: Optional[str]) -> Table:
     """One row per trial: status, metric, test BLEU, time, tries (and the SLURM job), error."""
     slurm = any(t.job_id for t in state.trials)
     table = Table(title=f"sweep {state.name} ({state.source})", title_justify="left")
-    columns: list[tuple[str, Any]] = [("trial", "left"), ("status", "left"), (metric or "metric", "right"), ("test/bleu", "right")]
+    columns: list[tuple[str, Any]] = [
+        ("trial", "left"),
+        ("status", "left"),
+        (metric or "metric", "right"),
+        ("test/bleu", "right"),
+    ]
     columns += [("time", "right"), ("tries", "right")]
     if slurm:
         columns += [("SLURM job", "left"), ("requeues", "right")]
