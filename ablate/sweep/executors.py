@@ -8,7 +8,7 @@ help and did-you-mean come from here (docs/extending.md has a worked example).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol
+from typing import Optional, Protocol
 
 from ablate.errors import did_you_mean
 from ablate.sweep.executor import Executor
@@ -50,7 +50,7 @@ class ExecutorClass(Protocol):
     def from_args(self, args: ExecutorArgs, opts: LaunchOptions) -> Executor: ...
 
 
-EXECUTORS: dict[str, Any] = {
+EXECUTORS: dict[str, ExecutorClass] = {
     "local": LocalExecutor,  # processes over this machine's GPU/CPU slots
     "slurm": SlurmExecutor,  # one batch job per trial through submitit, from a login node
 }
@@ -62,5 +62,4 @@ def make_executor(name: str, args: ExecutorArgs, opts: LaunchOptions) -> Executo
     if name not in EXECUTORS:
         hint = did_you_mean(name, EXECUTORS, cutoff=0.4)
         raise SweepError(f"--launcher {name!r}: choose one of {', '.join(EXECUTORS)}{hint}")
-    cls: ExecutorClass = EXECUTORS[name]
-    return cls.from_args(args, opts)
+    return EXECUTORS[name].from_args(args, opts)

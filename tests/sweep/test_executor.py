@@ -9,6 +9,8 @@ the final ``sweep.json``.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -270,3 +272,63 @@ def test_the_registry_names_the_launchers_and_suggests_one_for_a_typo(tmp_path):
     assert slurm.capacity() == 5 and slurm.outlives_launcher and not slurm.can_stop_early
     with pytest.raises(SweepError, match=r"--launcher 'locl': choose one of local, slurm; did you mean 'local'\?"):
         make_executor("locl", ExecutorArgs(), opts)
+
+
+# ---- the worked example of docs/extending.md, through a fake kubectl -------------------------------
+
+FAKE_KUBECTL = """\
+import json, subprocess, sys
+from pathlib import Path
+
+jobs = Path(__file__).with_name("jobs")
+jobs.mkdir(exist_ok=True)
+args = sys.argv[1:]
+if args[:2] == ["create", "job"]:  # the job runs to its end at once
+    code = subprocess.run(args[args.index("--") + 1 :], capture_output=True).returncode
+    (jobs / args[2]).write_text(json.dumps({"status": {"succeeded": 1} if code == 0 else {"failed": 1}}))
+elif args[:2] == ["get", "job"]:
+    print((jobs / args[2]).read_text())
+"""
+
+
+def _docs_executor():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "extending.md").read_text()
+    block = next(b for b in text.split("```python\n")[1:] if "class KubernetesExecutor" in b).split("```")[0]
+    namespace: dict = {}
+    exec(block, namespace)  # noqa: S102 - the page's own example
+    return namespace["KubernetesExecutor"]
+
+
+def test_the_extending_pages_kubernetes_executor_runs_a_sweep_from_its_registry_line(tmp_path, monkeypatch, events):
+    from rich.console import Console
+    from typer.testing import CliRunner
+
+    from ablate.sweep import commands, executors, launcher
+    from ablate.sweep.commands import app
+
+    from sweep_helpers import fake_command
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(f"#!{sys.executable}\n" + FAKE_KUBECTL)
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("ABLATE_IMAGE", "registry.example/ablate:1")
+    kubernetes = _docs_executor()
+    monkeypatch.setattr(kubernetes, "poll_s", 0.01)
+    monkeypatch.setitem(executors.EXECUTORS, "kubernetes", kubernetes)  # the page's registry line
+    monkeypatch.setattr(launcher, "trainer_command", lambda config=None: fake_command(events))
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    (tmp_path / "k.yaml").write_text(
+        "method: grid\nparameters:\n  seed: {values: [1, 2]}\n  model.d_model: {value: 32}\n"
+    )
+    args = ["run", str(tmp_path / "k.yaml"), "--out", str(tmp_path / "out"), "--max-concurrent", "2"]
+    result = CliRunner().invoke(app, [*args, "--launcher", "kubernetes"])
+    assert result.exit_code == 0, result.output
+    assert "Kubernetes: at most 2 jobs of registry.example/ablate:1" in result.output
+    trials = saved(tmp_path)
+    assert all(t["status"] == "finished" and t["job_id"].startswith("ablate-") for t in trials.values())
+    assert events.count("finish") == 2
+    typo = CliRunner().invoke(app, [*args, "--launcher", "kubernets"])
+    assert typo.exit_code == 2 and "did you mean 'kubernetes'?" in typo.output
