@@ -174,7 +174,11 @@ class Launcher:
             read_yaml(self.opts.config)  # a missing or malformed base config fails once, up front
         self.executor.check()
         if "early_terminate" in self.spec.config and not self.executor.can_stop_early:
-            self.progress.event("note: early_terminate is not applied here; every trial runs to its budget", "yellow")
+            self.progress.event(
+                f"note: early_terminate is not applied to these trials ({self.executor.describe()}); "
+                "every trial runs to its budget",
+                "yellow",
+            )
         with SweepLock(self.out), process.signals_raise_interrupt():
             self.planner.open()
             self._recover()

@@ -204,6 +204,18 @@ def test_hyperband_stops_the_trial_that_lags(tmp_path):
     assert trials["seed=3"]["history"] and trials["seed=3"]["attempts"] == 1  # stopped is final: not retried
 
 
+def test_a_backend_that_cannot_stop_early_runs_every_trial_to_its_budget_and_says_so(tmp_path):
+    spec = small_spec(
+        {"seed": {"values": [1, 2, 3]}}, early_terminate={"type": "hyperband", "min_iter": 2, "eta": 2}, name="hb"
+    )
+    fake = FakeExecutor(tmp_path / "out", {"seed=3": ["bad"]}, capacity=1, steps=8)
+    fake.can_stop_early = False
+    _, text = sweep(tmp_path, fake, spec=spec)
+    assert all(t["status"] == "finished" for t in saved(tmp_path).values())
+    assert not [w for w, _ in fake.log if w == "stop"]
+    assert "note: early_terminate is not applied to these trials (fake x1)" in text
+
+
 def test_ctrl_c_stops_running_trials_and_a_rerun_resumes_only_those(tmp_path):
     fake = FakeExecutor(tmp_path / "out", capacity=2, steps=4)
     fake.interrupt_at = 6  # seed=1 and seed=2 finished at poll 4; seed=3 and seed=4 at step 2
