@@ -72,6 +72,32 @@ class Polled:
     changed: bool = False
 
 
+@dataclass(frozen=True)
+class ExecutorArgs:
+    """What ``ablate sweep run`` was told about where trials run; each backend reads its own fields.
+
+    Attributes:
+        name: the sweep's name.
+        devices, gpus_per_trial, parallel: the local slots (``--devices``, ``--gpus-per-trial``, ``--parallel``);
+            ``gpus_per_trial`` is ``None`` when not given (1 locally, 0 on SLURM).
+        partition, nodes_per_trial, max_concurrent, time, cpus_per_trial, mem, signal_delay_s, slurm_args:
+            the SLURM job's shape (``--partition`` ... ``--slurm-arg``).
+    """
+
+    name: str = "sweep"
+    devices: str = "auto"
+    gpus_per_trial: Optional[int] = None
+    parallel: int = 1
+    partition: Optional[str] = None
+    nodes_per_trial: int = 1
+    max_concurrent: int = 8
+    time: str = "04:00:00"
+    cpus_per_trial: Optional[int] = None
+    mem: Optional[str] = None
+    signal_delay_s: int = 120
+    slurm_args: tuple[str, ...] = ()
+
+
 class Executor(Protocol):
     """A launcher backend. The loop calls, in this order of a trial's life: :meth:`start`, :meth:`poll` every
     tick (until it reports the attempt ended), :meth:`release`; :meth:`stop` then :meth:`kill` to end an attempt

@@ -7,41 +7,14 @@ help and did-you-mean come from here (docs/extending.md has a worked example).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Protocol
 
 from ablate.errors import did_you_mean
-from ablate.sweep.executor import Executor
+from ablate.sweep.executor import Executor, ExecutorArgs
 from ablate.sweep.local import LocalExecutor
 from ablate.sweep.options import LaunchOptions
 from ablate.sweep.slurm import SlurmExecutor
 from ablate.sweep.spec import SweepError
-
-
-@dataclass(frozen=True)
-class ExecutorArgs:
-    """What ``ablate sweep run`` was told about where trials run; each backend reads its own fields.
-
-    Attributes:
-        name: the sweep's name.
-        devices, gpus_per_trial, parallel: the local slots (``--devices``, ``--gpus-per-trial``, ``--parallel``);
-            ``gpus_per_trial`` is ``None`` when not given (1 locally, 0 on SLURM).
-        partition, nodes_per_trial, max_concurrent, time, cpus_per_trial, mem, signal_delay_s, slurm_args:
-            the SLURM job's shape (``--partition`` ... ``--slurm-arg``).
-    """
-
-    name: str = "sweep"
-    devices: str = "auto"
-    gpus_per_trial: Optional[int] = None
-    parallel: int = 1
-    partition: Optional[str] = None
-    nodes_per_trial: int = 1
-    max_concurrent: int = 8
-    time: str = "04:00:00"
-    cpus_per_trial: Optional[int] = None
-    mem: Optional[str] = None
-    signal_delay_s: int = 120
-    slurm_args: tuple[str, ...] = ()
 
 
 class ExecutorClass(Protocol):

@@ -14,10 +14,11 @@ import shlex
 import signal
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from ablate.sweep import process
-from ablate.sweep.executor import Argv, Exit, Handle, Polled
+from ablate.sweep.executor import Argv, ExecutorArgs, Exit, Handle, Polled
+from ablate.sweep.options import LaunchOptions
 from ablate.sweep.slots import Slot, plan_slots
 from ablate.sweep.state import Trial
 from ablate.sweep.trial import LOG
@@ -41,8 +42,8 @@ class LocalExecutor:
         self._busy: set[int] = set()
 
     @classmethod
-    def from_args(cls, args: Any, opts: Any) -> LocalExecutor:
-        """From ``ablate sweep run``'s options (:class:`ablate.sweep.executors.ExecutorArgs`, ``LaunchOptions``)."""
+    def from_args(cls, args: ExecutorArgs, opts: LaunchOptions) -> LocalExecutor:
+        """From ``ablate sweep run``'s options."""
         slots = plan_slots(args.devices, 1 if args.gpus_per_trial is None else args.gpus_per_trial, args.parallel)
         return cls(slots, poll_s=opts.poll_s, grace_s=opts.grace_s)
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ablate.sweep.executor import Argv, Exit, Handle, LaunchRefused, Polled
+from ablate.sweep.executor import Argv, ExecutorArgs, Exit, Handle, LaunchRefused, Polled
+from ablate.sweep.options import LaunchOptions
 from ablate.sweep.slurm_job import REQUEUES, TrialJob
 from ablate.sweep.spec import SweepError
 from ablate.sweep.state import Trial
@@ -164,8 +165,8 @@ class SlurmExecutor:
         self._ended_since: dict[str, float] = {}
 
     @classmethod
-    def from_args(cls, args: Any, opts: Any) -> SlurmExecutor:
-        """From ``ablate sweep run``'s options (:class:`ablate.sweep.executors.ExecutorArgs`, ``LaunchOptions``)."""
+    def from_args(cls, args: ExecutorArgs, opts: LaunchOptions) -> SlurmExecutor:
+        """From ``ablate sweep run``'s options."""
         extra = {}
         for item in args.slurm_args:
             key, sep, value = item.partition("=")
