@@ -183,8 +183,9 @@ def run(
         trial_limit=trial_limit,
     )
     args = ExecutorArgs(
-        spec.name, devices, gpus_per_trial, parallel, partition, nodes_per_trial, max_concurrent, time_limit,
-        cpus_per_trial, mem, signal_delay, tuple(slurm_arg or ()),
+        name=spec.name, devices=devices, gpus_per_trial=gpus_per_trial, parallel=parallel, partition=partition,
+        nodes_per_trial=nodes_per_trial, max_concurrent=max_concurrent, time=time_limit, cpus_per_trial=cpus_per_trial,
+        mem=mem, signal_delay_s=signal_delay, slurm_args=tuple(slurm_arg or ()),
     )  # fmt: skip
     executor = make_executor(launcher, args, opts)
     count = check_trial_count(spec, trial_cap(spec, max_trials), trial_limit)  # at once, before any planning
