@@ -147,6 +147,8 @@ def test_register_refuses_a_clash_and_get_names_the_choices(monkeypatch):
         register_metric("chrf", Overlap)
     with pytest.raises(MetricError, match="must be lower-case"):
         register_metric("Overlap", Overlap)
-    with pytest.raises(MetricError, match=r"unknown metric 'chrff' \(choose from: bleu, chrf, chrf\+\+, ter\); did you mean"):
+    with pytest.raises(
+        MetricError, match=r"unknown metric 'chrff' \(choose from: bleu, chrf, chrf\+\+, ter\); did you mean"
+    ):
         get_scorer("chrff")
     assert "overlap" not in METRIC_SCORERS
