@@ -36,7 +36,9 @@ def texts_artifact(run_dir: Path, run_id: str, summary: dict[str, Any]):
     if not folders:
         return None
     metadata = {
-        k: v for k, v in summary.items() if k.endswith("_signature") or k.endswith(("/bleu", "/chrf", "/chrf++", "/ter"))
+        k: v
+        for k, v in summary.items()
+        if k.endswith("_signature") or k.endswith(("/bleu", "/chrf", "/chrf++", "/ter"))
     }
     art = wandb.Artifact(
         f"texts-{run_id}",

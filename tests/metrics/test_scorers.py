@@ -129,9 +129,15 @@ class Overlap(SentenceMetric):
         return out
 
 
-def test_a_sentence_metric_is_the_mean_of_its_sentences(monkeypatch):
-    monkeypatch.delitem(METRIC_SCORERS, "overlap", raising=False)
+@pytest.fixture()
+def overlap():
+    """``overlap`` registered for one test, and gone after it."""
     register_metric("overlap", Overlap)
+    yield
+    METRIC_SCORERS.pop("overlap", None)
+
+
+def test_a_sentence_metric_is_the_mean_of_its_sentences(overlap):
     scorer = get_scorer("overlap")
     hyps, refs = ["abc", "abcd", "xyz"], ["abc", "abce", "abc"]
     assert scorer.sentences(hyps, refs) == [100.0, 75.0, 0.0]
@@ -141,8 +147,7 @@ def test_a_sentence_metric_is_the_mean_of_its_sentences(monkeypatch):
     assert scorer.signature() == "overlap|version:1"
 
 
-def test_register_refuses_a_clash_and_get_names_the_choices(monkeypatch):
-    monkeypatch.delitem(METRIC_SCORERS, "overlap", raising=False)
+def test_register_refuses_a_clash_and_get_names_the_choices():
     with pytest.raises(MetricError, match="metric 'chrf' is already registered"):
         register_metric("chrf", Overlap)
     with pytest.raises(MetricError, match="must be lower-case"):
