@@ -26,6 +26,7 @@ from ablate.report.api import (  # noqa: F401 - the plain functions, re-exported
     table_of,
 )
 from ablate.report.formats import render, rich_width, to_rich, to_vertical
+from ablate.report.records import ReportError
 from ablate.report.reference import REFERENCES, get as get_reference, render as render_reference, side_by_side
 from ablate.report.table import Table
 from ablate.utils.commands import typer_app
@@ -145,6 +146,8 @@ def table_command(
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
     paper = get_reference(reference) if reference else None  # a wrong name fails before any work
     get_scorer(metric)  # so does a wrong metric
+    if per_seed and metric != "bleu":
+        raise ReportError(f"--per-seed lists test BLEU per trial; drop --metric {metric}, or leave out --per-seed")
     if per_seed:
         from ablate.report.per_seed import render as render_per_seed
 

@@ -112,6 +112,12 @@ def test_an_unknown_metric_is_one_line_with_the_choices(variant_sweep):
     )
 
 
+def test_per_seed_with_another_metric_is_refused_in_one_line(variant_sweep):
+    result = CliRunner().invoke(cli.app, ["table", str(variant_sweep), "--per-seed", "--metric", "ter"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert result.output.startswith("error: --per-seed lists test BLEU per trial; drop --metric ter")
+
+
 def test_reference_without_the_metric_says_so(variant_sweep):
     result = CliRunner().invoke(
         cli.app, ["table", str(variant_sweep), "--metric", "chrf++", "--reference", "vaswani2017-table3", "-f", "md"]
@@ -206,3 +212,13 @@ def test_mission_cpu_gets_a_whole_chrf_plus_plus_table_from_its_saved_hypotheses
     rows = [line for line in result.output.splitlines() if line.startswith("| ") and "350" in line]
     assert len(rows) == 10 and all(" ± " in r for r in rows)
     assert f"chrF++ ({SPLIT})" in result.output and MARK in result.output and "corpus chrF++" in result.output
+
+
+def test_a_wandb_source_gets_the_metric_from_its_texts_artifact(variant_sweep, wandb_api):
+    local = sweep_and_table(str(variant_sweep), metric="chrf++", samples=300)[1]
+    remote = sweep_and_table("wandb:me/ablate/table3", metric="chrf++", samples=300, api=wandb_api)[1]
+    i, j = _column(local, f"test_{SPLIT}/chrf++"), _column(remote, f"test_{SPLIT}/chrf++")
+    assert {r.name: r.cells[i].stat.mean for r in local.rows} == pytest.approx(
+        {r.name: r.cells[j].stat.mean for r in remote.rows}
+    )
+    assert {r.name: r.cells[i].mark for r in local.rows} == {r.name: r.cells[j].mark for r in remote.rows}
