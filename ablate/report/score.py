@@ -17,7 +17,7 @@ from pathlib import Path
 from ablate.metrics.registry import signature_key
 from ablate.report.metric_values import scored, scorer_for
 from ablate.report.records import SUMMARY, ReportError, Trial
-from ablate.report.saved_texts import read_texts
+from ablate.report.saved_texts import TextError, read_texts
 from ablate.report.schema import summary_problem
 from ablate.utils.io import atomic_write_json
 
@@ -70,7 +70,10 @@ def score_run(run_dir: Path, metric: str) -> Scored:
         return Scored(name, skipped=f"{SUMMARY}: {problem}")
     if summary.get("status") != "finished" or is_held(run_dir):
         return Scored(name, skipped="still training" if is_held(run_dir) else f"status {summary.get('status')}")
-    texts = {kind: read_texts(run_dir / kind) for kind in TEXTS}
+    try:
+        texts = {kind: read_texts(run_dir / kind) for kind in TEXTS}
+    except TextError as err:
+        return Scored(name, skipped=str(err))
     if not texts["hyps"]:
         return Scored(name, skipped="no saved hypotheses (hyps/)")
     scorer = scorer_for(metric, [Trial(name, "finished", signature=summary.get("bleu_signature"))])

@@ -3,6 +3,9 @@
 **The statistic.** A row (a configuration) trained with K seeds has K hypothesis files for the
 same source sentences. Its score is the mean over its seeds of corpus BLEU, and a comparison's
 statistic is the difference of two rows' scores: ``Δ = mean_s BLEU(B_s) - mean_s BLEU(A_s)``.
+Any metric of :mod:`ablate.metrics` takes BLEU's place (``ablate table --metric``): the resamples
+are of its per-sentence statistics, whose sum gives its corpus score (chrF's n-gram counts, TER's
+edits, a per-sentence metric's scores); the test is two-sided, so an error rate (TER) is tested alike.
 
 **The tests** (``--test``):
 

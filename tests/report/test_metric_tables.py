@@ -163,6 +163,15 @@ def test_score_adds_ter_to_every_finished_run_and_is_idempotent(sweep_copy):
     assert trial.metrics["test_test_2016_flickr/ter"] == 1.0
 
 
+def test_score_leaves_a_run_with_a_torn_text_alone_and_scores_the_others(sweep_copy):
+    (sweep_copy / "base-s1" / "hyps" / f"{SPLIT}.txt").write_bytes(b"\xff\xfe broken\n")
+    result = CliRunner().invoke(cli.app, ["score", str(sweep_copy), "--metric", "ter"])
+    assert result.exit_code == 0, result.output
+    assert f"base-s1: left alone (hyps/{SPLIT}.txt is not UTF-8 text" in result.output
+    assert "test/ter" not in json.loads((sweep_copy / "base-s1" / "summary.json").read_text())
+    assert "test/ter" in json.loads((sweep_copy / "base-s2" / "summary.json").read_text())
+
+
 def test_score_a_single_run_folder(sweep_copy):
     run = sweep_copy / "base-s2"
     result = CliRunner().invoke(cli.app, ["score", str(run), "--metric", "chrf++"])
