@@ -36,6 +36,7 @@ from ablate.report.wandb_records import WandbRun, plain, read_run, wandb_runs
 
 INVALID = "invalid"
 """A trial whose record cannot be believed (unreadable texts, ill-typed fields); listed with the reason."""
+SIGNATURE = "_signature"  # the suffix of a metric's signature in a summary (bleu_signature, ter_signature)
 WANDB_PREFIX = "wandb:"
 # Keys of the flattened config that never distinguish two configurations.
 IGNORED_PREFIXES = (
@@ -74,6 +75,7 @@ class Trial:
         sources: split -> source sentences, aligned with ``hyps`` (for BLEU by source length).
         comparisons: the sweep's ``comparisons`` parameter (see :mod:`ablate.sweep.spec`), if any.
         accelerator: ``cpu`` or ``gpu``, what trained the run (see :func:`trained_on`); None if not known.
+        signatures: metric name -> the signature its summary records (``<name>_signature``: chrF's, TER's, ...).
     """
 
     name: str
@@ -92,6 +94,7 @@ class Trial:
     sources: dict[str, list[str]] = field(default_factory=dict)
     comparisons: Optional[list] = None
     accelerator: Optional[str] = None
+    signatures: dict[str, str] = field(default_factory=dict)
 
     @property
     def seed(self) -> Any:
@@ -246,6 +249,9 @@ def from_summary(
         sources=sources or {},
         comparisons=comparisons if isinstance(comparisons, list) else None,
         accelerator=trained_on(summary, raw),
+        signatures={
+            k.removesuffix(SIGNATURE): v for k, v in summary.items() if k.endswith(SIGNATURE) and isinstance(v, str)
+        },
     )
 
 

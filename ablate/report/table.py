@@ -15,12 +15,22 @@ training budget.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-from ablate.record import DEV_BLEU, PLACES, TESTED_STEP, Metric, RunStatus, metric_columns as registered_columns
+from ablate.metrics import MetricScorer, get_scorer
+from ablate.record import (
+    DEV_BLEU,
+    PLACES,
+    TEST_BLEU,
+    TESTED_STEP,
+    Metric,
+    RunStatus,
+    metric_columns as registered_columns,
+)
 from ablate.report.aggregate import Stat, Sweep
 from ablate.report.footnotes import FLIP, MARK, significance_notes
+from ablate.report.metric_values import DEFAULT_METRIC, signature_of
 from ablate.report.records import Trial
 from ablate.report.significance import DEFAULT_TEST, Comparison, against_base
 from ablate.report.speed import training_speed
@@ -181,14 +191,18 @@ def key_labels(keys: list[str]) -> list[str]:
 
 
 def metric_columns(
-    sweep: Sweep, comparisons: dict[tuple[str, str], Comparison], extra: Optional[list[Column]] = None
+    sweep: Sweep,
+    comparisons: dict[tuple[str, str], Comparison],
+    extra: Optional[list[Column]] = None,
+    metric: str = DEFAULT_METRIC,
 ) -> list[Column]:
     """The registered metric columns (:data:`ablate.record.METRICS`) that at least one row reports, in
     registry order by place: what was trained, the scores (``extra`` after them), the costs.
 
-    A per-split metric is a column per test split the rows report (``test_<split>/bleu``), else one
-    column of its plain key; of the training speeds, the one :func:`~ablate.report.speed.training_speed`
-    picks for these runs.
+    The dev and test scores are ``metric``'s (BLEU by default), best by its direction
+    (:func:`on_metric`). A per-split metric is a column per test split the rows report
+    (``test_<split>/bleu``), else one column of its plain key; of the training speeds, the one
+    :func:`~ablate.report.speed.training_speed` picks for these runs.
     """
     present = {m for r in sweep.rows for m in r.stats} | {c.key for c in extra or []}
     hyp_splits = sorted({s for (_, s) in comparisons})
@@ -198,18 +212,38 @@ def metric_columns(
     for place in PLACES:
         if place == "cost":
             cols += list(extra or [])
-        for metric in registered_columns(place):
-            if metric.speed:
-                cols += [Column.of(metric, label=speed.label)] if metric.key == speed.key else []
-            elif splits := sorted({s for k in present if (s := metric.split_of(k)) is not None}):
-                label = metric.split_label or metric.label + " ({split})"
+        for entry in registered_columns(place):
+            entry = on_metric(entry, metric)
+            if entry.speed:
+                cols += [Column.of(entry, label=speed.label)] if entry.key == speed.key else []
+            elif splits := sorted({s for k in present if (s := entry.split_of(k)) is not None}):
+                label = entry.split_label or entry.label + " ({split})"
                 cols += [
-                    Column.of(metric, metric.split_key(s), label.format(split=s), s if metric.tested else None)
+                    Column.of(entry, entry.split_key(s), label.format(split=s), s if entry.tested else None)
                     for s in splits
                 ]
             else:
-                cols.append(Column.of(metric, split=only if metric.tested else None))
+                cols.append(Column.of(entry, split=only if entry.tested else None))
     return [c for c in cols if c.key in present]
+
+
+def on_metric(entry: Metric, metric: str) -> Metric:
+    """``entry`` as the table on ``metric`` shows it: the dev and test BLEU columns become that metric's
+    (its keys, label, decimals and direction); every other entry is as registered."""
+    if metric == DEFAULT_METRIC or entry not in (DEV_BLEU, TEST_BLEU):
+        return entry
+    m = get_scorer(metric)
+    group, _, _ = entry.key.partition("/")
+    where = "dev" if entry is DEV_BLEU else "test"
+    return replace(
+        entry,
+        key=f"{group}/{metric}",
+        label=f"{m.label} ({where})",
+        decimals=m.decimals,
+        higher_is_better=m.higher_is_better,
+        split_label=f"{m.label} ({{split}})",
+        latex=None,
+    )
 
 
 def _scaled(st: Optional[Stat], scale: float) -> Optional[Stat]:
@@ -225,6 +259,7 @@ def build_table(
     test: str = DEFAULT_TEST,
     n_samples: int = 0,
     extra: Optional[tuple[list[Column], dict[str, dict[str, Stat]], str]] = None,
+    metric: str = DEFAULT_METRIC,
 ) -> Table:
     """Lay out ``sweep`` as a paper-style table.
 
@@ -235,11 +270,12 @@ def build_table(
         alpha: family-wise significance level for the † mark (on Holm-adjusted p-values).
         test, n_samples: how the comparisons were made (for the footnote).
         extra: more metric columns, their stats per row name, and a footnote (BLEU by length).
+        metric: the score of the dev and test columns and of the † test (``comparisons`` must be on it).
     """
     comparisons = list(comparisons or [])
     vs_base = against_base(comparisons, sweep)  # a cell's mark is always against the base; other pairs are listed
     extra_cols, extra_stats, extra_note = extra or ([], {}, "")
-    columns = metric_columns(sweep, vs_base, extra_cols)
+    columns = metric_columns(sweep, vs_base, extra_cols, metric)
 
     def stat_of(row, key):
         return extra_stats.get(row.name, {}).get(key) or row.stats.get(key)
@@ -280,10 +316,10 @@ def build_table(
         columns=columns,
         rows=rows,
         unfinished=[_unfinished(t) for t in sorted(sweep.unfinished, key=lambda t: t.name)],
-        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples)
+        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples, get_scorer(metric))
         + [n for n in [extra_note, _speed_note(sweep, columns)] if n],
         show_names=sweep.uses_variants,
-        comparisons=_comparison_lines(sweep, comparisons, alpha) if sweep.comparisons else [],
+        comparisons=_comparison_lines(sweep, comparisons, alpha, get_scorer(metric).label) if sweep.comparisons else [],
     )
 
 
@@ -310,33 +346,54 @@ def _unfinished(trial: Trial) -> Unfinished:
     return Unfinished(trial.name, ", ".join(who), trial.status, " ".join(str(reason).split()))
 
 
-def _late_flips(sweep: Sweep) -> list[str]:
-    """Rows whose seed-paired dev BLEU Δ against the base changed sign in the last half of training."""
+def _late_flips(sweep: Sweep, metric: str = DEFAULT_METRIC, label: str = "BLEU") -> list[str]:
+    """Rows whose seed-paired dev score Δ against the base changed sign in the last half of training
+    (where the validation history records that score)."""
     from ablate.report.budget import late_sign_changes
 
-    late = late_sign_changes(sweep, DEV_BLEU.key)
+    key = on_metric(DEV_BLEU, metric).key
+    if not any(key in h for r in sweep.rows for t in r.trials for h in t.history):
+        return []
+    late = late_sign_changes(sweep, key)
     if not late:
         return []
     rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
-    return [f"Budget-dependent: the dev BLEU Δ against the base changed sign in the last half of training for {rows}."]
+    return [
+        f"Budget-dependent: the dev {label} Δ against the base changed sign in the last half of training for {rows}."
+    ]
 
 
 def _footnotes(
-    sweep: Sweep, columns: list[Column], comparisons: list[Comparison], alpha: float, test: str, n_samples: int
+    sweep: Sweep,
+    columns: list[Column],
+    comparisons: list[Comparison],
+    alpha: float,
+    test: str,
+    n_samples: int,
+    scorer: Optional[MetricScorer] = None,
 ) -> list[str]:
+    scorer = scorer or get_scorer(DEFAULT_METRIC)
+    label = scorer.label
     notes = [
         "Cells: mean ± sample std over seeds (n = seeds); best mean per column in bold; "
         "blank hyperparameter = same as base; d_k, d_v, lr: the values the runs used. "
-        "Dev PPL and BLEU are from one validation, of the checkpoint that was tested (the best by dev BLEU"
+        f"Dev PPL and {label} are from one validation, of the checkpoint that was tested (the best by dev BLEU"
         + ("; its step is column tested step)." if any(c.key == TESTED_STEP.key for c in columns) else ").")
     ]
+    if not scorer.higher_is_better:
+        notes.append(
+            f"{label} is an error rate, lower is better: the best mean per column is the lowest, "
+            f"and a Δ {label} below 0 is an improvement."
+        )
     notes.append(trials_note(sweep))
     notes += disagreement_notes(sweep)
     notes.append(budget_note(sweep))
-    notes += _late_flips(sweep)
-    notes += significance_notes(sweep, comparisons, alpha, test, n_samples, any(c.split for c in columns))
-    for sig in sweep.signatures:
-        notes.append(f"sacreBLEU: {sig}")
+    notes += _late_flips(sweep, scorer.name, label)
+    notes += significance_notes(sweep, comparisons, alpha, test, n_samples, any(c.split for c in columns), label)
+    if scorer.name == DEFAULT_METRIC:
+        notes += [f"sacreBLEU: {sig}" for sig in sweep.signatures]
+    else:
+        notes += [f"{label}: {sig}" for sig in signature_of(scorer.name, [t for r in sweep.rows for t in r.trials])]
     return notes
 
 
@@ -388,7 +445,7 @@ def budget_note(sweep: Sweep) -> str:
     return f"Budget: {said};{first} train steps and tokens show what each row trained."
 
 
-def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float) -> list[str]:
+def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float, label: str = "BLEU") -> list[str]:
     """``row vs reference on split: ΔBLEU [CI], p, Holm p`` per named comparison, in plan order."""
     rows = {r.name: r for r in sweep.rows}
     varying = [k for k in sweep.keys if len({str(r.settings[k]) for r in sweep.rows}) > 1]
@@ -408,11 +465,11 @@ def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float)
         seeds = f"seeds {c.seeds[1]} vs {c.seeds[0]}"
         if not c.tested:
             lines.append(
-                f"{what} ({c.split}): ΔBLEU {c.delta:+.2f} ({c.bleu:.2f} vs {c.base_bleu:.2f}, {seeds}), not tested: {c.note}"
+                f"{what} ({c.split}): Δ{label} {c.delta:+.2f} ({c.bleu:.2f} vs {c.base_bleu:.2f}, {seeds}), not tested: {c.note}"
             )
             continue
         lines.append(
-            f"{what} ({c.split}): ΔBLEU {c.delta:+.2f} [95% CI {c.ci[0]:+.2f}, {c.ci[1]:+.2f}] ({c.bleu:.2f} vs "
+            f"{what} ({c.split}): Δ{label} {c.delta:+.2f} [95% CI {c.ci[0]:+.2f}, {c.ci[1]:+.2f}] ({c.bleu:.2f} vs "
             f"{c.base_bleu:.2f}, {seeds}), p = {c.p_value:.4f}, Holm p = {c.p_adjusted:.4f}{mark}"
         )
     return lines
