@@ -26,10 +26,10 @@ import uuid
 from pathlib import Path
 from typing import Callable, Optional
 
-from filelock import FileLock
 
 from ablate.data.errors import DataError
 from ablate.utils.io import plain_mode
+from ablate.utils.locks import HolderLock
 
 MANIFEST = ".manifest.json"
 log = logging.getLogger("ablate.data")
@@ -115,7 +115,7 @@ def cached_entry(
     try:
         locks = root / "locks"
         locks.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(locks / f"{kind}-{key}.lock")):
+        with HolderLock(locks / f"{kind}-{key}.lock", wait=True):
             if final.is_dir():
                 if _inode(final) != damaged and check_entry(final) is None:
                     return final, True  # another process built (or rebuilt) it while we waited
