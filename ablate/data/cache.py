@@ -2,7 +2,7 @@
 
 Each entry is a directory ``<root>/<kind>/<key>``. It is built under a per-entry file lock
 (``filelock``) into a private temporary directory on the same file system and published with
-one atomic ``os.rename``, so parallel sweep trials and DDP ranks either build an entry once and
+one atomic rename (:func:`ablate.utils.io.replace`, fsynced), so parallel sweep trials and DDP ranks either build an entry once and
 share it, or find it complete; a reader never sees a half-written entry, and a crashed builder
 leaves only a temporary directory behind.
 
@@ -26,9 +26,8 @@ import uuid
 from pathlib import Path
 from typing import Callable, Optional
 
-
 from ablate.data.errors import DataError
-from ablate.utils.io import plain_mode
+from ablate.utils.io import plain_mode, replace
 from ablate.utils.locks import HolderLock
 
 MANIFEST = ".manifest.json"
@@ -125,7 +124,7 @@ def cached_entry(
             try:
                 build(tmp)
                 _seal(tmp)
-                os.rename(tmp, final)
+                replace(tmp, final)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise

@@ -116,22 +116,8 @@ def state_path(out_dir: Path) -> Path:
     return Path(out_dir) / STATE_FILE
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Write strict JSON to ``path`` so that readers see the old or the new file, never a partial one."""
-    path = Path(path)
-    io.atomic_write_text(path, io.dumps(data, indent=1) + "\n")
-    try:  # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
-
-
 def save_state(out_dir: Path, state: SweepState) -> None:
-    atomic_write_json(state_path(out_dir), state.to_json())
+    io.atomic_write_json(state_path(out_dir), state.to_json(), indent=1, sort_keys=False)
 
 
 def load_state(out_dir: Path) -> Optional[SweepState]:

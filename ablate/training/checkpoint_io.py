@@ -16,6 +16,7 @@ import torch
 from pytorch_lightning.plugins.io import TorchCheckpointIO
 
 from ablate.errors import AblateError
+from ablate.utils import io
 
 RESUME_ORDER = ("last.ckpt", "last.prev.ckpt", "best.ckpt")
 """Checkpoints a run resumes from, newest first: the last one, the one before it, the best one."""
@@ -101,10 +102,10 @@ class ResilientCheckpointIO(TorchCheckpointIO):
                 try:
                     link.unlink(missing_ok=True)
                     os.link(path, link)  # a second name, not a copy: no extra disk until last.ckpt is replaced
-                    os.replace(link, previous)
+                    io.replace(link, previous)
                 except OSError:  # no hard links on this file system: keep going without the spare
                     pass
-            os.replace(tmp, path)
+            io.replace(tmp, path)
         except OSError as err:
             try:
                 tmp.unlink()
