@@ -44,19 +44,12 @@ def accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
 
 
 def quiet() -> None:
-    """Silence library chatter that says nothing about this run."""
+    """Silence library chatter that says nothing about this run (:mod:`ablate.utils.warning_filters`)."""
     import logging
-    import warnings
 
-    for pattern in (
-        ".*sync_dist=True.*",
-        ".*does not have many workers.*",
-        ".*LeafSpec.*",
-        ".*The number of training batches.*",
-        ".*`srun` command is available.*",
-        ".*resuming from a checkpoint that ended before the epoch.*",
-    ):
-        warnings.filterwarnings("ignore", message=pattern)
+    from ablate.utils import warning_filters
+
+    warning_filters.install()
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
 
 
