@@ -19,8 +19,10 @@ def test_every_filter_says_why_and_silences_only_its_warning():
         warnings.resetwarnings()
         warnings.simplefilter("always")
         warning_filters.install()
-        warnings.warn("The 'train_dataloader' does not have many workers which may be a bottleneck.", UserWarning)
-        warnings.warn("train.max_tokens is smaller than the longest sentence", UserWarning)
+        warnings.warn(
+            "The 'train_dataloader' does not have many workers which may be a bottleneck.", UserWarning, stacklevel=1
+        )
+        warnings.warn("train.max_tokens is smaller than the longest sentence", UserWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["train.max_tokens is smaller than the longest sentence"]
 
 
@@ -28,8 +30,8 @@ def test_the_sweeps_engine_block_silences_only_inside_it():
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         with warning_filters.sweeps_engine():
-            warnings.warn("Valid config keys have changed in V2", UserWarning)
-        warnings.warn("after", UserWarning)
+            warnings.warn("Valid config keys have changed in V2", UserWarning, stacklevel=1)
+        warnings.warn("after", UserWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["after"]
 
 
