@@ -31,7 +31,7 @@ from ablate.utils.io import plain_mode, replace
 from ablate.utils.locks import HolderLock
 
 MANIFEST = ".manifest.json"
-log = logging.getLogger("ablate.data")
+log = logging.getLogger(__name__)
 
 CACHE_ENV = "ABLATE_CACHE"
 

@@ -31,7 +31,7 @@ from ablate.data.corpus import VAL_NAMES, Corpus, arrow_dataset, pick_splits
 from ablate.data.errors import DataError
 from ablate.utils.io import atomic_write_text
 
-log = logging.getLogger("ablate.data")
+log = logging.getLogger(__name__)
 
 _FEATURES = datasets.Features(
     {
