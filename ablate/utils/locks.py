@@ -23,16 +23,20 @@ from typing import Any, Optional
 
 from filelock import FileLock, Timeout
 
+from ablate.errors import AblateError
 from ablate.utils.io import plain_mode
 
 __all__ = ["HolderLock", "LockHeld", "default_holder", "holder_of", "is_held"]
 
 
-class LockHeld(Exception):
-    """The lock is held by another live process; ``holder`` is what its file says (or ``unknown``)."""
+class LockHeld(AblateError):
+    """The lock is held by another live process; ``holder`` is what its file says (or ``unknown``).
+
+    Callers catch it and say what the lock guards (a run folder, a sweep folder) in their own error.
+    """
 
     def __init__(self, path: Path, holder: str):
-        super().__init__(f"{path} is held by {holder}")
+        super().__init__(f"{path} is in use by {holder}; wait for it to finish or stop it")
         self.path = path
         self.holder = holder
 
