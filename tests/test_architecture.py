@@ -27,6 +27,7 @@ LAYERS: dict[str, float] = {
     "config_checks": 1.5,  # the rules between config keys; config.py re-exports them
     "data": 3,
     "model": 3,
+    "metrics": 3,  # scorers shared by training and the report
     "training": 4,
     "sweep": 5,
     "report": 6,
@@ -246,8 +247,6 @@ LONG_FUNCTIONS: dict[str, str] = {
     "variant in one child process; splitting it needs a GPU run to re-measure, which CI has not",
     "utils/typed.py:coerce": "one dispatch over the type forms a config field can have (Literal, Optional, Union, "
     "tuple, list, dict, dataclass), a few lines each; split, the recursion would hop between functions",
-    "sweep/commands.py:run": "`ablate sweep run`: most lines are its typer options; the executors work of "
-    "issue 22 splits planning from launching",
     "report/plots.py:bleu_bars_figure": "one matplotlib figure drawn top to bottom; its parts share the axes",
     "bench/runner.py:run": "the bench's sections in order, each a few lines that time one thing and save the "
     "partial result, so an interrupted bench keeps what it measured",
