@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+import ablate.sweep.process as process  # the module, not the package: ablate.sweep (callable) imports ablate.sweep.api
 from ablate.config import ConfigError, flatten, load_config, read_yaml
-from ablate.sweep import process
 from ablate.sweep.options import GRID_LIMIT, LaunchOptions, SweepResult, TrialCommand, default_out, trainer_command  # noqa: F401 - re-exported
 from ablate.sweep.progress import Progress, best_trial, clock
 from ablate.sweep.search import as_sweep_run, grid_size, next_points, planned_trials, to_stop, trial_cap, upfront

@@ -20,8 +20,8 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+import ablate.sweep.process as process  # the module, not the package: ablate.sweep (callable) imports ablate.sweep.api
 from ablate.config import ConfigError, load_config
-from ablate.sweep import process
 from ablate.sweep.launcher import TrialCommand, trainer_command
 from ablate.sweep.search import point_of
 from ablate.sweep.slots import Slot
