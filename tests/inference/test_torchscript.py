@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,9 +33,11 @@ ARCHS = {
     "rnn": ("model.arch=rnn", "model.rnn.hidden=32", "model.rnn.cell=lstm"),
 }
 
-# Loaded in a fresh interpreter (-I: no PYTHONPATH, no working directory on sys.path) that cannot import ablate.
-STANDALONE = r"""
-import json, sys
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "getting-started.md"
+
+# Run in a fresh interpreter (-I: no PYTHONPATH, no working directory on sys.path) that cannot import ablate.
+BLOCK_ABLATE = r"""
+import sys
 
 class NoAblate:
     def find_spec(self, name, path=None, target=None):
@@ -42,6 +45,11 @@ class NoAblate:
             raise ImportError("ablate is blocked here")
 
 sys.meta_path.insert(0, NoAblate())
+"""
+STANDALONE = (
+    BLOCK_ABLATE
+    + r"""
+import json
 import torch
 from tokenizers import Tokenizer
 
@@ -63,6 +71,7 @@ print(json.dumps({
     "ablate_loaded": any(m == "ablate" or m.startswith("ablate.") for m in sys.modules),
 }))
 """
+)
 
 
 @pytest.fixture(scope="module", params=sorted(ARCHS))
@@ -125,6 +134,14 @@ def test_exported_file_runs_without_ablate_and_decodes_as_ablate(trained, tmp_pa
     assert sum(len(h) for h in got["hyps"]) > len(sentences)  # a trained model: real output, not all empty
     assert got["meta"]["eos_id"] == run.tokenizer.eos_id and got["meta"]["max_len"] == run.cfg.data.max_len
     assert f"arch: {run.cfg.model.arch}" in got["config"]
+
+    # the getting-started page's loading example, as written, in the same clean interpreter
+    (example,) = [b for b in re.findall(r"```python\n(.*?)```", GUIDE.read_text(), flags=re.S) if "torch.jit.load" in b]
+    shown = subprocess.run(
+        [sys.executable, "-I", "-c", BLOCK_ABLATE + example], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert shown.stdout.strip() == repr(translate(run, ["a man is riding a bike ."], beam=1))
 
 
 @pytest.mark.slow
