@@ -48,8 +48,9 @@ FORMATS = ("torchscript",)
 """What ``ablate export-model --format`` writes."""
 
 NOT_SUPPORTED = {
-    "onnx": "ONNX export is not supported: the decode loop carries a growing list of per-layer caches, which "
-    "torch.onnx cannot keep as one graph; use --format torchscript",
+    "onnx": "ONNX export is not supported: an ONNX graph has no place for ablate's greedy loop (it stops each "
+    "sentence at EOS and grows per-layer caches every step), which would be rewritten outside ablate; "
+    "use --format torchscript",
     "ctranslate2": "CTranslate2 export is not supported: CTranslate2 only knows its own Transformer layout, "
     "not ablate's attention scores and position variants; use --format torchscript",
 }
