@@ -198,6 +198,10 @@ def _untrained(*overrides: str) -> LoadedRun:
     tok = SubwordTokenizer(train_bpe(iter([[src for src, _ in builtin.generate("train", 50)]]), 60))
     torch.manual_seed(0)
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size).eval()
+    with torch.no_grad():  # N(0, 1) weights: outputs that vary with the source, the position and the cache
+        for weight in model.parameters():
+            if weight.dim() > 1:
+                weight.normal_()
     return LoadedRun(_Module(model), tok, cfg, Path("best.ckpt"))
 
 
@@ -219,6 +223,7 @@ def test_every_variant_scripts_and_decodes_as_greedy(variant):
     batch = _batch([s[:16] for s in ids], torch.device("cpu"))
     ours = greedy(run.module.model, batch, tok.bos_id, tok.eos_id, run.cfg.eval.max_len_a, run.cfg.eval.max_len_b)
     assert scripted.translate([s[:16] for s in ids]) == ours
+    assert len({tuple(h) for h in ours}) > 1 and len({t for h in ours for t in h}) >= 5  # not one token repeated
 
 
 class _Branchy(torch.nn.Module):
