@@ -2,9 +2,10 @@
 
 The file (or a dict, written to ``<out>/sweep.yaml`` first so the folder names its sweep file as a
 run from the command line does) is validated by :func:`~ablate.sweep.spec.load_spec`, overrides by
-:func:`~ablate.sweep.commands.check_overrides` (``key=a,b`` adds a grid axis), and the local
-:class:`~ablate.sweep.launcher.Launcher` trains every trial as its own ``python -m ablate train``
-process over the device slots of :func:`~ablate.sweep.slots.plan_slots`: rerunning resumes.
+:func:`~ablate.sweep.options.check_overrides` (``key=a,b`` adds a grid axis), and the
+:class:`~ablate.sweep.launcher.Launcher` with the ``local`` executor trains every trial as its own
+``python -m ablate train`` process over the device slots of :func:`~ablate.sweep.slots.plan_slots`:
+rerunning resumes.
 """
 
 from __future__ import annotations
@@ -99,19 +100,20 @@ def run(
     from rich.console import Console
 
     from ablate.sweep.axes import axis_overrides, split_axes, with_axes
-    from ablate.sweep.commands import check_overrides
+    from ablate.sweep.executor import ExecutorArgs
+    from ablate.sweep.executors import make_executor
     from ablate.sweep.launcher import Launcher, LaunchOptions, check_trial_count, default_out
-    from ablate.sweep.options import TRIAL_LIMIT
+    from ablate.sweep.options import TRIAL_LIMIT, check_overrides
     from ablate.sweep.progress import Progress
     from ablate.sweep.search import trial_cap
     from ablate.sweep.slots import plan_slots
 
     plain, axes = split_axes(check_overrides([str(o) for o in overrides]))
-    slots = plan_slots(devices, gpus_per_trial, parallel)  # a bad option fails before a dict is written
+    plan_slots(devices, gpus_per_trial, parallel)  # a bad device option fails before a dict is written
     spec = with_axes(load_spec(_spec_file(file_or_dict, None if out is None else Path(out))), axes)
     opts = LaunchOptions(
         out=Path(out) if out is not None else default_out(spec),
-        slots=slots,
+        slots=[],
         overrides=plain,
         axes=axis_overrides(axes),
         config=None if config is None else Path(config),
@@ -119,7 +121,9 @@ def run(
         max_trials=max_trials,
         trial_limit=TRIAL_LIMIT,
     )
+    args = ExecutorArgs(name=spec.name, devices=devices, gpus_per_trial=gpus_per_trial, parallel=parallel)
+    executor = make_executor("local", args, opts)  # as `ablate sweep run --launcher local`
     check_trial_count(spec, trial_cap(spec, max_trials), TRIAL_LIMIT)
     progress = Progress(Console(quiet=quiet), spec.metric, spec.goal)
-    result = Launcher(spec, opts, progress).run()
+    result = Launcher(spec, opts, progress, executor).run()
     return SweepRun(opts.out, result.state, result.interrupted)

@@ -74,7 +74,7 @@ def test_a_sweep_dict_is_written_as_its_sweep_file_and_a_different_one_refused(t
     calls = []
 
     class FakeLauncher:
-        def __init__(self, spec, opts, progress):
+        def __init__(self, spec, opts, progress, executor=None):
             calls.append((spec, opts))
 
         def run(self):
