@@ -10,10 +10,12 @@ torch, Lightning and the report only inside the functions.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Iterator, Optional, Sequence, Union
 
 Source = Union[str, Path, Any]
 """A sweep folder, a results folder, ``wandb:<entity>/<project>/<group>``, or a :class:`~ablate.sweep.api.SweepRun`."""
@@ -73,6 +75,23 @@ def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:
     return from_flat(flat)
 
 
+@contextlib.contextmanager
+def _status_lines(quiet: bool) -> Iterator[None]:
+    """The ``ablate`` logger's status lines on stderr (warnings only when ``quiet``), as a command shows
+    them; the logger is put back as it was afterwards."""
+    from ablate.utils.logs import setup
+
+    logger = logging.getLogger("ablate")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    setup(-1 if quiet else 0)
+    try:
+        yield
+    finally:
+        logger.handlers[:] = saved[0]
+        logger.setLevel(saved[1])
+        logger.propagate = saved[2]
+
+
 def train(
     config: Any = None,
     overrides: Sequence[str] = (),
@@ -91,7 +110,8 @@ def train(
         run_dir: the run folder (default ``runs/<name>``); running again resumes it.
         overwrite: delete an existing run folder and train from scratch.
         callbacks: extra Lightning callbacks.
-        quiet: print none of ablate's messages (Lightning's progress bar is ``trainer.enable_progress_bar``).
+        quiet: show warnings only, not the run's status lines (Lightning's progress bar is
+            ``trainer.enable_progress_bar``).
         **keys: config keys by section, ``model={"heads": 8}``, or top-level ones, ``seed=2``.
 
     Raises:
@@ -103,9 +123,8 @@ def train(
 
     cfg = _config(config, overrides, keys)
     target = Path(run_dir) if run_dir is not None else default_run_dir(cfg)
-    summary = run_training(
-        cfg, target, overwrite=overwrite, echo=(lambda *_: None) if quiet else print, callbacks=callbacks
-    )
+    with _status_lines(quiet):
+        summary = run_training(cfg, target, overwrite=overwrite, callbacks=callbacks)
     return TrainResult(target, summary)
 
 
@@ -175,6 +194,7 @@ def table(
     samples: int = 0,
     significance: bool = True,
     by_length: bool = False,
+    metric: str = "bleu",
 ) -> TableResult:
     """The table ``ablate table SOURCE`` prints, as an object (see :class:`TableResult`).
 
@@ -185,18 +205,19 @@ def table(
         samples: resamples of a resampling test (0: its default).
         significance: run the planned comparisons.
         by_length: add BLEU per source-length bucket as columns.
+        metric: the tested metric (``ablate table --metric``: bleu, chrf, chrf++, ter, ...).
     """
     from ablate.report.api import sweep_and_table
     from ablate.report.significance import DEFAULT_TEST
 
     sweep, laid_out = sweep_and_table(
-        _source(source), alpha, test or DEFAULT_TEST, samples, significance, by_length=by_length
+        _source(source), alpha, test or DEFAULT_TEST, samples, significance, by_length=by_length, metric=metric
     )
     return TableResult(sweep, laid_out)
 
 
-def plot(source: Source, *, alpha: float = 0.05, significance: bool = True) -> Any:
-    """Test BLEU per row with the significance marks of the table: a ``matplotlib.figure.Figure``.
+def plot(source: Source, *, alpha: float = 0.05, significance: bool = True, metric: str = "bleu") -> Any:
+    """Test BLEU (or ``metric``) per row with the table's significance marks: a ``matplotlib.figure.Figure``.
 
     ``ablate plot SOURCE --out DIR`` (:func:`ablate.report.api.make_plots`) writes every figure.
 
@@ -208,8 +229,8 @@ def plot(source: Source, *, alpha: float = 0.05, significance: bool = True) -> A
     from ablate.report.records import ReportError
 
     where = _source(source)
-    sweep = load(where)
-    figure = bleu_bars_figure(sweep, compare(sweep, significance), alpha)
+    sweep = load(where, metric=metric)
+    figure = bleu_bars_figure(sweep, compare(sweep, significance, metric=metric), alpha, metric)
     if figure is None:
-        raise ReportError(f"no row of {where} has test BLEU yet; plot it once a trial has finished")
+        raise ReportError(f"no row of {where} has a test {metric} yet; plot it once a trial has finished")
     return figure

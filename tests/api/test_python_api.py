@@ -52,7 +52,7 @@ def test_train_reads_config_keys_overrides_in_order_and_refuses_unknown_keys(tmp
 
     seen = {}
 
-    def fake_train(cfg, run_dir, overwrite=False, echo=print, callbacks=None):
+    def fake_train(cfg, run_dir, overwrite=False, callbacks=None):
         seen.update(cfg=cfg, run_dir=run_dir)
         return {"status": "finished", "test/bleu": 12.5, "step": 3, "config": {}, "history": []}
 
