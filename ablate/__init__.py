@@ -8,3 +8,17 @@ import os
 # (docs/sweeps.md, "Budgets and a busy machine"). OpenMP reads this once, when torch loads it, so it is
 # set on import, before torch; an explicit OMP_WAIT_POLICY wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+# --------------------------------------------------------------------------------------
+# Plugins: ``@ablate.register(kind, name)`` (ablate/registry.py), resolved on first use so that
+# ``import ablate`` stays light (no torch, no YAML).
+# --------------------------------------------------------------------------------------
+
+
+def __getattr__(name: str):
+    if name == "register":
+        from ablate.registry import register
+
+        return register
+    raise AttributeError(f"module 'ablate' has no attribute {name!r}")
