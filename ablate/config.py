@@ -384,8 +384,14 @@ def replace(cfg: Config, **dotted: Any) -> Config:
 
 
 def fingerprint(cfg: Config, exclude: tuple[str, ...] = ("tracking.", "train.devices")) -> str:
-    """A short stable hash of what determines the trained model (tracking excluded)."""
-    flat = {k: v for k, v in flatten(to_dict(cfg)).items() if not k.startswith(exclude) and v != {}}
+    """A short stable hash of what determines the trained model (tracking excluded).
+
+    A plugin counts by its name and content (sha256), not by where its file lies; a config without
+    plugins hashes as it did before the key existed.
+    """
+    flat = {k: v for k, v in flatten(to_dict(cfg)).items() if not k.startswith(exclude) and v not in ({}, [])}
+    if "plugins" in flat:
+        flat["plugins"] = sorted((r.get("name"), r.get("sha256") or r.get("version")) for r in flat["plugins"])
     blob = json.dumps(flat, sort_keys=True, default=str).encode()
     return hashlib.sha1(blob).hexdigest()[:8]
 
