@@ -84,12 +84,12 @@ def check_positions(name: str, **params: Any) -> None:
     x, heads = torch.randn(2, 9, D), torch.randn(2, HEADS, 9, DK)
     _close(pos.embed(x, 0)[:, 4:7], pos.embed(x[:, 4:7], 4), f"positions '{name}': embed at an offset")
     _close(pos.rotate(heads, 0)[:, :, 4:7], pos.rotate(heads[:, :, 4:7], 4), f"positions '{name}': rotate at an offset")
-    full = pos.bias(9, 9, 0)
-    if full is None:
-        assert pos.bias(3, 9, 4) is None, f"positions '{name}': bias is None for a full sequence only"
+    full, part = pos.bias(9, 9, 0), pos.bias(3, 9, 4)
+    if full is None or part is None:
+        assert full is None and part is None, f"positions '{name}': bias is None for some sequences only"
     else:
         assert full.shape == (HEADS, 9, 9), f"positions '{name}': bias has shape {tuple(full.shape)}, not (H, Tq, Tk)"
-        _close(full[:, 4:7], pos.bias(3, 9, 4), f"positions '{name}': bias at an offset")
+        _close(full[:, 4:7], part, f"positions '{name}': bias at an offset")
     _check_attention(build_score("dot", DK, HEADS, AttentionConfig()), pos, f"dot with positions '{name}'")
 
 
@@ -100,12 +100,13 @@ def _check_attention(score: Any, pos: Any, what: str) -> None:
         for causal, mask in ((True, None), (False, pad)):
             fast, _, _ = att.self_attend(x, key_padding_mask=mask, causal=causal, positions=pos)
             slow, _, w = att.self_attend(x, key_padding_mask=mask, causal=causal, positions=pos, need_weights=True)
+            assert w is not None, f"{what}: need_weights=True returned no weights"
             _close(fast, slow, f"{what}: the fused path differs from the slow path")
             _close(w.sum(-1), torch.ones(2, HEADS, 5), f"{what}: attention weights do not sum to 1")
         _, _, w = att.self_attend(x, causal=True, positions=pos, need_weights=True)
-        assert torch.all(w.triu(1) == 0), f"{what}: a query attends to later positions"
+        assert w is not None and torch.all(w.triu(1) == 0), f"{what}: a query attends to later positions"
         _, _, w = att.self_attend(x, key_padding_mask=pad, positions=pos, need_weights=True)
-        assert torch.all(w[1, :, :, -2:] == 0), f"{what}: a query attends to padding"
+        assert w is not None and torch.all(w[1, :, :, -2:] == 0), f"{what}: a query attends to padding"
         x = _x(t=6)
         full, _, _ = att.self_attend(x, causal=True, positions=pos)
         out, cache = [], None
