@@ -212,3 +212,20 @@ def test_import_ablate_stays_light_and_exposes_register():
     code = "import sys, ablate; r = ablate.register; print('torch' in sys.modules, r.__module__)"
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "ablate.registry"]
+
+
+def test_bench_lists_a_plugins_score_as_variants(tmp_path):
+    from ablate.bench.training import variants
+    from ablate.utils.plugins import load
+
+    assert "cosine-scaled" not in variants()
+    load([str(write_cosine(tmp_path))])
+    assert {"cosine-scaled", "cosine-unscaled"} <= set(variants())
+
+
+def test_a_recorded_plugin_whose_file_changed_loads_with_a_warning(tmp_path):
+    plugin = write_cosine(tmp_path)
+    record = {"kind": "file", "name": "cosine", "path": str(plugin), "sha256": "0" * 64}
+    with pytest.warns(UserWarning, match="plugin 'cosine' changed since it was recorded"):
+        cfg = from_flat({"plugins": [record], "model.attention.score": "cosine"})
+    assert cfg.plugins[0]["sha256"] == sha256(plugin)  # the code this process runs
