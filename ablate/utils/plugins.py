@@ -130,9 +130,11 @@ def _load_record(record: dict[str, Any]) -> dict[str, Any]:
         except PluginError:
             if importlib.util.find_spec(str(name).partition(".")[0]) is not None:
                 raise
+            package = f"{record['package']}=={record['version']}" if record.get("package") else None
+            how = f"pip install {package}" if package else "install it or put it on PYTHONPATH"
             raise PluginError(
                 f"plugin module '{name}' is not installed (the run used {record.get('path')}, "
-                f"sha256 {str(record.get('sha256'))[:16]}...); install it or put it on PYTHONPATH"
+                f"sha256 {str(record.get('sha256'))[:16]}...); {how}"
             ) from None
     else:
         raise PluginError(f"plugin record {record!r} names no kind (file, module or entry_point)")
@@ -179,8 +181,21 @@ def load_module(name: str) -> dict[str, Any]:
         module = importlib.import_module(name)
     except BaseException as err:
         raise _failed(name, err) from None
-    _LOADED[name] = _module_record(name, module)
+    record = _module_record(name, module)
+    package = _distribution(name)
+    if package is not None:
+        record.update(package=package.metadata["Name"], version=package.version)
+    _LOADED[name] = record
     return _LOADED[name]
+
+
+def _distribution(module: str) -> Optional[importlib.metadata.Distribution]:
+    """The installed distribution that provides ``module``'s top-level package, if one does."""
+    names = importlib.metadata.packages_distributions().get(module.partition(".")[0]) or []
+    try:
+        return importlib.metadata.distribution(names[0]) if names else None
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _module_record(name: str, module: Any) -> dict[str, Any]:

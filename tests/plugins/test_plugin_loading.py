@@ -114,6 +114,9 @@ def test_positions_params_reach_a_registered_scheme(tmp_path):
 
     model = build_model(cfg.model, 20, 20)
     assert model.src_positions.shift == 2
+    import ablate.testing
+
+    ablate.testing.check_positions("shifted", shift=2)
     with pytest.raises(ConfigError, match="did you mean 'shift'"):
         load_config(
             None, [f"plugins={tmp_path / 'shifted.py'}", "model.positions=shifted", "model.positions_params.shfit=2"]
@@ -229,3 +232,17 @@ def test_a_recorded_plugin_whose_file_changed_loads_with_a_warning(tmp_path):
     with pytest.warns(UserWarning, match="plugin 'cosine' changed since it was recorded"):
         cfg = from_flat({"plugins": [record], "model.attention.score": "cosine"})
     assert cfg.plugins[0]["sha256"] == sha256(plugin)  # the code this process runs
+
+
+def test_a_module_plugin_records_its_file_and_a_missing_one_says_so(tmp_path, monkeypatch):
+    (tmp_path / "lab_pkg").mkdir()
+    (tmp_path / "lab_pkg" / "__init__.py").write_text("")
+    write_cosine(tmp_path / "lab_pkg", "attention.py")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = load_config(None, ["plugins=lab_pkg.attention", "model.attention.score=cosine"])
+    (record,) = cfg.plugins
+    assert record["kind"] == "module" and record["name"] == "lab_pkg.attention"
+    assert record["sha256"] == sha256(tmp_path / "lab_pkg" / "attention.py")
+    gone = {**record, "name": "lab_pkg_gone.attention"}
+    with pytest.raises(PluginError, match="plugin module 'lab_pkg_gone.attention' is not installed .*PYTHONPATH"):
+        from_flat({"plugins": [gone]})
