@@ -119,9 +119,12 @@ def _load_record(record: dict[str, Any]) -> dict[str, Any]:
     if kind == "file":
         path = Path(str(record.get("path")))
         if not path.is_file():
+            moved = _same_code(record)  # e.g. a resumed run whose new config names the file's new place
+            if moved is not None:
+                return moved
             raise PluginError(
                 f"plugin '{name}' is missing: {path} (sha256 {str(record.get('sha256'))[:16]}...) is not there; "
-                f"copy that file back, or set plugins to where it is now"
+                f"copy that file back, or change that path in the config that records it"
             )
         loaded = load_file(path)
     elif kind == "module":
@@ -147,6 +150,17 @@ def _load_record(record: dict[str, Any]) -> dict[str, Any]:
     return loaded
 
 
+def _same_code(record: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """A plugin file already imported in this process with ``record``'s name and sha256, if any."""
+    for loaded in _LOADED.values():
+        if loaded["kind"] == "file" and (loaded["name"], loaded["sha256"]) == (
+            record.get("name"),
+            record.get("sha256"),
+        ):
+            return loaded
+    return None
+
+
 def load_file(path: Path) -> dict[str, Any]:
     """Import a ``.py`` file as the module named by its stem (once per process); its record."""
     path = path.resolve()
@@ -158,6 +172,9 @@ def load_file(path: Path) -> dict[str, Any]:
     name = path.stem
     taken = sys.modules.get(name)
     if taken is not None and Path(getattr(taken, "__file__", "") or "").resolve() != path:
+        same = _same_code({"name": name, "sha256": sha256(path)})
+        if same is not None:  # a copy of a plugin file this process already runs
+            return same
         raise PluginError(f"plugin {path}: a module named '{name}' is already imported; rename the file")
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

@@ -246,3 +246,51 @@ def test_a_module_plugin_records_its_file_and_a_missing_one_says_so(tmp_path, mo
     gone = {**record, "name": "lab_pkg_gone.attention"}
     with pytest.raises(PluginError, match="plugin module 'lab_pkg_gone.attention' is not installed .*PYTHONPATH"):
         from_flat({"plugins": [gone]})
+
+
+def test_the_arguments_plain_wandb_agent_passes_load_the_plugin(tmp_path):
+    """W&B's ``${args_no_hyphens}`` is ``key=str(value)``: a list and a variant arrive as Python text."""
+    write_cosine(tmp_path)
+    variant = {"name": "t5", "model.attention.params.temperature": 5}
+    argv = [f"plugins={['cosine.py']}", "model.attention.score=cosine", f"variant={variant}", "seed=1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "ablate", "train", "--print-config", *argv],
+        cwd=tmp_path,  # the agent starts in the sweep file's folder
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    printed = yaml.safe_load(done.stdout)
+    assert printed["model"]["attention"]["params"] == {"temperature": 5.0}
+    assert printed["tracking"]["variant"] == "t5"
+    assert printed["plugins"][0]["path"] == str((tmp_path / "cosine.py").resolve())
+
+
+def test_a_recorded_plugin_that_moved_is_found_by_its_digest_once_the_new_place_is_loaded(tmp_path, monkeypatch):
+    from ablate.utils import plugins
+
+    old = write_cosine(tmp_path / "old")
+    record = from_flat({"plugins": [str(old)]}).plugins[0]
+    old.unlink()
+    monkeypatch.setattr(plugins, "_LOADED", {})  # a new process (a resume) ...
+    del sys.modules["cosine"]
+    new = write_cosine(tmp_path / "new")
+    new_cfg = from_flat({"plugins": [str(new)], "model.attention.score": "cosine"})  # ... names the new place
+    assert new_cfg.plugins[0]["path"] == str(new.resolve())
+    assert from_flat({"plugins": [record], "model.attention.score": "cosine"}).plugins == new_cfg.plugins
+    changed = {**record, "sha256": "f" * 64}  # other code: not the same plugin
+    with pytest.raises(PluginError, match=f"plugin 'cosine' is missing: {old}"):
+        from_flat({"plugins": [changed]})
+
+
+def test_a_copy_of_a_loaded_plugin_file_is_the_same_plugin(tmp_path):
+    first = write_cosine(tmp_path / "a")
+    record = from_flat({"plugins": [str(first)]}).plugins[0]
+    copy = write_cosine(tmp_path / "b")
+    assert from_flat({"plugins": [str(copy)]}).plugins[0] == record
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "cosine.py").write_text("# other code under the same module name\n")
+    with pytest.raises(PluginError, match="a module named 'cosine' is already imported; rename the file"):
+        from_flat({"plugins": [str(tmp_path / "c" / "cosine.py")]})

@@ -57,7 +57,7 @@ def test_a_trained_run_records_its_plugin_translates_elsewhere_and_names_a_missi
         TranslationModule.load_from_checkpoint(str(run / "checkpoints" / "best.ckpt"), weights_only=True)
     assert str(err.value) == (
         f"plugin 'cosine' is missing: {plugin.resolve()} (sha256 {record['sha256'][:16]}...) is not there; "
-        "copy that file back, or set plugins to where it is now"
+        "copy that file back, or change that path in the config that records it"
     )
     result = CliRunner().invoke(cli.app, ["translate", str(run), "--input", str(config)])
     assert result.exit_code == 2 and "plugin 'cosine' is missing" in result.output
