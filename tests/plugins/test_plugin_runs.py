@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
-def test_a_trained_run_records_its_plugin_translates_elsewhere_and_names_a_missing_one(tmp_path, cache_dir):
+def test_a_trained_run_records_its_plugin_translates_elsewhere_and_names_a_missing_one(
+    tmp_path, cache_dir, monkeypatch
+):
     plugin = write_cosine(tmp_path / "lab")
     config = tmp_path / "lab" / "cosine.yaml"
     config.write_text(yaml.safe_dump({**TINY, "plugins": ["cosine.py"], "model.attention.score": "cosine"}))
@@ -52,15 +54,25 @@ def test_a_trained_run_records_its_plugin_translates_elsewhere_and_names_a_missi
 
     plugin.rename(plugin.with_suffix(".bak"))
     from ablate.training.module import TranslationModule
+    from ablate.utils import plugins
 
+    monkeypatch.setattr(plugins, "_LOADED", {})  # as in a new process: the plugin's code is not loaded
     with pytest.raises(PluginError) as err:
         TranslationModule.load_from_checkpoint(str(run / "checkpoints" / "best.ckpt"), weights_only=True)
     assert str(err.value) == (
         f"plugin 'cosine' is missing: {plugin.resolve()} (sha256 {record['sha256'][:16]}...) is not there; "
         "copy that file back, or change that path in the config that records it"
     )
-    result = CliRunner().invoke(cli.app, ["translate", str(run), "--input", str(config)])
-    assert result.exit_code == 2 and "plugin 'cosine' is missing" in result.output
+    done = subprocess.run(
+        [sys.executable, "-m", "ablate", "translate", str(run), "--input", str(config)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 2 and str(err.value) in done.stdout + done.stderr
 
 
 SWEEP = """\
