@@ -28,6 +28,7 @@ LAYERS: dict[str, float] = {
     "config_checks": 1.5,  # the rules between config keys; config.py re-exports them
     "data": 3,
     "model": 3,
+    "metrics": 3,  # scorers shared by training and the report
     "training": 4,
     "sweep": 5,
     "report": 6,
