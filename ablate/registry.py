@@ -37,7 +37,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "schedule": ("ablate.training.schedule", "DECAYS"),
     "length_penalty": ("ablate.model.decoding", "LENGTH_PENALTIES"),
     "source": ("ablate.data.sources", "SOURCES"),
-    "metric": ("ablate.registry", "METRIC_SCORERS"),
+    "metric": ("ablate.metrics.registry", "METRIC_SCORERS"),
 }
 """Kind -> (module, name) of its registry dict; the module holds the shipped components."""
 
@@ -66,10 +66,6 @@ def _check_kind(kind: str) -> str:
             f"unknown component kind '{kind}'{did_you_mean(kind, list(KINDS))} (kinds: {', '.join(KINDS)})"
         )
     return kind
-
-
-METRIC_SCORERS: dict[str, Any] = table("metric")
-"""Metric name -> scorer (kind ``metric``). Empty here; the metric scorers fill it."""
 
 
 def register(kind: str, name: str) -> Callable[[T], T]:

@@ -294,3 +294,20 @@ def test_a_copy_of_a_loaded_plugin_file_is_the_same_plugin(tmp_path):
     (tmp_path / "c" / "cosine.py").write_text("# other code under the same module name\n")
     with pytest.raises(PluginError, match="a module named 'cosine' is already imported; rename the file"):
         from_flat({"plugins": [str(tmp_path / "c" / "cosine.py")]})
+
+
+def test_a_metric_registered_by_the_decorator_is_the_metrics_registrys(tmp_path):
+    from ablate.metrics import METRIC_SCORERS, get_scorer
+
+    (tmp_path / "lab_metric.py").write_text(
+        "import ablate\nfrom ablate.metrics.chrf import Chrf\n\n"
+        "@ablate.register('metric', 'chrf')\nclass Mine(Chrf):\n    pass\n"
+    )
+    with pytest.raises(PluginError, match="metric 'chrf' is already registered by ablate.metrics.chrf.Chrf"):
+        load_config(None, [f"plugins={tmp_path / 'lab_metric.py'}"])
+    (tmp_path / "lab_metric2.py").write_text(
+        "import ablate\nfrom ablate.metrics.chrf import Chrf\n\n"
+        "@ablate.register('metric', 'mychrf')\nclass Mine(Chrf):\n    name = 'mychrf'\n"
+    )
+    load_config(None, [f"plugins={tmp_path / 'lab_metric2.py'}"])
+    assert "mychrf" in METRIC_SCORERS and get_scorer("mychrf").name == "mychrf"
