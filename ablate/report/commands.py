@@ -7,6 +7,7 @@ at top level.
 
 from __future__ import annotations
 
+import logging
 import sys
 from enum import Enum
 from pathlib import Path
@@ -31,6 +32,8 @@ from ablate.report.reference import REFERENCES, get as get_reference, render as 
 from ablate.report.table import Table
 from ablate.utils.commands import typer_app
 from ablate.utils.safe_output import check_apart, write_output_text
+
+log = logging.getLogger(__name__)
 
 app = typer_app(help="Paper-style tables, figures and W&B reports of a sweep.", no_args_is_help=True)
 
@@ -66,7 +69,7 @@ class Test(str, Enum):
 def _write(out: Path, text: str, source: str) -> None:
     """``text`` into the file ``out``, whole or not at all, never over or inside the source."""
     write_output_text(out, text, local_folders(source))
-    print(f"wrote {out}", file=sys.stderr)
+    log.info("wrote %s", out)
 
 
 def print_fitted(table: Table, console: Any = None) -> None:
@@ -232,7 +235,7 @@ def export_command(
     from ablate.report.export import export_sweep
 
     manifest = export_sweep(source, out, command, reference, plots, alpha, test.value, samples, force, commit)
-    print(f"wrote {out} ({manifest['trials']} trials, {manifest['texts_bytes'] / 2**20:.1f} MiB of texts)")
+    log.info("wrote %s (%d trials, %.1f MiB of texts)", out, manifest["trials"], manifest["texts_bytes"] / 2**20)
 
 
 @app.command("plot")

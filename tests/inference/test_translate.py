@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from ablate.config import load_config
 from ablate.data import builtin
-from ablate.training.offline_run import offline_runs, read_run
 
 from tiny_run import tiny
+from wandb_offline import offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = tiny(

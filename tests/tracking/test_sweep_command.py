@@ -15,7 +15,8 @@ from agent_env import agent_command, agent_env, proposal, proposals, python_on_p
 from ablate.config import load_config
 from ablate.sweep.command import SWEEP_COMMAND, expand_variant
 from ablate.sweep.spec import SweepError, load_spec, resolve
-from ablate.training.offline_run import offline_runs, read_run
+
+from wandb_offline import offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))

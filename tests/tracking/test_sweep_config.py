@@ -22,7 +22,8 @@ from ablate.sweep.options import LaunchOptions
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import load_spec, spec_from_dict
 from ablate.sweep.trial import trial_overrides
-from ablate.training.offline_run import offline_runs, read_run
+
+from wandb_offline import offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 START = Path(__file__).with_name("wandb_start.py")

@@ -124,6 +124,6 @@ def test_a_finished_run_continues_as_a_new_run_from_its_weights(cli_run, tmp_pat
     run = cli_run[1]
     monkeypatch.setenv("ABLATE_CACHE", str(run.parent / "cache"))  # the same data, so the same tokenizer
     cfg = load_config(None, [*RUN, f"train.init_from={run}", "train.max_steps=3", "tracking.wandb=disabled"])
-    summary = train(cfg, tmp_path / "longer", echo=lambda _: None)
+    summary = train(cfg, tmp_path / "longer")
     assert summary["init_from"] == {"checkpoint": str((run / "checkpoints" / "best.ckpt").resolve()), "step": 2}
     assert summary["step"] == 3 and summary["status"] == "finished"  # its own steps: a new optimizer and schedule

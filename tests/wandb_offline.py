@@ -1,4 +1,7 @@
-"""Read an offline W&B run back from its folder, without the network.
+"""Test helper: read an offline W&B run back from its folder, without the network.
+
+Only the tests read W&B's record log (what a run logged, what ``wandb sync`` would upload), so
+this reader lives beside them, not in the package.
 
 An offline run (``<run_dir>/wandb/offline-run-<time>-<id>/``) is W&B's record log
 ``run-<id>.wandb``: a 7-byte header, then LevelDB-style 32 KiB blocks of chunks (crc32, length,
@@ -129,3 +132,12 @@ def read_run(folder: str | Path) -> OfflineRun:
 def offline_runs(run_dir: str | Path) -> list[Path]:
     """The offline W&B run folders under ``<run_dir>/wandb``, oldest first."""
     return sorted(Path(run_dir).glob("wandb/offline-run-*"))
+
+
+def read_offline_run(path: str | Path) -> dict[str, dict[str, Any]]:
+    """``{"history": last value of each logged key, "summary": the run summary}`` of ``run-<id>.wandb``."""
+    run = read_run(path)
+    history: dict[str, Any] = {}
+    for row in run.history:
+        history.update(row)
+    return {"history": history, "summary": run.summary}
