@@ -9,7 +9,9 @@ import os
 # set on import, before torch; an explicit OMP_WAIT_POLICY wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-# The Python API (ablate/api.py), resolved on first use so that `import ablate` stays cheap (no torch).
+# The public names, resolved on first use so that `import ablate` stays cheap (no torch, no YAML):
+# the Python API (ablate/api.py), the callable sweep package (ablate/sweep/__init__.py) and
+# ``@ablate.register(kind, name)`` for plugins (ablate/registry.py).
 _API = ("train", "table", "plot", "TrainResult", "TableResult")
 
 
@@ -18,12 +20,16 @@ def __getattr__(name: str):
         from ablate import api
 
         return getattr(api, name)
-    if name == "sweep":  # the package, callable: ablate.sweep(file) runs a sweep (ablate/sweep/__init__.py)
+    if name == "sweep":  # the package, callable: ablate.sweep(file) runs a sweep
         import importlib
 
         return importlib.import_module("ablate.sweep")
+    if name == "register":
+        from ablate.registry import register
+
+        return register
     raise AttributeError(f"module 'ablate' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_API, "sweep"])
+    return sorted([*globals(), *_API, "sweep", "register"])

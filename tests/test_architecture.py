@@ -23,6 +23,7 @@ PACKAGE = ROOT / "ablate"
 LAYERS: dict[str, float] = {
     "errors": 0,
     "utils": 1,
+    "registry": 1.2,  # ablate.register and the component registries' dicts; plugins register through it
     "config": 2,
     "config_checks": 1.5,  # the rules between config keys; config.py re-exports them
     "data": 3,
@@ -33,6 +34,7 @@ LAYERS: dict[str, float] = {
     "report": 6,
     "bench": 6,
     "inference": 6,
+    "testing": 6,  # ablate.testing: the registry tests for one plugin component
     "cli": 7,
     "api": 7,  # the notebook API: the commands as functions (ablate.train, .table, .plot)
     "__main__": 8,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ablate.sweep.spec import VARIANT, SweepSpec, resolve, safe_name, to_overrides, variant_name
+from ablate.utils.plugins import absolute
 
 SUMMARY = "summary.json"
 LOG = "trial.log"
@@ -65,12 +66,16 @@ def trial_overrides(spec: SweepSpec, point: dict[str, Any], name: str, group: Op
     """The trainer's ``key=value`` arguments for ``point``: W&B naming, then the parameters.
 
     Tracking comes first so that a ``tracking.*`` parameter in the sweep file wins. ``group`` is
-    the W&B group (default: the sweep's name).
+    the W&B group (default: the sweep's name). The ``plugins`` files a sweep file names are relative
+    to its folder; the trial gets them absolute.
     """
     tracking = {"tracking.group": group or spec.name, "tracking.name": name, "tracking.tags": labels(spec, point)}
     if VARIANT in point:
         tracking["tracking.variant"] = variant_name(point[VARIANT])
-    return to_overrides(tracking) + to_overrides(resolve(point))
+    values = resolve(point)
+    if "plugins" in values and spec.path is not None:  # the sweep file's plugin files, wherever the trial starts
+        values["plugins"] = absolute(values["plugins"], spec.path.resolve().parent)
+    return to_overrides(tracking) + to_overrides(values)
 
 
 # --------------------------------------------------------------------------------------
