@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import os
 import subprocess
 import sys
 import typing
@@ -228,11 +229,22 @@ def test_plot_writes_vector_figures(fmt, tmp_path):
     from ablate.report.plots import FIGURE_FORMATS
 
     assert fmt in FIGURE_FORMATS
-    sys.path.insert(0, str(ROOT / "tests" / "report"))
-    from report_fixtures import make_variant_sweep
+    from tests.helpers.records import make_variant_sweep
 
     sweep = make_variant_sweep(tmp_path / "sweep")
     result = CliRunner().invoke(cli.app, ["plot", str(sweep), "--out", str(tmp_path / "p"), "--format", fmt])
     assert result.exit_code == 0, result.output
     files = sorted((tmp_path / "p").iterdir())
     assert files and all(f.suffix == f".{fmt}" for f in files)
+
+
+@pytest.mark.parametrize("preset, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_importing_ablate_before_torch_makes_idle_threads_sleep_unless_the_user_chose(preset, expected):
+    """``import ablate`` sets ``OMP_WAIT_POLICY=PASSIVE`` (idle OpenMP threads sleep); an explicit value wins."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if preset:
+        env["OMP_WAIT_POLICY"] = preset
+    env["PYTHONPATH"] = str(ROOT)
+    probe = "import os, ablate, torch; torch.ones(1); print(os.environ['OMP_WAIT_POLICY'])"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == expected

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from inference_helpers import SEEN
 from typer.testing import CliRunner
 
 from ablate.config import load_config
 from ablate.data import builtin
 from ablate.training.offline_run import offline_runs, read_run
 
-from tiny_run import tiny
+from tests.helpers.callbacks import SEEN
+from tests.helpers.tiny import tiny
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = tiny(
@@ -29,7 +29,7 @@ SMALL = tiny(
     "tracking.wandb=offline",
     "tracking.log_checkpoints=true",
     "trainer.enable_progress_bar=false",
-    "trainer.callbacks=[{class_path: inference_helpers.Recorder, init_args: {tag: t}}]",
+    "trainer.callbacks=[{class_path: tests.helpers.callbacks.Recorder, init_args: {tag: t}}]",
     pairs=400,
 )
 

@@ -17,7 +17,7 @@ from ablate.report.records import collect
 from ablate.training.tracking import RunRecord
 from ablate.training.train import train
 
-from tiny_run import tiny
+from tests.helpers.tiny import tiny
 
 runner = CliRunner()
 
@@ -193,7 +193,7 @@ def test_export_of_a_running_sweep_counts_its_planned_trials_and_survives_a_bad_
     created_at of "yesterday" crashed the export after it had written half its output."""
     from ablate.report.export import export_sweep
 
-    from report_fixtures import write_trial
+    from tests.helpers.records import write_trial
 
     src = tmp_path / "runs" / "s"
     for seed in (1, 2):

@@ -26,7 +26,7 @@ from ablate.report.reference import (
     to_markdown,
 )
 
-from report_fixtures import TEST_BLEU
+from tests.helpers.records import TEST_BLEU
 
 runner = CliRunner()
 # A scaled-down Table 3 base (N 3, d_model 128, d_ff 512, h 8, so d_k = d_v = 16), as table3-cpu.yaml.

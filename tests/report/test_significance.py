@@ -16,7 +16,7 @@ from ablate.report.records import ReportError, collect
 from ablate.report.resampling import bleu_from_stats, sentence_stats
 from ablate.report.significance import SplitScores, against_base, compare, holm
 
-from report_fixtures import SPLITS
+from tests.helpers.records import SPLITS
 
 VOCAB = [f"w{i}" for i in range(200)]
 

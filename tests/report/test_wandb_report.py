@@ -14,7 +14,7 @@ from ablate.report.commands import app, make_report, table_of
 from ablate.report.formats import FORMATS, render, to_markdown
 from ablate.report.records import ReportError
 
-from report_fixtures import SPLITS
+from tests.helpers.records import SPLITS
 
 
 def test_wandb_source_gives_the_folder_table(variant_sweep, wandb_api):

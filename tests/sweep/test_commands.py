@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from ablate.sweep import commands, launcher
 from ablate.sweep.commands import app
 
-from sweep_helpers import fake_command
+from tests.helpers.sweep import fake_command
 
 SWEEP = """\
 # a tiny sweep

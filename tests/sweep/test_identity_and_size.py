@@ -13,7 +13,7 @@ from ablate.sweep.launcher import check_trial_count, run_sweep
 from ablate.sweep.search import planned_trials
 from ablate.sweep.spec import SweepError
 
-from sweep_helpers import fake_command, options, quiet_progress, small_spec
+from tests.helpers.sweep import fake_command, options, quiet_progress, small_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

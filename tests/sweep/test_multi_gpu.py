@@ -17,7 +17,7 @@ import pytest
 from ablate.sweep.launcher import run_sweep
 from ablate.sweep.slots import plan_slots
 
-from sweep_helpers import fake_command, options, quiet_progress, small_spec
+from tests.helpers.sweep import fake_command, options, quiet_progress, small_spec
 
 
 def run_on(tmp_path: Path, events, trials: int, slots) -> dict[str, dict]:

@@ -13,7 +13,7 @@ from ablate.sweep.search import next_points
 from ablate.sweep.spec import SweepError, format_value, load_spec, resolve, spec_from_dict, to_overrides
 from ablate.sweep.trial import trial_name, trial_overrides
 
-from sweep_helpers import small_spec
+from tests.helpers.sweep import small_spec
 
 SWEEPS = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
 EXPECTED = {

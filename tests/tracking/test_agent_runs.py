@@ -6,13 +6,9 @@ Such a run's config holds the sweep's ``variant`` parameter as W&B stores it: th
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from ablate.report.commands import make_table
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-from ablate.report.commands import make_table  # noqa: E402
-
-from report_fixtures import VARIANTS, FakeApi, make_variant_sweep  # noqa: E402
+from tests.helpers.records import VARIANTS, FakeApi, make_variant_sweep
 
 
 def _agent_shaped(api: FakeApi) -> FakeApi:

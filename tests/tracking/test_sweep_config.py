@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import yaml
-from agent_env import agent_env, proposal
 
 from ablate.config import flatten, load_config, to_dict
 from ablate.sweep import wandb_agent
@@ -24,8 +23,10 @@ from ablate.sweep.spec import load_spec, spec_from_dict
 from ablate.sweep.trial import trial_overrides
 from ablate.training.offline_run import offline_runs, read_run
 
+from tests.helpers.wandb_agent import agent_env, proposal
+
 ROOT = Path(__file__).resolve().parents[2]
-START = Path(__file__).with_name("wandb_start.py")
+START = ROOT / "tests" / "helpers" / "wandb_start.py"
 TABLE3 = ROOT / "sweeps" / "table3.yaml"
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 
-from agent_env import agent_command, agent_env, proposal, proposals
 from test_sweep_config import START, _assert_resolved, _env, _recorded, _start, _table3
 
 from ablate.config import load_config
@@ -21,6 +20,8 @@ from ablate.sweep.options import LaunchOptions
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import spec_from_dict
 from ablate.sweep.wandb_form import from_wandb, point_from_wandb, to_wandb
+
+from tests.helpers.wandb_agent import agent_command, agent_env, proposal, proposals
 
 
 def test_the_registered_form_names_variants_and_round_trips():

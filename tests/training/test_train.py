@@ -14,8 +14,8 @@ import sacrebleu
 from ablate.config import load_config
 from ablate.training.train import train
 
-from tiny_run import tiny
-from wandb_offline import read_offline_run
+from tests.helpers.tiny import tiny
+from tests.helpers.wandb_offline import read_offline_run
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = tiny(

@@ -11,7 +11,7 @@ from ablate.config import load_config
 from ablate.training import outputs
 from ablate.training.train import RunError, train
 
-from tiny_run import tiny
+from tests.helpers.tiny import tiny
 
 TINY = tiny(
     "train.max_steps=2",

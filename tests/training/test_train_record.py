@@ -12,7 +12,7 @@ import sacrebleu
 from ablate.config import load_config
 from ablate.training.train import train
 
-from tiny_run import tiny
+from tests.helpers.tiny import tiny
 
 TINY = tiny(
     "train.max_steps=48",
