@@ -248,3 +248,15 @@ def test_importing_ablate_before_torch_makes_idle_threads_sleep_unless_the_user_
     probe = "import os, ablate, torch; torch.ones(1); print(os.environ['OMP_WAIT_POLICY'])"
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == expected
+
+
+def test_the_tests_mirror_the_package():
+    """A test file lives in the folder of the part of ``ablate`` it specifies (tests/config/ for config.py ...);
+    only the package-wide specifications stay at the top; basenames are unique (pytest refuses duplicates)."""
+    tests = ROOT / "tests"
+    assert sorted(p.name for p in tests.glob("test_*.py")) == ["test_architecture.py", "test_docs.py"]
+    parts = {p.stem if p.suffix == ".py" else p.name for p in PACKAGE.iterdir() if not p.name.startswith("_")}
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and any(p.rglob("test_*.py"))} - {"helpers"}
+    assert folders - parts == set(), f"test folders that mirror no part of ablate/: {sorted(folders - parts)}"
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []

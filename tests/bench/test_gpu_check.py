@@ -40,7 +40,8 @@ def test_junit_report_is_counted_per_outcome():
 
 def test_gpu_tests_are_collected_from_the_modules_that_mark_them():
     files = gpu_runs.gpu_test_files()
-    assert "tests/test_gpu.py" in files and "tests/bench/test_gpu_check.py" not in files
+    assert {"tests/model/test_gpu_decoding.py", "tests/training/test_gpu_training.py"} <= set(files)
+    assert "tests/bench/test_gpu_check.py" not in files
 
 
 def write_summary(folder: Path, name: str, **data) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from test_sweep_config import START, _assert_resolved, _env, _recorded, _start, _table3
+from test_wandb_config import START, _assert_resolved, _env, _recorded, _start, _table3
 
 from ablate.config import load_config
 from ablate.sweep import wandb_agent
