@@ -88,6 +88,21 @@ def test_unreachable_hub_is_one_actionable_line(monkeypatch, make_cfg, tmp_path)
     assert "\n" not in message and "hf:/path/to/folder" in message and "bentrevett/multi30k" in message
 
 
+def test_json_lines_at_the_root_as_bentrevett_multi30k_ships_them(multi30k, make_cfg, tmp_path):
+    """The hub repository ``bentrevett/multi30k`` holds ``train.jsonl``, ``val.jsonl`` and ``test.jsonl`` with
+    ``en`` and ``de`` fields at its root; ``datasets`` maps ``val`` to the validation split. The README's example
+    loads through this path with the installed ``datasets`` (the hub itself is offline here)."""
+    import json
+
+    for name, (split, n) in {"train": ("train", 40), "val": ("val", 20), "test": ("test_2016_flickr", 10)}.items():
+        rows = zip(*_columns(multi30k, split, n).values())
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"en": e, "de": d}) + "\n" for e, d in rows))
+    dm = _module(make_cfg(f"hf:{tmp_path}"))
+    assert dm.val_split == "val" and dm.test_splits == ["test"]
+    assert dm.stats["pairs"] == {"train": 40, "val": 20, "test": 10}
+    assert dm.references("val") == read_lines(multi30k / "val.de.gz", 20)
+
+
 def test_hub_folder_without_validation_split(multi30k, make_cfg, tmp_path):
     (tmp_path / "data").mkdir()
     pq.write_table(pa.table(_columns(multi30k, "train", 10)), tmp_path / "data" / "train-00000-of-00001.parquet")
