@@ -199,6 +199,7 @@ def test_version_and_help_list_the_config_keys():
     assert "Peak learning rate" in help_text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [[sys.executable, "-m", "ablate", "--help"], [sys.executable, "cli.py", "--help"]])
 def test_entry_points(argv, tmp_path):
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)} if argv[1] == "-m" else {"PATH": "/usr/bin:/bin"}
@@ -223,6 +224,7 @@ def test_slurm_options_render_in_their_own_panel():
     assert "--partition" in panel and "partition for the jobs" in panel
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["pdf", "svg"])
 def test_plot_writes_vector_figures(fmt, tmp_path):
     from ablate import cli
@@ -238,6 +240,7 @@ def test_plot_writes_vector_figures(fmt, tmp_path):
     assert files and all(f.suffix == f".{fmt}" for f in files)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
 def test_importing_ablate_before_torch_makes_idle_threads_sleep_unless_the_user_chose(preset, expected):
     """``import ablate`` sets ``OMP_WAIT_POLICY=PASSIVE`` (idle OpenMP threads sleep); an explicit value wins."""

@@ -206,6 +206,7 @@ def test_quality_config_is_the_base_model():
     assert cfg.eval.beam == 5 and cfg.tracking.wandb == "disabled"
 
 
+@pytest.mark.slow
 def test_cpu_smoke_run_of_the_entry_point(tmp_path, cache_dir, capsys):
     out = tmp_path / "tiny.json"
     assert (
@@ -231,6 +232,7 @@ def test_cpu_smoke_run_of_the_entry_point(tmp_path, cache_dir, capsys):
     assert {s["status"] for s in printed["stages"].values()} == {"ok"}
 
 
+@pytest.mark.slow
 def test_a_child_past_its_limit_is_stopped_with_its_own_children(tmp_path):
     flag = tmp_path / "grandchild-alive"
     (tmp_path / "grandchild.py").write_text(

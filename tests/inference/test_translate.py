@@ -70,6 +70,7 @@ def _cli(*args: str, input: str | None = None):
     return result.output
 
 
+@pytest.mark.slow
 def test_trainer_options_and_named_callbacks_reach_the_trainer(trained):
     assert SEEN == [{"tag": "t", "progress_bar": False}]
 

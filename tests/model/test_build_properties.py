@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -41,6 +42,7 @@ def valid_model_configs(draw) -> dict:
     return flat
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(flat=valid_model_configs(), seed=st.integers(0, 2**16))
 def test_valid_configs_build_and_train_a_step(flat, seed):

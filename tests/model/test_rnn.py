@@ -176,6 +176,7 @@ def test_build_model_ties_embeddings_and_checks_vocab():
 PAIRS = [[3, 4, 5], [6, 7, 8, 9], [10, 11], [12, 13, 14, 15, 16], [17, 3, 9], [5, 6], [18, 12, 4, 7], [8, 14, 11]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell,score", [("gru", "additive"), ("lstm", "dot"), ("gru", "none")])
 def test_overfits_a_tiny_reversal_task(cell, score):
     """A few hundred Adam steps on 8 fixed pairs learn to reverse them exactly (greedy)."""

@@ -34,6 +34,7 @@ def logged_sweep(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["md", "csv", "latex"])
 def test_wandb_table_equals_the_local_table(logged_sweep, tmp_path, fmt):
     api = OfflineApi(logged_sweep)

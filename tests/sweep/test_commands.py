@@ -40,6 +40,7 @@ def invoke(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
+@pytest.mark.slow
 def test_run_then_rerun_then_status(sweep_file, events, tmp_path):
     first = invoke("run", sweep_file, "--devices", "cpu", "--parallel", "2", "train.max_steps=3")
     assert first.exit_code == 1, first.output  # two trials failed: a script can tell

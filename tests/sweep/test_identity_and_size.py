@@ -62,6 +62,7 @@ def test_a_huge_grid_is_counted_without_expanding_it():
     assert check_trial_count(spec, 500, 10**13) == 500
 
 
+@pytest.mark.slow
 def test_the_trial_count_is_printed_before_planning(tmp_path):
     """Item 13: the first line of a 10,000-trial dry run is its count, before any trial is planned."""
     sweep = tmp_path / "big.yaml"

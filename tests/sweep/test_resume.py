@@ -10,6 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from ablate.sweep import process
 from ablate.sweep.launcher import run_sweep
 from ablate.sweep.state import load_state
@@ -44,6 +46,7 @@ def wait_for(condition, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_sigkilled_launcher_resumes_without_redoing_finished_trials(tmp_path, events):
     launcher = subprocess.Popen([sys.executable, str(driver(tmp_path, events.path))])
     out = tmp_path / "out"

@@ -41,6 +41,7 @@ def test_every_expected_sweep_file_is_shipped():
     assert {p.stem for p in SWEEPS} == set(EXPECTED)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
 def test_shipped_sweep_is_valid_wandb_and_every_trial_config_loads(path):
     with warnings.catch_warnings():
@@ -70,6 +71,7 @@ def test_shipped_sweep_is_valid_wandb_and_every_trial_config_loads(path):
 CURVE_POINTS = 8  # validations per trial: enough for a learning curve and a Δ-vs-step figure
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [p for p in SWEEPS if p.stem != "soak"], ids=lambda p: p.stem)
 def test_shipped_sweeps_validate_often_enough_for_a_curve(path):
     """Every trial validates at least CURVE_POINTS times (every val_every steps, and at the end), so
@@ -81,6 +83,7 @@ def test_shipped_sweeps_validate_often_enough_for_a_curve(path):
         assert points >= CURVE_POINTS, f"{path.name}: {points} validations per trial"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
 def test_shipped_sweeps_budget_every_trial_by_the_same_number_of_steps(path):
     """A wall-clock budget gives a bigger or slower row fewer steps, and a busy machine a different model."""

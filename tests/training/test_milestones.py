@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ablate.config import load_config
 from ablate.training.train import train
 
@@ -17,6 +19,7 @@ TINY = tiny(
 )
 
 
+@pytest.mark.slow
 def test_milestones_arrive_once_in_order(tmp_path, monkeypatch):
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
     seen: list[str] = []

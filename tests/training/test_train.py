@@ -64,6 +64,7 @@ def test_tiny_run_end_to_end(tmp_path, cache_dir):
     assert again["step"] == 40 and again["status"] == "finished"
 
 
+@pytest.mark.slow
 def test_a_time_budget_records_the_steps_it_bought_and_the_threads(tmp_path, cache_dir):
     """Under ``train.max_time`` the machine's load decides the steps: the summary says how many."""
     import torch

@@ -25,6 +25,7 @@ TINY = tiny(
 )
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_writing_test_outputs_fails_the_run_in_one_line(tmp_path, cache_dir, monkeypatch):
     def full(path, lines):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))

@@ -41,6 +41,7 @@ def finished(tmp_path_factory) -> tuple[Path, dict]:
     return run_dir, json.loads((run_dir / "summary.json").read_text())
 
 
+@pytest.mark.slow
 def test_every_hypothesis_file_reproduces_its_recorded_bleu(finished):
     run_dir, summary = finished
     for split, key in (("val", "val/bleu"), ("test", "test/bleu")):

@@ -21,6 +21,8 @@ from ablate.training.train import train
 from tests.helpers.cli import run_cli
 from tests.helpers.tiny import tiny
 
+pytestmark = pytest.mark.slow  # every test trains (seconds each)
+
 TINY = tiny(
     "train.max_steps=12",
     "train.max_tokens=512",

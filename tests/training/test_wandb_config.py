@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from ablate.config import flatten, load_config, to_dict
@@ -72,6 +73,7 @@ def _assert_resolved(run, overrides: list[str]) -> None:
     assert not wrong and not missing, (wrong, missing)
 
 
+@pytest.mark.slow
 def test_sweep_agent_run_records_the_variant_not_the_locked_base(tmp_path):
     """The agent's own mechanism, directly: the run is initialised with the agent's env and
     parameter file (``model.heads: 8`` locked by the sweep) and the trial's resolved overrides."""
@@ -90,6 +92,7 @@ def test_sweep_agent_run_records_the_variant_not_the_locked_base(tmp_path):
     _assert_resolved(run, overrides)
 
 
+@pytest.mark.slow
 def test_ablate_sweep_agent_path(tmp_path, monkeypatch):
     """``ablate sweep agent``: W&B's agent calls our trial function, which starts the trainer."""
     spec = load_spec(TABLE3)
@@ -110,6 +113,7 @@ def test_ablate_sweep_agent_path(tmp_path, monkeypatch):
     _assert_resolved(run, seen[0])
 
 
+@pytest.mark.slow
 def test_local_launcher_path(tmp_path):
     """``ablate sweep run``: no W&B agent; the launcher's trial gets the resolved config too."""
     config = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 from test_wandb_config import START, _assert_resolved, _env, _recorded, _start, _table3
 
 from ablate.config import load_config
@@ -45,6 +46,7 @@ def test_the_trainer_reads_a_registered_variant_from_its_arguments():
     assert base.model.heads == 8 and base.tracking.variant == "base"
 
 
+@pytest.mark.slow
 def test_agent_run_of_a_registered_sweep_has_the_name_as_variant(tmp_path, monkeypatch):
     """``ablate sweep create`` + ``ablate sweep agent``: the run's ``config.variant`` is a name."""
     sent = to_wandb(_table3())
@@ -66,6 +68,7 @@ def test_agent_run_of_a_registered_sweep_has_the_name_as_variant(tmp_path, monke
     _assert_resolved(run, seen[0])
 
 
+@pytest.mark.slow
 def test_plain_wandb_agent_of_a_registered_sweep(tmp_path):
     """``wandb agent`` on a sweep ablate registered: its command line trains the variant, named."""
     sent = to_wandb(_table3())
@@ -76,6 +79,7 @@ def test_plain_wandb_agent_of_a_registered_sweep(tmp_path):
     assert run.config["variant"] == "A-heads1" and run.config["model.heads"] == 1
 
 
+@pytest.mark.slow
 def test_a_local_trial_carries_the_variant_name(tmp_path):
     config = {
         "name": "t3",
