@@ -1,7 +1,8 @@
 """The ``ablate`` command line: train, sweep, table, plot, report, attention, bench.
 
 Every command turns bad input into one line on stderr and exit status 2
-(:mod:`ablate.utils.commands`); tracebacks are for bugs only.
+(:mod:`ablate.utils.commands`); tracebacks are for bugs only. Results go to stdout, status
+messages to the ``ablate`` logger on stderr (:mod:`ablate.utils.logs`, ``-q`` / ``-v``).
 """
 
 from __future__ import annotations
@@ -43,8 +44,14 @@ def _main(
     show_version: bool = typer.Option(
         False, "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
     ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Status messages: warnings only."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Status messages: debug detail too."),
 ) -> None:
     """Ablation studies for encoder-decoder Transformers in machine translation."""
+    from ablate.utils import logs, warning_filters
+
+    logs.setup(logs.verbosity_of(quiet, verbose))  # status on stderr, rank zero only; results stay on stdout
+    warning_filters.install()
 
 
 class ConfigKeysHelp(PlainFlagsCommand):
@@ -95,7 +102,7 @@ def train(
     if resume and not (target / "checkpoints" / "last.ckpt").exists():
         fail(f"nothing to resume in {target} (no checkpoints/last.ckpt)")
     try:
-        summary = run_training(cfg, target, overwrite=overwrite, echo=typer.echo)
+        summary = run_training(cfg, target, overwrite=overwrite)
     except RunError as err:
         fail(f"training failed: {err} (see {target}/summary.json)", code=1)
     except KeyboardInterrupt:

@@ -17,6 +17,50 @@ FAULTS = OneOf("ablate.training.callbacks", "FAULTS")
 
 def validate(cfg: Any) -> None:
     """Cross-field checks that types alone cannot express."""
+    check_ranges(cfg)
+    m, t = cfg.model, cfg.train
+    if m.arch == "transformer":
+        if m.d_k is None and m.d_model % m.heads:
+            raise ConfigError(
+                f"model.heads={m.heads} does not divide model.d_model={m.d_model}; "
+                f"pick a divisor or set model.d_k explicitly"
+            )
+        if m.attention.score == "none" or m.attention.cross_score == "none":
+            raise ConfigError("model.attention.score=none is only for model.arch=rnn (the no-attention baseline)")
+    if m.positions == "rotary" and head_dims(m)[0] % 2:
+        raise ConfigError("model.positions=rotary needs an even per-head size d_k")
+    if isinstance(m.attention.scale, float) and m.attention.scale <= 0:
+        raise ConfigError(f"model.attention.scale={m.attention.scale} must be positive, auto, true or false")
+    if t.nodes < 1:
+        raise ConfigError(f"train.nodes={t.nodes} must be at least 1")
+    if t.inject_fault is not None:
+        kind, _, step = t.inject_fault.partition(":")
+        if kind not in FAULTS.choices() or not step.isdigit():
+            raise ConfigError(
+                f"train.inject_fault={t.inject_fault!r} must be KIND:STEP with KIND one of "
+                f"{', '.join(FAULTS.choices())} (e.g. kill:30)"
+            )
+    if isinstance(t.devices, str) and t.devices != "auto":
+        raise ConfigError(f"train.devices={t.devices!r} must be a number or 'auto'")
+    if isinstance(t.devices, int) and t.devices < 1:
+        raise ConfigError(f"train.devices={t.devices} must be at least 1 (or 'auto' for every GPU)")
+    if not 0 <= cfg.seed < 2**32:
+        raise ConfigError(f"seed={cfg.seed} must be in [0, 2**32 - 1]")
+    if t.val_every is not None and t.val_every < 1:
+        raise ConfigError(
+            f"train.val_every={t.val_every} must be at least 1 (training batches), or null for once per epoch"
+        )
+    if cfg.tracking.log_every < 1:
+        raise ConfigError(f"tracking.log_every={cfg.tracking.log_every} must be at least 1 (steps)")
+    check_budget(t)
+    if cfg.trainer:
+        from ablate.utils.trainer_options import check
+
+        check(cfg.trainer)
+
+
+def check_ranges(cfg: Any) -> None:
+    """Each number in its range: sizes positive, probabilities in [0, 1), rates and lengths not negative."""
     m, t, e = cfg.model, cfg.train, cfg.eval
     positive: dict[str, float] = {
         "model.layers": m.layers,
@@ -63,44 +107,6 @@ def validate(cfg: Any) -> None:
             raise ConfigError(f"{key}={value} must not be negative")
     if not all(0.0 <= b < 1.0 for b in t.betas):
         raise ConfigError(f"train.betas={list(t.betas)} must both be in [0, 1)")
-    if m.arch == "transformer":
-        if m.d_k is None and m.d_model % m.heads:
-            raise ConfigError(
-                f"model.heads={m.heads} does not divide model.d_model={m.d_model}; "
-                f"pick a divisor or set model.d_k explicitly"
-            )
-        if m.attention.score == "none" or m.attention.cross_score == "none":
-            raise ConfigError("model.attention.score=none is only for model.arch=rnn (the no-attention baseline)")
-    if m.positions == "rotary" and head_dims(m)[0] % 2:
-        raise ConfigError("model.positions=rotary needs an even per-head size d_k")
-    if isinstance(m.attention.scale, float) and m.attention.scale <= 0:
-        raise ConfigError(f"model.attention.scale={m.attention.scale} must be positive, auto, true or false")
-    if t.nodes < 1:
-        raise ConfigError(f"train.nodes={t.nodes} must be at least 1")
-    if t.inject_fault is not None:
-        kind, _, step = t.inject_fault.partition(":")
-        if kind not in FAULTS.choices() or not step.isdigit():
-            raise ConfigError(
-                f"train.inject_fault={t.inject_fault!r} must be KIND:STEP with KIND one of "
-                f"{', '.join(FAULTS.choices())} (e.g. kill:30)"
-            )
-    if isinstance(t.devices, str) and t.devices != "auto":
-        raise ConfigError(f"train.devices={t.devices!r} must be a number or 'auto'")
-    if isinstance(t.devices, int) and t.devices < 1:
-        raise ConfigError(f"train.devices={t.devices} must be at least 1 (or 'auto' for every GPU)")
-    if not 0 <= cfg.seed < 2**32:
-        raise ConfigError(f"seed={cfg.seed} must be in [0, 2**32 - 1]")
-    if t.val_every is not None and t.val_every < 1:
-        raise ConfigError(
-            f"train.val_every={t.val_every} must be at least 1 (training batches), or null for once per epoch"
-        )
-    if cfg.tracking.log_every < 1:
-        raise ConfigError(f"tracking.log_every={cfg.tracking.log_every} must be at least 1 (steps)")
-    check_budget(t)
-    if cfg.trainer:
-        from ablate.utils.trainer_options import check
-
-        check(cfg.trainer)
 
 
 def check_budget(t: Any) -> None:

@@ -135,8 +135,8 @@ def test_the_extending_pages_column_example_renders_in_every_format(monkeypatch,
     column = eval(line.group(1), vars(table_module))
     original = table_module.metric_columns
 
-    def with_the_new_line(sweep, comparisons, extra=None):  # the one line added to metric_columns()
-        return [*original(sweep, comparisons, extra), column]
+    def with_the_new_line(sweep, comparisons, extra=None, metric="bleu"):  # the one line added to metric_columns()
+        return [*original(sweep, comparisons, extra, metric), column]
 
     monkeypatch.setattr(table_module, "metric_columns", with_the_new_line)
     table = table_of(str(root), with_significance=False)

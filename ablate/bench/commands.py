@@ -5,12 +5,15 @@ Mount it with ``register(app)``; it adds one top-level command, ``bench``.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ablate.bench.options import DEFAULT_DATA, SECTIONS, BenchOptions, quick
+
+log = logging.getLogger(__name__)
 
 
 def _split(text: str) -> tuple[str, ...]:
@@ -62,7 +65,6 @@ def bench(
 ) -> None:
     """Benchmark every attention variant against torch.nn.Transformer: training and decoding speed,
     attention memory, the data stage and start-up; prints tables and ratios (interleaved medians)."""
-    from rich.console import Console
 
     from ablate.bench.report import render, write_json
     from ablate.bench.runner import run
@@ -97,12 +99,11 @@ def bench(
     opts.check()
     if quick_run:
         opts = quick(opts)
-    console = Console(stderr=True)
     save = None if json_path is None else (lambda partial: write_json(partial, json_path))
-    results = run(opts, echo=lambda line: console.print(f"[dim]{line}[/]"), checkpoint=save)
+    results = run(opts, echo=log.info, checkpoint=save)
     render(results)
     if json_path is not None:
-        typer.echo(f"wrote {json_path}")
+        log.info("wrote %s", json_path)
 
 
 def register(app: typer.Typer) -> None:

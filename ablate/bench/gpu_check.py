@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from typing import Any, Callable, Optional
 from ablate.bench.gpu_options import DEFAULT_STAGES, STAGE_CAP_S, STAGES, GpuCheckOptions, tiny
 from ablate.bench.gpu_runs import ROOT, child_env, run_child, run_gpu_tests, run_packed, run_quality
 from ablate.bench.options import BenchError
+from ablate.utils.io import atomic_write_text
 
 TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "bf16_vs_torch_bf16": (">= 1.0", lambda r: r >= 1.0),
@@ -139,10 +139,7 @@ def write(results: dict[str, Any], path: Path) -> None:
     results.pop("targets_met", None)
     results["summary"] = summarise(results)
     results["targets_met"] = targets_met(results["summary"])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_clean(results), indent=1) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(_clean(results), indent=1) + "\n")
 
 
 def _in_process(stage: str, opts: GpuCheckOptions, timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:

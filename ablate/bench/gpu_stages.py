@@ -11,7 +11,6 @@ Everything is built from the ``ablate bench`` parts: the same fixed real batches
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from ablate.bench import hardware
 from ablate.bench.flops import Dims, batches_flops, datasheet_peak
 from ablate.bench.gpu_options import GpuCheckOptions
 from ablate.bench.timing import interleaved, median, speedup, spread, synchronize
+from ablate.utils.io import atomic_write_text
 
 Save = Callable[[dict[str, Any]], None]
 
@@ -187,9 +187,7 @@ STAGE_FUNCTIONS: dict[str, Callable[[GpuCheckOptions, Save], dict[str, Any]]] = 
 def _atomic_json(path: Path, data: dict[str, Any]) -> None:
     from ablate.bench.report import _clean
 
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_clean(data)))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(_clean(data)))
 
 
 def main(argv: list[str]) -> None:

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ablate.bench.timing import speedup
+from ablate.utils.io import atomic_write_text
 
 TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "dot_scaled_vs_torch": (">= 1.0", lambda r: r >= 1.0),
@@ -84,8 +85,7 @@ def _clean(value: Any) -> Any:
 
 def write_json(results: dict[str, Any], path: Path) -> None:
     """Write the results (raw figures, ``ratios``, ``targets_met``) as indented JSON."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_clean(results), indent=1) + "\n")
+    atomic_write_text(path, json.dumps(_clean(results), indent=1) + "\n")
 
 
 def _fmt(value: Optional[float], spec: str = ",.0f") -> str:

@@ -2,7 +2,7 @@
 
 Each entry is a directory ``<root>/<kind>/<key>``. It is built under a per-entry file lock
 (``filelock``) into a private temporary directory on the same file system and published with
-one atomic ``os.rename``, so parallel sweep trials and DDP ranks either build an entry once and
+one atomic rename (:func:`ablate.utils.io.replace`, fsynced), so parallel sweep trials and DDP ranks either build an entry once and
 share it, or find it complete; a reader never sees a half-written entry, and a crashed builder
 leaves only a temporary directory behind.
 
@@ -26,13 +26,12 @@ import uuid
 from pathlib import Path
 from typing import Callable, Optional
 
-from filelock import FileLock
-
 from ablate.data.errors import DataError
-from ablate.utils.io import plain_mode
+from ablate.utils.io import plain_mode, replace
+from ablate.utils.locks import HolderLock
 
 MANIFEST = ".manifest.json"
-log = logging.getLogger("ablate.data")
+log = logging.getLogger(__name__)
 
 CACHE_ENV = "ABLATE_CACHE"
 
@@ -115,7 +114,7 @@ def cached_entry(
     try:
         locks = root / "locks"
         locks.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(locks / f"{kind}-{key}.lock")):
+        with HolderLock(locks / f"{kind}-{key}.lock", wait=True):
             if final.is_dir():
                 if _inode(final) != damaged and check_entry(final) is None:
                     return final, True  # another process built (or rebuilt) it while we waited
@@ -125,7 +124,7 @@ def cached_entry(
             try:
                 build(tmp)
                 _seal(tmp)
-                os.rename(tmp, final)
+                replace(tmp, final)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise

@@ -35,7 +35,7 @@ from ablate.data.errors import DataError
 from ablate.data.sources import make_source
 from ablate.data.tokenizer import RECIPE, SubwordTokenizer, TokenizerError
 
-log = logging.getLogger("ablate.data")
+log = logging.getLogger(__name__)
 VERSION = 1
 """Bump when the encoded layout changes: it is part of the cache key."""
 ENCODE_BATCH = 2000

@@ -18,7 +18,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import logging
-import os
 import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -30,8 +29,9 @@ from ablate.config import DataConfig
 from ablate.data.cache import digest
 from ablate.data.corpus import VAL_NAMES, Corpus, arrow_dataset, pick_splits
 from ablate.data.errors import DataError
+from ablate.utils.io import atomic_write_text
 
-log = logging.getLogger("ablate.data")
+log = logging.getLogger(__name__)
 
 _FEATURES = datasets.Features(
     {
@@ -86,10 +86,7 @@ def file_digest(path: Path, cache_root: Path) -> str:
     with open(path, "rb") as f:
         while chunk := f.read(1 << 22):
             sha.update(chunk)
-    memo.parent.mkdir(parents=True, exist_ok=True)
-    tmp = memo.with_name(f"{memo.name}.{os.getpid()}.tmp")
-    tmp.write_text(sha.hexdigest())
-    os.replace(tmp, memo)
+    atomic_write_text(memo, sha.hexdigest())
     return sha.hexdigest()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Optional
 
@@ -10,6 +11,8 @@ import typer
 
 from ablate.utils.commands import fail as _fail  # the one handler: one red line, exit 2
 from ablate.utils.io import one_line
+
+log = logging.getLogger(__name__)
 
 RUN_HELP = "A run directory written by `ablate train`, or wandb:<entity>/<project>/<run id> (its model artifact)."
 
@@ -96,7 +99,7 @@ def sync(
     from ablate.sweep.sync import SyncError, sync as run_sync
 
     try:
-        run_sync(folder, project, entity, echo=typer.echo)
+        run_sync(folder, project, entity, echo=log.info)
     except SyncError as err:
         _fail(str(err))
 

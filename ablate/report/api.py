@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from ablate.report.aggregate import Sweep, aggregate
 from ablate.report.formats import render
+from ablate.report.metric_values import DEFAULT_METRIC, with_metric
 from ablate.report.records import WANDB_PREFIX, ReportError, collect, parse_wandb_path
 from ablate.report.significance import DEFAULT_TEST, Comparison, compare
 from ablate.report.table import Table, build_table
@@ -22,14 +23,18 @@ def local_folders(source: str) -> list[Path]:
     return [] if source.startswith(WANDB_PREFIX) else [Path(source)]
 
 
-def load(source: str, api: Any = None) -> Sweep:
-    """Collect and aggregate the trials of ``source`` (``api``: a ``wandb.Api`` stand-in)."""
-    return aggregate(collect(source, api=api))
+def load(source: str, api: Any = None, metric: str = DEFAULT_METRIC) -> Sweep:
+    """Collect and aggregate the trials of ``source`` (``api``: a ``wandb.Api`` stand-in), each with
+    ``metric`` scored from its saved hypotheses where its summary lacks it."""
+    return aggregate(with_metric(collect(source, api=api), metric))
 
 
-def significance(sweep: Sweep, enabled: bool = True, test: str = DEFAULT_TEST, samples: int = 0) -> list[Comparison]:
-    """The table's comparisons (named by the sweep, else against the base), Holm-adjusted; none when disabled."""
-    return compare(sweep, test=test, n_samples=samples) if enabled else []
+def significance(
+    sweep: Sweep, enabled: bool = True, test: str = DEFAULT_TEST, samples: int = 0, metric: str = DEFAULT_METRIC
+) -> list[Comparison]:
+    """The table's comparisons (named by the sweep, else against the base) on ``metric``, Holm-adjusted;
+    none when disabled."""
+    return compare(sweep, test=test, n_samples=samples, metric=metric) if enabled else []
 
 
 def sweep_and_table(
@@ -40,10 +45,11 @@ def sweep_and_table(
     with_significance: bool = True,
     api: Any = None,
     by_length: bool = False,
+    metric: str = DEFAULT_METRIC,
 ) -> tuple[Sweep, Table]:
     """The aggregated sweep of ``source`` and its laid-out table (see :func:`table_of`)."""
-    sweep = load(source, api)
-    comps = significance(sweep, with_significance, test, samples)
+    sweep = load(source, api, metric)
+    comps = significance(sweep, with_significance, test, samples, metric)
     extra = None
     if by_length:
         from ablate.report.lengths import bleu_by_length
@@ -52,7 +58,7 @@ def sweep_and_table(
         if lengths is None:
             raise ReportError(f"--by-length needs saved hypotheses (hyps/<split>.txt), and {source} has none")
         extra = (lengths.columns(), lengths.row_stats(), lengths.note())
-    return sweep, build_table(sweep, comps, alpha, test, samples, extra)
+    return sweep, build_table(sweep, comps, alpha, test, samples, extra, metric)
 
 
 def table_of(
@@ -63,10 +69,11 @@ def table_of(
     with_significance: bool = True,
     api: Any = None,
     by_length: bool = False,
+    metric: str = DEFAULT_METRIC,
 ) -> Table:
-    """The laid-out table of ``source``, significance included unless disabled, and BLEU per
-    source-length bucket as columns with ``by_length``."""
-    return sweep_and_table(source, alpha, test, samples, with_significance, api, by_length)[1]
+    """The laid-out table of ``source`` on ``metric`` (BLEU by default), significance included unless
+    disabled, and BLEU per source-length bucket as columns with ``by_length``."""
+    return sweep_and_table(source, alpha, test, samples, with_significance, api, by_length, metric)[1]
 
 
 def make_table(
@@ -78,15 +85,22 @@ def make_table(
     with_significance: bool = True,
     api: Any = None,
     by_length: bool = False,
+    metric: str = DEFAULT_METRIC,
 ) -> str:
-    """The paper-style table of ``source`` as text in ``fmt`` (rich, md, latex or csv)."""
-    return render(table_of(source, alpha, test, samples, with_significance, api, by_length), fmt)
+    """The paper-style table of ``source`` on ``metric`` as text in ``fmt`` (rich, md, latex or csv)."""
+    return render(table_of(source, alpha, test, samples, with_significance, api, by_length, metric), fmt)
 
 
 def make_plots(
-    source: str, out: Path, alpha: float = 0.05, with_significance: bool = True, api: Any = None, fmt: str = "png"
+    source: str,
+    out: Path,
+    alpha: float = 0.05,
+    with_significance: bool = True,
+    api: Any = None,
+    fmt: str = "png",
+    metric: str = DEFAULT_METRIC,
 ) -> list[Path]:
-    """Write the sweep's figures (``fmt``: png, pdf or svg) into ``out``; return their paths.
+    """Write the sweep's figures (``fmt``: png, pdf or svg; test scores on ``metric``) into ``out``; return their paths.
 
     The figures are drawn into a temporary folder and moved into ``out`` once all are drawn
     (:func:`~ablate.utils.safe_output.output_files`): an error or Ctrl-C leaves ``out`` as it was.
@@ -97,10 +111,10 @@ def make_plots(
     out = Path(out)
     local = local_folders(source)
     check_apart(out, local)  # before any work
-    sweep = load(source, api)
-    comps = significance(sweep, with_significance)
+    sweep = load(source, api, metric)
+    comps = significance(sweep, with_significance, metric=metric)
     with output_files(out, local) as tmp:
-        drawn = plot_all(sweep, tmp, comps, alpha, fmt)
+        drawn = plot_all(sweep, tmp, comps, alpha, fmt, metric)
     return [out / p.name for p in drawn]
 
 

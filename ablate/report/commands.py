@@ -7,6 +7,7 @@ at top level.
 
 from __future__ import annotations
 
+import logging
 import sys
 from enum import Enum
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any, Optional
 
 import typer
 
+from ablate.metrics import get_scorer
 from ablate.report.api import (  # noqa: F401 - the plain functions, re-exported
     load,
     local_folders,
@@ -25,10 +27,13 @@ from ablate.report.api import (  # noqa: F401 - the plain functions, re-exported
     table_of,
 )
 from ablate.report.formats import render, rich_width, to_rich, to_vertical
+from ablate.report.records import ReportError
 from ablate.report.reference import REFERENCES, get as get_reference, render as render_reference, side_by_side
 from ablate.report.table import Table
 from ablate.utils.commands import typer_app
 from ablate.utils.safe_output import check_apart, write_output_text
+
+log = logging.getLogger(__name__)
 
 app = typer_app(help="Paper-style tables, figures and W&B reports of a sweep.", no_args_is_help=True)
 
@@ -64,7 +69,7 @@ class Test(str, Enum):
 def _write(out: Path, text: str, source: str) -> None:
     """``text`` into the file ``out``, whole or not at all, never over or inside the source."""
     write_output_text(out, text, local_folders(source))
-    print(f"wrote {out}", file=sys.stderr)
+    log.info("wrote %s", out)
 
 
 def print_fitted(table: Table, console: Any = None) -> None:
@@ -102,6 +107,11 @@ TEST = typer.Option(
 SAMPLES = typer.Option(
     0, "--samples", min=0, help="Bootstrap resamples (seeds, bs) or random swaps (ar); 0 uses 2000 / 10000."
 )
+METRIC_HELP = (
+    "The score of the dev and test columns, the † test and 'best': bleu, chrf, chrf++, ter or a plugin's; "
+    "scored from the saved hypotheses where a run's summary lacks it."
+)
+METRIC = typer.Option("bleu", "--metric", "-m", metavar="NAME", help=METRIC_HELP)
 SIGNIFICANCE = typer.Option(
     True,
     "--significance/--no-significance",
@@ -134,9 +144,13 @@ def table_command(
     per_seed: bool = typer.Option(
         False, "--per-seed", help="Print every trial's test BLEU and its Δ against the base's trial of the same seed."
     ),
+    metric: str = METRIC,
 ) -> None:
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
     paper = get_reference(reference) if reference else None  # a wrong name fails before any work
+    get_scorer(metric)  # so does a wrong metric
+    if per_seed and metric != "bleu":
+        raise ReportError(f"--per-seed lists test BLEU per trial; drop --metric {metric}, or leave out --per-seed")
     if per_seed:
         from ablate.report.per_seed import render as render_per_seed
 
@@ -150,8 +164,17 @@ def table_command(
         return
     if out is not None:
         check_apart(out, local_folders(source))
-    sweep, table = sweep_and_table(source, alpha, test.value, samples, with_significance, by_length=by_length)
-    beside = "\n" + render_reference(side_by_side(sweep, table, paper), fmt.value) if paper is not None else ""
+    sweep, table = sweep_and_table(
+        source, alpha, test.value, samples, with_significance, by_length=by_length, metric=metric
+    )
+    beside = ""
+    if paper is not None and metric != "bleu":  # the published tables report BLEU (and PPL) only
+        beside = (
+            f"\nnote: the published table '{reference}' reports BLEU, not {get_scorer(metric).label}, so it is not "
+            f"compared on this table; `ablate table {source} --reference {reference}` compares on BLEU\n"
+        )
+    elif paper is not None:
+        beside = "\n" + render_reference(side_by_side(sweep, table, paper), fmt.value)
     if out is not None:
         _write(out, render(table, fmt.value) + beside, source)
     elif fmt is Format.rich:
@@ -212,7 +235,7 @@ def export_command(
     from ablate.report.export import export_sweep
 
     manifest = export_sweep(source, out, command, reference, plots, alpha, test.value, samples, force, commit)
-    print(f"wrote {out} ({manifest['trials']} trials, {manifest['texts_bytes'] / 2**20:.1f} MiB of texts)")
+    log.info("wrote %s (%d trials, %.1f MiB of texts)", out, manifest["trials"], manifest["texts_bytes"] / 2**20)
 
 
 @app.command("plot")
@@ -222,11 +245,33 @@ def plot_command(
     alpha: float = ALPHA,
     with_significance: bool = SIGNIFICANCE,
     fmt: FigureFormat = typer.Option(FigureFormat.png, "--format", help="png, or pdf / svg (vector, for papers)."),
+    metric: str = METRIC,
 ) -> None:
-    """Figures: test BLEU per variant, Δ and 95% CI per comparison, BLEU vs tokens/s and parameters, learning
-    curves, Δ vs the base per training step, BLEU by length."""
-    for path in make_plots(source, out, alpha, with_significance, fmt=fmt.value):  # whole figures or none
+    """Figures: test BLEU (or --metric) per variant, Δ and 95% CI per comparison, the score vs tokens/s and
+    parameters, learning curves, Δ vs the base per training step, BLEU by length."""
+    get_scorer(metric)  # a wrong name fails before any work
+    for path in make_plots(source, out, alpha, with_significance, fmt=fmt.value, metric=metric):  # whole or none
         print(path)
+
+
+@app.command("score")
+def score_command(
+    path: Path = typer.Argument(
+        ..., metavar="SWEEP_OR_RUN", help="A run folder, or a sweep or results folder of runs."
+    ),
+    metric: str = typer.Option(
+        ..., "--metric", "-m", metavar="NAME", help="The metric to add: chrf, chrf++, ter, bleu or a plugin's."
+    ),
+) -> None:
+    """Add a metric to finished runs from their saved hypotheses, without retraining: writes test_<split>/NAME,
+    test/NAME, val/NAME and NAME_signature into each run's summary.json (what it already records is kept)."""
+    from ablate.report.score import score_runs
+
+    done = score_runs(path, metric)
+    for result in done:
+        print(result)
+    added = sum(bool(r.added) for r in done)
+    print(f"{metric}: scored {added} of {len(done)} runs", file=sys.stderr)
 
 
 @app.command("report")

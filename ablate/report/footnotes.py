@@ -23,9 +23,16 @@ SEED_ONLY = "one seed"
 
 
 def significance_notes(
-    sweep: Sweep, comparisons: Sequence[Comparison], alpha: float, test: str, n_samples: int, has_test_column: bool
+    sweep: Sweep,
+    comparisons: Sequence[Comparison],
+    alpha: float,
+    test: str,
+    n_samples: int,
+    has_test_column: bool,
+    label: str = "BLEU",
 ) -> list[str]:
-    """The significance footnotes of a table (empty when nothing was compared and nothing could be)."""
+    """The significance footnotes of a table (empty when nothing was compared and nothing could be);
+    ``label`` names the compared metric."""
     missing = not_compared(sweep)
     skipped = [f"Not compared (named by the sweep's comparisons): {'; '.join(missing)}."] if missing else []
     if not comparisons:
@@ -48,7 +55,7 @@ def significance_notes(
     notes = [
         f"{MARK} significant at family-wise alpha = {alpha:g}: Holm-Bonferroni over all {len(tested)} comparisons "
         f"of this table ({describe_plan(sweep)}; test splits {', '.join(splits)}). Test: two-sided {how['name']}, "
-        f"{how['samples']} bootstrap samples; a row's score is the mean over its seeds of corpus BLEU."
+        f"{how['samples']} bootstrap samples; a row's score is the mean over its seeds of corpus {label}."
         + (
             f" In the cells, {MARK} compares a row with the base; the named comparisons are listed below."
             if sweep.comparisons
@@ -56,7 +63,7 @@ def significance_notes(
         )
     ]
     if test == "seeds":
-        notes += _seed_notes(sweep, tested, alpha)
+        notes += _seed_notes(sweep, tested, alpha, label)
     else:
         notes.append(
             "This test measures test-set variance only: two seeds of one configuration differ by more than it "
@@ -69,14 +76,14 @@ def significance_notes(
     return notes
 
 
-def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float) -> list[str]:
+def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label: str = "BLEU") -> list[str]:
     split = tested[0].split
     here = [c for c in tested if c.split == split]
     first = here[0]
     how = "a row + seed fit" if first.paired else "the pooled within-row spread"
     trials = sum(len(r.trials) for r in sweep.rows)
     notes = [
-        f"Seed σ ({split}): {first.sigma:.2f} BLEU per trial, from {how} over the table's {trials} trials "
+        f"Seed σ ({split}): {first.sigma:.2f} {label} per trial, from {how} over the table's {trials} trials "
         f"({first.sigma_df} df; rows trained with the same seed values are compared seed-paired), added to the "
         f"test-sentence bootstrap variance of each Δ; 95% CIs of every Δ in `--format csv`, `--per-seed` and "
         f"`ablate plot` (delta_ci.png)."
@@ -87,7 +94,7 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float) -> lis
     mde = seedvar.detectable(first.sigma, first.sigma_df, k, sentence, strict)
     loose = seedvar.detectable(first.sigma, first.sigma_df, k, sentence, alpha)
     notes.append(
-        f"Minimum detectable effect at 80% power with {k} seeds per row: {mde:.2f} BLEU at Holm's strictest "
+        f"Minimum detectable effect at 80% power with {k} seeds per row: {mde:.2f} {label} at Holm's strictest "
         f"level (alpha/{len(tested)}), {loose:.2f} uncorrected; smaller Δs are within this table's noise."
     )
     unmarked = [c for c in here if not c.significant(alpha)]

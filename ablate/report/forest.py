@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory
 
+from ablate.metrics import get_scorer
 from ablate.report.aggregate import Sweep
 from ablate.report.figure_style import (
     DPI,
@@ -113,8 +114,12 @@ def forest_figure(sweep: Sweep, comparisons: Sequence[Comparison], alpha: float 
     _value_column(ax, lines, size)
     splits = sorted({line.split for line in lines})
     reference = "vs base" if all(line.reference == sweep.base.name for line in lines) else "vs reference row"
-    ax.set_xlabel(f"Δ test BLEU {reference} ({LEVEL:.0%} CI, {describe_test(comparisons)})", fontsize=9)
-    ax.set_title(f"Differences in test BLEU ({', '.join(splits)}), row minus reference", fontsize=10)
+    scorer = get_scorer(comparisons[0].metric if comparisons else "bleu")
+    lower = "" if scorer.higher_is_better else "; lower is better"
+    ax.set_xlabel(
+        f"Δ test {scorer.label} {reference} ({LEVEL:.0%} CI, {describe_test(comparisons)}{lower})", fontsize=9
+    )
+    ax.set_title(f"Differences in test {scorer.label} ({', '.join(splits)}), row minus reference", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     tested = sum(c.tested for c in comparisons)

@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+from ablate.metrics import get_scorer
 from ablate.report.aggregate import Row, Sweep
 from ablate.report.figure_style import (
     DPI,
@@ -37,6 +38,7 @@ from ablate.report.figure_style import (
     tick_size,
 )
 from ablate.report.forest import plot_delta_ci
+from ablate.report.metric_values import DEFAULT_METRIC
 from ablate.report.significance import LEVEL, Comparison, against_base
 from ablate.report.step_plots import plot_delta_vs_step, plot_learning_curves
 from ablate.report.table import MARK
@@ -44,12 +46,12 @@ from ablate.report.table import MARK
 __all__ = ["display_names", "plot_all", "plot_delta_ci", "plot_learning_curves", "plot_delta_vs_step"]
 
 
-def test_metric(sweep: Sweep) -> tuple[str, str]:
-    """The test BLEU key used for single-metric plots and its label (first split)."""
-    splits = sweep.test_splits
+def test_metric(sweep: Sweep, metric: str = DEFAULT_METRIC) -> tuple[str, str]:
+    """The test score key (BLEU, or ``metric``) used for single-metric plots and its label (first split)."""
+    splits, label = sweep.test_splits, get_scorer(metric).label
     if splits:
-        return f"test_{splits[0]}/bleu", f"test BLEU ({splits[0]})"
-    return "test/bleu", "test BLEU"
+        return f"test_{splits[0]}/{metric}", f"test {label} ({splits[0]})"
+    return f"test/{metric}", f"test {label}"
 
 
 def pareto_front(xs: Sequence[float], ys: Sequence[float], maximize_x: bool) -> list[int]:
@@ -99,10 +101,12 @@ class Bar:
     mark: str = ""
 
 
-def bleu_bars(sweep: Sweep, comparisons: Sequence[Comparison] = (), alpha: float = 0.05) -> list[Bar]:
+def bleu_bars(
+    sweep: Sweep, comparisons: Sequence[Comparison] = (), alpha: float = 0.05, metric: str = DEFAULT_METRIC
+) -> list[Bar]:
     """The bars of :func:`plot_test_bleu`, rows in table order, each row's splits together."""
     splits = sweep.test_splits
-    keys = [(_key(s), s) for s in splits] or [(_key(None), None)]
+    keys = [(_key(s, metric), s) for s in splits] or [(_key(None, metric), None)]
     vs_base = against_base(comparisons, sweep)
     tested = sorted({s for (_, s) in vs_base})
     use_ci = any(c.tested for c in vs_base.values())
@@ -127,9 +131,12 @@ def bleu_bars(sweep: Sweep, comparisons: Sequence[Comparison] = (), alpha: float
     return bars
 
 
-def bleu_bars_figure(sweep: Sweep, comparisons: Sequence[Comparison] = (), alpha: float = 0.05) -> Optional[Figure]:
-    """Horizontal bars of test BLEU per row (one per test split); None when no row has test BLEU."""
-    bars = bleu_bars(sweep, comparisons, alpha)
+def bleu_bars_figure(
+    sweep: Sweep, comparisons: Sequence[Comparison] = (), alpha: float = 0.05, metric: str = DEFAULT_METRIC
+) -> Optional[Figure]:
+    """Horizontal bars of test BLEU (or ``metric``) per row (one per test split); None when no row has it."""
+    bars = bleu_bars(sweep, comparisons, alpha, metric)
+    scorer = get_scorer(metric)
     if not bars:
         return None
     rows = list(dict.fromkeys(b.row for b in bars))
@@ -185,18 +192,21 @@ def bleu_bars_figure(sweep: Sweep, comparisons: Sequence[Comparison] = (), alpha
         tick.set_color(MARKED if any(b.mark for b in bars if b.row == r) else "#000000")
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_xlim(left, hi + 3 * pad)
-    what = "test BLEU" + (f" ({splits[0]})" if len(splits) == 1 and splits[0] else "")
+    what = f"test {scorer.label}" + (f" ({splits[0]})" if len(splits) == 1 and splits[0] else "")
+    what += "" if scorer.higher_is_better else ", lower is better"
     ax.set_xlabel(what if left == 0 else f"{what}, axis starts at {left:g}", fontsize=9)
-    ax.set_title("Test BLEU per configuration (bar: mean over seeds; n = seeds)", fontsize=10)
+    ax.set_title(f"Test {scorer.label} per configuration (bar: mean over seeds; n = seeds)", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     if len(splits) > 1:
         ax.legend(title="test split", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    caption(ax, _bar_caption(bars, comparisons, sweep, alpha), gap=32)
+    caption(ax, _bar_caption(bars, comparisons, sweep, alpha, metric), gap=32)
     return fig
 
 
-def _bar_caption(bars: Sequence[Bar], comparisons: Sequence[Comparison], sweep: Sweep, alpha: float) -> list[str]:
+def _bar_caption(
+    bars: Sequence[Bar], comparisons: Sequence[Comparison], sweep: Sweep, alpha: float, metric: str = DEFAULT_METRIC
+) -> list[str]:
     kinds = {b.whisker for b in bars}
     lines = ["Dashed line: the base's mean."]
     if "ci" in kinds:
@@ -213,7 +223,7 @@ def _bar_caption(bars: Sequence[Bar], comparisons: Sequence[Comparison], sweep: 
         odd = [
             b.row
             for b in bars
-            if b.mark and b.whisker == "ci" and b.low <= sweep.base.stats[_key(b.split)].mean <= b.high
+            if b.mark and b.whisker == "ci" and b.low <= sweep.base.stats[_key(b.split, metric)].mean <= b.high
         ]
         if odd:  # possible only where alpha > 1 - LEVEL, or for a test whose p-value is not its CI's (bs, ar)
             lines.append(
@@ -225,22 +235,27 @@ def _bar_caption(bars: Sequence[Bar], comparisons: Sequence[Comparison], sweep: 
     return lines
 
 
-def _key(split: Optional[str]) -> str:
-    return f"test_{split}/bleu" if split else "test/bleu"
+def _key(split: Optional[str], metric: str = DEFAULT_METRIC) -> str:
+    return f"test_{split}/{metric}" if split else f"test/{metric}"
 
 
 def plot_test_bleu(
-    sweep: Sweep, path: Path, comparisons: Optional[Sequence[Comparison]] = None, alpha: float = 0.05
+    sweep: Sweep,
+    path: Path,
+    comparisons: Optional[Sequence[Comparison]] = None,
+    alpha: float = 0.05,
+    metric: str = DEFAULT_METRIC,
 ) -> Optional[Path]:
-    """Write :func:`bleu_bars_figure` to ``path``; None when no row has test BLEU."""
-    fig = bleu_bars_figure(sweep, list(comparisons or []), alpha)
+    """Write :func:`bleu_bars_figure` to ``path``; None when no row has the test score."""
+    fig = bleu_bars_figure(sweep, list(comparisons or []), alpha, metric)
     return None if fig is None else save(fig, path)
 
 
-def plot_quality_cost(sweep: Sweep, path: Path, cost: str) -> Optional[Path]:
-    """Test BLEU against ``train/tokens_per_sec`` (higher is cheaper) or ``params`` (lower is),
-    error bars ± std, the Pareto front circled and joined by a dashed line."""
-    key, ylabel = test_metric(sweep)
+def plot_quality_cost(sweep: Sweep, path: Path, cost: str, metric: str = DEFAULT_METRIC) -> Optional[Path]:
+    """Test BLEU (or ``metric``) against ``train/tokens_per_sec`` (higher is cheaper) or ``params``
+    (lower is), error bars ± std, the Pareto front circled and joined by a dashed line."""
+    key, ylabel = test_metric(sweep, metric)
+    up = get_scorer(metric).higher_is_better
     speed = cost == "train/tokens_per_sec"
     scale = 1.0 if speed else 1e-6
     rows = [r for r in sweep.rows if key in r.stats and cost in r.stats]
@@ -267,14 +282,14 @@ def plot_quality_cost(sweep: Sweep, path: Path, cost: str) -> Optional[Path]:
             label=label,
             zorder=3,
         )
-    front = pareto_front(xs, ys, maximize_x=speed)
+    front = pareto_front(xs, ys if up else [-y for y in ys], maximize_x=speed)
     fx, fy = [xs[i] for i in front], [ys[i] for i in front]
     ax.plot(fx, fy, ls="--", color="#C44E52", lw=1.2, zorder=2)
     ax.scatter(fx, fy, s=180, facecolors="none", edgecolors="#C44E52", lw=1.5, zorder=4, label="Pareto front")
     ax.margins(x=0.15, y=0.15)
     _place_labels(ax, xs, ys, [display_names(sweep)[r.name] for r in rows])
     ax.set_xlabel("training throughput (tokens/s)  →  faster" if speed else "parameters (millions)  ←  smaller")
-    ax.set_ylabel(f"{ylabel}  ↑  better")
+    ax.set_ylabel(f"{ylabel}  {'↑' if up else '↓'}  better")
     ax.set_title(f"Quality vs {'training speed' if speed else 'model size'} (mean ± std over seeds)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
@@ -352,16 +367,24 @@ FIGURE_FORMATS = ("png", "pdf", "svg")
 
 
 def plot_all(
-    sweep: Sweep, out_dir: Path, comparisons: Optional[list[Comparison]] = None, alpha: float = 0.05, fmt: str = "png"
+    sweep: Sweep,
+    out_dir: Path,
+    comparisons: Optional[list[Comparison]] = None,
+    alpha: float = 0.05,
+    fmt: str = "png",
+    metric: str = DEFAULT_METRIC,
 ) -> list[Path]:
-    """Write every figure that the sweep has data for into ``out_dir`` as ``fmt`` files; return their paths."""
+    """Write every figure that the sweep has data for into ``out_dir`` as ``fmt`` files; return their
+    paths. With another ``metric`` than BLEU, the test-score figures are on it and named after it
+    (``test_chrf.png``, ``chrf_vs_speed.png``); learning curves and BLEU by length stay BLEU's."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    m = metric
     written = [
-        plot_test_bleu(sweep, out_dir / f"test_bleu.{fmt}", comparisons, alpha),
+        plot_test_bleu(sweep, out_dir / f"test_{m}.{fmt}", comparisons, alpha, m),
         plot_delta_ci(sweep, out_dir / f"delta_ci.{fmt}", comparisons, alpha),
-        plot_quality_cost(sweep, out_dir / f"bleu_vs_speed.{fmt}", "train/tokens_per_sec"),
-        plot_quality_cost(sweep, out_dir / f"bleu_vs_params.{fmt}", "params"),
+        plot_quality_cost(sweep, out_dir / f"{m}_vs_speed.{fmt}", "train/tokens_per_sec", m),
+        plot_quality_cost(sweep, out_dir / f"{m}_vs_params.{fmt}", "params", m),
         plot_learning_curves(sweep, out_dir / f"learning_curves.{fmt}"),
         plot_delta_vs_step(sweep, out_dir / f"delta_vs_step.{fmt}"),
         plot_bleu_by_length(sweep, out_dir / f"bleu_by_length.{fmt}"),

@@ -26,6 +26,7 @@ FINISHED = "finished"
 INVALID = "invalid"
 """A trial whose record cannot be believed (unreadable texts, ill-typed fields); listed with the reason."""
 SUMMARY = "summary.json"
+SIGNATURE = "_signature"  # the suffix of a metric's signature in a summary (bleu_signature, ter_signature)
 STATE_FILE = "sweep.json"
 WANDB_PREFIX = "wandb:"
 # Keys of the flattened config that never distinguish two configurations.
@@ -66,6 +67,7 @@ class Trial:
         sources: split -> source sentences, aligned with ``hyps`` (for BLEU by source length).
         comparisons: the sweep's ``comparisons`` parameter (see :mod:`ablate.sweep.spec`), if any.
         accelerator: ``cpu`` or ``gpu``, what trained the run (see :func:`trained_on`); None if not known.
+        signatures: metric name -> the signature its summary records (``<name>_signature``: chrF's, TER's, ...).
     """
 
     name: str
@@ -84,6 +86,7 @@ class Trial:
     sources: dict[str, list[str]] = field(default_factory=dict)
     comparisons: Optional[list] = None
     accelerator: Optional[str] = None
+    signatures: dict[str, str] = field(default_factory=dict)
 
     @property
     def seed(self) -> Any:
@@ -239,6 +242,9 @@ def from_summary(
         sources=sources or {},
         comparisons=comparisons if isinstance(comparisons, list) else None,
         accelerator=trained_on(summary, raw),
+        signatures={
+            k.removesuffix(SIGNATURE): v for k, v in summary.items() if k.endswith(SIGNATURE) and isinstance(v, str)
+        },
     )
 
 

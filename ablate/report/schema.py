@@ -18,7 +18,13 @@ TEXT_FIELDS = ("error", "bleu_signature", "accelerator")
 MAPPING_FIELDS = ("config", "resolved")
 LIMIT = 1e15
 """No count or rate a run records comes near this; a larger value (``1e308``) is damage, and its mean overflows."""
-BOUNDED = {"/bleu": (0.0, 100.0), "/chrf": (0.0, 100.0), "/ppl": (1.0, math.inf)}
+BOUNDED = {
+    "/bleu": (0.0, 100.0),
+    "/chrf": (0.0, 100.0),
+    "/chrf++": (0.0, 100.0),
+    "/ter": (0.0, math.inf),
+    "/ppl": (1.0, math.inf),
+}
 """Ranges of the scores by key suffix; every other metric must be finite and within :data:`LIMIT`."""
 NUMERIC = ("params", "step", "epoch", "wall_time_s", "cpu_time_s")
 """Summary keys without a ``/`` that are numbers when present."""

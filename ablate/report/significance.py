@@ -3,6 +3,9 @@
 **The statistic.** A row (a configuration) trained with K seeds has K hypothesis files for the
 same source sentences. Its score is the mean over its seeds of corpus BLEU, and a comparison's
 statistic is the difference of two rows' scores: ``Δ = mean_s BLEU(B_s) - mean_s BLEU(A_s)``.
+Any metric of :mod:`ablate.metrics` takes BLEU's place (``ablate table --metric``): the resamples
+are of its per-sentence statistics, whose sum gives its corpus score (chrF's n-gram counts, TER's
+edits, a per-sentence metric's scores); the test is two-sided, so an error rate (TER) is tested alike.
 
 **The tests** (``--test``):
 
@@ -34,8 +37,9 @@ import numpy as np
 
 import ablate.report.seeds as seedvar
 from ablate.report.aggregate import Sweep, value_order
+from ablate.report.metric_values import DEFAULT_METRIC, bleu_tokenizer, scorer_for, statistics  # noqa: F401 - re-exported
 from ablate.report.records import ReportError, Trial
-from ablate.report.resampling import Resamples, approximate_randomization, bleu_from_stats, bootstrap_p, sentence_stats
+from ablate.report.resampling import Resamples, Score, approximate_randomization, bleu_from_stats, bootstrap_p
 
 TESTS = {
     "seeds": "seed-aware t-test (table-pooled training-seed variance + paired bootstrap over test sentences)",
@@ -54,8 +58,8 @@ class Comparison:
     Attributes:
         reference, row: row names (``reference`` is the base for comparisons against the base).
         split: the test split.
-        p_value: two-sided p-value of the BLEU difference, uncorrected (nan: not tested, see ``note``).
-        base_bleu, bleu: mean over seeds of corpus BLEU of ``reference`` and ``row``.
+        p_value: two-sided p-value of the score difference, uncorrected (nan: not tested, see ``note``).
+        base_bleu, bleu: mean over seeds of the corpus score (BLEU, or ``metric``) of ``reference`` and ``row``.
         seeds: seeds used on each side.
         p_adjusted: Holm-Bonferroni adjusted p-value over all tested comparisons of the table.
         test: the test's key in :data:`TESTS`.
@@ -66,6 +70,7 @@ class Comparison:
             whether it was the seed-paired estimate (None where not estimable).
         per_seed: ``(seed, Δ)`` for every seed value both rows trained with.
         note: why the comparison was not tested, if it was not.
+        metric: the metric compared (a key of :data:`ablate.metrics.METRIC_SCORERS`).
     """
 
     reference: str
@@ -85,6 +90,7 @@ class Comparison:
     paired: bool = False
     per_seed: tuple[tuple[str, float], ...] = ()
     note: str = ""
+    metric: str = DEFAULT_METRIC
 
     @property
     def delta(self) -> float:
@@ -127,39 +133,51 @@ class SplitScores:
 
     Args:
         split: the split's name.
-        rows: row name -> ``[(seed, (n, 10) statistics)]``, the same n sentences everywhere.
+        rows: row name -> ``[(seed, (n, k) statistics)]``, the same n sentences everywhere.
         samples: bootstrap resamples of sentences.
+        score: the metric's corpus score of summed statistics (BLEU's by default).
+        metric: the metric's name.
     """
 
-    def __init__(self, split: str, rows: dict[str, list[tuple[Any, np.ndarray]]], samples: int):
+    def __init__(
+        self,
+        split: str,
+        rows: dict[str, list[tuple[Any, np.ndarray]]],
+        samples: int,
+        score: Score = bleu_from_stats,
+        metric: str = DEFAULT_METRIC,
+    ):
         self.split, self.rows = split, {r: list(ts) for r, ts in rows.items() if ts}
+        self.score, self.metric = score, metric
         sizes = {s.shape[0] for ts in self.rows.values() for _, s in ts}
         if len(sizes) > 1:
             raise ReportError(f"{split}: hypotheses cover different numbers of sentences ({sorted(sizes)})")
         resamples = Resamples(sizes.pop(), samples) if sizes else None
-        self.bleu = {r: [float(bleu_from_stats(s.sum(0))) for _, s in ts] for r, ts in self.rows.items()}
-        self.boot = {r: [resamples.bleu(s) for _, s in ts] for r, ts in self.rows.items()} if resamples else {}
+        self.bleu = {r: [float(score(s.sum(0))) for _, s in ts] for r, ts in self.rows.items()}
+        self.boot = {r: [resamples.bleu(s, score) for _, s in ts] for r, ts in self.rows.items()} if resamples else {}
         self.seeds = {r: [str(seed) for seed, _ in ts] for r, ts in self.rows.items()}
         self.noise = seedvar.fit({r: dict(zip(self.seeds[r], self.bleu[r])) for r in self.rows})
 
     @classmethod
-    def of_sweep(cls, sweep: Sweep, split: str, samples: int) -> SplitScores:
+    def of_sweep(cls, sweep: Sweep, split: str, samples: int, metric: str = DEFAULT_METRIC) -> SplitScores:
         """Every usable trial of ``sweep``: as many hypotheses as references, and the split's
-        references (the first usable trial's)."""
-        tokenize, refs = bleu_tokenizer(sweep.base.trials), None
+        references (the first usable trial's), scored with ``metric``."""
+        scorer, refs = scorer_for(metric, sweep.base.trials), None
         rows: dict[str, list[tuple[Any, np.ndarray]]] = {}
         for row in sweep.rows:
             for t in _usable(row.trials, split):
                 refs = refs if refs is not None else t.refs[split]
                 if t.refs[split] == refs:
-                    rows.setdefault(row.name, []).append((t.seed, sentence_stats(t.hyps[split], refs, tokenize)))
-        return cls(split, rows, samples)
+                    sources = t.sources.get(split)
+                    sources = sources if sources and len(sources) == len(refs) else None
+                    rows.setdefault(row.name, []).append((t.seed, statistics(scorer, t.hyps[split], refs, sources)))
+        return cls(split, rows, samples, scorer.from_statistics, metric)
 
     def relabel(self, row: str, i: int, j: int) -> SplitScores:
         """A copy in which ``row``'s i-th and j-th seeds are two one-seed rows, ``row@<seed>``
         (its other seeds left out), for calibration: the two are one configuration."""
         out = object.__new__(SplitScores)
-        out.split = self.split
+        out.split, out.score, out.metric = self.split, self.score, self.metric
         keep = {r: list(range(len(ts))) for r, ts in self.rows.items() if r != row}
         keep.update({f"{row}@{self.seeds[row][i]}": [i], f"{row}@{self.seeds[row][j]}": [j]})
         source = {r: (r if r in self.rows else row) for r in keep}
@@ -185,7 +203,7 @@ class SplitScores:
         base = Comparison(
             reference, row, self.split, math.nan, float(np.mean(xa)), float(np.mean(xb)), (len(xa), len(xb)),
             test=test, sentence_var=float(np.var(deltas, ddof=1)), sigma=sigma, sigma_df=df, paired=paired,
-            per_seed=self._per_seed(reference, row),
+            per_seed=self._per_seed(reference, row), metric=self.metric,
         )  # fmt: skip
         if test == "seeds":
             if sigma is None:
@@ -198,7 +216,7 @@ class SplitScores:
             p = bootstrap_p(deltas, observed)
         else:
             a, b = self._paired_stats(reference, row)
-            p = approximate_randomization(a, b, trials or DEFAULT_SAMPLES["ar"])
+            p = approximate_randomization(a, b, trials or DEFAULT_SAMPLES["ar"], score=self.score)
         return replace(base, p_value=p, se=se, ci=(observed - half, observed + half))
 
     def _per_seed(self, reference: str, row: str) -> tuple[tuple[str, float], ...]:
@@ -240,15 +258,21 @@ def check_test(test: str) -> None:
         raise ReportError(f"unknown significance test '{test}' (choose from: {', '.join(TESTS)})")
 
 
-def split_scores(sweep: Sweep, n_samples: int = 0, test: str = DEFAULT_TEST) -> dict[str, SplitScores]:
+def split_scores(
+    sweep: Sweep, n_samples: int = 0, test: str = DEFAULT_TEST, metric: str = DEFAULT_METRIC
+) -> dict[str, SplitScores]:
     """:class:`SplitScores` of every test split with saved hypotheses (``n_samples`` bootstrap
-    resamples; for ``ar``, whose samples are swaps, the bootstrap's default)."""
+    resamples; for ``ar``, whose samples are swaps, the bootstrap's default), on ``metric``."""
     samples = (n_samples if test != "ar" else 0) or DEFAULT_SAMPLES["bs"]
-    return {split: SplitScores.of_sweep(sweep, split, samples) for split in test_splits(sweep)}
+    return {split: SplitScores.of_sweep(sweep, split, samples, metric) for split in test_splits(sweep)}
 
 
 def compare(
-    sweep: Sweep, test: str = DEFAULT_TEST, n_samples: int = 0, plan: Optional[Sequence[tuple[str, str]]] = None
+    sweep: Sweep,
+    test: str = DEFAULT_TEST,
+    n_samples: int = 0,
+    plan: Optional[Sequence[tuple[str, str]]] = None,
+    metric: str = DEFAULT_METRIC,
 ) -> list[Comparison]:
     """The table's comparisons on every test split with saved hypotheses, Holm-adjusted together.
 
@@ -258,6 +282,7 @@ def compare(
         n_samples: bootstrap resamples (``seeds``, ``bs``) or random swaps (``ar``); 0 for the default.
         plan: ``(reference row, row)`` name pairs to compare; default the sweep's named
             comparisons (:func:`ablate.report.plan.planned_pairs`), else every row against the base.
+        metric: the metric compared (``bleu``, ``chrf``, ``ter``, a plugin's).
     """
     from ablate.report.plan import planned_pairs
 
@@ -266,7 +291,7 @@ def compare(
         plan = planned_pairs(sweep)
     found = [
         c
-        for scores in split_scores(sweep, n_samples, test).values()
+        for scores in split_scores(sweep, n_samples, test, metric).values()
         for ref, name in plan
         if (c := scores.compare(ref, name, test, n_samples)) is not None
     ]
@@ -285,15 +310,6 @@ def test_splits(sweep: Sweep) -> list[str]:
     from ablate.report.validation import tested_splits
 
     return tested_splits([t for r in sweep.rows for t in r.trials])
-
-
-def bleu_tokenizer(trials: Sequence[Trial]) -> Optional[str]:
-    """The ``tok:`` field of the runs' sacreBLEU signature, so the test scores BLEU as they did."""
-    for t in trials:
-        for part in (t.signature or "").split("|"):
-            if part.startswith("tok:"):
-                return part[len("tok:") :]
-    return None
 
 
 def describe(test: str, n_samples: int) -> dict[str, Any]:

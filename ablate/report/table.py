@@ -18,8 +18,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ablate.metrics import MetricScorer, get_scorer
 from ablate.report.aggregate import Stat, Sweep
 from ablate.report.footnotes import FLIP, MARK, significance_notes
+from ablate.report.metric_values import DEFAULT_METRIC, signature_of
 from ablate.report.records import Trial
 from ablate.report.significance import DEFAULT_TEST, Comparison, against_base
 from ablate.report.speed import training_speed
@@ -163,24 +165,33 @@ def key_labels(keys: list[str]) -> list[str]:
 
 
 def metric_columns(
-    sweep: Sweep, comparisons: dict[tuple[str, str], Comparison], extra: Optional[list[Column]] = None
+    sweep: Sweep,
+    comparisons: dict[tuple[str, str], Comparison],
+    extra: Optional[list[Column]] = None,
+    metric: str = DEFAULT_METRIC,
 ) -> list[Column]:
-    """The metric columns that at least one row reports, in Table 3 order (``extra`` after test BLEU)."""
+    """The metric columns that at least one row reports, in Table 3 order (``extra`` after the test
+    scores); the dev and test scores are ``metric``'s (BLEU by default), best by its direction."""
     present = {m for r in sweep.rows for m in r.stats} | {c.key for c in extra or []}
     hyp_splits = sorted({s for (_, s) in comparisons})
+    m = get_scorer(metric)
+
+    def score(key: str, where: str, split: Optional[str] = None) -> Column:
+        return Column(key, f"{m.label} ({where})", m.decimals, higher_better=m.higher_is_better, split=split)
+
     cols = [
         Column("step", "train steps", 0, ranked=False),
         Column("val/step", "tested step", 0, ranked=False),  # of the best validation, whose checkpoint was tested
         Column("train/tokens", "train tokens (M)", 2, scale=1e-6, ranked=False),
         Column("val/ppl", "PPL (dev)", 2, higher_better=False),
-        Column("val/bleu", "BLEU (dev)", 2),
+        score(f"val/{metric}", "dev"),
     ]
     splits = sweep.test_splits
     if splits:
-        cols += [Column(f"test_{s}/bleu", f"BLEU ({s})", 2, split=s) for s in splits]
+        cols += [score(f"test_{s}/{metric}", s, split=s) for s in splits]
     else:
         only = hyp_splits[0] if len(hyp_splits) == 1 else None
-        cols.append(Column("test/bleu", "BLEU (test)", 2, split=only))
+        cols.append(score(f"test/{metric}", "test", split=only))
     cols += list(extra or [])
     speed = training_speed(sweep)  # tokens per CPU-second on CPU, else wall-clock tokens/s
     cols += [
@@ -203,6 +214,7 @@ def build_table(
     test: str = DEFAULT_TEST,
     n_samples: int = 0,
     extra: Optional[tuple[list[Column], dict[str, dict[str, Stat]], str]] = None,
+    metric: str = DEFAULT_METRIC,
 ) -> Table:
     """Lay out ``sweep`` as a paper-style table.
 
@@ -213,11 +225,12 @@ def build_table(
         alpha: family-wise significance level for the † mark (on Holm-adjusted p-values).
         test, n_samples: how the comparisons were made (for the footnote).
         extra: more metric columns, their stats per row name, and a footnote (BLEU by length).
+        metric: the score of the dev and test columns and of the † test (``comparisons`` must be on it).
     """
     comparisons = list(comparisons or [])
     vs_base = against_base(comparisons, sweep)  # a cell's mark is always against the base; other pairs are listed
     extra_cols, extra_stats, extra_note = extra or ([], {}, "")
-    columns = metric_columns(sweep, vs_base, extra_cols)
+    columns = metric_columns(sweep, vs_base, extra_cols, metric)
 
     def stat_of(row, key):
         return extra_stats.get(row.name, {}).get(key) or row.stats.get(key)
@@ -258,10 +271,10 @@ def build_table(
         columns=columns,
         rows=rows,
         unfinished=[_unfinished(t) for t in sorted(sweep.unfinished, key=lambda t: t.name)],
-        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples)
+        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples, get_scorer(metric))
         + [n for n in [extra_note, _speed_note(sweep, columns)] if n],
         show_names=sweep.uses_variants,
-        comparisons=_comparison_lines(sweep, comparisons, alpha) if sweep.comparisons else [],
+        comparisons=_comparison_lines(sweep, comparisons, alpha, get_scorer(metric).label) if sweep.comparisons else [],
     )
 
 
@@ -285,33 +298,53 @@ def _unfinished(trial: Trial) -> Unfinished:
     return Unfinished(trial.name, ", ".join(who), trial.status, " ".join(str(reason).split()))
 
 
-def _late_flips(sweep: Sweep) -> list[str]:
-    """Rows whose seed-paired dev BLEU Δ against the base changed sign in the last half of training."""
+def _late_flips(sweep: Sweep, metric: str = DEFAULT_METRIC, label: str = "BLEU") -> list[str]:
+    """Rows whose seed-paired dev score Δ against the base changed sign in the last half of training
+    (where the validation history records that score)."""
     from ablate.report.budget import late_sign_changes
 
-    late = late_sign_changes(sweep, "val/bleu")
+    if not any(f"val/{metric}" in h for r in sweep.rows for t in r.trials for h in t.history):
+        return []
+    late = late_sign_changes(sweep, f"val/{metric}")
     if not late:
         return []
     rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
-    return [f"Budget-dependent: the dev BLEU Δ against the base changed sign in the last half of training for {rows}."]
+    return [
+        f"Budget-dependent: the dev {label} Δ against the base changed sign in the last half of training for {rows}."
+    ]
 
 
 def _footnotes(
-    sweep: Sweep, columns: list[Column], comparisons: list[Comparison], alpha: float, test: str, n_samples: int
+    sweep: Sweep,
+    columns: list[Column],
+    comparisons: list[Comparison],
+    alpha: float,
+    test: str,
+    n_samples: int,
+    scorer: Optional[MetricScorer] = None,
 ) -> list[str]:
+    scorer = scorer or get_scorer(DEFAULT_METRIC)
+    label = scorer.label
     notes = [
         "Cells: mean ± sample std over seeds (n = seeds); best mean per column in bold; "
         "blank hyperparameter = same as base; d_k, d_v, lr: the values the runs used. "
-        "Dev PPL and BLEU are from one validation, of the checkpoint that was tested (the best by dev BLEU"
+        f"Dev PPL and {label} are from one validation, of the checkpoint that was tested (the best by dev BLEU"
         + ("; its step is column tested step)." if any(c.key == "val/step" for c in columns) else ").")
     ]
+    if not scorer.higher_is_better:
+        notes.append(
+            f"{label} is an error rate, lower is better: the best mean per column is the lowest, "
+            f"and a Δ {label} below 0 is an improvement."
+        )
     notes.append(trials_note(sweep))
     notes += disagreement_notes(sweep)
     notes.append(budget_note(sweep))
-    notes += _late_flips(sweep)
-    notes += significance_notes(sweep, comparisons, alpha, test, n_samples, any(c.split for c in columns))
-    for sig in sweep.signatures:
-        notes.append(f"sacreBLEU: {sig}")
+    notes += _late_flips(sweep, scorer.name, label)
+    notes += significance_notes(sweep, comparisons, alpha, test, n_samples, any(c.split for c in columns), label)
+    if scorer.name == DEFAULT_METRIC:
+        notes += [f"sacreBLEU: {sig}" for sig in sweep.signatures]
+    else:
+        notes += [f"{label}: {sig}" for sig in signature_of(scorer.name, [t for r in sweep.rows for t in r.trials])]
     return notes
 
 
@@ -363,7 +396,7 @@ def budget_note(sweep: Sweep) -> str:
     return f"Budget: {said};{first} train steps and tokens show what each row trained."
 
 
-def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float) -> list[str]:
+def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float, label: str = "BLEU") -> list[str]:
     """``row vs reference on split: ΔBLEU [CI], p, Holm p`` per named comparison, in plan order."""
     rows = {r.name: r for r in sweep.rows}
     varying = [k for k in sweep.keys if len({str(r.settings[k]) for r in sweep.rows}) > 1]
@@ -383,11 +416,11 @@ def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float)
         seeds = f"seeds {c.seeds[1]} vs {c.seeds[0]}"
         if not c.tested:
             lines.append(
-                f"{what} ({c.split}): ΔBLEU {c.delta:+.2f} ({c.bleu:.2f} vs {c.base_bleu:.2f}, {seeds}), not tested: {c.note}"
+                f"{what} ({c.split}): Δ{label} {c.delta:+.2f} ({c.bleu:.2f} vs {c.base_bleu:.2f}, {seeds}), not tested: {c.note}"
             )
             continue
         lines.append(
-            f"{what} ({c.split}): ΔBLEU {c.delta:+.2f} [95% CI {c.ci[0]:+.2f}, {c.ci[1]:+.2f}] ({c.bleu:.2f} vs "
+            f"{what} ({c.split}): Δ{label} {c.delta:+.2f} [95% CI {c.ci[0]:+.2f}, {c.ci[1]:+.2f}] ({c.bleu:.2f} vs "
             f"{c.base_bleu:.2f}, {seeds}), p = {c.p_value:.4f}, Holm p = {c.p_adjusted:.4f}{mark}"
         )
     return lines

@@ -12,19 +12,20 @@ from typing import Any, Callable, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from ablate.config import ConfigError, complete_overrides, load_config, parse_override, valid_keys
-from ablate.errors import AblateError, did_you_mean
+from ablate.config import complete_overrides
+from ablate.errors import AblateError
+from ablate.sweep import views
 from ablate.sweep.axes import axis_overrides, split_axes, with_axes
+from ablate.sweep.executors import EXECUTORS, ExecutorArgs, make_executor
 from ablate.sweep.launcher import Launcher, LaunchOptions, check_trial_count, default_out
-from ablate.sweep.options import TRIAL_LIMIT
-from ablate.sweep.progress import Progress, best_trial, clock
+from ablate.sweep.options import TRIAL_LIMIT, check_overrides
+from ablate.sweep.planner import Planner
+from ablate.sweep.progress import Progress
 from ablate.sweep.search import trial_cap
 from ablate.sweep.slots import plan_slots
 from ablate.sweep.spec import SweepError, load_spec
-from ablate.sweep.state import is_locked, load_state
+from ablate.sweep.state import load_state
 from ablate.utils.commands import fail, typer_app
 
 app = typer_app(
@@ -59,95 +60,103 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def check_overrides(overrides: list[str]) -> list[str]:
-    """Each ``key=value`` is well formed and names a config key (so no trial fails for a typo)."""
-    keys = set(valid_keys())
-    for item in overrides:
-        key, _ = parse_override(item)
-        if key not in keys:
-            hint = did_you_mean(key, sorted(keys), cutoff=0.5) or "; see `ablate train --help` for the keys"
-            raise ConfigError(f"override '{item}': unknown config key '{key}'{hint}")
-    return list(overrides)
+def _complete_launcher(incomplete: str) -> list[str]:
+    return [name for name in EXECUTORS if name.startswith(incomplete)]
+
+
+FILE = typer.Argument(..., help="Sweep file (W&B sweep configuration), e.g. sweeps/quickstart.yaml.")
+OVERRIDES = typer.Argument(
+    None,
+    help="key=value config overrides for every trial; key=a,b adds a grid axis (one trial per value, "
+    "crossed with the file's); quote a literal comma for YAML: 'key=\"a,b\"'.",
+    autocompletion=complete_overrides,
+)
+OUT = typer.Option(None, "--out", help="Sweep folder (state + one folder per trial). Default: runs/<sweep name>.")
+GPUS_PER_TRIAL = typer.Option(
+    None,
+    "--gpus-per-trial",
+    help="GPUs per trial; more than one trains with DDP. Default: 1 locally, 0 (CPU jobs) on SLURM.",
+)
+PARALLEL = typer.Option(
+    1, "--parallel", help="Trials at once on CPU (cores are split evenly), or per GPU group on GPUs."
+)
+LAUNCHER = typer.Option(
+    "local",
+    "--launcher",
+    help="Where trials run: " + ", ".join(EXECUTORS) + ". local: processes on this machine's slots; slurm: one "
+    "batch job per trial through submitit (run it on the cluster's login node).",
+    autocompletion=_complete_launcher,
+)
+PARTITION = typer.Option(None, "--partition", rich_help_panel=SLURM, help="partition for the jobs.")
+NODES = typer.Option(1, "--nodes-per-trial", rich_help_panel=SLURM, help="nodes per trial (DDP across them).")
+MAX_CONCURRENT = typer.Option(
+    8, "--max-concurrent", rich_help_panel=SLURM, help="jobs of this sweep queued or running at once."
+)
+TIME = typer.Option(
+    "04:00:00",
+    "--time",
+    rich_help_panel=SLURM,
+    help="job time limit, HH:MM:SS or D-HH:MM:SS; trials checkpoint and requeue before it.",
+)
+CPUS = typer.Option(
+    None, "--cpus-per-trial", rich_help_panel=SLURM, help="CPUs per task (also the trainer's torch threads)."
+)
+MEM = typer.Option(None, "--mem", rich_help_panel=SLURM, help="memory per node, e.g. 32G.")
+SIGNAL_DELAY = typer.Option(
+    120,
+    "--signal-delay",
+    rich_help_panel=SLURM,
+    help="seconds before the time limit at which a job checkpoints and requeues itself.",
+)
+SLURM_ARG = typer.Option(
+    None,
+    "--slurm-arg",
+    rich_help_panel=SLURM,
+    help="another #SBATCH option as KEY=VALUE (repeatable), e.g. account=abc or qos=high.",
+)
+MAX_TRIALS = typer.Option(
+    None, "--max-trials", help="Run at most this many trials (required for random/bayes without run_cap)."
+)
+RETRIES = typer.Option(
+    2,
+    "--retries",
+    min=0,
+    help="Relaunch a trial killed from outside (preempted, OOM-killed) up to N times; it resumes from its checkpoint.",
+)
+WANDB_SWEEP = typer.Option(
+    False,
+    "--wandb-sweep",
+    help="When W&B is online, also register the sweep with the W&B server (once per --out) and attach "
+    "every trial to it, so the project's Sweeps page (parameter importance, parallel coordinates) "
+    "lists them; trials still train here.",
+)
 
 
 @app.command("run")
 @user_errors
 def run(
-    file: Path = typer.Argument(..., help="Sweep file (W&B sweep configuration), e.g. sweeps/quickstart.yaml."),
-    overrides: Optional[list[str]] = typer.Argument(
-        None,
-        help="key=value config overrides for every trial; key=a,b adds a grid axis (one trial per value, "
-        "crossed with the file's); quote a literal comma for YAML: 'key=\"a,b\"'.",
-        autocompletion=complete_overrides,
-    ),
-    out: Optional[Path] = typer.Option(
-        None, "--out", help="Sweep folder (state + one folder per trial). Default: runs/<sweep name>."
-    ),
+    file: Path = FILE,
+    overrides: Optional[list[str]] = OVERRIDES,
+    out: Optional[Path] = OUT,
     devices: str = typer.Option("auto", "--devices", help=DEVICES_HELP),
-    gpus_per_trial: Optional[int] = typer.Option(
-        None,
-        "--gpus-per-trial",
-        help="GPUs per trial; more than one trains with DDP. Default: 1 locally, 0 (CPU jobs) on SLURM.",
-    ),
-    parallel: int = typer.Option(
-        1, "--parallel", help="Trials at once on CPU (cores are split evenly), or per GPU group on GPUs."
-    ),
-    launcher: str = typer.Option(
-        "local",
-        "--launcher",
-        help="local (this machine) or slurm (one batch job per "
-        "trial through submitit; run it on the cluster's login node).",
-    ),
-    partition: Optional[str] = typer.Option(None, "--partition", rich_help_panel=SLURM, help="partition for the jobs."),
-    nodes_per_trial: int = typer.Option(
-        1, "--nodes-per-trial", rich_help_panel=SLURM, help="nodes per trial (DDP across them)."
-    ),
-    max_concurrent: int = typer.Option(
-        8, "--max-concurrent", rich_help_panel=SLURM, help="jobs of this sweep queued or running at once."
-    ),
-    time_limit: str = typer.Option(
-        "04:00:00",
-        "--time",
-        rich_help_panel=SLURM,
-        help="job time limit, HH:MM:SS or D-HH:MM:SS; trials checkpoint and requeue before it.",
-    ),
-    cpus_per_trial: Optional[int] = typer.Option(
-        None, "--cpus-per-trial", rich_help_panel=SLURM, help="CPUs per task (also the trainer's torch threads)."
-    ),
-    mem: Optional[str] = typer.Option(None, "--mem", rich_help_panel=SLURM, help="memory per node, e.g. 32G."),
-    signal_delay: int = typer.Option(
-        120,
-        "--signal-delay",
-        rich_help_panel=SLURM,
-        help="seconds before the time limit at which a job checkpoints and requeues itself.",
-    ),
-    slurm_arg: Optional[list[str]] = typer.Option(
-        None,
-        "--slurm-arg",
-        rich_help_panel=SLURM,
-        help="another #SBATCH option as KEY=VALUE (repeatable), e.g. account=abc or qos=high.",
-    ),
-    max_trials: Optional[int] = typer.Option(
-        None, "--max-trials", help="Run at most this many trials (required for random/bayes without run_cap)."
-    ),
+    gpus_per_trial: Optional[int] = GPUS_PER_TRIAL,
+    parallel: int = PARALLEL,
+    launcher: str = LAUNCHER,
+    partition: Optional[str] = PARTITION,
+    nodes_per_trial: int = NODES,
+    max_concurrent: int = MAX_CONCURRENT,
+    time_limit: str = TIME,
+    cpus_per_trial: Optional[int] = CPUS,
+    mem: Optional[str] = MEM,
+    signal_delay: int = SIGNAL_DELAY,
+    slurm_arg: Optional[list[str]] = SLURM_ARG,
+    max_trials: Optional[int] = MAX_TRIALS,
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed trials again."),
-    retries: int = typer.Option(
-        2,
-        "--retries",
-        min=0,
-        help="Relaunch a trial killed from outside "
-        "(preempted, OOM-killed) up to N times; it resumes from its checkpoint.",
-    ),
+    retries: int = RETRIES,
     config: Optional[Path] = typer.Option(None, "--config", help="Base YAML config for every trial."),
     grace: float = typer.Option(30.0, "--grace", help="Seconds a stopped trial gets to save a checkpoint."),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the trials and their overrides; train nothing."),
-    wandb_sweep: bool = typer.Option(
-        False,
-        "--wandb-sweep",
-        help="When W&B is online, also register the sweep with the W&B server (once per --out) and attach "
-        "every trial to it, so the project's Sweeps page (parameter importance, parallel coordinates) "
-        "lists them; trials still train here.",
-    ),
+    wandb_sweep: bool = WANDB_SWEEP,
     trial_limit: int = typer.Option(TRIAL_LIMIT, "--trial-limit", min=1, help="Refuse to plan more trials than this."),
 ) -> None:
     """Run a sweep on this machine (one process per trial over device slots) or on a SLURM cluster
@@ -159,14 +168,11 @@ def run(
     2: a bad command line, sweep file or config;
     130: interrupted (rerun to resume).
     """
-    if launcher not in ("local", "slurm"):
-        raise SweepError(f"--launcher {launcher!r}: choose local or slurm")
     plain, axes = split_axes(check_overrides(overrides or []))
     spec = with_axes(load_spec(file), axes)
-    slurm = launcher == "slurm"
     opts = LaunchOptions(
         out=out or default_out(spec),
-        slots=[] if slurm else plan_slots(devices, 1 if gpus_per_trial is None else gpus_per_trial, parallel),
+        slots=[],
         overrides=plain,
         axes=axis_overrides(axes),
         config=config,
@@ -176,108 +182,45 @@ def run(
         grace_s=grace,
         trial_limit=trial_limit,
     )
+    args = ExecutorArgs(
+        name=spec.name, devices=devices, gpus_per_trial=gpus_per_trial, parallel=parallel, partition=partition,
+        nodes_per_trial=nodes_per_trial, max_concurrent=max_concurrent, time=time_limit, cpus_per_trial=cpus_per_trial,
+        mem=mem, signal_delay_s=signal_delay, slurm_args=tuple(slurm_arg or ()),
+    )  # fmt: skip
+    executor = make_executor(launcher, args, opts)
     count = check_trial_count(spec, trial_cap(spec, max_trials), trial_limit)  # at once, before any planning
     if count is not None:
         console.print(f"{spec.name}: {count:,} trials", highlight=False)
-    if slurm:
-        from ablate.sweep.slurm import SlurmLauncher, SlurmOptions
-
-        extra = {}
-        for item in slurm_arg or []:
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                raise SweepError(f"--slurm-arg {item!r}: use KEY=VALUE, e.g. account=abc")
-            extra[key.strip().replace("-", "_")] = value
-        options = SlurmOptions(
-            partition=partition,
-            gpus_per_trial=gpus_per_trial or 0,
-            nodes_per_trial=nodes_per_trial,
-            cpus_per_trial=cpus_per_trial,
-            max_concurrent=max_concurrent,
-            time=time_limit,
-            signal_delay_s=signal_delay,
-            mem=mem,
-            extra=extra,
-        )
-        make = functools.partial(SlurmLauncher, spec, opts, options)
-        where = (
-            f"SLURM: {options.nodes_per_trial} node(s) x {options.gpus_per_trial or 'no'} GPU(s) per trial, "
-            f"at most {options.max_concurrent} jobs, {options.time}"
-        )
-    else:
-        make = functools.partial(Launcher, spec, opts)
-        where = "slots: " + ", ".join(s.describe() for s in opts.slots)
     if dry_run:
-        if _preview(make()):
-            raise typer.Exit(FAILED)
+        if views.preview(console, Planner(spec, opts)):
+            raise typer.Exit(views.FAILED)
         return
+    _run(Launcher(spec, opts, Progress(console, spec.metric, spec.goal), executor), wandb_sweep)
+
+
+def _say(line: str, style: str = "") -> None:
+    console.print(line, style=style, highlight=False)
+
+
+def _run(launcher: Launcher, wandb_sweep: bool) -> None:
+    """Run the sweep, report, and exit with its status (0, 1 some trial unfinished, 130 interrupted)."""
+    spec, opts = launcher.spec, launcher.opts
     if wandb_sweep:
-        opts.wandb_sweep = _register(spec, opts)
-    console.print(f"sweep [bold]{spec.name}[/bold] ({spec.method}) -> {opts.out}  {where}", highlight=False)
+        from ablate.sweep.wandb_agent import attach_local_sweep
+
+        opts.wandb_sweep = attach_local_sweep(spec, opts, _say)
+    _say(f"sweep [bold]{spec.name}[/bold] ({spec.method}) -> {opts.out}  {launcher.executor.describe()}")
     try:
-        result = make(Progress(console, spec.metric, spec.goal)).run()
+        result = launcher.run()
     except KeyboardInterrupt:  # before any trial started: nothing to stop
-        console.print("interrupted: rerun the same command to resume", style="yellow")
+        _say("interrupted: rerun the same command to resume", "yellow")
         raise typer.Exit(130) from None
-    _report(result.state, spec.metric, spec.goal, opts.out)
+    views.report(console, result.state, spec.metric, spec.goal, opts.out)
     if result.interrupted:
-        console.print("interrupted: rerun the same command to resume", style="yellow")
+        _say("interrupted: rerun the same command to resume", "yellow")
         raise typer.Exit(130)
-    if unfinished(result.state):
-        raise typer.Exit(FAILED)
-
-
-def _register(spec: Any, opts: LaunchOptions) -> Optional[str]:
-    """The W&B sweep of ``--wandb-sweep`` (made once per folder), its id in the trials' environment."""
-    import os
-
-    from ablate.sweep.wandb_agent import register_local_sweep
-    from ablate.training.tracking import resolve_mode
-
-    tracking = load_config(opts.config, opts.overrides).tracking
-    if resolve_mode(tracking) != "online":
-        console.print("--wandb-sweep: W&B is not online (no login, or offline mode); no W&B sweep", style="yellow")
-        return None
-    state = load_state(opts.out)
-    path = state.wandb_sweep if state is not None and state.wandb_sweep else None
-    path = path or register_local_sweep(spec, tracking.project, tracking.entity)
-    os.environ["WANDB_SWEEP_ID"] = path.rsplit("/", 1)[-1]  # wandb.init in every trial attaches to it
-    console.print(f"W&B sweep {path}", highlight=False)
-    return path
-
-
-FAILED = 1
-"""Exit status of a sweep with a failed or unfinished trial (and of a dry run listing an invalid one)."""
-
-
-def unfinished(state: Any) -> int:
-    """Trials that failed or were left interrupted (hyperband's ``stopped`` and ``finished`` are done)."""
-    return state.count("failed", "interrupted", "running")
-
-
-def _preview(launcher: Launcher) -> int:
-    """Print the trials a run would plan; returns how many are invalid."""
-    trials = launcher.preview()
-    if launcher.spec.method == "bayes":
-        console.print(f"bayes proposes trials as results arrive (up to {launcher.cap}); the first:")
-    for t in trials:
-        line = f"[bold]{t.name}[/bold]  {' '.join(launcher.overrides(t))}"
-        console.print(line + (f"\n  [red]{t.error}[/red]" if t.status == "failed" else ""), highlight=False)
-    invalid = sum(t.status == "failed" for t in trials)
-    console.print(f"{len(trials)} trials" + (f", {invalid} invalid" if invalid else ""), highlight=False)
-    return invalid
-
-
-def _report(state: Any, metric: Optional[str], goal: str, out: Path) -> None:
-    counts = {s: state.count(s) for s in ("finished", "failed", "interrupted", "stopped", "pending")}
-    parts = [f"{n} {s}" for s, n in counts.items() if n]
-    console.print(f"sweep {state.name}: " + ", ".join(parts), highlight=False)
-    if state.group:
-        console.print(f"W&B group {state.group}", style="dim", highlight=False)
-    best = best_trial(state, goal)
-    if best is not None and metric:
-        console.print(f"best {metric} = {best.metric:.4g} ({best.name})", style="green", highlight=False)
-    console.print(f"details: ablate sweep status {out}", style="dim", highlight=False)
+    if views.unfinished(result.state):
+        raise typer.Exit(views.FAILED)
 
 
 @app.command("status")
@@ -290,58 +233,7 @@ def status(
     state = load_state(out)
     if state is None:
         raise SweepError(f"no sweep state in {out} (expected {out}/sweep.json); run 'ablate sweep run FILE' first")
-    metric, goal = _metric_of(state)
-    slurm = any(t.job_id for t in state.trials)
-    table = Table(title=f"sweep {state.name} ({state.source})", title_justify="left")
-    columns = [
-        ("trial", "left"),
-        ("status", "left"),
-        (metric or "metric", "right"),
-        ("test/bleu", "right"),
-        ("time", "right"),
-        ("tries", "right"),
-    ]
-    if slurm:
-        columns += [("SLURM job", "left"), ("requeues", "right")]
-    for col, just in [*columns, ("error", "left")]:
-        table.add_column(col, justify=just, overflow="fold")
-    styles = {"finished": "green", "failed": "red", "running": "cyan", "interrupted": "yellow", "stopped": "yellow"}
-    for t in state.trials:
-        row = [
-            Text(t.name),
-            Text(t.status, style=styles.get(t.status, "")),  # pending has no style: never "[]" markup
-            f"{t.metric:.4g}" if t.metric is not None else "",
-            _num(t.results.get("test/bleu")),
-            clock(t.duration_s) if t.duration_s else "",
-            str(t.attempts),
-        ]
-        if slurm:
-            from ablate.sweep.slurm_job import requeues
-
-            row += [f"{t.job_id} {(t.job_state or '').lower()}" if t.job_id else "", str(requeues(out / t.name))]
-        table.add_row(*row, Text(t.error or ""))  # names and errors are text, never markup
-    console.print(table)
-    live = "a launcher is running" if is_locked(out) else "no launcher running"
-    counts = ", ".join(
-        f"{state.count(s)} {s}" for s in ("finished", "failed", "running", "interrupted", "pending") if state.count(s)
-    )
-    console.print(f"{len(state.trials)} trials: {counts or 'none'} ({live})", highlight=False)
-    best = best_trial(state, goal)
-    if best is not None and metric:
-        console.print(f"best {metric} = {best.metric:.4g} ({best.name})", style="green", highlight=False)
-
-
-def _num(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
-
-
-def _metric_of(state: Any) -> tuple[Optional[str], str]:
-    """The sweep's metric and goal, from its file when that is still there."""
-    try:
-        spec = load_spec(state.source)
-        return spec.metric, spec.goal
-    except (SweepError, OSError):
-        return None, "maximize"
+    views.status(console, state, out)
 
 
 @app.command("create")

@@ -1,6 +1,6 @@
-"""What a local sweep run is given (options, the trial command) and what it returns.
+"""What a sweep run is given (options, the trial command, checked overrides) and what it returns.
 
-Shared by the local launcher (:mod:`ablate.sweep.launcher`) and the SLURM one (:mod:`ablate.sweep.slurm`).
+Shared by the planner, the loop and the executors.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from ablate.config import ConfigError, parse_override, valid_keys
+from ablate.errors import did_you_mean
 from ablate.sweep.process import ablate_argv
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import SweepSpec
@@ -85,3 +87,14 @@ class SweepResult:
     launched: int
     skipped: int
     interrupted: bool
+
+
+def check_overrides(overrides: list[str]) -> list[str]:
+    """Each ``key=value`` is well formed and names a config key (so no trial fails for a typo)."""
+    keys = set(valid_keys())
+    for item in overrides:
+        key, _ = parse_override(item)
+        if key not in keys:
+            hint = did_you_mean(key, sorted(keys), cutoff=0.5) or "; see `ablate train --help` for the keys"
+            raise ConfigError(f"override '{item}': unknown config key '{key}'{hint}")
+    return list(overrides)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-import warnings
 from typing import Any, Iterable, Optional
 
 import numpy as np
 
 from ablate.sweep.spec import SweepError, SweepSpec
+from ablate.utils.warning_filters import sweeps_engine
 
 Point = dict[str, Any]
 """One sampled configuration: ``{parameter name: value}`` (constants included)."""
@@ -24,8 +24,7 @@ _TERMINAL = {"finished": "finished", "failed": "failed", "stopped": "killed"}
 
 
 def _sweeps():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with sweeps_engine():
         import sweeps
     return sweeps
 
@@ -75,8 +74,7 @@ def next_points(spec: SweepSpec, runs: list[Any], n: int) -> list[Point]:
     saved = np.random.get_state()
     np.random.seed(seed)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with sweeps_engine():
             proposals = sweeps.next_runs(spec.config, runs, validate=False, n=n)
     except ValueError as err:  # e.g. a distribution in a grid
         raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
@@ -139,7 +137,6 @@ def to_stop(spec: SweepSpec, runs: list[Any]) -> set[str]:
     if "early_terminate" not in spec.config or not runs:
         return set()
     sweeps = _sweeps()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with sweeps_engine():
         stopped = sweeps.stop_runs(spec.config, runs)
     return {run.name for run in stopped}

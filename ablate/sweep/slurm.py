@@ -1,8 +1,8 @@
 """SLURM sweeps: every trial one batch job, submitted through submitit, tracked in the sweep state.
 
-``ablate sweep run FILE --launcher slurm`` plans trials exactly as the local launcher does (same
-trial names, folders, overrides and ``sweep.json``), then submits each as a job of ``nodes x
-gpus`` tasks (Lightning's SLURM environment makes them one DDP run), keeps at most
+``ablate sweep run FILE --launcher slurm`` plans trials exactly as the local launcher does (the
+same planner and loop: same trial names, folders, overrides and ``sweep.json``); this executor
+submits each as a job of ``nodes x gpus`` tasks (Lightning's SLURM environment makes them one DDP run), keeps at most
 ``--max-concurrent`` jobs queued or running, and watches them with ``squeue``. A job that ends
 is read back from the trial's ``summary.json``, like a local trial. Jobs ask for ``SIGUSR2``
 shortly before their time limit; the trial then checkpoints and requeues itself under the same
@@ -20,15 +20,15 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from pathlib import Path
+from typing import Any, Callable, Optional
 
-from ablate.config import read_yaml
-from ablate.sweep.launcher import Launcher, LaunchOptions, SweepResult
-from ablate.sweep.progress import Progress, clock
+from ablate.sweep.executor import Argv, ExecutorArgs, Exit, Handle, LaunchRefused, Polled
+from ablate.sweep.options import LaunchOptions
 from ablate.sweep.slurm_job import REQUEUES, TrialJob
-from ablate.sweep.spec import SweepError, SweepSpec
-from ablate.sweep.state import SweepLock, Trial
-from ablate.sweep.trial import LOG, outcome, read_summary
+from ablate.sweep.spec import SweepError
+from ablate.sweep.state import Trial
+from ablate.sweep.trial import LOG, read_summary
 
 ACTIVE = {
     "PENDING",
@@ -143,102 +143,110 @@ def job_states(job_ids: list[str]) -> dict[str, str]:
     return states
 
 
-class SlurmLauncher(Launcher):
-    """Runs a sweep folder's trials as SLURM jobs; one instance per ``ablate sweep run``."""
+class SlurmExecutor:
+    """Runs attempts as SLURM batch jobs (one per attempt, through submitit), at most ``max_concurrent`` at once.
 
-    def __init__(self, spec: SweepSpec, opts: LaunchOptions, slurm: SlurmOptions, progress: Optional[Progress] = None):
-        super().__init__(spec, opts, progress)
-        self.slurm = slurm
-        self._log_start: dict[str, int] = {}
-        self._ended_since: dict[str, float] = {}
-        if slurm.gpus_per_trial < 0 or slurm.nodes_per_trial < 1 or slurm.max_concurrent < 1:
+    Args:
+        options: what each job asks SLURM for.
+        out: the sweep folder (submitit's job files go to ``out/.slurm/``).
+        name: the sweep's name (the jobs' names start with it).
+        grace_s: seconds the trainer gets to checkpoint when its job is told to stop.
+    """
+
+    outlives_launcher = True  # Ctrl-C stops watching; the jobs keep running and a rerun adopts them
+    can_stop_early = False  # hyperband's early_terminate is not applied to jobs
+
+    def __init__(self, options: SlurmOptions, out: Path, name: str, grace_s: float = 30.0):
+        if options.gpus_per_trial < 0 or options.nodes_per_trial < 1 or options.max_concurrent < 1:
             raise SweepError("--gpus-per-trial must be >= 0, --nodes-per-trial and --max-concurrent >= 1")
-        slurm.minutes()  # a bad --time fails before anything is submitted
+        options.minutes()  # a bad --time fails before anything is submitted
+        self.options, self.out, self.name, self.grace_s = options, Path(out), name, grace_s
+        self.poll_s = options.poll_s
+        self._ended_since: dict[str, float] = {}
+
+    @classmethod
+    def from_args(cls, args: ExecutorArgs, opts: LaunchOptions) -> SlurmExecutor:
+        """From ``ablate sweep run``'s options."""
+        extra = {}
+        for item in args.slurm_args:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise SweepError(f"--slurm-arg {item!r}: use KEY=VALUE, e.g. account=abc")
+            extra[key.strip().replace("-", "_")] = value
+        options = SlurmOptions(
+            partition=args.partition,
+            gpus_per_trial=args.gpus_per_trial or 0,
+            nodes_per_trial=args.nodes_per_trial,
+            cpus_per_trial=args.cpus_per_trial,
+            max_concurrent=args.max_concurrent,
+            time=args.time,
+            signal_delay_s=args.signal_delay_s,
+            mem=args.mem,
+            extra=extra,
+        )
+        return cls(options, opts.out, args.name, opts.grace_s)
+
+    def capacity(self) -> int:
+        return self.options.max_concurrent
+
+    def describe(self) -> str:
+        s = self.options
+        return (
+            f"SLURM: {s.nodes_per_trial} node(s) x {s.gpus_per_trial or 'no'} GPU(s) per trial, "
+            f"at most {s.max_concurrent} jobs, {s.time}"
+        )
+
+    def check(self) -> None:
+        _need("squeue")
 
     # ---- submitting --------------------------------------------------------------------
 
-    def _executor(self, trial: Trial):
+    def _submitit(self, trial: Trial) -> Any:
         import submitit
 
-        s = self.slurm
+        s = self.options
         executor = submitit.SlurmExecutor(folder=self.out / ".slurm" / "%j", max_num_timeout=20)
         params: dict[str, Any] = {
-            "job_name": f"{self.spec.name}-{trial.name}"[:120],
+            "job_name": f"{self.name}-{trial.name}"[:120],
             "time": s.minutes(),
             "nodes": s.nodes_per_trial,
             "ntasks_per_node": max(s.gpus_per_trial, 1),
             "signal_delay_s": s.signal_delay_s,
             "stderr_to_stdout": True,
         }
-        if s.gpus_per_trial:
-            params["gpus_per_node"] = s.gpus_per_trial
-        if s.cpus_per_trial:
-            params["cpus_per_task"] = s.cpus_per_trial
-        if s.partition:
-            params["partition"] = s.partition
-        if s.mem:
-            params["mem"] = s.mem
-        if s.extra:
-            params["additional_parameters"] = dict(s.extra)
+        optional = {
+            "gpus_per_node": s.gpus_per_trial,
+            "cpus_per_task": s.cpus_per_trial,
+            "partition": s.partition,
+            "mem": s.mem,
+            "additional_parameters": dict(s.extra),
+        }
+        params.update({k: v for k, v in optional.items() if v})
         executor.update_parameters(**params)
         return executor
 
-    def _submit(self, trial: Trial) -> None:
+    def start(self, trial: Trial, run_dir: Path, argv: Argv) -> Handle:
         _need("sbatch")
-        run_dir = self.out / trial.name
         run_dir.mkdir(parents=True, exist_ok=True)
-        argv = self.command(run_dir, self.overrides(trial) + self.slurm.trainer_overrides())
+        command = argv(self.options.trainer_overrides())
         log = run_dir / LOG
-        self._log_start[trial.name] = log.stat().st_size if log.exists() else 0
+        log_start = log.stat().st_size if log.exists() else 0
         try:
-            job = self._executor(trial).submit(TrialJob(argv, run_dir.resolve(), grace_s=self.opts.grace_s))
+            job = self._submitit(trial).submit(TrialJob(command, run_dir.resolve(), grace_s=self.grace_s))
         except Exception as err:  # noqa: BLE001 - sbatch refused (bad partition, limits): the trial says why
-            trial.status, trial.error = "failed", f"sbatch refused the job: {str(err).strip().splitlines()[-1]}"
-            self._save()
-            self.progress.event(f"failed   {trial.name}: {trial.error}", "red")
-            return
-        trial.status, trial.error = "running", None
-        trial.attempts += 1
+            raise LaunchRefused(f"sbatch refused the job: {str(err).strip().splitlines()[-1]}") from None
         trial.job_id, trial.job_state = str(job.job_id), "PENDING"
-        trial.started_at = time.time()
-        self.launched.add(trial.name)
-        self._save()
-        self.progress.event(f"submitted {trial.name} as SLURM job {trial.job_id}")
+        return self._handle(trial, log_start)
+
+    @staticmethod
+    def _handle(trial: Trial, log_start: int = 0) -> Handle:
+        return Handle(trial, f"SLURM job {trial.job_id}", since=None, log_start=log_start, tag=f"job {trial.job_id}")
+
+    def adopt(self, trial: Trial, say: Callable[[str], None]) -> Optional[Handle]:
+        """A job a previous watcher submitted is watched again; a local launcher's trial runs again here."""
+        return self._handle(trial) if trial.job_id else None
 
     # ---- watching ----------------------------------------------------------------------
-
-    def _active(self) -> list[Trial]:
-        return [t for t in self.state.trials if t.status == "running" and t.job_id]
-
-    def _collect(self, trial: Trial, state: Optional[str]) -> None:
-        """A job that left the queue (or ended): read back how the trial went."""
-        run_dir = self.out / trial.name
-        code = 0 if state in (None, "COMPLETED") else 1
-        result = outcome(run_dir, code, self.spec.metric, None, self._log_start.get(trial.name, 0))
-        trial.results = result["results"] or trial.results
-        trial.status, trial.error, trial.metric = result["status"], result["error"], result["metric"]
-        trial.job_state = state or "GONE"
-        if trial.started_at:
-            trial.duration_s += time.time() - trial.started_at
-        # ended without finishing or failing by itself (cancelled, node failure, killed, requeue lost):
-        # its checkpoint is there, so it runs again and resumes
-        lost = result["status"] == "interrupted" or state in LOST or (state is None and result["status"] != "finished")
-        if result["status"] != "finished" and lost:
-            if trial.attempts <= self.opts.retries:  # the cluster ended it: resubmit, it resumes
-                trial.status, trial.error = "interrupted", None
-                self.launched.discard(trial.name)
-                self.progress.event(f"resubmitting {trial.name} (job {trial.job_id} {trial.job_state})", "yellow")
-            else:
-                trial.status = "failed"
-                trial.error = f"SLURM job {trial.job_id} {trial.job_state}; {result['error'] or ''}".rstrip("; ")
-        self._save()
-        style = {"failed": "red", "finished": "green"}.get(trial.status, "yellow")
-        shown = f" {self.spec.metric}={trial.metric:.4g}" if trial.metric is not None and self.spec.metric else ""
-        detail = f": {trial.error}" if trial.status == "failed" else shown
-        if trial.status != "interrupted":
-            self.progress.event(
-                f"{trial.status:<8} {trial.name} (job {trial.job_id}, {clock(trial.duration_s)}){detail}", style
-            )
 
     def _settled(self, trial: Trial) -> bool:
         """Whether a job seen ended can be read back now.
@@ -256,79 +264,35 @@ class SlurmLauncher(Launcher):
         first = self._ended_since.setdefault(trial.name, time.monotonic())
         return time.monotonic() - first >= REQUEUE_GRACE_S
 
-    def _poll(self) -> None:
-        active = self._active()
-        states = job_states([t.job_id for t in active])
-        changed = False
-        for trial in active:
-            state = states.get(trial.job_id)
+    def poll(self, handles: list[Handle]) -> Polled:
+        states = job_states([str(h.trial.job_id) for h in handles])
+        polled = Polled()
+        for handle in handles:
+            trial = handle.trial
+            state = states.get(str(trial.job_id))
             if state in ACTIVE:
                 self._ended_since.pop(trial.name, None)
-                changed |= state != trial.job_state
+                polled.changed |= state != trial.job_state
                 trial.job_state = state
             elif self._settled(trial):
-                self._ended_since.pop(trial.name, None)
-                self._collect(trial, state)
-        if changed:
-            self._save()
-
-    def _recover(self) -> None:
-        """Trials a previous watcher submitted stay ``running`` with their job ids: watched again."""
-        for t in self.state.trials:
-            if t.status == "running" and not t.job_id:  # a local launcher's trial: run it again here
-                t.status = "interrupted"
-
-    # ---- the loop ----------------------------------------------------------------------
-
-    def run(self) -> SweepResult:
-        _need("squeue")
-        if "early_terminate" in self.spec.config:
-            self.progress.event(
-                "note: early_terminate is not applied to SLURM jobs; every trial runs to its budget", "yellow"
-            )
-        if self.opts.config is not None:
-            read_yaml(self.opts.config)  # a missing or malformed base config fails once, up front
-        with SweepLock(self.out):
-            skipped = self._prepare()
-            self.launched.update(t.name for t in self._active())
-            if not self._active() and self._next_trial() is None:
-                self._report_nothing_to_do()
-                return SweepResult(self.state, 0, skipped, False)
-            if self._active():
-                self.progress.event(f"watching {len(self._active())} submitted jobs")
-            return self._watch(skipped)
-
-    def _watch(self, skipped: int) -> SweepResult:
-        interrupted, submitted = False, 0
-        self.progress.start()
-        try:
-            while True:
-                self._poll()
-                while len(self._active()) < self.slurm.max_concurrent:
-                    trial = self._next_trial()
-                    if trial is None:
-                        break
-                    self._submit(trial)
-                    submitted += 1
-                if not self._active() and self._next_trial() is None:
-                    break
-                self.progress.update(
-                    self.state,
-                    self._total(),
-                    self.slurm.max_concurrent,
-                    self.durations,
-                    {t.name: time.monotonic() - (time.time() - (t.started_at or time.time())) for t in self._active()},
+                trial.job_state = state or "GONE"
+                code = 0 if state in (None, "COMPLETED") else 1
+                # ended without finishing or failing by itself (cancelled, node failure, killed, requeue
+                # lost): its checkpoint is there, so it runs again and resumes
+                lost = state in LOST or state is None
+                polled.ended.append(
+                    (handle, Exit(code, lost=lost, reason=f"SLURM job {trial.job_id} {trial.job_state}"))
                 )
-                time.sleep(self.slurm.poll_s)
-        except KeyboardInterrupt:
-            interrupted = True
-            self.progress.close()
-            self.progress.event(
-                "stopped watching: the submitted jobs keep running on the cluster; "
-                "run the same command again to collect them",
-                "yellow",
-            )
-        finally:
-            self.progress.close()
-            self._save()
-        return SweepResult(self.state, submitted, skipped, interrupted)
+        return polled
+
+    def _scancel(self, handle: Handle, *flags: str) -> None:
+        subprocess.run([_need("scancel"), *flags, str(handle.trial.job_id)], capture_output=True, timeout=60)
+
+    def stop(self, handle: Handle) -> None:
+        self._scancel(handle, "--signal=TERM", "--full")
+
+    def kill(self, handle: Handle) -> None:
+        self._scancel(handle)
+
+    def release(self, handle: Handle) -> None:
+        self._ended_since.pop(handle.trial.name, None)

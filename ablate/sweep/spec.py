@@ -43,7 +43,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -52,6 +51,7 @@ import yaml
 
 from ablate.config import flatten, read_yaml, valid_keys
 from ablate.errors import AblateError, closest
+from ablate.utils.warning_filters import sweeps_engine
 
 VARIANT = "variant"
 """The reserved parameter whose values are named sets of overrides."""
@@ -161,8 +161,7 @@ def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[P
 
 def check_grid(spec: SweepSpec) -> None:
     """Ask W&B's grid search for a first point; it refuses what a grid cannot enumerate."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with sweeps_engine():
         import sweeps
 
         # on a one-point grid of the same parameter kinds: W&B enumerates the whole grid to plan
@@ -177,8 +176,7 @@ def check_grid(spec: SweepSpec) -> None:
 
 
 def _schema_validator():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with sweeps_engine():
         from sweeps.config.schema import validator
     return validator
 
@@ -189,8 +187,7 @@ def check_wandb_schema(config: dict[str, Any], where: str) -> None:
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(map(str, e.path))))
     if errors:
         raise SweepError(f"{where}: {_describe_schema_error(errors[0])}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with sweeps_engine():
         from sweeps import schema_violations_from_proposed_config
     try:
         violations = schema_violations_from_proposed_config(config)

@@ -3,14 +3,13 @@
 ``DIR/sweep.json`` lists every trial with its point, status and result; each trial trains in
 ``DIR/<trial name>/``. The launcher is the only writer. Every write goes to a temporary file in
 the same folder, is flushed to disk, then renamed over the old file, so a kill or power cut at any
-moment leaves either the old or the new state, never a torn one. ``DIR/.lock`` is held with
-``flock`` while a launcher runs; the kernel drops it when the launcher dies, even by SIGKILL.
+moment leaves either the old or the new state, never a torn one. ``DIR/.lock`` is held (``filelock``,
+an ``flock``) while a launcher runs; the kernel drops it when the launcher dies, even by SIGKILL.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import os
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ablate.sweep.spec import SweepError
-from ablate.utils import io
+from ablate.utils import io, locks
 
 STATE_FILE = "sweep.json"
 LOCK_FILE = ".lock"
@@ -117,22 +116,8 @@ def state_path(out_dir: Path) -> Path:
     return Path(out_dir) / STATE_FILE
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    """Write strict JSON to ``path`` so that readers see the old or the new file, never a partial one."""
-    path = Path(path)
-    io.atomic_write_text(path, io.dumps(data, indent=1) + "\n")
-    try:  # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
-
-
 def save_state(out_dir: Path, state: SweepState) -> None:
-    atomic_write_json(state_path(out_dir), state.to_json())
+    io.atomic_write_json(state_path(out_dir), state.to_json(), indent=1, sort_keys=False)
 
 
 def load_state(out_dir: Path) -> Optional[SweepState]:
@@ -161,7 +146,7 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
 
 
 class SweepLock:
-    """An exclusive ``flock`` on ``DIR/.lock``: one launcher per sweep folder.
+    """An exclusive lock on ``DIR/.lock`` (:class:`~ablate.utils.locks.HolderLock`): one launcher per sweep folder.
 
     The lock belongs to the open file, so it is released when the launcher exits or is killed;
     trial processes do not inherit it (``close_fds``).
@@ -169,44 +154,23 @@ class SweepLock:
 
     def __init__(self, out_dir: Path):
         self.path = Path(out_dir) / LOCK_FILE
-        self._file = None
+        self._lock = locks.HolderLock(self.path, holder=str(os.getpid()))
 
     def __enter__(self) -> SweepLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(self.path, "a+")
         try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            holder = f.read().strip() or "?"
-            f.close()
+            self._lock.acquire()
+        except locks.LockHeld as held:
             raise SweepError(
-                f"another launcher (pid {holder}) is running the sweep in {self.path.parent}; "
+                f"another launcher (pid {held.holder}) is running the sweep in {self.path.parent}; "
                 f"wait for it or stop it first"
             ) from None
-        f.seek(0)
-        f.truncate()
-        f.write(str(os.getpid()))
-        f.flush()
-        self._file = f
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._file is not None:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
-            self._file.close()
-            self._file = None
+        self._lock.release()
 
 
 def is_locked(out_dir: Path) -> bool:
     """Whether a launcher currently holds ``out_dir`` (used by ``sweep status``)."""
-    path = Path(out_dir) / LOCK_FILE
-    if not path.exists():
-        return False
-    with open(path, "a+") as f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-        return False
+    return bool(locks.is_held(Path(out_dir) / LOCK_FILE))

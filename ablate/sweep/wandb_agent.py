@@ -6,14 +6,15 @@ slot, each in its own process with its own ``CUDA_VISIBLE_DEVICES``. For every r
 hands out, the agent's function starts ``python -m ablate train`` as a subprocess with that run's
 parameters as overrides; the W&B agent's environment (``WANDB_RUN_ID``, ``WANDB_SWEEP_ID``) is
 inherited, so the trainer's ``wandb.init`` joins the sweep's run, and only the trainer (rank 0)
-logs. A crash ends that run only; the agent asks for the next.
+logs. A crash ends that run only; the agent asks for the next. Here W&B's server is the planner,
+and each run it hands out is started, watched and stopped by the local executor
+(:class:`ablate.sweep.local.LocalExecutor`, one slot per agent), as ``ablate sweep run`` does.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -22,10 +23,12 @@ import yaml
 
 from ablate.config import ConfigError, load_config
 from ablate.sweep import process
-from ablate.sweep.launcher import TrialCommand, trainer_command
+from ablate.sweep.local import LocalExecutor, run_to_end
+from ablate.sweep.options import LaunchOptions, TrialCommand, trainer_command
 from ablate.sweep.search import point_of
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import SweepError, SweepSpec, safe_name, spec_from_dict
+from ablate.sweep.state import Trial, load_state
 from ablate.sweep.trial import LOG, outcome, trial_name, trial_overrides
 from ablate.sweep.wandb_form import from_wandb, point_from_wandb, to_wandb
 
@@ -111,16 +114,10 @@ def trial_function(spec: SweepSpec, slot: Slot, opts: AgentOptions) -> Callable[
         except ConfigError as err:
             raise SweepError(f"{name}: invalid config: {err}") from None
         run_dir = Path(opts.out) / spec.name / safe_name(f"{name}-{run_id}")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        since = time.time()
-        proc = process.start(command(run_dir, overrides + slot.overrides()), dict(os.environ), run_dir / LOG)
-        try:
-            while proc.poll() is None:  # a poll loop lets the agent's thread be interrupted
-                time.sleep(0.5)
-        finally:
-            if proc.poll() is None:
-                process.stop_group(proc.pid, grace_s=30.0, proc=proc)
-        result = outcome(run_dir, proc.returncode, spec.metric, since=since)
+        executor = LocalExecutor([slot], poll_s=0.5, grace_s=30.0, header=f"W&B run {run_id}")
+        handle = executor.start(Trial(name, point), run_dir, lambda extra: command(run_dir, overrides + extra))
+        exit = run_to_end(executor, handle)
+        result = outcome(run_dir, exit.code, spec.metric, since=handle.since)
         if result["status"] != "finished":
             raise SweepError(f"{name} {result['status']}: {result['error'] or 'see ' + str(run_dir / LOG)}")
 
@@ -179,3 +176,20 @@ def run_agents(sweep_id: str, slots: list[Slot], opts: AgentOptions) -> int:
     except KeyboardInterrupt:  # the children got Ctrl-C too (same process group); let them finish
         codes = [child.wait() for child in children]
     return max((abs(c) for c in codes), default=0)
+
+
+def attach_local_sweep(spec: SweepSpec, opts: LaunchOptions, say: Callable[[str, str], None]) -> Optional[str]:
+    """``--wandb-sweep``: the W&B sweep object of a local sweep (made once per folder), its id in the trials'
+    environment (``WANDB_SWEEP_ID``, what ``wandb.init`` attaches to); ``None`` when W&B is not online."""
+    from ablate.training.tracking import resolve_mode
+
+    tracking = load_config(opts.config, opts.overrides).tracking
+    if resolve_mode(tracking) != "online":
+        say("--wandb-sweep: W&B is not online (no login, or offline mode); no W&B sweep", "yellow")
+        return None
+    state = load_state(opts.out)
+    path = state.wandb_sweep if state is not None and state.wandb_sweep else None
+    path = path or register_local_sweep(spec, tracking.project, tracking.entity)
+    os.environ["WANDB_SWEEP_ID"] = path.rsplit("/", 1)[-1]  # wandb.init in every trial attaches to it
+    say(f"W&B sweep {path}", "")
+    return path

@@ -8,6 +8,7 @@ a run: the previous one (kept as ``last.prev.ckpt``) or ``best.ckpt`` takes its 
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -16,6 +17,9 @@ import torch
 from pytorch_lightning.plugins.io import TorchCheckpointIO
 
 from ablate.errors import AblateError
+from ablate.utils import io
+
+log = logging.getLogger(__name__)
 
 RESUME_ORDER = ("last.ckpt", "last.prev.ckpt", "best.ckpt")
 """Checkpoints a run resumes from, newest first: the last one, the one before it, the best one."""
@@ -44,7 +48,7 @@ def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_d
     return checkpoint
 
 
-def resumable_checkpoint(ckpt_dir: Path, warn: Callable[[str], None] = print) -> Optional[Path]:
+def resumable_checkpoint(ckpt_dir: Path, warn: Callable[[str], None] = log.warning) -> Optional[Path]:
     """The newest checkpoint in ``ckpt_dir`` that loads, or None when there is none at all.
 
     A damaged one is skipped with a warning naming it.
@@ -63,7 +67,7 @@ def resumable_checkpoint(ckpt_dir: Path, warn: Callable[[str], None] = print) ->
             damaged.append(str(err))
             continue
         for message in damaged:
-            warn(f"warning: {message}; resuming from {path} (step {step}) instead")
+            warn(f"{message}; resuming from {path} (step {step}) instead")
         return path
     if damaged:
         raise CheckpointError(
@@ -82,7 +86,7 @@ class ResilientCheckpointIO(TorchCheckpointIO):
     from the last checkpoint that was written.
     """
 
-    def __init__(self, warn: Callable[[str], None] = print):
+    def __init__(self, warn: Callable[[str], None] = log.warning):
         super().__init__()
         self.warn = warn
         self.failures: list[str] = []
@@ -101,10 +105,10 @@ class ResilientCheckpointIO(TorchCheckpointIO):
                 try:
                     link.unlink(missing_ok=True)
                     os.link(path, link)  # a second name, not a copy: no extra disk until last.ckpt is replaced
-                    os.replace(link, previous)
+                    io.replace(link, previous)
                 except OSError:  # no hard links on this file system: keep going without the spare
                     pass
-            os.replace(tmp, path)
+            io.replace(tmp, path)
         except OSError as err:
             try:
                 tmp.unlink()
@@ -115,7 +119,7 @@ class ResilientCheckpointIO(TorchCheckpointIO):
                 f"{err.strerror or err}"
             )
             self.failures.append(message)
-            self.warn(f"warning: {message}; training goes on")
+            self.warn(f"{message}; training goes on")
 
     def load_checkpoint(
         self, path: str | Path, map_location: Optional[Any] = None, weights_only: Optional[bool] = None

@@ -15,6 +15,7 @@ against the tokenizer beside the checkpoint); otherwise the run is refused in on
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -23,6 +24,8 @@ from torch import nn
 
 from ablate.config import Config, ConfigError, flatten, to_dict
 from ablate.training.checkpoint_io import CheckpointError, load_checkpoint_file
+
+log = logging.getLogger(__name__)
 
 PREFIX = "model."  # the LightningModule holds the plain model as ``.model``
 VOCAB_KEYS = ("data.source", "data.src_lang", "data.tgt_lang", "data.vocab_size", "data.joint_vocab")
@@ -65,7 +68,7 @@ def same_vocabulary(tokenizer, folder: Path) -> bool:
         return _vocabularies(Path(tmp)) == _vocabularies(folder)
 
 
-def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], Any] = print) -> dict[str, Any]:
+def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], Any] = log.warning) -> dict[str, Any]:
     """Load ``cfg.train.init_from``'s weights into ``model``; return what the run record keeps of it.
 
     Raises:

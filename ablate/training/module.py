@@ -22,7 +22,7 @@ from ablate.config import Config, flatten, from_flat, to_dict
 from ablate.errors import AblateError
 from ablate.model.build import build_model
 from ablate.model.decoding import beam_search, greedy
-from ablate.training.metrics import corpus_scores
+from ablate.training.metrics import corpus_scores, test_scores
 from ablate.training.objective import make_optimizer, token_loss
 from ablate.training.record_checks import checked_history, checked_record
 
@@ -249,19 +249,18 @@ class TranslationModule(pl.LightningModule):
         for i, split in enumerate(self.test_splits):
             refs = self.references[split]
             hyps = self._collect(i, len(refs))
-            scores = corpus_scores(hyps, refs)
+            scores = test_scores(hyps, refs)  # BLEU, chrF, chrF++, TER
             self.test_results[split] = {
                 "hypotheses": hyps,
-                "bleu": scores.bleu,
-                "chrf": scores.chrf,
+                **scores.values(),
                 "signature": scores.signature,
                 "chrf_signature": scores.chrf_signature,
+                "signatures": scores.signatures,
             }
-            metrics[f"test_{split}/bleu"] = scores.bleu
-            metrics[f"test_{split}/chrf"] = scores.chrf
-            if i == 0:
-                metrics["test/bleu"] = scores.bleu
-                metrics["test/chrf"] = scores.chrf
+            for name, value in scores.values().items():
+                metrics[f"test_{split}/{name}"] = value
+                if i == 0:
+                    metrics[f"test/{name}"] = value
         total = sum(len(self.references[s]) for s in self.test_splits)
         if seconds.item() > 0:
             metrics["test/sents_per_sec"] = total / seconds.item()

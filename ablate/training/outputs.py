@@ -52,6 +52,8 @@ def summarise(
     if first is not None:
         out["bleu_signature"] = first["signature"]
         out["chrf_signature"] = first.get("chrf_signature")
+        for name, signature in (first.get("signatures") or {}).items():  # chrf++_signature, ter_signature
+            out.setdefault(f"{name}_signature", signature)
     return out
 
 

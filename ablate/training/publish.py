@@ -35,7 +35,11 @@ def texts_artifact(run_dir: Path, run_id: str, summary: dict[str, Any]):
     folders = [run_dir / kind for kind in ("hyps", "refs") if (run_dir / kind).is_dir()]
     if not folders:
         return None
-    metadata = {k: v for k, v in summary.items() if k == "bleu_signature" or k.endswith(("/bleu", "/chrf"))}
+    metadata = {
+        k: v
+        for k, v in summary.items()
+        if k.endswith("_signature") or k.endswith(("/bleu", "/chrf", "/chrf++", "/ter"))
+    }
     art = wandb.Artifact(
         f"texts-{run_id}",
         type=HYPOTHESES,

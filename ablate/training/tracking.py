@@ -8,6 +8,7 @@ stops training: the local record is always written.
 
 from __future__ import annotations
 
+import logging
 import netrc
 import os
 import time
@@ -19,6 +20,8 @@ from ablate.config import Config, TrackingConfig, flatten, to_dict
 from ablate.training.sweep_params import align_sweep_params
 from ablate.utils.io import atomic_write_json, atomic_write_text, read_json
 from ablate.utils.provenance import ENVIRONMENT_FILE, environment, freeze, freeze_text, git_commit
+
+log = logging.getLogger(__name__)
 
 SUMMARY = "summary.json"
 
@@ -51,7 +54,7 @@ def resolve_mode(cfg: TrackingConfig, echo: Callable[[str], Any] | None = None) 
 
 
 NO_CREDENTIALS = (
-    "warning: W&B online needs an API key (WANDB_API_KEY or `wandb login`) and none was found: "
+    "W&B online needs an API key (WANDB_API_KEY or `wandb login`) and none was found: "
     "logging offline instead, to upload later with `ablate sync`"
 )
 
@@ -101,8 +104,8 @@ def _resilient_logger_class():
                 return fn(*args, **kwargs)
             except Exception as err:  # noqa: BLE001 - tracking is best effort; summary.json is the record
                 if not self._warned:
-                    print(
-                        f"warning: W&B logging failed, training goes on: {str(err).splitlines()[0] if str(err) else err!r}"
+                    log.warning(
+                        "W&B logging failed, training goes on: %s", str(err).splitlines()[0] if str(err) else repr(err)
                     )
                     self._warned = True
                 return None
@@ -179,7 +182,7 @@ def start_logger(logger, attempts: int = 20, wait_s: float = 1.0):
                 break
             time.sleep(wait_s)
     reason = str(error).splitlines()[0] if error and str(error) else repr(error)
-    print(f"warning: W&B could not start ({reason}); training without it, summary.json is still written")
+    log.warning("W&B could not start (%s); training without it, summary.json is still written", reason)
     logger._experiment = None
     return None
 
@@ -256,7 +259,7 @@ class RunRecord:
                 self._environment_written = True
             atomic_write_json(self.path, self.data)
         except OSError as err:  # a full disk must not hide the training result from the caller
-            print(f"warning: could not write {self.path}: {err}")
+            log.warning("could not write %s: %s", self.path, err)
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:

@@ -16,8 +16,10 @@ step and learning-rate schedule); a finished run is not trained again.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -51,6 +53,8 @@ from ablate.training.trainer import accelerator_and_precision, check_devices, ma
 
 __all__ = ["RunError", "train"]
 
+log = logging.getLogger(__name__)
+
 
 class RunError(AblateError, RuntimeError):
     """A training run failed; the message is one line and the run record says the same."""
@@ -60,7 +64,6 @@ def train(
     cfg: Config,
     run_dir: Path | None = None,
     overwrite: bool = False,
-    echo=print,
     callbacks: list | None = None,
     milestone: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
@@ -71,7 +74,8 @@ def train(
     ``callbacks`` are extra Lightning callbacks (EarlyStopping, a profiler, ...); ``trainer.*``
     config keys pass Trainer options and callbacks by name (:mod:`ablate.utils.trainer_options`).
     ``milestone``, when given, is called with ``data``, ``model``, ``fit_start`` and ``first_step``
-    as the run reaches each (what ``ablate bench`` times start-up with).
+    as the run reaches each (what ``ablate bench`` times start-up with). Status goes to the
+    ``ablate.training.train`` logger (:mod:`ablate.utils.logs`).
 
     Raises:
         ConfigError / DataError: bad input, before any training.
@@ -85,59 +89,109 @@ def train(
     lock = RunLock(run_dir).acquire() if is_launcher_process() else None  # also: is the folder writable?
     try:
         with SigintGuard():
-            return _train(cfg, run_dir, overwrite, echo, callbacks, milestone)
+            return _train(cfg, run_dir, overwrite, callbacks, milestone)
     finally:
         if lock is not None:
             lock.release()
+
+
+@dataclass
+class _Run:
+    """What the stages of one training hand each other."""
+
+    cfg: Config
+    run_dir: Path
+    data: Any  # TranslationDataModule
+    module: Any  # TranslationModule
+    clock: TrainClock
+    params: int
+    record: RunRecord
+    mode: str = "disabled"
+    logger: Any = None  # the W&B logger, on the launcher process only
+    launcher: bool = True
+    accelerator: str = "cpu"
 
 
 def _train(
     cfg: Config,
     run_dir: Path,
     overwrite: bool,
-    echo,
     callbacks: list | None,
     milestone: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    import pytorch_lightning as pl
-    import torch
-
-    from ablate.data.datamodule import TranslationDataModule
-    from ablate.model.build import build_model
-    from ablate.training.module import TranslationModule
-
+    """The story of a run: resume point, data, model, run record, trainer, fit and test, outputs."""
     quiet()
     mark = milestone or (lambda name: None)
     state = prepare_run_dir(cfg, run_dir, overwrite)
     if state == "finished":
-        echo(f"run already finished: {run_dir} (pass --overwrite to train it again)")
+        log.info("run already finished: %s (pass --overwrite to train it again)", run_dir)
         return read_summary(run_dir) or {}
-    launcher = is_launcher_process()
-    resume_from = None
-    if state == "resume":  # the newest checkpoint that loads; a damaged last.ckpt falls back to an earlier one
-        try:
-            resume_from = resumable_checkpoint(run_dir / "checkpoints", warn=echo if launcher else (lambda _: None))
-        except CheckpointError as err:
-            raise ConfigError(str(err)) from None
+    resume_from = _resume_point(run_dir) if state == "resume" else None
     start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
+    _prepare_process(cfg, start_from)
+    data = _build_data(cfg)
+    mark("data")
+    run = _build_run(cfg, run_dir, data, start_from)
+    mark("model")
+    _open_record(run, state)
+    trainer, throughput, checkpoint_io = _build_trainer(run, callbacks, milestone)
+    try:
+        _fit_and_test(trainer, run, resume_from)
+    except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C, SIGTERM (Lightning raises SystemExit)
+        _record_end(run, trainer, "interrupted", "interrupted; run the same command again to resume")
+        raise KeyboardInterrupt from err
+    except Exception as err:  # noqa: BLE001 - every failure is recorded, then reported in one line
+        message = _describe_failure(err, cfg)
+        _record_end(run, trainer, "failed", message)
+        raise RunError(message) from err
+    if trainer.global_rank != 0:
+        return {}
+    _write_outputs(run, trainer, throughput, checkpoint_io)
+    _publish(run)
+    return run.record.data
+
+
+def _resume_point(run_dir: Path) -> Path | None:
+    """The newest checkpoint that loads; a damaged ``last.ckpt`` falls back to an earlier one."""
+    try:
+        return resumable_checkpoint(run_dir / "checkpoints", warn=log.warning)
+    except CheckpointError as err:
+        raise ConfigError(str(err)) from None
+
+
+def _prepare_process(cfg: Config, start_from: str | None) -> None:
+    """Check ``train.init_from`` early (a wrong path fails before the data is prepared), then threads and seeds."""
+    import pytorch_lightning as pl
+    import torch
+
     if start_from:
-        checkpoint_of(start_from)  # a wrong path fails now, not after the data is prepared
+        checkpoint_of(start_from)
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
 
+
+def _build_data(cfg: Config):
+    """The corpus, tokenizer and batches (:class:`~ablate.data.datamodule.TranslationDataModule`), set up."""
+    from ablate.data.datamodule import TranslationDataModule
+
     data = TranslationDataModule(cfg.data, cfg.train, cfg.eval, cfg.seed)
     data.setup()
-    mark("data")
+    return data
+
+
+def _build_run(cfg: Config, run_dir: Path, data, start_from: str | None) -> _Run:
+    """The model (with ``train.init_from``'s weights, if any), its LightningModule and the run record."""
+    from ablate.model.build import build_model
+    from ablate.training.module import TranslationModule
+
     tok = data.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
-    init = initialise(model, cfg, tok, echo if launcher else (lambda _: None)) if start_from else None
-    mark("model")
+    init = initialise(model, cfg, tok, log.warning) if start_from else None
     claim_run_dir(cfg, run_dir)
     record = RunRecord(run_dir, cfg)
-    if launcher:
-        tok.save(run_dir / "tokenizer")
-    params = sum(p.numel() for p in model.parameters())
+    if init:
+        record.update(init_from=init)
     splits = [data.val_split, *data.test_splits]
     t = cfg.train
     clock = TrainClock(max_time=t.max_time, max_steps=t.max_steps, max_epochs=t.max_epochs, accumulate=t.accumulate)
@@ -154,98 +208,112 @@ def _train(
         clock=clock,
         vocab={"src": tok.src_vocab_size, "tgt": tok.tgt_vocab_size, "joint": tok.joint},
     )
-    mode = resolve_mode(cfg.tracking, echo if launcher else None)
-    logger = start_logger(make_logger(cfg, run_dir, mode)) if launcher else None
-    record.update(
-        params=params,
-        data=data.stats,
-        **({"init_from": init} if init else {}),
-        wandb={
-            "mode": mode,
-            "id": (run_dir / "wandb_id.txt").read_text().strip() if (run_dir / "wandb_id.txt").exists() else None,
-        },
-    )
-    if launcher:
-        record.write("running")
-        echo(f"run dir: {run_dir}  ({state}; {params / 1e6:.2f}M parameters; W&B {mode})")
+    params = sum(p.numel() for p in model.parameters())
+    return _Run(cfg, run_dir, data, module, clock, params, record, launcher=is_launcher_process())
 
-    accelerator, devices, precision = accelerator_and_precision(cfg)
-    throughput = Throughput(tok.pad_id, log_every=cfg.tracking.log_every)
+
+def _open_record(run: _Run, state: str) -> None:
+    """The launcher saves the tokenizer, starts W&B and writes the record as ``running``."""
+    run.mode = resolve_mode(run.cfg.tracking, log.warning if run.launcher else None)
+    if not run.launcher:
+        return
+    run.data.tokenizer.save(run.run_dir / "tokenizer")
+    run.logger = start_logger(make_logger(run.cfg, run.run_dir, run.mode))
+    id_file = run.run_dir / "wandb_id.txt"
+    run.record.update(
+        params=run.params,
+        data=run.data.stats,
+        wandb={"mode": run.mode, "id": id_file.read_text().strip() if id_file.exists() else None},
+    )
+    run.record.write("running")
+    log.info("run dir: %s  (%s; %.2fM parameters; W&B %s)", run.run_dir, state, run.params / 1e6, run.mode)
+
+
+def _build_trainer(run: _Run, extra: list | None, milestone: Callable[[str], None] | None):
+    """The Lightning Trainer with our callbacks (clock, throughput, interrupt checkpoint, live record)."""
+    run.accelerator, devices, precision = accelerator_and_precision(run.cfg)
+    throughput = Throughput(run.data.tokenizer.pad_id, log_every=run.cfg.tracking.log_every)
     callbacks = [
-        clock,
+        run.clock,
         throughput,
-        InterruptCheckpoint(run_dir / "checkpoints" / "last.ckpt"),
-        LiveRecord(record),
-        *(callbacks or []),
+        InterruptCheckpoint(run.run_dir / "checkpoints" / "last.ckpt"),
+        LiveRecord(run.record),
+        *(extra or []),
     ]
-    fault = t.inject_fault or os.environ.get("ABLATE_INJECT_FAULT")
+    fault = run.cfg.train.inject_fault or os.environ.get("ABLATE_INJECT_FAULT")
     if fault:
-        callbacks.append(FaultInjection(fault, run_dir))
+        callbacks.append(FaultInjection(fault, run.run_dir))
     if milestone is not None:
         callbacks.append(Milestones(milestone))
-    checkpoint_io = ResilientCheckpointIO(warn=echo if launcher else (lambda _: None))
-    trainer = make_trainer(cfg, run_dir, logger, accelerator, devices, precision, callbacks, checkpoint_io)
-    try:
-        if logger is not None and trainer.global_rank == 0:
-            define_metrics(logger)
-        ckpt = run_dir / "checkpoints" / "last.ckpt"
-        trainer.fit(module, datamodule=data, ckpt_path=str(resume_from) if resume_from is not None else None)
-        if trainer.interrupted:
-            raise KeyboardInterrupt
-        trainer.save_checkpoint(ckpt, weights_only=False)
-        trainer.validate(module, datamodule=data, verbose=False)
-        final_bleu = module.last_val.get("val/bleu", -1.0)
-        best_path = run_dir / "checkpoints" / "best.ckpt"
-        if best_path.exists() and module.best_val_bleu > final_bleu:
-            state_dict = load_checkpoint_file(best_path)["state_dict"]
-            module.load_state_dict(state_dict)
-        else:  # collective: every rank calls it, rank 0 writes
-            trainer.save_checkpoint(best_path, weights_only=False)
-            module.best_val_record = module.last_val_record  # the weights tested are the final ones
-        trainer.test(module, datamodule=data, verbose=False)
-    except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C, SIGTERM (Lightning raises SystemExit)
-        if launcher:
-            if trainer.global_step > 0:  # a run stopped before it restored its checkpoint keeps its recorded step
-                record.update(step=trainer.global_step)
-            record.write("interrupted", "interrupted; run the same command again to resume")
-        raise KeyboardInterrupt from err
-    except Exception as err:  # noqa: BLE001 - every failure is recorded, then reported in one line
-        message = _describe_failure(err, cfg)
-        if launcher:
-            if trainer.global_step > 0:
-                record.update(step=trainer.global_step)
-            record.write("failed", message)
-            if logger is not None and logger.started:  # the failure is on W&B too
-                logger.guarded(log_summary, logger.experiment, record.data)
-        raise RunError(message) from err
-    if trainer.global_rank != 0:
-        return {}
+    checkpoint_io = ResilientCheckpointIO(warn=log.warning)
+    trainer = make_trainer(
+        run.cfg, run.run_dir, run.logger, run.accelerator, devices, precision, callbacks, checkpoint_io
+    )
+    return trainer, throughput, checkpoint_io
 
-    summary = summarise(module, throughput, trainer, cfg, params, clock.seconds, accelerator)
+
+def _fit_and_test(trainer, run: _Run, resume_from: Path | None) -> None:
+    """Fit, validate the final weights, and test the better of the final and the best checkpoint."""
+    module, data, checkpoints = run.module, run.data, run.run_dir / "checkpoints"
+    if run.logger is not None and trainer.global_rank == 0:
+        define_metrics(run.logger)
+    trainer.fit(module, datamodule=data, ckpt_path=str(resume_from) if resume_from is not None else None)
+    if trainer.interrupted:
+        raise KeyboardInterrupt
+    trainer.save_checkpoint(checkpoints / "last.ckpt", weights_only=False)
+    trainer.validate(module, datamodule=data, verbose=False)
+    final_bleu = module.last_val.get("val/bleu", -1.0)
+    best_path = checkpoints / "best.ckpt"
+    if best_path.exists() and module.best_val_bleu > final_bleu:
+        module.load_state_dict(load_checkpoint_file(best_path)["state_dict"])
+    else:  # collective: every rank calls it, rank 0 writes
+        trainer.save_checkpoint(best_path, weights_only=False)
+        module.best_val_record = module.last_val_record  # the weights tested are the final ones
+    trainer.test(module, datamodule=data, verbose=False)
+
+
+def _record_end(run: _Run, trainer, status: str, message: str) -> None:
+    """Record an interrupted or failed run (the launcher only), with the step it reached."""
+    if not run.launcher:
+        return
+    if trainer.global_step > 0:  # a run stopped before it restored its checkpoint keeps its recorded step
+        run.record.update(step=trainer.global_step)
+    run.record.write(status, message)
+    if status == "failed" and run.logger is not None and run.logger.started:  # the failure is on W&B too
+        run.logger.guarded(log_summary, run.logger.experiment, run.record.data)
+
+
+def _write_outputs(run: _Run, trainer, throughput: Throughput, checkpoint_io: ResilientCheckpointIO) -> None:
+    """The summary, hypotheses and references; the record says ``finished`` (or ``failed`` on a full disk)."""
+    cfg, record = run.cfg, run.record
+    summary = summarise(run.module, throughput, trainer, cfg, run.params, run.clock.seconds, run.accelerator)
     summary["resolved"] = resolved(cfg)
-    problem = save_outputs(run_dir, module, data)
+    problem = save_outputs(run.run_dir, run.module, run.data)
     if problem:  # a full disk: the run failed, said in one line, never left "running"
         record.update(**summary)
         record.write("failed", problem)
         raise RunError(problem)
     if checkpoint_io.failures:
         summary["checkpoint_failures"] = checkpoint_io.failures
-    record.update(
-        **summary, variant=cfg.tracking.variant, sweep={"name": cfg.tracking.group} if cfg.tracking.group else None
-    )
+    sweep = {"name": cfg.tracking.group} if cfg.tracking.group else None
+    record.update(**summary, variant=cfg.tracking.variant, sweep=sweep)
     record.write("finished")
-    if logger is not None:
-        try:
-            publish(logger.experiment, run_dir, record.data, cfg.tracking.log_checkpoints)
-            logger.finalize("success")
-            import wandb
 
-            wandb.finish()
-        except Exception as err:  # noqa: BLE001 - W&B trouble never loses the local record
-            echo(f"warning: W&B logging failed: {err}")
-        if mode == "offline":
-            echo(offline_hint(run_dir))
-    return record.data
+
+def _publish(run: _Run) -> None:
+    """Send the record, texts and (optionally) checkpoints to the W&B run; W&B trouble is a warning."""
+    if run.logger is None:
+        return
+    try:
+        publish(run.logger.experiment, run.run_dir, run.record.data, run.cfg.tracking.log_checkpoints)
+        run.logger.finalize("success")
+        import wandb
+
+        wandb.finish()
+    except Exception as err:  # noqa: BLE001 - W&B trouble never loses the local record
+        log.warning("W&B logging failed: %s", err)
+    if run.mode == "offline":
+        log.info(offline_hint(run.run_dir))
 
 
 def _describe_failure(err: BaseException, cfg: Config) -> str:

@@ -44,41 +44,19 @@ def accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
 
 
 def quiet() -> None:
-    """Silence library chatter that says nothing about this run."""
+    """Silence library chatter that says nothing about this run (:mod:`ablate.utils.warning_filters`)."""
     import logging
-    import warnings
 
-    for pattern in (
-        ".*sync_dist=True.*",
-        ".*does not have many workers.*",
-        ".*LeafSpec.*",
-        ".*The number of training batches.*",
-        ".*`srun` command is available.*",
-        ".*resuming from a checkpoint that ended before the epoch.*",
-    ):
-        warnings.filterwarnings("ignore", message=pattern)
+    from ablate.utils import warning_filters
+
+    warning_filters.install()
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
 
 
-def make_trainer(
-    cfg: Config,
-    run_dir: Path,
-    logger,
-    accelerator: str,
-    devices: Any,
-    precision: str,
-    extra_callbacks: list,
-    checkpoint_io=None,
-):
-    import pytorch_lightning as pl
+def checkpoint_callbacks(ckpt_dir: Path, every: int) -> list:
+    """``best.ckpt`` (by validation BLEU) and ``last.ckpt`` (every ``every`` optimizer steps, for resuming)."""
     from pytorch_lightning.callbacks import ModelCheckpoint
 
-    from ablate.training.progress_bar import progress_bar
-    from ablate.utils.trainer_options import build as trainer_options
-
-    options, user_callbacks = trainer_options(cfg.trainer)
-    t = cfg.train
-    ckpt_dir = run_dir / "checkpoints"
     # best.ckpt is judged on validation BLEU, so only a validation's end considers it: a budget spent
     # before the first validation ends an epoch with nothing to compare (Lightning would warn)
     best = ModelCheckpoint(
@@ -92,12 +70,28 @@ def make_trainer(
         enable_version_counter=False,
     )
     last = ModelCheckpoint(
-        dirpath=ckpt_dir,
-        save_top_k=0,
-        save_last=True,
-        every_n_train_steps=t.checkpoint_every,
-        enable_version_counter=False,
+        dirpath=ckpt_dir, save_top_k=0, save_last=True, every_n_train_steps=every, enable_version_counter=False
     )
+    return [best, last]
+
+
+def make_trainer(
+    cfg: Config,
+    run_dir: Path,
+    logger,
+    accelerator: str,
+    devices: Any,
+    precision: str,
+    extra_callbacks: list,
+    checkpoint_io=None,
+):
+    import pytorch_lightning as pl
+
+    from ablate.training.progress_bar import progress_bar
+    from ablate.utils.trainer_options import build as trainer_options
+
+    options, user_callbacks = trainer_options(cfg.trainer)
+    t = cfg.train
     multi = devices == "auto" or (isinstance(devices, int) and devices > 1) or t.nodes > 1
     strategy = "ddp" if multi else "auto"
     val_kwargs: dict[str, Any] = {}
@@ -111,8 +105,7 @@ def make_trainer(
         precision=precision,
         logger=logger if logger is not None else False,
         callbacks=[
-            best,
-            last,
+            *checkpoint_callbacks(run_dir / "checkpoints", t.checkpoint_every),
             *extra_callbacks,
             *user_callbacks,
             *progress_bar(options, extra_callbacks + user_callbacks),

@@ -2,7 +2,9 @@
 
 * Atomic writes: a reader never sees a half-written summary, state or cache file, and the file
   gets the permissions a plain ``open(path, "w")`` would give (``0666 & ~umask``), so a cache or
-  a run folder shared by a team stays shareable.
+  a run folder shared by a team stays shareable. Every atomic write (text, bytes, JSON) and every
+  rename into place (:func:`replace`) goes through here, and each fsyncs the file and then its
+  folder, so the rename itself survives a power cut.
 * Strict JSON: non-finite floats are written as ``null`` (``NaN`` is not JSON), never as a
   literal other tools reject.
 * Lines: text files of sentences (corpora, hypotheses, references) are split on ``\\n`` only,
@@ -38,21 +40,49 @@ def plain_mode(directory: bool = False) -> int:
     return (0o777 if directory else 0o666) & ~umask()
 
 
-def atomic_write_text(path: str | Path, text: str, newline: str | None = None) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+def fsync_dir(folder: str | Path) -> None:
+    """Flush ``folder``'s entries to disk, so a rename into it survives a power cut (best effort:
+    some file systems cannot open or fsync a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def replace(src: str | Path, dst: str | Path) -> None:
+    """Rename ``src`` over ``dst`` (a file, or a folder onto a missing or empty one) and make it durable."""
+    os.replace(src, dst)
+    fsync_dir(Path(dst).parent)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename, fsynced."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, plain_mode())  # mkstemp makes 0600; a plain write would follow the umask
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str, newline: str | None = None) -> None:
+    """Text version of :func:`atomic_write_bytes` (UTF-8; ``newline`` as for :func:`open`)."""
+    if newline != "":
+        text = text.replace("\n", newline or os.linesep)
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def finite(value: Any) -> Any:
@@ -71,9 +101,9 @@ def dumps(data: Any, **kwargs: Any) -> str:
     return json.dumps(finite(data), allow_nan=False, default=str, **kwargs)
 
 
-def atomic_write_json(path: str | Path, data: Any) -> None:
-    """JSON version of :func:`atomic_write_text` (sorted keys, strict: no NaN literal)."""
-    atomic_write_text(path, dumps(data, indent=2, sort_keys=True) + "\n")
+def atomic_write_json(path: str | Path, data: Any, indent: int = 2, sort_keys: bool = True) -> None:
+    """JSON version of :func:`atomic_write_text` (strict: no NaN literal; sorted keys by default)."""
+    atomic_write_text(path, dumps(data, indent=indent, sort_keys=sort_keys) + "\n")
 
 
 def read_json(path: str | Path) -> dict[str, Any] | None:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 from ablate.errors import AblateError
-from ablate.utils.io import plain_mode
+from ablate.utils.io import atomic_write_text, plain_mode, replace
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -123,10 +123,10 @@ def _swap(new: Path, out: Path) -> None:
         aside = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
         os.rename(out, aside)
     try:
-        os.rename(new, out)
+        replace(new, out)
     except BaseException:
         if aside is not None:
-            os.rename(aside, out)
+            replace(aside, out)
         raise
     if aside is not None:
         if aside.is_symlink() or not aside.is_dir():
@@ -158,7 +158,7 @@ def output_files(out_dir: str | Path, sources: Iterable[str | Path | None] = ())
             yield tmp
             for path in sorted(tmp.iterdir()):
                 path.chmod(plain_mode(directory=path.is_dir()))
-                os.replace(path, out_dir / path.name)
+                replace(path, out_dir / path.name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -170,8 +170,6 @@ def write_output_text(path: str | Path, text: str, sources: Iterable[str | Path 
         OutputError: ``path`` is a folder, is not apart from ``sources``, or cannot be written
             (the old file, if any, is kept).
     """
-    from ablate.utils.io import atomic_write_text
-
     path = Path(path)
     check_apart(path, sources)
     if path.is_dir():

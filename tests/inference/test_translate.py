@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from ablate.config import load_config
 from ablate.data import builtin
-from ablate.training.offline_run import offline_runs, read_run
 
 from tests.helpers.callbacks import SEEN
 from tests.helpers.tiny import tiny
+from tests.helpers.wandb_offline import offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = tiny(

@@ -11,7 +11,8 @@ import pytest
 
 from ablate.sweep import state as state_mod
 from ablate.sweep.spec import SweepError
-from ablate.sweep.state import SweepLock, SweepState, Trial, atomic_write_json, is_locked, load_state, save_state
+from ablate.sweep.state import SweepLock, SweepState, Trial, is_locked, load_state, save_state
+from ablate.utils.io import atomic_write_json
 
 
 def make_state(n: int = 3) -> SweepState:
@@ -52,7 +53,7 @@ def test_readers_never_see_a_torn_file_while_a_writer_rewrites_it(tmp_path):
             "-c",
             textwrap.dedent(f"""
         import sys; sys.path.insert(0, {str(state_mod.Path(state_mod.__file__).parents[2])!r})
-        from ablate.sweep.state import atomic_write_json
+        from ablate.utils.io import atomic_write_json
         for i in range(1, 150):
             atomic_write_json(__import__('pathlib').Path({str(path)!r}), {{"n": i, "pad": "x" * 200_000}})
     """),

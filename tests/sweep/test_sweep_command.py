@@ -14,10 +14,10 @@ import yaml
 from ablate.config import load_config
 from ablate.sweep.command import SWEEP_COMMAND, expand_variant
 from ablate.sweep.spec import SweepError, load_spec, resolve
-from ablate.training.offline_run import offline_runs, read_run
 
 from tests.helpers.tiny import tiny_parameters
 from tests.helpers.wandb_agent import agent_command, agent_env, proposal, proposals, python_on_path
+from tests.helpers.wandb_offline import offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))

@@ -23,6 +23,6 @@ TINY = tiny(
 def test_milestones_arrive_once_in_order(tmp_path, monkeypatch):
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
     seen: list[str] = []
-    summary = train(load_config(None, TINY), tmp_path / "run", echo=lambda _: None, milestone=seen.append)
+    summary = train(load_config(None, TINY), tmp_path / "run", milestone=seen.append)
     assert summary["status"] == "finished"
     assert seen == ["data", "model", "fit_start", "first_step"]

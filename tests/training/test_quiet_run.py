@@ -66,10 +66,36 @@ def test_a_normal_run_prints_no_warning_a_user_cannot_act_on(cli_run):
 
 
 @pytest.mark.slow
-def test_the_summary_keeps_both_metric_signatures(cli_run):
+def test_the_summary_keeps_every_metric_signature(cli_run):
     summary = json.loads((cli_run[1] / "summary.json").read_text())
     assert summary["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
     assert summary["chrf_signature"].startswith("nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:")
+    assert summary["chrf++_signature"].startswith("nrefs:1|case:mixed|eff:yes|nc:6|nw:2|space:no|version:")
+    assert summary["ter_signature"].startswith("nrefs:1|case:lc|tok:tercom|norm:no|punct:yes|asian:no|version:")
+
+
+@pytest.mark.slow
+def test_every_test_split_has_chrf_chrf_plus_plus_and_ter_in_the_summary_and_wandb(cli_run):
+    import sacrebleu
+
+    run = cli_run[1]
+    summary = json.loads((run / "summary.json").read_text())
+    splits = [k[len("test_") : -len("/bleu")] for k in summary if k.startswith("test_") and k.endswith("/bleu")]
+    assert splits
+    (wandb_file,) = run.glob("wandb/offline-run-*/run-*.wandb")
+    logged = read_offline_run(wandb_file)
+    for split in splits:
+        hyps = (run / "hyps" / f"{split}.txt").read_text(encoding="utf-8").splitlines()
+        refs = (run / "refs" / f"{split}.txt").read_text(encoding="utf-8").splitlines()
+        expected = {
+            "chrf": sacrebleu.metrics.CHRF().corpus_score(hyps, [refs]).score,
+            "chrf++": sacrebleu.metrics.CHRF(word_order=2).corpus_score(hyps, [refs]).score,
+            "ter": sacrebleu.metrics.TER().corpus_score(hyps, [refs]).score,
+        }
+        for name, value in expected.items():
+            assert summary[f"test_{split}/{name}"] == pytest.approx(value)
+            assert logged["summary"][f"test_{split}/{name}"] == pytest.approx(value)
+    assert summary["test/ter"] == summary[f"test_{splits[0]}/ter"] and summary["test/ter"] > 0
 
 
 @pytest.mark.slow
@@ -98,6 +124,6 @@ def test_a_finished_run_continues_as_a_new_run_from_its_weights(cli_run, tmp_pat
     run = cli_run[1]
     monkeypatch.setenv("ABLATE_CACHE", str(run.parent / "cache"))  # the same data, so the same tokenizer
     cfg = load_config(None, [*RUN, f"train.init_from={run}", "train.max_steps=3", "tracking.wandb=disabled"])
-    summary = train(cfg, tmp_path / "longer", echo=lambda _: None)
+    summary = train(cfg, tmp_path / "longer")
     assert summary["init_from"] == {"checkpoint": str((run / "checkpoints" / "best.ckpt").resolve()), "step": 2}
     assert summary["step"] == 3 and summary["status"] == "finished"  # its own steps: a new optimizer and schedule

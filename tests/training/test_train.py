@@ -114,3 +114,7 @@ def test_ddp_two_processes_on_cpu(tmp_path, cache_dir):
     assert summary["test/bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-6)
     # the tokens of both ranks: one rank's 40 steps hold at most 40 x (1,024 source + 1,024 target)
     assert summary["train/tokens"] > 40 * 2 * 1024 and summary["train/tokens_per_sec"] > 0
+    # status on stderr, said once (global rank zero only), the result line on stdout
+    said = [line for line in proc.stderr.splitlines() if line.startswith(("run dir: ", "W&B offline: "))]
+    assert [line.split(":")[0] for line in said] == ["run dir", "W&B offline"], proc.stderr[-3000:]
+    assert proc.stdout.count("test BLEU ") == 1 and "run dir: " not in proc.stdout

@@ -22,9 +22,9 @@ from ablate.sweep.options import LaunchOptions
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import load_spec, spec_from_dict
 from ablate.sweep.trial import trial_overrides
-from ablate.training.offline_run import offline_runs, read_run
 
 from tests.helpers.wandb_agent import agent_env, proposal
+from tests.helpers.wandb_offline import offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 START = ROOT / "tests" / "helpers" / "wandb_start.py"

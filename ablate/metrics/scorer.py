@@ -1,0 +1,97 @@
+"""The interface of a metric, and the base of a per-sentence (plugin) metric.
+
+A corpus metric such as BLEU is not a mean of sentence scores, but it is a function of summed
+per-sentence sufficient statistics: :meth:`MetricScorer.statistics` gives them, shape (n, k), and
+:meth:`MetricScorer.from_statistics` turns any sum (or weighted sum, as a bootstrap resample is)
+of them into the corpus score. For a per-sentence metric (:class:`SentenceMetric`) the statistics
+are ``(score, 1)`` per sentence, so the corpus score is the mean of the sentence scores and every
+resample is a weighted mean: the report's seed-aware test applies to both alike.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+Texts = Sequence[str]
+
+
+@runtime_checkable
+class MetricScorer(Protocol):
+    """One translation metric, on detokenized text.
+
+    Attributes:
+        name: the registry key and the summary key's suffix (``test_<split>/<name>``).
+        label: header text in tables and figures (``BLEU``, ``chrF++``, ``TER``).
+        higher_is_better: which end is best (False for TER, an error rate).
+        decimals: digits after the point in the table.
+    """
+
+    name: str
+    label: str
+    higher_is_better: bool
+    decimals: int
+
+    def signature(self) -> str:
+        """What reproduces the score (sacreBLEU's signature, or the plugin's name and version)."""
+        ...
+
+    def corpus(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> float:
+        """The corpus score of ``hyps`` against ``refs`` (aligned lists; ``sources`` where known)."""
+        ...
+
+    def sentences(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> list[float]:
+        """One score per sentence."""
+        ...
+
+    def statistics(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
+        """(n, k) per-sentence sufficient statistics: ``from_statistics(stats.sum(0)) == corpus(...)``."""
+        ...
+
+    def from_statistics(self, stats: np.ndarray) -> np.ndarray:
+        """(..., k) summed statistics -> (...) corpus scores."""
+        ...
+
+
+def check_aligned(hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> None:
+    """Equal, non-zero lengths (``sources`` may be None)."""
+    if len(hyps) != len(refs) or not refs or (sources is not None and len(sources) != len(refs)):
+        counts = f"{len(hyps)} hypotheses, {len(refs)} references" + (
+            f", {len(sources)} sources" if sources is not None else ""
+        )
+        raise ValueError(f"texts are not aligned: {counts}")
+
+
+class SentenceMetric:
+    """A metric defined per sentence (a learned metric such as COMET, or any plugin).
+
+    Subclasses set the class attributes and implement :meth:`sentences`; the corpus score is the
+    mean of the sentence scores. ``version`` goes into the signature, so a changed metric shows.
+    """
+
+    name: str = ""
+    label: str = ""
+    higher_is_better: bool = True
+    decimals: int = 2
+    version: str = "1"
+
+    def signature(self) -> str:
+        return f"{self.name}|version:{self.version}"
+
+    def sentences(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> list[float]:
+        raise NotImplementedError
+
+    def statistics(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
+        check_aligned(hyps, refs, sources)
+        scores = np.asarray(self.sentences(hyps, refs, sources), dtype=np.float64)
+        if scores.shape != (len(refs),):
+            raise ValueError(f"metric {self.name} gave {scores.size} sentence scores for {len(refs)} sentences")
+        return np.stack([scores, np.ones_like(scores)], axis=1)
+
+    def from_statistics(self, stats: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return stats[..., 0] / stats[..., 1]
+
+    def corpus(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> float:
+        return float(self.from_statistics(self.statistics(hyps, refs, sources).sum(0)))

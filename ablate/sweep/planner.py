@@ -1,0 +1,289 @@
+"""The planner: which trials a sweep runs, in which order, what becomes of each attempt, and the state file.
+
+It knows nothing about processes or jobs (that is the executor's part, :mod:`ablate.sweep.executor`):
+it plans trials with W&B's search (:mod:`ablate.sweep.search`; grid and random up front, bayes one
+at a time as results arrive), checks each trial's config before anything runs (an impossible
+variant is recorded failed with the reason), hands out the next trial to start, reads back how an
+attempt ended and decides whether it is done, failed, or relaunched (``--retries``, for attempts
+ended from outside), feeds running trials' metrics to hyperband (``early_terminate``), and saves
+``sweep.json`` after every change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ablate.config import ConfigError, flatten, load_config, read_yaml
+from ablate.sweep.executor import Exit
+from ablate.sweep.options import GRID_LIMIT, LaunchOptions
+from ablate.sweep.progress import best_trial
+from ablate.sweep.search import as_sweep_run, grid_size, next_points, planned_trials, to_stop, trial_cap, upfront
+from ablate.sweep.spec import SweepError, SweepSpec
+from ablate.sweep.state import SweepState, Trial, load_state, new_group, save_state
+from ablate.sweep.trial import live_metric, outcome, read_summary, reported_history, trial_name, trial_overrides
+
+Say = Callable[[str, str], None]
+"""``(line, style)``: a progress line (:meth:`ablate.sweep.progress.Progress.event`)."""
+
+
+def signature(spec: SweepSpec, opts: LaunchOptions) -> str:
+    """What defines a sweep's trials; a folder started with another signature is not reused.
+
+    The base config counts by what it says (its keys and values), not by its file name, so editing
+    ``--config`` between two runs of a sweep is caught rather than mixing trials of two configs.
+    """
+    base = flatten(read_yaml(opts.config)) if opts.config else None
+    blob = {"method": spec.method, "parameters": spec.parameters, "overrides": list(opts.overrides), "config": base}
+    return hashlib.sha1(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Optional[int]:
+    """The number of trials the sweep plans, counted without planning.
+
+    A grid larger than ``limit`` is refused even under a cap: W&B's grid search enumerates the
+    whole grid to pick the next point, so its size alone decides the planning time and memory.
+    """
+    size = grid_size(spec.parameters) if spec.method == "grid" else None
+    count = planned_trials(spec, cap)
+    biggest = max(n for n in (size, count, 0) if n is not None)
+    if biggest > limit:
+        raise SweepError(
+            f"{spec.describe()}: {biggest:,} trials is over the limit of {limit:,}; narrow the grid, "
+            f"or raise the limit with --trial-limit {biggest}"
+        )
+    return count
+
+
+def _quiet(line: str, style: str = "") -> None:
+    pass
+
+
+class Planner:
+    """The decisions of one sweep run over its folder's :class:`~ablate.sweep.state.SweepState`.
+
+    Args:
+        spec: the sweep file.
+        opts: the run's options (folder, overrides, retries, caps).
+        say: prints a progress line.
+    """
+
+    def __init__(self, spec: SweepSpec, opts: LaunchOptions, say: Say = _quiet):
+        self.spec, self.opts, self.say = spec, opts, say
+        self.out = Path(opts.out)
+        self.cap = trial_cap(spec, opts.max_trials)
+        self.launched: set[str] = set()  # trials started by this run (not handed out again unless retried)
+        self.exhausted = False
+        self.state: SweepState
+
+    # ---- the state file ----------------------------------------------------------------
+
+    def save(self) -> None:
+        save_state(self.out, self.state)
+
+    def open(self) -> None:
+        """Load the folder's state (or start one); a folder of another sweep is refused."""
+        sig = signature(self.spec, self.opts)
+        state = load_state(self.out)
+        if state is None:
+            state = SweepState(
+                name=self.spec.name,
+                source=str(self.spec.path),
+                signature=sig,
+                overrides=list(self.opts.overrides) + list(self.opts.axes),
+                group=new_group(self.spec.name),
+            )
+        elif state.signature != sig:
+            raise SweepError(
+                f"{self.out} holds a sweep started from {state.source} with other parameters or overrides "
+                f"({' '.join(state.overrides) or 'none'}) or another base config (--config contents); rerun that "
+                f"command, or pass another --out"
+            )
+        self.state = state
+        self.state.wandb_sweep = self.opts.wandb_sweep or self.state.wandb_sweep
+
+    def left_running(self) -> list[Trial]:
+        """Trials the state says are running: a previous launcher's (before :meth:`prepare`)."""
+        return [t for t in self.state.trials if t.status == "running"]
+
+    def recovered(self, trial: Trial) -> None:
+        """A trial a dead launcher left running, of which nothing runs now: finished if it said so, else resumed."""
+        summary = read_summary(self.out / trial.name) or {}
+        done = None
+        if summary.get("status") == "finished":
+            done = outcome(self.out / trial.name, 0, self.spec.metric)
+        if done and done["status"] == "finished":
+            trial.status, trial.metric, trial.results, trial.error = "finished", done["metric"], done["results"], None
+        else:
+            trial.status = "interrupted"
+
+    def prepare(self) -> int:
+        """Reset failures for ``--retry-failed``, plan, save; returns the trials already done."""
+        if self.opts.retry_failed:
+            for t in self.state.trials:
+                if t.status == "failed":
+                    t.status, t.error = "pending", None
+        self.plan()
+        self.save()
+        return self.state.count("finished", "stopped")
+
+    # ---- which trials, in which order --------------------------------------------------
+
+    def overrides(self, trial: Trial) -> list[str]:
+        return trial_overrides(self.spec, trial.point, trial.name, self.state.group) + list(self.opts.overrides)
+
+    def _runs(self) -> list[Any]:
+        return [
+            as_sweep_run(t.name, t.point, t.status, self.spec.metric, t.metric, t.history) for t in self.state.trials
+        ]
+
+    def _add(self, point: dict[str, Any]) -> Trial:
+        trial = Trial(name=trial_name(self.spec, point, {t.name for t in self.state.trials}), point=point)
+        self.state.trials.append(trial)
+        return trial
+
+    def _validate(self, trial: Trial) -> bool:
+        """Check the trial's config; an impossible one is recorded failed without running."""
+        try:
+            load_config(self.opts.config, self.overrides(trial))
+        except ConfigError as err:
+            trial.status, trial.error = "failed", f"invalid config: {err}"
+            return False
+        return True
+
+    def plan(self) -> None:
+        """Add every trial grid or random search can plan now; validate what will run."""
+        if self.spec.method != "grid" and self.cap is None:
+            raise SweepError(
+                f"{self.spec.describe()}: method '{self.spec.method}' needs run_cap in the file or --max-trials N"
+            )
+        count = check_trial_count(self.spec, self.cap, self.opts.trial_limit)
+        if upfront(self.spec):
+            room = (count if count is not None else GRID_LIMIT) - len(self.state.trials)
+            for point in next_points(self.spec, self._runs(), room):
+                self._add(point)
+        for t in self.state.trials:
+            if t.status in ("pending", "interrupted"):
+                self._validate(t)
+
+    def preview(self) -> list[Trial]:
+        """The trials a fresh run would plan, validated, without touching the disk (bayes: the first)."""
+        self.state = SweepState(
+            name=self.spec.name, source=str(self.spec.path), signature="", group=new_group(self.spec.name)
+        )
+        self.plan()
+        if not upfront(self.spec):
+            self.next_trial()
+        return self.state.trials
+
+    def _target_reached(self) -> bool:
+        target = (self.spec.config.get("metric") or {}).get("target")
+        best = best_trial(self.state, self.spec.goal)
+        if target is None or best is None:
+            return False
+        return best.metric >= target if self.spec.goal == "maximize" else best.metric <= target
+
+    def next_trial(self) -> Optional[Trial]:
+        """The trial to start next (pending or interrupted, in plan order; bayes proposes one), or ``None``."""
+        if self._target_reached():
+            return None
+        while True:
+            for t in self.state.trials:
+                if t.status in ("pending", "interrupted") and t.name not in self.launched:
+                    return t
+            if not self._can_propose():
+                return None
+            points = next_points(self.spec, self._runs(), 1)
+            if not points:
+                self.exhausted = True
+                return None
+            trial = self._add(points[0])
+            if not self._validate(trial):
+                self.save()
+                self.say(f"failed   {trial.name}: {trial.error}", "red")
+
+    def _can_propose(self) -> bool:
+        return not upfront(self.spec) and not self.exhausted and len(self.state.trials) < (self.cap or 0)
+
+    def total(self) -> int:
+        if upfront(self.spec) or self.cap is None:
+            return len(self.state.trials)
+        return max(self.cap, len(self.state.trials))
+
+    # ---- what becomes of an attempt ----------------------------------------------------
+
+    def started(self, trial: Trial, at: float) -> None:
+        trial.status, trial.error = "running", None
+        trial.attempts += 1
+        trial.started_at = at
+        self.launched.add(trial.name)
+        self.save()
+
+    def refused(self, trial: Trial, reason: str) -> None:
+        trial.status, trial.error = "failed", reason
+        self.save()
+        self.say(f"failed   {trial.name}: {trial.error}", "red")
+
+    def ended(self, trial: Trial, result: dict[str, Any], exit: Exit, stop: Optional[str], elapsed: float) -> None:
+        """Record an ended attempt (``result``: :func:`ablate.sweep.trial.outcome`); relaunch one lost from outside.
+
+        ``stop`` is why the launcher ended it: ``"early"`` (hyperband: ``stopped``, final) or ``"shutdown"``
+        (Ctrl-C: ``interrupted``, resumed by a rerun), ``None`` when it ended by itself.
+        """
+        trial.results = result["results"] or trial.results
+        if stop == "early":
+            trial.status, trial.error = "stopped", None
+            ran = result["status"] == "finished"
+            trial.metric = result["metric"] if ran else (trial.history[-1] if trial.history else None)
+        elif stop == "shutdown":
+            trial.status = "finished" if result["status"] == "finished" else "interrupted"
+            trial.metric = result["metric"]
+        else:
+            trial.status, trial.error, trial.metric = result["status"], result["error"], result["metric"]
+        trial.duration_s += elapsed
+        outside = result["status"] == "interrupted" or (result["status"] == "failed" and exit.lost)
+        if stop is None and outside:
+            reason = exit.reason or trial.error or "interrupted"
+            if trial.attempts <= self.opts.retries:
+                trial.status, trial.error = "interrupted", None
+                self.launched.discard(trial.name)  # relaunch it: it resumes from its checkpoint
+                self.say(
+                    f"retrying {trial.name} ({reason}; attempt {trial.attempts + 1} of {self.opts.retries + 1})",
+                    "yellow",
+                )
+            elif exit.reason:
+                trial.status, trial.error = "failed", f"{exit.reason}; {result['error'] or ''}".rstrip("; ")
+        self.save()
+
+    def early_stops(self, running: list[Trial], since: dict[str, float], last_step: dict[str, int]) -> set[str]:
+        """Hyperband: update running trials' metric histories; the names ``early_terminate`` drops now.
+
+        ``since`` is each trial's attempt start (to skip an older ``summary.json``); ``last_step`` the step of
+        the last value sampled from a trainer that keeps no history (updated here).
+        """
+        if "early_terminate" not in self.spec.config:
+            return set()
+        changed = False
+        for trial in running:
+            summary = read_summary(self.out / trial.name, since.get(trial.name)) or {}
+            history = reported_history(summary, self.spec.metric or "")
+            if history is not None:  # the trainer's own record of every validation
+                changed |= history != trial.history
+                trial.history = history
+                continue
+            seen = live_metric(self.out / trial.name, self.spec.metric)  # else: sample as we go
+            if seen is not None and seen[0] != last_step.get(trial.name):
+                last_step[trial.name] = seen[0]
+                trial.history.append(seen[1])
+                changed = True
+        if not changed:
+            return set()
+        self.save()
+        return set(to_stop(self.spec, self._runs()))
+
+    def nothing_to_do(self) -> str:
+        total, failed = len(self.state.trials), self.state.count("failed")
+        note = f" ({failed} failed: --retry-failed runs them again)" if failed else ""
+        return f"nothing to train: all {total} trials of {self.spec.name} are done{note}"

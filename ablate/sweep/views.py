@@ -1,0 +1,114 @@
+"""What ``ablate sweep`` prints about a sweep: the dry-run list, the end-of-run report, the status table.
+
+Each function takes the console to print to (the CLI's; tests give a wide one).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ablate.sweep.planner import Planner
+from ablate.sweep.progress import best_trial, clock
+from ablate.sweep.spec import SweepError, load_spec
+from ablate.sweep.state import SweepState, is_locked
+
+FAILED = 1
+"""Exit status of a sweep with a failed or unfinished trial (and of a dry run listing an invalid one)."""
+STYLES = {"finished": "green", "failed": "red", "running": "cyan", "interrupted": "yellow", "stopped": "yellow"}
+
+
+def unfinished(state: SweepState) -> int:
+    """Trials that failed or were left interrupted (hyperband's ``stopped`` and ``finished`` are done)."""
+    return state.count("failed", "interrupted", "running")
+
+
+def preview(console: Console, planner: Planner) -> int:
+    """Print the trials a run would plan; returns how many are invalid."""
+    trials = planner.preview()
+    if planner.spec.method == "bayes":
+        console.print(f"bayes proposes trials as results arrive (up to {planner.cap}); the first:")
+    for t in trials:
+        line = f"[bold]{t.name}[/bold]  {' '.join(planner.overrides(t))}"
+        console.print(line + (f"\n  [red]{t.error}[/red]" if t.status == "failed" else ""), highlight=False)
+    invalid = sum(t.status == "failed" for t in trials)
+    console.print(f"{len(trials)} trials" + (f", {invalid} invalid" if invalid else ""), highlight=False)
+    return invalid
+
+
+def _best(console: Console, state: SweepState, metric: Optional[str], goal: str) -> None:
+    best = best_trial(state, goal)
+    if best is not None and metric:
+        console.print(f"best {metric} = {best.metric:.4g} ({best.name})", style="green", highlight=False)
+
+
+def report(console: Console, state: SweepState, metric: Optional[str], goal: str, out: Path) -> None:
+    """The lines after a run: counts by status, the W&B group, the best trial, where to look next."""
+    counts = {s: state.count(s) for s in ("finished", "failed", "interrupted", "stopped", "pending")}
+    parts = [f"{n} {s}" for s, n in counts.items() if n]
+    console.print(f"sweep {state.name}: " + ", ".join(parts), highlight=False)
+    if state.group:
+        console.print(f"W&B group {state.group}", style="dim", highlight=False)
+    _best(console, state, metric, goal)
+    console.print(f"details: ablate sweep status {out}", style="dim", highlight=False)
+
+
+def _num(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+
+
+def metric_of(state: SweepState) -> tuple[Optional[str], str]:
+    """The sweep's metric and goal, from its file when that is still there."""
+    try:
+        spec = load_spec(state.source)
+        return spec.metric, spec.goal
+    except (SweepError, OSError):
+        return None, "maximize"
+
+
+def status_table(state: SweepState, out: Path, metric: Optional[str]) -> Table:
+    """One row per trial: status, metric, test BLEU, time, tries (and the SLURM job), error."""
+    slurm = any(t.job_id for t in state.trials)
+    table = Table(title=f"sweep {state.name} ({state.source})", title_justify="left")
+    columns: list[tuple[str, Any]] = [
+        ("trial", "left"),
+        ("status", "left"),
+        (metric or "metric", "right"),
+        ("test/bleu", "right"),
+    ]
+    columns += [("time", "right"), ("tries", "right")]
+    if slurm:
+        columns += [("SLURM job", "left"), ("requeues", "right")]
+    for col, just in [*columns, ("error", "left")]:
+        table.add_column(col, justify=just, overflow="fold")
+    for t in state.trials:
+        row: list[Any] = [
+            Text(t.name),
+            Text(t.status, style=STYLES.get(t.status, "")),  # pending has no style: never "[]" markup
+            f"{t.metric:.4g}" if t.metric is not None else "",
+            _num(t.results.get("test/bleu")),
+            clock(t.duration_s) if t.duration_s else "",
+            str(t.attempts),
+        ]
+        if slurm:
+            from ablate.sweep.slurm_job import requeues
+
+            row += [f"{t.job_id} {(t.job_state or '').lower()}" if t.job_id else "", str(requeues(out / t.name))]
+        table.add_row(*row, Text(t.error or ""))  # names and errors are text, never markup
+    return table
+
+
+def status(console: Console, state: SweepState, out: Path) -> None:
+    """``ablate sweep status``: the table, the counts, whether a launcher holds the folder, the best trial."""
+    metric, goal = metric_of(state)
+    console.print(status_table(state, out, metric))
+    live = "a launcher is running" if is_locked(out) else "no launcher running"
+    counts = ", ".join(
+        f"{state.count(s)} {s}" for s in ("finished", "failed", "running", "interrupted", "pending") if state.count(s)
+    )
+    console.print(f"{len(state.trials)} trials: {counts or 'none'} ({live})", highlight=False)
+    _best(console, state, metric, goal)

@@ -1,0 +1,159 @@
+"""The metric scorers: per-sentence statistics give sacreBLEU's corpus scores back exactly, on real
+Multi30k lines and on the edge cases (empty lines, punctuation, a missing n-gram order)."""
+
+from __future__ import annotations
+
+import gzip
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sacrebleu
+
+from ablate.metrics import METRIC_SCORERS, MetricError, MetricScorer, SentenceMetric, get_scorer, register_metric
+from ablate.metrics.chrf import words
+
+SACREBLEU = {
+    "bleu": lambda: sacrebleu.metrics.BLEU(),
+    "chrf": lambda: sacrebleu.metrics.CHRF(),
+    "chrf++": lambda: sacrebleu.metrics.CHRF(word_order=2),
+    "ter": lambda: sacrebleu.metrics.TER(),
+}
+
+
+def _lines(folder: Path, name: str, n: int) -> list[str]:
+    with gzip.open(folder / name, "rt", encoding="utf-8") as f:
+        return [next(f).rstrip("\n") for _ in range(n)]
+
+
+def _system(refs: list[str], rate: float, seed: int) -> list[str]:
+    """A made-up system: each reference with a share of its words dropped, repeated or swapped."""
+    rng, out = random.Random(seed), []
+    for ref in refs:
+        w = ref.split()
+        for i in range(len(w)):
+            r = rng.random()
+            if r < rate / 3:
+                w[i] = ""
+            elif r < 2 * rate / 3:
+                w[i] = w[i] + " " + w[i]
+            elif r < rate and i + 1 < len(w):
+                w[i], w[i + 1] = w[i + 1], w[i]
+        out.append(" ".join(x for x in w if x))
+    return out
+
+
+@pytest.fixture(scope="module")
+def real_lines(multi30k: Path) -> tuple[list[str], list[str]]:
+    refs = _lines(multi30k, "test_2016_flickr.de.gz", 300)
+    return refs, _system(refs, 0.4, 1)
+
+
+EDGES = (
+    ["", "Ein Hund.", "(hallo) Welt!", "a", "x y z"],
+    ["Ein Mann.", "", "(hallo) Welt !", "a", "x y z"],
+)
+
+
+def test_the_registry_holds_the_four_metrics():
+    assert list(METRIC_SCORERS)[:4] == ["bleu", "chrf", "chrf++", "ter"]
+    for name in METRIC_SCORERS:
+        assert isinstance(get_scorer(name), MetricScorer)
+    assert get_scorer("ter").higher_is_better is False and get_scorer("chrf++").higher_is_better
+
+
+@pytest.mark.parametrize("name", list(SACREBLEU))
+def test_statistics_reproduce_sacrebleu_on_real_lines(name, real_lines):
+    refs, hyps = real_lines
+    scorer, reference = get_scorer(name), SACREBLEU[name]()
+    stats = scorer.statistics(hyps, refs)
+    assert stats.shape[0] == len(refs)
+    expected = reference.corpus_score(hyps, [refs]).score
+    again = float(scorer.from_statistics(stats.sum(0)))
+    if name == "bleu":  # numpy's exp and log against math's: the last bit may differ (BLEU as before)
+        assert again == pytest.approx(expected, rel=1e-14)
+    else:
+        assert again == expected  # bit for bit
+    assert scorer.corpus(hyps, refs) == expected
+    assert scorer.signature() == str(reference.get_signature())
+    # a resample is a weighted sum: the corpus score of the lines it draws
+    idx = np.random.default_rng(0).integers(0, len(refs), len(refs))
+    weights = np.bincount(idx, minlength=len(refs)).astype(float)
+    drawn = reference.corpus_score([hyps[i] for i in idx], [[refs[i] for i in idx]]).score
+    assert float(scorer.from_statistics(weights @ stats)) == pytest.approx(drawn, abs=1e-9)
+
+
+@pytest.mark.parametrize("name", list(SACREBLEU))
+def test_statistics_reproduce_sacrebleu_on_edge_cases(name):
+    hyps, refs = EDGES
+    scorer, reference = get_scorer(name), SACREBLEU[name]()
+    assert float(scorer.from_statistics(scorer.statistics(hyps, refs).sum(0))) == pytest.approx(
+        reference.corpus_score(hyps, [refs]).score, abs=1e-12
+    )
+    if name == "bleu":  # sentence BLEU with effective order, as sacreBLEU recommends per sentence
+        reference = sacrebleu.metrics.BLEU(effective_order=True)
+    sentences = scorer.sentences(hyps, refs)
+    assert sentences == pytest.approx([reference.sentence_score(h, [r]).score for h, r in zip(hyps, refs)])
+
+
+def test_ter_is_an_error_rate():
+    ter = get_scorer("ter")
+    assert ter.corpus(["a b c"], ["a b c"]) == 0.0
+    assert ter.corpus(["x y z"], ["a b c"]) == 100.0
+
+
+def test_chrf_plus_plus_words_split_punctuation_as_chrf_plus_plus_does():
+    assert words("(hallo) Welt! a , x.y") == ["(hallo", ")", "Welt", "!", "a", ",", "x.y"]
+    assert words("'Hi") == ["'", "Hi"]
+
+
+def test_misaligned_texts_are_refused():
+    with pytest.raises(ValueError, match="not aligned: 1 hypotheses, 2 references"):
+        get_scorer("chrf").statistics(["a"], ["a", "b"])
+
+
+class Overlap(SentenceMetric):
+    """Character-overlap F1 per sentence (multiset of characters, spaces excluded)."""
+
+    name, label, version = "overlap", "charF1", "1"
+
+    def sentences(self, hyps, refs, sources=None):
+        from collections import Counter
+
+        out = []
+        for h, r in zip(hyps, refs):
+            a, b = Counter(h.replace(" ", "")), Counter(r.replace(" ", ""))
+            common = sum((a & b).values())
+            out.append(0.0 if not common else 200.0 * common / (sum(a.values()) + sum(b.values())))
+        return out
+
+
+@pytest.fixture()
+def overlap():
+    """``overlap`` registered for one test, and gone after it."""
+    register_metric("overlap", Overlap)
+    yield
+    METRIC_SCORERS.pop("overlap", None)
+
+
+def test_a_sentence_metric_is_the_mean_of_its_sentences(overlap):
+    scorer = get_scorer("overlap")
+    hyps, refs = ["abc", "abcd", "xyz"], ["abc", "abce", "abc"]
+    assert scorer.sentences(hyps, refs) == [100.0, 75.0, 0.0]
+    assert scorer.corpus(hyps, refs) == pytest.approx(175.0 / 3)
+    weights = np.array([2.0, 0.0, 1.0])  # a resample drawing sentence 0 twice and 2 once
+    assert float(scorer.from_statistics(weights @ scorer.statistics(hyps, refs))) == pytest.approx(200.0 / 3)
+    assert scorer.signature() == "overlap|version:1"
+
+
+def test_register_refuses_a_clash_and_get_names_the_choices():
+    with pytest.raises(MetricError, match="metric 'chrf' is already registered"):
+        register_metric("chrf", Overlap)
+    with pytest.raises(MetricError, match="must be lower-case"):
+        register_metric("Overlap", Overlap)
+    with pytest.raises(
+        MetricError, match=r"unknown metric 'chrff' \(choose from: bleu, chrf, chrf\+\+, ter\); did you mean"
+    ):
+        get_scorer("chrff")
+    assert "overlap" not in METRIC_SCORERS

@@ -1,0 +1,67 @@
+"""Status through the ``ablate`` logger: one line each on stderr, rank zero only, -q / -v at the CLI edge."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import lightning_utilities.core.rank_zero as rank_zero
+import pytest
+from typer.testing import CliRunner
+
+from ablate import cli
+from ablate.utils import logs
+
+
+@pytest.fixture
+def ablate_logger():
+    """The ``ablate`` logger as a test found it, restored afterwards (setup() changes it)."""
+    logger = logging.getLogger("ablate")
+    saved = logger.handlers[:], logger.level, logger.propagate
+    yield logger
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+def test_status_goes_to_stderr_one_line_each_and_warnings_say_so(ablate_logger, capsys):
+    logs.setup()
+    logs.setup()  # again: still one handler, so no line twice
+    log = logging.getLogger("ablate.training.train")
+    log.info("run dir: %s", "runs/" + "x" * 300)
+    log.warning("W&B could not start ([red]no network[/red])")
+    log.debug("not shown by default")
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == ["run dir: runs/" + "x" * 300, "warning: W&B could not start ([red]no network[/red])"]
+
+
+def test_quiet_keeps_warnings_and_verbose_adds_debug(ablate_logger, capsys):
+    log = logging.getLogger("ablate.data.cache")
+    logs.setup(logs.verbosity_of(quiet=True, verbose=False))
+    log.info("hidden")
+    log.warning("kept")
+    logs.setup(logs.verbosity_of(quiet=False, verbose=True))
+    log.debug("detail")
+    assert capsys.readouterr().err.splitlines() == ["warning: kept", "detail"]
+
+
+def test_only_global_rank_zero_speaks(ablate_logger, capsys, monkeypatch):
+    logs.setup()
+    monkeypatch.setattr(rank_zero.rank_zero_only, "rank", 1, raising=False)  # what Lightning sets on DDP rank 1
+    logging.getLogger("ablate.training.train").warning("said once, by rank zero")
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(rank_zero.rank_zero_only, "rank", 0, raising=False)
+    logging.getLogger("ablate.training.train").warning("said once, by rank zero")
+    assert capsys.readouterr().err == "warning: said once, by rank zero\n"
+
+
+def test_the_cli_sends_status_to_stderr_and_quiet_silences_it(ablate_logger, tmp_path):
+    run = tmp_path / "sweep" / "a-seed=1"
+    (run / "wandb" / "offline-run-1").mkdir(parents=True)
+    (run / "wandb" / "offline-run-1" / "run-a.wandb").write_bytes(b":W&B")
+    (run / "wandb" / "offline-run-1" / "run-a.wandb.synced").touch()
+    (run / "summary.json").write_text(json.dumps({"status": "finished"}))
+    result = CliRunner().invoke(cli.app, ["sync", str(tmp_path / "sweep")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "" and result.stderr == "already synced: 1 run(s)\n"
+    quiet = CliRunner().invoke(cli.app, ["-q", "sync", str(tmp_path / "sweep")])
+    assert quiet.exit_code == 0 and quiet.output == ""
