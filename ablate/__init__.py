@@ -8,3 +8,22 @@ import os
 # (docs/sweeps.md, "Budgets and a busy machine"). OpenMP reads this once, when torch loads it, so it is
 # set on import, before torch; an explicit OMP_WAIT_POLICY wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# The Python API (ablate/api.py), resolved on first use so that `import ablate` stays cheap (no torch).
+_API = ("train", "table", "plot", "TrainResult", "TableResult")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from ablate import api
+
+        return getattr(api, name)
+    if name == "sweep":  # the package, callable: ablate.sweep(file) runs a sweep (ablate/sweep/__init__.py)
+        import importlib
+
+        return importlib.import_module("ablate.sweep")
+    raise AttributeError(f"module 'ablate' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API, "sweep"])

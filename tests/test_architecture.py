@@ -35,6 +35,7 @@ LAYERS: dict[str, float] = {
     "bench": 6,
     "inference": 6,
     "cli": 7,
+    "api": 7,  # the notebook API: the commands as functions (ablate.train, .table, .plot)
     "__main__": 8,
 }
 """Data flows up this list: a module imports only from lower layers or its own folder (the report reads

@@ -1,4 +1,4 @@
-"""A trainer stand-in that starts W&B exactly as ``ablate.train.train`` does, then stops.
+"""A trainer stand-in that starts W&B exactly as ``ablate.training.train.train`` does, then stops.
 
 ``python wandb_start.py RUN_DIR key=value ...``: the config is read as ``ablate train`` reads it
 (``variant=...`` included), the W&B run is created by ``make_logger`` + ``start_logger`` in
