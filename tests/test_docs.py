@@ -126,14 +126,12 @@ def test_the_extending_pages_score_example_is_the_example_plugin_and_trains(monk
 
 def test_the_extending_pages_column_example_renders_in_every_format(monkeypatch, tmp_path):
     import json
-    import sys
 
     from ablate.report import table as table_module
     from ablate.report.api import table_of
     from ablate.report.formats import FORMATS, render
 
-    sys.path.insert(0, str(ROOT / "tests" / "report"))
-    from report_fixtures import make_variant_sweep
+    from tests.helpers.records import make_variant_sweep
 
     root = make_variant_sweep(tmp_path / "sweep")
     for path in root.glob("*/summary.json"):  # what summarise() records for every finished run

@@ -18,7 +18,7 @@ from ablate.inference.torchscript import FILES, ExportError, check_format, scrip
 from ablate.inference.translate import LoadedRun, _batch, load_run, translate
 from ablate.model.decoding import greedy
 
-from tiny_run import MODEL, tiny
+from tests.helpers.tiny import MODEL, tiny
 
 TRAIN = (
     "train.max_steps=40",

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from agent_env import agent_command, agent_env, proposal, proposals, python_on_path
 
 from ablate.config import load_config
 from ablate.sweep.command import SWEEP_COMMAND, expand_variant
 from ablate.sweep.spec import SweepError, load_spec, resolve
 
-from wandb_offline import offline_runs, read_run
+from tests.helpers.tiny import tiny_parameters
+from tests.helpers.wandb_agent import agent_command, agent_env, proposal, proposals, python_on_path
+from tests.helpers.wandb_offline import offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = sorted((ROOT / "sweeps").glob("*.yaml"))
@@ -86,12 +87,8 @@ def test_plain_wandb_agent_runs_ablate_train(tmp_path, cache_dir):
         "metric": {"name": "val/bleu", "goal": "maximize"},
         "parameters": {
             "variant": {"values": ["base", {"name": "A-heads1", "model.heads": 1}]},
-            "model.heads": {"value": 2},
-            "model.d_model": {"value": 32},
-            "model.layers": {"value": 1},
-            "model.d_ff": {"value": 64},
+            **tiny_parameters(),
             "data.source": {"value": str(_corpus(tmp_path / "corpus"))},
-            "data.vocab_size": {"value": 300},
             "train.max_steps": {"value": 5},
             "train.max_tokens": {"value": 1024},
             "eval.beam": {"value": 1},

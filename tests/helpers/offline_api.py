@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator
 
-from wandb_offline import OfflineArtifact, OfflineRun, read_run
+from tests.helpers.wandb_offline import OfflineArtifact, OfflineRun, read_run
 
 
 class ArtifactView:

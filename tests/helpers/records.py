@@ -1,7 +1,6 @@
 """Constructed sweep folders and stand-in W&B public-API objects (no training, no network).
 
-Imported by ``conftest.py`` (fixtures) and by the tests (constants); a unique module name
-keeps it from clashing with other test folders' helpers.
+The fixtures of tests/report/conftest.py are built from it; other tests import it directly.
 
 ``variant_sweep`` follows the sweep-folder contract: ``DIR/<trial>/summary.json`` plus
 ``hyps/<split>.txt`` and ``refs/<split>.txt``. The made-up numbers in ``TEST_BLEU`` etc. are

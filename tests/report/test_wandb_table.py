@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from offline_api import OfflineApi
+
+from ablate.report.commands import make_table
+
+from tests.helpers.offline_api import OfflineApi
+from tests.helpers.records import make_variant_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "report"))
-from ablate.report.commands import make_table  # noqa: E402
-
-from report_fixtures import make_variant_sweep  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def logged_sweep(tmp_path_factory) -> Path:
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
     env.update(WANDB_MODE="offline", WANDB_SILENT="true", PYTHONPATH=str(ROOT))
     proc = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("log_trials.py")), str(root)],
+        [sys.executable, str(ROOT / "tests" / "helpers" / "log_trials.py"), str(root)],
         env=env,
         capture_output=True,
         text=True,
@@ -34,6 +34,7 @@ def logged_sweep(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["md", "csv", "latex"])
 def test_wandb_table_equals_the_local_table(logged_sweep, tmp_path, fmt):
     api = OfflineApi(logged_sweep)

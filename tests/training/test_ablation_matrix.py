@@ -19,6 +19,8 @@ from ablate.model.positions import POSITIONS
 from ablate.model.scores import SCORES
 from ablate.training.train import train
 
+from tests.helpers.tiny import tiny
+
 CASES = (  # every registered variant: a new score or position type is trained here with no edit
     [
         [f"model.attention.score={s}", f"model.attention.scale={str(scaled).lower()}"]
@@ -29,12 +31,9 @@ CASES = (  # every registered variant: a new score or position type is trained h
     + [["model.heads=1"], ["model.heads=8"]]
     + [["model.arch=rnn", f"model.attention.score={s}", "model.rnn.hidden=32"] for s in ("additive", "dot", "none")]
 )
-BASE = [
+BASE = tiny(  # on the Multi30k slice (data.source below), with four heads and a larger vocabulary
     "data.vocab_size=400",
-    "model.d_model=32",
-    "model.d_ff=64",
     "model.heads=4",
-    "model.layers=1",
     "train.max_steps=12",
     "train.max_tokens=1500",
     "train.warmup=4",
@@ -45,7 +44,7 @@ BASE = [
     "tracking.wandb=disabled",
     "tracking.log_every=4",
     "train.val_every=1000",
-]
+)
 
 
 @pytest.fixture(scope="module")

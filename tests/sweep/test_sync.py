@@ -9,6 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ablate import cli  # imported before subprocess.run is stubbed: numpy runs lscpu on import
@@ -80,6 +81,7 @@ def test_sync_errors_are_one_line(tmp_path, monkeypatch):
     )
 
 
+@pytest.mark.slow
 def test_the_real_wandb_command_is_found():
     argv = sync_mod.wandb_command()
     proc = subprocess.run([*argv, "sync", "--help"], capture_output=True, text=True, timeout=120)

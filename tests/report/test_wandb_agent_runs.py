@@ -6,13 +6,11 @@ Such a run's config holds the sweep's ``variant`` parameter as W&B stores it: th
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-from ablate.report.commands import make_table  # noqa: E402
+from ablate.report.commands import make_table
 
-from report_fixtures import VARIANTS, FakeApi, make_variant_sweep  # noqa: E402
+from tests.helpers.records import VARIANTS, FakeApi, make_variant_sweep
 
 
 def _agent_shaped(api: FakeApi) -> FakeApi:
@@ -24,6 +22,7 @@ def _agent_shaped(api: FakeApi) -> FakeApi:
     return api
 
 
+@pytest.mark.slow
 def test_table_of_agent_shaped_runs(tmp_path):
     root = make_variant_sweep(tmp_path / "table3")
     table = make_table("wandb:me/ablate/table3", fmt="csv", api=_agent_shaped(FakeApi(root)))

@@ -1,4 +1,4 @@
-"""Helpers shared by the data tests (imported by name, so kept out of conftest.py)."""
+"""Small parallel-corpus folders: lines read from (gzipped) Multi30k files, written as plain or ``.gz`` files."""
 
 from __future__ import annotations
 

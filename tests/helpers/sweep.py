@@ -1,4 +1,4 @@
-"""Helpers for sweep tests: a fake trainer (see fake_trainer.py) and quiet launcher options."""
+"""Helpers for sweep tests: sweep specs of the tiny run, a fake trainer (see fake_trainer.py) and quiet launcher options."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from ablate.sweep.launcher import LaunchOptions
 from ablate.sweep.progress import Progress
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import spec_from_dict
+
+from tests.helpers.tiny import tiny_parameters
 
 FAKE = Path(__file__).with_name("fake_trainer.py")
 
@@ -77,12 +79,7 @@ def small_spec(parameters: dict, method: str = "grid", name: str = "t", **extra)
     config = {
         "method": method,
         "metric": {"name": "val/bleu", "goal": "maximize"},
-        "parameters": {
-            "model.d_model": {"value": 32},
-            "model.d_ff": {"value": 64},
-            "train.max_steps": {"value": 5},
-            **parameters,
-        },
+        "parameters": {**tiny_parameters(train__max_steps=5), **parameters},
         **extra,
     }
     return spec_from_dict(config, name=name)

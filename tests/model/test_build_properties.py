@@ -1,13 +1,14 @@
-"""Property-based: any valid config builds a model that trains a step; invalid ones fail in one line."""
+"""Property-based: any valid model config builds a model that trains a step and decodes."""
 
 from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from ablate.config import ConfigError, from_flat, valid_keys
+from ablate.config import from_flat
 from ablate.model.build import build_model
 from ablate.model.decoding import greedy
 
@@ -41,6 +42,7 @@ def valid_model_configs(draw) -> dict:
     return flat
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(flat=valid_model_configs(), seed=st.integers(0, 2**16))
 def test_valid_configs_build_and_train_a_step(flat, seed):
@@ -60,37 +62,3 @@ def test_valid_configs_build_and_train_a_step(flat, seed):
     model.eval()
     out = greedy(model, src, 1, 2, max_len_a=1.0, max_len_b=3)
     assert len(out) == 3 and all(len(ids) <= 10 for ids in out)
-
-
-KEYS = valid_keys()
-
-
-@settings(max_examples=60, deadline=None)
-@given(key=st.text(alphabet="abcdefghijklmnopqrstuvwxyz._", min_size=1, max_size=20).filter(lambda k: k not in KEYS))
-def test_unknown_keys_fail_in_one_line(key):
-    try:
-        from_flat({key: 1})
-    except ConfigError as err:
-        assert "\n" not in str(err)
-    else:  # only a prefix of a section could parse, and a section assigned a number must fail too
-        raise AssertionError(f"{key!r} was accepted")
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    key=st.sampled_from(
-        ["model.attention.score", "model.positions", "model.arch", "model.norm", "tracking.wandb", "model.rnn.cell"]
-    ),
-    value=st.one_of(st.text(max_size=12), st.integers(), st.floats(allow_nan=False)),
-)
-def test_bad_choices_fail_in_one_line_listing_the_choices(key, value):
-    try:
-        cfg = from_flat({key: value})
-    except ConfigError as err:
-        assert "\n" not in str(err) and "choose from" in str(err)
-    else:  # a valid choice was drawn: it must round-trip
-        section, _, name = key.rpartition(".")
-        obj = cfg
-        for part in section.split("."):
-            obj = getattr(obj, part)
-        assert str(getattr(obj, name)) == str(value)

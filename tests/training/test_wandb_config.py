@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
-from agent_env import agent_env, proposal
 
 from ablate.config import flatten, load_config, to_dict
 from ablate.sweep import wandb_agent
@@ -23,10 +23,11 @@ from ablate.sweep.slots import Slot
 from ablate.sweep.spec import load_spec, spec_from_dict
 from ablate.sweep.trial import trial_overrides
 
-from wandb_offline import offline_runs, read_run
+from tests.helpers.wandb_agent import agent_env, proposal
+from tests.helpers.wandb_offline import offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
-START = Path(__file__).with_name("wandb_start.py")
+START = ROOT / "tests" / "helpers" / "wandb_start.py"
 TABLE3 = ROOT / "sweeps" / "table3.yaml"
 
 
@@ -72,6 +73,7 @@ def _assert_resolved(run, overrides: list[str]) -> None:
     assert not wrong and not missing, (wrong, missing)
 
 
+@pytest.mark.slow
 def test_sweep_agent_run_records_the_variant_not_the_locked_base(tmp_path):
     """The agent's own mechanism, directly: the run is initialised with the agent's env and
     parameter file (``model.heads: 8`` locked by the sweep) and the trial's resolved overrides."""
@@ -90,6 +92,7 @@ def test_sweep_agent_run_records_the_variant_not_the_locked_base(tmp_path):
     _assert_resolved(run, overrides)
 
 
+@pytest.mark.slow
 def test_ablate_sweep_agent_path(tmp_path, monkeypatch):
     """``ablate sweep agent``: W&B's agent calls our trial function, which starts the trainer."""
     spec = load_spec(TABLE3)
@@ -110,6 +113,7 @@ def test_ablate_sweep_agent_path(tmp_path, monkeypatch):
     _assert_resolved(run, seen[0])
 
 
+@pytest.mark.slow
 def test_local_launcher_path(tmp_path):
     """``ablate sweep run``: no W&B agent; the launcher's trial gets the resolved config too."""
     config = {

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from agent_env import agent_command, agent_env, proposal, proposals
-from test_sweep_config import START, _assert_resolved, _env, _recorded, _start, _table3
+import pytest
+from test_wandb_config import START, _assert_resolved, _env, _recorded, _start, _table3
 
 from ablate.config import load_config
 from ablate.sweep import wandb_agent
@@ -21,6 +21,8 @@ from ablate.sweep.options import LaunchOptions
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import spec_from_dict
 from ablate.sweep.wandb_form import from_wandb, point_from_wandb, to_wandb
+
+from tests.helpers.wandb_agent import agent_command, agent_env, proposal, proposals
 
 
 def test_the_registered_form_names_variants_and_round_trips():
@@ -44,6 +46,7 @@ def test_the_trainer_reads_a_registered_variant_from_its_arguments():
     assert base.model.heads == 8 and base.tracking.variant == "base"
 
 
+@pytest.mark.slow
 def test_agent_run_of_a_registered_sweep_has_the_name_as_variant(tmp_path, monkeypatch):
     """``ablate sweep create`` + ``ablate sweep agent``: the run's ``config.variant`` is a name."""
     sent = to_wandb(_table3())
@@ -65,6 +68,7 @@ def test_agent_run_of_a_registered_sweep_has_the_name_as_variant(tmp_path, monke
     _assert_resolved(run, seen[0])
 
 
+@pytest.mark.slow
 def test_plain_wandb_agent_of_a_registered_sweep(tmp_path):
     """``wandb agent`` on a sweep ablate registered: its command line trains the variant, named."""
     sent = to_wandb(_table3())
@@ -75,6 +79,7 @@ def test_plain_wandb_agent_of_a_registered_sweep(tmp_path):
     assert run.config["variant"] == "A-heads1" and run.config["model.heads"] == 1
 
 
+@pytest.mark.slow
 def test_a_local_trial_carries_the_variant_name(tmp_path):
     config = {
         "name": "t3",
