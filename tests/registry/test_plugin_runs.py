@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from plugin_helpers import TINY, write_cosine
 from rich.console import Console
 from typer.testing import CliRunner
 
 from ablate import cli
 from ablate.sweep import commands
 from ablate.utils.plugins import PluginError, sha256
+
+from tests.helpers.plugin import TINY, write_cosine
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from plugin_helpers import TINY
 from rich.console import Console
 from typer.testing import CliRunner
 
 from ablate import cli
 from ablate.sweep import commands
 from ablate.sweep.spec import load_spec
+
+from tests.helpers.plugin import TINY
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cosine_score"
 

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from plugin_helpers import write_cosine
 from typer.testing import CliRunner
 
 from ablate import cli
 from ablate.config import ConfigError, from_flat, load_config
 from ablate.registry import RegistryError, register
 from ablate.utils.plugins import PluginError, sha256
+
+from tests.helpers.plugin import write_cosine
 
 ROOT = Path(__file__).resolve().parents[2]
 
