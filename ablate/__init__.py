@@ -8,3 +8,28 @@ import os
 # (docs/sweeps.md, "Budgets and a busy machine"). OpenMP reads this once, when torch loads it, so it is
 # set on import, before torch; an explicit OMP_WAIT_POLICY wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# The public names, resolved on first use so that `import ablate` stays cheap (no torch, no YAML):
+# the Python API (ablate/api.py), the callable sweep package (ablate/sweep/__init__.py) and
+# ``@ablate.register(kind, name)`` for plugins (ablate/registry.py).
+_API = ("train", "table", "plot", "TrainResult", "TableResult")
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from ablate import api
+
+        return getattr(api, name)
+    if name == "sweep":  # the package, callable: ablate.sweep(file) runs a sweep
+        import importlib
+
+        return importlib.import_module("ablate.sweep")
+    if name == "register":
+        from ablate.registry import register
+
+        return register
+    raise AttributeError(f"module 'ablate' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API, "sweep", "register"])

@@ -5,6 +5,10 @@ defaults, an optional YAML file and ``key=value`` overrides (values parsed as YA
 ``model.attention.scale=false`` is a bool and ``train.lr=5e-4`` a float), then validates the
 result. Any mistake raises :class:`ConfigError` with one line that names the key and, for a
 misspelled key or an unknown choice, the closest valid one.
+
+The ``plugins`` a config lists are imported first (:mod:`ablate.utils.plugins`), in
+:func:`from_flat`, the one function every config goes through, so their registered components
+are valid choices and their hyperparameters (``model.attention.params.*``) can be checked.
 """
 
 from __future__ import annotations
@@ -12,12 +16,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
 from ablate.config_checks import FAULTS, check_budget, head_dims, validate  # noqa: F401 - re-exported
 from ablate.errors import did_you_mean
+from ablate.registry import check_params
+from ablate.utils import plugins as plugin_loader
 from ablate.utils.fields import describe_fields, field_types, leaf_keys, to_dict  # noqa: F401 - to_dict re-exported
 from ablate.utils.typed import ConfigError, OneOf, coerce, flatten, nest, parse_override, read_yaml, type_name  # noqa: F401 - re-exported
 
@@ -25,7 +32,7 @@ from ablate.utils.typed import ConfigError, OneOf, coerce, flatten, nest, parse_
 Score = Annotated[str, OneOf("ablate.model.scores", "SCORES", extra=("none",))]
 Positions = Annotated[str, OneOf("ablate.model.positions", "POSITIONS")]
 Arch = Annotated[str, OneOf("ablate.model.build", "ARCHS")]
-Schedule = Annotated[str, OneOf("ablate.training.schedule", "SCHEDULES")]
+Schedule = Annotated[str, OneOf("ablate.training.schedule", "schedules")]
 LengthPenalty = Annotated[str, OneOf("ablate.model.decoding", "LENGTH_PENALTIES")]
 
 
@@ -57,8 +64,12 @@ class AttentionConfig:
     """Attention scoring, shared by every attention site unless a site overrides it."""
 
     score: Score = "dot"
-    """Attention score: dot-product, additive (Bahdanau et al. 2015), general (bilinear), gaussian (kernel);
-    ``none``: the RNN without attention."""
+    """Attention score: dot-product, additive (Bahdanau et al. 2015), general (bilinear), gaussian (kernel),
+    or one a plugin registers; ``none``: the RNN without attention."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Hyperparameters of ``score``, e.g. ``model.attention.params.temperature=5``: keyword arguments of its
+    constructor, checked against the keyword-only parameters it declares (a different ``cross_score`` gets
+    none)."""
     scale: Union[Literal["auto"], bool, float] = "auto"
     """Factor on the scores. ``auto``: what the score's paper uses (``Score.paper_scale``): 1/sqrt(d_k)
     for the dot-product family (dot, general, gaussian; Vaswani et al. 2017, sec. 3.2.1), none for
@@ -110,7 +121,11 @@ class ModelConfig:
     attention_dropout: float = 0.0
     """Dropout on the attention weights."""
     positions: Positions = "sinusoidal"
-    """Transformer position scheme: sinusoidal (Vaswani et al. 2017), learned absolute, none, rotary (RoPE) or ALiBi."""
+    """Transformer position scheme: sinusoidal (Vaswani et al. 2017), learned absolute, none, rotary (RoPE) or ALiBi,
+    or one a plugin registers."""
+    positions_params: dict[str, Any] = field(default_factory=dict)
+    """Hyperparameters of ``positions``, e.g. ``model.positions_params.base=500``: keyword arguments of its
+    constructor, checked against the keyword-only parameters it declares."""
     max_positions: int = 1024
     """Longest sequence a table-based position scheme covers."""
     share_positions: bool = False
@@ -244,6 +259,10 @@ class Config:
     """Seed of initialisation, data order and dropout; a sweep replicates a row over its ``seed`` values."""
     trainer: dict[str, Any] = field(default_factory=dict)
     """Extra ``pytorch_lightning.Trainer`` arguments and ``callbacks`` (see ``ablate/utils/trainer_options.py``)."""
+    plugins: tuple[dict[str, Any], ...] = ()
+    """Modules (``my_lab.scores``) or ``.py`` files (relative to the config file's folder) imported before the
+    config is checked, so the components they register can be chosen. The resolved config records each as
+    ``{kind, name, path, sha256}`` (installed ``ablate.plugins`` entry points too, with their package version)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -296,22 +315,65 @@ def _build(cls: Any, values: dict[str, Any], prefix: str = "") -> Any:
     return cls(**kwargs)
 
 
-def from_flat(flat: dict[str, Any]) -> Config:
-    """Build and validate a :class:`Config` from dotted keys (missing keys keep defaults)."""
+def from_flat(flat: dict[str, Any], base: str | Path | None = None) -> Config:
+    """Build and validate a :class:`Config` from dotted keys (missing keys keep defaults).
+
+    The ``plugins`` are imported first, relative files read against ``base`` (default: the working
+    directory); the config records what was imported (:mod:`ablate.utils.plugins`).
+    """
+    flat = dict(flat)
+    flat["plugins"] = plugin_loader.load(flat.get("plugins"), Path(base) if base is not None else None)
     cfg = _build(Config, nest(flat))
+    cfg = _with_params(cfg)
     validate(cfg)
     return cfg
 
 
+def _with_params(cfg: Config) -> Config:
+    """``cfg`` with the components' hyperparameters checked against what each declares, typed."""
+    m = cfg.model
+    attention = m.attention
+    if attention.score != "none":
+        params = check_params("score", attention.score, attention.params, "model.attention.params")
+        attention = dataclasses.replace(attention, params=params)
+    elif attention.params:
+        raise ConfigError("model.attention.params is set but model.attention.score=none has no parameters; remove it")
+    positions_params = check_params("positions", m.positions, m.positions_params, "model.positions_params")
+    model = dataclasses.replace(m, attention=attention, positions_params=positions_params)
+    return dataclasses.replace(cfg, model=model)
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Defaults <- YAML file <- ``key=value`` overrides, validated."""
+    """Defaults <- YAML file <- ``key=value`` overrides, validated.
+
+    The file's ``plugins`` paths are relative to its folder; an override's to the working directory.
+    """
     flat: dict[str, Any] = {}
     if path is not None:
         flat.update(flatten(read_yaml(path)))
+        if "plugins" in flat:
+            flat["plugins"] = plugin_loader.absolute(flat["plugins"], Path(path).resolve().parent)
     for item in overrides:
         key, value = parse_override(item)
         flat[key] = value
     return from_flat(flat)
+
+
+def is_key(key: str) -> bool:
+    """``key`` is a config key: a leaf (``model.heads``) or inside a mapping key
+    (``model.attention.params.temperature``, ``trainer.gradient_clip_algorithm``)."""
+    return key in valid_keys() or any(key.startswith(f"{mapping}.") for mapping in _mapping_keys(Config))
+
+
+def _mapping_keys(cls: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose value is a free mapping (``trainer``, ``model.attention.params``)."""
+    out = []
+    for name, tp in field_types(cls).items():
+        if dataclasses.is_dataclass(tp):
+            out += _mapping_keys(tp, f"{prefix}{name}.")
+        elif tp is dict or typing.get_origin(tp) is dict:
+            out.append(prefix + name)
+    return out
 
 
 def replace(cfg: Config, **dotted: Any) -> Config:
@@ -322,8 +384,14 @@ def replace(cfg: Config, **dotted: Any) -> Config:
 
 
 def fingerprint(cfg: Config, exclude: tuple[str, ...] = ("tracking.", "train.devices")) -> str:
-    """A short stable hash of what determines the trained model (tracking excluded)."""
-    flat = {k: v for k, v in flatten(to_dict(cfg)).items() if not k.startswith(exclude) and v != {}}
+    """A short stable hash of what determines the trained model (tracking excluded).
+
+    A plugin counts by its name and content (sha256), not by where its file lies; a config without
+    plugins hashes as it did before the key existed.
+    """
+    flat = {k: v for k, v in flatten(to_dict(cfg)).items() if not k.startswith(exclude) and v not in ({}, [])}
+    if "plugins" in flat:
+        flat["plugins"] = sorted((r.get("name"), r.get("sha256") or r.get("version")) for r in flat["plugins"])
     blob = json.dumps(flat, sort_keys=True, default=str).encode()
     return hashlib.sha1(blob).hexdigest()[:8]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import os
 import subprocess
 import sys
 import typing
@@ -23,6 +24,7 @@ PACKAGE = ROOT / "ablate"
 LAYERS: dict[str, float] = {
     "errors": 0,
     "utils": 1,
+    "registry": 1.2,  # ablate.register and the component registries' dicts; plugins register through it
     "config": 2,
     "record": 2,  # the run record: statuses, file names, summary.json, the metrics registry
     "config_checks": 1.5,  # the rules between config keys; config.py re-exports them
@@ -34,7 +36,9 @@ LAYERS: dict[str, float] = {
     "report": 6,
     "bench": 6,
     "inference": 6,
+    "testing": 6,  # ablate.testing: the registry tests for one plugin component
     "cli": 7,
+    "api": 7,  # the notebook API: the commands as functions (ablate.train, .table, .plot)
     "__main__": 8,
 }
 """Data flows up this list: a module imports only from lower layers or its own folder (the report reads
@@ -249,6 +253,7 @@ def test_version_and_help_list_the_config_keys():
     assert "Peak learning rate" in help_text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [[sys.executable, "-m", "ablate", "--help"], [sys.executable, "cli.py", "--help"]])
 def test_entry_points(argv, tmp_path):
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)} if argv[1] == "-m" else {"PATH": "/usr/bin:/bin"}
@@ -273,20 +278,45 @@ def test_slurm_options_render_in_their_own_panel():
     assert "--partition" in panel and "partition for the jobs" in panel
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["pdf", "svg"])
 def test_plot_writes_vector_figures(fmt, tmp_path):
     from ablate import cli
     from ablate.report.plots import FIGURE_FORMATS
 
     assert fmt in FIGURE_FORMATS
-    sys.path.insert(0, str(ROOT / "tests" / "report"))
-    from report_fixtures import make_variant_sweep
+    from tests.helpers.records import make_variant_sweep
 
     sweep = make_variant_sweep(tmp_path / "sweep")
     result = CliRunner().invoke(cli.app, ["plot", str(sweep), "--out", str(tmp_path / "p"), "--format", fmt])
     assert result.exit_code == 0, result.output
     files = sorted((tmp_path / "p").iterdir())
     assert files and all(f.suffix == f".{fmt}" for f in files)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_importing_ablate_before_torch_makes_idle_threads_sleep_unless_the_user_chose(preset, expected):
+    """``import ablate`` sets ``OMP_WAIT_POLICY=PASSIVE`` (idle OpenMP threads sleep); an explicit value wins."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if preset:
+        env["OMP_WAIT_POLICY"] = preset
+    env["PYTHONPATH"] = str(ROOT)
+    probe = "import os, ablate, torch; torch.ones(1); print(os.environ['OMP_WAIT_POLICY'])"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == expected
+
+
+def test_the_tests_mirror_the_package():
+    """A test file lives in the folder of the part of ``ablate`` it specifies (tests/config/ for config.py ...);
+    only the package-wide specifications stay at the top; basenames are unique (pytest refuses duplicates)."""
+    tests = ROOT / "tests"
+    assert sorted(p.name for p in tests.glob("test_*.py")) == ["test_architecture.py", "test_docs.py"]
+    parts = {p.stem if p.suffix == ".py" else p.name for p in PACKAGE.iterdir() if not p.name.startswith("_")}
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and any(p.rglob("test_*.py"))} - {"helpers"}
+    assert folders - parts == set(), f"test folders that mirror no part of ablate/: {sorted(folders - parts)}"
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
 
 
 MAX_FUNCTION_LINES = 60

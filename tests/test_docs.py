@@ -85,45 +85,52 @@ def _python_block(page: Path, containing: str) -> str:
     return next(b for b in blocks if containing in b)
 
 
-def test_the_extending_pages_score_example_trains_through_the_registry(monkeypatch):
+def test_the_extending_pages_score_example_is_the_example_plugin_and_trains(monkeypatch):
+    import sys
+
     import torch
 
-    from ablate.config import AttentionConfig, load_config
+    from ablate.config import load_config
     from ablate.model import scores
     from ablate.model.attention import MultiHeadAttention
     from ablate.model.build import build_model
+    from ablate.utils import plugins
 
-    namespace = dict(vars(scores))  # the example is written for ablate/model/scores.py
-    exec(_python_block(DOCS / "extending.md", "class CosineScore"), namespace)
-    cosine = namespace["CosineScore"]
-    torch.manual_seed(0)
-    score = cosine(8, 2, AttentionConfig())
-    q, k = torch.randn(3, 2, 5, 8), torch.randn(3, 2, 7, 8)
-    out = score(q, score.prepare_keys(k))
-    expected = 10.0 * torch.nn.functional.cosine_similarity(q[:, :, :, None], k[:, :, None], dim=-1)
-    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)  # (B, H, Tq, Tk): cos(q, k) / tau
+    example = ROOT / "examples" / "cosine_score" / "cosine.py"
+    assert _python_block(DOCS / "extending.md", "class CosineScore").strip() in example.read_text()
+    monkeypatch.setattr(plugins, "_LOADED", {})
+    try:
+        overrides = [f"plugins={example}", "model.attention.score=cosine", "model.d_model=16", "model.heads=2"]
+        cfg = load_config(None, [*overrides, "model.layers=1", "model.attention.params.temperature=30"])
+        cosine = scores.SCORES["cosine"]
+        torch.manual_seed(0)
+        score = cosine(8, 2, cfg.model.attention)
+        q, k = torch.randn(3, 2, 5, 8), torch.randn(3, 2, 7, 8)
+        out = score(q, score.prepare_keys(k))
+        expected = 10.0 * torch.nn.functional.cosine_similarity(q[:, :, :, None], k[:, :, None], dim=-1)
+        torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)  # (B, H, Tq, Tk): cos(q, k) / tau
 
-    monkeypatch.setitem(scores.SCORES, "cosine", cosine)
-    cfg = load_config(None, ["model.attention.score=cosine", "model.d_model=16", "model.heads=2", "model.layers=1"])
-    model = build_model(cfg.model, 20, 20)
-    attention = next(m for m in model.modules() if isinstance(m, MultiHeadAttention))
-    assert isinstance(attention.score, cosine) and attention.scaling == 1.0  # paper_scale False: auto adds none
-    x = torch.randn(2, 6, 16)
-    fused, _ = attention(x, attention.project_kv(x))  # the as_dot form, through the fused kernel
-    explicit, weights = attention(x, attention.project_kv(x), need_weights=True)
-    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
-    assert weights is not None and weights.shape == (2, 2, 6, 6)
+        model = build_model(cfg.model, 20, 20)
+        attention = next(m for m in model.modules() if isinstance(m, MultiHeadAttention))
+        assert isinstance(attention.score, cosine) and attention.scaling == 1.0  # paper_scale False: auto adds none
+        assert torch.allclose(attention.score.log_inv_tau.exp(), torch.tensor(30.0))  # the params reached it
+        x = torch.randn(2, 6, 16)
+        fused, _ = attention(x, attention.project_kv(x))  # the as_dot form, through the fused kernel
+        explicit, weights = attention(x, attention.project_kv(x), need_weights=True)
+        torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+        assert weights is not None and weights.shape == (2, 2, 6, 6)
+    finally:
+        scores.SCORES.pop("cosine", None)
+        sys.modules.pop("cosine", None)
 
 
 def test_the_extending_pages_column_example_renders_in_every_format(monkeypatch, tmp_path):
     import json
-    import sys
 
     from ablate.report.api import table_of
     from ablate.report.formats import FORMATS, render
 
-    sys.path.insert(0, str(ROOT / "tests" / "report"))
-    from report_fixtures import make_variant_sweep
+    from tests.helpers.records import make_variant_sweep
 
     root = make_variant_sweep(tmp_path / "sweep")
     for path in root.glob("*/summary.json"):  # what summarise() records for every finished run

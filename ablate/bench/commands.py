@@ -42,6 +42,11 @@ def bench(
     variants: str = typer.Option(
         "", "--variants", help="Comma-separated training variants (default all; dot-scaled and torch always run)."
     ),
+    plugins: str = typer.Option(
+        "",
+        "--plugins",
+        help="Comma-separated plugin modules or .py files; their scores and positions are variants too.",
+    ),
     decode_sentences: int = typer.Option(8, "--decode-sentences", help="Test sentences decoded per round."),
     decode_len: int = typer.Option(50, "--decode-len", help="Output length of every hypothesis."),
     beam: int = typer.Option(5, "--beam"),
@@ -68,6 +73,7 @@ def bench(
 
     from ablate.bench.report import render, write_json
     from ablate.bench.runner import run
+    from ablate.utils.plugins import is_file, load as load_plugins
 
     opts = BenchOptions(
         data=data,
@@ -83,6 +89,7 @@ def bench(
         warmup=warmup,
         threads=threads,
         variants=_split(variants),
+        plugins=tuple(str(Path(p).resolve()) if is_file(p) else p for p in _split(plugins)),
         decode_sentences=decode_sentences,
         decode_len=decode_len,
         beam=beam,
@@ -96,6 +103,7 @@ def bench(
         seed=seed,
         cache_dir=cache_dir,
     )
+    load_plugins(opts.plugins)  # before the variants are listed
     opts.check()
     if quick_run:
         opts = quick(opts)

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from ablate.bench.inputs import Inputs
 from ablate.bench.options import BenchOptions
 from ablate.bench.timing import interleaved, median, speedup, spread
-from ablate.bench.training import STANDARD, VARIANTS, variant_config
+from ablate.bench.training import STANDARD, variant_config, variants
 from ablate.model.build import build_model
 from ablate.model.decoding import beam_search, greedy
 
@@ -70,7 +70,7 @@ def bench_decoding(
         seconds, spread}}, "cache_speedup": {"greedy": x, "beam<k>": x}}``.
     """
     tok = inputs.prepared.tokenizer
-    cfg = variant_config(opts, VARIANTS[STANDARD])
+    cfg = variant_config(opts, variants()[STANDARD])
     torch.manual_seed(opts.seed)
     model = build_model(cfg.model, inputs.vocab, inputs.vocab, tok.pad_id, True).to(dev).eval()
     src = inputs.decode_src

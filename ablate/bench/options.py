@@ -37,7 +37,8 @@ class BenchOptions:
         batches: number of fixed training batches; one timed repetition runs them all.
         reps: timed repetitions (the median is reported); ``warmup`` untimed ones come first.
         threads: torch intra-op threads; 0 keeps torch's default.
-        variants: training variants to run (empty: all, see :data:`ablate.bench.training.VARIANTS`).
+        variants: training variants to run (empty: all, see :func:`ablate.bench.training.variants`).
+        plugins: plugin modules or ``.py`` files to import first (their scores and positions are variants).
         decode_sentences: source sentences decoded per repetition.
         decode_len: output length every hypothesis is held to (EOS is suppressed until then).
         beam: beam size of the beam-search measurement.
@@ -67,6 +68,7 @@ class BenchOptions:
     warmup: int = 1
     threads: int = 0
     variants: tuple[str, ...] = ()
+    plugins: tuple[str, ...] = ()
     decode_sentences: int = 8
     decode_len: int = 50
     beam: int = 5

@@ -20,6 +20,7 @@ from ablate.bench.options import BenchError, BenchOptions
 from ablate.bench.reference import TorchTransformer
 from ablate.bench.timing import interleaved, median, speedup, spread
 from ablate.config import Config, from_flat
+from ablate.errors import did_you_mean
 from ablate.model.build import build_model
 from ablate.model.positions import POSITIONS
 from ablate.model.scores import SCORES
@@ -32,18 +33,24 @@ STANDARD = "dot-scaled"
 MATMUL = "matmul-peak"
 """Name of the square-matmul contender that measures the hardware's peak."""
 
-VARIANTS: dict[str, dict[str, Any]] = {
-    **{
-        f"{score}-{'scaled' if scale else 'unscaled'}": {"model.attention.score": score, "model.attention.scale": scale}
-        for score in SCORES
-        for scale in (True, False)
-    },
-    **{f"pos-{name}": {"model.positions": name} for name in POSITIONS if name != "sinusoidal"},
-    "rnn-additive": {"model.arch": "rnn", "model.attention.score": "additive"},
-    REFERENCE: {},
-}
-"""Variant name -> dotted model-config changes (on top of the benchmark's sizes): every registered
-score scaled and unscaled, every registered position type, the RNN and the reference."""
+
+def variants() -> dict[str, dict[str, Any]]:
+    """Variant name -> dotted model-config changes (on top of the benchmark's sizes): every registered
+    score scaled and unscaled, every registered position type (a plugin's too: ``ablate bench
+    --plugins``), the RNN and the reference."""
+    return {
+        **{
+            f"{score}-{'scaled' if scale else 'unscaled'}": {
+                "model.attention.score": score,
+                "model.attention.scale": scale,
+            }
+            for score in SCORES
+            for scale in (True, False)
+        },
+        **{f"pos-{name}": {"model.positions": name} for name in POSITIONS if name != "sinusoidal"},
+        "rnn-additive": {"model.arch": "rnn", "model.attention.score": "additive"},
+        REFERENCE: {},
+    }
 
 
 def variant_config(opts: BenchOptions, changes: dict[str, Any]) -> Config:
@@ -56,6 +63,7 @@ def variant_config(opts: BenchOptions, changes: dict[str, Any]) -> Config:
         "model.rnn.hidden": opts.d_model,
         "data.vocab_size": opts.vocab_size,
         "seed": opts.seed,
+        "plugins": list(opts.plugins),
     }
     flat.update(changes)
     return from_flat(flat)
@@ -100,10 +108,11 @@ class Trainee:
 
 
 def make_trainee(name: str, opts: BenchOptions, vocab: int, dev: torch.device) -> Trainee:
-    """Build variant ``name`` (a key of :data:`VARIANTS`) with its optimiser, seeded by ``opts.seed``."""
-    if name not in VARIANTS:
-        raise BenchError(f"unknown bench variant '{name}'; choose from {', '.join(VARIANTS)}")
-    cfg = variant_config(opts, VARIANTS[name])
+    """Build variant ``name`` (a key of :func:`variants`) with its optimiser, seeded by ``opts.seed``."""
+    known = variants()
+    if name not in known:
+        raise BenchError(f"unknown bench variant '{name}'; choose from {', '.join(known)}")
+    cfg = variant_config(opts, known[name])
     torch.manual_seed(opts.seed)
     if name == REFERENCE:
         m = cfg.model
@@ -128,12 +137,15 @@ def make_trainee(name: str, opts: BenchOptions, vocab: int, dev: torch.device) -
 
 def selected(opts: BenchOptions) -> list[str]:
     """Variants to run: ``opts.variants`` (always with the standard model and the reference) or all."""
+    known = variants()
     if not opts.variants:
-        return list(VARIANTS)
+        return list(known)
     names = [STANDARD, REFERENCE] + [v for v in opts.variants if v not in (STANDARD, REFERENCE)]
     for name in names:
-        if name not in VARIANTS:
-            raise BenchError(f"unknown bench variant '{name}'; choose from {', '.join(VARIANTS)}")
+        if name not in known:
+            raise BenchError(
+                f"unknown bench variant '{name}'{did_you_mean(name, list(known))}; choose from {', '.join(known)}"
+            )
     return names
 
 

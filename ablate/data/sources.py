@@ -12,6 +12,13 @@ from ablate.data.corpus import Corpus, Source, arrow_dataset, check_langs
 from ablate.data.errors import DataError
 from ablate.data.hub import HubDataset
 from ablate.data.local import LocalFolder
+from ablate.registry import register, table
+
+SOURCES: dict[str, type] = table("source")
+"""Source kind -> source class, filled by ``@register("source", kind)``. ``data.source`` names a kind by
+itself (``builtin``) or as a prefix (``hf:<dataset>``); anything else is a folder (``local``). A new
+source is one class with ``(cfg, cache_root)``, ``fingerprint()`` and ``load(workdir)``; an optional
+``provenance()`` dict (the hub's dataset, config and revision) is recorded as the run's ``data.source``."""
 
 
 def _builtin_rows(split: str, n: int, swap: bool) -> Iterator[dict[str, str]]:
@@ -19,6 +26,7 @@ def _builtin_rows(split: str, n: int, swap: bool) -> Iterator[dict[str, str]]:
         yield {"src": de, "tgt": en} if swap else {"src": en, "tgt": de}
 
 
+@register("source", "builtin")
 class BuiltinTask:
     """``data.source=builtin``: the synthetic en<->de task of :mod:`ablate.data.builtin`."""
 
@@ -44,11 +52,8 @@ class BuiltinTask:
         return Corpus(splits, "val", ["test"])
 
 
-SOURCES = {"builtin": BuiltinTask, "hf": HubDataset, "local": LocalFolder}
-"""Source kind -> source class. ``data.source`` names a kind by itself (``builtin``) or as a
-prefix (``hf:<dataset>``); anything else is a folder (``local``). A new source is one class with
-``(cfg, cache_root)``, ``fingerprint()`` and ``load(workdir)`` plus one line here; an optional
-``provenance()`` dict (the hub's dataset, config and revision) is recorded as the run's ``data.source``."""
+register("source", "hf")(HubDataset)
+register("source", "local")(LocalFolder)
 FALLBACK = "local"
 """The kind of a ``data.source`` that names no kind: a path."""
 

@@ -121,6 +121,10 @@ class SubwordTokenizer:
     def decode_src(self, ids: Iterable[int]) -> str:
         return self._src.decode(self._strip(ids), skip_special_tokens=False)
 
+    def to_json(self) -> tuple[str, str]:
+        """The source and the target tokenizer as HF ``tokenizers`` JSON (the same text twice when joint)."""
+        return self._src.to_str(), self._tgt.to_str()
+
     def save(self, folder: str | Path) -> None:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)

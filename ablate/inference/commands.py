@@ -1,4 +1,4 @@
-"""``ablate translate``, ``ablate evaluate`` and ``ablate sync``, mounted on the main app."""
+"""``ablate translate``, ``evaluate``, ``export-model`` and ``sync``, mounted on the main app."""
 
 from __future__ import annotations
 
@@ -90,6 +90,53 @@ def evaluate(
     )
 
 
+def _run_and_checkpoint(raw: str, checkpoint: str) -> tuple[Path, str]:
+    """``(run folder, checkpoint name)`` of a run folder, a ``wandb:`` run, or ``<run>/checkpoints/<name>.ckpt``."""
+    from ablate.inference.inputs import CHECKPOINTS, InputError
+
+    path = Path(raw)
+    if path.suffix != ".ckpt":
+        return _local(path, raw), checkpoint
+    if path.parent.name != "checkpoints" or path.stem not in CHECKPOINTS:
+        raise InputError(
+            f"{raw} is not a run's checkpoint; pass a run folder or <run>/checkpoints/{{{','.join(CHECKPOINTS)}}}.ckpt"
+        )
+    if not path.is_file():
+        raise InputError(f"checkpoint {raw} not found; pass a run folder or one of its checkpoints")
+    return path.parent.parent, path.stem
+
+
+def export_model(
+    run: str = typer.Argument(
+        ..., help=RUN_HELP.removesuffix(".") + ", or a checkpoint in one (<run>/checkpoints/best.ckpt)."
+    ),
+    out: Path = typer.Option(..., "--out", "-o", help="The file to write, e.g. model.pt."),
+    format: str = typer.Option(
+        "torchscript", "--format", help="torchscript (ONNX and CTranslate2 are not supported; the error says why)."
+    ),
+    checkpoint: str = typer.Option("best", "--checkpoint", help="best or last (for a run folder)."),
+) -> None:
+    """Write a trained model as one TorchScript file (greedy decoding, tokenizers and config inside) that
+    `torch.jit.load` runs without ablate."""
+    from ablate.config import ConfigError
+    from ablate.inference.inputs import check_checkpoint
+    from ablate.inference.torchscript import check_format, describe, export
+    from ablate.inference.translate import load_run
+    from ablate.utils.safe_output import check_apart
+
+    check_format(format)
+    check_checkpoint(checkpoint)
+    run_dir, which = _run_and_checkpoint(run, checkpoint)
+    check_apart(out, [run_dir], "--out")
+    try:
+        loaded = load_run(run_dir, which)
+    except ConfigError as err:
+        _fail(str(err))
+    export(loaded, out)
+    size = out.stat().st_size / 2**20
+    typer.echo(f"wrote {out} ({size:.1f} MB, {format}, {describe(loaded)}, {loaded.checkpoint.name}, greedy decoding)")
+
+
 def sync(
     folder: Path = typer.Argument(..., help="A sweep output folder (runs/<sweep>) or one run directory."),
     project: Optional[str] = typer.Option(None, "--project", help="Upload into this W&B project."),
@@ -108,4 +155,5 @@ def register(app: typer.Typer) -> None:
     """Mount the commands on the ``ablate`` app."""
     app.command()(translate)
     app.command()(evaluate)
+    app.command("export-model")(export_model)
     app.command()(sync)

@@ -55,7 +55,7 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> L
     if path is None:
         raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet; train the run first")
     try:  # the run's config.yaml, not the copy inside the checkpoint, says what the model is
-        cfg = from_flat(flatten(read_yaml(run_dir / "config.yaml")))
+        cfg = from_flat(flatten(read_yaml(run_dir / "config.yaml")), base=run_dir)
     except ConfigError as err:
         raise ConfigError(f"{run_dir} holds an unusable config.yaml: {err}") from None
     try:

@@ -1,7 +1,7 @@
 """The registry of metrics: ``METRIC_SCORERS``, name -> a zero-argument factory of a :class:`MetricScorer`.
 
-Ours are sacreBLEU's BLEU, chrF, chrF++ and TER; a plugin adds one with :func:`register_metric`
-(a name already taken is refused). A run's summary keeps metric ``NAME`` of test split ``S`` as
+Ours are sacreBLEU's BLEU, chrF, chrF++ and TER; a plugin adds one with :func:`register_metric` or
+``@ablate.register("metric", name)`` (the same registry; a name already taken is refused). A run's summary keeps metric ``NAME`` of test split ``S`` as
 ``test_S/NAME`` (the first test split also as ``test/NAME``, the validation as ``val/NAME``) and its
 signature as ``NAME_signature`` (:func:`metric_key`).
 """
@@ -15,18 +15,17 @@ from ablate.metrics.bleu import Bleu
 from ablate.metrics.chrf import Chrf, ChrfPlusPlus
 from ablate.metrics.scorer import MetricScorer
 from ablate.metrics.ter import Ter
+from ablate.registry import register, table
 
 
 class MetricError(AblateError):
     """An unknown metric name, or a plugin that clashes with a registered one."""
 
 
-METRIC_SCORERS: dict[str, Callable[[], MetricScorer]] = {
-    "bleu": Bleu,
-    "chrf": Chrf,
-    "chrf++": ChrfPlusPlus,
-    "ter": Ter,
-}
+METRIC_SCORERS: dict[str, Callable[[], MetricScorer]] = table("metric")
+"""Name -> scorer factory, filled by ``ablate.register("metric", name)`` (:func:`register_metric`)."""
+for _name, _factory in (("bleu", Bleu), ("chrf", Chrf), ("chrf++", ChrfPlusPlus), ("ter", Ter)):
+    register("metric", _name)(_factory)
 TEST_METRICS = ("bleu", "chrf", "chrf++", "ter")
 """What every training scores on every test split."""
 
@@ -41,7 +40,7 @@ def register_metric(name: str, factory: Callable[[], MetricScorer]) -> None:
         raise MetricError(f"metric name '{name}' must be lower-case without '/' or spaces, e.g. 'comet'")
     if name in METRIC_SCORERS:
         raise MetricError(f"metric '{name}' is already registered; register the plugin under another name")
-    METRIC_SCORERS[name] = factory
+    register("metric", name)(factory)
 
 
 def get_scorer(name: str) -> MetricScorer:

@@ -183,7 +183,7 @@ class MultiHeadAttention(nn.Module):
             values,
             attn_mask=mask,
             dropout_p=self.dropout if self.training else 0.0,
-            is_causal=pure_causal and tq > 1,
+            is_causal=bool(pure_causal and tq > 1),  # a plain bool when traced, where sizes are tensors
             scale=self.scaling,
         )
 

@@ -1,7 +1,7 @@
 """Model builders: the one place that reads :class:`ablate.config.ModelConfig`.
 
 ``build_model`` dispatches on ``cfg.arch`` through :data:`ARCHS`; another architecture is one
-builder function with the signature of :func:`build_transformer` plus one line in ``ARCHS``.
+builder function with the signature of :func:`build_transformer` and ``@register("arch", "<name>")``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,15 @@ from ablate.model.positions import build_positions
 from ablate.model.rnn import build_rnn
 from ablate.model.scores import SCORES, build_score
 from ablate.model.transformer import DecoderLayer, EncoderLayer, FeedForward, Transformer, init_transformer
+from ablate.registry import register, table
+
+Builder = Callable[[ModelConfig, int, int, int, bool], nn.Module]
+
+ARCHS: dict[str, Builder] = table("arch")
+"""Name -> builder, filled by ``@register("arch", name)``."""
 
 
+@register("arch", "transformer")
 def build_transformer(
     cfg: ModelConfig, src_vocab: int, tgt_vocab: int, pad_id: int = 0, shared_vocab: bool = True
 ) -> Transformer:
@@ -54,9 +61,11 @@ def build_transformer(
         d, src_vocab, tgt_vocab, pad_id, cfg.tie_embeddings, shared_vocab
     )
 
-    src_positions = build_positions(cfg.positions, d, d_k, heads, cfg.max_positions)
+    src_positions = build_positions(cfg.positions, d, d_k, heads, cfg.max_positions, cfg.positions_params)
     tgt_positions = (
-        src_positions if cfg.share_positions else build_positions(cfg.positions, d, d_k, heads, cfg.max_positions)
+        src_positions
+        if cfg.share_positions
+        else build_positions(cfg.positions, d, d_k, heads, cfg.max_positions, cfg.positions_params)
     )
     model = Transformer(
         src_embed,
@@ -87,12 +96,7 @@ def resolved_scale(cfg: ModelConfig, cross: bool = False) -> float:
     return resolve_scale(att.scale, head_dims(cfg)[0], SCORES[score])
 
 
-Builder = Callable[[ModelConfig, int, int, int, bool], nn.Module]
-
-ARCHS: dict[str, Builder] = {
-    "transformer": build_transformer,
-    "rnn": build_rnn,
-}
+register("arch", "rnn")(build_rnn)
 
 
 def build_model(

@@ -20,22 +20,23 @@ from typing import Any, Callable, Protocol
 import torch
 from torch import Tensor
 
+from ablate.registry import register, table
 
+LENGTH_PENALTIES: dict[str, Callable[[int, float], float]] = table("length_penalty")
+"""Divisors of a finished hypothesis' log-probability, by name (``eval.length_penalty``); filled by
+``@register("length_penalty", name)``."""
+
+
+@register("length_penalty", "fairseq")
 def fairseq_penalty(length: int, alpha: float) -> float:
     """``|Y|^alpha``: fairseq's ``--lenpen`` (score divided by length to the power alpha)."""
     return float(length) ** alpha
 
 
+@register("length_penalty", "gnmt")
 def gnmt_penalty(length: int, alpha: float) -> float:
     """``((5 + |Y|) / (5 + 1))^alpha`` (Wu et al. 2016, GNMT, eq. 14; alpha 0.6 in Vaswani et al. 2017)."""
     return ((5.0 + length) / 6.0) ** alpha
-
-
-LENGTH_PENALTIES: dict[str, Callable[[int, float], float]] = {
-    "fairseq": fairseq_penalty,
-    "gnmt": gnmt_penalty,
-}
-"""Divisors of a finished hypothesis' log-probability, by name (``eval.length_penalty``)."""
 
 
 def reorder(tree: Any, index: Tensor) -> Any:

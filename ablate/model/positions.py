@@ -12,22 +12,29 @@ number of tokens already decoded, which makes every variant work with incrementa
 Keys always start at position 0. The attention hooks apply to self-attention only; the
 Transformer passes no positions to encoder-decoder attention.
 
-Adding a variant is one class plus one line in :data:`POSITIONS`.
+Adding a variant is one class with ``@register("positions", "<name>")`` (it lands in
+:data:`POSITIONS`), here or in a plugin; keyword-only constructor parameters are its
+hyperparameters, set by ``model.positions_params.<name>``.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
 
 from ablate.errors import AblateError
+from ablate.registry import register, table
 
 
 class PositionError(AblateError):
     """A sequence that does not fit the position scheme, or an unknown scheme."""
+
+
+POSITIONS: dict[str, type[Positions]] = table("positions")
+"""Name -> position class, filled by ``@register("positions", name)`` (ours below, and plugins')."""
 
 
 class Positions(nn.Module):
@@ -78,6 +85,7 @@ def sinusoids(positions: Tensor, d: int) -> Tensor:
     return pe
 
 
+@register("positions", "sinusoidal")
 class SinusoidalPositions(Positions):
     """Fixed sinusoidal absolute positions (Vaswani et al. 2017, sec. 3.5), added to embeddings.
 
@@ -98,6 +106,7 @@ class SinusoidalPositions(Positions):
         return x + pe.to(x.dtype)
 
 
+@register("positions", "learned")
 class LearnedPositions(Positions):
     """Learned absolute position embeddings (Vaswani et al. 2017, Table 3 row E; Gehring et al. 2017)."""
 
@@ -115,6 +124,10 @@ class LearnedPositions(Positions):
         return x + self.weight[offset:end].to(x.dtype)
 
 
+register("positions", "none")(Positions)  # the base class: no position information
+
+
+@register("positions", "rotary")
 class RotaryPositions(Positions):
     """Rotary position embedding, RoPE (Su et al. 2021, eq. 34), applied to queries and keys.
 
@@ -156,6 +169,7 @@ def alibi_slopes(heads: int) -> Tensor:
     return torch.tensor(power_of_two(low) + power_of_two(2 * low)[0::2][: heads - low])
 
 
+@register("positions", "alibi")
 class AlibiPositions(Positions):
     """Attention with linear biases, ALiBi (Press et al. 2022, sec. 3), with a direction in the encoder.
 
@@ -193,17 +207,14 @@ class AlibiPositions(Positions):
         return past + future  # (H, Tq, Tk)
 
 
-POSITIONS: dict[str, type[Positions]] = {
-    "sinusoidal": SinusoidalPositions,
-    "learned": LearnedPositions,
-    "none": Positions,
-    "rotary": RotaryPositions,
-    "alibi": AlibiPositions,
-}
+def build_positions(
+    name: str, d_model: int, d_k: int, heads: int, max_positions: int, params: Optional[dict[str, Any]] = None
+) -> Positions:
+    """Instantiate ``POSITIONS[name]``; an unknown name raises a one-line :class:`PositionError`.
 
-
-def build_positions(name: str, d_model: int, d_k: int, heads: int, max_positions: int) -> Positions:
-    """Instantiate ``POSITIONS[name]``; an unknown name raises a one-line :class:`PositionError`."""
+    ``params`` (``model.positions_params``, checked when the config was validated) are keyword
+    arguments of the constructor.
+    """
     if name not in POSITIONS:
         raise PositionError(f"positions '{name}' is unknown; choose from: {', '.join(POSITIONS)}")
-    return POSITIONS[name](d_model, d_k, heads, max_positions)
+    return POSITIONS[name](d_model, d_k, heads, max_positions, **(params or {}))

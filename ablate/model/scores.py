@@ -15,7 +15,9 @@ A score that equals a dot product ``q' . k'`` plus a per-key bias also says so t
 :meth:`Score.as_dot`, letting the attention module run the fused
 ``scaled_dot_product_attention`` kernel instead of materialising the scores.
 
-Adding a variant is one class plus one line in :data:`SCORES`.
+Adding a variant is one class with ``@register("score", "<name>")`` (it lands in :data:`SCORES`),
+here or in a plugin (``docs/extending.md``). Keyword-only constructor parameters are the score's
+hyperparameters, set by ``model.attention.params.<name>``.
 """
 
 from __future__ import annotations
@@ -28,10 +30,15 @@ from torch import Tensor, nn
 
 from ablate.config import AttentionConfig
 from ablate.errors import AblateError
+from ablate.registry import register, table
 
 
 class ScoreError(AblateError):
     """An unknown or unusable attention score name."""
+
+
+SCORES: dict[str, type[Score]] = table("score")
+"""Name -> score class, filled by ``@register("score", name)`` (ours below, and plugins')."""
 
 
 def _per_head_matrix(heads: int, rows: int, cols: int) -> nn.Parameter:
@@ -88,6 +95,7 @@ class Score(nn.Module):
         return None
 
 
+@register("score", "dot")
 class DotScore(Score):
     """Dot product ``q . k`` (Luong et al. 2015, eq. 8 "dot"; Vaswani et al. 2017, eq. 1).
 
@@ -102,29 +110,7 @@ class DotScore(Score):
         return q, keys, None
 
 
-class GeneralScore(Score):
-    """Bilinear ``q^T W k`` with one d_k x d_k matrix per head (Luong et al. 2015, eq. 8 "general").
-
-    ``prepare_keys`` computes ``W k`` once, so the score is a single matrix product and also
-    runs on the fused kernel. A dot product of ``q`` and ``W k``, so scaled by 1/sqrt(d_k) by default
-    like :class:`DotScore` (Luong et al. 2015 predate the scale; their d was fixed).
-    """
-
-    def __init__(self, d_k: int, heads: int, cfg: AttentionConfig):
-        super().__init__(d_k, heads, cfg)
-        self.weight = _per_head_matrix(heads, d_k, d_k)  # (H, d_k out, d_k in)
-
-    def prepare_keys(self, k: Tensor) -> Tensor:
-        # (B, H, Tk, d_k) @ (H, d_k in, d_k out) -> (B, H, Tk, d_k): row t is W_h k_t
-        return k @ self.weight.transpose(-1, -2)
-
-    def forward(self, q: Tensor, keys: Tensor) -> Tensor:
-        return q @ keys.transpose(-1, -2)
-
-    def as_dot(self, q, keys):
-        return q, keys, None
-
-
+@register("score", "additive")
 class AdditiveScore(Score):
     """Additive (concat) score ``v^T tanh(W_q q + W_k k)`` per head (Bahdanau et al. 2015, eq. 6 / A.1.2).
 
@@ -171,6 +157,31 @@ class AdditiveScore(Score):
         return (hidden @ v).squeeze(-1)
 
 
+@register("score", "general")
+class GeneralScore(Score):
+    """Bilinear ``q^T W k`` with one d_k x d_k matrix per head (Luong et al. 2015, eq. 8 "general").
+
+    ``prepare_keys`` computes ``W k`` once, so the score is a single matrix product and also
+    runs on the fused kernel. A dot product of ``q`` and ``W k``, so scaled by 1/sqrt(d_k) by default
+    like :class:`DotScore` (Luong et al. 2015 predate the scale; their d was fixed).
+    """
+
+    def __init__(self, d_k: int, heads: int, cfg: AttentionConfig):
+        super().__init__(d_k, heads, cfg)
+        self.weight = _per_head_matrix(heads, d_k, d_k)  # (H, d_k out, d_k in)
+
+    def prepare_keys(self, k: Tensor) -> Tensor:
+        # (B, H, Tk, d_k) @ (H, d_k in, d_k out) -> (B, H, Tk, d_k): row t is W_h k_t
+        return k @ self.weight.transpose(-1, -2)
+
+    def forward(self, q: Tensor, keys: Tensor) -> Tensor:
+        return q @ keys.transpose(-1, -2)
+
+    def as_dot(self, q, keys):
+        return q, keys, None
+
+
+@register("score", "gaussian")
 class GaussianScore(Score):
     """Gaussian kernel ``-||q - k||^2 / 2`` (Nadaraya-Watson attention pooling; Zhang et al.,
     *Dive into Deep Learning*, sec. 11.2, eq. 11.2.6).
@@ -208,16 +219,14 @@ class GaussianScore(Score):
         return self._widen(q), keys, -0.5 * keys.pow(2).sum(-1).unsqueeze(-2)
 
 
-SCORES: dict[str, type[Score]] = {
-    "dot": DotScore,
-    "additive": AdditiveScore,
-    "general": GeneralScore,
-    "gaussian": GaussianScore,
-}
-
-
 def build_score(name: str, d_k: int, heads: int, cfg: AttentionConfig) -> Score:
-    """Instantiate ``SCORES[name]``; an unknown name raises a one-line :class:`ScoreError`."""
+    """Instantiate ``SCORES[name]``; an unknown name raises a one-line :class:`ScoreError`.
+
+    ``cfg.params`` (``model.attention.params``, checked against the class when the config was
+    validated) are keyword arguments of ``cfg.score``'s constructor; another score (a different
+    ``cross_score``) is built with its defaults.
+    """
     if name not in SCORES:
         raise ScoreError(f"attention score '{name}' is not available for this model; choose from: {', '.join(SCORES)}")
-    return SCORES[name](d_k, heads, cfg)
+    params = cfg.params if name == cfg.score else {}
+    return SCORES[name](d_k, heads, cfg, **params)

@@ -13,6 +13,8 @@ training (no checkpoints, no W&B runs, no config files beyond each summary's res
     <trial>/{hyps,refs,sources}/<split>.txt.gz   hypotheses, references and sources of the test splits
                          and of the validation split (the validation that summary.json's dev
                          scores come from), gzip'd
+    plugins/<name>-<sha256 prefix>.py   the plugin files the trials imported; each summary's config
+                         points to its copy (``../plugins/...``, relative to the summary's folder)
 
 ``ablate table results/<sweep>`` rebuilds the same table from these files alone: the report's
 readers take ``.txt.gz`` wherever they take ``.txt``. The validation texts let a reader re-check the
@@ -33,7 +35,7 @@ from ablate.record import SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, RunStatus
 from ablate.report.environment_lock import readme_line as environment_line, write_environment_lock
 from ablate.report.records import collect_folder
 from ablate.report.significance import DEFAULT_TEST
-from ablate.utils.io import atomic_write_json, atomic_write_text
+from ablate.utils.io import atomic_write_json, atomic_write_text, dumps
 from ablate.utils.provenance import git_commit
 from ablate.utils.safe_output import output_folder, read_inside
 
@@ -41,6 +43,8 @@ TEXT_KINDS = ("hyps", "refs", "sources")
 NOT_TEST = ("val", "valid", "dev", "validation")
 """Names of the validation split (``ablate.data.corpus.VAL_NAMES``): saved beside the test splits, never tested."""
 STATE = SWEEP_FILE
+PLUGINS = "plugins"
+"""The results folder's copies of the plugin files the trials imported."""
 
 
 def test_splits(summary: dict[str, Any], run_dir: Path) -> list[str]:
@@ -70,6 +74,7 @@ def _copy_trial(source: Path, name: str, out: Path) -> int:
         summary = {}
     summary = summary if isinstance(summary, dict) else {}
     (out / name).mkdir(parents=True)
+    summary_bytes = _copy_plugins(summary, out) or summary_bytes
     (out / name / SUMMARY_FILE).write_bytes(summary_bytes)
     size = len(summary_bytes)
     for split in dict.fromkeys(test_splits(summary, run_dir) + validation_splits(run_dir)):
@@ -84,6 +89,29 @@ def _copy_trial(source: Path, name: str, out: Path) -> int:
             dst.write_bytes(data)
             size += len(data)
     return size
+
+
+def _copy_plugins(summary: dict[str, Any], out: Path) -> Optional[bytes]:
+    """Copy the plugin files ``summary``'s config names into ``out/plugins/``; the summary, pointing to
+    the copies, as bytes (None when it names no plugin file that still exists)."""
+    config = summary.get("config")
+    if not isinstance(config, dict) or not isinstance(config.get("plugins"), list):
+        return None
+    records = config["plugins"]
+    changed, kept = False, []
+    for record in records:
+        path = Path(str(record.get("path"))) if isinstance(record, dict) and record.get("kind") == "file" else None
+        if path is None or not path.is_file() or not record.get("sha256"):
+            kept.append(record)
+            continue
+        copy = out / PLUGINS / f"{path.stem}-{str(record['sha256'])[:12]}.py"
+        copy.parent.mkdir(exist_ok=True)
+        copy.write_bytes(path.read_bytes())
+        kept.append({**record, "path": f"../{PLUGINS}/{copy.name}"})
+        changed = True
+    if not changed:
+        return None
+    return (dumps({**summary, "config": {**config, "plugins": kept}}, indent=2, sort_keys=True) + "\n").encode()
 
 
 def commit_facts(summaries: list[dict[str, Any]], given: Optional[str] = None) -> dict[str, Any]:

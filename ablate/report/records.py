@@ -289,9 +289,19 @@ def clean_config(config: dict[str, Any]) -> dict[str, Any]:
     ``{"model": {"heads": 8}}`` and ``{"model.heads": 8}`` both give ``{"model.heads": 8}``.
     """
     flat = flatten(plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
+    if isinstance(flat.get("plugins"), list):  # a plugin is its code, wherever its file lay: name and digest
+        flat["plugins"] = [_plugin_label(r) for r in flat["plugins"]] or {}
     return {
         k: _hashable(v) for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES) and v != {}
-    }  # an empty section (no trainer.*) sets nothing
+    }  # an empty section (no trainer.*, no plugins) sets nothing
+
+
+def _plugin_label(record: Any) -> str:
+    """``cosine@1a2b3c4d`` for a plugin record of a resolved config."""
+    if not isinstance(record, dict):
+        return str(record)
+    digest = record.get("sha256") or record.get("version") or ""
+    return f"{record.get('entry_point') or record.get('name')}@{str(digest)[:8]}"
 
 
 def _hashable(value: Any) -> Any:

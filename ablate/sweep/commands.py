@@ -13,9 +13,9 @@ from typing import Any, Callable, Optional
 import typer
 from rich.console import Console
 
+import ablate.sweep.views as views  # the module: the package (callable) imports ablate.sweep.api
 from ablate.config import complete_overrides
 from ablate.errors import AblateError
-from ablate.sweep import views
 from ablate.sweep.axes import axis_overrides, split_axes, with_axes
 from ablate.sweep.executors import EXECUTORS, ExecutorArgs, make_executor
 from ablate.sweep.launcher import Launcher, LaunchOptions, check_trial_count, default_out

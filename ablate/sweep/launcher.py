@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+import ablate.sweep.process as process  # the module, not the package: ablate.sweep (callable) imports ablate.sweep.api
 from ablate.config import read_yaml
 from ablate.record import RunStatus
-from ablate.sweep import process
 from ablate.sweep.executor import Executor, Exit, Handle, LaunchRefused
 from ablate.sweep.local import LocalExecutor
 from ablate.sweep.options import GRID_LIMIT, LaunchOptions, SweepResult, TrialCommand, default_out, trainer_command  # noqa: F401 - re-exported

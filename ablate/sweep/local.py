@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from ablate.sweep import process
+import ablate.sweep.process as process  # the module: the package (callable) imports ablate.sweep.api
 from ablate.sweep.executor import Argv, ExecutorArgs, Exit, Handle, Polled
 from ablate.sweep.options import LaunchOptions
 from ablate.sweep.slots import Slot, plan_slots

@@ -49,7 +49,7 @@ from typing import Any, Optional
 
 import yaml
 
-from ablate.config import flatten, read_yaml, valid_keys
+from ablate.config import flatten, is_key, read_yaml, valid_keys
 from ablate.errors import AblateError, closest
 from ablate.utils.warning_filters import sweeps_engine
 
@@ -236,7 +236,7 @@ def check_parameters(parameters: dict[str, Any], where: str) -> None:
                     f"{where}: parameters.{COMPARISONS} is a constant: write {COMPARISONS}: {{value: [...]}}"
                 )
             parse_comparisons(param["value"], f"{where}: parameters.{COMPARISONS}", keys | {VARIANT})
-        elif name not in keys:
+        elif name not in keys and not is_key(name):
             raise SweepError(f"{where}: parameters.{name}: {_unknown(name, keys)}")
 
 
@@ -260,7 +260,7 @@ def check_variants(param: dict[str, Any], where: str) -> None:
             raise SweepError(f"{where}: {label}: duplicate variant name '{name}'")
         seen.add(name)
         for key in variant_overrides(value):
-            if key not in keys:
+            if key not in keys and not is_key(key):
                 raise SweepError(f"{where}: {label} ({name}): {_unknown(key, keys)}")
 
 
@@ -282,7 +282,7 @@ def parse_comparisons(
         if not well_formed or set(entry) - {"between", "values"}:
             raise SweepError(f"{label}: write {{between: <key>, values: [...]}} (values optional), not {entry!r}")
         key, values = entry["between"], entry.get("values")
-        if keys is not None and key not in keys:
+        if keys is not None and key not in keys and not is_key(key):
             raise SweepError(f"{label}: {_unknown(key, keys)}")
         if values is not None and (not isinstance(values, list) or len(values) < 2):
             raise SweepError(f"{label}: 'values' lists the reference value first, then the values compared with it")

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from ablate.record import LOG_FILE, SUMMARY_FILE, RunFiles, RunStatus, RunSummary, headline
 from ablate.sweep.spec import VARIANT, SweepSpec, resolve, safe_name, to_overrides, variant_name
+from ablate.utils.plugins import absolute
 
 LOG = LOG_FILE
 
@@ -64,12 +65,16 @@ def trial_overrides(spec: SweepSpec, point: dict[str, Any], name: str, group: Op
     """The trainer's ``key=value`` arguments for ``point``: W&B naming, then the parameters.
 
     Tracking comes first so that a ``tracking.*`` parameter in the sweep file wins. ``group`` is
-    the W&B group (default: the sweep's name).
+    the W&B group (default: the sweep's name). The ``plugins`` files a sweep file names are relative
+    to its folder; the trial gets them absolute.
     """
     tracking = {"tracking.group": group or spec.name, "tracking.name": name, "tracking.tags": labels(spec, point)}
     if VARIANT in point:
         tracking["tracking.variant"] = variant_name(point[VARIANT])
-    return to_overrides(tracking) + to_overrides(resolve(point))
+    values = resolve(point)
+    if "plugins" in values and spec.path is not None:  # the sweep file's plugin files, wherever the trial starts
+        values["plugins"] = absolute(values["plugins"], spec.path.resolve().parent)
+    return to_overrides(tracking) + to_overrides(values)
 
 
 # --------------------------------------------------------------------------------------

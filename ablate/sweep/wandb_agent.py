@@ -21,9 +21,9 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+import ablate.sweep.process as process  # the module, not the package: ablate.sweep (callable) imports ablate.sweep.api
 from ablate.config import ConfigError, load_config
 from ablate.record import RunStatus
-from ablate.sweep import process
 from ablate.sweep.local import LocalExecutor, run_to_end
 from ablate.sweep.options import LaunchOptions, TrialCommand, trainer_command
 from ablate.sweep.search import point_of

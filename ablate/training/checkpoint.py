@@ -23,7 +23,7 @@ def load_trained(run_dir: str | Path, which: str = "best") -> tuple[Config, nn.M
     if not (run_dir / "config.yaml").exists():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml)")
     try:
-        cfg = from_flat(flatten(read_yaml(run_dir / "config.yaml")))
+        cfg = from_flat(flatten(read_yaml(run_dir / "config.yaml")), base=run_dir)
     except ConfigError as err:
         raise ConfigError(f"{run_dir} holds an unusable config.yaml: {err}") from None
     if not (run_dir / "tokenizer" / "tokenizer.json").exists():

@@ -6,7 +6,8 @@ training seconds, whichever is nearest), which is what a fixed budget wants: Li,
 "Budgeted Training" (ICLR), show that decaying to zero at the end of the budget beats schedules that
 ignore it; cosine is Loshchilov & Hutter (2017) without restarts.
 
-Adding a schedule is one function of the post-warm-up fraction plus one line in ``DECAYS``.
+Adding a schedule is one function of the post-warm-up fraction with ``@register("schedule", "<name>")``
+(it lands in ``DECAYS``), here or in a plugin.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ import math
 from typing import Callable
 
 import torch
+
+from ablate.registry import register, table
+
+DECAYS: dict[str, Callable[[float], float]] = table("schedule")
+"""Decay name -> multiplier at fraction q in [0, 1] of the post-warm-up budget (1 at q=0)."""
+INVERSE_SQRT = "inverse_sqrt"
+"""The paper's schedule, outside :data:`DECAYS` (it ignores the budget)."""
 
 
 def inverse_sqrt(step: int, warmup: int, min_ratio: float = 0.0) -> float:
@@ -31,18 +39,21 @@ def inverse_sqrt(step: int, warmup: int, min_ratio: float = 0.0) -> float:
     return max(value, min_ratio)
 
 
+@register("schedule", "linear")
 def linear(q: float) -> float:
     """1 at the end of warm-up, 0 at the end of the budget."""
     return 1.0 - q
 
 
+@register("schedule", "cosine")
 def cosine(q: float) -> float:
     """Half a cosine from 1 to 0 (Loshchilov & Hutter 2017, Eq. 5 with one cycle)."""
     return 0.5 * (1.0 + math.cos(math.pi * q))
 
 
-DECAYS: dict[str, Callable[[float], float]] = {"linear": linear, "cosine": cosine}
-SCHEDULES = ("inverse_sqrt", *DECAYS)
+def schedules() -> list[str]:
+    """Every ``train.schedule`` name: ``inverse_sqrt`` and the registered decays."""
+    return [INVERSE_SQRT, *DECAYS]
 
 
 class WarmupDecay(torch.optim.lr_scheduler.LRScheduler):
@@ -50,7 +61,7 @@ class WarmupDecay(torch.optim.lr_scheduler.LRScheduler):
 
     Args:
         optimizer: its groups' ``lr`` are the peak learning rates.
-        schedule: a name in :data:`SCHEDULES`.
+        schedule: a name in :func:`schedules`.
         warmup: warm-up steps (linear from 0).
         min_ratio: floor, as a fraction of the peak.
         progress: returns the fraction of the training budget used so far, in [0, 1]. The decay
@@ -67,8 +78,8 @@ class WarmupDecay(torch.optim.lr_scheduler.LRScheduler):
         min_ratio: float,
         progress: Callable[[], float],
     ):
-        if schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {schedule!r}; valid: {', '.join(SCHEDULES)}")
+        if schedule not in schedules():
+            raise ValueError(f"unknown schedule {schedule!r}; valid: {', '.join(schedules())}")
         self.schedule, self.warmup, self.min_ratio = schedule, warmup, min_ratio
         self._progress = progress
         self.decay_from: float | None = None
@@ -76,7 +87,7 @@ class WarmupDecay(torch.optim.lr_scheduler.LRScheduler):
 
     def multiplier(self, step: int) -> float:
         """Factor on the peak rate for optimizer ``step`` (0-based)."""
-        if self.schedule == "inverse_sqrt":
+        if self.schedule == INVERSE_SQRT:
             return inverse_sqrt(step, self.warmup, self.min_ratio)
         if step + 1 < self.warmup:
             return (step + 1) / self.warmup

@@ -12,7 +12,7 @@ LightningCLI's notation (a class path, or ``{class_path: ..., init_args: {...}}`
 
 Options that ablate already sets from its own keys are refused with the key to use instead
 (``trainer.max_steps`` -> ``train.max_steps``), so a run's budget has one source. From Python,
-``ablate.train.train(cfg, callbacks=[...])`` takes callback objects directly.
+``ablate.training.train.train(cfg, callbacks=[...])`` takes callback objects directly.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class OneOf:
 
     Attributes:
         module: dotted module path of the registry.
-        registry: the registry's name in that module (a dict or tuple of names).
+        registry: the registry's name in that module (a dict or tuple of names, or a function returning them).
         extra: choices handled outside the registry (e.g. ``none``: no attention at all).
     """
 
@@ -46,7 +46,15 @@ class OneOf:
     extra: tuple[str, ...] = ()
 
     def choices(self) -> list[str]:
-        return [*getattr(importlib.import_module(self.module), self.registry), *self.extra]
+        """The registry's names (a function in place of a registry is called), then ``extra``.
+
+        The installed entry-point plugins are imported first, so their components are choices.
+        """
+        from ablate.utils.plugins import entry_points
+
+        entry_points()
+        names = getattr(importlib.import_module(self.module), self.registry)
+        return [*(names() if callable(names) else names), *self.extra]
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

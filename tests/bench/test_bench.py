@@ -47,6 +47,7 @@ TINY = [
 ]
 
 
+@pytest.mark.slow
 def test_quick_run_writes_every_ratio(tmp_path: Path, cache_dir: Path):
     app = typer.Typer()
     app.command("noop")(lambda: None)  # a second command keeps `bench` a named sub-command

@@ -40,7 +40,8 @@ def test_junit_report_is_counted_per_outcome():
 
 def test_gpu_tests_are_collected_from_the_modules_that_mark_them():
     files = gpu_runs.gpu_test_files()
-    assert "tests/test_gpu.py" in files and "tests/bench/test_gpu_check.py" not in files
+    assert {"tests/model/test_gpu_decoding.py", "tests/training/test_gpu_training.py"} <= set(files)
+    assert "tests/bench/test_gpu_check.py" not in files
 
 
 def write_summary(folder: Path, name: str, **data) -> None:
@@ -205,6 +206,7 @@ def test_quality_config_is_the_base_model():
     assert cfg.eval.beam == 5 and cfg.tracking.wandb == "disabled"
 
 
+@pytest.mark.slow
 def test_cpu_smoke_run_of_the_entry_point(tmp_path, cache_dir, capsys):
     out = tmp_path / "tiny.json"
     assert (
@@ -230,6 +232,7 @@ def test_cpu_smoke_run_of_the_entry_point(tmp_path, cache_dir, capsys):
     assert {s["status"] for s in printed["stages"].values()} == {"ok"}
 
 
+@pytest.mark.slow
 def test_a_child_past_its_limit_is_stopped_with_its_own_children(tmp_path):
     flag = tmp_path / "grandchild-alive"
     (tmp_path / "grandchild.py").write_text(

@@ -8,7 +8,7 @@ import pytest
 
 from ablate.config import DataConfig
 
-from data_helpers import read_lines, write_lines
+from tests.helpers.corpus import read_lines, write_lines
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from ablate.data.batching import TokenBatchSampler, eval_batches, pack_sorted
 from ablate.data.tokenizer import SubwordTokenizer
 
-from data_helpers import read_lines
+from tests.helpers.corpus import read_lines
 
 
 @pytest.fixture(scope="module")

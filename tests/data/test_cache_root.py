@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from ablate.data.cache import check_cache_root
 from ablate.data.errors import DataError
 
-from tiny_run import tiny
+from tests.helpers.tiny import tiny
 
 
 @pytest.mark.parametrize("where", ["file", "under-a-file"])

@@ -10,7 +10,7 @@ from ablate.data.errors import DataError
 from ablate.data.local import LocalFolder, count_lines
 from ablate.data.sources import make_source
 
-from data_helpers import make_folder, read_lines
+from tests.helpers.corpus import make_folder, read_lines
 
 PAIR = {"train.en": ["a b", "c d"], "train.de": ["A B", "C D"], "valid.en": ["e"], "valid.de": ["E"]}
 

@@ -16,7 +16,7 @@ from ablate.data.datamodule import TranslationDataModule
 from ablate.data.encoded import prepare
 from ablate.data.tokenizer import SubwordTokenizer
 
-from data_helpers import make_folder
+from tests.helpers.corpus import make_folder
 
 _real_encode_split = encoded.encode_split
 

@@ -15,7 +15,7 @@ from ablate.data.errors import DataError
 from ablate.data.hub import parse_hub_source
 from ablate.data.sources import make_source
 
-from data_helpers import read_lines
+from tests.helpers.corpus import read_lines
 
 HUB_SPLITS = {"train": ("train", 400), "validation": ("val", 60), "test": ("test_2016_flickr", 50)}
 

@@ -8,7 +8,7 @@ import torch
 
 from ablate.data.tokenizer import SubwordTokenizer
 
-from data_helpers import read_lines
+from tests.helpers.corpus import read_lines
 
 
 @pytest.fixture(scope="module")

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from inference_helpers import SEEN
 from typer.testing import CliRunner
 
 from ablate.config import load_config
 from ablate.data import builtin
 
-from tiny_run import tiny
-from wandb_offline import offline_runs, read_run
+from tests.helpers.callbacks import SEEN
+from tests.helpers.tiny import tiny
+from tests.helpers.wandb_offline import offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = tiny(
@@ -29,7 +29,7 @@ SMALL = tiny(
     "tracking.wandb=offline",
     "tracking.log_checkpoints=true",
     "trainer.enable_progress_bar=false",
-    "trainer.callbacks=[{class_path: inference_helpers.Recorder, init_args: {tag: t}}]",
+    "trainer.callbacks=[{class_path: tests.helpers.callbacks.Recorder, init_args: {tag: t}}]",
     pairs=400,
 )
 
@@ -70,6 +70,7 @@ def _cli(*args: str, input: str | None = None):
     return result.output
 
 
+@pytest.mark.slow
 def test_trainer_options_and_named_callbacks_reach_the_trainer(trained):
     assert SEEN == [{"tag": "t", "progress_bar": False}]
 

@@ -23,7 +23,7 @@ from ablate.model.decoding import (
 from ablate.model.positions import POSITIONS
 from ablate.model.scores import SCORES
 
-PAD, BOS, EOS = 0, 1, 2
+from tests.helpers.model import BOS, EOS, PAD
 
 
 class MarkovModel(nn.Module):

@@ -14,7 +14,7 @@ from ablate.model.decoding import beam_search, greedy
 from ablate.model.rnn import RNNSeq2Seq
 from ablate.model.scores import SCORES
 
-VOCAB, PAD, BOS, EOS = 19, 0, 1, 2
+from tests.helpers.model import BOS, EOS, PAD, VOCAB, random_batch
 
 CELLS = ["gru", "lstm"]
 # every score with both scalings, plus the no-attention baseline
@@ -24,13 +24,7 @@ IDS = [f"{score}-{'scaled' if scale else 'unscaled'}" for score, scale in VARIAN
 
 def batch(size: int = 3, src_len: int = 7, tgt_len: int = 5, seed: int = 1):
     """(src with ragged right padding: row r ends in r pads, tgt_in starting with BOS)."""
-    g = torch.Generator().manual_seed(seed)
-    src = torch.randint(3, VOCAB, (size, src_len), generator=g)
-    for row in range(1, size):
-        src[row, src_len - row :] = PAD
-    tgt = torch.randint(3, VOCAB, (size, tgt_len), generator=g)
-    tgt[:, 0] = BOS
-    return src, tgt
+    return random_batch(size, src_len, tgt_len, seed)
 
 
 def rnn_config(
@@ -182,6 +176,7 @@ def test_build_model_ties_embeddings_and_checks_vocab():
 PAIRS = [[3, 4, 5], [6, 7, 8, 9], [10, 11], [12, 13, 14, 15, 16], [17, 3, 9], [5, 6], [18, 12, 4, 7], [8, 14, 11]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell,score", [("gru", "additive"), ("lstm", "dot"), ("gru", "none")])
 def test_overfits_a_tiny_reversal_task(cell, score):
     """A few hundred Adam steps on 8 fixed pairs learn to reverse them exactly (greedy)."""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from report_fixtures import FakeApi, make_grid_sweep, make_variant_sweep
+from tests.helpers.records import FakeApi, make_grid_sweep, make_variant_sweep
 
 
 @pytest.fixture(scope="session")

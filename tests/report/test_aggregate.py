@@ -10,7 +10,7 @@ import pytest
 from ablate.report.aggregate import aggregate, curve, stat
 from ablate.report.records import ReportError, Trial, collect
 
-from report_fixtures import PARAMS, SPLITS, TEST_BLEU
+from tests.helpers.records import PARAMS, SPLITS, TEST_BLEU
 
 
 def test_stat_is_mean_sample_std_and_n():

@@ -15,7 +15,7 @@ from ablate.model.build import build_model
 from ablate.report import attention, figure_style
 from ablate.report.records import ReportError
 
-from tiny_run import MODEL
+from tests.helpers.tiny import MODEL
 
 WORDS = [f"w{i}" for i in range(40)]
 

@@ -87,6 +87,7 @@ def rates() -> dict[str, dict[str, float]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_noise_model_matches_real_runs(rates):
     # real runs: per-trial seed σ 0.55-0.7 BLEU vs a Δ's sentence SE 0.17-0.26, a ratio of ~2-4
     assert 2.0 <= rates["same"]["ratio"] <= 5.0

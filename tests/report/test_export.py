@@ -6,6 +6,7 @@ import gzip
 import json
 import shutil
 
+import pytest
 import sacrebleu
 from typer.testing import CliRunner
 
@@ -17,7 +18,7 @@ from ablate.report.records import collect
 from ablate.training.tracking import RunRecord
 from ablate.training.train import train
 
-from tiny_run import tiny
+from tests.helpers.tiny import tiny
 
 runner = CliRunner()
 
@@ -44,6 +45,7 @@ def _with_training_leftovers(variant_sweep, tmp_path):
     return src
 
 
+@pytest.mark.slow
 def test_export_rebuilds_the_identical_table_from_its_files_alone(variant_sweep, tmp_path):
     src = _with_training_leftovers(variant_sweep, tmp_path)
     out = tmp_path / "results" / "table3"
@@ -93,6 +95,7 @@ def test_export_rebuilds_the_identical_table_from_its_files_alone(variant_sweep,
     assert "ablate sweep run sweeps/table3-cpu.yaml --parallel 2" in readme and manifest["commit"] in readme
 
 
+@pytest.mark.slow
 def test_the_exported_validation_texts_reproduce_the_dev_bleu_and_are_not_tested(tmp_path, cache_dir):
     """A reader can re-check ``val/bleu`` from results/ alone; the table still tests only the test split."""
     overrides = ["train.max_steps=24", "train.max_tokens=1024", "train.warmup=4", "train.lr=3e-2"]
@@ -193,7 +196,7 @@ def test_export_of_a_running_sweep_counts_its_planned_trials_and_survives_a_bad_
     created_at of "yesterday" crashed the export after it had written half its output."""
     from ablate.report.export import export_sweep
 
-    from report_fixtures import write_trial
+    from tests.helpers.records import write_trial
 
     src = tmp_path / "runs" / "s"
     for seed in (1, 2):

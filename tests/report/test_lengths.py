@@ -15,7 +15,7 @@ from ablate.report.commands import app, table_of
 from ablate.report.lengths import bleu_by_length, buckets
 from ablate.report.records import collect
 
-from report_fixtures import SPLITS
+from tests.helpers.records import SPLITS
 
 
 def test_buckets_hold_about_equal_numbers_of_sentences():

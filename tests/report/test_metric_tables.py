@@ -127,6 +127,7 @@ def test_reference_without_the_metric_says_so(variant_sweep):
     assert "note: the published table 'vaswani2017-table3' reports BLEU, not chrF++" in result.output
 
 
+@pytest.mark.slow
 def test_plot_metric_names_its_figures(variant_sweep, tmp_path):
     result = CliRunner().invoke(cli.app, ["plot", str(variant_sweep), "--metric", "ter", "--out", str(tmp_path / "p")])
     assert result.exit_code == 0, result.output

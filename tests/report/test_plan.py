@@ -16,7 +16,7 @@ from ablate.report.plan import planned_pairs
 from ablate.report.records import ReportError, collect, from_summary
 from ablate.report.significance import compare
 
-from report_fixtures import _corrupt, references, trial_summary, write_trial
+from tests.helpers.records import _corrupt, references, trial_summary, write_trial
 
 COMPARISONS = [
     {"between": "model.attention.score", "values": ["dot", "additive"]},

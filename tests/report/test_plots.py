@@ -34,6 +34,7 @@ def test_pareto_front_keeps_only_undominated_points():
     assert pareto_front(xs, ys, maximize_x=False) == [4]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture", ["variant_sweep", "grid_sweep"])
 def test_every_figure_is_written_and_has_content(fixture, request, tmp_path):
     sweep = aggregate(collect(str(request.getfixturevalue(fixture))))
@@ -49,6 +50,7 @@ def test_every_figure_is_written_and_has_content(fixture, request, tmp_path):
         assert len(colours) > 50, path.name  # more than blank axes: bars, points, curves, text
 
 
+@pytest.mark.slow
 def test_missing_metrics_skip_the_figure_instead_of_failing(variant_sweep, tmp_path):
     sweep = aggregate(collect(str(variant_sweep)))
     for row in sweep.rows:
@@ -94,6 +96,7 @@ def visible_points(ax) -> int:
     return seen
 
 
+@pytest.mark.slow
 def test_the_forest_plot_marks_exactly_what_the_table_marks(variant):
     sweep, comparisons = variant
     lines = forest_lines(sweep, comparisons, 0.05)
@@ -109,6 +112,7 @@ def test_the_forest_plot_marks_exactly_what_the_table_marks(variant):
     assert len(set(ticks)) == len(ticks)  # the two test splits are told apart
 
 
+@pytest.mark.slow
 def test_no_forest_plot_without_comparisons(variant, tmp_path):
     sweep, _ = variant
     assert forest_figure(sweep, []) is None
@@ -185,6 +189,7 @@ def test_rows_without_history_are_listed_not_silently_dropped(variant):
     assert any(t.get_text().startswith("E-learned") and NO_HISTORY in t.get_text() for t in ax.get_legend().get_texts())
 
 
+@pytest.mark.slow
 def test_delta_vs_step_draws_the_budget_curves(variant, tmp_path):
     sweep, _ = variant
     fig = delta_vs_step_figure(sweep)
@@ -198,6 +203,7 @@ def test_delta_vs_step_draws_the_budget_curves(variant, tmp_path):
     assert "delta_vs_step.png" not in [p.name for p in plot_all(_one_validation(sweep), tmp_path, [])]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not TABLE3_CPU.is_dir(), reason="results/table3-cpu is not in this checkout")
 def test_the_shipped_table3_cpu_plots_have_a_forest_plot_and_no_empty_panel(tmp_path):
     sweep = aggregate(collect(str(TABLE3_CPU)))

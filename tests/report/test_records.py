@@ -6,7 +6,7 @@ import pytest
 
 from ablate.report.records import ReportError, clean_config, collect, from_summary, parse_wandb_path
 
-from report_fixtures import N_SENTENCES, SPLITS, write_trial
+from tests.helpers.records import N_SENTENCES, SPLITS, write_trial
 
 
 def test_folder_reads_every_trial_with_status_config_and_texts(variant_sweep):
@@ -108,7 +108,7 @@ def test_wandb_group_with_no_runs_is_an_error(wandb_api):
 
 def test_only_newlines_split_saved_texts(tmp_path):
     """A detokenized hypothesis may hold other Unicode line breaks (U+2028, form feed); line i stays sentence i."""
-    from report_fixtures import write_trial
+    from tests.helpers.records import write_trial
 
     write_trial(
         tmp_path,

@@ -26,7 +26,7 @@ from ablate.report.reference import (
     to_markdown,
 )
 
-from report_fixtures import TEST_BLEU
+from tests.helpers.records import TEST_BLEU
 
 runner = CliRunner()
 # A scaled-down Table 3 base (N 3, d_model 128, d_ff 512, h 8, so d_k = d_v = 16), as table3-cpu.yaml.
@@ -127,6 +127,7 @@ def test_the_rnn_baselines_match_the_multi30k_anchors():
     assert match(changed(model__heads=1), SMALL, anchors) is None
 
 
+@pytest.mark.slow
 def test_side_by_side_reads_our_deltas_and_significance_from_the_table(variant_sweep):
     """Stand-in Table 3 sweep (base h 4): heads 1 -> (A) h=1, heads 8 -> (A) h=16, d_k 16 (half of 32)
     -> (B) d_k=32, learned positions -> (E); BLEU and † come from the table, not from a new test."""
@@ -155,6 +156,7 @@ def _mean(values) -> float:
     return statistics.mean(v for v in values if v is not None)
 
 
+@pytest.mark.slow
 def test_the_headline_counts_significant_rows_with_a_large_paper_change_only(variant_sweep):
     """Matched rows with a sign: A-heads1 (paper -0.9, †), B-dk16 (paper -0.4) and E-learned (paper -0.1, †).
     At min_delta 0.5 only A-heads1 is counted; every one of them stays in the all-rows count."""
@@ -298,6 +300,7 @@ def _sweep_rows(stem: str) -> dict[str, dict]:
     return rows
 
 
+@pytest.mark.slow
 def test_every_table3_cpu_row_matches_its_own_paper_row():
     """The shipped CPU Table 3 is built so that each of its 18 rows is one distinct row of the paper."""
     rows, ref = _sweep_rows("table3-cpu"), get("vaswani2017-table3")

@@ -6,6 +6,7 @@ import csv
 import inspect
 import io
 
+import pytest
 from typer.testing import CliRunner
 
 from ablate.report.commands import app
@@ -13,6 +14,7 @@ from ablate.report.commands import app
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_table_prints_every_format(variant_sweep):
     for fmt, needle in [
         ("md", "| base | base |"),
@@ -36,6 +38,7 @@ def test_table_writes_a_file(variant_sweep, tmp_path):
     assert not any(k.endswith(".p") and v for r in rows for k, v in r.items())  # not tested
 
 
+@pytest.mark.slow
 def test_plot_writes_pngs(variant_sweep, tmp_path):
     result = runner.invoke(app, ["plot", str(variant_sweep), "--out", str(tmp_path / "figs"), "--no-significance"])
     assert result.exit_code == 0, result.output

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 import sacrebleu
 
 from ablate.training.metrics import corpus_scores
@@ -68,6 +69,7 @@ def test_the_checker_finds_private_members():
     assert private_sacrebleu_uses("import os\nos._exit(0)\n") == []  # no sacreBLEU, nothing to check
 
 
+@pytest.mark.slow
 def test_no_module_uses_a_private_sacrebleu_member():
     offenders = {
         str(path.relative_to(PACKAGE.parent)): uses

@@ -12,7 +12,7 @@ from ablate.report.api import make_table
 from ablate.report.records import INVALID, collect
 from ablate.report.schema import metric_problem, planned_trials, summary_problem
 
-from report_fixtures import write_trial
+from tests.helpers.records import write_trial
 
 GOOD = {"status": "finished", "test/bleu": 20.0, "val/bleu": 21.0, "config": {"seed": 1, "model": {"heads": 4}}}
 

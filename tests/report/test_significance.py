@@ -16,7 +16,7 @@ from ablate.report.records import ReportError, collect
 from ablate.report.resampling import bleu_from_stats, sentence_stats
 from ablate.report.significance import SplitScores, against_base, compare, holm
 
-from report_fixtures import SPLITS
+from tests.helpers.records import SPLITS
 
 VOCAB = [f"w{i}" for i in range(200)]
 
@@ -143,6 +143,7 @@ def test_seed_test_without_sentence_noise_is_students_t_test():
     assert (hi - lo) / 2 == pytest.approx(st.t.ppf(0.975, 4) * result.se)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [2, 3])
 def test_seed_test_keeps_its_size_with_few_seeds_and_sentence_noise(k):
     # Simulated nulls with the noise measured on results/calibration-cpu (per-trial seed σ 0.7, sentence

@@ -14,7 +14,7 @@ from ablate.report.records import collect
 from ablate.report.significance import compare
 from ablate.report.table import build_table, key_labels
 
-from report_fixtures import SPLITS
+from tests.helpers.records import SPLITS
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from ablate.report.significance import compare
 from ablate.report.table import build_table
 from ablate.report.validation import EXCLUDED
 
-from report_fixtures import write_trial
+from tests.helpers.records import write_trial
 
 REFS = [f"the cat number {i} sat on the mat ." for i in range(12)]
 GOOD = [r if i % 3 else r.replace("cat", "dog") for i, r in enumerate(REFS)]

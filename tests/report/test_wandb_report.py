@@ -14,9 +14,10 @@ from ablate.report.commands import app, make_report, table_of
 from ablate.report.formats import FORMATS, render, to_markdown
 from ablate.report.records import ReportError
 
-from report_fixtures import SPLITS
+from tests.helpers.records import SPLITS
 
 
+@pytest.mark.slow
 def test_wandb_source_gives_the_folder_table(variant_sweep, wandb_api):
     local = table_of(str(variant_sweep), samples=400)  # enough resamples for a p under 0.05 after Holm (x8)
     remote = table_of("wandb:me/ablate/table3", samples=400, api=wandb_api)
@@ -34,6 +35,7 @@ def _report(wandb_api, **kwargs):
     return make_report("wandb:me/ablate/table3", samples=100, api=wandb_api, **kwargs)
 
 
+@pytest.mark.slow
 def test_report_holds_the_table_and_three_panels(variant_sweep, wandb_api):
     report = _report(wandb_api)
     assert isinstance(report, wr.Report)
@@ -63,6 +65,7 @@ def to_markdown_of(folder):
     return to_markdown(table_of(str(folder), samples=100))
 
 
+@pytest.mark.slow
 def test_report_spec_serialises_up_to_the_network(wandb_api, monkeypatch):
     """Everything but the GraphQL call: the project-id lookup and ``save`` are stand-ins."""
     calls = []
@@ -106,6 +109,7 @@ def test_report_needs_a_wandb_source(variant_sweep):
         make_report(str(variant_sweep))
 
 
+@pytest.mark.slow
 def test_save_failure_is_one_line(wandb_api, monkeypatch):
     from ablate.report.wandb_report import publish
 

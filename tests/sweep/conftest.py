@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep_helpers import Events
+from tests.helpers.sweep import Events
 
 
 @pytest.fixture()

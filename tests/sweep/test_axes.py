@@ -32,6 +32,7 @@ def test_split_axes_keeps_plain_overrides_and_parses_each_value():
     assert axis_overrides(axes) == ["model.heads=4,8", "train.lr=0.001,0.002"]
 
 
+@pytest.mark.slow
 def test_an_axis_replaces_the_files_parameter_and_crosses_the_grid():
     spec = spec_from_dict(
         {"method": "grid", "parameters": {"seed": {"values": [1, 2]}, "model.heads": {"value": 2}}}, name="s"

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from ablate.sweep import commands, launcher
 from ablate.sweep.commands import app
 
-from sweep_helpers import fake_command
+from tests.helpers.sweep import fake_command
 
 SWEEP = """\
 # a tiny sweep
@@ -40,6 +40,7 @@ def invoke(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
+@pytest.mark.slow
 def test_run_then_rerun_then_status(sweep_file, events, tmp_path):
     first = invoke("run", sweep_file, "--devices", "cpu", "--parallel", "2", "train.max_steps=3")
     assert first.exit_code == 1, first.output  # two trials failed: a script can tell

@@ -12,20 +12,23 @@ from ablate.sweep import commands
 from ablate.sweep.commands import app
 from ablate.sweep.slots import cpu_count
 
-SWEEP = """\
+from tests.helpers.tiny import tiny_sweep_yaml
+
+SWEEP = (
+    """\
 # two seeds of a tiny Transformer, two trials at once
 method: grid
 metric: {name: val/bleu, goal: maximize}
 parameters:
   seed: {values: [1, 2]}
-  model.d_model: {value: 32}
-  model.layers: {value: 1}
-  model.d_ff: {value: 64}
-  model.heads: {value: 2}
+"""
+    + tiny_sweep_yaml()
+    + """\
   train.max_steps: {value: 20}
   data.builtin_pairs: {value: 300}
   eval.beam: {value: 1}
 """
+)
 
 
 @pytest.mark.slow
@@ -52,21 +55,22 @@ def test_a_tiny_real_sweep_trains_every_trial_then_skips_them(tmp_path, cache_di
     assert again.exit_code == 0 and "nothing to train: all 2 trials of tiny-real are done" in again.output
 
 
-DDP_SWEEP = """\
+DDP_SWEEP = (
+    """\
 # one tiny trial trained with DDP over two CPU processes
 method: grid
 parameters:
   seed: {values: [1]}
   train.devices: {value: 2}
   train.accelerator: {value: cpu}
-  model.d_model: {value: 32}
-  model.layers: {value: 1}
-  model.d_ff: {value: 64}
-  model.heads: {value: 2}
+"""
+    + tiny_sweep_yaml()
+    + """\
   train.max_steps: {value: 12}
   data.builtin_pairs: {value: 300}
   eval.beam: {value: 1}
 """
+)
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from ablate.sweep.launcher import run_sweep
 from ablate.sweep.spec import SweepError
 from ablate.sweep.state import Trial, load_state
 
-from sweep_helpers import options, quiet_progress, small_spec
+from tests.helpers.sweep import options, quiet_progress, small_spec
 
 SEEDS = {"seed": {"values": [1, 2, 3, 4, 5]}}
 
@@ -318,7 +318,7 @@ def test_the_extending_pages_kubernetes_executor_runs_a_sweep_from_its_registry_
     from ablate.sweep import commands, executors, launcher
     from ablate.sweep.commands import app
 
-    from sweep_helpers import fake_command
+    from tests.helpers.sweep import fake_command
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

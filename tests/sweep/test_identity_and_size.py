@@ -13,7 +13,7 @@ from ablate.sweep.launcher import check_trial_count, run_sweep
 from ablate.sweep.search import planned_trials
 from ablate.sweep.spec import SweepError
 
-from sweep_helpers import fake_command, options, quiet_progress, small_spec
+from tests.helpers.sweep import fake_command, options, quiet_progress, small_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,6 +62,7 @@ def test_a_huge_grid_is_counted_without_expanding_it():
     assert check_trial_count(spec, 500, 10**13) == 500
 
 
+@pytest.mark.slow
 def test_the_trial_count_is_printed_before_planning(tmp_path):
     """Item 13: the first line of a 10,000-trial dry run is its count, before any trial is planned."""
     sweep = tmp_path / "big.yaml"

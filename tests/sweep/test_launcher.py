@@ -11,7 +11,7 @@ from ablate.sweep.launcher import run_sweep
 from ablate.sweep.spec import SweepError, spec_from_dict
 from ablate.sweep.state import load_state
 
-from sweep_helpers import fake_command, options, quiet_progress, small_spec
+from tests.helpers.sweep import fake_command, options, quiet_progress, small_spec
 
 HEADS_X_SEEDS = {"model.heads": {"values": [2, 4]}, "seed": {"values": [1, 2]}}
 

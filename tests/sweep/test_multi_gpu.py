@@ -17,7 +17,7 @@ import pytest
 from ablate.sweep.launcher import run_sweep
 from ablate.sweep.slots import plan_slots
 
-from sweep_helpers import fake_command, options, quiet_progress, small_spec
+from tests.helpers.sweep import fake_command, options, quiet_progress, small_spec
 
 
 def run_on(tmp_path: Path, events, trials: int, slots) -> dict[str, dict]:
@@ -54,12 +54,14 @@ def test_n_trials_run_at_once_on_n_gpus_one_each(tmp_path, events):
     assert all("train.devices" not in r["config"] for r in rows.values())  # one GPU: no DDP
 
 
+@pytest.mark.slow
 def test_more_trials_than_gpus_never_share_one(tmp_path, events):
     rows = run_on(tmp_path, events, 8, plan_slots("auto", cores=8, gpus=lambda: FOUR))
     assert {r["gpus"] for r in rows.values()} == set(FOUR)
     assert most_at_once(rows) == 4 and most_at_once(rows, key=lambda r: r["gpus"]) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gpus, k", [(FOUR, 2), (FOUR, 4), (["0", "1", "2", "3", "4", "5", "6", "7"], 4)])
 def test_gpus_per_trial_runs_n_over_k_ddp_trials(tmp_path, events, gpus, k):
     n = len(gpus)

@@ -10,14 +10,15 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from ablate.sweep import process
 from ablate.sweep.launcher import run_sweep
 from ablate.sweep.state import load_state
 
-from sweep_helpers import fake_command, options, quiet_progress, small_spec
+from tests.helpers.sweep import fake_command, options, quiet_progress, small_spec
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODES = {"seed=2": "stubborn"}  # ignores SIGTERM: survives its launcher's death
 
 
@@ -26,9 +27,9 @@ def driver(tmp_path: Path, events: Path) -> Path:
     script.write_text(
         textwrap.dedent(f"""
         import sys
-        sys.path[:0] = [{str(ROOT)!r}, {str(HERE)!r}]
+        sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
-        from sweep_helpers import Events, fake_command, options, quiet_progress, small_spec
+        from tests.helpers.sweep import Events, fake_command, options, quiet_progress, small_spec
         from ablate.sweep.launcher import run_sweep
         spec = small_spec({{"seed": {{"values": [1, 2, 3, 4]}}}})
         command = fake_command(Events(Path({str(events)!r})), {MODES!r}, steps=10, step_s=0.1)
@@ -45,6 +46,7 @@ def wait_for(condition, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_sigkilled_launcher_resumes_without_redoing_finished_trials(tmp_path, events):
     launcher = subprocess.Popen([sys.executable, str(driver(tmp_path, events.path))])
     out = tmp_path / "out"

@@ -74,6 +74,7 @@ def test_slot_description():
     assert Slot(0, ("0", "1"), 4).describe() == "gpu 0,1" and Slot(1, None, 2).describe() == "cpu x2"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cores, parallel, threads", [(2, 2, 1), (4, 2, 2), (2, 1, 2)])
 def test_a_trials_torch_gets_its_share_of_the_cores_and_idle_threads_that_sleep(cores, parallel, threads):
     """What a trial process actually sees: torch's intra-op threads and OpenMP's wait policy."""

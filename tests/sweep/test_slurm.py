@@ -21,7 +21,8 @@ from ablate.sweep.commands import app
 from ablate.sweep.slurm import SlurmOptions, parse_time
 from ablate.sweep.spec import SweepError
 
-from slurm_cluster import LocalSlurm, unavailable
+from tests.helpers.slurm_cluster import LocalSlurm, unavailable
+from tests.helpers.tiny import tiny_sweep_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -147,17 +148,16 @@ def test_quickstart_sweep_completes_through_slurm(cluster, tmp_path, cache_dir, 
     assert status.exit_code == 0 and "SLURM job" in status.output and "completed" in status.output
 
 
-REQUEUE_SWEEP = """\
+REQUEUE_SWEEP = (
+    """\
 # one trial, long enough to be preempted half-way
 method: grid
 parameters:
   seed: {values: [1]}
   data.builtin_pairs: {value: 800}
-  data.vocab_size: {value: 400}
-  model.d_model: {value: 32}
-  model.layers: {value: 1}
-  model.d_ff: {value: 64}
-  model.heads: {value: 2}
+"""
+    + tiny_sweep_yaml()
+    + """\
   train.max_steps: {value: 500}
   train.max_epochs: {value: 1000}
   train.max_tokens: {value: 512}
@@ -166,6 +166,7 @@ parameters:
   eval.beam: {value: 1}
   eval.max_len_b: {value: 3}
 """
+)
 
 
 def _wait(predicate, timeout: float, what: str, cluster: LocalSlurm) -> None:

@@ -13,7 +13,7 @@ from ablate.sweep.search import next_points
 from ablate.sweep.spec import SweepError, format_value, load_spec, resolve, spec_from_dict, to_overrides
 from ablate.sweep.trial import trial_name, trial_overrides
 
-from sweep_helpers import small_spec
+from tests.helpers.sweep import small_spec
 
 SWEEPS = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
 EXPECTED = {
@@ -41,6 +41,7 @@ def test_every_expected_sweep_file_is_shipped():
     assert {p.stem for p in SWEEPS} == set(EXPECTED)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
 def test_shipped_sweep_is_valid_wandb_and_every_trial_config_loads(path):
     with warnings.catch_warnings():
@@ -70,6 +71,7 @@ def test_shipped_sweep_is_valid_wandb_and_every_trial_config_loads(path):
 CURVE_POINTS = 8  # validations per trial: enough for a learning curve and a Δ-vs-step figure
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [p for p in SWEEPS if p.stem != "soak"], ids=lambda p: p.stem)
 def test_shipped_sweeps_validate_often_enough_for_a_curve(path):
     """Every trial validates at least CURVE_POINTS times (every val_every steps, and at the end), so
@@ -81,6 +83,7 @@ def test_shipped_sweeps_validate_often_enough_for_a_curve(path):
         assert points >= CURVE_POINTS, f"{path.name}: {points} validations per trial"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
 def test_shipped_sweeps_budget_every_trial_by_the_same_number_of_steps(path):
     """A wall-clock budget gives a bigger or slower row fewer steps, and a busy machine a different model."""

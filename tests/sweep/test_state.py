@@ -45,6 +45,7 @@ def test_a_write_that_dies_midway_leaves_the_old_state_and_no_temp_file(tmp_path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.json"]
 
 
+@pytest.mark.slow
 def test_readers_never_see_a_torn_file_while_a_writer_rewrites_it(tmp_path):
     path = tmp_path / "sweep.json"
     atomic_write_json(path, {"n": 0, "pad": "x" * 200_000})

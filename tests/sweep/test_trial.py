@@ -11,7 +11,7 @@ from ablate.sweep.progress import best_trial, clock, stats
 from ablate.sweep.state import SweepState, Trial
 from ablate.sweep.trial import LOG, labels, outcome, trial_name
 
-from sweep_helpers import small_spec
+from tests.helpers.sweep import small_spec
 
 
 def test_names_use_short_keys_unless_two_would_clash():

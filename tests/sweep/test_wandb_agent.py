@@ -15,7 +15,7 @@ from ablate.sweep import wandb_agent
 from ablate.sweep.commands import app
 from ablate.sweep.spec import SweepError, load_spec
 
-from sweep_helpers import fake_command, small_spec
+from tests.helpers.sweep import fake_command, small_spec
 
 SWEEPS = os.path.join(os.path.dirname(__file__), "..", "..", "sweeps")
 AGENT_ENV = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONUNBUFFERED")

@@ -18,7 +18,7 @@ from ablate.training.module import TranslationModule
 from ablate.training.run_dir import claim_run_dir, prepare_run_dir
 from ablate.training.tracking import RunRecord
 
-from tiny_run import tiny
+from tests.helpers.tiny import tiny
 
 
 def _tokenizer(split: str, n: int) -> SubwordTokenizer:

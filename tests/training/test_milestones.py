@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ablate.config import load_config
 from ablate.training.train import train
 
-TINY = [
-    "data.builtin_pairs=200",
+from tests.helpers.tiny import tiny
+
+TINY = tiny(
     "data.vocab_size=200",
-    "model.d_model=32",
-    "model.layers=1",
-    "model.heads=2",
-    "model.d_ff=64",
     "train.max_steps=2",
     "train.max_tokens=512",
     "eval.beam=1",
     "eval.max_len_b=3",
     "tracking.wandb=disabled",
-]
+)
 
 
+@pytest.mark.slow
 def test_milestones_arrive_once_in_order(tmp_path, monkeypatch):
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
     seen: list[str] = []

@@ -21,8 +21,8 @@ from ablate.config import load_config
 from ablate.training.train import train
 from ablate.utils.provenance import freeze_sha256
 
-from tiny_run import tiny
-from wandb_offline import read_offline_run
+from tests.helpers.tiny import tiny
+from tests.helpers.wandb_offline import read_offline_run
 
 ROOT = Path(__file__).resolve().parents[2]
 

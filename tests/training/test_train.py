@@ -14,8 +14,8 @@ import sacrebleu
 from ablate.config import load_config
 from ablate.training.train import train
 
-from tiny_run import tiny
-from wandb_offline import read_offline_run
+from tests.helpers.tiny import tiny
+from tests.helpers.wandb_offline import read_offline_run
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = tiny(
@@ -64,6 +64,7 @@ def test_tiny_run_end_to_end(tmp_path, cache_dir):
     assert again["step"] == 40 and again["status"] == "finished"
 
 
+@pytest.mark.slow
 def test_a_time_budget_records_the_steps_it_bought_and_the_threads(tmp_path, cache_dir):
     """Under ``train.max_time`` the machine's load decides the steps: the summary says how many."""
     import torch

@@ -11,7 +11,7 @@ from ablate.config import load_config
 from ablate.training import outputs
 from ablate.training.train import RunError, train
 
-from tiny_run import tiny
+from tests.helpers.tiny import tiny
 
 TINY = tiny(
     "train.max_steps=2",
@@ -25,6 +25,7 @@ TINY = tiny(
 )
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_writing_test_outputs_fails_the_run_in_one_line(tmp_path, cache_dir, monkeypatch):
     def full(path, lines):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))

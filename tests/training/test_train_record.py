@@ -12,7 +12,7 @@ import sacrebleu
 from ablate.config import load_config
 from ablate.training.train import train
 
-from tiny_run import tiny
+from tests.helpers.tiny import tiny
 
 TINY = tiny(
     "train.max_steps=48",
@@ -41,6 +41,7 @@ def finished(tmp_path_factory) -> tuple[Path, dict]:
     return run_dir, json.loads((run_dir / "summary.json").read_text())
 
 
+@pytest.mark.slow
 def test_every_hypothesis_file_reproduces_its_recorded_bleu(finished):
     run_dir, summary = finished
     for split, key in (("val", "val/bleu"), ("test", "test/bleu")):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tiny_run import tiny
+from tests.helpers.tiny import tiny
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = tiny(

@@ -1,0 +1,238 @@
+"""The Python API for notebooks: ``ablate.train``, ``ablate.sweep``, ``ablate.table``, ``ablate.plot``.
+
+Each is the command of the same name as a function that returns an object instead of printing:
+:func:`train` calls :func:`ablate.training.train.train` (the one ``ablate train`` calls), ``ablate.sweep``
+is :func:`ablate.sweep.api.run` (``ablate sweep run``), :func:`table` and :func:`plot` call
+:mod:`ablate.report.api` (``ablate table`` / ``ablate plot``). ``import ablate`` loads none of this:
+the package resolves these names on first use (``ablate/__init__.py``), and this module imports
+torch, Lightning and the report only inside the functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence, Union
+
+from ablate.record import DEV_BLEU, TEST_BLEU
+
+Source = Union[str, Path, Any]
+"""A sweep folder, a results folder, ``wandb:<entity>/<project>/<group>``, or a :class:`~ablate.sweep.api.SweepRun`."""
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """One finished training: its run folder and its ``summary.json``.
+
+    Attributes:
+        run_dir: the run folder (``config.yaml``, ``summary.json``, checkpoints, hypotheses).
+        summary: the run record, as ``summary.json`` holds it.
+    """
+
+    run_dir: Path
+    summary: dict[str, Any]
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The summary's numbers (``test/bleu``, ``val/bleu``, ``train/tokens_per_sec``, ...), as a report reads them."""
+        from ablate.report.records import from_summary
+
+        return dict(from_summary(self.run_dir.name, self.summary).metrics)
+
+    def translate(self, sentences: Sequence[str], beam: Optional[int] = None, checkpoint: str = "best") -> list[str]:
+        """Translations of ``sentences`` by the run's ``checkpoint``, as ``ablate translate`` gives them."""
+        from ablate.inference.translate import load_run, translate
+
+        return translate(load_run(self.run_dir, checkpoint), list(sentences), beam)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{key}={self.summary[key]:.4g}"
+            for key in (TEST_BLEU.key, DEV_BLEU.key, "step")
+            if isinstance(self.summary.get(key), (int, float))
+        )
+        return f"TrainResult({str(self.run_dir)!r}, {self.summary.get('status')}{', ' + shown if shown else ''})"
+
+
+def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:
+    """Defaults <- ``config`` (a YAML path, a nested or dotted dict, or a Config) <- ``keys`` <- ``overrides``."""
+    from ablate.config import Config, from_flat, parse_override, read_yaml, to_dict
+    from ablate.utils.typed import flatten
+
+    if config is None:
+        flat: dict[str, Any] = {}
+    elif isinstance(config, Config):
+        flat = flatten(to_dict(config))
+    elif isinstance(config, dict):
+        flat = flatten(config)
+    else:
+        flat = flatten(read_yaml(config))
+    flat.update(flatten(keys))
+    for item in overrides:
+        key, value = parse_override(item)
+        flat[key] = value
+    return from_flat(flat)
+
+
+@contextlib.contextmanager
+def _status_lines(quiet: bool) -> Iterator[None]:
+    """The ``ablate`` logger's status lines on stderr (warnings only when ``quiet``), as a command shows
+    them; the logger is put back as it was afterwards."""
+    from ablate.utils.logs import setup
+
+    logger = logging.getLogger("ablate")
+    saved = (list(logger.handlers), logger.level, logger.propagate)
+    setup(-1 if quiet else 0)
+    try:
+        yield
+    finally:
+        logger.handlers[:] = saved[0]
+        logger.setLevel(saved[1])
+        logger.propagate = saved[2]
+
+
+def train(
+    config: Any = None,
+    overrides: Sequence[str] = (),
+    *,
+    run_dir: Union[str, Path, None] = None,
+    overwrite: bool = False,
+    callbacks: Optional[list] = None,
+    quiet: bool = False,
+    **keys: Any,
+) -> TrainResult:
+    """Train one model, decode its test sets and record it, as ``ablate train`` does.
+
+    Args:
+        config: a YAML file, a dict of config keys (nested or dotted), or a :class:`~ablate.config.Config`.
+        overrides: ``key=value`` strings, applied last (``["model.heads=8"]``).
+        run_dir: the run folder (default ``runs/<name>``); running again resumes it.
+        overwrite: delete an existing run folder and train from scratch.
+        callbacks: extra Lightning callbacks.
+        quiet: show warnings only, not the run's status lines (Lightning's progress bar is
+            ``trainer.enable_progress_bar``).
+        **keys: config keys by section, ``model={"heads": 8}``, or top-level ones, ``seed=2``.
+
+    Raises:
+        ConfigError / DataError: bad input, before any training.
+        RunError: training failed (diverged, out of memory); its ``summary.json`` says why.
+    """
+    from ablate.training.run_dir import default_run_dir
+    from ablate.training.train import train as run_training
+
+    cfg = _config(config, overrides, keys)
+    target = Path(run_dir) if run_dir is not None else default_run_dir(cfg)
+    with _status_lines(quiet):
+        summary = run_training(cfg, target, overwrite=overwrite, callbacks=callbacks)
+    return TrainResult(target, summary)
+
+
+def _source(source: Source) -> str:
+    out = getattr(source, "out", None)  # a SweepRun
+    return str(out if out is not None else source)
+
+
+class TableResult:
+    """A sweep's paper-style table: ``.df`` (pandas), ``.render(fmt)``, and a rich/HTML view in notebooks.
+
+    Attributes:
+        table: the laid-out :class:`~ablate.report.table.Table` (rows, columns, footnotes).
+        sweep: the aggregated :class:`~ablate.report.aggregate.Sweep` it was built from.
+    """
+
+    def __init__(self, sweep: Any, table: Any):
+        self.sweep, self.table = sweep, table
+
+    def render(self, fmt: str = "md") -> str:
+        """The table as ``ablate table --format`` prints it: ``rich``, ``md``, ``latex`` or ``csv``."""
+        from ablate.report.formats import render
+
+        return render(self.table, fmt)
+
+    def to_pandas(self) -> Any:
+        """One row per table row (``group``, ``name``, the varied keys, per metric ``.mean``/``.std``/``.n``
+        and the base comparison's ``.p``, ``.delta``, ...; unfinished trials last): the CSV format as a DataFrame."""
+        import pandas as pd
+
+        return pd.read_csv(io.StringIO(self.render("csv")), keep_default_na=False, na_values=[""])
+
+    @property
+    def df(self) -> Any:
+        """:meth:`to_pandas`."""
+        return self.to_pandas()
+
+    def __rich__(self) -> Any:
+        from ablate.report.formats import to_rich
+
+        return to_rich(self.table)
+
+    def _repr_html_(self) -> str:
+        from rich.console import Console
+
+        console = Console(record=True, file=io.StringIO(), width=200)
+        console.print(self.__rich__())
+        return console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
+
+    def _repr_markdown_(self) -> str:
+        return self.render("md")
+
+    def __str__(self) -> str:
+        return self.render("md")
+
+    def __repr__(self) -> str:
+        return (
+            f"TableResult({self.table.title!r}: {len(self.table.rows)} rows, {len(self.table.unfinished)} unfinished)"
+        )
+
+
+def table(
+    source: Source,
+    *,
+    alpha: float = 0.05,
+    test: Optional[str] = None,
+    samples: int = 0,
+    significance: bool = True,
+    by_length: bool = False,
+    metric: str = "bleu",
+) -> TableResult:
+    """The table ``ablate table SOURCE`` prints, as an object (see :class:`TableResult`).
+
+    Args:
+        source: a sweep folder, a results folder, ``wandb:<entity>/<project>/<group>``, or a ``SweepRun``.
+        alpha: significance level of the marks.
+        test: the significance test (default: ``ablate table``'s).
+        samples: resamples of a resampling test (0: its default).
+        significance: run the planned comparisons.
+        by_length: add BLEU per source-length bucket as columns.
+        metric: the tested metric (``ablate table --metric``: bleu, chrf, chrf++, ter, ...).
+    """
+    from ablate.report.api import sweep_and_table
+    from ablate.report.significance import DEFAULT_TEST
+
+    sweep, laid_out = sweep_and_table(
+        _source(source), alpha, test or DEFAULT_TEST, samples, significance, by_length=by_length, metric=metric
+    )
+    return TableResult(sweep, laid_out)
+
+
+def plot(source: Source, *, alpha: float = 0.05, significance: bool = True, metric: str = "bleu") -> Any:
+    """Test BLEU (or ``metric``) per row with the table's significance marks: a ``matplotlib.figure.Figure``.
+
+    ``ablate plot SOURCE --out DIR`` (:func:`ablate.report.api.make_plots`) writes every figure.
+
+    Raises:
+        ReportError: no row of the sweep has test BLEU yet.
+    """
+    from ablate.report.api import load, significance as compare
+    from ablate.report.plots import bleu_bars_figure
+    from ablate.report.records import ReportError
+
+    where = _source(source)
+    sweep = load(where, metric=metric)
+    figure = bleu_bars_figure(sweep, compare(sweep, significance, metric=metric), alpha, metric)
+    if figure is None:
+        raise ReportError(f"no row of {where} has a test {metric} yet; plot it once a trial has finished")
+    return figure

@@ -1,0 +1,363 @@
+"""A trained run as one TorchScript file that ``torch.jit.load`` runs without ablate (``ablate export-model``).
+
+The model's own ``encode`` and ``decode`` are traced (``torch.jit.trace``), not rewritten: what
+the file computes is the graph of the module that training tested. Three traced parts:
+
+* ``encoder``: ``src (B, S) -> enc``, the leaves of ``model.encode(src)`` as a list of tensors;
+* ``first``: the first decoder call, ``(BOS (B, 1), enc) -> (logits (B, V), state)``;
+* ``step``: every later call, ``(last token (B, 1), enc, state) -> (logits (B, V), state)``, the
+  incremental state passed in and returned as :func:`ablate.model.decoding.greedy` passes it.
+
+``enc`` and ``state`` are flattened into lists of tensors (:func:`_flatten`); an ``int`` leaf (the
+Transformer's number of decoded positions) travels as the width of an empty ``(0, n)`` tensor, so
+the traced graph reads it as a size and stays right at every step instead of keeping the step it
+was traced at. A scripted loop (:class:`GreedyTranslator`) around the three is greedy decoding step
+for step as :func:`ablate.model.decoding.greedy`: the same length limit, the same forbidden tokens,
+the same arg-max. Its ``translate(ids)`` also prepares sources as ``ablate translate`` does
+(clipped to ``data.max_len``, EOS appended, right-padded).
+
+Tracing keeps one path through Python branches; every branch of the registered variants depends
+only on the config and on whether a state exists, which the three parts fix. :func:`export` checks
+that on a batch of other shapes than the traced one, against :func:`~ablate.model.decoding.greedy`,
+and refuses to write a file that disagrees.
+
+The file carries, as ``torch.jit.save`` extra files, the source and target tokenizers' JSON
+(``tokenizers.Tokenizer.from_str``), the run's ``config.yaml`` and ``export.json`` (special ids,
+decoding limits, where the model came from).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, List, Optional, cast
+
+import torch
+import yaml
+from torch import Tensor, nn
+
+from ablate.config import to_dict
+from ablate.errors import AblateError, did_you_mean
+from ablate.inference.translate import LoadedRun
+from ablate.model.decoding import greedy
+
+FORMATS = ("torchscript",)
+"""What ``ablate export-model --format`` writes."""
+
+NOT_SUPPORTED = {
+    "onnx": "ONNX export is not supported: an ONNX graph has no place for ablate's greedy loop (it stops each "
+    "sentence at EOS and grows per-layer caches every step), which would be rewritten outside ablate; "
+    "use --format torchscript",
+    "ctranslate2": "CTranslate2 export is not supported: CTranslate2 only knows its own Transformer layout, "
+    "not ablate's attention scores and position variants; use --format torchscript",
+}
+"""Formats users ask for that ablate does not write, and why."""
+
+FILES = ("source_tokenizer.json", "target_tokenizer.json", "config.yaml", "export.json")
+"""The extra files of an exported model (``torch.jit.load(path, _extra_files=dict.fromkeys(FILES, ""))``)."""
+
+VERSION = 1
+"""Of ``export.json`` and the methods of the exported module."""
+
+
+class ExportError(AblateError):
+    """A model or format that cannot be exported; the message names the part and what to do."""
+
+
+def check_format(name: str) -> str:
+    """``name`` when ablate writes that format.
+
+    Raises:
+        ExportError: a format named in :data:`NOT_SUPPORTED` (why), or an unknown one (the closest).
+    """
+    if name in FORMATS:
+        return name
+    if name.lower() in NOT_SUPPORTED:
+        raise ExportError(NOT_SUPPORTED[name.lower()])
+    raise ExportError(
+        f"--format {name!r} is unknown{did_you_mean(name, [*FORMATS, *NOT_SUPPORTED], cutoff=0.5)} "
+        f"(ablate writes: {', '.join(FORMATS)})"
+    )
+
+
+# --- enc / state as flat lists of tensors -----------------------------------------------------
+
+
+def _flatten(tree: Any, leaves: list[Tensor], where: str) -> Any:
+    """Append the leaves of ``tree`` to ``leaves``; returns the spec :func:`_unflatten` rebuilds it from.
+
+    Tensors stay tensors; an ``int`` ``n`` becomes an empty ``(0, n)`` tensor whose width traces as a size.
+    """
+    if isinstance(tree, Tensor) and tree.dim() > 0:  # every tensor of enc and state has the batch in dim 0
+        leaves.append(tree)
+        return "tensor"
+    if isinstance(tree, Tensor) or (isinstance(tree, int) and not isinstance(tree, bool)):
+        leaves.append(torch.zeros([0, cast(int, tree)]))  # a 0-dim tensor is what an int size is while tracing
+        return "int"
+    if isinstance(tree, dict):
+        return {key: _flatten(value, leaves, f"{where}[{key!r}]") for key, value in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return [type(tree).__name__] + [_flatten(value, leaves, f"{where}[{i}]") for i, value in enumerate(tree)]
+    raise ExportError(f"cannot export {where}: a {type(tree).__name__} where the export needs tensors or ints")
+
+
+def _unflatten(spec: Any, leaves: list[Tensor], at: int = 0) -> tuple[Any, int]:
+    """The tree of ``spec`` from ``leaves[at:]``, and the index after the last leaf it used."""
+    if spec == "tensor":
+        return leaves[at], at + 1
+    if spec == "int":
+        return leaves[at].size(1), at + 1
+    if isinstance(spec, dict):
+        out = {}
+        for key, sub in spec.items():
+            out[key], at = _unflatten(sub, leaves, at)
+        return out, at
+    items = []
+    for sub in spec[1:]:
+        item, at = _unflatten(sub, leaves, at)
+        items.append(item)
+    return (tuple(items) if spec[0] == "tuple" else items), at
+
+
+class _Encode(nn.Module):
+    """``src -> leaves of model.encode(src)`` (what is traced)."""
+
+    model: Any  # a Seq2Seq (ablate.model.decoding)
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        self.spec: Any = None
+
+    def forward(self, src: Tensor) -> list[Tensor]:
+        leaves: list[Tensor] = []
+        self.spec = _flatten(self.model.encode(src), leaves, "the encoder's output")
+        return leaves
+
+
+class _Decode(nn.Module):
+    """One decoder call on flat ``enc`` (and ``state``, none for the first): ``(logits (B, V) of the last position, state leaves)``."""
+
+    model: Any  # a Seq2Seq (ablate.model.decoding)
+
+    def __init__(self, model: nn.Module, enc_spec: Any, state_spec: Any = None):
+        super().__init__()
+        self.model, self.enc_spec, self.state_spec = model, enc_spec, state_spec
+        self.out_spec: Any = None
+
+    def forward(
+        self, tokens: Tensor, enc: list[Tensor], state: Optional[list[Tensor]] = None
+    ) -> tuple[Tensor, list[Tensor]]:
+        tree = _unflatten(self.enc_spec, enc)[0]
+        prior = None if state is None else _unflatten(self.state_spec, state)[0]
+        logits, new = self.model.decode(tokens, tree, prior)
+        leaves: list[Tensor] = []
+        self.out_spec = _flatten(new, leaves, "the decoder's state")
+        return logits[:, -1], leaves
+
+
+class GreedyTranslator(nn.Module):
+    """Greedy decoding around traced parts, scripted: :func:`ablate.model.decoding.greedy` step for step.
+
+    Args:
+        encoder, first, step: The traced parts (see the module docstring).
+        pad_id, bos_id, eos_id: Special ids (target side; the same on both sides).
+        max_len: ``data.max_len``: sources are clipped to it, as the test sets were.
+        max_len_a, max_len_b: Output length limit ``a * source_length + b`` (``eval.*``).
+    """
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        first: nn.Module,
+        step: nn.Module,
+        pad_id: int,
+        bos_id: int,
+        eos_id: int,
+        max_len: int,
+        max_len_a: float,
+        max_len_b: int,
+    ):
+        super().__init__()
+        self.encoder, self.first, self.step = encoder, first, step
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+        self.max_len, self.max_len_a, self.max_len_b = max_len, max_len_a, max_len_b
+
+    def forward(self, src: Tensor) -> Tensor:
+        """(B, S) right-padded source ids, each row ending in EOS -> (B, T) ids, padded after EOS."""
+        B = src.size(0)
+        src_len = src.ne(self.pad_id).sum(1).float()
+        limit = (self.max_len_a * src_len + self.max_len_b).floor().long().clamp(min=0)
+        tokens = torch.full([B, 1], self.bos_id, dtype=src.dtype, device=src.device)
+        if B == 0:
+            return tokens[:, 1:]
+        enc = self.encoder(src)
+        done = limit.eq(0)
+        state: List[Tensor] = []
+        for i in range(int(limit.max().item())):
+            if bool(done.all()):
+                break
+            if i == 0:
+                logits, state = self.first(tokens, enc)
+            else:
+                logits, state = self.step(tokens[:, -1:], enc, state)
+            lprobs = torch.log_softmax(logits.float(), dim=-1)
+            lprobs[:, self.pad_id] = float("-inf")
+            if self.bos_id != self.pad_id:
+                lprobs[:, self.bos_id] = float("-inf")
+            nxt = lprobs.argmax(-1).masked_fill(done, self.pad_id)
+            tokens = torch.cat((tokens, nxt.unsqueeze(1)), dim=1)
+            done = done | nxt.eq(self.eos_id) | limit.le(i + 1)
+        return tokens[:, 1:]
+
+    @torch.jit.export
+    def translate(self, sources: List[List[int]]) -> List[List[int]]:
+        """Target ids (no BOS/EOS) of source subword ids (no specials), in one batch, in order."""
+        if len(sources) == 0:
+            return []
+        clipped = [s[: self.max_len] for s in sources]
+        width = 1
+        for s in clipped:
+            width = max(width, len(s) + 1)
+        src = torch.full([len(clipped), width], self.pad_id, dtype=torch.long)
+        for i, s in enumerate(clipped):
+            if len(s) > 0:
+                src[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+            src[i, len(s)] = self.eos_id
+        rows: List[List[int]] = self.forward(src).tolist()
+        out: List[List[int]] = []
+        for row in rows:
+            ids: List[int] = []
+            for tok in row:
+                if tok == self.eos_id or tok == self.pad_id:
+                    break
+                ids.append(tok)
+            out.append(ids)
+        return out
+
+
+def _example(vocab: int, lengths: list[int], pad: int, eos: int, seed: int) -> Tensor:
+    """(B, max + 1) right-padded sources of ``lengths`` ordinary ids, each ending in EOS."""
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.full((len(lengths), max(lengths) + 1), pad, dtype=torch.long)
+    for i, n in enumerate(lengths):
+        src[i, :n] = torch.randint(4, max(vocab, 5), (n,), generator=gen)
+        src[i, n] = eos
+    return src
+
+
+def _trace(part: str, what: str, module: nn.Module, inputs: tuple) -> Any:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # TracerWarnings, and torch.jit's deprecation notice
+            return torch.jit.trace(module, inputs, check_trace=False, strict=False)
+    except ExportError:
+        raise
+    except Exception as err:  # noqa: BLE001 - any failure inside tracing is reported as the part that failed
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+        raise ExportError(f"cannot trace {part} of {what} for TorchScript ({reason})") from None
+
+
+def describe(run: LoadedRun) -> str:
+    """The model variant in words that name the config keys a user would change."""
+    m = run.cfg.model
+    att = m.attention
+    parts = [f"model.arch={m.arch}", f"model.attention.score={att.score}"]
+    if att.cross_score:
+        parts.append(f"model.attention.cross_score={att.cross_score}")
+    if m.arch == "transformer":
+        parts.append(f"model.positions={m.positions}")
+    return ", ".join(parts)
+
+
+def script(run: LoadedRun) -> torch.jit.ScriptModule:
+    """The run's model and greedy decoding as one scripted module, checked against ablate's greedy decoding.
+
+    Raises:
+        ExportError: a part cannot be traced or scripted (naming it), or the result disagrees with
+            :func:`ablate.model.decoding.greedy`.
+    """
+    model, tok, cfg = run.module.model, run.tokenizer, run.cfg
+    model = model.cpu().eval()
+    what = describe(run)
+    pad, bos, eos = tok.pad_id, tok.bos_id, tok.eos_id
+    a, b = cfg.eval.max_len_a, cfg.eval.max_len_b
+    src = _example(tok.src_vocab_size, [5, 3], pad, eos, seed=0)
+    with torch.no_grad():
+        encode = _Encode(model)
+        enc = encode(src)
+        encoder = _trace("the encoder", what, encode, (src,))
+        tokens = torch.full((src.size(0), 1), bos, dtype=torch.long)
+        first_call = _Decode(model, encode.spec)
+        _, state = first_call(tokens, enc)
+        first = _trace("the first decoder step", what, first_call, (tokens, enc))
+        step_call = _Decode(model, encode.spec, first_call.out_spec)
+        _, state = step_call(tokens, enc, state)  # a state of two positions: a cache longer than one
+        step = _trace("the decoder step", what, step_call, (tokens, enc, state))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                scripted = torch.jit.script(
+                    GreedyTranslator(encoder, first, step, pad, bos, eos, cfg.data.max_len, a, b)
+                )
+        except Exception as err:  # noqa: BLE001 - reported as the part that failed
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
+            raise ExportError(f"cannot script the greedy decoding loop around {what} ({reason})") from None
+        check = _example(tok.src_vocab_size, [2, 9, 6, 1], pad, eos, seed=1)  # other batch size and lengths
+        ours = greedy(model, check, bos, eos, a, b)
+        theirs = [[t for t in row if t != pad] for row in scripted(check).tolist()]
+        theirs = [row[: row.index(eos)] if eos in row else row for row in theirs]
+        if ours != theirs:
+            raise ExportError(
+                f"the traced model of {what} decodes differently from ablate's greedy decoding, so it is not "
+                f"exported; translate with `ablate translate --beam 1` instead"
+            )
+    return scripted
+
+
+def extra_files(run: LoadedRun) -> dict[str, str]:
+    """The :data:`FILES` of ``run``'s export: tokenizers, config, and ``export.json``."""
+    source, target = run.tokenizer.to_json()
+    tok, cfg = run.tokenizer, run.cfg
+    meta = {
+        "version": VERSION,
+        "format": "torchscript",
+        "decoding": "greedy",
+        "pad_id": tok.pad_id,
+        "bos_id": tok.bos_id,
+        "eos_id": tok.eos_id,
+        "max_len": cfg.data.max_len,
+        "max_len_a": cfg.eval.max_len_a,
+        "max_len_b": cfg.eval.max_len_b,
+        "checkpoint": run.checkpoint.name,
+        "model": describe(run),
+        "torch": torch.__version__,
+    }
+    return {
+        "source_tokenizer.json": source,
+        "target_tokenizer.json": target,
+        "config.yaml": yaml.safe_dump(to_dict(cfg), sort_keys=False),
+        "export.json": json.dumps(meta, indent=2),
+    }
+
+
+def export(run: LoadedRun, out: Path) -> Path:
+    """Write ``run`` as a TorchScript file at ``out`` (atomically: a failed export leaves no file)."""
+    scripted = script(run)
+    files = {name: text.encode("utf-8") for name, text in extra_files(run).items()}
+    tmp = None
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+        os.close(fd)
+        torch.jit.save(scripted, tmp, _extra_files=files)
+        os.replace(tmp, out)
+    except OSError as err:
+        raise ExportError(f"cannot write {out}: {err.strerror or err}; choose another --out") from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    return out

@@ -1,0 +1,161 @@
+"""One way to add a component: ``@ablate.register(kind, name)``, for ablate's own and a user's.
+
+Each kind is one registry dict, held by the module that implements the family (``SCORES`` in
+``ablate/model/scores.py``, ...) and filled by this decorator, so the config's choices, ``--help``,
+did-you-mean, ``ablate bench`` and the parametrised registry tests see a plugin's component exactly
+as a shipped one::
+
+    import ablate
+    from ablate.model.scores import Score
+
+    @ablate.register("score", "cosine")
+    class CosineScore(Score):
+        def __init__(self, d_k, heads, cfg, *, temperature: float = 10.0): ...
+
+A component's hyperparameters are its typed keyword-only constructor (or function) parameters;
+``model.attention.params.temperature=5`` (``model.positions_params.*`` for positions) reaches it
+as a keyword, checked by :func:`check_params` when the config is validated.
+
+This module imports no torch: the families' modules are imported by name when first needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import typing
+from typing import Any, Callable, TypeVar
+
+from ablate.errors import AblateError, did_you_mean
+from ablate.utils.typed import ConfigError, coerce
+
+KINDS: dict[str, tuple[str, str]] = {
+    "score": ("ablate.model.scores", "SCORES"),
+    "positions": ("ablate.model.positions", "POSITIONS"),
+    "arch": ("ablate.model.build", "ARCHS"),
+    "schedule": ("ablate.training.schedule", "DECAYS"),
+    "length_penalty": ("ablate.model.decoding", "LENGTH_PENALTIES"),
+    "source": ("ablate.data.sources", "SOURCES"),
+    "metric": ("ablate.metrics.registry", "METRIC_SCORERS"),
+}
+"""Kind -> (module, name) of its registry dict; the module holds the shipped components."""
+
+RESERVED: dict[str, tuple[str, ...]] = {"score": ("none",), "schedule": ("inverse_sqrt",)}
+"""Names a kind handles outside its registry (``score=none``: the RNN without attention)."""
+
+_TABLES: dict[str, dict[str, Any]] = {kind: {} for kind in KINDS}
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+T = TypeVar("T")
+
+
+class RegistryError(AblateError):
+    """A registration that cannot be: an unknown kind, a bad or taken name."""
+
+
+def table(kind: str) -> dict[str, Any]:
+    """The registry dict of ``kind``, for the module that holds it (``SCORES = table("score")``)."""
+    return _TABLES[_check_kind(kind)]
+
+
+def _check_kind(kind: str) -> str:
+    if kind not in KINDS:
+        raise RegistryError(
+            f"unknown component kind '{kind}'{did_you_mean(kind, list(KINDS))} (kinds: {', '.join(KINDS)})"
+        )
+    return kind
+
+
+def register(kind: str, name: str) -> Callable[[T], T]:
+    """Class or function decorator: ``obj`` becomes the ``kind`` component called ``name``.
+
+    Args:
+        kind: one of :data:`KINDS` (score, positions, arch, schedule, length_penalty, source, metric).
+        name: what the config selects it by (``model.attention.score=<name>``).
+
+    Raises:
+        RegistryError: an unknown kind, a malformed name, or a name another component holds.
+    """
+    _check_kind(kind)
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise RegistryError(f"{kind} name {name!r} is not valid; use letters, digits, '_', '-', '.' (e.g. 'cosine')")
+    if name in RESERVED.get(kind, ()):
+        raise RegistryError(f"{kind} name '{name}' is reserved by ablate; pick another name")
+
+    def decorate(obj: T) -> T:
+        importlib.import_module(KINDS[kind][0])  # the shipped components first, so a clash is seen
+        entries = _TABLES[kind]
+        old = entries.get(name)
+        if old is not None and old is not obj and _where(old) != _where(obj):
+            raise RegistryError(
+                f"{kind} '{name}' is already registered by {_where(old)}; register {_where(obj)} under another name"
+            )
+        entries[name] = obj
+        return obj
+
+    return decorate
+
+
+def _where(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+
+
+def lookup(kind: str, name: str) -> Any:
+    """The registered ``kind`` component ``name`` (its family's module imported first), or None."""
+    importlib.import_module(KINDS[_check_kind(kind)][0])
+    return _TABLES[kind].get(name)
+
+
+def declared_params(obj: Any) -> dict[str, tuple[Any, Any]]:
+    """A component's hyperparameters: keyword-only parameter -> ``(annotation, default)``.
+
+    ``inspect.Parameter.empty`` marks a parameter without a default (it must be set) and one
+    without an annotation (any value).
+    """
+    target = obj.__init__ if inspect.isclass(obj) else obj
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):
+        return {}
+    try:
+        hints = typing.get_type_hints(target)
+    except Exception:  # noqa: BLE001 - an unresolvable annotation: accept any value
+        hints = {}
+    return {
+        name: (hints.get(name, p.annotation), p.default)
+        for name, p in signature.parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+
+
+def check_params(kind: str, name: str, params: dict[str, Any], key: str) -> dict[str, Any]:
+    """``params`` checked against what component ``name`` declares, values converted to their types.
+
+    Args:
+        key: the config key that holds ``params`` (``model.attention.params``), for the messages.
+
+    Raises:
+        ConfigError: a parameter the component does not declare (did-you-mean), a value of the
+            wrong type, or a required parameter left out.
+    """
+    obj = lookup(kind, name)
+    if obj is None:
+        return dict(params)
+    declared = declared_params(obj)
+    out: dict[str, Any] = {}
+    for param, value in params.items():
+        if param not in declared:
+            if not declared:
+                raise ConfigError(f"{key}.{param}: {kind} '{name}' takes no parameters; remove {key}.{param}")
+            raise ConfigError(
+                f"{key}.{param} is not a parameter of {kind} '{name}'{did_you_mean(param, list(declared))} "
+                f"(parameters: {', '.join(declared)})"
+            )
+        tp = declared[param][0]
+        out[param] = value if tp is inspect.Parameter.empty or tp is Any else coerce(f"{key}.{param}", value, tp)
+    missing = [p for p, (_, default) in declared.items() if default is inspect.Parameter.empty and p not in out]
+    if missing:
+        raise ConfigError(f"{kind} '{name}' needs {', '.join(f'{key}.{p}' for p in missing)}; set it")
+    return out

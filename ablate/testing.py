@@ -1,0 +1,116 @@
+"""The registry tests, for one component: what a plugin author runs on their score or positions.
+
+ablate's own tests parametrise over every registered score and position scheme
+(``tests/model/test_attention.py``, ``test_scores.py``, ``test_positions.py``); these functions run
+the same invariants on one registered name, so a plugin's test file is two lines::
+
+    import ablate.testing
+
+    def test_cosine():
+        ablate.testing.check_score("cosine", temperature=5.0)
+
+Each raises ``AssertionError`` naming the invariant that failed. torch is needed (it is a model test).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ablate.config import AttentionConfig
+from ablate.model.attention import MultiHeadAttention
+from ablate.model.positions import POSITIONS, build_positions
+from ablate.model.scores import SCORES, build_score
+
+D, HEADS = 16, 4
+DK = D // HEADS
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
+    try:
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    except AssertionError as err:
+        raise AssertionError(f"{what}: {str(err).splitlines()[0]}") from None
+
+
+def _x(t: int = 5, seed: int = 0) -> torch.Tensor:
+    return torch.randn(2, t, D, generator=torch.Generator().manual_seed(seed))
+
+
+def _pad_mask(t: int = 5) -> torch.Tensor:
+    mask = torch.zeros(2, t, dtype=torch.bool)
+    mask[1, -2:] = True
+    return mask
+
+
+def check_score(name: str, **params: Any) -> None:
+    """Score ``name`` (built with ``params``) keeps the contract of :class:`ablate.model.scores.Score`.
+
+    Checks: (B, H, Tq, Tk) finite scores; ``prepare_keys`` is per position (caches may append);
+    ``as_dot``, where given, gives the same softmax; inside :class:`MultiHeadAttention` the fused path
+    equals the slow one, masks block the future and padding, and incremental self-attention equals
+    full self-attention, for every registered position scheme.
+    """
+    assert name in SCORES, f"score '{name}' is not registered (registered: {', '.join(SCORES)})"
+    cfg = AttentionConfig(score=name, params=params)
+    torch.manual_seed(0)
+    score = build_score(name, DK, HEADS, cfg)
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, HEADS, 5, DK, generator=g), torch.randn(2, HEADS, 7, DK, generator=g)
+    keys = score.prepare_keys(k)
+    out = score(q, keys)
+    assert out.shape == (2, HEADS, 5, 7), f"score '{name}' returned {tuple(out.shape)}, not (B, H, Tq, Tk)"
+    assert torch.isfinite(out).all(), f"score '{name}' returned non-finite scores"
+    _close(keys[:, :, :3], score.prepare_keys(k[:, :, :3]), f"score '{name}': prepare_keys is not per position")
+    form = score.as_dot(q, keys)
+    if form is not None:
+        q2, k2, bias = form
+        via_dot = q2 @ k2.transpose(-1, -2) + (0 if bias is None else bias)
+        _close(via_dot.softmax(-1), out.softmax(-1), f"score '{name}': as_dot gives another softmax")
+    for positions in POSITIONS:
+        _check_attention(build_score(name, DK, HEADS, cfg), build_positions(positions, D, DK, HEADS, 32), name)
+
+
+def check_positions(name: str, **params: Any) -> None:
+    """Position scheme ``name`` (built with ``params``) keeps the contract of :class:`~ablate.model.positions.Positions`.
+
+    Checks: each hook applied to a slice at its offset equals that slice of the full result, and
+    inside :class:`MultiHeadAttention` (dot product) masks hold and incremental equals full.
+    """
+    assert name in POSITIONS, f"positions '{name}' is not registered (registered: {', '.join(POSITIONS)})"
+    torch.manual_seed(0)
+    pos = build_positions(name, D, DK, HEADS, 32, params)
+    x, heads = torch.randn(2, 9, D), torch.randn(2, HEADS, 9, DK)
+    _close(pos.embed(x, 0)[:, 4:7], pos.embed(x[:, 4:7], 4), f"positions '{name}': embed at an offset")
+    _close(pos.rotate(heads, 0)[:, :, 4:7], pos.rotate(heads[:, :, 4:7], 4), f"positions '{name}': rotate at an offset")
+    full, part = pos.bias(9, 9, 0), pos.bias(3, 9, 4)
+    if full is None or part is None:
+        assert full is None and part is None, f"positions '{name}': bias is None for some sequences only"
+    else:
+        assert full.shape == (HEADS, 9, 9), f"positions '{name}': bias has shape {tuple(full.shape)}, not (H, Tq, Tk)"
+        _close(full[:, 4:7], part, f"positions '{name}': bias at an offset")
+    _check_attention(build_score("dot", DK, HEADS, AttentionConfig()), pos, f"dot with positions '{name}'")
+
+
+def _check_attention(score: Any, pos: Any, what: str) -> None:
+    att = MultiHeadAttention(D, HEADS, score, scale="auto").eval()
+    x, pad = _x(), _pad_mask()
+    with torch.no_grad():
+        for causal, mask in ((True, None), (False, pad)):
+            fast, _, _ = att.self_attend(x, key_padding_mask=mask, causal=causal, positions=pos)
+            slow, _, w = att.self_attend(x, key_padding_mask=mask, causal=causal, positions=pos, need_weights=True)
+            assert w is not None, f"{what}: need_weights=True returned no weights"
+            _close(fast, slow, f"{what}: the fused path differs from the slow path")
+            _close(w.sum(-1), torch.ones(2, HEADS, 5), f"{what}: attention weights do not sum to 1")
+        _, _, w = att.self_attend(x, causal=True, positions=pos, need_weights=True)
+        assert w is not None and torch.all(w.triu(1) == 0), f"{what}: a query attends to later positions"
+        _, _, w = att.self_attend(x, key_padding_mask=pad, positions=pos, need_weights=True)
+        assert w is not None and torch.all(w[1, :, :, -2:] == 0), f"{what}: a query attends to padding"
+        x = _x(t=6)
+        full, _, _ = att.self_attend(x, causal=True, positions=pos)
+        out, cache = [], None
+        for chunk in (x[:, :1], x[:, 1:2], x[:, 2:5], x[:, 5:]):
+            y, cache, _ = att.self_attend(chunk, cache, causal=True, positions=pos)
+            out.append(y)
+        _close(torch.cat(out, 1), full, f"{what}: incremental self-attention differs from full")

@@ -1,0 +1,284 @@
+"""Plugins: a user's own components, imported before a config is validated.
+
+The config key ``plugins`` lists modules (``my_lab.scores``) or ``.py`` files (``cosine.py``, relative
+to the config file's folder); installed packages can also declare an entry point in the group
+``ablate.plugins``, loaded in every process. Importing a plugin runs its ``@ablate.register(kind,
+name)`` decorators, so its components are in the registries when the config is checked: the idea
+of fairseq's ``--user-dir`` and timm's ``register_model``.
+
+:func:`load` is called by :func:`ablate.config.from_flat`, the one function every config goes through
+(``ablate train``, sweep trials in their fresh processes, ``translate``, ``evaluate``, loading a
+checkpoint), and returns what each plugin was: its *record* (kind, name, file, sha256 of the file,
+the package version of an entry point), which the resolved config keeps, so a run says which code
+it used and a checkpoint whose plugin is missing says what to install.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from ablate.errors import AblateError
+
+GROUP = "ablate.plugins"
+"""The entry-point group an installed package declares its plugin module in."""
+
+_LOADED: dict[str, dict[str, Any]] = {}
+"""Plugin key (file path or module name) -> its record, once imported in this process."""
+_ENTRY_POINTS: Optional[list[dict[str, Any]]] = None
+"""Records of the installed entry points, once loaded (they are loaded once per process)."""
+
+
+class PluginError(AblateError):
+    """A plugin that cannot be found or imported; the message names it and says what to do."""
+
+
+def is_file(entry: str) -> bool:
+    """A plugin entry names a ``.py`` file (else a module): it ends in ``.py`` or holds a ``/``."""
+    return entry.endswith(".py") or "/" in entry
+
+
+def absolute(entries: Any, base: Path) -> list[Any]:
+    """``entries`` with each relative file path made absolute against ``base`` (a config file's folder)."""
+    out = []
+    for entry in as_list(entries):
+        if isinstance(entry, str) and is_file(entry) and not Path(entry).expanduser().is_absolute():
+            entry = str((base / entry).resolve())
+        elif isinstance(entry, dict) and entry.get("path") and not Path(entry["path"]).is_absolute():
+            entry = {**entry, "path": str((base / entry["path"]).resolve())}
+        out.append(entry)
+    return out
+
+
+def as_list(entries: Any) -> list[Any]:
+    """A ``plugins`` value as a list: one name, a list of names and records, or nothing."""
+    if entries is None or entries == "":
+        return []
+    if isinstance(entries, (str, dict)):
+        return [entries]
+    if isinstance(entries, (list, tuple)):
+        return list(entries)
+    raise PluginError(f"plugins={entries!r} is not valid; list module names or .py files, e.g. plugins=[cosine.py]")
+
+
+def sha256(path: Path) -> str:
+    """Hex digest of the file's bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load(entries: Any, base: Optional[Path] = None) -> list[dict[str, Any]]:
+    """Import every plugin of ``entries`` and the installed entry points; their records, in order.
+
+    Args:
+        entries: the ``plugins`` value: module names, ``.py`` paths, or records of a resolved config.
+        base: the folder relative file paths are read against (default: the working directory).
+
+    Raises:
+        PluginError: a plugin is missing or fails to import (one line naming it and its error).
+    """
+    records: list[dict[str, Any]] = []
+    for entry in absolute(entries, base or Path.cwd()):
+        record = _load_entry(entry)
+        if record not in records:
+            records.append(record)
+    for record in entry_points():
+        if not any(r.get("entry_point") == record["entry_point"] for r in records):
+            records.append(record)
+    return records
+
+
+def _load_entry(entry: Any) -> dict[str, Any]:
+    if isinstance(entry, dict):
+        return _load_record(entry)
+    if not isinstance(entry, str) or not entry.strip():
+        raise PluginError(f"plugin {entry!r} is neither a module name nor a .py file; e.g. plugins=[cosine.py]")
+    entry = entry.strip()
+    if is_file(entry):
+        return load_file(Path(entry).expanduser())
+    return load_module(entry)
+
+
+def _load_record(record: dict[str, Any]) -> dict[str, Any]:
+    """Import what a resolved config's record names; a missing plugin says what to install."""
+    kind, name = record.get("kind"), record.get("name", "?")
+    if kind == "entry_point":
+        found = next((r for r in entry_points() if r["entry_point"] == record.get("entry_point")), None)
+        if found is None:
+            package = f"{record.get('package')}=={record.get('version')}" if record.get("package") else name
+            raise PluginError(
+                f"plugin '{record.get('entry_point')}' (entry point {name} of package {package}) is not installed; "
+                f"install it (pip install {package})"
+            )
+        return found
+    if kind == "file":
+        path = Path(str(record.get("path")))
+        if not path.is_file():
+            moved = _same_code(record)  # e.g. a resumed run whose new config names the file's new place
+            if moved is not None:
+                return moved
+            raise PluginError(
+                f"plugin '{name}' is missing: {path} (sha256 {str(record.get('sha256'))[:16]}...) is not there; "
+                f"copy that file back, or change that path in the config that records it"
+            )
+        loaded = load_file(path)
+    elif kind == "module":
+        try:
+            loaded = load_module(str(name))
+        except PluginError:
+            if importlib.util.find_spec(str(name).partition(".")[0]) is not None:
+                raise
+            package = f"{record['package']}=={record['version']}" if record.get("package") else None
+            how = f"pip install {package}" if package else "install it or put it on PYTHONPATH"
+            raise PluginError(
+                f"plugin module '{name}' is not installed (the run used {record.get('path')}, "
+                f"sha256 {str(record.get('sha256'))[:16]}...); {how}"
+            ) from None
+    else:
+        raise PluginError(f"plugin record {record!r} names no kind (file, module or entry_point)")
+    if record.get("sha256") and loaded.get("sha256") and record["sha256"] != loaded["sha256"]:
+        warnings.warn(
+            f"plugin '{name}' changed since it was recorded: {loaded['path']} has sha256 "
+            f"{loaded['sha256'][:16]}..., the run recorded {record['sha256'][:16]}...",
+            stacklevel=2,
+        )
+    return loaded
+
+
+def _same_code(record: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """A plugin file already imported in this process with ``record``'s name and sha256, if any."""
+    for loaded in _LOADED.values():
+        if loaded["kind"] == "file" and (loaded["name"], loaded["sha256"]) == (
+            record.get("name"),
+            record.get("sha256"),
+        ):
+            return loaded
+    return None
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    """Import a ``.py`` file as the module named by its stem (once per process); its record."""
+    path = path.resolve()
+    key = str(path)
+    if key in _LOADED:
+        return _LOADED[key]
+    if not path.is_file():
+        raise PluginError(f"plugin file {path} does not exist; fix the path in plugins (relative to the config file)")
+    name = path.stem
+    taken = sys.modules.get(name)
+    if taken is not None and Path(getattr(taken, "__file__", "") or "").resolve() != path:
+        same = _same_code({"name": name, "sha256": sha256(path)})
+        if same is not None:  # a copy of a plugin file this process already runs
+            return same
+        raise PluginError(f"plugin {path}: a module named '{name}' is already imported; rename the file")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise PluginError(f"plugin {path} cannot be imported as a Python module; give it a .py name")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as err:
+        del sys.modules[name]
+        raise _failed(name, err) from None
+    _LOADED[key] = {"kind": "file", "name": name, "path": key, "sha256": sha256(path)}
+    return _LOADED[key]
+
+
+def load_module(name: str) -> dict[str, Any]:
+    """Import a module by its dotted name (once per process); its record (its file and that file's sha256)."""
+    if name in _LOADED:
+        return _LOADED[name]
+    try:
+        module = importlib.import_module(name)
+    except BaseException as err:
+        raise _failed(name, err) from None
+    record = _module_record(name, module)
+    package = _distribution(name)
+    if package is not None:
+        record.update(package=package.metadata["Name"], version=package.version)
+    _LOADED[name] = record
+    return _LOADED[name]
+
+
+def _distribution(module: str) -> Optional[importlib.metadata.Distribution]:
+    """The installed distribution that provides ``module``'s top-level package, if one does."""
+    names = importlib.metadata.packages_distributions().get(module.partition(".")[0]) or []
+    try:
+        return importlib.metadata.distribution(names[0]) if names else None
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _module_record(name: str, module: Any) -> dict[str, Any]:
+    file = getattr(module, "__file__", None)
+    path = Path(file).resolve() if file else None
+    return {
+        "kind": "module",
+        "name": name,
+        "path": str(path) if path else None,
+        "sha256": sha256(path) if path and path.is_file() else None,
+    }
+
+
+def _failed(name: str, err: BaseException) -> PluginError:
+    if isinstance(err, KeyboardInterrupt):
+        raise err
+    if isinstance(err, AblateError):
+        return PluginError(f"plugin '{name}': {err}")
+    if isinstance(err, SyntaxError):
+        return PluginError(f"plugin '{name}' failed to import: SyntaxError at {err.filename}:{err.lineno}: {err.msg}")
+    text = (str(err).strip().splitlines() or [""])[0]
+    return PluginError(
+        f"plugin '{name}' failed to import: {type(err).__name__}: {text}; fix it or drop it from plugins"
+    )
+
+
+def entry_points() -> list[dict[str, Any]]:
+    """Import every installed entry point of the group ``ablate.plugins`` once; their records.
+
+    An entry point names a module (``my_lab.ablate_plugin``), imported, or a function in one
+    (``my_lab.ablate_plugin:setup``), called with no arguments.
+    """
+    global _ENTRY_POINTS
+    if _ENTRY_POINTS is None:
+        records = []
+        for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
+            records.append(_load_entry_point(ep))
+        _ENTRY_POINTS = records
+    return _ENTRY_POINTS
+
+
+def _load_entry_point(ep: importlib.metadata.EntryPoint) -> dict[str, Any]:
+    try:
+        target = ep.load()
+        if ep.attr and callable(target):
+            target()
+    except BaseException as err:
+        raise _failed(f"{ep.name} = {ep.value}", err) from None
+    record = _module_record(ep.module, sys.modules.get(ep.module))
+    dist = ep.dist
+    record.update(
+        kind="entry_point",
+        name=ep.value,
+        entry_point=ep.name,
+        package=dist.metadata["Name"] if dist is not None else None,
+        version=dist.version if dist is not None else None,
+    )
+    return record
+
+
+def describe(records: Iterable[dict[str, Any]]) -> str:
+    """``cosine (/abs/cosine.py, sha256 1a2b3c4d), my_lab 1.2`` for a log line."""
+    parts = []
+    for r in records:
+        what = r.get("path") or r.get("name")
+        version = f" {r['package']} {r['version']}" if r.get("package") else ""
+        digest = f", sha256 {r['sha256'][:8]}" if r.get("sha256") else ""
+        parts.append(f"{r.get('entry_point') or r['name']} ({what}{digest}){version}")
+    return ", ".join(parts)

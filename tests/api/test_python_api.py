@@ -1,0 +1,121 @@
+"""The notebook API (issue 23, item 6): ``ablate.train / sweep / table / plot``, a cheap ``import ablate``,
+and docs/python-api.md run as written."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ablate
+from ablate.config import ConfigError
+from ablate.sweep.spec import SweepError
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "python-api.md"
+
+
+def _fresh(code: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT, check=True
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_import_ablate_and_naming_the_api_load_no_torch():
+    got = _fresh(
+        "import json, sys, ablate\n"
+        "before = sorted(m for m in ('torch', 'pytorch_lightning', 'pandas', 'matplotlib') if m in sys.modules)\n"
+        "names = [ablate.train, ablate.table, ablate.plot, ablate.sweep]\n"
+        "after = sorted(m for m in ('torch', 'pytorch_lightning', 'pandas', 'matplotlib') if m in sys.modules)\n"
+        "print(json.dumps({'before': before, 'after': after, 'callable': [callable(n) for n in names]}))"
+    )
+    assert got == {"before": [], "after": [], "callable": [True, True, True, True]}
+
+
+def test_ablate_sweep_stays_callable_once_its_modules_are_imported():
+    import ablate.sweep.launcher  # binds ablate.sweep to the package: it must still run a sweep
+
+    assert callable(ablate.sweep) and ablate.sweep.launcher.Launcher
+    assert ablate.sweep is sys.modules["ablate.sweep"]
+    with pytest.raises(AttributeError, match="has no attribute 'trian'"):
+        ablate.trian  # noqa: B018 - a typo is an AttributeError, not a silent None
+
+
+def test_train_reads_config_keys_overrides_in_order_and_refuses_unknown_keys(tmp_path, monkeypatch):
+    from ablate import api
+    from ablate.training import train as training
+
+    seen = {}
+
+    def fake_train(cfg, run_dir, overwrite=False, callbacks=None):
+        seen.update(cfg=cfg, run_dir=run_dir)
+        return {"status": "finished", "test/bleu": 12.5, "step": 3, "config": {}, "history": []}
+
+    monkeypatch.setattr(training, "train", fake_train)
+    config = tmp_path / "base.yaml"
+    config.write_text("model: {heads: 2, layers: 3}\nseed: 7\n")
+    result = ablate.train(config, ["model.layers=1"], run_dir=tmp_path / "run", model={"heads": 4, "layers": 2}, seed=3)
+    cfg = seen["cfg"]
+    assert (cfg.model.heads, cfg.model.layers, cfg.seed) == (4, 1, 3)  # defaults < file < keywords < overrides
+    assert result.run_dir == tmp_path / "run" and result.metrics["test/bleu"] == 12.5
+    assert "test/bleu=12.5" in repr(result)
+    with pytest.raises(ConfigError, match="unknown config key 'model.heds'; did you mean 'model.heads'"):
+        api.train(model={"heds": 4})
+
+
+def test_a_sweep_dict_is_written_as_its_sweep_file_and_a_different_one_refused(tmp_path, monkeypatch):
+    from ablate.sweep import launcher
+
+    calls = []
+
+    class FakeLauncher:
+        def __init__(self, spec, opts, progress, executor=None):
+            calls.append((spec, opts))
+
+        def run(self):
+            from ablate.sweep.options import SweepResult
+
+            return SweepResult(state=type("S", (), {"trials": []})(), launched=0, skipped=0, interrupted=False)
+
+    monkeypatch.setattr(launcher, "Launcher", FakeLauncher)
+    sweep = {"name": "mini", "method": "grid", "parameters": {"model.heads": {"values": [1, 2]}}}
+    result = ablate.sweep(sweep, ["train.max_steps=5", "seed=1,2"], out=tmp_path / "mini", quiet=True)
+    spec, opts = calls[0]
+    assert spec.path == tmp_path / "mini" / "sweep.yaml" and spec.path.is_file()
+    assert opts.overrides == ["train.max_steps=5"] and opts.axes == ["seed=1,2"]
+    assert result.out == tmp_path / "mini" and repr(result) == f"SweepRun({str(tmp_path / 'mini')!r}: no trials)"
+    with pytest.raises(SweepError, match="holds another sweep"):
+        ablate.sweep({**sweep, "method": "random"}, out=tmp_path / "mini")
+    with pytest.raises(ConfigError, match="unknown config key 'train.max_stesp'"):
+        ablate.sweep(sweep, ["train.max_stesp=5"], out=tmp_path / "other")
+
+
+def _python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
+
+
+@pytest.mark.slow
+def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    blocks = _python_blocks(PAGE)
+    assert len(blocks) == 2
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, str(PAGE), "exec"), namespace)
+    import matplotlib.figure
+
+    assert namespace["run"].summary["status"] == "finished"
+    df = namespace["df"]
+    assert sorted(df["name"]) == ["heads-1", "heads-2"]
+    (test_bleu,) = [c for c in df.columns if re.fullmatch(r"test_.+/bleu\.mean", c)]
+    assert df[test_bleu].notna().all() and df[test_bleu.replace(".mean", ".n")].tolist() == [1, 1]
+    assert isinstance(namespace["fig"], matplotlib.figure.Figure)
+    assert (tmp_path / "runs" / "notebook-heads.png").stat().st_size > 1000
+    html = namespace["table"]._repr_html_()
+    assert "heads-1" in html and "<pre" in html

@@ -1,0 +1,113 @@
+"""Bad input to ``cli.py`` ends in one ``error:`` line, exit 2, no traceback, and nothing half-written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.cli import assert_one_error_line, run_cli
+from tests.helpers.tiny import tiny
+
+TINY = tiny(
+    "train.max_tokens=512",
+    "train.warmup=4",
+    "eval.beam=1",
+    "tracking.wandb=disabled",
+    "train.val_every=1000",
+    "train.checkpoint_every=5",
+    pairs=200,
+)
+PAIRS = {f"{s}.{lang}": [f"{lang} sentence {i}" for i in range(20)] for s in ("train", "val") for lang in ("en", "de")}
+
+
+def corpus(folder: Path, files: dict[str, list[str]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, lines in files.items():
+        (folder / name).write_text("".join(line + "\n" for line in lines))
+    return folder
+
+
+def bad_config_and_data(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    (tmp / "broken.yaml").write_text("model:\n  heads: 4\n   d_model: [\n")
+    return {
+        "malformed yaml": (["--config", str(tmp / "broken.yaml")], "malformed YAML in"),
+        "unknown key": (["model.head=4"], "did you mean 'model.heads'"),
+        "unknown component": (["model.attention.score=cosine"], "choose from: dot, additive, general, gaussian"),
+        "heads do not divide": (["model.heads=3"], "model.heads=3 does not divide model.d_model=128"),
+        "missing folder": ([f"data.source={tmp / 'nowhere'}"], "nowhere"),
+        "missing split": (
+            [f"data.source={corpus(tmp / 'nosplit', {k: v for k, v in PAIRS.items() if k.startswith('train')})}"],
+            "val",
+        ),
+        "misaligned": ([f"data.source={corpus(tmp / 'mis', {**PAIRS, 'train.de': ['x'] * 19})}"], "20"),
+        "empty corpus": ([f"data.source={corpus(tmp / 'empty', {k: [] for k in PAIRS})}"], "empty"),
+        "hub offline": (["data.source=hf:bentrevett/multi30k"], "a folder of {split}.{lang} files"),
+    }
+
+
+@pytest.mark.slow
+def test_bad_config_or_data_is_one_line_without_traceback(tmp_path):
+    for case, (args, expected) in bad_config_and_data(tmp_path).items():
+        proc = run_cli(
+            "train", "--run-dir", str(tmp_path / "run"), *args, cwd=tmp_path, ABLATE_CACHE=str(tmp_path / "cache")
+        )
+        assert_one_error_line(proc, expected, case)
+
+
+def bad_values_and_files(tmp: Path) -> dict[str, tuple[list[str], str]]:
+    (tmp / "a_file").write_text("x")
+    (tmp / "latin1.yaml").write_bytes(b"seed: 1\nmodel:\n  heads: 4 # \xe9t\xe9\n")
+    garbled, listed = tmp / "garbled", tmp / "listed"
+    for folder, text in ((garbled, "model: [\n  heads"), (listed, "- 1\n- 2\n")):
+        folder.mkdir()
+        (folder / "config.yaml").write_text(text)
+    sweep_files = {}
+    for name, content in {
+        "empty-list": b"[]",
+        "null": b"null",
+        "latin1": b'{"x": "\xe9"}',
+        "status": b'{"name": "t", "source": "s", "signature": "x", "version": 1, '
+        b'"trials": [{"name": "a", "point": {}, "status": "exploded"}]}',
+    }.items():
+        (tmp / f"sweep-{name}").mkdir()
+        (tmp / f"sweep-{name}" / "sweep.json").write_bytes(content)
+        sweep_files[name] = tmp / f"sweep-{name}"
+    train = ["train", "--run-dir", str(tmp / "run"), *TINY]
+    return {
+        "seed -1": ([*train, "seed=-1"], "seed=-1 must be in [0, 2**32 - 1]"),
+        "seed huge": ([*train, "seed=99999999999"], "seed=99999999999 must be in"),
+        "devices 0": ([*train, "train.devices=0"], "train.devices=0 must be at least 1"),
+        "devices -1": ([*train, "train.devices=-1"], "train.devices=-1 must be at least 1"),
+        "val_every": ([*train, "train.val_every=-3"], "train.val_every=-3 must be at least 1"),
+        "log_every": ([*train, "tracking.log_every=0"], "tracking.log_every=0 must be at least 1"),
+        "run dir is a file": (["train", "--run-dir", str(tmp / "a_file"), *TINY], "is an existing file"),
+        "config not utf-8": ([*train, "--config", str(tmp / "latin1.yaml")], "is not UTF-8 text"),
+        "garbled config.yaml": (["train", "--run-dir", str(garbled), *TINY], "holds an unreadable config.yaml"),
+        "list config.yaml": (["train", "--run-dir", str(listed), *TINY], "holds an unreadable config.yaml"),
+        "sweep.json []": (["sweep", "status", str(sweep_files["empty-list"])], "is not a sweep state file"),
+        "sweep.json null": (["sweep", "status", str(sweep_files["null"])], "is not a sweep state file"),
+        "sweep.json latin1": (["sweep", "status", str(sweep_files["latin1"])], "is not a sweep state file"),
+        "sweep.json status": (["sweep", "status", str(sweep_files["status"])], "unknown status 'exploded'"),
+        "attention garbled": (["attention", str(garbled), "--text", "hi"], "unusable config.yaml"),
+    }
+
+
+@pytest.mark.slow
+def test_bad_values_and_files_give_one_line_and_leave_nothing_half_written(tmp_path):
+    """Each case stops before a run record (config.yaml, summary.json) or any data cache is written."""
+    import torch
+
+    cases = bad_values_and_files(tmp_path)
+    if not torch.cuda.is_available():
+        cases["accelerator gpu"] = (
+            ["train", "--run-dir", str(tmp_path / "run"), *TINY, "train.accelerator=gpu"],
+            "train.accelerator=gpu but no GPU is visible",
+        )
+    for case, (args, expected) in cases.items():
+        proc = run_cli(*args, cwd=tmp_path, ABLATE_CACHE=str(tmp_path / "cache"))
+        assert_one_error_line(proc, expected, case)
+        assert not (tmp_path / "run" / "config.yaml").exists() and not (tmp_path / "run" / "summary.json").exists(), (
+            case
+        )
+    assert not (tmp_path / "cache").exists()  # every case stopped before preparing any data

@@ -1,0 +1,39 @@
+"""The tiny training run the end-to-end tests start from: a 1+1-layer, d_model-32 Transformer on the built-in task.
+
+The one definition of "tiny": each test adds the budget, batch size and tracking it needs; a later
+``key=value`` wins over an earlier one. Sweep files and sweep configs take the same values from
+:func:`tiny_parameters` and :func:`tiny_sweep_yaml`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+TINY: dict[str, Any] = {
+    "data.vocab_size": 300,
+    "model.d_model": 32,
+    "model.layers": 1,
+    "model.heads": 2,
+    "model.d_ff": 64,
+}
+"""Vocabulary and model size of the tiny run (the data source and budget are each test's)."""
+
+MODEL = tuple(f"{key}={value}" for key, value in TINY.items())
+""":data:`TINY` as ``key=value`` overrides."""
+
+
+def tiny(*overrides: str, pairs: int = 200) -> list[str]:
+    """``key=value`` overrides of a tiny run on ``pairs`` built-in sentence pairs, then ``overrides``."""
+    return [f"data.builtin_pairs={pairs}", *MODEL, *overrides]
+
+
+def tiny_parameters(**extra: Any) -> dict[str, dict[str, Any]]:
+    """:data:`TINY` as the ``parameters`` of a W&B-format sweep config (``{key: {"value": v}}``), then ``extra``
+    (dotted keys spelled with ``__``: ``train__max_steps=5``)."""
+    values = {**TINY, **{key.replace("__", "."): value for key, value in extra.items()}}
+    return {key: {"value": value} for key, value in values.items()}
+
+
+def tiny_sweep_yaml(indent: str = "  ") -> str:
+    """:data:`TINY` as lines of a sweep file's ``parameters:`` block (``  model.d_model: {value: 32}``)."""
+    return "".join(f"{indent}{key}: {{value: {value}}}\n" for key, value in TINY.items())

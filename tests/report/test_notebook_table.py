@@ -1,0 +1,42 @@
+"""``ablate.table`` / ``ablate.plot`` (the notebook API) on the report's constructed sweeps: the same
+table as ``ablate table``, as a DataFrame and a rich view; the test-BLEU figure as a Figure."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from matplotlib.figure import Figure
+
+import ablate
+from ablate.report.api import make_table
+from ablate.report.records import ReportError
+
+
+def test_the_table_object_holds_the_tables_numbers_and_views(variant_sweep):
+    table = ablate.table(variant_sweep)
+    assert table.render("md") == make_table(str(variant_sweep), "md") == str(table)
+    df = table.df
+    assert list(df.columns[:2]) == ["group", "name"] and df.columns[-2:].tolist() == ["status", "reason"]
+    finished = df[df["status"] == "finished"]
+    assert finished["name"].tolist() == [row.name for row in table.table.rows]
+    bleu = "test_test_2016_flickr/bleu.mean"
+    means = {row.name: row.stats["test_test_2016_flickr/bleu"].mean for row in table.sweep.rows}
+    assert finished.set_index("name")[bleu].to_dict() == pytest.approx(means)
+    assert sorted(df.loc[df["status"] != "finished", "status"]) == ["failed", "running"]
+    html = table._repr_html_()
+    assert "<pre" in html and all(name in html for name in finished["name"])
+    assert repr(table) == "TableResult('Ablation: table3': 5 rows, 2 unfinished)"
+
+
+def test_plot_is_the_test_bleu_figure_and_refuses_a_sweep_without_test_bleu(variant_sweep, tmp_path):
+    figure = ablate.plot(variant_sweep)
+    assert isinstance(figure, Figure)
+    labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    assert any("base" in label for label in labels)
+
+    empty = tmp_path / "empty"
+    (empty / "t1").mkdir(parents=True)
+    (empty / "t1" / "summary.json").write_text(json.dumps({"status": "running", "config": {}}))
+    with pytest.raises(ReportError):
+        ablate.plot(empty)

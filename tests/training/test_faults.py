@@ -1,0 +1,77 @@
+"""Faults inside a training run are recorded, never lost: NaN and OOM fail the run, W&B and disk failures do not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ablate.config import load_config
+from ablate.training.train import RunError, train
+
+from tests.helpers.tiny import tiny
+
+pytestmark = pytest.mark.slow  # every test trains (seconds each)
+
+TINY = tiny(
+    "train.max_steps=12",
+    "train.max_tokens=512",
+    "train.warmup=4",
+    "eval.beam=1",
+    "tracking.wandb=offline",
+    "train.val_every=1000",
+    pairs=200,
+)
+
+
+@pytest.mark.parametrize(
+    "fault, reason", [("nan:5", "non-finite loss at step 5"), ("oom:3", "out of memory with train.max_tokens=512")]
+)
+def test_fault_in_training_is_recorded(fault, reason, tmp_path, cache_dir, monkeypatch):
+    monkeypatch.setenv("ABLATE_INJECT_FAULT", fault)
+    with pytest.raises(RunError, match=reason):
+        train(load_config(None, TINY), tmp_path / "run")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and reason in summary["error"]
+
+
+def test_wandb_failure_does_not_stop_training(tmp_path, cache_dir, monkeypatch):
+    from pytorch_lightning.loggers import WandbLogger
+
+    def broken(self, metrics, step=None):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(WandbLogger, "log_metrics", broken)
+    summary = train(load_config(None, TINY), tmp_path / "run")
+    assert summary["status"] == "finished" and summary["test/bleu"] is not None
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "finished"
+
+
+def test_full_disk_for_checkpoints_does_not_stop_training(tmp_path, cache_dir, monkeypatch):
+    """Checkpoints that cannot be written are skipped with a warning; the last good one stays intact."""
+    import errno
+
+    import torch
+    from pytorch_lightning.plugins.io import TorchCheckpointIO
+
+    real_save = TorchCheckpointIO.save_checkpoint
+    calls = {"n": 0}
+
+    def filling_disk(self, checkpoint, path, storage_options=None):
+        calls["n"] += 1
+        if calls["n"] > 1:  # the first checkpoint fits, then the disk is full
+            Path(path).write_bytes(b"partial")  # a torn write ...
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_save(self, checkpoint, path, storage_options)
+
+    monkeypatch.setattr(TorchCheckpointIO, "save_checkpoint", filling_disk)
+    cfg = load_config(None, [*TINY, "train.checkpoint_every=10"])
+    summary = train(cfg, tmp_path / "run")
+    assert summary["status"] == "finished" and summary["test/bleu"] is not None
+    assert calls["n"] > 2 and summary["checkpoint_failures"]
+    assert "No space left on device" in summary["checkpoint_failures"][0]
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 10  # ... never replaces it
+    assert not list((tmp_path / "run" / "checkpoints").glob(".*.tmp"))
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "finished"

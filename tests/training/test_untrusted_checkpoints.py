@@ -1,0 +1,160 @@
+"""Checkpoints from elsewhere run no code, damaged ones recover, nothing in them is half-believed.
+
+A tiny run is trained once per module and copied for each test that tampers with it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import torch
+
+from ablate.config import ConfigError, load_config
+from ablate.training.train import train
+
+from tests.helpers.cli import run_cli
+from tests.helpers.tiny import tiny
+
+pytestmark = pytest.mark.slow  # every test trains (seconds each)
+
+TINY = tiny(
+    "train.max_steps=12",
+    "train.max_tokens=512",
+    "train.warmup=4",
+    "eval.beam=1",
+    "tracking.wandb=disabled",
+    "train.val_every=1000",
+    "train.checkpoint_every=5",
+    pairs=200,
+)
+
+
+class Payload:
+    """Pickles to a call of ``os.system``: loading it with ``weights_only=False`` runs a shell command."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Iterator[Path]:
+    """The tiny run, trained once; its data cache stays ``ABLATE_CACHE`` for the module's tests."""
+    base = tmp_path_factory.mktemp("trained")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("ABLATE_CACHE", str(base / "cache"))
+        train(load_config(None, TINY), base / "run")
+        yield base / "run"
+
+
+@pytest.fixture()
+def run(trained, tmp_path) -> Path:
+    """A copy of the trained run, marked unfinished so that training it again resumes it."""
+    copy = tmp_path / "run"
+    shutil.copytree(trained, copy, ignore=shutil.ignore_patterns(".lock"))
+    summary = json.loads((copy / "summary.json").read_text())
+    summary["status"] = "running"
+    (copy / "summary.json").write_text(json.dumps(summary))
+    return copy
+
+
+def test_a_pickled_payload_in_a_checkpoint_never_runs(run, tmp_path):
+    """``ablate attention`` and a resumed ``ablate train`` load checkpoints with weights_only=True."""
+    marker = tmp_path / "pwned"
+    real = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    planted = dict(
+        real, ablate={"history": [{"step": 12, "val/bleu": 1e9, "val/chrf": 1e9, "val/ppl": 1.0}], "best_val_bleu": 1e9}
+    )
+    torch.save(planted, run / "checkpoints" / "last.ckpt")  # a believable checkpoint with a planted best BLEU ...
+    torch.save({"state_dict": real["state_dict"], "payload": Payload(marker)}, run / "checkpoints" / "best.ckpt")
+
+    proc = run_cli("attention", str(run), "--text", "hello", "--out", str(tmp_path / "png"), cwd=tmp_path)
+    assert not marker.exists()
+    summary = train(load_config(None, TINY), run)  # ... and a best.ckpt that runs a command when unpickled
+    assert not marker.exists()
+    assert summary["status"] == "finished"
+    assert summary["val/bleu"] is not None and 0 <= summary["val/bleu"] <= 100  # 1e9 is not believed
+    assert all(h["val/bleu"] <= 100 for h in summary["history"])
+
+    for name in ("best.ckpt", "last.ckpt"):
+        torch.save({"state_dict": real["state_dict"], "payload": Payload(marker)}, run / "checkpoints" / name)
+    proc = run_cli("attention", str(run), "--text", "hello", "--out", str(tmp_path / "png"), cwd=tmp_path)
+    assert not marker.exists()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "pickled objects" in proc.stderr
+
+
+def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one(run, capsys):
+    """a torn last.ckpt resumes from last.prev.ckpt with a warning naming the damaged file."""
+    last = run / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:1000])
+    summary = train(load_config(None, TINY), run)
+    assert summary["status"] == "finished" and summary["step"] == 12
+    out = capsys.readouterr().out
+    assert f"{last} is unreadable" in out and "last.prev.ckpt" in out
+
+
+def test_without_a_readable_checkpoint_the_error_says_how_to_start_over(run):
+    """no fallback left: one line that says --overwrite, and the recorded step is kept."""
+    for name in ("last.prev.ckpt", "best.ckpt"):
+        (run / "checkpoints" / name).unlink(missing_ok=True)
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"\x00garbage")
+    with pytest.raises(ConfigError, match="pass --overwrite to start this run over"):
+        train(load_config(None, TINY), run)
+    assert json.loads((run / "summary.json").read_text())["step"] == 12
+
+
+def test_a_rerun_that_only_decodes_keeps_the_measured_training_metrics(run):
+    """killed during the test decoding, the rerun keeps tokens/s and loss; the JSON is strict."""
+    before = json.loads((run / "summary.json").read_text())
+    summary = train(load_config(None, TINY), run)  # resumes at the last step: nothing left to train
+    text = (run / "summary.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    after = json.loads(text)
+    assert after["step"] == 12 and summary["status"] == "finished"
+    assert after["train/tokens_per_sec"] == pytest.approx(before["train/tokens_per_sec"])
+    assert before["train/tokens_per_cpu_sec"] > 0
+    assert after["train/tokens_per_cpu_sec"] == pytest.approx(before["train/tokens_per_cpu_sec"])
+    assert after["train/loss"] == pytest.approx(before["train/loss"])
+
+
+def test_a_second_sigint_cannot_cut_short_the_interrupt_checkpoint(tmp_path, cache_dir, monkeypatch):
+    """a second SIGINT landing while the first is handled still saves last.ckpt and records it.
+
+    The second signal is raised exactly where it used to escape: as Lightning starts its graceful
+    shutdown, before it ignores further SIGINTs.
+    """
+    import pytorch_lightning.trainer.call as call
+
+    from ablate.training.module import TranslationModule
+
+    real_start = TranslationModule.on_train_batch_start
+
+    def first(self, batch, batch_idx):
+        real_start(self, batch, batch_idx)
+        if self.global_step == 7:
+            signal.raise_signal(signal.SIGINT)
+
+    def second(*args, **kwargs):
+        signal.raise_signal(signal.SIGINT)  # 50 ms after the first: inside the shutdown
+
+    monkeypatch.setattr(TranslationModule, "on_train_batch_start", first)
+    monkeypatch.setattr(call, "rank_zero_info", second)
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train(load_config(None, [*TINY, "train.max_steps=40", "train.checkpoint_every=100"]), tmp_path / "run")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["step"] == 7
+    ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert ckpt["global_step"] == 7
