@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
-__all__ = ["FILTERS", "Filter", "install", "sweeps_engine"]
+__all__ = ["FILTERS", "Filter", "install", "jit_export", "sweeps_engine"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,20 @@ def sweeps_engine() -> Iterator[None]:
     keys have changed", "class-based config is deprecated"), and its bayes search fits a scikit-learn
     Gaussian process that warns about convergence on the few points a sweep has. None of it is
     about the user's sweep file, which ablate validates itself.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+@contextmanager
+def jit_export() -> Iterator[None]:
+    """Ignore every warning inside the block: tracing or scripting a model for TorchScript export.
+
+    Cause: ``torch.jit.trace`` warns (TracerWarning) at every Python-level branch and tensor-to-int
+    conversion of the traced step, and torch 2.13 prints ``torch.jit``'s deprecation notice on each
+    call. Neither is about the exported model's correctness, which the exporter checks itself by
+    decoding a batch of other shapes and comparing it with ablate's greedy output.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
