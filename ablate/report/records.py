@@ -76,6 +76,7 @@ class Trial:
         comparisons: the sweep's ``comparisons`` parameter (see :mod:`ablate.sweep.spec`), if any.
         accelerator: ``cpu`` or ``gpu``, what trained the run (see :func:`trained_on`); None if not known.
         signatures: metric name -> the signature its summary records (``<name>_signature``: chrF's, TER's, ...).
+        summary: the run record it was read from (:class:`~ablate.record.RunSummary`; for a W&B run, its summary); None for a trial that has no record (planned, unreadable, invalid).
     """
 
     name: str
@@ -95,6 +96,7 @@ class Trial:
     comparisons: Optional[list] = None
     accelerator: Optional[str] = None
     signatures: dict[str, str] = field(default_factory=dict)
+    summary: Optional[RunSummary] = field(default=None, compare=False, repr=False)
 
     @property
     def seed(self) -> Any:
@@ -181,7 +183,7 @@ def read_trial(run_dir: Path) -> Trial:
         texts = {kind: read_texts(files.texts(kind)) for kind in TEXT_KINDS}
     except TextError as err:
         return Trial(name, INVALID, str(err))
-    return from_summary(name, summary.to_json(), texts["hyps"], texts["refs"], sources=texts["sources"])
+    return from_summary(name, summary, texts["hyps"], texts["refs"], sources=texts["sources"])
 
 
 def _sweep_plan(root: Path) -> tuple[dict[str, dict[str, Any]], Optional[str]]:
@@ -215,14 +217,17 @@ def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
 
 def from_summary(
     name: str,
-    summary: dict[str, Any],
+    record: RunSummary | dict[str, Any],
     hyps: dict[str, list[str]] | None = None,
     refs: dict[str, list[str]] | None = None,
     config: dict[str, Any] | None = None,
     status: str | None = None,
     sources: dict[str, list[str]] | None = None,
 ) -> Trial:
-    """A :class:`Trial` from a ``summary.json``-shaped dict (``config`` may be given flat)."""
+    """A :class:`Trial` from a run record, or a ``summary.json``-shaped dict (``config`` may be given flat)."""
+    if not isinstance(record, RunSummary):
+        record = RunSummary.from_json(record, strict=False)
+    summary = record.to_json()
     raw = dict(config if config is not None else summary.get("config") or {})
     comparisons = raw.pop("comparisons", None)
     raw.pop("variants", None)  # a sweep registered by ablate: its variants' overrides, the same for every run
@@ -252,6 +257,7 @@ def from_summary(
         signatures={
             k.removesuffix(SIGNATURE): v for k, v in summary.items() if k.endswith(SIGNATURE) and isinstance(v, str)
         },
+        summary=record,
     )
 
 

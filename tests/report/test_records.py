@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ablate.record import RunStatus, RunSummary
 from ablate.report.records import ReportError, clean_config, collect, from_summary, parse_wandb_path
 
 from tests.helpers.records import N_SENTENCES, SPLITS, write_trial
@@ -22,6 +23,10 @@ def test_folder_reads_every_trial_with_status_config_and_texts(variant_sweep):
     assert base.metrics["test/bleu"] == 27.5 and base.metrics["params"] == 9_500_000
     assert sorted(base.hyps) == sorted(SPLITS) and len(base.refs[SPLITS[0]]) == N_SENTENCES
     assert [h["step"] for h in base.history] == [100, 200, 300, 400, 500]
+    # the trial holds the typed run record it was read from; its view (metrics, history) agrees with it
+    assert isinstance(base.summary, RunSummary) and base.summary.status is RunStatus.FINISHED
+    assert base.summary.number("test/bleu") == base.metrics["test/bleu"] and base.summary.params == 9_500_000
+    assert [h["step"] for h in base.summary.history] == [h["step"] for h in base.history]
 
 
 def test_nested_and_dotted_configs_flatten_alike():
@@ -98,6 +103,7 @@ def test_wandb_source_reads_the_same_records(variant_sweep, wandb_api):
         assert r.config == f.config, name
         assert r.metrics == f.metrics, name
         assert r.hyps == f.hyps and r.refs == f.refs, name
+        assert r.summary is not None and r.summary.number("test/bleu") == f.summary.number("test/bleu"), name
         assert [(h["step"], h["val/bleu"]) for h in r.history] == [(h["step"], h["val/bleu"]) for h in f.history]
 
 
