@@ -7,7 +7,7 @@ One module owns its vocabulary, so training, sweeps and reports cannot drift apa
 * :class:`RunSummary`: ``summary.json``, versioned, read and written here (unversioned files from
   before :data:`SUMMARY_VERSION` load as version 1: the layout did not change);
 * :data:`METRICS`: every metric a report shows, ``name -> Metric(key, label, ...)``; the table's
-  columns are built by filtering it, so a new column is one :func:`register_metric` call.
+  columns are built by filtering it, so a new column is one :func:`register_column` call.
 
 It sits at the config layer and imports only :mod:`ablate.errors` and :mod:`ablate.utils`.
 """
@@ -223,10 +223,10 @@ class Metric:
 
 PLACES = ("budget", "score", "cost")
 METRICS: dict[str, Metric] = {}
-"""Name -> metric, in table order within each place; :func:`register_metric` adds one."""
+"""Name -> metric, in table order within each place; :func:`register_column` adds one."""
 
 
-def register_metric(metric: Metric, name: Optional[str] = None) -> Metric:
+def register_column(metric: Metric, name: Optional[str] = None) -> Metric:
     """Add ``metric`` to :data:`METRICS` under ``name`` (default: its key).
 
     Raises:
@@ -249,31 +249,31 @@ def metric_columns(place: Optional[str] = None) -> list[Metric]:
     return [m for p in PLACES if place in (None, p) for m in shown if m.place == p]
 
 
-STEPS = register_metric(Metric("step", "train steps", 0, ranked=False, place="budget"), "steps")
-TESTED_STEP = register_metric(Metric("val/step", "tested step", 0, ranked=False, place="budget"), "tested_step")
-TRAIN_TOKENS = register_metric(
+STEPS = register_column(Metric("step", "train steps", 0, ranked=False, place="budget"), "steps")
+TESTED_STEP = register_column(Metric("val/step", "tested step", 0, ranked=False, place="budget"), "tested_step")
+TRAIN_TOKENS = register_column(
     Metric("train/tokens", "train tokens (M)", 2, scale=1e-6, ranked=False, place="budget"), "train_tokens"
 )
-DEV_PPL = register_metric(Metric("val/ppl", "PPL (dev)", 2, higher_is_better=False), "dev_ppl")
-DEV_BLEU = register_metric(Metric("val/bleu", "BLEU (dev)", 2), "dev_bleu")
-DEV_CHRF = register_metric(Metric("val/chrf", "chrF (dev)", 2, column=False), "dev_chrf")
-TEST_BLEU = register_metric(
+DEV_PPL = register_column(Metric("val/ppl", "PPL (dev)", 2, higher_is_better=False), "dev_ppl")
+DEV_BLEU = register_column(Metric("val/bleu", "BLEU (dev)", 2), "dev_bleu")
+DEV_CHRF = register_column(Metric("val/chrf", "chrF (dev)", 2, column=False), "dev_chrf")
+TEST_BLEU = register_column(
     Metric("test/bleu", "BLEU (test)", 2, per_split=True, split_label="BLEU ({split})", tested=True), "test_bleu"
 )
-TEST_CHRF = register_metric(
+TEST_CHRF = register_column(
     Metric("test/chrf", "chrF (test)", 2, per_split=True, split_label="chrF ({split})", column=False), "test_chrf"
 )
-PARAMS = register_metric(
+PARAMS = register_column(
     Metric("params", "Params (M)", 2, scale=1e-6, higher_is_better=False, show_std=False, place="cost"), "params"
 )
-TOKENS_PER_SEC = register_metric(
+TOKENS_PER_SEC = register_column(
     Metric("train/tokens_per_sec", "Tokens/s (train)", 0, place="cost", speed=True), "tokens_per_sec"
 )
-TOKENS_PER_CPU_SEC = register_metric(
+TOKENS_PER_CPU_SEC = register_column(
     Metric("train/tokens_per_cpu_sec", "Tokens/CPU-s (train)", 0, place="cost", speed=True), "tokens_per_cpu_sec"
 )
-TRAIN_CPU_SECONDS = register_metric(Metric("train/cpu_seconds", "CPU s (train)", 0, column=False), "train_cpu_seconds")
-WALL_TIME = register_metric(Metric("wall_time_s", "wall time (s)", 0, column=False, place="cost"), "wall_time")
+TRAIN_CPU_SECONDS = register_column(Metric("train/cpu_seconds", "CPU s (train)", 0, column=False), "train_cpu_seconds")
+WALL_TIME = register_column(Metric("wall_time_s", "wall time (s)", 0, column=False, place="cost"), "wall_time")
 HEADLINE = (DEV_BLEU, DEV_PPL, TEST_BLEU, TOKENS_PER_SEC, PARAMS, STEPS, WALL_TIME)
 """What a sweep keeps of each trial's summary in ``sweep.json`` (``results``), with every per-split test BLEU."""
 

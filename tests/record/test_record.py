@@ -19,7 +19,7 @@ from ablate.record import (
     RunSummary,
     SweepFiles,
     UnreadableRecord,
-    register_metric,
+    register_column,
 )
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -170,11 +170,11 @@ def test_metric_columns_are_the_registry_filtered_by_place():
 
 def test_a_registered_metric_is_a_column_and_a_clash_is_refused(monkeypatch):
     monkeypatch.setattr(record, "METRICS", dict(METRICS))
-    chrf = register_metric(Metric("test/chrf++", "chrF++ (test)", 1, per_split=True), "test_chrfpp")
+    chrf = register_column(Metric("test/chrf++", "chrF++ (test)", 1, per_split=True), "test_chrfpp")
     assert record.metric_columns("score")[-1] is chrf and record.METRICS["test_chrfpp"] is chrf
     with pytest.raises(RecordError, match="metric name 'test_chrfpp' is taken"):
-        register_metric(Metric("test/other", "x"), "test_chrfpp")
+        register_column(Metric("test/other", "x"), "test_chrfpp")
     with pytest.raises(RecordError, match="metric key 'val/bleu' is registered already"):
-        register_metric(Metric("val/bleu", "BLEU again"), "bleu_again")
+        register_column(Metric("val/bleu", "BLEU again"), "bleu_again")
     with pytest.raises(RecordError, match="metric place 'middle'"):
-        register_metric(Metric("val/x", "x", place="middle"))
+        register_column(Metric("val/x", "x", place="middle"))
