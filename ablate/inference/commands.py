@@ -134,7 +134,9 @@ def export_model(
         _fail(str(err))
     export(loaded, out)
     size = out.stat().st_size / 2**20
-    typer.echo(f"wrote {out} ({size:.1f} MB, {format}, {describe(loaded)}, {loaded.checkpoint.name}, greedy decoding)")
+    log.info(
+        "wrote %s (%.1f MB, %s, %s, %s, greedy decoding)", out, size, format, describe(loaded), loaded.checkpoint.name
+    )
 
 
 def sync(

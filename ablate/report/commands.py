@@ -271,7 +271,7 @@ def score_command(
     for result in done:
         print(result)
     added = sum(bool(r.added) for r in done)
-    print(f"{metric}: scored {added} of {len(done)} runs", file=sys.stderr)
+    log.info("%s: scored %d of %d runs", metric, added, len(done))
 
 
 @app.command("report")
