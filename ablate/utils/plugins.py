@@ -168,7 +168,9 @@ def load_file(path: Path) -> dict[str, Any]:
     if key in _LOADED:
         return _LOADED[key]
     if not path.is_file():
-        raise PluginError(f"plugin file {path} does not exist; fix the path in plugins (relative to the config file)")
+        raise PluginError(
+            f"plugin file {path} does not exist; fix the path in plugins (relative to the config file, or to the working directory on the command line)"
+        )
     name = path.stem
     taken = sys.modules.get(name)
     if taken is not None and Path(getattr(taken, "__file__", "") or "").resolve() != path:
