@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import string
 from collections import Counter
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
-from ablate.metrics.scorer import Texts, check_aligned
+from ablate.metrics.scorer import SacreBleuScorer, Texts, check_aligned
 
 CHAR_ORDER = 6
 BETA = 2
@@ -80,7 +80,7 @@ def chrf_from_stats(stats: np.ndarray, beta: int = BETA) -> np.ndarray:
     return np.where(avg_prec + avg_rec > 0, 100 * score, 0.0)
 
 
-class Chrf:
+class Chrf(SacreBleuScorer):
     """sacreBLEU chrF (``word_order`` 0) or chrF++ (2), cased, whitespace excluded."""
 
     name = "chrf"
@@ -89,23 +89,14 @@ class Chrf:
     decimals = 2
     word_order = 0
 
-    def _metric(self):
+    def metric(self) -> Any:
         from sacrebleu.metrics import CHRF
 
         return CHRF(word_order=self.word_order)
 
-    def signature(self) -> str:
-        metric = self._metric()
-        metric.corpus_score(["x"], [["x"]])  # sacreBLEU signs a metric once it has scored
-        return str(metric.get_signature())
-
-    def corpus(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> float:
-        check_aligned(hyps, refs)
-        return float(self._metric().corpus_score(list(hyps), [list(refs)]).score)
-
     def sentences(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> list[float]:
         check_aligned(hyps, refs)
-        metric = self._metric()
+        metric = self.metric()
         return [float(metric.sentence_score(h, [r]).score) for h, r in zip(hyps, refs)]
 
     def statistics(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:

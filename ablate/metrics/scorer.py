@@ -10,7 +10,7 @@ resample is a weighted mean: the report's seed-aware test applies to both alike.
 
 from __future__ import annotations
 
-from typing import Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, Optional, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -61,6 +61,25 @@ def check_aligned(hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> 
             f", {len(sources)} sources" if sources is not None else ""
         )
         raise ValueError(f"texts are not aligned: {counts}")
+
+
+class SacreBleuScorer:
+    """What the scorers of a sacreBLEU metric share: its signature and its corpus score.
+
+    Subclasses give :meth:`metric`, a fresh sacreBLEU metric object (``CHRF(word_order=2)``, ``TER()``).
+    """
+
+    def metric(self) -> Any:
+        raise NotImplementedError
+
+    def signature(self) -> str:
+        metric = self.metric()
+        metric.corpus_score(["x"], [["x"]])  # sacreBLEU signs a metric once it has scored
+        return str(metric.get_signature())
+
+    def corpus(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> float:
+        check_aligned(hyps, refs)
+        return float(self.metric().corpus_score(list(hyps), [list(refs)]).score)
 
 
 class SentenceMetric:

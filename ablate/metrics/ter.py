@@ -7,11 +7,11 @@ word sequences) over the sum of their reference lengths, so its per-sentence sta
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
-from ablate.metrics.scorer import Texts, check_aligned
+from ablate.metrics.scorer import SacreBleuScorer, Texts, check_aligned
 
 
 def ter_from_stats(stats: np.ndarray) -> np.ndarray:
@@ -23,7 +23,7 @@ def ter_from_stats(stats: np.ndarray) -> np.ndarray:
     return 100 * rate
 
 
-class Ter:
+class Ter(SacreBleuScorer):
     """sacreBLEU TER with its defaults (case-insensitive, no normalisation)."""
 
     name = "ter"
@@ -31,26 +31,17 @@ class Ter:
     higher_is_better = False
     decimals = 2
 
-    def _metric(self):
+    def metric(self) -> Any:
         from sacrebleu.metrics import TER
 
         return TER()
-
-    def signature(self) -> str:
-        metric = self._metric()
-        metric.corpus_score(["x"], [["x"]])  # sacreBLEU signs a metric once it has scored
-        return str(metric.get_signature())
-
-    def corpus(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> float:
-        check_aligned(hyps, refs)
-        return float(self._metric().corpus_score(list(hyps), [list(refs)]).score)
 
     def sentences(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> list[float]:
         return [float(s) for s in ter_from_stats(self.statistics(hyps, refs))]
 
     def statistics(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
         check_aligned(hyps, refs)
-        metric = self._metric()
+        metric = self.metric()
         out = np.empty((len(hyps), 2), dtype=np.float64)
         for i, (hyp, ref) in enumerate(zip(hyps, refs)):
             s = metric.sentence_score(hyp, [ref])

@@ -7,17 +7,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli import assert_one_error_line, run_cli
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import tiny_checkpointing
 
-TINY = tiny(
-    "train.max_tokens=512",
-    "train.warmup=4",
-    "eval.beam=1",
-    "tracking.wandb=disabled",
-    "train.val_every=1000",
-    "train.checkpoint_every=5",
-    pairs=200,
-)
+TINY = tiny_checkpointing()
 PAIRS = {f"{s}.{lang}": [f"{lang} sentence {i}" for i in range(20)] for s in ("train", "val") for lang in ("en", "de")}
 
 

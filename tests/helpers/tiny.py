@@ -37,3 +37,20 @@ def tiny_parameters(**extra: Any) -> dict[str, dict[str, Any]]:
 def tiny_sweep_yaml(indent: str = "  ") -> str:
     """:data:`TINY` as lines of a sweep file's ``parameters:`` block (``  model.d_model: {value: 32}``)."""
     return "".join(f"{indent}{key}: {{value: {value}}}\n" for key, value in TINY.items())
+
+
+CHECKPOINTING = (
+    "train.max_tokens=512",
+    "train.warmup=4",
+    "eval.beam=1",
+    "tracking.wandb=disabled",
+    "train.val_every=1000",
+    "train.checkpoint_every=5",
+)
+"""A tiny run that saves a checkpoint every 5 steps and never validates on the way: the budget of
+the tests that interrupt, damage or resume a run's folder (they add ``train.max_steps``)."""
+
+
+def tiny_checkpointing(*overrides: str) -> list[str]:
+    """:func:`tiny` with :data:`CHECKPOINTING`, then ``overrides``."""
+    return tiny(*CHECKPOINTING, *overrides)

@@ -8,18 +8,9 @@ from ablate.config import load_config
 from ablate.training.train import train
 
 from tests.helpers.cli import run_cli
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import tiny_checkpointing
 
-TINY = tiny(
-    "train.max_steps=3",
-    "train.max_tokens=512",
-    "train.warmup=4",
-    "eval.beam=1",
-    "tracking.wandb=disabled",
-    "train.val_every=1000",
-    "train.checkpoint_every=5",
-    pairs=200,
-)
+TINY = tiny_checkpointing("train.max_steps=3")
 
 
 @pytest.mark.slow

@@ -13,17 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli import start_cli
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import tiny_checkpointing
 
-TINY = tiny(
-    "train.max_tokens=512",
-    "train.warmup=4",
-    "eval.beam=1",
-    "tracking.wandb=disabled",
-    "train.val_every=1000",
-    "train.checkpoint_every=5",
-    pairs=200,
-)
+TINY = tiny_checkpointing()
 
 
 def _train_until_killed(run: Path, cwd: Path, cache: Path) -> subprocess.Popen:

@@ -19,20 +19,11 @@ from ablate.config import ConfigError, load_config
 from ablate.training.train import train
 
 from tests.helpers.cli import run_cli
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import tiny_checkpointing
 
 pytestmark = pytest.mark.slow  # every test trains (seconds each)
 
-TINY = tiny(
-    "train.max_steps=12",
-    "train.max_tokens=512",
-    "train.warmup=4",
-    "eval.beam=1",
-    "tracking.wandb=disabled",
-    "train.val_every=1000",
-    "train.checkpoint_every=5",
-    pairs=200,
-)
+TINY = tiny_checkpointing("train.max_steps=12")
 
 
 class Payload:
