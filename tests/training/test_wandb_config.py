@@ -95,9 +95,17 @@ def test_sweep_agent_run_records_the_variant_not_the_locked_base(tmp_path):
 @pytest.mark.slow
 def test_ablate_sweep_agent_path(tmp_path, monkeypatch):
     """``ablate sweep agent``: W&B's agent calls our trial function, which starts the trainer."""
-    spec = load_spec(TABLE3)
     args = proposal(_table3(), "A-heads1")
-    for key, value in _env(**agent_env(tmp_path, "sw2", "run456", args)).items():
+    run, overrides = agent_trial(load_spec(TABLE3), args, "A-heads1-seed=1", "run456", tmp_path, monkeypatch)
+    assert run.id == "run456"
+    _assert_resolved(run, overrides)
+
+
+def agent_trial(spec, args: dict, trial: str, run_id: str, tmp_path: Path, monkeypatch) -> tuple:
+    """One run of ``ablate sweep agent`` as W&B's agent starts it (its environment, ``args`` proposed):
+    the trial function starts the trainer stand-in; returns what W&B recorded of the run (its folder
+    ``runs/<sweep>/<trial>-<run_id>``) and the overrides the trainer got."""
+    for key, value in _env(**agent_env(tmp_path, f"sw-{run_id}", run_id, args)).items():
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(tmp_path)
     seen = []
@@ -108,9 +116,7 @@ def test_ablate_sweep_agent_path(tmp_path, monkeypatch):
 
     opts = wandb_agent.AgentOptions(out=tmp_path / "runs", command=command)
     wandb_agent.trial_function(spec, Slot(0, None, 1), opts)()
-    run = _recorded(tmp_path / "runs" / "table3" / "A-heads1-seed=1-run456")
-    assert run.id == "run456"
-    _assert_resolved(run, seen[0])
+    return _recorded(tmp_path / "runs" / spec.name / f"{trial}-{run_id}"), seen[0]
 
 
 @pytest.mark.slow

@@ -11,10 +11,9 @@ from __future__ import annotations
 import sys
 
 import pytest
-from test_wandb_config import START, _assert_resolved, _env, _recorded, _start, _table3
+from test_wandb_config import START, _assert_resolved, _env, _recorded, _start, _table3, agent_trial
 
 from ablate.config import load_config
-from ablate.sweep import wandb_agent
 from ablate.sweep.command import expand_variant
 from ablate.sweep.launcher import Launcher
 from ablate.sweep.options import LaunchOptions
@@ -52,20 +51,9 @@ def test_agent_run_of_a_registered_sweep_has_the_name_as_variant(tmp_path, monke
     sent = to_wandb(_table3())
     args = proposal(sent, "A-heads1")
     spec = spec_from_dict(from_wandb(sent), name="table3")
-    for key, value in _env(**agent_env(tmp_path, "sw3", "run789", args)).items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.chdir(tmp_path)
-    seen = []
-
-    def command(run_dir, overrides):
-        seen.append(overrides)
-        return [sys.executable, str(START), str(run_dir), *overrides]
-
-    opts = wandb_agent.AgentOptions(out=tmp_path / "runs", command=command)
-    wandb_agent.trial_function(spec, Slot(0, None, 1), opts)()
-    run = _recorded(tmp_path / "runs" / "table3" / "A-heads1-seed=1-run789")
+    run, overrides = agent_trial(spec, args, "A-heads1-seed=1", "run789", tmp_path, monkeypatch)
     assert run.config["variant"] == "A-heads1"
-    _assert_resolved(run, seen[0])
+    _assert_resolved(run, overrides)
 
 
 @pytest.mark.slow
