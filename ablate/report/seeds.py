@@ -45,6 +45,28 @@ import numpy as np
 from scipy import stats as st
 
 POWER = 0.8  # the power at which minimum detectable effects and needed seeds are stated
+PAIRING_COST = 0.05
+"""How much wider (relative) the seed-paired fit's t critical value may be than the unpaired fit's
+for the paired fit to be used (:func:`use_paired`)."""
+
+
+def use_paired(paired_df: int, unpaired_df: int, alpha: float = 0.05) -> bool:
+    """Whether the row + seed fit carries more information than the within-row one for this design.
+
+    Pairing removes the seed effects shared by rows trained with the same seed values (real tables
+    have large ones: table3-cpu's two-way ANOVA F(1, 18) = 26.5), but costs one df per seed value.
+    With no seed effect at all, the paired test's interval is wider by ``t(ν_p) / t(ν_u)``; the paired
+    fit is taken when that price is at most :data:`PAIRING_COST` (a seed effect of a few percent of
+    the residual variance pays it back). Two rows of 2 shared seeds (1 df against 2), 3 seeds (2
+    against 4) or 8 (7 against 14) stay unpaired; 4x4, 5x3, 8x2 and the shipped 10x3 and 19x2
+    tables pair. A random-effects (mixed) model of seed would combine both, as an alternative.
+    """
+    if paired_df <= 0:
+        return False
+    if unpaired_df <= 0:
+        return True
+    q = 1 - alpha / 2
+    return float(st.t.ppf(q, paired_df)) <= (1 + PAIRING_COST) * float(st.t.ppf(q, unpaired_df))
 
 
 @dataclass(frozen=True)
@@ -66,9 +88,15 @@ class SeedNoise:
     trials: int
 
     def for_rows(self, seeds_a: Sequence[Any], seeds_b: Sequence[Any]) -> tuple[Optional[float], int, bool]:
-        """``(σ, df, paired)`` for a comparison of rows trained with these seed values."""
+        """``(σ, df, paired)`` for a comparison of rows trained with these seed values.
+
+        The seed-paired fit is used when the rows share their seed values and its degrees of freedom
+        cost at most :data:`PAIRING_COST` of the t critical value against the unpaired fit's
+        (:func:`use_paired`); otherwise the unpaired one. The choice depends on the design alone
+        (df), never on the estimates, so it does not change the test's size.
+        """
         paired = sorted(map(str, seeds_a)) == sorted(map(str, seeds_b)) and len(seeds_a) > 0
-        if paired and self.paired is not None:
+        if paired and self.paired is not None and use_paired(self.paired_df, self.unpaired_df):
             return self.paired, self.paired_df, True
         return self.unpaired, self.unpaired_df, False
 
@@ -102,6 +130,42 @@ def fit(scores: Mapping[str, Mapping[Any, float]]) -> SeedNoise:
         if p_df > 0:
             paired = math.sqrt(float(np.sum((y - design @ coef) ** 2)) / p_df)
     return SeedNoise(paired, p_df, math.sqrt(within / w_df) if w_df > 0 else None, w_df, n)
+
+
+def per_seed_sentence_var(boots: Mapping[str, Sequence[np.ndarray]]) -> float:
+    """The per-seed part of one trial's sentence-bootstrap variance, pooled over the table's rows.
+
+    A trial's bootstrap BLEU ``b_i`` (B,) moves with the resampled sentences for two reasons: what
+    its configuration does on them (shared by the row's seeds) and what this seed's run does (the
+    seed x sentence interaction). Within a row, ``Var(b_i) - Cov(b_i, b_j)`` (i != j) is the second
+    part, ``s``. It shrinks as 1/k in a k-seed mean, and it is already inside the per-seed spread
+    of corpus BLEU on the fixed test set that σ measures; so :func:`sentence_split` removes it
+    from a Δ's bootstrap variance to keep it from being counted twice.
+
+    Args:
+        boots: row -> its trials' (B,) bootstrap scores; rows with one seed do not inform ``s``.
+
+    Returns:
+        ``s`` averaged over the rows with >= 2 seeds (weighted by seeds), 0 where there is none.
+    """
+    total, weight = 0.0, 0
+    for trials in boots.values():
+        if len(trials) < 2:
+            continue
+        cov = np.cov(np.stack(trials))  # (k, k)
+        k = cov.shape[0]
+        off = (cov.sum() - np.trace(cov)) / (k * (k - 1))
+        total += k * float(np.trace(cov) / k - off)
+        weight += k
+    return max(total / weight, 0.0) if weight else 0.0
+
+
+def sentence_split(sentence_var: float, per_seed: float, k_a: int, k_b: int) -> float:
+    """The k-independent part of a Δ's sentence-bootstrap variance ``v`` (the configurations' own
+    test-set sampling error): ``max(v - s (1/K_a + 1/K_b), 0)`` with ``s`` from
+    :func:`per_seed_sentence_var`. Measured on results/calibration-cpu, ``v·k`` is constant over
+    k = 1..8 (0.132-0.136): almost all of ``v`` is the per-seed part."""
+    return max(sentence_var - per_seed * (1 / k_a + 1 / k_b), 0.0)
 
 
 def _ss(values: Sequence[float]) -> float:
@@ -143,7 +207,8 @@ def seed_test(
 
     Args:
         a, b: per-trial scores of the two rows (one per seed).
-        sentence_var: the variance of the seed-averaged Δ over resampled test sentences.
+        sentence_var: the k-independent part of the seed-averaged Δ's variance over resampled test
+            sentences (:func:`sentence_split`; the per-seed part is inside ``sigma`` already).
         sigma, df: the table's per-trial seed σ and its degrees of freedom (:func:`fit`).
         paired: whether ``sigma`` is the seed-paired (two-way) estimate.
     """
@@ -163,18 +228,44 @@ def _t_quantile(q: float, df: float) -> float:
     return float(st.norm.ppf(q) if math.isinf(df) else st.t.ppf(q, df))
 
 
+def standard_error(sigma: float, seeds_a: int, seeds_b: int, sentence_var: float) -> float:
+    """SE(k) of a Δ between rows of ``seeds_a`` and ``seeds_b`` seeds: ``sqrt(σ² (1/K_a + 1/K_b) + v0)``,
+    the per-trial seed σ (which holds the seed x sentence interaction) plus the k-independent
+    sentence part ``v0`` (:func:`sentence_split`): each source of variance once."""
+    return math.sqrt(sigma**2 * (1 / seeds_a + 1 / seeds_b) + max(sentence_var, 0.0))
+
+
+def power(
+    delta: float, sigma: float, df: float, seeds_a: int, seeds_b: int, sentence_var: float, alpha: float
+) -> float:
+    """Predicted power of the two-sided seed-aware test for a true ``delta``: the noncentral t at
+    ``df`` with noncentrality ``|delta| / SE(k)`` (:func:`standard_error`; exact when ``v0`` = 0)."""
+    se = standard_error(sigma, seeds_a, seeds_b, sentence_var)
+    if se == 0:
+        return 1.0 if delta else alpha
+    nc, dof = abs(delta) / se, max(float(df), 1.0)
+    if math.isinf(dof):
+        crit = float(st.norm.ppf(1 - alpha / 2))
+        return float(st.norm.sf(crit - nc) + st.norm.cdf(-crit - nc))
+    crit = float(st.t.ppf(1 - alpha / 2, dof))
+    return float(st.nct.sf(crit, dof, nc) + st.nct.cdf(-crit, dof, nc))
+
+
 def detectable(sigma: float, df: int, seeds: int, sentence_var: float, alpha: float, power: float = POWER) -> float:
     """Minimum detectable |Δ|: the effect a two-sided test at ``alpha`` finds with ``power``
-    between two rows of ``seeds`` seeds each (normal approximation with t quantiles at ``df``)."""
-    se = math.sqrt(sigma**2 * 2 / seeds + sentence_var)
+    between two rows of ``seeds`` seeds each (normal approximation with t quantiles at ``df``;
+    ``sentence_var`` is the k-independent part, :func:`sentence_split`)."""
+    se = standard_error(sigma, seeds, seeds, sentence_var)
     dof = max(df, 1)
     return (_t_quantile(1 - alpha / 2, dof) + _t_quantile(power, dof)) * se
 
 
 def seeds_needed(delta: float, sigma: float, sentence_var: float, alpha: float, power: float = POWER) -> Optional[int]:
     """Seeds per row for a true ``delta`` to be found with ``power`` at ``alpha`` (large-sample
-    normal quantiles); None when no number of seeds would do: the test set's own sampling variance
-    already hides an effect that small (a bigger test set would be needed)."""
+    normal quantiles), from SE²(k) = 2σ²/k + v0 with ``sentence_var`` the k-independent part ``v0``
+    (:func:`sentence_split`; the per-seed part of the bootstrap variance shrinks with k and is in σ).
+    None when no number of seeds would do: the test set's own sampling variance already hides an
+    effect that small (a bigger test set would be needed)."""
     z = float(st.norm.ppf(1 - alpha / 2) + st.norm.ppf(power))
     room = (abs(delta) / z) ** 2 - max(sentence_var, 0.0)
     if room <= 0:

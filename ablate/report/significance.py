@@ -66,6 +66,8 @@ class Comparison:
         se: standard error of Δ (seed + sentence parts for ``seeds``, sentence part alone otherwise).
         ci: the 95% confidence interval of Δ, uncorrected.
         sentence_var: variance of Δ over resampled test sentences.
+        sentence_fixed: its k-independent part (:func:`ablate.report.seeds.sentence_split`), the
+            part the seed-aware test adds to the seed σ's (the rest is inside σ already).
         sigma, sigma_df, paired: the table's per-trial seed σ used, its degrees of freedom, and
             whether it was the seed-paired estimate (None where not estimable).
         per_seed: ``(seed, Δ)`` for every seed value both rows trained with.
@@ -85,6 +87,7 @@ class Comparison:
     se: float = math.nan
     ci: tuple[float, float] = (math.nan, math.nan)
     sentence_var: float = math.nan
+    sentence_fixed: float = math.nan
     sigma: Optional[float] = None
     sigma_df: int = 0
     paired: bool = False
@@ -156,7 +159,25 @@ class SplitScores:
         self.bleu = {r: [float(score(s.sum(0))) for _, s in ts] for r, ts in self.rows.items()}
         self.boot = {r: [resamples.bleu(s, score) for _, s in ts] for r, ts in self.rows.items()} if resamples else {}
         self.seeds = {r: [str(seed) for seed, _ in ts] for r, ts in self.rows.items()}
-        self.noise = seedvar.fit({r: dict(zip(self.seeds[r], self.bleu[r])) for r in self.rows})
+        self._fit()
+
+    def _fit(self) -> None:
+        """The table's seed σ and the per-seed part of its trials' bootstrap variance."""
+        self.noise = seedvar.fit({r: dict(zip(self.seeds[r], self.bleu[r])) for r in self.bleu})
+        self.per_seed_var = seedvar.per_seed_sentence_var(self.boot)
+
+    @classmethod
+    def of_values(
+        cls, split: str, bleu: dict[str, list[float]], boot: dict[str, list[np.ndarray]], seeds: dict[str, list[str]]
+    ) -> SplitScores:
+        """A table from per-trial scores alone (row -> per-seed corpus BLEU, (B,) bootstrap BLEU and
+        seed values), e.g. a relabelled grouping of one configuration's seeds for calibration;
+        ``ar`` (which needs the sentence statistics) is not available on it."""
+        out = object.__new__(SplitScores)
+        out.split, out.score, out.metric, out.rows = split, bleu_from_stats, DEFAULT_METRIC, {}
+        out.bleu, out.boot, out.seeds = dict(bleu), dict(boot), {r: [str(x) for x in v] for r, v in seeds.items()}
+        out._fit()
+        return out
 
     @classmethod
     def of_sweep(cls, sweep: Sweep, split: str, samples: int, metric: str = DEFAULT_METRIC) -> SplitScores:
@@ -185,7 +206,7 @@ class SplitScores:
         out.bleu = {r: [self.bleu[source[r]][x] for x in keep[r]] for r in keep}
         out.boot = {r: [self.boot[source[r]][x] for x in keep[r]] for r in keep}
         out.seeds = {r: [self.seeds[source[r]][x] for x in keep[r]] for r in keep}
-        out.noise = seedvar.fit({r: dict(zip(out.seeds[r], out.bleu[r])) for r in keep})
+        out._fit()
         return out
 
     def compare(self, reference: str, row: str, test: str = DEFAULT_TEST, trials: int = 0) -> Optional[Comparison]:
@@ -194,21 +215,22 @@ class SplitScores:
         Args:
             trials: random swaps for ``ar`` (0: the default).
         """
-        if reference not in self.rows or row not in self.rows:
+        if reference not in self.bleu or row not in self.bleu:
             return None
         xa, xb = self.bleu[reference], self.bleu[row]
         deltas = np.mean(self.boot[row], axis=0) - np.mean(self.boot[reference], axis=0)
         observed = float(np.mean(xb) - np.mean(xa))
         sigma, df, paired = self.noise.for_rows(self.seeds[reference], self.seeds[row])
+        v = float(np.var(deltas, ddof=1))
         base = Comparison(
             reference, row, self.split, math.nan, float(np.mean(xa)), float(np.mean(xb)), (len(xa), len(xb)),
-            test=test, sentence_var=float(np.var(deltas, ddof=1)), sigma=sigma, sigma_df=df, paired=paired,
-            per_seed=self._per_seed(reference, row), metric=self.metric,
+            test=test, sentence_var=v, sentence_fixed=seedvar.sentence_split(v, self.per_seed_var, len(xa), len(xb)),
+            sigma=sigma, sigma_df=df, paired=paired, per_seed=self._per_seed(reference, row), metric=self.metric,
         )  # fmt: skip
         if test == "seeds":
             if sigma is None:
                 return replace(base, note="no seed variance: every row of the table has one seed")
-            result = seedvar.seed_test(xa, xb, base.sentence_var, sigma, df, paired)
+            result = seedvar.seed_test(xa, xb, base.sentence_fixed, sigma, df, paired)
             return replace(base, p_value=result.p_value, se=result.se, ci=result.interval(LEVEL))
         se = math.sqrt(base.sentence_var)
         half = seedvar.normal_quantile(0.5 + LEVEL / 2) * se

@@ -94,7 +94,10 @@ def test_the_noise_model_matches_real_runs(rates):
 
 
 def test_same_config_other_seeds_is_rarely_significant_and_the_sentence_test_fails(rates):
-    assert rates["same"]["seeds"] <= 0.08  # ~5% at p < 0.05 (binomial sd over 100 repeats: 2.2%)
+    # an exactly sized test: 5% at p < 0.05, binomial sd over 100 repeats 2.2%, so <= 5% + 2.3 sd
+    # (300 other repeats of this scenario: 4.0%); the test counted the sentence variance twice until
+    # issue 33 and was conservative
+    assert rates["same"]["seeds"] <= 0.10
     assert rates["same"]["bs"] >= 0.3  # blind to whole-run seed shifts
 
 

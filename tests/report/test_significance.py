@@ -127,8 +127,13 @@ def test_seed_noise_fit_against_hand_computed_anova():
     noise = seedvar.fit({"A": {1: 1.0, 2: 3.0}, "B": {1: 2.0, 2: 5.0}})
     assert noise.paired == pytest.approx(math.sqrt((1 - 3 - 2 + 5) ** 2 / 4)) and noise.paired_df == 1
     assert noise.unpaired == pytest.approx(math.sqrt((2.0 + 4.5) / 2)) and noise.unpaired_df == 2
-    assert noise.for_rows([1, 2], [2, 1])[2] is True  # same seed values: paired
+    # same seed values, but the paired fit's 1 df carries less than the unpaired fit's 2: unpaired
+    assert noise.for_rows([1, 2], [2, 1]) == (noise.unpaired, 2, False)
     assert noise.for_rows([1, 2], [3, 4])[2] is False
+    rng = np.random.default_rng(3)
+    five_by_three = seedvar.fit({f"r{i}": {s: float(rng.normal()) for s in (1, 2, 3)} for i in range(5)})
+    assert (five_by_three.paired_df, five_by_three.unpaired_df) == (8, 10)
+    assert five_by_three.for_rows([1, 2, 3], [3, 2, 1])[1:] == (8, True)  # 8 df of 10: pairing pays
     assert seedvar.fit({"A": {1: 1.0}, "B": {2: 2.0}}).estimable is False
 
 
@@ -157,6 +162,45 @@ def test_seed_test_keeps_its_size_with_few_seeds_and_sentence_noise(k):
         noise = seedvar.fit({"a": dict(enumerate(a)), "b": dict(enumerate(b, start=k))})
         hits += seedvar.seed_test(list(a), list(b), sentence, noise.unpaired, noise.unpaired_df, False).p_value < 0.05
     assert hits / n <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / n)
+
+
+@pytest.mark.parametrize(
+    "rows, seeds, paired",
+    [(2, 2, False), (2, 3, False), (2, 8, False), (4, 4, True), (5, 3, True), (8, 2, True), (10, 3, True), (19, 2, True)],
+)
+def test_the_paired_fit_is_used_where_its_df_carry_the_most_information(rows, seeds, paired):
+    n = rows * seeds
+    assert seedvar.use_paired(n - (rows + seeds - 1), n - rows) is paired
+
+
+def test_the_per_seed_part_of_the_bootstrap_variance_is_split_off_once():
+    # trial bootstrap = config part (shared by the row's seeds, variance 0.01) + seed part (variance 0.12)
+    rng = np.random.default_rng(0)
+    shared = {r: rng.normal(0, 0.1, 20000) for r in "ab"}
+    boots = {r: [shared[r] + rng.normal(0, math.sqrt(0.12), 20000) for _ in range(4)] for r in "ab"}
+    s = seedvar.per_seed_sentence_var(boots)
+    assert s == pytest.approx(0.12, rel=0.05)
+    v = float(np.var(np.mean(boots["b"], 0) - np.mean(boots["a"], 0), ddof=1))  # 0.02 + 0.12 * (1/4 + 1/4)
+    assert seedvar.sentence_split(v, s, 4, 4) == pytest.approx(0.02, abs=0.004)
+    assert seedvar.per_seed_sentence_var({"a": [shared["a"]]}) == 0.0  # one seed: nothing to split
+
+
+def test_predicted_power_matches_a_simulated_t_test():
+    rng = np.random.default_rng(5)
+    sigma, k, delta, n = 0.7, 3, 1.5, 4000
+    a, b = rng.normal(0, sigma, (n, k)), rng.normal(delta, sigma, (n, k))
+    simulated = float(np.mean(st.ttest_ind(b, a, axis=1).pvalue < 0.05))
+    assert seedvar.power(delta, sigma, 2 * k - 2, k, k, 0.0, 0.05) == pytest.approx(simulated, abs=0.02)
+
+
+def test_seeds_needed_counts_the_sentence_variance_once():
+    # mission-cpu's heads-8 (Δ -0.75, σ 0.555 with 18 df, alpha 0.05/10): its Δ's bootstrap variance
+    # v = 0.0286 is almost all per-seed part (s = 0.0395 per trial: 0.0263 of a 3-vs-3 Δ). The old
+    # formula held all of v fixed as k grows and asked for 61 seeds; the k-independent part alone, ~18.
+    sigma, v, s, alpha = 0.555, 0.0286, 0.0395, 0.005
+    fixed = seedvar.sentence_split(v, s, 3, 3)
+    assert 12 <= seedvar.seeds_needed(-0.75, sigma, fixed, alpha) <= 22
+    assert seedvar.seeds_needed(-0.75, sigma, v, alpha) > 40  # the double-counting formula
 
 
 def test_detectable_effect_and_seeds_needed_agree():
