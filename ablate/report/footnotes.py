@@ -89,7 +89,7 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
         f"`ablate plot` (delta_ci.png)."
     ]
     k = int(statistics.median(min(c.seeds) for c in here))
-    sentence = statistics.median(c.sentence_var for c in here)
+    sentence = statistics.median(c.sentence_fixed for c in here)
     strict = alpha / len(tested)
     mde = seedvar.detectable(first.sigma, first.sigma_df, k, sentence, strict)
     loose = seedvar.detectable(first.sigma, first.sigma_df, k, sentence, alpha)
@@ -101,7 +101,7 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
     if unmarked:
         needs = []
         for c in unmarked:
-            n = seedvar.seeds_needed(c.delta, first.sigma, c.sentence_var, strict)
+            n = seedvar.seeds_needed(c.delta, first.sigma, c.sentence_fixed, strict)
             needs.append(f"{c.row} ({c.delta:+.2f}): " + (f"{n:,}" if n is not None else "none (test-set noise)"))
         notes.append(
             f"Seeds per row that a true Δ of the observed size would need (80% power, alpha/{len(tested)}): "

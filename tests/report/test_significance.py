@@ -166,7 +166,16 @@ def test_seed_test_keeps_its_size_with_few_seeds_and_sentence_noise(k):
 
 @pytest.mark.parametrize(
     "rows, seeds, paired",
-    [(2, 2, False), (2, 3, False), (2, 8, False), (4, 4, True), (5, 3, True), (8, 2, True), (10, 3, True), (19, 2, True)],
+    [
+        (2, 2, False),
+        (2, 3, False),
+        (2, 8, False),
+        (4, 4, True),
+        (5, 3, True),
+        (8, 2, True),
+        (10, 3, True),
+        (19, 2, True),
+    ],
 )
 def test_the_paired_fit_is_used_where_its_df_carry_the_most_information(rows, seeds, paired):
     n = rows * seeds
