@@ -244,7 +244,9 @@ def _failed(name: str, err: BaseException) -> PluginError:
 def blame(err: BaseException) -> Optional[tuple[str, str]]:
     """``(plugin name, "file:line")`` of the innermost traceback frame of ``err`` (or of the errors it was
     raised from) that runs a loaded plugin's code, or ``None`` when no plugin is on the way."""
-    files = {record["path"]: record["name"] for record in [*_LOADED.values(), *(_ENTRY_POINTS or [])] if record.get("path")}
+    files = {
+        record["path"]: record["name"] for record in [*_LOADED.values(), *(_ENTRY_POINTS or [])] if record.get("path")
+    }
     seen: set[int] = set()
     chain: Optional[BaseException] = err
     while chain is not None and id(chain) not in seen:

@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers.cli import assert_one_error_line, run_cli
 
-SOURCE = '''\
+SOURCE = """\
 import ablate
 from ablate.errors import AblateError
 
@@ -25,7 +25,7 @@ class Broken:
 
     def load(self, workdir):
         raise AssertionError("unreachable")
-'''
+"""
 
 
 @pytest.mark.slow
