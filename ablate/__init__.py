@@ -16,6 +16,13 @@ _API = ("train", "table", "plot", "TrainResult", "TableResult")
 
 
 def __getattr__(name: str):
+    if name == "__version__":  # the installed distribution's version (pyproject.toml), as `ablate --version`
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("ablate")
+        except PackageNotFoundError:  # a checkout used without installing
+            return "0+unknown"
     if name in _API:
         from ablate import api
 
@@ -32,4 +39,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_API, "sweep", "register"])
+    return sorted([*globals(), *_API, "sweep", "register", "__version__"])

@@ -61,6 +61,7 @@ VERSION = 2
 SEED = 20240601
 LANGS = ("en", "de")
 N_EVAL = 500
+"""Validation and test pairs of each split by default (`data.builtin_eval_pairs`)."""
 MIN_WORDS, MAX_WORDS = 5, 40
 """English sentence lengths kept (words, punctuation excluded)."""
 RELATIVE_P = 0.3

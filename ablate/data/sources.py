@@ -38,7 +38,12 @@ class BuiltinTask:
             )
         if cfg.builtin_pairs <= 0:
             raise DataError(f"data.builtin_pairs={cfg.builtin_pairs} must be positive")
-        self.sizes = {"train": cfg.builtin_pairs, "val": builtin.N_EVAL, "test": builtin.N_EVAL}
+        if cfg.builtin_eval_pairs <= 0:
+            raise DataError(
+                f"data.builtin_eval_pairs={cfg.builtin_eval_pairs} must be positive (the default is {builtin.N_EVAL})"
+            )
+        n_eval = cfg.builtin_eval_pairs
+        self.sizes = {"train": cfg.builtin_pairs, "val": n_eval, "test": n_eval}
         self.swap = cfg.src_lang == "de"
 
     def fingerprint(self) -> str:

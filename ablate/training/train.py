@@ -323,6 +323,12 @@ def _describe_failure(err: BaseException, cfg: Config) -> str:
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     if isinstance(err, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in text.lower():
         return f"out of memory with train.max_tokens={cfg.train.max_tokens} (lower it, or train.accumulate)"
+    from ablate.utils.plugins import blame
+
+    culprit = blame(err)
+    if culprit is not None:  # the plugin's author needs its name and line, not ablate's stack
+        kind = "" if isinstance(err, AblateError) else f"{type(err).__name__} at {culprit[1]}: "
+        return f"plugin '{culprit[0]}': {kind}{text}"
     return text
 
 

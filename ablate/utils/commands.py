@@ -50,7 +50,28 @@ class HandledGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except AblateError as err:
-            fail(str(err))
+            fail(_named_plugin(err, str(err)))
+        except Exception as err:  # noqa: BLE001 - a plugin's plain exception is its author's line, not our traceback
+            from ablate.utils.plugins import blame
+
+            culprit = blame(err)
+            if culprit is None:
+                raise  # ablate's own bug: the traceback is what a report needs
+            text = (str(err).strip().splitlines() or [""])[0]
+            fail(
+                f"plugin '{culprit[0]}' raised {type(err).__name__} at {culprit[1]}: {text} "
+                f"(raise ablate.errors.AblateError for a message of your own)"
+            )
+
+
+def _named_plugin(err: AblateError, message: str) -> str:
+    """``message``, prefixed with ``plugin 'NAME': `` when the error was raised inside a plugin's code."""
+    from ablate.utils.plugins import blame
+
+    culprit = blame(err)
+    if culprit is None or message.startswith(f"plugin '{culprit[0]}'"):
+        return message
+    return f"plugin '{culprit[0]}': {message}"
 
 
 class AblateTyper(typer.Typer):

@@ -241,6 +241,29 @@ def _failed(name: str, err: BaseException) -> PluginError:
     )
 
 
+def blame(err: BaseException) -> Optional[tuple[str, str]]:
+    """``(plugin name, "file:line")`` of the innermost traceback frame of ``err`` (or of the errors it was
+    raised from) that runs a loaded plugin's code, or ``None`` when no plugin is on the way."""
+    files = {
+        record["path"]: record["name"] for record in [*_LOADED.values(), *(_ENTRY_POINTS or [])] if record.get("path")
+    }
+    seen: set[int] = set()
+    chain: Optional[BaseException] = err
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        found = None
+        tb = chain.__traceback__
+        while tb is not None:
+            path = str(Path(tb.tb_frame.f_code.co_filename).resolve())
+            if path in files:
+                found = (files[path], f"{Path(path).name}:{tb.tb_lineno}")
+            tb = tb.tb_next
+        if found is not None:
+            return found
+        chain = chain.__cause__ or chain.__context__
+    return None
+
+
 def entry_points() -> list[dict[str, Any]]:
     """Import every installed entry point of the group ``ablate.plugins`` once; their records.
 

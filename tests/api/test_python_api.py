@@ -119,3 +119,12 @@ def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch):
     assert (tmp_path / "runs" / "notebook-heads.png").stat().st_size > 1000
     html = namespace["table"]._repr_html_()
     assert "heads-1" in html and "<pre" in html
+
+
+def test_version_is_the_installed_distributions():
+    from importlib.metadata import version
+
+    import ablate
+
+    assert ablate.__version__ == version("ablate")
+    assert "__version__" in dir(ablate)

@@ -186,3 +186,13 @@ def test_builtin_reverse_direction_swaps_sides(make_cfg, tmp_path):
     corpus = BuiltinTask(make_cfg("builtin", src_lang="de", tgt_lang="en", builtin_pairs=20), None).load(tmp_path)
     en, de = builtin.generate("train", 1)[0]
     assert corpus.splits["train"][0] == {"src": de, "tgt": en}
+
+
+def test_builtin_eval_pairs_sizes_val_and_test_as_prefixes_of_the_default(make_cfg, tmp_path):
+    small = BuiltinTask(make_cfg("builtin", builtin_pairs=20, builtin_eval_pairs=7), None)
+    corpus = small.load(tmp_path)
+    assert len(corpus.splits["val"]) == len(corpus.splits["test"]) == 7
+    assert [r["src"] for r in corpus.splits["val"]] == [en for en, _ in builtin.generate("val", 7)]
+    assert small.fingerprint() != BuiltinTask(make_cfg("builtin", builtin_pairs=20), None).fingerprint()
+    with pytest.raises(DataError, match="builtin_eval_pairs=0 must be positive"):
+        BuiltinTask(make_cfg("builtin", builtin_eval_pairs=0), None)
