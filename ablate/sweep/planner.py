@@ -54,10 +54,18 @@ def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Option
 
     A grid larger than ``limit`` is refused even under a cap: W&B's grid search enumerates the
     whole grid to pick the next point, so its size alone decides the planning time and memory.
+    Beyond :data:`~ablate.sweep.options.GRID_LIMIT` no ``--trial-limit`` helps (planning would not end
+    in bounded time or memory), so the refusal then says to split the sweep instead of raising the limit.
     """
     size = grid_size(spec.parameters) if spec.method == "grid" else None
     count = planned_trials(spec, cap)
     biggest = max(n for n in (size, count, 0) if n is not None)
+    if biggest > GRID_LIMIT:
+        over = f"over the limit of {limit:,}" if biggest > limit else f"more than {GRID_LIMIT:,} can be planned"
+        raise SweepError(
+            f"{spec.describe()}: {biggest:,} trials is {over}; narrow the grid, or split it into sweep files "
+            f"of at most {GRID_LIMIT:,} trials each (one value of an axis per file)"
+        )
     if biggest > limit:
         raise SweepError(
             f"{spec.describe()}: {biggest:,} trials is over the limit of {limit:,}; narrow the grid, "

@@ -56,10 +56,22 @@ def test_a_huge_grid_is_counted_without_expanding_it():
         with pytest.raises(
             SweepError,
             match=r"12,000,000,000 trials is over the limit of 10,000; narrow the grid, "
-            r"or raise the limit with --trial-limit 12000000000",
+            r"or split it into sweep files of at most 100,000 trials each",
         ):
             check_trial_count(spec, cap, 10_000)
-    assert check_trial_count(spec, 500, 10**13) == 500
+
+
+def test_a_grid_too_big_to_plan_is_refused_whatever_the_trial_limit():
+    """Issue 34 item 6: the advice for a 10**6 grid is not a --trial-limit that then plans for ever."""
+    spec = small_spec({"seed": {"values": list(range(1000))}, "train.warmup": {"min": 1, "max": 1000}})
+    for limit in (10_000, 10**6, 10**13):  # the refusal used to suggest --trial-limit 1000000, which hung
+        with pytest.raises(SweepError, match=r"1,000,000 trials is .*split it into sweep files") as err:
+            check_trial_count(spec, None, limit)
+        assert "--trial-limit" not in str(err.value)
+    small = small_spec({"seed": {"values": list(range(200))}, "train.warmup": {"min": 1, "max": 100}})
+    with pytest.raises(SweepError, match=r"20,000 trials is over the limit of 10,000.*--trial-limit 20000"):
+        check_trial_count(small, None, 10_000)  # within what can be planned, raising the limit is the advice
+    assert check_trial_count(small, None, 20_000) == 20_000
 
 
 @pytest.mark.slow
