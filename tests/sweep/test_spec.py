@@ -22,6 +22,7 @@ EXPECTED = {
     "table3-cpu": 38,
     "calibration-cpu": 16,
     "table3-budget-cpu": 12,
+    "mission-budget-cpu": 9,
     "defaults-cpu": 4,
     "mission-cpu": 30,
     "scoring": 72,
