@@ -49,6 +49,7 @@ from ablate.sweep.trial import (
     outcome,
     read_summary,
     reported_history,
+    time_limit,
     trial_name,
     trial_overrides,
 )
@@ -219,6 +220,16 @@ class Planner:
             trial.status, trial.error = RunStatus.FAILED, f"invalid config: {err}"
             return False
         return True
+
+    def time_limit(self, trial: Trial) -> Optional[float]:
+        """Seconds an attempt of ``trial`` may run (:func:`ablate.sweep.trial.time_limit`), ``None``: no limit."""
+        if self.opts.trial_timeout_s is not None:
+            return time_limit(0, None, self.opts.trial_timeout_s)
+        try:
+            train = load_config(self.opts.config, self.overrides(trial)).train
+        except ConfigError:  # the trial fails on its own, at once
+            return None
+        return time_limit(train.max_steps, train.max_time)
 
     def plan(self) -> None:
         """Add every trial grid or random search can plan now; validate what will run."""

@@ -8,7 +8,9 @@ each step, then ``finished``/``failed``/``interrupted``), and appends ``<event> 
 <step>`` lines to FILE so tests can see what ran when. Modes: ``ok``, ``crash`` (exception, no
 summary), ``nan`` (diverges: summary says failed), ``oom-kill`` (SIGKILLs itself), ``bad`` (a
 worse metric, for early termination), ``stubborn`` (a hung
-trainer: on its first attempt it ignores SIGTERM and hangs after half its steps).
+trainer: on its first attempt it ignores SIGTERM and hangs after half its steps), ``hang`` (sleeps for
+ever after its first step, silent, as a plugin waiting on a lock; SIGTERM ends it as it does a trainer),
+``chatty`` (prints ``--steps`` lines of 1 kB a step).
 ``--texts SPLIT`` makes a finished run's record one ``ablate table`` reads as a real one: the
 config typed as YAML reads it, ``test_SPLIT/bleu`` (sacreBLEU of the hypotheses), and ``hyps/SPLIT.txt`` / ``refs/SPLIT.txt``
 (the references with a share of words replaced that falls with ``model.heads`` and varies by seed).
@@ -88,6 +90,11 @@ def main(argv: list[str]) -> int:
         if mode == "stubborn" and step == steps // 2 and not resumed:
             while True:
                 time.sleep(1)
+        if mode == "hang":
+            while True:
+                time.sleep(1)
+        if mode == "chatty":
+            print(("x" * 1023 + "\n") * 200, end="", flush=True)
         if mode == "oom-kill" and step == 2:
             os.kill(os.getpid(), signal.SIGKILL)
     atomic(
