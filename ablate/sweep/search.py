@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 from typing import Any, Iterable, Optional
 
 import numpy as np
@@ -76,15 +77,17 @@ def next_points(spec: SweepSpec, runs: list[Any], n: int) -> list[Point]:
         return []
     sweeps = _sweeps()
     seed = int(hashlib.sha1(f"{spec.name}:{len(runs)}".encode()).hexdigest()[:8], 16)
-    saved = np.random.get_state()
-    np.random.seed(seed)
+    saved = np.random.get_state(), random.getstate()
+    np.random.seed(seed)  # W&B's bayes search draws from numpy's generator,
+    random.seed(seed)  # its random search from Python's (random.uniform, then each distribution's ppf)
     try:
         with sweeps_engine():
             proposals = sweeps.next_runs(spec.config, runs, validate=False, n=n)
     except ValueError as err:  # e.g. a distribution in a grid
         raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
     finally:
-        np.random.set_state(saved)
+        np.random.set_state(saved[0])
+        random.setstate(saved[1])
     return [point_of(run.config) for run in proposals if run is not None]
 
 
