@@ -114,3 +114,18 @@ class SentenceMetric:
 
     def corpus(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> float:
         return float(self.from_statistics(self.statistics(hyps, refs, sources).sum(0)))
+
+
+_CACHE: dict[tuple, np.ndarray] = {}
+_CACHE_SIZE = 1024
+
+
+def statistics(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
+    """(n, k) per-sentence statistics of ``scorer``, computed once per text in a process (a table
+    reads each trial's three times: its cell, its check against the summary, its significance test)."""
+    key = (scorer.name, scorer.signature(), tuple(hyps), tuple(refs), tuple(sources) if sources else None)
+    if key not in _CACHE:
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.clear()
+        _CACHE[key] = scorer.statistics(hyps, refs, sources)
+    return _CACHE[key]
