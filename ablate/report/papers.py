@@ -176,7 +176,7 @@ def _setup(block: Any, settings: dict[str, Any], where: str) -> Setup:
         )
     given = {k: v for k, v in block.items() if k not in FACTS}
     try:
-        typed = flatten(to_dict(from_flat(given)))
+        typed = flatten(to_dict(from_flat(given, trust="never")))  # a reference file's plugins never run
     except ConfigError as err:
         raise ReportError(f"{where}: {err}") from None
     config = {k: _tuples(typed[k]) for k in given}

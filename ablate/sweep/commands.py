@@ -116,7 +116,10 @@ SLURM_ARG = typer.Option(
     help="another #SBATCH option as KEY=VALUE (repeatable), e.g. account=abc or qos=high.",
 )
 MAX_TRIALS = typer.Option(
-    None, "--max-trials", help="Run at most this many trials (required for random/bayes without run_cap)."
+    None,
+    "--max-trials",
+    help="Run at most this many trials (required for random/bayes without run_cap; with seed: {repeat: N}, "
+    "configurations of N trials each).",
 )
 RETRIES = typer.Option(
     2,

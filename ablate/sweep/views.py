@@ -37,7 +37,14 @@ def unfinished(state: SweepState) -> int:
 def preview(console: Console, planner: Planner) -> int:
     """Print the trials a run would plan; returns how many are invalid."""
     trials = planner.preview()
-    if planner.spec.method == "bayes":
+    seeds = planner.spec.repeat_seeds
+    if planner.spec.method == "bayes" and seeds is not None:
+        console.print(
+            f"bayes proposes configurations as results arrive (up to {planner.cap}, each trained with seeds "
+            f"{', '.join(map(str, seeds))} and searched on their mean); the first:",
+            highlight=False,
+        )
+    elif planner.spec.method == "bayes":
         console.print(f"bayes proposes trials as results arrive (up to {planner.cap}); the first:")
     for t in trials:
         line = f"[bold]{t.name}[/bold]  {' '.join(planner.overrides(t))}"
