@@ -44,13 +44,13 @@ def sentence_stats(hyps: Texts, refs: Texts, tokenize: Optional[str] = None) -> 
     metric = _bleu(tokenize)
     references = _reference_ngrams(metric, refs)
     out = np.zeros((len(hyps), 2 + 2 * ORDER), dtype=np.float64)
+    orders = np.arange(ORDER)
     for i, (hyp, (ref_ngrams, ref_len)) in enumerate(zip(hyps, references)):
         ngrams, hyp_len = extract_all_word_ngrams(_segment(metric, hyp), 1, ORDER)
         out[i, 0], out[i, 1] = hyp_len, ref_len
-        for ngram, count in ngrams.items():
-            n = len(ngram) - 1
-            out[i, 2 + ORDER + n] += count
-            out[i, 2 + n] += min(count, ref_ngrams.get(ngram, 0))
+        out[i, 2 + ORDER :] = np.maximum(hyp_len - orders, 0)  # a line of L tokens has L - n + 1 n-grams
+        for ngram in ngrams.keys() & ref_ngrams.keys():  # clipped matches: only shared n-grams count
+            out[i, 1 + len(ngram)] += min(ngrams[ngram], ref_ngrams[ngram])
     return out
 
 
@@ -101,6 +101,7 @@ class Bleu:
 
     name = "bleu"
     label = "BLEU"
+    reads_sources = False
     higher_is_better = True
     decimals = 2
 

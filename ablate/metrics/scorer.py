@@ -69,6 +69,10 @@ class SacreBleuScorer:
     Subclasses give :meth:`metric`, a fresh sacreBLEU metric object (``CHRF(word_order=2)``, ``TER()``).
     """
 
+    reads_sources = False
+    """sacreBLEU's metrics compare hypotheses with references only (a scorer without this attribute
+    is assumed to read the sources, as a learned metric may)."""
+
     def metric(self) -> Any:
         raise NotImplementedError
 
@@ -123,6 +127,8 @@ _CACHE_SIZE = 1024
 def statistics(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
     """(n, k) per-sentence statistics of ``scorer``, computed once per text in a process (a table
     reads each trial's three times: its cell, its check against the summary, its significance test)."""
+    if not getattr(scorer, "reads_sources", True):
+        sources = None
     key = (scorer.name, scorer.signature(), tuple(hyps), tuple(refs), tuple(sources) if sources else None)
     if key not in _CACHE:
         if len(_CACHE) >= _CACHE_SIZE:
