@@ -116,7 +116,10 @@ SLURM_ARG = typer.Option(
     help="another #SBATCH option as KEY=VALUE (repeatable), e.g. account=abc or qos=high.",
 )
 MAX_TRIALS = typer.Option(
-    None, "--max-trials", help="Run at most this many trials (required for random/bayes without run_cap)."
+    None,
+    "--max-trials",
+    help="Run at most this many trials (required for random/bayes without run_cap; with seed: {repeat: N}, "
+    "configurations of N trials each).",
 )
 RETRIES = typer.Option(
     2,
@@ -234,7 +237,7 @@ def _run(launcher: Launcher, wandb_sweep: bool) -> None:
     except KeyboardInterrupt:  # before any trial started: nothing to stop
         _say("interrupted: rerun the same command to resume", "yellow")
         raise typer.Exit(130) from None
-    views.report(console, result.state, spec.metric, spec.goal, opts.out)
+    views.report(console, result.state, spec.metric, spec.goal, opts.out, spec.repeat_seeds is not None)
     if result.interrupted:
         _say("interrupted: rerun the same command to resume", "yellow")
         raise typer.Exit(130)

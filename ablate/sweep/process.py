@@ -159,19 +159,28 @@ def signal_group(pid: int, sig: int) -> None:
 
 
 class signals_raise_interrupt:
-    """While running, SIGTERM and SIGHUP stop the sweep as Ctrl-C does (trials are stopped too)."""
+    """While running, SIGTERM and SIGHUP stop the sweep as Ctrl-C does (trials are stopped too).
+
+    On leaving, a signal received meanwhile is passed on to the handler that was there before when that
+    is a Python function (a host program's, a test session's), so it learns of it too; the default
+    action is not taken again (the sweep has already stopped, and says so).
+    """
 
     def __enter__(self) -> None:
-        self.saved = {}
+        self.saved: dict[int, Any] = {}
+        self.received: list[int] = []
         if threading.current_thread() is not threading.main_thread():
             return
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            self.saved[sig] = signal.signal(sig, _raise_interrupt)
+            self.saved[sig] = signal.signal(sig, self._raise_interrupt)
+
+    def _raise_interrupt(self, signum: int, frame: Any) -> None:
+        self.received.append(signum)
+        raise KeyboardInterrupt(f"signal {signum}")
 
     def __exit__(self, *exc: Any) -> None:
         for sig, handler in self.saved.items():
             signal.signal(sig, handler)
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+        for sig in dict.fromkeys(self.received):
+            if callable(self.saved.get(sig)):
+                self.saved[sig](sig, None)

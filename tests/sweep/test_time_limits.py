@@ -7,7 +7,10 @@ import logging
 import re
 
 import pytest
+from typer.testing import CliRunner
 
+from ablate import cli
+from ablate.sweep import launcher
 from ablate.sweep.launcher import run_sweep
 from ablate.sweep.process import CUT_MARK, bound_log
 from ablate.sweep.trial import time_limit
@@ -100,3 +103,27 @@ def test_bound_log_keeps_earlier_attempts_the_head_and_the_last_whole_lines(tmp_
     assert bound_log(log, len(earlier), 4_000)
     text = log.read_bytes()
     assert text.count(CUT_MARK) == 1 and text.endswith(b"more 00299\n") and len(text) <= len(earlier) + 4_000
+
+
+@pytest.mark.slow
+def test_the_command_line_stops_a_hung_trial_after_trial_timeout_5_and_warns_of_the_stall(
+    tmp_path, monkeypatch, events
+):
+    """The issue's case through ``ablate sweep run``: a trial that hangs (its trainer silent for ever) is stopped at
+    ``--trial-timeout 5``, named on stderr after ``--stall-warning 1``; the other trial finishes; exit status 1."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(launcher, "trainer_command", lambda config=None: fake_command(events, {"seed=1": "hang"}))
+    sweep = tmp_path / "hang.yaml"
+    sweep.write_text("method: grid\nparameters:\n  seed: {values: [1, 2]}\n  model.d_model: {value: 32}\n")
+    args = ["sweep", "run", str(sweep), "--devices", "cpu", "--trial-timeout", "5", "--stall-warning", "1"]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 1, result.output
+    state = json.loads((tmp_path / "runs" / "hang" / "sweep.json").read_text())
+    assert [(t["name"], t["status"]) for t in state["trials"]] == [("seed=1", "failed"), ("seed=2", "finished")]
+    assert 5.0 <= state["trials"][0]["duration_s"] < 12.0
+    summary = json.loads((tmp_path / "runs" / "hang" / "seed=1" / "summary.json").read_text())
+    assert summary["status"] == "timeout" and "its time limit (--trial-timeout)" in summary["error"]
+    stall = [line for line in result.stderr.splitlines() if "has written nothing" in line]
+    assert (
+        len(stall) == 1 and stall[0].startswith("warning: trial seed=1 ") and "runs/hang/seed=1/trial.log" in stall[0]
+    )
