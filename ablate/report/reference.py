@@ -251,7 +251,7 @@ class SideBySide:
 
     def sensitivity(self) -> list[Sensitivity]:
         """Both counts with our base mean moved by -1 and +1 SE (empty where its SE is unknown)."""
-        if not self.base_se:
+        if not self.base_se or not self.counted:
             return []
         out = []
         for shift in (-self.base_se, self.base_se):
@@ -317,7 +317,7 @@ class SideBySide:
             ),
             ("All matched rows", self.all_rows().text()),
         ]
-        if self.base_se:
+        if self.base_se and self.counted:
             out.append(
                 (
                     f"Sensitivity to our base (its mean ± 1 SE = {self.base_se:.2f} BLEU; every one of our Δs moves with it)",

@@ -237,7 +237,7 @@ def _run(launcher: Launcher, wandb_sweep: bool) -> None:
     except KeyboardInterrupt:  # before any trial started: nothing to stop
         _say("interrupted: rerun the same command to resume", "yellow")
         raise typer.Exit(130) from None
-    views.report(console, result.state, spec.metric, spec.goal, opts.out)
+    views.report(console, result.state, spec.metric, spec.goal, opts.out, spec.repeat_seeds is not None)
     if result.interrupted:
         _say("interrupted: rerun the same command to resume", "yellow")
         raise typer.Exit(130)

@@ -28,13 +28,12 @@ from ablate.sweep.options import GRID_LIMIT, LaunchOptions
 from ablate.sweep.progress import best_trial
 from ablate.sweep.search import (
     Point,
+    best_configuration,
     configuration_key,
     grid_size,
     next_points,
     planned_configurations,
     planned_trials,
-    replicate_metric,
-    replicate_status,
     replicates,
     search_runs,
     to_stop,
@@ -238,7 +237,8 @@ class Planner:
                 f"{self.spec.describe()}: method '{self.spec.method}' needs run_cap in the file or --max-trials N"
             )
         count = check_trial_count(self.spec, self.cap, self.opts.trial_limit)
-        if upfront(self.spec):
+        once = self.spec.repeat_seeds is not None and self.spec.method == "random" and self.state.trials
+        if upfront(self.spec) and not once:  # random search with a repeat seed plans once: a rerun adds nothing
             points = planned_configurations(self.spec, self.cap) if count is not None else None
             room = (points if points is not None else GRID_LIMIT) - self._proposed()
             for point in self._new_points(room):
@@ -262,12 +262,8 @@ class Planner:
         if self.spec.repeat_seeds is None:
             best = best_trial(self.state, self.spec.goal)
             return best.metric if best is not None else None
-        means = [
-            m
-            for seeds in replicates(self.state.trials).values()
-            if replicate_status(seeds).done and (m := replicate_metric(seeds)) is not None
-        ]
-        return (max if self.spec.goal == "maximize" else min)(means) if means else None
+        best = best_configuration(self.state.trials, self.spec.goal)
+        return best[0] if best is not None else None
 
     def _target_reached(self) -> bool:
         target = (self.spec.config.get("metric") or {}).get("target")

@@ -133,6 +133,18 @@ def replicate_metric(trials: Sequence[Attempted]) -> Optional[float]:
     return _mean(ended)  # type: ignore[arg-type]
 
 
+def best_configuration(trials: Sequence[Attempted], goal: str) -> Optional[tuple[float, list[Attempted]]]:
+    """The configuration whose seeds are all done with the best mean metric: ``(mean, its trials)``."""
+    done = [
+        (mean, seeds)
+        for seeds in replicates(trials).values()
+        if replicate_status(seeds).done and (mean := replicate_metric(seeds)) is not None
+    ]
+    if not done:
+        return None
+    return (max if goal == "maximize" else min)(done, key=lambda pair: pair[0])
+
+
 def search_runs(spec: SweepSpec, trials: Sequence[Attempted]) -> list[Any]:
     """The ``sweeps.SweepRun`` W&B's engine reads: one per trial, or with a repeat seed one per configuration.
 

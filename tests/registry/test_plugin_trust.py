@@ -203,21 +203,36 @@ def test_load_from_checkpoint_in_the_process_that_loaded_the_plugin_needs_no_fla
     assert trained["marker"].read_text() == "ran\n"  # once: by the user's load
 
 
-def test_table_never_imports_a_plugin_a_summary_names(trained, tmp_path):
-    """A summary without ``resolved`` is derived from its config: without importing its plugins."""
+@pytest.fixture()
+def planted_sweep(trained, tmp_path) -> Path:
+    """A sweep folder whose summaries lack ``resolved`` and whose configs name a planted plugin."""
     from tests.helpers.records import make_variant_sweep
 
     sweep = make_variant_sweep(tmp_path / "sweep")
-    evil = tmp_path / "sweep" / "evil.py"
+    evil = sweep / "evil.py"
     evil.write_text(PLANTED.format(marker=str(trained["marker"])))
     for path in sweep.glob("*/summary.json"):
         summary = json.loads(path.read_text())
         summary.pop("resolved", None)
         summary["config"]["plugins"] = [str(evil)]
         path.write_text(json.dumps(summary))
-    result = _invoke("table", str(sweep), "--format", "csv")
-    assert result.exit_code == 0, result.output
-    assert "base" in result.output
+    return sweep
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["table", "{sweep}", "--format", "csv"], id="table"),
+        pytest.param(["plot", "{sweep}", "--out", "{tmp}/plots", "--no-significance"], id="plot"),
+        pytest.param(["calibrate", "{sweep}"], id="calibrate"),
+    ],
+)
+def test_readers_of_numbers_never_import_a_plugin_a_summary_names(command, planted_sweep, trained, tmp_path):
+    """A summary without ``resolved`` is derived from its config: without importing its plugins."""
+    result = _invoke(*[a.format(sweep=planted_sweep, tmp=tmp_path) for a in command])
+    assert "evil" not in result.output
+    if command[0] == "table":
+        assert result.exit_code == 0 and "base" in result.output, result.output
     assert not trained["marker"].exists()
 
 

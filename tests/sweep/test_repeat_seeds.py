@@ -3,6 +3,7 @@ W&B's search engine sees one run per configuration whose metric is the mean over
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
@@ -12,8 +13,9 @@ from typer.testing import CliRunner
 
 from ablate.cli import app as main_app
 from ablate.record import RunStatus
-from ablate.sweep import commands
+from ablate.sweep import commands, views
 from ablate.sweep.launcher import run_sweep
+from ablate.sweep.planner import check_trial_count
 from ablate.sweep.search import configuration_key, search_runs
 from ablate.sweep.spec import SweepError, spec_from_dict
 from ablate.sweep.state import Trial
@@ -124,6 +126,23 @@ def test_a_bayes_sweep_with_a_repeat_seed_runs_every_seed_and_its_table_tests_th
     assert sum("†" in line for line in rows) >= 1 and "seed-aware t-test" in table.output
     state = json.loads((out / "sweep.json").read_text())
     assert len(state["trials"]) == 6
+    console = Console(file=io.StringIO(), width=250)
+    views.report(console, result.state, "val/bleu", "maximize", out, repeat=True)
+    best = max(by_config.values(), key=lambda seeds: sum(t.metric for t in seeds))
+    mean = sum(t.metric for t in best) / 2
+    assert (
+        f"best val/bleu = {mean:.4g}, the mean of 2 seeds ({best[0].name}, {best[1].name})" in console.file.getvalue()
+    )
+
+
+def test_random_and_grid_search_with_a_repeat_seed_plan_each_configuration_once_per_seed(tmp_path):
+    random_search = small_spec({"seed": {"repeat": 2}, "model.heads": {"values": [2, 4]}}, method="random", run_cap=3)
+    names = sorted(t.name for t in _plan(random_search, tmp_path))  # 2 configurations exist: never one twice
+    assert names == ["heads=2-seed=1", "heads=2-seed=2", "heads=4-seed=1", "heads=4-seed=2"]
+    grid = small_spec({"model.heads": {"values": [2, 4]}, "seed": {"repeat": 3}}, method="grid")
+    names = [t.name for t in _plan(grid, tmp_path)]
+    assert names == [f"heads={h}-seed={s}" for h in (2, 4) for s in (1, 2, 3)]
+    assert check_trial_count(grid, None, 100) == 6  # the count printed before planning: 2 configurations x 3 seeds
 
 
 def test_hyperband_stops_every_seed_of_a_lagging_configuration(tmp_path, events):
