@@ -210,12 +210,14 @@ def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
         return {k: _hashable(v) for k, v in summary["resolved"].items()}
     from ablate.config import ConfigError, from_flat
     from ablate.training.resolved import resolved
+    from ablate.utils.plugins import PluginError
 
-    try:
+    try:  # a reader of numbers never imports a plugin a record names: a plugin's component is not derived
         cfg = from_flat(
-            {k: list(v) if isinstance(v, tuple) else v for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES)}
+            {k: list(v) if isinstance(v, tuple) else v for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES)},
+            trust="never",
         )
-    except (ConfigError, TypeError, ValueError):
+    except (ConfigError, PluginError, TypeError, ValueError):
         return {}
     return resolved(cfg)
 

@@ -55,7 +55,10 @@ class TranslationModule(pl.LightningModule):
     """Trains ``model`` on batches from :class:`ablate.data.datamodule.TranslationDataModule`.
 
     ``TranslationModule.load_from_checkpoint(run_dir / "checkpoints/best.ckpt")`` rebuilds it
-    from the checkpoint alone (the config and vocabulary sizes are its hyperparameters); attach
+    from the checkpoint alone (the config and vocabulary sizes are its hyperparameters); a plugin that
+    config names is imported only if this process already runs the same code (the user's config,
+    ``ablate.utils.plugins.load([...])``) or it is an installed module, unless
+    ``load_from_checkpoint(path, trust_plugins=True)`` says to import what the checkpoint names. Attach
     ``detokenize`` (``SubwordTokenizer.load(run_dir / "tokenizer").decode_tgt``) to score text.
 
     Args:
@@ -67,6 +70,8 @@ class TranslationModule(pl.LightningModule):
         bos_id, eos_id, pad_id: special token ids.
         vocab: ``{"src": size, "tgt": size, "joint": bool}``, to build (and rebuild) the model.
         clock: the run's :class:`~ablate.training.callbacks.TrainClock` (budget progress for the schedule).
+        trust_plugins: a ``cfg`` given as a dict (a checkpoint's) may import every plugin it names;
+            without it, only those the user vouched for (:func:`ablate.utils.plugins.unvouched`).
     """
 
     def __init__(
@@ -82,9 +87,11 @@ class TranslationModule(pl.LightningModule):
         test_splits: tuple[str, ...] = ("test",),
         vocab: dict[str, Any] | None = None,
         clock: Any = None,
+        trust_plugins: bool = False,
     ):
         super().__init__()
-        cfg = cfg if isinstance(cfg, Config) else from_flat(flatten(cfg or {}))
+        if not isinstance(cfg, Config):  # a checkpoint's record: its plugins are not necessarily the user's
+            cfg = from_flat(flatten(cfg or {}), trust="import" if trust_plugins else "recorded")
         if model is None:
             if vocab is None:
                 raise ValueError(
