@@ -65,7 +65,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ablate.record import DEV_PPL
+from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP
 from ablate.report.aggregate import Row, Sweep
 from ablate.report.agreement import (
     AgreementTest,
@@ -251,7 +251,7 @@ class SideBySide:
 
     def sensitivity(self) -> list[Sensitivity]:
         """Both counts with our base mean moved by -1 and +1 SE (empty where its SE is unknown)."""
-        if not self.base_se:
+        if not self.base_se or not self.counted:
             return []
         out = []
         for shift in (-self.base_se, self.base_se):
@@ -317,7 +317,7 @@ class SideBySide:
             ),
             ("All matched rows", self.all_rows().text()),
         ]
-        if self.base_se:
+        if self.base_se and self.counted:
             out.append(
                 (
                     f"Sensitivity to our base (its mean ± 1 SE = {self.base_se:.2f} BLEU; every one of our Δs moves with it)",
@@ -459,11 +459,11 @@ def our_facts(sweep: Sweep, split: str, setup: Any) -> list[tuple[str, str, str]
         ours = f"sacreBLEU on detokenized output, no compound splitting ({sig}), on {split or 'the test split'}"
         out.append(("metric", ours, facts["metric"]))
     if "checkpoints" in facts and trials:
-        counts = sorted({sum(1 for h in t.history if h.get("val/bleu") is not None) for t in trials})
+        counts = sorted({sum(1 for h in t.history if h.get(DEV_BLEU.key) is not None) for t in trials})
         last = [
             t
             for t in trials
-            if t.metrics.get("val/step") is not None and t.metrics["val/step"] == t.metrics.get("step")
+            if t.metrics.get(TESTED_STEP.key) is not None and t.metrics[TESTED_STEP.key] == t.metrics.get("step")
         ]
         n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
         if counts == [1] and len(last) == len(trials):

@@ -37,6 +37,13 @@ Each entry compares rows that differ only in ``between``: the first of ``values`
 lowest value present) is the reference, each other value is compared with it. Without
 ``comparisons`` a table tests every row against the base.
 
+The table's base row is the variant that applies no overrides (a bare name, ``base`` above). A
+sweep with none, or with several, names it in a third reserved constant, ``base``: a variant's
+name, or for a grid without variants the values of its base point::
+
+      base: {value: transformer}                                  # a variant
+      base: {value: {model.attention.score: dot, model.attention.scale: true}}   # a grid's point
+
 A search over hyperparameters (``method: bayes`` or ``random``) repeats every configuration it
 proposes over the same seeds when the seed is a *repeat axis*, ``seed: {repeat: N}`` (seeds
 1..N)::
@@ -75,7 +82,9 @@ COMPARISONS = "comparisons"
 VARIANTS = "variants"
 """The constant that maps variant names to their overrides in a sweep registered with W&B
 (:mod:`ablate.sweep.wandb_form`); sweep files write the mappings under ``variant`` instead."""
-RESERVED = (VARIANT, COMPARISONS, VARIANTS)
+BASE = "base"
+"""The reserved constant parameter naming the table's base row (a variant, or a grid's point)."""
+RESERVED = (VARIANT, COMPARISONS, VARIANTS, BASE)
 SEED = "seed"
 """The config key of the training seed: the one parameter that can be a repeat axis."""
 REPEAT = "repeat"
@@ -312,6 +321,8 @@ def check_parameters(parameters: dict[str, Any], where: str) -> None:
                     f"{where}: parameters.{COMPARISONS} is a constant: write {COMPARISONS}: {{value: [...]}}"
                 )
             parse_comparisons(param["value"], f"{where}: parameters.{COMPARISONS}", keys | {VARIANT})
+        elif name == BASE:
+            check_base(param, parameters, where)
         elif name not in keys and not is_key(name):
             raise SweepError(f"{where}: parameters.{name}: {_unknown(name, keys)}")
 
@@ -338,6 +349,30 @@ def check_variants(param: dict[str, Any], where: str) -> None:
         for key in variant_overrides(value):
             if key not in keys and not is_key(key):
                 raise SweepError(f"{where}: {label} ({name}): {_unknown(key, keys)}")
+
+
+def check_base(param: dict[str, Any], parameters: dict[str, Any], where: str) -> None:
+    """``base`` is a constant naming one of the sweep's variants, or (a grid) a mapping of its varying
+    parameters to the base point's values."""
+    label = f"{where}: parameters.{BASE}"
+    value = param.get("value") if isinstance(param, dict) else None
+    variants = parameters.get(VARIANT)
+    if isinstance(variants, dict) and isinstance(variants.get("values"), list):
+        names = [variant_name(v, label) for v in variants["values"]]
+        if not isinstance(value, str) or value not in names:
+            shown = "" if value is None else f" {value!r} is not one of them;"
+            raise SweepError(f"{label}:{shown} write {BASE}: {{value: <variant>}}, one of: {', '.join(names)}")
+        return
+    if not isinstance(value, dict) or not value:
+        raise SweepError(
+            f"{label}: without variants, write {BASE}: {{value: {{<key>: <value>, ...}}}}, the base point of the grid"
+        )
+    for key, v in flatten(value).items():
+        choices = (parameters.get(key) or {}).get("values")
+        if not isinstance(choices, list):
+            raise SweepError(f"{label}: '{key}' is not a parameter with 'values' in this sweep")
+        if v not in choices:
+            raise SweepError(f"{label}: {key}={v!r} is not one of its values {choices}")
 
 
 def parse_comparisons(

@@ -1,4 +1,4 @@
-"""The test session itself (issue 34): SIGTERM stops it within seconds, whatever the running test does with it."""
+"""The test session itself: SIGTERM stops it within seconds, whatever the running test does with it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SWEEP = """\
 import time
