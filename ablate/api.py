@@ -42,11 +42,24 @@ class TrainResult:
 
         return dict(from_summary(self.run_dir.name, self.summary).metrics)
 
-    def translate(self, sentences: Sequence[str], beam: Optional[int] = None, checkpoint: str = "best") -> list[str]:
-        """Translations of ``sentences`` by the run's ``checkpoint``, as ``ablate translate`` gives them."""
+    def translate(
+        self,
+        sentences: Sequence[str],
+        beam: Optional[int] = None,
+        checkpoint: str = "best",
+        plugins: Sequence[str] = (),
+        trust_plugins: bool = False,
+    ) -> list[str]:
+        """Translations of ``sentences`` by the run's ``checkpoint``, as ``ablate translate`` gives them.
+
+        A plugin the run's record names is imported when this process already runs it (the run was
+        trained here), it is one of ``plugins`` (the same code) or an installed module, or with
+        ``trust_plugins`` (as ``--plugins`` / ``--trust-plugins``); otherwise a PluginError says so.
+        """
         from ablate.inference.translate import load_run, translate
 
-        return translate(load_run(self.run_dir, checkpoint), list(sentences), beam)
+        run = load_run(self.run_dir, checkpoint, plugins=plugins, trust_plugins=trust_plugins)
+        return translate(run, list(sentences), beam)
 
     def __repr__(self) -> str:
         shown = ", ".join(

@@ -15,7 +15,7 @@ import typer
 
 from ablate.config import complete_overrides
 from ablate.record import DEV_BLEU, TEST_BLEU, TOKENS_PER_SEC, RunFiles
-from ablate.utils.commands import PlainFlagsCommand, fail, typer_app
+from ablate.utils.commands import PlainFlagsCommand, fail, plugins_option, trust_plugins_option, typer_app
 
 app = typer_app(
     help="Ablation studies for encoder-decoder Transformers in machine translation.",
@@ -122,11 +122,13 @@ def attention(
     text: str = typer.Option(..., "--text", "-t", help="Source sentence to translate and visualise."),
     out: Path = typer.Option(Path("attention"), "--out", "-o", help="Folder for the PNG files."),
     beam: int = typer.Option(5, "--beam", help="Beam size used to produce the translation."),
+    plugins: Optional[List[str]] = plugins_option(),
+    trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Heatmaps of every attention layer and head for one sentence, and the positional encodings."""
     from ablate.report.attention import plot_attention
 
-    for path in plot_attention(run_dir, text, out, beam):
+    for path in plot_attention(run_dir, text, out, beam, plugins=plugins or [], trust_plugins=trust_plugins):
         typer.echo(str(path))
 
 

@@ -318,14 +318,17 @@ def _build(cls: Any, values: dict[str, Any], prefix: str = "") -> Any:
     return cls(**kwargs)
 
 
-def from_flat(flat: dict[str, Any], base: str | Path | None = None) -> Config:
+def from_flat(flat: dict[str, Any], base: str | Path | None = None, trust: plugin_loader.Trust = "import") -> Config:
     """Build and validate a :class:`Config` from dotted keys (missing keys keep defaults).
 
     The ``plugins`` are imported first, relative files read against ``base`` (default: the working
-    directory); the config records what was imported (:mod:`ablate.utils.plugins`).
+    directory); the config records what was imported (:mod:`ablate.utils.plugins`). ``trust`` says
+    whose config it is: ``import`` (the user's), ``recorded`` (a folder's record: only plugins the
+    user vouched for are imported, others refused) or ``never`` (a reader: none is imported, so a
+    component only a plugin registers fails validation with a ConfigError).
     """
     flat = dict(flat)
-    flat["plugins"] = plugin_loader.load(flat.get("plugins"), Path(base) if base is not None else None)
+    flat["plugins"] = plugin_loader.load(flat.get("plugins"), Path(base) if base is not None else None, trust)
     cfg = _build(Config, nest(flat))
     cfg = _with_params(cfg)
     validate(cfg)

@@ -52,6 +52,9 @@ class RunStatus(str, Enum):
     """Stopped on a signal after saving a checkpoint; the same command resumes it."""
     STOPPED = "stopped"
     """Ended early by the sweep's ``early_terminate`` (hyperband); final (``sweep.json`` only)."""
+    TIMEOUT = "timeout"
+    """Stopped by the sweep's per-trial time limit (``--trial-timeout``; ``summary.json`` only: the sweep
+    records the trial failed with the reason); ``--retry-failed`` resumes it from its checkpoint."""
 
     def __str__(self) -> str:
         return self.value
@@ -95,7 +98,7 @@ class RunStatus(str, Enum):
 
 
 _VALUES = {s.value for s in RunStatus}
-SUMMARY_STATUSES = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING)
+SUMMARY_STATUSES = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING, RunStatus.TIMEOUT)
 """The statuses a ``summary.json`` may have (pending and stopped are the sweep's)."""
 
 

@@ -16,7 +16,10 @@ A component's hyperparameters are its typed keyword-only constructor (or functio
 ``model.attention.params.temperature=5`` (``model.positions_params.*`` for positions) reaches it
 as a keyword, checked by :func:`check_params` when the config is validated.
 
-This module imports no torch: the families' modules are imported by name when first needed.
+This module imports no torch: the families' modules are imported by name when first needed, and a
+config naming only shipped components is checked against ``components.json``, written from these
+registries by ``scripts/gen_config_docs.py``, so a command that never builds a model (``sweep run --dry-run``,
+``table``) validates its configs without importing torch.
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+import sys
 import typing
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 from ablate.errors import AblateError, did_you_mean
-from ablate.utils.typed import ConfigError, coerce
+from ablate.utils.typed import ConfigError, catalogued, coerce
 
 KINDS: dict[str, tuple[str, str]] = {
     "score": ("ablate.model.scores", "SCORES"),
@@ -108,6 +112,28 @@ def lookup(kind: str, name: str) -> Any:
     return _TABLES[kind].get(name)
 
 
+PARAM_TYPES: dict[str, Any] = {
+    "any": inspect.Parameter.empty,
+    **{tp.__name__: tp for tp in (int, float, bool, str)},
+    **{f"{tp.__name__} or null": Optional[tp] for tp in (int, float, bool, str)},
+}
+"""A catalogued parameter's type by its name in ``components.json``; shipped components use these."""
+
+
+def _declared(kind: str, name: str) -> Optional[dict[str, tuple[Any, Any]]]:
+    """What component ``name`` declares (:func:`declared_params`), from the catalogue while its family's
+    module is not imported; None for a name no registry holds."""
+    if KINDS[kind][0] not in sys.modules:
+        entries = catalogued().get("params", {}).get(kind, {}).get(name)
+        if entries is not None:
+            return {
+                param: (PARAM_TYPES[e["type"]], inspect.Parameter.empty if e["required"] else e["default"])
+                for param, e in entries.items()
+            }
+    obj = lookup(kind, name)
+    return None if obj is None else declared_params(obj)
+
+
 def declared_params(obj: Any) -> dict[str, tuple[Any, Any]]:
     """A component's hyperparameters: keyword-only parameter -> ``(annotation, default)``.
 
@@ -140,10 +166,9 @@ def check_params(kind: str, name: str, params: dict[str, Any], key: str) -> dict
         ConfigError: a parameter the component does not declare (did-you-mean), a value of the
             wrong type, or a required parameter left out.
     """
-    obj = lookup(kind, name)
-    if obj is None:
+    declared = _declared(kind, name)
+    if declared is None:
         return dict(params)
-    declared = declared_params(obj)
     out: dict[str, Any] = {}
     for param, value in params.items():
         if param not in declared:

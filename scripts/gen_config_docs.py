@@ -1,7 +1,11 @@
-"""Write the configuration reference, docs/reference/configuration.md, from the config dataclasses.
+"""Write the configuration reference, docs/reference/configuration.md, from the config dataclasses,
+and the catalogue of shipped components, ablate/components.json, from the registries.
 
-    python scripts/gen_config_docs.py           # (re)write the page
-    python scripts/gen_config_docs.py --check   # exit 1 if the page differs from the code (CI)
+    python scripts/gen_config_docs.py           # (re)write both
+    python scripts/gen_config_docs.py --check   # exit 1 if either differs from the code (CI)
+
+The catalogue lets a config naming shipped components be checked without importing torch
+(``ablate sweep run --dry-run``, ``ablate table``); see :func:`ablate.registry.catalog`.
 
 Every key, its type or choices (registry choices read from the registries), its default and the
 whole docstring under its field in ``ablate/config.py`` (the first sentence of which is what
@@ -13,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import inspect
+import json
 import re
 import sys
 from pathlib import Path
@@ -109,16 +115,54 @@ def render() -> str:
     return "\n".join(parts)
 
 
+def catalog() -> dict[str, Any]:
+    """The shipped registries as plain data: every choice list a config reads (its ``OneOf`` marks, by
+    ``module:registry``) and each component's parameters (type name, default, required).
+
+    Imports every family (torch). Fails on a parameter type ``PARAM_TYPES`` cannot name, so the
+    catalogue never guesses.
+    """
+    import importlib
+
+    from ablate import config, config_checks, registry
+    from ablate.utils.typed import choice_marks
+
+    names = {tp: key for key, tp in registry.PARAM_TYPES.items()}
+    params: dict[str, dict[str, Any]] = {}
+    for kind, (module, _) in registry.KINDS.items():
+        importlib.import_module(module)
+        params[kind] = {}
+        for name, obj in registry.table(kind).items():
+            entries = params[kind][name] = {}
+            for param, (tp, default) in registry.declared_params(obj).items():
+                if tp not in names:
+                    raise SystemExit(
+                        f"{kind} '{name}': parameter {param}: {tp!r} is not one of {', '.join(names.values())}"
+                    )
+                required = default is inspect.Parameter.empty
+                entries[param] = {"type": names[tp], "default": None if required else default, "required": required}
+    marks = [*choice_marks(config.Config), config_checks.FAULTS]
+    return {"choices": {mark.key: mark.live_choices() for mark in marks}, "params": params}
+
+
+def render_catalog() -> str:
+    """ablate/components.json: every shipped registry's names and parameters, as JSON."""
+    return json.dumps(catalog(), indent=2, sort_keys=True) + "\n"
+
+
 def main(argv: list[str]) -> int:
-    text = render()
+    from ablate.utils.typed import CATALOG_FILE
+
+    outputs = {PAGE: render(), CATALOG_FILE: render_catalog()}
     if "--check" in argv:
-        if not PAGE.exists() or PAGE.read_text() != text:
-            print(f"{PAGE.relative_to(ROOT)} is out of date: run python scripts/gen_config_docs.py", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.parent.mkdir(parents=True, exist_ok=True)
-    PAGE.write_text(text)
-    print(f"wrote {PAGE.relative_to(ROOT)}")
+        stale = [path for path, text in outputs.items() if not path.exists() or path.read_text() != text]
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is out of date: run python scripts/gen_config_docs.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in outputs.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path.relative_to(ROOT)}")
     return 0
 
 

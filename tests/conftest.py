@@ -2,12 +2,18 @@
 
 Also the seconds each test file took, printed at the end of every run (slowest first), so CI logs
 show where the time goes and which tests deserve ``@pytest.mark.slow``.
+
+SIGTERM stops the session within seconds (:func:`_stop_on_sigterm`). Without it the code under
+test turned each SIGTERM into a graceful stop of *its* work (a sweep stops its trials, a trainer
+saves a checkpoint and records ``interrupted``) and the session went on with the next test.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from collections import defaultdict
 from pathlib import Path
 
@@ -23,6 +29,35 @@ torch.set_num_threads(1)
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
 
 _SECONDS_PER_FILE: defaultdict[str, float] = defaultdict(float)
+
+STOP_S = 5.0
+"""Seconds the session gets after a SIGTERM to end by itself before it exits hard (status 143)."""
+_SESSION: list[pytest.Session] = []
+_STOPPING: list[threading.Timer] = []
+
+
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    """End the session: no test after this one, KeyboardInterrupt now, and a hard exit after :data:`STOP_S`.
+
+    The code under test may catch the interrupt (a trainer's graceful stop, ``CliRunner``) and go on;
+    the session stops after the current test, and the timer ends whatever is still running.
+    Handlers that chain to the one before them (Lightning's signal connector,
+    :class:`ablate.sweep.process.signals_raise_interrupt`) reach this one.
+    """
+    for session in _SESSION:
+        session.shouldstop = f"signal {signum}"
+    if not _STOPPING:
+        timer = threading.Timer(STOP_S, os._exit, args=(128 + signum,))
+        timer.daemon = True
+        timer.start()
+        _STOPPING.append(timer)
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _SESSION.append(session)
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ epoch 0 of a seeded shuffle, i.e. a random sample of the corpus's batch shapes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -17,7 +18,8 @@ from ablate.data.batching import TokenBatchSampler
 from ablate.data.datamodule import EncodedPairs, collate, lengths
 from ablate.data.encoded import Prepared, prepare
 
-Batch = dict[str, torch.Tensor]
+Batch = dict[str, Any]
+"""A collated batch (:func:`ablate.data.datamodule.collate`): tensors on the device, host counts beside them."""
 
 
 @dataclass
@@ -64,7 +66,8 @@ def load_inputs(opts: BenchOptions, device: torch.device) -> Inputs:
     pairs = EncodedPairs(train)
     batches = []
     for indices in sampler:
-        batches.append({k: v.to(device) for k, v in collate(pairs.__getitems__(indices)).items()})
+        batch = collate(pairs.__getitems__(indices))
+        batches.append({k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()})
         if len(batches) == opts.batches:
             break
     split = prepared.test_splits[0] if prepared.test_splits else prepared.val_split

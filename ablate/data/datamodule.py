@@ -8,6 +8,12 @@ A collated batch is a dict of LongTensors (pad id 0):
 * ``index``   ``(B,)``: position of each sentence in its split (restores corpus order after
   length-sorted, rank-sharded decoding).
 
+and what the host knows of it without reading a tensor back from a device (a training step that asked
+the GPU would wait for it):
+
+* ``src_tokens``, ``tgt_tokens`` ``int``: non-padding tokens of ``src`` and of ``tgt_out``.
+* ``src_padded`` ``bool``: whether any ``src`` row is padded (if not, attention needs no padding mask).
+
 Training batches come from :class:`TokenBatchSampler` (so the Trainer must be built with
 ``use_distributed_sampler=False``); evaluation batches are sorted by source length, bounded by
 ``eval.max_sentences`` and ``train.max_tokens``, and sharded across ranks.
@@ -16,7 +22,7 @@ Training batches come from :class:`TokenBatchSampler` (so the Trainer must be bu
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Any, Optional
 
 import datasets
 import numpy as np
@@ -32,11 +38,18 @@ from ablate.data.errors import DataError
 from ablate.data.tokenizer import BOS, EOS, PAD
 
 
+def _lengths(ids: pa.ChunkedArray | pa.ListArray) -> np.ndarray:
+    """Subwords per row of ``ids``, without the special token collation adds."""
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    return np.diff(ids.offsets.to_numpy())
+
+
 def _pad(ids: pa.ChunkedArray | pa.ListArray, bos: bool) -> torch.Tensor:
     """``(B, L + 1)`` rows of ``ids`` with BOS prepended (``bos``) or EOS appended, right-padded."""
     if isinstance(ids, pa.ChunkedArray):
         ids = ids.combine_chunks()
-    lengths = np.diff(ids.offsets.to_numpy())
+    lengths = _lengths(ids)
     values = ids.flatten().to_numpy(zero_copy_only=False)
     width = int(lengths.max(initial=0)) + 1
     out = np.full((len(lengths), width), PAD, dtype=np.int64)
@@ -67,13 +80,17 @@ class EncodedPairs(Dataset):
         return self.__getitems__([index])
 
 
-def collate(items: dict) -> dict[str, torch.Tensor]:
-    """Batch fetched by :meth:`EncodedPairs.__getitems__` -> padded tensors (module docstring)."""
+def collate(items: dict) -> dict[str, Any]:
+    """Batch fetched by :meth:`EncodedPairs.__getitems__` -> padded tensors and host counts (module docstring)."""
+    src_len, tgt_len = _lengths(items["src"]) + 1, _lengths(items["tgt"]) + 1  # + EOS
     return {
         "src": _pad(items["src"], bos=False),
         "tgt_in": _pad(items["tgt"], bos=True),
         "tgt_out": _pad(items["tgt"], bos=False),
         "index": torch.tensor(items["index"], dtype=torch.long),
+        "src_tokens": int(src_len.sum()),
+        "tgt_tokens": int(tgt_len.sum()),
+        "src_padded": bool(src_len.min(initial=0) != src_len.max(initial=0)),
     }
 
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import click
 import typer
 
-from ablate.utils.commands import fail as _fail  # the one handler: one red line, exit 2
+from ablate.utils.commands import (
+    fail as _fail,  # the one handler: one red line, exit 2
+    plugins_option,
+    trust_plugins_option,
+)
 from ablate.utils.io import one_line
 
 log = logging.getLogger(__name__)
@@ -34,6 +38,8 @@ def translate(
         None, "--len-penalty", help="Length-normalisation exponent (default: eval.len_penalty)."
     ),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
+    plugins: Optional[List[str]] = plugins_option(),
+    trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
     from ablate.config import ConfigError
@@ -50,7 +56,7 @@ def translate(
         _fail(f"cannot read {input or 'stdin'}: {err.strerror or err}")
     sentences = read_sentences(raw, str(input) if input is not None else "stdin")
     try:
-        run = load_run(_local(run_dir, str(run_dir)), checkpoint)
+        run = load_run(_local(run_dir, str(run_dir)), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins)
     except ConfigError as err:
         _fail(str(err))
     for line in run_translate(run, sentences, beam, len_penalty):
@@ -65,6 +71,8 @@ def evaluate(
     len_penalty: Optional[float] = typer.Option(None, "--len-penalty", help="Length-normalisation exponent."),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
     hyps: Optional[Path] = typer.Option(None, "--hyps", help="Also write the translations to this file."),
+    plugins: Optional[List[str]] = plugins_option(),
+    trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
     from ablate.config import ConfigError
@@ -78,7 +86,7 @@ def evaluate(
     if hyps is not None:
         check_apart(hyps, [run_dir], "--hyps")
     try:
-        run = load_run(_local(run_dir, str(run_dir)), checkpoint)
+        run = load_run(_local(run_dir, str(run_dir)), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins)
         name, sources, references = load_split(run, data, split)
     except (ConfigError, DataError) as err:
         _fail(str(err))
@@ -115,6 +123,8 @@ def export_model(
         "torchscript", "--format", help="torchscript (ONNX and CTranslate2 are not supported; the error says why)."
     ),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last (for a run folder)."),
+    plugins: Optional[List[str]] = plugins_option(),
+    trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Write a trained model as one TorchScript file (greedy decoding, tokenizers and config inside) that
     `torch.jit.load` runs without ablate."""
@@ -129,7 +139,7 @@ def export_model(
     run_dir, which = _run_and_checkpoint(run, checkpoint)
     check_apart(out, [run_dir], "--out")
     try:
-        loaded = load_run(run_dir, which)
+        loaded = load_run(run_dir, which, plugins=plugins or [], trust_plugins=trust_plugins)
     except ConfigError as err:
         _fail(str(err))
     export(loaded, out)

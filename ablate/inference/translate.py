@@ -14,11 +14,11 @@ import dataclasses
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Optional, Sequence
 
 import torch
 
-from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml
+from ablate.config import Config, ConfigError
 from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
 from ablate.training.metrics import Scores, corpus_scores
 
@@ -33,14 +33,26 @@ class LoadedRun:
     checkpoint: Path
 
 
-def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> LoadedRun:
+def load_run(
+    run_dir: str | Path,
+    which: str = "best",
+    device: str = "cpu",
+    plugins: Sequence[str] = (),
+    trust_plugins: bool = False,
+) -> LoadedRun:
     """The module of ``run_dir``'s ``<which>.ckpt`` (falls back to the other checkpoint).
+
+    A plugin the run's record names is imported only when the user vouches for it
+    (:func:`ablate.utils.plugins.unvouched`): ``plugins`` (``--plugins``: files of the same content,
+    or modules, imported first) or ``trust_plugins`` (``--trust-plugins``: import what the record names).
 
     Raises:
         InputError: ``which`` is neither ``best`` nor ``last``.
         ConfigError: not a run directory, no tokenizer, or no checkpoint yet.
+        PluginError: the record names a plugin the user did not vouch for (one line naming the flag).
     """
     from ablate.inference.inputs import check_checkpoint
+    from ablate.training.checkpoint import recorded_config
     from ablate.training.checkpoint_io import CheckpointError, load_checkpoint_file
     from ablate.training.module import TranslationModule
 
@@ -54,13 +66,12 @@ def load_run(run_dir: str | Path, which: str = "best", device: str = "cpu") -> L
     path = next((run_dir / "checkpoints" / n for n in names if (run_dir / "checkpoints" / n).exists()), None)
     if path is None:
         raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet; train the run first")
-    try:  # the run's config.yaml, not the copy inside the checkpoint, says what the model is
-        cfg = from_flat(flatten(read_yaml(run_dir / "config.yaml")), base=run_dir)
-    except ConfigError as err:
-        raise ConfigError(f"{run_dir} holds an unusable config.yaml: {err}") from None
+    cfg = recorded_config(run_dir, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
     try:
         load_checkpoint_file(path)  # one line for a damaged file; pickled objects are refused, never run
-        module = TranslationModule.load_from_checkpoint(str(path), map_location=device, weights_only=True, cfg=cfg)
+        module = TranslationModule.load_from_checkpoint(
+            str(path), map_location=device, weights_only=True, cfg=cfg, trust_plugins=trust_plugins
+        )
     except CheckpointError as err:
         raise ConfigError(str(err)) from None
     except (RuntimeError, KeyError, TypeError) as err:

@@ -1,8 +1,8 @@
 """BLEU (Papineni et al. 2002) as sacreBLEU computes it, with per-sentence sufficient statistics.
 
 Corpus BLEU is a function of summed per-sentence counts (hypothesis and reference lengths,
-matching and total n-grams, n = 1..4): :func:`sentence_stats` reads them from sacreBLEU's public
-``BLEU.sentence_score``, and :func:`bleu_from_stats` equals ``BLEU().corpus_score`` on the same
+matching and total n-grams, n = 1..4): :func:`sentence_stats` counts them as sacreBLEU's
+``BLEU.sentence_score`` does, and :func:`bleu_from_stats` equals ``BLEU().corpus_score`` on the same
 lines for any (weighted) sum of them.
 """
 
@@ -33,17 +33,45 @@ def sentence_stats(hyps: Texts, refs: Texts, tokenize: Optional[str] = None) -> 
     """sacreBLEU's per-sentence BLEU statistics, shape (n, 2 + 2·4): hypothesis length, reference
     length, matching n-grams (n = 1..4), hypothesis n-grams (n = 1..4).
 
-    ``effective_order`` only changes the sentence score, not these counts, and keeps sacreBLEU from
-    warning on every line.
+    The counts ``BLEU.sentence_score`` (and ``corpus_score``) make, from the metric's own tokenizer
+    and n-gram extraction, with each reference set's n-grams computed once per process: a table's
+    trials share their references, so its cost is the hypotheses' (a test pins equality with
+    ``sentence_score`` on Multi30k).
     """
+    from sacrebleu.metrics.helpers import extract_all_word_ngrams
+
     check_aligned(hyps, refs)
-    metric = _bleu(tokenize, effective_order=True)
-    out = np.empty((len(hyps), 2 + 2 * ORDER), dtype=np.float64)
-    for i, (hyp, ref) in enumerate(zip(hyps, refs)):
-        s = metric.sentence_score(hyp, [ref])
-        out[i, 0], out[i, 1] = s.sys_len, s.ref_len
-        out[i, 2 : 2 + ORDER], out[i, 2 + ORDER :] = s.counts, s.totals
+    metric = _bleu(tokenize)
+    references = _reference_ngrams(metric, refs)
+    out = np.zeros((len(hyps), 2 + 2 * ORDER), dtype=np.float64)
+    orders = np.arange(ORDER)
+    for i, (hyp, (ref_ngrams, ref_len)) in enumerate(zip(hyps, references)):
+        ngrams, hyp_len = extract_all_word_ngrams(_segment(metric, hyp), 1, ORDER)
+        out[i, 0], out[i, 1] = hyp_len, ref_len
+        out[i, 2 + ORDER :] = np.maximum(hyp_len - orders, 0)  # a line of L tokens has L - n + 1 n-grams
+        for ngram in ngrams.keys() & ref_ngrams.keys():  # clipped matches: only shared n-grams count
+            out[i, 1 + len(ngram)] += min(ngrams[ngram], ref_ngrams[ngram])
     return out
+
+
+def _segment(metric: Any, text: str) -> str:
+    """A line as sacreBLEU scores it: lowercased if the metric is, then tokenized."""
+    return metric.tokenizer((text.lower() if metric.lowercase else text).rstrip())
+
+
+_REFERENCES: dict[tuple[Any, ...], list[tuple[Any, int]]] = {}
+"""(tokenizer, lowercase, references) -> each reference's n-gram counts and length (a few sets at most)."""
+
+
+def _reference_ngrams(metric: Any, refs: Texts) -> list[tuple[Any, int]]:
+    from sacrebleu.metrics.helpers import extract_all_word_ngrams
+
+    key = (metric.tokenizer.signature(), metric.lowercase, tuple(refs))
+    if key not in _REFERENCES:
+        if len(_REFERENCES) >= 8:
+            _REFERENCES.clear()
+        _REFERENCES[key] = [extract_all_word_ngrams(_segment(metric, ref), 1, ORDER) for ref in refs]
+    return _REFERENCES[key]
 
 
 def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
@@ -73,6 +101,7 @@ class Bleu:
 
     name = "bleu"
     label = "BLEU"
+    reads_sources = False
     higher_is_better = True
     decimals = 2
 

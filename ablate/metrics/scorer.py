@@ -69,6 +69,10 @@ class SacreBleuScorer:
     Subclasses give :meth:`metric`, a fresh sacreBLEU metric object (``CHRF(word_order=2)``, ``TER()``).
     """
 
+    reads_sources = False
+    """sacreBLEU's metrics compare hypotheses with references only (a scorer without this attribute
+    is assumed to read the sources, as a learned metric may)."""
+
     def metric(self) -> Any:
         raise NotImplementedError
 
@@ -114,3 +118,20 @@ class SentenceMetric:
 
     def corpus(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> float:
         return float(self.from_statistics(self.statistics(hyps, refs, sources).sum(0)))
+
+
+_CACHE: dict[tuple, np.ndarray] = {}
+_CACHE_SIZE = 1024
+
+
+def statistics(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
+    """(n, k) per-sentence statistics of ``scorer``, computed once per text in a process (a table
+    reads each trial's three times: its cell, its check against the summary, its significance test)."""
+    if not getattr(scorer, "reads_sources", True):
+        sources = None
+    key = (scorer.name, scorer.signature(), tuple(hyps), tuple(refs), tuple(sources) if sources else None)
+    if key not in _CACHE:
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.clear()
+        _CACHE[key] = scorer.statistics(hyps, refs, sources)
+    return _CACHE[key]

@@ -186,9 +186,12 @@ class RNNSeq2Seq(nn.Module):
         readout = self.drop(torch.tanh(self.readout(torch.cat(features, dim=-1))))  # (B, t, E)
         return self.generator(readout), self._from_rnn(hx)
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher-forced logits: (B, S), (B, T) -> (B, T, V)."""
-        return self.decode(tgt_in, self.encode(src))[0]
+    def forward(self, src: Tensor, tgt_in: Tensor, *, src_padded: bool = True) -> Tensor:
+        """Teacher-forced logits: (B, S), (B, T) -> (B, T, V); ``src_padded=False``: no source row is padded."""
+        enc = self.encode(src)
+        if not src_padded:
+            enc["src_pad"] = None  # attention needs no padding mask
+        return self.decode(tgt_in, enc)[0]
 
     @torch.no_grad()
     def attention_maps(self, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:

@@ -4,7 +4,7 @@ The model exposes the interface that decoding and training rely on (the RNN base
 implements the same)::
 
     model.pad_id
-    model(src (B, S), tgt_in (B, T)) -> logits (B, T, V)
+    model(src (B, S), tgt_in (B, T), *, src_padded=True) -> logits (B, T, V)
     model.encode(src) -> enc                          # dict, batch in dim 0 of every tensor
     model.decode(tgt, enc, state=None) -> (logits, state)
 
@@ -12,7 +12,9 @@ implements the same)::
 encoder-decoder keys/values projected once per source. ``state`` holds the decoder
 self-attention caches and the number of decoded positions (an int); with a state, ``tgt``
 holds only the new tokens. Every tensor in ``enc`` and ``state`` has the batch in dim 0, so
-beam search reorders them generically.
+beam search reorders them generically. ``src_padded=False`` says that no source row is padded (the host
+knows it from the lengths: :func:`ablate.data.datamodule.collate`), so attention runs without a padding
+mask, which lets ``scaled_dot_product_attention`` pick its flash kernel.
 """
 
 from __future__ import annotations
@@ -71,8 +73,10 @@ class EncoderLayer(nn.Module):
         self.res_attn = _Residual(d_model, dropout, pre_norm)
         self.res_ffn = _Residual(d_model, dropout, pre_norm)
 
-    def forward(self, x: Tensor, pad: Tensor, positions: Positions, maps: Maps = None, name: str = "") -> Tensor:
-        """(B, S, D) -> (B, S, D); ``pad`` (B, S) is True at source padding."""
+    def forward(
+        self, x: Tensor, pad: Optional[Tensor], positions: Positions, maps: Maps = None, name: str = ""
+    ) -> Tensor:
+        """(B, S, D) -> (B, S, D); ``pad`` (B, S) is True at source padding (None: no padding)."""
         y, _, w = self.self_attn.self_attend(
             self.res_attn.inp(x), key_padding_mask=pad, positions=positions, need_weights=maps is not None
         )
@@ -104,7 +108,7 @@ class DecoderLayer(nn.Module):
         self,
         x: Tensor,
         memory_kv: KV,
-        src_pad: Tensor,
+        src_pad: Optional[Tensor],
         positions: Positions,
         cache: Optional[KV],
         maps: Maps = None,
@@ -174,18 +178,19 @@ class Transformer(nn.Module):
         x = table(tokens) * math.sqrt(self.d_model)  # sec. 3.4
         return self.drop(positions.embed(x, offset))
 
-    def encode(self, src: Tensor, maps: Maps = None) -> dict[str, Any]:
+    def encode(self, src: Tensor, maps: Maps = None, padded: bool = True) -> dict[str, Any]:
         """Encode a padded source batch.
 
         Args:
             src: (B, S) token ids.
             maps: If a dict, attention weights are stored in it (see :meth:`attention_maps`).
+            padded: False when no row of ``src`` holds padding: no padding mask is built.
 
         Returns:
-            ``{"memory": (B, S, D), "src_pad": (B, S) bool, "cross": [per decoder layer
-            {"keys": (B, H, S, d'), "values": (B, H, S, d_v)}]}``.
+            ``{"memory": (B, S, D), "src_pad": (B, S) bool or None (not ``padded``), "cross": [per decoder
+            layer {"keys": (B, H, S, d'), "values": (B, H, S, d_v)}]}``.
         """
-        pad = src.eq(self.pad_id)
+        pad = src.eq(self.pad_id) if padded else None
         x = self._embed(self.src_embed, self.src_positions, src, 0)
         for i, layer in enumerate(self.encoder):
             x = layer(x, pad, self.src_positions, maps, f"encoder.{i}")
@@ -217,9 +222,9 @@ class Transformer(nn.Module):
         logits = self.generator(self.decoder_norm(x))
         return logits, {"step": offset + tgt.size(1), "layers": caches}
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher-forced logits: (B, S), (B, T) -> (B, T, V)."""
-        return self.decode(tgt_in, self.encode(src))[0]
+    def forward(self, src: Tensor, tgt_in: Tensor, *, src_padded: bool = True) -> Tensor:
+        """Teacher-forced logits: (B, S), (B, T) -> (B, T, V); ``src_padded=False``: no source row is padded."""
+        return self.decode(tgt_in, self.encode(src, padded=src_padded))[0]
 
     @torch.no_grad()
     def attention_maps(self, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:

@@ -4,9 +4,11 @@ A *row* is one configuration: a named variant (``"A-heads1"``) when the sweep us
 otherwise one combination of the sweep's varying non-seed parameters. The seeds of a row
 are aggregated as mean, sample standard deviation (ddof=1; undefined for one seed) and n.
 
-The *base* row is the variant named ``base`` if there is one; otherwise the configuration
-that differs from all others in the fewest keys (a one-at-a-time sweep's base), ties going to
-the first row in table order. Other rows are grouped by ablation: the variant-name prefix
+The *base* row is the one the sweep declares: its ``base`` parameter (:mod:`ablate.sweep.spec`),
+else the variant named ``base``, else the one variant that applies no overrides (a bare name).
+Otherwise it is the configuration that differs from all others in the fewest keys (a
+one-at-a-time sweep's base); a tie there is broken, in a grid without variants, by ablate's
+defaults, and a tie left is an error that names the fix (declare ``base``). Other rows are grouped by ablation: the variant-name prefix
 (``"A"`` of ``"A-heads1"``, after Table 3 of Vaswani et al., 2017) or the keys they change
 from the base. Hyperparameter columns follow Table 3's order (N, d_model, d_ff, h, d_k, d_v,
 P_drop, eps_ls), then any other varying key alphabetically. Table 3's columns are always shown
@@ -213,7 +215,7 @@ def aggregate(trials: Sequence[Trial]) -> Sweep:
     settings = {ident: {k: configs[ident].get(k, _MISSING) for k in keys} for ident in groups}
 
     order = sorted(groups, key=_ident_order)
-    base_ident = _base_ident(order, settings, keys, uses_variants)
+    base_ident = _base_ident(order, groups, configs, settings, keys, candidates, uses_variants)
     base = settings[base_ident]
     rows = []
     for ident in order:
@@ -299,21 +301,91 @@ def _ident_order(ident: Any) -> tuple:
     return (1, "", tuple(value_order(v) for v in ident))
 
 
-def _base_ident(order: list[Any], settings: dict[Any, dict[str, Any]], keys: list[str], uses_variants: bool) -> Any:
+def _base_ident(
+    order: list[Any],
+    groups: dict[Any, list[Trial]],
+    configs: dict[Any, dict[str, Any]],
+    settings: dict[Any, dict[str, Any]],
+    keys: list[str],
+    candidates: list[str],
+    uses_variants: bool,
+) -> Any:
+    """The base row, as the sweep declares it: its ``base`` parameter, else the variant named
+    ``base``, else the one variant that applies no overrides (a bare name); else inferred, as the
+    row that differs from the others in the fewest keys. A tie there is broken, in a grid without
+    variants, by ablate's defaults (the point that keeps most of them); a tie left is an error.
+
+    Raises:
+        ReportError: the declared base is not a row, or the base is ambiguous (naming the fix).
+    """
+    trials = [t for i in order for t in groups[i]]
+    declared = next((t.declared_base for t in trials if t.declared_base is not None), None)
+    if declared is not None:
+        return _declared_base(declared, order, configs, uses_variants)
     if uses_variants and BASE in settings:
         return BASE
+    bare = [i for i in order if isinstance(i, str) and all(t.bare_variant for t in groups[i])]
+    if uses_variants and len(bare) == 1:
+        return bare[0]
 
-    from ablate.config import Config, flatten, to_dict
+    def others(a: Any) -> int:
+        return sum(value_order(settings[a][k]) != value_order(settings[b][k]) for b in order for k in keys)
 
-    defaults = flatten(to_dict(Config()))
+    fewest = min(others(a) for a in order)
+    tied = [a for a in order if others(a) == fewest]
+    if len(tied) > 1 and not uses_variants:
+        from ablate.config import Config, flatten, to_dict
 
-    def distance(a: Any) -> tuple[int, int]:
-        """Differences from the other rows, then (to break ties) from ablate's defaults."""
-        others = sum(value_order(settings[a][k]) != value_order(settings[b][k]) for b in order for k in keys)
-        changed = sum(k in defaults and value_order(settings[a][k]) != value_order(defaults[k]) for k in keys)
-        return others, changed
+        defaults = flatten(to_dict(Config()))
 
-    return min(order, key=distance)  # min keeps the first of equals
+        def changed(a: Any) -> int:
+            return sum(k in defaults and value_order(settings[a][k]) != value_order(defaults[k]) for k in keys)
+
+        least = min(changed(a) for a in tied)
+        tied = [a for a in tied if changed(a) == least]
+    if len(tied) == 1:
+        return tied[0]
+    labels = [_label(i, candidates) for i in tied]
+    example = tied[0] if isinstance(tied[0], str) else "{" + _label(tied[0], candidates, sep=": ") + "}"
+    fix = "or give the base variant no overrides" if uses_variants else "naming the base point's values"
+    raise ReportError(
+        f"the table's base is ambiguous: {('; ' if not uses_variants else ', ').join(labels[:4])}{' ...' if len(labels) > 4 else ''} each differ "
+        f"from the other rows in {fewest} values; declare it in the sweep file's parameters "
+        f"(base: {{value: {example}}}), {fix}"
+    )
+
+
+def _label(ident: Any, candidates: list[str], sep: str = "=") -> str:
+    """A row as the sweep names it: the variant, or the grid point's parameter values (as YAML writes them)."""
+    if isinstance(ident, str):
+        return ident
+    from ablate.sweep.spec import format_value
+
+    return ", ".join(f"{k}{sep}{format_value(v)}" for k, v in zip(candidates, ident) if v != _MISSING)
+
+
+def _declared_base(declared: Any, order: list[Any], configs: dict[Any, dict[str, Any]], uses_variants: bool) -> Any:
+    """The row the sweep's ``base`` parameter names: a variant, or the grid point with its values."""
+    if uses_variants and isinstance(declared, str):
+        if declared in order:
+            return declared
+        rows = ", ".join(str(i) for i in order if isinstance(i, str))
+        raise ReportError(f"the sweep's base '{declared}' is not a row of this table (its rows: {rows})")
+    if isinstance(declared, dict) and not uses_variants:
+        from ablate.config import flatten
+
+        wanted = flatten(declared)
+        match = [
+            i
+            for i in order
+            if all(value_order(configs[i].get(k, _MISSING)) == value_order(v) for k, v in wanted.items())
+        ]
+        if len(match) == 1:
+            return match[0]
+        found = "no row" if not match else f"{len(match)} rows"
+        raise ReportError(f"the sweep's base {declared} matches {found} of this table; name every varying key's value")
+    kind = "a variant's name" if uses_variants else "a mapping of the grid's keys to the base point's values"
+    raise ReportError(f"the sweep's base {declared!r} must be {kind}")
 
 
 def _row_order(row: Row, keys: list[str], uses_variants: bool) -> tuple:

@@ -9,6 +9,7 @@ alignment matrix of Bahdanau et al. (2015), Figure 3. Plus the positional-encodi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
@@ -95,8 +96,18 @@ def plot_positions(model, path: Path, length: int = 64) -> Path | None:
     return path
 
 
-def plot_attention(run_dir: str | Path, text: str, out: str | Path, beam: int = 5) -> list[Path]:
+def plot_attention(
+    run_dir: str | Path,
+    text: str,
+    out: str | Path,
+    beam: int = 5,
+    plugins: Sequence[str] = (),
+    trust_plugins: bool = False,
+) -> list[Path]:
     """Translate ``text`` with the run's best model and draw every attention map; returns the PNGs.
+
+    ``plugins`` and ``trust_plugins`` say which plugins the run's record names may be imported
+    (:func:`ablate.training.checkpoint.recorded_config`).
 
     Raises:
         ReportError: ``text`` is longer than :data:`MAX_TOKENS` subwords, or ``beam`` is below 1.
@@ -105,7 +116,7 @@ def plot_attention(run_dir: str | Path, text: str, out: str | Path, beam: int = 
     check_apart(out, [run_dir])
     if beam < 1:
         raise ReportError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
-    cfg, model, tok = load_trained(run_dir)
+    cfg, model, tok = load_trained(run_dir, plugins=plugins, trust_plugins=trust_plugins)
     pieces = tok.encode_src([text])[0]
     if len(pieces) > MAX_TOKENS:  # maps are tokens x tokens and decoding grows with them: 600 words took 20 GB
         raise ReportError(

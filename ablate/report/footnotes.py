@@ -15,7 +15,7 @@ from typing import Sequence
 import ablate.report.seeds as seedvar
 from ablate.report.aggregate import Sweep
 from ablate.report.plan import describe_plan, not_compared
-from ablate.report.significance import Comparison, describe, test_splits
+from ablate.report.significance import Comparison, compare_alone, describe, marks_alone, test_splits
 
 MARK = "†"
 FLIP = "‡"  # per-seed Δs against the base disagree in sign
@@ -64,6 +64,7 @@ def significance_notes(
     ]
     if test == "seeds":
         notes += _seed_notes(sweep, tested, alpha, label)
+        notes += hinge_notes(sweep, comparisons, alpha, n_samples, label)
     else:
         notes.append(
             "This test measures test-set variance only: two seeds of one configuration differ by more than it "
@@ -109,3 +110,37 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
             + "."
         )
     return notes
+
+
+def hinge_notes(
+    sweep: Sweep, comparisons: Sequence[Comparison], alpha: float, n_samples: int, label: str = "BLEU"
+) -> list[str]:
+    """Which marks hinge on the table-pooled σ: each marked comparison re-run on its two rows alone
+    (:func:`ablate.report.significance.marks_alone`), the rest of the Holm family unchanged."""
+    hinges = marks_alone(comparisons, alpha, lambda c: compare_alone(sweep, c, n_samples))
+    if not hinges:
+        return []
+    weak = [h for h in hinges if not h.holds(alpha)]
+    if not weak:
+        return [
+            f"Every {MARK} holds on its own rows: with the seed σ from the two rows' own seeds alone (the rest of "
+            f"the table left out of the fit), each is still significant after Holm."
+        ]
+    parts = []
+    for h in weak:
+        c, own = h.comparison, h.alone
+        where = f"{c.row} vs {c.reference}" if c.reference != sweep.base.name else c.row
+        if own is None or not own.tested:
+            parts.append(f"{where} (Holm p {c.p_adjusted:.2g} here; its two rows have no seed variance of their own)")
+        else:
+            parts.append(
+                f"{where} (Holm p {c.p_adjusted:.2g} here; alone p {own.p_value:.2g}, {h.p_adjusted:.2g} after Holm "
+                f"over the table's {len([x for x in comparisons if x.tested])}, with σ {own.sigma:.2f} {label} from its "
+                f"own two rows' seeds, {own.sigma_df} df)"
+            )
+    return [
+        f"{MARK} that hinge{'s' if len(weak) == 1 else ''} on the σ pooled over the whole table (the two rows' own "
+        f"seeds, without the unrelated rows, would not mark {'it' if len(weak) == 1 else 'them'}): "
+        + "; ".join(parts)
+        + f". {len(hinges) - len(weak)} of {len(hinges)} marks hold on their own rows."
+    ]

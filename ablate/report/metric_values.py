@@ -12,17 +12,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping, Optional, Sequence
 
-import numpy as np
-
 from ablate.metrics import MetricScorer, get_scorer, metric_key
 from ablate.metrics.bleu import Bleu
+from ablate.metrics.scorer import statistics  # noqa: F401 - re-exported
 from ablate.record import TEST_BLEU
 from ablate.report.records import ReportError, Trial
 from ablate.report.validation import VALIDATION_SPLITS
 
 DEFAULT_METRIC = "bleu"
-_CACHE: dict[tuple, np.ndarray] = {}
-_CACHE_SIZE = 1024
 
 
 def bleu_tokenizer(trials: Sequence[Trial]) -> Optional[str]:
@@ -43,17 +40,6 @@ def scorer_for(metric: str, trials: Sequence[Trial]) -> MetricScorer:
     if metric == "bleu":
         return Bleu(bleu_tokenizer(trials))
     return get_scorer(metric)
-
-
-def statistics(scorer: MetricScorer, hyps: Sequence[str], refs: Sequence[str], sources: Optional[Sequence[str]]):
-    """(n, k) per-sentence statistics of ``scorer``, computed once per text (a table scores each twice:
-    its cell and its significance test)."""
-    key = (scorer.name, scorer.signature(), tuple(hyps), tuple(refs), tuple(sources) if sources else None)
-    if key not in _CACHE:
-        if len(_CACHE) >= _CACHE_SIZE:
-            _CACHE.clear()
-        _CACHE[key] = scorer.statistics(hyps, refs, sources)
-    return _CACHE[key]
 
 
 def corpus_score(scorer: MetricScorer, hyps: Sequence[str], refs: Sequence[str], sources: Optional[Sequence[str]]):

@@ -4,7 +4,9 @@ A reference file holds a paper's table in ablate's terms:
 
 - ``base``: the paper's base row: ``settings`` (its hyperparameters in ablate config keys, the
   values rows are matched against) and its published ``bleu``, ``ppl`` and ``params``.
-- ``rows``: one entry per published row, with the keys it ``changes`` and its scores.
+- ``rows``: one entry per published row, with the keys it ``changes`` and its scores; a row (or
+  the base) may state the ``metric`` its BLEU was computed with and its ``source`` (a commit, a
+  table), where they are not the setup's: one metric and one source per published number.
 - ``min_delta``: the smallest paper |ΔBLEU| taken as a direction (below it a single published run
   is within seed noise); the headline sign count of :mod:`ablate.report.reference` uses it.
 - ``setup``: how the paper trained and decoded its base. A dotted key is an ablate config key
@@ -41,7 +43,7 @@ FACTS: dict[str, str] = {
 """The plain (non-config) keys a ``setup`` block may hold, with what each states."""
 
 _FILE_KEYS = {"name", "title", "citation", "data", "min_delta", "setup", "base", "rows"}
-_ROW_KEYS = {"label", "changes", "bleu", "ppl", "params"}
+_ROW_KEYS = {"label", "changes", "bleu", "ppl", "params", "metric", "source"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class PaperRow:
         changes: dotted config key -> the paper's value (empty for the base).
         bleu, ppl: published BLEU and perplexity (None where not published).
         params: parameters in millions (None where the paper leaves it blank).
+        metric, source: how its BLEU was computed and where it was published (a commit, a
+            notebook), where the reference states them per row ("" where it does not).
     """
 
     label: str
@@ -60,6 +64,8 @@ class PaperRow:
     bleu: Optional[float] = None
     ppl: Optional[float] = None
     params: Optional[float] = None
+    metric: str = ""
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,13 @@ def _row(entry: Any, where: str, extra: frozenset[str] = frozenset()) -> PaperRo
     if unknown:
         raise _unknown(f"{where} ({entry['label']})", unknown, _ROW_KEYS | extra)
     return PaperRow(
-        str(entry["label"]), dict(entry.get("changes") or {}), entry.get("bleu"), entry.get("ppl"), entry.get("params")
+        str(entry["label"]),
+        dict(entry.get("changes") or {}),
+        entry.get("bleu"),
+        entry.get("ppl"),
+        entry.get("params"),
+        str(entry.get("metric") or ""),
+        str(entry.get("source") or ""),
     )
 
 
@@ -164,7 +176,7 @@ def _setup(block: Any, settings: dict[str, Any], where: str) -> Setup:
         )
     given = {k: v for k, v in block.items() if k not in FACTS}
     try:
-        typed = flatten(to_dict(from_flat(given)))
+        typed = flatten(to_dict(from_flat(given, trust="never")))  # a reference file's plugins never run
     except ConfigError as err:
         raise ReportError(f"{where}: {err}") from None
     config = {k: _tuples(typed[k]) for k in given}

@@ -74,6 +74,8 @@ class Trial:
             trainer or, for older runs, derived with :func:`ablate.training.resolved.resolved`.
         sources: split -> source sentences, aligned with ``hyps`` (for BLEU by source length).
         comparisons: the sweep's ``comparisons`` parameter (see :mod:`ablate.sweep.spec`), if any.
+        bare_variant: the trial's variant is a bare name, applying no overrides to the sweep's base.
+        declared_base: the sweep's ``base`` parameter (a variant's name, or a grid point's values), if any.
         accelerator: ``cpu`` or ``gpu``, what trained the run (see :func:`trained_on`); None if not known.
         signatures: metric name -> the signature its summary records (``<name>_signature``: chrF's, TER's, ...).
         summary: the run record it was read from (:class:`~ablate.record.RunSummary`; for a W&B run, its summary); None for a trial that has no record (planned, unreadable, invalid).
@@ -94,6 +96,8 @@ class Trial:
     resolved: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, list[str]] = field(default_factory=dict)
     comparisons: Optional[list] = None
+    bare_variant: bool = False
+    declared_base: Any = None
     accelerator: Optional[str] = None
     signatures: dict[str, str] = field(default_factory=dict)
     summary: Optional[RunSummary] = field(default=None, compare=False, repr=False)
@@ -155,14 +159,15 @@ def collect_folder(root: Path) -> list[Trial]:
         trial = read_trial(run_dir)
         trial = replace(trial, status=running_status(run_dir, trial.status))
         point = planned.get(run_dir.name, {}).get("point", {})
-        trials.append(replace(trial, comparisons=point.get("comparisons")))  # the sweep's, not the config's
+        trials.append(replace(trial, **_sweep_facts(point)))  # the sweep's, not the config's
     seen = {t.name for t in trials}
     for name, t in planned.items():
         if name not in seen:  # planned, never started or gone before writing a record
             point = t["point"]
             status = running_status(root / name, t["status"])
             seed = {"seed": point["seed"]} if "seed" in point else {}
-            trials.append(Trial(name, status, t["error"], config=seed, variant=_variant_name(point.get("variant"))))
+            variant = _variant_name(point.get("variant"))
+            trials.append(Trial(name, status, t["error"], config=seed, variant=variant, **_sweep_facts(point)))
     if problem:
         trials.append(Trial(SWEEP_FILE, INVALID, f"{SWEEP_FILE}: {problem}; its planned trials are not listed"))
     if not trials:
@@ -205,12 +210,14 @@ def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
         return {k: _hashable(v) for k, v in summary["resolved"].items()}
     from ablate.config import ConfigError, from_flat
     from ablate.training.resolved import resolved
+    from ablate.utils.plugins import PluginError
 
-    try:
+    try:  # a reader of numbers never imports a plugin a record names: a plugin's component is not derived
         cfg = from_flat(
-            {k: list(v) if isinstance(v, tuple) else v for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES)}
+            {k: list(v) if isinstance(v, tuple) else v for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES)},
+            trust="never",
         )
-    except (ConfigError, TypeError, ValueError):
+    except (ConfigError, PluginError, TypeError, ValueError):
         return {}
     return resolved(cfg)
 
@@ -229,8 +236,10 @@ def from_summary(
         record = RunSummary.from_json(record, strict=False)
     summary = record.to_json()
     raw = dict(config if config is not None else summary.get("config") or {})
+    facts = _sweep_facts(raw) if "variant" in raw or "base" in raw else {}  # a W&B run's config: the sweep's point
     comparisons = raw.pop("comparisons", None)
     raw.pop("variants", None)  # a sweep registered by ablate: its variants' overrides, the same for every run
+    raw.pop("base", None)
     flat = clean_config(raw)
     sweep = summary.get("sweep") if isinstance(summary.get("sweep"), dict) else {}
     if "seed" not in flat and "seed" in (sweep.get("params") or {}):
@@ -253,6 +262,8 @@ def from_summary(
         resolved=_resolved(summary, flat),
         sources=sources or {},
         comparisons=comparisons if isinstance(comparisons, list) else None,
+        bare_variant=facts.get("bare_variant", False),
+        declared_base=facts.get("declared_base"),
         accelerator=trained_on(summary, raw),
         signatures={
             k.removesuffix(SIGNATURE): v for k, v in summary.items() if k.endswith(SIGNATURE) and isinstance(v, str)
@@ -270,6 +281,19 @@ def trained_on(summary: dict[str, Any], config: dict[str, Any]) -> Optional[str]
     train = plain(config.get("train"))
     named = train.get("accelerator") if isinstance(train, dict) else config.get("train.accelerator")
     return next((str(v) for v in (summary.get("accelerator"), named) if v in ACCELERATORS), None)
+
+
+def _sweep_facts(point: dict[str, Any]) -> dict[str, Any]:
+    """What a trial's sweep point says about the sweep: its ``comparisons``, its declared ``base``,
+    and whether the trial's variant is a bare name (no overrides; in a sweep registered by ablate,
+    a name the ``variants`` constant gives none)."""
+    variant, table = point.get("variant"), point.get("variants")
+    overrides = table.get(variant) if isinstance(table, dict) and isinstance(variant, str) else None
+    return {
+        "comparisons": point.get("comparisons"),
+        "bare_variant": isinstance(variant, str) and not overrides,
+        "declared_base": point.get("base"),
+    }
 
 
 def _variant_name(value: Any) -> Optional[str]:

@@ -28,22 +28,32 @@ correction the table already made (nothing is tested again here). Validation per
 parameters are shown beside them.
 
 What is counted (:mod:`ablate.report.agreement` for the statistics). A Δ of 0 (or a missing one)
-has no sign, so a row where either Δ is 0 is never in a sign count.
+has no sign, so a row where either Δ is 0 is never in a sign count. Every count comes with the
+test of :func:`~ablate.report.agreement.agreement_test`: the agreement expected when our Δs are
+redrawn from their noise (each Δ's SE from the table's own comparison, the shared base's seed
+noise included), against every assignment of our rows to the paper's, both sign margins kept. Our
+Δs share one noisy base, and the paper's signs are lopsided (Table 3: 15 down, 2 up), so neither a
+fair coin per row nor a count alone is a fair null.
 
-- *Headline*: the BLEU sign agreement over the matched rows whose Δ is significant here (†) and
-  whose paper |Δ| is at least ``min_delta`` (the reference's, or :func:`side_by_side`'s
-  argument): the rows where both changes are more than noise. With its one-sided sign-test
-  p-value P(X >= k | n, 1/2). No significant row (or none tested): nothing is counted, and the
-  text says so.
-- *All matched rows*: the same count over every matched row, significant or not, any paper |Δ|.
+- *Headline*: the count over the matched rows where either side clears its own noise: the
+  paper's |Δ| is at least ``min_delta`` (a published single run's noise; the reference's, or
+  :func:`side_by_side`'s argument) or our |Δ| is at least its SE. Rows where both Δs are within
+  noise tell nothing about direction and are left out.
+- *All matched rows*: the same count and test over every matched row with a sign on both sides.
+- *Sensitivity*: both counts and p-values again with our base mean moved down and up by one SE
+  (the table's seed σ over the base's seeds): a count that swings with the base rests on it.
 - *PPL*: the sign agreement of the paper's PPL Δ and our dev PPL Δ (``val/ppl`` of the row minus
-  the base's) over the rows with both, with its p-value.
+  the base's) over the rows with both, with its binomial p-value (no SE is known for dev PPL).
 - *Correlation*: Pearson's r of paper Δ and our Δ BLEU over every matched row with both (a Δ of
-  0 included), with a 95% Fisher-z interval; none below 4 rows.
+  0 included), with a 95% Fisher-z interval; none below 4 rows. It does not move with our base.
 - *Setup departures*: each config key of the reference's ``setup`` where our base row's config
-  (shared by its seeds) differs, e.g. ``model.norm: pre (paper: post)``, then the setup's facts
-  that no config key states (data, batch, budget) as text. The scaled sizes of ``settings`` are
+  (shared by its seeds) differs, e.g. ``model.norm: pre (paper: post)``; then the facts no config
+  key states that ablate knows of its own runs (``metric``: the runs' sacreBLEU signature and test
+  split; ``checkpoints``: which validation's checkpoint was tested), each beside the paper's; then
+  the setup's other facts (data, batch, budget) as text. The scaled sizes of ``settings`` are
   what the rows are matched by, not departures.
+
+The † column is the table's own test and correction (nothing is tested again here).
 """
 
 from __future__ import annotations
@@ -51,12 +61,21 @@ from __future__ import annotations
 import csv
 import io
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ablate.record import DEV_PPL
+from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP
 from ablate.report.aggregate import Row, Sweep
-from ablate.report.agreement import Correlation, SignCount, pearson, sign_count
+from ablate.report.agreement import (
+    AgreementTest,
+    Correlation,
+    SignCount,
+    agreement_test,
+    p_text,
+    pearson,
+    sign_count,
+)
 from ablate.report.footnotes import MARK
 from ablate.report.papers import (  # noqa: F401 - re-exported: the reference API lives here
     REFERENCE_DIR,
@@ -139,7 +158,8 @@ class Line:
 
     ``agree`` is None where either BLEU Δ is 0 or missing; ``significant`` is None where the table
     made no test for the row. ``paper_ppl_delta`` and ``ppl_delta`` are the PPL changes from each
-    base (ours: dev PPL), None where a PPL is missing.
+    base (ours: dev PPL), None where a PPL is missing. ``se`` is the standard error of our Δ from
+    the table's comparison with the base (None where it made none).
     """
 
     name: str
@@ -156,6 +176,25 @@ class Line:
     params: Optional[float]
     paper_ppl_delta: Optional[float] = None
     ppl_delta: Optional[float] = None
+    se: Optional[float] = None
+
+    def clears(self, min_delta: float, shift: float = 0.0) -> str:
+        """Which side's Δ clears its own noise: ``both``, ``paper``, ``ours`` or ``""`` (our base moved by ``shift``)."""
+        paper = abs(self.paper_delta or 0.0) >= min_delta
+        delta = None if self.delta is None else self.delta - shift
+        ours = delta is not None and self.se is not None and abs(delta) >= self.se
+        return {(True, True): "both", (True, False): "paper", (False, True): "ours"}.get((paper, ours), "")
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """The counts with our base mean moved by ``shift`` (BLEU; our Δs move by ``-shift``)."""
+
+    shift: float
+    headline: AgreementTest
+    all_rows: AgreementTest
+    coin: Optional[float]
+    """The all-rows count's p against a fair coin per row (what the old null said)."""
 
 
 @dataclass(frozen=True)
@@ -163,8 +202,10 @@ class SideBySide:
     """Our table beside a reference: one line per row, the base first, and what agrees.
 
     Attributes:
-        min_delta: the smallest paper |Δ BLEU| the headline counts (see the module docstring).
+        min_delta: the paper's noise: a published |Δ BLEU| below it is not taken as a direction.
         departures: setup keys where our base differs from the paper's.
+        base_se: the standard error of our base row's mean (the table's seed σ / sqrt(seeds));
+            None where the table estimated no seed σ and the base has one seed.
     """
 
     reference: Reference
@@ -174,22 +215,61 @@ class SideBySide:
     not_run: list[PaperRow]
     min_delta: float = 0.0
     departures: list[Departure] = field(default_factory=list)
+    base_se: Optional[float] = None
+    facts: list[tuple[str, str, str]] = field(default_factory=list)
+    """``(fact, ours, paper's)`` for the setup facts ablate knows of its own runs (metric, checkpoints)."""
 
     @property
     def counted(self) -> list[Line]:
         """Matched rows where both BLEU Δs have a sign (the all-rows count)."""
         return [ln for ln in self.lines if ln.agree is not None]
 
-    @property
-    def headline_rows(self) -> list[Line]:
-        """Counted rows whose Δ is significant here and whose paper |Δ| is at least ``min_delta``."""
-        return [ln for ln in self.counted if ln.significant is True and abs(ln.paper_delta or 0.0) >= self.min_delta]
+    def headline_rows(self, shift: float = 0.0) -> list[Line]:
+        """Counted rows where either side clears its own noise (with our base moved by ``shift``)."""
+        return [ln for ln in self._signed(shift) if ln.clears(self.min_delta, shift)]
 
-    def headline(self) -> SignCount:
-        return sign_count((ln.paper_delta, ln.delta) for ln in self.headline_rows)
+    def _signed(self, shift: float) -> list[Line]:
+        """Matched rows with a sign on both sides once our base moves by ``shift``."""
+        return [ln for ln in self.lines if ln.paper_delta and ln.delta is not None and ln.delta - shift]
 
-    def all_rows(self) -> SignCount:
+    def _test(self, rows: list[Line], shift: float = 0.0) -> AgreementTest:
+        return agreement_test(
+            [ln.paper_delta or 0.0 for ln in rows], [(ln.delta or 0.0) - shift for ln in rows], [ln.se for ln in rows]
+        )
+
+    def headline(self, shift: float = 0.0) -> AgreementTest:
+        """The headline count and its test (:func:`~ablate.report.agreement.agreement_test`)."""
+        return self._test(self.headline_rows(shift), shift)
+
+    def all_rows(self, shift: float = 0.0) -> AgreementTest:
+        """The count and test over every matched row with a sign on both sides."""
+        return self._test(self._signed(shift), shift)
+
+    def coin(self) -> SignCount:
+        """The all-rows count against a fair coin per row (the null this module no longer uses)."""
         return sign_count((ln.paper_delta, ln.delta) for ln in self.counted)
+
+    def sensitivity(self) -> list[Sensitivity]:
+        """Both counts with our base mean moved by -1 and +1 SE (empty where its SE is unknown)."""
+        if not self.base_se or not self.counted:
+            return []
+        out = []
+        for shift in (-self.base_se, self.base_se):
+            moved = sign_count((ln.paper_delta, (ln.delta or 0.0) - shift) for ln in self._signed(shift))
+            out.append(Sensitivity(shift, self.headline(shift), self.all_rows(shift), moved.p_value))
+        return out
+
+    def sensitivity_text(self) -> str:
+        """``base -1 SE (-0.50): headline 6 of 14 (p 0.13), all rows 6 of 17 (p 0.088); ...``."""
+        parts = []
+        for sens in self.sensitivity():
+            side = "-1" if sens.shift < 0 else "+1"
+            h, a = sens.headline, sens.all_rows
+            parts.append(
+                f"base {side} SE ({sens.shift:+.2f} BLEU): headline {h.agree} of {h.n} ({_p(h)}), all rows "
+                f"{a.agree} of {a.n} ({_p(a)}; a fair coin per row would give p = {_coin(sens.coin)})"
+            )
+        return "; ".join(parts)
 
     def ppl(self) -> SignCount:
         """Paper PPL Δ against our dev PPL Δ, over the rows with both."""
@@ -200,32 +280,76 @@ class SideBySide:
         pairs = [(ln.paper_delta, ln.delta) for ln in self.lines if ln.paper_delta is not None and ln.delta is not None]
         return pearson([p for p, _ in pairs], [o for _, o in pairs])
 
+    def provenance(self) -> str:
+        """Each published row's metric and source where the reference states them, the base first;
+        a row scored with another metric than the base says that its paper Δ mixes the two."""
+        base = self.reference.base
+        rows = [base, *[r for r in self.reference.rows if r.label in {ln.paper.label for ln in self.lines if ln.paper}]]
+        parts = []
+        for r in rows:
+            if not (r.metric or r.source):
+                continue
+            text = f"{r.label} ({r.bleu:g}): " + ", ".join(x for x in (r.metric, r.source) if x)
+            if r is not base and r.metric and base.metric and r.metric != base.metric:
+                text += " - not the base's metric, so its paper Δ mixes two metrics"
+            parts.append(text)
+        return "; ".join(parts)
+
     def headline_text(self) -> str:
-        """The headline count, or plainly why there is nothing to count."""
+        """The headline count and its test, or plainly why there is nothing to count."""
         count = self.headline()
         if count.n:
             return count.text()
-        if all(ln.significant is None for ln in self.lines):
-            return "no row is significant here (significance was not tested): nothing to count"
-        if not any(ln.significant for ln in self.counted):
-            return "no matched row is significant here: nothing to count"
-        return f"no significant row has a paper |Δ| of {self.min_delta:g} or more: nothing to count"
+        if not self.counted:
+            return "no matched row has a sign on both sides: nothing to count"
+        return (
+            f"no matched row has a paper |Δ| of {self.min_delta:g} or more or one of ours beyond its SE: "
+            "every Δ on both sides is within noise, nothing to count"
+        )
 
     def summary(self) -> list[tuple[str, str]]:
         """``(label, text)`` per summary line, the headline first (Markdown and CSV print these)."""
         out = [
-            (f"Headline, rows significant here (†) with paper |Δ| ≥ {self.min_delta:g} BLEU", self.headline_text()),
-            ("All matched rows, significant or not", self.all_rows().text()),
+            (
+                f"Headline, rows where either side clears its own noise (paper |Δ| ≥ {self.min_delta:g} BLEU, "
+                "or our |Δ| ≥ its SE)",
+                self.headline_text(),
+            ),
+            ("All matched rows", self.all_rows().text()),
+        ]
+        if self.base_se and self.counted:
+            out.append(
+                (
+                    f"Sensitivity to our base (its mean ± 1 SE = {self.base_se:.2f} BLEU; every one of our Δs moves with it)",
+                    self.sensitivity_text(),
+                )
+            )
+        out += [
             ("PPL, paper Δ vs our dev PPL Δ", self.ppl().text()),
             ("Correlation of paper Δ and our Δ BLEU over the matched rows", self.correlation().text()),
         ]
         setup = self.reference.setup
-        if setup.config:
-            text = "; ".join(d.text() for d in self.departures) or f"none of the {len(setup.config)} keys it states"
+        if setup.config or self.facts:
+            gone = [d.text() for d in self.departures] + [
+                f"{k}: {ours} (paper: {paper})" for k, ours, paper in self.facts
+            ]
+            text = "; ".join(gone) or f"none of the {len(setup.config)} keys it states"
             out.append(("Where our base departs from the paper's setup", text))
-        if setup.facts:
-            out.append(("Paper setup without a config key", "; ".join(f"{k}: {v}" for k, v in setup.facts.items())))
+        provenance = self.provenance()
+        if provenance:
+            out.append(("Metric and source of each published number", provenance))
+        rest = {k: v for k, v in setup.facts.items() if k not in {f for f, _, _ in self.facts}}
+        if rest:
+            out.append(("Paper setup without a config key", "; ".join(f"{k}: {v}" for k, v in rest.items())))
         return out
+
+
+def _p(test: AgreementTest) -> str:
+    return "not testable" if test.p_value is None else f"p = {p_text(test.p_value)}"
+
+
+def _coin(p: Optional[float]) -> str:
+    return "-" if p is None else p_text(p)
 
 
 def _test_column(table: Table) -> Optional[tuple[int, Column]]:
@@ -274,6 +398,8 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference, min_delta: Op
         if paper_delta and delta:
             agree = (paper_delta > 0) == (delta > 0)
         params = row.stats.get("params")
+        comparison = cell.comparison
+        se = comparison.se if comparison is not None and comparison.tested and math.isfinite(comparison.se) else None
         lines.append(
             Line(
                 row.name,
@@ -290,12 +416,64 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference, min_delta: Op
                 params.mean * 1e-6 if params else None,
                 paper_ppl_delta,
                 ppl_delta,
+                se,
             )
         )
     not_run = [r for r in reference.rows if r.label not in used]
     threshold = reference.min_delta if min_delta is None else min_delta
     gone = departures(base_config, reference.setup)
-    return SideBySide(reference, col.label, lines[0], lines[1:], not_run, threshold, gone)
+    base_se = _base_se(table, col_index, base_row, col.key)
+    facts = our_facts(sweep, col.split or "", reference.setup)
+    return SideBySide(reference, col.label, lines[0], lines[1:], not_run, threshold, gone, base_se, facts)
+
+
+def _base_se(table: Table, col_index: int, base: Row, key: str) -> Optional[float]:
+    """SE of our base row's mean: the table's seed σ (median over its comparisons with the base) over
+    sqrt(the base's seeds); without a σ, the base's own std over seeds / sqrt(seeds) (None with one seed)."""
+    sigmas = [
+        (c.sigma, c.seeds[0])
+        for r in table.rows
+        if (c := r.cells[col_index].comparison) is not None and c.tested and c.sigma is not None
+    ]
+    if sigmas:
+        return statistics.median(sigma / math.sqrt(k) for sigma, k in sigmas)
+    st = base.stats.get(key)
+    n = len(base.trials)
+    return st.std / math.sqrt(n) if st is not None and st.std is not None and n > 1 else None
+
+
+def our_facts(sweep: Sweep, split: str, setup: Any) -> list[tuple[str, str, str]]:
+    """``(fact, ours, paper's)`` for the setup facts ablate knows of its own runs, where ours departs.
+
+    - ``metric``: the runs' sacreBLEU signature and the tested split, beside the paper's metric
+      (always a departure: the published tables are not sacreBLEU on our test sets).
+    - ``checkpoints``: which checkpoint our runs tested (``best.ckpt``: the best validation by dev
+      BLEU; the last where each run validated once, at its end), beside the paper's; no departure
+      where both are the last (a paper's ``checkpoints`` fact that starts with "the last").
+    """
+    out = []
+    facts = setup.facts
+    trials = [t for r in sweep.rows for t in r.trials]
+    if "metric" in facts:
+        sig = " / ".join(sweep.signatures) or "signature not recorded"
+        ours = f"sacreBLEU on detokenized output, no compound splitting ({sig}), on {split or 'the test split'}"
+        out.append(("metric", ours, facts["metric"]))
+    if "checkpoints" in facts and trials:
+        counts = sorted({sum(1 for h in t.history if h.get(DEV_BLEU.key) is not None) for t in trials})
+        last = [
+            t
+            for t in trials
+            if t.metrics.get(TESTED_STEP.key) is not None and t.metrics[TESTED_STEP.key] == t.metrics.get("step")
+        ]
+        n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        if counts == [1] and len(last) == len(trials):
+            ours = "the last (each run validated once, at its end)"
+        else:
+            ours = f"the best of {n} validations by dev BLEU (best.ckpt; the last one in {len(last)} of {len(trials)} trials)"
+        paper_last = facts["checkpoints"].strip().lower().startswith("the last")
+        if not (paper_last and ours.startswith("the last")):
+            out.append(("checkpoints", ours, facts["checkpoints"]))
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -309,7 +487,7 @@ def _num(x: Optional[float], digits: int = 2, sign: bool = False) -> str:
     return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
 
 
-def _cells(ln: Line) -> list[str]:
+def _cells(ln: Line, min_delta: float = 0.0) -> list[str]:
     ours = "" if ln.bleu is None else _num(ln.bleu) + (f" ± {ln.std:.2f}" if ln.std is not None else "")
     paper = ln.paper
     agree = {True: "yes", False: "NO", None: ""}[ln.agree]
@@ -321,6 +499,8 @@ def _cells(ln: Line) -> list[str]:
         _num(ln.paper_delta, 1, sign=True),
         ours,
         _num(ln.delta, sign=True),
+        _num(ln.se),
+        "" if ln.paper_delta is None else ln.clears(min_delta),
         agree,
         sig,
         _num(paper.ppl if paper else None),
@@ -337,6 +517,8 @@ HEADER = [
     "paper Δ",
     "our BLEU",
     "our Δ",
+    "our SE",
+    "clears noise",
     "same sign",
     "significant",
     "paper PPL",
@@ -356,16 +538,20 @@ def to_markdown(sbs: SideBySide) -> str:
         "| :-- | :-- | " + " | ".join(["--:"] * (len(HEADER) - 2)) + " |",
     ]
     for ln in [sbs.base, *sbs.lines]:
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in _cells(ln)) + " |")
+        cells = _cells(ln, sbs.min_delta)
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     (head_label, head), *rest = sbs.summary()
     lines += ["", f"**{head_label}: {head}.**  "]
     lines += [f"{label}: {text}.  " for label, text in rest]
     lines.append(
-        f"Δ: change from the base row; ours is {sbs.metric}, mean over seeds. Rows are matched by the keys they "
-        f"change and by each change's ratio to the base (ablate.report.reference). A Δ of 0 has no sign and is "
-        f"not counted; the headline counts only rows significant here (the table's †, its test and correction) "
-        f"whose paper |Δ| is at least {sbs.min_delta:g} BLEU, below which a published single run is taken as "
-        f"noise. Binomial p: one-sided, P(at least that many agree | each row agrees by a coin flip).  "
+        f"Δ: change from the base row; ours is {sbs.metric}, mean over seeds; our SE: the standard error of our Δ "
+        f"in the table's test (seed and test-sentence noise, the base's included). Rows are matched by the keys "
+        f"they change and by each change's ratio to the base (ablate.report.reference). A Δ of 0 has no sign and "
+        f"is not counted. Clears noise: the paper's |Δ| is at least {sbs.min_delta:g} BLEU (below it a published "
+        f"single run is taken as noise) and/or ours is at least its SE; the headline counts those rows only. "
+        f"Test: the agreement expected when our Δs are redrawn from their noise (one shared base draw for every "
+        f"row), against every assignment of our rows to the paper's (both sign margins kept; with no SE known, "
+        f"Fisher's exact test); one-sided. The † column is the table's own test and correction.  "
     )
     if sbs.not_run:
         lines.append("Paper rows without a row here: " + "; ".join(r.label for r in sbs.not_run) + ".  ")
@@ -381,7 +567,7 @@ def to_csv(sbs: SideBySide) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(HEADER)
     for ln in [sbs.base, *sbs.lines]:
-        cells = _cells(ln)
+        cells = _cells(ln, sbs.min_delta)
         cells[4] = "" if ln.bleu is None else f"{ln.bleu:.10g}"
         cells[5] = "" if ln.delta is None else f"{ln.delta:.10g}"
         w.writerow(cells)

@@ -342,3 +342,53 @@ def test_splits(sweep: Sweep) -> list[str]:
 def describe(test: str, n_samples: int) -> dict[str, Any]:
     """Words for the footnote: the test's name and its number of samples."""
     return {"name": TESTS[test], "samples": n_samples or DEFAULT_SAMPLES[test]}
+
+
+# --------------------------------------------------------------------------------------
+# Robustness of a mark: the same comparison with a σ from its own two rows alone
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hinge:
+    """A marked comparison re-run on its two rows alone (their own seeds give the σ).
+
+    Attributes:
+        comparison: as the table made it (σ pooled over every row of the table).
+        alone: the same two rows tabled by themselves (None: they have no seed variance of their own).
+        p_adjusted: the Holm-adjusted p the table would give it with ``alone``'s p in place of its own.
+    """
+
+    comparison: Comparison
+    alone: Optional[Comparison]
+    p_adjusted: float
+
+    def holds(self, alpha: float) -> bool:
+        return self.alone is not None and self.alone.tested and self.p_adjusted < alpha
+
+
+def marks_alone(comparisons: Sequence[Comparison], alpha: float, alone: Any) -> list[Hinge]:
+    """Every marked comparison (Holm p < ``alpha``) re-run by ``alone(comparison)``, which tables its
+    two rows by themselves and compares them (:func:`compare_alone` for a sweep); the rest of the table's
+    p-values stay in the Holm family, so a mark that does not hold here hinges on the σ the table pooled
+    over its unrelated rows (their seeds, their df), not on what the two rows themselves show."""
+    tested = [c for c in comparisons if c.tested]
+    out = []
+    for i, c in enumerate(tested):
+        if not c.significant(alpha):
+            continue
+        own = alone(c)
+        ps = [x.p_value for x in tested]
+        ps[i] = own.p_value if own is not None and own.tested else 1.0
+        out.append(Hinge(c, own, holm(ps)[i]))
+    return out
+
+
+def compare_alone(sweep: Sweep, comparison: Comparison, n_samples: int = 0) -> Optional[Comparison]:
+    """``comparison`` re-run on a table of its two rows only (the same trials, test and samples)."""
+    rows = [r for r in sweep.rows if r.name in (comparison.reference, comparison.row)]
+    if len(rows) != 2:
+        return None
+    pair = replace(sweep, rows=sorted(rows, key=lambda r: r.name != comparison.reference), comparisons=None)
+    scores = SplitScores.of_sweep(pair, comparison.split, n_samples or DEFAULT_SAMPLES["seeds"], comparison.metric)
+    return scores.compare(comparison.reference, comparison.row, comparison.test)

@@ -143,12 +143,11 @@ def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]
 
 
 def corpus_bleu(hyps: list[str], refs: list[str], signature: Optional[str]) -> float:
-    """sacreBLEU corpus BLEU as the run scored it (the tokenizer its signature names)."""
-    from sacrebleu.metrics import BLEU
+    """sacreBLEU corpus BLEU as the run scored it (the tokenizer its signature names), from the
+    per-sentence statistics the table's cells and test read too (computed once)."""
+    from ablate.metrics.bleu import Bleu
+    from ablate.metrics.scorer import statistics
 
     tok = next((p[len("tok:") :] for p in (signature or "").split("|") if p.startswith("tok:")), None)
-    try:
-        metric = BLEU(tokenize=tok) if tok else BLEU()
-    except Exception:  # noqa: BLE001 - an unknown tokenizer in an old signature
-        metric = BLEU()
-    return float(metric.corpus_score(hyps, [refs]).score)
+    scorer = Bleu(tok)
+    return float(scorer.from_statistics(statistics(scorer, hyps, refs).sum(0)))

@@ -19,13 +19,14 @@ from ablate.errors import AblateError
 from ablate.sweep.axes import axis_overrides, split_axes, with_axes
 from ablate.sweep.executors import EXECUTORS, ExecutorArgs, make_executor
 from ablate.sweep.launcher import Launcher, LaunchOptions, check_trial_count, default_out
-from ablate.sweep.options import TRIAL_LIMIT, check_overrides
+from ablate.sweep.options import STALL_S, TRIAL_LIMIT, check_overrides
 from ablate.sweep.planner import Planner
 from ablate.sweep.progress import Progress
 from ablate.sweep.search import trial_cap
 from ablate.sweep.slots import plan_slots
 from ablate.sweep.spec import SweepError, load_spec
 from ablate.sweep.state import load_state
+from ablate.sweep.trial import ALLOWANCE_S, ASSUMED_STEP_S, TIME_FACTOR
 from ablate.utils.commands import fail, typer_app
 
 app = typer_app(
@@ -115,13 +116,30 @@ SLURM_ARG = typer.Option(
     help="another #SBATCH option as KEY=VALUE (repeatable), e.g. account=abc or qos=high.",
 )
 MAX_TRIALS = typer.Option(
-    None, "--max-trials", help="Run at most this many trials (required for random/bayes without run_cap)."
+    None,
+    "--max-trials",
+    help="Run at most this many trials (required for random/bayes without run_cap; with seed: {repeat: N}, "
+    "configurations of N trials each).",
 )
 RETRIES = typer.Option(
     2,
     "--retries",
     min=0,
     help="Relaunch a trial killed from outside (preempted, OOM-killed) up to N times; it resumes from its checkpoint.",
+)
+TRIAL_TIMEOUT = typer.Option(
+    None,
+    "--trial-timeout",
+    min=0,
+    help="Seconds a trial may run before it is stopped and recorded 'timeout' (the sweep goes on); 0: no limit. "
+    f"Default: {ALLOWANCE_S:.0f} s plus {TIME_FACTOR:g} x its budget (train.max_time, else train.max_steps x "
+    f"{ASSUMED_STEP_S:g} s); none for a budget in epochs only. Local trials only (SLURM: --time).",
+)
+STALL_WARNING = typer.Option(
+    STALL_S,
+    "--stall-warning",
+    min=0,
+    help="Warn on stderr when a running trial's log and summary.json have not changed for this many seconds; 0: never.",
 )
 WANDB_SWEEP = typer.Option(
     False,
@@ -155,6 +173,8 @@ def run(
     retries: int = RETRIES,
     config: Optional[Path] = typer.Option(None, "--config", help="Base YAML config for every trial."),
     grace: float = typer.Option(30.0, "--grace", help="Seconds a stopped trial gets to save a checkpoint."),
+    trial_timeout: Optional[float] = TRIAL_TIMEOUT,
+    stall_warning: float = STALL_WARNING,
     dry_run: bool = typer.Option(False, "--dry-run", help="List the trials and their overrides; train nothing."),
     wandb_sweep: bool = WANDB_SWEEP,
     trial_limit: int = typer.Option(TRIAL_LIMIT, "--trial-limit", min=1, help="Refuse to plan more trials than this."),
@@ -181,6 +201,8 @@ def run(
         max_trials=max_trials,
         grace_s=grace,
         trial_limit=trial_limit,
+        trial_timeout_s=trial_timeout,
+        stall_s=stall_warning,
     )
     args = ExecutorArgs(
         name=spec.name, devices=devices, gpus_per_trial=gpus_per_trial, parallel=parallel, partition=partition,
@@ -215,7 +237,7 @@ def _run(launcher: Launcher, wandb_sweep: bool) -> None:
     except KeyboardInterrupt:  # before any trial started: nothing to stop
         _say("interrupted: rerun the same command to resume", "yellow")
         raise typer.Exit(130) from None
-    views.report(console, result.state, spec.metric, spec.goal, opts.out)
+    views.report(console, result.state, spec.metric, spec.goal, opts.out, spec.repeat_seeds is not None)
     if result.interrupted:
         _say("interrupted: rerun the same command to resume", "yellow")
         raise typer.Exit(130)

@@ -3,7 +3,10 @@
 One loop for every backend. Each tick it asks the executor (:mod:`ablate.sweep.executor`) which
 attempts ended and lets the planner (:mod:`ablate.sweep.planner`) record them (finished, failed,
 or relaunched); it ends attempts hyperband drops; then it starts the planner's next trials while
-the executor has room. A crash, out-of-memory error or NaN ends only that trial. The sweep's state
+the executor has room. A crash, out-of-memory error or NaN ends only that trial; so does a hang: an
+attempt past its time limit (``--trial-timeout``, by default derived from its budget:
+:func:`ablate.sweep.trial.time_limit`) is stopped and its ``summary.json`` says ``timeout``, and one
+whose log and record stop moving for ``--stall-warning`` seconds is named on stderr. The sweep's state
 is saved after every change; rerunning the same command skips finished trials, adopts what a
 previous launcher left running (SLURM jobs) or stops it (local processes), and resumes
 interrupted trials in their own folder (the trainer resumes from its checkpoint).
@@ -14,6 +17,7 @@ where attempts outlive the launcher (SLURM jobs), it only stops watching them.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +25,7 @@ from typing import Optional
 
 import ablate.sweep.process as process  # the module, not the package: ablate.sweep (callable) imports ablate.sweep.api
 from ablate.config import read_yaml
-from ablate.record import RunStatus
+from ablate.record import RunFiles, RunStatus
 from ablate.sweep.executor import Executor, Exit, Handle, LaunchRefused
 from ablate.sweep.local import LocalExecutor
 from ablate.sweep.options import GRID_LIMIT, LaunchOptions, SweepResult, TrialCommand, default_out, trainer_command  # noqa: F401 - re-exported
@@ -29,15 +33,24 @@ from ablate.sweep.planner import Planner, check_trial_count, signature  # noqa: 
 from ablate.sweep.progress import Progress, clock
 from ablate.sweep.spec import SweepSpec
 from ablate.sweep.state import SweepLock, SweepState, Trial
-from ablate.sweep.trial import outcome
+from ablate.sweep.trial import outcome, record_timeout
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class _Running:
     handle: Handle
     mono: float  # time.monotonic() at the attempt's start
-    stop: Optional[str] = None  # "early" (hyperband) or "shutdown" (Ctrl-C): why the launcher ended it
+    stop: Optional[str] = None  # "early" (hyperband), "shutdown" (Ctrl-C) or TIMED_OUT: why the launcher ended it
     kill_at: Optional[float] = None
+    limit_s: Optional[float] = None  # the attempt's time limit (--trial-timeout), None: none
+    moved: float = 0.0  # time.time() of the last change seen to its log or record
+    stalled: bool = False  # warned about, and silent since
+
+
+TIMED_OUT = "time limit"
+"""The ``stop`` of an attempt that ran past its time limit."""
 
 
 class Launcher:
@@ -61,7 +74,9 @@ class Launcher:
         self.out = Path(opts.out)
         self.progress = progress or Progress(metric=spec.metric, goal=spec.goal)
         self.command = opts.command or trainer_command(opts.config)
-        self.executor: Executor = executor or LocalExecutor(opts.slots, opts.poll_s, opts.grace_s)
+        self.executor: Executor = executor or LocalExecutor(
+            opts.slots, opts.poll_s, opts.grace_s, log_limit=opts.log_limit
+        )
         self.planner = Planner(spec, opts, self.progress.event)
         self.running: dict[str, _Running] = {}
         self.started: set[str] = set()
@@ -74,9 +89,10 @@ class Launcher:
 
     # ---- starting and ending attempts --------------------------------------------------
 
-    def _track(self, handle: Handle) -> None:
+    def _track(self, handle: Handle, limit_s: Optional[float] = None) -> None:
         started_at = handle.trial.started_at or time.time()
-        self.running[handle.trial.name] = _Running(handle, time.monotonic() - max(0.0, time.time() - started_at))
+        mono = time.monotonic() - max(0.0, time.time() - started_at)
+        self.running[handle.trial.name] = _Running(handle, mono, limit_s=limit_s, moved=time.time())
 
     def _launch(self, trial: Trial) -> None:
         run_dir = self.out / trial.name
@@ -91,12 +107,17 @@ class Launcher:
             return
         self.planner.started(trial, handle.since or time.time())
         self.started.add(trial.name)
-        self._track(handle)
+        # a backend whose trials outlive the launcher (SLURM) has its own limit (--time)
+        self._track(handle, None if self.executor.outlives_launcher else self.planner.time_limit(trial))
         self.progress.event(f"started  {trial.name} [{handle.where}]")
 
     def _reap(self, run: _Running, exit: Exit) -> None:
         trial, elapsed = run.handle.trial, time.monotonic() - run.mono
-        result = outcome(self.out / trial.name, exit.code, self.spec.metric, run.handle.since, run.handle.log_start)
+        run_dir, since, log_start = self.out / trial.name, run.handle.since, run.handle.log_start
+        result = outcome(run_dir, exit.code, self.spec.metric, since, log_start)
+        if run.stop == TIMED_OUT and result.status != RunStatus.FINISHED:
+            record_timeout(run_dir, f"timeout: stopped after {clock(run.limit_s)}, its time limit (--trial-timeout)")
+            result = outcome(run_dir, exit.code, self.spec.metric, since, log_start)
         self.executor.release(run.handle)
         del self.running[trial.name]
         self.last_step.pop(trial.name, None)
@@ -130,8 +151,38 @@ class Launcher:
                 self.executor.stop(run.handle)
                 self.progress.event(f"stopping {name} early (hyperband)", "yellow")
 
+    def _time_limits(self) -> None:
+        """Stop every attempt past its time limit (SIGTERM, then SIGKILL after the grace)."""
+        now = time.monotonic()
+        for name, run in self.running.items():
+            if run.limit_s is not None and run.stop is None and now - run.mono > run.limit_s:
+                run.stop, run.kill_at = TIMED_OUT, now + self.opts.grace_s
+                self.executor.stop(run.handle)
+                self.progress.event(f"stopping {name}: it ran past its time limit of {clock(run.limit_s)}", "red")
+
+    def _stalls(self) -> None:
+        """Warn once on stderr about each attempt whose log and record have not changed for ``stall_s``."""
+        if self.opts.stall_s <= 0:
+            return
+        now = time.time()
+        for name, run in self.running.items():
+            files = RunFiles(self.out / name)
+            moved = max([run.moved] + [_mtime(path) for path in (files.log, files.summary)])
+            if moved > run.moved:
+                run.moved, run.stalled = moved, False
+            elif not run.stalled and now - run.moved > self.opts.stall_s:
+                run.stalled = True
+                log.warning(
+                    "trial %s has written nothing for %s (still running; its log: %s)",
+                    name,
+                    clock(now - run.moved),
+                    files.log,
+                )
+
     def _tick(self) -> None:
         self._collect()
+        self._time_limits()
+        self._stalls()
         for run in self.running.values():
             if run.kill_at is not None and time.monotonic() > run.kill_at:
                 self.executor.kill(run.handle)
@@ -223,6 +274,13 @@ class Launcher:
             return
         self.progress.event("interrupted: stopping running trials (they resume on rerun) ...", "yellow")
         self._stop_all()
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def run_sweep(

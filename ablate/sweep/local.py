@@ -18,7 +18,7 @@ from typing import Callable, Optional
 
 import ablate.sweep.process as process  # the module: the package (callable) imports ablate.sweep.api
 from ablate.sweep.executor import Argv, ExecutorArgs, Exit, Handle, Polled
-from ablate.sweep.options import LaunchOptions
+from ablate.sweep.options import LOG_LIMIT, LaunchOptions
 from ablate.sweep.slots import Slot, plan_slots
 from ablate.sweep.state import Trial
 from ablate.sweep.trial import LOG
@@ -32,20 +32,29 @@ class LocalExecutor:
         poll_s: seconds between two looks at the processes.
         grace_s: seconds a survivor of a dead launcher gets to checkpoint when a rerun stops it.
         header: the first words of each attempt's block in ``trial.log``.
+        log_limit: bytes of ``trial.log`` one attempt may fill (:func:`ablate.sweep.process.bound_log`); 0: no limit.
     """
 
     outlives_launcher = False
     can_stop_early = True
 
-    def __init__(self, slots: list[Slot], poll_s: float = 0.2, grace_s: float = 30.0, header: str = "ablate sweep"):
+    def __init__(
+        self,
+        slots: list[Slot],
+        poll_s: float = 0.2,
+        grace_s: float = 30.0,
+        header: str = "ablate sweep",
+        log_limit: int = LOG_LIMIT,
+    ):
         self.slots, self.poll_s, self.grace_s, self.header = list(slots), poll_s, grace_s, header
+        self.log_limit = log_limit
         self._busy: set[int] = set()
 
     @classmethod
     def from_args(cls, args: ExecutorArgs, opts: LaunchOptions) -> LocalExecutor:
         """From ``ablate sweep run``'s options."""
         slots = plan_slots(args.devices, 1 if args.gpus_per_trial is None else args.gpus_per_trial, args.parallel)
-        return cls(slots, poll_s=opts.poll_s, grace_s=opts.grace_s)
+        return cls(slots, poll_s=opts.poll_s, grace_s=opts.grace_s, log_limit=opts.log_limit)
 
     def capacity(self) -> int:
         return len(self.slots)
@@ -70,7 +79,7 @@ class LocalExecutor:
         self._busy.add(slot.index)
         trial.pid, trial.pid_start = proc.pid, process.start_time(proc.pid)
         trial.devices = list(slot.gpus or [])
-        return Handle(trial, slot.describe(), since=since, log_start=log_start, ref=(proc, slot))
+        return Handle(trial, slot.describe(), since=since, log_start=log_start, ref=(proc, slot, run_dir / LOG))
 
     def poll(self, handles: list[Handle]) -> Polled:
         polled = Polled()
@@ -78,6 +87,7 @@ class LocalExecutor:
             code = handle.ref[0].poll()
             if code is not None:
                 polled.ended.append((handle, Exit(code, lost=code < 0)))
+            process.bound_log(handle.ref[2], handle.log_start, self.log_limit)
         return polled
 
     def stop(self, handle: Handle) -> None:
@@ -87,7 +97,7 @@ class LocalExecutor:
         process.signal_group(handle.ref[0].pid, signal.SIGKILL)
 
     def release(self, handle: Handle) -> None:
-        proc, slot = handle.ref
+        proc, slot, _ = handle.ref
         process.signal_group(proc.pid, signal.SIGKILL)  # stray workers of an ended trial
         self._busy.discard(slot.index)
         handle.trial.pid = handle.trial.pid_start = None

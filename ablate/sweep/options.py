@@ -22,6 +22,10 @@ TrialCommand = Callable[[Path, list[str]], list[str]]
 GRID_LIMIT = 100_000  # the most points one planning call asks W&B's search for
 TRIAL_LIMIT = 10_000
 """A sweep planning more trials than this is refused (``--trial-limit`` raises it): it is a typo far more often than a plan."""
+STALL_S = 600.0
+"""Seconds of silence (no change to a running trial's log or record) before the launcher warns."""
+LOG_LIMIT = 64 * 2**20
+"""Bytes of ``trial.log`` one attempt may fill (a trainer printing in a loop cannot fill the disk)."""
 
 
 def trainer_command(config: Optional[Path] = None) -> TrialCommand:
@@ -61,6 +65,13 @@ class LaunchOptions:
         max_trials: stop after this many trials (overrides the file's ``run_cap``).
         trial_limit: refuse to plan a sweep of more trials than this (a typo in a grid, usually).
         grace_s: seconds a stopped trial gets to save its checkpoint before SIGKILL.
+        trial_timeout_s: seconds an attempt may run before it is stopped and recorded ``timeout``
+            (``--trial-timeout``); ``None``: derived from each trial's budget
+            (:func:`ablate.sweep.trial.time_limit`); ``0``: no limit.
+        stall_s: seconds without a change to a running trial's log or ``summary.json`` before the launcher
+            warns on stderr (``--stall-warning``); ``0``: never.
+        log_limit: bytes of ``trial.log`` one attempt may fill; past it the log keeps the attempt's first half
+            and last quarter of that (:func:`ablate.sweep.process.bound_log`).
         poll_s: scheduler tick.
     """
 
@@ -76,6 +87,9 @@ class LaunchOptions:
     max_trials: Optional[int] = None
     trial_limit: int = TRIAL_LIMIT
     grace_s: float = 30.0
+    trial_timeout_s: Optional[float] = None
+    stall_s: float = STALL_S
+    log_limit: int = LOG_LIMIT
     poll_s: float = 0.2
 
 

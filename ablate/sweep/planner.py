@@ -7,6 +7,11 @@ variant is recorded failed with the reason), hands out the next trial to start, 
 attempt ended and decides whether it is done, failed, or relaunched (``--retries``, for attempts
 ended from outside), feeds running trials' metrics to hyperband (``early_terminate``), and saves
 ``sweep.json`` after every change.
+
+With a repeat seed (``seed: {repeat: N}``) each point the search proposes is a configuration that
+becomes N trials, one per seed, named as replicates (``lr=0.0044-seed=1``, ``lr=0.0044-seed=2``);
+the search is given one run per configuration (:func:`ablate.sweep.search.search_runs`), the
+caps count configurations, and hyperband stops a configuration's seeds together.
 """
 
 from __future__ import annotations
@@ -21,8 +26,21 @@ from ablate.record import RunStatus
 from ablate.sweep.executor import Exit
 from ablate.sweep.options import GRID_LIMIT, LaunchOptions
 from ablate.sweep.progress import best_trial
-from ablate.sweep.search import as_sweep_run, grid_size, next_points, planned_trials, to_stop, trial_cap, upfront
-from ablate.sweep.spec import SweepError, SweepSpec
+from ablate.sweep.search import (
+    Point,
+    best_configuration,
+    configuration_key,
+    grid_size,
+    next_points,
+    planned_configurations,
+    planned_trials,
+    replicates,
+    search_runs,
+    to_stop,
+    trial_cap,
+    upfront,
+)
+from ablate.sweep.spec import SEED, SweepError, SweepSpec
 from ablate.sweep.state import SweepState, Trial, load_state, new_group, save_state
 from ablate.sweep.trial import (
     Outcome,
@@ -30,6 +48,7 @@ from ablate.sweep.trial import (
     outcome,
     read_summary,
     reported_history,
+    time_limit,
     trial_name,
     trial_overrides,
 )
@@ -57,7 +76,8 @@ def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Option
     Beyond :data:`~ablate.sweep.options.GRID_LIMIT` no ``--trial-limit`` helps (planning would not end
     in bounded time or memory), so the refusal then says to split the sweep instead of raising the limit.
     """
-    size = grid_size(spec.parameters) if spec.method == "grid" else None
+    size = grid_size(spec.search_config["parameters"]) if spec.method == "grid" else None
+    size = size * len(spec.repeat_seeds or [None]) if size is not None else None
     count = planned_trials(spec, cap)
     biggest = max(n for n in (size, count, 0) if n is not None)
     if biggest > GRID_LIMIT:
@@ -152,14 +172,44 @@ class Planner:
         return trial_overrides(self.spec, trial.point, trial.name, self.state.group) + list(self.opts.overrides)
 
     def _runs(self) -> list[Any]:
-        return [
-            as_sweep_run(t.name, t.point, t.status, self.spec.metric, t.metric, t.history) for t in self.state.trials
-        ]
+        return search_runs(self.spec, self.state.trials)
 
     def _add(self, point: dict[str, Any]) -> Trial:
         trial = Trial(name=trial_name(self.spec, point, {t.name for t in self.state.trials}), point=point)
         self.state.trials.append(trial)
         return trial
+
+    def _propose(self, point: Point) -> list[Trial]:
+        """The trials of a point the search proposed: the point, or with a repeat seed one trial per seed."""
+        seeds = self.spec.repeat_seeds
+        if seeds is None:
+            return [self._add(point)]
+        return [self._add({**point, SEED: seed}) for seed in seeds]
+
+    def _proposed(self) -> int:
+        """How many points the search has proposed: trials, or with a repeat seed configurations."""
+        if self.spec.repeat_seeds is None:
+            return len(self.state.trials)
+        return len(replicates(self.state.trials))
+
+    def _new_points(self, n: int) -> list[Point]:
+        """Up to ``n`` points from the search; with a repeat seed never a configuration proposed before
+        (more proposals are asked for where the first repeat one; fewer when the search has nothing new)."""
+        runs = self._runs()
+        if self.spec.repeat_seeds is None:
+            return next_points(self.spec, runs, n)
+        fresh: list[Point] = []
+        for ask in (n, 8 * n):
+            points = next_points(self.spec, runs, ask)
+            seen, fresh = set(replicates(self.state.trials)), []
+            for point in points:
+                key = configuration_key(point)
+                if key not in seen and len(fresh) < n:
+                    seen.add(key)
+                    fresh.append(point)
+            if len(fresh) == n or len(points) < ask:
+                break
+        return fresh
 
     def _validate(self, trial: Trial) -> bool:
         """Check the trial's config; an impossible one is recorded failed without running."""
@@ -170,6 +220,16 @@ class Planner:
             return False
         return True
 
+    def time_limit(self, trial: Trial) -> Optional[float]:
+        """Seconds an attempt of ``trial`` may run (:func:`ablate.sweep.trial.time_limit`), ``None``: no limit."""
+        if self.opts.trial_timeout_s is not None:
+            return time_limit(0, None, self.opts.trial_timeout_s)
+        try:
+            train = load_config(self.opts.config, self.overrides(trial)).train
+        except ConfigError:  # the trial fails on its own, at once
+            return None
+        return time_limit(train.max_steps, train.max_time)
+
     def plan(self) -> None:
         """Add every trial grid or random search can plan now; validate what will run."""
         if self.spec.method != "grid" and self.cap is None:
@@ -177,10 +237,12 @@ class Planner:
                 f"{self.spec.describe()}: method '{self.spec.method}' needs run_cap in the file or --max-trials N"
             )
         count = check_trial_count(self.spec, self.cap, self.opts.trial_limit)
-        if upfront(self.spec):
-            room = (count if count is not None else GRID_LIMIT) - len(self.state.trials)
-            for point in next_points(self.spec, self._runs(), room):
-                self._add(point)
+        once = self.spec.repeat_seeds is not None and self.spec.method == "random" and self.state.trials
+        if upfront(self.spec) and not once:  # random search with a repeat seed plans once: a rerun adds nothing
+            points = planned_configurations(self.spec, self.cap) if count is not None else None
+            room = (points if points is not None else GRID_LIMIT) - self._proposed()
+            for point in self._new_points(room):
+                self._propose(point)
         for t in self.state.trials:
             if t.status in (RunStatus.PENDING, RunStatus.INTERRUPTED):
                 self._validate(t)
@@ -195,12 +257,20 @@ class Planner:
             self.next_trial()
         return self.state.trials
 
+    def _best_metric(self) -> Optional[float]:
+        """The best trial's metric, or with a repeat seed the best mean of a configuration whose seeds are done."""
+        if self.spec.repeat_seeds is None:
+            best = best_trial(self.state, self.spec.goal)
+            return best.metric if best is not None else None
+        best = best_configuration(self.state.trials, self.spec.goal)
+        return best[0] if best is not None else None
+
     def _target_reached(self) -> bool:
         target = (self.spec.config.get("metric") or {}).get("target")
-        best = best_trial(self.state, self.spec.goal)
+        best = self._best_metric()
         if target is None or best is None:
             return False
-        return best.metric >= target if self.spec.goal == "maximize" else best.metric <= target
+        return best >= target if self.spec.goal == "maximize" else best <= target
 
     def next_trial(self) -> Optional[Trial]:
         """The trial to start next (pending or interrupted, in plan order; bayes proposes one), or ``None``."""
@@ -212,22 +282,23 @@ class Planner:
                     return t
             if not self._can_propose():
                 return None
-            points = next_points(self.spec, self._runs(), 1)
+            points = self._new_points(1)
             if not points:
                 self.exhausted = True
                 return None
-            trial = self._add(points[0])
-            if not self._validate(trial):
+            invalid = [t for t in self._propose(points[0]) if not self._validate(t)]
+            if invalid:
                 self.save()
+            for trial in invalid:
                 self.say(f"failed   {trial.name}: {trial.error}", "red")
 
     def _can_propose(self) -> bool:
-        return not upfront(self.spec) and not self.exhausted and len(self.state.trials) < (self.cap or 0)
+        return not upfront(self.spec) and not self.exhausted and self._proposed() < (self.cap or 0)
 
     def total(self) -> int:
         if upfront(self.spec) or self.cap is None:
             return len(self.state.trials)
-        return max(self.cap, len(self.state.trials))
+        return max(self.cap * len(self.spec.repeat_seeds or [None]), len(self.state.trials))
 
     # ---- what becomes of an attempt ----------------------------------------------------
 
@@ -297,8 +368,14 @@ class Planner:
                 changed = True
         if not changed:
             return set()
+        stop = set(to_stop(self.spec, self._runs()))
+        if self.spec.repeat_seeds is not None:  # a configuration's seeds stop together; those not started never start
+            stop = {t.name for t in self.state.trials if configuration_key(t.point) in stop}
+            for trial in self.state.trials:
+                if trial.name in stop and trial.status.resumable and trial.name not in self.launched:
+                    trial.status = RunStatus.STOPPED
         self.save()
-        return set(to_stop(self.spec, self._runs()))
+        return stop
 
     def nothing_to_do(self) -> str:
         total, failed = len(self.state.trials), self.state.count(RunStatus.FAILED)

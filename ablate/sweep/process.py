@@ -70,6 +70,34 @@ def start(command: list[str], env: dict[str, str], log_path: Path, cwd: Optional
         )
 
 
+CUT_MARK = b"\n[... ablate sweep cut this attempt's output here: trial.log keeps its first and last lines ...]\n"
+
+
+def bound_log(log_path: Path, start: int, limit: int) -> bool:
+    """Keep the output a running trial appends to ``log_path`` from byte ``start`` on within ``limit`` bytes.
+
+    Past the limit the log keeps the attempt's first ``limit // 2`` bytes, :data:`CUT_MARK` and its last
+    ``limit // 4`` bytes, and grows again from there (the trial appends, so it writes on after the cut).
+    A line the trial writes during the cut itself (microseconds) may land before the kept tail.
+    Returns whether it cut.
+    """
+    try:
+        size = log_path.stat().st_size
+        if limit <= 0 or size - start <= limit:
+            return False
+        head_end, keep = start + limit // 2, limit // 4
+        with open(log_path, "r+b") as log:
+            log.seek(max(head_end, size - keep))
+            tail = log.read()[-keep:] if keep else b""
+            newline = tail.find(b"\n")
+            log.truncate(head_end)
+            log.seek(head_end)
+            log.write(CUT_MARK + (tail[newline + 1 :] if 0 <= newline < len(tail) - 1 else tail))
+        return True
+    except OSError:
+        return False
+
+
 def start_time(pid: int) -> Optional[int]:
     """The kernel's start time of ``pid`` (clock ticks since boot), or ``None`` if it is gone.
 
@@ -131,19 +159,28 @@ def signal_group(pid: int, sig: int) -> None:
 
 
 class signals_raise_interrupt:
-    """While running, SIGTERM and SIGHUP stop the sweep as Ctrl-C does (trials are stopped too)."""
+    """While running, SIGTERM and SIGHUP stop the sweep as Ctrl-C does (trials are stopped too).
+
+    On leaving, a signal received meanwhile is passed on to the handler that was there before when that
+    is a Python function (a host program's, a test session's), so it learns of it too; the default
+    action is not taken again (the sweep has already stopped, and says so).
+    """
 
     def __enter__(self) -> None:
-        self.saved = {}
+        self.saved: dict[int, Any] = {}
+        self.received: list[int] = []
         if threading.current_thread() is not threading.main_thread():
             return
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            self.saved[sig] = signal.signal(sig, _raise_interrupt)
+            self.saved[sig] = signal.signal(sig, self._raise_interrupt)
+
+    def _raise_interrupt(self, signum: int, frame: Any) -> None:
+        self.received.append(signum)
+        raise KeyboardInterrupt(f"signal {signum}")
 
     def __exit__(self, *exc: Any) -> None:
         for sig, handler in self.saved.items():
             signal.signal(sig, handler)
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+        for sig in dict.fromkeys(self.received):
+            if callable(self.saved.get(sig)):
+                self.saved[sig](sig, None)

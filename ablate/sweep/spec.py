@@ -36,6 +36,28 @@ config carries it to ``ablate table wandb:...``::
 Each entry compares rows that differ only in ``between``: the first of ``values`` (default: the
 lowest value present) is the reference, each other value is compared with it. Without
 ``comparisons`` a table tests every row against the base.
+
+The table's base row is the variant that applies no overrides (a bare name, ``base`` above). A
+sweep with none, or with several, names it in a third reserved constant, ``base``: a variant's
+name, or for a grid without variants the values of its base point::
+
+      base: {value: transformer}                                  # a variant
+      base: {value: {model.attention.score: dot, model.attention.scale: true}}   # a grid's point
+
+A search over hyperparameters (``method: bayes`` or ``random``) repeats every configuration it
+proposes over the same seeds when the seed is a *repeat axis*, ``seed: {repeat: N}`` (seeds
+1..N)::
+
+      seed: {repeat: 3}                  # every proposal trains with seeds 1, 2 and 3
+      train.lr: {min: 0.0001, max: 0.01}
+
+The search then never sees the seed: it proposes configurations, each runs once per seed, and
+W&B's engine is told one run per configuration whose metric is the mean over its finished seeds
+(:func:`ablate.sweep.search.search_runs`); ``run_cap`` counts configurations. A seed searched like
+a hyperparameter under bayes or random (``seed: {values: [1, 2, 3]}``) would let the search chase
+lucky seeds, so it is refused with a pointer to ``repeat``. Under ``grid``, ``values`` already
+runs every configuration with every seed and ``repeat`` means the same. W&B's server knows no
+``repeat``, so ``ablate sweep create`` refuses such a file (:mod:`ablate.sweep.wandb_agent`).
 """
 
 from __future__ import annotations
@@ -60,7 +82,13 @@ COMPARISONS = "comparisons"
 VARIANTS = "variants"
 """The constant that maps variant names to their overrides in a sweep registered with W&B
 (:mod:`ablate.sweep.wandb_form`); sweep files write the mappings under ``variant`` instead."""
-RESERVED = (VARIANT, COMPARISONS, VARIANTS)
+BASE = "base"
+"""The reserved constant parameter naming the table's base row (a variant, or a grid's point)."""
+RESERVED = (VARIANT, COMPARISONS, VARIANTS, BASE)
+SEED = "seed"
+"""The config key of the training seed: the one parameter that can be a repeat axis."""
+REPEAT = "repeat"
+"""``seed: {repeat: N}``: every configuration the search proposes trains with seeds 1..N."""
 
 _SEARCHABLE = ("values", "min", "max", "mu", "sigma", "a", "b")
 
@@ -108,9 +136,24 @@ class SweepSpec:
 
     @property
     def varying(self) -> list[str]:
-        """Parameters that differ between trials, in file order (``variant`` first)."""
-        names = [n for n, p in self.parameters.items() if any(k in p for k in _SEARCHABLE) and not _single_choice(p)]
-        return sorted(names, key=lambda n: n != VARIANT)
+        """Parameters that differ between trials, in file order (``variant`` first, a repeat seed last)."""
+        names = [
+            n
+            for n, p in self.parameters.items()
+            if (any(k in p for k in _SEARCHABLE) and not _single_choice(p)) or REPEAT in p
+        ]
+        return sorted(names, key=lambda n: 0 if n == VARIANT else 2 if REPEAT in self.parameters[n] else 1)
+
+    @property
+    def repeat_seeds(self) -> Optional[list[int]]:
+        """The seeds every configuration runs with (``seed: {repeat: N}``: 1..N), ``None`` without a repeat axis."""
+        param = self.parameters.get(SEED) or {}
+        return list(range(1, param[REPEAT] + 1)) if REPEAT in param else None
+
+    @property
+    def search_config(self) -> dict[str, Any]:
+        """The configuration W&B's search engine is given: the file's, less a repeat seed (it never sees it)."""
+        return search_config(self.config)
 
     def describe(self) -> str:
         where = self.path if self.path is not None else "<dict>"
@@ -145,7 +188,8 @@ def load_spec(path: str | Path) -> SweepSpec:
 def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[Path] = None) -> SweepSpec:
     """Validate a sweep configuration held in memory."""
     where = str(path) if path is not None else "sweep"
-    check_wandb_schema(config, where)
+    check_seed_axis(config, where)
+    check_wandb_schema(search_config(config), where)
     check_parameters(config["parameters"], where)
     if config["method"] in ("bayes",) and "metric" not in config:
         raise SweepError(f"{where}: method 'bayes' needs a 'metric' (e.g. metric: {{name: val/bleu, goal: maximize}})")
@@ -159,18 +203,59 @@ def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[P
     return spec
 
 
+def search_config(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` without a repeat seed (``seed: {repeat: N}``), as W&B's schema and search read it."""
+    parameters = config.get("parameters")
+    if not isinstance(parameters, dict) or not isinstance(parameters.get(SEED), dict) or REPEAT not in parameters[SEED]:
+        return config
+    return {**config, "parameters": {k: v for k, v in parameters.items() if k != SEED}}
+
+
+def check_seed_axis(config: dict[str, Any], where: str) -> None:
+    """``repeat`` is written ``seed: {repeat: N}`` only, and a search (bayes, random) does not sample the seed.
+
+    Raises:
+        SweepError: ``repeat`` on another key or malformed, or a seed with several values or a
+            distribution under bayes or random (the search would chase lucky seeds).
+    """
+    parameters = config.get("parameters")
+    if not isinstance(parameters, dict):
+        return  # the W&B schema check says what is wrong
+    for name, param in parameters.items():
+        if isinstance(param, dict) and REPEAT in param and name != SEED:
+            raise SweepError(f"{where}: parameters.{name}: only the seed repeats (seed: {{{REPEAT}: N}})")
+    param = parameters.get(SEED)
+    if not isinstance(param, dict):
+        return
+    if REPEAT in param:
+        count = param[REPEAT]
+        if set(param) != {REPEAT} or isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise SweepError(
+                f"{where}: parameters.{SEED}: write {SEED}: {{{REPEAT}: N}} (N >= 1: seeds 1..N), not {param!r}"
+            )
+        return
+    searched = len(param.get("values") or ()) > 1 or any(k in param for k in _SEARCHABLE if k != "values")
+    if config.get("method") in ("bayes", "random") and searched:
+        raise SweepError(
+            f"{where}: parameters.{SEED}: method '{config['method']}' would search the seed like a hyperparameter "
+            f"(and chase lucky seeds); write {SEED}: {{{REPEAT}: N}} to train every proposal with seeds 1..N "
+            f"and search on their mean, or {SEED}: {{value: 1}}"
+        )
+
+
 def check_grid(spec: SweepSpec) -> None:
     """Ask W&B's grid search for a first point; it refuses what a grid cannot enumerate."""
     with sweeps_engine():
         import sweeps
 
         # on a one-point grid of the same parameter kinds: W&B enumerates the whole grid to plan
+        search = spec.search_config
         one = {
             k: dict(p, values=p["values"][:1]) if isinstance(p, dict) and p.get("values") else p
-            for k, p in spec.parameters.items()
+            for k, p in search["parameters"].items()
         }
         try:
-            sweeps.next_runs({**spec.config, "parameters": one}, [], validate=False, n=1)
+            sweeps.next_runs({**search, "parameters": one}, [], validate=False, n=1)
         except ValueError as err:  # e.g. a distribution in a grid
             raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
 
@@ -236,6 +321,8 @@ def check_parameters(parameters: dict[str, Any], where: str) -> None:
                     f"{where}: parameters.{COMPARISONS} is a constant: write {COMPARISONS}: {{value: [...]}}"
                 )
             parse_comparisons(param["value"], f"{where}: parameters.{COMPARISONS}", keys | {VARIANT})
+        elif name == BASE:
+            check_base(param, parameters, where)
         elif name not in keys and not is_key(name):
             raise SweepError(f"{where}: parameters.{name}: {_unknown(name, keys)}")
 
@@ -262,6 +349,30 @@ def check_variants(param: dict[str, Any], where: str) -> None:
         for key in variant_overrides(value):
             if key not in keys and not is_key(key):
                 raise SweepError(f"{where}: {label} ({name}): {_unknown(key, keys)}")
+
+
+def check_base(param: dict[str, Any], parameters: dict[str, Any], where: str) -> None:
+    """``base`` is a constant naming one of the sweep's variants, or (a grid) a mapping of its varying
+    parameters to the base point's values."""
+    label = f"{where}: parameters.{BASE}"
+    value = param.get("value") if isinstance(param, dict) else None
+    variants = parameters.get(VARIANT)
+    if isinstance(variants, dict) and isinstance(variants.get("values"), list):
+        names = [variant_name(v, label) for v in variants["values"]]
+        if not isinstance(value, str) or value not in names:
+            shown = "" if value is None else f" {value!r} is not one of them;"
+            raise SweepError(f"{label}:{shown} write {BASE}: {{value: <variant>}}, one of: {', '.join(names)}")
+        return
+    if not isinstance(value, dict) or not value:
+        raise SweepError(
+            f"{label}: without variants, write {BASE}: {{value: {{<key>: <value>, ...}}}}, the base point of the grid"
+        )
+    for key, v in flatten(value).items():
+        choices = (parameters.get(key) or {}).get("values")
+        if not isinstance(choices, list):
+            raise SweepError(f"{label}: '{key}' is not a parameter with 'values' in this sweep")
+        if v not in choices:
+            raise SweepError(f"{label}: {key}={v!r} is not one of its values {choices}")
 
 
 def parse_comparisons(

@@ -179,7 +179,7 @@ def outcome(
     if status == RunStatus.INTERRUPTED:
         return Outcome(RunStatus.INTERRUPTED, error, None, summary)
     tail = log_tail(RunFiles(run_dir).log, log_start)
-    reason = (error if status == RunStatus.FAILED else None) or _error_line(tail)
+    reason = (error if status in (RunStatus.FAILED, RunStatus.TIMEOUT) else None) or _error_line(tail)
     if not reason and returncode is not None and returncode < 0:
         reason = _exit_reason(returncode)
     if not reason:
@@ -190,6 +190,44 @@ def outcome(
 
 def _failed(reason: str, summary: Optional[RunSummary]) -> Outcome:
     return Outcome(RunStatus.FAILED, _one_line(reason), None, summary)
+
+
+# --------------------------------------------------------------------------------------
+# How long a trial may run
+# --------------------------------------------------------------------------------------
+
+ASSUMED_STEP_S = 2.0
+"""Seconds per optimizer step assumed for the default time limit: the shipped CPU runs take 1.1-1.4 s a
+step including validation and test decoding (``results/calibration-cpu``: 350 steps in 400-480 s); a GPU
+is faster."""
+TIME_FACTOR = 4.0
+"""How many times the assumed budget a trial may take before the default limit stops it."""
+ALLOWANCE_S = 1800.0
+"""Seconds on top of the budget: start-up, building data caches, the test set's decoding."""
+
+
+def time_limit(max_steps: int, max_time: Optional[float], flag: Optional[float] = None) -> Optional[float]:
+    """Seconds a trial may run before the sweep stops it (``--trial-timeout``), ``None`` for no limit.
+
+    ``flag`` (``--trial-timeout``) wins: ``0`` disables the limit. Without it the limit comes from the
+    trial's budget: :data:`ALLOWANCE_S` plus :data:`TIME_FACTOR` times the budget, ``train.max_time``
+    where set, else ``train.max_steps`` times :data:`ASSUMED_STEP_S` (1,500 steps: 13,800 s). A
+    budget in epochs only has no default limit (its length depends on the data).
+    """
+    if flag is not None:
+        return float(flag) if flag > 0 else None
+    if max_time is not None and max_time > 0:
+        return ALLOWANCE_S + TIME_FACTOR * float(max_time)
+    if max_steps > 0:
+        return ALLOWANCE_S + TIME_FACTOR * ASSUMED_STEP_S * max_steps
+    return None
+
+
+def record_timeout(run_dir: Path, reason: str) -> None:
+    """Mark the trial's ``summary.json`` timed out with ``reason`` (what the trainer wrote otherwise kept)."""
+    summary = RunSummary.peek(RunFiles(run_dir).summary) or RunSummary()
+    summary.status, summary.error = RunStatus.TIMEOUT, reason
+    summary.write(run_dir)
 
 
 def reported_history(summary: Optional[RunSummary], metric: str) -> Optional[list[float]]:

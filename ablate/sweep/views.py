@@ -15,6 +15,7 @@ from rich.text import Text
 from ablate.record import TEST_BLEU, RunStatus
 from ablate.sweep.planner import Planner
 from ablate.sweep.progress import best_trial, clock
+from ablate.sweep.search import best_configuration
 from ablate.sweep.spec import SweepError, load_spec
 from ablate.sweep.state import SweepState, is_locked
 
@@ -37,7 +38,14 @@ def unfinished(state: SweepState) -> int:
 def preview(console: Console, planner: Planner) -> int:
     """Print the trials a run would plan; returns how many are invalid."""
     trials = planner.preview()
-    if planner.spec.method == "bayes":
+    seeds = planner.spec.repeat_seeds
+    if planner.spec.method == "bayes" and seeds is not None:
+        console.print(
+            f"bayes proposes configurations as results arrive (up to {planner.cap}, each trained with seeds "
+            f"{', '.join(map(str, seeds))} and searched on their mean); the first:",
+            highlight=False,
+        )
+    elif planner.spec.method == "bayes":
         console.print(f"bayes proposes trials as results arrive (up to {planner.cap}); the first:")
     for t in trials:
         line = f"[bold]{t.name}[/bold]  {' '.join(planner.overrides(t))}"
@@ -47,14 +55,26 @@ def preview(console: Console, planner: Planner) -> int:
     return invalid
 
 
-def _best(console: Console, state: SweepState, metric: Optional[str], goal: str) -> None:
+def _best(console: Console, state: SweepState, metric: Optional[str], goal: str, repeat: bool = False) -> None:
+    if repeat:  # a repeat seed: the best configuration by its mean, not a lucky seed
+        config = best_configuration(state.trials, goal)
+        if config is not None and metric:
+            mean, seeds = config
+            names = ", ".join(t.name for t in seeds)
+            console.print(
+                f"best {metric} = {mean:.4g}, the mean of {len(seeds)} seeds ({names})", style="green", highlight=False
+            )
+        return
     best = best_trial(state, goal)
     if best is not None and metric:
         console.print(f"best {metric} = {best.metric:.4g} ({best.name})", style="green", highlight=False)
 
 
-def report(console: Console, state: SweepState, metric: Optional[str], goal: str, out: Path) -> None:
-    """The lines after a run: counts by status, the W&B group, the best trial, where to look next."""
+def report(
+    console: Console, state: SweepState, metric: Optional[str], goal: str, out: Path, repeat: bool = False
+) -> None:
+    """The lines after a run: counts by status, the W&B group, the best trial (with a repeat seed,
+    the best configuration's mean), where to look next."""
     counts = {
         s: state.count(s)
         for s in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.PENDING)
@@ -63,12 +83,20 @@ def report(console: Console, state: SweepState, metric: Optional[str], goal: str
     console.print(f"sweep {state.name}: " + ", ".join(parts), highlight=False)
     if state.group:
         console.print(f"W&B group {state.group}", style="dim", highlight=False)
-    _best(console, state, metric, goal)
+    _best(console, state, metric, goal, repeat)
     console.print(f"details: ablate sweep status {out}", style="dim", highlight=False)
 
 
 def _num(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+
+
+def _repeats(state: SweepState) -> bool:
+    """Whether the sweep's file (when still there) repeats every configuration over seeds."""
+    try:
+        return load_spec(state.source).repeat_seeds is not None
+    except (SweepError, OSError):
+        return False
 
 
 def metric_of(state: SweepState) -> tuple[Optional[str], str]:
@@ -123,4 +151,4 @@ def status(console: Console, state: SweepState, out: Path) -> None:
         if state.count(s)
     )
     console.print(f"{len(state.trials)} trials: {counts or 'none'} ({live})", highlight=False)
-    _best(console, state, metric, goal)
+    _best(console, state, metric, goal, _repeats(state))

@@ -28,25 +28,43 @@ from ablate.sweep.local import LocalExecutor, run_to_end
 from ablate.sweep.options import LaunchOptions, TrialCommand, trainer_command
 from ablate.sweep.search import point_of
 from ablate.sweep.slots import Slot
-from ablate.sweep.spec import SweepError, SweepSpec, safe_name, spec_from_dict
+from ablate.sweep.spec import REPEAT, SEED, SweepError, SweepSpec, safe_name, spec_from_dict
 from ablate.sweep.state import Trial, load_state
 from ablate.sweep.trial import LOG, outcome, trial_name, trial_overrides
 from ablate.sweep.wandb_form import from_wandb, point_from_wandb, to_wandb
 
 
-def wandb_sweep_config(spec: SweepSpec) -> dict[str, Any]:
+def wandb_sweep_config(spec: SweepSpec, agents: bool = True) -> dict[str, Any]:
     """The configuration sent to W&B: the file's, named after the sweep, variants by name
-    (:func:`~ablate.sweep.wandb_form.to_wandb`: every run's ``config.variant`` is its name)."""
+    (:func:`~ablate.sweep.wandb_form.to_wandb`: every run's ``config.variant`` is its name).
+
+    W&B's server knows no repeat seed (``seed: {repeat: N}``): a sweep its agents run is refused
+    (they would train one seed per configuration); one registered for a local sweep's dashboard
+    (``agents=False``) lists the seeds as values, for the panels only.
+
+    Raises:
+        SweepError: ``agents`` and a repeat seed.
+    """
+    seeds = spec.repeat_seeds
+    if seeds is not None and agents:
+        raise SweepError(
+            f"{spec.describe()}: seed: {{{REPEAT}: {len(seeds)}}} is run by `ablate sweep run` only (W&B's agents would "
+            f"train one seed per configuration); run it with `ablate sweep run`, or list seeds with method grid"
+        )
     config = to_wandb(spec.config)
+    if seeds is not None:
+        config["parameters"][SEED] = {"values": seeds}
     config.setdefault("name", spec.name)
     return config
 
 
-def create_sweep(spec: SweepSpec, project: Optional[str] = None, entity: Optional[str] = None) -> str:
+def create_sweep(
+    spec: SweepSpec, project: Optional[str] = None, entity: Optional[str] = None, agents: bool = True
+) -> str:
     """Register ``spec`` with the W&B server; returns the sweep id for ``ablate sweep agent``."""
     import wandb
 
-    return wandb.sweep(sweep=wandb_sweep_config(spec), project=project, entity=entity)
+    return wandb.sweep(sweep=wandb_sweep_config(spec, agents), project=project, entity=entity)
 
 
 def register_local_sweep(spec: SweepSpec, project: Optional[str] = None, entity: Optional[str] = None) -> str:
@@ -56,7 +74,7 @@ def register_local_sweep(spec: SweepSpec, project: Optional[str] = None, entity:
     it by ``WANDB_SWEEP_ID`` in its environment (what ``wandb.init`` reads), so the project's
     Sweeps page (parameter importance, parallel coordinates) lists them.
     """
-    sweep_id = create_sweep(spec, project=project, entity=entity)
+    sweep_id = create_sweep(spec, project=project, entity=entity, agents=False)
     return "/".join(p for p in (entity, project, sweep_id) if p)
 
 

@@ -115,14 +115,24 @@ class TrainClock(pl.Callback):
     ``train.max_time`` is a budget of these seconds, so variants whose decoding is slow are not
     charged for it, and the budget-aware schedules read :meth:`progress` from here. The clock is
     saved in checkpoints, so a resumed run spends only what is left. Under DDP rank 0's clock is
-    broadcast every step: all ranks stop together and use the same learning rate.
+    broadcast every ``log_every`` steps (and before each validation), not every step (a collective waits for
+    every rank): the ranks read the budget and the time-based schedules from the clock they last shared, so
+    they stop together and use the same learning rate; a run may overrun ``max_time`` by up to ``log_every``
+    steps. A single process reads its own clock every step.
     """
 
     def __init__(
-        self, max_time: float | None = None, max_steps: int = -1, max_epochs: int | None = None, accumulate: int = 1
+        self,
+        max_time: float | None = None,
+        max_steps: int = -1,
+        max_epochs: int | None = None,
+        accumulate: int = 1,
+        log_every: int = 1,
     ):
         self.max_time, self.max_steps, self.max_epochs, self.accumulate = max_time, max_steps, max_epochs, accumulate
-        self.seconds = 0.0
+        self.log_every = max(int(log_every), 1)
+        self.seconds = 0.0  # this rank's
+        self.shared = 0.0  # under DDP, the clock every rank agrees on: rank 0's when it was last shared
         self._mark: float | None = None
         self._trainer: pl.Trainer | None = None
 
@@ -139,16 +149,20 @@ class TrainClock(pl.Callback):
         if self.max_epochs and isinstance(batches, int) and batches > 0:
             used.append(step / (self.max_epochs * max(batches // self.accumulate, 1)))
         if self.max_time:
-            used.append(self.seconds / self.max_time)
+            used.append(self._seconds(trainer) / self.max_time)
         return min(max(used), 1.0)
 
-    def _tick(self, trainer: pl.Trainer) -> None:
+    def _seconds(self, trainer: pl.Trainer) -> float:
+        """The clock the budget and the schedules read: the one every rank shares."""
+        return self.seconds if trainer.world_size <= 1 else self.shared
+
+    def _tick(self, trainer: pl.Trainer, share: bool = True) -> None:
         now = time.perf_counter()
         if self._mark is not None:
             self.seconds += now - self._mark
         self._mark = now
-        if trainer.world_size > 1:
-            self.seconds = float(trainer.strategy.broadcast(self.seconds, src=0))
+        if trainer.world_size > 1 and share:
+            self.seconds = self.shared = float(trainer.strategy.broadcast(self.seconds, src=0))
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._trainer = trainer
@@ -157,8 +171,8 @@ class TrainClock(pl.Callback):
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch, batch_idx: int
     ) -> None:
-        self._tick(trainer)
-        if self.max_time and self.seconds >= self.max_time:
+        self._tick(trainer, share=trainer.global_step % self.log_every == 0)
+        if self.max_time and self._seconds(trainer) >= self.max_time:
             trainer.should_stop = True
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -173,4 +187,4 @@ class TrainClock(pl.Callback):
         return {"seconds": self.seconds}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        self.seconds = float(state_dict.get("seconds", 0.0))
+        self.seconds = self.shared = float(state_dict.get("seconds", 0.0))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 from torch import nn
 
@@ -10,22 +11,48 @@ from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml
 from ablate.data.tokenizer import SubwordTokenizer
 from ablate.model.build import build_model
 from ablate.training.checkpoint_io import CheckpointError, load_checkpoint_file
+from ablate.utils import plugins as plugin_loader
 
 
-def load_trained(run_dir: str | Path, which: str = "best") -> tuple[Config, nn.Module, SubwordTokenizer]:
+def recorded_config(run_dir: Path, plugins: Sequence[str] = (), trust_plugins: bool = False) -> Config:
+    """The config ``run_dir/config.yaml`` records, importing only the plugins the user vouched for.
+
+    Args:
+        plugins: the user's own plugins (``--plugins``: files relative to the working directory, or
+            modules), imported first as ``ablate train plugins=...`` would; a plugin the record names
+            is imported when it is one of them (same content), or an installed module ...
+        trust_plugins: ... or always (``--trust-plugins``).
+
+    Raises:
+        PluginError: the record names a plugin the user did not vouch for (one line naming the flag).
+        ConfigError: the config is unusable.
+    """
+    plugin_loader.load(list(plugins))
+    try:
+        return from_flat(
+            flatten(read_yaml(run_dir / "config.yaml")), base=run_dir, trust="import" if trust_plugins else "recorded"
+        )
+    except ConfigError as err:
+        raise ConfigError(f"{run_dir} holds an unusable config.yaml: {err}") from None
+
+
+def load_trained(
+    run_dir: str | Path, which: str = "best", plugins: Sequence[str] = (), trust_plugins: bool = False
+) -> tuple[Config, nn.Module, SubwordTokenizer]:
     """``(config, model in eval mode, tokenizer)`` of the run in ``run_dir``.
 
     Args:
         run_dir: A directory written by ``ablate train``.
         which: ``best`` or ``last`` checkpoint (falls back to the other when missing).
+        plugins, trust_plugins: which plugins the record names may be imported (:func:`recorded_config`).
+
+    Raises:
+        PluginError: the record names a plugin the user did not vouch for.
     """
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").exists():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml)")
-    try:
-        cfg = from_flat(flatten(read_yaml(run_dir / "config.yaml")), base=run_dir)
-    except ConfigError as err:
-        raise ConfigError(f"{run_dir} holds an unusable config.yaml: {err}") from None
+    cfg = recorded_config(run_dir, plugins, trust_plugins)
     if not (run_dir / "tokenizer" / "tokenizer.json").exists():
         raise ConfigError(f"{run_dir} has no saved tokenizer; was it trained by this version of ablate?")
     tok = SubwordTokenizer.load(run_dir / "tokenizer")

@@ -24,18 +24,8 @@ from ablate.model.build import build_model
 from ablate.model.decoding import beam_search, greedy
 from ablate.record import DEV_BLEU, DEV_CHRF, DEV_PPL
 from ablate.training.metrics import corpus_scores, test_scores
-from ablate.training.objective import make_optimizer, token_loss
+from ablate.training.objective import clip_gradients, make_optimizer, token_loss
 from ablate.training.record_checks import checked_history, checked_record
-
-
-def grad_norm(parameters) -> torch.Tensor:
-    """Total L2 norm of the gradients of ``parameters`` (those without one count 0), as a 0-d tensor.
-
-    The norm of the per-tensor norms equals the norm of all gradients concatenated, and nothing is
-    copied or synchronised: reading the value (``float``) is what waits for the device.
-    """
-    norms = [torch.linalg.vector_norm(p.grad.detach(), dtype=torch.float32) for p in parameters if p.grad is not None]
-    return torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros(())
 
 
 class NonFiniteLossError(AblateError, RuntimeError):
@@ -55,7 +45,10 @@ class TranslationModule(pl.LightningModule):
     """Trains ``model`` on batches from :class:`ablate.data.datamodule.TranslationDataModule`.
 
     ``TranslationModule.load_from_checkpoint(run_dir / "checkpoints/best.ckpt")`` rebuilds it
-    from the checkpoint alone (the config and vocabulary sizes are its hyperparameters); attach
+    from the checkpoint alone (the config and vocabulary sizes are its hyperparameters); a plugin that
+    config names is imported only if this process already runs the same code (the user's config,
+    ``ablate.utils.plugins.load([...])``) or it is an installed module, unless
+    ``load_from_checkpoint(path, trust_plugins=True)`` says to import what the checkpoint names. Attach
     ``detokenize`` (``SubwordTokenizer.load(run_dir / "tokenizer").decode_tgt``) to score text.
 
     Args:
@@ -67,6 +60,8 @@ class TranslationModule(pl.LightningModule):
         bos_id, eos_id, pad_id: special token ids.
         vocab: ``{"src": size, "tgt": size, "joint": bool}``, to build (and rebuild) the model.
         clock: the run's :class:`~ablate.training.callbacks.TrainClock` (budget progress for the schedule).
+        trust_plugins: a ``cfg`` given as a dict (a checkpoint's) may import every plugin it names;
+            without it, only those the user vouched for (:func:`ablate.utils.plugins.unvouched`).
     """
 
     def __init__(
@@ -82,9 +77,11 @@ class TranslationModule(pl.LightningModule):
         test_splits: tuple[str, ...] = ("test",),
         vocab: dict[str, Any] | None = None,
         clock: Any = None,
+        trust_plugins: bool = False,
     ):
         super().__init__()
-        cfg = cfg if isinstance(cfg, Config) else from_flat(flatten(cfg or {}))
+        if not isinstance(cfg, Config):  # a checkpoint's record: its plugins are not necessarily the user's
+            cfg = from_flat(flatten(cfg or {}), trust="import" if trust_plugins else "recorded")
         if model is None:
             if vocab is None:
                 raise ValueError(
@@ -119,6 +116,9 @@ class TranslationModule(pl.LightningModule):
         self.best_val_record: dict[str, Any] = {}  # scores and hypotheses of the best validation
         self.last_loss: torch.Tensor | None = None  # of the latest training step
         self.last_grad_norm: torch.Tensor | None = None  # of the latest optimizer step, before clipping
+        self.bar_metrics: dict[str, float] = {}  # what the progress bar shows, as numbers, refreshed when logging
+        # on the device: the first step whose loss was not finite, or -1 (see check_finite)
+        self._first_non_finite: torch.Tensor | None = None
         self._eval: dict[int, list[tuple[int, str]]] = {}
         self._eval_nll = torch.zeros(2, dtype=torch.float64)
         self._eval_time = 0.0
@@ -131,19 +131,51 @@ class TranslationModule(pl.LightningModule):
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         return self.model(src, tgt_in)
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        logits = self.model(batch["src"], batch["tgt_in"])
-        loss, _ = token_loss(logits, batch["tgt_out"], self.pad_id, self.cfg.train.label_smoothing)
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(f"non-finite loss at step {self.global_step}")
+    def logs_now(self) -> bool:
+        """Whether this training step is one whose values are logged (``tracking.log_every``, and Lightning's
+        ``log_every_n_steps``): the only steps that may read a tensor's value on the host."""
+        step = self.global_step + 1  # the optimizer step this batch completes
+        every = [self.cfg.tracking.log_every, getattr(self._trainer, "log_every_n_steps", 0) or 0]
+        return any(n > 0 and step % n == 0 for n in every)
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
+        logits = self.model(batch["src"], batch["tgt_in"], src_padded=batch.get("src_padded", True))
+        loss, _ = token_loss(
+            logits, batch["tgt_out"], self.pad_id, self.cfg.train.label_smoothing, ntok=batch.get("tgt_tokens")
+        )
+        self._note_finite(loss.detach())
         self.last_loss = loss.detach()
-        self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=False, batch_size=1)
+        if self.logs_now():
+            self.check_finite()
+            # not prog_bar=True: Lightning would read the logged tensor back on every later step
+            self.log("train/loss", loss, on_step=True, on_epoch=False, batch_size=1)
+            self.bar_metrics["train/loss"] = float(self.last_loss)
         return loss
 
-    def on_before_optimizer_step(self, optimizer) -> None:
-        # Lightning calls this after backward (and unscaling, and the DDP all-reduce) and before it clips
-        # to train.clip_norm: the norm is the update's, the clipped one would read clip_norm whenever it bites
-        self.last_grad_norm = grad_norm(self.model.parameters())
+    def _note_finite(self, loss: torch.Tensor) -> None:
+        """Remember, on the device, the first step whose loss is NaN or infinite (read by :meth:`check_finite`)."""
+        if self._first_non_finite is None or self._first_non_finite.device != loss.device:
+            self._first_non_finite = torch.full((), -1, dtype=torch.long, device=loss.device)
+        first = self._first_non_finite
+        self._first_non_finite = torch.where(~torch.isfinite(loss) & (first < 0), self.global_step, first)
+
+    def check_finite(self) -> None:
+        """Raise :class:`NonFiniteLossError` naming the first step whose loss was not finite, if there was one.
+
+        Training steps only note it on the device; this reads it, at the steps that log and before anything
+        is validated or saved, so a diverged run neither reports nor checkpoints its weights.
+        """
+        first = self._first_non_finite
+        if first is not None and (step := int(first)) >= 0:
+            raise NonFiniteLossError(f"non-finite loss at step {step}")
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        # Lightning calls this after backward (and unscaling, and the DDP all-reduce) with train.clip_norm: one
+        # norm computation clips and is recorded (the norm before clipping: the clipped one would read
+        # clip_norm whenever it bites)
+        if gradient_clip_algorithm not in (None, "norm"):
+            raise ValueError(f"gradient_clip_algorithm={gradient_clip_algorithm!r}: ablate clips by norm")
+        self.last_grad_norm = clip_gradients(self.model.parameters(), gradient_clip_val)
         if (self.global_step + 1) % self.cfg.tracking.log_every == 0:  # the steps Throughput logs on
             self.log("train/grad_norm", self.last_grad_norm, on_step=True, on_epoch=False, batch_size=1)
 
@@ -155,7 +187,10 @@ class TranslationModule(pl.LightningModule):
         return value if math.isfinite(value) else None
 
     def configure_optimizers(self):
-        opt, sched = make_optimizer(self.model, self.cfg, self.clock.progress if self.clock else lambda: 0.0)
+        # the fused kernel unscales inside its step, after clipping: not under a gradient scaler (fp16)
+        scaled = getattr(getattr(self._trainer, "precision_plugin", None), "scaler", None) is not None
+        progress = self.clock.progress if self.clock else lambda: 0.0
+        opt, sched = make_optimizer(self.model, self.cfg, progress, fused=False if scaled else None)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     # ------------------------------------------------------------------ decoding
@@ -210,6 +245,7 @@ class TranslationModule(pl.LightningModule):
         self._eval_nll = torch.zeros(2, dtype=torch.float64)
 
     def on_validation_epoch_start(self) -> None:
+        self.check_finite()
         self._reset_eval()
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
@@ -271,6 +307,7 @@ class TranslationModule(pl.LightningModule):
 
     # ------------------------------------------------------------------ state
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.check_finite()  # before anything is written: a diverged run never replaces a good checkpoint
         # the random state (dropout) too, so a resumed run continues the uninterrupted run's stream
         rng = {"torch": torch.get_rng_state()}
         if torch.cuda.is_available() and self.device.type == "cuda":
@@ -300,6 +337,9 @@ class TranslationModule(pl.LightningModule):
             torch.set_rng_state(rng["torch"])
         if isinstance(rng.get("cuda"), torch.Tensor) and torch.cuda.is_available():
             self._cuda_rng = rng["cuda"]  # applied once the module is on its device
+
+    def on_train_end(self) -> None:
+        self.check_finite()
 
     def on_train_start(self) -> None:
         cuda_rng = self._cuda_rng

@@ -6,7 +6,7 @@ alike, so the benchmark times exactly what training runs.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -16,12 +16,20 @@ from ablate.config import Config, peak_lr
 from ablate.training.schedule import WarmupDecay
 
 
-def batch_tokens(batch: dict[str, torch.Tensor], pad_id: int) -> int:
-    """Non-padding source tokens plus non-padding target tokens predicted (EOS included)."""
+def batch_tokens(batch: dict[str, Any], pad_id: int) -> int:
+    """Non-padding source tokens plus non-padding target tokens predicted (EOS included).
+
+    From the host counts :func:`~ablate.data.datamodule.collate` puts in the batch; a batch without them is
+    counted from its tensors (which waits for the device the tensors are on).
+    """
+    if "src_tokens" in batch and "tgt_tokens" in batch:
+        return int(batch["src_tokens"]) + int(batch["tgt_tokens"])
     return int((batch["src"] != pad_id).sum() + (batch["tgt_out"] != pad_id).sum())
 
 
-def token_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothing: float) -> tuple[torch.Tensor, int]:
+def token_loss(
+    logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothing: float, ntok: int | None = None
+) -> tuple[torch.Tensor, int]:
     """Mean label-smoothed cross-entropy over non-padding targets, and their number.
 
     Args:
@@ -29,8 +37,11 @@ def token_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothin
         target: (B, T) token ids; ``pad_id`` positions are ignored.
         pad_id: padding id.
         smoothing: label smoothing epsilon (Szegedy et al. 2016; 0.1 in Vaswani et al. 2017).
+        ntok: the number of non-padding targets when the host knows it (the batch's ``tgt_tokens``);
+            None counts them on the device and waits for the count.
     """
-    ntok = int((target != pad_id).sum())
+    if ntok is None:
+        ntok = int((target != pad_id).sum())
     loss = F.cross_entropy(
         logits.reshape(-1, logits.size(-1)).float(),
         target.reshape(-1),
@@ -42,12 +53,13 @@ def token_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothin
 
 
 def make_optimizer(
-    model: nn.Module, cfg: Config, progress: Callable[[], float] = lambda: 0.0
+    model: nn.Module, cfg: Config, progress: Callable[[], float] = lambda: 0.0, fused: bool | None = None
 ) -> tuple[torch.optim.Optimizer, WarmupDecay]:
     """AdamW (no weight decay on biases and norms) and its per-step :class:`WarmupDecay` schedule.
 
     ``progress`` is the fraction of the training budget used (:meth:`TrainClock.progress`), which the
-    budget-aware decays read.
+    budget-aware decays read. ``fused``: AdamW's fused kernel (None: where every parameter is on a CUDA device;
+    it must be False under a gradient scaler whose unscaling the clipping relies on), else ``foreach``.
     """
     t = cfg.train
     decay, no_decay = [], []
@@ -55,5 +67,25 @@ def make_optimizer(
         (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
     groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     lr = peak_lr(cfg)
-    opt = torch.optim.AdamW(groups, lr=lr, betas=t.betas, eps=1e-9)
+    if fused is None:
+        fused = all(p.device.type == "cuda" for p in model.parameters())
+    # one kernel for all parameters, its step counters on the device (no host read per parameter); elsewhere
+    # one op per tensor list
+    kernel = {"fused": True} if fused else {"foreach": True}
+    opt = torch.optim.AdamW(groups, lr=lr, betas=t.betas, eps=1e-9, **kernel)
     return opt, WarmupDecay(opt, t.schedule, t.warmup, t.min_lr / lr, progress=progress)
+
+
+def clip_gradients(parameters: Iterable[torch.Tensor], max_norm: float | None) -> torch.Tensor:
+    """Scale the gradients of ``parameters`` to a total L2 norm of at most ``max_norm`` (None or 0: leave them);
+    returns the total norm before clipping as a 0-d tensor (those without a gradient count 0).
+
+    One norm computation serves the clipping and the record, and nothing waits for the device: reading the
+    value (``float``) does.
+    """
+    params = [p for p in parameters if p.grad is not None]
+    if not params:
+        return torch.zeros(())
+    if max_norm:  # what Lightning's gradient_clip_val calls, so the clipped gradients are the same
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return torch.nn.utils.get_total_norm([p.grad for p in params])

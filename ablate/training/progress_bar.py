@@ -3,7 +3,8 @@
 Lightning's Rich bar labels training ``Epoch {e}/{max_epochs - 1}``, which reads ``Epoch 5/-2``
 when epochs are unbounded (``train.max_epochs=null`` passes ``max_epochs=-1``, as every shipped
 sweep does). This bar drops the bound it does not have and counts the budget the run does have:
-``Epoch 5 · step 312/1800``.
+``Epoch 5 · step 312/1800``. The training loss it shows is the module's ``bar_metrics``, numbers set at the
+steps that log: a tensor logged with ``prog_bar=True`` would be read back from the device on every step.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class BudgetProgressBar(RichProgressBar):
 
     def _get_train_description(self, current_epoch: int) -> str:  # Lightning's label, on each epoch start
         return self._describe()
+
+    def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+        return {**super().get_metrics(trainer, pl_module), **getattr(pl_module, "bar_metrics", {})}
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int

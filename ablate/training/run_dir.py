@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -49,10 +50,16 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
         from ablate.config import flatten, from_flat
 
         try:
-            old = fingerprint(from_flat(flatten(read_yaml(config_path))))
-            reason = "a run of a different config"
+            recorded = flatten(read_yaml(config_path))
         except ConfigError as err:
-            old, reason = "unreadable", f"an unreadable config.yaml ({err})"
+            recorded, old, reason = None, "unreadable", f"an unreadable config.yaml ({err})"
+        if recorded is not None:
+            _refuse_unnamed_plugins(recorded, run_dir)
+            try:
+                old = fingerprint(from_flat(recorded, base=run_dir, trust="recorded"))
+                reason = "a run of a different config"
+            except ConfigError as err:
+                old, reason = "unreadable", f"an unreadable config.yaml ({err})"
         summary = read_summary(run_dir) or {}
         if old != fingerprint(cfg):
             further = ""
@@ -65,6 +72,19 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
             return RunStatus.FINISHED
         return "resume" if any((RunFiles(run_dir).checkpoints / n).exists() for n in RESUME_ORDER) else "new"
     return "new"
+
+
+def _refuse_unnamed_plugins(recorded: dict[str, Any], run_dir: Path) -> None:
+    """Refuse to resume a run whose ``config.yaml`` names a plugin the user's config does not: reading
+    that config would import code someone else may have put there (:func:`ablate.utils.plugins.unvouched`)."""
+    from ablate.utils.plugins import describe_unvouched, unvouched
+
+    stranger = unvouched(recorded.get("plugins"), run_dir)
+    if stranger:
+        raise ConfigError(
+            f"run dir {run_dir} was trained with {describe_unvouched(stranger[0])}, which your config does not "
+            f"name; add it to plugins to resume, or choose another --run-dir or pass --overwrite"
+        )
 
 
 def claim_run_dir(cfg: Config, run_dir: Path) -> None:

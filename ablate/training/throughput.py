@@ -23,9 +23,10 @@ class Throughput(pl.Callback):
     """Tokens per second of training, summed over devices, and the tokens and seconds spent.
 
     A step is timed from ``on_train_batch_start`` to ``on_train_batch_end`` (forward, backward,
-    optimizer step; data loading, validation and decoding excluded; on a GPU the step is
-    synchronised first, so the time is the device's, not the launch queue's). Tokens are non-padding
-    source plus target tokens. The first ``skip`` steps (allocator, kernel selection) are left out of
+    optimizer step; data loading, validation and decoding excluded; on a GPU by CUDA events recorded at
+    both ends, so the time is the device's, not the launch queue's, and nothing waits for the device until
+    the events are read, at the steps that log). Tokens are non-padding source plus target tokens, the
+    host's counts (:func:`~ablate.training.objective.batch_tokens`). The first ``skip`` steps (allocator, kernel selection) are left out of
     :attr:`tokens_per_sec` unless the run has no other steps. Across devices: all ranks' tokens over
     the slowest rank's seconds, reduced by the strategy. The counters are saved in checkpoints, so a
     resumed run (or a rerun that only decodes) reports the whole run.
@@ -54,34 +55,42 @@ class Throughput(pl.Callback):
         self.cpu_seconds = float("nan")  # all devices' CPU seconds of the steps tokens_per_cpu_sec counts
         self.train_tokens: int | None = None  # all devices' tokens of every step; set at the end of training
         self._t0 = self._c0 = 0.0
+        self._start: Any = None  # the CUDA event of the running step's start
+        self._pending: list[tuple[Any, Any, int, float, bool]] = []  # (start, end, tokens, cpu, warm-up) unread
 
     @property
     def step_seconds(self) -> float:
         """Seconds spent in training steps so far (every step, this rank)."""
+        self._settle()
         return self.all_sec
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         self._t0, self._c0 = time.perf_counter(), time.process_time()
+        if pl_module.device.type == "cuda":
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._start.record()
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if pl_module.device.type == "cuda":
-            torch.cuda.synchronize(pl_module.device)
-        elapsed, cpu = time.perf_counter() - self._t0, time.process_time() - self._c0
+        cpu = time.process_time() - self._c0
         tokens = batch_tokens(batch, self.pad_id)
-        self.all_tok += tokens
-        self.all_sec += elapsed
-        self.all_cpu += cpu
-        if self.skip > 0:
+        warm = self.skip > 0
+        if warm:
             self.skip -= 1
+        if self._start is not None:  # read when the step logs: reading it now would wait for the device
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self._pending.append((self._start, end, tokens, cpu, warm))
+            self._start = None
         else:
-            self.tok += tokens
-            self.sec += elapsed
-            self.cpu += cpu
-        if trainer.global_step % self.log_every == 0 and self.all_sec > 0:
+            self._count(tokens, time.perf_counter() - self._t0, cpu, warm)
+        if trainer.global_step % self.log_every == 0:
+            self._settle()
+            if self.all_sec <= 0:
+                return
             self._reduce(trainer, pl_module)
             scheduler = trainer.lr_scheduler_configs[0].scheduler if trainer.lr_scheduler_configs else None
             metrics = {TOKENS_PER_SEC.key: self.tokens_per_sec}
@@ -91,7 +100,24 @@ class Throughput(pl.Callback):
                 metrics["train/lr"] = scheduler.get_last_lr()[0]
             pl_module.log_dict(metrics, on_step=True, on_epoch=False, rank_zero_only=True, batch_size=1)
 
+    def _count(self, tokens: int, seconds: float, cpu: float, warm: bool) -> None:
+        self.all_tok += tokens
+        self.all_sec += seconds
+        self.all_cpu += cpu
+        if not warm:
+            self.tok += tokens
+            self.sec += seconds
+            self.cpu += cpu
+
+    def _settle(self) -> None:
+        """Count the steps whose CUDA events are still unread (waits for the last of them)."""
+        for start, end, tokens, cpu, warm in self._pending:
+            end.synchronize()
+            self._count(tokens, start.elapsed_time(end) / 1000.0, cpu, warm)
+        self._pending = []
+
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._settle()
         self._reduce(trainer, pl_module)
         tokens = torch.tensor(float(self.all_tok), dtype=torch.float64, device=pl_module.device)
         self.train_tokens = int(trainer.strategy.reduce(tokens, reduce_op="sum").item())
@@ -115,6 +141,7 @@ class Throughput(pl.Callback):
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
+        self._settle()
         state = {"tok": self.tok, "sec": self.sec, "all_tok": self.all_tok, "all_sec": self.all_sec, "skip": self.skip}
         # an unknown CPU time (NaN) is left out, so it stays unknown after the next resume
         return state | {k: v for k in CPU_COUNTERS if math.isfinite(v := getattr(self, k))}

@@ -195,7 +195,13 @@ def _build_run(cfg: Config, run_dir: Path, data, start_from: str | None) -> _Run
         record.update(init_from=init)
     splits = [data.val_split, *data.test_splits]
     t = cfg.train
-    clock = TrainClock(max_time=t.max_time, max_steps=t.max_steps, max_epochs=t.max_epochs, accumulate=t.accumulate)
+    clock = TrainClock(
+        max_time=t.max_time,
+        max_steps=t.max_steps,
+        max_epochs=t.max_epochs,
+        accumulate=t.accumulate,
+        log_every=cfg.tracking.log_every,
+    )
     module = TranslationModule(
         model,
         cfg,

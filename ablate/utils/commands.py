@@ -85,3 +85,24 @@ def typer_app(**kwargs: Any) -> typer.Typer:
     """A ``typer.Typer`` whose commands report user errors through :class:`HandledGroup`."""
     kwargs.setdefault("pretty_exceptions_enable", False)
     return AblateTyper(cls=HandledGroup, **kwargs)
+
+
+def plugins_option() -> Any:
+    """``--plugins PATH`` (repeatable) of a command that loads a run: the user's own plugin files or
+    modules, imported first; a plugin the run's record names is imported when it is one of them."""
+    return typer.Option(
+        None,
+        "--plugins",
+        metavar="PATH",
+        help="Your plugin file (or module) to import; a plugin the run's record names is imported "
+        "only if it is this code (same sha256). Repeatable.",
+    )
+
+
+def trust_plugins_option() -> Any:
+    """``--trust-plugins``: import every plugin the run's record names (its code runs)."""
+    return typer.Option(
+        False,
+        "--trust-plugins",
+        help="Import every plugin file the run's record names: its code runs. Only for folders you trust.",
+    )

@@ -11,6 +11,13 @@ of fairseq's ``--user-dir`` and timm's ``register_model``.
 checkpoint), and returns what each plugin was: its *record* (kind, name, file, sha256 of the file,
 the package version of an entry point), which the resolved config keeps, so a run says which code
 it used and a checkpoint whose plugin is missing says what to install.
+
+Whose code runs is decided by the caller's *trust* (:data:`Trust`): a config the user wrote, or gave
+on this command line, is imported (``"import"``); plugins named by a folder's *record* (a run's
+``config.yaml``, a checkpoint's config, a summary) are code someone else may have put there, so a
+command that needs the model imports one only when the user said so (``"recorded"``: ``--plugins``
+naming a file of the same content, an installed module of that name, or ``--trust-plugins``, which
+the caller turns into ``"import"``), and readers of numbers never import them (``"never"``).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import importlib.util
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Literal, Optional
 
 from ablate.errors import AblateError
 
@@ -33,6 +40,19 @@ _LOADED: dict[str, dict[str, Any]] = {}
 """Plugin key (file path or module name) -> its record, once imported in this process."""
 _ENTRY_POINTS: Optional[list[dict[str, Any]]] = None
 """Records of the installed entry points, once loaded (they are loaded once per process)."""
+
+
+Trust = Literal["import", "recorded", "never"]
+"""How far :func:`load` trusts the plugins it is given.
+
+``import``: the user's own config (a file they wrote, this command line): import them all.
+``recorded``: named by a folder's record: import only plugins the user vouched for (a file of the
+same content already imported from ``--plugins`` or from the user's config, an installed module),
+refuse any other in one line. ``never``: import none; a reader of numbers keeps the recorded names.
+"""
+TRUSTS: tuple[str, ...] = ("import", "recorded", "never")
+TRUST_FLAG = "--trust-plugins"
+"""The command-line flag that imports every plugin a record names."""
 
 
 class PluginError(AblateError):
@@ -72,25 +92,128 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def load(entries: Any, base: Optional[Path] = None) -> list[dict[str, Any]]:
-    """Import every plugin of ``entries`` and the installed entry points; their records, in order.
+def load(entries: Any, base: Optional[Path] = None, trust: Trust = "import") -> list[dict[str, Any]]:
+    """Import the plugins of ``entries`` that ``trust`` allows, and the installed entry points; their records.
 
     Args:
         entries: the ``plugins`` value: module names, ``.py`` paths, or records of a resolved config.
-        base: the folder relative file paths are read against (default: the working directory).
+        base: the folder relative file paths are read against (default: the working directory); for
+            a record, the folder that holds it.
+        trust: ``import`` (the user's config), ``recorded`` (a folder's record: only what the user
+            vouched for) or ``never`` (a reader: nothing is imported; see :data:`Trust`).
 
     Raises:
-        PluginError: a plugin is missing or fails to import (one line naming it and its error).
+        PluginError: a plugin is missing or fails to import, or (``recorded``) the user did not vouch
+            for it (one line naming the file, its digest and the flag to pass).
     """
+    if trust not in TRUSTS:
+        raise ValueError(f"trust={trust!r} is not one of {', '.join(TRUSTS)}")
+    folder = base or Path.cwd()
     records: list[dict[str, Any]] = []
-    for entry in absolute(entries, base or Path.cwd()):
-        record = _load_entry(entry)
+    for entry in absolute(entries, folder):
+        if trust == "never":
+            record = _unimported(entry)
+        else:
+            if trust == "recorded":
+                _check_vouched(entry, folder)
+            record = _load_entry(entry)
         if record not in records:
             records.append(record)
     for record in entry_points():
         if not any(r.get("entry_point") == record["entry_point"] for r in records):
             records.append(record)
     return records
+
+
+def _as_record(entry: Any) -> dict[str, Any]:
+    """``entry`` as a record: a ``.py`` path or a module name becomes ``{kind, name, path}``."""
+    if isinstance(entry, dict):
+        return entry
+    if not isinstance(entry, str) or not entry.strip():
+        raise PluginError(f"plugin {entry!r} is neither a module name nor a .py file; e.g. plugins=[cosine.py]")
+    entry = entry.strip()
+    if is_file(entry):
+        path = Path(entry).expanduser()
+        return {"kind": "file", "name": path.stem, "path": str(path)}
+    return {"kind": "module", "name": entry, "path": None}
+
+
+def _unimported(entry: Any) -> dict[str, Any]:
+    """What a reader keeps of a plugin it does not import: the plugin's record (the loaded one if this
+    process already runs the same code)."""
+    record = _as_record(entry)
+    if record.get("kind") == "file":
+        path = Path(str(record.get("path")))
+        loaded = _LOADED.get(str(path.resolve())) or (_same_code(record) if record.get("sha256") else None)
+        return loaded or record
+    if record.get("kind") == "module":
+        return _LOADED.get(str(record.get("name"))) or record
+    return record
+
+
+def unvouched(entries: Any, base: Optional[Path] = None) -> list[dict[str, Any]]:
+    """The plugins of ``entries`` (a record's ``plugins``) the user did not vouch for, as records with
+    the digest of the file as it is now; importing none of them.
+
+    Vouched for: a file this process already imported (the user's config or ``--plugins``), a file
+    of the same content as one it imported, an installed module (found outside ``base``, the
+    record's folder), an installed entry point, and a missing file (nothing of it can run; loading
+    it says what is missing).
+    """
+    folder = base or Path.cwd()
+    out = []
+    for entry in absolute(entries, folder):
+        record = _as_record(entry)
+        kind, name = record.get("kind"), str(record.get("name", "?"))
+        if kind == "module":
+            planted = _planted(name, folder)
+            if name not in _LOADED and planted is not False:
+                out.append({**record, "found": None if planted is None else str(folder)})
+        elif kind == "file":
+            path = Path(str(record.get("path"))).expanduser()
+            if str(path.resolve()) in _LOADED or not path.is_file():
+                continue
+            digest = sha256(path)
+            if _same_code({"name": path.stem, "sha256": digest}) is None:
+                out.append({**record, "path": str(path.resolve()), "now": digest})
+    return out
+
+
+def describe_unvouched(record: dict[str, Any]) -> str:
+    """``plugin /x/evil.py (sha256 1a2b3c4d5e6f)`` or ``plugin module 'lab'`` (not installed) for a message."""
+    if record.get("kind") == "module":
+        where = "not installed" if record.get("found") is None else f"found only in {record['found']}"
+        return f"plugin module '{record.get('name')}' ({where})"
+    recorded = str(record.get("sha256") or "")
+    changed = f", the record says {recorded[:12]}" if recorded and recorded != record["now"] else ""
+    return f"plugin {record['path']} (sha256 {record['now'][:12]}{changed})"
+
+
+def _check_vouched(entry: Any, base: Path) -> None:
+    """Raise unless the user vouched for the plugin a record names (see :func:`unvouched`)."""
+    for record in unvouched([entry], base):
+        what = describe_unvouched(record)
+        how = f"pass --plugins {record['path']} or" if record.get("kind") == "file" else "install it, or pass"
+        raise PluginError(
+            f"refusing to import {what}: a run's record names it, not you; {how} {TRUST_FLAG} "
+            f"(in Python: trust_plugins=True) if you trust its code"
+        )
+
+
+def _planted(name: str, base: Path) -> Optional[bool]:
+    """Whether module ``name``'s top-level package lies inside ``base`` (a file planted beside the
+    record: ``True``) or elsewhere (installed: ``False``); ``None`` when it is not importable.
+    Finding a top-level spec runs no code."""
+    try:
+        spec = importlib.util.find_spec(name.partition(".")[0])
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    places = [spec.origin] if spec.origin and spec.origin not in ("built-in", "frozen") else []
+    places += list(spec.submodule_search_locations or [])
+    folder = base.resolve()
+    return any(Path(p).resolve().is_relative_to(folder) for p in places)
 
 
 def _load_entry(entry: Any) -> dict[str, Any]:

@@ -7,9 +7,12 @@ dataclasses in :mod:`ablate.config` stay a plain list of typed fields.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import importlib
+import json
 import math
+import sys
 import types
 import typing
 from dataclasses import dataclass
@@ -24,6 +27,22 @@ from ablate.utils import yaml_safe
 
 class ConfigError(AblateError):
     """A user-facing configuration mistake; its message is one actionable line."""
+
+
+CATALOG_FILE = Path(__file__).resolve().parents[1] / "components.json"
+"""The shipped components' choice lists and parameters, written from the registries by
+``scripts/gen_config_docs.py`` (``--check`` in CI fails when it differs from them): a config naming
+only shipped components is checked against it, so commands that never build a model
+(``sweep run --dry-run``, ``table``) need not import torch."""
+
+
+@functools.cache
+def catalogued() -> dict[str, Any]:
+    """:data:`CATALOG_FILE` as data (empty when absent: the registries are imported instead)."""
+    try:
+        return json.loads(CATALOG_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
 
 
 @dataclass(frozen=True)
@@ -45,16 +64,48 @@ class OneOf:
     registry: str
     extra: tuple[str, ...] = ()
 
+    @property
+    def key(self) -> str:
+        """``module:registry``, this registry's name in ``ablate/components.json``."""
+        return f"{self.module}:{self.registry}"
+
     def choices(self) -> list[str]:
         """The registry's names (a function in place of a registry is called), then ``extra``.
 
         The installed entry-point plugins are imported first, so their components are choices.
+        While the registry's module is not imported, its names come from the catalogue of shipped
+        components (:func:`catalogued`), so checking a name costs no torch.
         """
         from ablate.utils.plugins import entry_points
 
         entry_points()
+        if self.module not in sys.modules:  # once it is imported, its registry may hold a plugin's names
+            cached = catalogued().get("choices", {}).get(self.key)
+            if cached is not None:
+                return list(cached)
+        return self.live_choices()
+
+    def live_choices(self) -> list[str]:
+        """:meth:`choices` read from the registry itself (its module imported)."""
         names = getattr(importlib.import_module(self.module), self.registry)
         return [*(names() if callable(names) else names), *self.extra]
+
+
+def choice_marks(tp: Any) -> list[OneOf]:
+    """Every :class:`OneOf` in the annotations of ``tp`` (a dataclass, walked into its sections)."""
+    marks: list[OneOf] = []
+
+    def walk(t: Any) -> None:
+        if dataclasses.is_dataclass(t):
+            for sub in typing.get_type_hints(t, include_extras=True).values():
+                walk(sub)
+            return
+        marks.extend(m for m in getattr(t, "__metadata__", ()) if isinstance(m, OneOf) and m not in marks)
+        for arg in typing.get_args(t):
+            walk(arg)
+
+    walk(tp)
+    return marks
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -33,7 +33,13 @@ def test_batches_have_the_agreed_layout(make_cfg):
     tok = dm.tokenizer
     refs, srcs = dm.references("train"), dm.sources("train")
     batch = next(iter(dm.train_dataloader()))
-    assert set(batch) == {"src", "tgt_in", "tgt_out", "index"} and all(t.dtype == torch.long for t in batch.values())
+    tensors = {"src", "tgt_in", "tgt_out", "index"}
+    assert set(batch) == tensors | {"src_tokens", "tgt_tokens", "src_padded"}
+    assert all(batch[k].dtype == torch.long for k in tensors)
+    # what the host knows without reading the tensors back from a device
+    assert batch["src_tokens"] == int((batch["src"] != tok.pad_id).sum()) and isinstance(batch["src_tokens"], int)
+    assert batch["tgt_tokens"] == int((batch["tgt_out"] != tok.pad_id).sum()) and isinstance(batch["tgt_tokens"], int)
+    assert batch["src_padded"] is bool((batch["src"] == tok.pad_id).any())
     B = batch["index"].shape[0]
     assert batch["src"].shape[0] == batch["tgt_in"].shape[0] == B and batch["tgt_in"].shape == batch["tgt_out"].shape
     assert batch["src"].numel() <= 600 and batch["tgt_in"].numel() <= 600
@@ -208,4 +214,4 @@ def test_worker_processes_give_the_same_batches(make_cfg):
     workers = TranslationDataModule(cfg, TrainConfig(max_tokens=600, num_workers=1), EvalConfig(), seed=1)
     workers.setup()
     for a, b in zip(dm.train_dataloader(), workers.train_dataloader()):
-        assert all(torch.equal(a[k], b[k]) for k in a)
+        assert set(a) == set(b) and all(torch.equal(a[k], b[k]) if torch.is_tensor(a[k]) else a[k] == b[k] for k in a)

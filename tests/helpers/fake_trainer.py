@@ -8,11 +8,17 @@ each step, then ``finished``/``failed``/``interrupted``), and appends ``<event> 
 <step>`` lines to FILE so tests can see what ran when. Modes: ``ok``, ``crash`` (exception, no
 summary), ``nan`` (diverges: summary says failed), ``oom-kill`` (SIGKILLs itself), ``bad`` (a
 worse metric, for early termination), ``stubborn`` (a hung
-trainer: on its first attempt it ignores SIGTERM and hangs after half its steps).
+trainer: on its first attempt it ignores SIGTERM and hangs after half its steps), ``hang`` (sleeps for
+ever after its first step, silent, as a plugin waiting on a lock; SIGTERM ends it as it does a trainer),
+``chatty`` (prints ``--steps`` lines of 1 kB a step).
+``--texts SPLIT`` makes a finished run's record one ``ablate table`` reads as a real one: the
+config typed as YAML reads it, ``test_SPLIT/bleu`` (sacreBLEU of the hypotheses), and ``hyps/SPLIT.txt`` / ``refs/SPLIT.txt``
+(the references with a share of words replaced that falls with ``model.heads`` and varies by seed).
 """
 
 import json
 import os
+import random
 import signal
 import sys
 import time
@@ -26,7 +32,7 @@ def atomic(path: Path, data: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
-    opts = {"--mode": "ok", "--steps": "4", "--step-s": "0.05", "--events": os.devnull}
+    opts = {"--mode": "ok", "--steps": "4", "--step-s": "0.05", "--events": os.devnull, "--texts": ""}
     overrides, run_dir = [], None
     it = iter(argv)
     for arg in it:
@@ -84,6 +90,11 @@ def main(argv: list[str]) -> int:
         if mode == "stubborn" and step == steps // 2 and not resumed:
             while True:
                 time.sleep(1)
+        if mode == "hang":
+            while True:
+                time.sleep(1)
+        if mode == "chatty":
+            print(("x" * 1023 + "\n") * 200, end="", flush=True)
         if mode == "oom-kill" and step == 2:
             os.kill(os.getpid(), signal.SIGKILL)
     atomic(
@@ -99,8 +110,32 @@ def main(argv: list[str]) -> int:
             "wall_time_s": steps * step_s,
         },
     )
+    if opts["--texts"]:
+        write_texts(run_dir, opts["--texts"], params, bleu)
     event("finish", step)
     return 0
+
+
+def write_texts(run_dir: Path, split: str, params: dict[str, str], bleu: float) -> None:
+    """``--texts``: a typed config, the split's BLEU, and hypotheses/references that a table can test."""
+    import sacrebleu
+    import yaml
+
+    vocab = [f"w{i}" for i in range(200)]
+    words = random.Random(0)
+    refs = [" ".join(words.choice(vocab) for _ in range(words.randint(8, 14))) for _ in range(40)]
+    heads, seed = float(params.get("model.heads", 1)), float(params.get("seed", 1))
+    rate = max(0.05, 0.6 - 0.1 * heads + 0.02 * seed)
+    noise = random.Random(f"{heads}-{seed}")
+    hyps = [" ".join(noise.choice(vocab) if noise.random() < rate else w for w in ref.split()) for ref in refs]
+    for kind, lines in (("hyps", hyps), ("refs", refs)):
+        (run_dir / kind).mkdir(exist_ok=True)
+        (run_dir / kind / f"{split}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    summary_path = run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    summary["config"] = {k: yaml.safe_load(v) for k, v in params.items()}
+    summary[f"test_{split}/bleu"] = sacrebleu.corpus_bleu(hyps, [refs]).score
+    atomic(summary_path, summary)
 
 
 if __name__ == "__main__":

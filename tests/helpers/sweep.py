@@ -39,9 +39,10 @@ class Events:
 
 
 def fake_command(
-    events: Events, modes: dict[str, str] | None = None, steps: int = 4, step_s: float = 0.05
+    events: Events, modes: dict[str, str] | None = None, steps: int = 4, step_s: float = 0.05, texts: str = ""
 ) -> Callable[[Path, list[str]], list[str]]:
-    """A trial command running the fake trainer; ``modes`` maps a trial name to its mode."""
+    """A trial command running the fake trainer; ``modes`` maps a trial name to its mode; ``texts``
+    names a test split whose hypotheses and references each run writes (a record ``ablate table`` tests)."""
     modes = modes or {}
 
     def command(run_dir: Path, overrides: list[str]) -> list[str]:
@@ -59,6 +60,7 @@ def fake_command(
             str(steps),
             "--step-s",
             str(step_s),
+            *(["--texts", texts] if texts else []),
             *overrides,
         ]
 

@@ -44,7 +44,7 @@ def test_decoding_values_and_checkpoint_names():
 @pytest.fixture()
 def echo_run(monkeypatch):
     """translate's model replaced by one that echoes its sources in brackets: what reaches it is visible."""
-    monkeypatch.setattr(translate_module, "load_run", lambda run_dir, which="best": which)
+    monkeypatch.setattr(translate_module, "load_run", lambda run_dir, which="best", **_: which)
     monkeypatch.setattr(translate_module, "translate", lambda run, sources, *a, **k: [f"[{s}]" for s in sources])
 
 

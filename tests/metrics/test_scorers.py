@@ -157,3 +157,21 @@ def test_register_refuses_a_clash_and_get_names_the_choices():
     ):
         get_scorer("chrff")
     assert "overlap" not in METRIC_SCORERS
+
+
+@pytest.mark.parametrize("tokenize", ["13a", "intl", "none"])
+def test_bleu_sentence_statistics_are_sacrebleus_row_by_row(tokenize, real_lines):
+    """Each row is what ``BLEU.sentence_score`` counts (lengths, matches, totals), also on a second
+    system scored against the same, cached references, and on the edge cases."""
+    from ablate.metrics.bleu import ORDER, sentence_stats
+
+    refs, hyps = real_lines
+    reference = sacrebleu.metrics.BLEU(tokenize=tokenize, effective_order=True)
+    for system, truth in ((hyps, refs), (_system(refs, 0.2, 7), refs), EDGES):
+        expected = []
+        for h, r in zip(system, truth):
+            s = reference.sentence_score(h, [r])
+            expected.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
+        stats = sentence_stats(system, truth, tokenize)
+        assert stats.shape == (len(system), 2 + 2 * ORDER)
+        assert stats.tolist() == expected

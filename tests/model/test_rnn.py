@@ -212,3 +212,11 @@ def test_bahdanau_attention_is_unscaled_by_default():
     explicit = dataclasses.replace(cfg, attention=AttentionConfig(score="additive", scale=True))
     assert build_model(explicit, VOCAB, VOCAB).attention.scaling == resolved_scale(explicit) == 1 / 8
     assert math.isnan(resolved_scale(dataclasses.replace(cfg, attention=AttentionConfig(score="none"))))
+
+
+@pytest.mark.parametrize("score", ["additive", "dot"])
+def test_a_source_without_padding_needs_no_mask(score):
+    model = make_rnn("gru", score)
+    src = torch.randint(3, VOCAB, (3, 5), generator=torch.Generator().manual_seed(0))
+    tgt = torch.randint(3, VOCAB, (3, 4), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(model(src, tgt, src_padded=False), model(src, tgt), atol=1e-6, rtol=1e-6)

@@ -61,6 +61,18 @@ def test_incremental_decoding_equals_full(make_model, random_batch, score, scale
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("score,scale,positions", GRID, ids=IDS)
+def test_a_source_without_padding_needs_no_mask(make_model, random_batch, score, scale, positions):
+    """``src_padded=False`` (the batch's host flag) drops the padding mask, so SDPA may take its flash kernel;
+    the logits are those of the masked path."""
+    model = make_model(score, scale, positions)
+    src, tgt = random_batch()
+    full = src[:1].expand(3, -1).clone()  # three unpadded rows
+    full[1:, 0] = 4
+    torch.testing.assert_close(model(full, tgt, src_padded=False), model(full, tgt), atol=1e-5, rtol=1e-5)
+    assert model.encode(full, padded=False)["src_pad"] is None
+
+
 @pytest.mark.parametrize("positions", list(POSITIONS))
 @pytest.mark.parametrize("score", list(SCORES))
 def test_every_parameter_gets_a_gradient(make_model, random_batch, score, positions):

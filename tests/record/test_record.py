@@ -39,7 +39,7 @@ def test_an_unknown_status_is_one_line_with_did_you_mean():
     with pytest.raises(RecordError) as err:
         RunStatus.parse("finshed", "trial a")
     assert str(err.value) == (
-        "trial a: unknown status 'finshed' (one of pending, running, finished, failed, interrupted, stopped)"
+        "trial a: unknown status 'finshed' (one of pending, running, finished, failed, interrupted, stopped, timeout)"
         "; did you mean 'finished'?"
     )
     assert isinstance(err.value, AblateError)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -153,3 +154,110 @@ def test_auto_scale_is_shown_as_the_rule_each_score_used():
     scales = {r.name: r.settings["model.attention.scale"] for r in sweep.rows}
     assert sorted(scales.values()) == ["1/sqrt(d_k)", "1/sqrt(d_k)", "none"]
     assert {r.settings["model.d_k"] for r in sweep.rows} == {32, 128}
+
+
+# The base row as the sweep declares it --------------------------------------------------------
+
+# docs/python-api.md's sweep: TINY as the base (model.heads=2), a bare "heads-2" and "heads-1"
+DOCS_TINY = {
+    "data.builtin_pairs": 300,
+    "data.vocab_size": 300,
+    "model.layers": 1,
+    "model.d_model": 32,
+    "model.heads": 2,
+    "model.d_ff": 64,
+    "train.max_steps": 30,
+    "train.max_tokens": 1024,
+}
+DOCS_VARIANTS = ["heads-2", {"name": "heads-1", "model.heads": 1}]
+
+
+def _planned_sweep(root, parameters: dict, constants: dict = DOCS_TINY):
+    """A sweep folder as `ablate sweep run` leaves it: the planner's points in sweep.json, one
+    finished summary per trial (made-up BLEU), from a sweep configuration's parameters."""
+    import json
+
+    from ablate.sweep.search import next_points
+    from ablate.sweep.spec import resolve, spec_from_dict
+    from ablate.sweep.trial import trial_name
+
+    from tests.helpers.records import trial_summary, write_trial
+
+    params = {**{k: {"value": v} for k, v in constants.items()}, **parameters}
+    spec = spec_from_dict({"name": "notebook-heads", "method": "grid", "parameters": params}, name="notebook-heads")
+    planned, taken = [], set()
+    for i, point in enumerate(next_points(spec, [], 100)):
+        name = trial_name(spec, point, taken)
+        taken.add(name)
+        values = {k: v for k, v in resolve(point).items() if k != "seed"}
+        variant = (
+            point["variant"] if isinstance(point.get("variant"), str) else (point.get("variant") or {}).get("name")
+        )
+        summary = trial_summary(name, variant, values, point.get("seed", 1), 20.0 + i, 1000 * (i + 1), {}, spec.name)
+        write_trial(root, name, summary)
+        planned.append({"name": name, "point": point, "status": "finished", "error": None})
+    (root / "sweep.json").write_text(json.dumps({"name": spec.name, "trials": planned}))
+    return aggregate(collect(str(root)))
+
+
+def test_the_python_api_docs_sweep_tables_its_bare_variant_as_the_base(tmp_path):
+    sweep = _planned_sweep(tmp_path, {"variant": {"values": DOCS_VARIANTS}})
+    assert sweep.base.name == "heads-2" and sweep.base.settings["model.heads"] == 2
+    heads1 = next(r for r in sweep.rows if r.name == "heads-1")
+    assert not heads1.is_base and "model.heads" in heads1.changed and heads1.settings["model.heads"] == 1
+
+
+def test_the_sweep_files_base_parameter_names_the_base_row(tmp_path):
+    variants = [
+        {"name": "h1", "model.heads": 1},
+        {"name": "h4", "model.heads": 4},  # fewest differences: the base, undeclared
+        {"name": "h4-learned", "model.heads": 4, "model.positions": "learned"},
+    ]
+    assert _planned_sweep(tmp_path / "a", {"variant": {"values": variants}}).base.name == "h4"
+    declared = _planned_sweep(tmp_path / "b", {"variant": {"values": variants}, "base": {"value": "h1"}})
+    assert declared.base.name == "h1"
+    assert [r.name for r in declared.rows if r.changed == ()] == ["h1"]
+
+
+def test_a_tie_for_the_base_is_refused_in_one_line_naming_the_fix(tmp_path):
+    variants = [{"name": "heads-1", "model.heads": 1}, {"name": "heads-4", "model.heads": 4}]  # neither is TINY
+    with pytest.raises(ReportError, match=r"base is ambiguous: heads-1, heads-4 .*base: \{value: heads-1\}") as err:
+        _planned_sweep(tmp_path, {"variant": {"values": variants}})
+    assert "\n" not in str(err.value)
+
+
+def test_a_grid_tie_is_broken_by_a_declared_point_else_refused(tmp_path):
+    grid = {"model.heads": {"values": [1, 2]}}  # neither is ablate's default
+    with pytest.raises(ReportError, match=r"base is ambiguous.*base: \{value: \{model.heads: 1\}\}"):
+        _planned_sweep(tmp_path / "a", grid)
+    declared = _planned_sweep(tmp_path / "b", {**grid, "base": {"value": {"model.heads": 2}}})
+    assert declared.base.settings["model.heads"] == 2 and declared.base.name == "base"
+
+
+def test_a_registered_wandb_sweeps_bare_variant_is_the_base():
+    """A run of a sweep registered by ablate holds its variant's name and the ``variants`` table."""
+    from ablate.report.records import from_summary
+
+    from tests.helpers.records import trial_summary
+
+    trials = []
+    for i, (variant, overrides) in enumerate([("heads-2", {}), ("heads-1", {"model.heads": 1})]):
+        summary = trial_summary(variant, variant, {**DOCS_TINY, **overrides}, 1, 20.0 + i, 1000, {})
+        config = {**summary["config"], "variant": variant, "variants": {"heads-1": {"model.heads": 1}}}
+        trials.append(from_summary(variant, summary, config=config))
+    assert aggregate(trials).base.name == "heads-2"
+
+
+SWEEPS = sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=lambda p: p.stem)
+def test_every_shipped_sweeps_table_has_its_base(path, tmp_path):
+    """Each sweep file's table finds its base without a tie: a variant named or bare, or ``base:``."""
+    from ablate.sweep.spec import load_spec
+
+    params = {k: v for k, v in load_spec(path).parameters.items() if k != "plugins"}
+    if "seed" in params:
+        params["seed"] = {"values": [1]}
+    sweep = _planned_sweep(tmp_path, params, constants={})
+    assert sweep.base.is_base and sweep.base.changed == ()

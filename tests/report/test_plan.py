@@ -22,6 +22,7 @@ COMPARISONS = [
     {"between": "model.attention.score", "values": ["dot", "additive"]},
     {"between": "model.attention.scale", "values": [True, False]},
 ]
+BASE = {"model.attention.score": "dot", "model.attention.scale": True, "model.d_k": 32}  # a full grid names its base
 
 
 def _rate(score: str, scale: bool, d_k: int) -> float:
@@ -30,7 +31,7 @@ def _rate(score: str, scale: bool, d_k: int) -> float:
 
 @pytest.fixture(scope="module")
 def scoring_sweep(tmp_path_factory) -> Path:
-    """score x scale x d_k x 2 seeds, with the comparisons of sweeps/scoring.yaml in sweep.json."""
+    """score x scale x d_k x 2 seeds, with the comparisons and the declared base of sweeps/scoring.yaml in sweep.json."""
     root = tmp_path_factory.mktemp("sweeps") / "scoring"
     refs = {"test_2016_flickr": references()["test_2016_flickr"]}
     vocab = [f"w{i}" for i in range(300)]
@@ -42,7 +43,7 @@ def scoring_sweep(tmp_path_factory) -> Path:
         rate = _rate(score, scale, d_k)
         hyps = {"test_2016_flickr": _corrupt(refs["test_2016_flickr"], rate, random.Random(name), vocab)}
         write_trial(root, name, summary, hyps, refs)
-        state.append({"name": name, "point": {**point, "seed": seed, "comparisons": COMPARISONS}})
+        state.append({"name": name, "point": {**point, "seed": seed, "comparisons": COMPARISONS, "base": BASE}})
     (root / "sweep.json").write_text(json.dumps({"name": "scoring", "trials": state}))
     return root
 

@@ -148,7 +148,8 @@ def test_side_by_side_reads_our_deltas_and_significance_from_the_table(variant_s
     marks = {r.name: bool(r.cells[col].mark) for r in table.rows}
     assert {n: ln.significant for n, ln in lines.items()} == {n: marks[n] for n in lines}
     assert marks["A-heads1"] and marks["E-learned"]
-    assert sbs.all_rows() == SignCount(sum(ln.agree for ln in sbs.counted), 3)
+    assert (sbs.all_rows().agree, sbs.all_rows().n) == (sum(ln.agree for ln in sbs.counted), 3)
+    assert all(ln.se == ln.se and ln.se > 0 for ln in sbs.lines)  # every Δ's SE from the table's comparison
     assert {r.label for r in sbs.not_run} >= {"(C) N=2", "(A) h=4"} and len(sbs.not_run) == 14
 
 
@@ -157,34 +158,35 @@ def _mean(values) -> float:
 
 
 @pytest.mark.slow
-def test_the_headline_counts_significant_rows_with_a_large_paper_change_only(variant_sweep):
-    """Matched rows with a sign: A-heads1 (paper -0.9, †), B-dk16 (paper -0.4) and E-learned (paper -0.1, †).
-    At min_delta 0.5 only A-heads1 is counted; every one of them stays in the all-rows count."""
+def test_the_headline_counts_rows_where_either_side_clears_its_own_noise(variant_sweep):
+    """Matched rows with a sign: A-heads1 (paper -0.9), B-dk16 (paper -0.4) and E-learned (paper -0.1).
+    The headline keeps a row whose paper |Δ| is at least min_delta or whose Δ here is at least its SE."""
     sweep, table = sweep_and_table(str(variant_sweep), samples=200)
     ref = get("vaswani2017-table3")
     sbs = side_by_side(sweep, table, ref)
     lines = {ln.name: ln for ln in sbs.lines}
     assert sbs.min_delta == ref.min_delta == 0.5
-    assert lines["E-learned"].significant is True and abs(lines["E-learned"].paper_delta) < 0.5
-    assert [ln.name for ln in sbs.headline_rows] == ["A-heads1"]  # E-learned: significant, paper Δ too small
-    assert sbs.headline() == SignCount(1, 1)
     assert {ln.name for ln in sbs.counted} == {"A-heads1", "B-dk16", "E-learned"}
-    assert sbs.all_rows().n == 3
+    clears = [
+        n
+        for n in ("A-heads1", "B-dk16", "E-learned")
+        if abs(lines[n].paper_delta) >= 0.5 or abs(lines[n].delta) >= lines[n].se
+    ]
+    assert [ln.name for ln in sbs.headline_rows()] == clears and "A-heads1" in clears
+    assert lines["A-heads1"].clears(0.5) == "both" and lines["B-dk16"].clears(0.5) == ""  # -2.67 (SE 2.0); -1.3 (2.9)
+    assert lines["A-heads1"].clears(0.5, shift=-2.0) == "paper"  # our base 2 BLEU lower: Δ -0.67, within its SE
+    head = sbs.headline()
+    assert (head.agree, head.n) == (sum(lines[n].agree for n in clears), len(clears))
+    assert head.paper_up == 0 and head.p_value is None  # every paper Δ here is down: nothing to test
 
-    lower = side_by_side(sweep, table, ref, min_delta=0.05)  # the argument overrides the file's threshold
-    expected = [n for n in ("A-heads1", "B-dk16", "E-learned") if lines[n].significant]
-    assert lower.min_delta == 0.05 and [ln.name for ln in lower.headline_rows] == expected
-    assert lower.headline() == SignCount(sum(lines[n].agree for n in expected), len(expected))
-    assert lower.all_rows() == sbs.all_rows()
-
+    higher = side_by_side(sweep, table, ref, min_delta=5.0)  # the argument overrides the file's threshold
+    assert higher.min_delta == 5.0
+    assert [ln.name for ln in higher.headline_rows()] == [n for n in clears if abs(lines[n].delta) >= lines[n].se]
     (label, text), *_ = sbs.summary()
-    assert "|Δ| ≥ 0.5" in label and text == "1 of 1 agree in sign (binomial p = 0.5 against chance 1/2)"
-    assert side_by_side(sweep, table, ref, min_delta=5.0).headline_text() == (
-        "no significant row has a paper |Δ| of 5 or more: nothing to count"
-    )
+    assert "paper |Δ| ≥ 0.5 BLEU, or our |Δ| ≥ its SE" in label and text == head.text()
     untested = side_by_side(*sweep_and_table(str(variant_sweep), with_significance=False), ref)
-    assert untested.headline().n == 0 and untested.all_rows() == sbs.all_rows()
-    assert untested.headline_text() == "no row is significant here (significance was not tested): nothing to count"
+    assert [ln.name for ln in untested.headline_rows()] == ["A-heads1"]  # no SE known: the paper's side alone
+    assert (untested.all_rows().agree, untested.all_rows().n) == (sbs.all_rows().agree, sbs.all_rows().n)
 
 
 def test_the_correlation_and_the_ppl_count_use_every_row_with_both_changes(variant_sweep):
@@ -245,13 +247,14 @@ def test_the_setup_departures_are_the_keys_where_our_base_differs(variant_sweep,
     assert "Where our base departs from the paper's setup: model.norm: pre (paper: post); " in md
     assert "train.warmup: 400 (paper: 4000).  " in md
     assert "Paper setup without a config key: data: somewhere else, 1M pairs; batch: 4096 tokens." in md
-    assert "All matched rows, significant or not: " in md and "Correlation of paper Δ" in md
+    assert "All matched rows: " in md and "Correlation of paper Δ" in md
+    assert "Sensitivity to our base" not in md  # no row is matched: nothing whose count could move
 
     rows = list(csv.reader(io.StringIO(to_csv(sbs))))
     blank = rows.index([])
     assert rows[0][:3] == ["row", "paper row", "paper BLEU"] and len(rows[1:blank]) == len(sweep.rows)
     summary = dict(rows[blank + 1 :])
-    assert summary == dict(sbs.summary()) and len(summary) == 6
+    assert summary == dict(sbs.summary()) and len(summary) == 6  # headline, all rows, PPL, r, 2 setup
     assert summary["Where our base departs from the paper's setup"].startswith("model.norm: pre (paper: post)")
 
 
@@ -334,3 +337,136 @@ def test_mission_cpu_names_ten_comparisons_among_its_own_variants():
     plan = parse_comparisons(spec.parameters["comparisons"]["value"])
     assert all(key == "variant" and set(values) <= names for key, values in plan)
     assert sum(len(values) - 1 for _, values in plan) == 10
+
+
+# results/table3-cpu as shipped (2 seeds per row, seed σ 0.708 over 18 df): row, our Δ, its SE.
+TABLE3_CPU = [
+    ("A-heads1", 1.0739, 0.7083),
+    ("A-heads4", 0.3498, 0.7083),
+    ("A-heads16", 0.0389, 0.7083),
+    ("A-heads32", -0.2951, 0.7083),
+    ("B-dk4", -2.1303, 0.7118),
+    ("B-dk8", -0.1114, 0.7083),
+    ("C-layers1", -0.0511, 0.7083),
+    ("C-layers2", 1.7834, 0.7125),
+    ("C-layers4", -1.2260, 0.7083),
+    ("C-dmodel64", -3.8221, 0.7213),
+    ("C-dmodel256", 2.4223, 0.7287),
+    ("C-dff256", 0.2156, 0.7083),
+    ("C-dff1024", 0.3017, 0.7083),
+    ("D-dropout0.0", 3.1112, 0.7222),
+    ("D-dropout0.2", -2.2123, 0.7090),
+    ("D-ls0.0", 0.2054, 0.7083),
+    ("D-ls0.2", -0.2843, 0.7083),
+    ("E-learned", 0.2671, 0.7143),
+]
+TABLE3_CPU_BASE_SE = 0.708320048125117 / 2**0.5  # the seed σ over the base's 2 seeds
+
+
+def _table3_cpu_side_by_side():
+    from ablate.report.reference import Line, SideBySide
+
+    ref = get("vaswani2017-table3")
+    rows = _sweep_rows("table3-cpu")
+    base_cfg = rows.pop("base")
+    lines = []
+    for name, delta, se in TABLE3_CPU:
+        diff = {k: v for k, v in rows[name].items() if v != base_cfg.get(k)}
+        paper = match(diff, base_cfg, ref)
+        paper_delta = round(paper.bleu - ref.base.bleu, 6)
+        agree = (paper_delta > 0) == (delta > 0) if paper_delta else None
+        lines.append(Line(name, diff, paper, paper_delta, None, None, 2, delta, agree, None, None, None, se=se))
+    base = Line("base", {}, ref.base, None, None, None, 2, None, None, None, None, None)
+    return SideBySide(ref, "BLEU (test)", base, lines, [], ref.min_delta, base_se=TABLE3_CPU_BASE_SE)
+
+
+def test_the_side_by_side_p_hardly_moves_when_our_base_moves_by_one_se():
+    """All 18 Δs of table3-cpu share one base, so moving its mean by ±1 SE (0.50 BLEU) moves every
+    sign at once: a coin per row swings from p 0.93 to 0.025. The test that keeps both sign margins
+    and carries each Δ's noise moves by under 0.1, on the headline rows and on all of them."""
+    sbs = _table3_cpu_side_by_side()
+    head, every = sbs.headline(), sbs.all_rows()
+    assert (every.agree, every.n, every.paper_up) == (10, 17, 2)
+    assert [ln.name for ln in sbs.headline_rows()] == [
+        "A-heads1", "B-dk4", "C-layers1", "C-layers2", "C-layers4", "C-dmodel64", "C-dmodel256",
+        "D-dropout0.0", "D-dropout0.2", "D-ls0.0",
+    ]  # fmt: skip
+    assert (head.agree, head.n) == (6, 10)
+    moved = sbs.sensitivity()
+    assert [round(m.shift, 2) for m in moved] == [-0.50, 0.50]
+    for m in moved:
+        assert abs(m.headline.p_value - head.p_value) < 0.1, m
+        assert abs(m.all_rows.p_value - every.p_value) < 0.1, m
+    assert [(m.all_rows.agree, m.headline.agree, m.headline.n) for m in moved] == [(6, 6, 14), (13, 9, 12)]
+    assert moved[0].coin - moved[1].coin > 0.9  # the fair-coin null: 0.93 against 0.025
+    assert sbs.correlation().r == pytest.approx(0.14, abs=0.005)  # as shipped; it does not move with the base
+
+    summary = dict(sbs.summary())
+    label = "Sensitivity to our base (its mean ± 1 SE = 0.50 BLEU; every one of our Δs moves with it)"
+    assert summary[label] == sbs.sensitivity_text()
+    assert summary[label].startswith(
+        f"base -1 SE (-0.50 BLEU): headline 6 of 14 (p = {moved[0].headline.p_value:.2g}), all rows 6 of 17 "
+        f"(p = {moved[0].all_rows.p_value:.2g}; a fair coin per row would give p = 0.93); base +1 SE (+0.50 BLEU): "
+        "headline 9 of 12"
+    )
+    assert f"{label}: {summary[label]}.  " in to_markdown(sbs)
+
+
+def test_each_anchor_states_its_own_metric_and_commit():
+    """The Transformer anchor is torchtext bleu_score at 5cd630c; the GRU rows are the 2024 notebooks
+    (325a9d2) scored with Hugging Face evaluate, so their paper Δ mixes two metrics, and says so."""
+    anchors = get("multi30k-anchors")
+    assert "bleu_score" in anchors.base.metric and "5cd630c" in anchors.base.source
+    for row in anchors.rows:
+        assert "evaluate" in row.metric and "325a9d2" in row.source, row.label
+    assert {r.label: r.bleu for r in anchors.rows} == {"GRU + Bahdanau attention": 28.3, "GRU without attention": 20.6}
+    assert "0.2830" in anchors.rows[0].source and "0.2061" in anchors.rows[1].source
+
+    from ablate.report.reference import Line, SideBySide
+
+    lines = [
+        Line(r.label, r.changes, r, r.bleu - anchors.base.bleu, None, None, 3, -3.0, True, True, None, None)
+        for r in anchors.rows
+    ]
+    sbs = SideBySide(
+        anchors, "BLEU", Line("base", {}, anchors.base, None, None, None, 3, None, None, None, None, None), lines, []
+    )
+    text = dict(sbs.summary())["Metric and source of each published number"]
+    assert text.startswith("Transformer (3+3, d 256, 8 heads) (36.5): torchtext bleu_score")
+    assert text.count("not the base's metric, so its paper Δ mixes two metrics") == 2
+
+
+def test_table3s_setup_states_metric_clipping_and_checkpoints():
+    setup = get("vaswani2017-table3").setup
+    assert setup.config["train.clip_norm"] == 0.0  # none; ours is 1.0
+    metric = setup.facts["metric"]
+    assert "Moses-tokenized" in metric and "compound-split" in metric and "newstest2013" in metric
+    assert setup.facts["checkpoints"].startswith("the last") and "no averaging" in setup.facts["checkpoints"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["table3-cpu", "table3-budget-cpu"])
+def test_the_shipped_table3_side_by_sides_print_every_departure(name):
+    """The metric (sacreBLEU 13a on Multi30k test against compound-split multi-bleu on newstest2013 dev),
+    the clipping and, for the budget sweep (best of 10 validations), the checkpoint selection; table3-cpu
+    validated once, at the end, so it tests its last checkpoint as the paper did: no departure there."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "results" / name
+    sweep, table = sweep_and_table(str(root), with_significance=False)
+    md = to_markdown(side_by_side(sweep, table, get("vaswani2017-table3")))
+    departs = next(line for line in md.splitlines() if line.startswith("Where our base departs"))
+    assert "train.clip_norm: 1.0 (paper: 0.0)" in departs
+    assert (
+        "metric: sacreBLEU on detokenized output, no compound splitting (nrefs:1|case:mixed|eff:no|tok:13a|" in departs
+    )
+    assert "on test_2016_flickr (paper: multi-bleu.perl BLEU on Moses-tokenized, compound-split output" in departs
+    assert "averag" not in departs.split("checkpoints:")[0]  # no checkpoint averaging: Table 3 did not average either
+    if name == "table3-budget-cpu":
+        assert (
+            "checkpoints: the best of 10 validations by dev BLEU (best.ckpt; the last one in 10 of 12 trials) (paper: the last one"
+            in departs
+        )
+    else:
+        assert "checkpoints:" not in departs
+        assert "checkpoints: the last one, no averaging" in md  # the paper's, among its other facts

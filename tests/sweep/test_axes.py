@@ -6,7 +6,7 @@ import pytest
 
 from ablate.sweep.axes import axis_overrides, split_axes, split_top_level, with_axes
 from ablate.sweep.search import next_points
-from ablate.sweep.spec import SweepError, spec_from_dict
+from ablate.sweep.spec import SweepError, SweepSpec, spec_from_dict
 
 
 @pytest.mark.parametrize(
@@ -53,3 +53,25 @@ def test_a_bad_axis_key_is_a_sweep_error():
 def test_the_reserved_parameters_take_no_comma_list():
     with pytest.raises(SweepError, match="'variant' is set in the sweep file"):
         split_axes(["variant=a,b"])
+
+
+def test_random_and_bayes_proposals_are_the_same_when_planned_again():
+    """A dry-run lists the points the real run trains: W&B's random search draws from Python's
+    generator and its bayes search from numpy's; both are seeded by the sweep name and state."""
+    import random
+
+    import numpy as np
+
+    for method in ("random", "bayes"):
+        spec = SweepSpec(
+            name=f"r-{method}",
+            path=None,
+            config={
+                "method": method,
+                "metric": {"name": "val/bleu", "goal": "maximize"},
+                "parameters": {"train.lr": {"min": 1e-4, "max": 1e-3}, "model.heads": {"values": [1, 2, 4, 8]}},
+            },
+        )
+        first = next_points(spec, [], 3)
+        random.random(), np.random.random()  # whatever else the process drew in between
+        assert next_points(spec, [], 3) == first, method

@@ -153,7 +153,7 @@ def test_random_search_stops_at_run_cap_and_bayes_learns_from_results(tmp_path, 
     )
     result, _ = run(spec, tmp_path / "random", fake_command(events))
     assert len(result.state.trials) == 3 and all(t.status == "finished" for t in result.state.trials)
-    bayes = small_spec({"model.heads": {"values": [1, 2, 4, 8]}, "seed": {"values": [1, 2]}}, method="bayes", run_cap=4)
+    bayes = small_spec({"model.heads": {"values": [1, 2, 4, 8]}}, method="bayes", run_cap=4)
     result, _ = run(bayes, tmp_path / "bayes", fake_command(events), parallel=2)
     assert len(result.state.trials) == 4 and all(t.metric is not None for t in result.state.trials)
     with pytest.raises(SweepError, match="needs run_cap"):

@@ -136,6 +136,16 @@ def test_variants_apply_on_top_of_the_base_and_name_the_trial():
     assert cfg.tracking.tags == ("one-head", "seed=2")
 
 
+def test_the_declared_base_is_about_the_table_not_an_override_of_any_trial():
+    from ablate.sweep.command import expand_variant
+
+    spec = small_spec({"variant": {"values": ["two", {"name": "one", "model.heads": 1}]}, "base": {"value": "two"}})
+    points = next_points(spec, [], 10)
+    assert [p["base"] for p in points] == ["two", "two"]  # in every point, so every record carries it
+    assert all("base" not in resolve(p) for p in points)
+    assert expand_variant(["base=two", "variant=two", "model.heads=2"]) == ["model.heads=2", "tracking.variant=two"]
+
+
 @pytest.mark.parametrize(
     "value",
     [
@@ -186,6 +196,13 @@ BAD = [
     ("method: grid\nparameters: {comparisons: {value: [{between: model.head}]}}\n", "did you mean 'model.heads'?"),
     ("method: grid\nparameters: {comparisons: {value: [{between: seed, values: [1]}]}}\n", "reference value first"),
     ("method: grid\nparameters: {comparisons: {value: [{vs: seed}]}}\n", "write {between: <key>, values: [...]}"),
+    ("method: grid\nparameters: {variant: {values: [a, b]}, base: {value: c}}\n", "'c' is not one of them; write base"),
+    ("method: grid\nparameters: {model.heads: {values: [1, 2]}, base: {value: {model.heads: 4}}}\n", "model.heads=4"),
+    (
+        "method: grid\nparameters: {model.heads: {values: [1, 2]}, base: {value: {model.d_k: 4}}}\n",
+        "'model.d_k' is not",
+    ),
+    ("method: grid\nparameters: {model.heads: {values: [1, 2]}, base: {value: one}}\n", "the base point of the grid"),
     (
         "method: grid\nparameters:\n  seed: {values: [1, 2]\n  model.heads: {value: 2}\n",
         "line 4: expected ',' or '}', but got '<scalar>' (while parsing a flow mapping started on line 3)",

@@ -1,0 +1,77 @@
+"""The catalogue of shipped components (``ablate/components.json``): written from the registries, and
+what lets commands that never build a model check configs without importing torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ablate.utils.typed import CATALOG_FILE
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_shipped_catalogue_is_the_registries():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from gen_config_docs import render_catalog
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert json.loads(CATALOG_FILE.read_text()) == json.loads(render_catalog()), (
+        "ablate/components.json is stale: run python scripts/gen_config_docs.py"
+    )
+
+
+def _run_without_torch(code: str) -> str:
+    """Run ``code`` in a fresh interpreter; fail if it imported torch or Lightning; its stdout."""
+    probe = textwrap.dedent(code) + textwrap.dedent(
+        """
+        import sys
+        heavy = sorted(m for m in ("torch", "pytorch_lightning", "lightning") if m in sys.modules)
+        print("IMPORTED", heavy)
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300, check=True
+    ).stdout
+    assert "IMPORTED []" in out, out
+    return out
+
+
+def test_a_config_error_names_the_choices_without_importing_torch():
+    out = _run_without_torch(
+        """
+        from ablate.config import load_config
+        from ablate.utils.typed import ConfigError
+        try:
+            load_config(None, ["model.attention.score=dott"])
+        except ConfigError as err:
+            print("ERROR", err)
+        cfg = load_config(None, ["model.positions=rotary", "model.attention.score=additive"])
+        print("OK", cfg.model.positions, cfg.model.attention.score)
+        """
+    )
+    assert "did you mean 'dot'" in out and "OK rotary additive" in out, out
+
+
+@pytest.mark.slow
+def test_table_and_dry_run_never_import_torch():
+    _run_without_torch(
+        """
+        import contextlib, io
+        from ablate.cli import app
+        for argv in (["table", "results/defaults-cpu", "--format", "md"],
+                     ["sweep", "run", "sweeps/quickstart.yaml", "--dry-run", "--devices", "cpu"]):
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                try:
+                    app(argv, standalone_mode=False)
+                except SystemExit as exit:
+                    assert not exit.code, (argv, exit.code)
+            assert out.getvalue().strip(), argv
+        """
+    )

@@ -1,0 +1,277 @@
+"""A run folder from someone else never runs its code (issue 34, item 1).
+
+Every command that reads a folder it did not write in this process either never imports the
+plugins its record names (readers of numbers: ``ablate table``) or imports one only when the user
+vouched for it (``--plugins`` naming the same code, an installed module, ``--trust-plugins``);
+otherwise it refuses in one line naming the file, its digest and the flag. Each test plants a
+plugin that appends a line to a marker file when imported: the marker says whether its code ran.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from ablate import cli
+from ablate.utils.plugins import PluginError, sha256
+
+from tests.helpers.tiny import tiny
+
+PLANTED = """\
+from pathlib import Path
+
+with Path({marker!r}).open("a") as out:  # what a planted plugin could do: anything
+    out.write("ran\\n")
+"""
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> dict[str, Path]:
+    """A tiny run trained with the plugin ``lab/stamp.py`` (the trainer's own; its record names that file)."""
+    from ablate.config import load_config
+    from ablate.training.train import train
+
+    root = tmp_path_factory.mktemp("trust")
+    marker = root / "marker"
+    plugin = root / "lab" / "stamp.py"
+    plugin.parent.mkdir()
+    plugin.write_text(PLANTED.format(marker=str(marker)))
+    overrides = tiny(
+        "train.max_steps=2",
+        "train.val_every=2",
+        "data.builtin_eval_pairs=8",
+        "eval.beam=1",
+        "tracking.wandb=disabled",
+        f"data.cache_dir={root / 'cache'}",
+        f"plugins={plugin}",
+        pairs=60,
+    )
+    summary = train(load_config(None, overrides), root / "run")
+    assert summary["status"] == "finished" and marker.read_text() == "ran\n"  # the trainer imported its plugin
+    return {"root": root, "run": root / "run", "plugin": plugin, "marker": marker}
+
+
+@pytest.fixture(autouse=True)
+def fresh(trained, monkeypatch):
+    """As in a new process: none of the test plugins imported (the registry conftest resets the records),
+    and no marker yet."""
+    for name in ("stamp", "evil", "lab_stamp", "lab_planted"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    trained["marker"].unlink(missing_ok=True)
+
+
+@pytest.fixture()
+def run(trained, tmp_path) -> Path:
+    """A copy of the trained run, as someone else's folder would arrive."""
+    copy = tmp_path / "theirs"
+    shutil.copytree(trained["run"], copy)
+    return copy
+
+
+def _planted(run: Path, marker: Path) -> Path:
+    """The issue's repro: ``evil.py`` inside the run folder and ``plugins: [evil.py]`` in its config.yaml."""
+    evil = run / "evil.py"
+    evil.write_text(PLANTED.format(marker=str(marker)))
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["plugins"] = ["evil.py"]
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return evil
+
+
+def _invoke(*args: str, input: str | None = None):
+    return CliRunner().invoke(cli.app, list(args), input=input)
+
+
+def _refused(result, path: Path) -> str:
+    """The command's one-line refusal, checked: exit 2, names the file, its digest and both flags."""
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    (line,) = lines
+    assert str(path.resolve()) in line and sha256(path)[:12] in line, line
+    assert f"--plugins {path.resolve()}" in line and "--trust-plugins" in line, line
+    return line
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["translate", "{run}"], id="translate"),
+        pytest.param(["export-model", "{run}", "--out", "{tmp}/model.pt"], id="export-model"),
+        pytest.param(["evaluate", "{run}"], id="evaluate"),
+        pytest.param(["attention", "{run}", "--text", "a cat", "--out", "{tmp}/maps"], id="attention"),
+    ],
+)
+def test_a_plugin_planted_in_a_run_folder_is_refused_not_run(command, run, trained, tmp_path):
+    evil = _planted(run, trained["marker"])
+    args = [a.format(run=run, tmp=tmp_path) for a in command]
+    result = _invoke(*args, input="a cat .\n")
+    line = _refused(result, evil)
+    assert line.startswith("error: refusing to import plugin ")
+    assert not trained["marker"].exists()  # its code never ran
+    assert not (tmp_path / "model.pt").exists() and not (tmp_path / "maps").exists()
+
+
+def test_the_recorded_plugin_of_a_copied_run_is_refused_until_the_user_names_it(run, trained):
+    """A run trained elsewhere: its record names the trainer's plugin file by absolute path."""
+    plugin = trained["plugin"]
+    _refused(_invoke("translate", str(run), input="a cat .\n"), plugin)
+    assert not trained["marker"].exists()
+
+    mine = trained["root"] / "mine" / "stamp.py"  # the same code, in the user's own place
+    mine.parent.mkdir(exist_ok=True)
+    shutil.copy(plugin, mine)
+    result = _invoke("translate", str(run), "--plugins", str(mine), input="a cat .\n")
+    assert result.exit_code == 0, result.output
+    assert len(result.output.splitlines()) == 1
+    assert trained["marker"].read_text() == "ran\n"  # the user's file, imported once
+
+
+def test_plugins_naming_other_code_of_that_name_is_refused(run, trained, tmp_path):
+    other = tmp_path / "other" / "stamp.py"
+    other.parent.mkdir()
+    other.write_text("# not the recorded code\n")
+    result = _invoke("translate", str(run), "--plugins", str(other), input="a cat .\n")
+    assert result.exit_code == 2 and "refusing to import plugin" in result.output, result.output
+    assert not trained["marker"].exists()
+
+
+@pytest.mark.parametrize("how", ["--plugins", "--trust-plugins"])
+def test_the_user_can_vouch_for_a_planted_plugin(how, run, trained, tmp_path):
+    evil = _planted(run, trained["marker"])
+    vouch = ["--plugins", str(evil)] if how == "--plugins" else ["--trust-plugins"]
+    result = _invoke("export-model", str(run), "--out", str(tmp_path / "model.pt"), *vouch)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "model.pt").is_file()
+    assert trained["marker"].read_text() == "ran\n"
+
+
+def test_an_installed_module_a_record_names_is_imported(run, trained, tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    (site / "lab_stamp").mkdir(parents=True)
+    (site / "lab_stamp" / "__init__.py").write_text(PLANTED.format(marker=str(trained["marker"])))
+    monkeypatch.syspath_prepend(str(site))
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["plugins"] = ["lab_stamp"]
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    result = _invoke("translate", str(run), input="a cat .\n")
+    assert result.exit_code == 0, result.output
+    assert trained["marker"].read_text() == "ran\n"
+
+
+def test_a_module_planted_beside_the_record_is_not_an_installed_one(run, trained, monkeypatch):
+    (run / "lab_planted.py").write_text(PLANTED.format(marker=str(trained["marker"])))
+    monkeypatch.syspath_prepend(str(run))  # e.g. `python -m ablate` started inside the folder
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["plugins"] = ["lab_planted"]
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    result = _invoke("translate", str(run), input="a cat .\n")
+    assert result.exit_code == 2, result.output
+    assert "plugin module 'lab_planted'" in result.output and "--trust-plugins" in result.output
+    assert not trained["marker"].exists()
+
+
+def test_load_from_checkpoint_imports_a_recorded_plugin_only_when_trusted(run, trained):
+    from ablate.training.module import TranslationModule
+
+    ckpt = str(run / "checkpoints" / "best.ckpt")
+    with pytest.raises(PluginError) as err:
+        TranslationModule.load_from_checkpoint(ckpt, weights_only=True)
+    message = str(err.value)
+    assert "\n" not in message and "trust_plugins=True" in message
+    assert str(trained["plugin"].resolve()) in message and sha256(trained["plugin"])[:12] in message
+    assert not trained["marker"].exists()
+
+    module = TranslationModule.load_from_checkpoint(ckpt, weights_only=True, trust_plugins=True)
+    assert module.cfg.plugins[0]["name"] == "stamp"
+    assert trained["marker"].read_text() == "ran\n"
+
+
+def test_load_from_checkpoint_in_the_process_that_loaded_the_plugin_needs_no_flag(run, trained):
+    from ablate.training.module import TranslationModule
+    from ablate.utils.plugins import load
+
+    load([str(trained["plugin"])])  # the user's own code, e.g. their training config's plugins
+    module = TranslationModule.load_from_checkpoint(str(run / "checkpoints" / "best.ckpt"), weights_only=True)
+    assert module.cfg.plugins[0]["sha256"] == sha256(trained["plugin"])
+    assert trained["marker"].read_text() == "ran\n"  # once: by the user's load
+
+
+@pytest.fixture()
+def planted_sweep(trained, tmp_path) -> Path:
+    """A sweep folder whose summaries lack ``resolved`` and whose configs name a planted plugin."""
+    from tests.helpers.records import make_variant_sweep
+
+    sweep = make_variant_sweep(tmp_path / "sweep")
+    evil = sweep / "evil.py"
+    evil.write_text(PLANTED.format(marker=str(trained["marker"])))
+    for path in sweep.glob("*/summary.json"):
+        summary = json.loads(path.read_text())
+        summary.pop("resolved", None)
+        summary["config"]["plugins"] = [str(evil)]
+        path.write_text(json.dumps(summary))
+    return sweep
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["table", "{sweep}", "--format", "csv"], id="table"),
+        pytest.param(["plot", "{sweep}", "--out", "{tmp}/plots", "--no-significance"], id="plot"),
+        pytest.param(["calibrate", "{sweep}"], id="calibrate"),
+    ],
+)
+def test_readers_of_numbers_never_import_a_plugin_a_summary_names(command, planted_sweep, trained, tmp_path):
+    """A summary without ``resolved`` is derived from its config: without importing its plugins."""
+    result = _invoke(*[a.format(sweep=planted_sweep, tmp=tmp_path) for a in command])
+    assert "evil" not in result.output
+    if command[0] == "table":
+        assert result.exit_code == 0 and "base" in result.output, result.output
+    assert not trained["marker"].exists()
+
+
+def test_resuming_a_folder_whose_record_names_a_plugin_you_did_not_is_refused(trained, tmp_path):
+    from ablate.config import ConfigError, load_config
+    from ablate.training.run_dir import prepare_run_dir
+
+    run = tmp_path / "theirs"
+    shutil.copytree(trained["run"], run)
+    _planted(run, trained["marker"])
+    mine = load_config(None, [])  # a config of the user's that names no plugin
+    with pytest.raises(ConfigError) as err:
+        prepare_run_dir(mine, run)
+    assert "evil.py" in str(err.value) and "does not name" in str(err.value) and "\n" not in str(err.value)
+    assert not trained["marker"].exists()
+
+
+def test_resuming_with_the_plugin_your_config_names_works(trained, tmp_path):
+    from ablate.config import flatten, from_flat
+    from ablate.training.run_dir import prepare_run_dir
+
+    config = yaml.safe_load((trained["run"] / "config.yaml").read_text())
+    config["plugins"] = [str(trained["plugin"])]  # the user's own config, naming their plugin
+    mine = from_flat(flatten(config))
+    assert prepare_run_dir(mine, trained["run"]) == "finished"
+    assert trained["marker"].read_text() == "ran\n"  # imported once, as the user's
+
+
+def test_trust_modes_of_from_flat(tmp_path, trained):
+    from ablate.config import from_flat
+
+    evil = tmp_path / "evil.py"
+    evil.write_text(PLANTED.format(marker=str(trained["marker"])))
+    never = from_flat({"plugins": [str(evil)]}, trust="never")
+    assert never.plugins[0]["path"] == str(evil) and not trained["marker"].exists()
+    with pytest.raises(PluginError, match="--trust-plugins"):
+        from_flat({"plugins": [str(evil)]}, trust="recorded")
+    assert not trained["marker"].exists()
+    assert from_flat({"plugins": [str(evil)]}).plugins[0]["sha256"] == sha256(evil)  # the user's: imported
+    assert trained["marker"].read_text() == "ran\n"
+    assert from_flat({"plugins": [str(evil)]}, trust="recorded").plugins[0]["sha256"] == sha256(evil)  # now vouched
+    assert sys.modules["evil"].__file__ == str(evil.resolve())

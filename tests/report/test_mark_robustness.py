@@ -1,0 +1,73 @@
+"""Robustness of a †: a mark re-run on its two rows alone (their own seeds give the σ), the rest of
+the table's Holm family unchanged (ablate.report.significance.marks_alone, footnotes.hinge_notes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ablate.report.significance import SplitScores, holm, marks_alone
+
+ROWS = 8
+
+
+def _table(x: list[float]) -> SplitScores:
+    """A base and ``x`` of two seeds each, beside ROWS rows whose seeds agree to 0.02 BLEU: the pooled σ
+    is small because of those rows, not because of the base and ``x``."""
+    rng = np.random.default_rng(0)
+    bleu = {"base": [10.0, 11.0], "x": x, **{f"r{i}": [20.0 + i, 20.02 + i] for i in range(ROWS)}}
+    boot = {r: [v + rng.normal(0, 0.01, 500) for v in vs] for r, vs in bleu.items()}
+    return SplitScores.of_values("test", bleu, boot, {r: ["1", "2"] for r in bleu})
+
+
+def _compare_all(scores: SplitScores) -> list:
+    from dataclasses import replace
+
+    found = [scores.compare("base", r) for r in scores.bleu if r != "base"]
+    adjusted = holm([c.p_value for c in found])
+    return [replace(c, p_adjusted=p) for c, p in zip(found, adjusted)]
+
+
+def _alone(scores: SplitScores):
+    def run(c):
+        pair = SplitScores.of_values(
+            "test",
+            {r: scores.bleu[r] for r in (c.reference, c.row)},
+            {r: scores.boot[r] for r in (c.reference, c.row)},
+            {r: scores.seeds[r] for r in (c.reference, c.row)},
+        )
+        return pair.compare(c.reference, c.row)
+
+    return run
+
+
+def test_a_mark_carried_by_the_unrelated_rows_sigma_is_named():
+    """x: +2.0 over the base, but its seeds and the base's swing by 1 BLEU in opposite directions: the
+    table's σ (pooled with 8 tight rows) marks it; x and the base alone (σ 0.71, 2 df) do not."""
+    scores = _table([13.0, 12.0])
+    comparisons = _compare_all(scores)
+    x = next(c for c in comparisons if c.row == "x")
+    assert x.delta == pytest.approx(2.0) and x.significant(0.05)
+    hinges = {h.comparison.row: h for h in marks_alone(comparisons, 0.05, _alone(scores))}
+    assert set(hinges) == {c.row for c in comparisons if c.significant(0.05)}
+    assert not hinges["x"].holds(0.05)
+    assert hinges["x"].alone.sigma == pytest.approx(np.sqrt(0.5), rel=1e-6) and hinges["x"].alone.sigma_df == 2
+    assert hinges["x"].p_adjusted >= hinges["x"].alone.p_value > 0.05
+    assert all(h.holds(0.05) for r, h in hinges.items() if r != "x")  # Δ of 10+ BLEU hold on any σ
+
+
+def test_a_mark_its_own_rows_support_holds():
+    scores = _table([16.0, 17.0])  # +6 over the base, the same seed swing
+    comparisons = _compare_all(scores)
+    hinge = next(h for h in marks_alone(comparisons, 0.05, _alone(scores)) if h.comparison.row == "x")
+    assert hinge.holds(0.05) and hinge.alone.sigma_df == 2
+
+
+@pytest.mark.slow
+def test_the_footnote_names_the_marks_that_hinge_on_the_pooled_sigma(variant_sweep):
+    from ablate.report.commands import sweep_and_table
+
+    _, table = sweep_and_table(str(variant_sweep), samples=200)
+    notes = [n for n in table.footnotes if "own rows" in n]
+    assert len(notes) == 1
+    assert notes[0].startswith("Every † holds on its own rows") or "hinge" in notes[0]
