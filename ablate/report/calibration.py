@@ -1,59 +1,71 @@
-"""How often does the table's test call one configuration "different" from itself?
+"""How often does the table's test call one configuration "different" from itself, and how often
+does it find a real difference?
 
-Two checks on real runs, both ``ablate calibrate SOURCE``:
+Three checks on real runs, all ``ablate calibrate SOURCE``, all through the table's own comparison
+(:meth:`ablate.report.significance.SplitScores.compare`; Holm over the table with
+:func:`ablate.report.significance.compare_scores`, as ``ablate table`` puts its †):
 
-* **k-vs-k seed splits** (a row with many seeds, e.g. ``sweeps/calibration-cpu.yaml``'s 16): draw
-  random disjoint sets of k seeds, call them two rows, and test them. Every such split is a true
-  null, so the fraction called significant at alpha is the test's false-positive rate at k seeds
-  per row. The same draws with a known shift added to one side's per-trial scores give the power
-  for an effect of that size. Splits share seeds, so the draws are not independent; the rate's
-  uncertainty is judged by simulation instead of a binomial interval: many independent sets of
-  as many seeds are drawn from the fitted noise model (normal per-trial seed shifts with the
-  measured σ, the measured sentence variance), and the same procedure gives the spread a
-  calibrated test's rate would have with this many seeds.
+* **relabelled tables** (a row with many seeds, e.g. ``sweeps/calibration-cpu.yaml``'s 16): draw
+  rows x seeds of them at random and call them a table of that design (:data:`DESIGNS`: 2x2, 2x3,
+  4x4, 5x3, 8x2), once with **shared** seed values across rows (1..k in every row, so the table's
+  row + seed fit is used where :func:`ablate.report.seeds.use_paired` takes it) and once with
+  **distinct** ones (the within-row fit). Every row is the same configuration, so every call is a
+  false positive: the per-comparison rate (uncorrected p < alpha, every row against the first) and
+  the family-wise rate (any † after Holm) are printed beside the 5-95% band of an exactly sized
+  test (Student t with the same fit and df on simulated normal seeds: as many seeds, the same
+  design and the same number of relabellings, so the band holds the splits' overlap). Adding a
+  known Δ to one row's scores gives the power of its † at each of :data:`SHIFTS`, beside a Welch t
+  on the per-seed corpus BLEU of the same relabelled rows (Holm over the same comparisons).
+* **k-vs-k seed splits**: the two-row tables with k distinct seeds per row, k = 2..8, with the
+  sentence-only bootstrap beside, and power at a known shift beside the power the footnotes'
+  variance model predicts (:func:`ablate.report.seeds.power` with SE²(k) = 2σ²/k + v0, σ the
+  row's per-trial seed σ, v0 the k-independent sentence part).
 * **relabelled seed pairs** (any table with replicated rows, e.g. ``results/table3-cpu``): two
   seeds of one row become two one-seed rows in an otherwise unchanged table and are tested
   against each other, uncorrected (stricter than the table's Holm-corrected †).
 
-Each check runs the seed-aware test (the table's default) and the sentence-only bootstrap side
-by side.
+Relabellings and splits share seeds, so their calls are not independent; a rate's uncertainty is
+the simulated band, not a binomial interval over draws.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
-from scipy.stats import t as student_t
+from scipy import stats as st
 
 import ablate.report.seeds as seedvar
 from ablate.report.aggregate import Sweep
 from ablate.report.records import ReportError
-from ablate.report.resampling import bootstrap_p
-from ablate.report.significance import DEFAULT_SAMPLES, SplitScores, split_scores
+from ablate.report.significance import DEFAULT_SAMPLES, SplitScores, compare_scores, holm, split_scores
 
 KS = (2, 3, 4, 6, 8)
+DESIGNS = ((2, 2), (2, 3), (4, 4), (5, 3), (8, 2))  # (rows, seeds per row)
+SHIFTS = (1.0, 2.0, 3.0)  # BLEU added to one row for the power of the relabelled tables
 DRAWS = 400
-SHIFT = 1.0  # BLEU: the known effect whose power is reported
+RELABELLINGS = 400
+SHIFT = 1.0  # BLEU: the known effect whose power the k-vs-k splits report
 SIMULATIONS = 200
 RNG_SEED = 20261201
 
 
 @dataclass(frozen=True)
 class SplitRate:
-    """k-vs-k splits of one row's seeds.
+    """k-vs-k splits of one row's seeds (two-row tables, distinct seed values).
 
     Attributes:
         k: seeds per side; draws: random splits tested.
         rate: fraction the seed-aware test called significant (a false positive: same config).
         sentence_rate: the same for the sentence-only bootstrap.
         power, sentence_power: fraction significant after adding ``shift`` BLEU to one side.
-        expected: (5%, 95%) quantiles of ``rate`` over simulated independent seed sets under a
-            calibrated model (see the module docstring).
+        predicted: the power :func:`ablate.report.seeds.power` predicts for ``shift`` at k seeds.
+        expected: (5%, 95%) quantiles of ``rate`` for an exactly sized test (see the module docstring).
         sigma: the mean per-trial seed σ the splits estimated.
+        se, se_model: the standard deviation of Δ over the splits, and SE(k) of the variance model
+            (:func:`ablate.report.seeds.standard_error`) with the row's σ and the mean v0.
     """
 
     k: int
@@ -62,13 +74,46 @@ class SplitRate:
     sentence_rate: float
     power: float
     sentence_power: float
+    predicted: float
     expected: tuple[float, float]
     sigma: float
+    se: float
+    se_model: float
+
+
+@dataclass(frozen=True)
+class DesignRate:
+    """Relabelled tables of one design.
+
+    Attributes:
+        rows, seeds: the design (rows x seeds per row); shared: whether rows share seed values.
+        relabellings: random tables tested.
+        paired, df: the fit the table's test used (row + seed, or within-row) and its df.
+        per_comparison: fraction of all comparisons (each row against the first) with p < alpha, uncorrected.
+        family_wise: fraction of tables with any † (Holm-adjusted p < alpha).
+        student: ``per_comparison`` of Student t with the same fit on the same tables' per-trial scores
+            (exactly sized for normal seeds: where it is off too, the seeds are, not the test).
+        exact_per_comparison, exact_family_wise: (5%, 95%) band of each for an exactly sized test.
+        power: ``(Δ, fraction of tables whose shifted row is marked †, the same for Welch's t)``.
+    """
+
+    rows: int
+    seeds: int
+    shared: bool
+    relabellings: int
+    paired: bool
+    df: int
+    per_comparison: float
+    family_wise: float
+    student: float
+    exact_per_comparison: tuple[float, float]
+    exact_family_wise: tuple[float, float]
+    power: tuple[tuple[float, float, float], ...]
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """Both checks on one source and split."""
+    """Every check on one source and split."""
 
     split: str
     alpha: float
@@ -76,71 +121,157 @@ class Calibration:
     row: Optional[str]
     seeds: int
     splits: list[SplitRate]
+    designs: list[DesignRate]
     pairs: int
     pairs_marked: int
     pairs_marked_sentence: int
     pair_rows: list[str]
 
 
-def _test(xa, xb, ba, bb, alpha: float, shift: float = 0.0) -> tuple[bool, bool, float]:
-    """(seed-aware significant, sentence-only significant, pooled σ) for one two-row split."""
-    noise = seedvar.fit({"a": dict(enumerate(xa)), "b": dict(enumerate(xb, start=len(xa)))})
-    sigma = noise.unpaired or 0.0
-    deltas = np.mean(bb, axis=0) - np.mean(ba, axis=0)
-    var = float(np.var(deltas, ddof=1))
-    result = seedvar.seed_test(xa, [x + shift for x in xb], var, sigma, noise.unpaired_df, False)
-    observed = float(np.mean(xb) - np.mean(xa)) + shift
-    return result.p_value < alpha, bootstrap_p(deltas, observed) < alpha, sigma
+def relabelled(
+    scores: SplitScores, row: str, picks: np.ndarray, shared: bool, shifts: Sequence[float] = ()
+) -> SplitScores:
+    """A table of ``row``'s trials: row ``r<i>`` holds trials ``picks[i]`` (picks: (rows, k) indices),
+    with seed values 1..k in every row (``shared``) or distinct ones; ``shifts[i]`` is added to row
+    i's scores (a known effect)."""
+    rows, k = picks.shape
+    shift = list(shifts) + [0.0] * (rows - len(shifts))
+    names = [f"r{i}" for i in range(rows)]
+    bleu = {n: [scores.bleu[row][j] + shift[i] for j in picks[i]] for i, n in enumerate(names)}
+    boot = {n: [scores.boot[row][j] + shift[i] for j in picks[i]] for i, n in enumerate(names)}
+    seeds = {n: [str(s + 1 if shared else i * k + s + 1) for s in range(k)] for i, n in enumerate(names)}
+    return SplitScores.of_values(scores.split, bleu, boot, seeds)
+
+
+def _against_first(rows: int) -> list[tuple[str, str]]:
+    return [("r0", f"r{i}") for i in range(1, rows)]
+
+
+def design_rates(
+    scores: SplitScores, row: str, designs: Sequence[tuple[int, int]] = DESIGNS, relabellings: int = RELABELLINGS,
+    alpha: float = 0.05, shifts: Sequence[float] = SHIFTS, simulations: int = SIMULATIONS,
+) -> list[DesignRate]:  # fmt: skip
+    """Relabelled tables of every design that ``row``'s seeds allow, with shared and distinct seed values."""
+    n = len(scores.bleu[row])
+    rng = np.random.default_rng(RNG_SEED)
+    out = []
+    for (rows, k), shared in itertools.product(designs, (True, False)):
+        if rows * k > n or k < 2:
+            continue
+        plan = _against_first(rows)
+        calls, marked_tables, tables = [], 0, []
+        hits = np.zeros((len(shifts), 2))
+        fit = (False, 0)
+        for _ in range(relabellings):
+            picks = rng.permutation(n)[: rows * k].reshape(rows, k)
+            tables.append(np.array(scores.bleu[row])[picks])
+            found = compare_scores([relabelled(scores, row, picks, shared)], plan)
+            calls += [c.p_value < alpha for c in found]
+            marked_tables += any(c.significant(alpha) for c in found)
+            fit = (found[0].paired, found[0].sigma_df)
+            for i, delta in enumerate(shifts):
+                shifted = compare_scores([relabelled(scores, row, picks, shared, (0.0, delta))], plan)
+                hits[i, 0] += shifted[0].significant(alpha)
+                values = np.array(scores.bleu[row])[picks]  # (rows, k)
+                values[1] += delta
+                hits[i, 1] += holm(_welch_p(values))[0] < alpha
+        student = float(np.mean(_student_p(np.stack(tables), fit[0]) < alpha))
+        exact = _exact_band(n, rows, k, fit[0], relabellings, alpha, simulations, rng)
+        power = tuple((float(d), float(h[0] / relabellings), float(h[1] / relabellings)) for d, h in zip(shifts, hits))
+        out.append(DesignRate(rows, k, shared, relabellings, fit[0], fit[1], float(np.mean(calls)),
+                              marked_tables / relabellings, student, exact[0], exact[1], power))  # fmt: skip
+    return out
+
+
+def _welch_p(values: np.ndarray) -> list[float]:
+    """Welch's t p-values of rows 1.. against row 0 of ``values`` (rows, k), Satterthwaite df."""
+    var = values.var(1, ddof=1) / values.shape[1]  # (rows,) squared standard errors of the means
+    se2 = var[1:] + var[0]
+    df = se2**2 / (var[1:] ** 2 / (values.shape[1] - 1) + var[0] ** 2 / (values.shape[1] - 1))
+    t = (values[1:].mean(1) - values[0].mean()) / np.sqrt(se2)
+    return [float(p) for p in 2 * st.t.sf(np.abs(t), df)]
+
+
+def _student_p(tables: np.ndarray, paired: bool) -> np.ndarray:
+    """Student t p-values of rows 1.. against row 0 of each table (tables: (R, rows, k), per-trial
+    scores alone), σ from the row + seed residuals if ``paired`` (df (rows-1)(k-1)) else from the
+    within-row spread (df rows(k-1)): exactly sized for normal seeds. Returns (R, rows - 1)."""
+    _, rows, k = tables.shape
+    means = tables.mean(2)  # (R, rows)
+    if paired:
+        resid = tables - means[:, :, None] - tables.mean(1, keepdims=True) + means.mean(1)[:, None, None]
+        df = (rows - 1) * (k - 1)
+    else:
+        resid = tables - means[:, :, None]
+        df = rows * (k - 1)
+    sigma2 = (resid**2).sum((1, 2)) / df  # (R,)
+    t = (means[:, 1:] - means[:, :1]) / np.sqrt(sigma2 * 2 / k)[:, None]  # (R, rows - 1)
+    return 2 * st.t.sf(np.abs(t), df)
+
+
+def _exact_band(
+    n: int, rows: int, k: int, paired: bool, relabellings: int, alpha: float, simulations: int,
+    rng: np.random.Generator,
+) -> tuple[tuple[float, float], tuple[float, float]]:  # fmt: skip
+    """5-95% bands of the per-comparison and family-wise rates of an exactly sized test: ``n``
+    normal seeds per simulation, ``relabellings`` random (rows, k) tables of them, each row against
+    the first by :func:`_student_p` with the table's fit, Holm over the table (any mark: the smallest
+    p below alpha / comparisons)."""
+    per, family = np.empty(simulations), np.empty(simulations)
+    for i in range(simulations):
+        x = rng.normal(0.0, 1.0, n)
+        order = np.argsort(rng.random((relabellings, n)), axis=1)[:, : rows * k]
+        p = _student_p(x[order].reshape(relabellings, rows, k), paired)
+        per[i] = float(np.mean(p < alpha))
+        family[i] = float(np.mean(p.min(1) < alpha / (rows - 1)))
+    return _band(per), _band(family)
+
+
+def _band(rates: np.ndarray) -> tuple[float, float]:
+    lo, hi = np.quantile(rates, [0.05, 0.95])
+    return float(lo), float(hi)
+
+
+def _two_rows(scores: SplitScores, row: str, a: np.ndarray, b: np.ndarray, alpha: float, shift: float = 0.0):
+    """(seed-aware significant, sentence-only significant, σ, k-independent sentence part) for one
+    k-vs-k split, as the table tests it."""
+    table = relabelled(scores, row, np.stack([a, b]), False, (0.0, shift))
+    (seeds,) = compare_scores([table], [("r0", "r1")])
+    (sentence,) = compare_scores([table], [("r0", "r1")], "bs")
+    return seeds.p_value < alpha, sentence.p_value < alpha, seeds.sigma or 0.0, seeds.sentence_fixed
 
 
 def seed_splits(
     scores: SplitScores, row: str, ks: Sequence[int] = KS, draws: int = DRAWS, alpha: float = 0.05,
     shift: float = SHIFT, simulations: int = SIMULATIONS,
 ) -> list[SplitRate]:  # fmt: skip
-    """k-vs-k false-positive rate and power for each k that ``row``'s seeds allow."""
-    x, boot = np.array(scores.bleu[row]), np.array(scores.boot[row])
+    """k-vs-k false-positive rate, power and predicted power for each k that ``row``'s seeds allow."""
+    x = np.array(scores.bleu[row])
+    sigma_all = float(np.std(x, ddof=1))
     rng = np.random.default_rng(RNG_SEED)
     out = []
     for k in ks:
         if 2 * k > len(x):
             continue
         hits = np.zeros((draws, 4), dtype=bool)
-        sigmas, variances = [], []
+        sigmas, fixed, deltas = [], [], []
         for d in range(draws):
             order = rng.permutation(len(x))
             a, b = order[:k], order[k : 2 * k]
-            seed_hit, sentence_hit, sigma = _test(x[a], x[b], boot[a], boot[b], alpha)
-            power_hit, sentence_power_hit, _ = _test(x[a], x[b], boot[a], boot[b], alpha, shift)
+            deltas.append(float(x[b].mean() - x[a].mean()))
+            seed_hit, sentence_hit, sigma, v0 = _two_rows(scores, row, a, b, alpha)
+            power_hit, sentence_power_hit, _, _ = _two_rows(scores, row, a, b, alpha, shift)
             hits[d] = seed_hit, sentence_hit, power_hit, sentence_power_hit
             sigmas.append(sigma)
-            variances.append(float(np.var(boot[b].mean(0) - boot[a].mean(0), ddof=1)))
+            fixed.append(v0)
         rate, sentence_rate, power, sentence_power = hits.mean(axis=0)
-        expected = _expected_spread(len(x), k, float(np.std(x, ddof=1)), float(np.mean(variances)), draws, alpha,
-                                    simulations, rng)  # fmt: skip
-        out.append(SplitRate(k, draws, rate, sentence_rate, power, sentence_power, expected, float(np.mean(sigmas))))
+        v0 = float(np.mean(fixed))
+        predicted = seedvar.power(shift, sigma_all, 2 * k - 2, k, k, v0, alpha)
+        expected, _ = _exact_band(len(x), 2, k, False, draws, alpha, simulations, rng)
+        out.append(SplitRate(k, draws, rate, sentence_rate, power, sentence_power, predicted, expected,
+                             float(np.mean(sigmas)), float(np.std(deltas)),
+                             seedvar.standard_error(sigma_all, k, k, v0)))  # fmt: skip
     return out
-
-
-def _expected_spread(
-    n: int, k: int, sigma: float, sentence_var: float, draws: int, alpha: float, simulations: int,
-    rng: np.random.Generator,
-) -> tuple[float, float]:  # fmt: skip
-    """5% and 95% quantiles of the k-vs-k rate over ``simulations`` independent sets of n seeds
-    drawn from a calibrated model: per-trial scores normal with ``sigma``, and Δ moved by the
-    test set's own noise (normal, variance ``sentence_var``), tested as :func:`_test` does."""
-    rates = np.empty(simulations)
-    for i in range(simulations):
-        x = rng.normal(0.0, sigma, n)
-        order = np.argsort(rng.random((draws, n)), axis=1)
-        a, b = x[order[:, :k]], x[order[:, k : 2 * k]]  # (draws, k)
-        delta = b.mean(1) - a.mean(1) + rng.normal(0.0, math.sqrt(sentence_var), draws)
-        pooled = (a.var(1, ddof=1) + b.var(1, ddof=1)) / 2
-        seed_var = pooled * 2 / k
-        var = seed_var + sentence_var
-        p = 2 * student_t.sf(np.abs(delta) / np.sqrt(var), 2 * k - 2)
-        rates[i] = float(np.mean(p < alpha))
-    lo, hi = np.quantile(rates, [0.05, 0.95])
-    return float(lo), float(hi)
 
 
 def relabelled_pairs(scores: SplitScores, alpha: float = 0.05) -> tuple[int, int, int, list[str]]:
@@ -168,9 +299,10 @@ def relabelled_pairs(scores: SplitScores, alpha: float = 0.05) -> tuple[int, int
 
 def calibrate(
     sweep: Sweep, split: Optional[str] = None, alpha: float = 0.05, ks: Sequence[int] = KS, draws: int = DRAWS,
-    shift: float = SHIFT, simulations: int = SIMULATIONS, samples: int = 0,
+    shift: float = SHIFT, simulations: int = SIMULATIONS, samples: int = 0, relabellings: int = RELABELLINGS,
+    designs: Sequence[tuple[int, int]] = DESIGNS, shifts: Sequence[float] = SHIFTS,
 ) -> Calibration:  # fmt: skip
-    """Both checks on ``sweep``'s ``split`` (default: its first test split with hypotheses)."""
+    """Every check on ``sweep``'s ``split`` (default: its first test split with hypotheses)."""
     all_scores = split_scores(sweep, samples or DEFAULT_SAMPLES["bs"], "bs")
     if not all_scores:
         raise ReportError("calibration needs saved test hypotheses (hyps/<split>.txt), and this sweep has none")
@@ -180,33 +312,63 @@ def calibrate(
     widest = max(scores.seeds, key=lambda r: len(scores.seeds[r]))
     n = len(scores.seeds[widest])
     splits = seed_splits(scores, widest, ks, draws, alpha, shift, simulations) if n >= 4 else []
+    tables = design_rates(scores, widest, designs, relabellings, alpha, shifts, simulations) if n >= 4 else []
     pairs, marked, marked_sentence, used = relabelled_pairs(scores, alpha)
-    return Calibration(scores.split, alpha, shift, widest if splits else None, n, splits, pairs, marked,
-                       marked_sentence, used)  # fmt: skip
+    return Calibration(scores.split, alpha, shift, widest if splits or tables else None, n, splits, tables, pairs,
+                       marked, marked_sentence, used)  # fmt: skip
+
+
+def _pct(band: tuple[float, float]) -> str:
+    return f"{band[0]:.1%}-{band[1]:.1%}"
 
 
 def to_markdown(cal: Calibration) -> str:
-    """The calibration as Markdown: the k-vs-k table, then the relabelled pairs."""
+    """The calibration as Markdown: the relabelled tables, the k-vs-k splits, then the relabelled pairs."""
     lines = [f"**Calibration of the significance test** (split {cal.split}, alpha = {cal.alpha:g})", ""]
+    if cal.designs:
+        shifts = " / ".join(f"{d:+g}" for d, _, _ in cal.designs[0].power)
+        lines += [
+            f"Relabelled tables: rows x seeds of row `{cal.row}`'s {cal.seeds} seeds (one configuration: every call "
+            "is a false positive), tested as `ablate table` tests a table (each row against the first, Holm over the "
+            "table for †), with the seed values shared across rows or distinct; the exact test's band is the 5-95% "
+            "range of the same rates for Student t with the same fit on simulated normal seeds (as many seeds, "
+            f"design and relabellings). Power: a known Δ added to one row's scores, that row's † (seed-aware) "
+            "beside Welch's t on the per-seed corpus BLEU of the same rows (Holm over the same comparisons).",
+            "",
+            "| design | seed values | fit (df) | tables | false positives per comparison | Student t, same tables "
+            f"| exact test | family-wise (any †) | exact test | power of † at {shifts} | Welch t at {shifts} |",
+            "| :-- | :-- | :-- | --: | --: | --: | :-: | --: | :-: | :-: | :-: |",
+        ]
+        for d in cal.designs:
+            fit = "row + seed" if d.paired else "within-row"
+            ours = " / ".join(f"{p:.0%}" for _, p, _ in d.power)
+            welch = " / ".join(f"{w:.0%}" for _, _, w in d.power)
+            lines.append(
+                f"| {d.rows}x{d.seeds} | {'shared' if d.shared else 'distinct'} | {fit} ({d.df}) | {d.relabellings} | "
+                f"{d.per_comparison:.1%} | {d.student:.1%} | {_pct(d.exact_per_comparison)} | {d.family_wise:.1%} | "
+                f"{_pct(d.exact_family_wise)} | {ours} | {welch} |"
+            )
+        lines.append("")
     if cal.splits:
         lines += [
-            f"k-vs-k splits of row `{cal.row}`'s {cal.seeds} seeds (one configuration: every call is a false "
-            f"positive), and power for a known shift of {cal.shift:+g} BLEU added to one side:",
+            f"k-vs-k splits (two-row tables of k distinct seeds each), and power for a known shift of {cal.shift:+g} "
+            "BLEU added to one side, measured and as the footnotes' variance model predicts (Student t at 2k-2 df, "
+            "SE²(k) = 2σ²/k + v0: σ the row's per-trial seed σ, v0 the k-independent sentence part):",
             "",
-            "| k | draws | seed-aware: false positives | expected if calibrated (5-95%) | sentence-only: false positives "
-            f"| seed-aware: power at {cal.shift:+g} | sentence-only: power | seed σ |",
-            "| --: | --: | --: | :-: | --: | --: | --: | --: |",
+            "| k | draws | seed-aware: false positives | exact test (5-95%) | sentence-only: false positives "
+            f"| seed-aware: power at {cal.shift:+g} | predicted | sentence-only: power | seed σ | sd of Δ | SE(k) |",
+            "| --: | --: | --: | :-: | --: | --: | --: | --: | --: | --: | --: |",
         ]
         for s in cal.splits:
             lines.append(
-                f"| {s.k} | {s.draws} | {s.rate:.1%} | {s.expected[0]:.1%}-{s.expected[1]:.1%} | "
-                f"{s.sentence_rate:.1%} | {s.power:.1%} | {s.sentence_power:.1%} | {s.sigma:.2f} |"
+                f"| {s.k} | {s.draws} | {s.rate:.1%} | {_pct(s.expected)} | {s.sentence_rate:.1%} | {s.power:.1%} | "
+                f"{s.predicted:.1%} | {s.sentence_power:.1%} | {s.sigma:.2f} | {s.se:.3f} | {s.se_model:.3f} |"
             )
         lines += [
             "",
-            "Splits share seeds, so a rate's uncertainty is not binomial over draws: the expected range is the "
-            "5-95% spread of the rate over independent simulated sets of as many seeds (normal seed shifts of the "
-            "measured σ, the measured sentence variance), i.e. what an exactly calibrated test would show here.",
+            "Relabellings and splits share seeds, so a rate's uncertainty is not binomial over draws: each band is the "
+            "5-95% spread of the rate over independent simulated sets of as many normal seeds, i.e. what an exactly "
+            "sized test would show here.",
             "",
         ]
     if cal.pairs:

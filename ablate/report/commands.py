@@ -193,16 +193,20 @@ def calibrate_command(
         None, "--k", min=2, help="Seeds per side of the k-vs-k splits (repeatable; default 2 3 4 6 8)."
     ),
     draws: int = typer.Option(400, "--draws", min=1, help="Random splits per k."),
+    relabellings: int = typer.Option(
+        400, "--relabellings", min=1, help="Random relabelled tables per design (rows x seeds, shared or distinct)."
+    ),
     shift: float = typer.Option(1.0, "--shift", help="Known effect (BLEU) added to one side for the power column."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the Markdown to this file."),
 ) -> None:
-    """False-positive rate of the significance test on real runs: k-vs-k splits of one row's seeds and
-    relabelled seed pairs, seed-aware beside sentence-only (see results/calibration-cpu)."""
+    """False-positive rate and power of the table's significance test on real runs: relabelled multi-row
+    tables of one row's seeds, k-vs-k splits (seed-aware beside sentence-only, measured power beside the
+    predicted) and relabelled seed pairs (see results/calibration-cpu)."""
     from ablate.report.calibration import KS, calibrate, to_markdown
 
     if out is not None:
         check_apart(out, local_folders(source))
-    text = to_markdown(calibrate(load(source), split, alpha, tuple(k or KS), draws, shift))
+    text = to_markdown(calibrate(load(source), split, alpha, tuple(k or KS), draws, shift, relabellings=relabellings))
     if out is not None:
         _write(out, text, source)
     sys.stdout.write(text)

@@ -37,6 +37,7 @@ agree; with two rows of two seeds the test is conservative (1.2% in the same sim
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
@@ -50,6 +51,7 @@ PAIRING_COST = 0.05
 for the paired fit to be used (:func:`use_paired`)."""
 
 
+@functools.lru_cache(maxsize=1024)
 def use_paired(paired_df: int, unpaired_df: int, alpha: float = 0.05) -> bool:
     """Whether the row + seed fit carries more information than the within-row one for this design.
 
@@ -224,6 +226,7 @@ def seed_test(
     return SeedTest(delta, se, seed_var, sentence_var, dof, p, sigma, paired)
 
 
+@functools.lru_cache(maxsize=1024)
 def _t_quantile(q: float, df: float) -> float:
     return float(st.norm.ppf(q) if math.isinf(df) else st.t.ppf(q, df))
 

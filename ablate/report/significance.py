@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -311,11 +311,16 @@ def compare(
     check_test(test)
     if plan is None:
         plan = planned_pairs(sweep)
+    return compare_scores(split_scores(sweep, n_samples, test, metric).values(), plan, test, n_samples)
+
+
+def compare_scores(
+    splits: Iterable[SplitScores], plan: Sequence[tuple[str, str]], test: str = DEFAULT_TEST, n_samples: int = 0
+) -> list[Comparison]:
+    """The ``plan``'s comparisons on every one of ``splits``, Holm-adjusted together: what puts a
+    † on a table's row (:func:`compare`), and what ``ablate calibrate`` runs on relabelled tables."""
     found = [
-        c
-        for scores in split_scores(sweep, n_samples, test, metric).values()
-        for ref, name in plan
-        if (c := scores.compare(ref, name, test, n_samples)) is not None
+        c for scores in splits for ref, name in plan if (c := scores.compare(ref, name, test, n_samples)) is not None
     ]
     tested = [c for c in found if c.tested]
     adjusted = iter(holm([c.p_value for c in tested]))

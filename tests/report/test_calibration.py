@@ -20,11 +20,15 @@ Deterministic (fixed seeds), a few seconds.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+import ablate.report.calibration as calibration
+from ablate.report.api import load
 from ablate.report.resampling import sentence_stats
-from ablate.report.significance import SplitScores
+from ablate.report.significance import SplitScores, compare_scores, split_scores
 
 N_SENTENCES, SEEDS, SAMPLES = 60, 3, 400
 REPEATS = {"same": 100, "equal": 100, "better": 30}
@@ -107,3 +111,69 @@ def test_equally_good_configs_are_rarely_significant(rates):
 
 def test_a_clearly_better_config_is_significant(rates):
     assert rates["better"]["seeds"] >= 0.9
+
+
+# --------------------------------------------------------------------------------------
+# The table's own test on relabelled tables of real runs (issue 33)
+# --------------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+CALIBRATION, MISSION = ROOT / "results" / "calibration-cpu", ROOT / "results" / "mission-cpu"
+
+
+def _shipped(folder: Path) -> Path:
+    if not (folder / "manifest.json").is_file():
+        pytest.skip(f"{folder.name} is not in this checkout")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def calibration_scores() -> SplitScores:
+    """results/calibration-cpu's 16 seeds of one configuration (500 bootstrap resamples: quicker)."""
+    return next(iter(split_scores(load(str(_shipped(CALIBRATION))), 500, "bs").values()))
+
+
+def test_relabelled_tables_need_a_row_with_seeds_to_spare():
+    x = np.linspace(0.0, 1.0, 6)
+    scores = SplitScores.of_values("t", {"a": list(x)}, {"a": [np.full(50, v) for v in x]}, {"a": list(range(6))})
+    rates = calibration.design_rates(scores, "a", ((2, 3), (4, 4)), relabellings=5, simulations=5)
+    assert [(d.rows, d.seeds, d.shared) for d in rates] == [(2, 3, True), (2, 3, False)]  # 4x4 needs 16
+
+
+@pytest.mark.slow
+def test_the_table_test_on_relabelled_real_tables_is_as_sized_as_student_t(calibration_scores):
+    # 5 designs x shared/distinct seed values, each row of a relabelled table against the first through
+    # SplitScores.compare + Holm (what puts a † in a table); 2,000 relabellings each in the shipped
+    # calibration.md (test_the_shipped_calibration_is_in_band), 30 here. Before issue 33 only the two-row
+    # unpaired fit was calibrated, and 2x2 / 2x3 tables with shared seeds took the 1- / 2-df paired fit.
+    rates = calibration.design_rates(calibration_scores, "base", relabellings=30, simulations=40)
+    assert len(rates) == 10
+    for d in rates:
+        # no more liberal than Student t on the same tables' per-trial scores (the test adds the
+        # k-independent sentence part, >= 0), and inside an exactly sized test's band
+        assert d.student - 0.03 <= d.per_comparison <= d.student + 0.005, d
+        assert d.exact_per_comparison[0] - 0.01 <= d.per_comparison <= d.exact_per_comparison[1] + 0.01, d
+        assert d.family_wise <= d.exact_family_wise[1] + 0.01, d
+    two_by_three = next(d for d in rates if (d.rows, d.seeds, d.shared) == (2, 3, True))
+    assert not two_by_three.paired and two_by_three.df == 4  # the 4-df within-row fit, not the 2-df paired one
+    assert two_by_three.power[1][0] == 2.0 and two_by_three.power[1][1] >= two_by_three.power[1][2]  # vs Welch
+
+
+@pytest.mark.slow
+def test_predicted_power_follows_the_split_power_of_real_seeds(calibration_scores):
+    # SE²(k) = 2σ²/k + v0 (the per-seed part of the sentence variance inside σ, counted once) is the
+    # spread of Δ over k-vs-k splits, and the noncentral t's power for +1 BLEU follows the measured one
+    splits = calibration.seed_splits(calibration_scores, "base", (2, 4, 6, 8), draws=150, simulations=20)
+    for s in splits:
+        assert s.se == pytest.approx(s.se_model, rel=0.08), s
+        assert abs(s.power - s.predicted) <= 0.10, s
+
+
+@pytest.mark.slow
+def test_a_two_row_three_seed_table_whose_every_seed_loses_over_2_bleu_is_marked():
+    # results/mission-cpu's base and score-additive alone, as a sweep of these two rows would table them
+    scores = next(iter(split_scores(load(str(_shipped(MISSION))), 1000, "seeds").values()))
+    two = SplitScores(scores.split, {r: scores.rows[r] for r in ("base", "score-additive")}, 1000)
+    (c,) = compare_scores([two], [("base", "score-additive")])
+    assert len(c.per_seed) == 3 and all(d < -2 for _, d in c.per_seed)
+    assert (c.paired, c.sigma_df) == (False, 4) and c.significant(0.05)
