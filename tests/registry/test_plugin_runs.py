@@ -39,29 +39,24 @@ def test_a_trained_run_records_its_plugin_translates_elsewhere_and_names_a_missi
     assert yaml.safe_load((run / "config.yaml").read_text())["plugins"] == [record]
 
     # a fresh process knows nothing of the plugin but what the run folder says, and imports it only when
-    # the user names that code (issue 34: a record is not the user's say-so)
+    # the user names that code (a record is not the user's say-so)
     env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONPATH": str(ROOT)}  # this checkout
-    done = subprocess.run(
-        [sys.executable, "-m", "ablate", "translate", str(run), "--beam", "1"],
-        input="the cat sees a dog .\n",
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+
+    def translate(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "ablate", "translate", str(run), "--beam", "1", *flags],
+            input="the cat sees a dog .\n",
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    done = translate()
     assert done.returncode == 2 and f"--plugins {plugin.resolve()} or --trust-plugins" in done.stderr, done.stderr
-    done = subprocess.run(
-        [sys.executable, "-m", "ablate", "translate", str(run), "--beam", "1", "--plugins", "lab/cosine.py"],
-        input="the cat sees a dog .\n",
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = translate("--plugins", "lab/cosine.py")
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 1
 
