@@ -91,6 +91,7 @@ parameters:
   plugins: {value: [cosine.py]}
   model.attention.score: {value: cosine}
   model.attention.params.temperature: {values: [1, 5]}
+  base: {value: {model.attention.params.temperature: 1}}  # neither is the default: say which row is the base
 """
 
 
