@@ -8,7 +8,7 @@ Three checks on real runs, all ``ablate calibrate SOURCE``, all through the tabl
 * **relabelled tables** (a row with many seeds, e.g. ``sweeps/calibration-cpu.yaml``'s 16): draw
   rows x seeds of them at random and call them a table of that design (:data:`DESIGNS`: 2x2, 2x3,
   4x4, 5x3, 8x2), once with **shared** seed values across rows (1..k in every row, so the table's
-  row + seed fit is used where :func:`ablate.report.seeds.use_paired` takes it) and once with
+  row + seed fit is used where :func:`ablate.report.significance.use_paired` takes it) and once with
   **distinct** ones (the within-row fit). Every row is the same configuration, so every call is a
   false positive: the per-comparison rate (uncorrected p < alpha, every row against the first) and
   the family-wise rate (any † after Holm) are printed beside the 5-95% band of an exactly sized
@@ -18,7 +18,7 @@ Three checks on real runs, all ``ablate calibrate SOURCE``, all through the tabl
   on the per-seed corpus BLEU of the same relabelled rows (Holm over the same comparisons).
 * **k-vs-k seed splits**: the two-row tables with k distinct seeds per row, k = 2..8, with the
   sentence-only bootstrap beside, and power at a known shift beside the power the footnotes'
-  variance model predicts (:func:`ablate.report.seeds.power` with SE²(k) = 2σ²/k + v0, σ the
+  variance model predicts (:func:`ablate.report.significance.power` with SE²(k) = 2σ²/k + v0, σ the
   row's per-trial seed σ, v0 the k-independent sentence part).
 * **relabelled seed pairs** (any table with replicated rows, e.g. ``results/table3-cpu``): two
   seeds of one row become two one-seed rows in an otherwise unchanged table and are tested
@@ -37,7 +37,7 @@ from typing import Optional, Sequence
 import numpy as np
 from scipy import stats as st
 
-import ablate.report.seeds as seedvar
+import ablate.report.significance as sig
 from ablate.report.aggregate import Sweep
 from ablate.report.records import ReportError
 from ablate.report.significance import DEFAULT_SAMPLES, SplitScores, compare_scores, holm, split_scores
@@ -61,11 +61,13 @@ class SplitRate:
         rate: fraction the seed-aware test called significant (a false positive: same config).
         sentence_rate: the same for the sentence-only bootstrap.
         power, sentence_power: fraction significant after adding ``shift`` BLEU to one side.
-        predicted: the power :func:`ablate.report.seeds.power` predicts for ``shift`` at k seeds.
+        predicted: the power :func:`ablate.report.significance.power` predicts for ``shift`` at k seeds.
+        predicted_band: (5%, 95%) of the split power that 16 (as many) normal seeds with this σ give:
+            how far a measured power may sit from ``predicted`` when the model is exactly right.
         expected: (5%, 95%) quantiles of ``rate`` for an exactly sized test (see the module docstring).
         sigma: the mean per-trial seed σ the splits estimated.
         se, se_model: the standard deviation of Δ over the splits, and SE(k) of the variance model
-            (:func:`ablate.report.seeds.standard_error`) with the row's σ and the mean v0.
+            (:func:`ablate.report.significance.standard_error`) with the row's σ and the mean v0.
     """
 
     k: int
@@ -75,6 +77,7 @@ class SplitRate:
     power: float
     sentence_power: float
     predicted: float
+    predicted_band: tuple[float, float]
     expected: tuple[float, float]
     sigma: float
     se: float
@@ -176,7 +179,7 @@ def design_rates(
                 values[1] += delta
                 hits[i, 1] += holm(_welch_p(values))[0] < alpha
         student = float(np.mean(_student_p(np.stack(tables), fit[0]) < alpha))
-        exact = _exact_band(n, rows, k, fit[0], relabellings, alpha, simulations, rng)
+        exact = _exact_band(n, rows, k, fit[0], relabellings, alpha, simulations, rng)[:2]
         power = tuple((float(d), float(h[0] / relabellings), float(h[1] / relabellings)) for d, h in zip(shifts, hits))
         out.append(DesignRate(rows, k, shared, relabellings, fit[0], fit[1], float(np.mean(calls)),
                               marked_tables / relabellings, student, exact[0], exact[1], power))  # fmt: skip
@@ -211,20 +214,25 @@ def _student_p(tables: np.ndarray, paired: bool) -> np.ndarray:
 
 def _exact_band(
     n: int, rows: int, k: int, paired: bool, relabellings: int, alpha: float, simulations: int,
-    rng: np.random.Generator,
-) -> tuple[tuple[float, float], tuple[float, float]]:  # fmt: skip
+    rng: np.random.Generator, shift: float = 0.0,
+) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:  # fmt: skip
     """5-95% bands of the per-comparison and family-wise rates of an exactly sized test: ``n``
     normal seeds per simulation, ``relabellings`` random (rows, k) tables of them, each row against
     the first by :func:`_student_p` with the table's fit, Holm over the table (any mark: the smallest
-    p below alpha / comparisons)."""
-    per, family = np.empty(simulations), np.empty(simulations)
+    p below alpha / comparisons). The third band is the power of the first comparison (uncorrected)
+    for a true ``shift``, in units of the seeds' σ, added to row 1: what the measured split power of
+    :func:`seed_splits` would show for seeds as spread as these but normal."""
+    per, family, power = np.empty(simulations), np.empty(simulations), np.empty(simulations)
     for i in range(simulations):
         x = rng.normal(0.0, 1.0, n)
         order = np.argsort(rng.random((relabellings, n)), axis=1)[:, : rows * k]
-        p = _student_p(x[order].reshape(relabellings, rows, k), paired)
+        tables = x[order].reshape(relabellings, rows, k)
+        p = _student_p(tables, paired)
         per[i] = float(np.mean(p < alpha))
         family[i] = float(np.mean(p.min(1) < alpha / (rows - 1)))
-    return _band(per), _band(family)
+        tables[:, 1] += shift
+        power[i] = float(np.mean(_student_p(tables, paired)[:, 0] < alpha))
+    return _band(per), _band(family), _band(power)
 
 
 def _band(rates: np.ndarray) -> tuple[float, float]:
@@ -266,11 +274,13 @@ def seed_splits(
             fixed.append(v0)
         rate, sentence_rate, power, sentence_power = hits.mean(axis=0)
         v0 = float(np.mean(fixed))
-        predicted = seedvar.power(shift, sigma_all, 2 * k - 2, k, k, v0, alpha)
-        expected, _ = _exact_band(len(x), 2, k, False, draws, alpha, simulations, rng)
-        out.append(SplitRate(k, draws, rate, sentence_rate, power, sentence_power, predicted, expected,
+        predicted = sig.power(shift, sigma_all, 2 * k - 2, k, k, v0, alpha)
+        expected, _, predicted_band = _exact_band(
+            len(x), 2, k, False, draws, alpha, simulations, rng, shift / sigma_all
+        )
+        out.append(SplitRate(k, draws, rate, sentence_rate, power, sentence_power, predicted, predicted_band, expected,
                              float(np.mean(sigmas)), float(np.std(deltas)),
-                             seedvar.standard_error(sigma_all, k, k, v0)))  # fmt: skip
+                             sig.standard_error(sigma_all, k, k, v0)))  # fmt: skip
     return out
 
 
@@ -353,16 +363,20 @@ def to_markdown(cal: Calibration) -> str:
         lines += [
             f"k-vs-k splits (two-row tables of k distinct seeds each), and power for a known shift of {cal.shift:+g} "
             "BLEU added to one side, measured and as the footnotes' variance model predicts (Student t at 2k-2 df, "
-            "SE²(k) = 2σ²/k + v0: σ the row's per-trial seed σ, v0 the k-independent sentence part):",
+            'SE²(k) = 2σ²/k + v0: σ the row\'s per-trial seed σ, v0 the k-independent sentence part); "normal seeds" '
+            "is the 5-95% range of the measured power that as many normal seeds of this σ would give (Student t, no "
+            "sentence part), i.e. how far a measured power may sit from the prediction when the model holds:",
             "",
             "| k | draws | seed-aware: false positives | exact test (5-95%) | sentence-only: false positives "
-            f"| seed-aware: power at {cal.shift:+g} | predicted | sentence-only: power | seed σ | sd of Δ | SE(k) |",
-            "| --: | --: | --: | :-: | --: | --: | --: | --: | --: | --: | --: |",
+            f"| seed-aware: power at {cal.shift:+g} | predicted | normal seeds (5-95%) | sentence-only: power | seed σ "
+            "| sd of Δ | SE(k) |",
+            "| --: | --: | --: | :-: | --: | --: | --: | :-: | --: | --: | --: | --: |",
         ]
         for s in cal.splits:
             lines.append(
                 f"| {s.k} | {s.draws} | {s.rate:.1%} | {_pct(s.expected)} | {s.sentence_rate:.1%} | {s.power:.1%} | "
-                f"{s.predicted:.1%} | {s.sentence_power:.1%} | {s.sigma:.2f} | {s.se:.3f} | {s.se_model:.3f} |"
+                f"{s.predicted:.1%} | {_pct(s.predicted_band)} | {s.sentence_power:.1%} | {s.sigma:.2f} | {s.se:.3f} | "
+                f"{s.se_model:.3f} |"
             )
         lines += [
             "",

@@ -2,7 +2,7 @@
 
 Every table that tested its rows says which test it used, how large a seed moves a run (the
 per-trial seed σ and how it was estimated), how large an effect it could have found (the minimum
-detectable effect at 80% power, :func:`ablate.report.seeds.detectable`), and how many seeds a
+detectable effect at 80% power, :func:`ablate.report.significance.detectable`), and how many seeds a
 row whose Δ was not significant would need. A table whose rows have one seed each claims nothing,
 and says why.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-import ablate.report.seeds as seedvar
+import ablate.report.significance as sig
 from ablate.report.aggregate import Sweep
 from ablate.report.plan import describe_plan, not_compared
 from ablate.report.significance import Comparison, compare_alone, describe, marks_alone, test_splits
@@ -92,8 +92,8 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
     k = int(statistics.median(min(c.seeds) for c in here))
     sentence = statistics.median(c.sentence_fixed for c in here)
     strict = alpha / len(tested)
-    mde = seedvar.detectable(first.sigma, first.sigma_df, k, sentence, strict)
-    loose = seedvar.detectable(first.sigma, first.sigma_df, k, sentence, alpha)
+    mde = sig.detectable(first.sigma, first.sigma_df, k, sentence, strict)
+    loose = sig.detectable(first.sigma, first.sigma_df, k, sentence, alpha)
     notes.append(
         f"Minimum detectable effect at 80% power with {k} seeds per row: {mde:.2f} {label} at Holm's strictest "
         f"level (alpha/{len(tested)}), {loose:.2f} uncorrected; smaller Δs are within this table's noise."
@@ -102,7 +102,7 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
     if unmarked:
         needs = []
         for c in unmarked:
-            n = seedvar.seeds_needed(c.delta, first.sigma, c.sentence_fixed, strict)
+            n = sig.seeds_needed(c.delta, first.sigma, c.sentence_fixed, strict)
             needs.append(f"{c.row} ({c.delta:+.2f}): " + (f"{n:,}" if n is not None else "none (test-set noise)"))
         notes.append(
             f"Seeds per row that a true Δ of the observed size would need (80% power, alpha/{len(tested)}): "

@@ -15,8 +15,7 @@ from typing import Optional
 import numpy as np
 
 from ablate.report.aggregate import Stat, Sweep, stat
-from ablate.report.resampling import bleu_from_stats, sentence_stats
-from ablate.report.significance import bleu_tokenizer, test_splits
+from ablate.report.significance import bleu_from_stats, bleu_tokenizer, sentence_stats, test_splits
 from ablate.report.table import Column
 
 N_BUCKETS = 4

@@ -28,8 +28,7 @@ import pytest
 
 import ablate.report.calibration as calibration
 from ablate.report.api import load
-from ablate.report.resampling import sentence_stats
-from ablate.report.significance import SplitScores, compare_scores, split_scores
+from ablate.report.significance import SplitScores, compare_scores, sentence_stats, split_scores
 
 N_SENTENCES, SEEDS, SAMPLES = 60, 3, 400
 REPEATS = {"same": 100, "equal": 100, "better": 30}
@@ -151,8 +150,10 @@ def test_the_table_test_on_relabelled_real_tables_is_as_sized_as_student_t(calib
     assert len(rates) == 10
     for d in rates:
         # no more liberal than Student t on the same tables' per-trial scores (the test adds the
-        # k-independent sentence part, >= 0)
-        assert d.student - 0.03 <= d.per_comparison <= d.student + 0.005, d
+        # k-independent sentence part, >= 0, and floors σ² at the per-seed sentence variance); with
+        # 4+ df the floor hardly binds and the two agree
+        assert d.per_comparison <= d.student + 0.005, d
+        assert d.df < 4 or d.student - 0.03 <= d.per_comparison, d
         assert d.family_wise <= d.per_comparison * (d.rows - 1) + 1e-9, d  # Holm: any † needs a p < alpha
     two_by_three = next(d for d in rates if (d.rows, d.seeds, d.shared) == (2, 3, True))
     assert not two_by_three.paired and two_by_three.df == 4  # the 4-df within-row fit, not the 2-df paired one

@@ -10,11 +10,10 @@ import pytest
 import sacrebleu
 from scipy import stats as st
 
-import ablate.report.seeds as seedvar
+import ablate.report.significance as sig
 from ablate.report.aggregate import aggregate
 from ablate.report.records import ReportError, collect
-from ablate.report.resampling import bleu_from_stats, sentence_stats
-from ablate.report.significance import SplitScores, against_base, compare, holm
+from ablate.report.significance import SplitScores, against_base, bleu_from_stats, compare, holm, sentence_stats
 
 from tests.helpers.records import SPLITS
 
@@ -124,23 +123,23 @@ def test_no_seed_variance_no_test():
 def test_seed_noise_fit_against_hand_computed_anova():
     # rows A, B x seeds 1, 2: the two-way residual of a 2 x 2 table is the interaction,
     # SS = (x11 - x12 - x21 + x22)^2 / 4 with 1 df; the one-way pooled variance is the mean of the rows'
-    noise = seedvar.fit({"A": {1: 1.0, 2: 3.0}, "B": {1: 2.0, 2: 5.0}})
+    noise = sig.fit_seed_noise({"A": {1: 1.0, 2: 3.0}, "B": {1: 2.0, 2: 5.0}})
     assert noise.paired == pytest.approx(math.sqrt((1 - 3 - 2 + 5) ** 2 / 4)) and noise.paired_df == 1
     assert noise.unpaired == pytest.approx(math.sqrt((2.0 + 4.5) / 2)) and noise.unpaired_df == 2
     # same seed values, but the paired fit's 1 df carries less than the unpaired fit's 2: unpaired
     assert noise.for_rows([1, 2], [2, 1]) == (noise.unpaired, 2, False)
     assert noise.for_rows([1, 2], [3, 4])[2] is False
     rng = np.random.default_rng(3)
-    five_by_three = seedvar.fit({f"r{i}": {s: float(rng.normal()) for s in (1, 2, 3)} for i in range(5)})
+    five_by_three = sig.fit_seed_noise({f"r{i}": {s: float(rng.normal()) for s in (1, 2, 3)} for i in range(5)})
     assert (five_by_three.paired_df, five_by_three.unpaired_df) == (8, 10)
     assert five_by_three.for_rows([1, 2, 3], [3, 2, 1])[1:] == (8, True)  # 8 df of 10: pairing pays
-    assert seedvar.fit({"A": {1: 1.0}, "B": {2: 2.0}}).estimable is False
+    assert sig.fit_seed_noise({"A": {1: 1.0}, "B": {2: 2.0}}).estimable is False
 
 
 def test_seed_test_without_sentence_noise_is_students_t_test():
     a, b = [10.1, 11.3, 9.8], [11.9, 12.4, 11.0]
-    noise = seedvar.fit({"a": dict(zip((1, 2, 3), a)), "b": dict(zip((4, 5, 6), b))})
-    result = seedvar.seed_test(a, b, 0.0, noise.unpaired, noise.unpaired_df, False)
+    noise = sig.fit_seed_noise({"a": dict(zip((1, 2, 3), a)), "b": dict(zip((4, 5, 6), b))})
+    result = sig.seed_test(a, b, 0.0, noise.unpaired, noise.unpaired_df, False)
     reference = st.ttest_ind(b, a, equal_var=True)
     assert result.p_value == pytest.approx(reference.pvalue, rel=1e-9)
     assert result.df == pytest.approx(4)
@@ -159,8 +158,8 @@ def test_seed_test_keeps_its_size_with_few_seeds_and_sentence_noise(k):
     hits = 0
     for _ in range(n):
         a, b = rng.normal(0, sigma, k), rng.normal(math.sqrt(sentence) * rng.normal(), sigma, k)
-        noise = seedvar.fit({"a": dict(enumerate(a)), "b": dict(enumerate(b, start=k))})
-        hits += seedvar.seed_test(list(a), list(b), sentence, noise.unpaired, noise.unpaired_df, False).p_value < 0.05
+        noise = sig.fit_seed_noise({"a": dict(enumerate(a)), "b": dict(enumerate(b, start=k))})
+        hits += sig.seed_test(list(a), list(b), sentence, noise.unpaired, noise.unpaired_df, False).p_value < 0.05
     assert hits / n <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / n)
 
 
@@ -179,7 +178,23 @@ def test_seed_test_keeps_its_size_with_few_seeds_and_sentence_noise(k):
 )
 def test_the_paired_fit_is_used_where_its_df_carry_the_most_information(rows, seeds, paired):
     n = rows * seeds
-    assert seedvar.use_paired(n - (rows + seeds - 1), n - rows) is paired
+    assert sig.use_paired(n - (rows + seeds - 1), n - rows) is paired
+
+
+def test_a_seed_sigma_below_what_the_sentence_bootstrap_puts_inside_it_is_floored():
+    # Two rows of two seeds whose per-trial BLEUs happen to agree within 0.01 while each trial's own
+    # bootstrap says its seed x sentence interaction alone moves it by sd 0.5: σ̂ (2 df) is known to
+    # be too small, and Δ 0.5 is one SE, not 70.
+    rng = np.random.default_rng(3)
+    shared = rng.normal(0, 0.05, 4000)
+    bleu = {"a": [10.0, 10.01], "b": [10.5, 10.51]}
+    boot = {r: [x + shared + rng.normal(0, 0.5, 4000) for x in v] for r, v in bleu.items()}
+    scores = SplitScores.of_values("t", bleu, boot, {"a": ["1", "2"], "b": ["3", "4"]})
+    c = scores.compare("a", "b")
+    assert scores.noise.unpaired == pytest.approx(0.00707, rel=0.01)  # the 2-df estimate
+    assert c.sigma == pytest.approx(0.5, rel=0.05) and c.sigma_df == 2 and c.sigma_floored
+    assert 0.3 < c.p_value < 0.6
+    assert sig.floored(0.7, 0.25) == 0.7 and sig.floored(None, 0.25) is None
 
 
 def test_the_per_seed_part_of_the_bootstrap_variance_is_split_off_once():
@@ -187,11 +202,11 @@ def test_the_per_seed_part_of_the_bootstrap_variance_is_split_off_once():
     rng = np.random.default_rng(0)
     shared = {r: rng.normal(0, 0.1, 20000) for r in "ab"}
     boots = {r: [shared[r] + rng.normal(0, math.sqrt(0.12), 20000) for _ in range(4)] for r in "ab"}
-    s = seedvar.per_seed_sentence_var(boots)
+    s = sig.per_seed_sentence_var(boots)
     assert s == pytest.approx(0.12, rel=0.05)
     v = float(np.var(np.mean(boots["b"], 0) - np.mean(boots["a"], 0), ddof=1))  # 0.02 + 0.12 * (1/4 + 1/4)
-    assert seedvar.sentence_split(v, s, 4, 4) == pytest.approx(0.02, abs=0.004)
-    assert seedvar.per_seed_sentence_var({"a": [shared["a"]]}) == 0.0  # one seed: nothing to split
+    assert sig.sentence_split(v, s, 4, 4) == pytest.approx(0.02, abs=0.004)
+    assert sig.per_seed_sentence_var({"a": [shared["a"]]}) == 0.0  # one seed: nothing to split
 
 
 def test_predicted_power_matches_a_simulated_t_test():
@@ -199,7 +214,7 @@ def test_predicted_power_matches_a_simulated_t_test():
     sigma, k, delta, n = 0.7, 3, 1.5, 4000
     a, b = rng.normal(0, sigma, (n, k)), rng.normal(delta, sigma, (n, k))
     simulated = float(np.mean(st.ttest_ind(b, a, axis=1).pvalue < 0.05))
-    assert seedvar.power(delta, sigma, 2 * k - 2, k, k, 0.0, 0.05) == pytest.approx(simulated, abs=0.02)
+    assert sig.power(delta, sigma, 2 * k - 2, k, k, 0.0, 0.05) == pytest.approx(simulated, abs=0.02)
 
 
 def test_seeds_needed_counts_the_sentence_variance_once():
@@ -207,21 +222,21 @@ def test_seeds_needed_counts_the_sentence_variance_once():
     # v = 0.0286 is almost all per-seed part (s = 0.0395 per trial: 0.0263 of a 3-vs-3 Δ). The old
     # formula held all of v fixed as k grows and asked for 61 seeds; the k-independent part alone, ~18.
     sigma, v, s, alpha = 0.555, 0.0286, 0.0395, 0.005
-    fixed = seedvar.sentence_split(v, s, 3, 3)
-    assert 12 <= seedvar.seeds_needed(-0.75, sigma, fixed, alpha) <= 22
-    assert seedvar.seeds_needed(-0.75, sigma, v, alpha) > 40  # the double-counting formula
+    fixed = sig.sentence_split(v, s, 3, 3)
+    assert 12 <= sig.seeds_needed(-0.75, sigma, fixed, alpha) <= 22
+    assert sig.seeds_needed(-0.75, sigma, v, alpha) > 40  # the double-counting formula
 
 
 def test_detectable_effect_and_seeds_needed_agree():
     sigma, sentence = 0.7, 0.04
     for k in (2, 3, 5, 10):
-        mde = seedvar.detectable(sigma, 10_000, k, sentence, 0.05)
+        mde = sig.detectable(sigma, 10_000, k, sentence, 0.05)
         assert mde == pytest.approx(
             (st.norm.ppf(0.975) + st.norm.ppf(0.8)) * math.sqrt(2 * sigma**2 / k + sentence), rel=1e-3
         )
-        assert seedvar.seeds_needed(mde * 1.0001, sigma, sentence, 0.05) in (k, k + 1) or k == 2
-    assert seedvar.seeds_needed(0.1, sigma, sentence, 0.05) is None  # the test set alone hides 0.1 BLEU
-    assert seedvar.seeds_needed(0.5, sigma, 0.0, 0.05) == math.ceil(2 * sigma**2 * (2.8016 / 0.5) ** 2 - 1e-9)
+        assert sig.seeds_needed(mde * 1.0001, sigma, sentence, 0.05) in (k, k + 1) or k == 2
+    assert sig.seeds_needed(0.1, sigma, sentence, 0.05) is None  # the test set alone hides 0.1 BLEU
+    assert sig.seeds_needed(0.5, sigma, 0.0, 0.05) == math.ceil(2 * sigma**2 * (2.8016 / 0.5) ** 2 - 1e-9)
 
 
 def test_per_seed_deltas_pair_by_seed_and_flag_disagreement():
