@@ -21,6 +21,7 @@ EXPECTED = {
     "table3": 57,
     "table3-cpu": 38,
     "calibration-cpu": 16,
+    "calibration-cpu-17-32": 16,
     "table3-budget-cpu": 12,
     "mission-budget-cpu": 9,
     "defaults-cpu": 4,
