@@ -83,11 +83,17 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
     first = here[0]
     how = "a row + seed fit" if first.paired else "the pooled within-row spread"
     trials = sum(len(r.trials) for r in sweep.rows)
+    paired = "; rows trained with the same seed values are compared seed-paired" if first.paired else ""
+    floor = (
+        f", floored at the per-seed sentence variance the bootstrap puts inside it (the {first.sigma_df}-df "
+        "estimate came out below it)"
+        if first.sigma_floored
+        else ""
+    )
     notes = [
         f"Seed σ ({split}): {first.sigma:.2f} {label} per trial, from {how} over the table's {trials} trials "
-        f"({first.sigma_df} df; rows trained with the same seed values are compared seed-paired), added to the "
-        f"test-sentence bootstrap variance of each Δ; 95% CIs of every Δ in `--format csv`, `--per-seed` and "
-        f"`ablate plot` (delta_ci.png)."
+        f"({first.sigma_df} df{paired}){floor}, added to the test-sentence bootstrap variance of each Δ; 95% CIs "
+        f"of every Δ in `--format csv`, `--per-seed` and `ablate plot` (delta_ci.png)."
     ]
     k = int(statistics.median(min(c.seeds) for c in here))
     sentence = statistics.median(c.sentence_fixed for c in here)
