@@ -417,6 +417,13 @@ class RunSummary:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:  # missing, bad UTF-8, not JSON
             raise UnreadableRecord(f"unreadable {path.name}: {str(err).splitlines()[0]}") from None
+        except RecursionError:  # a planted file nested deeper than the parser can follow
+            data = None
+            deep = True
+        else:
+            deep = nesting_depth(data) > MAX_DEPTH  # checked before anything walks it recursively
+        if deep:
+            raise UnreadableRecord(f"unreadable {path.name}: nested more than {MAX_DEPTH} levels deep")
         return cls.from_json(data, strict=strict, where=path.name)
 
     @classmethod
@@ -454,6 +461,23 @@ BOUNDED = {
 """Ranges of the scores by key suffix; every other metric must be finite and within :data:`LIMIT`."""
 NUMERIC = ("params", "step", "epoch", "wall_time_s", "cpu_time_s")
 """Summary keys without a ``/`` that are numbers when present."""
+
+
+MAX_DEPTH = 100
+"""Deepest nesting of lists and mappings a record may hold (a real summary.json nests 4 levels)."""
+
+
+def nesting_depth(value: Any) -> int:
+    """How deeply lists and mappings nest in ``value`` (a scalar: 0), found without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _kind(value: Any) -> str:

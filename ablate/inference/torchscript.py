@@ -42,6 +42,7 @@ from ablate.config import to_dict
 from ablate.errors import AblateError, did_you_mean
 from ablate.inference.translate import LoadedRun
 from ablate.model.decoding import greedy
+from ablate.utils import io
 from ablate.utils.warning_filters import jit_export
 
 FORMATS = ("torchscript",)
@@ -350,6 +351,7 @@ def export(run: LoadedRun, out: Path) -> Path:
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+        os.fchmod(fd, io.plain_mode())  # mkstemp makes 0600; every other output follows the umask
         os.close(fd)
         torch.jit.save(scripted, tmp, _extra_files=files)
         os.replace(tmp, out)

@@ -315,6 +315,7 @@ def check_parameters(parameters: dict[str, Any], where: str) -> None:
             )
         if name == VARIANT:
             check_variants(param, where)
+            check_variants_fix_no_axis(param, parameters, where)
         elif name == COMPARISONS:
             if "value" not in param:
                 raise SweepError(
@@ -349,6 +350,27 @@ def check_variants(param: dict[str, Any], where: str) -> None:
         for key in variant_overrides(value):
             if key not in keys and not is_key(key):
                 raise SweepError(f"{where}: {label} ({name}): {_unknown(key, keys)}")
+
+
+def check_variants_fix_no_axis(param: dict[str, Any], parameters: dict[str, Any], where: str) -> None:
+    """No variant sets a parameter the sweep varies: the variant applies last, so its trials along that
+    axis would be identical replicates (``{name: fixed, seed: 7}`` with ``seed: {values: [1, 2]}``)."""
+    axes = {
+        n
+        for n, p in parameters.items()
+        if n not in RESERVED and isinstance(p, dict) and (REPEAT in p or (_searched(p) and not _single_choice(p)))
+    }
+    for i, value in enumerate(param["values"]):
+        for key in sorted(axes & set(variant_overrides(value))):
+            raise SweepError(
+                f"{where}: parameters.{VARIANT}.values[{i}] ({variant_name(value)}) sets {key}, which the sweep varies "
+                f"(parameters.{key}): its trials would be identical replicates; drop {key} from the variant "
+                f"or make parameters.{key} one value"
+            )
+
+
+def _searched(param: dict[str, Any]) -> bool:
+    return any(k in param for k in _SEARCHABLE)
 
 
 def check_base(param: dict[str, Any], parameters: dict[str, Any], where: str) -> None:

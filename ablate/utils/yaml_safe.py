@@ -1,4 +1,4 @@
-"""YAML that a hostile or careless file cannot abuse: no alias bombs, no duplicate keys.
+"""YAML that a hostile or careless file cannot abuse: no alias bombs, no duplicate keys, no deep nesting.
 
 ``yaml.safe_load`` accepts both: aliases that expand exponentially (a 1 KB file that becomes
 gigabytes when its keys are flattened or its values enumerated) and a key given twice (the
@@ -16,6 +16,8 @@ from ablate.errors import AblateError
 
 MAX_NODES = 100_000
 """Most nodes a document may expand to once aliases are followed (real configs have < 1,000)."""
+MAX_DEPTH = 100
+"""Deepest nesting of lists and mappings a document may hold (real configs and sweep files: < 10)."""
 
 
 class YAMLRefused(AblateError):
@@ -69,13 +71,31 @@ def _check_size(root: yaml.Node, limit: int) -> None:
     size(root)
 
 
+def _check_depth(text: str, limit: int) -> None:
+    """Refuse a document nested more than ``limit`` deep, reading its events (PyYAML's parser does not
+    recurse; its composer and constructor do, and a deep document would exhaust Python's stack)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > limit:
+                raise YAMLRefused(
+                    f"line {event.start_mark.line + 1}: lists and mappings nest more than {limit} levels deep here; "
+                    "flatten them"
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def load(text: str, limit: int = MAX_NODES) -> Any:
     """Parse one YAML document like ``yaml.safe_load``, refusing alias bombs and duplicate keys.
 
     Raises:
         yaml.YAMLError: malformed YAML (with its marks).
-        YAMLRefused: a duplicate key or an alias bomb, the message starting with ``line N:``.
+        YAMLRefused: a duplicate key, an alias bomb or nesting past :data:`MAX_DEPTH`, the message
+            starting with ``line N:``.
     """
+    _check_depth(text, MAX_DEPTH)
     loader = _StrictLoader(text)
     try:
         node = loader.get_single_node()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -50,6 +51,7 @@ STANDALONE = (
     BLOCK_ABLATE
     + r"""
 import json
+import os
 import torch
 from tokenizers import Tokenizer
 
@@ -263,3 +265,14 @@ def test_a_part_that_is_not_tensors_is_named():
     run.module.model = _Stringy()
     with pytest.raises(ExportError, match=r"cannot export the encoder's output\['name'\]: a str"):
         script(run)
+
+
+def test_the_exported_file_follows_the_umask(tmp_path):
+    from ablate.inference.torchscript import export
+
+    old = os.umask(0o022)
+    try:
+        out = export(_untrained(), tmp_path / "model.pt")
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == 0o644  # mkstemp alone gave 0600

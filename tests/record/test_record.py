@@ -178,3 +178,18 @@ def test_a_registered_metric_is_a_column_and_a_clash_is_refused(monkeypatch):
         register_column(Metric("val/bleu", "BLEU again"), "bleu_again")
     with pytest.raises(RecordError, match="metric place 'middle'"):
         register_column(Metric("val/x", "x", place="middle"))
+
+
+@pytest.mark.parametrize("depth", [200_000, 600])
+def test_a_summary_nested_deep_is_an_unreadable_trial_not_a_recursion_error(tmp_path, depth):
+    from ablate.report.records import collect
+
+    from tests.helpers.records import write_trial
+
+    write_trial(tmp_path, "ok", {"status": "finished", "val/bleu": 1.0, "config": {"seed": 1}})
+    (tmp_path / "deep").mkdir()
+    deep = '{"a": ' * depth + "1" + "}" * depth  # 600: parsed, then flattening the config recursed too deep
+    (tmp_path / "deep" / "summary.json").write_text('{"status": "finished", "val/bleu": 1.0, "config": ' + deep + "}")
+    trials = {t.name: t for t in collect(str(tmp_path))}  # raised RecursionError, aborting the whole table
+    assert trials["deep"].status == "failed" and "nested more than 100 levels deep" in trials["deep"].error
+    assert trials["ok"].finished

@@ -210,6 +210,10 @@ BAD = [
     ),
     ("- a\n- b\n", "must hold a W&B sweep configuration"),
     ("method: grid\nparameters: {seed: {distribution: normal}}\n", "Parameter seed is a disallowed type with grid"),
+    (
+        "method: grid\nparameters: {seed: {values: [1, 2]}, variant: {values: [base, {name: fixed, seed: 7}]}}\n",
+        "values[1] (fixed) sets seed, which the sweep varies (parameters.seed): its trials would be identical replicates",
+    ),
 ]
 
 
@@ -258,3 +262,30 @@ def test_a_long_grid_value_gives_a_bounded_stable_folder_name():
     names = [trial_name(spec, p, set()) for p in expand(spec)]
     assert all(len(n) <= 120 for n in names) and len(set(names)) == 2
     assert names == [trial_name(spec, p, set()) for p in expand(spec)]  # the same point, the same name
+
+
+def test_a_variant_fixing_a_swept_key_is_refused_by_a_dry_run_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from ablate.cli import app
+
+    path = tmp_path / "clash.yaml"
+    path.write_text(
+        "method: grid\nparameters:\n  seed: {values: [1, 2]}\n  variant: {values: [{name: fixed, seed: 7}]}\n"
+    )
+    result = CliRunner().invoke(app, ["sweep", "run", str(path), "--dry-run", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output  # it planned fixed-seed=1 and fixed-seed=2, both seed 7, rc 0
+    assert "identical replicates" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_sweep_file_nested_5000_deep_is_one_line_not_a_traceback(tmp_path):
+    from typer.testing import CliRunner
+
+    from ablate.cli import app
+
+    path = tmp_path / "deep.yaml"
+    path.write_text("method: grid\nparameters:\n  seed: {values: " + "[" * 5000 + "1" + "]" * 5000 + "}\n")
+    result = CliRunner().invoke(app, ["sweep", "run", str(path), "--dry-run", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output  # was a RecursionError traceback, exit 1
+    assert "line 3: lists and mappings nest more than 100 levels deep" in result.output
+    assert len(result.output.strip().splitlines()) == 1
