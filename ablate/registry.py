@@ -12,9 +12,10 @@ as a shipped one::
     class CosineScore(Score):
         def __init__(self, d_k, heads, cfg, *, temperature: float = 10.0): ...
 
-A component's hyperparameters are its typed keyword-only constructor (or function) parameters;
-``model.attention.params.temperature=5`` (``model.positions_params.*`` for positions) reaches it
-as a keyword, checked by :func:`check_params` when the config is validated.
+A component's hyperparameters are its typed constructor (or function) parameters after the ones
+every member of its family takes (:data:`BUILD_ARGS`), keyword-only or written the plain Python
+way; ``model.attention.params.temperature=5`` (``model.positions_params.*`` for positions) reaches
+it as a keyword, checked by :func:`check_params` when the config is validated.
 
 This module imports no torch: the families' modules are imported by name when first needed, and a
 config naming only shipped components is checked against ``components.json``, written from these
@@ -44,6 +45,13 @@ KINDS: dict[str, tuple[str, str]] = {
     "metric": ("ablate.metrics.registry", "METRIC_SCORERS"),
 }
 """Kind -> (module, name) of its registry dict; the module holds the shipped components."""
+
+BUILD_ARGS: dict[str, tuple[str, ...]] = {
+    "score": ("d_k", "heads", "cfg"),
+    "positions": ("d_model", "d_k", "heads", "max_positions"),
+}
+"""The positional arguments the builder of a kind passes to every component; the parameters after them
+are the component's hyperparameters. A kind not listed declares its hyperparameters keyword-only."""
 
 RESERVED: dict[str, tuple[str, ...]] = {"score": ("none",), "schedule": ("inverse_sqrt",)}
 """Names a kind handles outside its registry (``score=none``: the RNN without attention)."""
@@ -131,12 +139,14 @@ def _declared(kind: str, name: str) -> Optional[dict[str, tuple[Any, Any]]]:
                 for param, e in entries.items()
             }
     obj = lookup(kind, name)
-    return None if obj is None else declared_params(obj)
+    return None if obj is None else declared_params(obj, kind)
 
 
-def declared_params(obj: Any) -> dict[str, tuple[Any, Any]]:
-    """A component's hyperparameters: keyword-only parameter -> ``(annotation, default)``.
+def declared_params(obj: Any, kind: str = "") -> dict[str, tuple[Any, Any]]:
+    """A component's hyperparameters: parameter -> ``(annotation, default)``.
 
+    Its keyword-only parameters, and for a kind of :data:`BUILD_ARGS` also the positional-or-keyword
+    ones after the arguments the builder passes (``def __init__(self, d_k, heads, cfg, temperature=10.0)``).
     ``inspect.Parameter.empty`` marks a parameter without a default (it must be set) and one
     without an annotation (any value).
     """
@@ -149,10 +159,17 @@ def declared_params(obj: Any) -> dict[str, tuple[Any, Any]]:
         hints = typing.get_type_hints(target)
     except Exception:  # noqa: BLE001 - an unresolvable annotation: accept any value
         hints = {}
+    positional = [
+        name
+        for name, p in signature.parameters.items()
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    skip = positional[: (1 if inspect.isclass(obj) else 0) + len(BUILD_ARGS.get(kind, positional))]  # self too
     return {
         name: (hints.get(name, p.annotation), p.default)
         for name, p in signature.parameters.items()
         if p.kind is inspect.Parameter.KEYWORD_ONLY
+        or (p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and name not in skip)
     }
 
 

@@ -12,6 +12,8 @@ from torch import nn
 from ablate.model.positions import POSITIONS
 from ablate.model.scores import SCORES
 
+from tests.helpers.model import WITH_EVERY_WEIGHT
+
 GRID = [(s, sc, p) for s in SCORES for sc in (True, False) for p in POSITIONS]
 IDS = [f"{s}-{'scaled' if sc else 'unscaled'}-{p}" for s, sc, p in GRID]
 
@@ -76,7 +78,9 @@ def test_a_source_without_padding_needs_no_mask(make_model, random_batch, score,
 @pytest.mark.parametrize("positions", list(POSITIONS))
 @pytest.mark.parametrize("score", list(SCORES))
 def test_every_parameter_gets_a_gradient(make_model, random_batch, score, positions):
-    model = make_model(score, True, positions, tie_embeddings=False, attention={"bandwidth": True}).train()
+    model = make_model(
+        score, True, positions, tie_embeddings=False, attention={"params": WITH_EVERY_WEIGHT.get(score, {})}
+    ).train()
     src, tgt = random_batch()
     model(src, tgt).logsumexp(-1).sum().backward()
     missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
