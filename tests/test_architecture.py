@@ -295,15 +295,23 @@ def test_plot_writes_vector_figures(fmt, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
-def test_importing_ablate_before_torch_makes_idle_threads_sleep_unless_the_user_chose(preset, expected):
-    """``import ablate`` sets ``OMP_WAIT_POLICY=PASSIVE`` (idle OpenMP threads sleep); an explicit value wins."""
+@pytest.mark.parametrize(
+    "probe, preset, expected",
+    [
+        ("import ablate, ablate.config, ablate.registry", None, "unset"),
+        ("import ablate.cli", None, "PASSIVE"),
+        ("import ablate.cli", "ACTIVE", "ACTIVE"),
+    ],
+)
+def test_only_the_command_line_makes_idle_threads_sleep_unless_the_user_chose(probe, preset, expected):
+    """``import ablate`` (a notebook's) leaves the environment alone; the command line sets
+    ``OMP_WAIT_POLICY=PASSIVE`` before torch loads; an explicit value wins."""
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     if preset:
         env["OMP_WAIT_POLICY"] = preset
     env["PYTHONPATH"] = str(ROOT)
-    probe = "import os, ablate, torch; torch.ones(1); print(os.environ['OMP_WAIT_POLICY'])"
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    code = f"import os; {probe}; print(os.environ.get('OMP_WAIT_POLICY', 'unset'))"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == expected
 
 
