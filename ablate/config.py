@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from ablate.config_checks import FAULTS, check_budget, head_dims, validate  # noqa: F401 - re-exported
 from ablate.errors import did_you_mean
-from ablate.registry import check_params
+from ablate.registry import check_params, resolve
 from ablate.utils import plugins as plugin_loader
 from ablate.utils.fields import describe_fields, field_types, leaf_keys, to_dict  # noqa: F401 - to_dict re-exported
 from ablate.utils.typed import ConfigError, OneOf, coerce, flatten, nest, parse_override, read_yaml, type_name  # noqa: F401 - re-exported
@@ -314,17 +314,34 @@ def _build(cls: Any, values: dict[str, Any], prefix: str = "") -> Any:
     return cls(**kwargs)
 
 
+SELECTORS: dict[str, str] = {
+    "model.attention.score": "score",
+    "model.attention.cross_score": "score",
+    "model.positions": "positions",
+    "model.arch": "arch",
+    "train.schedule": "schedule",
+    "eval.length_penalty": "length_penalty",
+}
+"""Keys that select a registered component, by the kind of component they select."""
+
+
 def from_flat(flat: dict[str, Any], base: str | Path | None = None, trust: plugin_loader.Trust = "import") -> Config:
     """Build and validate a :class:`Config` from dotted keys (missing keys keep defaults).
 
     The ``plugins`` are imported first, relative files read against ``base`` (default: the working
-    directory); the config records what was imported (:mod:`ablate.utils.plugins`). ``trust`` says
+    directory); the config records what was imported (:mod:`ablate.utils.plugins`). A component name
+    that a listed plugin registered beside a shipped one selects the plugin's (``cosine`` becomes
+    ``cosine:cosine``; :func:`ablate.registry.register`). ``trust`` says
     whose config it is: ``import`` (the user's), ``recorded`` (a folder's record: only plugins the
     user vouched for are imported, others refused) or ``never`` (a reader: none is imported, so a
     component only a plugin registers fails validation with a ConfigError).
     """
     flat = renamed_keys(flat)
     flat["plugins"] = plugin_loader.load(flat.get("plugins"), Path(base) if base is not None else None, trust)
+    modules = [str(record.get("name", "")).split(":")[0] for record in flat["plugins"]]
+    for key, kind in SELECTORS.items():
+        if isinstance(flat.get(key), str):
+            flat[key] = resolve(kind, flat[key], modules)
     cfg = _build(Config, nest(flat))
     cfg = _with_params(cfg)
     validate(cfg)

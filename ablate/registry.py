@@ -80,15 +80,25 @@ def _check_kind(kind: str) -> str:
     return kind
 
 
-def register(kind: str, name: str) -> Callable[[T], T]:
+def register(kind: str, name: str, *, override: bool = False) -> Callable[[T], T]:
     """Class or function decorator: ``obj`` becomes the ``kind`` component called ``name``.
+
+    A plugin may take a name ablate ships (say ablate later ships the plugin's ``cosine``) by one of
+    two explicit rules, so a saved config keeps meaning what it meant:
+
+    * ``override=True``: the plugin's component replaces the shipped one in this process;
+    * otherwise it is registered as ``<plugin module>:<name>`` (``cosine:cosine``) beside the shipped
+      one, and a config that lists the plugin and selects ``name`` gets the plugin's (its resolved
+      config records ``cosine:cosine``; :func:`resolve`); a config that does not list it gets ablate's.
 
     Args:
         kind: one of :data:`KINDS` (score, positions, arch, schedule, length_penalty, source, metric).
         name: what the config selects it by (``model.attention.score=<name>``).
+        override: replace a shipped component of the same name (see above).
 
     Raises:
-        RegistryError: an unknown kind, a malformed name, or a name another component holds.
+        RegistryError: an unknown kind, a malformed name, or a name another plugin (or, for ablate's
+            own code, another of ablate's components) holds.
     """
     _check_kind(kind)
     if not isinstance(name, str) or not _NAME.match(name):
@@ -100,14 +110,35 @@ def register(kind: str, name: str) -> Callable[[T], T]:
         importlib.import_module(KINDS[kind][0])  # the shipped components first, so a clash is seen
         entries = _TABLES[kind]
         old = entries.get(name)
-        if old is not None and old is not obj and _where(old) != _where(obj):
+        if old is None or old is obj or _where(old) == _where(obj) or override:
+            entries[name] = obj
+        elif _shipped(old) and not _shipped(obj):
+            module = getattr(obj, "__module__", "?")
+            entries[f"{module}:{name}"] = obj
+            _SHADOWED.setdefault((kind, name), {})[module] = f"{module}:{name}"
+        else:
             raise RegistryError(
                 f"{kind} '{name}' is already registered by {_where(old)}; register {_where(obj)} under another name"
             )
-        entries[name] = obj
         return obj
 
     return decorate
+
+
+_SHADOWED: dict[tuple[str, str], dict[str, str]] = {}
+"""(kind, shipped name) -> {plugin module: the name its component is registered under}."""
+
+
+def _shipped(obj: Any) -> bool:
+    return str(getattr(obj, "__module__", "")).split(".")[0] == "ablate"
+
+
+def resolve(kind: str, name: str, modules: list[str]) -> str:
+    """The name ``name`` selects in a config whose plugins are ``modules``: the plugin's namespaced one
+    where a listed plugin registered ``name`` beside a shipped component (:func:`register`), else ``name``."""
+    shadows = _SHADOWED.get((kind, name), {})
+    listed = [shadows[m] for m in modules if m in shadows]
+    return listed[-1] if listed else name
 
 
 def _where(obj: Any) -> str:

@@ -8,7 +8,7 @@ import torch
 from ablate.config import AttentionConfig
 from ablate.model.scores import SCORES, AdditiveScore, ScoreError, build_score
 
-from tests.helpers.model import WITH_EVERY_WEIGHT, every_weight
+from tests.helpers.model import WITH_EVERY_WEIGHT
 
 B, H, TQ, TK, D = 2, 3, 5, 7, 4
 
@@ -52,28 +52,6 @@ def test_score_matches_naive_reference(name, bandwidth):
     out = score(q, score.prepare_keys(k))
     assert out.shape == (B, H, TQ, TK)
     torch.testing.assert_close(out, _naive(score, q, k), atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("name", list(SCORES))
-def test_prepare_keys_is_per_position(name):
-    """Prepared keys of a prefix are a prefix of the prepared keys: caches may append."""
-    score = build_score(name, D, H, AttentionConfig())
-    _, k = _qk()
-    torch.testing.assert_close(score.prepare_keys(k)[:, :, :3], score.prepare_keys(k[:, :, :3]))
-
-
-@pytest.mark.parametrize("name", list(SCORES))
-def test_dot_form_gives_the_same_softmax(name):
-    """as_dot (q', k', bias) must reproduce the score up to a per-query constant."""
-    score = build_score(name, D, H, every_weight(name))
-    q, k = _qk(1)
-    keys = score.prepare_keys(k)
-    form = score.as_dot(q, keys)
-    if form is None:
-        pytest.skip(f"{name} has no dot-product form (slow path only)")
-    q2, k2, bias = form
-    via_dot = q2 @ k2.transpose(-1, -2) + (0 if bias is None else bias)
-    torch.testing.assert_close(via_dot.softmax(-1), score(q, keys).softmax(-1), atol=1e-5, rtol=1e-5)
 
 
 def test_additive_has_no_dot_form():
