@@ -126,8 +126,6 @@ def test_the_run_record_imports_only_errors_and_utils():
 
 # Where a status word is another system's vocabulary, not a run's status (module -> literals).
 FOREIGN_WORDS = {
-    "ablate.bench.gpu_runs": {"failed"},  # pytest's JUnit outcome counts: passed / failed / error / skipped
-    "ablate.bench.gpu_check": {"failed"},  # the same counts, read back
     "ablate.report.wandb_records": {"finished", "failed", "running", "pending"},  # W&B run states, mapped to ours
     "ablate.sweep.search": {"finished", "failed", "running"},  # the W&B sweeps engine's run states
 }
@@ -331,8 +329,6 @@ MAX_FUNCTION_LINES = 60
 """A function's body (docstring and signature not counted) fits on a screen; longer ones say why below."""
 
 LONG_FUNCTIONS: dict[str, str] = {
-    "bench/gpu_stages.py:stage_training": "the GPU check's timed training stage: build, warm up and time each "
-    "variant in one child process; splitting it needs a GPU run to re-measure, which CI has not",
     "utils/typed.py:coerce": "one dispatch over the type forms a config field can have (Literal, Optional, Union, "
     "tuple, list, dict, dataclass), a few lines each; split, the recursion would hop between functions",
     "report/plots.py:bleu_bars_figure": "one matplotlib figure drawn top to bottom; its parts share the axes",
