@@ -6,6 +6,7 @@ import ast
 import importlib
 import inspect
 import os
+import re
 import subprocess
 import sys
 import typing
@@ -311,6 +312,19 @@ def test_only_the_command_line_makes_idle_threads_sleep_unless_the_user_chose(pr
     code = f"import os; {probe}; print(os.environ.get('OMP_WAIT_POLICY', 'unset'))"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == expected
+
+
+def test_test_docstrings_say_what_they_pin_not_which_issue_asked():
+    """A test's docstring is its specification; an issue number means nothing to a reader of the code."""
+    cited = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef)))]
+        for node in nodes:
+            doc = ast.get_docstring(node) or ""
+            if re.search(r"\b[Ii]ssue \d+", doc):
+                cited.append(f"{path.relative_to(ROOT)}:{getattr(node, 'name', '<module>')}")
+    assert not cited, f"say what behaviour these pin instead of which issue asked: {cited}"
 
 
 def test_the_tests_mirror_the_package():

@@ -1,4 +1,4 @@
-"""``wandb sweep FILE && wandb agent ID`` runs the shipped sweep files (issue 13, item 2)."""
+"""``wandb sweep FILE && wandb agent ID`` runs the shipped sweep files."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The W&B config of a run equals its resolved config, whatever started it (issue 13, item 1).
+"""The W&B config of a run equals its resolved config, whatever started it.
 
 W&B's agent locks every key the sweep sets; a Table 3 variant ``{name: A-heads1,
 model.heads: 1}`` over the sweep's ``model.heads: {value: 8}`` used to show 8. Each launch path is

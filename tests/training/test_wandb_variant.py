@@ -1,4 +1,4 @@
-"""Every W&B run carries a top-level ``variant`` name, whatever started it (issue 25, item 1).
+"""Every W&B run carries a top-level ``variant`` name, whatever started it.
 
 W&B Report panels and dashboards group by ``config.variant``. A local or SLURM trial used to hold
 the name only under ``tracking.variant``; a W&B agent's run held the sweep's whole mapping
