@@ -60,7 +60,7 @@ def _recorded(run_dir: Path) -> dict:
 
 
 def _assert_resolved(run, overrides: list[str]) -> None:
-    from ablate.sweep.command import expand_variant
+    from ablate.sweep.wandb_command import expand_variant
 
     resolved = flatten(to_dict(load_config(None, expand_variant(overrides))))
     assert run.config["model.heads"] == 1  # the variant's value, not the base's 8
