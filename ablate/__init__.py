@@ -1,14 +1,5 @@
 """ablate: which part of the Transformer matters, and what does it cost?"""
 
-import os
-
-# Idle OpenMP threads sleep instead of spinning. Where cores are shared (parallel trials, other
-# programs), spinning threads burn the time slices the working ones need: on a loaded 2-core
-# machine, torch with 2 threads trained 3 steps in 48 s while spinning and 45 while sleeping
-# (docs/sweeps.md, "Budgets and a busy machine"). OpenMP reads this once, when torch loads it, so it is
-# set on import, before torch; an explicit OMP_WAIT_POLICY wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 # The public names, resolved on first use so that `import ablate` stays cheap (no torch, no YAML):
 # the Python API (ablate/api.py), the callable sweep package (ablate/sweep/__init__.py) and
 # ``@ablate.register(kind, name)`` for plugins (ablate/registry.py).

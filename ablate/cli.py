@@ -7,6 +7,14 @@ messages to the ``ablate`` logger on stderr (:mod:`ablate.utils.logs`, ``-q`` / 
 
 from __future__ import annotations
 
+import os
+
+# The command line, not `import ablate`, lets idle OpenMP threads sleep instead of spin: where cores are
+# shared (parallel trials, other programs) spinning threads burn the time slices the working ones need
+# (measured in docs/sweeps.md, "Budgets and a busy machine"). OpenMP reads it once, when torch loads, so
+# it is set before this module imports anything that may import torch; an explicit OMP_WAIT_POLICY wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, List, Optional
@@ -90,7 +98,7 @@ def train(
     import yaml
 
     from ablate.config import load_config, to_dict
-    from ablate.sweep.command import expand_variant
+    from ablate.sweep.wandb_command import expand_variant
 
     cfg = load_config(config, expand_variant(overrides or []))  # a W&B sweep agent passes `variant=...`
     if print_config:

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from ablate.config_checks import FAULTS, check_budget, head_dims, validate  # noqa: F401 - re-exported
 from ablate.errors import did_you_mean
-from ablate.registry import check_params
+from ablate.registry import check_params, resolve
 from ablate.utils import plugins as plugin_loader
 from ablate.utils.fields import describe_fields, field_types, leaf_keys, to_dict  # noqa: F401 - to_dict re-exported
 from ablate.utils.typed import ConfigError, OneOf, coerce, flatten, nest, parse_override, read_yaml, type_name  # noqa: F401 - re-exported
@@ -70,9 +70,9 @@ class AttentionConfig:
     """Attention score: dot-product, additive (Bahdanau et al. 2015), general (bilinear), gaussian (kernel),
     or one a plugin registers; ``none``: the RNN without attention."""
     params: dict[str, Any] = field(default_factory=dict)
-    """Hyperparameters of ``score``, e.g. ``model.attention.params.temperature=5``: keyword arguments of its
-    constructor, checked against the keyword-only parameters it declares (a different ``cross_score`` gets
-    none)."""
+    """Hyperparameters of ``score``, e.g. ``model.attention.params.bandwidth=true`` (gaussian) or
+    ``model.attention.params.chunk_mb=16`` (additive): keyword arguments of its constructor, checked against
+    the parameters it declares after the ones every score takes (a different ``cross_score`` gets none)."""
     scale: Union[Literal["auto"], bool, float] = "auto"
     """Factor on the scores. ``auto``: what the score's paper uses (``Score.paper_scale``): 1/sqrt(d_k)
     for the dot-product family (dot, general, gaussian; Vaswani et al. 2017, sec. 3.2.1), none for
@@ -80,10 +80,6 @@ class AttentionConfig:
     a number: that factor. ``true``/``false``/numbers are for scoring x scaling grids."""
     cross_score: Optional[Score] = None
     """Score for encoder-decoder attention only (defaults to ``score``)."""
-    bandwidth: bool = False
-    """``gaussian`` only: learn a per-head bandwidth w (parametric attention pooling)."""
-    chunk_mb: float = 64.0
-    """``additive`` only: memory budget of one query chunk of the (B, H, Tq, Tk, d) tensor."""
 
 
 @dataclass(frozen=True)
@@ -127,8 +123,8 @@ class ModelConfig:
     """Transformer position scheme: sinusoidal (Vaswani et al. 2017), learned absolute, none, rotary (RoPE) or ALiBi,
     or one a plugin registers."""
     positions_params: dict[str, Any] = field(default_factory=dict)
-    """Hyperparameters of ``positions``, e.g. ``model.positions_params.base=500``: keyword arguments of its
-    constructor, checked against the keyword-only parameters it declares."""
+    """Hyperparameters of ``positions``, e.g. ``model.positions_params.base=500`` (rotary): keyword arguments
+    of its constructor, checked against the parameters it declares after the ones every scheme takes."""
     max_positions: int = 1024
     """Longest sequence a table-based position scheme covers."""
     share_positions: bool = False
@@ -318,21 +314,73 @@ def _build(cls: Any, values: dict[str, Any], prefix: str = "") -> Any:
     return cls(**kwargs)
 
 
+SELECTORS: dict[str, str] = {
+    "model.attention.score": "score",
+    "model.attention.cross_score": "score",
+    "model.positions": "positions",
+    "model.arch": "arch",
+    "train.schedule": "schedule",
+    "eval.length_penalty": "length_penalty",
+}
+"""Keys that select a registered component, by the kind of component they select."""
+
+
 def from_flat(flat: dict[str, Any], base: str | Path | None = None, trust: plugin_loader.Trust = "import") -> Config:
     """Build and validate a :class:`Config` from dotted keys (missing keys keep defaults).
 
     The ``plugins`` are imported first, relative files read against ``base`` (default: the working
-    directory); the config records what was imported (:mod:`ablate.utils.plugins`). ``trust`` says
+    directory); the config records what was imported (:mod:`ablate.utils.plugins`). A component name
+    that a listed plugin registered beside a shipped one selects the plugin's (``cosine`` becomes
+    ``cosine:cosine``; :func:`ablate.registry.register`). ``trust`` says
     whose config it is: ``import`` (the user's), ``recorded`` (a folder's record: only plugins the
     user vouched for are imported, others refused) or ``never`` (a reader: none is imported, so a
     component only a plugin registers fails validation with a ConfigError).
     """
-    flat = dict(flat)
+    flat = renamed_keys(flat)
     flat["plugins"] = plugin_loader.load(flat.get("plugins"), Path(base) if base is not None else None, trust)
+    modules = [str(record.get("name", "")).split(":")[0] for record in flat["plugins"]]
+    for key, kind in SELECTORS.items():
+        if isinstance(flat.get(key), str):
+            flat[key] = resolve(kind, flat[key], modules)
     cfg = _build(Config, nest(flat))
     cfg = _with_params(cfg)
     validate(cfg)
     return cfg
+
+
+RENAMED: dict[str, tuple[str, str, Any]] = {
+    "model.attention.bandwidth": ("gaussian", "model.attention.params.bandwidth", False),
+    "model.attention.chunk_mb": ("additive", "model.attention.params.chunk_mb", 64.0),
+}
+"""Keys that became a score's parameter: old key -> (the score that read it, its new key, its old default)."""
+
+
+def renamed_keys(flat: dict[str, Any]) -> dict[str, Any]:
+    """``flat`` with the keys of :data:`RENAMED` moved to their new place, so old records and configs load.
+
+    An old key at its old default goes (it was the default); otherwise it becomes the score's parameter
+    when ``model.attention.score`` is that score, and goes where the score ignored it.
+
+    Raises:
+        ConfigError: the old key set for a ``cross_score`` of its score, which a parameter cannot reach.
+    """
+    flat = dict(flat)
+    score, cross = flat.get("model.attention.score", "dot"), flat.get("model.attention.cross_score")
+    for old, (owner, new, default) in RENAMED.items():
+        if old not in flat:
+            continue
+        value = flat.pop(old)
+        if value == default:
+            continue
+        if score == owner:
+            if flat.get(new.rsplit(".", 1)[0]) == {}:  # an empty params mapping, as a resolved config spells it
+                del flat[new.rsplit(".", 1)[0]]
+            flat.setdefault(new, value)
+        elif cross == owner:
+            raise ConfigError(
+                f"{old} now reaches only model.attention.score; set model.attention.score={owner} and {new}"
+            )
+    return flat
 
 
 def _with_params(cfg: Config) -> Config:

@@ -12,9 +12,10 @@ as a shipped one::
     class CosineScore(Score):
         def __init__(self, d_k, heads, cfg, *, temperature: float = 10.0): ...
 
-A component's hyperparameters are its typed keyword-only constructor (or function) parameters;
-``model.attention.params.temperature=5`` (``model.positions_params.*`` for positions) reaches it
-as a keyword, checked by :func:`check_params` when the config is validated.
+A component's hyperparameters are its typed constructor (or function) parameters after the ones
+every member of its family takes (:data:`BUILD_ARGS`), keyword-only or written the plain Python
+way; ``model.attention.params.temperature=5`` (``model.positions_params.*`` for positions) reaches
+it as a keyword, checked by :func:`check_params` when the config is validated.
 
 This module imports no torch: the families' modules are imported by name when first needed, and a
 config naming only shipped components is checked against ``components.json``, written from these
@@ -45,6 +46,13 @@ KINDS: dict[str, tuple[str, str]] = {
 }
 """Kind -> (module, name) of its registry dict; the module holds the shipped components."""
 
+BUILD_ARGS: dict[str, tuple[str, ...]] = {
+    "score": ("d_k", "heads", "cfg"),
+    "positions": ("d_model", "d_k", "heads", "max_positions"),
+}
+"""The positional arguments the builder of a kind passes to every component; the parameters after them
+are the component's hyperparameters. A kind not listed declares its hyperparameters keyword-only."""
+
 RESERVED: dict[str, tuple[str, ...]] = {"score": ("none",), "schedule": ("inverse_sqrt",)}
 """Names a kind handles outside its registry (``score=none``: the RNN without attention)."""
 
@@ -72,15 +80,25 @@ def _check_kind(kind: str) -> str:
     return kind
 
 
-def register(kind: str, name: str) -> Callable[[T], T]:
+def register(kind: str, name: str, *, override: bool = False) -> Callable[[T], T]:
     """Class or function decorator: ``obj`` becomes the ``kind`` component called ``name``.
+
+    A plugin may take a name ablate ships (say ablate later ships the plugin's ``cosine``) by one of
+    two explicit rules, so a saved config keeps meaning what it meant:
+
+    * ``override=True``: the plugin's component replaces the shipped one in this process;
+    * otherwise it is registered as ``<plugin module>:<name>`` (``cosine:cosine``) beside the shipped
+      one, and a config that lists the plugin and selects ``name`` gets the plugin's (its resolved
+      config records ``cosine:cosine``; :func:`resolve`); a config that does not list it gets ablate's.
 
     Args:
         kind: one of :data:`KINDS` (score, positions, arch, schedule, length_penalty, source, metric).
         name: what the config selects it by (``model.attention.score=<name>``).
+        override: replace a shipped component of the same name (see above).
 
     Raises:
-        RegistryError: an unknown kind, a malformed name, or a name another component holds.
+        RegistryError: an unknown kind, a malformed name, or a name another plugin (or, for ablate's
+            own code, another of ablate's components) holds.
     """
     _check_kind(kind)
     if not isinstance(name, str) or not _NAME.match(name):
@@ -92,14 +110,35 @@ def register(kind: str, name: str) -> Callable[[T], T]:
         importlib.import_module(KINDS[kind][0])  # the shipped components first, so a clash is seen
         entries = _TABLES[kind]
         old = entries.get(name)
-        if old is not None and old is not obj and _where(old) != _where(obj):
+        if old is None or old is obj or _where(old) == _where(obj) or override:
+            entries[name] = obj
+        elif _shipped(old) and not _shipped(obj):
+            module = getattr(obj, "__module__", "?")
+            entries[f"{module}:{name}"] = obj
+            _SHADOWED.setdefault((kind, name), {})[module] = f"{module}:{name}"
+        else:
             raise RegistryError(
                 f"{kind} '{name}' is already registered by {_where(old)}; register {_where(obj)} under another name"
             )
-        entries[name] = obj
         return obj
 
     return decorate
+
+
+_SHADOWED: dict[tuple[str, str], dict[str, str]] = {}
+"""(kind, shipped name) -> {plugin module: the name its component is registered under}."""
+
+
+def _shipped(obj: Any) -> bool:
+    return str(getattr(obj, "__module__", "")).split(".")[0] == "ablate"
+
+
+def resolve(kind: str, name: str, modules: list[str]) -> str:
+    """The name ``name`` selects in a config whose plugins are ``modules``: the plugin's namespaced one
+    where a listed plugin registered ``name`` beside a shipped component (:func:`register`), else ``name``."""
+    shadows = _SHADOWED.get((kind, name), {})
+    listed = [shadows[m] for m in modules if m in shadows]
+    return listed[-1] if listed else name
 
 
 def _where(obj: Any) -> str:
@@ -131,12 +170,14 @@ def _declared(kind: str, name: str) -> Optional[dict[str, tuple[Any, Any]]]:
                 for param, e in entries.items()
             }
     obj = lookup(kind, name)
-    return None if obj is None else declared_params(obj)
+    return None if obj is None else declared_params(obj, kind)
 
 
-def declared_params(obj: Any) -> dict[str, tuple[Any, Any]]:
-    """A component's hyperparameters: keyword-only parameter -> ``(annotation, default)``.
+def declared_params(obj: Any, kind: str = "") -> dict[str, tuple[Any, Any]]:
+    """A component's hyperparameters: parameter -> ``(annotation, default)``.
 
+    Its keyword-only parameters, and for a kind of :data:`BUILD_ARGS` also the positional-or-keyword
+    ones after the arguments the builder passes (``def __init__(self, d_k, heads, cfg, temperature=10.0)``).
     ``inspect.Parameter.empty`` marks a parameter without a default (it must be set) and one
     without an annotation (any value).
     """
@@ -149,10 +190,17 @@ def declared_params(obj: Any) -> dict[str, tuple[Any, Any]]:
         hints = typing.get_type_hints(target)
     except Exception:  # noqa: BLE001 - an unresolvable annotation: accept any value
         hints = {}
+    positional = [
+        name
+        for name, p in signature.parameters.items()
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    skip = positional[: (1 if inspect.isclass(obj) else 0) + len(BUILD_ARGS.get(kind, positional))]  # self too
     return {
         name: (hints.get(name, p.annotation), p.default)
         for name, p in signature.parameters.items()
         if p.kind is inspect.Parameter.KEYWORD_ONLY
+        or (p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and name not in skip)
     }
 
 

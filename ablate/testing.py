@@ -1,8 +1,7 @@
-"""The registry tests, for one component: what a plugin author runs on their score or positions.
+"""The contract of a score or position scheme: what ablate's suite runs on each of its own, and a plugin on its.
 
-ablate's own tests parametrise over every registered score and position scheme
-(``tests/model/test_attention.py``, ``test_scores.py``, ``test_positions.py``); these functions run
-the same invariants on one registered name, so a plugin's test file is two lines::
+``tests/model/test_contract.py`` runs :func:`check_score` on every registered score and
+:func:`check_positions` on every registered position scheme; a plugin's test file is two lines::
 
     import ablate.testing
 
@@ -14,17 +13,24 @@ Each raises ``AssertionError`` naming the invariant that failed. torch is needed
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 
-from ablate.config import AttentionConfig
+from ablate.config import AttentionConfig, ModelConfig
 from ablate.model.attention import MultiHeadAttention
+from ablate.model.build import build_model
 from ablate.model.positions import POSITIONS, build_positions
 from ablate.model.scores import SCORES, build_score
 
 D, HEADS = 16, 4
 DK = D // HEADS
+VOCAB = 19
+
+ORDER_BLIND = ("none",)
+"""Position schemes that carry no order by design (the bag-of-words baseline): for these
+:func:`check_positions` asserts that reversing a source changes nothing."""
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
@@ -50,7 +56,8 @@ def check_score(name: str, **params: Any) -> None:
     Checks: (B, H, Tq, Tk) finite scores; ``prepare_keys`` is per position (caches may append);
     ``as_dot``, where given, gives the same softmax; inside :class:`MultiHeadAttention` the fused path
     equals the slow one, masks block the future and padding, and incremental self-attention equals
-    full self-attention, for every registered position scheme.
+    full self-attention, for every registered position scheme; and a tiny Transformer with this score
+    (sinusoidal positions) translates a source and its reverse differently.
     """
     assert name in SCORES, f"score '{name}' is not registered (registered: {', '.join(SCORES)})"
     cfg = AttentionConfig(score=name, params=params)
@@ -70,13 +77,16 @@ def check_score(name: str, **params: Any) -> None:
         _close(via_dot.softmax(-1), out.softmax(-1), f"score '{name}': as_dot gives another softmax")
     for positions in POSITIONS:
         _check_attention(build_score(name, DK, HEADS, cfg), build_positions(positions, D, DK, HEADS, 32), name)
+    _check_order(ModelConfig(attention=cfg), f"score '{name}'", blind=False)
 
 
 def check_positions(name: str, **params: Any) -> None:
     """Position scheme ``name`` (built with ``params``) keeps the contract of :class:`~ablate.model.positions.Positions`.
 
-    Checks: each hook applied to a slice at its offset equals that slice of the full result, and
-    inside :class:`MultiHeadAttention` (dot product) masks hold and incremental equals full.
+    Checks: each hook applied to a slice at its offset equals that slice of the full result; inside
+    :class:`MultiHeadAttention` (dot product) masks hold and incremental equals full; and a tiny
+    Transformer with these positions, as built (a learned scheme at its initialisation), translates a
+    source and its reverse differently (the same, for the schemes of :data:`ORDER_BLIND`).
     """
     assert name in POSITIONS, f"positions '{name}' is not registered (registered: {', '.join(POSITIONS)})"
     torch.manual_seed(0)
@@ -91,6 +101,32 @@ def check_positions(name: str, **params: Any) -> None:
         assert full.shape == (HEADS, 9, 9), f"positions '{name}': bias has shape {tuple(full.shape)}, not (H, Tq, Tk)"
         _close(full[:, 4:7], part, f"positions '{name}': bias at an offset")
     _check_attention(build_score("dot", DK, HEADS, AttentionConfig()), pos, f"dot with positions '{name}'")
+    _check_order(ModelConfig(positions=name, positions_params=params), f"positions '{name}'", name in ORDER_BLIND)
+
+
+def _check_order(model: ModelConfig, what: str, blind: bool) -> None:
+    """A tiny Transformer of ``model``'s components tells a source from its reverse (``blind``: it cannot).
+
+    Without positions the encoder is a bag of words and, with no positions in encoder-decoder
+    attention, the decoder cannot tell either; every other scheme must make the difference.
+    """
+    cfg = dataclasses.replace(model, layers=1, d_model=D, d_ff=2 * D, heads=HEADS, dropout=0.0, max_positions=32)
+    torch.manual_seed(0)
+    net = build_model(cfg, VOCAB, VOCAB, pad_id=0).eval()
+    g = torch.Generator().manual_seed(1)
+    src, tgt = torch.randint(3, VOCAB, (1, 7), generator=g), torch.randint(3, VOCAB, (1, 6), generator=g)
+    tgt[:, 0] = 1  # BOS
+    with torch.no_grad():
+        logits = net(torch.cat([src, src.flip(1)]), tgt.expand(2, -1))
+    change = (logits[1] - logits[0]).abs().max().item()
+    if blind:
+        assert change < 1e-5, (
+            f"{what}: reversing the source changed the logits by {change:.1e}, but it carries no order"
+        )
+    else:
+        assert change > 1e-2, (
+            f"{what}: reversing the source changed the logits by only {change:.1e}; the model is blind to word order"
+        )
 
 
 def _check_attention(score: Any, pos: Any, what: str) -> None:

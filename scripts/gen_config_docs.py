@@ -112,7 +112,30 @@ def render() -> str:
             doc = docs.get(key[len(prefix) :], "")
             lines.append(f"| `{key}` | {_cell(_kind(kind))} | {_cell(_default(default))} | {_cell(doc)} |")
         parts.append("\n".join(lines) + "\n")
+    parts.append(render_params(catalog()["params"]))
     return "\n".join(parts)
+
+
+PARAM_KEYS = {"score": "model.attention.params", "positions": "model.positions_params"}
+"""The config mapping that sets each kind's parameters."""
+
+
+def render_params(params: dict[str, dict[str, Any]]) -> str:
+    """The shipped components' parameters (:func:`catalog`), one row each, with the key that sets them."""
+    lines = ["| key | component | type | default |", "| --- | --- | --- | --- |"]
+    for kind, key in PARAM_KEYS.items():
+        for name, entries in sorted(params[kind].items()):
+            for param, e in entries.items():
+                default = "required" if e["required"] else _cell(_default(e["default"]))
+                lines.append(f"| `{key}.{param}` | {kind} `{name}` | {e['type']} | {default} |")
+    intro = (
+        "## Component parameters\n\nWhat each shipped score and position scheme declares (its constructor's "
+        "parameters after the ones every member of its family takes), read from the registries. The key applies "
+        "when that component is selected: `model.attention.params.*` to `model.attention.score`, "
+        "`model.positions_params.*` to `model.positions`. A plugin's component declares its own "
+        "([Extending](../extending.md#hyperparameters-modelattentionparams)).\n"
+    )
+    return intro + "\n" + "\n".join(lines) + "\n"
 
 
 def catalog() -> dict[str, Any]:
@@ -134,7 +157,7 @@ def catalog() -> dict[str, Any]:
         params[kind] = {}
         for name, obj in registry.table(kind).items():
             entries = params[kind][name] = {}
-            for param, (tp, default) in registry.declared_params(obj).items():
+            for param, (tp, default) in registry.declared_params(obj, kind).items():
                 if tp not in names:
                     raise SystemExit(
                         f"{kind} '{name}': parameter {param}: {tp!r} is not one of {', '.join(names.values())}"

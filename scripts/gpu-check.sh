@@ -9,7 +9,7 @@
 #     (data: ../shared/data/multi30k, else the copy in .gpu-data/multi30k that scripts/gpu-prepare.sh makes)
 #   scripts/gpu-check.sh --stages quality                 # ~9.5 min: the Multi30k base-size run alone
 #   scripts/gpu-check.sh --tiny --stages training         # CPU smoke run
-#   python -m ablate.bench.gpu_check --help               # every option
+#   python -m scripts.gpu_check.check --help               # every option
 #
 # With the device tool (a lent H200; 15 minutes of device time a session, 10 a command): run
 # scripts/gpu-prepare.sh here first, then  run(command="scripts/gpu-check.sh", carry=[".whl", ".gpu-data"],
@@ -40,7 +40,7 @@ if [ -n "$(probe)" ]; then
   fi
 fi
 mkdir -p results/gpu && marker=$(mktemp) && rc=0
-"$PY" -m ablate.bench.gpu_check "$@" || rc=$?
+"$PY" -m scripts.gpu_check.check "$@" || rc=$?
 if [ -n "${OUT:-}" ] && [ -d "${OUT}" ]; then  # the device tool brings back what is under $OUT
   find results/gpu -name '*.json' -newer "$marker" -exec cp {} "$OUT"/ \;
 fi

@@ -32,7 +32,14 @@ def test_the_reference_lists_every_key_with_its_whole_docstring():
 
     page = _generator().render()
     rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `([\w.]+)` \|.*$", page, re.M)}
-    assert sorted(rows) == sorted(valid_keys())
+    params = [k for k in rows if k.startswith(("model.attention.params.", "model.positions_params."))]
+    assert sorted(set(rows) - set(params)) == sorted(valid_keys())
+    # the shipped components' parameters, from the registries
+    assert sorted(params) == [
+        "model.attention.params.bandwidth",
+        "model.attention.params.chunk_mb",
+        "model.positions_params.base",
+    ]
     # the full docstring, not only the first sentence that `ablate train --help` prints
     assert "Default: d_model^-0.5 * warmup^-0.5" in rows["train.lr"]
     assert "`inverse_sqrt`, `linear`, `cosine`" in rows["train.schedule"]  # choices from the registry
@@ -78,6 +85,58 @@ def test_a_table_cell_is_one_line_with_pipes_escaped(text, cell):
 # --------------------------------------------------------------------------------------
 # The worked examples of docs/extending.md do what the page says
 # --------------------------------------------------------------------------------------
+
+
+PLACEHOLDER = re.compile(r"\.\.\.|<|^[A-Z][A-Z:]*$")
+"""A value that stands for the reader's own (``model.d_model=...``, ``train.devices=N``), not an example."""
+
+
+def _example_overrides() -> list[str]:
+    """Every ``key=value`` example of a config key in docs/, README.md and ``ablate train --help``."""
+    from ablate.config import describe_keys, is_key
+
+    texts = [p.read_text() for p in [README, *sorted(DOCS.rglob("*.md"))]]
+    texts += [doc for *_, doc in describe_keys()]
+    found = set()
+    for text in texts:
+        for key, value in re.findall(r"`([a-z_]+(?:\.[a-z_0-9]+)+)=([^`\s]+)`", text):
+            if is_key(key) and not PLACEHOLDER.search(value):
+                found.add(f"{key}={value}")
+    return sorted(found)
+
+
+def _selecting(override: str) -> list[str]:
+    """The overrides that select the shipped component a ``params`` example belongs to (from the registries)."""
+    from ablate.utils.typed import catalogued
+
+    selector = {
+        "model.attention.params.": ("score", "model.attention.score"),
+        "model.positions_params.": ("positions", "model.positions"),
+    }
+    for prefix, (kind, key) in selector.items():
+        if override.startswith(prefix):
+            param = override[len(prefix) :].split("=")[0]
+            owners = [name for name, params in catalogued()["params"][kind].items() if param in params]
+            assert owners, f"{override}: no shipped {kind} declares {param}"
+            return [f"{key}={owners[0]}"]
+    return []
+
+
+def test_the_documented_examples_include_every_component_parameter():
+    examples = _example_overrides()
+    for key in (
+        "model.positions_params.base=500",
+        "model.attention.params.bandwidth=true",
+        "model.attention.params.chunk_mb=16",
+    ):
+        assert key in examples
+
+
+@pytest.mark.parametrize("override", _example_overrides())
+def test_every_documented_example_key_loads(override):
+    from ablate.config import load_config
+
+    load_config(None, [*_selecting(override), override])
 
 
 def _python_block(page: Path, containing: str) -> str:

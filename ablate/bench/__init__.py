@@ -15,13 +15,9 @@ Modules, one measurement each, all driven by :func:`ablate.bench.runner.run`:
 * ``report``: ratios, targets, the rich tables and the JSON file;
 * ``commands``: the typer command.
 
-The GPU check (``scripts/gpu-check.sh``, issue 16) is built from the same parts:
-
-* ``flops``: model FLOPs of a training step counted the PaLM / nanoGPT way, and datasheet peaks;
-* ``gpu_options``: :class:`~ablate.bench.gpu_options.GpuCheckOptions`, its stages and their budgets;
-* ``gpu_stages``: bf16 vs fp32 training against ``torch.nn.Transformer``, decoding, ``torch.compile``;
-* ``gpu_runs``: ``pytest -m gpu``, packed sweeps, the Multi30k base-size run (the product's own commands);
-* ``gpu_check``: the entry point: stages within their budgets, one JSON with ``summary`` and ``targets_met``.
+The GPU acceptance check (``scripts/gpu-check.sh``) is built from these parts but is no command of
+the package: it lives in the checkout's ``scripts/gpu_check/`` (FLOPs and MFU, its stages, packed
+sweeps, the Multi30k base-size run).
 
 Importing this package imports neither torch nor Lightning (the subprocess entry points rely on it).
 """

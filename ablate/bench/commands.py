@@ -53,7 +53,7 @@ def bench(
     mem_length: int = typer.Option(512, "--mem-length", help="Sequence length of the memory test."),
     mem_batch: int = typer.Option(2, "--mem-batch", help="Batch of the memory test."),
     mem_chunk_mb: float = typer.Option(
-        64.0, "--mem-chunk-mb", help="Chunk budget of the chunked side (model.attention.chunk_mb)."
+        64.0, "--mem-chunk-mb", help="Chunk budget of the chunked side (model.attention.params.chunk_mb)."
     ),
     data_scale: int = typer.Option(
         0, "--data-scale", help="Also prepare a generated corpus of this many pairs (e.g. 1000000; minutes)."

@@ -11,7 +11,7 @@ The figure is the peak RSS during that call minus the RSS before it. Where the c
 reset, the process's lifetime peak (``ru_maxrss``) minus the RSS before is used (an upper bound).
 
 *Naive* is the same score with an unlimited chunk budget (the whole ``(B, H, T, T, d_k)``
-intermediate at once); *chunked* uses the configured ``model.attention.chunk_mb`` (64 MB).
+intermediate at once); *chunked* uses the configured ``model.attention.params.chunk_mb`` (64 MB).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def _child(argv: list[str]) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     d_k = args.d_model // args.heads
-    score = AdditiveScore(d_k, args.heads, AttentionConfig(score="additive", chunk_mb=args.chunk_mb))
+    score = AdditiveScore(d_k, args.heads, AttentionConfig(score="additive"), chunk_mb=args.chunk_mb)
     attention = MultiHeadAttention(args.d_model, args.heads, score, d_k=d_k)
 
     def call(length: int) -> None:

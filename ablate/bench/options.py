@@ -43,7 +43,7 @@ class BenchOptions:
         decode_len: output length every hypothesis is held to (EOS is suppressed until then).
         beam: beam size of the beam-search measurement.
         mem_length, mem_batch: sequence length and batch of the additive-attention memory test.
-        mem_chunk_mb: the chunked side's ``model.attention.chunk_mb`` (the config default).
+        mem_chunk_mb: the chunked side's ``model.attention.params.chunk_mb`` (the config default).
         mem_train: also measure forward + backward (not only the forward pass).
         data_scale: pairs of the generated corpus for the data-stage scale test (0: skip it).
         startup_wandb: also time start-up with W&B in offline mode (not just disabled).

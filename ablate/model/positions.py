@@ -131,16 +131,22 @@ register("positions", "none")(Positions)  # the base class: no position informat
 class RotaryPositions(Positions):
     """Rotary position embedding, RoPE (Su et al. 2021, eq. 34), applied to queries and keys.
 
-    Dimension pairs ``(j, j + d_k/2)`` are rotated by ``pos * 10000^(-2j/d_k)``. The paper pairs
+    Dimension pairs ``(j, j + d_k/2)`` are rotated by ``pos * base^(-2j/d_k)``. The paper pairs
     neighbouring dimensions instead; the two differ by a fixed permutation of the projection
     outputs, which the learned projections absorb. Needs an even d_k.
+
+    Args:
+        base: the wavelength base, 10000 in the paper (``model.positions_params.base``); a smaller
+            base rotates faster, so nearby positions differ more.
     """
 
-    def __init__(self, d_model: int, d_k: int, heads: int, max_positions: int):
+    def __init__(self, d_model: int, d_k: int, heads: int, max_positions: int, *, base: float = 10000.0):
         super().__init__(d_model, d_k, heads, max_positions)
         if d_k % 2:
             raise PositionError(f"rotary positions need an even per-head size, got d_k={d_k}; set model.d_k")
-        inv_freq = 1.0 / torch.pow(10000.0, torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)
+        if base <= 1:
+            raise PositionError(f"model.positions_params.base={base} must be greater than 1 (the paper's is 10000)")
+        inv_freq = 1.0 / torch.pow(base, torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)
         self.inv_freq: Tensor
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 

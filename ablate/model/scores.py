@@ -116,22 +116,26 @@ class AdditiveScore(Score):
 
     The hidden size of the tanh layer is d_k. ``W_k k`` is precomputed by ``prepare_keys``.
     The (B, H, Tq, Tk, d_k) intermediate is built for a chunk of queries at a time so that one
-    chunk stays within ``cfg.chunk_mb`` megabytes (in training each chunk's tanh output is still
+    chunk stays within ``chunk_mb`` megabytes (in training each chunk's tanh output is still
     kept for the backward pass).
 
     Unscaled by default, as in the paper: each ``v_a tanh(.)`` term is bounded by |v_a| and ``v`` is
     initialised U(-1/sqrt(d_k), 1/sqrt(d_k)), so the score does not grow with d_k and there is
     nothing for 1/sqrt(d_k) to correct.
+
+    Args:
+        chunk_mb: memory budget in megabytes of one query chunk of the (B, H, Tq, Tk, d_k) tensor
+            (``model.attention.params.chunk_mb``); it changes memory, not the scores.
     """
 
     paper_scale = False
 
-    def __init__(self, d_k: int, heads: int, cfg: AttentionConfig):
+    def __init__(self, d_k: int, heads: int, cfg: AttentionConfig, *, chunk_mb: float = 64.0):
         super().__init__(d_k, heads, cfg)
         self.w_q = _per_head_matrix(heads, d_k, d_k)  # (H, d_k in, d_a)
         self.w_k = _per_head_matrix(heads, d_k, d_k)
         self.v = nn.Parameter(torch.empty(heads, d_k).uniform_(-1 / math.sqrt(d_k), 1 / math.sqrt(d_k)))
-        self.chunk_bytes = cfg.chunk_mb * 2**20
+        self.chunk_bytes = chunk_mb * 2**20
 
     def prepare_keys(self, k: Tensor) -> Tensor:
         return k @ self.w_k  # (B, H, Tk, d_a)
@@ -186,7 +190,7 @@ class GaussianScore(Score):
     """Gaussian kernel ``-||q - k||^2 / 2`` (Nadaraya-Watson attention pooling; Zhang et al.,
     *Dive into Deep Learning*, sec. 11.2, eq. 11.2.6).
 
-    With ``cfg.bandwidth`` each head learns a bandwidth ``w`` and the score is
+    With ``bandwidth`` (``model.attention.params.bandwidth=true``) each head learns a bandwidth ``w`` and the score is
     ``-(w ||q - k||)^2 / 2`` (parametric attention pooling, d2l eq. 11.2.7). Computed by matrix
     products, ``-(||q||^2 + ||k||^2 - 2 q.k) / 2``; the ``||q||^2`` term is constant per query,
     so :meth:`as_dot` hands the fused kernel ``q.k`` plus a per-key bias ``-||k||^2 / 2``.
@@ -195,11 +199,14 @@ class GaussianScore(Score):
     d_k as the dot product does (d2l's pooling works on scalars, d = 1), and the RBF-kernel attention
     of Tsai et al. (2019, "Transformer Dissection", sec. 3) divides the squared distance by sqrt(d_k)
     for that reason.
+
+    Args:
+        bandwidth: learn a per-head bandwidth ``w``, initialised to 1 (false: ``w = 1``, fixed).
     """
 
-    def __init__(self, d_k: int, heads: int, cfg: AttentionConfig):
+    def __init__(self, d_k: int, heads: int, cfg: AttentionConfig, *, bandwidth: bool = False):
         super().__init__(d_k, heads, cfg)
-        self.bandwidth = nn.Parameter(torch.ones(heads)) if cfg.bandwidth else None
+        self.bandwidth = nn.Parameter(torch.ones(heads)) if bandwidth else None
 
     def _widen(self, x: Tensor) -> Tensor:
         if self.bandwidth is None:

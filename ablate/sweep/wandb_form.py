@@ -9,7 +9,7 @@ sees lists the names only and carries the overrides in one constant parameter, `
     variants: {value: {A-heads1: {model.heads: 1}}}
 
 W&B's grid still has one point per variant; every run's ``variant`` is its name; the trainer
-(:func:`ablate.sweep.command.expand_variant`) and ``ablate sweep agent`` read the overrides back
+(:func:`ablate.sweep.wandb_command.expand_variant`) and ``ablate sweep agent`` read the overrides back
 from ``variants``. :func:`from_wandb` turns a registered sweep back into the file's form.
 """
 

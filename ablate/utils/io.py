@@ -106,15 +106,6 @@ def atomic_write_json(path: str | Path, data: Any, indent: int = 2, sort_keys: b
     atomic_write_text(path, dumps(data, indent=indent, sort_keys=sort_keys) + "\n")
 
 
-def read_json(path: str | Path) -> dict[str, Any] | None:
-    """The JSON object at ``path``, or None when it is missing, unreadable or not an object."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def one_line(text: str) -> str:
     """``text`` with the line separator ``\\n`` (and ``\\r``, which readers may translate) as spaces."""
     return text.replace("\r", " ").replace("\n", " ")

@@ -1,4 +1,4 @@
-"""The notebook API (issue 23, item 6): ``ablate.train / sweep / table / plot``, a cheap ``import ablate``,
+"""The notebook API: ``ablate.train / sweep / table / plot``, a cheap ``import ablate``,
 and docs/python-api.md run as written."""
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ablate.bench.flops import Dims, batches_flops, datasheet_peak, training_flops
 from ablate.bench.hardware import census
 from ablate.config import ModelConfig
 from ablate.model.build import build_model
+from scripts.gpu_check.flops import Dims, batches_flops, datasheet_peak, training_flops
 
 
 def test_one_layer_each_counted_by_hand():

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ablate.bench import gpu_check, gpu_runs
-from ablate.bench.gpu_options import GpuCheckOptions, tiny
 from ablate.config import load_config
+from scripts.gpu_check import check as gpu_check, runs as gpu_runs
+from scripts.gpu_check.options import GpuCheckOptions, tiny
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="0" failures="1"
 skipped="1" tests="4"><testcase classname="tests.test_gpu" name="test_bf16_autocast_run_end_to_end" time="30"/>
@@ -253,7 +253,7 @@ def test_a_child_past_its_limit_is_stopped_with_its_own_children(tmp_path):
 
 
 def test_compile_stage_on_a_cpu_with_the_tracing_backend(cache_dir):
-    from ablate.bench.gpu_stages import stage_compile
+    from scripts.gpu_check.stages import stage_compile
 
     saved = []
     opts = tiny(GpuCheckOptions()).replace(compile_backend="eager", reps=2, cache_dir=str(cache_dir))

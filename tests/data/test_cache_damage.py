@@ -1,4 +1,4 @@
-"""Issue 17 item 7: a damaged cache entry is rebuilt, and a full disk names the cache folder."""
+"""A damaged cache entry is rebuilt, and a full disk names the cache folder."""
 
 from __future__ import annotations
 

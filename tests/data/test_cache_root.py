@@ -1,4 +1,4 @@
-"""A cache root that cannot hold the cache (issue 24, case 21): one line, and no run folder left behind."""
+"""A cache root that cannot hold the cache: one line, and no run folder left behind."""
 
 from __future__ import annotations
 

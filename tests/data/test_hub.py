@@ -110,7 +110,7 @@ def test_hub_folder_without_validation_split(multi30k, make_cfg, tmp_path):
         make_source(make_cfg(f"hf:{tmp_path}"), tmp_path / "cache").fingerprint()
 
 
-# ---------------------------------------------------------------- revisions (issue 25, item 4), without network
+# ---------------------------------------------------------------- revisions, without network
 
 
 @pytest.mark.parametrize(

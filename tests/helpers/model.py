@@ -14,6 +14,14 @@ from ablate.model.build import build_model
 VOCAB = 19
 PAD, BOS, EOS = 0, 1, 2
 
+WITH_EVERY_WEIGHT: dict[str, dict] = {"gaussian": {"bandwidth": True}}
+"""Score parameters that switch on the parts a score learns only when asked (gaussian's bandwidth)."""
+
+
+def every_weight(score: str) -> AttentionConfig:
+    """The attention section of ``score`` with :data:`WITH_EVERY_WEIGHT`'s parameters, if it has some."""
+    return AttentionConfig(score=score, params=WITH_EVERY_WEIGHT.get(score, {}))
+
 
 def tiny_model_config(score: str = "dot", scale=True, positions: str = "sinusoidal", **model) -> ModelConfig:
     """A 2-layer, d_model-16, 4-head ModelConfig without dropout; ``model`` overrides its fields."""

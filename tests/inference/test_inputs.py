@@ -1,4 +1,4 @@
-"""What translate and evaluate accept (issue 24, cases 15, 21 and 22): the training's line rules, UTF-8
+"""What translate and evaluate accept: the training's line rules, UTF-8
 only, a beam of at least 1 and a checkpoint name that exists; each refusal one line, before any work."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``ablate export-model --format torchscript`` (issue 25): the file runs without ablate and decodes as ablate does."""
+"""``ablate export-model --format torchscript``: the file runs without ablate and decodes as ablate does."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A trained run used from outside: load_from_checkpoint, translate, evaluate (issue 13, items 6-7),
+"""A trained run used from outside: load_from_checkpoint, translate, evaluate,
 and what its offline W&B run holds (item 4)."""
 
 from __future__ import annotations

@@ -13,13 +13,15 @@ from ablate.model.attention import AttentionError, MultiHeadAttention, resolve_s
 from ablate.model.positions import POSITIONS, build_positions
 from ablate.model.scores import SCORES, build_score
 
+from tests.helpers.model import every_weight
+
 D = 16
 
 
-def _attention(score="dot", heads=4, scale=True, d_k=None, d_v=None, d_kv=None, dropout=0.0, bandwidth=True):
+def _attention(score="dot", heads=4, scale=True, d_k=None, d_v=None, d_kv=None, dropout=0.0):
     torch.manual_seed(0)
     dk = d_k or D // heads
-    sc = build_score(score, dk, heads, AttentionConfig(bandwidth=bandwidth))
+    sc = build_score(score, dk, heads, every_weight(score))
     return MultiHeadAttention(D, heads, sc, d_k=d_k, d_v=d_v, d_kv=d_kv, scale=scale, dropout=dropout).eval()
 
 

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from ablate.model.positions import (
-    POSITIONS,
     PositionError,
     alibi_slopes,
     build_positions,
@@ -33,22 +32,6 @@ def test_sinusoidal_odd_size_and_beyond_table():
     x = torch.zeros(1, 4, D)
     beyond = pos.embed(x, offset=10)  # past the precomputed table: computed on the fly
     torch.testing.assert_close(beyond[0], sinusoids(torch.arange(10, 14), D))
-
-
-@pytest.mark.parametrize("name", list(POSITIONS))
-def test_offsets_agree_with_full_sequence(name):
-    """Every hook applied to a slice at its offset equals the same slice of the full result."""
-    torch.manual_seed(0)
-    pos = build_positions(name, D, DK, H, max_positions=32)
-    x, heads = torch.randn(2, 9, D), torch.randn(2, H, 9, DK)
-    torch.testing.assert_close(pos.embed(x, 0)[:, 4:7], pos.embed(x[:, 4:7], 4))
-    torch.testing.assert_close(pos.rotate(heads, 0)[:, :, 4:7], pos.rotate(heads[:, :, 4:7], 4))
-    full = pos.bias(9, 9, 0)
-    if full is None:
-        assert pos.bias(3, 9, 4) is None
-    else:
-        assert full.shape == (H, 9, 9)
-        torch.testing.assert_close(full[:, 4:7], pos.bias(3, 9, 4))
 
 
 def test_rotary_scores_depend_on_relative_position_only():

@@ -8,6 +8,8 @@ import torch
 from ablate.config import AttentionConfig
 from ablate.model.scores import SCORES, AdditiveScore, ScoreError, build_score
 
+from tests.helpers.model import WITH_EVERY_WEIGHT
+
 B, H, TQ, TK, D = 2, 3, 5, 7, 4
 
 
@@ -40,7 +42,9 @@ def _naive(score, q, k):
 @pytest.mark.parametrize("name", list(SCORES))
 def test_score_matches_naive_reference(name, bandwidth):
     torch.manual_seed(0)
-    score = build_score(name, D, H, AttentionConfig(bandwidth=bandwidth))
+    score = build_score(
+        name, D, H, AttentionConfig(score=name, params=WITH_EVERY_WEIGHT.get(name, {}) if bandwidth else {})
+    )
     if getattr(score, "bandwidth", None) is not None:  # distinct per-head bandwidths
         with torch.no_grad():
             score.bandwidth.copy_(torch.tensor([0.5, 1.0, 2.0]))
@@ -48,28 +52,6 @@ def test_score_matches_naive_reference(name, bandwidth):
     out = score(q, score.prepare_keys(k))
     assert out.shape == (B, H, TQ, TK)
     torch.testing.assert_close(out, _naive(score, q, k), atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("name", list(SCORES))
-def test_prepare_keys_is_per_position(name):
-    """Prepared keys of a prefix are a prefix of the prepared keys: caches may append."""
-    score = build_score(name, D, H, AttentionConfig())
-    _, k = _qk()
-    torch.testing.assert_close(score.prepare_keys(k)[:, :, :3], score.prepare_keys(k[:, :, :3]))
-
-
-@pytest.mark.parametrize("name", list(SCORES))
-def test_dot_form_gives_the_same_softmax(name):
-    """as_dot (q', k', bias) must reproduce the score up to a per-query constant."""
-    score = build_score(name, D, H, AttentionConfig(bandwidth=True))
-    q, k = _qk(1)
-    keys = score.prepare_keys(k)
-    form = score.as_dot(q, keys)
-    if form is None:
-        pytest.skip(f"{name} has no dot-product form (slow path only)")
-    q2, k2, bias = form
-    via_dot = q2 @ k2.transpose(-1, -2) + (0 if bias is None else bias)
-    torch.testing.assert_close(via_dot.softmax(-1), score(q, keys).softmax(-1), atol=1e-5, rtol=1e-5)
 
 
 def test_additive_has_no_dot_form():
@@ -81,8 +63,8 @@ def test_additive_has_no_dot_form():
 def test_chunked_additive_equals_unchunked():
     """A tiny budget forces one query per chunk; a big one a single chunk."""
     torch.manual_seed(0)
-    tiny = AdditiveScore(D, H, AttentionConfig(chunk_mb=1e-9))
-    big = AdditiveScore(D, H, AttentionConfig(chunk_mb=1e3))
+    tiny = AdditiveScore(D, H, AttentionConfig(), chunk_mb=1e-9)
+    big = AdditiveScore(D, H, AttentionConfig(), chunk_mb=1e3)
     big.load_state_dict(tiny.state_dict())
     per_query = B * H * TK * D * 4
     assert int(tiny.chunk_bytes // per_query) < 1 <= TQ  # really chunked, one query at a time
@@ -93,7 +75,7 @@ def test_chunked_additive_equals_unchunked():
 
 def test_chunked_additive_gradients_match():
     torch.manual_seed(0)
-    tiny = AdditiveScore(D, H, AttentionConfig(chunk_mb=1e-9))
+    tiny = AdditiveScore(D, H, AttentionConfig(), chunk_mb=1e-9)
     q, k = _qk()
     q.requires_grad_(True)
     tiny(q, tiny.prepare_keys(k)).square().sum().backward()

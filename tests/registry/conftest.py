@@ -19,6 +19,7 @@ def clean_registries(monkeypatch, tmp_path):
         importlib.import_module(module)
     saved = {kind: dict(entries) for kind, entries in registry._TABLES.items()}
     monkeypatch.setattr(plugins, "_LOADED", {})
+    monkeypatch.setattr(registry, "_SHADOWED", {})
     monkeypatch.setattr(plugins, "_ENTRY_POINTS", None)
     before = set(sys.modules)
     yield

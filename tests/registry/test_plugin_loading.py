@@ -124,21 +124,22 @@ def test_positions_params_reach_a_registered_scheme(tmp_path):
         )
 
 
-def test_a_name_clash_is_refused_in_one_line(tmp_path):
+def test_a_name_clash_between_plugins_or_within_ablate_is_refused_in_one_line(tmp_path):
     with pytest.raises(RegistryError, match="score 'dot' is already registered by ablate.model.scores.DotScore"):
 
-        @register("score", "dot")
         class Mine:
-            pass
+            __module__ = "ablate.model.mine"  # ablate's own code may not take a name twice
 
-    (tmp_path / "clash.py").write_text(
-        "import ablate\n\n@ablate.register('schedule', 'cosine')\ndef cosine(q):\n    return 1.0\n"
-    )
+        register("score", "dot")(Mine)
+
+    for plugin in ("one", "two"):
+        (tmp_path / f"{plugin}.py").write_text(
+            "import ablate\n\n@ablate.register('schedule', 'steps')\ndef steps(q):\n    return 1.0\n"
+        )
+    load_config(None, [f"plugins={tmp_path / 'one.py'}"])
     with pytest.raises(PluginError) as err:
-        load_config(None, [f"plugins={tmp_path / 'clash.py'}"])
-    assert str(err.value).startswith(
-        "plugin 'clash': schedule 'cosine' is already registered by ablate.training.schedule.cosine"
-    )
+        load_config(None, [f"plugins={tmp_path / 'two.py'}"])
+    assert str(err.value).startswith("plugin 'two': schedule 'steps' is already registered by one.steps")
     with pytest.raises(RegistryError, match="unknown component kind 'scor'; did you mean 'score'"):
         register("scor", "x")
     with pytest.raises(RegistryError, match="reserved"):
@@ -304,8 +305,9 @@ def test_a_metric_registered_by_the_decorator_is_the_metrics_registrys(tmp_path)
         "import ablate\nfrom ablate.metrics.chrf import Chrf\n\n"
         "@ablate.register('metric', 'chrf')\nclass Mine(Chrf):\n    pass\n"
     )
-    with pytest.raises(PluginError, match="metric 'chrf' is already registered by ablate.metrics.chrf.Chrf"):
-        load_config(None, [f"plugins={tmp_path / 'lab_metric.py'}"])
+    load_config(None, [f"plugins={tmp_path / 'lab_metric.py'}"])  # a shipped name: the plugin's is namespaced
+    assert METRIC_SCORERS["chrf"].__module__ == "ablate.metrics.chrf"
+    assert METRIC_SCORERS["lab_metric:chrf"].__module__ == "lab_metric"
     (tmp_path / "lab_metric2.py").write_text(
         "import ablate\nfrom ablate.metrics.chrf import Chrf\n\n"
         "@ablate.register('metric', 'mychrf')\nclass Mine(Chrf):\n    name = 'mychrf'\n"

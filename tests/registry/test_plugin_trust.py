@@ -1,4 +1,4 @@
-"""A run folder from someone else never runs its code (issue 34, item 1).
+"""A run folder from someone else never runs its code.
 
 Every command that reads a folder it did not write in this process either never imports the
 plugins its record names (readers of numbers: ``ablate table``) or imports one only when the user

@@ -1,4 +1,4 @@
-"""``ablate attention``: the work one ``--text`` can cause is bounded (issue 24, case 3: 600 words grew to
+"""``ablate attention``: the work one ``--text`` can cause is bounded (600 words grew to
 20.5 GB), the figure size too, and the figures land whole, never inside the run folder."""
 
 from __future__ import annotations

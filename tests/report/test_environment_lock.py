@@ -1,4 +1,4 @@
-"""``ablate export`` ships an environment lock (issue 25, item 3): the freeze the trials recorded, else the
+"""``ablate export`` ships an environment lock: the freeze the trials recorded, else the
 exporting machine's, said so."""
 
 from __future__ import annotations

@@ -189,7 +189,7 @@ def test_an_installed_copy_inside_another_repository_does_not_borrow_its_commit(
 
 
 def test_export_of_a_running_sweep_counts_its_planned_trials_and_survives_a_bad_start_time(tmp_path):
-    """Issue 24, cases 6 and 20: the README said "2 finished of 2" while sweep.json planned 4, and a
+    """The README said "2 finished of 2" while sweep.json planned 4, and a
     created_at of "yesterday" crashed the export after it had written half its output."""
     from ablate.report.export import export_sweep
 

@@ -1,4 +1,4 @@
-"""``ablate export`` never deletes or exposes what it reads (issue 24, cases 1, 2, 4 and 21): an output
+"""``ablate export`` never deletes or exposes what it reads: an output
 that holds or lies in the sweep is refused, links out of the sweep are refused, and a full disk or
 Ctrl-C part-way leave the old results folder (or none), never a plausible half."""
 

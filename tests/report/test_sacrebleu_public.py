@@ -1,4 +1,4 @@
-"""ablate uses sacreBLEU's public API only (issue 25, item 8): a private member can change or vanish in
+"""ablate uses sacreBLEU's public API only: a private member can change or vanish in
 any sacreBLEU release (``_extract_corpus_statistics`` and ``_force`` were used once), and each metric's
 reproducibility signature is recorded."""
 

@@ -1,5 +1,5 @@
 """Record readers check types: a crafted or damaged record is one line under the table, never a
-traceback or a number the table believes (issue 24, cases 9, 12 and 20)."""
+traceback or a number the table believes."""
 
 from __future__ import annotations
 

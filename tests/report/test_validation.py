@@ -1,4 +1,4 @@
-"""The validation pass of a table (issue 24, cases 5-12): a cell and its † use the same trials, seeds
+"""The validation pass of a table: a cell and its † use the same trials, seeds
 are distinct, a row is one config, every planned trial is accounted for, and nothing is dropped
 without a word."""
 

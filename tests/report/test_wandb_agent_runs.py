@@ -1,4 +1,4 @@
-"""``ablate table wandb:...`` over runs a W&B sweep agent started (issue 13, item 3).
+"""``ablate table wandb:...`` over runs a W&B sweep agent started.
 
 Such a run's config holds the sweep's ``variant`` parameter as W&B stores it: the whole mapping
 ``{name: A-heads1, model.heads: 1}``. Reading it used to crash the aggregation

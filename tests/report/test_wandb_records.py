@@ -1,4 +1,4 @@
-"""Reading a W&B project: no API key, or W&B failing, is one line (issue 24, case 21); no network."""
+"""Reading a W&B project: no API key, or W&B failing, is one line; no network."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``ablate table wandb:...`` gives the local table, † and footnote included (issue 13, items 3-4)."""
+"""``ablate table wandb:...`` gives the local table, † and footnote included."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 17 items 5 and 13: a sweep is what its trials run; a huge grid is counted, not planned."""
+"""A sweep is what its trials run; a huge grid is counted, not planned."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_a_huge_grid_is_counted_without_expanding_it():
 
 
 def test_a_grid_too_big_to_plan_is_refused_whatever_the_trial_limit():
-    """Issue 34 item 6: the advice for a 10**6 grid is not a --trial-limit that then plans for ever."""
+    """The advice for a 10**6 grid is not a --trial-limit that then plans for ever."""
     spec = small_spec({"seed": {"values": list(range(1000))}, "train.warmup": {"min": 1, "max": 1000}})
     for limit in (10_000, 10**6, 10**13):  # the refusal used to suggest --trial-limit 1000000, which hung
         with pytest.raises(SweepError, match=r"1,000,000 trials is .*split it into sweep files") as err:

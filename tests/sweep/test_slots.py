@@ -90,7 +90,7 @@ def test_a_wait_policy_the_user_chose_is_kept():
 
 
 def test_absent_gpu_ids_are_refused_not_run_on_cpu():
-    """Issue 17 item 6: ``--devices 7`` without GPU 7 fails in one line instead of training on CPU as "gpu 7"."""
+    """``--devices 7`` without GPU 7 fails in one line instead of training on CPU as "gpu 7"."""
     from ablate.sweep.spec import SweepError
 
     with pytest.raises(SweepError, match="no GPU 7 on this machine \\(visible: none\\)"):

@@ -138,7 +138,7 @@ def test_variants_apply_on_top_of_the_base_and_name_the_trial():
 
 
 def test_the_declared_base_is_about_the_table_not_an_override_of_any_trial():
-    from ablate.sweep.command import expand_variant
+    from ablate.sweep.wandb_command import expand_variant
 
     spec = small_spec({"variant": {"values": ["two", {"name": "one", "model.heads": 1}]}, "base": {"value": "two"}})
     points = next_points(spec, [], 10)

@@ -1,4 +1,4 @@
-"""``wandb sweep FILE && wandb agent ID`` runs the shipped sweep files (issue 13, item 2)."""
+"""``wandb sweep FILE && wandb agent ID`` runs the shipped sweep files."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from ablate.config import load_config
-from ablate.sweep.command import SWEEP_COMMAND, expand_variant
 from ablate.sweep.spec import SweepError, load_spec, resolve
+from ablate.sweep.wandb_command import SWEEP_COMMAND, expand_variant
 
 from tests.helpers.tiny import tiny_parameters
 from tests.helpers.wandb_agent import agent_command, agent_env, proposal, proposals, python_on_path

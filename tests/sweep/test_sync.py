@@ -1,4 +1,4 @@
-"""``ablate sync runs/<sweep>``: every trial's offline run uploaded once (issue 13, item 5).
+"""``ablate sync runs/<sweep>``: every trial's offline run uploaded once.
 
 ``wandb sync`` is replaced by a stub that does what it does to the folder: it marks each record
 log it uploaded with W&B's ``run-<id>.wandb.synced`` file."""

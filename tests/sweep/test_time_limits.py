@@ -1,4 +1,4 @@
-"""Issue 34 item 3: no trial hangs a sweep (a time limit per trial, a stall warning, bounded trial logs)."""
+"""No trial hangs a sweep (a time limit per trial, a stall warning, bounded trial logs)."""
 
 from __future__ import annotations
 

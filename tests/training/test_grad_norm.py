@@ -1,5 +1,5 @@
-"""The gradient norm a run records (issue 25, item 7): the total L2 norm of all gradients, before clipping,
-from the same computation that clips (issue 31, item 1: one norm a step, not two)."""
+"""The gradient norm a run records: the total L2 norm of all gradients, before clipping,
+from the same computation that clips (one norm a step, not two)."""
 
 from __future__ import annotations
 

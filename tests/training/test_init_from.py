@@ -1,4 +1,4 @@
-"""``train.init_from=RUN`` (issue 25, item 7): weights only, from a run folder or a checkpoint, refused in
+"""``train.init_from=RUN``: weights only, from a run folder or a checkpoint, refused in
 one line when they do not fit; and the way to give a finished run a larger budget."""
 
 from __future__ import annotations

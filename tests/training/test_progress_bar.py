@@ -1,4 +1,4 @@
-"""The training progress bar's label (issue 25, item 6): no ``Epoch 5/-2`` when epochs are unbounded."""
+"""The training progress bar's label: no ``Epoch 5/-2`` when epochs are unbounded."""
 
 from __future__ import annotations
 

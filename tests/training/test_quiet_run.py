@@ -1,4 +1,4 @@
-"""A normal ``ablate train`` prints nothing a user cannot act on (issue 25, item 6), and records what
+"""A normal ``ablate train`` prints nothing a user cannot act on, and records what
 produced it (items 3, 7, 8).
 
 One tiny run through the command line, as a user starts it (W&B offline, epochs unbounded as in

@@ -1,4 +1,4 @@
-"""Liveness from the run lock: a record that says running, whose lock is free, was killed (issue 24, case 18)."""
+"""Liveness from the run lock: a record that says running, whose lock is free, was killed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A training step never waits for the device (issue 31, item 1): outside logging steps, no op in it reads a
+"""A training step never waits for the device: outside logging steps, no op in it reads a
 tensor's value on the host (``.item()``, ``int(t)``, ``bool(t)``, ``float(t)``: all ``aten::_local_scalar_dense``)
 and none is a collective (``c10d``). On a GPU each of them would stall the launch queue once a step.
 

@@ -1,4 +1,4 @@
-"""System metrics are on by default and can be turned off (issue 13, item 4)."""
+"""System metrics are on by default and can be turned off."""
 
 from ablate.config import load_config
 from ablate.training import tracking

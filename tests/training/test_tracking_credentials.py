@@ -1,4 +1,4 @@
-"""W&B online without credentials falls back to offline with one line (issue 24, case 19).
+"""W&B online without credentials falls back to offline with one line.
 
 The login check reads only the environment and a netrc file; both are stubbed, nothing reaches the network."""
 

@@ -1,4 +1,4 @@
-"""A disk that fills while the test outputs are written: one line, and the run recorded as failed (issue 24, case 17)."""
+"""A disk that fills while the test outputs are written: one line, and the run recorded as failed."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What a finished run records: every saved hypothesis file reproduces its recorded score, and
-the validation scores all come from the checkpoint that was tested (issue 12, items 5-7)."""
+the validation scores all come from the checkpoint that was tested."""
 
 from __future__ import annotations
 

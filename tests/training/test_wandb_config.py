@@ -1,4 +1,4 @@
-"""The W&B config of a run equals its resolved config, whatever started it (issue 13, item 1).
+"""The W&B config of a run equals its resolved config, whatever started it.
 
 W&B's agent locks every key the sweep sets; a Table 3 variant ``{name: A-heads1,
 model.heads: 1}`` over the sweep's ``model.heads: {value: 8}`` used to show 8. Each launch path is
@@ -60,7 +60,7 @@ def _recorded(run_dir: Path) -> dict:
 
 
 def _assert_resolved(run, overrides: list[str]) -> None:
-    from ablate.sweep.command import expand_variant
+    from ablate.sweep.wandb_command import expand_variant
 
     resolved = flatten(to_dict(load_config(None, expand_variant(overrides))))
     assert run.config["model.heads"] == 1  # the variant's value, not the base's 8

@@ -1,4 +1,4 @@
-"""Every W&B run carries a top-level ``variant`` name, whatever started it (issue 25, item 1).
+"""Every W&B run carries a top-level ``variant`` name, whatever started it.
 
 W&B Report panels and dashboards group by ``config.variant``. A local or SLURM trial used to hold
 the name only under ``tracking.variant``; a W&B agent's run held the sweep's whole mapping
@@ -14,11 +14,11 @@ import pytest
 from test_wandb_config import START, _assert_resolved, _env, _recorded, _start, _table3, agent_trial
 
 from ablate.config import load_config
-from ablate.sweep.command import expand_variant
 from ablate.sweep.launcher import Launcher
 from ablate.sweep.options import LaunchOptions
 from ablate.sweep.slots import Slot
 from ablate.sweep.spec import spec_from_dict
+from ablate.sweep.wandb_command import expand_variant
 from ablate.sweep.wandb_form import from_wandb, point_from_wandb, to_wandb
 
 from tests.helpers.wandb_agent import agent_command, agent_env, proposal, proposals

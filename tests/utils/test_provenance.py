@@ -1,4 +1,4 @@
-"""What a run records of the code and environment that produced it (issue 25, item 3)."""
+"""What a run records of the code and environment that produced it."""
 
 from __future__ import annotations
 

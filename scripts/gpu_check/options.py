@@ -1,4 +1,4 @@
-"""The knobs of one GPU check (``python -m ablate.bench.gpu_check``, ``scripts/gpu-check.sh``).
+"""The knobs of one GPU check (``python -m scripts.gpu_check.check``, ``scripts/gpu-check.sh``).
 
 Defaults are the issue's run on one GPU: the paper's base model (d_model 512, 6+6 layers, 8 heads,
 d_ff 2048) on ~25k-token batches of Multi30k, small trials for packing, and stage budgets that

@@ -1,5 +1,5 @@
 """The GPU check's in-process stages: bf16 vs fp32 training against ``torch.nn.Transformer``, decoding,
-and ``torch.compile``. Each runs in a fresh child process (``python -m ablate.bench.gpu_stages STAGE
+and ``torch.compile``. Each runs in a fresh child process (``python -m scripts.gpu_check.stages STAGE
 OPTIONS_JSON RESULT_FILE``) so the parent can stop it at its time budget; it rewrites RESULT_FILE after
 every measurement, so a stopped stage still leaves what it measured.
 
@@ -19,10 +19,10 @@ from typing import Any, Callable
 import torch
 
 from ablate.bench import hardware
-from ablate.bench.flops import Dims, batches_flops, datasheet_peak
-from ablate.bench.gpu_options import GpuCheckOptions
 from ablate.bench.timing import interleaved, median, speedup, spread, synchronize
 from ablate.utils.io import atomic_write_text
+from scripts.gpu_check.flops import Dims, batches_flops, datasheet_peak
+from scripts.gpu_check.options import GpuCheckOptions
 
 Save = Callable[[dict[str, Any]], None]
 
@@ -46,7 +46,7 @@ def _pass(trainee, batches) -> Callable[[], None]:
 def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     """Tokens/s and MFU of ours and ``torch.nn.Transformer`` in bf16 and fp32, additive in bf16, interleaved.
 
-    MFU = model FLOPs (:mod:`ablate.bench.flops`, the PaLM count) x passes/s / the datasheet peak of the
+    MFU = model FLOPs (:mod:`scripts.gpu_check.flops`, the PaLM count) x passes/s / the datasheet peak of the
     dtype for a known GPU (else the square-matmul rate measured in the same rounds, also reported).
     """
     from ablate.bench.inputs import load_inputs

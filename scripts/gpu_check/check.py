@@ -1,6 +1,6 @@
 """The GPU check: one run on one GPU, one JSON (``scripts/gpu-check.sh`` installs, then calls this).
 
-``python -m ablate.bench.gpu_check [--out FILE] [--stages ...] [--tiny] ...`` runs, each within its time
+``python -m scripts.gpu_check.check [--out FILE] [--stages ...] [--tiny] ...`` runs, each within its time
 budget (the stages together within ``--budget-s``; a stage that overruns is stopped and keeps what it
 measured):
 
@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ablate.bench.gpu_options import DEFAULT_STAGES, STAGE_CAP_S, STAGES, GpuCheckOptions, tiny
-from ablate.bench.gpu_runs import ROOT, child_env, run_child, run_gpu_tests, run_packed, run_quality
 from ablate.bench.options import BenchError
 from ablate.record import TEST_BLEU
 from ablate.utils.io import atomic_write_text
+from scripts.gpu_check.options import DEFAULT_STAGES, STAGE_CAP_S, STAGES, GpuCheckOptions, tiny
+from scripts.gpu_check.runs import ROOT, child_env, run_child, run_gpu_tests, run_packed, run_quality
 
 TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "bf16_vs_torch_bf16": (">= 1.0", lambda r: r >= 1.0),
@@ -45,7 +45,7 @@ TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
 """Summary figure -> (what issue 16 asks, check); a figure not measured gets ``None``."""
 
 IN_PROCESS = ("training", "decoding", "compile")
-"""Stages run as ``python -m ablate.bench.gpu_stages STAGE`` children."""
+"""Stages run as ``python -m scripts.gpu_check.stages STAGE`` children."""
 
 
 def _get(tree: Any, *path: str) -> Any:
@@ -146,7 +146,7 @@ def write(results: dict[str, Any], path: Path) -> None:
 def _in_process(stage: str, opts: GpuCheckOptions, timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix=f"ablate-gpu-{stage}-") as tmp:
         result = Path(tmp) / "result.json"
-        cmd = [sys.executable, "-m", "ablate.bench.gpu_stages", stage, json.dumps(opts.to_json()), str(result)]
+        cmd = [sys.executable, "-m", "scripts.gpu_check.stages", stage, json.dumps(opts.to_json()), str(result)]
         run = run_child(cmd, timeout, child_env(opts.cache_dir))
         data = json.loads(result.read_text()) if result.exists() else {}
     return data, run
@@ -214,7 +214,7 @@ def run_check(opts: GpuCheckOptions, out: Path, echo: Callable[[str], None]) -> 
 
 def parse_args(argv: list[str]) -> tuple[GpuCheckOptions, Path]:
     base = GpuCheckOptions()
-    p = argparse.ArgumentParser(prog="python -m ablate.bench.gpu_check", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m scripts.gpu_check.check", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, help="JSON file (default results/gpu/<date>.json, <date>-tiny.json with --tiny)")
     p.add_argument("--stages", default=",".join(DEFAULT_STAGES), help=f"comma-separated subset of {', '.join(STAGES)}")
     p.add_argument("--tiny", action="store_true", help="CPU smoke preset: tiny model, built-in data, seconds")
