@@ -23,9 +23,72 @@ import typer
 
 from ablate.config import complete_overrides
 from ablate.record import DEV_BLEU, TEST_BLEU, TOKENS_PER_SEC, RunFiles
-from ablate.utils.commands import PlainFlagsCommand, fail, plugins_option, trust_plugins_option, typer_app
+from ablate.utils.commands import LazyGroup, PlainFlagsCommand, fail, plugins_option, trust_plugins_option, typer_app
+
+
+class Commands(LazyGroup):
+    """``ablate``'s commands: ``train`` and ``attention`` here, the others imported from their layer when run."""
+
+    lazy = {
+        "bench": (
+            "ablate.bench.commands",
+            "Benchmark every attention variant against torch.nn.Transformer: training and decoding speed, attention "
+            "memory, the data stage and start-up; prints tables and ratios (interleaved medians).",
+        ),
+        "translate": (
+            "ablate.inference.commands",
+            "Translate text with a trained run: one source sentence per line in, one translation per line out.",
+        ),
+        "evaluate": (
+            "ablate.inference.commands",
+            "Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature).",
+        ),
+        "export-model": (
+            "ablate.inference.commands",
+            "Write a trained model as one TorchScript file (greedy decoding, tokenizers and config inside) that "
+            "`torch.jit.load` runs without ablate.",
+        ),
+        "sync": (
+            "ablate.inference.commands",
+            "Upload every trial's offline W&B run (`wandb sync`), skipping those already uploaded.",
+        ),
+        "sweep": (
+            "ablate.sweep.commands",
+            "Run W&B-format sweeps locally, or through W&B agents across machines.",
+        ),
+        "table": (
+            "ablate.report.commands",
+            "Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only.",
+        ),
+        "calibrate": (
+            "ablate.report.commands",
+            "False-positive rate and power of the table's significance test on real runs: relabelled multi-row "
+            "tables of one row's seeds, k-vs-k splits (seed-aware beside sentence-only, measured power beside the "
+            "predicted) and relabelled seed pairs (see results/calibration-cpu).",
+        ),
+        "export": (
+            "ablate.report.commands",
+            "Ship a sweep as a results folder that `ablate table RESULTS_DIR` rebuilds the table from.",
+        ),
+        "plot": (
+            "ablate.report.commands",
+            "Figures: test BLEU (or --metric) per variant, Δ and 95% CI per comparison, the score vs tokens/s and "
+            "parameters, learning curves, Δ vs the base per training step, BLEU by length.",
+        ),
+        "score": (
+            "ablate.report.commands",
+            "Add a metric to finished runs from their saved hypotheses, without retraining: writes test_<split>/NAME, "
+            "test/NAME, val/NAME and NAME_signature into each run's summary.json (what it already records is kept).",
+        ),
+        "report": (
+            "ablate.report.commands",
+            "Publish a W&B Report: the paper-style table and panels (BLEU bars, BLEU vs tokens/s, curves).",
+        ),
+    }
+
 
 app = typer_app(
+    cls=Commands,
     help="Ablation studies for encoder-decoder Transformers in machine translation.",
     no_args_is_help=True,
 )
@@ -138,17 +201,6 @@ def attention(
 
     for path in plot_attention(run_dir, text, out, beam, plugins=plugins or [], trust_plugins=trust_plugins):
         typer.echo(str(path))
-
-
-from ablate.bench.commands import register as _register_bench  # noqa: E402 - sub-apps mount after the core commands
-from ablate.inference.commands import register as _register_inference  # noqa: E402
-from ablate.report.commands import app as _report_app  # noqa: E402
-from ablate.sweep.commands import app as _sweep_app  # noqa: E402
-
-app.add_typer(_sweep_app, name="sweep", help="Run W&B-format sweeps locally, or through W&B agents across machines.")
-app.add_typer(_report_app)
-_register_bench(app)
-_register_inference(app)
 
 
 def main() -> None:

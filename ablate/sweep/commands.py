@@ -17,7 +17,7 @@ import ablate.sweep.views as views  # the module: the package (callable) imports
 from ablate.config import complete_overrides
 from ablate.errors import AblateError
 from ablate.sweep.axes import axis_overrides, split_axes, with_axes
-from ablate.sweep.executors import EXECUTORS, ExecutorArgs, make_executor
+from ablate.sweep.executors import EXECUTORS, ExecutorArgs, executor_class, make_executor
 from ablate.sweep.launcher import Launcher, LaunchOptions, check_trial_count, default_out
 from ablate.sweep.options import STALL_S, TRIAL_LIMIT, check_overrides
 from ablate.sweep.planner import Planner
@@ -209,7 +209,10 @@ def run(
         nodes_per_trial=nodes_per_trial, max_concurrent=max_concurrent, time=time_limit, cpus_per_trial=cpus_per_trial,
         mem=mem, signal_delay_s=signal_delay, slurm_args=tuple(slurm_arg or ()),
     )  # fmt: skip
-    executor = make_executor(launcher, args, opts)
+    if dry_run:  # trains nothing, so it plans no device slots (and never imports torch to count GPUs)
+        executor_class(launcher)
+    else:
+        executor = make_executor(launcher, args, opts)
     count = check_trial_count(spec, trial_cap(spec, max_trials), trial_limit)  # at once, before any planning
     if count is not None:
         console.print(f"{spec.name}: {count:,} trials", highlight=False)

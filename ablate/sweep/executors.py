@@ -30,9 +30,14 @@ EXECUTORS: dict[str, ExecutorClass] = {
 """``--launcher`` name -> executor class (with ``from_args``)."""
 
 
-def make_executor(name: str, args: ExecutorArgs, opts: LaunchOptions) -> Executor:
-    """The executor ``--launcher NAME`` names, built from the command line's options."""
+def executor_class(name: str) -> ExecutorClass:
+    """The registry entry ``--launcher NAME`` names (a one-line error with did-you-mean for another name)."""
     if name not in EXECUTORS:
         hint = did_you_mean(name, EXECUTORS, cutoff=0.4)
         raise SweepError(f"--launcher {name!r}: choose one of {', '.join(EXECUTORS)}{hint}")
-    return EXECUTORS[name].from_args(args, opts)
+    return EXECUTORS[name]
+
+
+def make_executor(name: str, args: ExecutorArgs, opts: LaunchOptions) -> Executor:
+    """The executor ``--launcher NAME`` names, built from the command line's options."""
+    return executor_class(name).from_args(args, opts)

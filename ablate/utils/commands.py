@@ -7,6 +7,7 @@ becomes one red line on stderr and exit status 2, never a traceback. Anything el
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, NoReturn
 
 import typer
@@ -81,10 +82,52 @@ class AblateTyper(typer.Typer):
         return super().command(*args, cls=cls or PlainFlagsCommand, **kwargs)
 
 
-def typer_app(**kwargs: Any) -> typer.Typer:
-    """A ``typer.Typer`` whose commands report user errors through :class:`HandledGroup`."""
+class LazyGroup(HandledGroup):
+    """A :class:`HandledGroup` whose other commands are imported only when one of them runs.
+
+    :attr:`lazy` names each command's module and its one-line help; ``--help`` and shell completion of
+    command names list them from that alone, and the module is imported when the command (or the
+    completion of its arguments) is resolved, so ``ablate table`` never imports what ``ablate train``
+    needs. A module provides the commands as ``app`` (a ``typer.Typer``) or ``register(app)``; a command
+    whose entry names no command in it is the whole ``app`` as a group (``ablate sweep ...``).
+    """
+
+    lazy: dict[str, tuple[str, str]] = {}
+    """Command name -> (module, one-line help)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, (_, help) in self.lazy.items():
+            self.commands.setdefault(name, _Pending(name, help=help))
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if isinstance(cmd, _Pending) and name is not None:
+            cmd = self.commands[name] = self.load(name)
+        return name, cmd, rest
+
+    def load(self, name: str) -> Any:
+        """Import the command ``name`` from its module (a click command)."""
+        module = importlib.import_module(self.lazy[name][0])
+        app = getattr(module, "app", None)
+        if app is None:
+            app = typer_app()
+            module.register(app)
+        group = typer.main.get_group(app)
+        if name in group.commands:
+            return group.commands[name]
+        group.name, group.help = name, self.lazy[name][1]
+        return group
+
+
+class _Pending(TyperCommand):
+    """A command not imported yet: its name and help, for listings (:class:`LazyGroup`)."""
+
+
+def typer_app(*, cls: type[HandledGroup] = HandledGroup, **kwargs: Any) -> typer.Typer:
+    """A ``typer.Typer`` whose commands report user errors through :class:`HandledGroup` (or ``cls``)."""
     kwargs.setdefault("pretty_exceptions_enable", False)
-    return AblateTyper(cls=HandledGroup, **kwargs)
+    return AblateTyper(cls=cls, **kwargs)
 
 
 def plugins_option() -> Any:

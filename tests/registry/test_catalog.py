@@ -60,18 +60,27 @@ def test_a_config_error_names_the_choices_without_importing_torch():
 
 
 @pytest.mark.slow
-def test_table_and_dry_run_never_import_torch():
+def test_commands_that_never_train_never_import_torch(tmp_path):
+    """``--help``, ``table``, ``plot``, a dry run (default ``--devices auto``) and ``sweep status`` run
+    in-process without importing torch or Lightning; ``table`` and ``plot`` not the SLURM launcher either."""
+    from ablate.sweep.state import SweepState, save_state
+
+    save_state(tmp_path / "sweep", SweepState(name="s", source="s.yaml", signature="x", group="s-000000"))
     _run_without_torch(
-        """
-        import contextlib, io
+        f"""
+        import contextlib, io, sys
         from ablate.cli import app
-        for argv in (["table", "results/defaults-cpu", "--format", "md"],
-                     ["sweep", "run", "sweeps/quickstart.yaml", "--dry-run", "--devices", "cpu"]):
+        for argv in (["--help"], ["table", "results/defaults-cpu", "--format", "md"],
+                     ["plot", "results/defaults-cpu", "--out", {str(tmp_path / "plots")!r}],
+                     ["sweep", "run", "sweeps/quickstart.yaml", "--dry-run", "--out", {str(tmp_path / "q")!r}],
+                     ["sweep", "status", {str(tmp_path / "sweep")!r}]):
             with contextlib.redirect_stdout(io.StringIO()) as out:
                 try:
                     app(argv, standalone_mode=False)
                 except SystemExit as exit:
                     assert not exit.code, (argv, exit.code)
             assert out.getvalue().strip(), argv
+            if argv[0] in ("table", "plot"):
+                assert "ablate.sweep.slurm" not in sys.modules, argv
         """
     )
