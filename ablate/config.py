@@ -243,6 +243,10 @@ class TrackingConfig:
     """Let W&B record CPU/GPU utilisation and memory of the run (``false`` turns it off)."""
     log_checkpoints: bool = False
     """Upload ``best.ckpt`` as a W&B model artifact at the end of the run."""
+    loggers: tuple[Union[str, dict[str, Any]], ...] = ("wandb",)
+    """Lightning loggers that receive the run's train/val/test metrics, several at once: ``wandb`` (as
+    ``tracking.wandb`` says), ``tensorboard`` (``<run_dir>/tensorboard``), ``csv`` (``<run_dir>/csv/metrics.csv``),
+    ``mlflow`` (``<run_dir>/mlruns``; ``pip install mlflow``), or a logger class path (``{class_path, init_args}``)."""
 
 
 @dataclass(frozen=True)

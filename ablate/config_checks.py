@@ -53,10 +53,33 @@ def validate(cfg: Any) -> None:
     if cfg.tracking.log_every < 1:
         raise ConfigError(f"tracking.log_every={cfg.tracking.log_every} must be at least 1 (steps)")
     check_budget(t)
+    check_loggers(cfg.tracking.loggers)
     if cfg.trainer:
         from ablate.utils.trainer_options import check
 
         check(cfg.trainer)
+
+
+LOGGERS = ("wandb", "tensorboard", "csv", "mlflow")
+"""The logger names of ``tracking.loggers`` (built by :mod:`ablate.training.loggers`); anything else is a class path."""
+
+
+def check_loggers(entries: Any) -> None:
+    """Each ``tracking.loggers`` entry is a logger name, a class path or ``{class_path, init_args}``, at most once."""
+    from ablate.errors import did_you_mean
+    from ablate.utils.trainer_options import class_spec
+
+    seen = []
+    for entry in entries:
+        name = class_spec(entry, "tracking.loggers")[0]
+        if name not in LOGGERS and "." not in name:
+            raise ConfigError(
+                f"unknown logger tracking.loggers={name!r}{did_you_mean(name, LOGGERS)}; use one of "
+                f"{', '.join(LOGGERS)} or a Lightning logger class path (package.module.Class)"
+            )
+        if name in seen:
+            raise ConfigError(f"tracking.loggers names {name!r} twice; list each logger once")
+        seen.append(name)
 
 
 def check_ranges(cfg: Any) -> None:

@@ -134,6 +134,7 @@ class RunFiles:
     wandb = property(lambda self: self.root / "wandb", doc="the W&B run's folder")
     wandb_id = property(lambda self: self.root / "wandb_id.txt", doc="the W&B run id")
     log = property(lambda self: self.root / LOG_FILE, doc="a sweep trial's output")
+    console = property(lambda self: self.root / "console.log", doc="the status lines and warnings of every attempt")
     requeues = property(lambda self: self.root / ".requeues", doc="SLURM requeues of the trial")
 
     def texts(self, kind: str) -> Path:

@@ -4,7 +4,8 @@
 as ``hf://datasets/<dataset>@<revision>`` does; ``hf:<dataset>:<config>@<revision>`` reads the same.
 It reaches ``datasets.load_dataset(revision=...)`` and the run records it (``summary.json``:
 ``data.source`` as dataset, config and revision), so a rerun reads the same data even after the
-dataset's owner changes it.
+dataset's owner changes it. Beside it the record keeps ``commit``, the sha the hub says it served
+(a branch or tag resolved; none asked, the default branch's head), or null when the hub did not answer.
 
 Two column layouts are understood: one string column per language (``bentrevett/multi30k``:
 ``en``, ``de``) and a ``translation`` column of ``{lang: text}`` records (``wmt14`` ``de-en``,
@@ -12,7 +13,8 @@ Two column layouts are understood: one string column per language (``bentrevett/
 ``dev``, ``val``) becomes ``val``, and every split starting with ``test`` keeps its name.
 
 ``<dataset>`` may also be a local folder in the hub's file layout (e.g. ``data/train-*.parquet``
-or ``<config>/train-*.parquet``), which is how datasets are used where the hub is unreachable.
+or ``<config>/train-*.parquet``), which is how datasets are used where the hub is unreachable; a folder
+has no revisions, so ``hf:<folder>@<rev>`` is refused.
 Loaded data is cached by ``datasets`` under ``<cache root>/hf``; the content fingerprint is the
 loaded datasets' own fingerprints.
 """
@@ -85,11 +87,28 @@ def parse_hub_source(source: str) -> tuple[str, str, str | None]:
         revisions.append(rev)
     if not name:
         raise DataError(f"data.source={source!r} names no dataset; {USAGE}")
+    if revisions and Path(name).expanduser().is_dir():  # a folder has no commits: "@abc" would be a pin that never was
+        raise DataError(
+            f"data.source={source!r}: {name} is a local folder and a revision pins a hub dataset; "
+            f"drop '@{revisions[0]}' or name the hub dataset"
+        )
     if len(revisions) > 1 or any("@" in r or ":" in r for r in revisions):
         raise DataError(f"data.source={source!r} gives more than one revision; {USAGE}")
     if revisions and not revisions[0]:
         raise DataError(f"data.source={source!r}: '@' needs a revision after it (a commit sha, branch or tag); {USAGE}")
     return name, config, revisions[0] if revisions else None
+
+
+def served_commit(name: str, revision: str | None) -> str | None:
+    """The commit sha the hub serves for ``name`` at ``revision`` (a branch or tag resolved), or None when the hub
+    does not answer (offline, unreachable): recorded beside the revision asked for, never in its place."""
+    try:
+        from huggingface_hub import HfApi
+
+        sha = HfApi().dataset_info(name, revision=revision).sha
+    except Exception:  # noqa: BLE001 - the data loaded; a hub that cannot say which commit leaves it unknown
+        return None
+    return sha if isinstance(sha, str) and sha else None
 
 
 class HubDataset:
@@ -100,6 +119,7 @@ class HubDataset:
         self.langs = (cfg.src_lang, cfg.tgt_lang)
         self.cache_root = cache_root
         self._splits: dict[str, datasets.Dataset] | None = None
+        self.commit: str | None = None  # the commit the hub served, when it said
 
     def _load(self) -> dict[str, datasets.Dataset]:
         if self._splits is not None:
@@ -138,6 +158,8 @@ class HubDataset:
             if ours is not None and ours not in splits:
                 splits[ours] = ds
         self._splits = splits
+        if not local:
+            self.commit = served_commit(self.name, self.revision)
         return splits
 
     def fingerprint(self) -> str:
@@ -153,8 +175,9 @@ class HubDataset:
         )
 
     def provenance(self) -> dict[str, str | None]:
-        """What the run records of its data: the dataset, its config and the revision asked for."""
-        return {"dataset": self.name, "config": self.config or None, "revision": self.revision}
+        """What the run records of its data: the dataset, its config, the revision asked for and the commit
+        the hub served (``None`` for a local folder, or when the hub did not say)."""
+        return {"dataset": self.name, "config": self.config or None, "revision": self.revision, "commit": self.commit}
 
     def load(self, workdir: Path) -> Corpus:
         splits = {

@@ -18,14 +18,30 @@ from ablate.utils.io import one_line
 
 log = logging.getLogger(__name__)
 
-RUN_HELP = "A run directory written by `ablate train`, or wandb:<entity>/<project>/<run id> (its model artifact)."
+RUN_HELP = (
+    "A run directory written by `ablate train`, a sweep folder with --variant/--seed, "
+    "or wandb:<entity>/<project>/<run id> (its model artifact)."
+)
 
 
-def _local(run_dir: Path, raw: str) -> Path:
-    """``run_dir``, or the folder of a ``wandb:`` run's downloaded model artifact."""
+def _local(run_dir: Path, raw: str, variant: Optional[str] = None, seed: Optional[int] = None) -> Path:
+    """``run_dir``, the trial of sweep ``run_dir`` that ``variant`` and ``seed`` name, or the folder of a ``wandb:``
+    run's downloaded model artifact."""
     from ablate.inference.wandb_model import fetch_run, is_wandb_ref
 
+    if variant is not None or seed is not None:
+        from ablate.inference.sweep_trial import trial_folder
+
+        return trial_folder(run_dir, variant, seed)
     return fetch_run(raw) if is_wandb_ref(raw) else run_dir
+
+
+def variant_option():
+    return typer.Option(None, "--variant", help="With a sweep folder: the trial of this variant (its summary's name).")
+
+
+def seed_option():
+    return typer.Option(None, "--seed", help="With a sweep folder: the trial of this seed.")
 
 
 def translate(
@@ -38,6 +54,8 @@ def translate(
         None, "--len-penalty", help="Length-normalisation exponent (default: eval.len_penalty)."
     ),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
+    variant: Optional[str] = variant_option(),
+    seed: Optional[int] = seed_option(),
     plugins: Optional[List[str]] = plugins_option(),
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
@@ -56,7 +74,9 @@ def translate(
         _fail(f"cannot read {input or 'stdin'}: {err.strerror or err}")
     sentences = read_sentences(raw, str(input) if input is not None else "stdin")
     try:
-        run = load_run(_local(run_dir, str(run_dir)), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins)
+        run = load_run(
+            _local(run_dir, str(run_dir), variant, seed), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins
+        )
     except ConfigError as err:
         _fail(str(err))
     for line in run_translate(run, sentences, beam, len_penalty):
@@ -71,6 +91,8 @@ def evaluate(
     len_penalty: Optional[float] = typer.Option(None, "--len-penalty", help="Length-normalisation exponent."),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
     hyps: Optional[Path] = typer.Option(None, "--hyps", help="Also write the translations to this file."),
+    variant: Optional[str] = variant_option(),
+    seed: Optional[int] = seed_option(),
     plugins: Optional[List[str]] = plugins_option(),
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
@@ -86,7 +108,9 @@ def evaluate(
     if hyps is not None:
         check_apart(hyps, [run_dir], "--hyps")
     try:
-        run = load_run(_local(run_dir, str(run_dir)), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins)
+        run = load_run(
+            _local(run_dir, str(run_dir), variant, seed), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins
+        )
         name, sources, references = load_split(run, data, split)
     except (ConfigError, DataError) as err:
         _fail(str(err))

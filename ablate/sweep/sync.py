@@ -98,7 +98,7 @@ def sync(
     for flag, value in (("--project", project), ("--entity", entity)):
         if value:
             argv += [flag, value]
-    argv += [str(p) for p in todo.pending]
+    argv += [str(p.resolve()) for p in todo.pending]  # absolute: W&B resolves nothing against our folder
     proc = (run or subprocess.run)(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [line for line in (proc.stderr or proc.stdout or "").splitlines() if line.strip()]

@@ -10,8 +10,10 @@
   ``ablate translate wandb:<entity>/<project>/<run id>`` works from W&B alone.
 
 Artifact files are referenced where the run wrote them (W&B's ``immutable`` policy: no copy in
-W&B's staging area), so an offline run holds them in its own folder until ``wandb sync``
-uploads them. The calls are W&B's public ones, the same online and offline.
+W&B's staging area), by absolute path, so an offline run holds them in its own folder until
+``wandb sync`` uploads them from whatever folder it is called in (a relative path would resolve
+against the caller's folder, not the training's). The calls are W&B's public ones, the same online
+and offline.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ def checkpoint_artifact(run_dir: Path, run_id: str):
 
 def publish(run: Any, run_dir: Path, summary: dict[str, Any], log_checkpoints: bool = False) -> None:
     """Log ``summary``, the texts and (optionally) the best checkpoint of ``run_dir`` to ``run``."""
+    run_dir = run_dir.resolve()  # artifact entries keep this path until `wandb sync`, called from anywhere
     log_summary(run, summary)
     for art, aliases in (
         (texts_artifact(run_dir, run.id, summary), ["latest"]),

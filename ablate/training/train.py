@@ -9,6 +9,8 @@ Run directory layout::
     <run_dir>/hyps/<split>.txt     detokenized hypotheses, one line per source sentence, in order
     <run_dir>/refs/<split>.txt     the references they were scored against
     <run_dir>/wandb/               the W&B run (offline runs are synced from here)
+    <run_dir>/console.log          the status lines and warnings the console showed, every attempt
+    <run_dir>/tensorboard/, csv/   the other loggers of tracking.loggers, when listed
 
 Running the same command again resumes an interrupted run from ``last.ckpt`` (same W&B run,
 step and learning-rate schedule); a finished run is not trained again.
@@ -19,7 +21,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,6 +38,7 @@ from ablate.training.checkpoint_io import (
 )
 from ablate.training.init_from import checkpoint_of, initialise
 from ablate.training.interrupts import SigintGuard
+from ablate.training.loggers import make_loggers, uses_wandb
 from ablate.training.outputs import save_outputs, summarise
 from ablate.training.publish import log_summary, publish
 from ablate.training.resolved import resolved
@@ -51,6 +55,7 @@ from ablate.training.tracking import (
     start_logger,
 )
 from ablate.training.trainer import accelerator_and_precision, check_devices, make_trainer, quiet
+from ablate.utils.logs import capture
 
 __all__ = ["RunError", "train"]
 
@@ -87,9 +92,10 @@ def train(
     check_devices(cfg)
     check_cache_root(cache_root(cfg.data.cache_dir))  # before the run folder is made: a bad cache leaves none
     run_dir = Path(run_dir or default_run_dir(cfg))
-    lock = RunLock(run_dir).acquire() if is_launcher_process() else None  # also: is the folder writable?
+    launcher = is_launcher_process()
+    lock = RunLock(run_dir).acquire() if launcher else None  # also: is the folder writable?
     try:
-        with SigintGuard():
+        with SigintGuard(), capture(RunFiles(run_dir).console) if launcher else nullcontext():
             return _train(cfg, run_dir, overwrite, callbacks, milestone)
     finally:
         if lock is not None:
@@ -109,6 +115,7 @@ class _Run:
     record: RunRecord
     mode: str = "disabled"
     logger: Any = None  # the W&B logger, on the launcher process only
+    loggers: list = field(default_factory=list)  # tracking.loggers besides W&B, on the launcher process only
     launcher: bool = True
     accelerator: str = "cpu"
 
@@ -220,10 +227,12 @@ def _build_run(cfg: Config, run_dir: Path, data, start_from: str | None) -> _Run
 
 
 def _open_record(run: _Run, state: str) -> None:
-    """The launcher saves the tokenizer, starts W&B and writes the record as ``running``."""
-    run.mode = resolve_mode(run.cfg.tracking, log.warning if run.launcher else None)
+    """The launcher saves the tokenizer, starts W&B and the other loggers and writes the record as ``running``."""
+    wandb = uses_wandb(run.cfg)
+    run.mode = resolve_mode(run.cfg.tracking, log.warning if run.launcher and wandb else None) if wandb else "disabled"
     if not run.launcher:
         return
+    run.loggers = make_loggers(run.cfg, run.run_dir)
     run.data.tokenizer.save(RunFiles(run.run_dir).tokenizer)
     run.logger = start_logger(make_logger(run.cfg, run.run_dir, run.mode))
     id_file = RunFiles(run.run_dir).wandb_id
@@ -253,9 +262,8 @@ def _build_trainer(run: _Run, extra: list | None, milestone: Callable[[str], Non
     if milestone is not None:
         callbacks.append(Milestones(milestone))
     checkpoint_io = ResilientCheckpointIO(warn=log.warning)
-    trainer = make_trainer(
-        run.cfg, run.run_dir, run.logger, run.accelerator, devices, precision, callbacks, checkpoint_io
-    )
+    loggers = [logger for logger in (run.logger, *run.loggers) if logger is not None]
+    trainer = make_trainer(run.cfg, run.run_dir, loggers, run.accelerator, devices, precision, callbacks, checkpoint_io)
     return trainer, throughput, checkpoint_io
 
 

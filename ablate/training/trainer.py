@@ -79,7 +79,7 @@ def checkpoint_callbacks(ckpt_dir: Path, every: int) -> list:
 def make_trainer(
     cfg: Config,
     run_dir: Path,
-    logger,
+    loggers: list,
     accelerator: str,
     devices: Any,
     precision: str,
@@ -104,7 +104,7 @@ def make_trainer(
         num_nodes=t.nodes,
         strategy=strategy,
         precision=precision,
-        logger=logger if logger is not None else False,
+        logger=loggers or False,
         callbacks=[
             *checkpoint_callbacks(run_dir / "checkpoints", t.checkpoint_every),
             *extra_callbacks,

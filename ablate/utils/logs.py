@@ -20,12 +20,14 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Optional
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Optional
 
 from rich.console import Console
 from rich.text import Text
 
-__all__ = ["ConsoleHandler", "RankZero", "global_rank", "setup", "verbosity_of"]
+__all__ = ["ConsoleHandler", "RankZero", "capture", "global_rank", "setup", "verbosity_of"]
 
 LEVELS = {-1: logging.WARNING, 0: logging.INFO, 1: logging.DEBUG}
 """``-q`` (-1), default (0), ``-v`` (1) -> the level of the ``ablate`` logger."""
@@ -94,3 +96,26 @@ def setup(verbosity: int = 0) -> logging.Handler:
 def verbosity_of(quiet: bool, verbose: Optional[bool]) -> int:
     """``-q`` / ``-v`` flags -> :func:`setup`'s verbosity (quiet wins)."""
     return -1 if quiet else 1 if verbose else 0
+
+
+CAPTURED = ("ablate", "pytorch_lightning", "lightning.pytorch")
+"""The loggers whose records a run's ``console.log`` keeps: ablate's status lines and warnings, Lightning's."""
+
+
+@contextmanager
+def capture(path: Path) -> Iterator[None]:
+    """Append what the console is told (the records of :data:`CAPTURED` at the levels they are shown,
+    timestamped) to ``path`` while the block runs, so a run folder keeps its console log."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RankZero())
+    loggers = [logging.getLogger(name) for name in CAPTURED]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+        handler.close()

@@ -11,7 +11,10 @@ LightningCLI's notation (a class path, or ``{class_path: ..., init_args: {...}}`
           init_args: {monitor: val/bleu, mode: max, patience: 3}
 
 Options that ablate already sets from its own keys are refused with the key to use instead
-(``trainer.max_steps`` -> ``train.max_steps``), so a run's budget has one source. From Python,
+(``trainer.max_steps`` -> ``train.max_steps``), so a run's budget has one source. Class paths of the
+``lightning`` package (``lightning.pytorch.callbacks.EarlyStopping``, as Lightning's own docs spell
+them) name the same classes in ``pytorch_lightning``, the package ablate trains with, and are read
+so: a callback of the other package would not be a callback of this Trainer. From Python,
 ``ablate.training.train.train(cfg, callbacks=[...])`` takes callback objects directly.
 """
 
@@ -37,7 +40,7 @@ OWNED = {
     "val_check_interval": "train.val_every",
     "check_val_every_n_epoch": "train.val_every",
     "log_every_n_steps": "tracking.log_every",
-    "logger": "tracking.wandb",
+    "logger": "tracking.loggers",
     "default_root_dir": "--run-dir",
 }
 """Trainer arguments ablate derives from its own config key (named here)."""
@@ -51,7 +54,8 @@ def _trainer_arguments() -> list[str]:
     return [n for n in inspect.signature(pl.Trainer.__init__).parameters if n != "self"]
 
 
-def _callback_spec(item: Any) -> tuple[str, dict[str, Any]]:
+def class_spec(item: Any, key: str = "trainer.callbacks") -> tuple[str, dict[str, Any]]:
+    """``(class path or name, init_args)`` of a ``key`` entry in LightningCLI's notation; one-line error else."""
     if isinstance(item, str):
         return item, {}
     if isinstance(item, dict) and isinstance(item.get("class_path"), str):
@@ -59,17 +63,23 @@ def _callback_spec(item: Any) -> tuple[str, dict[str, Any]]:
         if isinstance(args, dict) and set(item) <= {"class_path", "init_args"}:
             return item["class_path"], dict(args)
     raise ConfigError(
-        f"trainer.callbacks entry {item!r} must be a class path or "
-        "{class_path: package.module.Class, init_args: {...}}"
+        f"{key} entry {item!r} must be a class path or {{class_path: package.module.Class, init_args: {{...}}}}"
     )
 
 
-def _import(path: str) -> type:
+LIGHTNING = "lightning.pytorch."
+"""The ``lightning`` package's prefix of the classes ``pytorch_lightning`` holds."""
+
+
+def import_class(path: str, key: str = "trainer.callbacks") -> type:
+    """The class at ``path`` (``package.module.Class``; ``lightning.pytorch.*`` read as ``pytorch_lightning.*``)."""
+    if path.startswith(LIGHTNING):
+        path = "pytorch_lightning." + path[len(LIGHTNING) :]
     module, _, name = path.replace(":", ".").rpartition(".")
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError):
-        raise ConfigError(f"trainer.callbacks: cannot import '{path}' (use package.module.Class)") from None
+        raise ConfigError(f"{key}: cannot import '{path}' (use package.module.Class)") from None
 
 
 def check(options: dict[str, Any]) -> None:
@@ -88,7 +98,7 @@ def check(options: dict[str, Any]) -> None:
             if not isinstance(value, (list, tuple)):
                 raise ConfigError("trainer.callbacks must be a list of class paths or {class_path, init_args}")
             for item in value:
-                _import(_callback_spec(item)[0])
+                import_class(class_spec(item)[0])
 
 
 def build(options: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
@@ -97,9 +107,9 @@ def build(options: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     kwargs = {k: v for k, v in options.items() if k != "callbacks"}
     callbacks = []
     for item in options.get("callbacks") or []:
-        path, args = _callback_spec(item)
+        path, args = class_spec(item)
         try:
-            callbacks.append(_import(path)(**args))
+            callbacks.append(import_class(path)(**args))
         except TypeError as err:
             raise ConfigError(f"trainer.callbacks: {path}: {err}") from None
     return kwargs, callbacks

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import datasets
+import huggingface_hub
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -149,6 +150,47 @@ def test_a_local_folder_takes_no_revision(tmp_path):
         parse_hub_source(f"hf:{folder}:de-en@abc")
 
 
+class StandInHub:
+    """``huggingface_hub.HfApi`` as far as :func:`ablate.data.hub.served_commit` uses it: the sha a revision resolves to."""
+
+    SHAS = {"4a3f5c1": "4a3f5c1" + "0" * 33, None: "e" * 40, "main": "e" * 40, "other": "b" * 40}
+    asked: list[tuple[str, str | None]] = []
+
+    def dataset_info(self, name, revision=None):
+        StandInHub.asked.append((name, revision))
+        if revision not in self.SHAS:
+            raise LookupError(f"{revision} not found")
+        return type("Info", (), {"sha": self.SHAS[revision]})()
+
+
+def test_a_local_folder_with_a_revision_is_refused_in_one_line(per_language_layout):
+    with pytest.raises(DataError, match="is a local folder and a revision pins a hub dataset") as err:
+        parse_hub_source(f"hf:{per_language_layout}@abc")  # it used to train and record revision 'abc'
+    assert "\n" not in str(err.value) and "drop '@abc'" in str(err.value)
+
+
+def test_the_commit_the_hub_served_is_recorded_beside_the_revision(per_language_layout, monkeypatch, make_cfg):
+    real = datasets.load_dataset
+    monkeypatch.setattr(
+        datasets, "load_dataset", lambda **kw: real(path=str(per_language_layout), cache_dir=kw["cache_dir"])
+    )
+    monkeypatch.setattr(huggingface_hub, "HfApi", StandInHub)
+    StandInHub.asked.clear()
+    dm = _module(make_cfg("hf:bentrevett/multi30k@main"))  # a branch: the record says which commit it was
+    assert dm.stats["source"]["revision"] == "main" and dm.stats["source"]["commit"] == "e" * 40
+    assert StandInHub.asked == [("bentrevett/multi30k", "main")]
+
+    class Offline:
+        def dataset_info(self, name, revision=None):
+            raise huggingface_hub.errors.OfflineModeIsEnabled("offline")
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", Offline)
+    dm = _module(make_cfg("hf:bentrevett/multi30k@main"))  # the hub does not say: unknown, never guessed
+    assert dm.stats["source"]["commit"] is None
+    local = _module(make_cfg(f"hf:{per_language_layout}"))  # a folder: no hub, no commit
+    assert local.stats["source"]["commit"] is None and StandInHub.asked == [("bentrevett/multi30k", "main")]
+
+
 def test_the_revision_reaches_load_dataset_and_the_run_record(per_language_layout, monkeypatch, make_cfg, tmp_path):
     calls = []
     real = datasets.load_dataset
@@ -158,9 +200,15 @@ def test_the_revision_reaches_load_dataset_and_the_run_record(per_language_layou
         return real(path=str(per_language_layout), cache_dir=kwargs["cache_dir"])
 
     monkeypatch.setattr(datasets, "load_dataset", hub)
+    monkeypatch.setattr(huggingface_hub, "HfApi", StandInHub)
     dm = _module(make_cfg("hf:bentrevett/multi30k@4a3f5c1"))
     assert [(c["path"], c["revision"]) for c in calls] == [("bentrevett/multi30k", "4a3f5c1")]
-    assert dm.stats["source"] == {"dataset": "bentrevett/multi30k", "config": None, "revision": "4a3f5c1"}
+    assert dm.stats["source"] == {
+        "dataset": "bentrevett/multi30k",
+        "config": None,
+        "revision": "4a3f5c1",
+        "commit": StandInHub.SHAS["4a3f5c1"],
+    }
     assert dm.stats["pairs"]["train"] == 400
 
     calls.clear()

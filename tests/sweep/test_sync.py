@@ -86,3 +86,16 @@ def test_the_real_wandb_command_is_found():
     argv = sync_mod.wandb_command()
     proc = subprocess.run([*argv, "sync", "--help"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "--include-synced" in proc.stdout
+
+
+def test_sync_from_another_folder_passes_paths_that_resolve_there(tmp_path, monkeypatch):
+    """A relative sweep folder is synced from the caller's folder: W&B gets absolute paths (issue 30, item 6)."""
+    root = tmp_path / "work" / "runs" / "quickstart"
+    done = _trial(root, "a-seed=1", "finished")
+    monkeypatch.chdir(tmp_path / "work")
+    stub = StubWandb()
+    monkeypatch.setattr(sync_mod.subprocess, "run", stub)
+    result = CliRunner().invoke(cli.app, ["sync", "runs/quickstart"])
+    assert result.exit_code == 0, result.output
+    folders = stub.calls[0][stub.calls[0].index("sync") + 1 :]
+    assert folders == [str(done[0])] and all(Path(f).is_absolute() for f in folders)

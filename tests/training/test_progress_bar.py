@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytorch_lightning.callbacks import TQDMProgressBar
 
-from ablate.training.progress_bar import BudgetProgressBar, progress_bar, train_description
+from ablate.training.progress_bar import BudgetProgressBar, StatusLines, progress_bar, status_line, train_description
 
 
 def test_label_shows_the_bounds_the_run_has():
@@ -16,6 +16,34 @@ def test_label_shows_the_bounds_the_run_has():
 
 
 def test_the_bar_is_added_unless_turned_off_or_brought():
-    assert [type(c) for c in progress_bar({}, [])] == [BudgetProgressBar]
+    assert [type(c) for c in progress_bar({}, [], terminal=True)] == [BudgetProgressBar]
+    assert [type(c) for c in progress_bar({}, [], terminal=False)] == [StatusLines]  # a log file, a notebook
     assert progress_bar({"enable_progress_bar": False}, []) == []
     assert progress_bar({}, [TQDMProgressBar()]) == []  # Lightning refuses two progress bars
+
+
+def test_the_rich_bar_draws_on_stderr():
+    assert BudgetProgressBar()._console_kwargs == {"stderr": True}  # stdout holds only the result (issue 30, item 4)
+
+
+def test_a_status_line_says_step_loss_speed_bleu_and_time_left():
+    line = status_line(120, 600, 4.21349, 8920.4, 3.214, 312.2)
+    assert line == "step 120/600 · loss 4.213 · 8,920 tok/s · val/bleu 3.21 · ETA 0:05:12"
+    assert status_line(7, -1, None, None, None, None) == "step 7"  # a time budget, before anything is known
+
+
+def test_a_notebook_gets_one_line_rewritten_in_place(caplog):
+    import io
+    import logging
+
+    stream = io.StringIO()
+    bar = StatusLines(stream=stream, rewrite=True)
+    with caplog.at_level(logging.INFO, logger="ablate"):
+        bar._write("step 4/12")
+        bar._write("step 8/12")
+        bar.on_train_end(None, None)
+    assert stream.getvalue() == "\rstep 4/12\rstep 8/12\n"  # one line on screen, no widget
+    plain = StatusLines(stream=stream, rewrite=False)
+    with caplog.at_level(logging.INFO, logger="ablate"):
+        plain._write("step 4/12")
+    assert [r.getMessage() for r in caplog.records] == ["step 4/12"]  # elsewhere: logged, a line each
