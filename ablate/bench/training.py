@@ -1,7 +1,7 @@
 """Training throughput of every variant and of ``torch.nn.Transformer``, on the same batches.
 
 One training step is exactly what ``ablate train`` does per batch, minus Lightning's hooks:
-forward, the label-smoothed cross-entropy (:func:`ablate.training.objective.token_loss`), backward,
+forward, the label-smoothed cross-entropy (:func:`ablate.training.objective.sequence_loss`), backward,
 gradient-norm clipping, the AdamW step and learning-rate schedule (:func:`ablate.training.objective.make_optimizer`).
 The reference (:class:`ablate.bench.reference.TorchTransformer`) gets the same loss and optimiser. Throughput counts non-padding source + target tokens per second.
 """
@@ -24,7 +24,7 @@ from ablate.errors import did_you_mean
 from ablate.model.build import build_model
 from ablate.model.positions import POSITIONS
 from ablate.model.scores import SCORES
-from ablate.training.objective import make_optimizer, token_loss
+from ablate.training.objective import make_optimizer, sequence_loss, token_loss
 
 REFERENCE = "torch"
 """Name of the ``torch.nn.Transformer`` contender."""
@@ -88,9 +88,12 @@ class Trainee:
         return sum(p.numel() for p in self.model.parameters())
 
     def loss(self, batch: Batch) -> torch.Tensor:
+        """Ours: the training loss (:func:`~ablate.training.objective.sequence_loss`, logits of non-padding
+        targets only); the reference: the same loss over its full (B, T, V) logits, as its users write it."""
         with hardware.autocast(self.dev, self.dtype):
-            logits = self.model(batch["src"], batch["tgt_in"])
-        return token_loss(logits, batch["tgt_out"], 0, self.smoothing)[0]
+            if self.name == REFERENCE:
+                return token_loss(self.model(batch["src"], batch["tgt_in"]), batch["tgt_out"], 0, self.smoothing)[0]
+            return sequence_loss(self.model, batch, 0, self.smoothing)[0]
 
     def step(self, batch: Batch) -> None:
         """One optimisation step, as ``ablate train`` takes it."""
