@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from ablate.bench.inputs import Inputs
 from ablate.bench.options import BenchOptions
-from ablate.bench.timing import interleaved, median, speedup, spread
+from ablate.bench.timing import compute_clock, interleaved, median, paired, spread
 from ablate.bench.training import STANDARD, variant_config, variants
 from ablate.model.build import build_model
 from ablate.model.decoding import beam_search, greedy
@@ -67,7 +67,7 @@ def bench_decoding(
 
     Returns:
         ``{"model": name, "sentences": N, "length": L, "modes": {mode: {sentences_per_s, tokens_per_s,
-        seconds, spread}}, "cache_speedup": {"greedy": x, "beam<k>": x}}``.
+        seconds, spread}}, "cache_speedup": {"greedy": x, "beam<k>": x}, "cache_speedup_spread": {...}, "clock"}``.
     """
     tok = inputs.prepared.tokenizer
     cfg = variant_config(opts, variants()[STANDARD])
@@ -87,7 +87,8 @@ def bench_decoding(
         return run
 
     echo(f"decoding: {src.size(0)} sentences to {opts.decode_len} tokens, {len(runs)} modes x {opts.reps} rounds")
-    seconds = interleaved({name: contender(name) for name in runs}, opts.reps, warmup=0)
+    clock_name, clock = compute_clock(dev)
+    seconds = interleaved({name: contender(name) for name in runs}, opts.reps, 0, clock)
     results = {}
     for name, secs in seconds.items():
         t = median(secs)
@@ -98,14 +99,16 @@ def bench_decoding(
             "spread": spread(secs),
             "tokens": produced[name],
         }
-    cache_speedup = {
-        kind: speedup(seconds[f"{kind}-cache"], seconds[f"{kind}-nocache"]) for kind in ("greedy", f"beam{opts.beam}")
+    pairs = {
+        kind: paired(seconds[f"{kind}-cache"], seconds[f"{kind}-nocache"]) for kind in ("greedy", f"beam{opts.beam}")
     }
     return {
+        "clock": clock_name,
         "model": STANDARD,
         "sentences": src.size(0),
         "length": opts.decode_len,
         "beam": opts.beam,
         "modes": results,
-        "cache_speedup": cache_speedup,
+        "cache_speedup": {kind: ratio for kind, (ratio, _) in pairs.items()},
+        "cache_speedup_spread": {kind: ratio_spread for kind, (_, ratio_spread) in pairs.items()},
     }

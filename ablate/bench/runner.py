@@ -3,7 +3,8 @@
 Sections run in a fixed order (training, decoding, memory, data, startup); the timed ones
 (training, decoding) run in this process on the same inputs, the memory, data and start-up ones
 in fresh child processes (see their modules). The result dict is what ``--json`` writes:
-``meta``, one key per section, ``ratios`` and ``targets_met``.
+``meta``, one key per section, ``ratios``, ``ratio_spread`` (of each timed ratio's per-round values),
+``noisy`` (the ratios whose spread exceeds 10 %) and ``targets_met``.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ def run(
             interrupted run still leaves what it measured.
     """
     from ablate.bench import hardware
-    from ablate.bench.report import ratios, targets_met
-    from ablate.bench.timing import set_threads
+    from ablate.bench.report import noisy, ratio_spreads, ratios, targets_met
+    from ablate.bench.timing import compute_clock, set_threads
 
     opts.check()
     start = time.perf_counter()
@@ -41,8 +42,11 @@ def run(
             "options": {k: v for k, v in vars(opts).items()},
             "reps": opts.reps,
             "warmup": opts.warmup,
+            "clock": compute_clock(dev)[0],
             "method": (
-                "interleaved round-robin repetitions (order rotated each round), median; warm-up rounds excluded"
+                "interleaved round-robin repetitions (order rotated each round), timed by the CPU time of the "
+                "computing threads (wall clock on a GPU); ratios: median of per-round ratios, with their spread; "
+                "warm-up rounds excluded"
             ),
         }
     }
@@ -51,6 +55,8 @@ def run(
     def finish() -> dict[str, Any]:
         results["meta"]["seconds"] = time.perf_counter() - start
         results["ratios"] = ratios(results)
+        results["ratio_spread"] = ratio_spreads(results)
+        results["noisy"] = noisy(results["ratio_spread"])
         results["targets_met"] = targets_met(results["ratios"])
         if checkpoint is not None:
             checkpoint(results)

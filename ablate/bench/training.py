@@ -1,7 +1,7 @@
 """Training throughput of every variant and of ``torch.nn.Transformer``, on the same batches.
 
 One training step is exactly what ``ablate train`` does per batch, minus Lightning's hooks:
-forward, the label-smoothed cross-entropy (:func:`ablate.training.objective.token_loss`), backward,
+forward, the label-smoothed cross-entropy (:func:`ablate.training.objective.sequence_loss`), backward,
 gradient-norm clipping, the AdamW step and learning-rate schedule (:func:`ablate.training.objective.make_optimizer`).
 The reference (:class:`ablate.bench.reference.TorchTransformer`) gets the same loss and optimiser. Throughput counts non-padding source + target tokens per second.
 """
@@ -18,13 +18,13 @@ from ablate.bench import hardware
 from ablate.bench.inputs import Batch, Inputs
 from ablate.bench.options import BenchError, BenchOptions
 from ablate.bench.reference import TorchTransformer
-from ablate.bench.timing import interleaved, median, speedup, spread
+from ablate.bench.timing import compute_clock, interleaved, median, paired, spread
 from ablate.config import Config, from_flat
 from ablate.errors import did_you_mean
 from ablate.model.build import build_model
 from ablate.model.positions import POSITIONS
 from ablate.model.scores import SCORES
-from ablate.training.objective import make_optimizer, token_loss
+from ablate.training.objective import make_optimizer, sequence_loss, token_loss
 
 REFERENCE = "torch"
 """Name of the ``torch.nn.Transformer`` contender."""
@@ -88,9 +88,12 @@ class Trainee:
         return sum(p.numel() for p in self.model.parameters())
 
     def loss(self, batch: Batch) -> torch.Tensor:
+        """Ours: the training loss (:func:`~ablate.training.objective.sequence_loss`, logits of non-padding
+        targets only); the reference: the same loss over its full (B, T, V) logits, as its users write it."""
         with hardware.autocast(self.dev, self.dtype):
-            logits = self.model(batch["src"], batch["tgt_in"])
-        return token_loss(logits, batch["tgt_out"], 0, self.smoothing)[0]
+            if self.name == REFERENCE:
+                return token_loss(self.model(batch["src"], batch["tgt_in"]), batch["tgt_out"], 0, self.smoothing)[0]
+            return sequence_loss(self.model, batch, 0, self.smoothing)[0]
 
     def step(self, batch: Batch) -> None:
         """One optimisation step, as ``ablate train`` takes it."""
@@ -163,9 +166,11 @@ def bench_training(
     """Tokens/s of every selected variant, interleaved round-robin over the same batches.
 
     Returns:
-        ``{"variants": {name: {tokens_per_s, seconds, spread, params, ratio_vs_torch, ratio_vs_standard,
-        [gflop_per_pass, gflops, mfu, sdpa]}}, "matmul_gflops": float, "tokens_per_pass": int, "batches"}``;
-        the ratios are paired per round (:func:`ablate.bench.timing.speedup`).
+        ``{"clock", "variants": {name: {tokens_per_s, seconds, spread, params, ratio_vs_torch(_spread),
+        ratio_vs_standard(_spread), [gflop_per_pass, gflops, mfu, sdpa]}}, "matmul_gflops": float,
+        "tokens_per_pass": int, "batches"}``; seconds are those of ``clock``
+        (:func:`ablate.bench.timing.compute_clock`: CPU seconds on a CPU), the ratios paired per round
+        (:func:`ablate.bench.timing.paired`) with the spread of their per-round values.
     """
     trainees = {}
     for name in selected(opts):
@@ -185,7 +190,8 @@ def bench_training(
         f"({inputs.tokens} tokens), {opts.warmup} warm-up round(s) first"
     )
     warmup = max(opts.warmup - 1, 0) if census else opts.warmup  # counting FLOPs was a warm-up round
-    seconds = interleaved(contenders, opts.reps, warmup)
+    clock_name, clock = compute_clock(dev)
+    seconds = interleaved(contenders, opts.reps, warmup, clock)
     peak = matmul_flops / median(seconds.pop(MATMUL)) / 1e9
     results: dict[str, dict[str, Any]] = {}
     for name, secs in seconds.items():
@@ -201,9 +207,10 @@ def bench_training(
             row.update(gflop_per_pass=flops / 1e9, gflops=gflops, mfu=gflops / peak, sdpa=backend)
         results[name] = row
     for name, row in results.items():
-        row["ratio_vs_torch"] = speedup(seconds[name], seconds[REFERENCE])
-        row["ratio_vs_standard"] = speedup(seconds[name], seconds[STANDARD])
+        row["ratio_vs_torch"], row["ratio_vs_torch_spread"] = paired(seconds[name], seconds[REFERENCE])
+        row["ratio_vs_standard"], row["ratio_vs_standard_spread"] = paired(seconds[name], seconds[STANDARD])
     return {
+        "clock": clock_name,
         "variants": results,
         "matmul_gflops": peak,
         "tokens_per_pass": inputs.tokens,

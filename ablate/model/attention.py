@@ -168,13 +168,21 @@ class MultiHeadAttention(nn.Module):
         offset: int,
         pos_bias: Optional[Tensor],
     ) -> Tensor:
-        """``softmax(s q k^T + biases + mask) V`` through the fused SDPA kernel: (B, H, Tq, d_v)."""
+        """``softmax(s q k^T + biases + mask) V`` through the fused SDPA kernel: (B, H, Tq, d_v).
+
+        The mask is the lightest that is exact: none for an unpadded, unbiased batch (any backend, flash
+        included), ``is_causal`` for plain causal self-attention, a boolean mask (True: may attend) for
+        padding without biases, a float mask only where a bias (ALiBi, Gaussian) is added.
+        """
         tq, tk = q.size(2), k.size(2)
         biases = [pos_bias, None if key_bias is None else key_bias * self.scaling]
         unbiased = all(b is None for b in biases)
         pure_causal = causal and tq == tk and offset == 0 and key_padding_mask is None and unbiased
         mask = None
-        if not pure_causal:
+        if unbiased and not pure_causal:
+            blocked = self._blocked(tq, tk, key_padding_mask, causal, offset, q.device)
+            mask = None if blocked is None else ~blocked
+        elif not unbiased:
             mask = self._mask(tq, tk, key_padding_mask, causal, offset, biases, q.device)
             mask = None if mask is None else mask.to(q.dtype)
         return F.scaled_dot_product_attention(
@@ -260,6 +268,18 @@ class MultiHeadAttention(nn.Module):
         for b in biases:
             if b is not None:
                 mask = b.float() if mask is None else mask + b.float()
+        blocked = MultiHeadAttention._blocked(tq, tk, key_padding_mask, causal, offset, device)
+        if blocked is None:
+            return mask
+        if mask is None:
+            mask = torch.zeros(blocked.shape, device=blocked.device)
+        return mask.masked_fill(blocked, float("-inf"))
+
+    @staticmethod
+    def _blocked(
+        tq: int, tk: int, key_padding_mask: Optional[Tensor], causal: bool, offset: int, device: torch.device
+    ) -> Optional[Tensor]:
+        """Bool, broadcastable to (B, H, Tq, Tk): True where a query may not see a key (None: nowhere)."""
         blocked = None
         if causal and offset < tk - 1:
             q_pos = torch.arange(offset, offset + tq, device=device)
@@ -267,8 +287,4 @@ class MultiHeadAttention(nn.Module):
         if key_padding_mask is not None:
             pad = key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
             blocked = pad if blocked is None else (blocked | pad)
-        if blocked is None:
-            return mask
-        if mask is None:
-            mask = torch.zeros(blocked.shape, device=blocked.device)
-        return mask.masked_fill(blocked, float("-inf"))
+        return blocked

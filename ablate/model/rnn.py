@@ -164,6 +164,13 @@ class RNNSeq2Seq(nn.Module):
         Returns:
             Logits (B, t, V) and the new state ``{"hidden": (B, L, H), ["cell": (B, L, H)]}``.
         """
+        readout, state = self._decode_states(tgt, enc, state, maps)
+        return self.generator(readout), state
+
+    def _decode_states(
+        self, tgt: Tensor, enc: dict[str, Any], state: Optional[State], maps: Maps = None
+    ) -> tuple[Tensor, State]:
+        """What :meth:`decode` projects to logits: the readout (B, t, E), and the new state."""
         emb = self.drop(self.tgt_embed(tgt))  # (B, t, E)
         hx = self._to_rnn(enc if state is None else state)
         if self.attention is None:
@@ -184,14 +191,18 @@ class RNNSeq2Seq(nn.Module):
             if maps is not None:
                 maps["cross"] = torch.cat(weights, dim=2)  # (B, 1, t, S)
         readout = self.drop(torch.tanh(self.readout(torch.cat(features, dim=-1))))  # (B, t, E)
-        return self.generator(readout), self._from_rnn(hx)
+        return readout, self._from_rnn(hx)
 
-    def forward(self, src: Tensor, tgt_in: Tensor, *, src_padded: bool = True) -> Tensor:
-        """Teacher-forced logits: (B, S), (B, T) -> (B, T, V); ``src_padded=False``: no source row is padded."""
+    def forward(self, src: Tensor, tgt_in: Tensor, *, src_padded: bool = True, rows: Optional[Tensor] = None) -> Tensor:
+        """Teacher-forced logits: (B, S), (B, T) -> (B, T, V); ``src_padded=False``: no source row is padded;
+        ``rows`` (N,): indices into the flattened (B*T) target positions, whose logits (N, V) alone are computed."""
         enc = self.encode(src)
         if not src_padded:
             enc["src_pad"] = None  # attention needs no padding mask
-        return self.decode(tgt_in, enc)[0]
+        readout = self._decode_states(tgt_in, enc, None)[0]  # (B, T, E)
+        if rows is not None:
+            readout = readout.reshape(-1, readout.size(-1)).index_select(0, rows)  # (N, E)
+        return self.generator(readout)
 
     @torch.no_grad()
     def attention_maps(self, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:

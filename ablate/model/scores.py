@@ -27,6 +27,7 @@ from typing import Optional
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from ablate.config import AttentionConfig
 from ablate.errors import AblateError
@@ -116,8 +117,10 @@ class AdditiveScore(Score):
 
     The hidden size of the tanh layer is d_k. ``W_k k`` is precomputed by ``prepare_keys``.
     The (B, H, Tq, Tk, d_k) intermediate is built for a chunk of queries at a time so that one
-    chunk stays within ``chunk_mb`` megabytes (in training each chunk's tanh output is still
-    kept for the backward pass).
+    chunk stays within ``chunk_mb`` megabytes. In training each chunk is checkpointed
+    (``torch.utils.checkpoint``): its tanh output is not kept for the backward pass but recomputed
+    there, one chunk at a time, so training holds one chunk's intermediate too, not all of them
+    (the loss and gradients are those of the unchunked computation).
 
     Unscaled by default, as in the paper: each ``v_a tanh(.)`` term is bounded by |v_a| and ``v`` is
     initialised U(-1/sqrt(d_k), 1/sqrt(d_k)), so the score does not grow with d_k and there is
@@ -147,8 +150,15 @@ class AdditiveScore(Score):
         per_query = B * H * Tk * A * max(qp.element_size(), keys.element_size())
         chunk = max(1, int(self.chunk_bytes // per_query))
         v = self.v.to(qp.dtype).view(1, H, 1, A, 1)
-        out = [self._chunk(qp[:, :, start : start + chunk], keys, v) for start in range(0, Tq, chunk)]
-        return torch.cat(out, dim=2) if len(out) > 1 else out[0]
+        if chunk >= Tq:
+            return self._chunk(qp, keys, v)
+        # with gradients, each chunk's intermediate is recomputed in the backward pass instead of kept
+        grads = torch.is_grad_enabled() and any(t.requires_grad for t in (qp, keys, v))
+        out = [
+            checkpoint(self._chunk, part, keys, v, use_reentrant=False) if grads else self._chunk(part, keys, v)
+            for part in qp.split(chunk, dim=2)
+        ]
+        return torch.cat(out, dim=2)
 
     @staticmethod
     def _chunk(qp: Tensor, keys: Tensor, v: Tensor) -> Tensor:

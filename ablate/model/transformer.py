@@ -4,7 +4,7 @@ The model exposes the interface that decoding and training rely on (the RNN base
 implements the same)::
 
     model.pad_id
-    model(src (B, S), tgt_in (B, T), *, src_padded=True) -> logits (B, T, V)
+    model(src (B, S), tgt_in (B, T), *, src_padded=True, rows=None) -> logits (B, T, V), or (N, V) for rows
     model.encode(src) -> enc                          # dict, batch in dim 0 of every tensor
     model.decode(tgt, enc, state=None) -> (logits, state)
 
@@ -14,7 +14,10 @@ self-attention caches and the number of decoded positions (an int); with a state
 holds only the new tokens. Every tensor in ``enc`` and ``state`` has the batch in dim 0, so
 beam search reorders them generically. ``src_padded=False`` says that no source row is padded (the host
 knows it from the lengths: :func:`ablate.data.datamodule.collate`), so attention runs without a padding
-mask, which lets ``scaled_dot_product_attention`` pick its flash kernel.
+mask, which lets ``scaled_dot_product_attention`` pick its flash kernel. ``rows`` (N,) are indices into the
+flattened (B*T) target positions: only their decoder states go through the output projection (training
+passes the non-padding ones, :func:`ablate.training.objective.sequence_loss`), so the largest matrix product
+of a small model and its log-softmax skip the padding.
 """
 
 from __future__ import annotations
@@ -212,6 +215,13 @@ class Transformer(nn.Module):
         Returns:
             Logits (B, t, V) and the new state ``{"step": int, "layers": [KV per layer]}``.
         """
+        states, state = self._decode_states(tgt, enc, state, maps)
+        return self.generator(states), state
+
+    def _decode_states(
+        self, tgt: Tensor, enc: dict[str, Any], state: Optional[State], maps: Maps = None
+    ) -> tuple[Tensor, State]:
+        """What :meth:`decode` projects to logits: the final decoder states (B, t, D), and the new state."""
         offset = 0 if state is None else state["step"]
         x = self._embed(self.tgt_embed, self.tgt_positions, tgt, offset)
         caches = []
@@ -219,12 +229,24 @@ class Transformer(nn.Module):
             cache = None if state is None else state["layers"][i]
             x, cache = layer(x, enc["cross"][i], enc["src_pad"], self.tgt_positions, cache, maps, f"decoder.{i}")
             caches.append(cache)
-        logits = self.generator(self.decoder_norm(x))
-        return logits, {"step": offset + tgt.size(1), "layers": caches}
+        return self.decoder_norm(x), {"step": offset + tgt.size(1), "layers": caches}
 
-    def forward(self, src: Tensor, tgt_in: Tensor, *, src_padded: bool = True) -> Tensor:
-        """Teacher-forced logits: (B, S), (B, T) -> (B, T, V); ``src_padded=False``: no source row is padded."""
-        return self.decode(tgt_in, self.encode(src, padded=src_padded))[0]
+    def forward(self, src: Tensor, tgt_in: Tensor, *, src_padded: bool = True, rows: Optional[Tensor] = None) -> Tensor:
+        """Teacher-forced logits.
+
+        Args:
+            src: (B, S) source ids.
+            tgt_in: (B, T) target ids, BOS first.
+            src_padded: False when no source row is padded (no padding mask).
+            rows: (N,) indices into the flattened (B*T) target positions whose logits are wanted, or None.
+
+        Returns:
+            Logits (B, T, V), or (N, V) of ``rows`` only.
+        """
+        states = self._decode_states(tgt_in, self.encode(src, padded=src_padded), None)[0]  # (B, T, D)
+        if rows is not None:
+            states = states.reshape(-1, states.size(-1)).index_select(0, rows)  # (N, D)
+        return self.generator(states)
 
     @torch.no_grad()
     def attention_maps(self, src: Tensor, tgt_in: Tensor) -> dict[str, Tensor]:

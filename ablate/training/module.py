@@ -24,7 +24,7 @@ from ablate.model.build import build_model
 from ablate.model.decoding import beam_search, greedy
 from ablate.record import DEV_BLEU, DEV_CHRF, DEV_PPL
 from ablate.training.metrics import corpus_scores, test_scores
-from ablate.training.objective import clip_gradients, make_optimizer, token_loss
+from ablate.training.objective import clip_gradients, make_optimizer, sequence_loss
 from ablate.training.record_checks import checked_history, checked_record
 
 
@@ -139,10 +139,7 @@ class TranslationModule(pl.LightningModule):
         return any(n > 0 and step % n == 0 for n in every)
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
-        logits = self.model(batch["src"], batch["tgt_in"], src_padded=batch.get("src_padded", True))
-        loss, _ = token_loss(
-            logits, batch["tgt_out"], self.pad_id, self.cfg.train.label_smoothing, ntok=batch.get("tgt_tokens")
-        )
+        loss, _ = sequence_loss(self.model, batch, self.pad_id, self.cfg.train.label_smoothing)
         self._note_finite(loss.detach())
         self.last_loss = loss.detach()
         if self.logs_now():
@@ -216,8 +213,7 @@ class TranslationModule(pl.LightningModule):
         )
 
     def _eval_step(self, batch: dict[str, torch.Tensor], dataloader_idx: int, beam: int) -> None:
-        logits = self.model(batch["src"], batch["tgt_in"])
-        loss, ntok = token_loss(logits, batch["tgt_out"], self.pad_id, 0.0)
+        loss, ntok = sequence_loss(self.model, batch, self.pad_id, 0.0)
         self._eval_nll += torch.tensor([float(loss) * ntok, ntok], dtype=torch.float64)
         start = time.perf_counter()
         hyps = self.translate(batch["src"], beam)

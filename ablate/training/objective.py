@@ -33,8 +33,8 @@ def token_loss(
     """Mean label-smoothed cross-entropy over non-padding targets, and their number.
 
     Args:
-        logits: (B, T, V) next-token scores.
-        target: (B, T) token ids; ``pad_id`` positions are ignored.
+        logits: (B, T, V) next-token scores, or (N, V) of N positions.
+        target: (B, T) token ids (or (N,)); ``pad_id`` positions are ignored.
         pad_id: padding id.
         smoothing: label smoothing epsilon (Szegedy et al. 2016; 0.1 in Vaswani et al. 2017).
         ntok: the number of non-padding targets when the host knows it (the batch's ``tgt_tokens``);
@@ -50,6 +50,30 @@ def token_loss(
         reduction="sum",
     )
     return loss / max(ntok, 1), ntok
+
+
+def target_rows(target: torch.Tensor, pad_id: int, ntok: int | None = None) -> torch.Tensor:
+    """Indices (N,) of the non-padding positions of ``target`` (B, T) flattened, in order.
+
+    With ``ntok`` (the host's count of them, the batch's ``tgt_tokens``) the size is known, so nothing waits
+    for the device (``torch.nonzero_static``); None finds them with ``nonzero``, which waits.
+    """
+    keep = target.reshape(-1).ne(pad_id)
+    rows = keep.nonzero() if ntok is None else torch.nonzero_static(keep, size=ntok)
+    return rows.squeeze(1)
+
+
+def sequence_loss(model: nn.Module, batch: dict[str, Any], pad_id: int, smoothing: float) -> tuple[torch.Tensor, int]:
+    """The training loss of a collated batch (:func:`token_loss` over its non-padding targets), and their number.
+
+    Logits are computed for the non-padding target positions only (``model(..., rows=)``): the output
+    projection and the log-softmax, the largest terms of a small model's step, skip the padding. The loss
+    and its gradients are those of the full (B, T, V) logits with padding ignored.
+    """
+    target = batch["tgt_out"]
+    rows = target_rows(target, pad_id, batch.get("tgt_tokens"))
+    logits = model(batch["src"], batch["tgt_in"], src_padded=batch.get("src_padded", True), rows=rows)  # (N, V)
+    return token_loss(logits, target.reshape(-1).index_select(0, rows), pad_id, smoothing, ntok=rows.size(0))
 
 
 def make_optimizer(

@@ -90,3 +90,44 @@ def test_unknown_score_is_a_one_line_error():
     with pytest.raises(ScoreError, match="choose from: dot, additive, general, gaussian"):
         build_score("cosine", D, H, AttentionConfig())
     assert issubclass(ScoreError, ValueError)
+
+
+def _saved_bytes(fn) -> int:
+    """Bytes of the distinct storages autograd keeps for the backward pass while ``fn`` runs (the training
+    memory of a forward; a tensor saved by several operations counts once)."""
+    storages: dict[int, int] = {}
+
+    def pack(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    return sum(storages.values()), out
+
+
+def test_chunked_additive_keeps_no_chunk_for_training_and_its_loss_and_gradients_equal_the_naive_ones():
+    """Issue 31, item 3: in training each chunk is recomputed in the backward pass, so what a forward keeps
+    is at most a quarter of the naive path's (there: every chunk's (B, H, c, Tk, A) tanh output), with
+    the loss and every gradient of the naive path."""
+    from ablate.model.attention import MultiHeadAttention
+
+    d_model, heads, length = 32, 2, 64
+    d_k = d_model // heads
+    torch.manual_seed(0)
+    naive = MultiHeadAttention(d_model, heads, AdditiveScore(d_k, heads, AttentionConfig(chunk_mb=1e3)), d_k=d_k)
+    chunked = MultiHeadAttention(d_model, heads, AdditiveScore(d_k, heads, AttentionConfig(chunk_mb=0.05)), d_k=d_k)
+    chunked.load_state_dict(naive.state_dict())
+    x = torch.randn(2, length, d_model)
+    per_query = 2 * heads * length * d_k * 4
+    assert 1 < chunked.score.chunk_bytes // per_query < length  # several chunks of several queries
+    results = {}
+    for name, att in (("naive", naive), ("chunked", chunked)):
+        saved, (out, _, _) = _saved_bytes(lambda att=att: att.self_attend(x, causal=True))
+        loss = out.square().mean()
+        loss.backward()
+        results[name] = (saved, loss.detach(), {n: p.grad.clone() for n, p in att.named_parameters()})
+    assert results["chunked"][0] / results["naive"][0] <= 0.25
+    torch.testing.assert_close(results["chunked"][1], results["naive"][1], rtol=1e-5, atol=0)
+    for name, grad in results["naive"][2].items():
+        torch.testing.assert_close(results["chunked"][2][name], grad, rtol=1e-5, atol=1e-7, msg=name)

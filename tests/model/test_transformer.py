@@ -281,3 +281,30 @@ def test_resolved_scale_is_what_every_attention_uses(tiny_config, score, cross, 
     expected = {"auto": {"dot": 0.5, "gaussian": 0.5, "additive": 1.0}, True: 0.5, False: 1.0, 0.3: 0.3}[scale]
     pick = (lambda name: expected[name]) if scale == "auto" else (lambda name: expected)
     assert resolved_scale(cfg) == pick(score) and resolved_scale(cfg, cross=True) == pick(cross or score)
+
+
+def test_sdpa_gets_no_mask_for_an_unpadded_batch_and_a_boolean_one_for_padding(make_model, random_batch, monkeypatch):
+    """Issue 31, item 1: SDPA's flash backend takes no mask, so an unpadded batch of the standard model passes
+    none (plain causal self-attention passes ``is_causal``); a padded one passes a boolean mask, not a
+    materialised float one. The outputs are those of the explicit masked softmax."""
+    import ablate.model.attention as attention_module
+
+    masks = []
+    real = attention_module.F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        masks.append((kwargs["attn_mask"], kwargs["is_causal"]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(attention_module.F, "scaled_dot_product_attention", spy)
+    model = make_model("dot", True, "sinusoidal")
+    src, tgt = random_batch()
+    full = src[:1].expand(3, -1).clone()
+    model(full, tgt, src_padded=False)
+    assert len(masks) == 2 * 3 and all(mask is None for mask, _ in masks)  # encoder, self and cross per layer
+    assert sum(causal for _, causal in masks) == 2  # the decoder's self-attention
+    masks.clear()
+    out = model(src, tgt)
+    assert {mask.dtype for mask, _ in masks if mask is not None} == {torch.bool}
+    assert sum(mask is None for mask, _ in masks) == 2
+    torch.testing.assert_close(out, model.decode(tgt, model.encode(src, maps={}), maps={})[0], atol=1e-5, rtol=1e-5)

@@ -1,0 +1,79 @@
+"""The training loss computes logits for non-padding target rows only (issue 31, item 6): its loss and
+gradients are those of the full (B, T, V) logits with padding ignored; and AdamW's kernel per device (item 1)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ablate.config import Config
+from ablate.training.objective import make_optimizer, sequence_loss, target_rows, token_loss
+
+from tests.helpers.model import PAD, VOCAB, random_batch, tiny_model
+
+
+def _batch(score: str = "dot", arch: str = "transformer"):
+    src, tgt_in = random_batch(batch=3, src_len=7, tgt_len=6)
+    tgt_out = torch.cat((tgt_in[:, 1:], torch.full((3, 1), 2)), dim=1)
+    for row in range(1, 3):  # ragged targets: row r ends r positions early
+        tgt_in[row, 6 - row :] = PAD
+        tgt_out[row, 6 - row :] = PAD
+    return {
+        "src": src,
+        "tgt_in": tgt_in,
+        "tgt_out": tgt_out,
+        "tgt_tokens": int(tgt_out.ne(PAD).sum()),
+        "src_padded": True,
+    }
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_the_loss_over_non_padding_rows_equals_the_full_loss_and_its_gradients(arch):
+    batch = _batch()
+    model = tiny_model("additive" if arch == "rnn" else "dot", arch=arch).train()
+    loss, ntok = sequence_loss(model, batch, PAD, 0.1)
+    loss.backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    logits = model(batch["src"], batch["tgt_in"])  # (B, T, V): the full path
+    assert logits.shape == (3, 6, VOCAB)
+    full, full_ntok = token_loss(logits, batch["tgt_out"], PAD, 0.1)
+    full.backward()
+    assert ntok == full_ntok == batch["tgt_tokens"] < batch["tgt_out"].numel()
+    torch.testing.assert_close(loss, full, rtol=1e-5, atol=1e-6)
+    assert grads.keys() == {name for name, p in model.named_parameters() if p.grad is not None}
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(grads[name], p.grad, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_only_non_padding_rows_reach_the_output_projection():
+    batch = _batch()
+    model = tiny_model("dot").train()
+    seen = []
+    model.generator.register_forward_hook(lambda module, args, out: seen.append(args[0].shape))
+    sequence_loss(model, batch, PAD, 0.1)
+    assert seen == [torch.Size([batch["tgt_tokens"], 16])]
+
+
+def test_target_rows_with_the_host_count_are_the_non_padding_positions_in_order():
+    target = torch.tensor([[5, 6, 0], [7, 0, 0]])
+    assert target_rows(target, 0, 3).tolist() == target_rows(target, 0).tolist() == [0, 1, 3]
+
+
+def test_adamw_takes_foreach_on_cpu_and_fused_where_asked_or_on_cuda(monkeypatch):
+    model = tiny_model("dot")
+    cfg = Config()
+    opt, _ = make_optimizer(model, cfg)
+    assert opt.defaults["foreach"] is True and not opt.defaults["fused"]
+    opt, _ = make_optimizer(model, cfg, fused=True)  # what a CUDA model gets (fused AdamW also runs on a CPU)
+    assert opt.defaults["fused"] is True and not opt.defaults["foreach"]
+    # every parameter on a CUDA device -> fused, decided from the devices alone
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(torch.nn.Parameter, "device", property(lambda self: cuda), raising=False)
+    monkeypatch.setattr(torch.optim.AdamW, "__init__", lambda self, groups, **kw: setattr(self, "kw", kw))
+    monkeypatch.setattr("ablate.training.objective.WarmupDecay", lambda *a, **k: None)
+    opt, _ = make_optimizer(model, cfg)
+    assert opt.kw.get("fused") is True and "foreach" not in opt.kw
+    opt, _ = make_optimizer(model, cfg, fused=False)  # under an fp16 gradient scaler
+    assert opt.kw.get("foreach") is True and "fused" not in opt.kw
