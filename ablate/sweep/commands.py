@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import typer
 from rich.console import Console
@@ -28,6 +28,9 @@ from ablate.sweep.spec import SweepError, load_spec
 from ablate.sweep.state import load_state
 from ablate.sweep.trial import ALLOWANCE_S, ASSUMED_STEP_S, TIME_FACTOR
 from ablate.utils.commands import fail, typer_app
+
+if TYPE_CHECKING:
+    from ablate.sweep.packed import PackedSweep
 
 app = typer_app(
     help="Ablation sweeps from W&B sweep files: locally over every GPU/CPU slot (resumable), "
@@ -102,6 +105,14 @@ TIME = typer.Option(
 CPUS = typer.Option(
     None, "--cpus-per-trial", rich_help_panel=SLURM, help="CPUs per task (also the trainer's torch threads)."
 )
+TRIALS_PER_JOB = typer.Option(
+    None,
+    "--trials-per-job",
+    min=1,
+    rich_help_panel=SLURM,
+    help="pack trials: --max-concurrent worker jobs, each running this many trials at once (sharing the job's "
+    "--gpus-per-trial GPUs, --cpus-per-trial CPUs each) and pulling the next planned trial until none is left.",
+)
 MEM = typer.Option(None, "--mem", rich_help_panel=SLURM, help="memory per node, e.g. 32G.")
 SIGNAL_DELAY = typer.Option(
     120,
@@ -168,6 +179,7 @@ def run(
     mem: Optional[str] = MEM,
     signal_delay: int = SIGNAL_DELAY,
     slurm_arg: Optional[list[str]] = SLURM_ARG,
+    trials_per_job: Optional[int] = TRIALS_PER_JOB,
     max_trials: Optional[int] = MAX_TRIALS,
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed trials again."),
     retries: int = RETRIES,
@@ -209,6 +221,8 @@ def run(
         nodes_per_trial=nodes_per_trial, max_concurrent=max_concurrent, time=time_limit, cpus_per_trial=cpus_per_trial,
         mem=mem, signal_delay_s=signal_delay, slurm_args=tuple(slurm_arg or ()),
     )  # fmt: skip
+    if trials_per_job is not None and launcher != "slurm":
+        raise SweepError(f"--trials-per-job packs trials into SLURM jobs: add --launcher slurm (not {launcher!r})")
     if dry_run:  # trains nothing, so it plans no device slots (and never imports torch to count GPUs)
         executor_class(launcher)
     else:
@@ -220,21 +234,27 @@ def run(
         if views.preview(console, Planner(spec, opts)):
             raise typer.Exit(views.FAILED)
         return
-    _run(Launcher(spec, opts, Progress(console, spec.metric, spec.goal), executor), wandb_sweep)
+    if trials_per_job is not None:
+        from ablate.sweep.packed import PackedSweep
+
+        packed = PackedSweep.from_args(spec, args, opts, trials_per_job, _say)
+        _run(packed, wandb_sweep, packed.describe())
+        return
+    _run(Launcher(spec, opts, Progress(console, spec.metric, spec.goal), executor), wandb_sweep, executor.describe())
 
 
 def _say(line: str, style: str = "") -> None:
     console.print(line, style=style, highlight=False)
 
 
-def _run(launcher: Launcher, wandb_sweep: bool) -> None:
+def _run(launcher: Launcher | PackedSweep, wandb_sweep: bool, where: str) -> None:
     """Run the sweep, report, and exit with its status (0, 1 some trial unfinished, 130 interrupted)."""
     spec, opts = launcher.spec, launcher.opts
     if wandb_sweep:
         from ablate.sweep.wandb_agent import attach_local_sweep
 
         opts.wandb_sweep = attach_local_sweep(spec, opts, _say)
-    _say(f"sweep [bold]{spec.name}[/bold] ({spec.method}) -> {opts.out}  {launcher.executor.describe()}")
+    _say(f"sweep [bold]{spec.name}[/bold] ({spec.method}) -> {opts.out}  {where}")
     try:
         result = launcher.run()
     except KeyboardInterrupt:  # before any trial started: nothing to stop

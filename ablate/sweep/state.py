@@ -5,6 +5,8 @@
 the same folder, is flushed to disk, then renamed over the old file, so a kill or power cut at any
 moment leaves either the old or the new state, never a torn one. ``DIR/.lock`` is held (``filelock``,
 an ``flock``) while a launcher runs; the kernel drops it when the launcher dies, even by SIGKILL.
+Packed SLURM workers (:mod:`ablate.sweep.packed`) share the state: each read-modify-write of
+``sweep.json`` by a worker or its watcher happens under :class:`StateLock` (``DIR/.state.lock``).
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ class SweepState:
             sweep folder (:func:`new_group`), so two ``--out`` folders of one file are two W&B
             groups; ``None`` in folders started before it (their trials keep the sweep's name).
         wandb_sweep: ``entity/project/id`` of the W&B sweep object ``--wandb-sweep`` registered.
+        workers: packed SLURM worker jobs (``--trials-per-job``) ``{job id: last seen state}``.
     """
 
     name: str
@@ -117,6 +120,7 @@ class SweepState:
     trials: list[Trial] = field(default_factory=list)
     group: Optional[str] = None
     wandb_sweep: Optional[str] = None
+    workers: dict[str, str] = field(default_factory=dict)
     created_at: float = field(default_factory=time.time)
     version: int = VERSION
 
@@ -129,6 +133,7 @@ class SweepState:
     def to_json(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["overrides"] = list(self.overrides)
+        out["workers"] = dict(self.workers)
         out["trials"] = [t.to_json() for t in self.trials]
         return out
 
@@ -202,6 +207,30 @@ class SweepLock:
 
     def __exit__(self, *exc: Any) -> None:
         self._lock.release()
+
+
+class StateLock:
+    """``with StateLock(DIR):`` one read-modify-write of ``DIR/sweep.json`` at a time (waits its turn).
+
+    Held for milliseconds by each packed worker and by their watcher, across the machines that share
+    the folder (an ``flock`` on the shared filesystem); the kernel drops it when its holder dies.
+    """
+
+    def __init__(self, out_dir: Path):
+        self.path = Path(out_dir) / STATE_LOCK
+        self._lock = locks.HolderLock(self.path, wait=True)
+
+    def __enter__(self) -> StateLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._lock.release()
+
+
+STATE_LOCK = ".state.lock"
+"""The file :class:`StateLock` holds in the sweep folder."""
 
 
 def is_locked(out_dir: Path) -> bool:

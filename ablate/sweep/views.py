@@ -140,6 +140,15 @@ def status_table(state: SweepState, out: Path, metric: Optional[str]) -> Table:
     return table
 
 
+def worker_trials(state: SweepState) -> dict[str, list[str]]:
+    """``{packed worker job id: names of the trials running under it}`` (``--trials-per-job``)."""
+    out: dict[str, list[str]] = {job: [] for job in state.workers}
+    for t in state.trials:
+        if t.status == RunStatus.RUNNING and t.job_id in out:
+            out[t.job_id].append(t.name)
+    return out
+
+
 def status(console: Console, state: SweepState, out: Path) -> None:
     """``ablate sweep status``: the table, the counts, whether a launcher holds the folder, the best trial."""
     metric, goal = metric_of(state)
@@ -151,4 +160,8 @@ def status(console: Console, state: SweepState, out: Path) -> None:
         if state.count(s)
     )
     console.print(f"{len(state.trials)} trials: {counts or 'none'} ({live})", highlight=False)
+    for job, names in worker_trials(state).items():
+        console.print(
+            f"worker job {job} {state.workers[job].lower()}: {', '.join(names) or 'no trial'}", highlight=False
+        )
     _best(console, state, metric, goal, _repeats(state))
