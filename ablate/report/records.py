@@ -30,8 +30,7 @@ from ablate.record import (
     UnreadableRecord,
     planned_trials,
 )
-from ablate.report.report_error import ReportError
-from ablate.report.saved_texts import TextError, read_texts
+from ablate.report.saved_texts import ReportError, TextError, read_texts
 from ablate.report.wandb_records import WandbRun, plain, read_run, wandb_runs
 
 INVALID = "invalid"
@@ -143,7 +142,7 @@ def collect_folder(root: Path) -> list[Trial]:
     """Trials of a sweep output folder: each subfolder with a ``summary.json``, sorted by name, then
     every trial the launcher's ``sweep.json`` plans that has none yet (pending, or started and gone).
 
-    A record that cannot be read or breaks the run record's types (:mod:`ablate.report.schema`) is a
+    A record that cannot be read or breaks the run record's types (:mod:`ablate.record`) is a
     trial with status :data:`INVALID` and the reason; one whose summary says running but whose run
     lock is free (:func:`~ablate.training.run_lock.is_held`: its process was killed) is interrupted.
     """

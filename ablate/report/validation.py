@@ -2,7 +2,7 @@
 
 A table believes a trial only if
 
-* its metrics are finite and in range (:func:`ablate.report.schema.metric_problem`);
+* its metrics are finite and in range (:func:`ablate.record.metric_problem`);
 * on every tested split where any trial saved hypotheses, it saved them too, as many as its
   references, and its references are the table's (so the † test can use it: a seed the test could
   not use is not counted in the cell either);
