@@ -12,6 +12,7 @@ later stage (aggregation, significance, layout, plots) is source-agnostic:
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
@@ -32,6 +33,9 @@ from ablate.record import (
 )
 from ablate.report.saved_texts import ReportError, TextError, read_texts
 from ablate.report.wandb_records import WandbRun, plain, read_run, wandb_runs
+from ablate.utils.logs import Progress
+
+log = logging.getLogger(__name__)
 
 INVALID = "invalid"
 """A trial whose record cannot be believed (unreadable texts, ill-typed fields); listed with the reason."""
@@ -152,10 +156,11 @@ def collect_folder(root: Path) -> list[Trial]:
         raise ReportError(f"sweep folder not found: {root} (pass a sweep output folder or wandb:<entity>/<project>)")
     trials = []
     planned, problem = _sweep_plan(root)
-    for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-        if not RunFiles(run_dir).summary.exists():
-            continue
+    run_dirs = sorted(p for p in root.iterdir() if p.is_dir() and RunFiles(p).summary.exists())
+    progress = Progress(f"read {root}", len(run_dirs), log)
+    for run_dir in run_dirs:
         trial = read_trial(run_dir)
+        progress.step()
         trial = replace(trial, status=running_status(run_dir, trial.status))
         point = planned.get(run_dir.name, {}).get("point", {})
         trials.append(replace(trial, **_sweep_facts(point)))  # the sweep's, not the config's

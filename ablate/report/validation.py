@@ -17,12 +17,16 @@ and names every summary that disagrees with them.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import replace
 from typing import Any, Optional, Sequence
 
 from ablate.record import TEST_BLEU, metric_problem
 from ablate.report.records import ReportError, Trial
+from ablate.utils.logs import Progress
+
+log = logging.getLogger(__name__)
 
 EXCLUDED = "excluded"
 VALIDATION_SPLITS = ("val", "valid", "dev", "validation")
@@ -125,7 +129,9 @@ def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]
     trials = [t for _, ts in rows for t in ts]
     splits = tested_splits(trials)
     found = []
+    progress = Progress("scoring saved hypotheses, trial", len(trials), log)
     for t in trials:
+        progress.step()
         for split in splits:
             key = (
                 TEST_BLEU.split_key(split)
