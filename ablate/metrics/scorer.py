@@ -10,9 +10,15 @@ resample is a weighted mean: the report's seed-aware test applies to both alike.
 
 from __future__ import annotations
 
+import hashlib
+import io
+import os
+from pathlib import Path
 from typing import Any, Optional, Protocol, Sequence, runtime_checkable
 
 import numpy as np
+
+from ablate.utils.io import atomic_write_bytes
 
 Texts = Sequence[str]
 
@@ -122,16 +128,50 @@ class SentenceMetric:
 
 _CACHE: dict[tuple, np.ndarray] = {}
 _CACHE_SIZE = 1024
+CACHE_ENV = "ABLATE_CACHE"
+"""The folder that holds the statistics cache (``<it>/statistics``); default ``~/.cache/ablate``."""
 
 
 def statistics(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
-    """(n, k) per-sentence statistics of ``scorer``, computed once per text in a process (a table
-    reads each trial's three times: its cell, its check against the summary, its significance test)."""
+    """(n, k) per-sentence statistics of ``scorer``, computed once per text: kept in the process (a
+    table reads each trial's three times: its cell, its check against the summary, its significance
+    test) and on disk under ``$ABLATE_CACHE/statistics/`` (default ``~/.cache/ablate``), named by a
+    sha256 of the scorer's signature and the texts, so a second table of the same trials scores
+    nothing and a changed hypothesis, reference or scorer version is scored afresh."""
     if not getattr(scorer, "reads_sources", True):
         sources = None
     key = (scorer.name, scorer.signature(), tuple(hyps), tuple(refs), tuple(sources) if sources else None)
     if key not in _CACHE:
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.clear()
-        _CACHE[key] = scorer.statistics(hyps, refs, sources)
+        _CACHE[key] = _on_disk(key, lambda: scorer.statistics(hyps, refs, sources))
     return _CACHE[key]
+
+
+def _on_disk(key: tuple, compute: Any) -> np.ndarray:
+    """``compute()``, read from / saved to the statistics cache under the sha256 of ``key``'s texts.
+
+    An unreadable cache file, or one without a row per reference, is scored afresh; a cache folder that cannot be written is skipped (the
+    cache only saves time)."""
+    digest = hashlib.sha256()
+    for part in key:
+        for text in part if isinstance(part, tuple) else (part,):
+            digest.update(b"\0" if text is None else str(text).encode("utf-8") + b"\n")
+        digest.update(b"\1")  # parts apart: ("a", "") and ("", "a") differ
+    path = (
+        Path(os.environ.get(CACHE_ENV) or "~/.cache/ablate").expanduser() / "statistics" / f"{digest.hexdigest()}.npy"
+    )
+    try:
+        saved = np.load(path, allow_pickle=False)
+        if saved.ndim == 2 and len(saved) == len(key[3]):  # one row per reference sentence
+            return saved
+    except (OSError, ValueError, EOFError):
+        pass
+    stats = np.asarray(compute())
+    buffer = io.BytesIO()
+    np.save(buffer, stats, allow_pickle=False)
+    try:
+        atomic_write_bytes(path, buffer.getvalue())
+    except OSError:
+        pass
+    return stats

@@ -12,6 +12,7 @@ later stage (aggregation, significance, layout, plots) is source-agnostic:
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
@@ -30,9 +31,11 @@ from ablate.record import (
     UnreadableRecord,
     planned_trials,
 )
-from ablate.report.report_error import ReportError
-from ablate.report.saved_texts import TextError, read_texts
+from ablate.report.saved_texts import ReportError, TextError, read_texts
 from ablate.report.wandb_records import WandbRun, plain, read_run, wandb_runs
+from ablate.utils.logs import Progress
+
+log = logging.getLogger(__name__)
 
 INVALID = "invalid"
 """A trial whose record cannot be believed (unreadable texts, ill-typed fields); listed with the reason."""
@@ -143,7 +146,7 @@ def collect_folder(root: Path) -> list[Trial]:
     """Trials of a sweep output folder: each subfolder with a ``summary.json``, sorted by name, then
     every trial the launcher's ``sweep.json`` plans that has none yet (pending, or started and gone).
 
-    A record that cannot be read or breaks the run record's types (:mod:`ablate.report.schema`) is a
+    A record that cannot be read or breaks the run record's types (:mod:`ablate.record`) is a
     trial with status :data:`INVALID` and the reason; one whose summary says running but whose run
     lock is free (:func:`~ablate.training.run_lock.is_held`: its process was killed) is interrupted.
     """
@@ -153,10 +156,11 @@ def collect_folder(root: Path) -> list[Trial]:
         raise ReportError(f"sweep folder not found: {root} (pass a sweep output folder or wandb:<entity>/<project>)")
     trials = []
     planned, problem = _sweep_plan(root)
-    for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-        if not RunFiles(run_dir).summary.exists():
-            continue
+    run_dirs = sorted(p for p in root.iterdir() if p.is_dir() and RunFiles(p).summary.exists())
+    progress = Progress(f"read {root}", len(run_dirs), log)
+    for run_dir in run_dirs:
         trial = read_trial(run_dir)
+        progress.step()
         trial = replace(trial, status=running_status(run_dir, trial.status))
         point = planned.get(run_dir.name, {}).get("point", {})
         trials.append(replace(trial, **_sweep_facts(point)))  # the sweep's, not the config's

@@ -1,4 +1,5 @@
-"""The texts a run saves beside its record: ``hyps/``, ``refs/`` and ``sources/``, one sentence a line.
+"""The texts a run saves beside its record (``hyps/``, ``refs/``, ``sources/``, one sentence a line),
+and the report's one user error, :class:`ReportError`.
 
 Each split is ``<split>.txt``, or ``<split>.txt.gz`` as ``ablate export`` ships it. A file that is
 not UTF-8, a torn ``.gz``, or a split saved twice with different content is a :class:`TextError`
@@ -10,8 +11,12 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from ablate.report.report_error import ReportError
+from ablate.errors import AblateError
 from ablate.utils.io import read_lines, split_lines
+
+
+class ReportError(AblateError):
+    """A user-facing report mistake (bad source, nothing to tabulate); one actionable line."""
 
 
 class TextError(ReportError):

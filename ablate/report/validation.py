@@ -2,7 +2,7 @@
 
 A table believes a trial only if
 
-* its metrics are finite and in range (:func:`ablate.report.schema.metric_problem`);
+* its metrics are finite and in range (:func:`ablate.record.metric_problem`);
 * on every tested split where any trial saved hypotheses, it saved them too, as many as its
   references, and its references are the table's (so the † test can use it: a seed the test could
   not use is not counted in the cell either);
@@ -17,12 +17,16 @@ and names every summary that disagrees with them.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from dataclasses import replace
 from typing import Any, Optional, Sequence
 
 from ablate.record import TEST_BLEU, metric_problem
 from ablate.report.records import ReportError, Trial
+from ablate.utils.logs import Progress
+
+log = logging.getLogger(__name__)
 
 EXCLUDED = "excluded"
 VALIDATION_SPLITS = ("val", "valid", "dev", "validation")
@@ -125,7 +129,9 @@ def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]
     trials = [t for _, ts in rows for t in ts]
     splits = tested_splits(trials)
     found = []
+    progress = Progress("scoring saved hypotheses, trial", len(trials), log)
     for t in trials:
+        progress.step()
         for split in splits:
             key = (
                 TEST_BLEU.split_key(split)

@@ -3,7 +3,7 @@
 ``run.config`` (dotted keys, flat or nested), ``run.summary``, the validation history, and
 hypotheses from run files or a ``hypotheses``/``predictions`` artifact when present, as a
 :class:`WandbRun` that :func:`ablate.report.records.from_wandb_run` turns into the same ``Trial`` a
-sweep folder gives; a summary that breaks the run record's types (:mod:`ablate.report.schema`) is a
+sweep folder gives; a summary that breaks the run record's types (:mod:`ablate.record`) is a
 run with a ``problem``, and a missing API key or an unreachable server is one line.
 """
 
@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU, RunStatus, summary_problem
-from ablate.report.report_error import ReportError
-from ablate.report.saved_texts import TextError, read_texts
+from ablate.report.saved_texts import ReportError, TextError, read_texts
 
 HYP_ARTIFACT_TYPES = ("hypotheses", "predictions")
 # --------------------------------------------------------------------------------------

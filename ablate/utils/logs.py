@@ -20,9 +20,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from rich.console import Console
 from rich.text import Text
@@ -119,3 +120,42 @@ def capture(path: Path) -> Iterator[None]:
         for logger in loggers:
             logger.removeHandler(handler)
         handler.close()
+
+
+class Progress:
+    """``<what>: <done>/<total> (<s> s)`` logged (info, so on stderr) once a loop has run ``after_s``
+    seconds, then at most every ``every_s`` and at the end: a long loop is never silent, a short
+    one says nothing.
+
+    Example::
+
+        progress = Progress("scored", len(trials), log)
+        for t in trials:
+            ...
+            progress.step()
+    """
+
+    def __init__(
+        self,
+        what: str,
+        total: int,
+        logger: logging.Logger,
+        after_s: float = 3.0,
+        every_s: float = 5.0,
+        clock: Optional[Callable[[], float]] = None,
+    ) -> None:
+        self.what, self.total, self.logger = what, total, logger
+        self.after_s, self.every_s, self.clock = after_s, every_s, clock or time.monotonic
+        self.done = 0
+        self.start = self.clock()
+        self.said: Optional[float] = None  # when it last logged
+
+    def step(self) -> None:
+        """One item done: log the count if the loop has run long enough and not logged lately, or ends now."""
+        self.done += 1
+        now = self.clock()
+        if now - self.start < self.after_s:
+            return
+        if self.said is None or now - self.said >= self.every_s or self.done == self.total:
+            self.said = now
+            self.logger.info("%s: %d/%d (%.0f s)", self.what, self.done, self.total, now - self.start)

@@ -175,3 +175,31 @@ def test_bleu_sentence_statistics_are_sacrebleus_row_by_row(tokenize, real_lines
         stats = sentence_stats(system, truth, tokenize)
         assert stats.shape == (len(system), 2 + 2 * ORDER)
         assert stats.tolist() == expected
+
+
+class _Counting(SentenceMetric):
+    """A sentence metric that counts how often it scores (word overlap with the reference)."""
+
+    name = "counting"
+    calls = 0
+
+    def sentences(self, hyps, refs, sources=None):
+        type(self).calls += 1
+        return [len(set(h.split()) & set(r.split())) for h, r in zip(hyps, refs)]
+
+
+def test_statistics_are_scored_once_per_text_across_processes(tmp_path, monkeypatch):
+    """The per-sentence statistics of a text are cached on disk by content: a fresh process (here: an
+    emptied in-process cache) reads them back; a changed hypothesis or a moved cache is scored afresh."""
+    from ablate.metrics import scorer as scorer_module
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    hyps, refs = ["a man rides", "two dogs"], ["a man rides a bike", "two dogs play"]
+    first = scorer_module.statistics(_Counting(), hyps, refs)
+    assert _Counting.calls == 1 and len(list((tmp_path / "statistics").glob("*.npy"))) == 1
+    scorer_module._CACHE.clear()
+    again = scorer_module.statistics(_Counting(), hyps, refs)
+    assert _Counting.calls == 1 and np.array_equal(first, again)
+    scorer_module._CACHE.clear()
+    changed = scorer_module.statistics(_Counting(), ["a man", "two dogs"], refs)
+    assert _Counting.calls == 2 and changed[0, 0] == 2

@@ -125,3 +125,23 @@ def test_only_newlines_split_saved_texts(tmp_path):
     )
     (trial,) = collect(str(tmp_path))
     assert trial.hyps["test"] == ["a\u2028b", "c\x0cd", ""] and len(trial.refs["test"]) == 3
+
+
+def test_reading_many_trials_shows_progress_on_stderr(tmp_path, monkeypatch, caplog):
+    """A folder whose reading runs past a few seconds says how far it is (issue 34 item 5); here a clock
+    that moves one second per look stands in for a slow disk."""
+    import logging
+    import types
+
+    from ablate.utils import logs
+
+    for seed in range(1, 7):
+        write_trial(tmp_path, f"base-seed={seed}", {"status": "finished", "test/bleu": 20.0, "config": {"seed": seed}})
+    ticks = iter(range(1000))
+    monkeypatch.setattr(logs, "time", types.SimpleNamespace(monotonic=lambda: float(next(ticks))))
+    with caplog.at_level(logging.INFO, logger="ablate.report.records"):
+        assert len(collect(str(tmp_path))) == 6
+    assert [m for m in caplog.messages if m.startswith("read ")] == [
+        f"read {tmp_path}: 3/6 (3 s)",
+        f"read {tmp_path}: 6/6 (6 s)",
+    ]

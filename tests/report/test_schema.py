@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from ablate.record import metric_problem, planned_trials, summary_problem
 from ablate.report.api import make_table
 from ablate.report.records import INVALID, collect
-from ablate.report.schema import metric_problem, planned_trials, summary_problem
 
 from tests.helpers.records import write_trial
 

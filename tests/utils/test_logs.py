@@ -65,3 +65,19 @@ def test_the_cli_sends_status_to_stderr_and_quiet_silences_it(ablate_logger, tmp
     assert result.stdout == "" and result.stderr == "already synced: 1 run(s)\n"
     quiet = CliRunner().invoke(cli.app, ["-q", "sync", str(tmp_path / "sweep")])
     assert quiet.exit_code == 0 and quiet.output == ""
+
+
+def test_progress_is_silent_for_a_short_loop_and_counts_a_long_one(caplog):
+    """Nothing in the first ``after_s`` seconds; then the count at most every ``every_s``, and the last."""
+    now = [0.0]
+    logger = logging.getLogger("ablate.test_progress")
+    with caplog.at_level(logging.INFO, logger="ablate.test_progress"):
+        short = logs.Progress("short", 3, logger, clock=lambda: now[0])
+        for _ in range(3):
+            short.step()
+        assert caplog.messages == []
+        long = logs.Progress("read", 10, logger, after_s=3.0, every_s=5.0, clock=lambda: now[0])
+        for _ in range(10):
+            now[0] += 1.0
+            long.step()
+    assert caplog.messages == ["read: 3/10 (3 s)", "read: 8/10 (8 s)", "read: 10/10 (10 s)"]
