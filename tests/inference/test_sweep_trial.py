@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from ablate.cli import app
 from ablate.inference.sweep_trial import TrialLookupError, trial_folder
+
 from tests.helpers.records import make_variant_sweep
 
 

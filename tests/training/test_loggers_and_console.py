@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ablate.record import DEV_BLEU, RunFiles, RunSummary
+
 from tests.helpers.cli import run_cli
 from tests.helpers.corpus import make_folder, read_lines
 from tests.helpers.tiny import tiny
