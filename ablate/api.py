@@ -133,6 +133,7 @@ def train(
         ConfigError / DataError: bad input, before any training.
         RunError: training failed (diverged, out of memory); its ``summary.json`` says why.
     """
+    _quiet_libraries()
     from ablate.training.run_dir import default_run_dir
     from ablate.training.train import train as run_training
 
@@ -141,6 +142,14 @@ def train(
     with _status_lines(quiet):
         summary = run_training(cfg, target, overwrite=overwrite, callbacks=callbacks)
     return TrainResult(target, summary)
+
+
+def _quiet_libraries() -> None:
+    """ablate's warning filters (:mod:`ablate.utils.warning_filters`), before the libraries are imported: in a
+    notebook, datasets' ``tqdm.auto`` would ask for ipywidgets on import."""
+    from ablate.utils import warning_filters
+
+    warning_filters.install()
 
 
 def _source(source: Source) -> str:
@@ -222,6 +231,7 @@ def table(
         by_length: add BLEU per source-length bucket as columns.
         metric: the tested metric (``ablate table --metric``: bleu, chrf, chrf++, ter, ...).
     """
+    _quiet_libraries()
     from ablate.report.api import sweep_and_table
     from ablate.report.significance import DEFAULT_TEST
 
@@ -239,6 +249,7 @@ def plot(source: Source, *, alpha: float = 0.05, significance: bool = True, metr
     Raises:
         ReportError: no row of the sweep has test BLEU yet.
     """
+    _quiet_libraries()
     from ablate.report.api import load, significance as compare
     from ablate.report.plots import bleu_bars_figure
     from ablate.report.records import ReportError
@@ -248,4 +259,28 @@ def plot(source: Source, *, alpha: float = 0.05, significance: bool = True, metr
     figure = bleu_bars_figure(sweep, compare(sweep, significance, metric=metric), alpha, metric)
     if figure is None:
         raise ReportError(f"no row of {where} has a test {metric} yet; plot it once a trial has finished")
+    _display_inline()
     return figure
+
+
+def _display_inline() -> None:
+    """Let a notebook show a returned Figure as a PNG (``image/png``), as it shows pyplot's.
+
+    Jupyter's inline backend registers its PNG formatter only once pyplot is imported; ablate's figures are
+    built without pyplot (no global figure state), so without this a cell shows ``<Figure size ...>``.
+    Outside IPython it does nothing.
+    """
+    import sys
+
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    if shell is None:
+        return
+    from matplotlib.figure import Figure
+
+    shell.display_formatter.formatters["image/png"].for_type(Figure, _png)
+
+
+def _png(figure: Any) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", bbox_inches="tight")
+    return buffer.getvalue()

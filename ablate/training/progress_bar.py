@@ -88,9 +88,10 @@ def in_notebook() -> bool:
 
 
 class StatusLines(ProgressBar):
-    """One plain line per validation of the fit (:func:`status_line`), logged; in a notebook the same line
-    rewritten in place on stderr. The ETA is the training time left by the budget the run spends fastest
-    (:meth:`~ablate.training.callbacks.TrainClock.progress`), validation and decoding excluded."""
+    """One plain line per validation of the fit (:func:`status_line`), and one where training ends after the
+    last validation, logged; in a notebook the same line rewritten in place on stderr. The ETA is the training
+    time left by the budget the run spends fastest (:meth:`~ablate.training.callbacks.TrainClock.progress`),
+    validation and decoding excluded."""
 
     def __init__(self, stream: TextIO | None = None, rewrite: bool | None = None) -> None:
         super().__init__()
@@ -98,6 +99,7 @@ class StatusLines(ProgressBar):
         self.rewrite = in_notebook() if rewrite is None else rewrite
         self._enabled = True
         self._open = False  # a rewritten line waits for its newline
+        self._said = -1  # the step of the last line
 
     def disable(self) -> None:
         self._enabled = False
@@ -122,6 +124,7 @@ class StatusLines(ProgressBar):
         if not self._enabled or trainer.sanity_checking or trainer.state.fn != "fit" or trainer.global_rank != 0:
             return
         self._write(self.describe(trainer, pl_module))
+        self._said = trainer.global_step
 
     def describe(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> str:
         from ablate.training.callbacks import TrainClock
@@ -139,6 +142,8 @@ class StatusLines(ProgressBar):
         return status_line(trainer.global_step, trainer.max_steps, loss, rate, bleu, eta)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._enabled and trainer.global_rank == 0 and trainer.global_step != self._said:  # the budget's end
+            self._write(self.describe(trainer, pl_module))
         if self._open:
             (self.stream or sys.stderr).write("\n")
             self._open = False

@@ -51,6 +51,12 @@ FILTERS: tuple[Filter, ...] = (
         "and a local run on a login node is meant to be local",
     ),
     Filter(
+        r"IProgress not found.*",
+        "tqdm.auto's notebook bar (imported by datasets and huggingface_hub) asks for ipywidgets in a Jupyter "
+        "kernel; ablate shows no tqdm bar (its progress is one status line, training/progress_bar.py), so "
+        "there is nothing to install",
+    ),
+    Filter(
         r".*resuming from a checkpoint that ended before the epoch.*",
         "Lightning's caution about mid-epoch resumes; ours restore the batch sampler's position "
         "exactly (tests/training/test_train_resume.py)",

@@ -4,6 +4,7 @@ and docs/python-api.md run as written."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -99,26 +100,41 @@ def _python_blocks(page: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
 
 
-@pytest.mark.slow
-def test_the_python_api_page_runs_as_written(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
-    blocks = _python_blocks(PAGE)
-    assert len(blocks) == 2
-    namespace: dict = {}
-    for block in blocks:
-        exec(compile(block, str(PAGE), "exec"), namespace)
-    import matplotlib.figure
+CHECKS = """
+import re, matplotlib.figure
+assert run.summary["status"] == "finished"
+assert sorted(df["name"]) == ["heads-1", "heads-2"]
+(test_bleu,) = [c for c in df.columns if re.fullmatch(r"test_.+/bleu\\.mean", c)]
+assert df[test_bleu].notna().all() and df[test_bleu.replace(".mean", ".n")].tolist() == [1, 1]
+assert isinstance(fig, matplotlib.figure.Figure)
+html = table._repr_html_()
+assert "heads-1" in html and "<pre" in html
+"""
+"""What the page's variables hold once it ran (checked inside the kernel)."""
 
-    assert namespace["run"].summary["status"] == "finished"
-    df = namespace["df"]
-    assert sorted(df["name"]) == ["heads-1", "heads-2"]
-    (test_bleu,) = [c for c in df.columns if re.fullmatch(r"test_.+/bleu\.mean", c)]
-    assert df[test_bleu].notna().all() and df[test_bleu.replace(".mean", ".n")].tolist() == [1, 1]
-    assert isinstance(namespace["fig"], matplotlib.figure.Figure)
+
+@pytest.mark.slow
+def test_the_python_api_page_runs_as_a_notebook_with_its_figure_inline(tmp_path, monkeypatch):
+    """docs/python-api.md, one notebook cell per code block, executed headless by a Jupyter kernel (issue 30,
+    item 2): the plot cell has an ``image/png`` output, and no cell shows a widget or an ipywidgets warning."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    blocks = _python_blocks(PAGE)
+    assert len(blocks) == 3
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(b) for b in [*blocks, CHECKS]])
+    NotebookClient(nb, timeout=1200, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+
+    plot_cell = nb.cells[2]
+    assert any("image/png" in out.get("data", {}) for out in plot_cell.outputs), plot_cell.outputs
     assert (tmp_path / "runs" / "notebook-heads.png").stat().st_size > 1000
-    html = namespace["table"]._repr_html_()
-    assert "heads-1" in html and "<pre" in html
+    for cell in nb.cells:
+        for out in cell.outputs:
+            text = out.get("text", "") + json.dumps(out.get("data", {}))
+            assert "ipywidgets" not in text and "widget-view" not in text, out
+            assert out.get("output_type") != "error", out
 
 
 def test_version_is_the_installed_distributions():
@@ -128,3 +144,18 @@ def test_version_is_the_installed_distributions():
 
     assert ablate.__version__ == version("ablate")
     assert "__version__" in dir(ablate)
+
+
+def test_a_plot_displays_as_a_png_in_an_ipython_shell(tmp_path):
+    """What a notebook cell ending in ``ablate.plot(...)`` shows: an ``image/png``, not ``<Figure size ...>``."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from tests.helpers.records import make_variant_sweep
+
+    shell = InteractiveShell.instance()
+    try:
+        figure = ablate.plot(make_variant_sweep(tmp_path / "sweep"), significance=False)
+        data, _ = shell.display_formatter.format(figure)
+    finally:
+        InteractiveShell.clear_instance()
+    assert data["image/png"][:4] == b"\x89PNG"

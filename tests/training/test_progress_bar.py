@@ -41,7 +41,8 @@ def test_a_notebook_gets_one_line_rewritten_in_place(caplog):
     with caplog.at_level(logging.INFO, logger="ablate"):
         bar._write("step 4/12")
         bar._write("step 8/12")
-        bar.on_train_end(None, None)
+        bar._open, bar._said = True, 0
+        bar.on_train_end(type("T", (), {"global_rank": 0, "global_step": 0})(), None)
     assert stream.getvalue() == "\rstep 4/12\rstep 8/12\n"  # one line on screen, no widget
     plain = StatusLines(stream=stream, rewrite=False)
     with caplog.at_level(logging.INFO, logger="ablate"):
