@@ -79,7 +79,8 @@ class AttentionConfig:
     additive (Bahdanau et al. 2015); ``true``: 1/sqrt(d_k) for every score; ``false``: no scaling;
     a number: that factor. ``true``/``false``/numbers are for scoring x scaling grids."""
     cross_score: Optional[Score] = None
-    """Score for encoder-decoder attention only (defaults to ``score``)."""
+    """Score for encoder-decoder attention only (defaults to ``score``): dot, additive, general, gaussian, none,
+    or one a plugin registers."""
 
 
 @dataclass(frozen=True)

@@ -84,3 +84,33 @@ def test_commands_that_never_train_never_import_torch(tmp_path):
                 assert "ablate.sweep.slurm" not in sys.modules, argv
         """
     )
+
+
+def test_every_key_with_registry_choices_names_each_shipped_choice_in_its_docstring():
+    """The docstring of ``model.attention.score``, ``model.positions``, ``model.arch``, ... (what
+    ``--help`` and the configuration reference print) names every shipped choice of its registry."""
+    import dataclasses
+    import typing
+
+    from ablate.config import Config
+    from ablate.utils.fields import field_docstrings
+    from ablate.utils.typed import OneOf, catalogued
+
+    shipped = catalogued()["choices"]
+    missing = []
+
+    def walk(cls, prefix=""):
+        docs = field_docstrings(cls)
+        for name, tp in typing.get_type_hints(cls, include_extras=True).items():
+            if dataclasses.is_dataclass(tp):
+                walk(tp, f"{prefix}{name}.")
+                continue
+            marks = [
+                m for t in (tp, *typing.get_args(tp)) for m in getattr(t, "__metadata__", ()) if isinstance(m, OneOf)
+            ]
+            for mark in marks:
+                doc = docs.get(name, "").lower()
+                missing.extend(f"{prefix}{name}: {c}" for c in shipped[mark.key] if c.lower() not in doc)
+
+    walk(Config)
+    assert not missing, f"name these choices in the key's docstring: {missing}"
