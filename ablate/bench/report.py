@@ -55,6 +55,7 @@ def ratios(results: dict[str, Any]) -> dict[str, Optional[float]]:
         "dot_scaled_vs_torch": faster("dot-scaled", "torch"),
         "dot_unscaled_vs_scaled": faster("dot-unscaled", "dot-scaled"),
         "additive_vs_dot": faster("additive-scaled", "dot-scaled"),
+        "non_padding_rows_vs_all_rows": faster("dot-scaled", "dot-scaled-all-rows"),
         "additive_chunked_mem_vs_naive": _get(results, "memory", "training", "ratio"),  # what training pays
         "additive_chunked_inference_mem_vs_naive": _get(results, "memory", "inference", "ratio"),
         "beam5_cache_speedup": _get(results, "decoding", "cache_speedup", f"beam{beam}") if beam == 5 else None,
@@ -79,6 +80,7 @@ def ratio_spreads(results: dict[str, Any]) -> dict[str, Optional[float]]:
         "dot_scaled_vs_torch": rounds("dot-scaled", "torch"),
         "dot_unscaled_vs_scaled": rounds("dot-unscaled", "dot-scaled"),
         "additive_vs_dot": rounds("additive-scaled", "dot-scaled"),
+        "non_padding_rows_vs_all_rows": rounds("dot-scaled", "dot-scaled-all-rows"),
         "beam5_cache_speedup": _get(results, "decoding", "cache_speedup_spread", f"beam{beam}") if beam == 5 else None,
         "greedy_cache_speedup": _get(results, "decoding", "cache_speedup_spread", "greedy"),
     }
