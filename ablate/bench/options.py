@@ -119,7 +119,7 @@ class BenchOptions:
 
 def quick(opts: BenchOptions) -> BenchOptions:
     """The ``--quick`` preset: few small batches and rounds, short sequences and small chunks, no FLOP
-    count, no training-memory or W&B start-up measurement."""
+    count, no W&B start-up measurement."""
     return opts.replace(
         max_tokens=min(opts.max_tokens, 600),
         batches=min(opts.batches, 2),
@@ -130,7 +130,6 @@ def quick(opts: BenchOptions) -> BenchOptions:
         mem_length=min(opts.mem_length, 128),
         mem_batch=min(opts.mem_batch, 2),
         mem_chunk_mb=min(opts.mem_chunk_mb, 0.5),
-        mem_train=False,
         data_scale=min(opts.data_scale, 20000),
         startup_wandb=False,
         flops=False,

@@ -30,6 +30,8 @@ REFERENCE = "torch"
 """Name of the ``torch.nn.Transformer`` contender."""
 STANDARD = "dot-scaled"
 """The base Transformer (dot, scaled, sinusoidal): what ratios are taken against."""
+ALL_ROWS = "dot-scaled-all-rows"
+"""The standard model with logits for every target position, padding included (what item 6 of issue 31 removed)."""
 MATMUL = "matmul-peak"
 """Name of the square-matmul contender that measures the hardware's peak."""
 
@@ -49,6 +51,7 @@ def variants() -> dict[str, dict[str, Any]]:
         },
         **{f"pos-{name}": {"model.positions": name} for name in POSITIONS if name != "sinusoidal"},
         "rnn-additive": {"model.arch": "rnn", "model.attention.score": "additive"},
+        ALL_ROWS: {},
         REFERENCE: {},
     }
 
@@ -82,6 +85,8 @@ class Trainee:
     smoothing: float
     dev: torch.device
     dtype: Optional[torch.dtype] = None
+    all_rows: bool = False
+    """Logits for every target position (padding included), as the reference computes them."""
 
     @property
     def params(self) -> int:
@@ -89,9 +94,9 @@ class Trainee:
 
     def loss(self, batch: Batch) -> torch.Tensor:
         """Ours: the training loss (:func:`~ablate.training.objective.sequence_loss`, logits of non-padding
-        targets only); the reference: the same loss over its full (B, T, V) logits, as its users write it."""
+        targets only); the reference (and :data:`ALL_ROWS`): the same loss over full (B, T, V) logits."""
         with hardware.autocast(self.dev, self.dtype):
-            if self.name == REFERENCE:
+            if self.all_rows:
                 return token_loss(self.model(batch["src"], batch["tgt_in"]), batch["tgt_out"], 0, self.smoothing)[0]
             return sequence_loss(self.model, batch, 0, self.smoothing)[0]
 
@@ -135,7 +140,16 @@ def make_trainee(name: str, opts: BenchOptions, vocab: int, dev: torch.device) -
         model = build_model(cfg.model, vocab, vocab, pad_id=0, shared_vocab=True)
     model = model.to(dev).train()
     optimizer, scheduler = make_optimizer(model, cfg)
-    return Trainee(name, model, optimizer, scheduler, cfg.train.clip_norm, cfg.train.label_smoothing, dev)
+    return Trainee(
+        name,
+        model,
+        optimizer,
+        scheduler,
+        cfg.train.clip_norm,
+        cfg.train.label_smoothing,
+        dev,
+        all_rows=name in (REFERENCE, ALL_ROWS),
+    )
 
 
 def selected(opts: BenchOptions) -> list[str]:

@@ -27,7 +27,6 @@ from typing import Optional
 
 import torch
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
 
 from ablate.config import AttentionConfig
 from ablate.errors import AblateError
@@ -111,16 +110,51 @@ class DotScore(Score):
         return q, keys, None
 
 
+BACKWARD_BUFFERS = 2
+"""Chunk-sized buffers alive at the peak of one additive chunk's backward pass (measured: peak RSS of
+``python -m ablate.bench.memory --train`` is about twice the chunk); the chunk budget covers them together."""
+
+
+class _ChunkedAdditive(torch.autograd.Function):
+    """``v^T tanh(qp_i + k_j)`` over chunks of ``chunk`` queries, keeping no (B, H, c, Tk, A) intermediate for
+    the backward pass: it recomputes each chunk's tanh there and turns it into the chunk's gradient in place, so
+    forward and backward each hold one chunk's buffer at a time (the gradients are those of the plain
+    computation: d/dv = sum g h, d/d(qp + k) = g v (1 - h^2) summed over keys, resp. queries).
+    """
+
+    @staticmethod
+    def forward(ctx, qp: Tensor, keys: Tensor, v: Tensor, chunk: int) -> Tensor:  # type: ignore[override]
+        ctx.save_for_backward(qp, keys, v)
+        ctx.chunk = chunk
+        return torch.cat([AdditiveScore._chunk(part, keys, v) for part in qp.split(chunk, dim=2)], dim=2)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        qp, keys, v = ctx.saved_tensors  # (B, H, Tq, A), (B, H, Tk, A), (1, H, 1, A, 1)
+        d_qp, d_keys, d_v = torch.empty_like(qp), torch.zeros_like(keys), torch.zeros_like(v)
+        v_row = v.transpose(-1, -2)  # (1, H, 1, 1, A)
+        for start in range(0, qp.size(2), ctx.chunk):
+            part, g = qp[:, :, start : start + ctx.chunk], grad[:, :, start : start + ctx.chunk, :, None]
+            h = (part[:, :, :, None, :] + keys[:, :, None, :, :]).tanh_()  # (B, H, c, Tk, A)
+            d_v += (g.transpose(-1, -2) @ h).sum((0, 2)).view_as(v)  # sum over B, c, Tk of g h: (1, H, 1, A, 1)
+            h.square_().neg_().add_(1).mul_(g).mul_(v_row)  # in place: g v (1 - h^2), the sum's gradient
+            d_qp[:, :, start : start + ctx.chunk] = h.sum(3)
+            d_keys += h.sum(2)
+        return d_qp, d_keys, d_v, None
+
+
 @register("score", "additive")
 class AdditiveScore(Score):
     """Additive (concat) score ``v^T tanh(W_q q + W_k k)`` per head (Bahdanau et al. 2015, eq. 6 / A.1.2).
 
     The hidden size of the tanh layer is d_k. ``W_k k`` is precomputed by ``prepare_keys``.
     The (B, H, Tq, Tk, d_k) intermediate is built for a chunk of queries at a time so that one
-    chunk stays within ``chunk_mb`` megabytes. In training each chunk is checkpointed
-    (``torch.utils.checkpoint``): its tanh output is not kept for the backward pass but recomputed
-    there, one chunk at a time, so training holds one chunk's intermediate too, not all of them
-    (the loss and gradients are those of the unchunked computation).
+    chunk stays within ``chunk_mb`` megabytes (in training, the :data:`BACKWARD_BUFFERS` a chunk's
+    backward holds together). In training the tanh outputs are not kept for the
+    backward pass but recomputed there one chunk at a time (:class:`_ChunkedAdditive`), so training
+    too holds one chunk's intermediate, not all of them (the loss and gradients are those of the
+    unchunked computation).
 
     Unscaled by default, as in the paper: each ``v_a tanh(.)`` term is bounded by |v_a| and ``v`` is
     initialised U(-1/sqrt(d_k), 1/sqrt(d_k)), so the score does not grow with d_k and there is
@@ -147,18 +181,15 @@ class AdditiveScore(Score):
         qp = q @ self.w_q  # (B, H, Tq, d_a)
         B, H, Tq, A = qp.shape
         Tk = keys.size(2)
-        per_query = B * H * Tk * A * max(qp.element_size(), keys.element_size())
-        chunk = max(1, int(self.chunk_bytes // per_query))
         v = self.v.to(qp.dtype).view(1, H, 1, A, 1)
+        grads = torch.is_grad_enabled() and any(t.requires_grad for t in (qp, keys, v))
+        per_query = B * H * Tk * A * max(qp.element_size(), keys.element_size())  # one (B, H, 1, Tk, A) slice
+        chunk = max(1, int(self.chunk_bytes // (per_query * (BACKWARD_BUFFERS if grads else 1))))
         if chunk >= Tq:
             return self._chunk(qp, keys, v)
-        # with gradients, each chunk's intermediate is recomputed in the backward pass instead of kept
-        grads = torch.is_grad_enabled() and any(t.requires_grad for t in (qp, keys, v))
-        out = [
-            checkpoint(self._chunk, part, keys, v, use_reentrant=False) if grads else self._chunk(part, keys, v)
-            for part in qp.split(chunk, dim=2)
-        ]
-        return torch.cat(out, dim=2)
+        if grads:
+            return _ChunkedAdditive.apply(qp, keys, v, chunk)  # recomputes each chunk in the backward pass
+        return torch.cat([self._chunk(part, keys, v) for part in qp.split(chunk, dim=2)], dim=2)
 
     @staticmethod
     def _chunk(qp: Tensor, keys: Tensor, v: Tensor) -> Tensor:

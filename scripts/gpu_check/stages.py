@@ -43,6 +43,15 @@ def _pass(trainee, batches) -> Callable[[], None]:
     return run
 
 
+def _unpadded(batch: dict[str, Any]) -> dict[str, Any]:
+    """``batch`` with every source row the first one's unpadded length (no row padded: no mask)."""
+    src = batch["src"]
+    length = int(src[0].ne(0).sum())
+    rows = src[:, :length].clone()
+    rows[rows.eq(0)] = 3  # fill padding of shorter rows with an ordinary token
+    return {**batch, "src": rows, "src_tokens": rows.numel(), "src_padded": False}
+
+
 def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     """Tokens/s and MFU of ours and ``torch.nn.Transformer`` in bf16 and fp32, additive in bf16, interleaved.
 
@@ -50,7 +59,7 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     dtype for a known GPU (else the square-matmul rate measured in the same rounds, also reported).
     """
     from ablate.bench.inputs import load_inputs
-    from ablate.bench.training import make_trainee, variant_config
+    from ablate.bench.training import ALL_ROWS, make_trainee, variant_config
 
     dev = hardware.device()
     bench = opts.bench()
@@ -71,8 +80,13 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
         for variant in ("dot-scaled", "torch"):
             trainees[f"{variant}-{tag}"] = make_trainee(variant, bench, inputs.vocab, dev)
             trainees[f"{variant}-{tag}"].dtype = dtype
-    trainees["additive-scaled-bf16"] = make_trainee("additive-scaled", bench, inputs.vocab, dev)
-    trainees["additive-scaled-bf16"].dtype = torch.bfloat16
+    for variant in ("additive-scaled", ALL_ROWS):  # ALL_ROWS: logits for padding rows too (issue 31, item 6)
+        trainees[f"{variant}-bf16"] = make_trainee(variant, bench, inputs.vocab, dev)
+        trainees[f"{variant}-bf16"].dtype = torch.bfloat16
+    standard = trainees["dot-scaled-bf16"]
+    out["adamw"] = {k: standard.optimizer.defaults.get(k) for k in ("fused", "foreach")}  # issue 31, item 1
+    unpadded = _unpadded(inputs.batches[0])  # no padding mask at all: the flash kernel may run (item 1)
+    out["sdpa_unpadded"] = hardware.sdpa_backend(hardware.census(lambda: standard.forward_backward(unpadded))[1])
     counted = {}
     for key, trainee in trainees.items():  # PyTorch's count (padding and recomputation included); a warm-up too
         counted[key], ops = hardware.census(lambda t=trainee: [t.forward_backward(b) for b in inputs.batches])
@@ -105,7 +119,7 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
             spread=spread(secs),
             counted_gflop_per_pass=counted[key] / 1e9,
         )
-        if not key.startswith("additive"):  # the PaLM count is the dot-product model's
+        if not key.startswith(("additive", ALL_ROWS)):  # the PaLM count is the dot-product model's
             row.update(
                 model_tflops=achieved / 1e12,
                 mfu=achieved / (peak or measured),
@@ -118,6 +132,7 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
         "bf16_vs_fp32": speedup(seconds["dot-scaled-bf16"], seconds["dot-scaled-fp32"]),
         "torch_bf16_vs_fp32": speedup(seconds["torch-bf16"], seconds["torch-fp32"]),
         "additive_vs_dot": speedup(seconds["additive-scaled-bf16"], seconds["dot-scaled-bf16"]),
+        "non_padding_rows_vs_all_rows": speedup(seconds["dot-scaled-bf16"], seconds[f"{ALL_ROWS}-bf16"]),
     }
     out["peak_memory_mb"] = _peak_memory_mb(dev)
     save(out)
