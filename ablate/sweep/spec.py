@@ -265,9 +265,10 @@ BAYES_EXTRA = "pip install 'ablate[bayes]'"
 def engine_installed() -> bool:
     """Whether W&B's ``sweeps`` engine can be imported (found without importing it)."""
     try:
-        return importlib.util.find_spec("sweeps") is not None
+        found = importlib.util.find_spec("sweeps")
     except ValueError:  # a module object without a spec stands in for it
         return False
+    return found is not None and found.origin is not None  # not a checkout's sweeps/ folder of sweep files
 
 
 @functools.lru_cache(maxsize=1)

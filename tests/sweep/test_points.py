@@ -102,3 +102,14 @@ def test_without_wandbs_engine_grid_and_random_plan_and_bayes_names_the_extra(mo
     bayes = {"method": "bayes", "metric": {"name": "val/bleu", "goal": "maximize"}, "parameters": RANDOM}
     with pytest.raises(SweepError, match=r"method 'bayes' needs W&B's sweeps engine.*pip install 'ablate\[bayes\]'"):
         spec_from_dict(bayes, name="b")
+
+
+def test_a_folder_of_sweep_files_named_sweeps_is_not_wandbs_engine(tmp_path, monkeypatch):
+    import sys
+
+    from ablate.sweep.spec import engine_installed
+
+    (tmp_path / "sweeps").mkdir()  # a checkout's sweeps/ (a namespace package on sys.path), not the engine
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "sweeps", raising=False)
+    assert not engine_installed()
