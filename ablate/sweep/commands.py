@@ -231,7 +231,7 @@ def run(
     if count is not None:
         console.print(f"{spec.name}: {count:,} trials", highlight=False)
     if dry_run:
-        if views.preview(console, Planner(spec, opts)):
+        if views.preview(console, Planner(spec, opts), views.PlanProgress()):
             raise typer.Exit(views.FAILED)
         return
     if trials_per_job is not None:

@@ -19,7 +19,7 @@ from ablate.sweep.state import SweepState
 TrialCommand = Callable[[Path, list[str]], list[str]]
 """``(run_dir, overrides) -> argv`` of one trial process."""
 
-GRID_LIMIT = 100_000  # the most points one planning call asks W&B's search for
+GRID_LIMIT = 100_000  # the most trials one sweep plans (its launcher holds them all in sweep.json)
 TRIAL_LIMIT = 10_000
 """A sweep planning more trials than this is refused (``--trial-limit`` raises it): it is a typo far more often than a plan."""
 STALL_S = 600.0

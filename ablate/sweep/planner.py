@@ -30,7 +30,7 @@ from ablate.sweep.search import (
     Point,
     best_configuration,
     configuration_key,
-    grid_size,
+    load_engine,
     next_points,
     planned_configurations,
     planned_trials,
@@ -55,6 +55,8 @@ from ablate.sweep.trial import (
 
 Say = Callable[[str, str], None]
 """``(line, style)``: a progress line (:meth:`ablate.sweep.progress.Progress.event`)."""
+Tick = Callable[[str, int, int], None]
+"""``(what, done, total)``: how far planning has come (:class:`ablate.sweep.views.PlanProgress`)."""
 
 
 def signature(spec: SweepSpec, opts: LaunchOptions) -> str:
@@ -71,30 +73,31 @@ def signature(spec: SweepSpec, opts: LaunchOptions) -> str:
 def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Optional[int]:
     """The number of trials the sweep plans, counted without planning.
 
-    A grid larger than ``limit`` is refused even under a cap: W&B's grid search enumerates the
-    whole grid to pick the next point, so its size alone decides the planning time and memory.
-    Beyond :data:`~ablate.sweep.options.GRID_LIMIT` no ``--trial-limit`` helps (planning would not end
-    in bounded time or memory), so the refusal then says to split the sweep instead of raising the limit.
+    A grid is enumerated lazily (:func:`ablate.sweep.points.grid_points`), so a cap (``--max-trials``,
+    ``run_cap``) bounds the planning of any grid. Beyond :data:`~ablate.sweep.options.GRID_LIMIT`
+    trials no ``--trial-limit`` helps (one launcher would hold them all), so the refusal then says to
+    split the sweep or cap it instead of raising the limit.
     """
-    size = grid_size(spec.search_config["parameters"]) if spec.method == "grid" else None
-    size = size * len(spec.repeat_seeds or [None]) if size is not None else None
     count = planned_trials(spec, cap)
-    biggest = max(n for n in (size, count, 0) if n is not None)
-    if biggest > GRID_LIMIT:
-        over = f"over the limit of {limit:,}" if biggest > limit else f"more than {GRID_LIMIT:,} can be planned"
+    if count is not None and count > GRID_LIMIT:
+        over = f"over the limit of {limit:,}" if count > limit else f"more than {GRID_LIMIT:,} can be planned"
         raise SweepError(
-            f"{spec.describe()}: {biggest:,} trials is {over}; narrow the grid, or split it into sweep files "
-            f"of at most {GRID_LIMIT:,} trials each (one value of an axis per file)"
+            f"{spec.describe()}: {count:,} trials is {over}; narrow the grid, run part of it with --max-trials N, "
+            f"or split it into sweep files of at most {GRID_LIMIT:,} trials each (one value of an axis per file)"
         )
-    if biggest > limit:
+    if count is not None and count > limit:
         raise SweepError(
-            f"{spec.describe()}: {biggest:,} trials is over the limit of {limit:,}; narrow the grid, "
-            f"or raise the limit with --trial-limit {biggest}"
+            f"{spec.describe()}: {count:,} trials is over the limit of {limit:,}; narrow the grid, "
+            f"or raise the limit with --trial-limit {count}"
         )
     return count
 
 
 def _quiet(line: str, style: str = "") -> None:
+    pass
+
+
+def _still(what: str, done: int, total: int) -> None:
     pass
 
 
@@ -105,15 +108,17 @@ class Planner:
         spec: the sweep file.
         opts: the run's options (folder, overrides, retries, caps).
         say: prints a progress line.
+        tick: told how far planning has come (a progress bar of a long plan).
     """
 
-    def __init__(self, spec: SweepSpec, opts: LaunchOptions, say: Say = _quiet):
-        self.spec, self.opts, self.say = spec, opts, say
+    def __init__(self, spec: SweepSpec, opts: LaunchOptions, say: Say = _quiet, tick: Tick = _still):
+        self.spec, self.opts, self.say, self.tick = spec, opts, say, tick
         self.out = Path(opts.out)
         self.cap = trial_cap(spec, opts.max_trials)
         self.launched: set[str] = set()  # trials started by this run (not handed out again unless retried)
         self.exhausted = False
         self.state: SweepState
+        self._names: set[str] = set()  # the trials' names, kept as trials are added (a clash check per trial)
 
     # ---- the state file ----------------------------------------------------------------
 
@@ -162,6 +167,7 @@ class Planner:
             for t in self.state.trials:
                 if t.status == RunStatus.FAILED:
                     t.status, t.error = RunStatus.PENDING, None
+        load_engine(self.spec)
         self.plan()
         self.save()
         return self.state.count(RunStatus.FINISHED, RunStatus.STOPPED)
@@ -175,8 +181,11 @@ class Planner:
         return search_runs(self.spec, self.state.trials)
 
     def _add(self, point: dict[str, Any]) -> Trial:
-        trial = Trial(name=trial_name(self.spec, point, {t.name for t in self.state.trials}), point=point)
+        if len(self._names) != len(self.state.trials):  # a state loaded or replaced since
+            self._names = {t.name for t in self.state.trials}
+        trial = Trial(name=trial_name(self.spec, point, self._names), point=point)
         self.state.trials.append(trial)
+        self._names.add(trial.name)
         return trial
 
     def _propose(self, point: Point) -> list[Trial]:
@@ -195,12 +204,11 @@ class Planner:
     def _new_points(self, n: int) -> list[Point]:
         """Up to ``n`` points from the search; with a repeat seed never a configuration proposed before
         (more proposals are asked for where the first repeat one; fewer when the search has nothing new)."""
-        runs = self._runs()
         if self.spec.repeat_seeds is None:
-            return next_points(self.spec, runs, n)
+            return next_points(self.spec, self.state.trials, n)
         fresh: list[Point] = []
         for ask in (n, 8 * n):
-            points = next_points(self.spec, runs, ask)
+            points = next_points(self.spec, self.state.trials, ask)
             seen, fresh = set(replicates(self.state.trials)), []
             for point in points:
                 key = configuration_key(point)
@@ -243,9 +251,10 @@ class Planner:
             room = (points if points is not None else GRID_LIMIT) - self._proposed()
             for point in self._new_points(room):
                 self._propose(point)
-        for t in self.state.trials:
+        for i, t in enumerate(self.state.trials):
             if t.status in (RunStatus.PENDING, RunStatus.INTERRUPTED):
                 self._validate(t)
+            self.tick("checking trials", i + 1, len(self.state.trials))
 
     def preview(self) -> list[Trial]:
         """The trials a fresh run would plan, validated, without touching the disk (bayes: the first)."""

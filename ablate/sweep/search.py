@@ -1,9 +1,11 @@
-"""Search: which points to try next, decided by W&B's own algorithms.
+"""Search: which points to try next, as W&B's own algorithms decide them.
 
 W&B's server proposes runs with the ``sweeps`` package (grid, random, bayes) from the sweep
-configuration and the runs seen so far. We call the same functions with the trials on disk, so a
-local sweep tries what ``wandb agent`` would: the grid in the same order, random points from the
-same distributions, Bayesian proposals from the same Gaussian process.
+configuration and the runs seen so far. A local sweep tries what ``wandb agent`` would: the grid
+in the same order (enumerated here, lazily: :func:`grid_points`), random points from the same
+distributions (drawn here from Python's generator, seeded: :func:`random_point`), and Bayesian
+proposals from W&B's own Gaussian process (the optional ``sweeps`` package, ``pip install
+'ablate[bayes]'``, which pins numpy<2; also hyperband's ``early_terminate``).
 
 With a repeat seed (``seed: {repeat: N}``, :mod:`ablate.sweep.spec`) the engine searches the
 configuration without the seed: :func:`search_runs` gives it one run per configuration, whose
@@ -14,19 +16,16 @@ proposes a configuration again.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import random
 from typing import Any, Iterable, Optional, Protocol, Sequence
 
-import numpy as np
-
 from ablate.record import RunStatus
-from ablate.sweep.spec import SEED, SweepError, SweepSpec
+from ablate.sweep.points import Point, grid_key, grid_points, grid_size, random_point
+from ablate.sweep.spec import BAYES_EXTRA, SEED, SweepError, SweepSpec
 from ablate.utils.warning_filters import sweeps_engine
-
-Point = dict[str, Any]
-"""One sampled configuration: ``{parameter name: value}`` (constants included)."""
 
 _TERMINAL: dict[str, str] = {
     RunStatus.FINISHED: "finished",
@@ -36,9 +35,21 @@ _TERMINAL: dict[str, str] = {
 
 
 def _sweeps():
-    with sweeps_engine():
-        import sweeps
+    """W&B's ``sweeps`` engine (bayes search, hyperband), an optional extra."""
+    try:
+        with sweeps_engine():
+            import sweeps
+    except ImportError:
+        raise SweepError(
+            f"method 'bayes' and early_terminate use W&B's sweeps engine, which is not installed: {BAYES_EXTRA}"
+        ) from None
     return sweeps
+
+
+def load_engine(spec: SweepSpec) -> None:
+    """Import W&B's engine now where ``spec`` uses it (bayes, hyperband), not seconds into a running sweep."""
+    if spec.method == "bayes" or "early_terminate" in spec.config:
+        _sweeps()
 
 
 def point_of(run_config: dict[str, Any]) -> Point:
@@ -167,24 +178,43 @@ def search_runs(spec: SweepSpec, trials: Sequence[Attempted]) -> list[Any]:
     ]
 
 
-def next_points(spec: SweepSpec, runs: list[Any], n: int) -> list[Point]:
-    """Up to ``n`` new points after ``runs`` (fewer when a grid is exhausted).
+def next_points(spec: SweepSpec, trials: Sequence[Attempted], n: int) -> list[Point]:
+    """Up to ``n`` new points after ``trials`` (fewer when a grid is exhausted).
 
-    Random sampling is seeded from the sweep name and the number of runs so far, so a sweep
-    re-planned from the same state proposes the same points (numpy's generator and Python's, which
-    W&B's random search draws from).
+    Grid: the next points of :func:`grid_points` that no trial has yet (with a repeat seed, no
+    configuration). Random: :func:`random_point` ``n`` times, seeded from the sweep name and the
+    number of runs so far, so a sweep re-planned from the same state proposes the same points. Bayes:
+    W&B's engine, told :func:`search_runs`, under the same seed (numpy's generator and Python's).
     """
     if n <= 0:
         return []
+    known = len(replicates(trials)) if spec.repeat_seeds is not None else len(trials)
+    seed = int(hashlib.sha1(f"{spec.name}:{known}".encode()).hexdigest()[:8], 16)
+    parameters = spec.search_config["parameters"]
+    if spec.method == "grid":
+        seen = {grid_key(t.point, parameters) for t in trials}  # a repeat seed is not a parameter here
+        fresh = (p for p in grid_points(parameters) if grid_key(p, parameters) not in seen)
+        try:
+            return list(itertools.islice(fresh, n))
+        except ValueError as err:  # a distribution in a grid
+            raise SweepError(f"{spec.describe()}: {err}") from None
+    if spec.method == "random":
+        rng = random.Random(seed)
+        return [random_point(parameters, rng) for _ in range(n)]
+    return _bayes_points(spec, search_runs(spec, trials), n, seed)
+
+
+def _bayes_points(spec: SweepSpec, runs: list[Any], n: int, seed: int) -> list[Point]:
     sweeps = _sweeps()
-    seed = int(hashlib.sha1(f"{spec.name}:{len(runs)}".encode()).hexdigest()[:8], 16)
+    import numpy as np
+
     saved = np.random.get_state(), random.getstate()
-    np.random.seed(seed)  # W&B's bayes search draws from numpy's generator,
-    random.seed(seed)  # its random search from Python's (random.uniform, then each distribution's ppf)
+    np.random.seed(seed)  # W&B's bayes search draws from numpy's generator
+    random.seed(seed)
     try:
         with sweeps_engine():
             proposals = sweeps.next_runs(spec.search_config, runs, validate=False, n=n)
-    except ValueError as err:  # e.g. a distribution in a grid
+    except ValueError as err:
         raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
     finally:
         np.random.set_state(saved[0])
@@ -195,35 +225,6 @@ def next_points(spec: SweepSpec, runs: list[Any], n: int) -> list[Point]:
 def upfront(spec: SweepSpec) -> bool:
     """Whether every point can be planned before any result (grid and random), unlike bayes."""
     return spec.method in ("grid", "random")
-
-
-def grid_size(parameters: dict[str, Any]) -> Optional[int]:
-    """How many points a grid over ``parameters`` has, counted without expanding it (None: unbounded)."""
-    total = 1
-    for param in parameters.values():
-        if not isinstance(param, dict):
-            return None
-        if "values" in param:
-            count = len(param["values"])
-        elif "value" in param:
-            count = 1
-        elif "parameters" in param:
-            count = grid_size(param["parameters"])
-        elif (
-            isinstance(param.get("min"), int)
-            and isinstance(param.get("max"), int)
-            and "q" not in param
-            and param.get("distribution", "int_uniform") == "int_uniform"
-        ):
-            count = max(0, param["max"] - param["min"] + 1)
-        elif param.get("distribution") == "q_uniform":
-            count = len(np.arange(param["min"], param["max"], param.get("q", 1)))
-        else:
-            return None
-        if count is None:
-            return None
-        total *= count
-    return total
 
 
 def planned_configurations(spec: SweepSpec, cap: Optional[int]) -> Optional[int]:

@@ -62,7 +62,9 @@ runs every configuration with every seed and ``repeat`` means the same. W&B's se
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib.util
 import json
 import re
 from dataclasses import dataclass
@@ -73,7 +75,8 @@ import yaml
 
 from ablate.config import flatten, is_key, read_yaml, valid_keys
 from ablate.errors import AblateError, closest
-from ablate.utils.warning_filters import sweeps_engine
+from ablate.sweep.points import axis_values
+from ablate.utils.yaml_safe import is_plain_text
 
 VARIANT = "variant"
 """The reserved parameter whose values are named sets of overrides."""
@@ -197,6 +200,9 @@ def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[P
         raise SweepError(f"{where}: 'early_terminate' needs a 'metric' to compare trials by")
     if config["method"] == "custom":
         raise SweepError(f"{where}: method 'custom' needs a W&B scheduler; use grid, random or bayes")
+    if (config["method"] == "bayes" or "early_terminate" in config) and not engine_installed():
+        needs = "method 'bayes'" if config["method"] == "bayes" else "early_terminate"
+        raise SweepError(f"{where}: {needs} needs W&B's sweeps engine, which is not installed: {BAYES_EXTRA}")
     spec = SweepSpec(name=safe_name(name), path=path, config=config)
     if spec.method == "grid":  # W&B's grid refuses continuous distributions: say so before running
         check_grid(spec)
@@ -244,42 +250,72 @@ def check_seed_axis(config: dict[str, Any], where: str) -> None:
 
 
 def check_grid(spec: SweepSpec) -> None:
-    """Ask W&B's grid search for a first point; it refuses what a grid cannot enumerate."""
-    with sweeps_engine():
-        import sweeps
-
-        # on a one-point grid of the same parameter kinds: W&B enumerates the whole grid to plan
-        search = spec.search_config
-        one = {
-            k: dict(p, values=p["values"][:1]) if isinstance(p, dict) and p.get("values") else p
-            for k, p in search["parameters"].items()
-        }
+    """Every parameter of a grid is one W&B's grid search can enumerate (values, a constant, int_uniform, q_uniform)."""
+    for name, param in spec.search_config["parameters"].items():
         try:
-            sweeps.next_runs({**search, "parameters": one}, [], validate=False, n=1)
+            axis_values(name, param)
         except ValueError as err:  # e.g. a distribution in a grid
             raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
 
 
-def _schema_validator():
-    with sweeps_engine():
-        from sweeps.config.schema import validator
-    return validator
+BAYES_EXTRA = "pip install 'ablate[bayes]'"
+"""How to install W&B's ``sweeps`` engine (bayes search, hyperband); it pins numpy<2."""
+
+
+def engine_installed() -> bool:
+    """Whether W&B's ``sweeps`` engine can be imported (found without importing it)."""
+    try:
+        found = importlib.util.find_spec("sweeps")
+    except ValueError:  # a module object without a spec stands in for it
+        return False
+    return found is not None and found.origin is not None  # not a checkout's sweeps/ folder of sweep files
+
+
+@functools.lru_cache(maxsize=1)
+def _schema_validator() -> Optional[Any]:
+    """W&B's JSON schema of a sweep configuration, read from the ``sweeps`` package's files without
+    importing it (that loads pandas and scipy); ``None`` where it is not installed (``ablate[bayes]``)."""
+    found = importlib.util.find_spec("sweeps") if engine_installed() else None
+    if found is None or not found.submodule_search_locations:
+        return None
+    import jsonschema  # a dependency of ``sweeps``
+
+    schema = json.loads((Path(list(found.submodule_search_locations)[0]) / "config" / "schema.json").read_text())
+    formats = jsonschema.FormatChecker()  # how W&B tells int_uniform from uniform
+    formats.checks("float")(lambda value: isinstance(value, float))
+    formats.checks("integer")(lambda value: isinstance(value, int))
+    return jsonschema.Draft7Validator(schema, format_checker=formats)
 
 
 def check_wandb_schema(config: dict[str, Any], where: str) -> None:
-    """Validate against the JSON schema W&B's server uses; raise one line naming the key."""
+    """Validate against the JSON schema W&B's server uses (where ``sweeps`` is installed, else the
+    shape ablate reads: a method, parameters that are mappings); raise one line naming the key."""
     validator = _schema_validator()
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.path), list(map(str, e.path))))
+    errors = [] if validator is None else list(validator.iter_errors(config))
     if errors:
+        errors.sort(key=lambda e: (len(e.path), list(map(str, e.path))))
         raise SweepError(f"{where}: {_describe_schema_error(errors[0])}")
-    with sweeps_engine():
-        from sweeps import schema_violations_from_proposed_config
-    try:
-        violations = schema_violations_from_proposed_config(config)
-    except ValueError as err:
-        raise SweepError(f"{where}: {err}") from None
-    if violations:
-        raise SweepError(f"{where}: {violations[0].splitlines()[0]}")
+    if "method" not in config:
+        raise SweepError(f"{where}: missing required key: 'method'")
+    if config["method"] not in METHODS:
+        raise SweepError(f"{where}: method: {config['method']!r} is not one of {', '.join(METHODS)}")
+    parameters = config.get("parameters")
+    if not isinstance(parameters, dict):
+        raise SweepError(f"{where}: parameters: a mapping of parameter names to W&B parameters is required")
+    for name, param in parameters.items():
+        if not isinstance(param, dict) or not set(param) & _PARAMETER_KEYS:
+            raise SweepError(
+                f"{where}: parameters.{name}: not a valid W&B parameter {param!r}; "
+                f"use value, values, or a distribution (min/max)"
+            )
+        low, high = param.get("min"), param.get("max")
+        if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low >= high:
+            raise SweepError(f"{where}: parameters.{name}: min {low} is not below max {high}")
+
+
+METHODS = ("grid", "random", "bayes", "custom")
+"""W&B's search methods (``custom`` needs a W&B scheduler, and is refused)."""
+_PARAMETER_KEYS = {"value", "values", "min", "max", "distribution", "mu", "sigma", "a", "b", "parameters"}
 
 
 def _describe_schema_error(error: Any) -> str:
@@ -477,16 +513,25 @@ def resolve(point: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
+@functools.lru_cache(maxsize=4096)
+def _float_text(text: str) -> Optional[str]:
+    """A float's ``repr`` as YAML 1.1 reads it back equal (``1.0e-05``: it needs a dot), or None; cached,
+    as a sweep repeats its values over many trials."""
+    if "e" in text and "." not in text.split("e")[0]:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}.0e{exponent}"
+    return text if yaml.safe_load(text) == float(text) else None
+
+
 def format_value(value: Any) -> str:
     """``value`` as text that YAML (and so ``ablate.config.parse_override``) reads back equal."""
     if isinstance(value, float):
-        text = repr(value)
-        if "e" in text and "." not in text.split("e")[0]:
-            mantissa, exponent = text.split("e")
-            text = f"{mantissa}.0e{exponent}"  # YAML 1.1 floats need a dot: 1.0e-05
-        if yaml.safe_load(text) == value:
+        text = _float_text(repr(value))
+        if text is not None:
             return text
-    if isinstance(value, str) and value and yaml.safe_load(value) == value and "\n" not in value:
+    if isinstance(value, str) and (
+        is_plain_text(value) or (value and yaml.safe_load(value) == value and "\n" not in value)
+    ):
         return value
     return json.dumps(value)
 

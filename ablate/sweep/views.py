@@ -5,6 +5,7 @@ Each function takes the console to print to (the CLI's; tests give a wide one).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -35,21 +36,69 @@ def unfinished(state: SweepState) -> int:
     return state.count(RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING)
 
 
-def preview(console: Console, planner: Planner) -> int:
-    """Print the trials a run would plan; returns how many are invalid."""
-    trials = planner.preview()
-    seeds = planner.spec.repeat_seeds
-    if planner.spec.method == "bayes" and seeds is not None:
-        console.print(
-            f"bayes proposes configurations as results arrive (up to {planner.cap}, each trained with seeds "
-            f"{', '.join(map(str, seeds))} and searched on their mean); the first:",
-            highlight=False,
-        )
-    elif planner.spec.method == "bayes":
-        console.print(f"bayes proposes trials as results arrive (up to {planner.cap}); the first:")
-    for t in trials:
-        line = f"[bold]{t.name}[/bold]  {' '.join(planner.overrides(t))}"
-        console.print(line + (f"\n  [red]{t.error}[/red]" if t.status == RunStatus.FAILED else ""), highlight=False)
+class PlanProgress:
+    """A progress bar on stderr for planning and listing that has run past :attr:`after_s` seconds.
+
+    Called as a :data:`~ablate.sweep.planner.Tick` ``(what, done, total)``; nothing shows for a plan
+    that ends sooner, and stdout keeps only the listing.
+    """
+
+    after_s = 2.0
+
+    def __init__(self, console: Optional[Console] = None):
+        self.console = console or Console(stderr=True)
+        self.started = time.monotonic()
+        self.bar: Optional[Any] = None
+        self.task: Any = None
+        self.what = ""
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        if self.bar is None:
+            if done % 256 or time.monotonic() - self.started < self.after_s:
+                return
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+            self.bar = Progress(*columns, console=self.console, transient=True)
+            self.bar.start()
+        if what != self.what:
+            self.what = what
+            self.task = self.bar.add_task(what, total=total)
+        self.bar.update(self.task, completed=done)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def preview(console: Console, planner: Planner, progress: Optional[PlanProgress] = None) -> int:
+    """Print the trials a run would plan, one line each (plain text where stdout is not a terminal);
+    returns how many are invalid. ``progress`` (on stderr) is told how planning and listing go."""
+    tick = progress or (lambda what, done, total: None)
+    planner.tick = tick
+    try:
+        trials = planner.preview()
+        seeds = planner.spec.repeat_seeds
+        if planner.spec.method == "bayes" and seeds is not None:
+            console.print(
+                f"bayes proposes configurations as results arrive (up to {planner.cap}, each trained with seeds "
+                f"{', '.join(map(str, seeds))} and searched on their mean); the first:",
+                highlight=False,
+            )
+        elif planner.spec.method == "bayes":
+            console.print(f"bayes proposes trials as results arrive (up to {planner.cap}); the first:")
+        for i, t in enumerate(trials):
+            overrides = " ".join(planner.overrides(t))
+            error = t.error if t.status == RunStatus.FAILED else None
+            if console.is_terminal:
+                line = f"[bold]{t.name}[/bold]  {overrides}" + (f"\n  [red]{error}[/red]" if error else "")
+                console.print(line, highlight=False)
+            else:  # a listing for a file or a pipe: one plain line per trial, without rich's layout per line
+                console.file.write(f"{t.name}  {overrides}\n" + (f"  {error}\n" if error else ""))
+            tick("listing trials", i + 1, len(trials))
+    finally:
+        if progress is not None:
+            progress.close()
     invalid = sum(t.status == RunStatus.FAILED for t in trials)
     console.print(f"{len(trials)} trials" + (f", {invalid} invalid" if invalid else ""), highlight=False)
     return invalid

@@ -256,6 +256,15 @@ def parse_override(text: str) -> tuple[str, Any]:
 @functools.lru_cache(maxsize=4096)
 def _parse_value(raw: str) -> Any:
     """An override's value as YAML (text that is not YAML stays text); cached, sweeps repeat values."""
+    if yaml_safe.is_plain_text(raw):  # a name: no YAML parse (a large sweep has one per trial)
+        return raw
+    if raw.startswith("["):  # a list of names (a trial's tags): JSON reads its quoted strings as YAML does
+        try:
+            items = json.loads(raw)
+        except ValueError:
+            items = None
+        if isinstance(items, list) and len(items) < yaml_safe.MAX_NODES and all(isinstance(i, str) for i in items):
+            return items
     try:
         return yaml_safe.load(raw)
     except yaml_safe.YAMLRefused:

@@ -8,6 +8,7 @@ and the key, as a ``ValueError`` the caller turns into its own one-line error.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -15,6 +16,17 @@ import yaml
 from ablate.errors import AblateError
 
 MAX_NODES = 100_000
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.=+/-]*")
+_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}  # YAML 1.1 reads these as bools, None
+
+
+def is_plain_text(text: str) -> bool:
+    """Whether YAML reads ``text`` back as this very string, decided without parsing it (planning a large
+    sweep formats and parses a trial name per trial): a letter or ``_`` first, then letters, digits and
+    ``_ . = + / -``, and not a word YAML reads as a boolean or null. ``False`` only means: parse it."""
+    return _PLAIN.fullmatch(text) is not None and text.lower() not in _WORDS
+
+
 """Most nodes a document may expand to once aliases are followed (real configs have < 1,000)."""
 MAX_DEPTH = 100
 """Deepest nesting of lists and mappings a document may hold (real configs and sweep files: < 10)."""

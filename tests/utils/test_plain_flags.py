@@ -9,8 +9,11 @@ from ablate import cli
 
 
 def command_paths(command, path=()):
+    """Every command's path; a command mounted lazily (:class:`~ablate.utils.commands.LazyGroup`) is loaded."""
     yield list(path)
     for name, sub in sorted(getattr(command, "commands", {}).items()):
+        if name in getattr(command, "lazy", {}):
+            sub = command.load(name)
         yield from command_paths(sub, (*path, name))
 
 
