@@ -118,6 +118,20 @@ def make_plots(
     return [out / p.name for p in drawn]
 
 
+def recorded_place(sweep: Sweep) -> tuple[str, str, Optional[str]]:
+    """``(entity, project, group)`` the sweep's runs recorded (``tracking.*`` of their configs); an entity
+    never set is ``""`` (W&B's default entity, known only online)."""
+    for row in sweep.rows:
+        for t in row.trials:
+            config = t.summary.to_json().get("config") if t.summary is not None else None
+            tracking = config.get("tracking") if isinstance(config, dict) else None
+            if isinstance(tracking, dict) and tracking.get("project"):
+                return str(tracking.get("entity") or ""), str(tracking["project"]), tracking.get("group")
+    raise ReportError(
+        "no run of this sweep records a W&B project (tracking.project): use wandb:<entity>/<project>/<group>"
+    )
+
+
 def make_report(
     source: str,
     title: Optional[str] = None,
@@ -126,13 +140,19 @@ def make_report(
     samples: int = 0,
     with_significance: bool = True,
     api: Any = None,
+    reference: Optional[str] = None,
 ) -> Any:
-    """The (unsaved) W&B Report of a ``wandb:<entity>/<project>[/<group>]`` source."""
+    """The (unsaved) W&B Report of a ``wandb:<entity>/<project>[/<group>]`` source, or of a sweep folder
+    (for the W&B project and group its runs recorded, :func:`recorded_place`); ``reference`` names
+    the published table (:mod:`ablate.report.reference`) its results heading cites."""
+    from ablate.report.papers import get as get_reference
     from ablate.report.wandb_report import build_report
 
-    if not source.startswith(WANDB_PREFIX):
-        raise ReportError(f"ablate report needs a W&B source, got '{source}': use wandb:<entity>/<project>/<group>")
-    entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX) :])
+    beside = get_reference(reference).title if reference else None  # a wrong name fails before any work
     sweep = load(source, api)
+    if source.startswith(WANDB_PREFIX):
+        entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX) :])
+    else:
+        entity, project, group = recorded_place(sweep)
     table = build_table(sweep, significance(sweep, with_significance, test, samples), alpha, test, samples)
-    return build_report(entity, project, group, table, sweep, title)
+    return build_report(entity, project, group, table, sweep, title, beside)

@@ -27,9 +27,9 @@ from ablate.report.api import (  # noqa: F401 - the plain functions, re-exported
     table_of,
 )
 from ablate.report.formats import render, rich_width, to_rich, to_vertical
-from ablate.report.records import ReportError
+from ablate.report.records import WANDB_PREFIX, ReportError
 from ablate.report.reference import REFERENCES, get as get_reference, render as render_reference, side_by_side
-from ablate.report.table import Table
+from ablate.report.table import Table, select_columns
 from ablate.utils.commands import typer_app
 from ablate.utils.safe_output import check_apart, write_output_text
 
@@ -145,6 +145,13 @@ def table_command(
         False, "--per-seed", help="Print every trial's test BLEU and its Δ against the base's trial of the same seed."
     ),
     metric: str = METRIC,
+    columns: Optional[str] = typer.Option(
+        None,
+        "--columns",
+        metavar="NAMES",
+        help="Only these columns, comma-separated headers or keys (e.g. 'N,d_model,h,BLEU (test_2016_flickr)'), "
+        "in every format; the row names and n always stay.",
+    ),
 ) -> None:
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
     paper = get_reference(reference) if reference else None  # a wrong name fails before any work
@@ -175,6 +182,8 @@ def table_command(
         )
     elif paper is not None:
         beside = "\n" + render_reference(side_by_side(sweep, table, paper), fmt.value)
+    if columns is not None:
+        table = select_columns(table, [c.strip() for c in columns.split(",") if c.strip()])
     if out is not None:
         _write(out, render(table, fmt.value) + beside, source)
     elif fmt is Format.rich:
@@ -284,6 +293,9 @@ def report_command(
     title: Optional[str] = typer.Option(None, "--title", help="Report title (default: the sweep's name)."),
     draft: bool = typer.Option(False, "--draft", help="Save the report as a draft."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Build the report and print its outline without saving it."),
+    reference: Optional[str] = typer.Option(
+        None, "--reference", metavar="NAME", help=f"The published table the heading cites: {', '.join(REFERENCES)}."
+    ),
     alpha: float = ALPHA,
     test: Test = TEST,
     samples: int = SAMPLES,
@@ -292,7 +304,12 @@ def report_command(
     """Publish a W&B Report: the paper-style table and panels (BLEU bars, BLEU vs tokens/s, curves)."""
     from ablate.report.wandb_report import publish
 
-    report = make_report(source, title, alpha, test.value, samples, with_significance)
+    if not dry_run and not source.startswith(WANDB_PREFIX):
+        raise ReportError(
+            f"ablate report publishes from the W&B runs, got '{source}': use wandb:<entity>/<project>/<group>, "
+            "or add --dry-run to preview a sweep folder's report offline"
+        )
+    report = make_report(source, title, alpha, test.value, samples, with_significance, reference=reference)
     if dry_run:
         print(outline(report))
         return

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
@@ -155,7 +156,8 @@ def collect_folder(root: Path) -> list[Trial]:
     if not root.is_dir():
         raise ReportError(f"sweep folder not found: {root} (pass a sweep output folder or wandb:<entity>/<project>)")
     trials = []
-    planned, problem = _sweep_plan(root)
+    planned, problem, name = _sweep_plan(root)
+    named = {"sweep": name} if name else {}  # the sweep file's name, not the W&B group id its runs record
     run_dirs = sorted(p for p in root.iterdir() if p.is_dir() and RunFiles(p).summary.exists())
     progress = Progress(f"read {root}", len(run_dirs), log)
     for run_dir in run_dirs:
@@ -163,7 +165,7 @@ def collect_folder(root: Path) -> list[Trial]:
         progress.step()
         trial = replace(trial, status=running_status(run_dir, trial.status))
         point = planned.get(run_dir.name, {}).get("point", {})
-        trials.append(replace(trial, **_sweep_facts(point)))  # the sweep's, not the config's
+        trials.append(replace(trial, **_sweep_facts(point), **named))  # the sweep's, not the config's
     seen = {t.name for t in trials}
     for name, t in planned.items():
         if name not in seen:  # planned, never started or gone before writing a record
@@ -195,17 +197,19 @@ def read_trial(run_dir: Path) -> Trial:
     return from_summary(name, summary, texts["hyps"], texts["refs"], sources=texts["sources"])
 
 
-def _sweep_plan(root: Path) -> tuple[dict[str, dict[str, Any]], Optional[str]]:
-    """Trial name -> ``{status, error, point}`` from the launcher's ``sweep.json``, and why it is unusable."""
+def _sweep_plan(root: Path) -> tuple[dict[str, dict[str, Any]], Optional[str], Optional[str]]:
+    """Trial name -> ``{status, error, point}`` from the launcher's ``sweep.json``, why it is unusable, and
+    the sweep's name."""
     path = SweepFiles(root).state
     if not path.exists():
-        return {}, None
+        return {}, None, None
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        return {}, f"unreadable ({str(err).splitlines()[0]})"
+        return {}, f"unreadable ({str(err).splitlines()[0]})", None
     trials, problem = planned_trials(state)
-    return {t["name"]: t for t in trials}, problem
+    name = state.get("name") if isinstance(state, dict) and isinstance(state.get("name"), str) else None
+    return {t["name"]: t for t in trials}, problem, name
 
 
 def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
@@ -362,4 +366,12 @@ def from_wandb_run(run: Any) -> Trial:
     r: WandbRun = read_run(run)
     if r.problem:
         return Trial(r.name, INVALID, r.problem)
-    return from_summary(r.name, r.summary, r.hyps, r.refs, config=r.config, status=r.status, sources=r.sources)
+    trial = from_summary(r.name, r.summary, r.hyps, r.refs, config=r.config, status=r.status, sources=r.sources)
+    return replace(trial, sweep=sweep_name(trial.sweep))
+
+
+def sweep_name(group: Optional[str]) -> Optional[str]:
+    """The sweep's name from a run's recorded W&B group: ``ablate sweep`` names a group
+    ``<sweep name>-<6 hex digits>`` (:func:`ablate.sweep.state.new_group`), and a table's title is the name."""
+    match = re.fullmatch(r"(.+)-[0-9a-f]{6}", group or "")
+    return match.group(1) if match else group

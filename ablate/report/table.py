@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
+from ablate.errors import did_you_mean
 from ablate.metrics import MetricScorer, get_scorer
 from ablate.record import (
     DEV_BLEU,
@@ -31,7 +32,7 @@ from ablate.record import (
 from ablate.report.aggregate import Stat, Sweep
 from ablate.report.footnotes import FLIP, MARK, significance_notes
 from ablate.report.metric_values import DEFAULT_METRIC, signature_of
-from ablate.report.records import Trial
+from ablate.report.records import ReportError, Trial
 from ablate.report.significance import DEFAULT_TEST, Comparison, against_base
 from ablate.report.speed import training_speed
 
@@ -159,6 +160,43 @@ class Table:
     show_names: bool
     comparisons: list[str] = field(default_factory=list)
     """One line per named comparison (when the sweep names them), under the footnotes."""
+
+
+def select_columns(table: Table, names: list[str]) -> Table:
+    """``table`` with only the named hyperparameter and metric columns (each named by its header, e.g.
+    ``d_model`` or ``BLEU (test_2016_flickr)``, or by its key, ``model.d_model`` or
+    ``test_test_2016_flickr/bleu``), in the table's order; the row names and ``n`` always stay.
+
+    Raises:
+        ReportError: a name is no column of this table (the line lists the headers it has).
+    """
+    hyper = {name: i for i, (k, lbl) in enumerate(zip(table.keys, table.labels)) for name in (k, lbl)}
+    metric = {name: i for i, c in enumerate(table.columns) for name in (c.key, c.label)}
+    unknown = [n for n in names if n not in hyper and n not in metric]
+    if unknown:
+        headers = [*table.labels, *(c.label for c in table.columns)]
+        raise ReportError(
+            f"--columns: no column '{unknown[0]}' in this table{did_you_mean(unknown[0], [*hyper, *metric])}; "
+            f"its columns: {', '.join(headers)}"
+        )
+    keep_h = sorted({hyper[n] for n in names if n in hyper})
+    keep_m = sorted({metric[n] for n in names if n in metric})
+    rows = [
+        replace(
+            r,
+            settings=[r.settings[i] for i in keep_h],
+            values=[r.values[i] for i in keep_h],
+            cells=[r.cells[i] for i in keep_m],
+        )
+        for r in table.rows
+    ]
+    return replace(
+        table,
+        keys=[table.keys[i] for i in keep_h],
+        labels=[table.labels[i] for i in keep_h],
+        columns=[table.columns[i] for i in keep_m],
+        rows=rows,
+    )
 
 
 def show_value(value: Any) -> str:

@@ -40,8 +40,19 @@ def group_keys(sweep: Sweep) -> list[str]:
     return [f"config.{k}" for k in sweep.keys]
 
 
+def heading(sweep: Sweep, beside: Optional[str] = None) -> str:
+    """The heading above the table: the sweep's name, and the published table it stands beside."""
+    return f"Results of {sweep.name or 'the sweep'}" + (f", beside {beside}" if beside else "")
+
+
 def build_report(
-    entity: str, project: str, group: Optional[str], table: Table, sweep: Sweep, title: Optional[str] = None
+    entity: str,
+    project: str,
+    group: Optional[str],
+    table: Table,
+    sweep: Sweep,
+    title: Optional[str] = None,
+    beside: Optional[str] = None,
 ) -> Any:
     """The ``wandb_workspaces.reports.v2.Report`` for one sweep, not yet saved.
 
@@ -51,6 +62,8 @@ def build_report(
         table: the laid-out table (rendered into a Markdown block).
         sweep: the aggregated sweep (for the test splits and the group-by keys).
         title: report title (default: the table's title).
+        beside: the published table the sweep is read against (a reference's title, e.g.
+            ``Vaswani et al. (2017), Table 3``), named in the results heading; None names none.
     """
     wr = _workspaces()
     splits = sweep.test_splits
@@ -98,7 +111,7 @@ def build_report(
             f"Ablation sweep: {what}. {len(sweep.rows)} configurations, "
             f"{sum(len(r.trials) for r in sweep.rows)} finished runs, {len(sweep.unfinished)} unfinished."
         ),
-        wr.H2("Results (after Table 3 of Vaswani et al., 2017)"),
+        wr.H2(heading(sweep, beside)),
         wr.MarkdownBlock(to_markdown(table)),
         wr.H2("Panels"),
         wr.PanelGrid(runsets=[runset], panels=panels),

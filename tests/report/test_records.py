@@ -145,3 +145,16 @@ def test_reading_many_trials_shows_progress_on_stderr(tmp_path, monkeypatch, cap
         f"read {tmp_path}: 3/6 (3 s)",
         f"read {tmp_path}: 6/6 (6 s)",
     ]
+
+
+def test_the_title_is_the_sweeps_name_not_its_wandb_group_id(tmp_path):
+    """A folder's trials take the name from ``sweep.json``; a W&B group loses the id ``ablate sweep`` appends."""
+    import json
+
+    from ablate.report.records import sweep_name
+
+    assert sweep_name("quickstart-598a74") == "quickstart" and sweep_name("table3") == "table3"
+    assert sweep_name("my-sweep") == "my-sweep" and sweep_name(None) is None
+    write_trial(tmp_path, "base", {"status": "finished", "sweep": {"name": "quickstart-598a74"}, "config": {"seed": 1}})
+    (tmp_path / "sweep.json").write_text(json.dumps({"name": "quickstart", "trials": []}))
+    assert [t.sweep for t in collect(str(tmp_path))] == ["quickstart"]

@@ -58,3 +58,20 @@ def test_every_option_has_help():
         info = next(c for c in app.registered_commands if c.name == command)
         for name, param in inspect.signature(info.callback).parameters.items():
             assert getattr(param.default, "help", None), f"{command} --{name} has no help"
+
+
+@pytest.mark.parametrize("fmt", ["md", "latex", "csv"])
+def test_columns_keeps_only_the_named_columns_in_every_format(variant_sweep, fmt):
+    """``--columns`` by header or key, in the table's order; the row names and n stay; a wrong name is one line."""
+    args = ["table", str(variant_sweep), "--no-significance", "--format", fmt]
+    full = CliRunner().invoke(app, args)
+    some = CliRunner().invoke(app, [*args, "--columns", "h,model.d_ff"])
+    assert full.exit_code == 0 and some.exit_code == 0, some.output
+    header = next(line for line in some.output.splitlines() if "variant" in line or line.startswith("group,"))
+    cells = {"md": header.strip("| ").split(" | "), "latex": header.split("&"), "csv": header.split(",")}[fmt]
+    if fmt == "csv":
+        assert cells == ["group", "name", "model.d_ff", "model.heads", "status", "reason"]
+    else:
+        assert len(cells) == {"md": 4, "latex": 5}[fmt] and "ff" in header  # (group,) name, d_ff, h, n
+    wrong = CliRunner().invoke(app, [*args, "--columns", "d_modle"])
+    assert wrong.exit_code == 2 and "did you mean 'd_model'?" in wrong.output

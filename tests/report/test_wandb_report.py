@@ -104,9 +104,28 @@ def test_report_dry_run_prints_the_outline(wandb_api, monkeypatch):
     assert "PanelGrid: BarPlot(" in result.output and "LinePlot(" in result.output
 
 
-def test_report_needs_a_wandb_source(variant_sweep):
-    with pytest.raises(ReportError, match="needs a W&B source"):
-        make_report(str(variant_sweep))
+def test_report_heading_names_the_sweep_and_its_reference(wandb_api, monkeypatch):
+    """The results heading names the sweep and the published table given with ``--reference``, never a
+    hard-coded paper (issue 30 item 5)."""
+    monkeypatch.setattr(wandb, "Api", lambda *a, **k: wandb_api)
+    monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
+    monkeypatch.setattr(wr.Report, "save", lambda *a, **k: pytest.fail("dry run must not save"))
+    base = ["report", "wandb:me/ablate/table3", "--dry-run", "--no-significance"]
+    for extra, heading in (
+        ([], "Results of table3"),
+        (["--reference", "vaswani2017-table3"], "Results of table3, beside Vaswani et al. (2017), Table 3"),
+    ):
+        result = CliRunner().invoke(app, [*base, *extra])
+        assert result.exit_code == 0, result.output
+        headings = [
+            line.strip()[len("H2: ") :] for line in result.output.splitlines() if line.strip().startswith("H2:")
+        ]
+        assert headings == [heading, "Panels"]
+
+
+def test_report_of_a_folder_is_a_dry_run_only(variant_sweep):
+    result = CliRunner().invoke(app, ["report", str(variant_sweep), "--no-significance"])
+    assert result.exit_code == 2 and "add --dry-run" in result.output
 
 
 @pytest.mark.slow
