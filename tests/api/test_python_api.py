@@ -115,8 +115,7 @@ assert "heads-1" in html and "<pre" in html
 
 @pytest.mark.slow
 def test_the_python_api_page_runs_as_a_notebook_with_its_figure_inline(tmp_path, monkeypatch):
-    """docs/python-api.md, one notebook cell per code block, executed headless by a Jupyter kernel (issue 30,
-    item 2): the plot cell has an ``image/png`` output, and no cell shows a widget or an ipywidgets warning."""
+    """docs/python-api.md, one notebook cell per code block, executed headless by a Jupyter kernel: the plot cell has an ``image/png`` output, and no cell shows a widget or an ipywidgets warning."""
     import nbformat
     from nbclient import NotebookClient
 

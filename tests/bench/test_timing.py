@@ -1,4 +1,4 @@
-"""The bench on a shared machine (issue 31, item 4): durations by the CPU time of the computing threads,
+"""The bench on a shared machine: durations by the CPU time of the computing threads,
 a spread per ratio and a flag above 10 %, no negative durations. Fake clocks, no timing assertions."""
 
 from __future__ import annotations

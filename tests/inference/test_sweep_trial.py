@@ -1,4 +1,4 @@
-"""``ablate translate SWEEP --variant NAME --seed N`` (issue 30, item 7): the trial folder found by what the trial
+"""``ablate translate SWEEP --variant NAME --seed N``: the trial folder found by what the trial
 is, whatever its folder is called."""
 
 from __future__ import annotations

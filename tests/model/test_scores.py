@@ -107,7 +107,7 @@ def _saved_bytes(fn) -> int:
 
 
 def test_chunked_additive_keeps_no_chunk_for_training_and_its_loss_and_gradients_equal_the_naive_ones():
-    """Issue 31, item 3: in training each chunk is recomputed in the backward pass, so what a forward keeps
+    """In training each chunk is recomputed in the backward pass, so what a forward keeps
     is at most a quarter of the naive path's (there: every chunk's (B, H, c, Tk, A) tanh output), with
     the loss and every gradient of the naive path."""
     from ablate.model.attention import MultiHeadAttention

@@ -284,7 +284,7 @@ def test_resolved_scale_is_what_every_attention_uses(tiny_config, score, cross, 
 
 
 def test_sdpa_gets_no_mask_for_an_unpadded_batch_and_a_boolean_one_for_padding(make_model, random_batch, monkeypatch):
-    """Issue 31, item 1: SDPA's flash backend takes no mask, so an unpadded batch of the standard model passes
+    """SDPA's flash backend takes no mask, so an unpadded batch of the standard model passes
     none (plain causal self-attention passes ``is_causal``); a padded one passes a boolean mask, not a
     materialised float one. The outputs are those of the explicit masked softmax."""
     import ablate.model.attention as attention_module

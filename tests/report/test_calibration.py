@@ -211,5 +211,9 @@ def test_the_shipped_calibration_is_in_band():
         for r in (line.split("|")[1:-1] for line in text.splitlines())
         if r and r[0].strip() in "2468" and r[0].strip().isdigit()
     }
-    for k in (2, 6, 8):  # predicted power for +1 BLEU vs measured; k = 4 is 8 points lower (see README)
-        assert abs(pct(splits[k][5].strip()) - pct(splits[k][6].strip())) <= 0.05
+    for k in (2, 4, 6, 8):  # measured power for +1 BLEU within the range as many normal seeds would give
+        measured, predicted = pct(splits[k][5].strip()), pct(splits[k][6].strip())
+        low, high = (pct(x) for x in splits[k][7].strip().split("-"))
+        assert low <= measured <= high and low <= predicted <= high
+        if k != 4:  # k = 4 is 8 points below the prediction on these 16 seeds (see README), inside that range
+            assert abs(measured - predicted) <= 0.05

@@ -128,7 +128,7 @@ def test_only_newlines_split_saved_texts(tmp_path):
 
 
 def test_reading_many_trials_shows_progress_on_stderr(tmp_path, monkeypatch, caplog):
-    """A folder whose reading runs past a few seconds says how far it is (issue 34 item 5); here a clock
+    """A folder whose reading runs past a few seconds says how far it is; here a clock
     that moves one second per look stands in for a slow disk."""
     import logging
     import types

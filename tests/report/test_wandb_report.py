@@ -106,7 +106,7 @@ def test_report_dry_run_prints_the_outline(wandb_api, monkeypatch):
 
 def test_report_heading_names_the_sweep_and_its_reference(wandb_api, monkeypatch):
     """The results heading names the sweep and the published table given with ``--reference``, never a
-    hard-coded paper (issue 30 item 5)."""
+    hard-coded paper."""
     monkeypatch.setattr(wandb, "Api", lambda *a, **k: wandb_api)
     monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
     monkeypatch.setattr(wr.Report, "save", lambda *a, **k: pytest.fail("dry run must not save"))

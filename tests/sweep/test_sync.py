@@ -89,7 +89,7 @@ def test_the_real_wandb_command_is_found():
 
 
 def test_sync_from_another_folder_passes_paths_that_resolve_there(tmp_path, monkeypatch):
-    """A relative sweep folder is synced from the caller's folder: W&B gets absolute paths (issue 30, item 6)."""
+    """A relative sweep folder is synced from the caller's folder: W&B gets absolute paths."""
     root = tmp_path / "work" / "runs" / "quickstart"
     done = _trial(root, "a-seed=1", "finished")
     monkeypatch.chdir(tmp_path / "work")

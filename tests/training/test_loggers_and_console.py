@@ -1,4 +1,4 @@
-"""One ``ablate train`` as a script runs it (issue 30, items 3, 4, 6): stdout holds only the result line,
+"""One ``ablate train`` as a script runs it: stdout holds only the result line,
 stderr one status line per validation, CSV and TensorBoard hold ``val/bleu`` at every validation with W&B
 disabled, and the run folder keeps the console log."""
 

@@ -1,4 +1,4 @@
-"""The training loss computes logits for non-padding target rows only (issue 31, item 6): its loss and
+"""The training loss computes logits for non-padding target rows only: its loss and
 gradients are those of the full (B, T, V) logits with padding ignored; and AdamW's kernel per device (item 1)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a run leaves in W&B (issue 30, item 6): artifact files that ``wandb sync`` finds from any folder."""
+"""What a run leaves in W&B: artifact files that ``wandb sync`` finds from any folder."""
 
 from __future__ import annotations
 

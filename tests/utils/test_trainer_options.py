@@ -1,4 +1,4 @@
-"""``trainer.callbacks`` and ``tracking.loggers`` class paths (issue 30, item 3): ``lightning.pytorch.*`` as Lightning's
+"""``trainer.callbacks`` and ``tracking.loggers`` class paths: ``lightning.pytorch.*`` as Lightning's
 docs spell them, and one line for what cannot be built."""
 
 from __future__ import annotations
