@@ -12,8 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
+from ablate.sweep import commands
 from ablate.sweep.commands import app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,8 +73,11 @@ def _layout(table: str) -> str:
 
 
 @pytest.mark.slow
-def test_quickstart_on_a_local_ray_cluster_retries_a_killed_task_and_tables_like_local(tmp_path, cache_dir):
+def test_quickstart_on_a_local_ray_cluster_retries_a_killed_task_and_tables_like_local(
+    tmp_path, cache_dir, monkeypatch
+):
     ray = pytest.importorskip("ray")
+    monkeypatch.setattr(commands, "console", Console(width=250))
     from ablate.cli import app as main_app
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
