@@ -99,7 +99,7 @@ def test_packed_workers_survive_a_cancelled_worker(cluster, tmp_path, cache_dir)
     path.write_text(PACKED_SWEEP)
     out = tmp_path / "out"
     argv = [sys.executable, str(ROOT / "cli.py"), "sweep", "run", str(path), "--launcher", "slurm", "--out", str(out)]
-    argv += ["--trials-per-job", "2", "--max-concurrent", "2", "--cpus-per-trial", "1", "--grace", "30"]
+    argv += ["--trials-per-job", "2", "--max-concurrent", "2", "--grace", "30"]
     argv += ["tracking.wandb=disabled"]
     watcher = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen: list[set[str]] = []
