@@ -88,7 +88,8 @@ LAUNCHER = typer.Option(
     "local",
     "--launcher",
     help="Where trials run: " + ", ".join(EXECUTORS) + ". local: processes on this machine's slots; slurm: one "
-    "batch job per trial through submitit (run it on the cluster's login node).",
+    "batch job per trial through submitit (run it on the cluster's login node); ray: one Ray task per trial "
+    "on the cluster RAY_ADDRESS names (else a local one), --cpus-per-trial and --gpus-per-trial / --parallel each.",
     autocompletion=_complete_launcher,
 )
 PARTITION = typer.Option(None, "--partition", rich_help_panel=SLURM, help="partition for the jobs.")

@@ -13,6 +13,7 @@ from ablate.errors import did_you_mean
 from ablate.sweep.executor import Executor, ExecutorArgs
 from ablate.sweep.local import LocalExecutor
 from ablate.sweep.options import LaunchOptions
+from ablate.sweep.ray_cluster import RayExecutor
 from ablate.sweep.slurm import SlurmExecutor
 from ablate.sweep.spec import SweepError
 
@@ -26,6 +27,7 @@ class ExecutorClass(Protocol):
 EXECUTORS: dict[str, ExecutorClass] = {
     "local": LocalExecutor,  # processes over this machine's GPU/CPU slots
     "slurm": SlurmExecutor,  # one batch job per trial through submitit, from a login node
+    "ray": RayExecutor,  # one Ray task per trial on a Ray cluster (the optional extra ablate[ray])
 }
 """``--launcher`` name -> executor class (with ``from_args``)."""
 

@@ -70,6 +70,14 @@ class WorkerShape:
         return ["train.accelerator=cpu", "train.devices=1", "train.nodes=1"]
 
 
+def note(out: Path, job: str, line: str) -> None:
+    """Append ``TIME LINE`` to worker ``job``'s log in the sweep folder (``.workers/<job>.log``)."""
+    folder = out / WORKER_LOG
+    folder.mkdir(exist_ok=True)
+    with open(folder / f"{job}.log", "a") as log:
+        log.write(f"{time.time():.1f} {line}\n")
+
+
 class PackedWorker:
     """Runs inside one SLURM job: pulls trials from the sweep's state and runs up to ``shape.trials`` at once.
 
@@ -121,10 +129,7 @@ class PackedWorker:
         self._draining = True
 
     def _note(self, line: str) -> None:
-        folder = Path(self.opts.out) / WORKER_LOG
-        folder.mkdir(exist_ok=True)
-        with open(folder / f"{self.job}.log", "a") as log:
-            log.write(f"{time.time():.1f} {line}\n")
+        note(Path(self.opts.out), self.job, line)
 
     def _claim(self) -> int:
         """Start planned trials on the free slots; returns how many."""
@@ -267,6 +272,9 @@ class PackedSweep:
                 if trial.job_id not in alive:  # its worker is gone: finished if it said so, else resumed
                     self.planner.recovered(trial)
                     trial.pid = trial.pid_start = None
+                    note(
+                        Path(self.opts.out), trial.job_id or "unknown", f"end {trial.name} {trial.status} (worker gone)"
+                    )
                     self.say(
                         f"{trial.status:<8} {trial.name} (worker job {trial.job_id} {state.workers.get(trial.job_id or '', 'GONE').lower()})",
                         "yellow",

@@ -76,6 +76,22 @@ def _wait(predicate, timeout: float, what: str, cluster: LocalSlurm, seen: list[
         time.sleep(0.5)
 
 
+def _occupancy(out: Path) -> str:
+    """Trials started per worker job, and the busy slots over time (from the workers' logs)."""
+    events, per_job = [], Counter()
+    for log in (out / ".workers").glob("*.log"):
+        for line in log.read_text().splitlines():
+            at, kind = line.split()[:2]
+            events.append((float(at), 1 if kind == "start" else -1))
+            per_job[log.stem] += kind == "start"
+    events.sort()
+    busy, curve = 0, []
+    for at, step in events:
+        busy += step
+        curve.append(f"{at - events[0][0]:.0f}s:{busy}")
+    return f"starts per worker job {dict(per_job)}; busy slots over time {' '.join(curve)}"
+
+
 @pytest.mark.slow
 def test_packed_workers_survive_a_cancelled_worker(cluster, tmp_path, cache_dir):
     """8 trials, 2 worker jobs x 2 slots; scancel one worker mid-trial; every trial finishes exactly once."""
@@ -83,7 +99,7 @@ def test_packed_workers_survive_a_cancelled_worker(cluster, tmp_path, cache_dir)
     path.write_text(PACKED_SWEEP)
     out = tmp_path / "out"
     argv = [sys.executable, str(ROOT / "cli.py"), "sweep", "run", str(path), "--launcher", "slurm", "--out", str(out)]
-    argv += ["--trials-per-job", "2", "--max-concurrent", "2", "--cpus-per-trial", "1", "--grace", "30"]
+    argv += ["--trials-per-job", "2", "--max-concurrent", "2", "--grace", "30"]
     argv += ["tracking.wandb=disabled"]
     watcher = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen: list[set[str]] = []
@@ -133,6 +149,8 @@ def test_packed_workers_survive_a_cancelled_worker(cluster, tmp_path, cache_dir)
         trial = next(t for t in trials if t["name"] == name)
         assert trial["attempts"] >= 2 and trial["job_id"] != job
         assert "resum" in (out / name / "trial.log").read_text().lower()
+
+    print(_occupancy(out))  # the numbers docs/sweeps.md quotes (pytest -s)
 
     status = CliRunner().invoke(app, ["status", str(out)])
     assert status.exit_code == 0 and f"worker job {job}" in status.output

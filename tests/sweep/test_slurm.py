@@ -57,7 +57,7 @@ def test_job_shape_reaches_the_trainer():
 def test_unknown_launcher_and_bad_slurm_arg_are_one_line(tmp_path):
     runner = CliRunner()
     bad = runner.invoke(app, ["run", str(ROOT / "sweeps" / "quickstart.yaml"), "--launcher", "pbs"])
-    assert bad.exit_code == 2 and "--launcher 'pbs': choose one of local, slurm" in bad.output
+    assert bad.exit_code == 2 and "--launcher 'pbs': choose one of local, slurm, ray" in bad.output
     typo = runner.invoke(app, ["run", str(ROOT / "sweeps" / "quickstart.yaml"), "--launcher", "slrum"])
     assert typo.exit_code == 2 and "did you mean 'slurm'?" in typo.output and len(typo.output.splitlines()) == 1
     bad = runner.invoke(

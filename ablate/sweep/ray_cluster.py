@@ -1,0 +1,177 @@
+"""The Ray executor: every trial attempt one Ray task on a Ray cluster (KubeRay, cloud, or a local one).
+
+``ablate sweep run FILE --launcher ray`` plans and loops exactly as the local launcher (same trial
+names, folders, ``sweep.json``, retries and resume); this executor submits each attempt as a task
+that asks Ray for ``--cpus-per-trial`` CPUs (default 1) and ``--gpus-per-trial / --parallel`` GPUs
+(``--gpus-per-trial 1 --parallel 4``: four trials per GPU, ``num_gpus=0.25``). How many run at once
+comes from the cluster's resources (:meth:`RayExecutor.capacity`). The task starts the trainer as
+a process of its own session (:func:`ablate.sweep.process.start`) in the trial's folder, which must
+be on a filesystem every node shares, and returns its exit code.
+
+Ray's own task retries are off: an attempt whose worker died (``kill -9``, a lost node) is reported
+lost and the planner relaunches it (``--retries``); the trainer, told by the kernel that its parent
+died, saves a checkpoint and the next attempt resumes from it. ``ray.init()`` joins the cluster that
+``RAY_ADDRESS`` names, or one this process already joined, else starts a local one. Ray is the
+optional extra ``ablate[ray]``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import shlex
+import socket
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import ablate.sweep.process as process  # the module: the package (callable) imports ablate.sweep.api
+from ablate.sweep.executor import Argv, ExecutorArgs, Exit, Handle, Polled
+from ablate.sweep.options import LOG_LIMIT, LaunchOptions
+from ablate.sweep.spec import SweepError
+from ablate.sweep.state import Trial
+from ablate.sweep.trial import LOG
+
+MISSING = "--launcher ray needs Ray: pip install 'ablate[ray]'"
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise SweepError(MISSING) from None
+    return ray
+
+
+def run_attempt(command: list[str], run_dir: str, header: str, grace_s: float) -> int:
+    """The body of one Ray task: run the trainer in ``run_dir`` and return its exit code.
+
+    ``ray.cancel`` (the launcher stopping the attempt) arrives as ``KeyboardInterrupt``: the trainer
+    gets SIGTERM and ``grace_s`` to checkpoint. The header line names this worker's pid and host.
+    """
+    log = Path(run_dir) / LOG
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as out:
+        out.write(
+            f"\n=== {header}, ray worker pid {os.getpid()} on {socket.gethostname()} ===\n$ {shlex.join(command)}\n"
+        )
+    proc = process.start(command, {**os.environ, "PYTHONUNBUFFERED": "1"}, log)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        process.stop_group(proc.pid, grace_s, proc=proc)
+        return proc.returncode
+
+
+@functools.cache
+def _remote() -> Any:
+    """:func:`run_attempt` as a Ray remote function (made once, when Ray is first needed)."""
+    return _ray().remote(max_retries=0)(run_attempt)
+
+
+class RayExecutor:
+    """Runs attempts as Ray tasks, as many at once as the cluster's CPUs (or GPUs) hold.
+
+    Args:
+        cpus_per_trial: ``num_cpus`` of each task (also the trainer's torch threads).
+        gpus_per_trial: ``num_gpus`` of each task, a fraction when trials share a GPU.
+        poll_s: seconds between two looks at the tasks.
+        grace_s: seconds a stopped trial gets to checkpoint.
+        log_limit: bytes of ``trial.log`` one attempt may fill (:func:`ablate.sweep.process.bound_log`).
+    """
+
+    outlives_launcher = False  # a driver's tasks end with it; a rerun resumes them from their checkpoints
+    can_stop_early = True  # ray.cancel lets the trainer checkpoint and end
+
+    def __init__(
+        self,
+        cpus_per_trial: float = 1.0,
+        gpus_per_trial: float = 0.0,
+        poll_s: float = 0.5,
+        grace_s: float = 30.0,
+        log_limit: int = LOG_LIMIT,
+    ):
+        if cpus_per_trial <= 0 or gpus_per_trial < 0:
+            raise SweepError("--cpus-per-trial must be > 0 and --gpus-per-trial >= 0 for --launcher ray")
+        self.cpus, self.gpus, self.poll_s, self.grace_s = cpus_per_trial, gpus_per_trial, poll_s, grace_s
+        self.log_limit = log_limit
+
+    @classmethod
+    def from_args(cls, args: ExecutorArgs, opts: LaunchOptions) -> RayExecutor:
+        """From ``ablate sweep run``'s options: ``--cpus-per-trial``, ``--gpus-per-trial`` over ``--parallel``."""
+        gpus = (args.gpus_per_trial or 0) / max(args.parallel, 1)
+        return cls(
+            args.cpus_per_trial or 1, gpus, poll_s=max(opts.poll_s, 0.5), grace_s=opts.grace_s, log_limit=opts.log_limit
+        )
+
+    def check(self) -> None:
+        ray = _ray()
+        if not ray.is_initialized():
+            ray.init(include_dashboard=False, log_to_driver=False)
+
+    def capacity(self) -> int:
+        resources = _ray().cluster_resources()
+        fits = [resources.get("CPU", 0) / self.cpus]
+        if self.gpus > 0:
+            fits.append(resources.get("GPU", 0) / self.gpus)
+        return max(0, math.floor(min(fits) + 1e-9))
+
+    def describe(self) -> str:
+        gpus = f", {self.gpus:g} GPU" if self.gpus else ""
+        return f"Ray: {self.cpus:g} CPU{gpus} per trial, {self.capacity()} at once"
+
+    def trainer_overrides(self) -> list[str]:
+        """What the trainer must know about its task's share (Ray sets ``CUDA_VISIBLE_DEVICES``)."""
+        devices = max(1, math.floor(self.gpus))
+        accelerator = "gpu" if self.gpus > 0 else "cpu"
+        return [
+            f"train.accelerator={accelerator}",
+            f"train.devices={devices}",
+            f"train.threads={max(1, int(self.cpus))}",
+        ]
+
+    def start(self, trial: Trial, run_dir: Path, argv: Argv) -> Handle:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        log = run_dir / LOG
+        log_start, since = (log.stat().st_size if log.exists() else 0), time.time()
+        header = f"ablate sweep (Ray): {trial.name}, attempt {trial.attempts + 1}, {time.ctime()}"
+        task = _remote().options(num_cpus=self.cpus, num_gpus=self.gpus, name=f"ablate-{trial.name}"[:120])
+        ref = task.remote(argv(self.trainer_overrides()), str(run_dir.resolve()), header, self.grace_s)
+        trial.devices = []
+        return Handle(trial, "Ray task", since=since, log_start=log_start, tag="Ray task", ref=(ref, log))
+
+    def poll(self, handles: list[Handle]) -> Polled:
+        ray, polled = _ray(), Polled()
+        by_ref = {h.ref[0]: h for h in handles}
+        ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0) if by_ref else ([], [])
+        for ref in ready:
+            polled.ended.append((by_ref[ref], self._exit(ref)))
+        for handle in handles:
+            process.bound_log(handle.ref[1], handle.log_start, self.log_limit)
+        return polled
+
+    @staticmethod
+    def _exit(ref: Any) -> Exit:
+        """The trainer's exit code, or a lost attempt when Ray lost its task (worker killed, node died, cancelled)."""
+        ray = _ray()
+        try:
+            return Exit(ray.get(ref))
+        except ray.exceptions.RayTaskError as err:  # run_attempt itself raised: this machine's problem, not lost
+            return Exit(1, reason=f"Ray task failed: {str(err).strip().splitlines()[-1]}")
+        except ray.exceptions.RayError as err:
+            return Exit(None, lost=True, reason=f"Ray task lost ({type(err).__name__})")
+
+    def stop(self, handle: Handle) -> None:
+        _ray().cancel(handle.ref[0], force=False)
+
+    def kill(self, handle: Handle) -> None:
+        _ray().cancel(handle.ref[0], force=True)
+
+    def release(self, handle: Handle) -> None:
+        pass
+
+    def adopt(self, trial: Trial, say: Callable[[str], None]) -> Optional[Handle]:
+        """A previous driver's tasks ended with it (Ray stops a dead driver's tasks): the trial resumes here."""
+        trial.pid = trial.pid_start = None
+        return None

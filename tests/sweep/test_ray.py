@@ -1,0 +1,114 @@
+"""The Ray executor (``--launcher ray``) against a real local Ray cluster the test starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from ablate.sweep import commands
+from ablate.sweep.commands import app
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = str(ROOT / "sweeps" / "quickstart.yaml")
+TINY_QUICKSTART = [
+    "tracking.wandb=disabled",
+    "data.builtin_pairs=400",
+    "data.vocab_size=300",
+    "model.d_model=32",
+    "model.d_ff=64",
+    "model.layers=1",
+    "model.heads=2",
+    "train.max_steps=20",
+    "train.max_tokens=512",
+    "train.val_every=1000",
+    "train.checkpoint_every=5",
+    "eval.beam=1",
+    "eval.max_len_b=3",
+]
+"""sweeps/quickstart.yaml's 8 trials, each a tiny model for a few steps."""
+
+
+def test_without_ray_the_launcher_is_one_line_naming_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    result = CliRunner().invoke(app, ["run", QUICKSTART, "--launcher", "ray", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1] == "error: --launcher ray needs Ray: pip install 'ablate[ray]'"
+    assert not (tmp_path / "x" / "sweep.json").exists()
+
+
+def _running(out: Path) -> set[str]:
+    try:
+        return {t["name"] for t in json.loads((out / "sweep.json").read_text())["trials"] if t["status"] == "running"}
+    except (OSError, ValueError, KeyError):
+        return set()
+
+
+def _kill_one_task(out: Path, killed: list[str]) -> None:
+    """Once a running trial has a checkpoint, SIGKILL the Ray worker process running it (named in its trial.log)."""
+    deadline = time.monotonic() + 1200
+    while time.monotonic() < deadline and not killed:
+        for name in sorted(_running(out)):
+            log = out / name / "trial.log"
+            pids = re.findall(r"ray worker pid (\d+)", log.read_text(errors="replace")) if log.exists() else []
+            if pids and (out / name / "checkpoints" / "last.ckpt").exists():
+                os.kill(int(pids[-1]), signal.SIGKILL)
+                killed.append(name)
+                return
+        time.sleep(0.2)
+
+
+def _layout(table: str, out: Path) -> str:
+    """A table of sweep folder ``out`` with its numbers, bold (the best of a column, throughput included), folder and
+    W&B group (random per folder) blanked: its rows and columns."""
+    group = json.loads((out / "sweep.json").read_text())["group"]
+    return re.sub(r"-?\d+(\.\d+)?", "N", table.replace(str(out), "").replace(group, "GROUP").replace("**", ""))
+
+
+@pytest.mark.slow
+def test_quickstart_on_a_local_ray_cluster_retries_a_killed_task_and_tables_like_local(
+    tmp_path, cache_dir, monkeypatch
+):
+    ray = pytest.importorskip("ray")
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    from ablate.cli import app as main_app
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        out = tmp_path / "ray"
+        killed: list[str] = []
+        killer = threading.Thread(target=_kill_one_task, args=(out, killed), daemon=True)
+        killer.start()
+        result = CliRunner().invoke(app, ["run", QUICKSTART, "--launcher", "ray", "--out", str(out), *TINY_QUICKSTART])
+        killer.join(timeout=1)
+    finally:
+        ray.shutdown()
+    assert result.exit_code == 0, result.output
+    assert "Ray: 1 CPU per trial, 2 at once" in result.output
+    assert killed, result.output
+    state = json.loads((out / "sweep.json").read_text())
+    assert len(state["trials"]) == 8 and {t["status"] for t in state["trials"]} == {"finished"}
+    victim = next(t for t in state["trials"] if t["name"] == killed[0])
+    assert victim["attempts"] == 2 and f"retrying {killed[0]}" in result.output  # the lost task ran again
+    log = (out / killed[0] / "trial.log").read_text()
+    assert log.count("ablate sweep (Ray)") == 2 and "resum" in log.lower()
+
+    local = tmp_path / "local"
+    args = ["run", QUICKSTART, "--devices", "cpu", "--parallel", "2", "--out", str(local), *TINY_QUICKSTART]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    folders = {
+        p: sorted(q.name for q in p.iterdir() if q.is_dir() and not q.name.startswith(".")) for p in (out, local)
+    }
+    assert folders[out] == folders[local] and len(folders[out]) == 8
+    tables = [CliRunner().invoke(main_app, ["table", str(p), "--format", "md"]) for p in (out, local)]
+    assert all(t.exit_code == 0 for t in tables), [t.output for t in tables]
+    assert _layout(tables[0].output, out) == _layout(tables[1].output, local)
