@@ -32,6 +32,7 @@ from ablate.training.checkpoint_io import (
     ResilientCheckpointIO,
     load_checkpoint_file,
     resumable_checkpoint,
+    saved_checkpoints,
 )
 from ablate.training.init_from import checkpoint_of, initialise
 from ablate.training.interrupts import SigintGuard
@@ -139,11 +140,13 @@ def _train(
     try:
         _fit_and_test(trainer, run, resume_from)
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C, SIGTERM (Lightning raises SystemExit)
-        _record_end(run, trainer, RunStatus.INTERRUPTED, "interrupted; run the same command again to resume")
+        _record_end(
+            run, trainer, checkpoint_io, RunStatus.INTERRUPTED, "interrupted; run the same command again to resume"
+        )
         raise KeyboardInterrupt from err
     except Exception as err:  # noqa: BLE001 - every failure is recorded, then reported in one line
         message = _describe_failure(err, cfg)
-        _record_end(run, trainer, RunStatus.FAILED, message)
+        _record_end(run, trainer, checkpoint_io, RunStatus.FAILED, message)
         raise RunError(message) from err
     if trainer.global_rank != 0:
         return {}
@@ -279,12 +282,19 @@ def _fit_and_test(trainer, run: _Run, resume_from: Path | None) -> None:
     trainer.test(module, datamodule=data, verbose=False)
 
 
-def _record_end(run: _Run, trainer, status: RunStatus, message: str) -> None:
-    """Record an interrupted or failed run (the launcher only), with the step it reached."""
+def _record_checkpoints(run: _Run, checkpoint_io: ResilientCheckpointIO) -> None:
+    """The step and sha256 of each checkpoint now on disk, into the record (what loading it verifies)."""
+    steps, recorded = checkpoint_io.steps, run.record.summary
+    run.record.update(checkpoints=saved_checkpoints(RunFiles(run.run_dir).checkpoints, steps, recorded))
+
+
+def _record_end(run: _Run, trainer, checkpoint_io: ResilientCheckpointIO, status: RunStatus, message: str) -> None:
+    """Record an interrupted or failed run (the launcher only), with the step it reached and its checkpoints."""
     if not run.launcher:
         return
     if trainer.global_step > 0:  # a run stopped before it restored its checkpoint keeps its recorded step
         run.record.update(step=trainer.global_step)
+    _record_checkpoints(run, checkpoint_io)
     run.record.write(status, message)
     if status == RunStatus.FAILED and run.logger is not None and run.logger.started:  # the failure is on W&B too
         run.logger.guarded(log_summary, run.logger.experiment, run.record.data)
@@ -296,6 +306,7 @@ def _write_outputs(run: _Run, trainer, throughput: Throughput, checkpoint_io: Re
     summary = summarise(run.module, throughput, trainer, cfg, run.params, run.clock.seconds, run.accelerator)
     summary["resolved"] = resolved(cfg)
     problem = save_outputs(run.run_dir, run.module, run.data)
+    _record_checkpoints(run, checkpoint_io)
     if problem:  # a full disk: the run failed, said in one line, never left "running"
         record.update(**summary)
         record.write(RunStatus.FAILED, problem)
