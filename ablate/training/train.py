@@ -131,11 +131,18 @@ def _train(
     resume_from = _resume_point(run_dir) if state == "resume" else None
     start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
     _prepare_process(cfg, start_from)
-    data = _build_data(cfg)
-    mark("data")
-    run = _build_run(cfg, run_dir, data, start_from)
-    mark("model")
-    _open_record(run, state)
+    try:
+        data = _build_data(cfg)
+        mark("data")
+        run = _build_run(cfg, run_dir, data, start_from)
+        mark("model")
+        _open_record(run, state)
+    except AblateError:  # bad input: one line, and no record of a run that never was
+        raise
+    except Exception as err:  # noqa: BLE001 - a crash before training (out of memory) still leaves its record
+        message = _describe_failure(err, cfg)
+        _record_failed_start(cfg, run_dir, message)
+        raise RunError(message) from err
     trainer, throughput, checkpoint_io = _build_trainer(run, callbacks, milestone)
     try:
         _fit_and_test(trainer, run, resume_from)
@@ -282,6 +289,17 @@ def _fit_and_test(trainer, run: _Run, resume_from: Path | None) -> None:
     trainer.test(module, datamodule=data, verbose=False)
 
 
+def _record_failed_start(cfg: Config, run_dir: Path, message: str) -> None:
+    """Record a run that failed before training (data, model, record): ``failed`` and why, in its folder."""
+    if not is_launcher_process():
+        return
+    try:
+        claim_run_dir(cfg, run_dir)
+    except OSError:
+        return
+    RunRecord(run_dir, cfg).write(RunStatus.FAILED, message)
+
+
 def _record_checkpoints(run: _Run, checkpoint_io: ResilientCheckpointIO) -> None:
     """The step and sha256 of each checkpoint now on disk, into the record (what loading it verifies)."""
     steps, recorded = checkpoint_io.steps, run.record.summary
@@ -338,7 +356,9 @@ def _describe_failure(err: BaseException, cfg: Config) -> str:
     import torch
 
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    if isinstance(err, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in text.lower():
+    if isinstance(err, (MemoryError, torch.OutOfMemoryError)) or any(
+        sign in text.lower() for sign in ("out of memory", "tried to allocate", "not enough memory")
+    ):  # CPU allocator: "DefaultCPUAllocator: not enough memory: you tried to allocate 256000000000 bytes"
         return f"out of memory with train.max_tokens={cfg.train.max_tokens} (lower it, or train.accumulate)"
     from ablate.utils.plugins import blame
 
