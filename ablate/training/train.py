@@ -40,7 +40,7 @@ from ablate.training.outputs import save_outputs, summarise
 from ablate.training.publish import log_summary, publish
 from ablate.training.resolved import resolved
 from ablate.training.run_dir import claim_run_dir, default_run_dir, is_launcher_process, prepare_run_dir
-from ablate.training.run_lock import RunLock
+from ablate.training.run_lock import RunLock, UnwritableRunDir
 from ablate.training.throughput import Throughput
 from ablate.training.tracking import (
     RunRecord,
@@ -88,13 +88,27 @@ def train(
     check_devices(cfg)
     check_cache_root(cache_root(cfg.data.cache_dir))  # before the run folder is made: a bad cache leaves none
     run_dir = Path(run_dir or default_run_dir(cfg))
-    lock = RunLock(run_dir).acquire() if is_launcher_process() else None  # also: is the folder writable?
+    try:
+        lock = RunLock(run_dir).acquire() if is_launcher_process() else None  # also: is the folder writable?
+    except UnwritableRunDir:
+        if not overwrite and _finished(cfg, run_dir):  # a read-only finished run: nothing to write, nothing to do
+            log.info("run already finished: %s (pass --overwrite to train it again)", run_dir)
+            return read_summary(run_dir) or {}
+        raise
     try:
         with SigintGuard():
             return _train(cfg, run_dir, overwrite, callbacks, milestone)
     finally:
         if lock is not None:
             lock.release()
+
+
+def _finished(cfg: Config, run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a finished run of ``cfg`` (reads only)."""
+    try:
+        return prepare_run_dir(cfg, run_dir, overwrite=False) == RunStatus.FINISHED
+    except ConfigError:
+        return False
 
 
 @dataclass
