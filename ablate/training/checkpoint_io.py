@@ -70,7 +70,11 @@ def verify_checkpoint(path: str | Path) -> None:
     Raises:
         CheckpointError: a member fails its CRC, or the digest is not the recorded one.
     """
-    path = Path(path)
+    _check_crcs(Path(path))
+    _check_digest(Path(path))
+
+
+def _check_crcs(path: Path) -> None:
     try:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
@@ -78,6 +82,9 @@ def verify_checkpoint(path: str | Path) -> None:
         return
     if bad is not None:
         raise CheckpointError(f"checkpoint {path} is damaged: {bad} fails its CRC check; {RESTORE}")
+
+
+def _check_digest(path: Path) -> None:
     recorded = recorded_checkpoint(path)
     if recorded is not None and file_sha256(path) != recorded.sha256:
         raise CheckpointError(
@@ -92,7 +99,7 @@ def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_d
     Raises:
         CheckpointError: damaged, unreadable, truncated, holding pickled objects, or missing ``required`` keys.
     """
-    verify_checkpoint(path)
+    _check_crcs(Path(path))
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged or hostile file
@@ -102,6 +109,7 @@ def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_d
         raise CheckpointError(f"checkpoint {path} is unreadable: {text[:200]}") from None
     if not isinstance(checkpoint, dict) or any(key not in checkpoint for key in required):
         raise CheckpointError(f"checkpoint {path} is not an ablate checkpoint (missing {', '.join(required)})")
+    _check_digest(Path(path))  # after the load, so a planted pickle is named as such
     return checkpoint
 
 
