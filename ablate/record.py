@@ -296,8 +296,27 @@ def headline(summary: RunSummary) -> dict[str, Any]:
 
 SUMMARY_VERSION = 1
 """The layout :class:`RunSummary` writes; a file without ``version`` is from before it (the same layout)."""
-NOT_METRICS = {"status", "error", "config", "history", "variant", "sweep", "bleu_signature", "resolved", "version"}
+NOT_METRICS = {
+    "status",
+    "error",
+    "config",
+    "history",
+    "variant",
+    "sweep",
+    "bleu_signature",
+    "resolved",
+    "version",
+    "checkpoints",
+}
 """Summary keys that are bookkeeping: a report treats every other numeric field as a metric."""
+
+
+@dataclass(frozen=True)
+class SavedCheckpoint:
+    """A checkpoint as the run record knows it: the training step it holds and its file's sha256."""
+
+    step: Optional[int]
+    sha256: str
 
 
 @dataclass
@@ -317,6 +336,9 @@ class RunSummary:
         bleu_signature: sacreBLEU's signature of the test BLEU.
         accelerator: ``cpu`` or ``gpu``.
         commits: the git commit of every attempt.
+        checkpoints: each checkpoint on disk when the run last stopped, by file name
+            (``best.ckpt``, ``last.ckpt``, ``last.prev.ckpt``): ``{step, sha256}``, the training step
+            it holds and its file's digest (:meth:`checkpoint`); None in records from before them.
         extra: every other field, kept as read (machine, data, wandb, environment, ...).
         version: the layout it was read in (0: from before versions); always written as :data:`SUMMARY_VERSION`.
     """
@@ -337,6 +359,7 @@ class RunSummary:
     bleu_signature: Optional[str] = None
     accelerator: Optional[str] = None
     commits: Optional[list[str]] = None
+    checkpoints: Optional[dict[str, Any]] = None
     extra: dict[str, Any] = field(default_factory=dict)
     version: int = SUMMARY_VERSION
 
@@ -387,6 +410,16 @@ class RunSummary:
         out.update(self.extra)
         out["version"] = SUMMARY_VERSION
         return out
+
+    def checkpoint(self, name: str) -> Optional[SavedCheckpoint]:
+        """What the record says of checkpoint ``name`` (``best.ckpt``), or None where it says nothing usable."""
+        entry = (self.checkpoints or {}).get(name)
+        if not isinstance(entry, dict):
+            return None
+        step, digest = entry.get("step"), entry.get("sha256")
+        if not isinstance(digest, str) or not (step is None or isinstance(step, int) and not isinstance(step, bool)):
+            return None
+        return SavedCheckpoint(step, digest)
 
     def get(self, key: str, default: Any = None) -> Any:
         """A field by its JSON key (``status``, ``val/bleu``, ``machine``)."""
@@ -449,7 +482,7 @@ class RunSummary:
 # --------------------------------------------------------------------------------------
 
 TEXT_FIELDS = ("error", "bleu_signature", "accelerator")
-MAPPING_FIELDS = ("config", "resolved")
+MAPPING_FIELDS = ("config", "resolved", "checkpoints")
 LIMIT = 1e15
 """No count or rate a run records comes near this; a larger value (``1e308``) is damage, and its mean overflows."""
 BOUNDED = {

@@ -59,6 +59,33 @@ def count_lines(path: Path) -> int:
     return lines + (last != b"\n")
 
 
+def check_text(path: Path, split: str) -> None:
+    """Refuse what a line-per-sentence text file cannot be: CR-only line ends (read as one long line),
+    NUL bytes (a binary or UTF-16 file), and a validation or test split of only empty lines.
+
+    Raises:
+        DataError: one line naming the file and what to do.
+    """
+    newlines = returns = 0
+    nul_line: int | None = None
+    words = False
+    with _open(path) as f:
+        while chunk := f.read(1 << 20):
+            if nul_line is None and b"\x00" in chunk:
+                nul_line = newlines + chunk[: chunk.index(b"\x00")].count(b"\n") + 1
+            newlines += chunk.count(b"\n")
+            returns += chunk.count(b"\r")
+            words = words or bool(chunk.strip())
+    if nul_line is not None:
+        raise DataError(
+            f"{path} holds NUL bytes (line {nul_line}): is it a binary or UTF-16 file? save it as UTF-8 text"
+        )
+    if returns > 1 and newlines == 0:
+        raise DataError(f"{path} ends its lines with CR only (old Mac style); convert them to \\n (tr '\\r' '\\n')")
+    if not words and split != "train":
+        raise DataError(f"{path} holds only empty lines; a validation or test split needs sentences to score")
+
+
 def decode_line(raw: bytes) -> tuple[str, bool]:
     """``(text, undecodable)``: UTF-8 with replacement, stripped."""
     try:
@@ -146,7 +173,7 @@ class LocalFolder:
 
     def load(self, workdir: Path) -> Corpus:
         """Check alignment of every split, then stream each split into Arrow files."""
-        for src, tgt in self.files.values():  # all checks before any (slow) conversion
+        for split, (src, tgt) in self.files.items():  # all checks before any (slow) conversion
             n_src, n_tgt = count_lines(src), count_lines(tgt)
             if n_src != n_tgt:
                 raise DataError(
@@ -155,6 +182,8 @@ class LocalFolder:
                 )
             if n_src == 0:
                 raise DataError(f"empty corpus files {src} and {tgt}; a split needs at least one sentence pair")
+            check_text(src, split)
+            check_text(tgt, split)
         splits, undecodable = {}, {}
         for split, (src, tgt) in self.files.items():
             ds = arrow_dataset(_rows, {"src_path": str(src), "tgt_path": str(tgt)}, workdir, split, _FEATURES)

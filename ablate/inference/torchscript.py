@@ -344,7 +344,17 @@ def extra_files(run: LoadedRun) -> dict[str, str]:
 
 
 def export(run: LoadedRun, out: Path) -> Path:
-    """Write ``run`` as a TorchScript file at ``out`` (atomically: a failed export leaves no file)."""
+    """Write ``run`` as a TorchScript file at ``out`` (atomically: a failed export leaves no file).
+
+    Raises:
+        ExportError: weights that are not finite (a diverged run), or ``out`` cannot be written.
+    """
+    broken = [name for name, weight in run.module.model.state_dict().items() if not torch.isfinite(weight).all()]
+    if broken:
+        raise ExportError(
+            f"{run.checkpoint.name} holds NaN or infinite weights ({len(broken)} tensors, e.g. {broken[0]}): "
+            "the run diverged; export another checkpoint (--checkpoint last or best) or retrain"
+        )
     scripted = script(run)
     files = {name: text.encode("utf-8") for name, text in extra_files(run).items()}
     tmp = None

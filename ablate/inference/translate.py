@@ -11,6 +11,7 @@ length, at most ``eval.max_sentences`` sentences and ``train.max_tokens`` padded
 from __future__ import annotations
 
 import dataclasses
+import logging
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,8 @@ import torch
 from ablate.config import Config, ConfigError
 from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
 from ablate.training.metrics import Scores, corpus_scores
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -82,7 +85,26 @@ def load_run(
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     module.detokenize = tok.decode_tgt
     module.eval()
+    _say_untested_step(run_dir, path)
     return LoadedRun(module, tok, module.cfg, path)
+
+
+def _say_untested_step(run_dir: Path, path: Path) -> None:
+    """One status line when ``best.ckpt`` holds another step than the one the run tested: its last write
+    failed (a full disk) after the test, so the scores the record shows are not this model's."""
+    from ablate.record import TESTED_STEP, RunSummary
+
+    summary = RunSummary.peek(run_dir)
+    saved = summary.checkpoint(path.name) if summary is not None and path.name == "best.ckpt" else None
+    tested = summary.number(TESTED_STEP.key) if summary is not None else None
+    if saved is None or saved.step is None or tested is None or saved.step == int(tested):
+        return
+    log.warning(
+        "using best.ckpt from step %d, not step %d that the run tested (that write failed: see "
+        "checkpoint_failures in summary.json)",
+        saved.step,
+        int(tested),
+    )
 
 
 def _batch(ids: list[list[int]], device: torch.device) -> torch.Tensor:

@@ -10,6 +10,7 @@ measures perplexity. The model itself never imports Lightning.
 from __future__ import annotations
 
 import math
+import os
 import time
 from typing import Any, Callable
 
@@ -315,6 +316,19 @@ class TranslationModule(pl.LightningModule):
             # so a rerun that only decodes (killed during the test) still reports it
             "last_loss": None if self.last_loss is None else float(self.last_loss),
         }
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        """Lightning's ``load_from_checkpoint``, after verifying the file (zip CRCs, the run record's sha256).
+
+        Raises:
+            CheckpointError: the file is damaged (one line naming it and what to do).
+        """
+        from ablate.training.checkpoint_io import verify_checkpoint
+
+        if isinstance(checkpoint_path, (str, os.PathLike)):
+            verify_checkpoint(os.fspath(checkpoint_path))
+        return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # A checkpoint may come from someone else's run folder: take only well-formed values, and

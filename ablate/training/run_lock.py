@@ -22,6 +22,10 @@ from ablate.record import LOCK_FILE, RunStatus
 from ablate.utils import locks
 
 
+class UnwritableRunDir(ConfigError):
+    """The run folder cannot be written (read-only, no permission); one line naming it."""
+
+
 class RunLock:
     """``with RunLock(run_dir):`` holds ``run_dir`` for this process; a second holder is refused.
 
@@ -54,7 +58,7 @@ class RunLock:
                 raise ConfigError(
                     f"--run-dir {self.run_dir}: a part of the path is a file; choose another path"
                 ) from None
-            raise ConfigError(
+            raise UnwritableRunDir(
                 f"cannot write to run dir {self.run_dir}: {err.strerror or err}; choose a writable --run-dir"
             ) from None
         return self

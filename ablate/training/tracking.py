@@ -240,7 +240,7 @@ class RunRecord:
         self.cpu_before = previous.number("cpu_time_s") or 0.0
         before = previous.to_json()
         # a rerun that fails before restoring its checkpoint keeps them
-        self.update(**{key: before[key] for key in ("history", "step", "init_from") if key in before})
+        self.update(**{key: before[key] for key in ("history", "step", "init_from", "checkpoints") if key in before})
         # the code of every attempt, so a run resumed after a code change says so
         commits = [c for c in previous.commits or [] if isinstance(c, str)]
         self.summary.commits = commits + [c for c in [git_commit()] if c not in commits]

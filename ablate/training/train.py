@@ -35,6 +35,7 @@ from ablate.training.checkpoint_io import (
     ResilientCheckpointIO,
     load_checkpoint_file,
     resumable_checkpoint,
+    saved_checkpoints,
 )
 from ablate.training.init_from import checkpoint_of, initialise
 from ablate.training.interrupts import SigintGuard
@@ -43,7 +44,7 @@ from ablate.training.outputs import save_outputs, summarise
 from ablate.training.publish import log_summary, publish
 from ablate.training.resolved import resolved
 from ablate.training.run_dir import claim_run_dir, default_run_dir, is_launcher_process, prepare_run_dir
-from ablate.training.run_lock import RunLock
+from ablate.training.run_lock import RunLock, UnwritableRunDir
 from ablate.training.throughput import Throughput
 from ablate.training.tracking import (
     RunRecord,
@@ -93,13 +94,27 @@ def train(
     check_cache_root(cache_root(cfg.data.cache_dir))  # before the run folder is made: a bad cache leaves none
     run_dir = Path(run_dir or default_run_dir(cfg))
     launcher = is_launcher_process()
-    lock = RunLock(run_dir).acquire() if launcher else None  # also: is the folder writable?
+    try:
+        lock = RunLock(run_dir).acquire() if launcher else None  # also: is the folder writable?
+    except UnwritableRunDir:
+        if not overwrite and _finished(cfg, run_dir):  # a read-only finished run: nothing to write, nothing to do
+            log.info("run already finished: %s (pass --overwrite to train it again)", run_dir)
+            return read_summary(run_dir) or {}
+        raise
     try:
         with SigintGuard(), capture(RunFiles(run_dir).console) if launcher else nullcontext():
             return _train(cfg, run_dir, overwrite, callbacks, milestone)
     finally:
         if lock is not None:
             lock.release()
+
+
+def _finished(cfg: Config, run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a finished run of ``cfg`` (reads only)."""
+    try:
+        return prepare_run_dir(cfg, run_dir, overwrite=False) == RunStatus.FINISHED
+    except ConfigError:
+        return False
 
 
 @dataclass
@@ -137,20 +152,29 @@ def _train(
     resume_from = _resume_point(run_dir) if state == "resume" else None
     start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
     _prepare_process(cfg, start_from)
-    data = _build_data(cfg)
-    mark("data")
-    run = _build_run(cfg, run_dir, data, start_from)
-    mark("model")
-    _open_record(run, state)
+    try:
+        data = _build_data(cfg)
+        mark("data")
+        run = _build_run(cfg, run_dir, data, start_from)
+        mark("model")
+        _open_record(run, state)
+    except AblateError:  # bad input: one line, and no record of a run that never was
+        raise
+    except Exception as err:  # noqa: BLE001 - a crash before training (out of memory) still leaves its record
+        message = _describe_failure(err, cfg)
+        _record_failed_start(cfg, run_dir, message)
+        raise RunError(message) from err
     trainer, throughput, checkpoint_io = _build_trainer(run, callbacks, milestone)
     try:
         _fit_and_test(trainer, run, resume_from)
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C, SIGTERM (Lightning raises SystemExit)
-        _record_end(run, trainer, RunStatus.INTERRUPTED, "interrupted; run the same command again to resume")
+        _record_end(
+            run, trainer, checkpoint_io, RunStatus.INTERRUPTED, "interrupted; run the same command again to resume"
+        )
         raise KeyboardInterrupt from err
     except Exception as err:  # noqa: BLE001 - every failure is recorded, then reported in one line
         message = _describe_failure(err, cfg)
-        _record_end(run, trainer, RunStatus.FAILED, message)
+        _record_end(run, trainer, checkpoint_io, RunStatus.FAILED, message)
         raise RunError(message) from err
     if trainer.global_rank != 0:
         return {}
@@ -287,12 +311,30 @@ def _fit_and_test(trainer, run: _Run, resume_from: Path | None) -> None:
     trainer.test(module, datamodule=data, verbose=False)
 
 
-def _record_end(run: _Run, trainer, status: RunStatus, message: str) -> None:
-    """Record an interrupted or failed run (the launcher only), with the step it reached."""
+def _record_failed_start(cfg: Config, run_dir: Path, message: str) -> None:
+    """Record a run that failed before training (data, model, record): ``failed`` and why, in its folder."""
+    if not is_launcher_process():
+        return
+    try:
+        claim_run_dir(cfg, run_dir)
+    except OSError:
+        return
+    RunRecord(run_dir, cfg).write(RunStatus.FAILED, message)
+
+
+def _record_checkpoints(run: _Run, checkpoint_io: ResilientCheckpointIO) -> None:
+    """The step and sha256 of each checkpoint now on disk, into the record (what loading it verifies)."""
+    steps, recorded = checkpoint_io.steps, run.record.summary
+    run.record.update(checkpoints=saved_checkpoints(RunFiles(run.run_dir).checkpoints, steps, recorded))
+
+
+def _record_end(run: _Run, trainer, checkpoint_io: ResilientCheckpointIO, status: RunStatus, message: str) -> None:
+    """Record an interrupted or failed run (the launcher only), with the step it reached and its checkpoints."""
     if not run.launcher:
         return
     if trainer.global_step > 0:  # a run stopped before it restored its checkpoint keeps its recorded step
         run.record.update(step=trainer.global_step)
+    _record_checkpoints(run, checkpoint_io)
     run.record.write(status, message)
     if status == RunStatus.FAILED and run.logger is not None and run.logger.started:  # the failure is on W&B too
         run.logger.guarded(log_summary, run.logger.experiment, run.record.data)
@@ -304,6 +346,7 @@ def _write_outputs(run: _Run, trainer, throughput: Throughput, checkpoint_io: Re
     summary = summarise(run.module, throughput, trainer, cfg, run.params, run.clock.seconds, run.accelerator)
     summary["resolved"] = resolved(cfg)
     problem = save_outputs(run.run_dir, run.module, run.data)
+    _record_checkpoints(run, checkpoint_io)
     if problem:  # a full disk: the run failed, said in one line, never left "running"
         record.update(**summary)
         record.write(RunStatus.FAILED, problem)
@@ -335,7 +378,9 @@ def _describe_failure(err: BaseException, cfg: Config) -> str:
     import torch
 
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    if isinstance(err, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in text.lower():
+    if isinstance(err, (MemoryError, torch.OutOfMemoryError)) or any(
+        sign in text.lower() for sign in ("out of memory", "tried to allocate", "not enough memory")
+    ):  # CPU allocator: "DefaultCPUAllocator: not enough memory: you tried to allocate 256000000000 bytes"
         return f"out of memory with train.max_tokens={cfg.train.max_tokens} (lower it, or train.accumulate)"
     from ablate.utils.plugins import blame
 

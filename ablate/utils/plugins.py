@@ -290,6 +290,8 @@ def load_file(path: Path) -> dict[str, Any]:
     key = str(path)
     if key in _LOADED:
         return _LOADED[key]
+    if path.is_dir():
+        raise PluginError(f"plugin file {path} is a folder, not a Python file; name a .py file inside it in plugins")
     if not path.is_file():
         raise PluginError(
             f"plugin file {path} does not exist; fix the path in plugins (relative to the config file, or to the working directory on the command line)"

@@ -105,3 +105,24 @@ def test_unicode_line_separators_do_not_split_lines(make_cfg, tmp_path):
     folder = make_folder(tmp_path, dict(PAIR, **{"train.en": ["one\u2028two", "three"]}))
     corpus = make_source(make_cfg(folder), tmp_path).load(tmp_path / "w")
     assert corpus.splits["train"]["src"] == ["one\u2028two", "three"]
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("train.en", b"a b\rc d\r", r"train\.en ends its lines with CR only"),  # was "longer than data.max_len"
+        ("train.en", b"a b\nc\x00d\n", r"train\.en holds NUL bytes \(line 2\)"),  # was kept silently
+        (
+            "valid.en",
+            b"\n  \n",
+            r"valid\.en holds only empty lines; a validation or test split needs sentences",
+        ),  # accepted silently
+    ],
+)
+def test_text_a_corpus_cannot_hold_is_one_line(make_cfg, tmp_path, name, content, message):
+    folder = make_folder(tmp_path, PAIR)
+    (folder / name).write_bytes(content)
+    (folder / name.replace(".en", ".de")).write_bytes(content.replace(b"\x00", b" "))
+    with pytest.raises(DataError, match=message) as err:
+        make_source(make_cfg(folder), tmp_path).load(tmp_path / "w")
+    assert "\n" not in str(err.value)

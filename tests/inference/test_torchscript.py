@@ -276,3 +276,15 @@ def test_the_exported_file_follows_the_umask(tmp_path):
     finally:
         os.umask(old)
     assert out.stat().st_mode & 0o777 == 0o644  # mkstemp alone gave 0600
+
+
+def test_an_all_nan_checkpoint_is_refused_not_exported(tmp_path):
+    from ablate.inference.torchscript import export
+
+    run = _untrained()
+    with torch.no_grad():
+        for weight in run.module.model.parameters():
+            weight.fill_(float("nan"))
+    with pytest.raises(ExportError, match=r"best\.ckpt holds NaN or infinite weights \(\d+ tensors") as err:
+        export(run, tmp_path / "model.pt")  # was written without a word
+    assert "\n" not in str(err.value) and not (tmp_path / "model.pt").exists()

@@ -314,3 +314,11 @@ def test_a_metric_registered_by_the_decorator_is_the_metrics_registrys(tmp_path)
     )
     load_config(None, [f"plugins={tmp_path / 'lab_metric2.py'}"])
     assert "mychrf" in METRIC_SCORERS and get_scorer("mychrf").name == "mychrf"
+
+
+def test_a_folder_named_like_a_plugin_file_is_called_a_folder(tmp_path):
+    from ablate.utils.plugins import PluginError
+
+    (tmp_path / "x.py").mkdir()
+    with pytest.raises(PluginError, match=r"x\.py is a folder, not a Python file; name a \.py file inside it"):
+        load_config(None, [f"plugins={tmp_path / 'x.py'}"])  # said "does not exist"

@@ -75,3 +75,20 @@ def test_full_disk_for_checkpoints_does_not_stop_training(tmp_path, cache_dir, m
     assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 10  # ... never replaces it
     assert not list((tmp_path / "run" / "checkpoints").glob(".*.tmp"))
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "finished"
+
+
+def test_a_model_too_large_for_memory_is_out_of_memory_with_a_failed_record(tmp_path, cache_dir, monkeypatch):
+    """The CPU allocator's own words, raised where the model is built (before any record was written)."""
+
+    def too_large(*args, **kwargs):
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: "
+            "you tried to allocate 256000000000 bytes."
+        )
+
+    monkeypatch.setattr("ablate.model.build.build_model", too_large)
+    reason = "out of memory with train.max_tokens=512 (lower it, or train.accumulate)"
+    with pytest.raises(RunError, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        train(load_config(None, TINY), tmp_path / "run")  # was the raw allocator error, and no summary.json
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["status"] == "failed" and summary["error"] == reason

@@ -49,3 +49,26 @@ def test_table_and_sync_call_a_killed_run_interrupted_and_a_live_one_running(tmp
         assert status == {"killed": "interrupted", "live": "running"}
         todo = plan(tmp_path)
         assert todo.running == [live] and todo.pending == [killed / "wandb" / "offline-run-1"]
+
+
+def test_a_finished_run_in_a_read_only_folder_says_it_is_finished(tmp_path, monkeypatch):
+    """Root writes anywhere, so the read-only folder is the lock's own error (EACCES), raised as on a real one."""
+    import errno
+
+    from ablate.config import load_config
+    from ablate.training.run_dir import claim_run_dir
+    from ablate.training.train import train
+    from ablate.utils import locks
+
+    from tests.helpers.tiny import tiny
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    cfg = load_config(None, tiny("tracking.wandb=disabled"))
+    claim_run_dir(cfg, tmp_path / "run")
+    (tmp_path / "run" / "summary.json").write_text(json.dumps({"status": "finished", "val/bleu": 1.0}))
+
+    def read_only(self):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(locks.HolderLock, "acquire", read_only)
+    assert train(cfg, tmp_path / "run")["status"] == "finished"  # refused: "cannot write to run dir"
