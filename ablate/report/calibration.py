@@ -31,6 +31,7 @@ the simulated band, not a binomial interval over draws.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -47,6 +48,7 @@ DESIGNS = ((2, 2), (2, 3), (4, 4), (5, 3), (8, 2))  # (rows, seeds per row)
 SHIFTS = (1.0, 2.0, 3.0)  # BLEU added to one row for the power of the relabelled tables
 DRAWS = 400
 RELABELLINGS = 400
+ENUMERATE = 20_000  # two-row designs with at most this many tables are tested on every one of them
 SHIFT = 1.0  # BLEU: the known effect whose power the k-vs-k splits report
 SIMULATIONS = 200
 RNG_SEED = 20261201
@@ -90,7 +92,7 @@ class DesignRate:
 
     Attributes:
         rows, seeds: the design (rows x seeds per row); shared: whether rows share seed values.
-        relabellings: random tables tested.
+        relabellings: tables tested (random ones; every one for a two-row design with few, :func:`_all_splits`).
         paired, df: the fit the table's test used (row + seed, or within-row) and its df.
         per_comparison: fraction of all comparisons (each row against the first) with p < alpha, uncorrected.
         family_wise: fraction of tables with any † (Holm-adjusted p < alpha).
@@ -165,8 +167,13 @@ def design_rates(
         calls, marked_tables, tables = [], 0, []
         hits = np.zeros((len(shifts), 2))
         fit = (False, 0)
-        for _ in range(relabellings):
-            picks = rng.permutation(n)[: rows * k].reshape(rows, k)
+        every = _all_splits(n, k) if rows == 2 else None
+        draws = (
+            every
+            if every is not None
+            else [rng.permutation(n)[: rows * k].reshape(rows, k) for _ in range(relabellings)]
+        )
+        for picks in draws:
             tables.append(np.array(scores.bleu[row])[picks])
             found = compare_scores([relabelled(scores, row, picks, shared)], plan)
             calls += [c.p_value < alpha for c in found]
@@ -178,12 +185,26 @@ def design_rates(
                 values = np.array(scores.bleu[row])[picks]  # (rows, k)
                 values[1] += delta
                 hits[i, 1] += holm(_welch_p(values))[0] < alpha
+        count = len(draws)
         student = float(np.mean(_student_p(np.stack(tables), fit[0]) < alpha))
-        exact = _exact_band(n, rows, k, fit[0], relabellings, alpha, simulations, rng)[:2]
-        power = tuple((float(d), float(h[0] / relabellings), float(h[1] / relabellings)) for d, h in zip(shifts, hits))
-        out.append(DesignRate(rows, k, shared, relabellings, fit[0], fit[1], float(np.mean(calls)),
-                              marked_tables / relabellings, student, exact[0], exact[1], power))  # fmt: skip
+        exact = _exact_band(n, rows, k, fit[0], count, alpha, simulations, rng)[:2]
+        power = tuple((float(d), float(h[0] / count), float(h[1] / count)) for d, h in zip(shifts, hits))
+        out.append(DesignRate(rows, k, shared, count, fit[0], fit[1], float(np.mean(calls)),
+                              marked_tables / count, student, exact[0], exact[1], power))  # fmt: skip
     return out
+
+
+def _all_splits(n: int, k: int) -> Optional[list[np.ndarray]]:
+    """Every ordered two-row table of k seeds each out of ``n`` ((2, k) index arrays), where there are
+    at most :data:`ENUMERATE` of them: the rate over all of them is exact, not a random draw's
+    (2x2 of 16 seeds: 10,920 tables); None where there are more."""
+    if math.comb(n, k) * math.comb(n - k, k) > ENUMERATE:
+        return None
+    return [
+        np.array([a, b])
+        for a in itertools.combinations(range(n), k)
+        for b in itertools.combinations([i for i in range(n) if i not in a], k)
+    ]
 
 
 def _welch_p(values: np.ndarray) -> list[float]:
@@ -340,7 +361,9 @@ def to_markdown(cal: Calibration) -> str:
         lines += [
             f"Relabelled tables: rows x seeds of row `{cal.row}`'s {cal.seeds} seeds (one configuration: every call "
             "is a false positive), tested as `ablate table` tests a table (each row against the first, Holm over the "
-            "table for †), with the seed values shared across rows or distinct; the exact test's band is the 5-95% "
+            "table for †), with the seed values shared across rows or distinct (random tables; a two-row design "
+            f"with at most {ENUMERATE:,} possible tables is tested on every one of them, so its rates are exact for "
+            "these seeds); the exact test's band is the 5-95% "
             "range of the same rates for Student t with the same fit on simulated normal seeds (as many seeds, "
             f"design and relabellings). Power: a known Δ added to one row's scores, that row's † (seed-aware) "
             "beside Welch's t on the per-seed corpus BLEU of the same rows (Holm over the same comparisons).",
