@@ -115,8 +115,8 @@ def test_chunked_additive_keeps_no_chunk_for_training_and_its_loss_and_gradients
     d_model, heads, length = 32, 2, 64
     d_k = d_model // heads
     torch.manual_seed(0)
-    naive = MultiHeadAttention(d_model, heads, AdditiveScore(d_k, heads, AttentionConfig(chunk_mb=1e3)), d_k=d_k)
-    chunked = MultiHeadAttention(d_model, heads, AdditiveScore(d_k, heads, AttentionConfig(chunk_mb=0.05)), d_k=d_k)
+    naive = MultiHeadAttention(d_model, heads, AdditiveScore(d_k, heads, AttentionConfig(), chunk_mb=1e3), d_k=d_k)
+    chunked = MultiHeadAttention(d_model, heads, AdditiveScore(d_k, heads, AttentionConfig(), chunk_mb=0.05), d_k=d_k)
     chunked.load_state_dict(naive.state_dict())
     x = torch.randn(2, length, d_model)
     per_query = 2 * heads * length * d_k * 4
