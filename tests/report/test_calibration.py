@@ -188,8 +188,8 @@ def _design_rows(text: str) -> dict[tuple[str, str], list[str]]:
 
 def test_the_shipped_calibration_is_in_band():
     # results/calibration-cpu/calibration.md: `ablate calibrate results/calibration-cpu --draws 2000
-    # --relabellings 2000` (README). Every design with 3+ seeds or 4+ rows within 2.5-6.5% per comparison;
-    # every design within 0.5 points of Student t on the same tables (the 16 seeds' own excess at 2x2);
+    # --relabellings 5000` (README). Every design within 2.5-6.5% per comparison (2x2 over all 10,920
+    # tables); none more liberal than Student t on the same tables (the 16 seeds' own excess at 2x2);
     # 2 rows x 3 shared seeds find +2 BLEU at least as often as Welch's t, in >= 60% of tables.
     text = (_shipped(CALIBRATION) / "calibration.md").read_text()
     designs = _design_rows(text)
@@ -200,10 +200,9 @@ def test_the_shipped_calibration_is_in_band():
         rows, seeds = map(int, design.split("x"))
         ours, student = pct(cells[4]), pct(cells[5])
         assert ours <= student + 0.005
+        assert 0.025 <= ours <= 0.065  # every design, two rows of two seeds included (σ floored)
         if seeds >= 3 or rows > 2:
-            assert student - 0.01 <= ours and (rows > 2 or seeds > 3 or ours <= 0.07)
-            if rows > 2:
-                assert 0.025 <= ours <= 0.065
+            assert student - 0.01 <= ours
     ours, welch = (designs[("2x3", "shared")][i].split(" / ")[1] for i in (9, 10))
     assert pct(ours) >= max(pct(welch), 0.6)
     splits = {
