@@ -353,35 +353,41 @@ def _pct(band: tuple[float, float]) -> str:
     return f"{band[0]:.1%}-{band[1]:.1%}"
 
 
+def _design_lines(cal: Calibration) -> list[str]:
+    """The relabelled tables' paragraph and table, one row per design."""
+    lines: list[str] = []
+    shifts = " / ".join(f"{d:+g}" for d, _, _ in cal.designs[0].power)
+    lines += [
+        f"Relabelled tables: rows x seeds of row `{cal.row}`'s {cal.seeds} seeds (one configuration: every call "
+        "is a false positive), tested as `ablate table` tests a table (each row against the first, Holm over the "
+        "table for †), with the seed values shared across rows or distinct (random tables; a two-row design "
+        f"with at most {ENUMERATE:,} possible tables is tested on every one of them, so its rates are exact for "
+        "these seeds); the exact test's band is the 5-95% "
+        "range of the same rates for Student t with the same fit on simulated normal seeds (as many seeds, "
+        f"design and relabellings). Power: a known Δ added to one row's scores, that row's † (seed-aware) "
+        "beside Welch's t on the per-seed corpus BLEU of the same rows (Holm over the same comparisons).",
+        "",
+        "| design | seed values | fit (df) | tables | false positives per comparison | Student t, same tables "
+        f"| exact test | family-wise (any †) | exact test | power of † at {shifts} | Welch t at {shifts} |",
+        "| :-- | :-- | :-- | --: | --: | --: | :-: | --: | :-: | :-: | :-: |",
+    ]
+    for d in cal.designs:
+        fit = "row + seed" if d.paired else "within-row"
+        ours = " / ".join(f"{p:.0%}" for _, p, _ in d.power)
+        welch = " / ".join(f"{w:.0%}" for _, _, w in d.power)
+        lines.append(
+            f"| {d.rows}x{d.seeds} | {'shared' if d.shared else 'distinct'} | {fit} ({d.df}) | {d.relabellings} | "
+            f"{d.per_comparison:.1%} | {d.student:.1%} | {_pct(d.exact_per_comparison)} | {d.family_wise:.1%} | "
+            f"{_pct(d.exact_family_wise)} | {ours} | {welch} |"
+        )
+    return lines + [""]
+
+
 def to_markdown(cal: Calibration) -> str:
     """The calibration as Markdown: the relabelled tables, the k-vs-k splits, then the relabelled pairs."""
     lines = [f"**Calibration of the significance test** (split {cal.split}, alpha = {cal.alpha:g})", ""]
     if cal.designs:
-        shifts = " / ".join(f"{d:+g}" for d, _, _ in cal.designs[0].power)
-        lines += [
-            f"Relabelled tables: rows x seeds of row `{cal.row}`'s {cal.seeds} seeds (one configuration: every call "
-            "is a false positive), tested as `ablate table` tests a table (each row against the first, Holm over the "
-            "table for †), with the seed values shared across rows or distinct (random tables; a two-row design "
-            f"with at most {ENUMERATE:,} possible tables is tested on every one of them, so its rates are exact for "
-            "these seeds); the exact test's band is the 5-95% "
-            "range of the same rates for Student t with the same fit on simulated normal seeds (as many seeds, "
-            f"design and relabellings). Power: a known Δ added to one row's scores, that row's † (seed-aware) "
-            "beside Welch's t on the per-seed corpus BLEU of the same rows (Holm over the same comparisons).",
-            "",
-            "| design | seed values | fit (df) | tables | false positives per comparison | Student t, same tables "
-            f"| exact test | family-wise (any †) | exact test | power of † at {shifts} | Welch t at {shifts} |",
-            "| :-- | :-- | :-- | --: | --: | --: | :-: | --: | :-: | :-: | :-: |",
-        ]
-        for d in cal.designs:
-            fit = "row + seed" if d.paired else "within-row"
-            ours = " / ".join(f"{p:.0%}" for _, p, _ in d.power)
-            welch = " / ".join(f"{w:.0%}" for _, _, w in d.power)
-            lines.append(
-                f"| {d.rows}x{d.seeds} | {'shared' if d.shared else 'distinct'} | {fit} ({d.df}) | {d.relabellings} | "
-                f"{d.per_comparison:.1%} | {d.student:.1%} | {_pct(d.exact_per_comparison)} | {d.family_wise:.1%} | "
-                f"{_pct(d.exact_family_wise)} | {ours} | {welch} |"
-            )
-        lines.append("")
+        lines += _design_lines(cal)
     if cal.splits:
         lines += [
             f"k-vs-k splits (two-row tables of k distinct seeds each), and power for a known shift of {cal.shift:+g} "

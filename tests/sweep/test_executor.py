@@ -276,7 +276,7 @@ def test_a_rerun_reads_back_a_trial_that_finished_while_no_launcher_watched(tmp_
 
 
 def test_the_registry_names_the_launchers_and_suggests_one_for_a_typo(tmp_path):
-    assert list(EXECUTORS) == ["local", "slurm"]
+    assert list(EXECUTORS) == ["local", "slurm", "ray"]
     opts = options(tmp_path / "out", command=None)
     local = make_executor("local", ExecutorArgs(devices="cpu", parallel=3), opts)
     assert local.capacity() == 3 and local.describe().startswith("slots: ")
