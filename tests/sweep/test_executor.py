@@ -282,7 +282,7 @@ def test_the_registry_names_the_launchers_and_suggests_one_for_a_typo(tmp_path):
     assert local.capacity() == 3 and local.describe().startswith("slots: ")
     slurm = make_executor("slurm", ExecutorArgs(max_concurrent=5, slurm_args=("account=abc",)), opts)
     assert slurm.capacity() == 5 and slurm.outlives_launcher and not slurm.can_stop_early
-    with pytest.raises(SweepError, match=r"--launcher 'locl': choose one of local, slurm; did you mean 'local'\?"):
+    with pytest.raises(SweepError, match=r"--launcher 'locl': choose one of local, slurm, ray; did you mean 'local'\?"):
         make_executor("locl", ExecutorArgs(), opts)
 
 
