@@ -7,7 +7,9 @@ The one definition of "tiny": each test adds the budget, batch size and tracking
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
 
 TINY: dict[str, Any] = {
     "data.vocab_size": 300,
@@ -54,3 +56,20 @@ the tests that interrupt, damage or resume a run's folder (they add ``train.max_
 def tiny_checkpointing(*overrides: str) -> list[str]:
     """:func:`tiny` with :data:`CHECKPOINTING`, then ``overrides``."""
     return tiny(*CHECKPOINTING, *overrides)
+
+
+@contextmanager
+def trained_once(factory: Any, overrides: list[str]) -> Iterator[Path]:
+    """A run trained once with ``overrides`` in a fresh folder of ``factory`` (pytest's
+    ``tmp_path_factory``), for a module's tests to copy; its data cache is ``ABLATE_CACHE`` while the
+    block runs. Yields the run folder."""
+    import pytest
+
+    from ablate.config import load_config
+    from ablate.training.train import train
+
+    base = factory.mktemp("trained")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("ABLATE_CACHE", str(base / "cache"))
+        train(load_config(None, overrides), base / "run")
+        yield base / "run"

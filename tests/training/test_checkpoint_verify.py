@@ -24,7 +24,7 @@ from ablate.training.checkpoint_io import CheckpointError, load_checkpoint_file,
 from ablate.training.train import train
 
 from tests.helpers.cli import run_cli
-from tests.helpers.tiny import tiny_checkpointing
+from tests.helpers.tiny import tiny_checkpointing, trained_once
 
 pytestmark = pytest.mark.slow  # every test trains (seconds each)
 
@@ -34,11 +34,8 @@ TINY = tiny_checkpointing("train.max_steps=10", "train.val_every=5")
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Iterator[Path]:
     """The tiny run, trained once; its data cache stays ``ABLATE_CACHE`` for the module's tests."""
-    base = tmp_path_factory.mktemp("trained")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("ABLATE_CACHE", str(base / "cache"))
-        train(load_config(None, TINY), base / "run")
-        yield base / "run"
+    with trained_once(tmp_path_factory, TINY) as run:
+        yield run
 
 
 @pytest.fixture()
