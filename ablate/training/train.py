@@ -152,9 +152,9 @@ def _train(
     resume_from = _resume_point(run_dir) if state == "resume" else None
     start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
     _prepare_process(cfg, start_from)
+    data = _build_data(cfg)  # a data source's own error (a plugin's) is reported as that source's, unwrapped
+    mark("data")
     try:
-        data = _build_data(cfg)
-        mark("data")
         run = _build_run(cfg, run_dir, data, start_from)
         mark("model")
         _open_record(run, state)
