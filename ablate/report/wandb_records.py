@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU, RunStatus, summary_problem
+from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU, RunStatus, RunSummary, summary_problem
 from ablate.report.saved_texts import ReportError, TextError, read_texts
 
 HYP_ARTIFACT_TYPES = ("hypotheses", "predictions")
@@ -82,6 +82,7 @@ def read_run(run: Any) -> WandbRun:
     summary, config = plain(run.summary), plain(run.config)
     if not isinstance(summary, dict) or not isinstance(config, dict):
         return WandbRun(name, problem="W&B run: its summary or config is not a mapping")
+    summary = {**_recorded(run), **summary}  # the nested fields (history, resolved, ...) are in its run file
     status = summary.get("status") or _STATES.get(str(run.state).lower(), str(run.state))
     if "variant" not in summary and config.get("variant") is not None:
         summary["variant"] = config["variant"]
@@ -104,6 +105,32 @@ def plain(value: Any) -> Any:
     if hasattr(value, "items") and not isinstance(value, (str, bytes)):
         return {str(k): plain(v) for k, v in value.items()}
     return value
+
+
+def _recorded(run: Any) -> dict[str, Any]:
+    """The run file ``summary.json`` that ablate saves with each W&B run (the whole record, nested fields
+    included; the run summary holds its numbers and texts), less the config; {} where there is none."""
+    from ablate.training.publish import RECORD_FILE
+
+    with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
+        _download(run, {RECORD_FILE}, Path(tmp))
+        record = RunSummary.peek(Path(tmp) / RECORD_FILE)
+    if record is None:
+        return {}
+    data = record.to_json()
+    return {k: v for k, v in data.items() if k not in ("config", "version")}
+
+
+def _download(run: Any, wanted: set[str], root: Path) -> None:
+    """The run files named in ``wanted`` into ``root``; W&B trouble leaves them out (they are optional)."""
+    try:
+        for f in run.files() if hasattr(run, "files") else []:
+            if f.name in wanted:
+                handle = f.download(root=str(root), replace=True)
+                if hasattr(handle, "close"):
+                    handle.close()
+    except Exception:  # noqa: BLE001 - the table is still correct without them
+        pass
 
 
 def _test_splits(summary: dict[str, Any]) -> list[str]:
@@ -132,14 +159,7 @@ def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, list[str]],
         return {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
         root = Path(tmp)
-        try:
-            for f in run.files() if hasattr(run, "files") else []:
-                if f.name in wanted:
-                    handle = f.download(root=str(root), replace=True)
-                    if hasattr(handle, "close"):
-                        handle.close()
-        except Exception:  # noqa: BLE001 - texts are optional; the table is still correct without
-            pass
+        _download(run, wanted, root)
         if not (root / "hyps").is_dir():
             try:
                 for art in run.logged_artifacts() if hasattr(run, "logged_artifacts") else []:

@@ -1,8 +1,13 @@
 """What a finished (or failed) run leaves in W&B: enough to rebuild its table from W&B alone.
 
-* every ``summary.json`` field in the run summary (status, error, BLEU per split, chrF, the
-  BLEU signature, tokens/s, peak memory, wall time, decode speed, the validation history), the
-  config excepted (it is the run config);
+* one key per number in the run summary (status, error, BLEU / chrF / chrF++ / TER per test split
+  as ``test_<split>/<name>``, the BLEU signature, tokens/s, peak memory, wall time, decode speed):
+  every ``summary.json`` field that is a number or a text, less the plain ``test/<name>`` that
+  ``summary.json`` also keeps for its first split (:func:`one_key_per_score`), so no score is
+  there twice; the config is the run config;
+* ``summary.json`` itself as a run file: what the run summary leaves out (the validation history,
+  the data statistics, the machine, the environment, the checkpoints' digests, ``resolved``) is
+  there, whole, and :mod:`ablate.report.wandb_records` reads it back;
 * an artifact ``texts-<run id>`` of type ``hypotheses`` holding ``hyps/<split>.txt`` and
   ``refs/<split>.txt``: what ``ablate table`` needs for its paired-bootstrap marks (†);
 * with ``tracking.log_checkpoints=true``, an artifact ``model-<run id>`` of type ``model`` laid out
@@ -21,13 +26,39 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ablate.record import SUMMARY_FILE
+
 HYPOTHESES = "hypotheses"
+RECORD_FILE = SUMMARY_FILE
+"""The run file holding the whole ``summary.json`` (what the run summary leaves out: its nested fields)."""
 NOT_SUMMARY = ("config", "version")  # the run config; the layout of summary.json
 
 
-def log_summary(run: Any, summary: dict[str, Any]) -> None:
-    """Every field of ``summary`` (``summary.json``) except the config and its layout version, in the W&B run summary."""
-    run.summary.update({k: v for k, v in summary.items() if k not in NOT_SUMMARY})
+def one_key_per_score(metrics: dict[str, Any]) -> dict[str, Any]:
+    """``metrics`` without the plain ``test/<name>`` of a score also there per split (``test_<split>/<name>``).
+
+    ``summary.json`` and the trainer's test metrics keep both (``test/bleu`` is the first test split's
+    ``test_<split>/bleu``, what tables of old folders read); W&B gets each score once, per split.
+    ``test/sents_per_sec`` (no per-split twin) stays.
+    """
+    per_split = {key.partition("/")[2] for key in metrics if key.startswith("test_") and "/" in key}
+    return {k: v for k, v in metrics.items() if not (k.startswith("test/") and k.partition("/")[2] in per_split)}
+
+
+def summary_fields(summary: dict[str, Any]) -> dict[str, Any]:
+    """What of ``summary`` (``summary.json``) goes in the W&B run summary: each number and text once
+    (:func:`one_key_per_score`); no config, no layout version, nothing nested (that is in :data:`RECORD_FILE`)."""
+    flat = {k: v for k, v in summary.items() if k not in NOT_SUMMARY and not isinstance(v, (dict, list, tuple))}
+    return one_key_per_score(flat)
+
+
+def log_summary(run: Any, summary: dict[str, Any], run_dir: Path | None = None) -> None:
+    """``summary`` (``summary.json``) in the W&B run: :func:`summary_fields` in the run summary and, given
+    ``run_dir``, its ``summary.json`` as the run file :data:`RECORD_FILE` (uploaded with the run, offline too)."""
+    run.summary.update(summary_fields(summary))
+    if run_dir is not None and (Path(run_dir) / RECORD_FILE).is_file():
+        base = Path(run_dir).resolve()
+        run.save(str(base / RECORD_FILE), base_path=str(base), policy="now")
 
 
 def texts_artifact(run_dir: Path, run_id: str, summary: dict[str, Any]):
@@ -39,7 +70,7 @@ def texts_artifact(run_dir: Path, run_id: str, summary: dict[str, Any]):
         return None
     metadata = {
         k: v
-        for k, v in summary.items()
+        for k, v in one_key_per_score(summary).items()
         if k.endswith("_signature") or k.endswith(("/bleu", "/chrf", "/chrf++", "/ter"))
     }
     art = wandb.Artifact(
@@ -80,7 +111,7 @@ def checkpoint_artifact(run_dir: Path, run_id: str):
 def publish(run: Any, run_dir: Path, summary: dict[str, Any], log_checkpoints: bool = False) -> None:
     """Log ``summary``, the texts and (optionally) the best checkpoint of ``run_dir`` to ``run``."""
     run_dir = run_dir.resolve()  # artifact entries keep this path until `wandb sync`, called from anywhere
-    log_summary(run, summary)
+    log_summary(run, summary, run_dir)
     for art, aliases in (
         (texts_artifact(run_dir, run.id, summary), ["latest"]),
         (checkpoint_artifact(run_dir, run.id) if log_checkpoints else None, ["best", "latest"]),

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from ablate.config import Config, TrackingConfig, flatten, to_dict
 from ablate.record import DEV_BLEU, DEV_PPL, RunFiles, RunStatus, RunSummary
+from ablate.training.publish import one_key_per_score
 from ablate.training.sweep_params import align_sweep_params
 from ablate.utils.io import atomic_write_text
 from ablate.utils.provenance import environment, freeze, freeze_text, git_commit
@@ -115,7 +116,8 @@ def _resilient_logger_class():
             return self._experiment is not None
 
         def log_metrics(self, metrics, step=None):
-            return self.guarded(super().log_metrics, metrics, step)
+            # each test score once, per split: not also as the first split's plain test/<name>
+            return self.guarded(super().log_metrics, one_key_per_score(dict(metrics)), step)
 
         def log_hyperparams(self, params, *args, **kwargs):
             return self.guarded(super().log_hyperparams, params, *args, **kwargs)

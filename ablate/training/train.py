@@ -337,7 +337,7 @@ def _record_end(run: _Run, trainer, checkpoint_io: ResilientCheckpointIO, status
     _record_checkpoints(run, checkpoint_io)
     run.record.write(status, message)
     if status == RunStatus.FAILED and run.logger is not None and run.logger.started:  # the failure is on W&B too
-        run.logger.guarded(log_summary, run.logger.experiment, run.record.data)
+        run.logger.guarded(log_summary, run.logger.experiment, run.record.data, run.run_dir)
 
 
 def _write_outputs(run: _Run, trainer, throughput: Throughput, checkpoint_io: ResilientCheckpointIO) -> None:

@@ -23,5 +23,5 @@ if __name__ == "__main__":
         if summary["status"] == "finished":
             publish(logger.experiment, trial, summary)
         else:
-            log_summary(logger.experiment, summary)
+            log_summary(logger.experiment, summary, trial)
         wandb.finish(exit_code=0 if summary["status"] == "finished" else 1)

@@ -2,8 +2,9 @@
 
 It answers the calls ``ablate table wandb:...`` makes (``runs(path, filters)``, a run's
 ``name``, ``group``, ``state``, ``config``, ``summary``, ``scan_history``, ``files`` and
-``logged_artifacts`` with ``download``) from what ``wandb sync`` would upload: the records of
-each ``offline-run-*`` folder and the local files its artifact manifests point at.
+``logged_artifacts``, each with ``download``) from what ``wandb sync`` would upload: the records
+of each ``offline-run-*`` folder, its saved run files and the local files its artifact manifests
+point at.
 """
 
 from __future__ import annotations
@@ -27,6 +28,18 @@ class ArtifactView:
         return str(root)
 
 
+class FileView:
+    """A run file, like ``wandb.apis.public.File``: ``name`` and ``download(root, replace)``."""
+
+    def __init__(self, name: str, local: Path):
+        self.name, self._local = name, local
+
+    def download(self, root: str = ".", replace: bool = False) -> None:
+        target = Path(root) / self.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self._local, target)
+
+
 class RunView:
     """Like ``wandb.apis.public.Run`` (config without W&B's ``_`` keys, as the API returns it)."""
 
@@ -35,15 +48,15 @@ class RunView:
         self.state = {None: "running", 0: "finished"}.get(run.exit_code, "failed")
         self.config = {k: v for k, v in run.config.items() if not k.startswith("_")}
         self.summary = dict(run.summary)
-        self._history, self._artifacts = run.history, run.artifacts
+        self._history, self._artifacts, self._files = run.history, run.artifacts, run.files
 
     def scan_history(self, keys=None, **_) -> Iterator[dict[str, Any]]:
         for row in self._history:
             if not keys or all(k in row for k in keys):
                 yield row
 
-    def files(self) -> list:
-        return []  # ablate uploads no loose files: the texts are an artifact
+    def files(self) -> list[FileView]:
+        return [FileView(name, local) for name, local in self._files.items()]  # the texts are an artifact
 
     def logged_artifacts(self) -> list[ArtifactView]:
         return [ArtifactView(a) for a in self._artifacts]

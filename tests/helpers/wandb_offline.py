@@ -8,7 +8,8 @@ An offline run (``<run_dir>/wandb/offline-run-<time>-<id>/``) is W&B's record lo
 type) holding protobuf ``Record`` messages of ``wandb.proto``. ``wandb sync`` uploads exactly
 these records, so what they hold is what the server will show: the config (with W&B's sweep
 locking already applied), the summary, the history and the artifacts (their manifests point at
-the local files that ``wandb sync`` uploads).
+the local files that ``wandb sync`` uploads) and the run files (``run.save``, copied or linked under
+the run's ``files/`` folder).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class OfflineRun:
     artifacts: list[OfflineArtifact]
     exit_code: int | None
     folder: Path
+    files: dict[str, Path] = field(default_factory=dict)
+    """Run files (``run.save``): ``{name in the run: the copy under the run's files/ folder}``."""
 
 
 def records(path: str | Path) -> Iterator[Any]:
@@ -124,8 +127,24 @@ def read_run(folder: str | Path) -> OfflineRun:
             entries = {e.path: Path(e.local_path) for e in a.manifest.contents}
             meta = json.loads(a.metadata) if a.metadata else {}
             run.artifacts.append(OfflineArtifact(a.name, a.type, list(a.aliases), entries, meta))
+        elif which == "files":
+            for item in record.files.files:
+                run.files[item.path] = run.folder / "files" / item.path
         elif which == "exit":
             run.exit_code = record.exit.exit_code
+    return run
+
+
+def ended_run(folder: str | Path, timeout_s: float = 60.0) -> OfflineRun:
+    """:func:`read_run` once the record log holds the run's exit: W&B's service writes the log
+    after ``wandb.finish()`` returns, so a test reading it in the training's process waits for it."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    run = read_run(folder)
+    while run.exit_code is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        run = read_run(folder)
     return run
 
 
@@ -135,8 +154,9 @@ def offline_runs(run_dir: str | Path) -> list[Path]:
 
 
 def read_offline_run(path: str | Path) -> dict[str, dict[str, Any]]:
-    """``{"history": last value of each logged key, "summary": the run summary}`` of ``run-<id>.wandb``."""
-    run = read_run(path)
+    """``{"history": last value of each logged key, "summary": the run summary}`` of ``run-<id>.wandb``,
+    once it holds the run's exit (:func:`ended_run`)."""
+    run = ended_run(path)
     history: dict[str, Any] = {}
     for row in run.history:
         history.update(row)
