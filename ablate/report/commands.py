@@ -287,12 +287,24 @@ def score_command(
     log.info("%s: scored %d of %d runs", metric, added, len(done))
 
 
+REPORT_SPEC = "report-spec.json"
+"""Where ``ablate report --dry-run`` writes the report's spec without ``--out``."""
+
+
 @app.command("report")
 def report_command(
     source: str = typer.Argument(..., metavar="SOURCE", help="wandb:<entity>/<project>/<group>: the sweep's W&B runs."),
     title: Optional[str] = typer.Option(None, "--title", help="Report title (default: the sweep's name)."),
     draft: bool = typer.Option(False, "--draft", help="Save the report as a draft."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Build the report and print its outline without saving it."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Build the report offline: print its outline and write its full spec (--out)."
+    ),
+    out: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        "-o",
+        help=f"Where --dry-run writes the report's spec, what publishing would save (default: {REPORT_SPEC}).",
+    ),
     reference: Optional[str] = typer.Option(
         None, "--reference", metavar="NAME", help=f"The published table the heading cites: {', '.join(REFERENCES)}."
     ),
@@ -309,11 +321,27 @@ def report_command(
             f"ablate report publishes from the W&B runs, got '{source}': use wandb:<entity>/<project>/<group>, "
             "or add --dry-run to preview a sweep folder's report offline"
         )
+    if out is not None and not dry_run:
+        raise ReportError("--out is where --dry-run writes the report's spec: add --dry-run")
     report = make_report(source, title, alpha, test.value, samples, with_significance, reference=reference)
     if dry_run:
         print(outline(report))
+        write_spec(report, out or Path(REPORT_SPEC), draft)
         return
     print(publish(report, draft=draft))
+
+
+def write_spec(report: Any, path: Path, draft: bool = False) -> None:
+    """The report's full spec (:func:`~ablate.report.wandb_report.offline_spec`) as JSON at ``path``."""
+    from ablate.report.wandb_report import offline_spec
+    from ablate.utils.io import atomic_write_json
+
+    spec = offline_spec(report, draft)
+    try:
+        atomic_write_json(path, spec, sort_keys=False)
+    except OSError as err:
+        raise ReportError(f"cannot write the report's spec to {path}: {err.strerror or err}") from None
+    log.info("wrote the report's spec to %s (what publishing would save)", path)
 
 
 def outline(report: Any) -> str:

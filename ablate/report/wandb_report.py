@@ -8,11 +8,14 @@ The report holds the paper-style table as a Markdown block (the same text as
 * learning curves: validation BLEU against ``trainer/global_step``, mean ± std per variant.
 
 :func:`build_report` touches no network; only ``Report.save`` (in :func:`publish`) does.
+:func:`offline_spec` serialises what ``save`` would send, without a login (``ablate report --dry-run``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import json
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 
 from ablate.record import DEV_BLEU, TEST_BLEU, TOKENS_PER_SEC
 from ablate.report.aggregate import Sweep
@@ -123,6 +126,46 @@ def build_report(
         description=f"Paper-style ablation table and panels for {what}.",
         blocks=blocks,
     )
+
+
+def offline_spec(report: Any, draft: bool = False) -> dict[str, Any]:
+    """What :func:`publish` would save, built without a W&B login: ``Report.save``'s ``upsertView``
+    request (``entityName``, ``projectName``, ``displayName``, ``description``, ``type`` and ``spec``,
+    the blocks with their panels and runsets as W&B's report format has them).
+
+    The one thing only W&B knows, each runset's internal project id, is left out (W&B looks it up when
+    the report is saved); everything else is the payload ``save`` sends.
+    """
+    with _no_project_lookup():
+        model = report._to_model()
+    return {
+        "entityName": model.project.entity_name,
+        "projectName": model.project.name,
+        "displayName": model.display_name,
+        "description": model.description,
+        "type": "runs/draft" if draft else "runs",
+        "spec": json.loads(model.spec.model_dump_json(by_alias=True, exclude_none=True)),
+    }
+
+
+@contextmanager
+def _no_project_lookup() -> Iterator[None]:
+    """``wandb_workspaces`` answering its runset project-id lookup offline (with no id) and refusing any
+    other call to W&B in one line, while a report is serialised."""
+    import wandb_workspaces.reports.v2.gql as gql
+    import wandb_workspaces.reports.v2.interface as interface
+
+    def lookup(api: Any, query: Any, variables: dict[str, Any]) -> dict[str, Any]:
+        if query is not gql.projectInternalId:
+            raise ReportError("serialising the W&B report offline needed W&B; publish it with a wandb: source")
+        return {"project": {"internalId": None, "name": variables.get("projectName")}}
+
+    saved = interface._get_api, interface.execute_graphql
+    interface._get_api, interface.execute_graphql = (lambda: None), lookup
+    try:
+        yield
+    finally:
+        interface._get_api, interface.execute_graphql = saved
 
 
 def publish(report: Any, draft: bool = False) -> str:

@@ -95,18 +95,21 @@ def test_report_spec_serialises_up_to_the_network(wandb_api, monkeypatch):
     assert "https://wandb.ai/me/reports/r123" in result.output
 
 
-def test_report_dry_run_prints_the_outline(wandb_api, monkeypatch):
+def test_report_dry_run_prints_the_outline(wandb_api, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # where the spec goes without --out
     monkeypatch.setattr(wandb, "Api", lambda *a, **k: wandb_api)
     monkeypatch.setenv("WANDB_API_KEY", "0" * 40)  # a stand-in key: the reader refuses to start without one
     monkeypatch.setattr(wr.Report, "save", lambda *a, **k: pytest.fail("dry run must not save"))
     result = CliRunner().invoke(app, ["report", "wandb:me/ablate/table3", "--dry-run", "--no-significance"])
     assert result.exit_code == 0, result.output
     assert "PanelGrid: BarPlot(" in result.output and "LinePlot(" in result.output
+    assert json.loads((tmp_path / "report-spec.json").read_text())["displayName"] == "Ablation: table3"
 
 
-def test_report_heading_names_the_sweep_and_its_reference(wandb_api, monkeypatch):
+def test_report_heading_names_the_sweep_and_its_reference(wandb_api, monkeypatch, tmp_path):
     """The results heading names the sweep and the published table given with ``--reference``, never a
     hard-coded paper."""
+    monkeypatch.chdir(tmp_path)  # where the spec goes without --out
     monkeypatch.setattr(wandb, "Api", lambda *a, **k: wandb_api)
     monkeypatch.setenv("WANDB_API_KEY", "0" * 40)
     monkeypatch.setattr(wr.Report, "save", lambda *a, **k: pytest.fail("dry run must not save"))
@@ -139,3 +142,40 @@ def test_save_failure_is_one_line(wandb_api, monkeypatch):
     with pytest.raises(ReportError, match="could not save the W&B report: Max retries exceeded with url") as err:
         publish(_report(wandb_api))
     assert "\n" not in str(err.value)
+
+
+def test_report_dry_run_writes_the_full_spec_without_a_login(variant_sweep, tmp_path, monkeypatch):
+    """``ablate report DIR --dry-run --out FILE`` writes, with no W&B login, the request publishing would
+    save: the title, the blocks (the table as Markdown), the panels and the runset of the sweep's group."""
+    from wandb_workspaces.reports.v2 import internal
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setattr(wandb, "Api", lambda *a, **k: pytest.fail("a dry run must not reach W&B"))
+    monkeypatch.setattr(wr.Report, "save", lambda *a, **k: pytest.fail("a dry run must not save"))
+    out = tmp_path / "spec" / "report.json"
+    result = CliRunner().invoke(
+        app, ["report", str(variant_sweep), "--dry-run", "--no-significance", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "PanelGrid: BarPlot(" in result.output  # the outline is still printed
+    saved = json.loads(out.read_text())
+    report = make_report(str(variant_sweep), with_significance=False)
+    assert (saved["entityName"], saved["projectName"], saved["type"]) == (report.entity, report.project, "runs")
+    assert saved["displayName"] == report.title and saved["description"] == report.description
+    spec = internal.Spec.model_validate(saved["spec"])  # W&B's own report format, as save() sends it
+    padding = {"type": "paragraph", "children": [{"text": ""}]}  # W&B's empty first and last paragraphs
+    kinds = [b["type"] for b in saved["spec"]["blocks"] if b != padding]
+    assert kinds == ["paragraph", "heading", "markdown-block", "heading", "panel-grid"]
+    (markdown,) = [b["content"] for b in saved["spec"]["blocks"] if b["type"] == "markdown-block"]
+    assert markdown == report.blocks[2].text and "| base |" in markdown
+    (grid,) = [b for b in spec.blocks if getattr(b, "type", None) == "panel-grid"]
+    (runset,) = [b for b in saved["spec"]["blocks"] if b["type"] == "panel-grid"][0]["metadata"]["runSets"]
+    assert json.dumps(runset["filters"]).count('"table3"') == 1  # the sweep's W&B group
+    assert [g["name"] for g in runset["grouping"]] == ["variant.value"]  # config.variant, as W&B keys it
+    titles = [p.config.chart_title for p in grid.metadata.panel_bank_section_config.panels]
+    assert titles == [p.title for p in report.blocks[4].panels]
+
+
+def test_report_out_needs_the_dry_run(variant_sweep, tmp_path):
+    result = CliRunner().invoke(app, ["report", "wandb:me/ablate/table3", "--out", str(tmp_path / "r.json")])
+    assert result.exit_code != 0 and "add --dry-run" in result.output and not (tmp_path / "r.json").exists()
