@@ -26,10 +26,12 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
+import os
 import sys
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Literal, Optional
+from typing import Any, Iterable, Iterator, Literal, Optional
 
 from ablate.errors import AblateError
 
@@ -309,7 +311,8 @@ def load_file(path: Path) -> dict[str, Any]:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with exits_refused():
+            spec.loader.exec_module(module)
     except BaseException as err:
         del sys.modules[name]
         raise _failed(name, err) from None
@@ -322,7 +325,8 @@ def load_module(name: str) -> dict[str, Any]:
     if name in _LOADED:
         return _LOADED[name]
     try:
-        module = importlib.import_module(name)
+        with exits_refused():
+            module = importlib.import_module(name)
     except BaseException as err:
         raise _failed(name, err) from None
     record = _module_record(name, module)
@@ -353,9 +357,44 @@ def _module_record(name: str, module: Any) -> dict[str, Any]:
     }
 
 
+class ExitDuringImport(BaseException):
+    """A plugin called ``os._exit`` while it was imported (a ``BaseException``, so that the plugin's own
+    ``except Exception`` cannot swallow it)."""
+
+    def __init__(self, code: Any):
+        super().__init__(code)
+        self.code = code
+
+
+@contextmanager
+def exits_refused() -> Iterator[None]:
+    """While a plugin is imported, ``os._exit`` in this process raises :class:`ExitDuringImport`
+    instead of ending it: a plugin that quits at import (``os._exit(0)``) would otherwise end
+    ``ablate train`` or a sweep's ``--dry-run`` with status 0 and nothing done. ``sys.exit`` raises
+    ``SystemExit``, caught as any other failure; a process the plugin forks exits as usual."""
+    real, pid = os._exit, os.getpid()
+
+    def refuse(code: int) -> None:
+        if os.getpid() != pid:  # a child forked during the import: let it go
+            real(code)
+        raise ExitDuringImport(code)
+
+    os._exit = refuse  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
 def _failed(name: str, err: BaseException) -> PluginError:
     if isinstance(err, KeyboardInterrupt):
         raise err
+    if isinstance(err, (ExitDuringImport, SystemExit)):
+        how = f"os._exit({err.code})" if isinstance(err, ExitDuringImport) else f"sys.exit({err.code!r})"
+        return PluginError(
+            f"plugin '{name}' called {how} while it was imported, so nothing was checked or run; "
+            "a plugin only registers components: fix it or drop it from plugins"
+        )
     if isinstance(err, AblateError):
         return PluginError(f"plugin '{name}': {err}")
     if isinstance(err, SyntaxError):
@@ -406,9 +445,10 @@ def entry_points() -> list[dict[str, Any]]:
 
 def _load_entry_point(ep: importlib.metadata.EntryPoint) -> dict[str, Any]:
     try:
-        target = ep.load()
-        if ep.attr and callable(target):
-            target()
+        with exits_refused():
+            target = ep.load()
+            if ep.attr and callable(target):
+                target()
     except BaseException as err:
         raise _failed(f"{ep.name} = {ep.value}", err) from None
     record = _module_record(ep.module, sys.modules.get(ep.module))

@@ -49,3 +49,26 @@ def test_a_plugin_source_error_is_one_line_naming_the_plugin(tmp_path: Path, pla
         ABLATE_CACHE=str(tmp_path / "cache"),
     )
     assert_one_error_line(proc, expected)
+
+
+QUITTER = """\
+import os
+import sys
+
+{call}
+"""
+
+
+@pytest.mark.parametrize("call", ["os._exit(0)", "sys.exit(0)"])
+def test_a_plugin_that_exits_at_import_fails_the_dry_run_in_one_line(tmp_path: Path, call):
+    """A plugin quitting while it is imported cannot pass a sweep's ``--dry-run`` as valid (status 0,
+    nothing checked): the dry run fails and its one error line blames the plugin."""
+    (tmp_path / "quitter.py").write_text(QUITTER.format(call=call))
+    (tmp_path / "sweep.yaml").write_text(
+        "method: grid\nparameters:\n  plugins: {value: [quitter.py]}\n  seed: {values: [1, 2]}\n"
+    )
+    proc = run_cli("sweep", "run", "sweep.yaml", "--dry-run", "--out", str(tmp_path / "out"), cwd=tmp_path)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert f"plugin 'quitter' called {call} while it was imported" in output, output
+    assert "Traceback" not in output
