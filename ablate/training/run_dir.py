@@ -37,7 +37,8 @@ def is_launcher_process() -> bool:
 def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
     """Check ``run_dir``; returns ``new`` | ``resume`` | ``finished``.
 
-    A run dir written by a different config is refused rather than mixed.
+    A run dir written by a different config is refused rather than mixed, unless that run failed before
+    it trained (its data or model could not be built): then the folder is the new config's.
     """
     config_path = RunFiles(run_dir).config
     if overwrite and is_launcher_process() and run_dir.is_dir():
@@ -61,6 +62,9 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
             except ConfigError as err:
                 old, reason = "unreadable", f"an unreadable config.yaml ({err})"
         summary = read_summary(run_dir) or {}
+        if old != fingerprint(cfg) and _never_trained(run_dir, summary):  # its data or model failed: nothing to keep
+            config_path.unlink()
+            return "new"
         if old != fingerprint(cfg):
             further = ""
             if summary.get("status") == RunStatus.FINISHED:  # e.g. a larger train.max_steps: a new run from its weights
@@ -72,6 +76,17 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
             return RunStatus.FINISHED
         return "resume" if any((RunFiles(run_dir).checkpoints / n).exists() for n in RESUME_ORDER) else "new"
     return "new"
+
+
+def _never_trained(run_dir: Path, summary: dict[str, Any]) -> bool:
+    """Whether ``run_dir`` holds a run that failed before it trained (bad data, a model too large): no
+    step recorded, no checkpoint. Another config may take the folder; a run with a step keeps it."""
+    checkpoints = RunFiles(run_dir).checkpoints
+    return (
+        summary.get("status") == RunStatus.FAILED
+        and summary.get("step") is None
+        and not any((checkpoints / n).exists() for n in RESUME_ORDER)
+    )
 
 
 def _refuse_unnamed_plugins(recorded: dict[str, Any], run_dir: Path) -> None:

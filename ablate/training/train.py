@@ -57,6 +57,7 @@ from ablate.training.tracking import (
 )
 from ablate.training.trainer import accelerator_and_precision, check_devices, make_trainer, quiet
 from ablate.utils.logs import capture
+from ablate.utils.plugins import user_error_line
 
 __all__ = ["RunError", "train"]
 
@@ -151,19 +152,7 @@ def _train(
         return read_summary(run_dir) or {}
     resume_from = _resume_point(run_dir) if state == "resume" else None
     start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
-    _prepare_process(cfg, start_from)
-    data = _build_data(cfg)  # a data source's own error (a plugin's) is reported as that source's, unwrapped
-    mark("data")
-    try:
-        run = _build_run(cfg, run_dir, data, start_from)
-        mark("model")
-        _open_record(run, state)
-    except AblateError:  # bad input: one line, and no record of a run that never was
-        raise
-    except Exception as err:  # noqa: BLE001 - a crash before training (out of memory) still leaves its record
-        message = _describe_failure(err, cfg)
-        _record_failed_start(cfg, run_dir, message)
-        raise RunError(message) from err
+    run = _start(cfg, run_dir, state, start_from, mark)
     trainer, throughput, checkpoint_io = _build_trainer(run, callbacks, milestone)
     try:
         _fit_and_test(trainer, run, resume_from)
@@ -181,6 +170,32 @@ def _train(
     _write_outputs(run, trainer, throughput, checkpoint_io)
     _publish(run)
     return run.record.data
+
+
+def _start(cfg: Config, run_dir: Path, state: str, start_from: str | None, mark: Callable[[str], None]) -> _Run:
+    """Data, model and run record, up to training. Whatever stops it leaves ``summary.json`` saying ``failed``
+    and why: bad input (an :class:`AblateError`, a plugin's included) is raised as it was, one line; a data
+    source's own exception (a plugin's) unwrapped, for the command line to name the plugin; any other crash
+    (out of memory) as a :class:`RunError`."""
+    try:
+        _prepare_process(cfg, start_from)
+        data = _build_data(cfg)
+    except Exception as err:  # noqa: BLE001 - recorded as the command line will show it, then raised unchanged
+        _record_failed_start(cfg, run_dir, user_error_line(err) or _describe_failure(err, cfg))
+        raise
+    mark("data")
+    try:
+        run = _build_run(cfg, run_dir, data, start_from)
+        mark("model")
+        _open_record(run, state)
+    except AblateError as err:  # bad input: one line, and the record says the same
+        _record_failed_start(cfg, run_dir, user_error_line(err) or str(err))
+        raise
+    except Exception as err:  # noqa: BLE001 - a crash before training (out of memory) still leaves its record
+        message = _describe_failure(err, cfg)
+        _record_failed_start(cfg, run_dir, message)
+        raise RunError(message) from err
+    return run
 
 
 def _resume_point(run_dir: Path) -> Path | None:

@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from ablate.errors import AblateError
+from ablate.utils.plugins import user_error_line
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -51,28 +52,12 @@ class HandledGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except AblateError as err:
-            fail(_named_plugin(err, str(err)))
+            fail(user_error_line(err) or str(err))
         except Exception as err:  # noqa: BLE001 - a plugin's plain exception is its author's line, not our traceback
-            from ablate.utils.plugins import blame
-
-            culprit = blame(err)
-            if culprit is None:
+            line = user_error_line(err)
+            if line is None:
                 raise  # ablate's own bug: the traceback is what a report needs
-            text = (str(err).strip().splitlines() or [""])[0]
-            fail(
-                f"plugin '{culprit[0]}' raised {type(err).__name__} at {culprit[1]}: {text} "
-                f"(raise ablate.errors.AblateError for a message of your own)"
-            )
-
-
-def _named_plugin(err: AblateError, message: str) -> str:
-    """``message``, prefixed with ``plugin 'NAME': `` when the error was raised inside a plugin's code."""
-    from ablate.utils.plugins import blame
-
-    culprit = blame(err)
-    if culprit is None or message.startswith(f"plugin '{culprit[0]}'"):
-        return message
-    return f"plugin '{culprit[0]}': {message}"
+            fail(line)
 
 
 class AblateTyper(typer.Typer):

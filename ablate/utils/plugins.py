@@ -428,6 +428,25 @@ def blame(err: BaseException) -> Optional[tuple[str, str]]:
     return None
 
 
+def user_error_line(err: BaseException) -> Optional[str]:
+    """The one line a user is shown for ``err``: an :class:`AblateError`'s message, prefixed with
+    ``plugin 'NAME': `` when a plugin raised it; a plain exception raised in a plugin's code as that plugin's
+    line (its class, file and line); ``None`` for a plain exception of ablate's own (a bug: its traceback)."""
+    culprit = blame(err)
+    if isinstance(err, AblateError):
+        message = str(err)
+        if culprit is None or message.startswith(f"plugin '{culprit[0]}'"):
+            return message
+        return f"plugin '{culprit[0]}': {message}"
+    if culprit is None:
+        return None
+    text = (str(err).strip().splitlines() or [""])[0]
+    return (
+        f"plugin '{culprit[0]}' raised {type(err).__name__} at {culprit[1]}: {text} "
+        f"(raise ablate.errors.AblateError for a message of your own)"
+    )
+
+
 def entry_points() -> list[dict[str, Any]]:
     """Import every installed entry point of the group ``ablate.plugins`` once; their records.
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ablate.config import load_config
+from ablate.data.errors import DataError
 from ablate.training.train import RunError, train
 
 from tests.helpers.tiny import tiny
@@ -92,3 +93,30 @@ def test_a_model_too_large_for_memory_is_out_of_memory_with_a_failed_record(tmp_
         train(load_config(None, TINY), tmp_path / "run")  # was the raw allocator error, and no summary.json
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "failed" and summary["error"] == reason
+
+
+@pytest.mark.parametrize(
+    "error", [DataError("val.de has 19 lines, val.en has 20"), ValueError("no shard for split val")]
+)
+def test_data_that_fails_before_training_leaves_a_failed_record_and_frees_the_folder(
+    error, tmp_path, cache_dir, monkeypatch
+):
+    """A data error before any training (ablate's one-line error, or a source's own exception) is raised as
+    it was and leaves ``summary.json`` saying ``failed`` and why; the folder then trains a corrected config."""
+    from ablate.data.datamodule import TranslationDataModule
+
+    real_setup = TranslationDataModule.setup
+
+    def broken(self, *args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(TranslationDataModule, "setup", broken)
+    run = tmp_path / "run"
+    with pytest.raises(type(error), match=str(error)):
+        train(load_config(None, [*TINY, "train.max_steps=2"]), run)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "failed" and str(error) in summary["error"] and "step" not in summary
+
+    monkeypatch.setattr(TranslationDataModule, "setup", real_setup)
+    fixed = train(load_config(None, [*TINY, "train.max_steps=3", "tracking.wandb=disabled"]), run)
+    assert fixed["status"] == "finished" and fixed["step"] == 3 and fixed["config"]["train"]["max_steps"] == 3

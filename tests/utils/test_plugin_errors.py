@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ class Broken:
         (True, "error: plugin 'labdata_plain' raised ValueError at labdata_plain.py:9: no shard for split train"),
     ],
 )
-def test_a_plugin_source_error_is_one_line_naming_the_plugin(tmp_path: Path, plain, expected):
+def test_a_plugin_source_error_is_one_line_naming_the_plugin_and_recorded(tmp_path: Path, plain, expected):
     name = "labdata_plain" if plain else "labdata_ablate"
     (tmp_path / f"{name}.py").write_text(SOURCE.format(kind=name, plain=plain))
     proc = run_cli(
@@ -49,6 +50,8 @@ def test_a_plugin_source_error_is_one_line_naming_the_plugin(tmp_path: Path, pla
         ABLATE_CACHE=str(tmp_path / "cache"),
     )
     assert_one_error_line(proc, expected)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())  # the run's record: the line printed
+    assert summary["status"] == "failed" and summary["error"] == proc.stderr.strip().removeprefix("error: ")
 
 
 QUITTER = """\
