@@ -40,12 +40,20 @@ def wandb_sweep_config(spec: SweepSpec, agents: bool = True) -> dict[str, Any]:
 
     W&B's server knows no repeat seed (``seed: {repeat: N}``): a sweep its agents run is refused
     (they would train one seed per configuration); one registered for a local sweep's dashboard
-    (``agents=False``) lists the seeds as values, for the panels only.
+    (``agents=False``) lists the seeds as values, for the panels only. Its agents' metric is read from
+    each W&B run's summary, which holds a test score per split only (:func:`ablate.training.publish.one_key_per_score`).
 
     Raises:
-        SweepError: ``agents`` and a repeat seed.
+        SweepError: ``agents`` and a repeat seed, or a plain ``test/<name>`` metric.
     """
     seeds = spec.repeat_seeds
+    metric = spec.metric or ""
+    if agents and metric.startswith("test/") and metric != "test/sents_per_sec":
+        name = metric.partition("/")[2]
+        raise SweepError(
+            f"{spec.describe()}: metric {metric} is not in a W&B run's summary, which holds each test score once, "
+            f"per split: name test_<split>/{name} (e.g. test_test_2016_flickr/{name}), or val/{name}"
+        )
     if seeds is not None and agents:
         raise SweepError(
             f"{spec.describe()}: seed: {{{REPEAT}: {len(seeds)}}} is run by `ablate sweep run` only (W&B's agents would "

@@ -216,3 +216,14 @@ def test_wandb_sweep_registers_a_local_sweep_once_per_folder(tmp_path, monkeypat
     monkeypatch.setenv("WANDB_MODE", "offline")
     offline = CliRunner().invoke(app, [*args, "--out", "runs/off"])
     assert offline.exit_code == 0 and "W&B is not online" in offline.output and len(created) == 1
+
+
+def test_a_sweep_for_wandb_agents_on_a_plain_test_score_is_refused_naming_the_per_split_key():
+    """W&B's agents read the metric from each run's W&B summary, which holds a test score per split only:
+    ``test/bleu`` would never be found there, so such a sweep is refused in one line naming the key to use."""
+    spec = small_spec({"model.heads": {"values": [1, 2]}}, method="bayes", metric={"name": "test/bleu"})
+    with pytest.raises(SweepError, match=r"name test_<split>/bleu \(e\.g\. test_test_2016_flickr/bleu\)"):
+        wandb_agent.wandb_sweep_config(spec)
+    assert wandb_agent.wandb_sweep_config(spec, agents=False)["metric"]["name"] == "test/bleu"  # a local sweep's panels
+    per_split = small_spec({"model.heads": {"values": [1, 2]}}, method="bayes", metric={"name": "test_test/bleu"})
+    assert wandb_agent.wandb_sweep_config(per_split)["metric"]["name"] == "test_test/bleu"
