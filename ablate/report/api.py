@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ablate.report.aggregate import Sweep, aggregate
 from ablate.report.formats import render
@@ -27,6 +27,14 @@ def load(source: str, api: Any = None, metric: str = DEFAULT_METRIC) -> Sweep:
     """Collect and aggregate the trials of ``source`` (``api``: a ``wandb.Api`` stand-in), each with
     ``metric`` scored from its saved hypotheses where its summary lacks it."""
     return aggregate(with_metric(collect(source, api=api), metric))
+
+
+def load_pooled(sources: Sequence[str], api: Any = None, metric: str = DEFAULT_METRIC) -> Sweep:
+    """:func:`load` of several sources as one sweep: their trials pooled, so the seeds of one
+    configuration trained by two sweeps (``calibration-cpu`` and ``calibration-cpu-17-32``) form one row."""
+    if len(sources) == 1:
+        return load(sources[0], api, metric)
+    return aggregate([trial for source in sources for trial in with_metric(collect(source, api=api), metric)])
 
 
 def significance(

@@ -18,6 +18,7 @@ import typer
 from ablate.metrics import get_scorer
 from ablate.report.api import (  # noqa: F401 - the plain functions, re-exported
     load,
+    load_pooled,
     local_folders,
     make_plots,
     make_report,
@@ -195,7 +196,11 @@ def table_command(
 
 @app.command("calibrate")
 def calibrate_command(
-    source: str = typer.Argument(..., metavar="SOURCE", help=SOURCE_HELP),
+    sources: list[str] = typer.Argument(
+        ...,
+        metavar="SOURCE...",
+        help=SOURCE_HELP + " Several: their trials pooled (one configuration's seeds run as two sweeps).",
+    ),
     split: Optional[str] = typer.Option(None, "--split", help="Test split (default: the first with hypotheses)."),
     alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0, help="Significance level of each call."),
     k: Optional[list[int]] = typer.Option(
@@ -213,11 +218,14 @@ def calibrate_command(
     predicted) and relabelled seed pairs (see results/calibration-cpu)."""
     from ablate.report.calibration import KS, calibrate, to_markdown
 
+    folders = [folder for source in sources for folder in local_folders(source)]
     if out is not None:
-        check_apart(out, local_folders(source))
-    text = to_markdown(calibrate(load(source), split, alpha, tuple(k or KS), draws, shift, relabellings=relabellings))
+        check_apart(out, folders)
+    sweep = load_pooled(sources)
+    text = to_markdown(calibrate(sweep, split, alpha, tuple(k or KS), draws, shift, relabellings=relabellings))
     if out is not None:
-        _write(out, text, source)
+        write_output_text(out, text, folders)
+        log.info("wrote %s", out)
     sys.stdout.write(text)
 
 

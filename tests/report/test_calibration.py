@@ -21,6 +21,7 @@ Deterministic (fixed seeds), a few seconds.
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +120,7 @@ def test_a_clearly_better_config_is_significant(rates):
 
 ROOT = Path(__file__).resolve().parents[2]
 CALIBRATION, MISSION = ROOT / "results" / "calibration-cpu", ROOT / "results" / "mission-cpu"
+SECOND_HALF = ROOT / "results" / "calibration-cpu-17-32"  # seeds 17-32 of the same configuration
 
 
 def _shipped(folder: Path) -> Path:
@@ -186,6 +188,11 @@ def _design_rows(text: str) -> dict[tuple[str, str], list[str]]:
     return {(r[0].strip(), r[1].strip()): [c.strip() for c in r] for r in rows}
 
 
+def _split_rows(text: str) -> dict[int, list[str]]:
+    rows = (line.split("|")[1:-1] for line in text.splitlines())
+    return {int(r[0]): [c.strip() for c in r] for r in rows if r and r[0].strip().isdigit()}
+
+
 def test_the_shipped_calibration_is_in_band():
     # results/calibration-cpu/calibration.md: `ablate calibrate results/calibration-cpu --draws 2000
     # --relabellings 5000` (README). Every design within 2.5-6.5% per comparison (2x2 over all 10,920
@@ -205,14 +212,49 @@ def test_the_shipped_calibration_is_in_band():
             assert student - 0.01 <= ours
     ours, welch = (designs[("2x3", "shared")][i].split(" / ")[1] for i in (9, 10))
     assert pct(ours) >= max(pct(welch), 0.6)
-    splits = {
-        int(r[0]): r
-        for r in (line.split("|")[1:-1] for line in text.splitlines())
-        if r and r[0].strip() in "2468" and r[0].strip().isdigit()
-    }
+    splits = _split_rows(text)
     for k in (2, 4, 6, 8):  # measured power for +1 BLEU within the range as many normal seeds would give
-        measured, predicted = pct(splits[k][5].strip()), pct(splits[k][6].strip())
-        low, high = (pct(x) for x in splits[k][7].strip().split("-"))
+        measured, predicted = pct(splits[k][5]), pct(splits[k][6])
+        low, high = (pct(x) for x in splits[k][7].split("-"))
         assert low <= measured <= high and low <= predicted <= high
         if k != 4:  # k = 4 is 8 points below the prediction on these 16 seeds (see README), inside that range
             assert abs(measured - predicted) <= 0.05
+
+
+def test_the_32_seed_calibration_is_in_band_and_its_power_is_predicted_within_5_points():
+    # results/calibration-cpu-17-32/calibration-32-seeds.md: `ablate calibrate results/calibration-cpu
+    # results/calibration-cpu-17-32 --draws 2000 --relabellings 5000`, both folders' seeds as one row.
+    # Every design within 2.5-6.5% per comparison, no more liberal than Student t; 2x3 shared at +2 at
+    # least Welch's; the variance model's power for +1 BLEU within 5 points of the measured at every k.
+    text = (_shipped(SECOND_HALF) / "calibration-32-seeds.md").read_text()
+    assert "row `base`'s 32 seeds" in text
+    pct = lambda cell: float(cell.rstrip("%")) / 100  # noqa: E731
+    designs = _design_rows(text)
+    assert len(designs) == 10
+    for cells in designs.values():
+        assert 0.025 <= pct(cells[4]) <= min(0.065, pct(cells[5]) + 0.005)
+    ours, welch = (designs[("2x3", "shared")][i].split(" / ")[1] for i in (9, 10))
+    assert pct(ours) >= pct(welch)
+    splits = _split_rows(text)
+    assert sorted(splits) == [2, 3, 4, 6, 8]
+    for k, cells in splits.items():
+        assert 0.025 <= pct(cells[2]) <= 0.065  # k-vs-k false positives
+        assert abs(pct(cells[5]) - pct(cells[6])) <= 0.05, (k, cells[5], cells[6])
+
+
+def test_two_folders_of_one_configuration_pool_into_one_row(tmp_path):
+    # how `ablate calibrate A B` reads two sweeps of one configuration's seeds: as the row one folder
+    # holding every trial would give (the seeds in order, each trial's scores its own)
+    from ablate.report.api import load_pooled
+
+    source = _shipped(CALIBRATION)
+    halves = [tmp_path / "a", tmp_path / "b"]
+    for trial in source.glob("seed=*"):
+        half = halves[int(trial.name.split("=")[1]) > 8]
+        shutil.copytree(trial, half / trial.name)
+    whole, pooled = load(str(source)), load_pooled([str(h) for h in halves])
+    assert [r.name for r in pooled.rows] == [r.name for r in whole.rows] == ["base"]
+    seeds = lambda sweep: [t.seed for t in sweep.rows[0].trials]  # noqa: E731
+    assert seeds(pooled) == seeds(whole) == list(range(1, 17))
+    scores = lambda sweep: [t.summary.get("test_test_2016_flickr/bleu") for t in sweep.rows[0].trials]  # noqa: E731
+    assert scores(pooled) == scores(whole)
