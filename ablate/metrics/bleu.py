@@ -50,16 +50,18 @@ def sentence_stats(hyps: Texts, refs: Texts, tokenize: Optional[str] = None) -> 
     is the hypotheses' (a test pins equality with ``sentence_score`` on Multi30k).
     """
     check_aligned(hyps, refs)
-    segment = _segmenter(tokenize)
-    references = _reference_ngrams(segment, refs)
+    split = _splitter(tokenize)
+    references = _reference_ngrams(split, refs)
     rows = []
-    for hyp, (ref_ngrams, ref_len) in zip(hyps, references):
-        tokens = segment(hyp).split()
+    for tokens, (ref_ngrams, ref_len) in zip(split(hyps), references):
         hyp_len = len(tokens)
         row = [hyp_len, ref_len]
         for n, ref_n in enumerate(ref_ngrams, 1):  # clipped matches: only shared n-grams count
             counts = _ngrams(tokens, n)
-            row.append(sum(min(c, ref_n[g]) for g, c in counts.items() if g in ref_n))
+            if len(counts) == hyp_len - n + 1:  # each n-gram once: it matches where the reference has it
+                row.append(len(counts.keys() & ref_n.keys()))
+            else:
+                row.append(sum([min(c, ref_n[g]) for g, c in counts.items() if g in ref_n]))
         rows.append(row + [max(hyp_len - n, 0) for n in range(ORDER)])  # L tokens: L - n + 1 n-grams
     return np.array(rows, dtype=np.float64).reshape(len(hyps), 2 + 2 * ORDER)
 
@@ -70,19 +72,20 @@ def _ngrams(tokens: list[str], n: int) -> Counter:
 
 
 @functools.lru_cache(maxsize=16)
-def _segmenter(tokenize: Optional[str]) -> Callable[[str], str]:
-    """Line -> the line as sacreBLEU's BLEU with ``tokenize`` scores it: lowercased if the metric is,
-    right-stripped, tokenized (13a by :func:`tokenize_13a`, any other by sacreBLEU's tokenizer)."""
+def _splitter(tokenize: Optional[str]) -> Callable[[Texts], list[list[str]]]:
+    """Lines -> each line's tokens as sacreBLEU's BLEU with ``tokenize`` scores it: lowercased if the
+    metric is, right-stripped, tokenized (13a by :func:`tokens_13a`, any other by sacreBLEU's tokenizer)."""
     metric = _bleu(tokenize)
-    tokenizer = tokenize_13a if metric.tokenizer.signature() == "13a" else metric.tokenizer
-    if metric.lowercase:
-        return lambda text: tokenizer(text.lower().rstrip())
-    return lambda text: tokenizer(text.rstrip())
+    lower = (lambda lines: [line.lower() for line in lines]) if metric.lowercase else list
+    if metric.tokenizer.signature() == "13a":
+        return lambda lines: tokens_13a(lower(lines))
+    return lambda lines: [metric.tokenizer(line.rstrip()).split() for line in lower(lines)]
 
 
 _PUNCTUATION = re.compile(r"([\{-\~\[-\` -\&\(-\+\:-\@\/])")
 """sacreBLEU's first 13a rule (its ``TokenizerRegexp``): these characters become words of their own."""
 _SPACED = str.maketrans({chr(c): f" {chr(c)} " for c in range(128) if _PUNCTUATION.fullmatch(chr(c))})
+_SPACED_CHARS = tuple(chr(c) for c in _SPACED if chr(c) != " ")
 _CONTEXT_RULES = (
     (re.compile(r"([^0-9])([\.,])"), r"\1 \2 ", ".,"),  # period and comma unless preceded by a digit
     (re.compile(r"([\.,])([^0-9])"), r" \1 \2", ".,"),  # ... unless followed by a digit
@@ -104,16 +107,70 @@ def tokenize_13a(line: str) -> str:
     return " ".join(line.split())
 
 
+_MARKS = ("..", ".,", ",.", ",,")
+_MARKS_ALONE = (
+    (re.compile(r"\.(?:(?![0-9])|(?<![0-9]\.))"), " . "),
+    (re.compile(r",(?:(?![0-9])|(?<![0-9],))"), " , "),
+    (re.compile(r"-(?<=[0-9]-)"), " - "),
+)
+"""13a's context rules where no period or comma touches another: such a mark becomes a word unless
+a digit is on both sides (the two rules' matches cannot overlap then), and a dash after a digit
+does. Each pattern starts with its mark, so the search skips from mark to mark."""
+
+
+def tokens_13a(lines: Texts) -> list[list[str]]:
+    """``tokenize_13a(line.rstrip()).split()`` of each line, for all lines at once.
+
+    The lines are joined with `` \\n `` (each keeps the spaces 13a pads it with, so no rule matches
+    across two lines) and each rule runs once on the joined text. For the lines where no period or
+    comma touches another the rules are ``str.replace`` and :data:`_MARKS_ALONE`, with fixed
+    replacements (no Python per match); the others get 13a's rules as they are. A line holding a
+    newline (which 13a joins) is tokenized alone."""
+    if not lines or any("\n" in line for line in lines):
+        return [tokenize_13a(line.rstrip()).split() for line in lines]
+    text = (" " + " \n ".join(line.rstrip() for line in lines) + " ").replace("<skipped>", "")
+    if "&" in text:
+        text = text.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+    if not any(pair in text for pair in _MARKS):
+        return _marks_alone(text)
+    segments = text.split("\n")  # each " line ", padded as 13a pads it
+    touching = [i for i, segment in enumerate(segments) if any(pair in segment for pair in _MARKS)]
+    tokens = dict(zip(touching, _context_rules("\n".join(segments[i] for i in touching))))
+    alone = [i for i in range(len(segments)) if i not in tokens]
+    tokens.update(zip(alone, _marks_alone("\n".join(segments[i] for i in alone)) if alone else []))
+    return [tokens[i] for i in range(len(segments))]
+
+
+def _context_rules(text: str) -> list[list[str]]:
+    """Each newline-separated line's words by 13a's rules, run on the whole text."""
+    text = text.translate(_SPACED)
+    for pattern, replacement, _ in _CONTEXT_RULES:
+        text = pattern.sub(replacement, text)
+    return [segment.split() for segment in text.split("\n")]
+
+
+def _marks_alone(text: str) -> list[list[str]]:
+    """:func:`_context_rules` of a text in which no period or comma touches another: the same words from
+    spaces around each single-character word (a space only adds spaces) and :data:`_MARKS_ALONE` (each
+    mark's neighbours stay digits or not)."""
+    for char in _SPACED_CHARS:
+        if char in text:
+            text = text.replace(char, f" {char} ")
+    for pattern, replacement in _MARKS_ALONE:
+        text = pattern.sub(replacement, text)
+    return [segment.split() for segment in text.split("\n")]
+
+
 _REFERENCES: dict[tuple[Any, ...], list[tuple[list[Counter], int]]] = {}
-"""(segmenter, references) -> each reference's n-gram counts per order and its length (a few sets at most)."""
+"""(splitter, references) -> each reference's n-gram counts per order and its length (a few sets at most)."""
 
 
-def _reference_ngrams(segment: Callable[[str], str], refs: Texts) -> list[tuple[list[Counter], int]]:
-    key = (segment, tuple(refs))
+def _reference_ngrams(split: Callable[[Texts], list[list[str]]], refs: Texts) -> list[tuple[list[Counter], int]]:
+    key = (split, tuple(refs))
     if key not in _REFERENCES:
         if len(_REFERENCES) >= 8:
             _REFERENCES.clear()
-        tokenized = [segment(ref).split() for ref in refs]
+        tokenized = split(refs)
         _REFERENCES[key] = [([_ngrams(t, n) for n in range(1, ORDER + 1)], len(t)) for t in tokenized]
     return _REFERENCES[key]
 

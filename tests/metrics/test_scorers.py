@@ -208,13 +208,28 @@ def test_statistics_are_scored_once_per_text_across_processes(tmp_path, monkeypa
 def test_the_13a_tokenizer_is_sacrebleus_on_real_and_random_lines(real_lines):
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-    from ablate.metrics.bleu import tokenize_13a
+    from ablate.metrics.bleu import tokenize_13a, tokens_13a
 
     rng = random.Random(3)
     alphabet = list(".,-0123456789 aZé&;quotamplgt<>skipped\t/\\{}~[]`^_!\"#$%()*+:=?@'|\u2028\u00a0\x1c")
     randoms = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(20000)]
-    for line in [*real_lines[0], *real_lines[1], *randoms, "a..b", "1.,2", "3-4", "&amp;lt; x", "<skipped> y"]:
+    lines = [
+        *real_lines[0],
+        *real_lines[1],
+        *randoms,
+        "a..b",
+        "1.,2",
+        "3-4",
+        "&amp;lt; x",
+        "<skipped> y",
+        ".<skipped>.",
+    ]
+    for line in lines:
         assert tokenize_13a(line) == Tokenizer13a()(line), repr(line)
+    # all lines at once: lines where marks touch and lines where none does (the fast rules), apart and mixed
+    untouched = [line for line in lines if not any(pair in line for pair in ("..", ".,", ",.", ",,"))]
+    for batch in (lines, untouched, [*untouched[:50], "a..b", *untouched[50:100]], ["x", "y\nz"], []):
+        assert tokens_13a(batch) == [Tokenizer13a()(line.rstrip()).split() for line in batch]
 
 
 def test_the_statistics_cache_keeps_its_file_names(tmp_path, monkeypatch):
