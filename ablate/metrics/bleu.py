@@ -54,14 +54,15 @@ def sentence_stats(hyps: Texts, refs: Texts, tokenize: Optional[str] = None) -> 
     references = _reference_ngrams(split, refs)
     rows = []
     for tokens, (ref_ngrams, ref_len) in zip(split(hyps), references):
-        hyp_len = len(tokens)
+        hyp_len, shifted = len(tokens), [tokens[i:] for i in range(ORDER)]
         row = [hyp_len, ref_len]
         for n, ref_n in enumerate(ref_ngrams, 1):  # clipped matches: only shared n-grams count
-            counts = _ngrams(tokens, n)
-            if len(counts) == hyp_len - n + 1:  # each n-gram once: it matches where the reference has it
-                row.append(len(counts.keys() & ref_n.keys()))
+            grams = tokens if n == 1 else list(zip(*shifted[:n]))
+            unique = set(grams)
+            if len(unique) == len(grams):  # each n-gram once: it matches where the reference has it
+                row.append(len(ref_n.keys() & unique))
             else:
-                row.append(sum([min(c, ref_n[g]) for g, c in counts.items() if g in ref_n]))
+                row.append(sum([min(c, ref_n[g]) for g, c in Counter(grams).items() if g in ref_n]))
         rows.append(row + [max(hyp_len - n, 0) for n in range(ORDER)])  # L tokens: L - n + 1 n-grams
     return np.array(rows, dtype=np.float64).reshape(len(hyps), 2 + 2 * ORDER)
 
