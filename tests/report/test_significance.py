@@ -276,6 +276,7 @@ def test_sweep_comparisons_mark_what_differs(variant_sweep):
 def test_resampling_many_trials_at_once_is_exact_and_done_once_per_trial():
     rng = np.random.default_rng(0)
     counts = [rng.integers(0, 30, size=(50, 10)).astype(np.float64) for _ in range(70)]  # two matrix products
+    counts.append(rng.integers(0, 10**6, size=(50, 10)).astype(np.float64))  # sums past 2^24: in float64
     scores = rng.random((50, 2))  # not whole numbers: resampled one by one
     resamples = sig.Resamples(50, 200)
     many = resamples.bleu_many(counts + [scores])
