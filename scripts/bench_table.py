@@ -10,8 +10,9 @@ and prints, for each, CPU seconds (user + system of the child) and peak resident
 
     python scripts/bench_table.py /tmp/table-1000 --trials 1000
 
-The first render fills each trial's score cache (``.ablate-cache/`` in the trial folder); the second
-reads it back.
+The renders use a fresh, empty statistics cache (``ABLATE_CACHE``, a temporary folder): the first
+render scores every trial's hypotheses and fills it, the second reads it back. The two renders must
+print the same table.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -64,16 +66,17 @@ def _make_distinct(hyps: Path, index: int) -> None:
         path.write_bytes(gzip.compress("\n".join(lines).encode("utf-8")))
 
 
-def time_table(folder: Path) -> tuple[float, float, float]:
-    """CPU seconds, wall seconds and peak RSS (MB) of one ``ablate table FOLDER --format md`` process."""
+def time_table(folder: Path, cache: Path) -> tuple[float, float, float, bytes]:
+    """CPU seconds, wall seconds, peak RSS (MB) and output of one ``ablate table FOLDER --format md`` process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     cmd = [sys.executable, "-m", "ablate", "table", str(folder), "--format", "md"]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=os.environ.copy())
+    env = {**os.environ, "ABLATE_CACHE": str(cache)}
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, env=env).stdout
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return cpu, wall, after.ru_maxrss / 1024  # Linux: KiB
+    return cpu, wall, after.ru_maxrss / 1024, out  # Linux: KiB; the largest child so far
 
 
 def main() -> None:
@@ -83,9 +86,14 @@ def main() -> None:
     parser.add_argument("--source", type=Path, default=Path("results/mission-cpu"))
     args = parser.parse_args()
     make_folder(args.source, args.out, args.trials)
-    for label in ("first render (cold cache)", "second render (warm cache)"):
-        cpu, wall, rss = time_table(args.out)
-        print(f"{label}: {cpu:.1f} CPU-s, {wall:.1f} s wall, peak {rss:.0f} MB")
+    outputs = []
+    with tempfile.TemporaryDirectory() as cache:
+        for label in ("first render (cold cache)", "second render (warm cache)"):
+            cpu, wall, rss, out = time_table(args.out, Path(cache))
+            outputs.append(out)
+            print(f"{label}: {cpu:.1f} CPU-s, {wall:.1f} s wall, peak {rss:.0f} MB (largest render so far)")
+    if outputs[0] != outputs[1]:
+        sys.exit("the two renders printed different tables")
 
 
 if __name__ == "__main__":

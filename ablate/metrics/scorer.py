@@ -155,9 +155,7 @@ def _on_disk(key: tuple, compute: Any) -> np.ndarray:
     cache only saves time)."""
     digest = hashlib.sha256()
     for part in key:
-        for text in part if isinstance(part, tuple) else (part,):
-            digest.update(b"\0" if text is None else str(text).encode("utf-8") + b"\n")
-        digest.update(b"\1")  # parts apart: ("a", "") and ("", "a") differ
+        digest.update(_key_bytes(part if isinstance(part, tuple) else (part,)) + b"\1")  # parts apart
     path = (
         Path(os.environ.get(CACHE_ENV) or "~/.cache/ablate").expanduser() / "statistics" / f"{digest.hexdigest()}.npy"
     )
@@ -175,3 +173,15 @@ def _on_disk(key: tuple, compute: Any) -> np.ndarray:
     except OSError:
         pass
     return stats
+
+
+def _key_bytes(texts: tuple) -> bytes:
+    """Each text and a newline (None: a zero byte), as one string: a part of the cache key's digest.
+
+    Hashed as one update, not one per text (the same bytes, so the same digest and cache file)."""
+    if texts:
+        try:
+            return ("\n".join(texts) + "\n").encode("utf-8")
+        except TypeError:  # a None or a number among them
+            pass
+    return b"".join(b"\0" if t is None else str(t).encode("utf-8") + b"\n" for t in texts)

@@ -9,6 +9,7 @@ naming the file, so the table lists the trial with that reason instead of testin
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 from ablate.errors import AblateError
@@ -35,7 +36,9 @@ def read_texts(folder: Path) -> dict[str, list[str]]:
     if not folder.is_dir():
         return {}
     texts: dict[str, list[str]] = {}
-    for path in sorted(folder.glob("*.txt.gz")) + sorted(folder.glob("*.txt")):
+    names = [entry.name for entry in os.scandir(folder)]  # one listing (a glob per pattern lists it again)
+    gzipped, plain = sorted(n for n in names if n.endswith(".txt.gz")), sorted(n for n in names if n.endswith(".txt"))
+    for path in [folder / n for n in gzipped + plain]:
         where = f"{folder.name}/{path.name}"
         try:
             if path.name.endswith(".gz"):

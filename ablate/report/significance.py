@@ -125,6 +125,10 @@ def sentence_stats(hyps: Sequence[str], refs: Sequence[str], tokenize: Optional[
 class Resamples:
     """One split's bootstrap resamples of sentences, shared by every trial and comparison.
 
+    :meth:`shared` keeps one per ``(n, samples, seed)`` in the process, and each keeps the resampled
+    scores of the statistics it has seen (by identity: :func:`ablate.metrics.scorer.statistics` gives
+    one array per text), so a table's two-row re-runs (:func:`compare_alone`) resample nothing again.
+
     Args:
         n: sentences in the split.
         samples: bootstrap resamples.
@@ -135,13 +139,62 @@ class Resamples:
         rng = np.random.default_rng(seed)
         self.n, self.samples = n, samples
         self.weights = rng.multinomial(n, np.full(n, 1.0 / n), size=samples).astype(np.float64)  # (B, n)
+        self._seen: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._weights32: Optional[np.ndarray] = None
+
+    @staticmethod
+    @functools.lru_cache(maxsize=4)
+    def shared(n: int, samples: int, seed: int = SEED) -> Resamples:
+        """The process's one :class:`Resamples` of these parameters (the same weights as a new one)."""
+        return Resamples(n, samples, seed)
+
+    def _single(self) -> np.ndarray:
+        """The weights in float32 (made once): exact for counts whose weighted sums stay below 2^24."""
+        if self._weights32 is None:
+            self._weights32 = self.weights.astype(np.float32)
+        return self._weights32
 
     def bleu(self, stats: np.ndarray, score: Score = bleu_from_stats) -> np.ndarray:
         """(B,) corpus score (BLEU, or ``score`` of the metric's statistics) of one trial's (n, k)
         statistics under each resample."""
-        if stats.shape[0] != self.n:
-            raise ReportError(f"hypotheses cover {stats.shape[0]} sentences, the split has {self.n}")
-        return score(self.weights @ stats)
+        return self.bleu_many([stats], score)[0]
+
+    def bleu_many(self, stats: Sequence[np.ndarray], score: Score = bleu_from_stats) -> list[np.ndarray]:
+        """:meth:`bleu` of each of several trials' (n, k) statistics; whole-number statistics (counts,
+        as BLEU's and chrF's are) are resampled together in one matrix product, exact in float64."""
+        if any(s.shape[0] != self.n for s in stats):
+            bad = next(s.shape[0] for s in stats if s.shape[0] != self.n)
+            raise ReportError(f"hypotheses cover {bad} sentences, the split has {self.n}")
+        name = getattr(score, "__qualname__", repr(score))
+        todo = [s for s in {id(s): s for s in stats}.values() if self._seen.get((id(s), name), (None,))[0] is not s]
+        counts = [s for s in todo if s.ndim == 2 and np.array_equal(s, np.rint(s))]
+        summed = dict(_resample_counts(self.weights, counts, self._single()))
+        for s in todo:
+            boot = score(summed[id(s)] if id(s) in summed else self.weights @ s)
+            if len(self._seen) >= 4096:
+                self._seen.clear()
+            self._seen[(id(s), name)] = (s, boot)
+        return [self._seen[(id(s), name)][1] for s in stats]
+
+
+def _resample_counts(
+    weights: np.ndarray, stats: Sequence[np.ndarray], single: np.ndarray, chunk: int = 64
+) -> Iterable[tuple[int, np.ndarray]]:
+    """``(id(s), weights @ s)`` for each (n, k) ``s``, ``chunk`` trials per matrix product: (B, n) @ (n, chunk·k).
+
+    Whole-number statistics and weights make every product and sum an exact float64 integer (below
+    2^53), so the result is the one ``weights @ s`` gives, bit for bit; where every sum stays below
+    2^24 (a row of weights sums to n) it is exact in float32 too, and ``single`` (the weights in
+    float32) computes it in half the time."""
+    for start in range(0, len(stats), chunk):
+        part = np.concatenate(stats[start : start + chunk], axis=1)
+        widths = np.cumsum([0] + [s.shape[1] for s in stats[start : start + chunk]])
+        if weights.shape[1] * float(np.abs(part).max(initial=0.0)) < 2**24:
+            product = (single @ part.astype(np.float32)).astype(np.float64)  # (B, sum k)
+        else:
+            product = weights @ part
+        for s, lo, hi in zip(stats[start : start + chunk], widths[:-1], widths[1:]):
+            yield id(s), np.ascontiguousarray(product[:, lo:hi])
 
 
 def bootstrap_p(deltas: np.ndarray, observed: float) -> float:
@@ -559,9 +612,12 @@ class SplitScores:
         sizes = {s.shape[0] for ts in self.rows.values() for _, s in ts}
         if len(sizes) > 1:
             raise ReportError(f"{split}: hypotheses cover different numbers of sentences ({sorted(sizes)})")
-        resamples = Resamples(sizes.pop(), samples) if sizes else None
+        resamples = Resamples.shared(sizes.pop(), samples) if sizes else None
         self.bleu = {r: [float(score(s.sum(0))) for _, s in ts] for r, ts in self.rows.items()}
-        self.boot = {r: [resamples.bleu(s, score) for _, s in ts] for r, ts in self.rows.items()} if resamples else {}
+        self.boot = {}
+        if resamples is not None:
+            boots = iter(resamples.bleu_many([s for ts in self.rows.values() for _, s in ts], score))
+            self.boot = {r: [next(boots) for _ in ts] for r, ts in self.rows.items()}
         self.seeds = {r: [str(seed) for seed, _ in ts] for r, ts in self.rows.items()}
         self._fit()
 

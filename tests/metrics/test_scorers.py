@@ -203,3 +203,49 @@ def test_statistics_are_scored_once_per_text_across_processes(tmp_path, monkeypa
     scorer_module._CACHE.clear()
     changed = scorer_module.statistics(_Counting(), ["a man", "two dogs"], refs)
     assert _Counting.calls == 2 and changed[0, 0] == 2
+
+
+def test_the_13a_tokenizer_is_sacrebleus_on_real_and_random_lines(real_lines):
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    from ablate.metrics.bleu import tokenize_13a, tokens_13a
+
+    rng = random.Random(3)
+    alphabet = list(".,-0123456789 aZé&;quotamplgt<>skipped\t/\\{}~[]`^_!\"#$%()*+:=?@'|\u2028\u00a0\x1c")
+    randoms = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(20000)]
+    lines = [
+        *real_lines[0],
+        *real_lines[1],
+        *randoms,
+        "a..b",
+        "1.,2",
+        "3-4",
+        "&amp;lt; x",
+        "<skipped> y",
+        ".<skipped>.",
+    ]
+    for line in lines:
+        assert tokenize_13a(line) == Tokenizer13a()(line), repr(line)
+    # all lines at once: lines where marks touch and lines where none does (the fast rules), apart and mixed
+    untouched = [line for line in lines if not any(pair in line for pair in ("..", ".,", ",.", ",,"))]
+    for batch in (lines, untouched, [*untouched[:50], "a..b", *untouched[50:100]], ["x", "y\nz"], []):
+        assert tokens_13a(batch) == [Tokenizer13a()(line.rstrip()).split() for line in batch]
+
+
+def test_the_statistics_cache_keeps_its_file_names(tmp_path, monkeypatch):
+    """The cache file is the sha256 of each text and a newline, a byte 1 after each part: a cache
+    written by an older ablate is still read."""
+    import hashlib
+
+    from ablate.metrics import scorer as scorer_module
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    scorer_module._CACHE.clear()
+    hyps, refs = ["a man rides", "two dogs"], ["a man rides a bike", "two dogs play"]
+    scorer_module.statistics(_Counting(), hyps, refs)
+    digest = hashlib.sha256()
+    for part in ("counting", _Counting().signature(), tuple(hyps), tuple(refs), None):
+        for text in part if isinstance(part, tuple) else (part,):
+            digest.update(b"\0" if text is None else str(text).encode("utf-8") + b"\n")
+        digest.update(b"\1")
+    assert [p.name for p in (tmp_path / "statistics").iterdir()] == [f"{digest.hexdigest()}.npy"]

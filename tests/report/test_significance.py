@@ -271,3 +271,36 @@ def test_sweep_comparisons_mark_what_differs(variant_sweep):
         assert comps[("E-learned", split)].seeds == (3, 2)  # its seed 3 is still running
         assert comps[("A-heads1", split)].significant(0.05)  # clearly worse
         assert comps[("A-heads1", split)].bleu < comps[("A-heads1", split)].base_bleu
+
+
+def test_resampling_many_trials_at_once_is_exact_and_done_once_per_trial():
+    rng = np.random.default_rng(0)
+    counts = [rng.integers(0, 30, size=(50, 10)).astype(np.float64) for _ in range(70)]  # two matrix products
+    counts.append(rng.integers(0, 10**6, size=(50, 10)).astype(np.float64))  # sums past 2^24: in float64
+    scores = rng.random((50, 2))  # not whole numbers: resampled one by one
+    resamples = sig.Resamples(50, 200)
+    many = resamples.bleu_many(counts + [scores])
+    for stats, boot in zip(counts + [scores], many):
+        assert np.array_equal(boot, bleu_from_stats(resamples.weights @ stats))  # bit for bit
+    again = resamples.bleu_many(counts[:3])
+    assert all(a is b for a, b in zip(again, many[:3]))  # the same trial's statistics are not resampled again
+    assert np.array_equal(sig.Resamples.shared(50, 200).weights, resamples.weights)
+    assert sig.Resamples.shared(50, 200) is sig.Resamples.shared(50, 200)
+
+
+def test_a_second_table_of_the_same_trials_scores_no_sentence(variant_sweep, tmp_path, monkeypatch):
+    """The first render scores each trial's hypotheses once and caches the statistics on disk; a second
+    render (a fresh process: the in-process cache emptied) reads them back and scores nothing."""
+    from ablate.metrics import bleu, scorer as scorer_module
+    from ablate.report.commands import make_table
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    scorer_module._CACHE.clear()
+    scored, real = [], bleu.sentence_stats
+    monkeypatch.setattr(bleu, "sentence_stats", lambda *a, **k: scored.append(len(a[0])) or real(*a, **k))
+    first = make_table(str(variant_sweep), "md", samples=100)
+    trials = len(scored)
+    assert trials >= len([p for p in variant_sweep.iterdir() if (p / "hyps").is_dir()])  # every trial's splits
+    scorer_module._CACHE.clear()
+    assert make_table(str(variant_sweep), "md", samples=100) == first
+    assert len(scored) == trials
