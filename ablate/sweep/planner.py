@@ -41,7 +41,7 @@ from ablate.sweep.search import (
     upfront,
 )
 from ablate.sweep.spec import SEED, SweepError, SweepSpec
-from ablate.sweep.state import SweepState, Trial, load_state, new_group, save_state
+from ablate.sweep.state import SweepState, Trial, load_state, new_group, save_state, undrawn_group
 from ablate.sweep.trial import (
     Outcome,
     live_metric,
@@ -257,10 +257,12 @@ class Planner:
             self.tick("checking trials", i + 1, len(self.state.trials))
 
     def preview(self) -> list[Trial]:
-        """The trials a fresh run would plan, validated, without touching the disk (bayes: the first)."""
-        self.state = SweepState(
-            name=self.spec.name, source=str(self.spec.path), signature="", group=new_group(self.spec.name)
-        )
+        """The trials a fresh run would plan, validated, without touching the disk (bayes: the first), with
+        the W&B group the run will use: the folder's own, or :func:`undrawn_group` before its first run."""
+        saved = load_state(self.out)
+        same = saved is not None and saved.group and saved.signature == signature(self.spec, self.opts)
+        group = saved.group if same and saved is not None else undrawn_group(self.spec.name)
+        self.state = SweepState(name=self.spec.name, source=str(self.spec.path), signature="", group=group)
         self.plan()
         if not upfront(self.spec):
             self.next_trial()

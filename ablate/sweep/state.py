@@ -148,6 +148,15 @@ def new_group(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:6]}"
 
 
+UNDRAWN = "xxxxxx"
+"""The 6 hex digits of a group a dry run shows for a folder no sweep has started in: they are drawn
+(:func:`new_group`) when the sweep first runs there, so a dry run never shows an id the run will not use."""
+
+
+def undrawn_group(name: str) -> str:
+    return f"{name}-{UNDRAWN}"
+
+
 def state_path(out_dir: Path) -> Path:
     return SweepFiles(out_dir).state
 

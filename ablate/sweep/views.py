@@ -5,6 +5,7 @@ Each function takes the console to print to (the CLI's; tests give a wide one).
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -18,7 +19,7 @@ from ablate.sweep.planner import Planner
 from ablate.sweep.progress import best_trial, clock
 from ablate.sweep.search import best_configuration
 from ablate.sweep.spec import SweepError, load_spec
-from ablate.sweep.state import SweepState, is_locked
+from ablate.sweep.state import SweepState, is_locked, undrawn_group
 
 FAILED = 1
 """Exit status of a sweep with a failed or unfinished trial (and of a dry run listing an invalid one)."""
@@ -101,6 +102,10 @@ def preview(console: Console, planner: Planner, progress: Optional[PlanProgress]
             progress.close()
     invalid = sum(t.status == RunStatus.FAILED for t in trials)
     console.print(f"{len(trials)} trials" + (f", {invalid} invalid" if invalid else ""), highlight=False)
+    if planner.state.group == undrawn_group(planner.spec.name):  # a status line: stdout keeps only the listing
+        sys.stderr.write(
+            f"W&B group {planner.state.group}: its digits are drawn when the sweep first runs in {planner.out}\n"
+        )
     return invalid
 
 

@@ -97,6 +97,19 @@ def test_a_comma_list_override_is_one_more_grid_axis(sweep_file, events, tmp_pat
     assert again.exit_code == 0 and "nothing to train" in again.output, again.output  # the same command resumes
 
 
+def test_a_dry_run_shows_the_w_and_b_group_the_run_uses(sweep_file, events, tmp_path):
+    # before the first run no group exists yet, so none is made up; after it, the folder's own
+    before = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "model.heads=4")
+    assert before.exit_code == 0 and "tracking.group=tiny-xxxxxx " in before.output, before.output
+    assert "W&B group tiny-xxxxxx: its digits are drawn when the sweep first runs in runs/tiny" in before.output
+    assert invoke("run", sweep_file, "--devices", "cpu", "model.heads=4", "train.max_steps=3").exit_code == 0
+    group = json.loads((tmp_path / "runs" / "tiny" / "sweep.json").read_text())["group"]
+    assert group.startswith("tiny-") and group != "tiny-xxxxxx"
+    after = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "model.heads=4", "train.max_steps=3")
+    listed = {word for word in after.output.split() if word.startswith("tracking.group=")}
+    assert listed == {f"tracking.group={group}"} and "xxxxxx" not in after.output, after.output
+
+
 def test_dry_run_refuses_a_variant_name_no_folder_can_hold(sweep_file, events, tmp_path):
     sweep_file.write_text(SWEEP.replace("name: wide", "name: " + "w" * 300))
     result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")
