@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -183,7 +184,7 @@ def test_preempted_trial_is_requeued_and_resumes_in_the_same_run(cluster, tmp_pa
     path.write_text(REQUEUE_SWEEP)
     out = tmp_path / "out"
     argv = [
-        "python",
+        sys.executable,  # this interpreter: the one with ablate's dependencies (a bare `python` may lack them)
         str(ROOT / "cli.py"),
         "sweep",
         "run",
@@ -211,7 +212,11 @@ def test_preempted_trial_is_requeued_and_resumes_in_the_same_run(cluster, tmp_pa
         log = trial_dir / "trial.log"
         return (trial_dir / "wandb_id.txt").exists() and log.exists() and "run dir:" in log.read_text(errors="replace")
 
-    _wait(lambda: state().get("job_id") and training(), 180, "the trial to start training", cluster)
+    def started() -> bool:
+        assert watcher.poll() is None, watcher.communicate()[0]  # the launcher died before the trial started
+        return bool(state().get("job_id")) and training()
+
+    _wait(started, 180, "the trial to start training", cluster)
     time.sleep(4)
     job = state()["job_id"]
     run_id = (trial_dir / "wandb_id.txt").read_text().strip()
