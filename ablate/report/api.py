@@ -32,8 +32,6 @@ def load(source: str, api: Any = None, metric: str = DEFAULT_METRIC) -> Sweep:
 def load_pooled(sources: Sequence[str], api: Any = None, metric: str = DEFAULT_METRIC) -> Sweep:
     """:func:`load` of several sources as one sweep: their trials pooled, so the seeds of one
     configuration trained by two sweeps (``calibration-cpu`` and ``calibration-cpu-17-32``) form one row."""
-    if len(sources) == 1:
-        return load(sources[0], api, metric)
     return aggregate([trial for source in sources for trial in with_metric(collect(source, api=api), metric)])
 
 

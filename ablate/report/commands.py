@@ -67,9 +67,9 @@ class Test(str, Enum):
 # --------------------------------------------------------------------------------------
 
 
-def _write(out: Path, text: str, source: str) -> None:
-    """``text`` into the file ``out``, whole or not at all, never over or inside the source."""
-    write_output_text(out, text, local_folders(source))
+def _write(out: Path, text: str, *sources: str) -> None:
+    """``text`` into the file ``out``, whole or not at all, never over or inside a source."""
+    write_output_text(out, text, [folder for source in sources for folder in local_folders(source)])
     log.info("wrote %s", out)
 
 
@@ -224,8 +224,7 @@ def calibrate_command(
     sweep = load_pooled(sources)
     text = to_markdown(calibrate(sweep, split, alpha, tuple(k or KS), draws, shift, relabellings=relabellings))
     if out is not None:
-        write_output_text(out, text, folders)
-        log.info("wrote %s", out)
+        _write(out, text, *sources)
     sys.stdout.write(text)
 
 
