@@ -2,7 +2,7 @@
 
 Each is the command of the same name as a function that returns an object instead of printing:
 :func:`train` calls :func:`ablate.training.train.train` (the one ``ablate train`` calls), ``ablate.sweep``
-is :func:`ablate.sweep.api.run` (``ablate sweep run``), :func:`table` and :func:`plot` call
+is :func:`ablate.sweep.run` (``ablate sweep run``), :func:`table` and :func:`plot` call
 :mod:`ablate.report.api` (``ablate table`` / ``ablate plot``). ``import ablate`` loads none of this:
 the package resolves these names on first use (``ablate/__init__.py``), and this module imports
 torch, Lightning and the report only inside the functions.
@@ -20,7 +20,7 @@ from typing import Any, Iterator, Optional, Sequence, Union
 from ablate.record import DEV_BLEU, TEST_BLEU
 
 Source = Union[str, Path, Any]
-"""A sweep folder, a results folder, ``wandb:<entity>/<project>/<group>``, or a :class:`~ablate.sweep.api.SweepRun`."""
+"""A sweep folder, a results folder, ``wandb:<entity>/<project>/<group>``, or a :class:`~ablate.sweep.SweepRun`."""
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,7 @@ def train(
     import yaml
 
     from ablate.config import load_config, to_dict
-    from ablate.sweep.wandb_command import expand_variant
+    from ablate.sweep.spec import expand_variant
 
     cfg = load_config(config, expand_variant(overrides or []))  # a W&B sweep agent passes `variant=...`
     if print_config:

@@ -42,7 +42,7 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
     The code under test may catch the interrupt (a trainer's graceful stop, ``CliRunner``) and go on;
     the session stops after the current test, and the timer ends whatever is still running.
     Handlers that chain to the one before them (Lightning's signal connector,
-    :class:`ablate.sweep.process.signals_raise_interrupt`) reach this one.
+    :class:`ablate.sweep.local.signals_raise_interrupt`) reach this one.
     """
     for session in _SESSION:
         session.shouldstop = f"signal {signum}"

@@ -128,7 +128,7 @@ def test_the_run_record_imports_only_errors_and_utils():
 # Where a status word is another system's vocabulary, not a run's status (module -> literals).
 FOREIGN_WORDS = {
     "ablate.report.wandb_records": {"finished", "failed", "running", "pending"},  # W&B run states, mapped to ours
-    "ablate.sweep.search": {"finished", "failed", "running"},  # the W&B sweeps engine's run states
+    "ablate.sweep.planner": {"finished", "failed", "running"},  # the W&B sweeps engine's run states
 }
 
 

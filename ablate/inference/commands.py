@@ -179,7 +179,7 @@ def sync(
     entity: Optional[str] = typer.Option(None, "--entity", help="Upload into this W&B entity."),
 ) -> None:
     """Upload every trial's offline W&B run (`wandb sync`), skipping those already uploaded."""
-    from ablate.sweep.sync import SyncError, sync as run_sync
+    from ablate.sweep.wandb_server import SyncError, sync as run_sync
 
     try:
         run_sync(folder, project, entity, echo=log.info)

@@ -1,34 +1,147 @@
-"""Sweeps: W&B sweep files run locally over every device slot (resumable, one process per
-trial), or through a W&B server across machines.
+"""Sweeps: W&B sweep files run locally over every device slot (resumable, one process per trial), on SLURM
+or Ray, or through a W&B server across machines; called, ``ablate.sweep("sweeps/x.yaml")`` is :func:`run`.
 
-Modules: ``spec`` (load and validate sweep files, variants), ``search`` (W&B's grid/random/bayes),
-``trial`` (names, overrides, outcomes), ``state`` (the sweep folder on disk), ``planner`` (which
-trials, in which order, retries, hyperband), ``executor`` (the protocol of a launcher backend),
-``executors`` (the ``--launcher`` registry), ``local`` (processes on device slots: ``slots``,
-``process``), ``slurm`` (jobs through submitit: ``slurm_job``), ``launcher`` (the one loop),
-``progress`` (live display), ``wandb_agent`` (``wandb.sweep`` / ``wandb.agent``), ``views`` (what the
-CLI prints), ``commands`` (the ``ablate sweep`` CLI), ``api`` (``ablate.sweep(...)`` from Python).
+Modules: ``spec`` (the sweep file: validation, variants, points, its W&B form), ``state`` (the sweep
+folder: ``sweep.json``, locks, how a trial ended), ``planner`` (which trials, in which order, retries,
+W&B's search, hyperband), ``local`` (the executor protocol; processes on device slots), ``slurm`` and
+``ray_cluster`` (their executors), ``launcher`` (the one loop, the ``--launcher`` registry, live
+progress), ``wandb_server`` (``wandb.sweep`` / ``wandb.agent``, ``ablate sync``), ``commands`` (the
+``ablate sweep`` CLI).
 """
+
+from __future__ import annotations
 
 import sys
 import types
-from typing import Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
 
-from ablate.sweep.spec import SweepError, SweepSpec, load_spec
+from ablate.record import RunStatus
+from ablate.sweep.spec import SweepError, SweepSpec, load_spec, safe_name
+from ablate.utils.io import atomic_write_text
 
-__all__ = ["SweepError", "SweepSpec", "load_spec"]
+__all__ = ["SweepError", "SweepRun", "SweepSpec", "load_spec", "run"]
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """A sweep folder after :func:`run`: where it is (``out``: ``ablate.table(out)`` reads it), its
+    ``sweep.json`` (``state``: :class:`~ablate.sweep.state.SweepState`), and whether it was ``interrupted``
+    (run again to resume)."""
+
+    out: Path
+    state: Any
+    interrupted: bool = False
+
+    @property
+    def trials(self) -> dict[str, str]:
+        """Trial name -> status (``finished``, ``failed``, ...)."""
+        return {t.name: t.status for t in self.state.trials}
+
+    @property
+    def finished(self) -> bool:
+        """Every trial finished."""
+        return not self.interrupted and all(status == RunStatus.FINISHED for status in self.trials.values())
+
+    def __repr__(self) -> str:
+        counts: dict[str, int] = {}
+        for status in self.trials.values():
+            counts[status] = counts.get(status, 0) + 1
+        summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no trials"
+        return f"SweepRun({str(self.out)!r}: {summary}{', interrupted' if self.interrupted else ''})"
+
+
+def _spec_file(file_or_dict: Union[str, Path, dict[str, Any]], out: Optional[Path]) -> Path:
+    """The sweep file to run: ``file_or_dict`` itself, or a dict written to ``<out>/sweep.yaml`` (so the
+    folder names its sweep file as a run from the command line does)."""
+    if not isinstance(file_or_dict, dict):
+        return Path(file_or_dict)
+    import yaml
+
+    name = safe_name(str(file_or_dict.get("name") or "sweep"))  # as load_spec names it
+    folder = Path(out) if out is not None else Path("runs") / name
+    path = folder / "sweep.yaml"
+    text = yaml.safe_dump(file_or_dict, sort_keys=False)
+    if path.exists() and path.read_text(encoding="utf-8") != text:
+        raise SweepError(f"{folder} holds another sweep (its sweep.yaml differs from this dict); pass another out=")
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text)
+    return path
+
+
+def run(
+    file_or_dict: Union[str, Path, dict[str, Any]],
+    overrides: Sequence[str] = (),
+    *,
+    out: Union[str, Path, None] = None,
+    parallel: int = 1,
+    devices: str = "auto",
+    gpus_per_trial: int = 1,
+    max_trials: Optional[int] = None,
+    retry_failed: bool = False,
+    config: Union[str, Path, None] = None,
+    quiet: bool = False,
+) -> SweepRun:
+    """Run a sweep on this machine, as ``ablate sweep run FILE [OVERRIDES] --out OUT --parallel N`` does:
+    every trial its own ``python -m ablate train`` process over the device slots; rerunning resumes.
+
+    Args:
+        file_or_dict: a sweep file (W&B format) or the same as a dict.
+        overrides: ``key=value`` for every trial; ``key=a,b`` adds a grid axis.
+        out: the sweep folder (default ``runs/<sweep name>``).
+        parallel: trials at once on CPU (cores split evenly), or per GPU group.
+        devices: ``auto``, ``cpu`` or GPU ids (``0,1``).
+        gpus_per_trial: GPUs per trial (DDP when more than one).
+        max_trials: run at most this many trials.
+        retry_failed: run failed trials again.
+        config: a base YAML config for every trial.
+        quiet: print nothing (the trials still write their ``trial.log``).
+
+    Raises:
+        SweepError / ConfigError: a bad sweep, override or option, before any trial starts.
+    """
+    from rich.console import Console
+
+    from ablate.sweep.launcher import Launcher, Progress, make_executor
+    from ablate.sweep.local import ExecutorArgs, plan_slots
+    from ablate.sweep.planner import (
+        TRIAL_LIMIT,
+        LaunchOptions,
+        check_overrides,
+        check_trial_count,
+        default_out,
+        trial_cap,
+    )
+    from ablate.sweep.spec import axis_overrides, split_axes, with_axes
+
+    plain, axes = split_axes(check_overrides([str(o) for o in overrides]))
+    plan_slots(devices, gpus_per_trial, parallel)  # a bad device option fails before a dict is written
+    spec = with_axes(load_spec(_spec_file(file_or_dict, None if out is None else Path(out))), axes)
+    opts = LaunchOptions(
+        out=Path(out) if out is not None else default_out(spec),
+        slots=[],
+        overrides=plain,
+        axes=axis_overrides(axes),
+        config=None if config is None else Path(config),
+        retry_failed=retry_failed,
+        max_trials=max_trials,
+        trial_limit=TRIAL_LIMIT,
+    )
+    args = ExecutorArgs(name=spec.name, devices=devices, gpus_per_trial=gpus_per_trial, parallel=parallel)
+    executor = make_executor("local", args, opts)  # as `ablate sweep run --launcher local`
+    check_trial_count(spec, trial_cap(spec, max_trials), TRIAL_LIMIT)
+    progress = Progress(Console(quiet=quiet), spec.metric, spec.goal)
+    result = Launcher(spec, opts, progress, executor).run()
+    return SweepRun(opts.out, result.state, result.interrupted)
 
 
 class _CallablePackage(types.ModuleType):
-    """``ablate.sweep`` is this package and, called, :func:`ablate.sweep.api.run`: ``ablate.sweep("sweeps/x.yaml")``.
+    """``ablate.sweep`` is this package and, called, :func:`run`: one name for both, because importing any
+    ``ablate.sweep.*`` module binds ``ablate.sweep`` to the package, which would shadow a function of that
+    name on ``ablate``."""
 
-    One name for both, because importing any ``ablate.sweep.*`` module binds ``ablate.sweep`` to the
-    package, which would shadow a function of that name on ``ablate``.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from ablate.sweep.api import run
-
+    def __call__(self, *args: Any, **kwargs: Any) -> SweepRun:
         return run(*args, **kwargs)
 
 

@@ -1,18 +1,19 @@
 """The sweep loop: the planner hands out trials, an executor runs them, until every trial is done.
 
-One loop for every backend. Each tick it asks the executor (:mod:`ablate.sweep.executor`) which
-attempts ended and lets the planner (:mod:`ablate.sweep.planner`) record them (finished, failed,
-or relaunched); it ends attempts hyperband drops; then it starts the planner's next trials while
-the executor has room. A crash, out-of-memory error or NaN ends only that trial; so does a hang: an
-attempt past its time limit (``--trial-timeout``, by default derived from its budget:
-:func:`ablate.sweep.trial.time_limit`) is stopped and its ``summary.json`` says ``timeout``, and one
-whose log and record stop moving for ``--stall-warning`` seconds is named on stderr. The sweep's state
-is saved after every change; rerunning the same command skips finished trials, adopts what a
-previous launcher left running (SLURM jobs) or stops it (local processes), and resumes
-interrupted trials in their own folder (the trainer resumes from its checkpoint).
+One loop for every backend (:data:`EXECUTORS`, the ``--launcher`` registry). Each tick it asks the executor
+which attempts ended and lets the planner (:mod:`ablate.sweep.planner`) record them (finished, failed, or
+relaunched); it ends attempts hyperband drops; then it starts the planner's next trials while the executor
+has room. A crash, out-of-memory error or NaN ends only that trial; so does a hang: an attempt past its
+time limit (``--trial-timeout``, by default derived from its budget: :func:`ablate.sweep.planner.time_limit`)
+is stopped and its ``summary.json`` says ``timeout``, and one whose log and record stop moving for
+``--stall-warning`` seconds is named on stderr. The state is saved after every change; rerunning the same
+command skips finished trials, adopts what a previous launcher left running (SLURM jobs) or stops it
+(local processes), and resumes interrupted trials in their own folder (from their checkpoint).
 
-Ctrl-C (or SIGTERM, SIGHUP) stops the running attempts, which checkpoint and resume on rerun;
-where attempts outlive the launcher (SLURM jobs), it only stops watching them.
+Ctrl-C (or SIGTERM, SIGHUP) stops the running attempts, which checkpoint and resume on rerun; where
+attempts outlive the launcher (SLURM jobs), it only stops watching them. On a terminal a ``rich`` live
+panel (:class:`Progress`) shows trials done / running / failed, elapsed, ETA and the best so far;
+elsewhere (a log file, CI) only the one-line events are printed.
 """
 
 from __future__ import annotations
@@ -21,21 +22,173 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Protocol
 
-import ablate.sweep.process as process  # the module, not the package: ablate.sweep (callable) imports ablate.sweep.api
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
 from ablate.config import read_yaml
+from ablate.errors import did_you_mean
 from ablate.record import RunFiles, RunStatus
-from ablate.sweep.executor import Executor, Exit, Handle, LaunchRefused
-from ablate.sweep.local import LocalExecutor
-from ablate.sweep.options import GRID_LIMIT, LaunchOptions, SweepResult, TrialCommand, default_out, trainer_command  # noqa: F401 - re-exported
-from ablate.sweep.planner import Planner, check_trial_count, signature  # noqa: F401 - re-exported
-from ablate.sweep.progress import Progress, clock
-from ablate.sweep.spec import SweepSpec
-from ablate.sweep.state import SweepLock, SweepState, Trial
-from ablate.sweep.trial import outcome, record_timeout
+from ablate.sweep.local import (
+    Executor,
+    ExecutorArgs,
+    Exit,
+    Handle,
+    LaunchRefused,
+    LocalExecutor,
+    signals_raise_interrupt,
+)
+from ablate.sweep.planner import LaunchOptions, Planner, SweepResult, trainer_command
+from ablate.sweep.ray_cluster import RayExecutor
+from ablate.sweep.slurm import SlurmExecutor
+from ablate.sweep.spec import SweepError, SweepSpec
+from ablate.sweep.state import SweepLock, SweepState, Trial, best_trial, outcome, record_timeout
 
 log = logging.getLogger(__name__)
+
+
+class ExecutorClass(Protocol):
+    """What a registry entry is: a class that builds its executor from the command line (docs/extending.md has
+    a worked example of a new one)."""
+
+    def from_args(self, args: ExecutorArgs, opts: LaunchOptions) -> Executor: ...
+
+
+EXECUTORS: dict[str, ExecutorClass] = {
+    "local": LocalExecutor,  # processes over this machine's GPU/CPU slots
+    "slurm": SlurmExecutor,  # one batch job per trial through submitit, from a login node
+    "ray": RayExecutor,  # one Ray task per trial on a Ray cluster (the optional extra ablate[ray])
+}
+"""``--launcher`` name -> executor class (with ``from_args``); the CLI's choices, help and did-you-mean come from here."""
+
+
+def executor_class(name: str) -> ExecutorClass:
+    """The registry entry ``--launcher NAME`` names (a one-line error with did-you-mean for another name)."""
+    if name not in EXECUTORS:
+        hint = did_you_mean(name, EXECUTORS, cutoff=0.4)
+        raise SweepError(f"--launcher {name!r}: choose one of {', '.join(EXECUTORS)}{hint}")
+    return EXECUTORS[name]
+
+
+def make_executor(name: str, args: ExecutorArgs, opts: LaunchOptions) -> Executor:
+    """The executor ``--launcher NAME`` names, built from the command line's options."""
+    return executor_class(name).from_args(args, opts)
+
+
+# --------------------------------------------------------------------------------------
+# Live progress
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stats:
+    """A snapshot of a sweep's progress."""
+
+    total: int
+    finished: int
+    failed: int
+    running: int
+    elapsed_s: float
+    eta_s: Optional[float]
+    best: Optional[Trial]
+
+    @property
+    def done(self) -> int:
+        return self.finished + self.failed
+
+
+def stats(state: SweepState, goal: str, total: int, elapsed_s: float, slots: int, durations: list[float]) -> Stats:
+    """Counts, and an ETA from the mean duration of the trials this launcher finished."""
+    finished = state.count(RunStatus.FINISHED, RunStatus.STOPPED)
+    failed = state.count(RunStatus.FAILED)
+    running = state.count(RunStatus.RUNNING)
+    remaining = max(0, total - finished - failed)
+    eta = None
+    if durations and remaining:
+        mean = sum(durations) / len(durations)
+        eta = mean * remaining / max(1, min(slots, remaining))
+    elif not remaining:
+        eta = 0.0
+    return Stats(total, finished, failed, running, elapsed_s, eta, best_trial(state, goal))
+
+
+def clock(seconds: Optional[float]) -> str:
+    """``3725`` -> ``1:02:05``; ``None`` -> ``?``."""
+    if seconds is None:
+        return "?"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class Progress:
+    """Prints events and, on a terminal, keeps a live panel of the sweep up to date."""
+
+    def __init__(self, console: Optional[Console] = None, metric: Optional[str] = None, goal: str = "maximize"):
+        self.console = console or Console()
+        self.metric, self.goal = metric, goal
+        self._live: Optional[Live] = None
+        self._started = self._drawn = time.monotonic()
+
+    def start(self) -> None:
+        self._started = time.monotonic()
+        if self.console.is_terminal:
+            self._live = Live(console=self.console, auto_refresh=False, transient=True)
+            self._live.start()
+
+    def event(self, text: str, style: str = "") -> None:
+        self.console.print(Text(text, style=style))
+
+    def update(
+        self, state: SweepState, total: int, slots: int, durations: list[float], running: dict[str, float]
+    ) -> Stats:
+        """Redraw the panel. ``running``: trial name -> ``time.monotonic()`` at its start."""
+        now = time.monotonic()
+        snap = stats(state, self.goal, total, now - self._started, slots, durations)
+        if self._live is not None and now - self._drawn >= 0.5:  # redraw twice a second at most
+            self._drawn = now
+            self._live.update(self._render(snap, running, now), refresh=True)
+        return snap
+
+    def _render(self, snap: Stats, running: dict[str, float], now: float) -> Group:
+        head = Text.assemble(
+            ("done ", "bold"),
+            f"{snap.done}/{snap.total}  ",
+            ("running ", "bold"),
+            f"{snap.running}  ",
+            ("failed ", "bold"),
+            (f"{snap.failed}", "red" if snap.failed else ""),
+            "  ",
+            ("elapsed ", "bold"),
+            f"{clock(snap.elapsed_s)}  ",
+            ("ETA ", "bold"),
+            clock(snap.eta_s),
+        )
+        lines = [head]
+        if snap.best is not None and self.metric:
+            lines.append(Text(f"best {self.metric} = {snap.best.metric:.4g} ({snap.best.name})", style="green"))
+        if running:
+            table = Table(show_header=True, header_style="dim", box=None, pad_edge=False)
+            table.add_column(str(RunStatus.RUNNING))
+            table.add_column("for", justify="right")
+            for name, since in running.items():
+                table.add_row(name, clock(now - since))
+            lines.append(table)
+        return Group(*lines)
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
+# --------------------------------------------------------------------------------------
+# The loop
+# --------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -231,7 +384,7 @@ class Launcher:
                 "every trial runs to its budget",
                 "yellow",
             )
-        with SweepLock(self.out), process.signals_raise_interrupt():
+        with SweepLock(self.out), signals_raise_interrupt():
             self.planner.open()
             self._recover()
             skipped = self.planner.prepare()
@@ -281,10 +434,3 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except OSError:
         return 0.0
-
-
-def run_sweep(
-    spec: SweepSpec, opts: LaunchOptions, progress: Optional[Progress] = None, executor: Optional[Executor] = None
-) -> SweepResult:
-    """Run ``spec`` as ``opts`` says, on ``executor`` (default: this machine's ``opts.slots``); see :class:`Launcher`."""
-    return Launcher(spec, opts, progress, executor).run()

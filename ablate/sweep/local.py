@@ -1,38 +1,415 @@
-"""The local executor: every trial its own process on a device slot of this machine.
+"""Where trials run: the :class:`Executor` protocol every launcher backend implements, and this machine's.
 
-Each attempt is ``python -m ablate train`` started by :func:`ablate.sweep.process.start` (its own
-session, so one ``killpg`` stops it and its workers; it dies with the launcher) with the slot's
-``CUDA_VISIBLE_DEVICES`` and thread count (:mod:`ablate.sweep.slots`). Its pid and start time go
-into the trial's record, so a rerun after a crash recognises a survivor and stops it before the
-trial resumes in the same folder.
+The sweep's loop (:mod:`ablate.sweep.launcher`) decides nothing about processes or jobs; the planner
+(:mod:`ablate.sweep.planner`) decides nothing about where trials run. An executor only starts a trial's
+command somewhere, says when it ended and how, stops it when asked, and takes over trials a previous
+launcher left running. One class per backend, no shared base class (torchtune's "no implementation
+inheritance"); :data:`ablate.sweep.launcher.EXECUTORS` names them for ``--launcher``.
+
+The local executor runs every trial as its own ``python -m ablate train`` process on a device slot.
+Each is the leader of a new session, so one ``killpg`` stops it *and everything it started* (DDP ranks,
+data workers); on Linux it also asks the kernel for SIGTERM when the launcher dies
+(``PR_SET_PDEATHSIG``), so even a SIGKILLed launcher leaves no trainer behind; and its pid and start
+time go into ``sweep.json``, so a rerun recognises a survivor and stops it before the trial resumes.
+
+A slot on a GPU machine owns ``gpus_per_trial`` GPUs, given through ``CUDA_VISIBLE_DEVICES`` (DDP over
+them when more than one). On CPU, ``parallel`` slots share the cores evenly (``OMP_NUM_THREADS``), and
+idle OpenMP threads sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``): spinning threads burn the
+time slices other trials on the same cores need, and an oversubscribed trial slows down many times over
+(measured in ``docs/sweeps.md``).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shlex
 import signal
+import subprocess
+import sys
+import sysconfig
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
-import ablate.sweep.process as process  # the module: the package (callable) imports ablate.sweep.api
-from ablate.sweep.executor import Argv, ExecutorArgs, Exit, Handle, Polled
-from ablate.sweep.options import LOG_LIMIT, LaunchOptions
-from ablate.sweep.slots import Slot, plan_slots
+from ablate.record import LOG_FILE
+from ablate.sweep.spec import SweepError
 from ablate.sweep.state import Trial
-from ablate.sweep.trial import LOG
+
+Argv = Callable[[list[str]], list[str]]
+"""``(backend overrides) -> argv`` of one trial: the trial's command with what the backend adds
+(``train.devices=2`` for a two-GPU slot, ``train.nodes=2`` for a two-node job)."""
+LOG_LIMIT = 64 * 2**20
+"""Bytes of ``trial.log`` one attempt may fill (a trainer printing in a loop cannot fill the disk)."""
+CUT_MARK = b"\n[... ablate sweep cut this attempt's output here: trial.log keeps its first and last lines ...]\n"
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+"""The folder that holds this ``ablate`` package: a checkout, or site-packages when installed."""
+
+
+class LaunchRefused(SweepError):
+    """The backend would not start the trial (``sbatch`` refused the job): the trial is failed with the reason."""
+
+
+@dataclass
+class Handle:
+    """One started attempt of a trial, as its executor knows it.
+
+    Attributes:
+        trial: the trial (the executor records its own ids in it: ``pid``, ``job_id``).
+        where: where it runs, for the progress line (``"GPU 0"``, ``"SLURM job 12"``).
+        since: a ``summary.json`` older than this ``time.time()`` is an earlier attempt's (``None``: read any).
+        log_start: bytes of ``trial.log`` before this attempt.
+        tag: a short name for the end-of-trial line (``"job 12"``), when there is one.
+        ref: the executor's own (a process and its slot, a job id).
+    """
+
+    trial: Trial
+    where: str
+    since: Optional[float] = None
+    log_start: int = 0
+    tag: Optional[str] = None
+    ref: Any = None
+
+
+@dataclass(frozen=True)
+class Exit:
+    """How an attempt ended, as far as its backend can tell (the trial's ``summary.json`` says the rest).
+
+    Attributes:
+        code: the exit code :func:`ablate.sweep.state.outcome` reads: ``0``, a trainer's code, ``-N`` for
+            signal N, ``None`` when the process vanished.
+        lost: ended from outside (a signal, preempted, cancelled, node failure), not by the trial's own
+            error: the planner relaunches it (``--retries``) and it resumes from its checkpoint.
+        reason: the backend's words for a lost attempt (``"SLURM job 12 TIMEOUT"``); when retries are used
+            up, a lost attempt with a reason is recorded failed with it.
+    """
+
+    code: Optional[int]
+    lost: bool = False
+    reason: Optional[str] = None
+
+
+@dataclass
+class Polled:
+    """What one :meth:`Executor.poll` saw: the attempts that ended, and whether a trial's recorded state changed."""
+
+    ended: list[tuple[Handle, Exit]] = field(default_factory=list)
+    changed: bool = False
+
+
+@dataclass(frozen=True)
+class ExecutorArgs:
+    """What ``ablate sweep run`` was told about where trials run; each backend reads its own fields:
+    the local slots (``--devices``, ``--gpus-per-trial``: ``None`` when not given, 1 locally and 0 on
+    SLURM; ``--parallel``) and the SLURM job's shape (``--partition`` ... ``--slurm-arg``)."""
+
+    name: str = "sweep"
+    devices: str = "auto"
+    gpus_per_trial: Optional[int] = None
+    parallel: int = 1
+    partition: Optional[str] = None
+    nodes_per_trial: int = 1
+    max_concurrent: int = 8
+    time: str = "04:00:00"
+    cpus_per_trial: Optional[int] = None
+    mem: Optional[str] = None
+    signal_delay_s: int = 120
+    slurm_args: tuple[str, ...] = ()
+
+
+class Executor(Protocol):
+    """A launcher backend. The loop calls, in a trial's life: :meth:`start`, :meth:`poll` every tick (until it
+    reports the attempt ended), :meth:`release`; :meth:`stop` then :meth:`kill` to end an attempt early;
+    :meth:`adopt` once per trial a previous launcher left ``running``.
+
+    Attributes:
+        poll_s: seconds between two ticks of the loop.
+        outlives_launcher: attempts keep running when the launcher stops (SLURM jobs): Ctrl-C leaves them
+            running, and a rerun adopts them; otherwise Ctrl-C stops every attempt (they resume on rerun).
+        can_stop_early: :meth:`stop` lets the trial checkpoint and end, so hyperband's ``early_terminate`` applies.
+    """
+
+    poll_s: float
+    outlives_launcher: bool
+    can_stop_early: bool
+
+    def capacity(self) -> int:
+        """How many attempts may run at once."""
+
+    def describe(self) -> str:
+        """One line saying where trials run (``"slots: GPU 0, GPU 1"``)."""
+
+    def check(self) -> None:
+        """Fail with a one-line :class:`SweepError` before anything starts when the backend cannot run here."""
+
+    def start(self, trial: Trial, run_dir: Any, argv: Argv) -> Handle:
+        """Start one attempt of ``trial`` in ``run_dir``; raises :class:`LaunchRefused` when the backend says no."""
+
+    def poll(self, handles: list[Handle]) -> Polled:
+        """Look at the running attempts once (never blocks for long)."""
+
+    def stop(self, handle: Handle) -> None:
+        """Ask the attempt to save a checkpoint and end (SIGTERM)."""
+
+    def kill(self, handle: Handle) -> None:
+        """End the attempt now (SIGKILL); :meth:`poll` reports it soon after."""
+
+    def release(self, handle: Handle) -> None:
+        """The attempt has ended and been read back: free its place, forget its ids."""
+
+    def adopt(self, trial: Trial, say: Callable[[str], None]) -> Optional[Handle]:
+        """A trial a previous launcher left ``running``: a handle to keep watching it, or ``None`` once nothing of
+        it runs any more (the planner then reads back how it ended). ``say`` prints a progress line."""
+
+
+# --------------------------------------------------------------------------------------
+# Device slots
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One place a trial can run: its ``index`` among the slots; ``gpus`` for ``CUDA_VISIBLE_DEVICES``
+    (``()`` hides every GPU, ``None`` leaves the variable as it is); ``threads`` for the trial's torch."""
+
+    index: int
+    gpus: Optional[tuple[str, ...]]
+    threads: int
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        """``base`` with this slot's devices and thread count."""
+        env = dict(base)
+        if self.gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus)
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(self.threads)
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when torch starts, so it is set here
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def overrides(self) -> list[str]:
+        """Trainer overrides this slot needs: DDP over its GPUs when it has more than one."""
+        return [f"train.devices={len(self.gpus)}"] if self.gpus and len(self.gpus) > 1 else []
+
+    def describe(self) -> str:
+        return f"gpu {','.join(self.gpus)}" if self.gpus else f"cpu x{self.threads}"
+
+
+def cpu_count() -> int:
+    """Cores this process may use (respects affinity masks and containers' cpusets)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids a child may be given: ``CUDA_VISIBLE_DEVICES`` if set, else every CUDA device."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
+    try:
+        import torch
+    except ImportError:
+        return []
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def plan_slots(
+    devices: str = "auto",
+    gpus_per_trial: int = 1,
+    parallel: int = 1,
+    cores: Optional[int] = None,
+    gpus: Callable[[], list[str]] = visible_gpus,
+) -> list[Slot]:
+    """The slots for ``--devices`` (``auto``: every visible GPU, else CPU; ``cpu``; or GPU ids ``0,1,2,3``),
+    ``--gpus-per-trial`` and ``--parallel`` (trials at once on CPU, or per GPU group: small models share a
+    GPU); ``cores`` to share default to those this process may use, ``gpus`` lists the visible ids."""
+    if parallel < 1 or gpus_per_trial < 1:
+        raise SweepError("--parallel and --gpus-per-trial must be at least 1")
+    cores = cores or cpu_count()
+    spec = devices.strip().lower()
+    if spec == "auto":
+        ids, hide = gpus(), None
+    elif spec == "cpu":
+        ids, hide = [], ()
+    else:
+        ids = [d.strip() for d in devices.split(",") if d.strip()]
+        hide = None
+        if not ids or not all(d.isdigit() or d.startswith(("GPU-", "MIG-")) for d in ids):
+            raise SweepError(f"--devices {devices!r}: use auto, cpu, or GPU ids such as 0,1,2,3")
+        visible = gpus()
+        missing = [d for d in ids if d.isdigit() and d not in visible] if all(v.isdigit() for v in visible) else []
+        if missing:  # a trial given an absent GPU would train on CPU under its label
+            raise SweepError(
+                f"--devices {devices}: no GPU {', '.join(missing)} on this machine "
+                f"(visible: {','.join(visible) or 'none'}); use --devices auto, cpu, or visible ids"
+            )
+    if not ids:
+        if gpus_per_trial > 1:
+            raise SweepError(f"--gpus-per-trial {gpus_per_trial} needs GPUs, but none are visible")
+        return [Slot(i, hide, max(1, cores // parallel)) for i in range(parallel)]
+    if len(ids) < gpus_per_trial:
+        raise SweepError(f"--gpus-per-trial {gpus_per_trial} needs at least that many GPUs; visible: {','.join(ids)}")
+    groups = [tuple(ids[i : i + gpus_per_trial]) for i in range(0, len(ids) - gpus_per_trial + 1, gpus_per_trial)]
+    slots = [g for g in groups for _ in range(parallel)]
+    return [Slot(i, g, max(1, cores // len(slots))) for i, g in enumerate(slots)]
+
+
+# --------------------------------------------------------------------------------------
+# Trial processes
+# --------------------------------------------------------------------------------------
+
+
+def ablate_argv(*args: str) -> list[str]:
+    """``python -m ablate ARGS`` with this interpreter (the ``ablate`` command line in a child process)."""
+    return [sys.executable, "-m", "ablate", *args]
+
+
+def child_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with :data:`PACKAGE_ROOT` first on ``PYTHONPATH`` unless it is an installed path, so
+    ``python -m ablate`` in a child runs this same copy of the code (a checkout used without installing too)."""
+    installed = {str(Path(p).resolve()) for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"))}
+    if str(PACKAGE_ROOT) in installed:
+        return dict(env)
+    paths = [str(PACKAGE_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:  # not Linux: the launcher's own cleanup still stops its trials
+        pass
+
+
+def start_process(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+    """Start ``command`` in a session of its own, stdout and stderr appended to ``log_path`` (``env``
+    through :func:`child_env`)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            command,
+            env=child_env(env),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+
+
+def bound_log(log_path: Path, start: int, limit: int) -> bool:
+    """Keep the output a running trial appends to ``log_path`` from byte ``start`` on within ``limit`` bytes.
+
+    Past the limit the log keeps the attempt's first ``limit // 2`` bytes, :data:`CUT_MARK` and its last
+    ``limit // 4`` bytes, and grows again from there (the trial appends, so it writes on after the cut).
+    Returns whether it cut.
+    """
+    try:
+        size = log_path.stat().st_size
+        if limit <= 0 or size - start <= limit:
+            return False
+        head_end, keep = start + limit // 2, limit // 4
+        with open(log_path, "r+b") as log:
+            log.seek(max(head_end, size - keep))
+            tail = log.read()[-keep:] if keep else b""
+            newline = tail.find(b"\n")
+            log.truncate(head_end)
+            log.seek(head_end)
+            log.write(CUT_MARK + (tail[newline + 1 :] if 0 <= newline < len(tail) - 1 else tail))
+        return True
+    except OSError:
+        return False
+
+
+def start_time(pid: int) -> Optional[int]:
+    """The kernel's start time of ``pid`` (clock ticks since boot), or ``None`` if it is gone: pid and start
+    time together name a process uniquely (a pid is reused after a reboot or much later)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        if sys.platform.startswith("linux"):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return 0
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] == "Z" else int(fields[19])  # a zombie has finished
+
+
+def is_same_process(pid: Optional[int], started: Optional[int]) -> bool:
+    """Whether the process recorded as (``pid``, ``started``) is still running."""
+    return pid is not None and started is not None and start_time(pid) == started
+
+
+def stop_group(pid: int, grace_s: float = 30.0, proc: Optional[subprocess.Popen] = None) -> None:
+    """SIGTERM the trial's process group (its id is the trial's pid), wait up to ``grace_s`` for it to save
+    its state, then SIGKILL what is left; ``proc``, when the caller is the parent, is reaped too."""
+    signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if (proc.poll() is not None) if proc is not None else start_time(pid) is None:
+            break
+        time.sleep(0.05)
+    signal_group(pid, signal.SIGKILL)  # the rest of the group (workers, DDP ranks)
+    if proc is not None:
+        proc.wait()
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """Send ``sig`` to the trial's process group, ignoring a group that is already gone."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class signals_raise_interrupt:
+    """While running, SIGTERM and SIGHUP stop the sweep as Ctrl-C does (trials are stopped too).
+
+    On leaving, a signal received meanwhile is passed on to the handler that was there before when that
+    is a Python function (a host program's, a test session's); the default action is not taken again.
+    """
+
+    def __enter__(self) -> None:
+        self.saved: dict[int, Any] = {}
+        self.received: list[int] = []
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                self.saved[sig] = signal.signal(sig, self._raise_interrupt)
+
+    def _raise_interrupt(self, signum: int, frame: Any) -> None:
+        self.received.append(signum)
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(self.received):
+            if callable(self.saved.get(sig)):
+                self.saved[sig](sig, None)
+
+
+# --------------------------------------------------------------------------------------
+# The local executor
+# --------------------------------------------------------------------------------------
 
 
 class LocalExecutor:
-    """Runs attempts as processes over ``slots``, at most one per slot.
+    """Runs attempts as processes over ``slots`` (:func:`plan_slots`), at most one per slot.
 
     Args:
-        slots: where trials may run at once (:func:`ablate.sweep.slots.plan_slots`).
         poll_s: seconds between two looks at the processes.
         grace_s: seconds a survivor of a dead launcher gets to checkpoint when a rerun stops it.
         header: the first words of each attempt's block in ``trial.log``.
-        log_limit: bytes of ``trial.log`` one attempt may fill (:func:`ablate.sweep.process.bound_log`); 0: no limit.
+        log_limit: bytes of ``trial.log`` one attempt may fill (:func:`bound_log`); 0: no limit.
     """
 
     outlives_launcher = False
@@ -51,8 +428,8 @@ class LocalExecutor:
         self._busy: set[int] = set()
 
     @classmethod
-    def from_args(cls, args: ExecutorArgs, opts: LaunchOptions) -> LocalExecutor:
-        """From ``ablate sweep run``'s options."""
+    def from_args(cls, args: ExecutorArgs, opts: Any) -> LocalExecutor:
+        """From ``ablate sweep run``'s options (``opts``: its :class:`~ablate.sweep.planner.LaunchOptions`)."""
         slots = plan_slots(args.devices, 1 if args.gpus_per_trial is None else args.gpus_per_trial, args.parallel)
         return cls(slots, poll_s=opts.poll_s, grace_s=opts.grace_s, log_limit=opts.log_limit)
 
@@ -68,18 +445,18 @@ class LocalExecutor:
     def start(self, trial: Trial, run_dir: Path, argv: Argv) -> Handle:
         slot = next(s for s in self.slots if s.index not in self._busy)
         run_dir.mkdir(parents=True, exist_ok=True)
-        command = argv(slot.overrides())
-        with open(run_dir / LOG, "a") as log:
-            log.write(
+        command, log = argv(slot.overrides()), run_dir / LOG_FILE
+        with open(log, "a") as out:
+            out.write(
                 f"\n=== {self.header}: {trial.name}, attempt {trial.attempts + 1}, "
                 f"{slot.describe()}, {time.ctime()} ===\n$ {shlex.join(command)}\n"
             )
-        log_start, since = (run_dir / LOG).stat().st_size, time.time()
-        proc = process.start(command, slot.env(dict(os.environ)), run_dir / LOG)
+        log_start, since = log.stat().st_size, time.time()
+        proc = start_process(command, slot.env(dict(os.environ)), log)
         self._busy.add(slot.index)
-        trial.pid, trial.pid_start = proc.pid, process.start_time(proc.pid)
+        trial.pid, trial.pid_start = proc.pid, start_time(proc.pid)
         trial.devices = list(slot.gpus or [])
-        return Handle(trial, slot.describe(), since=since, log_start=log_start, ref=(proc, slot, run_dir / LOG))
+        return Handle(trial, slot.describe(), since=since, log_start=log_start, ref=(proc, slot, log))
 
     def poll(self, handles: list[Handle]) -> Polled:
         polled = Polled()
@@ -87,42 +464,40 @@ class LocalExecutor:
             code = handle.ref[0].poll()
             if code is not None:
                 polled.ended.append((handle, Exit(code, lost=code < 0)))
-            process.bound_log(handle.ref[2], handle.log_start, self.log_limit)
+            bound_log(handle.ref[2], handle.log_start, self.log_limit)
         return polled
 
     def stop(self, handle: Handle) -> None:
-        process.signal_group(handle.ref[0].pid, signal.SIGTERM)
+        signal_group(handle.ref[0].pid, signal.SIGTERM)
 
     def kill(self, handle: Handle) -> None:
-        process.signal_group(handle.ref[0].pid, signal.SIGKILL)
+        signal_group(handle.ref[0].pid, signal.SIGKILL)
 
     def release(self, handle: Handle) -> None:
         proc, slot, _ = handle.ref
-        process.signal_group(proc.pid, signal.SIGKILL)  # stray workers of an ended trial
+        signal_group(proc.pid, signal.SIGKILL)  # stray workers of an ended trial
         self._busy.discard(slot.index)
         handle.trial.pid = handle.trial.pid_start = None
 
     def adopt(self, trial: Trial, say: Callable[[str], None]) -> Optional[Handle]:
         """A process cannot be re-parented: stop a survivor (it checkpoints), and the trial resumes here."""
-        if process.is_same_process(trial.pid, trial.pid_start):
+        if trial.pid is not None and is_same_process(trial.pid, trial.pid_start):
             say(f"stopping {trial.name} (pid {trial.pid}) left running by a previous launcher")
-            assert trial.pid is not None
-            process.stop_group(trial.pid, self.grace_s)
+            stop_group(trial.pid, self.grace_s)
         trial.pid = trial.pid_start = None
         return None
 
-
-def run_to_end(executor: LocalExecutor, handle: Handle, grace_s: float = 30.0) -> Exit:
-    """Wait for one attempt to end (a poll loop, so Ctrl-C gets through); stop it if the wait is interrupted."""
-    ended: Optional[Exit] = None
-    try:
-        while ended is None:
-            polled = executor.poll([handle])
-            ended = polled.ended[0][1] if polled.ended else None
+    def run_to_end(self, handle: Handle) -> Exit:
+        """Wait for one attempt to end (a poll loop, so Ctrl-C gets through); stop it if the wait is interrupted."""
+        ended: Optional[Exit] = None
+        try:
+            while ended is None:
+                polled = self.poll([handle])
+                ended = polled.ended[0][1] if polled.ended else None
+                if ended is None:
+                    time.sleep(self.poll_s)
+        finally:
             if ended is None:
-                time.sleep(executor.poll_s)
-    finally:
-        if ended is None:
-            process.stop_group(handle.ref[0].pid, grace_s=grace_s, proc=handle.ref[0])
-        executor.release(handle)
-    return ended
+                stop_group(handle.ref[0].pid, grace_s=self.grace_s, proc=handle.ref[0])
+            self.release(handle)
+        return ended

@@ -1,82 +1,322 @@
-"""The planner: which trials a sweep runs, in which order, what becomes of each attempt, and the state file.
+"""The planner: which trials a sweep runs, in which order, and what becomes of each attempt.
 
-It knows nothing about processes or jobs (that is the executor's part, :mod:`ablate.sweep.executor`):
-it plans trials with W&B's search (:mod:`ablate.sweep.search`; grid and random up front, bayes one
-at a time as results arrive), checks each trial's config before anything runs (an impossible
-variant is recorded failed with the reason), hands out the next trial to start, reads back how an
-attempt ended and decides whether it is done, failed, or relaunched (``--retries``, for attempts
-ended from outside), feeds running trials' metrics to hyperband (``early_terminate``), and saves
-``sweep.json`` after every change.
+It knows nothing about processes or jobs (the executor's part, :mod:`ablate.sweep.local`). It plans
+trials as W&B's search would (grid and random up front, in W&B's order and from W&B's distributions:
+:mod:`ablate.sweep.spec`; bayes one at a time as results arrive, from W&B's own Gaussian process in the
+optional ``sweeps`` package, ``ablate[bayes]``, which pins numpy<2, also hyperband's ``early_terminate``),
+checks each trial's config before anything runs (an impossible variant is recorded failed with the
+reason), hands out the next trial to start, reads back how an attempt ended and decides whether it is
+done, failed, or relaunched (``--retries``, for attempts ended from outside), feeds running trials'
+metrics to hyperband, and saves ``sweep.json`` after every change.
 
 With a repeat seed (``seed: {repeat: N}``) each point the search proposes is a configuration that
-becomes N trials, one per seed, named as replicates (``lr=0.0044-seed=1``, ``lr=0.0044-seed=2``);
-the search is given one run per configuration (:func:`ablate.sweep.search.search_runs`), the
-caps count configurations, and hyperband stops a configuration's seeds together.
+becomes N trials, one per seed (``lr=0.0044-seed=1``, ``lr=0.0044-seed=2``); the engine is given one run
+per configuration whose metric is the mean over its finished seeds (:func:`search_runs`), so it neither
+chases a lucky seed nor proposes a configuration again; the caps count configurations, and hyperband
+stops a configuration's seeds together.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
+import random
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
-from ablate.config import ConfigError, flatten, load_config, read_yaml
+from ablate.config import ConfigError, flatten, load_config, parse_override, read_yaml, valid_keys
+from ablate.errors import did_you_mean
 from ablate.record import RunStatus
-from ablate.sweep.executor import Exit
-from ablate.sweep.options import GRID_LIMIT, LaunchOptions
-from ablate.sweep.progress import best_trial
-from ablate.sweep.search import (
+from ablate.sweep.local import LOG_LIMIT, Exit, Slot, ablate_argv
+from ablate.sweep.spec import (
+    BAYES_EXTRA,
+    SEED,
     Point,
-    best_configuration,
-    configuration_key,
-    load_engine,
-    next_points,
-    planned_configurations,
-    planned_trials,
-    replicates,
-    search_runs,
-    to_stop,
-    trial_cap,
-    upfront,
-)
-from ablate.sweep.spec import SEED, SweepError, SweepSpec
-from ablate.sweep.state import SweepState, Trial, load_state, new_group, save_state, undrawn_group
-from ablate.sweep.trial import (
-    Outcome,
-    live_metric,
-    outcome,
-    read_summary,
-    reported_history,
-    time_limit,
+    SweepError,
+    SweepSpec,
+    grid_key,
+    grid_points,
+    grid_size,
+    random_point,
     trial_name,
     trial_overrides,
 )
+from ablate.sweep.state import (
+    Outcome,
+    SweepState,
+    Trial,
+    best_configuration,
+    best_trial,
+    configuration,
+    configuration_key,
+    live_metric,
+    load_state,
+    new_group,
+    outcome,
+    read_summary,
+    replicate_metric,
+    replicate_status,
+    replicates,
+    reported_history,
+    save_state,
+    undrawn_group,
+)
+from ablate.utils.warning_filters import sweeps_engine
 
+TrialCommand = Callable[[Path, list[str]], list[str]]
+"""``(run_dir, overrides) -> argv`` of one trial process."""
 Say = Callable[[str, str], None]
-"""``(line, style)``: a progress line (:meth:`ablate.sweep.progress.Progress.event`)."""
+"""``(line, style)``: a progress line (:meth:`ablate.sweep.launcher.Progress.event`)."""
 Tick = Callable[[str, int, int], None]
-"""``(what, done, total)``: how far planning has come (:class:`ablate.sweep.views.PlanProgress`)."""
+"""``(what, done, total)``: how far planning has come (:class:`ablate.sweep.commands.PlanProgress`)."""
+
+GRID_LIMIT = 100_000
+"""The most trials one sweep plans (its launcher holds them all in ``sweep.json``)."""
+TRIAL_LIMIT = 10_000
+"""A sweep planning more trials than this is refused (``--trial-limit`` raises it): it is a typo far more often than a plan."""
+STALL_S = 600.0
+"""Seconds of silence (no change to a running trial's log or record) before the launcher warns."""
+ASSUMED_STEP_S = 2.0
+"""Seconds per optimizer step assumed for the default time limit: the shipped CPU runs take 1.1-1.4 s a
+step including validation and test decoding (``results/calibration-cpu``: 350 steps in 400-480 s)."""
+TIME_FACTOR = 4.0
+"""How many times the assumed budget a trial may take before the default limit stops it."""
+ALLOWANCE_S = 1800.0
+"""Seconds on top of the budget: start-up, building data caches, the test set's decoding."""
+_TERMINAL = {RunStatus.FINISHED: "finished", RunStatus.FAILED: "failed", RunStatus.STOPPED: "killed"}  # -> W&B's
+
+
+def trainer_command(config: Optional[Path] = None) -> TrialCommand:
+    """The real trial: ``python -m ablate train --run-dir RUN_DIR [--config BASE] key=value ...``."""
+
+    def command(run_dir: Path, overrides: list[str]) -> list[str]:
+        argv = ablate_argv("train", "--run-dir", str(run_dir))
+        return argv + (["--config", str(config)] if config is not None else []) + list(overrides)
+
+    return command
+
+
+def default_out(spec: SweepSpec) -> Path:
+    return Path("runs") / spec.name
+
+
+@dataclass
+class LaunchOptions:
+    """How to run a sweep.
+
+    Attributes:
+        out: the sweep folder (state, lock, one sub-folder per trial).
+        slots: where local trials run (:func:`ablate.sweep.local.plan_slots`).
+        overrides: ``key=value`` applied to every trial, after the sweep's parameters.
+        axes: comma-list overrides (``model.heads=4,8``) already made parameters of the spec; recorded in
+            ``sweep.json`` beside ``overrides``.
+        config: a base YAML config for every trial.
+        command: builds a trial's argv (default: the real trainer; tests inject a fake).
+        wandb_sweep: ``entity/project/id`` of the W&B sweep object the trials attach to (``--wandb-sweep``).
+        retry_failed: run failed trials again.
+        retries: times a trial stopped from outside (killed by a signal: preempted, OOM-killed; or SIGTERM'd
+            and checkpointed) is relaunched at once; it resumes from its last checkpoint. Errors inside a
+            trial (NaN, out of memory, a bad config) are not retried.
+        max_trials: stop after this many trials (overrides the file's ``run_cap``).
+        trial_limit: refuse to plan a sweep of more trials than this (a typo in a grid, usually).
+        grace_s: seconds a stopped trial gets to save its checkpoint before SIGKILL.
+        trial_timeout_s: seconds an attempt may run before it is stopped and recorded ``timeout``
+            (``--trial-timeout``); ``None``: derived from each trial's budget (:func:`time_limit`); ``0``: none.
+        stall_s: seconds without a change to a running trial's log or ``summary.json`` before the launcher
+            warns on stderr (``--stall-warning``); ``0``: never.
+        log_limit: bytes of ``trial.log`` one attempt may fill (:func:`ablate.sweep.local.bound_log`).
+        poll_s: scheduler tick.
+    """
+
+    out: Path
+    slots: list[Slot]
+    overrides: list[str] = field(default_factory=list)
+    axes: list[str] = field(default_factory=list)
+    config: Optional[Path] = None
+    command: Optional[TrialCommand] = None
+    wandb_sweep: Optional[str] = None
+    retry_failed: bool = False
+    retries: int = 2
+    max_trials: Optional[int] = None
+    trial_limit: int = TRIAL_LIMIT
+    grace_s: float = 30.0
+    trial_timeout_s: Optional[float] = None
+    stall_s: float = STALL_S
+    log_limit: int = LOG_LIMIT
+    poll_s: float = 0.2
+
+
+@dataclass
+class SweepResult:
+    """What a launcher run did: the final state and counts for its report."""
+
+    state: SweepState
+    launched: int
+    skipped: int
+    interrupted: bool
+
+
+def check_overrides(overrides: list[str]) -> list[str]:
+    """Each ``key=value`` is well formed and names a config key (so no trial fails for a typo)."""
+    keys = set(valid_keys())
+    for item in overrides:
+        key, _ = parse_override(item)
+        if key not in keys:
+            hint = did_you_mean(key, sorted(keys), cutoff=0.5) or "; see `ablate train --help` for the keys"
+            raise ConfigError(f"override '{item}': unknown config key '{key}'{hint}")
+    return list(overrides)
+
+
+def time_limit(max_steps: int, max_time: Optional[float], flag: Optional[float] = None) -> Optional[float]:
+    """Seconds a trial may run before the sweep stops it, ``None`` for no limit.
+
+    ``flag`` (``--trial-timeout``) wins: ``0`` disables the limit. Without it the limit comes from the
+    trial's budget: :data:`ALLOWANCE_S` plus :data:`TIME_FACTOR` times the budget, ``train.max_time``
+    where set, else ``train.max_steps`` times :data:`ASSUMED_STEP_S` (1,500 steps: 13,800 s). A
+    budget in epochs only has no default limit (its length depends on the data).
+    """
+    if flag is not None:
+        return float(flag) if flag > 0 else None
+    if max_time is not None and max_time > 0:
+        return ALLOWANCE_S + TIME_FACTOR * float(max_time)
+    if max_steps > 0:
+        return ALLOWANCE_S + TIME_FACTOR * ASSUMED_STEP_S * max_steps
+    return None
 
 
 def signature(spec: SweepSpec, opts: LaunchOptions) -> str:
-    """What defines a sweep's trials; a folder started with another signature is not reused.
-
-    The base config counts by what it says (its keys and values), not by its file name, so editing
-    ``--config`` between two runs of a sweep is caught rather than mixing trials of two configs.
-    """
+    """What defines a sweep's trials; a folder started with another signature is not reused. The base
+    config counts by what it says, not by its file name, so editing ``--config`` between two runs is caught."""
     base = flatten(read_yaml(opts.config)) if opts.config else None
     blob = {"method": spec.method, "parameters": spec.parameters, "overrides": list(opts.overrides), "config": base}
     return hashlib.sha1(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+# --------------------------------------------------------------------------------------
+# W&B's search
+# --------------------------------------------------------------------------------------
+
+
+def _sweeps():
+    """W&B's ``sweeps`` engine (bayes search, hyperband), an optional extra."""
+    try:
+        with sweeps_engine():
+            import sweeps
+    except ImportError:
+        raise SweepError(
+            f"method 'bayes' and early_terminate use W&B's sweeps engine, which is not installed: {BAYES_EXTRA}"
+        ) from None
+    return sweeps
+
+
+def point_of(run_config: dict[str, Any]) -> Point:
+    """A W&B run config ``{name: {"value": v}}`` -> ``{name: v}``."""
+    return {k: v["value"] if isinstance(v, dict) and "value" in v else v for k, v in run_config.items()}
+
+
+def _sweep_run(name: str, point: Point, status: str, metric_name: Optional[str], metric: Any, history: Any) -> Any:
+    """A trial (or a configuration) as the ``sweeps.SweepRun`` W&B's search algorithms read."""
+    finite = metric_name is not None and metric is not None and math.isfinite(metric)
+    return _sweeps().SweepRun(
+        name=name,
+        config={k: {"value": v} for k, v in point.items()},
+        state=_TERMINAL.get(status, "running"),
+        summary_metrics={metric_name: metric} if finite else {},
+        history=[{metric_name: v} for v in history] if metric_name else [],
+    )
+
+
+def search_runs(spec: SweepSpec, trials: Sequence[Trial]) -> list[Any]:
+    """The ``sweeps.SweepRun`` W&B's engine reads: one per trial, or with a repeat seed one per configuration,
+    named by :func:`~ablate.sweep.state.configuration_key`: its point without the seed, the mean metric of its
+    seeds, their mean history at each validation (over the seeds that reached it), running until every seed
+    is done."""
+    if spec.repeat_seeds is None:
+        return [_sweep_run(t.name, t.point, t.status, spec.metric, t.metric, t.history) for t in trials]
+    runs = []
+    for key, seeds in replicates(trials).items():
+        histories = [t.history for t in seeds]
+        longest = max((len(h) for h in histories), default=0)
+        mean_history = [sum(v) / len(v) for i in range(longest) if (v := [h[i] for h in histories if len(h) > i])]
+        status = replicate_status(seeds)
+        runs.append(
+            _sweep_run(key, configuration(seeds[0].point), status, spec.metric, replicate_metric(seeds), mean_history)
+        )
+    return runs
+
+
+def next_points(spec: SweepSpec, trials: Sequence[Trial], n: int) -> list[Point]:
+    """Up to ``n`` new points after ``trials`` (fewer when a grid is exhausted).
+
+    Grid: the next points of :func:`~ablate.sweep.spec.grid_points` that no trial has yet. Random:
+    :func:`~ablate.sweep.spec.random_point` ``n`` times, seeded from the sweep name and the number of runs
+    so far, so a sweep re-planned from the same state proposes the same points. Bayes: W&B's engine, told
+    :func:`search_runs`, under the same seed (numpy's generator and Python's).
+    """
+    if n <= 0:
+        return []
+    known = len(replicates(trials)) if spec.repeat_seeds is not None else len(trials)
+    seed = int(hashlib.sha1(f"{spec.name}:{known}".encode()).hexdigest()[:8], 16)
+    parameters = spec.search_config["parameters"]
+    if spec.method == "grid":
+        seen = {grid_key(t.point, parameters) for t in trials}  # a repeat seed is not a parameter here
+        fresh = (p for p in grid_points(parameters) if grid_key(p, parameters) not in seen)
+        try:
+            return list(itertools.islice(fresh, n))
+        except ValueError as err:  # a distribution in a grid
+            raise SweepError(f"{spec.describe()}: {err}") from None
+    if spec.method == "random":
+        rng = random.Random(seed)
+        return [random_point(parameters, rng) for _ in range(n)]
+    sweeps = _sweeps()
+    import numpy as np
+
+    saved = np.random.get_state(), random.getstate()
+    np.random.seed(seed)  # W&B's bayes search draws from numpy's generator
+    random.seed(seed)
+    try:
+        with sweeps_engine():
+            proposals = sweeps.next_runs(spec.search_config, search_runs(spec, trials), validate=False, n=n)
+    except ValueError as err:
+        raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
+    finally:
+        np.random.set_state(saved[0])
+        random.setstate(saved[1])
+    return [point_of(run.config) for run in proposals if run is not None]
+
+
+def upfront(spec: SweepSpec) -> bool:
+    """Whether every point can be planned before any result (grid and random), unlike bayes."""
+    return spec.method in ("grid", "random")
+
+
+def planned_trials(spec: SweepSpec, cap: Optional[int]) -> Optional[int]:
+    """How many trials the sweep will have: the points the search proposes (the grid's size, at most ``cap``;
+    else ``cap``), times the repeat seeds."""
+    count = planned_configurations(spec, cap)
+    return None if count is None else count * len(spec.repeat_seeds or [None])
+
+
+def planned_configurations(spec: SweepSpec, cap: Optional[int]) -> Optional[int]:
+    size = grid_size(spec.search_config["parameters"]) if spec.method == "grid" else None
+    return cap if size is None else size if cap is None else min(size, cap)
+
+
+def trial_cap(spec: SweepSpec, max_trials: Optional[int]) -> Optional[int]:
+    """How many points the search proposes at most: ``--max-trials``, else ``run_cap`` (a point is a trial,
+    or with a repeat seed a configuration)."""
+    return max_trials if max_trials is not None else spec.run_cap
+
+
 def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Optional[int]:
     """The number of trials the sweep plans, counted without planning.
 
-    A grid is enumerated lazily (:func:`ablate.sweep.points.grid_points`), so a cap (``--max-trials``,
-    ``run_cap``) bounds the planning of any grid. Beyond :data:`~ablate.sweep.options.GRID_LIMIT`
-    trials no ``--trial-limit`` helps (one launcher would hold them all), so the refusal then says to
-    split the sweep or cap it instead of raising the limit.
+    A grid is enumerated lazily, so a cap (``--max-trials``, ``run_cap``) bounds the planning of any grid.
+    Beyond :data:`GRID_LIMIT` trials no ``--trial-limit`` helps (one launcher would hold them all), so the
+    refusal then says to split the sweep or cap it instead of raising the limit.
     """
     count = planned_trials(spec, cap)
     if count is not None and count > GRID_LIMIT:
@@ -101,6 +341,11 @@ def _still(what: str, done: int, total: int) -> None:
     pass
 
 
+# --------------------------------------------------------------------------------------
+# The planner
+# --------------------------------------------------------------------------------------
+
+
 class Planner:
     """The decisions of one sweep run over its folder's :class:`~ablate.sweep.state.SweepState`.
 
@@ -119,8 +364,6 @@ class Planner:
         self.exhausted = False
         self.state: SweepState
         self._names: set[str] = set()  # the trials' names, kept as trials are added (a clash check per trial)
-
-    # ---- the state file ----------------------------------------------------------------
 
     def save(self) -> None:
         save_state(self.out, self.state)
@@ -167,7 +410,8 @@ class Planner:
             for t in self.state.trials:
                 if t.status == RunStatus.FAILED:
                     t.status, t.error = RunStatus.PENDING, None
-        load_engine(self.spec)
+        if self.spec.method == "bayes" or "early_terminate" in self.spec.config:
+            _sweeps()  # W&B's engine imported now, not seconds into a running sweep
         self.plan()
         self.save()
         return self.state.count(RunStatus.FINISHED, RunStatus.STOPPED)
@@ -177,29 +421,21 @@ class Planner:
     def overrides(self, trial: Trial) -> list[str]:
         return trial_overrides(self.spec, trial.point, trial.name, self.state.group) + list(self.opts.overrides)
 
-    def _runs(self) -> list[Any]:
-        return search_runs(self.spec, self.state.trials)
-
-    def _add(self, point: dict[str, Any]) -> Trial:
-        if len(self._names) != len(self.state.trials):  # a state loaded or replaced since
-            self._names = {t.name for t in self.state.trials}
-        trial = Trial(name=trial_name(self.spec, point, self._names), point=point)
-        self.state.trials.append(trial)
-        self._names.add(trial.name)
-        return trial
-
     def _propose(self, point: Point) -> list[Trial]:
         """The trials of a point the search proposed: the point, or with a repeat seed one trial per seed."""
-        seeds = self.spec.repeat_seeds
-        if seeds is None:
-            return [self._add(point)]
-        return [self._add({**point, SEED: seed}) for seed in seeds]
+        if len(self._names) != len(self.state.trials):  # a state loaded or replaced since
+            self._names = {t.name for t in self.state.trials}
+        added = []
+        for p in [point] if self.spec.repeat_seeds is None else [{**point, SEED: s} for s in self.spec.repeat_seeds]:
+            trial = Trial(name=trial_name(self.spec, p, self._names), point=p)
+            self.state.trials.append(trial)
+            self._names.add(trial.name)
+            added.append(trial)
+        return added
 
     def _proposed(self) -> int:
         """How many points the search has proposed: trials, or with a repeat seed configurations."""
-        if self.spec.repeat_seeds is None:
-            return len(self.state.trials)
-        return len(replicates(self.state.trials))
+        return len(self.state.trials) if self.spec.repeat_seeds is None else len(replicates(self.state.trials))
 
     def _new_points(self, n: int) -> list[Point]:
         """Up to ``n`` points from the search; with a repeat seed never a configuration proposed before
@@ -229,7 +465,7 @@ class Planner:
         return True
 
     def time_limit(self, trial: Trial) -> Optional[float]:
-        """Seconds an attempt of ``trial`` may run (:func:`ablate.sweep.trial.time_limit`), ``None``: no limit."""
+        """Seconds an attempt of ``trial`` may run (:func:`time_limit`), ``None``: no limit."""
         if self.opts.trial_timeout_s is not None:
             return time_limit(0, None, self.opts.trial_timeout_s)
         try:
@@ -248,8 +484,7 @@ class Planner:
         once = self.spec.repeat_seeds is not None and self.spec.method == "random" and self.state.trials
         if upfront(self.spec) and not once:  # random search with a repeat seed plans once: a rerun adds nothing
             points = planned_configurations(self.spec, self.cap) if count is not None else None
-            room = (points if points is not None else GRID_LIMIT) - self._proposed()
-            for point in self._new_points(room):
+            for point in self._new_points((points if points is not None else GRID_LIMIT) - self._proposed()):
                 self._propose(point)
         for i, t in enumerate(self.state.trials):
             if t.status in (RunStatus.PENDING, RunStatus.INTERRUPTED):
@@ -268,17 +503,16 @@ class Planner:
             self.next_trial()
         return self.state.trials
 
-    def _best_metric(self) -> Optional[float]:
-        """The best trial's metric, or with a repeat seed the best mean of a configuration whose seeds are done."""
-        if self.spec.repeat_seeds is None:
-            best = best_trial(self.state, self.spec.goal)
-            return best.metric if best is not None else None
-        best = best_configuration(self.state.trials, self.spec.goal)
-        return best[0] if best is not None else None
-
     def _target_reached(self) -> bool:
+        """Whether the best trial (with a repeat seed, the best mean of a configuration whose seeds are done)
+        reached the metric's ``target``."""
         target = (self.spec.config.get("metric") or {}).get("target")
-        best = self._best_metric()
+        if self.spec.repeat_seeds is None:
+            trial = best_trial(self.state, self.spec.goal)
+            best = trial.metric if trial is not None else None
+        else:
+            config = best_configuration(self.state.trials, self.spec.goal)
+            best = config[0] if config is not None else None
         if target is None or best is None:
             return False
         return best >= target if self.spec.goal == "maximize" else best <= target
@@ -291,7 +525,7 @@ class Planner:
             for t in self.state.trials:
                 if t.status in (RunStatus.PENDING, RunStatus.INTERRUPTED) and t.name not in self.launched:
                     return t
-            if not self._can_propose():
+            if upfront(self.spec) or self.exhausted or self._proposed() >= (self.cap or 0):
                 return None
             points = self._new_points(1)
             if not points:
@@ -302,9 +536,6 @@ class Planner:
                 self.save()
             for trial in invalid:
                 self.say(f"failed   {trial.name}: {trial.error}", "red")
-
-    def _can_propose(self) -> bool:
-        return not upfront(self.spec) and not self.exhausted and self._proposed() < (self.cap or 0)
 
     def total(self) -> int:
         if upfront(self.spec) or self.cap is None:
@@ -326,7 +557,7 @@ class Planner:
         self.say(f"failed   {trial.name}: {trial.error}", "red")
 
     def ended(self, trial: Trial, result: Outcome, exit: Exit, stop: Optional[str], elapsed: float) -> None:
-        """Record an ended attempt (``result``: :func:`ablate.sweep.trial.outcome`); relaunch one lost from outside.
+        """Record an ended attempt (``result``: :func:`ablate.sweep.state.outcome`); relaunch one lost from outside.
 
         ``stop`` is why the launcher ended it: ``"early"`` (hyperband: ``stopped``, final) or ``"shutdown"``
         (Ctrl-C: ``interrupted``, resumed by a rerun), ``None`` when it ended by itself.
@@ -379,7 +610,11 @@ class Planner:
                 changed = True
         if not changed:
             return set()
-        stop = set(to_stop(self.spec, self._runs()))
+        runs, stop = search_runs(self.spec, self.state.trials), set()
+        if runs:
+            sweeps = _sweeps()
+            with sweeps_engine():
+                stop = {run.name for run in sweeps.stop_runs(self.spec.search_config, runs)}
         if self.spec.repeat_seeds is not None:  # a configuration's seeds stop together; those not started never start
             stop = {t.name for t in self.state.trials if configuration_key(t.point) in stop}
             for trial in self.state.trials:

@@ -1,18 +1,16 @@
 """The Ray executor: every trial attempt one Ray task on a Ray cluster (KubeRay, cloud, or a local one).
 
 ``ablate sweep run FILE --launcher ray`` plans and loops exactly as the local launcher (same trial
-names, folders, ``sweep.json``, retries and resume); this executor submits each attempt as a task
-that asks Ray for ``--cpus-per-trial`` CPUs (default 1) and ``--gpus-per-trial / --parallel`` GPUs
-(``--gpus-per-trial 1 --parallel 4``: four trials per GPU, ``num_gpus=0.25``). How many run at once
-comes from the cluster's resources (:meth:`RayExecutor.capacity`). The task starts the trainer as
-a process of its own session (:func:`ablate.sweep.process.start`) in the trial's folder, which must
+names, folders, ``sweep.json``, retries and resume); each attempt is a task that asks Ray for
+``--cpus-per-trial`` CPUs (default 1) and ``--gpus-per-trial / --parallel`` GPUs (``--gpus-per-trial 1
+--parallel 4``: four trials per GPU, ``num_gpus=0.25``); how many run at once comes from the cluster's
+resources. The task starts the trainer as a process of its own session in the trial's folder, which must
 be on a filesystem every node shares, and returns its exit code.
 
-Ray's own task retries are off: an attempt whose worker died (``kill -9``, a lost node) is reported
-lost and the planner relaunches it (``--retries``); the trainer, told by the kernel that its parent
-died, saves a checkpoint and the next attempt resumes from it. ``ray.init()`` joins the cluster that
-``RAY_ADDRESS`` names, or one this process already joined, else starts a local one. Ray is the
-optional extra ``ablate[ray]``.
+Ray's own task retries are off: an attempt whose worker died (``kill -9``, a lost node) is reported lost
+and the planner relaunches it (``--retries``); the trainer, told by the kernel that its parent died,
+saves a checkpoint and the next attempt resumes from it. ``ray.init()`` joins the cluster ``RAY_ADDRESS``
+names, or one this process already joined, else starts a local one. Ray is the optional extra ``ablate[ray]``.
 """
 
 from __future__ import annotations
@@ -26,12 +24,21 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import ablate.sweep.process as process  # the module: the package (callable) imports ablate.sweep.api
-from ablate.sweep.executor import Argv, ExecutorArgs, Exit, Handle, Polled
-from ablate.sweep.options import LOG_LIMIT, LaunchOptions
+from ablate.record import LOG_FILE
+from ablate.sweep.local import (
+    LOG_LIMIT,
+    Argv,
+    ExecutorArgs,
+    Exit,
+    Handle,
+    Polled,
+    bound_log,
+    start_process,
+    stop_group,
+)
+from ablate.sweep.planner import LaunchOptions
 from ablate.sweep.spec import SweepError
 from ablate.sweep.state import Trial
-from ablate.sweep.trial import LOG
 
 MISSING = "--launcher ray needs Ray: pip install 'ablate[ray]'"
 
@@ -50,17 +57,17 @@ def run_attempt(command: list[str], run_dir: str, header: str, grace_s: float) -
     ``ray.cancel`` (the launcher stopping the attempt) arrives as ``KeyboardInterrupt``: the trainer
     gets SIGTERM and ``grace_s`` to checkpoint. The header line names this worker's pid and host.
     """
-    log = Path(run_dir) / LOG
+    log = Path(run_dir) / LOG_FILE
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
         out.write(
             f"\n=== {header}, ray worker pid {os.getpid()} on {socket.gethostname()} ===\n$ {shlex.join(command)}\n"
         )
-    proc = process.start(command, {**os.environ, "PYTHONUNBUFFERED": "1"}, log)
+    proc = start_process(command, {**os.environ, "PYTHONUNBUFFERED": "1"}, log)
     try:
         return proc.wait()
     except KeyboardInterrupt:
-        process.stop_group(proc.pid, grace_s, proc=proc)
+        stop_group(proc.pid, grace_s, proc=proc)
         return proc.returncode
 
 
@@ -78,7 +85,7 @@ class RayExecutor:
         gpus_per_trial: ``num_gpus`` of each task, a fraction when trials share a GPU.
         poll_s: seconds between two looks at the tasks.
         grace_s: seconds a stopped trial gets to checkpoint.
-        log_limit: bytes of ``trial.log`` one attempt may fill (:func:`ablate.sweep.process.bound_log`).
+        log_limit: bytes of ``trial.log`` one attempt may fill (:func:`ablate.sweep.local.bound_log`).
     """
 
     outlives_launcher = False  # a driver's tasks end with it; a rerun resumes them from their checkpoints
@@ -133,7 +140,7 @@ class RayExecutor:
 
     def start(self, trial: Trial, run_dir: Path, argv: Argv) -> Handle:
         run_dir.mkdir(parents=True, exist_ok=True)
-        log = run_dir / LOG
+        log = run_dir / LOG_FILE
         log_start, since = (log.stat().st_size if log.exists() else 0), time.time()
         header = f"ablate sweep (Ray): {trial.name}, attempt {trial.attempts + 1}, {time.ctime()}"
         task = _remote().options(num_cpus=self.cpus, num_gpus=self.gpus, name=f"ablate-{trial.name}"[:120])
@@ -148,7 +155,7 @@ class RayExecutor:
         for ref in ready:
             polled.ended.append((by_ref[ref], self._exit(ref)))
         for handle in handles:
-            process.bound_log(handle.ref[1], handle.log_start, self.log_limit)
+            bound_log(handle.ref[1], handle.log_start, self.log_limit)
         return polled
 
     @staticmethod

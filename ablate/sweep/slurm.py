@@ -1,55 +1,70 @@
-"""SLURM sweeps: every trial one batch job, submitted through submitit, tracked in the sweep state.
+"""SLURM sweeps through submitit: one batch job per trial, or packed workers that run several trials per job.
 
-``ablate sweep run FILE --launcher slurm`` plans trials exactly as the local launcher does (the
-same planner and loop: same trial names, folders, overrides and ``sweep.json``); this executor
-submits each as a job of ``nodes x gpus`` tasks (Lightning's SLURM environment makes them one DDP run), keeps at most
-``--max-concurrent`` jobs queued or running, and watches them with ``squeue``. A job that ends
-is read back from the trial's ``summary.json``, like a local trial. Jobs ask for ``SIGUSR2``
-shortly before their time limit; the trial then checkpoints and requeues itself under the same
-job id (:mod:`ablate.sweep.slurm_job`), and resumes in the same run directory and W&B run.
+``ablate sweep run FILE --launcher slurm`` plans trials exactly as the local launcher does (the same
+planner and loop: same trial names, folders, overrides and ``sweep.json``); :class:`SlurmExecutor`
+submits each as a job of ``nodes x gpus`` tasks (Lightning's SLURM environment makes them one DDP run),
+keeps at most ``--max-concurrent`` jobs queued or running, and watches them with ``squeue``. A job that
+ends is read back from the trial's ``summary.json``, like a local trial. Jobs ask for ``SIGUSR2``
+shortly before their time limit (or when preempted); the trial then checkpoints and requeues itself
+under the same job id (:class:`TrialJob`), and resumes in the same run directory and W&B run. The
+watcher can be stopped at any time (Ctrl-C, logout): the jobs keep running, and the same command
+re-attaches, collects what finished, resubmits what the cluster lost and submits the rest.
 
-The watcher can be stopped at any time (Ctrl-C, logout): the jobs keep running on the cluster,
-and running the same command again re-attaches, collects what finished, resubmits jobs that the
-cluster lost (cancelled, node failure, time limit without a checkpoint) and submits the rest.
+``--trials-per-job N`` submits at most ``--max-concurrent`` worker jobs instead (:class:`PackedWorker`):
+each holds the devices of one job and runs the local executor over ``N`` slots inside it, pulling the
+next planned trial from ``sweep.json`` on the shared filesystem under
+:class:`~ablate.sweep.state.StateLock`, marking it ``running`` under its own job id, recording how it
+ended, until the plan is empty. Every decision is the :class:`~ablate.sweep.planner.Planner`'s. A worker
+told to stop (``scancel``: SIGTERM) stops pulling, and its trials checkpoint on the same signal and are
+recorded ``interrupted``; near its time limit (``SIGUSR2``) it does the same and requeues itself. A worker
+killed outright leaves its trials ``running`` under a job SLURM no longer runs: the watcher
+(:class:`PackedSweep`, on the login node) puts them back in the plan and submits workers while there is
+work. Nothing finished is trained again, and a trial is never ``running`` under two live jobs.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ablate.record import RunStatus
-from ablate.sweep.executor import Argv, ExecutorArgs, Exit, Handle, LaunchRefused, Polled
-from ablate.sweep.options import LaunchOptions
-from ablate.sweep.slurm_job import REQUEUES, TrialJob
-from ablate.sweep.spec import SweepError
-from ablate.sweep.state import Trial
-from ablate.sweep.trial import LOG, read_summary
+from ablate.config import read_yaml
+from ablate.record import LOG_FILE, RunStatus
+from ablate.sweep.local import (
+    Argv,
+    ExecutorArgs,
+    Exit,
+    Handle,
+    LaunchRefused,
+    LocalExecutor,
+    Polled,
+    child_env,
+    plan_slots,
+    signals_raise_interrupt,
+)
+from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, trainer_command
+from ablate.sweep.spec import SweepError, SweepSpec
+from ablate.sweep.state import StateLock, SweepLock, Trial, outcome, read_summary
 
 ACTIVE = {
-    "PENDING",
-    "CONFIGURING",
-    "RUNNING",
-    "COMPLETING",
-    "REQUEUED",
-    "REQUEUE_HOLD",
-    "REQUEUE_FED",
-    "RESIZING",
-    "SUSPENDED",
-    "STAGE_OUT",
-    "SIGNALING",
-    "RESV_DEL_HOLD",
-}
+    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
+    "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESV_DEL_HOLD",
+}  # fmt: skip
 """Job states in which a job may still run (or run again)."""
 LOST = {"CANCELLED", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "TIMEOUT", "DEADLINE"}
 """Final states in which the cluster, not the trial, ended the job: the trial is resubmitted."""
 REQUEUE_GRACE_S = 20.0
 REQUEUE_WINDOW_S = 300.0
+REQUEUES = ".requeues"
+"""A file in the run directory counting the requeues of its job (``ablate sweep status`` shows it)."""
+WORKER_LOG = ".workers"
+"""The folder (in the sweep folder) where each worker appends one line per trial it starts or ends."""
 
 
 @dataclass
@@ -90,9 +105,30 @@ class SlurmOptions:
         else:
             out = ["train.accelerator=cpu", "train.devices=1"]
         out.append(f"train.nodes={self.nodes_per_trial}")
-        if self.cpus_per_trial:
-            out.append(f"train.threads={self.cpus_per_trial}")
-        return out
+        return out + ([f"train.threads={self.cpus_per_trial}"] if self.cpus_per_trial else [])
+
+    def submitit(self, folder: Path, job_name: str, nodes: int, tasks: int, gpus: int, cpus: Optional[int]) -> Any:
+        """A ``submitit.SlurmExecutor`` whose jobs ask for this shape, their files in ``folder/<job id>/``."""
+        import submitit
+
+        executor = submitit.SlurmExecutor(folder=folder / ".slurm" / "%j", max_num_timeout=20)
+        params: dict[str, Any] = {
+            "job_name": job_name[:120],
+            "time": self.minutes(),
+            "nodes": nodes,
+            "ntasks_per_node": tasks,
+            "signal_delay_s": self.signal_delay_s,
+            "stderr_to_stdout": True,
+        }
+        optional = {
+            "gpus_per_node": gpus,
+            "cpus_per_task": cpus,
+            "partition": self.partition,
+            "mem": self.mem,
+            "additional_parameters": dict(self.extra),
+        }
+        executor.update_parameters(**params, **{k: v for k, v in optional.items() if v})
+        return executor
 
 
 def parse_time(text: str) -> int:
@@ -125,9 +161,8 @@ def job_states(job_ids: list[str]) -> dict[str, str]:
     """``{job id: state}`` for the jobs SLURM still knows (``squeue`` keeps ended jobs for ``MinJobAge``)."""
     if not job_ids:
         return {}
-    squeue = _need("squeue")
     result = subprocess.run(
-        [squeue, "-h", "--states=all", "-o", "%i %T", "-j", ",".join(job_ids)],
+        [_need("squeue"), "-h", "--states=all", "-o", "%i %T", "-j", ",".join(job_ids)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -136,12 +171,82 @@ def job_states(job_ids: list[str]) -> dict[str, str]:
         raise SweepError(
             f"squeue failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}"
         )
-    states = {}
-    for line in result.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            states[parts[0]] = parts[1].rstrip("+")
-    return states
+    return {p[0]: p[1].rstrip("+") for line in result.stdout.splitlines() if len(p := line.split()) == 2}
+
+
+def requeues(run_dir: Path) -> int:
+    """How many times the trial's job was requeued."""
+    try:
+        return int((Path(run_dir) / REQUEUES).read_text() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+# --------------------------------------------------------------------------------------
+# One job per trial
+# --------------------------------------------------------------------------------------
+
+
+def _ignore_usr2() -> None:  # in the trainer between fork and exec: the job's signal is for the parent
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+
+
+class TrialJob:
+    """What runs inside a SLURM job: ``argv`` (one trial's ``python -m ablate train``) in ``run_dir``.
+
+    submitit pickles it into the job's folder and calls it on the compute node, once per task. Before the
+    time limit, or when the cluster preempts the job, SLURM sends ``SIGUSR2``; submitit then calls
+    :meth:`checkpoint`, which asks the trainer to stop (SIGTERM: it saves ``last.ckpt`` and exits within
+    ``grace_s``) and returns the same job for submitit to requeue under the same job id; the requeued job
+    resumes from ``last.ckpt`` in the same run directory, with the same W&B run id.
+    """
+
+    def __init__(self, argv: list[str], run_dir: Path, grace_s: float = 60.0):
+        self.argv, self.run_dir, self.grace_s = list(argv), Path(run_dir), grace_s
+        self._proc: Optional[subprocess.Popen] = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_proc"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._proc = None
+
+    def __call__(self) -> int:
+        """Train; returns 0, or raises with the trainer's last line when it fails."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        rank = os.environ.get("SLURM_PROCID", "0")
+        log = self.run_dir / (LOG_FILE if rank == "0" else f"trial.rank{rank}.log")
+        with open(log, "a") as out:
+            out.write(
+                f"\n=== SLURM job {os.environ.get('SLURM_JOB_ID', '?')} task {rank} on "
+                f"{os.uname().nodename}, {time.ctime()} ===\n"
+            )
+            out.flush()
+            env = child_env({**os.environ, "PYTHONUNBUFFERED": "1"})  # the log shows progress as it happens
+            self._proc = subprocess.Popen(
+                self.argv, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=_ignore_usr2
+            )
+            code = self._proc.wait()
+        if code != 0:
+            tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:]
+            raise RuntimeError(f"trainer exited with code {code}: {tail[0] if tail else ''}")
+        return code
+
+    def checkpoint(self, *args: Any, **kwargs: Any):
+        """Preempted or near the time limit: let the trainer save, then requeue this same job."""
+        import submitit
+
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=self.grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if os.environ.get("SLURM_PROCID", "0") == "0":
+            (self.run_dir / REQUEUES).write_text(str(requeues(self.run_dir) + 1))
+        return submitit.helpers.DelayedSubmission(TrialJob(self.argv, self.run_dir, self.grace_s))
 
 
 class SlurmExecutor:
@@ -200,43 +305,22 @@ class SlurmExecutor:
     def check(self) -> None:
         _need("squeue")
 
-    # ---- submitting --------------------------------------------------------------------
-
-    def _submitit(self, trial: Trial) -> Any:
-        import submitit
-
-        s = self.options
-        executor = submitit.SlurmExecutor(folder=self.out / ".slurm" / "%j", max_num_timeout=20)
-        params: dict[str, Any] = {
-            "job_name": f"{self.name}-{trial.name}"[:120],
-            "time": s.minutes(),
-            "nodes": s.nodes_per_trial,
-            "ntasks_per_node": max(s.gpus_per_trial, 1),
-            "signal_delay_s": s.signal_delay_s,
-            "stderr_to_stdout": True,
-        }
-        optional = {
-            "gpus_per_node": s.gpus_per_trial,
-            "cpus_per_task": s.cpus_per_trial,
-            "partition": s.partition,
-            "mem": s.mem,
-            "additional_parameters": dict(s.extra),
-        }
-        params.update({k: v for k, v in optional.items() if v})
-        executor.update_parameters(**params)
-        return executor
-
     def start(self, trial: Trial, run_dir: Path, argv: Argv) -> Handle:
         _need("sbatch")
         run_dir.mkdir(parents=True, exist_ok=True)
-        command = argv(self.options.trainer_overrides())
-        log = run_dir / LOG
+        log = run_dir / LOG_FILE
         log_start = log.stat().st_size if log.exists() else 0
+        s = self.options
+        job = TrialJob(argv(s.trainer_overrides()), run_dir.resolve(), grace_s=self.grace_s)
         try:
-            job = self._submitit(trial).submit(TrialJob(command, run_dir.resolve(), grace_s=self.grace_s))
+            executor = s.submitit(
+                self.out, f"{self.name}-{trial.name}", s.nodes_per_trial, max(s.gpus_per_trial, 1),
+                s.gpus_per_trial, s.cpus_per_trial,
+            )  # fmt: skip
+            submitted = executor.submit(job)
         except Exception as err:  # noqa: BLE001 - sbatch refused (bad partition, limits): the trial says why
             raise LaunchRefused(f"sbatch refused the job: {str(err).strip().splitlines()[-1]}") from None
-        trial.job_id, trial.job_state = str(job.job_id), "PENDING"
+        trial.job_id, trial.job_state = str(submitted.job_id), "PENDING"
         return self._handle(trial, log_start)
 
     @staticmethod
@@ -247,15 +331,10 @@ class SlurmExecutor:
         """A job a previous watcher submitted is watched again; a local launcher's trial runs again here."""
         return self._handle(trial) if trial.job_id else None
 
-    # ---- watching ----------------------------------------------------------------------
-
     def _settled(self, trial: Trial) -> bool:
-        """Whether a job seen ended can be read back now.
-
-        A trial that finished or failed by itself is read at once. One that stopped half-way may
-        be in the middle of a requeue (its job briefly looks ended before it is pending again), so
-        it is read only after it has looked ended for ``REQUEUE_GRACE_S``.
-        """
+        """Whether a job seen ended can be read back now: at once when the trial finished or failed by itself;
+        one that stopped half-way may be mid-requeue (it briefly looks ended before it is pending again), so
+        only after it has looked ended for ``REQUEUE_GRACE_S``."""
         summary = read_summary(self.out / trial.name)
         if summary is not None and summary.status in (RunStatus.FINISHED, RunStatus.FAILED):
             return True
@@ -277,13 +356,11 @@ class SlurmExecutor:
                 trial.job_state = state
             elif self._settled(trial):
                 trial.job_state = state or "GONE"
-                code = 0 if state in (None, "COMPLETED") else 1
-                # ended without finishing or failing by itself (cancelled, node failure, killed, requeue
-                # lost): its checkpoint is there, so it runs again and resumes
+                # ended without finishing or failing by itself (cancelled, node failure, requeue lost): its
+                # checkpoint is there, so it runs again and resumes
                 lost = state in LOST or state is None
-                polled.ended.append(
-                    (handle, Exit(code, lost=lost, reason=f"SLURM job {trial.job_id} {trial.job_state}"))
-                )
+                reason = f"SLURM job {trial.job_id} {trial.job_state}"
+                polled.ended.append((handle, Exit(0 if state in (None, "COMPLETED") else 1, lost=lost, reason=reason)))
         return polled
 
     def _scancel(self, handle: Handle, *flags: str) -> None:
@@ -297,3 +374,239 @@ class SlurmExecutor:
 
     def release(self, handle: Handle) -> None:
         self._ended_since.pop(handle.trial.name, None)
+
+
+# --------------------------------------------------------------------------------------
+# Packed workers: several trials per job
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkerShape:
+    """What one worker job holds: ``trials`` slots (trials at once), sharing the job's ``gpus`` (0: CPU only),
+    ``cpus_per_trial`` CPUs each (the job asks ``trials x cpus_per_trial``; ``None``: SLURM's default)."""
+
+    trials: int
+    gpus: int = 0
+    cpus_per_trial: Optional[int] = None
+
+    def trainer_overrides(self) -> list[str]:
+        """What each trial's trainer must know about its slot."""
+        if self.gpus > 0:
+            return ["train.accelerator=gpu", f"train.devices={self.gpus}", "train.nodes=1"]
+        return ["train.accelerator=cpu", "train.devices=1", "train.nodes=1"]
+
+
+def note(out: Path, job: str, line: str) -> None:
+    """Append ``TIME LINE`` to worker ``job``'s log in the sweep folder (``.workers/<job>.log``)."""
+    folder = out / WORKER_LOG
+    folder.mkdir(exist_ok=True)
+    with open(folder / f"{job}.log", "a") as log:
+        log.write(f"{time.time():.1f} {line}\n")
+
+
+def _quiet(line: str, style: str = "") -> None:
+    pass
+
+
+class PackedWorker:
+    """Runs inside one SLURM job: pulls trials from the sweep's state and runs up to ``shape.trials`` at once.
+
+    Picklable (submitit ships it): ``spec`` as the watcher read it, ``opts`` with an absolute ``out``.
+    """
+
+    def __init__(self, spec: SweepSpec, opts: LaunchOptions, shape: WorkerShape):
+        self.spec, self.opts, self.shape = spec, opts, shape
+        self._draining = False
+        self._running: dict[str, tuple[Handle, float]] = {}
+        self._executor: Optional[LocalExecutor] = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"spec": self.spec, "opts": self.opts, "shape": self.shape}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["spec"], state["opts"], state["shape"])  # type: ignore[misc]
+
+    @property
+    def job(self) -> str:
+        return os.environ.get("SLURM_JOB_ID", f"pid{os.getpid()}")
+
+    def __call__(self) -> int:
+        """Pull and run trials until the plan is empty (or the job is told to stop); returns trials started."""
+        signal.signal(signal.SIGTERM, self._drain)  # scancel: stop pulling; the trials checkpoint on their own SIGTERM
+        s = self.shape
+        cores = s.trials * s.cpus_per_trial if s.cpus_per_trial else None
+        slots = plan_slots("auto" if s.gpus else "cpu", max(s.gpus, 1), s.trials, cores=cores)[: s.trials]
+        header = f"ablate sweep worker (SLURM job {self.job})"
+        self._executor = LocalExecutor(slots, poll_s=self.opts.poll_s, grace_s=self.opts.grace_s, header=header)
+        self.planner = Planner(self.spec, self.opts)
+        started = 0
+        while True:
+            self._reap()
+            if not self._draining:
+                started += self._claim()
+            if not self._running:
+                return started
+            time.sleep(self.opts.poll_s)
+
+    def _drain(self, signum: int, frame: Any) -> None:
+        self._draining = True
+
+    def _claim(self) -> int:
+        """Start planned trials on the free slots; returns how many."""
+        assert self._executor is not None
+        count = 0
+        while len(self._running) < self._executor.capacity():
+            with StateLock(self.opts.out):
+                self.planner.open()
+                self.planner.launched.clear()  # what runs elsewhere is `running` in the state, not handed out
+                trial = self.planner.next_trial()
+                if trial is None:
+                    return count
+                run_dir = Path(self.opts.out) / trial.name
+                handle = self._executor.start(trial, run_dir, self._argv(trial, run_dir))
+                trial.job_id, trial.job_state = self.job, "RUNNING"
+                self.planner.started(trial, handle.since or time.time())
+            self._running[trial.name] = (handle, time.monotonic())
+            note(Path(self.opts.out), self.job, f"start {trial.name} {handle.where}")
+            count += 1
+        return count
+
+    def _argv(self, trial: Trial, run_dir: Path) -> Argv:
+        base = self.planner.overrides(trial) + self.shape.trainer_overrides()
+        command = self.opts.command or trainer_command(self.opts.config)
+        return lambda extra: command(run_dir, base + extra)
+
+    def _reap(self) -> None:
+        """Record attempts that ended (``interrupted`` when this worker was told to stop)."""
+        assert self._executor is not None
+        for handle, exit in self._executor.poll([h for h, _ in self._running.values()]).ended:
+            name = handle.trial.name
+            _, mono = self._running.pop(name)
+            result = outcome(Path(self.opts.out) / name, exit.code, self.spec.metric, handle.since, handle.log_start)
+            with StateLock(self.opts.out):
+                self.planner.open()
+                trial = self.planner.state.trial(name)
+                if trial.status == RunStatus.RUNNING and trial.job_id == self.job:  # still ours
+                    trial.pid = trial.pid_start = None
+                    trial.job_state = "DONE"
+                    stop = "shutdown" if self._draining else None
+                    self.planner.ended(trial, result, exit, stop, time.monotonic() - mono)
+                    note(Path(self.opts.out), self.job, f"end {name} {trial.status}")
+            self._executor.release(handle)
+
+    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        """Near the time limit or preempted (SIGUSR2): stop the trials (they checkpoint), record them, requeue."""
+        import submitit
+
+        self._draining = True
+        if self._executor is not None:
+            for handle, _ in self._running.values():
+                self._executor.stop(handle)
+            deadline = time.monotonic() + self.opts.grace_s
+            while self._running and time.monotonic() < deadline:
+                self._reap()
+                time.sleep(0.2)
+            for handle, _ in self._running.values():
+                self._executor.kill(handle)
+            while self._running:
+                self._reap()
+                time.sleep(0.05)
+        return submitit.helpers.DelayedSubmission(PackedWorker(self.spec, self.opts, self.shape))
+
+
+class PackedSweep:
+    """The watcher on the login node: plans, keeps up to ``options.max_concurrent`` workers (each of ``shape``)
+    queued or running, puts the trials of workers SLURM no longer runs back in the plan, and returns once
+    every trial is done; ``say`` prints a progress line."""
+
+    def __init__(
+        self, spec: SweepSpec, opts: LaunchOptions, options: SlurmOptions, shape: WorkerShape, say: Say = _quiet
+    ):
+        if shape.trials < 1 or options.max_concurrent < 1:
+            raise SweepError("--trials-per-job and --max-concurrent must be >= 1")
+        options.minutes()  # a bad --time fails before anything is submitted
+        self.spec, self.options, self.shape, self.say = spec, options, shape, say
+        self.opts = opts
+        self.opts.out = Path(opts.out).resolve()
+        self.planner = Planner(spec, self.opts, say)
+
+    @classmethod
+    def from_args(cls, spec: SweepSpec, args: ExecutorArgs, opts: LaunchOptions, trials: int, say: Say) -> PackedSweep:
+        """From ``ablate sweep run --launcher slurm --trials-per-job N``'s options (the job shape as for one job per trial)."""
+        options = SlurmExecutor.from_args(args, opts).options
+        if options.nodes_per_trial != 1:
+            raise SweepError("--trials-per-job packs trials into one-node jobs: drop --nodes-per-trial")
+        return cls(spec, opts, options, WorkerShape(trials, options.gpus_per_trial, options.cpus_per_trial), say)
+
+    def describe(self) -> str:
+        s = self.options
+        gpus = f"{self.shape.gpus} GPU(s) shared" if self.shape.gpus else "CPU"
+        return f"SLURM: at most {s.max_concurrent} worker jobs x {self.shape.trials} trials at once ({gpus}), {s.time}"
+
+    def _submit(self) -> str:
+        shape = self.shape
+        cpus = shape.trials * shape.cpus_per_trial if shape.cpus_per_trial else None
+        executor = self.options.submitit(Path(self.opts.out), f"{self.spec.name}-worker", 1, 1, shape.gpus, cpus)
+        try:
+            job = executor.submit(PackedWorker(self.spec, self.opts, shape))
+        except Exception as err:  # noqa: BLE001 - sbatch refused (bad partition, limits): one line
+            raise SweepError(f"sbatch refused the worker job: {str(err).strip().splitlines()[-1]}") from None
+        return str(job.job_id)
+
+    def _tick(self) -> bool:
+        """Look once; returns whether the sweep still has work (planned, running, or workers alive)."""
+        seen = job_states(list(self.planner.state.workers))
+        with StateLock(self.opts.out):
+            self.planner.open()
+            self.planner.launched.clear()
+            state = self.planner.state
+            for job in state.workers:
+                state.workers[job] = seen.get(job, "GONE")
+            alive = {job for job, job_state in state.workers.items() if job_state in ACTIVE}
+            for trial in self.planner.left_running():
+                if trial.job_id not in alive:  # its worker is gone: finished if it said so, else resumed
+                    self.planner.recovered(trial)
+                    trial.pid = trial.pid_start = None
+                    note(
+                        Path(self.opts.out), trial.job_id or "unknown", f"end {trial.name} {trial.status} (worker gone)"
+                    )
+                    gone = state.workers.get(trial.job_id or "", "GONE").lower()
+                    self.say(f"{trial.status:<8} {trial.name} (worker job {trial.job_id} {gone})", "yellow")
+            work = self.planner.next_trial() is not None
+            while work and len(alive) < self.options.max_concurrent:
+                job = self._submit()
+                state.workers[job] = "PENDING"
+                alive.add(job)
+                self.say(f"submitted worker job {job} ({self.shape.trials} slots)", "")
+            self.planner.save()
+            return work or bool(self.planner.left_running())
+
+    def run(self) -> SweepResult:
+        """Plan, then keep workers going until every trial is done (Ctrl-C stops watching; the workers keep going)."""
+        if self.opts.config is not None:
+            read_yaml(self.opts.config)
+        _need("squeue")
+        with SweepLock(self.opts.out), signals_raise_interrupt():
+            with StateLock(self.opts.out):
+                self.planner.open()
+                skipped = self.planner.prepare()
+                before = sum(t.attempts for t in self.planner.state.trials)
+                idle = self.planner.next_trial() is None and not self.planner.left_running()
+                self.planner.save()
+            if idle:
+                self.say(self.planner.nothing_to_do(), "")
+                return SweepResult(self.planner.state, 0, skipped, False)
+            if skipped:
+                self.say(f"{skipped} finished trials skipped", "")
+            try:
+                while self._tick():
+                    time.sleep(self.options.poll_s)
+            except KeyboardInterrupt:
+                self.say(
+                    "stopped watching: the worker jobs keep running; run the same command again to collect them",
+                    "yellow",
+                )
+                return SweepResult(self.planner.state, 0, skipped, True)
+            launched = sum(t.attempts for t in self.planner.state.trials) - before
+            return SweepResult(self.planner.state, launched, skipped, False)

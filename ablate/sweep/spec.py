@@ -1,14 +1,12 @@
-"""Sweep files: W&B's sweep configuration, validated, plus named variants.
+"""Sweep files: W&B's sweep configuration, validated, plus named variants; their points, and their W&B form.
 
 A sweep file is a W&B sweep configuration (https://docs.wandb.ai/guides/sweeps/define-sweep-configuration)
 and nothing else, so ``wandb sweep FILE`` accepts it unchanged. Parameter names are the dotted keys
-of :mod:`ablate.config` (``model.heads``, ``model.attention.score``, ``seed``); a parameter with a
-single ``value`` is part of the base every trial starts from.
+of :mod:`ablate.config`; a parameter with a single ``value`` is part of the base every trial starts from.
 
 Paper-style ablations change one thing at a time from that base (Table 3 of Vaswani et al. 2017),
-which a grid over independent parameters cannot say. They are written as one extra categorical
-parameter, ``variant``, whose values are either a bare name or a mapping of a ``name`` and the
-overrides that variant applies on top of the base::
+which a grid over independent parameters cannot say. They are one extra categorical parameter,
+``variant``, whose values are a bare name or a ``name`` with the overrides it applies on top of the base::
 
     parameters:
       model.heads: {value: 8}            # base
@@ -17,83 +15,90 @@ overrides that variant applies on top of the base::
         values:
           - base                          # no overrides
           - {name: A-heads1, model.heads: 1}
-          - {name: B-dk16, model.d_k: 16, model.d_v: 64}
 
-W&B's own search sees ``variant`` as an ordinary categorical parameter with dict values (its grid
-search hashes them), so the same file runs on a W&B server; :func:`trial_overrides` turns a
-sampled point back into ``key=value`` overrides.
-
-The comparisons the sweep is about (which rows its table tests against which, Holm-corrected
-together) are a second reserved parameter, a constant, so W&B's schema accepts it and a W&B run's
-config carries it to ``ablate table wandb:...``::
+W&B's search sees ``variant`` as an ordinary categorical parameter with dict values, so the same file
+runs on a W&B server. Two more reserved constants: ``comparisons`` (which rows the table tests
+against which, Holm-corrected together; a W&B run's config carries it to ``ablate table wandb:...``)::
 
       comparisons:
         value:
-          - {between: model.attention.score, values: [dot, additive]}  # at equal everything else
+          - {between: model.attention.score, values: [dot, additive]}  # the first is the reference
           - {between: model.attention.scale}     # every value against the first (sorted)
-          - {between: variant, values: [base, A-heads1, A-heads16]}      # named rows
 
-Each entry compares rows that differ only in ``between``: the first of ``values`` (default: the
-lowest value present) is the reference, each other value is compared with it. Without
-``comparisons`` a table tests every row against the base.
+and ``base`` (the table's base row, where no variant, or several, apply no overrides): a variant's
+name, or for a grid without variants the values of its base point (``base: {value: {model.heads: 8}}``).
 
-The table's base row is the variant that applies no overrides (a bare name, ``base`` above). A
-sweep with none, or with several, names it in a third reserved constant, ``base``: a variant's
-name, or for a grid without variants the values of its base point::
+A search (``bayes``, ``random``) repeats every configuration over the same seeds when the seed is a
+*repeat axis*, ``seed: {repeat: N}`` (seeds 1..N): the search never sees the seed, and W&B's engine is
+told one run per configuration whose metric is the mean over its finished seeds
+(:func:`ablate.sweep.planner.search_runs`); ``run_cap`` counts configurations. A seed searched like a
+hyperparameter under bayes or random would let the search chase lucky seeds, so it is refused with a
+pointer to ``repeat``. W&B's server knows no ``repeat``, so ``ablate sweep create`` refuses such a file.
 
-      base: {value: transformer}                                  # a variant
-      base: {value: {model.attention.score: dot, model.attention.scale: true}}   # a grid's point
+Grid and random points are planned here as W&B's ``sweeps`` engine plans them, without it (it pins
+numpy<2): the grid lazily in W&B's order (:func:`grid_points`: names sorted, the last varying fastest,
+equal values once) and counted without enumerating it (:func:`grid_size`); a random point from W&B's
+distributions with a seeded Python generator (:func:`random_point`), not W&B's own draw.
+``tests/sweep/test_points.py`` compares the grid with W&B's engine.
 
-A search over hyperparameters (``method: bayes`` or ``random``) repeats every configuration it
-proposes over the same seeds when the seed is a *repeat axis*, ``seed: {repeat: N}`` (seeds
-1..N)::
-
-      seed: {repeat: 3}                  # every proposal trains with seeds 1, 2 and 3
-      train.lr: {min: 0.0001, max: 0.01}
-
-The search then never sees the seed: it proposes configurations, each runs once per seed, and
-W&B's engine is told one run per configuration whose metric is the mean over its finished seeds
-(:func:`ablate.sweep.search.search_runs`); ``run_cap`` counts configurations. A seed searched like
-a hyperparameter under bayes or random (``seed: {values: [1, 2, 3]}``) would let the search chase
-lucky seeds, so it is refused with a pointer to ``repeat``. Under ``grid``, ``values`` already
-runs every configuration with every seed and ``repeat`` means the same. W&B's server knows no
-``repeat``, so ``ablate sweep create`` refuses such a file (:mod:`ablate.sweep.wandb_agent`).
+Registered with a W&B server (:func:`to_wandb`), a variant is its name only, and the overrides travel in
+one constant, ``variants`` (``variants: {value: {A-heads1: {model.heads: 1}}}``), so W&B's panels group
+runs by ``config.variant``. Plain ``wandb agent`` runs :data:`SWEEP_COMMAND`, whose arguments
+``ablate train`` reads back with :func:`expand_variant`.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
 import functools
 import hashlib
 import importlib.util
+import itertools
 import json
+import math
+import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import yaml
 
-from ablate.config import flatten, is_key, read_yaml, valid_keys
+from ablate.config import flatten, is_key, parse_override, read_yaml, valid_keys
 from ablate.errors import AblateError, closest
-from ablate.sweep.points import axis_values
+from ablate.utils.plugins import absolute
 from ablate.utils.yaml_safe import is_plain_text
 
 VARIANT = "variant"
 """The reserved parameter whose values are named sets of overrides."""
 COMPARISONS = "comparisons"
-"""The reserved constant parameter naming the comparisons the sweep's table makes."""
+"""The reserved constant naming the comparisons the sweep's table makes."""
 VARIANTS = "variants"
-"""The constant that maps variant names to their overrides in a sweep registered with W&B
-(:mod:`ablate.sweep.wandb_form`); sweep files write the mappings under ``variant`` instead."""
+"""The constant mapping variant names to their overrides in a sweep registered with W&B (:func:`to_wandb`)."""
 BASE = "base"
-"""The reserved constant parameter naming the table's base row (a variant, or a grid's point)."""
+"""The reserved constant naming the table's base row (a variant, or a grid's point)."""
 RESERVED = (VARIANT, COMPARISONS, VARIANTS, BASE)
 SEED = "seed"
 """The config key of the training seed: the one parameter that can be a repeat axis."""
 REPEAT = "repeat"
 """``seed: {repeat: N}``: every configuration the search proposes trains with seeds 1..N."""
+METHODS = ("grid", "random", "bayes", "custom")
+"""W&B's search methods (``custom`` needs a W&B scheduler, and is refused)."""
+BAYES_EXTRA = "pip install 'ablate[bayes]'"
+"""How to install W&B's ``sweeps`` engine (bayes search, hyperband); it pins numpy<2."""
+SWEEP_COMMAND = ["${env}", "${interpreter}", "-m", "ablate", "train", "${args_no_hyphens}"]
+"""What plain ``wandb agent`` runs for every run of a shipped sweep file: the trainer, the run's
+parameters as ``key=value`` (W&B writes each with ``str``: a dict-valued variant arrives as Python text)."""
+MAX_VARIANT_NAME = 64
+"""Longest variant name: it is a folder name, a table row and a W&B tag (W&B allows 64 characters)."""
+MAX_NAME = 120
+"""Longest folder name :func:`safe_name` gives (a file name may hold 255 bytes; suffixes need room)."""
 
 _SEARCHABLE = ("values", "min", "max", "mu", "sigma", "a", "b")
+_PARAMETER_KEYS = {"value", "values", "min", "max", "distribution", "mu", "sigma", "a", "b", "parameters"}
+Point = dict[str, Any]
+"""One configuration: ``{parameter name: value}`` (constants included)."""
 
 
 class SweepError(AblateError):
@@ -102,14 +107,8 @@ class SweepError(AblateError):
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """A validated sweep file.
-
-    Attributes:
-        name: the sweep's name (the file's ``name`` or its stem); names the output folder and the
-            W&B group.
-        path: where the file was read from (``None`` when built from a dict).
-        config: the W&B sweep configuration exactly as written (validated).
-    """
+    """A validated sweep file: its ``name`` (the file's ``name`` or stem; the output folder and W&B group),
+    ``path`` (``None`` when built from a dict) and W&B ``config`` exactly as written."""
 
     name: str
     path: Optional[Path]
@@ -130,8 +129,7 @@ class SweepSpec:
 
     @property
     def goal(self) -> str:
-        metric = self.config.get("metric") or {}
-        return metric.get("goal", "minimize")
+        return (self.config.get("metric") or {}).get("goal", "minimize")
 
     @property
     def run_cap(self) -> Optional[int]:
@@ -140,11 +138,7 @@ class SweepSpec:
     @property
     def varying(self) -> list[str]:
         """Parameters that differ between trials, in file order (``variant`` first, a repeat seed last)."""
-        names = [
-            n
-            for n, p in self.parameters.items()
-            if (any(k in p for k in _SEARCHABLE) and not _single_choice(p)) or REPEAT in p
-        ]
+        names = [n for n, p in self.parameters.items() if _varies(p) or REPEAT in p]
         return sorted(names, key=lambda n: 0 if n == VARIANT else 2 if REPEAT in self.parameters[n] else 1)
 
     @property
@@ -159,12 +153,12 @@ class SweepSpec:
         return search_config(self.config)
 
     def describe(self) -> str:
-        where = self.path if self.path is not None else "<dict>"
-        return f"{self.name} ({where})"
+        return f"{self.name} ({self.path if self.path is not None else '<dict>'})"
 
 
-def _single_choice(param: dict[str, Any]) -> bool:
-    return "values" in param and len(param["values"]) == 1
+def _varies(param: dict[str, Any]) -> bool:
+    """A searched parameter with more than one choice."""
+    return any(k in param for k in _SEARCHABLE) and not ("values" in param and len(param["values"]) == 1)
 
 
 # --------------------------------------------------------------------------------------
@@ -172,20 +166,13 @@ def _single_choice(param: dict[str, Any]) -> bool:
 # --------------------------------------------------------------------------------------
 
 
-def read_sweep_yaml(path: str | Path) -> dict[str, Any]:
-    """Parse a sweep file; malformed YAML raises a one-line :class:`SweepError` with its line."""
-    data = read_yaml(path, error=SweepError, kind="sweep file", holds="a W&B sweep configuration (a mapping)")
-    if not data:
-        raise SweepError(f"{path} must hold a W&B sweep configuration (a mapping), not an empty file")
-    return data
-
-
 def load_spec(path: str | Path) -> SweepSpec:
-    """Read and validate a sweep file (W&B schema, config keys, variants)."""
+    """Read and validate a sweep file (W&B schema, config keys, variants); malformed YAML is one line."""
     path = Path(path)
-    config = read_sweep_yaml(path)
-    name = str(config.get("name") or path.stem)
-    return spec_from_dict(config, name=name, path=path)
+    config = read_yaml(path, error=SweepError, kind="sweep file", holds="a W&B sweep configuration (a mapping)")
+    if not config:
+        raise SweepError(f"{path} must hold a W&B sweep configuration (a mapping), not an empty file")
+    return spec_from_dict(config, name=str(config.get("name") or path.stem), path=path)
 
 
 def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[Path] = None) -> SweepSpec:
@@ -194,18 +181,23 @@ def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[P
     check_seed_axis(config, where)
     check_wandb_schema(search_config(config), where)
     check_parameters(config["parameters"], where)
-    if config["method"] in ("bayes",) and "metric" not in config:
+    method = config["method"]
+    if method == "bayes" and "metric" not in config:
         raise SweepError(f"{where}: method 'bayes' needs a 'metric' (e.g. metric: {{name: val/bleu, goal: maximize}})")
     if "early_terminate" in config and "metric" not in config:
         raise SweepError(f"{where}: 'early_terminate' needs a 'metric' to compare trials by")
-    if config["method"] == "custom":
+    if method == "custom":
         raise SweepError(f"{where}: method 'custom' needs a W&B scheduler; use grid, random or bayes")
-    if (config["method"] == "bayes" or "early_terminate" in config) and not engine_installed():
-        needs = "method 'bayes'" if config["method"] == "bayes" else "early_terminate"
+    if (method == "bayes" or "early_terminate" in config) and not engine_installed():
+        needs = "method 'bayes'" if method == "bayes" else "early_terminate"
         raise SweepError(f"{where}: {needs} needs W&B's sweeps engine, which is not installed: {BAYES_EXTRA}")
     spec = SweepSpec(name=safe_name(name), path=path, config=config)
-    if spec.method == "grid":  # W&B's grid refuses continuous distributions: say so before running
-        check_grid(spec)
+    if method == "grid":  # W&B's grid refuses continuous distributions: say so before running
+        for key, param in spec.search_config["parameters"].items():
+            try:
+                axis_values(key, param)
+            except ValueError as err:
+                raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
     return spec
 
 
@@ -218,12 +210,7 @@ def search_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_seed_axis(config: dict[str, Any], where: str) -> None:
-    """``repeat`` is written ``seed: {repeat: N}`` only, and a search (bayes, random) does not sample the seed.
-
-    Raises:
-        SweepError: ``repeat`` on another key or malformed, or a seed with several values or a
-            distribution under bayes or random (the search would chase lucky seeds).
-    """
+    """``repeat`` is written ``seed: {repeat: N}`` only, and bayes or random search does not sample the seed."""
     parameters = config.get("parameters")
     if not isinstance(parameters, dict):
         return  # the W&B schema check says what is wrong
@@ -247,19 +234,6 @@ def check_seed_axis(config: dict[str, Any], where: str) -> None:
             f"(and chase lucky seeds); write {SEED}: {{{REPEAT}: N}} to train every proposal with seeds 1..N "
             f"and search on their mean, or {SEED}: {{value: 1}}"
         )
-
-
-def check_grid(spec: SweepSpec) -> None:
-    """Every parameter of a grid is one W&B's grid search can enumerate (values, a constant, int_uniform, q_uniform)."""
-    for name, param in spec.search_config["parameters"].items():
-        try:
-            axis_values(name, param)
-        except ValueError as err:  # e.g. a distribution in a grid
-            raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
-
-
-BAYES_EXTRA = "pip install 'ablate[bayes]'"
-"""How to install W&B's ``sweeps`` engine (bayes search, hyperband); it pins numpy<2."""
 
 
 def engine_installed() -> bool:
@@ -304,44 +278,38 @@ def check_wandb_schema(config: dict[str, Any], where: str) -> None:
         raise SweepError(f"{where}: parameters: a mapping of parameter names to W&B parameters is required")
     for name, param in parameters.items():
         if not isinstance(param, dict) or not set(param) & _PARAMETER_KEYS:
-            raise SweepError(
-                f"{where}: parameters.{name}: not a valid W&B parameter {param!r}; "
-                f"use value, values, or a distribution (min/max)"
-            )
+            raise SweepError(f"{where}: {_not_a_parameter(name, param)}")
         low, high = param.get("min"), param.get("max")
         if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low >= high:
             raise SweepError(f"{where}: parameters.{name}: min {low} is not below max {high}")
 
 
-METHODS = ("grid", "random", "bayes", "custom")
-"""W&B's search methods (``custom`` needs a W&B scheduler, and is refused)."""
-_PARAMETER_KEYS = {"value", "values", "min", "max", "distribution", "mu", "sigma", "a", "b", "parameters"}
+def _not_a_parameter(name: str, param: Any) -> str:
+    return f"parameters.{name}: not a valid W&B parameter {param!r}; use value, values, or a distribution (min/max)"
 
 
 def _describe_schema_error(error: Any) -> str:
     path = ".".join(str(p) for p in error.path)
     if error.validator == "additionalProperties" and not path:
         extra = re.findall(r"'([^']+)' was unexpected", error.message)
-        allowed = ", ".join(sorted(error.schema.get("properties", {})))
         key = extra[0] if extra else "?"
         close = closest(key, error.schema.get("properties", {}))
-        hint = f"did you mean '{close}'?" if close else f"W&B allows: {allowed}"
+        hint = (
+            f"did you mean '{close}'?"
+            if close
+            else f"W&B allows: {', '.join(sorted(error.schema.get('properties', {})))}"
+        )
         return f"unknown top-level key '{key}' ({hint})"
     if error.validator == "anyOf" and len(error.path) == 2 and error.path[0] == "parameters":
-        return (
-            f"parameters.{error.path[1]}: not a valid W&B parameter {error.instance!r}; "
-            f"use value, values, or a distribution (min/max)"
-        )
+        return _not_a_parameter(error.path[1], error.instance)
     if error.validator == "required" and not path:
         return f"missing required key: {error.message}"
     message = error.message.splitlines()[0]
-    if len(message) > 200:
-        message = message[:197] + "..."
-    return f"{path or 'top level'}: {message}"
+    return f"{path or 'top level'}: {message if len(message) <= 200 else message[:197] + '...'}"
 
 
 def check_parameters(parameters: dict[str, Any], where: str) -> None:
-    """Every parameter is a config key (or ``variant``); variants are well formed."""
+    """Every parameter is a config key (or a reserved one); variants, comparisons and base are well formed."""
     keys = set(valid_keys())
     for name, param in parameters.items():
         if "parameters" in param:
@@ -350,8 +318,7 @@ def check_parameters(parameters: dict[str, Any], where: str) -> None:
                 f"write dotted names instead (e.g. {name}.<key>: {{value: ...}})"
             )
         if name == VARIANT:
-            check_variants(param, where)
-            check_variants_fix_no_axis(param, parameters, where)
+            check_variants(param, parameters, where, keys)
         elif name == COMPARISONS:
             if "value" not in param:
                 raise SweepError(
@@ -370,48 +337,36 @@ def _unknown(key: str, keys: set[str]) -> str:
     return f"unknown config key '{key}' ({hint})"
 
 
-def check_variants(param: dict[str, Any], where: str) -> None:
-    """``variant`` must list values, each a name or ``{name: ..., <key>: <value>, ...}``."""
+def check_variants(param: dict[str, Any], parameters: dict[str, Any], where: str, keys: set[str]) -> None:
+    """``variant`` lists values, each a name or ``{name: ..., <key>: <value>, ...}``, and no variant sets a
+    parameter the sweep varies (the variant applies last: its trials along that axis would be replicates)."""
     if "values" not in param:
         raise SweepError(f"{where}: parameters.{VARIANT} must list 'values' (names or {{name: ..., key: value}})")
-    keys = set(valid_keys())
+    axes = {
+        n for n, p in parameters.items() if n not in RESERVED and isinstance(p, dict) and (REPEAT in p or _varies(p))
+    }
     seen: set[str] = set()
     for i, value in enumerate(param["values"]):
-        label = f"parameters.{VARIANT}.values[{i}]"
-        name = variant_name(value, f"{where}: {label}")
-        check_variant_name(name, f"{where}: {label}")
+        label = f"{where}: parameters.{VARIANT}.values[{i}]"
+        name = variant_name(value, label)
+        check_variant_name(name, label)
         if name in seen:
-            raise SweepError(f"{where}: {label}: duplicate variant name '{name}'")
+            raise SweepError(f"{label}: duplicate variant name '{name}'")
         seen.add(name)
         for key in variant_overrides(value):
             if key not in keys and not is_key(key):
-                raise SweepError(f"{where}: {label} ({name}): {_unknown(key, keys)}")
-
-
-def check_variants_fix_no_axis(param: dict[str, Any], parameters: dict[str, Any], where: str) -> None:
-    """No variant sets a parameter the sweep varies: the variant applies last, so its trials along that
-    axis would be identical replicates (``{name: fixed, seed: 7}`` with ``seed: {values: [1, 2]}``)."""
-    axes = {
-        n
-        for n, p in parameters.items()
-        if n not in RESERVED and isinstance(p, dict) and (REPEAT in p or (_searched(p) and not _single_choice(p)))
-    }
+                raise SweepError(f"{label} ({name}): {_unknown(key, keys)}")
     for i, value in enumerate(param["values"]):
+        label, name = f"{where}: parameters.{VARIANT}.values[{i}]", variant_name(value)
         for key in sorted(axes & set(variant_overrides(value))):
             raise SweepError(
-                f"{where}: parameters.{VARIANT}.values[{i}] ({variant_name(value)}) sets {key}, which the sweep varies "
-                f"(parameters.{key}): its trials would be identical replicates; drop {key} from the variant "
-                f"or make parameters.{key} one value"
+                f"{label} ({name}) sets {key}, which the sweep varies (parameters.{key}): its trials would be "
+                f"identical replicates; drop {key} from the variant or make parameters.{key} one value"
             )
 
 
-def _searched(param: dict[str, Any]) -> bool:
-    return any(k in param for k in _SEARCHABLE)
-
-
 def check_base(param: dict[str, Any], parameters: dict[str, Any], where: str) -> None:
-    """``base`` is a constant naming one of the sweep's variants, or (a grid) a mapping of its varying
-    parameters to the base point's values."""
+    """``base`` is a constant naming one of the sweep's variants, or (a grid) its base point's values."""
     label = f"{where}: parameters.{BASE}"
     value = param.get("value") if isinstance(param, dict) else None
     variants = parameters.get(VARIANT)
@@ -459,11 +414,6 @@ def parse_comparisons(
     return out
 
 
-# --------------------------------------------------------------------------------------
-# From a sampled point to a trial
-# --------------------------------------------------------------------------------------
-
-
 def variant_name(value: Any, where: str = "variant") -> str:
     """The name of a ``variant`` value (a bare string, or the ``name`` of a mapping)."""
     if isinstance(value, str) and value:
@@ -473,39 +423,30 @@ def variant_name(value: Any, where: str = "variant") -> str:
     raise SweepError(f"{where}: a variant is a name or a mapping with a 'name' and overrides, not {value!r}")
 
 
-MAX_VARIANT_NAME = 64
-"""Longest variant name: it is a folder name, a table row and a W&B tag (W&B allows 64 characters)."""
-NAME_CHARS = "letters, digits and ._=+,-"
-
-
 def check_variant_name(name: str, where: str = "variant") -> None:
-    """A variant name is its trials' folder name as written: safe characters, not too long.
-
-    Raises:
-        SweepError: naming the limit and a name that would pass.
-    """
+    """A variant name is its trials' folder name as written: safe characters, not too long."""
     if len(name) <= MAX_VARIANT_NAME and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._=+,-]*", name):
         return
     shown = name if len(name) <= 40 else f"{name[:37]}..."
-    problem = (
-        f"is {len(name)} characters long"
-        if len(name) > MAX_VARIANT_NAME
-        else "holds characters unsafe in a folder name"
-    )
+    long = len(name) > MAX_VARIANT_NAME
+    problem = f"is {len(name)} characters long" if long else "holds characters unsafe in a folder name"
     raise SweepError(
-        f"{where}: variant name {shown!r} {problem}: use at most {MAX_VARIANT_NAME} {NAME_CHARS}, "
+        f"{where}: variant name {shown!r} {problem}: use at most {MAX_VARIANT_NAME} letters, digits and ._=+,-, "
         f"starting with a letter or digit (e.g. {safe_name(name)[:MAX_VARIANT_NAME]!r})"
     )
 
 
 def variant_overrides(value: Any) -> dict[str, Any]:
     """Dotted overrides of a ``variant`` value (nested mappings are flattened)."""
-    if not isinstance(value, dict):
-        return {}
-    return flatten({k: v for k, v in value.items() if k != "name"})
+    return flatten({k: v for k, v in value.items() if k != "name"}) if isinstance(value, dict) else {}
 
 
-def resolve(point: dict[str, Any]) -> dict[str, Any]:
+# --------------------------------------------------------------------------------------
+# From a point to a trial's name and overrides
+# --------------------------------------------------------------------------------------
+
+
+def resolve(point: Point) -> dict[str, Any]:
     """Dotted config values for a sampled point ``{param: value}``; the variant applies last."""
     values = {k: v for k, v in point.items() if k not in RESERVED}
     if VARIANT in point:
@@ -515,8 +456,7 @@ def resolve(point: dict[str, Any]) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=4096)
 def _float_text(text: str) -> Optional[str]:
-    """A float's ``repr`` as YAML 1.1 reads it back equal (``1.0e-05``: it needs a dot), or None; cached,
-    as a sweep repeats its values over many trials."""
+    """A float's ``repr`` as YAML 1.1 reads it back equal (``1.0e-05``: it needs a dot), or None."""
     if "e" in text and "." not in text.split("e")[0]:
         mantissa, exponent = text.split("e")
         text = f"{mantissa}.0e{exponent}"
@@ -525,10 +465,8 @@ def _float_text(text: str) -> Optional[str]:
 
 def format_value(value: Any) -> str:
     """``value`` as text that YAML (and so ``ablate.config.parse_override``) reads back equal."""
-    if isinstance(value, float):
-        text = _float_text(repr(value))
-        if text is not None:
-            return text
+    if isinstance(value, float) and (text := _float_text(repr(value))) is not None:
+        return text
     if isinstance(value, str) and (
         is_plain_text(value) or (value and yaml.safe_load(value) == value and "\n" not in value)
     ):
@@ -539,10 +477,6 @@ def format_value(value: Any) -> str:
 def to_overrides(values: dict[str, Any]) -> list[str]:
     """``{"model.heads": 4}`` -> ``["model.heads=4"]`` (values quoted where YAML needs it)."""
     return [f"{key}={format_value(value)}" for key, value in values.items()]
-
-
-MAX_NAME = 120
-"""Longest folder name :func:`safe_name` gives (a file name may hold 255 bytes; suffixes need room)."""
 
 
 def safe_name(text: str) -> str:
@@ -556,3 +490,313 @@ def safe_name(text: str) -> str:
         tail = hashlib.sha1(str(text).encode()).hexdigest()[:8]
         cleaned = f"{cleaned[: MAX_NAME - 9].rstrip('._')}-{tail}"
     return cleaned
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_show(v) for v in value)
+    return str(value)
+
+
+def labels(spec: SweepSpec, point: Point) -> list[str]:
+    """What distinguishes this point: ``["A-heads1", "seed=2"]`` (the variant by its name; a varying key by
+    its last part, ``score`` for ``model.attention.score``, unless two varying keys share it)."""
+    varying = spec.varying
+    last = [k.rsplit(".", 1)[-1] for k in varying]
+    short = {k: (s if last.count(s) == 1 else k) for k, s in zip(varying, last)}
+    return [
+        variant_name(point[key]) if key == VARIANT else f"{short[key]}={_show(point[key])}"
+        for key in varying
+        if key in point
+    ]
+
+
+def trial_name(spec: SweepSpec, point: Point, taken: set[str]) -> str:
+    """A unique, file-system-safe name for ``point`` (``-2``, ``-3`` appended on a clash): its folder, its
+    W&B run name and, split, its W&B tags."""
+    base = safe_name("-".join(labels(spec, point)) or "trial")
+    name, i = base, 2
+    while name in taken:
+        name, i = f"{base}-{i}", i + 1
+    return name
+
+
+def trial_overrides(spec: SweepSpec, point: Point, name: str, group: Optional[str] = None) -> list[str]:
+    """The trainer's ``key=value`` arguments for ``point``: W&B naming first (so a ``tracking.*`` parameter
+    wins), then the parameters. ``group`` is the W&B group (default: the sweep's name); the ``plugins``
+    files a sweep file names are relative to its folder, and the trial gets them absolute."""
+    tracking = {"tracking.group": group or spec.name, "tracking.name": name, "tracking.tags": labels(spec, point)}
+    if VARIANT in point:
+        tracking["tracking.variant"] = variant_name(point[VARIANT])
+    values = resolve(point)
+    if "plugins" in values and spec.path is not None:
+        values["plugins"] = absolute(values["plugins"], spec.path.resolve().parent)
+    return to_overrides(tracking) + to_overrides(values)
+
+
+# --------------------------------------------------------------------------------------
+# Command-line axes: ``ablate sweep run FILE model.heads=4,8``
+# --------------------------------------------------------------------------------------
+
+
+def split_top_level(raw: str) -> list[str]:
+    """``"4,8"`` -> ``["4", "8"]``; commas inside ``[]``, ``{}`` or quotes do not split."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(raw):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+        elif ch == "," and depth == 0:
+            parts.append(raw[start:i])
+            start = i + 1
+    parts.append(raw[start:])
+    return parts
+
+
+def split_axes(overrides: list[str]) -> tuple[list[str], dict[str, list[Any]]]:
+    """Plain ``key=value`` overrides, and ``{key: [values]}`` for each comma-list override (Hydra's
+    ``-m key=a,b``): one more categorical parameter, replacing the file's of that name. A literal comma
+    is quoted for YAML inside the shell's quotes: ``'tracking.name="a,b"'``."""
+    plain: list[str] = []
+    axes: dict[str, list[Any]] = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        parts = split_top_level(raw) if sep else [raw]
+        if len(parts) == 1:
+            plain.append(item)
+            continue
+        key = key.strip()
+        if key in RESERVED:
+            raise SweepError(f"override '{item}': '{key}' is set in the sweep file, not as a comma list")
+        if any(not p.strip() for p in parts):
+            raise SweepError(
+                f"override '{item}': an empty value in the comma list (quote a literal comma: '{key}=\"a,b\"')"
+            )
+        values = [parse_override(f"{key}={p}")[1] for p in parts]
+        if len({repr(v) for v in values}) < len(values):
+            raise SweepError(f"override '{item}': a value is listed twice")
+        axes[key] = values
+    return plain, axes
+
+
+def with_axes(spec: SweepSpec, axes: dict[str, list[Any]]) -> SweepSpec:
+    """``spec`` with each axis as a ``{values: [...]}`` parameter (replacing one of the same name)."""
+    if not axes:
+        return spec
+    parameters = {k: v for k, v in spec.parameters.items() if k not in axes}
+    parameters.update({key: {"values": values} for key, values in axes.items()})
+    return spec_from_dict({**spec.config, "parameters": parameters}, name=spec.name, path=spec.path)
+
+
+def axis_overrides(axes: dict[str, list[Any]]) -> list[str]:
+    """The axes as the comma-list overrides a user types (recorded in ``sweep.json``)."""
+    return [f"{key}={','.join(format_value(v) for v in values)}" for key, values in axes.items()]
+
+
+# --------------------------------------------------------------------------------------
+# Grid and random points
+# --------------------------------------------------------------------------------------
+
+
+def axis_values(name: str, param: dict[str, Any]) -> list[Any]:
+    """The values a grid takes for one parameter, in W&B's order, each once.
+
+    ``value``: that one; ``values``: in order, a value equal to an earlier one (as W&B hashes them:
+    :func:`value_key`) dropped, the later spelling kept as W&B keeps it; ``int_uniform`` (integer
+    ``min``/``max``): ``min..max``; ``q_uniform``: ``min, min+q, ...`` below ``max``.
+
+    Raises:
+        ValueError: a distribution a grid cannot enumerate (W&B's own words).
+    """
+    if "value" in param:
+        return [param["value"]]
+    if "values" in param and "probabilities" not in param and param.get("distribution", "categorical") == "categorical":
+        unique: dict[str, Any] = {}
+        for value in param["values"]:
+            unique[value_key(value)] = value  # a repeat keeps the first one's place and takes its spelling
+        return list(unique.values())
+    low, high, kind = param.get("min"), param.get("max"), param.get("distribution")
+    if kind in (None, "int_uniform") and isinstance(low, int) and isinstance(high, int) and "q" not in param:
+        return list(range(low, high + 1))
+    if kind == "q_uniform":
+        q = param.get("q", 1)
+        return [low + i * q for i in range(max(0, math.ceil((high - low) / q)))]
+    raise ValueError(
+        f"Parameter {name} is a disallowed type with grid search. Grid search requires all parameters to be "
+        f"categorical, constant, int_uniform, or q_uniform. Specification of probabilities for categorical "
+        f"parameters is disallowed in grid search"
+    )
+
+
+def value_key(value: Any) -> str:
+    """What makes two grid values the same for W&B (an integral float is its int: ``3e6`` is ``3000000``)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def grid_key(point: Point, parameters: dict[str, Any]) -> tuple[str, ...]:
+    """A point's grid position: :func:`value_key` of each parameter's value (names sorted, constants too)."""
+    return tuple(value_key(point.get(name)) for name in sorted(parameters))
+
+
+def grid_points(parameters: dict[str, Any]) -> Iterator[Point]:
+    """Every point of the grid, lazily, in W&B's order (a grid of 10^6 points costs its axes in memory)."""
+    names = sorted(parameters)
+    for values in itertools.product(*(axis_values(name, parameters[name]) for name in names)):
+        yield dict(zip(names, values))
+
+
+def grid_size(parameters: dict[str, Any]) -> Optional[int]:
+    """How many points a grid over ``parameters`` has, counted without enumerating it (None: not a grid)."""
+    total = 1
+    for name, param in parameters.items():
+        if not isinstance(param, dict):
+            return None
+        try:
+            total *= len(axis_values(name, param))
+        except ValueError:  # a distribution: no grid
+            return None
+    return total
+
+
+def random_point(parameters: dict[str, Any], rng: random.Random) -> Point:
+    """One draw of every parameter (names sorted, as W&B draws them), from W&B's distributions.
+
+    ``uniform``, ``int_uniform``, ``q_uniform``; ``log_uniform`` / ``inv_log_uniform`` (bounds are
+    exponents) and their ``_values`` forms (bounds are values); ``normal``, ``log_normal``, ``beta``
+    and their ``q_`` forms; ``categorical`` (``probabilities`` as weights); constants. Without a
+    ``distribution``: ``values`` is categorical, integer ``min``/``max`` int_uniform, else uniform.
+    """
+    return {name: _draw(parameters[name], rng) for name in sorted(parameters)}
+
+
+def _draw(param: dict[str, Any], rng: random.Random) -> Any:
+    if "value" in param:
+        return param["value"]
+    if "values" in param:
+        return rng.choices(param["values"], weights=param.get("probabilities"))[0]
+    low, high = param.get("min"), param.get("max")
+    kind = param.get("distribution") or ("int_uniform" if isinstance(low, int) and isinstance(high, int) else "uniform")
+    base, _, _ = kind.removeprefix("q_").partition("_values")
+    if kind.endswith("inv_log_uniform_values"):  # 1/X log-uniform: X = exp(-U(log 1/max, log 1/min))
+        bounds = (-math.log(high), -math.log(low))
+    elif kind.endswith("_values"):
+        bounds = (math.log(low), math.log(high))
+    else:
+        bounds = (low, high)
+    draw = {
+        "uniform": lambda: rng.uniform(low, high),
+        "int_uniform": lambda: rng.randint(low, high),
+        "log_uniform": lambda: math.exp(rng.uniform(*bounds)),
+        "inv_log_uniform": lambda: math.exp(-rng.uniform(*bounds)),
+        "normal": lambda: rng.gauss(param.get("mu", 0.0), param.get("sigma", 1.0)),
+        "log_normal": lambda: math.exp(rng.gauss(param.get("mu", 0.0), param.get("sigma", 1.0))),
+        "beta": lambda: rng.betavariate(param.get("a", 1.0), param.get("b", 1.0)),
+    }
+    if base not in draw:
+        raise ValueError(f"distribution {kind!r}: not one of W&B's ({', '.join(sorted(draw))}, and their q_ forms)")
+    value = draw[base]()
+    if kind.startswith("q_"):
+        q = param.get("q", 1)
+        value = round(value / q) * q
+        return int(value) if isinstance(q, int) else value
+    return value
+
+
+# --------------------------------------------------------------------------------------
+# The W&B form: variants by name, and what plain ``wandb agent`` passes
+# --------------------------------------------------------------------------------------
+
+
+def to_wandb(config: dict[str, Any]) -> dict[str, Any]:
+    """The sweep configuration with name-only variants and a ``variants`` constant (a copy)."""
+    out = copy.deepcopy(config)
+    param = (out.get("parameters") or {}).get(VARIANT)
+    if not isinstance(param, dict) or "values" not in param:
+        return out
+    overrides = {variant_name(v): variant_overrides(v) for v in param["values"]}
+    param["values"] = list(overrides)
+    if any(overrides.values()):
+        out["parameters"][VARIANTS] = {"value": {name: o for name, o in overrides.items() if o}}
+    return out
+
+
+def from_wandb(config: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of :func:`to_wandb`: variants as ``{name, overrides}`` again (a copy)."""
+    out = copy.deepcopy(config)
+    parameters = out.get("parameters") or {}
+    table = parameters.pop(VARIANTS, None)
+    if table is not None and isinstance(parameters.get(VARIANT), dict) and "values" in parameters[VARIANT]:
+        mapping = _mapping(table.get("value") if isinstance(table, dict) else None)
+        parameters[VARIANT]["values"] = [expand(v, mapping) for v in parameters[VARIANT]["values"]]
+    return out
+
+
+def point_from_wandb(point: Point) -> Point:
+    """A W&B run's parameters with its ``variant`` name expanded from ``variants`` (a copy)."""
+    point = dict(point)
+    mapping = _mapping(point.pop(VARIANTS, None))
+    if VARIANT in point:
+        point[VARIANT] = expand(point[VARIANT], mapping)
+    return point
+
+
+def expand(value: Any, mapping: dict[str, Any]) -> Any:
+    """A variant name with its overrides from ``mapping`` (a name without any stays a name)."""
+    if isinstance(value, str) and mapping.get(value):
+        return {"name": value, **mapping[value]}
+    return value
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise SweepError(f"{VARIANTS} must map each variant name to its overrides, not {value!r}")
+    return value
+
+
+def _variant_value(raw: Any) -> Any:
+    """A variant as W&B passes it: a name, a mapping, or a mapping's JSON / Python text."""
+    if isinstance(raw, str) and raw.strip().startswith("{"):
+        for parse in (json.loads, ast.literal_eval):
+            try:
+                return parse(raw)
+            except (ValueError, SyntaxError):
+                continue
+        raise SweepError(f"variant={raw!r} is neither a name nor a mapping of a name and overrides")
+    return raw
+
+
+def expand_variant(overrides: list[str]) -> list[str]:
+    """Replace a ``variant=...`` argument by ``tracking.variant=<name>`` and its overrides.
+
+    W&B formats every value with ``str``, so a ``null`` arrives as ``None`` and is turned back into
+    ``null``. A sweep registered by ``ablate sweep create`` passes the variant by name and the names'
+    overrides as ``variants=...``. The other reserved parameters are about the sweep, not the run, and
+    are dropped. The variant's overrides come last, so they win over the base values W&B passes for the
+    same keys (``model.heads=8 variant={'name': 'A-heads1', 'model.heads': 1}`` trains one head).
+    """
+    rest, variants, table = [], [], None
+    for item in overrides:
+        key, value = parse_override(item) if "=" in item else (None, None)
+        if key == VARIANT:
+            variants.append(_variant_value(value))
+        elif key == VARIANTS:
+            table = _variant_value(value)
+        elif key not in RESERVED:
+            rest.append(f"{key}=null" if value == "None" else item)
+    if not variants:
+        return rest
+    value = variants[-1] if table is None else point_from_wandb({VARIANT: variants[-1], VARIANTS: table})[VARIANT]
+    return rest + [f"tracking.variant={variant_name(value, 'variant')}"] + to_overrides(variant_overrides(value))

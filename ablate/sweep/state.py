@@ -1,34 +1,39 @@
-"""The sweep's state on disk: one JSON file, written atomically, guarded by a lock.
+"""The sweep folder on disk: ``sweep.json`` (written atomically, guarded by locks) and each trial's run folder read back.
 
 ``DIR/sweep.json`` lists every trial with its point, status and result; each trial trains in
-``DIR/<trial name>/``. The launcher is the only writer. Every write goes to a temporary file in
-the same folder, is flushed to disk, then renamed over the old file, so a kill or power cut at any
-moment leaves either the old or the new state, never a torn one. ``DIR/.lock`` is held (``filelock``,
-an ``flock``) while a launcher runs; the kernel drops it when the launcher dies, even by SIGKILL.
-Packed SLURM workers (:mod:`ablate.sweep.packed`) share the state: each read-modify-write of
+``DIR/<trial name>/``. Every write goes to a temporary file in the same folder, is flushed, then renamed
+over the old file, so a kill or power cut leaves either the old or the new state, never a torn one.
+``DIR/.lock`` is held (``filelock``, an ``flock``) while a launcher runs; the kernel drops it when the
+launcher dies, even by SIGKILL. Packed SLURM workers share the state: each read-modify-write of
 ``sweep.json`` by a worker or its watcher happens under :class:`StateLock` (``DIR/.state.lock``).
+
+How an attempt ended is read from the trainer's ``summary.json`` (written atomically by the trainer);
+when the process died before writing one, the reason is the last error line of its log (:func:`outcome`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import signal
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
-from ablate.record import RecordError, RunStatus, RunSummary, SweepFiles, headline
-from ablate.sweep.spec import SweepError
+from ablate.record import SUMMARY_FILE, RecordError, RunFiles, RunStatus, RunSummary, SweepFiles, headline
+from ablate.sweep.spec import SEED, Point, SweepError
 from ablate.utils import io, locks
 
 VERSION = 1
-
-STATUSES = tuple(RunStatus)
-"""A trial's statuses (:class:`~ablate.record.RunStatus`); ``stopped``: ended early by hyperband, final."""
-DONE = tuple(s for s in RunStatus if s.done)
+STATE_LOCK = ".state.lock"
+"""The file :class:`StateLock` holds in the sweep folder."""
+UNDRAWN = "xxxxxx"
+"""The 6 hex digits of a group a dry run shows for a folder no sweep has started in: they are drawn
+(:func:`new_group`) when the sweep first runs there, so a dry run never shows an id the run will not use."""
 
 
 @dataclass
@@ -38,17 +43,16 @@ class Trial:
     Attributes:
         name: unique within the sweep; also its folder (the trainer's ``--run-dir``).
         point: the sampled W&B parameters ``{name: value}``, constants and ``variant`` included.
-        status: see :class:`~ablate.record.RunStatus`.
+        status: see :class:`~ablate.record.RunStatus` (``stopped``: ended early by hyperband, final).
         error: one line saying why it failed.
         metric: the sweep metric from its ``summary.json`` (``None`` until finished).
-        summary: its ``summary.json`` as far as the sweep keeps it: ``sweep.json`` holds the headline
-            numbers (BLEU, perplexity, throughput; :func:`~ablate.record.headline`) as ``results``.
-        attempts: how many times a process was started for it.
-        duration_s: seconds of training over all attempts.
+        summary: its ``summary.json``; ``sweep.json`` keeps its headline numbers (:func:`~ablate.record.headline`)
+            as ``results``.
+        attempts, duration_s: processes started for it; seconds of training over all attempts.
         pid, pid_start: the running process and its start time (to recognise it after a crash).
         devices: the GPU ids it runs on (empty on CPU).
-        job_id, job_state: its SLURM job and that job's last seen state (``--launcher slurm``).
         history: the metric each time the trainer reported it (for hyperband).
+        job_id, job_state: its SLURM job and that job's last seen state (``--launcher slurm``).
     """
 
     name: str
@@ -101,14 +105,13 @@ class SweepState:
     """Everything a rerun needs to carry on where the last launcher stopped.
 
     Attributes:
-        name: the sweep name.
-        source: the sweep file it was started from.
-        signature: a digest of what defines the trials (method, parameters, base config,
-            command-line overrides); a rerun with a different one is refused.
+        name, source: the sweep name and the file it was started from.
+        signature: a digest of what defines the trials (method, parameters, base config, command-line
+            overrides); a rerun with a different one is refused.
         trials: in the order they were planned.
-        group: the W&B run group of its trials: the sweep's name and a short id made once per
-            sweep folder (:func:`new_group`), so two ``--out`` folders of one file are two W&B
-            groups; ``None`` in folders started before it (their trials keep the sweep's name).
+        group: the W&B run group of its trials: the sweep's name and a short id made once per sweep folder
+            (:func:`new_group`), so two ``--out`` folders of one file are two W&B groups; ``None`` in
+            folders started before it (their trials keep the sweep's name).
         wandb_sweep: ``entity/project/id`` of the W&B sweep object ``--wandb-sweep`` registered.
         workers: packed SLURM worker jobs (``--trials-per-job``) ``{job id: last seen state}``.
     """
@@ -132,15 +135,13 @@ class SweepState:
 
     def to_json(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["overrides"] = list(self.overrides)
-        out["workers"] = dict(self.workers)
+        out["overrides"], out["workers"] = list(self.overrides), dict(self.workers)
         out["trials"] = [t.to_json() for t in self.trials]
         return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SweepState:
-        trials = [Trial.from_json(t) for t in data.pop("trials", [])]
-        return cls(trials=trials, **data)
+        return cls(trials=[Trial.from_json(t) for t in data.pop("trials", [])], **data)
 
 
 def new_group(name: str) -> str:
@@ -148,26 +149,17 @@ def new_group(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:6]}"
 
 
-UNDRAWN = "xxxxxx"
-"""The 6 hex digits of a group a dry run shows for a folder no sweep has started in: they are drawn
-(:func:`new_group`) when the sweep first runs there, so a dry run never shows an id the run will not use."""
-
-
 def undrawn_group(name: str) -> str:
     return f"{name}-{UNDRAWN}"
 
 
-def state_path(out_dir: Path) -> Path:
-    return SweepFiles(out_dir).state
-
-
 def save_state(out_dir: Path, state: SweepState) -> None:
-    io.atomic_write_json(state_path(out_dir), state.to_json(), indent=1, sort_keys=False)
+    io.atomic_write_json(SweepFiles(out_dir).state, state.to_json(), indent=1, sort_keys=False)
 
 
 def load_state(out_dir: Path) -> Optional[SweepState]:
     """The saved state of ``out_dir``, or ``None`` if no sweep ran there yet."""
-    path = state_path(out_dir)
+    path = SweepFiles(out_dir).state
     if not path.exists():
         return None
     try:
@@ -193,11 +185,8 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
 
 
 class SweepLock:
-    """An exclusive lock on ``DIR/.lock`` (:class:`~ablate.utils.locks.HolderLock`): one launcher per sweep folder.
-
-    The lock belongs to the open file, so it is released when the launcher exits or is killed;
-    trial processes do not inherit it (``close_fds``).
-    """
+    """An exclusive lock on ``DIR/.lock``: one launcher per sweep folder. It belongs to the open file, so it
+    is released when the launcher exits or is killed; trial processes do not inherit it (``close_fds``)."""
 
     def __init__(self, out_dir: Path):
         self.path = SweepFiles(out_dir).lock
@@ -219,11 +208,8 @@ class SweepLock:
 
 
 class StateLock:
-    """``with StateLock(DIR):`` one read-modify-write of ``DIR/sweep.json`` at a time (waits its turn).
-
-    Held for milliseconds by each packed worker and by their watcher, across the machines that share
-    the folder (an ``flock`` on the shared filesystem); the kernel drops it when its holder dies.
-    """
+    """``with StateLock(DIR):`` one read-modify-write of ``DIR/sweep.json`` at a time (waits its turn); held for
+    milliseconds by each packed worker and their watcher, across the machines that share the folder."""
 
     def __init__(self, out_dir: Path):
         self.path = Path(out_dir) / STATE_LOCK
@@ -238,10 +224,194 @@ class StateLock:
         self._lock.release()
 
 
-STATE_LOCK = ".state.lock"
-"""The file :class:`StateLock` holds in the sweep folder."""
-
-
 def is_locked(out_dir: Path) -> bool:
     """Whether a launcher currently holds ``out_dir`` (used by ``sweep status``)."""
     return bool(locks.is_held(SweepFiles(out_dir).lock))
+
+
+# --------------------------------------------------------------------------------------
+# The best trial, and a repeat seed's configurations
+# --------------------------------------------------------------------------------------
+
+
+def best_trial(state: SweepState, goal: str) -> Optional[Trial]:
+    """The finished (or stopped) trial with the best metric (``goal``: ``maximize`` or ``minimize``)."""
+    scored = [t for t in state.trials if t.status in (RunStatus.FINISHED, RunStatus.STOPPED) and t.metric is not None]
+    return (max if goal == "maximize" else min)(scored, key=lambda t: t.metric) if scored else None
+
+
+def configuration(point: Point) -> Point:
+    """A point without its seed: what the search proposed, shared by its repeats."""
+    return {k: v for k, v in point.items() if k != SEED}
+
+
+def configuration_key(point: Point) -> str:
+    """A stable text naming the configuration of ``point`` (its seed left out)."""
+    return json.dumps(configuration(point), sort_keys=True, default=str)
+
+
+def replicates(trials: Sequence[Trial]) -> dict[str, list[Trial]]:
+    """Trials grouped by configuration (:func:`configuration_key`), in plan order."""
+    groups: dict[str, list[Trial]] = {}
+    for t in trials:
+        groups.setdefault(configuration_key(t.point), []).append(t)
+    return groups
+
+
+def replicate_status(trials: Sequence[Trial]) -> RunStatus:
+    """One status for a configuration's seeds: running until every seed is done, then finished if one
+    finished, stopped if hyperband stopped them, else failed."""
+    if any(not t.status.done for t in trials):
+        return RunStatus.RUNNING
+    for status in (RunStatus.FINISHED, RunStatus.STOPPED):
+        if any(t.status == status for t in trials):
+            return status
+    return RunStatus.FAILED
+
+
+def replicate_metric(trials: Sequence[Trial]) -> Optional[float]:
+    """The mean metric over a configuration's finished seeds (over its stopped ones when none finished)."""
+    for status in (RunStatus.FINISHED, RunStatus.STOPPED):
+        ended = [t.metric for t in trials if t.status == status and t.metric is not None and math.isfinite(t.metric)]
+        if ended:
+            return sum(ended) / len(ended)
+    return None
+
+
+def best_configuration(trials: Sequence[Trial], goal: str) -> Optional[tuple[float, list[Trial]]]:
+    """The configuration whose seeds are all done with the best mean metric: ``(mean, its trials)``."""
+    done = [
+        (mean, seeds)
+        for seeds in replicates(trials).values()
+        if replicate_status(seeds).done and (mean := replicate_metric(seeds)) is not None
+    ]
+    return (max if goal == "maximize" else min)(done, key=lambda pair: pair[0]) if done else None
+
+
+# --------------------------------------------------------------------------------------
+# How an attempt ended
+# --------------------------------------------------------------------------------------
+
+
+def read_summary(run_dir: Path, since: Optional[float] = None) -> Optional[RunSummary]:
+    """The trainer's ``summary.json``, or ``None`` if absent, unreadable or older than ``since`` (a
+    ``time.time()``: the summary a previous attempt left behind is ignored)."""
+    path = RunFiles(run_dir).summary
+    try:
+        if since is not None and path.stat().st_mtime < since:
+            return None
+    except OSError:
+        return None
+    return RunSummary.peek(path)
+
+
+def log_tail(log_path: Path, start: int = 0, lines: int = 40) -> list[str]:
+    """The last non-empty lines of a trial's log, from byte ``start`` (this attempt's output) on."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(start, f.tell() - 16384))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    return [line.rstrip() for line in text.splitlines() if line.strip()][-lines:]
+
+
+def _error_line(tail: list[str]) -> Optional[str]:
+    """The last line of a log that names an exception (``RuntimeError: ...``)."""
+    for line in reversed(tail):
+        head = line.split(":", 1)[0].strip()
+        if head.endswith(("Error", "Exception", "Interrupt")) or head == "Killed":
+            return line.strip()
+    return None
+
+
+def _exit_reason(returncode: Optional[int]) -> str:
+    if returncode is None:
+        return "the process disappeared"
+    if returncode < 0:
+        sig = signal.Signals(-returncode).name if -returncode in signal.Signals._value2member_map_ else -returncode
+        return f"killed by {sig}" + (" (out of memory?)" if -returncode == signal.SIGKILL else "")
+    return f"exit code {returncode}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a trial process ended: ``status`` (finished, interrupted or failed), ``error`` (one line why it
+    failed or was interrupted), the sweep's ``metric`` (finished only), and the trainer's ``summary``."""
+
+    status: RunStatus
+    error: Optional[str] = None
+    metric: Optional[float] = None
+    summary: Optional[RunSummary] = None
+
+    @property
+    def results(self) -> dict[str, Any]:
+        """The summary's headline numbers (:func:`ablate.record.headline`), as ``sweep.json`` keeps them."""
+        return headline(self.summary) if self.summary is not None else {}
+
+
+def outcome(
+    run_dir: Path, returncode: Optional[int], metric: Optional[str], since: Optional[float] = None, log_start: int = 0
+) -> Outcome:
+    """How a trial process ended.
+
+    ``finished`` needs exit code 0 and ``summary.json`` saying so with a finite metric; ``interrupted``
+    (the trainer saved a checkpoint and stopped on a signal) is resumed by a rerun; anything else is
+    ``failed`` with a one-line reason: the trainer's ``error``, else the last error line of its log, else
+    how the process died, else its last log line. ``since`` and ``log_start`` (time and log size at
+    launch) hide what earlier attempts left.
+    """
+    summary = read_summary(run_dir, since)
+    value = summary.get(metric) if summary is not None and metric else None
+    value = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    status = summary.status if summary is not None else None
+    error = summary.error if summary is not None else None
+    if status == RunStatus.FINISHED and returncode == 0:
+        if metric and value is None:
+            return _failed(f"{SUMMARY_FILE} has no '{metric}' (the sweep's metric)", summary)
+        if value is not None and not math.isfinite(value):
+            return _failed(f"{metric} is {value} (diverged?)", summary)
+        return Outcome(RunStatus.FINISHED, None, value, summary)
+    if status == RunStatus.INTERRUPTED:
+        return Outcome(RunStatus.INTERRUPTED, error, None, summary)
+    tail = log_tail(RunFiles(run_dir).log, log_start)
+    reason = (error if status in (RunStatus.FAILED, RunStatus.TIMEOUT) else None) or _error_line(tail)
+    if not reason and returncode is not None and returncode < 0:
+        reason = _exit_reason(returncode)
+    if not reason:
+        last = f"{tail[-1].strip()} " if tail else ""
+        reason = f"{last}[{_exit_reason(returncode)}]"
+    return _failed(reason, summary)
+
+
+def _failed(reason: str, summary: Optional[RunSummary]) -> Outcome:
+    line = " ".join(str(reason).split())
+    return Outcome(RunStatus.FAILED, line if len(line) <= 300 else line[:297] + "...", None, summary)
+
+
+def record_timeout(run_dir: Path, reason: str) -> None:
+    """Mark the trial's ``summary.json`` timed out with ``reason`` (what the trainer wrote otherwise kept)."""
+    summary = RunSummary.peek(RunFiles(run_dir).summary) or RunSummary()
+    summary.status, summary.error = RunStatus.TIMEOUT, reason
+    summary.write(run_dir)
+
+
+def reported_history(summary: Optional[RunSummary], metric: str) -> Optional[list[float]]:
+    """The metric at every validation so far, when the trainer keeps a ``history`` list."""
+    rows = summary.history if summary is not None else None
+    if not isinstance(rows, list):
+        return None
+    values = [row.get(metric) for row in rows if isinstance(row, dict)]
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
+def live_metric(run_dir: Path, metric: Optional[str]) -> Optional[tuple[int, float]]:
+    """``(step, value)`` of the metric a running trainer last wrote, for early termination."""
+    summary = read_summary(run_dir)
+    if summary is None or not metric or summary.status != RunStatus.RUNNING:
+        return None
+    value, step = summary.get(metric), summary.get("step")
+    if isinstance(value, (int, float)) and isinstance(step, int) and math.isfinite(value):
+        return step, float(value)
+    return None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ablate.record import DEV_BLEU, DEV_PPL, SUMMARY_FILE, TEST_BLEU, TOKENS_PER_SEC, RunFiles, RunStatus, RunSummary
-from ablate.sweep.process import ablate_argv
+from ablate.sweep.local import ablate_argv
 from scripts.gpu_check.options import GpuCheckOptions
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -79,7 +79,7 @@ def test_a_sweep_dict_is_written_as_its_sweep_file_and_a_different_one_refused(t
             calls.append((spec, opts))
 
         def run(self):
-            from ablate.sweep.options import SweepResult
+            from ablate.sweep.planner import SweepResult
 
             return SweepResult(state=type("S", (), {"trials": []})(), launched=0, skipped=0, interrupted=False)
 

@@ -9,9 +9,9 @@ from typing import Callable
 
 from rich.console import Console
 
-from ablate.sweep.launcher import LaunchOptions
-from ablate.sweep.progress import Progress
-from ablate.sweep.slots import Slot
+from ablate.sweep.launcher import Launcher, Progress
+from ablate.sweep.local import Slot
+from ablate.sweep.planner import LaunchOptions, SweepResult
 from ablate.sweep.spec import spec_from_dict
 
 from tests.helpers.tiny import tiny_parameters
@@ -85,3 +85,8 @@ def small_spec(parameters: dict, method: str = "grid", name: str = "t", **extra)
         **extra,
     }
     return spec_from_dict(config, name=name)
+
+
+def run_sweep(spec, opts: LaunchOptions, progress: Progress | None = None, executor=None) -> SweepResult:
+    """Run ``spec`` as ``opts`` says, on ``executor`` (default: local processes over ``opts.slots``)."""
+    return Launcher(spec, opts, progress, executor).run()

@@ -12,7 +12,7 @@ from pathlib import Path
 import wandb
 
 from ablate.config import load_config
-from ablate.sweep.wandb_command import expand_variant
+from ablate.sweep.spec import expand_variant
 from ablate.training.tracking import make_logger, start_logger
 
 if __name__ == "__main__":

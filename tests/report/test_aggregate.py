@@ -177,9 +177,8 @@ def _planned_sweep(root, parameters: dict, constants: dict = DOCS_TINY):
     finished summary per trial (made-up BLEU), from a sweep configuration's parameters."""
     import json
 
-    from ablate.sweep.search import next_points
-    from ablate.sweep.spec import resolve, spec_from_dict
-    from ablate.sweep.trial import trial_name
+    from ablate.sweep.planner import next_points
+    from ablate.sweep.spec import resolve, spec_from_dict, trial_name
 
     from tests.helpers.records import trial_summary, write_trial
 

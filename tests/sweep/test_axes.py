@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from ablate.sweep.axes import axis_overrides, split_axes, split_top_level, with_axes
-from ablate.sweep.search import next_points
-from ablate.sweep.spec import SweepError, SweepSpec, spec_from_dict
+from ablate.sweep.planner import next_points
+from ablate.sweep.spec import (
+    SweepError,
+    SweepSpec,
+    axis_overrides,
+    spec_from_dict,
+    split_axes,
+    split_top_level,
+    with_axes,
+)
 
 
 @pytest.mark.parametrize(

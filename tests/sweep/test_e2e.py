@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from ablate.sweep import commands
 from ablate.sweep.commands import app
-from ablate.sweep.slots import cpu_count
+from ablate.sweep.local import cpu_count
 
 from tests.helpers.tiny import tiny_sweep_yaml
 

@@ -16,13 +16,12 @@ from typing import Callable, Optional
 
 import pytest
 
-from ablate.sweep.executor import Exit, Handle, LaunchRefused, Polled
-from ablate.sweep.executors import EXECUTORS, ExecutorArgs, make_executor
-from ablate.sweep.launcher import run_sweep
+from ablate.sweep.launcher import EXECUTORS, make_executor
+from ablate.sweep.local import ExecutorArgs, Exit, Handle, LaunchRefused, Polled
 from ablate.sweep.spec import SweepError
 from ablate.sweep.state import Trial, load_state
 
-from tests.helpers.sweep import options, quiet_progress, small_spec
+from tests.helpers.sweep import options, quiet_progress, run_sweep, small_spec
 
 SEEDS = {"seed": {"values": [1, 2, 3, 4, 5]}}
 
@@ -315,7 +314,7 @@ def test_the_extending_pages_kubernetes_executor_runs_a_sweep_from_its_registry_
     from rich.console import Console
     from typer.testing import CliRunner
 
-    from ablate.sweep import commands, executors, launcher
+    from ablate.sweep import commands, launcher
     from ablate.sweep.commands import app
 
     from tests.helpers.sweep import fake_command
@@ -329,7 +328,7 @@ def test_the_extending_pages_kubernetes_executor_runs_a_sweep_from_its_registry_
     monkeypatch.setenv("ABLATE_IMAGE", "registry.example/ablate:1")
     kubernetes = _docs_executor()
     monkeypatch.setattr(kubernetes, "poll_s", 0.01)
-    monkeypatch.setitem(executors.EXECUTORS, "kubernetes", kubernetes)  # the page's registry line
+    monkeypatch.setitem(launcher.EXECUTORS, "kubernetes", kubernetes)  # the page's registry line
     monkeypatch.setattr(launcher, "trainer_command", lambda config=None: fake_command(events))
     monkeypatch.setattr(commands, "console", Console(width=250))
     (tmp_path / "k.yaml").write_text(

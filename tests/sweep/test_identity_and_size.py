@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ablate.sweep.launcher import check_trial_count, run_sweep
-from ablate.sweep.search import planned_trials
+from ablate.sweep.planner import check_trial_count, planned_trials
 from ablate.sweep.spec import SweepError
 
-from tests.helpers.sweep import fake_command, options, quiet_progress, small_spec
+from tests.helpers.sweep import fake_command, options, quiet_progress, run_sweep, small_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,11 +7,10 @@ import re
 
 import pytest
 
-from ablate.sweep.launcher import run_sweep
 from ablate.sweep.spec import SweepError, spec_from_dict
 from ablate.sweep.state import load_state
 
-from tests.helpers.sweep import fake_command, options, quiet_progress, small_spec
+from tests.helpers.sweep import fake_command, options, quiet_progress, run_sweep, small_spec
 
 HEADS_X_SEEDS = {"model.heads": {"values": [2, 4]}, "seed": {"values": [1, 2]}}
 
@@ -94,7 +93,7 @@ def test_errors_inside_a_trial_are_not_retried(tmp_path, events):
 
 
 def test_parallel_slots_overlap_in_time_and_split_the_threads(tmp_path, events):
-    from ablate.sweep.slots import plan_slots
+    from ablate.sweep.local import plan_slots
 
     spec = small_spec({"seed": {"values": [1, 2, 3, 4]}})
     opts = options(tmp_path / "out", fake_command(events, steps=6, step_s=0.1))
@@ -198,7 +197,7 @@ def test_hyperband_stops_a_trial_that_lags_behind(tmp_path, events):
 def test_a_base_config_file_reaches_validation_and_the_trainer(tmp_path, events):
     import sys
 
-    from ablate.sweep.launcher import trainer_command
+    from ablate.sweep.planner import trainer_command
 
     base = tmp_path / "base.yaml"
     base.write_text("model:\n  d_model: 30\n")

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ablate.sweep.launcher import run_sweep
-from ablate.sweep.slots import plan_slots
+from ablate.sweep.local import plan_slots
 
-from tests.helpers.sweep import fake_command, options, quiet_progress, small_spec
+from tests.helpers.sweep import fake_command, options, quiet_progress, run_sweep, small_spec
 
 
 def run_on(tmp_path: Path, events, trials: int, slots) -> dict[str, dict]:

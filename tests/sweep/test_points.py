@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ablate.sweep.points import grid_points, grid_size, random_point
-from ablate.sweep.search import next_points
-from ablate.sweep.spec import SweepError, load_spec, spec_from_dict
+from ablate.sweep.planner import next_points
+from ablate.sweep.spec import SweepError, grid_points, grid_size, load_spec, random_point, spec_from_dict
 from ablate.sweep.state import Trial
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +32,7 @@ CONSTRUCTED = {
 def wandb_grid(parameters: dict, trials: list | None = None) -> list[dict]:
     """W&B's engine's grid, every point (after ``trials``), as points."""
     sweeps = pytest.importorskip("sweeps")
-    from ablate.sweep.search import point_of
+    from ablate.sweep.planner import point_of
 
     runs = [sweeps.SweepRun(name=t.name, config={k: {"value": v} for k, v in t.point.items()}) for t in trials or []]
     config = {"method": "grid", "parameters": parameters}

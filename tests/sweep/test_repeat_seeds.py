@@ -13,15 +13,13 @@ from typer.testing import CliRunner
 
 from ablate.cli import app as main_app
 from ablate.record import RunStatus
-from ablate.sweep import commands, views
-from ablate.sweep.launcher import run_sweep
-from ablate.sweep.planner import check_trial_count
-from ablate.sweep.search import configuration_key, search_runs
+from ablate.sweep import commands
+from ablate.sweep.planner import check_trial_count, search_runs
 from ablate.sweep.spec import SweepError, spec_from_dict
-from ablate.sweep.state import Trial
-from ablate.sweep.wandb_agent import wandb_sweep_config
+from ablate.sweep.state import Trial, configuration_key
+from ablate.sweep.wandb_server import wandb_sweep_config
 
-from tests.helpers.sweep import fake_command, options, quiet_progress, small_spec
+from tests.helpers.sweep import fake_command, options, quiet_progress, run_sweep, small_spec
 from tests.helpers.tiny import tiny_sweep_yaml
 
 HEADS = {"model.heads": {"values": [1, 2, 4, 8]}}
@@ -127,7 +125,7 @@ def test_a_bayes_sweep_with_a_repeat_seed_runs_every_seed_and_its_table_tests_th
     state = json.loads((out / "sweep.json").read_text())
     assert len(state["trials"]) == 6
     console = Console(file=io.StringIO(), width=250)
-    views.report(console, result.state, "val/bleu", "maximize", out, repeat=True)
+    commands.report(console, result.state, "val/bleu", "maximize", out, repeat=True)
     best = max(by_config.values(), key=lambda seeds: sum(t.metric for t in seeds))
     mean = sum(t.metric for t in best) / 2
     assert (

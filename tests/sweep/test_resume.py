@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ablate.sweep import process
-from ablate.sweep.launcher import run_sweep
+from ablate.sweep import local
 from ablate.sweep.state import load_state
 
-from tests.helpers.sweep import fake_command, options, quiet_progress, small_spec
+from tests.helpers.sweep import fake_command, options, quiet_progress, run_sweep, small_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 MODES = {"seed=2": "stubborn"}  # ignores SIGTERM: survives its launcher's death
@@ -30,7 +29,7 @@ def driver(tmp_path: Path, events: Path) -> Path:
         sys.path.insert(0, {str(ROOT)!r})
         from pathlib import Path
         from tests.helpers.sweep import Events, fake_command, options, quiet_progress, small_spec
-        from ablate.sweep.launcher import run_sweep
+        from tests.helpers.sweep import run_sweep
         spec = small_spec({{"seed": {{"values": [1, 2, 3, 4]}}}})
         command = fake_command(Events(Path({str(events)!r})), {MODES!r}, steps=10, step_s=0.1)
         run_sweep(spec, options(Path({str(tmp_path / "out")!r}), command, parallel=2), quiet_progress()[0])
@@ -73,8 +72,8 @@ def test_sigkilled_launcher_resumes_without_redoing_finished_trials(tmp_path, ev
         running = {t.name: (t.pid, t.pid_start) for t in state.trials if t.status == "running"}
         assert "seed=2" in running and done
         polite = [pid for name, (pid, _) in running.items() if name != "seed=2"]
-        wait_for(lambda: all(process.start_time(pid) is None for pid in polite), timeout=10)  # died with it
-        assert process.is_same_process(*running["seed=2"])  # the stubborn one outlived the launcher
+        wait_for(lambda: all(local.start_time(pid) is None for pid in polite), timeout=10)  # died with it
+        assert local.is_same_process(*running["seed=2"])  # the stubborn one outlived the launcher
         survivors.append(running["seed=2"][0])
 
         progress, buffer = quiet_progress()
@@ -85,11 +84,11 @@ def test_sigkilled_launcher_resumes_without_redoing_finished_trials(tmp_path, ev
         text = buffer.getvalue()
     finally:
         for pid in survivors:
-            process.signal_group(pid, signal.SIGKILL)
+            local.signal_group(pid, signal.SIGKILL)
         if launcher.poll() is None:
             launcher.kill()
 
-    assert not process.is_same_process(*running["seed=2"])  # the rerun stopped the survivor first
+    assert not local.is_same_process(*running["seed=2"])  # the rerun stopped the survivor first
     assert "stopping seed=2" in text and f"{len(done)} finished trials skipped" in text
     assert all(t.status == "finished" for t in result.state.trials)
     for name in done:  # finished trials were not trained again

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ablate.sweep.slots import Slot, plan_slots
+from ablate.sweep.local import Slot, plan_slots
 from ablate.sweep.spec import SweepError
 
 
@@ -47,7 +47,7 @@ def test_several_trials_may_share_a_gpu():
 
 
 def test_visible_devices_come_from_the_environment(monkeypatch):
-    from ablate.sweep.slots import visible_gpus
+    from ablate.sweep.local import visible_gpus
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
     assert visible_gpus() == ["4", "6"]

@@ -9,9 +9,17 @@ import pytest
 import yaml
 
 from ablate.config import load_config, parse_override
-from ablate.sweep.search import next_points
-from ablate.sweep.spec import SweepError, format_value, load_spec, resolve, spec_from_dict, to_overrides
-from ablate.sweep.trial import trial_name, trial_overrides
+from ablate.sweep.planner import next_points
+from ablate.sweep.spec import (
+    SweepError,
+    format_value,
+    load_spec,
+    resolve,
+    spec_from_dict,
+    to_overrides,
+    trial_name,
+    trial_overrides,
+)
 
 from tests.helpers.sweep import small_spec
 
@@ -138,7 +146,7 @@ def test_variants_apply_on_top_of_the_base_and_name_the_trial():
 
 
 def test_the_declared_base_is_about_the_table_not_an_override_of_any_trial():
-    from ablate.sweep.wandb_command import expand_variant
+    from ablate.sweep.spec import expand_variant
 
     spec = small_spec({"variant": {"values": ["two", {"name": "one", "model.heads": 1}]}, "base": {"value": "two"}})
     points = next_points(spec, [], 10)

@@ -12,8 +12,7 @@ import pytest
 import yaml
 
 from ablate.config import load_config
-from ablate.sweep.spec import SweepError, load_spec, resolve
-from ablate.sweep.wandb_command import SWEEP_COMMAND, expand_variant
+from ablate.sweep.spec import SWEEP_COMMAND, SweepError, expand_variant, load_spec, resolve
 
 from tests.helpers.tiny import tiny_parameters
 from tests.helpers.wandb_agent import agent_command, agent_env, proposal, proposals, python_on_path

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ablate import cli  # imported before subprocess.run is stubbed: numpy runs lscpu on import
-from ablate.sweep import sync as sync_mod
+from ablate.sweep import wandb_server
 
 
 def _trial(root: Path, name: str, status: str, attempts: int = 1) -> list[Path]:
@@ -48,7 +48,7 @@ def test_sync_uploads_every_trial_once(tmp_path, monkeypatch):
     _trial(root, "d-seed=1", "running")
     (root / "sweep.json").write_text("{}")
     stub = StubWandb()
-    monkeypatch.setattr(sync_mod.subprocess, "run", stub)
+    monkeypatch.setattr(wandb_server.subprocess, "run", stub)
     result = CliRunner().invoke(cli.app, ["sync", str(root), "--project", "p"])
     assert result.exit_code == 0, result.output
     assert len(stub.calls) == 1
@@ -66,7 +66,7 @@ def test_sync_uploads_every_trial_once(tmp_path, monkeypatch):
 
 
 def test_sync_errors_are_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(sync_mod.subprocess, "run", StubWandb(returncode=1))
+    monkeypatch.setattr(wandb_server.subprocess, "run", StubWandb(returncode=1))
     for args, message in (
         (["sync", str(tmp_path / "nope")], "folder not found"),
         (["sync", str(tmp_path)], "no offline W&B runs"),
@@ -83,7 +83,7 @@ def test_sync_errors_are_one_line(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_the_real_wandb_command_is_found():
-    argv = sync_mod.wandb_command()
+    argv = wandb_server.wandb_command()
     proc = subprocess.run([*argv, "sync", "--help"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "--include-synced" in proc.stdout
 
@@ -94,7 +94,7 @@ def test_sync_from_another_folder_passes_paths_that_resolve_there(tmp_path, monk
     done = _trial(root, "a-seed=1", "finished")
     monkeypatch.chdir(tmp_path / "work")
     stub = StubWandb()
-    monkeypatch.setattr(sync_mod.subprocess, "run", stub)
+    monkeypatch.setattr(wandb_server.subprocess, "run", stub)
     result = CliRunner().invoke(cli.app, ["sync", "runs/quickstart"])
     assert result.exit_code == 0, result.output
     folders = stub.calls[0][stub.calls[0].index("sync") + 1 :]

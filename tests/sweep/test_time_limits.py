@@ -11,11 +11,10 @@ from typer.testing import CliRunner
 
 from ablate import cli
 from ablate.sweep import launcher
-from ablate.sweep.launcher import run_sweep
-from ablate.sweep.process import CUT_MARK, bound_log
-from ablate.sweep.trial import time_limit
+from ablate.sweep.local import CUT_MARK, bound_log
+from ablate.sweep.planner import time_limit
 
-from tests.helpers.sweep import fake_command, options, quiet_progress, small_spec
+from tests.helpers.sweep import fake_command, options, quiet_progress, run_sweep, small_spec
 
 SEEDS = {"seed": {"values": [1, 2]}}
 

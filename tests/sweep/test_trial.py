@@ -7,9 +7,10 @@ import os
 import signal
 import time
 
-from ablate.sweep.progress import best_trial, clock, stats
-from ablate.sweep.state import SweepState, Trial
-from ablate.sweep.trial import LOG, labels, outcome, trial_name
+from ablate.record import LOG_FILE as LOG
+from ablate.sweep.launcher import clock, stats
+from ablate.sweep.spec import labels, trial_name
+from ablate.sweep.state import SweepState, Trial, best_trial, outcome
 
 from tests.helpers.sweep import small_spec
 
@@ -103,7 +104,7 @@ def test_progress_counts_eta_and_best():
 
 def test_the_trainers_validation_history_feeds_early_termination():
     from ablate.record import RunSummary
-    from ablate.sweep.trial import reported_history
+    from ablate.sweep.state import reported_history
 
     summary = RunSummary.from_json(
         {

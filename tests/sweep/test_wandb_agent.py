@@ -11,7 +11,7 @@ import wandb
 import yaml
 from typer.testing import CliRunner
 
-from ablate.sweep import wandb_agent
+from ablate.sweep import wandb_server
 from ablate.sweep.commands import app
 from ablate.sweep.spec import SweepError, load_spec
 
@@ -81,9 +81,9 @@ def test_agent_trains_each_wandb_run_in_a_subprocess(tmp_path, monkeypatch, even
         ],
     )
     monkeypatch.setattr(wandb, "agent", agent)
-    monkeypatch.setattr(wandb_agent, "fetch_spec", lambda sweep_id, project, entity: spec)
+    monkeypatch.setattr(wandb_server, "fetch_spec", lambda sweep_id, project, entity: spec)
     monkeypatch.setattr(
-        wandb_agent, "trainer_command", lambda config=None: fake_command(events, {"base-seed=2-run2": "crash"})
+        wandb_server, "trainer_command", lambda config=None: fake_command(events, {"base-seed=2-run2": "crash"})
     )
     result = CliRunner().invoke(
         app, ["agent", "sw1", "--devices", "3", "--out", str(tmp_path / "runs"), "--count", "3", "train.max_steps=2"]
@@ -102,8 +102,8 @@ def test_agent_trains_each_wandb_run_in_a_subprocess(tmp_path, monkeypatch, even
 
 
 def test_agent_outside_a_wandb_run_is_a_clear_error(tmp_path):
-    monkeypatch_free = wandb_agent.trial_function(
-        small_spec({"seed": {"values": [1]}}), wandb_agent.Slot(0, None, 1), wandb_agent.AgentOptions(out=tmp_path)
+    monkeypatch_free = wandb_server.trial_function(
+        small_spec({"seed": {"values": [1]}}), wandb_server.Slot(0, None, 1), wandb_server.AgentOptions(out=tmp_path)
     )
     os.environ.pop("WANDB_SWEEP_PARAM_PATH", None)
     with pytest.raises(SweepError, match="not inside a W&B agent run"):
@@ -120,7 +120,7 @@ def test_one_agent_process_per_device_slot(tmp_path, monkeypatch):
         def wait(self):
             return 0
 
-    monkeypatch.setattr(wandb_agent.subprocess, "Popen", Child)
+    monkeypatch.setattr(wandb_server.subprocess, "Popen", Child)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")  # --devices must name GPUs that exist
     result = CliRunner().invoke(
         app,
@@ -157,9 +157,9 @@ def test_a_fetched_sweep_config_is_validated_like_a_file(monkeypatch):
             )()
 
     monkeypatch.setattr(wandb, "Api", Api)
-    spec = wandb_agent.fetch_spec("sw1", "p", "me")
+    spec = wandb_server.fetch_spec("sw1", "p", "me")
     assert spec.name == "heads" and spec.varying == ["model.heads"]
-    assert wandb_agent.wandb_sweep_config(load_spec(os.path.join(SWEEPS, "heads.yaml")))["name"] == "heads"
+    assert wandb_server.wandb_sweep_config(load_spec(os.path.join(SWEEPS, "heads.yaml")))["name"] == "heads"
 
 
 def test_wandb_errors_are_one_line_not_a_traceback(monkeypatch):
@@ -223,7 +223,9 @@ def test_a_sweep_for_wandb_agents_on_a_plain_test_score_is_refused_naming_the_pe
     ``test/bleu`` would never be found there, so such a sweep is refused in one line naming the key to use."""
     spec = small_spec({"model.heads": {"values": [1, 2]}}, method="bayes", metric={"name": "test/bleu"})
     with pytest.raises(SweepError, match=r"name test_<split>/bleu \(e\.g\. test_test_2016_flickr/bleu\)"):
-        wandb_agent.wandb_sweep_config(spec)
-    assert wandb_agent.wandb_sweep_config(spec, agents=False)["metric"]["name"] == "test/bleu"  # a local sweep's panels
+        wandb_server.wandb_sweep_config(spec)
+    assert (
+        wandb_server.wandb_sweep_config(spec, agents=False)["metric"]["name"] == "test/bleu"
+    )  # a local sweep's panels
     per_split = small_spec({"model.heads": {"values": [1, 2]}}, method="bayes", metric={"name": "test_test/bleu"})
-    assert wandb_agent.wandb_sweep_config(per_split)["metric"]["name"] == "test_test/bleu"
+    assert wandb_server.wandb_sweep_config(per_split)["metric"]["name"] == "test_test/bleu"

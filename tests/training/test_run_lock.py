@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ablate.report.records import collect_folder
-from ablate.sweep.sync import plan
+from ablate.sweep.wandb_server import plan
 from ablate.training.run_lock import LOCK_FILE, RunLock, is_held, running_status
 
 HOLD = "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"

@@ -17,7 +17,7 @@ SWEEP = """\
 import time
 from pathlib import Path
 
-from ablate.sweep.launcher import run_sweep
+from tests.helpers.sweep import run_sweep
 from tests.helpers.sweep import Events, fake_command, options, quiet_progress, small_spec
 
 

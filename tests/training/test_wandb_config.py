@@ -16,12 +16,11 @@ import pytest
 import yaml
 
 from ablate.config import flatten, load_config, to_dict
-from ablate.sweep import wandb_agent
+from ablate.sweep import wandb_server
 from ablate.sweep.launcher import Launcher
-from ablate.sweep.options import LaunchOptions
-from ablate.sweep.slots import Slot
-from ablate.sweep.spec import load_spec, spec_from_dict
-from ablate.sweep.trial import trial_overrides
+from ablate.sweep.local import Slot
+from ablate.sweep.planner import LaunchOptions
+from ablate.sweep.spec import load_spec, spec_from_dict, trial_overrides
 
 from tests.helpers.wandb_agent import agent_env, proposal
 from tests.helpers.wandb_offline import offline_runs, read_run
@@ -60,7 +59,7 @@ def _recorded(run_dir: Path) -> dict:
 
 
 def _assert_resolved(run, overrides: list[str]) -> None:
-    from ablate.sweep.wandb_command import expand_variant
+    from ablate.sweep.spec import expand_variant
 
     resolved = flatten(to_dict(load_config(None, expand_variant(overrides))))
     assert run.config["model.heads"] == 1  # the variant's value, not the base's 8
@@ -114,8 +113,8 @@ def agent_trial(spec, args: dict, trial: str, run_id: str, tmp_path: Path, monke
         seen.append(overrides)
         return [sys.executable, str(START), str(run_dir), *overrides]
 
-    opts = wandb_agent.AgentOptions(out=tmp_path / "runs", command=command)
-    wandb_agent.trial_function(spec, Slot(0, None, 1), opts)()
+    opts = wandb_server.AgentOptions(out=tmp_path / "runs", command=command)
+    wandb_server.trial_function(spec, Slot(0, None, 1), opts)()
     return _recorded(tmp_path / "runs" / spec.name / f"{trial}-{run_id}"), seen[0]
 
 

@@ -15,11 +15,9 @@ from test_wandb_config import START, _assert_resolved, _env, _recorded, _start, 
 
 from ablate.config import load_config
 from ablate.sweep.launcher import Launcher
-from ablate.sweep.options import LaunchOptions
-from ablate.sweep.slots import Slot
-from ablate.sweep.spec import spec_from_dict
-from ablate.sweep.wandb_command import expand_variant
-from ablate.sweep.wandb_form import from_wandb, point_from_wandb, to_wandb
+from ablate.sweep.local import Slot
+from ablate.sweep.planner import LaunchOptions
+from ablate.sweep.spec import expand_variant, from_wandb, point_from_wandb, spec_from_dict, to_wandb
 
 from tests.helpers.wandb_agent import agent_command, agent_env, proposal, proposals
 

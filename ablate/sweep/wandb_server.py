@@ -1,37 +1,53 @@
-"""Sweeps through a W&B server, across machines: a thin layer over ``wandb.sweep`` / ``wandb.agent``.
+"""Sweeps and W&B's server: registering a sweep, W&B agents across machines, uploading offline runs.
 
-``create_sweep`` registers a sweep file with its variants by name (:mod:`ablate.sweep.wandb_form`),
-so every W&B run's ``config.variant`` is a name that dashboards group by. ``run_agents`` starts one W&B agent per device
-slot, each in its own process with its own ``CUDA_VISIBLE_DEVICES``. For every run the server
-hands out, the agent's function starts ``python -m ablate train`` as a subprocess with that run's
-parameters as overrides; the W&B agent's environment (``WANDB_RUN_ID``, ``WANDB_SWEEP_ID``) is
-inherited, so the trainer's ``wandb.init`` joins the sweep's run, and only the trainer (rank 0)
-logs. A crash ends that run only; the agent asks for the next. Here W&B's server is the planner,
-and each run it hands out is started, watched and stopped by the local executor
-(:class:`ablate.sweep.local.LocalExecutor`, one slot per agent), as ``ablate sweep run`` does.
+``create_sweep`` registers a sweep file with its variants by name (:func:`ablate.sweep.spec.to_wandb`),
+so every W&B run's ``config.variant`` is a name dashboards group by. ``run_agents`` starts one W&B agent
+per device slot, each in its own process with its own ``CUDA_VISIBLE_DEVICES``. For every run the server
+hands out, the agent's function starts ``python -m ablate train`` with that run's parameters as
+overrides through the local executor (one slot per agent); the agent's environment (``WANDB_RUN_ID``,
+``WANDB_SWEEP_ID``) is inherited, so the trainer's ``wandb.init`` joins the sweep's run. A crash ends
+that run only; the agent asks for the next. Here W&B's server is the planner.
+
+``ablate sync runs/<sweep>`` uploads every trial's offline W&B runs (``<trial>/wandb/offline-run-*/
+run-<id>.wandb``; a resumed trial has one per attempt, all with the same run id) with one ``wandb sync``,
+which marks each record log it uploaded with ``run-<id>.wandb.synced``: those are skipped, so running it
+again uploads only what is new. Trials still running are left for later (syncing half a run would mark it
+synced and lose the rest); one whose summary says running but whose run lock is free was killed, and is
+synced like any other.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import yaml
 
-import ablate.sweep.process as process  # the module, not the package: ablate.sweep (callable) imports ablate.sweep.api
 from ablate.config import ConfigError, load_config
-from ablate.record import RunStatus
-from ablate.sweep.local import LocalExecutor, run_to_end
-from ablate.sweep.options import LaunchOptions, TrialCommand, trainer_command
-from ablate.sweep.search import point_of
-from ablate.sweep.slots import Slot
-from ablate.sweep.spec import REPEAT, SEED, SweepError, SweepSpec, safe_name, spec_from_dict
-from ablate.sweep.state import Trial, load_state
-from ablate.sweep.trial import LOG, outcome, trial_name, trial_overrides
-from ablate.sweep.wandb_form import from_wandb, point_from_wandb, to_wandb
+from ablate.errors import AblateError
+from ablate.record import LOG_FILE, RunFiles, RunStatus, RunSummary
+from ablate.sweep.local import LocalExecutor, Slot, ablate_argv, child_env
+from ablate.sweep.planner import LaunchOptions, TrialCommand, point_of, trainer_command
+from ablate.sweep.spec import (
+    REPEAT,
+    SEED,
+    SweepError,
+    SweepSpec,
+    from_wandb,
+    point_from_wandb,
+    safe_name,
+    spec_from_dict,
+    to_wandb,
+    trial_name,
+    trial_overrides,
+)
+from ablate.sweep.state import Trial, load_state, outcome
+from ablate.training.run_lock import running_status
 
 
 def wandb_sweep_config(spec: SweepSpec, agents: bool = True) -> dict[str, Any]:
@@ -143,10 +159,10 @@ def trial_function(spec: SweepSpec, slot: Slot, opts: AgentOptions) -> Callable[
         run_dir = Path(opts.out) / spec.name / safe_name(f"{name}-{run_id}")
         executor = LocalExecutor([slot], poll_s=0.5, grace_s=30.0, header=f"W&B run {run_id}")
         handle = executor.start(Trial(name, point), run_dir, lambda extra: command(run_dir, overrides + extra))
-        exit = run_to_end(executor, handle)
+        exit = executor.run_to_end(handle)
         result = outcome(run_dir, exit.code, spec.metric, since=handle.since)
         if result.status != RunStatus.FINISHED:
-            raise SweepError(f"{name} {result.status}: {result.error or 'see ' + str(run_dir / LOG)}")
+            raise SweepError(f"{name} {result.status}: {result.error or 'see ' + str(run_dir / LOG_FILE)}")
 
     return train_one
 
@@ -165,7 +181,7 @@ def run_agent(sweep_id: str, slot: Slot, opts: AgentOptions) -> None:
 def agent_argv(sweep_id: str, slot: Slot, opts: AgentOptions) -> list[str]:
     """The command of the child agent that serves ``slot`` (``ablate sweep agent`` on one slot)."""
     devices = ",".join(slot.gpus) if slot.gpus else "cpu"
-    argv = process.ablate_argv(
+    argv = ablate_argv(
         "sweep",
         "agent",
         sweep_id,
@@ -195,9 +211,7 @@ def run_agents(sweep_id: str, slots: list[Slot], opts: AgentOptions) -> int:
     if len(slots) == 1:
         run_agent(sweep_id, slots[0], opts)
         return 0
-    children = [
-        subprocess.Popen(agent_argv(sweep_id, slot, opts), env=process.child_env(dict(os.environ))) for slot in slots
-    ]
+    children = [subprocess.Popen(agent_argv(sweep_id, slot, opts), env=child_env(dict(os.environ))) for slot in slots]
     try:
         codes = [child.wait() for child in children]
     except KeyboardInterrupt:  # the children got Ctrl-C too (same process group); let them finish
@@ -220,3 +234,96 @@ def attach_local_sweep(spec: SweepSpec, opts: LaunchOptions, say: Callable[[str,
     os.environ["WANDB_SWEEP_ID"] = path.rsplit("/", 1)[-1]  # wandb.init in every trial attaches to it
     say(f"W&B sweep {path}", "")
     return path
+
+
+# --------------------------------------------------------------------------------------
+# ablate sync
+# --------------------------------------------------------------------------------------
+
+
+class SyncError(AblateError):
+    """A user-facing sync mistake (no such folder, no W&B runs); one line."""
+
+
+@dataclass
+class SyncPlan:
+    """Offline runs to upload, already uploaded, and trials skipped because they still run."""
+
+    pending: list[Path] = field(default_factory=list)
+    synced: list[Path] = field(default_factory=list)
+    running: list[Path] = field(default_factory=list)
+
+
+def is_synced(record_log: Path) -> bool:
+    """W&B's own marker: ``run-<id>.wandb.synced`` beside the record log."""
+    return record_log.with_suffix(".wandb.synced").exists()
+
+
+def _trial_dirs(folder: Path) -> list[Path]:
+    if (folder / "wandb").is_dir():
+        return [folder]
+    return sorted(p for p in folder.iterdir() if p.is_dir() and (p / "wandb").is_dir())
+
+
+def plan(folder: str | Path) -> SyncPlan:
+    """What ``ablate sync`` would do for a sweep folder (or one run directory)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SyncError(f"folder not found: {folder} (pass a sweep output folder such as runs/<sweep>)")
+    out = SyncPlan()
+    for trial in _trial_dirs(folder):
+        logs = sorted(trial.glob("wandb/offline-run-*/run-*.wandb"))
+        if not logs:
+            continue
+        summary = RunSummary.peek(RunFiles(trial).summary)
+        status = str(summary.status if summary is not None else None)
+        if running_status(trial, status) == RunStatus.RUNNING:  # a free run lock: killed, so its logs are whole
+            out.running.append(trial)
+            continue
+        for log in logs:
+            (out.synced if is_synced(log) else out.pending).append(log.parent)
+    if not (out.pending or out.synced or out.running):
+        raise SyncError(f"no offline W&B runs under {folder} (trials write them to <trial>/wandb/offline-run-*)")
+    return out
+
+
+def wandb_command() -> list[str]:
+    """W&B's command line: the ``wandb`` script next to this Python, else on PATH."""
+    here = Path(sys.executable).parent / "wandb"
+    found = str(here) if here.exists() else shutil.which("wandb")
+    return [found] if found else [sys.executable, "-c", "from wandb.cli.cli import cli; cli()"]
+
+
+def sync(
+    folder: str | Path,
+    project: Optional[str] = None,
+    entity: Optional[str] = None,
+    run: Optional[Callable[..., subprocess.CompletedProcess]] = None,
+    echo=print,
+) -> SyncPlan:
+    """Upload every pending offline run of ``folder`` with one ``wandb sync`` call.
+
+    Raises:
+        SyncError: no folder, nothing to sync, or ``wandb sync`` failed (its last line).
+    """
+    todo = plan(folder)
+    for trial in todo.running:
+        echo(f"skipped (still running): {trial}")
+    if todo.synced:
+        echo(f"already synced: {len(todo.synced)} run(s)")
+    if not todo.pending:
+        return todo
+    argv = [*wandb_command(), "sync"]
+    for flag, value in (("--project", project), ("--entity", entity)):
+        if value:
+            argv += [flag, value]
+    argv += [str(p.resolve()) for p in todo.pending]  # absolute: W&B resolves nothing against our folder
+    proc = (run or subprocess.run)(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [line for line in (proc.stderr or proc.stdout or "").splitlines() if line.strip()]
+        raise SyncError(f"wandb sync failed: {lines[-1].strip() if lines else f'exit code {proc.returncode}'}")
+    left = [p for p in todo.pending if not all(is_synced(log) for log in p.glob("run-*.wandb"))]
+    if left:
+        raise SyncError(f"wandb sync did not upload {len(left)} run(s), e.g. {left[0]}; see `wandb sync {left[0]}`")
+    echo(f"synced {len(todo.pending)} run(s) from {folder}")
+    return todo
