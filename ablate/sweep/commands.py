@@ -37,7 +37,7 @@ from ablate.sweep.planner import (
     default_out,
     trial_cap,
 )
-from ablate.sweep.spec import SweepError, axis_overrides, load_spec, split_axes, with_axes
+from ablate.sweep.spec import SweepError, SweepSpec, axis_overrides, load_spec, split_axes, with_axes
 from ablate.sweep.state import SweepState, best_configuration, best_trial, is_locked, load_state, undrawn_group
 from ablate.utils.commands import fail, typer_app
 
@@ -133,79 +133,46 @@ def preview(console: Console, planner: Planner, progress: Optional[PlanProgress]
 
 
 def _best(console: Console, state: SweepState, metric: Optional[str], goal: str, repeat: bool = False) -> None:
-    if repeat:  # a repeat seed: the best configuration by its mean, not a lucky seed
-        config = best_configuration(state.trials, goal)
-        if config is not None and metric:
-            mean, seeds = config
-            names = ", ".join(t.name for t in seeds)
-            console.print(
-                f"best {metric} = {mean:.4g}, the mean of {len(seeds)} seeds ({names})", style="green", highlight=False
-            )
-        return
-    best = best_trial(state, goal)
-    if best is not None and metric:
+    """The best trial, or with a repeat seed the best configuration by its mean (not a lucky seed)."""
+    config = best_configuration(state.trials, goal) if repeat else None
+    if repeat and config is not None and metric:
+        names = ", ".join(t.name for t in config[1])
+        line = f"best {metric} = {config[0]:.4g}, the mean of {len(config[1])} seeds ({names})"
+        console.print(line, style="green", highlight=False)
+    elif not repeat and (best := best_trial(state, goal)) is not None and metric:
         console.print(f"best {metric} = {best.metric:.4g} ({best.name})", style="green", highlight=False)
+
+
+def _counts(state: SweepState, *statuses: RunStatus) -> str:
+    return ", ".join(f"{state.count(s)} {s}" for s in statuses if state.count(s))
 
 
 def report(
     console: Console, state: SweepState, metric: Optional[str], goal: str, out: Path, repeat: bool = False
 ) -> None:
-    """The lines after a run: counts by status, the W&B group, the best trial (with a repeat seed,
-    the best configuration's mean), where to look next."""
-    counts = {
-        s: state.count(s)
-        for s in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.PENDING)
-    }
-    parts = [f"{n} {s}" for s, n in counts.items() if n]
-    console.print(f"sweep {state.name}: " + ", ".join(parts), highlight=False)
+    """The lines after a run: counts by status, the W&B group, the best trial, where to look next."""
+    ended = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.PENDING)
+    console.print(f"sweep {state.name}: {_counts(state, *ended)}", highlight=False)
     if state.group:
         console.print(f"W&B group {state.group}", style="dim", highlight=False)
     _best(console, state, metric, goal, repeat)
     console.print(f"details: ablate sweep status {out}", style="dim", highlight=False)
 
 
-def _num(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
-
-
-def _repeats(state: SweepState) -> bool:
-    """Whether the sweep's file (when still there) repeats every configuration over seeds."""
-    try:
-        return load_spec(state.source).repeat_seeds is not None
-    except (SweepError, OSError):
-        return False
-
-
-def metric_of(state: SweepState) -> tuple[Optional[str], str]:
-    """The sweep's metric and goal, from its file when that is still there."""
-    try:
-        spec = load_spec(state.source)
-        return spec.metric, spec.goal
-    except (SweepError, OSError):
-        return None, "maximize"
-
-
 def status_table(state: SweepState, out: Path, metric: Optional[str]) -> Table:
     """One row per trial: status, metric, test BLEU, time, tries (and the SLURM job), error."""
     slurm = any(t.job_id for t in state.trials)
     table = Table(title=f"sweep {state.name} ({state.source})", title_justify="left")
-    columns: list[tuple[str, Any]] = [
-        ("trial", "left"),
-        ("status", "left"),
-        (metric or "metric", "right"),
-        (TEST_BLEU.key, "right"),
-    ]
-    columns += [("time", "right"), ("tries", "right")]
-    if slurm:
-        columns += [("SLURM job", "left"), ("requeues", "right")]
-    for col, just in [*columns, ("error", "left")]:
-        table.add_column(col, justify=just, overflow="fold")
+    columns = ["trial", "status", ">" + (metric or "metric"), ">" + TEST_BLEU.key, ">time", ">tries"]
+    for col in columns + (["SLURM job", ">requeues"] if slurm else []) + ["error"]:
+        table.add_column(col.lstrip(">"), justify="right" if col[0] == ">" else "left", overflow="fold")
     for t in state.trials:
+        test_bleu = t.results.get(TEST_BLEU.key)
         row: list[Any] = [
             Text(t.name),
             Text(t.status, style=STYLES.get(t.status, "")),  # pending has no style: never "[]" markup
             f"{t.metric:.4g}" if t.metric is not None else "",
-            _num(t.results.get(TEST_BLEU.key)),
+            f"{test_bleu:.4g}" if isinstance(test_bleu, (int, float)) and not isinstance(test_bleu, bool) else "",
             clock(t.duration_s) if t.duration_s else "",
             str(t.attempts),
         ]
@@ -217,31 +184,22 @@ def status_table(state: SweepState, out: Path, metric: Optional[str]) -> Table:
     return table
 
 
-def worker_trials(state: SweepState) -> dict[str, list[str]]:
-    """``{packed worker job id: names of the trials running under it}`` (``--trials-per-job``)."""
-    out: dict[str, list[str]] = {job: [] for job in state.workers}
-    for t in state.trials:
-        if t.status == RunStatus.RUNNING and t.job_id in out:
-            out[t.job_id].append(t.name)
-    return out
-
-
 def show_status(console: Console, state: SweepState, out: Path) -> None:
-    """``ablate sweep status``: the table, the counts, whether a launcher holds the folder, the best trial."""
-    metric, goal = metric_of(state)
+    """``ablate sweep status``: the table, the counts, whether a launcher holds the folder, packed workers'
+    trials, the best trial (the metric and goal from the sweep's file when that is still there)."""
+    try:
+        spec: Optional[SweepSpec] = load_spec(state.source)
+    except (SweepError, OSError):
+        spec = None
+    metric, goal = (spec.metric, spec.goal) if spec is not None else (None, "maximize")
     console.print(status_table(state, out, metric))
     live = "a launcher is running" if is_locked(out) else "no launcher running"
-    counts = ", ".join(
-        f"{state.count(s)} {s}"
-        for s in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.RUNNING, RunStatus.INTERRUPTED, RunStatus.PENDING)
-        if state.count(s)
-    )
-    console.print(f"{len(state.trials)} trials: {counts or 'none'} ({live})", highlight=False)
-    for job, names in worker_trials(state).items():
-        console.print(
-            f"worker job {job} {state.workers[job].lower()}: {', '.join(names) or 'no trial'}", highlight=False
-        )
-    _best(console, state, metric, goal, _repeats(state))
+    statuses = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.RUNNING, RunStatus.INTERRUPTED, RunStatus.PENDING)
+    console.print(f"{len(state.trials)} trials: {_counts(state, *statuses) or 'none'} ({live})", highlight=False)
+    for job, job_state in state.workers.items():
+        names = [t.name for t in state.trials if t.status == RunStatus.RUNNING and t.job_id == job]
+        console.print(f"worker job {job} {job_state.lower()}: {', '.join(names) or 'no trial'}", highlight=False)
+    _best(console, state, metric, goal, spec is not None and spec.repeat_seeds is not None)
 
 
 # --------------------------------------------------------------------------------------

@@ -1,19 +1,13 @@
-"""The sweep loop: the planner hands out trials, an executor runs them, until every trial is done.
+"""The sweep loop: the planner hands out trials, an executor (from :data:`EXECUTORS`, ``--launcher``) runs them.
 
-One loop for every backend (:data:`EXECUTORS`, the ``--launcher`` registry). Each tick it asks the executor
-which attempts ended and lets the planner (:mod:`ablate.sweep.planner`) record them (finished, failed, or
-relaunched); it ends attempts hyperband drops; then it starts the planner's next trials while the executor
-has room. A crash, out-of-memory error or NaN ends only that trial; so does a hang: an attempt past its
-time limit (``--trial-timeout``, by default derived from its budget: :func:`ablate.sweep.planner.time_limit`)
-is stopped and its ``summary.json`` says ``timeout``, and one whose log and record stop moving for
-``--stall-warning`` seconds is named on stderr. The state is saved after every change; rerunning the same
-command skips finished trials, adopts what a previous launcher left running (SLURM jobs) or stops it
-(local processes), and resumes interrupted trials in their own folder (from their checkpoint).
-
-Ctrl-C (or SIGTERM, SIGHUP) stops the running attempts, which checkpoint and resume on rerun; where
-attempts outlive the launcher (SLURM jobs), it only stops watching them. On a terminal a ``rich`` live
-panel (:class:`Progress`) shows trials done / running / failed, elapsed, ETA and the best so far;
-elsewhere (a log file, CI) only the one-line events are printed.
+Each tick the loop reads back the attempts that ended (the planner records them: finished, failed, or
+relaunched), ends those hyperband drops or that ran past their time limit (``--trial-timeout``, by default
+from the budget: they are recorded ``timeout``), names on stderr those whose log and record stopped moving
+(``--stall-warning``), and starts the next trials while the executor has room. A crash, OOM or NaN ends only
+its trial. Rerunning the same command skips finished trials, adopts what a previous launcher left running
+(SLURM jobs) or stops it (local processes), and resumes interrupted trials from their checkpoints. Ctrl-C
+(SIGTERM, SIGHUP) stops the running attempts, which checkpoint; attempts that outlive the launcher are only
+no longer watched. On a terminal a live panel (:class:`Progress`) shows counts, ETA and the best so far.
 """
 
 from __future__ import annotations
@@ -51,8 +45,7 @@ log = logging.getLogger(__name__)
 
 
 class ExecutorClass(Protocol):
-    """What a registry entry is: a class that builds its executor from the command line (docs/extending.md has
-    a worked example of a new one)."""
+    """A registry entry: a class that builds its executor from the command line (docs/extending.md: an example)."""
 
     def from_args(self, args: ExecutorArgs, opts: LaunchOptions) -> Executor: ...
 
@@ -207,14 +200,8 @@ TIMED_OUT = "time limit"
 
 
 class Launcher:
-    """Runs one sweep folder to completion (or until interrupted). One instance per run.
-
-    Args:
-        spec: the sweep file.
-        opts: the run's options.
-        progress: where progress lines and the live panel go.
-        executor: where trials run (default: local processes over ``opts.slots``).
-    """
+    """Runs one sweep folder to completion (or until interrupted), on ``executor`` (default: local processes over
+    ``opts.slots``), its lines and live panel on ``progress``. One instance per run."""
 
     def __init__(
         self,

@@ -1,21 +1,15 @@
 """Where trials run: the :class:`Executor` protocol every launcher backend implements, and this machine's.
 
-The sweep's loop (:mod:`ablate.sweep.launcher`) decides nothing about processes or jobs; the planner
-(:mod:`ablate.sweep.planner`) decides nothing about where trials run. An executor only starts a trial's
-command somewhere, says when it ended and how, stops it when asked, and takes over trials a previous
-launcher left running. One class per backend, no shared base class (torchtune's "no implementation
-inheritance"); :data:`ablate.sweep.launcher.EXECUTORS` names them for ``--launcher``.
+An executor only starts a trial's command somewhere, says when it ended and how, stops it when asked, and
+takes over trials a previous launcher left running; the loop (:mod:`ablate.sweep.launcher`) and the planner
+decide the rest. One class per backend, no shared base class (torchtune's "no implementation inheritance").
 
-The local executor runs every trial as its own ``python -m ablate train`` process on a device slot.
-Each is the leader of a new session, so one ``killpg`` stops it *and everything it started* (DDP ranks,
-data workers); on Linux it also asks the kernel for SIGTERM when the launcher dies
-(``PR_SET_PDEATHSIG``), so even a SIGKILLed launcher leaves no trainer behind; and its pid and start
-time go into ``sweep.json``, so a rerun recognises a survivor and stops it before the trial resumes.
-
-A slot on a GPU machine owns ``gpus_per_trial`` GPUs, given through ``CUDA_VISIBLE_DEVICES`` (DDP over
-them when more than one). On CPU, ``parallel`` slots share the cores evenly (``OMP_NUM_THREADS``), and
-idle OpenMP threads sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``): spinning threads burn the
-time slices other trials on the same cores need, and an oversubscribed trial slows down many times over
+Locally every trial is its own ``python -m ablate train`` process on a device slot, the leader of a new
+session, so one ``killpg`` stops it and everything it started (DDP ranks, data workers); on Linux the
+kernel sends it SIGTERM when the launcher dies (``PR_SET_PDEATHSIG``), and its pid and start time in
+``sweep.json`` let a rerun recognise a survivor and stop it. A GPU slot owns ``gpus_per_trial`` GPUs
+(``CUDA_VISIBLE_DEVICES``); CPU slots share the cores evenly (``OMP_NUM_THREADS``), and idle OpenMP threads
+sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``): an oversubscribed trial slows down many times over
 (measured in ``docs/sweeps.md``).
 """
 
@@ -54,16 +48,9 @@ class LaunchRefused(SweepError):
 
 @dataclass
 class Handle:
-    """One started attempt of a trial, as its executor knows it.
-
-    Attributes:
-        trial: the trial (the executor records its own ids in it: ``pid``, ``job_id``).
-        where: where it runs, for the progress line (``"GPU 0"``, ``"SLURM job 12"``).
-        since: a ``summary.json`` older than this ``time.time()`` is an earlier attempt's (``None``: read any).
-        log_start: bytes of ``trial.log`` before this attempt.
-        tag: a short name for the end-of-trial line (``"job 12"``), when there is one.
-        ref: the executor's own (a process and its slot, a job id).
-    """
+    """One started attempt of a trial, as its executor knows it: ``where`` it runs (for the progress line),
+    ``since`` (a ``summary.json`` older than this ``time.time()`` is an earlier attempt's), ``log_start`` (bytes
+    of ``trial.log`` before it), ``tag`` (a short name for the end-of-trial line), ``ref`` (the executor's own)."""
 
     trial: Trial
     where: str
@@ -77,13 +64,9 @@ class Handle:
 class Exit:
     """How an attempt ended, as far as its backend can tell (the trial's ``summary.json`` says the rest).
 
-    Attributes:
-        code: the exit code :func:`ablate.sweep.state.outcome` reads: ``0``, a trainer's code, ``-N`` for
-            signal N, ``None`` when the process vanished.
-        lost: ended from outside (a signal, preempted, cancelled, node failure), not by the trial's own
-            error: the planner relaunches it (``--retries``) and it resumes from its checkpoint.
-        reason: the backend's words for a lost attempt (``"SLURM job 12 TIMEOUT"``); when retries are used
-            up, a lost attempt with a reason is recorded failed with it.
+    ``code``: the exit code (``-N`` for signal N, ``None`` when the process vanished); ``lost``: ended from
+    outside (a signal, preempted, cancelled), not by the trial's own error, so the planner relaunches it
+    (``--retries``); ``reason``: the backend's words for a lost attempt, recorded when retries are used up.
     """
 
     code: Optional[int]
@@ -120,48 +103,25 @@ class ExecutorArgs:
 
 
 class Executor(Protocol):
-    """A launcher backend. The loop calls, in a trial's life: :meth:`start`, :meth:`poll` every tick (until it
-    reports the attempt ended), :meth:`release`; :meth:`stop` then :meth:`kill` to end an attempt early;
-    :meth:`adopt` once per trial a previous launcher left ``running``.
-
-    Attributes:
-        poll_s: seconds between two ticks of the loop.
-        outlives_launcher: attempts keep running when the launcher stops (SLURM jobs): Ctrl-C leaves them
-            running, and a rerun adopts them; otherwise Ctrl-C stops every attempt (they resume on rerun).
-        can_stop_early: :meth:`stop` lets the trial checkpoint and end, so hyperband's ``early_terminate`` applies.
-    """
+    """A launcher backend (docs/extending.md: what the loop uses each member for). In a trial's life: :meth:`start`,
+    :meth:`poll` every tick until it reports the attempt ended, :meth:`release`; :meth:`stop` (SIGTERM: the trial
+    checkpoints) then :meth:`kill` to end it early; :meth:`adopt` (a handle to keep watching, or ``None`` once
+    nothing of it runs) once per trial a previous launcher left ``running``. ``outlives_launcher``: Ctrl-C leaves
+    attempts running and a rerun adopts them (SLURM jobs); ``can_stop_early``: hyperband applies."""
 
     poll_s: float
     outlives_launcher: bool
     can_stop_early: bool
 
-    def capacity(self) -> int:
-        """How many attempts may run at once."""
-
-    def describe(self) -> str:
-        """One line saying where trials run (``"slots: GPU 0, GPU 1"``)."""
-
-    def check(self) -> None:
-        """Fail with a one-line :class:`SweepError` before anything starts when the backend cannot run here."""
-
-    def start(self, trial: Trial, run_dir: Any, argv: Argv) -> Handle:
-        """Start one attempt of ``trial`` in ``run_dir``; raises :class:`LaunchRefused` when the backend says no."""
-
-    def poll(self, handles: list[Handle]) -> Polled:
-        """Look at the running attempts once (never blocks for long)."""
-
-    def stop(self, handle: Handle) -> None:
-        """Ask the attempt to save a checkpoint and end (SIGTERM)."""
-
-    def kill(self, handle: Handle) -> None:
-        """End the attempt now (SIGKILL); :meth:`poll` reports it soon after."""
-
-    def release(self, handle: Handle) -> None:
-        """The attempt has ended and been read back: free its place, forget its ids."""
-
-    def adopt(self, trial: Trial, say: Callable[[str], None]) -> Optional[Handle]:
-        """A trial a previous launcher left ``running``: a handle to keep watching it, or ``None`` once nothing of
-        it runs any more (the planner then reads back how it ended). ``say`` prints a progress line."""
+    def capacity(self) -> int: ...
+    def describe(self) -> str: ...
+    def check(self) -> None: ...
+    def start(self, trial: Trial, run_dir: Any, argv: Argv) -> Handle: ...
+    def poll(self, handles: list[Handle]) -> Polled: ...
+    def stop(self, handle: Handle) -> None: ...
+    def kill(self, handle: Handle) -> None: ...
+    def release(self, handle: Handle) -> None: ...
+    def adopt(self, trial: Trial, say: Callable[[str], None]) -> Optional[Handle]: ...
 
 
 # --------------------------------------------------------------------------------------
@@ -302,12 +262,8 @@ def start_process(command: list[str], env: dict[str, str], log_path: Path) -> su
 
 
 def bound_log(log_path: Path, start: int, limit: int) -> bool:
-    """Keep the output a running trial appends to ``log_path`` from byte ``start`` on within ``limit`` bytes.
-
-    Past the limit the log keeps the attempt's first ``limit // 2`` bytes, :data:`CUT_MARK` and its last
-    ``limit // 4`` bytes, and grows again from there (the trial appends, so it writes on after the cut).
-    Returns whether it cut.
-    """
+    """Keep what a running trial appends to ``log_path`` from byte ``start`` on within ``limit`` bytes: past it,
+    its first ``limit // 2`` bytes, :data:`CUT_MARK` and its last ``limit // 4`` (it grows again from there)."""
     try:
         size = log_path.stat().st_size
         if limit <= 0 or size - start <= limit:
@@ -372,11 +328,8 @@ def signal_group(pid: int, sig: int) -> None:
 
 
 class signals_raise_interrupt:
-    """While running, SIGTERM and SIGHUP stop the sweep as Ctrl-C does (trials are stopped too).
-
-    On leaving, a signal received meanwhile is passed on to the handler that was there before when that
-    is a Python function (a host program's, a test session's); the default action is not taken again.
-    """
+    """While running, SIGTERM and SIGHUP stop the sweep as Ctrl-C does. On leaving, a signal received meanwhile is
+    passed on to the previous handler when that is a Python function (a host program's, a test session's)."""
 
     def __enter__(self) -> None:
         self.saved: dict[int, Any] = {}
@@ -403,14 +356,8 @@ class signals_raise_interrupt:
 
 
 class LocalExecutor:
-    """Runs attempts as processes over ``slots`` (:func:`plan_slots`), at most one per slot.
-
-    Args:
-        poll_s: seconds between two looks at the processes.
-        grace_s: seconds a survivor of a dead launcher gets to checkpoint when a rerun stops it.
-        header: the first words of each attempt's block in ``trial.log``.
-        log_limit: bytes of ``trial.log`` one attempt may fill (:func:`bound_log`); 0: no limit.
-    """
+    """Runs attempts as processes over ``slots`` (:func:`plan_slots`), at most one per slot; ``grace_s`` is what a
+    survivor of a dead launcher gets to checkpoint, ``header`` starts each attempt's block in ``trial.log``."""
 
     outlives_launcher = False
     can_stop_early = True

@@ -1,19 +1,14 @@
 """The planner: which trials a sweep runs, in which order, and what becomes of each attempt.
 
-It knows nothing about processes or jobs (the executor's part, :mod:`ablate.sweep.local`). It plans
-trials as W&B's search would (grid and random up front, in W&B's order and from W&B's distributions:
-:mod:`ablate.sweep.spec`; bayes one at a time as results arrive, from W&B's own Gaussian process in the
-optional ``sweeps`` package, ``ablate[bayes]``, which pins numpy<2, also hyperband's ``early_terminate``),
-checks each trial's config before anything runs (an impossible variant is recorded failed with the
-reason), hands out the next trial to start, reads back how an attempt ended and decides whether it is
-done, failed, or relaunched (``--retries``, for attempts ended from outside), feeds running trials'
-metrics to hyperband, and saves ``sweep.json`` after every change.
-
-With a repeat seed (``seed: {repeat: N}``) each point the search proposes is a configuration that
-becomes N trials, one per seed (``lr=0.0044-seed=1``, ``lr=0.0044-seed=2``); the engine is given one run
-per configuration whose metric is the mean over its finished seeds (:func:`search_runs`), so it neither
-chases a lucky seed nor proposes a configuration again; the caps count configurations, and hyperband
-stops a configuration's seeds together.
+It knows nothing about processes or jobs (:mod:`ablate.sweep.local`). It plans trials as W&B's search
+would: grid and random up front (:mod:`ablate.sweep.spec`), bayes one at a time as results arrive, from W&B's
+own Gaussian process (the optional ``sweeps`` package, ``ablate[bayes]``, also hyperband's
+``early_terminate``). It checks each trial's config before anything runs (an impossible variant is recorded
+failed with the reason), hands out the next trial, decides whether an ended attempt is done, failed, or
+relaunched (``--retries``, for attempts ended from outside), feeds hyperband, and saves ``sweep.json`` after
+every change. With a repeat seed each proposed point is a configuration of N trials, one per seed; the
+engine is given one run per configuration with the mean metric of its seeds (:func:`search_runs`), the caps
+count configurations, and hyperband stops a configuration's seeds together.
 """
 
 from __future__ import annotations
@@ -105,30 +100,19 @@ def default_out(spec: SweepSpec) -> Path:
 
 @dataclass
 class LaunchOptions:
-    """How to run a sweep.
+    """How to run a sweep: its folder (``out``), the local ``slots``, ``overrides`` for every trial and the command-line
+    ``axes`` (recorded in ``sweep.json``), a base ``config``, the trial ``command`` (tests inject a fake),
+    ``wandb_sweep`` (``--wandb-sweep``'s ``entity/project/id``), and:
 
     Attributes:
-        out: the sweep folder (state, lock, one sub-folder per trial).
-        slots: where local trials run (:func:`ablate.sweep.local.plan_slots`).
-        overrides: ``key=value`` applied to every trial, after the sweep's parameters.
-        axes: comma-list overrides (``model.heads=4,8``) already made parameters of the spec; recorded in
-            ``sweep.json`` beside ``overrides``.
-        config: a base YAML config for every trial.
-        command: builds a trial's argv (default: the real trainer; tests inject a fake).
-        wandb_sweep: ``entity/project/id`` of the W&B sweep object the trials attach to (``--wandb-sweep``).
-        retry_failed: run failed trials again.
-        retries: times a trial stopped from outside (killed by a signal: preempted, OOM-killed; or SIGTERM'd
-            and checkpointed) is relaunched at once; it resumes from its last checkpoint. Errors inside a
-            trial (NaN, out of memory, a bad config) are not retried.
-        max_trials: stop after this many trials (overrides the file's ``run_cap``).
-        trial_limit: refuse to plan a sweep of more trials than this (a typo in a grid, usually).
+        retries: times a trial stopped from outside (preempted, OOM-killed, SIGTERM'd and checkpointed) is
+            relaunched at once, resuming from its checkpoint; errors inside a trial are not retried.
+        max_trials, trial_limit: stop after this many trials (over ``run_cap``); refuse a larger plan.
         grace_s: seconds a stopped trial gets to save its checkpoint before SIGKILL.
-        trial_timeout_s: seconds an attempt may run before it is stopped and recorded ``timeout``
-            (``--trial-timeout``); ``None``: derived from each trial's budget (:func:`time_limit`); ``0``: none.
-        stall_s: seconds without a change to a running trial's log or ``summary.json`` before the launcher
-            warns on stderr (``--stall-warning``); ``0``: never.
+        trial_timeout_s: seconds an attempt may run before it is stopped and recorded ``timeout``; ``None``: from
+            its budget (:func:`time_limit`); ``0``: none.
+        stall_s: seconds without a change to a running trial's log or summary before a warning; ``0``: never.
         log_limit: bytes of ``trial.log`` one attempt may fill (:func:`ablate.sweep.local.bound_log`).
-        poll_s: scheduler tick.
     """
 
     out: Path
@@ -171,13 +155,9 @@ def check_overrides(overrides: list[str]) -> list[str]:
 
 
 def time_limit(max_steps: int, max_time: Optional[float], flag: Optional[float] = None) -> Optional[float]:
-    """Seconds a trial may run before the sweep stops it, ``None`` for no limit.
-
-    ``flag`` (``--trial-timeout``) wins: ``0`` disables the limit. Without it the limit comes from the
-    trial's budget: :data:`ALLOWANCE_S` plus :data:`TIME_FACTOR` times the budget, ``train.max_time``
-    where set, else ``train.max_steps`` times :data:`ASSUMED_STEP_S` (1,500 steps: 13,800 s). A
-    budget in epochs only has no default limit (its length depends on the data).
-    """
+    """Seconds a trial may run before the sweep stops it, ``None`` for no limit: ``flag`` (``--trial-timeout``;
+    ``0``: none), else :data:`ALLOWANCE_S` plus :data:`TIME_FACTOR` times the budget (``max_time``, else
+    ``max_steps`` x :data:`ASSUMED_STEP_S`: 1,500 steps, 13,800 s); none for a budget in epochs only."""
     if flag is not None:
         return float(flag) if flag > 0 else None
     if max_time is not None and max_time > 0:
@@ -188,8 +168,7 @@ def time_limit(max_steps: int, max_time: Optional[float], flag: Optional[float] 
 
 
 def signature(spec: SweepSpec, opts: LaunchOptions) -> str:
-    """What defines a sweep's trials; a folder started with another signature is not reused. The base
-    config counts by what it says, not by its file name, so editing ``--config`` between two runs is caught."""
+    """What defines a sweep's trials (a base config by what it says): a folder of another signature is not reused."""
     base = flatten(read_yaml(opts.config)) if opts.config else None
     blob = {"method": spec.method, "parameters": spec.parameters, "overrides": list(opts.overrides), "config": base}
     return hashlib.sha1(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
@@ -249,13 +228,9 @@ def search_runs(spec: SweepSpec, trials: Sequence[Trial]) -> list[Any]:
 
 
 def next_points(spec: SweepSpec, trials: Sequence[Trial], n: int) -> list[Point]:
-    """Up to ``n`` new points after ``trials`` (fewer when a grid is exhausted).
-
-    Grid: the next points of :func:`~ablate.sweep.spec.grid_points` that no trial has yet. Random:
-    :func:`~ablate.sweep.spec.random_point` ``n`` times, seeded from the sweep name and the number of runs
-    so far, so a sweep re-planned from the same state proposes the same points. Bayes: W&B's engine, told
-    :func:`search_runs`, under the same seed (numpy's generator and Python's).
-    """
+    """Up to ``n`` new points after ``trials`` (fewer when a grid is exhausted): the grid's next points no trial has;
+    random draws, or W&B's bayes told :func:`search_runs`, seeded from the sweep name and the runs so far (so a
+    sweep re-planned from the same state proposes the same points)."""
     if n <= 0:
         return []
     known = len(replicates(trials)) if spec.repeat_seeds is not None else len(trials)
@@ -312,12 +287,8 @@ def trial_cap(spec: SweepSpec, max_trials: Optional[int]) -> Optional[int]:
 
 
 def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Optional[int]:
-    """The number of trials the sweep plans, counted without planning.
-
-    A grid is enumerated lazily, so a cap (``--max-trials``, ``run_cap``) bounds the planning of any grid.
-    Beyond :data:`GRID_LIMIT` trials no ``--trial-limit`` helps (one launcher would hold them all), so the
-    refusal then says to split the sweep or cap it instead of raising the limit.
-    """
+    """The number of trials the sweep plans, counted without planning (a cap bounds any grid's planning); beyond
+    :data:`GRID_LIMIT` no ``--trial-limit`` helps, so the refusal says to split or cap the sweep."""
     count = planned_trials(spec, cap)
     if count is not None and count > GRID_LIMIT:
         over = f"over the limit of {limit:,}" if count > limit else f"more than {GRID_LIMIT:,} can be planned"
@@ -347,14 +318,8 @@ def _still(what: str, done: int, total: int) -> None:
 
 
 class Planner:
-    """The decisions of one sweep run over its folder's :class:`~ablate.sweep.state.SweepState`.
-
-    Args:
-        spec: the sweep file.
-        opts: the run's options (folder, overrides, retries, caps).
-        say: prints a progress line.
-        tick: told how far planning has come (a progress bar of a long plan).
-    """
+    """The decisions of one sweep run over its folder's :class:`~ablate.sweep.state.SweepState`; ``say`` prints a
+    progress line, ``tick`` is told how far planning has come."""
 
     def __init__(self, spec: SweepSpec, opts: LaunchOptions, say: Say = _quiet, tick: Tick = _still):
         self.spec, self.opts, self.say, self.tick = spec, opts, say, tick
@@ -557,11 +522,8 @@ class Planner:
         self.say(f"failed   {trial.name}: {trial.error}", "red")
 
     def ended(self, trial: Trial, result: Outcome, exit: Exit, stop: Optional[str], elapsed: float) -> None:
-        """Record an ended attempt (``result``: :func:`ablate.sweep.state.outcome`); relaunch one lost from outside.
-
-        ``stop`` is why the launcher ended it: ``"early"`` (hyperband: ``stopped``, final) or ``"shutdown"``
-        (Ctrl-C: ``interrupted``, resumed by a rerun), ``None`` when it ended by itself.
-        """
+        """Record an ended attempt; relaunch one lost from outside. ``stop`` is why the launcher ended it: ``"early"``
+        (hyperband: ``stopped``, final), ``"shutdown"`` (Ctrl-C: ``interrupted``), ``None``: by itself."""
         trial.summary = result.summary or trial.summary
         if stop == "early":
             trial.status, trial.error = RunStatus.STOPPED, None
@@ -588,11 +550,8 @@ class Planner:
         self.save()
 
     def early_stops(self, running: list[Trial], since: dict[str, float], last_step: dict[str, int]) -> set[str]:
-        """Hyperband: update running trials' metric histories; the names ``early_terminate`` drops now.
-
-        ``since`` is each trial's attempt start (to skip an older ``summary.json``); ``last_step`` the step of
-        the last value sampled from a trainer that keeps no history (updated here).
-        """
+        """Hyperband: update running trials' metric histories (``last_step``: of the last value sampled from a trainer
+        that keeps none); the names ``early_terminate`` drops now."""
         if "early_terminate" not in self.spec.config:
             return set()
         changed = False

@@ -1,16 +1,11 @@
 """The Ray executor: every trial attempt one Ray task on a Ray cluster (KubeRay, cloud, or a local one).
 
-``ablate sweep run FILE --launcher ray`` plans and loops exactly as the local launcher (same trial
-names, folders, ``sweep.json``, retries and resume); each attempt is a task that asks Ray for
-``--cpus-per-trial`` CPUs (default 1) and ``--gpus-per-trial / --parallel`` GPUs (``--gpus-per-trial 1
---parallel 4``: four trials per GPU, ``num_gpus=0.25``); how many run at once comes from the cluster's
-resources. The task starts the trainer as a process of its own session in the trial's folder, which must
-be on a filesystem every node shares, and returns its exit code.
-
-Ray's own task retries are off: an attempt whose worker died (``kill -9``, a lost node) is reported lost
-and the planner relaunches it (``--retries``); the trainer, told by the kernel that its parent died,
-saves a checkpoint and the next attempt resumes from it. ``ray.init()`` joins the cluster ``RAY_ADDRESS``
-names, or one this process already joined, else starts a local one. Ray is the optional extra ``ablate[ray]``.
+Each attempt asks Ray for ``--cpus-per-trial`` CPUs (default 1) and ``--gpus-per-trial / --parallel`` GPUs
+(``--gpus-per-trial 1 --parallel 4``: ``num_gpus=0.25``); how many run at once comes from the cluster's
+resources. The task starts the trainer in its own session in the trial's folder (on a filesystem every
+node shares) and returns its exit code. Ray's own retries are off: an attempt whose worker died is reported
+lost and the planner relaunches it (``--retries``); the trainer, told its parent died, checkpoints first.
+``ray.init()`` joins the cluster ``RAY_ADDRESS`` names, else starts a local one (``ablate[ray]``).
 """
 
 from __future__ import annotations
@@ -25,17 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ablate.record import LOG_FILE
-from ablate.sweep.local import (
-    LOG_LIMIT,
-    Argv,
-    ExecutorArgs,
-    Exit,
-    Handle,
-    Polled,
-    bound_log,
-    start_process,
-    stop_group,
-)
+from ablate.sweep.local import LOG_LIMIT, Argv, ExecutorArgs, Exit, Handle, Polled, bound_log, start_process, stop_group
 from ablate.sweep.planner import LaunchOptions
 from ablate.sweep.spec import SweepError
 from ablate.sweep.state import Trial
@@ -52,11 +37,8 @@ def _ray() -> Any:
 
 
 def run_attempt(command: list[str], run_dir: str, header: str, grace_s: float) -> int:
-    """The body of one Ray task: run the trainer in ``run_dir`` and return its exit code.
-
-    ``ray.cancel`` (the launcher stopping the attempt) arrives as ``KeyboardInterrupt``: the trainer
-    gets SIGTERM and ``grace_s`` to checkpoint. The header line names this worker's pid and host.
-    """
+    """The body of one Ray task: run the trainer in ``run_dir`` and return its exit code; ``ray.cancel`` arrives as
+    ``KeyboardInterrupt``, and the trainer gets SIGTERM and ``grace_s`` to checkpoint."""
     log = Path(run_dir) / LOG_FILE
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
@@ -78,15 +60,8 @@ def _remote() -> Any:
 
 
 class RayExecutor:
-    """Runs attempts as Ray tasks, as many at once as the cluster's CPUs (or GPUs) hold.
-
-    Args:
-        cpus_per_trial: ``num_cpus`` of each task (also the trainer's torch threads).
-        gpus_per_trial: ``num_gpus`` of each task, a fraction when trials share a GPU.
-        poll_s: seconds between two looks at the tasks.
-        grace_s: seconds a stopped trial gets to checkpoint.
-        log_limit: bytes of ``trial.log`` one attempt may fill (:func:`ablate.sweep.local.bound_log`).
-    """
+    """Runs attempts as Ray tasks of ``cpus_per_trial`` CPUs (also the trainer's threads) and ``gpus_per_trial`` GPUs (a
+    fraction when trials share one), as many at once as the cluster's CPUs (or GPUs) hold."""
 
     outlives_launcher = False  # a driver's tasks end with it; a rerun resumes them from their checkpoints
     can_stop_early = True  # ray.cancel lets the trainer checkpoint and end

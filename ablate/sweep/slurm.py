@@ -1,25 +1,18 @@
-"""SLURM sweeps through submitit: one batch job per trial, or packed workers that run several trials per job.
+"""SLURM sweeps through submitit: one batch job per trial, or packed workers running several trials per job.
 
-``ablate sweep run FILE --launcher slurm`` plans trials exactly as the local launcher does (the same
-planner and loop: same trial names, folders, overrides and ``sweep.json``); :class:`SlurmExecutor`
-submits each as a job of ``nodes x gpus`` tasks (Lightning's SLURM environment makes them one DDP run),
-keeps at most ``--max-concurrent`` jobs queued or running, and watches them with ``squeue``. A job that
-ends is read back from the trial's ``summary.json``, like a local trial. Jobs ask for ``SIGUSR2``
-shortly before their time limit (or when preempted); the trial then checkpoints and requeues itself
-under the same job id (:class:`TrialJob`), and resumes in the same run directory and W&B run. The
-watcher can be stopped at any time (Ctrl-C, logout): the jobs keep running, and the same command
-re-attaches, collects what finished, resubmits what the cluster lost and submits the rest.
+``--launcher slurm`` plans exactly as the local launcher (same planner and loop, names, folders and
+``sweep.json``); :class:`SlurmExecutor` submits each trial as a job of ``nodes x gpus`` tasks (one DDP run),
+at most ``--max-concurrent`` queued or running, watched with ``squeue``. Near the time limit or when
+preempted a job gets ``SIGUSR2``; the trial checkpoints and requeues itself under the same job id
+(:class:`TrialJob`). The watcher can stop at any time: the jobs keep running, and the same command
+re-attaches, collects, resubmits what the cluster lost and submits the rest.
 
-``--trials-per-job N`` submits at most ``--max-concurrent`` worker jobs instead (:class:`PackedWorker`):
-each holds the devices of one job and runs the local executor over ``N`` slots inside it, pulling the
-next planned trial from ``sweep.json`` on the shared filesystem under
-:class:`~ablate.sweep.state.StateLock`, marking it ``running`` under its own job id, recording how it
-ended, until the plan is empty. Every decision is the :class:`~ablate.sweep.planner.Planner`'s. A worker
-told to stop (``scancel``: SIGTERM) stops pulling, and its trials checkpoint on the same signal and are
-recorded ``interrupted``; near its time limit (``SIGUSR2``) it does the same and requeues itself. A worker
-killed outright leaves its trials ``running`` under a job SLURM no longer runs: the watcher
-(:class:`PackedSweep`, on the login node) puts them back in the plan and submits workers while there is
-work. Nothing finished is trained again, and a trial is never ``running`` under two live jobs.
+``--trials-per-job N`` submits worker jobs instead (:class:`PackedWorker`): each runs the local executor over
+``N`` slots, pulling the next planned trial from ``sweep.json`` on the shared filesystem under
+:class:`~ablate.sweep.state.StateLock` until the plan is empty; every decision is the planner's. A worker told
+to stop (SIGTERM, or SIGUSR2, then requeued) stops pulling and its trials checkpoint as ``interrupted``; the
+trials of a worker killed outright are put back in the plan by the watcher (:class:`PackedSweep`). Nothing
+finished is trained again, and a trial is never ``running`` under two live jobs.
 """
 
 from __future__ import annotations
@@ -69,20 +62,9 @@ WORKER_LOG = ".workers"
 
 @dataclass
 class SlurmOptions:
-    """What each trial's job asks SLURM for.
-
-    Attributes:
-        partition: ``--partition`` (the cluster's default when unset).
-        gpus_per_trial: GPUs per node for one trial (one task per GPU); 0 trains on CPU.
-        nodes_per_trial: nodes for one trial (DDP across them).
-        cpus_per_trial: CPUs per task (and the trainer's torch threads); SLURM's default when unset.
-        max_concurrent: jobs of this sweep queued or running at once.
-        time: the job time limit, ``[D-]HH:MM:SS`` or minutes.
-        signal_delay_s: seconds before the time limit at which the job is told to checkpoint.
-        mem: ``--mem`` (e.g. ``16G``), SLURM's default when unset.
-        extra: further ``#SBATCH`` options, ``{"account": "abc", "qos": "high"}``.
-        poll_s: how often ``squeue`` is asked.
-    """
+    """What each trial's job asks SLURM for (``--partition`` ... ``--slurm-arg``): ``gpus_per_trial`` per node, one task
+    each (0: CPU); ``cpus_per_trial`` per task (also the trainer's threads); ``time`` as ``[D-]HH:MM:SS`` or minutes;
+    ``signal_delay_s`` before it the job checkpoints; ``extra`` ``#SBATCH`` options; ``poll_s`` between ``squeue``s."""
 
     partition: Optional[str] = None
     gpus_per_trial: int = 0
@@ -192,14 +174,9 @@ def _ignore_usr2() -> None:  # in the trainer between fork and exec: the job's s
 
 
 class TrialJob:
-    """What runs inside a SLURM job: ``argv`` (one trial's ``python -m ablate train``) in ``run_dir``.
-
-    submitit pickles it into the job's folder and calls it on the compute node, once per task. Before the
-    time limit, or when the cluster preempts the job, SLURM sends ``SIGUSR2``; submitit then calls
-    :meth:`checkpoint`, which asks the trainer to stop (SIGTERM: it saves ``last.ckpt`` and exits within
-    ``grace_s``) and returns the same job for submitit to requeue under the same job id; the requeued job
-    resumes from ``last.ckpt`` in the same run directory, with the same W&B run id.
-    """
+    """What runs inside a SLURM job, once per task: ``argv`` (one trial's ``python -m ablate train``) in ``run_dir``.
+    On ``SIGUSR2`` submitit calls :meth:`checkpoint`, which stops the trainer (SIGTERM: it saves ``last.ckpt``) and
+    requeues the same job, which resumes in the same run directory and W&B run."""
 
     def __init__(self, argv: list[str], run_dir: Path, grace_s: float = 60.0):
         self.argv, self.run_dir, self.grace_s = list(argv), Path(run_dir), grace_s
@@ -250,14 +227,8 @@ class TrialJob:
 
 
 class SlurmExecutor:
-    """Runs attempts as SLURM batch jobs (one per attempt, through submitit), at most ``max_concurrent`` at once.
-
-    Args:
-        options: what each job asks SLURM for.
-        out: the sweep folder (submitit's job files go to ``out/.slurm/``).
-        name: the sweep's name (the jobs' names start with it).
-        grace_s: seconds the trainer gets to checkpoint when its job is told to stop.
-    """
+    """Runs attempts as SLURM batch jobs (one per attempt), at most ``max_concurrent`` at once; submitit's files go to
+    ``out/.slurm/``, the jobs' names start with the sweep's ``name``."""
 
     outlives_launcher = True  # Ctrl-C stops watching; the jobs keep running and a rerun adopts them
     can_stop_early = False  # hyperband's early_terminate is not applied to jobs
@@ -332,9 +303,8 @@ class SlurmExecutor:
         return self._handle(trial) if trial.job_id else None
 
     def _settled(self, trial: Trial) -> bool:
-        """Whether a job seen ended can be read back now: at once when the trial finished or failed by itself;
-        one that stopped half-way may be mid-requeue (it briefly looks ended before it is pending again), so
-        only after it has looked ended for ``REQUEUE_GRACE_S``."""
+        """Whether a job seen ended can be read back: at once when the trial finished or failed by itself, else (it may be
+        mid-requeue) after it has looked ended for ``REQUEUE_GRACE_S``."""
         summary = read_summary(self.out / trial.name)
         if summary is not None and summary.status in (RunStatus.FINISHED, RunStatus.FAILED):
             return True
@@ -516,9 +486,8 @@ class PackedWorker:
 
 
 class PackedSweep:
-    """The watcher on the login node: plans, keeps up to ``options.max_concurrent`` workers (each of ``shape``)
-    queued or running, puts the trials of workers SLURM no longer runs back in the plan, and returns once
-    every trial is done; ``say`` prints a progress line."""
+    """The watcher on the login node: plans, keeps up to ``options.max_concurrent`` workers queued or running, puts
+    the trials of workers SLURM no longer runs back in the plan, and returns once every trial is done."""
 
     def __init__(
         self, spec: SweepSpec, opts: LaunchOptions, options: SlurmOptions, shape: WorkerShape, say: Say = _quiet

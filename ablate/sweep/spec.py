@@ -1,50 +1,19 @@
 """Sweep files: W&B's sweep configuration, validated, plus named variants; their points, and their W&B form.
 
-A sweep file is a W&B sweep configuration (https://docs.wandb.ai/guides/sweeps/define-sweep-configuration)
-and nothing else, so ``wandb sweep FILE`` accepts it unchanged. Parameter names are the dotted keys
-of :mod:`ablate.config`; a parameter with a single ``value`` is part of the base every trial starts from.
-
-Paper-style ablations change one thing at a time from that base (Table 3 of Vaswani et al. 2017),
-which a grid over independent parameters cannot say. They are one extra categorical parameter,
-``variant``, whose values are a bare name or a ``name`` with the overrides it applies on top of the base::
-
-    parameters:
-      model.heads: {value: 8}            # base
-      seed: {values: [1, 2, 3]}          # crossed with every variant
-      variant:
-        values:
-          - base                          # no overrides
-          - {name: A-heads1, model.heads: 1}
-
-W&B's search sees ``variant`` as an ordinary categorical parameter with dict values, so the same file
-runs on a W&B server. Two more reserved constants: ``comparisons`` (which rows the table tests
-against which, Holm-corrected together; a W&B run's config carries it to ``ablate table wandb:...``)::
-
-      comparisons:
-        value:
-          - {between: model.attention.score, values: [dot, additive]}  # the first is the reference
-          - {between: model.attention.scale}     # every value against the first (sorted)
-
-and ``base`` (the table's base row, where no variant, or several, apply no overrides): a variant's
-name, or for a grid without variants the values of its base point (``base: {value: {model.heads: 8}}``).
-
-A search (``bayes``, ``random``) repeats every configuration over the same seeds when the seed is a
-*repeat axis*, ``seed: {repeat: N}`` (seeds 1..N): the search never sees the seed, and W&B's engine is
-told one run per configuration whose metric is the mean over its finished seeds
-(:func:`ablate.sweep.planner.search_runs`); ``run_cap`` counts configurations. A seed searched like a
-hyperparameter under bayes or random would let the search chase lucky seeds, so it is refused with a
-pointer to ``repeat``. W&B's server knows no ``repeat``, so ``ablate sweep create`` refuses such a file.
+A sweep file is a W&B sweep configuration and nothing else, so ``wandb sweep FILE`` accepts it unchanged
+(docs/sweeps.md). Parameter names are the dotted keys of :mod:`ablate.config`; a single ``value`` is part
+of the base every trial starts from. Reserved parameters: ``variant`` (paper-style ablations that change
+one thing at a time from the base, Table 3 of Vaswani et al. 2017: a bare name, or ``{name: A-heads1,
+model.heads: 1}``), the constants ``comparisons`` (what the table tests) and ``base`` (its base row), and
+a repeat seed ``seed: {repeat: N}`` (every configuration a search proposes trains with seeds 1..N, so
+the search never chases a lucky seed; a seed searched like a hyperparameter is refused).
 
 Grid and random points are planned here as W&B's ``sweeps`` engine plans them, without it (it pins
-numpy<2): the grid lazily in W&B's order (:func:`grid_points`: names sorted, the last varying fastest,
-equal values once) and counted without enumerating it (:func:`grid_size`); a random point from W&B's
-distributions with a seeded Python generator (:func:`random_point`), not W&B's own draw.
-``tests/sweep/test_points.py`` compares the grid with W&B's engine.
-
-Registered with a W&B server (:func:`to_wandb`), a variant is its name only, and the overrides travel in
-one constant, ``variants`` (``variants: {value: {A-heads1: {model.heads: 1}}}``), so W&B's panels group
-runs by ``config.variant``. Plain ``wandb agent`` runs :data:`SWEEP_COMMAND`, whose arguments
-``ablate train`` reads back with :func:`expand_variant`.
+numpy<2): the grid lazily in W&B's order and counted without enumerating it, a random point from W&B's
+distributions with a seeded Python generator (not W&B's own draw). Registered with W&B (:func:`to_wandb`),
+a variant is its name only and the overrides travel in one constant, ``variants``, so W&B's panels group
+runs by ``config.variant``; ``ablate train`` reads a plain ``wandb agent``'s arguments back with
+:func:`expand_variant`.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""The sweep folder on disk: ``sweep.json`` (written atomically, guarded by locks) and each trial's run folder read back.
+"""The sweep folder on disk: ``sweep.json`` (written atomically, under locks) and each trial's run folder read back.
 
-``DIR/sweep.json`` lists every trial with its point, status and result; each trial trains in
-``DIR/<trial name>/``. Every write goes to a temporary file in the same folder, is flushed, then renamed
-over the old file, so a kill or power cut leaves either the old or the new state, never a torn one.
-``DIR/.lock`` is held (``filelock``, an ``flock``) while a launcher runs; the kernel drops it when the
-launcher dies, even by SIGKILL. Packed SLURM workers share the state: each read-modify-write of
-``sweep.json`` by a worker or its watcher happens under :class:`StateLock` (``DIR/.state.lock``).
-
-How an attempt ended is read from the trainer's ``summary.json`` (written atomically by the trainer);
-when the process died before writing one, the reason is the last error line of its log (:func:`outcome`).
+``DIR/sweep.json`` lists every trial with its point, status and result; each trial trains in ``DIR/<trial>/``.
+A write goes to a temporary file, is flushed, then renamed over the old one, so a kill or power cut leaves
+the old or the new state, never a torn one. ``DIR/.lock`` (an ``flock``, dropped by the kernel when its holder
+dies) is held while a launcher runs; packed SLURM workers and their watcher read-modify-write ``sweep.json``
+under :class:`StateLock`. How an attempt ended is read from the trainer's ``summary.json`` (:func:`outcome`).
 """
 
 from __future__ import annotations
@@ -38,21 +34,12 @@ UNDRAWN = "xxxxxx"
 
 @dataclass
 class Trial:
-    """One point of the sweep and what became of it.
+    """One point of the sweep (its W&B parameters, constants and ``variant`` included) and what became of it.
 
-    Attributes:
-        name: unique within the sweep; also its folder (the trainer's ``--run-dir``).
-        point: the sampled W&B parameters ``{name: value}``, constants and ``variant`` included.
-        status: see :class:`~ablate.record.RunStatus` (``stopped``: ended early by hyperband, final).
-        error: one line saying why it failed.
-        metric: the sweep metric from its ``summary.json`` (``None`` until finished).
-        summary: its ``summary.json``; ``sweep.json`` keeps its headline numbers (:func:`~ablate.record.headline`)
-            as ``results``.
-        attempts, duration_s: processes started for it; seconds of training over all attempts.
-        pid, pid_start: the running process and its start time (to recognise it after a crash).
-        devices: the GPU ids it runs on (empty on CPU).
-        history: the metric each time the trainer reported it (for hyperband).
-        job_id, job_state: its SLURM job and that job's last seen state (``--launcher slurm``).
+    ``name`` is unique within the sweep, and its folder; ``error`` one line why it failed; ``metric`` the sweep's
+    metric (once finished); ``summary`` its ``summary.json`` (``sweep.json`` keeps its headline numbers as
+    ``results``); ``pid``, ``pid_start`` the running process and its start time (to recognise it after a
+    crash); ``history`` the metric at each report (for hyperband); ``job_id``, ``job_state`` its SLURM job.
     """
 
     name: str
@@ -104,16 +91,9 @@ class Trial:
 class SweepState:
     """Everything a rerun needs to carry on where the last launcher stopped.
 
-    Attributes:
-        name, source: the sweep name and the file it was started from.
-        signature: a digest of what defines the trials (method, parameters, base config, command-line
-            overrides); a rerun with a different one is refused.
-        trials: in the order they were planned.
-        group: the W&B run group of its trials: the sweep's name and a short id made once per sweep folder
-            (:func:`new_group`), so two ``--out`` folders of one file are two W&B groups; ``None`` in
-            folders started before it (their trials keep the sweep's name).
-        wandb_sweep: ``entity/project/id`` of the W&B sweep object ``--wandb-sweep`` registered.
-        workers: packed SLURM worker jobs (``--trials-per-job``) ``{job id: last seen state}``.
+    ``signature`` digests what defines the trials (a rerun with another is refused); ``group`` is the W&B run
+    group, the sweep's name and a short id made once per folder (:func:`new_group`; ``None`` in older folders);
+    ``wandb_sweep`` the W&B sweep object of ``--wandb-sweep``; ``workers`` packed SLURM jobs' last seen states.
     """
 
     name: str
@@ -185,8 +165,7 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
 
 
 class SweepLock:
-    """An exclusive lock on ``DIR/.lock``: one launcher per sweep folder. It belongs to the open file, so it
-    is released when the launcher exits or is killed; trial processes do not inherit it (``close_fds``)."""
+    """An exclusive lock on ``DIR/.lock``: one launcher per sweep folder (trials do not inherit it: ``close_fds``)."""
 
     def __init__(self, out_dir: Path):
         self.path = SweepFiles(out_dir).lock
@@ -208,8 +187,7 @@ class SweepLock:
 
 
 class StateLock:
-    """``with StateLock(DIR):`` one read-modify-write of ``DIR/sweep.json`` at a time (waits its turn); held for
-    milliseconds by each packed worker and their watcher, across the machines that share the folder."""
+    """``with StateLock(DIR):`` one read-modify-write of ``DIR/sweep.json`` at a time, across machines (waits its turn)."""
 
     def __init__(self, out_dir: Path):
         self.path = Path(out_dir) / STATE_LOCK
@@ -354,14 +332,10 @@ class Outcome:
 def outcome(
     run_dir: Path, returncode: Optional[int], metric: Optional[str], since: Optional[float] = None, log_start: int = 0
 ) -> Outcome:
-    """How a trial process ended.
-
-    ``finished`` needs exit code 0 and ``summary.json`` saying so with a finite metric; ``interrupted``
-    (the trainer saved a checkpoint and stopped on a signal) is resumed by a rerun; anything else is
-    ``failed`` with a one-line reason: the trainer's ``error``, else the last error line of its log, else
-    how the process died, else its last log line. ``since`` and ``log_start`` (time and log size at
-    launch) hide what earlier attempts left.
-    """
+    """How a trial process ended: ``finished`` (exit code 0, ``summary.json`` says so, a finite metric), ``interrupted``
+    (checkpointed on a signal: a rerun resumes it), else ``failed`` with one line: the trainer's ``error``, the
+    last error line of its log, how the process died, or its last log line. ``since`` and ``log_start`` (time
+    and log size at launch) hide what earlier attempts left."""
     summary = read_summary(run_dir, since)
     value = summary.get(metric) if summary is not None and metric else None
     value = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -1,19 +1,15 @@
 """Sweeps and W&B's server: registering a sweep, W&B agents across machines, uploading offline runs.
 
-``create_sweep`` registers a sweep file with its variants by name (:func:`ablate.sweep.spec.to_wandb`),
-so every W&B run's ``config.variant`` is a name dashboards group by. ``run_agents`` starts one W&B agent
-per device slot, each in its own process with its own ``CUDA_VISIBLE_DEVICES``. For every run the server
-hands out, the agent's function starts ``python -m ablate train`` with that run's parameters as
-overrides through the local executor (one slot per agent); the agent's environment (``WANDB_RUN_ID``,
-``WANDB_SWEEP_ID``) is inherited, so the trainer's ``wandb.init`` joins the sweep's run. A crash ends
-that run only; the agent asks for the next. Here W&B's server is the planner.
+A registered sweep lists its variants by name (:func:`ablate.sweep.spec.to_wandb`), so dashboards group by
+``config.variant``. ``run_agents`` starts one W&B agent per device slot, each its own process; for every run
+the server hands out (W&B's server is the planner), the agent trains ``python -m ablate train`` with its
+parameters through the local executor, and the trainer's ``wandb.init`` joins the run (``WANDB_RUN_ID``). A
+crash ends that run only.
 
-``ablate sync runs/<sweep>`` uploads every trial's offline W&B runs (``<trial>/wandb/offline-run-*/
-run-<id>.wandb``; a resumed trial has one per attempt, all with the same run id) with one ``wandb sync``,
-which marks each record log it uploaded with ``run-<id>.wandb.synced``: those are skipped, so running it
-again uploads only what is new. Trials still running are left for later (syncing half a run would mark it
-synced and lose the rest); one whose summary says running but whose run lock is free was killed, and is
-synced like any other.
+``ablate sync runs/<sweep>`` uploads every trial's offline W&B runs (one per attempt, all with the trial's
+run id) with one ``wandb sync``, which marks each uploaded record log ``run-<id>.wandb.synced``, so a rerun
+uploads only what is new. Trials still running are left for later (syncing half a run would mark it synced
+and lose the rest); one whose run lock is free was killed, and is synced like any other.
 """
 
 from __future__ import annotations
@@ -51,16 +47,12 @@ from ablate.training.run_lock import running_status
 
 
 def wandb_sweep_config(spec: SweepSpec, agents: bool = True) -> dict[str, Any]:
-    """The configuration sent to W&B: the file's, named after the sweep, variants by name
-    (:func:`~ablate.sweep.wandb_form.to_wandb`: every run's ``config.variant`` is its name).
+    """The configuration sent to W&B: the file's, named after the sweep, variants by name.
 
-    W&B's server knows no repeat seed (``seed: {repeat: N}``): a sweep its agents run is refused
-    (they would train one seed per configuration); one registered for a local sweep's dashboard
-    (``agents=False``) lists the seeds as values, for the panels only. Its agents' metric is read from
-    each W&B run's summary, which holds a test score per split only (:func:`ablate.training.publish.one_key_per_score`).
-
-    Raises:
-        SweepError: ``agents`` and a repeat seed, or a plain ``test/<name>`` metric.
+    W&B's server knows no repeat seed: a sweep its agents run is refused (they would train one seed per
+    configuration); one registered for a local sweep's dashboard (``agents=False``) lists the seeds as values.
+    Agents read the metric from a W&B run's summary, which holds a test score per split only, so a plain
+    ``test/<name>`` metric is refused too.
     """
     seeds = spec.repeat_seeds
     metric = spec.metric or ""
@@ -92,12 +84,8 @@ def create_sweep(
 
 
 def register_local_sweep(spec: SweepSpec, project: Optional[str] = None, entity: Optional[str] = None) -> str:
-    """Create the W&B sweep object of a sweep that trains locally; returns ``entity/project/id``.
-
-    No agent ever asks it for runs: ``ablate sweep run`` plans and trains them, each attached to
-    it by ``WANDB_SWEEP_ID`` in its environment (what ``wandb.init`` reads), so the project's
-    Sweeps page (parameter importance, parallel coordinates) lists them.
-    """
+    """Create the W&B sweep object of a sweep that trains locally (no agent asks it for runs: each trial attaches by
+    ``WANDB_SWEEP_ID``, so the project's Sweeps page lists them); returns ``entity/project/id``."""
     sweep_id = create_sweep(spec, project=project, entity=entity, agents=False)
     return "/".join(p for p in (entity, project, sweep_id) if p)
 
@@ -113,16 +101,8 @@ def fetch_spec(sweep_id: str, project: Optional[str] = None, entity: Optional[st
 
 @dataclass
 class AgentOptions:
-    """How each agent runs its trials.
-
-    Attributes:
-        out: folder for trial run dirs (``OUT/<sweep name>/<run name>-<W&B run id>``).
-        project, entity: where the sweep lives on W&B.
-        count: runs per agent (``None``: until the sweep is done).
-        overrides: ``key=value`` added to every trial.
-        config: base YAML for every trial.
-        command: builds a trial's argv (tests inject a fake trainer).
-    """
+    """How each agent runs its trials: in ``out/<sweep name>/<run name>-<W&B run id>``, ``count`` runs per agent (``None``:
+    until the sweep is done), ``overrides`` and a base ``config`` for every trial, ``command`` (tests inject a fake)."""
 
     out: Path
     project: Optional[str] = None
@@ -180,34 +160,20 @@ def run_agent(sweep_id: str, slot: Slot, opts: AgentOptions) -> None:
 
 def agent_argv(sweep_id: str, slot: Slot, opts: AgentOptions) -> list[str]:
     """The command of the child agent that serves ``slot`` (``ablate sweep agent`` on one slot)."""
-    devices = ",".join(slot.gpus) if slot.gpus else "cpu"
+    devices, gpus = (",".join(slot.gpus), str(len(slot.gpus))) if slot.gpus else ("cpu", "1")
     argv = ablate_argv(
-        "sweep",
-        "agent",
-        sweep_id,
-        "--devices",
-        devices,
-        "--gpus-per-trial",
-        str(len(slot.gpus) if slot.gpus else 1),
-        "--out",
-        str(opts.out),
+        "sweep", "agent", sweep_id, "--devices", devices, "--gpus-per-trial", gpus, "--out", str(opts.out)
     )
-    for flag, value in (
-        ("--project", opts.project),
-        ("--entity", opts.entity),
-        ("--count", opts.count),
-        ("--config", opts.config),
-    ):
+    flags = {"--project": opts.project, "--entity": opts.entity, "--count": opts.count, "--config": opts.config}
+    for flag, value in flags.items():
         if value is not None:
             argv += [flag, str(value)]
     return argv + list(opts.overrides)
 
 
 def run_agents(sweep_id: str, slots: list[Slot], opts: AgentOptions) -> int:
-    """One agent per slot: in this process for one slot, else one child process per slot.
-
-    Returns the worst exit code of the children (0 when every agent ended cleanly).
-    """
+    """One agent per slot: in this process for one slot, else one child process per slot; returns the children's
+    worst exit code."""
     if len(slots) == 1:
         run_agent(sweep_id, slots[0], opts)
         return 0
@@ -265,7 +231,7 @@ def _trial_dirs(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_dir() and (p / "wandb").is_dir())
 
 
-def plan(folder: str | Path) -> SyncPlan:
+def plan_sync(folder: str | Path) -> SyncPlan:
     """What ``ablate sync`` would do for a sweep folder (or one run directory)."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -306,7 +272,7 @@ def sync(
     Raises:
         SyncError: no folder, nothing to sync, or ``wandb sync`` failed (its last line).
     """
-    todo = plan(folder)
+    todo = plan_sync(folder)
     for trial in todo.running:
         echo(f"skipped (still running): {trial}")
     if todo.synced:

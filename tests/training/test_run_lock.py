@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ablate.report.records import collect_folder
-from ablate.sweep.wandb_server import plan
+from ablate.sweep.wandb_server import plan_sync
 from ablate.training.run_lock import LOCK_FILE, RunLock, is_held, running_status
 
 HOLD = "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"
@@ -47,7 +47,7 @@ def test_table_and_sync_call_a_killed_run_interrupted_and_a_live_one_running(tmp
     with RunLock(live):
         status = {t.name: t.status for t in collect_folder(tmp_path)}
         assert status == {"killed": "interrupted", "live": "running"}
-        todo = plan(tmp_path)
+        todo = plan_sync(tmp_path)
         assert todo.running == [live] and todo.pending == [killed / "wandb" / "offline-run-1"]
 
 
