@@ -71,9 +71,7 @@ def make_executor(name: str, args: ExecutorArgs, opts: LaunchOptions) -> Executo
     return executor_class(name).from_args(args, opts)
 
 
-# --------------------------------------------------------------------------------------
-# Live progress
-# --------------------------------------------------------------------------------------
+# ---- Live progress ----
 
 
 @dataclass(frozen=True)
@@ -179,9 +177,7 @@ class Progress:
             self._live = None
 
 
-# --------------------------------------------------------------------------------------
-# The loop
-# --------------------------------------------------------------------------------------
+# ---- The loop ----
 
 
 @dataclass

@@ -124,9 +124,7 @@ class Executor(Protocol):
     def adopt(self, trial: Trial, say: Callable[[str], None]) -> Optional[Handle]: ...
 
 
-# --------------------------------------------------------------------------------------
-# Device slots
-# --------------------------------------------------------------------------------------
+# ---- Device slots ----
 
 
 @dataclass(frozen=True)
@@ -217,9 +215,7 @@ def plan_slots(
     return [Slot(i, g, max(1, cores // len(slots))) for i, g in enumerate(slots)]
 
 
-# --------------------------------------------------------------------------------------
-# Trial processes
-# --------------------------------------------------------------------------------------
+# ---- Trial processes ----
 
 
 def ablate_argv(*args: str) -> list[str]:
@@ -350,9 +346,7 @@ class signals_raise_interrupt:
                 self.saved[sig](sig, None)
 
 
-# --------------------------------------------------------------------------------------
-# The local executor
-# --------------------------------------------------------------------------------------
+# ---- The local executor ----
 
 
 class LocalExecutor:

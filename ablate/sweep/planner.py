@@ -174,9 +174,7 @@ def signature(spec: SweepSpec, opts: LaunchOptions) -> str:
     return hashlib.sha1(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
-# --------------------------------------------------------------------------------------
-# W&B's search
-# --------------------------------------------------------------------------------------
+# ---- W&B's search ----
 
 
 def _sweeps():
@@ -312,9 +310,7 @@ def _still(what: str, done: int, total: int) -> None:
     pass
 
 
-# --------------------------------------------------------------------------------------
-# The planner
-# --------------------------------------------------------------------------------------
+# ---- The planner ----
 
 
 class Planner:

@@ -164,9 +164,7 @@ def requeues(run_dir: Path) -> int:
         return 0
 
 
-# --------------------------------------------------------------------------------------
-# One job per trial
-# --------------------------------------------------------------------------------------
+# ---- One job per trial ----
 
 
 def _ignore_usr2() -> None:  # in the trainer between fork and exec: the job's signal is for the parent
@@ -346,9 +344,7 @@ class SlurmExecutor:
         self._ended_since.pop(handle.trial.name, None)
 
 
-# --------------------------------------------------------------------------------------
-# Packed workers: several trials per job
-# --------------------------------------------------------------------------------------
+# ---- Packed workers: several trials per job ----
 
 
 @dataclass(frozen=True)

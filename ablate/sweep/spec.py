@@ -130,9 +130,7 @@ def _varies(param: dict[str, Any]) -> bool:
     return any(k in param for k in _SEARCHABLE) and not ("values" in param and len(param["values"]) == 1)
 
 
-# --------------------------------------------------------------------------------------
-# Loading and validation
-# --------------------------------------------------------------------------------------
+# ---- Loading and validation ----
 
 
 def load_spec(path: str | Path) -> SweepSpec:
@@ -410,9 +408,7 @@ def variant_overrides(value: Any) -> dict[str, Any]:
     return flatten({k: v for k, v in value.items() if k != "name"}) if isinstance(value, dict) else {}
 
 
-# --------------------------------------------------------------------------------------
-# From a point to a trial's name and overrides
-# --------------------------------------------------------------------------------------
+# ---- From a point to a trial's name and overrides ----
 
 
 def resolve(point: Point) -> dict[str, Any]:
@@ -507,9 +503,7 @@ def trial_overrides(spec: SweepSpec, point: Point, name: str, group: Optional[st
     return to_overrides(tracking) + to_overrides(values)
 
 
-# --------------------------------------------------------------------------------------
-# Command-line axes: ``ablate sweep run FILE model.heads=4,8``
-# --------------------------------------------------------------------------------------
+# ---- Command-line axes: ``ablate sweep run FILE model.heads=4,8`` ----
 
 
 def split_top_level(raw: str) -> list[str]:
@@ -571,9 +565,7 @@ def axis_overrides(axes: dict[str, list[Any]]) -> list[str]:
     return [f"{key}={','.join(format_value(v) for v in values)}" for key, values in axes.items()]
 
 
-# --------------------------------------------------------------------------------------
-# Grid and random points
-# --------------------------------------------------------------------------------------
+# ---- Grid and random points ----
 
 
 def axis_values(name: str, param: dict[str, Any]) -> list[Any]:
@@ -682,9 +674,7 @@ def _draw(param: dict[str, Any], rng: random.Random) -> Any:
     return value
 
 
-# --------------------------------------------------------------------------------------
-# The W&B form: variants by name, and what plain ``wandb agent`` passes
-# --------------------------------------------------------------------------------------
+# ---- The W&B form: variants by name, and what plain ``wandb agent`` passes ----
 
 
 def to_wandb(config: dict[str, Any]) -> dict[str, Any]:

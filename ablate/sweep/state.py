@@ -207,9 +207,7 @@ def is_locked(out_dir: Path) -> bool:
     return bool(locks.is_held(SweepFiles(out_dir).lock))
 
 
-# --------------------------------------------------------------------------------------
-# The best trial, and a repeat seed's configurations
-# --------------------------------------------------------------------------------------
+# ---- The best trial, and a repeat seed's configurations ----
 
 
 def best_trial(state: SweepState, goal: str) -> Optional[Trial]:
@@ -266,9 +264,7 @@ def best_configuration(trials: Sequence[Trial], goal: str) -> Optional[tuple[flo
     return (max if goal == "maximize" else min)(done, key=lambda pair: pair[0]) if done else None
 
 
-# --------------------------------------------------------------------------------------
-# How an attempt ended
-# --------------------------------------------------------------------------------------
+# ---- How an attempt ended ----
 
 
 def read_summary(run_dir: Path, since: Optional[float] = None) -> Optional[RunSummary]:

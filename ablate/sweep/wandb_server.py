@@ -202,9 +202,7 @@ def attach_local_sweep(spec: SweepSpec, opts: LaunchOptions, say: Callable[[str,
     return path
 
 
-# --------------------------------------------------------------------------------------
-# ablate sync
-# --------------------------------------------------------------------------------------
+# ---- ablate sync ----
 
 
 class SyncError(AblateError):
