@@ -35,6 +35,7 @@ from ablate.sweep.planner import (
     check_overrides,
     check_trial_count,
     default_out,
+    quiet,
     trial_cap,
 )
 from ablate.sweep.spec import SweepError, SweepSpec, axis_overrides, load_spec, split_axes, with_axes
@@ -98,7 +99,7 @@ class PlanProgress:
 def preview(console: Console, planner: Planner, progress: Optional[PlanProgress] = None) -> int:
     """Print the trials a run would plan, one line each (plain text where stdout is not a terminal);
     returns how many are invalid. ``progress`` (on stderr) is told how planning and listing go."""
-    tick = progress or (lambda what, done, total: None)
+    tick = progress or quiet
     planner.tick = tick
     try:
         trials = planner.preview()

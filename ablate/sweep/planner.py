@@ -302,12 +302,8 @@ def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Option
     return count
 
 
-def _quiet(line: str, style: str = "") -> None:
-    pass
-
-
-def _still(what: str, done: int, total: int) -> None:
-    pass
+def quiet(*args: Any) -> None:
+    """A :data:`Say` or :data:`Tick` that shows nothing."""
 
 
 # ---- The planner ----
@@ -317,7 +313,7 @@ class Planner:
     """The decisions of one sweep run over its folder's :class:`~ablate.sweep.state.SweepState`; ``say`` prints a
     progress line, ``tick`` is told how far planning has come."""
 
-    def __init__(self, spec: SweepSpec, opts: LaunchOptions, say: Say = _quiet, tick: Tick = _still):
+    def __init__(self, spec: SweepSpec, opts: LaunchOptions, say: Say = quiet, tick: Tick = quiet):
         self.spec, self.opts, self.say, self.tick = spec, opts, say, tick
         self.out = Path(opts.out)
         self.cap = trial_cap(spec, opts.max_trials)

@@ -41,7 +41,7 @@ from ablate.sweep.local import (
     plan_slots,
     signals_raise_interrupt,
 )
-from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, trainer_command
+from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet, trainer_command
 from ablate.sweep.spec import SweepError, SweepSpec
 from ablate.sweep.state import StateLock, SweepLock, Trial, outcome, read_summary
 
@@ -248,16 +248,9 @@ class SlurmExecutor:
             if not sep or not key:
                 raise SweepError(f"--slurm-arg {item!r}: use KEY=VALUE, e.g. account=abc")
             extra[key.strip().replace("-", "_")] = value
+        same = ("partition", "nodes_per_trial", "cpus_per_trial", "max_concurrent", "time", "signal_delay_s", "mem")
         options = SlurmOptions(
-            partition=args.partition,
-            gpus_per_trial=args.gpus_per_trial or 0,
-            nodes_per_trial=args.nodes_per_trial,
-            cpus_per_trial=args.cpus_per_trial,
-            max_concurrent=args.max_concurrent,
-            time=args.time,
-            signal_delay_s=args.signal_delay_s,
-            mem=args.mem,
-            extra=extra,
+            gpus_per_trial=args.gpus_per_trial or 0, extra=extra, **{f: getattr(args, f) for f in same}
         )
         return cls(options, opts.out, args.name, opts.grace_s)
 
@@ -284,7 +277,7 @@ class SlurmExecutor:
         try:
             executor = s.submitit(
                 self.out, f"{self.name}-{trial.name}", s.nodes_per_trial, max(s.gpus_per_trial, 1),
-                s.gpus_per_trial, s.cpus_per_trial,
+                s.gpus_per_trial, s.cpus_per_trial
             )  # fmt: skip
             submitted = executor.submit(job)
         except Exception as err:  # noqa: BLE001 - sbatch refused (bad partition, limits): the trial says why
@@ -369,10 +362,6 @@ def note(out: Path, job: str, line: str) -> None:
     folder.mkdir(exist_ok=True)
     with open(folder / f"{job}.log", "a") as log:
         log.write(f"{time.time():.1f} {line}\n")
-
-
-def _quiet(line: str, style: str = "") -> None:
-    pass
 
 
 class PackedWorker:
@@ -486,7 +475,7 @@ class PackedSweep:
     the trials of workers SLURM no longer runs back in the plan, and returns once every trial is done."""
 
     def __init__(
-        self, spec: SweepSpec, opts: LaunchOptions, options: SlurmOptions, shape: WorkerShape, say: Say = _quiet
+        self, spec: SweepSpec, opts: LaunchOptions, options: SlurmOptions, shape: WorkerShape, say: Say = quiet
     ):
         if shape.trials < 1 or options.max_concurrent < 1:
             raise SweepError("--trials-per-job and --max-concurrent must be >= 1")
