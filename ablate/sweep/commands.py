@@ -500,14 +500,8 @@ def agent(
     from ablate.sweep.wandb_server import AgentOptions, run_agents
 
     slots = plan_slots(devices, gpus_per_trial, parallel)
-    opts = AgentOptions(
-        out=out,
-        project=_project(project),
-        entity=entity,
-        count=count,
-        overrides=check_overrides(overrides or []),
-        config=config,
-    )
+    checked = check_overrides(overrides or [])
+    opts = AgentOptions(out, _project(project), entity, count, overrides=checked, config=config)
     code = run_agents(sweep_id, slots, opts)
     if code:
         raise typer.Exit(code)
