@@ -16,7 +16,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -146,20 +146,10 @@ class Progress:
         return snap
 
     def _render(self, snap: Stats, running: dict[str, float], now: float) -> Group:
-        head = Text.assemble(
-            ("done ", "bold"),
-            f"{snap.done}/{snap.total}  ",
-            ("running ", "bold"),
-            f"{snap.running}  ",
-            ("failed ", "bold"),
-            (f"{snap.failed}", "red" if snap.failed else ""),
-            "  ",
-            ("elapsed ", "bold"),
-            f"{clock(snap.elapsed_s)}  ",
-            ("ETA ", "bold"),
-            clock(snap.eta_s),
-        )
-        lines = [head]
+        failed = (f"{snap.failed}", "red" if snap.failed else "")
+        head = [("done ", "bold"), f"{snap.done}/{snap.total}  ", ("running ", "bold"), f"{snap.running}  "]
+        head += [("failed ", "bold"), failed, "  ", ("elapsed ", "bold"), f"{clock(snap.elapsed_s)}  "]
+        lines: list[Any] = [Text.assemble(*head, ("ETA ", "bold"), clock(snap.eta_s))]
         if snap.best is not None and self.metric:
             lines.append(Text(f"best {self.metric} = {snap.best.metric:.4g} ({snap.best.name})", style="green"))
         if running:
