@@ -38,7 +38,7 @@ class TrainResult:
     @property
     def metrics(self) -> dict[str, float]:
         """The summary's numbers (``test/bleu``, ``val/bleu``, ``train/tokens_per_sec``, ...), as a report reads them."""
-        from ablate.report.records import from_summary
+        from ablate.report.trials import from_summary
 
         return dict(from_summary(self.run_dir.name, self.summary).metrics)
 
@@ -161,8 +161,8 @@ class TableResult:
     """A sweep's paper-style table: ``.df`` (pandas), ``.render(fmt)``, and a rich/HTML view in notebooks.
 
     Attributes:
-        table: the laid-out :class:`~ablate.report.table.Table` (rows, columns, footnotes).
-        sweep: the aggregated :class:`~ablate.report.aggregate.Sweep` it was built from.
+        table: the laid-out :class:`~ablate.report.layout.Table` (rows, columns, footnotes).
+        sweep: the aggregated :class:`~ablate.report.stats.Sweep` it was built from.
     """
 
     def __init__(self, sweep: Any, table: Any):
@@ -170,7 +170,7 @@ class TableResult:
 
     def render(self, fmt: str = "md") -> str:
         """The table as ``ablate table --format`` prints it: ``rich``, ``md``, ``latex`` or ``csv``."""
-        from ablate.report.formats import render
+        from ablate.report.render import render
 
         return render(self.table, fmt)
 
@@ -187,7 +187,7 @@ class TableResult:
         return self.to_pandas()
 
     def __rich__(self) -> Any:
-        from ablate.report.formats import to_rich
+        from ablate.report.render import to_rich
 
         return to_rich(self.table)
 
@@ -233,7 +233,7 @@ def table(
     """
     _quiet_libraries()
     from ablate.report.api import sweep_and_table
-    from ablate.report.significance import DEFAULT_TEST
+    from ablate.report.stats import DEFAULT_TEST
 
     sweep, laid_out = sweep_and_table(
         _source(source), alpha, test or DEFAULT_TEST, samples, significance, by_length=by_length, metric=metric
@@ -251,8 +251,8 @@ def plot(source: Source, *, alpha: float = 0.05, significance: bool = True, metr
     """
     _quiet_libraries()
     from ablate.report.api import load, significance as compare
-    from ablate.report.plots import bleu_bars_figure
-    from ablate.report.records import ReportError
+    from ablate.report.figures import bleu_bars_figure
+    from ablate.report.trials import ReportError
 
     where = _source(source)
     sweep = load(where, metric=metric)

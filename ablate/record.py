@@ -193,7 +193,7 @@ class Metric:
             a column of its own headed ``split_label`` (``{split}``: the split's name).
         tested: the metric the significance test compares (its cells get the † mark).
         place: where the column goes: ``budget`` (what was trained), ``score``, then ``cost``.
-        speed: a training speed; the table shows the one :mod:`ablate.report.speed` picks.
+        speed: a training speed; the table shows the one :mod:`ablate.report.layout` picks.
     """
 
     key: str

@@ -187,7 +187,7 @@ def test_the_extending_pages_column_example_renders_in_every_format(monkeypatch,
     import json
 
     from ablate.report.api import table_of
-    from ablate.report.formats import FORMATS, render
+    from ablate.report.render import FORMATS, render
 
     from tests.helpers.records import make_variant_sweep
 

@@ -7,11 +7,10 @@ source length) -> :mod:`table` (Table 3 layout) -> :mod:`formats` (rich, md, lat
 (PNG figures) and :mod:`wandb_report` (a W&B Report). :mod:`commands` holds the CLI.
 """
 
-from ablate.report.aggregate import Row, Stat, Sweep, aggregate
-from ablate.report.formats import FORMATS, render
-from ablate.report.records import ReportError, Trial, collect
-from ablate.report.significance import Comparison, compare
-from ablate.report.table import Table, build_table
+from ablate.report.layout import Table, build_table
+from ablate.report.render import FORMATS, render
+from ablate.report.stats import Comparison, Row, Stat, Sweep, aggregate, compare
+from ablate.report.trials import ReportError, Trial, collect
 
 __all__ = [
     "Comparison",

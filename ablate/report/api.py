@@ -9,12 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ablate.report.aggregate import Sweep, aggregate
-from ablate.report.formats import render
-from ablate.report.metric_values import DEFAULT_METRIC, with_metric
-from ablate.report.records import WANDB_PREFIX, ReportError, collect, parse_wandb_path
-from ablate.report.significance import DEFAULT_TEST, Comparison, compare
-from ablate.report.table import Table, build_table
+from ablate.report.layout import Table, build_table
+from ablate.report.render import render
+from ablate.report.stats import DEFAULT_TEST, Comparison, Sweep, aggregate, compare
+from ablate.report.trials import DEFAULT_METRIC, WANDB_PREFIX, ReportError, collect, parse_wandb_path, with_metric
 from ablate.utils.safe_output import check_apart, output_files
 
 
@@ -58,7 +56,7 @@ def sweep_and_table(
     comps = significance(sweep, with_significance, test, samples, metric)
     extra = None
     if by_length:
-        from ablate.report.lengths import bleu_by_length
+        from ablate.report.layout import bleu_by_length
 
         lengths = bleu_by_length(sweep)
         if lengths is None:
@@ -112,7 +110,7 @@ def make_plots(
     (:func:`~ablate.utils.safe_output.output_files`): an error or Ctrl-C leaves ``out`` as it was.
     Other files in ``out`` are kept; ``out`` must not be (or lie inside, or contain) the sweep folder.
     """
-    from ablate.report.plots import plot_all
+    from ablate.report.figures import plot_all
 
     out = Path(out)
     local = local_folders(source)
@@ -150,9 +148,9 @@ def make_report(
 ) -> Any:
     """The (unsaved) W&B Report of a ``wandb:<entity>/<project>[/<group>]`` source, or of a sweep folder
     (for the W&B project and group its runs recorded, :func:`recorded_place`); ``reference`` names
-    the published table (:mod:`ablate.report.reference`) its results heading cites."""
+    the published table (:mod:`ablate.report.papers`) its results heading cites."""
+    from ablate.report.export import build_report
     from ablate.report.papers import get as get_reference
-    from ablate.report.wandb_report import build_report
 
     beside = get_reference(reference).title if reference else None  # a wrong name fails before any work
     sweep = load(source, api)

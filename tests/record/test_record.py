@@ -182,7 +182,7 @@ def test_a_registered_metric_is_a_column_and_a_clash_is_refused(monkeypatch):
 
 @pytest.mark.parametrize("depth", [200_000, 600])
 def test_a_summary_nested_deep_is_an_unreadable_trial_not_a_recursion_error(tmp_path, depth):
-    from ablate.report.records import collect
+    from ablate.report.trials import collect
 
     from tests.helpers.records import write_trial
 

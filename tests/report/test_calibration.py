@@ -29,7 +29,7 @@ import pytest
 
 import ablate.report.calibration as calibration
 from ablate.report.api import load
-from ablate.report.significance import SplitScores, compare_scores, sentence_stats, split_scores
+from ablate.report.stats import SplitScores, compare_scores, sentence_stats, split_scores
 
 N_SENTENCES, SEEDS, SAMPLES = 60, 3, 400
 REPEATS = {"same": 100, "equal": 100, "better": 30}

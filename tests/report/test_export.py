@@ -11,10 +11,10 @@ import sacrebleu
 from typer.testing import CliRunner
 
 from ablate.config import Config, load_config
-from ablate.report import significance
-from ablate.report.aggregate import aggregate
+from ablate.report import stats as significance
 from ablate.report.commands import app, make_table
-from ablate.report.records import collect
+from ablate.report.stats import aggregate
+from ablate.report.trials import collect
 from ablate.training.tracking import RunRecord
 from ablate.training.train import train
 

@@ -10,10 +10,10 @@ import pytest
 import sacrebleu
 from typer.testing import CliRunner
 
-from ablate.report.aggregate import aggregate
 from ablate.report.commands import app, table_of
-from ablate.report.lengths import bleu_by_length, buckets
-from ablate.report.records import collect
+from ablate.report.layout import bleu_by_length, buckets
+from ablate.report.stats import aggregate
+from ablate.report.trials import collect
 
 from tests.helpers.records import SPLITS
 

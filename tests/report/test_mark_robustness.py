@@ -1,12 +1,12 @@
 """Robustness of a †: a mark re-run on its two rows alone (their own seeds give the σ), the rest of
-the table's Holm family unchanged (ablate.report.significance.marks_alone, footnotes.hinge_notes)."""
+the table's Holm family unchanged (ablate.report.stats.marks_alone, footnotes.hinge_notes)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ablate.report.significance import SplitScores, holm, marks_alone
+from ablate.report.stats import SplitScores, holm, marks_alone
 
 ROWS = 8
 

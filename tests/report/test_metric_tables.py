@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from ablate import cli
 from ablate.metrics import METRIC_SCORERS, SentenceMetric, register_metric
 from ablate.report.api import load, sweep_and_table
-from ablate.report.formats import render
-from ablate.report.table import MARK
+from ablate.report.layout import MARK
+from ablate.report.render import render
 
 ROOT = Path(__file__).resolve().parents[2]
 MISSION = ROOT / "results" / "mission-cpu"

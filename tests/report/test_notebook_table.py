@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 import ablate
 from ablate.report.api import make_table
-from ablate.report.records import ReportError
+from ablate.report.trials import ReportError
 
 
 def test_the_table_object_holds_the_tables_numbers_and_views(variant_sweep):

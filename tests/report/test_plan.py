@@ -9,12 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ablate.report.aggregate import aggregate
 from ablate.report.commands import table_of
-from ablate.report.formats import render
-from ablate.report.plan import planned_pairs
-from ablate.report.records import ReportError, collect, from_summary
-from ablate.report.significance import compare
+from ablate.report.render import render
+from ablate.report.stats import aggregate, compare, planned_pairs
+from ablate.report.trials import ReportError, collect, from_summary
 
 from tests.helpers.records import _corrupt, references, trial_summary, write_trial
 

@@ -12,10 +12,8 @@ from scipy.stats import binomtest
 from typer.testing import CliRunner
 
 from ablate.config import valid_keys
-from ablate.report.agreement import SignCount
 from ablate.report.commands import app, sweep_and_table
-from ablate.report.records import ReportError
-from ablate.report.reference import (
+from ablate.report.papers import (
     REFERENCES,
     effective,
     get,
@@ -25,6 +23,8 @@ from ablate.report.reference import (
     to_csv,
     to_markdown,
 )
+from ablate.report.stats import SignCount
+from ablate.report.trials import ReportError
 
 from tests.helpers.records import TEST_BLEU
 
@@ -364,7 +364,7 @@ TABLE3_CPU_BASE_SE = 0.708320048125117 / 2**0.5  # the seed σ over the base's 2
 
 
 def _table3_cpu_side_by_side():
-    from ablate.report.reference import Line, SideBySide
+    from ablate.report.papers import Line, SideBySide
 
     ref = get("vaswani2017-table3")
     rows = _sweep_rows("table3-cpu")
@@ -422,7 +422,7 @@ def test_each_anchor_states_its_own_metric_and_commit():
     assert {r.label: r.bleu for r in anchors.rows} == {"GRU + Bahdanau attention": 28.3, "GRU without attention": 20.6}
     assert "0.2830" in anchors.rows[0].source and "0.2061" in anchors.rows[1].source
 
-    from ablate.report.reference import Line, SideBySide
+    from ablate.report.papers import Line, SideBySide
 
     lines = [
         Line(r.label, r.changes, r, r.bleu - anchors.base.bleu, None, None, 3, -3.0, True, True, None, None)

@@ -10,7 +10,7 @@ import pytest
 
 from ablate.record import metric_problem, planned_trials, summary_problem
 from ablate.report.api import make_table
-from ablate.report.records import INVALID, collect
+from ablate.report.trials import INVALID, collect
 
 from tests.helpers.records import write_trial
 

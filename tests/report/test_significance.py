@@ -10,10 +10,9 @@ import pytest
 import sacrebleu
 from scipy import stats as st
 
-import ablate.report.significance as sig
-from ablate.report.aggregate import aggregate
-from ablate.report.records import ReportError, collect
-from ablate.report.significance import SplitScores, against_base, bleu_from_stats, compare, holm, sentence_stats
+import ablate.report.stats as sig
+from ablate.report.stats import SplitScores, against_base, aggregate, bleu_from_stats, compare, holm, sentence_stats
+from ablate.report.trials import ReportError, collect
 
 from tests.helpers.records import SPLITS
 

@@ -8,11 +8,10 @@ import re
 
 import pytest
 
-from ablate.report.aggregate import aggregate
-from ablate.report.formats import FORMATS, render
-from ablate.report.records import collect
-from ablate.report.significance import compare
-from ablate.report.table import build_table, key_labels
+from ablate.report.layout import build_table, key_labels
+from ablate.report.render import FORMATS, render
+from ablate.report.stats import aggregate, compare
+from ablate.report.trials import collect
 
 from tests.helpers.records import SPLITS
 
@@ -174,7 +173,7 @@ def test_key_labels_use_paper_symbols_and_unique_suffixes():
 
 
 def _budget_table(config: dict, steps: tuple[int, int]):
-    from ablate.report.records import Trial
+    from ablate.report.trials import Trial
 
     trials = [
         Trial(
@@ -205,7 +204,7 @@ def test_table_shows_steps_trained_and_says_which_budget():
 
 def _one_row_table(metrics: list[dict], **trial: object):
     """A table over one configuration whose seeds report ``metrics``."""
-    from ablate.report.records import Trial
+    from ablate.report.trials import Trial
 
     trials = [
         Trial(f"s{i}", "finished", config={"model.heads": 4, "seed": i}, metrics={"test/bleu": 20.0 + i, **m}, **trial)
@@ -278,7 +277,7 @@ def test_gpu_and_older_runs_show_wall_clock_tokens_per_second_and_the_footnote_s
 
 def test_one_cpu_run_without_cpu_time_keeps_the_whole_column_wall_clock():
     """A column measures one thing: tokens per CPU-second only where every run recorded it."""
-    from ablate.report.records import Trial
+    from ablate.report.trials import Trial
 
     trials = [
         Trial(f"s{i}", "finished", config={"seed": i}, metrics={"test/bleu": 20.0, **m}, accelerator="cpu")

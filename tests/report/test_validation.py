@@ -9,13 +9,11 @@ import json
 import pytest
 import sacrebleu
 
-from ablate.report.aggregate import aggregate
 from ablate.report.api import make_table
-from ablate.report.formats import render
-from ablate.report.records import ReportError, Trial
-from ablate.report.significance import compare
-from ablate.report.table import build_table
-from ablate.report.validation import EXCLUDED
+from ablate.report.layout import build_table
+from ablate.report.render import render
+from ablate.report.stats import aggregate, compare
+from ablate.report.trials import EXCLUDED, ReportError, Trial
 
 from tests.helpers.records import write_trial
 

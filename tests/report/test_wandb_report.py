@@ -11,8 +11,8 @@ import wandb_workspaces.reports.v2.interface as interface
 from typer.testing import CliRunner
 
 from ablate.report.commands import app, make_report, table_of
-from ablate.report.formats import FORMATS, render, to_markdown
-from ablate.report.records import ReportError
+from ablate.report.render import FORMATS, render, to_markdown
+from ablate.report.trials import ReportError
 
 from tests.helpers.records import SPLITS
 
@@ -133,7 +133,7 @@ def test_report_of_a_folder_is_a_dry_run_only(variant_sweep):
 
 @pytest.mark.slow
 def test_save_failure_is_one_line(wandb_api, monkeypatch):
-    from ablate.report.wandb_report import publish
+    from ablate.report.export import publish
 
     def fail(self, draft=False, clone=False):
         raise ConnectionError("Max retries exceeded\nwith url: api.wandb.ai")

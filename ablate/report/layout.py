@@ -1,23 +1,20 @@
-"""The paper-style layout, after Table 3 of Vaswani et al. (2017), independent of format.
+"""The layout + notes layer: a :class:`Table` (after Table 3 of Vaswani et al., 2017) and every footnote it carries.
 
-The base row comes first and shows every Table 3 hyperparameter and every varying one, as the
-run used it (d_k = d_model / h where the config left it unset); each other row shows only what it
-changes (a blank cell means "same as base"), grouped by ablation. Metric columns follow: the
-training steps actually trained, the step of the tested (best) checkpoint, the tokens trained,
-dev perplexity and BLEU (of that same checkpoint), test BLEU on every test split, optionally test
-BLEU per source-length bucket, parameters (millions) and training speed (tokens per CPU-second on
-CPU, else wall-clock tokens/s: :mod:`ablate.report.speed`), each as mean ± std over seeds, the best mean of a
-column marked, and test BLEU marked † where it differs significantly from the base after the
-Holm correction. The footnotes name the test, how seeds are pooled, the correction and the
-training budget.
+The column registry (:data:`COLUMNS`, :func:`register_column`) says how each recorded metric is shown;
+:func:`build_table` lays a sweep out as rows of cells, and the footnotes (significance, seeds, budget,
+speed, BLEU by length) are all built here.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
+import numpy as np
+
+import ablate.report.stats as sig
 from ablate.errors import did_you_mean
 from ablate.metrics import MetricScorer, get_scorer
 from ablate.record import (
@@ -25,16 +22,228 @@ from ablate.record import (
     PLACES,
     TEST_BLEU,
     TESTED_STEP,
+    TOKENS_PER_CPU_SEC,
+    TOKENS_PER_SEC,
     Metric,
     RunStatus,
     metric_columns as registered_columns,
 )
-from ablate.report.aggregate import Stat, Sweep
-from ablate.report.footnotes import FLIP, MARK, significance_notes
-from ablate.report.metric_values import DEFAULT_METRIC, signature_of
-from ablate.report.records import ReportError, Trial
-from ablate.report.significance import DEFAULT_TEST, Comparison, against_base
-from ablate.report.speed import training_speed
+from ablate.report.stats import (
+    DEFAULT_TEST,
+    Comparison,
+    Stat,
+    Sweep,
+    against_base,
+    bleu_from_stats,
+    bleu_tokenizer,
+    compare_alone,
+    describe,
+    describe_plan,
+    marks_alone,
+    not_compared,
+    sentence_stats,
+    stat,
+    test_splits,
+)
+from ablate.report.trials import DEFAULT_METRIC, ReportError, Trial, signature_of
+
+WALL = TOKENS_PER_SEC.key
+CPU = TOKENS_PER_CPU_SEC.key
+COUNTED = "training tokens (source + target, non-padding; warm-up steps left out, all devices together)"
+
+
+@dataclass(frozen=True)
+class Speed:
+    """The speed column of a table.
+
+    Attributes:
+        key: the summary metric shown.
+        label: its header.
+        note: the footnote saying what it measures (and, for wall-clock on a CPU, that load moves it).
+    """
+
+    key: str
+    label: str
+    note: str
+
+
+def training_speed(sweep: Sweep) -> Speed:
+    """The speed column for ``sweep``'s finished trials (see the module docstring)."""
+    return speed_of([t for r in sweep.rows for t in r.trials])
+
+
+def speed_of(trials: Sequence[Trial]) -> Speed:
+    """Tokens per CPU-second when every trial trained on a CPU and recorded it, else wall-clock tokens/s."""
+    on = {t.accelerator for t in trials}
+    if on == {"cpu"} and all(CPU in t.metrics for t in trials):
+        return Speed(CPU, TOKENS_PER_CPU_SEC.label, _cpu_note(trials))
+    wall = f"Tokens/s (train): wall-clock {COUNTED} per second of the training steps"
+    if on == {"gpu"}:
+        return Speed(WALL, TOKENS_PER_SEC.label, f"{wall} (each step synchronised on the GPU).")
+    if on == {"cpu"}:
+        why = "these runs trained on a CPU but not all recorded their CPU time"
+    elif "cpu" in on:
+        why = "the runs trained on different devices (CPU and GPU or not recorded)"
+    else:
+        why = "the runs did not record whether they trained on a CPU or a GPU"
+    return Speed(
+        WALL,
+        TOKENS_PER_SEC.label,
+        f"{wall}. Wall-clock, so it depends on the machine's load: on a CPU shared with other processes "
+        f"it swings with their work ({why}, so tokens per CPU-second cannot be shown).",
+    )
+
+
+def _cpu_note(trials: Sequence[Trial]) -> str:
+    threads = sorted({int(t.metrics["threads"]) for t in trials if "threads" in t.metrics})
+    if len(threads) == 1:
+        same = f"; every run used {threads[0]} torch thread{'s' if threads[0] != 1 else ''}"
+    elif threads:
+        same = f"; the runs used {', '.join(map(str, threads))} torch threads, so compare rows of equal threads"
+    else:
+        same = ""
+    return (
+        f"Tokens/CPU-s (train): {COUNTED} per second of process CPU time (user + system, every thread, "
+        f"summed over devices) in the training steps, which trained on a CPU. Unlike wall-clock tokens/s it "
+        f"leaves out time spent waiting for a core, so other processes' load moves it little (cache and "
+        f"memory contention still do); threads' overhead counts in it{same}."
+    )
+
+
+MARK = "†"
+FLIP = "‡"  # per-seed Δs against the base disagree in sign
+SEED_ONLY = "one seed"
+
+
+def significance_notes(
+    sweep: Sweep,
+    comparisons: Sequence[Comparison],
+    alpha: float,
+    test: str,
+    n_samples: int,
+    has_test_column: bool,
+    label: str = "BLEU",
+) -> list[str]:
+    """The significance footnotes of a table (empty when nothing was compared and nothing could be);
+    ``label`` names the compared metric."""
+    missing = not_compared(sweep)
+    skipped = [f"Not compared (named by the sweep's comparisons): {'; '.join(missing)}."] if missing else []
+    if not comparisons:
+        if test_splits(sweep):
+            return [
+                "Significance was not tested: no comparison was made (`--no-significance`, or the planned "
+                "comparisons pair no two rows of this table), though the trials saved hypotheses."
+            ] + skipped
+        return (["No saved hypotheses: significance was not tested."] if has_test_column else []) + skipped
+    tested = [c for c in comparisons if c.tested]
+    if not tested:
+        return [
+            f"No {MARK} is claimed: every row has one seed, so the training-seed variance cannot be estimated, "
+            "and two runs of one configuration with other seeds differ by more than the test set's sampling "
+            "error (results/calibration-cpu). Train >= 2 seeds per row; `--test bs` gives the sentence "
+            "bootstrap alone, which measures test-set variance only."
+        ]
+    how = describe(test, n_samples)
+    splits = sorted({c.split for c in tested})
+    notes = [
+        f"{MARK} significant at family-wise alpha = {alpha:g}: Holm-Bonferroni over all {len(tested)} comparisons "
+        f"of this table ({describe_plan(sweep)}; test splits {', '.join(splits)}). Test: two-sided {how['name']}, "
+        f"{how['samples']} bootstrap samples; a row's score is the mean over its seeds of corpus {label}."
+        + (
+            f" In the cells, {MARK} compares a row with the base; the named comparisons are listed below."
+            if sweep.comparisons
+            else ""
+        )
+    ]
+    if test == "seeds":
+        notes += _seed_notes(sweep, tested, alpha, label)
+        notes += hinge_notes(sweep, comparisons, alpha, n_samples, label)
+    else:
+        notes.append(
+            "This test measures test-set variance only: two seeds of one configuration differ by more than it "
+            "allows for (results/calibration-cpu), so its marks are about these runs, not the configurations; "
+            "the default `--test seeds` adds the training-seed variance."
+        )
+    notes += skipped
+    if any(c.sign_flip for c in comparisons if c.reference == sweep.base.name):
+        notes.append(f"{FLIP} the per-seed Δs against the base (same seed values) disagree in sign (`--per-seed`).")
+    return notes
+
+
+def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label: str = "BLEU") -> list[str]:
+    split = tested[0].split
+    here = [c for c in tested if c.split == split]
+    first = here[0]
+    how = "a row + seed fit" if first.paired else "the pooled within-row spread"
+    trials = sum(len(r.trials) for r in sweep.rows)
+    paired = "; rows trained with the same seed values are compared seed-paired" if first.paired else ""
+    floor = (
+        f", floored at the per-seed sentence variance the bootstrap puts inside it (the {first.sigma_df}-df "
+        "estimate came out below it)"
+        if first.sigma_floored
+        else ""
+    )
+    notes = [
+        f"Seed σ ({split}): {first.sigma:.2f} {label} per trial, from {how} over the table's {trials} trials "
+        f"({first.sigma_df} df{paired}){floor}, added to the test-sentence bootstrap variance of each Δ; 95% CIs "
+        f"of every Δ in `--format csv`, `--per-seed` and `ablate plot` (delta_ci.png)."
+    ]
+    k = int(statistics.median(min(c.seeds) for c in here))
+    sentence = statistics.median(c.sentence_fixed for c in here)
+    strict = alpha / len(tested)
+    mde = sig.detectable(first.sigma, first.sigma_df, k, sentence, strict)
+    loose = sig.detectable(first.sigma, first.sigma_df, k, sentence, alpha)
+    notes.append(
+        f"Minimum detectable effect at 80% power with {k} seeds per row: {mde:.2f} {label} at Holm's strictest "
+        f"level (alpha/{len(tested)}), {loose:.2f} uncorrected; smaller Δs are within this table's noise."
+    )
+    unmarked = [c for c in here if not c.significant(alpha)]
+    if unmarked:
+        needs = []
+        for c in unmarked:
+            n = sig.seeds_needed(c.delta, first.sigma, c.sentence_fixed, strict)
+            needs.append(f"{c.row} ({c.delta:+.2f}): " + (f"{n:,}" if n is not None else "none (test-set noise)"))
+        notes.append(
+            f"Seeds per row that a true Δ of the observed size would need (80% power, alpha/{len(tested)}): "
+            + "; ".join(needs)
+            + "."
+        )
+    return notes
+
+
+def hinge_notes(
+    sweep: Sweep, comparisons: Sequence[Comparison], alpha: float, n_samples: int, label: str = "BLEU"
+) -> list[str]:
+    """Which marks hinge on the table-pooled σ: each marked comparison re-run on its two rows alone
+    (:func:`ablate.report.stats.marks_alone`), the rest of the Holm family unchanged."""
+    hinges = marks_alone(comparisons, alpha, lambda c: compare_alone(sweep, c, n_samples))
+    if not hinges:
+        return []
+    weak = [h for h in hinges if not h.holds(alpha)]
+    if not weak:
+        return [
+            f"Every {MARK} holds on its own rows: with the seed σ from the two rows' own seeds alone (the rest of "
+            f"the table left out of the fit), each is still significant after Holm."
+        ]
+    parts = []
+    for h in weak:
+        c, own = h.comparison, h.alone
+        where = f"{c.row} vs {c.reference}" if c.reference != sweep.base.name else c.row
+        if own is None or not own.tested:
+            parts.append(f"{where} (Holm p {c.p_adjusted:.2g} here; its two rows have no seed variance of their own)")
+        else:
+            parts.append(
+                f"{where} (Holm p {c.p_adjusted:.2g} here; alone p {own.p_value:.2g}, {h.p_adjusted:.2g} after Holm "
+                f"over the table's {len([x for x in comparisons if x.tested])}, with σ {own.sigma:.2f} {label} from its "
+                f"own two rows' seeds, {own.sigma_df} df)"
+            )
+    return [
+        f"{MARK} that hinge{'s' if len(weak) == 1 else ''} on the σ pooled over the whole table (the two rows' own "
+        f"seeds, without the unrelated rows, would not mark {'it' if len(weak) == 1 else 'them'}): "
+        + "; ".join(parts)
+        + f". {len(hinges) - len(weak)} of {len(hinges)} marks hold on their own rows."
+    ]
+
 
 # Paper symbols for the hyperparameters of Table 3; other keys use their shortest unique suffix.
 PAPER_LABELS = {
@@ -240,7 +449,7 @@ def metric_columns(
     The dev and test scores are ``metric``'s (BLEU by default), best by its direction
     (:func:`on_metric`). A per-split metric is a column per test split the rows report
     (``test_<split>/bleu``), else one column of its plain key; of the training speeds, the one
-    :func:`~ablate.report.speed.training_speed` picks for these runs.
+    :func:`~ablate.report.layout.training_speed` picks for these runs.
     """
     present = {m for r in sweep.rows for m in r.stats} | {c.key for c in extra or []}
     hyp_splits = sorted({s for (_, s) in comparisons})
@@ -387,7 +596,7 @@ def _unfinished(trial: Trial) -> Unfinished:
 def _late_flips(sweep: Sweep, metric: str = DEFAULT_METRIC, label: str = "BLEU") -> list[str]:
     """Rows whose seed-paired dev score Δ against the base changed sign in the last half of training
     (where the validation history records that score)."""
-    from ablate.report.budget import late_sign_changes
+    from ablate.report.stats import late_sign_changes
 
     key = on_metric(DEV_BLEU, metric).key
     if not any(key in h for r in sweep.rows for t in r.trials for h in t.history):
@@ -511,3 +720,89 @@ def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float,
             f"{c.base_bleu:.2f}, {seeds}), p = {c.p_value:.4f}, Holm p = {c.p_adjusted:.4f}{mark}"
         )
     return lines
+
+
+N_BUCKETS = 4
+
+
+@dataclass(frozen=True)
+class ByLength:
+    """BLEU per source-length bucket of one test split.
+
+    Attributes:
+        split: the test split.
+        buckets: ``(shortest, longest)`` length in words of each bucket, ascending.
+        basis: ``source`` or ``reference`` (what was measured for the length).
+        stats: row name -> one :class:`Stat` (over seeds) per bucket (None where a row lacks texts).
+    """
+
+    split: str
+    buckets: list[tuple[int, int]]
+    basis: str
+    stats: dict[str, list[Optional[Stat]]]
+
+    @property
+    def labels(self) -> list[str]:
+        return [f"{lo}-{hi}" if lo != hi else str(lo) for lo, hi in self.buckets]
+
+    def columns(self) -> list[Column]:
+        """Table columns ``BLEU len a-b`` (keys ``len:<split>:a-b``)."""
+        return [Column(f"len:{self.split}:{label}", f"BLEU len {label}", 2) for label in self.labels]
+
+    def row_stats(self) -> dict[str, dict[str, Stat]]:
+        """Row name -> column key -> :class:`Stat`, for :func:`ablate.report.layout.build_table`."""
+        keys = [c.key for c in self.columns()]
+        return {name: {k: s for k, s in zip(keys, stats) if s is not None} for name, stats in self.stats.items()}
+
+    def note(self) -> str:
+        return (
+            f"BLEU len a-b: corpus BLEU of the {self.split} sentences whose {self.basis} has a to b words "
+            f"(about equal-sized buckets), mean ± std over seeds (Bahdanau et al. 2015, Fig. 2)."
+        )
+
+
+def buckets(lengths: list[int], n: int = N_BUCKETS) -> list[tuple[int, int]]:
+    """About equal-count buckets of ``lengths`` as inclusive ``(lo, hi)`` word counts, ascending."""
+    if not lengths:
+        return []
+    qs = np.quantile(np.asarray(lengths), np.linspace(0, 1, n + 1)[1:-1], method="higher")
+    uppers = sorted({int(q) for q in qs} | {max(lengths)})
+    out, lo = [], min(lengths)
+    for hi in uppers:
+        if hi >= lo:
+            out.append((lo, hi))
+            lo = hi + 1
+    return out
+
+
+def bleu_by_length(sweep: Sweep, split: Optional[str] = None, n: int = N_BUCKETS) -> Optional[ByLength]:
+    """BLEU per source-length bucket for every row on ``split`` (default: the first test split
+    with saved hypotheses); None when no trial saved hypotheses."""
+    splits = test_splits(sweep)
+    split = split or (splits[0] if splits else None)
+    trials = [
+        t
+        for r in sweep.rows
+        for t in r.trials
+        if split in t.hyps and split in t.refs and len(t.hyps[split]) == len(t.refs[split])
+    ]
+    if split is None or not trials:
+        return None
+    with_sources = [t for t in trials if len(t.sources.get(split, ())) == len(t.refs[split])]
+    basis = "source" if with_sources else "reference"
+    first = (with_sources or trials)[0]
+    texts = first.sources[split] if with_sources else first.refs[split]
+    lengths = np.array([len(x.split()) for x in texts])
+    edges = buckets(lengths.tolist(), n)
+    masks = [(lengths >= lo) & (lengths <= hi) for lo, hi in edges]
+    usable, tokenize = {id(t) for t in trials}, bleu_tokenizer(trials)
+    out: dict[str, list[Optional[Stat]]] = {}
+    for row in sweep.rows:
+        per_seed = []
+        for t in row.trials:
+            if id(t) not in usable or t.refs[split] != first.refs[split]:
+                continue
+            sent = sentence_stats(t.hyps[split], t.refs[split], tokenize)
+            per_seed.append([float(bleu_from_stats(sent[m].sum(axis=0))) for m in masks])
+        out[row.name] = [stat([s[i] for s in per_seed]) for i in range(len(edges))] if per_seed else [None] * len(edges)
+    return ByLength(split, edges, basis, out)
