@@ -6,8 +6,8 @@ One module owns its vocabulary, so training, sweeps and reports cannot drift apa
 * :class:`RunFiles` and :class:`SweepFiles`: the paths of a run folder and of a sweep folder;
 * :class:`RunSummary`: ``summary.json``, versioned, read and written here (unversioned files from
   before :data:`SUMMARY_VERSION` load as version 1: the layout did not change);
-* :data:`METRICS`: every metric a report shows, ``name -> Metric(key, label, ...)``; the table's
-  columns are built by filtering it, so a new column is one :func:`register_column` call.
+* :data:`METRICS`: every metric the record names, ``name -> Metric(key)`` (how a table shows each is
+  :mod:`ablate.report.layout`'s).
 
 It sits at the config layer and imports only :mod:`ablate.errors` and :mod:`ablate.utils`.
 """
@@ -177,39 +177,15 @@ class SweepFiles:
 
 @dataclass(frozen=True)
 class Metric:
-    """A number every run records, and how a report shows it.
+    """A number every run records under ``key`` in ``summary.json`` (and W&B), e.g. ``val/bleu``; how a
+    table shows it is :data:`ablate.report.layout.COLUMNS`'s.
 
     Attributes:
-        key: its key in ``summary.json`` (and W&B), e.g. ``val/bleu``.
-        label: the table header.
-        decimals: digits after the point in every text format.
-        scale: factor applied before display (1e-6 for millions).
-        higher_is_better: which end of the column is best.
-        latex: the LaTeX header (default: ``label`` escaped).
-        column: shown as a table column where the runs have it.
-        ranked: mark the column's best mean (not for what a row was given, e.g. steps trained).
-        show_std: print ``± std`` (not for a count fixed per row, e.g. parameters).
-        per_split: recorded once per test split too, as ``test_<split>/...`` (:meth:`split_key`), each
-            a column of its own headed ``split_label`` (``{split}``: the split's name).
-        tested: the metric the significance test compares (its cells get the † mark).
-        place: where the column goes: ``budget`` (what was trained), ``score``, then ``cost``.
-        speed: a training speed; the table shows the one :mod:`ablate.report.layout` picks.
+        per_split: recorded once per test split too, as ``test_<split>/...`` (:meth:`split_key`).
     """
 
     key: str
-    label: str
-    decimals: int = 2
-    scale: float = 1.0
-    higher_is_better: bool = True
-    latex: Optional[str] = None
-    column: bool = True
-    ranked: bool = True
-    show_std: bool = True
     per_split: bool = False
-    split_label: Optional[str] = None
-    tested: bool = False
-    place: str = "score"
-    speed: bool = False
 
     def split_key(self, split: str) -> str:
         """The key of this metric on one test split: ``test/bleu`` -> ``test_<split>/bleu``."""
@@ -225,59 +201,35 @@ class Metric:
         return head[len(prefix) + 1 :]
 
 
-PLACES = ("budget", "score", "cost")
-METRICS: dict[str, Metric] = {}
-"""Name -> metric, in table order within each place; :func:`register_column` adds one."""
-
-
-def register_column(metric: Metric, name: Optional[str] = None) -> Metric:
-    """Add ``metric`` to :data:`METRICS` under ``name`` (default: its key).
-
-    Raises:
-        RecordError: the name or the key is taken (a plugin cannot shadow a column), or the place is unknown.
-    """
-    name = name or metric.key
-    if name in METRICS:
-        raise RecordError(f"metric name {name!r} is taken by {METRICS[name].key!r}; pick another name")
-    if any(m.key == metric.key for m in METRICS.values()):
-        raise RecordError(f"metric key {metric.key!r} is registered already")
-    if metric.place not in PLACES:
-        raise RecordError(f"metric place {metric.place!r} is not one of {', '.join(PLACES)}")
-    METRICS[name] = metric
-    return metric
-
-
-def metric_columns(place: Optional[str] = None) -> list[Metric]:
-    """The metrics shown as table columns (of one place, or all in place order)."""
-    shown = [m for m in METRICS.values() if m.column]
-    return [m for p in PLACES if place in (None, p) for m in shown if m.place == p]
-
-
-STEPS = register_column(Metric("step", "train steps", 0, ranked=False, place="budget"), "steps")
-TESTED_STEP = register_column(Metric("val/step", "tested step", 0, ranked=False, place="budget"), "tested_step")
-TRAIN_TOKENS = register_column(
-    Metric("train/tokens", "train tokens (M)", 2, scale=1e-6, ranked=False, place="budget"), "train_tokens"
-)
-DEV_PPL = register_column(Metric("val/ppl", "PPL (dev)", 2, higher_is_better=False), "dev_ppl")
-DEV_BLEU = register_column(Metric("val/bleu", "BLEU (dev)", 2), "dev_bleu")
-DEV_CHRF = register_column(Metric("val/chrf", "chrF (dev)", 2, column=False), "dev_chrf")
-TEST_BLEU = register_column(
-    Metric("test/bleu", "BLEU (test)", 2, per_split=True, split_label="BLEU ({split})", tested=True), "test_bleu"
-)
-TEST_CHRF = register_column(
-    Metric("test/chrf", "chrF (test)", 2, per_split=True, split_label="chrF ({split})", column=False), "test_chrf"
-)
-PARAMS = register_column(
-    Metric("params", "Params (M)", 2, scale=1e-6, higher_is_better=False, show_std=False, place="cost"), "params"
-)
-TOKENS_PER_SEC = register_column(
-    Metric("train/tokens_per_sec", "Tokens/s (train)", 0, place="cost", speed=True), "tokens_per_sec"
-)
-TOKENS_PER_CPU_SEC = register_column(
-    Metric("train/tokens_per_cpu_sec", "Tokens/CPU-s (train)", 0, place="cost", speed=True), "tokens_per_cpu_sec"
-)
-TRAIN_CPU_SECONDS = register_column(Metric("train/cpu_seconds", "CPU s (train)", 0, column=False), "train_cpu_seconds")
-WALL_TIME = register_column(Metric("wall_time_s", "wall time (s)", 0, column=False, place="cost"), "wall_time")
+STEPS = Metric("step")
+TESTED_STEP = Metric("val/step")
+TRAIN_TOKENS = Metric("train/tokens")
+DEV_PPL = Metric("val/ppl")
+DEV_BLEU = Metric("val/bleu")
+DEV_CHRF = Metric("val/chrf")
+TEST_BLEU = Metric("test/bleu", per_split=True)
+TEST_CHRF = Metric("test/chrf", per_split=True)
+PARAMS = Metric("params")
+TOKENS_PER_SEC = Metric("train/tokens_per_sec")
+TOKENS_PER_CPU_SEC = Metric("train/tokens_per_cpu_sec")
+TRAIN_CPU_SECONDS = Metric("train/cpu_seconds")
+WALL_TIME = Metric("wall_time_s")
+METRICS: dict[str, Metric] = {
+    "steps": STEPS,
+    "tested_step": TESTED_STEP,
+    "train_tokens": TRAIN_TOKENS,
+    "dev_ppl": DEV_PPL,
+    "dev_bleu": DEV_BLEU,
+    "dev_chrf": DEV_CHRF,
+    "test_bleu": TEST_BLEU,
+    "test_chrf": TEST_CHRF,
+    "params": PARAMS,
+    "tokens_per_sec": TOKENS_PER_SEC,
+    "tokens_per_cpu_sec": TOKENS_PER_CPU_SEC,
+    "train_cpu_seconds": TRAIN_CPU_SECONDS,
+    "wall_time": WALL_TIME,
+}
+"""Name -> metric: every number the run record names."""
 HEADLINE = (DEV_BLEU, DEV_PPL, TEST_BLEU, TOKENS_PER_SEC, PARAMS, STEPS, WALL_TIME)
 """What a sweep keeps of each trial's summary in ``sweep.json`` (``results``), with every per-split test BLEU."""
 

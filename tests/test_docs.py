@@ -198,11 +198,11 @@ def test_the_extending_pages_column_example_renders_in_every_format(monkeypatch,
             summary["peak_memory_mb"] = 900.0 if summary["variant"] == "A-heads1" else 1000.0
             path.write_text(json.dumps(summary))
 
-    from ablate import record
+    from ablate.report import layout
 
-    monkeypatch.setattr(record, "METRICS", dict(record.METRICS))  # the entry the page adds to ablate/record.py
-    exec(_python_block(DOCS / "extending.md", "peak_memory_mb"), dict(vars(record)))
-    assert record.METRICS["peak_memory"].key == "peak_memory_mb"
+    monkeypatch.setattr(layout, "COLUMNS", dict(layout.COLUMNS))  # the entry the page adds to ablate/report/layout.py
+    exec(_python_block(DOCS / "extending.md", "peak_memory_mb"), dict(vars(layout)))
+    assert layout.COLUMNS["peak_memory"].key == "peak_memory_mb"
     table = table_of(str(root), with_significance=False)
     index = [c.key for c in table.columns].index("peak_memory_mb")
     best = {row.name for row in table.rows if row.cells[index].best}

@@ -19,14 +19,21 @@ from ablate.errors import did_you_mean
 from ablate.metrics import MetricScorer, get_scorer
 from ablate.record import (
     DEV_BLEU,
-    PLACES,
+    DEV_CHRF,
+    DEV_PPL,
+    PARAMS,
+    STEPS,
     TEST_BLEU,
+    TEST_CHRF,
     TESTED_STEP,
     TOKENS_PER_CPU_SEC,
     TOKENS_PER_SEC,
+    TRAIN_CPU_SECONDS,
+    TRAIN_TOKENS,
+    WALL_TIME,
     Metric,
+    RecordError,
     RunStatus,
-    metric_columns as registered_columns,
 )
 from ablate.report.stats import (
     DEFAULT_TEST,
@@ -76,10 +83,10 @@ def speed_of(trials: Sequence[Trial]) -> Speed:
     """Tokens per CPU-second when every trial trained on a CPU and recorded it, else wall-clock tokens/s."""
     on = {t.accelerator for t in trials}
     if on == {"cpu"} and all(CPU in t.metrics for t in trials):
-        return Speed(CPU, TOKENS_PER_CPU_SEC.label, _cpu_note(trials))
+        return Speed(CPU, COLUMNS["tokens_per_cpu_sec"].label, _cpu_note(trials))
     wall = f"Tokens/s (train): wall-clock {COUNTED} per second of the training steps"
     if on == {"gpu"}:
-        return Speed(WALL, TOKENS_PER_SEC.label, f"{wall} (each step synchronised on the GPU).")
+        return Speed(WALL, COLUMNS["tokens_per_sec"].label, f"{wall} (each step synchronised on the GPU).")
     if on == {"cpu"}:
         why = "these runs trained on a CPU but not all recorded their CPU time"
     elif "cpu" in on:
@@ -88,7 +95,7 @@ def speed_of(trials: Sequence[Trial]) -> Speed:
         why = "the runs did not record whether they trained on a CPU or a GPU"
     return Speed(
         WALL,
-        TOKENS_PER_SEC.label,
+        COLUMNS["tokens_per_sec"].label,
         f"{wall}. Wall-clock, so it depends on the machine's load: on a CPU shared with other processes "
         f"it swings with their work ({why}, so tokens per CPU-second cannot be shown).",
     )
@@ -264,44 +271,90 @@ PAPER_LABELS = {
 
 @dataclass(frozen=True)
 class Column:
-    """A metric column.
+    """How a table shows a recorded metric (:data:`ablate.record.METRICS`): one entry of :data:`COLUMNS`,
+    or a column of a table built from one.
 
     Attributes:
         key: the summary metric, e.g. ``val/ppl`` or ``test_test_2016_flickr/bleu``.
         label: header text.
         decimals: digits after the point in every text format.
-        scale: factor applied to values before display and export (1e-6 for parameters).
+        scale: factor applied to values before display and export (1e-6 for millions).
         higher_better: which end of the column is best.
         split: the test split whose hypotheses the significance test compares, if any.
-        show_std: print ``± std`` in text formats (not for parameter counts, fixed per row).
-        ranked: mark the column's best value (not for what a row was given, e.g. steps trained).
+        show_std: print ``± std`` (not for a count fixed per row, e.g. parameters).
+        ranked: mark the column's best mean (not for what a row was given, e.g. steps trained).
         latex: the LaTeX header, where it is not the escaped label.
+        per_split: recorded once per test split too (``test_<split>/...``), each a column headed
+            ``split_label`` (``{split}``: the split's name).
+        tested: the metric the significance test compares (its cells get the † mark).
+        place: where the column goes: ``budget`` (what was trained), ``score``, then ``cost``.
+        speed: a training speed; the table shows the one :func:`training_speed` picks.
+        column: shown where the runs have it (``False``: registered, recorded, not shown).
     """
 
     key: str
     label: str
-    decimals: int
+    decimals: int = 2
     scale: float = 1.0
     higher_better: bool = True
     split: Optional[str] = None
     show_std: bool = True
     ranked: bool = True
     latex: Optional[str] = None
+    per_split: bool = False
+    split_label: Optional[str] = None
+    tested: bool = False
+    place: str = "score"
+    speed: bool = False
+    column: bool = True
 
-    @classmethod
-    def of(cls, metric: Metric, key: Optional[str] = None, label: Optional[str] = None, split: Optional[str] = None):
-        """The column of a registered metric (:data:`ablate.record.METRICS`), or of one of its splits."""
-        return cls(
-            key or metric.key,
-            label or metric.label,
-            metric.decimals,
-            metric.scale,
-            metric.higher_is_better,
-            split,
-            metric.show_std,
-            metric.ranked,
-            metric.latex,
-        )
+    def split_of(self, key: str) -> Optional[str]:
+        return Metric(self.key, self.per_split).split_of(key)
+
+
+PLACES = ("budget", "score", "cost")
+COLUMNS: dict[str, Column] = {}
+"""Name -> column, in table order within each place; :func:`register_column` adds one."""
+
+
+def register_column(column: Column, name: Optional[str] = None) -> Column:
+    """Add ``column`` to :data:`COLUMNS` under ``name`` (default: its key).
+
+    Raises:
+        RecordError: the name or the key is taken (a plugin cannot shadow a column), or the place is unknown.
+    """
+    name = name or column.key
+    if name in COLUMNS:
+        raise RecordError(f"metric name {name!r} is taken by {COLUMNS[name].key!r}; pick another name")
+    if any(c.key == column.key for c in COLUMNS.values()):
+        raise RecordError(f"metric key {column.key!r} is registered already")
+    if column.place not in PLACES:
+        raise RecordError(f"metric place {column.place!r} is not one of {', '.join(PLACES)}")
+    COLUMNS[name] = column
+    return column
+
+
+def registered_columns(place: Optional[str] = None) -> list[Column]:
+    """The registered columns (of one place, or all in place order)."""
+    return [c for p in PLACES if place in (None, p) for c in COLUMNS.values() if c.place == p and c.column]
+
+
+for _name, _column in {
+    "steps": Column(STEPS.key, "train steps", 0, ranked=False, place="budget"),
+    "tested_step": Column(TESTED_STEP.key, "tested step", 0, ranked=False, place="budget"),
+    "train_tokens": Column(TRAIN_TOKENS.key, "train tokens (M)", 2, 1e-6, ranked=False, place="budget"),
+    "dev_ppl": Column(DEV_PPL.key, "PPL (dev)", higher_better=False),
+    "dev_bleu": Column(DEV_BLEU.key, "BLEU (dev)"),
+    "dev_chrf": Column(DEV_CHRF.key, "chrF (dev)", column=False),
+    "test_bleu": Column(TEST_BLEU.key, "BLEU (test)", per_split=True, split_label="BLEU ({split})", tested=True),
+    "test_chrf": Column(TEST_CHRF.key, "chrF (test)", per_split=True, split_label="chrF ({split})", column=False),
+    "params": Column(PARAMS.key, "Params (M)", 2, 1e-6, higher_better=False, show_std=False, place="cost"),
+    "tokens_per_sec": Column(TOKENS_PER_SEC.key, "Tokens/s (train)", 0, place="cost", speed=True),
+    "tokens_per_cpu_sec": Column(TOKENS_PER_CPU_SEC.key, "Tokens/CPU-s (train)", 0, place="cost", speed=True),
+    "train_cpu_seconds": Column(TRAIN_CPU_SECONDS.key, "CPU s (train)", 0, column=False),
+    "wall_time": Column(WALL_TIME.key, "wall time (s)", 0, column=False, place="cost"),
+}.items():
+    register_column(_column, _name)
 
 
 @dataclass(frozen=True)
@@ -462,32 +515,37 @@ def metric_columns(
         for entry in registered_columns(place):
             entry = on_metric(entry, metric)
             if entry.speed:
-                cols += [Column.of(entry, label=speed.label)] if entry.key == speed.key else []
+                cols += [replace(entry, label=speed.label)] if entry.key == speed.key else []
             elif splits := sorted({s for k in present if (s := entry.split_of(k)) is not None}):
                 label = entry.split_label or entry.label + " ({split})"
                 cols += [
-                    Column.of(entry, entry.split_key(s), label.format(split=s), s if entry.tested else None)
+                    replace(
+                        entry,
+                        key=Metric(entry.key).split_key(s),
+                        label=label.format(split=s),
+                        split=s if entry.tested else None,
+                    )
                     for s in splits
                 ]
             else:
-                cols.append(Column.of(entry, split=only if entry.tested else None))
+                cols.append(replace(entry, split=only if entry.tested else None))
     return [c for c in cols if c.key in present]
 
 
-def on_metric(entry: Metric, metric: str) -> Metric:
+def on_metric(entry: Column, metric: str) -> Column:
     """``entry`` as the table on ``metric`` shows it: the dev and test BLEU columns become that metric's
     (its keys, label, decimals and direction); every other entry is as registered."""
-    if metric == DEFAULT_METRIC or entry not in (DEV_BLEU, TEST_BLEU):
+    if metric == DEFAULT_METRIC or entry.key not in (DEV_BLEU.key, TEST_BLEU.key):
         return entry
     m = get_scorer(metric)
     group, _, _ = entry.key.partition("/")
-    where = "dev" if entry is DEV_BLEU else "test"
+    where = "dev" if entry.key == DEV_BLEU.key else "test"
     return replace(
         entry,
         key=f"{group}/{metric}",
         label=f"{m.label} ({where})",
         decimals=m.decimals,
-        higher_is_better=m.higher_is_better,
+        higher_better=m.higher_is_better,
         split_label=f"{m.label} ({{split}})",
         latex=None,
     )
@@ -598,7 +656,7 @@ def _late_flips(sweep: Sweep, metric: str = DEFAULT_METRIC, label: str = "BLEU")
     (where the validation history records that score)."""
     from ablate.report.stats import late_sign_changes
 
-    key = on_metric(DEV_BLEU, metric).key
+    key = on_metric(COLUMNS["dev_bleu"], metric).key
     if not any(key in h for r in sweep.rows for t in r.trials for h in t.history):
         return []
     late = late_sign_changes(sweep, key)

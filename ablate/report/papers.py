@@ -678,7 +678,7 @@ def to_markdown(sbs: SideBySide) -> str:
     lines.append(
         f"Δ: change from the base row; ours is {sbs.metric}, mean over seeds; our SE: the standard error of our Δ "
         f"in the table's test (seed and test-sentence noise, the base's included). Rows are matched by the keys "
-        f"they change and by each change's ratio to the base (ablate.report.papers). A Δ of 0 has no sign and "
+        f"they change and by each change's ratio to the base (ablate.report.reference). A Δ of 0 has no sign and "
         f"is not counted. Clears noise: the paper's |Δ| is at least {sbs.min_delta:g} BLEU (below it a published "
         f"single run is taken as noise) and/or ours is at least its SE; the headline counts those rows only. "
         f"Test: the agreement expected when our Δs are redrawn from their noise (one shared base draw for every "
