@@ -1,6 +1,6 @@
 """``ablate table``, ``ablate plot``, ``ablate report`` and ``ablate export``: a typer sub-app.
 
-The plain functions of :mod:`ablate.report.api` (re-exported here) do the work and return values;
+The plain functions of :mod:`ablate.report` do the work and return values;
 the typer commands only parse options and print. :mod:`ablate.cli` mounts :data:`app`'s commands
 at top level.
 """
@@ -16,17 +16,7 @@ from typing import Any, Optional
 import typer
 
 from ablate.metrics import get_scorer
-from ablate.report.api import (  # noqa: F401 - the plain functions, re-exported
-    load,
-    load_pooled,
-    local_folders,
-    make_plots,
-    make_report,
-    make_table,
-    significance,
-    sweep_and_table,
-    table_of,
-)
+from ablate.report import load, load_pooled, local_folders, make_plots, make_report, table as report_table
 from ablate.report.layout import Table, select_columns
 from ablate.report.papers import REFERENCES, get as get_reference, render as render_reference, side_by_side
 from ablate.report.render import render, rich_width, to_rich, to_vertical
@@ -172,9 +162,16 @@ def table_command(
         return
     if out is not None:
         check_apart(out, local_folders(source))
-    sweep, table = sweep_and_table(
-        source, alpha, test.value, samples, with_significance, by_length=by_length, metric=metric
+    result = report_table(
+        source,
+        alpha=alpha,
+        test=test.value,
+        samples=samples,
+        significance=with_significance,
+        by_length=by_length,
+        metric=metric,
     )
+    sweep, table = result.sweep, result.table
     beside = ""
     if paper is not None and metric != "bleu":  # the published tables report BLEU (and PPL) only
         beside = (

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional
 from ablate.record import DEV_BLEU, SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, TOKENS_PER_SEC, RunStatus
 from ablate.report.layout import Table
 from ablate.report.render import to_markdown
-from ablate.report.stats import DEFAULT_TEST, Sweep
+from ablate.report.stats import DEFAULT_TEST, Sweep, compare
 from ablate.report.trials import ReportError, collect_folder
 from ablate.utils.io import atomic_write_json, atomic_write_text, dumps
 from ablate.utils.provenance import (
@@ -459,7 +459,7 @@ def _write_report(
     commit: Optional[str],
 ) -> dict[str, Any]:
     """Tables, figures, manifest and README of the export being written in ``tmp`` (to become ``out``)."""
-    from ablate.report.api import load, significance
+    from ablate.report import load
     from ablate.report.figures import plot_all
     from ablate.report.layout import build_table
     from ablate.report.papers import render as render_reference, side_by_side
@@ -467,13 +467,13 @@ def _write_report(
 
     # everything below is read back from the export, so it shows what the export alone rebuilds
     sweep = load(str(tmp))
-    table = build_table(sweep, significance(sweep, True, test, samples), alpha, test, samples)
+    table = build_table(sweep, compare(sweep, test=test, n_samples=samples), alpha, test, samples)
     md = render(table, "md")
     if paper is not None:
         md += "\n" + render_reference(side_by_side(sweep, table, paper), "md")
     atomic_write_text(tmp / "table.md", md)
     atomic_write_text(tmp / "table.tex", render(table, "latex"))
-    figures = [p.name for p in plot_all(sweep, tmp / "plots", significance(sweep, True), alpha)] if plots else []
+    figures = [p.name for p in plot_all(sweep, tmp / "plots", compare(sweep), alpha)] if plots else []
 
     facts = sweep_facts(source, summaries, planned)
     rebuilt = facts.pop("run_command")
