@@ -175,9 +175,8 @@ def plot(source: Source, *, alpha: float = 0.05, significance: bool = True, metr
         ReportError: no row of the sweep has test BLEU yet.
     """
     _quiet_libraries()
-    from ablate.report import load
     from ablate.report.figures import bleu_bars_figure
-    from ablate.report.stats import compare
+    from ablate.report.stats import compare, load
     from ablate.report.trials import ReportError
 
     where = _source(source)

@@ -27,7 +27,7 @@ LAYERS: dict[str, float] = {
     "utils": 1,
     "registry": 1.2,  # ablate.register and the component registries' dicts; plugins register through it
     "config": 2,
-    "record": 2,  # the run record: statuses, file names, summary.json, the metrics registry
+    "record": 2,  # the run record: statuses, file names, summary.json, the metric keys
     "config_checks": 1.5,  # the rules between config keys; config.py re-exports them
     "data": 3,
     "model": 3,
@@ -348,8 +348,6 @@ LONG_FUNCTIONS: dict[str, str] = {
     "report/figures.py:bleu_bars_figure": "one matplotlib figure drawn top to bottom; its parts share the axes",
     "bench/runner.py:run": "the bench's sections in order, each a few lines that time one thing and save the "
     "partial result, so an interrupted bench keeps what it measured",
-    "report/stats.py:aggregate": "seeds grouped into rows, the base found, rows ordered: one pass over the "
-    "records whose steps share the grouping state",
 }
 """Functions over :data:`MAX_FUNCTION_LINES`, each with the reason it is long (``path:qualified name``)."""
 

@@ -16,11 +16,12 @@ from typing import Any, Optional
 import typer
 
 from ablate.metrics import get_scorer
-from ablate.report import load, load_pooled, local_folders, make_plots, make_report, table as report_table
 from ablate.report.layout import Table, select_columns
 from ablate.report.papers import REFERENCES, get as get_reference, render as render_reference, side_by_side
 from ablate.report.render import render, rich_width, to_rich, to_vertical
-from ablate.report.trials import WANDB_PREFIX, ReportError
+from ablate.report.sources import make_plots, make_report, table as report_table
+from ablate.report.stats import load, load_pooled
+from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders
 from ablate.utils.commands import typer_app
 from ablate.utils.safe_output import check_apart, write_output_text
 

@@ -1,4 +1,22 @@
-"""Publishing a sweep: the exported results folder (with its environment lock) and the W&B Report."""
+"""Publishing a sweep: ``ablate export`` (a results folder) and ``ablate report`` (a W&B Report).
+
+``results/<sweep>/`` holds what a reader needs to check the table and nothing only for training::
+
+    README.md, manifest.json   what was run (the exact command), commit, machine, packages, time
+    environment.txt      the packages the trials ran with (the freeze most trials recorded; others as
+                         environment-<sha256[:12]>.txt; the exporting machine's for runs without one)
+    table.md, table.tex  ``ablate table`` (with ``--reference``: the paper beside it)
+    plots/               ``ablate plot``'s figures
+    sweep.json           the launcher's record of the sweep
+    <trial>/summary.json every trial's summary
+    <trial>/{hyps,refs,sources}/<split>.txt.gz   the test and validation texts, gzip'd
+    plugins/<name>-<sha256 prefix>.py   the plugin files the trials imported
+
+``ablate table results/<sweep>`` rebuilds the same table from these files alone. The W&B Report
+(``wandb_workspaces.reports.v2``) holds the table as Markdown and panels over the sweep's runs:
+:func:`build_report` touches no network, :func:`publish` saves it, :func:`offline_spec` serialises what
+``save`` would send (``ablate report --dry-run``).
+"""
 
 from __future__ import annotations
 
@@ -459,11 +477,11 @@ def _write_report(
     commit: Optional[str],
 ) -> dict[str, Any]:
     """Tables, figures, manifest and README of the export being written in ``tmp`` (to become ``out``)."""
-    from ablate.report import load
     from ablate.report.figures import plot_all
     from ablate.report.layout import build_table
     from ablate.report.papers import render as render_reference, side_by_side
     from ablate.report.render import render
+    from ablate.report.stats import load
 
     # everything below is read back from the export, so it shows what the export alone rebuilds
     sweep = load(str(tmp))

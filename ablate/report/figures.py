@@ -1,4 +1,14 @@
-"""The figures of a sweep (``ablate plot``): test BLEU per row, Δ with CIs, learning curves, Δ vs step."""
+"""Figures of a sweep (``ablate plot``; matplotlib, no pyplot state), sharing one style.
+
+* ``test_bleu.png``: test BLEU per row, whiskers the 95% CI of the row's Δ vs the base placed on the
+  base's mean, † as in the table;
+* ``delta_ci.png``: the table's comparisons as a forest plot, Δ and its 95% CI (uncorrected), marked †
+  exactly where the table marks it (Holm-adjusted), so an interval can exclude 0 without a †;
+* ``bleu_vs_speed.png``, ``bleu_vs_params.png``: quality against cost, the Pareto front marked;
+* ``learning_curves.png``, ``delta_vs_step.png``: validation BLEU per row (mean ± std band), and each
+  row's seed-paired Δ vs the base per step with its 95% t band and sign changes;
+* ``bleu_by_length.png``: test BLEU per source-length bucket (Bahdanau et al. 2015, Fig. 2).
+"""
 
 from __future__ import annotations
 

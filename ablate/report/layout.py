@@ -1,8 +1,19 @@
-"""The layout + notes layer: a :class:`Table` (after Table 3 of Vaswani et al., 2017) and every footnote it carries.
+"""The layout + notes layer: the paper-style :class:`Table` (after Table 3 of Vaswani et al., 2017) and every footnote.
 
-The column registry (:data:`COLUMNS`, :func:`register_column`) says how each recorded metric is shown;
-:func:`build_table` lays a sweep out as rows of cells, and the footnotes (significance, seeds, budget,
-speed, BLEU by length) are all built here.
+The base row comes first and shows every Table 3 hyperparameter and every varying one, as the run used
+it; each other row shows only what it changes (blank: same as base), grouped by ablation. The metric
+columns are :data:`COLUMNS` (how each recorded metric of :data:`ablate.record.METRICS` is shown,
+:func:`register_column` adds one) filtered to what the rows report: steps trained, the tested step,
+tokens, dev PPL and BLEU of the tested checkpoint, test BLEU per test split (optionally per source-length
+bucket, Bahdanau et al. 2015, Fig. 2: quantile buckets of source words, so each holds enough sentences
+for a corpus BLEU), parameters and training speed, each mean ± std over seeds, the best mean marked, and
+test BLEU marked † where it differs significantly from the base after Holm.
+
+The speed is tokens per CPU-second where every run trained on a CPU and recorded its CPU time (wall-clock
+on a shared CPU swings with the load), else wall-clock tokens/s (:func:`training_speed`). The footnotes
+say what the table may claim: which test and trials, the seed σ, the minimum detectable effect at 80%
+power and the seeds an unmarked Δ would need, marks that hinge on the table-pooled σ, the budget, and
+why a one-seed table claims nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ import numpy as np
 import ablate.report.stats as sig
 from ablate.errors import did_you_mean
 from ablate.metrics import MetricScorer, get_scorer
+from ablate.metrics.bleu import bleu_from_stats
 from ablate.record import (
     DEV_BLEU,
     DEV_CHRF,
@@ -41,8 +53,6 @@ from ablate.report.stats import (
     Stat,
     Sweep,
     against_base,
-    bleu_from_stats,
-    bleu_tokenizer,
     compare_alone,
     describe,
     describe_plan,
@@ -52,7 +62,7 @@ from ablate.report.stats import (
     stat,
     test_splits,
 )
-from ablate.report.trials import DEFAULT_METRIC, ReportError, Trial, signature_of
+from ablate.report.trials import DEFAULT_METRIC, ReportError, Trial, bleu_tokenizer, signature_of
 
 WALL = TOKENS_PER_SEC.key
 CPU = TOKENS_PER_CPU_SEC.key

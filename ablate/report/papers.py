@@ -1,4 +1,21 @@
-"""Published tables (the paper side): references, reproduction configs, and the side-by-side comparison."""
+"""Published results beside a sweep's table: ``ablate table SOURCE --reference NAME``.
+
+A reference is a paper's table shipped as ``references/<name>.yaml`` (:data:`REFERENCES`): its ``base``
+(``settings`` in ablate config keys, published ``bleu``, ``ppl``, ``params``), ``rows`` with the keys each
+``changes`` (and, where not the setup's, the ``metric`` and ``source`` of its number), ``min_delta`` (the
+smallest paper |ΔBLEU| taken as a direction) and ``setup`` (dotted config keys compared with our base;
+plain keys are :data:`FACTS`). Any other key is refused with one line.
+
+Our rows are usually a scaled-down copy of the paper's, so rows are matched by what they change: a row's
+changes are the keys whose effective value (``d_k = d_model / heads`` where unset) differs from our base;
+candidates change exactly the same keys, with equal text values and numbers moving the same way, compared
+by their ratio to the base on a log scale; each row takes the nearest. Per matched row: the paper's Δ,
+ours, the sign agreement and the table's own † (nothing is tested again). Counts come with
+:func:`agreement_test` (our Δs share one noisy base and the paper's signs are lopsided, Table 3: 15 down,
+2 up, so neither a fair coin nor a bare count is a fair null): a headline over rows where either side
+clears its noise, all matched rows, their sensitivity to our base ± 1 SE, PPL signs, Pearson's r, and
+where our setup departs from the paper's.
+"""
 
 from __future__ import annotations
 

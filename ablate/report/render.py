@@ -1,8 +1,12 @@
 """The render layer: a :class:`~ablate.report.layout.Table` as rich (terminal), Markdown, LaTeX or CSV.
 
-Every text format prints each statistic through :func:`fmt_stat`, so the numbers agree across formats; CSV
-carries the same statistics unrounded (10 significant digits). The writers are hand-written: pandas'
-``to_markdown`` (tabulate pads cells) and ``Styler.to_latex`` do not reproduce the shipped tables byte for byte.
+Every text format prints each statistic through :func:`fmt_stat`, so the numbers agree across formats;
+CSV carries them unrounded (10 significant digits) with the raw and Holm-adjusted p-values of each tested
+column. The writers are hand-written, not pandas': ``DataFrame.to_markdown`` (tabulate) pads every cell
+to its column's width and ``Styler.to_latex`` writes its own rules and escapes, so neither reproduces the
+shipped tables byte for byte. :func:`render_per_seed` is ``--per-seed``: one line per trial with its Δ
+against the base trial of the same seed, marked :data:`~ablate.report.layout.FLIP` where a row's
+per-seed Δs disagree in sign.
 """
 
 from __future__ import annotations

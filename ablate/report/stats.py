@@ -1,9 +1,43 @@
 """The stats layer: rows over seeds, the comparisons a table makes, and what they may claim.
 
-:func:`aggregate` groups trials into rows (mean ± std over seeds); :func:`planned_pairs` picks the pairs;
-:func:`compare` runs the seed-aware paired test over test sentences, Holm-corrected, with the minimum
-detectable effect (:func:`detectable`) and seeds needed (:func:`seeds_needed`); budget curves and the
-agreement tests of a reproduction against its paper.
+**Rows** (:func:`aggregate`). A row is one configuration: a named variant (``"A-heads1"``), else one
+combination of the sweep's varying non-seed parameters; its seeds give mean, sample std (ddof=1) and n.
+The base row is the one the sweep declares (its ``base`` parameter, else the variant named ``base``,
+else the one bare variant), else the row differing from the others in the fewest keys (a tie broken,
+in a grid, by ablate's defaults; a tie left is an error naming the fix). Other rows are grouped by the
+variant-name prefix (``"A"``, after Table 3 of Vaswani et al., 2017) or the keys they change; columns
+follow Table 3's order and show the values the runs used (``resolved``, e.g. d_k = d_model / h).
+
+**Which pairs** (:func:`planned_pairs`): the sweep's ``comparisons`` (``{between: KEY, values: [ref, v1]}``
+pairs rows equal except in ``KEY``; ``between: variant`` pairs named rows), else every row against the
+base. Fewer, chosen comparisons cost less power under Holm.
+
+**The statistic.** A row's score is the mean over its K seeds of corpus BLEU (or any metric of
+:mod:`ablate.metrics`, resampled through its per-sentence sufficient statistics, so
+``BLEU(w @ stats)`` equals ``sacrebleu.corpus_bleu`` and thousands of resamples take seconds);
+``Δ = mean_s BLEU(B_s) - mean_s BLEU(A_s)``, tested two-sided. ``--test``:
+
+* ``seeds`` (default): ``Var(Δ) = σ² (1/K_a + 1/K_b) + v``, the per-trial seed σ pooled over the
+  table plus the paired sentence bootstrap's variance ``v`` (Koehn 2004; the same sentence ids for every
+  seed of both rows, so a sentence's K outputs move together: resampling K·n pooled lines would count
+  one sentence's advantage K times). Seed variance (Clark et al. 2011; Bouthillier et al. 2021): rows
+  trained with the same seed values fit ``x = row + seed + e`` by least squares (σ²_e, df = trials -
+  rank); unpaired rows use the within-row pooled variance (df = trials - rows). The p-value is Student's
+  t at the seed estimate's df, not Welch-Satterthwaite: the plug-in df is largest exactly when σ̂ came
+  out small by chance, so with few seeds it is too liberal (7.6% false positives at α 0.05 in 20,000
+  simulated 2-vs-2 nulls with the calibration-cpu values); t at ν is the conservative "smallest df"
+  bound (Hsu 1938). With one seed per row nothing is tested.
+* ``bs`` (paired bootstrap) and ``ar`` (paired approximate randomisation, Riezler & Maxwell 2005)
+  measure test-set variance only: two seeds of one configuration differ by more than that
+  (``results/calibration-cpu``).
+
+:func:`holm` adjusts all of a table's p-values together (Holm 1979): family-wise error at alpha.
+:func:`detectable` gives the minimum detectable effect at 80% power, :func:`seeds_needed` the seeds a Δ
+would need. **Budget curves** (:func:`delta_curves`): seed ``s`` of a row minus seed ``s`` of the base
+per validated step (each history interpolated within its own range), mean and t interval over pairs;
+a sign change is a step whose mean Δ has the opposite sign to the last nonzero one. **Agreement** with a
+paper: the sign test (Dixon & Mood 1946), Pearson's r with a Fisher-z interval (Fisher 1921), and
+:func:`agreement_test`, whose null keeps both sign margins and redraws our Δs from their shared-base noise.
 """
 
 from __future__ import annotations
@@ -18,19 +52,20 @@ import numpy as np
 from scipy import stats as st
 
 from ablate.metrics import bleu as bleu_metric
-from ablate.metrics.bleu import ORDER, bleu_from_stats  # noqa: F401 - re-exported
+from ablate.metrics.bleu import bleu_from_stats
 from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU
-from ablate.report.trials import (  # noqa: F401 - re-exported
+from ablate.report.trials import (
     DEFAULT_METRIC,
     ReportError,
     Trial,
-    bleu_tokenizer,
     cell_disagreements,
     check_one_config,
     check_trials,
+    collect,
     distinct_seeds,
     scorer_for,
     statistics,
+    with_metric,
 )
 
 BASE = "base"
@@ -170,10 +205,10 @@ def value_order(value: Any) -> tuple:
 
 
 def aggregate(trials: Sequence[Trial]) -> Sweep:
-    """Rows of the table from the trials of one sweep.
+    """Rows of the table from the trials of one sweep (see the module docstring).
 
-    Trials go through :mod:`ablate.report.trials` first: those a cell or the † test could not
-    use, and a seed's second run in a row, are left out and listed with the reason.
+    Trials go through :func:`~ablate.report.trials.check_trials` first: those a cell or the † test could
+    not use, and a seed's second run in a row, are left out and listed with the reason.
 
     Raises:
         ReportError: no trial finished, or a row's trials differ in config.
@@ -186,62 +221,89 @@ def aggregate(trials: Sequence[Trial]) -> Sweep:
         raise ReportError(f"no finished trial among {len(trials)} ({states}); nothing to tabulate")
     uses_variants = any(t.variant for t in done)
     candidates = _candidate_keys(done)
+    groups, repeats = _group_seeds(done, candidates, uses_variants)
+    declared = {ident: _row_config(ts) for ident, ts in groups.items()}
+    configs = {ident: _with_resolved(declared[ident], ts) for ident, ts in groups.items()}
+    keys = _column_keys(configs)
+    settings = {ident: {k: configs[ident].get(k, _MISSING) for k in keys} for ident in groups}
+    order = sorted(groups, key=_ident_order)
+    base = _base_ident(order, groups, configs, settings, keys, candidates, uses_variants)
+    rows = [
+        _row(ident, groups[ident], settings, base, keys, candidates, uses_variants, declared[ident]) for ident in order
+    ]
+    rows.sort(key=lambda r: _row_order(r, keys, uses_variants))
+    name = next((t.sweep for t in trials if t.sweep), None)
+    notes = cell_disagreements([(r.name, r.trials) for r in rows])
+    return Sweep(name, keys, rows, unfinished + repeats, uses_variants, _comparisons(trials), notes)
+
+
+def _group_seeds(
+    done: Sequence[Trial], candidates: list[str], uses_variants: bool
+) -> tuple[dict[Any, list[Trial]], list[Trial]]:
+    """The finished trials by row (a variant's name, else the candidate keys' values), each row's one
+    config checked, and the repeated seeds left out of their rows."""
     groups: dict[Any, list[Trial]] = {}
     for t in done:
         ident = t.variant if uses_variants and t.variant else tuple(t.config.get(k, _MISSING) for k in candidates)
         groups.setdefault(ident, []).append(t)
+    repeats: list[Trial] = []
     for ident, ts in groups.items():
         label = ident if isinstance(ident, str) else ", ".join(f"{k}={_show(v)}" for k, v in zip(candidates, ident))
         check_one_config(label or BASE, ts)
-        groups[ident], repeats = distinct_seeds(label or BASE, ts)
-        unfinished += repeats
-    declared = {ident: _row_config(ts) for ident, ts in groups.items()}
-    configs = {ident: _with_resolved(declared[ident], ts) for ident, ts in groups.items()}
-    keys = sorted(
-        (
-            k
-            for k in set().union(*(c.keys() for c in configs.values()))
-            if len({value_order(c.get(k, _MISSING)) for c in configs.values()}) > 1
-            or (k in TABLE3 and all(k in c for c in configs.values()))
-        ),
-        key=column_order,
-    )
-    keys = [
-        k
-        for k in keys
-        if not (
-            k in ALIASES
-            and ALIASES[k] in keys
-            and all(
-                value_order(c.get(k, _MISSING)) == value_order(c.get(ALIASES[k], _MISSING)) for c in configs.values()
-            )
-        )
-    ]
-    settings = {ident: {k: configs[ident].get(k, _MISSING) for k in keys} for ident in groups}
+        groups[ident], again = distinct_seeds(label or BASE, ts)
+        repeats += again
+    return groups, repeats
 
-    order = sorted(groups, key=_ident_order)
-    base_ident = _base_ident(order, groups, configs, settings, keys, candidates, uses_variants)
-    base = settings[base_ident]
-    rows = []
-    for ident in order:
-        s = settings[ident]
-        changed = tuple(k for k in keys if value_order(s[k]) != value_order(base[k]))
-        is_base = ident == base_ident
-        if uses_variants and isinstance(ident, str):
-            name = ident
-            group = BASE if is_base else ident.split("-", 1)[0]
-        else:  # named by what the sweep varies (d_k follows heads; the columns show it)
-            named = [k for k in changed if k in candidates] or list(changed)
-            name = BASE if is_base else ", ".join(f"{k}={_show(s[k])}" for k in named)
-            group = BASE if is_base else "+".join(named)
-        ts = tuple(sorted(groups[ident], key=lambda t: (value_order(t.seed), t.name)))
-        metrics = sorted(set().union(*(t.metrics.keys() for t in ts)))
-        stats = {m: st for m in metrics if (st := stat([t.metrics.get(m) for t in ts])) is not None}
-        rows.append(Row(name, group, s, changed, ts, stats, is_base, declared[ident]))
-    rows.sort(key=lambda r: _row_order(r, keys, uses_variants))
-    name = next((t.sweep for t in trials if t.sweep), None)
-    notes = cell_disagreements([(r.name, r.trials) for r in rows])
-    return Sweep(name, keys, rows, unfinished, uses_variants, _comparisons(trials), notes)
+
+def _column_keys(configs: dict[Any, dict[str, Any]]) -> list[str]:
+    """The hyperparameter columns: every key that varies between rows, and Table 3's wherever every row
+    has them, in :func:`column_order`; an alias column (encoder layers) only where it differs from its key."""
+
+    def differ(a: str, b: str) -> bool:
+        return any(value_order(c.get(a, _MISSING)) != value_order(c.get(b, _MISSING)) for c in configs.values())
+
+    every = set().union(*(c.keys() for c in configs.values()))
+    varying = [k for k in every if len({value_order(c.get(k, _MISSING)) for c in configs.values()}) > 1]
+    stated = [k for k in TABLE3 if all(k in c for c in configs.values())]
+    keys = sorted(set(varying) | set(stated), key=column_order)
+    return [k for k in keys if not (k in ALIASES and ALIASES[k] in keys and not differ(k, ALIASES[k]))]
+
+
+def _row(
+    ident: Any,
+    trials: list[Trial],
+    settings: dict[Any, dict[str, Any]],
+    base: Any,
+    keys: list[str],
+    candidates: list[str],
+    uses_variants: bool,
+    config: dict[str, Any],
+) -> Row:
+    """One row: named and grouped by its variant, else by what it changes from the base; its seeds aggregated."""
+    s, is_base = settings[ident], ident == base
+    changed = tuple(k for k in keys if value_order(s[k]) != value_order(settings[base][k]))
+    if uses_variants and isinstance(ident, str):
+        name, group = ident, BASE if is_base else ident.split("-", 1)[0]
+    else:  # named by what the sweep varies (d_k follows heads; the columns show it)
+        named = [k for k in changed if k in candidates] or list(changed)
+        name = BASE if is_base else ", ".join(f"{k}={_show(s[k])}" for k in named)
+        group = BASE if is_base else "+".join(named)
+    ts = tuple(sorted(trials, key=lambda t: (value_order(t.seed), t.name)))
+    metrics = sorted(set().union(*(t.metrics.keys() for t in ts)))
+    stats = {m: st for m in metrics if (st := stat([t.metrics.get(m) for t in ts])) is not None}
+    return Row(name, group, s, changed, ts, stats, is_base, config)
+
+
+def load(source: str, api: Any = None, metric: str = DEFAULT_METRIC) -> Sweep:
+    """Collect and aggregate the trials of ``source`` (``api``: a ``wandb.Api`` stand-in), each with
+    ``metric`` scored from its saved hypotheses where its summary lacks it."""
+    return aggregate(with_metric(collect(source, api=api), metric))
+
+
+def load_pooled(sources: Sequence[str], api: Any = None, metric: str = DEFAULT_METRIC) -> Sweep:
+    """:func:`load` of several sources as one sweep: their trials pooled, so the seeds of one
+    configuration trained by two sweeps (``calibration-cpu`` and ``calibration-cpu-17-32``) form one row."""
+    return aggregate([trial for source in sources for trial in with_metric(collect(source, api=api), metric)])
 
 
 def _comparisons(trials: Sequence[Trial]) -> Optional[list[tuple[str, Optional[list[Any]]]]]:

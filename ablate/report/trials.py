@@ -1,8 +1,19 @@
-"""The collect layer: a sweep folder, results folder or W&B group -> :class:`Trial` s.
+"""The collect layer: a sweep folder, results folder or W&B group -> :class:`Trial` s, one per training run.
 
-Reads each run's ``summary.json`` (or W&B run) and saved texts, checks what a cell or the † test could use
-(:func:`check_trials`), scores a metric from saved hypotheses where a summary lacks it (:func:`with_metric`),
-and ``ablate score`` (:func:`score_runs`).
+Every later stage is source-agnostic. A folder gives ``<trial>/summary.json`` and its saved texts
+(``hyps/``, ``refs/``, ``sources/``, ``<split>.txt`` or ``.txt.gz`` as ``ablate export`` ships them; a
+file not UTF-8, a torn ``.gz`` or a split saved twice differently is a :class:`TextError` naming it);
+``wandb:<entity>/<project>[/<group>]`` is read through W&B's public API (:func:`wandb_runs`), a summary
+that breaks the record's types being a run with a ``problem``.
+
+:func:`check_trials` believes a trial only if its metrics are finite and in range, it saved as many
+hypotheses as references on every tested split where any trial saved them (a seed the † test cannot use
+is not counted in the cell either), it is not a second run of a seed its row has, and its row's trials
+share one config; a trial failing a check is :data:`EXCLUDED` with the reason, listed under the table.
+:func:`with_metric` scores ``--metric`` from saved texts where a summary lacks it (old results folders
+get a whole table without retraining), keeping per-sentence statistics so a text is scored once per
+table; :func:`score_runs` (``ablate score``) writes such scores into summaries, atomically, leaving what
+they record and any run still training alone.
 """
 
 from __future__ import annotations
@@ -23,7 +34,7 @@ from ablate.errors import AblateError
 from ablate.metrics import MetricScorer, get_scorer, metric_key
 from ablate.metrics.bleu import Bleu
 from ablate.metrics.registry import signature_key
-from ablate.metrics.scorer import statistics  # noqa: F401 - re-exported
+from ablate.metrics.scorer import statistics
 from ablate.record import (
     DEV_BLEU,
     DEV_PPL,
@@ -709,7 +720,6 @@ def corpus_bleu(hyps: list[str], refs: list[str], signature: Optional[str]) -> f
     """sacreBLEU corpus BLEU as the run scored it (the tokenizer its signature names), from the
     per-sentence statistics the table's cells and test read too (computed once)."""
     from ablate.metrics.bleu import Bleu
-    from ablate.metrics.scorer import statistics
 
     tok = next((p[len("tok:") :] for p in (signature or "").split("|") if p.startswith("tok:")), None)
     scorer = Bleu(tok)
@@ -888,3 +898,8 @@ def score_runs(path: Path, metric: str) -> list[Scored]:
     """
     scorer_for(metric, [])  # an unknown metric fails before any run is read
     return [score_run(run, metric) for run in run_folders(Path(path))]
+
+
+def local_folders(source: str) -> list[Path]:
+    """The folder a source names, when it names one (a W&B source does not): what an output must stay apart from."""
+    return [] if source.startswith(WANDB_PREFIX) else [Path(source)]
