@@ -50,7 +50,6 @@ from ablate.record import (
     SweepFiles,
     UnreadableRecord,
     metric_problem,
-    planned_trials,
     summary_problem,
 )
 from ablate.utils.io import read_lines, split_lines
@@ -903,3 +902,36 @@ def score_runs(path: Path, metric: str) -> list[Scored]:
 def local_folders(source: str) -> list[Path]:
     """The folder a source names, when it names one (a W&B source does not): what an output must stay apart from."""
     return [] if source.startswith(WANDB_PREFIX) else [Path(source)]
+
+
+def planned_trials(state: Any) -> tuple[list[dict[str, Any]], Optional[str]]:
+    """The trials a launcher's ``sweep.json`` plans, each ``{name, status, error, point}``, and the first
+    way its ``trials`` break that shape (then none are taken). A file without ``trials`` plans nothing."""
+    if not isinstance(state, dict) or state.get("trials") is None:
+        return [], None
+    trials = state["trials"]
+    if not isinstance(trials, list):
+        return [], f"trials is a {_type_name(trials)}, not a list"
+    out = []
+    for i, t in enumerate(trials):
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not t["name"]:
+            return [], f"trials[{i}] is not a record with a name"
+        if not isinstance(t.get("point", {}), dict):
+            return [], f"trials[{i}].point is a {_type_name(t['point'])}, not a mapping"
+        status = t.get("status", RunStatus.PENDING)
+        if not isinstance(status, str):
+            return [], f"trials[{i}].status is a {_type_name(t['status'])}, not text"
+        error = t.get("error")
+        out.append(
+            {
+                "name": t["name"],
+                "status": RunStatus.of(status),
+                "error": error if isinstance(error, str) else None,
+                "point": t.get("point", {}),
+            }
+        )
+    return out, None
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from ablate.record import metric_problem, planned_trials, summary_problem
+from ablate.record import metric_problem, summary_problem
 from ablate.report import table as report_table
-from ablate.report.trials import INVALID, collect
+from ablate.report.trials import INVALID, collect, planned_trials
 
 from tests.helpers.records import write_trial
 
