@@ -38,8 +38,16 @@ from typing import Optional, Sequence
 import numpy as np
 from scipy import stats as st
 
-import ablate.report.stats as sig
-from ablate.report.stats import DEFAULT_SAMPLES, SplitScores, Sweep, compare_scores, holm, split_scores
+from ablate.report.stats import (
+    DEFAULT_SAMPLES,
+    SplitScores,
+    Sweep,
+    compare_scores,
+    holm,
+    power as predicted_power,
+    split_scores,
+    standard_error,
+)
 from ablate.report.trials import ReportError
 
 KS = (2, 3, 4, 6, 8)
@@ -294,13 +302,13 @@ def seed_splits(
             fixed.append(v0)
         rate, sentence_rate, power, sentence_power = hits.mean(axis=0)
         v0 = float(np.mean(fixed))
-        predicted = sig.power(shift, sigma_all, 2 * k - 2, k, k, v0, alpha)
+        predicted = predicted_power(shift, sigma_all, 2 * k - 2, k, k, v0, alpha)
         expected, _, predicted_band = _exact_band(
             len(x), 2, k, False, draws, alpha, simulations, rng, shift / sigma_all
         )
         out.append(SplitRate(k, draws, rate, sentence_rate, power, sentence_power, predicted, predicted_band, expected,
                              float(np.mean(sigmas)), float(np.std(deltas)),
-                             sig.standard_error(sigma_all, k, k, v0)))  # fmt: skip
+                             standard_error(sigma_all, k, k, v0)))  # fmt: skip
     return out
 
 

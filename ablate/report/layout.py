@@ -25,7 +25,6 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-import ablate.report.stats as sig
 from ablate.errors import did_you_mean
 from ablate.metrics import MetricScorer, get_scorer
 from ablate.metrics.bleu import bleu_from_stats
@@ -56,8 +55,10 @@ from ablate.report.stats import (
     compare_alone,
     describe,
     describe_plan,
+    detectable,
     marks_alone,
     not_compared,
+    seeds_needed,
     sentence_stats,
     stat,
     test_splits,
@@ -129,7 +130,6 @@ def _cpu_note(trials: Sequence[Trial]) -> str:
 
 MARK = "†"
 FLIP = "‡"  # per-seed Δs against the base disagree in sign
-SEED_ONLY = "one seed"
 
 
 def significance_notes(
@@ -208,8 +208,8 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
     k = int(statistics.median(min(c.seeds) for c in here))
     sentence = statistics.median(c.sentence_fixed for c in here)
     strict = alpha / len(tested)
-    mde = sig.detectable(first.sigma, first.sigma_df, k, sentence, strict)
-    loose = sig.detectable(first.sigma, first.sigma_df, k, sentence, alpha)
+    mde = detectable(first.sigma, first.sigma_df, k, sentence, strict)
+    loose = detectable(first.sigma, first.sigma_df, k, sentence, alpha)
     notes.append(
         f"Minimum detectable effect at 80% power with {k} seeds per row: {mde:.2f} {label} at Holm's strictest "
         f"level (alpha/{len(tested)}), {loose:.2f} uncorrected; smaller Δs are within this table's noise."
@@ -218,7 +218,7 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
     if unmarked:
         needs = []
         for c in unmarked:
-            n = sig.seeds_needed(c.delta, first.sigma, c.sentence_fixed, strict)
+            n = seeds_needed(c.delta, first.sigma, c.sentence_fixed, strict)
             needs.append(f"{c.row} ({c.delta:+.2f}): " + (f"{n:,}" if n is not None else "none (test-set noise)"))
         notes.append(
             f"Seeds per row that a true Δ of the observed size would need (80% power, alpha/{len(tested)}): "
