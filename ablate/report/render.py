@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ablate.record import TEST_BLEU, RunStatus
-from ablate.report.layout import FLIP, Cell, Column, Table, show_value
+from ablate.report.layout import FLIP, Cell, Column, Table, TableRow, show_value
 from ablate.report.stats import Sweep, value_order
 
 FORMATS = ("rich", "md", "latex", "csv")
@@ -236,18 +236,27 @@ def to_rich(table: Table):
     for i, row in enumerate(table.rows):
         if row.new_group and i > 0:
             rt.rows[-1].end_section = True
-        cells = [Text(row.group, style="bold")] + ([Text(row.name)] if table.show_names else [])
-        cells += [Text(s or "") for s in row.settings]
-        for cell, col in zip(row.cells, table.columns):
-            text = Text(fmt_stat(cell, col), style="bold green" if cell.best else "")
-            if cell.mark:
-                text.append(cell.mark, style="yellow")
-            cells.append(text)
-        cells.append(Text(str(row.n)))
-        rt.add_row(*cells)
-    parts = [rt] + [Text(n, style="dim") for n in _notes(table)]
-    parts += [Text(f"  {u}", style="red") for u in table.unfinished]
-    return Group(*parts)
+        lead = [Text(row.group, style="bold")] + ([Text(row.name)] if table.show_names else [])
+        rt.add_row(*lead, *_rich_values(table, row))
+    return Group(rt, *_rich_notes(table))
+
+
+def _rich_values(table: Table, row: TableRow) -> list:
+    """A row's settings, statistics (best in bold green, marks in yellow) and n, as rich texts."""
+    from rich.text import Text
+
+    values = [Text(s or "") for s in row.settings]
+    for cell, col in zip(row.cells, table.columns):
+        values.append(Text(fmt_stat(cell, col), style="bold green" if cell.best else ""))
+        if cell.mark:
+            values[-1].append(cell.mark, style="yellow")
+    return values + [Text(str(row.n))]
+
+
+def _rich_notes(table: Table) -> list:
+    from rich.text import Text
+
+    return [Text(n, style="dim") for n in _notes(table)] + [Text(f"  {u}", style="red") for u in table.unfinished]
 
 
 def to_vertical(table: Table):
@@ -268,21 +277,12 @@ def to_vertical(table: Table):
         if table.show_names and row.name and row.name != group:
             title.append(f"  {row.name}")
         parts += [Text(""), title]
-        values = [Text(s or "") for s in row.settings]
-        for cell, col in zip(row.cells, table.columns):
-            text = Text(fmt_stat(cell, col), style="bold green" if cell.best else "")
-            if cell.mark:
-                text.append(cell.mark, style="yellow")
-            values.append(text)
-        values.append(Text(str(row.n)))
         names = head[1 + table.show_names :]
         pad = max((len(n) for n in names), default=0)
-        for name, value in zip(names, values):
+        for name, value in zip(names, _rich_values(table, row)):
             if value.plain:
                 parts.append(Text(f"  {name:<{pad}}  ", style="dim") + value)
-    parts += [Text(n, style="dim") for n in _notes(table)]
-    parts += [Text(f"  {u}", style="red") for u in table.unfinished]
-    return Group(*parts)
+    return Group(*parts, *_rich_notes(table))
 
 
 def rich_width(table: Table) -> int:
