@@ -14,6 +14,10 @@ def __getattr__(name: str):
             return version("ablate")
         except PackageNotFoundError:  # a checkout used without installing
             return "0+unknown"
+    if name == "TableResult":
+        from ablate.report import TableResult
+
+        return TableResult
     if name in _API:
         from ablate import api
 

@@ -3,7 +3,7 @@
 Each is the command of the same name as a function that returns an object instead of printing:
 :func:`train` calls :func:`ablate.training.train.train` (the one ``ablate train`` calls), ``ablate.sweep``
 is :func:`ablate.sweep.run` (``ablate sweep run``), :func:`table` and :func:`plot` call
-:mod:`ablate.report.api` (``ablate table`` / ``ablate plot``). ``import ablate`` loads none of this:
+:mod:`ablate.report` (``ablate table`` / ``ablate plot``). ``import ablate`` loads none of this:
 the package resolves these names on first use (``ablate/__init__.py``), and this module imports
 torch, Lightning and the report only inside the functions.
 """
@@ -38,7 +38,7 @@ class TrainResult:
     @property
     def metrics(self) -> dict[str, float]:
         """The summary's numbers (``test/bleu``, ``val/bleu``, ``train/tokens_per_sec``, ...), as a report reads them."""
-        from ablate.report.records import from_summary
+        from ablate.report.trials import from_summary
 
         return dict(from_summary(self.run_dir.name, self.summary).metrics)
 
@@ -157,106 +157,31 @@ def _source(source: Source) -> str:
     return str(out if out is not None else source)
 
 
-class TableResult:
-    """A sweep's paper-style table: ``.df`` (pandas), ``.render(fmt)``, and a rich/HTML view in notebooks.
-
-    Attributes:
-        table: the laid-out :class:`~ablate.report.table.Table` (rows, columns, footnotes).
-        sweep: the aggregated :class:`~ablate.report.aggregate.Sweep` it was built from.
-    """
-
-    def __init__(self, sweep: Any, table: Any):
-        self.sweep, self.table = sweep, table
-
-    def render(self, fmt: str = "md") -> str:
-        """The table as ``ablate table --format`` prints it: ``rich``, ``md``, ``latex`` or ``csv``."""
-        from ablate.report.formats import render
-
-        return render(self.table, fmt)
-
-    def to_pandas(self) -> Any:
-        """One row per table row (``group``, ``name``, the varied keys, per metric ``.mean``/``.std``/``.n``
-        and the base comparison's ``.p``, ``.delta``, ...; unfinished trials last): the CSV format as a DataFrame."""
-        import pandas as pd
-
-        return pd.read_csv(io.StringIO(self.render("csv")), keep_default_na=False, na_values=[""])
-
-    @property
-    def df(self) -> Any:
-        """:meth:`to_pandas`."""
-        return self.to_pandas()
-
-    def __rich__(self) -> Any:
-        from ablate.report.formats import to_rich
-
-        return to_rich(self.table)
-
-    def _repr_html_(self) -> str:
-        from rich.console import Console
-
-        console = Console(record=True, file=io.StringIO(), width=200)
-        console.print(self.__rich__())
-        return console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
-
-    def _repr_markdown_(self) -> str:
-        return self.render("md")
-
-    def __str__(self) -> str:
-        return self.render("md")
-
-    def __repr__(self) -> str:
-        return (
-            f"TableResult({self.table.title!r}: {len(self.table.rows)} rows, {len(self.table.unfinished)} unfinished)"
-        )
-
-
-def table(
-    source: Source,
-    *,
-    alpha: float = 0.05,
-    test: Optional[str] = None,
-    samples: int = 0,
-    significance: bool = True,
-    by_length: bool = False,
-    metric: str = "bleu",
-) -> TableResult:
-    """The table ``ablate table SOURCE`` prints, as an object (see :class:`TableResult`).
-
-    Args:
-        source: a sweep folder, a results folder, ``wandb:<entity>/<project>/<group>``, or a ``SweepRun``.
-        alpha: significance level of the marks.
-        test: the significance test (default: ``ablate table``'s).
-        samples: resamples of a resampling test (0: its default).
-        significance: run the planned comparisons.
-        by_length: add BLEU per source-length bucket as columns.
-        metric: the tested metric (``ablate table --metric``: bleu, chrf, chrf++, ter, ...).
-    """
+def table(source: Source, **options: Any) -> Any:
+    """The table ``ablate table SOURCE`` prints, as a :class:`~ablate.report.TableResult`: :func:`ablate.report.table`
+    (its options: ``alpha``, ``test``, ``samples``, ``significance``, ``by_length``, ``metric``)."""
     _quiet_libraries()
-    from ablate.report.api import sweep_and_table
-    from ablate.report.significance import DEFAULT_TEST
+    from ablate.report import table as report_table
 
-    sweep, laid_out = sweep_and_table(
-        _source(source), alpha, test or DEFAULT_TEST, samples, significance, by_length=by_length, metric=metric
-    )
-    return TableResult(sweep, laid_out)
+    return report_table(_source(source), **options)
 
 
 def plot(source: Source, *, alpha: float = 0.05, significance: bool = True, metric: str = "bleu") -> Any:
     """Test BLEU (or ``metric``) per row with the table's significance marks: a ``matplotlib.figure.Figure``.
 
-    ``ablate plot SOURCE --out DIR`` (:func:`ablate.report.api.make_plots`) writes every figure.
+    ``ablate plot SOURCE --out DIR`` (:func:`ablate.report.make_plots`) writes every figure.
 
     Raises:
         ReportError: no row of the sweep has test BLEU yet.
     """
     _quiet_libraries()
-    from ablate.report.api import load, significance as compare
-    from ablate.report.plots import bleu_bars_figure
-    from ablate.report.records import ReportError
+    from ablate.report.figures import bleu_bars_figure
+    from ablate.report.stats import compare, load
+    from ablate.report.trials import ReportError
 
     where = _source(source)
     sweep = load(where, metric=metric)
-    figure = bleu_bars_figure(sweep, compare(sweep, significance, metric=metric), alpha, metric)
+    figure = bleu_bars_figure(sweep, compare(sweep, metric=metric) if significance else [], alpha, metric)
     if figure is None:
         raise ReportError(f"no row of {where} has a test {metric} yet; plot it once a trial has finished")
     _display_inline()

@@ -197,7 +197,7 @@ def attention(
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Heatmaps of every attention layer and head for one sentence, and the positional encodings."""
-    from ablate.report.attention import plot_attention
+    from ablate.report.attention_maps import plot_attention
 
     for path in plot_attention(run_dir, text, out, beam, plugins=plugins or [], trust_plugins=trust_plugins):
         typer.echo(str(path))

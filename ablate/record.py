@@ -1,15 +1,10 @@
 """The run record: what training leaves in a run folder and what sweeps and reports read back.
 
-One module owns its vocabulary, so training, sweeps and reports cannot drift apart:
-
-* :class:`RunStatus`: the statuses of a run (``summary.json``) and of a sweep trial (``sweep.json``);
-* :class:`RunFiles` and :class:`SweepFiles`: the paths of a run folder and of a sweep folder;
-* :class:`RunSummary`: ``summary.json``, versioned, read and written here (unversioned files from
-  before :data:`SUMMARY_VERSION` load as version 1: the layout did not change);
-* :data:`METRICS`: every metric a report shows, ``name -> Metric(key, label, ...)``; the table's
-  columns are built by filtering it, so a new column is one :func:`register_column` call.
-
-It sits at the config layer and imports only :mod:`ablate.errors` and :mod:`ablate.utils`.
+One module owns its vocabulary, so training, sweeps and reports cannot drift apart: :class:`RunStatus`,
+the paths of run and sweep folders (:class:`RunFiles`, :class:`SweepFiles`), ``summary.json``
+(:class:`RunSummary`, versioned; files from before :data:`SUMMARY_VERSION` load as version 1) and its
+types (:func:`summary_problem`), and the metric keys (:data:`METRICS`; how a table shows them is
+:mod:`ablate.report.layout`'s). It imports only :mod:`ablate.errors` and :mod:`ablate.utils`.
 """
 
 from __future__ import annotations
@@ -34,27 +29,16 @@ class UnreadableRecord(RecordError):
     """A record file that is missing or not JSON at all."""
 
 
-# --------------------------------------------------------------------------------------
-# Statuses
-# --------------------------------------------------------------------------------------
-
-
 class RunStatus(str, Enum):
     """How a run or a sweep trial stands; a ``str``, so JSON holds the plain value (``"finished"``)."""
 
-    PENDING = "pending"
-    """Planned by a sweep, not started (``sweep.json`` only)."""
-    RUNNING = "running"
-    """Training (written when it starts); with a free run lock, its process was killed."""
+    PENDING = "pending"  # planned by a sweep, not started (sweep.json only)
+    RUNNING = "running"  # training; with a free run lock, its process was killed
     FINISHED = "finished"
     FAILED = "failed"
-    INTERRUPTED = "interrupted"
-    """Stopped on a signal after saving a checkpoint; the same command resumes it."""
-    STOPPED = "stopped"
-    """Ended early by the sweep's ``early_terminate`` (hyperband); final (``sweep.json`` only)."""
-    TIMEOUT = "timeout"
-    """Stopped by the sweep's per-trial time limit (``--trial-timeout``; ``summary.json`` only: the sweep
-    records the trial failed with the reason); ``--retry-failed`` resumes it from its checkpoint."""
+    INTERRUPTED = "interrupted"  # stopped on a signal after saving a checkpoint; the same command resumes it
+    STOPPED = "stopped"  # ended early by the sweep's early_terminate (hyperband); final (sweep.json only)
+    TIMEOUT = "timeout"  # the sweep's --trial-timeout (summary.json only; the sweep records it failed)
 
     def __str__(self) -> str:
         return self.value
@@ -83,7 +67,7 @@ class RunStatus(str, Enum):
     @classmethod
     def of(cls, value: Any) -> Any:
         """``value`` as a status where it is one, else unchanged (a damaged record keeps its text)."""
-        return cls(value) if isinstance(value, str) and value in _VALUES else value
+        return cls(value) if isinstance(value, str) and value in cls._value2member_map_ else value
 
     @classmethod
     def parse(cls, value: Any, where: str = "the record") -> RunStatus:
@@ -97,14 +81,9 @@ class RunStatus(str, Enum):
             ) from None
 
 
-_VALUES = {s.value for s in RunStatus}
+# The statuses a summary.json may have (pending and stopped are the sweep's).
 SUMMARY_STATUSES = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING, RunStatus.TIMEOUT)
-"""The statuses a ``summary.json`` may have (pending and stopped are the sweep's)."""
 
-
-# --------------------------------------------------------------------------------------
-# Files
-# --------------------------------------------------------------------------------------
 
 SUMMARY_FILE = "summary.json"
 SWEEP_FILE = "sweep.json"
@@ -170,46 +149,13 @@ class SweepFiles:
         return RunFiles(self.root / name)
 
 
-# --------------------------------------------------------------------------------------
-# Metrics
-# --------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Metric:
-    """A number every run records, and how a report shows it.
-
-    Attributes:
-        key: its key in ``summary.json`` (and W&B), e.g. ``val/bleu``.
-        label: the table header.
-        decimals: digits after the point in every text format.
-        scale: factor applied before display (1e-6 for millions).
-        higher_is_better: which end of the column is best.
-        latex: the LaTeX header (default: ``label`` escaped).
-        column: shown as a table column where the runs have it.
-        ranked: mark the column's best mean (not for what a row was given, e.g. steps trained).
-        show_std: print ``± std`` (not for a count fixed per row, e.g. parameters).
-        per_split: recorded once per test split too, as ``test_<split>/...`` (:meth:`split_key`), each
-            a column of its own headed ``split_label`` (``{split}``: the split's name).
-        tested: the metric the significance test compares (its cells get the † mark).
-        place: where the column goes: ``budget`` (what was trained), ``score``, then ``cost``.
-        speed: a training speed; the table shows the one :mod:`ablate.report.speed` picks.
-    """
+    """A number every run records under ``key`` in ``summary.json`` (and W&B), e.g. ``val/bleu``; ``per_split``:
+    once per test split too, as ``test_<split>/...`` (:meth:`split_key`)."""
 
     key: str
-    label: str
-    decimals: int = 2
-    scale: float = 1.0
-    higher_is_better: bool = True
-    latex: Optional[str] = None
-    column: bool = True
-    ranked: bool = True
-    show_std: bool = True
     per_split: bool = False
-    split_label: Optional[str] = None
-    tested: bool = False
-    place: str = "score"
-    speed: bool = False
 
     def split_key(self, split: str) -> str:
         """The key of this metric on one test split: ``test/bleu`` -> ``test_<split>/bleu``."""
@@ -225,59 +171,21 @@ class Metric:
         return head[len(prefix) + 1 :]
 
 
-PLACES = ("budget", "score", "cost")
-METRICS: dict[str, Metric] = {}
-"""Name -> metric, in table order within each place; :func:`register_column` adds one."""
-
-
-def register_column(metric: Metric, name: Optional[str] = None) -> Metric:
-    """Add ``metric`` to :data:`METRICS` under ``name`` (default: its key).
-
-    Raises:
-        RecordError: the name or the key is taken (a plugin cannot shadow a column), or the place is unknown.
-    """
-    name = name or metric.key
-    if name in METRICS:
-        raise RecordError(f"metric name {name!r} is taken by {METRICS[name].key!r}; pick another name")
-    if any(m.key == metric.key for m in METRICS.values()):
-        raise RecordError(f"metric key {metric.key!r} is registered already")
-    if metric.place not in PLACES:
-        raise RecordError(f"metric place {metric.place!r} is not one of {', '.join(PLACES)}")
-    METRICS[name] = metric
-    return metric
-
-
-def metric_columns(place: Optional[str] = None) -> list[Metric]:
-    """The metrics shown as table columns (of one place, or all in place order)."""
-    shown = [m for m in METRICS.values() if m.column]
-    return [m for p in PLACES if place in (None, p) for m in shown if m.place == p]
-
-
-STEPS = register_column(Metric("step", "train steps", 0, ranked=False, place="budget"), "steps")
-TESTED_STEP = register_column(Metric("val/step", "tested step", 0, ranked=False, place="budget"), "tested_step")
-TRAIN_TOKENS = register_column(
-    Metric("train/tokens", "train tokens (M)", 2, scale=1e-6, ranked=False, place="budget"), "train_tokens"
-)
-DEV_PPL = register_column(Metric("val/ppl", "PPL (dev)", 2, higher_is_better=False), "dev_ppl")
-DEV_BLEU = register_column(Metric("val/bleu", "BLEU (dev)", 2), "dev_bleu")
-DEV_CHRF = register_column(Metric("val/chrf", "chrF (dev)", 2, column=False), "dev_chrf")
-TEST_BLEU = register_column(
-    Metric("test/bleu", "BLEU (test)", 2, per_split=True, split_label="BLEU ({split})", tested=True), "test_bleu"
-)
-TEST_CHRF = register_column(
-    Metric("test/chrf", "chrF (test)", 2, per_split=True, split_label="chrF ({split})", column=False), "test_chrf"
-)
-PARAMS = register_column(
-    Metric("params", "Params (M)", 2, scale=1e-6, higher_is_better=False, show_std=False, place="cost"), "params"
-)
-TOKENS_PER_SEC = register_column(
-    Metric("train/tokens_per_sec", "Tokens/s (train)", 0, place="cost", speed=True), "tokens_per_sec"
-)
-TOKENS_PER_CPU_SEC = register_column(
-    Metric("train/tokens_per_cpu_sec", "Tokens/CPU-s (train)", 0, place="cost", speed=True), "tokens_per_cpu_sec"
-)
-TRAIN_CPU_SECONDS = register_column(Metric("train/cpu_seconds", "CPU s (train)", 0, column=False), "train_cpu_seconds")
-WALL_TIME = register_column(Metric("wall_time_s", "wall time (s)", 0, column=False, place="cost"), "wall_time")
+STEPS = Metric("step")
+TESTED_STEP = Metric("val/step")
+TRAIN_TOKENS = Metric("train/tokens")
+DEV_PPL = Metric("val/ppl")
+DEV_BLEU = Metric("val/bleu")
+DEV_CHRF = Metric("val/chrf")
+TEST_BLEU = Metric("test/bleu", per_split=True)
+TEST_CHRF = Metric("test/chrf", per_split=True)
+PARAMS = Metric("params")
+TOKENS_PER_SEC = Metric("train/tokens_per_sec")
+TOKENS_PER_CPU_SEC = Metric("train/tokens_per_cpu_sec")
+TRAIN_CPU_SECONDS = Metric("train/cpu_seconds")
+WALL_TIME = Metric("wall_time_s")
+METRICS: dict[str, Metric] = {name.lower(): m for name, m in dict(globals()).items() if isinstance(m, Metric)}
+"""Name -> metric (the constant's name in lower case): every number the run record names."""
 HEADLINE = (DEV_BLEU, DEV_PPL, TEST_BLEU, TOKENS_PER_SEC, PARAMS, STEPS, WALL_TIME)
 """What a sweep keeps of each trial's summary in ``sweep.json`` (``results``), with every per-split test BLEU."""
 
@@ -290,24 +198,8 @@ def headline(summary: RunSummary) -> dict[str, Any]:
     return out
 
 
-# --------------------------------------------------------------------------------------
-# The summary
-# --------------------------------------------------------------------------------------
-
-SUMMARY_VERSION = 1
-"""The layout :class:`RunSummary` writes; a file without ``version`` is from before it (the same layout)."""
-NOT_METRICS = {
-    "status",
-    "error",
-    "config",
-    "history",
-    "variant",
-    "sweep",
-    "bleu_signature",
-    "resolved",
-    "version",
-    "checkpoints",
-}
+SUMMARY_VERSION = 1  # the layout RunSummary writes; a file without "version" is from before it (the same layout)
+NOT_METRICS = set("status error config history variant sweep bleu_signature resolved version checkpoints".split())
 """Summary keys that are bookkeeping: a report treats every other numeric field as a metric."""
 
 
@@ -321,47 +213,28 @@ class SavedCheckpoint:
 
 @dataclass
 class RunSummary:
-    """``summary.json``: how a run stands, what it scored and what produced it.
+    """``summary.json``: how a run stands, what it scored and what produced it; ``to_json()`` is flat, as the
+    file has always been, and every field without a place here is kept in ``extra`` as read."""
 
-    Attributes:
-        status: see :class:`RunStatus` (:data:`SUMMARY_STATUSES`); None in a record that has none.
-        error: one line saying why it failed or was interrupted.
-        config: the resolved config, nested.
-        resolved: the values the model used where the config leaves them implicit.
-        history: every validation, ``{step, val/bleu, val/chrf, val/ppl}`` in step order.
-        metrics: every ``group/name`` number (``val/bleu``, ``test_<split>/bleu``, ``train/tokens``).
-        step, epoch, params: optimizer steps and epochs trained; parameters.
-        wall_time_s, cpu_time_s: the whole run over all its attempts.
-        variant, sweep: the sweep variant's name and ``{name, params}`` of the sweep that started it.
-        bleu_signature: sacreBLEU's signature of the test BLEU.
-        accelerator: ``cpu`` or ``gpu``.
-        commits: the git commit of every attempt.
-        checkpoints: each checkpoint on disk when the run last stopped, by file name
-            (``best.ckpt``, ``last.ckpt``, ``last.prev.ckpt``): ``{step, sha256}``, the training step
-            it holds and its file's digest (:meth:`checkpoint`); None in records from before them.
-        extra: every other field, kept as read (machine, data, wandb, environment, ...).
-        version: the layout it was read in (0: from before versions); always written as :data:`SUMMARY_VERSION`.
-    """
-
-    status: Optional[RunStatus] = None
-    error: Optional[str] = None
+    status: Optional[RunStatus] = None  # one of SUMMARY_STATUSES; None in a record that has none
+    error: Optional[str] = None  # one line saying why it failed or was interrupted
     config: Optional[dict[str, Any]] = None
-    resolved: Optional[dict[str, Any]] = None
-    history: Optional[list[dict[str, Any]]] = None
-    metrics: dict[str, Any] = field(default_factory=dict)
+    resolved: Optional[dict[str, Any]] = None  # the values the model used where the config leaves them implicit
+    history: Optional[list[dict[str, Any]]] = None  # every validation, {step, val/bleu, ...}, in step order
+    metrics: dict[str, Any] = field(default_factory=dict)  # every group/name number (val/bleu, test_<split>/bleu)
     step: Optional[int] = None
     epoch: Optional[int] = None
     params: Optional[int] = None
-    wall_time_s: Optional[float] = None
+    wall_time_s: Optional[float] = None  # the whole run, over all its attempts (so is cpu_time_s)
     cpu_time_s: Optional[float] = None
     variant: Any = None
-    sweep: Optional[dict[str, Any]] = None
+    sweep: Optional[dict[str, Any]] = None  # {name, params} of the sweep that started it
     bleu_signature: Optional[str] = None
     accelerator: Optional[str] = None
-    commits: Optional[list[str]] = None
-    checkpoints: Optional[dict[str, Any]] = None
+    commits: Optional[list[str]] = None  # the git commit of every attempt
+    checkpoints: Optional[dict[str, Any]] = None  # file name -> {step, sha256} when the run last stopped
     extra: dict[str, Any] = field(default_factory=dict)
-    version: int = SUMMARY_VERSION
+    version: int = SUMMARY_VERSION  # the layout it was read in (0: from before versions)
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -369,11 +242,7 @@ class RunSummary:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], strict: bool = True, where: str = SUMMARY_FILE) -> RunSummary:
-        """A summary from its JSON object; ``strict`` checks its types (:func:`summary_problem`).
-
-        Raises:
-            RecordError: from a newer ablate, or (``strict``) ill-typed.
-        """
+        """A summary from its JSON object; :class:`RecordError` from a newer ablate or, ``strict``, ill-typed."""
         if strict and (problem := summary_problem(data)):
             raise RecordError(f"{where}: {problem}")
         if not isinstance(data, dict):
@@ -429,9 +298,7 @@ class RunSummary:
     def number(self, key: str) -> Optional[float]:
         """A numeric field as a float (None where absent, not a number or not finite)."""
         value = self.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
-        return None
+        return float(value) if is_number(value) and math.isfinite(value) else None
 
     def update(self, values: dict[str, Any]) -> None:
         """Set fields by their JSON keys (``{"val/bleu": 30.1, "params": 1000}``)."""
@@ -452,8 +319,7 @@ class RunSummary:
         except (OSError, ValueError) as err:  # missing, bad UTF-8, not JSON
             raise UnreadableRecord(f"unreadable {path.name}: {str(err).splitlines()[0]}") from None
         except RecursionError:  # a planted file nested deeper than the parser can follow
-            data = None
-            deep = True
+            data, deep = None, True
         else:
             deep = nesting_depth(data) > MAX_DEPTH  # checked before anything walks it recursively
         if deep:
@@ -477,28 +343,16 @@ class RunSummary:
         return iter(self.to_json().items())
 
 
-# --------------------------------------------------------------------------------------
-# Type checks: what a record must hold for a report to believe it
-# --------------------------------------------------------------------------------------
-
 TEXT_FIELDS = ("error", "bleu_signature", "accelerator")
 MAPPING_FIELDS = ("config", "resolved", "checkpoints")
-LIMIT = 1e15
-"""No count or rate a run records comes near this; a larger value (``1e308``) is damage, and its mean overflows."""
-BOUNDED = {
-    "/bleu": (0.0, 100.0),
-    "/chrf": (0.0, 100.0),
-    "/chrf++": (0.0, 100.0),
-    "/ter": (0.0, math.inf),
-    "/ppl": (1.0, math.inf),
-}
+LIMIT = 1e15  # no count or rate a run records comes near this; a larger value (1e308) is damage
+_SCORE = (0.0, 100.0)
+BOUNDED = {"/bleu": _SCORE, "/chrf": _SCORE, "/chrf++": _SCORE, "/ter": (0.0, math.inf), "/ppl": (1.0, math.inf)}
 """Ranges of the scores by key suffix; every other metric must be finite and within :data:`LIMIT`."""
-NUMERIC = ("params", "step", "epoch", "wall_time_s", "cpu_time_s")
-"""Summary keys without a ``/`` that are numbers when present."""
+NUMERIC = ("params", "step", "epoch", "wall_time_s", "cpu_time_s")  # metrics without a "/" in their key
 
 
-MAX_DEPTH = 100
-"""Deepest nesting of lists and mappings a record may hold (a real summary.json nests 4 levels)."""
+MAX_DEPTH = 100  # deepest nesting of lists and mappings a record may hold (a real summary.json nests 4 levels)
 
 
 def nesting_depth(value: Any) -> int:
@@ -543,11 +397,6 @@ def metric_problem(key: str, value: Any) -> Optional[str]:
     return None
 
 
-def is_metric_key(key: str) -> bool:
-    """Whether a summary key names a metric (``val/bleu``, ``train/tokens``, ``params``)."""
-    return "/" in key or key in NUMERIC
-
-
 def summary_problem(summary: Any) -> Optional[str]:
     """The first way ``summary`` breaks the run record's types, as ``<field> is <problem>``; None if sound."""
     if not isinstance(summary, dict):
@@ -573,7 +422,7 @@ def summary_problem(summary: Any) -> Optional[str]:
         if sweep.get("params") is not None and not isinstance(sweep["params"], dict):
             return f"sweep.params is a {_kind(sweep['params'])}, not a mapping"
     for key, value in summary.items():
-        if not is_metric_key(key):
+        if "/" not in key and key not in NUMERIC:  # not a metric (val/bleu, train/tokens, params)
             continue
         if value is None and status == RunStatus.FINISHED and key.endswith("/bleu"):  # NaN is written as null
             return f"{key} is null (not a number when it was written: NaN?)"
@@ -598,32 +447,3 @@ def history_problem(history: Any) -> Optional[str]:
             if key != "step" and value is not None and (problem := metric_problem(key, value)):
                 return f"history[{i}].{problem}"
     return None
-
-
-def planned_trials(state: Any) -> tuple[list[dict[str, Any]], Optional[str]]:
-    """The trials a launcher's ``sweep.json`` plans, each ``{name, status, error, point}``, and the first
-    way its ``trials`` break that shape (then none are taken). A file without ``trials`` plans nothing."""
-    if not isinstance(state, dict) or state.get("trials") is None:
-        return [], None
-    trials = state["trials"]
-    if not isinstance(trials, list):
-        return [], f"trials is a {_kind(trials)}, not a list"
-    out = []
-    for i, t in enumerate(trials):
-        if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not t["name"]:
-            return [], f"trials[{i}] is not a record with a name"
-        if not isinstance(t.get("point", {}), dict):
-            return [], f"trials[{i}].point is a {_kind(t['point'])}, not a mapping"
-        status = t.get("status", RunStatus.PENDING)
-        if not isinstance(status, str):
-            return [], f"trials[{i}].status is a {_kind(t['status'])}, not text"
-        error = t.get("error")
-        out.append(
-            {
-                "name": t["name"],
-                "status": RunStatus.of(status),
-                "error": error if isinstance(error, str) else None,
-                "point": t.get("point", {}),
-            }
-        )
-    return out, None

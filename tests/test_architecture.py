@@ -27,7 +27,7 @@ LAYERS: dict[str, float] = {
     "utils": 1,
     "registry": 1.2,  # ablate.register and the component registries' dicts; plugins register through it
     "config": 2,
-    "record": 2,  # the run record: statuses, file names, summary.json, the metrics registry
+    "record": 2,  # the run record: statuses, file names, summary.json, the metric keys
     "config_checks": 1.5,  # the rules between config keys; config.py re-exports them
     "data": 3,
     "model": 3,
@@ -127,7 +127,7 @@ def test_the_run_record_imports_only_errors_and_utils():
 
 # Where a status word is another system's vocabulary, not a run's status (module -> literals).
 FOREIGN_WORDS = {
-    "ablate.report.wandb_records": {"finished", "failed", "running", "pending"},  # W&B run states, mapped to ours
+    "ablate.report.trials": {"finished", "failed", "running", "pending"},  # W&B run states, mapped to ours
     "ablate.sweep.planner": {"finished", "failed", "running"},  # the W&B sweeps engine's run states
 }
 
@@ -281,7 +281,7 @@ def test_slurm_options_render_in_their_own_panel():
 @pytest.mark.parametrize("fmt", ["pdf", "svg"])
 def test_plot_writes_vector_figures(fmt, tmp_path):
     from ablate import cli
-    from ablate.report.plots import FIGURE_FORMATS
+    from ablate.report.figures import FIGURE_FORMATS
 
     assert fmt in FIGURE_FORMATS
     from tests.helpers.records import make_variant_sweep
@@ -345,11 +345,9 @@ MAX_FUNCTION_LINES = 60
 LONG_FUNCTIONS: dict[str, str] = {
     "utils/typed.py:coerce": "one dispatch over the type forms a config field can have (Literal, Optional, Union, "
     "tuple, list, dict, dataclass), a few lines each; split, the recursion would hop between functions",
-    "report/plots.py:bleu_bars_figure": "one matplotlib figure drawn top to bottom; its parts share the axes",
+    "report/figures.py:bleu_bars_figure": "one matplotlib figure drawn top to bottom; its parts share the axes",
     "bench/runner.py:run": "the bench's sections in order, each a few lines that time one thing and save the "
     "partial result, so an interrupted bench keeps what it measured",
-    "report/aggregate.py:aggregate": "seeds grouped into rows, the base found, rows ordered: one pass over the "
-    "records whose steps share the grouping state",
 }
 """Functions over :data:`MAX_FUNCTION_LINES`, each with the reason it is long (``path:qualified name``)."""
 

@@ -186,8 +186,8 @@ def test_the_extending_pages_score_example_is_the_example_plugin_and_trains(monk
 def test_the_extending_pages_column_example_renders_in_every_format(monkeypatch, tmp_path):
     import json
 
-    from ablate.report.api import table_of
-    from ablate.report.formats import FORMATS, render
+    from ablate.report import table as report_table
+    from ablate.report.render import FORMATS, render
 
     from tests.helpers.records import make_variant_sweep
 
@@ -198,12 +198,12 @@ def test_the_extending_pages_column_example_renders_in_every_format(monkeypatch,
             summary["peak_memory_mb"] = 900.0 if summary["variant"] == "A-heads1" else 1000.0
             path.write_text(json.dumps(summary))
 
-    from ablate import record
+    from ablate.report import layout
 
-    monkeypatch.setattr(record, "METRICS", dict(record.METRICS))  # the entry the page adds to ablate/record.py
-    exec(_python_block(DOCS / "extending.md", "peak_memory_mb"), dict(vars(record)))
-    assert record.METRICS["peak_memory"].key == "peak_memory_mb"
-    table = table_of(str(root), with_significance=False)
+    monkeypatch.setattr(layout, "COLUMNS", dict(layout.COLUMNS))  # the entry the page adds to ablate/report/layout.py
+    exec(_python_block(DOCS / "extending.md", "peak_memory_mb"), dict(vars(layout)))
+    assert layout.COLUMNS["peak_memory"].key == "peak_memory_mb"
+    table = report_table(str(root), significance=False).table
     index = [c.key for c in table.columns].index("peak_memory_mb")
     best = {row.name for row in table.rows if row.cells[index].best}
     assert best == {"A-heads1"}  # lowest is best

@@ -174,7 +174,7 @@ class Transformer(nn.Module):
 
     @property
     def positions(self) -> Positions:
-        """The encoder's position scheme, for readers that show one (``ablate.report.attention``)."""
+        """The encoder's position scheme, for readers that show one (``ablate.report.attention_maps``)."""
         return self.src_positions
 
     def _embed(self, table: nn.Embedding, positions: Positions, tokens: Tensor, offset: int) -> Tensor:

@@ -1,30 +1,15 @@
 """Reports of a sweep: paper-style tables, significance, figures and W&B Reports.
 
-Data flows one way: :mod:`records` (trials from a sweep folder or W&B) -> :mod:`aggregate`
-(rows, base, mean ± std over seeds) -> :mod:`plan` (which rows to compare) -> :mod:`significance`
-(paired tests over sentences with seeds kept together, Holm-corrected) -> :mod:`lengths` (BLEU by
-source length) -> :mod:`table` (Table 3 layout) -> :mod:`formats` (rich, md, latex, csv), :mod:`plots`
-(PNG figures) and :mod:`wandb_report` (a W&B Report). :mod:`commands` holds the CLI.
+Three layers, data flowing one way: :mod:`~ablate.report.trials` (collect: a folder or W&B -> trials),
+:mod:`~ablate.report.stats` (rows over seeds, the seed-aware test, Holm, MDE, seeds needed) and
+:mod:`~ablate.report.layout` (the Table 3 layout and every footnote), rendered by
+:mod:`~ablate.report.render`; :mod:`~ablate.report.figures`, :mod:`~ablate.report.papers` (published tables
+side by side) and :mod:`~ablate.report.export` (results folders, W&B Reports) build on them, and
+:mod:`~ablate.report.commands` is the CLI. :mod:`~ablate.report.sources` is the public surface, re-exported
+here: :func:`table` and the plain functions the commands (and a notebook) call.
 """
 
-from ablate.report.aggregate import Row, Stat, Sweep, aggregate
-from ablate.report.formats import FORMATS, render
-from ablate.report.records import ReportError, Trial, collect
-from ablate.report.significance import Comparison, compare
-from ablate.report.table import Table, build_table
+from ablate.report.sources import TableResult, make_plots, make_report, table
+from ablate.report.stats import load, load_pooled
 
-__all__ = [
-    "Comparison",
-    "FORMATS",
-    "ReportError",
-    "Row",
-    "Stat",
-    "Sweep",
-    "Table",
-    "Trial",
-    "aggregate",
-    "build_table",
-    "collect",
-    "compare",
-    "render",
-]
+__all__ = ["TableResult", "load", "load_pooled", "make_plots", "make_report", "table"]

@@ -2,13 +2,13 @@
 does it find a real difference?
 
 Three checks on real runs, all ``ablate calibrate SOURCE``, all through the table's own comparison
-(:meth:`ablate.report.significance.SplitScores.compare`; Holm over the table with
-:func:`ablate.report.significance.compare_scores`, as ``ablate table`` puts its †):
+(:meth:`ablate.report.stats.SplitScores.compare`; Holm over the table with
+:func:`ablate.report.stats.compare_scores`, as ``ablate table`` puts its †):
 
 * **relabelled tables** (a row with many seeds, e.g. ``sweeps/calibration-cpu.yaml``'s 16): draw
   rows x seeds of them at random and call them a table of that design (:data:`DESIGNS`: 2x2, 2x3,
   4x4, 5x3, 8x2), once with **shared** seed values across rows (1..k in every row, so the table's
-  row + seed fit is used where :func:`ablate.report.significance.use_paired` takes it) and once with
+  row + seed fit is used where :func:`ablate.report.stats.use_paired` takes it) and once with
   **distinct** ones (the within-row fit). Every row is the same configuration, so every call is a
   false positive: the per-comparison rate (uncorrected p < alpha, every row against the first) and
   the family-wise rate (any † after Holm) are printed beside the 5-95% band of an exactly sized
@@ -18,7 +18,7 @@ Three checks on real runs, all ``ablate calibrate SOURCE``, all through the tabl
   on the per-seed corpus BLEU of the same relabelled rows (Holm over the same comparisons).
 * **k-vs-k seed splits**: the two-row tables with k distinct seeds per row, k = 2..8, with the
   sentence-only bootstrap beside, and power at a known shift beside the power the footnotes'
-  variance model predicts (:func:`ablate.report.significance.power` with SE²(k) = 2σ²/k + v0, σ the
+  variance model predicts (:func:`ablate.report.stats.power` with SE²(k) = 2σ²/k + v0, σ the
   row's per-trial seed σ, v0 the k-independent sentence part).
 * **relabelled seed pairs** (any table with replicated rows, e.g. ``results/table3-cpu``): two
   seeds of one row become two one-seed rows in an otherwise unchanged table and are tested
@@ -38,10 +38,17 @@ from typing import Optional, Sequence
 import numpy as np
 from scipy import stats as st
 
-import ablate.report.significance as sig
-from ablate.report.aggregate import Sweep
-from ablate.report.records import ReportError
-from ablate.report.significance import DEFAULT_SAMPLES, SplitScores, compare_scores, holm, split_scores
+from ablate.report.stats import (
+    DEFAULT_SAMPLES,
+    SplitScores,
+    Sweep,
+    compare_scores,
+    holm,
+    power as predicted_power,
+    split_scores,
+    standard_error,
+)
+from ablate.report.trials import ReportError
 
 KS = (2, 3, 4, 6, 8)
 DESIGNS = ((2, 2), (2, 3), (4, 4), (5, 3), (8, 2))  # (rows, seeds per row)
@@ -63,13 +70,13 @@ class SplitRate:
         rate: fraction the seed-aware test called significant (a false positive: same config).
         sentence_rate: the same for the sentence-only bootstrap.
         power, sentence_power: fraction significant after adding ``shift`` BLEU to one side.
-        predicted: the power :func:`ablate.report.significance.power` predicts for ``shift`` at k seeds.
+        predicted: the power :func:`ablate.report.stats.power` predicts for ``shift`` at k seeds.
         predicted_band: (5%, 95%) of the split power that 16 (as many) normal seeds with this σ give:
             how far a measured power may sit from ``predicted`` when the model is exactly right.
         expected: (5%, 95%) quantiles of ``rate`` for an exactly sized test (see the module docstring).
         sigma: the mean per-trial seed σ the splits estimated.
         se, se_model: the standard deviation of Δ over the splits, and SE(k) of the variance model
-            (:func:`ablate.report.significance.standard_error`) with the row's σ and the mean v0.
+            (:func:`ablate.report.stats.standard_error`) with the row's σ and the mean v0.
     """
 
     k: int
@@ -295,13 +302,13 @@ def seed_splits(
             fixed.append(v0)
         rate, sentence_rate, power, sentence_power = hits.mean(axis=0)
         v0 = float(np.mean(fixed))
-        predicted = sig.power(shift, sigma_all, 2 * k - 2, k, k, v0, alpha)
+        predicted = predicted_power(shift, sigma_all, 2 * k - 2, k, k, v0, alpha)
         expected, _, predicted_band = _exact_band(
             len(x), 2, k, False, draws, alpha, simulations, rng, shift / sigma_all
         )
         out.append(SplitRate(k, draws, rate, sentence_rate, power, sentence_power, predicted, predicted_band, expected,
                              float(np.mean(sigmas)), float(np.std(deltas)),
-                             sig.standard_error(sigma_all, k, k, v0)))  # fmt: skip
+                             standard_error(sigma_all, k, k, v0)))  # fmt: skip
     return out
 
 

@@ -1,6 +1,6 @@
 """``ablate table``, ``ablate plot``, ``ablate report`` and ``ablate export``: a typer sub-app.
 
-The plain functions of :mod:`ablate.report.api` (re-exported here) do the work and return values;
+The plain functions of :mod:`ablate.report` do the work and return values;
 the typer commands only parse options and print. :mod:`ablate.cli` mounts :data:`app`'s commands
 at top level.
 """
@@ -16,21 +16,12 @@ from typing import Any, Optional
 import typer
 
 from ablate.metrics import get_scorer
-from ablate.report.api import (  # noqa: F401 - the plain functions, re-exported
-    load,
-    load_pooled,
-    local_folders,
-    make_plots,
-    make_report,
-    make_table,
-    significance,
-    sweep_and_table,
-    table_of,
-)
-from ablate.report.formats import render, rich_width, to_rich, to_vertical
-from ablate.report.records import WANDB_PREFIX, ReportError
-from ablate.report.reference import REFERENCES, get as get_reference, render as render_reference, side_by_side
-from ablate.report.table import Table, select_columns
+from ablate.report.layout import Table, select_columns
+from ablate.report.papers import REFERENCES, get as get_reference, render as render_reference, side_by_side
+from ablate.report.render import render, rich_width, to_rich, to_vertical
+from ablate.report.sources import make_plots, make_report, table as report_table
+from ablate.report.stats import load, load_pooled
+from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders
 from ablate.utils.commands import typer_app
 from ablate.utils.safe_output import check_apart, write_output_text
 
@@ -42,7 +33,7 @@ SOURCE_HELP = "A sweep output folder, or wandb:<entity>/<project>/<group> (group
 
 
 class FigureFormat(str, Enum):
-    """File format of ``ablate plot`` (:data:`ablate.report.plots.FIGURE_FORMATS`)."""
+    """File format of ``ablate plot`` (:data:`ablate.report.figures.FIGURE_FORMATS`)."""
 
     png = "png"
     pdf = "pdf"
@@ -77,7 +68,7 @@ def print_fitted(table: Table, console: Any = None) -> None:
     """The rich table at a width that shows every cell whole, never ``…``.
 
     Piped or redirected: as wide as the table needs (no colour), so a file holds it whole. On a
-    terminal narrower than the table: one block per row (:func:`~ablate.report.formats.to_vertical`);
+    terminal narrower than the table: one block per row (:func:`~ablate.report.render.to_vertical`);
     ``--format md`` or ``-o FILE`` give the grid in any width.
     """
     from rich.console import Console
@@ -160,7 +151,7 @@ def table_command(
     if per_seed and metric != "bleu":
         raise ReportError(f"--per-seed lists test BLEU per trial; drop --metric {metric}, or leave out --per-seed")
     if per_seed:
-        from ablate.report.per_seed import render as render_per_seed
+        from ablate.report.render import render_per_seed
 
         if out is not None:
             check_apart(out, local_folders(source))  # before any work
@@ -172,9 +163,16 @@ def table_command(
         return
     if out is not None:
         check_apart(out, local_folders(source))
-    sweep, table = sweep_and_table(
-        source, alpha, test.value, samples, with_significance, by_length=by_length, metric=metric
+    result = report_table(
+        source,
+        alpha=alpha,
+        test=test.value,
+        samples=samples,
+        significance=with_significance,
+        by_length=by_length,
+        metric=metric,
     )
+    sweep, table = result.sweep, result.table
     beside = ""
     if paper is not None and metric != "bleu":  # the published tables report BLEU (and PPL) only
         beside = (
@@ -285,7 +283,7 @@ def score_command(
 ) -> None:
     """Add a metric to finished runs from their saved hypotheses, without retraining: writes test_<split>/NAME,
     test/NAME, val/NAME and NAME_signature into each run's summary.json (what it already records is kept)."""
-    from ablate.report.score import score_runs
+    from ablate.report.trials import score_runs
 
     done = score_runs(path, metric)
     for result in done:
@@ -321,7 +319,7 @@ def report_command(
     with_significance: bool = SIGNIFICANCE,
 ) -> None:
     """Publish a W&B Report: the paper-style table and panels (BLEU bars, BLEU vs tokens/s, curves)."""
-    from ablate.report.wandb_report import publish
+    from ablate.report.export import publish
 
     if not dry_run and not source.startswith(WANDB_PREFIX):
         raise ReportError(
@@ -339,8 +337,8 @@ def report_command(
 
 
 def write_spec(report: Any, path: Path, draft: bool = False) -> None:
-    """The report's full spec (:func:`~ablate.report.wandb_report.offline_spec`) as JSON at ``path``."""
-    from ablate.report.wandb_report import offline_spec
+    """The report's full spec (:func:`~ablate.report.export.offline_spec`) as JSON at ``path``."""
+    from ablate.report.export import offline_spec
     from ablate.utils.io import atomic_write_json
 
     spec = offline_spec(report, draft)

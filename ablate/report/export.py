@@ -1,24 +1,21 @@
-"""``ablate export``: a finished sweep as a small, self-contained results folder for the repository.
+"""Publishing a sweep: ``ablate export`` (a results folder) and ``ablate report`` (a W&B Report).
 
-``results/<sweep>/`` holds what a reader needs to check the table and nothing that is only for
-training (no checkpoints, no W&B runs, no config files beyond each summary's resolved config)::
+``results/<sweep>/`` holds what a reader needs to check the table and nothing only for training::
 
-    README.md            what was run (the exact command), on which commit, machine and packages, how long it took
-    manifest.json        the same, machine-readable
-    environment.txt      the packages the trials ran with, name==version (:mod:`ablate.report.environment_lock`)
-    table.md, table.tex  ``ablate table`` in Markdown and LaTeX (with ``--reference``: the paper beside it)
+    README.md, manifest.json   what was run (the exact command), commit, machine, packages, time
+    environment.txt      the packages the trials ran with (the freeze most trials recorded; others as
+                         environment-<sha256[:12]>.txt; the exporting machine's for runs without one)
+    table.md, table.tex  ``ablate table`` (with ``--reference``: the paper beside it)
     plots/               ``ablate plot``'s figures
-    sweep.json           the launcher's record of the sweep (points, statuses, attempts)
-    <trial>/summary.json every trial's summary (metrics, history, resolved config, machine, times)
-    <trial>/{hyps,refs,sources}/<split>.txt.gz   hypotheses, references and sources of the test splits
-                         and of the validation split (the validation that summary.json's dev
-                         scores come from), gzip'd
-    plugins/<name>-<sha256 prefix>.py   the plugin files the trials imported; each summary's config
-                         points to its copy (``../plugins/...``, relative to the summary's folder)
+    sweep.json           the launcher's record of the sweep
+    <trial>/summary.json every trial's summary
+    <trial>/{hyps,refs,sources}/<split>.txt.gz   the test and validation texts, gzip'd
+    plugins/<name>-<sha256 prefix>.py   the plugin files the trials imported
 
-``ablate table results/<sweep>`` rebuilds the same table from these files alone: the report's
-readers take ``.txt.gz`` wherever they take ``.txt``. The validation texts let a reader re-check the
-dev BLEU too; the table never tests them (they are not a test split).
+``ablate table results/<sweep>`` rebuilds the same table from these files alone. The W&B Report
+(``wandb_workspaces.reports.v2``) holds the table as Markdown and panels over the sweep's runs:
+:func:`build_report` touches no network, :func:`publish` saves it, :func:`offline_spec` serialises what
+``save`` would send (``ablate report --dry-run``).
 """
 
 from __future__ import annotations
@@ -26,18 +23,256 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import shlex
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
-from ablate.record import SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, RunStatus
-from ablate.report.environment_lock import readme_line as environment_line, write_environment_lock
-from ablate.report.records import collect_folder
-from ablate.report.significance import DEFAULT_TEST
+from ablate.record import DEV_BLEU, SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, TOKENS_PER_SEC, RunStatus
+from ablate.report.layout import Table
+from ablate.report.render import to_markdown
+from ablate.report.stats import DEFAULT_TEST, Sweep, compare
+from ablate.report.trials import ReportError, collect_folder
 from ablate.utils.io import atomic_write_json, atomic_write_text, dumps
-from ablate.utils.provenance import git_commit
+from ablate.utils.provenance import (
+    ENVIRONMENT_FILE as LOCK,
+    freeze,
+    freeze_sha256,
+    freeze_text,
+    git_commit,
+    package_versions,
+)
 from ablate.utils.safe_output import output_folder, read_inside
+
+_LINE = re.compile(r"[a-z0-9][a-z0-9-]*==\S+")
+MAX_BYTES = 1 << 20  # a freeze is a few kB; a bigger file is not one
+
+
+def recorded_environment(summary: dict[str, Any]) -> dict[str, Any]:
+    env = summary.get("environment")
+    return env if isinstance(env, dict) else {}
+
+
+def recorded_freeze(run_dir: Path, summary: dict[str, Any]) -> Optional[list[str]]:
+    """The freeze ``run_dir`` recorded (``environment.txt`` matching the summary's sha256), or None."""
+    sha = recorded_environment(summary).get("freeze_sha256")
+    path = run_dir / LOCK
+    if not isinstance(sha, str) or not path.is_file() or path.stat().st_size > MAX_BYTES:
+        return None
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if freeze_sha256(lines) != sha or not all(_LINE.fullmatch(line) for line in lines):
+        return None
+    return lines
+
+
+def write_environment_lock(source: Path, summaries: list[dict[str, Any]], out: Path) -> dict[str, Any]:
+    """Write the lock file(s) of an export of ``source`` into ``out``; return the manifest's ``environment``.
+
+    ``summaries`` are the trials' summaries, each with its folder name under ``_name``.
+    """
+    found: dict[str, tuple[list[str], list[dict[str, Any]]]] = {}
+    for summary in summaries:
+        name = summary.get("_name")
+        lines = recorded_freeze(source / name, summary) if isinstance(name, str) else None
+        if lines is not None:
+            found.setdefault(freeze_sha256(lines), (lines, []))[1].append(summary)
+    if not found:
+        lines = freeze()
+        (out / LOCK).write_text(freeze_text(lines), encoding="utf-8")
+        files = [{"file": LOCK, "freeze_sha256": freeze_sha256(lines), "trials": 0}]
+        return {"source": "export", "files": files, "versions": package_versions(), "trials_without": len(summaries)}
+    files = []
+    ordered = sorted(found.items(), key=lambda item: (-len(item[1][1]), item[0]))
+    for i, (sha, (lines, trials)) in enumerate(ordered):
+        file = LOCK if i == 0 else f"environment-{sha[:12]}.txt"
+        (out / file).write_text(freeze_text(lines), encoding="utf-8")
+        files.append({"file": file, "freeze_sha256": sha, "trials": len(trials)})
+    versions = recorded_environment(ordered[0][1][1][0]).get("versions")
+    return {
+        "source": "trials",
+        "files": files,
+        "versions": versions if isinstance(versions, dict) else {},
+        "trials_without": len(summaries) - sum(f["trials"] for f in files),
+    }
+
+
+def readme_line(env: Optional[dict[str, Any]]) -> Optional[str]:
+    """The README's ``- Environment:`` line, or None for a manifest from before exports wrote one."""
+    if not env:
+        return None
+    files = env.get("files") or []
+    names = ", ".join(f"`{f['file']}` ({f['trials']} trials)" for f in files) if len(files) > 1 else f"`{LOCK}`"
+    if env.get("source") == "export":
+        where = "the packages of the machine that exported: these trials did not record theirs"
+    else:
+        where = "the packages the trials ran with (`pip install -r` reads it)"
+        if env.get("trials_without"):
+            where += f"; {env['trials_without']} trials did not record theirs"
+    versions = ", ".join(f"{k} {v}" for k, v in (env.get("versions") or {}).items() if v)
+    return f"- Environment: {names}, {where}" + (f"; {versions}" if versions else "")
+
+
+STEP_KEY = "trainer/global_step"
+"""History x axis: Lightning's ``WandbLogger`` logs the optimizer step under this key."""
+
+
+def _workspaces():
+    try:
+        import wandb_workspaces.reports.v2 as wr
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise ReportError("W&B reports need the wandb-workspaces package: pip install wandb-workspaces") from None
+    return wr
+
+
+def group_keys(sweep: Sweep) -> list[str]:
+    """W&B group-by keys that separate the table's rows: the variant (a name in every run's config: local,
+    SLURM and agent runs alike), else the varying keys."""
+    if sweep.uses_variants:
+        return ["config.variant"]
+    return [f"config.{k}" for k in sweep.keys]
+
+
+def heading(sweep: Sweep, beside: Optional[str] = None) -> str:
+    """The heading above the table: the sweep's name, and the published table it stands beside."""
+    return f"Results of {sweep.name or 'the sweep'}" + (f", beside {beside}" if beside else "")
+
+
+def build_report(
+    entity: str,
+    project: str,
+    group: Optional[str],
+    table: Table,
+    sweep: Sweep,
+    title: Optional[str] = None,
+    beside: Optional[str] = None,
+) -> Any:
+    """The ``wandb_workspaces.reports.v2.Report`` for one sweep, not yet saved.
+
+    Args:
+        entity, project: where the runs are (and where the report is saved).
+        group: the W&B run group of the sweep; None reports every run of the project.
+        table: the laid-out table (rendered into a Markdown block).
+        sweep: the aggregated sweep (for the test splits and the group-by keys).
+        title: report title (default: the table's title).
+        beside: the published table the sweep is read against (a reference's title, e.g.
+            ``Vaswani et al. (2017), Table 3``), named in the results heading; None names none.
+    """
+    wr = _workspaces()
+    splits = sweep.test_splits
+    test_keys = [TEST_BLEU.split_key(s) for s in splits] or [TEST_BLEU.key]
+    keys = group_keys(sweep)
+    one_key = keys[0] if len(keys) == 1 else None
+    runset = wr.Runset(
+        entity=entity,
+        project=project,
+        name=group or project,
+        filters=f"Group = '{group}'" if group else "",
+        groupby=keys,
+    )
+    panels = [
+        wr.BarPlot(
+            title="Test BLEU by variant (mean ± std over seeds)",
+            metrics=[wr.SummaryMetric(k) for k in test_keys],
+            groupby=one_key,
+            groupby_aggfunc="mean",
+            groupby_rangefunc="stddev",
+            title_y="BLEU",
+            layout=wr.Layout(x=0, y=0, w=12, h=8),
+        ),
+        wr.ScatterPlot(
+            title="Test BLEU vs training tokens/s",
+            x=wr.SummaryMetric(TOKENS_PER_SEC.key),
+            y=wr.SummaryMetric(test_keys[0]),
+            layout=wr.Layout(x=12, y=0, w=12, h=8),
+        ),
+        wr.LinePlot(
+            title="Learning curves: validation BLEU (mean ± std over seeds)",
+            x=STEP_KEY,
+            y=[DEV_BLEU.key],
+            groupby=one_key,
+            groupby_aggfunc="mean",
+            groupby_rangefunc="stddev",
+            title_x="step",
+            title_y="validation BLEU",
+            layout=wr.Layout(x=0, y=8, w=24, h=9),
+        ),
+    ]
+    what = f"group `{group}` of {entity}/{project}" if group else f"{entity}/{project}"
+    blocks = [
+        wr.P(
+            f"Ablation sweep: {what}. {len(sweep.rows)} configurations, "
+            f"{sum(len(r.trials) for r in sweep.rows)} finished runs, {len(sweep.unfinished)} unfinished."
+        ),
+        wr.H2(heading(sweep, beside)),
+        wr.MarkdownBlock(to_markdown(table)),
+        wr.H2("Panels"),
+        wr.PanelGrid(runsets=[runset], panels=panels),
+    ]
+    return wr.Report(
+        project=project,
+        entity=entity,
+        title=(title or table.title)[:128],
+        description=f"Paper-style ablation table and panels for {what}.",
+        blocks=blocks,
+    )
+
+
+def offline_spec(report: Any, draft: bool = False) -> dict[str, Any]:
+    """What :func:`publish` would save, built without a W&B login: ``Report.save``'s ``upsertView``
+    request (``entityName``, ``projectName``, ``displayName``, ``description``, ``type`` and ``spec``,
+    the blocks with their panels and runsets as W&B's report format has them).
+
+    The one thing only W&B knows, each runset's internal project id, is left out (W&B looks it up when
+    the report is saved); everything else is the payload ``save`` sends.
+    """
+    with _no_project_lookup():
+        model = report._to_model()
+    return {
+        "entityName": model.project.entity_name,
+        "projectName": model.project.name,
+        "displayName": model.display_name,
+        "description": model.description,
+        "type": "runs/draft" if draft else "runs",
+        "spec": json.loads(model.spec.model_dump_json(by_alias=True, exclude_none=True)),
+    }
+
+
+@contextmanager
+def _no_project_lookup() -> Iterator[None]:
+    """``wandb_workspaces`` answering its runset project-id lookup offline (with no id) and refusing any
+    other call to W&B in one line, while a report is serialised."""
+    import wandb_workspaces.reports.v2.gql as gql
+    import wandb_workspaces.reports.v2.interface as interface
+
+    def lookup(api: Any, query: Any, variables: dict[str, Any]) -> dict[str, Any]:
+        if query is not gql.projectInternalId:
+            raise ReportError("serialising the W&B report offline needed W&B; publish it with a wandb: source")
+        return {"project": {"internalId": None, "name": variables.get("projectName")}}
+
+    saved = interface._get_api, interface.execute_graphql
+    interface._get_api, interface.execute_graphql = (lambda: None), lookup
+    try:
+        yield
+    finally:
+        interface._get_api, interface.execute_graphql = saved
+
+
+def publish(report: Any, draft: bool = False) -> str:
+    """Save ``report`` to W&B (needs the network and a login); return its URL."""
+    try:
+        saved = report.save(draft=draft)
+    except Exception as err:  # noqa: BLE001 - network, auth and server errors all end the command
+        raise ReportError(f"could not save the W&B report: {' '.join(str(err).split())[:300]}") from None
+    try:
+        return str(saved.url)
+    except Exception:  # noqa: BLE001 - the URL needs the API; the report is saved regardless
+        return f"(saved report id {getattr(saved, 'id', '?')})"
+
 
 TEXT_KINDS = ("hyps", "refs", "sources")
 NOT_TEST = ("val", "valid", "dev", "validation")
@@ -202,7 +437,7 @@ def export_sweep(
         OutputError: ``out`` exists (without ``force``), is a file, is ``source``, lies inside it or
             contains it; or a file of ``source`` is a link that leads out of it.
     """
-    from ablate.report.reference import get as get_reference
+    from ablate.report.papers import get as get_reference
 
     source, out = Path(source), Path(out)
     paper = get_reference(reference) if reference else None
@@ -242,21 +477,21 @@ def _write_report(
     commit: Optional[str],
 ) -> dict[str, Any]:
     """Tables, figures, manifest and README of the export being written in ``tmp`` (to become ``out``)."""
-    from ablate.report.api import load, significance
-    from ablate.report.formats import render
-    from ablate.report.plots import plot_all
-    from ablate.report.reference import render as render_reference, side_by_side
-    from ablate.report.table import build_table
+    from ablate.report.figures import plot_all
+    from ablate.report.layout import build_table
+    from ablate.report.papers import render as render_reference, side_by_side
+    from ablate.report.render import render
+    from ablate.report.stats import load
 
     # everything below is read back from the export, so it shows what the export alone rebuilds
     sweep = load(str(tmp))
-    table = build_table(sweep, significance(sweep, True, test, samples), alpha, test, samples)
+    table = build_table(sweep, compare(sweep, test=test, n_samples=samples), alpha, test, samples)
     md = render(table, "md")
     if paper is not None:
         md += "\n" + render_reference(side_by_side(sweep, table, paper), "md")
     atomic_write_text(tmp / "table.md", md)
     atomic_write_text(tmp / "table.tex", render(table, "latex"))
-    figures = [p.name for p in plot_all(sweep, tmp / "plots", significance(sweep, True), alpha)] if plots else []
+    figures = [p.name for p in plot_all(sweep, tmp / "plots", compare(sweep), alpha)] if plots else []
 
     facts = sweep_facts(source, summaries, planned)
     rebuilt = facts.pop("run_command")
@@ -316,7 +551,7 @@ def readme(m: dict[str, Any]) -> str:
                 "given": " (given at export, `--commit`: these trials did not record theirs)",
             }.get(m.get("commit_source", ""), " (of the checkout that exported: these trials did not record theirs)"),
             f"- Machine: {machines}",
-            *filter(None, [environment_line(m.get("environment"))]),
+            *filter(None, [readme_line(m.get("environment"))]),
             "- Wall time: "
             + (
                 f"{_hours(m['wall_time_s'])}, from the sweep's start to its last trial's end (pauses included)"

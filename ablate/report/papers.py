@@ -1,31 +1,48 @@
-"""Published tables shipped as package data: ``references/<name>.yaml`` -> :class:`Reference`.
+"""Published results beside a sweep's table: ``ablate table SOURCE --reference NAME``.
 
-A reference file holds a paper's table in ablate's terms:
+A reference is a paper's table shipped as ``references/<name>.yaml`` (:data:`REFERENCES`): its ``base``
+(``settings`` in ablate config keys, published ``bleu``, ``ppl``, ``params``), ``rows`` with the keys each
+``changes`` (and, where not the setup's, the ``metric`` and ``source`` of its number), ``min_delta`` (the
+smallest paper |ΔBLEU| taken as a direction) and ``setup`` (dotted config keys compared with our base;
+plain keys are :data:`FACTS`). Any other key is refused with one line.
 
-- ``base``: the paper's base row: ``settings`` (its hyperparameters in ablate config keys, the
-  values rows are matched against) and its published ``bleu``, ``ppl`` and ``params``.
-- ``rows``: one entry per published row, with the keys it ``changes`` and its scores; a row (or
-  the base) may state the ``metric`` its BLEU was computed with and its ``source`` (a commit, a
-  table), where they are not the setup's: one metric and one source per published number.
-- ``min_delta``: the smallest paper |ΔBLEU| taken as a direction (below it a single published run
-  is within seed noise); the headline sign count of :mod:`ablate.report.reference` uses it.
-- ``setup``: how the paper trained and decoded its base. A dotted key is an ablate config key
-  (checked and typed as ``ablate train`` would), compared with our base row to list where ours
-  departs; a plain key is one of :data:`FACTS`, a fact no config key can state, printed as text.
-
-Any other key, in the file, a row or the setup, is refused with one line naming it.
-:func:`departures` lists the setup's config keys where a run's config differs from the paper's.
+Our rows are usually a scaled-down copy of the paper's, so rows are matched by what they change: a row's
+changes are the keys whose effective value (``d_k = d_model / heads`` where unset) differs from our base;
+candidates change exactly the same keys, with equal text values and numbers moving the same way, compared
+by their ratio to the base on a log scale; each row takes the nearest. Per matched row: the paper's Δ,
+ours, the sign agreement and the table's own † (nothing is tested again). Counts come with
+:func:`agreement_test` (our Δs share one noisy base and the paper's signs are lopsided, Table 3: 15 down,
+2 up, so neither a fair coin nor a bare count is a fair null): a headline over rows where either side
+clears its noise, all matched rows, their sensitivity to our base ± 1 SE, PPL signs, Pearson's r, and
+where our setup departs from the paper's.
 """
 
 from __future__ import annotations
 
+import csv
+import io
+import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from ablate.config import ConfigError, flatten, from_flat, to_dict, valid_keys
 from ablate.errors import did_you_mean
-from ablate.report.records import ReportError
+from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP
+from ablate.report.layout import MARK, Column, Table
+from ablate.report.stats import (
+    AgreementTest,
+    Correlation,
+    Row,
+    SignCount,
+    Sweep,
+    agreement_test,
+    p_text,
+    pearson,
+    sign_count,
+)
+from ablate.report.trials import ReportError
 from ablate.utils.typed import read_yaml
 
 REFERENCE_DIR = Path(__file__).parent / "references"
@@ -220,3 +237,494 @@ def get(name: str) -> Reference:
     if name not in REFERENCES:
         raise ReportError(f"unknown reference '{name}' (choose from: {', '.join(REFERENCES)})")
     return load_reference(REFERENCES[name])
+
+
+_DERIVED = ("model.d_k", "model.d_v")
+
+
+# --------------------------------------------------------------------------------------
+# Matching
+# --------------------------------------------------------------------------------------
+
+
+def effective(config: dict[str, Any]) -> dict[str, Any]:
+    """A flattened config with ``model.d_k``/``model.d_v`` as the model uses them (d_model / heads if unset)."""
+    out = dict(config)
+    d_model, heads = out.get("model.d_model"), out.get("model.heads")
+    for key in _DERIVED:
+        if out.get(key) is None and isinstance(d_model, int) and isinstance(heads, int) and heads > 0:
+            out[key] = d_model // heads
+    return out
+
+
+def row_config(row: Row) -> dict[str, Any]:
+    """The effective config shared by every seed of ``row`` (seed excluded)."""
+    configs = [effective(t.config) for t in row.trials]
+    return {k: v for k, v in configs[0].items() if k != "seed" and all(c.get(k) == v for c in configs[1:])}
+
+
+def changes(row: Row, base: Row) -> dict[str, Any]:
+    """Keys whose effective value in ``row`` differs from ``base`` -> the row's value."""
+    ours, theirs = row_config(row), row_config(base)
+    return {k: ours.get(k) for k in sorted(set(ours) | set(theirs)) if ours.get(k) != theirs.get(k)}
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _distance(ours: Any, our_base: Any, paper: Any, paper_base: Any) -> float:
+    """How far apart two changes are (0: the same relative change); ``inf`` when incomparable."""
+    if not all(_is_number(v) for v in (ours, our_base, paper, paper_base)):
+        return 0.0 if ours == paper else math.inf
+    if (ours > our_base) != (paper > paper_base):
+        return math.inf
+    if 0 in (ours, our_base, paper, paper_base):
+        return abs(ours - paper)
+    return abs(math.log(ours / our_base) - math.log(paper / paper_base))
+
+
+def match(ours: dict[str, Any], base: dict[str, Any], reference: Reference) -> Optional[PaperRow]:
+    """The paper row nearest to a row changing ``ours`` (key -> value) from our ``base`` config."""
+    best, best_d = None, math.inf
+    for row in reference.rows:
+        if set(row.changes) != set(ours):
+            continue
+        d = sum(_distance(ours[k], base.get(k), row.changes[k], reference.settings.get(k)) for k in ours)
+        if d < best_d:
+            best, best_d = row, d
+    return best
+
+
+# --------------------------------------------------------------------------------------
+# Side by side
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Line:
+    """One of our rows beside its paper row (``paper`` None: unmatched).
+
+    ``agree`` is None where either BLEU Δ is 0 or missing; ``significant`` is None where the table
+    made no test for the row. ``paper_ppl_delta`` and ``ppl_delta`` are the PPL changes from each
+    base (ours: dev PPL), None where a PPL is missing. ``se`` is the standard error of our Δ from
+    the table's comparison with the base (None where it made none).
+    """
+
+    name: str
+    changes: dict[str, Any]
+    paper: Optional[PaperRow]
+    paper_delta: Optional[float]
+    bleu: Optional[float]
+    std: Optional[float]
+    n: int
+    delta: Optional[float]
+    agree: Optional[bool]
+    significant: Optional[bool]
+    ppl: Optional[float]
+    params: Optional[float]
+    paper_ppl_delta: Optional[float] = None
+    ppl_delta: Optional[float] = None
+    se: Optional[float] = None
+
+    def clears(self, min_delta: float, shift: float = 0.0) -> str:
+        """Which side's Δ clears its own noise: ``both``, ``paper``, ``ours`` or ``""`` (our base moved by ``shift``)."""
+        paper = abs(self.paper_delta or 0.0) >= min_delta
+        delta = None if self.delta is None else self.delta - shift
+        ours = delta is not None and self.se is not None and abs(delta) >= self.se
+        return {(True, True): "both", (True, False): "paper", (False, True): "ours"}.get((paper, ours), "")
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """The counts with our base mean moved by ``shift`` (BLEU; our Δs move by ``-shift``)."""
+
+    shift: float
+    headline: AgreementTest
+    all_rows: AgreementTest
+    coin: Optional[float]
+    """The all-rows count's p against a fair coin per row (what the old null said)."""
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """Our table beside a reference: one line per row, the base first, and what agrees.
+
+    Attributes:
+        min_delta: the paper's noise: a published |Δ BLEU| below it is not taken as a direction.
+        departures: setup keys where our base differs from the paper's.
+        base_se: the standard error of our base row's mean (the table's seed σ / sqrt(seeds));
+            None where the table estimated no seed σ and the base has one seed.
+    """
+
+    reference: Reference
+    metric: str
+    base: Line
+    lines: list[Line]
+    not_run: list[PaperRow]
+    min_delta: float = 0.0
+    departures: list[Departure] = field(default_factory=list)
+    base_se: Optional[float] = None
+    facts: list[tuple[str, str, str]] = field(default_factory=list)
+    """``(fact, ours, paper's)`` for the setup facts ablate knows of its own runs (metric, checkpoints)."""
+
+    @property
+    def counted(self) -> list[Line]:
+        """Matched rows where both BLEU Δs have a sign (the all-rows count)."""
+        return [ln for ln in self.lines if ln.agree is not None]
+
+    def headline_rows(self, shift: float = 0.0) -> list[Line]:
+        """Counted rows where either side clears its own noise (with our base moved by ``shift``)."""
+        return [ln for ln in self._signed(shift) if ln.clears(self.min_delta, shift)]
+
+    def _signed(self, shift: float) -> list[Line]:
+        """Matched rows with a sign on both sides once our base moves by ``shift``."""
+        return [ln for ln in self.lines if ln.paper_delta and ln.delta is not None and ln.delta - shift]
+
+    def _test(self, rows: list[Line], shift: float = 0.0) -> AgreementTest:
+        return agreement_test(
+            [ln.paper_delta or 0.0 for ln in rows], [(ln.delta or 0.0) - shift for ln in rows], [ln.se for ln in rows]
+        )
+
+    def headline(self, shift: float = 0.0) -> AgreementTest:
+        """The headline count and its test (:func:`~ablate.report.stats.agreement_test`)."""
+        return self._test(self.headline_rows(shift), shift)
+
+    def all_rows(self, shift: float = 0.0) -> AgreementTest:
+        """The count and test over every matched row with a sign on both sides."""
+        return self._test(self._signed(shift), shift)
+
+    def coin(self) -> SignCount:
+        """The all-rows count against a fair coin per row (the null this module no longer uses)."""
+        return sign_count((ln.paper_delta, ln.delta) for ln in self.counted)
+
+    def sensitivity(self) -> list[Sensitivity]:
+        """Both counts with our base mean moved by -1 and +1 SE (empty where its SE is unknown)."""
+        if not self.base_se or not self.counted:
+            return []
+        out = []
+        for shift in (-self.base_se, self.base_se):
+            moved = sign_count((ln.paper_delta, (ln.delta or 0.0) - shift) for ln in self._signed(shift))
+            out.append(Sensitivity(shift, self.headline(shift), self.all_rows(shift), moved.p_value))
+        return out
+
+    def sensitivity_text(self) -> str:
+        """``base -1 SE (-0.50): headline 6 of 14 (p 0.13), all rows 6 of 17 (p 0.088); ...``."""
+        parts = []
+        for sens in self.sensitivity():
+            side = "-1" if sens.shift < 0 else "+1"
+            h, a = sens.headline, sens.all_rows
+            parts.append(
+                f"base {side} SE ({sens.shift:+.2f} BLEU): headline {h.agree} of {h.n} ({_p(h)}), all rows "
+                f"{a.agree} of {a.n} ({_p(a)}; a fair coin per row would give p = {_coin(sens.coin)})"
+            )
+        return "; ".join(parts)
+
+    def ppl(self) -> SignCount:
+        """Paper PPL Δ against our dev PPL Δ, over the rows with both."""
+        return sign_count((ln.paper_ppl_delta, ln.ppl_delta) for ln in self.lines)
+
+    def correlation(self) -> Correlation:
+        """Pearson r of paper Δ and our Δ BLEU over the matched rows with both (zeros included)."""
+        pairs = [(ln.paper_delta, ln.delta) for ln in self.lines if ln.paper_delta is not None and ln.delta is not None]
+        return pearson([p for p, _ in pairs], [o for _, o in pairs])
+
+    def provenance(self) -> str:
+        """Each published row's metric and source where the reference states them, the base first;
+        a row scored with another metric than the base says that its paper Δ mixes the two."""
+        base = self.reference.base
+        rows = [base, *[r for r in self.reference.rows if r.label in {ln.paper.label for ln in self.lines if ln.paper}]]
+        parts = []
+        for r in rows:
+            if not (r.metric or r.source):
+                continue
+            text = f"{r.label} ({r.bleu:g}): " + ", ".join(x for x in (r.metric, r.source) if x)
+            if r is not base and r.metric and base.metric and r.metric != base.metric:
+                text += " - not the base's metric, so its paper Δ mixes two metrics"
+            parts.append(text)
+        return "; ".join(parts)
+
+    def headline_text(self) -> str:
+        """The headline count and its test, or plainly why there is nothing to count."""
+        count = self.headline()
+        if count.n:
+            return count.text()
+        if not self.counted:
+            return "no matched row has a sign on both sides: nothing to count"
+        return (
+            f"no matched row has a paper |Δ| of {self.min_delta:g} or more or one of ours beyond its SE: "
+            "every Δ on both sides is within noise, nothing to count"
+        )
+
+    def summary(self) -> list[tuple[str, str]]:
+        """``(label, text)`` per summary line, the headline first (Markdown and CSV print these)."""
+        out = [
+            (
+                f"Headline, rows where either side clears its own noise (paper |Δ| ≥ {self.min_delta:g} BLEU, "
+                "or our |Δ| ≥ its SE)",
+                self.headline_text(),
+            ),
+            ("All matched rows", self.all_rows().text()),
+        ]
+        if self.base_se and self.counted:
+            out.append(
+                (
+                    f"Sensitivity to our base (its mean ± 1 SE = {self.base_se:.2f} BLEU; every one of our Δs moves with it)",
+                    self.sensitivity_text(),
+                )
+            )
+        out += [
+            ("PPL, paper Δ vs our dev PPL Δ", self.ppl().text()),
+            ("Correlation of paper Δ and our Δ BLEU over the matched rows", self.correlation().text()),
+        ]
+        setup = self.reference.setup
+        if setup.config or self.facts:
+            gone = [d.text() for d in self.departures] + [
+                f"{k}: {ours} (paper: {paper})" for k, ours, paper in self.facts
+            ]
+            text = "; ".join(gone) or f"none of the {len(setup.config)} keys it states"
+            out.append(("Where our base departs from the paper's setup", text))
+        provenance = self.provenance()
+        if provenance:
+            out.append(("Metric and source of each published number", provenance))
+        rest = {k: v for k, v in setup.facts.items() if k not in {f for f, _, _ in self.facts}}
+        if rest:
+            out.append(("Paper setup without a config key", "; ".join(f"{k}: {v}" for k, v in rest.items())))
+        return out
+
+
+def _p(test: AgreementTest) -> str:
+    return "not testable" if test.p_value is None else f"p = {p_text(test.p_value)}"
+
+
+def _coin(p: Optional[float]) -> str:
+    return "-" if p is None else p_text(p)
+
+
+def _test_column(table: Table) -> Optional[tuple[int, Column]]:
+    """The table's first tested BLEU column (the one its † marks belong to), else its first test BLEU."""
+    cols = list(enumerate(table.columns))
+    return next(((i, c) for i, c in cols if c.split), None) or next(
+        ((i, c) for i, c in cols if c.key.startswith("test") and c.key.endswith("/bleu")), None
+    )
+
+
+def _delta(value: Optional[float], base: Optional[float]) -> Optional[float]:
+    """``value - base`` rounded to 6 decimals (a published 25.3 - 25.8 is -0.5), None if either is missing."""
+    return None if value is None or base is None else round(value - base, 6)
+
+
+def side_by_side(sweep: Sweep, table: Table, reference: Reference, min_delta: Optional[float] = None) -> SideBySide:
+    """Match ``sweep``'s rows to ``reference`` and read our BLEU and its significance from ``table``.
+
+    Args:
+        sweep, table: the sweep and the table built from it (same rows in the same order).
+        reference: the published table.
+        min_delta: the smallest paper |Δ BLEU| the headline counts; None: the reference's ``min_delta``.
+    """
+    found = _test_column(table)
+    if found is None:
+        raise ReportError("the table has no test BLEU column to compare with the paper")
+    col_index, col = found
+    base_row, base_config = sweep.base, row_config(sweep.base)
+    base_stat, base_ppl = base_row.stats.get(col.key), base_row.stats.get(DEV_PPL.key)
+    lines, used = [], set()
+    for row, shown in zip(sweep.rows, table.rows):
+        if row.name != shown.name:
+            raise ReportError(f"table row '{shown.name}' is not sweep row '{row.name}'")
+        st, cell = row.stats.get(col.key), shown.cells[col_index]
+        changed = {} if row.is_base else changes(row, base_row)
+        paper = reference.base if row.is_base else match(changed, base_config, reference)
+        paper_delta = delta = agree = paper_ppl_delta = ppl_delta = None
+        ppl = row.stats.get(DEV_PPL.key)
+        if paper is not None and not row.is_base:
+            used.add(paper.label)
+            paper_delta = _delta(paper.bleu, reference.base.bleu)
+            paper_ppl_delta = _delta(paper.ppl, reference.base.ppl)
+        if not row.is_base:
+            delta = st.mean - base_stat.mean if st is not None and base_stat is not None else None
+            ppl_delta = ppl.mean - base_ppl.mean if ppl is not None and base_ppl is not None else None
+        if paper_delta and delta:
+            agree = (paper_delta > 0) == (delta > 0)
+        params = row.stats.get("params")
+        comparison = cell.comparison
+        se = comparison.se if comparison is not None and comparison.tested and math.isfinite(comparison.se) else None
+        lines.append(
+            Line(
+                row.name,
+                changed,
+                paper,
+                paper_delta,
+                st.mean if st else None,
+                st.std if st else None,
+                len(row.trials),
+                delta,
+                agree,
+                None if cell.p_value is None else MARK in cell.mark,
+                ppl.mean if ppl else None,
+                params.mean * 1e-6 if params else None,
+                paper_ppl_delta,
+                ppl_delta,
+                se,
+            )
+        )
+    not_run = [r for r in reference.rows if r.label not in used]
+    threshold = reference.min_delta if min_delta is None else min_delta
+    gone = departures(base_config, reference.setup)
+    base_se = _base_se(table, col_index, base_row, col.key)
+    facts = our_facts(sweep, col.split or "", reference.setup)
+    return SideBySide(reference, col.label, lines[0], lines[1:], not_run, threshold, gone, base_se, facts)
+
+
+def _base_se(table: Table, col_index: int, base: Row, key: str) -> Optional[float]:
+    """SE of our base row's mean: the table's seed σ (median over its comparisons with the base) over
+    sqrt(the base's seeds); without a σ, the base's own std over seeds / sqrt(seeds) (None with one seed)."""
+    sigmas = [
+        (c.sigma, c.seeds[0])
+        for r in table.rows
+        if (c := r.cells[col_index].comparison) is not None and c.tested and c.sigma is not None
+    ]
+    if sigmas:
+        return statistics.median(sigma / math.sqrt(k) for sigma, k in sigmas)
+    st = base.stats.get(key)
+    n = len(base.trials)
+    return st.std / math.sqrt(n) if st is not None and st.std is not None and n > 1 else None
+
+
+def our_facts(sweep: Sweep, split: str, setup: Any) -> list[tuple[str, str, str]]:
+    """``(fact, ours, paper's)`` for the setup facts ablate knows of its own runs, where ours departs.
+
+    - ``metric``: the runs' sacreBLEU signature and the tested split, beside the paper's metric
+      (always a departure: the published tables are not sacreBLEU on our test sets).
+    - ``checkpoints``: which checkpoint our runs tested (``best.ckpt``: the best validation by dev
+      BLEU; the last where each run validated once, at its end), beside the paper's; no departure
+      where both are the last (a paper's ``checkpoints`` fact that starts with "the last").
+    """
+    out = []
+    facts = setup.facts
+    trials = [t for r in sweep.rows for t in r.trials]
+    if "metric" in facts:
+        sig = " / ".join(sweep.signatures) or "signature not recorded"
+        ours = f"sacreBLEU on detokenized output, no compound splitting ({sig}), on {split or 'the test split'}"
+        out.append(("metric", ours, facts["metric"]))
+    if "checkpoints" in facts and trials:
+        counts = sorted({sum(1 for h in t.history if h.get(DEV_BLEU.key) is not None) for t in trials})
+        last = [
+            t
+            for t in trials
+            if t.metrics.get(TESTED_STEP.key) is not None and t.metrics[TESTED_STEP.key] == t.metrics.get("step")
+        ]
+        n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        if counts == [1] and len(last) == len(trials):
+            ours = "the last (each run validated once, at its end)"
+        else:
+            ours = f"the best of {n} validations by dev BLEU (best.ckpt; the last one in {len(last)} of {len(trials)} trials)"
+        paper_last = facts["checkpoints"].strip().lower().startswith("the last")
+        if not (paper_last and ours.startswith("the last")):
+            out.append(("checkpoints", ours, facts["checkpoints"]))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Text
+# --------------------------------------------------------------------------------------
+
+
+def _num(x: Optional[float], digits: int = 2, sign: bool = False) -> str:
+    if x is None:
+        return ""
+    return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+
+
+def _cells(ln: Line, min_delta: float = 0.0) -> list[str]:
+    ours = "" if ln.bleu is None else _num(ln.bleu) + (f" ± {ln.std:.2f}" if ln.std is not None else "")
+    paper = ln.paper
+    agree = {True: "yes", False: "NO", None: ""}[ln.agree]
+    sig = {True: "†", False: "no", None: ""}[ln.significant]
+    return [
+        ln.name,
+        paper.label if paper else "(no match)",
+        _num(paper.bleu if paper else None, 1),
+        _num(ln.paper_delta, 1, sign=True),
+        ours,
+        _num(ln.delta, sign=True),
+        _num(ln.se),
+        "" if ln.paper_delta is None else ln.clears(min_delta),
+        agree,
+        sig,
+        _num(paper.ppl if paper else None),
+        _num(ln.ppl),
+        _num(paper.params if paper else None, 0),
+        _num(ln.params),
+    ]
+
+
+HEADER = [
+    "row",
+    "paper row",
+    "paper BLEU",
+    "paper Δ",
+    "our BLEU",
+    "our Δ",
+    "our SE",
+    "clears noise",
+    "same sign",
+    "significant",
+    "paper PPL",
+    "our PPL (dev)",
+    "paper params (M)",
+    "our params (M)",
+]
+
+
+def to_markdown(sbs: SideBySide) -> str:
+    """The side-by-side as a Markdown table, then its summary lines (headline first) and notes."""
+    ref = sbs.reference
+    lines = [
+        f"**Beside {ref.title}** ({ref.data})",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "| :-- | :-- | " + " | ".join(["--:"] * (len(HEADER) - 2)) + " |",
+    ]
+    for ln in [sbs.base, *sbs.lines]:
+        cells = _cells(ln, sbs.min_delta)
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    (head_label, head), *rest = sbs.summary()
+    lines += ["", f"**{head_label}: {head}.**  "]
+    lines += [f"{label}: {text}.  " for label, text in rest]
+    lines.append(
+        f"Δ: change from the base row; ours is {sbs.metric}, mean over seeds; our SE: the standard error of our Δ "
+        f"in the table's test (seed and test-sentence noise, the base's included). Rows are matched by the keys "
+        f"they change and by each change's ratio to the base (ablate.report.reference). A Δ of 0 has no sign and "
+        f"is not counted. Clears noise: the paper's |Δ| is at least {sbs.min_delta:g} BLEU (below it a published "
+        f"single run is taken as noise) and/or ours is at least its SE; the headline counts those rows only. "
+        f"Test: the agreement expected when our Δs are redrawn from their noise (one shared base draw for every "
+        f"row), against every assignment of our rows to the paper's (both sign margins kept; with no SE known, "
+        f"Fisher's exact test); one-sided. The † column is the table's own test and correction.  "
+    )
+    if sbs.not_run:
+        lines.append("Paper rows without a row here: " + "; ".join(r.label for r in sbs.not_run) + ".  ")
+    if ref.citation:
+        lines.append(f"Source: {ref.citation}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def to_csv(sbs: SideBySide) -> str:
+    """The side-by-side as CSV (numbers unrounded where they are ours), then a blank line and
+    one ``summary line, text`` row per summary line."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(HEADER)
+    for ln in [sbs.base, *sbs.lines]:
+        cells = _cells(ln, sbs.min_delta)
+        cells[4] = "" if ln.bleu is None else f"{ln.bleu:.10g}"
+        cells[5] = "" if ln.delta is None else f"{ln.delta:.10g}"
+        w.writerow(cells)
+    w.writerow([])
+    w.writerows(sbs.summary())
+    return buf.getvalue()
+
+
+def render(sbs: SideBySide, fmt: str) -> str:
+    """CSV for ``csv``; Markdown for every other format (it reads as plain text in a terminal)."""
+    return to_csv(sbs) if fmt == "csv" else to_markdown(sbs)

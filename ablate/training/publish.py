@@ -7,7 +7,7 @@
   there twice; the config is the run config;
 * ``summary.json`` itself as a run file: what the run summary leaves out (the validation history,
   the data statistics, the machine, the environment, the checkpoints' digests, ``resolved``) is
-  there, whole, and :mod:`ablate.report.wandb_records` reads it back;
+  there, whole, and :mod:`ablate.report.trials` reads it back;
 * an artifact ``texts-<run id>`` of type ``hypotheses`` holding ``hyps/<split>.txt`` and
   ``refs/<split>.txt``: what ``ablate table`` needs for its paired-bootstrap marks (†);
 * with ``tracking.log_checkpoints=true``, an artifact ``model-<run id>`` of type ``model`` laid out

@@ -10,16 +10,13 @@ import pytest
 from ablate import record
 from ablate.errors import AblateError
 from ablate.record import (
-    METRICS,
     SUMMARY_VERSION,
-    Metric,
     RecordError,
     RunFiles,
     RunStatus,
     RunSummary,
     SweepFiles,
     UnreadableRecord,
-    register_column,
 )
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -158,31 +155,9 @@ def test_metric_keys_of_splits():
     assert record.DEV_BLEU.split_of("val_x/bleu") is None  # not a per-split metric
 
 
-def test_metric_columns_are_the_registry_filtered_by_place():
-    budget = [m.key for m in record.metric_columns("budget")]
-    scores = [m.key for m in record.metric_columns("score")]
-    costs = [m.key for m in record.metric_columns("cost")]
-    assert budget == ["step", "val/step", "train/tokens"]
-    assert scores == ["val/ppl", "val/bleu", "test/bleu"]  # chrF is recorded but not a column
-    assert costs == ["params", "train/tokens_per_sec", "train/tokens_per_cpu_sec"]
-    assert [m.key for m in record.metric_columns()] == budget + scores + costs
-
-
-def test_a_registered_metric_is_a_column_and_a_clash_is_refused(monkeypatch):
-    monkeypatch.setattr(record, "METRICS", dict(METRICS))
-    chrf = register_column(Metric("test/chrf++", "chrF++ (test)", 1, per_split=True), "test_chrfpp")
-    assert record.metric_columns("score")[-1] is chrf and record.METRICS["test_chrfpp"] is chrf
-    with pytest.raises(RecordError, match="metric name 'test_chrfpp' is taken"):
-        register_column(Metric("test/other", "x"), "test_chrfpp")
-    with pytest.raises(RecordError, match="metric key 'val/bleu' is registered already"):
-        register_column(Metric("val/bleu", "BLEU again"), "bleu_again")
-    with pytest.raises(RecordError, match="metric place 'middle'"):
-        register_column(Metric("val/x", "x", place="middle"))
-
-
 @pytest.mark.parametrize("depth", [200_000, 600])
 def test_a_summary_nested_deep_is_an_unreadable_trial_not_a_recursion_error(tmp_path, depth):
-    from ablate.report.records import collect
+    from ablate.report.trials import collect
 
     from tests.helpers.records import write_trial
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ablate.report.records import clean_config
+from ablate.report.trials import clean_config
 
 
 def test_a_plugin_keys_rows_by_name_and_digest_not_path():

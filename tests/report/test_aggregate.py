@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ablate.report.aggregate import aggregate, curve, stat
-from ablate.report.records import ReportError, Trial, collect
+from ablate.report.stats import aggregate, curve, stat
+from ablate.report.trials import ReportError, Trial, collect
 
 from tests.helpers.records import PARAMS, SPLITS, TEST_BLEU
 
@@ -144,7 +144,7 @@ def test_rows_show_the_head_sizes_the_model_used(variant_sweep, recorded, tmp_pa
 def test_auto_scale_is_shown_as_the_rule_each_score_used():
     """``scale: auto`` resolves per score (Vaswani: 1/sqrt(d_k); Bahdanau: none), whatever d_k."""
     from ablate.config import Config, replace, to_dict
-    from ablate.report.records import from_summary
+    from ablate.report.trials import from_summary
 
     trials = []
     for score, heads in (("dot", 4), ("dot", 1), ("additive", 4)):
@@ -235,7 +235,7 @@ def test_a_grid_tie_is_broken_by_a_declared_point_else_refused(tmp_path):
 
 def test_a_registered_wandb_sweeps_bare_variant_is_the_base():
     """A run of a sweep registered by ablate holds its variant's name and the ``variants`` table."""
-    from ablate.report.records import from_summary
+    from ablate.report.trials import from_summary
 
     from tests.helpers.records import trial_summary
 

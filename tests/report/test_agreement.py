@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from ablate.report.agreement import SignCount, binomial_p, pearson, sign_count
+from ablate.report.stats import SignCount, binomial_p, pearson, sign_count
 
 
 def test_binomial_p_is_the_upper_tail_of_a_fair_coin():
@@ -51,7 +51,7 @@ def test_pearson_r_and_its_fisher_interval_match_an_independent_computation():
 
 from scipy.stats import fisher_exact, norm  # noqa: E402
 
-from ablate.report.agreement import DRAWS, EXACT_LIMIT, agreement_test  # noqa: E402
+from ablate.report.stats import DRAWS, EXACT_LIMIT, agreement_test  # noqa: E402
 
 
 @pytest.mark.parametrize(

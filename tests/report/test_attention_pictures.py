@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from ablate.config import load_config, to_dict
 from ablate.data.tokenizer import SubwordTokenizer
 from ablate.model.build import build_model
-from ablate.report import attention, figure_style
-from ablate.report.records import ReportError
+from ablate.report import attention_maps as attention, figures as figure_style
+from ablate.report.trials import ReportError
 
 from tests.helpers.tiny import MODEL
 

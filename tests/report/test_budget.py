@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ablate.report.aggregate import Row, Sweep
-from ablate.report.budget import delta_curves, late_sign_changes, paired_deltas, sign_changes, t_interval
-from ablate.report.records import Trial
+from ablate.report.stats import Row, Sweep, delta_curves, late_sign_changes, paired_deltas, sign_changes, t_interval
+from ablate.report.trials import Trial
 
 
 def trial(name: str, seed: int, points: dict[float, float], metric: str = "val/bleu") -> Trial:

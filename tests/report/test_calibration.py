@@ -28,8 +28,8 @@ import numpy as np
 import pytest
 
 import ablate.report.calibration as calibration
-from ablate.report.api import load
-from ablate.report.significance import SplitScores, compare_scores, sentence_stats, split_scores
+from ablate.report import load
+from ablate.report.stats import SplitScores, compare_scores, sentence_stats, split_scores
 
 N_SENTENCES, SEEDS, SAMPLES = 60, 3, 400
 REPEATS = {"same": 100, "equal": 100, "better": 30}
@@ -245,7 +245,7 @@ def test_the_32_seed_calibration_is_in_band_and_its_power_is_predicted_within_5_
 def test_two_folders_of_one_configuration_pool_into_one_row(tmp_path):
     # how `ablate calibrate A B` reads two sweeps of one configuration's seeds: as the row one folder
     # holding every trial would give (the seeds in order, each trial's scores its own)
-    from ablate.report.api import load_pooled
+    from ablate.report import load_pooled
 
     source = _shipped(CALIBRATION)
     halves = [tmp_path / "a", tmp_path / "b"]

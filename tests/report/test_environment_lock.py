@@ -9,7 +9,7 @@ import shutil
 from typer.testing import CliRunner
 
 from ablate.report.commands import app
-from ablate.report.environment_lock import readme_line, write_environment_lock
+from ablate.report.export import readme_line, write_environment_lock
 from ablate.utils.provenance import freeze, freeze_sha256, freeze_text
 
 runner = CliRunner()

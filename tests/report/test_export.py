@@ -11,10 +11,10 @@ import sacrebleu
 from typer.testing import CliRunner
 
 from ablate.config import Config, load_config
-from ablate.report import significance
-from ablate.report.aggregate import aggregate
-from ablate.report.commands import app, make_table
-from ablate.report.records import collect
+from ablate.report import stats as significance, table as report_table
+from ablate.report.commands import app
+from ablate.report.stats import aggregate
+from ablate.report.trials import collect
 from ablate.training.tracking import RunRecord
 from ablate.training.train import train
 
@@ -66,10 +66,10 @@ def test_export_rebuilds_the_identical_table_from_its_files_alone(variant_sweep,
     assert result.exit_code == 0, result.output
 
     for fmt in ("md", "latex", "csv"):
-        assert make_table(str(out), fmt, samples=100) == make_table(str(src), fmt, samples=100)
+        assert report_table(str(out), samples=100).render(fmt) == report_table(str(src), samples=100).render(fmt)
     shipped = (out / "table.md").read_text()
-    assert shipped.startswith(make_table(str(src), "md", samples=100)) and "All matched rows: " in shipped
-    assert (out / "table.tex").read_text() == make_table(str(src), "latex", samples=100)
+    assert shipped.startswith(report_table(str(src), samples=100).render("md")) and "All matched rows: " in shipped
+    assert (out / "table.tex").read_text() == report_table(str(src), samples=100).render("latex")
     assert len(list((out / "plots").glob("*.png"))) >= 4
 
     # only summaries and gzip'd test and validation texts travel: no checkpoints or configs
@@ -113,7 +113,7 @@ def test_the_exported_validation_texts_reproduce_the_dev_bleu_and_are_not_tested
 
     sweep = aggregate(collect(str(out)))
     assert significance.test_splits(sweep) == ["test"] and sweep.test_splits == ["test"]
-    header = make_table(str(out), "csv", samples=20).splitlines()[0].split(",")
+    header = report_table(str(out), samples=20).render("csv").splitlines()[0].split(",")
     assert "test_test/bleu.p" in header and not any(h.startswith(("test_val", "BLEU (val")) for h in header)
 
 

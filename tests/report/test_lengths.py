@@ -10,10 +10,11 @@ import pytest
 import sacrebleu
 from typer.testing import CliRunner
 
-from ablate.report.aggregate import aggregate
-from ablate.report.commands import app, table_of
-from ablate.report.lengths import bleu_by_length, buckets
-from ablate.report.records import collect
+from ablate.report import table as report_table
+from ablate.report.commands import app
+from ablate.report.layout import bleu_by_length, buckets
+from ablate.report.stats import aggregate
+from ablate.report.trials import collect
 
 from tests.helpers.records import SPLITS
 
@@ -62,7 +63,7 @@ def test_runs_without_sources_fall_back_to_reference_length(variant_sweep):
 
 
 def test_table_by_length_adds_a_column_per_bucket(with_sources):
-    table = table_of(str(with_sources), with_significance=False, by_length=True)
+    table = report_table(str(with_sources), significance=False, by_length=True).table
     labels = [c.label for c in table.columns if c.key.startswith("len:")]
     assert labels and all(label.startswith("BLEU len ") for label in labels)
     assert any("source has a to b words" in n for n in table.footnotes)

@@ -1,12 +1,12 @@
 """Robustness of a †: a mark re-run on its two rows alone (their own seeds give the σ), the rest of
-the table's Holm family unchanged (ablate.report.significance.marks_alone, footnotes.hinge_notes)."""
+the table's Holm family unchanged (ablate.report.stats.marks_alone, footnotes.hinge_notes)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ablate.report.significance import SplitScores, holm, marks_alone
+from ablate.report.stats import SplitScores, holm, marks_alone
 
 ROWS = 8
 
@@ -65,9 +65,9 @@ def test_a_mark_its_own_rows_support_holds():
 
 @pytest.mark.slow
 def test_the_footnote_names_the_marks_that_hinge_on_the_pooled_sigma(variant_sweep):
-    from ablate.report.commands import sweep_and_table
+    from ablate.report import table as report_table
 
-    _, table = sweep_and_table(str(variant_sweep), samples=200)
+    table = report_table(str(variant_sweep), samples=200).table
     notes = [n for n in table.footnotes if "own rows" in n]
     assert len(notes) == 1
     assert notes[0].startswith("Every † holds on its own rows") or "hinge" in notes[0]

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from ablate import cli
 from ablate.metrics import METRIC_SCORERS, SentenceMetric, register_metric
-from ablate.report.api import load, sweep_and_table
-from ablate.report.formats import render
-from ablate.report.table import MARK
+from ablate.report import load, table as report_table
+from ablate.report.layout import MARK
+from ablate.report.render import render
 
 ROOT = Path(__file__).resolve().parents[2]
 MISSION = ROOT / "results" / "mission-cpu"
@@ -66,7 +66,7 @@ def _column(table, key: str) -> int:
 
 
 def test_ter_table_is_scored_from_hypotheses_and_best_is_the_lowest(variant_sweep):
-    sweep, table = sweep_and_table(str(variant_sweep), metric="ter")
+    sweep, table = _parts(report_table(str(variant_sweep), metric="ter"))
     i = _column(table, f"test_{SPLIT}/ter")
     col = table.columns[i]
     assert col.label == f"TER ({SPLIT})" and col.higher_better is False and col.split == SPLIT
@@ -87,13 +87,13 @@ def test_ter_table_is_scored_from_hypotheses_and_best_is_the_lowest(variant_swee
 
 
 def test_bleu_table_is_unchanged_by_the_metric_path(variant_sweep):
-    default = render(sweep_and_table(str(variant_sweep))[1], "md")
-    assert render(sweep_and_table(str(variant_sweep), metric="bleu")[1], "md") == default
+    default = render(report_table(str(variant_sweep)).table, "md")
+    assert render(report_table(str(variant_sweep), metric="bleu").table, "md") == default
     assert "BLEU (test_2016_flickr)" in default and "lower is better" not in default
 
 
 def test_chrf_cells_come_from_the_summaries_and_the_test_from_the_hypotheses(variant_sweep):
-    sweep, table = sweep_and_table(str(variant_sweep), metric="chrf")
+    sweep, table = _parts(report_table(str(variant_sweep), metric="chrf"))
     i = _column(table, f"test_{SPLIT}/chrf")
     base = table.rows[0].cells[i]
     assert base.stat.mean == pytest.approx(50.0 + 27.5)  # the fixture's summaries record chrF = 50 + BLEU
@@ -203,7 +203,7 @@ def test_a_plugin_metric_with_sources_round_trips_through_score_and_table(sweep_
     expected = sum(100.0 * len(h.split()) / len(s.split()) for h, s in zip(hyps, sources)) / len(hyps)
     assert summary[f"test_{SPLIT}/lenratio"] == pytest.approx(expected)
     assert summary["lenratio_signature"] == "lenratio|version:1"
-    sweep, table = sweep_and_table(str(sweep_copy), metric="lenratio")
+    sweep, table = _parts(report_table(str(sweep_copy), metric="lenratio"))
     i = _column(table, f"test_{SPLIT}/lenratio")
     assert table.columns[i].label == f"len/src ({SPLIT})"
     tested = [row.cells[i].comparison for row in table.rows if row.cells[i].comparison is not None]
@@ -225,10 +225,14 @@ def test_mission_cpu_gets_a_whole_chrf_plus_plus_table_from_its_saved_hypotheses
 
 
 def test_a_wandb_source_gets_the_metric_from_its_texts_artifact(variant_sweep, wandb_api):
-    local = sweep_and_table(str(variant_sweep), metric="chrf++", samples=300)[1]
-    remote = sweep_and_table("wandb:me/ablate/table3", metric="chrf++", samples=300, api=wandb_api)[1]
+    local = report_table(str(variant_sweep), metric="chrf++", samples=300).table
+    remote = report_table("wandb:me/ablate/table3", metric="chrf++", samples=300, api=wandb_api).table
     i, j = _column(local, f"test_{SPLIT}/chrf++"), _column(remote, f"test_{SPLIT}/chrf++")
     assert {r.name: r.cells[i].stat.mean for r in local.rows} == pytest.approx(
         {r.name: r.cells[j].stat.mean for r in remote.rows}
     )
     assert {r.name: r.cells[i].mark for r in local.rows} == {r.name: r.cells[j].mark for r in remote.rows}
+
+
+def _parts(result):
+    return result.sweep, result.table

@@ -9,13 +9,13 @@ import pytest
 from matplotlib.figure import Figure
 
 import ablate
-from ablate.report.api import make_table
-from ablate.report.records import ReportError
+from ablate.report import table as report_table
+from ablate.report.trials import ReportError
 
 
 def test_the_table_object_holds_the_tables_numbers_and_views(variant_sweep):
     table = ablate.table(variant_sweep)
-    assert table.render("md") == make_table(str(variant_sweep), "md") == str(table)
+    assert table.render("md") == report_table(str(variant_sweep)).render("md") == str(table)
     df = table.df
     assert list(df.columns[:2]) == ["group", "name"] and df.columns[-2:].tolist() == ["status", "reason"]
     finished = df[df["status"] == "finished"]

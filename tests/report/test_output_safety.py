@@ -148,7 +148,7 @@ def test_table_out_over_a_trials_record_is_refused(sweep):
 
 
 def test_plot_into_the_sweep_is_refused_and_ctrl_c_keeps_the_old_figures(sweep, tmp_path, monkeypatch):
-    from ablate.report import plots
+    from ablate.report import figures as plots
 
     _one_line_error(runner.invoke(app, ["plot", str(sweep), "--out", str(sweep / "plots")]), "inside the source")
     assert not (sweep / "plots").exists()

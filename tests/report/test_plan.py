@@ -9,12 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ablate.report.aggregate import aggregate
-from ablate.report.commands import table_of
-from ablate.report.formats import render
-from ablate.report.plan import planned_pairs
-from ablate.report.records import ReportError, collect, from_summary
-from ablate.report.significance import compare
+from ablate.report import table as report_table
+from ablate.report.render import render
+from ablate.report.stats import aggregate, compare, planned_pairs
+from ablate.report.trials import ReportError, collect, from_summary
 
 from tests.helpers.records import _corrupt, references, trial_summary, write_trial
 
@@ -65,7 +63,7 @@ def test_the_sweep_names_the_pairs_it_compares(scoring_sweep):
 def test_table_lists_the_named_comparisons_with_holm(scoring_sweep):
     found = compare(aggregate(collect(str(scoring_sweep))), n_samples=300)
     assert len(found) == 8 and all(c.p_adjusted >= c.p_value for c in found)
-    table = table_of(str(scoring_sweep), samples=300)
+    table = report_table(str(scoring_sweep), samples=300).table
     assert len(table.comparisons) == 8
     md = render(table, "md")
     assert "Holm-Bonferroni over all 8 comparisons" in md
@@ -106,7 +104,7 @@ def test_with_named_comparisons_the_cells_still_mark_rows_that_differ_from_the_b
         variant = summary.get("variant") or path.parent.name.rsplit("-s", 1)[0]
         trials.append({"name": path.parent.name, "point": {"variant": variant, "comparisons": named}})
     (root / "sweep.json").write_text(json.dumps({"name": "table3", "trials": trials}))
-    table = table_of(str(root), samples=300)
+    table = report_table(str(root), samples=300).table
     split = next(i for i, c in enumerate(table.columns) if c.split)
     marks = {row.name: row.cells[split].mark for row in table.rows}
     assert marks["A-heads1"] == marks["E-learned"] == "†"  # clearly worse / better than the base

@@ -12,15 +12,22 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.image import imread
 
-from ablate.report.aggregate import Row, aggregate
-from ablate.report.budget import delta_curves
-from ablate.report.figure_style import CAPTION
-from ablate.report.forest import forest_figure, forest_lines
-from ablate.report.plots import bleu_bars, bleu_bars_figure, pareto_front, plot_all
-from ablate.report.records import collect
-from ablate.report.significance import compare
-from ablate.report.step_plots import NO_HISTORY, delta_vs_step_figure, draw_curves, learning_curves_figure
-from ablate.report.table import MARK, build_table
+from ablate.report.figures import (
+    CAPTION,
+    NO_HISTORY,
+    bleu_bars,
+    bleu_bars_figure,
+    delta_vs_step_figure,
+    draw_curves,
+    forest_figure,
+    forest_lines,
+    learning_curves_figure,
+    pareto_front,
+    plot_all,
+)
+from ablate.report.layout import MARK, build_table
+from ablate.report.stats import Row, aggregate, compare, delta_curves
+from ablate.report.trials import collect
 
 NAMES = ["test_bleu.png", "bleu_vs_speed.png", "bleu_vs_params.png", "learning_curves.png", "delta_vs_step.png"]
 TABLE3_CPU = Path(__file__).resolve().parents[2] / "results" / "table3-cpu"

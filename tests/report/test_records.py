@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ablate.record import RunStatus, RunSummary
-from ablate.report.records import ReportError, clean_config, collect, from_summary, parse_wandb_path
+from ablate.report.trials import ReportError, clean_config, collect, from_summary, parse_wandb_path
 
 from tests.helpers.records import N_SENTENCES, SPLITS, write_trial
 
@@ -139,7 +139,7 @@ def test_reading_many_trials_shows_progress_on_stderr(tmp_path, monkeypatch, cap
         write_trial(tmp_path, f"base-seed={seed}", {"status": "finished", "test/bleu": 20.0, "config": {"seed": seed}})
     ticks = iter(range(1000))
     monkeypatch.setattr(logs, "time", types.SimpleNamespace(monotonic=lambda: float(next(ticks))))
-    with caplog.at_level(logging.INFO, logger="ablate.report.records"):
+    with caplog.at_level(logging.INFO, logger="ablate.report.trials"):
         assert len(collect(str(tmp_path))) == 6
     assert [m for m in caplog.messages if m.startswith("read ")] == [
         f"read {tmp_path}: 3/6 (3 s)",
@@ -151,7 +151,7 @@ def test_the_title_is_the_sweeps_name_not_its_wandb_group_id(tmp_path):
     """A folder's trials take the name from ``sweep.json``; a W&B group loses the id ``ablate sweep`` appends."""
     import json
 
-    from ablate.report.records import sweep_name
+    from ablate.report.trials import sweep_name
 
     assert sweep_name("quickstart-598a74") == "quickstart" and sweep_name("table3") == "table3"
     assert sweep_name("my-sweep") == "my-sweep" and sweep_name(None) is None

@@ -12,10 +12,9 @@ from scipy.stats import binomtest
 from typer.testing import CliRunner
 
 from ablate.config import valid_keys
-from ablate.report.agreement import SignCount
-from ablate.report.commands import app, sweep_and_table
-from ablate.report.records import ReportError
-from ablate.report.reference import (
+from ablate.report import table as report_table
+from ablate.report.commands import app
+from ablate.report.papers import (
     REFERENCES,
     effective,
     get,
@@ -25,6 +24,8 @@ from ablate.report.reference import (
     to_csv,
     to_markdown,
 )
+from ablate.report.stats import SignCount
+from ablate.report.trials import ReportError
 
 from tests.helpers.records import TEST_BLEU
 
@@ -131,7 +132,7 @@ def test_the_rnn_baselines_match_the_multi30k_anchors():
 def test_side_by_side_reads_our_deltas_and_significance_from_the_table(variant_sweep):
     """Stand-in Table 3 sweep (base h 4): heads 1 -> (A) h=1, heads 8 -> (A) h=16, d_k 16 (half of 32)
     -> (B) d_k=32, learned positions -> (E); BLEU and † come from the table, not from a new test."""
-    sweep, table = sweep_and_table(str(variant_sweep), samples=200)
+    sweep, table = _parts(report_table(str(variant_sweep), samples=200))
     sbs = side_by_side(sweep, table, get("vaswani2017-table3"))
     lines = {ln.name: ln for ln in sbs.lines}
     assert {n: ln.paper.label for n, ln in lines.items()} == {
@@ -161,7 +162,7 @@ def _mean(values) -> float:
 def test_the_headline_counts_rows_where_either_side_clears_its_own_noise(variant_sweep):
     """Matched rows with a sign: A-heads1 (paper -0.9), B-dk16 (paper -0.4) and E-learned (paper -0.1).
     The headline keeps a row whose paper |Δ| is at least min_delta or whose Δ here is at least its SE."""
-    sweep, table = sweep_and_table(str(variant_sweep), samples=200)
+    sweep, table = _parts(report_table(str(variant_sweep), samples=200))
     ref = get("vaswani2017-table3")
     sbs = side_by_side(sweep, table, ref)
     lines = {ln.name: ln for ln in sbs.lines}
@@ -184,14 +185,14 @@ def test_the_headline_counts_rows_where_either_side_clears_its_own_noise(variant
     assert [ln.name for ln in higher.headline_rows()] == [n for n in clears if abs(lines[n].delta) >= lines[n].se]
     (label, text), *_ = sbs.summary()
     assert "paper |Δ| ≥ 0.5 BLEU, or our |Δ| ≥ its SE" in label and text == head.text()
-    untested = side_by_side(*sweep_and_table(str(variant_sweep), with_significance=False), ref)
+    untested = side_by_side(*_parts(report_table(str(variant_sweep), significance=False)), ref)
     assert [ln.name for ln in untested.headline_rows()] == ["A-heads1"]  # no SE known: the paper's side alone
     assert (untested.all_rows().agree, untested.all_rows().n) == (sbs.all_rows().agree, sbs.all_rows().n)
 
 
 def test_the_correlation_and_the_ppl_count_use_every_row_with_both_changes(variant_sweep):
     """Our Δs from the fixture's numbers (test BLEU per seed; dev PPL = 60 - BLEU), the paper's from Table 3."""
-    sweep, table = sweep_and_table(str(variant_sweep), with_significance=False)
+    sweep, table = _parts(report_table(str(variant_sweep), significance=False))
     sbs = side_by_side(sweep, table, get("vaswani2017-table3"))
     base = _mean(TEST_BLEU["base"])
     ours = {n: _mean(TEST_BLEU[n]) - base for n in ("A-heads1", "A-heads8", "B-dk16", "E-learned")}
@@ -237,7 +238,7 @@ def test_the_setup_departures_are_the_keys_where_our_base_differs(variant_sweep,
     path = tmp_path / "tiny.yaml"
     path.write_text(REFERENCE_YAML.replace("EXTRA", "1M pairs"))
     ref = load_reference(path)
-    sweep, table = sweep_and_table(str(variant_sweep), with_significance=False)
+    sweep, table = _parts(report_table(str(variant_sweep), significance=False))
     sbs = side_by_side(sweep, table, ref)
     assert [(d.key, d.ours, d.paper) for d in sbs.departures] == [
         ("model.norm", "pre", "post"),
@@ -364,7 +365,7 @@ TABLE3_CPU_BASE_SE = 0.708320048125117 / 2**0.5  # the seed σ over the base's 2
 
 
 def _table3_cpu_side_by_side():
-    from ablate.report.reference import Line, SideBySide
+    from ablate.report.papers import Line, SideBySide
 
     ref = get("vaswani2017-table3")
     rows = _sweep_rows("table3-cpu")
@@ -422,7 +423,7 @@ def test_each_anchor_states_its_own_metric_and_commit():
     assert {r.label: r.bleu for r in anchors.rows} == {"GRU + Bahdanau attention": 28.3, "GRU without attention": 20.6}
     assert "0.2830" in anchors.rows[0].source and "0.2061" in anchors.rows[1].source
 
-    from ablate.report.reference import Line, SideBySide
+    from ablate.report.papers import Line, SideBySide
 
     lines = [
         Line(r.label, r.changes, r, r.bleu - anchors.base.bleu, None, None, 3, -3.0, True, True, None, None)
@@ -453,7 +454,7 @@ def test_the_shipped_table3_side_by_sides_print_every_departure(name):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2] / "results" / name
-    sweep, table = sweep_and_table(str(root), with_significance=False)
+    sweep, table = _parts(report_table(str(root), significance=False))
     md = to_markdown(side_by_side(sweep, table, get("vaswani2017-table3")))
     departs = next(line for line in md.splitlines() if line.startswith("Where our base departs"))
     assert "train.clip_norm: 1.0 (paper: 0.0)" in departs
@@ -470,3 +471,7 @@ def test_the_shipped_table3_side_by_sides_print_every_departure(name):
     else:
         assert "checkpoints:" not in departs
         assert "checkpoints: the last one, no averaging" in md  # the paper's, among its other facts
+
+
+def _parts(result):
+    return result.sweep, result.table

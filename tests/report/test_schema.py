@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from ablate.record import metric_problem, planned_trials, summary_problem
-from ablate.report.api import make_table
-from ablate.report.records import INVALID, collect
+from ablate.record import metric_problem, summary_problem
+from ablate.report import table as report_table
+from ablate.report.trials import INVALID, collect, planned_trials
 
 from tests.helpers.records import write_trial
 
@@ -44,7 +44,7 @@ def test_a_bad_field_is_one_line_naming_it_and_the_table_still_renders(tmp_path,
     write_trial(tmp_path, "bad", {**GOOD, "config": {"seed": 2, "model": {"heads": 4}}, **change})
     trials = {t.name: t for t in collect(str(tmp_path))}
     assert trials["bad"].status == INVALID and field in trials["bad"].error and "\n" not in trials["bad"].error
-    md = make_table(str(tmp_path), "md", with_significance=False)
+    md = report_table(str(tmp_path), significance=False).render("md")
     assert f"- bad: invalid - summary.json: {field}" in md  # listed under the table, with the reason
     assert "| **20.00** | 1 |" in md  # the good trial alone makes the row
 
@@ -88,13 +88,13 @@ def test_planned_trials_of_sweep_json():
 def test_a_malformed_sweep_json_is_listed_not_a_traceback(tmp_path):
     write_trial(tmp_path, "good", GOOD)
     (tmp_path / "sweep.json").write_text(json.dumps({"trials": [{"name": "x", "point": "abc"}]}))
-    md = make_table(str(tmp_path), "md", with_significance=False)
+    md = report_table(str(tmp_path), significance=False).render("md")
     assert "- sweep.json: invalid - sweep.json: trials[0].point is a str, not a mapping" in md
 
 
 def test_plots_skip_a_trial_whose_history_or_metrics_are_bad(tmp_path):
     """Case 20: ``val/bleu: "x"`` in a history and a 1e308 dev BLEU crashed ``ablate plot``."""
-    from ablate.report.api import make_plots
+    from ablate.report import make_plots
 
     sweep = tmp_path / "sweep"  # the figures go beside it: an output inside the sweep is refused
     history = [{"step": 10, "val/bleu": 1.0}, {"step": 20, "val/bleu": 2.0}]
@@ -102,6 +102,6 @@ def test_plots_skip_a_trial_whose_history_or_metrics_are_bad(tmp_path):
         write_trial(sweep, f"base-{seed}", {**GOOD, "variant": "base", "history": history, "config": {"seed": seed}})
     write_trial(sweep, "x-1", {**GOOD, "variant": "x", "history": [{"step": 10, "val/bleu": "x"}]})
     write_trial(sweep, "y-1", {**GOOD, "variant": "y", "val/bleu": 1e308, "history": history})
-    written = make_plots(str(sweep), tmp_path / "plots", with_significance=False)
+    written = make_plots(str(sweep), tmp_path / "plots", significance=False)
     assert written and all(p.stat().st_size > 0 for p in written)
     assert {t.name for t in collect(str(sweep)) if t.status == INVALID} == {"x-1", "y-1"}

@@ -10,10 +10,9 @@ import pytest
 import sacrebleu
 from scipy import stats as st
 
-import ablate.report.significance as sig
-from ablate.report.aggregate import aggregate
-from ablate.report.records import ReportError, collect
-from ablate.report.significance import SplitScores, against_base, bleu_from_stats, compare, holm, sentence_stats
+import ablate.report.stats as sig
+from ablate.report.stats import SplitScores, against_base, aggregate, bleu_from_stats, compare, holm, sentence_stats
+from ablate.report.trials import ReportError, collect
 
 from tests.helpers.records import SPLITS
 
@@ -292,15 +291,15 @@ def test_a_second_table_of_the_same_trials_scores_no_sentence(variant_sweep, tmp
     """The first render scores each trial's hypotheses once and caches the statistics on disk; a second
     render (a fresh process: the in-process cache emptied) reads them back and scores nothing."""
     from ablate.metrics import bleu, scorer as scorer_module
-    from ablate.report.commands import make_table
+    from ablate.report import table as report_table
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
     scorer_module._CACHE.clear()
     scored, real = [], bleu.sentence_stats
     monkeypatch.setattr(bleu, "sentence_stats", lambda *a, **k: scored.append(len(a[0])) or real(*a, **k))
-    first = make_table(str(variant_sweep), "md", samples=100)
+    first = report_table(str(variant_sweep), samples=100).render("md")
     trials = len(scored)
     assert trials >= len([p for p in variant_sweep.iterdir() if (p / "hyps").is_dir()])  # every trial's splits
     scorer_module._CACHE.clear()
-    assert make_table(str(variant_sweep), "md", samples=100) == first
+    assert report_table(str(variant_sweep), samples=100).render("md") == first
     assert len(scored) == trials

@@ -8,12 +8,11 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from ablate.report.aggregate import aggregate
 from ablate.report.commands import app, print_fitted
-from ablate.report.formats import fmt_stat, rich_width
-from ablate.report.records import collect
-from ablate.report.significance import compare
-from ablate.report.table import build_table
+from ablate.report.layout import build_table
+from ablate.report.render import fmt_stat, rich_width
+from ablate.report.stats import aggregate, compare
+from ablate.report.trials import collect
 
 
 @pytest.fixture(scope="module")

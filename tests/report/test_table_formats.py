@@ -8,11 +8,12 @@ import re
 
 import pytest
 
-from ablate.report.aggregate import aggregate
-from ablate.report.formats import FORMATS, render
-from ablate.report.records import collect
-from ablate.report.significance import compare
-from ablate.report.table import build_table, key_labels
+from ablate.record import RecordError
+from ablate.report import layout
+from ablate.report.layout import Column, build_table, key_labels, register_column
+from ablate.report.render import FORMATS, render
+from ablate.report.stats import aggregate, compare
+from ablate.report.trials import collect
 
 from tests.helpers.records import SPLITS
 
@@ -174,7 +175,7 @@ def test_key_labels_use_paper_symbols_and_unique_suffixes():
 
 
 def _budget_table(config: dict, steps: tuple[int, int]):
-    from ablate.report.records import Trial
+    from ablate.report.trials import Trial
 
     trials = [
         Trial(
@@ -205,7 +206,7 @@ def test_table_shows_steps_trained_and_says_which_budget():
 
 def _one_row_table(metrics: list[dict], **trial: object):
     """A table over one configuration whose seeds report ``metrics``."""
-    from ablate.report.records import Trial
+    from ablate.report.trials import Trial
 
     trials = [
         Trial(f"s{i}", "finished", config={"model.heads": 4, "seed": i}, metrics={"test/bleu": 20.0 + i, **m}, **trial)
@@ -278,7 +279,7 @@ def test_gpu_and_older_runs_show_wall_clock_tokens_per_second_and_the_footnote_s
 
 def test_one_cpu_run_without_cpu_time_keeps_the_whole_column_wall_clock():
     """A column measures one thing: tokens per CPU-second only where every run recorded it."""
-    from ablate.report.records import Trial
+    from ablate.report.trials import Trial
 
     trials = [
         Trial(f"s{i}", "finished", config={"seed": i}, metrics={"test/bleu": 20.0, **m}, accelerator="cpu")
@@ -291,14 +292,12 @@ def test_one_cpu_run_without_cpu_time_keeps_the_whole_column_wall_clock():
 
 def test_a_new_column_is_one_metrics_entry(variant_sweep, monkeypatch):
     """Registering a metric (here dev chrF, which every run records) adds its column to every format."""
-    from ablate import record
-
-    monkeypatch.setattr(record, "METRICS", dict(record.METRICS))
+    monkeypatch.setattr(layout, "COLUMNS", dict(layout.COLUMNS))
     sweep = aggregate(collect(str(variant_sweep)))
     before = build_table(sweep)
     assert "val/chrf" not in [c.key for c in before.columns]
     # the entry of docs/architecture.md's example, edited in place (a new entry goes last in its place)
-    record.METRICS["dev_chrf"] = record.Metric("val/chrf", "chrF (dev)", 1, latex=r"chrF$_{\mathrm{dev}}$")
+    layout.COLUMNS["dev_chrf"] = Column("val/chrf", "chrF (dev)", 1, latex=r"chrF$_{\mathrm{dev}}$")
     table = build_table(sweep)
     keys = [c.key for c in table.columns]
     assert keys.index("val/chrf") == keys.index("val/bleu") + 1  # the score columns, in registry order
@@ -307,3 +306,25 @@ def test_a_new_column_is_one_metrics_entry(variant_sweep, monkeypatch):
     base = next(r for r in sweep.rows if r.is_base)
     assert f"{base.stats['val/chrf'].mean:.1f}" in render(table, "md")
     assert r"chrF$_{\mathrm{dev}}$" in render(table, "latex") and "val/chrf.mean" in render(table, "csv")
+
+
+def test_metric_columns_are_the_registry_filtered_by_place():
+    budget = [m.key for m in layout.registered_columns("budget")]
+    scores = [m.key for m in layout.registered_columns("score")]
+    costs = [m.key for m in layout.registered_columns("cost")]
+    assert budget == ["step", "val/step", "train/tokens"]
+    assert scores == ["val/ppl", "val/bleu", "test/bleu"]  # chrF is recorded but not a column
+    assert costs == ["params", "train/tokens_per_sec", "train/tokens_per_cpu_sec"]
+    assert [m.key for m in layout.registered_columns()] == budget + scores + costs
+
+
+def test_a_registered_metric_is_a_column_and_a_clash_is_refused(monkeypatch):
+    monkeypatch.setattr(layout, "COLUMNS", dict(layout.COLUMNS))
+    chrf = register_column(Column("test/chrf++", "chrF++ (test)", 1, per_split=True), "test_chrfpp")
+    assert layout.registered_columns("score")[-1] is chrf and layout.COLUMNS["test_chrfpp"] is chrf
+    with pytest.raises(RecordError, match="metric name 'test_chrfpp' is taken"):
+        register_column(Column("test/other", "x"), "test_chrfpp")
+    with pytest.raises(RecordError, match="metric key 'val/bleu' is registered already"):
+        register_column(Column("val/bleu", "BLEU again"), "bleu_again")
+    with pytest.raises(RecordError, match="metric place 'middle'"):
+        register_column(Column("val/x", "x", place="middle"))

@@ -9,13 +9,11 @@ import json
 import pytest
 import sacrebleu
 
-from ablate.report.aggregate import aggregate
-from ablate.report.api import make_table
-from ablate.report.formats import render
-from ablate.report.records import ReportError, Trial
-from ablate.report.significance import compare
-from ablate.report.table import build_table
-from ablate.report.validation import EXCLUDED
+from ablate.report import table as report_table
+from ablate.report.layout import build_table
+from ablate.report.render import render
+from ablate.report.stats import aggregate, compare
+from ablate.report.trials import EXCLUDED, ReportError, Trial
 
 from tests.helpers.records import write_trial
 
@@ -167,7 +165,7 @@ def test_a_running_sweeps_table_lists_its_planned_trials(tmp_path):
         for s, st in ((1, "finished"), (2, "finished"), (3, "running"), (4, "pending"))
     ]
     (tmp_path / "sweep.json").write_text(json.dumps({"name": "s", "trials": planned}))
-    md = make_table(str(tmp_path), "md", with_significance=False)
+    md = report_table(str(tmp_path), significance=False).render("md")
     assert "Trials: 2 of 4 in the table; not in it: 1 pending, 1 running" in md
     assert "- base-seed=3 (variant base, seed 3): running - still running" in md
     assert "- base-seed=4 (variant base, seed 4): pending - not started" in md

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ablate.report.commands import make_table
+from ablate.report import table as report_table
 
 from tests.helpers.records import VARIANTS, FakeApi, make_variant_sweep
 
@@ -25,6 +25,6 @@ def _agent_shaped(api: FakeApi) -> FakeApi:
 @pytest.mark.slow
 def test_table_of_agent_shaped_runs(tmp_path):
     root = make_variant_sweep(tmp_path / "table3")
-    table = make_table("wandb:me/ablate/table3", fmt="csv", api=_agent_shaped(FakeApi(root)))
+    table = report_table("wandb:me/ablate/table3", api=_agent_shaped(FakeApi(root))).render("csv")
     assert all(name in table for name in ("A-heads1", "A-heads8", "B-dk16", "E-learned"))
-    assert table == make_table(str(root), fmt="csv")
+    assert table == report_table(str(root)).render("csv")

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ablate.cli import app
-from ablate.report.records import INVALID, ReportError, collect, from_wandb_run
+from ablate.report.trials import INVALID, ReportError, collect, from_wandb_run
 
 
 @pytest.fixture()

@@ -10,17 +10,18 @@ import wandb_workspaces.reports.v2 as wr
 import wandb_workspaces.reports.v2.interface as interface
 from typer.testing import CliRunner
 
-from ablate.report.commands import app, make_report, table_of
-from ablate.report.formats import FORMATS, render, to_markdown
-from ablate.report.records import ReportError
+from ablate.report import make_report, table as report_table
+from ablate.report.commands import app
+from ablate.report.render import FORMATS, render, to_markdown
+from ablate.report.trials import ReportError
 
 from tests.helpers.records import SPLITS
 
 
 @pytest.mark.slow
 def test_wandb_source_gives_the_folder_table(variant_sweep, wandb_api):
-    local = table_of(str(variant_sweep), samples=400)  # enough resamples for a p under 0.05 after Holm (x8)
-    remote = table_of("wandb:me/ablate/table3", samples=400, api=wandb_api)
+    local = report_table(str(variant_sweep), samples=400).table  # enough resamples for a p under 0.05 after Holm (x8)
+    remote = report_table("wandb:me/ablate/table3", samples=400, api=wandb_api).table
     assert remote == local
     for fmt in FORMATS:
         assert render(remote, fmt) == render(local, fmt)
@@ -62,7 +63,7 @@ def test_report_holds_the_table_and_three_panels(variant_sweep, wandb_api):
 
 
 def to_markdown_of(folder):
-    return to_markdown(table_of(str(folder), samples=100))
+    return to_markdown(report_table(str(folder), samples=100).table)
 
 
 @pytest.mark.slow
@@ -133,7 +134,7 @@ def test_report_of_a_folder_is_a_dry_run_only(variant_sweep):
 
 @pytest.mark.slow
 def test_save_failure_is_one_line(wandb_api, monkeypatch):
-    from ablate.report.wandb_report import publish
+    from ablate.report.export import publish
 
     def fail(self, draft=False, clone=False):
         raise ConnectionError("Max retries exceeded\nwith url: api.wandb.ai")
@@ -159,7 +160,7 @@ def test_report_dry_run_writes_the_full_spec_without_a_login(variant_sweep, tmp_
     assert result.exit_code == 0, result.output
     assert "PanelGrid: BarPlot(" in result.output  # the outline is still printed
     saved = json.loads(out.read_text())
-    report = make_report(str(variant_sweep), with_significance=False)
+    report = make_report(str(variant_sweep), significance=False)
     assert (saved["entityName"], saved["projectName"], saved["type"]) == (report.entity, report.project, "runs")
     assert saved["displayName"] == report.title and saved["description"] == report.description
     spec = internal.Spec.model_validate(saved["spec"])  # W&B's own report format, as save() sends it

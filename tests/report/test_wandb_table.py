@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ablate.report.commands import make_table
+from ablate.report import table as report_table
 
 from tests.helpers.offline_api import OfflineApi
 from tests.helpers.records import make_variant_sweep
@@ -38,8 +38,8 @@ def logged_sweep(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("fmt", ["md", "csv", "latex"])
 def test_wandb_table_equals_the_local_table(logged_sweep, tmp_path, fmt):
     api = OfflineApi(logged_sweep)
-    remote = make_table("wandb:me/ablate/table3", fmt=fmt, samples=200, api=api)
-    local = make_table(str(logged_sweep), fmt=fmt, samples=200)
+    remote = report_table("wandb:me/ablate/table3", samples=200, api=api).render(fmt)
+    local = report_table(str(logged_sweep), samples=200).render(fmt)
     assert remote == local
     if fmt == "md":
         assert "†" in local and "paired bootstrap" in local.lower()

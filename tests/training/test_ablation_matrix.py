@@ -71,7 +71,7 @@ def test_variant_trains_and_scores(case, multi30k_slice, tmp_path, monkeypatch):
     hyps = (tmp_path / "run" / "hyps" / "test_2016_flickr.txt").read_text().splitlines()
     assert len(hyps) == 60
     if case in (CASES[0], CASES[-3]):  # Transformer and RNN + Bahdanau: the attention pictures
-        from ablate.report.attention import plot_attention
+        from ablate.report.attention_maps import plot_attention
 
         pngs = plot_attention(tmp_path / "run", "A man is riding a bike .", tmp_path / "pics", beam=2)
         names = {p.name for p in pngs}

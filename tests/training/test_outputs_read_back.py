@@ -11,7 +11,7 @@ def test_hypotheses_with_unicode_separators_read_back_line_for_line(tmp_path):
     """What train writes (hyps/refs) is read back by the report with the same line count."""
     from types import SimpleNamespace
 
-    from ablate.report.records import collect_folder
+    from ablate.report.trials import collect_folder
     from ablate.training.outputs import write_outputs
 
     refs = [f"sentence{sep}{i}" for i, sep in enumerate(SEPARATORS)]

@@ -42,7 +42,7 @@ def test_wandb_summary_holds_each_test_score_once_and_the_record_as_a_run_file(t
     nested field; the run file ``summary.json`` is the local record, whole, and a W&B reader finds in it
     what the summary leaves out. The local ``summary.json`` keeps ``test/bleu`` beside it (old tables read it)."""
     from ablate.config import load_config
-    from ablate.report.records import from_summary, from_wandb_run
+    from ablate.report.trials import from_summary, from_wandb_run
     from ablate.training.train import train
 
     from tests.helpers.offline_api import RunView

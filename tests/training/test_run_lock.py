@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ablate.report.records import collect_folder
+from ablate.report.trials import collect_folder
 from ablate.sweep.wandb_server import plan_sync
 from ablate.training.run_lock import LOCK_FILE, RunLock, is_held, running_status
 

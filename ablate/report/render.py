@@ -1,18 +1,24 @@
-"""Render a :class:`~ablate.report.table.Table` as rich (terminal), Markdown, LaTeX or CSV.
+"""The render layer: a :class:`~ablate.report.layout.Table` as rich (terminal), Markdown, LaTeX or CSV.
 
-Every text format prints each statistic through :func:`fmt_stat`, so the numbers agree
-across formats; CSV carries the same statistics unrounded (10 significant digits) as
-separate mean, std and n columns (and the raw and Holm-adjusted p-values of each tested column).
+Every text format prints each statistic through :func:`fmt_stat`, so the numbers agree across formats;
+CSV carries them unrounded (10 significant digits) with the raw and Holm-adjusted p-values of each tested
+column. The writers are hand-written, not pandas': ``DataFrame.to_markdown`` (tabulate) pads every cell
+to its column's width and ``Styler.to_latex`` writes its own rules and escapes, so neither reproduces the
+shipped tables byte for byte. :func:`render_per_seed` is ``--per-seed``: one line per trial with its Δ
+against the base trial of the same seed, marked :data:`~ablate.report.layout.FLIP` where a row's
+per-seed Δs disagree in sign.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from typing import Optional
+from dataclasses import dataclass
+from typing import Any, Optional
 
-from ablate.record import RunStatus
-from ablate.report.table import Cell, Column, Table, show_value
+from ablate.record import TEST_BLEU, RunStatus
+from ablate.report.layout import FLIP, Cell, Column, Table, TableRow, show_value
+from ablate.report.stats import Sweep, value_order
 
 FORMATS = ("rich", "md", "latex", "csv")
 PM = "±"
@@ -230,18 +236,27 @@ def to_rich(table: Table):
     for i, row in enumerate(table.rows):
         if row.new_group and i > 0:
             rt.rows[-1].end_section = True
-        cells = [Text(row.group, style="bold")] + ([Text(row.name)] if table.show_names else [])
-        cells += [Text(s or "") for s in row.settings]
-        for cell, col in zip(row.cells, table.columns):
-            text = Text(fmt_stat(cell, col), style="bold green" if cell.best else "")
-            if cell.mark:
-                text.append(cell.mark, style="yellow")
-            cells.append(text)
-        cells.append(Text(str(row.n)))
-        rt.add_row(*cells)
-    parts = [rt] + [Text(n, style="dim") for n in _notes(table)]
-    parts += [Text(f"  {u}", style="red") for u in table.unfinished]
-    return Group(*parts)
+        lead = [Text(row.group, style="bold")] + ([Text(row.name)] if table.show_names else [])
+        rt.add_row(*lead, *_rich_values(table, row))
+    return Group(rt, *_rich_notes(table))
+
+
+def _rich_values(table: Table, row: TableRow) -> list:
+    """A row's settings, statistics (best in bold green, marks in yellow) and n, as rich texts."""
+    from rich.text import Text
+
+    values = [Text(s or "") for s in row.settings]
+    for cell, col in zip(row.cells, table.columns):
+        values.append(Text(fmt_stat(cell, col), style="bold green" if cell.best else ""))
+        if cell.mark:
+            values[-1].append(cell.mark, style="yellow")
+    return values + [Text(str(row.n))]
+
+
+def _rich_notes(table: Table) -> list:
+    from rich.text import Text
+
+    return [Text(n, style="dim") for n in _notes(table)] + [Text(f"  {u}", style="red") for u in table.unfinished]
 
 
 def to_vertical(table: Table):
@@ -262,21 +277,12 @@ def to_vertical(table: Table):
         if table.show_names and row.name and row.name != group:
             title.append(f"  {row.name}")
         parts += [Text(""), title]
-        values = [Text(s or "") for s in row.settings]
-        for cell, col in zip(row.cells, table.columns):
-            text = Text(fmt_stat(cell, col), style="bold green" if cell.best else "")
-            if cell.mark:
-                text.append(cell.mark, style="yellow")
-            values.append(text)
-        values.append(Text(str(row.n)))
         names = head[1 + table.show_names :]
         pad = max((len(n) for n in names), default=0)
-        for name, value in zip(names, values):
+        for name, value in zip(names, _rich_values(table, row)):
             if value.plain:
                 parts.append(Text(f"  {name:<{pad}}  ", style="dim") + value)
-    parts += [Text(n, style="dim") for n in _notes(table)]
-    parts += [Text(f"  {u}", style="red") for u in table.unfinished]
-    return Group(*parts)
+    return Group(*parts, *_rich_notes(table))
 
 
 def rich_width(table: Table) -> int:
@@ -303,3 +309,65 @@ def render(table: Table, fmt: str, width: int = 200) -> str:
         console.print(to_rich(table))
         return console.file.getvalue()
     raise ValueError(f"unknown format '{fmt}' (choose from: {', '.join(FORMATS)})")
+
+
+@dataclass(frozen=True)
+class SeedLine:
+    row: str
+    seed: Any
+    values: list[Optional[float]]
+    deltas: list[Optional[float]]
+    flip: list[bool]
+
+
+def per_seed(sweep: Sweep) -> tuple[list[str], list[SeedLine]]:
+    """``(test metric keys, one line per finished trial)`` in table order, seeds in order."""
+    keys = [TEST_BLEU.split_key(s) for s in sweep.test_splits] or [TEST_BLEU.key]
+    base = {str(t.seed): t for t in sweep.base.trials}
+    lines = []
+    for row in sweep.rows:
+        trials = sorted(row.trials, key=lambda t: value_order(t.seed))
+        deltas = {}
+        for t in trials:
+            b = base.get(str(t.seed))
+            deltas[t.name] = [
+                None
+                if row.is_base or b is None or k not in t.metrics or k not in b.metrics
+                else t.metrics[k] - b.metrics[k]
+                for k in keys
+            ]
+        flips = [len({d[i] > 0 for d in deltas.values() if d[i] not in (None, 0.0)}) > 1 for i in range(len(keys))]
+        lines += [SeedLine(row.name, t.seed, [t.metrics.get(k) for k in keys], deltas[t.name], flips) for t in trials]
+    return keys, lines
+
+
+def render_per_seed(sweep: Sweep, fmt: str) -> str:
+    """The per-seed lines as CSV (unrounded) or Markdown (every other format)."""
+    keys, lines = per_seed(sweep)
+    labels = [TEST_BLEU.split_of(k) or k.partition("/")[0] for k in keys]
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["row", "seed", *(f"{k}" for k in keys), *(f"{k}.delta_vs_base" for k in keys)])
+        for ln in lines:
+            w.writerow([ln.row, ln.seed, *(_num(v) for v in ln.values), *(_num(d) for d in ln.deltas)])
+        return buf.getvalue()
+    out = [
+        f"**Per seed: {sweep.name or 'ablation'}** (test BLEU; Δ against the base trial of the same seed)",
+        "",
+        "| row | seed | "
+        + " | ".join(f"BLEU ({s})" for s in labels)
+        + " | "
+        + " | ".join(f"Δ ({s})" for s in labels)
+        + " |",
+        "| :-- | --: | " + " | ".join(["--:"] * 2 * len(keys)) + " |",
+    ]
+    for ln in lines:
+        deltas = [
+            ("" if d is None else f"{d:+.2f}") + (FLIP if f and d is not None else "")
+            for d, f in zip(ln.deltas, ln.flip)
+        ]
+        values = ["" if v is None else f"{v:.2f}" for v in ln.values]
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in [ln.row, str(ln.seed), *values, *deltas]) + " |")
+    out += ["", f"{FLIP} the row's per-seed Δs disagree in sign."]
+    return "\n".join(out) + "\n"

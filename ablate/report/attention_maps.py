@@ -14,8 +14,8 @@ from typing import Sequence
 import torch
 
 from ablate.model.decoding import beam_search
-from ablate.report.figure_style import check_size
-from ablate.report.records import ReportError
+from ablate.report.figures import check_size
+from ablate.report.trials import ReportError
 from ablate.training.checkpoint import load_trained
 from ablate.utils.safe_output import check_apart, output_files
 

@@ -1,0 +1,850 @@
+"""Figures of a sweep (``ablate plot``; matplotlib, no pyplot state), sharing one style.
+
+* ``test_bleu.png``: test BLEU per row, whiskers the 95% CI of the row's Δ vs the base placed on the
+  base's mean, † as in the table;
+* ``delta_ci.png``: the table's comparisons as a forest plot, Δ and its 95% CI (uncorrected), marked †
+  exactly where the table marks it (Holm-adjusted), so an interval can exclude 0 without a †;
+* ``bleu_vs_speed.png``, ``bleu_vs_params.png``: quality against cost, the Pareto front marked;
+* ``learning_curves.png``, ``delta_vs_step.png``: validation BLEU per row (mean ± std band), and each
+  row's seed-paired Δ vs the base per step with its 95% t band and sign changes;
+* ``bleu_by_length.png``: test BLEU per source-length bucket (Bahdanau et al. 2015, Fig. 2).
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.transforms import blended_transform_factory, offset_copy
+
+from ablate.metrics import get_scorer
+from ablate.record import DEV_BLEU, DEV_PPL, TOKENS_PER_SEC
+from ablate.report.layout import MARK, key_labels, show_value
+from ablate.report.stats import (
+    LEVEL,
+    BudgetCurves,
+    Comparison,
+    DeltaCurve,
+    Row,
+    Sweep,
+    against_base,
+    curve,
+    delta_curves,
+)
+from ablate.report.trials import DEFAULT_METRIC
+
+DPI = 130
+SPLIT_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
+MARKED = "#C44E52"  # what the table marks † (significant after Holm)
+PLAIN = "#4C72B0"
+CAPTION = "caption"
+TEST_WORDS = {
+    "seeds": "seed-aware",
+    "bs": "paired bootstrap, sentences only",
+    "ar": "approx. randomization, sentences only",
+}
+"""Short names of the significance tests (:data:`ablate.report.stats.TESTS`) for axis labels."""
+
+
+def display_names(sweep: Sweep) -> dict[str, str]:
+    """Short row names for figures: variant names as they are, else ``h=8`` for ``model.heads=8``."""
+    labels = dict(zip(sweep.keys, key_labels(sweep.keys)))
+    names = {}
+    for r in sweep.rows:
+        if sweep.uses_variants or r.is_base or not r.changed:
+            names[r.name] = r.name
+        else:
+            names[r.name] = ", ".join(f"{labels[k]}={show_value(r.settings[k])}" for k in r.changed)
+    return names
+
+
+def group_label(row: Row, sweep: Sweep) -> str:
+    """``base``, ``group A`` or ``varying h`` (what a legend calls the row's ablation group)."""
+    if row.is_base:
+        return "base"
+    if sweep.uses_variants:
+        return f"group {row.group}"
+    labels = dict(zip(sweep.keys, key_labels(sweep.keys)))
+    return "varying " + "+".join(labels[k] for k in row.changed)
+
+
+def group_colors(rows: Sequence[Row]) -> dict[str, str]:
+    """One colour per ablation group; the base is black."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    groups = [r.group for r in rows if not r.is_base]
+    unique = list(dict.fromkeys(groups))
+    colors = {g: matplotlib.colors.to_hex(cmap(i % 10)) for i, g in enumerate(unique)}
+    colors.update({r.group: "#000000" for r in rows if r.is_base})
+    return colors
+
+
+def describe_test(comparisons: Sequence[Comparison]) -> str:
+    """The short name of the test(s) the comparisons used, e.g. ``seed-aware``."""
+    tests = list(dict.fromkeys(c.test for c in comparisons))
+    return " / ".join(TEST_WORDS.get(t, t) for t in tests)
+
+
+def tick_size(count: int) -> float:
+    """Font size of ``count`` row labels stacked on one axis (the figure grows with the count)."""
+    return 9.0 if count <= 12 else 8.0
+
+
+def row_height(count: int, per_row: float = 0.3, fixed: float = 1.8) -> float:
+    """Figure height in inches for ``count`` stacked rows: each row keeps room for its label."""
+    return max(3.2, per_row * count + fixed)
+
+
+def caption(ax, lines: Sequence[str], gap: float = 34.0) -> None:
+    """Small text under ``ax``'s x label, from the figure's left edge, saying what the marks mean.
+
+    Args:
+        lines: sentences, each wrapped to the figure's width; empty ones are left out.
+        gap: points between the bottom of the axes and the first line (room for ticks and x label).
+    """
+    width = int(ax.figure.get_figwidth() * 15)
+    text = "\n".join(textwrap.fill(line, width) for line in lines if line)
+    if text:
+        note = ax.annotate(
+            text,
+            (0.01, 0),
+            xycoords=("figure fraction", "axes fraction"),
+            xytext=(0, -gap),
+            textcoords="offset points",
+            ha="left",
+            va="top",
+            fontsize=7.5,
+            color="#333333",
+            gid=CAPTION,
+        )
+        note.set_in_layout(False)  # the panels are laid out without it; :func:`save` keeps it in the file
+
+
+MAX_SIDE_PX = 16384
+"""Longest side of a figure, in pixels (Agg refuses 65536; a side this long is already unreadable)."""
+MAX_PIXELS = 64_000_000
+"""Most pixels of a figure: its RGBA buffer stays under 256 MB whatever the input asked for."""
+
+
+def check_size(width_in: float, height_in: float, dpi: float, name: str, why: str) -> None:
+    """Refuse a figure of ``width_in`` x ``height_in`` inches at ``dpi`` over :data:`MAX_SIDE_PX` or :data:`MAX_PIXELS`.
+
+    Args:
+        name: the figure, for the message.
+        why: what made it that large and how to make it smaller, for the message.
+
+    Raises:
+        ReportError: naming the size and the limit.
+    """
+    from ablate.report.trials import ReportError
+
+    w, h = round(width_in * dpi), round(height_in * dpi)
+    if max(w, h) > MAX_SIDE_PX or w * h > MAX_PIXELS:
+        raise ReportError(
+            f"{name} would be {w:,} x {h:,} pixels, over the limit of {MAX_SIDE_PX:,} a side and "
+            f"{MAX_PIXELS / 1e6:.0f} million in all ({why})"
+        )
+
+
+def save(fig: Figure, path: Path, why: str = "too many rows: plot fewer variants") -> Path:
+    """Write ``fig`` to ``path`` (format from the suffix), cropped to what was drawn; refuse one too large to draw."""
+    check_size(*fig.get_size_inches(), fig.dpi, Path(path).name, why)
+    fig.tight_layout()
+    for note in fig.findobj(lambda a: a.get_gid() == CAPTION):
+        note.set_in_layout(True)
+    fig.savefig(path, bbox_inches="tight")
+    return Path(path)
+
+
+NO_HISTORY = "no validation history"
+DODGE = 14.0  # points between the markers of rows validated at one step, side by side
+
+
+def learning_curves_figure(sweep: Sweep, metric: str = DEV_BLEU.key) -> Optional[Figure]:
+    """Validation ``metric`` against step per row; None when no trial has a validation history.
+
+    Up to six rows share one panel; more rows get one panel per ablation group, each with the
+    base (black) for reference, so no panel holds more than a handful of curves.
+    """
+    curves = [(r, *curve(r, metric)) for r in sweep.rows]
+    if not any(len(c[1]) for c in curves):
+        return None
+    groups = list(dict.fromkeys(r.group for r in sweep.rows if not r.is_base))
+    if len(curves) <= 6 or len(groups) < 2:
+        panels = [("", curves)]
+    else:
+        base = [c for c in curves if c[0].is_base]
+        panels = [
+            (
+                group_label(next(r for r in sweep.rows if r.group == g), sweep),
+                base + [c for c in curves if c[0].group == g],
+            )
+            for g in groups
+        ]
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig = Figure(figsize=(7.0 if ncols == 1 else 4.6 * ncols, 4.8 if nrows == 1 else 3.4 * nrows + 0.9), dpi=DPI)
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
+    names = display_names(sweep)
+    for ax, (title, members) in zip(axes.flat, panels):
+        draw_curves(ax, members, names)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    for ax in axes.flat[max(0, len(panels) - ncols) : len(panels)]:  # the lowest panel of each column
+        ax.set_xlabel("training step")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("validation BLEU" if metric == DEV_BLEU.key else metric)
+    single = any(len(c[1]) == 1 for c in curves)
+    fig.suptitle(
+        "Learning curves: validation BLEU (mean over seeds, shaded ± std)"
+        + ("\nrows validated once: a marker ± std, set side by side at their step" if single else ""),
+        fontsize=10,
+    )
+    return fig
+
+
+def draw_curves(ax, members: Sequence[tuple[Row, np.ndarray, np.ndarray, np.ndarray]], names: dict[str, str]) -> None:
+    """One row per ``(row, steps, mean, std)``: a line and band, a marker with an error bar for a
+    single step (dodged sideways in points, its data unchanged), or a legend entry saying the row
+    has no history; a panel without any data says so in its middle."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    singles = [m[0].name for m in members if len(m[1]) == 1]
+    k = 0
+    for row, steps, mean, std in members:
+        color = "#000000" if row.is_base else cmap(k % 10)
+        k += 0 if row.is_base else 1
+        label = f"{names[row.name]} (n={len(row.trials)})"
+        if not len(steps):
+            ax.plot([], [], color=color, ls="none", marker="x", label=f"{label}: {NO_HISTORY}")
+        elif len(steps) == 1:
+            shift = (singles.index(row.name) - (len(singles) - 1) / 2) * DODGE
+            where = offset_copy(ax.transData, fig=ax.figure, x=shift, y=0.0, units="points")
+            ax.errorbar(
+                steps,
+                mean,
+                yerr=std,
+                fmt="D" if row.is_base else "o",
+                ms=6,
+                color=color,
+                capsize=3,
+                transform=where,
+                label=label,
+                zorder=3,
+            )
+            # drawn in shifted coordinates, so autoscaling does not see it: add its data by hand
+            ax.update_datalim([(steps[0], mean[0] - std[0]), (steps[0], mean[0] + std[0])])
+            ax.autoscale_view()
+        else:
+            ax.plot(
+                steps, mean, color=color, lw=2.2 if row.is_base else 1.5, label=label, zorder=3 if row.is_base else 2
+            )
+            ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.15, lw=0)
+    if not any(len(m[1]) for m in members):
+        ax.text(0.5, 0.5, NO_HISTORY, transform=ax.transAxes, ha="center", va="center", fontsize=10, color="#555555")
+    steps = np.unique(np.concatenate([m[1] for m in members]))
+    if 0 < len(steps) <= 4:  # few validations: tick exactly those steps, with room for the markers
+        pad = 0.25 * np.ptp(steps) if len(steps) > 1 else max(1.0, 0.1 * abs(steps[0]))
+        ax.set_xticks(steps)
+        # one step: its markers left of the middle, the legend on the right
+        ax.set_xlim(steps[0] - pad, steps[-1] + (pad if len(steps) > 1 else 2.6 * pad))
+    ax.legend(fontsize=7, loc="upper right" if len(steps) == 1 else "best")
+
+
+def plot_learning_curves(sweep: Sweep, path: Path, metric: str = DEV_BLEU.key) -> Optional[Path]:
+    """Write :func:`learning_curves_figure` to ``path``; None when no trial validated."""
+    fig = learning_curves_figure(sweep, metric)
+    return None if fig is None else save(fig, path)
+
+
+PANELS = (
+    (DEV_BLEU.key, "Δ dev BLEU vs base  (↑ row better)"),
+    (DEV_PPL.key, "Δ dev perplexity vs base  (↓ row better)"),
+)
+
+
+def delta_vs_step_figure(sweep: Sweep) -> Optional[Figure]:
+    """Δ dev BLEU (left) and Δ dev perplexity (right) against step, one line and band per row;
+    None unless some row has a Δ at two or more steps.
+
+    Up to six rows share one pair of panels; more get one pair per ablation group, so no panel
+    holds more than a handful of bands.
+    """
+    found = [(delta_curves(sweep, metric), title) for metric, title in PANELS]
+    if not any(len(c.steps) > 1 for curves, _ in found for c in curves.curves):
+        return None
+    shown = {c.row for curves, _ in found for c in curves.curves}
+    rows = [r for r in sweep.rows if r.name in shown]
+    groups = list(dict.fromkeys(r.group for r in rows))
+    if len(rows) <= 6 or len(groups) < 2:
+        bands = [("", rows)]
+    else:
+        bands = [
+            (group_label(next(r for r in rows if r.group == g), sweep), [r for r in rows if r.group == g])
+            for g in groups
+        ]
+    fig = Figure(figsize=(12.5, 4.9 if len(bands) == 1 else 2.7 * len(bands) + 1.2), dpi=DPI)
+    axes = fig.subplots(len(bands), 2, squeeze=False, sharex=True)
+    names = display_names(sweep)
+    rings = any(c.sign_changes for curves, _ in found for c in curves.curves)
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    for i, (label, members) in enumerate(bands):
+        colors = {r.name: cmap(k % 10) for k, r in enumerate(members)}
+        for j, (curves, title) in enumerate(found):
+            ax = axes[i, j]
+            _draw_deltas(ax, [c for c in curves.curves if c.row in colors], names, colors, j == 1, rings)
+            ax.grid(alpha=0.3)
+            if i == 0:
+                ax.set_title(title, fontsize=10)
+        axes[i, 0].set_ylabel(f"{label}\nrow − base" if label else "row − base (mean over seed pairs)", fontsize=9)
+    for ax in axes[-1]:
+        ax.set_xlabel("training step")
+    fig.suptitle(f"Budget dependence: each row minus {sweep.base.name} per training step (seed-paired)", fontsize=11)
+    caption(axes[-1, 0], _delta_caption(found), gap=34)
+    return fig
+
+
+def _draw_deltas(
+    ax, curves: Sequence[DeltaCurve], names: dict[str, str], colors: dict, legend: bool, rings: bool
+) -> None:
+    """A line and t band per row, a ring where its mean Δ changes sign, a line at 0; the legend
+    outside on the right when ``legend`` (with the ring in it when ``rings``)."""
+    ax.axhline(0.0, color="#333333", lw=1.0, zorder=1)
+    for c in curves:
+        color = colors[c.row]
+        label = f"{names.get(c.row, c.row)} (seeds {', '.join(c.seeds)})"
+        if len(c.steps) == 1:
+            err = np.array([[c.mean[0] - c.low[0]], [c.high[0] - c.mean[0]]])
+            ax.errorbar(
+                c.steps, c.mean, yerr=None if np.isnan(err).any() else err, fmt="o", color=color, capsize=3, label=label
+            )
+            continue
+        ax.plot(c.steps, c.mean, color=color, lw=1.6, marker=".", ms=4, label=label, zorder=3)
+        ax.fill_between(c.steps, c.low, c.high, color=color, alpha=0.12, lw=0)
+        at = np.isin(c.steps, c.sign_changes)
+        ax.scatter(c.steps[at], c.mean[at], s=80, facecolors="none", edgecolors=color, lw=1.6, zorder=4)
+    if not curves:
+        ax.text(
+            0.5,
+            0.5,
+            "no row here shares a seed and a history with the base",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=9,
+            color="#555555",
+        )
+    elif legend:
+        if rings:
+            ax.scatter([], [], s=80, facecolors="none", edgecolors="#333333", lw=1.6, label="mean Δ changes sign")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+
+
+def _delta_caption(found: Sequence[tuple[BudgetCurves, str]]) -> list[str]:
+    lines = [
+        "Each seed of a row is paired with the same seed of the base; each trial's history is interpolated "
+        "linearly between its own validations (never beyond them). Line: mean paired Δ; band: "
+        f"{LEVEL:.0%} Student t interval over the seed pairs (seed variation only, not adjusted over steps; "
+        "none where one pair covers a step); ring: the mean Δ changes sign there."
+    ]
+    skipped = {s.row: s.reason for curves, _ in found for s in curves.skipped}
+    if skipped:
+        lines.append("Not shown: " + "; ".join(f"{row} ({why})" for row, why in skipped.items()) + ".")
+    return lines
+
+
+def plot_delta_vs_step(sweep: Sweep, path: Path) -> Optional[Path]:
+    """Write :func:`delta_vs_step_figure` to ``path``; None (nothing written) when no row has a Δ
+    at two or more steps."""
+    fig = delta_vs_step_figure(sweep)
+    return None if fig is None else save(fig, path)
+
+
+@dataclass(frozen=True)
+class ForestLine:
+    """One comparison as the forest plot draws it.
+
+    Attributes:
+        label: the tick text: the row's name (``row vs reference`` when the reference is not the
+            base; the split when there are several), ending in † where marked.
+        row, reference, split: what was compared, where.
+        delta, low, high: Δ and its 95% CI (nan bounds: not tested).
+        marked: the table's † (Holm-adjusted p < alpha).
+        note: why the comparison was not tested, if it was not.
+    """
+
+    label: str
+    row: str
+    reference: str
+    split: str
+    delta: float
+    low: float
+    high: float
+    marked: bool
+    note: str = ""
+
+    @property
+    def tested(self) -> bool:
+        return not (math.isnan(self.low) or math.isnan(self.high))
+
+
+def forest_lines(sweep: Sweep, comparisons: Sequence[Comparison], alpha: float) -> list[ForestLine]:
+    """The lines of the forest plot, in the table's order (a comparison's splits together)."""
+    names = display_names(sweep)
+    splits = sorted({c.split for c in comparisons})
+    pairs = list(dict.fromkeys((c.reference, c.row) for c in comparisons))
+    ordered = sorted(comparisons, key=lambda c: (pairs.index((c.reference, c.row)), splits.index(c.split)))
+    out = []
+    for c in ordered:
+        label = names.get(c.row, c.row)
+        if c.reference != sweep.base.name:
+            label += f" vs {names.get(c.reference, c.reference)}"
+        if len(splits) > 1:
+            label += f" [{c.split}]"
+        marked = c.significant(alpha)
+        low, high = c.ci if c.tested else (math.nan, math.nan)
+        out.append(
+            ForestLine(
+                label + (f" {MARK}" if marked else ""), c.row, c.reference, c.split, c.delta, low, high, marked, c.note
+            )
+        )
+    return out
+
+
+def forest_figure(sweep: Sweep, comparisons: Sequence[Comparison], alpha: float = 0.05) -> Optional[Figure]:
+    """The forest plot of ``comparisons``; None when there are none (no hypotheses, or not tested)."""
+    lines = forest_lines(sweep, comparisons, alpha)
+    if not lines:
+        return None
+    n = len(lines)
+    fig = Figure(figsize=(8.5, row_height(n, 0.3, 2.4)), dpi=DPI)
+    ax = fig.add_subplot()
+    size = tick_size(n)
+    for y, line in enumerate(lines):
+        color = MARKED if line.marked else PLAIN
+        if line.tested:
+            err = [[line.delta - line.low], [line.high - line.delta]]
+            ax.errorbar(line.delta, y, xerr=err, fmt="o", ms=5, color=color, capsize=3, lw=1.6, zorder=3)
+        else:  # a point without an interval: hollow
+            ax.plot(line.delta, y, "o", ms=5, mfc="white", mec=color, zorder=3)
+        if y and line.reference != lines[y - 1].reference:  # named comparisons against another row
+            ax.axhline(y - 0.5, color="#999999", lw=0.6, ls=":")
+    ax.axvline(0.0, color="#333333", lw=1.0, zorder=1)
+    ax.set_yticks(range(n), [line.label for line in lines], fontsize=size)
+    for tick, line in zip(ax.get_yticklabels(), lines):
+        tick.set_color(MARKED if line.marked else "#000000")
+    ax.set_ylim(n - 0.5, -0.5)  # the table's first comparison on top
+    _value_column(ax, lines, size)
+    splits = sorted({line.split for line in lines})
+    reference = "vs base" if all(line.reference == sweep.base.name for line in lines) else "vs reference row"
+    scorer = get_scorer(comparisons[0].metric if comparisons else "bleu")
+    lower = "" if scorer.higher_is_better else "; lower is better"
+    ax.set_xlabel(
+        f"Δ test {scorer.label} {reference} ({LEVEL:.0%} CI, {describe_test(comparisons)}{lower})", fontsize=9
+    )
+    ax.set_title(f"Differences in test {scorer.label} ({', '.join(splits)}), row minus reference", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    tested = sum(c.tested for c in comparisons)
+    caption(
+        ax,
+        [
+            f"Point: Δ of the means over seeds; line: its {LEVEL:.0%} CI."
+            + (" Rows named 'A vs B' are the sweep's named comparisons (A minus B)." if reference != "vs base" else ""),
+            f"{MARK} (red): Holm-adjusted p < {alpha:g} over the table's {tested} tested comparisons, as in the "
+            f"table; the CIs are not adjusted, so one can exclude 0 without a {MARK}.",
+            "Hollow point: not tested (" + "; ".join(sorted({ln.note for ln in lines if not ln.tested})) + ")."
+            if any(not ln.tested for ln in lines)
+            else "",
+            _disagreement(lines, alpha, comparisons),
+        ],
+    )
+    return fig
+
+
+def _disagreement(lines: Sequence[ForestLine], alpha: float, comparisons: Sequence[Comparison]) -> str:
+    """A note naming marked lines whose CI holds 0: possible only where alpha > 1 - LEVEL, or for a
+    test whose p-value does not come from its interval (``bs``, ``ar``)."""
+    odd = [ln.label for ln in lines if ln.marked and ln.tested and ln.low <= 0.0 <= ln.high]
+    if not odd:
+        return ""
+    return (
+        f"Note: {', '.join(odd)}: {MARK} from the test's p-value although the {LEVEL:.0%} CI holds 0 "
+        f"(alpha = {alpha:g}; {describe_test(comparisons)} test)."
+    )
+
+
+def _value_column(ax, lines: Sequence[ForestLine], size: float) -> None:
+    """``Δ [low, high]`` right of the axes, one per line."""
+    where = blended_transform_factory(ax.transAxes, ax.transData)
+    for y, line in enumerate(lines):
+        text = f"{line.delta:+.2f} [{line.low:+.2f}, {line.high:+.2f}]" if line.tested else f"{line.delta:+.2f}"
+        ax.text(1.02, y, text, transform=where, va="center", ha="left", fontsize=size - 0.5, family="monospace")
+
+
+def plot_delta_ci(
+    sweep: Sweep, path: Path, comparisons: Optional[Sequence[Comparison]] = None, alpha: float = 0.05
+) -> Optional[Path]:
+    """Write the forest plot to ``path``; None (nothing written) without comparisons."""
+    fig = forest_figure(sweep, list(comparisons or []), alpha)
+    return None if fig is None else save(fig, path)
+
+
+__all__ = ["display_names", "plot_all", "plot_delta_ci", "plot_learning_curves", "plot_delta_vs_step"]
+
+
+def test_metric(sweep: Sweep, metric: str = DEFAULT_METRIC) -> tuple[str, str]:
+    """The test score key (BLEU, or ``metric``) used for single-metric plots and its label (first split)."""
+    splits, label = sweep.test_splits, get_scorer(metric).label
+    if splits:
+        return f"test_{splits[0]}/{metric}", f"test {label} ({splits[0]})"
+    return f"test/{metric}", f"test {label}"
+
+
+def pareto_front(xs: Sequence[float], ys: Sequence[float], maximize_x: bool) -> list[int]:
+    """Indices of points not dominated by any other (y is maximised; x maximised or minimised),
+    ordered by x."""
+    sign = 1.0 if maximize_x else -1.0
+    front = []
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        dominated = any(
+            sign * xo >= sign * x and yo >= y and (sign * xo > sign * x or yo > y)
+            for j, (xo, yo) in enumerate(zip(xs, ys))
+            if j != i
+        )
+        if not dominated:
+            front.append(i)
+    return sorted(front, key=lambda i: xs[i])
+
+
+def _std(row: Row, key: str) -> float:
+    st = row.stats.get(key)
+    return 0.0 if st is None or st.std is None else st.std
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar of ``test_bleu.png`` and its whisker.
+
+    Attributes:
+        row, split: the row's name and the test split (None: the only ``test/bleu``).
+        mean: mean over seeds of the row's test BLEU (the bar).
+        low, high: the whisker's ends (nan: no whisker), as ``whisker`` says.
+        center: where the whisker is centred: ``mean``, or for ``ci`` the base's mean + Δ (the
+            bar's end too, unless the runs' summary BLEU differs from their saved hypotheses').
+        whisker: ``ci``: the base's mean + the 95% CI of the row's Δ vs the base (the comparison
+            the table's † is about), so it crosses the base's mean exactly where the CI holds 0;
+            ``std``: mean ± std over seeds (no comparisons made); ``none``.
+        mark: the table's † for this row and split, from the same comparison.
+    """
+
+    row: str
+    split: Optional[str]
+    mean: float
+    low: float
+    high: float
+    center: float
+    whisker: str
+    mark: str = ""
+
+
+def bleu_bars(
+    sweep: Sweep, comparisons: Sequence[Comparison] = (), alpha: float = 0.05, metric: str = DEFAULT_METRIC
+) -> list[Bar]:
+    """The bars of :func:`plot_test_bleu`, rows in table order, each row's splits together."""
+    splits = sweep.test_splits
+    keys = [(_key(s, metric), s) for s in splits] or [(_key(None, metric), None)]
+    vs_base = against_base(comparisons, sweep)
+    tested = sorted({s for (_, s) in vs_base})
+    use_ci = any(c.tested for c in vs_base.values())
+    bars = []
+    for row in sweep.rows:
+        for key, split in keys:
+            if key not in row.stats:
+                continue
+            mean = row.stats[key].mean
+            # as the table: the plain test/bleu column is tested on the one split with hypotheses
+            comp = vs_base.get((row.name, split or (tested[0] if len(tested) == 1 else "")))
+            mark = MARK if comp is not None and comp.significant(alpha) else ""
+            base = sweep.base.stats.get(key)
+            if use_ci and comp is not None and comp.tested and base is not None:
+                low, high = base.mean + comp.ci[0], base.mean + comp.ci[1]
+                bars.append(Bar(row.name, split, mean, low, high, base.mean + comp.delta, "ci", mark))
+            elif use_ci or row.stats[key].std is None:
+                bars.append(Bar(row.name, split, mean, math.nan, math.nan, mean, "none", mark))
+            else:
+                std = row.stats[key].std
+                bars.append(Bar(row.name, split, mean, mean - std, mean + std, mean, "std", mark))
+    return bars
+
+
+def bleu_bars_figure(
+    sweep: Sweep, comparisons: Sequence[Comparison] = (), alpha: float = 0.05, metric: str = DEFAULT_METRIC
+) -> Optional[Figure]:
+    """Horizontal bars of test BLEU (or ``metric``) per row (one per test split); None when no row has it."""
+    bars = bleu_bars(sweep, comparisons, alpha, metric)
+    scorer = get_scorer(metric)
+    if not bars:
+        return None
+    rows = list(dict.fromkeys(b.row for b in bars))
+    splits = list(dict.fromkeys(b.split for b in bars))
+    by_name = {r.name: r for r in sweep.rows}
+    lines = len(rows) * (1 if len(splits) == 1 else 0.55 * len(splits) + 0.45)
+    fig = Figure(figsize=(8.0, row_height(round(lines), 0.3, 2.6)), dpi=DPI)
+    ax = fig.add_subplot()
+    thick = 0.8 / len(splits)
+    size = tick_size(len(rows) * len(splits))
+    ends = [v for b in bars for v in (b.mean, b.low, b.high) if not math.isnan(v)]
+    lo, hi = min(ends), max(ends)
+    pad = max(0.5, 0.08 * (hi - lo))
+    left = max(0.0, math.floor(lo - 2 * pad))
+    for j, split in enumerate(splits):
+        mine = [b for b in bars if b.split == split]
+        pos = np.array([rows.index(b.row) for b in mine]) - 0.4 + thick * (j + 0.5)
+        color = SPLIT_COLORS[j % len(SPLIT_COLORS)]
+        ax.barh(
+            pos, [b.mean - left for b in mine], thick * 0.9, left=left, color=color, alpha=0.8, label=split or "test"
+        )
+        for p, b in zip(pos, mine):
+            end = b.mean
+            if b.whisker != "none":
+                ax.errorbar(
+                    b.center,
+                    p,
+                    xerr=[[b.center - b.low], [b.high - b.center]],
+                    fmt="none",
+                    ecolor="#222222",
+                    elinewidth=1.1,
+                    capsize=3,
+                )
+                end = max(b.high, b.mean)
+            ax.annotate(
+                f"{b.mean:.1f}{b.mark}",
+                (end, p),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=size - 0.5,
+                color=MARKED if b.mark else "#000000",
+                bbox={"fc": "white", "ec": "none", "pad": 0.6, "alpha": 0.85},
+                zorder=4,
+            )
+        base = next((b for b in mine if b.row == sweep.base.name), None)
+        if base is not None:
+            ax.axvline(base.mean, color=color if len(splits) > 1 else "#555555", ls="--", lw=1, zorder=1)
+    ax.set_yticks(
+        range(len(rows)), [f"{display_names(sweep)[r]} (n={len(by_name[r].trials)})" for r in rows], fontsize=size
+    )
+    for tick, r in zip(ax.get_yticklabels(), rows):
+        tick.set_color(MARKED if any(b.mark for b in bars if b.row == r) else "#000000")
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(left, hi + 3 * pad)
+    what = f"test {scorer.label}" + (f" ({splits[0]})" if len(splits) == 1 and splits[0] else "")
+    what += "" if scorer.higher_is_better else ", lower is better"
+    ax.set_xlabel(what if left == 0 else f"{what}, axis starts at {left:g}", fontsize=9)
+    ax.set_title(f"Test {scorer.label} per configuration (bar: mean over seeds; n = seeds)", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    if len(splits) > 1:
+        ax.legend(title="test split", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    caption(ax, _bar_caption(bars, comparisons, sweep, alpha, metric), gap=32)
+    return fig
+
+
+def _bar_caption(
+    bars: Sequence[Bar], comparisons: Sequence[Comparison], sweep: Sweep, alpha: float, metric: str = DEFAULT_METRIC
+) -> list[str]:
+    kinds = {b.whisker for b in bars}
+    lines = ["Dashed line: the base's mean."]
+    if "ci" in kinds:
+        lines.append(
+            f"Whiskers: the base's mean + the {LEVEL:.0%} CI of the row's Δ vs the base ({describe_test(comparisons)}"
+            " test), so a whisker that crosses the dashed line is a CI that includes Δ = 0; no whisker: the base "
+            "(the reference) or a row not tested against it."
+        )
+        tested = sum(c.tested for c in comparisons)
+        lines.append(
+            f"{MARK} (red): Holm-adjusted p < {alpha:g} vs the base over the table's {tested} tested comparisons, "
+            f"as in the table; the CIs are not adjusted, so one can exclude the base without a {MARK}."
+        )
+        odd = [
+            b.row
+            for b in bars
+            if b.mark and b.whisker == "ci" and b.low <= sweep.base.stats[_key(b.split, metric)].mean <= b.high
+        ]
+        if odd:  # possible only where alpha > 1 - LEVEL, or for a test whose p-value is not its CI's (bs, ar)
+            lines.append(
+                f"Note: {', '.join(odd)}: {MARK} from the test's p-value although the {LEVEL:.0%} CI reaches the base "
+                f"(alpha = {alpha:g}; {describe_test(comparisons)} test)."
+            )
+    elif "std" in kinds:
+        lines.append("Whiskers: ± std over seeds (no significance test was run).")
+    return lines
+
+
+def _key(split: Optional[str], metric: str = DEFAULT_METRIC) -> str:
+    return f"test_{split}/{metric}" if split else f"test/{metric}"
+
+
+def plot_test_bleu(
+    sweep: Sweep,
+    path: Path,
+    comparisons: Optional[Sequence[Comparison]] = None,
+    alpha: float = 0.05,
+    metric: str = DEFAULT_METRIC,
+) -> Optional[Path]:
+    """Write :func:`bleu_bars_figure` to ``path``; None when no row has the test score."""
+    fig = bleu_bars_figure(sweep, list(comparisons or []), alpha, metric)
+    return None if fig is None else save(fig, path)
+
+
+def plot_quality_cost(sweep: Sweep, path: Path, cost: str, metric: str = DEFAULT_METRIC) -> Optional[Path]:
+    """Test BLEU (or ``metric``) against ``train/tokens_per_sec`` (higher is cheaper) or ``params``
+    (lower is), error bars ± std, the Pareto front circled and joined by a dashed line."""
+    key, ylabel = test_metric(sweep, metric)
+    up = get_scorer(metric).higher_is_better
+    speed = cost == TOKENS_PER_SEC.key
+    scale = 1.0 if speed else 1e-6
+    rows = [r for r in sweep.rows if key in r.stats and cost in r.stats]
+    if not rows:
+        return None
+    xs = [r.stats[cost].mean * scale for r in rows]
+    ys = [r.stats[key].mean for r in rows]
+    colors = group_colors(rows)
+    fig = Figure(figsize=(7.0, 4.8), dpi=DPI)
+    ax = fig.add_subplot()
+    seen = set()
+    for r, x, y in zip(rows, xs, ys):
+        label = None if r.group in seen else group_label(r, sweep)
+        seen.add(r.group)
+        ax.errorbar(
+            x,
+            y,
+            xerr=_std(r, cost) * scale,
+            yerr=_std(r, key),
+            fmt="o",
+            ms=7,
+            capsize=3,
+            color=colors[r.group],
+            label=label,
+            zorder=3,
+        )
+    front = pareto_front(xs, ys if up else [-y for y in ys], maximize_x=speed)
+    fx, fy = [xs[i] for i in front], [ys[i] for i in front]
+    ax.plot(fx, fy, ls="--", color="#C44E52", lw=1.2, zorder=2)
+    ax.scatter(fx, fy, s=180, facecolors="none", edgecolors="#C44E52", lw=1.5, zorder=4, label="Pareto front")
+    ax.margins(x=0.15, y=0.15)
+    _place_labels(ax, xs, ys, [display_names(sweep)[r.name] for r in rows])
+    ax.set_xlabel("training throughput (tokens/s)  →  faster" if speed else "parameters (millions)  ←  smaller")
+    ax.set_ylabel(f"{ylabel}  {'↑' if up else '↓'}  better")
+    ax.set_title(f"Quality vs {'training speed' if speed else 'model size'} (mean ± std over seeds)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    return save(fig, path)
+
+
+def _place_labels(ax, xs: Sequence[float], ys: Sequence[float], names: Sequence[str], size: float = 8.0) -> None:
+    """Annotate points, trying four offsets each so labels avoid points and earlier labels."""
+    ax.autoscale_view()
+    to_px = ax.transData.transform
+    scale = ax.figure.dpi / 72.0
+    pts = [tuple(to_px((x, y))) for x, y in zip(xs, ys)]
+    taken = [(px - 5 * scale, py - 5 * scale, px + 5 * scale, py + 5 * scale) for px, py in pts]
+    offsets = [
+        (6, 5, "left", "bottom"),
+        (6, -5, "left", "top"),
+        (-6, 5, "right", "bottom"),
+        (-6, -5, "right", "top"),
+        (6, 14, "left", "bottom"),
+        (6, -14, "left", "top"),
+    ]
+    for (px, py), x, y, name in zip(pts, xs, ys, names):
+        w, h = 0.6 * size * len(name) * scale, size * 1.3 * scale
+        for dx, dy, ha, va in offsets:
+            x0 = px + dx * scale - (w if ha == "right" else 0)
+            y0 = py + dy * scale - (h if va == "top" else 0)
+            box = (x0, y0, x0 + w, y0 + h)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in taken):
+                break
+        taken.append(box)
+        ax.annotate(name, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=size)
+
+
+def plot_bleu_by_length(sweep: Sweep, path: Path) -> Optional[Path]:
+    """Test BLEU against source-length bucket: mean line and ± std band over seeds per row."""
+    from ablate.report.layout import bleu_by_length
+
+    data = bleu_by_length(sweep)
+    if data is None:
+        return None
+    fig = Figure(figsize=(7.0, 4.8), dpi=DPI)
+    ax = fig.add_subplot()
+    x = np.arange(len(data.buckets))
+    names = display_names(sweep)
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    for k, row in enumerate(sweep.rows):
+        stats = data.stats.get(row.name) or []
+        if not any(stats):
+            continue
+        mean = np.array([s.mean if s else np.nan for s in stats])
+        std = np.array([s.std or 0.0 if s else 0.0 for s in stats])
+        color = "#000000" if row.is_base else cmap(k % 10)
+        ax.plot(
+            x,
+            mean,
+            marker="o",
+            color=color,
+            lw=2.2 if row.is_base else 1.5,
+            label=f"{names[row.name]} (n={len(row.trials)})",
+        )
+        ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.12, lw=0)
+    ax.set_xticks(x, data.labels)
+    ax.set_xlabel(f"{data.basis} length (words), about equal-sized buckets of {data.split}")
+    ax.set_ylabel("test BLEU")
+    ax.set_title("BLEU by sentence length (mean, shaded ± std over seeds)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    return save(fig, path)
+
+
+FIGURE_FORMATS = ("png", "pdf", "svg")
+"""File formats of the figures: PNG for screens, PDF and SVG (vector) for papers."""
+
+
+def plot_all(
+    sweep: Sweep,
+    out_dir: Path,
+    comparisons: Optional[list[Comparison]] = None,
+    alpha: float = 0.05,
+    fmt: str = "png",
+    metric: str = DEFAULT_METRIC,
+) -> list[Path]:
+    """Write every figure that the sweep has data for into ``out_dir`` as ``fmt`` files; return their
+    paths. With another ``metric`` than BLEU, the test-score figures are on it and named after it
+    (``test_chrf.png``, ``chrf_vs_speed.png``); learning curves and BLEU by length stay BLEU's."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    m = metric
+    written = [
+        plot_test_bleu(sweep, out_dir / f"test_{m}.{fmt}", comparisons, alpha, m),
+        plot_delta_ci(sweep, out_dir / f"delta_ci.{fmt}", comparisons, alpha),
+        plot_quality_cost(sweep, out_dir / f"{m}_vs_speed.{fmt}", TOKENS_PER_SEC.key, m),
+        plot_quality_cost(sweep, out_dir / f"{m}_vs_params.{fmt}", "params", m),
+        plot_learning_curves(sweep, out_dir / f"learning_curves.{fmt}"),
+        plot_delta_vs_step(sweep, out_dir / f"delta_vs_step.{fmt}"),
+        plot_bleu_by_length(sweep, out_dir / f"bleu_by_length.{fmt}"),
+    ]
+    return [p for p in written if p is not None]

@@ -1,0 +1,876 @@
+"""The layout + notes layer: the paper-style :class:`Table` (after Table 3 of Vaswani et al., 2017) and every footnote.
+
+The base row comes first and shows every Table 3 hyperparameter and every varying one, as the run used
+it; each other row shows only what it changes (blank: same as base), grouped by ablation. The metric
+columns are :data:`COLUMNS` (how each recorded metric of :data:`ablate.record.METRICS` is shown,
+:func:`register_column` adds one) filtered to what the rows report: steps trained, the tested step,
+tokens, dev PPL and BLEU of the tested checkpoint, test BLEU per test split (optionally per source-length
+bucket, Bahdanau et al. 2015, Fig. 2: quantile buckets of source words, so each holds enough sentences
+for a corpus BLEU), parameters and training speed, each mean ± std over seeds, the best mean marked, and
+test BLEU marked † where it differs significantly from the base after Holm.
+
+The speed is tokens per CPU-second where every run trained on a CPU and recorded its CPU time (wall-clock
+on a shared CPU swings with the load), else wall-clock tokens/s (:func:`training_speed`). The footnotes
+say what the table may claim: which test and trials, the seed σ, the minimum detectable effect at 80%
+power and the seeds an unmarked Δ would need, marks that hinge on the table-pooled σ, the budget, and
+why a one-seed table claims nothing.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from ablate.errors import did_you_mean
+from ablate.metrics import MetricScorer, get_scorer
+from ablate.metrics.bleu import bleu_from_stats
+from ablate.record import (
+    DEV_BLEU,
+    DEV_CHRF,
+    DEV_PPL,
+    PARAMS,
+    STEPS,
+    TEST_BLEU,
+    TEST_CHRF,
+    TESTED_STEP,
+    TOKENS_PER_CPU_SEC,
+    TOKENS_PER_SEC,
+    TRAIN_CPU_SECONDS,
+    TRAIN_TOKENS,
+    WALL_TIME,
+    Metric,
+    RecordError,
+    RunStatus,
+)
+from ablate.report.stats import (
+    DEFAULT_TEST,
+    Comparison,
+    Stat,
+    Sweep,
+    against_base,
+    compare_alone,
+    describe,
+    describe_plan,
+    detectable,
+    marks_alone,
+    not_compared,
+    seeds_needed,
+    sentence_stats,
+    stat,
+    test_splits,
+)
+from ablate.report.trials import DEFAULT_METRIC, ReportError, Trial, bleu_tokenizer, signature_of
+
+WALL = TOKENS_PER_SEC.key
+CPU = TOKENS_PER_CPU_SEC.key
+COUNTED = "training tokens (source + target, non-padding; warm-up steps left out, all devices together)"
+
+
+@dataclass(frozen=True)
+class Speed:
+    """The speed column of a table.
+
+    Attributes:
+        key: the summary metric shown.
+        label: its header.
+        note: the footnote saying what it measures (and, for wall-clock on a CPU, that load moves it).
+    """
+
+    key: str
+    label: str
+    note: str
+
+
+def training_speed(sweep: Sweep) -> Speed:
+    """The speed column for ``sweep``'s finished trials (see the module docstring)."""
+    return speed_of([t for r in sweep.rows for t in r.trials])
+
+
+def speed_of(trials: Sequence[Trial]) -> Speed:
+    """Tokens per CPU-second when every trial trained on a CPU and recorded it, else wall-clock tokens/s."""
+    on = {t.accelerator for t in trials}
+    if on == {"cpu"} and all(CPU in t.metrics for t in trials):
+        return Speed(CPU, COLUMNS["tokens_per_cpu_sec"].label, _cpu_note(trials))
+    wall = f"Tokens/s (train): wall-clock {COUNTED} per second of the training steps"
+    if on == {"gpu"}:
+        return Speed(WALL, COLUMNS["tokens_per_sec"].label, f"{wall} (each step synchronised on the GPU).")
+    if on == {"cpu"}:
+        why = "these runs trained on a CPU but not all recorded their CPU time"
+    elif "cpu" in on:
+        why = "the runs trained on different devices (CPU and GPU or not recorded)"
+    else:
+        why = "the runs did not record whether they trained on a CPU or a GPU"
+    return Speed(
+        WALL,
+        COLUMNS["tokens_per_sec"].label,
+        f"{wall}. Wall-clock, so it depends on the machine's load: on a CPU shared with other processes "
+        f"it swings with their work ({why}, so tokens per CPU-second cannot be shown).",
+    )
+
+
+def _cpu_note(trials: Sequence[Trial]) -> str:
+    threads = sorted({int(t.metrics["threads"]) for t in trials if "threads" in t.metrics})
+    if len(threads) == 1:
+        same = f"; every run used {threads[0]} torch thread{'s' if threads[0] != 1 else ''}"
+    elif threads:
+        same = f"; the runs used {', '.join(map(str, threads))} torch threads, so compare rows of equal threads"
+    else:
+        same = ""
+    return (
+        f"Tokens/CPU-s (train): {COUNTED} per second of process CPU time (user + system, every thread, "
+        f"summed over devices) in the training steps, which trained on a CPU. Unlike wall-clock tokens/s it "
+        f"leaves out time spent waiting for a core, so other processes' load moves it little (cache and "
+        f"memory contention still do); threads' overhead counts in it{same}."
+    )
+
+
+MARK = "†"
+FLIP = "‡"  # per-seed Δs against the base disagree in sign
+
+
+def significance_notes(
+    sweep: Sweep,
+    comparisons: Sequence[Comparison],
+    alpha: float,
+    test: str,
+    n_samples: int,
+    has_test_column: bool,
+    label: str = "BLEU",
+) -> list[str]:
+    """The significance footnotes of a table (empty when nothing was compared and nothing could be);
+    ``label`` names the compared metric."""
+    missing = not_compared(sweep)
+    skipped = [f"Not compared (named by the sweep's comparisons): {'; '.join(missing)}."] if missing else []
+    if not comparisons:
+        if test_splits(sweep):
+            return [
+                "Significance was not tested: no comparison was made (`--no-significance`, or the planned "
+                "comparisons pair no two rows of this table), though the trials saved hypotheses."
+            ] + skipped
+        return (["No saved hypotheses: significance was not tested."] if has_test_column else []) + skipped
+    tested = [c for c in comparisons if c.tested]
+    if not tested:
+        return [
+            f"No {MARK} is claimed: every row has one seed, so the training-seed variance cannot be estimated, "
+            "and two runs of one configuration with other seeds differ by more than the test set's sampling "
+            "error (results/calibration-cpu). Train >= 2 seeds per row; `--test bs` gives the sentence "
+            "bootstrap alone, which measures test-set variance only."
+        ]
+    how = describe(test, n_samples)
+    splits = sorted({c.split for c in tested})
+    notes = [
+        f"{MARK} significant at family-wise alpha = {alpha:g}: Holm-Bonferroni over all {len(tested)} comparisons "
+        f"of this table ({describe_plan(sweep)}; test splits {', '.join(splits)}). Test: two-sided {how['name']}, "
+        f"{how['samples']} bootstrap samples; a row's score is the mean over its seeds of corpus {label}."
+        + (
+            f" In the cells, {MARK} compares a row with the base; the named comparisons are listed below."
+            if sweep.comparisons
+            else ""
+        )
+    ]
+    if test == "seeds":
+        notes += _seed_notes(sweep, tested, alpha, label)
+        notes += hinge_notes(sweep, comparisons, alpha, n_samples, label)
+    else:
+        notes.append(
+            "This test measures test-set variance only: two seeds of one configuration differ by more than it "
+            "allows for (results/calibration-cpu), so its marks are about these runs, not the configurations; "
+            "the default `--test seeds` adds the training-seed variance."
+        )
+    notes += skipped
+    if any(c.sign_flip for c in comparisons if c.reference == sweep.base.name):
+        notes.append(f"{FLIP} the per-seed Δs against the base (same seed values) disagree in sign (`--per-seed`).")
+    return notes
+
+
+def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label: str = "BLEU") -> list[str]:
+    split = tested[0].split
+    here = [c for c in tested if c.split == split]
+    first = here[0]
+    how = "a row + seed fit" if first.paired else "the pooled within-row spread"
+    trials = sum(len(r.trials) for r in sweep.rows)
+    paired = "; rows trained with the same seed values are compared seed-paired" if first.paired else ""
+    floor = (
+        f", floored at the per-seed sentence variance the bootstrap puts inside it (the {first.sigma_df}-df "
+        "estimate came out below it)"
+        if first.sigma_floored
+        else ""
+    )
+    notes = [
+        f"Seed σ ({split}): {first.sigma:.2f} {label} per trial, from {how} over the table's {trials} trials "
+        f"({first.sigma_df} df{paired}){floor}, added to the test-sentence bootstrap variance of each Δ; 95% CIs "
+        f"of every Δ in `--format csv`, `--per-seed` and `ablate plot` (delta_ci.png)."
+    ]
+    k = int(statistics.median(min(c.seeds) for c in here))
+    sentence = statistics.median(c.sentence_fixed for c in here)
+    strict = alpha / len(tested)
+    mde = detectable(first.sigma, first.sigma_df, k, sentence, strict)
+    loose = detectable(first.sigma, first.sigma_df, k, sentence, alpha)
+    notes.append(
+        f"Minimum detectable effect at 80% power with {k} seeds per row: {mde:.2f} {label} at Holm's strictest "
+        f"level (alpha/{len(tested)}), {loose:.2f} uncorrected; smaller Δs are within this table's noise."
+    )
+    unmarked = [c for c in here if not c.significant(alpha)]
+    if unmarked:
+        needs = []
+        for c in unmarked:
+            n = seeds_needed(c.delta, first.sigma, c.sentence_fixed, strict)
+            needs.append(f"{c.row} ({c.delta:+.2f}): " + (f"{n:,}" if n is not None else "none (test-set noise)"))
+        notes.append(
+            f"Seeds per row that a true Δ of the observed size would need (80% power, alpha/{len(tested)}): "
+            + "; ".join(needs)
+            + "."
+        )
+    return notes
+
+
+def hinge_notes(
+    sweep: Sweep, comparisons: Sequence[Comparison], alpha: float, n_samples: int, label: str = "BLEU"
+) -> list[str]:
+    """Which marks hinge on the table-pooled σ: each marked comparison re-run on its two rows alone
+    (:func:`ablate.report.stats.marks_alone`), the rest of the Holm family unchanged."""
+    hinges = marks_alone(comparisons, alpha, lambda c: compare_alone(sweep, c, n_samples))
+    if not hinges:
+        return []
+    weak = [h for h in hinges if not h.holds(alpha)]
+    if not weak:
+        return [
+            f"Every {MARK} holds on its own rows: with the seed σ from the two rows' own seeds alone (the rest of "
+            f"the table left out of the fit), each is still significant after Holm."
+        ]
+    parts = []
+    for h in weak:
+        c, own = h.comparison, h.alone
+        where = f"{c.row} vs {c.reference}" if c.reference != sweep.base.name else c.row
+        if own is None or not own.tested:
+            parts.append(f"{where} (Holm p {c.p_adjusted:.2g} here; its two rows have no seed variance of their own)")
+        else:
+            parts.append(
+                f"{where} (Holm p {c.p_adjusted:.2g} here; alone p {own.p_value:.2g}, {h.p_adjusted:.2g} after Holm "
+                f"over the table's {len([x for x in comparisons if x.tested])}, with σ {own.sigma:.2f} {label} from its "
+                f"own two rows' seeds, {own.sigma_df} df)"
+            )
+    return [
+        f"{MARK} that hinge{'s' if len(weak) == 1 else ''} on the σ pooled over the whole table (the two rows' own "
+        f"seeds, without the unrelated rows, would not mark {'it' if len(weak) == 1 else 'them'}): "
+        + "; ".join(parts)
+        + f". {len(hinges) - len(weak)} of {len(hinges)} marks hold on their own rows."
+    ]
+
+
+# Paper symbols for the hyperparameters of Table 3; other keys use their shortest unique suffix.
+PAPER_LABELS = {
+    "model.layers": "N",
+    "model.d_model": "d_model",
+    "model.d_ff": "d_ff",
+    "model.heads": "h",
+    "model.d_k": "d_k",
+    "model.d_v": "d_v",
+    "model.dropout": "P_drop",
+    "train.label_smoothing": "eps_ls",
+    "train.max_steps": "max_steps",
+    "model.positions": "positions",
+    "model.attention.score": "score",
+    "model.attention.scale": "scale",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """How a table shows a recorded metric (:data:`ablate.record.METRICS`): one entry of :data:`COLUMNS`,
+    or a column of a table built from one.
+
+    Attributes:
+        key: the summary metric, e.g. ``val/ppl`` or ``test_test_2016_flickr/bleu``.
+        label: header text.
+        decimals: digits after the point in every text format.
+        scale: factor applied to values before display and export (1e-6 for millions).
+        higher_better: which end of the column is best.
+        split: the test split whose hypotheses the significance test compares, if any.
+        show_std: print ``± std`` (not for a count fixed per row, e.g. parameters).
+        ranked: mark the column's best mean (not for what a row was given, e.g. steps trained).
+        latex: the LaTeX header, where it is not the escaped label.
+        per_split: recorded once per test split too (``test_<split>/...``), each a column headed
+            ``split_label`` (``{split}``: the split's name).
+        tested: the metric the significance test compares (its cells get the † mark).
+        place: where the column goes: ``budget`` (what was trained), ``score``, then ``cost``.
+        speed: a training speed; the table shows the one :func:`training_speed` picks.
+        column: shown where the runs have it (``False``: registered, recorded, not shown).
+    """
+
+    key: str
+    label: str
+    decimals: int = 2
+    scale: float = 1.0
+    higher_better: bool = True
+    split: Optional[str] = None
+    show_std: bool = True
+    ranked: bool = True
+    latex: Optional[str] = None
+    per_split: bool = False
+    split_label: Optional[str] = None
+    tested: bool = False
+    place: str = "score"
+    speed: bool = False
+    column: bool = True
+
+    def split_of(self, key: str) -> Optional[str]:
+        return Metric(self.key, self.per_split).split_of(key)
+
+
+PLACES = ("budget", "score", "cost")
+COLUMNS: dict[str, Column] = {}
+"""Name -> column, in table order within each place; :func:`register_column` adds one."""
+
+
+def register_column(column: Column, name: Optional[str] = None) -> Column:
+    """Add ``column`` to :data:`COLUMNS` under ``name`` (default: its key).
+
+    Raises:
+        RecordError: the name or the key is taken (a plugin cannot shadow a column), or the place is unknown.
+    """
+    name = name or column.key
+    if name in COLUMNS:
+        raise RecordError(f"metric name {name!r} is taken by {COLUMNS[name].key!r}; pick another name")
+    if any(c.key == column.key for c in COLUMNS.values()):
+        raise RecordError(f"metric key {column.key!r} is registered already")
+    if column.place not in PLACES:
+        raise RecordError(f"metric place {column.place!r} is not one of {', '.join(PLACES)}")
+    COLUMNS[name] = column
+    return column
+
+
+def registered_columns(place: Optional[str] = None) -> list[Column]:
+    """The registered columns (of one place, or all in place order)."""
+    return [c for p in PLACES if place in (None, p) for c in COLUMNS.values() if c.place == p and c.column]
+
+
+for _name, _column in {
+    "steps": Column(STEPS.key, "train steps", 0, ranked=False, place="budget"),
+    "tested_step": Column(TESTED_STEP.key, "tested step", 0, ranked=False, place="budget"),
+    "train_tokens": Column(TRAIN_TOKENS.key, "train tokens (M)", 2, 1e-6, ranked=False, place="budget"),
+    "dev_ppl": Column(DEV_PPL.key, "PPL (dev)", higher_better=False),
+    "dev_bleu": Column(DEV_BLEU.key, "BLEU (dev)"),
+    "dev_chrf": Column(DEV_CHRF.key, "chrF (dev)", column=False),
+    "test_bleu": Column(TEST_BLEU.key, "BLEU (test)", per_split=True, split_label="BLEU ({split})", tested=True),
+    "test_chrf": Column(TEST_CHRF.key, "chrF (test)", per_split=True, split_label="chrF ({split})", column=False),
+    "params": Column(PARAMS.key, "Params (M)", 2, 1e-6, higher_better=False, show_std=False, place="cost"),
+    "tokens_per_sec": Column(TOKENS_PER_SEC.key, "Tokens/s (train)", 0, place="cost", speed=True),
+    "tokens_per_cpu_sec": Column(TOKENS_PER_CPU_SEC.key, "Tokens/CPU-s (train)", 0, place="cost", speed=True),
+    "train_cpu_seconds": Column(TRAIN_CPU_SECONDS.key, "CPU s (train)", 0, column=False),
+    "wall_time": Column(WALL_TIME.key, "wall time (s)", 0, column=False, place="cost"),
+}.items():
+    register_column(_column, _name)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One metric cell: the scaled statistic, whether it is the column's best, its p-values
+    against the base (raw and Holm-adjusted), its marks (:data:`MARK` significant, :data:`FLIP`
+    per-seed Δs disagree in sign) and the comparison they come from (Δ, CI, per-seed Δs)."""
+
+    stat: Optional[Stat]
+    best: bool = False
+    p_value: Optional[float] = None
+    mark: str = ""
+    p_adjusted: Optional[float] = None
+    comparison: Optional[Comparison] = None
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One rendered row.
+
+    Attributes:
+        group: the group label, set on the first row of each group only (``base``, ``A``, ...).
+        name: the row's name (variant, or what it changes).
+        settings: display text per hyperparameter column; None where equal to the base.
+        values: the row's raw value per hyperparameter column (never blanked).
+        cells: one per metric column.
+        n: finished seeds in the row.
+        new_group: first row of a group (formats draw a rule above it).
+    """
+
+    group: str
+    name: str
+    settings: list[Optional[str]]
+    values: list[Any]
+    cells: list[Cell]
+    n: int
+    new_group: bool
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """A trial left out of the table (failed, interrupted, running) and why."""
+
+    name: str
+    who: str
+    status: str
+    reason: str
+
+    def __str__(self) -> str:
+        detail = f" ({self.who})" if self.who else ""
+        return f"{self.name}{detail}: {self.status} - {self.reason}"
+
+
+@dataclass(frozen=True)
+class Table:
+    """The whole table, ready for any format."""
+
+    title: str
+    keys: list[str]
+    labels: list[str]
+    columns: list[Column]
+    rows: list[TableRow]
+    unfinished: list[Unfinished]
+    footnotes: list[str]
+    show_names: bool
+    comparisons: list[str] = field(default_factory=list)
+    """One line per named comparison (when the sweep names them), under the footnotes."""
+
+
+def select_columns(table: Table, names: list[str]) -> Table:
+    """``table`` with only the named hyperparameter and metric columns (each named by its header, e.g.
+    ``d_model`` or ``BLEU (test_2016_flickr)``, or by its key, ``model.d_model`` or
+    ``test_test_2016_flickr/bleu``), in the table's order; the row names and ``n`` always stay.
+
+    Raises:
+        ReportError: a name is no column of this table (the line lists the headers it has).
+    """
+    hyper = {name: i for i, (k, lbl) in enumerate(zip(table.keys, table.labels)) for name in (k, lbl)}
+    metric = {name: i for i, c in enumerate(table.columns) for name in (c.key, c.label)}
+    unknown = [n for n in names if n not in hyper and n not in metric]
+    if unknown:
+        headers = [*table.labels, *(c.label for c in table.columns)]
+        raise ReportError(
+            f"--columns: no column '{unknown[0]}' in this table{did_you_mean(unknown[0], [*hyper, *metric])}; "
+            f"its columns: {', '.join(headers)}"
+        )
+    keep_h = sorted({hyper[n] for n in names if n in hyper})
+    keep_m = sorted({metric[n] for n in names if n in metric})
+    rows = [
+        replace(
+            r,
+            settings=[r.settings[i] for i in keep_h],
+            values=[r.values[i] for i in keep_h],
+            cells=[r.cells[i] for i in keep_m],
+        )
+        for r in table.rows
+    ]
+    return replace(
+        table,
+        keys=[table.keys[i] for i in keep_h],
+        labels=[table.labels[i] for i in keep_h],
+        columns=[table.columns[i] for i in keep_m],
+        rows=rows,
+    )
+
+
+def show_value(value: Any) -> str:
+    """Config value as table text: ``-`` for unset, ``true``/``false`` for booleans."""
+    if value is None or value == "<unset>":
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, tuple):
+        return ",".join(show_value(v) for v in value)
+    return str(value)
+
+
+def key_labels(keys: list[str]) -> list[str]:
+    """Header per dotted key: the paper symbol, else the shortest suffix unique among ``keys``."""
+    labels = []
+    for key in keys:
+        if key in PAPER_LABELS:
+            labels.append(PAPER_LABELS[key])
+            continue
+        parts = key.split(".")
+        for n in range(1, len(parts) + 1):
+            label = ".".join(parts[-n:])
+            if sum(k.endswith("." + label) or k == label for k in keys) == 1:
+                break
+        labels.append(label)
+    return labels
+
+
+def metric_columns(
+    sweep: Sweep,
+    comparisons: dict[tuple[str, str], Comparison],
+    extra: Optional[list[Column]] = None,
+    metric: str = DEFAULT_METRIC,
+) -> list[Column]:
+    """The registered metric columns (:data:`ablate.record.METRICS`) that at least one row reports, in
+    registry order by place: what was trained, the scores (``extra`` after them), the costs.
+
+    The dev and test scores are ``metric``'s (BLEU by default), best by its direction
+    (:func:`on_metric`). A per-split metric is a column per test split the rows report
+    (``test_<split>/bleu``), else one column of its plain key; of the training speeds, the one
+    :func:`~ablate.report.layout.training_speed` picks for these runs.
+    """
+    present = {m for r in sweep.rows for m in r.stats} | {c.key for c in extra or []}
+    hyp_splits = sorted({s for (_, s) in comparisons})
+    only = hyp_splits[0] if len(hyp_splits) == 1 else None
+    speed = training_speed(sweep)  # tokens per CPU-second on CPU, else wall-clock tokens/s
+    cols: list[Column] = []
+    for place in PLACES:
+        if place == "cost":
+            cols += list(extra or [])
+        for entry in registered_columns(place):
+            entry = on_metric(entry, metric)
+            if entry.speed:
+                cols += [replace(entry, label=speed.label)] if entry.key == speed.key else []
+            elif splits := sorted({s for k in present if (s := entry.split_of(k)) is not None}):
+                label = entry.split_label or entry.label + " ({split})"
+                cols += [
+                    replace(
+                        entry,
+                        key=Metric(entry.key).split_key(s),
+                        label=label.format(split=s),
+                        split=s if entry.tested else None,
+                    )
+                    for s in splits
+                ]
+            else:
+                cols.append(replace(entry, split=only if entry.tested else None))
+    return [c for c in cols if c.key in present]
+
+
+def on_metric(entry: Column, metric: str) -> Column:
+    """``entry`` as the table on ``metric`` shows it: the dev and test BLEU columns become that metric's
+    (its keys, label, decimals and direction); every other entry is as registered."""
+    if metric == DEFAULT_METRIC or entry.key not in (DEV_BLEU.key, TEST_BLEU.key):
+        return entry
+    m = get_scorer(metric)
+    group, _, _ = entry.key.partition("/")
+    where = "dev" if entry.key == DEV_BLEU.key else "test"
+    return replace(
+        entry,
+        key=f"{group}/{metric}",
+        label=f"{m.label} ({where})",
+        decimals=m.decimals,
+        higher_better=m.higher_is_better,
+        split_label=f"{m.label} ({{split}})",
+        latex=None,
+    )
+
+
+def _scaled(st: Optional[Stat], scale: float) -> Optional[Stat]:
+    if st is None or scale == 1.0:
+        return st
+    return Stat(st.mean * scale, None if st.std is None else st.std * scale, st.n)
+
+
+def build_table(
+    sweep: Sweep,
+    comparisons: list[Comparison] | None = None,
+    alpha: float = 0.05,
+    test: str = DEFAULT_TEST,
+    n_samples: int = 0,
+    extra: Optional[tuple[list[Column], dict[str, dict[str, Stat]], str]] = None,
+    metric: str = DEFAULT_METRIC,
+) -> Table:
+    """Lay out ``sweep`` as a paper-style table.
+
+    Args:
+        sweep: aggregated rows (base first).
+        comparisons: from :func:`significance.compare` (Holm-adjusted); None or empty when
+            significance was not computed.
+        alpha: family-wise significance level for the † mark (on Holm-adjusted p-values).
+        test, n_samples: how the comparisons were made (for the footnote).
+        extra: more metric columns, their stats per row name, and a footnote (BLEU by length).
+        metric: the score of the dev and test columns and of the † test (``comparisons`` must be on it).
+    """
+    comparisons = list(comparisons or [])
+    vs_base = against_base(comparisons, sweep)  # a cell's mark is always against the base; other pairs are listed
+    extra_cols, extra_stats, extra_note = extra or ([], {}, "")
+    columns = metric_columns(sweep, vs_base, extra_cols, metric)
+
+    def stat_of(row, key):
+        return extra_stats.get(row.name, {}).get(key) or row.stats.get(key)
+
+    best = {}
+    for col in columns:
+        means = [st.mean for r in sweep.rows if (st := stat_of(r, col.key)) is not None]
+        best[col.key] = max(means) if col.higher_better else min(means)
+    rows, previous, labels = [], None, key_labels(sweep.keys)
+    for row in sweep.rows:
+        cells = []
+        for col in columns:
+            st = stat_of(row, col.key)
+            comp = vs_base.get((row.name, col.split)) if col.split else None
+            tested = comp is not None and comp.tested
+            cells.append(
+                Cell(
+                    _scaled(st, col.scale),
+                    col.ranked and st is not None and st.mean == best[col.key],
+                    comp.p_value if tested else None,
+                    _marks(comp, alpha) if comp else "",
+                    comp.p_adjusted if tested else None,
+                    comp,
+                )
+            )
+        settings = [show_value(row.settings[k]) if row.is_base or k in row.changed else None for k in sweep.keys]
+        new_group = row.group != previous
+        values = [row.settings[k] for k in sweep.keys]
+        label = row.group
+        if not sweep.uses_variants and not row.is_base:  # grouped by the keys it changes
+            label = "+".join(labels[sweep.keys.index(k)] if k in sweep.keys else k for k in row.group.split("+"))
+        rows.append(TableRow(label if new_group else "", row.name, settings, values, cells, len(row.trials), new_group))
+        previous = row.group
+    return Table(
+        title=f"Ablation: {sweep.name}" if sweep.name else "Ablation",
+        keys=list(sweep.keys),
+        labels=labels,
+        columns=columns,
+        rows=rows,
+        unfinished=[_unfinished(t) for t in sorted(sweep.unfinished, key=lambda t: t.name)],
+        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples, get_scorer(metric))
+        + [n for n in [extra_note, _speed_note(sweep, columns)] if n],
+        show_names=sweep.uses_variants,
+        comparisons=_comparison_lines(sweep, comparisons, alpha, get_scorer(metric).label) if sweep.comparisons else [],
+    )
+
+
+def _marks(comp: Comparison, alpha: float) -> str:
+    return (MARK if comp.significant(alpha) else "") + (FLIP if comp.sign_flip else "")
+
+
+def _speed_note(sweep: Sweep, columns: list[Column]) -> str:
+    """What the speed column measures (wall-clock, or per CPU-second), where the table has one."""
+    speed = training_speed(sweep)
+    return speed.note if any(c.key == speed.key for c in columns) else ""
+
+
+def _unfinished(trial: Trial) -> Unfinished:
+    who = [f"variant {trial.variant}"] if trial.variant else []
+    if trial.seed is not None:
+        who.append(f"seed {trial.seed}")
+    reasons: dict[str, str] = {
+        RunStatus.RUNNING: "still running",
+        RunStatus.INTERRUPTED: RunStatus.INTERRUPTED,
+        RunStatus.PENDING: "not started",
+    }
+    reason = trial.error or reasons.get(trial.status, "no reason recorded")
+    return Unfinished(trial.name, ", ".join(who), trial.status, " ".join(str(reason).split()))
+
+
+def _late_flips(sweep: Sweep, metric: str = DEFAULT_METRIC, label: str = "BLEU") -> list[str]:
+    """Rows whose seed-paired dev score Δ against the base changed sign in the last half of training
+    (where the validation history records that score)."""
+    from ablate.report.stats import late_sign_changes
+
+    key = on_metric(COLUMNS["dev_bleu"], metric).key
+    if not any(key in h for r in sweep.rows for t in r.trials for h in t.history):
+        return []
+    late = late_sign_changes(sweep, key)
+    if not late:
+        return []
+    rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
+    return [
+        f"Budget-dependent: the dev {label} Δ against the base changed sign in the last half of training for {rows}."
+    ]
+
+
+def _footnotes(
+    sweep: Sweep,
+    columns: list[Column],
+    comparisons: list[Comparison],
+    alpha: float,
+    test: str,
+    n_samples: int,
+    scorer: Optional[MetricScorer] = None,
+) -> list[str]:
+    scorer = scorer or get_scorer(DEFAULT_METRIC)
+    label = scorer.label
+    notes = [
+        "Cells: mean ± sample std over seeds (n = seeds); best mean per column in bold; "
+        "blank hyperparameter = same as base; d_k, d_v, lr: the values the runs used. "
+        f"Dev PPL and {label} are from one validation, of the checkpoint that was tested (the best by dev BLEU"
+        + ("; its step is column tested step)." if any(c.key == TESTED_STEP.key for c in columns) else ").")
+    ]
+    if not scorer.higher_is_better:
+        notes.append(
+            f"{label} is an error rate, lower is better: the best mean per column is the lowest, "
+            f"and a Δ {label} below 0 is an improvement."
+        )
+    notes.append(trials_note(sweep))
+    notes += disagreement_notes(sweep)
+    notes.append(budget_note(sweep))
+    notes += _late_flips(sweep, scorer.name, label)
+    notes += significance_notes(sweep, comparisons, alpha, test, n_samples, any(c.split for c in columns), label)
+    if scorer.name == DEFAULT_METRIC:
+        notes += [f"sacreBLEU: {sig}" for sig in sweep.signatures]
+    else:
+        notes += [f"{label}: {sig}" for sig in signature_of(scorer.name, [t for r in sweep.rows for t in r.trials])]
+    return notes
+
+
+def trials_note(sweep: Sweep) -> str:
+    """Which trials the table used: the finished ones in its rows, of every trial found or planned."""
+    used = sum(len(r.trials) for r in sweep.rows)
+    if not sweep.unfinished:
+        return f"Trials: all {used} in the table."
+    counts = Counter(t.status for t in sweep.unfinished)
+    left = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    return f"Trials: {used} of {used + len(sweep.unfinished)} in the table; not in it: {left} (listed below, with why)."
+
+
+def disagreement_notes(sweep: Sweep, shown: int = 3) -> list[str]:
+    """Trials whose summary's test BLEU is not the BLEU of the hypotheses the † test reads."""
+    found = sweep.disagreements
+    if not found:
+        return []
+    more = f"; and {len(found) - shown} more" if len(found) > shown else ""
+    return [
+        f"Summary and hypotheses disagree for {len(found)} trial scores (the cells show the summaries, "
+        f"the significance test reads the hypotheses): " + "; ".join(found[:shown]) + more + "."
+    ]
+
+
+BUDGETS = (
+    ("train.max_steps", "{} steps", lambda v: v is not None and v > 0),
+    ("train.max_epochs", "{} epochs", lambda v: v is not None),
+    ("train.max_time", "{:g} s of training time", lambda v: v is not None),
+)
+
+
+def budget_note(sweep: Sweep) -> str:
+    """Which training budget the rows had (steps, epochs or time) and what that means for them."""
+    found = []
+    for key, text, is_set in BUDGETS:
+        values = sorted({r.config.get(key) for r in sweep.rows if is_set(r.config.get(key))}, key=float)
+        if values:
+            found.append((key, " / ".join(text.format(v) for v in values)))
+    if not found:
+        return "Budget: not recorded; train steps shows what each row trained."
+    said = ", ".join(f"{what} ({key})" for key, what in found)
+    first = " whichever ended first;" if len(found) > 1 else ""
+    if any(key == "train.max_time" for key, _ in found):
+        return (
+            f"Budget: {said};{first} a time budget, so faster rows trained more steps and rows differ "
+            f"in speed as well as in design (train steps and tokens show what each row trained)."
+        )
+    return f"Budget: {said};{first} train steps and tokens show what each row trained."
+
+
+def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float, label: str = "BLEU") -> list[str]:
+    """``row vs reference on split: ΔBLEU [CI], p, Holm p`` per named comparison, in plan order."""
+    rows = {r.name: r for r in sweep.rows}
+    varying = [k for k in sweep.keys if len({str(r.settings[k]) for r in sweep.rows}) > 1]
+    labels = dict(zip(sweep.keys, key_labels(sweep.keys)))
+    lines = []
+    for c in comparisons:
+        a, b = rows[c.reference], rows[c.row]
+        if sweep.uses_variants:
+            what = f"{c.row} vs {c.reference}"
+        else:  # "score additive vs dot at d_k=32, scale=true"
+            differ = [k for k in varying if str(a.settings[k]) != str(b.settings[k])]
+            same = [k for k in varying if k not in differ]
+            what = "; ".join(f"{labels[k]} {show_value(b.settings[k])} vs {show_value(a.settings[k])}" for k in differ)
+            if same:
+                what += " at " + ", ".join(f"{labels[k]}={show_value(a.settings[k])}" for k in same)
+        mark = f" {MARK}" if c.significant(alpha) else ""
+        seeds = f"seeds {c.seeds[1]} vs {c.seeds[0]}"
+        if not c.tested:
+            lines.append(
+                f"{what} ({c.split}): Δ{label} {c.delta:+.2f} ({c.bleu:.2f} vs {c.base_bleu:.2f}, {seeds}), not tested: {c.note}"
+            )
+            continue
+        lines.append(
+            f"{what} ({c.split}): Δ{label} {c.delta:+.2f} [95% CI {c.ci[0]:+.2f}, {c.ci[1]:+.2f}] ({c.bleu:.2f} vs "
+            f"{c.base_bleu:.2f}, {seeds}), p = {c.p_value:.4f}, Holm p = {c.p_adjusted:.4f}{mark}"
+        )
+    return lines
+
+
+N_BUCKETS = 4
+
+
+@dataclass(frozen=True)
+class ByLength:
+    """BLEU per source-length bucket of one test split.
+
+    Attributes:
+        split: the test split.
+        buckets: ``(shortest, longest)`` length in words of each bucket, ascending.
+        basis: ``source`` or ``reference`` (what was measured for the length).
+        stats: row name -> one :class:`Stat` (over seeds) per bucket (None where a row lacks texts).
+    """
+
+    split: str
+    buckets: list[tuple[int, int]]
+    basis: str
+    stats: dict[str, list[Optional[Stat]]]
+
+    @property
+    def labels(self) -> list[str]:
+        return [f"{lo}-{hi}" if lo != hi else str(lo) for lo, hi in self.buckets]
+
+    def columns(self) -> list[Column]:
+        """Table columns ``BLEU len a-b`` (keys ``len:<split>:a-b``)."""
+        return [Column(f"len:{self.split}:{label}", f"BLEU len {label}", 2) for label in self.labels]
+
+    def row_stats(self) -> dict[str, dict[str, Stat]]:
+        """Row name -> column key -> :class:`Stat`, for :func:`ablate.report.layout.build_table`."""
+        keys = [c.key for c in self.columns()]
+        return {name: {k: s for k, s in zip(keys, stats) if s is not None} for name, stats in self.stats.items()}
+
+    def note(self) -> str:
+        return (
+            f"BLEU len a-b: corpus BLEU of the {self.split} sentences whose {self.basis} has a to b words "
+            f"(about equal-sized buckets), mean ± std over seeds (Bahdanau et al. 2015, Fig. 2)."
+        )
+
+
+def buckets(lengths: list[int], n: int = N_BUCKETS) -> list[tuple[int, int]]:
+    """About equal-count buckets of ``lengths`` as inclusive ``(lo, hi)`` word counts, ascending."""
+    if not lengths:
+        return []
+    qs = np.quantile(np.asarray(lengths), np.linspace(0, 1, n + 1)[1:-1], method="higher")
+    uppers = sorted({int(q) for q in qs} | {max(lengths)})
+    out, lo = [], min(lengths)
+    for hi in uppers:
+        if hi >= lo:
+            out.append((lo, hi))
+            lo = hi + 1
+    return out
+
+
+def bleu_by_length(sweep: Sweep, split: Optional[str] = None, n: int = N_BUCKETS) -> Optional[ByLength]:
+    """BLEU per source-length bucket for every row on ``split`` (default: the first test split
+    with saved hypotheses); None when no trial saved hypotheses."""
+    splits = test_splits(sweep)
+    split = split or (splits[0] if splits else None)
+    trials = [
+        t
+        for r in sweep.rows
+        for t in r.trials
+        if split in t.hyps and split in t.refs and len(t.hyps[split]) == len(t.refs[split])
+    ]
+    if split is None or not trials:
+        return None
+    with_sources = [t for t in trials if len(t.sources.get(split, ())) == len(t.refs[split])]
+    basis = "source" if with_sources else "reference"
+    first = (with_sources or trials)[0]
+    texts = first.sources[split] if with_sources else first.refs[split]
+    lengths = np.array([len(x.split()) for x in texts])
+    edges = buckets(lengths.tolist(), n)
+    masks = [(lengths >= lo) & (lengths <= hi) for lo, hi in edges]
+    usable, tokenize = {id(t) for t in trials}, bleu_tokenizer(trials)
+    out: dict[str, list[Optional[Stat]]] = {}
+    for row in sweep.rows:
+        per_seed = []
+        for t in row.trials:
+            if id(t) not in usable or t.refs[split] != first.refs[split]:
+                continue
+            sent = sentence_stats(t.hyps[split], t.refs[split], tokenize)
+            per_seed.append([float(bleu_from_stats(sent[m].sum(axis=0))) for m in masks])
+        out[row.name] = [stat([s[i] for s in per_seed]) for i in range(len(edges))] if per_seed else [None] * len(edges)
+    return ByLength(split, edges, basis, out)

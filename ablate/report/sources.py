@@ -1,0 +1,169 @@
+"""What a source (a sweep folder, a results folder, ``wandb:...``) gives: its sweep, table, figures and W&B Report."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any, Optional
+
+from ablate.report.layout import Table, build_table
+from ablate.report.render import render
+from ablate.report.stats import DEFAULT_TEST, Comparison, Sweep, compare, load
+from ablate.report.trials import DEFAULT_METRIC, WANDB_PREFIX, ReportError, local_folders, parse_wandb_path
+from ablate.utils.safe_output import check_apart, output_files
+
+
+class TableResult:
+    """A sweep's paper-style table: ``.df`` (pandas), ``.render(fmt)``, and a rich/HTML view in notebooks.
+
+    Attributes:
+        table: the laid-out :class:`~ablate.report.layout.Table` (rows, columns, footnotes).
+        sweep: the aggregated :class:`~ablate.report.stats.Sweep` it was built from.
+    """
+
+    def __init__(self, sweep: Sweep, table: Table):
+        self.sweep, self.table = sweep, table
+
+    def render(self, fmt: str = "md") -> str:
+        """The table as ``ablate table --format`` prints it: ``rich``, ``md``, ``latex`` or ``csv``."""
+        return render(self.table, fmt)
+
+    def to_pandas(self) -> Any:
+        """One row per table row (``group``, ``name``, the varied keys, per metric ``.mean``/``.std``/``.n``
+        and the base comparison's ``.p``, ``.delta``, ...; unfinished trials last): the CSV format as a DataFrame."""
+        import pandas as pd
+
+        return pd.read_csv(io.StringIO(self.render("csv")), keep_default_na=False, na_values=[""])
+
+    @property
+    def df(self) -> Any:
+        """:meth:`to_pandas`."""
+        return self.to_pandas()
+
+    def __rich__(self) -> Any:
+        from ablate.report.render import to_rich
+
+        return to_rich(self.table)
+
+    def _repr_html_(self) -> str:
+        from rich.console import Console
+
+        console = Console(record=True, file=io.StringIO(), width=200)
+        console.print(self.__rich__())
+        return console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
+
+    def _repr_markdown_(self) -> str:
+        return self.render("md")
+
+    def __str__(self) -> str:
+        return self.render("md")
+
+    def __repr__(self) -> str:
+        return (
+            f"TableResult({self.table.title!r}: {len(self.table.rows)} rows, {len(self.table.unfinished)} unfinished)"
+        )
+
+
+def table(
+    source: Any,
+    *,
+    alpha: float = 0.05,
+    test: Optional[str] = None,
+    samples: int = 0,
+    significance: bool = True,
+    by_length: bool = False,
+    metric: str = DEFAULT_METRIC,
+    api: Any = None,
+) -> TableResult:
+    """The table ``ablate table SOURCE`` prints, as an object (see :class:`TableResult`).
+
+    Args:
+        source: a sweep folder, a results folder, ``wandb:<entity>/<project>/<group>``, or a ``SweepRun``.
+        alpha: significance level of the marks.
+        test: the significance test (default: ``ablate table``'s, ``seeds``).
+        samples: resamples of a resampling test (0: its default).
+        significance: run the planned comparisons (named by the sweep, else against the base), Holm-adjusted.
+        by_length: add BLEU per source-length bucket as columns.
+        metric: the tested metric (``ablate table --metric``: bleu, chrf, chrf++, ter, ...).
+        api: a ``wandb.Api`` stand-in, for a W&B source.
+    """
+    out = getattr(source, "out", None)  # a SweepRun
+    source, test = str(out if out is not None else source), test or DEFAULT_TEST
+    sweep = load(source, api, metric)
+    comps = compare(sweep, test=test, n_samples=samples, metric=metric) if significance else []
+    extra = None
+    if by_length:
+        from ablate.report.layout import bleu_by_length
+
+        lengths = bleu_by_length(sweep)
+        if lengths is None:
+            raise ReportError(f"--by-length needs saved hypotheses (hyps/<split>.txt), and {source} has none")
+        extra = (lengths.columns(), lengths.row_stats(), lengths.note())
+    return TableResult(sweep, build_table(sweep, comps, alpha, test, samples, extra, metric))
+
+
+def make_plots(
+    source: str,
+    out: Path,
+    alpha: float = 0.05,
+    significance: bool = True,
+    api: Any = None,
+    fmt: str = "png",
+    metric: str = DEFAULT_METRIC,
+) -> list[Path]:
+    """Write the sweep's figures (``fmt``: png, pdf or svg; test scores on ``metric``) into ``out``; return their paths.
+
+    The figures are drawn into a temporary folder and moved into ``out`` once all are drawn
+    (:func:`~ablate.utils.safe_output.output_files`): an error or Ctrl-C leaves ``out`` as it was.
+    Other files in ``out`` are kept; ``out`` must not be (or lie inside, or contain) the sweep folder.
+    """
+    from ablate.report.figures import plot_all
+
+    out = Path(out)
+    local = local_folders(source)
+    check_apart(out, local)  # before any work
+    sweep = load(source, api, metric)
+    comps = compare(sweep, metric=metric) if significance else []
+    with output_files(out, local) as tmp:
+        drawn = plot_all(sweep, tmp, comps, alpha, fmt, metric)
+    return [out / p.name for p in drawn]
+
+
+def recorded_place(sweep: Sweep) -> tuple[str, str, Optional[str]]:
+    """``(entity, project, group)`` the sweep's runs recorded (``tracking.*`` of their configs); an entity
+    never set is ``""`` (W&B's default entity, known only online)."""
+    for row in sweep.rows:
+        for t in row.trials:
+            config = t.summary.to_json().get("config") if t.summary is not None else None
+            tracking = config.get("tracking") if isinstance(config, dict) else None
+            if isinstance(tracking, dict) and tracking.get("project"):
+                return str(tracking.get("entity") or ""), str(tracking["project"]), tracking.get("group")
+    raise ReportError(
+        "no run of this sweep records a W&B project (tracking.project): use wandb:<entity>/<project>/<group>"
+    )
+
+
+def make_report(
+    source: str,
+    title: Optional[str] = None,
+    alpha: float = 0.05,
+    test: str = DEFAULT_TEST,
+    samples: int = 0,
+    significance: bool = True,
+    api: Any = None,
+    reference: Optional[str] = None,
+) -> Any:
+    """The (unsaved) W&B Report of a ``wandb:<entity>/<project>[/<group>]`` source, or of a sweep folder
+    (for the W&B project and group its runs recorded, :func:`recorded_place`); ``reference`` names
+    the published table (:mod:`ablate.report.papers`) its results heading cites."""
+    from ablate.report.export import build_report
+    from ablate.report.papers import get as get_reference
+
+    beside = get_reference(reference).title if reference else None  # a wrong name fails before any work
+    sweep = load(source, api)
+    if source.startswith(WANDB_PREFIX):
+        entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX) :])
+    else:
+        entity, project, group = recorded_place(sweep)
+    comps: list[Comparison] = compare(sweep, test=test, n_samples=samples) if significance else []
+    return build_report(entity, project, group, build_table(sweep, comps, alpha, test, samples), sweep, title, beside)

@@ -1,0 +1,1725 @@
+"""The stats layer: rows over seeds, the comparisons a table makes, and what they may claim.
+
+**Rows** (:func:`aggregate`). A row is one configuration: a named variant (``"A-heads1"``), else one
+combination of the sweep's varying non-seed parameters; its seeds give mean, sample std (ddof=1) and n.
+The base row is the one the sweep declares (its ``base`` parameter, else the variant named ``base``,
+else the one bare variant), else the row differing from the others in the fewest keys (a tie broken,
+in a grid, by ablate's defaults; a tie left is an error naming the fix). Other rows are grouped by the
+variant-name prefix (``"A"``, after Table 3 of Vaswani et al., 2017) or the keys they change; columns
+follow Table 3's order and show the values the runs used (``resolved``, e.g. d_k = d_model / h).
+
+**Which pairs** (:func:`planned_pairs`): the sweep's ``comparisons`` (``{between: KEY, values: [ref, v1]}``
+pairs rows equal except in ``KEY``; ``between: variant`` pairs named rows), else every row against the
+base. Fewer, chosen comparisons cost less power under Holm.
+
+**The statistic.** A row's score is the mean over its K seeds of corpus BLEU (or any metric of
+:mod:`ablate.metrics`, resampled through its per-sentence sufficient statistics, so
+``BLEU(w @ stats)`` equals ``sacrebleu.corpus_bleu`` and thousands of resamples take seconds);
+``Δ = mean_s BLEU(B_s) - mean_s BLEU(A_s)``, tested two-sided. ``--test``:
+
+* ``seeds`` (default): ``Var(Δ) = σ² (1/K_a + 1/K_b) + v``, the per-trial seed σ pooled over the
+  table plus the paired sentence bootstrap's variance ``v`` (Koehn 2004; the same sentence ids for every
+  seed of both rows, so a sentence's K outputs move together: resampling K·n pooled lines would count
+  one sentence's advantage K times). Seed variance (Clark et al. 2011; Bouthillier et al. 2021): rows
+  trained with the same seed values fit ``x = row + seed + e`` by least squares (σ²_e, df = trials -
+  rank); unpaired rows use the within-row pooled variance (df = trials - rows). The p-value is Student's
+  t at the seed estimate's df, not Welch-Satterthwaite: the plug-in df is largest exactly when σ̂ came
+  out small by chance, so with few seeds it is too liberal (7.6% false positives at α 0.05 in 20,000
+  simulated 2-vs-2 nulls with the calibration-cpu values); t at ν is the conservative "smallest df"
+  bound (Hsu 1938). With one seed per row nothing is tested.
+* ``bs`` (paired bootstrap) and ``ar`` (paired approximate randomisation, Riezler & Maxwell 2005)
+  measure test-set variance only: two seeds of one configuration differ by more than that
+  (``results/calibration-cpu``).
+
+:func:`holm` adjusts all of a table's p-values together (Holm 1979): family-wise error at alpha.
+:func:`detectable` gives the minimum detectable effect at 80% power, :func:`seeds_needed` the seeds a Δ
+would need. **Budget curves** (:func:`delta_curves`): seed ``s`` of a row minus seed ``s`` of the base
+per validated step (each history interpolated within its own range), mean and t interval over pairs;
+a sign change is a step whose mean Δ has the opposite sign to the last nonzero one. **Agreement** with a
+paper: the sign test (Dixon & Mood 1946), Pearson's r with a Fisher-z interval (Fisher 1921), and
+:func:`agreement_test`, whose null keeps both sign margins and redraws our Δs from their shared-base noise.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field, replace
+from math import comb
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+import numpy as np
+from scipy import stats as st
+
+from ablate.metrics import bleu as bleu_metric
+from ablate.metrics.bleu import bleu_from_stats
+from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU
+from ablate.report.trials import (
+    DEFAULT_METRIC,
+    ReportError,
+    Trial,
+    cell_disagreements,
+    check_one_config,
+    check_trials,
+    collect,
+    distinct_seeds,
+    scorer_for,
+    statistics,
+    with_metric,
+)
+
+BASE = "base"
+_MISSING = "<unset>"
+# Column order of Table 3 (Vaswani et al., 2017); other varying keys follow alphabetically.
+PAPER_ORDER = (
+    "model.arch",
+    "model.layers",
+    "model.encoder_layers",
+    "model.decoder_layers",
+    "model.d_model",
+    "model.d_ff",
+    "model.heads",
+    "model.d_k",
+    "model.d_v",
+    "model.dropout",
+    "train.label_smoothing",
+    "train.lr",
+    "train.max_steps",
+    "model.positions",
+    "model.attention.score",
+    "model.attention.scale",
+)
+# Table 3's hyperparameters: columns even when the sweep does not vary them.
+TABLE3 = (
+    "model.layers",
+    "model.d_model",
+    "model.d_ff",
+    "model.heads",
+    "model.d_k",
+    "model.d_v",
+    "model.dropout",
+    "train.label_smoothing",
+)
+# Columns shown only where they differ from another column in some row.
+ALIASES = {"model.encoder_layers": "model.layers", "model.decoder_layers": "model.layers"}
+UNRESOLVED = (None, "auto")
+
+
+def column_order(key: str) -> tuple:
+    """Sort key of a hyperparameter column: Table 3's order first, then alphabetical."""
+    return (PAPER_ORDER.index(key), "") if key in PAPER_ORDER else (len(PAPER_ORDER), key)
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Mean, sample standard deviation (None for n=1) and count of one metric over seeds."""
+
+    mean: float
+    std: Optional[float]
+    n: int
+
+
+def stat(values: Sequence[float]) -> Optional[Stat]:
+    """Aggregate seed values; None when there are none (NaNs are dropped)."""
+    vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    if not vals:
+        return None
+    std = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
+    return Stat(float(np.mean(vals)), std, len(vals))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One configuration of the sweep and its aggregated seeds.
+
+    Attributes:
+        name: the variant name, or ``key=value`` of what the row changes from the base.
+        group: ablation group label (``"A"``, or the dotted keys changed, joined by ``+``).
+        settings: every varying hyperparameter's value in this row.
+        changed: the keys whose value differs from the base row (empty for the base).
+        trials: the finished trials (one per seed).
+        stats: metric name -> :class:`Stat` over ``trials``.
+        is_base: True for the base row.
+        config: the config shared by every seed of the row, as declared (not resolved).
+    """
+
+    name: str
+    group: str
+    settings: dict[str, Any]
+    changed: tuple[str, ...]
+    trials: tuple[Trial, ...]
+    stats: dict[str, Stat] = field(default_factory=dict)
+    is_base: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def seeds(self) -> list[Any]:
+        return [t.seed for t in self.trials]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """All rows of a sweep, base first, plus the trials that did not finish.
+
+    Attributes:
+        name: the sweep (or W&B group) name, if known.
+        keys: the varying hyperparameters shown as columns, dotted, in column order.
+        rows: table rows, base first, then grouped by ablation.
+        unfinished: failed, interrupted, running, pending, invalid and excluded trials, listed under the table.
+        uses_variants: rows are named variants rather than parameter combinations.
+        comparisons: the sweep's named comparisons ``[(key, values or None)]``, or None.
+        disagreements: trials whose summary's test BLEU is not their hypotheses' (see
+            :func:`ablate.report.trials.cell_disagreements`), one line each.
+    """
+
+    name: Optional[str]
+    keys: list[str]
+    rows: list[Row]
+    unfinished: list[Trial]
+    uses_variants: bool
+    comparisons: Optional[list[tuple[str, Optional[list[Any]]]]] = None
+    disagreements: list[str] = field(default_factory=list)
+
+    @property
+    def base(self) -> Row:
+        return self.rows[0]
+
+    @property
+    def test_splits(self) -> list[str]:
+        """Test splits with a per-split BLEU (``test_<split>/bleu``), sorted."""
+        found = {s for r in self.rows for m in r.stats if (s := TEST_BLEU.split_of(m)) is not None}
+        return sorted(found)
+
+    @property
+    def signatures(self) -> list[str]:
+        return sorted({t.signature for r in self.rows for t in r.trials if t.signature})
+
+
+def value_order(value: Any) -> tuple:
+    """Sort key for mixed config values: unset < numbers/bools < strings."""
+    if value is None or value == _MISSING:
+        return (0, 0.0, "")
+    if isinstance(value, (bool, int, float)):
+        return (1, float(value), "")
+    return (2, 0.0, str(value))
+
+
+def aggregate(trials: Sequence[Trial]) -> Sweep:
+    """Rows of the table from the trials of one sweep (see the module docstring).
+
+    Trials go through :func:`~ablate.report.trials.check_trials` first: those a cell or the † test could
+    not use, and a seed's second run in a row, are left out and listed with the reason.
+
+    Raises:
+        ReportError: no trial finished, or a row's trials differ in config.
+    """
+    trials = check_trials(trials)
+    done = [t for t in trials if t.finished]
+    unfinished = [t for t in trials if not t.finished]
+    if not done:
+        states = ", ".join(sorted({t.status for t in trials}))
+        raise ReportError(f"no finished trial among {len(trials)} ({states}); nothing to tabulate")
+    uses_variants = any(t.variant for t in done)
+    candidates = _candidate_keys(done)
+    groups, repeats = _group_seeds(done, candidates, uses_variants)
+    declared = {ident: _row_config(ts) for ident, ts in groups.items()}
+    configs = {ident: _with_resolved(declared[ident], ts) for ident, ts in groups.items()}
+    keys = _column_keys(configs)
+    settings = {ident: {k: configs[ident].get(k, _MISSING) for k in keys} for ident in groups}
+    order = sorted(groups, key=_ident_order)
+    base = _base_ident(order, groups, configs, settings, keys, candidates, uses_variants)
+    rows = [
+        _row(ident, groups[ident], settings, base, keys, candidates, uses_variants, declared[ident]) for ident in order
+    ]
+    rows.sort(key=lambda r: _row_order(r, keys, uses_variants))
+    name = next((t.sweep for t in trials if t.sweep), None)
+    notes = cell_disagreements([(r.name, r.trials) for r in rows])
+    return Sweep(name, keys, rows, unfinished + repeats, uses_variants, _comparisons(trials), notes)
+
+
+def _group_seeds(
+    done: Sequence[Trial], candidates: list[str], uses_variants: bool
+) -> tuple[dict[Any, list[Trial]], list[Trial]]:
+    """The finished trials by row (a variant's name, else the candidate keys' values), each row's one
+    config checked, and the repeated seeds left out of their rows."""
+    groups: dict[Any, list[Trial]] = {}
+    for t in done:
+        ident = t.variant if uses_variants and t.variant else tuple(t.config.get(k, _MISSING) for k in candidates)
+        groups.setdefault(ident, []).append(t)
+    repeats: list[Trial] = []
+    for ident, ts in groups.items():
+        label = ident if isinstance(ident, str) else ", ".join(f"{k}={_show(v)}" for k, v in zip(candidates, ident))
+        check_one_config(label or BASE, ts)
+        groups[ident], again = distinct_seeds(label or BASE, ts)
+        repeats += again
+    return groups, repeats
+
+
+def _column_keys(configs: dict[Any, dict[str, Any]]) -> list[str]:
+    """The hyperparameter columns: every key that varies between rows, and Table 3's wherever every row
+    has them, in :func:`column_order`; an alias column (encoder layers) only where it differs from its key."""
+
+    def differ(a: str, b: str) -> bool:
+        return any(value_order(c.get(a, _MISSING)) != value_order(c.get(b, _MISSING)) for c in configs.values())
+
+    every = set().union(*(c.keys() for c in configs.values()))
+    varying = [k for k in every if len({value_order(c.get(k, _MISSING)) for c in configs.values()}) > 1]
+    stated = [k for k in TABLE3 if all(k in c for c in configs.values())]
+    keys = sorted(set(varying) | set(stated), key=column_order)
+    return [k for k in keys if not (k in ALIASES and ALIASES[k] in keys and not differ(k, ALIASES[k]))]
+
+
+def _row(
+    ident: Any,
+    trials: list[Trial],
+    settings: dict[Any, dict[str, Any]],
+    base: Any,
+    keys: list[str],
+    candidates: list[str],
+    uses_variants: bool,
+    config: dict[str, Any],
+) -> Row:
+    """One row: named and grouped by its variant, else by what it changes from the base; its seeds aggregated."""
+    s, is_base = settings[ident], ident == base
+    changed = tuple(k for k in keys if value_order(s[k]) != value_order(settings[base][k]))
+    if uses_variants and isinstance(ident, str):
+        name, group = ident, BASE if is_base else ident.split("-", 1)[0]
+    else:  # named by what the sweep varies (d_k follows heads; the columns show it)
+        named = [k for k in changed if k in candidates] or list(changed)
+        name = BASE if is_base else ", ".join(f"{k}={_show(s[k])}" for k in named)
+        group = BASE if is_base else "+".join(named)
+    ts = tuple(sorted(trials, key=lambda t: (value_order(t.seed), t.name)))
+    metrics = sorted(set().union(*(t.metrics.keys() for t in ts)))
+    stats = {m: st for m in metrics if (st := stat([t.metrics.get(m) for t in ts])) is not None}
+    return Row(name, group, s, changed, ts, stats, is_base, config)
+
+
+def load(source: str, api: Any = None, metric: str = DEFAULT_METRIC) -> Sweep:
+    """Collect and aggregate the trials of ``source`` (``api``: a ``wandb.Api`` stand-in), each with
+    ``metric`` scored from its saved hypotheses where its summary lacks it."""
+    return aggregate(with_metric(collect(source, api=api), metric))
+
+
+def load_pooled(sources: Sequence[str], api: Any = None, metric: str = DEFAULT_METRIC) -> Sweep:
+    """:func:`load` of several sources as one sweep: their trials pooled, so the seeds of one
+    configuration trained by two sweeps (``calibration-cpu`` and ``calibration-cpu-17-32``) form one row."""
+    return aggregate([trial for source in sources for trial in with_metric(collect(source, api=api), metric)])
+
+
+def _comparisons(trials: Sequence[Trial]) -> Optional[list[tuple[str, Optional[list[Any]]]]]:
+    """The sweep's ``comparisons`` parameter, parsed; a malformed one is a one-line error."""
+    declared = next((t.comparisons for t in trials if t.comparisons), None)
+    if declared is None:
+        return None
+    from ablate.sweep.spec import SweepError, parse_comparisons
+
+    try:
+        return parse_comparisons(declared, "the sweep's comparisons")
+    except SweepError as err:
+        raise ReportError(str(err)) from None
+
+
+def _with_resolved(config: dict[str, Any], trials: Sequence[Trial]) -> dict[str, Any]:
+    """``config`` with each implicit value (unset, ``auto``) replaced by the one the runs used,
+    where every seed used the same."""
+    out = dict(config)
+    for key, value in trials[0].resolved.items():
+        if out.get(key) in UNRESOLVED and all(value_order(t.resolved.get(key)) == value_order(value) for t in trials):
+            out[key] = scale_rule(value, trials[0].resolved.get("model.d_k")) if key == SCALE else value
+    return out
+
+
+SCALE = "model.attention.scale"
+
+
+def scale_rule(factor: Any, d_k: Any) -> Any:
+    """A resolved score factor as the rule it follows, so rows of different d_k read alike:
+    ``1/sqrt(d_k)``, ``none`` (1) or the number; ``self,cross`` when the two sites differ."""
+    if isinstance(factor, (list, tuple)):
+        return ",".join(str(scale_rule(f, d_k)) for f in factor)
+    if isinstance(d_k, (int, float)) and d_k > 0 and math.isclose(factor, d_k**-0.5):
+        return "1/sqrt(d_k)"
+    return "none" if factor == 1.0 else factor
+
+
+def _candidate_keys(done: Sequence[Trial]) -> list[str]:
+    """Keys that define a configuration: the sweep's parameters, else every differing key."""
+    declared = sorted({k for t in done for k in t.params if k != "seed"})
+    if declared:
+        return declared
+    every = set().union(*(t.config.keys() for t in done)) - {"seed"}
+    return sorted(k for k in every if len({value_order(t.config.get(k, _MISSING)) for t in done}) > 1)
+
+
+def _row_config(trials: Sequence[Trial]) -> dict[str, Any]:
+    """The config keys shared by every seed of a row (keys that vary across seeds are dropped)."""
+    first = trials[0].config
+    return {
+        k: v
+        for k, v in first.items()
+        if k != "seed" and all(value_order(t.config.get(k, _MISSING)) == value_order(v) for t in trials)
+    }
+
+
+def _ident_order(ident: Any) -> tuple:
+    """Variant names alphabetically, then parameter combinations by value."""
+    if isinstance(ident, str):
+        return (0, ident, ())
+    return (1, "", tuple(value_order(v) for v in ident))
+
+
+def _base_ident(
+    order: list[Any],
+    groups: dict[Any, list[Trial]],
+    configs: dict[Any, dict[str, Any]],
+    settings: dict[Any, dict[str, Any]],
+    keys: list[str],
+    candidates: list[str],
+    uses_variants: bool,
+) -> Any:
+    """The base row, as the sweep declares it: its ``base`` parameter, else the variant named
+    ``base``, else the one variant that applies no overrides (a bare name); else inferred, as the
+    row that differs from the others in the fewest keys. A tie there is broken, in a grid without
+    variants, by ablate's defaults (the point that keeps most of them); a tie left is an error.
+
+    Raises:
+        ReportError: the declared base is not a row, or the base is ambiguous (naming the fix).
+    """
+    trials = [t for i in order for t in groups[i]]
+    declared = next((t.declared_base for t in trials if t.declared_base is not None), None)
+    if declared is not None:
+        return _declared_base(declared, order, configs, uses_variants)
+    if uses_variants and BASE in settings:
+        return BASE
+    bare = [i for i in order if isinstance(i, str) and all(t.bare_variant for t in groups[i])]
+    if uses_variants and len(bare) == 1:
+        return bare[0]
+
+    def others(a: Any) -> int:
+        return sum(value_order(settings[a][k]) != value_order(settings[b][k]) for b in order for k in keys)
+
+    fewest = min(others(a) for a in order)
+    tied = [a for a in order if others(a) == fewest]
+    if len(tied) > 1 and not uses_variants:
+        from ablate.config import Config, flatten, to_dict
+
+        defaults = flatten(to_dict(Config()))
+
+        def changed(a: Any) -> int:
+            return sum(k in defaults and value_order(settings[a][k]) != value_order(defaults[k]) for k in keys)
+
+        least = min(changed(a) for a in tied)
+        tied = [a for a in tied if changed(a) == least]
+    if len(tied) == 1:
+        return tied[0]
+    labels = [_label(i, candidates) for i in tied]
+    example = tied[0] if isinstance(tied[0], str) else "{" + _label(tied[0], candidates, sep=": ") + "}"
+    fix = "or give the base variant no overrides" if uses_variants else "naming the base point's values"
+    raise ReportError(
+        f"the table's base is ambiguous: {('; ' if not uses_variants else ', ').join(labels[:4])}{' ...' if len(labels) > 4 else ''} each differ "
+        f"from the other rows in {fewest} values; declare it in the sweep file's parameters "
+        f"(base: {{value: {example}}}), {fix}"
+    )
+
+
+def _label(ident: Any, candidates: list[str], sep: str = "=") -> str:
+    """A row as the sweep names it: the variant, or the grid point's parameter values (as YAML writes them)."""
+    if isinstance(ident, str):
+        return ident
+    from ablate.sweep.spec import format_value
+
+    return ", ".join(f"{k}{sep}{format_value(v)}" for k, v in zip(candidates, ident) if v != _MISSING)
+
+
+def _declared_base(declared: Any, order: list[Any], configs: dict[Any, dict[str, Any]], uses_variants: bool) -> Any:
+    """The row the sweep's ``base`` parameter names: a variant, or the grid point with its values."""
+    if uses_variants and isinstance(declared, str):
+        if declared in order:
+            return declared
+        rows = ", ".join(str(i) for i in order if isinstance(i, str))
+        raise ReportError(f"the sweep's base '{declared}' is not a row of this table (its rows: {rows})")
+    if isinstance(declared, dict) and not uses_variants:
+        from ablate.config import flatten
+
+        wanted = flatten(declared)
+        match = [
+            i
+            for i in order
+            if all(value_order(configs[i].get(k, _MISSING)) == value_order(v) for k, v in wanted.items())
+        ]
+        if len(match) == 1:
+            return match[0]
+        found = "no row" if not match else f"{len(match)} rows"
+        raise ReportError(f"the sweep's base {declared} matches {found} of this table; name every varying key's value")
+    kind = "a variant's name" if uses_variants else "a mapping of the grid's keys to the base point's values"
+    raise ReportError(f"the sweep's base {declared!r} must be {kind}")
+
+
+def _row_order(row: Row, keys: list[str], uses_variants: bool) -> tuple:
+    """Base first; groups by name (variants) or by the keys changed; within a group by the
+    columns changed, then by their values."""
+    columns = tuple(keys.index(k) for k in row.changed)
+    values = tuple(value_order(row.settings[k]) for k in row.changed)
+    if row.is_base:
+        return (0, (0, ""), (), (), row.name)
+    if uses_variants:  # a named variant's group, e.g. "A"
+        return (1, (0, row.group), columns, values, row.name)
+    return (1, (1, columns), (), values, row.name)
+
+
+def _show(value: Any) -> str:
+    return "-" if value is None or value == _MISSING else str(value)
+
+
+def curve(row: Row, metric: str = DEV_BLEU.key) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean and standard deviation of a validation metric over the row's seeds, per step.
+
+    Each seed's history is linearly interpolated onto the union of all seeds' steps within
+    its own step range (no extrapolation), so seeds validated at different steps still align.
+
+    Returns:
+        ``(steps, mean, std)``, each of shape (S,); std is 0 where one seed covers a step.
+    """
+    series = []
+    for t in row.trials:
+        pts = [(h["step"], h[metric]) for h in t.history if h.get(metric) is not None]
+        if pts:
+            series.append((np.array([p[0] for p in pts], float), np.array([p[1] for p in pts], float)))
+    if not series:
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    steps = np.unique(np.concatenate([s for s, _ in series]))
+    grid = np.full((len(series), len(steps)), np.nan)
+    for i, (s, v) in enumerate(series):
+        inside = (steps >= s.min()) & (steps <= s.max())
+        grid[i, inside] = np.interp(steps[inside], s, v)
+    count = np.sum(~np.isnan(grid), axis=0)
+    filled = np.where(np.isnan(grid), 0.0, grid)
+    mean = filled.sum(axis=0) / count
+    sq = np.where(np.isnan(grid), 0.0, (grid - mean) ** 2).sum(axis=0)
+    std = np.sqrt(np.divide(sq, count - 1, out=np.zeros_like(sq), where=count > 1))
+    return steps, mean, std
+
+
+VARIANT = "variant"
+
+
+def planned_pairs(sweep: Sweep) -> list[tuple[str, str]]:
+    """``(reference row, row)`` names the table tests, in table order, without repeats.
+
+    Raises:
+        ReportError: the comparisons name a row or key that no trial of the sweep has (see :func:`not_compared`).
+    """
+    not_compared(sweep)
+    if not sweep.comparisons:
+        return [(sweep.base.name, r.name) for r in sweep.rows if not r.is_base]
+    pairs: list[tuple[str, str]] = []
+    for key, values in sweep.comparisons:
+        found = _named(sweep.rows, values) if key == VARIANT else _differing_in(sweep.rows, key, values)
+        pairs += [p for p in found if p not in pairs]
+    return pairs
+
+
+def not_compared(sweep: Sweep) -> list[str]:
+    """What the sweep's comparisons name that no finished row is (its trials failed, or are still to
+    run), e.g. ``A-x (no finished trial)``, for the footnote.
+
+    Raises:
+        ReportError: a named row that no trial of the sweep has, or a key no row sets: a typo, which
+            would otherwise leave the comparison out without a word.
+    """
+    missing: list[str] = []
+    names = [r.name for r in sweep.rows]
+    for key, values in sweep.comparisons or []:
+        if key == VARIANT:
+            known = {t.variant for t in sweep.unfinished}
+            for name in map(str, values or []):
+                if name in names:
+                    continue
+                if name not in known:
+                    raise ReportError(
+                        f"the sweep's comparisons name '{name}', which is no row of this table "
+                        f"(rows: {', '.join(names)}); fix the comparisons in the sweep file"
+                    )
+                missing.append(f"{name} (no finished trial)")
+            continue
+        if not any(key in r.config for r in sweep.rows):
+            raise ReportError(f"the sweep's comparisons are between {key}, which no row of this table sets")
+        present = {value_order(r.config.get(key)) for r in sweep.rows}
+        missing += [f"{key}={_text(v)} (no finished row)" for v in values or [] if value_order(v) not in present]
+    return missing
+
+
+def describe_plan(sweep: Sweep) -> str:
+    """Words for the footnote: what the comparisons are."""
+    if not sweep.comparisons:
+        return f"each row against the base row ({sweep.base.name})"
+    parts = []
+    for key, values in sweep.comparisons:
+        what = "the named rows" if key == VARIANT else key
+        vals = f" ({_text(values[0])} as reference vs {', '.join(map(_text, values[1:]))})" if values else ""
+        parts.append(f"{what}{vals}" + ("" if key == VARIANT else " with all else equal"))
+    return "the sweep's named comparisons: " + "; ".join(parts)
+
+
+def _named(rows: Sequence[Row], values: Optional[list[Any]]) -> list[tuple[str, str]]:
+    names = [str(v) for v in values] if values else [r.name for r in rows]
+    present = {r.name for r in rows}
+    ref = names[0]
+    return [(ref, n) for n in names[1:] if ref in present and n in present and n != ref]
+
+
+def _differing_in(rows: Sequence[Row], key: str, values: Optional[list[Any]]) -> list[tuple[str, str]]:
+    """Pairs of rows equal in every declared key but ``key``, reference value first."""
+    pairs = []
+    for i, a in enumerate(rows):
+        for b in rows[i + 1 :]:
+            if key not in a.config and key not in b.config:
+                continue
+            if not _equal_except(a.config, b.config, key):
+                continue
+            va, vb = value_order(a.config.get(key)), value_order(b.config.get(key))
+            if va == vb:
+                continue
+            if values:
+                ref = value_order(values[0])
+                others = {value_order(v) for v in values[1:]}
+                if va == ref and vb in others:
+                    pairs.append((a.name, b.name))
+                elif vb == ref and va in others:
+                    pairs.append((b.name, a.name))
+            else:
+                pairs.append((a.name, b.name) if va < vb else (b.name, a.name))
+    if not values:  # every value against the lowest one present in its group
+        by_name = {r.name: r for r in rows}
+        pairs = [
+            (a, b)
+            for a, b in pairs
+            if not any(
+                _equal_except(by_name[a].config, by_name[c].config, key)
+                and value_order(by_name[c].config.get(key)) < value_order(by_name[a].config.get(key))
+                for c in by_name
+            )
+        ]
+    return pairs
+
+
+def _equal_except(a: dict[str, Any], b: dict[str, Any], key: str) -> bool:
+    return all(value_order(a.get(k)) == value_order(b.get(k)) for k in set(a) | set(b) if k != key)
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+# --------------------------------------------------------------------------------------
+# Resampled test sentences (Koehn 2004; Riezler & Maxwell 2005)
+# --------------------------------------------------------------------------------------
+
+
+SEED = 12345
+Score = Callable[[np.ndarray], np.ndarray]
+"""(..., k) summed statistics -> (...) corpus scores: a scorer's ``from_statistics``."""
+
+
+def sentence_stats(hyps: Sequence[str], refs: Sequence[str], tokenize: Optional[str] = None) -> np.ndarray:
+    """sacreBLEU's per-sentence BLEU statistics (:func:`ablate.metrics.bleu.sentence_stats`).
+
+    Raises:
+        ReportError: the hypotheses and references differ in length.
+    """
+    if len(hyps) != len(refs) or not refs:
+        raise ReportError(f"hypotheses and references differ in length ({len(hyps)}, {len(refs)})")
+    return bleu_metric.sentence_stats(hyps, refs, tokenize)
+
+
+class Resamples:
+    """One split's bootstrap resamples of sentences, shared by every trial and comparison.
+
+    :meth:`shared` keeps one per ``(n, samples, seed)`` in the process, and each keeps the resampled
+    scores of the statistics it has seen (by identity: :func:`ablate.metrics.scorer.statistics` gives
+    one array per text), so a table's two-row re-runs (:func:`compare_alone`) resample nothing again.
+
+    Args:
+        n: sentences in the split.
+        samples: bootstrap resamples.
+        seed: RNG seed (results are deterministic).
+    """
+
+    def __init__(self, n: int, samples: int, seed: int = SEED):
+        rng = np.random.default_rng(seed)
+        self.n, self.samples = n, samples
+        self.weights = rng.multinomial(n, np.full(n, 1.0 / n), size=samples).astype(np.float64)  # (B, n)
+        self._seen: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._weights32: Optional[np.ndarray] = None
+
+    @staticmethod
+    @functools.lru_cache(maxsize=4)
+    def shared(n: int, samples: int, seed: int = SEED) -> Resamples:
+        """The process's one :class:`Resamples` of these parameters (the same weights as a new one)."""
+        return Resamples(n, samples, seed)
+
+    def _single(self) -> np.ndarray:
+        """The weights in float32 (made once): exact for counts whose weighted sums stay below 2^24."""
+        if self._weights32 is None:
+            self._weights32 = self.weights.astype(np.float32)
+        return self._weights32
+
+    def bleu(self, stats: np.ndarray, score: Score = bleu_from_stats) -> np.ndarray:
+        """(B,) corpus score (BLEU, or ``score`` of the metric's statistics) of one trial's (n, k)
+        statistics under each resample."""
+        return self.bleu_many([stats], score)[0]
+
+    def bleu_many(self, stats: Sequence[np.ndarray], score: Score = bleu_from_stats) -> list[np.ndarray]:
+        """:meth:`bleu` of each of several trials' (n, k) statistics; whole-number statistics (counts,
+        as BLEU's and chrF's are) are resampled together in one matrix product, exact in float64."""
+        if any(s.shape[0] != self.n for s in stats):
+            bad = next(s.shape[0] for s in stats if s.shape[0] != self.n)
+            raise ReportError(f"hypotheses cover {bad} sentences, the split has {self.n}")
+        name = getattr(score, "__qualname__", repr(score))
+        todo = [s for s in {id(s): s for s in stats}.values() if self._seen.get((id(s), name), (None,))[0] is not s]
+        counts = [s for s in todo if s.ndim == 2 and np.array_equal(s, np.rint(s))]
+        summed = dict(_resample_counts(self.weights, counts, self._single()))
+        for s in todo:
+            boot = score(summed[id(s)] if id(s) in summed else self.weights @ s)
+            if len(self._seen) >= 4096:
+                self._seen.clear()
+            self._seen[(id(s), name)] = (s, boot)
+        return [self._seen[(id(s), name)][1] for s in stats]
+
+
+def _resample_counts(
+    weights: np.ndarray, stats: Sequence[np.ndarray], single: np.ndarray, chunk: int = 64
+) -> Iterable[tuple[int, np.ndarray]]:
+    """``(id(s), weights @ s)`` for each (n, k) ``s``, ``chunk`` trials per matrix product: (B, n) @ (n, chunk·k).
+
+    Whole-number statistics and weights make every product and sum an exact float64 integer (below
+    2^53), so the result is the one ``weights @ s`` gives, bit for bit; where every sum stays below
+    2^24 (a row of weights sums to n) it is exact in float32 too, and ``single`` (the weights in
+    float32) computes it in half the time."""
+    for start in range(0, len(stats), chunk):
+        part = np.concatenate(stats[start : start + chunk], axis=1)
+        widths = np.cumsum([0] + [s.shape[1] for s in stats[start : start + chunk]])
+        if weights.shape[1] * float(np.abs(part).max(initial=0.0)) < 2**24:
+            product = (single @ part.astype(np.float32)).astype(np.float64)  # (B, sum k)
+        else:
+            product = weights @ part
+        for s, lo, hi in zip(stats[start : start + chunk], widths[:-1], widths[1:]):
+            yield id(s), np.ascontiguousarray(product[:, lo:hi])
+
+
+def bootstrap_p(deltas: np.ndarray, observed: float) -> float:
+    """Two-sided p-value of ``observed`` from its bootstrap distribution ``deltas`` (shifted to
+    mean 0, as sacreBLEU's paired bootstrap): ``(1 + #{|d - mean d| >= |observed|}) / (B + 1)``."""
+    if observed == 0.0:
+        return 1.0
+    extreme = int(np.sum(np.abs(deltas - deltas.mean()) >= abs(observed)))
+    return (extreme + 1) / (len(deltas) + 1)
+
+
+def approximate_randomization(
+    a: np.ndarray, b: np.ndarray, trials: int, seed: int = SEED, score: Score = bleu_from_stats
+) -> float:
+    """Two-sided paired approximate randomisation p-value of ``mean_s BLEU(b_s) - mean_s BLEU(a_s)``.
+
+    Args:
+        a, b: (K, n, k) statistics of the two rows' seeds, paired by position.
+        trials: random swaps.
+        score: the metric's corpus score of summed statistics (default BLEU's).
+    """
+    observed = float(score(b.sum(1)).mean() - score(a.sum(1)).mean())
+    if observed == 0.0:
+        return 1.0
+    rng = np.random.default_rng(seed)
+    n = a.shape[1]
+    extreme, chunk = 0, max(1, 2_000_000 // (n * 2 * a.shape[0]))
+    for start in range(0, trials, chunk):
+        keep = (rng.random((min(chunk, trials - start), n)) >= 0.5).astype(np.float64)
+        sa = np.einsum("bn,knj->bkj", keep, a) + np.einsum("bn,knj->bkj", 1 - keep, b)
+        sb = np.einsum("bn,knj->bkj", keep, b) + np.einsum("bn,knj->bkj", 1 - keep, a)
+        d = score(sb).mean(axis=1) - score(sa).mean(axis=1)
+        extreme += int(np.sum(np.abs(d) >= abs(observed) - 1e-12))
+    return (extreme + 1) / (trials + 1)
+
+
+# --------------------------------------------------------------------------------------
+# Training-seed variance (Clark et al. 2011)
+# --------------------------------------------------------------------------------------
+
+
+POWER = 0.8  # the power at which minimum detectable effects and needed seeds are stated
+PAIRING_COST = 0.05
+"""How much wider (relative) the seed-paired fit's t critical value may be than the unpaired fit's
+for the paired fit to be used (:func:`use_paired`)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def use_paired(paired_df: int, unpaired_df: int, alpha: float = 0.05) -> bool:
+    """Whether the row + seed fit carries more information than the within-row one for this design.
+
+    Pairing removes the seed effects shared by rows trained with the same seed values (real tables
+    have large ones: table3-cpu's two-way ANOVA F(1, 18) = 26.5), but costs one df per seed value.
+    With no seed effect at all, the paired test's interval is wider by ``t(ν_p) / t(ν_u)``; the paired
+    fit is taken when that price is at most :data:`PAIRING_COST` (a seed effect of a few percent of
+    the residual variance pays it back). Two rows of 2 shared seeds (1 df against 2), 3 seeds (2
+    against 4) or 8 (7 against 14) stay unpaired; 4x4, 5x3, 8x2 and the shipped 10x3 and 19x2
+    tables pair. A random-effects (mixed) model of seed would combine both, as an alternative.
+    """
+    if paired_df <= 0:
+        return False
+    if unpaired_df <= 0:
+        return True
+    q = 1 - alpha / 2
+    return float(st.t.ppf(q, paired_df)) <= (1 + PAIRING_COST) * float(st.t.ppf(q, unpaired_df))
+
+
+@dataclass(frozen=True)
+class SeedNoise:
+    """The table's per-trial seed standard deviation of one score, pooled over its rows.
+
+    Attributes:
+        paired: σ_e of the two-way fit (row + seed effects); None where no residual df is left.
+        paired_df: its residual degrees of freedom.
+        unpaired: σ_w, the pooled within-row standard deviation; None without replicated rows.
+        unpaired_df: its degrees of freedom (trials - rows).
+        trials: trials the fit used.
+    """
+
+    paired: Optional[float]
+    paired_df: int
+    unpaired: Optional[float]
+    unpaired_df: int
+    trials: int
+
+    def for_rows(self, seeds_a: Sequence[Any], seeds_b: Sequence[Any]) -> tuple[Optional[float], int, bool]:
+        """``(σ, df, paired)`` for a comparison of rows trained with these seed values.
+
+        The seed-paired fit is used when the rows share their seed values and its degrees of freedom
+        cost at most :data:`PAIRING_COST` of the t critical value against the unpaired fit's
+        (:func:`use_paired`); otherwise the unpaired one. The choice depends on the design alone
+        (df), never on the estimates, so it does not change the test's size.
+        """
+        paired = sorted(map(str, seeds_a)) == sorted(map(str, seeds_b)) and len(seeds_a) > 0
+        if paired and self.paired is not None and use_paired(self.paired_df, self.unpaired_df):
+            return self.paired, self.paired_df, True
+        return self.unpaired, self.unpaired_df, False
+
+    @property
+    def estimable(self) -> bool:
+        return self.unpaired is not None or self.paired is not None
+
+
+def floored(sigma: Optional[float], floor_var: float) -> Optional[float]:
+    """``max(σ, sqrt(floor_var))``: a seed σ no smaller than what is known to be inside it.
+
+    A trial's corpus BLEU on the fixed test set moves with its seed for two reasons: what the seed
+    does to the model everywhere, and the seed x sentence interaction on these sentences, whose
+    variance ``s`` the sentence bootstrap measures for every trial from thousands of resamples
+    (:func:`per_seed_sentence_var`). So σ² >= s, and a σ̂ estimated from 2-4 degrees of freedom
+    that came out below it is known to be too small; those are the draws that make a t-test with
+    few df fire on noise. The floor is a variance "fudge" in the spirit of SAM's s0 (Tusher,
+    Tibshirani & Chu 2001, PNAS 98(9)), here with a value measured on the same runs. On
+    results/calibration-cpu (σ 0.70, s 0.065) it moves the false-positive rate over all 5,460 2-vs-2
+    splits of the 16 seeds from 8.2% (Student t at 2 df) to 6.4%; with 3+ seeds per row or more
+    rows σ̂ almost never falls below it and nothing changes (no shipped table reaches it).
+    """
+    if sigma is None or floor_var <= 0:
+        return sigma
+    return max(sigma, math.sqrt(floor_var))
+
+
+def fit_seed_noise(scores: Mapping[str, Mapping[Any, float]]) -> SeedNoise:
+    """Pool the seed variance of ``scores`` (row name -> {seed value: per-trial score}).
+
+    Seeds are matched across rows by value (``str(seed)``), so seed 1 of every row shares one
+    seed effect in the two-way fit.
+    """
+    rows = [r for r in scores if scores[r]]
+    values = [(r, str(s), float(v)) for r in rows for s, v in scores[r].items() if math.isfinite(float(v))]
+    n = len(values)
+    within = sum(_ss([v for r2, _, v in values if r2 == r]) for r in rows)
+    w_df = n - len({r for r, _, _ in values})
+    seeds = sorted({s for _, s, _ in values})
+    paired, p_df = None, 0
+    if n:
+        design = np.zeros((n, len(rows) + max(len(seeds) - 1, 0)))
+        for i, (r, s, _) in enumerate(values):
+            design[i, rows.index(r)] = 1.0
+            if seeds.index(s) > 0:
+                design[i, len(rows) + seeds.index(s) - 1] = 1.0
+        y = np.array([v for _, _, v in values])
+        coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+        p_df = n - int(np.linalg.matrix_rank(design))
+        if p_df > 0:
+            paired = math.sqrt(float(np.sum((y - design @ coef) ** 2)) / p_df)
+    return SeedNoise(paired, p_df, math.sqrt(within / w_df) if w_df > 0 else None, w_df, n)
+
+
+def per_seed_sentence_var(boots: Mapping[str, Sequence[np.ndarray]]) -> float:
+    """The per-seed part of one trial's sentence-bootstrap variance, pooled over the table's rows.
+
+    A trial's bootstrap BLEU ``b_i`` (B,) moves with the resampled sentences for two reasons: what
+    its configuration does on them (shared by the row's seeds) and what this seed's run does (the
+    seed x sentence interaction). Within a row, ``Var(b_i) - Cov(b_i, b_j)`` (i != j) is the second
+    part, ``s``. It shrinks as 1/k in a k-seed mean, and it is already inside the per-seed spread
+    of corpus BLEU on the fixed test set that σ measures; so :func:`sentence_split` removes it
+    from a Δ's bootstrap variance to keep it from being counted twice.
+
+    Args:
+        boots: row -> its trials' (B,) bootstrap scores; rows with one seed do not inform ``s``.
+
+    Returns:
+        ``s`` averaged over the rows with >= 2 seeds (weighted by seeds), 0 where there is none.
+    """
+    total, weight = 0.0, 0
+    for trials in boots.values():
+        if len(trials) < 2:
+            continue
+        cov = np.cov(np.stack(trials))  # (k, k)
+        k = cov.shape[0]
+        off = (cov.sum() - np.trace(cov)) / (k * (k - 1))
+        total += k * float(np.trace(cov) / k - off)
+        weight += k
+    return max(total / weight, 0.0) if weight else 0.0
+
+
+def sentence_split(sentence_var: float, per_seed: float, k_a: int, k_b: int) -> float:
+    """The k-independent part of a Δ's sentence-bootstrap variance ``v`` (the configurations' own
+    test-set sampling error): ``max(v - s (1/K_a + 1/K_b), 0)`` with ``s`` from
+    :func:`per_seed_sentence_var`. Measured on results/calibration-cpu, ``v·k`` is constant over
+    k = 1..8 (0.132-0.136): almost all of ``v`` is the per-seed part."""
+    return max(sentence_var - per_seed * (1 / k_a + 1 / k_b), 0.0)
+
+
+def _ss(values: Sequence[float]) -> float:
+    return float(np.sum((np.asarray(values) - np.mean(values)) ** 2)) if values else 0.0
+
+
+@dataclass(frozen=True)
+class SeedTest:
+    """One seed-aware comparison: the Δ, its standard error and where it came from.
+
+    Attributes:
+        delta: mean over b's seeds minus mean over a's seeds.
+        se: sqrt(seed part + sentence part).
+        seed_var, sentence_var: the two parts of se².
+        df: degrees of freedom of the test: the seed σ's (inf when the seed part is 0).
+        p_value: two-sided, Student's t at ``df``.
+        sigma: the per-trial seed σ used; paired: whether the rows shared their seeds.
+    """
+
+    delta: float
+    se: float
+    seed_var: float
+    sentence_var: float
+    df: float
+    p_value: float
+    sigma: float
+    paired: bool
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        """The two-sided ``level`` confidence interval of Δ (uncorrected for multiple comparisons)."""
+        half = _t_quantile(0.5 + level / 2, self.df) * self.se
+        return self.delta - half, self.delta + half
+
+
+def seed_test(
+    a: Sequence[float], b: Sequence[float], sentence_var: float, sigma: float, df: int, paired: bool
+) -> SeedTest:
+    """Two-sided test of ``mean(b) - mean(a)`` with seed and sentence variance together.
+
+    Args:
+        a, b: per-trial scores of the two rows (one per seed).
+        sentence_var: the k-independent part of the seed-averaged Δ's variance over resampled test
+            sentences (:func:`sentence_split`; the per-seed part is inside ``sigma`` already).
+        sigma, df: the table's per-trial seed σ and its degrees of freedom (:func:`fit`).
+        paired: whether ``sigma`` is the seed-paired (two-way) estimate.
+    """
+    delta = float(np.mean(b) - np.mean(a))
+    seed_var = sigma**2 * (1 / len(a) + 1 / len(b))
+    var = seed_var + max(sentence_var, 0.0)
+    se = math.sqrt(var)
+    dof = math.inf if seed_var == 0 else float(df)  # not Welch-Satterthwaite: see the module docstring
+    if se == 0:
+        p = 1.0 if delta == 0 else 0.0
+    else:
+        p = float(2 * st.t.sf(abs(delta) / se, dof))
+    return SeedTest(delta, se, seed_var, sentence_var, dof, p, sigma, paired)
+
+
+@functools.lru_cache(maxsize=1024)
+def _t_quantile(q: float, df: float) -> float:
+    return float(st.norm.ppf(q) if math.isinf(df) else st.t.ppf(q, df))
+
+
+def standard_error(sigma: float, seeds_a: int, seeds_b: int, sentence_var: float) -> float:
+    """SE(k) of a Δ between rows of ``seeds_a`` and ``seeds_b`` seeds: ``sqrt(σ² (1/K_a + 1/K_b) + v0)``,
+    the per-trial seed σ (which holds the seed x sentence interaction) plus the k-independent
+    sentence part ``v0`` (:func:`sentence_split`): each source of variance once."""
+    return math.sqrt(sigma**2 * (1 / seeds_a + 1 / seeds_b) + max(sentence_var, 0.0))
+
+
+def power(
+    delta: float, sigma: float, df: float, seeds_a: int, seeds_b: int, sentence_var: float, alpha: float
+) -> float:
+    """Predicted power of the two-sided seed-aware test for a true ``delta``: the noncentral t at
+    ``df`` with noncentrality ``|delta| / SE(k)`` (:func:`standard_error`; exact when ``v0`` = 0)."""
+    se = standard_error(sigma, seeds_a, seeds_b, sentence_var)
+    if se == 0:
+        return 1.0 if delta else alpha
+    nc, dof = abs(delta) / se, max(float(df), 1.0)
+    if math.isinf(dof):
+        crit = float(st.norm.ppf(1 - alpha / 2))
+        return float(st.norm.sf(crit - nc) + st.norm.cdf(-crit - nc))
+    crit = float(st.t.ppf(1 - alpha / 2, dof))
+    return float(st.nct.sf(crit, dof, nc) + st.nct.cdf(-crit, dof, nc))
+
+
+def detectable(sigma: float, df: int, seeds: int, sentence_var: float, alpha: float, power: float = POWER) -> float:
+    """Minimum detectable |Δ|: the effect a two-sided test at ``alpha`` finds with ``power``
+    between two rows of ``seeds`` seeds each (normal approximation with t quantiles at ``df``;
+    ``sentence_var`` is the k-independent part, :func:`sentence_split`)."""
+    se = standard_error(sigma, seeds, seeds, sentence_var)
+    dof = max(df, 1)
+    return (_t_quantile(1 - alpha / 2, dof) + _t_quantile(power, dof)) * se
+
+
+def seeds_needed(delta: float, sigma: float, sentence_var: float, alpha: float, power: float = POWER) -> Optional[int]:
+    """Seeds per row for a true ``delta`` to be found with ``power`` at ``alpha`` (large-sample
+    normal quantiles), from SE²(k) = 2σ²/k + v0 with ``sentence_var`` the k-independent part ``v0``
+    (:func:`sentence_split`; the per-seed part of the bootstrap variance shrinks with k and is in σ).
+    None when no number of seeds would do: the test set's own sampling variance already hides an
+    effect that small (a bigger test set would be needed)."""
+    z = float(st.norm.ppf(1 - alpha / 2) + st.norm.ppf(power))
+    room = (abs(delta) / z) ** 2 - max(sentence_var, 0.0)
+    if room <= 0:
+        return None
+    return max(math.ceil(2 * sigma**2 / room), 2)
+
+
+def normal_quantile(q: float) -> float:
+    return float(st.norm.ppf(q))
+
+
+# --------------------------------------------------------------------------------------
+# Comparisons of a table's rows, Holm-corrected (Holm 1979)
+# --------------------------------------------------------------------------------------
+
+
+TESTS = {
+    "seeds": "seed-aware t-test (table-pooled training-seed variance + paired bootstrap over test sentences)",
+    "bs": "paired bootstrap resampling over test sentences (test-set variance only)",
+    "ar": "paired approximate randomization over test sentences (test-set variance only)",
+}
+DEFAULT_TEST = "seeds"
+DEFAULT_SAMPLES = {"seeds": 2000, "bs": 2000, "ar": 10000}
+LEVEL = 0.95  # confidence level of every interval a table shows
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Row ``row`` against row ``reference`` on one test split.
+
+    Attributes:
+        reference, row: row names (``reference`` is the base for comparisons against the base).
+        split: the test split.
+        p_value: two-sided p-value of the score difference, uncorrected (nan: not tested, see ``note``).
+        base_bleu, bleu: mean over seeds of the corpus score (BLEU, or ``metric``) of ``reference`` and ``row``.
+        seeds: seeds used on each side.
+        p_adjusted: Holm-Bonferroni adjusted p-value over all tested comparisons of the table.
+        test: the test's key in :data:`TESTS`.
+        se: standard error of Δ (seed + sentence parts for ``seeds``, sentence part alone otherwise).
+        ci: the 95% confidence interval of Δ, uncorrected.
+        sentence_var: variance of Δ over resampled test sentences.
+        sentence_fixed: its k-independent part (:func:`ablate.report.stats.sentence_split`), the
+            part the seed-aware test adds to the seed σ's (the rest is inside σ already).
+        sigma, sigma_df, paired: the table's per-trial seed σ used, its degrees of freedom, and
+            whether it was the seed-paired estimate (None where not estimable).
+        sigma_floored: whether ``sigma`` is the floor (:func:`ablate.report.stats.floored`): the
+            estimate came out below the per-seed sentence variance the bootstrap puts inside it.
+        per_seed: ``(seed, Δ)`` for every seed value both rows trained with.
+        note: why the comparison was not tested, if it was not.
+        metric: the metric compared (a key of :data:`ablate.metrics.METRIC_SCORERS`).
+    """
+
+    reference: str
+    row: str
+    split: str
+    p_value: float
+    base_bleu: float
+    bleu: float
+    seeds: tuple[int, int]
+    p_adjusted: float = math.nan
+    test: str = DEFAULT_TEST
+    se: float = math.nan
+    ci: tuple[float, float] = (math.nan, math.nan)
+    sentence_var: float = math.nan
+    sentence_fixed: float = math.nan
+    sigma: Optional[float] = None
+    sigma_df: int = 0
+    paired: bool = False
+    sigma_floored: bool = False
+    per_seed: tuple[tuple[str, float], ...] = ()
+    note: str = ""
+    metric: str = DEFAULT_METRIC
+
+    @property
+    def delta(self) -> float:
+        return self.bleu - self.base_bleu
+
+    @property
+    def tested(self) -> bool:
+        return not math.isnan(self.p_value)
+
+    @property
+    def sign_flip(self) -> bool:
+        """Per-seed Δs disagree in sign (some seeds say better, some worse)."""
+        signs = {d > 0 for _, d in self.per_seed if d != 0}
+        return len(signs) > 1
+
+    def significant(self, alpha: float) -> bool:
+        return self.tested and self.p_adjusted < alpha
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (Holm 1979): step-down, monotone, capped at 1."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    m, running, out = len(p_values), 0.0, [1.0] * len(p_values)
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        out[i] = running
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# One split: every usable trial's statistics, resampled once
+# --------------------------------------------------------------------------------------
+
+
+class SplitScores:
+    """Per-sentence statistics, corpus BLEU and bootstrap BLEU of every trial on one split.
+
+    Built once per table and split (:meth:`of_sweep`), so each comparison costs a few vector
+    operations; :meth:`compare` tests two of its rows.
+
+    Args:
+        split: the split's name.
+        rows: row name -> ``[(seed, (n, k) statistics)]``, the same n sentences everywhere.
+        samples: bootstrap resamples of sentences.
+        score: the metric's corpus score of summed statistics (BLEU's by default).
+        metric: the metric's name.
+    """
+
+    def __init__(
+        self,
+        split: str,
+        rows: dict[str, list[tuple[Any, np.ndarray]]],
+        samples: int,
+        score: Score = bleu_from_stats,
+        metric: str = DEFAULT_METRIC,
+    ):
+        self.split, self.rows = split, {r: list(ts) for r, ts in rows.items() if ts}
+        self.score, self.metric = score, metric
+        sizes = {s.shape[0] for ts in self.rows.values() for _, s in ts}
+        if len(sizes) > 1:
+            raise ReportError(f"{split}: hypotheses cover different numbers of sentences ({sorted(sizes)})")
+        resamples = Resamples.shared(sizes.pop(), samples) if sizes else None
+        self.bleu = {r: [float(score(s.sum(0))) for _, s in ts] for r, ts in self.rows.items()}
+        self.boot = {}
+        if resamples is not None:
+            boots = iter(resamples.bleu_many([s for ts in self.rows.values() for _, s in ts], score))
+            self.boot = {r: [next(boots) for _ in ts] for r, ts in self.rows.items()}
+        self.seeds = {r: [str(seed) for seed, _ in ts] for r, ts in self.rows.items()}
+        self._fit()
+
+    def _fit(self) -> None:
+        """The table's seed σ and the per-seed part of its trials' bootstrap variance."""
+        self.noise = fit_seed_noise({r: dict(zip(self.seeds[r], self.bleu[r])) for r in self.bleu})
+        self.per_seed_var = per_seed_sentence_var(self.boot)
+
+    @classmethod
+    def of_values(
+        cls, split: str, bleu: dict[str, list[float]], boot: dict[str, list[np.ndarray]], seeds: dict[str, list[str]]
+    ) -> SplitScores:
+        """A table from per-trial scores alone (row -> per-seed corpus BLEU, (B,) bootstrap BLEU and
+        seed values), e.g. a relabelled grouping of one configuration's seeds for calibration;
+        ``ar`` (which needs the sentence statistics) is not available on it."""
+        out = object.__new__(SplitScores)
+        out.split, out.score, out.metric, out.rows = split, bleu_from_stats, DEFAULT_METRIC, {}
+        out.bleu, out.boot, out.seeds = dict(bleu), dict(boot), {r: [str(x) for x in v] for r, v in seeds.items()}
+        out._fit()
+        return out
+
+    @classmethod
+    def of_sweep(cls, sweep: Sweep, split: str, samples: int, metric: str = DEFAULT_METRIC) -> SplitScores:
+        """Every usable trial of ``sweep``: as many hypotheses as references, and the split's
+        references (the first usable trial's), scored with ``metric``."""
+        scorer, refs = scorer_for(metric, sweep.base.trials), None
+        rows: dict[str, list[tuple[Any, np.ndarray]]] = {}
+        for row in sweep.rows:
+            for t in _usable(row.trials, split):
+                refs = refs if refs is not None else t.refs[split]
+                if t.refs[split] == refs:
+                    sources = t.sources.get(split)
+                    sources = sources if sources and len(sources) == len(refs) else None
+                    rows.setdefault(row.name, []).append((t.seed, statistics(scorer, t.hyps[split], refs, sources)))
+        return cls(split, rows, samples, scorer.from_statistics, metric)
+
+    def relabel(self, row: str, i: int, j: int) -> SplitScores:
+        """A copy in which ``row``'s i-th and j-th seeds are two one-seed rows, ``row@<seed>``
+        (its other seeds left out), for calibration: the two are one configuration."""
+        out = object.__new__(SplitScores)
+        out.split, out.score, out.metric = self.split, self.score, self.metric
+        keep = {r: list(range(len(ts))) for r, ts in self.rows.items() if r != row}
+        keep.update({f"{row}@{self.seeds[row][i]}": [i], f"{row}@{self.seeds[row][j]}": [j]})
+        source = {r: (r if r in self.rows else row) for r in keep}
+        out.rows = {r: [self.rows[source[r]][x] for x in keep[r]] for r in keep}
+        out.bleu = {r: [self.bleu[source[r]][x] for x in keep[r]] for r in keep}
+        out.boot = {r: [self.boot[source[r]][x] for x in keep[r]] for r in keep}
+        out.seeds = {r: [self.seeds[source[r]][x] for x in keep[r]] for r in keep}
+        out._fit()
+        return out
+
+    def compare(self, reference: str, row: str, test: str = DEFAULT_TEST, trials: int = 0) -> Optional[Comparison]:
+        """``row`` against ``reference`` (uncorrected); None when either has no usable trial.
+
+        Args:
+            trials: random swaps for ``ar`` (0: the default).
+        """
+        if reference not in self.bleu or row not in self.bleu:
+            return None
+        xa, xb = self.bleu[reference], self.bleu[row]
+        deltas = np.mean(self.boot[row], axis=0) - np.mean(self.boot[reference], axis=0)
+        observed = float(np.mean(xb) - np.mean(xa))
+        estimated, df, paired = self.noise.for_rows(self.seeds[reference], self.seeds[row])
+        sigma = floored(estimated, self.per_seed_var)
+        v = float(np.var(deltas, ddof=1))
+        base = Comparison(
+            reference, row, self.split, math.nan, float(np.mean(xa)), float(np.mean(xb)), (len(xa), len(xb)),
+            test=test, sentence_var=v, sentence_fixed=sentence_split(v, self.per_seed_var, len(xa), len(xb)),
+            sigma=sigma, sigma_df=df, paired=paired, per_seed=self._per_seed(reference, row), metric=self.metric,
+            sigma_floored=sigma != estimated,
+        )  # fmt: skip
+        if test == "seeds":
+            if sigma is None:
+                return replace(base, note="no seed variance: every row of the table has one seed")
+            result = seed_test(xa, xb, base.sentence_fixed, sigma, df, paired)
+            return replace(base, p_value=result.p_value, se=result.se, ci=result.interval(LEVEL))
+        se = math.sqrt(base.sentence_var)
+        half = normal_quantile(0.5 + LEVEL / 2) * se
+        if test == "bs":
+            p = bootstrap_p(deltas, observed)
+        else:
+            a, b = self._paired_stats(reference, row)
+            p = approximate_randomization(a, b, trials or DEFAULT_SAMPLES["ar"], score=self.score)
+        return replace(base, p_value=p, se=se, ci=(observed - half, observed + half))
+
+    def _per_seed(self, reference: str, row: str) -> tuple[tuple[str, float], ...]:
+        """``(seed, Δ)`` for the seed values both rows trained with, in seed order."""
+        base = dict(zip(self.seeds[reference], self.bleu[reference]))
+        shared = [(s, x - base[s]) for s, x in zip(self.seeds[row], self.bleu[row]) if s in base]
+        return tuple(sorted(shared, key=lambda p: value_order(_number(p[0]))))
+
+    def _paired_stats(self, reference: str, row: str) -> tuple[np.ndarray, np.ndarray]:
+        """(K, n, 10) statistics of both rows, paired by seed value where shared, else by rank."""
+        a, b = dict(zip(self.seeds[reference], self.rows[reference])), dict(zip(self.seeds[row], self.rows[row]))
+        shared = [s for s in a if s in b]
+        if shared:
+            pairs = [(a[s][1], b[s][1]) for s in shared]
+        else:
+            pairs = [(x[1], y[1]) for x, y in zip(self.rows[reference], self.rows[row])]
+        return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+
+
+def _number(text: str) -> Any:
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+# --------------------------------------------------------------------------------------
+# Rows of a sweep
+# --------------------------------------------------------------------------------------
+
+
+def _usable(trials: Sequence[Trial], split: str) -> list[Trial]:
+    ok = [t for t in trials if split in t.hyps and split in t.refs and len(t.hyps[split]) == len(t.refs[split])]
+    return sorted(ok, key=lambda t: (value_order(t.seed), t.name))
+
+
+def check_test(test: str) -> None:
+    if test not in TESTS:
+        raise ReportError(f"unknown significance test '{test}' (choose from: {', '.join(TESTS)})")
+
+
+def split_scores(
+    sweep: Sweep, n_samples: int = 0, test: str = DEFAULT_TEST, metric: str = DEFAULT_METRIC
+) -> dict[str, SplitScores]:
+    """:class:`SplitScores` of every test split with saved hypotheses (``n_samples`` bootstrap
+    resamples; for ``ar``, whose samples are swaps, the bootstrap's default), on ``metric``."""
+    samples = (n_samples if test != "ar" else 0) or DEFAULT_SAMPLES["bs"]
+    return {split: SplitScores.of_sweep(sweep, split, samples, metric) for split in test_splits(sweep)}
+
+
+def compare(
+    sweep: Sweep,
+    test: str = DEFAULT_TEST,
+    n_samples: int = 0,
+    plan: Optional[Sequence[tuple[str, str]]] = None,
+    metric: str = DEFAULT_METRIC,
+) -> list[Comparison]:
+    """The table's comparisons on every test split with saved hypotheses, Holm-adjusted together.
+
+    Args:
+        sweep: the aggregated rows.
+        test: a key of :data:`TESTS`.
+        n_samples: bootstrap resamples (``seeds``, ``bs``) or random swaps (``ar``); 0 for the default.
+        plan: ``(reference row, row)`` name pairs to compare; default the sweep's named
+            comparisons (:func:`ablate.report.stats.planned_pairs`), else every row against the base.
+        metric: the metric compared (``bleu``, ``chrf``, ``ter``, a plugin's).
+    """
+
+    check_test(test)
+    if plan is None:
+        plan = planned_pairs(sweep)
+    return compare_scores(split_scores(sweep, n_samples, test, metric).values(), plan, test, n_samples)
+
+
+def compare_scores(
+    splits: Iterable[SplitScores], plan: Sequence[tuple[str, str]], test: str = DEFAULT_TEST, n_samples: int = 0
+) -> list[Comparison]:
+    """The ``plan``'s comparisons on every one of ``splits``, Holm-adjusted together: what puts a
+    † on a table's row (:func:`compare`), and what ``ablate calibrate`` runs on relabelled tables."""
+    found = [
+        c for scores in splits for ref, name in plan if (c := scores.compare(ref, name, test, n_samples)) is not None
+    ]
+    tested = [c for c in found if c.tested]
+    adjusted = iter(holm([c.p_value for c in tested]))
+    return [replace(c, p_adjusted=next(adjusted)) if c.tested else c for c in found]
+
+
+def against_base(comparisons: Sequence[Comparison], sweep: Sweep) -> dict[tuple[str, str], Comparison]:
+    """``{(row, split): Comparison}`` for the comparisons against the base row."""
+    return {(c.row, c.split): c for c in comparisons if c.reference == sweep.base.name}
+
+
+def test_splits(sweep: Sweep) -> list[str]:
+    """Test splits with saved hypotheses (the validation split's are saved too, but not tested)."""
+    from ablate.report.trials import tested_splits
+
+    return tested_splits([t for r in sweep.rows for t in r.trials])
+
+
+def describe(test: str, n_samples: int) -> dict[str, Any]:
+    """Words for the footnote: the test's name and its number of samples."""
+    return {"name": TESTS[test], "samples": n_samples or DEFAULT_SAMPLES[test]}
+
+
+# --------------------------------------------------------------------------------------
+# Robustness of a mark: the same comparison with a σ from its own two rows alone
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hinge:
+    """A marked comparison re-run on its two rows alone (their own seeds give the σ).
+
+    Attributes:
+        comparison: as the table made it (σ pooled over every row of the table).
+        alone: the same two rows tabled by themselves (None: they have no seed variance of their own).
+        p_adjusted: the Holm-adjusted p the table would give it with ``alone``'s p in place of its own.
+    """
+
+    comparison: Comparison
+    alone: Optional[Comparison]
+    p_adjusted: float
+
+    def holds(self, alpha: float) -> bool:
+        return self.alone is not None and self.alone.tested and self.p_adjusted < alpha
+
+
+def marks_alone(comparisons: Sequence[Comparison], alpha: float, alone: Any) -> list[Hinge]:
+    """Every marked comparison (Holm p < ``alpha``) re-run by ``alone(comparison)``, which tables its
+    two rows by themselves and compares them (:func:`compare_alone` for a sweep); the rest of the table's
+    p-values stay in the Holm family, so a mark that does not hold here hinges on the σ the table pooled
+    over its unrelated rows (their seeds, their df), not on what the two rows themselves show."""
+    tested = [c for c in comparisons if c.tested]
+    out = []
+    for i, c in enumerate(tested):
+        if not c.significant(alpha):
+            continue
+        own = alone(c)
+        ps = [x.p_value for x in tested]
+        ps[i] = own.p_value if own is not None and own.tested else 1.0
+        out.append(Hinge(c, own, holm(ps)[i]))
+    return out
+
+
+def compare_alone(sweep: Sweep, comparison: Comparison, n_samples: int = 0) -> Optional[Comparison]:
+    """``comparison`` re-run on a table of its two rows only (the same trials, test and samples)."""
+    rows = [r for r in sweep.rows if r.name in (comparison.reference, comparison.row)]
+    if len(rows) != 2:
+        return None
+    pair = replace(sweep, rows=sorted(rows, key=lambda r: r.name != comparison.reference), comparisons=None)
+    scores = SplitScores.of_sweep(pair, comparison.split, n_samples or DEFAULT_SAMPLES["seeds"], comparison.metric)
+    return scores.compare(comparison.reference, comparison.row, comparison.test)
+
+
+METRICS = (DEV_BLEU.key, DEV_PPL.key)
+"""The validation metrics whose Δ the budget figure shows."""
+
+
+@dataclass(frozen=True)
+class DeltaCurve:
+    """One row's Δ against the base on one validation metric, per step.
+
+    Attributes:
+        row: the row's name.
+        metric: the history metric, e.g. ``val/bleu``.
+        steps: (S,) steps at which at least one seed pair has both trials validated.
+        mean: (S,) mean over seed pairs of ``row - base``.
+        low, high: (S,) the t interval of the mean; nan where one pair covers the step.
+        pairs: (S,) seed pairs covering each step.
+        seeds: the seed values paired with the base, in seed order.
+        sign_changes: steps at which ``mean`` changes sign (:func:`sign_changes`).
+    """
+
+    row: str
+    metric: str
+    steps: np.ndarray
+    mean: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    pairs: np.ndarray
+    seeds: tuple[str, ...]
+    sign_changes: tuple[float, ...]
+
+    @property
+    def last_step(self) -> float:
+        return float(self.steps[-1])
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A row without a Δ curve and why (no shared seed, no history)."""
+
+    row: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class BudgetCurves:
+    """Δ against the base per step for every row of a sweep, on one metric.
+
+    Attributes:
+        metric: the history metric.
+        base: the base row's name.
+        curves: one per row with at least one step covered by a seed pair, in table order.
+        skipped: the other non-base rows.
+    """
+
+    metric: str
+    base: str
+    curves: tuple[DeltaCurve, ...]
+    skipped: tuple[Skipped, ...]
+
+    def curve(self, row: str) -> Optional[DeltaCurve]:
+        return next((c for c in self.curves if c.row == row), None)
+
+
+def history(trial: Trial, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(steps, values)`` of one trial's validations of ``metric``, in step order, finite values only."""
+    pts = sorted(
+        (float(h["step"]), float(h[metric]))
+        for h in trial.history
+        if h.get("step") is not None and h.get(metric) is not None and math.isfinite(float(h[metric]))
+    )
+    return np.array([p[0] for p in pts]), np.array([p[1] for p in pts])
+
+
+def paired_deltas(
+    base: Sequence[Trial], row: Sequence[Trial], metric: str
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
+    """Seed-paired Δs of ``row`` minus ``base`` on one interpolated step grid.
+
+    Returns:
+        ``(steps, deltas, seeds)``: steps (S,) the union of the paired trials' validated steps;
+        deltas (P, S), nan where a pair's two trials do not both cover the step; the P seeds.
+    """
+    by_seed = _by_seed(base, metric)
+    pairs = [(s, by_seed[s], h) for s, h in _by_seed(row, metric).items() if s in by_seed]
+    pairs.sort(key=lambda p: value_order(_number(p[0])))
+    if not pairs:
+        return np.zeros(0), np.zeros((0, 0)), ()
+    steps = np.unique(np.concatenate([h[0] for _, a, b in pairs for h in (a, b)]))
+    deltas = np.stack([_on(steps, *b) - _on(steps, *a) for _, a, b in pairs])
+    covered = ~np.all(np.isnan(deltas), axis=0)
+    return steps[covered], deltas[:, covered], tuple(s for s, _, _ in pairs)
+
+
+def t_interval(deltas: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per column of ``deltas`` (P, S) with nans: ``(mean, low, high, n)``, each (S,).
+
+    The interval is Student's t over the column's n finite values: ``mean ± t(q, n-1) · sd/sqrt(n)``
+    with ``q = (1 + level) / 2`` and sample sd (ddof=1); nan where n < 2.
+    """
+    n = np.sum(~np.isnan(deltas), axis=0)
+    mean = np.nanmean(deltas, axis=0) if deltas.size else np.zeros(0)
+    low, high = np.full(mean.shape, np.nan), np.full(mean.shape, np.nan)
+    for j in np.flatnonzero(n > 1):
+        values = deltas[:, j][~np.isnan(deltas[:, j])]
+        half = float(st.t.ppf(0.5 + level / 2, len(values) - 1)) * np.std(values, ddof=1) / math.sqrt(len(values))
+        low[j], high[j] = mean[j] - half, mean[j] + half
+    return mean, low, high, n
+
+
+def sign_changes(steps: Sequence[float], mean: Sequence[float]) -> list[float]:
+    """Steps at which ``mean`` has the opposite sign to its last earlier nonzero value."""
+    out, previous = [], 0.0
+    for step, value in zip(steps, mean):
+        sign = float(np.sign(value)) if math.isfinite(value) else 0.0
+        if sign and previous and sign != previous:
+            out.append(float(step))
+        previous = sign or previous
+    return out
+
+
+def delta_curves(sweep: Sweep, metric: str = DEV_BLEU.key, level: float = LEVEL) -> BudgetCurves:
+    """Every non-base row's seed-paired Δ against the base per step (see the module docstring)."""
+    base = sweep.base
+    curves, skipped = [], []
+    for row in sweep.rows:
+        if row.is_base:
+            continue
+        reason = _why_not(base, row, metric)
+        if reason:
+            skipped.append(Skipped(row.name, reason))
+            continue
+        steps, deltas, seeds = paired_deltas(base.trials, row.trials, metric)
+        if not len(steps):
+            skipped.append(Skipped(row.name, f"no step that both trials of a seed pair validated ({metric})"))
+            continue
+        mean, low, high, n = t_interval(deltas, level)
+        changes = tuple(sign_changes(steps, mean))
+        curves.append(DeltaCurve(row.name, metric, steps, mean, low, high, n, seeds, changes))
+    return BudgetCurves(metric, base.name, tuple(curves), tuple(skipped))
+
+
+def late_sign_changes(sweep: Sweep, metric: str = DEV_BLEU.key) -> list[tuple[str, float]]:
+    """``(row name, step)`` for every sign change of a row's mean Δ in the last half of its
+    training: after half of the last step its seed pairs cover."""
+    return [(c.row, s) for c in delta_curves(sweep, metric).curves for s in c.sign_changes if s > c.last_step / 2]
+
+
+def _why_not(base: Row, row: Row, metric: str) -> str:
+    """Why ``row`` cannot be paired with ``base`` on ``metric``; empty when it can."""
+    theirs, ours = _by_seed(base.trials, metric), _by_seed(row.trials, metric)
+    if not theirs:
+        return f"the base ({base.name}) has no validation history of {metric}"
+    if not ours:
+        return f"no validation history of {metric}"
+    if not set(ours) & set(theirs):
+        return f"no seed shared with the base (row: {', '.join(ours)}; base: {', '.join(theirs)})"
+    return ""
+
+
+def _by_seed(trials: Sequence[Trial], metric: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Seed value (as text) -> the history of the first trial with that seed and some history."""
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for t in trials:
+        steps, values = history(t, metric)
+        if t.seed is not None and len(steps) and str(t.seed) not in out:
+            out[str(t.seed)] = (steps, values)
+    return out
+
+
+def _on(grid: np.ndarray, steps: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``values`` interpolated onto ``grid`` within ``[steps.min(), steps.max()]``, nan outside."""
+    out = np.full(grid.shape, np.nan)
+    inside = (grid >= steps[0]) & (grid <= steps[-1])
+    out[inside] = np.interp(grid[inside], steps, values)
+    return out
+
+
+MIN_CORRELATION_N = 4
+"""Fewest pairs for a correlation interval (Fisher's standard error 1/sqrt(n - 3) needs n > 3)."""
+
+
+def binomial_p(k: int, n: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, 1/2): how often chance alone agrees in k or more of n signs."""
+    if not 0 <= k <= n:
+        raise ValueError(f"k={k} must be in [0, n={n}]")
+    from scipy import stats  # here, not at the top: `ablate table` without --reference never needs scipy
+
+    return float(stats.binom.sf(k - 1, n, 0.5))
+
+
+def p_text(p: float) -> str:
+    """A p-value to two significant digits (``0.31``, ``0.0039``, ``1``)."""
+    return f"{p:.2g}"
+
+
+@dataclass(frozen=True)
+class SignCount:
+    """``agree`` of ``n`` pairs of non-zero changes have the same sign."""
+
+    agree: int
+    n: int
+
+    @property
+    def p_value(self) -> Optional[float]:
+        """One-sided sign-test p-value against chance 1/2; None when nothing was counted."""
+        return binomial_p(self.agree, self.n) if self.n else None
+
+    def text(self) -> str:
+        """``3 of 4 agree in sign (binomial p = 0.31 against chance 1/2)``."""
+        if not self.n:
+            return "no row has a sign on both sides: nothing to count"
+        p = p_text(binomial_p(self.agree, self.n))
+        return f"{self.agree} of {self.n} agree in sign (binomial p = {p} against chance 1/2)"
+
+
+def sign_count(pairs: Iterable[tuple[Optional[float], Optional[float]]]) -> SignCount:
+    """Count the pairs whose two changes have the same sign; pairs with a 0 or None are left out."""
+    signed = [(a > 0, b > 0) for a, b in pairs if a and b]
+    return SignCount(sum(x == y for x, y in signed), len(signed))
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """Pearson's r over ``n`` pairs and its confidence interval (None where it cannot be computed)."""
+
+    n: int
+    r: Optional[float] = None
+    low: Optional[float] = None
+    high: Optional[float] = None
+    level: float = 0.95
+    why_not: str = ""
+
+    def text(self) -> str:
+        """``Pearson r = 0.42, 95% CI [-0.07, 0.75] (Fisher z), n = 17``, or why there is none."""
+        if self.r is None:
+            return f"n = {self.n}: {self.why_not}"
+        return (
+            f"Pearson r = {self.r:.2f}, {self.level:.0%} CI [{self.low:.2f}, {self.high:.2f}] (Fisher z), n = {self.n}"
+        )
+
+
+def pearson(xs: list[float], ys: list[float], level: float = 0.95) -> Correlation:
+    """Pearson's r of ``xs`` and ``ys`` (same length) with a Fisher-z interval at ``level``."""
+    if len(xs) != len(ys):
+        raise ValueError(f"{len(xs)} x values but {len(ys)} y values")
+    n = len(xs)
+    if n < MIN_CORRELATION_N:
+        return Correlation(n, level=level, why_not=f"n too small for a correlation (needs {MIN_CORRELATION_N})")
+    if len(set(xs)) == 1 or len(set(ys)) == 1:
+        return Correlation(n, level=level, why_not="one column is constant, so r is undefined")
+    from scipy import stats
+
+    r = float(stats.pearsonr(xs, ys).statistic)
+    r = max(-1.0, min(1.0, r))
+    half = float(stats.norm.ppf(0.5 + level / 2)) / math.sqrt(n - 3)
+    z = math.atanh(r) if abs(r) < 1 else math.copysign(math.inf, r)
+    return Correlation(n, r, math.tanh(z - half), math.tanh(z + half), level)
+
+
+EXACT_LIMIT = 50_000
+"""Most row assignments :func:`agreement_test` enumerates exactly; above it, :data:`DRAWS` random ones."""
+DRAWS = 20_000
+
+
+@dataclass(frozen=True)
+class AgreementTest:
+    """The sign agreement of two columns of Δs, tested with both sign margins held fixed.
+
+    Attributes:
+        n: rows with a sign on both sides; paper_up: how many of the paper's Δs are positive.
+        agree: rows whose two Δs have the same sign (our Δs as measured).
+        expected: the agreement count expected when our Δs are redrawn from their noise
+            (:func:`agreement_test`); equal to ``agree`` where no SE is known.
+        p_value: one-sided permutation p of ``expected`` (None where the paper's signs are all one way).
+        exact: whether every assignment of our rows to the paper's was enumerated.
+    """
+
+    n: int
+    paper_up: int
+    agree: int
+    expected: float
+    p_value: Optional[float]
+    exact: bool = True
+
+    def text(self) -> str:
+        """``10 of 17 agree in sign (9.5 expected from our noise; permutation p = 0.081, margins 2 up : 15 down kept)``."""
+        if not self.n:
+            return "no row has a sign on both sides: nothing to count"
+        head = f"{self.agree} of {self.n} agree in sign"
+        if self.p_value is None:
+            way = "up" if self.paper_up else "down"
+            return (
+                f"{head}; not testable: every paper Δ here is {way}, so with both sign margins kept every "
+                f"assignment of our rows agrees equally often (the count is only how many of ours are {way})"
+            )
+        how = "" if self.exact else f", {DRAWS:,} random assignments"
+        return (
+            f"{head} ({self.expected:.1f} expected from our noise; permutation p = {p_text(self.p_value)}{how}, "
+            f"margins kept: paper {self.paper_up} up : {self.n - self.paper_up} down)"
+        )
+
+
+def agreement_test(
+    paper: Sequence[float], ours: Sequence[float], ses: Sequence[Optional[float]], seed: int = 0
+) -> AgreementTest:
+    """Do our Δs take the paper's signs more often than rows assigned at random would?
+
+    The statistic is the *expected* number of rows that agree in sign when our whole Δ column is
+    redrawn from its noise, ``T = sum_i P(sign(Δ*_i) = sign(paper_i))`` with ``Δ*_i ~ N(Δ_i, SE_i²)``.
+    A parametric seed bootstrap of the whole column draws one shared base error for every row, so
+    its draws are correlated; by linearity of expectation its mean count is still exactly
+    ``sum_i Φ(±Δ_i / SE_i)``, which is what is computed (no Monte Carlo error). Where a row's SE is
+    unknown or 0 its term is the hard 0/1 agreement, and with no SE at all the test is Fisher's
+    exact test of the 2 x 2 table of signs (one-sided).
+
+    The null: our rows are exchangeable with respect to the paper's (no association). The p-value
+    is the share of assignments of our rows (each with its SE) to the paper's rows whose ``T`` is at
+    least the observed one: the paper's sign margin is kept (its rows stay), and so is ours (the
+    same Δs, only reassigned), as Fisher's test conditions on both margins. Every assignment is
+    enumerated when there are at most :data:`EXACT_LIMIT` (they differ only in which of our rows
+    land on the paper's positive ones); otherwise :data:`DRAWS` random ones (seeded: reproducible).
+
+    Why not a fair coin per row (:class:`SignCount`): a shift of our base moves every Δ at once,
+    and the coin's p swings with it (table3-cpu: 0.93 to 0.025 for a base moved by ±1 SE); this
+    T moves smoothly with the base and the permutation null moves with it, so p hardly does.
+
+    Args:
+        paper, ours: the two columns of Δs; rows with a 0 on either side have no sign and are left out.
+        ses: the standard error of each of our Δs (None: unknown).
+        seed: of the random assignments, where they are drawn.
+    """
+    import numpy as np
+    from scipy import stats
+
+    rows = [(p, o, s) for p, o, s in zip(paper, ours, ses) if p and o]
+    n = len(rows)
+    up = np.array([p > 0 for p, _, _ in rows], dtype=bool)
+    # q[i]: P(our i-th Δ, redrawn, is > 0)
+    q = np.array([(1.0 if o > 0 else 0.0) if not s else float(stats.norm.cdf(o / s)) for _, o, s in rows])
+    agree = sum((p > 0) == (o > 0) for p, o, _ in rows)
+    expected = float(np.sum(np.where(up, q, 1 - q))) if n else 0.0
+    n_up = int(up.sum())
+    if n_up in (0, n):
+        return AgreementTest(n, n_up, agree, expected, None)
+    # T of an assignment = (n - n_up) - sum(q) + 2 * (sum of q over the rows landing on the paper's up rows)
+    m = min(n_up, n - n_up)
+    exact = comb(n, m) <= EXACT_LIMIT
+    if exact:
+        from itertools import combinations
+
+        sums = np.array([q[list(c)].sum() for c in combinations(range(n), m)])
+    else:
+        rng = np.random.default_rng(seed)
+        sums = np.array([q[rng.permutation(n)[:m]].sum() for _ in range(DRAWS)])
+    up_sums = sums if m == n_up else q.sum() - sums
+    null = (n - n_up) - q.sum() + 2 * up_sums
+    hits = int(np.sum(null >= expected - 1e-9))
+    p = hits / len(null) if exact else (hits + 1) / (len(null) + 1)
+    return AgreementTest(n, n_up, agree, expected, p, exact)

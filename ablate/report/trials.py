@@ -1,0 +1,937 @@
+"""The collect layer: a sweep folder, results folder or W&B group -> :class:`Trial` s, one per training run.
+
+Every later stage is source-agnostic. A folder gives ``<trial>/summary.json`` and its saved texts
+(``hyps/``, ``refs/``, ``sources/``, ``<split>.txt`` or ``.txt.gz`` as ``ablate export`` ships them; a
+file not UTF-8, a torn ``.gz`` or a split saved twice differently is a :class:`TextError` naming it);
+``wandb:<entity>/<project>[/<group>]`` is read through W&B's public API (:func:`wandb_runs`), a summary
+that breaks the record's types being a run with a ``problem``.
+
+:func:`check_trials` believes a trial only if its metrics are finite and in range, it saved as many
+hypotheses as references on every tested split where any trial saved them (a seed the † test cannot use
+is not counted in the cell either), it is not a second run of a seed its row has, and its row's trials
+share one config; a trial failing a check is :data:`EXCLUDED` with the reason, listed under the table.
+:func:`with_metric` scores ``--metric`` from saved texts where a summary lacks it (old results folders
+get a whole table without retraining), keeping per-sentence statistics so a text is scored once per
+table; :func:`score_runs` (``ablate score``) writes such scores into summaries, atomically, leaving what
+they record and any run still training alone.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import re
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from ablate.config import flatten
+from ablate.errors import AblateError
+from ablate.metrics import MetricScorer, get_scorer, metric_key
+from ablate.metrics.bleu import Bleu
+from ablate.metrics.registry import signature_key
+from ablate.metrics.scorer import statistics
+from ablate.record import (
+    DEV_BLEU,
+    DEV_PPL,
+    NOT_METRICS,
+    SUMMARY_FILE,
+    SWEEP_FILE,
+    TEST_BLEU,
+    TEXT_KINDS,
+    RecordError,
+    RunFiles,
+    RunStatus,
+    RunSummary,
+    SweepFiles,
+    UnreadableRecord,
+    metric_problem,
+    summary_problem,
+)
+from ablate.utils.io import read_lines, split_lines
+from ablate.utils.logs import Progress
+
+
+class ReportError(AblateError):
+    """A user-facing report mistake (bad source, nothing to tabulate); one actionable line."""
+
+
+class TextError(ReportError):
+    """A saved text (hypotheses, references, sources) that cannot be read as the run wrote it."""
+
+
+def read_texts(folder: Path) -> dict[str, list[str]]:
+    """``<split>.txt`` files, or gzip'd ``<split>.txt.gz`` (as ``ablate export`` ships them), as lines;
+    only newlines end a line (a hypothesis may hold other Unicode line separators), so line i is
+    always the i-th sentence.
+
+    Raises:
+        TextError: a file is not UTF-8 text or a torn ``.gz``, or a split has both a ``.txt`` and a
+            ``.txt.gz`` that differ (which is the run's output cannot be told).
+    """
+    if not folder.is_dir():
+        return {}
+    texts: dict[str, list[str]] = {}
+    names = [entry.name for entry in os.scandir(folder)]  # one listing (a glob per pattern lists it again)
+    gzipped, plain = sorted(n for n in names if n.endswith(".txt.gz")), sorted(n for n in names if n.endswith(".txt"))
+    for path in [folder / n for n in gzipped + plain]:
+        where = f"{folder.name}/{path.name}"
+        try:
+            if path.name.endswith(".gz"):
+                split, lines = (
+                    path.name[: -len(".txt.gz")],
+                    split_lines(gzip.decompress(path.read_bytes()).decode("utf-8")),
+                )
+            else:
+                split, lines = path.stem, read_lines(path)
+        except UnicodeDecodeError as err:
+            raise TextError(f"{where} is not UTF-8 text (byte {err.start})") from None
+        except (OSError, ValueError, EOFError) as err:  # a torn .gz
+            raise TextError(
+                f"{where} is unreadable: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+            ) from None
+        if split in texts and texts[split] != lines:
+            raise TextError(f"{where} and {where}.gz both exist and differ; keep the run's own and remove the other")
+        texts[split] = lines
+    return texts
+
+
+HYP_ARTIFACT_TYPES = ("hypotheses", "predictions")
+# --------------------------------------------------------------------------------------
+
+_STATES = {  # W&B's run states -> ours
+    "finished": RunStatus.FINISHED,
+    "failed": RunStatus.FAILED,
+    "crashed": RunStatus.FAILED,
+    "killed": RunStatus.INTERRUPTED,
+    "running": RunStatus.RUNNING,
+    "pending": RunStatus.RUNNING,
+}
+
+
+def wandb_runs(entity: str, project: str, group: Optional[str], api: Any = None) -> list[Any]:
+    """The runs of a W&B project (one group, if given), newest first as W&B returns them.
+
+    Raises:
+        ReportError: no API key, or W&B failed (network, permissions, no such project), in one line.
+    """
+    if api is None:
+        api = _wandb_api()
+    try:
+        return list(api.runs(f"{entity}/{project}", filters={"group": group} if group else None))
+    except Exception as err:  # noqa: BLE001 - W&B's errors: one line
+        raise ReportError(f"cannot read W&B project {entity}/{project}: {_first_line(err)}") from None
+
+
+def _wandb_api() -> Any:
+    """``wandb.Api()``, or a one-line error where there is no API key (W&B would raise its own traceback)."""
+    from ablate.training.tracking import has_wandb_credentials
+
+    if not has_wandb_credentials():
+        raise ReportError("reading a W&B project needs an API key: set WANDB_API_KEY or run `wandb login`")
+    import wandb
+
+    try:
+        return wandb.Api()
+    except Exception as err:  # noqa: BLE001
+        raise ReportError(f"cannot reach W&B: {_first_line(err)}") from None
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+@dataclass(frozen=True)
+class WandbRun:
+    """What the report reads of one W&B run; ``problem`` says why it cannot be believed, if so."""
+
+    name: str
+    summary: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    status: str = RunStatus.RUNNING
+    hyps: dict[str, list[str]] = field(default_factory=dict)
+    refs: dict[str, list[str]] = field(default_factory=dict)
+    sources: dict[str, list[str]] = field(default_factory=dict)
+    problem: Optional[str] = None
+
+
+def read_run(run: Any) -> WandbRun:
+    """A :class:`WandbRun` from an object shaped like ``wandb.apis.public.Run``."""
+    name = str(run.name)
+    summary, config = plain(run.summary), plain(run.config)
+    if not isinstance(summary, dict) or not isinstance(config, dict):
+        return WandbRun(name, problem="W&B run: its summary or config is not a mapping")
+    summary = {**_recorded(run), **summary}  # the nested fields (history, resolved, ...) are in its run file
+    status = summary.get("status") or _STATES.get(str(run.state).lower(), str(run.state))
+    if "variant" not in summary and config.get("variant") is not None:
+        summary["variant"] = config["variant"]
+    if not summary.get("history"):
+        summary["history"] = _wandb_history(run)
+    if not summary.get("sweep") and getattr(run, "group", None):
+        summary["sweep"] = {"name": run.group}
+    problem = summary_problem(summary)
+    if problem:
+        return WandbRun(name, problem=f"W&B summary: {problem}")
+    try:
+        hyps, refs, sources = _wandb_texts(run, _test_splits(summary))
+    except TextError as err:
+        return WandbRun(name, problem=f"W&B files: {err}")
+    return WandbRun(name, summary, config, str(status), hyps, refs, sources)
+
+
+def plain(value: Any) -> Any:
+    """Dict-like objects (W&B summaries/configs) to plain dicts, recursively."""
+    if hasattr(value, "items") and not isinstance(value, (str, bytes)):
+        return {str(k): plain(v) for k, v in value.items()}
+    return value
+
+
+def _recorded(run: Any) -> dict[str, Any]:
+    """The run file ``summary.json`` that ablate saves with each W&B run (the whole record, nested fields
+    included; the run summary holds its numbers and texts), less the config; {} where there is none."""
+    from ablate.training.publish import RECORD_FILE
+
+    with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
+        _download(run, {RECORD_FILE}, Path(tmp))
+        record = RunSummary.peek(Path(tmp) / RECORD_FILE)
+    if record is None:
+        return {}
+    data = record.to_json()
+    return {k: v for k, v in data.items() if k not in ("config", "version")}
+
+
+def _download(run: Any, wanted: set[str], root: Path) -> None:
+    """The run files named in ``wanted`` into ``root``; W&B trouble leaves them out (they are optional)."""
+    try:
+        for f in run.files() if hasattr(run, "files") else []:
+            if f.name in wanted:
+                handle = f.download(root=str(root), replace=True)
+                if hasattr(handle, "close"):
+                    handle.close()
+    except Exception:  # noqa: BLE001 - the table is still correct without them
+        pass
+
+
+def _test_splits(summary: dict[str, Any]) -> list[str]:
+    return sorted(s for k in summary if (s := TEST_BLEU.split_of(k)) is not None)
+
+
+def _wandb_history(run: Any) -> list[dict[str, float]]:
+    """Validation records from ``run.scan_history``; the step is ours, Lightning's or W&B's."""
+    scan = getattr(run, "scan_history", None)
+    if scan is None:
+        return []
+    history = []
+    for row in scan(keys=[DEV_BLEU.key]):
+        step = next((row[k] for k in ("step", "trainer/global_step", "_step") if row.get(k) is not None), None)
+        if step is None:
+            continue
+        record = {"step": step, **{k: row[k] for k in (DEV_BLEU.key, DEV_PPL.key) if row.get(k) is not None}}
+        history.append(record)  # checked with the summary (schema.history_problem)
+    return history
+
+
+def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, list[str]], ...]:
+    """Hypotheses, references and sources saved as run files, else in a hypotheses artifact."""
+    wanted = {f"{kind}/{split}.txt" for split in splits for kind in ("hyps", "refs", "sources")}
+    if not wanted:
+        return {}, {}, {}
+    with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
+        root = Path(tmp)
+        _download(run, wanted, root)
+        if not (root / "hyps").is_dir():
+            try:
+                for art in run.logged_artifacts() if hasattr(run, "logged_artifacts") else []:
+                    if getattr(art, "type", None) in HYP_ARTIFACT_TYPES:
+                        art.download(root=str(root))
+                        break
+            except Exception:  # noqa: BLE001
+                pass
+        return read_texts(root / "hyps"), read_texts(root / "refs"), read_texts(root / "sources")
+
+
+log = logging.getLogger(__name__)
+
+INVALID = "invalid"
+"""A trial whose record cannot be believed (unreadable texts, ill-typed fields); listed with the reason."""
+SIGNATURE = "_signature"  # the suffix of a metric's signature in a summary (bleu_signature, ter_signature)
+WANDB_PREFIX = "wandb:"
+# Keys of the flattened config that never distinguish two configurations.
+IGNORED_PREFIXES = (
+    "tracking.",
+    "train.devices",
+    "train.num_workers",
+    "train.threads",
+    "train.accelerator",
+    "data.cache_dir",
+    "_wandb",
+    "wandb_version",
+)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One run, whatever its source.
+
+    Attributes:
+        name: trial (run) name, unique within the sweep.
+        status: a :class:`~ablate.record.RunStatus` (finished, failed, interrupted, running, pending,
+            stopped), or :data:`INVALID`.
+        error: the failure reason, if any.
+        config: the flattened resolved config (dotted keys, tracking keys removed).
+        metrics: numeric summary values, e.g. ``val/bleu``, ``test_<split>/bleu``, ``params``.
+        history: validation records ``{"step": int, "val/bleu": float, ...}`` in step order.
+        variant: the named variant (``"base"``, ``"A-heads1"``) or None.
+        sweep: the sweep's name, or None.
+        params: the sweep's varying parameters for this trial (dotted keys, ``seed`` included).
+        hyps: split -> detokenized hypotheses (one per source sentence, corpus order).
+        refs: split -> references, aligned with ``hyps``.
+        signature: sacreBLEU signature of the test BLEU.
+        resolved: the values the run used where its config leaves them implicit (``model.d_k``,
+            ``model.d_v``, layers, peak ``train.lr``, the attention scale factor), recorded by the
+            trainer or, for older runs, derived with :func:`ablate.training.resolved.resolved`.
+        sources: split -> source sentences, aligned with ``hyps`` (for BLEU by source length).
+        comparisons: the sweep's ``comparisons`` parameter (see :mod:`ablate.sweep.spec`), if any.
+        bare_variant: the trial's variant is a bare name, applying no overrides to the sweep's base.
+        declared_base: the sweep's ``base`` parameter (a variant's name, or a grid point's values), if any.
+        accelerator: ``cpu`` or ``gpu``, what trained the run (see :func:`trained_on`); None if not known.
+        signatures: metric name -> the signature its summary records (``<name>_signature``: chrF's, TER's, ...).
+        summary: the run record it was read from (:class:`~ablate.record.RunSummary`; for a W&B run, its summary); None for a trial that has no record (planned, unreadable, invalid).
+    """
+
+    name: str
+    status: str
+    error: Optional[str] = None
+    config: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    history: tuple[dict[str, float], ...] = ()
+    variant: Optional[str] = None
+    sweep: Optional[str] = None
+    params: dict[str, Any] = field(default_factory=dict)
+    hyps: dict[str, list[str]] = field(default_factory=dict)
+    refs: dict[str, list[str]] = field(default_factory=dict)
+    signature: Optional[str] = None
+    resolved: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, list[str]] = field(default_factory=dict)
+    comparisons: Optional[list] = None
+    bare_variant: bool = False
+    declared_base: Any = None
+    accelerator: Optional[str] = None
+    signatures: dict[str, str] = field(default_factory=dict)
+    summary: Optional[RunSummary] = field(default=None, compare=False, repr=False)
+
+    @property
+    def seed(self) -> Any:
+        return self.config.get("seed")
+
+    @property
+    def finished(self) -> bool:
+        return self.status == RunStatus.FINISHED
+
+
+def collect(source: str, api: Any = None) -> list[Trial]:
+    """Every trial of ``source`` (a sweep folder or ``wandb:<entity>/<project>[/<group>]``).
+
+    Args:
+        source: where the runs are.
+        api: a ``wandb.Api``-like object (tests pass a stand-in); default ``wandb.Api()``.
+
+    Raises:
+        ReportError: the folder does not exist or holds no trial, or the W&B path is malformed.
+    """
+    if source.startswith(WANDB_PREFIX):
+        return collect_wandb(source[len(WANDB_PREFIX) :], api=api)
+    return collect_folder(Path(source))
+
+
+def parse_wandb_path(path: str) -> tuple[str, str, Optional[str]]:
+    """``entity/project[/group]`` -> ``(entity, project, group or None)``."""
+    parts = [p for p in path.strip("/").split("/")]
+    if len(parts) not in (2, 3) or not all(parts):
+        raise ReportError(f"bad W&B source 'wandb:{path}': use wandb:<entity>/<project>[/<group>]")
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else None
+
+
+# --------------------------------------------------------------------------------------
+# Sweep folder
+# --------------------------------------------------------------------------------------
+
+
+def collect_folder(root: Path) -> list[Trial]:
+    """Trials of a sweep output folder: each subfolder with a ``summary.json``, sorted by name, then
+    every trial the launcher's ``sweep.json`` plans that has none yet (pending, or started and gone).
+
+    A record that cannot be read or breaks the run record's types (:mod:`ablate.record`) is a
+    trial with status :data:`INVALID` and the reason; one whose summary says running but whose run
+    lock is free (:func:`~ablate.training.run_lock.is_held`: its process was killed) is interrupted.
+    """
+    from ablate.training.run_lock import running_status
+
+    if not root.is_dir():
+        raise ReportError(f"sweep folder not found: {root} (pass a sweep output folder or wandb:<entity>/<project>)")
+    trials = []
+    planned, problem, name = _sweep_plan(root)
+    named = {"sweep": name} if name else {}  # the sweep file's name, not the W&B group id its runs record
+    run_dirs = sorted(p for p in root.iterdir() if p.is_dir() and RunFiles(p).summary.exists())
+    progress = Progress(f"read {root}", len(run_dirs), log)
+    for run_dir in run_dirs:
+        trial = read_trial(run_dir)
+        progress.step()
+        trial = replace(trial, status=running_status(run_dir, trial.status))
+        point = planned.get(run_dir.name, {}).get("point", {})
+        trials.append(replace(trial, **_sweep_facts(point), **named))  # the sweep's, not the config's
+    seen = {t.name for t in trials}
+    for name, t in planned.items():
+        if name not in seen:  # planned, never started or gone before writing a record
+            point = t["point"]
+            status = running_status(root / name, t["status"])
+            seed = {"seed": point["seed"]} if "seed" in point else {}
+            variant = _variant_name(point.get("variant"))
+            trials.append(Trial(name, status, t["error"], config=seed, variant=variant, **_sweep_facts(point)))
+    if problem:
+        trials.append(Trial(SWEEP_FILE, INVALID, f"{SWEEP_FILE}: {problem}; its planned trials are not listed"))
+    if not trials:
+        raise ReportError(f"no trials in {root}: expected subfolders holding {SUMMARY_FILE}")
+    return trials
+
+
+def read_trial(run_dir: Path) -> Trial:
+    """The trial of one run folder; an unreadable or ill-typed record is an :data:`INVALID` trial saying why."""
+    name, files = run_dir.name, RunFiles(run_dir)
+    try:
+        summary = RunSummary.read(files.summary)  # type-checked (ablate.record.summary_problem)
+    except UnreadableRecord as err:  # bad UTF-8, not JSON
+        return Trial(name, RunStatus.FAILED, str(err))
+    except RecordError as err:
+        return Trial(name, INVALID, str(err))
+    try:
+        texts = {kind: read_texts(files.texts(kind)) for kind in TEXT_KINDS}
+    except TextError as err:
+        return Trial(name, INVALID, str(err))
+    return from_summary(name, summary, texts["hyps"], texts["refs"], sources=texts["sources"])
+
+
+def _sweep_plan(root: Path) -> tuple[dict[str, dict[str, Any]], Optional[str], Optional[str]]:
+    """Trial name -> ``{status, error, point}`` from the launcher's ``sweep.json``, why it is unusable, and
+    the sweep's name."""
+    path = SweepFiles(root).state
+    if not path.exists():
+        return {}, None, None
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return {}, f"unreadable ({str(err).splitlines()[0]})", None
+    trials, problem = planned_trials(state)
+    name = state.get("name") if isinstance(state, dict) and isinstance(state.get("name"), str) else None
+    return {t["name"]: t for t in trials}, problem, name
+
+
+def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
+    """The run's recorded ``resolved`` values, else derived from its config as the trainer does."""
+    if isinstance(summary.get("resolved"), dict):
+        return {k: _hashable(v) for k, v in summary["resolved"].items()}
+    from ablate.config import ConfigError, from_flat
+    from ablate.training.resolved import resolved
+    from ablate.utils.plugins import PluginError
+
+    try:  # a reader of numbers never imports a plugin a record names: a plugin's component is not derived
+        cfg = from_flat(
+            {k: list(v) if isinstance(v, tuple) else v for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES)},
+            trust="never",
+        )
+    except (ConfigError, PluginError, TypeError, ValueError):
+        return {}
+    return resolved(cfg)
+
+
+def from_summary(
+    name: str,
+    record: RunSummary | dict[str, Any],
+    hyps: dict[str, list[str]] | None = None,
+    refs: dict[str, list[str]] | None = None,
+    config: dict[str, Any] | None = None,
+    status: str | None = None,
+    sources: dict[str, list[str]] | None = None,
+) -> Trial:
+    """A :class:`Trial` from a run record, or a ``summary.json``-shaped dict (``config`` may be given flat)."""
+    if not isinstance(record, RunSummary):
+        record = RunSummary.from_json(record, strict=False)
+    summary = record.to_json()
+    raw = dict(config if config is not None else summary.get("config") or {})
+    facts = _sweep_facts(raw) if "variant" in raw or "base" in raw else {}  # a W&B run's config: the sweep's point
+    comparisons = raw.pop("comparisons", None)
+    raw.pop("variants", None)  # a sweep registered by ablate: its variants' overrides, the same for every run
+    raw.pop("base", None)
+    flat = clean_config(raw)
+    sweep = summary.get("sweep") if isinstance(summary.get("sweep"), dict) else {}
+    if "seed" not in flat and "seed" in (sweep.get("params") or {}):
+        flat["seed"] = sweep["params"]["seed"]
+    metrics = {k: n for k, v in summary.items() if k not in NOT_METRICS and (n := _number(v)) is not None}
+    history = tuple(sorted((dict(h) for h in summary.get("history") or [] if "step" in h), key=lambda h: h["step"]))
+    return Trial(
+        name=name,
+        status=RunStatus.of(status or summary.get("status") or RunStatus.RUNNING),
+        error=summary.get("error"),
+        config=flat,
+        metrics=metrics,
+        history=history,
+        variant=_variant_name(summary.get("variant")),
+        sweep=sweep.get("name"),
+        params=dict(sweep.get("params") or {}),
+        hyps=hyps or {},
+        refs=refs or {},
+        signature=summary.get("bleu_signature"),
+        resolved=_resolved(summary, flat),
+        sources=sources or {},
+        comparisons=comparisons if isinstance(comparisons, list) else None,
+        bare_variant=facts.get("bare_variant", False),
+        declared_base=facts.get("declared_base"),
+        accelerator=trained_on(summary, raw),
+        signatures={
+            k.removesuffix(SIGNATURE): v for k, v in summary.items() if k.endswith(SIGNATURE) and isinstance(v, str)
+        },
+        summary=record,
+    )
+
+
+ACCELERATORS = ("cpu", "gpu")
+
+
+def trained_on(summary: dict[str, Any], config: dict[str, Any]) -> Optional[str]:
+    """``cpu`` or ``gpu``: the accelerator the summary records, else the one the config names (nested or
+    dotted ``train.accelerator``); None where neither says (older runs with ``auto``)."""
+    train = plain(config.get("train"))
+    named = train.get("accelerator") if isinstance(train, dict) else config.get("train.accelerator")
+    return next((str(v) for v in (summary.get("accelerator"), named) if v in ACCELERATORS), None)
+
+
+def _sweep_facts(point: dict[str, Any]) -> dict[str, Any]:
+    """What a trial's sweep point says about the sweep: its ``comparisons``, its declared ``base``,
+    and whether the trial's variant is a bare name (no overrides; in a sweep registered by ablate,
+    a name the ``variants`` constant gives none)."""
+    variant, table = point.get("variant"), point.get("variants")
+    overrides = table.get(variant) if isinstance(table, dict) and isinstance(variant, str) else None
+    return {
+        "comparisons": point.get("comparisons"),
+        "bare_variant": isinstance(variant, str) and not overrides,
+        "declared_base": point.get("base"),
+    }
+
+
+def _variant_name(value: Any) -> Optional[str]:
+    """A variant's name; a W&B sweep agent's run config holds the whole ``{name: ..., key: value}``."""
+    if isinstance(value, dict):
+        value = value.get("name")
+    return None if value is None else str(value)
+
+
+def _number(value: Any) -> Optional[float]:
+    """A summary value as a float: plain numbers, or W&B's ``{"max": x}``-style summaries
+    (written for metrics declared with ``define_metric(summary="max")``)."""
+    if isinstance(value, dict):
+        value = next((value[k] for k in ("max", "min", "best", "last", "mean") if k in value), None)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def clean_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Flatten nested and dotted keys alike; drop tracking and bookkeeping keys.
+
+    ``{"model": {"heads": 8}}`` and ``{"model.heads": 8}`` both give ``{"model.heads": 8}``.
+    """
+    flat = flatten(plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
+    if isinstance(flat.get("plugins"), list):  # a plugin is its code, wherever its file lay: name and digest
+        flat["plugins"] = [_plugin_label(r) for r in flat["plugins"]] or {}
+    return {
+        k: _hashable(v) for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES) and v != {}
+    }  # an empty section (no trainer.*, no plugins) sets nothing
+
+
+def _plugin_label(record: Any) -> str:
+    """``cosine@1a2b3c4d`` for a plugin record of a resolved config."""
+    if not isinstance(record, dict):
+        return str(record)
+    digest = record.get("sha256") or record.get("version") or ""
+    return f"{record.get('entry_point') or record.get('name')}@{str(digest)[:8]}"
+
+
+def _hashable(value: Any) -> Any:
+    """Lists become tuples and (empty) dicts JSON text, so a config value can key a row."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
+def collect_wandb(path: str, api: Any = None) -> list[Trial]:
+    """Trials of a W&B project (optionally one group), newest first as W&B returns them."""
+    entity, project, group = parse_wandb_path(path)
+    trials = [from_wandb_run(run) for run in wandb_runs(entity, project, group, api)]
+    if not trials:
+        where = f"group '{group}' of " if group else ""
+        raise ReportError(f"no runs in {where}W&B project {entity}/{project}")
+    return trials
+
+
+def from_wandb_run(run: Any) -> Trial:
+    """A :class:`Trial` from an object shaped like ``wandb.apis.public.Run``."""
+    r: WandbRun = read_run(run)
+    if r.problem:
+        return Trial(r.name, INVALID, r.problem)
+    trial = from_summary(r.name, r.summary, r.hyps, r.refs, config=r.config, status=r.status, sources=r.sources)
+    return replace(trial, sweep=sweep_name(trial.sweep))
+
+
+def sweep_name(group: Optional[str]) -> Optional[str]:
+    """The sweep's name from a run's recorded W&B group: ``ablate sweep`` names a group
+    ``<sweep name>-<6 hex digits>`` (:func:`ablate.sweep.state.new_group`), and a table's title is the name."""
+    match = re.fullmatch(r"(.+)-[0-9a-f]{6}", group or "")
+    return match.group(1) if match else group
+
+
+EXCLUDED = "excluded"
+VALIDATION_SPLITS = ("val", "valid", "dev", "validation")
+TOLERANCE = 0.01
+"""BLEU points by which a summary may differ from its hypotheses' BLEU (rounding), no more."""
+
+
+def exclude(trial: Trial, reason: str) -> Trial:
+    return replace(trial, status=EXCLUDED, error=reason)
+
+
+def tested_splits(trials: Sequence[Trial]) -> list[str]:
+    """Splits whose hypotheses the significance test compares: those with a ``test_<split>/bleu``
+    metric where any trial reports one, else every split with hypotheses but the validation's."""
+    have = {s for t in trials for s in t.hyps}
+    known = {s for t in trials for m in t.metrics if (s := TEST_BLEU.split_of(m)) is not None}
+    return sorted(have & known) if known else sorted(have - set(VALIDATION_SPLITS))
+
+
+def check_trials(trials: Sequence[Trial]) -> list[Trial]:
+    """Every trial, the finished ones that a table cannot use turned :data:`EXCLUDED` (see the module)."""
+    out = [_metrics_checked(t) if t.finished else t for t in trials]
+    for split in tested_splits([t for t in out if t.finished]):
+        out = _texts_checked(out, split)
+    return out
+
+
+def _metrics_checked(trial: Trial) -> Trial:
+    for key, value in trial.metrics.items():
+        if problem := metric_problem(key, value):
+            return exclude(trial, problem)
+    return trial
+
+
+def _texts_checked(trials: list[Trial], split: str) -> list[Trial]:
+    """Finished trials without usable hypotheses on ``split`` excluded, when any trial has them."""
+    out = []
+    for t in trials:
+        if t.finished and (problem := _text_problem(t, split)):
+            t = exclude(t, problem)
+        out.append(t)
+    usable = [t for t in out if t.finished]
+    if not usable:
+        return out
+    common = Counter(tuple(t.refs[split]) for t in usable).most_common(1)[0][0]
+    return [
+        exclude(t, f"refs/{split} differ from the other trials' references")
+        if t.finished and tuple(t.refs[split]) != common
+        else t
+        for t in out
+    ]
+
+
+def _text_problem(trial: Trial, split: str) -> Optional[str]:
+    if split not in trial.hyps:
+        return f"no hyps/{split} while other trials have them, so the significance test cannot use it"
+    if split not in trial.refs:
+        return f"no refs/{split} beside its hypotheses"
+    n, m = len(trial.hyps[split]), len(trial.refs[split])
+    return f"hyps/{split} has {n} lines, refs/{split} {m}" if n != m else None
+
+
+def distinct_seeds(row: str, trials: Sequence[Trial]) -> tuple[list[Trial], list[Trial]]:
+    """A row's trials with each seed once (the first by name), and the repeats, excluded."""
+    kept: dict[Any, Trial] = {}
+    repeats = []
+    for t in sorted(trials, key=lambda t: t.name):
+        if t.seed is not None and t.seed in kept:
+            repeats.append(
+                exclude(
+                    t, f"seed {t.seed} again in row {row} (as {kept[t.seed].name}): one seed twice is not a replicate"
+                )
+            )
+        else:
+            kept[t.seed] = t
+    return list(kept.values()), repeats
+
+
+def check_one_config(row: str, trials: Sequence[Trial]) -> None:
+    """Every trial of ``row`` has one config but for the seed (keys only one records are not compared).
+
+    Raises:
+        ReportError: two trials differ, naming them and the first key (e.g. a variant that sets
+            ``tracking.variant`` to another row's name).
+    """
+    first = trials[0]
+    for t in trials[1:]:
+        for key in sorted(set(first.config) & set(t.config) - {"seed"}):
+            if first.config[key] != t.config[key]:
+                raise ReportError(
+                    f"row {row} mixes two configs: {first.name} has {key}={first.config[key]!r}, {t.name} "
+                    f"{key}={t.config[key]!r}; a row's trials must differ only in the seed (do two variants share a name?)"
+                )
+
+
+def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]:
+    """``trial: test_<split>/bleu x in its summary, y from its hypotheses`` for each trial whose
+    summary's test BLEU is not the corpus BLEU of the hypotheses the test reads (sacreBLEU, the
+    run's tokenizer)."""
+    trials = [t for _, ts in rows for t in ts]
+    splits = tested_splits(trials)
+    found = []
+    progress = Progress("scoring saved hypotheses, trial", len(trials), log)
+    for t in trials:
+        progress.step()
+        for split in splits:
+            key = (
+                TEST_BLEU.split_key(split)
+                if TEST_BLEU.split_key(split) in t.metrics
+                else TEST_BLEU.key
+                if len(splits) == 1
+                else None
+            )
+            if key not in t.metrics or split not in t.hyps:
+                continue
+            again = corpus_bleu(t.hyps[split], t.refs[split], t.signature)
+            if abs(again - t.metrics[key]) > TOLERANCE:
+                found.append(f"{t.name}: {key} {t.metrics[key]:.2f} in its summary, {again:.2f} from hyps/{split}")
+    return found
+
+
+def corpus_bleu(hyps: list[str], refs: list[str], signature: Optional[str]) -> float:
+    """sacreBLEU corpus BLEU as the run scored it (the tokenizer its signature names), from the
+    per-sentence statistics the table's cells and test read too (computed once)."""
+    from ablate.metrics.bleu import Bleu
+
+    tok = next((p[len("tok:") :] for p in (signature or "").split("|") if p.startswith("tok:")), None)
+    scorer = Bleu(tok)
+    return float(scorer.from_statistics(statistics(scorer, hyps, refs).sum(0)))
+
+
+DEFAULT_METRIC = "bleu"
+
+
+def bleu_tokenizer(trials: Sequence[Trial]) -> Optional[str]:
+    """The ``tok:`` field of the runs' sacreBLEU signature, so the test scores BLEU as they did."""
+    for t in trials:
+        for part in (t.signature or "").split("|"):
+            if part.startswith("tok:"):
+                return part[len("tok:") :]
+    return None
+
+
+def scorer_for(metric: str, trials: Sequence[Trial]) -> MetricScorer:
+    """The scorer of ``metric`` (BLEU with the runs' tokenizer).
+
+    Raises:
+        MetricError: an unknown metric, naming the choices.
+    """
+    if metric == "bleu":
+        return Bleu(bleu_tokenizer(trials))
+    return get_scorer(metric)
+
+
+def corpus_score(scorer: MetricScorer, hyps: Sequence[str], refs: Sequence[str], sources: Optional[Sequence[str]]):
+    """The corpus score from the per-sentence statistics (sacreBLEU's corpus score, exactly)."""
+    return float(scorer.from_statistics(statistics(scorer, hyps, refs, sources).sum(0)))
+
+
+def signature_of(metric: str, trials: Sequence[Trial]) -> list[str]:
+    """The signatures the runs recorded for ``metric``, else the scorer's (what scored their hypotheses)."""
+    found = sorted({t.signatures[metric] for t in trials if metric in t.signatures})
+    return found or [scorer_for(metric, trials).signature()]
+
+
+def first_split(metrics: Mapping[str, Any]) -> Optional[str]:
+    """The test split a summary's plain ``test/bleu`` belongs to (the first test split), if it can be told."""
+    plain = metrics.get(TEST_BLEU.key)
+    tests = [k[len("test_") : -len("/bleu")] for k in metrics if k.startswith("test_") and k.endswith("/bleu")]
+    same = [s for s in tests if metrics[f"test_{s}/bleu"] == plain]
+    return same[0] if len(same) == 1 else (tests[0] if len(tests) == 1 else None)
+
+
+def split_key(metric: str, split: str) -> str:
+    """The summary key of ``metric`` on a saved split: ``val/<metric>`` for the validation split."""
+    return metric_key(metric, prefix="val") if split in VALIDATION_SPLITS else metric_key(metric, split)
+
+
+def scored(
+    scorer: MetricScorer,
+    texts: Mapping[str, Mapping[str, Sequence[str]]],
+    recorded: Mapping[str, Any],
+) -> dict[str, float]:
+    """``metric`` per saved split of a run that ``recorded`` lacks: ``test_<split>/<name>``, ``val/<name>``
+    and ``test/<name>`` (the first test split's).
+
+    Args:
+        texts: ``{"hyps": {split: lines}, "refs": ..., "sources": ...}``, as the run saved them.
+        recorded: the run's summary (or its metrics).
+    """
+    found: dict[str, float] = {}
+    for split, hyps in texts.get("hyps", {}).items():
+        refs = texts.get("refs", {}).get(split)
+        key = split_key(scorer.name, split)
+        if key in recorded or refs is None or len(refs) != len(hyps) or not refs:
+            continue
+        sources = texts.get("sources", {}).get(split)
+        found[key] = corpus_score(scorer, hyps, refs, sources if sources and len(sources) == len(refs) else None)
+    first, plain = first_split(recorded), metric_key(scorer.name)
+    if first and plain not in recorded and metric_key(scorer.name, first) in found:
+        found[plain] = found[metric_key(scorer.name, first)]
+    return found
+
+
+def with_metric(trials: Sequence[Trial], metric: str) -> list[Trial]:
+    """Every trial, each finished one with ``test_<split>/<metric>``, ``test/<metric>`` and
+    ``val/<metric>`` scored from its saved texts where its summary lacks them.
+
+    Raises:
+        MetricError: ``metric`` is not registered.
+        ReportError: no trial records the metric or saved hypotheses to score it on.
+    """
+    scorer = scorer_for(metric, trials)
+    if metric == DEFAULT_METRIC:
+        return list(trials)
+    out = []
+    for t in trials:
+        if not t.finished:
+            out.append(t)
+            continue
+        found = scored(scorer, {"hyps": t.hyps, "refs": t.refs, "sources": t.sources}, t.metrics)
+        out.append(replace(t, metrics={**t.metrics, **found}) if found else t)
+    if not any(k.endswith("/" + metric) and k.startswith("test") for t in out if t.finished for k in t.metrics):
+        raise ReportError(
+            f"no finished trial records {metric} (test_<split>/{metric}) or saved hypotheses to score it on; "
+            "choose another --metric, or rerun with texts saved"
+        )
+    return out
+
+
+TEXTS = ("hyps", "refs", "sources")
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What :func:`score_runs` did to one run: the values it added, or why it left the run alone."""
+
+    run: str
+    added: dict[str, float] = field(default_factory=dict)
+    skipped: str = ""
+
+    def __str__(self) -> str:
+        if self.skipped:
+            return f"{self.run}: left alone ({self.skipped})"
+        if not self.added:
+            return f"{self.run}: already scored"
+        return f"{self.run}: " + ", ".join(f"{k} {v:.2f}" for k, v in self.added.items())
+
+
+def run_folders(path: Path) -> list[Path]:
+    """``path`` itself when it is a run folder (it holds ``summary.json``), else its subfolders that are.
+
+    Raises:
+        ReportError: ``path`` is neither.
+    """
+    if (path / SUMMARY_FILE).is_file():
+        return [path]
+    runs = sorted(p for p in path.iterdir() if (p / SUMMARY_FILE).is_file()) if path.is_dir() else []
+    if not runs:
+        raise ReportError(
+            f"{path} is not a run or sweep folder (no {SUMMARY_FILE} in it or its subfolders); "
+            "pass a run folder (ablate train --run-dir) or a sweep or results folder"
+        )
+    return runs
+
+
+def score_run(run_dir: Path, metric: str) -> Scored:
+    """Add ``metric`` to one run's summary (see the module); the summary is rewritten only when a value is new."""
+    from ablate.training.run_lock import is_held
+
+    name = run_dir.name
+    try:
+        record = RunSummary.read(RunFiles(run_dir).summary)  # type-checked: unreadable or ill-typed says why
+    except RecordError as err:
+        return Scored(name, skipped=str(err))
+    summary = record.to_json()
+    if summary.get("status") != RunStatus.FINISHED or is_held(run_dir):
+        return Scored(name, skipped="still training" if is_held(run_dir) else f"status {summary.get('status')}")
+    try:
+        texts = {kind: read_texts(run_dir / kind) for kind in TEXTS}
+    except TextError as err:
+        return Scored(name, skipped=str(err))
+    if not texts["hyps"]:
+        return Scored(name, skipped="no saved hypotheses (hyps/)")
+    scorer = scorer_for(metric, [Trial(name, RunStatus.FINISHED, signature=summary.get("bleu_signature"))])
+    added: dict[str, float] = scored(scorer, texts, summary)
+    if not added:
+        return Scored(name)
+    signature = {signature_key(metric): scorer.signature()} if signature_key(metric) not in summary else {}
+    record.update({**added, **signature})
+    record.write(RunFiles(run_dir).summary)
+    return Scored(name, added)
+
+
+def score_runs(path: Path, metric: str) -> list[Scored]:
+    """Add ``metric`` to the run at ``path``, or to every run of the sweep or results folder ``path``.
+
+    Raises:
+        MetricError: ``metric`` is not registered.
+        ReportError: ``path`` holds no run.
+    """
+    scorer_for(metric, [])  # an unknown metric fails before any run is read
+    return [score_run(run, metric) for run in run_folders(Path(path))]
+
+
+def local_folders(source: str) -> list[Path]:
+    """The folder a source names, when it names one (a W&B source does not): what an output must stay apart from."""
+    return [] if source.startswith(WANDB_PREFIX) else [Path(source)]
+
+
+def planned_trials(state: Any) -> tuple[list[dict[str, Any]], Optional[str]]:
+    """The trials a launcher's ``sweep.json`` plans, each ``{name, status, error, point}``, and the first
+    way its ``trials`` break that shape (then none are taken). A file without ``trials`` plans nothing."""
+    if not isinstance(state, dict) or state.get("trials") is None:
+        return [], None
+    trials = state["trials"]
+    if not isinstance(trials, list):
+        return [], f"trials is a {_type_name(trials)}, not a list"
+    out = []
+    for i, t in enumerate(trials):
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not t["name"]:
+            return [], f"trials[{i}] is not a record with a name"
+        if not isinstance(t.get("point", {}), dict):
+            return [], f"trials[{i}].point is a {_type_name(t['point'])}, not a mapping"
+        status = t.get("status", RunStatus.PENDING)
+        if not isinstance(status, str):
+            return [], f"trials[{i}].status is a {_type_name(t['status'])}, not text"
+        error = t.get("error")
+        out.append(
+            {
+                "name": t["name"],
+                "status": RunStatus.of(status),
+                "error": error if isinstance(error, str) else None,
+                "point": t.get("point", {}),
+            }
+        )
+    return out, None
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
