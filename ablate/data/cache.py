@@ -28,7 +28,7 @@ from typing import Callable, Optional
 
 from ablate.data.errors import DataError
 from ablate.utils.io import plain_mode, replace
-from ablate.utils.locks import HolderLock
+from ablate.utils.io import HolderLock
 
 MANIFEST = ".manifest.json"
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from ablate.report.metric_values import DEFAULT_METRIC, with_metric
 from ablate.report.records import WANDB_PREFIX, ReportError, collect, parse_wandb_path
 from ablate.report.significance import DEFAULT_TEST, Comparison, compare
 from ablate.report.table import Table, build_table
-from ablate.utils.safe_output import check_apart, output_files
+from ablate.utils.io import check_apart, output_files
 
 
 def local_folders(source: str) -> list[Path]:
@@ -109,7 +109,7 @@ def make_plots(
     """Write the sweep's figures (``fmt``: png, pdf or svg; test scores on ``metric``) into ``out``; return their paths.
 
     The figures are drawn into a temporary folder and moved into ``out`` once all are drawn
-    (:func:`~ablate.utils.safe_output.output_files`): an error or Ctrl-C leaves ``out`` as it was.
+    (:func:`~ablate.utils.io.output_files`): an error or Ctrl-C leaves ``out`` as it was.
     Other files in ``out`` are kept; ``out`` must not be (or lie inside, or contain) the sweep folder.
     """
     from ablate.report.plots import plot_all

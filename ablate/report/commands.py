@@ -32,7 +32,7 @@ from ablate.report.records import WANDB_PREFIX, ReportError
 from ablate.report.reference import REFERENCES, get as get_reference, render as render_reference, side_by_side
 from ablate.report.table import Table, select_columns
 from ablate.utils.commands import typer_app
-from ablate.utils.safe_output import check_apart, write_output_text
+from ablate.utils.io import check_apart, write_output_text
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from ablate.report.records import collect_folder
 from ablate.report.significance import DEFAULT_TEST
 from ablate.utils.io import atomic_write_json, atomic_write_text, dumps
 from ablate.utils.provenance import git_commit
-from ablate.utils.safe_output import output_folder, read_inside
+from ablate.utils.io import output_folder, read_inside
 
 TEXT_KINDS = ("hyps", "refs", "sources")
 NOT_TEST = ("val", "valid", "dev", "validation")
@@ -63,7 +63,7 @@ def validation_splits(run_dir: Path) -> list[str]:
 def _copy_trial(source: Path, name: str, out: Path) -> int:
     """Copy one trial's summary and gzip its test and validation texts; return the bytes written.
 
-    Every file is read through :func:`~ablate.utils.safe_output.read_inside`: a link that leads
+    Every file is read through :func:`~ablate.utils.io.read_inside`: a link that leads
     out of the sweep folder is refused, never copied into a folder meant to be published.
     """
     run_dir = source / name
@@ -194,7 +194,7 @@ def export_sweep(
         commit: the commit the trials ran, for runs too old to record it (what the trials
             recorded always wins); default: this checkout's, said so in the README.
 
-    ``out`` is written whole or not at all (:func:`~ablate.utils.safe_output.output_folder`): a
+    ``out`` is written whole or not at all (:func:`~ablate.utils.io.output_folder`): a
     full disk, an error or Ctrl-C part-way leave the old ``out`` (or none).
 
     Raises:

@@ -34,7 +34,7 @@ from ablate.record import (
 )
 from ablate.report.saved_texts import ReportError, TextError, read_texts
 from ablate.report.wandb_records import WandbRun, plain, read_run, wandb_runs
-from ablate.utils.logs import Progress
+from ablate.utils.commands import Progress
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from typing import Any, Optional, Sequence
 
 from ablate.record import TEST_BLEU, metric_problem
 from ablate.report.records import ReportError, Trial
-from ablate.utils.logs import Progress
+from ablate.utils.commands import Progress
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Optional, Protocol, Sequence
 from ablate.record import RunStatus
 from ablate.sweep.points import Point, grid_key, grid_points, grid_size, random_point
 from ablate.sweep.spec import BAYES_EXTRA, SEED, SweepError, SweepSpec
-from ablate.utils.warning_filters import sweeps_engine
+from ablate.utils.commands import sweeps_engine
 
 _TERMINAL: dict[str, str] = {
     RunStatus.FINISHED: "finished",

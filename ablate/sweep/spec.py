@@ -76,7 +76,7 @@ import yaml
 from ablate.config import flatten, is_key, read_yaml, valid_keys
 from ablate.errors import AblateError, closest
 from ablate.sweep.points import axis_values
-from ablate.utils.yaml_safe import is_plain_text
+from ablate.utils.typed import is_plain_text
 
 VARIANT = "variant"
 """The reserved parameter whose values are named sets of overrides."""

@@ -133,7 +133,7 @@ def test_reading_many_trials_shows_progress_on_stderr(tmp_path, monkeypatch, cap
     import logging
     import types
 
-    from ablate.utils import logs
+    from ablate.utils import commands
 
     for seed in range(1, 7):
         write_trial(tmp_path, f"base-seed={seed}", {"status": "finished", "test/bleu": 20.0, "config": {"seed": seed}})

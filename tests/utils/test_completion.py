@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from ablate import cli
 from ablate.config import complete_overrides, valid_keys
-from ablate.utils.completion import choices, complete_override
+from ablate.utils.typed import choices, complete_override
 
 
 def names(items: list[tuple[str, str]]) -> list[str]:

@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from ablate.utils import locks
+from ablate.utils import io
 
 HOLD = (
-    "import pathlib, sys, time; from ablate.utils.locks import HolderLock; "
+    "import pathlib, sys, time; from ablate.utils.io import HolderLock; "
     "lock = HolderLock(pathlib.Path(sys.argv[1]), holder='holder-7').acquire(); "
     "print('held', flush=True); time.sleep(60)"
 )
@@ -29,35 +29,35 @@ def _hold_in_child(path):
 
 def test_a_second_holder_is_refused_naming_the_first_until_the_first_is_killed(tmp_path):
     path = tmp_path / ".lock"
-    assert locks.is_held(path) is None  # no file: cannot tell
+    assert io.is_held(path) is None  # no file: cannot tell
     child = _hold_in_child(path)
     try:
-        with pytest.raises(locks.LockHeld) as refused:
-            locks.HolderLock(path).acquire()
+        with pytest.raises(io.LockHeld) as refused:
+            io.HolderLock(path).acquire()
         assert refused.value.holder == "holder-7"
         assert path.read_text() == "holder-7\n"  # the refused try left the holder's name alone
-        assert locks.is_held(path) is True
+        assert io.is_held(path) is True
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
         child.stdout.close()
-    assert locks.is_held(path) is False  # the kernel dropped the killed holder's lock
+    assert io.is_held(path) is False  # the kernel dropped the killed holder's lock
     before = path.stat().st_mtime_ns, path.read_text()
     assert (
-        locks.is_held(path) is False and (path.stat().st_mtime_ns, path.read_text()) == before
+        io.is_held(path) is False and (path.stat().st_mtime_ns, path.read_text()) == before
     )  # a probe writes nothing
-    with locks.HolderLock(path) as lock:  # taken over; the file names the new holder
+    with io.HolderLock(path) as lock:  # taken over; the file names the new holder
         assert lock.is_locked and path.read_text() == f"{os.getpid()}@{socket.gethostname()}\n"
-    assert locks.is_held(path) is False and path.exists()  # released, the file stays for the next probe
+    assert io.is_held(path) is False and path.exists()  # released, the file stays for the next probe
 
 
 def test_a_waiting_lock_waits_for_the_holder_to_release(tmp_path):
     path = tmp_path / "entry.lock"
-    first = locks.HolderLock(path).acquire()
+    first = io.HolderLock(path).acquire()
     got = threading.Event()
 
     def second() -> None:
-        with locks.HolderLock(path, wait=True):
+        with io.HolderLock(path, wait=True):
             got.set()
 
     thread = threading.Thread(target=second)

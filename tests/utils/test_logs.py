@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ablate import cli
-from ablate.utils import logs
+from ablate.utils import commands
 
 
 @pytest.fixture
@@ -23,8 +23,8 @@ def ablate_logger():
 
 
 def test_status_goes_to_stderr_one_line_each_and_warnings_say_so(ablate_logger, capsys):
-    logs.setup()
-    logs.setup()  # again: still one handler, so no line twice
+    commands.setup_logging()
+    commands.setup_logging()  # again: still one handler, so no line twice
     log = logging.getLogger("ablate.training.train")
     log.info("run dir: %s", "runs/" + "x" * 300)
     log.warning("W&B could not start ([red]no network[/red])")
@@ -36,16 +36,16 @@ def test_status_goes_to_stderr_one_line_each_and_warnings_say_so(ablate_logger, 
 
 def test_quiet_keeps_warnings_and_verbose_adds_debug(ablate_logger, capsys):
     log = logging.getLogger("ablate.data.cache")
-    logs.setup(logs.verbosity_of(quiet=True, verbose=False))
+    commands.setup_logging(commands.verbosity_of(quiet=True, verbose=False))
     log.info("hidden")
     log.warning("kept")
-    logs.setup(logs.verbosity_of(quiet=False, verbose=True))
+    commands.setup_logging(commands.verbosity_of(quiet=False, verbose=True))
     log.debug("detail")
     assert capsys.readouterr().err.splitlines() == ["warning: kept", "detail"]
 
 
 def test_only_global_rank_zero_speaks(ablate_logger, capsys, monkeypatch):
-    logs.setup()
+    commands.setup_logging()
     monkeypatch.setattr(rank_zero.rank_zero_only, "rank", 1, raising=False)  # what Lightning sets on DDP rank 1
     logging.getLogger("ablate.training.train").warning("said once, by rank zero")
     assert capsys.readouterr().err == ""
@@ -72,11 +72,11 @@ def test_progress_is_silent_for_a_short_loop_and_counts_a_long_one(caplog):
     now = [0.0]
     logger = logging.getLogger("ablate.test_progress")
     with caplog.at_level(logging.INFO, logger="ablate.test_progress"):
-        short = logs.Progress("short", 3, logger, clock=lambda: now[0])
+        short = commands.Progress("short", 3, logger, clock=lambda: now[0])
         for _ in range(3):
             short.step()
         assert caplog.messages == []
-        long = logs.Progress("read", 10, logger, after_s=3.0, every_s=5.0, clock=lambda: now[0])
+        long = commands.Progress("read", 10, logger, after_s=3.0, every_s=5.0, clock=lambda: now[0])
         for _ in range(10):
             now[0] += 1.0
             long.step()

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ablate.utils.safe_output import (
+from ablate.utils.io import (
     OutputError,
     check_apart,
     output_files,

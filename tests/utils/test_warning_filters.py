@@ -7,18 +7,18 @@ import warnings
 from pathlib import Path
 
 import ablate
-from ablate.utils import warning_filters
+from ablate.utils import commands
 
 PACKAGE = Path(ablate.__file__).parent
-HOME = PACKAGE / "utils" / "warning_filters.py"
+HOME = PACKAGE / "utils" / "commands.py"
 
 
 def test_every_filter_says_why_and_silences_only_its_warning():
-    assert warning_filters.FILTERS and all(len(f.cause) > 40 for f in warning_filters.FILTERS)
+    assert commands.WARNING_FILTERS and all(len(f.cause) > 40 for f in commands.WARNING_FILTERS)
     with warnings.catch_warnings(record=True) as seen:
         warnings.resetwarnings()
         warnings.simplefilter("always")
-        warning_filters.install()
+        commands.ignore_warnings()
         warnings.warn(
             "The 'train_dataloader' does not have many workers which may be a bottleneck.", UserWarning, stacklevel=1
         )
@@ -29,7 +29,7 @@ def test_every_filter_says_why_and_silences_only_its_warning():
 def test_the_sweeps_engine_block_silences_only_inside_it():
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        with warning_filters.sweeps_engine():
+        with commands.sweeps_engine():
             warnings.warn("Valid config keys have changed in V2", UserWarning, stacklevel=1)
         warnings.warn("after", UserWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["after"]
@@ -43,4 +43,4 @@ def test_no_other_module_filters_warnings():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and node.attr in ("filterwarnings", "simplefilter", "catch_warnings"):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.attr}")
-    assert offenders == [], "filter warnings in ablate/utils/warning_filters.py, with the cause"
+    assert offenders == [], "filter warnings in ablate/utils/commands.py, with the cause"

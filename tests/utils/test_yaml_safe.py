@@ -38,11 +38,11 @@ def test_ordinary_anchors_and_merge_keys_still_load(tmp_path):
 
 
 def test_nesting_past_the_limit_is_refused_with_its_line_and_nesting_up_to_it_loads():
-    from ablate.utils import yaml_safe
+    from ablate.utils import typed
 
-    with pytest.raises(yaml_safe.YAMLRefused, match=r"^line 2: lists and mappings nest more than 100 levels deep"):
-        yaml_safe.load("a: 1\nb: " + "[" * 5000 + "]" * 5000 + "\n")  # was a RecursionError
-    value = yaml_safe.load("[" * 100 + "]" * 100)  # the document's mapping or list counts as one level
+    with pytest.raises(typed.YAMLRefused, match=r"^line 2: lists and mappings nest more than 100 levels deep"):
+        typed.load_yaml("a: 1\nb: " + "[" * 5000 + "]" * 5000 + "\n")  # was a RecursionError
+    value = typed.load_yaml("[" * 100 + "]" * 100)  # the document's mapping or list counts as one level
     for _ in range(99):
         (value,) = value
     assert value == []

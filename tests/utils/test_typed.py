@@ -11,7 +11,7 @@ from pytorch_lightning.callbacks import EarlyStopping
 from pytorch_lightning.loggers import CSVLogger
 
 from ablate.config import ConfigError, load_config
-from ablate.utils.trainer_options import build, import_class
+from ablate.utils.typed import build_trainer_options as build, import_class
 
 
 def test_lightning_pytorch_class_paths_name_the_pytorch_lightning_classes():
@@ -36,7 +36,7 @@ def test_loggers_are_names_or_class_paths_checked_when_the_config_is_read():
 
 
 def test_each_logger_is_built_in_the_run_folder_and_a_missing_package_is_one_line(tmp_path):
-    from ablate.config_checks import LOGGERS
+    from ablate.config import LOGGERS
     from ablate.training.loggers import FACTORIES, make_loggers, uses_wandb
 
     assert set(FACTORIES) | {"wandb"} == set(LOGGERS)  # one list of names
