@@ -35,9 +35,8 @@ from ablate.record import SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, RunStatus
 from ablate.report.environment_lock import readme_line as environment_line, write_environment_lock
 from ablate.report.records import collect_folder
 from ablate.report.significance import DEFAULT_TEST
-from ablate.utils.io import atomic_write_json, atomic_write_text, dumps
+from ablate.utils.io import atomic_write_json, atomic_write_text, dumps, output_folder, read_inside
 from ablate.utils.provenance import git_commit
-from ablate.utils.io import output_folder, read_inside
 
 TEXT_KINDS = ("hyps", "refs", "sources")
 NOT_TEST = ("val", "valid", "dev", "validation")

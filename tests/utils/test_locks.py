@@ -43,9 +43,7 @@ def test_a_second_holder_is_refused_naming_the_first_until_the_first_is_killed(t
         child.stdout.close()
     assert io.is_held(path) is False  # the kernel dropped the killed holder's lock
     before = path.stat().st_mtime_ns, path.read_text()
-    assert (
-        io.is_held(path) is False and (path.stat().st_mtime_ns, path.read_text()) == before
-    )  # a probe writes nothing
+    assert io.is_held(path) is False and (path.stat().st_mtime_ns, path.read_text()) == before  # a probe writes nothing
     with io.HolderLock(path) as lock:  # taken over; the file names the new holder
         assert lock.is_locked and path.read_text() == f"{os.getpid()}@{socket.gethostname()}\n"
     assert io.is_held(path) is False and path.exists()  # released, the file stays for the next probe
