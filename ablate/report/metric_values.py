@@ -12,9 +12,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping, Optional, Sequence
 
-from ablate.metrics import MetricScorer, get_scorer, metric_key
-from ablate.metrics.bleu import Bleu
-from ablate.metrics.scorer import statistics  # noqa: F401 - re-exported
+from ablate.metrics import (
+    MetricScorer,
+    get_scorer,
+    metric_key,
+    statistics,  # noqa: F401 - re-exported
+)
+from ablate.metrics.scorers import Bleu
 from ablate.record import TEST_BLEU
 from ablate.report.records import ReportError, Trial
 from ablate.report.validation import VALIDATION_SPLITS

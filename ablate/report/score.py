@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ablate.metrics.registry import signature_key
+from ablate.metrics import signature_key
 from ablate.record import SUMMARY_FILE, RecordError, RunFiles, RunStatus, RunSummary
 from ablate.report.metric_values import scored, scorer_for
 from ablate.report.records import ReportError, Trial

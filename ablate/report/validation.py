@@ -151,8 +151,8 @@ def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]
 def corpus_bleu(hyps: list[str], refs: list[str], signature: Optional[str]) -> float:
     """sacreBLEU corpus BLEU as the run scored it (the tokenizer its signature names), from the
     per-sentence statistics the table's cells and test read too (computed once)."""
-    from ablate.metrics.bleu import Bleu
-    from ablate.metrics.scorer import statistics
+    from ablate.metrics import statistics
+    from ablate.metrics.scorers import Bleu
 
     tok = next((p[len("tok:") :] for p in (signature or "").split("|") if p.startswith("tok:")), None)
     scorer = Bleu(tok)

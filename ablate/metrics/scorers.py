@@ -1,21 +1,70 @@
-"""BLEU (Papineni et al. 2002) as sacreBLEU computes it, with per-sentence sufficient statistics.
+"""BLEU (Papineni et al. 2002), chrF (Popović 2015), chrF++ (Popović 2017) and TER (Snover et al. 2006),
+as sacreBLEU computes them, each with per-sentence sufficient statistics.
 
-Corpus BLEU is a function of summed per-sentence counts (hypothesis and reference lengths,
-matching and total n-grams, n = 1..4): :func:`sentence_stats` counts them as sacreBLEU's
-``BLEU.sentence_score`` does, and :func:`bleu_from_stats` equals ``BLEU().corpus_score`` on the same
-lines for any (weighted) sum of them.
+A corpus score is a function of summed per-sentence counts, so :meth:`statistics` gives them, shape
+(n, k), and :meth:`from_statistics` turns any (weighted) sum back into the corpus score, equal to
+sacreBLEU's ``corpus_score`` on the same lines (what the report resamples for its significance test).
+
+* BLEU: hypothesis and reference lengths, matching and total n-grams (n = 1..4), counted as
+  ``BLEU.sentence_score`` does, with a fast 13a tokenizer.
+* chrF: F-beta (beta = 2) of character n-grams (n = 1..6, whitespace removed) averaged over the
+  orders; chrF++ adds word unigrams and bigrams. Per order: hypothesis n-grams, reference n-grams, matches.
+* TER: edits (insertions, deletions, substitutions, shifts) over reference words; lower is better.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import string
 from collections import Counter
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from ablate.metrics.scorer import Texts, check_aligned
+Texts = Sequence[str]
+
+
+def check_aligned(hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> None:
+    """Equal, non-zero lengths (``sources`` may be None)."""
+    if len(hyps) != len(refs) or not refs or (sources is not None and len(sources) != len(refs)):
+        counts = f"{len(hyps)} hypotheses, {len(refs)} references" + (
+            f", {len(sources)} sources" if sources is not None else ""
+        )
+        raise ValueError(f"texts are not aligned: {counts}")
+
+
+class SacreBleuScorer:
+    """What the scorers of a sacreBLEU metric share; subclasses give :meth:`metric`, a fresh sacreBLEU
+    metric object (``CHRF(word_order=2)``, ``TER()``), and their statistics."""
+
+    reads_sources = False
+    """sacreBLEU's metrics compare hypotheses with references only (a scorer without this attribute
+    is assumed to read the sources, as a learned metric may)."""
+    higher_is_better = True
+    decimals = 2
+
+    def metric(self, sentence: bool = False) -> Any:
+        """The sacreBLEU metric (``sentence``: the one that scores single sentences)."""
+        raise NotImplementedError
+
+    def signature(self) -> str:
+        return _signed(self.metric())
+
+    def corpus(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> float:
+        check_aligned(hyps, refs)
+        return float(self.metric().corpus_score(list(hyps), [list(refs)]).score)
+
+    def sentences(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> list[float]:
+        check_aligned(hyps, refs)
+        metric = self.metric(sentence=True)
+        return [float(metric.sentence_score(h, [r]).score) for h, r in zip(hyps, refs)]
+
+
+def _signed(metric: Any) -> str:
+    metric.corpus_score(["x"], [["x"]])  # sacreBLEU signs a metric once it has scored
+    return str(metric.get_signature())
+
 
 ORDER = 4  # BLEU's maximum n-gram order
 
@@ -35,20 +84,14 @@ def _bleu(tokenize: Optional[str], **kwargs: Any) -> Any:
 @functools.lru_cache(maxsize=16)
 def _signature(tokenize: Optional[str]) -> str:
     """sacreBLEU's signature of BLEU with ``tokenize`` (one per process: a table asks for it per trial)."""
-    metric = _bleu(tokenize)
-    metric.corpus_score(["x"], [["x"]])  # sacreBLEU signs a metric once it has scored
-    return str(metric.get_signature())
+    return _signed(_bleu(tokenize))
 
 
 def sentence_stats(hyps: Texts, refs: Texts, tokenize: Optional[str] = None) -> np.ndarray:
     """sacreBLEU's per-sentence BLEU statistics, shape (n, 2 + 2·4): hypothesis length, reference
-    length, matching n-grams (n = 1..4), hypothesis n-grams (n = 1..4).
-
-    The counts ``BLEU.sentence_score`` (and ``corpus_score``) make, from the metric's tokenizer
-    (13a, the default, as :func:`tokenize_13a`) and clipped n-gram matches, with each reference
-    set's n-grams computed once per process: a table's trials share their references, so its cost
-    is the hypotheses' (a test pins equality with ``sentence_score`` on Multi30k).
-    """
+    length, matching n-grams (n = 1..4), hypothesis n-grams (n = 1..4), as ``BLEU.sentence_score``
+    counts them (13a by :func:`tokens_13a`; clipped matches). Each reference set's n-grams are counted
+    once per process: a table's trials share their references, so its cost is the hypotheses'."""
     check_aligned(hyps, refs)
     split = _splitter(tokenize)
     references = _reference_ngrams(split, refs)
@@ -171,20 +214,13 @@ def _reference_ngrams(split: Callable[[Texts], list[list[str]]], refs: Texts) ->
     if key not in _REFERENCES:
         if len(_REFERENCES) >= 8:
             _REFERENCES.clear()
-        tokenized = split(refs)
-        _REFERENCES[key] = [([_ngrams(t, n) for n in range(1, ORDER + 1)], len(t)) for t in tokenized]
+        _REFERENCES[key] = [([_ngrams(t, n) for n in range(1, ORDER + 1)], len(t)) for t in split(refs)]
     return _REFERENCES[key]
 
 
 def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
-    """Corpus BLEU (sacreBLEU's default: ``exp`` smoothing, order 4) from summed statistics.
-
-    Args:
-        stats: (..., 10) summed sufficient statistics (see :func:`sentence_stats`).
-
-    Returns:
-        (...) BLEU in [0, 100].
-    """
+    """(..., 10) summed :func:`sentence_stats` -> (...) corpus BLEU in [0, 100] (sacreBLEU's default:
+    ``exp`` smoothing, order 4)."""
     sys_len, ref_len = stats[..., 0], stats[..., 1]
     correct, total = stats[..., 2 : 2 + ORDER], stats[..., 2 + ORDER : 2 + 2 * ORDER]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -198,32 +234,143 @@ def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
     return np.where(dead, 0.0, score)
 
 
-class Bleu:
+class Bleu(SacreBleuScorer):
     """sacreBLEU BLEU, cased, ``tokenize`` as the runs scored it (None: 13a)."""
 
     name = "bleu"
     label = "BLEU"
-    reads_sources = False
-    higher_is_better = True
-    decimals = 2
+    from_statistics = staticmethod(bleu_from_stats)
 
     def __init__(self, tokenize: Optional[str] = None):
         self.tokenize = tokenize
 
+    def metric(self, sentence: bool = False) -> Any:
+        return _bleu(self.tokenize, effective_order=True) if sentence else _bleu(self.tokenize)
+
     def signature(self) -> str:
         return _signature(self.tokenize)
-
-    def corpus(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> float:
-        check_aligned(hyps, refs)
-        return float(_bleu(self.tokenize).corpus_score(list(hyps), [list(refs)]).score)
-
-    def sentences(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> list[float]:
-        check_aligned(hyps, refs)
-        metric = _bleu(self.tokenize, effective_order=True)
-        return [float(metric.sentence_score(h, [r]).score) for h, r in zip(hyps, refs)]
 
     def statistics(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
         return sentence_stats(hyps, refs, self.tokenize)
 
-    def from_statistics(self, stats: np.ndarray) -> np.ndarray:
-        return bleu_from_stats(stats)
+
+CHAR_ORDER = 6
+BETA = 2
+PUNCTUATION = frozenset(string.punctuation)
+
+
+def words(sentence: str) -> list[str]:
+    """chrF++'s words: whitespace tokens with one punctuation mark split off the end, else off the
+    start (``(hi)`` -> ``(hi``, ``)``; one-character tokens stay whole), as the reference chrF++.py."""
+    out: list[str] = []
+    for word in sentence.split():
+        if len(word) > 1 and word[-1] in PUNCTUATION:
+            out += [word[:-1], word[-1]]
+        elif len(word) > 1 and word[0] in PUNCTUATION:
+            out += [word[0], word[1:]]
+        else:
+            out.append(word)
+    return out
+
+
+def _chrf_ngrams(sentence: str, word_order: int) -> list[Counter]:
+    from sacrebleu.metrics.helpers import extract_all_char_ngrams, extract_word_ngrams
+
+    grams = extract_all_char_ngrams(sentence, CHAR_ORDER, False)
+    if word_order:
+        tokens = words(sentence)
+        grams += [extract_word_ngrams(tokens, n) for n in range(1, word_order + 1)]
+    return grams
+
+
+def chrf_statistics(hyps: Texts, refs: Texts, word_order: int = 0) -> np.ndarray:
+    """(n, 3·orders) counts per sentence: ``[hyp n-grams, ref n-grams, matches]`` per order, char
+    orders first. A hypothesis's n-grams of an order the reference has none of count 0 (sacreBLEU's rule)."""
+    check_aligned(hyps, refs)
+    orders = CHAR_ORDER + word_order
+    out = np.zeros((len(hyps), 3 * orders), dtype=np.float64)
+    for i, (hyp, ref) in enumerate(zip(hyps, refs)):
+        for j, (h, r) in enumerate(zip(_chrf_ngrams(hyp, word_order), _chrf_ngrams(ref, word_order))):
+            matches = sum(min(count, r[gram]) for gram, count in h.items() if gram in r)
+            out[i, 3 * j : 3 * j + 3] = (sum(h.values()) if r else 0, sum(r.values()), matches)
+    return out
+
+
+def chrf_from_stats(stats: np.ndarray, beta: int = BETA) -> np.ndarray:
+    """chrF from summed counts (..., 3·orders) -> (...): precision and recall averaged over the
+    orders both sides have, then F-beta, in [0, 100] (sacreBLEU's default, no epsilon smoothing)."""
+    factor = beta**2
+    shape = stats.shape[:-1]
+    avg_prec, avg_rec, effective = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for j in range(stats.shape[-1] // 3):
+            n_hyp, n_ref, n_match = stats[..., 3 * j], stats[..., 3 * j + 1], stats[..., 3 * j + 2]
+            both = (n_hyp > 0) & (n_ref > 0)
+            avg_prec = np.where(both, avg_prec + n_match / n_hyp, avg_prec)
+            avg_rec = np.where(both, avg_rec + n_match / n_ref, avg_rec)
+            effective = effective + both
+        avg_prec = np.where(effective > 0, avg_prec / effective, 0.0)
+        avg_rec = np.where(effective > 0, avg_rec / effective, 0.0)
+        score = (1 + factor) * avg_prec * avg_rec
+        score = score / (factor * avg_prec + avg_rec)
+    return np.where(avg_prec + avg_rec > 0, 100 * score, 0.0)
+
+
+class Chrf(SacreBleuScorer):
+    """sacreBLEU chrF (``word_order`` 0) or chrF++ (2), cased, whitespace excluded."""
+
+    name = "chrf"
+    label = "chrF"
+    word_order = 0
+    from_statistics = staticmethod(chrf_from_stats)
+
+    def metric(self, sentence: bool = False) -> Any:
+        from sacrebleu.metrics import CHRF
+
+        return CHRF(word_order=self.word_order)
+
+    def statistics(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
+        return chrf_statistics(hyps, refs, self.word_order)
+
+
+class ChrfPlusPlus(Chrf):
+    """chrF++: chrF with word unigrams and bigrams (Popović 2017)."""
+
+    name = "chrf++"
+    label = "chrF++"
+    word_order = 2
+
+
+def ter_from_stats(stats: np.ndarray) -> np.ndarray:
+    """(..., 2) summed ``(edits, reference words)`` -> (...) TER in percent (sacreBLEU's rule: an
+    empty reference costs 100 if the hypothesis is not empty, else 0)."""
+    edits, length = stats[..., 0], stats[..., 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(length > 0, edits / length, np.where(edits > 0, 1.0, 0.0))
+    return 100 * rate
+
+
+class Ter(SacreBleuScorer):
+    """sacreBLEU TER with its defaults (case-insensitive, no normalisation)."""
+
+    name = "ter"
+    label = "TER"
+    higher_is_better = False
+    from_statistics = staticmethod(ter_from_stats)
+
+    def metric(self, sentence: bool = False) -> Any:
+        from sacrebleu.metrics import TER
+
+        return TER()
+
+    def sentences(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> list[float]:
+        return [float(s) for s in ter_from_stats(self.statistics(hyps, refs))]
+
+    def statistics(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
+        check_aligned(hyps, refs)
+        metric = self.metric()
+        out = np.empty((len(hyps), 2), dtype=np.float64)
+        for i, (hyp, ref) in enumerate(zip(hyps, refs)):
+            s = metric.sentence_score(hyp, [ref])
+            out[i] = s.num_edits, s.ref_length
+        return out
