@@ -31,7 +31,7 @@ class Commands(LazyGroup):
 
     lazy = {
         "bench": (
-            "ablate.bench.commands",
+            "ablate.bench.runner",
             "Benchmark every attention variant against torch.nn.Transformer: training and decoding speed, attention "
             "memory, the data stage and start-up; prints tables and ratios (interleaved medians).",
         ),

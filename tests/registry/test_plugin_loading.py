@@ -220,7 +220,7 @@ def test_import_ablate_stays_light_and_exposes_register():
 
 
 def test_bench_lists_a_plugins_score_as_variants(tmp_path):
-    from ablate.bench.training import variants
+    from ablate.bench.speed import variants
     from ablate.utils.plugins import load
 
     assert "cosine-scaled" not in variants()
