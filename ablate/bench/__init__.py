@@ -1,7 +1,8 @@
 """``ablate bench``: throughput, memory and start-up measurements of every model variant.
 
-This package holds what a run is (:class:`BenchOptions`, the sizes and budgets; :func:`quick`); its
-modules: ``runner`` (the command and the run), ``timing`` (interleaved rounds, clocks, matmul peak,
+Defaults (:class:`BenchOptions`) give the reference run (d_model 256, 3+3 layers, 4 heads, d_ff 1024,
+3000-token batches of real Multi30k text), about ten minutes on a 2-core CPU; :func:`quick` shrinks the
+budgets (not the model sizes) to a smoke test of every code path. Modules: ``runner`` (the command and the run), ``timing`` (interleaved rounds, clocks, matmul peak,
 FLOPs), ``speed`` (inputs, the ``torch.nn.Transformer`` reference, training and decoding),
 ``processes`` (memory, data stage and start-up in fresh processes) and ``report`` (ratios, targets,
 tables, JSON). The GPU acceptance check (``scripts/gpu-check.sh``) is built from these parts but is
@@ -29,36 +30,16 @@ class BenchError(AblateError):
     """A benchmark option that cannot work; the message says which and what to do."""
 
 
+POSITIVE = "vocab_size d_model layers heads d_ff max_tokens batches reps decode_sentences decode_len beam".split()
+POSITIVE += ["mem_length", "mem_batch", "mem_chunk_mb"]
+
+
 @dataclass(frozen=True)
 class BenchOptions:
-    """Sizes, inputs and budgets of one ``ablate bench`` run.
-
-    Attributes:
-        data: ``DataConfig.source`` of the text (a folder, ``builtin``, ``hf:...``).
-        vocab_size: BPE vocabulary size.
-        builtin_pairs: training pairs of the built-in task (when ``data`` is ``builtin``).
-        d_model, layers, heads, d_ff: model size (``layers`` encoder and ``layers`` decoder layers).
-        max_tokens: padded tokens per training batch.
-        batches: number of fixed training batches; one timed repetition runs them all.
-        reps: timed repetitions (the median is reported); ``warmup`` untimed ones come first.
-        threads: torch intra-op threads; 0 keeps torch's default.
-        variants: training variants to run (empty: all, see :func:`ablate.bench.speed.variants`).
-        plugins: plugin modules or ``.py`` files to import first (their scores and positions are variants).
-        decode_sentences: source sentences decoded per repetition.
-        decode_len: output length every hypothesis is held to (EOS is suppressed until then).
-        beam: beam size of the beam-search measurement.
-        mem_length, mem_batch: sequence length and batch of the additive-attention memory test.
-        mem_chunk_mb: the chunked side's ``model.attention.params.chunk_mb`` (the config default).
-        mem_train: also measure forward + backward (not only the forward pass).
-        data_scale: pairs of the generated corpus for the data-stage scale test (0: skip it).
-        startup_wandb: also time start-up with W&B in offline mode (not just disabled).
-        flops: count model FLOPs (for GFLOP/s, MFU and the SDPA backend); the count doubles as
-            the first warm-up round.
-        sections: measurements to take (subset of :data:`SECTIONS`).
-        seed: seed of the batch choice and of every model's initialisation.
-        cache_dir: tokenizer/corpus cache of the training data ("" = the usual one).
-        quick: the run is a smoke test (recorded in the JSON).
-    """
+    """Sizes, inputs and budgets of one ``ablate bench`` run (each is an option of the command, whose
+    ``--help`` says what it is); ``layers`` encoder and ``layers`` decoder layers; ``variants`` empty
+    runs all (:func:`ablate.bench.speed.variants`); ``flops``: the count doubles as the first warm-up
+    round; ``quick``: the run is a smoke test (recorded in the JSON)."""
 
     data: str = DEFAULT_DATA
     vocab_size: int = 8000
@@ -100,22 +81,7 @@ class BenchOptions:
         unknown = [s for s in self.sections if s not in SECTIONS]
         if unknown:
             raise BenchError(f"unknown bench section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
-        for name in (
-            "vocab_size",
-            "d_model",
-            "layers",
-            "heads",
-            "d_ff",
-            "max_tokens",
-            "batches",
-            "reps",
-            "decode_sentences",
-            "decode_len",
-            "beam",
-            "mem_length",
-            "mem_batch",
-            "mem_chunk_mb",
-        ):
+        for name in POSITIVE:
             if getattr(self, name) <= 0:
                 raise BenchError(f"--{name.replace('_', '-')}={getattr(self, name)} must be positive")
         if self.warmup < 0 or self.threads < 0 or self.data_scale < 0:

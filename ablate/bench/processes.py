@@ -37,7 +37,7 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, Iterator  # noqa: E402
+from typing import Any, Callable, Iterator  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 1024.0
@@ -99,6 +99,15 @@ def reset_peak() -> bool:
         return False
 
 
+def _measured(work: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
+    """``work()``, and the RSS before it, the peak RSS during it, their difference and whether the peak was reset."""
+    before = rss_mb()
+    exact = reset_peak()
+    out = work()
+    peak = peak_mb()
+    return out, {"rss_before_mb": before, "peak_mb": peak, "delta_mb": peak - before, "exact": exact}
+
+
 def _memory_child(args: dict[str, Any]) -> None:
     import torch
 
@@ -122,11 +131,7 @@ def _memory_child(args: dict[str, Any]) -> None:
                 attention.self_attend(x)
 
     call(8)
-    before = rss_mb()
-    exact = reset_peak()
-    call(args["length"])
-    peak = peak_mb()
-    print(json.dumps({"rss_before_mb": before, "peak_mb": peak, "delta_mb": peak - before, "exact": exact}))
+    print(json.dumps(_measured(lambda: call(args["length"]))[1]))
 
 
 def measure_all(commands: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
@@ -216,39 +221,13 @@ def _data_child(args: dict[str, Any]) -> None:
             learned["tokenizer_cpu_s"] += time.process_time() - cpu
 
     SubwordTokenizer.train = timed_learn  # type: ignore[method-assign]
-    imported = time.perf_counter()
-    cpu = time.process_time()
-    before = rss_mb()
-    exact = reset_peak()
-    cfg = DataConfig(
-        source=args["source"],
-        vocab_size=args["vocab_size"],
-        max_len=args["max_len"],
-        builtin_pairs=args["builtin_pairs"],
-        cache_dir=args["cache"],
-    )
-    prepared = prepare(cfg)
-    done = time.perf_counter()
-    cpu = time.process_time() - cpu
-    peak = peak_mb()
-    stats = prepared.stats
-    print(
-        json.dumps(
-            {
-                "seconds": done - imported,
-                "cpu_s": cpu,
-                **learned,
-                "import_s": imported - start,
-                "cached": stats["cached"],
-                "tokenizer_cached": stats["tokenizer_cached"],
-                "pairs": stats["pairs"],
-                "rss_before_mb": before,
-                "peak_mb": peak,
-                "delta_mb": peak - before,
-                "exact": exact,
-            }
-        )
-    )
+    keys = ("source", "vocab_size", "max_len", "builtin_pairs")
+    cfg = DataConfig(**{k: args[k] for k in keys}, cache_dir=args["cache"])
+    imported, cpu = time.perf_counter(), time.process_time()
+    prepared, memory = _measured(lambda: prepare(cfg))
+    seconds, cpu = time.perf_counter() - imported, time.process_time() - cpu
+    stats = {k: prepared.stats[k] for k in ("cached", "tokenizer_cached", "pairs")}
+    print(json.dumps({"seconds": seconds, "cpu_s": cpu, **learned, "import_s": imported - start, **stats, **memory}))
 
 
 def prepare_in_subprocess(source: str, cache: Path, vocab_size: int, max_len: int, builtin_pairs: int) -> dict:
@@ -261,13 +240,9 @@ def prepare_in_subprocess(source: str, cache: Path, vocab_size: int, max_len: in
 def three_runs(
     source: str, cache: Path, vocab_size: int, builtin_pairs: int, max_len: int = 128, echo=lambda s: None
 ) -> dict[str, Any]:
-    """First, encode-only and cached preparations of ``source`` in the empty cache ``cache``.
-
-    Returns:
-        The three child reports plus ``train_pairs``, ``tokenizer_s`` (timed in the first run),
-        ``encode_pairs_per_s`` (all pairs / encode seconds), ``cached_speedup`` (first / cached) and
-        ``peak_delta_mb`` (the largest of the three).
-    """
+    """First, encode-only and cached preparations of ``source`` in the empty cache ``cache``: the three
+    child reports plus ``train_pairs``, ``tokenizer_s`` (timed in the first run), ``encode_pairs_per_s``
+    (all pairs / encode seconds), ``cached_speedup`` (first / cached) and ``peak_delta_mb`` (the largest)."""
     runs = {}
     for name, length in (("first", max_len), ("encode", max_len + 1), ("cached", max_len + 1)):
         echo(f"data stage: {name} run of {source}")
@@ -298,14 +273,8 @@ def _perturbed(texts: list[str], repetition: int) -> Iterator[str]:
 def write_corpus(
     folder: Path, splits: dict[str, tuple[list[str], list[str]]], pairs: int, langs: tuple[str, str] = ("en", "de")
 ) -> None:
-    """Write a ``{split}.{lang}`` folder whose train split has ``pairs`` pairs grown from ``splits["train"]``.
-
-    Args:
-        folder: Output folder (created).
-        splits: split name -> (source texts, target texts); every split but train is copied as is.
-        pairs: Training pairs to write.
-        langs: Source and target language codes of the file names.
-    """
+    """Write a ``{split}.{lang}`` folder (``langs``) whose train split has ``pairs`` pairs grown from
+    ``splits["train"]`` (split name -> (source texts, target texts)); the other splits are copied as is."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, (src, tgt) in splits.items():
         with open(folder / f"{name}.{langs[0]}", "w") as fs, open(folder / f"{name}.{langs[1]}", "w") as ft:
@@ -330,15 +299,8 @@ def bench_data(
     langs: tuple[str, str] = ("en", "de"),
     echo=lambda s: None,
 ) -> dict[str, Any]:
-    """Three preparations of ``source`` and, when ``scale`` > 0, of a generated ``scale``-pair corpus.
-
-    Args:
-        source: ``DataConfig.source`` of the corpus.
-        vocab_size, builtin_pairs: As in ``DataConfig``.
-        scale: Training pairs of the generated corpus (0 skips it).
-        base: The prepared ``source`` (its raw text seeds the generated corpus); needed when ``scale`` > 0.
-        langs: Source/target languages (file names of the generated corpus).
-    """
+    """Three preparations of ``source`` and, when ``scale`` > 0, of a generated ``scale``-pair corpus
+    grown from ``base``, the prepared ``source``, with files named by ``langs``."""
     out: dict[str, Any] = {"source": source}
     with tempfile.TemporaryDirectory(prefix="ablate-bench-data-") as tmp:
         out["corpus"] = three_runs(source, Path(tmp) / "cache", vocab_size, builtin_pairs, echo=echo)
@@ -410,19 +372,10 @@ def run_trial(overrides: list[str], run_dir: Path) -> dict[str, float]:
 
 def trial_overrides(opts, wandb: str) -> list[str]:
     """The trial's config: the benchmark's data and model sizes, a one-step budget."""
-    out = [
-        f"data.source={opts.data}",
-        f"data.vocab_size={opts.vocab_size}",
-        f"data.builtin_pairs={opts.builtin_pairs}",
-        f"model.d_model={opts.d_model}",
-        f"model.layers={opts.layers}",
-        f"model.heads={opts.heads}",
-        f"model.d_ff={opts.d_ff}",
-        f"train.max_tokens={opts.max_tokens}",
-        "train.max_steps=1",
-        f"tracking.wandb={wandb}",
-        f"seed={opts.seed}",
-    ]
+    data = {"data.source": opts.data, "data.vocab_size": opts.vocab_size, "data.builtin_pairs": opts.builtin_pairs}
+    model = {f"model.{k}": getattr(opts, k) for k in ("d_model", "layers", "heads", "d_ff")}
+    out = [f"{k}={v}" for k, v in {**data, **model, "train.max_tokens": opts.max_tokens}.items()]
+    out += ["train.max_steps=1", f"tracking.wandb={wandb}", f"seed={opts.seed}"]
     if opts.cache_dir:
         out.append(f"data.cache_dir={opts.cache_dir}")
     if opts.threads:
@@ -431,12 +384,8 @@ def trial_overrides(opts, wandb: str) -> list[str]:
 
 
 def bench_startup(opts, warm: bool = False, echo=lambda s: None) -> dict[str, Any]:
-    """Time a cached trial with W&B disabled (and, if ``opts.startup_wandb``, offline).
-
-    Args:
-        opts: The benchmark options.
-        warm: The data cache is known to hold the corpus already (else one untimed trial fills it).
-    """
+    """Time a cached trial with W&B disabled (and, if ``opts.startup_wandb``, offline); unless ``warm``
+    (the data cache holds the corpus already), one untimed trial fills the cache first."""
     modes = ["disabled"] + (["offline"] if opts.startup_wandb else [])
     out: dict[str, Any] = {"target_s": 3.0}
     with tempfile.TemporaryDirectory(prefix="ablate-bench-startup-") as tmp:

@@ -1,16 +1,14 @@
-"""``ablate bench``: the options of one run, the command, and the run (every selected section, results in one dict).
+"""``ablate bench``: the command, and one run (every selected section, results in one dict).
 
-Defaults give the reference run (d_model 256, 3+3 layers, 4 heads, d_ff 1024, 3000-token batches of
-real Multi30k text), about ten minutes on a 2-core CPU; :func:`quick` shrinks the budgets (not the
-model sizes) to a smoke test of every code path. Sections run in a fixed order (training, decoding,
-memory, data, startup); the timed ones (training, decoding) run in this process on the same inputs,
-the others in fresh child processes (:mod:`ablate.bench.processes`). The result dict is what
-``--json`` writes: ``meta``, one key per section, ``ratios``, ``ratio_spread`` (of each timed ratio's
-per-round values), ``noisy`` (the ratios whose spread exceeds 10 %) and ``targets_met``.
+Sections run in a fixed order (training, decoding, memory, data, startup); the timed ones run in this
+process on the same inputs, the others in fresh child processes (:mod:`ablate.bench.processes`). The
+result dict is what ``--json`` writes: ``meta``, one key per section, ``ratios``, ``ratio_spread`` (of
+each timed ratio's per-round values), ``noisy`` (spread over 10 %) and ``targets_met``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -26,21 +24,14 @@ def run(
     echo: Callable[[str], None] = lambda s: None,
     checkpoint: Optional[Callable[[dict[str, Any]], None]] = None,
 ) -> dict[str, Any]:
-    """Run the benchmark described by ``opts``; returns the results (see the module docstring).
-
-    Args:
-        opts: What to measure.
-        echo: Receives one progress line per step.
-        checkpoint: Called with the results so far (ratios included) after every section, so an
-            interrupted run still leaves what it measured.
-    """
+    """The results of the benchmark ``opts`` describes; ``echo`` gets one progress line per step, and
+    ``checkpoint`` the results so far after every section, so an interrupted run leaves what it measured."""
     from ablate.bench import timing
     from ablate.bench.report import noisy, ratio_spreads, ratios, targets_met
-    from ablate.bench.timing import compute_clock, set_threads
 
     opts.check()
     start = time.perf_counter()
-    threads = set_threads(opts.threads)
+    threads = timing.set_threads(opts.threads)
     dev = timing.device()
     results: dict[str, Any] = {
         "meta": {
@@ -48,7 +39,7 @@ def run(
             "options": {k: v for k, v in vars(opts).items()},
             "reps": opts.reps,
             "warmup": opts.warmup,
-            "clock": compute_clock(dev)[0],
+            "clock": timing.compute_clock(dev)[0],
             "method": (
                 "interleaved round-robin repetitions (order rotated each round), timed by the CPU time of the "
                 "computing threads (wall clock on a GPU); ratios: median of per-round ratios, with their spread; "
@@ -167,34 +158,9 @@ def bench(
     from ablate.bench.report import render, write_json
     from ablate.utils.plugins import is_file, load as load_plugins
 
-    opts = BenchOptions(
-        data=data,
-        vocab_size=vocab_size,
-        builtin_pairs=builtin_pairs,
-        d_model=d_model,
-        layers=layers,
-        heads=heads,
-        d_ff=d_ff,
-        max_tokens=max_tokens,
-        batches=batches,
-        reps=reps,
-        warmup=warmup,
-        threads=threads,
-        variants=_split(variants),
-        plugins=tuple(str(Path(p).resolve()) if is_file(p) else p for p in _split(plugins)),
-        decode_sentences=decode_sentences,
-        decode_len=decode_len,
-        beam=beam,
-        mem_length=mem_length,
-        mem_batch=mem_batch,
-        mem_chunk_mb=mem_chunk_mb,
-        data_scale=data_scale,
-        startup_wandb=startup_wandb,
-        flops=flops,
-        sections=_split(sections),
-        seed=seed,
-        cache_dir=cache_dir,
-    )
+    plugin_paths = tuple(str(Path(p).resolve()) if is_file(p) else p for p in _split(plugins))
+    given = {**locals(), "variants": _split(variants), "plugins": plugin_paths, "sections": _split(sections)}
+    opts = BenchOptions(**{f.name: given[f.name] for f in dataclasses.fields(BenchOptions) if f.name in given})
     load_plugins(opts.plugins)  # before the variants are listed
     opts.check()
     if quick_run:

@@ -137,13 +137,13 @@ def meta(opts: GpuCheckOptions) -> dict[str, Any]:
 
 def write(results: dict[str, Any], path: Path) -> None:
     """The results with a fresh ``summary`` and ``targets_met`` (last, so the end of a printout shows them)."""
-    from ablate.bench.report import _clean
+    from ablate.utils.io import finite
 
     results.pop("summary", None)
     results.pop("targets_met", None)
     results["summary"] = summarise(results)
     results["targets_met"] = targets_met(results["summary"])
-    atomic_write_text(path, json.dumps(_clean(results), indent=1) + "\n")
+    atomic_write_text(path, json.dumps(finite(results), indent=1) + "\n")
 
 
 def _in_process(stage: str, opts: GpuCheckOptions, timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:

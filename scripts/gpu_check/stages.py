@@ -197,9 +197,9 @@ STAGE_FUNCTIONS: dict[str, Callable[[GpuCheckOptions, Save], dict[str, Any]]] = 
 
 
 def _atomic_json(path: Path, data: dict[str, Any]) -> None:
-    from ablate.bench.report import _clean
+    from ablate.utils.io import finite
 
-    atomic_write_text(path, json.dumps(_clean(data)))
+    atomic_write_text(path, json.dumps(finite(data)))
 
 
 def main(argv: list[str]) -> None:
