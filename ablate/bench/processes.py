@@ -1,26 +1,16 @@
-"""The measurements taken in fresh child processes: attention memory, the data stage, start-up.
+"""The measurements taken in fresh child processes (``python -m ablate.bench.processes KIND JSON``, one
+JSON line back), so no allocator cache, earlier peak or import of the parent leaks in.
 
-Each child is ``python -m ablate.bench.processes KIND JSON`` (:func:`spawn`), so no allocator cache,
-earlier peak or import of the parent leaks in; it prints one JSON line.
-
-* **Memory** of additive attention, chunked vs naive: the child builds one ``MultiHeadAttention`` with
-  the additive score, runs it once on a short input, records its RSS, resets the kernel's peak-RSS
-  counter (``/proc/self/clear_refs``, Linux) and runs self-attention over ``(batch, length, d_model)``,
-  forward only under ``no_grad`` (``inference``) or forward + backward (``training``). The figure is
-  the peak RSS during the call minus the RSS before (where the counter cannot be reset, the lifetime
-  peak ``ru_maxrss``: an upper bound). *Naive* has an unlimited chunk budget (the whole
-  ``(B, H, T, T, d_k)`` intermediate at once), *chunked* ``model.attention.params.chunk_mb``.
-* **Data stage**: ``ablate.data.encoded.prepare`` against a private cache, three times: *first*
-  (empty cache: load, train the BPE tokenizer, encode), *encode* (``max_len`` changed by one: the
-  tokenizer comes from the cache, only encoding runs) and *cached* (nothing built, Arrow files
-  memory-mapped). Seconds exclude the child's imports; the tokenizer's training is timed where it
-  happens (``tokenizer_s``: a difference of two processes' wall clocks came out negative on a shared
-  machine). The scale test prepares a generated corpus of ``pairs`` pairs (the training text repeated,
-  each repetition's words rotated and its first word marked).
-* **Start-up** of a cached trial: the child is the real ``ablate train`` path (library and ``ablate``
-  imports, then ``train`` with its ``milestone`` hook) and exits at the first training step.
-  Reported: ``interpreter_s`` (spawn -> first line of the child), ``imports_s`` and ``first_step_s``
-  (imports done -> first step, the target of <= 3 s), with the milestones between.
+* **Memory** of additive attention, chunked (``chunk_mb``) vs naive (one chunk: the whole
+  ``(B, H, T, T, d_k)`` intermediate): peak RSS during one self-attention call (``inference``: forward
+  under ``no_grad``; ``training``: forward + backward) minus the RSS before, the peak counter reset
+  through ``/proc/self/clear_refs`` (else the lifetime ``ru_maxrss``, an upper bound).
+* **Data stage**: ``prepare`` against a private cache three times: *first* (train the BPE tokenizer,
+  encode), *encode* (``max_len`` changed by one: only encoding runs) and *cached* (Arrow files mapped).
+  Seconds exclude imports; the tokenizer is timed where it is trained (a difference of two processes'
+  wall clocks came out negative on a shared machine). The scale test grows a corpus to ``pairs`` pairs.
+* **Start-up** of a cached trial: the real ``ablate train`` path, exiting at the first training step;
+  ``interpreter_s`` (spawn -> child), ``imports_s``, ``first_step_s`` (target <= 3 s) and the milestones.
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """What is timed in this process: the inputs, the ``torch.nn.Transformer`` reference, training and decoding.
 
-* Inputs: a fixed list of real token batches from the project's own pipeline (``prepare`` ->
-  :class:`TokenBatchSampler` -> ``collate``), the first ``n`` batches of epoch 0 of a seeded shuffle,
-  and a fixed decoding batch.
-* The reference (:class:`TorchTransformer`): PyTorch's own encoder and decoder layers (fused
-  in-projection, ``scaled_dot_product_attention``; ``norm_first`` for pre-norm, final LayerNorms only
-  for pre-norm, as ours) inside our embeddings, positions and output layer: one token embedding shared
-  by both sides and tied to the output projection, scaled by sqrt(d_model), sinusoidal positions
-  (Vaswani et al. 2017, sec. 3.4-3.5). Dropout sits where ours does (embeddings and every sublayer
-  output, sec. 5.4): the attention weights get ``attention_dropout`` and the feed-forward's inner
-  dropout is removed, so both models do the same work.
+* Inputs: the first ``n`` real token batches of a seeded shuffle from the project's own pipeline
+  (``prepare`` -> :class:`TokenBatchSampler` -> ``collate``), and a fixed decoding batch.
+* The reference (:class:`TorchTransformer`): PyTorch's own encoder and decoder layers inside our tied,
+  sqrt(d_model)-scaled embeddings and sinusoidal positions (Vaswani et al. 2017, sec. 3.4-3.5), with
+  dropout where ours has it (sec. 5.4), so both models do the same work.
 * Training: one step is what ``ablate train`` does per batch minus Lightning's hooks (forward,
-  label-smoothed cross-entropy, backward, clipping, AdamW and schedule), the reference with the same
-  loss and optimiser; throughput counts non-padding source + target tokens per second.
+  label-smoothed loss, backward, clipping, AdamW and schedule); tokens/s counts non-padding tokens.
 * Decoding: greedy and beam search with and without the key/value cache, every hypothesis held to
-  ``decode_len`` tokens (:class:`FixedLength`), so the modes do the same steps whatever the untrained
-  model prefers; ``use_cache=False`` recomputes the whole prefix at every step.
+  ``decode_len`` tokens (:class:`FixedLength`), so the modes do the same steps.
 """
 
 from __future__ import annotations

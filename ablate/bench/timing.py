@@ -1,17 +1,12 @@
 """Interleaved timing, and what the hardware allows: clocks, rounds, medians, matmul peak, model FLOPs.
 
-* On a CPU the clock is the CPU time of the threads that compute (:func:`compute_clock`): a neighbour
-  on a shared machine stretches wall-clock time but not the CPU time the work needs, so two contenders
-  doing identical work read the same. On a GPU it is the wall clock after a synchronize.
-* Contenders run round-robin (rotating who goes first each round); ratios are taken per round and
-  their median reported (:func:`paired`) with the spread of the per-round ratios: a ratio whose
-  rounds disagree by more than :data:`NOISY` is flagged, not trusted.
-* The **matmul peak** is measured, not looked up: a square matmul in the training dtype runs as one
-  more contender in the rounds, so it sees the same noise as the models.
-* **Model FLOPs** of one training step (forward + backward) are counted by ``FlopCounterMode``
-  (matrix products and attention kernels only; the CPU flash-attention kernel with PyTorch's own SDPA
-  formulas); **MFU** = counted FLOPs x steps/s / measured matmul peak. The **SDPA backend** is read
-  off the aten ops a step dispatches. On a bf16 GPU, training runs under bf16 autocast.
+* On a CPU the clock is the CPU time of the computing threads (:func:`compute_clock`): a neighbour on a
+  shared machine stretches wall-clock time, not the CPU time the work needs. On a GPU: the wall clock.
+* Contenders run round-robin (who goes first rotates); ratios are per round, their median reported
+  (:func:`paired`) with their spread: over :data:`NOISY` is flagged, not trusted.
+* The **matmul peak** is measured as one more contender, so it sees the same noise as the models.
+* **Model FLOPs** of a training step are counted by ``FlopCounterMode`` (matrix products and attention
+  kernels only); **MFU** = FLOPs x steps/s / matmul peak; the **SDPA backend** is read off the aten ops.
 """
 
 from __future__ import annotations

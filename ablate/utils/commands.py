@@ -3,12 +3,10 @@
 * Errors: every typer app is made by :func:`typer_app`, whose commands run inside :class:`HandledGroup`:
   an :class:`~ablate.errors.AblateError` raised below a command becomes one red line on stderr and
   exit status 2, never a traceback. Anything else is a bug.
-* Status: modules log through ``logging.getLogger(__name__)``; :func:`setup_logging` (called once, at
-  the command line's edge) shows the ``ablate`` loggers through one rich handler on stderr, global rank
-  zero only (a DDP run says everything once). What a command produces (a table, ``--json``, written
-  paths, translations) goes to stdout, never to the log, so scripts can read it.
-* Warnings: :func:`ignore_warnings` silences the warnings of :data:`WARNING_FILTERS`, each with its cause;
-  a warning not listed there reaches the user, since it may be about their run.
+* Status: modules log through ``logging.getLogger(__name__)``; :func:`setup_logging` shows the ``ablate``
+  loggers on stderr, global rank zero only. What a command produces goes to stdout, never to the log.
+* Warnings: :func:`ignore_warnings` silences :data:`WARNING_FILTERS`, each with its cause; any other
+  warning reaches the user, since it may be about their run.
 """
 
 from __future__ import annotations

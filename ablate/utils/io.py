@@ -1,20 +1,15 @@
 """Files on disk: atomic writes, strict JSON, sentence lines, lock files, and user outputs whole or not at all.
 
-* Atomic writes: a reader never sees a half-written file; each write (and :func:`replace`) fsyncs the
-  file and then its folder, and gives the permissions a plain ``open(path, "w")`` would (``0666 & ~umask``),
-  so a shared cache or run folder stays shareable.
-* Strict JSON: non-finite floats are written as ``null`` (``NaN`` is not JSON).
-* Lines: sentence files are split on ``\\n`` only, so a sentence holding U+2028, U+0085 or a form
-  feed stays one line (``str.splitlines`` would cut it in two).
-* Locks: a run folder, a sweep folder and a data cache entry are each guarded by a :class:`HolderLock`,
-  ``filelock``'s ``flock`` on a file naming its holder (``pid@host``): the kernel drops it when its holder
-  dies, even by SIGKILL. :func:`is_held` probes with a shared ``flock`` on a read-only descriptor (the one
-  place ablate calls ``fcntl``), so it works on a copied or read-only record and never changes the file.
-* User outputs (an export folder, figures, a table file): one that is a source, lies inside one or
-  contains one is refused before anything is written; it is written into a temporary sibling and
-  renamed into place, so a full disk or Ctrl-C leave the old output, never a half; a file copied
-  (:func:`read_inside`) whose real path leaves the source tree is refused; an ``OSError`` becomes one
-  :class:`OutputError` line naming the output.
+* Atomic writes fsync the file and its folder and give a plain ``open(path, "w")``'s permissions
+  (``0666 & ~umask``), so a shared cache stays shareable; JSON writes non-finite floats as ``null``.
+* Sentence files are split on ``\\n`` only: a sentence holding U+2028 or a form feed stays one line.
+* Locks (:class:`HolderLock`): ``filelock``'s ``flock`` on a file naming its holder, dropped by the
+  kernel when the holder dies, even by SIGKILL; :func:`is_held` probes with a shared ``flock`` on a
+  read-only descriptor, so it works on a copied record and never changes the file.
+* User outputs (an export, figures, a table file) are refused when they are, lie in or contain a
+  source; written into a temporary sibling and renamed into place (a full disk or Ctrl-C leave the old
+  output); a copied file whose real path leaves the source tree is refused (:func:`read_inside`); an
+  ``OSError`` is one :class:`OutputError` line naming the output.
 """
 
 from __future__ import annotations
@@ -162,18 +157,10 @@ def default_holder() -> str:
 
 
 class HolderLock:
-    """``with HolderLock(path):`` holds ``path`` exclusively and writes ``holder`` into it.
-
-    Args:
-        path: the lock file; its folder must exist.
-        holder: the text written into the file once the lock is taken (default ``pid@host``).
-        wait: wait for another holder to finish (a shared cache entry being built) instead of
-            refusing at once.
-
-    Raises:
-        LockHeld: another live process holds it, and ``wait`` is false (from :meth:`acquire`).
-        OSError: the file cannot be created or written (a read-only folder, a file in the way).
-    """
+    """``with HolderLock(path):`` holds the lock file ``path`` (its folder must exist) exclusively and
+    writes ``holder`` (default ``pid@host``) into it; :meth:`acquire` raises :class:`LockHeld` when another
+    live process holds it, unless ``wait`` (for a shared cache entry being built), and ``OSError`` when
+    the file cannot be written."""
 
     def __init__(self, path: str | Path, holder: Optional[str] = None, wait: bool = False):
         self.path = Path(path)
@@ -220,11 +207,6 @@ def _read_holder(path: Path) -> str:
         return path.read_text(encoding="utf-8", errors="replace").strip()
     except OSError:
         return ""
-
-
-def holder_of(path: str | Path) -> str:
-    """What the lock file at ``path`` says about its (last) holder, or ``""``."""
-    return _read_holder(Path(path))
 
 
 def is_held(path: str | Path) -> Optional[bool]:

@@ -1,16 +1,12 @@
 """Config values from text: safe YAML, ``key=value`` overrides, coercion against annotations, dotted keys.
 
 Generic over any annotation (``Literal``, ``Optional``, unions, tuples, scalars), so the config
-dataclasses in :mod:`ablate.config` stay a plain list of typed fields; what ``ablate train --help``
-lists, what shell completion offers and what an unknown key is checked against all come from their
-annotations and the docstring under each field.
-
-YAML is read by :func:`load_yaml`, which refuses what ``yaml.safe_load`` accepts: aliases that expand
-exponentially (an alias bomb), a key given twice (the second silently winning) and deep nesting.
-``trainer.*`` keys are Lightning ``Trainer`` options; ``trainer.callbacks`` takes LightningCLI's
-notation (a class path or ``{class_path: ..., init_args: {...}}``), ``lightning.pytorch.*`` read as
-``pytorch_lightning.*`` (the package ablate trains with); options ablate sets from its own keys are
-refused with that key (``trainer.max_steps`` -> ``train.max_steps``), so a run's budget has one source.
+dataclasses stay a plain list of typed fields; ``--help``, shell completion and the unknown-key check
+come from their annotations and the docstring under each field. :func:`load_yaml` refuses what
+``yaml.safe_load`` accepts: alias bombs, a key given twice (the second silently winning), deep nesting.
+``trainer.*`` keys are Lightning ``Trainer`` options (``trainer.callbacks`` in LightningCLI's notation,
+``lightning.pytorch.*`` read as ``pytorch_lightning.*``); one ablate sets from its own key is refused
+with that key (``trainer.max_steps`` -> ``train.max_steps``), so a run's budget has one source.
 """
 
 from __future__ import annotations

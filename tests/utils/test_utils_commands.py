@@ -1,14 +1,20 @@
-"""Status through the ``ablate`` logger: one line each on stderr, rank zero only, -q / -v at the CLI edge."""
+"""ablate.utils.commands: status lines on stderr (once per handler, rank zero, -q/-v), warning filters
+in one place with their causes, and ``--help`` flags without a ``<bool>`` type."""
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
+import warnings
+from pathlib import Path
 
 import lightning_utilities.core.rank_zero as rank_zero
 import pytest
+import typer
 from typer.testing import CliRunner
 
+import ablate
 from ablate import cli
 from ablate.utils import commands
 
@@ -81,3 +87,62 @@ def test_progress_is_silent_for_a_short_loop_and_counts_a_long_one(caplog):
             now[0] += 1.0
             long.step()
     assert caplog.messages == ["read: 3/10 (3 s)", "read: 8/10 (8 s)", "read: 10/10 (10 s)"]
+
+
+PACKAGE = Path(ablate.__file__).parent
+HOME = PACKAGE / "utils" / "commands.py"
+
+
+def test_every_filter_says_why_and_silences_only_its_warning():
+    assert commands.WARNING_FILTERS and all(len(f.cause) > 40 for f in commands.WARNING_FILTERS)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.resetwarnings()
+        warnings.simplefilter("always")
+        commands.ignore_warnings()
+        warnings.warn(
+            "The 'train_dataloader' does not have many workers which may be a bottleneck.", UserWarning, stacklevel=1
+        )
+        warnings.warn("train.max_tokens is smaller than the longest sentence", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["train.max_tokens is smaller than the longest sentence"]
+
+
+def test_the_sweeps_engine_block_silences_only_inside_it():
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with commands.sweeps_engine():
+            warnings.warn("Valid config keys have changed in V2", UserWarning, stacklevel=1)
+        warnings.warn("after", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["after"]
+
+
+def test_no_other_module_filters_warnings():
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == HOME:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in ("filterwarnings", "simplefilter", "catch_warnings"):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.attr}")
+    assert offenders == [], "filter warnings in ablate/utils/commands.py, with the cause"
+
+
+def command_paths(command, path=()):
+    """Every command's path; a command mounted lazily (:class:`~ablate.utils.commands.LazyGroup`) is loaded."""
+    yield list(path)
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        if name in getattr(command, "lazy", {}):
+            sub = command.load(name)
+        yield from command_paths(sub, (*path, name))
+
+
+def test_no_help_page_shows_a_bool_metavar(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    paths = list(command_paths(typer.main.get_command(cli.app)))
+    assert ["sweep", "run"] in paths and ["train"] in paths and len(paths) > 10
+    runner = CliRunner()
+    for path in paths:
+        result = runner.invoke(cli.app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "<bool>" not in result.output, path
+    train = runner.invoke(cli.app, ["train", "--help"]).output
+    assert "--overwrite" in train and "<path>" in train  # flags listed; a valued option keeps its type
