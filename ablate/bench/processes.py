@@ -125,11 +125,8 @@ def _memory_child(args: dict[str, Any]) -> None:
 
 
 def measure_all(commands: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
-    """Run the children side by side (each has its own RSS, so they do not disturb each other's figure).
-
-    Returns:
-        name -> the child's JSON report (``delta_mb`` is the figure).
-    """
+    """Name -> the JSON report (``delta_mb`` is the figure) of each child, run side by side (each has its
+    own RSS, so they do not disturb each other's figure)."""
     env = _env()
     procs = {
         name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

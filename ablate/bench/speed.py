@@ -379,16 +379,8 @@ def bench_training(
 
 
 class FixedLength(nn.Module):
-    """Wraps a model so EOS loses ``penalty`` logits: hypotheses end only at the length limit.
-
-    The penalty is finite, so where the decoders force EOS (at the limit) it still has a finite
-    score and the hypothesis finishes normally.
-
-    Args:
-        model: A model with the ``pad_id`` / ``encode`` / ``decode`` interface.
-        eos: The EOS id.
-        penalty: Subtracted from the EOS logit.
-    """
+    """Wraps a model (``pad_id`` / ``encode`` / ``decode``) so the EOS logit loses ``penalty``: hypotheses
+    end only at the length limit, where the decoders force EOS (finite, so it still finishes normally)."""
 
     def __init__(self, model: nn.Module, eos: int, penalty: float = 1e4):
         super().__init__()

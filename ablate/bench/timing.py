@@ -60,17 +60,8 @@ def synchronize() -> None:
 def interleaved(
     contenders: dict[str, Callable[[], object]], reps: int, warmup: int = 1, clock: Clock | None = None
 ) -> dict[str, list[float]]:
-    """Seconds of each call, measured round-robin.
-
-    Args:
-        contenders: name -> a callable doing one unit of work (e.g. one pass over the batches).
-        reps: timed rounds.
-        warmup: untimed rounds first (allocator, thread pools and kernels warm up).
-        clock: What a duration is read from (None: :func:`compute_clock`).
-
-    Returns:
-        name -> ``reps`` durations in seconds of ``clock``, in round order.
-    """
+    """Name -> ``reps`` durations (seconds of ``clock``, default :func:`compute_clock`, in round order) of
+    each contender's one unit of work, measured round-robin after ``warmup`` untimed rounds."""
     clock = clock or compute_clock()[1]
     names = list(contenders)
     for _ in range(warmup):

@@ -111,11 +111,8 @@ TEST_METRICS = ("bleu", "chrf", "chrf++", "ter")
 
 
 def register_metric(name: str, factory: Callable[[], MetricScorer]) -> None:
-    """Add a metric under ``name`` (``factory()`` builds its scorer; a class will do).
-
-    Raises:
-        MetricError: ``name`` is taken, or is not a plain lower-case name.
-    """
+    """Add a metric under ``name`` (``factory()`` builds its scorer; a class will do); :class:`MetricError`
+    if ``name`` is taken or not a plain lower-case name."""
     if not name or name != name.strip().lower() or "/" in name or " " in name:
         raise MetricError(f"metric name '{name}' must be lower-case without '/' or spaces, e.g. 'comet'")
     if name in METRIC_SCORERS:
@@ -152,11 +149,10 @@ CACHE_ENV = "ABLATE_CACHE"
 
 
 def statistics(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
-    """(n, k) per-sentence statistics of ``scorer``, computed once per text: kept in the process (a
-    table reads each trial's three times: its cell, its check against the summary, its significance
-    test) and on disk under ``$ABLATE_CACHE/statistics/`` (default ``~/.cache/ablate``), named by a
-    sha256 of the scorer's signature and the texts, so a second table of the same trials scores
-    nothing and a changed hypothesis, reference or scorer version is scored afresh."""
+    """(n, k) per-sentence statistics of ``scorer``, computed once per text: kept in the process (a table
+    reads each trial's three times) and on disk under ``$ABLATE_CACHE/statistics/`` (default
+    ``~/.cache/ablate``), named by a sha256 of the scorer's signature and the texts, so a second table of
+    the same trials scores nothing and a changed text or scorer version is scored afresh."""
     if not getattr(scorer, "reads_sources", True):
         sources = None
     key = (scorer.name, scorer.signature(), tuple(hyps), tuple(refs), tuple(sources) if sources else None)

@@ -163,13 +163,10 @@ does. Each pattern starts with its mark, so the search skips from mark to mark."
 
 
 def tokens_13a(lines: Texts) -> list[list[str]]:
-    """``tokenize_13a(line.rstrip()).split()`` of each line, for all lines at once.
-
-    The lines are joined with `` \\n `` (each keeps the spaces 13a pads it with, so no rule matches
-    across two lines) and each rule runs once on the joined text. For the lines where no period or
-    comma touches another the rules are ``str.replace`` and :data:`_MARKS_ALONE`, with fixed
-    replacements (no Python per match); the others get 13a's rules as they are. A line holding a
-    newline (which 13a joins) is tokenized alone."""
+    """``tokenize_13a(line.rstrip()).split()`` of each line, each rule run once on the lines joined with
+    `` \\n `` (padded, so no rule matches across two): where no period or comma touches another, as
+    ``str.replace`` and :data:`_MARKS_ALONE` (no Python per match), elsewhere 13a's rules as they are.
+    A line holding a newline (which 13a joins) is tokenized alone."""
     if not lines or any("\n" in line for line in lines):
         return [tokenize_13a(line.rstrip()).split() for line in lines]
     text = (" " + " \n ".join(line.rstrip() for line in lines) + " ").replace("<skipped>", "")
@@ -194,9 +191,8 @@ def _context_rules(text: str) -> list[list[str]]:
 
 
 def _marks_alone(text: str) -> list[list[str]]:
-    """:func:`_context_rules` of a text in which no period or comma touches another: the same words from
-    spaces around each single-character word (a space only adds spaces) and :data:`_MARKS_ALONE` (each
-    mark's neighbours stay digits or not)."""
+    """:func:`_context_rules` of a text in which no period or comma touches another, from spaces around
+    each single-character word and :data:`_MARKS_ALONE`."""
     for char in _SPACED_CHARS:
         if char in text:
             text = text.replace(char, f" {char} ")

@@ -234,11 +234,8 @@ class OutputError(AblateError):
 
 
 def check_apart(out: str | Path, sources: Iterable[str | Path | None], what: str = "output") -> None:
-    """Refuse ``out`` when it is one of ``sources``, lies inside one, or contains one (links followed).
-
-    Raises:
-        OutputError: naming both paths.
-    """
+    """Refuse ``out`` (an :class:`OutputError` naming both paths) when it is one of ``sources``, lies
+    inside one, or contains one (links followed)."""
     out = Path(out)
     real = out.resolve()
     for source in sources:
@@ -254,11 +251,8 @@ def check_apart(out: str | Path, sources: Iterable[str | Path | None], what: str
 
 
 def read_inside(path: str | Path, root: str | Path) -> bytes:
-    """The bytes of ``path``, a file under ``root``, if its real path (links followed) stays under ``root``.
-
-    Raises:
-        OutputError: ``path`` (or a folder on its way) is a link that leads out of ``root``.
-    """
+    """The bytes of ``path``, a file under ``root``; an :class:`OutputError` if its real path (links
+    followed) leaves ``root``."""
     path, root = Path(path), Path(root)
     real, top = path.resolve(), root.resolve()
     if top not in real.parents:
