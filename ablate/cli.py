@@ -122,9 +122,7 @@ def _main(
     """Ablation studies for encoder-decoder Transformers in machine translation."""
     from ablate.utils import commands
 
-    commands.setup_logging(
-        commands.verbosity_of(quiet, verbose)
-    )  # status on stderr, rank zero only; results stay on stdout
+    commands.setup_logging(commands.verbosity_of(quiet, verbose))  # status on stderr, rank zero; results on stdout
     commands.ignore_warnings()
 
 
