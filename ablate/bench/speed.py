@@ -93,17 +93,10 @@ def load_inputs(opts: BenchOptions, device: torch.device) -> Inputs:
 
 
 class TorchTransformer(nn.Module):
-    """``torch.nn.Transformer`` between a tied embedding and output layer.
-
-    Args:
-        vocab: Joint vocabulary size.
-        d_model, heads, layers, d_ff: Sizes (``layers`` encoder and ``layers`` decoder layers).
-        dropout: Dropout of the embeddings, sublayers and feed-forward.
-        attention_dropout: Dropout of the attention weights.
-        pad_id: Padding id (its embedding row starts at zero, as ours).
-        max_positions: Rows of the precomputed sinusoid table.
-        norm_first: pre-norm layers (and a final LayerNorm after each stack) instead of post-norm.
-    """
+    """``torch.nn.Transformer`` (``layers`` encoder and ``layers`` decoder layers) between a tied embedding
+    and output layer over a joint ``vocab``; ``dropout`` on the embeddings and sublayer outputs,
+    ``attention_dropout`` on the attention weights (none inside the feed-forward, as ours), the ``pad_id``
+    row starting at zero; ``norm_first``: pre-norm layers and a final LayerNorm after each stack."""
 
     def __init__(
         self,
@@ -270,32 +263,14 @@ def make_trainee(name: str, opts: BenchOptions, vocab: int, dev: torch.device) -
     torch.manual_seed(opts.seed)
     if name == REFERENCE:
         m = cfg.model
-        model: nn.Module = TorchTransformer(
-            vocab,
-            m.d_model,
-            m.heads,
-            m.layers,
-            m.d_ff,
-            m.dropout,
-            m.attention_dropout,
-            pad_id=0,
-            max_positions=m.max_positions,
-            norm_first=m.norm == "pre",
-        )
+        sizes = (vocab, m.d_model, m.heads, m.layers, m.d_ff, m.dropout, m.attention_dropout)
+        model: nn.Module = TorchTransformer(*sizes, pad_id=0, max_positions=m.max_positions, norm_first=m.norm == "pre")
     else:
         model = build_model(cfg.model, vocab, vocab, pad_id=0, shared_vocab=True)
     model = model.to(dev).train()
     optimizer, scheduler = make_optimizer(model, cfg)
-    return Trainee(
-        name,
-        model,
-        optimizer,
-        scheduler,
-        cfg.train.clip_norm,
-        cfg.train.label_smoothing,
-        dev,
-        all_rows=name in (REFERENCE, ALL_ROWS),
-    )
+    smoothing, all_rows = cfg.train.label_smoothing, name in (REFERENCE, ALL_ROWS)
+    return Trainee(name, model, optimizer, scheduler, cfg.train.clip_norm, smoothing, dev, all_rows=all_rows)
 
 
 def selected(opts: BenchOptions) -> list[str]:
