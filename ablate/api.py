@@ -94,7 +94,7 @@ def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:
 def _status_lines(quiet: bool) -> Iterator[None]:
     """The ``ablate`` logger's status lines on stderr (warnings only when ``quiet``), as a command shows
     them; the logger is put back as it was afterwards."""
-    from ablate.utils.logs import setup
+    from ablate.utils.commands import setup_logging as setup
 
     logger = logging.getLogger("ablate")
     saved = (list(logger.handlers), logger.level, logger.propagate)
@@ -145,11 +145,11 @@ def train(
 
 
 def _quiet_libraries() -> None:
-    """ablate's warning filters (:mod:`ablate.utils.warning_filters`), before the libraries are imported: in a
+    """ablate's warning filters (:mod:`ablate.utils.commands`), before the libraries are imported: in a
     notebook, datasets' ``tqdm.auto`` would ask for ipywidgets on import."""
-    from ablate.utils import warning_filters
+    from ablate.utils import commands
 
-    warning_filters.install()
+    commands.ignore_warnings()
 
 
 def _source(source: Source) -> str:

@@ -2,7 +2,7 @@
 
 Every command turns bad input into one line on stderr and exit status 2
 (:mod:`ablate.utils.commands`); tracebacks are for bugs only. Results go to stdout, status
-messages to the ``ablate`` logger on stderr (:mod:`ablate.utils.logs`, ``-q`` / ``-v``).
+messages to the ``ablate`` logger on stderr (:mod:`ablate.utils.commands`, ``-q`` / ``-v``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Commands(LazyGroup):
 
     lazy = {
         "bench": (
-            "ablate.bench.commands",
+            "ablate.bench.runner",
             "Benchmark every attention variant against torch.nn.Transformer: training and decoding speed, attention "
             "memory, the data stage and start-up; prints tables and ratios (interleaved medians).",
         ),
@@ -120,10 +120,10 @@ def _main(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Status messages: debug detail too."),
 ) -> None:
     """Ablation studies for encoder-decoder Transformers in machine translation."""
-    from ablate.utils import logs, warning_filters
+    from ablate.utils import commands
 
-    logs.setup(logs.verbosity_of(quiet, verbose))  # status on stderr, rank zero only; results stay on stdout
-    warning_filters.install()
+    commands.setup_logging(commands.verbosity_of(quiet, verbose))  # status on stderr, rank zero; results on stdout
+    commands.ignore_warnings()
 
 
 class ConfigKeysHelp(PlainFlagsCommand):

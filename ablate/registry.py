@@ -42,7 +42,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "schedule": ("ablate.training.schedule", "DECAYS"),
     "length_penalty": ("ablate.model.decoding", "LENGTH_PENALTIES"),
     "source": ("ablate.data.sources", "SOURCES"),
-    "metric": ("ablate.metrics.registry", "METRIC_SCORERS"),
+    "metric": ("ablate.metrics", "METRIC_SCORERS"),
 }
 """Kind -> (module, name) of its registry dict; the module holds the shipped components."""
 

@@ -84,7 +84,7 @@ def _cell(text: str) -> str:
 
 def _sections(cls: type, prefix: str = "") -> list[tuple[str, type]]:
     """``(dotted prefix, dataclass)`` of ``cls`` and of every dataclass nested in it, depth first."""
-    from ablate.utils.fields import field_types
+    from ablate.utils.typed import field_types
 
     out = [(prefix, cls)]
     for name, tp in field_types(cls).items():
@@ -98,7 +98,7 @@ def render() -> str:
     import inspect
 
     from ablate.config import Config
-    from ablate.utils.fields import describe_fields, field_docstrings
+    from ablate.utils.typed import describe_fields, field_docstrings
 
     top, *nested = _sections(Config)
     parts = [HEADER]
@@ -147,7 +147,7 @@ def catalog() -> dict[str, Any]:
     """
     import importlib
 
-    from ablate import config, config_checks, registry
+    from ablate import config, registry
     from ablate.utils.typed import choice_marks
 
     names = {tp: key for key, tp in registry.PARAM_TYPES.items()}
@@ -164,7 +164,7 @@ def catalog() -> dict[str, Any]:
                     )
                 required = default is inspect.Parameter.empty
                 entries[param] = {"type": names[tp], "default": None if required else default, "required": required}
-    marks = [*choice_marks(config.Config), config_checks.FAULTS]
+    marks = [*choice_marks(config.Config), config.FAULTS]
     return {"choices": {mark.key: mark.live_choices() for mark in marks}, "params": params}
 
 

@@ -28,7 +28,6 @@ LAYERS: dict[str, float] = {
     "registry": 1.2,  # ablate.register and the component registries' dicts; plugins register through it
     "config": 2,
     "record": 2,  # the run record: statuses, file names, summary.json, the metric keys
-    "config_checks": 1.5,  # the rules between config keys; config.py re-exports them
     "data": 3,
     "model": 3,
     "metrics": 3,  # scorers shared by training and the report

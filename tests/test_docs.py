@@ -49,19 +49,19 @@ def test_the_reference_lists_every_key_with_its_whole_docstring():
 def test_a_new_config_field_appears_in_the_reference(monkeypatch):
     """What makes the page unable to drift: it is rendered from the dataclasses, so a field added there is listed."""
     from ablate import config
-    from ablate.utils import fields
+    from ablate.utils import typed
 
     @dataclasses.dataclass(frozen=True)
     class Eval(config.EvalConfig):
         sampling_topk: int = 0
         """Sample from the k most likely tokens. A made-up key of this test."""
 
-    fields.field_types.cache_clear()
+    typed.field_types.cache_clear()
     monkeypatch.setattr(config, "EvalConfig", Eval)  # what Config's (string) annotation `eval: EvalConfig` resolves to
     try:
         page = _generator().render()
     finally:
-        fields.field_types.cache_clear()
+        typed.field_types.cache_clear()
     assert (
         "| `eval.sampling_topk` | int | `0` | Sample from the k most likely tokens. A made-up key of this test. |"
         in page

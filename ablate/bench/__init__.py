@@ -1,23 +1,108 @@
 """``ablate bench``: throughput, memory and start-up measurements of every model variant.
 
-Modules, one measurement each, all driven by :func:`ablate.bench.runner.run`:
-
-* ``options``: :class:`~ablate.bench.options.BenchOptions`, the sizes and budgets of one run;
-* ``timing``: interleaved (round-robin) repetitions, medians, torch threads;
-* ``inputs``: the fixed list of real token batches and decoding sources;
-* ``reference``: ``torch.nn.Transformer`` wrapped with the same embeddings, positions and output layer;
-* ``training``: training tokens/s (forward, backward, optimiser step) of every variant;
-* ``decoding``: greedy and beam-search sentences/s with and without the key/value cache;
-* ``memory``: peak memory of chunked vs naive additive attention, in fresh subprocesses;
-* ``data_stage``: first vs cached data preparation and its scale on a generated corpus;
-* ``startup``: process start -> first training step of a cached ``ablate train`` trial;
-* ``hardware``: measured matmul peak, model FLOPs and, on a GPU, bf16 and the SDPA backend;
-* ``report``: ratios, targets, the rich tables and the JSON file;
-* ``commands``: the typer command.
-
-The GPU acceptance check (``scripts/gpu-check.sh``) is built from these parts but is no command of
-the package: it lives in the checkout's ``scripts/gpu_check/`` (FLOPs and MFU, its stages, packed
-sweeps, the Multi30k base-size run).
+Defaults (:class:`BenchOptions`) give the reference run (d_model 256, 3+3 layers, 4 heads, d_ff 1024,
+3000-token batches of real Multi30k text), about ten minutes on a 2-core CPU; :func:`quick` shrinks the
+budgets (not the model sizes) to a smoke test of every code path. Modules: ``runner`` (the command and the run), ``timing`` (interleaved rounds, clocks, matmul peak,
+FLOPs), ``speed`` (inputs, the ``torch.nn.Transformer`` reference, training and decoding),
+``processes`` (memory, data stage and start-up in fresh processes) and ``report`` (ratios, targets,
+tables, JSON). The GPU acceptance check (``scripts/gpu-check.sh``) is built from these parts but is
+no command of the package: it lives in ``scripts/gpu_check/``.
 
 Importing this package imports neither torch nor Lightning (the subprocess entry points rely on it).
 """
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ablate.errors import AblateError
+
+SECTIONS = ("training", "decoding", "memory", "data", "startup")
+"""Every measurement, in the order the runner takes them."""
+
+DEFAULT_DATA = "../shared/data/multi30k"
+"""Real Multi30k text: a folder ``shared/data/multi30k`` beside the checkout, relative to the checkout
+(where ``ablate bench`` is run from); ``--data`` names any other (or ``builtin``)."""
+
+
+class BenchError(AblateError):
+    """A benchmark option that cannot work; the message says which and what to do."""
+
+
+POSITIVE = "vocab_size d_model layers heads d_ff max_tokens batches reps decode_sentences decode_len beam".split()
+POSITIVE += ["mem_length", "mem_batch", "mem_chunk_mb"]
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """Sizes, inputs and budgets of one ``ablate bench`` run (each is an option of the command, whose
+    ``--help`` says what it is); ``layers`` encoder and ``layers`` decoder layers; ``variants`` empty
+    runs all (:func:`ablate.bench.speed.variants`); ``flops``: the count doubles as the first warm-up
+    round; ``quick``: the run is a smoke test (recorded in the JSON)."""
+
+    data: str = DEFAULT_DATA
+    vocab_size: int = 8000
+    builtin_pairs: int = 6000
+    d_model: int = 256
+    layers: int = 3
+    heads: int = 4
+    d_ff: int = 1024
+    max_tokens: int = 3000
+    batches: int = 1
+    reps: int = 5
+    warmup: int = 1
+    threads: int = 0
+    variants: tuple[str, ...] = ()
+    plugins: tuple[str, ...] = ()
+    decode_sentences: int = 8
+    decode_len: int = 50
+    beam: int = 5
+    mem_length: int = 512
+    mem_batch: int = 2
+    mem_chunk_mb: float = 64.0
+    mem_train: bool = True
+    data_scale: int = 0
+    startup_wandb: bool = True
+    flops: bool = True
+    sections: tuple[str, ...] = SECTIONS
+    seed: int = 1
+    cache_dir: str = ""
+    quick: bool = False
+
+    def replace(self, **changes) -> BenchOptions:
+        """A copy with ``changes`` applied and checked."""
+        out = dataclasses.replace(self, **changes)
+        out.check()
+        return out
+
+    def check(self) -> None:
+        """Raise :class:`BenchError` for values no run can use."""
+        unknown = [s for s in self.sections if s not in SECTIONS]
+        if unknown:
+            raise BenchError(f"unknown bench section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+        for name in POSITIVE:
+            if getattr(self, name) <= 0:
+                raise BenchError(f"--{name.replace('_', '-')}={getattr(self, name)} must be positive")
+        if self.warmup < 0 or self.threads < 0 or self.data_scale < 0:
+            raise BenchError("--warmup, --threads and --data-scale must not be negative")
+
+
+def quick(opts: BenchOptions) -> BenchOptions:
+    """The ``--quick`` preset: few small batches and rounds, short sequences and small chunks, no FLOP
+    count, no W&B start-up measurement."""
+    return opts.replace(
+        max_tokens=min(opts.max_tokens, 600),
+        batches=min(opts.batches, 2),
+        reps=min(opts.reps, 2),
+        warmup=min(opts.warmup, 1),
+        decode_sentences=min(opts.decode_sentences, 4),
+        decode_len=min(opts.decode_len, 12),
+        mem_length=min(opts.mem_length, 128),
+        mem_batch=min(opts.mem_batch, 2),
+        mem_chunk_mb=min(opts.mem_chunk_mb, 0.5),
+        data_scale=min(opts.data_scale, 20000),
+        startup_wandb=False,
+        flops=False,
+        quick=True,
+    )

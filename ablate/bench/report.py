@@ -1,23 +1,21 @@
 """Ratios, targets, and the two outputs of a benchmark run: rich tables and a JSON file.
 
-Every ratio is taken between figures measured in the same run; timed ones are paired per
-interleaved round (median of the per-round ratios), so noise on a shared machine moves both
-sides alike. A ratio whose section did not run is ``None``,
-and so is its ``targets_met`` entry.
+Every ratio is taken between figures measured in the same run; timed ones are paired per interleaved
+round (median of the per-round ratios), so noise on a shared machine moves both sides alike. A ratio
+whose section did not run is ``None``, and so is its ``targets_met`` entry.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from rich.console import Console
 from rich.table import Table
 
 from ablate.bench.timing import NOISY, paired, speedup
-from ablate.utils.io import atomic_write_text
+from ablate.utils.io import atomic_write_text, dumps
 
 TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "dot_scaled_vs_torch": (">= 1.1", lambda r: r >= 1.1),
@@ -99,32 +97,29 @@ def targets_met(values: dict[str, Optional[float]], targets: Optional[dict] = No
     }
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe copy: non-finite floats become None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
 def write_json(results: dict[str, Any], path: Path) -> None:
-    """Write the results (raw figures, ``ratios``, ``targets_met``) as indented JSON."""
-    atomic_write_text(path, json.dumps(_clean(results), indent=1) + "\n")
+    """Write the results (raw figures, ``ratios``, ``targets_met``) as indented JSON (non-finite floats: null)."""
+    atomic_write_text(path, dumps(results, indent=1) + "\n")
 
 
 def _fmt(value: Optional[float], spec: str = ",.0f") -> str:
     return "-" if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, spec)
 
 
+def _table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]], left: Sequence[str] = ()) -> Table:
+    """A rich table; the first column and those in ``left`` are left-aligned, the numbers right-aligned."""
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col, justify="left" if col == columns[0] or col in left else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def training_table(training: dict[str, Any]) -> Table:
-    table = Table(title=f"Training throughput (matmul peak {training['matmul_gflops']:.1f} GFLOP/s)")
-    for col in ("variant", "tokens/s", "x torch", "x dot-scaled", "spread", "GFLOP/s", "MFU", "SDPA", "params"):
-        table.add_column(col, justify="left" if col in ("variant", "SDPA") else "right")
-    for name, row in training["variants"].items():
-        table.add_row(
+    columns = ("variant", "tokens/s", "x torch", "x dot-scaled", "spread", "GFLOP/s", "MFU", "SDPA", "params")
+    rows = [
+        (
             name,
             _fmt(row["tokens_per_s"]),
             _fmt(row["ratio_vs_torch"], ".3f"),
@@ -135,97 +130,83 @@ def training_table(training: dict[str, Any]) -> Table:
             row.get("sdpa", "-"),
             _fmt(row["params"] / 1e6, ".2f") + "M",
         )
-    return table
+        for name, row in training["variants"].items()
+    ]
+    return _table(f"Training throughput (matmul peak {training['matmul_gflops']:.1f} GFLOP/s)", columns, rows, ["SDPA"])
 
 
-def decoding_table(decoding: dict[str, Any]) -> Table:
-    table = Table(
-        title=f"Decoding ({decoding['sentences']} sentences, {decoding['length']}-token outputs, {decoding['model']})"
+def decoding_table(d: dict[str, Any]) -> Table:
+    rows = [
+        (name, _fmt(row["sentences_per_s"], ".2f"), _fmt(row["tokens_per_s"]), _fmt(row["spread"], ".0%"))
+        for name, row in d["modes"].items()
+    ]
+    title = f"Decoding ({d['sentences']} sentences, {d['length']}-token outputs, {d['model']})"
+    return _table(title, ("mode", "sentences/s", "tokens/s", "spread"), rows)
+
+
+def memory_table(m: dict[str, Any]) -> Table:
+    rows = [
+        (mode, _fmt(m[mode]["chunked"]["delta_mb"]), _fmt(m[mode]["naive"]["delta_mb"]), _fmt(m[mode]["ratio"], ".3f"))
+        for mode in ("inference", "training")
+        if mode in m
+    ]
+    title = (
+        f"Additive attention peak memory, length {m['length']}, batch {m['batch']} "
+        f"(full intermediate {m['intermediate_mb']:.0f} MiB)"
     )
-    for col in ("mode", "sentences/s", "tokens/s", "spread"):
-        table.add_column(col, justify="left" if col == "mode" else "right")
-    for name, row in decoding["modes"].items():
-        table.add_row(name, _fmt(row["sentences_per_s"], ".2f"), _fmt(row["tokens_per_s"]), _fmt(row["spread"], ".0%"))
-    return table
-
-
-def memory_table(memory: dict[str, Any]) -> Table:
-    table = Table(
-        title=f"Additive attention peak memory, length {memory['length']}, batch {memory['batch']} "
-        f"(full intermediate {memory['intermediate_mb']:.0f} MiB)"
-    )
-    for col in ("mode", "chunked MiB", "naive MiB", "chunked / naive"):
-        table.add_column(col, justify="left" if col == "mode" else "right")
-    for mode in ("inference", "training"):
-        if mode in memory:
-            row = memory[mode]
-            table.add_row(
-                mode, _fmt(row["chunked"]["delta_mb"]), _fmt(row["naive"]["delta_mb"]), _fmt(row["ratio"], ".3f")
-            )
-    return table
+    return _table(title, ("mode", "chunked MiB", "naive MiB", "chunked / naive"), rows)
 
 
 def data_table(data: dict[str, Any]) -> Table:
-    table = Table(title="Data stage (fresh process per run)")
-    for col in ("corpus", "pairs", "first s", "encode-only s", "cached s", "tokenizer s", "encode pairs/s", "peak MiB"):
-        table.add_column(col, justify="left" if col == "corpus" else "right")
-    for name in ("corpus", "scale"):
-        if name in data:
-            d = data[name]
-            table.add_row(
-                data["source"] if name == "corpus" else "generated",
-                _fmt(d["pairs"]),
-                _fmt(d["first"]["seconds"], ".2f"),
-                _fmt(d["encode"]["seconds"], ".2f"),
-                _fmt(d["cached"]["seconds"], ".2f"),
-                _fmt(d["tokenizer_s"], ".2f"),
-                _fmt(d["encode_pairs_per_s"]),
-                _fmt(d["peak_delta_mb"]),
-            )
-    return table
+    columns = ("corpus", "pairs", "first s", "encode-only s", "cached s", "tokenizer s", "encode pairs/s", "peak MiB")
+    rows = [
+        (
+            data["source"] if name == "corpus" else "generated",
+            _fmt(d["pairs"]),
+            *(_fmt(d[run]["seconds"], ".2f") for run in ("first", "encode", "cached")),
+            _fmt(d["tokenizer_s"], ".2f"),
+            _fmt(d["encode_pairs_per_s"]),
+            _fmt(d["peak_delta_mb"]),
+        )
+        for name, d in ((name, data[name]) for name in ("corpus", "scale") if name in data)
+    ]
+    return _table("Data stage (fresh process per run)", columns, rows)
+
+
+STARTUP_FIGURES = (
+    "interpreter_s",
+    "imports_s",
+    "first_step_s",
+    "to_data_s",
+    "to_model_s",
+    "to_fit_start_s",
+    "to_first_step_s",
+)
 
 
 def startup_table(startup: dict[str, Any]) -> Table:
-    table = Table(title="Start-up of a cached trial (seconds)")
-    cols = ("W&B", "interpreter", "imports", "first step", "data", "model", "fit start", "step")
-    for col in cols:
-        table.add_column(col, justify="left" if col == "W&B" else "right")
-    for key, row in startup.items():
-        if key.startswith("wandb_"):
-            table.add_row(
-                key[6:],
-                *(
-                    _fmt(row.get(k), ".2f")
-                    for k in (
-                        "interpreter_s",
-                        "imports_s",
-                        "first_step_s",
-                        "to_data_s",
-                        "to_model_s",
-                        "to_fit_start_s",
-                        "to_first_step_s",
-                    )
-                ),
-            )
-    return table
+    columns = ("W&B", "interpreter", "imports", "first step", "data", "model", "fit start", "step")
+    rows = [
+        (key[6:], *(_fmt(row.get(k), ".2f") for k in STARTUP_FIGURES))
+        for key, row in startup.items()
+        if key.startswith("wandb_")
+    ]
+    return _table("Start-up of a cached trial (seconds)", columns, rows)
 
 
 def ratios_table(
     values: dict[str, Optional[float]], met: dict[str, Optional[bool]], spreads: Optional[dict] = None
 ) -> Table:
     spreads = spreads or {}
-    table = Table(title=f"Ratios and targets (spread: of the per-round ratios; over {NOISY:.0%}: noisy)")
-    for col in ("ratio", "value", "spread", "target", "met"):
-        table.add_column(col, justify="left" if col in ("ratio", "target") else "right")
+    rows = []
     for name, value in values.items():
-        target = TARGETS.get(name, ("", None))[0]
-        verdict = met.get(name)
+        verdict, spread = met.get(name), spreads.get(name)
         text = "-" if verdict is None else ("yes" if verdict else "NO")
-        spread = spreads.get(name)
         if spread is not None and spread > NOISY:
             text += " (noisy)"
-        table.add_row(name, _fmt(value, ".3f"), _fmt(spread, ".0%"), target, text)
-    return table
+        rows.append((name, _fmt(value, ".3f"), _fmt(spread, ".0%"), TARGETS.get(name, ("", None))[0], text))
+    title = f"Ratios and targets (spread: of the per-round ratios; over {NOISY:.0%}: noisy)"
+    return _table(title, ("ratio", "value", "spread", "target", "met"), rows, ["target"])
 
 
 def render(results: dict[str, Any], console: Optional[Console] = None) -> None:

@@ -1,18 +1,22 @@
-"""One benchmark run: every selected section in one process, results in one dict.
+"""``ablate bench``: the command, and one run (every selected section, results in one dict).
 
-Sections run in a fixed order (training, decoding, memory, data, startup); the timed ones
-(training, decoding) run in this process on the same inputs, the memory, data and start-up ones
-in fresh child processes (see their modules). The result dict is what ``--json`` writes:
-``meta``, one key per section, ``ratios``, ``ratio_spread`` (of each timed ratio's per-round values),
-``noisy`` (the ratios whose spread exceeds 10 %) and ``targets_met``.
+Sections run in a fixed order (training, decoding, memory, data, startup); the timed ones run in this
+process on the same inputs, the others in fresh child processes (:mod:`ablate.bench.processes`). The
+result dict is what ``--json`` writes: ``meta``, one key per section, ``ratios``, ``ratio_spread`` (of
+each timed ratio's per-round values), ``noisy`` (spread over 10 %) and ``targets_met``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
+from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ablate.bench.options import BenchOptions
+import typer
+
+from ablate.bench import DEFAULT_DATA, SECTIONS, BenchOptions, quick
 
 
 def run(
@@ -20,29 +24,22 @@ def run(
     echo: Callable[[str], None] = lambda s: None,
     checkpoint: Optional[Callable[[dict[str, Any]], None]] = None,
 ) -> dict[str, Any]:
-    """Run the benchmark described by ``opts``; returns the results (see the module docstring).
-
-    Args:
-        opts: What to measure.
-        echo: Receives one progress line per step.
-        checkpoint: Called with the results so far (ratios included) after every section, so an
-            interrupted run still leaves what it measured.
-    """
-    from ablate.bench import hardware
+    """The results of the benchmark ``opts`` describes; ``echo`` gets one progress line per step, and
+    ``checkpoint`` the results so far after every section, so an interrupted run leaves what it measured."""
+    from ablate.bench import timing
     from ablate.bench.report import noisy, ratio_spreads, ratios, targets_met
-    from ablate.bench.timing import compute_clock, set_threads
 
     opts.check()
     start = time.perf_counter()
-    threads = set_threads(opts.threads)
-    dev = hardware.device()
+    threads = timing.set_threads(opts.threads)
+    dev = timing.device()
     results: dict[str, Any] = {
         "meta": {
-            "hardware": hardware.describe(dev, threads),
+            "hardware": timing.describe(dev, threads),
             "options": {k: v for k, v in vars(opts).items()},
             "reps": opts.reps,
             "warmup": opts.warmup,
-            "clock": compute_clock(dev)[0],
+            "clock": timing.compute_clock(dev)[0],
             "method": (
                 "interleaved round-robin repetitions (order rotated each round), timed by the CPU time of the "
                 "computing threads (wall clock on a GPU); ratios: median of per-round ratios, with their spread; "
@@ -64,22 +61,22 @@ def run(
 
     inputs = None
     if sections & {"training", "decoding", "data"}:
-        from ablate.bench.inputs import load_inputs
+        from ablate.bench.speed import load_inputs
 
         echo(f"inputs: {opts.data} (vocab {opts.vocab_size}), {opts.batches} batches of <= {opts.max_tokens} tokens")
         inputs = load_inputs(opts, dev)
     if "training" in sections:
-        from ablate.bench.training import bench_training
+        from ablate.bench.speed import bench_training
 
         results["training"] = bench_training(opts, inputs, dev, echo=echo)
         finish()
     if "decoding" in sections:
-        from ablate.bench.decoding import bench_decoding
+        from ablate.bench.speed import bench_decoding
 
         results["decoding"] = bench_decoding(opts, inputs, dev, echo=echo)
         finish()
     if "memory" in sections:
-        from ablate.bench.memory import bench_memory
+        from ablate.bench.processes import bench_memory
 
         modes = ("inference", "training") if opts.mem_train else ("inference",)
         results["memory"] = bench_memory(
@@ -87,14 +84,94 @@ def run(
         )
         finish()
     if "data" in sections:
-        from ablate.bench.data_stage import bench_data
+        from ablate.bench.processes import bench_data
 
         results["data"] = bench_data(
             opts.data, opts.vocab_size, opts.builtin_pairs, opts.data_scale, base=inputs.prepared, echo=echo
         )
         finish()
     if "startup" in sections:
-        from ablate.bench.startup import bench_startup
+        from ablate.bench.processes import bench_startup
 
         results["startup"] = bench_startup(opts, warm=inputs is not None, echo=echo)
     return finish()
+
+
+log = logging.getLogger(__name__)
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def bench(
+    data: str = typer.Option(
+        DEFAULT_DATA, "--data", help="Text to measure on: a {split}.{lang}[.gz] folder, 'builtin' or 'hf:<dataset>'."
+    ),
+    json_path: Optional[Path] = typer.Option(
+        None, "--json", help="Also write every figure, the ratios and targets_met to this JSON file."
+    ),
+    quick_run: bool = typer.Option(False, "--quick", help="Smoke test: few small batches and rounds, short sequences."),
+    d_model: int = typer.Option(256, "--d-model"),
+    layers: int = typer.Option(3, "--layers", help="Encoder layers and decoder layers (each)."),
+    heads: int = typer.Option(4, "--heads"),
+    d_ff: int = typer.Option(1024, "--d-ff"),
+    vocab_size: int = typer.Option(8000, "--vocab-size", help="BPE vocabulary (joint)."),
+    builtin_pairs: int = typer.Option(6000, "--builtin-pairs", help="Training pairs of --data builtin."),
+    max_tokens: int = typer.Option(3000, "--max-tokens", help="Padded tokens per training batch."),
+    batches: int = typer.Option(1, "--batches", help="Fixed training batches; one round runs them all."),
+    reps: int = typer.Option(5, "--reps", help="Timed rounds (median reported)."),
+    warmup: int = typer.Option(1, "--warmup", help="Untimed rounds before the timed ones."),
+    threads: int = typer.Option(0, "--threads", help="torch threads (0: torch's default)."),
+    variants: str = typer.Option(
+        "", "--variants", help="Comma-separated training variants (default all; dot-scaled and torch always run)."
+    ),
+    plugins: str = typer.Option(
+        "",
+        "--plugins",
+        help="Comma-separated plugin modules or .py files; their scores and positions are variants too.",
+    ),
+    decode_sentences: int = typer.Option(8, "--decode-sentences", help="Test sentences decoded per round."),
+    decode_len: int = typer.Option(50, "--decode-len", help="Output length of every hypothesis."),
+    beam: int = typer.Option(5, "--beam"),
+    mem_length: int = typer.Option(512, "--mem-length", help="Sequence length of the memory test."),
+    mem_batch: int = typer.Option(2, "--mem-batch", help="Batch of the memory test."),
+    mem_chunk_mb: float = typer.Option(
+        64.0, "--mem-chunk-mb", help="Chunk budget of the chunked side (model.attention.params.chunk_mb)."
+    ),
+    data_scale: int = typer.Option(
+        0, "--data-scale", help="Also prepare a generated corpus of this many pairs (e.g. 1000000; minutes)."
+    ),
+    sections: str = typer.Option(
+        ",".join(SECTIONS), "--sections", help="Comma-separated subset of: " + ", ".join(SECTIONS) + "."
+    ),
+    flops: bool = typer.Option(True, "--flops/--no-flops", help="Count model FLOPs (GFLOP/s, MFU, SDPA backend)."),
+    startup_wandb: bool = typer.Option(
+        True, "--startup-wandb/--no-startup-wandb", help="Also time start-up with W&B offline."
+    ),
+    seed: int = typer.Option(1, "--seed"),
+    cache_dir: str = typer.Option("", "--cache-dir", help="Tokenizer/corpus cache (default: the usual one)."),
+) -> None:
+    """Benchmark every attention variant against torch.nn.Transformer: training and decoding speed,
+    attention memory, the data stage and start-up; prints tables and ratios (interleaved medians)."""
+
+    from ablate.bench.report import render, write_json
+    from ablate.utils.plugins import is_file, load as load_plugins
+
+    plugin_paths = tuple(str(Path(p).resolve()) if is_file(p) else p for p in _split(plugins))
+    given = {**locals(), "variants": _split(variants), "plugins": plugin_paths, "sections": _split(sections)}
+    opts = BenchOptions(**{f.name: given[f.name] for f in dataclasses.fields(BenchOptions) if f.name in given})
+    load_plugins(opts.plugins)  # before the variants are listed
+    opts.check()
+    if quick_run:
+        opts = quick(opts)
+    save = None if json_path is None else (lambda partial: write_json(partial, json_path))
+    results = run(opts, echo=log.info, checkpoint=save)
+    render(results)
+    if json_path is not None:
+        log.info("wrote %s", json_path)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``bench`` as a top-level command of ``app``."""
+    app.command("bench")(bench)

@@ -1,21 +1,25 @@
-"""Interleaved timing: every contender runs once per round, rounds repeat, medians are reported.
+"""Interleaved timing, and what the hardware allows: clocks, rounds, medians, matmul peak, model FLOPs.
 
-On a CPU the clock is the CPU time of the threads that compute (:func:`compute_clock`): a neighbour
-on a shared machine takes cores away, which stretches wall-clock time but not the CPU time the work
-itself needs, so two contenders doing identical work read the same. On a GPU the clock is the wall
-clock after a synchronize (the work is the device's). Either way the contenders run round-robin
-(rotating who goes first each round), ratios are taken per round and their median reported
-(:func:`paired`), with the spread of the per-round ratios beside it: a ratio whose rounds disagree by
-more than :data:`NOISY` is flagged, not trusted.
+* On a CPU the clock is the CPU time of the computing threads (:func:`compute_clock`): a neighbour on a
+  shared machine stretches wall-clock time, not the CPU time the work needs. On a GPU: the wall clock.
+* Contenders run round-robin (who goes first rotates); ratios are per round, their median reported
+  (:func:`paired`) with their spread: over :data:`NOISY` is flagged, not trusted.
+* The **matmul peak** is measured as one more contender, so it sees the same noise as the models.
+* **Model FLOPs** of a training step are counted by ``FlopCounterMode`` (matrix products and attention
+  kernels only); **MFU** = FLOPs x steps/s / matmul peak; the **SDPA backend** is read off the aten ops.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import platform
 import statistics
 import time
 from typing import Callable
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 Clock = Callable[[], float]
 """Seconds since an arbitrary origin, increasing."""
@@ -56,17 +60,8 @@ def synchronize() -> None:
 def interleaved(
     contenders: dict[str, Callable[[], object]], reps: int, warmup: int = 1, clock: Clock | None = None
 ) -> dict[str, list[float]]:
-    """Seconds of each call, measured round-robin.
-
-    Args:
-        contenders: name -> a callable doing one unit of work (e.g. one pass over the batches).
-        reps: timed rounds.
-        warmup: untimed rounds first (allocator, thread pools and kernels warm up).
-        clock: What a duration is read from (None: :func:`compute_clock`).
-
-    Returns:
-        name -> ``reps`` durations in seconds of ``clock``, in round order.
-    """
+    """Name -> ``reps`` durations (seconds of ``clock``, default :func:`compute_clock`, in round order) of
+    each contender's one unit of work, measured round-robin after ``warmup`` untimed rounds."""
     clock = clock or compute_clock()[1]
     names = list(contenders)
     for _ in range(warmup):
@@ -109,3 +104,132 @@ def spread(values: list[float]) -> float:
     if len(values) < 2:
         return 0.0
     return (max(values) - min(values)) / statistics.median(values)
+
+
+BACKENDS = {  # substring of an aten op name -> backend label; first match wins
+    "cudnn_attention": "cudnn",
+    "flash_attention_for_cpu": "flash (cpu)",
+    "flash_attention": "flash",
+    "efficient_attention": "mem-efficient",
+    "attention_math": "math",
+}
+
+
+def device() -> torch.device:
+    """The GPU when there is one, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def training_dtype(dev: torch.device) -> torch.dtype:
+    """bf16 on a GPU that supports it (as ``train.precision=auto``), else fp32."""
+    if dev.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+def autocast(dev: torch.device, dtype: torch.dtype | None = None) -> contextlib.AbstractContextManager:
+    """bf16 autocast on a bf16 GPU (or where ``dtype`` asks for bf16), nothing elsewhere or for fp32."""
+    if (dtype or training_dtype(dev)) == torch.bfloat16:
+        return torch.autocast(dev.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def cpu_name() -> str:
+    """The CPU model (``/proc/cpuinfo``), else the machine type."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def describe(dev: torch.device, threads: int) -> dict:
+    """Device, dtype, threads and versions, for the report."""
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"{cpu_name()}, {os.cpu_count()} CPUs"
+    return {
+        "device": dev.type,
+        "name": name,
+        "dtype": str(training_dtype(dev)).replace("torch.", ""),
+        "threads": threads,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def matmul_work(
+    dev: torch.device, n: int = 0, repeat: int = 4, dtype: torch.dtype | None = None
+) -> tuple[Callable[[], None], float]:
+    """A contender doing ``repeat`` (n x n) @ (n x n) products in ``dtype`` (default: the training dtype),
+    and its FLOPs.
+
+    ``n`` defaults to 1024 on a CPU and 8192 on a GPU (big enough to reach the tensor cores' peak).
+    """
+    n = n or (8192 if dev.type == "cuda" else 1024)
+    dtype = dtype or training_dtype(dev)
+    a = torch.randn(n, n, device=dev, dtype=dtype)
+    b = torch.randn(n, n, device=dev, dtype=dtype)
+
+    def work() -> None:
+        for _ in range(repeat):
+            torch.mm(a, b)
+
+    return work, 2.0 * n**3 * repeat
+
+
+class _OpNames(TorchDispatchMode):
+    """Records the name of every aten op dispatched inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.add(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+def _sdpa_cpu(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def _sdpa_cpu_backward(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+
+
+def _flop_mapping() -> dict:
+    """FLOP formulas for the CPU flash-attention ops, which ``FlopCounterMode`` does not know."""
+    aten = torch.ops.aten
+    if not hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
+        return {}
+    return {
+        aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu,
+        aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward,
+    }
+
+
+def census(step: Callable[[], None]) -> tuple[float, set[str]]:
+    """FLOPs counted while ``step()`` runs and the aten op names it dispatched."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False, custom_mapping=_flop_mapping())
+    with counter, _OpNames() as ops:
+        step()
+    return float(counter.get_total_flops()), ops.names
+
+
+def sdpa_backend(op_names: set[str]) -> str:
+    """Which fused attention kernel ran (``none`` when no SDPA op was dispatched)."""
+    found = []
+    for key, label in BACKENDS.items():
+        if any(key in name and "backward" not in name for name in op_names) and label not in found:
+            if key == "flash_attention" and "flash (cpu)" in found:
+                continue
+            found.append(label)
+    return "+".join(found) or "none"

@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ablate.data.errors import DataError
-from ablate.utils.io import plain_mode, replace
-from ablate.utils.locks import HolderLock
+from ablate.utils.io import HolderLock, plain_mode, replace
 
 MANIFEST = ".manifest.json"
 log = logging.getLogger(__name__)

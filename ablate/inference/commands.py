@@ -101,7 +101,7 @@ def evaluate(
     from ablate.data.errors import DataError
     from ablate.inference.inputs import check_checkpoint, check_decoding
     from ablate.inference.translate import evaluate as run_evaluate, load_run, load_split
-    from ablate.utils.safe_output import check_apart, write_output_text
+    from ablate.utils.io import check_apart, write_output_text
 
     check_decoding(beam, len_penalty)  # as translate: before any work
     check_checkpoint(checkpoint)
@@ -156,7 +156,7 @@ def export_model(
     from ablate.inference.inputs import check_checkpoint
     from ablate.inference.torchscript import check_format, describe, export
     from ablate.inference.translate import load_run
-    from ablate.utils.safe_output import check_apart
+    from ablate.utils.io import check_apart
 
     check_format(format)
     check_checkpoint(checkpoint)

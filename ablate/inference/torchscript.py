@@ -43,7 +43,7 @@ from ablate.errors import AblateError, did_you_mean
 from ablate.inference.translate import LoadedRun
 from ablate.model.decoding import greedy
 from ablate.utils import io
-from ablate.utils.warning_filters import jit_export
+from ablate.utils.commands import jit_export
 
 FORMATS = ("torchscript",)
 """What ``ablate export-model --format`` writes."""

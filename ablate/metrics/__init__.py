@@ -1,22 +1,197 @@
-"""Translation metrics that training and the report share: one :class:`MetricScorer` per metric.
+"""Translation metrics that training and the report share: the registry of scorers and their interface.
 
-``METRIC_SCORERS`` is the registry (``bleu``, ``chrf``, ``chrf++``, ``ter``; plugins add more with
-:func:`register_metric`). A scorer gives a corpus score, per-sentence scores and per-sentence
-sufficient statistics whose sum gives the corpus score back exactly (what the report resamples
-for its significance test). Lightning-free and report-free: layer 3, beside ``data`` and ``model``.
+``METRIC_SCORERS`` maps a name (``bleu``, ``chrf``, ``chrf++``, ``ter``; plugins add more with
+:func:`register_metric` or ``@ablate.register("metric", name)``) to a factory of a :class:`MetricScorer`.
+A corpus metric such as BLEU is not a mean of sentence scores, but it is a function of summed
+per-sentence sufficient statistics: :meth:`MetricScorer.statistics` gives them, shape (n, k), and
+:meth:`MetricScorer.from_statistics` turns any (weighted) sum of them, as a bootstrap resample is, into the
+corpus score. A per-sentence metric (:class:`SentenceMetric`) has statistics ``(score, 1)``, so the
+report's seed-aware test applies to both alike. A run's summary keeps metric ``NAME`` of test split
+``S`` as ``test_S/NAME`` (the first test split also as ``test/NAME``, the validation as ``val/NAME``)
+and its signature as ``NAME_signature``. Lightning-free and report-free: layer 3, beside ``data`` and ``model``.
 """
 
 from __future__ import annotations
 
-from ablate.metrics.registry import METRIC_SCORERS, MetricError, get_scorer, metric_key, register_metric
-from ablate.metrics.scorer import MetricScorer, SentenceMetric
+import hashlib
+import io
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
-__all__ = [
-    "METRIC_SCORERS",
-    "MetricError",
-    "MetricScorer",
-    "SentenceMetric",
-    "get_scorer",
-    "metric_key",
-    "register_metric",
-]
+import numpy as np
+
+from ablate.errors import AblateError, did_you_mean
+from ablate.metrics.scorers import Bleu, Chrf, ChrfPlusPlus, Ter, Texts, check_aligned
+from ablate.registry import register, table
+from ablate.utils.io import atomic_write_bytes
+
+
+@runtime_checkable
+class MetricScorer(Protocol):
+    """One translation metric, on detokenized text.
+
+    Attributes:
+        name: the registry key and the summary key's suffix (``test_<split>/<name>``).
+        label: header text in tables and figures (``BLEU``, ``chrF++``, ``TER``).
+        higher_is_better: which end is best (False for TER, an error rate).
+        decimals: digits after the point in the table.
+    """
+
+    name: str
+    label: str
+    higher_is_better: bool
+    decimals: int
+
+    def signature(self) -> str:
+        """What reproduces the score (sacreBLEU's signature, or the plugin's name and version)."""
+        ...
+
+    def corpus(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> float:
+        """The corpus score of ``hyps`` against ``refs`` (aligned lists; ``sources`` where known)."""
+        ...
+
+    def sentences(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> list[float]:
+        """One score per sentence."""
+        ...
+
+    def statistics(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
+        """(n, k) per-sentence sufficient statistics: ``from_statistics(stats.sum(0)) == corpus(...)``."""
+        ...
+
+    def from_statistics(self, stats: np.ndarray) -> np.ndarray:
+        """(..., k) summed statistics -> (...) corpus scores."""
+        ...
+
+
+class SentenceMetric:
+    """A metric defined per sentence (a learned metric such as COMET, or any plugin).
+
+    Subclasses set the class attributes and implement :meth:`sentences`; the corpus score is the
+    mean of the sentence scores. ``version`` goes into the signature, so a changed metric shows.
+    """
+
+    name: str = ""
+    label: str = ""
+    higher_is_better: bool = True
+    decimals: int = 2
+    version: str = "1"
+
+    def signature(self) -> str:
+        return f"{self.name}|version:{self.version}"
+
+    def sentences(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> list[float]:
+        raise NotImplementedError
+
+    def statistics(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
+        check_aligned(hyps, refs, sources)
+        scores = np.asarray(self.sentences(hyps, refs, sources), dtype=np.float64)
+        if scores.shape != (len(refs),):
+            raise ValueError(f"metric {self.name} gave {scores.size} sentence scores for {len(refs)} sentences")
+        return np.stack([scores, np.ones_like(scores)], axis=1)
+
+    def from_statistics(self, stats: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return stats[..., 0] / stats[..., 1]
+
+    def corpus(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> float:
+        return float(self.from_statistics(self.statistics(hyps, refs, sources).sum(0)))
+
+
+class MetricError(AblateError):
+    """An unknown metric name, or a plugin that clashes with a registered one."""
+
+
+METRIC_SCORERS: dict[str, Callable[[], MetricScorer]] = table("metric")
+"""Name -> scorer factory, filled by ``ablate.register("metric", name)`` (:func:`register_metric`)."""
+for _name, _factory in (("bleu", Bleu), ("chrf", Chrf), ("chrf++", ChrfPlusPlus), ("ter", Ter)):
+    register("metric", _name)(_factory)
+TEST_METRICS = ("bleu", "chrf", "chrf++", "ter")
+"""What every training scores on every test split."""
+
+
+def register_metric(name: str, factory: Callable[[], MetricScorer]) -> None:
+    """Add a metric under ``name`` (``factory()`` builds its scorer; a class will do); :class:`MetricError`
+    if ``name`` is taken or not a plain lower-case name."""
+    if not name or name != name.strip().lower() or "/" in name or " " in name:
+        raise MetricError(f"metric name '{name}' must be lower-case without '/' or spaces, e.g. 'comet'")
+    if name in METRIC_SCORERS:
+        raise MetricError(f"metric '{name}' is already registered; register the plugin under another name")
+    register("metric", name)(factory)
+
+
+def get_scorer(name: str) -> MetricScorer:
+    """The scorer of metric ``name``; :class:`MetricError` with the choices and the nearest one if unknown."""
+    if name not in METRIC_SCORERS:
+        raise MetricError(
+            f"unknown metric '{name}' (choose from: {', '.join(METRIC_SCORERS)}){did_you_mean(name, METRIC_SCORERS)}"
+        )
+    scorer = METRIC_SCORERS[name]()
+    if scorer.name != name:
+        raise MetricError(f"the metric registered as '{name}' calls itself '{scorer.name}'; register it as that")
+    return scorer
+
+
+def metric_key(name: str, split: str | None = None, prefix: str = "test") -> str:
+    """The summary key of metric ``name``: ``test_<split>/<name>``, or ``<prefix>/<name>`` without a split."""
+    return f"{prefix}_{split}/{name}" if split else f"{prefix}/{name}"
+
+
+def signature_key(name: str) -> str:
+    """The summary key of metric ``name``'s signature (``bleu_signature``, ``ter_signature``)."""
+    return f"{name}_signature"
+
+
+_CACHE: dict[tuple, np.ndarray] = {}
+_CACHE_SIZE = 1024
+CACHE_ENV = "ABLATE_CACHE"
+"""The folder that holds the statistics cache (``<it>/statistics``); default ``~/.cache/ablate``."""
+
+
+def statistics(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
+    """(n, k) per-sentence statistics of ``scorer``, computed once per text: kept in the process (a table
+    reads each trial's three times) and on disk under ``$ABLATE_CACHE/statistics/`` (default
+    ``~/.cache/ablate``), named by a sha256 of the scorer's signature and the texts, so a second table of
+    the same trials scores nothing and a changed text or scorer version is scored afresh."""
+    if not getattr(scorer, "reads_sources", True):
+        sources = None
+    key = (scorer.name, scorer.signature(), tuple(hyps), tuple(refs), tuple(sources) if sources else None)
+    if key not in _CACHE:
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.clear()
+        _CACHE[key] = _on_disk(key, lambda: scorer.statistics(hyps, refs, sources))
+    return _CACHE[key]
+
+
+def _on_disk(key: tuple, compute: Any) -> np.ndarray:
+    """``compute()``, read from / saved to the statistics cache under the sha256 of ``key``'s texts; an
+    unreadable file, or one without a row per reference, is scored afresh, an unwritable folder skipped."""
+    digest = hashlib.sha256()
+    for part in key:
+        digest.update(_key_bytes(part if isinstance(part, tuple) else (part,)) + b"\1")  # parts apart
+    cache = Path(os.environ.get(CACHE_ENV) or "~/.cache/ablate").expanduser()
+    path = cache / "statistics" / f"{digest.hexdigest()}.npy"
+    try:
+        saved = np.load(path, allow_pickle=False)
+        if saved.ndim == 2 and len(saved) == len(key[3]):  # one row per reference sentence
+            return saved
+    except (OSError, ValueError, EOFError):
+        pass
+    stats = np.asarray(compute())
+    buffer = io.BytesIO()
+    np.save(buffer, stats, allow_pickle=False)
+    try:
+        atomic_write_bytes(path, buffer.getvalue())
+    except OSError:
+        pass
+    return stats
+
+
+def _key_bytes(texts: tuple) -> bytes:
+    """Each text and a newline (None: a zero byte), hashed as one update (the same digest as one per text)."""
+    if texts:
+        try:
+            return ("\n".join(texts) + "\n").encode("utf-8")
+        except TypeError:  # a None or a number among them
+            pass
+    return b"".join(b"\0" if t is None else str(t).encode("utf-8") + b"\n" for t in texts)

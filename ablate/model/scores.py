@@ -112,7 +112,7 @@ class DotScore(Score):
 
 BACKWARD_BUFFERS = 2
 """Chunk-sized buffers alive at the peak of one additive chunk's backward pass (measured: peak RSS of
-``python -m ablate.bench.memory --train`` is about twice the chunk); the chunk budget covers them together."""
+the memory section of ``ablate bench`` in training mode is about twice the chunk); the chunk budget covers them together."""
 
 
 class _ChunkedAdditive(torch.autograd.Function):

@@ -17,7 +17,7 @@ from ablate.model.decoding import beam_search
 from ablate.report.figures import check_size
 from ablate.report.trials import ReportError
 from ablate.training.checkpoint import load_trained
-from ablate.utils.safe_output import check_apart, output_files
+from ablate.utils.io import check_apart, output_files
 
 MAX_TOKENS = 100
 """Longest ``--text`` in source subwords: one sentence (Multi30k's longest has about 60)."""

@@ -23,7 +23,7 @@ from ablate.report.sources import make_plots, make_report, table as report_table
 from ablate.report.stats import load, load_pooled
 from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders
 from ablate.utils.commands import typer_app
-from ablate.utils.safe_output import check_apart, write_output_text
+from ablate.utils.io import check_apart, write_output_text
 
 log = logging.getLogger(__name__)
 

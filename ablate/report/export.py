@@ -35,7 +35,7 @@ from ablate.report.layout import Table
 from ablate.report.render import to_markdown
 from ablate.report.stats import DEFAULT_TEST, Sweep, compare
 from ablate.report.trials import ReportError, collect_folder
-from ablate.utils.io import atomic_write_json, atomic_write_text, dumps
+from ablate.utils.io import atomic_write_json, atomic_write_text, dumps, output_folder, read_inside
 from ablate.utils.provenance import (
     ENVIRONMENT_FILE as LOCK,
     freeze,
@@ -44,7 +44,6 @@ from ablate.utils.provenance import (
     git_commit,
     package_versions,
 )
-from ablate.utils.safe_output import output_folder, read_inside
 
 _LINE = re.compile(r"[a-z0-9][a-z0-9-]*==\S+")
 MAX_BYTES = 1 << 20  # a freeze is a few kB; a bigger file is not one
@@ -298,7 +297,7 @@ def validation_splits(run_dir: Path) -> list[str]:
 def _copy_trial(source: Path, name: str, out: Path) -> int:
     """Copy one trial's summary and gzip its test and validation texts; return the bytes written.
 
-    Every file is read through :func:`~ablate.utils.safe_output.read_inside`: a link that leads
+    Every file is read through :func:`~ablate.utils.io.read_inside`: a link that leads
     out of the sweep folder is refused, never copied into a folder meant to be published.
     """
     run_dir = source / name
@@ -429,7 +428,7 @@ def export_sweep(
         commit: the commit the trials ran, for runs too old to record it (what the trials
             recorded always wins); default: this checkout's, said so in the README.
 
-    ``out`` is written whole or not at all (:func:`~ablate.utils.safe_output.output_folder`): a
+    ``out`` is written whole or not at all (:func:`~ablate.utils.io.output_folder`): a
     full disk, an error or Ctrl-C part-way leave the old ``out`` (or none).
 
     Raises:

@@ -27,7 +27,7 @@ import numpy as np
 
 from ablate.errors import did_you_mean
 from ablate.metrics import MetricScorer, get_scorer
-from ablate.metrics.bleu import bleu_from_stats
+from ablate.metrics.scorers import bleu_from_stats
 from ablate.record import (
     DEV_BLEU,
     DEV_CHRF,

@@ -10,7 +10,7 @@ from ablate.report.layout import Table, build_table
 from ablate.report.render import render
 from ablate.report.stats import DEFAULT_TEST, Comparison, Sweep, compare, load
 from ablate.report.trials import DEFAULT_METRIC, WANDB_PREFIX, ReportError, local_folders, parse_wandb_path
-from ablate.utils.safe_output import check_apart, output_files
+from ablate.utils.io import check_apart, output_files
 
 
 class TableResult:
@@ -114,7 +114,7 @@ def make_plots(
     """Write the sweep's figures (``fmt``: png, pdf or svg; test scores on ``metric``) into ``out``; return their paths.
 
     The figures are drawn into a temporary folder and moved into ``out`` once all are drawn
-    (:func:`~ablate.utils.safe_output.output_files`): an error or Ctrl-C leaves ``out`` as it was.
+    (:func:`~ablate.utils.io.output_files`): an error or Ctrl-C leaves ``out`` as it was.
     Other files in ``out`` are kept; ``out`` must not be (or lie inside, or contain) the sweep folder.
     """
     from ablate.report.figures import plot_all

@@ -51,8 +51,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import numpy as np
 from scipy import stats as st
 
-from ablate.metrics import bleu as bleu_metric
-from ablate.metrics.bleu import bleu_from_stats
+from ablate.metrics import scorers as bleu_metric
+from ablate.metrics.scorers import bleu_from_stats
 from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU
 from ablate.report.trials import (
     DEFAULT_METRIC,
@@ -622,7 +622,7 @@ Score = Callable[[np.ndarray], np.ndarray]
 
 
 def sentence_stats(hyps: Sequence[str], refs: Sequence[str], tokenize: Optional[str] = None) -> np.ndarray:
-    """sacreBLEU's per-sentence BLEU statistics (:func:`ablate.metrics.bleu.sentence_stats`).
+    """sacreBLEU's per-sentence BLEU statistics (:func:`ablate.metrics.scorers.sentence_stats`).
 
     Raises:
         ReportError: the hypotheses and references differ in length.
@@ -636,7 +636,7 @@ class Resamples:
     """One split's bootstrap resamples of sentences, shared by every trial and comparison.
 
     :meth:`shared` keeps one per ``(n, samples, seed)`` in the process, and each keeps the resampled
-    scores of the statistics it has seen (by identity: :func:`ablate.metrics.scorer.statistics` gives
+    scores of the statistics it has seen (by identity: :func:`ablate.metrics.statistics` gives
     one array per text), so a table's two-row re-runs (:func:`compare_alone`) resample nothing again.
 
     Args:

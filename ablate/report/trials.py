@@ -31,10 +31,8 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ablate.config import flatten
 from ablate.errors import AblateError
-from ablate.metrics import MetricScorer, get_scorer, metric_key
-from ablate.metrics.bleu import Bleu
-from ablate.metrics.registry import signature_key
-from ablate.metrics.scorer import statistics
+from ablate.metrics import MetricScorer, get_scorer, metric_key, signature_key, statistics
+from ablate.metrics.scorers import Bleu
 from ablate.record import (
     DEV_BLEU,
     DEV_PPL,
@@ -52,8 +50,8 @@ from ablate.record import (
     metric_problem,
     summary_problem,
 )
+from ablate.utils.commands import Progress
 from ablate.utils.io import read_lines, split_lines
-from ablate.utils.logs import Progress
 
 
 class ReportError(AblateError):
@@ -718,7 +716,7 @@ def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]
 def corpus_bleu(hyps: list[str], refs: list[str], signature: Optional[str]) -> float:
     """sacreBLEU corpus BLEU as the run scored it (the tokenizer its signature names), from the
     per-sentence statistics the table's cells and test read too (computed once)."""
-    from ablate.metrics.bleu import Bleu
+    from ablate.metrics.scorers import Bleu
 
     tok = next((p[len("tok:") :] for p in (signature or "").split("|") if p.startswith("tok:")), None)
     scorer = Bleu(tok)

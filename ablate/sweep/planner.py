@@ -59,7 +59,7 @@ from ablate.sweep.state import (
     save_state,
     undrawn_group,
 )
-from ablate.utils.warning_filters import sweeps_engine
+from ablate.utils.commands import sweeps_engine
 
 TrialCommand = Callable[[Path, list[str]], list[str]]
 """``(run_dir, overrides) -> argv`` of one trial process."""

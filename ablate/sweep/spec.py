@@ -37,7 +37,7 @@ import yaml
 from ablate.config import flatten, is_key, parse_override, read_yaml, valid_keys
 from ablate.errors import AblateError, closest
 from ablate.utils.plugins import absolute
-from ablate.utils.yaml_safe import is_plain_text
+from ablate.utils.typed import is_plain_text
 
 VARIANT = "variant"
 """The reserved parameter whose values are named sets of overrides."""

@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence
 
 from ablate.record import SUMMARY_FILE, RecordError, RunFiles, RunStatus, RunSummary, SweepFiles, headline
 from ablate.sweep.spec import SEED, Point, SweepError
-from ablate.utils import io, locks
+from ablate.utils import io
 
 VERSION = 1
 STATE_LOCK = ".state.lock"
@@ -169,13 +169,13 @@ class SweepLock:
 
     def __init__(self, out_dir: Path):
         self.path = SweepFiles(out_dir).lock
-        self._lock = locks.HolderLock(self.path, holder=str(os.getpid()))
+        self._lock = io.HolderLock(self.path, holder=str(os.getpid()))
 
     def __enter__(self) -> SweepLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._lock.acquire()
-        except locks.LockHeld as held:
+        except io.LockHeld as held:
             raise SweepError(
                 f"another launcher (pid {held.holder}) is running the sweep in {self.path.parent}; "
                 f"wait for it or stop it first"
@@ -191,7 +191,7 @@ class StateLock:
 
     def __init__(self, out_dir: Path):
         self.path = Path(out_dir) / STATE_LOCK
-        self._lock = locks.HolderLock(self.path, wait=True)
+        self._lock = io.HolderLock(self.path, wait=True)
 
     def __enter__(self) -> StateLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -204,7 +204,7 @@ class StateLock:
 
 def is_locked(out_dir: Path) -> bool:
     """Whether a launcher currently holds ``out_dir`` (used by ``sweep status``)."""
-    return bool(locks.is_held(SweepFiles(out_dir).lock))
+    return bool(io.is_held(SweepFiles(out_dir).lock))
 
 
 # ---- The best trial, and a repeat seed's configurations ----

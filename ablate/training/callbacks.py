@@ -53,7 +53,7 @@ class LiveRecord(pl.Callback):
 
 
 class Milestones(pl.Callback):
-    """Reports ``fit_start`` and the first ``first_step`` to ``mark`` (start-up timing, :mod:`ablate.bench.startup`)."""
+    """Reports ``fit_start`` and the first ``first_step`` to ``mark`` (start-up timing, :mod:`ablate.bench.processes`)."""
 
     def __init__(self, mark: Callable[[str], None]):
         self.mark = mark

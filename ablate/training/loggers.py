@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ablate.config import Config, ConfigError
-from ablate.utils.trainer_options import class_spec, import_class
+from ablate.utils.typed import class_spec, import_class
 
 WANDB = "wandb"
 
@@ -57,7 +57,7 @@ def mlflow(cfg: Config, run_dir: Path):
 
 
 FACTORIES: dict[str, Callable[[Config, Path], Any]] = {"tensorboard": tensorboard, "csv": csv, "mlflow": mlflow}
-"""Logger name -> its builder (``wandb`` aside); the names are :data:`ablate.config_checks.LOGGERS`."""
+"""Logger name -> its builder (``wandb`` aside); the names are :data:`ablate.config.LOGGERS`."""
 
 
 def make_loggers(cfg: Config, run_dir: Path) -> list:

@@ -1,7 +1,7 @@
 """Translation metrics of a training run with sacreBLEU, on detokenized text (scorers: :mod:`ablate.metrics`).
 
 Each validation scores BLEU (which picks the best checkpoint) and chrF; the test pass scores
-every metric of :data:`~ablate.metrics.registry.TEST_METRICS` (BLEU, chrF, chrF++, TER) on every
+every metric of :data:`~ablate.metrics.TEST_METRICS` (BLEU, chrF, chrF++, TER) on every
 test split, each with its sacreBLEU signature.
 """
 
@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ablate.metrics import get_scorer
-from ablate.metrics.registry import TEST_METRICS
+from ablate.metrics import TEST_METRICS, get_scorer
 
 
 @dataclass(frozen=True)

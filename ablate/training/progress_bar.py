@@ -5,7 +5,7 @@ both kinds write to stderr. On a terminal, :class:`BudgetProgressBar` (Rich) cou
 of ``train.max_steps`` when that is the budget. Where stderr is not a terminal (a log file, a sweep
 trial's ``trial.log``, a notebook cell), :class:`StatusLines` logs one plain line per validation (step,
 training loss, tokens/s, the validation BLEU and the training time left) through the ``ablate`` logger,
-which the command line shows on stderr (:mod:`ablate.utils.logs`) and the run's ``console.log`` keeps;
+which the command line shows on stderr (:mod:`ablate.utils.commands`) and the run's ``console.log`` keeps;
 a notebook (whose cells render ``\\r``) gets that line rewritten in place on stderr instead of widgets.
 
 Lightning's Rich bar labels training ``Epoch {e}/{max_epochs - 1}``, which reads ``Epoch 5/-2``

@@ -1,7 +1,7 @@
 """One process per run folder: an exclusive lock on ``<run_dir>/.lock`` that names its holder.
 
 Two ``ablate train --run-dir same`` at once would share the temporary checkpoint file and write
-two W&B runs with one id. The lock is a :class:`~ablate.utils.locks.HolderLock` (``filelock``'s
+two W&B runs with one id. The lock is a :class:`~ablate.utils.io.HolderLock` (``filelock``'s
 ``flock`` on an open file), so the kernel drops it when the holder dies, even by SIGKILL: a
 lock left by a dead process (its file still names it) is simply taken over. The file holds ``pid@host`` of the holder, for the refusal message. Readers
 (``ablate table``, ``ablate sync``) ask :func:`is_held` whether a record that says ``running`` still
@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from ablate.config import ConfigError
 from ablate.record import LOCK_FILE, RunStatus
-from ablate.utils import locks
+from ablate.utils import io
 
 
 class UnwritableRunDir(ConfigError):
@@ -37,13 +37,13 @@ class RunLock:
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / LOCK_FILE
-        self._lock = locks.HolderLock(self.path)
+        self._lock = io.HolderLock(self.path)
 
     def acquire(self) -> RunLock:
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._lock.acquire()
-        except locks.LockHeld as held:
+        except io.LockHeld as held:
             pid, _, host = held.holder.partition("@")
             raise ConfigError(
                 f"run dir {self.run_dir} is in use by another training (pid {pid} on "
@@ -77,7 +77,7 @@ def is_held(run_dir: Path) -> Optional[bool]:
     """Whether a live process holds ``run_dir``'s lock: True; False when the lock is free (its holder
     ended, or was killed, even by SIGKILL); None when there is no lock file (an older run, or a record
     copied from elsewhere), so liveness cannot be told. Never creates or changes the file."""
-    return locks.is_held(Path(run_dir) / LOCK_FILE)
+    return io.is_held(Path(run_dir) / LOCK_FILE)
 
 
 def running_status(run_dir: Path, status: str) -> str:

@@ -56,7 +56,7 @@ from ablate.training.tracking import (
     start_logger,
 )
 from ablate.training.trainer import accelerator_and_precision, check_devices, make_trainer, quiet
-from ablate.utils.logs import capture
+from ablate.utils.commands import capture
 from ablate.utils.plugins import user_error_line
 
 __all__ = ["RunError", "train"]
@@ -80,10 +80,10 @@ def train(
     The run folder is locked for the whole run (a second training of it is refused, naming this
     one), and a second Ctrl-C cannot cut short the interrupt checkpoint of the first.
     ``callbacks`` are extra Lightning callbacks (EarlyStopping, a profiler, ...); ``trainer.*``
-    config keys pass Trainer options and callbacks by name (:mod:`ablate.utils.trainer_options`).
+    config keys pass Trainer options and callbacks by name (:mod:`ablate.utils.typed`).
     ``milestone``, when given, is called with ``data``, ``model``, ``fit_start`` and ``first_step``
     as the run reaches each (what ``ablate bench`` times start-up with). Status goes to the
-    ``ablate.training.train`` logger (:mod:`ablate.utils.logs`).
+    ``ablate.training.train`` logger (:mod:`ablate.utils.commands`).
 
     Raises:
         ConfigError / DataError: bad input, before any training.

@@ -45,12 +45,12 @@ def accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
 
 
 def quiet() -> None:
-    """Silence library chatter that says nothing about this run (:mod:`ablate.utils.warning_filters`)."""
+    """Silence library chatter that says nothing about this run (:mod:`ablate.utils.commands`)."""
     import logging
 
-    from ablate.utils import warning_filters
+    from ablate.utils import commands
 
-    warning_filters.install()
+    commands.ignore_warnings()
     logging.getLogger("pytorch_lightning.utilities.rank_zero").setLevel(logging.WARNING)
 
 
@@ -89,7 +89,7 @@ def make_trainer(
     import pytorch_lightning as pl
 
     from ablate.training.progress_bar import progress_bar
-    from ablate.utils.trainer_options import build as trainer_options
+    from ablate.utils.typed import build_trainer_options as trainer_options
 
     options, user_callbacks = trainer_options(cfg.trainer)
     t = cfg.train

@@ -1,16 +1,30 @@
-"""What every command of the ``ablate`` command line shares: one handler of user errors.
+"""What every command of the ``ablate`` command line shares: one-line user errors, status lines, quiet warnings.
 
-Every typer app of the package is made by :func:`typer_app`, whose commands run inside
-:class:`HandledGroup`: an :class:`~ablate.errors.AblateError` raised anywhere below a command
-becomes one red line on stderr and exit status 2, never a traceback. Anything else is a bug.
+* Errors: every typer app is made by :func:`typer_app`, whose commands run inside :class:`HandledGroup`:
+  an :class:`~ablate.errors.AblateError` raised below a command becomes one red line on stderr and
+  exit status 2, never a traceback. Anything else is a bug.
+* Status: modules log through ``logging.getLogger(__name__)``; :func:`setup_logging` shows the ``ablate``
+  loggers on stderr, global rank zero only. What a command produces goes to stdout, never to the log.
+* Warnings: :func:`ignore_warnings` silences :data:`WARNING_FILTERS`, each with its cause; any other
+  warning reaches the user, since it may be about their run.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any, NoReturn
+import logging
+import os
+import sys
+import time
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, NoReturn, Optional
 
 import typer
+from rich.console import Console
+from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
 from ablate.errors import AblateError
@@ -134,3 +148,217 @@ def trust_plugins_option() -> Any:
         "--trust-plugins",
         help="Import every plugin file the run's record names: its code runs. Only for folders you trust.",
     )
+
+
+LEVELS = {-1: logging.WARNING, 0: logging.INFO, 1: logging.DEBUG}
+"""``-q`` (-1), default (0), ``-v`` (1) -> the level of the ``ablate`` logger."""
+
+
+def global_rank() -> int:
+    """This process's global rank: Lightning's once it is known, else from the launcher's environment."""
+    rank_zero = sys.modules.get("lightning_utilities.core.rank_zero")
+    rank = getattr(getattr(rank_zero, "rank_zero_only", None), "rank", None)
+    if isinstance(rank, int):
+        return rank
+    if os.environ.get("RANK", "").isdigit():
+        return int(os.environ["RANK"])
+    local, node = os.environ.get("LOCAL_RANK", "0"), os.environ.get("NODE_RANK", "0")
+    return 0 if local in ("", "0") and node in ("", "0") else 1
+
+
+class RankZero(logging.Filter):
+    """Lets a record through on global rank zero only (DDP ranks run the same code and would repeat it)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return global_rank() == 0
+
+
+class ConsoleHandler(logging.Handler):
+    """Each record as one line on stderr through rich: ``warning: ...`` in yellow, info plain.
+
+    A line is never wrapped (soft wrap), so a sweep trial's log file holds one line per message;
+    colour only on a terminal. The stream is looked up at each message (``sys.stderr`` then), so a
+    redirected or captured stderr gets it.
+    """
+
+    def __init__(self, level: int = logging.NOTSET):
+        super().__init__(level)
+        self.console = Console(stderr=True, soft_wrap=True, highlight=False)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if record.levelno >= logging.ERROR:
+                prefix, style = "error: ", "red"
+            elif record.levelno >= logging.WARNING:
+                prefix, style = "warning: ", "yellow"
+            else:
+                prefix, style = "", ""
+            message = self.format(record)
+            self.console.print(Text(prefix + message, style=style), markup=False, emoji=False)
+        except Exception:  # noqa: BLE001 - logging must never break the command
+            self.handleError(record)
+
+
+def setup_logging(verbosity: int = 0) -> logging.Handler:
+    """Configure the ``ablate`` logger: one :class:`ConsoleHandler` (rank zero only) at the level for
+    ``verbosity`` (-1 quiet: warnings only, 0: info, 1 verbose: debug). Calling it again replaces
+    the handler it added before, so it is safe to call once per command (tests run many)."""
+    logger = logging.getLogger("ablate")
+    for old in [h for h in logger.handlers if isinstance(h, ConsoleHandler)]:
+        logger.removeHandler(old)
+    handler = ConsoleHandler()
+    handler.addFilter(RankZero())
+    logger.addHandler(handler)
+    logger.setLevel(LEVELS[max(-1, min(1, verbosity))])
+    logger.propagate = False  # a root handler (a host application's) would print each line twice
+    return handler
+
+
+def verbosity_of(quiet: bool, verbose: Optional[bool]) -> int:
+    """``-q`` / ``-v`` flags -> :func:`setup_logging`'s verbosity (quiet wins)."""
+    return -1 if quiet else 1 if verbose else 0
+
+
+CAPTURED = ("ablate", "pytorch_lightning", "lightning.pytorch")
+"""The loggers whose records a run's ``console.log`` keeps: ablate's status lines and warnings, Lightning's."""
+
+
+@contextmanager
+def capture(path: Path) -> Iterator[None]:
+    """Append what the console is told (the records of :data:`CAPTURED` at the levels they are shown,
+    timestamped) to ``path`` while the block runs, so a run folder keeps its console log."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RankZero())
+    loggers = [logging.getLogger(name) for name in CAPTURED]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+        handler.close()
+
+
+class Progress:
+    """``<what>: <done>/<total> (<s> s)`` logged (info, so on stderr) once a loop has run ``after_s``
+    seconds, then at most every ``every_s`` and at the end: a long loop is never silent, a short
+    one says nothing.
+
+    Example::
+
+        progress = Progress("scored", len(trials), log)
+        for t in trials:
+            ...
+            progress.step()
+    """
+
+    def __init__(
+        self,
+        what: str,
+        total: int,
+        logger: logging.Logger,
+        after_s: float = 3.0,
+        every_s: float = 5.0,
+        clock: Optional[Callable[[], float]] = None,
+    ) -> None:
+        self.what, self.total, self.logger = what, total, logger
+        self.after_s, self.every_s, self.clock = after_s, every_s, clock or time.monotonic
+        self.done = 0
+        self.start = self.clock()
+        self.said: Optional[float] = None  # when it last logged
+
+    def step(self) -> None:
+        """One item done: log the count if the loop has run long enough and not logged lately, or ends now."""
+        self.done += 1
+        now = self.clock()
+        if now - self.start < self.after_s:
+            return
+        if self.said is None or now - self.said >= self.every_s or self.done == self.total:
+            self.said = now
+            self.logger.info("%s: %d/%d (%.0f s)", self.what, self.done, self.total, now - self.start)
+
+
+@dataclass(frozen=True)
+class WarningFilter:
+    """One ignored warning: a regular expression its message starts with, and why it is noise."""
+
+    message: str
+    cause: str
+
+
+WARNING_FILTERS: tuple[WarningFilter, ...] = (
+    WarningFilter(
+        r".*sync_dist=True.*",
+        "Lightning asks for sync_dist on epoch-level logs under DDP; our validation and test "
+        "metrics are scored on every rank's gathered hypotheses (module.gather_objects), so each "
+        "rank already logs the same value",
+    ),
+    WarningFilter(
+        r".*does not have many workers.*",
+        "Lightning's hint to raise DataLoader num_workers; token batches come from memory-mapped "
+        "Arrow in the main process, workers are train.num_workers' choice",
+    ),
+    WarningFilter(
+        r".*LeafSpec.*",
+        "torch's pytree deprecation of LeafSpec, raised inside Lightning's own code",
+    ),
+    WarningFilter(
+        r".*The number of training batches.*",
+        "Lightning's note that an epoch has fewer batches than log_every_n_steps (tiny and test "
+        "runs, small corpora); metrics are still logged every tracking.log_every steps across epochs",
+    ),
+    WarningFilter(
+        r".*`srun` command is available.*",
+        "Lightning's SLURM hint on a machine with srun; our SLURM trials are submitted by submitit, "
+        "and a local run on a login node is meant to be local",
+    ),
+    WarningFilter(
+        r"IProgress not found.*",
+        "tqdm.auto's notebook bar (imported by datasets and huggingface_hub) asks for ipywidgets in a Jupyter "
+        "kernel; ablate shows no tqdm bar (its progress is one status line, training/progress_bar.py), so "
+        "there is nothing to install",
+    ),
+    WarningFilter(
+        r".*resuming from a checkpoint that ended before the epoch.*",
+        "Lightning's caution about mid-epoch resumes; ours restore the batch sampler's position "
+        "exactly (tests/training/test_train_resume.py)",
+    ),
+)
+"""The warnings ignored everywhere (:func:`ignore_warnings`)."""
+
+
+def ignore_warnings() -> None:
+    """Ignore the warnings of :data:`WARNING_FILTERS` in this process (idempotent: a filter is added once)."""
+    for f in WARNING_FILTERS:
+        warnings.filterwarnings("ignore", message=f.message)
+
+
+@contextmanager
+def sweeps_engine() -> Iterator[None]:
+    """Ignore every warning inside the block: a call into, or the import of, W&B's ``sweeps`` engine.
+
+    Cause: ``sweeps`` declares pydantic-v1 style models (pydantic 2 warns at import: "Valid config
+    keys have changed", "class-based config is deprecated"), and its bayes search fits a scikit-learn
+    Gaussian process that warns about convergence on the few points a sweep has. None of it is
+    about the user's sweep file, which ablate validates itself.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+@contextmanager
+def jit_export() -> Iterator[None]:
+    """Ignore every warning inside the block: tracing or scripting a model for TorchScript export.
+
+    Cause: ``torch.jit.trace`` warns (TracerWarning) at every Python-level branch and tensor-to-int
+    conversion of the traced step, and torch 2.13 prints ``torch.jit``'s deprecation notice on each
+    call. Neither is about the exported model's correctness, which the exporter checks itself by
+    decoding a batch of other shapes and comparing it with ablate's greedy output.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield

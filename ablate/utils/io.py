@@ -1,25 +1,35 @@
-"""Files every part of ablate writes and reads: atomic writes, strict JSON, one line discipline.
+"""Files on disk: atomic writes, strict JSON, sentence lines, lock files, and user outputs whole or not at all.
 
-* Atomic writes: a reader never sees a half-written summary, state or cache file, and the file
-  gets the permissions a plain ``open(path, "w")`` would give (``0666 & ~umask``), so a cache or
-  a run folder shared by a team stays shareable. Every atomic write (text, bytes, JSON) and every
-  rename into place (:func:`replace`) goes through here, and each fsyncs the file and then its
-  folder, so the rename itself survives a power cut.
-* Strict JSON: non-finite floats are written as ``null`` (``NaN`` is not JSON), never as a
-  literal other tools reject.
-* Lines: text files of sentences (corpora, hypotheses, references) are split on ``\\n`` only,
-  both when written and when read, so a sentence holding U+2028, U+0085 or a form feed stays one
-  line (``str.splitlines`` would cut it in two).
+* Atomic writes fsync the file and its folder and give a plain ``open(path, "w")``'s permissions
+  (``0666 & ~umask``), so a shared cache stays shareable; JSON writes non-finite floats as ``null``.
+* Sentence files are split on ``\\n`` only: a sentence holding U+2028 or a form feed stays one line.
+* Locks (:class:`HolderLock`): ``filelock``'s ``flock`` on a file naming its holder, dropped by the
+  kernel when the holder dies, even by SIGKILL; :func:`is_held` probes with a shared ``flock`` on a
+  read-only descriptor, so it works on a copied record and never changes the file.
+* User outputs (an export, figures, a table file) are refused when they are, lie in or contain a
+  source; written into a temporary sibling and renamed into place (a full disk or Ctrl-C leave the old
+  output); a copied file whose real path leaves the source tree is refused (:func:`read_inside`); an
+  ``OSError`` is one :class:`OutputError` line naming the output.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import math
 import os
+import shutil
+import socket
 import tempfile
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, Optional
+
+from filelock import FileLock, Timeout
+
+from ablate.errors import AblateError
 
 
 def umask() -> int:
@@ -127,3 +137,236 @@ def split_lines(text: str) -> list[str]:
     if not text:
         return []
     return text.removesuffix("\n").split("\n")
+
+
+class LockHeld(AblateError):
+    """The lock is held by another live process; ``holder`` is what its file says (or ``unknown``).
+
+    Callers catch it and say what the lock guards (a run folder, a sweep folder) in their own error.
+    """
+
+    def __init__(self, path: Path, holder: str):
+        super().__init__(f"{path} is in use by {holder}; wait for it to finish or stop it")
+        self.path = path
+        self.holder = holder
+
+
+def default_holder() -> str:
+    """``pid@host`` of this process: what a lock file says about its holder."""
+    return f"{os.getpid()}@{socket.gethostname()}"
+
+
+class HolderLock:
+    """``with HolderLock(path):`` holds the lock file ``path`` (its folder must exist) exclusively and
+    writes ``holder`` (default ``pid@host``) into it; :meth:`acquire` raises :class:`LockHeld` when another
+    live process holds it, unless ``wait`` (for a shared cache entry being built), and ``OSError`` when
+    the file cannot be written."""
+
+    def __init__(self, path: str | Path, holder: Optional[str] = None, wait: bool = False):
+        self.path = Path(path)
+        self.holder = holder
+        self.wait = wait
+        self._lock = FileLock(str(self.path), timeout=0, mode=plain_mode())
+
+    def acquire(self) -> HolderLock:
+        before = _read_holder(self.path)  # read first: some filelock versions truncate the file on every try
+        try:
+            self._lock.acquire(timeout=-1 if self.wait else 0)
+        except Timeout:
+            raise LockHeld(self.path, _read_holder(self.path) or before or "unknown") from None
+        try:
+            fd = os.open(self.path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{self.holder or default_holder()}\n".encode(), 0)
+            finally:
+                os.close(fd)
+        except OSError:
+            self._lock.release()
+            raise
+        return self
+
+    def release(self) -> None:
+        if self._lock.is_locked:
+            self._lock.release()
+
+    @property
+    def is_locked(self) -> bool:
+        """Whether this object holds the lock now."""
+        return self._lock.is_locked
+
+    def __enter__(self) -> HolderLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def _read_holder(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def is_held(path: str | Path) -> Optional[bool]:
+    """Whether a live process holds the lock file ``path``: True; False when it is free (its holder
+    released it, ended or was killed, even by SIGKILL); None when there is no lock file (an older
+    run, or a record copied from elsewhere), so liveness cannot be told. Never creates or changes it."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a shared lock this probe took
+    return False
+
+
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class OutputError(AblateError):
+    """An output that cannot (or must not) be written; the message names it and what to do."""
+
+
+def check_apart(out: str | Path, sources: Iterable[str | Path | None], what: str = "output") -> None:
+    """Refuse ``out`` (an :class:`OutputError` naming both paths) when it is one of ``sources``, lies
+    inside one, or contains one (links followed)."""
+    out = Path(out)
+    real = out.resolve()
+    for source in sources:
+        if source is None:
+            continue
+        src = Path(source).resolve()
+        if real == src:
+            raise OutputError(f"{what} {out} is the source {source} itself: choose another path")
+        if src in real.parents:
+            raise OutputError(f"{what} {out} is inside the source {source}: choose a path outside it")
+        if real in src.parents:
+            raise OutputError(f"{what} {out} contains the source {source}: replacing it would delete the source")
+
+
+def read_inside(path: str | Path, root: str | Path) -> bytes:
+    """The bytes of ``path``, a file under ``root``; an :class:`OutputError` if its real path (links
+    followed) leaves ``root``."""
+    path, root = Path(path), Path(root)
+    real, top = path.resolve(), root.resolve()
+    if top not in real.parents:
+        raise OutputError(
+            f"{path} is a link to {real}, outside {root}: refusing to copy it (replace the link by the file itself)"
+        )
+    return real.read_bytes()
+
+
+def _why(err: OSError) -> str:
+    if err.errno in FULL:
+        return "no space left on the disk (free some and run again)"
+    if err.errno == errno.EROFS:
+        return "the file system is read-only"
+    where = f" ({err.filename})" if err.filename else ""
+    return f"{err.strerror or err}{where}"
+
+
+@contextmanager
+def _translated(out: Path, existed: bool) -> Iterator[None]:
+    try:
+        yield
+    except OSError as err:
+        kept = "the old one is kept" if existed else "nothing was left behind"
+        raise OutputError(f"{out} was not written: {_why(err)}; {kept}") from None
+
+
+@contextmanager
+def output_folder(out: str | Path, sources: Iterable[str | Path | None] = (), force: bool = False) -> Iterator[Path]:
+    """Yield an empty temporary sibling of ``out``; when the block ends normally it becomes ``out``.
+
+    An existing ``out`` is replaced only with ``force``, and only once the new one is complete;
+    an exception (a full disk, Ctrl-C) removes the temporary folder and leaves ``out`` as it was.
+
+    Raises:
+        OutputError: ``out`` is a file, is not empty (without ``force``), is not apart from
+            ``sources`` (:func:`check_apart`), or cannot be written.
+    """
+    out = Path(out)
+    check_apart(out, sources)
+    existed = out.exists() or out.is_symlink()
+    if existed and not out.is_dir():
+        raise OutputError(f"{out} is an existing file, not a folder: choose a folder path")
+    if existed and any(out.iterdir()) and not force:
+        raise OutputError(f"{out} exists and is not empty: pass --force to replace it")
+    with _translated(out, existed):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        with _translated(out, existed):
+            tmp.chmod(plain_mode(directory=True))
+            yield tmp
+            _swap(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _swap(new: Path, out: Path) -> None:
+    """Put the folder ``new`` at ``out``; an old ``out`` is moved aside first and deleted last."""
+    aside: Optional[Path] = None
+    if out.exists() or out.is_symlink():
+        aside = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
+        os.rename(out, aside)
+    try:
+        replace(new, out)
+    except BaseException:
+        if aside is not None:
+            replace(aside, out)
+        raise
+    if aside is not None:
+        if aside.is_symlink() or not aside.is_dir():
+            aside.unlink()
+        else:
+            shutil.rmtree(aside, ignore_errors=True)
+
+
+@contextmanager
+def output_files(out_dir: str | Path, sources: Iterable[str | Path | None] = ()) -> Iterator[Path]:
+    """Yield an empty temporary folder; when the block ends normally its files move into ``out_dir``.
+
+    For a folder of named files (figures) that may hold other files of the user's: each file
+    replaces its namesake in one rename, nothing else in ``out_dir`` is touched, and an exception
+    leaves ``out_dir`` as it was.
+
+    Raises:
+        OutputError: ``out_dir`` is a file, is not apart from ``sources``, or cannot be written.
+    """
+    out_dir = Path(out_dir)
+    check_apart(out_dir, sources)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputError(f"{out_dir} is an existing file, not a folder: choose a folder path")
+    with _translated(out_dir, out_dir.exists()):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=out_dir))
+    try:
+        with _translated(out_dir, True):
+            yield tmp
+            for path in sorted(tmp.iterdir()):
+                path.chmod(plain_mode(directory=path.is_dir()))
+                replace(path, out_dir / path.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_output_text(path: str | Path, text: str, sources: Iterable[str | Path | None] = ()) -> None:
+    """Write ``text`` to the user-named file ``path`` whole (temporary sibling and rename) or not at all.
+
+    Raises:
+        OutputError: ``path`` is a folder, is not apart from ``sources``, or cannot be written
+            (the old file, if any, is kept).
+    """
+    path = Path(path)
+    check_apart(path, sources)
+    if path.is_dir():
+        raise OutputError(f"{path} is an existing folder, not a file: choose a file path")
+    with _translated(path, path.exists()):
+        atomic_write_text(path, text)

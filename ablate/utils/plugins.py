@@ -95,19 +95,10 @@ def sha256(path: Path) -> str:
 
 
 def load(entries: Any, base: Optional[Path] = None, trust: Trust = "import") -> list[dict[str, Any]]:
-    """Import the plugins of ``entries`` that ``trust`` allows, and the installed entry points; their records.
-
-    Args:
-        entries: the ``plugins`` value: module names, ``.py`` paths, or records of a resolved config.
-        base: the folder relative file paths are read against (default: the working directory); for
-            a record, the folder that holds it.
-        trust: ``import`` (the user's config), ``recorded`` (a folder's record: only what the user
-            vouched for) or ``never`` (a reader: nothing is imported; see :data:`Trust`).
-
-    Raises:
-        PluginError: a plugin is missing or fails to import, or (``recorded``) the user did not vouch
-            for it (one line naming the file, its digest and the flag to pass).
-    """
+    """Import the plugins of ``entries`` (module names, ``.py`` paths relative to ``base`` or the working
+    directory, or a resolved config's records) that ``trust`` allows (:data:`Trust`), and the installed
+    entry points; their records. A :class:`PluginError` (one line) when a plugin is missing, fails to
+    import, or (``recorded``) was not vouched for: it names the file, its digest and the flag to pass."""
     if trust not in TRUSTS:
         raise ValueError(f"trust={trust!r} is not one of {', '.join(TRUSTS)}")
     folder = base or Path.cwd()
@@ -221,12 +212,8 @@ def _planted(name: str, base: Path) -> Optional[bool]:
 def _load_entry(entry: Any) -> dict[str, Any]:
     if isinstance(entry, dict):
         return _load_record(entry)
-    if not isinstance(entry, str) or not entry.strip():
-        raise PluginError(f"plugin {entry!r} is neither a module name nor a .py file; e.g. plugins=[cosine.py]")
-    entry = entry.strip()
-    if is_file(entry):
-        return load_file(Path(entry).expanduser())
-    return load_module(entry)
+    record = _as_record(entry)
+    return load_file(Path(record["path"])) if record["kind"] == "file" else load_module(record["name"])
 
 
 def _load_record(record: dict[str, Any]) -> dict[str, Any]:

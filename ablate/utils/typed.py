@@ -1,18 +1,28 @@
-"""Typed values from text: YAML files, ``key=value`` overrides and checks against annotations.
+"""Config values from text: safe YAML, ``key=value`` overrides, coercion against annotations, dotted keys.
 
 Generic over any annotation (``Literal``, ``Optional``, unions, tuples, scalars), so the config
-dataclasses in :mod:`ablate.config` stay a plain list of typed fields.
+dataclasses stay a plain list of typed fields; ``--help``, shell completion and the unknown-key check
+come from their annotations and the docstring under each field. :func:`load_yaml` refuses what
+``yaml.safe_load`` accepts: alias bombs, a key given twice (the second silently winning), deep nesting.
+``trainer.*`` keys are Lightning ``Trainer`` options (``trainer.callbacks`` in LightningCLI's notation,
+``lightning.pytorch.*`` read as ``pytorch_lightning.*``); one ablate sets from its own key is refused
+with that key (``trainer.max_steps`` -> ``train.max_steps``), so a run's budget has one source.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
+import difflib
 import functools
 import importlib
+import inspect
 import json
 import math
+import re
 import sys
+import textwrap
 import types
 import typing
 from dataclasses import dataclass
@@ -22,7 +32,6 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 
 from ablate.errors import AblateError, did_you_mean
-from ablate.utils import yaml_safe
 
 
 class ConfigError(AblateError):
@@ -248,7 +257,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     key = key.strip()
     try:
         value = copy.deepcopy(_parse_value(raw)) if raw.strip() else ""
-    except yaml_safe.YAMLRefused as err:
+    except YAMLRefused as err:
         raise ConfigError(f"override '{key}': {err}") from None
     return key, value
 
@@ -256,18 +265,18 @@ def parse_override(text: str) -> tuple[str, Any]:
 @functools.lru_cache(maxsize=4096)
 def _parse_value(raw: str) -> Any:
     """An override's value as YAML (text that is not YAML stays text); cached, sweeps repeat values."""
-    if yaml_safe.is_plain_text(raw):  # a name: no YAML parse (a large sweep has one per trial)
+    if is_plain_text(raw):  # a name: no YAML parse (a large sweep has one per trial)
         return raw
     if raw.startswith("["):  # a list of names (a trial's tags): JSON reads its quoted strings as YAML does
         try:
             items = json.loads(raw)
         except ValueError:
             items = None
-        if isinstance(items, list) and len(items) < yaml_safe.MAX_NODES and all(isinstance(i, str) for i in items):
+        if isinstance(items, list) and len(items) < MAX_NODES and all(isinstance(i, str) for i in items):
             return items
     try:
-        return yaml_safe.load(raw)
-    except yaml_safe.YAMLRefused:
+        return load_yaml(raw)
+    except YAMLRefused:
         raise
     except yaml.YAMLError:
         return raw
@@ -284,12 +293,12 @@ def read_yaml(
     if not path.is_file():
         raise error(f"{kind} not found: {path}")
     try:
-        data = yaml_safe.load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
         raise error(f"{path} is not UTF-8 text (byte {err.start}: {err.reason}); save it as UTF-8") from None
     except OSError as err:
         raise error(f"cannot read {kind} {path}: {err.strerror or err}") from None
-    except yaml_safe.YAMLRefused as err:
+    except YAMLRefused as err:
         raise error(f"{kind} {path} {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
@@ -304,3 +313,314 @@ def read_yaml(
     if not isinstance(data, dict):
         raise error(f"{path} must hold {holds}, not {type(data).__name__}")
     return data
+
+
+MAX_NODES = 100_000
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.=+/-]*")
+_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}  # YAML 1.1 reads these as bools, None
+
+
+def is_plain_text(text: str) -> bool:
+    """Whether YAML reads ``text`` back as this very string, decided without parsing it (planning a large
+    sweep formats and parses a trial name per trial): a letter or ``_`` first, then letters, digits and
+    ``_ . = + / -``, and not a word YAML reads as a boolean or null. ``False`` only means: parse it."""
+    return _PLAIN.fullmatch(text) is not None and text.lower() not in _WORDS
+
+
+"""Most nodes a document may expand to once aliases are followed (real configs have < 1,000)."""
+MAX_DEPTH = 100
+"""Deepest nesting of lists and mappings a document may hold (real configs and sweep files: < 10)."""
+
+
+class YAMLRefused(AblateError):
+    """The document is well formed but refused (alias bomb, duplicate key); the message has the line."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``SafeLoader`` that refuses a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if first is not None:
+                raise YAMLRefused(
+                    f"line {key_node.start_mark.line + 1}: duplicate key '{key}' "
+                    f"(first given on line {first}); keep one"
+                )
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def _check_size(root: yaml.Node, limit: int) -> None:
+    """Refuse a node graph whose expansion (every alias followed) exceeds ``limit`` nodes."""
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = 1  # a recursive alias counts once (and PyYAML refuses it anyway)
+        if isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in node.value)
+        else:
+            total = 1
+        if total > limit:
+            raise YAMLRefused(
+                f"line {node.start_mark.line + 1}: aliases expand this document to more than "
+                f"{limit:,} values (an alias bomb?); write the values out instead of nesting aliases"
+            )
+        sizes[id(node)] = total
+        return total
+
+    size(root)
+
+
+def _check_depth(text: str, limit: int) -> None:
+    """Refuse a document nested more than ``limit`` deep, reading its events (PyYAML's parser does not
+    recurse; its composer and constructor do, and a deep document would exhaust Python's stack)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > limit:
+                raise YAMLRefused(
+                    f"line {event.start_mark.line + 1}: lists and mappings nest more than {limit} levels deep here; "
+                    "flatten them"
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def load_yaml(text: str, limit: int = MAX_NODES) -> Any:
+    """Parse one YAML document like ``yaml.safe_load``, refusing alias bombs and duplicate keys.
+
+    Raises:
+        yaml.YAMLError: malformed YAML (with its marks).
+        YAMLRefused: a duplicate key, an alias bomb or nesting past :data:`MAX_DEPTH`, the message
+            starting with ``line N:``.
+    """
+    _check_depth(text, MAX_DEPTH)
+    loader = _StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_size(node, limit)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+@functools.cache
+def field_types(cls: type) -> dict[str, Any]:
+    """Field name -> resolved annotation (``Annotated`` extras kept); cached, since a 10,000-trial
+    sweep validates 10,000 configs."""
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def leaf_keys(cls: type, prefix: str = "") -> list[str]:
+    """Every dotted leaf key of the dataclass ``cls``, e.g. ``model.attention.score``."""
+    keys = []
+    for name, tp in field_types(cls).items():
+        if dataclasses.is_dataclass(tp):
+            keys += leaf_keys(tp, f"{prefix}{name}.")  # type: ignore[arg-type]
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
+
+
+def field_docstrings(cls: type) -> dict[str, str]:
+    """Field name -> the whole string literal under it in the class body (indentation removed).
+
+    What the configuration reference (``scripts/gen_config_docs.py``) prints in full.
+    """
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
+    docs = {}
+    for field_node, doc_node in zip(body, body[1:]):
+        if (
+            isinstance(field_node, ast.AnnAssign)
+            and isinstance(field_node.target, ast.Name)
+            and isinstance(doc_node, ast.Expr)
+            and isinstance(doc_node.value, ast.Constant)
+            and isinstance(doc_node.value.value, str)
+        ):
+            docs[field_node.target.id] = inspect.cleandoc(doc_node.value.value)
+    return docs
+
+
+def attribute_docs(cls: type) -> dict[str, str]:
+    """Field name -> the first sentence of the string literal under it in the class body."""
+    docs = {}
+    for name, doc in field_docstrings(cls).items():
+        text = " ".join(doc.replace("``", "").split())
+        docs[name] = re.split(r"(?<! al)\. (?=[A-Z])", text)[0].rstrip(".")
+    return docs
+
+
+def describe_fields(cls: type, prefix: str = "") -> list[tuple[str, str, Any, str]]:
+    """``(dotted key, type or choices, default, one-line doc)`` of every leaf key of ``cls``."""
+    hints, docs, defaults = field_types(cls), attribute_docs(cls), cls()
+    rows: list[tuple[str, str, Any, str]] = []
+    for name, tp in hints.items():
+        if dataclasses.is_dataclass(tp):
+            rows += describe_fields(tp, f"{prefix}{name}.")  # type: ignore[arg-type]
+        else:
+            rows.append((prefix + name, type_name(tp), getattr(defaults, name), docs.get(name, "")))
+    return rows
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """Nested plain-Python dict of a dataclass instance (tuples become lists), for YAML and JSON."""
+    out = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            value = to_dict(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out
+
+
+def choices(tp: Any) -> list[str]:
+    """The values a field of annotation ``tp`` can take, as override text; ``[]`` when open-ended."""
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        marks = [m for m in typing.get_args(tp)[1:] if isinstance(m, OneOf)]
+        return [str(c) for c in marks[0].choices()] if marks else choices(typing.get_args(tp)[0])
+    if origin is Literal:
+        return [str(a) for a in typing.get_args(tp)]
+    if origin in (Union, types.UnionType):
+        return [c for arg in typing.get_args(tp) for c in choices(arg)]
+    if tp is bool:
+        return ["true", "false"]
+    if tp is type(None):
+        return ["null"]
+    return []
+
+
+def field_type(cls: type, key: str) -> Any:
+    """The annotation of the dotted ``key`` of the dataclass ``cls`` (``None`` if there is none)."""
+    tp: Any = cls
+    for part in key.split("."):
+        hints = field_types(tp) if isinstance(tp, type) and dataclasses.is_dataclass(tp) else {}
+        if part not in hints:
+            return None
+        tp = hints[part]
+    return None if dataclasses.is_dataclass(tp) else tp
+
+
+def complete_override(cls: type, incomplete: str) -> list[tuple[str, str]]:
+    """``(completion, help)`` pairs for a partly typed ``key=value`` override of ``cls``.
+
+    Before the ``=``: every key starting with ``incomplete``, with ``=`` appended and its type or
+    choices as help. After it: the key's choices starting with the typed value (``none``-valued
+    registries, ``Literal`` fields, bools), each as the whole ``key=value``.
+    """
+    key, sep, value = incomplete.partition("=")
+    if not sep:
+        return [
+            (f"{name}=", f"{kind}, default {default}")
+            for name, kind, default, _ in describe_fields(cls)
+            if name.startswith(incomplete)
+        ]
+    tp = field_type(cls, key)
+    if tp is None:
+        return []
+    return [(f"{key}={c}", "") for c in dict.fromkeys(choices(tp)) if c.startswith(value)]
+
+
+TRAINER_OWNED = {
+    "max_steps": "train.max_steps",
+    "max_epochs": "train.max_epochs",
+    "max_time": "train.max_time",
+    "accelerator": "train.accelerator",
+    "devices": "train.devices",
+    "num_nodes": "train.nodes",
+    "precision": "train.precision",
+    "gradient_clip_val": "train.clip_norm",
+    "accumulate_grad_batches": "train.accumulate",
+    "val_check_interval": "train.val_every",
+    "check_val_every_n_epoch": "train.val_every",
+    "log_every_n_steps": "tracking.log_every",
+    "logger": "tracking.loggers",
+    "default_root_dir": "--run-dir",
+}
+"""Trainer arguments ablate derives from its own config key (named here)."""
+TRAINER_INTERNAL = ("plugins", "use_distributed_sampler", "enable_checkpointing")
+"""Trainer arguments ablate's run record depends on (checkpoints, batches per rank)."""
+
+
+def _trainer_arguments() -> list[str]:
+    import pytorch_lightning as pl
+
+    return [n for n in inspect.signature(pl.Trainer.__init__).parameters if n != "self"]
+
+
+def class_spec(item: Any, key: str = "trainer.callbacks") -> tuple[str, dict[str, Any]]:
+    """``(class path or name, init_args)`` of a ``key`` entry in LightningCLI's notation; one-line error else."""
+    if isinstance(item, str):
+        return item, {}
+    if isinstance(item, dict) and isinstance(item.get("class_path"), str):
+        args = item.get("init_args") or {}
+        if isinstance(args, dict) and set(item) <= {"class_path", "init_args"}:
+            return item["class_path"], dict(args)
+    raise ConfigError(
+        f"{key} entry {item!r} must be a class path or {{class_path: package.module.Class, init_args: {{...}}}}"
+    )
+
+
+LIGHTNING = "lightning.pytorch."
+"""The ``lightning`` package's prefix of the classes ``pytorch_lightning`` holds."""
+
+
+def import_class(path: str, key: str = "trainer.callbacks") -> type:
+    """The class at ``path`` (``package.module.Class``; ``lightning.pytorch.*`` read as ``pytorch_lightning.*``)."""
+    if path.startswith(LIGHTNING):
+        path = "pytorch_lightning." + path[len(LIGHTNING) :]
+    module, _, name = path.replace(":", ".").rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError):
+        raise ConfigError(f"{key}: cannot import '{path}' (use package.module.Class)") from None
+
+
+def check_trainer_options(options: dict[str, Any]) -> None:
+    """Raise :class:`ConfigError` (one line) for an option the Trainer or ablate cannot take."""
+    known = _trainer_arguments()
+    for key, value in options.items():
+        if key in TRAINER_OWNED:
+            raise ConfigError(f"trainer.{key} is set by ablate; use {TRAINER_OWNED[key]} instead")
+        if key in TRAINER_INTERNAL:
+            raise ConfigError(f"trainer.{key} is managed by ablate (checkpoints and batching depend on it)")
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean 'trainer.{close[0]}'?" if close else ""
+            raise ConfigError(f"unknown Lightning Trainer option 'trainer.{key}'{hint}")
+        if key == "callbacks":
+            if not isinstance(value, (list, tuple)):
+                raise ConfigError("trainer.callbacks must be a list of class paths or {class_path, init_args}")
+            for item in value:
+                import_class(class_spec(item)[0])
+
+
+def build_trainer_options(options: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+    """``(Trainer keyword arguments, callback objects)`` from ``trainer.*`` options."""
+    check_trainer_options(options)
+    kwargs = {k: v for k, v in options.items() if k != "callbacks"}
+    callbacks = []
+    for item in options.get("callbacks") or []:
+        path, args = class_spec(item)
+        try:
+            callbacks.append(import_class(path)(**args))
+        except TypeError as err:
+            raise ConfigError(f"trainer.callbacks: {path}: {err}") from None
+    return kwargs, callbacks

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ablate.bench.options import BenchError
+from ablate.bench import BenchError
 from ablate.record import TEST_BLEU
 from ablate.utils.io import atomic_write_text
 from scripts.gpu_check.options import DEFAULT_STAGES, STAGE_CAP_S, STAGES, GpuCheckOptions, tiny
@@ -105,12 +105,12 @@ def meta(opts: GpuCheckOptions) -> dict[str, Any]:
     """Where and what ran: device, versions, commit, options."""
     import torch
 
-    from ablate.bench import hardware
+    from ablate.bench import timing
 
-    dev = hardware.device()
+    dev = timing.device()
     info: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "hardware": hardware.describe(dev, torch.get_num_threads()),
+        "hardware": timing.describe(dev, torch.get_num_threads()),
         "cuda": torch.version.cuda,
         "gpus": torch.cuda.device_count(),
         "python": platform.python_version(),
@@ -137,13 +137,13 @@ def meta(opts: GpuCheckOptions) -> dict[str, Any]:
 
 def write(results: dict[str, Any], path: Path) -> None:
     """The results with a fresh ``summary`` and ``targets_met`` (last, so the end of a printout shows them)."""
-    from ablate.bench.report import _clean
+    from ablate.utils.io import finite
 
     results.pop("summary", None)
     results.pop("targets_met", None)
     results["summary"] = summarise(results)
     results["targets_met"] = targets_met(results["summary"])
-    atomic_write_text(path, json.dumps(_clean(results), indent=1) + "\n")
+    atomic_write_text(path, json.dumps(finite(results), indent=1) + "\n")
 
 
 def _in_process(stage: str, opts: GpuCheckOptions, timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ablate.bench.options import DEFAULT_DATA, BenchError, BenchOptions
+from ablate.bench import DEFAULT_DATA, BenchError, BenchOptions
 
 STAGES = ("tests", "training", "packed", "decoding", "compile", "quality")
 """Every stage, in the order they run (the targets' stages first after the GPU tests)."""

@@ -4,8 +4,8 @@ OPTIONS_JSON RESULT_FILE``) so the parent can stop it at its time budget; it rew
 every measurement, so a stopped stage still leaves what it measured.
 
 Everything is built from the ``ablate bench`` parts: the same fixed real batches
-(:mod:`ablate.bench.inputs`), the same training step of ours and of the reference
-(:mod:`ablate.bench.training`), interleaved rounds with paired per-round ratios (:mod:`ablate.bench.timing`).
+(:mod:`ablate.bench.speed`), the same training step of ours and of the reference
+(:mod:`ablate.bench.speed`), interleaved rounds with paired per-round ratios (:mod:`ablate.bench.timing`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from ablate.bench import hardware
+from ablate.bench import timing
 from ablate.bench.timing import interleaved, median, speedup, spread, synchronize
 from ablate.utils.io import atomic_write_text
 from scripts.gpu_check.flops import Dims, batches_flops, datasheet_peak
@@ -58,13 +58,12 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     MFU = model FLOPs (:mod:`scripts.gpu_check.flops`, the PaLM count) x passes/s / the datasheet peak of the
     dtype for a known GPU (else the square-matmul rate measured in the same rounds, also reported).
     """
-    from ablate.bench.inputs import load_inputs
-    from ablate.bench.training import ALL_ROWS, make_trainee, variant_config
+    from ablate.bench.speed import ALL_ROWS, load_inputs, make_trainee, variant_config
 
-    dev = hardware.device()
+    dev = timing.device()
     bench = opts.bench()
     inputs = load_inputs(bench, dev)
-    name = hardware.describe(dev, torch.get_num_threads())["name"]
+    name = timing.describe(dev, torch.get_num_threads())["name"]
     out: dict[str, Any] = {
         "tokens_per_pass": inputs.tokens,
         "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches],
@@ -86,25 +85,25 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     standard = trainees["dot-scaled-bf16"]
     out["adamw"] = {k: standard.optimizer.defaults.get(k) for k in ("fused", "foreach")}  # issue 31, item 1
     unpadded = _unpadded(inputs.batches[0])  # no padding mask at all: the flash kernel may run (item 1)
-    out["sdpa_unpadded"] = hardware.sdpa_backend(hardware.census(lambda: standard.forward_backward(unpadded))[1])
+    out["sdpa_unpadded"] = timing.sdpa_backend(timing.census(lambda: standard.forward_backward(unpadded))[1])
     counted = {}
     for key, trainee in trainees.items():  # PyTorch's count (padding and recomputation included); a warm-up too
-        counted[key], ops = hardware.census(lambda t=trainee: [t.forward_backward(b) for b in inputs.batches])
-        out["rows"][key] = {"sdpa": hardware.sdpa_backend(ops), "params": trainee.params}
+        counted[key], ops = timing.census(lambda t=trainee: [t.forward_backward(b) for b in inputs.batches])
+        out["rows"][key] = {"sdpa": timing.sdpa_backend(ops), "params": trainee.params}
     for variant in SCORED:  # which fused kernel each score reaches in bf16
         if f"{variant}-bf16" in out["rows"]:
             out["sdpa"][variant] = out["rows"][f"{variant}-bf16"]["sdpa"]
             continue
         trainee = make_trainee(variant, bench, inputs.vocab, dev)
         trainee.dtype = torch.bfloat16
-        _, ops = hardware.census(lambda t=trainee: t.forward_backward(inputs.batches[0]))
-        out["sdpa"][variant] = hardware.sdpa_backend(ops)
+        _, ops = timing.census(lambda t=trainee: t.forward_backward(inputs.batches[0]))
+        out["sdpa"][variant] = timing.sdpa_backend(ops)
         del trainee
     save(out)
     contenders = {key: _pass(t, inputs.batches) for key, t in trainees.items()}
     matmul_flops = {}
     for tag, dtype in DTYPES.items():
-        contenders[f"matmul-{tag}"], matmul_flops[tag] = hardware.matmul_work(dev, dtype=dtype)
+        contenders[f"matmul-{tag}"], matmul_flops[tag] = timing.matmul_work(dev, dtype=dtype)
     seconds = interleaved(contenders, opts.reps, opts.warmup)
     out["matmul_tflops"] = {tag: matmul_flops[tag] / median(seconds.pop(f"matmul-{tag}")) / 1e12 for tag in DTYPES}
     for key, secs in seconds.items():
@@ -145,10 +144,9 @@ def stage_compile(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     ``compile_s`` is the first compiled pass (one compilation per batch shape, then a dynamic-shape
     recompilation) minus one eager pass.
     """
-    from ablate.bench.inputs import load_inputs
-    from ablate.bench.training import make_trainee
+    from ablate.bench.speed import load_inputs, make_trainee
 
-    dev = hardware.device()
+    dev = timing.device()
     bench = opts.bench()
     inputs = load_inputs(bench, dev)
     eager = make_trainee("dot-scaled", bench, inputs.vocab, dev)
@@ -177,15 +175,14 @@ def stage_compile(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
 
 def stage_decoding(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     """Greedy and beam sentences/s of the standard model, under the training dtype's autocast."""
-    from ablate.bench.decoding import bench_decoding
-    from ablate.bench.inputs import load_inputs
+    from ablate.bench.speed import bench_decoding, load_inputs
 
-    dev = hardware.device()
+    dev = timing.device()
     bench = opts.bench(reps=opts.decode_reps, batches=1)
     inputs = load_inputs(bench, dev)
-    with torch.no_grad(), hardware.autocast(dev):
+    with torch.no_grad(), timing.autocast(dev):
         out = bench_decoding(bench, inputs, dev)
-    out["dtype"] = str(hardware.training_dtype(dev)).replace("torch.", "")
+    out["dtype"] = str(timing.training_dtype(dev)).replace("torch.", "")
     out["peak_memory_mb"] = _peak_memory_mb(dev)
     save(out)
     return out
@@ -200,9 +197,9 @@ STAGE_FUNCTIONS: dict[str, Callable[[GpuCheckOptions, Save], dict[str, Any]]] = 
 
 
 def _atomic_json(path: Path, data: dict[str, Any]) -> None:
-    from ablate.bench.report import _clean
+    from ablate.utils.io import finite
 
-    atomic_write_text(path, json.dumps(_clean(data)))
+    atomic_write_text(path, json.dumps(finite(data)))
 
 
 def main(argv: list[str]) -> None:

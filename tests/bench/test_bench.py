@@ -12,10 +12,9 @@ import typer
 from torch import nn
 from typer.testing import CliRunner
 
-from ablate.bench.commands import register
-from ablate.bench.data_stage import write_corpus
-from ablate.bench.decoding import FixedLength
-from ablate.bench.reference import TorchTransformer
+from ablate.bench.processes import write_corpus
+from ablate.bench.runner import register
+from ablate.bench.speed import FixedLength, TorchTransformer
 from ablate.bench.timing import interleaved
 from ablate.config import ModelConfig
 from ablate.model.build import build_model

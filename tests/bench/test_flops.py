@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ablate.bench.hardware import census
+from ablate.bench.timing import census
 from ablate.config import ModelConfig
 from ablate.model.build import build_model
 from scripts.gpu_check.flops import Dims, batches_flops, datasheet_peak, training_flops

@@ -8,7 +8,7 @@ import itertools
 import pytest
 import torch
 
-from ablate.bench import data_stage
+from ablate.bench import processes
 from ablate.bench.report import noisy, ratio_spreads, ratios_table
 from ablate.bench.timing import compute_clock, interleaved, paired, speedup
 
@@ -79,14 +79,14 @@ def test_the_tokenizer_time_is_measured_where_it_is_trained_never_a_difference(m
         128: {"seconds": 4.0, "tokenizer_s": 0.8, "pairs": {"train": 10}, "delta_mb": 5.0},
         129: {"seconds": 9.0, "tokenizer_s": 0.0, "pairs": {"train": 10}, "delta_mb": 5.0},
     }
-    monkeypatch.setattr(data_stage, "prepare_in_subprocess", lambda src, cache, vocab, length, pairs: reports[length])
-    out = data_stage.three_runs("builtin", tmp_path, 100, 10)
+    monkeypatch.setattr(processes, "prepare_in_subprocess", lambda src, cache, vocab, length, pairs: reports[length])
+    out = processes.three_runs("builtin", tmp_path, 100, 10)
     assert out["tokenizer_s"] == 0.8
 
 
 @pytest.mark.slow
 def test_the_first_run_times_its_tokenizer_and_the_encode_run_has_none(tmp_path, cache_dir):
-    out = data_stage.three_runs("builtin", tmp_path / "cache", 120, 200)
+    out = processes.three_runs("builtin", tmp_path / "cache", 120, 200)
     assert out["first"]["tokenizer_s"] > 0 and out["first"]["tokenizer_cpu_s"] > 0
     assert out["encode"]["tokenizer_s"] == out["cached"]["tokenizer_s"] == 0.0
     assert all(out[name]["seconds"] >= 0 and out[name]["cpu_s"] >= 0 for name in ("first", "encode", "cached"))

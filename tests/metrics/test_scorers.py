@@ -12,7 +12,7 @@ import pytest
 import sacrebleu
 
 from ablate.metrics import METRIC_SCORERS, MetricError, MetricScorer, SentenceMetric, get_scorer, register_metric
-from ablate.metrics.chrf import words
+from ablate.metrics.scorers import words
 
 SACREBLEU = {
     "bleu": lambda: sacrebleu.metrics.BLEU(),
@@ -163,7 +163,7 @@ def test_register_refuses_a_clash_and_get_names_the_choices():
 def test_bleu_sentence_statistics_are_sacrebleus_row_by_row(tokenize, real_lines):
     """Each row is what ``BLEU.sentence_score`` counts (lengths, matches, totals), also on a second
     system scored against the same, cached references, and on the edge cases."""
-    from ablate.metrics.bleu import ORDER, sentence_stats
+    from ablate.metrics.scorers import ORDER, sentence_stats
 
     refs, hyps = real_lines
     reference = sacrebleu.metrics.BLEU(tokenize=tokenize, effective_order=True)
@@ -191,7 +191,7 @@ class _Counting(SentenceMetric):
 def test_statistics_are_scored_once_per_text_across_processes(tmp_path, monkeypatch):
     """The per-sentence statistics of a text are cached on disk by content: a fresh process (here: an
     emptied in-process cache) reads them back; a changed hypothesis or a moved cache is scored afresh."""
-    from ablate.metrics import scorer as scorer_module
+    from ablate import metrics as scorer_module
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
     hyps, refs = ["a man rides", "two dogs"], ["a man rides a bike", "two dogs play"]
@@ -208,7 +208,7 @@ def test_statistics_are_scored_once_per_text_across_processes(tmp_path, monkeypa
 def test_the_13a_tokenizer_is_sacrebleus_on_real_and_random_lines(real_lines):
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-    from ablate.metrics.bleu import tokenize_13a, tokens_13a
+    from ablate.metrics.scorers import tokenize_13a, tokens_13a
 
     rng = random.Random(3)
     alphabet = list(".,-0123456789 aZé&;quotamplgt<>skipped\t/\\{}~[]`^_!\"#$%()*+:=?@'|\u2028\u00a0\x1c")
@@ -237,7 +237,7 @@ def test_the_statistics_cache_keeps_its_file_names(tmp_path, monkeypatch):
     written by an older ablate is still read."""
     import hashlib
 
-    from ablate.metrics import scorer as scorer_module
+    from ablate import metrics as scorer_module
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
     scorer_module._CACHE.clear()

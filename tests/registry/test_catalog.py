@@ -93,8 +93,7 @@ def test_every_key_with_registry_choices_names_each_shipped_choice_in_its_docstr
     import typing
 
     from ablate.config import Config
-    from ablate.utils.fields import field_docstrings
-    from ablate.utils.typed import OneOf, catalogued
+    from ablate.utils.typed import OneOf, catalogued, field_docstrings
 
     shipped = catalogued()["choices"]
     missing = []

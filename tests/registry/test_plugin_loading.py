@@ -220,7 +220,7 @@ def test_import_ablate_stays_light_and_exposes_register():
 
 
 def test_bench_lists_a_plugins_score_as_variants(tmp_path):
-    from ablate.bench.training import variants
+    from ablate.bench.speed import variants
     from ablate.utils.plugins import load
 
     assert "cosine-scaled" not in variants()
@@ -302,14 +302,14 @@ def test_a_metric_registered_by_the_decorator_is_the_metrics_registrys(tmp_path)
     from ablate.metrics import METRIC_SCORERS, get_scorer
 
     (tmp_path / "lab_metric.py").write_text(
-        "import ablate\nfrom ablate.metrics.chrf import Chrf\n\n"
+        "import ablate\nfrom ablate.metrics.scorers import Chrf\n\n"
         "@ablate.register('metric', 'chrf')\nclass Mine(Chrf):\n    pass\n"
     )
     load_config(None, [f"plugins={tmp_path / 'lab_metric.py'}"])  # a shipped name: the plugin's is namespaced
-    assert METRIC_SCORERS["chrf"].__module__ == "ablate.metrics.chrf"
+    assert METRIC_SCORERS["chrf"].__module__ == "ablate.metrics.scorers"
     assert METRIC_SCORERS["lab_metric:chrf"].__module__ == "lab_metric"
     (tmp_path / "lab_metric2.py").write_text(
-        "import ablate\nfrom ablate.metrics.chrf import Chrf\n\n"
+        "import ablate\nfrom ablate.metrics.scorers import Chrf\n\n"
         "@ablate.register('metric', 'mychrf')\nclass Mine(Chrf):\n    name = 'mychrf'\n"
     )
     load_config(None, [f"plugins={tmp_path / 'lab_metric2.py'}"])

@@ -85,14 +85,14 @@ def test_a_trained_run_records_its_plugin_translates_elsewhere_and_names_a_missi
 
 def as_if_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Progress lines from the first item on, as a loaded machine gets them once a loop passes a few seconds."""
-    from ablate.utils import logs
+    from ablate.utils import commands
 
-    real = logs.Progress.__init__
+    real = commands.Progress.__init__
 
     def eager(self, what, total, logger, after_s=3.0, every_s=5.0, clock=None):
         real(self, what, total, logger, 0.0, every_s, clock)
 
-    monkeypatch.setattr(logs.Progress, "__init__", eager)
+    monkeypatch.setattr(commands.Progress, "__init__", eager)
 
 
 SWEEP = """\

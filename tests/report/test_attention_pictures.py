@@ -84,7 +84,7 @@ def test_a_sweep_figure_too_tall_to_draw_is_refused_before_drawing(tmp_path):
 
 
 def test_figures_are_never_written_into_the_run_folder(run):
-    from ablate.utils.safe_output import OutputError
+    from ablate.utils.io import OutputError
 
     with pytest.raises(OutputError, match="inside the source"):
         attention.plot_attention(run, "w1", run / "pics")

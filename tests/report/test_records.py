@@ -133,12 +133,12 @@ def test_reading_many_trials_shows_progress_on_stderr(tmp_path, monkeypatch, cap
     import logging
     import types
 
-    from ablate.utils import logs
+    from ablate.utils import commands
 
     for seed in range(1, 7):
         write_trial(tmp_path, f"base-seed={seed}", {"status": "finished", "test/bleu": 20.0, "config": {"seed": seed}})
     ticks = iter(range(1000))
-    monkeypatch.setattr(logs, "time", types.SimpleNamespace(monotonic=lambda: float(next(ticks))))
+    monkeypatch.setattr(commands, "time", types.SimpleNamespace(monotonic=lambda: float(next(ticks))))
     with caplog.at_level(logging.INFO, logger="ablate.report.trials"):
         assert len(collect(str(tmp_path))) == 6
     assert [m for m in caplog.messages if m.startswith("read ")] == [

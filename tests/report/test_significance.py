@@ -290,7 +290,8 @@ def test_resampling_many_trials_at_once_is_exact_and_done_once_per_trial():
 def test_a_second_table_of_the_same_trials_scores_no_sentence(variant_sweep, tmp_path, monkeypatch):
     """The first render scores each trial's hypotheses once and caches the statistics on disk; a second
     render (a fresh process: the in-process cache emptied) reads them back and scores nothing."""
-    from ablate.metrics import bleu, scorer as scorer_module
+    from ablate import metrics as scorer_module
+    from ablate.metrics import scorers as bleu
     from ablate.report import table as report_table
 
     monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))

@@ -58,7 +58,7 @@ def test_a_finished_run_in_a_read_only_folder_says_it_is_finished(tmp_path, monk
     from ablate.config import load_config
     from ablate.training.run_dir import claim_run_dir
     from ablate.training.train import train
-    from ablate.utils import locks
+    from ablate.utils import io
 
     from tests.helpers.tiny import tiny
 
@@ -70,5 +70,5 @@ def test_a_finished_run_in_a_read_only_folder_says_it_is_finished(tmp_path, monk
     def read_only(self):
         raise PermissionError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(locks.HolderLock, "acquire", read_only)
+    monkeypatch.setattr(io.HolderLock, "acquire", read_only)
     assert train(cfg, tmp_path / "run")["status"] == "finished"  # refused: "cannot write to run dir"

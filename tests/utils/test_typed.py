@@ -1,0 +1,154 @@
+"""ablate.utils.typed: safe YAML (no alias bombs, duplicate keys or deep nesting), shell completion of
+overrides, and the ``trainer.*`` pass-through (Trainer options and callbacks by class path)."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Optional, Union
+
+import pytest
+from pytorch_lightning.callbacks import EarlyStopping
+from pytorch_lightning.loggers import CSVLogger
+from typer.testing import CliRunner
+
+from ablate import cli
+from ablate.config import ConfigError, complete_overrides, load_config, valid_keys
+from ablate.utils.typed import build_trainer_options as build, choices, complete_override, import_class
+
+
+def test_lightning_pytorch_class_paths_name_the_pytorch_lightning_classes():
+    assert import_class("lightning.pytorch.callbacks.EarlyStopping") is EarlyStopping
+    _, callbacks = build(
+        {"callbacks": [{"class_path": "lightning.pytorch.callbacks.EarlyStopping", "init_args": {"monitor": "x"}}]}
+    )
+    assert [type(c) for c in callbacks] == [EarlyStopping]  # a callback of the Trainer ablate builds
+    cfg = load_config(None, ["trainer.callbacks=[lightning.pytorch.callbacks.EarlyStopping]"])
+    assert cfg.trainer["callbacks"] == ["lightning.pytorch.callbacks.EarlyStopping"]
+
+
+def test_loggers_are_names_or_class_paths_checked_when_the_config_is_read():
+    cfg = load_config(None, ["tracking.loggers=[wandb,csv,tensorboard,lightning.pytorch.loggers.CSVLogger]"])
+    assert cfg.tracking.loggers == ("wandb", "csv", "tensorboard", "lightning.pytorch.loggers.CSVLogger")
+    with pytest.raises(ConfigError, match="unknown logger tracking.loggers='tensorbord'; did you mean 'tensorboard'"):
+        load_config(None, ["tracking.loggers=[tensorbord]"])
+    with pytest.raises(ConfigError, match="names 'csv' twice"):
+        load_config(None, ["tracking.loggers=[csv,csv]"])
+    with pytest.raises(ConfigError, match="trainer.logger is set by ablate; use tracking.loggers instead"):
+        load_config(None, ["trainer.logger=tensorboard"])
+
+
+def test_each_logger_is_built_in_the_run_folder_and_a_missing_package_is_one_line(tmp_path):
+    from ablate.config import LOGGERS
+    from ablate.training.loggers import FACTORIES, make_loggers, uses_wandb
+
+    assert set(FACTORIES) | {"wandb"} == set(LOGGERS)  # one list of names
+    cfg = load_config(
+        None, ["tracking.loggers=[csv,{class_path: lightning.pytorch.loggers.CSVLogger, init_args: {save_dir: x}}]"]
+    )
+    built = make_loggers(cfg, tmp_path)
+    assert [type(b) for b in built] == [CSVLogger, CSVLogger] and not uses_wandb(cfg)
+    assert Path(built[0].log_dir) == tmp_path / "csv"
+    if importlib.util.find_spec("mlflow") is None:
+        with pytest.raises(ConfigError, match="tracking.loggers=mlflow needs the mlflow package: pip install mlflow"):
+            make_loggers(load_config(None, ["tracking.loggers=[mlflow]"]), tmp_path)
+
+
+def mapping_bomb(levels: int = 5) -> str:
+    """A YAML mapping whose aliases expand to 10**levels leaves (about 1 KB of text)."""
+    lines = ["l0: &l0 {" + ", ".join(f"k{i}: 1" for i in range(10)) + "}"]
+    for n in range(1, levels + 1):
+        lines.append(f"l{n}: &l{n} {{" + ", ".join(f"k{i}: *l{n - 1}" for i in range(10)) + "}")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_config_alias_bomb_is_refused_with_its_line(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(mapping_bomb())
+    with pytest.raises(ConfigError, match=r"line \d+: aliases expand .* alias bomb"):
+        load_config(path)
+
+
+def test_duplicate_config_keys_are_refused_with_line_and_key(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text("model:\n  heads: 8\nseed: 2\nmodel:\n  d_model: 64\n")
+    with pytest.raises(ConfigError, match=r"line 4: duplicate key 'model' \(first given on line 1\)"):
+        load_config(path)
+
+
+def test_ordinary_anchors_and_merge_keys_still_load(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text("base: &base {heads: 8}\nmodel:\n  <<: *base\n  d_model: 64\n")
+    from ablate.utils.typed import read_yaml
+
+    assert read_yaml(path)["model"] == {"heads": 8, "d_model": 64}
+
+
+def test_nesting_past_the_limit_is_refused_with_its_line_and_nesting_up_to_it_loads():
+    from ablate.utils import typed
+
+    with pytest.raises(typed.YAMLRefused, match=r"^line 2: lists and mappings nest more than 100 levels deep"):
+        typed.load_yaml("a: 1\nb: " + "[" * 5000 + "]" * 5000 + "\n")  # was a RecursionError
+    value = typed.load_yaml("[" * 100 + "]" * 100)  # the document's mapping or list counts as one level
+    for _ in range(99):
+        (value,) = value
+    assert value == []
+
+
+def names(items: list[tuple[str, str]]) -> list[str]:
+    return [name for name, _ in items]
+
+
+def test_a_key_prefix_completes_to_dotted_keys_ending_in_equals():
+    got = names(complete_overrides("model.att"))
+    assert "model.attention.score=" in got and "model.attention.scale=" in got
+    assert all(g.startswith("model.att") and g.endswith("=") for g in got)
+    assert len(names(complete_overrides(""))) == len(valid_keys())
+
+
+def test_after_the_equals_sign_the_choices_of_the_key():
+    scores = names(complete_overrides("model.attention.score="))
+    assert {"model.attention.score=dot", "model.attention.score=additive", "model.attention.score=none"} <= set(scores)
+    assert names(complete_overrides("tracking.wandb=of")) == ["tracking.wandb=offline"]
+    assert names(complete_overrides("data.joint_vocab=")) == ["data.joint_vocab=true", "data.joint_vocab=false"]
+    assert complete_overrides("model.heads=") == []  # an int: nothing to offer
+    assert complete_overrides("model.nope=") == [] and complete_overrides("model=") == []
+
+
+@pytest.mark.parametrize(
+    "tp, expected",
+    [
+        (Literal["a", "b"], ["a", "b"]),
+        (Union[Literal["auto"], bool, float], ["auto", "true", "false"]),
+        (Optional[bool], ["true", "false", "null"]),
+        (int, []),
+    ],
+)
+def test_choices_of_an_annotation(tp, expected):
+    assert choices(tp) == expected
+
+
+def test_the_shell_asks_the_cli_and_gets_the_keys(monkeypatch):
+    """What ``ablate train model.att<TAB>`` runs: click's completion protocol through the real app."""
+    monkeypatch.setenv("_ABLATE_COMPLETE", "complete_zsh")
+    monkeypatch.setenv("_TYPER_COMPLETE_ARGS", "ablate train model.attention.sc")
+    result = CliRunner().invoke(cli.app, [], prog_name="ablate")
+    assert "model.attention.score=" in result.output and "model.attention.scale=" in result.output
+    assert "model.heads" not in result.output
+
+
+@dataclass(frozen=True)
+class Inner:
+    mode: Literal["x", "y"] = "x"
+
+
+@dataclass(frozen=True)
+class Outer:
+    inner: Inner = field(default_factory=Inner)
+    n: int = 1
+
+
+def test_a_dataclass_of_its_own():
+    assert names(complete_override(Outer, "")) == ["inner.mode=", "n="]
+    assert names(complete_override(Outer, "inner.mode=y")) == ["inner.mode=y"]
