@@ -32,7 +32,7 @@ from ablate.utils.typed import ConfigError, OneOf, coerce, flatten, nest, parse_
 Score = Annotated[str, OneOf("ablate.model.scores", "SCORES", extra=("none",))]
 Positions = Annotated[str, OneOf("ablate.model.positions", "POSITIONS")]
 Arch = Annotated[str, OneOf("ablate.model.build", "ARCHS")]
-Schedule = Annotated[str, OneOf("ablate.training.schedule", "schedules")]
+Schedule = Annotated[str, OneOf("ablate.training.module", "schedules")]
 LengthPenalty = Annotated[str, OneOf("ablate.model.decoding", "LENGTH_PENALTIES")]
 
 

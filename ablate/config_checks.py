@@ -11,7 +11,7 @@ from typing import Any
 
 from ablate.utils.typed import ConfigError, OneOf
 
-FAULTS = OneOf("ablate.training.callbacks", "FAULTS")
+FAULTS = OneOf("ablate.training.trainer", "FAULTS")
 """The kinds of ``train.inject_fault``."""
 
 
@@ -61,7 +61,7 @@ def validate(cfg: Any) -> None:
 
 
 LOGGERS = ("wandb", "tensorboard", "csv", "mlflow")
-"""The logger names of ``tracking.loggers`` (built by :mod:`ablate.training.loggers`); anything else is a class path."""
+"""The logger names of ``tracking.loggers`` (built by :mod:`ablate.training.tracking`); anything else is a class path."""
 
 
 def check_loggers(entries: Any) -> None:

@@ -1,6 +1,6 @@
 """The data stage: first run vs cached run, and its scale on a generated corpus.
 
-Each preparation runs ``ablate.data.encoded.prepare`` in a fresh process
+Each preparation runs ``ablate.data.cache.prepare`` in a fresh process
 (``python -m ablate.bench.data_stage``), against a private cache folder, three times:
 
 1. **first**: empty cache -- load the text, train the BPE tokenizer, encode every split;
@@ -48,7 +48,7 @@ def _child(argv: list[str]) -> None:
     args = parser.parse_args(argv)
 
     from ablate.config import DataConfig
-    from ablate.data.encoded import prepare
+    from ablate.data.cache import prepare
     from ablate.data.tokenizer import SubwordTokenizer
 
     learn, learned = SubwordTokenizer.train, {"tokenizer_s": 0.0, "tokenizer_cpu_s": 0.0}

@@ -14,9 +14,8 @@ import torch
 
 from ablate.bench.options import BenchOptions
 from ablate.config import DataConfig
-from ablate.data.batching import TokenBatchSampler
-from ablate.data.datamodule import EncodedPairs, collate, lengths
-from ablate.data.encoded import Prepared, prepare
+from ablate.data.cache import Prepared, prepare
+from ablate.data.datamodule import EncodedPairs, TokenBatchSampler, collate, lengths
 
 Batch = dict[str, Any]
 """A collated batch (:func:`ablate.data.datamodule.collate`): tensors on the device, host counts beside them."""

@@ -1,8 +1,8 @@
 """Training throughput of every variant and of ``torch.nn.Transformer``, on the same batches.
 
 One training step is exactly what ``ablate train`` does per batch, minus Lightning's hooks:
-forward, the label-smoothed cross-entropy (:func:`ablate.training.objective.sequence_loss`), backward,
-gradient-norm clipping, the AdamW step and learning-rate schedule (:func:`ablate.training.objective.make_optimizer`).
+forward, the label-smoothed cross-entropy (:func:`ablate.training.module.sequence_loss`), backward,
+gradient-norm clipping, the AdamW step and learning-rate schedule (:func:`ablate.training.module.make_optimizer`).
 The reference (:class:`ablate.bench.reference.TorchTransformer`) gets the same loss and optimiser. Throughput counts non-padding source + target tokens per second.
 """
 
@@ -24,7 +24,7 @@ from ablate.errors import did_you_mean
 from ablate.model.build import build_model
 from ablate.model.positions import POSITIONS
 from ablate.model.scores import SCORES
-from ablate.training.objective import make_optimizer, sequence_loss, token_loss
+from ablate.training.module import make_optimizer, sequence_loss, token_loss
 
 REFERENCE = "torch"
 """Name of the ``torch.nn.Transformer`` contender."""
@@ -93,7 +93,7 @@ class Trainee:
         return sum(p.numel() for p in self.model.parameters())
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        """Ours: the training loss (:func:`~ablate.training.objective.sequence_loss`, logits of non-padding
+        """Ours: the training loss (:func:`~ablate.training.module.sequence_loss`, logits of non-padding
         targets only); the reference (and :data:`ALL_ROWS`): the same loss over full (B, T, V) logits."""
         with hardware.autocast(self.dev, self.dtype):
             if self.all_rows:

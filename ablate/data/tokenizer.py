@@ -17,7 +17,7 @@ from typing import Iterable, Iterator, Sequence
 import datasets
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from ablate.data.errors import DataError
+from ablate.data.sources import DataError
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)

@@ -1,20 +1,181 @@
-"""``ablate translate``, ``evaluate``, ``export-model`` and ``sync``, mounted on the main app."""
+"""``ablate translate``, ``evaluate``, ``export-model`` and ``sync``, mounted on the main app, and what they accept.
+
+Sentences are read as training reads a corpus (:func:`ablate.data.sources.decode_line`): one per
+``\\n``-ended line (a ``\\r\\n`` ending too, never U+2028, U+0085 or a form feed, which
+``str.splitlines`` would cut at), a leading byte-order mark dropped, surrounding whitespace stripped. Unlike
+a corpus, text to translate must be UTF-8: anything else is refused with the line, never translated as garbage.
+
+A run is a run folder, a sweep's trial named by what it is (``SWEEP --variant NAME --seed N``: each
+trial's ``summary.json`` records them, while its folder name depends on which keys the sweep varies), or
+``wandb:<entity>/<project>/<run id>``: the run's model artifact ``model-<run id>``
+(``tracking.log_checkpoints=true``, laid out as a run folder), downloaded once into
+``~/.cache/ablate/wandb/<entity>/<project>/<run id>`` (``ABLATE_CACHE`` moves it)."""
 
 from __future__ import annotations
 
 import logging
+import math
+import os
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import click
 import typer
 
+from ablate.config import ConfigError
+from ablate.errors import AblateError, did_you_mean
+from ablate.record import RunFiles, RunSummary, SweepFiles
 from ablate.utils.commands import (
     fail as _fail,  # the one handler: one red line, exit 2
     plugins_option,
     trust_plugins_option,
 )
 from ablate.utils.io import one_line
+
+CHECKPOINTS = ("best", "last")
+"""The checkpoints a run folder holds (``checkpoints/<name>.ckpt``)."""
+
+
+class InputError(AblateError):
+    """Text or an option ``translate`` / ``evaluate`` cannot use; the message names it."""
+
+
+def read_sentences(raw: bytes, where: str) -> list[str]:
+    """The sentences of ``raw`` (the bytes of a file or of stdin, named ``where`` in errors).
+
+    Raises:
+        InputError: a line is not UTF-8, naming its number, the byte and its column.
+    """
+    from ablate.data.sources import decode_line
+
+    if not raw:
+        return []
+    lines = raw.removesuffix(b"\n").split(b"\n")
+    out = []
+    for number, line in enumerate(lines, 1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(
+                f"{where} line {number} is not UTF-8 text (byte {line[err.start]:#04x} at column {err.start + 1}); "
+                f"save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+            ) from None
+        text, _ = decode_line(line)
+        out.append(text.lstrip("\ufeff") if number == 1 else text)
+    return out
+
+
+def check_decoding(beam: Optional[int], len_penalty: Optional[float]) -> None:
+    """``--beam`` at least 1 and a finite, non-negative ``--len-penalty`` (when given).
+
+    Raises:
+        InputError: naming the option and its value.
+    """
+    if beam is not None and beam < 1:
+        raise InputError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
+    if len_penalty is not None and not (math.isfinite(len_penalty) and len_penalty >= 0):
+        raise InputError(f"--len-penalty {len_penalty} must be a finite number, 0 or more")
+
+
+def check_checkpoint(name: str) -> str:
+    """``name`` when it is one of :data:`CHECKPOINTS`.
+
+    Raises:
+        InputError: any other name, with the closest valid one.
+    """
+    if name not in CHECKPOINTS:
+        raise InputError(
+            f"--checkpoint {name!r} is not a checkpoint name{did_you_mean(name, CHECKPOINTS, cutoff=0.5)} "
+            f"(choose from: {', '.join(CHECKPOINTS)})"
+        )
+    return name
+
+
+class TrialLookupError(AblateError, ValueError):
+    """No trial, or more than one, of the sweep matches ``--variant`` / ``--seed``."""
+
+
+def _trained(out: Path) -> list[tuple[str, Optional[str], Optional[int], Path]]:
+    """``(folder name, variant, seed, folder)`` of every trial folder of ``out`` that has a summary, by name."""
+    found = []
+    for folder in sorted(p for p in out.iterdir() if p.is_dir()):
+        summary = RunSummary.peek(RunFiles(folder).summary)
+        if summary is None:
+            continue
+        seed = (summary.config or {}).get("seed")
+        variant = summary.variant.get("name") if isinstance(summary.variant, dict) else summary.variant
+        found.append((folder.name, variant, seed if isinstance(seed, int) else None, folder))
+    return found
+
+
+def trial_folder(out: Path, variant: Optional[str], seed: Optional[int]) -> Path:
+    """The folder of the trial of sweep ``out`` whose variant is ``variant`` and whose seed is ``seed`` (either may
+    be left out where it leaves one trial); :class:`TrialLookupError` in one line otherwise."""
+    if not SweepFiles(out).state.is_file():
+        raise TrialLookupError(
+            f"{out} is not a sweep folder (no {SweepFiles(out).state.name}); --variant and --seed "
+            "pick a trial of a sweep, pass a run folder without them"
+        )
+    trials = _trained(out)
+    matches = [t for t in trials if (variant is None or t[1] == variant) and (seed is None or t[2] == seed)]
+    if len(matches) == 1:
+        return matches[0][3]
+    asked = " ".join(
+        part for part in (f"--variant {variant}" * (variant is not None), f"--seed {seed}" * (seed is not None)) if part
+    )
+    if not matches:
+        variants = sorted({str(t[1]) for t in trials})
+        seeds = sorted({t[2] for t in trials if t[2] is not None and (variant is None or t[1] == variant)})
+        raise TrialLookupError(
+            f"no trained trial of {out} matches {asked}; variants: {', '.join(variants) or 'none'}; "
+            f"seeds{' of ' + variant if variant else ''}: {', '.join(map(str, seeds)) or 'none'}"
+        )
+    names = ", ".join(t[0] for t in matches)
+    raise TrialLookupError(f"{asked} matches {len(matches)} trials of {out} ({names}); add --variant or --seed")
+
+
+PREFIX = "wandb:"
+
+
+def is_wandb_ref(ref: Any) -> bool:
+    return str(ref).startswith(PREFIX)
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("ABLATE_CACHE") or "~/.cache/ablate").expanduser() / "wandb"
+
+
+def fetch_run(ref: str, api: Any = None, root: Optional[Path] = None) -> Path:
+    """Download the model artifact of ``wandb:<entity>/<project>/<run id>``; returns its folder.
+
+    Raises:
+        ConfigError: a malformed reference, no such artifact (the run logged no checkpoint), or an
+            artifact of an older ablate that holds the checkpoint without config and tokenizer.
+    """
+    parts = str(ref)[len(PREFIX) :].strip("/").split("/")
+    if len(parts) != 3 or not all(parts):
+        raise ConfigError(f"bad W&B run '{ref}': use wandb:<entity>/<project>/<run id>")
+    entity, project, run = parts
+    if api is None:
+        import wandb
+
+        api = wandb.Api()
+    name = f"{entity}/{project}/model-{run}:best"
+    try:
+        artifact = api.artifact(name, type="model")
+        folder = Path(artifact.download(root=str(root or cache_root() / entity / project / run)))
+    except Exception as err:  # noqa: BLE001 - no login, no network, no such artifact: all one line
+        reason = " ".join(str(err).split())[:200] or type(err).__name__
+        raise ConfigError(
+            f"could not download the W&B artifact {name} ({reason}); the run logs it with tracking.log_checkpoints=true"
+        ) from None
+    if not (folder / "config.yaml").exists() or not (folder / "tokenizer").is_dir():
+        raise ConfigError(
+            f"the W&B artifact {name} holds a checkpoint without config.yaml and tokenizer/ (logged by an older "
+            f"ablate); translate from the run folder instead"
+        )
+    return folder
+
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +188,8 @@ RUN_HELP = (
 def _local(run_dir: Path, raw: str, variant: Optional[str] = None, seed: Optional[int] = None) -> Path:
     """``run_dir``, the trial of sweep ``run_dir`` that ``variant`` and ``seed`` name, or the folder of a ``wandb:``
     run's downloaded model artifact."""
-    from ablate.inference.wandb_model import fetch_run, is_wandb_ref
 
     if variant is not None or seed is not None:
-        from ablate.inference.sweep_trial import trial_folder
-
         return trial_folder(run_dir, variant, seed)
     return fetch_run(raw) if is_wandb_ref(raw) else run_dir
 
@@ -61,7 +219,6 @@ def translate(
 ) -> None:
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
     from ablate.config import ConfigError
-    from ablate.inference.inputs import check_checkpoint, check_decoding, read_sentences
     from ablate.inference.translate import load_run, translate as run_translate
 
     check_decoding(beam, len_penalty)
@@ -98,8 +255,7 @@ def evaluate(
 ) -> None:
     """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
     from ablate.config import ConfigError
-    from ablate.data.errors import DataError
-    from ablate.inference.inputs import check_checkpoint, check_decoding
+    from ablate.data.sources import DataError
     from ablate.inference.translate import evaluate as run_evaluate, load_run, load_split
     from ablate.utils.safe_output import check_apart, write_output_text
 
@@ -124,7 +280,6 @@ def evaluate(
 
 def _run_and_checkpoint(raw: str, checkpoint: str) -> tuple[Path, str]:
     """``(run folder, checkpoint name)`` of a run folder, a ``wandb:`` run, or ``<run>/checkpoints/<name>.ckpt``."""
-    from ablate.inference.inputs import CHECKPOINTS, InputError
 
     path = Path(raw)
     if path.suffix != ".ckpt":
@@ -153,7 +308,6 @@ def export_model(
     """Write a trained model as one TorchScript file (greedy decoding, tokenizers and config inside) that
     `torch.jit.load` runs without ablate."""
     from ablate.config import ConfigError
-    from ablate.inference.inputs import check_checkpoint
     from ablate.inference.torchscript import check_format, describe, export
     from ablate.inference.translate import load_run
     from ablate.utils.safe_output import check_apart

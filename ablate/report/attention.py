@@ -13,10 +13,10 @@ from typing import Sequence
 
 import torch
 
+from ablate.inference.translate import load_trained
 from ablate.model.decoding import beam_search
 from ablate.report.figure_style import check_size
 from ablate.report.records import ReportError
-from ablate.training.checkpoint import load_trained
 from ablate.utils.safe_output import check_apart, output_files
 
 MAX_TOKENS = 100
@@ -107,7 +107,7 @@ def plot_attention(
     """Translate ``text`` with the run's best model and draw every attention map; returns the PNGs.
 
     ``plugins`` and ``trust_plugins`` say which plugins the run's record names may be imported
-    (:func:`ablate.training.checkpoint.recorded_config`).
+    (:func:`ablate.inference.translate.recorded_config`).
 
     Raises:
         ReportError: ``text`` is longer than :data:`MAX_TOKENS` subwords, or ``beam`` is below 1.

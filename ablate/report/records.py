@@ -4,7 +4,7 @@ A *trial* is one training run. Both sources yield the same :class:`Trial` object
 later stage (aggregation, significance, layout, plots) is source-agnostic:
 
 * a sweep folder ``DIR/<trial>/summary.json`` (+ ``hyps/<split>.txt``, ``refs/<split>.txt``),
-  as written by ``ablate.training.tracking.RunRecord`` and the sweep helper;
+  as written by ``ablate.training.run_folder.RunRecord`` and the sweep helper;
 * ``wandb:<entity>/<project>[/<group>]``, read through W&B's public API by
   :mod:`ablate.report.wandb_records`.
 """
@@ -75,7 +75,7 @@ class Trial:
         signature: sacreBLEU signature of the test BLEU.
         resolved: the values the run used where its config leaves them implicit (``model.d_k``,
             ``model.d_v``, layers, peak ``train.lr``, the attention scale factor), recorded by the
-            trainer or, for older runs, derived with :func:`ablate.training.resolved.resolved`.
+            trainer or, for older runs, derived with :func:`ablate.training.run_folder.resolved`.
         sources: split -> source sentences, aligned with ``hyps`` (for BLEU by source length).
         comparisons: the sweep's ``comparisons`` parameter (see :mod:`ablate.sweep.spec`), if any.
         bare_variant: the trial's variant is a bare name, applying no overrides to the sweep's base.
@@ -149,9 +149,9 @@ def collect_folder(root: Path) -> list[Trial]:
 
     A record that cannot be read or breaks the run record's types (:mod:`ablate.record`) is a
     trial with status :data:`INVALID` and the reason; one whose summary says running but whose run
-    lock is free (:func:`~ablate.training.run_lock.is_held`: its process was killed) is interrupted.
+    lock is free (:func:`~ablate.training.run_folder.is_held`: its process was killed) is interrupted.
     """
-    from ablate.training.run_lock import running_status
+    from ablate.training.run_folder import running_status
 
     if not root.is_dir():
         raise ReportError(f"sweep folder not found: {root} (pass a sweep output folder or wandb:<entity>/<project>)")
@@ -217,7 +217,7 @@ def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
     if isinstance(summary.get("resolved"), dict):
         return {k: _hashable(v) for k, v in summary["resolved"].items()}
     from ablate.config import ConfigError, from_flat
-    from ablate.training.resolved import resolved
+    from ablate.training.run_folder import resolved
     from ablate.utils.plugins import PluginError
 
     try:  # a reader of numbers never imports a plugin a record names: a plugin's component is not derived

@@ -57,7 +57,7 @@ def run_folders(path: Path) -> list[Path]:
 
 def score_run(run_dir: Path, metric: str) -> Scored:
     """Add ``metric`` to one run's summary (see the module); the summary is rewritten only when a value is new."""
-    from ablate.training.run_lock import is_held
+    from ablate.training.run_folder import is_held
 
     name = run_dir.name
     try:

@@ -2,7 +2,7 @@
 
 Wall-clock tokens per second measure the machine as much as the model where other processes share
 its cores: on a busy CPU the same run trains slower or faster with the load. The Throughput
-callback (:mod:`ablate.training.throughput`) therefore also records the process CPU seconds of the
+callback (:mod:`ablate.training.trainer`) therefore also records the process CPU seconds of the
 same training steps. Where every run of the table trained on a CPU and recorded them, the speed
 column is tokens per CPU-second (``train/tokens_per_cpu_sec``); on a GPU, and for CPU runs from
 before CPU time was recorded, it stays wall-clock tokens per second (``train/tokens_per_sec``).

@@ -110,7 +110,7 @@ def plain(value: Any) -> Any:
 def _recorded(run: Any) -> dict[str, Any]:
     """The run file ``summary.json`` that ablate saves with each W&B run (the whole record, nested fields
     included; the run summary holds its numbers and texts), less the config; {} where there is none."""
-    from ablate.training.publish import RECORD_FILE
+    from ablate.training.tracking import RECORD_FILE
 
     with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
         _download(run, {RECORD_FILE}, Path(tmp))

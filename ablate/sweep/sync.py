@@ -5,7 +5,7 @@ one per attempt, all with the same run id; W&B joins them). ``wandb sync`` marks
 log it uploaded with a ``run-<id>.wandb.synced`` file beside it; those are skipped, so running
 the command again uploads only what is new. Trials still running are left for later (syncing
 half a run would mark it synced and lose the rest); a trial whose summary says running but whose
-run lock is free was killed (:func:`ablate.training.run_lock.is_held`), and is synced like any other.
+run lock is free was killed (:func:`ablate.training.run_folder.is_held`), and is synced like any other.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 from ablate.errors import AblateError
 from ablate.record import RunFiles, RunStatus, RunSummary
-from ablate.training.run_lock import running_status
+from ablate.training.run_folder import running_status
 
 
 class SyncError(AblateError):

@@ -41,7 +41,7 @@ def wandb_sweep_config(spec: SweepSpec, agents: bool = True) -> dict[str, Any]:
     W&B's server knows no repeat seed (``seed: {repeat: N}``): a sweep its agents run is refused
     (they would train one seed per configuration); one registered for a local sweep's dashboard
     (``agents=False``) lists the seeds as values, for the panels only. Its agents' metric is read from
-    each W&B run's summary, which holds a test score per split only (:func:`ablate.training.publish.one_key_per_score`).
+    each W&B run's summary, which holds a test score per split only (:func:`ablate.training.tracking.one_key_per_score`).
 
     Raises:
         SweepError: ``agents`` and a repeat seed, or a plain ``test/<name>`` metric.

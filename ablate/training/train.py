@@ -29,33 +29,52 @@ from typing import Any, Callable
 from ablate.config import Config, ConfigError
 from ablate.errors import AblateError
 from ablate.record import DEV_BLEU, RunFiles, RunStatus
-from ablate.training.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, Milestones, TrainClock
-from ablate.training.checkpoint_io import (
+from ablate.training.checkpoints import (
     CheckpointError,
     ResilientCheckpointIO,
+    checkpoint_of,
+    initialise,
     load_checkpoint_file,
     resumable_checkpoint,
     saved_checkpoints,
 )
-from ablate.training.init_from import checkpoint_of, initialise
-from ablate.training.interrupts import SigintGuard
-from ablate.training.loggers import make_loggers, uses_wandb
-from ablate.training.outputs import save_outputs, summarise
-from ablate.training.publish import log_summary, publish
-from ablate.training.resolved import resolved
-from ablate.training.run_dir import claim_run_dir, default_run_dir, is_launcher_process, prepare_run_dir
-from ablate.training.run_lock import RunLock, UnwritableRunDir
-from ablate.training.throughput import Throughput
-from ablate.training.tracking import (
+from ablate.training.run_folder import (
+    RunLock,
     RunRecord,
-    define_metrics,
-    make_logger,
-    offline_hint,
+    UnwritableRunDir,
+    claim_run_dir,
+    default_run_dir,
+    is_launcher_process,
+    prepare_run_dir,
     read_summary,
+    resolved,
+    save_outputs,
+    summarise,
+)
+from ablate.training.tracking import (
+    define_metrics,
+    log_summary,
+    make_logger,
+    make_loggers,
+    offline_hint,
+    publish,
     resolve_mode,
     start_logger,
+    uses_wandb,
 )
-from ablate.training.trainer import accelerator_and_precision, check_devices, make_trainer, quiet
+from ablate.training.trainer import (
+    FaultInjection,
+    InterruptCheckpoint,
+    LiveRecord,
+    Milestones,
+    SigintGuard,
+    Throughput,
+    TrainClock,
+    accelerator_and_precision,
+    check_devices,
+    make_trainer,
+    quiet,
+)
 from ablate.utils.logs import capture
 from ablate.utils.plugins import user_error_line
 

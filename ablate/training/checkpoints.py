@@ -1,34 +1,38 @@
-"""Checkpoint files: written atomically, never ending a training on a full disk, read safely.
+"""Checkpoints: written atomically, verified on load, the point a run resumes from, and ``train.init_from``.
 
-Reading never runs code from the file: every checkpoint is loaded with ``torch.load(weights_only=True)``
-(tensors, numbers, strings, lists and dicts only), so a pickled object planted in a shared or
-downloaded run folder is refused instead of executed. Before it is loaded a checkpoint is verified:
-every member of the file's zip must match its CRC32, and where the run record beside it
-(``summary.json``'s ``checkpoints``, written when the run stopped) holds the file's sha256, the file
-must still have it; a damaged one is refused in one line naming it. A damaged ``last.ckpt`` is not
-the end of a run: the previous one (kept as ``last.prev.ckpt``) or ``best.ckpt`` takes its place.
-"""
+A checkpoint is loaded with ``weights_only=True`` (no code from the file runs). ``torch.save`` writes a zip
+whose members carry CRC32s, and where the run record holds the file's sha256 the file must still have it;
+a damaged one is refused in one line naming it. A damaged ``last.ckpt`` is not the end of a run: the
+previous one (kept as ``last.prev.ckpt``) or ``best.ckpt`` takes its place.
+
+``train.init_from=RUN`` starts a new run from another run's weights (fine-tuning, or a finished run
+continued with a larger budget as a new run): only the weights are taken; the optimizer, schedule, step
+count and clock start afresh. ``RUN`` is a run folder (its ``checkpoints/best.ckpt``) or a checkpoint
+file. The weights must fit this run's model (same parameter names and shapes) and vocabulary (same tokens
+at the same ids); otherwise the run is refused in one line naming the ``model.*``/``data.*`` keys that differ."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
 from pytorch_lightning.plugins.io import TorchCheckpointIO
+from torch import nn
 
+from ablate.config import Config, ConfigError, flatten, to_dict
 from ablate.errors import AblateError
 from ablate.record import RunStatus, RunSummary, SavedCheckpoint
+from ablate.training.run_folder import RESUME_ORDER
 from ablate.utils import io
 
 log = logging.getLogger(__name__)
 
-RESUME_ORDER = ("last.ckpt", "last.prev.ckpt", "best.ckpt")
-"""Checkpoints a run resumes from, newest first: the last one, the one before it, the best one."""
 REQUIRED = ("state_dict", "global_step", "loops", "optimizer_states")
 
 
@@ -224,3 +228,92 @@ def saved_checkpoints(ckpt_dir: Path, steps: dict[str, int], recorded: Optional[
                 continue
         out[name] = {"step": step, "sha256": digest}
     return out
+
+
+PREFIX = "model."  # the LightningModule holds the plain model as ``.model``
+VOCAB_KEYS = ("data.source", "data.src_lang", "data.tgt_lang", "data.vocab_size", "data.joint_vocab")
+"""The keys that decide a run's vocabulary (its tokenizer is trained on ``data.source``'s train split)."""
+
+
+def checkpoint_of(ref: str) -> Path:
+    """The checkpoint ``train.init_from`` names: a file, or a run folder's ``checkpoints/best.ckpt``."""
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        best = path / "checkpoints" / "best.ckpt"
+        if not best.is_file():
+            raise ConfigError(
+                f"train.init_from={ref}: the folder has no checkpoints/best.ckpt (is it a finished run?); "
+                f"give a run folder or a .ckpt file"
+            )
+        return best
+    if not path.is_file():
+        raise ConfigError(f"train.init_from={ref} is neither a run folder nor a checkpoint file")
+    return path
+
+
+def _differing(theirs: dict[str, Any], ours: dict[str, Any], keys: tuple[str, ...] | None = None) -> list[str]:
+    names = keys or tuple(sorted(set(theirs) | set(ours)))
+    return [k for k in names if theirs.get(k) != ours.get(k)]
+
+
+def _vocabularies(folder: Path) -> list[dict[str, int]]:
+    """The token -> id maps of a saved :class:`~ablate.data.tokenizer.SubwordTokenizer` folder."""
+    from tokenizers import Tokenizer
+
+    names = ["joint.json"] if (folder / "joint.json").is_file() else ["src.json", "tgt.json"]
+    return [Tokenizer.from_file(str(folder / n)).get_vocab() for n in names]
+
+
+def same_vocabulary(tokenizer, folder: Path) -> bool:
+    """Whether ``tokenizer`` maps the same tokens to the same ids as the one saved in ``folder``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer.save(tmp)
+        return _vocabularies(Path(tmp)) == _vocabularies(folder)
+
+
+def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], Any] = log.warning) -> dict[str, Any]:
+    """Load ``cfg.train.init_from``'s weights into ``model``; return what the run record keeps of it.
+
+    Raises:
+        ConfigError: no such run or checkpoint, an unreadable one, or weights that do not fit (one line).
+    """
+    ref = str(cfg.train.init_from)
+    path = checkpoint_of(ref)
+    try:
+        checkpoint = load_checkpoint_file(path)
+    except CheckpointError as err:
+        raise ConfigError(f"train.init_from: {err}") from None
+    weights = {k[len(PREFIX) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(PREFIX)}
+    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint.get("hyper_parameters"), dict) else {}
+    their_cfg = flatten(hparams.get("cfg")) if isinstance(hparams.get("cfg"), dict) else {}
+    our_cfg = flatten(to_dict(cfg))
+    model_keys = _differing(
+        {k: v for k, v in their_cfg.items() if k.startswith("model.")},
+        {k: v for k, v in our_cfg.items() if k.startswith("model.")},
+    )
+    own = model.state_dict()
+    unfit = [k for k in own if k not in weights or weights[k].shape != own[k].shape] + [
+        k for k in weights if k not in own
+    ]
+    if unfit:
+        keys = model_keys + _differing(their_cfg, our_cfg, VOCAB_KEYS)
+        what = ", ".join(keys) if keys else f"parameters {', '.join(unfit[:3])}"
+        raise ConfigError(
+            f"train.init_from={ref}: its weights do not fit this model ({what} differ); "
+            f"use the same model.* keys and vocabulary as that run"
+        )
+    tok_dir = path.parent.parent / "tokenizer"
+    if (tok_dir / "tokenizer.json").is_file():
+        if not same_vocabulary(tokenizer, tok_dir):
+            keys = _differing(their_cfg, our_cfg, VOCAB_KEYS)
+            raise ConfigError(
+                f"train.init_from={ref}: its vocabulary is not this run's ({', '.join(keys) or 'the tokenizers'} "
+                f"differ): the same ids would mean other tokens; train on the same data.* keys as that run"
+            )
+    else:
+        echo(f"train.init_from: no tokenizer beside {path}; its vocabulary is taken to be this run's")
+    model.load_state_dict(weights)
+    if model_keys:  # the weights fit, but the model is not quite the same: worth a line
+        echo(f"train.init_from: {', '.join(model_keys)} differ from that run (the weights fit)")
+    step = checkpoint.get("global_step")
+    return {"checkpoint": str(path.resolve()), "step": step if isinstance(step, int) else None}
