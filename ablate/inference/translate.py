@@ -24,7 +24,6 @@ from torch import nn
 
 from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml
 from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
-from ablate.model.build import build_model
 from ablate.training.checkpoints import CheckpointError, load_checkpoint_file
 from ablate.training.module import Scores, corpus_scores
 from ablate.utils import plugins as plugin_loader
@@ -55,40 +54,9 @@ def recorded_config(run_dir: Path, plugins: Sequence[str] = (), trust_plugins: b
 def load_trained(
     run_dir: str | Path, which: str = "best", plugins: Sequence[str] = (), trust_plugins: bool = False
 ) -> tuple[Config, nn.Module, SubwordTokenizer]:
-    """``(config, model in eval mode, tokenizer)`` of the run in ``run_dir``.
-
-    Args:
-        run_dir: A directory written by ``ablate train``.
-        which: ``best`` or ``last`` checkpoint (falls back to the other when missing).
-        plugins, trust_plugins: which plugins the record names may be imported (:func:`recorded_config`).
-
-    Raises:
-        PluginError: the record names a plugin the user did not vouch for.
-    """
-    run_dir = Path(run_dir)
-    if not (run_dir / "config.yaml").exists():
-        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml)")
-    cfg = recorded_config(run_dir, plugins, trust_plugins)
-    if not (run_dir / "tokenizer" / "tokenizer.json").exists():
-        raise ConfigError(f"{run_dir} has no saved tokenizer; was it trained by this version of ablate?")
-    tok = SubwordTokenizer.load(run_dir / "tokenizer")
-    names = [f"{which}.ckpt", "last.ckpt", "best.ckpt"]
-    path = next((run_dir / "checkpoints" / n for n in names if (run_dir / "checkpoints" / n).exists()), None)
-    if path is None:
-        raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet")
-    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
-    try:
-        state = load_checkpoint_file(path)["state_dict"]  # weights_only: never runs code from the file
-    except CheckpointError as err:
-        raise ConfigError(str(err)) from None
-    try:
-        model.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
-    except (RuntimeError, AttributeError) as err:
-        raise ConfigError(
-            f"checkpoint {path} does not fit the model of {run_dir}/config.yaml "
-            f"({str(err).strip().splitlines()[0][:160]})"
-        ) from None
-    return cfg, model.eval(), tok
+    """``(config, model in eval mode, tokenizer)`` of the run in ``run_dir`` (:func:`load_run`)."""
+    run = load_run(run_dir, which, plugins=plugins, trust_plugins=trust_plugins)
+    return run.cfg, run.module.model, run.tokenizer
 
 
 log = logging.getLogger(__name__)
@@ -123,7 +91,6 @@ def load_run(
         PluginError: the record names a plugin the user did not vouch for (one line naming the flag).
     """
     from ablate.inference.commands import check_checkpoint
-    from ablate.training.checkpoints import CheckpointError, load_checkpoint_file
     from ablate.training.module import TranslationModule
 
     run_dir = Path(run_dir)
