@@ -142,11 +142,7 @@ def quiet_datasets() -> Iterator[None]:
 log = logging.getLogger(__name__)
 
 _FEATURES = datasets.Features(
-    {
-        "src": datasets.Value("string"),
-        "tgt": datasets.Value("string"),
-        "undecodable": datasets.Value("bool"),
-    }
+    {"src": datasets.Value("string"), "tgt": datasets.Value("string"), "undecodable": datasets.Value("bool")}
 )
 
 

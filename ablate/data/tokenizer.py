@@ -43,10 +43,7 @@ def train_bpe(texts: Iterator[list[str]], vocab_size: int, length: int | None = 
     """Learn a BPE model from batches of sentences (streamed, never all in memory)."""
     tok = _empty_bpe()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=list(SPECIALS),
-        limit_alphabet=1000,
-        show_progress=False,
+        vocab_size=vocab_size, special_tokens=list(SPECIALS), limit_alphabet=1000, show_progress=False
     )
     tok.train_from_iterator(texts, trainer=trainer, length=length)
     for i, special in enumerate(SPECIALS):

@@ -218,7 +218,6 @@ def translate(
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
-    from ablate.config import ConfigError
     from ablate.inference.translate import load_run, translate as run_translate
 
     check_decoding(beam, len_penalty)
@@ -254,7 +253,6 @@ def evaluate(
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
-    from ablate.config import ConfigError
     from ablate.data.sources import DataError
     from ablate.inference.translate import evaluate as run_evaluate, load_run, load_split
     from ablate.utils.safe_output import check_apart, write_output_text
@@ -307,7 +305,6 @@ def export_model(
 ) -> None:
     """Write a trained model as one TorchScript file (greedy decoding, tokenizers and config inside) that
     `torch.jit.load` runs without ablate."""
-    from ablate.config import ConfigError
     from ablate.inference.torchscript import check_format, describe, export
     from ablate.inference.translate import load_run
     from ablate.utils.safe_output import check_apart

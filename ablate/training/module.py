@@ -44,12 +44,10 @@ INVERSE_SQRT = "inverse_sqrt"
 
 
 def inverse_sqrt(step: int, warmup: int, min_ratio: float = 0.0) -> float:
-    """Multiplier on the peak learning rate at optimizer ``step`` (0-based).
+    """Multiplier on the peak learning rate at optimizer ``step`` (0-based), never below ``min_ratio``.
 
-    Linear warm-up to 1 over ``warmup`` steps, then decay as sqrt(warmup / step): the paper's
-    ``d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)`` normalised so its peak is 1, as in
-    fairseq's ``inverse_sqrt``. Never below ``min_ratio``.
-    """
+    Linear warm-up to 1 over ``warmup`` steps, then sqrt(warmup / step): the paper's
+    ``d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)`` normalised to a peak of 1, as fairseq's ``inverse_sqrt``."""
     step = step + 1
     if warmup <= 0:
         return 1.0
@@ -75,18 +73,11 @@ def schedules() -> list[str]:
 
 
 class WarmupDecay(torch.optim.lr_scheduler.LRScheduler):
-    """Warm-up over ``warmup`` steps, then ``schedule`` as a function of budget ``progress``.
+    """Linear warm-up over ``warmup`` steps, then ``schedule`` (a name in :func:`schedules`) as a function of
+    budget ``progress`` (the fraction used, in [0, 1]), floored at ``min_ratio`` of the peak (the groups' ``lr``).
 
-    Args:
-        optimizer: its groups' ``lr`` are the peak learning rates.
-        schedule: a name in :func:`schedules`.
-        warmup: warm-up steps (linear from 0).
-        min_ratio: floor, as a fraction of the peak.
-        progress: returns the fraction of the training budget used so far, in [0, 1]. The decay
-            runs from the progress at which warm-up ended to 1, so a time budget and a step budget
-            shape the curve alike. That starting point is part of the state, so a resumed run
-            continues the same curve.
-    """
+    The decay runs from the progress at which warm-up ended to 1, so a time budget and a step budget shape the
+    curve alike; that starting point is part of the state, so a resumed run continues the same curve."""
 
     def __init__(
         self,
@@ -124,11 +115,8 @@ class WarmupDecay(torch.optim.lr_scheduler.LRScheduler):
 
 
 def batch_tokens(batch: dict[str, Any], pad_id: int) -> int:
-    """Non-padding source tokens plus non-padding target tokens predicted (EOS included).
-
-    From the host counts :func:`~ablate.data.datamodule.collate` puts in the batch; a batch without them is
-    counted from its tensors (which waits for the device the tensors are on).
-    """
+    """Non-padding source plus target tokens (EOS included): the host counts of
+    :func:`~ablate.data.datamodule.collate`, else counted from the tensors (which waits for their device)."""
     if "src_tokens" in batch and "tgt_tokens" in batch:
         return int(batch["src_tokens"]) + int(batch["tgt_tokens"])
     return int((batch["src"] != pad_id).sum() + (batch["tgt_out"] != pad_id).sum())
@@ -139,14 +127,9 @@ def token_loss(
 ) -> tuple[torch.Tensor, int]:
     """Mean label-smoothed cross-entropy over non-padding targets, and their number.
 
-    Args:
-        logits: (B, T, V) next-token scores, or (N, V) of N positions.
-        target: (B, T) token ids (or (N,)); ``pad_id`` positions are ignored.
-        pad_id: padding id.
-        smoothing: label smoothing epsilon (Szegedy et al. 2016; 0.1 in Vaswani et al. 2017).
-        ntok: the number of non-padding targets when the host knows it (the batch's ``tgt_tokens``);
-            None counts them on the device and waits for the count.
-    """
+    ``logits`` (B, T, V) or (N, V), ``target`` (B, T) or (N,); ``smoothing`` is epsilon (Szegedy et al. 2016;
+    0.1 in Vaswani et al. 2017). ``ntok``: the host's count of targets (the batch's ``tgt_tokens``), else
+    counted on the device (which waits for it)."""
     if ntok is None:
         ntok = int((target != pad_id).sum())
     loss = F.cross_entropy(
@@ -160,23 +143,19 @@ def token_loss(
 
 
 def target_rows(target: torch.Tensor, pad_id: int, ntok: int | None = None) -> torch.Tensor:
-    """Indices (N,) of the non-padding positions of ``target`` (B, T) flattened, in order.
-
-    With ``ntok`` (the host's count of them, the batch's ``tgt_tokens``) the size is known, so nothing waits
-    for the device (``torch.nonzero_static``); None finds them with ``nonzero``, which waits.
-    """
+    """Indices (N,) of the non-padding positions of ``target`` (B, T) flattened, in order; with the host's
+    count ``ntok`` nothing waits for the device (``torch.nonzero_static``)."""
     keep = target.reshape(-1).ne(pad_id)
     rows = keep.nonzero() if ntok is None else torch.nonzero_static(keep, size=ntok)
     return rows.squeeze(1)
 
 
 def sequence_loss(model: nn.Module, batch: dict[str, Any], pad_id: int, smoothing: float) -> tuple[torch.Tensor, int]:
-    """The training loss of a collated batch (:func:`token_loss` over its non-padding targets), and their number.
+    """The training loss of a collated batch (:func:`token_loss`) and its number of targets.
 
-    Logits are computed for the non-padding target positions only (``model(..., rows=)``): the output
-    projection and the log-softmax, the largest terms of a small model's step, skip the padding. The loss
-    and its gradients are those of the full (B, T, V) logits with padding ignored.
-    """
+    Logits are computed for the non-padding target positions only (``model(..., rows=)``), so the output
+    projection and log-softmax, the largest terms of a small model's step, skip the padding; loss and
+    gradients equal those of the full (B, T, V) logits with padding ignored."""
     target = batch["tgt_out"]
     rows = target_rows(target, pad_id, batch.get("tgt_tokens"))
     logits = model(batch["src"], batch["tgt_in"], src_padded=batch.get("src_padded", True), rows=rows)  # (N, V)
@@ -186,12 +165,11 @@ def sequence_loss(model: nn.Module, batch: dict[str, Any], pad_id: int, smoothin
 def make_optimizer(
     model: nn.Module, cfg: Config, progress: Callable[[], float] = lambda: 0.0, fused: bool | None = None
 ) -> tuple[torch.optim.Optimizer, WarmupDecay]:
-    """AdamW (no weight decay on biases and norms) and its per-step :class:`WarmupDecay` schedule.
+    """AdamW (no weight decay on biases and norms) and its per-step :class:`WarmupDecay`.
 
-    ``progress`` is the fraction of the training budget used (:meth:`TrainClock.progress`), which the
-    budget-aware decays read. ``fused``: AdamW's fused kernel (None: where every parameter is on a CUDA device;
-    it must be False under a gradient scaler whose unscaling the clipping relies on), else ``foreach``.
-    """
+    ``progress``: the budget fraction used (:meth:`~ablate.training.trainer.TrainClock.progress`). ``fused``:
+    AdamW's fused kernel (None: where every parameter is on CUDA; False under a gradient scaler, whose
+    unscaling the clipping relies on), else ``foreach``."""
     t = cfg.train
     decay, no_decay = [], []
     for name, p in model.named_parameters():
@@ -208,12 +186,8 @@ def make_optimizer(
 
 
 def clip_gradients(parameters: Iterable[torch.Tensor], max_norm: float | None) -> torch.Tensor:
-    """Scale the gradients of ``parameters`` to a total L2 norm of at most ``max_norm`` (None or 0: leave them);
-    returns the total norm before clipping as a 0-d tensor (those without a gradient count 0).
-
-    One norm computation serves the clipping and the record, and nothing waits for the device: reading the
-    value (``float``) does.
-    """
+    """Clip the gradients to a total L2 norm of ``max_norm`` (None or 0: leave them); returns the norm
+    before clipping as a 0-d tensor, without waiting for the device."""
     params = [p for p in parameters if p.grad is not None]
     if not params:
         return torch.zeros(())
@@ -224,14 +198,8 @@ def clip_gradients(parameters: Iterable[torch.Tensor], max_norm: float | None) -
 
 @dataclass(frozen=True)
 class Scores:
-    """Scores of one system output, with sacreBLEU's reproducibility signature of each.
-
-    Attributes:
-        bleu, chrf: corpus BLEU and chrF.
-        signature, chrf_signature: their signatures.
-        more: every other metric scored (``chrf++``, ``ter``) -> its corpus score.
-        signatures: every metric scored -> its signature.
-    """
+    """Scores of one system output with sacreBLEU's signatures: ``bleu``, ``chrf`` and their signatures,
+    ``more`` (``chrf++``, ``ter``, ...) and ``signatures`` of every metric scored."""
 
     bleu: float
     chrf: float
@@ -283,27 +251,18 @@ def gather_objects(obj: Any) -> list[Any]:
 
 
 class TranslationModule(pl.LightningModule):
-    """Trains ``model`` on batches from :class:`ablate.data.datamodule.TranslationDataModule`.
+    """Trains ``model`` on batches of :class:`ablate.data.datamodule.TranslationDataModule`.
 
-    ``TranslationModule.load_from_checkpoint(run_dir / "checkpoints/best.ckpt")`` rebuilds it
-    from the checkpoint alone (the config and vocabulary sizes are its hyperparameters); a plugin that
-    config names is imported only if this process already runs the same code (the user's config,
-    ``ablate.utils.plugins.load([...])``) or it is an installed module, unless
-    ``load_from_checkpoint(path, trust_plugins=True)`` says to import what the checkpoint names. Attach
+    ``load_from_checkpoint(run_dir / "checkpoints/best.ckpt")`` rebuilds it from the checkpoint alone (the
+    config and vocabulary sizes are its hyperparameters); a plugin that config names is imported only if this
+    process already runs the same code or it is an installed module, unless ``trust_plugins=True``. Attach
     ``detokenize`` (``SubwordTokenizer.load(run_dir / "tokenizer").decode_tgt``) to score text.
 
     Args:
-        model: encoder-decoder with ``forward(src, tgt_in) -> logits`` and the decoding interface
-            of :mod:`ablate.model.decoding`; ``None`` builds it from ``cfg.model`` and ``vocab``.
-        cfg: the resolved run configuration (a :class:`Config` or its nested dict).
-        detokenize: ids -> detokenized target text.
-        references: raw target sentences per split name, in corpus order.
-        bos_id, eos_id, pad_id: special token ids.
-        vocab: ``{"src": size, "tgt": size, "joint": bool}``, to build (and rebuild) the model.
-        clock: the run's :class:`~ablate.training.trainer.TrainClock` (budget progress for the schedule).
-        trust_plugins: a ``cfg`` given as a dict (a checkpoint's) may import every plugin it names;
-            without it, only those the user vouched for (:func:`ablate.utils.plugins.unvouched`).
-    """
+        model: ``forward(src, tgt_in) -> logits`` and the interface of :mod:`ablate.model.decoding`;
+            ``None`` builds it from ``cfg.model`` and ``vocab`` (``{"src": n, "tgt": n, "joint": bool}``).
+        cfg: a :class:`Config` or its nested dict; detokenize: ids -> text; references: raw targets per split.
+        clock: the run's :class:`~ablate.training.trainer.TrainClock` (budget progress for the schedule)."""
 
     def __init__(
         self,

@@ -50,9 +50,7 @@ def mlflow(cfg: Config, run_dir: Path):
 
     t = cfg.tracking
     return MLFlowLogger(
-        experiment_name=t.project,
-        run_name=t.name or run_dir.name,
-        tracking_uri=(run_dir / "mlruns").resolve().as_uri(),
+        experiment_name=t.project, run_name=t.name or run_dir.name, tracking_uri=(run_dir / "mlruns").resolve().as_uri()
     )
 
 

@@ -156,11 +156,7 @@ class _Run:
 
 
 def _train(
-    cfg: Config,
-    run_dir: Path,
-    overwrite: bool,
-    callbacks: list | None,
-    milestone: Callable[[str], None] | None = None,
+    cfg: Config, run_dir: Path, overwrite: bool, callbacks: list | None, milestone: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
     """The story of a run: resume point, data, model, run record, trainer, fit and test, outputs."""
     quiet()

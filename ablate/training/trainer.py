@@ -26,10 +26,10 @@ from ablate.training.run_folder import nonnegative
 
 
 class SigintGuard:
-    """``with SigintGuard():`` the first SIGINT raises ``KeyboardInterrupt``; later ones are ignored.
+    """``with SigintGuard():`` the first SIGINT raises ``KeyboardInterrupt``; later ones are counted and ignored.
 
-    Outside the main thread (where Python cannot install handlers) it does nothing.
-    """
+    A second Ctrl-C would otherwise land inside Lightning's graceful stop and abort it (no interrupt
+    checkpoint, a record left ``running``). Outside the main thread it does nothing."""
 
     def __init__(self) -> None:
         self.fired = False
@@ -65,27 +65,16 @@ CPU_COUNTERS = ("cpu", "all_cpu")
 class Throughput(pl.Callback):
     """Tokens per second of training, summed over devices, and the tokens and seconds spent.
 
-    A step is timed from ``on_train_batch_start`` to ``on_train_batch_end`` (forward, backward,
-    optimizer step; data loading, validation and decoding excluded; on a GPU by CUDA events recorded at
-    both ends, so the time is the device's, not the launch queue's, and nothing waits for the device until
-    the events are read, at the steps that log). Tokens are non-padding source plus target tokens, the
-    host's counts (:func:`~ablate.training.module.batch_tokens`). The first ``skip`` steps (allocator, kernel selection) are left out of
-    :attr:`tokens_per_sec` unless the run has no other steps. Across devices: all ranks' tokens over
-    the slowest rank's seconds, reduced by the strategy. The counters are saved in checkpoints, so a
-    resumed run (or a rerun that only decodes) reports the whole run.
-
-    Wall-clock seconds stretch when other processes share the cores, so the same steps are also timed
-    in process CPU seconds (:func:`time.process_time`: user + system time of every thread of the
-    process): :attr:`tokens_per_cpu_sec` is all ranks' tokens over all ranks' CPU seconds
-    (:attr:`cpu_seconds`), of the same steps as :attr:`tokens_per_sec`. It counts the CPU the steps
-    used, not the time they waited for a core, so it depends far less on the machine's load (cache
-    and memory contention still slow it); it grows with the threads' overhead, so compare it only
-    between runs with the same threads. Steps counted before a resume from a checkpoint without CPU
-    counters leave it unknown (NaN), never a rate over part of the steps.
-
-    ``train/tokens_per_sec``, ``train/tokens_per_cpu_sec`` and ``train/lr`` are logged every
-    ``log_every`` steps.
-    """
+    A step is timed from batch start to batch end (data loading, validation and decoding excluded; on a GPU
+    by CUDA events, read only at the steps that log, so nothing waits for the device). Tokens are the host's
+    non-padding counts (:func:`~ablate.training.module.batch_tokens`). The first ``skip`` steps (allocator,
+    kernel selection) are left out unless there are no others. Across devices: all ranks' tokens over the
+    slowest rank's seconds. The same steps are also timed in process CPU seconds (:func:`time.process_time`):
+    :attr:`tokens_per_cpu_sec` depends far less on the machine's load than wall-clock seconds, which stretch
+    when other processes share the cores (compare it only between runs with the same threads); unknown (NaN)
+    after a resume from a checkpoint without CPU counters. The counters are saved in checkpoints, so a
+    resumed run reports the whole run. ``train/tokens_per_sec``, ``train/tokens_per_cpu_sec`` and
+    ``train/lr`` are logged every ``log_every`` steps."""
 
     def __init__(self, pad_id: int, skip: int = 10, log_every: int = 50):
         self.pad_id, self.log_every = pad_id, log_every
@@ -230,11 +219,8 @@ def _cpu_counter(value: Any, counted: bool) -> float:
 
 
 class InterruptCheckpoint(pl.Callback):
-    """Save ``last.ckpt`` when a run is stopped by SIGTERM or Ctrl-C, so it resumes from there.
-
-    SIGTERM is turned into an exception at a step boundary by Lightning, so the saved state is
-    consistent. Failures (divergence, out of memory) do not overwrite the last good checkpoint.
-    """
+    """Save ``last.ckpt`` when SIGTERM (turned into an exception at a step boundary by Lightning) or
+    Ctrl-C stops a run, so it resumes from there; failures never overwrite the last good checkpoint."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -245,11 +231,8 @@ class InterruptCheckpoint(pl.Callback):
 
 
 class LiveRecord(pl.Callback):
-    """Rewrite ``summary.json`` (status ``running``) after every validation, on global rank 0.
-
-    Sweep schedulers read the validation history from it for early termination, and a killed
-    run still leaves its progress on disk.
-    """
+    """Rewrite ``summary.json`` (``running``) after every validation on rank 0: sweep schedulers read the
+    history from it for early termination, and a killed run still leaves its progress on disk."""
 
     def __init__(self, record):
         self.record = record
@@ -289,11 +272,9 @@ FAULTS = ("nan", "oom", "kill", "term")
 class FaultInjection(pl.Callback):
     """Deliberate faults for reliability drills (``train.inject_fault`` or ``$ABLATE_INJECT_FAULT``).
 
-    ``nan:STEP`` poisons the weights so the real non-finite-loss check fires; ``oom:STEP`` raises
-    the error an exhausted device raises; ``kill:STEP`` SIGKILLs the run (its whole process group
-    under DDP) and ``term:STEP`` sends SIGTERM, each once per run directory, so the rerun that
-    resumes it goes through. Inert when unset.
-    """
+    ``nan:STEP`` poisons the weights so the real non-finite-loss check fires; ``oom:STEP`` raises out of
+    memory; ``kill:STEP`` SIGKILLs the run (its process group under DDP) and ``term:STEP`` sends SIGTERM,
+    each once per run folder, so the rerun that resumes it goes through."""
 
     def __init__(self, spec: str, run_dir: Path):
         kind, _, step = spec.partition(":")
@@ -324,16 +305,12 @@ class FaultInjection(pl.Callback):
 
 
 class TrainClock(pl.Callback):
-    """Seconds spent training (data loading and optimizer steps; validation and decoding excluded).
-
-    ``train.max_time`` is a budget of these seconds, so variants whose decoding is slow are not
-    charged for it, and the budget-aware schedules read :meth:`progress` from here. The clock is
-    saved in checkpoints, so a resumed run spends only what is left. Under DDP rank 0's clock is
-    broadcast every ``log_every`` steps (and before each validation), not every step (a collective waits for
-    every rank): the ranks read the budget and the time-based schedules from the clock they last shared, so
-    they stop together and use the same learning rate; a run may overrun ``max_time`` by up to ``log_every``
-    steps. A single process reads its own clock every step.
-    """
+    """Seconds spent training (validation and decoding excluded): the budget ``train.max_time`` spends, so
+    variants whose decoding is slow are not charged for it, and the clock the budget-aware schedules read
+    (:meth:`progress`). Saved in checkpoints, so a resumed run spends only what is left. Under DDP rank 0's
+    clock is broadcast every ``log_every`` steps and before each validation (a collective per step would wait
+    for every rank), so the ranks stop together and use the same learning rate, overrunning by at most
+    ``log_every`` steps."""
 
     def __init__(
         self,
@@ -504,7 +481,6 @@ class StatusLines(ProgressBar):
         self._said = trainer.global_step
 
     def describe(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> str:
-
         clock = next((c for c in trainer.callbacks if isinstance(c, TrainClock)), None)  # type: ignore[attr-defined]
         meter = next((c for c in trainer.callbacks if isinstance(c, Throughput)), None)  # type: ignore[attr-defined]
         rate = meter.all_tok / meter.step_seconds if meter is not None and meter.step_seconds > 0 else None
@@ -536,8 +512,6 @@ def progress_bar(options: dict[str, Any], callbacks: list, terminal: bool | None
 
 def check_devices(cfg: Config) -> None:
     """Refuse a GPU request this machine cannot meet, in one line, before any work."""
-    import torch
-
     t = cfg.train
     if t.accelerator != "gpu" and not (t.accelerator == "auto" and torch.cuda.is_available()):
         return
@@ -554,8 +528,6 @@ def check_devices(cfg: Config) -> None:
 
 
 def accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
-    import torch
-
     t = cfg.train
     accelerator = t.accelerator
     if accelerator == "auto":
@@ -570,8 +542,6 @@ def accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
 
 def quiet() -> None:
     """Silence library chatter that says nothing about this run (:mod:`ablate.utils.warning_filters`)."""
-    import logging
-
     from ablate.utils import warning_filters
 
     warning_filters.install()
@@ -610,8 +580,6 @@ def make_trainer(
     extra_callbacks: list,
     checkpoint_io=None,
 ):
-    import pytorch_lightning as pl
-
     from ablate.utils.trainer_options import build as trainer_options
 
     options, user_callbacks = trainer_options(cfg.trainer)
