@@ -58,14 +58,9 @@ def cache_root(configured: str = "") -> Path:
 
 
 def check_cache_root(root: Path) -> Path:
-    """``root`` when the cache can live there: a folder, or a path one can be made at, this process can write.
+    """``root`` when the cache can live there (a writable folder, or where one can be made); creates nothing.
 
-    Nothing is created: the nearest existing folder on the way is checked.
-
-    Raises:
-        DataError: ``root`` (or a folder on its way) is a file, or it cannot be written (a
-            read-only file system, no permission), naming where the setting comes from.
-    """
+    Raises DataError when ``root`` (or a folder on its way) is a file or cannot be written."""
     found = root
     while not found.exists() and found.parent != found:
         found = found.parent
@@ -94,22 +89,10 @@ def _unusable(root: Path, err: OSError) -> DataError:
 def cached_entry(
     root: Path, kind: str, key: str, build: Callable[[Path], None], damaged: Optional[int] = None
 ) -> tuple[Path, bool]:
-    """Return the entry ``root/kind/key``, building it with ``build(tmp_dir)`` if absent or damaged.
+    """The entry ``root/kind/key`` and whether it existed, built with ``build(tmp_dir)`` if absent or damaged.
 
-    Args:
-        root: Cache root.
-        kind: Sub-folder naming the artefact family (``tokenizers``, ``corpora``).
-        key: Content-derived key of this entry.
-        build: Writes the entry's files into the (empty, existing) directory it is given.
-        damaged: The inode (``st_ino``) of an entry its reader could not use: that entry is
-            replaced, unless another process already did.
-
-    Returns:
-        ``(path, hit)``: the published entry and whether it already existed.
-
-    Raises:
-        DataError: the disk (or quota) is full, naming the cache folder.
-    """
+    ``damaged``: the inode of an entry its reader could not use, replaced unless another process already did.
+    Raises DataError when the disk (or quota) is full, naming the cache folder."""
     final = root / kind / key
     if damaged is None and final.is_dir():
         problem = check_entry(final)
@@ -215,16 +198,9 @@ FEATURES = datasets.Features(
 
 @dataclass
 class Prepared:
-    """The encoded corpus, ready for batching.
-
-    Attributes:
-        tokenizer: the subword tokenizer.
-        splits: split name -> memory-mapped dataset (columns in the module docstring).
-        val_split: name of the validation split.
-        test_splits: names of the test splits, sorted.
-        stats: pairs per split, dropped/truncated/undecodable counts, vocabulary sizes,
-            ``cached`` (this run built nothing), ``tokenizer_cached``, ``seconds``, ``key``.
-    """
+    """The encoded corpus: tokenizer, splits (memory-mapped, columns in the module docstring), the validation
+    and test split names, and ``stats`` (pairs per split, dropped/truncated/undecodable counts, vocabulary sizes,
+    ``cached``, ``tokenizer_cached``, ``seconds``, ``key``)."""
 
     tokenizer: SubwordTokenizer
     splits: dict[str, datasets.Dataset]
@@ -282,11 +258,8 @@ def _column(ds: datasets.Dataset, name: str) -> np.ndarray:
 def encode_split(
     ds: datasets.Dataset, tokenizer: SubwordTokenizer, max_len: int, train: bool, scratch: Path, name: str
 ) -> tuple[datasets.Dataset, dict]:
-    """Tokenise one split with a batched ``map``; filter (train) or truncate (eval).
-
-    Returns:
-        The encoded dataset and its counts (``dropped_empty``, ``dropped_long`` or ``truncated``).
-    """
+    """Tokenise one split with a batched ``map``, then filter (train) or truncate (eval); returns it and its
+    counts (``dropped_empty`` and ``dropped_long``, or ``truncated``)."""
     with quiet_datasets():
         out = ds.map(
             _encode,

@@ -1,22 +1,14 @@
 """The LightningDataModule and its batches: cached encoded splits -> padded tensor batches.
 
-A collated batch is a dict of LongTensors (pad id 0):
-
-* ``src``     ``(B, S)``: subwords + [eos]
-* ``tgt_in``  ``(B, T)``: [bos] + subwords
-* ``tgt_out`` ``(B, T)``: subwords + [eos]
-* ``index``   ``(B,)``: position of each sentence in its split (restores corpus order after
-  length-sorted, rank-sharded decoding).
-
-and what the host knows of it without reading a tensor back from a device (a training step that asked
-the GPU would wait for it):
-
-* ``src_tokens``, ``tgt_tokens`` ``int``: non-padding tokens of ``src`` and of ``tgt_out``.
-* ``src_padded`` ``bool``: whether any ``src`` row is padded (if not, attention needs no padding mask).
-
-Training batches come from :class:`TokenBatchSampler` (so the Trainer must be built with
-``use_distributed_sampler=False``); evaluation batches are sorted by source length, bounded by
-``eval.max_sentences`` and ``train.max_tokens``, and sharded across ranks."""
+Training batches are bounded by padded tokens, not sentences (Vaswani et al. 2017, sec. 5.1: "sentence
+pairs were batched together by approximate sequence length"): a batch costs ``batch_size * max length``
+over both sides, counting the one special token each row gets (``src`` + EOS, BOS + ``tgt``), i.e. exactly
+the padded size of the larger of ``src`` and ``tgt_in``. A collated batch is a dict of LongTensors (pad 0):
+``src`` (B, S) subwords + [eos]; ``tgt_in`` (B, T) [bos] + subwords; ``tgt_out`` (B, T) subwords + [eos];
+``index`` (B,) each sentence's position in its split (restores corpus order after length-sorted,
+rank-sharded decoding); and what the host knows without reading a device tensor back: ``src_tokens``,
+``tgt_tokens`` (non-padding tokens of ``src`` and ``tgt_out``) and ``src_padded`` (whether any ``src`` row is
+padded; if not, attention needs no mask). The Trainer is built with ``use_distributed_sampler=False``."""
 
 from __future__ import annotations
 
@@ -37,14 +29,8 @@ from ablate.data.tokenizer import BOS, EOS, PAD
 
 
 def pack_sorted(cost: np.ndarray, max_tokens: int, max_sentences: Optional[int] = None) -> np.ndarray:
-    """Boundaries of greedy batches over a non-decreasing ``cost`` array.
-
-    Each batch ``cost[b[k]:b[k+1]]`` is the longest run from ``b[k]`` whose padded size
-    ``count * cost[end - 1]`` fits ``max_tokens`` (a single over-long item forms its own batch).
-
-    Returns:
-        ``(n_batches + 1,)`` int array of start offsets followed by ``len(cost)``.
-    """
+    """Boundaries ``(n_batches + 1,)`` of greedy batches over a non-decreasing ``cost``: each batch is the
+    longest run whose padded size ``count * cost[end - 1]`` fits ``max_tokens`` (an over-long item alone)."""
     n, starts, i = len(cost), [], 0
     while i < n:
         hi = min(n, i + max(1, max_tokens // int(cost[i])))  # no batch from i can be longer
@@ -75,23 +61,11 @@ class _EpochHook:
 class TokenBatchSampler(Sampler):
     """Length-sorted batches of at most ``max_tokens`` padded tokens, reshuffled each epoch.
 
-    Items are sorted by cost (``max(src_len, tgt_len) + specials``) with random tie-breaking,
-    cut greedily into batches, and the batch order is shuffled; both use a generator seeded
-    with ``(seed, epoch)``. Since ties only permute equal costs, the batch sizes and their
-    number are the same every epoch. Under DDP the shuffled batches are dealt round-robin to
-    ranks after dropping the last ``n_batches % world_size`` (different ones each epoch), so every
-    rank gets distinct batches and the same number of them (unequal counts would hang DDP); if
-    there are fewer batches than ranks, batches are repeated instead.
-
-    Args:
-        src_lens, tgt_lens: ``(N,)`` subword counts per item, without special tokens.
-        max_tokens: upper bound of ``batch_size * max cost`` of every batch (unless one item alone
-            exceeds it).
-        shuffle: randomise ties and the batch order; otherwise a fixed, sorted order.
-        seed: base seed; the data order of epoch ``e`` depends on ``(seed, e)`` only.
-        rank, world_size: this process's share under data parallelism.
-        specials: tokens added to each row by collation (1: EOS on src, BOS on tgt_in).
-    """
+    Items are sorted by cost (``max(src_len, tgt_len) + specials``, ``specials`` tokens added per row by
+    collation) with random tie-breaking, cut greedily into batches, and the batch order shuffled, all seeded
+    with ``(seed, epoch)``; ties only permute equal costs, so the batch sizes are the same every epoch. Under
+    DDP the shuffled batches are dealt round-robin after dropping the last ``n_batches % world_size``, so every
+    rank gets as many distinct batches (unequal counts would hang DDP); fewer batches than ranks are repeated."""
 
     def __init__(
         self,
@@ -125,11 +99,8 @@ class TokenBatchSampler(Sampler):
         self.epoch = epoch
 
     def resume(self, epoch: int, done: int) -> None:
-        """Start the next pass over ``epoch`` after its first ``done`` batches (a mid-epoch resume).
-
-        The order is a function of ``(seed, epoch)``, so a resumed run sees exactly the batches
-        an uninterrupted one would have seen next. Applies once.
-        """
+        """Start the next pass over ``epoch`` after its first ``done`` batches, once: the order is a function of
+        ``(seed, epoch)``, so a resumed run sees the batches an uninterrupted one would have seen next."""
         self.epoch, self._resume = epoch, (epoch, done)
 
     @property
@@ -169,16 +140,9 @@ class TokenBatchSampler(Sampler):
 def eval_batches(
     src_lens, tgt_lens, max_tokens: int, max_sentences: int, rank: int = 0, world_size: int = 1, specials: int = 1
 ) -> list[list[int]]:
-    """Deterministic batches for decoding, sorted by source length, this rank's share.
-
-    Batches hold at most ``max_sentences`` items and ``max_tokens`` padded tokens (as in
-    :class:`TokenBatchSampler`). With ``world_size > 1`` the largest batches are halved until the
-    count divides evenly, then batches are dealt round-robin: every item lands on exactly one
-    rank and all ranks get the same number of batches (when there are at least as many items).
-
-    Returns:
-        Lists of item indices, in decoding order.
-    """
+    """This rank's deterministic decoding batches (item indices), sorted by source length, of at most
+    ``max_sentences`` items and ``max_tokens`` padded tokens. With ``world_size > 1`` the largest batches are
+    halved until the count divides evenly, then dealt round-robin: every item on exactly one rank."""
     src_lens, tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
     order = np.argsort(src_lens, kind="stable")
     cost = np.maximum(src_lens, tgt_lens)[order].astype(np.int64) + specials
@@ -273,11 +237,8 @@ def lengths(split: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
 
 
 class TranslationDataModule(pl.LightningDataModule):
-    """Parallel text for training, validation and test, per ``DataConfig``.
-
-    After :meth:`setup`: ``tokenizer``, ``val_split``, ``test_splits`` and ``stats`` (pairs per
-    split, dropped/truncated/undecodable counts, vocabulary, ``cached``, ``seconds``).
-    """
+    """Parallel text for training, validation and test; after :meth:`setup`: ``tokenizer``, ``val_split``,
+    ``test_splits`` and ``stats`` (pairs per split, dropped/truncated/undecodable counts, vocabulary, ``cached``)."""
 
     def __init__(self, data: DataConfig, train: TrainConfig, eval: EvalConfig, seed: int):
         super().__init__()

@@ -47,14 +47,8 @@ VAL_NAMES = ("val", "valid", "dev", "validation")
 
 @dataclass
 class Corpus:
-    """Raw text of every split.
-
-    Attributes:
-        splits: split name -> Arrow dataset with string columns ``src`` and ``tgt``.
-        val_split: name of the validation split.
-        test_splits: names of the test splits, sorted.
-        undecodable: split -> number of lines (either side) that were not valid UTF-8.
-    """
+    """Raw text of every split: ``splits`` (name -> Arrow dataset with string columns ``src``, ``tgt``), the
+    validation and (sorted) test split names, and per split the lines that were not valid UTF-8."""
 
     splits: dict[str, datasets.Dataset]
     val_split: str
@@ -78,16 +72,8 @@ class Source(Protocol):
 
 
 def pick_splits(found: Iterable[str], where: str, listing: str = "") -> tuple[str, list[str]]:
-    """Choose the validation split and the test splits among ``found`` (``train`` must be there).
-
-    Args:
-        found: split names present.
-        where: the corpus, for messages.
-        listing: what was found, for messages (default: the split names).
-
-    Raises:
-        DataError: ``train`` or a validation split is missing (the message lists what was found).
-    """
+    """The validation split and the test splits among ``found``; DataError (listing what was found,
+    ``listing`` or the names) when ``train`` or a validation split is missing."""
     found = sorted(set(found))
     listing = listing or ", ".join(found) or "nothing"
     if "train" not in found:
@@ -113,11 +99,8 @@ def arrow_dataset(
     name: str,
     features: datasets.Features = TEXT_FEATURES,
 ) -> datasets.Dataset:
-    """Stream the rows of ``generator(**gen_kwargs)`` into Arrow files under ``workdir/name``.
-
-    ``generator`` must be a module-level function and ``gen_kwargs`` hold plain values (no lists:
-    ``datasets`` would treat them as shards), so that ``datasets`` can hash them cheaply.
-    """
+    """Stream the rows of ``generator(**gen_kwargs)`` into Arrow files under ``workdir/name``; ``generator``
+    at module level and ``gen_kwargs`` plain values (no lists: shards), so ``datasets`` hashes them cheaply."""
     with quiet_datasets():
         return datasets.Dataset.from_generator(
             generator, gen_kwargs=gen_kwargs, features=features, cache_dir=str(workdir / name)
@@ -141,9 +124,7 @@ def quiet_datasets() -> Iterator[None]:
 
 log = logging.getLogger(__name__)
 
-_FEATURES = datasets.Features(
-    {"src": datasets.Value("string"), "tgt": datasets.Value("string"), "undecodable": datasets.Value("bool")}
-)
+_FEATURES = datasets.Features({**TEXT_FEATURES, "undecodable": datasets.Value("bool")})
 
 
 def _open(path: Path) -> BinaryIO:
@@ -164,12 +145,8 @@ def count_lines(path: Path) -> int:
 
 
 def check_text(path: Path, split: str) -> None:
-    """Refuse what a line-per-sentence text file cannot be: CR-only line ends (read as one long line),
-    NUL bytes (a binary or UTF-16 file), and a validation or test split of only empty lines.
-
-    Raises:
-        DataError: one line naming the file and what to do.
-    """
+    """Refuse what a line-per-sentence file cannot be: CR-only line ends, NUL bytes (a binary or UTF-16
+    file), and a validation or test split of only empty lines; one line naming the file and what to do."""
     newlines = returns = 0
     nul_line: int | None = None
     words = False
@@ -222,7 +199,12 @@ def file_digest(path: Path, cache_root: Path) -> str:
 
 
 class LocalFolder:
-    """``data.source=/path/to/folder``: see the module docstring."""
+    """``data.source=/path/to/folder``: line-aligned ``{split}.{lang}[.gz]`` files (the Moses/fairseq layout).
+
+    The folder holds ``train``, a validation split (``val``, ``valid`` or ``dev``) and any splits named
+    ``test*``, one file per language each. Lines are split on ``\\n`` only (never on Unicode line separators,
+    which would break alignment), decoded as UTF-8 with ``errors='replace'`` (lines that needed it are counted
+    and logged), and stripped. The fingerprint is each file's SHA-256, memoised by (path, size, mtime)."""
 
     def __init__(self, cfg: DataConfig, cache_root: Path):
         self.folder = Path(cfg.source).expanduser()
@@ -340,11 +322,8 @@ USAGE = "use hf:<dataset>[@<revision>][:<config>]"
 
 
 def parse_hub_source(source: str) -> tuple[str, str, str | None]:
-    """``hf:<dataset>[@<revision>][:<config>]`` -> (dataset, config, revision); one-line :class:`DataError` if malformed.
-
-    The revision may also follow the config (``hf:wmt14:de-en@<sha>``). A local folder takes no
-    revision (a folder whose name holds ``@`` is a folder).
-    """
+    """``hf:<dataset>[@<revision>][:<config>]`` (or ``...:<config>@<revision>``) -> (dataset, config, revision);
+    a local folder takes no revision. Malformed: one-line DataError."""
     spec = source[len("hf:") :]
     name, _, config = spec.partition(":")
     if Path(name).expanduser().is_dir():
@@ -385,7 +364,14 @@ def served_commit(name: str, revision: str | None) -> str | None:
 
 
 class HubDataset:
-    """See the module docstring."""
+    """``data.source=hf:<dataset>[@<revision>][:<config>]``: a Hugging Face translation dataset.
+
+    ``@<revision>`` pins a commit (or branch or tag) for ``load_dataset(revision=...)``; the run records the
+    dataset, config, revision and the commit the hub served (null when it did not answer). Columns: one per
+    language (``bentrevett/multi30k``) or a ``translation`` column of ``{lang: text}`` (``wmt14``). Split names:
+    ``validation``/``valid``/``dev`` -> ``val``, ``test*`` kept. ``<dataset>`` may be a local folder in the hub's
+    file layout (``data/train-*.parquet``), for where the hub is unreachable. The fingerprint is the loaded
+    datasets' own."""
 
     def __init__(self, cfg: DataConfig, cache_root: Path):
         self.name, self.config, self.revision = parse_hub_source(cfg.source)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -419,7 +418,3 @@ def _describe_failure(err: BaseException, cfg: Config) -> str:
         kind = "" if isinstance(err, AblateError) else f"{type(err).__name__} at {culprit[1]}: "
         return f"plugin '{culprit[0]}': {kind}{text}"
     return text
-
-
-if __name__ == "__main__":  # pragma: no cover - use `ablate train`
-    sys.exit("use: ablate train")
