@@ -25,7 +25,7 @@ from torch import nn
 from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml
 from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
 from ablate.training.checkpoints import CheckpointError, load_checkpoint_file
-from ablate.training.module import Scores, corpus_scores
+from ablate.training.module import Scores, TranslationModule, corpus_scores
 from ablate.utils import plugins as plugin_loader
 
 
@@ -91,7 +91,6 @@ def load_run(
         PluginError: the record names a plugin the user did not vouch for (one line naming the flag).
     """
     from ablate.inference.commands import check_checkpoint
-    from ablate.training.module import TranslationModule
 
     run_dir = Path(run_dir)
     check_checkpoint(which)  # "lastt" used to fall back to best, silently

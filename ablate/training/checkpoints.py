@@ -65,15 +65,8 @@ def recorded_checkpoint(path: Path) -> Optional[SavedCheckpoint]:
 
 
 def verify_checkpoint(path: str | Path) -> None:
-    """Refuse a checkpoint whose bytes changed since it was written.
-
-    ``torch.save`` writes a zip, each member with its CRC32: a flipped byte anywhere in a tensor
-    fails it (a file that is not a zip at all is left to ``torch.load``, which names what it is).
-    Where the run record holds the file's sha256 the file must still have it.
-
-    Raises:
-        CheckpointError: a member fails its CRC, or the digest is not the recorded one.
-    """
+    """Refuse (CheckpointError) a checkpoint whose bytes changed since it was written: a zip member that fails
+    its CRC32 (a file that is not a zip is left to ``torch.load``), or a sha256 other than the run record's."""
     _check_crcs(Path(path))
     _check_digest(Path(path))
 
@@ -98,11 +91,8 @@ def _check_digest(path: Path) -> None:
 
 
 def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_dict",)) -> dict[str, Any]:
-    """The checkpoint at ``path``, verified (:func:`verify_checkpoint`) and loaded without running any code from it.
-
-    Raises:
-        CheckpointError: damaged, unreadable, truncated, holding pickled objects, or missing ``required`` keys.
-    """
+    """The checkpoint at ``path``, verified and loaded without running any code from it; CheckpointError when
+    damaged, unreadable, holding pickled objects, or missing ``required`` keys."""
     _check_crcs(Path(path))
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
@@ -118,13 +108,8 @@ def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_d
 
 
 def resumable_checkpoint(ckpt_dir: Path, warn: Callable[[str], None] = log.warning) -> Optional[Path]:
-    """The newest checkpoint in ``ckpt_dir`` that loads, or None when there is none at all.
-
-    A damaged one is skipped with a warning naming it.
-
-    Raises:
-        CheckpointError: checkpoints exist but none of them loads (says how to start over).
-    """
+    """The newest checkpoint in ``ckpt_dir`` that loads (a damaged one skipped with a warning), or None when
+    there is none; CheckpointError when some exist but none loads."""
     damaged = []
     for name in RESUME_ORDER:
         path = Path(ckpt_dir) / name
@@ -148,12 +133,9 @@ def resumable_checkpoint(ckpt_dir: Path, warn: Callable[[str], None] = log.warni
 class ResilientCheckpointIO(TorchCheckpointIO):
     """Lightning's ``torch.save`` checkpoint I/O, made safe for long runs on shared disks.
 
-    Each checkpoint is written to a temporary file next to its target and renamed over it, so a
-    kill or a full disk mid-write leaves the previous checkpoint intact (a resume never reads a torn
-    file). A checkpoint that cannot be written (no space left, quota, I/O error) is skipped with a
-    one-line warning and counted in :attr:`failures`; training goes on and resumes, if it must,
-    from the last checkpoint that was written.
-    """
+    Each checkpoint is written to a temporary file and renamed over its target, so a kill or a full disk
+    mid-write leaves the previous one intact. One that cannot be written is skipped with a warning and
+    counted in :attr:`failures`; training goes on."""
 
     def __init__(self, warn: Callable[[str], None] = log.warning):
         super().__init__()
@@ -202,12 +184,9 @@ class ResilientCheckpointIO(TorchCheckpointIO):
 
 
 def saved_checkpoints(ckpt_dir: Path, steps: dict[str, int], recorded: Optional[RunSummary]) -> dict[str, Any]:
-    """``{name: {step, sha256}}`` of the checkpoints now in ``ckpt_dir``, for the run record.
-
-    The step is the one each file holds: from this process's writes (``steps``: a failed write leaves
-    the earlier step), else from the ``recorded`` summary where the digest still matches, else read
-    from the file. A file that does not load is left out.
-    """
+    """``{name: {step, sha256}}`` of the checkpoints in ``ckpt_dir``, for the run record. The step is the one
+    the file holds: from this process's writes, else the ``recorded`` summary's where the digest matches, else
+    read from the file (one that does not load is left out)."""
     out: dict[str, Any] = {}
     for name in RESUME_ORDER:
         path = Path(ckpt_dir) / name
@@ -272,11 +251,8 @@ def same_vocabulary(tokenizer, folder: Path) -> bool:
 
 
 def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], Any] = log.warning) -> dict[str, Any]:
-    """Load ``cfg.train.init_from``'s weights into ``model``; return what the run record keeps of it.
-
-    Raises:
-        ConfigError: no such run or checkpoint, an unreadable one, or weights that do not fit (one line).
-    """
+    """Load ``cfg.train.init_from``'s weights into ``model``; returns what the run record keeps of it.
+    ConfigError: no such run or checkpoint, an unreadable one, or weights that do not fit (one line)."""
     ref = str(cfg.train.init_from)
     path = checkpoint_of(ref)
     try:

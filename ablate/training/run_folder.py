@@ -35,7 +35,7 @@ from typing import Any, Optional
 
 import yaml
 
-from ablate.config import Config, ConfigError, fingerprint, head_dims, peak_lr, read_yaml, to_dict
+from ablate.config import Config, ConfigError, fingerprint, flatten, from_flat, head_dims, peak_lr, read_yaml, to_dict
 from ablate.record import (
     DEV_BLEU,
     DEV_CHRF,
@@ -154,8 +154,6 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
             if child.name != LOCK_FILE:
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
     if config_path.exists():
-        from ablate.config import flatten, from_flat
-
         try:
             recorded = flatten(read_yaml(config_path))
         except ConfigError as err:

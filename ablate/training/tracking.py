@@ -106,11 +106,13 @@ def aligned(params: dict[str, Any], resolved: dict[str, Any]) -> dict[str, Any]:
 def align_sweep_params(
     resolved: dict[str, Any], folder: Path, environ: MutableMapping[str, str] = os.environ
 ) -> Optional[Path]:
-    """Point W&B at parameters that agree with ``resolved`` (dotted keys) before ``wandb.init``.
+    """Point W&B at sweep parameters that agree with ``resolved`` (dotted keys) before ``wandb.init``.
 
-    Does nothing outside a sweep agent run, or when the sweep's values already agree. Returns
-    the file written (``<folder>/sweep-params.yaml``), else ``None``.
-    """
+    W&B's agent writes each run's parameters to ``$WANDB_SWEEP_PARAM_PATH`` and ``wandb.init`` locks those
+    keys: a later ``config.update`` of them is ignored, so a named variant that changes a base key would show
+    the base's value in every dashboard. The trainer hands ``wandb.init`` a copy in which every config key
+    holds the resolved value; the others (``variant``, by which W&B's grid matches runs) keep the sweep's.
+    Returns the file written (``<folder>/sweep-params.yaml``), or None outside a sweep run or when all agree."""
     source = environ.get(PARAM_PATH)
     if not source or not Path(source).exists():
         return None
@@ -134,12 +136,9 @@ NOT_SUMMARY = ("config", "version")  # the run config; the layout of summary.jso
 
 
 def one_key_per_score(metrics: dict[str, Any]) -> dict[str, Any]:
-    """``metrics`` without the plain ``test/<name>`` of a score also there per split (``test_<split>/<name>``).
-
-    ``summary.json`` and the trainer's test metrics keep both (``test/bleu`` is the first test split's
-    ``test_<split>/bleu``, what tables of old folders read); W&B gets each score once, per split.
-    ``test/sents_per_sec`` (no per-split twin) stays.
-    """
+    """``metrics`` without the plain ``test/<name>`` of a score also there per split (``test_<split>/<name>``):
+    ``summary.json`` keeps both (``test/bleu`` is the first split's, what old folders' tables read); W&B gets each
+    score once."""
     per_split = {key.partition("/")[2] for key in metrics if key.startswith("test_") and "/" in key}
     return {k: v for k, v in metrics.items() if not (k.startswith("test/") and k.partition("/")[2] in per_split)}
 
@@ -208,7 +207,11 @@ def checkpoint_artifact(run_dir: Path, run_id: str):
 
 
 def publish(run: Any, run_dir: Path, summary: dict[str, Any], log_checkpoints: bool = False) -> None:
-    """Log ``summary``, the texts and (optionally) the best checkpoint of ``run_dir`` to ``run``."""
+    """Log to ``run`` what rebuilds the run's table from W&B alone: :func:`log_summary`, the ``texts-<run id>``
+    artifact (hypotheses and references, for the paired-bootstrap marks) and, with ``log_checkpoints``, the
+    ``model-<run id>`` artifact laid out as a run folder (``ablate translate wandb:...`` loads it). Artifact files
+    are referenced by absolute path where the run wrote them (``immutable``: no copy), so an offline run holds
+    them until ``wandb sync`` uploads them, from whatever folder it is called in."""
     run_dir = run_dir.resolve()  # artifact entries keep this path until `wandb sync`, called from anywhere
     log_summary(run, summary, run_dir)
     for art, aliases in (

@@ -75,7 +75,7 @@ from ablate.training.trainer import (
     quiet,
 )
 from ablate.utils.logs import capture
-from ablate.utils.plugins import user_error_line
+from ablate.utils.plugins import blame, user_error_line
 
 __all__ = ["RunError", "train"]
 
@@ -411,7 +411,6 @@ def _describe_failure(err: BaseException, cfg: Config) -> str:
         sign in text.lower() for sign in ("out of memory", "tried to allocate", "not enough memory")
     ):  # CPU allocator: "DefaultCPUAllocator: not enough memory: you tried to allocate 256000000000 bytes"
         return f"out of memory with train.max_tokens={cfg.train.max_tokens} (lower it, or train.accumulate)"
-    from ablate.utils.plugins import blame
 
     culprit = blame(err)
     if culprit is not None:  # the plugin's author needs its name and line, not ablate's stack

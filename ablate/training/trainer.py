@@ -16,7 +16,7 @@ from typing import Any, Callable, TextIO
 
 import pytorch_lightning as pl
 import torch
-from pytorch_lightning.callbacks import ProgressBar, RichProgressBar
+from pytorch_lightning.callbacks import ModelCheckpoint, ProgressBar, RichProgressBar
 from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from ablate.config import Config, ConfigError
@@ -550,8 +550,6 @@ def quiet() -> None:
 
 def checkpoint_callbacks(ckpt_dir: Path, every: int) -> list:
     """``best.ckpt`` (by validation BLEU) and ``last.ckpt`` (every ``every`` optimizer steps, for resuming)."""
-    from pytorch_lightning.callbacks import ModelCheckpoint
-
     # best.ckpt is judged on validation BLEU, so only a validation's end considers it: a budget spent
     # before the first validation ends an epoch with nothing to compare (Lightning would warn)
     best = ModelCheckpoint(
