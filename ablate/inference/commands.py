@@ -188,7 +188,6 @@ RUN_HELP = (
 def _local(run_dir: Path, raw: str, variant: Optional[str] = None, seed: Optional[int] = None) -> Path:
     """``run_dir``, the trial of sweep ``run_dir`` that ``variant`` and ``seed`` name, or the folder of a ``wandb:``
     run's downloaded model artifact."""
-
     if variant is not None or seed is not None:
         return trial_folder(run_dir, variant, seed)
     return fetch_run(raw) if is_wandb_ref(raw) else run_dir
