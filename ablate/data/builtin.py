@@ -5,7 +5,7 @@ attention and positions genuinely matter (Bahdanau et al. 2015 motivate attentio
 such reorderings, and show it matters most on long sentences), and which a small model does not
 learn perfectly within a CPU budget:
 
-* **lexicon** (:mod:`ablate.data.builtin`): about 130 nouns, 45 adjectives and 56 verbs, drawn
+* **lexicon** (the tables below, common to rare): about 130 nouns, 45 adjectives and 56 verbs, drawn
   with Zipfian weights, and noun compounds written as one German word (``the garden door`` ->
   ``die Gartentür``), so a long tail of words is seen only a few times in training, or never;
 * **nesting**: restrictive relative clauses on subjects and objects (``the man who has seen the

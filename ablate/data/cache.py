@@ -1,22 +1,16 @@
 """The data cache: crash- and concurrency-safe on-disk entries, and the encoded corpus built into them.
 
-Each entry is a directory ``<root>/<kind>/<key>``. It is built under a per-entry file lock
-(``filelock``) into a private temporary directory on the same file system and published with
-one atomic rename (:func:`ablate.utils.io.replace`, fsynced), so parallel sweep trials and DDP ranks either
-build an entry once and share it, or find it complete; a crashed builder leaves only a temporary directory.
-Entries get the permissions a plain ``mkdir``/``open`` would (the umask decides, so a team cache under
-``umask 002`` is group-writable). Each entry lists its files and sizes in ``.manifest.json``; an entry that
-no longer matches, or that its reader finds unreadable, is moved aside and rebuilt under the lock, never
-used. A full disk while building stops with one line naming the cache folder.
+An entry ``<root>/<kind>/<key>`` is built under a per-entry file lock into a temporary directory and
+published with one atomic rename, so parallel sweep trials and DDP ranks build it once and share it, and a
+crashed builder leaves only a temporary directory. Entries follow the umask (a team cache under
+``umask 002`` is group-writable) and list their files and sizes in ``.manifest.json``; one that no longer
+matches, or that its reader cannot use, is moved aside and rebuilt, never used.
 
-:func:`prepare` is the whole pipeline from a source to tokenised, length-annotated Arrow splits. The
-corpus entry is keyed by the source's content fingerprint, the tokenizer settings and ``max_len``; it
-holds the tokenizer and one ``save_to_disk`` dataset per split with columns ``src``, ``tgt`` (raw text;
-``tgt`` is the BLEU reference), ``src_ids``, ``tgt_ids`` (subword ids without specials) and ``src_len``,
-``tgt_len`` (read by the batch samplers). Training drops pairs with an empty side or a side longer than
-``max_len`` subwords; validation and test keep every pair (ids truncated; the raw text kept whole) so that
-hypotheses cover every sentence exactly once. The tokenizer has its own entry (keyed without
-``max_len``), so changing ``max_len`` does not retrain it. A cache hit reads only memory-mapped Arrow files."""
+:func:`prepare` builds the encoded corpus, keyed by the source's fingerprint, the tokenizer settings and
+``max_len``: the tokenizer and per split ``src``, ``tgt`` (raw text; ``tgt`` is the BLEU reference),
+``src_ids``, ``tgt_ids`` (subwords, no specials) and ``src_len``, ``tgt_len``. Training drops pairs with an
+empty side or one longer than ``max_len``; validation and test keep every pair (ids truncated, text whole)
+so hypotheses cover every sentence once. The tokenizer has its own entry, keyed without ``max_len``."""
 
 from __future__ import annotations
 

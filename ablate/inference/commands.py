@@ -1,9 +1,4 @@
-"""``ablate translate``, ``evaluate``, ``export-model`` and ``sync``, mounted on the main app, and what they accept.
-
-Sentences are read as training reads a corpus (:func:`ablate.data.sources.decode_line`): one per
-``\\n``-ended line (a ``\\r\\n`` ending too, never U+2028, U+0085 or a form feed, which
-``str.splitlines`` would cut at), a leading byte-order mark dropped, surrounding whitespace stripped. Unlike
-a corpus, text to translate must be UTF-8: anything else is refused with the line, never translated as garbage.
+"""``ablate translate``, ``evaluate``, ``export-model`` and ``sync``, mounted on the main app.
 
 A run is a run folder, a sweep's trial named by what it is (``SWEEP --variant NAME --seed N``: each
 trial's ``summary.json`` records them, while its folder name depends on which keys the sweep varies), or
@@ -14,7 +9,6 @@ trial's ``summary.json`` records them, while its folder name depends on which ke
 from __future__ import annotations
 
 import logging
-import math
 import os
 from pathlib import Path
 from typing import Any, List, Optional
@@ -23,7 +17,7 @@ import click
 import typer
 
 from ablate.config import ConfigError
-from ablate.errors import AblateError, did_you_mean
+from ablate.errors import AblateError
 from ablate.record import RunFiles, RunSummary, SweepFiles
 from ablate.utils.commands import (
     fail as _fail,  # the one handler: one red line, exit 2
@@ -31,64 +25,6 @@ from ablate.utils.commands import (
     trust_plugins_option,
 )
 from ablate.utils.io import one_line
-
-CHECKPOINTS = ("best", "last")
-"""The checkpoints a run folder holds (``checkpoints/<name>.ckpt``)."""
-
-
-class InputError(AblateError):
-    """Text or an option ``translate`` / ``evaluate`` cannot use; the message names it."""
-
-
-def read_sentences(raw: bytes, where: str) -> list[str]:
-    """The sentences of ``raw`` (the bytes of a file or of stdin, named ``where`` in errors).
-
-    Raises:
-        InputError: a line is not UTF-8, naming its number, the byte and its column.
-    """
-    from ablate.data.sources import decode_line
-
-    if not raw:
-        return []
-    lines = raw.removesuffix(b"\n").split(b"\n")
-    out = []
-    for number, line in enumerate(lines, 1):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise InputError(
-                f"{where} line {number} is not UTF-8 text (byte {line[err.start]:#04x} at column {err.start + 1}); "
-                f"save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
-            ) from None
-        text, _ = decode_line(line)
-        out.append(text.lstrip("\ufeff") if number == 1 else text)
-    return out
-
-
-def check_decoding(beam: Optional[int], len_penalty: Optional[float]) -> None:
-    """``--beam`` at least 1 and a finite, non-negative ``--len-penalty`` (when given).
-
-    Raises:
-        InputError: naming the option and its value.
-    """
-    if beam is not None and beam < 1:
-        raise InputError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
-    if len_penalty is not None and not (math.isfinite(len_penalty) and len_penalty >= 0):
-        raise InputError(f"--len-penalty {len_penalty} must be a finite number, 0 or more")
-
-
-def check_checkpoint(name: str) -> str:
-    """``name`` when it is one of :data:`CHECKPOINTS`.
-
-    Raises:
-        InputError: any other name, with the closest valid one.
-    """
-    if name not in CHECKPOINTS:
-        raise InputError(
-            f"--checkpoint {name!r} is not a checkpoint name{did_you_mean(name, CHECKPOINTS, cutoff=0.5)} "
-            f"(choose from: {', '.join(CHECKPOINTS)})"
-        )
-    return name
 
 
 class TrialLookupError(AblateError, ValueError):
@@ -217,7 +153,13 @@ def translate(
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
-    from ablate.inference.translate import load_run, translate as run_translate
+    from ablate.inference.translate import (
+        check_checkpoint,
+        check_decoding,
+        load_run,
+        read_sentences,
+        translate as run_translate,
+    )
 
     check_decoding(beam, len_penalty)
     check_checkpoint(checkpoint)
@@ -253,7 +195,13 @@ def evaluate(
 ) -> None:
     """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
     from ablate.data.sources import DataError
-    from ablate.inference.translate import evaluate as run_evaluate, load_run, load_split
+    from ablate.inference.translate import (
+        check_checkpoint,
+        check_decoding,
+        evaluate as run_evaluate,
+        load_run,
+        load_split,
+    )
     from ablate.utils.safe_output import check_apart, write_output_text
 
     check_decoding(beam, len_penalty)  # as translate: before any work
@@ -277,6 +225,7 @@ def evaluate(
 
 def _run_and_checkpoint(raw: str, checkpoint: str) -> tuple[Path, str]:
     """``(run folder, checkpoint name)`` of a run folder, a ``wandb:`` run, or ``<run>/checkpoints/<name>.ckpt``."""
+    from ablate.inference.translate import CHECKPOINTS, InputError
 
     path = Path(raw)
     if path.suffix != ".ckpt":
@@ -305,7 +254,7 @@ def export_model(
     """Write a trained model as one TorchScript file (greedy decoding, tokenizers and config inside) that
     `torch.jit.load` runs without ablate."""
     from ablate.inference.torchscript import check_format, describe, export
-    from ablate.inference.translate import load_run
+    from ablate.inference.translate import check_checkpoint, load_run
     from ablate.utils.safe_output import check_apart
 
     check_format(format)

@@ -1,30 +1,15 @@
 """A trained run as one TorchScript file that ``torch.jit.load`` runs without ablate (``ablate export-model``).
 
-The model's own ``encode`` and ``decode`` are traced (``torch.jit.trace``), not rewritten: what
-the file computes is the graph of the module that training tested. Three traced parts:
-
-* ``encoder``: ``src (B, S) -> enc``, the leaves of ``model.encode(src)`` as a list of tensors;
-* ``first``: the first decoder call, ``(BOS (B, 1), enc) -> (logits (B, V), state)``;
-* ``step``: every later call, ``(last token (B, 1), enc, state) -> (logits (B, V), state)``, the
-  incremental state passed in and returned as :func:`ablate.model.decoding.greedy` passes it.
-
-``enc`` and ``state`` are flattened into lists of tensors (:func:`_flatten`); an ``int`` leaf (the
-Transformer's number of decoded positions) travels as the width of an empty ``(0, n)`` tensor, so
-the traced graph reads it as a size and stays right at every step instead of keeping the step it
-was traced at. A scripted loop (:class:`GreedyTranslator`) around the three is greedy decoding step
-for step as :func:`ablate.model.decoding.greedy`: the same length limit, the same forbidden tokens,
-the same arg-max. Its ``translate(ids)`` also prepares sources as ``ablate translate`` does
-(clipped to ``data.max_len``, EOS appended, right-padded).
-
-Tracing keeps one path through Python branches; every branch of the registered variants depends
-only on the config and on whether a state exists, which the three parts fix. :func:`export` checks
-that on a batch of other shapes than the traced one, against :func:`~ablate.model.decoding.greedy`,
-and refuses to write a file that disagrees.
-
-The file carries, as ``torch.jit.save`` extra files, the source and target tokenizers' JSON
-(``tokenizers.Tokenizer.from_str``), the run's ``config.yaml`` and ``export.json`` (special ids,
-decoding limits, where the model came from).
-"""
+The model's own ``encode`` and ``decode`` are traced, not rewritten, in three parts: ``encoder``
+(``src (B, S) -> enc`` leaves), ``first`` (``(BOS (B, 1), enc) -> (logits (B, V), state)``) and ``step``
+(``(last token (B, 1), enc, state) -> (logits, state)``, the state passed as
+:func:`ablate.model.decoding.greedy` passes it). ``enc`` and ``state`` travel as flat lists of tensors; an
+``int`` leaf (the Transformer's decoded positions) as the width of an empty ``(0, n)`` tensor, so the traced
+graph reads it as a size instead of keeping the step it was traced at. A scripted loop
+(:class:`GreedyTranslator`) is greedy decoding step for step as ``greedy``. Tracing keeps one path through
+Python branches, which depend only on the config and on whether a state exists; :func:`export` checks
+the file against ``greedy`` on other shapes and refuses one that disagrees. The file carries the
+tokenizers' JSON, ``config.yaml`` and ``export.json`` (special ids, limits, origin) as extra files."""
 
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ from typing import Sequence
 
 import torch
 
-from ablate.inference.translate import load_trained
 from ablate.model.decoding import beam_search
 from ablate.report.figure_style import check_size
 from ablate.report.records import ReportError
+from ablate.training.checkpoints import load_trained
 from ablate.utils.safe_output import check_apart, output_files
 
 MAX_TOKENS = 100

@@ -1,26 +1,13 @@
 """A run's folder, without torch: where it goes, the lock that claims it, whether it is new, resumable or
-finished, its record (``summary.json``) and the text files a finished run leaves.
+finished, its record (``summary.json``, :class:`RunRecord`) and the texts a finished run leaves. The
+layout is :class:`ablate.record.RunFiles`'s (docs/architecture.md, "A run folder").
 
-Layout::
-
-    <run_dir>/config.yaml          the resolved config (a run dir never mixes two configs)
-    <run_dir>/summary.json         status, metrics, throughput, params, config, package versions
-    <run_dir>/environment.txt      the installed packages (name==version), whose sha256 summary.json records
-    <run_dir>/checkpoints/         best.ckpt (by validation BLEU) and last.ckpt (for resuming)
-    <run_dir>/hyps/<split>.txt     detokenized hypotheses, one line per source sentence, in order
-    <run_dir>/refs/<split>.txt     the references they were scored against
-    <run_dir>/wandb/               the W&B run (offline runs are synced from here)
-    <run_dir>/console.log          the status lines and warnings the console showed, every attempt
-    <run_dir>/tensorboard/, csv/   the other loggers of tracking.loggers, when listed
-
-One process per run folder: an exclusive lock on ``<run_dir>/.lock`` (a
-:class:`~ablate.utils.locks.HolderLock`, ``flock`` on an open file) that names its holder. Two trainings
-of one folder would share the temporary checkpoint file and write two W&B runs with one id. The kernel
-drops the lock when the holder dies, even by SIGKILL, so readers (``ablate table``, ``ablate sync``) ask
-:func:`is_held` whether a record that says ``running`` still has a live holder. Taking the lock is the
-first write into the folder, so a folder that cannot be written fails before any data is prepared.
-
-``report`` and ``sweep`` import this module: it must not import torch or Lightning at module level."""
+One process per run folder: two trainings of one folder would share the temporary checkpoint file and
+write two W&B runs with one id. The lock (:class:`~ablate.utils.locks.HolderLock`, ``flock``) names its
+holder and the kernel drops it when the holder dies, even by SIGKILL, so readers (``ablate table``,
+``ablate sync``) ask :func:`is_held` whether a ``running`` record still has a live holder. Taking it is the
+first write into the folder, so an unwritable folder fails before any data is prepared. ``report`` and
+``sweep`` import this module: it imports no torch or Lightning at module level."""
 
 from __future__ import annotations
 

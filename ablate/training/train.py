@@ -1,20 +1,7 @@
-"""One training run, end to end: data, model, Lightning trainer, test decoding, run record.
-
-Run directory layout::
-
-    <run_dir>/config.yaml          the resolved config (a run dir never mixes two configs)
-    <run_dir>/summary.json         status, metrics, throughput, params, config, package versions (see tracking.py)
-    <run_dir>/environment.txt      the installed packages (name==version), whose sha256 summary.json records
-    <run_dir>/checkpoints/         best.ckpt (by validation BLEU) and last.ckpt (for resuming)
-    <run_dir>/hyps/<split>.txt     detokenized hypotheses, one line per source sentence, in order
-    <run_dir>/refs/<split>.txt     the references they were scored against
-    <run_dir>/wandb/               the W&B run (offline runs are synced from here)
-    <run_dir>/console.log          the status lines and warnings the console showed, every attempt
-    <run_dir>/tensorboard/, csv/   the other loggers of tracking.loggers, when listed
-
-Running the same command again resumes an interrupted run from ``last.ckpt`` (same W&B run,
-step and learning-rate schedule); a finished run is not trained again.
-"""
+"""One training run, end to end, read top to bottom: lock the folder, check it (new, resume, finished), build
+the data and the model, open the record and the loggers, build the Trainer, fit, validate and test, write
+the outputs and the record, publish to W&B. Running the same command again resumes an interrupted run
+from ``last.ckpt`` (same W&B run, step and schedule); a finished run is not trained again."""
 
 from __future__ import annotations
 
@@ -95,18 +82,10 @@ def train(
 ) -> dict[str, Any]:
     """Train, validate and test one configuration; returns the run summary.
 
-    The run folder is locked for the whole run (a second training of it is refused, naming this
-    one), and a second Ctrl-C cannot cut short the interrupt checkpoint of the first.
-    ``callbacks`` are extra Lightning callbacks (EarlyStopping, a profiler, ...); ``trainer.*``
-    config keys pass Trainer options and callbacks by name (:mod:`ablate.utils.trainer_options`).
-    ``milestone``, when given, is called with ``data``, ``model``, ``fit_start`` and ``first_step``
-    as the run reaches each (what ``ablate bench`` times start-up with). Status goes to the
-    ``ablate.training.train`` logger (:mod:`ablate.utils.logs`).
-
-    Raises:
-        ConfigError / DataError: bad input, before any training.
-        RunError: training failed (diverged, out of memory, ...); ``summary.json`` says why.
-    """
+    ``callbacks``: extra Lightning callbacks (``trainer.*`` keys pass more by name,
+    :mod:`ablate.utils.trainer_options`). ``milestone`` is called with ``data``, ``model``, ``fit_start`` and
+    ``first_step`` as the run reaches each (``ablate bench`` times start-up with it). Raises ConfigError /
+    DataError for bad input, before any training; RunError when training failed (``summary.json`` says why)."""
     from ablate.data.cache import cache_root, check_cache_root
 
     check_devices(cfg)

@@ -80,7 +80,8 @@ def test_translate_refuses_a_checkpoint_flipped_inside_a_tensor(run, tmp_path):
 
 
 def test_every_loader_refuses_a_damaged_checkpoint(run):
-    from ablate.inference.translate import load_run, load_trained
+    from ablate.inference.translate import load_run
+    from ablate.training.checkpoints import load_trained
     from ablate.training.module import TranslationModule
 
     best = run / "checkpoints" / "best.ckpt"
