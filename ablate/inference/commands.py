@@ -129,6 +129,18 @@ def _local(run_dir: Path, raw: str, variant: Optional[str] = None, seed: Optiona
     return fetch_run(raw) if is_wandb_ref(raw) else run_dir
 
 
+def _load(run_dir: Path, checkpoint: str, variant, seed, plugins, trust_plugins: bool):
+    """The run ``run_dir`` (:func:`_local`) names, loaded; a ConfigError is one red line."""
+    from ablate.inference import translate as inference
+
+    try:
+        return inference.load_run(
+            _local(run_dir, str(run_dir), variant, seed), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins
+        )
+    except ConfigError as err:
+        _fail(str(err))
+
+
 def variant_option():
     return typer.Option(None, "--variant", help="With a sweep folder: the trial of this variant (its summary's name).")
 
@@ -153,30 +165,19 @@ def translate(
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
-    from ablate.inference.translate import (
-        check_checkpoint,
-        check_decoding,
-        load_run,
-        read_sentences,
-        translate as run_translate,
-    )
+    from ablate.inference import translate as inference
 
-    check_decoding(beam, len_penalty)
-    check_checkpoint(checkpoint)
+    inference.check_decoding(beam, len_penalty)
+    inference.check_checkpoint(checkpoint)
     if input is not None and not input.is_file():
         _fail(f"input file not found: {input}")
     try:
         raw = input.read_bytes() if input is not None else click.get_binary_stream("stdin").read()
     except OSError as err:
         _fail(f"cannot read {input or 'stdin'}: {err.strerror or err}")
-    sentences = read_sentences(raw, str(input) if input is not None else "stdin")
-    try:
-        run = load_run(
-            _local(run_dir, str(run_dir), variant, seed), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins
-        )
-    except ConfigError as err:
-        _fail(str(err))
-    for line in run_translate(run, sentences, beam, len_penalty):
+    sentences = inference.read_sentences(raw, str(input) if input is not None else "stdin")
+    run = _load(run_dir, checkpoint, variant, seed, plugins, trust_plugins)
+    for line in inference.translate(run, sentences, beam, len_penalty):
         typer.echo(line)
 
 
@@ -195,27 +196,19 @@ def evaluate(
 ) -> None:
     """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
     from ablate.data.sources import DataError
-    from ablate.inference.translate import (
-        check_checkpoint,
-        check_decoding,
-        evaluate as run_evaluate,
-        load_run,
-        load_split,
-    )
+    from ablate.inference import translate as inference
     from ablate.utils.safe_output import check_apart, write_output_text
 
-    check_decoding(beam, len_penalty)  # as translate: before any work
-    check_checkpoint(checkpoint)
+    inference.check_decoding(beam, len_penalty)  # as translate: before any work
+    inference.check_checkpoint(checkpoint)
     if hyps is not None:
         check_apart(hyps, [run_dir], "--hyps")
+    run = _load(run_dir, checkpoint, variant, seed, plugins, trust_plugins)
     try:
-        run = load_run(
-            _local(run_dir, str(run_dir), variant, seed), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins
-        )
-        name, sources, references = load_split(run, data, split)
+        name, sources, references = inference.load_split(run, data, split)
     except (ConfigError, DataError) as err:
         _fail(str(err))
-    scores, out = run_evaluate(run, sources, references, beam, len_penalty)
+    scores, out = inference.evaluate(run, sources, references, beam, len_penalty)
     if hyps is not None:
         write_output_text(hyps, "".join(one_line(h) + "\n" for h in out), [run_dir])
     typer.echo(
