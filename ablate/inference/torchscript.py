@@ -54,11 +54,7 @@ class ExportError(AblateError):
 
 
 def check_format(name: str) -> str:
-    """``name`` when ablate writes that format.
-
-    Raises:
-        ExportError: a format named in :data:`NOT_SUPPORTED` (why), or an unknown one (the closest).
-    """
+    """``name`` when ablate writes that format; ExportError why not (:data:`NOT_SUPPORTED`) or the closest one."""
     if name in FORMATS:
         return name
     if name.lower() in NOT_SUPPORTED:
@@ -146,14 +142,9 @@ class _Decode(nn.Module):
 
 
 class GreedyTranslator(nn.Module):
-    """Greedy decoding around traced parts, scripted: :func:`ablate.model.decoding.greedy` step for step.
-
-    Args:
-        encoder, first, step: The traced parts (see the module docstring).
-        pad_id, bos_id, eos_id: Special ids (target side; the same on both sides).
-        max_len: ``data.max_len``: sources are clipped to it, as the test sets were.
-        max_len_a, max_len_b: Output length limit ``a * source_length + b`` (``eval.*``).
-    """
+    """Greedy decoding around the traced parts, scripted: :func:`ablate.model.decoding.greedy` step for step.
+    Sources are clipped to ``max_len`` (``data.max_len``), outputs limited to ``max_len_a * source_length +
+    max_len_b`` (``eval.*``); special ids are the target side's (the same on both sides)."""
 
     def __init__(
         self,
@@ -329,11 +320,8 @@ def extra_files(run: LoadedRun) -> dict[str, str]:
 
 
 def export(run: LoadedRun, out: Path) -> Path:
-    """Write ``run`` as a TorchScript file at ``out`` (atomically: a failed export leaves no file).
-
-    Raises:
-        ExportError: weights that are not finite (a diverged run), or ``out`` cannot be written.
-    """
+    """Write ``run`` as a TorchScript file at ``out`` atomically (a failed export leaves no file); ExportError for
+    weights that are not finite (a diverged run) or an ``out`` that cannot be written."""
     broken = [name for name, weight in run.module.model.state_dict().items() if not torch.isfinite(weight).all()]
     if broken:
         raise ExportError(

@@ -59,11 +59,7 @@ def read_sentences(raw: bytes, where: str) -> list[str]:
 
 
 def check_decoding(beam: Optional[int], len_penalty: Optional[float]) -> None:
-    """``--beam`` at least 1 and a finite, non-negative ``--len-penalty`` (when given).
-
-    Raises:
-        InputError: naming the option and its value.
-    """
+    """InputError unless ``--beam`` is at least 1 and ``--len-penalty`` finite and non-negative (when given)."""
     if beam is not None and beam < 1:
         raise InputError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
     if len_penalty is not None and not (math.isfinite(len_penalty) and len_penalty >= 0):
@@ -71,11 +67,7 @@ def check_decoding(beam: Optional[int], len_penalty: Optional[float]) -> None:
 
 
 def check_checkpoint(name: str) -> str:
-    """``name`` when it is one of :data:`CHECKPOINTS`.
-
-    Raises:
-        InputError: any other name, with the closest valid one.
-    """
+    """``name`` when it is one of :data:`CHECKPOINTS`, else InputError with the closest valid one."""
     if name not in CHECKPOINTS:
         raise InputError(
             f"--checkpoint {name!r} is not a checkpoint name{did_you_mean(name, CHECKPOINTS, cutoff=0.5)} "
@@ -193,11 +185,8 @@ def translate(
 
 
 def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> tuple[str, list[str], list[str]]:
-    """``(split name, sources, references)`` of a split of ``source`` (default: the run's data).
-
-    The source is read as training reads it (``data.source`` syntax: ``builtin``, a folder,
-    ``hf:...``), in the run's language pair; ``split`` defaults to its first test split.
-    """
+    """``(split name, sources, references)`` of ``split`` (default: the first test split) of ``source`` (``data.source``
+    syntax; default: the run's data), read as training reads it, in the run's language pair."""
     from ablate.data.cache import cache_root
     from ablate.data.sources import make_source
 

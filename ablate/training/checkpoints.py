@@ -313,16 +313,8 @@ def recorded_config(run_dir: Path, plugins: Sequence[str] = (), trust_plugins: b
 def load_trained(
     run_dir: str | Path, which: str = "best", plugins: Sequence[str] = (), trust_plugins: bool = False
 ) -> tuple[Config, nn.Module, SubwordTokenizer]:
-    """``(config, model in eval mode, tokenizer)`` of the run in ``run_dir``.
-
-    Args:
-        run_dir: A directory written by ``ablate train``.
-        which: ``best`` or ``last`` checkpoint (falls back to the other when missing).
-        plugins, trust_plugins: which plugins the record names may be imported (:func:`recorded_config`).
-
-    Raises:
-        PluginError: the record names a plugin the user did not vouch for.
-    """
+    """``(config, model in eval mode, tokenizer)`` of the run in ``run_dir`` from its ``which`` checkpoint (else the
+    other), importing only the plugins the user vouched for (:func:`recorded_config`)."""
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").exists():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml)")

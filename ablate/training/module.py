@@ -357,11 +357,8 @@ class TranslationModule(pl.LightningModule):
         self._first_non_finite = torch.where(~torch.isfinite(loss) & (first < 0), self.global_step, first)
 
     def check_finite(self) -> None:
-        """Raise :class:`NonFiniteLossError` naming the first step whose loss was not finite, if there was one.
-
-        Training steps only note it on the device; this reads it, at the steps that log and before anything
-        is validated or saved, so a diverged run neither reports nor checkpoints its weights.
-        """
+        """Raise :class:`NonFiniteLossError` naming the first step whose loss was not finite: read (from the device)
+        only at the steps that log and before anything is validated or saved, so a diverged run saves nothing."""
         first = self._first_non_finite
         if first is not None and (step := int(first)) >= 0:
             raise NonFiniteLossError(f"non-finite loss at step {step}")
@@ -392,10 +389,7 @@ class TranslationModule(pl.LightningModule):
 
     # ------------------------------------------------------------------ decoding
     def translate(self, src: torch.Tensor, beam: int, len_penalty: float | None = None) -> list[list[int]]:
-        """Token ids of the best hypothesis for each source row of ``src`` (B, S).
-
-        ``len_penalty`` defaults to ``eval.len_penalty`` (beam search only).
-        """
+        """Token ids of the best hypothesis per row of ``src`` (B, S); ``len_penalty`` defaults to ``eval.len_penalty``."""
         e = self.cfg.eval
         if beam <= 1:
             return greedy(self.model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b)
@@ -518,11 +512,7 @@ class TranslationModule(pl.LightningModule):
 
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        """Lightning's ``load_from_checkpoint``, after verifying the file (zip CRCs, the run record's sha256).
-
-        Raises:
-            CheckpointError: the file is damaged (one line naming it and what to do).
-        """
+        """Lightning's ``load_from_checkpoint``, after verifying the file (CheckpointError when it is damaged)."""
         from ablate.training.checkpoints import verify_checkpoint
 
         if isinstance(checkpoint_path, (str, os.PathLike)):

@@ -47,12 +47,8 @@ class UnwritableRunDir(ConfigError):
 
 
 class RunLock:
-    """``with RunLock(run_dir):`` holds ``run_dir`` for this process; a second holder is refused.
-
-    Raises:
-        ConfigError: another live process holds the folder (naming its pid and host), or the
-            folder cannot be created or written.
-    """
+    """``with RunLock(run_dir):`` holds ``run_dir`` for this process. ConfigError when another live process
+    holds it (naming its pid and host) or it cannot be created or written."""
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
@@ -110,11 +106,8 @@ RESUME_ORDER = ("last.ckpt", "last.prev.ckpt", "best.ckpt")
 
 
 def default_run_dir(cfg: Config) -> Path:
-    """``runs/<name>``: the tracking name, else the architecture and a config fingerprint.
-
-    A run handed out by a W&B sweep agent goes to ``runs/sweep-<sweep id>/<name>-<run id>``, so
-    two sweeps of the same configuration never share a folder.
-    """
+    """``runs/<name>``: the tracking name, else the architecture and a config fingerprint; a W&B sweep agent's
+    run goes to ``runs/sweep-<sweep id>/<name>-<run id>``, so two sweeps of one config never share a folder."""
     name = cfg.tracking.name or f"{cfg.model.arch}-{fingerprint(cfg)}"
     sweep_id, run_id = os.environ.get("WANDB_SWEEP_ID"), os.environ.get("WANDB_RUN_ID")
     if sweep_id and run_id:
@@ -128,11 +121,8 @@ def is_launcher_process() -> bool:
 
 
 def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
-    """Check ``run_dir``; returns ``new`` | ``resume`` | ``finished``.
-
-    A run dir written by a different config is refused rather than mixed, unless that run failed before
-    it trained (its data or model could not be built): then the folder is the new config's.
-    """
+    """Check ``run_dir``; returns ``new`` | ``resume`` | ``finished``. A folder of a different config is refused
+    rather than mixed, unless that run failed before it trained: then it is the new config's."""
     config_path = RunFiles(run_dir).config
     if overwrite and is_launcher_process() and run_dir.is_dir():
         import shutil
@@ -299,12 +289,8 @@ def checked_record(record: Any, history: list[dict[str, float]]) -> dict[str, An
 
 
 def checked_history(history: Any) -> list[dict[str, float]]:
-    """The validation history of a checkpoint, keeping only well-formed entries.
-
-    Each entry is ``{"step": int >= 0, "val/bleu": [0, 100], "val/chrf": [0, 100], "val/ppl": >= 1 or None}``,
-    with ``"train/grad_norm": >= 0`` where it was recorded;
-    a planted or damaged entry (a BLEU of 1e9, a string, NaN) is dropped, not believed.
-    """
+    """A checkpoint's validation history, keeping only well-formed entries (``step`` int >= 0, BLEU and chrF in
+    [0, 100], ppl >= 1 or None, ``train/grad_norm`` >= 0 where recorded): a planted or damaged entry is dropped."""
     if not isinstance(history, list):
         return []
     out = []
@@ -322,11 +308,10 @@ def checked_history(history: Any) -> list[dict[str, float]]:
 
 
 def resolved(cfg: Config) -> dict[str, Any]:
-    """Dotted keys -> values used: ``model.d_k``, ``model.d_v`` (:func:`ablate.config.head_dims`, as
-    the builders), ``model.encoder_layers``, ``model.decoder_layers``, ``train.lr``
-    (:func:`ablate.config.peak_lr`) and ``model.attention.scale``, the factor on the scores
-    (:func:`ablate.model.build.resolved_scale`; ``[self, cross]`` when the two differ, absent for an
-    RNN without attention)."""
+    """The values a run uses where its config leaves them implicit (dotted keys): ``model.d_k``, ``model.d_v``,
+    the encoder and decoder layers, ``train.lr`` (the peak of Eq. 3 of Vaswani et al.) and
+    ``model.attention.scale`` (``[self, cross]`` when they differ; absent for an RNN without attention). The
+    record keeps them in ``summary.json``; the report derives them with this function for older runs."""
     from ablate.model.build import resolved_scale
 
     m = cfg.model

@@ -238,12 +238,8 @@ def has_wandb_credentials() -> bool:
 
 
 def resolve_mode(cfg: TrackingConfig, echo: Callable[[str], Any] | None = None) -> str:
-    """``online`` | ``offline`` | ``disabled`` from the config, the environment and credentials.
-
-    Online without an API key (``tracking.wandb=online``, or ``auto`` under ``WANDB_MODE=online``)
-    would fail inside W&B with a validation error and leave no run to sync: it is offline instead,
-    said in one line through ``echo``, so the run is kept for ``wandb sync``.
-    """
+    """``online`` | ``offline`` | ``disabled`` from the config, the environment and credentials. Online without an
+    API key would fail inside W&B and leave nothing to sync: it is offline instead, said through ``echo``."""
     mode = _requested_mode(cfg)
     if mode == "online" and not has_wandb_credentials():
         if echo is not None:
@@ -270,11 +266,7 @@ def _requested_mode(cfg: TrackingConfig) -> str:
 
 
 def run_id(run_dir: Path) -> str:
-    """The W&B run id of ``run_dir``: created once, reused on resume (same W&B run).
-
-    Inside a W&B sweep agent run it is the agent's ``WANDB_RUN_ID``, so the trainer logs to the
-    run the sweep created.
-    """
+    """The W&B run id of ``run_dir``: made once, reused on resume; a sweep agent's ``WANDB_RUN_ID`` when set."""
     path = RunFiles(run_dir).wandb_id
     if path.exists():
         return path.read_text().strip()
@@ -364,11 +356,8 @@ def _settings(system_metrics: bool = True):
 
 
 def start_logger(logger, attempts: int = 20, wait_s: float = 1.0):
-    """Start the W&B run now; ``None`` (with a warning) if W&B cannot start: training goes on.
-
-    A run resumed right after its process was killed can find the run id still held by the old
-    process's W&B service for a few seconds ("run ID ... is in use"), so starting is retried.
-    """
+    """Start the W&B run now, or None (with a warning): training goes on. Retried while the id is "in use"
+    (a run resumed right after a kill, whose old W&B service still holds it for a few seconds)."""
     if logger is None:
         return None
     error: Exception | None = None
