@@ -107,7 +107,7 @@ def plot_attention(
     """Translate ``text`` with the run's best model and draw every attention map; returns the PNGs.
 
     ``plugins`` and ``trust_plugins`` say which plugins the run's record names may be imported
-    (:func:`ablate.inference.translate.recorded_config`).
+    (:func:`ablate.training.checkpoints.recorded_config`).
 
     Raises:
         ReportError: ``text`` is longer than :data:`MAX_TOKENS` subwords, or ``beam`` is below 1.
