@@ -82,12 +82,8 @@ def cache_root() -> Path:
 
 
 def fetch_run(ref: str, api: Any = None, root: Optional[Path] = None) -> Path:
-    """Download the model artifact of ``wandb:<entity>/<project>/<run id>``; returns its folder.
-
-    Raises:
-        ConfigError: a malformed reference, no such artifact (the run logged no checkpoint), or an
-            artifact of an older ablate that holds the checkpoint without config and tokenizer.
-    """
+    """Download the model artifact of ``wandb:<entity>/<project>/<run id>``; returns its folder. ConfigError for a
+    malformed reference, no such artifact, or one of an older ablate without config and tokenizer."""
     parts = str(ref)[len(PREFIX) :].strip("/").split("/")
     if len(parts) != 3 or not all(parts):
         raise ConfigError(f"bad W&B run '{ref}': use wandb:<entity>/<project>/<run id>")

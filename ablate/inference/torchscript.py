@@ -69,10 +69,8 @@ def check_format(name: str) -> str:
 
 
 def _flatten(tree: Any, leaves: list[Tensor], where: str) -> Any:
-    """Append the leaves of ``tree`` to ``leaves``; returns the spec :func:`_unflatten` rebuilds it from.
-
-    Tensors stay tensors; an ``int`` ``n`` becomes an empty ``(0, n)`` tensor whose width traces as a size.
-    """
+    """Append the leaves of ``tree`` to ``leaves``; returns the spec :func:`_unflatten` rebuilds it from (an
+    ``int`` ``n`` becomes an empty ``(0, n)`` tensor whose width traces as a size)."""
     if isinstance(tree, Tensor) and tree.dim() > 0:  # every tensor of enc and state has the batch in dim 0
         leaves.append(tree)
         return "tensor"
@@ -250,12 +248,8 @@ def describe(run: LoadedRun) -> str:
 
 
 def script(run: LoadedRun) -> torch.jit.ScriptModule:
-    """The run's model and greedy decoding as one scripted module, checked against ablate's greedy decoding.
-
-    Raises:
-        ExportError: a part cannot be traced or scripted (naming it), or the result disagrees with
-            :func:`ablate.model.decoding.greedy`.
-    """
+    """The run's model and greedy decoding as one scripted module; ExportError when a part cannot be traced
+    or scripted (naming it), or the result disagrees with :func:`ablate.model.decoding.greedy`."""
     model, tok, cfg = run.module.model, run.tokenizer, run.cfg
     model = model.cpu().eval()
     what = describe(run)
