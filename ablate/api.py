@@ -134,7 +134,7 @@ def train(
         RunError: training failed (diverged, out of memory); its ``summary.json`` says why.
     """
     _quiet_libraries()
-    from ablate.training.run_dir import default_run_dir
+    from ablate.training.run_folder import default_run_dir
     from ablate.training.train import train as run_training
 
     cfg = _config(config, overrides, keys)

@@ -167,7 +167,7 @@ def train(
     if print_config:
         typer.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return
-    from ablate.training.run_dir import default_run_dir
+    from ablate.training.run_folder import default_run_dir
     from ablate.training.train import RunError, train as run_training
 
     target = run_dir or default_run_dir(cfg)

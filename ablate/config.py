@@ -43,7 +43,7 @@ from ablate.utils.typed import (  # noqa: F401 - ConfigError, to_dict, parse_ove
 Score = Annotated[str, OneOf("ablate.model.scores", "SCORES", extra=("none",))]
 Positions = Annotated[str, OneOf("ablate.model.positions", "POSITIONS")]
 Arch = Annotated[str, OneOf("ablate.model.build", "ARCHS")]
-Schedule = Annotated[str, OneOf("ablate.training.schedule", "schedules")]
+Schedule = Annotated[str, OneOf("ablate.training.module", "schedules")]
 LengthPenalty = Annotated[str, OneOf("ablate.model.decoding", "LENGTH_PENALTIES")]
 
 
@@ -473,7 +473,7 @@ def peak_lr(cfg: Config) -> float:
     return cfg.model.d_model**-0.5 * max(cfg.train.warmup, 1) ** -0.5
 
 
-FAULTS = OneOf("ablate.training.callbacks", "FAULTS")
+FAULTS = OneOf("ablate.training.trainer", "FAULTS")
 """The kinds of ``train.inject_fault``."""
 
 
@@ -523,7 +523,7 @@ def validate(cfg: Any) -> None:
 
 
 LOGGERS = ("wandb", "tensorboard", "csv", "mlflow")
-"""The logger names of ``tracking.loggers`` (built by :mod:`ablate.training.loggers`); anything else is a class path."""
+"""The logger names of ``tracking.loggers`` (built by :mod:`ablate.training.tracking`); anything else is a class path."""
 
 
 def check_loggers(entries: Any) -> None:

@@ -1,7 +1,7 @@
 """The one base of every user-facing error, and the one "did you mean" helper.
 
 Each layer raises its own subclass (:class:`~ablate.utils.typed.ConfigError`,
-:class:`~ablate.data.errors.DataError`, :class:`~ablate.model.errors.ModelBuildError`, ...), whose
+:class:`~ablate.data.sources.DataError`, :class:`~ablate.model.errors.ModelBuildError`, ...), whose
 message is one actionable line: what was wrong and what to do. The command line catches
 :class:`AblateError` in one place (:class:`ablate.utils.commands.HandledGroup`), prints that line and exits 2;
 anything else is a bug and keeps its traceback.

@@ -39,7 +39,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "score": ("ablate.model.scores", "SCORES"),
     "positions": ("ablate.model.positions", "POSITIONS"),
     "arch": ("ablate.model.build", "ARCHS"),
-    "schedule": ("ablate.training.schedule", "DECAYS"),
+    "schedule": ("ablate.training.module", "DECAYS"),
     "length_penalty": ("ablate.model.decoding", "LENGTH_PENALTIES"),
     "source": ("ablate.data.sources", "SOURCES"),
     "metric": ("ablate.metrics", "METRIC_SCORERS"),

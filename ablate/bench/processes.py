@@ -194,7 +194,7 @@ def bench_memory(
 def _data_child(args: dict[str, Any]) -> None:
     start = time.perf_counter()
     from ablate.config import DataConfig
-    from ablate.data.encoded import prepare
+    from ablate.data.cache import prepare
     from ablate.data.tokenizer import SubwordTokenizer
 
     learn, learned = SubwordTokenizer.train, {"tokenizer_s": 0.0, "tokenizer_cpu_s": 0.0}

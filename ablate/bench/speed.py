@@ -23,15 +23,14 @@ from torch import Tensor, nn
 from ablate.bench import BenchError, BenchOptions, timing
 from ablate.bench.timing import compute_clock, interleaved, median, paired, spread
 from ablate.config import Config, DataConfig, from_flat
-from ablate.data.batching import TokenBatchSampler
-from ablate.data.datamodule import EncodedPairs, collate, lengths
-from ablate.data.encoded import Prepared, prepare
+from ablate.data.cache import Prepared, prepare
+from ablate.data.datamodule import EncodedPairs, TokenBatchSampler, collate, lengths
 from ablate.errors import did_you_mean
 from ablate.model.build import build_model
 from ablate.model.decoding import beam_search, greedy
 from ablate.model.positions import POSITIONS, sinusoids
 from ablate.model.scores import SCORES
-from ablate.training.objective import make_optimizer, sequence_loss, token_loss
+from ablate.training.module import make_optimizer, sequence_loss, token_loss
 
 Batch = dict[str, Any]
 """A collated batch (:func:`ablate.data.datamodule.collate`): tensors on the device, host counts beside them."""
@@ -232,7 +231,7 @@ class Trainee:
         return sum(p.numel() for p in self.model.parameters())
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        """Ours: the training loss (:func:`~ablate.training.objective.sequence_loss`, logits of non-padding
+        """Ours: the training loss (:func:`~ablate.training.module.sequence_loss`, logits of non-padding
         targets only); the reference (and :data:`ALL_ROWS`): the same loss over full (B, T, V) logits."""
         with timing.autocast(self.dev, self.dtype):
             if self.all_rows:

@@ -1,14 +1,3 @@
-"""The data pipeline: corpus sources -> BPE tokenizer -> cached Arrow encodings -> token batches.
-
-Modules, in the order data flows through them:
-
-* ``corpus`` / ``sources``: the :class:`~ablate.data.corpus.Corpus` every source produces and
-  the source registry (``local`` folder, ``hf`` hub dataset, ``builtin`` synthetic task, whose
-  grammar lives in ``builtin``);
-* ``tokenizer``: :class:`~ablate.data.tokenizer.SubwordTokenizer` (BPE, pad/bos/eos/unk = 0/1/2/3);
-* ``cache`` / ``encoded``: locked, atomic on-disk cache and :func:`~ablate.data.encoded.prepare`;
-* ``batching``: :class:`~ablate.data.batching.TokenBatchSampler` and evaluation batches;
-* ``datamodule``: :class:`~ablate.data.datamodule.TranslationDataModule` (Lightning).
-
-User mistakes raise :class:`~ablate.data.errors.DataError` with one actionable line.
-"""
+"""The data pipeline: corpus sources -> BPE tokenizer -> cached Arrow encodings -> token batches (one module each:
+``sources``, ``tokenizer``, ``cache``, ``datamodule``; ``builtin`` is the synthetic task). User mistakes raise
+:class:`~ablate.data.sources.DataError` with one actionable line."""

@@ -5,7 +5,7 @@ attention and positions genuinely matter (Bahdanau et al. 2015 motivate attentio
 such reorderings, and show it matters most on long sentences), and which a small model does not
 learn perfectly within a CPU budget:
 
-* **lexicon** (:mod:`ablate.data.lexicon`): about 130 nouns, 45 adjectives and 56 verbs, drawn
+* **lexicon** (the tables below, common to rare): about 130 nouns, 45 adjectives and 56 verbs, drawn
   with Zipfian weights, and noun compounds written as one German word (``the garden door`` ->
   ``die Gartentür``), so a long tail of words is seen only a few times in training, or never;
 * **nesting**: restrictive relative clauses on subjects and objects (``the man who has seen the
@@ -27,8 +27,7 @@ The mapping English -> German is a function (no ambiguity), and German -> Englis
 agreement disambiguates ``sie``). The data never depends on a run's seed: the generator has its
 own fixed seeds, and a sentence's split is decided by a hash of its English text, so ``train``
 (first ``n_train`` pairs of one stream), ``val`` and ``test`` are disjoint and ``val``/``test``
-do not change with ``n_train``.
-"""
+do not change with ``n_train``."""
 
 from __future__ import annotations
 
@@ -38,23 +37,209 @@ import random
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
-from ablate.data.german import DEFINITE, INDEFINITE, adjective_ending, adjective_stem, dative_plural, present
-from ablate.data.lexicon import (  # noqa: F401
-    ADJECTIVES,
-    ANIMATE,
-    CONTRACTIONS,
-    INTRANSITIVE,
-    MANNER,
-    MODALS,
-    PLACES,
-    PREPOSITIONS,
-    PRONOUNS,
-    REPORTING,
-    SUBORDINATORS,
-    THINGS,
-    TIME,
-    TRANSITIVE,
+
+def _table(text: str) -> list[tuple]:
+    """A word table: entries separated by ``;``, the fields of an entry by ``,``."""
+    return [tuple(entry.strip().split(",")) for entry in text.split(";")]
+
+
+def _verbs(text: str) -> list[tuple]:
+    """A verb table (:func:`_table`) whose optional seventh field holds the irregular (du, er) present forms."""
+    return [(*row[:6], tuple(row[6].split()) if len(row) > 6 else None) for row in _table(text)]
+
+
+# noun: English singular, plural; German singular, plural, gender. No weak masculine nouns
+# (der Junge / den Jungen): their extra -n would be the only case marking on a noun.
+ANIMATE = _table(
+    """
+    man,men,Mann,Männer,m; woman,women,Frau,Frauen,f; child,children,Kind,Kinder,n; dog,dogs,Hund,Hunde,m;
+    girl,girls,Mädchen,Mädchen,n; cat,cats,Katze,Katzen,f; teacher,teachers,Lehrer,Lehrer,m;
+    horse,horses,Pferd,Pferde,n; friend,friends,Freund,Freunde,m; bird,birds,Vogel,Vögel,m;
+    mother,mothers,Mutter,Mütter,f; father,fathers,Vater,Väter,m; cook,cooks,Koch,Köche,m;
+    student,students,Studentin,Studentinnen,f; doctor,doctors,Ärztin,Ärztinnen,f;
+    sister,sisters,Schwester,Schwestern,f; brother,brothers,Bruder,Brüder,m; king,kings,König,Könige,m;
+    queen,queens,Königin,Königinnen,f; baby,babies,Baby,Babys,n; cow,cows,Kuh,Kühe,f; singer,singers,Sänger,Sänger,m;
+    daughter,daughters,Tochter,Töchter,f; son,sons,Sohn,Söhne,m; baker,bakers,Bäcker,Bäcker,m;
+    mouse,mice,Maus,Mäuse,f; pig,pigs,Schwein,Schweine,n; uncle,uncles,Onkel,Onkel,m; aunt,aunts,Tante,Tanten,f;
+    duck,ducks,Ente,Enten,f; wolf,wolves,Wolf,Wölfe,m; fox,foxes,Fuchs,Füchse,m; guest,guests,Gast,Gäste,m;
+    painter,painters,Maler,Maler,m; dancer,dancers,Tänzerin,Tänzerinnen,f; driver,drivers,Fahrer,Fahrer,m;
+    waiter,waiters,Kellner,Kellner,m; thief,thieves,Dieb,Diebe,m; owl,owls,Eule,Eulen,f;
+    chicken,chickens,Huhn,Hühner,n; lamb,lambs,Lamm,Lämmer,n; frog,frogs,Frosch,Frösche,m;
+    nurse,nurses,Pflegerin,Pflegerinnen,f; farmer,farmers,Landwirt,Landwirte,m; camel,camels,Kamel,Kamele,n;
+    spider,spiders,Spinne,Spinnen,f; grandmother,grandmothers,Großmutter,Großmütter,f;
+    grandfather,grandfathers,Großvater,Großväter,m; neighbour,neighbours,Nachbarin,Nachbarinnen,f;
+    goat,goats,Ziege,Ziegen,f
+    """
 )
+THINGS = _table(
+    """
+    book,books,Buch,Bücher,n; ball,balls,Ball,Bälle,m; car,cars,Auto,Autos,n; apple,apples,Apfel,Äpfel,m;
+    table,tables,Tisch,Tische,m; door,doors,Tür,Türen,f; house,houses,Haus,Häuser,n; letter,letters,Brief,Briefe,m;
+    flower,flowers,Blume,Blumen,f; chair,chairs,Stuhl,Stühle,m; bag,bags,Tasche,Taschen,f;
+    window,windows,Fenster,Fenster,n; picture,pictures,Bild,Bilder,n; cup,cups,Tasse,Tassen,f; hat,hats,Hut,Hüte,m;
+    bicycle,bicycles,Fahrrad,Fahrräder,n; key,keys,Schlüssel,Schlüssel,m; bottle,bottles,Flasche,Flaschen,f;
+    box,boxes,Kiste,Kisten,f; clock,clocks,Uhr,Uhren,f; lamp,lamps,Lampe,Lampen,f; plate,plates,Teller,Teller,m;
+    knife,knives,Messer,Messer,n; shoe,shoes,Schuh,Schuhe,m; shirt,shirts,Hemd,Hemden,n; coat,coats,Mantel,Mäntel,m;
+    bed,beds,Bett,Betten,n; boat,boats,Boot,Boote,n; train,trains,Zug,Züge,m; ring,rings,Ring,Ringe,m;
+    stone,stones,Stein,Steine,m; egg,eggs,Ei,Eier,n; cake,cakes,Kuchen,Kuchen,m; glass,glasses,Glas,Gläser,n;
+    newspaper,newspapers,Zeitung,Zeitungen,f; map,maps,Karte,Karten,f; pen,pens,Stift,Stifte,m;
+    phone,phones,Telefon,Telefone,n; basket,baskets,Korb,Körbe,m; blanket,blankets,Decke,Decken,f;
+    mirror,mirrors,Spiegel,Spiegel,m; candle,candles,Kerze,Kerzen,f; gift,gifts,Geschenk,Geschenke,n;
+    umbrella,umbrellas,Schirm,Schirme,m; bucket,buckets,Eimer,Eimer,m; pillow,pillows,Kissen,Kissen,n;
+    photo,photos,Foto,Fotos,n; spoon,spoons,Löffel,Löffel,m; song,songs,Lied,Lieder,n;
+    toy,toys,Spielzeug,Spielzeuge,n
+    """
+)
+PLACES = _table(
+    """
+    garden,gardens,Garten,Gärten,m; park,parks,Park,Parks,m; kitchen,kitchens,Küche,Küchen,f;
+    street,streets,Straße,Straßen,f; school,schools,Schule,Schulen,f; forest,forests,Wald,Wälder,m;
+    city,cities,Stadt,Städte,f; river,rivers,Fluss,Flüsse,m; tree,trees,Baum,Bäume,m;
+    bridge,bridges,Brücke,Brücken,f; lake,lakes,See,Seen,m; village,villages,Dorf,Dörfer,n;
+    room,rooms,Zimmer,Zimmer,n; church,churches,Kirche,Kirchen,f; market,markets,Markt,Märkte,m;
+    station,stations,Bahnhof,Bahnhöfe,m; field,fields,Feld,Felder,n; hill,hills,Hügel,Hügel,m;
+    shop,shops,Laden,Läden,m; library,libraries,Bibliothek,Bibliotheken,f; tower,towers,Turm,Türme,m;
+    castle,castles,Schloss,Schlösser,n; wall,walls,Mauer,Mauern,f; beach,beaches,Strand,Strände,m;
+    office,offices,Büro,Büros,n; hospital,hospitals,Krankenhaus,Krankenhäuser,n; tent,tents,Zelt,Zelte,n;
+    barn,barns,Scheune,Scheunen,f
+    """
+)
+ADJECTIVES = _table(
+    """
+    big,groß; small,klein; old,alt; young,jung; red,rot; green,grün; blue,blau; black,schwarz; white,weiß;
+    tired,müde; new,neu; beautiful,schön; happy,froh; strange,seltsam; dark,dunkel; warm,warm; long,lang; short,kurz;
+    heavy,schwer; cold,kalt; hot,heiß; clean,sauber; dirty,schmutzig; rich,reich; poor,arm; yellow,gelb; brown,braun;
+    sad,traurig; clever,klug; brave,mutig; friendly,freundlich; famous,berühmt; empty,leer; full,voll; soft,weich;
+    wild,wild; round,rund; cheap,billig; wet,nass; sick,krank; strong,stark; proud,stolz; hungry,hungrig; lazy,faul;
+    gray,grau
+    """
+)
+# verb: English base, 3sg, participle; German infinitive ("an|rufen" marks a separable prefix:
+# "ruft ... an" in a main clause, "anruft" at the end of a subordinate one), participle,
+# auxiliary of the perfect, irregular (du, er) present forms or None.
+TRANSITIVE = _verbs(
+    """
+    see,sees,seen,sehen,gesehen,haben,siehst sieht; buy,buys,bought,kaufen,gekauft,haben;
+    find,finds,found,finden,gefunden,haben; carry,carries,carried,tragen,getragen,haben,trägst trägt;
+    call,calls,called,an|rufen,angerufen,haben; paint,paints,painted,malen,gemalt,haben;
+    read,reads,read,lesen,gelesen,haben,liest liest; pick up,picks up,picked up,ab|holen,abgeholt,haben;
+    hold,holds,held,halten,gehalten,haben,hältst hält; wash,washes,washed,waschen,gewaschen,haben,wäschst wäscht;
+    invite,invites,invited,ein|laden,eingeladen,haben,lädst lädt; build,builds,built,bauen,gebaut,haben;
+    open,opens,opened,öffnen,geöffnet,haben,öffnest öffnet; look for,looks for,looked for,suchen,gesucht,haben;
+    close,closes,closed,zu|machen,zugemacht,haben; write,writes,written,schreiben,geschrieben,haben;
+    bring,brings,brought,bringen,gebracht,haben; eat,eats,eaten,essen,gegessen,haben,isst isst;
+    clean,cleans,cleaned,putzen,geputzt,haben;
+    take along,takes along,taken along,mit|nehmen,mitgenommen,haben,nimmst nimmt;
+    love,loves,loved,lieben,geliebt,haben; need,needs,needed,brauchen,gebraucht,haben;
+    visit,visits,visited,besuchen,besucht,haben; switch on,switches on,switched on,ein|schalten,eingeschaltet,haben;
+    forget,forgets,forgotten,vergessen,vergessen,haben,vergisst vergisst; sell,sells,sold,verkaufen,verkauft,haben;
+    draw,draws,drawn,zeichnen,gezeichnet,haben,zeichnest zeichnet;
+    catch,catches,caught,fangen,gefangen,haben,fängst fängt; hear,hears,heard,hören,gehört,haben;
+    tidy up,tidies up,tidied up,auf|räumen,aufgeräumt,haben; lose,loses,lost,verlieren,verloren,haben;
+    repair,repairs,repaired,reparieren,repariert,haben; hide,hides,hidden,verstecken,versteckt,haben;
+    throw,throws,thrown,werfen,geworfen,haben,wirfst wirft; pull,pulls,pulled,ziehen,gezogen,haben;
+    cut,cuts,cut,schneiden,geschnitten,haben
+    """
+)
+INTRANSITIVE = _verbs(
+    """
+    sleep,sleeps,slept,schlafen,geschlafen,haben,schläfst schläft; run,runs,run,laufen,gelaufen,sein,läufst läuft;
+    sing,sings,sung,singen,gesungen,haben; laugh,laughs,laughed,lachen,gelacht,haben;
+    stand up,stands up,stood up,auf|stehen,aufgestanden,sein; wait,waits,waited,warten,gewartet,haben;
+    swim,swims,swum,schwimmen,geschwommen,sein; come back,comes back,come back,zurück|kommen,zurückgekommen,sein;
+    dance,dances,danced,tanzen,getanzt,haben; work,works,worked,arbeiten,gearbeitet,haben;
+    fall asleep,falls asleep,fallen asleep,ein|schlafen,eingeschlafen,sein,schläfst schläft;
+    come,comes,come,kommen,gekommen,sein; play,plays,played,spielen,gespielt,haben;
+    cry,cries,cried,weinen,geweint,haben; go out,goes out,gone out,aus|gehen,ausgegangen,sein;
+    jump,jumps,jumped,springen,gesprungen,sein; listen,listens,listened,zu|hören,zugehört,haben;
+    travel,travels,travelled,reisen,gereist,sein; fly,flies,flown,fliegen,geflogen,sein;
+    rest,rests,rested,ruhen,geruht,haben
+    """
+)
+REPORTING = _table(
+    "say,says,sagen; think,thinks,denken; know,knows,wissen; believe,believes,glauben; hope,hopes,hoffen"
+)
+IRREGULAR_PRESENT = {  # ich, du, er, wir, sie(pl)
+    "haben": ("habe", "hast", "hat", "haben", "haben"),
+    "sein": ("bin", "bist", "ist", "sind", "sind"),
+    "können": ("kann", "kannst", "kann", "können", "können"),
+    "müssen": ("muss", "musst", "muss", "müssen", "müssen"),
+    "wollen": ("will", "willst", "will", "wollen", "wollen"),
+    "dürfen": ("darf", "darfst", "darf", "dürfen", "dürfen"),
+    "wissen": ("weiß", "weißt", "weiß", "wissen", "wissen"),
+}
+MODALS = _table("can,can,können; must,must,müssen; want to,wants to,wollen; may,may,dürfen")
+# pronoun: English, German, person index into the (ich, du, er, wir, sie) forms, English 3sg?
+PRONOUNS = [
+    ("I", "ich", 0, False),
+    ("you", "du", 1, False),
+    ("he", "er", 2, True),
+    ("she", "sie", 2, True),
+    ("we", "wir", 3, False),
+    ("they", "sie", 4, False),
+]
+PREPOSITIONS = _table(
+    "in,in; with,mit; behind,hinter; under,unter; next to,neben; near,bei; in front of,vor; above,über"
+)
+CONTRACTIONS = {("in", "dem"): "im", ("bei", "dem"): "beim"}
+MANNER = _table(
+    "quickly,schnell; slowly,langsam; quietly,leise; carefully,vorsichtig; loudly,laut; gladly,gern; alone,allein"
+)
+TIME = _table("today,heute; now,jetzt; often,oft; sometimes,manchmal; later,später; tomorrow,morgen; yesterday,gestern")
+SUBORDINATORS = _table("because,weil; although,obwohl; while,während; when,wenn; before,bevor; if,falls")
+
+
+DEFINITE = {
+    "nom": {"m": "der", "f": "die", "n": "das", "pl": "die"},
+    "acc": {"m": "den", "f": "die", "n": "das", "pl": "die"},
+    "dat": {"m": "dem", "f": "der", "n": "dem", "pl": "den"},
+}
+INDEFINITE = {
+    "nom": {"m": "ein", "f": "eine", "n": "ein"},
+    "acc": {"m": "einen", "f": "eine", "n": "ein"},
+    "dat": {"m": "einem", "f": "einer", "n": "einem"},
+}
+
+
+def present(infinitive: str, person: int, irregular: Optional[tuple[str, str]] = None) -> str:
+    """German present tense of ``infinitive`` for person index 0..4 (ich, du, er, wir, sie)."""
+    if infinitive in IRREGULAR_PRESENT:
+        return IRREGULAR_PRESENT[infinitive][person]
+    if person in (3, 4):
+        return infinitive
+    if person in (1, 2) and irregular:
+        return irregular[person - 1]
+    stem = infinitive[:-2]
+    if person == 0:
+        return stem + "e"
+    linking = "e" if stem.endswith(("t", "d")) else ""
+    if person == 1:
+        return stem + linking + ("t" if stem.endswith(("s", "ß", "z", "x")) else "st")
+    return stem + linking + "t"
+
+
+def adjective_ending(case: str, key: str, article: str) -> str:
+    """Weak (after der), mixed (after ein) or strong (no article, plural) adjective ending."""
+    if article == "def":
+        return "e" if key != "pl" and (case == "nom" or (case == "acc" and key != "m")) else "en"
+    if article == "indef" and key != "pl":
+        if case == "dat" or (case == "acc" and key == "m"):
+            return "en"
+        return {"m": "er", "f": "e", "n": "es"}[key]
+    return "en" if case == "dat" else "e"
+
+
+def adjective_stem(adjective: str) -> str:
+    """``dunkel`` -> ``dunkl``, ``müde`` -> ``müd``: the form endings attach to."""
+    if adjective.endswith("el"):
+        return adjective[:-2] + "l"
+    return adjective[:-1] if adjective.endswith("e") else adjective
+
+
+def dative_plural(noun: str) -> str:
+    """``Kinder`` -> ``Kindern``: the dative plural adds -n unless the plural ends in -n or -s."""
+    return noun if noun.endswith(("n", "s")) else noun + "n"
+
 
 VERSION = 2
 """Bump when the grammar changes: it is part of the cache key."""

@@ -1,32 +1,38 @@
-"""A crash- and concurrency-safe on-disk cache of built artefacts (tokenizers, encoded corpora).
+"""The data cache: crash- and concurrency-safe on-disk entries, and the encoded corpus built into them.
 
-Each entry is a directory ``<root>/<kind>/<key>``. It is built under a per-entry file lock
-(``filelock``) into a private temporary directory on the same file system and published with
-one atomic rename (:func:`ablate.utils.io.replace`, fsynced), so parallel sweep trials and DDP ranks either build an entry once and
-share it, or find it complete; a reader never sees a half-written entry, and a crashed builder
-leaves only a temporary directory behind.
+An entry ``<root>/<kind>/<key>`` is built under a per-entry file lock into a temporary directory and
+published with one atomic rename, so parallel sweep trials and DDP ranks build it once and share it, and a
+crashed builder leaves only a temporary directory. Entries follow the umask (a team cache under
+``umask 002`` is group-writable) and list their files and sizes in ``.manifest.json``; one that no longer
+matches, or that its reader cannot use, is moved aside and rebuilt, never used.
 
-Entries are shared: they get the permissions a plain ``mkdir``/``open`` would (the umask decides,
-so a team cache under ``umask 002`` is group-writable). Each entry lists its files and their sizes
-in ``.manifest.json``; an entry that no longer matches (a truncated Arrow file, a file removed) or
-that its reader finds unreadable is moved aside and rebuilt under the lock, never used. A full disk
-while building stops with one line naming the cache folder.
-"""
+:func:`prepare` builds the encoded corpus, keyed by the source's fingerprint, the tokenizer settings and
+``max_len``: the tokenizer and per split ``src``, ``tgt`` (raw text; ``tgt`` is the BLEU reference),
+``src_ids``, ``tgt_ids`` (subwords, no specials) and ``src_len``, ``tgt_len``. Training drops pairs with an
+empty side or one longer than ``max_len``; validation and test keep every pair (ids truncated, text whole)
+so hypotheses cover every sentence once. The tokenizer has its own entry, keyed without ``max_len``."""
 
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
+import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from ablate.data.errors import DataError
+import datasets
+import numpy as np
+import pyarrow.compute as pc
+
+from ablate.config import DataConfig
+from ablate.data.sources import Corpus, DataError, Source, digest, make_source, quiet_datasets
+from ablate.data.tokenizer import RECIPE, SubwordTokenizer, TokenizerError
 from ablate.utils.io import HolderLock, plain_mode, replace
 
 MANIFEST = ".manifest.json"
@@ -45,14 +51,9 @@ def cache_root(configured: str = "") -> Path:
 
 
 def check_cache_root(root: Path) -> Path:
-    """``root`` when the cache can live there: a folder, or a path one can be made at, this process can write.
+    """``root`` when the cache can live there (a writable folder, or where one can be made); creates nothing.
 
-    Nothing is created: the nearest existing folder on the way is checked.
-
-    Raises:
-        DataError: ``root`` (or a folder on its way) is a file, or it cannot be written (a
-            read-only file system, no permission), naming where the setting comes from.
-    """
+    Raises DataError when ``root`` (or a folder on its way) is a file or cannot be written."""
     found = root
     while not found.exists() and found.parent != found:
         found = found.parent
@@ -78,31 +79,13 @@ def _unusable(root: Path, err: OSError) -> DataError:
     )
 
 
-def digest(*parts: object) -> str:
-    """A short stable hash of JSON-serialisable parts (the cache key)."""
-    blob = json.dumps(parts, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:20]
-
-
 def cached_entry(
     root: Path, kind: str, key: str, build: Callable[[Path], None], damaged: Optional[int] = None
 ) -> tuple[Path, bool]:
-    """Return the entry ``root/kind/key``, building it with ``build(tmp_dir)`` if absent or damaged.
+    """The entry ``root/kind/key`` and whether it existed, built with ``build(tmp_dir)`` if absent or damaged.
 
-    Args:
-        root: Cache root.
-        kind: Sub-folder naming the artefact family (``tokenizers``, ``corpora``).
-        key: Content-derived key of this entry.
-        build: Writes the entry's files into the (empty, existing) directory it is given.
-        damaged: The inode (``st_ino``) of an entry its reader could not use: that entry is
-            replaced, unless another process already did.
-
-    Returns:
-        ``(path, hit)``: the published entry and whether it already existed.
-
-    Raises:
-        DataError: the disk (or quota) is full, naming the cache folder.
-    """
+    ``damaged``: the inode of an entry its reader could not use, replaced unless another process already did.
+    Raises DataError when the disk (or quota) is full, naming the cache folder."""
     final = root / kind / key
     if damaged is None and final.is_dir():
         problem = check_entry(final)
@@ -187,3 +170,202 @@ def scratch_dir(root: Path) -> Path:
     """A fresh private directory for intermediate files; the caller removes it."""
     (root / "tmp").mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(dir=root / "tmp"))
+
+
+VERSION = 1
+"""Bump when the encoded layout changes: it is part of the cache key."""
+ENCODE_BATCH = 2000
+IDS = datasets.Sequence(datasets.Value("int32"))
+FEATURES = datasets.Features(
+    {
+        "src": datasets.Value("string"),
+        "tgt": datasets.Value("string"),
+        "src_ids": IDS,
+        "tgt_ids": IDS,
+        "src_len": datasets.Value("int32"),
+        "tgt_len": datasets.Value("int32"),
+        "clipped": datasets.Value("bool"),
+    }
+)
+
+
+@dataclass
+class Prepared:
+    """The encoded corpus: tokenizer, splits (memory-mapped, columns in the module docstring), the validation
+    and test split names, and ``stats`` (pairs per split, dropped/truncated/undecodable counts, vocabulary sizes,
+    ``cached``, ``tokenizer_cached``, ``seconds``, ``key``)."""
+
+    tokenizer: SubwordTokenizer
+    splits: dict[str, datasets.Dataset]
+    val_split: str
+    test_splits: list[str]
+    stats: dict
+
+
+class _LazyCorpus:
+    """Loads the raw corpus on first use only (a cache hit never does), into a scratch folder."""
+
+    def __init__(self, source: Source, root: Path):
+        self.source, self.root = source, root
+        self._corpus: Corpus | None = None
+        self._dir: Path | None = None
+
+    @property
+    def workdir(self) -> Path:
+        """Scratch folder of this build (exists once :meth:`get` ran)."""
+        assert self._dir is not None, "call get() first"
+        return self._dir
+
+    def get(self) -> Corpus:
+        if self._corpus is None:
+            self._dir = scratch_dir(self.root)
+            self._corpus = self.source.load(self._dir)
+        return self._corpus
+
+    def cleanup(self) -> None:
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _encode(batch: dict, tokenizer: SubwordTokenizer, max_len: int, clip: bool) -> dict:
+    src = tokenizer.encode_src([text or "" for text in batch["src"]])
+    tgt = tokenizer.encode_tgt([text or "" for text in batch["tgt"]])
+    clipped = [len(s) > max_len or len(t) > max_len for s, t in zip(src, tgt)]
+    if clip:
+        src, tgt = [s[:max_len] for s in src], [t[:max_len] for t in tgt]
+    return {
+        "src": [text or "" for text in batch["src"]],
+        "tgt": [text or "" for text in batch["tgt"]],
+        "src_ids": src,
+        "tgt_ids": tgt,
+        "src_len": [len(s) for s in src],
+        "tgt_len": [len(t) for t in tgt],
+        "clipped": clipped,
+    }
+
+
+def _column(ds: datasets.Dataset, name: str) -> np.ndarray:
+    return ds.data.column(name).to_numpy()
+
+
+def encode_split(
+    ds: datasets.Dataset, tokenizer: SubwordTokenizer, max_len: int, train: bool, scratch: Path, name: str
+) -> tuple[datasets.Dataset, dict]:
+    """Tokenise one split with a batched ``map``, then filter (train) or truncate (eval); returns it and its
+    counts (``dropped_empty`` and ``dropped_long``, or ``truncated``)."""
+    with quiet_datasets():
+        out = ds.map(
+            _encode,
+            batched=True,
+            batch_size=ENCODE_BATCH,
+            features=FEATURES,
+            fn_kwargs={"tokenizer": tokenizer, "max_len": max_len, "clip": not train},
+            remove_columns=ds.column_names,
+            new_fingerprint=digest("encode", name, max_len, str(scratch)),
+            cache_file_name=str(scratch / f"{name}-encoded.arrow"),
+            desc=f"encoding {name}",
+        )
+    clipped = int(pc.sum(out.data.column("clipped")).as_py() or 0)
+    out = out.remove_columns("clipped")
+    if not train:
+        return out, {"truncated": clipped}
+    src_len, tgt_len = _column(out, "src_len"), _column(out, "tgt_len")
+    empty = (src_len == 0) | (tgt_len == 0)
+    long = ~empty & ((src_len > max_len) | (tgt_len > max_len))
+    if (empty | long).all():
+        raise DataError(
+            f"all {len(out)} training pairs are empty or longer than data.max_len={max_len} "
+            f"subwords; raise data.max_len or check the corpus"
+        )
+    if (empty | long).any():
+        out = out.select(np.flatnonzero(~(empty | long)))
+    return out, {"dropped_empty": int(empty.sum()), "dropped_long": int(long.sum())}
+
+
+def _build(entry: Path, raw: _LazyCorpus, cfg: DataConfig, root: Path, tok_key: str) -> None:
+    corpus = raw.get()
+    train = corpus.splits["train"]
+    learn = lambda d: SubwordTokenizer.train(train, cfg.vocab_size, cfg.joint_vocab).save(d)
+    tok_dir, tok_hit = cached_entry(root, "tokenizers", tok_key, learn)
+    try:
+        tokenizer = SubwordTokenizer.load(tok_dir)
+    except TokenizerError as err:  # damaged in place (same sizes, so its manifest still matched): rebuild it
+        log.warning("cached tokenizer %s is unreadable (%s); rebuilding it", tok_dir, err)
+        tok_dir, tok_hit = cached_entry(root, "tokenizers", tok_key, learn, damaged=tok_dir.stat().st_ino)
+        tokenizer = SubwordTokenizer.load(tok_dir)
+    tokenizer.save(entry / "tokenizer")
+    counts, pairs = {}, {}
+    for name, ds in corpus.splits.items():
+        encoded, counts[name] = encode_split(ds, tokenizer, cfg.max_len, name == "train", raw.workdir, name)
+        with quiet_datasets():
+            encoded.save_to_disk(str(entry / "splits" / name))
+        pairs[name] = len(encoded)
+    stats = {
+        "pairs": pairs,
+        "dropped": {"empty": counts["train"]["dropped_empty"], "too_long": counts["train"]["dropped_long"]},
+        "truncated": {name: c["truncated"] for name, c in counts.items() if name != "train"},
+        "undecodable": dict(corpus.undecodable),
+        "vocab": {"src": tokenizer.src_vocab_size, "tgt": tokenizer.tgt_vocab_size, "joint": tokenizer.joint},
+        "tokenizer_cached": tok_hit,
+    }
+    meta = {
+        "val_split": corpus.val_split,
+        "test_splits": corpus.test_splits,
+        "splits": list(corpus.splits),
+        "stats": stats,
+    }
+    (entry / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def _load_entry(entry: Path) -> tuple[dict, SubwordTokenizer, dict[str, datasets.Dataset]]:
+    """The metadata, tokenizer and splits of a cache entry; every row count checked against the metadata."""
+    meta = json.loads((entry / "meta.json").read_text())
+    tokenizer = SubwordTokenizer.load(entry / "tokenizer")
+    with quiet_datasets():
+        splits = {name: datasets.load_from_disk(str(entry / "splits" / name)) for name in meta["splits"]}
+    for name, ds in splits.items():
+        if len(ds) != meta["stats"]["pairs"][name]:
+            raise ValueError(f"split {name} has {len(ds)} rows, expected {meta['stats']['pairs'][name]}")
+    return meta, tokenizer, splits
+
+
+def prepare(cfg: DataConfig) -> Prepared:
+    """Load (or build and cache) the tokenizer and the encoded splits that ``cfg`` describes."""
+    start = time.perf_counter()
+    root = cache_root(cfg.cache_dir)
+    source = make_source(cfg, root)
+    content = source.fingerprint()
+    tok_key = digest("tokenizer", RECIPE, content, cfg.vocab_size, cfg.joint_vocab, cfg.src_lang, cfg.tgt_lang)
+    key = digest("encoded", VERSION, tok_key, cfg.max_len)
+    raw = _LazyCorpus(source, root)
+    try:
+        entry, hit = cached_entry(root, "corpora", key, lambda tmp: _build(tmp, raw, cfg, root, tok_key))
+        try:
+            meta, tokenizer, splits = _load_entry(entry)
+        except Exception as err:  # noqa: BLE001 - a damaged entry (torn Arrow file, bad JSON, tokenizer): rebuild it once
+            if isinstance(err, DataError) and not isinstance(err, TokenizerError):
+                raise
+            log.warning("cache entry %s is unreadable (%s); rebuilding it", entry, str(err).splitlines()[0][:200])
+            entry, hit = cached_entry(
+                root, "corpora", key, lambda tmp: _build(tmp, raw, cfg, root, tok_key), damaged=entry.stat().st_ino
+            )
+            meta, tokenizer, splits = _load_entry(entry)
+    finally:
+        raw.cleanup()
+    stats = dict(meta["stats"], cached=hit, key=key, seconds=round(time.perf_counter() - start, 3))
+    stats["tokenizer_cached"] = hit or stats["tokenizer_cached"]
+    provenance = getattr(source, "provenance", None)  # optional: what a source can say of its origin (hf: revision)
+    if callable(provenance):
+        stats["source"] = provenance()
+    dropped = stats["dropped"]
+    log.info(
+        "data %s: %s; pairs %s; dropped from train: %d empty, %d longer than %d subwords (%.1fs)",
+        "cached" if hit else "built",
+        cfg.source,
+        stats["pairs"],
+        dropped["empty"],
+        dropped["too_long"],
+        cfg.max_len,
+        stats["seconds"],
+    )
+    return Prepared(tokenizer, splits, meta["val_split"], meta["test_splits"], stats)

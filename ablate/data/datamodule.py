@@ -1,41 +1,178 @@
-"""The LightningDataModule: cached encoded splits -> padded tensor batches.
+"""The LightningDataModule and its batches: cached encoded splits -> padded tensor batches.
 
-A collated batch is a dict of LongTensors (pad id 0):
-
-* ``src``     ``(B, S)``: subwords + [eos]
-* ``tgt_in``  ``(B, T)``: [bos] + subwords
-* ``tgt_out`` ``(B, T)``: subwords + [eos]
-* ``index``   ``(B,)``: position of each sentence in its split (restores corpus order after
-  length-sorted, rank-sharded decoding).
-
-and what the host knows of it without reading a tensor back from a device (a training step that asked
-the GPU would wait for it):
-
-* ``src_tokens``, ``tgt_tokens`` ``int``: non-padding tokens of ``src`` and of ``tgt_out``.
-* ``src_padded`` ``bool``: whether any ``src`` row is padded (if not, attention needs no padding mask).
-
-Training batches come from :class:`TokenBatchSampler` (so the Trainer must be built with
-``use_distributed_sampler=False``); evaluation batches are sorted by source length, bounded by
-``eval.max_sentences`` and ``train.max_tokens``, and sharded across ranks.
-"""
+Training batches are bounded by padded tokens, not sentences (Vaswani et al. 2017, sec. 5.1: "sentence
+pairs were batched together by approximate sequence length"): a batch costs ``batch_size * max length``
+over both sides, counting the one special token each row gets (``src`` + EOS, BOS + ``tgt``), i.e. exactly
+the padded size of the larger of ``src`` and ``tgt_in``. A collated batch is a dict of LongTensors (pad 0):
+``src`` (B, S) subwords + [eos]; ``tgt_in`` (B, T) [bos] + subwords; ``tgt_out`` (B, T) subwords + [eos];
+``index`` (B,) each sentence's position in its split (restores corpus order after length-sorted,
+rank-sharded decoding); and what the host knows without reading a device tensor back: ``src_tokens``,
+``tgt_tokens`` (non-padding tokens of ``src`` and ``tgt_out``) and ``src_padded`` (whether any ``src`` row is
+padded; if not, attention needs no mask). The Trainer is built with ``use_distributed_sampler=False``."""
 
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import datasets
 import numpy as np
 import pyarrow as pa
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ablate.config import DataConfig, EvalConfig, TrainConfig
-from ablate.data.batching import FixedBatches, TokenBatchSampler, eval_batches
-from ablate.data.encoded import Prepared, prepare
-from ablate.data.errors import DataError
+from ablate.data.cache import Prepared, prepare
+from ablate.data.sources import DataError
 from ablate.data.tokenizer import BOS, EOS, PAD
+
+
+def pack_sorted(cost: np.ndarray, max_tokens: int, max_sentences: Optional[int] = None) -> np.ndarray:
+    """Boundaries ``(n_batches + 1,)`` of greedy batches over a non-decreasing ``cost``: each batch is the
+    longest run whose padded size ``count * cost[end - 1]`` fits ``max_tokens`` (an over-long item alone)."""
+    n, starts, i = len(cost), [], 0
+    while i < n:
+        hi = min(n, i + max(1, max_tokens // int(cost[i])))  # no batch from i can be longer
+        if max_sentences:
+            hi = min(hi, i + max_sentences)
+        lo = i + 1  # always feasible; find the largest feasible end in [lo, hi] by bisection
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if (mid - i) * int(cost[mid - 1]) <= max_tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        starts.append(i)
+        i = lo
+    return np.asarray(starts + [n], dtype=np.int64)
+
+
+class _EpochHook:
+    """Lightning calls ``set_epoch`` on ``dataloader.batch_sampler.sampler``; forward it."""
+
+    def __init__(self, owner: TokenBatchSampler):
+        self.owner = owner
+
+    def set_epoch(self, epoch: int) -> None:
+        self.owner.set_epoch(epoch)
+
+
+class TokenBatchSampler(Sampler):
+    """Length-sorted batches of at most ``max_tokens`` padded tokens, reshuffled each epoch.
+
+    Items are sorted by cost (``max(src_len, tgt_len) + specials``, ``specials`` tokens added per row by
+    collation) with random tie-breaking, cut greedily into batches, and the batch order shuffled, all seeded
+    with ``(seed, epoch)``; ties only permute equal costs, so the batch sizes are the same every epoch. Under
+    DDP the shuffled batches are dealt round-robin after dropping the last ``n_batches % world_size``, so every
+    rank gets as many distinct batches (unequal counts would hang DDP); fewer batches than ranks are repeated."""
+
+    def __init__(
+        self,
+        src_lens,
+        tgt_lens,
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        specials: int = 1,
+    ):
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank={rank} must be in [0, world_size={world_size})")
+        if max_tokens <= 0:
+            raise ValueError(f"max_tokens={max_tokens} must be positive")
+        src_lens, tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
+        if src_lens.shape != tgt_lens.shape:
+            raise ValueError(f"{len(src_lens)} source lengths but {len(tgt_lens)} target lengths")
+        cost = np.maximum(src_lens, tgt_lens).astype(np.int64) + specials
+        # small integer keys let numpy's stable sort use radix sort (fast at WMT scale)
+        self.cost = cost.astype(np.int16 if cost.max(initial=0) < (1 << 15) else np.int64)
+        self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
+        self.rank, self.world_size = rank, world_size
+        self.bounds = pack_sorted(np.sort(self.cost, kind="stable"), max_tokens)
+        self.epoch = 0
+        self.sampler = _EpochHook(self)
+        self._resume: tuple[int, int] | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def resume(self, epoch: int, done: int) -> None:
+        """Start the next pass over ``epoch`` after its first ``done`` batches, once: the order is a function of
+        ``(seed, epoch)``, so a resumed run sees the batches an uninterrupted one would have seen next."""
+        self.epoch, self._resume = epoch, (epoch, done)
+
+    @property
+    def n_batches(self) -> int:
+        """Batches over all ranks, before equalising."""
+        return len(self.bounds) - 1
+
+    def __len__(self) -> int:
+        total, ws = self.n_batches, self.world_size
+        return max(total // ws, 1 if total else 0)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        if self.shuffle:  # two stable radix sorts (16-bit keys): by random noise, then by cost
+            rng = np.random.default_rng([self.seed, self.epoch])
+            by_noise = np.argsort(rng.integers(0, 1 << 16, len(self.cost), dtype=np.uint16), kind="stable")
+            order = by_noise[np.argsort(self.cost[by_noise], kind="stable")]
+        else:
+            order = np.argsort(self.cost, kind="stable")
+        batches = [order[s:e] for s, e in zip(self.bounds[:-1], self.bounds[1:])]
+        if self.shuffle:
+            batches = [batches[k] for k in rng.permutation(len(batches))]
+        if self.world_size > 1 and batches:
+            if len(batches) >= self.world_size:
+                batches = batches[: len(batches) - len(batches) % self.world_size]
+            else:
+                batches = (batches * self.world_size)[: self.world_size]
+            batches = batches[self.rank :: self.world_size]
+        if self._resume is not None:
+            epoch, done = self._resume
+            self._resume = None
+            if epoch == self.epoch:
+                batches = batches[done:]
+        for batch in batches:
+            yield batch.tolist()
+
+
+def eval_batches(
+    src_lens, tgt_lens, max_tokens: int, max_sentences: int, rank: int = 0, world_size: int = 1, specials: int = 1
+) -> list[list[int]]:
+    """This rank's deterministic decoding batches (item indices), sorted by source length, of at most
+    ``max_sentences`` items and ``max_tokens`` padded tokens. With ``world_size > 1`` the largest batches are
+    halved until the count divides evenly, then dealt round-robin: every item on exactly one rank."""
+    src_lens, tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
+    order = np.argsort(src_lens, kind="stable")
+    cost = np.maximum(src_lens, tgt_lens)[order].astype(np.int64) + specials
+    batches, start, longest = [], 0, 0
+    for i, c in enumerate(cost):
+        longest_if = max(longest, int(c))
+        if i > start and ((i - start + 1) * longest_if > max_tokens or i - start >= max_sentences):
+            batches.append(order[start:i].tolist())
+            start, longest_if = i, int(c)
+        longest = longest_if
+    if start < len(order):
+        batches.append(order[start:].tolist())
+    while world_size > 1 and len(batches) % world_size and max(map(len, batches), default=0) > 1:
+        k = max(range(len(batches)), key=lambda j: len(batches[j]))
+        half = len(batches[k]) // 2
+        batches[k : k + 1] = [batches[k][:half], batches[k][half:]]
+    return batches[rank::world_size]
+
+
+class FixedBatches(Sampler):
+    """A batch sampler over a precomputed list of batches (evaluation)."""
+
+    def __init__(self, batches: list[list[int]]):
+        self.batches = batches
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.batches)
 
 
 def _lengths(ids: pa.ChunkedArray | pa.ListArray) -> np.ndarray:
@@ -100,11 +237,8 @@ def lengths(split: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
 
 
 class TranslationDataModule(pl.LightningDataModule):
-    """Parallel text for training, validation and test, per ``DataConfig``.
-
-    After :meth:`setup`: ``tokenizer``, ``val_split``, ``test_splits`` and ``stats`` (pairs per
-    split, dropped/truncated/undecodable counts, vocabulary, ``cached``, ``seconds``).
-    """
+    """Parallel text for training, validation and test; after :meth:`setup`: ``tokenizer``, ``val_split``,
+    ``test_splits`` and ``stats`` (pairs per split, dropped/truncated/undecodable counts, vocabulary, ``cached``)."""
 
     def __init__(self, data: DataConfig, train: TrainConfig, eval: EvalConfig, seed: int):
         super().__init__()

@@ -1,18 +1,451 @@
-"""The registry of corpus sources, and the built-in synthetic task as a source."""
+"""Corpus sources: where the parallel text comes from, before any tokenisation, and the one error of the data pipeline.
+
+Every source turns into a :class:`Corpus`: one Arrow ``datasets.Dataset`` per split with the string
+columns ``src`` and ``tgt`` (never Python lists of every sentence, so a WMT-sized corpus stays on disk).
+Sources are chosen from ``data.source`` through :data:`SOURCES`; each offers a cheap ``fingerprint()``
+(the cache key, so a cached run never reads the text) and an expensive ``load(workdir)``:
+
+* ``builtin``: the synthetic en<->de task of :mod:`ablate.data.builtin`;
+* ``hf:<dataset>[@<revision>][:<config>]``: a Hugging Face translation dataset (:class:`HubDataset`);
+* anything else: a local folder of line-aligned ``{split}.{lang}[.gz]`` files (:class:`LocalFolder`)."""
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import hashlib
+import json
+import logging
+import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Callable, Iterable, Iterator, Protocol
+
+import datasets
+import pyarrow.compute as pc
 
 from ablate.config import DataConfig
 from ablate.data import builtin
-from ablate.data.cache import digest
-from ablate.data.corpus import Corpus, Source, arrow_dataset, check_langs
-from ablate.data.errors import DataError
-from ablate.data.hub import HubDataset
-from ablate.data.local import LocalFolder
+from ablate.errors import AblateError
 from ablate.registry import register, table
+from ablate.utils.io import atomic_write_text
+
+
+def digest(*parts: object) -> str:
+    """A short stable hash of JSON-serialisable parts (the cache key)."""
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:20]
+
+
+class DataError(AblateError):
+    """A user-facing problem with the corpus or data settings; its message is one actionable line."""
+
+
+VAL_NAMES = ("val", "valid", "dev", "validation")
+"""Accepted names of the validation split, in order of preference."""
+
+
+@dataclass
+class Corpus:
+    """Raw text of every split: ``splits`` (name -> Arrow dataset with string columns ``src``, ``tgt``), the
+    validation and (sorted) test split names, and per split the lines that were not valid UTF-8."""
+
+    splits: dict[str, datasets.Dataset]
+    val_split: str
+    test_splits: list[str]
+    undecodable: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("train", self.val_split):
+            if len(self.splits[name]) == 0:
+                raise DataError(f"the '{name}' split of the corpus is empty; provide at least one sentence pair")
+
+
+class Source(Protocol):
+    """Where a corpus comes from."""
+
+    def fingerprint(self) -> str:
+        """A stable identifier of the content (cheap; no full read when it can be avoided)."""
+
+    def load(self, workdir: Path) -> Corpus:
+        """Read every split into Arrow datasets whose files live under ``workdir``."""
+
+
+def pick_splits(found: Iterable[str], where: str, listing: str = "") -> tuple[str, list[str]]:
+    """The validation split and the test splits among ``found``; DataError (listing what was found,
+    ``listing`` or the names) when ``train`` or a validation split is missing."""
+    found = sorted(set(found))
+    listing = listing or ", ".join(found) or "nothing"
+    if "train" not in found:
+        raise DataError(f"no 'train' split in {where} (found: {listing}); add a train split")
+    val = next((name for name in VAL_NAMES if name in found), None)
+    if val is None:
+        raise DataError(f"no validation split in {where} (found: {listing}); add one named {' or '.join(VAL_NAMES)}")
+    return val, [name for name in found if name.startswith("test")]
+
+
+def check_langs(cfg: DataConfig) -> None:
+    if cfg.src_lang == cfg.tgt_lang:
+        raise DataError(f"data.src_lang and data.tgt_lang are both '{cfg.src_lang}'; pick two languages")
+
+
+TEXT_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
+
+
+def arrow_dataset(
+    generator: Callable[..., Iterator[dict]],
+    gen_kwargs: dict,
+    workdir: Path,
+    name: str,
+    features: datasets.Features = TEXT_FEATURES,
+) -> datasets.Dataset:
+    """Stream the rows of ``generator(**gen_kwargs)`` into Arrow files under ``workdir/name``; ``generator``
+    at module level and ``gen_kwargs`` plain values (no lists: shards), so ``datasets`` hashes them cheaply."""
+    with quiet_datasets():
+        return datasets.Dataset.from_generator(
+            generator, gen_kwargs=gen_kwargs, features=features, cache_dir=str(workdir / name)
+        )
+
+
+@contextlib.contextmanager
+def quiet_datasets() -> Iterator[None]:
+    """Silence ``datasets`` progress bars and info logs for the duration of a block."""
+    bars = datasets.is_progress_bar_enabled()
+    level = datasets.logging.get_verbosity()
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        datasets.logging.set_verbosity(level)
+        if bars:
+            datasets.enable_progress_bars()
+
+
+log = logging.getLogger(__name__)
+
+_FEATURES = datasets.Features({**TEXT_FEATURES, "undecodable": datasets.Value("bool")})
+
+
+def _open(path: Path) -> BinaryIO:
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+
+
+def count_lines(path: Path) -> int:
+    """Lines in a (possibly gzipped) file; a last line without ``\\n`` counts."""
+    lines, last = 0, b"\n"
+    try:
+        with _open(path) as f:
+            while chunk := f.read(1 << 20):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+    except (OSError, EOFError, zlib.error) as err:
+        raise DataError(f"cannot read {path}: {err}; check that the file is intact") from None
+    return lines + (last != b"\n")
+
+
+def check_text(path: Path, split: str) -> None:
+    """Refuse what a line-per-sentence file cannot be: CR-only line ends, NUL bytes (a binary or UTF-16
+    file), and a validation or test split of only empty lines; one line naming the file and what to do."""
+    newlines = returns = 0
+    nul_line: int | None = None
+    words = False
+    with _open(path) as f:
+        while chunk := f.read(1 << 20):
+            if nul_line is None and b"\x00" in chunk:
+                nul_line = newlines + chunk[: chunk.index(b"\x00")].count(b"\n") + 1
+            newlines += chunk.count(b"\n")
+            returns += chunk.count(b"\r")
+            words = words or bool(chunk.strip())
+    if nul_line is not None:
+        raise DataError(
+            f"{path} holds NUL bytes (line {nul_line}): is it a binary or UTF-16 file? save it as UTF-8 text"
+        )
+    if returns > 1 and newlines == 0:
+        raise DataError(f"{path} ends its lines with CR only (old Mac style); convert them to \\n (tr '\\r' '\\n')")
+    if not words and split != "train":
+        raise DataError(f"{path} holds only empty lines; a validation or test split needs sentences to score")
+
+
+def decode_line(raw: bytes) -> tuple[str, bool]:
+    """``(text, undecodable)``: UTF-8 with replacement, stripped."""
+    try:
+        return raw.decode("utf-8").strip(), False
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", errors="replace").strip(), True
+
+
+def _rows(src_path: str, tgt_path: str) -> Iterator[dict]:
+    with _open(Path(src_path)) as src, _open(Path(tgt_path)) as tgt:
+        for i, (a, b) in enumerate(zip(src, tgt)):
+            (a, bad_a), (b, bad_b) = decode_line(a), decode_line(b)
+            if i == 0:
+                a, b = a.lstrip("\ufeff"), b.lstrip("\ufeff")
+            yield {"src": a, "tgt": b, "undecodable": bad_a or bad_b}
+
+
+def file_digest(path: Path, cache_root: Path) -> str:
+    """SHA-256 of the file's bytes, memoised under ``cache_root`` by (path, size, mtime)."""
+    stat = path.stat()
+    memo = cache_root / "filehash" / digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if memo.is_file():
+        return memo.read_text().strip()
+    sha = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            sha.update(chunk)
+    atomic_write_text(memo, sha.hexdigest())
+    return sha.hexdigest()
+
+
+class LocalFolder:
+    """``data.source=/path/to/folder``: line-aligned ``{split}.{lang}[.gz]`` files (the Moses/fairseq layout).
+
+    The folder holds ``train``, a validation split (``val``, ``valid`` or ``dev``) and any splits named
+    ``test*``, one file per language each. Lines are split on ``\\n`` only (never on Unicode line separators,
+    which would break alignment), decoded as UTF-8 with ``errors='replace'`` (lines that needed it are counted
+    and logged), and stripped. The fingerprint is each file's SHA-256, memoised by (path, size, mtime)."""
+
+    def __init__(self, cfg: DataConfig, cache_root: Path):
+        self.folder = Path(cfg.source).expanduser()
+        self.langs = (cfg.src_lang, cfg.tgt_lang)
+        self.cache_root = cache_root
+        if not self.folder.is_dir():
+            raise DataError(
+                f"data.source={cfg.source!r} is not a folder; give 'builtin', 'hf:<dataset>[:<config>]' "
+                f"or a folder of {{split}}.{{lang}}[.gz] files"
+            )
+        self.files = self._discover()
+
+    def _discover(self) -> dict[str, tuple[Path, Path]]:
+        """split -> (source file, target file) for train, the validation split and test splits."""
+        found: dict[tuple[str, str], Path] = {}
+        names = []
+        for path in sorted(self.folder.iterdir()):
+            name = path.name[:-3] if path.name.endswith(".gz") else path.name
+            split, dot, lang = name.rpartition(".")
+            if not path.is_file() or not dot or not split:
+                continue
+            names.append(path.name)
+            if lang in self.langs and ((split, lang) not in found or found[(split, lang)].name.endswith(".gz")):
+                found[(split, lang)] = path  # an uncompressed copy wins over a .gz one
+        pair = "-".join(self.langs)
+        listing = ", ".join(names[:12]) + (f", ... ({len(names)} files)" if len(names) > 12 else "") or "no files"
+        val, tests = pick_splits({split for split, _ in found}, f"{self.folder} for {pair}", listing)
+        files = {}
+        for split in ["train", val, *tests]:
+            for lang in self.langs:
+                if (split, lang) not in found:
+                    raise DataError(
+                        f"missing language file {self.folder / f'{split}.{lang}'}[.gz] "
+                        f"(the '{split}' split needs one file per language: {pair})"
+                    )
+            files[split] = (found[(split, self.langs[0])], found[(split, self.langs[1])])
+        return files
+
+    @property
+    def val_split(self) -> str:
+        return next(name for name in VAL_NAMES if name in self.files)
+
+    def fingerprint(self) -> str:
+        return digest(
+            "local",
+            self.langs,
+            [
+                (split, src.name, tgt.name, file_digest(src, self.cache_root), file_digest(tgt, self.cache_root))
+                for split, (src, tgt) in sorted(self.files.items())
+            ],
+        )
+
+    def load(self, workdir: Path) -> Corpus:
+        """Check alignment of every split, then stream each split into Arrow files."""
+        for split, (src, tgt) in self.files.items():  # all checks before any (slow) conversion
+            n_src, n_tgt = count_lines(src), count_lines(tgt)
+            if n_src != n_tgt:
+                raise DataError(
+                    f"misaligned corpus: {src} has {n_src} lines but {tgt} has {n_tgt} lines; "
+                    f"the files of a split must have one line per sentence pair"
+                )
+            if n_src == 0:
+                raise DataError(f"empty corpus files {src} and {tgt}; a split needs at least one sentence pair")
+            check_text(src, split)
+            check_text(tgt, split)
+        splits, undecodable = {}, {}
+        for split, (src, tgt) in self.files.items():
+            ds = arrow_dataset(_rows, {"src_path": str(src), "tgt_path": str(tgt)}, workdir, split, _FEATURES)
+            undecodable[split] = int(pc.sum(ds.data.column("undecodable")).as_py() or 0)
+            if undecodable[split]:
+                log.warning(
+                    "%d lines of %s/%s were not valid UTF-8; bad bytes were replaced by U+FFFD",
+                    undecodable[split],
+                    src.parent,
+                    split,
+                )
+            splits[split] = ds.remove_columns("undecodable")
+        tests = [name for name in self.files if name.startswith("test")]
+        return Corpus(splits, self.val_split, sorted(tests), undecodable)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".strip(": ")
+
+
+def canonical_split(name: str) -> str | None:
+    """Hub split name -> ours (``validation`` -> ``val``); ``None`` for splits we do not use."""
+    if name == "train" or name.startswith("test"):
+        return name
+    return "val" if name in VAL_NAMES else None
+
+
+def text_columns(ds: datasets.Dataset, src: str, tgt: str, where: str) -> datasets.Dataset:
+    """Reduce ``ds`` to string columns ``src``/``tgt`` (zero-copy column operations)."""
+    columns = ds.column_names
+    if "translation" in columns:
+        flat = ds.select_columns(["translation"]).flatten()
+        wanted = [f"translation.{src}", f"translation.{tgt}"]
+        if not set(wanted) <= set(flat.column_names):
+            have = sorted(c.split(".", 1)[1] for c in flat.column_names)
+            raise DataError(
+                f"{where}: the translation column has languages {have}, not {src} and {tgt}; "
+                f"set data.src_lang/data.tgt_lang"
+            )
+        return flat.select_columns(wanted).rename_columns({wanted[0]: "src", wanted[1]: "tgt"})
+    if src in columns and tgt in columns:
+        return ds.select_columns([src, tgt]).rename_columns({src: "src", tgt: "tgt"})
+    raise DataError(
+        f"{where} has columns {columns}; expected a 'translation' column or one column per language ('{src}', '{tgt}')"
+    )
+
+
+USAGE = "use hf:<dataset>[@<revision>][:<config>]"
+
+
+def parse_hub_source(source: str) -> tuple[str, str, str | None]:
+    """``hf:<dataset>[@<revision>][:<config>]`` (or ``...:<config>@<revision>``) -> (dataset, config, revision);
+    a local folder takes no revision. Malformed: one-line DataError."""
+    spec = source[len("hf:") :]
+    name, _, config = spec.partition(":")
+    if Path(name).expanduser().is_dir():
+        if "@" in config:
+            raise DataError(f"data.source={source!r}: a revision pins a hub dataset; the folder {name} has none")
+        return name, config, None
+    revisions = []
+    if "@" in name:
+        name, _, rev = name.partition("@")
+        revisions.append(rev)
+    if "@" in config:
+        config, _, rev = config.partition("@")
+        revisions.append(rev)
+    if not name:
+        raise DataError(f"data.source={source!r} names no dataset; {USAGE}")
+    if revisions and Path(name).expanduser().is_dir():  # a folder has no commits: "@abc" would be a pin that never was
+        raise DataError(
+            f"data.source={source!r}: {name} is a local folder and a revision pins a hub dataset; "
+            f"drop '@{revisions[0]}' or name the hub dataset"
+        )
+    if len(revisions) > 1 or any("@" in r or ":" in r for r in revisions):
+        raise DataError(f"data.source={source!r} gives more than one revision; {USAGE}")
+    if revisions and not revisions[0]:
+        raise DataError(f"data.source={source!r}: '@' needs a revision after it (a commit sha, branch or tag); {USAGE}")
+    return name, config, revisions[0] if revisions else None
+
+
+def served_commit(name: str, revision: str | None) -> str | None:
+    """The commit sha the hub serves for ``name`` at ``revision`` (a branch or tag resolved), or None when the hub
+    does not answer (offline, unreachable): recorded beside the revision asked for, never in its place."""
+    try:
+        from huggingface_hub import HfApi
+
+        sha = HfApi().dataset_info(name, revision=revision).sha
+    except Exception:  # noqa: BLE001 - the data loaded; a hub that cannot say which commit leaves it unknown
+        return None
+    return sha if isinstance(sha, str) and sha else None
+
+
+class HubDataset:
+    """``data.source=hf:<dataset>[@<revision>][:<config>]``: a Hugging Face translation dataset.
+
+    ``@<revision>`` pins a commit (or branch or tag) for ``load_dataset(revision=...)``; the run records the
+    dataset, config, revision and the commit the hub served (null when it did not answer). Columns: one per
+    language (``bentrevett/multi30k``) or a ``translation`` column of ``{lang: text}`` (``wmt14``). Split names:
+    ``validation``/``valid``/``dev`` -> ``val``, ``test*`` kept. ``<dataset>`` may be a local folder in the hub's
+    file layout (``data/train-*.parquet``), for where the hub is unreachable. The fingerprint is the loaded
+    datasets' own."""
+
+    def __init__(self, cfg: DataConfig, cache_root: Path):
+        self.name, self.config, self.revision = parse_hub_source(cfg.source)
+        self.langs = (cfg.src_lang, cfg.tgt_lang)
+        self.cache_root = cache_root
+        self._splits: dict[str, datasets.Dataset] | None = None
+        self.commit: str | None = None  # the commit the hub served, when it said
+
+    def _load(self) -> dict[str, datasets.Dataset]:
+        if self._splits is not None:
+            return self._splits
+        path = Path(self.name).expanduser()
+        local = path.is_dir()
+        args = {
+            "path": str(path) if local else self.name,
+            "name": self.config or None,
+            "cache_dir": str(self.cache_root / "hf"),
+        }
+        if local and self.config and (path / self.config).is_dir():
+            args.update(name=None, data_dir=self.config)  # hub layout <config>/<split>-*.parquet
+        if self.revision:
+            args["revision"] = self.revision
+        try:
+            with quiet_datasets():
+                loaded = datasets.load_dataset(**args)
+        except Exception as err:  # noqa: BLE001 - any failure becomes one actionable line
+            if local:
+                raise DataError(
+                    f"cannot load {path} as a dataset folder ({_first_line(err)}); "
+                    f"expected hub-layout files such as data/train-*.parquet"
+                ) from None
+            at = f" at revision '{self.revision}'" if self.revision else ""
+            raise DataError(
+                f"cannot load hub dataset '{self.name}'{at} ({_first_line(err)}); if the hub is unreachable, "
+                f"download it elsewhere and pass its folder (data.source=hf:/path/to/folder) or a folder "
+                f"of {{split}}.{{lang}} files (data.source=/path/to/folder)"
+            ) from None
+        where = f"hub dataset '{self.name}'"
+        pick_splits([canonical_split(s) or s for s in loaded], where, ", ".join(loaded))
+        splits: dict[str, datasets.Dataset] = {}
+        for name, ds in loaded.items():
+            ours = canonical_split(name)
+            if ours is not None and ours not in splits:
+                splits[ours] = ds
+        self._splits = splits
+        if not local:
+            self.commit = served_commit(self.name, self.revision)
+        return splits
+
+    def fingerprint(self) -> str:
+        splits = self._load()
+        pinned = [self.revision] if self.revision else []  # unpinned runs keep their cache keys
+        return digest(
+            "hf",
+            self.name,
+            self.config,
+            *pinned,
+            self.langs,
+            sorted((name, ds._fingerprint) for name, ds in splits.items()),
+        )
+
+    def provenance(self) -> dict[str, str | None]:
+        """What the run records of its data: the dataset, its config, the revision asked for and the commit
+        the hub served (``None`` for a local folder, or when the hub did not say)."""
+        return {"dataset": self.name, "config": self.config or None, "revision": self.revision, "commit": self.commit}
+
+    def load(self, workdir: Path) -> Corpus:
+        splits = {
+            name: text_columns(ds, *self.langs, f"hub dataset '{self.name}' split '{name}'")
+            for name, ds in self._load().items()
+        }
+        tests = sorted(name for name in splits if name.startswith("test"))
+        return Corpus(splits, "val", tests)
+
 
 SOURCES: dict[str, type] = table("source")
 """Source kind -> source class, filled by ``@register("source", kind)``. ``data.source`` names a kind by

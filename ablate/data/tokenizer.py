@@ -1,12 +1,9 @@
 """Subword segmentation: byte-pair encoding (Sennrich et al. 2016) with HF ``tokenizers``.
 
-NFKC normalisation, a Metaspace pre-tokenizer (spaces become ``▁`` and start a word) followed by
-a punctuation split (``Hund.`` and ``Hund`` share the piece ``▁Hund``; no space is invented, so
-nothing is lost), and the Metaspace decoder, so ``decode(encode(text)) == text`` for NFKC-normal
-text. One joint vocabulary
-over both languages by default (``DataConfig.joint_vocab``; shared embeddings need it), two
-separate ones otherwise. Special ids are fixed: pad=0, bos=1, eos=2, unk=3.
-"""
+NFKC normalisation, a Metaspace pre-tokenizer (spaces become ``▁``) then a punctuation split (``Hund.`` and
+``Hund`` share ``▁Hund``; no space is invented), and the Metaspace decoder, so ``decode(encode(text)) ==
+text`` for NFKC-normal text. One joint vocabulary over both languages by default (``data.joint_vocab``;
+shared embeddings need it). Special ids are fixed: pad=0, bos=1, eos=2, unk=3."""
 
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ from typing import Iterable, Iterator, Sequence
 import datasets
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from ablate.data.errors import DataError
+from ablate.data.sources import DataError
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
@@ -43,10 +40,7 @@ def train_bpe(texts: Iterator[list[str]], vocab_size: int, length: int | None = 
     """Learn a BPE model from batches of sentences (streamed, never all in memory)."""
     tok = _empty_bpe()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=list(SPECIALS),
-        limit_alphabet=1000,
-        show_progress=False,
+        vocab_size=vocab_size, special_tokens=list(SPECIALS), limit_alphabet=1000, show_progress=False
     )
     tok.train_from_iterator(texts, trainer=trainer, length=length)
     for i, special in enumerate(SPECIALS):
@@ -61,13 +55,8 @@ def _batches(ds: datasets.Dataset, columns: Sequence[str]) -> Iterator[list[str]
 
 
 class SubwordTokenizer:
-    """Source and target BPE segmentation with fixed special ids.
-
-    Attributes:
-        pad_id, bos_id, eos_id, unk_id: 0, 1, 2, 3.
-        joint: one vocabulary for both sides.
-        src_vocab_size, tgt_vocab_size: vocabulary sizes, specials included (equal when joint).
-    """
+    """Source and target BPE segmentation with fixed special ids (``pad_id``, ``bos_id``, ``eos_id``, ``unk_id``);
+    ``joint``: one vocabulary for both sides; ``src_vocab_size``, ``tgt_vocab_size`` count the specials."""
 
     pad_id, bos_id, eos_id, unk_id = PAD, BOS, EOS, UNK
 
@@ -112,10 +101,8 @@ class SubwordTokenizer:
         return out
 
     def decode_tgt(self, ids: Iterable[int]) -> str:
-        """Detokenized text of ``ids`` (list or 1-D tensor): stops at eos, drops pad and bos.
-
-        Unknown subwords come out as ``<unk>``.
-        """
+        """Detokenized text of ``ids`` (a list or 1-D tensor): stops at eos, drops pad and bos; unknown pieces
+        come out as ``<unk>``."""
         return self._tgt.decode(self._strip(ids), skip_special_tokens=False)
 
     def decode_src(self, ids: Iterable[int]) -> str:
@@ -135,11 +122,8 @@ class SubwordTokenizer:
 
     @classmethod
     def load(cls, folder: str | Path) -> SubwordTokenizer:
-        """The tokenizer :meth:`save` wrote into ``folder``.
-
-        Raises:
-            TokenizerError: a file is missing, truncated, not JSON, or JSON of another shape.
-        """
+        """The tokenizer :meth:`save` wrote into ``folder``; TokenizerError when a file is missing, truncated, not
+        JSON, or JSON of another shape."""
         folder = Path(folder)
         try:
             meta = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))

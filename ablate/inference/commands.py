@@ -1,20 +1,113 @@
-"""``ablate translate``, ``evaluate``, ``export-model`` and ``sync``, mounted on the main app."""
+"""``ablate translate``, ``evaluate``, ``export-model`` and ``sync``, mounted on the main app.
+
+A run is a run folder, a sweep's trial named by what it is (``SWEEP --variant NAME --seed N``: each
+trial's ``summary.json`` records them, while its folder name depends on which keys the sweep varies), or
+``wandb:<entity>/<project>/<run id>``: the run's model artifact ``model-<run id>``
+(``tracking.log_checkpoints=true``, laid out as a run folder), downloaded once into
+``~/.cache/ablate/wandb/<entity>/<project>/<run id>`` (``ABLATE_CACHE`` moves it)."""
 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import click
 import typer
 
+from ablate.config import ConfigError
+from ablate.errors import AblateError
+from ablate.record import RunFiles, RunSummary, SweepFiles
 from ablate.utils.commands import (
     fail as _fail,  # the one handler: one red line, exit 2
     plugins_option,
     trust_plugins_option,
 )
 from ablate.utils.io import one_line
+
+
+class TrialLookupError(AblateError, ValueError):
+    """No trial, or more than one, of the sweep matches ``--variant`` / ``--seed``."""
+
+
+def _trained(out: Path) -> list[tuple[str, Optional[str], Optional[int], Path]]:
+    """``(folder name, variant, seed, folder)`` of every trial folder of ``out`` that has a summary, by name."""
+    found = []
+    for folder in sorted(p for p in out.iterdir() if p.is_dir()):
+        summary = RunSummary.peek(RunFiles(folder).summary)
+        if summary is None:
+            continue
+        seed = (summary.config or {}).get("seed")
+        variant = summary.variant.get("name") if isinstance(summary.variant, dict) else summary.variant
+        found.append((folder.name, variant, seed if isinstance(seed, int) else None, folder))
+    return found
+
+
+def trial_folder(out: Path, variant: Optional[str], seed: Optional[int]) -> Path:
+    """The folder of the trial of sweep ``out`` whose variant is ``variant`` and whose seed is ``seed`` (either may
+    be left out where it leaves one trial); :class:`TrialLookupError` in one line otherwise."""
+    if not SweepFiles(out).state.is_file():
+        raise TrialLookupError(
+            f"{out} is not a sweep folder (no {SweepFiles(out).state.name}); --variant and --seed "
+            "pick a trial of a sweep, pass a run folder without them"
+        )
+    trials = _trained(out)
+    matches = [t for t in trials if (variant is None or t[1] == variant) and (seed is None or t[2] == seed)]
+    if len(matches) == 1:
+        return matches[0][3]
+    asked = " ".join(
+        part for part in (f"--variant {variant}" * (variant is not None), f"--seed {seed}" * (seed is not None)) if part
+    )
+    if not matches:
+        variants = sorted({str(t[1]) for t in trials})
+        seeds = sorted({t[2] for t in trials if t[2] is not None and (variant is None or t[1] == variant)})
+        raise TrialLookupError(
+            f"no trained trial of {out} matches {asked}; variants: {', '.join(variants) or 'none'}; "
+            f"seeds{' of ' + variant if variant else ''}: {', '.join(map(str, seeds)) or 'none'}"
+        )
+    names = ", ".join(t[0] for t in matches)
+    raise TrialLookupError(f"{asked} matches {len(matches)} trials of {out} ({names}); add --variant or --seed")
+
+
+PREFIX = "wandb:"
+
+
+def is_wandb_ref(ref: Any) -> bool:
+    return str(ref).startswith(PREFIX)
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("ABLATE_CACHE") or "~/.cache/ablate").expanduser() / "wandb"
+
+
+def fetch_run(ref: str, api: Any = None, root: Optional[Path] = None) -> Path:
+    """Download the model artifact of ``wandb:<entity>/<project>/<run id>``; returns its folder. ConfigError for a
+    malformed reference, no such artifact, or one of an older ablate without config and tokenizer."""
+    parts = str(ref)[len(PREFIX) :].strip("/").split("/")
+    if len(parts) != 3 or not all(parts):
+        raise ConfigError(f"bad W&B run '{ref}': use wandb:<entity>/<project>/<run id>")
+    entity, project, run = parts
+    if api is None:
+        import wandb
+
+        api = wandb.Api()
+    name = f"{entity}/{project}/model-{run}:best"
+    try:
+        artifact = api.artifact(name, type="model")
+        folder = Path(artifact.download(root=str(root or cache_root() / entity / project / run)))
+    except Exception as err:  # noqa: BLE001 - no login, no network, no such artifact: all one line
+        reason = " ".join(str(err).split())[:200] or type(err).__name__
+        raise ConfigError(
+            f"could not download the W&B artifact {name} ({reason}); the run logs it with tracking.log_checkpoints=true"
+        ) from None
+    if not (folder / "config.yaml").exists() or not (folder / "tokenizer").is_dir():
+        raise ConfigError(
+            f"the W&B artifact {name} holds a checkpoint without config.yaml and tokenizer/ (logged by an older "
+            f"ablate); translate from the run folder instead"
+        )
+    return folder
+
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +120,21 @@ RUN_HELP = (
 def _local(run_dir: Path, raw: str, variant: Optional[str] = None, seed: Optional[int] = None) -> Path:
     """``run_dir``, the trial of sweep ``run_dir`` that ``variant`` and ``seed`` name, or the folder of a ``wandb:``
     run's downloaded model artifact."""
-    from ablate.inference.wandb_model import fetch_run, is_wandb_ref
-
     if variant is not None or seed is not None:
-        from ablate.inference.sweep_trial import trial_folder
-
         return trial_folder(run_dir, variant, seed)
     return fetch_run(raw) if is_wandb_ref(raw) else run_dir
+
+
+def _load(run_dir: Path, checkpoint: str, variant, seed, plugins, trust_plugins: bool):
+    """The run ``run_dir`` (:func:`_local`) names, loaded; a ConfigError is one red line."""
+    from ablate.inference import translate as inference
+
+    try:
+        return inference.load_run(
+            _local(run_dir, str(run_dir), variant, seed), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins
+        )
+    except ConfigError as err:
+        _fail(str(err))
 
 
 def variant_option():
@@ -60,26 +161,19 @@ def translate(
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
-    from ablate.config import ConfigError
-    from ablate.inference.inputs import check_checkpoint, check_decoding, read_sentences
-    from ablate.inference.translate import load_run, translate as run_translate
+    from ablate.inference import translate as inference
 
-    check_decoding(beam, len_penalty)
-    check_checkpoint(checkpoint)
+    inference.check_decoding(beam, len_penalty)
+    inference.check_checkpoint(checkpoint)
     if input is not None and not input.is_file():
         _fail(f"input file not found: {input}")
     try:
         raw = input.read_bytes() if input is not None else click.get_binary_stream("stdin").read()
     except OSError as err:
         _fail(f"cannot read {input or 'stdin'}: {err.strerror or err}")
-    sentences = read_sentences(raw, str(input) if input is not None else "stdin")
-    try:
-        run = load_run(
-            _local(run_dir, str(run_dir), variant, seed), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins
-        )
-    except ConfigError as err:
-        _fail(str(err))
-    for line in run_translate(run, sentences, beam, len_penalty):
+    sentences = inference.read_sentences(raw, str(input) if input is not None else "stdin")
+    run = _load(run_dir, checkpoint, variant, seed, plugins, trust_plugins)
+    for line in inference.translate(run, sentences, beam, len_penalty):
         typer.echo(line)
 
 
@@ -97,24 +191,20 @@ def evaluate(
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
-    from ablate.config import ConfigError
-    from ablate.data.errors import DataError
-    from ablate.inference.inputs import check_checkpoint, check_decoding
-    from ablate.inference.translate import evaluate as run_evaluate, load_run, load_split
+    from ablate.data.sources import DataError
+    from ablate.inference import translate as inference
     from ablate.utils.io import check_apart, write_output_text
 
-    check_decoding(beam, len_penalty)  # as translate: before any work
-    check_checkpoint(checkpoint)
+    inference.check_decoding(beam, len_penalty)  # as translate: before any work
+    inference.check_checkpoint(checkpoint)
     if hyps is not None:
         check_apart(hyps, [run_dir], "--hyps")
+    run = _load(run_dir, checkpoint, variant, seed, plugins, trust_plugins)
     try:
-        run = load_run(
-            _local(run_dir, str(run_dir), variant, seed), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins
-        )
-        name, sources, references = load_split(run, data, split)
+        name, sources, references = inference.load_split(run, data, split)
     except (ConfigError, DataError) as err:
         _fail(str(err))
-    scores, out = run_evaluate(run, sources, references, beam, len_penalty)
+    scores, out = inference.evaluate(run, sources, references, beam, len_penalty)
     if hyps is not None:
         write_output_text(hyps, "".join(one_line(h) + "\n" for h in out), [run_dir])
     typer.echo(
@@ -124,7 +214,7 @@ def evaluate(
 
 def _run_and_checkpoint(raw: str, checkpoint: str) -> tuple[Path, str]:
     """``(run folder, checkpoint name)`` of a run folder, a ``wandb:`` run, or ``<run>/checkpoints/<name>.ckpt``."""
-    from ablate.inference.inputs import CHECKPOINTS, InputError
+    from ablate.inference.translate import CHECKPOINTS, InputError
 
     path = Path(raw)
     if path.suffix != ".ckpt":
@@ -152,10 +242,8 @@ def export_model(
 ) -> None:
     """Write a trained model as one TorchScript file (greedy decoding, tokenizers and config inside) that
     `torch.jit.load` runs without ablate."""
-    from ablate.config import ConfigError
-    from ablate.inference.inputs import check_checkpoint
     from ablate.inference.torchscript import check_format, describe, export
-    from ablate.inference.translate import load_run
+    from ablate.inference.translate import check_checkpoint, load_run
     from ablate.utils.io import check_apart
 
     check_format(format)

@@ -1,30 +1,15 @@
 """A trained run as one TorchScript file that ``torch.jit.load`` runs without ablate (``ablate export-model``).
 
-The model's own ``encode`` and ``decode`` are traced (``torch.jit.trace``), not rewritten: what
-the file computes is the graph of the module that training tested. Three traced parts:
-
-* ``encoder``: ``src (B, S) -> enc``, the leaves of ``model.encode(src)`` as a list of tensors;
-* ``first``: the first decoder call, ``(BOS (B, 1), enc) -> (logits (B, V), state)``;
-* ``step``: every later call, ``(last token (B, 1), enc, state) -> (logits (B, V), state)``, the
-  incremental state passed in and returned as :func:`ablate.model.decoding.greedy` passes it.
-
-``enc`` and ``state`` are flattened into lists of tensors (:func:`_flatten`); an ``int`` leaf (the
-Transformer's number of decoded positions) travels as the width of an empty ``(0, n)`` tensor, so
-the traced graph reads it as a size and stays right at every step instead of keeping the step it
-was traced at. A scripted loop (:class:`GreedyTranslator`) around the three is greedy decoding step
-for step as :func:`ablate.model.decoding.greedy`: the same length limit, the same forbidden tokens,
-the same arg-max. Its ``translate(ids)`` also prepares sources as ``ablate translate`` does
-(clipped to ``data.max_len``, EOS appended, right-padded).
-
-Tracing keeps one path through Python branches; every branch of the registered variants depends
-only on the config and on whether a state exists, which the three parts fix. :func:`export` checks
-that on a batch of other shapes than the traced one, against :func:`~ablate.model.decoding.greedy`,
-and refuses to write a file that disagrees.
-
-The file carries, as ``torch.jit.save`` extra files, the source and target tokenizers' JSON
-(``tokenizers.Tokenizer.from_str``), the run's ``config.yaml`` and ``export.json`` (special ids,
-decoding limits, where the model came from).
-"""
+The model's own ``encode`` and ``decode`` are traced, not rewritten, in three parts: ``encoder``
+(``src (B, S) -> enc`` leaves), ``first`` (``(BOS (B, 1), enc) -> (logits (B, V), state)``) and ``step``
+(``(last token (B, 1), enc, state) -> (logits, state)``, the state passed as
+:func:`ablate.model.decoding.greedy` passes it). ``enc`` and ``state`` travel as flat lists of tensors; an
+``int`` leaf (the Transformer's decoded positions) as the width of an empty ``(0, n)`` tensor, so the traced
+graph reads it as a size instead of keeping the step it was traced at. A scripted loop
+(:class:`GreedyTranslator`) is greedy decoding step for step as ``greedy``. Tracing keeps one path through
+Python branches, which depend only on the config and on whether a state exists; :func:`export` checks
+the file against ``greedy`` on other shapes and refuses one that disagrees. The file carries the
+tokenizers' JSON, ``config.yaml`` and ``export.json`` (special ids, limits, origin) as extra files."""
 
 from __future__ import annotations
 
@@ -69,11 +54,7 @@ class ExportError(AblateError):
 
 
 def check_format(name: str) -> str:
-    """``name`` when ablate writes that format.
-
-    Raises:
-        ExportError: a format named in :data:`NOT_SUPPORTED` (why), or an unknown one (the closest).
-    """
+    """``name`` when ablate writes that format; ExportError why not (:data:`NOT_SUPPORTED`) or the closest one."""
     if name in FORMATS:
         return name
     if name.lower() in NOT_SUPPORTED:
@@ -88,10 +69,8 @@ def check_format(name: str) -> str:
 
 
 def _flatten(tree: Any, leaves: list[Tensor], where: str) -> Any:
-    """Append the leaves of ``tree`` to ``leaves``; returns the spec :func:`_unflatten` rebuilds it from.
-
-    Tensors stay tensors; an ``int`` ``n`` becomes an empty ``(0, n)`` tensor whose width traces as a size.
-    """
+    """Append the leaves of ``tree`` to ``leaves``; returns the spec :func:`_unflatten` rebuilds it from (an
+    ``int`` ``n`` becomes an empty ``(0, n)`` tensor whose width traces as a size)."""
     if isinstance(tree, Tensor) and tree.dim() > 0:  # every tensor of enc and state has the batch in dim 0
         leaves.append(tree)
         return "tensor"
@@ -161,14 +140,9 @@ class _Decode(nn.Module):
 
 
 class GreedyTranslator(nn.Module):
-    """Greedy decoding around traced parts, scripted: :func:`ablate.model.decoding.greedy` step for step.
-
-    Args:
-        encoder, first, step: The traced parts (see the module docstring).
-        pad_id, bos_id, eos_id: Special ids (target side; the same on both sides).
-        max_len: ``data.max_len``: sources are clipped to it, as the test sets were.
-        max_len_a, max_len_b: Output length limit ``a * source_length + b`` (``eval.*``).
-    """
+    """Greedy decoding around the traced parts, scripted: :func:`ablate.model.decoding.greedy` step for step.
+    Sources are clipped to ``max_len`` (``data.max_len``), outputs limited to ``max_len_a * source_length +
+    max_len_b`` (``eval.*``); special ids are the target side's (the same on both sides)."""
 
     def __init__(
         self,
@@ -274,12 +248,8 @@ def describe(run: LoadedRun) -> str:
 
 
 def script(run: LoadedRun) -> torch.jit.ScriptModule:
-    """The run's model and greedy decoding as one scripted module, checked against ablate's greedy decoding.
-
-    Raises:
-        ExportError: a part cannot be traced or scripted (naming it), or the result disagrees with
-            :func:`ablate.model.decoding.greedy`.
-    """
+    """The run's model and greedy decoding as one scripted module; ExportError when a part cannot be traced
+    or scripted (naming it), or the result disagrees with :func:`ablate.model.decoding.greedy`."""
     model, tok, cfg = run.module.model, run.tokenizer, run.cfg
     model = model.cpu().eval()
     what = describe(run)
@@ -344,11 +314,8 @@ def extra_files(run: LoadedRun) -> dict[str, str]:
 
 
 def export(run: LoadedRun, out: Path) -> Path:
-    """Write ``run`` as a TorchScript file at ``out`` (atomically: a failed export leaves no file).
-
-    Raises:
-        ExportError: weights that are not finite (a diverged run), or ``out`` cannot be written.
-    """
+    """Write ``run`` as a TorchScript file at ``out`` atomically (a failed export leaves no file); ExportError for
+    weights that are not finite (a diverged run) or an ``out`` that cannot be written."""
     broken = [name for name, weight in run.module.model.state_dict().items() if not torch.isfinite(weight).all()]
     if broken:
         raise ExportError(

@@ -1,17 +1,15 @@
 """Translate text and score test sets with a trained run, through the training code itself.
 
-The model comes back with ``TranslationModule.load_from_checkpoint`` (so what is decoded here is
-exactly the module that training tested), sources are segmented by the run's tokenizer and
-clipped to ``data.max_len`` as the test sets were, decoding is the module's ``translate`` (greedy
-or beam search of :mod:`ablate.model.decoding`) and scoring is :func:`ablate.metrics.corpus_scores`.
-Batches follow the test decoding's rule (:func:`ablate.data.batching.eval_batches`: sorted by
-length, at most ``eval.max_sentences`` sentences and ``train.max_tokens`` padded tokens).
-"""
+The model comes back with ``TranslationModule.load_from_checkpoint`` (what is decoded is exactly the
+module training tested); sources are segmented by the run's tokenizer and clipped to ``data.max_len`` as
+the test sets were; decoding is the module's ``translate`` and batches follow the test decoding's rule
+(:func:`ablate.data.datamodule.eval_batches`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +19,61 @@ import torch
 
 from ablate.config import Config, ConfigError
 from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
-from ablate.training.metrics import Scores, corpus_scores
+from ablate.errors import AblateError, did_you_mean
+from ablate.training.checkpoints import CheckpointError, load_checkpoint_file, recorded_config
+from ablate.training.module import Scores, TranslationModule, corpus_scores
 
 log = logging.getLogger(__name__)
+
+
+CHECKPOINTS = ("best", "last")
+"""The checkpoints a run folder holds (``checkpoints/<name>.ckpt``)."""
+
+
+class InputError(AblateError):
+    """Text or an option ``translate`` / ``evaluate`` cannot use; the message names it."""
+
+
+def read_sentences(raw: bytes, where: str) -> list[str]:
+    """The sentences of ``raw`` (a file's or stdin's bytes, named ``where`` in errors), read as training reads a
+    corpus (:func:`ablate.data.sources.decode_line`): one per ``\\n``-ended line (``\\r\\n`` too; never U+2028,
+    U+0085 or a form feed, which ``str.splitlines`` would cut at), a leading BOM dropped, whitespace stripped.
+    Unlike a corpus, text to translate must be UTF-8: InputError names the line, the byte and its column."""
+    from ablate.data.sources import decode_line
+
+    if not raw:
+        return []
+    lines = raw.removesuffix(b"\n").split(b"\n")
+    out = []
+    for number, line in enumerate(lines, 1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(
+                f"{where} line {number} is not UTF-8 text (byte {line[err.start]:#04x} at column {err.start + 1}); "
+                f"save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+            ) from None
+        text, _ = decode_line(line)
+        out.append(text.lstrip("\ufeff") if number == 1 else text)
+    return out
+
+
+def check_decoding(beam: Optional[int], len_penalty: Optional[float]) -> None:
+    """InputError unless ``--beam`` is at least 1 and ``--len-penalty`` finite and non-negative (when given)."""
+    if beam is not None and beam < 1:
+        raise InputError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
+    if len_penalty is not None and not (math.isfinite(len_penalty) and len_penalty >= 0):
+        raise InputError(f"--len-penalty {len_penalty} must be a finite number, 0 or more")
+
+
+def check_checkpoint(name: str) -> str:
+    """``name`` when it is one of :data:`CHECKPOINTS`, else InputError with the closest valid one."""
+    if name not in CHECKPOINTS:
+        raise InputError(
+            f"--checkpoint {name!r} is not a checkpoint name{did_you_mean(name, CHECKPOINTS, cutoff=0.5)} "
+            f"(choose from: {', '.join(CHECKPOINTS)})"
+        )
+    return name
 
 
 @dataclass
@@ -43,21 +93,10 @@ def load_run(
     plugins: Sequence[str] = (),
     trust_plugins: bool = False,
 ) -> LoadedRun:
-    """The module of ``run_dir``'s ``<which>.ckpt`` (falls back to the other checkpoint).
+    """The module of ``run_dir``'s ``<which>.ckpt`` (else the other checkpoint), its tokenizer and config.
 
-    A plugin the run's record names is imported only when the user vouches for it
-    (:func:`ablate.utils.plugins.unvouched`): ``plugins`` (``--plugins``: files of the same content,
-    or modules, imported first) or ``trust_plugins`` (``--trust-plugins``: import what the record names).
-
-    Raises:
-        InputError: ``which`` is neither ``best`` nor ``last``.
-        ConfigError: not a run directory, no tokenizer, or no checkpoint yet.
-        PluginError: the record names a plugin the user did not vouch for (one line naming the flag).
-    """
-    from ablate.inference.inputs import check_checkpoint
-    from ablate.training.checkpoint import recorded_config
-    from ablate.training.checkpoint_io import CheckpointError, load_checkpoint_file
-    from ablate.training.module import TranslationModule
+    Plugins as :func:`recorded_config`. Raises InputError for a ``which`` other than best or last, ConfigError
+    for a folder that is not a trained run, PluginError for a plugin the user did not vouch for."""
 
     run_dir = Path(run_dir)
     check_checkpoint(which)  # "lastt" used to fall back to best, silently
@@ -125,15 +164,10 @@ def translate(
     len_penalty: Optional[float] = None,
     target_lengths: Optional[Iterable[int]] = None,
 ) -> list[str]:
-    """Detokenized translations of ``sources``, in their order.
-
-    Args:
-        beam: beam size (default ``eval.beam``; 1 is greedy).
-        len_penalty: length-normalisation exponent (default ``eval.len_penalty``).
-        target_lengths: subword lengths of references, when known, so the batches are exactly
-            those of the test decoding (which packs by the longer side).
-    """
-    from ablate.data.batching import eval_batches
+    """Detokenized translations of ``sources``, in order; ``beam`` and ``len_penalty`` default to ``eval.*``.
+    ``target_lengths``: the references' subword lengths, when known, so the batches are exactly the test
+    decoding's (which packs by the longer side)."""
+    from ablate.data.datamodule import eval_batches
 
     if not sources:
         return []
@@ -151,11 +185,8 @@ def translate(
 
 
 def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> tuple[str, list[str], list[str]]:
-    """``(split name, sources, references)`` of a split of ``source`` (default: the run's data).
-
-    The source is read as training reads it (``data.source`` syntax: ``builtin``, a folder,
-    ``hf:...``), in the run's language pair; ``split`` defaults to its first test split.
-    """
+    """``(split name, sources, references)`` of ``split`` (default: the first test split) of ``source`` (``data.source``
+    syntax; default: the run's data), read as training reads it, in the run's language pair."""
     from ablate.data.cache import cache_root
     from ablate.data.sources import make_source
 

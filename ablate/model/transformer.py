@@ -16,7 +16,7 @@ beam search reorders them generically. ``src_padded=False`` says that no source 
 knows it from the lengths: :func:`ablate.data.datamodule.collate`), so attention runs without a padding
 mask, which lets ``scaled_dot_product_attention`` pick its flash kernel. ``rows`` (N,) are indices into the
 flattened (B*T) target positions: only their decoder states go through the output projection (training
-passes the non-padding ones, :func:`ablate.training.objective.sequence_loss`), so the largest matrix product
+passes the non-padding ones, :func:`ablate.training.module.sequence_loss`), so the largest matrix product
 of a small model and its log-softmax skip the padding.
 """
 

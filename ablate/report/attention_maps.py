@@ -16,7 +16,7 @@ import torch
 from ablate.model.decoding import beam_search
 from ablate.report.figures import check_size
 from ablate.report.trials import ReportError
-from ablate.training.checkpoint import load_trained
+from ablate.training.checkpoints import load_trained
 from ablate.utils.io import check_apart, output_files
 
 MAX_TOKENS = 100
@@ -107,7 +107,7 @@ def plot_attention(
     """Translate ``text`` with the run's best model and draw every attention map; returns the PNGs.
 
     ``plugins`` and ``trust_plugins`` say which plugins the run's record names may be imported
-    (:func:`ablate.training.checkpoint.recorded_config`).
+    (:func:`ablate.training.checkpoints.recorded_config`).
 
     Raises:
         ReportError: ``text`` is longer than :data:`MAX_TOKENS` subwords, or ``beam`` is below 1.

@@ -275,7 +275,7 @@ def publish(report: Any, draft: bool = False) -> str:
 
 TEXT_KINDS = ("hyps", "refs", "sources")
 NOT_TEST = ("val", "valid", "dev", "validation")
-"""Names of the validation split (``ablate.data.corpus.VAL_NAMES``): saved beside the test splits, never tested."""
+"""Names of the validation split (``ablate.data.sources.VAL_NAMES``): saved beside the test splits, never tested."""
 STATE = SWEEP_FILE
 PLUGINS = "plugins"
 """The results folder's copies of the plugin files the trials imported."""

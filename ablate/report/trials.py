@@ -191,7 +191,7 @@ def plain(value: Any) -> Any:
 def _recorded(run: Any) -> dict[str, Any]:
     """The run file ``summary.json`` that ablate saves with each W&B run (the whole record, nested fields
     included; the run summary holds its numbers and texts), less the config; {} where there is none."""
-    from ablate.training.publish import RECORD_FILE
+    from ablate.training.tracking import RECORD_FILE
 
     with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
         _download(run, {RECORD_FILE}, Path(tmp))
@@ -291,7 +291,7 @@ class Trial:
         signature: sacreBLEU signature of the test BLEU.
         resolved: the values the run used where its config leaves them implicit (``model.d_k``,
             ``model.d_v``, layers, peak ``train.lr``, the attention scale factor), recorded by the
-            trainer or, for older runs, derived with :func:`ablate.training.resolved.resolved`.
+            trainer or, for older runs, derived with :func:`ablate.training.run_folder.resolved`.
         sources: split -> source sentences, aligned with ``hyps`` (for BLEU by source length).
         comparisons: the sweep's ``comparisons`` parameter (see :mod:`ablate.sweep.spec`), if any.
         bare_variant: the trial's variant is a bare name, applying no overrides to the sweep's base.
@@ -365,9 +365,9 @@ def collect_folder(root: Path) -> list[Trial]:
 
     A record that cannot be read or breaks the run record's types (:mod:`ablate.record`) is a
     trial with status :data:`INVALID` and the reason; one whose summary says running but whose run
-    lock is free (:func:`~ablate.training.run_lock.is_held`: its process was killed) is interrupted.
+    lock is free (:func:`~ablate.training.run_folder.is_held`: its process was killed) is interrupted.
     """
-    from ablate.training.run_lock import running_status
+    from ablate.training.run_folder import running_status
 
     if not root.is_dir():
         raise ReportError(f"sweep folder not found: {root} (pass a sweep output folder or wandb:<entity>/<project>)")
@@ -433,7 +433,7 @@ def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
     if isinstance(summary.get("resolved"), dict):
         return {k: _hashable(v) for k, v in summary["resolved"].items()}
     from ablate.config import ConfigError, from_flat
-    from ablate.training.resolved import resolved
+    from ablate.training.run_folder import resolved
     from ablate.utils.plugins import PluginError
 
     try:  # a reader of numbers never imports a plugin a record names: a plugin's component is not derived
@@ -860,7 +860,7 @@ def run_folders(path: Path) -> list[Path]:
 
 def score_run(run_dir: Path, metric: str) -> Scored:
     """Add ``metric`` to one run's summary (see the module); the summary is rewritten only when a value is new."""
-    from ablate.training.run_lock import is_held
+    from ablate.training.run_folder import is_held
 
     name = run_dir.name
     try:

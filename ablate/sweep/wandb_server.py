@@ -43,7 +43,7 @@ from ablate.sweep.spec import (
     trial_overrides,
 )
 from ablate.sweep.state import Trial, load_state, outcome
-from ablate.training.run_lock import running_status
+from ablate.training.run_folder import running_status
 
 
 def wandb_sweep_config(spec: SweepSpec, agents: bool = True) -> dict[str, Any]:

@@ -1,32 +1,239 @@
-"""The LightningModule: a thin training shell around a plain ``nn.Module`` translation model.
+"""The LightningModule: a thin training shell around a plain ``nn.Module`` translation model, and what it
+minimises: the loss, the optimiser with its learning-rate schedule, and the validation and test metrics.
 
-The loss and the optimiser with its learning-rate schedule are plain functions
-(:mod:`ablate.training.objective`) that ``ablate bench`` calls too; throughput is measured by the
-:class:`~ablate.training.throughput.Throughput` callback. The module wires the loss into
-Lightning's steps, decodes for validation and test BLEU (sacreBLEU on detokenized text) and
-measures perplexity. The model itself never imports Lightning.
-"""
+The loss and optimiser are plain functions that ``ablate bench`` calls too, so the benchmark times
+exactly what training runs. Metrics are sacreBLEU on detokenized text (scorers: :mod:`ablate.metrics`):
+each validation scores BLEU (which picks the best checkpoint) and chrF; the test pass scores every
+metric of :data:`~ablate.metrics.TEST_METRICS` on every test split, each with its signature.
+
+Schedules (``train.schedule``): linear warm-up, then a decay. ``inverse_sqrt`` is Vaswani et al. (2017),
+Sec. 5.3, Eq. 3. ``linear`` and ``cosine`` decay to ``train.min_lr`` exactly when the training budget runs
+out (steps, epochs or training seconds, whichever is nearest): Li, Yumer & Ramanan (2020), "Budgeted
+Training" (ICLR), show that decaying to zero at the end of the budget beats schedules that ignore it;
+cosine is Loshchilov & Hutter (2017) without restarts. A schedule is one function of the post-warm-up
+fraction with ``@register("schedule", "<name>")``, here or in a plugin. The model never imports Lightning."""
 
 from __future__ import annotations
 
 import math
 import os
 import time
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
 
 import pytorch_lightning as pl
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 
-from ablate.config import Config, flatten, from_flat, to_dict
+from ablate.config import Config, flatten, from_flat, peak_lr, to_dict
 from ablate.errors import AblateError
+from ablate.metrics import TEST_METRICS, get_scorer
 from ablate.model.build import build_model
 from ablate.model.decoding import beam_search, greedy
 from ablate.record import DEV_BLEU, DEV_CHRF, DEV_PPL
-from ablate.training.metrics import corpus_scores, test_scores
-from ablate.training.objective import clip_gradients, make_optimizer, sequence_loss
-from ablate.training.record_checks import checked_history, checked_record
+from ablate.registry import register, table
+from ablate.training.run_folder import checked_history, checked_record
+
+DECAYS: dict[str, Callable[[float], float]] = table("schedule")
+"""Decay name -> multiplier at fraction q in [0, 1] of the post-warm-up budget (1 at q=0)."""
+INVERSE_SQRT = "inverse_sqrt"
+"""The paper's schedule, outside :data:`DECAYS` (it ignores the budget)."""
+
+
+def inverse_sqrt(step: int, warmup: int, min_ratio: float = 0.0) -> float:
+    """Multiplier on the peak learning rate at optimizer ``step`` (0-based), never below ``min_ratio``.
+
+    Linear warm-up to 1 over ``warmup`` steps, then sqrt(warmup / step): the paper's
+    ``d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)`` normalised to a peak of 1, as fairseq's ``inverse_sqrt``."""
+    step = step + 1
+    if warmup <= 0:
+        return 1.0
+    value = step / warmup if step < warmup else math.sqrt(warmup / step)
+    return max(value, min_ratio)
+
+
+@register("schedule", "linear")
+def linear(q: float) -> float:
+    """1 at the end of warm-up, 0 at the end of the budget."""
+    return 1.0 - q
+
+
+@register("schedule", "cosine")
+def cosine(q: float) -> float:
+    """Half a cosine from 1 to 0 (Loshchilov & Hutter 2017, Eq. 5 with one cycle)."""
+    return 0.5 * (1.0 + math.cos(math.pi * q))
+
+
+def schedules() -> list[str]:
+    """Every ``train.schedule`` name: ``inverse_sqrt`` and the registered decays."""
+    return [INVERSE_SQRT, *DECAYS]
+
+
+class WarmupDecay(torch.optim.lr_scheduler.LRScheduler):
+    """Linear warm-up over ``warmup`` steps, then ``schedule`` (a name in :func:`schedules`) as a function of
+    budget ``progress`` (the fraction used, in [0, 1]), floored at ``min_ratio`` of the peak (the groups' ``lr``).
+
+    The decay runs from the progress at which warm-up ended to 1, so a time budget and a step budget shape the
+    curve alike; that starting point is part of the state, so a resumed run continues the same curve."""
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        schedule: str,
+        warmup: int,
+        min_ratio: float,
+        progress: Callable[[], float],
+    ):
+        if schedule not in schedules():
+            raise ValueError(f"unknown schedule {schedule!r}; valid: {', '.join(schedules())}")
+        self.schedule, self.warmup, self.min_ratio = schedule, warmup, min_ratio
+        self._progress = progress
+        self.decay_from: float | None = None
+        super().__init__(optimizer)
+
+    def multiplier(self, step: int) -> float:
+        """Factor on the peak rate for optimizer ``step`` (0-based)."""
+        if self.schedule == INVERSE_SQRT:
+            return inverse_sqrt(step, self.warmup, self.min_ratio)
+        if step + 1 < self.warmup:
+            return (step + 1) / self.warmup
+        p = min(max(self._progress(), 0.0), 1.0)
+        if self.decay_from is None:
+            self.decay_from = p
+        q = 1.0 if p >= 1.0 else (p - self.decay_from) / max(1.0 - self.decay_from, 1e-12)
+        return max(DECAYS[self.schedule](min(max(q, 0.0), 1.0)), self.min_ratio)
+
+    def get_lr(self) -> list[float]:
+        m = self.multiplier(self.last_epoch)
+        return [base * m for base in self.base_lrs]
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_progress")}
+
+
+def batch_tokens(batch: dict[str, Any], pad_id: int) -> int:
+    """Non-padding source plus target tokens (EOS included): the host counts of
+    :func:`~ablate.data.datamodule.collate`, else counted from the tensors (which waits for their device)."""
+    if "src_tokens" in batch and "tgt_tokens" in batch:
+        return int(batch["src_tokens"]) + int(batch["tgt_tokens"])
+    return int((batch["src"] != pad_id).sum() + (batch["tgt_out"] != pad_id).sum())
+
+
+def token_loss(
+    logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothing: float, ntok: int | None = None
+) -> tuple[torch.Tensor, int]:
+    """Mean label-smoothed cross-entropy over non-padding targets, and their number.
+
+    ``logits`` (B, T, V) or (N, V), ``target`` (B, T) or (N,); ``smoothing`` is epsilon (Szegedy et al. 2016;
+    0.1 in Vaswani et al. 2017). ``ntok``: the host's count of targets (the batch's ``tgt_tokens``), else
+    counted on the device (which waits for it)."""
+    if ntok is None:
+        ntok = int((target != pad_id).sum())
+    loss = F.cross_entropy(
+        logits.reshape(-1, logits.size(-1)).float(),
+        target.reshape(-1),
+        ignore_index=pad_id,
+        label_smoothing=smoothing,
+        reduction="sum",
+    )
+    return loss / max(ntok, 1), ntok
+
+
+def target_rows(target: torch.Tensor, pad_id: int, ntok: int | None = None) -> torch.Tensor:
+    """Indices (N,) of the non-padding positions of ``target`` (B, T) flattened, in order; with the host's
+    count ``ntok`` nothing waits for the device (``torch.nonzero_static``)."""
+    keep = target.reshape(-1).ne(pad_id)
+    rows = keep.nonzero() if ntok is None else torch.nonzero_static(keep, size=ntok)
+    return rows.squeeze(1)
+
+
+def sequence_loss(model: nn.Module, batch: dict[str, Any], pad_id: int, smoothing: float) -> tuple[torch.Tensor, int]:
+    """The training loss of a collated batch (:func:`token_loss`) and its number of targets.
+
+    Logits are computed for the non-padding target positions only (``model(..., rows=)``), so the output
+    projection and log-softmax, the largest terms of a small model's step, skip the padding; loss and
+    gradients equal those of the full (B, T, V) logits with padding ignored."""
+    target = batch["tgt_out"]
+    rows = target_rows(target, pad_id, batch.get("tgt_tokens"))
+    logits = model(batch["src"], batch["tgt_in"], src_padded=batch.get("src_padded", True), rows=rows)  # (N, V)
+    return token_loss(logits, target.reshape(-1).index_select(0, rows), pad_id, smoothing, ntok=rows.size(0))
+
+
+def make_optimizer(
+    model: nn.Module, cfg: Config, progress: Callable[[], float] = lambda: 0.0, fused: bool | None = None
+) -> tuple[torch.optim.Optimizer, WarmupDecay]:
+    """AdamW (no weight decay on biases and norms) and its per-step :class:`WarmupDecay`.
+
+    ``progress``: the budget fraction used (:meth:`~ablate.training.trainer.TrainClock.progress`). ``fused``:
+    AdamW's fused kernel (None: where every parameter is on CUDA; False under a gradient scaler, whose
+    unscaling the clipping relies on), else ``foreach``."""
+    t = cfg.train
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
+    groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    lr = peak_lr(cfg)
+    if fused is None:
+        fused = all(p.device.type == "cuda" for p in model.parameters())
+    # one kernel for all parameters, its step counters on the device (no host read per parameter); elsewhere
+    # one op per tensor list
+    kernel = {"fused": True} if fused else {"foreach": True}
+    opt = torch.optim.AdamW(groups, lr=lr, betas=t.betas, eps=1e-9, **kernel)
+    return opt, WarmupDecay(opt, t.schedule, t.warmup, t.min_lr / lr, progress=progress)
+
+
+def clip_gradients(parameters: Iterable[torch.Tensor], max_norm: float | None) -> torch.Tensor:
+    """Clip the gradients to a total L2 norm of ``max_norm`` (None or 0: leave them); returns the norm
+    before clipping as a 0-d tensor, without waiting for the device."""
+    params = [p for p in parameters if p.grad is not None]
+    if not params:
+        return torch.zeros(())
+    if max_norm:  # what Lightning's gradient_clip_val calls, so the clipped gradients are the same
+        return torch.nn.utils.clip_grad_norm_(params, max_norm)
+    return torch.nn.utils.get_total_norm([p.grad for p in params])
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Scores of one system output with sacreBLEU's signatures: ``bleu``, ``chrf`` and their signatures,
+    ``more`` (``chrf++``, ``ter``, ...) and ``signatures`` of every metric scored."""
+
+    bleu: float
+    chrf: float
+    signature: str
+    chrf_signature: str = ""
+    more: dict[str, float] = field(default_factory=dict)
+    signatures: dict[str, str] = field(default_factory=dict)
+
+    def values(self) -> dict[str, float]:
+        """Metric name -> corpus score, for every metric scored."""
+        return {"bleu": self.bleu, "chrf": self.chrf, **self.more}
+
+
+def corpus_scores(hypotheses: list[str], references: list[str], metrics: tuple[str, ...] = ("bleu", "chrf")) -> Scores:
+    """sacreBLEU BLEU (13a tokenisation, cased), chrF and the other ``metrics`` of ``hypotheses``
+    against ``references`` (raw, detokenized sentences in the same order)."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+    scores, signatures = {}, {}
+    for name in dict.fromkeys(("bleu", "chrf", *metrics)):
+        scorer = get_scorer(name)
+        scores[name], signatures[name] = scorer.corpus(hypotheses, references), scorer.signature()
+    return Scores(
+        bleu=scores.pop("bleu"),
+        chrf=scores.pop("chrf"),
+        signature=signatures["bleu"],
+        chrf_signature=signatures["chrf"],
+        more=scores,
+        signatures=signatures,
+    )
+
+
+def test_scores(hypotheses: list[str], references: list[str]) -> Scores:
+    """:func:`corpus_scores` with every test metric (BLEU, chrF, chrF++, TER)."""
+    return corpus_scores(hypotheses, references, TEST_METRICS)
 
 
 class NonFiniteLossError(AblateError, RuntimeError):
@@ -43,27 +250,18 @@ def gather_objects(obj: Any) -> list[Any]:
 
 
 class TranslationModule(pl.LightningModule):
-    """Trains ``model`` on batches from :class:`ablate.data.datamodule.TranslationDataModule`.
+    """Trains ``model`` on batches of :class:`ablate.data.datamodule.TranslationDataModule`.
 
-    ``TranslationModule.load_from_checkpoint(run_dir / "checkpoints/best.ckpt")`` rebuilds it
-    from the checkpoint alone (the config and vocabulary sizes are its hyperparameters); a plugin that
-    config names is imported only if this process already runs the same code (the user's config,
-    ``ablate.utils.plugins.load([...])``) or it is an installed module, unless
-    ``load_from_checkpoint(path, trust_plugins=True)`` says to import what the checkpoint names. Attach
+    ``load_from_checkpoint(run_dir / "checkpoints/best.ckpt")`` rebuilds it from the checkpoint alone (the
+    config and vocabulary sizes are its hyperparameters); a plugin that config names is imported only if this
+    process already runs the same code or it is an installed module, unless ``trust_plugins=True``. Attach
     ``detokenize`` (``SubwordTokenizer.load(run_dir / "tokenizer").decode_tgt``) to score text.
 
     Args:
-        model: encoder-decoder with ``forward(src, tgt_in) -> logits`` and the decoding interface
-            of :mod:`ablate.model.decoding`; ``None`` builds it from ``cfg.model`` and ``vocab``.
-        cfg: the resolved run configuration (a :class:`Config` or its nested dict).
-        detokenize: ids -> detokenized target text.
-        references: raw target sentences per split name, in corpus order.
-        bos_id, eos_id, pad_id: special token ids.
-        vocab: ``{"src": size, "tgt": size, "joint": bool}``, to build (and rebuild) the model.
-        clock: the run's :class:`~ablate.training.callbacks.TrainClock` (budget progress for the schedule).
-        trust_plugins: a ``cfg`` given as a dict (a checkpoint's) may import every plugin it names;
-            without it, only those the user vouched for (:func:`ablate.utils.plugins.unvouched`).
-    """
+        model: ``forward(src, tgt_in) -> logits`` and the interface of :mod:`ablate.model.decoding`;
+            ``None`` builds it from ``cfg.model`` and ``vocab`` (``{"src": n, "tgt": n, "joint": bool}``).
+        cfg: a :class:`Config` or its nested dict; detokenize: ids -> text; references: raw targets per split.
+        clock: the run's :class:`~ablate.training.trainer.TrainClock` (budget progress for the schedule)."""
 
     def __init__(
         self,
@@ -158,11 +356,8 @@ class TranslationModule(pl.LightningModule):
         self._first_non_finite = torch.where(~torch.isfinite(loss) & (first < 0), self.global_step, first)
 
     def check_finite(self) -> None:
-        """Raise :class:`NonFiniteLossError` naming the first step whose loss was not finite, if there was one.
-
-        Training steps only note it on the device; this reads it, at the steps that log and before anything
-        is validated or saved, so a diverged run neither reports nor checkpoints its weights.
-        """
+        """Raise :class:`NonFiniteLossError` naming the first step whose loss was not finite: read (from the device)
+        only at the steps that log and before anything is validated or saved, so a diverged run saves nothing."""
         first = self._first_non_finite
         if first is not None and (step := int(first)) >= 0:
             raise NonFiniteLossError(f"non-finite loss at step {step}")
@@ -193,10 +388,7 @@ class TranslationModule(pl.LightningModule):
 
     # ------------------------------------------------------------------ decoding
     def translate(self, src: torch.Tensor, beam: int, len_penalty: float | None = None) -> list[list[int]]:
-        """Token ids of the best hypothesis for each source row of ``src`` (B, S).
-
-        ``len_penalty`` defaults to ``eval.len_penalty`` (beam search only).
-        """
+        """Token ids of the best hypothesis per row of ``src`` (B, S); ``len_penalty`` defaults to ``eval.len_penalty``."""
         e = self.cfg.eval
         if beam <= 1:
             return greedy(self.model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b)
@@ -319,12 +511,8 @@ class TranslationModule(pl.LightningModule):
 
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        """Lightning's ``load_from_checkpoint``, after verifying the file (zip CRCs, the run record's sha256).
-
-        Raises:
-            CheckpointError: the file is damaged (one line naming it and what to do).
-        """
-        from ablate.training.checkpoint_io import verify_checkpoint
+        """Lightning's ``load_from_checkpoint``, after verifying the file (CheckpointError when it is damaged)."""
+        from ablate.training.checkpoints import verify_checkpoint
 
         if isinstance(checkpoint_path, (str, os.PathLike)):
             verify_checkpoint(os.fspath(checkpoint_path))

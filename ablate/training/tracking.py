@@ -1,27 +1,226 @@
-"""Weights & Biases and the local run record (``summary.json``).
+"""Tracking: Weights & Biases and the other Lightning loggers (``tracking.loggers``), and what a run leaves in W&B.
 
-W&B is reached only through Lightning's ``WandbLogger`` on global rank 0, so a DDP training is
-one W&B run. ``tracking.wandb=auto`` goes online only when credentials exist; otherwise the run
-is written offline under ``<run_dir>/wandb`` for a later ``wandb sync``. A W&B failure never
-stops training: the local record is always written.
-"""
+W&B is reached only through Lightning's ``WandbLogger`` on global rank 0, so a DDP training is one W&B
+run. ``tracking.wandb=auto`` goes online only when credentials exist; otherwise the run is written offline
+under ``<run_dir>/wandb`` for a later ``wandb sync``. A W&B failure never stops training: the local
+record is always written. The other loggers (TensorBoard, CSV, MLflow, any class path) receive the same
+metrics and write inside the run folder, so a resumed run continues the same files."""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import netrc
 import os
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, MutableMapping, Optional
 
-from ablate.config import Config, TrackingConfig, flatten, to_dict
-from ablate.record import DEV_BLEU, DEV_PPL, RunFiles, RunStatus, RunSummary
-from ablate.training.publish import one_key_per_score
-from ablate.training.sweep_params import align_sweep_params
+from ablate.config import Config, ConfigError, TrackingConfig, flatten, to_dict
+from ablate.record import DEV_BLEU, DEV_PPL, SUMMARY_FILE, RunFiles
 from ablate.utils.io import atomic_write_text
-from ablate.utils.provenance import environment, freeze, freeze_text, git_commit
+from ablate.utils.typed import class_spec, import_class
+
+WANDB = "wandb"
+
+
+def _needs(package: str, logger: str) -> None:
+    if importlib.util.find_spec(package) is None:
+        raise ConfigError(f"tracking.loggers={logger} needs the {package} package: pip install {package}")
+
+
+def tensorboard(cfg: Config, run_dir: Path):
+    from pytorch_lightning.loggers import TensorBoardLogger
+
+    if importlib.util.find_spec("tensorboard") is None and importlib.util.find_spec("tensorboardX") is None:
+        _needs("tensorboard", "tensorboard")
+    return TensorBoardLogger(save_dir=str(run_dir), name="tensorboard", version="", default_hp_metric=False)
+
+
+def csv(cfg: Config, run_dir: Path):
+    from pytorch_lightning.loggers import CSVLogger
+
+    return CSVLogger(save_dir=str(run_dir), name="csv", version="")
+
+
+def mlflow(cfg: Config, run_dir: Path):
+    _needs("mlflow", "mlflow")
+    from pytorch_lightning.loggers import MLFlowLogger
+
+    t = cfg.tracking
+    return MLFlowLogger(
+        experiment_name=t.project, run_name=t.name or run_dir.name, tracking_uri=(run_dir / "mlruns").resolve().as_uri()
+    )
+
+
+FACTORIES: dict[str, Callable[[Config, Path], Any]] = {"tensorboard": tensorboard, "csv": csv, "mlflow": mlflow}
+"""Logger name -> its builder (``wandb`` aside); the names are :data:`ablate.config.LOGGERS`."""
+
+
+def make_loggers(cfg: Config, run_dir: Path) -> list:
+    """The loggers ``tracking.loggers`` lists, W&B excepted, in its order."""
+    loggers = []
+    for entry in cfg.tracking.loggers:
+        name, args = class_spec(entry, "tracking.loggers")
+        if name == WANDB:
+            continue
+        if name in FACTORIES:
+            loggers.append(FACTORIES[name](cfg, run_dir))
+            continue
+        try:
+            loggers.append(import_class(name, "tracking.loggers")(**args))
+        except TypeError as err:
+            raise ConfigError(f"tracking.loggers: {name}: {err}") from None
+    return loggers
+
+
+def uses_wandb(cfg: Config) -> bool:
+    """Whether ``tracking.loggers`` lists W&B (``tracking.wandb`` then says how it runs)."""
+    return any(class_spec(entry, "tracking.loggers")[0] == WANDB for entry in cfg.tracking.loggers)
+
+
+PARAM_PATH = "WANDB_SWEEP_PARAM_PATH"
+
+
+def read_params(path: str | Path) -> dict[str, Any]:
+    """``{key: value}`` of a W&B sweep parameter file (``wandb_version: 1`` + ``{key: {value: v}}``)."""
+    from wandb.sdk.lib import config_util
+
+    return config_util.dict_from_config_file(str(path), must_exist=True) or {}
+
+
+def write_params(path: str | Path, params: dict[str, Any]) -> None:
+    """Write ``{key: value}`` in the agent's format (what ``wandb.init`` reads)."""
+    from wandb.sdk.lib import config_util
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    config_util.save_config_file_from_dict(str(path), {k: {"value": v} for k, v in params.items()})
+
+
+def aligned(params: dict[str, Any], resolved: dict[str, Any]) -> dict[str, Any]:
+    """The sweep's parameters with every config key replaced by its resolved value."""
+    return {key: resolved.get(key, value) for key, value in params.items()}
+
+
+def align_sweep_params(
+    resolved: dict[str, Any], folder: Path, environ: MutableMapping[str, str] = os.environ
+) -> Optional[Path]:
+    """Point W&B at sweep parameters that agree with ``resolved`` (dotted keys) before ``wandb.init``.
+
+    W&B's agent writes each run's parameters to ``$WANDB_SWEEP_PARAM_PATH`` and ``wandb.init`` locks those
+    keys: a later ``config.update`` of them is ignored, so a named variant that changes a base key would show
+    the base's value in every dashboard. The trainer hands ``wandb.init`` a copy in which every config key
+    holds the resolved value; the others (``variant``, by which W&B's grid matches runs) keep the sweep's.
+    Returns the file written (``<folder>/sweep-params.yaml``), or None outside a sweep run or when all agree."""
+    source = environ.get(PARAM_PATH)
+    if not source or not Path(source).exists():
+        return None
+    params = read_params(source)
+    fixed = aligned(params, resolved)
+    if fixed == params:
+        return None
+    target = Path(folder).resolve() / "sweep-params.yaml"
+    write_params(target, fixed)
+    environ[PARAM_PATH] = str(target)
+    import wandb
+
+    wandb.setup(settings=wandb.Settings(sweep_param_path=str(target)))  # a W&B already set up reads it too
+    return target
+
+
+HYPOTHESES = "hypotheses"
+RECORD_FILE = SUMMARY_FILE
+"""The run file holding the whole ``summary.json`` (what the run summary leaves out: its nested fields)."""
+NOT_SUMMARY = ("config", "version")  # the run config; the layout of summary.json
+
+
+def one_key_per_score(metrics: dict[str, Any]) -> dict[str, Any]:
+    """``metrics`` without the plain ``test/<name>`` of a score also there per split (``test_<split>/<name>``):
+    ``summary.json`` keeps both (``test/bleu`` is the first split's, what old folders' tables read); W&B gets each
+    score once."""
+    per_split = {key.partition("/")[2] for key in metrics if key.startswith("test_") and "/" in key}
+    return {k: v for k, v in metrics.items() if not (k.startswith("test/") and k.partition("/")[2] in per_split)}
+
+
+def summary_fields(summary: dict[str, Any]) -> dict[str, Any]:
+    """What of ``summary`` (``summary.json``) goes in the W&B run summary: each number and text once
+    (:func:`one_key_per_score`); no config, no layout version, nothing nested (that is in :data:`RECORD_FILE`)."""
+    flat = {k: v for k, v in summary.items() if k not in NOT_SUMMARY and not isinstance(v, (dict, list, tuple))}
+    return one_key_per_score(flat)
+
+
+def log_summary(run: Any, summary: dict[str, Any], run_dir: Path | None = None) -> None:
+    """``summary`` (``summary.json``) in the W&B run: :func:`summary_fields` in the run summary and, given
+    ``run_dir``, its ``summary.json`` as the run file :data:`RECORD_FILE` (uploaded with the run, offline too)."""
+    run.summary.update(summary_fields(summary))
+    if run_dir is not None and (Path(run_dir) / RECORD_FILE).is_file():
+        base = Path(run_dir).resolve()
+        run.save(str(base / RECORD_FILE), base_path=str(base), policy="now")
+
+
+def texts_artifact(run_dir: Path, run_id: str, summary: dict[str, Any]):
+    """The ``hypotheses`` artifact of ``run_dir`` (``None`` when it wrote no texts)."""
+    import wandb
+
+    folders = [run_dir / kind for kind in ("hyps", "refs") if (run_dir / kind).is_dir()]
+    if not folders:
+        return None
+    metadata = {
+        k: v
+        for k, v in one_key_per_score(summary).items()
+        if k.endswith("_signature") or k.endswith(("/bleu", "/chrf", "/chrf++", "/ter"))
+    }
+    art = wandb.Artifact(
+        f"texts-{run_id}",
+        type=HYPOTHESES,
+        metadata=metadata,
+        description="detokenized hypotheses and references, one line per source sentence",
+    )
+    for folder in folders:
+        art.add_dir(str(folder), name=folder.name, policy="immutable")
+    return art
+
+
+def checkpoint_artifact(run_dir: Path, run_id: str):
+    """The best checkpoint, the config and the tokenizer as a ``model`` artifact in the run folder's
+    layout (``None`` when there is no checkpoint): a download of it is a run folder ablate loads."""
+    import wandb
+
+    best = run_dir / "checkpoints" / "best.ckpt"
+    if not best.exists():
+        return None
+    art = wandb.Artifact(
+        f"model-{run_id}",
+        type="model",
+        description="best checkpoint by validation BLEU, config.yaml and tokenizer/: a run folder for "
+        "`ablate translate` / `ablate evaluate` (or TranslationModule.load_from_checkpoint(checkpoints/best.ckpt))",
+    )
+    art.add_file(str(best), name="checkpoints/best.ckpt", policy="immutable")
+    for name in ("config.yaml", "tokenizer"):
+        path = run_dir / name
+        if path.is_dir():
+            art.add_dir(str(path), name=name, policy="immutable")
+        elif path.exists():
+            art.add_file(str(path), name=name, policy="immutable")
+    return art
+
+
+def publish(run: Any, run_dir: Path, summary: dict[str, Any], log_checkpoints: bool = False) -> None:
+    """Log to ``run`` what rebuilds the run's table from W&B alone: :func:`log_summary`, the ``texts-<run id>``
+    artifact (hypotheses and references, for the paired-bootstrap marks) and, with ``log_checkpoints``, the
+    ``model-<run id>`` artifact laid out as a run folder (``ablate translate wandb:...`` loads it). Artifact files
+    are referenced by absolute path where the run wrote them (``immutable``: no copy), so an offline run holds
+    them until ``wandb sync`` uploads them, from whatever folder it is called in."""
+    run_dir = run_dir.resolve()  # artifact entries keep this path until `wandb sync`, called from anywhere
+    log_summary(run, summary, run_dir)
+    for art, aliases in (
+        (texts_artifact(run_dir, run.id, summary), ["latest"]),
+        (checkpoint_artifact(run_dir, run.id) if log_checkpoints else None, ["best", "latest"]),
+    ):
+        if art is not None:
+            run.log_artifact(art, aliases=aliases)
+
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +238,8 @@ def has_wandb_credentials() -> bool:
 
 
 def resolve_mode(cfg: TrackingConfig, echo: Callable[[str], Any] | None = None) -> str:
-    """``online`` | ``offline`` | ``disabled`` from the config, the environment and credentials.
-
-    Online without an API key (``tracking.wandb=online``, or ``auto`` under ``WANDB_MODE=online``)
-    would fail inside W&B with a validation error and leave no run to sync: it is offline instead,
-    said in one line through ``echo``, so the run is kept for ``wandb sync``.
-    """
+    """``online`` | ``offline`` | ``disabled`` from the config, the environment and credentials. Online without an
+    API key would fail inside W&B and leave nothing to sync: it is offline instead, said through ``echo``."""
     mode = _requested_mode(cfg)
     if mode == "online" and not has_wandb_credentials():
         if echo is not None:
@@ -71,11 +266,7 @@ def _requested_mode(cfg: TrackingConfig) -> str:
 
 
 def run_id(run_dir: Path) -> str:
-    """The W&B run id of ``run_dir``: created once, reused on resume (same W&B run).
-
-    Inside a W&B sweep agent run it is the agent's ``WANDB_RUN_ID``, so the trainer logs to the
-    run the sweep created.
-    """
+    """The W&B run id of ``run_dir``: made once, reused on resume; a sweep agent's ``WANDB_RUN_ID`` when set."""
     path = RunFiles(run_dir).wandb_id
     if path.exists():
         return path.read_text().strip()
@@ -165,11 +356,8 @@ def _settings(system_metrics: bool = True):
 
 
 def start_logger(logger, attempts: int = 20, wait_s: float = 1.0):
-    """Start the W&B run now; ``None`` (with a warning) if W&B cannot start: training goes on.
-
-    A run resumed right after its process was killed can find the run id still held by the old
-    process's W&B service for a few seconds ("run ID ... is in use"), so starting is retried.
-    """
+    """Start the W&B run now, or None (with a warning): training goes on. Retried while the id is "in use"
+    (a run resumed right after a kill, whose old W&B service still holds it for a few seconds)."""
     if logger is None:
         return None
     error: Exception | None = None
@@ -202,74 +390,3 @@ def define_metrics(logger) -> None:
 
 def offline_hint(run_dir: Path) -> str:
     return f"W&B offline: upload later with `wandb sync {run_dir}/wandb/offline-run-*`"
-
-
-def cpu_seconds() -> float:
-    """User + system CPU seconds of this process since it started (imports and data loading included) and of
-    its finished children (data workers, DDP ranks)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-def machine() -> dict[str, Any]:
-    """What ran the trial: the CPU model, its logical cores and torch's intra-op threads."""
-    import platform
-
-    import torch
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
-
-
-class RunRecord:
-    """``<run_dir>/summary.json`` (:class:`~ablate.record.RunSummary`): status, best and final metrics, the
-    resolved config, and what produced them (commits, package versions and the freeze's digest; the freeze
-    itself in ``environment.txt``)."""
-
-    def __init__(self, run_dir: Path, cfg: Config):
-        self.path = RunFiles(run_dir).summary
-        self.started = time.time()
-        previous = RunSummary.peek(self.path) or RunSummary()
-        # the environment of this attempt (a resumed run records the one that finished it)
-        self.summary = RunSummary(config=to_dict(cfg), extra={"machine": machine(), "environment": environment()})
-        self._environment_written = False
-        self.wall_before = previous.number("wall_time_s") or 0.0
-        self.cpu_before = previous.number("cpu_time_s") or 0.0
-        before = previous.to_json()
-        # a rerun that fails before restoring its checkpoint keeps them
-        self.update(**{key: before[key] for key in ("history", "step", "init_from", "checkpoints") if key in before})
-        # the code of every attempt, so a run resumed after a code change says so
-        commits = [c for c in previous.commits or [] if isinstance(c, str)]
-        self.summary.commits = commits + [c for c in [git_commit()] if c not in commits]
-
-    @property
-    def data(self) -> dict[str, Any]:
-        """The record as ``summary.json`` holds it."""
-        return self.summary.to_json()
-
-    def update(self, **values: Any) -> None:
-        self.summary.update(values)
-
-    def write(self, status: RunStatus, error: str | None = None) -> None:
-        self.summary.status = status
-        self.summary.error = error
-        self.summary.wall_time_s = round(self.wall_before + time.time() - self.started, 2)
-        self.summary.cpu_time_s = round(self.cpu_before + cpu_seconds(), 2)  # this attempt's process, start-up included
-        try:
-            if not self._environment_written:
-                atomic_write_text(RunFiles(self.path.parent).environment, freeze_text(freeze()))
-                self._environment_written = True
-            self.summary.write(self.path)
-        except OSError as err:  # a full disk must not hide the training result from the caller
-            log.warning("could not write %s: %s", self.path, err)
-
-
-def read_summary(run_dir: Path) -> dict[str, Any] | None:
-    """The run's ``summary.json`` as a JSON object, or None where there is none (or it cannot be read)."""
-    summary = RunSummary.peek(RunFiles(run_dir).summary)
-    return None if summary is None else summary.to_json()

@@ -1,26 +1,12 @@
-"""One training run, end to end: data, model, Lightning trainer, test decoding, run record.
-
-Run directory layout::
-
-    <run_dir>/config.yaml          the resolved config (a run dir never mixes two configs)
-    <run_dir>/summary.json         status, metrics, throughput, params, config, package versions (see tracking.py)
-    <run_dir>/environment.txt      the installed packages (name==version), whose sha256 summary.json records
-    <run_dir>/checkpoints/         best.ckpt (by validation BLEU) and last.ckpt (for resuming)
-    <run_dir>/hyps/<split>.txt     detokenized hypotheses, one line per source sentence, in order
-    <run_dir>/refs/<split>.txt     the references they were scored against
-    <run_dir>/wandb/               the W&B run (offline runs are synced from here)
-    <run_dir>/console.log          the status lines and warnings the console showed, every attempt
-    <run_dir>/tensorboard/, csv/   the other loggers of tracking.loggers, when listed
-
-Running the same command again resumes an interrupted run from ``last.ckpt`` (same W&B run,
-step and learning-rate schedule); a finished run is not trained again.
-"""
+"""One training run, end to end, read top to bottom: lock the folder, check it (new, resume, finished), build
+the data and the model, open the record and the loggers, build the Trainer, fit, validate and test, write
+the outputs and the record, publish to W&B. Running the same command again resumes an interrupted run
+from ``last.ckpt`` (same W&B run, step and schedule); a finished run is not trained again."""
 
 from __future__ import annotations
 
 import logging
 import os
-import sys
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,35 +15,54 @@ from typing import Any, Callable
 from ablate.config import Config, ConfigError
 from ablate.errors import AblateError
 from ablate.record import DEV_BLEU, RunFiles, RunStatus
-from ablate.training.callbacks import FaultInjection, InterruptCheckpoint, LiveRecord, Milestones, TrainClock
-from ablate.training.checkpoint_io import (
+from ablate.training.checkpoints import (
     CheckpointError,
     ResilientCheckpointIO,
+    checkpoint_of,
+    initialise,
     load_checkpoint_file,
     resumable_checkpoint,
     saved_checkpoints,
 )
-from ablate.training.init_from import checkpoint_of, initialise
-from ablate.training.interrupts import SigintGuard
-from ablate.training.loggers import make_loggers, uses_wandb
-from ablate.training.outputs import save_outputs, summarise
-from ablate.training.publish import log_summary, publish
-from ablate.training.resolved import resolved
-from ablate.training.run_dir import claim_run_dir, default_run_dir, is_launcher_process, prepare_run_dir
-from ablate.training.run_lock import RunLock, UnwritableRunDir
-from ablate.training.throughput import Throughput
-from ablate.training.tracking import (
+from ablate.training.run_folder import (
+    RunLock,
     RunRecord,
-    define_metrics,
-    make_logger,
-    offline_hint,
+    UnwritableRunDir,
+    claim_run_dir,
+    default_run_dir,
+    is_launcher_process,
+    prepare_run_dir,
     read_summary,
+    resolved,
+    save_outputs,
+    summarise,
+)
+from ablate.training.tracking import (
+    define_metrics,
+    log_summary,
+    make_logger,
+    make_loggers,
+    offline_hint,
+    publish,
     resolve_mode,
     start_logger,
+    uses_wandb,
 )
-from ablate.training.trainer import accelerator_and_precision, check_devices, make_trainer, quiet
+from ablate.training.trainer import (
+    FaultInjection,
+    InterruptCheckpoint,
+    LiveRecord,
+    Milestones,
+    SigintGuard,
+    Throughput,
+    TrainClock,
+    accelerator_and_precision,
+    check_devices,
+    make_trainer,
+    quiet,
+)
 from ablate.utils.commands import capture
-from ablate.utils.plugins import user_error_line
+from ablate.utils.plugins import blame, user_error_line
 
 __all__ = ["RunError", "train"]
 
@@ -77,18 +82,10 @@ def train(
 ) -> dict[str, Any]:
     """Train, validate and test one configuration; returns the run summary.
 
-    The run folder is locked for the whole run (a second training of it is refused, naming this
-    one), and a second Ctrl-C cannot cut short the interrupt checkpoint of the first.
-    ``callbacks`` are extra Lightning callbacks (EarlyStopping, a profiler, ...); ``trainer.*``
-    config keys pass Trainer options and callbacks by name (:mod:`ablate.utils.typed`).
-    ``milestone``, when given, is called with ``data``, ``model``, ``fit_start`` and ``first_step``
-    as the run reaches each (what ``ablate bench`` times start-up with). Status goes to the
-    ``ablate.training.train`` logger (:mod:`ablate.utils.commands`).
-
-    Raises:
-        ConfigError / DataError: bad input, before any training.
-        RunError: training failed (diverged, out of memory, ...); ``summary.json`` says why.
-    """
+    ``callbacks``: extra Lightning callbacks (``trainer.*`` keys pass more by name,
+    :mod:`ablate.utils.typed`). ``milestone`` is called with ``data``, ``model``, ``fit_start`` and
+    ``first_step`` as the run reaches each (``ablate bench`` times start-up with it). Raises ConfigError /
+    DataError for bad input, before any training; RunError when training failed (``summary.json`` says why)."""
     from ablate.data.cache import cache_root, check_cache_root
 
     check_devices(cfg)
@@ -137,11 +134,7 @@ class _Run:
 
 
 def _train(
-    cfg: Config,
-    run_dir: Path,
-    overwrite: bool,
-    callbacks: list | None,
-    milestone: Callable[[str], None] | None = None,
+    cfg: Config, run_dir: Path, overwrite: bool, callbacks: list | None, milestone: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
     """The story of a run: resume point, data, model, run record, trainer, fit and test, outputs."""
     quiet()
@@ -397,14 +390,9 @@ def _describe_failure(err: BaseException, cfg: Config) -> str:
         sign in text.lower() for sign in ("out of memory", "tried to allocate", "not enough memory")
     ):  # CPU allocator: "DefaultCPUAllocator: not enough memory: you tried to allocate 256000000000 bytes"
         return f"out of memory with train.max_tokens={cfg.train.max_tokens} (lower it, or train.accumulate)"
-    from ablate.utils.plugins import blame
 
     culprit = blame(err)
     if culprit is not None:  # the plugin's author needs its name and line, not ablate's stack
         kind = "" if isinstance(err, AblateError) else f"{type(err).__name__} at {culprit[1]}: "
         return f"plugin '{culprit[0]}': {kind}{text}"
     return text
-
-
-if __name__ == "__main__":  # pragma: no cover - use `ablate train`
-    sys.exit("use: ablate train")

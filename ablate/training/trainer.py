@@ -1,19 +1,515 @@
-"""The Lightning ``Trainer`` of a run: its devices, precision, checkpoints, budget and validation cadence."""
+"""The Lightning ``Trainer`` of a run and its callbacks: devices, precision, checkpoints, budget clock,
+throughput, the interrupt checkpoint, the live record, deliberate faults, Ctrl-C and the progress display."""
 
 from __future__ import annotations
 
+import logging
+import math
 import os
+import signal
+import sys
+import threading
+import time
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TextIO
+
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.callbacks import ModelCheckpoint, ProgressBar, RichProgressBar
+from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from ablate.config import Config, ConfigError
-from ablate.record import DEV_BLEU
+from ablate.record import DEV_BLEU, TOKENS_PER_CPU_SEC, TOKENS_PER_SEC, RunStatus
+from ablate.training.module import batch_tokens
+from ablate.training.run_folder import nonnegative
+
+
+class SigintGuard:
+    """``with SigintGuard():`` the first SIGINT raises ``KeyboardInterrupt``; later ones are counted and ignored.
+
+    A second Ctrl-C would otherwise land inside Lightning's graceful stop and abort it (no interrupt
+    checkpoint, a record left ``running``). Outside the main thread it does nothing."""
+
+    def __init__(self) -> None:
+        self.fired = False
+        self.ignored = 0
+        self._previous: Any = None
+        self._installed = False
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.fired:
+            self.ignored += 1
+            return
+        self.fired = True
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> SigintGuard:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+            self._installed = False
+
+
+COUNTERS = ("tok", "sec", "all_tok", "all_sec", "skip")
+"""What :class:`Throughput` keeps: tokens and seconds after the warm-up steps, of every step, warm-up steps left."""
+CPU_COUNTERS = ("cpu", "all_cpu")
+"""Process CPU seconds of the same steps as ``sec`` and ``all_sec`` (absent from checkpoints older than them)."""
+
+
+class Throughput(pl.Callback):
+    """Tokens per second of training, summed over devices, and the tokens and seconds spent.
+
+    A step is timed from batch start to end (on a GPU by CUDA events, read only at the steps that log, so
+    nothing waits for the device); tokens are the host's non-padding counts; the first ``skip`` steps (allocator,
+    kernel selection) are left out unless there are no others; across devices, all ranks' tokens over the
+    slowest rank's seconds. The same steps in process CPU seconds give :attr:`tokens_per_cpu_sec`, far less
+    moved by other processes on the cores than wall-clock (compare it between runs with the same threads; NaN
+    after a resume from a checkpoint without CPU counters). Saved in checkpoints, so a resumed run reports
+    the whole run. ``train/tokens_per_sec``, ``train/tokens_per_cpu_sec`` and ``train/lr`` are logged every
+    ``log_every`` steps."""
+
+    def __init__(self, pad_id: int, skip: int = 10, log_every: int = 50):
+        self.pad_id, self.log_every = pad_id, log_every
+        self.skip = skip  # warm-up steps still to leave out
+        self.tok, self.sec = 0, 0.0  # after the warm-up steps, this rank
+        self.all_tok, self.all_sec = 0, 0.0  # every step, this rank
+        self.cpu, self.all_cpu = 0.0, 0.0  # process CPU seconds of the same steps, this rank; NaN: unknown
+        self.tokens_per_sec = float("nan")  # all devices; set at each log and at the end of training
+        self.tokens_per_cpu_sec = float("nan")  # all devices' tokens over their CPU seconds; set likewise
+        self.cpu_seconds = float("nan")  # all devices' CPU seconds of the steps tokens_per_cpu_sec counts
+        self.train_tokens: int | None = None  # all devices' tokens of every step; set at the end of training
+        self._t0 = self._c0 = 0.0
+        self._start: Any = None  # the CUDA event of the running step's start
+        self._pending: list[tuple[Any, Any, int, float, bool]] = []  # (start, end, tokens, cpu, warm-up) unread
+
+    @property
+    def step_seconds(self) -> float:
+        """Seconds spent in training steps so far (every step, this rank)."""
+        self._settle()
+        return self.all_sec
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        self._t0, self._c0 = time.perf_counter(), time.process_time()
+        if pl_module.device.type == "cuda":
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._start.record()
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        cpu = time.process_time() - self._c0
+        tokens = batch_tokens(batch, self.pad_id)
+        warm = self.skip > 0
+        if warm:
+            self.skip -= 1
+        if self._start is not None:  # read when the step logs: reading it now would wait for the device
+            end = torch.cuda.Event(enable_timing=True)
+            end.record()
+            self._pending.append((self._start, end, tokens, cpu, warm))
+            self._start = None
+        else:
+            self._count(tokens, time.perf_counter() - self._t0, cpu, warm)
+        if trainer.global_step % self.log_every == 0:
+            self._settle()
+            if self.all_sec <= 0:
+                return
+            self._reduce(trainer, pl_module)
+            scheduler = trainer.lr_scheduler_configs[0].scheduler if trainer.lr_scheduler_configs else None
+            metrics = {TOKENS_PER_SEC.key: self.tokens_per_sec}
+            if math.isfinite(self.tokens_per_cpu_sec):
+                metrics[TOKENS_PER_CPU_SEC.key] = self.tokens_per_cpu_sec
+            if scheduler is not None:
+                metrics["train/lr"] = scheduler.get_last_lr()[0]
+            pl_module.log_dict(metrics, on_step=True, on_epoch=False, rank_zero_only=True, batch_size=1)
+
+    def _count(self, tokens: int, seconds: float, cpu: float, warm: bool) -> None:
+        self.all_tok += tokens
+        self.all_sec += seconds
+        self.all_cpu += cpu
+        if not warm:
+            self.tok += tokens
+            self.sec += seconds
+            self.cpu += cpu
+
+    def _settle(self) -> None:
+        """Count the steps whose CUDA events are still unread (waits for the last of them)."""
+        for start, end, tokens, cpu, warm in self._pending:
+            end.synchronize()
+            self._count(tokens, start.elapsed_time(end) / 1000.0, cpu, warm)
+        self._pending = []
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._settle()
+        self._reduce(trainer, pl_module)
+        tokens = torch.tensor(float(self.all_tok), dtype=torch.float64, device=pl_module.device)
+        self.train_tokens = int(trainer.strategy.reduce(tokens, reduce_op="sum").item())
+
+    def _reduce(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """All ranks' tokens over the slowest rank's seconds and over all ranks' CPU seconds (after the
+        warm-up steps when there are any)."""
+        timed = self.sec > 0
+        tokens, seconds = (self.tok, self.sec) if timed else (self.all_tok, self.all_sec)
+        device = pl_module.device
+
+        def reduce(value: float, op: str) -> float:
+            return trainer.strategy.reduce(torch.tensor(value, dtype=torch.float64, device=device), reduce_op=op).item()
+
+        tok, sec = reduce(float(tokens), "sum"), reduce(seconds, "max")
+        cpu = reduce(self.cpu if timed else self.all_cpu, "sum")  # NaN on any rank: unknown
+        if sec > 0:
+            self.tokens_per_sec = tok / sec
+        self.cpu_seconds = cpu
+        self.tokens_per_cpu_sec = tok / cpu if cpu > 0 else float("nan")
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        self._settle()
+        state = {"tok": self.tok, "sec": self.sec, "all_tok": self.all_tok, "all_sec": self.all_sec, "skip": self.skip}
+        # an unknown CPU time (NaN) is left out, so it stays unknown after the next resume
+        return state | {k: v for k in CPU_COUNTERS if math.isfinite(v := getattr(self, k))}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._restore(state_dict)
+
+    def on_load_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        # checkpoints written before this callback existed keep the counters in ablate.measured;
+        # a newer checkpoint's own state (load_state_dict, called after this) takes precedence
+        state = checkpoint.get("ablate")
+        measured = state.get("measured") if isinstance(state, dict) else None
+        if isinstance(measured, dict):
+            self._restore(measured)
+        elif isinstance(state, dict) and nonnegative(state.get("train_tokens")) is not None:
+            self.all_tok = int(state["train_tokens"])
+            self.all_cpu = float("nan")  # those tokens' CPU time was not measured
+
+    def _restore(self, state: Any) -> None:
+        """Take the counters when all are finite and non-negative (a checkpoint may be someone else's)."""
+        counts = {k: nonnegative(state.get(k)) for k in COUNTERS} if isinstance(state, dict) else {}
+        if not counts or any(v is None for v in counts.values()):
+            return
+        self.tok, self.all_tok, self.skip = int(counts["tok"]), int(counts["all_tok"]), int(counts["skip"])
+        self.sec, self.all_sec = float(counts["sec"]), float(counts["all_sec"])
+        self.cpu = _cpu_counter(state.get("cpu"), counted=self.tok > 0 or self.sec > 0)
+        self.all_cpu = _cpu_counter(state.get("all_cpu"), counted=self.all_tok > 0 or self.all_sec > 0)
+        if self.sec > 0 or self.all_sec > 0:
+            self.tokens_per_sec = self.tok / self.sec if self.sec > 0 else self.all_tok / self.all_sec
+            self.cpu_seconds = self.cpu if self.sec > 0 else self.all_cpu
+            tokens = self.tok if self.sec > 0 else self.all_tok
+            self.tokens_per_cpu_sec = tokens / self.cpu_seconds if self.cpu_seconds > 0 else float("nan")
+
+
+def _cpu_counter(value: Any, counted: bool) -> float:
+    """A checkpoint's CPU seconds; NaN (unknown) where it has none for steps it counted, 0 where it counted none."""
+    seconds = nonnegative(value)
+    if seconds is not None:
+        return seconds
+    return float("nan") if counted else 0.0
+
+
+class InterruptCheckpoint(pl.Callback):
+    """Save ``last.ckpt`` when SIGTERM (turned into an exception at a step boundary by Lightning) or
+    Ctrl-C stops a run, so it resumes from there; failures never overwrite the last good checkpoint."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        if isinstance(exception, (KeyboardInterrupt, SIGTERMException)) and trainer.global_step > 0:
+            trainer.save_checkpoint(self.path, weights_only=False)  # the full training state, to resume
+
+
+class LiveRecord(pl.Callback):
+    """Rewrite ``summary.json`` (``running``) after every validation on rank 0: sweep schedulers read the
+    history from it for early termination, and a killed run still leaves its progress on disk."""
+
+    def __init__(self, record):
+        self.record = record
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or trainer.global_rank != 0:
+            return
+        history = pl_module.history
+        self.record.update(
+            history=history,
+            step=int(trainer.global_step),
+            **{DEV_BLEU.key: max((h[DEV_BLEU.key] for h in history), default=None)},
+        )
+        self.record.write(RunStatus.RUNNING)
+
+
+class Milestones(pl.Callback):
+    """Reports ``fit_start`` and the first ``first_step`` to ``mark`` (start-up timing, :mod:`ablate.bench.startup`)."""
+
+    def __init__(self, mark: Callable[[str], None]):
+        self.mark = mark
+        self.started = False
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.mark("fit_start")
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
+        if not self.started:
+            self.started = True
+            self.mark("first_step")
+
+
+FAULTS = ("nan", "oom", "kill", "term")
+"""The kinds of deliberate fault (``train.inject_fault=KIND:STEP``); see :class:`FaultInjection`."""
+
+
+class FaultInjection(pl.Callback):
+    """Deliberate faults for reliability drills (``train.inject_fault`` or ``$ABLATE_INJECT_FAULT``).
+
+    ``nan:STEP`` poisons the weights so the real non-finite-loss check fires; ``oom:STEP`` raises out of
+    memory; ``kill:STEP`` SIGKILLs the run (its process group under DDP) and ``term:STEP`` sends SIGTERM,
+    each once per run folder, so the rerun that resumes it goes through."""
+
+    def __init__(self, spec: str, run_dir: Path):
+        kind, _, step = spec.partition(":")
+        if kind not in FAULTS or not step.isdigit():
+            raise ValueError(f"fault {spec!r} must be KIND:STEP with KIND one of {', '.join(FAULTS)}")
+        self.kind, self.step = kind, int(step)
+        self.marker = Path(run_dir) / f".fault-{kind}-{step}"
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch, batch_idx: int) -> None:
+        if trainer.global_step != self.step:
+            return
+        if self.kind == "oom":
+            raise torch.OutOfMemoryError("simulated out of memory (train.inject_fault)")
+        if self.kind == "nan":
+            with torch.no_grad():
+                next(pl_module.parameters()).fill_(float("nan"))
+            return
+        if self.marker.exists():
+            return
+        if trainer.global_rank == 0:
+            self.marker.touch()
+        if self.kind == "term":
+            os.kill(os.getpid(), signal.SIGTERM)
+        elif trainer.world_size > 1:
+            os.killpg(os.getpgid(0), signal.SIGKILL)
+        else:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class TrainClock(pl.Callback):
+    """Seconds spent training (validation and decoding excluded): the budget ``train.max_time`` spends, so
+    variants whose decoding is slow are not charged for it, and the clock the budget-aware schedules read
+    (:meth:`progress`). Saved in checkpoints, so a resumed run spends only what is left. Under DDP rank 0's
+    clock is broadcast every ``log_every`` steps and before each validation (a collective per step would wait
+    for every rank), so the ranks stop together and use the same learning rate, overrunning by at most
+    ``log_every`` steps."""
+
+    def __init__(
+        self,
+        max_time: float | None = None,
+        max_steps: int = -1,
+        max_epochs: int | None = None,
+        accumulate: int = 1,
+        log_every: int = 1,
+    ):
+        self.max_time, self.max_steps, self.max_epochs, self.accumulate = max_time, max_steps, max_epochs, accumulate
+        self.log_every = max(int(log_every), 1)
+        self.seconds = 0.0  # this rank's
+        self.shared = 0.0  # under DDP, the clock every rank agrees on: rank 0's when it was last shared
+        self._mark: float | None = None
+        self._trainer: pl.Trainer | None = None
+
+    def progress(self) -> float:
+        """Fraction of the nearest budget used, in [0, 1]; 0 before training starts."""
+        trainer = self._trainer
+        if trainer is None:
+            return 0.0
+        step = trainer.global_step
+        used = [0.0]
+        if self.max_steps and self.max_steps > 0:
+            used.append(step / self.max_steps)
+        batches = trainer.num_training_batches
+        if self.max_epochs and isinstance(batches, int) and batches > 0:
+            used.append(step / (self.max_epochs * max(batches // self.accumulate, 1)))
+        if self.max_time:
+            used.append(self._seconds(trainer) / self.max_time)
+        return min(max(used), 1.0)
+
+    def _seconds(self, trainer: pl.Trainer) -> float:
+        """The clock the budget and the schedules read: the one every rank shares."""
+        return self.seconds if trainer.world_size <= 1 else self.shared
+
+    def _tick(self, trainer: pl.Trainer, share: bool = True) -> None:
+        now = time.perf_counter()
+        if self._mark is not None:
+            self.seconds += now - self._mark
+        self._mark = now
+        if trainer.world_size > 1 and share:
+            self.seconds = self.shared = float(trainer.strategy.broadcast(self.seconds, src=0))
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._trainer = trainer
+        self._mark = time.perf_counter()
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch, batch_idx: int
+    ) -> None:
+        self._tick(trainer, share=trainer.global_step % self.log_every == 0)
+        if self.max_time and self._seconds(trainer) >= self.max_time:
+            trainer.should_stop = True
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking and self._mark is not None and trainer.state.fn == "fit":
+            self._tick(trainer)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._mark is not None:
+            self._mark = time.perf_counter()  # the time spent validating is not training time
+
+    def state_dict(self) -> dict:
+        return {"seconds": self.seconds}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.seconds = self.shared = float(state_dict.get("seconds", 0.0))
+
+
+log = logging.getLogger(__name__)
+
+
+def train_description(epoch: int, max_epochs: int | None, step: int, max_steps: int) -> str:
+    """``Epoch 3/9``, ``Epoch 3 · step 120/600`` or ``Epoch 3`` (no bound on either)."""
+    text = f"Epoch {epoch}"
+    if max_epochs is not None and max_epochs > 0:
+        text += f"/{max_epochs - 1}"
+    if max_steps > 0:
+        text += f" · step {step}/{max_steps}"
+    return text
+
+
+class BudgetProgressBar(RichProgressBar):
+    """Lightning's Rich progress bar, on stderr, with :func:`train_description` as its training label."""
+
+    def __init__(self) -> None:
+        super().__init__(console_kwargs={"stderr": True})
+
+    def _describe(self) -> str:
+        t = self.trainer
+        return train_description(t.current_epoch, t.max_epochs, t.global_step, t.max_steps)
+
+    def _get_train_description(self, current_epoch: int) -> str:  # Lightning's label, on each epoch start
+        return self._describe()
+
+    def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
+        return {**super().get_metrics(trainer, pl_module), **getattr(pl_module, "bar_metrics", {})}
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        if self.progress is not None and self.train_progress_bar_id is not None:
+            self.progress.update(self.train_progress_bar_id, description=self._describe())
+
+
+def status_line(
+    step: int, max_steps: int, loss: float | None, tokens_per_sec: float | None, bleu: float | None, eta_s: float | None
+) -> str:
+    """``step 120/600 · loss 4.213 · 8,920 tok/s · val/bleu 3.21 · ETA 0:05:12`` (unknown parts left out)."""
+    parts = [f"step {step}/{max_steps}" if max_steps > 0 else f"step {step}"]
+    if loss is not None:
+        parts.append(f"loss {loss:.3f}")
+    if tokens_per_sec is not None:
+        parts.append(f"{tokens_per_sec:,.0f} tok/s")
+    if bleu is not None:
+        parts.append(f"{DEV_BLEU.key} {bleu:.2f}")
+    if eta_s is not None:
+        parts.append(f"ETA {timedelta(seconds=round(eta_s))}")
+    return " · ".join(parts)
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (whose cell output renders ``\\r`` as "rewrite the line")."""
+    shell = sys.modules.get("IPython")
+    get = getattr(shell, "get_ipython", None)
+    return get is not None and type(get()).__name__ == "ZMQInteractiveShell"
+
+
+class StatusLines(ProgressBar):
+    """One plain line per validation of the fit (:func:`status_line`), and one where training ends after the
+    last validation, logged; in a notebook the same line rewritten in place on stderr. The ETA is the training
+    time left by the budget the run spends fastest (:meth:`~ablate.training.trainer.TrainClock.progress`),
+    validation and decoding excluded."""
+
+    def __init__(self, stream: TextIO | None = None, rewrite: bool | None = None) -> None:
+        super().__init__()
+        self.stream = stream
+        self.rewrite = in_notebook() if rewrite is None else rewrite
+        self._enabled = True
+        self._open = False  # a rewritten line waits for its newline
+        self._said = -1  # the step of the last line
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def print(self, *args: Any, **kwargs: Any) -> None:  # Lightning's default prints on stdout
+        print(*args, **{**kwargs, "file": self.stream or sys.stderr})
+
+    def _write(self, text: str) -> None:
+        if not self.rewrite:
+            log.info(text)
+            return
+        if log.isEnabledFor(logging.INFO):  # quiet: nothing
+            stream = self.stream or sys.stderr  # looked up now: a captured or redirected stderr gets it
+            stream.write(f"\r{text}")
+            stream.flush()
+            self._open = True
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not self._enabled or trainer.sanity_checking or trainer.state.fn != "fit" or trainer.global_rank != 0:
+            return
+        self._write(self.describe(trainer, pl_module))
+        self._said = trainer.global_step
+
+    def describe(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> str:
+        clock = next((c for c in trainer.callbacks if isinstance(c, TrainClock)), None)  # type: ignore[attr-defined]
+        meter = next((c for c in trainer.callbacks if isinstance(c, Throughput)), None)  # type: ignore[attr-defined]
+        rate = meter.all_tok / meter.step_seconds if meter is not None and meter.step_seconds > 0 else None
+        eta = None
+        if clock is not None and 0 < clock.progress() < 1:
+            eta = clock.seconds * (1 - clock.progress()) / clock.progress()
+        bleu = getattr(pl_module, "last_val", {}).get(DEV_BLEU.key)
+        last = getattr(pl_module, "last_loss", None)  # the latest step's (a validation waits for the device anyway)
+        loss = float(last) if last is not None else None
+        return status_line(trainer.global_step, trainer.max_steps, loss, rate, bleu, eta)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._enabled and trainer.global_rank == 0 and trainer.global_step != self._said:  # the budget's end
+            self._write(self.describe(trainer, pl_module))
+        if self._open:
+            (self.stream or sys.stderr).write("\n")
+            self._open = False
+
+
+def progress_bar(options: dict[str, Any], callbacks: list, terminal: bool | None = None) -> list:
+    """``[BudgetProgressBar()]`` where stderr is a terminal, else ``[StatusLines()]``; ``[]`` when the run turns
+    progress off (``trainer.enable_progress_bar=false``) or brings its own bar (``trainer.callbacks``)."""
+    if not options.get("enable_progress_bar", True) or any(isinstance(c, ProgressBar) for c in callbacks):
+        return []
+    if terminal is None:
+        terminal = sys.stderr.isatty()
+    return [BudgetProgressBar() if terminal else StatusLines()]
 
 
 def check_devices(cfg: Config) -> None:
     """Refuse a GPU request this machine cannot meet, in one line, before any work."""
-    import torch
-
     t = cfg.train
     if t.accelerator != "gpu" and not (t.accelerator == "auto" and torch.cuda.is_available()):
         return
@@ -30,8 +526,6 @@ def check_devices(cfg: Config) -> None:
 
 
 def accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
-    import torch
-
     t = cfg.train
     accelerator = t.accelerator
     if accelerator == "auto":
@@ -46,8 +540,6 @@ def accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
 
 def quiet() -> None:
     """Silence library chatter that says nothing about this run (:mod:`ablate.utils.commands`)."""
-    import logging
-
     from ablate.utils import commands
 
     commands.ignore_warnings()
@@ -56,8 +548,6 @@ def quiet() -> None:
 
 def checkpoint_callbacks(ckpt_dir: Path, every: int) -> list:
     """``best.ckpt`` (by validation BLEU) and ``last.ckpt`` (every ``every`` optimizer steps, for resuming)."""
-    from pytorch_lightning.callbacks import ModelCheckpoint
-
     # best.ckpt is judged on validation BLEU, so only a validation's end considers it: a budget spent
     # before the first validation ends an epoch with nothing to compare (Lightning would warn)
     best = ModelCheckpoint(
@@ -86,9 +576,6 @@ def make_trainer(
     extra_callbacks: list,
     checkpoint_io=None,
 ):
-    import pytorch_lightning as pl
-
-    from ablate.training.progress_bar import progress_bar
     from ablate.utils.typed import build_trainer_options as trainer_options
 
     options, user_callbacks = trainer_options(cfg.trainer)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ablate.data.batching import TokenBatchSampler, eval_batches, pack_sorted
+from ablate.data.datamodule import TokenBatchSampler, eval_batches, pack_sorted
 from ablate.data.tokenizer import SubwordTokenizer
 
 from tests.helpers.corpus import read_lines

@@ -7,10 +7,8 @@ from collections import Counter
 import pytest
 
 from ablate.data import builtin
-from ablate.data.builtin import Clause, Gap, NounPhrase, present
-from ablate.data.errors import DataError
-from ablate.data.lexicon import IRREGULAR_PRESENT
-from ablate.data.sources import BuiltinTask
+from ablate.data.builtin import IRREGULAR_PRESENT, Clause, Gap, NounPhrase, present
+from ablate.data.sources import BuiltinTask, DataError
 
 FINITE = {present(v[3].split("|")[-1], p, v[6]) for v in builtin.TRANSITIVE + builtin.INTRANSITIVE for p in range(5)}
 FINITE |= {form for forms in IRREGULAR_PRESENT.values() for form in forms}

@@ -7,8 +7,8 @@ import errno
 import pytest
 
 from ablate.config import DataConfig
-from ablate.data.encoded import prepare
-from ablate.data.errors import DataError
+from ablate.data.cache import prepare
+from ablate.data.sources import DataError
 
 CFG = DataConfig(builtin_pairs=200, vocab_size=300)
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ablate.data.cache import check_cache_root
-from ablate.data.errors import DataError
+from ablate.data.sources import DataError
 
 from tests.helpers.tiny import tiny
 

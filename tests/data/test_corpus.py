@@ -6,9 +6,7 @@ import gzip
 
 import pytest
 
-from ablate.data.errors import DataError
-from ablate.data.local import LocalFolder, count_lines
-from ablate.data.sources import make_source
+from ablate.data.sources import DataError, LocalFolder, count_lines, make_source
 
 from tests.helpers.corpus import make_folder, read_lines
 

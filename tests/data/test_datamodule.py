@@ -11,9 +11,9 @@ import pytorch_lightning as pl
 import torch
 
 from ablate.config import EvalConfig, TrainConfig
-from ablate.data import encoded
+from ablate.data import cache as encoded
+from ablate.data.cache import prepare
 from ablate.data.datamodule import TranslationDataModule
-from ablate.data.encoded import prepare
 from ablate.data.tokenizer import SubwordTokenizer
 
 from tests.helpers.corpus import make_folder

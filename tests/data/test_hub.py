@@ -12,9 +12,7 @@ import pytest
 
 from ablate.config import EvalConfig, TrainConfig
 from ablate.data.datamodule import TranslationDataModule
-from ablate.data.errors import DataError
-from ablate.data.hub import parse_hub_source
-from ablate.data.sources import make_source
+from ablate.data.sources import DataError, make_source, parse_hub_source
 
 from tests.helpers.corpus import read_lines
 
@@ -151,7 +149,7 @@ def test_a_local_folder_takes_no_revision(tmp_path):
 
 
 class StandInHub:
-    """``huggingface_hub.HfApi`` as far as :func:`ablate.data.hub.served_commit` uses it: the sha a revision resolves to."""
+    """``huggingface_hub.HfApi`` as far as :func:`ablate.data.sources.served_commit` uses it: the sha a revision resolves to."""
 
     SHAS = {"4a3f5c1": "4a3f5c1" + "0" * 33, None: "e" * 40, "main": "e" * 40, "other": "b" * 40}
     asked: list[tuple[str, str | None]] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ablate.config import load_config
-from ablate.data.errors import DataError
+from ablate.data.sources import DataError
 from ablate.training.train import train
 
 from tests.helpers.corpus import make_folder

@@ -9,8 +9,7 @@ from pathlib import Path
 import wandb
 
 from ablate.config import flatten, from_flat, replace
-from ablate.training.publish import log_summary, publish
-from ablate.training.tracking import define_metrics, make_logger, start_logger
+from ablate.training.tracking import define_metrics, log_summary, make_logger, publish, start_logger
 
 if __name__ == "__main__":
     for trial in sorted(p for p in Path(sys.argv[1]).iterdir() if p.is_dir()):

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from ablate import cli
 from ablate.inference import translate as translate_module
-from ablate.inference.inputs import InputError, check_checkpoint, check_decoding, read_sentences
+from ablate.inference.translate import InputError, check_checkpoint, check_decoding, read_sentences
 
 
 def test_only_a_newline_ends_a_sentence():

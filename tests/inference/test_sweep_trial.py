@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ablate.cli import app
-from ablate.inference.sweep_trial import TrialLookupError, trial_folder
+from ablate.inference.commands import TrialLookupError, trial_folder
 
 from tests.helpers.records import make_variant_sweep
 

@@ -238,7 +238,7 @@ def test_readers_of_numbers_never_import_a_plugin_a_summary_names(command, plant
 
 def test_resuming_a_folder_whose_record_names_a_plugin_you_did_not_is_refused(trained, tmp_path):
     from ablate.config import ConfigError, load_config
-    from ablate.training.run_dir import prepare_run_dir
+    from ablate.training.run_folder import prepare_run_dir
 
     run = tmp_path / "theirs"
     shutil.copytree(trained["run"], run)
@@ -252,7 +252,7 @@ def test_resuming_a_folder_whose_record_names_a_plugin_you_did_not_is_refused(tr
 
 def test_resuming_with_the_plugin_your_config_names_works(trained, tmp_path):
     from ablate.config import flatten, from_flat
-    from ablate.training.run_dir import prepare_run_dir
+    from ablate.training.run_folder import prepare_run_dir
 
     config = yaml.safe_load((trained["run"] / "config.yaml").read_text())
     config["plugins"] = [str(trained["plugin"])]  # the user's own config, naming their plugin

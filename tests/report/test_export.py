@@ -15,7 +15,7 @@ from ablate.report import stats as significance, table as report_table
 from ablate.report.commands import app
 from ablate.report.stats import aggregate
 from ablate.report.trials import collect
-from ablate.training.tracking import RunRecord
+from ablate.training.run_folder import RunRecord
 from ablate.training.train import train
 
 from tests.helpers.tiny import tiny
@@ -142,7 +142,7 @@ def test_the_run_record_says_what_machine_ran_it_and_its_cpu_time(tmp_path):
 
 
 def test_the_run_record_names_the_commit_of_every_attempt(tmp_path, monkeypatch):
-    import ablate.training.tracking as tracking
+    import ablate.training.run_folder as tracking
 
     monkeypatch.setattr(tracking, "git_commit", lambda: "aaa")
     RunRecord(tmp_path, Config()).write("interrupted")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sacrebleu
 
-from ablate.training.metrics import corpus_scores
+from ablate.training.module import corpus_scores
 
 PACKAGE = Path(__file__).resolve().parents[2] / "ablate"
 

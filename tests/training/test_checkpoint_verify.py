@@ -20,7 +20,7 @@ from pytorch_lightning import Trainer
 from pytorch_lightning.plugins.io import TorchCheckpointIO
 
 from ablate.config import ConfigError, load_config
-from ablate.training.checkpoint_io import CheckpointError, load_checkpoint_file, resumable_checkpoint
+from ablate.training.checkpoints import CheckpointError, load_checkpoint_file, resumable_checkpoint
 from ablate.training.train import train
 
 from tests.helpers.cli import run_cli
@@ -81,7 +81,7 @@ def test_translate_refuses_a_checkpoint_flipped_inside_a_tensor(run, tmp_path):
 
 def test_every_loader_refuses_a_damaged_checkpoint(run):
     from ablate.inference.translate import load_run
-    from ablate.training.checkpoint import load_trained
+    from ablate.training.checkpoints import load_trained
     from ablate.training.module import TranslationModule
 
     best = run / "checkpoints" / "best.ckpt"
@@ -103,7 +103,7 @@ def test_a_checkpoint_with_good_crcs_but_not_the_recorded_bytes_is_refused(run):
 
 
 def test_a_resume_skips_a_damaged_last_checkpoint_and_init_from_refuses_it(run):
-    from ablate.training.init_from import initialise
+    from ablate.training.checkpoints import initialise
 
     warnings: list[str] = []
     flip_inside_largest_tensor(run / "checkpoints" / "last.ckpt")

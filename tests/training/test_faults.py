@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ablate.config import load_config
-from ablate.data.errors import DataError
+from ablate.data.sources import DataError
 from ablate.training.train import RunError, train
 
 from tests.helpers.tiny import tiny

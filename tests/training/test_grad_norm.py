@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from ablate.training.objective import clip_gradients
+from ablate.training.module import clip_gradients
 
 
 def test_the_gradient_norm_is_the_total_l2_norm_before_clipping():

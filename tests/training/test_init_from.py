@@ -13,10 +13,9 @@ from ablate.config import ConfigError, load_config
 from ablate.data import builtin
 from ablate.data.tokenizer import SubwordTokenizer
 from ablate.model.build import build_model
-from ablate.training.init_from import initialise
+from ablate.training.checkpoints import initialise
 from ablate.training.module import TranslationModule
-from ablate.training.run_dir import claim_run_dir, prepare_run_dir
-from ablate.training.tracking import RunRecord
+from ablate.training.run_folder import RunRecord, claim_run_dir, prepare_run_dir
 
 from tests.helpers.tiny import tiny
 

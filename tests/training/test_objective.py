@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ablate.config import Config
-from ablate.training.objective import make_optimizer, sequence_loss, target_rows, token_loss
+from ablate.training.module import make_optimizer, sequence_loss, target_rows, token_loss
 
 from tests.helpers.model import PAD, VOCAB, random_batch, tiny_model
 
@@ -72,7 +72,7 @@ def test_adamw_takes_foreach_on_cpu_and_fused_where_asked_or_on_cuda(monkeypatch
     cuda = torch.device("cuda")
     monkeypatch.setattr(torch.nn.Parameter, "device", property(lambda self: cuda), raising=False)
     monkeypatch.setattr(torch.optim.AdamW, "__init__", lambda self, groups, **kw: setattr(self, "kw", kw))
-    monkeypatch.setattr("ablate.training.objective.WarmupDecay", lambda *a, **k: None)
+    monkeypatch.setattr("ablate.training.module.WarmupDecay", lambda *a, **k: None)
     opt, _ = make_optimizer(model, cfg)
     assert opt.kw.get("fused") is True and "foreach" not in opt.kw
     opt, _ = make_optimizer(model, cfg, fused=False)  # under an fp16 gradient scaler

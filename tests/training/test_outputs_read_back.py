@@ -12,7 +12,7 @@ def test_hypotheses_with_unicode_separators_read_back_line_for_line(tmp_path):
     from types import SimpleNamespace
 
     from ablate.report.trials import collect_folder
-    from ablate.training.outputs import write_outputs
+    from ablate.training.run_folder import write_outputs
 
     refs = [f"sentence{sep}{i}" for i, sep in enumerate(SEPARATORS)]
     module = SimpleNamespace(test_results={"test": {"hypotheses": list(refs)}}, best_val_record={})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytorch_lightning.callbacks import TQDMProgressBar
 
-from ablate.training.progress_bar import BudgetProgressBar, StatusLines, progress_bar, status_line, train_description
+from ablate.training.trainer import BudgetProgressBar, StatusLines, progress_bar, status_line, train_description
 
 
 def test_label_shows_the_bounds_the_run_has():

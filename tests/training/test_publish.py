@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from ablate.training.publish import publish
+from ablate.training.tracking import publish
 
 
 class FakeRun:

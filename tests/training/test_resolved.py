@@ -1,4 +1,4 @@
-"""``ablate.training.resolved``: the values a run records (and the report shows) are the ones the built model uses."""
+"""``ablate.training.run_folder``: the values a run records (and the report shows) are the ones the built model uses."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from ablate.config import load_config
 from ablate.model.attention import MultiHeadAttention
 from ablate.model.build import build_model
-from ablate.training.resolved import resolved
+from ablate.training.run_folder import resolved
 
 CASES = [
     [],  # d_k = 128 / 4

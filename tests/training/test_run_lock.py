@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ablate.report.trials import collect_folder
 from ablate.sweep.wandb_server import plan_sync
-from ablate.training.run_lock import LOCK_FILE, RunLock, is_held, running_status
+from ablate.training.run_folder import LOCK_FILE, RunLock, is_held, running_status
 
 HOLD = "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)"
 
@@ -56,7 +56,7 @@ def test_a_finished_run_in_a_read_only_folder_says_it_is_finished(tmp_path, monk
     import errno
 
     from ablate.config import load_config
-    from ablate.training.run_dir import claim_run_dir
+    from ablate.training.run_folder import claim_run_dir
     from ablate.training.train import train
     from ablate.utils import io
 

@@ -67,7 +67,7 @@ def test_a_second_training_of_the_same_folder_is_refused_and_a_dead_holder_is_ta
 def test_a_run_folder_that_cannot_be_written_is_refused_before_any_data_work(tmp_path, monkeypatch):
     """A read-only file system fails in one line at the lock, before data is prepared."""
     from ablate.config import ConfigError
-    from ablate.training.run_lock import RunLock
+    from ablate.training.run_folder import RunLock
 
     real_open = os.open
 

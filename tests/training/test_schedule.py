@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from ablate.config import Schedule
-from ablate.training.callbacks import TrainClock
-from ablate.training.schedule import WarmupDecay, inverse_sqrt, schedules
+from ablate.training.module import WarmupDecay, inverse_sqrt, schedules
+from ablate.training.trainer import TrainClock
 
 
 def make(schedule: str, warmup: int, progress, min_ratio: float = 0.0, peak: float = 1.0):
@@ -109,7 +109,7 @@ class FakeTrainer(SimpleNamespace):
 
 def test_clock_counts_training_not_validation(monkeypatch):
     now = {"t": 0.0}
-    monkeypatch.setattr("ablate.training.callbacks.time.perf_counter", lambda: now["t"])
+    monkeypatch.setattr("ablate.training.trainer.time.perf_counter", lambda: now["t"])
     clock, trainer = TrainClock(max_time=10.0), FakeTrainer()
     clock.on_train_start(trainer, None)
     now["t"] = 3.0

@@ -21,8 +21,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ablate.config import load_config
-from ablate.training.callbacks import TrainClock
 from ablate.training.train import train
+from ablate.training.trainer import TrainClock
 
 from tests.helpers.tiny import tiny
 

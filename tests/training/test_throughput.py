@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from ablate.training.throughput import Throughput
+from ablate.training.trainer import Throughput
 
 PAD = 0
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ablate.config import load_config
-from ablate.training import outputs
+from ablate.training import run_folder as outputs
 from ablate.training.train import RunError, train
 
 from tests.helpers.tiny import tiny

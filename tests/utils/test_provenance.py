@@ -9,7 +9,7 @@ from importlib import metadata
 import torch
 
 from ablate.config import Config
-from ablate.training.tracking import RunRecord
+from ablate.training.run_folder import RunRecord
 from ablate.utils import provenance
 from ablate.utils.provenance import (
     ENVIRONMENT_FILE,

@@ -41,7 +41,7 @@ def test_loggers_are_names_or_class_paths_checked_when_the_config_is_read():
 
 def test_each_logger_is_built_in_the_run_folder_and_a_missing_package_is_one_line(tmp_path):
     from ablate.config import LOGGERS
-    from ablate.training.loggers import FACTORIES, make_loggers, uses_wandb
+    from ablate.training.tracking import FACTORIES, make_loggers, uses_wandb
 
     assert set(FACTORIES) | {"wandb"} == set(LOGGERS)  # one list of names
     cfg = load_config(

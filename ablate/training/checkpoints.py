@@ -1,0 +1,341 @@
+"""Checkpoints: written atomically, verified on load, the point a run resumes from, and ``train.init_from``.
+
+A checkpoint is loaded with ``weights_only=True`` (no code from the file runs). ``torch.save`` writes a zip
+whose members carry CRC32s, and where the run record holds the file's sha256 the file must still have it;
+a damaged one is refused in one line naming it. A damaged ``last.ckpt`` is not the end of a run: the
+previous one (kept as ``last.prev.ckpt``) or ``best.ckpt`` takes its place.
+
+``train.init_from=RUN`` starts a new run from another run's weights (fine-tuning, or a finished run
+continued with a larger budget as a new run): only the weights are taken; the optimizer, schedule, step
+count and clock start afresh. ``RUN`` is a run folder (its ``checkpoints/best.ckpt``) or a checkpoint
+file. The weights must fit this run's model (same parameter names and shapes) and vocabulary (same tokens
+at the same ids); otherwise the run is refused in one line naming the ``model.*``/``data.*`` keys that differ."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from pytorch_lightning.plugins.io import TorchCheckpointIO
+from torch import nn
+
+from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml, to_dict
+from ablate.data.tokenizer import SubwordTokenizer
+from ablate.errors import AblateError
+from ablate.model.build import build_model
+from ablate.record import RunStatus, RunSummary, SavedCheckpoint
+from ablate.training.run_folder import RESUME_ORDER
+from ablate.utils import io, plugins as plugin_loader
+
+log = logging.getLogger(__name__)
+
+REQUIRED = ("state_dict", "global_step", "loops", "optimizer_states")
+
+
+class CheckpointError(AblateError):
+    """A checkpoint cannot be used; the message is one line naming the file and what to do."""
+
+
+RESTORE = "restore it from a copy, or train the run again (--overwrite)"
+"""What to do about a damaged checkpoint."""
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of the file at ``path``, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def recorded_checkpoint(path: Path) -> Optional[SavedCheckpoint]:
+    """What the run record beside ``<run>/checkpoints/<name>`` says of it: None for a checkpoint outside a
+    run folder, a record from before digests, or a run still running (its checkpoints move on)."""
+    if path.parent.name != "checkpoints":
+        return None
+    summary = RunSummary.peek(path.parent.parent)
+    if summary is None or summary.status in (None, RunStatus.RUNNING):
+        return None
+    return summary.checkpoint(path.name)
+
+
+def verify_checkpoint(path: str | Path) -> None:
+    """Refuse (CheckpointError) a checkpoint whose bytes changed since it was written: a zip member that fails
+    its CRC32 (a file that is not a zip is left to ``torch.load``), or a sha256 other than the run record's."""
+    _check_crcs(Path(path))
+    _check_digest(Path(path))
+
+
+def _check_crcs(path: Path) -> None:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+        return
+    if bad is not None:
+        raise CheckpointError(f"checkpoint {path} is damaged: {bad} fails its CRC check; {RESTORE}")
+
+
+def _check_digest(path: Path) -> None:
+    recorded = recorded_checkpoint(path)
+    if recorded is not None and file_sha256(path) != recorded.sha256:
+        raise CheckpointError(
+            f"checkpoint {path} is damaged: its sha256 is not the {recorded.sha256[:12]}... the run recorded "
+            f"for it (summary.json); {RESTORE}"
+        )
+
+
+def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_dict",)) -> dict[str, Any]:
+    """The checkpoint at ``path``, verified and loaded without running any code from it; CheckpointError when
+    damaged, unreadable, holding pickled objects, or missing ``required`` keys."""
+    _check_crcs(Path(path))
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged or hostile file
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if "weights_only" in str(err) or "Unsupported global" in str(err):
+            text = "it holds pickled objects other than tensors (refused: loading them could run code)"
+        raise CheckpointError(f"checkpoint {path} is unreadable: {text[:200]}") from None
+    if not isinstance(checkpoint, dict) or any(key not in checkpoint for key in required):
+        raise CheckpointError(f"checkpoint {path} is not an ablate checkpoint (missing {', '.join(required)})")
+    _check_digest(Path(path))  # after the load, so a planted pickle is named as such
+    return checkpoint
+
+
+def resumable_checkpoint(ckpt_dir: Path, warn: Callable[[str], None] = log.warning) -> Optional[Path]:
+    """The newest checkpoint in ``ckpt_dir`` that loads (a damaged one skipped with a warning), or None when
+    there is none; CheckpointError when some exist but none loads."""
+    damaged = []
+    for name in RESUME_ORDER:
+        path = Path(ckpt_dir) / name
+        if not path.exists():
+            continue
+        try:
+            step = load_checkpoint_file(path, REQUIRED)["global_step"]
+        except CheckpointError as err:
+            damaged.append(str(err))
+            continue
+        for message in damaged:
+            warn(f"{message}; resuming from {path} (step {step}) instead")
+        return path
+    if damaged:
+        raise CheckpointError(
+            f"{damaged[0]}, and no earlier checkpoint is readable; pass --overwrite to start this run over"
+        )
+    return None
+
+
+class ResilientCheckpointIO(TorchCheckpointIO):
+    """Lightning's ``torch.save`` checkpoint I/O, made safe for long runs on shared disks.
+
+    Each checkpoint is written to a temporary file and renamed over its target, so a kill or a full disk
+    mid-write leaves the previous one intact. One that cannot be written is skipped with a warning and
+    counted in :attr:`failures`; training goes on."""
+
+    def __init__(self, warn: Callable[[str], None] = log.warning):
+        super().__init__()
+        self.warn = warn
+        self.failures: list[str] = []
+        self.steps: dict[str, int] = {}  # file name -> the step of its last successful write in this process
+
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: str | Path, storage_options: Optional[Any] = None
+    ) -> None:
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            super().save_checkpoint(checkpoint, tmp, storage_options)
+            if path.name == "last.ckpt" and path.exists():  # keep the one before it, should this one go bad
+                previous = path.with_name("last.prev.ckpt")
+                link = path.with_name(".last.prev.ckpt.tmp")
+                try:
+                    link.unlink(missing_ok=True)
+                    os.link(path, link)  # a second name, not a copy: no extra disk until last.ckpt is replaced
+                    io.replace(link, previous)
+                    if path.name in self.steps:
+                        self.steps[previous.name] = self.steps[path.name]
+                except OSError:  # no hard links on this file system: keep going without the spare
+                    pass
+            io.replace(tmp, path)
+            self.steps[path.name] = int(checkpoint.get("global_step", -1))
+        except OSError as err:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+            message = (
+                f"checkpoint {path.name} not written at step {checkpoint.get('global_step', '?')}: "
+                f"{err.strerror or err}"
+            )
+            self.failures.append(message)
+            self.warn(f"{message}; training goes on")
+
+    def load_checkpoint(
+        self, path: str | Path, map_location: Optional[Any] = None, weights_only: Optional[bool] = None
+    ) -> dict[str, Any]:
+        """Lightning's resume goes through here: always ``weights_only=True`` (never runs pickled code)."""
+        return load_checkpoint_file(path)
+
+
+def saved_checkpoints(ckpt_dir: Path, steps: dict[str, int], recorded: Optional[RunSummary]) -> dict[str, Any]:
+    """``{name: {step, sha256}}`` of the checkpoints in ``ckpt_dir``, for the run record. The step is the one
+    the file holds: from this process's writes, else the ``recorded`` summary's where the digest matches, else
+    read from the file (one that does not load is left out)."""
+    out: dict[str, Any] = {}
+    for name in RESUME_ORDER:
+        path = Path(ckpt_dir) / name
+        if not path.exists():
+            continue
+        try:
+            digest = file_sha256(path)
+        except OSError:
+            continue
+        step: Optional[int] = steps.get(name)
+        known = recorded.checkpoint(name) if recorded is not None else None
+        if step is None and known is not None and known.sha256 == digest:
+            step = known.step
+        if step is None:
+            try:
+                step = load_checkpoint_file(path).get("global_step")
+            except CheckpointError:
+                continue
+        out[name] = {"step": step, "sha256": digest}
+    return out
+
+
+PREFIX = "model."  # the LightningModule holds the plain model as ``.model``
+VOCAB_KEYS = ("data.source", "data.src_lang", "data.tgt_lang", "data.vocab_size", "data.joint_vocab")
+"""The keys that decide a run's vocabulary (its tokenizer is trained on ``data.source``'s train split)."""
+
+
+def checkpoint_of(ref: str) -> Path:
+    """The checkpoint ``train.init_from`` names: a file, or a run folder's ``checkpoints/best.ckpt``."""
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        best = path / "checkpoints" / "best.ckpt"
+        if not best.is_file():
+            raise ConfigError(
+                f"train.init_from={ref}: the folder has no checkpoints/best.ckpt (is it a finished run?); "
+                f"give a run folder or a .ckpt file"
+            )
+        return best
+    if not path.is_file():
+        raise ConfigError(f"train.init_from={ref} is neither a run folder nor a checkpoint file")
+    return path
+
+
+def _differing(theirs: dict[str, Any], ours: dict[str, Any], keys: tuple[str, ...] | None = None) -> list[str]:
+    names = keys or tuple(sorted(set(theirs) | set(ours)))
+    return [k for k in names if theirs.get(k) != ours.get(k)]
+
+
+def _vocabularies(folder: Path) -> list[dict[str, int]]:
+    """The token -> id maps of a saved :class:`~ablate.data.tokenizer.SubwordTokenizer` folder."""
+    from tokenizers import Tokenizer
+
+    names = ["joint.json"] if (folder / "joint.json").is_file() else ["src.json", "tgt.json"]
+    return [Tokenizer.from_file(str(folder / n)).get_vocab() for n in names]
+
+
+def same_vocabulary(tokenizer, folder: Path) -> bool:
+    """Whether ``tokenizer`` maps the same tokens to the same ids as the one saved in ``folder``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tokenizer.save(tmp)
+        return _vocabularies(Path(tmp)) == _vocabularies(folder)
+
+
+def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], Any] = log.warning) -> dict[str, Any]:
+    """Load ``cfg.train.init_from``'s weights into ``model``; returns what the run record keeps of it.
+    ConfigError: no such run or checkpoint, an unreadable one, or weights that do not fit (one line)."""
+    ref = str(cfg.train.init_from)
+    path = checkpoint_of(ref)
+    try:
+        checkpoint = load_checkpoint_file(path)
+    except CheckpointError as err:
+        raise ConfigError(f"train.init_from: {err}") from None
+    weights = {k[len(PREFIX) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(PREFIX)}
+    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint.get("hyper_parameters"), dict) else {}
+    their_cfg = flatten(hparams.get("cfg")) if isinstance(hparams.get("cfg"), dict) else {}
+    our_cfg = flatten(to_dict(cfg))
+    model_keys = _differing(
+        {k: v for k, v in their_cfg.items() if k.startswith("model.")},
+        {k: v for k, v in our_cfg.items() if k.startswith("model.")},
+    )
+    own = model.state_dict()
+    unfit = [k for k in own if k not in weights or weights[k].shape != own[k].shape] + [
+        k for k in weights if k not in own
+    ]
+    if unfit:
+        keys = model_keys + _differing(their_cfg, our_cfg, VOCAB_KEYS)
+        what = ", ".join(keys) if keys else f"parameters {', '.join(unfit[:3])}"
+        raise ConfigError(
+            f"train.init_from={ref}: its weights do not fit this model ({what} differ); "
+            f"use the same model.* keys and vocabulary as that run"
+        )
+    tok_dir = path.parent.parent / "tokenizer"
+    if (tok_dir / "tokenizer.json").is_file():
+        if not same_vocabulary(tokenizer, tok_dir):
+            keys = _differing(their_cfg, our_cfg, VOCAB_KEYS)
+            raise ConfigError(
+                f"train.init_from={ref}: its vocabulary is not this run's ({', '.join(keys) or 'the tokenizers'} "
+                f"differ): the same ids would mean other tokens; train on the same data.* keys as that run"
+            )
+    else:
+        echo(f"train.init_from: no tokenizer beside {path}; its vocabulary is taken to be this run's")
+    model.load_state_dict(weights)
+    if model_keys:  # the weights fit, but the model is not quite the same: worth a line
+        echo(f"train.init_from: {', '.join(model_keys)} differ from that run (the weights fit)")
+    step = checkpoint.get("global_step")
+    return {"checkpoint": str(path.resolve()), "step": step if isinstance(step, int) else None}
+
+
+def recorded_config(run_dir: Path, plugins: Sequence[str] = (), trust_plugins: bool = False) -> Config:
+    """The config ``run_dir/config.yaml`` records, importing only the plugins the user vouched for: those of
+    ``plugins`` (``--plugins``, imported first; a recorded plugin of the same content), installed modules, or
+    all with ``trust_plugins`` (``--trust-plugins``). PluginError names the flag; ConfigError an unusable config."""
+    plugin_loader.load(list(plugins))
+    try:
+        return from_flat(
+            flatten(read_yaml(run_dir / "config.yaml")), base=run_dir, trust="import" if trust_plugins else "recorded"
+        )
+    except ConfigError as err:
+        raise ConfigError(f"{run_dir} holds an unusable config.yaml: {err}") from None
+
+
+def load_trained(
+    run_dir: str | Path, which: str = "best", plugins: Sequence[str] = (), trust_plugins: bool = False
+) -> tuple[Config, nn.Module, SubwordTokenizer]:
+    """``(config, model in eval mode, tokenizer)`` of the run in ``run_dir`` from its ``which`` checkpoint (else the
+    other), importing only the plugins the user vouched for (:func:`recorded_config`)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.yaml").exists():
+        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml)")
+    cfg = recorded_config(run_dir, plugins, trust_plugins)
+    if not (run_dir / "tokenizer" / "tokenizer.json").exists():
+        raise ConfigError(f"{run_dir} has no saved tokenizer; was it trained by this version of ablate?")
+    tok = SubwordTokenizer.load(run_dir / "tokenizer")
+    names = [f"{which}.ckpt", "last.ckpt", "best.ckpt"]
+    path = next((run_dir / "checkpoints" / n for n in names if (run_dir / "checkpoints" / n).exists()), None)
+    if path is None:
+        raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet")
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
+    try:
+        state = load_checkpoint_file(path)["state_dict"]  # weights_only: never runs code from the file
+    except CheckpointError as err:
+        raise ConfigError(str(err)) from None
+    try:
+        model.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
+    except (RuntimeError, AttributeError) as err:
+        raise ConfigError(
+            f"checkpoint {path} does not fit the model of {run_dir}/config.yaml "
+            f"({str(err).strip().splitlines()[0][:160]})"
+        ) from None
+    return cfg, model.eval(), tok
