@@ -397,3 +397,44 @@ def test_the_function_length_measure_counts_the_body():
         + "\n\nclass C:\n    def g(self):\n        pass\n"
     )
     assert _lengths_of(ast.parse(source), "x.py") == {"x.py:f": 72, "x.py:f.inner": 1, "x.py:C.g": 1}
+
+
+MODULES_PROBE = """
+import contextlib, io, sys, tempfile
+from ablate.cli import app
+argv = sys.argv[1:]
+if argv[0] == "train":
+    argv += ["--run-dir", tempfile.mkdtemp() + "/run"]
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    try:
+        app(argv, standalone_mode=False)
+    except SystemExit:
+        pass
+print(sorted(m for m in sys.modules if m == "ablate" or m.startswith("ablate.")), "torch" in sys.modules)
+"""
+"""Runs one command in-process and prints the ``ablate`` modules it imported, then whether torch was."""
+
+
+@pytest.mark.parametrize(
+    "argv, most, torch_imported",
+    [
+        (["table", "results/mission-cpu"], 30, False),
+        (
+            ["train", "data.builtin_pairs=100", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
+             "model.heads=2", "model.d_ff=64", "train.max_steps=1", "tracking.wandb=disabled", "eval.beam=1"],
+            50,
+            True,
+        ),
+    ],
+    ids=["table", "train"],
+)  # fmt: skip
+def test_a_command_reaches_few_modules(argv, most, torch_imported):
+    """One ``ablate table`` imports at most 30 ablate modules and no torch; one tiny ``ablate train`` at most 50
+    (docs/contributing.md says how to count): a command's code stays in a few modules a reader can follow."""
+    out = subprocess.run(
+        [sys.executable, "-c", MODULES_PROBE, *argv], cwd=ROOT, capture_output=True, text=True, timeout=600, check=True
+    ).stdout.strip()
+    modules, torch = out.rsplit(" ", 1)
+    names = ast.literal_eval(modules)
+    assert len(names) <= most, f"{len(names)} ablate modules: {names}"
+    assert torch == str(torch_imported)

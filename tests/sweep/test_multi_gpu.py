@@ -4,7 +4,7 @@ The fake trainer records the ``CUDA_VISIBLE_DEVICES`` and thread count it was st
 overrides, so these tests see exactly what a real trial would be given: N trials on N GPUs at once,
 N/K DDP trials of K GPUs each (``--gpus-per-trial K`` adds ``train.devices=K``), and K small trials
 packed on one GPU (``--parallel K``). DDP itself on one node is proven by the CPU DDP run in
-``tests/sweep/test_e2e.py`` (``train.devices: 2``) and ``tests/test_train.py``.
+``tests/sweep/test_e2e.py`` (``train.devices: 2``) and ``tests/training/test_train.py``.
 """
 
 from __future__ import annotations
