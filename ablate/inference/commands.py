@@ -161,17 +161,19 @@ def translate(
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
-    from ablate.inference import translate as inference
+    from ablate.inference import check_checkpoint, check_decoding, read_sentences
 
-    inference.check_decoding(beam, len_penalty)
-    inference.check_checkpoint(checkpoint)
+    check_decoding(beam, len_penalty)
+    check_checkpoint(checkpoint)
     if input is not None and not input.is_file():
         _fail(f"input file not found: {input}")
     try:
         raw = input.read_bytes() if input is not None else click.get_binary_stream("stdin").read()
     except OSError as err:
         _fail(f"cannot read {input or 'stdin'}: {err.strerror or err}")
-    sentences = inference.read_sentences(raw, str(input) if input is not None else "stdin")
+    sentences = read_sentences(raw, str(input) if input is not None else "stdin")
+    from ablate.inference import translate as inference
+
     run = _load(run_dir, checkpoint, variant, seed, plugins, trust_plugins)
     for line in inference.translate(run, sentences, beam, len_penalty):
         typer.echo(line)
@@ -191,14 +193,16 @@ def evaluate(
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
-    from ablate.data.sources import DataError
-    from ablate.inference import translate as inference
+    from ablate.inference import check_checkpoint, check_decoding
     from ablate.utils.io import check_apart, write_output_text
 
-    inference.check_decoding(beam, len_penalty)  # as translate: before any work
-    inference.check_checkpoint(checkpoint)
+    check_decoding(beam, len_penalty)  # as translate: before any work
+    check_checkpoint(checkpoint)
     if hyps is not None:
         check_apart(hyps, [run_dir], "--hyps")
+    from ablate.data.sources import DataError
+    from ablate.inference import translate as inference
+
     run = _load(run_dir, checkpoint, variant, seed, plugins, trust_plugins)
     try:
         name, sources, references = inference.load_split(run, data, split)
@@ -214,7 +218,7 @@ def evaluate(
 
 def _run_and_checkpoint(raw: str, checkpoint: str) -> tuple[Path, str]:
     """``(run folder, checkpoint name)`` of a run folder, a ``wandb:`` run, or ``<run>/checkpoints/<name>.ckpt``."""
-    from ablate.inference.translate import CHECKPOINTS, InputError
+    from ablate.inference import CHECKPOINTS, InputError
 
     path = Path(raw)
     if path.suffix != ".ckpt":
@@ -242,8 +246,9 @@ def export_model(
 ) -> None:
     """Write a trained model as one TorchScript file (greedy decoding, tokenizers and config inside) that
     `torch.jit.load` runs without ablate."""
+    from ablate.inference import check_checkpoint
     from ablate.inference.torchscript import check_format, describe, export
-    from ablate.inference.translate import check_checkpoint, load_run
+    from ablate.inference.translate import load_run
     from ablate.utils.io import check_apart
 
     check_format(format)

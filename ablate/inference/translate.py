@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,61 +18,11 @@ import torch
 
 from ablate.config import Config, ConfigError
 from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
-from ablate.errors import AblateError, did_you_mean
+from ablate.inference import check_checkpoint
 from ablate.training.checkpoints import CheckpointError, load_checkpoint_file, recorded_config
 from ablate.training.module import Scores, TranslationModule, corpus_scores
 
 log = logging.getLogger(__name__)
-
-
-CHECKPOINTS = ("best", "last")
-"""The checkpoints a run folder holds (``checkpoints/<name>.ckpt``)."""
-
-
-class InputError(AblateError):
-    """Text or an option ``translate`` / ``evaluate`` cannot use; the message names it."""
-
-
-def read_sentences(raw: bytes, where: str) -> list[str]:
-    """The sentences of ``raw`` (a file's or stdin's bytes, named ``where`` in errors), read as training reads a
-    corpus (:func:`ablate.data.sources.decode_line`): one per ``\\n``-ended line (``\\r\\n`` too; never U+2028,
-    U+0085 or a form feed, which ``str.splitlines`` would cut at), a leading BOM dropped, whitespace stripped.
-    Unlike a corpus, text to translate must be UTF-8: InputError names the line, the byte and its column."""
-    from ablate.data.sources import decode_line
-
-    if not raw:
-        return []
-    lines = raw.removesuffix(b"\n").split(b"\n")
-    out = []
-    for number, line in enumerate(lines, 1):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise InputError(
-                f"{where} line {number} is not UTF-8 text (byte {line[err.start]:#04x} at column {err.start + 1}); "
-                f"save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
-            ) from None
-        text, _ = decode_line(line)
-        out.append(text.lstrip("\ufeff") if number == 1 else text)
-    return out
-
-
-def check_decoding(beam: Optional[int], len_penalty: Optional[float]) -> None:
-    """InputError unless ``--beam`` is at least 1 and ``--len-penalty`` finite and non-negative (when given)."""
-    if beam is not None and beam < 1:
-        raise InputError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
-    if len_penalty is not None and not (math.isfinite(len_penalty) and len_penalty >= 0):
-        raise InputError(f"--len-penalty {len_penalty} must be a finite number, 0 or more")
-
-
-def check_checkpoint(name: str) -> str:
-    """``name`` when it is one of :data:`CHECKPOINTS`, else InputError with the closest valid one."""
-    if name not in CHECKPOINTS:
-        raise InputError(
-            f"--checkpoint {name!r} is not a checkpoint name{did_you_mean(name, CHECKPOINTS, cutoff=0.5)} "
-            f"(choose from: {', '.join(CHECKPOINTS)})"
-        )
-    return name
 
 
 @dataclass

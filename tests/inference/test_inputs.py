@@ -7,8 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ablate import cli
-from ablate.inference import translate as translate_module
-from ablate.inference.translate import InputError, check_checkpoint, check_decoding, read_sentences
+from ablate.inference import InputError, check_checkpoint, check_decoding, read_sentences, translate as translate_module
 
 
 def test_only_a_newline_ends_a_sentence():
@@ -93,3 +92,20 @@ def test_evaluate_hyps_inside_the_run_folder_are_refused(tmp_path):
     run = tmp_path / "run"
     (run / "hyps").mkdir(parents=True)
     _one_line(_invoke("evaluate", run, "--hyps", run / "hyps" / "test.txt"), "inside the source")
+
+
+@pytest.mark.parametrize("option", [["--beam", "0"], ["--checkpoint", "lastt"]])
+def test_a_bad_option_is_refused_before_the_model_code_loads(option, tmp_path):
+    """The input checks cost no torch import: ``ablate translate RUN --beam 0`` is one line at once."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\nfrom ablate.cli import main\nsys.argv = ['ablate', 'translate', sys.argv[1], *sys.argv[2:]]\n"
+        "try:\n    main()\nexcept SystemExit as e:\n    print('exit', e.code, 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path), *option], capture_output=True, text=True, timeout=300
+    )
+    assert done.stdout.strip().splitlines()[-1] == "exit 2 False", (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and option[0] in done.stderr, done.stderr
