@@ -246,7 +246,7 @@ class RunSummary:
         if strict and (problem := summary_problem(data)):
             raise RecordError(f"{where}: {problem}")
         if not isinstance(data, dict):
-            raise RecordError(f"{where} is a {_kind(data)}, not a JSON object")
+            raise RecordError(f"{where} is a {kind_of(data)}, not a JSON object")
         version = data.get("version", 0)
         if not isinstance(version, int) or isinstance(version, bool) or version > SUMMARY_VERSION:
             raise RecordError(
@@ -368,7 +368,8 @@ def nesting_depth(value: Any) -> int:
     return deepest
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """A value's type as JSON names it in an error (``null`` for None)."""
     return "null" if value is None else type(value).__name__
 
 
@@ -400,27 +401,27 @@ def metric_problem(key: str, value: Any) -> Optional[str]:
 def summary_problem(summary: Any) -> Optional[str]:
     """The first way ``summary`` breaks the run record's types, as ``<field> is <problem>``; None if sound."""
     if not isinstance(summary, dict):
-        return f"{SUMMARY_FILE} is a {_kind(summary)}, not a JSON object"
+        return f"{SUMMARY_FILE} is a {kind_of(summary)}, not a JSON object"
     status = summary.get("status")
     if status is not None and status not in SUMMARY_STATUSES:
         return f"status is {_shown(status)}, not one of {', '.join(SUMMARY_STATUSES)}"
     for key in TEXT_FIELDS:
         if summary.get(key) is not None and not isinstance(summary[key], str):
-            return f"{key} is a {_kind(summary[key])}, not text"
+            return f"{key} is a {kind_of(summary[key])}, not text"
     for key in MAPPING_FIELDS:
         if summary.get(key) is not None and not isinstance(summary[key], dict):
-            return f"{key} is a {_kind(summary[key])}, not a mapping"
+            return f"{key} is a {kind_of(summary[key])}, not a mapping"
     variant = summary.get("variant")
     if variant is not None and not isinstance(variant, (str, dict)):
-        return f"variant is a {_kind(variant)}, not a name"
+        return f"variant is a {kind_of(variant)}, not a name"
     sweep = summary.get("sweep")
     if sweep is not None:
         if not isinstance(sweep, dict):
-            return f"sweep is a {_kind(sweep)}, not a mapping"
+            return f"sweep is a {kind_of(sweep)}, not a mapping"
         if sweep.get("name") is not None and not isinstance(sweep["name"], str):
-            return f"sweep.name is a {_kind(sweep['name'])}, not text"
+            return f"sweep.name is a {kind_of(sweep['name'])}, not text"
         if sweep.get("params") is not None and not isinstance(sweep["params"], dict):
-            return f"sweep.params is a {_kind(sweep['params'])}, not a mapping"
+            return f"sweep.params is a {kind_of(sweep['params'])}, not a mapping"
     for key, value in summary.items():
         if "/" not in key and key not in NUMERIC:  # not a metric (val/bleu, train/tokens, params)
             continue
@@ -436,7 +437,7 @@ def history_problem(history: Any) -> Optional[str]:
     if history is None:
         return None
     if not isinstance(history, list):
-        return f"history is a {_kind(history)}, not a list of validation records"
+        return f"history is a {kind_of(history)}, not a list of validation records"
     for i, entry in enumerate(history):
         if not isinstance(entry, dict):
             return f"history[{i}] is {_shown(entry)}, not a record {{step: ..., {DEV_BLEU.key}: ...}}"

@@ -47,6 +47,7 @@ from ablate.record import (
     RunSummary,
     SweepFiles,
     UnreadableRecord,
+    kind_of,
     metric_problem,
     summary_problem,
 )
@@ -909,16 +910,16 @@ def planned_trials(state: Any) -> tuple[list[dict[str, Any]], Optional[str]]:
         return [], None
     trials = state["trials"]
     if not isinstance(trials, list):
-        return [], f"trials is a {_type_name(trials)}, not a list"
+        return [], f"trials is a {kind_of(trials)}, not a list"
     out = []
     for i, t in enumerate(trials):
         if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not t["name"]:
             return [], f"trials[{i}] is not a record with a name"
         if not isinstance(t.get("point", {}), dict):
-            return [], f"trials[{i}].point is a {_type_name(t['point'])}, not a mapping"
+            return [], f"trials[{i}].point is a {kind_of(t['point'])}, not a mapping"
         status = t.get("status", RunStatus.PENDING)
         if not isinstance(status, str):
-            return [], f"trials[{i}].status is a {_type_name(t['status'])}, not text"
+            return [], f"trials[{i}].status is a {kind_of(t['status'])}, not text"
         error = t.get("error")
         out.append(
             {
@@ -929,7 +930,3 @@ def planned_trials(state: Any) -> tuple[list[dict[str, Any]], Optional[str]]:
             }
         )
     return out, None
-
-
-def _type_name(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
