@@ -1,14 +1,10 @@
 """Translation metrics that training and the report share: the registry of scorers and their interface.
 
 ``METRIC_SCORERS`` maps a name (``bleu``, ``chrf``, ``chrf++``, ``ter``; plugins add more with
-:func:`register_metric` or ``@ablate.register("metric", name)``) to a factory of a :class:`MetricScorer`.
-A corpus metric such as BLEU is not a mean of sentence scores, but it is a function of summed
-per-sentence sufficient statistics: :meth:`MetricScorer.statistics` gives them, shape (n, k), and
-:meth:`MetricScorer.from_statistics` turns any (weighted) sum of them, as a bootstrap resample is, into the
-corpus score. A per-sentence metric (:class:`SentenceMetric`) has statistics ``(score, 1)``, so the
-report's seed-aware test applies to both alike. A run's summary keeps metric ``NAME`` of test split
-``S`` as ``test_S/NAME`` (the first test split also as ``test/NAME``, the validation as ``val/NAME``)
-and its signature as ``NAME_signature``. Lightning-free and report-free: layer 3, beside ``data`` and ``model``.
+:func:`register_metric` or ``@ablate.register("metric", name)``) to a factory of a :class:`MetricScorer`,
+whose per-sentence sufficient statistics (n, k) sum, under any bootstrap weights, to the corpus score
+(:class:`SentenceMetric`: ``(score, 1)``). A run's summary keeps metric ``NAME`` of test split ``S`` as
+``test_S/NAME`` (the first also as ``test/NAME``, validation as ``val/NAME``), its signature as ``NAME_signature``.
 """
 
 from __future__ import annotations
@@ -65,11 +61,8 @@ class MetricScorer(Protocol):
 
 
 class SentenceMetric:
-    """A metric defined per sentence (a learned metric such as COMET, or any plugin).
-
-    Subclasses set the class attributes and implement :meth:`sentences`; the corpus score is the
-    mean of the sentence scores. ``version`` goes into the signature, so a changed metric shows.
-    """
+    """A metric defined per sentence (a learned metric such as COMET, or any plugin): subclasses set the
+    class attributes (``version`` goes into the signature) and :meth:`sentences`; the corpus score is the mean."""
 
     name: str = ""
     label: str = ""
@@ -149,10 +142,9 @@ CACHE_ENV = "ABLATE_CACHE"
 
 
 def statistics(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
-    """(n, k) per-sentence statistics of ``scorer``, computed once per text: kept in the process (a table
-    reads each trial's three times) and on disk under ``$ABLATE_CACHE/statistics/`` (default
-    ``~/.cache/ablate``), named by a sha256 of the scorer's signature and the texts, so a second table of
-    the same trials scores nothing and a changed text or scorer version is scored afresh."""
+    """(n, k) per-sentence statistics of ``scorer``, computed once per text: kept in the process and on disk
+    under ``$ABLATE_CACHE/statistics/`` (default ``~/.cache/ablate``), named by a sha256 of the scorer's
+    signature and the texts, so a changed text or scorer version is scored afresh."""
     if not getattr(scorer, "reads_sources", True):
         sources = None
     key = (scorer.name, scorer.signature(), tuple(hyps), tuple(refs), tuple(sources) if sources else None)

@@ -1,15 +1,6 @@
 """BLEU (Papineni et al. 2002), chrF (Popović 2015), chrF++ (Popović 2017) and TER (Snover et al. 2006),
-as sacreBLEU computes them, each with per-sentence sufficient statistics.
-
-A corpus score is a function of summed per-sentence counts, so :meth:`statistics` gives them, shape
-(n, k), and :meth:`from_statistics` turns any (weighted) sum back into the corpus score, equal to
-sacreBLEU's ``corpus_score`` on the same lines (what the report resamples for its significance test).
-
-* BLEU: hypothesis and reference lengths, matching and total n-grams (n = 1..4), counted as
-  ``BLEU.sentence_score`` does, with a fast 13a tokenizer.
-* chrF: F-beta (beta = 2) of character n-grams (n = 1..6, whitespace removed) averaged over the
-  orders; chrF++ adds word unigrams and bigrams. Per order: hypothesis n-grams, reference n-grams, matches.
-* TER: edits (insertions, deletions, substitutions, shifts) over reference words; lower is better.
+as sacreBLEU computes them, each with (n, k) per-sentence sufficient statistics whose (weighted) sum
+:meth:`from_statistics` turns into sacreBLEU's ``corpus_score`` (what the report resamples).
 """
 
 from __future__ import annotations
@@ -35,12 +26,10 @@ def check_aligned(hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> 
 
 
 class SacreBleuScorer:
-    """What the scorers of a sacreBLEU metric share; subclasses give :meth:`metric`, a fresh sacreBLEU
-    metric object (``CHRF(word_order=2)``, ``TER()``), and their statistics."""
+    """What the scorers of a sacreBLEU metric share; subclasses give :meth:`metric` (a fresh sacreBLEU
+    metric object) and their statistics."""
 
-    reads_sources = False
-    """sacreBLEU's metrics compare hypotheses with references only (a scorer without this attribute
-    is assumed to read the sources, as a learned metric may)."""
+    reads_sources = False  # a scorer without this attribute is assumed to read the sources
     higher_is_better = True
     decimals = 2
 
@@ -89,9 +78,8 @@ def _signature(tokenize: Optional[str]) -> str:
 
 def sentence_stats(hyps: Texts, refs: Texts, tokenize: Optional[str] = None) -> np.ndarray:
     """sacreBLEU's per-sentence BLEU statistics, shape (n, 2 + 2·4): hypothesis length, reference
-    length, matching n-grams (n = 1..4), hypothesis n-grams (n = 1..4), as ``BLEU.sentence_score``
-    counts them (13a by :func:`tokens_13a`; clipped matches). Each reference set's n-grams are counted
-    once per process: a table's trials share their references, so its cost is the hypotheses'."""
+    length, clipped matching n-grams (n = 1..4), hypothesis n-grams (n = 1..4), as ``BLEU.sentence_score``
+    counts them (13a by :func:`tokens_13a`); each reference set's n-grams are counted once per process."""
     check_aligned(hyps, refs)
     split = _splitter(tokenize)
     references = _reference_ngrams(split, refs)

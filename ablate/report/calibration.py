@@ -1,31 +1,16 @@
-"""How often does the table's test call one configuration "different" from itself, and how often
-does it find a real difference?
+"""``ablate calibrate``: how often the table's own test (:meth:`ablate.report.stats.SplitScores.compare`,
+Holm over the table by :func:`ablate.report.stats.compare_scores`) calls one configuration "different"
+from itself, and how often it finds a known shift (docs/reports.md, "Calibration"):
 
-Three checks on real runs, all ``ablate calibrate SOURCE``, all through the table's own comparison
-(:meth:`ablate.report.stats.SplitScores.compare`; Holm over the table with
-:func:`ablate.report.stats.compare_scores`, as ``ablate table`` puts its †):
+* **relabelled tables**: rows x seeds (:data:`DESIGNS`) of one row's many seeds, with seed values shared
+  across rows (the row + seed fit where :func:`ablate.report.stats.use_paired` takes it) or distinct;
+  every call is a false positive. Beside: Student t on the same tables, the 5-95% band of an exactly
+  sized test on simulated normal seeds, and the power of the † at :data:`SHIFTS` beside Welch's t.
+* **k-vs-k seed splits**: two-row tables, k = 2..8, the sentence-only bootstrap beside, and power at a
+  known shift beside :func:`ablate.report.stats.power` with SE²(k) = 2σ²/k + v0.
+* **relabelled seed pairs**: two seeds of one row as two one-seed rows of the table, uncorrected.
 
-* **relabelled tables** (a row with many seeds, e.g. ``sweeps/calibration-cpu.yaml``'s 16): draw
-  rows x seeds of them at random and call them a table of that design (:data:`DESIGNS`: 2x2, 2x3,
-  4x4, 5x3, 8x2), once with **shared** seed values across rows (1..k in every row, so the table's
-  row + seed fit is used where :func:`ablate.report.stats.use_paired` takes it) and once with
-  **distinct** ones (the within-row fit). Every row is the same configuration, so every call is a
-  false positive: the per-comparison rate (uncorrected p < alpha, every row against the first) and
-  the family-wise rate (any † after Holm) are printed beside the 5-95% band of an exactly sized
-  test (Student t with the same fit and df on simulated normal seeds: as many seeds, the same
-  design and the same number of relabellings, so the band holds the splits' overlap). Adding a
-  known Δ to one row's scores gives the power of its † at each of :data:`SHIFTS`, beside a Welch t
-  on the per-seed corpus BLEU of the same relabelled rows (Holm over the same comparisons).
-* **k-vs-k seed splits**: the two-row tables with k distinct seeds per row, k = 2..8, with the
-  sentence-only bootstrap beside, and power at a known shift beside the power the footnotes'
-  variance model predicts (:func:`ablate.report.stats.power` with SE²(k) = 2σ²/k + v0, σ the
-  row's per-trial seed σ, v0 the k-independent sentence part).
-* **relabelled seed pairs** (any table with replicated rows, e.g. ``results/table3-cpu``): two
-  seeds of one row become two one-seed rows in an otherwise unchanged table and are tested
-  against each other, uncorrected (stricter than the table's Holm-corrected †).
-
-Relabellings and splits share seeds, so their calls are not independent; a rate's uncertainty is
-the simulated band, not a binomial interval over draws.
+Relabellings share seeds, so a rate's uncertainty is the simulated band, not a binomial interval.
 """
 
 from __future__ import annotations
@@ -63,20 +48,14 @@ RNG_SEED = 20261201
 
 @dataclass(frozen=True)
 class SplitRate:
-    """k-vs-k splits of one row's seeds (two-row tables, distinct seed values).
+    """k-vs-k splits of one row's seeds (two-row tables, distinct seed values), ``draws`` of them.
 
     Attributes:
-        k: seeds per side; draws: random splits tested.
-        rate: fraction the seed-aware test called significant (a false positive: same config).
-        sentence_rate: the same for the sentence-only bootstrap.
-        power, sentence_power: fraction significant after adding ``shift`` BLEU to one side.
-        predicted: the power :func:`ablate.report.stats.power` predicts for ``shift`` at k seeds.
-        predicted_band: (5%, 95%) of the split power that 16 (as many) normal seeds with this σ give:
-            how far a measured power may sit from ``predicted`` when the model is exactly right.
-        expected: (5%, 95%) quantiles of ``rate`` for an exactly sized test (see the module docstring).
+        rate, sentence_rate: fraction the seed-aware / sentence-only test called significant (false positives).
+        power, sentence_power: the same after adding ``shift`` BLEU to one side; predicted: the model's power.
+        predicted_band, expected: (5%, 95%) of the power and of ``rate`` for as many normal seeds of this σ.
         sigma: the mean per-trial seed σ the splits estimated.
-        se, se_model: the standard deviation of Δ over the splits, and SE(k) of the variance model
-            (:func:`ablate.report.stats.standard_error`) with the row's σ and the mean v0.
+        se, se_model: the sd of Δ over the splits, and the model's SE(k) with the row's σ and the mean v0.
     """
 
     k: int
@@ -95,16 +74,13 @@ class SplitRate:
 
 @dataclass(frozen=True)
 class DesignRate:
-    """Relabelled tables of one design.
+    """Relabelled tables of one design (rows x seeds per row; ``shared``: rows share seed values).
 
     Attributes:
-        rows, seeds: the design (rows x seeds per row); shared: whether rows share seed values.
-        relabellings: tables tested (random ones; every one for a two-row design with few, :func:`_all_splits`).
+        relabellings: tables tested (random ones, or every one: :func:`_all_splits`).
         paired, df: the fit the table's test used (row + seed, or within-row) and its df.
-        per_comparison: fraction of all comparisons (each row against the first) with p < alpha, uncorrected.
-        family_wise: fraction of tables with any † (Holm-adjusted p < alpha).
-        student: ``per_comparison`` of Student t with the same fit on the same tables' per-trial scores
-            (exactly sized for normal seeds: where it is off too, the seeds are, not the test).
+        per_comparison: fraction of comparisons (each row against the first) with p < alpha, uncorrected;
+            family_wise: fraction of tables with any †; student: ``per_comparison`` of Student t with the same fit.
         exact_per_comparison, exact_family_wise: (5%, 95%) band of each for an exactly sized test.
         power: ``(Δ, fraction of tables whose shifted row is marked †, the same for Welch's t)``.
     """
@@ -143,9 +119,8 @@ class Calibration:
 def relabelled(
     scores: SplitScores, row: str, picks: np.ndarray, shared: bool, shifts: Sequence[float] = ()
 ) -> SplitScores:
-    """A table of ``row``'s trials: row ``r<i>`` holds trials ``picks[i]`` (picks: (rows, k) indices),
-    with seed values 1..k in every row (``shared``) or distinct ones; ``shifts[i]`` is added to row
-    i's scores (a known effect)."""
+    """A table of ``row``'s trials: row ``r<i>`` holds trials ``picks[i]`` ((rows, k) indices), with seed
+    values 1..k in every row (``shared``) or distinct ones, ``shifts[i]`` added to its scores."""
     rows, k = picks.shape
     shift = list(shifts) + [0.0] * (rows - len(shifts))
     names = [f"r{i}" for i in range(rows)]
@@ -155,33 +130,25 @@ def relabelled(
     return SplitScores.of_values(scores.split, bleu, boot, seeds)
 
 
-def _against_first(rows: int) -> list[tuple[str, str]]:
-    return [("r0", f"r{i}") for i in range(1, rows)]
-
-
 def design_rates(
     scores: SplitScores, row: str, designs: Sequence[tuple[int, int]] = DESIGNS, relabellings: int = RELABELLINGS,
     alpha: float = 0.05, shifts: Sequence[float] = SHIFTS, simulations: int = SIMULATIONS,
 ) -> list[DesignRate]:  # fmt: skip
     """Relabelled tables of every design that ``row``'s seeds allow, with shared and distinct seed values."""
-    n = len(scores.bleu[row])
-    rng = np.random.default_rng(RNG_SEED)
-    out = []
+    x = np.array(scores.bleu[row])
+    n, rng, out = len(x), np.random.default_rng(RNG_SEED), []
     for (rows, k), shared in itertools.product(designs, (True, False)):
         if rows * k > n or k < 2:
             continue
-        plan = _against_first(rows)
+        plan = [("r0", f"r{i}") for i in range(1, rows)]
         calls, marked_tables, tables = [], 0, []
         hits = np.zeros((len(shifts), 2))
         fit = (False, 0)
-        every = _all_splits(n, k) if rows == 2 else None
-        draws = (
-            every
-            if every is not None
-            else [rng.permutation(n)[: rows * k].reshape(rows, k) for _ in range(relabellings)]
-        )
+        draws = _all_splits(n, k) if rows == 2 else None
+        if draws is None:
+            draws = [rng.permutation(n)[: rows * k].reshape(rows, k) for _ in range(relabellings)]
         for picks in draws:
-            tables.append(np.array(scores.bleu[row])[picks])
+            tables.append(x[picks])  # (rows, k)
             found = compare_scores([relabelled(scores, row, picks, shared)], plan)
             calls += [c.p_value < alpha for c in found]
             marked_tables += any(c.significant(alpha) for c in found)
@@ -189,7 +156,7 @@ def design_rates(
             for i, delta in enumerate(shifts):
                 shifted = compare_scores([relabelled(scores, row, picks, shared, (0.0, delta))], plan)
                 hits[i, 0] += shifted[0].significant(alpha)
-                values = np.array(scores.bleu[row])[picks]  # (rows, k)
+                values = x[picks]
                 values[1] += delta
                 hits[i, 1] += holm(_welch_p(values))[0] < alpha
         count = len(draws)
@@ -202,9 +169,8 @@ def design_rates(
 
 
 def _all_splits(n: int, k: int) -> Optional[list[np.ndarray]]:
-    """Every ordered two-row table of k seeds each out of ``n`` ((2, k) index arrays), where there are
-    at most :data:`ENUMERATE` of them: the rate over all of them is exact, not a random draw's
-    (2x2 of 16 seeds: 10,920 tables); None where there are more."""
+    """Every ordered two-row table of k seeds each out of ``n`` ((2, k) index arrays; 2x2 of 16: 10,920),
+    or None where there are more than :data:`ENUMERATE`."""
     if math.comb(n, k) * math.comb(n - k, k) > ENUMERATE:
         return None
     return [
@@ -216,17 +182,12 @@ def _all_splits(n: int, k: int) -> Optional[list[np.ndarray]]:
 
 def _welch_p(values: np.ndarray) -> list[float]:
     """Welch's t p-values of rows 1.. against row 0 of ``values`` (rows, k), Satterthwaite df."""
-    var = values.var(1, ddof=1) / values.shape[1]  # (rows,) squared standard errors of the means
-    se2 = var[1:] + var[0]
-    df = se2**2 / (var[1:] ** 2 / (values.shape[1] - 1) + var[0] ** 2 / (values.shape[1] - 1))
-    t = (values[1:].mean(1) - values[0].mean()) / np.sqrt(se2)
-    return [float(p) for p in 2 * st.t.sf(np.abs(t), df)]
+    return [float(p) for p in st.ttest_ind(values[1:], values[:1], axis=1, equal_var=False).pvalue]
 
 
 def _student_p(tables: np.ndarray, paired: bool) -> np.ndarray:
-    """Student t p-values of rows 1.. against row 0 of each table (tables: (R, rows, k), per-trial
-    scores alone), σ from the row + seed residuals if ``paired`` (df (rows-1)(k-1)) else from the
-    within-row spread (df rows(k-1)): exactly sized for normal seeds. Returns (R, rows - 1)."""
+    """(R, rows - 1) Student t p-values of rows 1.. against row 0 of each of ``tables`` (R, rows, k), σ from
+    the row + seed residuals if ``paired`` (df (rows-1)(k-1)) else within rows (df rows(k-1))."""
     _, rows, k = tables.shape
     means = tables.mean(2)  # (R, rows)
     if paired:
@@ -244,12 +205,9 @@ def _exact_band(
     n: int, rows: int, k: int, paired: bool, relabellings: int, alpha: float, simulations: int,
     rng: np.random.Generator, shift: float = 0.0,
 ) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:  # fmt: skip
-    """5-95% bands of the per-comparison and family-wise rates of an exactly sized test: ``n``
-    normal seeds per simulation, ``relabellings`` random (rows, k) tables of them, each row against
-    the first by :func:`_student_p` with the table's fit, Holm over the table (any mark: the smallest
-    p below alpha / comparisons). The third band is the power of the first comparison (uncorrected)
-    for a true ``shift``, in units of the seeds' σ, added to row 1: what the measured split power of
-    :func:`seed_splits` would show for seeds as spread as these but normal."""
+    """5-95% bands of the per-comparison and family-wise (Holm: any p below alpha / comparisons) rates of
+    :func:`_student_p` on ``relabellings`` random (rows, k) tables of ``n`` normal seeds, and of the first
+    comparison's power for a true ``shift`` (in units of the seeds' σ) added to row 1."""
     per, family, power = np.empty(simulations), np.empty(simulations), np.empty(simulations)
     for i in range(simulations):
         x = rng.normal(0.0, 1.0, n)
@@ -269,8 +227,7 @@ def _band(rates: np.ndarray) -> tuple[float, float]:
 
 
 def _two_rows(scores: SplitScores, row: str, a: np.ndarray, b: np.ndarray, alpha: float, shift: float = 0.0):
-    """(seed-aware significant, sentence-only significant, σ, k-independent sentence part) for one
-    k-vs-k split, as the table tests it."""
+    """(seed-aware significant, sentence-only significant, σ, k-independent sentence part) of one k-vs-k split."""
     table = relabelled(scores, row, np.stack([a, b]), False, (0.0, shift))
     (seeds,) = compare_scores([table], [("r0", "r1")])
     (sentence,) = compare_scores([table], [("r0", "r1")], "bs")
@@ -313,12 +270,8 @@ def seed_splits(
 
 
 def relabelled_pairs(scores: SplitScores, alpha: float = 0.05) -> tuple[int, int, int, list[str]]:
-    """Every pair of seeds of every replicated row, as two one-seed rows of the same table.
-
-    Returns:
-        ``(pairs, marked by the seed-aware test, marked by the sentence-only test, rows used)``,
-        each pair tested uncorrected at ``alpha``.
-    """
+    """Every pair of seeds of every replicated row as two one-seed rows of the same table, uncorrected at
+    ``alpha``: ``(pairs, marked by the seed-aware test, marked by the sentence-only test, rows used)``."""
     pairs = marked = marked_sentence = 0
     used = []
     for row, seeds in scores.seeds.items():

@@ -1,48 +1,21 @@
-"""The stats layer: rows over seeds, the comparisons a table makes, and what they may claim.
+"""The stats layer: rows over seeds (:func:`aggregate`), the pairs a table compares (:func:`planned_pairs`),
+the seed-aware test, Holm, MDE, seeds needed, budget curves and agreement with a paper.
 
-**Rows** (:func:`aggregate`). A row is one configuration: a named variant (``"A-heads1"``), else one
-combination of the sweep's varying non-seed parameters; its seeds give mean, sample std (ddof=1) and n.
-The base row is the one the sweep declares (its ``base`` parameter, else the variant named ``base``,
-else the one bare variant), else the row differing from the others in the fewest keys (a tie broken,
-in a grid, by ablate's defaults; a tie left is an error naming the fix). Other rows are grouped by the
-variant-name prefix (``"A"``, after Table 3 of Vaswani et al., 2017) or the keys they change; columns
-follow Table 3's order and show the values the runs used (``resolved``, e.g. d_k = d_model / h).
-
-**Which pairs** (:func:`planned_pairs`): the sweep's ``comparisons`` (``{between: KEY, values: [ref, v1]}``
-pairs rows equal except in ``KEY``; ``between: variant`` pairs named rows), else every row against the
-base. Fewer, chosen comparisons cost less power under Holm.
-
-**The statistic.** A row's score is the mean over its K seeds of corpus BLEU (or any metric of
-:mod:`ablate.metrics`, resampled through its per-sentence sufficient statistics, so
-``BLEU(w @ stats)`` equals ``sacrebleu.corpus_bleu`` and thousands of resamples take seconds);
-``Δ = mean_s BLEU(B_s) - mean_s BLEU(A_s)``, tested two-sided. ``--test``:
-
-* ``seeds`` (default): ``Var(Δ) = σ² (1/K_a + 1/K_b) + v``, the per-trial seed σ pooled over the
-  table plus the paired sentence bootstrap's variance ``v`` (Koehn 2004; the same sentence ids for every
-  seed of both rows, so a sentence's K outputs move together: resampling K·n pooled lines would count
-  one sentence's advantage K times). Seed variance (Clark et al. 2011; Bouthillier et al. 2021): rows
-  trained with the same seed values fit ``x = row + seed + e`` by least squares (σ²_e, df = trials -
-  rank); unpaired rows use the within-row pooled variance (df = trials - rows). The p-value is Student's
-  t at the seed estimate's df, not Welch-Satterthwaite: the plug-in df is largest exactly when σ̂ came
-  out small by chance, so with few seeds it is too liberal (7.6% false positives at α 0.05 in 20,000
-  simulated 2-vs-2 nulls with the calibration-cpu values); t at ν is the conservative "smallest df"
-  bound (Hsu 1938). With one seed per row nothing is tested.
-* ``bs`` (paired bootstrap) and ``ar`` (paired approximate randomisation, Riezler & Maxwell 2005)
-  measure test-set variance only: two seeds of one configuration differ by more than that
-  (``results/calibration-cpu``).
-
-:func:`holm` adjusts all of a table's p-values together (Holm 1979): family-wise error at alpha.
-:func:`detectable` gives the minimum detectable effect at 80% power, :func:`seeds_needed` the seeds a Δ
-would need. **Budget curves** (:func:`delta_curves`): seed ``s`` of a row minus seed ``s`` of the base
-per validated step (each history interpolated within its own range), mean and t interval over pairs;
-a sign change is a step whose mean Δ has the opposite sign to the last nonzero one. **Agreement** with a
-paper: the sign test (Dixon & Mood 1946), Pearson's r with a Fisher-z interval (Fisher 1921), and
-:func:`agreement_test`, whose null keeps both sign margins and redraws our Δs from their shared-base noise.
+docs/reports.md ("Significance") describes the method; its sources: the paired sentence bootstrap
+(Koehn 2004) with the same sentence ids for every seed of both rows; seed variance (Clark et al. 2011;
+Bouthillier et al. 2021) pooled over the table, from a row + seed least-squares fit for rows trained
+with the same seed values, else within rows; approximate randomisation (Riezler & Maxwell 2005);
+Holm (1979); the sign test (Dixon & Mood 1946) and Pearson's r with a Fisher-z interval (Fisher 1921).
+The p-value is Student's t at the seed estimate's df, not Welch-Satterthwaite: the plug-in df is
+largest exactly when σ̂ came out small by chance, so with few seeds it is too liberal (7.6% false
+positives at α 0.05 in 20,000 simulated 2-vs-2 nulls with the calibration-cpu values); t at ν is the
+conservative "smallest df" bound (Hsu 1938).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from dataclasses import dataclass, field, replace
 from math import comb
@@ -135,11 +108,8 @@ class Row:
     Attributes:
         name: the variant name, or ``key=value`` of what the row changes from the base.
         group: ablation group label (``"A"``, or the dotted keys changed, joined by ``+``).
-        settings: every varying hyperparameter's value in this row.
-        changed: the keys whose value differs from the base row (empty for the base).
-        trials: the finished trials (one per seed).
-        stats: metric name -> :class:`Stat` over ``trials``.
-        is_base: True for the base row.
+        settings: every column's value in this row; changed: the keys differing from the base row.
+        trials: the finished trials (one per seed); stats: metric name -> :class:`Stat` over them.
         config: the config shared by every seed of the row, as declared (not resolved).
     """
 
@@ -162,14 +132,12 @@ class Sweep:
     """All rows of a sweep, base first, plus the trials that did not finish.
 
     Attributes:
-        name: the sweep (or W&B group) name, if known.
-        keys: the varying hyperparameters shown as columns, dotted, in column order.
-        rows: table rows, base first, then grouped by ablation.
+        keys: the hyperparameters shown as columns, dotted, in column order.
         unfinished: failed, interrupted, running, pending, invalid and excluded trials, listed under the table.
         uses_variants: rows are named variants rather than parameter combinations.
         comparisons: the sweep's named comparisons ``[(key, values or None)]``, or None.
-        disagreements: trials whose summary's test BLEU is not their hypotheses' (see
-            :func:`ablate.report.trials.cell_disagreements`), one line each.
+        disagreements: one line per trial whose summary's test BLEU is not its hypotheses'
+            (:func:`ablate.report.trials.cell_disagreements`).
     """
 
     name: Optional[str]
@@ -205,10 +173,11 @@ def value_order(value: Any) -> tuple:
 
 
 def aggregate(trials: Sequence[Trial]) -> Sweep:
-    """Rows of the table from the trials of one sweep (see the module docstring).
-
-    Trials go through :func:`~ablate.report.trials.check_trials` first: those a cell or the † test could
-    not use, and a seed's second run in a row, are left out and listed with the reason.
+    """Rows of the table from the trials of one sweep: a named variant (``"A-heads1"``), else one
+    combination of the varying non-seed parameters, its seeds aggregated; base first (:func:`_base_ident`),
+    the rest grouped by variant-name prefix (``"A"``, after Table 3 of Vaswani et al., 2017) or the keys
+    they change. Trials a cell or the † test could not use (:func:`~ablate.report.trials.check_trials`),
+    and a seed's second run in a row, are left out and listed with the reason.
 
     Raises:
         ReportError: no trial finished, or a row's trials differ in config.
@@ -240,8 +209,7 @@ def aggregate(trials: Sequence[Trial]) -> Sweep:
 def _group_seeds(
     done: Sequence[Trial], candidates: list[str], uses_variants: bool
 ) -> tuple[dict[Any, list[Trial]], list[Trial]]:
-    """The finished trials by row (a variant's name, else the candidate keys' values), each row's one
-    config checked, and the repeated seeds left out of their rows."""
+    """The finished trials by row (a variant's name, else the candidate keys' values), and the repeated seeds."""
     groups: dict[Any, list[Trial]] = {}
     for t in done:
         ident = t.variant if uses_variants and t.variant else tuple(t.config.get(k, _MISSING) for k in candidates)
@@ -256,8 +224,8 @@ def _group_seeds(
 
 
 def _column_keys(configs: dict[Any, dict[str, Any]]) -> list[str]:
-    """The hyperparameter columns: every key that varies between rows, and Table 3's wherever every row
-    has them, in :func:`column_order`; an alias column (encoder layers) only where it differs from its key."""
+    """The columns: every key that varies between rows, and Table 3's wherever every row has them, in
+    :func:`column_order`; an alias column (encoder layers) only where it differs from its key."""
 
     def differ(a: str, b: str) -> bool:
         return any(value_order(c.get(a, _MISSING)) != value_order(c.get(b, _MISSING)) for c in configs.values())
@@ -320,8 +288,7 @@ def _comparisons(trials: Sequence[Trial]) -> Optional[list[tuple[str, Optional[l
 
 
 def _with_resolved(config: dict[str, Any], trials: Sequence[Trial]) -> dict[str, Any]:
-    """``config`` with each implicit value (unset, ``auto``) replaced by the one the runs used,
-    where every seed used the same."""
+    """``config`` with each implicit value (unset, ``auto``) replaced by the one every seed used."""
     out = dict(config)
     for key, value in trials[0].resolved.items():
         if out.get(key) in UNRESOLVED and all(value_order(t.resolved.get(key)) == value_order(value) for t in trials):
@@ -377,10 +344,9 @@ def _base_ident(
     candidates: list[str],
     uses_variants: bool,
 ) -> Any:
-    """The base row, as the sweep declares it: its ``base`` parameter, else the variant named
-    ``base``, else the one variant that applies no overrides (a bare name); else inferred, as the
-    row that differs from the others in the fewest keys. A tie there is broken, in a grid without
-    variants, by ablate's defaults (the point that keeps most of them); a tie left is an error.
+    """The base row: the sweep's ``base`` parameter, else the variant named ``base``, else the one bare
+    variant (no overrides); else the row differing from the others in the fewest keys, a tie broken in
+    a grid by ablate's defaults (the point that keeps most of them); a tie left is an error.
 
     Raises:
         ReportError: the declared base is not a row, or the base is ambiguous (naming the fix).
@@ -456,8 +422,7 @@ def _declared_base(declared: Any, order: list[Any], configs: dict[Any, dict[str,
 
 
 def _row_order(row: Row, keys: list[str], uses_variants: bool) -> tuple:
-    """Base first; groups by name (variants) or by the keys changed; within a group by the
-    columns changed, then by their values."""
+    """Base first; groups by name (variants) or by the keys changed; within one by columns changed, then values."""
     columns = tuple(keys.index(k) for k in row.changed)
     values = tuple(value_order(row.settings[k]) for k in row.changed)
     if row.is_base:
@@ -472,10 +437,8 @@ def _show(value: Any) -> str:
 
 
 def curve(row: Row, metric: str = DEV_BLEU.key) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean and standard deviation of a validation metric over the row's seeds, per step.
-
-    Each seed's history is linearly interpolated onto the union of all seeds' steps within
-    its own step range (no extrapolation), so seeds validated at different steps still align.
+    """Mean and standard deviation of a validation metric over the row's seeds, per step: each seed's
+    history interpolated onto the union of all seeds' steps within its own step range (:func:`_on`).
 
     Returns:
         ``(steps, mean, std)``, each of shape (S,); std is 0 where one seed covers a step.
@@ -484,17 +447,13 @@ def curve(row: Row, metric: str = DEV_BLEU.key) -> tuple[np.ndarray, np.ndarray,
     for t in row.trials:
         pts = [(h["step"], h[metric]) for h in t.history if h.get(metric) is not None]
         if pts:
-            series.append((np.array([p[0] for p in pts], float), np.array([p[1] for p in pts], float)))
+            series.append(np.array(pts, float).T)  # (2, P): steps, values
     if not series:
         return np.zeros(0), np.zeros(0), np.zeros(0)
     steps = np.unique(np.concatenate([s for s, _ in series]))
-    grid = np.full((len(series), len(steps)), np.nan)
-    for i, (s, v) in enumerate(series):
-        inside = (steps >= s.min()) & (steps <= s.max())
-        grid[i, inside] = np.interp(steps[inside], s, v)
+    grid = np.stack([_on(steps, s, v) for s, v in series])
     count = np.sum(~np.isnan(grid), axis=0)
-    filled = np.where(np.isnan(grid), 0.0, grid)
-    mean = filled.sum(axis=0) / count
+    mean = np.nansum(grid, axis=0) / count
     sq = np.where(np.isnan(grid), 0.0, (grid - mean) ** 2).sum(axis=0)
     std = np.sqrt(np.divide(sq, count - 1, out=np.zeros_like(sq), where=count > 1))
     return steps, mean, std
@@ -520,12 +479,10 @@ def planned_pairs(sweep: Sweep) -> list[tuple[str, str]]:
 
 
 def not_compared(sweep: Sweep) -> list[str]:
-    """What the sweep's comparisons name that no finished row is (its trials failed, or are still to
-    run), e.g. ``A-x (no finished trial)``, for the footnote.
+    """What the sweep's comparisons name that no finished row is, e.g. ``A-x (no finished trial)``, for the footnote.
 
     Raises:
-        ReportError: a named row that no trial of the sweep has, or a key no row sets: a typo, which
-            would otherwise leave the comparison out without a word.
+        ReportError: a named row that no trial of the sweep has, or a key no row sets (a typo).
     """
     missing: list[str] = []
     names = [r.name for r in sweep.rows]
@@ -571,24 +528,19 @@ def _named(rows: Sequence[Row], values: Optional[list[Any]]) -> list[tuple[str, 
 def _differing_in(rows: Sequence[Row], key: str, values: Optional[list[Any]]) -> list[tuple[str, str]]:
     """Pairs of rows equal in every declared key but ``key``, reference value first."""
     pairs = []
-    for i, a in enumerate(rows):
-        for b in rows[i + 1 :]:
-            if key not in a.config and key not in b.config:
-                continue
-            if not _equal_except(a.config, b.config, key):
-                continue
-            va, vb = value_order(a.config.get(key)), value_order(b.config.get(key))
-            if va == vb:
-                continue
-            if values:
-                ref = value_order(values[0])
-                others = {value_order(v) for v in values[1:]}
-                if va == ref and vb in others:
-                    pairs.append((a.name, b.name))
-                elif vb == ref and va in others:
-                    pairs.append((b.name, a.name))
-            else:
-                pairs.append((a.name, b.name) if va < vb else (b.name, a.name))
+    ref, others = (value_order(values[0]), {value_order(v) for v in values[1:]}) if values else (None, set())
+    for a, b in itertools.combinations(rows, 2):
+        if (key not in a.config and key not in b.config) or not _equal_except(a.config, b.config, key):
+            continue
+        va, vb = value_order(a.config.get(key)), value_order(b.config.get(key))
+        if va == vb:
+            continue
+        if not values:
+            pairs.append((a.name, b.name) if va < vb else (b.name, a.name))
+        elif va == ref and vb in others:
+            pairs.append((a.name, b.name))
+        elif vb == ref and va in others:
+            pairs.append((b.name, a.name))
     if not values:  # every value against the lowest one present in its group
         by_name = {r.name: r for r in rows}
         pairs = [
@@ -611,9 +563,7 @@ def _text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-# --------------------------------------------------------------------------------------
-# Resampled test sentences (Koehn 2004; Riezler & Maxwell 2005)
-# --------------------------------------------------------------------------------------
+# --- Resampled test sentences (Koehn 2004; Riezler & Maxwell 2005) ---
 
 
 SEED = 12345
@@ -633,16 +583,11 @@ def sentence_stats(hyps: Sequence[str], refs: Sequence[str], tokenize: Optional[
 
 
 class Resamples:
-    """One split's bootstrap resamples of sentences, shared by every trial and comparison.
+    """One split's ``samples`` bootstrap resamples of its ``n`` sentences, shared by every trial and comparison.
 
     :meth:`shared` keeps one per ``(n, samples, seed)`` in the process, and each keeps the resampled
     scores of the statistics it has seen (by identity: :func:`ablate.metrics.statistics` gives
     one array per text), so a table's two-row re-runs (:func:`compare_alone`) resample nothing again.
-
-    Args:
-        n: sentences in the split.
-        samples: bootstrap resamples.
-        seed: RNG seed (results are deterministic).
     """
 
     def __init__(self, n: int, samples: int, seed: int = SEED):
@@ -650,7 +595,6 @@ class Resamples:
         self.n, self.samples = n, samples
         self.weights = rng.multinomial(n, np.full(n, 1.0 / n), size=samples).astype(np.float64)  # (B, n)
         self._seen: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
-        self._weights32: Optional[np.ndarray] = None
 
     @staticmethod
     @functools.lru_cache(maxsize=4)
@@ -658,27 +602,21 @@ class Resamples:
         """The process's one :class:`Resamples` of these parameters (the same weights as a new one)."""
         return Resamples(n, samples, seed)
 
+    @functools.cached_property
     def _single(self) -> np.ndarray:
-        """The weights in float32 (made once): exact for counts whose weighted sums stay below 2^24."""
-        if self._weights32 is None:
-            self._weights32 = self.weights.astype(np.float32)
-        return self._weights32
-
-    def bleu(self, stats: np.ndarray, score: Score = bleu_from_stats) -> np.ndarray:
-        """(B,) corpus score (BLEU, or ``score`` of the metric's statistics) of one trial's (n, k)
-        statistics under each resample."""
-        return self.bleu_many([stats], score)[0]
+        """The weights in float32: exact for counts whose weighted sums stay below 2^24."""
+        return self.weights.astype(np.float32)
 
     def bleu_many(self, stats: Sequence[np.ndarray], score: Score = bleu_from_stats) -> list[np.ndarray]:
-        """:meth:`bleu` of each of several trials' (n, k) statistics; whole-number statistics (counts,
-        as BLEU's and chrF's are) are resampled together in one matrix product, exact in float64."""
-        if any(s.shape[0] != self.n for s in stats):
-            bad = next(s.shape[0] for s in stats if s.shape[0] != self.n)
-            raise ReportError(f"hypotheses cover {bad} sentences, the split has {self.n}")
+        """(B,) corpus score (``score`` of summed statistics) of each trial's (n, k) statistics under each
+        resample; whole-number statistics (BLEU's and chrF's counts) go through one matrix product."""
+        bad = [s.shape[0] for s in stats if s.shape[0] != self.n]
+        if bad:
+            raise ReportError(f"hypotheses cover {bad[0]} sentences, the split has {self.n}")
         name = getattr(score, "__qualname__", repr(score))
         todo = [s for s in {id(s): s for s in stats}.values() if self._seen.get((id(s), name), (None,))[0] is not s]
         counts = [s for s in todo if s.ndim == 2 and np.array_equal(s, np.rint(s))]
-        summed = dict(_resample_counts(self.weights, counts, self._single()))
+        summed = dict(_resample_counts(self.weights, counts, self._single))
         for s in todo:
             boot = score(summed[id(s)] if id(s) in summed else self.weights @ s)
             if len(self._seen) >= 4096:
@@ -690,12 +628,9 @@ class Resamples:
 def _resample_counts(
     weights: np.ndarray, stats: Sequence[np.ndarray], single: np.ndarray, chunk: int = 64
 ) -> Iterable[tuple[int, np.ndarray]]:
-    """``(id(s), weights @ s)`` for each (n, k) ``s``, ``chunk`` trials per matrix product: (B, n) @ (n, chunk·k).
-
-    Whole-number statistics and weights make every product and sum an exact float64 integer (below
-    2^53), so the result is the one ``weights @ s`` gives, bit for bit; where every sum stays below
-    2^24 (a row of weights sums to n) it is exact in float32 too, and ``single`` (the weights in
-    float32) computes it in half the time."""
+    """``(id(s), weights @ s)`` for each (n, k) ``s``, ``chunk`` trials per (B, n) @ (n, chunk·k) product:
+    whole numbers make it exact, bit for bit, in float64 (below 2^53) and, where every sum stays below
+    2^24, in float32 (``single``: the weights in float32), which takes half the time."""
     for start in range(0, len(stats), chunk):
         part = np.concatenate(stats[start : start + chunk], axis=1)
         widths = np.cumsum([0] + [s.shape[1] for s in stats[start : start + chunk]])
@@ -719,13 +654,8 @@ def bootstrap_p(deltas: np.ndarray, observed: float) -> float:
 def approximate_randomization(
     a: np.ndarray, b: np.ndarray, trials: int, seed: int = SEED, score: Score = bleu_from_stats
 ) -> float:
-    """Two-sided paired approximate randomisation p-value of ``mean_s BLEU(b_s) - mean_s BLEU(a_s)``.
-
-    Args:
-        a, b: (K, n, k) statistics of the two rows' seeds, paired by position.
-        trials: random swaps.
-        score: the metric's corpus score of summed statistics (default BLEU's).
-    """
+    """Two-sided paired approximate randomisation p-value (``trials`` random swaps) of
+    ``mean_s score(b_s) - mean_s score(a_s)``; ``a``, ``b``: (K, n, k) statistics paired by seed."""
     observed = float(score(b.sum(1)).mean() - score(a.sum(1)).mean())
     if observed == 0.0:
         return 1.0
@@ -741,28 +671,21 @@ def approximate_randomization(
     return (extreme + 1) / (trials + 1)
 
 
-# --------------------------------------------------------------------------------------
-# Training-seed variance (Clark et al. 2011)
-# --------------------------------------------------------------------------------------
+# --- Training-seed variance (Clark et al. 2011) ---
 
 
 POWER = 0.8  # the power at which minimum detectable effects and needed seeds are stated
-PAIRING_COST = 0.05
-"""How much wider (relative) the seed-paired fit's t critical value may be than the unpaired fit's
-for the paired fit to be used (:func:`use_paired`)."""
+PAIRING_COST = 0.05  # how much wider the paired fit's t critical value may be (:func:`use_paired`)
 
 
 @functools.lru_cache(maxsize=1024)
 def use_paired(paired_df: int, unpaired_df: int, alpha: float = 0.05) -> bool:
     """Whether the row + seed fit carries more information than the within-row one for this design.
 
-    Pairing removes the seed effects shared by rows trained with the same seed values (real tables
-    have large ones: table3-cpu's two-way ANOVA F(1, 18) = 26.5), but costs one df per seed value.
-    With no seed effect at all, the paired test's interval is wider by ``t(ν_p) / t(ν_u)``; the paired
-    fit is taken when that price is at most :data:`PAIRING_COST` (a seed effect of a few percent of
-    the residual variance pays it back). Two rows of 2 shared seeds (1 df against 2), 3 seeds (2
-    against 4) or 8 (7 against 14) stay unpaired; 4x4, 5x3, 8x2 and the shipped 10x3 and 19x2
-    tables pair. A random-effects (mixed) model of seed would combine both, as an alternative.
+    Pairing removes the seed effects shared by rows trained with the same seed values (table3-cpu's
+    two-way ANOVA: F(1, 18) = 26.5) but costs one df per seed value: with no seed effect the interval
+    widens by ``t(ν_p) / t(ν_u)``, paid when at most :data:`PAIRING_COST`. Two rows of 2, 3 or 8 shared
+    seeds stay unpaired; 4x4, 5x3, 8x2 and the shipped 10x3 and 19x2 tables pair.
     """
     if paired_df <= 0:
         return False
@@ -777,11 +700,8 @@ class SeedNoise:
     """The table's per-trial seed standard deviation of one score, pooled over its rows.
 
     Attributes:
-        paired: σ_e of the two-way fit (row + seed effects); None where no residual df is left.
-        paired_df: its residual degrees of freedom.
-        unpaired: σ_w, the pooled within-row standard deviation; None without replicated rows.
-        unpaired_df: its degrees of freedom (trials - rows).
-        trials: trials the fit used.
+        paired, paired_df: σ_e of the two-way fit (row + seed effects; None without residual df), its df.
+        unpaired, unpaired_df: σ_w, the pooled within-row one (None without replicated rows), trials - rows.
     """
 
     paired: Optional[float]
@@ -791,13 +711,9 @@ class SeedNoise:
     trials: int
 
     def for_rows(self, seeds_a: Sequence[Any], seeds_b: Sequence[Any]) -> tuple[Optional[float], int, bool]:
-        """``(σ, df, paired)`` for a comparison of rows trained with these seed values.
-
-        The seed-paired fit is used when the rows share their seed values and its degrees of freedom
-        cost at most :data:`PAIRING_COST` of the t critical value against the unpaired fit's
-        (:func:`use_paired`); otherwise the unpaired one. The choice depends on the design alone
-        (df), never on the estimates, so it does not change the test's size.
-        """
+        """``(σ, df, paired)`` for rows trained with these seed values: the paired fit where they share
+        them and :func:`use_paired` takes it. The choice depends on the design alone (df), never on the
+        estimates, so it does not change the test's size."""
         paired = sorted(map(str, seeds_a)) == sorted(map(str, seeds_b)) and len(seeds_a) > 0
         if paired and self.paired is not None and use_paired(self.paired_df, self.unpaired_df):
             return self.paired, self.paired_df, True
@@ -809,30 +725,17 @@ class SeedNoise:
 
 
 def floored(sigma: Optional[float], floor_var: float) -> Optional[float]:
-    """``max(σ, sqrt(floor_var))``: a seed σ no smaller than what is known to be inside it.
-
-    A trial's corpus BLEU on the fixed test set moves with its seed for two reasons: what the seed
-    does to the model everywhere, and the seed x sentence interaction on these sentences, whose
-    variance ``s`` the sentence bootstrap measures for every trial from thousands of resamples
-    (:func:`per_seed_sentence_var`). So σ² >= s, and a σ̂ estimated from 2-4 degrees of freedom
-    that came out below it is known to be too small; those are the draws that make a t-test with
-    few df fire on noise. The floor is a variance "fudge" in the spirit of SAM's s0 (Tusher,
-    Tibshirani & Chu 2001, PNAS 98(9)), here with a value measured on the same runs. On
-    results/calibration-cpu (σ 0.70, s 0.065) it moves the false-positive rate over all 5,460 2-vs-2
-    splits of the 16 seeds from 8.2% (Student t at 2 df) to 6.4%; with 3+ seeds per row or more
-    rows σ̂ almost never falls below it and nothing changes (no shipped table reaches it).
-    """
+    """``max(σ, sqrt(floor_var))``: a seed σ no smaller than the seed x sentence variance ``s`` the
+    bootstrap measures inside it (:func:`per_seed_sentence_var`), a variance "fudge" in the spirit of
+    SAM's s0 (Tusher, Tibshirani & Chu 2001, PNAS 98(9)); docs/reports.md gives its effect."""
     if sigma is None or floor_var <= 0:
         return sigma
     return max(sigma, math.sqrt(floor_var))
 
 
 def fit_seed_noise(scores: Mapping[str, Mapping[Any, float]]) -> SeedNoise:
-    """Pool the seed variance of ``scores`` (row name -> {seed value: per-trial score}).
-
-    Seeds are matched across rows by value (``str(seed)``), so seed 1 of every row shares one
-    seed effect in the two-way fit.
-    """
+    """Pool the seed variance of ``scores`` (row name -> {seed value: per-trial score}); seeds match
+    across rows by ``str(seed)``, so seed 1 of every row shares one seed effect in the two-way fit."""
     rows = [r for r in scores if scores[r]]
     values = [(r, str(s), float(v)) for r in rows for s, v in scores[r].items() if math.isfinite(float(v))]
     n = len(values)
@@ -855,21 +758,10 @@ def fit_seed_noise(scores: Mapping[str, Mapping[Any, float]]) -> SeedNoise:
 
 
 def per_seed_sentence_var(boots: Mapping[str, Sequence[np.ndarray]]) -> float:
-    """The per-seed part of one trial's sentence-bootstrap variance, pooled over the table's rows.
-
-    A trial's bootstrap BLEU ``b_i`` (B,) moves with the resampled sentences for two reasons: what
-    its configuration does on them (shared by the row's seeds) and what this seed's run does (the
-    seed x sentence interaction). Within a row, ``Var(b_i) - Cov(b_i, b_j)`` (i != j) is the second
-    part, ``s``. It shrinks as 1/k in a k-seed mean, and it is already inside the per-seed spread
-    of corpus BLEU on the fixed test set that σ measures; so :func:`sentence_split` removes it
-    from a Δ's bootstrap variance to keep it from being counted twice.
-
-    Args:
-        boots: row -> its trials' (B,) bootstrap scores; rows with one seed do not inform ``s``.
-
-    Returns:
-        ``s`` averaged over the rows with >= 2 seeds (weighted by seeds), 0 where there is none.
-    """
+    """The per-seed part ``s`` of one trial's sentence-bootstrap variance (the seed x sentence
+    interaction): within a row, ``Var(b_i) - Cov(b_i, b_j)`` (i != j) of its trials' (B,) bootstrap
+    scores, averaged over the rows of ``boots`` with >= 2 seeds (weighted by seeds); 0 without one.
+    It is inside σ already, so :func:`sentence_split` keeps it from being counted twice."""
     total, weight = 0.0, 0
     for trials in boots.values():
         if len(trials) < 2:
@@ -883,10 +775,8 @@ def per_seed_sentence_var(boots: Mapping[str, Sequence[np.ndarray]]) -> float:
 
 
 def sentence_split(sentence_var: float, per_seed: float, k_a: int, k_b: int) -> float:
-    """The k-independent part of a Δ's sentence-bootstrap variance ``v`` (the configurations' own
-    test-set sampling error): ``max(v - s (1/K_a + 1/K_b), 0)`` with ``s`` from
-    :func:`per_seed_sentence_var`. Measured on results/calibration-cpu, ``v·k`` is constant over
-    k = 1..8 (0.132-0.136): almost all of ``v`` is the per-seed part."""
+    """The k-independent part of a Δ's sentence-bootstrap variance ``v``: ``max(v - s (1/K_a + 1/K_b), 0)``
+    (``s``: :func:`per_seed_sentence_var`). On results/calibration-cpu ``v·k`` is constant over k = 1..8."""
     return max(sentence_var - per_seed * (1 / k_a + 1 / k_b), 0.0)
 
 
@@ -896,16 +786,9 @@ def _ss(values: Sequence[float]) -> float:
 
 @dataclass(frozen=True)
 class SeedTest:
-    """One seed-aware comparison: the Δ, its standard error and where it came from.
-
-    Attributes:
-        delta: mean over b's seeds minus mean over a's seeds.
-        se: sqrt(seed part + sentence part).
-        seed_var, sentence_var: the two parts of se².
-        df: degrees of freedom of the test: the seed σ's (inf when the seed part is 0).
-        p_value: two-sided, Student's t at ``df``.
-        sigma: the per-trial seed σ used; paired: whether the rows shared their seeds.
-    """
+    """One seed-aware comparison: Δ (mean of b's seeds minus a's), se = sqrt(seed_var + sentence_var),
+    the test's df (the seed σ's; inf when the seed part is 0), the two-sided p (Student's t at df), the
+    per-trial seed σ used and whether the rows shared their seeds."""
 
     delta: float
     se: float
@@ -925,15 +808,9 @@ class SeedTest:
 def seed_test(
     a: Sequence[float], b: Sequence[float], sentence_var: float, sigma: float, df: int, paired: bool
 ) -> SeedTest:
-    """Two-sided test of ``mean(b) - mean(a)`` with seed and sentence variance together.
-
-    Args:
-        a, b: per-trial scores of the two rows (one per seed).
-        sentence_var: the k-independent part of the seed-averaged Δ's variance over resampled test
-            sentences (:func:`sentence_split`; the per-seed part is inside ``sigma`` already).
-        sigma, df: the table's per-trial seed σ and its degrees of freedom (:func:`fit`).
-        paired: whether ``sigma`` is the seed-paired (two-way) estimate.
-    """
+    """Two-sided test of ``mean(b) - mean(a)`` (per-trial scores) with the table's seed σ at ``df``
+    (``paired``: the two-way fit's) and ``sentence_var``, the k-independent part of the Δ's variance
+    over resampled sentences (:func:`sentence_split`)."""
     delta = float(np.mean(b) - np.mean(a))
     seed_var = sigma**2 * (1 / len(a) + 1 / len(b))
     var = seed_var + max(sentence_var, 0.0)
@@ -953,8 +830,7 @@ def _t_quantile(q: float, df: float) -> float:
 
 def standard_error(sigma: float, seeds_a: int, seeds_b: int, sentence_var: float) -> float:
     """SE(k) of a Δ between rows of ``seeds_a`` and ``seeds_b`` seeds: ``sqrt(σ² (1/K_a + 1/K_b) + v0)``,
-    the per-trial seed σ (which holds the seed x sentence interaction) plus the k-independent
-    sentence part ``v0`` (:func:`sentence_split`): each source of variance once."""
+    ``v0`` the k-independent sentence part (:func:`sentence_split`): each source of variance once."""
     return math.sqrt(sigma**2 * (1 / seeds_a + 1 / seeds_b) + max(sentence_var, 0.0))
 
 
@@ -975,20 +851,17 @@ def power(
 
 
 def detectable(sigma: float, df: int, seeds: int, sentence_var: float, alpha: float, power: float = POWER) -> float:
-    """Minimum detectable |Δ|: the effect a two-sided test at ``alpha`` finds with ``power``
-    between two rows of ``seeds`` seeds each (normal approximation with t quantiles at ``df``;
-    ``sentence_var`` is the k-independent part, :func:`sentence_split`)."""
+    """Minimum detectable |Δ| of a two-sided test at ``alpha`` with ``power`` between two rows of ``seeds``
+    seeds (normal approximation with t quantiles at ``df``; ``sentence_var``: :func:`sentence_split`)."""
     se = standard_error(sigma, seeds, seeds, sentence_var)
     dof = max(df, 1)
     return (_t_quantile(1 - alpha / 2, dof) + _t_quantile(power, dof)) * se
 
 
 def seeds_needed(delta: float, sigma: float, sentence_var: float, alpha: float, power: float = POWER) -> Optional[int]:
-    """Seeds per row for a true ``delta`` to be found with ``power`` at ``alpha`` (large-sample
-    normal quantiles), from SE²(k) = 2σ²/k + v0 with ``sentence_var`` the k-independent part ``v0``
-    (:func:`sentence_split`; the per-seed part of the bootstrap variance shrinks with k and is in σ).
-    None when no number of seeds would do: the test set's own sampling variance already hides an
-    effect that small (a bigger test set would be needed)."""
+    """Seeds per row for a true ``delta`` to be found with ``power`` at ``alpha`` (normal quantiles), from
+    SE²(k) = 2σ²/k + v0, ``sentence_var`` = v0 (:func:`sentence_split`); None when the test set's own
+    sampling variance already hides an effect that small."""
     z = float(st.norm.ppf(1 - alpha / 2) + st.norm.ppf(power))
     room = (abs(delta) / z) ** 2 - max(sentence_var, 0.0)
     if room <= 0:
@@ -996,13 +869,7 @@ def seeds_needed(delta: float, sigma: float, sentence_var: float, alpha: float, 
     return max(math.ceil(2 * sigma**2 / room), 2)
 
 
-def normal_quantile(q: float) -> float:
-    return float(st.norm.ppf(q))
-
-
-# --------------------------------------------------------------------------------------
-# Comparisons of a table's rows, Holm-corrected (Holm 1979)
-# --------------------------------------------------------------------------------------
+# --- Comparisons of a table's rows, Holm-corrected (Holm 1979) ---
 
 
 TESTS = {
@@ -1020,25 +887,15 @@ class Comparison:
     """Row ``row`` against row ``reference`` on one test split.
 
     Attributes:
-        reference, row: row names (``reference`` is the base for comparisons against the base).
-        split: the test split.
-        p_value: two-sided p-value of the score difference, uncorrected (nan: not tested, see ``note``).
+        p_value: two-sided, uncorrected (nan: not tested, ``note`` says why); p_adjusted: Holm over the table.
         base_bleu, bleu: mean over seeds of the corpus score (BLEU, or ``metric``) of ``reference`` and ``row``.
-        seeds: seeds used on each side.
-        p_adjusted: Holm-Bonferroni adjusted p-value over all tested comparisons of the table.
-        test: the test's key in :data:`TESTS`.
-        se: standard error of Δ (seed + sentence parts for ``seeds``, sentence part alone otherwise).
-        ci: the 95% confidence interval of Δ, uncorrected.
-        sentence_var: variance of Δ over resampled test sentences.
-        sentence_fixed: its k-independent part (:func:`ablate.report.stats.sentence_split`), the
-            part the seed-aware test adds to the seed σ's (the rest is inside σ already).
-        sigma, sigma_df, paired: the table's per-trial seed σ used, its degrees of freedom, and
-            whether it was the seed-paired estimate (None where not estimable).
-        sigma_floored: whether ``sigma`` is the floor (:func:`ablate.report.stats.floored`): the
-            estimate came out below the per-seed sentence variance the bootstrap puts inside it.
+        seeds: seeds used on each side; test: a key of :data:`TESTS`.
+        se, ci: standard error of Δ (seed + sentence parts for ``seeds``, sentence alone otherwise), 95% CI.
+        sentence_var: variance of Δ over resampled sentences; sentence_fixed: its k-independent part
+            (:func:`sentence_split`), what the seed-aware test adds to the seed σ's.
+        sigma, sigma_df, paired: the per-trial seed σ used (None: not estimable), its df, whether seed-paired;
+            sigma_floored: whether ``sigma`` is the floor (:func:`floored`).
         per_seed: ``(seed, Δ)`` for every seed value both rows trained with.
-        note: why the comparison was not tested, if it was not.
-        metric: the metric compared (a key of :data:`ablate.metrics.METRIC_SCORERS`).
     """
 
     reference: str
@@ -1090,24 +947,13 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return out
 
 
-# --------------------------------------------------------------------------------------
-# One split: every usable trial's statistics, resampled once
-# --------------------------------------------------------------------------------------
+# --- One split: every usable trial's statistics, resampled once ---
 
 
 class SplitScores:
-    """Per-sentence statistics, corpus BLEU and bootstrap BLEU of every trial on one split.
-
-    Built once per table and split (:meth:`of_sweep`), so each comparison costs a few vector
-    operations; :meth:`compare` tests two of its rows.
-
-    Args:
-        split: the split's name.
-        rows: row name -> ``[(seed, (n, k) statistics)]``, the same n sentences everywhere.
-        samples: bootstrap resamples of sentences.
-        score: the metric's corpus score of summed statistics (BLEU's by default).
-        metric: the metric's name.
-    """
+    """Per-sentence statistics, corpus score and bootstrap scores of every trial on one split, built once
+    per table (:meth:`of_sweep`; ``rows``: row name -> ``[(seed, (n, k) statistics)]``, ``score``: the
+    metric's corpus score of summed statistics), so :meth:`compare` costs a few vector operations."""
 
     def __init__(
         self,
@@ -1140,19 +986,24 @@ class SplitScores:
     def of_values(
         cls, split: str, bleu: dict[str, list[float]], boot: dict[str, list[np.ndarray]], seeds: dict[str, list[str]]
     ) -> SplitScores:
-        """A table from per-trial scores alone (row -> per-seed corpus BLEU, (B,) bootstrap BLEU and
-        seed values), e.g. a relabelled grouping of one configuration's seeds for calibration;
-        ``ar`` (which needs the sentence statistics) is not available on it."""
-        out = object.__new__(SplitScores)
-        out.split, out.score, out.metric, out.rows = split, bleu_from_stats, DEFAULT_METRIC, {}
-        out.bleu, out.boot, out.seeds = dict(bleu), dict(boot), {r: [str(x) for x in v] for r, v in seeds.items()}
+        """A table from per-trial scores alone (row -> per-seed corpus BLEU, (B,) bootstrap BLEU and seed
+        values), e.g. for calibration; ``ar`` (which needs the sentence statistics) is not available on it."""
+        texts = {r: [str(x) for x in v] for r, v in seeds.items()}
+        return cls._of(split, bleu_from_stats, DEFAULT_METRIC, {}, dict(bleu), dict(boot), texts)
+
+    @classmethod
+    def _of(cls, split: str, score: Score, metric: str, rows: dict, bleu: dict, boot: dict, seeds: dict) -> SplitScores:
+        """A table of these per-trial parts, its seed σ fitted."""
+        out = object.__new__(cls)
+        out.split, out.score, out.metric, out.rows, out.bleu, out.boot, out.seeds = (
+            split, score, metric, rows, bleu, boot, seeds
+        )  # fmt: skip
         out._fit()
         return out
 
     @classmethod
     def of_sweep(cls, sweep: Sweep, split: str, samples: int, metric: str = DEFAULT_METRIC) -> SplitScores:
-        """Every usable trial of ``sweep``: as many hypotheses as references, and the split's
-        references (the first usable trial's), scored with ``metric``."""
+        """Every usable trial of ``sweep`` (the first usable trial's references), scored with ``metric``."""
         scorer, refs = scorer_for(metric, sweep.base.trials), None
         rows: dict[str, list[tuple[Any, np.ndarray]]] = {}
         for row in sweep.rows:
@@ -1165,26 +1016,20 @@ class SplitScores:
         return cls(split, rows, samples, scorer.from_statistics, metric)
 
     def relabel(self, row: str, i: int, j: int) -> SplitScores:
-        """A copy in which ``row``'s i-th and j-th seeds are two one-seed rows, ``row@<seed>``
-        (its other seeds left out), for calibration: the two are one configuration."""
-        out = object.__new__(SplitScores)
-        out.split, out.score, out.metric = self.split, self.score, self.metric
+        """A copy in which ``row``'s i-th and j-th seeds are two one-seed rows ``row@<seed>`` (its other
+        seeds left out), for calibration."""
         keep = {r: list(range(len(ts))) for r, ts in self.rows.items() if r != row}
         keep.update({f"{row}@{self.seeds[row][i]}": [i], f"{row}@{self.seeds[row][j]}": [j]})
         source = {r: (r if r in self.rows else row) for r in keep}
-        out.rows = {r: [self.rows[source[r]][x] for x in keep[r]] for r in keep}
-        out.bleu = {r: [self.bleu[source[r]][x] for x in keep[r]] for r in keep}
-        out.boot = {r: [self.boot[source[r]][x] for x in keep[r]] for r in keep}
-        out.seeds = {r: [self.seeds[source[r]][x] for x in keep[r]] for r in keep}
-        out._fit()
-        return out
+        parts = [
+            {r: [part[source[r]][x] for x in keep[r]] for r in keep}
+            for part in (self.rows, self.bleu, self.boot, self.seeds)
+        ]
+        return self._of(self.split, self.score, self.metric, *parts)
 
     def compare(self, reference: str, row: str, test: str = DEFAULT_TEST, trials: int = 0) -> Optional[Comparison]:
-        """``row`` against ``reference`` (uncorrected); None when either has no usable trial.
-
-        Args:
-            trials: random swaps for ``ar`` (0: the default).
-        """
+        """``row`` against ``reference`` (uncorrected; ``trials``: swaps for ``ar``, 0 the default); None
+        when either has no usable trial."""
         if reference not in self.bleu or row not in self.bleu:
             return None
         xa, xb = self.bleu[reference], self.bleu[row]
@@ -1205,7 +1050,7 @@ class SplitScores:
             result = seed_test(xa, xb, base.sentence_fixed, sigma, df, paired)
             return replace(base, p_value=result.p_value, se=result.se, ci=result.interval(LEVEL))
         se = math.sqrt(base.sentence_var)
-        half = normal_quantile(0.5 + LEVEL / 2) * se
+        half = _t_quantile(0.5 + LEVEL / 2, math.inf) * se
         if test == "bs":
             p = bootstrap_p(deltas, observed)
         else:
@@ -1237,11 +1082,6 @@ def _number(text: str) -> Any:
         return text
 
 
-# --------------------------------------------------------------------------------------
-# Rows of a sweep
-# --------------------------------------------------------------------------------------
-
-
 def _usable(trials: Sequence[Trial], split: str) -> list[Trial]:
     ok = [t for t in trials if split in t.hyps and split in t.refs and len(t.hyps[split]) == len(t.refs[split])]
     return sorted(ok, key=lambda t: (value_order(t.seed), t.name))
@@ -1271,14 +1111,11 @@ def compare(
     """The table's comparisons on every test split with saved hypotheses, Holm-adjusted together.
 
     Args:
-        sweep: the aggregated rows.
         test: a key of :data:`TESTS`.
         n_samples: bootstrap resamples (``seeds``, ``bs``) or random swaps (``ar``); 0 for the default.
-        plan: ``(reference row, row)`` name pairs to compare; default the sweep's named
-            comparisons (:func:`ablate.report.stats.planned_pairs`), else every row against the base.
+        plan: ``(reference row, row)`` name pairs; default :func:`planned_pairs`.
         metric: the metric compared (``bleu``, ``chrf``, ``ter``, a plugin's).
     """
-
     check_test(test)
     if plan is None:
         plan = planned_pairs(sweep)
@@ -1315,20 +1152,13 @@ def describe(test: str, n_samples: int) -> dict[str, Any]:
     return {"name": TESTS[test], "samples": n_samples or DEFAULT_SAMPLES[test]}
 
 
-# --------------------------------------------------------------------------------------
-# Robustness of a mark: the same comparison with a σ from its own two rows alone
-# --------------------------------------------------------------------------------------
+# --- Robustness of a mark: the same comparison with a σ from its own two rows alone ---
 
 
 @dataclass(frozen=True)
 class Hinge:
-    """A marked comparison re-run on its two rows alone (their own seeds give the σ).
-
-    Attributes:
-        comparison: as the table made it (σ pooled over every row of the table).
-        alone: the same two rows tabled by themselves (None: they have no seed variance of their own).
-        p_adjusted: the Holm-adjusted p the table would give it with ``alone``'s p in place of its own.
-    """
+    """A marked ``comparison`` re-run on its two rows ``alone`` (None: no seed variance of their own), and
+    the Holm-adjusted p the table would give it with ``alone``'s p in place of its own."""
 
     comparison: Comparison
     alone: Optional[Comparison]
@@ -1339,10 +1169,9 @@ class Hinge:
 
 
 def marks_alone(comparisons: Sequence[Comparison], alpha: float, alone: Any) -> list[Hinge]:
-    """Every marked comparison (Holm p < ``alpha``) re-run by ``alone(comparison)``, which tables its
-    two rows by themselves and compares them (:func:`compare_alone` for a sweep); the rest of the table's
-    p-values stay in the Holm family, so a mark that does not hold here hinges on the σ the table pooled
-    over its unrelated rows (their seeds, their df), not on what the two rows themselves show."""
+    """Every marked comparison (Holm p < ``alpha``) re-run by ``alone(comparison)`` on its two rows by
+    themselves (:func:`compare_alone`), the rest of the table's p-values kept in the Holm family: a mark
+    that does not hold hinges on the σ the table pooled over its unrelated rows."""
     tested = [c for c in comparisons if c.tested]
     out = []
     for i, c in enumerate(tested):
@@ -1371,16 +1200,12 @@ METRICS = (DEV_BLEU.key, DEV_PPL.key)
 
 @dataclass(frozen=True)
 class DeltaCurve:
-    """One row's Δ against the base on one validation metric, per step.
+    """One row's Δ against the base on one validation metric (e.g. ``val/bleu``), per step.
 
     Attributes:
-        row: the row's name.
-        metric: the history metric, e.g. ``val/bleu``.
         steps: (S,) steps at which at least one seed pair has both trials validated.
-        mean: (S,) mean over seed pairs of ``row - base``.
-        low, high: (S,) the t interval of the mean; nan where one pair covers the step.
-        pairs: (S,) seed pairs covering each step.
-        seeds: the seed values paired with the base, in seed order.
+        mean, low, high: (S,) mean over seed pairs of ``row - base`` and its t interval (nan: one pair).
+        pairs: (S,) seed pairs covering each step; seeds: the seed values paired, in seed order.
         sign_changes: steps at which ``mean`` changes sign (:func:`sign_changes`).
     """
 
@@ -1409,14 +1234,8 @@ class Skipped:
 
 @dataclass(frozen=True)
 class BudgetCurves:
-    """Δ against the base per step for every row of a sweep, on one metric.
-
-    Attributes:
-        metric: the history metric.
-        base: the base row's name.
-        curves: one per row with at least one step covered by a seed pair, in table order.
-        skipped: the other non-base rows.
-    """
+    """Δ against the ``base`` row per step on one history ``metric``: ``curves`` for every row with a step
+    covered by a seed pair, in table order, the other non-base rows ``skipped``."""
 
     metric: str
     base: str
@@ -1440,12 +1259,8 @@ def history(trial: Trial, metric: str) -> tuple[np.ndarray, np.ndarray]:
 def paired_deltas(
     base: Sequence[Trial], row: Sequence[Trial], metric: str
 ) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-    """Seed-paired Δs of ``row`` minus ``base`` on one interpolated step grid.
-
-    Returns:
-        ``(steps, deltas, seeds)``: steps (S,) the union of the paired trials' validated steps;
-        deltas (P, S), nan where a pair's two trials do not both cover the step; the P seeds.
-    """
+    """Seed-paired Δs of ``row`` minus ``base``: ``(steps, deltas, seeds)``, steps (S,) the union of the paired
+    trials' validated steps, deltas (P, S) (nan where a pair's two trials do not both cover the step)."""
     by_seed = _by_seed(base, metric)
     pairs = [(s, by_seed[s], h) for s, h in _by_seed(row, metric).items() if s in by_seed]
     pairs.sort(key=lambda p: value_order(_number(p[0])))
@@ -1458,11 +1273,8 @@ def paired_deltas(
 
 
 def t_interval(deltas: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per column of ``deltas`` (P, S) with nans: ``(mean, low, high, n)``, each (S,).
-
-    The interval is Student's t over the column's n finite values: ``mean ± t(q, n-1) · sd/sqrt(n)``
-    with ``q = (1 + level) / 2`` and sample sd (ddof=1); nan where n < 2.
-    """
+    """Per column of ``deltas`` (P, S) with nans: ``(mean, low, high, n)``, each (S,), Student's t over the
+    column's n finite values, ``mean ± t((1 + level) / 2, n-1) · sd/sqrt(n)``; nan where n < 2."""
     n = np.sum(~np.isnan(deltas), axis=0)
     mean = np.nanmean(deltas, axis=0) if deltas.size else np.zeros(0)
     low, high = np.full(mean.shape, np.nan), np.full(mean.shape, np.nan)
@@ -1506,8 +1318,7 @@ def delta_curves(sweep: Sweep, metric: str = DEV_BLEU.key, level: float = LEVEL)
 
 
 def late_sign_changes(sweep: Sweep, metric: str = DEV_BLEU.key) -> list[tuple[str, float]]:
-    """``(row name, step)`` for every sign change of a row's mean Δ in the last half of its
-    training: after half of the last step its seed pairs cover."""
+    """``(row name, step)`` for every sign change of a row's mean Δ after half of the last step its pairs cover."""
     return [(c.row, s) for c in delta_curves(sweep, metric).curves for s in c.sign_changes if s > c.last_step / 2]
 
 
@@ -1536,27 +1347,27 @@ def _by_seed(trials: Sequence[Trial], metric: str) -> dict[str, tuple[np.ndarray
 def _on(grid: np.ndarray, steps: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``values`` interpolated onto ``grid`` within ``[steps.min(), steps.max()]``, nan outside."""
     out = np.full(grid.shape, np.nan)
-    inside = (grid >= steps[0]) & (grid <= steps[-1])
+    inside = (grid >= steps.min()) & (grid <= steps.max())
     out[inside] = np.interp(grid[inside], steps, values)
     return out
 
 
-MIN_CORRELATION_N = 4
-"""Fewest pairs for a correlation interval (Fisher's standard error 1/sqrt(n - 3) needs n > 3)."""
+MIN_CORRELATION_N = 4  # Fisher's standard error 1/sqrt(n - 3) needs n > 3
 
 
 def binomial_p(k: int, n: int) -> float:
     """P(X >= k) for X ~ Binomial(n, 1/2): how often chance alone agrees in k or more of n signs."""
     if not 0 <= k <= n:
         raise ValueError(f"k={k} must be in [0, n={n}]")
-    from scipy import stats  # here, not at the top: `ablate table` without --reference never needs scipy
-
-    return float(stats.binom.sf(k - 1, n, 0.5))
+    return float(st.binom.sf(k - 1, n, 0.5))
 
 
 def p_text(p: float) -> str:
     """A p-value to two significant digits (``0.31``, ``0.0039``, ``1``)."""
     return f"{p:.2g}"
+
+
+NOTHING_SIGNED = "no row has a sign on both sides: nothing to count"
 
 
 @dataclass(frozen=True)
@@ -1574,9 +1385,8 @@ class SignCount:
     def text(self) -> str:
         """``3 of 4 agree in sign (binomial p = 0.31 against chance 1/2)``."""
         if not self.n:
-            return "no row has a sign on both sides: nothing to count"
-        p = p_text(binomial_p(self.agree, self.n))
-        return f"{self.agree} of {self.n} agree in sign (binomial p = {p} against chance 1/2)"
+            return NOTHING_SIGNED
+        return f"{self.agree} of {self.n} agree in sign (binomial p = {p_text(binomial_p(self.agree, self.n))} against chance 1/2)"
 
 
 def sign_count(pairs: Iterable[tuple[Optional[float], Optional[float]]]) -> SignCount:
@@ -1614,32 +1424,22 @@ def pearson(xs: list[float], ys: list[float], level: float = 0.95) -> Correlatio
         return Correlation(n, level=level, why_not=f"n too small for a correlation (needs {MIN_CORRELATION_N})")
     if len(set(xs)) == 1 or len(set(ys)) == 1:
         return Correlation(n, level=level, why_not="one column is constant, so r is undefined")
-    from scipy import stats
-
-    r = float(stats.pearsonr(xs, ys).statistic)
-    r = max(-1.0, min(1.0, r))
-    half = float(stats.norm.ppf(0.5 + level / 2)) / math.sqrt(n - 3)
+    r = max(-1.0, min(1.0, float(st.pearsonr(xs, ys).statistic)))
+    half = float(st.norm.ppf(0.5 + level / 2)) / math.sqrt(n - 3)
     z = math.atanh(r) if abs(r) < 1 else math.copysign(math.inf, r)
     return Correlation(n, r, math.tanh(z - half), math.tanh(z + half), level)
 
 
-EXACT_LIMIT = 50_000
-"""Most row assignments :func:`agreement_test` enumerates exactly; above it, :data:`DRAWS` random ones."""
+EXACT_LIMIT = 50_000  # most row assignments agreement_test enumerates; above it, DRAWS random ones
 DRAWS = 20_000
 
 
 @dataclass(frozen=True)
 class AgreementTest:
-    """The sign agreement of two columns of Δs, tested with both sign margins held fixed.
-
-    Attributes:
-        n: rows with a sign on both sides; paper_up: how many of the paper's Δs are positive.
-        agree: rows whose two Δs have the same sign (our Δs as measured).
-        expected: the agreement count expected when our Δs are redrawn from their noise
-            (:func:`agreement_test`); equal to ``agree`` where no SE is known.
-        p_value: one-sided permutation p of ``expected`` (None where the paper's signs are all one way).
-        exact: whether every assignment of our rows to the paper's was enumerated.
-    """
+    """The sign agreement of two columns of Δs (:func:`agreement_test`): of ``n`` rows with a sign on both
+    sides (``paper_up`` of the paper's positive), ``agree`` as measured and ``expected`` when ours are redrawn
+    from their noise; the one-sided permutation p (None where the paper's signs are all one way), ``exact``
+    when every assignment was enumerated."""
 
     n: int
     paper_up: int
@@ -1651,7 +1451,7 @@ class AgreementTest:
     def text(self) -> str:
         """``10 of 17 agree in sign (9.5 expected from our noise; permutation p = 0.081, margins 2 up : 15 down kept)``."""
         if not self.n:
-            return "no row has a sign on both sides: nothing to count"
+            return NOTHING_SIGNED
         head = f"{self.agree} of {self.n} agree in sign"
         if self.p_value is None:
             way = "up" if self.paper_up else "down"
@@ -1671,38 +1471,23 @@ def agreement_test(
 ) -> AgreementTest:
     """Do our Δs take the paper's signs more often than rows assigned at random would?
 
-    The statistic is the *expected* number of rows that agree in sign when our whole Δ column is
-    redrawn from its noise, ``T = sum_i P(sign(Δ*_i) = sign(paper_i))`` with ``Δ*_i ~ N(Δ_i, SE_i²)``.
-    A parametric seed bootstrap of the whole column draws one shared base error for every row, so
-    its draws are correlated; by linearity of expectation its mean count is still exactly
-    ``sum_i Φ(±Δ_i / SE_i)``, which is what is computed (no Monte Carlo error). Where a row's SE is
-    unknown or 0 its term is the hard 0/1 agreement, and with no SE at all the test is Fisher's
-    exact test of the 2 x 2 table of signs (one-sided).
-
-    The null: our rows are exchangeable with respect to the paper's (no association). The p-value
-    is the share of assignments of our rows (each with its SE) to the paper's rows whose ``T`` is at
-    least the observed one: the paper's sign margin is kept (its rows stay), and so is ours (the
-    same Δs, only reassigned), as Fisher's test conditions on both margins. Every assignment is
-    enumerated when there are at most :data:`EXACT_LIMIT` (they differ only in which of our rows
-    land on the paper's positive ones); otherwise :data:`DRAWS` random ones (seeded: reproducible).
-
-    Why not a fair coin per row (:class:`SignCount`): a shift of our base moves every Δ at once,
-    and the coin's p swings with it (table3-cpu: 0.93 to 0.025 for a base moved by ±1 SE); this
-    T moves smoothly with the base and the permutation null moves with it, so p hardly does.
+    The statistic is the expected number of rows agreeing in sign when our Δs are redrawn from their
+    noise, ``T = sum_i Φ(±Δ_i / SE_i)`` (exact by linearity of expectation, though a seed bootstrap's
+    draws share the base's error; a row without SE counts 0/1, and with no SE at all this is Fisher's
+    exact test of the 2 x 2 table of signs, one-sided). The null reassigns our rows (each with its SE)
+    to the paper's, keeping both sign margins: every assignment up to :data:`EXACT_LIMIT`, else
+    :data:`DRAWS` seeded random ones. Unlike a fair coin per row (:class:`SignCount`), whose p swings
+    when our base moves every Δ at once (table3-cpu: 0.93 to 0.025 for ±1 SE), p hardly moves.
 
     Args:
         paper, ours: the two columns of Δs; rows with a 0 on either side have no sign and are left out.
         ses: the standard error of each of our Δs (None: unknown).
-        seed: of the random assignments, where they are drawn.
     """
-    import numpy as np
-    from scipy import stats
-
     rows = [(p, o, s) for p, o, s in zip(paper, ours, ses) if p and o]
     n = len(rows)
     up = np.array([p > 0 for p, _, _ in rows], dtype=bool)
     # q[i]: P(our i-th Δ, redrawn, is > 0)
-    q = np.array([(1.0 if o > 0 else 0.0) if not s else float(stats.norm.cdf(o / s)) for _, o, s in rows])
+    q = np.array([(1.0 if o > 0 else 0.0) if not s else float(st.norm.cdf(o / s)) for _, o, s in rows])
     agree = sum((p > 0) == (o > 0) for p, o, _ in rows)
     expected = float(np.sum(np.where(up, q, 1 - q))) if n else 0.0
     n_up = int(up.sum())
@@ -1712,9 +1497,7 @@ def agreement_test(
     m = min(n_up, n - n_up)
     exact = comb(n, m) <= EXACT_LIMIT
     if exact:
-        from itertools import combinations
-
-        sums = np.array([q[list(c)].sum() for c in combinations(range(n), m)])
+        sums = np.array([q[list(c)].sum() for c in itertools.combinations(range(n), m)])
     else:
         rng = np.random.default_rng(seed)
         sums = np.array([q[rng.permutation(n)[:m]].sum() for _ in range(DRAWS)])
