@@ -195,11 +195,9 @@ def aggregate(trials: Sequence[Trial]) -> Sweep:
     configs = {ident: _with_resolved(declared[ident], ts) for ident, ts in groups.items()}
     keys = _column_keys(configs)
     settings = {ident: {k: configs[ident].get(k, _MISSING) for k in keys} for ident in groups}
-    order = sorted(groups, key=_ident_order)
-    base = _base_ident(order, groups, configs, settings, keys, candidates, uses_variants)
-    rows = [
-        _row(ident, groups[ident], settings, base, keys, candidates, uses_variants, declared[ident]) for ident in order
-    ]
+    grid = _Grid(sorted(groups, key=_ident_order), groups, configs, settings, keys, candidates, uses_variants)
+    base = _base_ident(grid)
+    rows = [_row(grid, ident, base, declared[ident]) for ident in grid.order]
     rows.sort(key=lambda r: _row_order(r, keys, uses_variants))
     name = next((t.sweep for t in trials if t.sweep), None)
     notes = cell_disagreements([(r.name, r.trials) for r in rows])
@@ -237,26 +235,35 @@ def _column_keys(configs: dict[Any, dict[str, Any]]) -> list[str]:
     return [k for k in keys if not (k in ALIASES and ALIASES[k] in keys and not differ(k, ALIASES[k]))]
 
 
-def _row(
-    ident: Any,
-    trials: list[Trial],
-    settings: dict[Any, dict[str, Any]],
-    base: Any,
-    keys: list[str],
-    candidates: list[str],
-    uses_variants: bool,
-    config: dict[str, Any],
-) -> Row:
+@dataclass(frozen=True)
+class _Grid:
+    """The rows :func:`aggregate` builds, by ident (a variant's name, else the candidate keys' values):
+    their trials, resolved configs and column values, the columns and the keys that define a row."""
+
+    order: list[Any]
+    groups: dict[Any, list[Trial]]
+    configs: dict[Any, dict[str, Any]]
+    settings: dict[Any, dict[str, Any]]
+    keys: list[str]
+    candidates: list[str]
+    uses_variants: bool
+
+    def differences(self, a: Any, values: Mapping[str, Any]) -> int:
+        """How many columns of row ``a`` differ from ``values`` (keys ``values`` lacks do not count)."""
+        return sum(k in values and value_order(self.settings[a][k]) != value_order(values[k]) for k in self.keys)
+
+
+def _row(grid: _Grid, ident: Any, base: Any, config: dict[str, Any]) -> Row:
     """One row: named and grouped by its variant, else by what it changes from the base; its seeds aggregated."""
-    s, is_base = settings[ident], ident == base
-    changed = tuple(k for k in keys if value_order(s[k]) != value_order(settings[base][k]))
-    if uses_variants and isinstance(ident, str):
+    s, is_base = grid.settings[ident], ident == base
+    changed = tuple(k for k in grid.keys if value_order(s[k]) != value_order(grid.settings[base][k]))
+    if grid.uses_variants and isinstance(ident, str):
         name, group = ident, BASE if is_base else ident.split("-", 1)[0]
     else:  # named by what the sweep varies (d_k follows heads; the columns show it)
-        named = [k for k in changed if k in candidates] or list(changed)
+        named = [k for k in changed if k in grid.candidates] or list(changed)
         name = BASE if is_base else ", ".join(f"{k}={_show(s[k])}" for k in named)
         group = BASE if is_base else "+".join(named)
-    ts = tuple(sorted(trials, key=lambda t: (value_order(t.seed), t.name)))
+    ts = tuple(sorted(grid.groups[ident], key=lambda t: (value_order(t.seed), t.name)))
     metrics = sorted(set().union(*(t.metrics.keys() for t in ts)))
     stats = {m: st for m in metrics if (st := stat([t.metrics.get(m) for t in ts])) is not None}
     return Row(name, group, s, changed, ts, stats, is_base, config)
@@ -335,15 +342,7 @@ def _ident_order(ident: Any) -> tuple:
     return (1, "", tuple(value_order(v) for v in ident))
 
 
-def _base_ident(
-    order: list[Any],
-    groups: dict[Any, list[Trial]],
-    configs: dict[Any, dict[str, Any]],
-    settings: dict[Any, dict[str, Any]],
-    keys: list[str],
-    candidates: list[str],
-    uses_variants: bool,
-) -> Any:
+def _base_ident(grid: _Grid) -> Any:
     """The base row: the sweep's ``base`` parameter, else the variant named ``base``, else the one bare
     variant (no overrides); else the row differing from the others in the fewest keys, a tie broken in
     a grid by ablate's defaults (the point that keeps most of them); a tie left is an error.
@@ -351,35 +350,29 @@ def _base_ident(
     Raises:
         ReportError: the declared base is not a row, or the base is ambiguous (naming the fix).
     """
-    trials = [t for i in order for t in groups[i]]
+    order, uses_variants = grid.order, grid.uses_variants
+    trials = [t for i in order for t in grid.groups[i]]
     declared = next((t.declared_base for t in trials if t.declared_base is not None), None)
     if declared is not None:
-        return _declared_base(declared, order, configs, uses_variants)
-    if uses_variants and BASE in settings:
+        return _declared_base(declared, grid)
+    if uses_variants and BASE in grid.settings:
         return BASE
-    bare = [i for i in order if isinstance(i, str) and all(t.bare_variant for t in groups[i])]
+    bare = [i for i in order if isinstance(i, str) and all(t.bare_variant for t in grid.groups[i])]
     if uses_variants and len(bare) == 1:
         return bare[0]
-
-    def others(a: Any) -> int:
-        return sum(value_order(settings[a][k]) != value_order(settings[b][k]) for b in order for k in keys)
-
-    fewest = min(others(a) for a in order)
-    tied = [a for a in order if others(a) == fewest]
+    others = {a: sum(grid.differences(a, grid.settings[b]) for b in order) for a in order}
+    fewest = min(others.values())
+    tied = [a for a in order if others[a] == fewest]
     if len(tied) > 1 and not uses_variants:
         from ablate.config import Config, flatten, to_dict
 
         defaults = flatten(to_dict(Config()))
-
-        def changed(a: Any) -> int:
-            return sum(k in defaults and value_order(settings[a][k]) != value_order(defaults[k]) for k in keys)
-
-        least = min(changed(a) for a in tied)
-        tied = [a for a in tied if changed(a) == least]
+        least = min(grid.differences(a, defaults) for a in tied)
+        tied = [a for a in tied if grid.differences(a, defaults) == least]
     if len(tied) == 1:
         return tied[0]
-    labels = [_label(i, candidates) for i in tied]
-    example = tied[0] if isinstance(tied[0], str) else "{" + _label(tied[0], candidates, sep=": ") + "}"
+    labels = [_label(i, grid.candidates) for i in tied]
+    example = tied[0] if isinstance(tied[0], str) else "{" + _label(tied[0], grid.candidates, sep=": ") + "}"
     fix = "or give the base variant no overrides" if uses_variants else "naming the base point's values"
     raise ReportError(
         f"the table's base is ambiguous: {('; ' if not uses_variants else ', ').join(labels[:4])}{' ...' if len(labels) > 4 else ''} each differ "
@@ -397,8 +390,9 @@ def _label(ident: Any, candidates: list[str], sep: str = "=") -> str:
     return ", ".join(f"{k}{sep}{format_value(v)}" for k, v in zip(candidates, ident) if v != _MISSING)
 
 
-def _declared_base(declared: Any, order: list[Any], configs: dict[Any, dict[str, Any]], uses_variants: bool) -> Any:
+def _declared_base(declared: Any, grid: _Grid) -> Any:
     """The row the sweep's ``base`` parameter names: a variant, or the grid point with its values."""
+    order, uses_variants = grid.order, grid.uses_variants
     if uses_variants and isinstance(declared, str):
         if declared in order:
             return declared
@@ -411,7 +405,7 @@ def _declared_base(declared: Any, order: list[Any], configs: dict[Any, dict[str,
         match = [
             i
             for i in order
-            if all(value_order(configs[i].get(k, _MISSING)) == value_order(v) for k, v in wanted.items())
+            if all(value_order(grid.configs[i].get(k, _MISSING)) == value_order(v) for k, v in wanted.items())
         ]
         if len(match) == 1:
             return match[0]
@@ -443,11 +437,7 @@ def curve(row: Row, metric: str = DEV_BLEU.key) -> tuple[np.ndarray, np.ndarray,
     Returns:
         ``(steps, mean, std)``, each of shape (S,); std is 0 where one seed covers a step.
     """
-    series = []
-    for t in row.trials:
-        pts = [(h["step"], h[metric]) for h in t.history if h.get(metric) is not None]
-        if pts:
-            series.append(np.array(pts, float).T)  # (2, P): steps, values
+    series = [h for h in (history(t, metric) for t in row.trials) if len(h[0])]
     if not series:
         return np.zeros(0), np.zeros(0), np.zeros(0)
     steps = np.unique(np.concatenate([s for s, _ in series]))
@@ -592,7 +582,7 @@ class Resamples:
 
     def __init__(self, n: int, samples: int, seed: int = SEED):
         rng = np.random.default_rng(seed)
-        self.n, self.samples = n, samples
+        self.n = n
         self.weights = rng.multinomial(n, np.full(n, 1.0 / n), size=samples).astype(np.float64)  # (B, n)
         self._seen: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
 
@@ -708,7 +698,6 @@ class SeedNoise:
     paired_df: int
     unpaired: Optional[float]
     unpaired_df: int
-    trials: int
 
     def for_rows(self, seeds_a: Sequence[Any], seeds_b: Sequence[Any]) -> tuple[Optional[float], int, bool]:
         """``(σ, df, paired)`` for rows trained with these seed values: the paired fit where they share
@@ -754,7 +743,7 @@ def fit_seed_noise(scores: Mapping[str, Mapping[Any, float]]) -> SeedNoise:
         p_df = n - int(np.linalg.matrix_rank(design))
         if p_df > 0:
             paired = math.sqrt(float(np.sum((y - design @ coef) ** 2)) / p_df)
-    return SeedNoise(paired, p_df, math.sqrt(within / w_df) if w_df > 0 else None, w_df, n)
+    return SeedNoise(paired, p_df, math.sqrt(within / w_df) if w_df > 0 else None, w_df)
 
 
 def per_seed_sentence_var(boots: Mapping[str, Sequence[np.ndarray]]) -> float:
