@@ -272,7 +272,7 @@ def _row(grid: _Grid, ident: Any, base: Any, config: dict[str, Any]) -> Row:
 def load(source: str, api: Any = None, metric: str = DEFAULT_METRIC) -> Sweep:
     """Collect and aggregate the trials of ``source`` (``api``: a ``wandb.Api`` stand-in), each with
     ``metric`` scored from its saved hypotheses where its summary lacks it."""
-    return aggregate(with_metric(collect(source, api=api), metric))
+    return load_pooled([source], api, metric)
 
 
 def load_pooled(sources: Sequence[str], api: Any = None, metric: str = DEFAULT_METRIC) -> Sweep:
@@ -1286,7 +1286,8 @@ def sign_changes(steps: Sequence[float], mean: Sequence[float]) -> list[float]:
 
 
 def delta_curves(sweep: Sweep, metric: str = DEV_BLEU.key, level: float = LEVEL) -> BudgetCurves:
-    """Every non-base row's seed-paired Δ against the base per step (see the module docstring)."""
+    """Every non-base row's Δ against the base per step: seed ``s`` minus the base's seed ``s``
+    (:func:`paired_deltas`), mean and t interval over the pairs (:func:`t_interval`)."""
     base = sweep.base
     curves, skipped = [], []
     for row in sweep.rows:
