@@ -453,11 +453,8 @@ VARIANT = "variant"
 
 
 def planned_pairs(sweep: Sweep) -> list[tuple[str, str]]:
-    """``(reference row, row)`` names the table tests, in table order, without repeats.
-
-    Raises:
-        ReportError: the comparisons name a row or key that no trial of the sweep has (see :func:`not_compared`).
-    """
+    """``(reference row, row)`` names the table tests, in table order, without repeats; a :class:`ReportError`
+    where the comparisons name a row or key that no trial of the sweep has (:func:`not_compared`)."""
     not_compared(sweep)
     if not sweep.comparisons:
         return [(sweep.base.name, r.name) for r in sweep.rows if not r.is_base]
@@ -562,11 +559,8 @@ Score = Callable[[np.ndarray], np.ndarray]
 
 
 def sentence_stats(hyps: Sequence[str], refs: Sequence[str], tokenize: Optional[str] = None) -> np.ndarray:
-    """sacreBLEU's per-sentence BLEU statistics (:func:`ablate.metrics.scorers.sentence_stats`).
-
-    Raises:
-        ReportError: the hypotheses and references differ in length.
-    """
+    """sacreBLEU's per-sentence BLEU statistics (:func:`ablate.metrics.scorers.sentence_stats`); a
+    :class:`ReportError` where the hypotheses and references differ in length."""
     if len(hyps) != len(refs) or not refs:
         raise ReportError(f"hypotheses and references differ in length ({len(hyps)}, {len(refs)})")
     return bleu_metric.sentence_stats(hyps, refs, tokenize)
@@ -687,12 +681,8 @@ def use_paired(paired_df: int, unpaired_df: int, alpha: float = 0.05) -> bool:
 
 @dataclass(frozen=True)
 class SeedNoise:
-    """The table's per-trial seed standard deviation of one score, pooled over its rows.
-
-    Attributes:
-        paired, paired_df: σ_e of the two-way fit (row + seed effects; None without residual df), its df.
-        unpaired, unpaired_df: σ_w, the pooled within-row one (None without replicated rows), trials - rows.
-    """
+    """The table's per-trial seed σ of one score, pooled over its rows: ``paired``, σ_e of the row + seed fit
+    (None without residual df), and ``unpaired``, σ_w within rows (None without replicated rows), each with its df."""
 
     paired: Optional[float]
     paired_df: int
