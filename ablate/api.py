@@ -1,11 +1,8 @@
 """The Python API for notebooks: ``ablate.train``, ``ablate.sweep``, ``ablate.table``, ``ablate.plot``.
 
-Each is the command of the same name as a function that returns an object instead of printing:
-:func:`train` calls :func:`ablate.training.train.train` (the one ``ablate train`` calls), ``ablate.sweep``
-is :func:`ablate.sweep.run` (``ablate sweep run``), :func:`table` and :func:`plot` call
-:mod:`ablate.report` (``ablate table`` / ``ablate plot``). ``import ablate`` loads none of this:
-the package resolves these names on first use (``ablate/__init__.py``), and this module imports
-torch, Lightning and the report only inside the functions.
+Each is the command of the same name returning an object instead of printing (``ablate.sweep`` is
+:func:`ablate.sweep.run`). ``import ablate`` loads none of this (``ablate/__init__.py`` resolves the names
+on first use), and torch, Lightning and the report are imported only inside the functions.
 """
 
 from __future__ import annotations

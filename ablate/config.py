@@ -1,14 +1,9 @@
 """Typed configuration: nested frozen dataclasses, YAML files and dotted overrides.
 
-Every key a user can set lives here, with its type. ``load_config`` merges, in order, the
-defaults, an optional YAML file and ``key=value`` overrides (values parsed as YAML, so
-``model.attention.scale=false`` is a bool and ``train.lr=5e-4`` a float), then validates the
-result. Any mistake raises :class:`ConfigError` with one line that names the key and, for a
-misspelled key or an unknown choice, the closest valid one.
-
-The ``plugins`` a config lists are imported first (:mod:`ablate.utils.plugins`), in
-:func:`from_flat`, the one function every config goes through, so their registered components
-are valid choices and their hyperparameters (``model.attention.params.*``) can be checked.
+``load_config`` merges the defaults, an optional YAML file and ``key=value`` overrides (values parsed as
+YAML), then validates the result; any mistake is a :class:`ConfigError` of one line naming the key and,
+for a misspelled key or choice, the closest valid one. :func:`from_flat`, which every config goes through,
+imports the config's ``plugins`` first, so their components are valid choices.
 """
 
 from __future__ import annotations

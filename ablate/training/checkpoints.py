@@ -1,15 +1,10 @@
 """Checkpoints: written atomically, verified on load, the point a run resumes from, and ``train.init_from``.
 
-A checkpoint is loaded with ``weights_only=True`` (no code from the file runs). ``torch.save`` writes a zip
-whose members carry CRC32s, and where the run record holds the file's sha256 the file must still have it;
-a damaged one is refused in one line naming it. A damaged ``last.ckpt`` is not the end of a run: the
-previous one (kept as ``last.prev.ckpt``) or ``best.ckpt`` takes its place.
-
-``train.init_from=RUN`` starts a new run from another run's weights (fine-tuning, or a finished run
-continued with a larger budget as a new run): only the weights are taken; the optimizer, schedule, step
-count and clock start afresh. ``RUN`` is a run folder (its ``checkpoints/best.ckpt``) or a checkpoint
-file. The weights must fit this run's model (same parameter names and shapes) and vocabulary (same tokens
-at the same ids); otherwise the run is refused in one line naming the ``model.*``/``data.*`` keys that differ."""
+A checkpoint is loaded with ``weights_only=True`` (no code from the file runs); its zip members' CRC32s and,
+where the run record holds it, the file's sha256 must match, or it is refused in one line. A damaged
+``last.ckpt`` falls back to ``last.prev.ckpt`` or ``best.ckpt``. ``train.init_from`` takes only the weights,
+which must fit this run's model and vocabulary; otherwise the differing ``model.*``/``data.*`` keys are named.
+"""
 
 from __future__ import annotations
 

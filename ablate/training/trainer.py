@@ -66,13 +66,10 @@ class Throughput(pl.Callback):
     """Tokens per second of training, summed over devices, and the tokens and seconds spent.
 
     A step is timed from batch start to end (on a GPU by CUDA events, read only at the steps that log, so
-    nothing waits for the device); tokens are the host's non-padding counts; the first ``skip`` steps (allocator,
-    kernel selection) are left out unless there are no others; across devices, all ranks' tokens over the
-    slowest rank's seconds. The same steps in process CPU seconds give :attr:`tokens_per_cpu_sec`, far less
-    moved by other processes on the cores than wall-clock (compare it between runs with the same threads; NaN
-    after a resume from a checkpoint without CPU counters). Saved in checkpoints, so a resumed run reports
-    the whole run. ``train/tokens_per_sec``, ``train/tokens_per_cpu_sec`` and ``train/lr`` are logged every
-    ``log_every`` steps."""
+    nothing waits for the device); the first ``skip`` steps (allocator, kernel selection) are left out unless
+    there are no others; across devices, all ranks' tokens over the slowest rank's seconds. The same steps in
+    process CPU seconds give :attr:`tokens_per_cpu_sec`, far less moved by machine load than wall-clock.
+    Saved in checkpoints, so a resumed run reports the whole run."""
 
     def __init__(self, pad_id: int, skip: int = 10, log_every: int = 50):
         self.pad_id, self.log_every = pad_id, log_every

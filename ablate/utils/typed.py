@@ -56,12 +56,8 @@ def catalogued() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class OneOf:
-    """Marks ``Annotated[str, OneOf(module, registry)]``: a key of the registry ``module.registry``.
-
-    The registry (``ablate.model.scores.SCORES``, ...) is the only list of its variants: a new
-    variant is one class plus one registry line, and the config accepts it, lists it in
-    ``--help`` and suggests it for a misspelling. The module is imported when a value is first
-    checked, since it holds the implementations (torch), so importing the config stays light.
+    """Marks ``Annotated[str, OneOf(module, registry)]``: a key of the registry ``module.registry``, the only
+    list of its variants (the config accepts, lists and suggests its names); imported when first checked.
 
     Attributes:
         module: dotted module path of the registry.
@@ -79,12 +75,8 @@ class OneOf:
         return f"{self.module}:{self.registry}"
 
     def choices(self) -> list[str]:
-        """The registry's names (a function in place of a registry is called), then ``extra``.
-
-        The installed entry-point plugins are imported first, so their components are choices.
-        While the registry's module is not imported, its names come from the catalogue of shipped
-        components (:func:`catalogued`), so checking a name costs no torch.
-        """
+        """The registry's names (a function in place of a registry is called), then ``extra``; entry-point
+        plugins imported first. While the registry's module is not imported, from :func:`catalogued` (no torch)."""
         from ablate.utils.plugins import entry_points
 
         entry_points()
