@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any, List, Optional, cast
 
@@ -29,6 +28,7 @@ from ablate.errors import AblateError, did_you_mean
 from ablate.inference.translate import LoadedRun
 from ablate.model.decoding import greedy
 from ablate.utils import io
+from ablate.utils.commands import jit_export
 
 FORMATS = ("torchscript",)
 """What ``ablate export-model --format`` writes."""
@@ -226,8 +226,7 @@ def _example(vocab: int, lengths: list[int], pad: int, eos: int, seed: int) -> T
 
 def _trace(part: str, what: str, module: nn.Module, inputs: tuple) -> Any:
     try:
-        with warnings.catch_warnings():  # TracerWarning at each Python branch; torch.jit's deprecation notice
-            warnings.simplefilter("ignore")
+        with jit_export():  # TracerWarnings, and torch.jit's deprecation notice
             return torch.jit.trace(module, inputs, check_trace=False, strict=False)
     except ExportError:
         raise
@@ -269,8 +268,7 @@ def script(run: LoadedRun) -> torch.jit.ScriptModule:
         _, state = step_call(tokens, enc, state)  # a state of two positions: a cache longer than one
         step = _trace("the decoder step", what, step_call, (tokens, enc, state))
         try:
-            with warnings.catch_warnings():  # torch.jit's deprecation notice
-                warnings.simplefilter("ignore")
+            with jit_export():
                 scripted = torch.jit.script(
                     GreedyTranslator(encoder, first, step, pad, bos, eos, cfg.data.max_len, a, b)
                 )

@@ -336,3 +336,15 @@ def sweeps_engine() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
+
+
+@contextmanager
+def jit_export() -> Iterator[None]:
+    """Ignore every warning inside the block: tracing or scripting a model for TorchScript export.
+
+    Cause: ``torch.jit.trace`` warns (TracerWarning) at every Python-level branch of the traced step, and
+    torch prints ``torch.jit``'s deprecation notice on each call; the exporter checks the result itself.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
