@@ -340,13 +340,9 @@ SELECTORS: dict[str, str] = {
 def from_flat(flat: dict[str, Any], base: str | Path | None = None, trust: plugin_loader.Trust = "import") -> Config:
     """Build and validate a :class:`Config` from dotted keys (missing keys keep defaults).
 
-    The ``plugins`` are imported first, relative files read against ``base`` (default: the working
-    directory); the config records what was imported (:mod:`ablate.utils.plugins`). A component name
-    that a listed plugin registered beside a shipped one selects the plugin's (``cosine`` becomes
-    ``cosine:cosine``; :func:`ablate.registry.register`). ``trust`` says
-    whose config it is: ``import`` (the user's), ``recorded`` (a folder's record: only plugins the
-    user vouched for are imported, others refused) or ``never`` (a reader: none is imported, so a
-    component only a plugin registers fails validation with a ConfigError).
+    The ``plugins`` are imported first (files relative to ``base``, default the working directory) as ``trust``
+    allows (:data:`ablate.utils.plugins.Trust`), and recorded in the config. A name a listed plugin registered
+    beside a shipped one selects the plugin's (``cosine`` -> ``cosine:cosine``; :func:`ablate.registry.register`).
     """
     flat = renamed_keys(flat)
     flat["plugins"] = plugin_loader.load(flat.get("plugins"), Path(base) if base is not None else None, trust)
