@@ -1,11 +1,8 @@
 """The Python API for notebooks: ``ablate.train``, ``ablate.sweep``, ``ablate.table``, ``ablate.plot``.
 
-Each is the command of the same name as a function that returns an object instead of printing:
-:func:`train` calls :func:`ablate.training.train.train` (the one ``ablate train`` calls), ``ablate.sweep``
-is :func:`ablate.sweep.run` (``ablate sweep run``), :func:`table` and :func:`plot` call
-:mod:`ablate.report` (``ablate table`` / ``ablate plot``). ``import ablate`` loads none of this:
-the package resolves these names on first use (``ablate/__init__.py``), and this module imports
-torch, Lightning and the report only inside the functions.
+Each is the command of the same name returning an object instead of printing (``ablate.sweep`` is
+:func:`ablate.sweep.run`). ``import ablate`` loads none of this (``ablate/__init__.py`` resolves the names
+on first use), and torch, Lightning and the report are imported only inside the functions.
 """
 
 from __future__ import annotations
@@ -25,12 +22,7 @@ Source = Union[str, Path, Any]
 
 @dataclass(frozen=True)
 class TrainResult:
-    """One finished training: its run folder and its ``summary.json``.
-
-    Attributes:
-        run_dir: the run folder (``config.yaml``, ``summary.json``, checkpoints, hypotheses).
-        summary: the run record, as ``summary.json`` holds it.
-    """
+    """One finished training: its run folder and the run record (its ``summary.json``)."""
 
     run_dir: Path
     summary: dict[str, Any]
@@ -189,12 +181,8 @@ def plot(source: Source, *, alpha: float = 0.05, significance: bool = True, metr
 
 
 def _display_inline() -> None:
-    """Let a notebook show a returned Figure as a PNG (``image/png``), as it shows pyplot's.
-
-    Jupyter's inline backend registers its PNG formatter only once pyplot is imported; ablate's figures are
-    built without pyplot (no global figure state), so without this a cell shows ``<Figure size ...>``.
-    Outside IPython it does nothing.
-    """
+    """Let a notebook show a returned Figure as a PNG, as it shows pyplot's (Jupyter registers its formatter only
+    once pyplot is imported, which ablate's figures never are: a cell would show ``<Figure size ...>``)."""
     import sys
 
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()

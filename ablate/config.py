@@ -1,19 +1,15 @@
 """Typed configuration: nested frozen dataclasses, YAML files and dotted overrides.
 
-Every key a user can set lives here, with its type. ``load_config`` merges, in order, the
-defaults, an optional YAML file and ``key=value`` overrides (values parsed as YAML, so
-``model.attention.scale=false`` is a bool and ``train.lr=5e-4`` a float), then validates the
-result. Any mistake raises :class:`ConfigError` with one line that names the key and, for a
-misspelled key or an unknown choice, the closest valid one.
-
-The ``plugins`` a config lists are imported first (:mod:`ablate.utils.plugins`), in
-:func:`from_flat`, the one function every config goes through, so their registered components
-are valid choices and their hyperparameters (``model.attention.params.*``) can be checked.
+``load_config`` merges the defaults, an optional YAML file and ``key=value`` overrides (values parsed as
+YAML), then validates the result; any mistake is a :class:`ConfigError` of one line naming the key and,
+for a misspelled key or choice, the closest valid one. :func:`from_flat`, which every config goes through,
+imports the config's ``plugins`` first, so their components are valid choices.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import typing
@@ -344,13 +340,9 @@ SELECTORS: dict[str, str] = {
 def from_flat(flat: dict[str, Any], base: str | Path | None = None, trust: plugin_loader.Trust = "import") -> Config:
     """Build and validate a :class:`Config` from dotted keys (missing keys keep defaults).
 
-    The ``plugins`` are imported first, relative files read against ``base`` (default: the working
-    directory); the config records what was imported (:mod:`ablate.utils.plugins`). A component name
-    that a listed plugin registered beside a shipped one selects the plugin's (``cosine`` becomes
-    ``cosine:cosine``; :func:`ablate.registry.register`). ``trust`` says
-    whose config it is: ``import`` (the user's), ``recorded`` (a folder's record: only plugins the
-    user vouched for are imported, others refused) or ``never`` (a reader: none is imported, so a
-    component only a plugin registers fails validation with a ConfigError).
+    The ``plugins`` are imported first (files relative to ``base``, default the working directory) as ``trust``
+    allows (:data:`ablate.utils.plugins.Trust`), and recorded in the config. A name a listed plugin registered
+    beside a shipped one selects the plugin's (``cosine`` -> ``cosine:cosine``; :func:`ablate.registry.register`).
     """
     flat = renamed_keys(flat)
     flat["plugins"] = plugin_loader.load(flat.get("plugins"), Path(base) if base is not None else None, trust)
@@ -543,54 +535,36 @@ def check_loggers(entries: Any) -> None:
         seen.append(name)
 
 
+POSITIVE = (
+    "model.layers model.d_model model.d_ff model.heads data.vocab_size data.max_len train.max_tokens "
+    "train.accumulate eval.beam eval.val_beam model.rnn.hidden model.rnn.layers eval.max_sentences "
+    "train.checkpoint_every model.max_positions model.encoder_layers model.decoder_layers model.d_k model.d_v"
+).split()
+"""Keys whose number must be positive where it is set (in the order they are checked)."""
+FRACTIONS = ("model.dropout", "model.attention_dropout", "train.label_smoothing")
+"""Keys whose number must be in [0, 1)."""
+NON_NEGATIVE = (
+    "train.weight_decay train.min_lr train.clip_norm train.warmup eval.len_penalty eval.max_len_a eval.max_len_b"
+).split()
+"""Keys whose number must not be negative."""
+
+
 def check_ranges(cfg: Any) -> None:
     """Each number in its range: sizes positive, probabilities in [0, 1), rates and lengths not negative."""
-    m, t, e = cfg.model, cfg.train, cfg.eval
-    positive: dict[str, float] = {
-        "model.layers": m.layers,
-        "model.d_model": m.d_model,
-        "model.d_ff": m.d_ff,
-        "model.heads": m.heads,
-        "data.vocab_size": cfg.data.vocab_size,
-        "data.max_len": cfg.data.max_len,
-        "train.max_tokens": t.max_tokens,
-        "train.accumulate": t.accumulate,
-        "eval.beam": e.beam,
-        "eval.val_beam": e.val_beam,
-        "model.rnn.hidden": m.rnn.hidden,
-        "model.rnn.layers": m.rnn.layers,
-        "eval.max_sentences": e.max_sentences,
-        "train.checkpoint_every": t.checkpoint_every,
-        "model.max_positions": m.max_positions,
-    }
-    for key in ("encoder_layers", "decoder_layers", "d_k", "d_v"):
-        if getattr(m, key) is not None:
-            positive[f"model.{key}"] = getattr(m, key)
-    for key, value in positive.items():
-        if value <= 0:
-            raise ConfigError(f"{key}={value} must be positive")
-    for key, value in {
-        "model.dropout": m.dropout,
-        "model.attention_dropout": m.attention_dropout,
-        "train.label_smoothing": t.label_smoothing,
-    }.items():
-        if not 0.0 <= value < 1.0:
-            raise ConfigError(f"{key}={value} must be in [0, 1)")
-    if t.lr is not None and t.lr <= 0:
-        raise ConfigError(f"train.lr={t.lr} must be positive")
-    for key, value in {
-        "train.weight_decay": t.weight_decay,
-        "train.min_lr": t.min_lr,
-        "train.clip_norm": t.clip_norm,
-        "train.warmup": t.warmup,
-        "eval.len_penalty": e.len_penalty,
-        "eval.max_len_a": e.max_len_a,
-        "eval.max_len_b": e.max_len_b,
-    }.items():
-        if value < 0:
-            raise ConfigError(f"{key}={value} must not be negative")
-    if not all(0.0 <= b < 1.0 for b in t.betas):
-        raise ConfigError(f"train.betas={list(t.betas)} must both be in [0, 1)")
+    values = {key: functools.reduce(getattr, key.split("."), cfg) for key in (*POSITIVE, *FRACTIONS, *NON_NEGATIVE)}
+    for key in POSITIVE:
+        if values[key] is not None and values[key] <= 0:
+            raise ConfigError(f"{key}={values[key]} must be positive")
+    for key in FRACTIONS:
+        if not 0.0 <= values[key] < 1.0:
+            raise ConfigError(f"{key}={values[key]} must be in [0, 1)")
+    if cfg.train.lr is not None and cfg.train.lr <= 0:
+        raise ConfigError(f"train.lr={cfg.train.lr} must be positive")
+    for key in NON_NEGATIVE:
+        if values[key] < 0:
+            raise ConfigError(f"{key}={values[key]} must not be negative")
+    if not all(0.0 <= b < 1.0 for b in cfg.train.betas):
+        raise ConfigError(f"train.betas={list(cfg.train.betas)} must both be in [0, 1)")
 
 
 def check_budget(t: Any) -> None:

@@ -12,15 +12,10 @@ as a shipped one::
     class CosineScore(Score):
         def __init__(self, d_k, heads, cfg, *, temperature: float = 10.0): ...
 
-A component's hyperparameters are its typed constructor (or function) parameters after the ones
-every member of its family takes (:data:`BUILD_ARGS`), keyword-only or written the plain Python
-way; ``model.attention.params.temperature=5`` (``model.positions_params.*`` for positions) reaches
-it as a keyword, checked by :func:`check_params` when the config is validated.
-
-This module imports no torch: the families' modules are imported by name when first needed, and a
-config naming only shipped components is checked against ``components.json``, written from these
-registries by ``scripts/gen_config_docs.py``, so a command that never builds a model (``sweep run --dry-run``,
-``table``) validates its configs without importing torch.
+A component's hyperparameters are its typed parameters after those of :data:`BUILD_ARGS`
+(``model.attention.params.temperature=5``), checked by :func:`check_params`. This module imports no
+torch: a config naming only shipped components is checked against ``components.json``
+(:data:`ablate.utils.typed.CATALOG_FILE`).
 """
 
 from __future__ import annotations

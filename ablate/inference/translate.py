@@ -19,7 +19,7 @@ import torch
 from ablate.config import Config, ConfigError
 from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
 from ablate.inference import check_checkpoint
-from ablate.training.checkpoints import CheckpointError, load_checkpoint_file, recorded_config
+from ablate.training.checkpoints import CheckpointError, load_checkpoint_file, recorded_config, run_checkpoint, unfit
 from ablate.training.module import Scores, TranslationModule, corpus_scores
 
 log = logging.getLogger(__name__)
@@ -49,14 +49,7 @@ def load_run(
 
     run_dir = Path(run_dir)
     check_checkpoint(which)  # "lastt" used to fall back to best, silently
-    if not (run_dir / "config.yaml").exists():
-        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a folder written by `ablate train`")
-    if not (run_dir / "tokenizer" / "tokenizer.json").exists():
-        raise ConfigError(f"{run_dir} has no saved tokenizer; was it trained by this version of ablate?")
-    names = [f"{which}.ckpt", "best.ckpt", "last.ckpt"]
-    path = next((run_dir / "checkpoints" / n for n in names if (run_dir / "checkpoints" / n).exists()), None)
-    if path is None:
-        raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet; train the run first")
+    path = run_checkpoint(run_dir, which)
     cfg = recorded_config(run_dir, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
     try:
         load_checkpoint_file(path)  # one line for a damaged file; pickled objects are refused, never run
@@ -66,10 +59,7 @@ def load_run(
     except CheckpointError as err:
         raise ConfigError(str(err)) from None
     except (RuntimeError, KeyError, TypeError) as err:
-        raise ConfigError(
-            f"checkpoint {path} does not fit the model of {run_dir}/config.yaml "
-            f"({str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__})"
-        ) from None
+        raise unfit(path, run_dir, err) from None
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     module.detokenize = tok.decode_tgt
     module.eval()

@@ -1,15 +1,10 @@
 """Checkpoints: written atomically, verified on load, the point a run resumes from, and ``train.init_from``.
 
-A checkpoint is loaded with ``weights_only=True`` (no code from the file runs). ``torch.save`` writes a zip
-whose members carry CRC32s, and where the run record holds the file's sha256 the file must still have it;
-a damaged one is refused in one line naming it. A damaged ``last.ckpt`` is not the end of a run: the
-previous one (kept as ``last.prev.ckpt``) or ``best.ckpt`` takes its place.
-
-``train.init_from=RUN`` starts a new run from another run's weights (fine-tuning, or a finished run
-continued with a larger budget as a new run): only the weights are taken; the optimizer, schedule, step
-count and clock start afresh. ``RUN`` is a run folder (its ``checkpoints/best.ckpt``) or a checkpoint
-file. The weights must fit this run's model (same parameter names and shapes) and vocabulary (same tokens
-at the same ids); otherwise the run is refused in one line naming the ``model.*``/``data.*`` keys that differ."""
+A checkpoint is loaded with ``weights_only=True`` (no code from the file runs); its zip members' CRC32s and,
+where the run record holds it, the file's sha256 must match, or it is refused in one line. A damaged
+``last.ckpt`` falls back to ``last.prev.ckpt`` or ``best.ckpt``. ``train.init_from`` takes only the weights,
+which must fit this run's model and vocabulary; otherwise the differing ``model.*``/``data.*`` keys are named.
+"""
 
 from __future__ import annotations
 
@@ -310,22 +305,35 @@ def recorded_config(run_dir: Path, plugins: Sequence[str] = (), trust_plugins: b
         raise ConfigError(f"{run_dir} holds an unusable config.yaml: {err}") from None
 
 
+def run_checkpoint(run_dir: Path, which: str = "best") -> Path:
+    """The ``<which>.ckpt`` of the trained run in ``run_dir``, else its other checkpoint; ConfigError for a folder
+    that is not a trained run (no config, tokenizer or checkpoint)."""
+    if not (run_dir / "config.yaml").exists():
+        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a folder written by `ablate train`")
+    if not (run_dir / "tokenizer" / "tokenizer.json").exists():
+        raise ConfigError(f"{run_dir} has no saved tokenizer; was it trained by this version of ablate?")
+    names = [f"{which}.ckpt", "best.ckpt", "last.ckpt"]
+    path = next((run_dir / "checkpoints" / n for n in names if (run_dir / "checkpoints" / n).exists()), None)
+    if path is None:
+        raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet; train the run first")
+    return path
+
+
+def unfit(path: Path, run_dir: Path, err: BaseException) -> ConfigError:
+    """The error for a checkpoint whose weights do not fit the model of ``run_dir``'s config."""
+    reason = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
+    return ConfigError(f"checkpoint {path} does not fit the model of {run_dir}/config.yaml ({reason})")
+
+
 def load_trained(
     run_dir: str | Path, which: str = "best", plugins: Sequence[str] = (), trust_plugins: bool = False
 ) -> tuple[Config, nn.Module, SubwordTokenizer]:
     """``(config, model in eval mode, tokenizer)`` of the run in ``run_dir`` from its ``which`` checkpoint (else the
     other), importing only the plugins the user vouched for (:func:`recorded_config`)."""
     run_dir = Path(run_dir)
-    if not (run_dir / "config.yaml").exists():
-        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml)")
+    path = run_checkpoint(run_dir, which)
     cfg = recorded_config(run_dir, plugins, trust_plugins)
-    if not (run_dir / "tokenizer" / "tokenizer.json").exists():
-        raise ConfigError(f"{run_dir} has no saved tokenizer; was it trained by this version of ablate?")
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
-    names = [f"{which}.ckpt", "last.ckpt", "best.ckpt"]
-    path = next((run_dir / "checkpoints" / n for n in names if (run_dir / "checkpoints" / n).exists()), None)
-    if path is None:
-        raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet")
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
     try:
         state = load_checkpoint_file(path)["state_dict"]  # weights_only: never runs code from the file
@@ -334,8 +342,5 @@ def load_trained(
     try:
         model.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
     except (RuntimeError, AttributeError) as err:
-        raise ConfigError(
-            f"checkpoint {path} does not fit the model of {run_dir}/config.yaml "
-            f"({str(err).strip().splitlines()[0][:160]})"
-        ) from None
+        raise unfit(path, run_dir, err) from None
     return cfg, model.eval(), tok

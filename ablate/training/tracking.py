@@ -83,26 +83,6 @@ def uses_wandb(cfg: Config) -> bool:
 PARAM_PATH = "WANDB_SWEEP_PARAM_PATH"
 
 
-def read_params(path: str | Path) -> dict[str, Any]:
-    """``{key: value}`` of a W&B sweep parameter file (``wandb_version: 1`` + ``{key: {value: v}}``)."""
-    from wandb.sdk.lib import config_util
-
-    return config_util.dict_from_config_file(str(path), must_exist=True) or {}
-
-
-def write_params(path: str | Path, params: dict[str, Any]) -> None:
-    """Write ``{key: value}`` in the agent's format (what ``wandb.init`` reads)."""
-    from wandb.sdk.lib import config_util
-
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    config_util.save_config_file_from_dict(str(path), {k: {"value": v} for k, v in params.items()})
-
-
-def aligned(params: dict[str, Any], resolved: dict[str, Any]) -> dict[str, Any]:
-    """The sweep's parameters with every config key replaced by its resolved value."""
-    return {key: resolved.get(key, value) for key, value in params.items()}
-
-
 def align_sweep_params(
     resolved: dict[str, Any], folder: Path, environ: MutableMapping[str, str] = os.environ
 ) -> Optional[Path]:
@@ -110,20 +90,24 @@ def align_sweep_params(
 
     W&B's agent writes each run's parameters to ``$WANDB_SWEEP_PARAM_PATH`` and ``wandb.init`` locks those
     keys: a later ``config.update`` of them is ignored, so a named variant that changes a base key would show
-    the base's value in every dashboard. The trainer hands ``wandb.init`` a copy in which every config key
-    holds the resolved value; the others (``variant``, by which W&B's grid matches runs) keep the sweep's.
-    Returns the file written (``<folder>/sweep-params.yaml``), or None outside a sweep run or when all agree."""
+    the base's value in every dashboard. The trainer hands ``wandb.init`` a copy (in the agent's format) in
+    which every config key holds the resolved value; the others (``variant``, by which W&B's grid matches
+    runs) keep the sweep's. Returns the file written (``<folder>/sweep-params.yaml``), or None outside a
+    sweep run or when all agree."""
     source = environ.get(PARAM_PATH)
     if not source or not Path(source).exists():
         return None
-    params = read_params(source)
-    fixed = aligned(params, resolved)
+    import wandb
+    from wandb.sdk.lib import config_util
+
+    params = config_util.dict_from_config_file(source, must_exist=True) or {}
+    fixed = {key: resolved.get(key, value) for key, value in params.items()}
     if fixed == params:
         return None
     target = Path(folder).resolve() / "sweep-params.yaml"
-    write_params(target, fixed)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    config_util.save_config_file_from_dict(str(target), {k: {"value": v} for k, v in fixed.items()})
     environ[PARAM_PATH] = str(target)
-    import wandb
 
     wandb.setup(settings=wandb.Settings(sweep_param_path=str(target)))  # a W&B already set up reads it too
     return target

@@ -26,23 +26,20 @@ from ablate.training.run_folder import nonnegative
 
 
 class SigintGuard:
-    """``with SigintGuard():`` the first SIGINT raises ``KeyboardInterrupt``; later ones are counted and ignored.
+    """``with SigintGuard():`` the first SIGINT raises ``KeyboardInterrupt``; later ones are ignored.
 
     A second Ctrl-C would otherwise land inside Lightning's graceful stop and abort it (no interrupt
     checkpoint, a record left ``running``). Outside the main thread it does nothing."""
 
     def __init__(self) -> None:
         self.fired = False
-        self.ignored = 0
         self._previous: Any = None
         self._installed = False
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.fired:
-            self.ignored += 1
-            return
-        self.fired = True
-        raise KeyboardInterrupt
+        if not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt
 
     def __enter__(self) -> SigintGuard:
         if threading.current_thread() is threading.main_thread():
@@ -66,13 +63,10 @@ class Throughput(pl.Callback):
     """Tokens per second of training, summed over devices, and the tokens and seconds spent.
 
     A step is timed from batch start to end (on a GPU by CUDA events, read only at the steps that log, so
-    nothing waits for the device); tokens are the host's non-padding counts; the first ``skip`` steps (allocator,
-    kernel selection) are left out unless there are no others; across devices, all ranks' tokens over the
-    slowest rank's seconds. The same steps in process CPU seconds give :attr:`tokens_per_cpu_sec`, far less
-    moved by other processes on the cores than wall-clock (compare it between runs with the same threads; NaN
-    after a resume from a checkpoint without CPU counters). Saved in checkpoints, so a resumed run reports
-    the whole run. ``train/tokens_per_sec``, ``train/tokens_per_cpu_sec`` and ``train/lr`` are logged every
-    ``log_every`` steps."""
+    nothing waits for the device); the first ``skip`` steps (allocator, kernel selection) are left out unless
+    there are no others; across devices, all ranks' tokens over the slowest rank's seconds. The same steps in
+    process CPU seconds give :attr:`tokens_per_cpu_sec`, far less moved by machine load than wall-clock.
+    Saved in checkpoints, so a resumed run reports the whole run."""
 
     def __init__(self, pad_id: int, skip: int = 10, log_every: int = 50):
         self.pad_id, self.log_every = pad_id, log_every
@@ -172,12 +166,9 @@ class Throughput(pl.Callback):
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         self._settle()
-        state = {"tok": self.tok, "sec": self.sec, "all_tok": self.all_tok, "all_sec": self.all_sec, "skip": self.skip}
         # an unknown CPU time (NaN) is left out, so it stays unknown after the next resume
-        return state | {k: v for k in CPU_COUNTERS if math.isfinite(v := getattr(self, k))}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._restore(state_dict)
+        cpu = {k: v for k in CPU_COUNTERS if math.isfinite(v := getattr(self, k))}
+        return {k: getattr(self, k) for k in COUNTERS} | cpu
 
     def on_load_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
@@ -187,20 +178,20 @@ class Throughput(pl.Callback):
         state = checkpoint.get("ablate")
         measured = state.get("measured") if isinstance(state, dict) else None
         if isinstance(measured, dict):
-            self._restore(measured)
+            self.load_state_dict(measured)
         elif isinstance(state, dict) and nonnegative(state.get("train_tokens")) is not None:
             self.all_tok = int(state["train_tokens"])
             self.all_cpu = float("nan")  # those tokens' CPU time was not measured
 
-    def _restore(self, state: Any) -> None:
+    def load_state_dict(self, state_dict: Any) -> None:
         """Take the counters when all are finite and non-negative (a checkpoint may be someone else's)."""
-        counts = {k: nonnegative(state.get(k)) for k in COUNTERS} if isinstance(state, dict) else {}
+        counts = {k: nonnegative(state_dict.get(k)) for k in COUNTERS} if isinstance(state_dict, dict) else {}
         if not counts or any(v is None for v in counts.values()):
             return
         self.tok, self.all_tok, self.skip = int(counts["tok"]), int(counts["all_tok"]), int(counts["skip"])
         self.sec, self.all_sec = float(counts["sec"]), float(counts["all_sec"])
-        self.cpu = _cpu_counter(state.get("cpu"), counted=self.tok > 0 or self.sec > 0)
-        self.all_cpu = _cpu_counter(state.get("all_cpu"), counted=self.all_tok > 0 or self.all_sec > 0)
+        self.cpu = _cpu_counter(state_dict.get("cpu"), counted=self.tok > 0 or self.sec > 0)
+        self.all_cpu = _cpu_counter(state_dict.get("all_cpu"), counted=self.all_tok > 0 or self.all_sec > 0)
         if self.sec > 0 or self.all_sec > 0:
             self.tokens_per_sec = self.tok / self.sec if self.sec > 0 else self.all_tok / self.all_sec
             self.cpu_seconds = self.cpu if self.sec > 0 else self.all_cpu

@@ -82,13 +82,10 @@ class AblateTyper(typer.Typer):
 
 
 class LazyGroup(HandledGroup):
-    """A :class:`HandledGroup` whose other commands are imported only when one of them runs.
+    """A :class:`HandledGroup` whose other commands are imported only when one of them is resolved.
 
-    :attr:`lazy` names each command's module and its one-line help; ``--help`` and shell completion of
-    command names list them from that alone, and the module is imported when the command (or the
-    completion of its arguments) is resolved, so ``ablate table`` never imports what ``ablate train``
-    needs. A module provides the commands as ``app`` (a ``typer.Typer``) or ``register(app)``; a command
-    whose entry names no command in it is the whole ``app`` as a group (``ablate sweep ...``).
+    ``--help`` lists them from :attr:`lazy` alone. A module provides the commands as ``app`` (a ``typer.Typer``)
+    or ``register(app)``; an entry naming no command in it is the whole ``app`` as a group (``ablate sweep``).
     """
 
     lazy: dict[str, tuple[str, str]] = {}
@@ -243,17 +240,9 @@ def capture(path: Path) -> Iterator[None]:
 
 
 class Progress:
-    """``<what>: <done>/<total> (<s> s)`` logged (info, so on stderr) once a loop has run ``after_s``
-    seconds, then at most every ``every_s`` and at the end: a long loop is never silent, a short
-    one says nothing.
-
-    Example::
-
-        progress = Progress("scored", len(trials), log)
-        for t in trials:
-            ...
-            progress.step()
-    """
+    """``<what>: <done>/<total> (<s> s)`` logged (info) once a loop has run ``after_s`` seconds, then at most
+    every ``every_s`` and at the end: a long loop is never silent, a short one says nothing (call :meth:`step`
+    once per item)."""
 
     def __init__(
         self,
@@ -340,10 +329,9 @@ def ignore_warnings() -> None:
 def sweeps_engine() -> Iterator[None]:
     """Ignore every warning inside the block: a call into, or the import of, W&B's ``sweeps`` engine.
 
-    Cause: ``sweeps`` declares pydantic-v1 style models (pydantic 2 warns at import: "Valid config
-    keys have changed", "class-based config is deprecated"), and its bayes search fits a scikit-learn
-    Gaussian process that warns about convergence on the few points a sweep has. None of it is
-    about the user's sweep file, which ablate validates itself.
+    Cause: ``sweeps`` declares pydantic-v1 style models (pydantic 2 warns at import), and its bayes search
+    fits a scikit-learn Gaussian process that warns about convergence on the few points a sweep has; none
+    of it is about the user's sweep file, which ablate validates itself.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -354,10 +342,8 @@ def sweeps_engine() -> Iterator[None]:
 def jit_export() -> Iterator[None]:
     """Ignore every warning inside the block: tracing or scripting a model for TorchScript export.
 
-    Cause: ``torch.jit.trace`` warns (TracerWarning) at every Python-level branch and tensor-to-int
-    conversion of the traced step, and torch 2.13 prints ``torch.jit``'s deprecation notice on each
-    call. Neither is about the exported model's correctness, which the exporter checks itself by
-    decoding a batch of other shapes and comparing it with ablate's greedy output.
+    Cause: ``torch.jit.trace`` warns (TracerWarning) at every Python-level branch of the traced step, and
+    torch prints ``torch.jit``'s deprecation notice on each call; the exporter checks the result itself.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

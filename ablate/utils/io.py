@@ -1,15 +1,9 @@
 """Files on disk: atomic writes, strict JSON, sentence lines, lock files, and user outputs whole or not at all.
 
-* Atomic writes fsync the file and its folder and give a plain ``open(path, "w")``'s permissions
-  (``0666 & ~umask``), so a shared cache stays shareable; JSON writes non-finite floats as ``null``.
-* Sentence files are split on ``\\n`` only: a sentence holding U+2028 or a form feed stays one line.
-* Locks (:class:`HolderLock`): ``filelock``'s ``flock`` on a file naming its holder, dropped by the
-  kernel when the holder dies, even by SIGKILL; :func:`is_held` probes with a shared ``flock`` on a
-  read-only descriptor, so it works on a copied record and never changes the file.
-* User outputs (an export, figures, a table file) are refused when they are, lie in or contain a
-  source; written into a temporary sibling and renamed into place (a full disk or Ctrl-C leave the old
-  output); a copied file whose real path leaves the source tree is refused (:func:`read_inside`); an
-  ``OSError`` is one :class:`OutputError` line naming the output.
+Atomic writes are fsynced and get a plain ``open``'s permissions (``0666 & ~umask``), so a shared cache
+stays shareable. Sentence files split on ``\\n`` only. Locks are ``flock`` on a file naming its holder,
+dropped by the kernel when the holder dies, even by SIGKILL. A user output is refused when it is, lies in
+or contains a source, and is written into a temporary sibling renamed into place.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
-"""Plugins: a user's own components, imported before a config is validated.
+"""Plugins: a user's own components, imported before a config is validated (fairseq's ``--user-dir``).
 
-The config key ``plugins`` lists modules (``my_lab.scores``) or ``.py`` files (``cosine.py``, relative
-to the config file's folder); installed packages can also declare an entry point in the group
-``ablate.plugins``, loaded in every process. Importing a plugin runs its ``@ablate.register(kind,
-name)`` decorators, so its components are in the registries when the config is checked: the idea
-of fairseq's ``--user-dir`` and timm's ``register_model``.
-
-:func:`load` is called by :func:`ablate.config.from_flat`, the one function every config goes through
-(``ablate train``, sweep trials in their fresh processes, ``translate``, ``evaluate``, loading a
-checkpoint), and returns what each plugin was: its *record* (kind, name, file, sha256 of the file,
-the package version of an entry point), which the resolved config keeps, so a run says which code
-it used and a checkpoint whose plugin is missing says what to install.
-
-Whose code runs is decided by the caller's *trust* (:data:`Trust`): a config the user wrote, or gave
-on this command line, is imported (``"import"``); plugins named by a folder's *record* (a run's
-``config.yaml``, a checkpoint's config, a summary) are code someone else may have put there, so a
-command that needs the model imports one only when the user said so (``"recorded"``: ``--plugins``
-naming a file of the same content, an installed module of that name, or ``--trust-plugins``, which
-the caller turns into ``"import"``), and readers of numbers never import them (``"never"``).
+The config key ``plugins`` lists modules or ``.py`` files (relative to the config file's folder); installed
+packages may declare an entry point in the group ``ablate.plugins``. :func:`load`, called by
+:func:`ablate.config.from_flat`, imports them, so their ``@ablate.register`` components are choices, and
+returns each one's record (kind, name, file, sha256, package version), which the resolved config keeps.
+Whose code runs is the caller's :data:`Trust`: plugins a folder's record names are someone else's code.
 """
 
 from __future__ import annotations

@@ -56,12 +56,8 @@ def catalogued() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class OneOf:
-    """Marks ``Annotated[str, OneOf(module, registry)]``: a key of the registry ``module.registry``.
-
-    The registry (``ablate.model.scores.SCORES``, ...) is the only list of its variants: a new
-    variant is one class plus one registry line, and the config accepts it, lists it in
-    ``--help`` and suggests it for a misspelling. The module is imported when a value is first
-    checked, since it holds the implementations (torch), so importing the config stays light.
+    """Marks ``Annotated[str, OneOf(module, registry)]``: a key of the registry ``module.registry``, the only
+    list of its variants (the config accepts, lists and suggests its names); imported when first checked.
 
     Attributes:
         module: dotted module path of the registry.
@@ -79,12 +75,8 @@ class OneOf:
         return f"{self.module}:{self.registry}"
 
     def choices(self) -> list[str]:
-        """The registry's names (a function in place of a registry is called), then ``extra``.
-
-        The installed entry-point plugins are imported first, so their components are choices.
-        While the registry's module is not imported, its names come from the catalogue of shipped
-        components (:func:`catalogued`), so checking a name costs no torch.
-        """
+        """The registry's names (a function in place of a registry is called), then ``extra``; entry-point
+        plugins imported first. While the registry's module is not imported, from :func:`catalogued` (no torch)."""
         from ablate.utils.plugins import entry_points
 
         entry_points()
@@ -152,77 +144,65 @@ def type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
+EXPECTED = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+"""The scalar annotations :func:`coerce` takes, and what each expects."""
+
+
 def coerce(key: str, value: Any, tp: Any) -> Any:
     """Check ``value`` against the annotation ``tp``; return it converted or raise."""
-    origin = typing.get_origin(tp)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is Annotated:
-        base, *marks = typing.get_args(tp)
-        value = coerce(key, value, base)
-        for mark in marks:
+        value = coerce(key, value, args[0])
+        for mark in args[1:]:
             if isinstance(mark, OneOf):
                 value = _choose(key, value, mark.choices())
         return value
     if origin is Literal:
-        return _choose(key, value, typing.get_args(tp))
+        return _choose(key, value, args)
     if origin in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
+        options = [a for a in args if a is not type(None)]
+        if value is None and len(options) < len(args):
             return None
-        if len([a for a in args if a is not type(None)]) == 1:  # Optional[X]: X's own message
-            return coerce(key, value, next(a for a in args if a is not type(None)))
-        # bool before int/float: YAML already typed the value, so match exactly first.
-        for arg in sorted(args, key=lambda a: a is not bool):
-            if arg is type(None):
-                continue
+        if len(options) == 1:  # Optional[X]: X's own message
+            return coerce(key, value, options[0])
+        for arg in sorted(options, key=lambda a: a is not bool):  # YAML typed the value: bool matches first
             try:
                 return coerce(key, value, arg)
             except ConfigError:
                 continue
         raise ConfigError(f"{key}={value!r} is not valid (expected {type_name(tp)})")
     if origin is tuple:
-        if isinstance(value, str):
-            value = [value]
+        value = [value] if isinstance(value, str) else value
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key}={value!r} is not valid (expected a list)")
-        args = typing.get_args(tp)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(coerce(key, v, args[0]) for v in value)
-        if len(value) != len(args):
+            args = (args[0],) * len(value)
+        elif len(value) != len(args):
             raise ConfigError(f"{key}={value!r} is not valid (expected {len(args)} values)")
         return tuple(coerce(key, v, a) for v, a in zip(value, args))
     if tp is dict or origin is dict:
         if isinstance(value, dict):
             return dict(value)
         raise ConfigError(f"{key}={value!r} is not valid (expected a mapping of keys, e.g. {key}.<key>=...)")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{key}={value!r} is not valid (expected true or false)")
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise ConfigError(f"{key}={value!r} is not valid (expected an integer)")
-    if tp is float:
-        number = None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            number = float(value)
-        elif isinstance(value, str):  # YAML 1.1 reads "5e-4" as a string
-            try:
-                number = float(value)
-            except ValueError:
-                pass
-        if number is None:
-            raise ConfigError(f"{key}={value!r} is not valid (expected a number)")
-        if not math.isfinite(number):  # .nan passes every comparison check, .inf every budget
+    if tp not in EXPECTED:
+        raise TypeError(f"unsupported config annotation {tp!r} for {key}")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is bool and isinstance(value, bool):
+        return value
+    if tp is int and number and (isinstance(value, int) or value.is_integer()):
+        return int(value)
+    if tp is str and (number or isinstance(value, str)):
+        return str(value)
+    if tp is float and (number or isinstance(value, str)):
+        try:
+            converted = float(value)  # YAML 1.1 reads "5e-4" as a string
+        except ValueError:
+            converted = None
+        if converted is not None and not math.isfinite(converted):  # .nan passes every check, .inf every budget
             raise ConfigError(f"{key}={value!r} is not a finite number (use null where a key means 'no limit')")
-        return number
-    if tp is str:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise ConfigError(f"{key}={value!r} is not valid (expected a string)")
-    raise TypeError(f"unsupported config annotation {tp!r} for {key}")
+        if converted is not None:
+            return converted
+    raise ConfigError(f"{key}={value!r} is not valid (expected {EXPECTED[tp]})")
 
 
 def _choose(key: str, value: Any, choices: typing.Sequence[Any]) -> Any:
@@ -316,6 +296,7 @@ def read_yaml(
 
 
 MAX_NODES = 100_000
+"""Most nodes a document may expand to once aliases are followed (real configs have < 1,000)."""
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.=+/-]*")
 _WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}  # YAML 1.1 reads these as bools, None
 
@@ -327,7 +308,6 @@ def is_plain_text(text: str) -> bool:
     return _PLAIN.fullmatch(text) is not None and text.lower() not in _WORDS
 
 
-"""Most nodes a document may expand to once aliases are followed (real configs have < 1,000)."""
 MAX_DEPTH = 100
 """Deepest nesting of lists and mappings a document may hold (real configs and sweep files: < 10)."""
 
