@@ -1,9 +1,7 @@
-"""``ablate bench``: the command, and one run (every selected section, results in one dict).
+"""``ablate bench``: the command, and one run (every selected section, results in one dict: what ``--json`` writes).
 
-Sections run in a fixed order (training, decoding, memory, data, startup); the timed ones run in this
-process on the same inputs, the others in fresh child processes (:mod:`ablate.bench.processes`). The
-result dict is what ``--json`` writes: ``meta``, one key per section, ``ratios``, ``ratio_spread`` (of
-each timed ratio's per-round values), ``noisy`` (spread over 10 %) and ``targets_met``.
+The timed sections run in this process on the same inputs, the others in fresh child processes
+(:mod:`ablate.bench.processes`).
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ def run(
     results: dict[str, Any] = {
         "meta": {
             "hardware": timing.describe(dev, threads),
-            "options": {k: v for k, v in vars(opts).items()},
+            "options": dict(vars(opts)),
             "reps": opts.reps,
             "warmup": opts.warmup,
             "clock": timing.compute_clock(dev)[0],

@@ -1,8 +1,6 @@
 """``ablate sweep``: run a sweep file locally, on SLURM or Ray, or through W&B across machines, and show it.
 
-Mounted by :mod:`ablate.cli` as ``app.add_typer(sweep_app, name="sweep")``. Bad input ends with one red
-line and exit code 2, never a traceback. What it prints (the dry-run list, the end-of-run report, the
-status table) takes the console to print to (the CLI's; tests give a wide one).
+Bad input ends with one red line and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -45,8 +43,7 @@ from ablate.utils.commands import fail, typer_app
 if TYPE_CHECKING:
     from ablate.sweep.slurm import PackedSweep
 
-FAILED = 1
-"""Exit status of a sweep with a failed or unfinished trial (and of a dry run listing an invalid one)."""
+FAILED = 1  # exit status of a sweep with a failed or unfinished trial (a dry run: an invalid one)
 STYLES = {
     RunStatus.FINISHED: "green",
     RunStatus.FAILED: "red",
@@ -62,11 +59,7 @@ def unfinished(state: SweepState) -> int:
 
 
 class PlanProgress:
-    """A progress bar on stderr for planning and listing that has run past :attr:`after_s` seconds.
-
-    Called as a :data:`~ablate.sweep.planner.Tick` ``(what, done, total)``; nothing shows for a plan
-    that ends sooner, and stdout keeps only the listing.
-    """
+    """A :data:`~ablate.sweep.planner.Tick`: a progress bar on stderr once planning has run past :attr:`after_s`."""
 
     after_s = 2.0
 
@@ -97,8 +90,7 @@ class PlanProgress:
 
 
 def preview(console: Console, planner: Planner, progress: Optional[PlanProgress] = None) -> int:
-    """Print the trials a run would plan, one line each (plain text where stdout is not a terminal);
-    returns how many are invalid. ``progress`` (on stderr) is told how planning and listing go."""
+    """Print the trials a run would plan, one line each; returns how many are invalid."""
     tick = progress or quiet
     planner.tick = tick
     try:
@@ -186,8 +178,7 @@ def status_table(state: SweepState, out: Path, metric: Optional[str]) -> Table:
 
 
 def show_status(console: Console, state: SweepState, out: Path) -> None:
-    """``ablate sweep status``: the table, the counts, whether a launcher holds the folder, packed workers'
-    trials, the best trial (the metric and goal from the sweep's file when that is still there)."""
+    """``ablate sweep status``: the table, the counts, whether a launcher holds the folder, workers, the best."""
     try:
         spec: Optional[SweepSpec] = load_spec(state.source)
     except (SweepError, OSError):
@@ -214,16 +205,12 @@ app = typer_app(
 )
 console = Console()
 
-SLURM = "SLURM (--launcher slurm)"
-"""The help panel of the options that only the SLURM launcher reads."""
+SLURM = "SLURM (--launcher slurm)"  # the help panel of the options only the SLURM launcher reads
 DEVICES_HELP = "auto (every visible GPU, else CPU), cpu, or GPU ids such as 0,1,2,3."
 
 
 def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn W&B's own errors (no API key, server unreachable: not bugs) into one red line, exit code 2.
-
-    Sweep and config mistakes (:class:`~ablate.errors.AblateError`) end the same way through the app.
-    """
+    """Turn W&B's own errors (no API key, server unreachable: not bugs) into one red line, exit code 2."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
