@@ -25,6 +25,7 @@ def run(
     """The results of the benchmark ``opts`` describes; ``echo`` gets one progress line per step, and
     ``checkpoint`` the results so far after every section, so an interrupted run leaves what it measured."""
     from ablate.bench import timing
+    from ablate.bench.processes import bench_data, bench_memory, bench_startup
     from ablate.bench.report import noisy, ratio_spreads, ratios, targets_met
 
     opts.check()
@@ -59,38 +60,28 @@ def run(
 
     inputs = None
     if sections & {"training", "decoding", "data"}:
-        from ablate.bench.speed import load_inputs
+        from ablate.bench.speed import bench_decoding, bench_training, load_inputs
 
         echo(f"inputs: {opts.data} (vocab {opts.vocab_size}), {opts.batches} batches of <= {opts.max_tokens} tokens")
         inputs = load_inputs(opts, dev)
     if "training" in sections:
-        from ablate.bench.speed import bench_training
-
         results["training"] = bench_training(opts, inputs, dev, echo=echo)
         finish()
     if "decoding" in sections:
-        from ablate.bench.speed import bench_decoding
-
         results["decoding"] = bench_decoding(opts, inputs, dev, echo=echo)
         finish()
     if "memory" in sections:
-        from ablate.bench.processes import bench_memory
-
         modes = ("inference", "training") if opts.mem_train else ("inference",)
         results["memory"] = bench_memory(
             opts.mem_length, opts.mem_batch, opts.d_model, opts.heads, opts.mem_chunk_mb, threads, modes, echo=echo
         )
         finish()
     if "data" in sections:
-        from ablate.bench.processes import bench_data
-
         results["data"] = bench_data(
             opts.data, opts.vocab_size, opts.builtin_pairs, opts.data_scale, base=inputs.prepared, echo=echo
         )
         finish()
     if "startup" in sections:
-        from ablate.bench.processes import bench_startup
-
         results["startup"] = bench_startup(opts, warm=inputs is not None, echo=echo)
     return finish()
 

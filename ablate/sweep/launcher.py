@@ -30,6 +30,7 @@ from ablate.sweep.local import (
     LaunchRefused,
     LocalExecutor,
     signals_raise_interrupt,
+    wind_down,
 )
 from ablate.sweep.planner import LaunchOptions, Planner, SweepResult, trainer_command
 from ablate.sweep.ray_cluster import RayExecutor
@@ -90,12 +91,9 @@ def stats(state: SweepState, goal: str, total: int, elapsed_s: float, slots: int
     failed = state.count(RunStatus.FAILED)
     running = state.count(RunStatus.RUNNING)
     remaining = max(0, total - finished - failed)
-    eta = None
+    eta = None if remaining else 0.0
     if durations and remaining:
-        mean = sum(durations) / len(durations)
-        eta = mean * remaining / max(1, min(slots, remaining))
-    elif not remaining:
-        eta = 0.0
+        eta = sum(durations) / len(durations) * remaining / max(1, min(slots, remaining))
     return Stats(total, finished, failed, running, elapsed_s, eta, best_trial(state, goal))
 
 
@@ -309,16 +307,7 @@ class Launcher:
     def _stop_all(self) -> None:
         for run in self.running.values():
             run.stop = run.stop or "shutdown"
-            self.executor.stop(run.handle)
-        deadline = time.monotonic() + self.opts.grace_s
-        while self.running and time.monotonic() < deadline:
-            self._collect()
-            time.sleep(0.05)
-        for run in self.running.values():
-            self.executor.kill(run.handle)
-        while self.running:
-            self._collect()
-            time.sleep(0.01)
+        wind_down(self.executor, lambda: [r.handle for r in self.running.values()], self._collect, self.opts.grace_s)
 
     # ---- the run -----------------------------------------------------------------------
 

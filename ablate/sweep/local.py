@@ -11,6 +11,7 @@ over (measured in ``docs/sweeps.md``).
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import shlex
 import signal
@@ -132,6 +133,12 @@ class Slot:
 
     def describe(self) -> str:
         return f"gpu {','.join(self.gpus)}" if self.gpus else f"cpu x{self.threads}"
+
+
+def device_overrides(gpus: float, nodes: Optional[int] = None, threads: Optional[int] = None) -> list[str]:
+    """What a trainer must know of its share: GPUs (a fraction counts as one) or one CPU, nodes, threads."""
+    out = [f"train.accelerator={'gpu' if gpus > 0 else 'cpu'}", f"train.devices={max(1, math.floor(gpus))}"]
+    return out + ([f"train.nodes={nodes}"] if nodes else []) + ([f"train.threads={threads}"] if threads else [])
 
 
 def cpu_count() -> int:
@@ -296,6 +303,23 @@ def signal_group(pid: int, sig: int) -> None:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def wind_down(
+    executor: Executor, handles: Callable[[], list[Handle]], reap: Callable[[], None], grace_s: float
+) -> None:
+    """Stop every running attempt (it checkpoints), SIGKILL what is left after ``grace_s``, and ``reap`` them all."""
+    for handle in handles():
+        executor.stop(handle)
+    deadline = time.monotonic() + grace_s
+    while handles() and time.monotonic() < deadline:
+        reap()
+        time.sleep(0.05)
+    for handle in handles():
+        executor.kill(handle)
+    while handles():
+        reap()
+        time.sleep(0.01)
 
 
 class signals_raise_interrupt:

@@ -319,11 +319,8 @@ class Planner:
 
     def recovered(self, trial: Trial) -> None:
         """A trial a dead launcher left running, of which nothing runs now: finished if it said so, else resumed."""
-        summary = read_summary(self.out / trial.name)
-        done = None
-        if summary is not None and summary.status == RunStatus.FINISHED:
-            done = outcome(self.out / trial.name, 0, self.spec.metric)
-        if done and done.status == RunStatus.FINISHED:
+        done = outcome(self.out / trial.name, 0, self.spec.metric)
+        if done.status == RunStatus.FINISHED:
             trial.status, trial.metric, trial.summary, trial.error = RunStatus.FINISHED, done.metric, done.summary, None
         else:
             trial.status = RunStatus.INTERRUPTED

@@ -32,8 +32,10 @@ from ablate.sweep.local import (
     LocalExecutor,
     Polled,
     child_env,
+    device_overrides,
     plan_slots,
     signals_raise_interrupt,
+    wind_down,
 )
 from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet, trainer_command
 from ablate.sweep.spec import SweepError, SweepSpec
@@ -70,12 +72,7 @@ class SlurmOptions:
         return parse_time(self.time)
 
     def trainer_overrides(self) -> list[str]:
-        if self.gpus_per_trial > 0:
-            out = ["train.accelerator=gpu", f"train.devices={self.gpus_per_trial}"]
-        else:
-            out = ["train.accelerator=cpu", "train.devices=1"]
-        out.append(f"train.nodes={self.nodes_per_trial}")
-        return out + ([f"train.threads={self.cpus_per_trial}"] if self.cpus_per_trial else [])
+        return device_overrides(self.gpus_per_trial, self.nodes_per_trial, self.cpus_per_trial)
 
     def submitit(self, folder: Path, job_name: str, nodes: int, tasks: int, gpus: int, cpus: Optional[int]) -> Any:
         """A ``submitit.SlurmExecutor`` whose jobs ask for this shape."""
@@ -106,18 +103,14 @@ def parse_time(text: str) -> int:
     m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", str(text).strip())
     if not m:
         raise SweepError(f"--time {text!r}: use HH:MM:SS, D-HH:MM:SS or minutes")
-    days, a, b, c = m.groups()
-    parts = [int(x) for x in (a, b, c) if x is not None]
+    days, *rest = m.groups()
+    parts = [int(x) for x in rest if x is not None]
     if days is not None:  # D-HH[:MM[:SS]]
-        parts += [0] * (3 - len(parts))
-        seconds = int(days) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
-    elif len(parts) == 1:  # MM
-        seconds = parts[0] * 60
-    elif len(parts) == 2:  # MM:SS
-        seconds = parts[0] * 60 + parts[1]
-    else:  # HH:MM:SS
-        seconds = parts[0] * 3600 + parts[1] * 60 + parts[2]
-    return max(1, -(-seconds // 60))
+        parts = [int(days) * 24 + parts[0]] + parts[1:] + [0] * (3 - len(parts))
+    elif len(parts) < 3:  # MM[:SS]
+        parts = [0] + parts + [0] * (2 - len(parts))
+    hours, minutes, seconds = parts
+    return max(1, -(-(hours * 3600 + minutes * 60 + seconds) // 60))
 
 
 def _need(command: str) -> str:
@@ -331,9 +324,7 @@ class WorkerShape:
     cpus_per_trial: Optional[int] = None
 
     def trainer_overrides(self) -> list[str]:
-        if self.gpus > 0:
-            return ["train.accelerator=gpu", f"train.devices={self.gpus}", "train.nodes=1"]
-        return ["train.accelerator=cpu", "train.devices=1", "train.nodes=1"]
+        return device_overrides(self.gpus, nodes=1)
 
 
 def note(out: Path, job: str, line: str) -> None:
@@ -433,17 +424,7 @@ class PackedWorker:
 
         self._draining = True
         if self._executor is not None:
-            for handle, _ in self._running.values():
-                self._executor.stop(handle)
-            deadline = time.monotonic() + self.opts.grace_s
-            while self._running and time.monotonic() < deadline:
-                self._reap()
-                time.sleep(0.2)
-            for handle, _ in self._running.values():
-                self._executor.kill(handle)
-            while self._running:
-                self._reap()
-                time.sleep(0.05)
+            wind_down(self._executor, lambda: [h for h, _ in self._running.values()], self._reap, self.opts.grace_s)
         return submitit.helpers.DelayedSubmission(PackedWorker(self.spec, self.opts, self.shape))
 
 

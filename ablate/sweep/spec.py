@@ -306,8 +306,6 @@ def check_variants(param: dict[str, Any], parameters: dict[str, Any], where: str
         for key in variant_overrides(value):
             if key not in keys and not is_key(key):
                 raise SweepError(f"{label} ({name}): {_unknown(key, keys)}")
-    for i, value in enumerate(param["values"]):
-        label, name = f"{where}: parameters.{VARIANT}.values[{i}]", variant_name(value)
         for key in sorted(axes & set(variant_overrides(value))):
             raise SweepError(
                 f"{label} ({name}) sets {key}, which the sweep varies (parameters.{key}): its trials would be "

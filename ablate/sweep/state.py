@@ -7,6 +7,7 @@ ended is read from the trainer's ``summary.json`` (:func:`outcome`).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -54,16 +55,8 @@ class Trial:
         return headline(self.summary) if self.summary is not None else {}
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name == "summary":
-                out["results"] = self.results
-            else:
-                out[f.name] = (
-                    list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
-                )
-        return out
+        out = {f.name: copy.copy(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {("results" if k == "summary" else k): self.results if k == "summary" else v for k, v in out.items()}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Trial:
