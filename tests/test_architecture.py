@@ -345,8 +345,6 @@ LONG_FUNCTIONS: dict[str, str] = {
     "utils/typed.py:coerce": "one dispatch over the type forms a config field can have (Literal, Optional, Union, "
     "tuple, list, dict, dataclass), a few lines each; split, the recursion would hop between functions",
     "report/figures.py:bleu_bars_figure": "one matplotlib figure drawn top to bottom; its parts share the axes",
-    "bench/runner.py:run": "the bench's sections in order, each a few lines that time one thing and save the "
-    "partial result, so an interrupted bench keeps what it measured",
 }
 """Functions over :data:`MAX_FUNCTION_LINES`, each with the reason it is long (``path:qualified name``)."""
 

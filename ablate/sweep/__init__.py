@@ -100,7 +100,6 @@ def run(
         config=None if config is None else Path(config),
         retry_failed=retry_failed,
         max_trials=max_trials,
-        trial_limit=TRIAL_LIMIT,
     )
     args = ExecutorArgs(name=spec.name, devices=devices, gpus_per_trial=gpus_per_trial, parallel=parallel)
     executor = make_executor("local", args, opts)  # as `ablate sweep run --launcher local`

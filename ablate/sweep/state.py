@@ -55,8 +55,11 @@ class Trial:
         return headline(self.summary) if self.summary is not None else {}
 
     def to_json(self) -> dict[str, Any]:
-        out = {f.name: copy.copy(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        return {("results" if k == "summary" else k): self.results if k == "summary" else v for k, v in out.items()}
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # the summary as its headline numbers, ``results``
+            value = self.results if f.name == "summary" else copy.copy(getattr(self, f.name))
+            out["results" if f.name == "summary" else f.name] = value
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Trial:
