@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ablate.record import SUMMARY_FILE, RecordError, RunFiles, RunStatus, RunSummary, SweepFiles, headline
+from ablate.record import SUMMARY_FILE, RunFiles, RunStatus, RunSummary, SweepFiles, headline
 from ablate.sweep.spec import SEED, Point, SweepError
 from ablate.utils import io
 
@@ -137,9 +137,7 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
         return state
     except SweepError:
         raise
-    except RecordError as err:
-        raise SweepError(f"{path} is not a sweep state file ({err}); move it away or use another --out") from None
-    except (ValueError, TypeError, KeyError, AttributeError) as err:  # UnicodeDecodeError, JSONDecodeError too
+    except (ValueError, TypeError, KeyError, AttributeError) as err:  # RecordError, JSONDecodeError, UnicodeDecodeError
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise SweepError(f"{path} is not a sweep state file ({reason}); move it away or use another --out") from None
 
