@@ -343,8 +343,6 @@ MAX_FUNCTION_LINES = 60
 
 LONG_FUNCTIONS: dict[str, str] = {
     "report/figures.py:bleu_bars_figure": "one matplotlib figure drawn top to bottom; its parts share the axes",
-    "bench/runner.py:run": "the bench's sections in order, each a few lines that time one thing and save the "
-    "partial result, so an interrupted bench keeps what it measured",
 }
 """Functions over :data:`MAX_FUNCTION_LINES`, each with the reason it is long (``path:qualified name``)."""
 

@@ -1,14 +1,8 @@
 """``ablate bench``: throughput, memory and start-up measurements of every model variant.
 
-Defaults (:class:`BenchOptions`) give the reference run (d_model 256, 3+3 layers, 4 heads, d_ff 1024,
-3000-token batches of real Multi30k text), about ten minutes on a 2-core CPU; :func:`quick` shrinks the
-budgets (not the model sizes) to a smoke test of every code path. Modules: ``runner`` (the command and the run), ``timing`` (interleaved rounds, clocks, matmul peak,
-FLOPs), ``speed`` (inputs, the ``torch.nn.Transformer`` reference, training and decoding),
-``processes`` (memory, data stage and start-up in fresh processes) and ``report`` (ratios, targets,
-tables, JSON). The GPU acceptance check (``scripts/gpu-check.sh``) is built from these parts but is
-no command of the package: it lives in ``scripts/gpu_check/``.
-
-Importing this package imports neither torch nor Lightning (the subprocess entry points rely on it).
+Defaults (:class:`BenchOptions`) give the reference run, about ten minutes on a 2-core CPU; :func:`quick`
+shrinks the budgets (not the model sizes) to a smoke test. Importing this package imports neither torch
+nor Lightning (the subprocess entry points rely on it).
 """
 
 from __future__ import annotations
@@ -18,12 +12,8 @@ from dataclasses import dataclass
 
 from ablate.errors import AblateError
 
-SECTIONS = ("training", "decoding", "memory", "data", "startup")
-"""Every measurement, in the order the runner takes them."""
-
-DEFAULT_DATA = "../shared/data/multi30k"
-"""Real Multi30k text: a folder ``shared/data/multi30k`` beside the checkout, relative to the checkout
-(where ``ablate bench`` is run from); ``--data`` names any other (or ``builtin``)."""
+SECTIONS = ("training", "decoding", "memory", "data", "startup")  # in the order the runner takes them
+DEFAULT_DATA = "../shared/data/multi30k"  # real Multi30k text beside the checkout (where ``ablate bench`` runs)
 
 
 class BenchError(AblateError):
@@ -36,10 +26,8 @@ POSITIVE += ["mem_length", "mem_batch", "mem_chunk_mb"]
 
 @dataclass(frozen=True)
 class BenchOptions:
-    """Sizes, inputs and budgets of one ``ablate bench`` run (each is an option of the command, whose
-    ``--help`` says what it is); ``layers`` encoder and ``layers`` decoder layers; ``variants`` empty
-    runs all (:func:`ablate.bench.speed.variants`); ``flops``: the count doubles as the first warm-up
-    round; ``quick``: the run is a smoke test (recorded in the JSON)."""
+    """Sizes, inputs and budgets of one ``ablate bench`` run (each an option of the command); ``variants``
+    empty runs all; ``flops``: the count doubles as the first warm-up round."""
 
     data: str = DEFAULT_DATA
     vocab_size: int = 8000
@@ -71,7 +59,6 @@ class BenchOptions:
     quick: bool = False
 
     def replace(self, **changes) -> BenchOptions:
-        """A copy with ``changes`` applied and checked."""
         out = dataclasses.replace(self, **changes)
         out.check()
         return out
@@ -89,8 +76,7 @@ class BenchOptions:
 
 
 def quick(opts: BenchOptions) -> BenchOptions:
-    """The ``--quick`` preset: few small batches and rounds, short sequences and small chunks, no FLOP
-    count, no W&B start-up measurement."""
+    """The ``--quick`` preset: few small batches and rounds, short sequences, no FLOPs or W&B start-up."""
     return opts.replace(
         max_tokens=min(opts.max_tokens, 600),
         batches=min(opts.batches, 2),

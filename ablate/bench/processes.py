@@ -1,16 +1,13 @@
 """The measurements taken in fresh child processes (``python -m ablate.bench.processes KIND JSON``, one
 JSON line back), so no allocator cache, earlier peak or import of the parent leaks in.
 
-* **Memory** of additive attention, chunked (``chunk_mb``) vs naive (one chunk: the whole
-  ``(B, H, T, T, d_k)`` intermediate): peak RSS during one self-attention call (``inference``: forward
-  under ``no_grad``; ``training``: forward + backward) minus the RSS before, the peak counter reset
-  through ``/proc/self/clear_refs`` (else the lifetime ``ru_maxrss``, an upper bound).
-* **Data stage**: ``prepare`` against a private cache three times: *first* (train the BPE tokenizer,
-  encode), *encode* (``max_len`` changed by one: only encoding runs) and *cached* (Arrow files mapped).
-  Seconds exclude imports; the tokenizer is timed where it is trained (a difference of two processes'
-  wall clocks came out negative on a shared machine). The scale test grows a corpus to ``pairs`` pairs.
-* **Start-up** of a cached trial: the real ``ablate train`` path, exiting at the first training step;
-  ``interpreter_s`` (spawn -> child), ``imports_s``, ``first_step_s`` (target <= 3 s) and the milestones.
+* **Memory** of additive attention, chunked (``chunk_mb``) vs naive (one chunk): peak RSS during one
+  self-attention call (forward, or forward + backward) minus the RSS before, the peak counter reset through
+  ``/proc/self/clear_refs`` (else the lifetime ``ru_maxrss``, an upper bound).
+* **Data stage**: ``prepare`` three times against a private cache: *first* (train the BPE tokenizer,
+  encode), *encode* (``max_len`` changed by one) and *cached*. The tokenizer is timed where it is trained
+  (a difference of two processes' wall clocks came out negative on a shared machine).
+* **Start-up** of a cached trial: the real ``ablate train`` path, exiting at the first training step.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any, Callable, Iterator  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-GIB = 1024.0
-"""MiB in a GiB."""
+GIB = 1024.0  # MiB
 
 
 def _env() -> dict[str, str]:
@@ -53,8 +49,7 @@ def _report(done: subprocess.CompletedProcess, what: str) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
-NAIVE_MB = 1e9
-"""Chunk budget meaning "one chunk" (1 PB)."""
+NAIVE_MB = 1e9  # a chunk budget meaning "one chunk" (1 PB)
 MB = 2**20
 
 
@@ -135,10 +130,8 @@ def measure_all(commands: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
     out = {}
     for name, proc in procs.items():
         stdout, stderr = proc.communicate()
-        if proc.returncode != 0:
-            tail = (stderr.strip().splitlines() or ["no output"])[-1]
-            raise RuntimeError(f"memory measurement {name} failed ({commands[name][-1]}): {tail}")
-        out[name] = json.loads(stdout.strip().splitlines()[-1])
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+        out[name] = _report(done, f"memory measurement {name} ({commands[name][-1]})")
     return out
 
 
@@ -152,12 +145,8 @@ def bench_memory(
     modes: tuple[str, ...] = ("inference", "training"),
     echo=lambda s: None,
 ) -> dict[str, Any]:
-    """Chunked vs naive additive attention in each mode.
-
-    Returns:
-        ``{"length", "batch", "chunk_mb", "intermediate_mb": size of the full (B, H, T, T, d_k) fp32
-        tensor, "<mode>": {"chunked": {...}, "naive": {...}, "ratio": chunked / naive}}``.
-    """
+    """Chunked vs naive additive attention in each mode: ``{"<mode>": {"chunked", "naive", "ratio"}, ...}``
+    (``intermediate_mb``: the full (B, H, T, T, d_k) fp32 tensor)."""
     d_k = d_model // heads
     out: dict[str, Any] = {
         "length": length,
@@ -167,19 +156,9 @@ def bench_memory(
         "method": "fresh subprocess; peak RSS (VmHWM after clear_refs) minus RSS before the call",
     }
     echo(f"memory: additive attention ({', '.join(modes)}), length {length}, batch {batch}, side by side")
+    sizes = dict(length=length, batch=batch, d_model=d_model, heads=heads, threads=threads)
     commands = {
-        (mode, name): spawn(
-            "memory",
-            dict(
-                length=length,
-                batch=batch,
-                d_model=d_model,
-                heads=heads,
-                threads=threads,
-                chunk_mb=budget,
-                train=mode == "training",
-            ),
-        )
+        (mode, name): spawn("memory", {**sizes, "chunk_mb": budget, "train": mode == "training"})
         for mode in modes
         for name, budget in (("chunked", chunk_mb), ("naive", NAIVE_MB))
     }
@@ -227,9 +206,7 @@ def prepare_in_subprocess(source: str, cache: Path, vocab_size: int, max_len: in
 def three_runs(
     source: str, cache: Path, vocab_size: int, builtin_pairs: int, max_len: int = 128, echo=lambda s: None
 ) -> dict[str, Any]:
-    """First, encode-only and cached preparations of ``source`` in the empty cache ``cache``: the three
-    child reports plus ``train_pairs``, ``tokenizer_s`` (timed in the first run), ``encode_pairs_per_s``
-    (all pairs / encode seconds), ``cached_speedup`` (first / cached) and ``peak_delta_mb`` (the largest)."""
+    """First, encode-only and cached preparations of ``source`` in the empty cache ``cache``, and what they show."""
     runs = {}
     for name, length in (("first", max_len), ("encode", max_len + 1), ("cached", max_len + 1)):
         echo(f"data stage: {name} run of {source}")
@@ -260,8 +237,8 @@ def _perturbed(texts: list[str], repetition: int) -> Iterator[str]:
 def write_corpus(
     folder: Path, splits: dict[str, tuple[list[str], list[str]]], pairs: int, langs: tuple[str, str] = ("en", "de")
 ) -> None:
-    """Write a ``{split}.{lang}`` folder (``langs``) whose train split has ``pairs`` pairs grown from
-    ``splits["train"]`` (split name -> (source texts, target texts)); the other splits are copied as is."""
+    """Write a ``{split}.{lang}`` folder whose train split has ``pairs`` pairs grown from ``splits["train"]``
+    (split name -> (source texts, target texts)); the other splits are copied as is."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, (src, tgt) in splits.items():
         with open(folder / f"{name}.{langs[0]}", "w") as fs, open(folder / f"{name}.{langs[1]}", "w") as ft:
@@ -337,7 +314,7 @@ def _startup_child(args: dict[str, Any]) -> None:
 
 
 def run_trial(overrides: list[str], run_dir: Path) -> dict[str, float]:
-    """One start-up child run; returns seconds per phase (see the module docstring)."""
+    """One start-up child run; returns seconds per phase."""
     env = _env()
     env.setdefault("WANDB_SILENT", "true")
     cmd = spawn("startup", {"overrides": overrides, "run_dir": str(run_dir)})

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from ablate.bench.timing import NOISY, paired, speedup
+from ablate.bench.timing import NOISY, paired
 from ablate.utils.io import atomic_write_text, dumps
 
 TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
@@ -26,8 +26,7 @@ TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "beam5_cache_speedup": (">= 3", lambda r: r >= 3.0),
     "startup_first_step_s": ("<= 3 s", lambda r: r <= 3.0),
     "data_scale_peak_gib": ("< 1 GiB", lambda r: r < 1.0),
-}
-"""Ratio (or figure) -> (the target, as text; its check)."""
+}  # ratio (or figure) -> (the target, as text; its check)
 
 
 def _get(tree: dict, *path: str) -> Optional[Any]:
@@ -38,22 +37,30 @@ def _get(tree: dict, *path: str) -> Optional[Any]:
     return tree
 
 
+PAIRED = {
+    "dot_scaled_vs_torch": ("dot-scaled", "torch"),
+    "dot_unscaled_vs_scaled": ("dot-unscaled", "dot-scaled"),
+    "additive_vs_dot": ("additive-scaled", "dot-scaled"),
+    "non_padding_rows_vs_all_rows": ("dot-scaled", "dot-scaled-all-rows"),
+}
+"""Timed ratio -> (variant, the variant it is faster than): throughputs paired per round."""
+
+
+def _paired(results: dict[str, Any], which: int) -> dict[str, Optional[float]]:
+    """Each :data:`PAIRED` ratio (``which`` 0) or its spread (1); ``None`` where a variant did not run."""
+    variants = _get(results, "training", "variants") or {}
+    return {
+        name: paired(variants[a]["seconds"], variants[b]["seconds"])[which] if a in variants and b in variants else None
+        for name, (a, b) in PAIRED.items()
+    }
+
+
 def ratios(results: dict[str, Any]) -> dict[str, Optional[float]]:
     """The headline ratios of a run's results (``None`` where a section did not run)."""
-    variants = _get(results, "training", "variants") or {}
-
-    def faster(a: str, b: str) -> Optional[float]:  # throughput of a over b, paired per round
-        if a not in variants or b not in variants:
-            return None
-        return speedup(variants[a]["seconds"], variants[b]["seconds"])
-
     beam = _get(results, "decoding", "beam")
     scale_peak = _get(results, "data", "scale", "peak_delta_mb")
     return {
-        "dot_scaled_vs_torch": faster("dot-scaled", "torch"),
-        "dot_unscaled_vs_scaled": faster("dot-unscaled", "dot-scaled"),
-        "additive_vs_dot": faster("additive-scaled", "dot-scaled"),
-        "non_padding_rows_vs_all_rows": faster("dot-scaled", "dot-scaled-all-rows"),
+        **_paired(results, 0),
         "additive_chunked_mem_vs_naive": _get(results, "memory", "training", "ratio"),  # what training pays
         "additive_chunked_inference_mem_vs_naive": _get(results, "memory", "inference", "ratio"),
         "beam5_cache_speedup": _get(results, "decoding", "cache_speedup", f"beam{beam}") if beam == 5 else None,
@@ -66,19 +73,9 @@ def ratios(results: dict[str, Any]) -> dict[str, Optional[float]]:
 
 def ratio_spreads(results: dict[str, Any]) -> dict[str, Optional[float]]:
     """The spread of the per-round values of each timed ratio of :func:`ratios` (None where not timed or not run)."""
-    variants = _get(results, "training", "variants") or {}
-
-    def rounds(a: str, b: str) -> Optional[float]:
-        if a not in variants or b not in variants:
-            return None
-        return paired(variants[a]["seconds"], variants[b]["seconds"])[1]
-
     beam = _get(results, "decoding", "beam")
     return {
-        "dot_scaled_vs_torch": rounds("dot-scaled", "torch"),
-        "dot_unscaled_vs_scaled": rounds("dot-unscaled", "dot-scaled"),
-        "additive_vs_dot": rounds("additive-scaled", "dot-scaled"),
-        "non_padding_rows_vs_all_rows": rounds("dot-scaled", "dot-scaled-all-rows"),
+        **_paired(results, 1),
         "beam5_cache_speedup": _get(results, "decoding", "cache_speedup_spread", f"beam{beam}") if beam == 5 else None,
         "greedy_cache_speedup": _get(results, "decoding", "cache_speedup_spread", "greedy"),
     }
@@ -173,14 +170,8 @@ def data_table(data: dict[str, Any]) -> Table:
     return _table("Data stage (fresh process per run)", columns, rows)
 
 
-STARTUP_FIGURES = (
-    "interpreter_s",
-    "imports_s",
-    "first_step_s",
-    "to_data_s",
-    "to_model_s",
-    "to_fit_start_s",
-    "to_first_step_s",
+STARTUP_FIGURES = ("interpreter_s", "imports_s", "first_step_s") + tuple(
+    f"to_{name}_s" for name in ("data", "model", "fit_start", "first_step")
 )
 
 

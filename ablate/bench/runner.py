@@ -1,9 +1,7 @@
-"""``ablate bench``: the command, and one run (every selected section, results in one dict).
+"""``ablate bench``: the command, and one run (every selected section, results in one dict: what ``--json`` writes).
 
-Sections run in a fixed order (training, decoding, memory, data, startup); the timed ones run in this
-process on the same inputs, the others in fresh child processes (:mod:`ablate.bench.processes`). The
-result dict is what ``--json`` writes: ``meta``, one key per section, ``ratios``, ``ratio_spread`` (of
-each timed ratio's per-round values), ``noisy`` (spread over 10 %) and ``targets_met``.
+The timed sections run in this process on the same inputs, the others in fresh child processes
+(:mod:`ablate.bench.processes`).
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ def run(
     """The results of the benchmark ``opts`` describes; ``echo`` gets one progress line per step, and
     ``checkpoint`` the results so far after every section, so an interrupted run leaves what it measured."""
     from ablate.bench import timing
+    from ablate.bench.processes import bench_data, bench_memory, bench_startup
     from ablate.bench.report import noisy, ratio_spreads, ratios, targets_met
 
     opts.check()
@@ -36,7 +35,7 @@ def run(
     results: dict[str, Any] = {
         "meta": {
             "hardware": timing.describe(dev, threads),
-            "options": {k: v for k, v in vars(opts).items()},
+            "options": dict(vars(opts)),
             "reps": opts.reps,
             "warmup": opts.warmup,
             "clock": timing.compute_clock(dev)[0],
@@ -61,38 +60,28 @@ def run(
 
     inputs = None
     if sections & {"training", "decoding", "data"}:
-        from ablate.bench.speed import load_inputs
+        from ablate.bench.speed import bench_decoding, bench_training, load_inputs
 
         echo(f"inputs: {opts.data} (vocab {opts.vocab_size}), {opts.batches} batches of <= {opts.max_tokens} tokens")
         inputs = load_inputs(opts, dev)
     if "training" in sections:
-        from ablate.bench.speed import bench_training
-
         results["training"] = bench_training(opts, inputs, dev, echo=echo)
         finish()
     if "decoding" in sections:
-        from ablate.bench.speed import bench_decoding
-
         results["decoding"] = bench_decoding(opts, inputs, dev, echo=echo)
         finish()
     if "memory" in sections:
-        from ablate.bench.processes import bench_memory
-
         modes = ("inference", "training") if opts.mem_train else ("inference",)
         results["memory"] = bench_memory(
             opts.mem_length, opts.mem_batch, opts.d_model, opts.heads, opts.mem_chunk_mb, threads, modes, echo=echo
         )
         finish()
     if "data" in sections:
-        from ablate.bench.processes import bench_data
-
         results["data"] = bench_data(
             opts.data, opts.vocab_size, opts.builtin_pairs, opts.data_scale, base=inputs.prepared, echo=echo
         )
         finish()
     if "startup" in sections:
-        from ablate.bench.processes import bench_startup
-
         results["startup"] = bench_startup(opts, warm=inputs is not None, echo=echo)
     return finish()
 

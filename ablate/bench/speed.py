@@ -32,20 +32,14 @@ from ablate.model.positions import POSITIONS, sinusoids
 from ablate.model.scores import SCORES
 from ablate.training.module import make_optimizer, sequence_loss, token_loss
 
-Batch = dict[str, Any]
-"""A collated batch (:func:`ablate.data.datamodule.collate`): tensors on the device, host counts beside them."""
+Batch = dict[str, Any]  # a collated batch (:func:`ablate.data.datamodule.collate`) on the device
 
 
 @dataclass
 class Inputs:
-    """What the measurements run on.
-
-    Attributes:
-        prepared: the encoded corpus (tokenizer, splits).
-        batches: training batches, each ``{"src": (B, S), "tgt_in": (B, T), "tgt_out": (B, T), ...}``.
-        tokens: non-padding source + target tokens of all ``batches`` together.
-        decode_src: (N, S) padded source sentences for decoding, from the test (else validation) split.
-    """
+    """What the measurements run on: the encoded corpus, training ``batches`` (``{"src": (B, S), "tgt_in":
+    (B, T), "tgt_out": (B, T), ...}``), their non-padding ``tokens``, and ``decode_src`` (N, S) from the test
+    (else validation) split."""
 
     prepared: Prepared
     batches: list[Batch]
@@ -59,11 +53,8 @@ class Inputs:
 
 def data_config(opts: BenchOptions, **changes) -> DataConfig:
     """The :class:`DataConfig` of the benchmark's text."""
-    fields = dict(
-        source=opts.data, vocab_size=opts.vocab_size, builtin_pairs=opts.builtin_pairs, cache_dir=opts.cache_dir
-    )
-    fields.update(changes)
-    return DataConfig(**fields)
+    fields = dict(source=opts.data, vocab_size=opts.vocab_size, builtin_pairs=opts.builtin_pairs)
+    return DataConfig(**{**fields, "cache_dir": opts.cache_dir, **changes})
 
 
 def batch_tokens(batch: Batch, pad_id: int = 0) -> int:
@@ -116,23 +107,17 @@ class TorchTransformer(nn.Module):
         self.register_buffer("table", sinusoids(torch.arange(max_positions), d_model), persistent=False)
         self.drop = nn.Dropout(dropout)
 
-        def encoder_layer() -> nn.TransformerEncoderLayer:
-            return nn.TransformerEncoderLayer(d_model, heads, d_ff, dropout, batch_first=True, norm_first=norm_first)
-
-        def decoder_layer() -> nn.TransformerDecoderLayer:
-            return nn.TransformerDecoderLayer(d_model, heads, d_ff, dropout, batch_first=True, norm_first=norm_first)
-
-        def final_norm() -> nn.LayerNorm | None:
-            return nn.LayerNorm(d_model) if norm_first else None
-
+        shape = dict(dim_feedforward=d_ff, dropout=dropout, batch_first=True, norm_first=norm_first)
+        encoder = nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(d_model, heads, **shape),
+            layers,
+            norm=nn.LayerNorm(d_model) if norm_first else None,
+            enable_nested_tensor=False,
+        )
+        decoder_layer = nn.TransformerDecoderLayer(d_model, heads, **shape)
+        decoder = nn.TransformerDecoder(decoder_layer, layers, norm=nn.LayerNorm(d_model) if norm_first else None)
         self.transformer = nn.Transformer(
-            d_model,
-            heads,
-            batch_first=True,
-            custom_encoder=nn.TransformerEncoder(
-                encoder_layer(), layers, norm=final_norm(), enable_nested_tensor=False
-            ),
-            custom_decoder=nn.TransformerDecoder(decoder_layer(), layers, norm=final_norm()),
+            d_model, heads, batch_first=True, custom_encoder=encoder, custom_decoder=decoder
         )
         for module in self.transformer.modules():
             if isinstance(module, nn.MultiheadAttention):
@@ -164,14 +149,10 @@ class TorchTransformer(nn.Module):
         return self.generator(out)
 
 
-REFERENCE = "torch"
-"""Name of the ``torch.nn.Transformer`` contender."""
-STANDARD = "dot-scaled"
-"""The base Transformer (dot, scaled, sinusoidal): what ratios are taken against."""
-ALL_ROWS = "dot-scaled-all-rows"
-"""The standard model with logits for every target position, padding included (what item 6 of issue 31 removed)."""
-MATMUL = "matmul-peak"
-"""Name of the square-matmul contender that measures the hardware's peak."""
+REFERENCE = "torch"  # the ``torch.nn.Transformer`` contender
+STANDARD = "dot-scaled"  # the base Transformer (dot, scaled, sinusoidal): what ratios are taken against
+ALL_ROWS = "dot-scaled-all-rows"  # the standard model with logits for every target position, padding included
+MATMUL = "matmul-peak"  # the square-matmul contender that measures the hardware's peak
 
 
 def variants() -> dict[str, dict[str, Any]]:
@@ -196,24 +177,14 @@ def variants() -> dict[str, dict[str, Any]]:
 
 def variant_config(opts: BenchOptions, changes: dict[str, Any]) -> Config:
     """The run config of one variant: the benchmark's sizes, defaults elsewhere (dropout 0.1, AdamW)."""
-    flat = {
-        "model.d_model": opts.d_model,
-        "model.layers": opts.layers,
-        "model.heads": opts.heads,
-        "model.d_ff": opts.d_ff,
-        "model.rnn.hidden": opts.d_model,
-        "data.vocab_size": opts.vocab_size,
-        "seed": opts.seed,
-        "plugins": list(opts.plugins),
-    }
-    flat.update(changes)
-    return from_flat(flat)
+    sizes = {f"model.{k}": getattr(opts, k) for k in ("d_model", "layers", "heads", "d_ff")}
+    flat = {"model.rnn.hidden": opts.d_model, "data.vocab_size": opts.vocab_size, "seed": opts.seed}
+    return from_flat({**sizes, **flat, "plugins": list(opts.plugins), **changes})
 
 
 @dataclass
 class Trainee:
-    """A model with its loss, optimiser and schedule, ready to take steps; ``dtype`` is the autocast dtype
-    (None: the device's training dtype, see :func:`ablate.bench.timing.training_dtype`)."""
+    """A model with its loss, optimiser and schedule; ``dtype`` the autocast dtype (None: the device's)."""
 
     name: str
     model: nn.Module
@@ -223,8 +194,7 @@ class Trainee:
     smoothing: float
     dev: torch.device
     dtype: Optional[torch.dtype] = None
-    all_rows: bool = False
-    """Logits for every target position (padding included), as the reference computes them."""
+    all_rows: bool = False  # logits for every target position (padding included), as the reference computes them
 
     @property
     def params(self) -> int:
@@ -239,7 +209,6 @@ class Trainee:
             return sequence_loss(self.model, batch, 0, self.smoothing)[0]
 
     def step(self, batch: Batch) -> None:
-        """One optimisation step, as ``ablate train`` takes it."""
         self.loss(batch).backward()
         if self.clip_norm:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
@@ -297,18 +266,9 @@ def _pass(trainee: Trainee, batches: list[Batch]) -> Callable[[], None]:
 def bench_training(
     opts: BenchOptions, inputs: Inputs, dev: torch.device, echo: Callable[[str], None] = lambda s: None
 ) -> dict[str, Any]:
-    """Tokens/s of every selected variant, interleaved round-robin over the same batches.
-
-    Returns:
-        ``{"clock", "variants": {name: {tokens_per_s, seconds, spread, params, ratio_vs_torch(_spread),
-        ratio_vs_standard(_spread), [gflop_per_pass, gflops, mfu, sdpa]}}, "matmul_gflops": float,
-        "tokens_per_pass": int, "batches"}``; seconds are those of ``clock``
-        (:func:`ablate.bench.timing.compute_clock`: CPU seconds on a CPU), the ratios paired per round
-        (:func:`ablate.bench.timing.paired`) with the spread of their per-round values.
-    """
-    trainees = {}
-    for name in selected(opts):
-        trainees[name] = make_trainee(name, opts, inputs.vocab, dev)
+    """Tokens/s (seconds of ``clock``, CPU seconds on a CPU) of every selected variant, interleaved
+    round-robin over the same batches, with ratios paired per round and FLOPs, MFU and SDPA backend."""
+    trainees = {name: make_trainee(name, opts, inputs.vocab, dev) for name in selected(opts)}
     census: dict[str, tuple[float, str]] = {}
     if opts.flops:
         echo("counting model FLOPs (one forward + backward per variant and batch)")
@@ -386,12 +346,8 @@ def modes(model: nn.Module, bos: int, eos: int, length: int, beam: int) -> dict[
 def bench_decoding(
     opts: BenchOptions, inputs: Inputs, dev: torch.device, echo: Callable[[str], None] = lambda s: None
 ) -> dict[str, Any]:
-    """Sentences/s and output tokens/s of the standard Transformer in every mode, interleaved.
-
-    Returns:
-        ``{"model": name, "sentences": N, "length": L, "modes": {mode: {sentences_per_s, tokens_per_s,
-        seconds, spread}}, "cache_speedup": {"greedy": x, "beam<k>": x}, "cache_speedup_spread": {...}, "clock"}``.
-    """
+    """Sentences/s and output tokens/s of the standard Transformer in every mode, interleaved, and the
+    cache's speed-up of greedy and beam search."""
     tok = inputs.prepared.tokenizer
     cfg = variant_config(opts, variants()[STANDARD])
     torch.manual_seed(opts.seed)

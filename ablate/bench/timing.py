@@ -1,12 +1,9 @@
 """Interleaved timing, and what the hardware allows: clocks, rounds, medians, matmul peak, model FLOPs.
 
-* On a CPU the clock is the CPU time of the computing threads (:func:`compute_clock`): a neighbour on a
-  shared machine stretches wall-clock time, not the CPU time the work needs. On a GPU: the wall clock.
-* Contenders run round-robin (who goes first rotates); ratios are per round, their median reported
-  (:func:`paired`) with their spread: over :data:`NOISY` is flagged, not trusted.
-* The **matmul peak** is measured as one more contender, so it sees the same noise as the models.
-* **Model FLOPs** of a training step are counted by ``FlopCounterMode`` (matrix products and attention
-  kernels only); **MFU** = FLOPs x steps/s / matmul peak; the **SDPA backend** is read off the aten ops.
+On a CPU the clock is the CPU time of the computing threads (a neighbour on a shared machine stretches wall
+time, not CPU time); contenders run round-robin, ratios are per round (their median reported with their
+spread); the matmul peak is one more contender, so it sees the same noise; FLOPs are counted by
+``FlopCounterMode`` (MFU = FLOPs x steps/s / matmul peak), and the SDPA backend read off the aten ops.
 """
 
 from __future__ import annotations
@@ -21,20 +18,13 @@ from typing import Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-Clock = Callable[[], float]
-"""Seconds since an arbitrary origin, increasing."""
-
-NOISY = 0.10
-"""A ratio whose per-round values spread more than this ((max - min) / median) is flagged as noisy."""
+Clock = Callable[[], float]  # seconds since an arbitrary origin, increasing
+NOISY = 0.10  # a ratio whose per-round values spread more than this ((max - min) / median) is flagged
 
 
 def compute_clock(dev: torch.device | None = None) -> tuple[str, Clock]:
-    """The clock that times work on ``dev`` (None: the CPU), and its name.
-
-    ``thread_cpu`` (``time.thread_time``, this thread's CPU time) when torch computes on one thread,
-    ``process_cpu`` (``time.process_time``, every thread of the process, the intra-op pool included)
-    when it uses several, ``wall`` (``time.perf_counter``) on a GPU (None: on one when there is one).
-    """
+    """The clock that times work on ``dev`` (None: the GPU if any), and its name: ``thread_cpu`` when torch
+    computes on one thread, ``process_cpu`` (the intra-op pool included) on several, ``wall`` on a GPU."""
     if dev is None:
         dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if dev.type == "cuda":
@@ -52,7 +42,7 @@ def set_threads(threads: int) -> int:
 
 
 def synchronize() -> None:
-    """Wait for queued GPU work, so a timer measures it (no-op on CPU)."""
+    """Wait for queued GPU work, so a timer measures it."""
     if torch.cuda.is_available():
         torch.cuda.synchronize()
 
@@ -85,11 +75,8 @@ def median(values: list[float]) -> float:
 
 
 def speedup(fast: list[float], slow: list[float]) -> float:
-    """How many times faster ``fast`` ran than ``slow``: the median over rounds of ``slow[r] / fast[r]``.
-
-    Pairing the two durations of each round cancels slow drifts of the machine's load; for
-    equal work it is also the ratio of throughputs.
-    """
+    """How many times faster ``fast`` ran than ``slow``: the median over rounds of ``slow[r] / fast[r]``
+    (pairing each round's durations cancels slow drifts of the machine's load)."""
     return paired(fast, slow)[0]
 
 
@@ -116,7 +103,6 @@ BACKENDS = {  # substring of an aten op name -> backend label; first match wins
 
 
 def device() -> torch.device:
-    """The GPU when there is one, else the CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
@@ -162,11 +148,8 @@ def describe(dev: torch.device, threads: int) -> dict:
 def matmul_work(
     dev: torch.device, n: int = 0, repeat: int = 4, dtype: torch.dtype | None = None
 ) -> tuple[Callable[[], None], float]:
-    """A contender doing ``repeat`` (n x n) @ (n x n) products in ``dtype`` (default: the training dtype),
-    and its FLOPs.
-
-    ``n`` defaults to 1024 on a CPU and 8192 on a GPU (big enough to reach the tensor cores' peak).
-    """
+    """A contender doing ``repeat`` (n x n) @ (n x n) products in ``dtype`` (default: the training dtype), and
+    its FLOPs; ``n`` defaults to 1024 on a CPU and 8192 on a GPU (big enough for the tensor cores' peak)."""
     n = n or (8192 if dev.type == "cuda" else 1024)
     dtype = dtype or training_dtype(dev)
     a = torch.randn(n, n, device=dev, dtype=dtype)

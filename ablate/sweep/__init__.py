@@ -1,18 +1,12 @@
 """Sweeps: W&B sweep files run locally over every device slot (resumable, one process per trial), on SLURM
 or Ray, or through a W&B server across machines; called, ``ablate.sweep("sweeps/x.yaml")`` is :func:`run`.
-
-Modules: ``spec`` (the sweep file: validation, variants, points, its W&B form), ``state`` (the sweep
-folder: ``sweep.json``, locks, how a trial ended), ``planner`` (which trials, in which order, retries,
-W&B's search, hyperband), ``local`` (the executor protocol; processes on device slots), ``slurm`` and
-``ray_cluster`` (their executors), ``launcher`` (the one loop, the ``--launcher`` registry, live
-progress), ``wandb_server`` (``wandb.sweep`` / ``wandb.agent``, ``ablate sync``), ``commands`` (the
-``ablate sweep`` CLI).
 """
 
 from __future__ import annotations
 
 import sys
 import types
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
@@ -26,9 +20,8 @@ __all__ = ["SweepError", "SweepRun", "SweepSpec", "load_spec", "run"]
 
 @dataclass(frozen=True)
 class SweepRun:
-    """A sweep folder after :func:`run`: where it is (``out``: ``ablate.table(out)`` reads it), its
-    ``sweep.json`` (``state``: :class:`~ablate.sweep.state.SweepState`), and whether it was ``interrupted``
-    (run again to resume)."""
+    """A sweep folder after :func:`run` (``ablate.table(out)`` reads it), its ``sweep.json``
+    (:class:`~ablate.sweep.state.SweepState`), and whether it was ``interrupted`` (run again to resume)."""
 
     out: Path
     state: Any
@@ -41,20 +34,16 @@ class SweepRun:
 
     @property
     def finished(self) -> bool:
-        """Every trial finished."""
         return not self.interrupted and all(status == RunStatus.FINISHED for status in self.trials.values())
 
     def __repr__(self) -> str:
-        counts: dict[str, int] = {}
-        for status in self.trials.values():
-            counts[status] = counts.get(status, 0) + 1
+        counts = Counter(self.trials.values())
         summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no trials"
         return f"SweepRun({str(self.out)!r}: {summary}{', interrupted' if self.interrupted else ''})"
 
 
 def _spec_file(file_or_dict: Union[str, Path, dict[str, Any]], out: Optional[Path]) -> Path:
-    """The sweep file to run: ``file_or_dict`` itself, or a dict written to ``<out>/sweep.yaml`` (so the
-    folder names its sweep file as a run from the command line does)."""
+    """The sweep file to run: ``file_or_dict``, or a dict written to ``<out>/sweep.yaml``."""
     if not isinstance(file_or_dict, dict):
         return Path(file_or_dict)
     import yaml
@@ -83,24 +72,9 @@ def run(
     config: Union[str, Path, None] = None,
     quiet: bool = False,
 ) -> SweepRun:
-    """Run a sweep on this machine, as ``ablate sweep run FILE [OVERRIDES] --out OUT --parallel N`` does:
-    every trial its own ``python -m ablate train`` process over the device slots; rerunning resumes.
-
-    Args:
-        file_or_dict: a sweep file (W&B format) or the same as a dict.
-        overrides: ``key=value`` for every trial; ``key=a,b`` adds a grid axis.
-        out: the sweep folder (default ``runs/<sweep name>``).
-        parallel: trials at once on CPU (cores split evenly), or per GPU group.
-        devices: ``auto``, ``cpu`` or GPU ids (``0,1``).
-        gpus_per_trial: GPUs per trial (DDP when more than one).
-        max_trials: run at most this many trials.
-        retry_failed: run failed trials again.
-        config: a base YAML config for every trial.
-        quiet: print nothing (the trials still write their ``trial.log``).
-
-    Raises:
-        SweepError / ConfigError: a bad sweep, override or option, before any trial starts.
-    """
+    """Run a sweep on this machine as ``ablate sweep run FILE [OVERRIDES] --out OUT --parallel N ...`` does
+    (the options are the command's); ``file_or_dict``: a sweep file or the same as a dict; ``quiet``: print
+    nothing. A bad sweep, override or option raises (``SweepError`` / ``ConfigError``) before any trial starts."""
     from rich.console import Console
 
     from ablate.sweep.launcher import Launcher, Progress, make_executor
@@ -126,7 +100,6 @@ def run(
         config=None if config is None else Path(config),
         retry_failed=retry_failed,
         max_trials=max_trials,
-        trial_limit=TRIAL_LIMIT,
     )
     args = ExecutorArgs(name=spec.name, devices=devices, gpus_per_trial=gpus_per_trial, parallel=parallel)
     executor = make_executor("local", args, opts)  # as `ablate sweep run --launcher local`
@@ -137,9 +110,8 @@ def run(
 
 
 class _CallablePackage(types.ModuleType):
-    """``ablate.sweep`` is this package and, called, :func:`run`: one name for both, because importing any
-    ``ablate.sweep.*`` module binds ``ablate.sweep`` to the package, which would shadow a function of that
-    name on ``ablate``."""
+    """``ablate.sweep`` is this package and, called, :func:`run` (importing ``ablate.sweep.*`` binds the name
+    to the package, which would shadow a function of that name on ``ablate``)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> SweepRun:
         return run(*args, **kwargs)

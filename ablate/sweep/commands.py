@@ -1,8 +1,6 @@
 """``ablate sweep``: run a sweep file locally, on SLURM or Ray, or through W&B across machines, and show it.
 
-Mounted by :mod:`ablate.cli` as ``app.add_typer(sweep_app, name="sweep")``. Bad input ends with one red
-line and exit code 2, never a traceback. What it prints (the dry-run list, the end-of-run report, the
-status table) takes the console to print to (the CLI's; tests give a wide one).
+Bad input ends with one red line and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -45,8 +43,7 @@ from ablate.utils.commands import fail, typer_app
 if TYPE_CHECKING:
     from ablate.sweep.slurm import PackedSweep
 
-FAILED = 1
-"""Exit status of a sweep with a failed or unfinished trial (and of a dry run listing an invalid one)."""
+FAILED = 1  # exit status of a sweep with a failed or unfinished trial (a dry run: an invalid one)
 STYLES = {
     RunStatus.FINISHED: "green",
     RunStatus.FAILED: "red",
@@ -62,11 +59,7 @@ def unfinished(state: SweepState) -> int:
 
 
 class PlanProgress:
-    """A progress bar on stderr for planning and listing that has run past :attr:`after_s` seconds.
-
-    Called as a :data:`~ablate.sweep.planner.Tick` ``(what, done, total)``; nothing shows for a plan
-    that ends sooner, and stdout keeps only the listing.
-    """
+    """A :data:`~ablate.sweep.planner.Tick`: a progress bar on stderr once planning has run past :attr:`after_s`."""
 
     after_s = 2.0
 
@@ -97,8 +90,7 @@ class PlanProgress:
 
 
 def preview(console: Console, planner: Planner, progress: Optional[PlanProgress] = None) -> int:
-    """Print the trials a run would plan, one line each (plain text where stdout is not a terminal);
-    returns how many are invalid. ``progress`` (on stderr) is told how planning and listing go."""
+    """Print the trials a run would plan, one line each; returns how many are invalid."""
     tick = progress or quiet
     planner.tick = tick
     try:
@@ -186,8 +178,7 @@ def status_table(state: SweepState, out: Path, metric: Optional[str]) -> Table:
 
 
 def show_status(console: Console, state: SweepState, out: Path) -> None:
-    """``ablate sweep status``: the table, the counts, whether a launcher holds the folder, packed workers'
-    trials, the best trial (the metric and goal from the sweep's file when that is still there)."""
+    """``ablate sweep status``: the table, the counts, whether a launcher holds the folder, workers, the best."""
     try:
         spec: Optional[SweepSpec] = load_spec(state.source)
     except (SweepError, OSError):
@@ -214,16 +205,12 @@ app = typer_app(
 )
 console = Console()
 
-SLURM = "SLURM (--launcher slurm)"
-"""The help panel of the options that only the SLURM launcher reads."""
+SLURM = "SLURM (--launcher slurm)"  # the help panel of the options only the SLURM launcher reads
 DEVICES_HELP = "auto (every visible GPU, else CPU), cpu, or GPU ids such as 0,1,2,3."
 
 
 def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn W&B's own errors (no API key, server unreachable: not bugs) into one red line, exit code 2.
-
-    Sweep and config mistakes (:class:`~ablate.errors.AblateError`) end the same way through the app.
-    """
+    """Turn W&B's own errors (no API key, server unreachable: not bugs) into one red line, exit code 2."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -267,41 +254,35 @@ LAUNCHER = typer.Option(
     "on the cluster RAY_ADDRESS names (else a local one), --cpus-per-trial and --gpus-per-trial / --parallel each.",
     autocompletion=_complete_launcher,
 )
-PARTITION = typer.Option(None, "--partition", rich_help_panel=SLURM, help="partition for the jobs.")
-NODES = typer.Option(1, "--nodes-per-trial", rich_help_panel=SLURM, help="nodes per trial (DDP across them).")
-MAX_CONCURRENT = typer.Option(
-    8, "--max-concurrent", rich_help_panel=SLURM, help="jobs of this sweep queued or running at once."
-)
-TIME = typer.Option(
-    "04:00:00",
-    "--time",
-    rich_help_panel=SLURM,
-    help="job time limit, HH:MM:SS or D-HH:MM:SS; trials checkpoint and requeue before it.",
-)
-CPUS = typer.Option(
-    None, "--cpus-per-trial", rich_help_panel=SLURM, help="CPUs per task (also the trainer's torch threads)."
-)
-TRIALS_PER_JOB = typer.Option(
+
+
+def _slurm(default: Any, flag: str, help: str, **kwargs: Any) -> Any:
+    """An option only the SLURM launcher reads, in its own help panel."""
+    return typer.Option(default, flag, rich_help_panel=SLURM, help=help, **kwargs)
+
+
+PARTITION = _slurm(None, "--partition", "partition for the jobs.")
+NODES = _slurm(1, "--nodes-per-trial", "nodes per trial (DDP across them).")
+MAX_CONCURRENT = _slurm(8, "--max-concurrent", "jobs of this sweep queued or running at once.")
+TIME = _slurm("04:00:00", "--time", "job time limit, HH:MM:SS or D-HH:MM:SS; trials checkpoint and requeue before it.")
+CPUS = _slurm(None, "--cpus-per-trial", "CPUs per task (also the trainer's torch threads).")
+TRIALS_PER_JOB = _slurm(
     None,
     "--trials-per-job",
-    min=1,
-    rich_help_panel=SLURM,
-    help="pack trials: --max-concurrent worker jobs, each running this many trials at once (sharing the job's "
+    "pack trials: --max-concurrent worker jobs, each running this many trials at once (sharing the job's "
     "--gpus-per-trial GPUs, --cpus-per-trial CPUs each) and pulling the next planned trial until none is left.",
+    min=1,
 )
-MEM = typer.Option(None, "--mem", rich_help_panel=SLURM, help="memory per node, e.g. 32G.")
-SIGNAL_DELAY = typer.Option(
-    120,
-    "--signal-delay",
-    rich_help_panel=SLURM,
-    help="seconds before the time limit at which a job checkpoints and requeues itself.",
+MEM = _slurm(None, "--mem", "memory per node, e.g. 32G.")
+SIGNAL_DELAY = _slurm(
+    120, "--signal-delay", "seconds before the time limit at which a job checkpoints and requeues itself."
 )
-SLURM_ARG = typer.Option(
-    None,
-    "--slurm-arg",
-    rich_help_panel=SLURM,
-    help="another #SBATCH option as KEY=VALUE (repeatable), e.g. account=abc or qos=high.",
+SLURM_ARG = _slurm(
+    None, "--slurm-arg", "another #SBATCH option as KEY=VALUE (repeatable), e.g. account=abc or qos=high."
 )
+PROJECT = typer.Option(None, "--project", help="W&B project (default: WANDB_PROJECT or ablate).")
+ENTITY = typer.Option(None, "--entity", help="W&B entity (user or team).")
+CONFIG = typer.Option(None, "--config", help="Base YAML config for every trial.")
 MAX_TRIALS = typer.Option(
     None,
     "--max-trials",
@@ -359,7 +340,7 @@ def run(
     max_trials: Optional[int] = MAX_TRIALS,
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed trials again."),
     retries: int = RETRIES,
-    config: Optional[Path] = typer.Option(None, "--config", help="Base YAML config for every trial."),
+    config: Optional[Path] = CONFIG,
     grace: float = typer.Option(30.0, "--grace", help="Seconds a stopped trial gets to save a checkpoint."),
     trial_timeout: Optional[float] = TRIAL_TIMEOUT,
     stall_warning: float = STALL_WARNING,
@@ -461,8 +442,8 @@ def status(
 @user_errors
 def create(
     file: Path = typer.Argument(..., help="Sweep file to register with the W&B server."),
-    project: Optional[str] = typer.Option(None, "--project", help="W&B project (default: WANDB_PROJECT or ablate)."),
-    entity: Optional[str] = typer.Option(None, "--entity", help="W&B entity (user or team)."),
+    project: Optional[str] = PROJECT,
+    entity: Optional[str] = ENTITY,
 ) -> None:
     """Register a sweep with the W&B server and print its id (then run 'ablate sweep agent ID')."""
     from ablate.sweep.wandb_server import create_sweep
@@ -490,11 +471,11 @@ def agent(
     devices: str = typer.Option("auto", "--devices", help=DEVICES_HELP + " One W&B agent per slot."),
     gpus_per_trial: int = typer.Option(1, "--gpus-per-trial", help="GPUs per trial; more than one trains with DDP."),
     parallel: int = typer.Option(1, "--parallel", help="Agents at once on CPU, or per GPU group."),
-    project: Optional[str] = typer.Option(None, "--project", help="W&B project (default: WANDB_PROJECT or ablate)."),
-    entity: Optional[str] = typer.Option(None, "--entity", help="W&B entity (user or team)."),
+    project: Optional[str] = PROJECT,
+    entity: Optional[str] = ENTITY,
     count: Optional[int] = typer.Option(None, "--count", help="Runs per agent (default: until the sweep is done)."),
     out: Path = typer.Option(Path("runs") / "wandb", "--out", help="Trials run in OUT/<sweep name>/<run>-<W&B id>."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Base YAML config for every trial."),
+    config: Optional[Path] = CONFIG,
 ) -> None:
     """Serve a W&B sweep: one agent per device slot, each trial its own 'ablate train' process."""
     from ablate.sweep.wandb_server import AgentOptions, run_agents

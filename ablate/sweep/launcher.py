@@ -1,13 +1,9 @@
 """The sweep loop: the planner hands out trials, an executor (from :data:`EXECUTORS`, ``--launcher``) runs them.
 
-Each tick the loop reads back the attempts that ended (the planner records them: finished, failed, or
-relaunched), ends those hyperband drops or that ran past their time limit (``--trial-timeout``, by default
-from the budget: they are recorded ``timeout``), names on stderr those whose log and record stopped moving
-(``--stall-warning``), and starts the next trials while the executor has room. A crash, OOM or NaN ends only
-its trial. Rerunning the same command skips finished trials, adopts what a previous launcher left running
-(SLURM jobs) or stops it (local processes), and resumes interrupted trials from their checkpoints. Ctrl-C
-(SIGTERM, SIGHUP) stops the running attempts, which checkpoint; attempts that outlive the launcher are only
-no longer watched. On a terminal a live panel (:class:`Progress`) shows counts, ETA and the best so far.
+Each tick the loop reads back the attempts that ended, ends those hyperband drops or that ran past their time
+limit (``--trial-timeout``: recorded ``timeout``), warns about those whose log and record stopped moving
+(``--stall-warning``), and starts the next trials while the executor has room. A rerun skips finished trials,
+adopts or stops what a previous launcher left running, and resumes interrupted ones from their checkpoints.
 """
 
 from __future__ import annotations
@@ -34,6 +30,7 @@ from ablate.sweep.local import (
     LaunchRefused,
     LocalExecutor,
     signals_raise_interrupt,
+    wind_down,
 )
 from ablate.sweep.planner import LaunchOptions, Planner, SweepResult, trainer_command
 from ablate.sweep.ray_cluster import RayExecutor
@@ -45,7 +42,7 @@ log = logging.getLogger(__name__)
 
 
 class ExecutorClass(Protocol):
-    """A registry entry: a class that builds its executor from the command line (docs/extending.md: an example)."""
+    """A registry entry: a class that builds its executor from the command line (docs/extending.md)."""
 
     def from_args(self, args: ExecutorArgs, opts: LaunchOptions) -> Executor: ...
 
@@ -54,8 +51,7 @@ EXECUTORS: dict[str, ExecutorClass] = {
     "local": LocalExecutor,  # processes over this machine's GPU/CPU slots
     "slurm": SlurmExecutor,  # one batch job per trial through submitit, from a login node
     "ray": RayExecutor,  # one Ray task per trial on a Ray cluster (the optional extra ablate[ray])
-}
-"""``--launcher`` name -> executor class (with ``from_args``); the CLI's choices, help and did-you-mean come from here."""
+}  # the CLI's choices, help and did-you-mean come from here
 
 
 def executor_class(name: str) -> ExecutorClass:
@@ -76,8 +72,6 @@ def make_executor(name: str, args: ExecutorArgs, opts: LaunchOptions) -> Executo
 
 @dataclass(frozen=True)
 class Stats:
-    """A snapshot of a sweep's progress."""
-
     total: int
     finished: int
     failed: int
@@ -92,17 +86,14 @@ class Stats:
 
 
 def stats(state: SweepState, goal: str, total: int, elapsed_s: float, slots: int, durations: list[float]) -> Stats:
-    """Counts, and an ETA from the mean duration of the trials this launcher finished."""
+    """Counts, and an ETA from the trials this launcher finished."""
     finished = state.count(RunStatus.FINISHED, RunStatus.STOPPED)
     failed = state.count(RunStatus.FAILED)
     running = state.count(RunStatus.RUNNING)
     remaining = max(0, total - finished - failed)
-    eta = None
+    eta = None if remaining else 0.0
     if durations and remaining:
-        mean = sum(durations) / len(durations)
-        eta = mean * remaining / max(1, min(slots, remaining))
-    elif not remaining:
-        eta = 0.0
+        eta = sum(durations) / len(durations) * remaining / max(1, min(slots, remaining))
     return Stats(total, finished, failed, running, elapsed_s, eta, best_trial(state, goal))
 
 
@@ -137,7 +128,7 @@ class Progress:
     def update(
         self, state: SweepState, total: int, slots: int, durations: list[float], running: dict[str, float]
     ) -> Stats:
-        """Redraw the panel. ``running``: trial name -> ``time.monotonic()`` at its start."""
+        """Redraw the panel (``running``: trial name -> ``time.monotonic()`` at its start)."""
         now = time.monotonic()
         snap = stats(state, self.goal, total, now - self._started, slots, durations)
         if self._live is not None and now - self._drawn >= 0.5:  # redraw twice a second at most
@@ -181,13 +172,11 @@ class _Running:
     stalled: bool = False  # warned about, and silent since
 
 
-TIMED_OUT = "time limit"
-"""The ``stop`` of an attempt that ran past its time limit."""
+TIMED_OUT = "time limit"  # the ``stop`` of an attempt that ran past its time limit
 
 
 class Launcher:
-    """Runs one sweep folder to completion (or until interrupted), on ``executor`` (default: local processes over
-    ``opts.slots``), its lines and live panel on ``progress``. One instance per run."""
+    """Runs one sweep folder to completion (or until interrupted) on ``executor`` (default: local ``opts.slots``)."""
 
     def __init__(
         self,
@@ -257,7 +246,6 @@ class Launcher:
         self.progress.event(f"{trial.status:<8} {trial.name} ({where}{clock(elapsed)}){detail}", style)
 
     def _collect(self) -> None:
-        """Read back every attempt that ended."""
         polled = self.executor.poll([r.handle for r in self.running.values()])
         for handle, exit in polled.ended:
             self._reap(self.running[handle.trial.name], exit)
@@ -265,7 +253,6 @@ class Launcher:
             self.planner.save()
 
     def _early_terminate(self) -> None:
-        """Feed running trials' metrics to W&B's hyperband and stop the trials it drops."""
         if not self.executor.can_stop_early or not self.running:
             return
         trials = [r.handle.trial for r in self.running.values()]
@@ -278,7 +265,6 @@ class Launcher:
                 self.progress.event(f"stopping {name} early (hyperband)", "yellow")
 
     def _time_limits(self) -> None:
-        """Stop every attempt past its time limit (SIGTERM, then SIGKILL after the grace)."""
         now = time.monotonic()
         for name, run in self.running.items():
             if run.limit_s is not None and run.stop is None and now - run.mono > run.limit_s:
@@ -287,7 +273,6 @@ class Launcher:
                 self.progress.event(f"stopping {name}: it ran past its time limit of {clock(run.limit_s)}", "red")
 
     def _stalls(self) -> None:
-        """Warn once on stderr about each attempt whose log and record have not changed for ``stall_s``."""
         if self.opts.stall_s <= 0:
             return
         now = time.time()
@@ -320,24 +305,13 @@ class Launcher:
             self._launch(trial)
 
     def _stop_all(self) -> None:
-        """Stop every running attempt (SIGTERM, grace, SIGKILL) and record them interrupted."""
         for run in self.running.values():
             run.stop = run.stop or "shutdown"
-            self.executor.stop(run.handle)
-        deadline = time.monotonic() + self.opts.grace_s
-        while self.running and time.monotonic() < deadline:
-            self._collect()
-            time.sleep(0.05)
-        for run in self.running.values():
-            self.executor.kill(run.handle)
-        while self.running:
-            self._collect()
-            time.sleep(0.01)
+        wind_down(self.executor, lambda: [r.handle for r in self.running.values()], self._collect, self.opts.grace_s)
 
     # ---- the run -----------------------------------------------------------------------
 
     def _recover(self) -> None:
-        """Trials a previous launcher left running: watched again, or stopped and read back."""
         for trial in self.planner.left_running():
             handle = self.executor.adopt(trial, self.progress.event)
             if handle is None:
@@ -347,7 +321,6 @@ class Launcher:
                 self._track(handle)
 
     def run(self) -> SweepResult:
-        """Plan, then train until every trial is done or the launcher is interrupted."""
         if self.opts.config is not None:
             read_yaml(self.opts.config)  # a missing or malformed base config fails once, up front
         self.executor.check()

@@ -1,21 +1,17 @@
 """Where trials run: the :class:`Executor` protocol every launcher backend implements, and this machine's.
 
-An executor only starts a trial's command somewhere, says when it ended and how, stops it when asked, and
-takes over trials a previous launcher left running; the loop (:mod:`ablate.sweep.launcher`) and the planner
-decide the rest. One class per backend, no shared base class (torchtune's "no implementation inheritance").
-
-Locally every trial is its own ``python -m ablate train`` process on a device slot, the leader of a new
-session, so one ``killpg`` stops it and everything it started (DDP ranks, data workers); on Linux the
-kernel sends it SIGTERM when the launcher dies (``PR_SET_PDEATHSIG``), and its pid and start time in
-``sweep.json`` let a rerun recognise a survivor and stop it. A GPU slot owns ``gpus_per_trial`` GPUs
-(``CUDA_VISIBLE_DEVICES``); CPU slots share the cores evenly (``OMP_NUM_THREADS``), and idle OpenMP threads
-sleep instead of spinning (``OMP_WAIT_POLICY=PASSIVE``): an oversubscribed trial slows down many times over
-(measured in ``docs/sweeps.md``).
+An executor starts a trial's command, says when and how it ended, stops it, and takes over trials a previous
+launcher left running; the loop (:mod:`ablate.sweep.launcher`) and the planner decide the rest. Locally each
+trial is its own process-group leader (one ``killpg`` stops its DDP ranks and workers), gets SIGTERM when the
+launcher dies (``PR_SET_PDEATHSIG``), and is recognised after a crash by its pid and start time. CPU slots
+share the cores evenly with ``OMP_WAIT_POLICY=PASSIVE``: an oversubscribed trial slows down many times
+over (measured in ``docs/sweeps.md``).
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import shlex
 import signal
@@ -32,14 +28,10 @@ from ablate.record import LOG_FILE
 from ablate.sweep.spec import SweepError
 from ablate.sweep.state import Trial
 
-Argv = Callable[[list[str]], list[str]]
-"""``(backend overrides) -> argv`` of one trial: the trial's command with what the backend adds
-(``train.devices=2`` for a two-GPU slot, ``train.nodes=2`` for a two-node job)."""
-LOG_LIMIT = 64 * 2**20
-"""Bytes of ``trial.log`` one attempt may fill (a trainer printing in a loop cannot fill the disk)."""
+Argv = Callable[[list[str]], list[str]]  # (backend overrides, e.g. train.devices=2) -> argv of one trial
+LOG_LIMIT = 64 * 2**20  # bytes of trial.log one attempt may fill (a trainer printing in a loop cannot fill the disk)
 CUT_MARK = b"\n[... ablate sweep cut this attempt's output here: trial.log keeps its first and last lines ...]\n"
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
-"""The folder that holds this ``ablate`` package: a checkout, or site-packages when installed."""
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # a checkout, or site-packages when installed
 
 
 class LaunchRefused(SweepError):
@@ -48,9 +40,8 @@ class LaunchRefused(SweepError):
 
 @dataclass
 class Handle:
-    """One started attempt of a trial, as its executor knows it: ``where`` it runs (for the progress line),
-    ``since`` (a ``summary.json`` older than this ``time.time()`` is an earlier attempt's), ``log_start`` (bytes
-    of ``trial.log`` before it), ``tag`` (a short name for the end-of-trial line), ``ref`` (the executor's own)."""
+    """One started attempt: ``where`` it runs, ``since`` (an older ``summary.json`` is an earlier attempt's),
+    ``log_start`` (bytes of ``trial.log`` before it), ``tag`` (for the end-of-trial line), ``ref`` (the executor's)."""
 
     trial: Trial
     where: str
@@ -62,12 +53,8 @@ class Handle:
 
 @dataclass(frozen=True)
 class Exit:
-    """How an attempt ended, as far as its backend can tell (the trial's ``summary.json`` says the rest).
-
-    ``code``: the exit code (``-N`` for signal N, ``None`` when the process vanished); ``lost``: ended from
-    outside (a signal, preempted, cancelled), not by the trial's own error, so the planner relaunches it
-    (``--retries``); ``reason``: the backend's words for a lost attempt, recorded when retries are used up.
-    """
+    """How an attempt ended as its backend tells: ``code`` (``-N``: signal N, ``None``: vanished), ``lost``
+    (ended from outside, so it is relaunched), ``reason`` (recorded when retries are used up)."""
 
     code: Optional[int]
     lost: bool = False
@@ -76,7 +63,7 @@ class Exit:
 
 @dataclass
 class Polled:
-    """What one :meth:`Executor.poll` saw: the attempts that ended, and whether a trial's recorded state changed."""
+    """What one :meth:`Executor.poll` saw: the attempts that ended, and whether a trial's state changed."""
 
     ended: list[tuple[Handle, Exit]] = field(default_factory=list)
     changed: bool = False
@@ -84,9 +71,8 @@ class Polled:
 
 @dataclass(frozen=True)
 class ExecutorArgs:
-    """What ``ablate sweep run`` was told about where trials run; each backend reads its own fields:
-    the local slots (``--devices``, ``--gpus-per-trial``: ``None`` when not given, 1 locally and 0 on
-    SLURM; ``--parallel``) and the SLURM job's shape (``--partition`` ... ``--slurm-arg``)."""
+    """What ``ablate sweep run`` was told about where trials run; each backend reads its own fields
+    (``gpus_per_trial`` ``None``: not given, so 1 locally and 0 on SLURM)."""
 
     name: str = "sweep"
     devices: str = "auto"
@@ -103,11 +89,7 @@ class ExecutorArgs:
 
 
 class Executor(Protocol):
-    """A launcher backend (docs/extending.md: what the loop uses each member for). In a trial's life: :meth:`start`,
-    :meth:`poll` every tick until it reports the attempt ended, :meth:`release`; :meth:`stop` (SIGTERM: the trial
-    checkpoints) then :meth:`kill` to end it early; :meth:`adopt` (a handle to keep watching, or ``None`` once
-    nothing of it runs) once per trial a previous launcher left ``running``. ``outlives_launcher``: Ctrl-C leaves
-    attempts running and a rerun adopts them (SLURM jobs); ``can_stop_early``: hyperband applies."""
+    """A launcher backend (docs/extending.md says what the loop uses each member for)."""
 
     poll_s: float
     outlives_launcher: bool
@@ -129,15 +111,14 @@ class Executor(Protocol):
 
 @dataclass(frozen=True)
 class Slot:
-    """One place a trial can run: its ``index`` among the slots; ``gpus`` for ``CUDA_VISIBLE_DEVICES``
-    (``()`` hides every GPU, ``None`` leaves the variable as it is); ``threads`` for the trial's torch."""
+    """One place a trial can run: ``gpus`` for ``CUDA_VISIBLE_DEVICES`` (``()`` hides every GPU, ``None``
+    leaves it as it is), ``threads`` for its torch."""
 
     index: int
     gpus: Optional[tuple[str, ...]]
     threads: int
 
     def env(self, base: dict[str, str]) -> dict[str, str]:
-        """``base`` with this slot's devices and thread count."""
         env = dict(base)
         if self.gpus is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus)
@@ -147,15 +128,21 @@ class Slot:
         return env
 
     def overrides(self) -> list[str]:
-        """Trainer overrides this slot needs: DDP over its GPUs when it has more than one."""
+        """DDP over its GPUs when it has more than one."""
         return [f"train.devices={len(self.gpus)}"] if self.gpus and len(self.gpus) > 1 else []
 
     def describe(self) -> str:
         return f"gpu {','.join(self.gpus)}" if self.gpus else f"cpu x{self.threads}"
 
 
+def device_overrides(gpus: float, nodes: Optional[int] = None, threads: Optional[int] = None) -> list[str]:
+    """What a trainer must know of its share: GPUs (a fraction counts as one) or one CPU, nodes, threads."""
+    out = [f"train.accelerator={'gpu' if gpus > 0 else 'cpu'}", f"train.devices={max(1, math.floor(gpus))}"]
+    return out + ([f"train.nodes={nodes}"] if nodes else []) + ([f"train.threads={threads}"] if threads else [])
+
+
 def cpu_count() -> int:
-    """Cores this process may use (respects affinity masks and containers' cpusets)."""
+    """Cores this process may use (affinity masks, containers' cpusets)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -181,9 +168,8 @@ def plan_slots(
     cores: Optional[int] = None,
     gpus: Callable[[], list[str]] = visible_gpus,
 ) -> list[Slot]:
-    """The slots for ``--devices`` (``auto``: every visible GPU, else CPU; ``cpu``; or GPU ids ``0,1,2,3``),
-    ``--gpus-per-trial`` and ``--parallel`` (trials at once on CPU, or per GPU group: small models share a
-    GPU); ``cores`` to share default to those this process may use, ``gpus`` lists the visible ids."""
+    """The slots for ``--devices``, ``--gpus-per-trial`` and ``--parallel`` (trials at once on CPU, or per
+    GPU group); ``cores`` default to this process's, ``gpus`` lists the visible ids."""
     if parallel < 1 or gpus_per_trial < 1:
         raise SweepError("--parallel and --gpus-per-trial must be at least 1")
     cores = cores or cpu_count()
@@ -224,8 +210,7 @@ def ablate_argv(*args: str) -> list[str]:
 
 
 def child_env(env: dict[str, str]) -> dict[str, str]:
-    """``env`` with :data:`PACKAGE_ROOT` first on ``PYTHONPATH`` unless it is an installed path, so
-    ``python -m ablate`` in a child runs this same copy of the code (a checkout used without installing too)."""
+    """``env`` with :data:`PACKAGE_ROOT` first on ``PYTHONPATH`` (unless installed), so a child runs this code."""
     installed = {str(Path(p).resolve()) for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"))}
     if str(PACKAGE_ROOT) in installed:
         return dict(env)
@@ -241,8 +226,7 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 def start_process(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
-    """Start ``command`` in a session of its own, stdout and stderr appended to ``log_path`` (``env``
-    through :func:`child_env`)."""
+    """Start ``command`` in a session of its own, its output appended to ``log_path``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
@@ -258,8 +242,8 @@ def start_process(command: list[str], env: dict[str, str], log_path: Path) -> su
 
 
 def bound_log(log_path: Path, start: int, limit: int) -> bool:
-    """Keep what a running trial appends to ``log_path`` from byte ``start`` on within ``limit`` bytes: past it,
-    its first ``limit // 2`` bytes, :data:`CUT_MARK` and its last ``limit // 4`` (it grows again from there)."""
+    """Keep what a trial appends to ``log_path`` after byte ``start`` within ``limit`` bytes: past it, its first
+    ``limit // 2`` bytes, :data:`CUT_MARK` and its last ``limit // 4``."""
     try:
         size = log_path.stat().st_size
         if limit <= 0 or size - start <= limit:
@@ -278,8 +262,7 @@ def bound_log(log_path: Path, start: int, limit: int) -> bool:
 
 
 def start_time(pid: int) -> Optional[int]:
-    """The kernel's start time of ``pid`` (clock ticks since boot), or ``None`` if it is gone: pid and start
-    time together name a process uniquely (a pid is reused after a reboot or much later)."""
+    """The kernel's start time of ``pid`` (with the pid, it names a process uniquely), ``None`` if it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -302,8 +285,7 @@ def is_same_process(pid: Optional[int], started: Optional[int]) -> bool:
 
 
 def stop_group(pid: int, grace_s: float = 30.0, proc: Optional[subprocess.Popen] = None) -> None:
-    """SIGTERM the trial's process group (its id is the trial's pid), wait up to ``grace_s`` for it to save
-    its state, then SIGKILL what is left; ``proc``, when the caller is the parent, is reaped too."""
+    """SIGTERM the trial's process group, wait up to ``grace_s`` for it to save, SIGKILL the rest; reap ``proc``."""
     signal_group(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
@@ -316,16 +298,33 @@ def stop_group(pid: int, grace_s: float = 30.0, proc: Optional[subprocess.Popen]
 
 
 def signal_group(pid: int, sig: int) -> None:
-    """Send ``sig`` to the trial's process group, ignoring a group that is already gone."""
+    """Send ``sig`` to the trial's process group, if any is left."""
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
 
+def wind_down(
+    executor: Executor, handles: Callable[[], list[Handle]], reap: Callable[[], None], grace_s: float
+) -> None:
+    """Stop every running attempt (it checkpoints), SIGKILL what is left after ``grace_s``, and ``reap`` them all."""
+    for handle in handles():
+        executor.stop(handle)
+    deadline = time.monotonic() + grace_s
+    while handles() and time.monotonic() < deadline:
+        reap()
+        time.sleep(0.05)
+    for handle in handles():
+        executor.kill(handle)
+    while handles():
+        reap()
+        time.sleep(0.01)
+
+
 class signals_raise_interrupt:
-    """While running, SIGTERM and SIGHUP stop the sweep as Ctrl-C does. On leaving, a signal received meanwhile is
-    passed on to the previous handler when that is a Python function (a host program's, a test session's)."""
+    """SIGTERM and SIGHUP stop the sweep as Ctrl-C does; on leaving, one received is passed on to the previous
+    Python handler (a host program's, a test session's)."""
 
     def __enter__(self) -> None:
         self.saved: dict[int, Any] = {}

@@ -1,14 +1,10 @@
 """The planner: which trials a sweep runs, in which order, and what becomes of each attempt.
 
-It knows nothing about processes or jobs (:mod:`ablate.sweep.local`). It plans trials as W&B's search
-would: grid and random up front (:mod:`ablate.sweep.spec`), bayes one at a time as results arrive, from W&B's
-own Gaussian process (the optional ``sweeps`` package, ``ablate[bayes]``, also hyperband's
-``early_terminate``). It checks each trial's config before anything runs (an impossible variant is recorded
-failed with the reason), hands out the next trial, decides whether an ended attempt is done, failed, or
-relaunched (``--retries``, for attempts ended from outside), feeds hyperband, and saves ``sweep.json`` after
-every change. With a repeat seed each proposed point is a configuration of N trials, one per seed; the
-engine is given one run per configuration with the mean metric of its seeds (:func:`search_runs`), the caps
-count configurations, and hyperband stops a configuration's seeds together.
+It knows nothing about processes or jobs (:mod:`ablate.sweep.local`). Grid and random are planned up front
+(:mod:`ablate.sweep.spec`), bayes one at a time from W&B's own Gaussian process (the optional ``sweeps``
+package, also hyperband's ``early_terminate``). Every trial's config is checked before anything runs; an
+attempt ended from outside is relaunched (``--retries``); ``sweep.json`` is saved after every change. With a
+repeat seed each proposed point is N trials, and the engine sees one run per configuration (:func:`search_runs`).
 """
 
 from __future__ import annotations
@@ -61,26 +57,18 @@ from ablate.sweep.state import (
 )
 from ablate.utils.commands import sweeps_engine
 
-TrialCommand = Callable[[Path, list[str]], list[str]]
-"""``(run_dir, overrides) -> argv`` of one trial process."""
-Say = Callable[[str, str], None]
-"""``(line, style)``: a progress line (:meth:`ablate.sweep.launcher.Progress.event`)."""
-Tick = Callable[[str, int, int], None]
-"""``(what, done, total)``: how far planning has come (:class:`ablate.sweep.commands.PlanProgress`)."""
+TrialCommand = Callable[[Path, list[str]], list[str]]  # (run_dir, overrides) -> argv of one trial process
+Say = Callable[[str, str], None]  # (line, style): a progress line
+Tick = Callable[[str, int, int], None]  # (what, done, total): how far planning has come
 
-GRID_LIMIT = 100_000
-"""The most trials one sweep plans (its launcher holds them all in ``sweep.json``)."""
-TRIAL_LIMIT = 10_000
-"""A sweep planning more trials than this is refused (``--trial-limit`` raises it): it is a typo far more often than a plan."""
-STALL_S = 600.0
-"""Seconds of silence (no change to a running trial's log or record) before the launcher warns."""
+GRID_LIMIT = 100_000  # the most trials one sweep plans (all held in sweep.json)
+TRIAL_LIMIT = 10_000  # more is refused unless --trial-limit raises it: a typo far more often than a plan
+STALL_S = 600.0  # seconds without a change to a running trial's log or record before a warning
 ASSUMED_STEP_S = 2.0
-"""Seconds per optimizer step assumed for the default time limit: the shipped CPU runs take 1.1-1.4 s a
-step including validation and test decoding (``results/calibration-cpu``: 350 steps in 400-480 s)."""
-TIME_FACTOR = 4.0
-"""How many times the assumed budget a trial may take before the default limit stops it."""
-ALLOWANCE_S = 1800.0
-"""Seconds on top of the budget: start-up, building data caches, the test set's decoding."""
+"""Seconds per step assumed for the default time limit: the shipped CPU runs take 1.1-1.4 s a step with
+validation and test decoding (``results/calibration-cpu``: 350 steps in 400-480 s)."""
+TIME_FACTOR = 4.0  # times the assumed budget a trial may take before the default limit stops it
+ALLOWANCE_S = 1800.0  # seconds on top: start-up, building data caches, the test set's decoding
 _TERMINAL = {RunStatus.FINISHED: "finished", RunStatus.FAILED: "failed", RunStatus.STOPPED: "killed"}  # -> W&B's
 
 
@@ -100,20 +88,9 @@ def default_out(spec: SweepSpec) -> Path:
 
 @dataclass
 class LaunchOptions:
-    """How to run a sweep: its folder (``out``), the local ``slots``, ``overrides`` for every trial and the command-line
-    ``axes`` (recorded in ``sweep.json``), a base ``config``, the trial ``command`` (tests inject a fake),
-    ``wandb_sweep`` (``--wandb-sweep``'s ``entity/project/id``), and:
-
-    Attributes:
-        retries: times a trial stopped from outside (preempted, OOM-killed, SIGTERM'd and checkpointed) is
-            relaunched at once, resuming from its checkpoint; errors inside a trial are not retried.
-        max_trials, trial_limit: stop after this many trials (over ``run_cap``); refuse a larger plan.
-        grace_s: seconds a stopped trial gets to save its checkpoint before SIGKILL.
-        trial_timeout_s: seconds an attempt may run before it is stopped and recorded ``timeout``; ``None``: from
-            its budget (:func:`time_limit`); ``0``: none.
-        stall_s: seconds without a change to a running trial's log or summary before a warning; ``0``: never.
-        log_limit: bytes of ``trial.log`` one attempt may fill (:func:`ablate.sweep.local.bound_log`).
-    """
+    """How to run a sweep (``ablate sweep run``'s options; ``command``: the trial's, tests inject a fake).
+    ``retries`` relaunch a trial stopped from outside (preempted, OOM-killed), never one that failed by itself;
+    ``trial_timeout_s`` ``None``: from the budget (:func:`time_limit`), ``0``: none; ``stall_s`` ``0``: never."""
 
     out: Path
     slots: list[Slot]
@@ -135,7 +112,7 @@ class LaunchOptions:
 
 @dataclass
 class SweepResult:
-    """What a launcher run did: the final state and counts for its report."""
+    """What a launcher run did."""
 
     state: SweepState
     launched: int
@@ -155,9 +132,8 @@ def check_overrides(overrides: list[str]) -> list[str]:
 
 
 def time_limit(max_steps: int, max_time: Optional[float], flag: Optional[float] = None) -> Optional[float]:
-    """Seconds a trial may run before the sweep stops it, ``None`` for no limit: ``flag`` (``--trial-timeout``;
-    ``0``: none), else :data:`ALLOWANCE_S` plus :data:`TIME_FACTOR` times the budget (``max_time``, else
-    ``max_steps`` x :data:`ASSUMED_STEP_S`: 1,500 steps, 13,800 s); none for a budget in epochs only."""
+    """Seconds a trial may run (``None``: no limit): ``flag`` (``--trial-timeout``, ``0``: none), else
+    :data:`ALLOWANCE_S` + :data:`TIME_FACTOR` x the budget (``max_time``, else ``max_steps`` x :data:`ASSUMED_STEP_S`)."""
     if flag is not None:
         return float(flag) if flag > 0 else None
     if max_time is not None and max_time > 0:
@@ -168,7 +144,7 @@ def time_limit(max_steps: int, max_time: Optional[float], flag: Optional[float] 
 
 
 def signature(spec: SweepSpec, opts: LaunchOptions) -> str:
-    """What defines a sweep's trials (a base config by what it says): a folder of another signature is not reused."""
+    """What defines a sweep's trials: a folder of another signature is not reused."""
     base = flatten(read_yaml(opts.config)) if opts.config else None
     blob = {"method": spec.method, "parameters": spec.parameters, "overrides": list(opts.overrides), "config": base}
     return hashlib.sha1(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
@@ -178,7 +154,6 @@ def signature(spec: SweepSpec, opts: LaunchOptions) -> str:
 
 
 def _sweeps():
-    """W&B's ``sweeps`` engine (bayes search, hyperband), an optional extra."""
     try:
         with sweeps_engine():
             import sweeps
@@ -207,10 +182,8 @@ def _sweep_run(name: str, point: Point, status: str, metric_name: Optional[str],
 
 
 def search_runs(spec: SweepSpec, trials: Sequence[Trial]) -> list[Any]:
-    """The ``sweeps.SweepRun`` W&B's engine reads: one per trial, or with a repeat seed one per configuration,
-    named by :func:`~ablate.sweep.state.configuration_key`: its point without the seed, the mean metric of its
-    seeds, their mean history at each validation (over the seeds that reached it), running until every seed
-    is done."""
+    """The ``sweeps.SweepRun`` W&B's engine reads: one per trial, or with a repeat seed one per configuration
+    (its seeds' mean metric and mean history, running until every seed is done)."""
     if spec.repeat_seeds is None:
         return [_sweep_run(t.name, t.point, t.status, spec.metric, t.metric, t.history) for t in trials]
     runs = []
@@ -226,9 +199,8 @@ def search_runs(spec: SweepSpec, trials: Sequence[Trial]) -> list[Any]:
 
 
 def next_points(spec: SweepSpec, trials: Sequence[Trial], n: int) -> list[Point]:
-    """Up to ``n`` new points after ``trials`` (fewer when a grid is exhausted): the grid's next points no trial has;
-    random draws, or W&B's bayes told :func:`search_runs`, seeded from the sweep name and the runs so far (so a
-    sweep re-planned from the same state proposes the same points)."""
+    """Up to ``n`` new points after ``trials``, seeded from the sweep name and the runs so far (the same state
+    proposes the same points)."""
     if n <= 0:
         return []
     known = len(replicates(trials)) if spec.repeat_seeds is not None else len(trials)
@@ -262,13 +234,12 @@ def next_points(spec: SweepSpec, trials: Sequence[Trial], n: int) -> list[Point]
 
 
 def upfront(spec: SweepSpec) -> bool:
-    """Whether every point can be planned before any result (grid and random), unlike bayes."""
+    """Whether every point can be planned before any result (not bayes)."""
     return spec.method in ("grid", "random")
 
 
 def planned_trials(spec: SweepSpec, cap: Optional[int]) -> Optional[int]:
-    """How many trials the sweep will have: the points the search proposes (the grid's size, at most ``cap``;
-    else ``cap``), times the repeat seeds."""
+    """How many trials the sweep will have (``None``: unbounded)."""
     count = planned_configurations(spec, cap)
     return None if count is None else count * len(spec.repeat_seeds or [None])
 
@@ -279,14 +250,12 @@ def planned_configurations(spec: SweepSpec, cap: Optional[int]) -> Optional[int]
 
 
 def trial_cap(spec: SweepSpec, max_trials: Optional[int]) -> Optional[int]:
-    """How many points the search proposes at most: ``--max-trials``, else ``run_cap`` (a point is a trial,
-    or with a repeat seed a configuration)."""
+    """How many points the search proposes at most: ``--max-trials``, else ``run_cap``."""
     return max_trials if max_trials is not None else spec.run_cap
 
 
 def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Optional[int]:
-    """The number of trials the sweep plans, counted without planning (a cap bounds any grid's planning); beyond
-    :data:`GRID_LIMIT` no ``--trial-limit`` helps, so the refusal says to split or cap the sweep."""
+    """The number of trials the sweep plans, counted without planning; too many is refused."""
     count = planned_trials(spec, cap)
     if count is not None and count > GRID_LIMIT:
         over = f"over the limit of {limit:,}" if count > limit else f"more than {GRID_LIMIT:,} can be planned"
@@ -309,9 +278,15 @@ def quiet(*args: Any) -> None:
 # ---- The planner ----
 
 
+_LABELS = ("tracking.name", "tracking.tags", "tracking.group")
+
+
+def _key(override: str) -> str:
+    return override.partition("=")[0].strip()
+
+
 class Planner:
-    """The decisions of one sweep run over its folder's :class:`~ablate.sweep.state.SweepState`; ``say`` prints a
-    progress line, ``tick`` is told how far planning has come."""
+    """The decisions of one sweep run over its folder's :class:`~ablate.sweep.state.SweepState`."""
 
     def __init__(self, spec: SweepSpec, opts: LaunchOptions, say: Say = quiet, tick: Tick = quiet):
         self.spec, self.opts, self.say, self.tick = spec, opts, say, tick
@@ -321,6 +296,7 @@ class Planner:
         self.exhausted = False
         self.state: SweepState
         self._names: set[str] = set()  # the trials' names, kept as trials are added (a clash check per trial)
+        self._verdicts: dict[tuple[Optional[str], tuple[str, ...]], Optional[str]] = {}  # config check -> error
 
     def save(self) -> None:
         save_state(self.out, self.state)
@@ -347,16 +323,12 @@ class Planner:
         self.state.wandb_sweep = self.opts.wandb_sweep or self.state.wandb_sweep
 
     def left_running(self) -> list[Trial]:
-        """Trials the state says are running: a previous launcher's (before :meth:`prepare`)."""
         return [t for t in self.state.trials if t.status == RunStatus.RUNNING]
 
     def recovered(self, trial: Trial) -> None:
         """A trial a dead launcher left running, of which nothing runs now: finished if it said so, else resumed."""
-        summary = read_summary(self.out / trial.name)
-        done = None
-        if summary is not None and summary.status == RunStatus.FINISHED:
-            done = outcome(self.out / trial.name, 0, self.spec.metric)
-        if done and done.status == RunStatus.FINISHED:
+        done = outcome(self.out / trial.name, 0, self.spec.metric)
+        if done.status == RunStatus.FINISHED:
             trial.status, trial.metric, trial.summary, trial.error = RunStatus.FINISHED, done.metric, done.summary, None
         else:
             trial.status = RunStatus.INTERRUPTED
@@ -395,8 +367,7 @@ class Planner:
         return len(self.state.trials) if self.spec.repeat_seeds is None else len(replicates(self.state.trials))
 
     def _new_points(self, n: int) -> list[Point]:
-        """Up to ``n`` points from the search; with a repeat seed never a configuration proposed before
-        (more proposals are asked for where the first repeat one; fewer when the search has nothing new)."""
+        """Up to ``n`` points from the search, never a configuration proposed before."""
         if self.spec.repeat_seeds is None:
             return next_points(self.spec, self.state.trials, n)
         fresh: list[Point] = []
@@ -413,16 +384,36 @@ class Planner:
         return fresh
 
     def _validate(self, trial: Trial) -> bool:
-        """Check the trial's config; an impossible one is recorded failed without running."""
-        try:
-            load_config(self.opts.config, self.overrides(trial))
-        except ConfigError as err:
-            trial.status, trial.error = RunStatus.FAILED, f"invalid config: {err}"
-            return False
-        return True
+        """Check the trial's config; an impossible one is recorded failed without running.
+
+        No cross-field check reads the seed (:func:`ablate.config.validate`), and the run's labels
+        (``tracking.name/tags/group``) are strings ablate writes itself, so a configuration is checked once
+        for all its seeds and the seed on its own: a 10^5-point grid of seeds x configurations builds each
+        configuration's config once, not each point's."""
+        overrides = [o for o in self.overrides(trial) if _key(o) not in _LABELS]
+        seeds = [o for o in overrides if _key(o) == "seed"]
+        if seeds:  # seed=1 is in range: the configuration's own check cannot fail on it
+            overrides = [o for o in overrides if _key(o) != "seed"] + ["seed=1"]
+        error = self._check(self.opts.config, overrides) or (self._check(None, seeds[-1:]) if seeds else None)
+        if error is not None:
+            trial.status, trial.error = RunStatus.FAILED, f"invalid config: {error}"
+        return error is None
+
+    def _check(self, path: Optional[Path], overrides: list[str]) -> Optional[str]:
+        """``load_config``'s error for ``overrides`` on ``path`` (None: valid), remembered for this run."""
+        key = (None if path is None else str(path), tuple(overrides))
+        if key not in self._verdicts:
+            if len(self._verdicts) >= 10_000:  # bounded: a grid of distinct configurations checks each once anyway
+                self._verdicts.clear()
+            try:
+                load_config(path, overrides)
+                self._verdicts[key] = None
+            except ConfigError as err:
+                self._verdicts[key] = str(err)
+        return self._verdicts[key]
 
     def time_limit(self, trial: Trial) -> Optional[float]:
-        """Seconds an attempt of ``trial`` may run (:func:`time_limit`), ``None``: no limit."""
+        """Seconds an attempt of ``trial`` may run (:func:`time_limit`)."""
         if self.opts.trial_timeout_s is not None:
             return time_limit(0, None, self.opts.trial_timeout_s)
         try:
@@ -449,8 +440,7 @@ class Planner:
             self.tick("checking trials", i + 1, len(self.state.trials))
 
     def preview(self) -> list[Trial]:
-        """The trials a fresh run would plan, validated, without touching the disk (bayes: the first), with
-        the W&B group the run will use: the folder's own, or :func:`undrawn_group` before its first run."""
+        """The trials a fresh run would plan (bayes: the first), validated, without touching the disk."""
         saved = load_state(self.out)
         same = saved is not None and saved.group and saved.signature == signature(self.spec, self.opts)
         group = saved.group if same and saved is not None else undrawn_group(self.spec.name)
@@ -461,8 +451,7 @@ class Planner:
         return self.state.trials
 
     def _target_reached(self) -> bool:
-        """Whether the best trial (with a repeat seed, the best mean of a configuration whose seeds are done)
-        reached the metric's ``target``."""
+        """Whether the best trial (or configuration mean) reached the metric's ``target``."""
         target = (self.spec.config.get("metric") or {}).get("target")
         if self.spec.repeat_seeds is None:
             trial = best_trial(self.state, self.spec.goal)
@@ -514,8 +503,8 @@ class Planner:
         self.say(f"failed   {trial.name}: {trial.error}", "red")
 
     def ended(self, trial: Trial, result: Outcome, exit: Exit, stop: Optional[str], elapsed: float) -> None:
-        """Record an ended attempt; relaunch one lost from outside. ``stop`` is why the launcher ended it: ``"early"``
-        (hyperband: ``stopped``, final), ``"shutdown"`` (Ctrl-C: ``interrupted``), ``None``: by itself."""
+        """Record an ended attempt; relaunch one lost from outside. ``stop``: why the launcher ended it
+        (``"early"``: hyperband, ``"shutdown"``: Ctrl-C, ``None``: it ended by itself)."""
         trial.summary = result.summary or trial.summary
         if stop == "early":
             trial.status, trial.error = RunStatus.STOPPED, None
@@ -542,8 +531,7 @@ class Planner:
         self.save()
 
     def early_stops(self, running: list[Trial], since: dict[str, float], last_step: dict[str, int]) -> set[str]:
-        """Hyperband: update running trials' metric histories (``last_step``: of the last value sampled from a trainer
-        that keeps none); the names ``early_terminate`` drops now."""
+        """Hyperband: update running trials' metric histories; the names ``early_terminate`` drops now."""
         if "early_terminate" not in self.spec.config:
             return set()
         changed = False

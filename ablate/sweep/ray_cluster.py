@@ -1,11 +1,9 @@
 """The Ray executor: every trial attempt one Ray task on a Ray cluster (KubeRay, cloud, or a local one).
 
-Each attempt asks Ray for ``--cpus-per-trial`` CPUs (default 1) and ``--gpus-per-trial / --parallel`` GPUs
-(``--gpus-per-trial 1 --parallel 4``: ``num_gpus=0.25``); how many run at once comes from the cluster's
-resources. The task starts the trainer in its own session in the trial's folder (on a filesystem every
-node shares) and returns its exit code. Ray's own retries are off: an attempt whose worker died is reported
-lost and the planner relaunches it (``--retries``); the trainer, told its parent died, checkpoints first.
-``ray.init()`` joins the cluster ``RAY_ADDRESS`` names, else starts a local one (``ablate[ray]``).
+Each attempt asks for ``--cpus-per-trial`` CPUs and ``--gpus-per-trial / --parallel`` GPUs, and starts the
+trainer in the trial's folder (on a filesystem every node shares). Ray's own retries are off: a task whose
+worker died is reported lost and the planner relaunches it. ``ray.init()`` joins ``RAY_ADDRESS``, else starts
+a local cluster (``ablate[ray]``).
 """
 
 from __future__ import annotations
@@ -37,8 +35,7 @@ def _ray() -> Any:
 
 
 def run_attempt(command: list[str], run_dir: str, header: str, grace_s: float) -> int:
-    """The body of one Ray task: run the trainer in ``run_dir`` and return its exit code; ``ray.cancel`` arrives as
-    ``KeyboardInterrupt``, and the trainer gets SIGTERM and ``grace_s`` to checkpoint."""
+    """One Ray task: the trainer's exit code; ``ray.cancel`` (``KeyboardInterrupt``) gives it ``grace_s`` to save."""
     log = Path(run_dir) / LOG_FILE
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
@@ -55,13 +52,11 @@ def run_attempt(command: list[str], run_dir: str, header: str, grace_s: float) -
 
 @functools.cache
 def _remote() -> Any:
-    """:func:`run_attempt` as a Ray remote function (made once, when Ray is first needed)."""
     return _ray().remote(max_retries=0)(run_attempt)
 
 
 class RayExecutor:
-    """Runs attempts as Ray tasks of ``cpus_per_trial`` CPUs (also the trainer's threads) and ``gpus_per_trial`` GPUs (a
-    fraction when trials share one), as many at once as the cluster's CPUs (or GPUs) hold."""
+    """Runs attempts as Ray tasks of ``cpus_per_trial`` CPUs and ``gpus_per_trial`` GPUs (a fraction when shared)."""
 
     outlives_launcher = False  # a driver's tasks end with it; a rerun resumes them from their checkpoints
     can_stop_early = True  # ray.cancel lets the trainer checkpoint and end
@@ -81,7 +76,6 @@ class RayExecutor:
 
     @classmethod
     def from_args(cls, args: ExecutorArgs, opts: LaunchOptions) -> RayExecutor:
-        """From ``ablate sweep run``'s options: ``--cpus-per-trial``, ``--gpus-per-trial`` over ``--parallel``."""
         gpus = (args.gpus_per_trial or 0) / max(args.parallel, 1)
         return cls(
             args.cpus_per_trial or 1, gpus, poll_s=max(opts.poll_s, 0.5), grace_s=opts.grace_s, log_limit=opts.log_limit
@@ -105,13 +99,9 @@ class RayExecutor:
 
     def trainer_overrides(self) -> list[str]:
         """What the trainer must know about its task's share (Ray sets ``CUDA_VISIBLE_DEVICES``)."""
-        devices = max(1, math.floor(self.gpus))
         accelerator = "gpu" if self.gpus > 0 else "cpu"
-        return [
-            f"train.accelerator={accelerator}",
-            f"train.devices={devices}",
-            f"train.threads={max(1, int(self.cpus))}",
-        ]
+        devices, threads = max(1, math.floor(self.gpus)), max(1, int(self.cpus))
+        return [f"train.accelerator={accelerator}", f"train.devices={devices}", f"train.threads={threads}"]
 
     def start(self, trial: Trial, run_dir: Path, argv: Argv) -> Handle:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -135,7 +125,7 @@ class RayExecutor:
 
     @staticmethod
     def _exit(ref: Any) -> Exit:
-        """The trainer's exit code, or a lost attempt when Ray lost its task (worker killed, node died, cancelled)."""
+        """The trainer's exit code, or a lost attempt when Ray lost its task."""
         ray = _ray()
         try:
             return Exit(ray.get(ref))
@@ -154,6 +144,5 @@ class RayExecutor:
         pass
 
     def adopt(self, trial: Trial, say: Callable[[str], None]) -> Optional[Handle]:
-        """A previous driver's tasks ended with it (Ray stops a dead driver's tasks): the trial resumes here."""
         trial.pid = trial.pid_start = None
         return None

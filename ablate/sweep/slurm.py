@@ -1,18 +1,12 @@
 """SLURM sweeps through submitit: one batch job per trial, or packed workers running several trials per job.
 
-``--launcher slurm`` plans exactly as the local launcher (same planner and loop, names, folders and
-``sweep.json``); :class:`SlurmExecutor` submits each trial as a job of ``nodes x gpus`` tasks (one DDP run),
-at most ``--max-concurrent`` queued or running, watched with ``squeue``. Near the time limit or when
-preempted a job gets ``SIGUSR2``; the trial checkpoints and requeues itself under the same job id
-(:class:`TrialJob`). The watcher can stop at any time: the jobs keep running, and the same command
-re-attaches, collects, resubmits what the cluster lost and submits the rest.
-
-``--trials-per-job N`` submits worker jobs instead (:class:`PackedWorker`): each runs the local executor over
-``N`` slots, pulling the next planned trial from ``sweep.json`` on the shared filesystem under
-:class:`~ablate.sweep.state.StateLock` until the plan is empty; every decision is the planner's. A worker told
-to stop (SIGTERM, or SIGUSR2, then requeued) stops pulling and its trials checkpoint as ``interrupted``; the
-trials of a worker killed outright are put back in the plan by the watcher (:class:`PackedSweep`). Nothing
-finished is trained again, and a trial is never ``running`` under two live jobs.
+:class:`SlurmExecutor` submits each trial as a job of ``nodes x gpus`` tasks (one DDP run), at most
+``--max-concurrent`` at once, watched with ``squeue``; near the time limit or when preempted (``SIGUSR2``)
+the trial checkpoints and requeues itself under the same job id (:class:`TrialJob`). The watcher can stop at
+any time: the same command re-attaches. ``--trials-per-job N`` submits worker jobs (:class:`PackedWorker`)
+that each run the local executor over ``N`` slots, pulling planned trials from ``sweep.json`` under
+:class:`~ablate.sweep.state.StateLock`; the trials of a worker killed outright go back in the plan
+(:class:`PackedSweep`), and a trial is never ``running`` under two live jobs.
 """
 
 from __future__ import annotations
@@ -38,33 +32,30 @@ from ablate.sweep.local import (
     LocalExecutor,
     Polled,
     child_env,
+    device_overrides,
     plan_slots,
     signals_raise_interrupt,
+    wind_down,
 )
 from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet, trainer_command
 from ablate.sweep.spec import SweepError, SweepSpec
 from ablate.sweep.state import StateLock, SweepLock, Trial, outcome, read_summary
 
-ACTIVE = {
+ACTIVE = {  # a job in these states may still run (or run again)
     "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
     "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESV_DEL_HOLD",
 }  # fmt: skip
-"""Job states in which a job may still run (or run again)."""
-LOST = {"CANCELLED", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "TIMEOUT", "DEADLINE"}
-"""Final states in which the cluster, not the trial, ended the job: the trial is resubmitted."""
+LOST = {"CANCELLED", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "TIMEOUT", "DEADLINE"}  # the cluster ended it: resubmit
 REQUEUE_GRACE_S = 20.0
 REQUEUE_WINDOW_S = 300.0
-REQUEUES = ".requeues"
-"""A file in the run directory counting the requeues of its job (``ablate sweep status`` shows it)."""
-WORKER_LOG = ".workers"
-"""The folder (in the sweep folder) where each worker appends one line per trial it starts or ends."""
+REQUEUES = ".requeues"  # in the run directory: how often its job requeued (``ablate sweep status`` shows it)
+WORKER_LOG = ".workers"  # in the sweep folder: one line per trial each worker starts or ends
 
 
 @dataclass
 class SlurmOptions:
-    """What each trial's job asks SLURM for (``--partition`` ... ``--slurm-arg``): ``gpus_per_trial`` per node, one task
-    each (0: CPU); ``cpus_per_trial`` per task (also the trainer's threads); ``time`` as ``[D-]HH:MM:SS`` or minutes;
-    ``signal_delay_s`` before it the job checkpoints; ``extra`` ``#SBATCH`` options; ``poll_s`` between ``squeue``s."""
+    """What each trial's job asks SLURM for (``--partition`` ... ``--slurm-arg``): ``gpus_per_trial`` per node, one
+    task each (0: CPU); ``extra``: more ``#SBATCH`` options; ``poll_s`` between ``squeue``s."""
 
     partition: Optional[str] = None
     gpus_per_trial: int = 0
@@ -81,16 +72,10 @@ class SlurmOptions:
         return parse_time(self.time)
 
     def trainer_overrides(self) -> list[str]:
-        """What the trainer must know about the job's shape."""
-        if self.gpus_per_trial > 0:
-            out = ["train.accelerator=gpu", f"train.devices={self.gpus_per_trial}"]
-        else:
-            out = ["train.accelerator=cpu", "train.devices=1"]
-        out.append(f"train.nodes={self.nodes_per_trial}")
-        return out + ([f"train.threads={self.cpus_per_trial}"] if self.cpus_per_trial else [])
+        return device_overrides(self.gpus_per_trial, self.nodes_per_trial, self.cpus_per_trial)
 
     def submitit(self, folder: Path, job_name: str, nodes: int, tasks: int, gpus: int, cpus: Optional[int]) -> Any:
-        """A ``submitit.SlurmExecutor`` whose jobs ask for this shape, their files in ``folder/<job id>/``."""
+        """A ``submitit.SlurmExecutor`` whose jobs ask for this shape."""
         import submitit
 
         executor = submitit.SlurmExecutor(folder=folder / ".slurm" / "%j", max_num_timeout=20)
@@ -118,18 +103,14 @@ def parse_time(text: str) -> int:
     m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", str(text).strip())
     if not m:
         raise SweepError(f"--time {text!r}: use HH:MM:SS, D-HH:MM:SS or minutes")
-    days, a, b, c = m.groups()
-    parts = [int(x) for x in (a, b, c) if x is not None]
+    days, *rest = m.groups()
+    parts = [int(x) for x in rest if x is not None]
     if days is not None:  # D-HH[:MM[:SS]]
-        parts += [0] * (3 - len(parts))
-        seconds = int(days) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
-    elif len(parts) == 1:  # MM
-        seconds = parts[0] * 60
-    elif len(parts) == 2:  # MM:SS
-        seconds = parts[0] * 60 + parts[1]
-    else:  # HH:MM:SS
-        seconds = parts[0] * 3600 + parts[1] * 60 + parts[2]
-    return max(1, -(-seconds // 60))
+        parts = [int(days) * 24 + parts[0]] + parts[1:] + [0] * (3 - len(parts))
+    elif len(parts) < 3:  # MM[:SS]
+        parts = [0] + parts + [0] * (2 - len(parts))
+    hours, minutes, seconds = parts
+    return max(1, -(-(hours * 3600 + minutes * 60 + seconds) // 60))
 
 
 def _need(command: str) -> str:
@@ -140,7 +121,7 @@ def _need(command: str) -> str:
 
 
 def job_states(job_ids: list[str]) -> dict[str, str]:
-    """``{job id: state}`` for the jobs SLURM still knows (``squeue`` keeps ended jobs for ``MinJobAge``)."""
+    """``{job id: state}`` for the jobs SLURM still knows."""
     if not job_ids:
         return {}
     result = subprocess.run(
@@ -157,7 +138,6 @@ def job_states(job_ids: list[str]) -> dict[str, str]:
 
 
 def requeues(run_dir: Path) -> int:
-    """How many times the trial's job was requeued."""
     try:
         return int((Path(run_dir) / REQUEUES).read_text() or 0)
     except (OSError, ValueError):
@@ -172,9 +152,8 @@ def _ignore_usr2() -> None:  # in the trainer between fork and exec: the job's s
 
 
 class TrialJob:
-    """What runs inside a SLURM job, once per task: ``argv`` (one trial's ``python -m ablate train``) in ``run_dir``.
-    On ``SIGUSR2`` submitit calls :meth:`checkpoint`, which stops the trainer (SIGTERM: it saves ``last.ckpt``) and
-    requeues the same job, which resumes in the same run directory and W&B run."""
+    """What runs inside a SLURM job, once per task: one trial's ``argv`` in ``run_dir``; on ``SIGUSR2``,
+    :meth:`checkpoint` stops the trainer (it saves ``last.ckpt``) and requeues the same job."""
 
     def __init__(self, argv: list[str], run_dir: Path, grace_s: float = 60.0):
         self.argv, self.run_dir, self.grace_s = list(argv), Path(run_dir), grace_s
@@ -209,7 +188,6 @@ class TrialJob:
         return code
 
     def checkpoint(self, *args: Any, **kwargs: Any):
-        """Preempted or near the time limit: let the trainer save, then requeue this same job."""
         import submitit
 
         proc = self._proc
@@ -225,8 +203,7 @@ class TrialJob:
 
 
 class SlurmExecutor:
-    """Runs attempts as SLURM batch jobs (one per attempt), at most ``max_concurrent`` at once; submitit's files go to
-    ``out/.slurm/``, the jobs' names start with the sweep's ``name``."""
+    """Runs attempts as SLURM batch jobs (one per attempt), at most ``max_concurrent`` at once."""
 
     outlives_launcher = True  # Ctrl-C stops watching; the jobs keep running and a rerun adopts them
     can_stop_early = False  # hyperband's early_terminate is not applied to jobs
@@ -241,7 +218,6 @@ class SlurmExecutor:
 
     @classmethod
     def from_args(cls, args: ExecutorArgs, opts: LaunchOptions) -> SlurmExecutor:
-        """From ``ablate sweep run``'s options."""
         extra = {}
         for item in args.slurm_args:
             key, sep, value = item.partition("=")
@@ -290,12 +266,11 @@ class SlurmExecutor:
         return Handle(trial, f"SLURM job {trial.job_id}", since=None, log_start=log_start, tag=f"job {trial.job_id}")
 
     def adopt(self, trial: Trial, say: Callable[[str], None]) -> Optional[Handle]:
-        """A job a previous watcher submitted is watched again; a local launcher's trial runs again here."""
         return self._handle(trial) if trial.job_id else None
 
     def _settled(self, trial: Trial) -> bool:
-        """Whether a job seen ended can be read back: at once when the trial finished or failed by itself, else (it may be
-        mid-requeue) after it has looked ended for ``REQUEUE_GRACE_S``."""
+        """Whether a job seen ended can be read back: at once when the trial ended by itself, else (it may be
+        mid-requeue) after ``REQUEUE_GRACE_S``."""
         summary = read_summary(self.out / trial.name)
         if summary is not None and summary.status in (RunStatus.FINISHED, RunStatus.FAILED):
             return True
@@ -342,22 +317,18 @@ class SlurmExecutor:
 
 @dataclass(frozen=True)
 class WorkerShape:
-    """What one worker job holds: ``trials`` slots (trials at once), sharing the job's ``gpus`` (0: CPU only),
-    ``cpus_per_trial`` CPUs each (the job asks ``trials x cpus_per_trial``; ``None``: SLURM's default)."""
+    """What one worker job holds: ``trials`` slots sharing the job's ``gpus`` (0: CPU), ``cpus_per_trial`` each."""
 
     trials: int
     gpus: int = 0
     cpus_per_trial: Optional[int] = None
 
     def trainer_overrides(self) -> list[str]:
-        """What each trial's trainer must know about its slot."""
-        if self.gpus > 0:
-            return ["train.accelerator=gpu", f"train.devices={self.gpus}", "train.nodes=1"]
-        return ["train.accelerator=cpu", "train.devices=1", "train.nodes=1"]
+        return device_overrides(self.gpus, nodes=1)
 
 
 def note(out: Path, job: str, line: str) -> None:
-    """Append ``TIME LINE`` to worker ``job``'s log in the sweep folder (``.workers/<job>.log``)."""
+    """Append ``TIME LINE`` to ``.workers/<job>.log`` in the sweep folder."""
     folder = out / WORKER_LOG
     folder.mkdir(exist_ok=True)
     with open(folder / f"{job}.log", "a") as log:
@@ -365,10 +336,7 @@ def note(out: Path, job: str, line: str) -> None:
 
 
 class PackedWorker:
-    """Runs inside one SLURM job: pulls trials from the sweep's state and runs up to ``shape.trials`` at once.
-
-    Picklable (submitit ships it): ``spec`` as the watcher read it, ``opts`` with an absolute ``out``.
-    """
+    """Runs inside one SLURM job: pulls trials from the sweep's state and runs up to ``shape.trials`` at once."""
 
     def __init__(self, spec: SweepSpec, opts: LaunchOptions, shape: WorkerShape):
         self.spec, self.opts, self.shape = spec, opts, shape
@@ -456,23 +424,13 @@ class PackedWorker:
 
         self._draining = True
         if self._executor is not None:
-            for handle, _ in self._running.values():
-                self._executor.stop(handle)
-            deadline = time.monotonic() + self.opts.grace_s
-            while self._running and time.monotonic() < deadline:
-                self._reap()
-                time.sleep(0.2)
-            for handle, _ in self._running.values():
-                self._executor.kill(handle)
-            while self._running:
-                self._reap()
-                time.sleep(0.05)
+            wind_down(self._executor, lambda: [h for h, _ in self._running.values()], self._reap, self.opts.grace_s)
         return submitit.helpers.DelayedSubmission(PackedWorker(self.spec, self.opts, self.shape))
 
 
 class PackedSweep:
-    """The watcher on the login node: plans, keeps up to ``options.max_concurrent`` workers queued or running, puts
-    the trials of workers SLURM no longer runs back in the plan, and returns once every trial is done."""
+    """The watcher on the login node: plans, keeps up to ``max_concurrent`` workers going, puts the trials of
+    workers SLURM no longer runs back in the plan, and returns once every trial is done."""
 
     def __init__(
         self, spec: SweepSpec, opts: LaunchOptions, options: SlurmOptions, shape: WorkerShape, say: Say = quiet
@@ -487,7 +445,6 @@ class PackedSweep:
 
     @classmethod
     def from_args(cls, spec: SweepSpec, args: ExecutorArgs, opts: LaunchOptions, trials: int, say: Say) -> PackedSweep:
-        """From ``ablate sweep run --launcher slurm --trials-per-job N``'s options (the job shape as for one job per trial)."""
         options = SlurmExecutor.from_args(args, opts).options
         if options.nodes_per_trial != 1:
             raise SweepError("--trials-per-job packs trials into one-node jobs: drop --nodes-per-trial")

@@ -1,19 +1,11 @@
 """Sweep files: W&B's sweep configuration, validated, plus named variants; their points, and their W&B form.
 
 A sweep file is a W&B sweep configuration and nothing else, so ``wandb sweep FILE`` accepts it unchanged
-(docs/sweeps.md). Parameter names are the dotted keys of :mod:`ablate.config`; a single ``value`` is part
-of the base every trial starts from. Reserved parameters: ``variant`` (paper-style ablations that change
-one thing at a time from the base, Table 3 of Vaswani et al. 2017: a bare name, or ``{name: A-heads1,
-model.heads: 1}``), the constants ``comparisons`` (what the table tests) and ``base`` (its base row), and
-a repeat seed ``seed: {repeat: N}`` (every configuration a search proposes trains with seeds 1..N, so
-the search never chases a lucky seed; a seed searched like a hyperparameter is refused).
-
-Grid and random points are planned here as W&B's ``sweeps`` engine plans them, without it (it pins
-numpy<2): the grid lazily in W&B's order and counted without enumerating it, a random point from W&B's
-distributions with a seeded Python generator (not W&B's own draw). Registered with W&B (:func:`to_wandb`),
-a variant is its name only and the overrides travel in one constant, ``variants``, so W&B's panels group
-runs by ``config.variant``; ``ablate train`` reads a plain ``wandb agent``'s arguments back with
-:func:`expand_variant`.
+(docs/sweeps.md: the reserved ``variant``, ``comparisons``, ``base`` and ``seed: {repeat: N}``). Grid and
+random points are planned here as W&B's ``sweeps`` engine plans them, without it (it pins numpy<2): the
+grid lazily in W&B's order, a random point from W&B's distributions with a seeded Python generator.
+Registered with W&B (:func:`to_wandb`), a variant is its name and the overrides travel in one constant,
+``variants``; ``ablate train`` reads a plain ``wandb agent``'s arguments back with :func:`expand_variant`.
 """
 
 from __future__ import annotations
@@ -39,19 +31,13 @@ from ablate.errors import AblateError, closest
 from ablate.utils.plugins import absolute
 from ablate.utils.typed import is_plain_text
 
-VARIANT = "variant"
-"""The reserved parameter whose values are named sets of overrides."""
-COMPARISONS = "comparisons"
-"""The reserved constant naming the comparisons the sweep's table makes."""
-VARIANTS = "variants"
-"""The constant mapping variant names to their overrides in a sweep registered with W&B (:func:`to_wandb`)."""
-BASE = "base"
-"""The reserved constant naming the table's base row (a variant, or a grid's point)."""
+VARIANT = "variant"  # named sets of overrides
+COMPARISONS = "comparisons"  # a constant: the comparisons the sweep's table makes
+VARIANTS = "variants"  # a constant: variant name -> overrides, in a sweep registered with W&B
+BASE = "base"  # a constant: the table's base row (a variant, or a grid's point)
 RESERVED = (VARIANT, COMPARISONS, VARIANTS, BASE)
-SEED = "seed"
-"""The config key of the training seed: the one parameter that can be a repeat axis."""
-REPEAT = "repeat"
-"""``seed: {repeat: N}``: every configuration the search proposes trains with seeds 1..N."""
+SEED = "seed"  # the one parameter that can be a repeat axis
+REPEAT = "repeat"  # ``seed: {repeat: N}``: every proposed configuration trains with seeds 1..N
 METHODS = ("grid", "random", "bayes", "custom")
 """W&B's search methods (``custom`` needs a W&B scheduler, and is refused)."""
 BAYES_EXTRA = "pip install 'ablate[bayes]'"
@@ -118,7 +104,6 @@ class SweepSpec:
 
     @property
     def search_config(self) -> dict[str, Any]:
-        """The configuration W&B's search engine is given: the file's, less a repeat seed (it never sees it)."""
         return search_config(self.config)
 
     def describe(self) -> str:
@@ -126,7 +111,6 @@ class SweepSpec:
 
 
 def _varies(param: dict[str, Any]) -> bool:
-    """A searched parameter with more than one choice."""
     return any(k in param for k in _SEARCHABLE) and not ("values" in param and len(param["values"]) == 1)
 
 
@@ -229,8 +213,7 @@ def _schema_validator() -> Optional[Any]:
 
 
 def check_wandb_schema(config: dict[str, Any], where: str) -> None:
-    """Validate against the JSON schema W&B's server uses (where ``sweeps`` is installed, else the
-    shape ablate reads: a method, parameters that are mappings); raise one line naming the key."""
+    """Validate against W&B's JSON schema (where ``sweeps`` is installed) and the shape ablate reads."""
     validator = _schema_validator()
     errors = [] if validator is None else list(validator.iter_errors(config))
     if errors:
@@ -276,7 +259,7 @@ def _describe_schema_error(error: Any) -> str:
 
 
 def check_parameters(parameters: dict[str, Any], where: str) -> None:
-    """Every parameter is a config key (or a reserved one); variants, comparisons and base are well formed."""
+    """Every parameter is a config key or a well-formed reserved one."""
     keys = set(valid_keys())
     for name, param in parameters.items():
         if "parameters" in param:
@@ -323,8 +306,6 @@ def check_variants(param: dict[str, Any], parameters: dict[str, Any], where: str
         for key in variant_overrides(value):
             if key not in keys and not is_key(key):
                 raise SweepError(f"{label} ({name}): {_unknown(key, keys)}")
-    for i, value in enumerate(param["values"]):
-        label, name = f"{where}: parameters.{VARIANT}.values[{i}]", variant_name(value)
         for key in sorted(axes & set(variant_overrides(value))):
             raise SweepError(
                 f"{label} ({name}) sets {key}, which the sweep varies (parameters.{key}): its trials would be "
@@ -358,11 +339,7 @@ def check_base(param: dict[str, Any], parameters: dict[str, Any], where: str) ->
 def parse_comparisons(
     value: Any, where: str = COMPARISONS, keys: Optional[set[str]] = None
 ) -> list[tuple[str, Optional[list[Any]]]]:
-    """``comparisons`` entries as ``(key, values or None)``; a bare string is ``{between: key}``.
-
-    Raises:
-        SweepError: not a list of ``{between: <key>, values: [...]}``, or (with ``keys``) an unknown key.
-    """
+    """``comparisons`` entries as ``(key, values or None)``; a bare string is ``{between: key}``."""
     if not isinstance(value, list) or not value:
         raise SweepError(f"{where}: must be a list of {{between: <key>, values: [...]}} entries")
     out = []
@@ -429,7 +406,7 @@ def _float_text(text: str) -> Optional[str]:
 
 
 def format_value(value: Any) -> str:
-    """``value`` as text that YAML (and so ``ablate.config.parse_override``) reads back equal."""
+    """``value`` as text that YAML (and so ``parse_override``) reads back equal."""
     if isinstance(value, float) and (text := _float_text(repr(value))) is not None:
         return text
     if isinstance(value, str) and (
@@ -445,11 +422,7 @@ def to_overrides(values: dict[str, Any]) -> list[str]:
 
 
 def safe_name(text: str) -> str:
-    """A file-system-safe name: letters, digits and ``._=+,-``; other runs become ``_``.
-
-    A name longer than :data:`MAX_NAME` keeps its start and ends in a digest of the whole text,
-    so two long names stay apart and the same text always gives the same name.
-    """
+    """A file-system-safe name (letters, digits, ``._=+,-``); past :data:`MAX_NAME`, its start and a digest."""
     cleaned = re.sub(r"[^A-Za-z0-9._=+,-]+", "_", str(text)).strip("._") or "sweep"
     if len(cleaned) > MAX_NAME:
         tail = hashlib.sha1(str(text).encode()).hexdigest()[:8]
@@ -481,8 +454,7 @@ def labels(spec: SweepSpec, point: Point) -> list[str]:
 
 
 def trial_name(spec: SweepSpec, point: Point, taken: set[str]) -> str:
-    """A unique, file-system-safe name for ``point`` (``-2``, ``-3`` appended on a clash): its folder, its
-    W&B run name and, split, its W&B tags."""
+    """A unique, file-system-safe name for ``point`` (``-2``, ``-3`` appended on a clash)."""
     base = safe_name("-".join(labels(spec, point)) or "trial")
     name, i = base, 2
     while name in taken:
@@ -491,9 +463,8 @@ def trial_name(spec: SweepSpec, point: Point, taken: set[str]) -> str:
 
 
 def trial_overrides(spec: SweepSpec, point: Point, name: str, group: Optional[str] = None) -> list[str]:
-    """The trainer's ``key=value`` arguments for ``point``: W&B naming first (so a ``tracking.*`` parameter
-    wins), then the parameters. ``group`` is the W&B group (default: the sweep's name); the ``plugins``
-    files a sweep file names are relative to its folder, and the trial gets them absolute."""
+    """The trainer's ``key=value`` arguments: W&B naming first (a ``tracking.*`` parameter wins), then the
+    parameters; ``plugins`` files, relative to the sweep file, made absolute."""
     tracking = {"tracking.group": group or spec.name, "tracking.name": name, "tracking.tags": labels(spec, point)}
     if VARIANT in point:
         tracking["tracking.variant"] = variant_name(point[VARIANT])
@@ -526,9 +497,7 @@ def split_top_level(raw: str) -> list[str]:
 
 
 def split_axes(overrides: list[str]) -> tuple[list[str], dict[str, list[Any]]]:
-    """Plain ``key=value`` overrides, and ``{key: [values]}`` for each comma-list override (Hydra's
-    ``-m key=a,b``): one more categorical parameter, replacing the file's of that name. A literal comma
-    is quoted for YAML inside the shell's quotes: ``'tracking.name="a,b"'``."""
+    """Plain ``key=value`` overrides, and ``{key: [values]}`` for each comma list (Hydra's ``-m key=a,b``)."""
     plain: list[str] = []
     axes: dict[str, list[Any]] = {}
     for item in overrides:
@@ -569,21 +538,14 @@ def axis_overrides(axes: dict[str, list[Any]]) -> list[str]:
 
 
 def axis_values(name: str, param: dict[str, Any]) -> list[Any]:
-    """The values a grid takes for one parameter, in W&B's order, each once.
-
-    ``value``: that one; ``values``: in order, a value equal to an earlier one (as W&B hashes them:
-    :func:`value_key`) dropped, the later spelling kept as W&B keeps it; ``int_uniform`` (integer
-    ``min``/``max``): ``min..max``; ``q_uniform``: ``min, min+q, ...`` below ``max``.
-
-    Raises:
-        ValueError: a distribution a grid cannot enumerate (W&B's own words).
-    """
+    """The values a grid takes for one parameter, in W&B's order, each once (a repeat, as :func:`value_key`
+    sees it, keeps the first one's place and the later spelling); ValueError in W&B's words for a distribution."""
     if "value" in param:
         return [param["value"]]
     if "values" in param and "probabilities" not in param and param.get("distribution", "categorical") == "categorical":
         unique: dict[str, Any] = {}
         for value in param["values"]:
-            unique[value_key(value)] = value  # a repeat keeps the first one's place and takes its spelling
+            unique[value_key(value)] = value
         return list(unique.values())
     low, high, kind = param.get("min"), param.get("max"), param.get("distribution")
     if kind in (None, "int_uniform") and isinstance(low, int) and isinstance(high, int) and "q" not in param:
@@ -631,13 +593,8 @@ def grid_size(parameters: dict[str, Any]) -> Optional[int]:
 
 
 def random_point(parameters: dict[str, Any], rng: random.Random) -> Point:
-    """One draw of every parameter (names sorted, as W&B draws them), from W&B's distributions.
-
-    ``uniform``, ``int_uniform``, ``q_uniform``; ``log_uniform`` / ``inv_log_uniform`` (bounds are
-    exponents) and their ``_values`` forms (bounds are values); ``normal``, ``log_normal``, ``beta``
-    and their ``q_`` forms; ``categorical`` (``probabilities`` as weights); constants. Without a
-    ``distribution``: ``values`` is categorical, integer ``min``/``max`` int_uniform, else uniform.
-    """
+    """One draw of every parameter (names sorted, as W&B draws them) from W&B's distributions; without a
+    ``distribution``, ``values`` is categorical, integer ``min``/``max`` int_uniform, else uniform."""
     return {name: _draw(parameters[name], rng) for name in sorted(parameters)}
 
 
@@ -738,14 +695,9 @@ def _variant_value(raw: Any) -> Any:
 
 
 def expand_variant(overrides: list[str]) -> list[str]:
-    """Replace a ``variant=...`` argument by ``tracking.variant=<name>`` and its overrides.
-
-    W&B formats every value with ``str``, so a ``null`` arrives as ``None`` and is turned back into
-    ``null``. A sweep registered by ``ablate sweep create`` passes the variant by name and the names'
-    overrides as ``variants=...``. The other reserved parameters are about the sweep, not the run, and
-    are dropped. The variant's overrides come last, so they win over the base values W&B passes for the
-    same keys (``model.heads=8 variant={'name': 'A-heads1', 'model.heads': 1}`` trains one head).
-    """
+    """Replace a ``variant=...`` argument (a name, with ``variants=...`` from ``ablate sweep create``) by
+    ``tracking.variant=<name>`` and its overrides, last so they win over W&B's base values; ``None`` (W&B's
+    ``str`` of null) becomes ``null``; the other reserved parameters are dropped."""
     rest, variants, table = [], [], None
     for item in overrides:
         key, value = parse_override(item) if "=" in item else (None, None)

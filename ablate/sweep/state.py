@@ -1,14 +1,13 @@
 """The sweep folder on disk: ``sweep.json`` (written atomically, under locks) and each trial's run folder read back.
 
-``DIR/sweep.json`` lists every trial with its point, status and result; each trial trains in ``DIR/<trial>/``.
-A write goes to a temporary file, is flushed, then renamed over the old one, so a kill or power cut leaves
-the old or the new state, never a torn one. ``DIR/.lock`` (an ``flock``, dropped by the kernel when its holder
-dies) is held while a launcher runs; packed SLURM workers and their watcher read-modify-write ``sweep.json``
-under :class:`StateLock`. How an attempt ended is read from the trainer's ``summary.json`` (:func:`outcome`).
+``DIR/.lock`` (an ``flock``, dropped by the kernel when its holder dies) is held while a launcher runs; packed
+SLURM workers and their watcher read-modify-write ``sweep.json`` under :class:`StateLock`. How an attempt
+ended is read from the trainer's ``summary.json`` (:func:`outcome`).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -20,27 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ablate.record import SUMMARY_FILE, RecordError, RunFiles, RunStatus, RunSummary, SweepFiles, headline
+from ablate.record import SUMMARY_FILE, RunFiles, RunStatus, RunSummary, SweepFiles, headline
 from ablate.sweep.spec import SEED, Point, SweepError
 from ablate.utils import io
 
 VERSION = 1
 STATE_LOCK = ".state.lock"
-"""The file :class:`StateLock` holds in the sweep folder."""
-UNDRAWN = "xxxxxx"
-"""The 6 hex digits of a group a dry run shows for a folder no sweep has started in: they are drawn
-(:func:`new_group`) when the sweep first runs there, so a dry run never shows an id the run will not use."""
+UNDRAWN = "xxxxxx"  # a dry run's group digits: drawn (:func:`new_group`) when the sweep first runs
 
 
 @dataclass
 class Trial:
-    """One point of the sweep (its W&B parameters, constants and ``variant`` included) and what became of it.
-
-    ``name`` is unique within the sweep, and its folder; ``error`` one line why it failed; ``metric`` the sweep's
-    metric (once finished); ``summary`` its ``summary.json`` (``sweep.json`` keeps its headline numbers as
-    ``results``); ``pid``, ``pid_start`` the running process and its start time (to recognise it after a
-    crash); ``history`` the metric at each report (for hyperband); ``job_id``, ``job_state`` its SLURM job.
-    """
+    """One point of the sweep and what became of it: ``name`` (also its folder), ``summary`` (``sweep.json`` keeps
+    its headline numbers as ``results``), ``pid`` and ``pid_start`` (to recognise it after a crash), ``history``
+    (the metric at each report, for hyperband), ``job_id``, ``job_state`` (its SLURM job)."""
 
     name: str
     point: dict[str, Any]
@@ -60,25 +52,17 @@ class Trial:
 
     @property
     def results(self) -> dict[str, Any]:
-        """The headline numbers of its summary (empty until it wrote one)."""
         return headline(self.summary) if self.summary is not None else {}
 
     def to_json(self) -> dict[str, Any]:
-        """As ``sweep.json`` holds it: the summary as ``results``, in field order."""
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name == "summary":
-                out["results"] = self.results
-            else:
-                out[f.name] = (
-                    list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
-                )
+        for f in dataclasses.fields(self):  # the summary as its headline numbers, ``results``
+            value = self.results if f.name == "summary" else copy.copy(getattr(self, f.name))
+            out["results" if f.name == "summary" else f.name] = value
         return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Trial:
-        """From ``sweep.json``'s record (:class:`~ablate.record.RecordError` for an unknown status)."""
         data = dict(data)
         results = data.pop("results", None) or {}
         if "status" in data:
@@ -89,12 +73,8 @@ class Trial:
 
 @dataclass
 class SweepState:
-    """Everything a rerun needs to carry on where the last launcher stopped.
-
-    ``signature`` digests what defines the trials (a rerun with another is refused); ``group`` is the W&B run
-    group, the sweep's name and a short id made once per folder (:func:`new_group`; ``None`` in older folders);
-    ``wandb_sweep`` the W&B sweep object of ``--wandb-sweep``; ``workers`` packed SLURM jobs' last seen states.
-    """
+    """Everything a rerun needs: ``signature`` (what defines the trials), ``group`` (the W&B group; ``None`` in
+    older folders), ``wandb_sweep`` (``--wandb-sweep``'s), ``workers`` (packed SLURM jobs' last seen states)."""
 
     name: str
     source: str
@@ -157,15 +137,13 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
         return state
     except SweepError:
         raise
-    except RecordError as err:
-        raise SweepError(f"{path} is not a sweep state file ({err}); move it away or use another --out") from None
-    except (ValueError, TypeError, KeyError, AttributeError) as err:  # UnicodeDecodeError, JSONDecodeError too
+    except (ValueError, TypeError, KeyError, AttributeError) as err:  # RecordError, JSONDecodeError, UnicodeDecodeError
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise SweepError(f"{path} is not a sweep state file ({reason}); move it away or use another --out") from None
 
 
 class SweepLock:
-    """An exclusive lock on ``DIR/.lock``: one launcher per sweep folder (trials do not inherit it: ``close_fds``)."""
+    """An exclusive lock on ``DIR/.lock``: one launcher per sweep folder."""
 
     def __init__(self, out_dir: Path):
         self.path = SweepFiles(out_dir).lock
@@ -187,7 +165,7 @@ class SweepLock:
 
 
 class StateLock:
-    """``with StateLock(DIR):`` one read-modify-write of ``DIR/sweep.json`` at a time, across machines (waits its turn)."""
+    """One read-modify-write of ``DIR/sweep.json`` at a time, across machines (waits its turn)."""
 
     def __init__(self, out_dir: Path):
         self.path = Path(out_dir) / STATE_LOCK
@@ -203,7 +181,7 @@ class StateLock:
 
 
 def is_locked(out_dir: Path) -> bool:
-    """Whether a launcher currently holds ``out_dir`` (used by ``sweep status``)."""
+    """Whether a launcher currently holds ``out_dir``."""
     return bool(io.is_held(SweepFiles(out_dir).lock))
 
 
@@ -211,7 +189,7 @@ def is_locked(out_dir: Path) -> bool:
 
 
 def best_trial(state: SweepState, goal: str) -> Optional[Trial]:
-    """The finished (or stopped) trial with the best metric (``goal``: ``maximize`` or ``minimize``)."""
+    """The finished (or stopped) trial with the best metric."""
     scored = [t for t in state.trials if t.status in (RunStatus.FINISHED, RunStatus.STOPPED) and t.metric is not None]
     return (max if goal == "maximize" else min)(scored, key=lambda t: t.metric) if scored else None
 
@@ -222,7 +200,7 @@ def configuration(point: Point) -> Point:
 
 
 def configuration_key(point: Point) -> str:
-    """A stable text naming the configuration of ``point`` (its seed left out)."""
+    """A stable text naming the configuration of ``point``."""
     return json.dumps(configuration(point), sort_keys=True, default=str)
 
 
@@ -235,8 +213,7 @@ def replicates(trials: Sequence[Trial]) -> dict[str, list[Trial]]:
 
 
 def replicate_status(trials: Sequence[Trial]) -> RunStatus:
-    """One status for a configuration's seeds: running until every seed is done, then finished if one
-    finished, stopped if hyperband stopped them, else failed."""
+    """One status for a configuration's seeds: running until all are done, then finished, stopped or failed."""
     if any(not t.status.done for t in trials):
         return RunStatus.RUNNING
     for status in (RunStatus.FINISHED, RunStatus.STOPPED):
@@ -268,8 +245,7 @@ def best_configuration(trials: Sequence[Trial], goal: str) -> Optional[tuple[flo
 
 
 def read_summary(run_dir: Path, since: Optional[float] = None) -> Optional[RunSummary]:
-    """The trainer's ``summary.json``, or ``None`` if absent, unreadable or older than ``since`` (a
-    ``time.time()``: the summary a previous attempt left behind is ignored)."""
+    """The trainer's ``summary.json``, or ``None`` if absent, unreadable or older than ``since`` (an earlier attempt's)."""
     path = RunFiles(run_dir).summary
     try:
         if since is not None and path.stat().st_mtime < since:
@@ -311,8 +287,7 @@ def _exit_reason(returncode: Optional[int]) -> str:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How a trial process ended: ``status`` (finished, interrupted or failed), ``error`` (one line why it
-    failed or was interrupted), the sweep's ``metric`` (finished only), and the trainer's ``summary``."""
+    """How a trial process ended: finished, interrupted or failed, with one line why, and the sweep's ``metric``."""
 
     status: RunStatus
     error: Optional[str] = None
@@ -321,17 +296,15 @@ class Outcome:
 
     @property
     def results(self) -> dict[str, Any]:
-        """The summary's headline numbers (:func:`ablate.record.headline`), as ``sweep.json`` keeps them."""
         return headline(self.summary) if self.summary is not None else {}
 
 
 def outcome(
     run_dir: Path, returncode: Optional[int], metric: Optional[str], since: Optional[float] = None, log_start: int = 0
 ) -> Outcome:
-    """How a trial process ended: ``finished`` (exit code 0, ``summary.json`` says so, a finite metric), ``interrupted``
-    (checkpointed on a signal: a rerun resumes it), else ``failed`` with one line: the trainer's ``error``, the
-    last error line of its log, how the process died, or its last log line. ``since`` and ``log_start`` (time
-    and log size at launch) hide what earlier attempts left."""
+    """How a trial process ended: ``finished`` (exit 0, ``summary.json`` says so, a finite metric), ``interrupted``
+    (checkpointed on a signal), else ``failed`` with one line: the trainer's error, the last error line of its
+    log, how the process died, or its last log line. ``since`` and ``log_start`` hide earlier attempts."""
     summary = read_summary(run_dir, since)
     value = summary.get(metric) if summary is not None and metric else None
     value = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

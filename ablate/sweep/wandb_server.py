@@ -1,15 +1,10 @@
 """Sweeps and W&B's server: registering a sweep, W&B agents across machines, uploading offline runs.
 
-A registered sweep lists its variants by name (:func:`ablate.sweep.spec.to_wandb`), so dashboards group by
-``config.variant``. ``run_agents`` starts one W&B agent per device slot, each its own process; for every run
-the server hands out (W&B's server is the planner), the agent trains ``python -m ablate train`` with its
-parameters through the local executor, and the trainer's ``wandb.init`` joins the run (``WANDB_RUN_ID``). A
-crash ends that run only.
-
-``ablate sync runs/<sweep>`` uploads every trial's offline W&B runs (one per attempt, all with the trial's
-run id) with one ``wandb sync``, which marks each uploaded record log ``run-<id>.wandb.synced``, so a rerun
-uploads only what is new. Trials still running are left for later (syncing half a run would mark it synced
-and lose the rest); one whose run lock is free was killed, and is synced like any other.
+``run_agents`` starts one W&B agent per device slot; for every run the server hands out (W&B's server is the
+planner) the agent trains ``python -m ablate train`` through the local executor, and the trainer's
+``wandb.init`` joins the run. ``ablate sync`` uploads every trial's offline runs with one ``wandb sync``
+(which marks each ``run-<id>.wandb.synced``, so a rerun uploads only what is new); trials still running are
+left for later, and one whose run lock is free was killed, and is synced like any other.
 """
 
 from __future__ import annotations
@@ -47,13 +42,9 @@ from ablate.training.run_folder import running_status
 
 
 def wandb_sweep_config(spec: SweepSpec, agents: bool = True) -> dict[str, Any]:
-    """The configuration sent to W&B: the file's, named after the sweep, variants by name.
-
-    W&B's server knows no repeat seed: a sweep its agents run is refused (they would train one seed per
-    configuration); one registered for a local sweep's dashboard (``agents=False``) lists the seeds as values.
-    Agents read the metric from a W&B run's summary, which holds a test score per split only, so a plain
-    ``test/<name>`` metric is refused too.
-    """
+    """The configuration sent to W&B: the file's, named after the sweep, variants by name; a repeat seed (agents
+    would train one seed per configuration) and a ``test/<name>`` metric (not in a run's summary) are refused
+    for agents, and a local sweep's dashboard (``agents=False``) lists the seeds as values."""
     seeds = spec.repeat_seeds
     metric = spec.metric or ""
     if agents and metric.startswith("test/") and metric != "test/sents_per_sec":
@@ -84,14 +75,13 @@ def create_sweep(
 
 
 def register_local_sweep(spec: SweepSpec, project: Optional[str] = None, entity: Optional[str] = None) -> str:
-    """Create the W&B sweep object of a sweep that trains locally (no agent asks it for runs: each trial attaches by
-    ``WANDB_SWEEP_ID``, so the project's Sweeps page lists them); returns ``entity/project/id``."""
+    """Create the W&B sweep object of a sweep that trains locally; returns ``entity/project/id``."""
     sweep_id = create_sweep(spec, project=project, entity=entity, agents=False)
     return "/".join(p for p in (entity, project, sweep_id) if p)
 
 
 def fetch_spec(sweep_id: str, project: Optional[str] = None, entity: Optional[str] = None) -> SweepSpec:
-    """The sweep's configuration from the W&B server (to name runs by what varies)."""
+    """The sweep's configuration from the W&B server."""
     import wandb
 
     path = "/".join(p for p in (entity, project, sweep_id) if p)
@@ -101,8 +91,7 @@ def fetch_spec(sweep_id: str, project: Optional[str] = None, entity: Optional[st
 
 @dataclass
 class AgentOptions:
-    """How each agent runs its trials: in ``out/<sweep name>/<run name>-<W&B run id>``, ``count`` runs per agent (``None``:
-    until the sweep is done), ``overrides`` and a base ``config`` for every trial, ``command`` (tests inject a fake)."""
+    """How each agent runs its trials (in ``out/<sweep name>/<run name>-<W&B run id>``; ``count``: runs per agent)."""
 
     out: Path
     project: Optional[str] = None
@@ -159,7 +148,7 @@ def run_agent(sweep_id: str, slot: Slot, opts: AgentOptions) -> None:
 
 
 def agent_argv(sweep_id: str, slot: Slot, opts: AgentOptions) -> list[str]:
-    """The command of the child agent that serves ``slot`` (``ablate sweep agent`` on one slot)."""
+    """``ablate sweep agent`` on one slot."""
     devices, gpus = (",".join(slot.gpus), str(len(slot.gpus))) if slot.gpus else ("cpu", "1")
     argv = ablate_argv(
         "sweep", "agent", sweep_id, "--devices", devices, "--gpus-per-trial", gpus, "--out", str(opts.out)
@@ -172,8 +161,7 @@ def agent_argv(sweep_id: str, slot: Slot, opts: AgentOptions) -> list[str]:
 
 
 def run_agents(sweep_id: str, slots: list[Slot], opts: AgentOptions) -> int:
-    """One agent per slot: in this process for one slot, else one child process per slot; returns the children's
-    worst exit code."""
+    """One agent per slot (in this process for one slot); returns the children's worst exit code."""
     if len(slots) == 1:
         run_agent(sweep_id, slots[0], opts)
         return 0
@@ -186,8 +174,8 @@ def run_agents(sweep_id: str, slots: list[Slot], opts: AgentOptions) -> int:
 
 
 def attach_local_sweep(spec: SweepSpec, opts: LaunchOptions, say: Callable[[str, str], None]) -> Optional[str]:
-    """``--wandb-sweep``: the W&B sweep object of a local sweep (made once per folder), its id in the trials'
-    environment (``WANDB_SWEEP_ID``, what ``wandb.init`` attaches to); ``None`` when W&B is not online."""
+    """``--wandb-sweep``: the W&B sweep of a local sweep (once per folder), its id in ``WANDB_SWEEP_ID`` for the
+    trials; ``None`` when W&B is not online."""
     from ablate.training.tracking import resolve_mode
 
     tracking = load_config(opts.config, opts.overrides).tracking
@@ -211,8 +199,6 @@ class SyncError(AblateError):
 
 @dataclass
 class SyncPlan:
-    """Offline runs to upload, already uploaded, and trials skipped because they still run."""
-
     pending: list[Path] = field(default_factory=list)
     synced: list[Path] = field(default_factory=list)
     running: list[Path] = field(default_factory=list)
@@ -265,11 +251,7 @@ def sync(
     run: Optional[Callable[..., subprocess.CompletedProcess]] = None,
     echo=print,
 ) -> SyncPlan:
-    """Upload every pending offline run of ``folder`` with one ``wandb sync`` call.
-
-    Raises:
-        SyncError: no folder, nothing to sync, or ``wandb sync`` failed (its last line).
-    """
+    """Upload every pending offline run of ``folder`` with one ``wandb sync`` call."""
     todo = plan_sync(folder)
     for trial in todo.running:
         echo(f"skipped (still running): {trial}")

@@ -35,3 +35,28 @@ def test_a_short_plan_shows_no_progress(tmp_path):
         commands.PlanProgress(stderr),
     )
     assert stderr.file.getvalue() == "" and stdout.file.getvalue().splitlines()[-1] == "2 trials"
+
+
+def test_a_configuration_checked_once_for_its_seeds_fails_each_trial_as_checking_every_point_would(tmp_path):
+    """The planner checks a configuration once for all its seeds and each seed on its own; every trial's
+    verdict and error text equal ``load_config`` on that trial's whole override list."""
+    from ablate.config import ConfigError, load_config
+
+    base = tmp_path / "base.yaml"
+    base.write_text("seed: -1\n")  # out of range, but every point sets its own seed
+    spec = small_spec({"seed": {"values": [1, -1, 2**32, 2]}, "model.heads": {"values": [2, 3]}})
+    planner = Planner(spec, options(tmp_path / "out", None, config=base))
+    trials = planner.preview()
+
+    def expected(trial):
+        try:
+            load_config(base, planner.overrides(trial))
+        except ConfigError as err:
+            return f"invalid config: {err}"
+        return None
+
+    assert [t.error for t in trials] == [expected(t) for t in trials]
+    errors = [t.error or "" for t in trials]
+    assert sum("does not divide" in e for e in errors) == 4  # heads=3, whatever its seed
+    assert sum("must be in [0, 2**32 - 1]" in e for e in errors) == 2  # heads=2 with seed -1 or 2**32
+    assert len(planner._verdicts) == 2 + 4  # two configurations, four seeds: not eight points
