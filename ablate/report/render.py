@@ -1,12 +1,9 @@
 """The render layer: a :class:`~ablate.report.layout.Table` as rich (terminal), Markdown, LaTeX or CSV.
 
 Every text format prints each statistic through :func:`fmt_stat`, so the numbers agree across formats;
-CSV carries them unrounded (10 significant digits) with the raw and Holm-adjusted p-values of each tested
-column. The writers are hand-written, not pandas': ``DataFrame.to_markdown`` (tabulate) pads every cell
-to its column's width and ``Styler.to_latex`` writes its own rules and escapes, so neither reproduces the
-shipped tables byte for byte. :func:`render_per_seed` is ``--per-seed``: one line per trial with its Δ
-against the base trial of the same seed, marked :data:`~ablate.report.layout.FLIP` where a row's
-per-seed Δs disagree in sign.
+CSV carries them unrounded. The writers are hand-written, not pandas': ``DataFrame.to_markdown`` pads every
+cell to its column's width and ``Styler.to_latex`` writes its own rules and escapes, so neither reproduces
+the shipped tables byte for byte. :func:`render_per_seed` is ``--per-seed``.
 """
 
 from __future__ import annotations
@@ -174,22 +171,12 @@ TESTED = ("p", "p_holm", "delta", "ci_low", "ci_high", "se", "seed_deltas", "mar
 
 
 def _tested(cell: Cell) -> list[str]:
-    """The tested column's comparison against the base: p-values, Δ, its 95% CI and standard
-    error, the per-seed Δs (``seed:Δ`` joined by ``;``) and the cell's marks."""
+    """The tested column's comparison against the base, as :data:`TESTED` names them (``seed:Δ;...``)."""
     c = cell.comparison
     if c is None:
         return [""] * len(TESTED)
     seeds = ";".join(f"{seed}:{d:.6g}" for seed, d in c.per_seed)
-    return [
-        _num(cell.p_value),
-        _num(cell.p_adjusted),
-        _num(c.delta),
-        _num(c.ci[0]),
-        _num(c.ci[1]),
-        _num(c.se),
-        seeds,
-        cell.mark,
-    ]
+    return [*map(_num, (cell.p_value, cell.p_adjusted, c.delta, *c.ci, c.se)), seeds, cell.mark]
 
 
 def to_csv(table: Table) -> str:
@@ -260,11 +247,8 @@ def _rich_notes(table: Table) -> list:
 
 
 def to_vertical(table: Table):
-    """The rich table for a terminal too narrow for its columns: one block per row, a line per cell.
-
-    A row is headed by its group (and name); under it every non-empty setting and statistic as
-    ``column  value``, so nothing is cut to ``…``. Footnotes and unfinished trials follow.
-    """
+    """The rich table for a terminal too narrow for its columns: one block per row headed by its group (and
+    name), a ``column  value`` line per non-empty cell, so nothing is cut to ``…``; then the notes."""
     from rich.console import Group
     from rich.text import Text
 
@@ -296,12 +280,9 @@ def rich_width(table: Table) -> int:
 
 def render(table: Table, fmt: str, width: int = 200) -> str:
     """The table as text in ``fmt`` (``rich`` is rendered without colour at ``width`` columns)."""
-    if fmt == "md":
-        return to_markdown(table)
-    if fmt == "latex":
-        return to_latex(table)
-    if fmt == "csv":
-        return to_csv(table)
+    writers = {"md": to_markdown, "latex": to_latex, "csv": to_csv}
+    if fmt in writers:
+        return writers[fmt](table)
     if fmt == "rich":
         from rich.console import Console
 

@@ -129,26 +129,13 @@ def _first_line(err: BaseException) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
-@dataclass(frozen=True)
-class WandbRun:
-    """What the report reads of one W&B run; ``problem`` says why it cannot be believed, if so."""
-
-    name: str
-    summary: dict[str, Any] = field(default_factory=dict)
-    config: dict[str, Any] = field(default_factory=dict)
-    status: str = RunStatus.RUNNING
-    hyps: dict[str, list[str]] = field(default_factory=dict)
-    refs: dict[str, list[str]] = field(default_factory=dict)
-    sources: dict[str, list[str]] = field(default_factory=dict)
-    problem: Optional[str] = None
-
-
-def read_run(run: Any) -> WandbRun:
-    """A :class:`WandbRun` from an object shaped like ``wandb.apis.public.Run``."""
+def from_wandb_run(run: Any) -> Trial:
+    """A :class:`Trial` from an object shaped like ``wandb.apis.public.Run``; :data:`INVALID` where its
+    summary, config or files cannot be believed."""
     name = str(run.name)
     summary, config = plain(run.summary), plain(run.config)
     if not isinstance(summary, dict) or not isinstance(config, dict):
-        return WandbRun(name, problem="W&B run: its summary or config is not a mapping")
+        return Trial(name, INVALID, "W&B run: its summary or config is not a mapping")
     summary = {**_recorded(run), **summary}  # the nested fields (history, resolved, ...) are in its run file
     status = summary.get("status") or _STATES.get(str(run.state).lower(), str(run.state))
     if "variant" not in summary and config.get("variant") is not None:
@@ -159,12 +146,13 @@ def read_run(run: Any) -> WandbRun:
         summary["sweep"] = {"name": run.group}
     problem = summary_problem(summary)
     if problem:
-        return WandbRun(name, problem=f"W&B summary: {problem}")
+        return Trial(name, INVALID, f"W&B summary: {problem}")
     try:
         hyps, refs, sources = _wandb_texts(run, _test_splits(summary))
     except TextError as err:
-        return WandbRun(name, problem=f"W&B files: {err}")
-    return WandbRun(name, summary, config, str(status), hyps, refs, sources)
+        return Trial(name, INVALID, f"W&B files: {err}")
+    trial = from_summary(name, summary, hyps, refs, config=config, status=str(status), sources=sources)
+    return replace(trial, sweep=sweep_name(trial.sweep))
 
 
 def plain(value: Any) -> Any:
@@ -532,15 +520,6 @@ def collect_wandb(path: str, api: Any = None) -> list[Trial]:
         where = f"group '{group}' of " if group else ""
         raise ReportError(f"no runs in {where}W&B project {entity}/{project}")
     return trials
-
-
-def from_wandb_run(run: Any) -> Trial:
-    """A :class:`Trial` from an object shaped like ``wandb.apis.public.Run``."""
-    r: WandbRun = read_run(run)
-    if r.problem:
-        return Trial(r.name, INVALID, r.problem)
-    trial = from_summary(r.name, r.summary, r.hyps, r.refs, config=r.config, status=r.status, sources=r.sources)
-    return replace(trial, sweep=sweep_name(trial.sweep))
 
 
 def sweep_name(group: Optional[str]) -> Optional[str]:
