@@ -245,20 +245,20 @@ def hinge_notes(
     ]
 
 
-# Paper symbols for the hyperparameters of Table 3; other keys use their shortest unique suffix.
-PAPER_LABELS = {
-    "model.layers": "N",
-    "model.d_model": "d_model",
-    "model.d_ff": "d_ff",
-    "model.heads": "h",
-    "model.d_k": "d_k",
-    "model.d_v": "d_v",
-    "model.dropout": "P_drop",
-    "train.label_smoothing": "eps_ls",
-    "train.max_steps": "max_steps",
-    "model.positions": "positions",
-    "model.attention.score": "score",
-    "model.attention.scale": "scale",
+# Paper symbols (text, LaTeX) for the hyperparameters of Table 3; other keys use their shortest unique suffix.
+PAPER_LABELS: dict[str, tuple[str, Optional[str]]] = {
+    "model.layers": ("N", "$N$"),
+    "model.d_model": ("d_model", r"$d_{\mathrm{model}}$"),
+    "model.d_ff": ("d_ff", r"$d_{\mathrm{ff}}$"),
+    "model.heads": ("h", "$h$"),
+    "model.d_k": ("d_k", "$d_k$"),
+    "model.d_v": ("d_v", "$d_v$"),
+    "model.dropout": ("P_drop", r"$P_{\mathrm{drop}}$"),
+    "train.label_smoothing": ("eps_ls", r"$\epsilon_{ls}$"),
+    "train.max_steps": ("max_steps", "max steps"),
+    "model.positions": ("positions", None),
+    "model.attention.score": ("score", None),
+    "model.attention.scale": ("scale", None),
 }
 
 
@@ -450,7 +450,8 @@ def key_labels(keys: list[str]) -> list[str]:
     labels = []
     for key in keys:
         if key in PAPER_LABELS:
-            labels.append(PAPER_LABELS[key])
+            labels.append(PAPER_LABELS[key][0])
+
             continue
         parts = key.split(".")
         for n in range(1, len(parts) + 1):

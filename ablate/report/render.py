@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ablate.record import TEST_BLEU, RunStatus
-from ablate.report.layout import FLIP, Cell, Column, Table, TableRow, show_value
+from ablate.report.layout import FLIP, PAPER_LABELS, Cell, Column, Table, TableRow, show_value
 from ablate.report.stats import Sweep, value_order
 
 FORMATS = ("rich", "md", "latex", "csv")
@@ -88,17 +88,7 @@ def to_markdown(table: Table) -> str:
 # LaTeX (booktabs)
 # --------------------------------------------------------------------------------------
 
-LATEX_LABELS = {
-    "model.layers": "$N$",
-    "model.d_model": r"$d_{\mathrm{model}}$",
-    "model.d_ff": r"$d_{\mathrm{ff}}$",
-    "model.heads": "$h$",
-    "model.d_k": "$d_k$",
-    "model.d_v": "$d_v$",
-    "model.dropout": r"$P_{\mathrm{drop}}$",
-    "train.label_smoothing": r"$\epsilon_{ls}$",
-    "train.max_steps": "max steps",
-}
+
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
     "&": r"\&",
@@ -123,7 +113,7 @@ def to_latex(table: Table) -> str:
     lead = 1 + table.show_names
     spec = "l" * lead + "c" * len(table.labels) + "r" * (len(table.columns) + 1)
     head = ["", *(["variant"] if table.show_names else [])]
-    head += [LATEX_LABELS.get(k, latex_escape(lbl)) for k, lbl in zip(table.keys, table.labels)]
+    head += [PAPER_LABELS.get(k, ("", None))[1] or latex_escape(lbl) for k, lbl in zip(table.keys, table.labels)]
     head += [c.latex or latex_escape(c.label) for c in table.columns] + ["$n$"]
     lines = [
         r"\begin{table}[t]",
