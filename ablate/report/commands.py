@@ -46,11 +46,6 @@ class Test(str, Enum):
     ar = "ar"
 
 
-# --------------------------------------------------------------------------------------
-# Typer commands
-# --------------------------------------------------------------------------------------
-
-
 def _write(out: Path, text: str, *sources: str) -> None:
     """``text`` into the file ``out``, whole or not at all, never over or inside a source."""
     write_output_text(out, text, [folder for source in sources for folder in local_folders(source)])

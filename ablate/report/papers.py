@@ -219,11 +219,6 @@ def get(name: str) -> Reference:
 _DERIVED = ("model.d_k", "model.d_v")
 
 
-# --------------------------------------------------------------------------------------
-# Matching
-# --------------------------------------------------------------------------------------
-
-
 def effective(config: dict[str, Any]) -> dict[str, Any]:
     """A flattened config with ``model.d_k``/``model.d_v`` as the model uses them (d_model / heads if unset)."""
     out = dict(config)
@@ -271,11 +266,6 @@ def match(ours: dict[str, Any], base: dict[str, Any], reference: Reference) -> O
         if d < best_d:
             best, best_d = row, d
     return best
-
-
-# --------------------------------------------------------------------------------------
-# Side by side
-# --------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -359,10 +349,6 @@ class SideBySide:
     def all_rows(self, shift: float = 0.0) -> AgreementTest:
         """The count and test over every matched row with a sign on both sides."""
         return self._test(self._signed(shift), shift)
-
-    def coin(self) -> SignCount:
-        """The all-rows count against a fair coin per row (the null this module no longer uses)."""
-        return sign_count((ln.paper_delta, ln.delta) for ln in self.counted)
 
     def sensitivity(self) -> list[Sensitivity]:
         """Both counts with our base mean moved by -1 and +1 SE (empty where its SE is unknown)."""
@@ -576,11 +562,6 @@ def our_facts(sweep: Sweep, split: str, setup: Any) -> list[tuple[str, str, str]
         if not (paper_last and ours.startswith("the last")):
             out.append(("checkpoints", ours, facts["checkpoints"]))
     return out
-
-
-# --------------------------------------------------------------------------------------
-# Text
-# --------------------------------------------------------------------------------------
 
 
 def _num(x: Optional[float], digits: int = 2, sign: bool = False) -> str:

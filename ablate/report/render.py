@@ -47,11 +47,6 @@ def _notes(table: Table) -> list[str]:
     return notes
 
 
-# --------------------------------------------------------------------------------------
-# Markdown
-# --------------------------------------------------------------------------------------
-
-
 def _md_escape(text: str) -> str:
     """A table cell or note on one Markdown line: ``|`` escaped, any line break shown as a space
     (a newline in a variant name would end the row and split the table)."""
@@ -82,11 +77,6 @@ def to_markdown(table: Table) -> str:
     lines += [_md_escape(n) + "  " for n in _notes(table)]
     lines += [f"- {_md_escape(str(u))}" for u in table.unfinished]
     return "\n".join(lines).rstrip() + "\n"
-
-
-# --------------------------------------------------------------------------------------
-# LaTeX (booktabs)
-# --------------------------------------------------------------------------------------
 
 
 _LATEX_SPECIAL = {
@@ -143,11 +133,6 @@ def to_latex(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
-# --------------------------------------------------------------------------------------
-# CSV
-# --------------------------------------------------------------------------------------
-
-
 def export_key(col: Column) -> str:
     """CSV name of a column: the metric key, suffixed ``_millions`` when scaled."""
     return col.key + ("_millions" if col.scale == 1e-6 else "")
@@ -192,11 +177,6 @@ def to_csv(table: Table) -> str:
     for u in table.unfinished:
         w.writerow(["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason])
     return buf.getvalue()
-
-
-# --------------------------------------------------------------------------------------
-# Rich (terminal)
-# --------------------------------------------------------------------------------------
 
 
 def to_rich(table: Table):

@@ -89,7 +89,6 @@ def read_texts(folder: Path) -> dict[str, list[str]]:
 
 
 HYP_ARTIFACT_TYPES = ("hypotheses", "predictions")
-# --------------------------------------------------------------------------------------
 
 _STATES = {  # W&B's run states -> ours
     "finished": RunStatus.FINISHED,
@@ -310,11 +309,6 @@ def parse_wandb_path(path: str) -> tuple[str, str, Optional[str]]:
     if len(parts) not in (2, 3) or not all(parts):
         raise ReportError(f"bad W&B source 'wandb:{path}': use wandb:<entity>/<project>[/<group>]")
     return parts[0], parts[1], parts[2] if len(parts) == 3 else None
-
-
-# --------------------------------------------------------------------------------------
-# Sweep folder
-# --------------------------------------------------------------------------------------
 
 
 def collect_folder(root: Path) -> list[Trial]:
@@ -627,13 +621,9 @@ def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]
     for t in trials:
         progress.step()
         for split in splits:
-            key = (
-                TEST_BLEU.split_key(split)
-                if TEST_BLEU.split_key(split) in t.metrics
-                else TEST_BLEU.key
-                if len(splits) == 1
-                else None
-            )
+            key = TEST_BLEU.split_key(split)
+            if key not in t.metrics and len(splits) == 1:  # a summary's plain test/bleu is the only split's
+                key = TEST_BLEU.key
             if key not in t.metrics or split not in t.hyps:
                 continue
             again = corpus_bleu(t.hyps[split], t.refs[split], t.signature)
@@ -736,9 +726,6 @@ def with_metric(trials: Sequence[Trial], metric: str) -> list[Trial]:
     return out
 
 
-TEXTS = ("hyps", "refs", "sources")
-
-
 @dataclass(frozen=True)
 class Scored:
     """What :func:`score_runs` did to one run: the values it added, or why it left the run alone."""
@@ -781,7 +768,7 @@ def score_run(run_dir: Path, metric: str) -> Scored:
     if summary.get("status") != RunStatus.FINISHED or is_held(run_dir):
         return Scored(name, skipped="still training" if is_held(run_dir) else f"status {summary.get('status')}")
     try:
-        texts = {kind: read_texts(run_dir / kind) for kind in TEXTS}
+        texts = {kind: read_texts(run_dir / kind) for kind in TEXT_KINDS}
     except TextError as err:
         return Scored(name, skipped=str(err))
     if not texts["hyps"]:
