@@ -140,38 +140,36 @@ def table_command(
         from ablate.report.render import render_per_seed
 
         text = render_per_seed(load(source), fmt.value)
-        if out is not None:
-            _write(out, text, source)
-        else:
-            sys.stdout.write(text)
-        return
-    result = report_table(
-        source,
-        alpha=alpha,
-        test=test.value,
-        samples=samples,
-        significance=with_significance,
-        by_length=by_length,
-        metric=metric,
-    )
-    sweep, table = result.sweep, result.table
-    beside = ""
-    if paper is not None and metric != "bleu":  # the published tables report BLEU (and PPL) only
-        beside = (
-            f"\nnote: the published table '{reference}' reports BLEU, not {get_scorer(metric).label}, so it is not "
-            f"compared on this table; `ablate table {source} --reference {reference}` compares on BLEU\n"
-        )
-    elif paper is not None:
-        beside = "\n" + render_reference(side_by_side(sweep, table, paper), fmt.value)
-    if columns is not None:
-        table = select_columns(table, [c.strip() for c in columns.split(",") if c.strip()])
-    if out is not None:
-        _write(out, render(table, fmt.value) + beside, source)
-    elif fmt is Format.rich:
-        print_fitted(table)
-        sys.stdout.write(beside)
     else:
-        sys.stdout.write(render(table, fmt.value) + beside)
+        result = report_table(
+            source,
+            alpha=alpha,
+            test=test.value,
+            samples=samples,
+            significance=with_significance,
+            by_length=by_length,
+            metric=metric,
+        )
+        sweep, table = result.sweep, result.table
+        beside = ""
+        if paper is not None and metric != "bleu":  # the published tables report BLEU (and PPL) only
+            beside = (
+                f"\nnote: the published table '{reference}' reports BLEU, not {get_scorer(metric).label}, so it is "
+                f"not compared on this table; `ablate table {source} --reference {reference}` compares on BLEU\n"
+            )
+        elif paper is not None:
+            beside = "\n" + render_reference(side_by_side(sweep, table, paper), fmt.value)
+        if columns is not None:
+            table = select_columns(table, [c.strip() for c in columns.split(",") if c.strip()])
+        if out is None and fmt is Format.rich:
+            print_fitted(table)
+            sys.stdout.write(beside)
+            return
+        text = render(table, fmt.value) + beside
+    if out is not None:
+        _write(out, text, source)
+    else:
+        sys.stdout.write(text)
 
 
 @app.command("calibrate")

@@ -351,14 +351,8 @@ def sweep_facts(source: Path, summaries: list[dict[str, Any]], planned: int = 0)
     state = _read_json(source / STATE)
     run = None
     if state.get("source"):
-        run = " ".join(
-            [
-                "ablate sweep run",
-                shlex.quote(str(state["source"])),
-                "--out",
-                shlex.quote(str(source)),
-                *map(shlex.quote, state.get("overrides") or []),
-            ]
+        run = shlex.join(
+            ["ablate", "sweep", "run", str(state["source"]), "--out", str(source), *(state.get("overrides") or [])]
         )
     ends = [(source / name / SUMMARY_FILE).stat().st_mtime for name in (s.get("_name") for s in summaries) if name]
     started = state.get("created_at")

@@ -489,7 +489,7 @@ class Bar:
 def bleu_bars(
     sweep: Sweep, comparisons: Sequence[Comparison] = (), alpha: float = 0.05, metric: str = DEFAULT_METRIC
 ) -> list[Bar]:
-    """The bars of :func:`plot_test_bleu`, rows in table order, each row's splits together."""
+    """The bars of :func:`bleu_bars_figure`, rows in table order, each row's splits together."""
     splits = sweep.test_splits
     keys = [(_key(s, metric), s) for s in splits] or [(_key(None, metric), None)]
     vs_base = against_base(comparisons, sweep)
