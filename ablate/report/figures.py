@@ -110,6 +110,16 @@ def tick_size(count: int) -> float:
     return 9.0 if count <= 12 else 8.0
 
 
+def row_axis(ax, labels: Sequence[str], marked: Sequence[bool], size: float) -> None:
+    """One labelled row per y from the top, the labels red where the table marks the row; an x grid behind."""
+    ax.set_yticks(range(len(labels)), labels, fontsize=size)
+    for tick, mark in zip(ax.get_yticklabels(), marked):
+        tick.set_color(MARKED if mark else "#000000")
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
 def row_height(count: int, per_row: float = 0.3, fixed: float = 1.8) -> float:
     """Figure height in inches for ``count`` stacked rows: each row keeps room for its label."""
     return max(3.2, per_row * count + fixed)
@@ -389,10 +399,7 @@ def forest_figure(sweep: Sweep, comparisons: Sequence[Comparison], alpha: float 
         if y and line.reference != lines[y - 1].reference:  # named comparisons against another row
             ax.axhline(y - 0.5, color="#999999", lw=0.6, ls=":")
     ax.axvline(0.0, color="#333333", lw=1.0, zorder=1)
-    ax.set_yticks(range(n), [line.label for line in lines], fontsize=size)
-    for tick, line in zip(ax.get_yticklabels(), lines):
-        tick.set_color(MARKED if line.marked else "#000000")
-    ax.set_ylim(n - 0.5, -0.5)  # the table's first comparison on top
+    row_axis(ax, [line.label for line in lines], [line.marked for line in lines], size)
     _value_column(ax, lines, size)
     splits = sorted({line.split for line in lines})
     reference = "vs base" if all(line.reference == sweep.base.name for line in lines) else "vs reference row"
@@ -402,8 +409,6 @@ def forest_figure(sweep: Sweep, comparisons: Sequence[Comparison], alpha: float 
         f"Δ test {scorer.label} {reference} ({LEVEL:.0%} CI, {describe_test(comparisons)}{lower})", fontsize=9
     )
     ax.set_title(f"Differences in test {scorer.label} ({', '.join(splits)}), row minus reference", fontsize=10)
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_axisbelow(True)
     tested = sum(c.tested for c in comparisons)
     caption(
         ax,
@@ -570,19 +575,14 @@ def bleu_bars_figure(
         base = next((b for b in mine if b.row == sweep.base.name), None)
         if base is not None:
             ax.axvline(base.mean, color=color if len(splits) > 1 else "#555555", ls="--", lw=1, zorder=1)
-    ax.set_yticks(
-        range(len(rows)), [f"{display_names(sweep)[r]} (n={len(by_name[r].trials)})" for r in rows], fontsize=size
-    )
-    for tick, r in zip(ax.get_yticklabels(), rows):
-        tick.set_color(MARKED if any(b.mark for b in bars if b.row == r) else "#000000")
-    ax.set_ylim(len(rows) - 0.5, -0.5)
+    names = display_names(sweep)
+    marked = [any(b.mark for b in bars if b.row == r) for r in rows]
+    row_axis(ax, [f"{names[r]} (n={len(by_name[r].trials)})" for r in rows], marked, size)
     ax.set_xlim(left, hi + 3 * pad)
     what = f"test {scorer.label}" + (f" ({splits[0]})" if len(splits) == 1 and splits[0] else "")
     what += "" if scorer.higher_is_better else ", lower is better"
     ax.set_xlabel(what if left == 0 else f"{what}, axis starts at {left:g}", fontsize=9)
     ax.set_title(f"Test {scorer.label} per configuration (bar: mean over seeds; n = seeds)", fontsize=10)
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_axisbelow(True)
     if len(splits) > 1:
         ax.legend(title="test split", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     caption(ax, _bar_caption(bars, comparisons, sweep, alpha, metric), gap=32)
