@@ -366,9 +366,10 @@ class SideBySide:
         for sens in self.sensitivity():
             side = "-1" if sens.shift < 0 else "+1"
             h, a = sens.headline, sens.all_rows
+            coin = "-" if sens.coin is None else p_text(sens.coin)
             parts.append(
                 f"base {side} SE ({sens.shift:+.2f} BLEU): headline {h.agree} of {h.n} ({_p(h)}), all rows "
-                f"{a.agree} of {a.n} ({_p(a)}; a fair coin per row would give p = {_coin(sens.coin)})"
+                f"{a.agree} of {a.n} ({_p(a)}; a fair coin per row would give p = {coin})"
             )
         return "; ".join(parts)
 
@@ -446,10 +447,6 @@ class SideBySide:
 
 def _p(test: AgreementTest) -> str:
     return "not testable" if test.p_value is None else f"p = {p_text(test.p_value)}"
-
-
-def _coin(p: Optional[float]) -> str:
-    return "-" if p is None else p_text(p)
 
 
 def _test_column(table: Table) -> Optional[tuple[int, Column]]:

@@ -147,7 +147,7 @@ def from_wandb_run(run: Any) -> Trial:
     if problem:
         return Trial(name, INVALID, f"W&B summary: {problem}")
     try:
-        hyps, refs, sources = _wandb_texts(run, _test_splits(summary))
+        hyps, refs, sources = _wandb_texts(run, [s for k in summary if (s := TEST_BLEU.split_of(k)) is not None])
     except TextError as err:
         return Trial(name, INVALID, f"W&B files: {err}")
     trial = from_summary(name, summary, hyps, refs, config=config, status=str(status), sources=sources)
@@ -186,10 +186,6 @@ def _download(run: Any, wanted: set[str], root: Path) -> None:
         pass
 
 
-def _test_splits(summary: dict[str, Any]) -> list[str]:
-    return sorted(s for k in summary if (s := TEST_BLEU.split_of(k)) is not None)
-
-
 def _wandb_history(run: Any) -> list[dict[str, float]]:
     """Validation records from ``run.scan_history``; the step is ours, Lightning's or W&B's."""
     scan = getattr(run, "scan_history", None)
@@ -207,7 +203,7 @@ def _wandb_history(run: Any) -> list[dict[str, float]]:
 
 def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, list[str]], ...]:
     """Hypotheses, references and sources saved as run files, else in a hypotheses artifact."""
-    wanted = {f"{kind}/{split}.txt" for split in splits for kind in ("hyps", "refs", "sources")}
+    wanted = {f"{kind}/{split}.txt" for split in splits for kind in TEXT_KINDS}
     if not wanted:
         return {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
