@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
+from matplotlib.figure import Figure
 
 from ablate.model.decoding import beam_search
 from ablate.report.figures import check_size
@@ -37,16 +38,12 @@ def cell_inches(tokens: int, heads: int, layers: int) -> float:
 
 
 def _grid(maps: dict[str, torch.Tensor], keys: list[str], rows: list[str], cols: list[str], title: str, path: Path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     heads = maps[keys[0]].size(1)
     cell = cell_inches(max(len(rows), len(cols)), heads, len(keys))
     size = (cell * heads + 1, cell * len(keys) + 1)
     check_size(*size, DPI, path.name, f"{len(keys)} layers x {heads} heads")
-    fig, axes = plt.subplots(len(keys), heads, figsize=size, squeeze=False)
+    fig = Figure(figsize=size)
+    axes = fig.subplots(len(keys), heads, squeeze=False)
     for r, key in enumerate(keys):
         for h in range(heads):
             ax = axes[r][h]
@@ -65,16 +62,10 @@ def _grid(maps: dict[str, torch.Tensor], keys: list[str], rows: list[str], cols:
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
-    plt.close(fig)
 
 
 def plot_positions(model, path: Path, length: int = 64) -> Path | None:
     """Image of the positional encoding matrix (positions x dimensions), when the model has one."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     positions = getattr(model, "positions", None)
     if positions is None:
         return None
@@ -84,7 +75,8 @@ def plot_positions(model, path: Path, length: int = 64) -> Path | None:
     if not matrix.abs().sum():
         return None
     name = type(positions).__name__.replace("Positions", "").lower()
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig = Figure(figsize=(8, 4.5))
+    ax = fig.add_subplot()
     image = ax.imshow(matrix.numpy(), cmap="RdBu", aspect="auto", vmin=-matrix.abs().max(), vmax=matrix.abs().max())
     ax.set_xlabel("embedding dimension")
     ax.set_ylabel("position")
@@ -92,7 +84,6 @@ def plot_positions(model, path: Path, length: int = 64) -> Path | None:
     fig.colorbar(image, ax=ax, label="value added to the embedding")
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
-    plt.close(fig)
     return path
 
 
@@ -106,10 +97,8 @@ def plot_attention(
 ) -> list[Path]:
     """Translate ``text`` with the run's best model and draw every attention map; returns the PNGs.
 
-    ``plugins`` and ``trust_plugins`` say which plugins the run's record names may be imported
-    (:func:`ablate.training.checkpoints.recorded_config`).
-
     Raises:
+
         ReportError: ``text`` is longer than :data:`MAX_TOKENS` subwords, or ``beam`` is below 1.
         OutputError: ``out`` is (or lies inside, or contains) ``run_dir``, or cannot be written.
     """

@@ -1,9 +1,5 @@
-"""``ablate table``, ``ablate plot``, ``ablate report`` and ``ablate export``: a typer sub-app.
-
-The plain functions of :mod:`ablate.report` do the work and return values;
-the typer commands only parse options and print. :mod:`ablate.cli` mounts :data:`app`'s commands
-at top level.
-"""
+"""``ablate table``, ``plot``, ``calibrate``, ``export``, ``score`` and ``report``: typer commands that parse
+options and print; the plain functions of :mod:`ablate.report` do the work."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ import typer
 from ablate.metrics import get_scorer
 from ablate.report.layout import Table, select_columns
 from ablate.report.papers import REFERENCES, get as get_reference, render as render_reference, side_by_side
-from ablate.report.render import render, rich_width, to_rich, to_vertical
+from ablate.report.render import FORMATS, render, rich_width, to_rich, to_vertical
 from ablate.report.sources import make_plots, make_report, table as report_table
 from ablate.report.stats import load, load_pooled
 from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders
@@ -30,6 +26,7 @@ log = logging.getLogger(__name__)
 app = typer_app(help="Paper-style tables, figures and W&B reports of a sweep.", no_args_is_help=True)
 
 SOURCE_HELP = "A sweep output folder, or wandb:<entity>/<project>/<group> (group optional) to read the runs from W&B."
+SOURCE = typer.Argument(..., metavar="SOURCE", help=SOURCE_HELP)
 
 
 class FigureFormat(str, Enum):
@@ -40,22 +37,13 @@ class FigureFormat(str, Enum):
     svg = "svg"
 
 
-class Format(str, Enum):
-    rich = "rich"
-    md = "md"
-    latex = "latex"
-    csv = "csv"
+Format = Enum("Format", {f: f for f in FORMATS}, type=str)  # type: ignore[misc]
 
 
 class Test(str, Enum):
     seeds = "seeds"
     bs = "bs"
     ar = "ar"
-
-
-# --------------------------------------------------------------------------------------
-# Typer commands
-# --------------------------------------------------------------------------------------
 
 
 def _write(out: Path, text: str, *sources: str) -> None:
@@ -65,12 +53,8 @@ def _write(out: Path, text: str, *sources: str) -> None:
 
 
 def print_fitted(table: Table, console: Any = None) -> None:
-    """The rich table at a width that shows every cell whole, never ``…``.
-
-    Piped or redirected: as wide as the table needs (no colour), so a file holds it whole. On a
-    terminal narrower than the table: one block per row (:func:`~ablate.report.render.to_vertical`);
-    ``--format md`` or ``-o FILE`` give the grid in any width.
-    """
+    """The rich table with every cell whole: piped, as wide as it needs; on a narrower terminal, one block
+    per row (:func:`~ablate.report.render.to_vertical`)."""
     from rich.console import Console
 
     console = console or Console()
@@ -113,7 +97,7 @@ SIGNIFICANCE = typer.Option(
 
 @app.command("table")
 def table_command(
-    source: str = typer.Argument(..., metavar="SOURCE", help=SOURCE_HELP),
+    source: str = SOURCE,
     fmt: Format = typer.Option(
         Format.rich, "--format", "-f", help="Output format: rich (terminal), md, latex (booktabs) or csv."
     ),
@@ -150,46 +134,42 @@ def table_command(
     get_scorer(metric)  # so does a wrong metric
     if per_seed and metric != "bleu":
         raise ReportError(f"--per-seed lists test BLEU per trial; drop --metric {metric}, or leave out --per-seed")
+    if out is not None:
+        check_apart(out, local_folders(source))  # before any work
     if per_seed:
         from ablate.report.render import render_per_seed
 
-        if out is not None:
-            check_apart(out, local_folders(source))  # before any work
         text = render_per_seed(load(source), fmt.value)
-        if out is not None:
-            _write(out, text, source)
-        else:
-            sys.stdout.write(text)
-        return
-    if out is not None:
-        check_apart(out, local_folders(source))
-    result = report_table(
-        source,
-        alpha=alpha,
-        test=test.value,
-        samples=samples,
-        significance=with_significance,
-        by_length=by_length,
-        metric=metric,
-    )
-    sweep, table = result.sweep, result.table
-    beside = ""
-    if paper is not None and metric != "bleu":  # the published tables report BLEU (and PPL) only
-        beside = (
-            f"\nnote: the published table '{reference}' reports BLEU, not {get_scorer(metric).label}, so it is not "
-            f"compared on this table; `ablate table {source} --reference {reference}` compares on BLEU\n"
-        )
-    elif paper is not None:
-        beside = "\n" + render_reference(side_by_side(sweep, table, paper), fmt.value)
-    if columns is not None:
-        table = select_columns(table, [c.strip() for c in columns.split(",") if c.strip()])
-    if out is not None:
-        _write(out, render(table, fmt.value) + beside, source)
-    elif fmt is Format.rich:
-        print_fitted(table)
-        sys.stdout.write(beside)
     else:
-        sys.stdout.write(render(table, fmt.value) + beside)
+        result = report_table(
+            source,
+            alpha=alpha,
+            test=test.value,
+            samples=samples,
+            significance=with_significance,
+            by_length=by_length,
+            metric=metric,
+        )
+        sweep, table = result.sweep, result.table
+        beside = ""
+        if paper is not None and metric != "bleu":  # the published tables report BLEU (and PPL) only
+            beside = (
+                f"\nnote: the published table '{reference}' reports BLEU, not {get_scorer(metric).label}, so it is "
+                f"not compared on this table; `ablate table {source} --reference {reference}` compares on BLEU\n"
+            )
+        elif paper is not None:
+            beside = "\n" + render_reference(side_by_side(sweep, table, paper), fmt.value)
+        if columns is not None:
+            table = select_columns(table, [c.strip() for c in columns.split(",") if c.strip()])
+        if out is None and fmt is Format.rich:
+            print_fitted(table)
+            sys.stdout.write(beside)
+            return
+        text = render(table, fmt.value) + beside
+    if out is not None:
+        _write(out, text, source)
+    else:
+        sys.stdout.write(text)
 
 
 @app.command("calibrate")
@@ -258,7 +238,7 @@ def export_command(
 
 @app.command("plot")
 def plot_command(
-    source: str = typer.Argument(..., metavar="SOURCE", help=SOURCE_HELP),
+    source: str = SOURCE,
     out: Path = typer.Option(Path("plots"), "--out", "-o", help="Folder for the figures (created if missing)."),
     alpha: float = ALPHA,
     with_significance: bool = SIGNIFICANCE,

@@ -30,11 +30,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from ablate.record import DEV_BLEU, SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, TOKENS_PER_SEC, RunStatus
+from ablate.record import DEV_BLEU, SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, TEXT_KINDS, TOKENS_PER_SEC, RunStatus
 from ablate.report.layout import Table
 from ablate.report.render import to_markdown
 from ablate.report.stats import DEFAULT_TEST, Sweep, compare
-from ablate.report.trials import ReportError, collect_folder
+from ablate.report.trials import VALIDATION_SPLITS, ReportError, collect_folder
 from ablate.utils.io import atomic_write_json, atomic_write_text, dumps, output_folder, read_inside
 from ablate.utils.provenance import (
     ENVIRONMENT_FILE as LOCK,
@@ -153,13 +153,9 @@ def build_report(
     """The ``wandb_workspaces.reports.v2.Report`` for one sweep, not yet saved.
 
     Args:
-        entity, project: where the runs are (and where the report is saved).
         group: the W&B run group of the sweep; None reports every run of the project.
-        table: the laid-out table (rendered into a Markdown block).
-        sweep: the aggregated sweep (for the test splits and the group-by keys).
         title: report title (default: the table's title).
-        beside: the published table the sweep is read against (a reference's title, e.g.
-            ``Vaswani et al. (2017), Table 3``), named in the results heading; None names none.
+        beside: the title of the published table the sweep is read against, named in the results heading.
     """
     wr = _workspaces()
     splits = sweep.test_splits
@@ -222,13 +218,8 @@ def build_report(
 
 
 def offline_spec(report: Any, draft: bool = False) -> dict[str, Any]:
-    """What :func:`publish` would save, built without a W&B login: ``Report.save``'s ``upsertView``
-    request (``entityName``, ``projectName``, ``displayName``, ``description``, ``type`` and ``spec``,
-    the blocks with their panels and runsets as W&B's report format has them).
-
-    The one thing only W&B knows, each runset's internal project id, is left out (W&B looks it up when
-    the report is saved); everything else is the payload ``save`` sends.
-    """
+    """What :func:`publish` would save, built without a W&B login: ``Report.save``'s ``upsertView`` request
+    but for each runset's internal project id (W&B looks it up when the report is saved)."""
     with _no_project_lookup():
         model = report._to_model()
     return {
@@ -273,32 +264,24 @@ def publish(report: Any, draft: bool = False) -> str:
         return f"(saved report id {getattr(saved, 'id', '?')})"
 
 
-TEXT_KINDS = ("hyps", "refs", "sources")
-NOT_TEST = ("val", "valid", "dev", "validation")
-"""Names of the validation split (``ablate.data.sources.VAL_NAMES``): saved beside the test splits, never tested."""
 STATE = SWEEP_FILE
 PLUGINS = "plugins"
 """The results folder's copies of the plugin files the trials imported."""
 
 
-def test_splits(summary: dict[str, Any], run_dir: Path) -> list[str]:
-    """The trial's test splits: those with a ``test_<split>/bleu``, else every saved split but validation."""
+def saved_splits(summary: dict[str, Any], run_dir: Path) -> list[str]:
+    """The trial's test splits (those with a ``test_<split>/bleu``, else every saved split but validation),
+    then the validation split whose hypotheses it saved (those of its best validation), if any."""
+    saved = {p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")}
     named = sorted(s for k in summary if (s := TEST_BLEU.split_of(k)) is not None)
-    if named:
-        return named
-    return sorted({p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")} - set(NOT_TEST))
-
-
-def validation_splits(run_dir: Path) -> list[str]:
-    """The validation split whose hypotheses the trial saved (those of its best validation), if any."""
-    return sorted({p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")} & set(NOT_TEST))
+    tests = named or sorted(saved - set(VALIDATION_SPLITS))
+    return tests + sorted(saved & set(VALIDATION_SPLITS) - set(tests))
 
 
 def _copy_trial(source: Path, name: str, out: Path) -> int:
     """Copy one trial's summary and gzip its test and validation texts; return the bytes written.
 
-    Every file is read through :func:`~ablate.utils.io.read_inside`: a link that leads
-    out of the sweep folder is refused, never copied into a folder meant to be published.
+    Every file is read through :func:`~ablate.utils.io.read_inside`, so a link out of the sweep folder is refused.
     """
     run_dir = source / name
     summary_bytes = read_inside(run_dir / SUMMARY_FILE, source)
@@ -311,7 +294,7 @@ def _copy_trial(source: Path, name: str, out: Path) -> int:
     summary_bytes = _copy_plugins(summary, out) or summary_bytes
     (out / name / SUMMARY_FILE).write_bytes(summary_bytes)
     size = len(summary_bytes)
-    for split in dict.fromkeys(test_splits(summary, run_dir) + validation_splits(run_dir)):
+    for split in saved_splits(summary, run_dir):
         for kind in TEXT_KINDS:
             src = run_dir / kind / f"{split}.txt"
             if not src.exists():
@@ -368,14 +351,8 @@ def sweep_facts(source: Path, summaries: list[dict[str, Any]], planned: int = 0)
     state = _read_json(source / STATE)
     run = None
     if state.get("source"):
-        run = " ".join(
-            [
-                "ablate sweep run",
-                shlex.quote(str(state["source"])),
-                "--out",
-                shlex.quote(str(source)),
-                *map(shlex.quote, state.get("overrides") or []),
-            ]
+        run = shlex.join(
+            ["ablate", "sweep", "run", str(state["source"]), "--out", str(source), *(state.get("overrides") or [])]
         )
     ends = [(source / name / SUMMARY_FILE).stat().st_mtime for name in (s.get("_name") for s in summaries) if name]
     started = state.get("created_at")
@@ -418,25 +395,23 @@ def export_sweep(
     force: bool = False,
     commit: Optional[str] = None,
 ) -> dict[str, Any]:
-    """Write ``out`` from the sweep folder ``source`` (see the module docstring); return the manifest.
+    """Write ``out`` from the sweep folder ``source``, whole or not at all; return the manifest.
 
     Args:
-        command: the exact command that ran the sweep; default: rebuilt from ``sweep.json`` (its
-            file and overrides; launcher flags such as ``--parallel`` are not recorded there).
+        command: the exact command that ran the sweep; default: rebuilt from ``sweep.json``.
         reference: a shipped reference (``ablate table --reference``) to print beside the table.
-        force: replace an existing ``out``.
-        commit: the commit the trials ran, for runs too old to record it (what the trials
-            recorded always wins); default: this checkout's, said so in the README.
-
-    ``out`` is written whole or not at all (:func:`~ablate.utils.io.output_folder`): a
-    full disk, an error or Ctrl-C part-way leave the old ``out`` (or none).
+        commit: the commit the trials ran, for runs too old to record it (what the trials recorded wins).
 
     Raises:
         ReportError: ``source`` holds no trials.
         OutputError: ``out`` exists (without ``force``), is a file, is ``source``, lies inside it or
             contains it; or a file of ``source`` is a link that leads out of it.
     """
-    from ablate.report.papers import get as get_reference
+    from ablate.report.figures import plot_all
+    from ablate.report.layout import build_table
+    from ablate.report.papers import get as get_reference, render as render_reference, side_by_side
+    from ablate.report.render import render
+    from ablate.report.stats import load
 
     source, out = Path(source), Path(out)
     paper = get_reference(reference) if reference else None
@@ -444,78 +419,44 @@ def export_sweep(
     with output_folder(out, [source], force) as tmp:  # all of it, renamed into place at the end, or nothing
         summaries, size = [], 0
         for trial in trials:
-            if not (
-                source / trial.name / SUMMARY_FILE
-            ).is_file():  # planned by sweep.json, no record yet: the table lists it
-                continue
-            size += _copy_trial(source, trial.name, tmp)
-            summaries.append({**_read_json(tmp / trial.name / SUMMARY_FILE), "_name": trial.name})
+            if (source / trial.name / SUMMARY_FILE).is_file():  # else planned, no record yet: the table lists it
+                size += _copy_trial(source, trial.name, tmp)
+                summaries.append({**_read_json(tmp / trial.name / SUMMARY_FILE), "_name": trial.name})
         if (source / STATE).exists():
             (tmp / STATE).write_bytes(read_inside(source / STATE, source))
         planned = sum(t.name != STATE for t in trials)  # every trial found or planned, pending ones too
-        manifest = _write_report(
-            source, tmp, out, summaries, planned, size, command, reference, paper, plots, alpha, test, samples, commit
-        )
-    return manifest
 
+        # everything below is read back from the export, so it shows what the export alone rebuilds
+        sweep = load(str(tmp))
+        table = build_table(sweep, compare(sweep, test=test, n_samples=samples), alpha, test, samples)
+        md = render(table, "md")
+        if paper is not None:
+            md += "\n" + render_reference(side_by_side(sweep, table, paper), "md")
+        atomic_write_text(tmp / "table.md", md)
+        atomic_write_text(tmp / "table.tex", render(table, "latex"))
+        figures = [p.name for p in plot_all(sweep, tmp / "plots", compare(sweep), alpha)] if plots else []
 
-def _write_report(
-    source: Path,
-    tmp: Path,
-    out: Path,
-    summaries: list[dict[str, Any]],
-    planned: int,
-    size: int,
-    command: Optional[str],
-    reference: Optional[str],
-    paper: Any,
-    plots: bool,
-    alpha: float,
-    test: str,
-    samples: int,
-    commit: Optional[str],
-) -> dict[str, Any]:
-    """Tables, figures, manifest and README of the export being written in ``tmp`` (to become ``out``)."""
-    from ablate.report.figures import plot_all
-    from ablate.report.layout import build_table
-    from ablate.report.papers import render as render_reference, side_by_side
-    from ablate.report.render import render
-    from ablate.report.stats import load
-
-    # everything below is read back from the export, so it shows what the export alone rebuilds
-    sweep = load(str(tmp))
-    table = build_table(sweep, compare(sweep, test=test, n_samples=samples), alpha, test, samples)
-    md = render(table, "md")
-    if paper is not None:
-        md += "\n" + render_reference(side_by_side(sweep, table, paper), "md")
-    atomic_write_text(tmp / "table.md", md)
-    atomic_write_text(tmp / "table.tex", render(table, "latex"))
-    figures = [p.name for p in plot_all(sweep, tmp / "plots", compare(sweep), alpha)] if plots else []
-
-    facts = sweep_facts(source, summaries, planned)
-    rebuilt = facts.pop("run_command")
-    table_cmd = " ".join(
-        ["ablate table", shlex.quote(str(out)), "--format md"] + ([f"--reference {reference}"] if reference else [])
-    )
-    manifest = {
-        "sweep": sweep.name or out.name,
-        "command": command or rebuilt,
-        "command_recorded": command is not None,
-        **facts,
-        **commit_facts(summaries, commit),
-        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "export_command": " ".join(
-            ["ablate export", shlex.quote(str(source)), shlex.quote(str(out))]
-            + ([f"--reference {reference}"] if reference else [])
-            + ([f"--commit {commit}"] if commit else [])
-        ),
-        "table_command": table_cmd,
-        "texts_bytes": size,
-        "plots": figures,
-        "environment": write_environment_lock(source, summaries, tmp),
-    }
-    atomic_write_json(tmp / "manifest.json", manifest)
-    atomic_write_text(tmp / "README.md", readme(manifest))
+        facts = sweep_facts(source, summaries, planned)
+        rebuilt = facts.pop("run_command")
+        with_reference = [f"--reference {reference}"] if reference else []
+        manifest = {
+            "sweep": sweep.name or out.name,
+            "command": command or rebuilt,
+            "command_recorded": command is not None,
+            **facts,
+            **commit_facts(summaries, commit),
+            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "export_command": " ".join(
+                ["ablate export", shlex.quote(str(source)), shlex.quote(str(out)), *with_reference]
+                + ([f"--commit {commit}"] if commit else [])
+            ),
+            "table_command": " ".join(["ablate table", shlex.quote(str(out)), "--format md", *with_reference]),
+            "texts_bytes": size,
+            "plots": figures,
+            "environment": write_environment_lock(source, summaries, tmp),
+        }
+        atomic_write_json(tmp / "manifest.json", manifest)
+        atomic_write_text(tmp / "README.md", readme(manifest))
     return manifest
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
+import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory, offset_copy
@@ -73,16 +74,29 @@ def group_label(row: Row, sweep: Sweep) -> str:
     return "varying " + "+".join(labels[k] for k in row.changed)
 
 
+def tab10(k: int) -> tuple[float, ...]:
+    """The ``k``-th colour of matplotlib's ``tab10`` cycle."""
+    return matplotlib.colormaps["tab10"](k % 10)
+
+
 def group_colors(rows: Sequence[Row]) -> dict[str, str]:
     """One colour per ablation group; the base is black."""
-    import matplotlib
-
-    cmap = matplotlib.colormaps["tab10"]
-    groups = [r.group for r in rows if not r.is_base]
-    unique = list(dict.fromkeys(groups))
-    colors = {g: matplotlib.colors.to_hex(cmap(i % 10)) for i, g in enumerate(unique)}
+    unique = list(dict.fromkeys(r.group for r in rows if not r.is_base))
+    colors = {g: matplotlib.colors.to_hex(tab10(i)) for i, g in enumerate(unique)}
     colors.update({r.group: "#000000" for r in rows if r.is_base})
     return colors
+
+
+def panels(rows: Sequence[Row], sweep: Sweep) -> list[tuple[str, list[Row]]]:
+    """``rows`` in one panel (up to six rows, or one ablation group), else one per group with the base in each."""
+    base = [r for r in rows if r.is_base]
+    groups = list(dict.fromkeys(r.group for r in rows if not r.is_base))
+    if len(rows) <= 6 or len(groups) < 2:
+        return [("", list(rows))]
+    return [
+        (group_label(next(r for r in rows if r.group == g), sweep), base + [r for r in rows if r.group == g])
+        for g in groups
+    ]
 
 
 def describe_test(comparisons: Sequence[Comparison]) -> str:
@@ -96,18 +110,24 @@ def tick_size(count: int) -> float:
     return 9.0 if count <= 12 else 8.0
 
 
+def row_axis(ax, labels: Sequence[str], marked: Sequence[bool], size: float) -> None:
+    """One labelled row per y from the top, the labels red where the table marks the row; an x grid behind."""
+    ax.set_yticks(range(len(labels)), labels, fontsize=size)
+    for tick, mark in zip(ax.get_yticklabels(), marked):
+        tick.set_color(MARKED if mark else "#000000")
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
 def row_height(count: int, per_row: float = 0.3, fixed: float = 1.8) -> float:
     """Figure height in inches for ``count`` stacked rows: each row keeps room for its label."""
     return max(3.2, per_row * count + fixed)
 
 
 def caption(ax, lines: Sequence[str], gap: float = 34.0) -> None:
-    """Small text under ``ax``'s x label, from the figure's left edge, saying what the marks mean.
-
-    Args:
-        lines: sentences, each wrapped to the figure's width; empty ones are left out.
-        gap: points between the bottom of the axes and the first line (room for ticks and x label).
-    """
+    """Small text under ``ax``'s x label saying what the marks mean: ``lines`` wrapped (empty ones left out),
+    ``gap`` points below the axes."""
     width = int(ax.figure.get_figwidth() * 15)
     text = "\n".join(textwrap.fill(line, width) for line in lines if line)
     if text:
@@ -133,15 +153,7 @@ MAX_PIXELS = 64_000_000
 
 
 def check_size(width_in: float, height_in: float, dpi: float, name: str, why: str) -> None:
-    """Refuse a figure of ``width_in`` x ``height_in`` inches at ``dpi`` over :data:`MAX_SIDE_PX` or :data:`MAX_PIXELS`.
-
-    Args:
-        name: the figure, for the message.
-        why: what made it that large and how to make it smaller, for the message.
-
-    Raises:
-        ReportError: naming the size and the limit.
-    """
+    """A ReportError naming figure ``name``, its size and ``why`` if it is over :data:`MAX_SIDE_PX` or :data:`MAX_PIXELS`."""
     from ablate.report.trials import ReportError
 
     w, h = round(width_in * dpi), round(height_in * dpi)
@@ -167,42 +179,27 @@ DODGE = 14.0  # points between the markers of rows validated at one step, side b
 
 
 def learning_curves_figure(sweep: Sweep, metric: str = DEV_BLEU.key) -> Optional[Figure]:
-    """Validation ``metric`` against step per row; None when no trial has a validation history.
-
-    Up to six rows share one panel; more rows get one panel per ablation group, each with the
-    base (black) for reference, so no panel holds more than a handful of curves.
-    """
-    curves = [(r, *curve(r, metric)) for r in sweep.rows]
-    if not any(len(c[1]) for c in curves):
+    """Validation ``metric`` against step per row (:func:`panels`); None when no trial has a validation history."""
+    curves = {r.name: (r, *curve(r, metric)) for r in sweep.rows}
+    if not any(len(c[1]) for c in curves.values()):
         return None
-    groups = list(dict.fromkeys(r.group for r in sweep.rows if not r.is_base))
-    if len(curves) <= 6 or len(groups) < 2:
-        panels = [("", curves)]
-    else:
-        base = [c for c in curves if c[0].is_base]
-        panels = [
-            (
-                group_label(next(r for r in sweep.rows if r.group == g), sweep),
-                base + [c for c in curves if c[0].group == g],
-            )
-            for g in groups
-        ]
-    ncols = min(3, len(panels))
-    nrows = -(-len(panels) // ncols)
+    found = [(title, [curves[r.name] for r in rows]) for title, rows in panels(sweep.rows, sweep)]
+    ncols = min(3, len(found))
+    nrows = -(-len(found) // ncols)
     fig = Figure(figsize=(7.0 if ncols == 1 else 4.6 * ncols, 4.8 if nrows == 1 else 3.4 * nrows + 0.9), dpi=DPI)
     axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True)
     names = display_names(sweep)
-    for ax, (title, members) in zip(axes.flat, panels):
+    for ax, (title, members) in zip(axes.flat, found):
         draw_curves(ax, members, names)
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
-    for ax in axes.flat[len(panels) :]:
+    for ax in axes.flat[len(found) :]:
         ax.set_visible(False)
-    for ax in axes.flat[max(0, len(panels) - ncols) : len(panels)]:  # the lowest panel of each column
+    for ax in axes.flat[max(0, len(found) - ncols) : len(found)]:  # the lowest panel of each column
         ax.set_xlabel("training step")
     for ax in axes[:, 0]:
         ax.set_ylabel("validation BLEU" if metric == DEV_BLEU.key else metric)
-    single = any(len(c[1]) == 1 for c in curves)
+    single = any(len(c[1]) == 1 for c in curves.values())
     fig.suptitle(
         "Learning curves: validation BLEU (mean over seeds, shaded ± std)"
         + ("\nrows validated once: a marker ± std, set side by side at their step" if single else ""),
@@ -215,13 +212,10 @@ def draw_curves(ax, members: Sequence[tuple[Row, np.ndarray, np.ndarray, np.ndar
     """One row per ``(row, steps, mean, std)``: a line and band, a marker with an error bar for a
     single step (dodged sideways in points, its data unchanged), or a legend entry saying the row
     has no history; a panel without any data says so in its middle."""
-    import matplotlib
-
-    cmap = matplotlib.colormaps["tab10"]
     singles = [m[0].name for m in members if len(m[1]) == 1]
     k = 0
     for row, steps, mean, std in members:
-        color = "#000000" if row.is_base else cmap(k % 10)
+        color = "#000000" if row.is_base else tab10(k)
         k += 0 if row.is_base else 1
         label = f"{names[row.name]} (n={len(row.trials)})"
         if not len(steps):
@@ -260,12 +254,6 @@ def draw_curves(ax, members: Sequence[tuple[Row, np.ndarray, np.ndarray, np.ndar
     ax.legend(fontsize=7, loc="upper right" if len(steps) == 1 else "best")
 
 
-def plot_learning_curves(sweep: Sweep, path: Path, metric: str = DEV_BLEU.key) -> Optional[Path]:
-    """Write :func:`learning_curves_figure` to ``path``; None when no trial validated."""
-    fig = learning_curves_figure(sweep, metric)
-    return None if fig is None else save(fig, path)
-
-
 PANELS = (
     (DEV_BLEU.key, "Δ dev BLEU vs base  (↑ row better)"),
     (DEV_PPL.key, "Δ dev perplexity vs base  (↓ row better)"),
@@ -273,34 +261,19 @@ PANELS = (
 
 
 def delta_vs_step_figure(sweep: Sweep) -> Optional[Figure]:
-    """Δ dev BLEU (left) and Δ dev perplexity (right) against step, one line and band per row;
-    None unless some row has a Δ at two or more steps.
-
-    Up to six rows share one pair of panels; more get one pair per ablation group, so no panel
-    holds more than a handful of bands.
-    """
+    """Δ dev BLEU (left) and Δ dev perplexity (right) against step, one line and band per row, a pair of
+    panels per :func:`panels`; None unless some row has a Δ at two or more steps."""
     found = [(delta_curves(sweep, metric), title) for metric, title in PANELS]
     if not any(len(c.steps) > 1 for curves, _ in found for c in curves.curves):
         return None
     shown = {c.row for curves, _ in found for c in curves.curves}
-    rows = [r for r in sweep.rows if r.name in shown]
-    groups = list(dict.fromkeys(r.group for r in rows))
-    if len(rows) <= 6 or len(groups) < 2:
-        bands = [("", rows)]
-    else:
-        bands = [
-            (group_label(next(r for r in rows if r.group == g), sweep), [r for r in rows if r.group == g])
-            for g in groups
-        ]
+    bands = panels([r for r in sweep.rows if r.name in shown], sweep)
     fig = Figure(figsize=(12.5, 4.9 if len(bands) == 1 else 2.7 * len(bands) + 1.2), dpi=DPI)
     axes = fig.subplots(len(bands), 2, squeeze=False, sharex=True)
     names = display_names(sweep)
     rings = any(c.sign_changes for curves, _ in found for c in curves.curves)
-    import matplotlib
-
-    cmap = matplotlib.colormaps["tab10"]
     for i, (label, members) in enumerate(bands):
-        colors = {r.name: cmap(k % 10) for k, r in enumerate(members)}
+        colors = {r.name: tab10(k) for k, r in enumerate(members)}
         for j, (curves, title) in enumerate(found):
             ax = axes[i, j]
             _draw_deltas(ax, [c for c in curves.curves if c.row in colors], names, colors, j == 1, rings)
@@ -364,25 +337,10 @@ def _delta_caption(found: Sequence[tuple[BudgetCurves, str]]) -> list[str]:
     return lines
 
 
-def plot_delta_vs_step(sweep: Sweep, path: Path) -> Optional[Path]:
-    """Write :func:`delta_vs_step_figure` to ``path``; None (nothing written) when no row has a Δ
-    at two or more steps."""
-    fig = delta_vs_step_figure(sweep)
-    return None if fig is None else save(fig, path)
-
-
 @dataclass(frozen=True)
 class ForestLine:
-    """One comparison as the forest plot draws it.
-
-    Attributes:
-        label: the tick text: the row's name (``row vs reference`` when the reference is not the
-            base; the split when there are several), ending in † where marked.
-        row, reference, split: what was compared, where.
-        delta, low, high: Δ and its 95% CI (nan bounds: not tested).
-        marked: the table's † (Holm-adjusted p < alpha).
-        note: why the comparison was not tested, if it was not.
-    """
+    """One comparison as the forest plot draws it: its tick text (ending in † where the table marks it),
+    Δ and its 95% CI (nan bounds: not tested, ``note`` says why)."""
 
     label: str
     row: str
@@ -441,10 +399,7 @@ def forest_figure(sweep: Sweep, comparisons: Sequence[Comparison], alpha: float 
         if y and line.reference != lines[y - 1].reference:  # named comparisons against another row
             ax.axhline(y - 0.5, color="#999999", lw=0.6, ls=":")
     ax.axvline(0.0, color="#333333", lw=1.0, zorder=1)
-    ax.set_yticks(range(n), [line.label for line in lines], fontsize=size)
-    for tick, line in zip(ax.get_yticklabels(), lines):
-        tick.set_color(MARKED if line.marked else "#000000")
-    ax.set_ylim(n - 0.5, -0.5)  # the table's first comparison on top
+    row_axis(ax, [line.label for line in lines], [line.marked for line in lines], size)
     _value_column(ax, lines, size)
     splits = sorted({line.split for line in lines})
     reference = "vs base" if all(line.reference == sweep.base.name for line in lines) else "vs reference row"
@@ -454,8 +409,6 @@ def forest_figure(sweep: Sweep, comparisons: Sequence[Comparison], alpha: float 
         f"Δ test {scorer.label} {reference} ({LEVEL:.0%} CI, {describe_test(comparisons)}{lower})", fontsize=9
     )
     ax.set_title(f"Differences in test {scorer.label} ({', '.join(splits)}), row minus reference", fontsize=10)
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_axisbelow(True)
     tested = sum(c.tested for c in comparisons)
     caption(
         ax,
@@ -493,17 +446,6 @@ def _value_column(ax, lines: Sequence[ForestLine], size: float) -> None:
         ax.text(1.02, y, text, transform=where, va="center", ha="left", fontsize=size - 0.5, family="monospace")
 
 
-def plot_delta_ci(
-    sweep: Sweep, path: Path, comparisons: Optional[Sequence[Comparison]] = None, alpha: float = 0.05
-) -> Optional[Path]:
-    """Write the forest plot to ``path``; None (nothing written) without comparisons."""
-    fig = forest_figure(sweep, list(comparisons or []), alpha)
-    return None if fig is None else save(fig, path)
-
-
-__all__ = ["display_names", "plot_all", "plot_delta_ci", "plot_learning_curves", "plot_delta_vs_step"]
-
-
 def test_metric(sweep: Sweep, metric: str = DEFAULT_METRIC) -> tuple[str, str]:
     """The test score key (BLEU, or ``metric``) used for single-metric plots and its label (first split)."""
     splits, label = sweep.test_splits, get_scorer(metric).label
@@ -535,19 +477,9 @@ def _std(row: Row, key: str) -> float:
 
 @dataclass(frozen=True)
 class Bar:
-    """One bar of ``test_bleu.png`` and its whisker.
-
-    Attributes:
-        row, split: the row's name and the test split (None: the only ``test/bleu``).
-        mean: mean over seeds of the row's test BLEU (the bar).
-        low, high: the whisker's ends (nan: no whisker), as ``whisker`` says.
-        center: where the whisker is centred: ``mean``, or for ``ci`` the base's mean + Δ (the
-            bar's end too, unless the runs' summary BLEU differs from their saved hypotheses').
-        whisker: ``ci``: the base's mean + the 95% CI of the row's Δ vs the base (the comparison
-            the table's † is about), so it crosses the base's mean exactly where the CI holds 0;
-            ``std``: mean ± std over seeds (no comparisons made); ``none``.
-        mark: the table's † for this row and split, from the same comparison.
-    """
+    """One bar of ``test_bleu.png`` (``split`` None: the only ``test/bleu``) and its whisker from ``low`` to
+    ``high`` (nan: none) around ``center``: ``ci`` the base's mean + the 95% CI of the row's Δ vs the base (so it
+    crosses the base's mean exactly where the CI holds 0), ``std`` mean ± std over seeds, or ``none``."""
 
     row: str
     split: Optional[str]
@@ -562,7 +494,7 @@ class Bar:
 def bleu_bars(
     sweep: Sweep, comparisons: Sequence[Comparison] = (), alpha: float = 0.05, metric: str = DEFAULT_METRIC
 ) -> list[Bar]:
-    """The bars of :func:`plot_test_bleu`, rows in table order, each row's splits together."""
+    """The bars of :func:`bleu_bars_figure`, rows in table order, each row's splits together."""
     splits = sweep.test_splits
     keys = [(_key(s, metric), s) for s in splits] or [(_key(None, metric), None)]
     vs_base = against_base(comparisons, sweep)
@@ -643,19 +575,14 @@ def bleu_bars_figure(
         base = next((b for b in mine if b.row == sweep.base.name), None)
         if base is not None:
             ax.axvline(base.mean, color=color if len(splits) > 1 else "#555555", ls="--", lw=1, zorder=1)
-    ax.set_yticks(
-        range(len(rows)), [f"{display_names(sweep)[r]} (n={len(by_name[r].trials)})" for r in rows], fontsize=size
-    )
-    for tick, r in zip(ax.get_yticklabels(), rows):
-        tick.set_color(MARKED if any(b.mark for b in bars if b.row == r) else "#000000")
-    ax.set_ylim(len(rows) - 0.5, -0.5)
+    names = display_names(sweep)
+    marked = [any(b.mark for b in bars if b.row == r) for r in rows]
+    row_axis(ax, [f"{names[r]} (n={len(by_name[r].trials)})" for r in rows], marked, size)
     ax.set_xlim(left, hi + 3 * pad)
     what = f"test {scorer.label}" + (f" ({splits[0]})" if len(splits) == 1 and splits[0] else "")
     what += "" if scorer.higher_is_better else ", lower is better"
     ax.set_xlabel(what if left == 0 else f"{what}, axis starts at {left:g}", fontsize=9)
     ax.set_title(f"Test {scorer.label} per configuration (bar: mean over seeds; n = seeds)", fontsize=10)
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_axisbelow(True)
     if len(splits) > 1:
         ax.legend(title="test split", fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     caption(ax, _bar_caption(bars, comparisons, sweep, alpha, metric), gap=32)
@@ -697,19 +624,7 @@ def _key(split: Optional[str], metric: str = DEFAULT_METRIC) -> str:
     return f"test_{split}/{metric}" if split else f"test/{metric}"
 
 
-def plot_test_bleu(
-    sweep: Sweep,
-    path: Path,
-    comparisons: Optional[Sequence[Comparison]] = None,
-    alpha: float = 0.05,
-    metric: str = DEFAULT_METRIC,
-) -> Optional[Path]:
-    """Write :func:`bleu_bars_figure` to ``path``; None when no row has the test score."""
-    fig = bleu_bars_figure(sweep, list(comparisons or []), alpha, metric)
-    return None if fig is None else save(fig, path)
-
-
-def plot_quality_cost(sweep: Sweep, path: Path, cost: str, metric: str = DEFAULT_METRIC) -> Optional[Path]:
+def quality_cost_figure(sweep: Sweep, cost: str, metric: str = DEFAULT_METRIC) -> Optional[Figure]:
     """Test BLEU (or ``metric``) against ``train/tokens_per_sec`` (higher is cheaper) or ``params``
     (lower is), error bars ± std, the Pareto front circled and joined by a dashed line."""
     key, ylabel = test_metric(sweep, metric)
@@ -751,7 +666,7 @@ def plot_quality_cost(sweep: Sweep, path: Path, cost: str, metric: str = DEFAULT
     ax.set_title(f"Quality vs {'training speed' if speed else 'model size'} (mean ± std over seeds)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    return save(fig, path)
+    return fig
 
 
 def _place_labels(ax, xs: Sequence[float], ys: Sequence[float], names: Sequence[str], size: float = 8.0) -> None:
@@ -781,7 +696,7 @@ def _place_labels(ax, xs: Sequence[float], ys: Sequence[float], names: Sequence[
         ax.annotate(name, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=size)
 
 
-def plot_bleu_by_length(sweep: Sweep, path: Path) -> Optional[Path]:
+def bleu_by_length_figure(sweep: Sweep) -> Optional[Figure]:
     """Test BLEU against source-length bucket: mean line and ± std band over seeds per row."""
     from ablate.report.layout import bleu_by_length
 
@@ -792,16 +707,13 @@ def plot_bleu_by_length(sweep: Sweep, path: Path) -> Optional[Path]:
     ax = fig.add_subplot()
     x = np.arange(len(data.buckets))
     names = display_names(sweep)
-    import matplotlib
-
-    cmap = matplotlib.colormaps["tab10"]
     for k, row in enumerate(sweep.rows):
         stats = data.stats.get(row.name) or []
         if not any(stats):
             continue
         mean = np.array([s.mean if s else np.nan for s in stats])
         std = np.array([s.std or 0.0 if s else 0.0 for s in stats])
-        color = "#000000" if row.is_base else cmap(k % 10)
+        color = "#000000" if row.is_base else tab10(k)
         ax.plot(
             x,
             mean,
@@ -817,7 +729,7 @@ def plot_bleu_by_length(sweep: Sweep, path: Path) -> Optional[Path]:
     ax.set_title("BLEU by sentence length (mean, shaded ± std over seeds)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
-    return save(fig, path)
+    return fig
 
 
 FIGURE_FORMATS = ("png", "pdf", "svg")
@@ -837,14 +749,14 @@ def plot_all(
     (``test_chrf.png``, ``chrf_vs_speed.png``); learning curves and BLEU by length stay BLEU's."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    m = metric
-    written = [
-        plot_test_bleu(sweep, out_dir / f"test_{m}.{fmt}", comparisons, alpha, m),
-        plot_delta_ci(sweep, out_dir / f"delta_ci.{fmt}", comparisons, alpha),
-        plot_quality_cost(sweep, out_dir / f"{m}_vs_speed.{fmt}", TOKENS_PER_SEC.key, m),
-        plot_quality_cost(sweep, out_dir / f"{m}_vs_params.{fmt}", "params", m),
-        plot_learning_curves(sweep, out_dir / f"learning_curves.{fmt}"),
-        plot_delta_vs_step(sweep, out_dir / f"delta_vs_step.{fmt}"),
-        plot_bleu_by_length(sweep, out_dir / f"bleu_by_length.{fmt}"),
-    ]
-    return [p for p in written if p is not None]
+    m, comparisons = metric, list(comparisons or [])
+    figures = {
+        f"test_{m}": bleu_bars_figure(sweep, comparisons, alpha, m),
+        "delta_ci": forest_figure(sweep, comparisons, alpha),
+        f"{m}_vs_speed": quality_cost_figure(sweep, TOKENS_PER_SEC.key, m),
+        f"{m}_vs_params": quality_cost_figure(sweep, "params", m),
+        "learning_curves": learning_curves_figure(sweep),
+        "delta_vs_step": delta_vs_step_figure(sweep),
+        "bleu_by_length": bleu_by_length_figure(sweep),
+    }
+    return [save(fig, out_dir / f"{name}.{fmt}") for name, fig in figures.items() if fig is not None]

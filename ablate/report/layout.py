@@ -1,19 +1,10 @@
 """The layout + notes layer: the paper-style :class:`Table` (after Table 3 of Vaswani et al., 2017) and every footnote.
 
-The base row comes first and shows every Table 3 hyperparameter and every varying one, as the run used
-it; each other row shows only what it changes (blank: same as base), grouped by ablation. The metric
-columns are :data:`COLUMNS` (how each recorded metric of :data:`ablate.record.METRICS` is shown,
-:func:`register_column` adds one) filtered to what the rows report: steps trained, the tested step,
-tokens, dev PPL and BLEU of the tested checkpoint, test BLEU per test split (optionally per source-length
-bucket, Bahdanau et al. 2015, Fig. 2: quantile buckets of source words, so each holds enough sentences
-for a corpus BLEU), parameters and training speed, each mean ± std over seeds, the best mean marked, and
-test BLEU marked † where it differs significantly from the base after Holm.
-
-The speed is tokens per CPU-second where every run trained on a CPU and recorded its CPU time (wall-clock
-on a shared CPU swings with the load), else wall-clock tokens/s (:func:`training_speed`). The footnotes
-say what the table may claim: which test and trials, the seed σ, the minimum detectable effect at 80%
-power and the seeds an unmarked Δ would need, marks that hinge on the table-pooled σ, the budget, and
-why a one-seed table claims nothing.
+The base row shows every Table 3 hyperparameter and every varying one; each other row only what it changes,
+grouped by ablation. The metric columns are :data:`COLUMNS` filtered to what the rows report, each mean ± std
+over seeds, the best mean marked, test BLEU marked † where it differs from the base after Holm. The speed is
+tokens per CPU-second where every run trained on a CPU and recorded its CPU time (wall-clock on a shared CPU
+swings with the load), else wall-clock tokens/s. The footnotes say what the table may claim.
 """
 
 from __future__ import annotations
@@ -72,13 +63,7 @@ COUNTED = "training tokens (source + target, non-padding; warm-up steps left out
 
 @dataclass(frozen=True)
 class Speed:
-    """The speed column of a table.
-
-    Attributes:
-        key: the summary metric shown.
-        label: its header.
-        note: the footnote saying what it measures (and, for wall-clock on a CPU, that load moves it).
-    """
+    """The speed column of a table: the metric shown, its header and the footnote saying what it measures."""
 
     key: str
     label: str
@@ -141,8 +126,7 @@ def significance_notes(
     has_test_column: bool,
     label: str = "BLEU",
 ) -> list[str]:
-    """The significance footnotes of a table (empty when nothing was compared and nothing could be);
-    ``label`` names the compared metric."""
+    """The significance footnotes of a table; ``label`` names the compared metric."""
     missing = not_compared(sweep)
     skipped = [f"Not compared (named by the sweep's comparisons): {'; '.join(missing)}."] if missing else []
     if not comparisons:
@@ -231,8 +215,7 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
 def hinge_notes(
     sweep: Sweep, comparisons: Sequence[Comparison], alpha: float, n_samples: int, label: str = "BLEU"
 ) -> list[str]:
-    """Which marks hinge on the table-pooled σ: each marked comparison re-run on its two rows alone
-    (:func:`ablate.report.stats.marks_alone`), the rest of the Holm family unchanged."""
+    """Which marks hinge on the table-pooled σ (:func:`ablate.report.stats.marks_alone`)."""
     hinges = marks_alone(comparisons, alpha, lambda c: compare_alone(sweep, c, n_samples))
     if not hinges:
         return []
@@ -262,42 +245,38 @@ def hinge_notes(
     ]
 
 
-# Paper symbols for the hyperparameters of Table 3; other keys use their shortest unique suffix.
-PAPER_LABELS = {
-    "model.layers": "N",
-    "model.d_model": "d_model",
-    "model.d_ff": "d_ff",
-    "model.heads": "h",
-    "model.d_k": "d_k",
-    "model.d_v": "d_v",
-    "model.dropout": "P_drop",
-    "train.label_smoothing": "eps_ls",
-    "train.max_steps": "max_steps",
-    "model.positions": "positions",
-    "model.attention.score": "score",
-    "model.attention.scale": "scale",
+# Paper symbols (text, LaTeX) for the hyperparameters of Table 3; other keys use their shortest unique suffix.
+PAPER_LABELS: dict[str, tuple[str, Optional[str]]] = {
+    "model.layers": ("N", "$N$"),
+    "model.d_model": ("d_model", r"$d_{\mathrm{model}}$"),
+    "model.d_ff": ("d_ff", r"$d_{\mathrm{ff}}$"),
+    "model.heads": ("h", "$h$"),
+    "model.d_k": ("d_k", "$d_k$"),
+    "model.d_v": ("d_v", "$d_v$"),
+    "model.dropout": ("P_drop", r"$P_{\mathrm{drop}}$"),
+    "train.label_smoothing": ("eps_ls", r"$\epsilon_{ls}$"),
+    "train.max_steps": ("max_steps", "max steps"),
+    "model.positions": ("positions", None),
+    "model.attention.score": ("score", None),
+    "model.attention.scale": ("scale", None),
 }
 
 
 @dataclass(frozen=True)
 class Column:
-    """How a table shows a recorded metric (:data:`ablate.record.METRICS`): one entry of :data:`COLUMNS`,
+    """How a table shows a recorded metric (:data:`ablate.record.METRICS`): an entry of :data:`COLUMNS`,
     or a column of a table built from one.
 
     Attributes:
         key: the summary metric, e.g. ``val/ppl`` or ``test_test_2016_flickr/bleu``.
-        label: header text.
-        decimals: digits after the point in every text format.
         scale: factor applied to values before display and export (1e-6 for millions).
-        higher_better: which end of the column is best.
         split: the test split whose hypotheses the significance test compares, if any.
         show_std: print ``± std`` (not for a count fixed per row, e.g. parameters).
         ranked: mark the column's best mean (not for what a row was given, e.g. steps trained).
         latex: the LaTeX header, where it is not the escaped label.
-        per_split: recorded once per test split too (``test_<split>/...``), each a column headed
-            ``split_label`` (``{split}``: the split's name).
+        per_split: recorded per test split too (``test_<split>/...``), each headed ``split_label``.
         tested: the metric the significance test compares (its cells get the † mark).
-        place: where the column goes: ``budget`` (what was trained), ``score``, then ``cost``.
+        place: ``budget`` (what was trained), ``score``, then ``cost``.
         speed: a training speed; the table shows the one :func:`training_speed` picks.
         column: shown where the runs have it (``False``: registered, recorded, not shown).
     """
@@ -328,11 +307,8 @@ COLUMNS: dict[str, Column] = {}
 
 
 def register_column(column: Column, name: Optional[str] = None) -> Column:
-    """Add ``column`` to :data:`COLUMNS` under ``name`` (default: its key).
+    """Add ``column`` to :data:`COLUMNS` under ``name`` (default: its key); RecordError if taken or misplaced."""
 
-    Raises:
-        RecordError: the name or the key is taken (a plugin cannot shadow a column), or the place is unknown.
-    """
     name = name or column.key
     if name in COLUMNS:
         raise RecordError(f"metric name {name!r} is taken by {COLUMNS[name].key!r}; pick another name")
@@ -369,9 +345,8 @@ for _name, _column in {
 
 @dataclass(frozen=True)
 class Cell:
-    """One metric cell: the scaled statistic, whether it is the column's best, its p-values
-    against the base (raw and Holm-adjusted), its marks (:data:`MARK` significant, :data:`FLIP`
-    per-seed Δs disagree in sign) and the comparison they come from (Δ, CI, per-seed Δs)."""
+    """One metric cell: the scaled statistic, best in column, p-values against the base (raw, Holm), marks
+    (:data:`MARK`, :data:`FLIP`) and the comparison they come from."""
 
     stat: Optional[Stat]
     best: bool = False
@@ -383,17 +358,8 @@ class Cell:
 
 @dataclass(frozen=True)
 class TableRow:
-    """One rendered row.
-
-    Attributes:
-        group: the group label, set on the first row of each group only (``base``, ``A``, ...).
-        name: the row's name (variant, or what it changes).
-        settings: display text per hyperparameter column; None where equal to the base.
-        values: the row's raw value per hyperparameter column (never blanked).
-        cells: one per metric column.
-        n: finished seeds in the row.
-        new_group: first row of a group (formats draw a rule above it).
-    """
+    """One rendered row: ``group`` set on a group's first row only; ``settings`` the display text per
+    hyperparameter (None: as the base), ``values`` the raw ones; ``n`` finished seeds."""
 
     group: str
     name: str
@@ -435,13 +401,8 @@ class Table:
 
 
 def select_columns(table: Table, names: list[str]) -> Table:
-    """``table`` with only the named hyperparameter and metric columns (each named by its header, e.g.
-    ``d_model`` or ``BLEU (test_2016_flickr)``, or by its key, ``model.d_model`` or
-    ``test_test_2016_flickr/bleu``), in the table's order; the row names and ``n`` always stay.
-
-    Raises:
-        ReportError: a name is no column of this table (the line lists the headers it has).
-    """
+    """``table`` with only the columns named by header (``d_model``) or key (``model.d_model``), in table
+    order; the row names and ``n`` stay. ReportError for a name that is no column, listing the headers."""
     hyper = {name: i for i, (k, lbl) in enumerate(zip(table.keys, table.labels)) for name in (k, lbl)}
     metric = {name: i for i, c in enumerate(table.columns) for name in (c.key, c.label)}
     unknown = [n for n in names if n not in hyper and n not in metric]
@@ -489,7 +450,8 @@ def key_labels(keys: list[str]) -> list[str]:
     labels = []
     for key in keys:
         if key in PAPER_LABELS:
-            labels.append(PAPER_LABELS[key])
+            labels.append(PAPER_LABELS[key][0])
+
             continue
         parts = key.split(".")
         for n in range(1, len(parts) + 1):
@@ -506,14 +468,8 @@ def metric_columns(
     extra: Optional[list[Column]] = None,
     metric: str = DEFAULT_METRIC,
 ) -> list[Column]:
-    """The registered metric columns (:data:`ablate.record.METRICS`) that at least one row reports, in
-    registry order by place: what was trained, the scores (``extra`` after them), the costs.
-
-    The dev and test scores are ``metric``'s (BLEU by default), best by its direction
-    (:func:`on_metric`). A per-split metric is a column per test split the rows report
-    (``test_<split>/bleu``), else one column of its plain key; of the training speeds, the one
-    :func:`~ablate.report.layout.training_speed` picks for these runs.
-    """
+    """The registered columns that some row reports, by place (``extra`` after the scores), on ``metric``;
+    a per-split metric a column per test split, of the speeds the one :func:`training_speed` picks."""
     present = {m for r in sweep.rows for m in r.stats} | {c.key for c in extra or []}
     hyp_splits = sorted({s for (_, s) in comparisons})
     only = hyp_splits[0] if len(hyp_splits) == 1 else None
@@ -579,10 +535,8 @@ def build_table(
     """Lay out ``sweep`` as a paper-style table.
 
     Args:
-        sweep: aggregated rows (base first).
-        comparisons: from :func:`significance.compare` (Holm-adjusted); None or empty when
-            significance was not computed.
-        alpha: family-wise significance level for the † mark (on Holm-adjusted p-values).
+        comparisons: Holm-adjusted, from :func:`ablate.report.stats.compare`; empty when not computed.
+        alpha: family-wise significance level for the † mark.
         test, n_samples: how the comparisons were made (for the footnote).
         extra: more metric columns, their stats per row name, and a footnote (BLEU by length).
         metric: the score of the dev and test columns and of the † test (``comparisons`` must be on it).
@@ -662,8 +616,7 @@ def _unfinished(trial: Trial) -> Unfinished:
 
 
 def _late_flips(sweep: Sweep, metric: str = DEFAULT_METRIC, label: str = "BLEU") -> list[str]:
-    """Rows whose seed-paired dev score Δ against the base changed sign in the last half of training
-    (where the validation history records that score)."""
+    """Rows whose seed-paired dev score Δ against the base changed sign in the last half of training."""
     from ablate.report.stats import late_sign_changes
 
     key = on_metric(COLUMNS["dev_bleu"], metric).key
@@ -795,14 +748,8 @@ N_BUCKETS = 4
 
 @dataclass(frozen=True)
 class ByLength:
-    """BLEU per source-length bucket of one test split.
-
-    Attributes:
-        split: the test split.
-        buckets: ``(shortest, longest)`` length in words of each bucket, ascending.
-        basis: ``source`` or ``reference`` (what was measured for the length).
-        stats: row name -> one :class:`Stat` (over seeds) per bucket (None where a row lacks texts).
-    """
+    """BLEU per source-length bucket (``(shortest, longest)`` words, ascending) of one test split (Bahdanau
+    et al. 2015, Fig. 2); ``basis``: ``source`` or ``reference`` lengths; ``stats``: row -> a Stat per bucket."""
 
     split: str
     buckets: list[tuple[int, int]]
@@ -844,8 +791,7 @@ def buckets(lengths: list[int], n: int = N_BUCKETS) -> list[tuple[int, int]]:
 
 
 def bleu_by_length(sweep: Sweep, split: Optional[str] = None, n: int = N_BUCKETS) -> Optional[ByLength]:
-    """BLEU per source-length bucket for every row on ``split`` (default: the first test split
-    with saved hypotheses); None when no trial saved hypotheses."""
+    """BLEU per source-length bucket for every row on ``split`` (default: the first with hypotheses), or None."""
     splits = test_splits(sweep)
     split = split or (splits[0] if splits else None)
     trials = [

@@ -1,20 +1,10 @@
 """Published results beside a sweep's table: ``ablate table SOURCE --reference NAME``.
 
-A reference is a paper's table shipped as ``references/<name>.yaml`` (:data:`REFERENCES`): its ``base``
-(``settings`` in ablate config keys, published ``bleu``, ``ppl``, ``params``), ``rows`` with the keys each
-``changes`` (and, where not the setup's, the ``metric`` and ``source`` of its number), ``min_delta`` (the
-smallest paper |ΔBLEU| taken as a direction) and ``setup`` (dotted config keys compared with our base;
-plain keys are :data:`FACTS`). Any other key is refused with one line.
-
-Our rows are usually a scaled-down copy of the paper's, so rows are matched by what they change: a row's
-changes are the keys whose effective value (``d_k = d_model / heads`` where unset) differs from our base;
-candidates change exactly the same keys, with equal text values and numbers moving the same way, compared
-by their ratio to the base on a log scale; each row takes the nearest. Per matched row: the paper's Δ,
-ours, the sign agreement and the table's own † (nothing is tested again). Counts come with
-:func:`agreement_test` (our Δs share one noisy base and the paper's signs are lopsided, Table 3: 15 down,
-2 up, so neither a fair coin nor a bare count is a fair null): a headline over rows where either side
-clears its noise, all matched rows, their sensitivity to our base ± 1 SE, PPL signs, Pearson's r, and
-where our setup departs from the paper's.
+A reference is ``references/<name>.yaml`` (:data:`REFERENCES`; fields in docs/). Rows are matched by what
+they change from the base (``d_k = d_model / heads`` where unset): the same keys, equal text values, numbers
+moving the same way, nearest by log ratio to the base. Counts come with :func:`agreement_test`: our Δs share
+one noisy base and the paper's signs are lopsided (Table 3: 15 down, 2 up), so neither a fair coin nor a bare
+count is a fair null.
 """
 
 from __future__ import annotations
@@ -65,16 +55,8 @@ _ROW_KEYS = {"label", "changes", "bleu", "ppl", "params", "metric", "source"}
 
 @dataclass(frozen=True)
 class PaperRow:
-    """One published row: what it changes from the paper's base and its scores.
-
-    Attributes:
-        label: as the paper names it, e.g. ``(A) h=1``.
-        changes: dotted config key -> the paper's value (empty for the base).
-        bleu, ppl: published BLEU and perplexity (None where not published).
-        params: parameters in millions (None where the paper leaves it blank).
-        metric, source: how its BLEU was computed and where it was published (a commit, a
-            notebook), where the reference states them per row ("" where it does not).
-    """
+    """One published row: its label (``(A) h=1``), changes (dotted key -> value), BLEU, PPL, params (M),
+    and the metric and source of its number where the reference states them per row."""
 
     label: str
     changes: dict[str, Any]
@@ -87,12 +69,7 @@ class PaperRow:
 
 @dataclass(frozen=True)
 class Setup:
-    """How the paper trained and decoded its base.
-
-    Attributes:
-        config: dotted ablate config key -> the paper's value (lists as tuples, as run configs hold them).
-        facts: a :data:`FACTS` name -> text, for what no config key states.
-    """
+    """How the paper trained: dotted config key -> value (lists as tuples), and :data:`FACTS` -> text."""
 
     config: dict[str, Any] = field(default_factory=dict)
     facts: dict[str, str] = field(default_factory=dict)
@@ -242,11 +219,6 @@ def get(name: str) -> Reference:
 _DERIVED = ("model.d_k", "model.d_v")
 
 
-# --------------------------------------------------------------------------------------
-# Matching
-# --------------------------------------------------------------------------------------
-
-
 def effective(config: dict[str, Any]) -> dict[str, Any]:
     """A flattened config with ``model.d_k``/``model.d_v`` as the model uses them (d_model / heads if unset)."""
     out = dict(config)
@@ -296,20 +268,10 @@ def match(ours: dict[str, Any], base: dict[str, Any], reference: Reference) -> O
     return best
 
 
-# --------------------------------------------------------------------------------------
-# Side by side
-# --------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Line:
-    """One of our rows beside its paper row (``paper`` None: unmatched).
-
-    ``agree`` is None where either BLEU Δ is 0 or missing; ``significant`` is None where the table
-    made no test for the row. ``paper_ppl_delta`` and ``ppl_delta`` are the PPL changes from each
-    base (ours: dev PPL), None where a PPL is missing. ``se`` is the standard error of our Δ from
-    the table's comparison with the base (None where it made none).
-    """
+    """One of our rows beside its paper row (``paper`` None: unmatched); ``agree`` None where a BLEU Δ is
+    0 or missing, ``significant`` None where the table made no test, ``se`` our Δ's from the table's test."""
 
     name: str
     changes: dict[str, Any]
@@ -348,14 +310,8 @@ class Sensitivity:
 
 @dataclass(frozen=True)
 class SideBySide:
-    """Our table beside a reference: one line per row, the base first, and what agrees.
-
-    Attributes:
-        min_delta: the paper's noise: a published |Δ BLEU| below it is not taken as a direction.
-        departures: setup keys where our base differs from the paper's.
-        base_se: the standard error of our base row's mean (the table's seed σ / sqrt(seeds));
-            None where the table estimated no seed σ and the base has one seed.
-    """
+    """Our table beside a reference: one line per row, the base first; ``min_delta`` the paper's noise,
+    ``base_se`` our base mean's standard error (None: unknown)."""
 
     reference: Reference
     metric: str
@@ -394,10 +350,6 @@ class SideBySide:
         """The count and test over every matched row with a sign on both sides."""
         return self._test(self._signed(shift), shift)
 
-    def coin(self) -> SignCount:
-        """The all-rows count against a fair coin per row (the null this module no longer uses)."""
-        return sign_count((ln.paper_delta, ln.delta) for ln in self.counted)
-
     def sensitivity(self) -> list[Sensitivity]:
         """Both counts with our base mean moved by -1 and +1 SE (empty where its SE is unknown)."""
         if not self.base_se or not self.counted:
@@ -414,9 +366,10 @@ class SideBySide:
         for sens in self.sensitivity():
             side = "-1" if sens.shift < 0 else "+1"
             h, a = sens.headline, sens.all_rows
+            coin = "-" if sens.coin is None else p_text(sens.coin)
             parts.append(
                 f"base {side} SE ({sens.shift:+.2f} BLEU): headline {h.agree} of {h.n} ({_p(h)}), all rows "
-                f"{a.agree} of {a.n} ({_p(a)}; a fair coin per row would give p = {_coin(sens.coin)})"
+                f"{a.agree} of {a.n} ({_p(a)}; a fair coin per row would give p = {coin})"
             )
         return "; ".join(parts)
 
@@ -430,8 +383,7 @@ class SideBySide:
         return pearson([p for p, _ in pairs], [o for _, o in pairs])
 
     def provenance(self) -> str:
-        """Each published row's metric and source where the reference states them, the base first;
-        a row scored with another metric than the base says that its paper Δ mixes the two."""
+        """Each published row's metric and source, the base first, saying where a Δ mixes two metrics."""
         base = self.reference.base
         rows = [base, *[r for r in self.reference.rows if r.label in {ln.paper.label for ln in self.lines if ln.paper}]]
         parts = []
@@ -497,10 +449,6 @@ def _p(test: AgreementTest) -> str:
     return "not testable" if test.p_value is None else f"p = {p_text(test.p_value)}"
 
 
-def _coin(p: Optional[float]) -> str:
-    return "-" if p is None else p_text(p)
-
-
 def _test_column(table: Table) -> Optional[tuple[int, Column]]:
     """The table's first tested BLEU column (the one its † marks belong to), else its first test BLEU."""
     cols = list(enumerate(table.columns))
@@ -515,13 +463,8 @@ def _delta(value: Optional[float], base: Optional[float]) -> Optional[float]:
 
 
 def side_by_side(sweep: Sweep, table: Table, reference: Reference, min_delta: Optional[float] = None) -> SideBySide:
-    """Match ``sweep``'s rows to ``reference`` and read our BLEU and its significance from ``table``.
-
-    Args:
-        sweep, table: the sweep and the table built from it (same rows in the same order).
-        reference: the published table.
-        min_delta: the smallest paper |Δ BLEU| the headline counts; None: the reference's ``min_delta``.
-    """
+    """Match ``sweep``'s rows to ``reference``, reading our BLEU and † from ``table`` (built from ``sweep``);
+    ``min_delta`` None: the reference's."""
     found = _test_column(table)
     if found is None:
         raise ReportError("the table has no test BLEU column to compare with the paper")
@@ -577,8 +520,7 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference, min_delta: Op
 
 
 def _base_se(table: Table, col_index: int, base: Row, key: str) -> Optional[float]:
-    """SE of our base row's mean: the table's seed σ (median over its comparisons with the base) over
-    sqrt(the base's seeds); without a σ, the base's own std over seeds / sqrt(seeds) (None with one seed)."""
+    """SE of our base mean: the table's median seed σ / sqrt(seeds), else its own std / sqrt(seeds)."""
     sigmas = [
         (c.sigma, c.seeds[0])
         for r in table.rows
@@ -592,14 +534,8 @@ def _base_se(table: Table, col_index: int, base: Row, key: str) -> Optional[floa
 
 
 def our_facts(sweep: Sweep, split: str, setup: Any) -> list[tuple[str, str, str]]:
-    """``(fact, ours, paper's)`` for the setup facts ablate knows of its own runs, where ours departs.
-
-    - ``metric``: the runs' sacreBLEU signature and the tested split, beside the paper's metric
-      (always a departure: the published tables are not sacreBLEU on our test sets).
-    - ``checkpoints``: which checkpoint our runs tested (``best.ckpt``: the best validation by dev
-      BLEU; the last where each run validated once, at its end), beside the paper's; no departure
-      where both are the last (a paper's ``checkpoints`` fact that starts with "the last").
-    """
+    """``(fact, ours, paper's)`` for ``metric`` (always a departure) and ``checkpoints`` (none where both
+    are the last)."""
     out = []
     facts = setup.facts
     trials = [t for r in sweep.rows for t in r.trials]
@@ -623,11 +559,6 @@ def our_facts(sweep: Sweep, split: str, setup: Any) -> list[tuple[str, str, str]
         if not (paper_last and ours.startswith("the last")):
             out.append(("checkpoints", ours, facts["checkpoints"]))
     return out
-
-
-# --------------------------------------------------------------------------------------
-# Text
-# --------------------------------------------------------------------------------------
 
 
 def _num(x: Optional[float], digits: int = 2, sign: bool = False) -> str:
@@ -710,8 +641,8 @@ def to_markdown(sbs: SideBySide) -> str:
 
 
 def to_csv(sbs: SideBySide) -> str:
-    """The side-by-side as CSV (numbers unrounded where they are ours), then a blank line and
-    one ``summary line, text`` row per summary line."""
+    """The side-by-side as CSV (our numbers unrounded), a blank line, then the summary lines."""
+
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(HEADER)

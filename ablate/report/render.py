@@ -1,12 +1,9 @@
 """The render layer: a :class:`~ablate.report.layout.Table` as rich (terminal), Markdown, LaTeX or CSV.
 
 Every text format prints each statistic through :func:`fmt_stat`, so the numbers agree across formats;
-CSV carries them unrounded (10 significant digits) with the raw and Holm-adjusted p-values of each tested
-column. The writers are hand-written, not pandas': ``DataFrame.to_markdown`` (tabulate) pads every cell
-to its column's width and ``Styler.to_latex`` writes its own rules and escapes, so neither reproduces the
-shipped tables byte for byte. :func:`render_per_seed` is ``--per-seed``: one line per trial with its Δ
-against the base trial of the same seed, marked :data:`~ablate.report.layout.FLIP` where a row's
-per-seed Δs disagree in sign.
+CSV carries them unrounded. The writers are hand-written, not pandas': ``DataFrame.to_markdown`` pads every
+cell to its column's width and ``Styler.to_latex`` writes its own rules and escapes, so neither reproduces
+the shipped tables byte for byte. :func:`render_per_seed` is ``--per-seed``.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ablate.record import TEST_BLEU, RunStatus
-from ablate.report.layout import FLIP, Cell, Column, Table, TableRow, show_value
+from ablate.report.layout import FLIP, PAPER_LABELS, Cell, Column, Table, TableRow, show_value
 from ablate.report.stats import Sweep, value_order
 
 FORMATS = ("rich", "md", "latex", "csv")
@@ -48,11 +45,6 @@ def _notes(table: Table) -> list[str]:
     if table.unfinished:
         notes.append(f"Not in the table ({len(table.unfinished)} trials):")
     return notes
-
-
-# --------------------------------------------------------------------------------------
-# Markdown
-# --------------------------------------------------------------------------------------
 
 
 def _md_escape(text: str) -> str:
@@ -87,21 +79,6 @@ def to_markdown(table: Table) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-# --------------------------------------------------------------------------------------
-# LaTeX (booktabs)
-# --------------------------------------------------------------------------------------
-
-LATEX_LABELS = {
-    "model.layers": "$N$",
-    "model.d_model": r"$d_{\mathrm{model}}$",
-    "model.d_ff": r"$d_{\mathrm{ff}}$",
-    "model.heads": "$h$",
-    "model.d_k": "$d_k$",
-    "model.d_v": "$d_v$",
-    "model.dropout": r"$P_{\mathrm{drop}}$",
-    "train.label_smoothing": r"$\epsilon_{ls}$",
-    "train.max_steps": "max steps",
-}
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
     "&": r"\&",
@@ -126,7 +103,7 @@ def to_latex(table: Table) -> str:
     lead = 1 + table.show_names
     spec = "l" * lead + "c" * len(table.labels) + "r" * (len(table.columns) + 1)
     head = ["", *(["variant"] if table.show_names else [])]
-    head += [LATEX_LABELS.get(k, latex_escape(lbl)) for k, lbl in zip(table.keys, table.labels)]
+    head += [PAPER_LABELS.get(k, ("", None))[1] or latex_escape(lbl) for k, lbl in zip(table.keys, table.labels)]
     head += [c.latex or latex_escape(c.label) for c in table.columns] + ["$n$"]
     lines = [
         r"\begin{table}[t]",
@@ -156,11 +133,6 @@ def to_latex(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
-# --------------------------------------------------------------------------------------
-# CSV
-# --------------------------------------------------------------------------------------
-
-
 def export_key(col: Column) -> str:
     """CSV name of a column: the metric key, suffixed ``_millions`` when scaled."""
     return col.key + ("_millions" if col.scale == 1e-6 else "")
@@ -174,22 +146,12 @@ TESTED = ("p", "p_holm", "delta", "ci_low", "ci_high", "se", "seed_deltas", "mar
 
 
 def _tested(cell: Cell) -> list[str]:
-    """The tested column's comparison against the base: p-values, Δ, its 95% CI and standard
-    error, the per-seed Δs (``seed:Δ`` joined by ``;``) and the cell's marks."""
+    """The tested column's comparison against the base, as :data:`TESTED` names them (``seed:Δ;...``)."""
     c = cell.comparison
     if c is None:
         return [""] * len(TESTED)
     seeds = ";".join(f"{seed}:{d:.6g}" for seed, d in c.per_seed)
-    return [
-        _num(cell.p_value),
-        _num(cell.p_adjusted),
-        _num(c.delta),
-        _num(c.ci[0]),
-        _num(c.ci[1]),
-        _num(c.se),
-        seeds,
-        cell.mark,
-    ]
+    return [*map(_num, (cell.p_value, cell.p_adjusted, c.delta, *c.ci, c.se)), seeds, cell.mark]
 
 
 def to_csv(table: Table) -> str:
@@ -215,11 +177,6 @@ def to_csv(table: Table) -> str:
     for u in table.unfinished:
         w.writerow(["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason])
     return buf.getvalue()
-
-
-# --------------------------------------------------------------------------------------
-# Rich (terminal)
-# --------------------------------------------------------------------------------------
 
 
 def to_rich(table: Table):
@@ -260,11 +217,8 @@ def _rich_notes(table: Table) -> list:
 
 
 def to_vertical(table: Table):
-    """The rich table for a terminal too narrow for its columns: one block per row, a line per cell.
-
-    A row is headed by its group (and name); under it every non-empty setting and statistic as
-    ``column  value``, so nothing is cut to ``…``. Footnotes and unfinished trials follow.
-    """
+    """The rich table for a terminal too narrow for its columns: one block per row headed by its group (and
+    name), a ``column  value`` line per non-empty cell, so nothing is cut to ``…``; then the notes."""
     from rich.console import Group
     from rich.text import Text
 
@@ -296,12 +250,9 @@ def rich_width(table: Table) -> int:
 
 def render(table: Table, fmt: str, width: int = 200) -> str:
     """The table as text in ``fmt`` (``rich`` is rendered without colour at ``width`` columns)."""
-    if fmt == "md":
-        return to_markdown(table)
-    if fmt == "latex":
-        return to_latex(table)
-    if fmt == "csv":
-        return to_csv(table)
+    writers = {"md": to_markdown, "latex": to_latex, "csv": to_csv}
+    if fmt in writers:
+        return writers[fmt](table)
     if fmt == "rich":
         from rich.console import Console
 

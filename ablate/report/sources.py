@@ -14,12 +14,8 @@ from ablate.utils.io import check_apart, output_files
 
 
 class TableResult:
-    """A sweep's paper-style table: ``.df`` (pandas), ``.render(fmt)``, and a rich/HTML view in notebooks.
-
-    Attributes:
-        table: the laid-out :class:`~ablate.report.layout.Table` (rows, columns, footnotes).
-        sweep: the aggregated :class:`~ablate.report.stats.Sweep` it was built from.
-    """
+    """A sweep's paper-style table (``.table``, built from ``.sweep``): ``.df`` (pandas), ``.render(fmt)``,
+    and a rich/HTML view in notebooks."""
 
     def __init__(self, sweep: Sweep, table: Table):
         self.sweep, self.table = sweep, table
@@ -75,16 +71,12 @@ def table(
     metric: str = DEFAULT_METRIC,
     api: Any = None,
 ) -> TableResult:
-    """The table ``ablate table SOURCE`` prints, as an object (see :class:`TableResult`).
+    """The table ``ablate table SOURCE`` prints, as an object (see :class:`TableResult`); the options are
+    ``ablate table``'s.
 
     Args:
         source: a sweep folder, a results folder, ``wandb:<entity>/<project>/<group>``, or a ``SweepRun``.
-        alpha: significance level of the marks.
-        test: the significance test (default: ``ablate table``'s, ``seeds``).
-        samples: resamples of a resampling test (0: its default).
-        significance: run the planned comparisons (named by the sweep, else against the base), Holm-adjusted.
-        by_length: add BLEU per source-length bucket as columns.
-        metric: the tested metric (``ablate table --metric``: bleu, chrf, chrf++, ter, ...).
+        test: the significance test (default: ``seeds``); ``samples``: its resamples (0: its default).
         api: a ``wandb.Api`` stand-in, for a W&B source.
     """
     out = getattr(source, "out", None)  # a SweepRun
@@ -111,12 +103,9 @@ def make_plots(
     fmt: str = "png",
     metric: str = DEFAULT_METRIC,
 ) -> list[Path]:
-    """Write the sweep's figures (``fmt``: png, pdf or svg; test scores on ``metric``) into ``out``; return their paths.
+    """Write the sweep's figures (``fmt``: png, pdf or svg; test scores on ``metric``) into ``out``, all or none
+    (other files in ``out`` kept); return their paths."""
 
-    The figures are drawn into a temporary folder and moved into ``out`` once all are drawn
-    (:func:`~ablate.utils.io.output_files`): an error or Ctrl-C leaves ``out`` as it was.
-    Other files in ``out`` are kept; ``out`` must not be (or lie inside, or contain) the sweep folder.
-    """
     from ablate.report.figures import plot_all
 
     out = Path(out)

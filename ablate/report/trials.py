@@ -1,19 +1,11 @@
-"""The collect layer: a sweep folder, results folder or W&B group -> :class:`Trial` s, one per training run.
-
-Every later stage is source-agnostic. A folder gives ``<trial>/summary.json`` and its saved texts
-(``hyps/``, ``refs/``, ``sources/``, ``<split>.txt`` or ``.txt.gz`` as ``ablate export`` ships them; a
-file not UTF-8, a torn ``.gz`` or a split saved twice differently is a :class:`TextError` naming it);
-``wandb:<entity>/<project>[/<group>]`` is read through W&B's public API (:func:`wandb_runs`), a summary
-that breaks the record's types being a run with a ``problem``.
+"""The collect layer: a sweep folder, results folder or ``wandb:<entity>/<project>[/<group>]`` -> :class:`Trial` s.
 
 :func:`check_trials` believes a trial only if its metrics are finite and in range, it saved as many
 hypotheses as references on every tested split where any trial saved them (a seed the † test cannot use
 is not counted in the cell either), it is not a second run of a seed its row has, and its row's trials
 share one config; a trial failing a check is :data:`EXCLUDED` with the reason, listed under the table.
-:func:`with_metric` scores ``--metric`` from saved texts where a summary lacks it (old results folders
-get a whole table without retraining), keeping per-sentence statistics so a text is scored once per
-table; :func:`score_runs` (``ablate score``) writes such scores into summaries, atomically, leaving what
-they record and any run still training alone.
+:func:`with_metric` scores ``--metric`` from saved texts where a summary lacks it; :func:`score_runs`
+(``ablate score``) writes such scores into summaries.
 """
 
 from __future__ import annotations
@@ -64,13 +56,10 @@ class TextError(ReportError):
 
 
 def read_texts(folder: Path) -> dict[str, list[str]]:
-    """``<split>.txt`` files, or gzip'd ``<split>.txt.gz`` (as ``ablate export`` ships them), as lines;
-    only newlines end a line (a hypothesis may hold other Unicode line separators), so line i is
-    always the i-th sentence.
+    """``<split>.txt`` or ``<split>.txt.gz`` files as lines (only newlines end a line, so line i is sentence i).
 
     Raises:
-        TextError: a file is not UTF-8 text or a torn ``.gz``, or a split has both a ``.txt`` and a
-            ``.txt.gz`` that differ (which is the run's output cannot be told).
+        TextError: a file is not UTF-8 or a torn ``.gz``, or a split's ``.txt`` and ``.txt.gz`` differ.
     """
     if not folder.is_dir():
         return {}
@@ -100,7 +89,6 @@ def read_texts(folder: Path) -> dict[str, list[str]]:
 
 
 HYP_ARTIFACT_TYPES = ("hypotheses", "predictions")
-# --------------------------------------------------------------------------------------
 
 _STATES = {  # W&B's run states -> ours
     "finished": RunStatus.FINISHED,
@@ -113,11 +101,7 @@ _STATES = {  # W&B's run states -> ours
 
 
 def wandb_runs(entity: str, project: str, group: Optional[str], api: Any = None) -> list[Any]:
-    """The runs of a W&B project (one group, if given), newest first as W&B returns them.
-
-    Raises:
-        ReportError: no API key, or W&B failed (network, permissions, no such project), in one line.
-    """
+    """The runs of a W&B project (one group, if given), newest first; a one-line :class:`ReportError` if W&B fails."""
     if api is None:
         api = _wandb_api()
     try:
@@ -144,26 +128,13 @@ def _first_line(err: BaseException) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
-@dataclass(frozen=True)
-class WandbRun:
-    """What the report reads of one W&B run; ``problem`` says why it cannot be believed, if so."""
-
-    name: str
-    summary: dict[str, Any] = field(default_factory=dict)
-    config: dict[str, Any] = field(default_factory=dict)
-    status: str = RunStatus.RUNNING
-    hyps: dict[str, list[str]] = field(default_factory=dict)
-    refs: dict[str, list[str]] = field(default_factory=dict)
-    sources: dict[str, list[str]] = field(default_factory=dict)
-    problem: Optional[str] = None
-
-
-def read_run(run: Any) -> WandbRun:
-    """A :class:`WandbRun` from an object shaped like ``wandb.apis.public.Run``."""
+def from_wandb_run(run: Any) -> Trial:
+    """A :class:`Trial` from an object shaped like ``wandb.apis.public.Run``; :data:`INVALID` where its
+    summary, config or files cannot be believed."""
     name = str(run.name)
     summary, config = plain(run.summary), plain(run.config)
     if not isinstance(summary, dict) or not isinstance(config, dict):
-        return WandbRun(name, problem="W&B run: its summary or config is not a mapping")
+        return Trial(name, INVALID, "W&B run: its summary or config is not a mapping")
     summary = {**_recorded(run), **summary}  # the nested fields (history, resolved, ...) are in its run file
     status = summary.get("status") or _STATES.get(str(run.state).lower(), str(run.state))
     if "variant" not in summary and config.get("variant") is not None:
@@ -174,12 +145,13 @@ def read_run(run: Any) -> WandbRun:
         summary["sweep"] = {"name": run.group}
     problem = summary_problem(summary)
     if problem:
-        return WandbRun(name, problem=f"W&B summary: {problem}")
+        return Trial(name, INVALID, f"W&B summary: {problem}")
     try:
-        hyps, refs, sources = _wandb_texts(run, _test_splits(summary))
+        hyps, refs, sources = _wandb_texts(run, [s for k in summary if (s := TEST_BLEU.split_of(k)) is not None])
     except TextError as err:
-        return WandbRun(name, problem=f"W&B files: {err}")
-    return WandbRun(name, summary, config, str(status), hyps, refs, sources)
+        return Trial(name, INVALID, f"W&B files: {err}")
+    trial = from_summary(name, summary, hyps, refs, config=config, status=str(status), sources=sources)
+    return replace(trial, sweep=sweep_name(trial.sweep))
 
 
 def plain(value: Any) -> Any:
@@ -190,8 +162,7 @@ def plain(value: Any) -> Any:
 
 
 def _recorded(run: Any) -> dict[str, Any]:
-    """The run file ``summary.json`` that ablate saves with each W&B run (the whole record, nested fields
-    included; the run summary holds its numbers and texts), less the config; {} where there is none."""
+    """The ``summary.json`` run file ablate saves with each W&B run (nested fields included), less the config."""
     from ablate.training.tracking import RECORD_FILE
 
     with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
@@ -215,10 +186,6 @@ def _download(run: Any, wanted: set[str], root: Path) -> None:
         pass
 
 
-def _test_splits(summary: dict[str, Any]) -> list[str]:
-    return sorted(s for k in summary if (s := TEST_BLEU.split_of(k)) is not None)
-
-
 def _wandb_history(run: Any) -> list[dict[str, float]]:
     """Validation records from ``run.scan_history``; the step is ours, Lightning's or W&B's."""
     scan = getattr(run, "scan_history", None)
@@ -236,7 +203,7 @@ def _wandb_history(run: Any) -> list[dict[str, float]]:
 
 def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, list[str]], ...]:
     """Hypotheses, references and sources saved as run files, else in a hypotheses artifact."""
-    wanted = {f"{kind}/{split}.txt" for split in splits for kind in ("hyps", "refs", "sources")}
+    wanted = {f"{kind}/{split}.txt" for split in splits for kind in TEXT_KINDS}
     if not wanted:
         return {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
@@ -277,29 +244,18 @@ class Trial:
     """One run, whatever its source.
 
     Attributes:
-        name: trial (run) name, unique within the sweep.
-        status: a :class:`~ablate.record.RunStatus` (finished, failed, interrupted, running, pending,
-            stopped), or :data:`INVALID`.
-        error: the failure reason, if any.
+        status: a :class:`~ablate.record.RunStatus`, or :data:`INVALID` / :data:`EXCLUDED`.
         config: the flattened resolved config (dotted keys, tracking keys removed).
         metrics: numeric summary values, e.g. ``val/bleu``, ``test_<split>/bleu``, ``params``.
         history: validation records ``{"step": int, "val/bleu": float, ...}`` in step order.
-        variant: the named variant (``"base"``, ``"A-heads1"``) or None.
-        sweep: the sweep's name, or None.
         params: the sweep's varying parameters for this trial (dotted keys, ``seed`` included).
-        hyps: split -> detokenized hypotheses (one per source sentence, corpus order).
-        refs: split -> references, aligned with ``hyps``.
-        signature: sacreBLEU signature of the test BLEU.
-        resolved: the values the run used where its config leaves them implicit (``model.d_k``,
-            ``model.d_v``, layers, peak ``train.lr``, the attention scale factor), recorded by the
-            trainer or, for older runs, derived with :func:`ablate.training.run_folder.resolved`.
-        sources: split -> source sentences, aligned with ``hyps`` (for BLEU by source length).
-        comparisons: the sweep's ``comparisons`` parameter (see :mod:`ablate.sweep.spec`), if any.
+        hyps, refs, sources: split -> detokenized hypotheses / references / sources, aligned.
+        resolved: the values the run used where its config leaves them implicit (``model.d_k``, peak
+            ``train.lr``, ...), recorded or, for older runs, derived (:func:`ablate.training.run_folder.resolved`).
         bare_variant: the trial's variant is a bare name, applying no overrides to the sweep's base.
         declared_base: the sweep's ``base`` parameter (a variant's name, or a grid point's values), if any.
-        accelerator: ``cpu`` or ``gpu``, what trained the run (see :func:`trained_on`); None if not known.
-        signatures: metric name -> the signature its summary records (``<name>_signature``: chrF's, TER's, ...).
-        summary: the run record it was read from (:class:`~ablate.record.RunSummary`; for a W&B run, its summary); None for a trial that has no record (planned, unreadable, invalid).
+        signatures: metric name -> the signature its summary records (``<name>_signature``).
+        summary: the run record it was read from; None for a trial without one (planned, invalid).
     """
 
     name: str
@@ -333,11 +289,7 @@ class Trial:
 
 
 def collect(source: str, api: Any = None) -> list[Trial]:
-    """Every trial of ``source`` (a sweep folder or ``wandb:<entity>/<project>[/<group>]``).
-
-    Args:
-        source: where the runs are.
-        api: a ``wandb.Api``-like object (tests pass a stand-in); default ``wandb.Api()``.
+    """Every trial of ``source`` (a sweep folder or ``wandb:...``; ``api``: a ``wandb.Api``-like object).
 
     Raises:
         ReportError: the folder does not exist or holds no trial, or the W&B path is malformed.
@@ -355,19 +307,9 @@ def parse_wandb_path(path: str) -> tuple[str, str, Optional[str]]:
     return parts[0], parts[1], parts[2] if len(parts) == 3 else None
 
 
-# --------------------------------------------------------------------------------------
-# Sweep folder
-# --------------------------------------------------------------------------------------
-
-
 def collect_folder(root: Path) -> list[Trial]:
-    """Trials of a sweep output folder: each subfolder with a ``summary.json``, sorted by name, then
-    every trial the launcher's ``sweep.json`` plans that has none yet (pending, or started and gone).
-
-    A record that cannot be read or breaks the run record's types (:mod:`ablate.record`) is a
-    trial with status :data:`INVALID` and the reason; one whose summary says running but whose run
-    lock is free (:func:`~ablate.training.run_folder.is_held`: its process was killed) is interrupted.
-    """
+    """Trials of a sweep folder: each subfolder with a ``summary.json`` by name, then the trials ``sweep.json``
+    plans that have none yet. An ill-typed record is :data:`INVALID`; a running one whose lock is free, interrupted."""
     from ablate.training.run_folder import running_status
 
     if not root.is_dir():
@@ -415,8 +357,7 @@ def read_trial(run_dir: Path) -> Trial:
 
 
 def _sweep_plan(root: Path) -> tuple[dict[str, dict[str, Any]], Optional[str], Optional[str]]:
-    """Trial name -> ``{status, error, point}`` from the launcher's ``sweep.json``, why it is unusable, and
-    the sweep's name."""
+    """Trial name -> ``{status, error, point}`` from ``sweep.json``, why it is unusable, and the sweep's name."""
     path = SweepFiles(root).state
     if not path.exists():
         return {}, None, None
@@ -501,17 +442,14 @@ ACCELERATORS = ("cpu", "gpu")
 
 
 def trained_on(summary: dict[str, Any], config: dict[str, Any]) -> Optional[str]:
-    """``cpu`` or ``gpu``: the accelerator the summary records, else the one the config names (nested or
-    dotted ``train.accelerator``); None where neither says (older runs with ``auto``)."""
+    """``cpu`` or ``gpu``: the summary's accelerator, else the config's ``train.accelerator``; None if neither."""
     train = plain(config.get("train"))
     named = train.get("accelerator") if isinstance(train, dict) else config.get("train.accelerator")
     return next((str(v) for v in (summary.get("accelerator"), named) if v in ACCELERATORS), None)
 
 
 def _sweep_facts(point: dict[str, Any]) -> dict[str, Any]:
-    """What a trial's sweep point says about the sweep: its ``comparisons``, its declared ``base``,
-    and whether the trial's variant is a bare name (no overrides; in a sweep registered by ablate,
-    a name the ``variants`` constant gives none)."""
+    """A sweep point's ``comparisons``, declared ``base``, and whether its variant is a bare name (no overrides)."""
     variant, table = point.get("variant"), point.get("variants")
     overrides = table.get(variant) if isinstance(table, dict) and isinstance(variant, str) else None
     return {
@@ -529,8 +467,7 @@ def _variant_name(value: Any) -> Optional[str]:
 
 
 def _number(value: Any) -> Optional[float]:
-    """A summary value as a float: plain numbers, or W&B's ``{"max": x}``-style summaries
-    (written for metrics declared with ``define_metric(summary="max")``)."""
+    """A summary value as a float: a plain number, or W&B's ``{"max": x}``-style summary."""
     if isinstance(value, dict):
         value = next((value[k] for k in ("max", "min", "best", "last", "mean") if k in value), None)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -539,10 +476,7 @@ def _number(value: Any) -> Optional[float]:
 
 
 def clean_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Flatten nested and dotted keys alike; drop tracking and bookkeeping keys.
-
-    ``{"model": {"heads": 8}}`` and ``{"model.heads": 8}`` both give ``{"model.heads": 8}``.
-    """
+    """Flatten nested and dotted keys alike (``{"model": {"heads": 8}}`` -> ``{"model.heads": 8}``); drop bookkeeping."""
     flat = flatten(plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
     if isinstance(flat.get("plugins"), list):  # a plugin is its code, wherever its file lay: name and digest
         flat["plugins"] = [_plugin_label(r) for r in flat["plugins"]] or {}
@@ -578,18 +512,8 @@ def collect_wandb(path: str, api: Any = None) -> list[Trial]:
     return trials
 
 
-def from_wandb_run(run: Any) -> Trial:
-    """A :class:`Trial` from an object shaped like ``wandb.apis.public.Run``."""
-    r: WandbRun = read_run(run)
-    if r.problem:
-        return Trial(r.name, INVALID, r.problem)
-    trial = from_summary(r.name, r.summary, r.hyps, r.refs, config=r.config, status=r.status, sources=r.sources)
-    return replace(trial, sweep=sweep_name(trial.sweep))
-
-
 def sweep_name(group: Optional[str]) -> Optional[str]:
-    """The sweep's name from a run's recorded W&B group: ``ablate sweep`` names a group
-    ``<sweep name>-<6 hex digits>`` (:func:`ablate.sweep.state.new_group`), and a table's title is the name."""
+    """The sweep's name from a W&B group ``<sweep name>-<6 hex digits>`` (:func:`ablate.sweep.state.new_group`)."""
     match = re.fullmatch(r"(.+)-[0-9a-f]{6}", group or "")
     return match.group(1) if match else group
 
@@ -672,12 +596,7 @@ def distinct_seeds(row: str, trials: Sequence[Trial]) -> tuple[list[Trial], list
 
 
 def check_one_config(row: str, trials: Sequence[Trial]) -> None:
-    """Every trial of ``row`` has one config but for the seed (keys only one records are not compared).
-
-    Raises:
-        ReportError: two trials differ, naming them and the first key (e.g. a variant that sets
-            ``tracking.variant`` to another row's name).
-    """
+    """Every trial of ``row`` has one config but the seed (keys only one records are not compared), else ReportError."""
     first = trials[0]
     for t in trials[1:]:
         for key in sorted(set(first.config) & set(t.config) - {"seed"}):
@@ -689,9 +608,8 @@ def check_one_config(row: str, trials: Sequence[Trial]) -> None:
 
 
 def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]:
-    """``trial: test_<split>/bleu x in its summary, y from its hypotheses`` for each trial whose
-    summary's test BLEU is not the corpus BLEU of the hypotheses the test reads (sacreBLEU, the
-    run's tokenizer)."""
+    """``trial: key x in its summary, y from hyps/<split>`` for each trial whose summary's test BLEU is not
+    its hypotheses' corpus BLEU."""
     trials = [t for _, ts in rows for t in ts]
     splits = tested_splits(trials)
     found = []
@@ -699,13 +617,9 @@ def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]
     for t in trials:
         progress.step()
         for split in splits:
-            key = (
-                TEST_BLEU.split_key(split)
-                if TEST_BLEU.split_key(split) in t.metrics
-                else TEST_BLEU.key
-                if len(splits) == 1
-                else None
-            )
+            key = TEST_BLEU.split_key(split)
+            if key not in t.metrics and len(splits) == 1:  # a summary's plain test/bleu is the only split's
+                key = TEST_BLEU.key
             if key not in t.metrics or split not in t.hyps:
                 continue
             again = corpus_bleu(t.hyps[split], t.refs[split], t.signature)
@@ -715,33 +629,24 @@ def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]
 
 
 def corpus_bleu(hyps: list[str], refs: list[str], signature: Optional[str]) -> float:
-    """sacreBLEU corpus BLEU as the run scored it (the tokenizer its signature names), from the
-    per-sentence statistics the table's cells and test read too (computed once)."""
-    from ablate.metrics.scorers import Bleu
-
-    tok = next((p[len("tok:") :] for p in (signature or "").split("|") if p.startswith("tok:")), None)
-    scorer = Bleu(tok)
-    return float(scorer.from_statistics(statistics(scorer, hyps, refs).sum(0)))
+    """sacreBLEU corpus BLEU as the run scored it (the tokenizer its signature names)."""
+    return corpus_score(Bleu(_tokenizer(signature)), hyps, refs, None)
 
 
 DEFAULT_METRIC = "bleu"
 
 
+def _tokenizer(signature: Optional[str]) -> Optional[str]:
+    return next((p[len("tok:") :] for p in (signature or "").split("|") if p.startswith("tok:")), None)
+
+
 def bleu_tokenizer(trials: Sequence[Trial]) -> Optional[str]:
     """The ``tok:`` field of the runs' sacreBLEU signature, so the test scores BLEU as they did."""
-    for t in trials:
-        for part in (t.signature or "").split("|"):
-            if part.startswith("tok:"):
-                return part[len("tok:") :]
-    return None
+    return next((tok for t in trials if (tok := _tokenizer(t.signature)) is not None), None)
 
 
 def scorer_for(metric: str, trials: Sequence[Trial]) -> MetricScorer:
-    """The scorer of ``metric`` (BLEU with the runs' tokenizer).
-
-    Raises:
-        MetricError: an unknown metric, naming the choices.
-    """
+    """The scorer of ``metric`` (BLEU with the runs' tokenizer); MetricError for an unknown one."""
     if metric == "bleu":
         return Bleu(bleu_tokenizer(trials))
     return get_scorer(metric)
@@ -776,13 +681,8 @@ def scored(
     texts: Mapping[str, Mapping[str, Sequence[str]]],
     recorded: Mapping[str, Any],
 ) -> dict[str, float]:
-    """``metric`` per saved split of a run that ``recorded`` lacks: ``test_<split>/<name>``, ``val/<name>``
-    and ``test/<name>`` (the first test split's).
-
-    Args:
-        texts: ``{"hyps": {split: lines}, "refs": ..., "sources": ...}``, as the run saved them.
-        recorded: the run's summary (or its metrics).
-    """
+    """``test_<split>/<name>``, ``val/<name>`` and ``test/<name>`` (the first test split's) that the summary
+    ``recorded`` lacks, scored from ``texts`` (``{"hyps": {split: lines}, "refs": ..., "sources": ...}``)."""
     found: dict[str, float] = {}
     for split, hyps in texts.get("hyps", {}).items():
         refs = texts.get("refs", {}).get(split)
@@ -798,8 +698,7 @@ def scored(
 
 
 def with_metric(trials: Sequence[Trial], metric: str) -> list[Trial]:
-    """Every trial, each finished one with ``test_<split>/<metric>``, ``test/<metric>`` and
-    ``val/<metric>`` scored from its saved texts where its summary lacks them.
+    """Every trial, each finished one with ``metric`` scored from its saved texts where its summary lacks it.
 
     Raises:
         MetricError: ``metric`` is not registered.
@@ -823,9 +722,6 @@ def with_metric(trials: Sequence[Trial], metric: str) -> list[Trial]:
     return out
 
 
-TEXTS = ("hyps", "refs", "sources")
-
-
 @dataclass(frozen=True)
 class Scored:
     """What :func:`score_runs` did to one run: the values it added, or why it left the run alone."""
@@ -843,11 +739,7 @@ class Scored:
 
 
 def run_folders(path: Path) -> list[Path]:
-    """``path`` itself when it is a run folder (it holds ``summary.json``), else its subfolders that are.
-
-    Raises:
-        ReportError: ``path`` is neither.
-    """
+    """``path`` itself when it is a run folder (it holds ``summary.json``), else its subfolders that are."""
     if (path / SUMMARY_FILE).is_file():
         return [path]
     runs = sorted(p for p in path.iterdir() if (p / SUMMARY_FILE).is_file()) if path.is_dir() else []
@@ -872,7 +764,7 @@ def score_run(run_dir: Path, metric: str) -> Scored:
     if summary.get("status") != RunStatus.FINISHED or is_held(run_dir):
         return Scored(name, skipped="still training" if is_held(run_dir) else f"status {summary.get('status')}")
     try:
-        texts = {kind: read_texts(run_dir / kind) for kind in TEXTS}
+        texts = {kind: read_texts(run_dir / kind) for kind in TEXT_KINDS}
     except TextError as err:
         return Scored(name, skipped=str(err))
     if not texts["hyps"]:
@@ -888,12 +780,7 @@ def score_run(run_dir: Path, metric: str) -> Scored:
 
 
 def score_runs(path: Path, metric: str) -> list[Scored]:
-    """Add ``metric`` to the run at ``path``, or to every run of the sweep or results folder ``path``.
-
-    Raises:
-        MetricError: ``metric`` is not registered.
-        ReportError: ``path`` holds no run.
-    """
+    """Add ``metric`` (atomically, keeping what is recorded) to the run at ``path`` or every run under it."""
     scorer_for(metric, [])  # an unknown metric fails before any run is read
     return [score_run(run, metric) for run in run_folders(Path(path))]
 
@@ -904,8 +791,9 @@ def local_folders(source: str) -> list[Path]:
 
 
 def planned_trials(state: Any) -> tuple[list[dict[str, Any]], Optional[str]]:
-    """The trials a launcher's ``sweep.json`` plans, each ``{name, status, error, point}``, and the first
-    way its ``trials`` break that shape (then none are taken). A file without ``trials`` plans nothing."""
+    """The trials ``sweep.json`` plans, each ``{name, status, error, point}``, and the first way they break
+    that shape (then none are taken)."""
+
     if not isinstance(state, dict) or state.get("trials") is None:
         return [], None
     trials = state["trials"]
