@@ -331,8 +331,9 @@ def load_trained(
     """``(config, model in eval mode, tokenizer)`` of the run in ``run_dir`` from its ``which`` checkpoint (else the
     other), importing only the plugins the user vouched for (:func:`recorded_config`)."""
     run_dir = Path(run_dir)
-    path = run_checkpoint(run_dir, which)
-    cfg = recorded_config(run_dir, plugins, trust_plugins)
+    if (run_dir / "config.yaml").exists():  # an unusable config is named before a missing tokenizer or checkpoint
+        cfg = recorded_config(run_dir, plugins, trust_plugins)
+    path = run_checkpoint(run_dir, which)  # no config.yaml: "not a run directory"
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
     try:
