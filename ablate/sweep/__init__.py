@@ -79,24 +79,15 @@ def run(
 
     from ablate.sweep.launcher import Launcher, Progress, make_executor
     from ablate.sweep.local import ExecutorArgs, plan_slots
-    from ablate.sweep.planner import (
-        TRIAL_LIMIT,
-        LaunchOptions,
-        check_overrides,
-        check_trial_count,
-        default_out,
-        trial_cap,
-    )
-    from ablate.sweep.spec import axis_overrides, split_axes, with_axes
+    from ablate.sweep.planner import TRIAL_LIMIT, check_overrides, check_trial_count, launch_options, trial_cap
 
-    plain, axes = split_axes(check_overrides([str(o) for o in overrides]))
+    overrides = check_overrides([str(o) for o in overrides])
     plan_slots(devices, gpus_per_trial, parallel)  # a bad device option fails before a dict is written
-    spec = with_axes(load_spec(_spec_file(file_or_dict, None if out is None else Path(out))), axes)
-    opts = LaunchOptions(
-        out=Path(out) if out is not None else default_out(spec),
-        slots=[],
-        overrides=plain,
-        axes=axis_overrides(axes),
+    folder = None if out is None else Path(out)
+    spec, opts = launch_options(
+        _spec_file(file_or_dict, folder),
+        overrides,
+        folder,
         config=None if config is None else Path(config),
         retry_failed=retry_failed,
         max_trials=max_trials,

@@ -28,15 +28,15 @@ from ablate.sweep.planner import (
     STALL_S,
     TIME_FACTOR,
     TRIAL_LIMIT,
-    LaunchOptions,
     Planner,
     check_overrides,
     check_trial_count,
     default_out,
+    launch_options,
     quiet,
     trial_cap,
 )
-from ablate.sweep.spec import SweepError, SweepSpec, axis_overrides, load_spec, split_axes, with_axes
+from ablate.sweep.spec import SweepError, SweepSpec, load_spec
 from ablate.sweep.state import SweepState, best_configuration, best_trial, is_locked, load_state, undrawn_group
 from ablate.utils.commands import fail, typer_app
 
@@ -230,122 +230,106 @@ def _complete_launcher(incomplete: str) -> list[str]:
     return [name for name in EXECUTORS if name.startswith(incomplete)]
 
 
-FILE = typer.Argument(..., help="Sweep file (W&B sweep configuration), e.g. sweeps/quickstart.yaml.")
-OVERRIDES = typer.Argument(
-    None,
-    help="key=value config overrides for every trial; key=a,b adds a grid axis (one trial per value, "
-    "crossed with the file's); quote a literal comma for YAML: 'key=\"a,b\"'.",
-    autocompletion=complete_overrides,
-)
-OUT = typer.Option(None, "--out", help="Sweep folder (state + one folder per trial). Default: runs/<sweep name>.")
-GPUS_PER_TRIAL = typer.Option(
-    None,
-    "--gpus-per-trial",
-    help="GPUs per trial; more than one trains with DDP. Default: 1 locally, 0 (CPU jobs) on SLURM.",
-)
-PARALLEL = typer.Option(
-    1, "--parallel", help="Trials at once on CPU (cores are split evenly), or per GPU group on GPUs."
-)
-LAUNCHER = typer.Option(
-    "local",
-    "--launcher",
-    help="Where trials run: " + ", ".join(EXECUTORS) + ". local: processes on this machine's slots; slurm: one "
-    "batch job per trial through submitit (run it on the cluster's login node); ray: one Ray task per trial "
-    "on the cluster RAY_ADDRESS names (else a local one), --cpus-per-trial and --gpus-per-trial / --parallel each.",
-    autocompletion=_complete_launcher,
-)
-
-
 def _slurm(default: Any, flag: str, help: str, **kwargs: Any) -> Any:
     """An option only the SLURM launcher reads, in its own help panel."""
     return typer.Option(default, flag, rich_help_panel=SLURM, help=help, **kwargs)
 
 
-PARTITION = _slurm(None, "--partition", "partition for the jobs.")
-NODES = _slurm(1, "--nodes-per-trial", "nodes per trial (DDP across them).")
-MAX_CONCURRENT = _slurm(8, "--max-concurrent", "jobs of this sweep queued or running at once.")
-TIME = _slurm("04:00:00", "--time", "job time limit, HH:MM:SS or D-HH:MM:SS; trials checkpoint and requeue before it.")
-CPUS = _slurm(None, "--cpus-per-trial", "CPUs per task (also the trainer's torch threads).")
-TRIALS_PER_JOB = _slurm(
-    None,
-    "--trials-per-job",
-    "pack trials: --max-concurrent worker jobs, each running this many trials at once (sharing the job's "
-    "--gpus-per-trial GPUs, --cpus-per-trial CPUs each) and pulling the next planned trial until none is left.",
-    min=1,
-)
-MEM = _slurm(None, "--mem", "memory per node, e.g. 32G.")
-SIGNAL_DELAY = _slurm(
-    120, "--signal-delay", "seconds before the time limit at which a job checkpoints and requeues itself."
-)
-SLURM_ARG = _slurm(
-    None, "--slurm-arg", "another #SBATCH option as KEY=VALUE (repeatable), e.g. account=abc or qos=high."
-)
 PROJECT = typer.Option(None, "--project", help="W&B project (default: WANDB_PROJECT or ablate).")
 ENTITY = typer.Option(None, "--entity", help="W&B entity (user or team).")
 CONFIG = typer.Option(None, "--config", help="Base YAML config for every trial.")
-MAX_TRIALS = typer.Option(
-    None,
-    "--max-trials",
-    help="Run at most this many trials (required for random/bayes without run_cap; with seed: {repeat: N}, "
-    "configurations of N trials each).",
-)
-RETRIES = typer.Option(
-    2,
-    "--retries",
-    min=0,
-    help="Relaunch a trial killed from outside (preempted, OOM-killed) up to N times; it resumes from its checkpoint.",
-)
-TRIAL_TIMEOUT = typer.Option(
-    None,
-    "--trial-timeout",
-    min=0,
-    help="Seconds a trial may run before it is stopped and recorded 'timeout' (the sweep goes on); 0: no limit. "
-    f"Default: {ALLOWANCE_S:.0f} s plus {TIME_FACTOR:g} x its budget (train.max_time, else train.max_steps x "
-    f"{ASSUMED_STEP_S:g} s); none for a budget in epochs only. Local trials only (SLURM: --time).",
-)
-STALL_WARNING = typer.Option(
-    STALL_S,
-    "--stall-warning",
-    min=0,
-    help="Warn on stderr when a running trial's log and summary.json have not changed for this many seconds; 0: never.",
-)
-WANDB_SWEEP = typer.Option(
-    False,
-    "--wandb-sweep",
-    help="When W&B is online, also register the sweep with the W&B server (once per --out) and attach "
-    "every trial to it, so the project's Sweeps page (parameter importance, parallel coordinates) "
-    "lists them; trials still train here.",
-)
 
 
 @app.command("run")
 @user_errors
 def run(
-    file: Path = FILE,
-    overrides: Optional[list[str]] = OVERRIDES,
-    out: Optional[Path] = OUT,
+    file: Path = typer.Argument(..., help="Sweep file (W&B sweep configuration), e.g. sweeps/quickstart.yaml."),
+    overrides: Optional[list[str]] = typer.Argument(
+        None,
+        help="key=value config overrides for every trial; key=a,b adds a grid axis (one trial per value, "
+        "crossed with the file's); quote a literal comma for YAML: 'key=\"a,b\"'.",
+        autocompletion=complete_overrides,
+    ),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Sweep folder (state + one folder per trial). Default: runs/<sweep name>."
+    ),
     devices: str = typer.Option("auto", "--devices", help=DEVICES_HELP),
-    gpus_per_trial: Optional[int] = GPUS_PER_TRIAL,
-    parallel: int = PARALLEL,
-    launcher: str = LAUNCHER,
-    partition: Optional[str] = PARTITION,
-    nodes_per_trial: int = NODES,
-    max_concurrent: int = MAX_CONCURRENT,
-    time_limit: str = TIME,
-    cpus_per_trial: Optional[int] = CPUS,
-    mem: Optional[str] = MEM,
-    signal_delay: int = SIGNAL_DELAY,
-    slurm_arg: Optional[list[str]] = SLURM_ARG,
-    trials_per_job: Optional[int] = TRIALS_PER_JOB,
-    max_trials: Optional[int] = MAX_TRIALS,
+    gpus_per_trial: Optional[int] = typer.Option(
+        None,
+        "--gpus-per-trial",
+        help="GPUs per trial; more than one trains with DDP. Default: 1 locally, 0 (CPU jobs) on SLURM.",
+    ),
+    parallel: int = typer.Option(
+        1, "--parallel", help="Trials at once on CPU (cores are split evenly), or per GPU group on GPUs."
+    ),
+    launcher: str = typer.Option(
+        "local",
+        "--launcher",
+        help="Where trials run: " + ", ".join(EXECUTORS) + ". local: processes on this machine's slots; slurm: one "
+        "batch job per trial through submitit (run it on the cluster's login node); ray: one Ray task per trial "
+        "on the cluster RAY_ADDRESS names (else a local one), --cpus-per-trial and --gpus-per-trial / --parallel each.",
+        autocompletion=_complete_launcher,
+    ),
+    partition: Optional[str] = _slurm(None, "--partition", "partition for the jobs."),
+    nodes_per_trial: int = _slurm(1, "--nodes-per-trial", "nodes per trial (DDP across them)."),
+    max_concurrent: int = _slurm(8, "--max-concurrent", "jobs of this sweep queued or running at once."),
+    time_limit: str = _slurm(
+        "04:00:00", "--time", "job time limit, HH:MM:SS or D-HH:MM:SS; trials checkpoint and requeue before it."
+    ),
+    cpus_per_trial: Optional[int] = _slurm(
+        None, "--cpus-per-trial", "CPUs per task (also the trainer's torch threads)."
+    ),
+    mem: Optional[str] = _slurm(None, "--mem", "memory per node, e.g. 32G."),
+    signal_delay: int = _slurm(
+        120, "--signal-delay", "seconds before the time limit at which a job checkpoints and requeues itself."
+    ),
+    slurm_arg: Optional[list[str]] = _slurm(
+        None, "--slurm-arg", "another #SBATCH option as KEY=VALUE (repeatable), e.g. account=abc or qos=high."
+    ),
+    trials_per_job: Optional[int] = _slurm(
+        None,
+        "--trials-per-job",
+        "pack trials: --max-concurrent worker jobs, each running this many trials at once (sharing the job's "
+        "--gpus-per-trial GPUs, --cpus-per-trial CPUs each) and pulling the next planned trial until none is left.",
+        min=1,
+    ),
+    max_trials: Optional[int] = typer.Option(
+        None,
+        "--max-trials",
+        help="Run at most this many trials (required for random/bayes without run_cap; with seed: {repeat: N}, "
+        "configurations of N trials each).",
+    ),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed trials again."),
-    retries: int = RETRIES,
+    retries: int = typer.Option(
+        2,
+        "--retries",
+        min=0,
+        help="Relaunch a trial killed from outside (preempted, OOM-killed) up to N times; it resumes from its checkpoint.",
+    ),
     config: Optional[Path] = CONFIG,
     grace: float = typer.Option(30.0, "--grace", help="Seconds a stopped trial gets to save a checkpoint."),
-    trial_timeout: Optional[float] = TRIAL_TIMEOUT,
-    stall_warning: float = STALL_WARNING,
+    trial_timeout: Optional[float] = typer.Option(
+        None,
+        "--trial-timeout",
+        min=0,
+        help="Seconds a trial may run before it is stopped and recorded 'timeout' (the sweep goes on); 0: no limit. "
+        f"Default: {ALLOWANCE_S:.0f} s plus {TIME_FACTOR:g} x its budget (train.max_time, else train.max_steps x "
+        f"{ASSUMED_STEP_S:g} s); none for a budget in epochs only. Local trials only (SLURM: --time).",
+    ),
+    stall_warning: float = typer.Option(
+        STALL_S,
+        "--stall-warning",
+        min=0,
+        help="Warn on stderr when a running trial's log and summary.json have not changed for this many seconds; 0: never.",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the trials and their overrides; train nothing."),
-    wandb_sweep: bool = WANDB_SWEEP,
+    wandb_sweep: bool = typer.Option(
+        False,
+        "--wandb-sweep",
+        help="When W&B is online, also register the sweep with the W&B server (once per --out) and attach "
+        "every trial to it, so the project's Sweeps page (parameter importance, parallel coordinates) "
+        "lists them; trials still train here.",
+    ),
     trial_limit: int = typer.Option(TRIAL_LIMIT, "--trial-limit", min=1, help="Refuse to plan more trials than this."),
 ) -> None:
     """Run a sweep on this machine (one process per trial over device slots) or on a SLURM cluster
@@ -357,22 +341,10 @@ def run(
     2: a bad command line, sweep file or config;
     130: interrupted (rerun to resume).
     """
-    plain, axes = split_axes(check_overrides(overrides or []))
-    spec = with_axes(load_spec(file), axes)
-    opts = LaunchOptions(
-        out=out or default_out(spec),
-        slots=[],
-        overrides=plain,
-        axes=axis_overrides(axes),
-        config=config,
-        retry_failed=retry_failed,
-        retries=retries,
-        max_trials=max_trials,
-        grace_s=grace,
-        trial_limit=trial_limit,
-        trial_timeout_s=trial_timeout,
-        stall_s=stall_warning,
-    )
+    spec, opts = launch_options(
+        file, overrides or [], out, config=config, retry_failed=retry_failed, retries=retries, max_trials=max_trials,
+        grace_s=grace, trial_limit=trial_limit, trial_timeout_s=trial_timeout, stall_s=stall_warning,
+    )  # fmt: skip
     args = ExecutorArgs(
         name=spec.name, devices=devices, gpus_per_trial=gpus_per_trial, parallel=parallel, partition=partition,
         nodes_per_trial=nodes_per_trial, max_concurrent=max_concurrent, time=time_limit, cpus_per_trial=cpus_per_trial,
@@ -392,9 +364,9 @@ def run(
             raise typer.Exit(FAILED)
         return
     if trials_per_job is not None:
-        from ablate.sweep.slurm import PackedSweep
+        from ablate.sweep.slurm import PackedSweep, SlurmExecutor
 
-        packed = PackedSweep.from_args(spec, args, opts, trials_per_job, _say)
+        packed = PackedSweep(spec, opts, SlurmExecutor.from_args(args, opts), trials_per_job, _say)
         _run(packed, wandb_sweep, packed.describe())
         return
     _run(Launcher(spec, opts, Progress(console, spec.metric, spec.goal), executor), wandb_sweep, executor.describe())

@@ -28,12 +28,16 @@ from ablate.sweep.spec import (
     Point,
     SweepError,
     SweepSpec,
+    axis_overrides,
     grid_key,
     grid_points,
     grid_size,
+    load_spec,
     random_point,
+    split_axes,
     trial_name,
     trial_overrides,
+    with_axes,
 )
 from ablate.sweep.state import (
     Outcome,
@@ -129,6 +133,17 @@ def check_overrides(overrides: list[str]) -> list[str]:
             hint = did_you_mean(key, sorted(keys), cutoff=0.5) or "; see `ablate train --help` for the keys"
             raise ConfigError(f"override '{item}': unknown config key '{key}'{hint}")
     return list(overrides)
+
+
+def launch_options(
+    file: Path, overrides: Sequence[str], out: Optional[Path], **options: Any
+) -> tuple[SweepSpec, LaunchOptions]:
+    """The sweep ``file`` with the comma lists of ``overrides`` as grid axes, and the :class:`LaunchOptions` that
+    run it in ``out`` (default ``runs/<name>``; ``options``: the other fields)."""
+    plain, axes = split_axes(check_overrides(list(overrides)))
+    spec = with_axes(load_spec(file), axes)
+    opts = LaunchOptions(out or default_out(spec), [], plain, axis_overrides(axes), **options)
+    return spec, opts
 
 
 def time_limit(max_steps: int, max_time: Optional[float], flag: Optional[float] = None) -> Optional[float]:

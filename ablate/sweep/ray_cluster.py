@@ -18,7 +18,17 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ablate.record import LOG_FILE
-from ablate.sweep.local import LOG_LIMIT, Argv, ExecutorArgs, Exit, Handle, Polled, bound_log, start_process, stop_group
+from ablate.sweep.local import (
+    Argv,
+    ExecutorArgs,
+    Exit,
+    Handle,
+    Polled,
+    bound_log,
+    device_overrides,
+    start_process,
+    stop_group,
+)
 from ablate.sweep.planner import LaunchOptions
 from ablate.sweep.spec import SweepError
 from ablate.sweep.state import Trial
@@ -56,30 +66,21 @@ def _remote() -> Any:
 
 
 class RayExecutor:
-    """Runs attempts as Ray tasks of ``cpus_per_trial`` CPUs and ``gpus_per_trial`` GPUs (a fraction when shared)."""
+    """Runs attempts as Ray tasks (a fraction of a GPU when trials share one)."""
 
     outlives_launcher = False  # a driver's tasks end with it; a rerun resumes them from their checkpoints
     can_stop_early = True  # ray.cancel lets the trainer checkpoint and end
 
-    def __init__(
-        self,
-        cpus_per_trial: float = 1.0,
-        gpus_per_trial: float = 0.0,
-        poll_s: float = 0.5,
-        grace_s: float = 30.0,
-        log_limit: int = LOG_LIMIT,
-    ):
-        if cpus_per_trial <= 0 or gpus_per_trial < 0:
+    def __init__(self, args: ExecutorArgs, opts: LaunchOptions):
+        """``--cpus-per-trial`` CPUs (default 1) and ``--gpus-per-trial / --parallel`` GPUs per task."""
+        self.cpus, self.gpus = args.cpus_per_trial or 1, (args.gpus_per_trial or 0) / max(args.parallel, 1)
+        if self.cpus <= 0 or self.gpus < 0:
             raise SweepError("--cpus-per-trial must be > 0 and --gpus-per-trial >= 0 for --launcher ray")
-        self.cpus, self.gpus, self.poll_s, self.grace_s = cpus_per_trial, gpus_per_trial, poll_s, grace_s
-        self.log_limit = log_limit
+        self.poll_s, self.grace_s, self.log_limit = max(opts.poll_s, 0.5), opts.grace_s, opts.log_limit
 
     @classmethod
     def from_args(cls, args: ExecutorArgs, opts: LaunchOptions) -> RayExecutor:
-        gpus = (args.gpus_per_trial or 0) / max(args.parallel, 1)
-        return cls(
-            args.cpus_per_trial or 1, gpus, poll_s=max(opts.poll_s, 0.5), grace_s=opts.grace_s, log_limit=opts.log_limit
-        )
+        return cls(args, opts)
 
     def check(self) -> None:
         ray = _ray()
@@ -97,19 +98,14 @@ class RayExecutor:
         gpus = f", {self.gpus:g} GPU" if self.gpus else ""
         return f"Ray: {self.cpus:g} CPU{gpus} per trial, {self.capacity()} at once"
 
-    def trainer_overrides(self) -> list[str]:
-        """What the trainer must know about its task's share (Ray sets ``CUDA_VISIBLE_DEVICES``)."""
-        accelerator = "gpu" if self.gpus > 0 else "cpu"
-        devices, threads = max(1, math.floor(self.gpus)), max(1, int(self.cpus))
-        return [f"train.accelerator={accelerator}", f"train.devices={devices}", f"train.threads={threads}"]
-
     def start(self, trial: Trial, run_dir: Path, argv: Argv) -> Handle:
         run_dir.mkdir(parents=True, exist_ok=True)
         log = run_dir / LOG_FILE
         log_start, since = (log.stat().st_size if log.exists() else 0), time.time()
         header = f"ablate sweep (Ray): {trial.name}, attempt {trial.attempts + 1}, {time.ctime()}"
         task = _remote().options(num_cpus=self.cpus, num_gpus=self.gpus, name=f"ablate-{trial.name}"[:120])
-        ref = task.remote(argv(self.trainer_overrides()), str(run_dir.resolve()), header, self.grace_s)
+        command = argv(device_overrides(self.gpus, threads=max(1, int(self.cpus))))  # Ray sets CUDA_VISIBLE_DEVICES
+        ref = task.remote(command, str(run_dir.resolve()), header, self.grace_s)
         trial.devices = []
         return Handle(trial, "Ray task", since=since, log_start=log_start, tag="Ray task", ref=(ref, log))
 

@@ -5,7 +5,7 @@
 the trial checkpoints and requeues itself under the same job id (:class:`TrialJob`). The watcher can stop at
 any time: the same command re-attaches. ``--trials-per-job N`` submits worker jobs (:class:`PackedWorker`)
 that each run the local executor over ``N`` slots, pulling planned trials from ``sweep.json`` under
-:class:`~ablate.sweep.state.StateLock`; the trials of a worker killed outright go back in the plan
+:func:`~ablate.sweep.state.state_lock`; the trials of a worker killed outright go back in the plan
 (:class:`PackedSweep`), and a trial is never ``running`` under two live jobs.
 """
 
@@ -17,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -39,63 +39,18 @@ from ablate.sweep.local import (
 )
 from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet, trainer_command
 from ablate.sweep.spec import SweepError, SweepSpec
-from ablate.sweep.state import StateLock, SweepLock, Trial, outcome, read_summary
+from ablate.sweep.state import SweepLock, Trial, outcome, read_summary, state_lock
 
 ACTIVE = {  # a job in these states may still run (or run again)
     "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
     "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESV_DEL_HOLD",
 }  # fmt: skip
 LOST = {"CANCELLED", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "TIMEOUT", "DEADLINE"}  # the cluster ended it: resubmit
+POLL_S = 5.0  # seconds between squeues
 REQUEUE_GRACE_S = 20.0
 REQUEUE_WINDOW_S = 300.0
 REQUEUES = ".requeues"  # in the run directory: how often its job requeued (``ablate sweep status`` shows it)
 WORKER_LOG = ".workers"  # in the sweep folder: one line per trial each worker starts or ends
-
-
-@dataclass
-class SlurmOptions:
-    """What each trial's job asks SLURM for (``--partition`` ... ``--slurm-arg``): ``gpus_per_trial`` per node, one
-    task each (0: CPU); ``extra``: more ``#SBATCH`` options; ``poll_s`` between ``squeue``s."""
-
-    partition: Optional[str] = None
-    gpus_per_trial: int = 0
-    nodes_per_trial: int = 1
-    cpus_per_trial: Optional[int] = None
-    max_concurrent: int = 8
-    time: str = "04:00:00"
-    signal_delay_s: int = 120
-    mem: Optional[str] = None
-    extra: dict[str, str] = field(default_factory=dict)
-    poll_s: float = 5.0
-
-    def minutes(self) -> int:
-        return parse_time(self.time)
-
-    def trainer_overrides(self) -> list[str]:
-        return device_overrides(self.gpus_per_trial, self.nodes_per_trial, self.cpus_per_trial)
-
-    def submitit(self, folder: Path, job_name: str, nodes: int, tasks: int, gpus: int, cpus: Optional[int]) -> Any:
-        """A ``submitit.SlurmExecutor`` whose jobs ask for this shape."""
-        import submitit
-
-        executor = submitit.SlurmExecutor(folder=folder / ".slurm" / "%j", max_num_timeout=20)
-        params: dict[str, Any] = {
-            "job_name": job_name[:120],
-            "time": self.minutes(),
-            "nodes": nodes,
-            "ntasks_per_node": tasks,
-            "signal_delay_s": self.signal_delay_s,
-            "stderr_to_stdout": True,
-        }
-        optional = {
-            "gpus_per_node": gpus,
-            "cpus_per_task": cpus,
-            "partition": self.partition,
-            "mem": self.mem,
-            "additional_parameters": dict(self.extra),
-        }
-        executor.update_parameters(**params, **{k: v for k, v in optional.items() if v})
-        return executor
 
 
 def parse_time(text: str) -> int:
@@ -208,36 +163,61 @@ class SlurmExecutor:
     outlives_launcher = True  # Ctrl-C stops watching; the jobs keep running and a rerun adopts them
     can_stop_early = False  # hyperband's early_terminate is not applied to jobs
 
-    def __init__(self, options: SlurmOptions, out: Path, name: str, grace_s: float = 30.0):
-        if options.gpus_per_trial < 0 or options.nodes_per_trial < 1 or options.max_concurrent < 1:
+    def __init__(self, args: ExecutorArgs, out: Path, grace_s: float = 30.0):
+        """``args``: the ``--partition`` ... ``--slurm-arg`` options (``gpus_per_trial`` per node, one task each;
+        ``None`` or 0: CPU jobs)."""
+        self.gpus = args.gpus_per_trial or 0
+        if self.gpus < 0 or args.nodes_per_trial < 1 or args.max_concurrent < 1:
             raise SweepError("--gpus-per-trial must be >= 0, --nodes-per-trial and --max-concurrent >= 1")
-        options.minutes()  # a bad --time fails before anything is submitted
-        self.options, self.out, self.name, self.grace_s = options, Path(out), name, grace_s
-        self.poll_s = options.poll_s
-        self._ended_since: dict[str, float] = {}
-
-    @classmethod
-    def from_args(cls, args: ExecutorArgs, opts: LaunchOptions) -> SlurmExecutor:
-        extra = {}
+        self.minutes = parse_time(args.time)  # a bad --time fails before anything is submitted
+        self.extra = {}  # more #SBATCH options
         for item in args.slurm_args:
             key, sep, value = item.partition("=")
             if not sep or not key:
                 raise SweepError(f"--slurm-arg {item!r}: use KEY=VALUE, e.g. account=abc")
-            extra[key.strip().replace("-", "_")] = value
-        same = ("partition", "nodes_per_trial", "cpus_per_trial", "max_concurrent", "time", "signal_delay_s", "mem")
-        options = SlurmOptions(
-            gpus_per_trial=args.gpus_per_trial or 0, extra=extra, **{f: getattr(args, f) for f in same}
-        )
-        return cls(options, opts.out, args.name, opts.grace_s)
+            self.extra[key.strip().replace("-", "_")] = value
+        self.args, self.out, self.grace_s, self.poll_s = args, Path(out), grace_s, POLL_S
+        self._ended_since: dict[str, float] = {}
+
+    @classmethod
+    def from_args(cls, args: ExecutorArgs, opts: LaunchOptions) -> SlurmExecutor:
+        return cls(args, opts.out, opts.grace_s)
+
+    def trainer_overrides(self) -> list[str]:
+        return device_overrides(self.gpus, self.args.nodes_per_trial, self.args.cpus_per_trial)
+
+    def submitit(self, job_name: str, nodes: int, tasks: int, gpus: int, cpus: Optional[int]) -> Any:
+        """A ``submitit.SlurmExecutor`` whose jobs ask for this shape."""
+        import submitit
+
+        a = self.args
+        executor = submitit.SlurmExecutor(folder=self.out / ".slurm" / "%j", max_num_timeout=20)
+        params: dict[str, Any] = {
+            "job_name": job_name[:120],
+            "time": self.minutes,
+            "nodes": nodes,
+            "ntasks_per_node": tasks,
+            "signal_delay_s": a.signal_delay_s,
+            "stderr_to_stdout": True,
+        }
+        optional = {
+            "gpus_per_node": gpus,
+            "cpus_per_task": cpus,
+            "partition": a.partition,
+            "mem": a.mem,
+            "additional_parameters": dict(self.extra),
+        }
+        executor.update_parameters(**params, **{k: v for k, v in optional.items() if v})
+        return executor
 
     def capacity(self) -> int:
-        return self.options.max_concurrent
+        return self.args.max_concurrent
 
     def describe(self) -> str:
-        s = self.options
+        a = self.args
         return (
-            f"SLURM: {s.nodes_per_trial} node(s) x {s.gpus_per_trial or 'no'} GPU(s) per trial, "
-            f"at most {s.max_concurrent} jobs, {s.time}"
+            f"SLURM: {a.nodes_per_trial} node(s) x {self.gpus or 'no'} GPU(s) per trial, "
+            f"at most {a.max_concurrent} jobs, {a.time}"
         )
 
     def check(self) -> None:
@@ -248,13 +228,10 @@ class SlurmExecutor:
         run_dir.mkdir(parents=True, exist_ok=True)
         log = run_dir / LOG_FILE
         log_start = log.stat().st_size if log.exists() else 0
-        s = self.options
-        job = TrialJob(argv(s.trainer_overrides()), run_dir.resolve(), grace_s=self.grace_s)
+        job = TrialJob(argv(self.trainer_overrides()), run_dir.resolve(), grace_s=self.grace_s)
         try:
-            executor = s.submitit(
-                self.out, f"{self.name}-{trial.name}", s.nodes_per_trial, max(s.gpus_per_trial, 1),
-                s.gpus_per_trial, s.cpus_per_trial
-            )  # fmt: skip
+            name, cpus = f"{self.args.name}-{trial.name}", self.args.cpus_per_trial
+            executor = self.submitit(name, self.args.nodes_per_trial, max(self.gpus, 1), self.gpus, cpus)
             submitted = executor.submit(job)
         except Exception as err:  # noqa: BLE001 - sbatch refused (bad partition, limits): the trial says why
             raise LaunchRefused(f"sbatch refused the job: {str(err).strip().splitlines()[-1]}") from None
@@ -380,7 +357,7 @@ class PackedWorker:
         assert self._executor is not None
         count = 0
         while len(self._running) < self._executor.capacity():
-            with StateLock(self.opts.out):
+            with state_lock(self.opts.out):
                 self.planner.open()
                 self.planner.launched.clear()  # what runs elsewhere is `running` in the state, not handed out
                 trial = self.planner.next_trial()
@@ -407,7 +384,7 @@ class PackedWorker:
             name = handle.trial.name
             _, mono = self._running.pop(name)
             result = outcome(Path(self.opts.out) / name, exit.code, self.spec.metric, handle.since, handle.log_start)
-            with StateLock(self.opts.out):
+            with state_lock(self.opts.out):
                 self.planner.open()
                 trial = self.planner.state.trial(name)
                 if trial.status == RunStatus.RUNNING and trial.job_id == self.job:  # still ours
@@ -432,33 +409,26 @@ class PackedSweep:
     """The watcher on the login node: plans, keeps up to ``max_concurrent`` workers going, puts the trials of
     workers SLURM no longer runs back in the plan, and returns once every trial is done."""
 
-    def __init__(
-        self, spec: SweepSpec, opts: LaunchOptions, options: SlurmOptions, shape: WorkerShape, say: Say = quiet
-    ):
-        if shape.trials < 1 or options.max_concurrent < 1:
+    def __init__(self, spec: SweepSpec, opts: LaunchOptions, slurm: SlurmExecutor, trials: int, say: Say = quiet):
+        if trials < 1:
             raise SweepError("--trials-per-job and --max-concurrent must be >= 1")
-        options.minutes()  # a bad --time fails before anything is submitted
-        self.spec, self.options, self.shape, self.say = spec, options, shape, say
+        if slurm.args.nodes_per_trial != 1:
+            raise SweepError("--trials-per-job packs trials into one-node jobs: drop --nodes-per-trial")
+        self.spec, self.slurm, self.say = spec, slurm, say
+        self.shape = WorkerShape(trials, slurm.gpus, slurm.args.cpus_per_trial)
         self.opts = opts
         self.opts.out = Path(opts.out).resolve()
         self.planner = Planner(spec, self.opts, say)
 
-    @classmethod
-    def from_args(cls, spec: SweepSpec, args: ExecutorArgs, opts: LaunchOptions, trials: int, say: Say) -> PackedSweep:
-        options = SlurmExecutor.from_args(args, opts).options
-        if options.nodes_per_trial != 1:
-            raise SweepError("--trials-per-job packs trials into one-node jobs: drop --nodes-per-trial")
-        return cls(spec, opts, options, WorkerShape(trials, options.gpus_per_trial, options.cpus_per_trial), say)
-
     def describe(self) -> str:
-        s = self.options
         gpus = f"{self.shape.gpus} GPU(s) shared" if self.shape.gpus else "CPU"
-        return f"SLURM: at most {s.max_concurrent} worker jobs x {self.shape.trials} trials at once ({gpus}), {s.time}"
+        jobs = f"at most {self.slurm.args.max_concurrent} worker jobs x {self.shape.trials} trials at once"
+        return f"SLURM: {jobs} ({gpus}), {self.slurm.args.time}"
 
     def _submit(self) -> str:
         shape = self.shape
         cpus = shape.trials * shape.cpus_per_trial if shape.cpus_per_trial else None
-        executor = self.options.submitit(Path(self.opts.out), f"{self.spec.name}-worker", 1, 1, shape.gpus, cpus)
+        executor = self.slurm.submitit(f"{self.spec.name}-worker", 1, 1, shape.gpus, cpus)
         try:
             job = executor.submit(PackedWorker(self.spec, self.opts, shape))
         except Exception as err:  # noqa: BLE001 - sbatch refused (bad partition, limits): one line
@@ -468,7 +438,7 @@ class PackedSweep:
     def _tick(self) -> bool:
         """Look once; returns whether the sweep still has work (planned, running, or workers alive)."""
         seen = job_states(list(self.planner.state.workers))
-        with StateLock(self.opts.out):
+        with state_lock(self.opts.out):
             self.planner.open()
             self.planner.launched.clear()
             state = self.planner.state
@@ -485,7 +455,7 @@ class PackedSweep:
                     gone = state.workers.get(trial.job_id or "", "GONE").lower()
                     self.say(f"{trial.status:<8} {trial.name} (worker job {trial.job_id} {gone})", "yellow")
             work = self.planner.next_trial() is not None
-            while work and len(alive) < self.options.max_concurrent:
+            while work and len(alive) < self.slurm.args.max_concurrent:
                 job = self._submit()
                 state.workers[job] = "PENDING"
                 alive.add(job)
@@ -499,7 +469,7 @@ class PackedSweep:
             read_yaml(self.opts.config)
         _need("squeue")
         with SweepLock(self.opts.out), signals_raise_interrupt():
-            with StateLock(self.opts.out):
+            with state_lock(self.opts.out):
                 self.planner.open()
                 skipped = self.planner.prepare()
                 before = sum(t.attempts for t in self.planner.state.trials)
@@ -512,7 +482,7 @@ class PackedSweep:
                 self.say(f"{skipped} finished trials skipped", "")
             try:
                 while self._tick():
-                    time.sleep(self.options.poll_s)
+                    time.sleep(self.slurm.poll_s)
             except KeyboardInterrupt:
                 self.say(
                     "stopped watching: the worker jobs keep running; run the same command again to collect them",

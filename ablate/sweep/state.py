@@ -1,7 +1,7 @@
 """The sweep folder on disk: ``sweep.json`` (written atomically, under locks) and each trial's run folder read back.
 
 ``DIR/.lock`` (an ``flock``, dropped by the kernel when its holder dies) is held while a launcher runs; packed
-SLURM workers and their watcher read-modify-write ``sweep.json`` under :class:`StateLock`. How an attempt
+SLURM workers and their watcher read-modify-write ``sweep.json`` under :func:`state_lock`. How an attempt
 ended is read from the trainer's ``summary.json`` (:func:`outcome`).
 """
 
@@ -164,20 +164,10 @@ class SweepLock:
         self._lock.release()
 
 
-class StateLock:
-    """One read-modify-write of ``DIR/sweep.json`` at a time, across machines (waits its turn)."""
-
-    def __init__(self, out_dir: Path):
-        self.path = Path(out_dir) / STATE_LOCK
-        self._lock = io.HolderLock(self.path, wait=True)
-
-    def __enter__(self) -> StateLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock.acquire()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._lock.release()
+def state_lock(out_dir: Path) -> io.HolderLock:
+    """``with state_lock(DIR):`` one read-modify-write of ``DIR/sweep.json`` at a time, across machines (waits)."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    return io.HolderLock(Path(out_dir) / STATE_LOCK, wait=True)
 
 
 def is_locked(out_dir: Path) -> bool:

@@ -74,12 +74,6 @@ def create_sweep(
     return wandb.sweep(sweep=wandb_sweep_config(spec, agents), project=project, entity=entity)
 
 
-def register_local_sweep(spec: SweepSpec, project: Optional[str] = None, entity: Optional[str] = None) -> str:
-    """Create the W&B sweep object of a sweep that trains locally; returns ``entity/project/id``."""
-    sweep_id = create_sweep(spec, project=project, entity=entity, agents=False)
-    return "/".join(p for p in (entity, project, sweep_id) if p)
-
-
 def fetch_spec(sweep_id: str, project: Optional[str] = None, entity: Optional[str] = None) -> SweepSpec:
     """The sweep's configuration from the W&B server."""
     import wandb
@@ -184,7 +178,9 @@ def attach_local_sweep(spec: SweepSpec, opts: LaunchOptions, say: Callable[[str,
         return None
     state = load_state(opts.out)
     path = state.wandb_sweep if state is not None and state.wandb_sweep else None
-    path = path or register_local_sweep(spec, tracking.project, tracking.entity)
+    if path is None:  # registered once per folder; trials still train here
+        sweep_id = create_sweep(spec, project=tracking.project, entity=tracking.entity, agents=False)
+        path = "/".join(p for p in (tracking.entity, tracking.project, sweep_id) if p)
     os.environ["WANDB_SWEEP_ID"] = path.rsplit("/", 1)[-1]  # wandb.init in every trial attaches to it
     say(f"W&B sweep {path}", "")
     return path
@@ -209,19 +205,14 @@ def is_synced(record_log: Path) -> bool:
     return record_log.with_suffix(".wandb.synced").exists()
 
 
-def _trial_dirs(folder: Path) -> list[Path]:
-    if (folder / "wandb").is_dir():
-        return [folder]
-    return sorted(p for p in folder.iterdir() if p.is_dir() and (p / "wandb").is_dir())
-
-
 def plan_sync(folder: str | Path) -> SyncPlan:
     """What ``ablate sync`` would do for a sweep folder (or one run directory)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise SyncError(f"folder not found: {folder} (pass a sweep output folder such as runs/<sweep>)")
     out = SyncPlan()
-    for trial in _trial_dirs(folder):
+    trials = [p for p in folder.iterdir() if p.is_dir() and (p / "wandb").is_dir()]
+    for trial in [folder] if (folder / "wandb").is_dir() else sorted(trials):
         logs = sorted(trial.glob("wandb/offline-run-*/run-*.wandb"))
         if not logs:
             continue

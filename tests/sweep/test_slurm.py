@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from ablate.sweep import commands
 from ablate.sweep.commands import app
-from ablate.sweep.slurm import SlurmOptions, parse_time
+from ablate.sweep.local import ExecutorArgs
+from ablate.sweep.slurm import SlurmExecutor, parse_time
 from ablate.sweep.spec import SweepError
 
 from tests.helpers.slurm_cluster import LocalSlurm, unavailable
@@ -41,13 +42,13 @@ def test_bad_time_is_one_line():
         parse_time("soon")
 
 
-def test_job_shape_reaches_the_trainer():
-    assert SlurmOptions(gpus_per_trial=4, nodes_per_trial=2).trainer_overrides() == [
+def test_job_shape_reaches_the_trainer(tmp_path):
+    assert SlurmExecutor(ExecutorArgs(gpus_per_trial=4, nodes_per_trial=2), tmp_path).trainer_overrides() == [
         "train.accelerator=gpu",
         "train.devices=4",
         "train.nodes=2",
     ]
-    assert SlurmOptions(cpus_per_trial=3).trainer_overrides() == [
+    assert SlurmExecutor(ExecutorArgs(cpus_per_trial=3), tmp_path).trainer_overrides() == [
         "train.accelerator=cpu",
         "train.devices=1",
         "train.nodes=1",
@@ -119,7 +120,7 @@ def test_quickstart_sweep_completes_through_slurm(cluster, tmp_path, cache_dir, 
         "00:20:00",
         *FAST,
     ]
-    monkeypatch.setattr("ablate.sweep.slurm.SlurmOptions.poll_s", 1.0)
+    monkeypatch.setattr("ablate.sweep.slurm.POLL_S", 1.0)
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output + cluster.log()
     state = json.loads((out / "sweep.json").read_text())
