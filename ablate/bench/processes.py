@@ -135,32 +135,25 @@ def measure_all(commands: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def bench_memory(
-    length: int,
-    batch: int,
-    d_model: int,
-    heads: int,
-    chunk_mb: float = 64.0,
-    threads: int = 0,
-    modes: tuple[str, ...] = ("inference", "training"),
-    echo=lambda s: None,
-) -> dict[str, Any]:
-    """Chunked vs naive additive attention in each mode: ``{"<mode>": {"chunked", "naive", "ratio"}, ...}``
-    (``intermediate_mb``: the full (B, H, T, T, d_k) fp32 tensor)."""
-    d_k = d_model // heads
+def bench_memory(opts, threads: int = 0, echo=lambda s: None) -> dict[str, Any]:
+    """Chunked vs naive additive attention, at ``opts.mem_*`` sizes, in inference (and, with ``opts.mem_train``,
+    training): ``{"<mode>": {"chunked", "naive", "ratio"}, ...}`` (``intermediate_mb``: the full (B, H, T, T, d_k)
+    fp32 tensor)."""
+    modes = ("inference", "training") if opts.mem_train else ("inference",)
+    length, batch, heads = opts.mem_length, opts.mem_batch, opts.heads
     out: dict[str, Any] = {
         "length": length,
         "batch": batch,
-        "chunk_mb": chunk_mb,
-        "intermediate_mb": batch * heads * length * length * d_k * 4 / MB,
+        "chunk_mb": opts.mem_chunk_mb,
+        "intermediate_mb": batch * heads * length * length * (opts.d_model // heads) * 4 / MB,
         "method": "fresh subprocess; peak RSS (VmHWM after clear_refs) minus RSS before the call",
     }
     echo(f"memory: additive attention ({', '.join(modes)}), length {length}, batch {batch}, side by side")
-    sizes = dict(length=length, batch=batch, d_model=d_model, heads=heads, threads=threads)
+    sizes = dict(length=length, batch=batch, d_model=opts.d_model, heads=heads, threads=threads)
     commands = {
         (mode, name): spawn("memory", {**sizes, "chunk_mb": budget, "train": mode == "training"})
         for mode in modes
-        for name, budget in (("chunked", chunk_mb), ("naive", NAIVE_MB))
+        for name, budget in (("chunked", opts.mem_chunk_mb), ("naive", NAIVE_MB))
     }
     reports = measure_all(commands)
     for mode in modes:
@@ -254,17 +247,10 @@ def write_corpus(
                 left, r = left - n, r + 1
 
 
-def bench_data(
-    source: str,
-    vocab_size: int,
-    builtin_pairs: int,
-    scale: int,
-    base=None,
-    langs: tuple[str, str] = ("en", "de"),
-    echo=lambda s: None,
-) -> dict[str, Any]:
-    """Three preparations of ``source`` and, when ``scale`` > 0, of a generated ``scale``-pair corpus
-    grown from ``base``, the prepared ``source``, with files named by ``langs``."""
+def bench_data(opts, base=None, langs: tuple[str, str] = ("en", "de"), echo=lambda s: None) -> dict[str, Any]:
+    """Three preparations of ``opts.data`` and, when ``opts.data_scale`` > 0, of a generated corpus of that many
+    pairs grown from ``base``, the prepared ``opts.data``, with files named by ``langs``."""
+    source, vocab_size, builtin_pairs, scale = opts.data, opts.vocab_size, opts.builtin_pairs, opts.data_scale
     out: dict[str, Any] = {"source": source}
     with tempfile.TemporaryDirectory(prefix="ablate-bench-data-") as tmp:
         out["corpus"] = three_runs(source, Path(tmp) / "cache", vocab_size, builtin_pairs, echo=echo)

@@ -71,15 +71,10 @@ def run(
         results["decoding"] = bench_decoding(opts, inputs, dev, echo=echo)
         finish()
     if "memory" in sections:
-        modes = ("inference", "training") if opts.mem_train else ("inference",)
-        results["memory"] = bench_memory(
-            opts.mem_length, opts.mem_batch, opts.d_model, opts.heads, opts.mem_chunk_mb, threads, modes, echo=echo
-        )
+        results["memory"] = bench_memory(opts, threads, echo=echo)
         finish()
     if "data" in sections:
-        results["data"] = bench_data(
-            opts.data, opts.vocab_size, opts.builtin_pairs, opts.data_scale, base=inputs.prepared, echo=echo
-        )
+        results["data"] = bench_data(opts, base=inputs.prepared, echo=echo)
         finish()
     if "startup" in sections:
         results["startup"] = bench_startup(opts, warm=inputs is not None, echo=echo)

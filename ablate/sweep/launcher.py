@@ -1,9 +1,5 @@
-"""The sweep loop: the planner hands out trials, an executor (from :data:`EXECUTORS`, ``--launcher``) runs them.
-
-Each tick the loop reads back the attempts that ended, ends those hyperband drops or that ran past their time
-limit (``--trial-timeout``: recorded ``timeout``), warns about those whose log and record stopped moving
-(``--stall-warning``), and starts the next trials while the executor has room. A rerun skips finished trials,
-adopts or stops what a previous launcher left running, and resumes interrupted ones from their checkpoints.
+"""The sweep loop: the planner hands out trials, an executor (from :data:`EXECUTORS`, ``--launcher``) runs them;
+each tick also applies hyperband, ``--trial-timeout`` and ``--stall-warning`` (docs/sweeps.md).
 """
 
 from __future__ import annotations
@@ -278,7 +274,7 @@ class Launcher:
         now = time.time()
         for name, run in self.running.items():
             files = RunFiles(self.out / name)
-            moved = max([run.moved] + [_mtime(path) for path in (files.log, files.summary)])
+            moved = max([run.moved] + [p.stat().st_mtime for p in (files.log, files.summary) if p.exists()])
             if moved > run.moved:
                 run.moved, run.stalled = moved, False
             elif not run.stalled and now - run.moved > self.opts.stall_s:
@@ -303,11 +299,6 @@ class Launcher:
             if trial is None:
                 break
             self._launch(trial)
-
-    def _stop_all(self) -> None:
-        for run in self.running.values():
-            run.stop = run.stop or "shutdown"
-        wind_down(self.executor, lambda: [r.handle for r in self.running.values()], self._collect, self.opts.grace_s)
 
     # ---- the run -----------------------------------------------------------------------
 
@@ -372,11 +363,6 @@ class Launcher:
             )
             return
         self.progress.event("interrupted: stopping running trials (they resume on rerun) ...", "yellow")
-        self._stop_all()
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
+        for run in self.running.values():
+            run.stop = run.stop or "shutdown"
+        wind_down(self.executor, lambda: [r.handle for r in self.running.values()], self._collect, self.opts.grace_s)

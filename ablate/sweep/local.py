@@ -1,11 +1,6 @@
-"""Where trials run: the :class:`Executor` protocol every launcher backend implements, and this machine's.
-
-An executor starts a trial's command, says when and how it ended, stops it, and takes over trials a previous
-launcher left running; the loop (:mod:`ablate.sweep.launcher`) and the planner decide the rest. Locally each
-trial is its own process-group leader (one ``killpg`` stops its DDP ranks and workers), gets SIGTERM when the
-launcher dies (``PR_SET_PDEATHSIG``), and is recognised after a crash by its pid and start time. CPU slots
-share the cores evenly with ``OMP_WAIT_POLICY=PASSIVE``: an oversubscribed trial slows down many times
-over (measured in ``docs/sweeps.md``).
+"""Where trials run: the :class:`Executor` protocol every launcher backend implements (docs/extending.md), and
+this machine's: each trial its own process-group leader over a device slot, stopped with its launcher, and
+recognised after a crash by its pid and start time.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The planner: which trials a sweep runs, in which order, and what becomes of each attempt.
+"""The planner: which trials a sweep runs, in which order, and what becomes of each attempt (docs/architecture.md).
 
-It knows nothing about processes or jobs (:mod:`ablate.sweep.local`). Grid and random are planned up front
-(:mod:`ablate.sweep.spec`), bayes one at a time from W&B's own Gaussian process (the optional ``sweeps``
-package, also hyperband's ``early_terminate``). Every trial's config is checked before anything runs; an
-attempt ended from outside is relaunched (``--retries``); ``sweep.json`` is saved after every change. With a
-repeat seed each proposed point is N trials, and the engine sees one run per configuration (:func:`search_runs`).
+It knows nothing about processes or jobs (:mod:`ablate.sweep.local`); bayes and hyperband use W&B's optional
+``sweeps`` engine, and with a repeat seed the engine sees one run per configuration (:func:`search_runs`).
 """
 
 from __future__ import annotations

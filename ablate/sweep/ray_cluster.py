@@ -1,9 +1,5 @@
-"""The Ray executor: every trial attempt one Ray task on a Ray cluster (KubeRay, cloud, or a local one).
-
-Each attempt asks for ``--cpus-per-trial`` CPUs and ``--gpus-per-trial / --parallel`` GPUs, and starts the
-trainer in the trial's folder (on a filesystem every node shares). Ray's own retries are off: a task whose
-worker died is reported lost and the planner relaunches it. ``ray.init()`` joins ``RAY_ADDRESS``, else starts
-a local cluster (``ablate[ray]``).
+"""The Ray executor: every trial attempt one Ray task on the cluster ``RAY_ADDRESS`` names, else a local one
+(``ablate[ray]``); Ray's own retries are off, so a lost task is relaunched by the planner (docs/sweeps.md).
 """
 
 from __future__ import annotations

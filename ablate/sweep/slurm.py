@@ -1,12 +1,6 @@
-"""SLURM sweeps through submitit: one batch job per trial, or packed workers running several trials per job.
-
-:class:`SlurmExecutor` submits each trial as a job of ``nodes x gpus`` tasks (one DDP run), at most
-``--max-concurrent`` at once, watched with ``squeue``; near the time limit or when preempted (``SIGUSR2``)
-the trial checkpoints and requeues itself under the same job id (:class:`TrialJob`). The watcher can stop at
-any time: the same command re-attaches. ``--trials-per-job N`` submits worker jobs (:class:`PackedWorker`)
-that each run the local executor over ``N`` slots, pulling planned trials from ``sweep.json`` under
-:func:`~ablate.sweep.state.state_lock`; the trials of a worker killed outright go back in the plan
-(:class:`PackedSweep`), and a trial is never ``running`` under two live jobs.
+"""SLURM sweeps through submitit: one batch job per trial (:class:`SlurmExecutor`, :class:`TrialJob`), or
+packed workers running several trials per job (:class:`PackedWorker`, watched by :class:`PackedSweep`);
+docs/sweeps.md says how jobs requeue and how a dead worker's trials go back in the plan.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Sweep files: W&B's sweep configuration, validated, plus named variants; their points, and their W&B form.
 
-A sweep file is a W&B sweep configuration and nothing else, so ``wandb sweep FILE`` accepts it unchanged
-(docs/sweeps.md: the reserved ``variant``, ``comparisons``, ``base`` and ``seed: {repeat: N}``). Grid and
-random points are planned here as W&B's ``sweeps`` engine plans them, without it (it pins numpy<2): the
-grid lazily in W&B's order, a random point from W&B's distributions with a seeded Python generator.
+Grid and random points are planned as W&B's ``sweeps`` engine plans them, without it (it pins numpy<2).
 Registered with W&B (:func:`to_wandb`), a variant is its name and the overrides travel in one constant,
 ``variants``; ``ablate train`` reads a plain ``wandb agent``'s arguments back with :func:`expand_variant`.
 """

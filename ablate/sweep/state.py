@@ -1,8 +1,5 @@
-"""The sweep folder on disk: ``sweep.json`` (written atomically, under locks) and each trial's run folder read back.
-
-``DIR/.lock`` (an ``flock``, dropped by the kernel when its holder dies) is held while a launcher runs; packed
-SLURM workers and their watcher read-modify-write ``sweep.json`` under :func:`state_lock`. How an attempt
-ended is read from the trainer's ``summary.json`` (:func:`outcome`).
+"""The sweep folder on disk: ``sweep.json`` (written atomically, under :class:`SweepLock` and :func:`state_lock`)
+and how each trial's attempt ended, read from its run folder (:func:`outcome`).
 """
 
 from __future__ import annotations

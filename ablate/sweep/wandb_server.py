@@ -1,10 +1,5 @@
-"""Sweeps and W&B's server: registering a sweep, W&B agents across machines, uploading offline runs.
-
-``run_agents`` starts one W&B agent per device slot; for every run the server hands out (W&B's server is the
-planner) the agent trains ``python -m ablate train`` through the local executor, and the trainer's
-``wandb.init`` joins the run. ``ablate sync`` uploads every trial's offline runs with one ``wandb sync``
-(which marks each ``run-<id>.wandb.synced``, so a rerun uploads only what is new); trials still running are
-left for later, and one whose run lock is free was killed, and is synced like any other.
+"""Sweeps and W&B's server: registering a sweep, W&B agents across machines (the server plans, each run trains
+through the local executor), and ``ablate sync``, which uploads every trial's offline runs once.
 """
 
 from __future__ import annotations
