@@ -364,9 +364,9 @@ def run(
             raise typer.Exit(FAILED)
         return
     if trials_per_job is not None:
-        from ablate.sweep.slurm import PackedSweep, SlurmExecutor
+        from ablate.sweep.slurm import PackedSweep
 
-        packed = PackedSweep(spec, opts, SlurmExecutor.from_args(args, opts), trials_per_job, _say)
+        packed = PackedSweep(spec, opts, executor, trials_per_job, _say)  # --launcher slurm: a SlurmExecutor
         _run(packed, wandb_sweep, packed.describe())
         return
     _run(Launcher(spec, opts, Progress(console, spec.metric, spec.goal), executor), wandb_sweep, executor.describe())

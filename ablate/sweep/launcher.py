@@ -28,7 +28,7 @@ from ablate.sweep.local import (
     signals_raise_interrupt,
     wind_down,
 )
-from ablate.sweep.planner import LaunchOptions, Planner, SweepResult, trainer_command
+from ablate.sweep.planner import LaunchOptions, Planner, SweepResult
 from ablate.sweep.ray_cluster import RayExecutor
 from ablate.sweep.slurm import SlurmExecutor
 from ablate.sweep.spec import SweepError, SweepSpec
@@ -184,7 +184,6 @@ class Launcher:
         self.spec, self.opts = spec, opts
         self.out = Path(opts.out)
         self.progress = progress or Progress(metric=spec.metric, goal=spec.goal)
-        self.command = opts.command or trainer_command(opts.config)
         self.executor: Executor = executor or LocalExecutor(
             opts.slots, opts.poll_s, opts.grace_s, log_limit=opts.log_limit
         )
@@ -206,13 +205,8 @@ class Launcher:
         self.running[handle.trial.name] = _Running(handle, mono, limit_s=limit_s, moved=time.time())
 
     def _launch(self, trial: Trial) -> None:
-        run_dir = self.out / trial.name
-
-        def argv(extra: list[str]) -> list[str]:
-            return self.command(run_dir, self.planner.overrides(trial) + extra)
-
         try:
-            handle = self.executor.start(trial, run_dir, argv)
+            handle = self.executor.start(trial, self.out / trial.name, self.planner.argv(trial))
         except LaunchRefused as err:
             self.planner.refused(trial, str(err))
             return

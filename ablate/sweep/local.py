@@ -149,10 +149,8 @@ def visible_gpus() -> list[str]:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None:
         return [d.strip() for d in env.split(",") if d.strip() and d.strip() != "-1"]
-    try:
-        import torch
-    except ImportError:
-        return []
+    import torch
+
     return [str(i) for i in range(torch.cuda.device_count())]
 
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional, Sequence
 from ablate.config import ConfigError, flatten, load_config, parse_override, read_yaml, valid_keys
 from ablate.errors import did_you_mean
 from ablate.record import RunStatus
-from ablate.sweep.local import LOG_LIMIT, Exit, Slot, ablate_argv
+from ablate.sweep.local import LOG_LIMIT, Argv, Exit, Slot, ablate_argv
 from ablate.sweep.spec import (
     BAYES_EXTRA,
     SEED,
@@ -361,6 +361,12 @@ class Planner:
 
     def overrides(self, trial: Trial) -> list[str]:
         return trial_overrides(self.spec, trial.point, trial.name, self.state.group) + list(self.opts.overrides)
+
+    def argv(self, trial: Trial, backend: Sequence[str] = ()) -> Argv:
+        """The command line of an attempt of ``trial`` (``backend``: the trainer's share, e.g. its GPUs), given
+        the executor's own overrides."""
+        command, run_dir = self.opts.command or trainer_command(self.opts.config), self.out / trial.name
+        return lambda extra: command(run_dir, self.overrides(trial) + list(backend) + extra)
 
     def _propose(self, point: Point) -> list[Trial]:
         """The trials of a point the search proposed: the point, or with a repeat seed one trial per seed."""

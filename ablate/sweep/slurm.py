@@ -31,7 +31,7 @@ from ablate.sweep.local import (
     signals_raise_interrupt,
     wind_down,
 )
-from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet, trainer_command
+from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet
 from ablate.sweep.spec import SweepError, SweepSpec
 from ablate.sweep.state import SweepLock, Trial, outcome, read_summary, state_lock
 
@@ -106,14 +106,7 @@ class TrialJob:
 
     def __init__(self, argv: list[str], run_dir: Path, grace_s: float = 60.0):
         self.argv, self.run_dir, self.grace_s = list(argv), Path(run_dir), grace_s
-        self._proc: Optional[subprocess.Popen] = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "_proc"}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._proc = None
+        self._proc: Optional[subprocess.Popen] = None  # while it trains (submitit pickles the job before)
 
     def __call__(self) -> int:
         """Train; returns 0, or raises with the trainer's last line when it fails."""
@@ -315,12 +308,6 @@ class PackedWorker:
         self._running: dict[str, tuple[Handle, float]] = {}
         self._executor: Optional[LocalExecutor] = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"spec": self.spec, "opts": self.opts, "shape": self.shape}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["spec"], state["opts"], state["shape"])  # type: ignore[misc]
-
     @property
     def job(self) -> str:
         return os.environ.get("SLURM_JOB_ID", f"pid{os.getpid()}")
@@ -358,18 +345,13 @@ class PackedWorker:
                 if trial is None:
                     return count
                 run_dir = Path(self.opts.out) / trial.name
-                handle = self._executor.start(trial, run_dir, self._argv(trial, run_dir))
+                handle = self._executor.start(trial, run_dir, self.planner.argv(trial, self.shape.trainer_overrides()))
                 trial.job_id, trial.job_state = self.job, "RUNNING"
                 self.planner.started(trial, handle.since or time.time())
             self._running[trial.name] = (handle, time.monotonic())
             note(Path(self.opts.out), self.job, f"start {trial.name} {handle.where}")
             count += 1
         return count
-
-    def _argv(self, trial: Trial, run_dir: Path) -> Argv:
-        base = self.planner.overrides(trial) + self.shape.trainer_overrides()
-        command = self.opts.command or trainer_command(self.opts.config)
-        return lambda extra: command(run_dir, base + extra)
 
     def _reap(self) -> None:
         """Record attempts that ended (``interrupted`` when this worker was told to stop)."""

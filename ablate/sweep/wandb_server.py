@@ -5,7 +5,6 @@ through the local executor), and ``ablate sync``, which uploads every trial's of
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -224,10 +223,8 @@ def plan_sync(folder: str | Path) -> SyncPlan:
 
 
 def wandb_command() -> list[str]:
-    """W&B's command line: the ``wandb`` script next to this Python, else on PATH."""
-    here = Path(sys.executable).parent / "wandb"
-    found = str(here) if here.exists() else shutil.which("wandb")
-    return [found] if found else [sys.executable, "-c", "from wandb.cli.cli import cli; cli()"]
+    """W&B's command line, run by this Python."""
+    return [sys.executable, "-m", "wandb"]
 
 
 def sync(
