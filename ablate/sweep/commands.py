@@ -20,7 +20,7 @@ from rich.text import Text
 from ablate.config import complete_overrides
 from ablate.errors import AblateError
 from ablate.record import TEST_BLEU, RunStatus
-from ablate.sweep.launcher import EXECUTORS, Launcher, Progress, clock, executor_class, make_executor
+from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor
 from ablate.sweep.local import ExecutorArgs, plan_slots
 from ablate.sweep.planner import (
     ALLOWANCE_S,
@@ -44,13 +44,6 @@ if TYPE_CHECKING:
     from ablate.sweep.slurm import PackedSweep
 
 FAILED = 1  # exit status of a sweep with a failed or unfinished trial (a dry run: an invalid one)
-STYLES = {
-    RunStatus.FINISHED: "green",
-    RunStatus.FAILED: "red",
-    RunStatus.RUNNING: "cyan",
-    RunStatus.INTERRUPTED: "yellow",
-    RunStatus.STOPPED: "yellow",
-}
 
 
 def unfinished(state: SweepState) -> int:

@@ -65,6 +65,14 @@ def make_executor(name: str, args: ExecutorArgs, opts: LaunchOptions) -> Executo
 
 # ---- Live progress ----
 
+STYLES = {
+    RunStatus.FINISHED: "green",
+    RunStatus.FAILED: "red",
+    RunStatus.RUNNING: "cyan",
+    RunStatus.INTERRUPTED: "yellow",
+    RunStatus.STOPPED: "yellow",
+}  # a status's colour (pending has none)
+
 
 @dataclass(frozen=True)
 class Stats:
@@ -230,10 +238,11 @@ class Launcher:
         if trial.status == RunStatus.FINISHED:
             self.durations.append(elapsed)
         shown = f" {self.spec.metric}={trial.metric:.4g}" if trial.metric is not None and self.spec.metric else ""
-        style = {RunStatus.FAILED: "red", RunStatus.FINISHED: "green"}.get(trial.status, "yellow")
         detail = f": {trial.error}" if trial.status == RunStatus.FAILED else shown
         where = f"{run.handle.tag}, " if run.handle.tag else ""
-        self.progress.event(f"{trial.status:<8} {trial.name} ({where}{clock(elapsed)}){detail}", style)
+        self.progress.event(
+            f"{trial.status:<8} {trial.name} ({where}{clock(elapsed)}){detail}", STYLES.get(trial.status, "yellow")
+        )
 
     def _collect(self) -> None:
         polled = self.executor.poll([r.handle for r in self.running.values()])
