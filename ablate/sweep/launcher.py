@@ -28,7 +28,7 @@ from ablate.sweep.local import (
     signals_raise_interrupt,
     wind_down,
 )
-from ablate.sweep.planner import LaunchOptions, Planner, SweepResult
+from ablate.sweep.planner import LaunchOptions, Planner, SweepResult, trainer_command
 from ablate.sweep.ray_cluster import RayExecutor
 from ablate.sweep.slurm import SlurmExecutor
 from ablate.sweep.spec import SweepError, SweepSpec
@@ -195,6 +195,7 @@ class Launcher:
         self.executor: Executor = executor or LocalExecutor(
             opts.slots, opts.poll_s, opts.grace_s, log_limit=opts.log_limit
         )
+        self.command = opts.command or trainer_command(opts.config)
         self.planner = Planner(spec, opts, self.progress.event)
         self.running: dict[str, _Running] = {}
         self.started: set[str] = set()
@@ -214,7 +215,7 @@ class Launcher:
 
     def _launch(self, trial: Trial) -> None:
         try:
-            handle = self.executor.start(trial, self.out / trial.name, self.planner.argv(trial))
+            handle = self.executor.start(trial, self.out / trial.name, self.planner.argv(trial, self.command))
         except LaunchRefused as err:
             self.planner.refused(trial, str(err))
             return

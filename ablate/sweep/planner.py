@@ -362,10 +362,10 @@ class Planner:
     def overrides(self, trial: Trial) -> list[str]:
         return trial_overrides(self.spec, trial.point, trial.name, self.state.group) + list(self.opts.overrides)
 
-    def argv(self, trial: Trial, backend: Sequence[str] = ()) -> Argv:
+    def argv(self, trial: Trial, command: TrialCommand, backend: Sequence[str] = ()) -> Argv:
         """The command line of an attempt of ``trial`` (``backend``: the trainer's share, e.g. its GPUs), given
         the executor's own overrides."""
-        command, run_dir = self.opts.command or trainer_command(self.opts.config), self.out / trial.name
+        run_dir = self.out / trial.name
         return lambda extra: command(run_dir, self.overrides(trial) + list(backend) + extra)
 
     def _propose(self, point: Point) -> list[Trial]:

@@ -31,7 +31,7 @@ from ablate.sweep.local import (
     signals_raise_interrupt,
     wind_down,
 )
-from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet
+from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet, trainer_command
 from ablate.sweep.spec import SweepError, SweepSpec
 from ablate.sweep.state import SweepLock, Trial, outcome, read_summary, state_lock
 
@@ -321,6 +321,7 @@ class PackedWorker:
         header = f"ablate sweep worker (SLURM job {self.job})"
         self._executor = LocalExecutor(slots, poll_s=self.opts.poll_s, grace_s=self.opts.grace_s, header=header)
         self.planner = Planner(self.spec, self.opts)
+        self.command = self.opts.command or trainer_command(self.opts.config)
         started = 0
         while True:
             self._reap()
@@ -345,7 +346,8 @@ class PackedWorker:
                 if trial is None:
                     return count
                 run_dir = Path(self.opts.out) / trial.name
-                handle = self._executor.start(trial, run_dir, self.planner.argv(trial, self.shape.trainer_overrides()))
+                argv = self.planner.argv(trial, self.command, self.shape.trainer_overrides())
+                handle = self._executor.start(trial, run_dir, argv)
                 trial.job_id, trial.job_state = self.job, "RUNNING"
                 self.planner.started(trial, handle.since or time.time())
             self._running[trial.name] = (handle, time.monotonic())
