@@ -19,7 +19,7 @@ import torch
 from ablate.config import Config, ConfigError
 from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
 from ablate.inference import check_checkpoint
-from ablate.training.checkpoints import CheckpointError, load_checkpoint_file, recorded_config, run_checkpoint, unfit
+from ablate.training.checkpoints import CheckpointError, load_checkpoint_file, trained_run, unfit
 from ablate.training.module import Scores, TranslationModule, corpus_scores
 
 log = logging.getLogger(__name__)
@@ -44,13 +44,12 @@ def load_run(
 ) -> LoadedRun:
     """The module of ``run_dir``'s ``<which>.ckpt`` (else the other checkpoint), its tokenizer and config.
 
-    Plugins as :func:`recorded_config`. Raises InputError for a ``which`` other than best or last, ConfigError
+    Plugins as :func:`~ablate.training.checkpoints.trained_run`. Raises InputError for a ``which`` other than best or last, ConfigError
     for a folder that is not a trained run, PluginError for a plugin the user did not vouch for."""
 
     run_dir = Path(run_dir)
     check_checkpoint(which)  # "lastt" used to fall back to best, silently
-    path = run_checkpoint(run_dir, which)
-    cfg = recorded_config(run_dir, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
+    cfg, path = trained_run(run_dir, which, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
     try:
         load_checkpoint_file(path)  # one line for a damaged file; pickled objects are refused, never run
         module = TranslationModule.load_from_checkpoint(

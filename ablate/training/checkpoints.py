@@ -292,31 +292,31 @@ def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], A
     return {"checkpoint": str(path.resolve()), "step": step if isinstance(step, int) else None}
 
 
-def recorded_config(run_dir: Path, plugins: Sequence[str] = (), trust_plugins: bool = False) -> Config:
-    """The config ``run_dir/config.yaml`` records, importing only the plugins the user vouched for: those of
-    ``plugins`` (``--plugins``, imported first; a recorded plugin of the same content), installed modules, or
-    all with ``trust_plugins`` (``--trust-plugins``). PluginError names the flag; ConfigError an unusable config."""
+def trained_run(
+    run_dir: Path, which: str = "best", plugins: Sequence[str] = (), trust_plugins: bool = False
+) -> tuple[Config, Path]:
+    """``(config, checkpoint path)`` of the trained run in ``run_dir``: the config its ``config.yaml`` records
+    (read first, so an unusable one is named before a missing tokenizer or checkpoint) and its ``<which>.ckpt``,
+    else its other checkpoint. Only the plugins the user vouched for are imported: those of ``plugins``
+    (``--plugins``, imported first; a recorded plugin of the same content), installed modules, or all with
+    ``trust_plugins`` (``--trust-plugins``). PluginError names the flag; ConfigError a folder that is not a
+    trained run (no or an unusable config.yaml, no tokenizer, no checkpoint)."""
+    if not (run_dir / "config.yaml").exists():
+        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a folder written by `ablate train`")
     plugin_loader.load(list(plugins))
     try:
-        return from_flat(
+        cfg = from_flat(
             flatten(read_yaml(run_dir / "config.yaml")), base=run_dir, trust="import" if trust_plugins else "recorded"
         )
     except ConfigError as err:
         raise ConfigError(f"{run_dir} holds an unusable config.yaml: {err}") from None
-
-
-def run_checkpoint(run_dir: Path, which: str = "best") -> Path:
-    """The ``<which>.ckpt`` of the trained run in ``run_dir``, else its other checkpoint; ConfigError for a folder
-    that is not a trained run (no config, tokenizer or checkpoint)."""
-    if not (run_dir / "config.yaml").exists():
-        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a folder written by `ablate train`")
     if not (run_dir / "tokenizer" / "tokenizer.json").exists():
         raise ConfigError(f"{run_dir} has no saved tokenizer; was it trained by this version of ablate?")
     names = [f"{which}.ckpt", "best.ckpt", "last.ckpt"]
     path = next((run_dir / "checkpoints" / n for n in names if (run_dir / "checkpoints" / n).exists()), None)
     if path is None:
         raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet; train the run first")
-    return path
+    return cfg, path
 
 
 def unfit(path: Path, run_dir: Path, err: BaseException) -> ConfigError:
@@ -329,11 +329,9 @@ def load_trained(
     run_dir: str | Path, which: str = "best", plugins: Sequence[str] = (), trust_plugins: bool = False
 ) -> tuple[Config, nn.Module, SubwordTokenizer]:
     """``(config, model in eval mode, tokenizer)`` of the run in ``run_dir`` from its ``which`` checkpoint (else the
-    other), importing only the plugins the user vouched for (:func:`recorded_config`)."""
+    other), importing only the plugins the user vouched for (:func:`trained_run`)."""
     run_dir = Path(run_dir)
-    if (run_dir / "config.yaml").exists():  # an unusable config is named before a missing tokenizer or checkpoint
-        cfg = recorded_config(run_dir, plugins, trust_plugins)
-    path = run_checkpoint(run_dir, which)  # no config.yaml: "not a run directory"
+    cfg, path = trained_run(run_dir, which, plugins, trust_plugins)
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
     try:
