@@ -28,7 +28,7 @@ from ablate.config import DataConfig
 from ablate.data import builtin
 from ablate.errors import AblateError
 from ablate.registry import register, table
-from ablate.utils.io import atomic_write_text
+from ablate.utils.io import atomic_write_text, file_sha256
 
 
 def digest(*parts: object) -> str:
@@ -190,12 +190,9 @@ def file_digest(path: Path, cache_root: Path) -> str:
     memo = cache_root / "filehash" / digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     if memo.is_file():
         return memo.read_text().strip()
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            sha.update(chunk)
-    atomic_write_text(memo, sha.hexdigest())
-    return sha.hexdigest()
+    sha = file_sha256(path)
+    atomic_write_text(memo, sha)
+    return sha
 
 
 class LocalFolder:

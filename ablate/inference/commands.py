@@ -126,15 +126,11 @@ def _local(run_dir: Path, raw: str, variant: Optional[str] = None, seed: Optiona
 
 
 def _load(run_dir: Path, checkpoint: str, variant, seed, plugins, trust_plugins: bool):
-    """The run ``run_dir`` (:func:`_local`) names, loaded; a ConfigError is one red line."""
+    """The run ``run_dir`` (:func:`_local`) names, loaded."""
     from ablate.inference import translate as inference
 
-    try:
-        return inference.load_run(
-            _local(run_dir, str(run_dir), variant, seed), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins
-        )
-    except ConfigError as err:
-        _fail(str(err))
+    folder = _local(run_dir, str(run_dir), variant, seed)
+    return inference.load_run(folder, checkpoint, plugins=plugins or [], trust_plugins=trust_plugins)
 
 
 def variant_option():
@@ -200,14 +196,10 @@ def evaluate(
     check_checkpoint(checkpoint)
     if hyps is not None:
         check_apart(hyps, [run_dir], "--hyps")
-    from ablate.data.sources import DataError
     from ablate.inference import translate as inference
 
     run = _load(run_dir, checkpoint, variant, seed, plugins, trust_plugins)
-    try:
-        name, sources, references = inference.load_split(run, data, split)
-    except (ConfigError, DataError) as err:
-        _fail(str(err))
+    name, sources, references = inference.load_split(run, data, split)
     scores, out = inference.evaluate(run, sources, references, beam, len_penalty)
     if hyps is not None:
         write_output_text(hyps, "".join(one_line(h) + "\n" for h in out), [run_dir])
@@ -255,10 +247,7 @@ def export_model(
     check_checkpoint(checkpoint)
     run_dir, which = _run_and_checkpoint(run, checkpoint)
     check_apart(out, [run_dir], "--out")
-    try:
-        loaded = load_run(run_dir, which, plugins=plugins or [], trust_plugins=trust_plugins)
-    except ConfigError as err:
-        _fail(str(err))
+    loaded = load_run(run_dir, which, plugins=plugins or [], trust_plugins=trust_plugins)
     export(loaded, out)
     size = out.stat().st_size / 2**20
     log.info(
@@ -272,12 +261,9 @@ def sync(
     entity: Optional[str] = typer.Option(None, "--entity", help="Upload into this W&B entity."),
 ) -> None:
     """Upload every trial's offline W&B run (`wandb sync`), skipping those already uploaded."""
-    from ablate.sweep.wandb_server import SyncError, sync as run_sync
+    from ablate.sweep.wandb_server import sync as run_sync
 
-    try:
-        run_sync(folder, project, entity, echo=log.info)
-    except SyncError as err:
-        _fail(str(err))
+    run_sync(folder, project, entity, echo=log.info)
 
 
 def register(app: typer.Typer) -> None:

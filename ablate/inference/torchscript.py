@@ -14,8 +14,7 @@ tokenizers' JSON, ``config.yaml`` and ``export.json`` (special ids, limits, orig
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+from io import BytesIO
 from pathlib import Path
 from typing import Any, List, Optional, cast
 
@@ -324,17 +323,10 @@ def export(run: LoadedRun, out: Path) -> Path:
         )
     scripted = script(run)
     files = {name: text.encode("utf-8") for name, text in extra_files(run).items()}
-    tmp = None
+    buffer = BytesIO()
+    torch.jit.save(scripted, buffer, _extra_files=files)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-        os.fchmod(fd, io.plain_mode())  # mkstemp makes 0600; every other output follows the umask
-        os.close(fd)
-        torch.jit.save(scripted, tmp, _extra_files=files)
-        os.replace(tmp, out)
+        io.atomic_write_bytes(out, buffer.getvalue())
     except OSError as err:
         raise ExportError(f"cannot write {out}: {err.strerror or err}; choose another --out") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
     return out

@@ -19,7 +19,7 @@ import torch
 from ablate.config import Config, ConfigError
 from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
 from ablate.inference import check_checkpoint
-from ablate.training.checkpoints import CheckpointError, load_checkpoint_file, trained_run, unfit
+from ablate.training.checkpoints import load_checkpoint_file, trained_run, unfit
 from ablate.training.module import Scores, TranslationModule, corpus_scores
 
 log = logging.getLogger(__name__)
@@ -50,13 +50,11 @@ def load_run(
     run_dir = Path(run_dir)
     check_checkpoint(which)  # "lastt" used to fall back to best, silently
     cfg, path = trained_run(run_dir, which, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
+    load_checkpoint_file(path)  # one line for a damaged file; pickled objects are refused, never run
     try:
-        load_checkpoint_file(path)  # one line for a damaged file; pickled objects are refused, never run
         module = TranslationModule.load_from_checkpoint(
             str(path), map_location=device, weights_only=True, cfg=cfg, trust_plugins=trust_plugins
         )
-    except CheckpointError as err:
-        raise ConfigError(str(err)) from None
     except (RuntimeError, KeyError, TypeError) as err:
         raise unfit(path, run_dir, err) from None
     tok = SubwordTokenizer.load(run_dir / "tokenizer")

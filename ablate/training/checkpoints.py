@@ -8,7 +8,6 @@ which must fit this run's model and vocabulary; otherwise the differing ``model.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import tempfile
@@ -22,43 +21,23 @@ from torch import nn
 
 from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml, to_dict
 from ablate.data.tokenizer import SubwordTokenizer
-from ablate.errors import AblateError
 from ablate.model.build import build_model
-from ablate.record import RunStatus, RunSummary, SavedCheckpoint
+from ablate.record import RunStatus, RunSummary
 from ablate.training.run_folder import RESUME_ORDER
 from ablate.utils import io, plugins as plugin_loader
+from ablate.utils.io import file_sha256
 
 log = logging.getLogger(__name__)
 
 REQUIRED = ("state_dict", "global_step", "loops", "optimizer_states")
 
 
-class CheckpointError(AblateError):
+class CheckpointError(ConfigError):
     """A checkpoint cannot be used; the message is one line naming the file and what to do."""
 
 
 RESTORE = "restore it from a copy, or train the run again (--overwrite)"
 """What to do about a damaged checkpoint."""
-
-
-def file_sha256(path: str | Path) -> str:
-    """The sha256 of the file at ``path``, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def recorded_checkpoint(path: Path) -> Optional[SavedCheckpoint]:
-    """What the run record beside ``<run>/checkpoints/<name>`` says of it: None for a checkpoint outside a
-    run folder, a record from before digests, or a run still running (its checkpoints move on)."""
-    if path.parent.name != "checkpoints":
-        return None
-    summary = RunSummary.peek(path.parent.parent)
-    if summary is None or summary.status in (None, RunStatus.RUNNING):
-        return None
-    return summary.checkpoint(path.name)
 
 
 def verify_checkpoint(path: str | Path) -> None:
@@ -79,7 +58,12 @@ def _check_crcs(path: Path) -> None:
 
 
 def _check_digest(path: Path) -> None:
-    recorded = recorded_checkpoint(path)
+    """Compare with the run record beside ``<run>/checkpoints/<name>``, where there is one that has finished or
+    stopped (a running run's checkpoints move on) and holds digests."""
+    summary = RunSummary.peek(path.parent.parent) if path.parent.name == "checkpoints" else None
+    if summary is None or summary.status in (None, RunStatus.RUNNING):
+        return
+    recorded = summary.checkpoint(path.name)
     if recorded is not None and file_sha256(path) != recorded.sha256:
         raise CheckpointError(
             f"checkpoint {path} is damaged: its sha256 is not the {recorded.sha256[:12]}... the run recorded "
@@ -334,10 +318,7 @@ def load_trained(
     cfg, path = trained_run(run_dir, which, plugins, trust_plugins)
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
-    try:
-        state = load_checkpoint_file(path)["state_dict"]  # weights_only: never runs code from the file
-    except CheckpointError as err:
-        raise ConfigError(str(err)) from None
+    state = load_checkpoint_file(path)["state_dict"]  # weights_only: never runs code from the file
     try:
         model.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
     except (RuntimeError, AttributeError) as err:

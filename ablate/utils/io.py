@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -108,6 +109,15 @@ def dumps(data: Any, **kwargs: Any) -> str:
 def atomic_write_json(path: str | Path, data: Any, indent: int = 2, sort_keys: bool = True) -> None:
     """JSON version of :func:`atomic_write_text` (strict: no NaN literal; sorted keys by default)."""
     atomic_write_text(path, dumps(data, indent=indent, sort_keys=sort_keys) + "\n")
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of the file at ``path``, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def one_line(text: str) -> str:

@@ -9,7 +9,6 @@ Whose code runs is the caller's :data:`Trust`: plugins a folder's record names a
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, Optional
 
 from ablate.errors import AblateError
+from ablate.utils.io import file_sha256 as sha256
 
 GROUP = "ablate.plugins"
 """The entry-point group an installed package declares its plugin module in."""
@@ -74,11 +74,6 @@ def as_list(entries: Any) -> list[Any]:
     if isinstance(entries, (list, tuple)):
         return list(entries)
     raise PluginError(f"plugins={entries!r} is not valid; list module names or .py files, e.g. plugins=[cosine.py]")
-
-
-def sha256(path: Path) -> str:
-    """Hex digest of the file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def load(entries: Any, base: Optional[Path] = None, trust: Trust = "import") -> list[dict[str, Any]]:
