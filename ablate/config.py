@@ -27,7 +27,6 @@ from ablate.utils.typed import (  # noqa: F401 - ConfigError, to_dict, parse_ove
     describe_fields,
     field_types,
     flatten,
-    leaf_keys,
     nest,
     parse_override,
     read_yaml,
@@ -283,7 +282,13 @@ class Config:
 
 def valid_keys(cls: Any = Config, prefix: str = "") -> list[str]:
     """Every dotted leaf key of ``cls`` (the whole config by default), e.g. ``model.attention.score``."""
-    return leaf_keys(cls, prefix)
+    keys = []
+    for name, tp in field_types(cls).items():
+        if dataclasses.is_dataclass(tp):
+            keys += valid_keys(tp, f"{prefix}{name}.")
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
 
 
 def describe_keys(cls: type = Config) -> list[tuple[str, str, Any, str]]:

@@ -231,11 +231,6 @@ def corpus_scores(hypotheses: list[str], references: list[str], metrics: tuple[s
     )
 
 
-def test_scores(hypotheses: list[str], references: list[str]) -> Scores:
-    """:func:`corpus_scores` with every test metric (BLEU, chrF, chrF++, TER)."""
-    return corpus_scores(hypotheses, references, TEST_METRICS)
-
-
 class NonFiniteLossError(AblateError, RuntimeError):
     """Training diverged: the loss became NaN or infinite."""
 
@@ -475,7 +470,7 @@ class TranslationModule(pl.LightningModule):
         for i, split in enumerate(self.test_splits):
             refs = self.references[split]
             hyps = self._collect(i, len(refs))
-            scores = test_scores(hyps, refs)  # BLEU, chrF, chrF++, TER
+            scores = corpus_scores(hyps, refs, TEST_METRICS)  # BLEU, chrF, chrF++, TER
             self.test_results[split] = {
                 "hypotheses": hyps,
                 **scores.values(),

@@ -147,16 +147,19 @@ class Throughput(pl.Callback):
         self.train_tokens = int(trainer.strategy.reduce(tokens, reduce_op="sum").item())
 
     def _reduce(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """All ranks' tokens over the slowest rank's seconds and over all ranks' CPU seconds (after the
-        warm-up steps when there are any)."""
-        timed = self.sec > 0
-        tokens, seconds = (self.tok, self.sec) if timed else (self.all_tok, self.all_sec)
         device = pl_module.device
+        self._rates(
+            lambda value, op: trainer.strategy.reduce(
+                torch.tensor(value, dtype=torch.float64, device=device), reduce_op=op
+            ).item()
+        )
 
-        def reduce(value: float, op: str) -> float:
-            return trainer.strategy.reduce(torch.tensor(value, dtype=torch.float64, device=device), reduce_op=op).item()
-
-        tok, sec = reduce(float(tokens), "sum"), reduce(seconds, "max")
+    def _rates(self, reduce: Callable[[float, str], float] = lambda value, op: value) -> None:
+        """All ranks' tokens over the slowest rank's seconds and over all ranks' CPU seconds (after the warm-up
+        steps when there are any); ``reduce(value, "sum" | "max")`` combines a value over the ranks."""
+        timed = self.sec > 0
+        tok = reduce(float(self.tok if timed else self.all_tok), "sum")
+        sec = reduce(self.sec if timed else self.all_sec, "max")
         cpu = reduce(self.cpu if timed else self.all_cpu, "sum")  # NaN on any rank: unknown
         if sec > 0:
             self.tokens_per_sec = tok / sec
@@ -193,10 +196,7 @@ class Throughput(pl.Callback):
         self.cpu = _cpu_counter(state_dict.get("cpu"), counted=self.tok > 0 or self.sec > 0)
         self.all_cpu = _cpu_counter(state_dict.get("all_cpu"), counted=self.all_tok > 0 or self.all_sec > 0)
         if self.sec > 0 or self.all_sec > 0:
-            self.tokens_per_sec = self.tok / self.sec if self.sec > 0 else self.all_tok / self.all_sec
-            self.cpu_seconds = self.cpu if self.sec > 0 else self.all_cpu
-            tokens = self.tok if self.sec > 0 else self.all_tok
-            self.tokens_per_cpu_sec = tokens / self.cpu_seconds if self.cpu_seconds > 0 else float("nan")
+            self._rates()
 
 
 def _cpu_counter(value: Any, counted: bool) -> float:

@@ -406,17 +406,6 @@ def field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls, include_extras=True)
 
 
-def leaf_keys(cls: type, prefix: str = "") -> list[str]:
-    """Every dotted leaf key of the dataclass ``cls``, e.g. ``model.attention.score``."""
-    keys = []
-    for name, tp in field_types(cls).items():
-        if dataclasses.is_dataclass(tp):
-            keys += leaf_keys(tp, f"{prefix}{name}.")  # type: ignore[arg-type]
-        else:
-            keys.append(f"{prefix}{name}")
-    return keys
-
-
 def field_docstrings(cls: type) -> dict[str, str]:
     """Field name -> the whole string literal under it in the class body (indentation removed).
 
