@@ -182,7 +182,7 @@ def _lengths(ids: pa.ChunkedArray | pa.ListArray) -> np.ndarray:
     return np.diff(ids.offsets.to_numpy())
 
 
-def _pad(ids: pa.ChunkedArray | pa.ListArray, bos: bool) -> torch.Tensor:
+def pad_rows(ids: pa.ChunkedArray | pa.ListArray, bos: bool) -> torch.Tensor:
     """``(B, L + 1)`` rows of ``ids`` with BOS prepended (``bos``) or EOS appended, right-padded."""
     if isinstance(ids, pa.ChunkedArray):
         ids = ids.combine_chunks()
@@ -221,9 +221,9 @@ def collate(items: dict) -> dict[str, Any]:
     """Batch fetched by :meth:`EncodedPairs.__getitems__` -> padded tensors and host counts (module docstring)."""
     src_len, tgt_len = _lengths(items["src"]) + 1, _lengths(items["tgt"]) + 1  # + EOS
     return {
-        "src": _pad(items["src"], bos=False),
-        "tgt_in": _pad(items["tgt"], bos=True),
-        "tgt_out": _pad(items["tgt"], bos=False),
+        "src": pad_rows(items["src"], bos=False),
+        "tgt_in": pad_rows(items["tgt"], bos=True),
+        "tgt_out": pad_rows(items["tgt"], bos=False),
         "index": torch.tensor(items["index"], dtype=torch.long),
         "src_tokens": int(src_len.sum()),
         "tgt_tokens": int(tgt_len.sum()),

@@ -84,11 +84,6 @@ def pick_splits(found: Iterable[str], where: str, listing: str = "") -> tuple[st
     return val, [name for name in found if name.startswith("test")]
 
 
-def check_langs(cfg: DataConfig) -> None:
-    if cfg.src_lang == cfg.tgt_lang:
-        raise DataError(f"data.src_lang and data.tgt_lang are both '{cfg.src_lang}'; pick two languages")
-
-
 TEXT_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
 
 
@@ -503,5 +498,6 @@ def source_kind(source: str) -> str:
 
 def make_source(cfg: DataConfig, cache_root: Path) -> Source:
     """The :class:`Source` that ``cfg.source`` names (``builtin``, ``hf:...`` or a folder)."""
-    check_langs(cfg)
+    if cfg.src_lang == cfg.tgt_lang:
+        raise DataError(f"data.src_lang and data.tgt_lang are both '{cfg.src_lang}'; pick two languages")
     return SOURCES[source_kind(cfg.source)](cfg, cache_root)

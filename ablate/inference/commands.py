@@ -9,7 +9,6 @@ trial's ``summary.json`` records them, while its folder name depends on which ke
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -73,14 +72,6 @@ def trial_folder(out: Path, variant: Optional[str], seed: Optional[int]) -> Path
 PREFIX = "wandb:"
 
 
-def is_wandb_ref(ref: Any) -> bool:
-    return str(ref).startswith(PREFIX)
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("ABLATE_CACHE") or "~/.cache/ablate").expanduser() / "wandb"
-
-
 def fetch_run(ref: str, api: Any = None, root: Optional[Path] = None) -> Path:
     """Download the model artifact of ``wandb:<entity>/<project>/<run id>``; returns its folder. ConfigError for a
     malformed reference, no such artifact, or one of an older ablate without config and tokenizer."""
@@ -92,10 +83,14 @@ def fetch_run(ref: str, api: Any = None, root: Optional[Path] = None) -> Path:
         import wandb
 
         api = wandb.Api()
+    if root is None:
+        from ablate.data.cache import cache_root  # ABLATE_CACHE, else ~/.cache/ablate
+
+        root = cache_root() / "wandb" / entity / project / run
     name = f"{entity}/{project}/model-{run}:best"
     try:
         artifact = api.artifact(name, type="model")
-        folder = Path(artifact.download(root=str(root or cache_root() / entity / project / run)))
+        folder = Path(artifact.download(root=str(root)))
     except Exception as err:  # noqa: BLE001 - no login, no network, no such artifact: all one line
         reason = " ".join(str(err).split())[:200] or type(err).__name__
         raise ConfigError(
@@ -122,7 +117,7 @@ def _local(run_dir: Path, raw: str, variant: Optional[str] = None, seed: Optiona
     run's downloaded model artifact."""
     if variant is not None or seed is not None:
         return trial_folder(run_dir, variant, seed)
-    return fetch_run(raw) if is_wandb_ref(raw) else run_dir
+    return fetch_run(raw) if raw.startswith(PREFIX) else run_dir
 
 
 def _load(run_dir: Path, checkpoint: str, variant, seed, plugins, trust_plugins: bool):

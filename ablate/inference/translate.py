@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
+import pyarrow as pa
 import torch
 
 from ablate.config import Config, ConfigError
-from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
+from ablate.data.tokenizer import SubwordTokenizer
 from ablate.inference import check_checkpoint
 from ablate.training.checkpoints import load_checkpoint_file, trained_run, unfit
 from ablate.training.module import Scores, TranslationModule, corpus_scores
@@ -42,11 +43,9 @@ def load_run(
     plugins: Sequence[str] = (),
     trust_plugins: bool = False,
 ) -> LoadedRun:
-    """The module of ``run_dir``'s ``<which>.ckpt`` (else the other checkpoint), its tokenizer and config.
-
-    Plugins as :func:`~ablate.training.checkpoints.trained_run`. Raises InputError for a ``which`` other than best or last, ConfigError
-    for a folder that is not a trained run, PluginError for a plugin the user did not vouch for."""
-
+    """The module of ``run_dir``'s ``<which>.ckpt`` (else the other checkpoint), its tokenizer and config, as
+    :func:`~ablate.training.checkpoints.trained_run` finds them (plugins, errors); InputError for a ``which``
+    other than best or last."""
     run_dir = Path(run_dir)
     check_checkpoint(which)  # "lastt" used to fall back to best, silently
     cfg, path = trained_run(run_dir, which, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
@@ -83,13 +82,10 @@ def _say_untested_step(run_dir: Path, path: Path) -> None:
 
 
 def _batch(ids: list[list[int]], device: torch.device) -> torch.Tensor:
-    """``(B, S + 1)`` source rows with EOS appended, right-padded (as the data module's ``collate``)."""
-    width = max(len(s) for s in ids) + 1
-    out = torch.full((len(ids), width), PAD, dtype=torch.long)
-    for i, s in enumerate(ids):
-        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-        out[i, len(s)] = EOS
-    return out.to(device)
+    """``(B, S + 1)`` source rows with EOS appended, right-padded, as the data module pads them."""
+    from ablate.data.datamodule import pad_rows
+
+    return pad_rows(pa.array(ids, type=pa.list_(pa.int64())), bos=False).to(device)
 
 
 @torch.no_grad()

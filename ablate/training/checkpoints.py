@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -216,21 +215,6 @@ def _differing(theirs: dict[str, Any], ours: dict[str, Any], keys: tuple[str, ..
     return [k for k in names if theirs.get(k) != ours.get(k)]
 
 
-def _vocabularies(folder: Path) -> list[dict[str, int]]:
-    """The token -> id maps of a saved :class:`~ablate.data.tokenizer.SubwordTokenizer` folder."""
-    from tokenizers import Tokenizer
-
-    names = ["joint.json"] if (folder / "joint.json").is_file() else ["src.json", "tgt.json"]
-    return [Tokenizer.from_file(str(folder / n)).get_vocab() for n in names]
-
-
-def same_vocabulary(tokenizer, folder: Path) -> bool:
-    """Whether ``tokenizer`` maps the same tokens to the same ids as the one saved in ``folder``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        tokenizer.save(tmp)
-        return _vocabularies(Path(tmp)) == _vocabularies(folder)
-
-
 def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], Any] = log.warning) -> dict[str, Any]:
     """Load ``cfg.train.init_from``'s weights into ``model``; returns what the run record keeps of it.
     ConfigError: no such run or checkpoint, an unreadable one, or weights that do not fit (one line)."""
@@ -261,7 +245,7 @@ def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], A
         )
     tok_dir = path.parent.parent / "tokenizer"
     if (tok_dir / "tokenizer.json").is_file():
-        if not same_vocabulary(tokenizer, tok_dir):
+        if SubwordTokenizer.load(tok_dir).vocabularies() != tokenizer.vocabularies():
             keys = _differing(their_cfg, our_cfg, VOCAB_KEYS)
             raise ConfigError(
                 f"train.init_from={ref}: its vocabulary is not this run's ({', '.join(keys) or 'the tokenizers'} "
@@ -279,11 +263,11 @@ def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], A
 def trained_run(
     run_dir: Path, which: str = "best", plugins: Sequence[str] = (), trust_plugins: bool = False
 ) -> tuple[Config, Path]:
-    """``(config, checkpoint path)`` of the trained run in ``run_dir``: the config its ``config.yaml`` records
-    (read first, so an unusable one is named before a missing tokenizer or checkpoint) and its ``<which>.ckpt``,
-    else its other checkpoint. Only the plugins the user vouched for are imported: those of ``plugins``
-    (``--plugins``, imported first; a recorded plugin of the same content), installed modules, or all with
-    ``trust_plugins`` (``--trust-plugins``). PluginError names the flag; ConfigError a folder that is not a
+    """``(config, checkpoint path)`` of the trained run in ``run_dir``: its ``config.yaml`` (read first, so an unusable
+    one is named before a missing tokenizer or checkpoint) and its ``<which>.ckpt``, else its other checkpoint.
+
+    Only plugins the user vouched for are imported: ``plugins`` (``--plugins``, imported first), installed
+    modules, or all with ``trust_plugins``. PluginError names the flag; ConfigError a folder that is not a
     trained run (no or an unusable config.yaml, no tokenizer, no checkpoint)."""
     if not (run_dir / "config.yaml").exists():
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a folder written by `ablate train`")

@@ -318,7 +318,6 @@ class TranslationModule(pl.LightningModule):
         self._eval_time = 0.0
         self.clock = clock
         self.test_metrics: dict[str, float] = {}
-        self.val_hypotheses: list[str] | None = None
         self._cuda_rng: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ training

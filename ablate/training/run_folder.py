@@ -79,9 +79,8 @@ class RunLock(HolderLock):
 
 
 def is_held(run_dir: Path) -> Optional[bool]:
-    """Whether a live process holds ``run_dir``'s lock: True; False when the lock is free (its holder
-    ended, or was killed, even by SIGKILL); None when there is no lock file (an older run, or a record
-    copied from elsewhere), so liveness cannot be told. Never creates or changes the file."""
+    """:func:`ablate.utils.io.is_held` of ``run_dir``'s lock: True (a live holder), False (its holder ended, even
+    by SIGKILL) or None (no lock file: liveness cannot be told)."""
     return lock_is_held(Path(run_dir) / LOCK_FILE)
 
 

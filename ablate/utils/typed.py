@@ -425,24 +425,18 @@ def field_docstrings(cls: type) -> dict[str, str]:
     return docs
 
 
-def attribute_docs(cls: type) -> dict[str, str]:
-    """Field name -> the first sentence of the string literal under it in the class body."""
-    docs = {}
-    for name, doc in field_docstrings(cls).items():
-        text = " ".join(doc.replace("``", "").split())
-        docs[name] = re.split(r"(?<! al)\. (?=[A-Z])", text)[0].rstrip(".")
-    return docs
-
-
 def describe_fields(cls: type, prefix: str = "") -> list[tuple[str, str, Any, str]]:
-    """``(dotted key, type or choices, default, one-line doc)`` of every leaf key of ``cls``."""
-    hints, docs, defaults = field_types(cls), attribute_docs(cls), cls()
+    """``(dotted key, type or choices, default, one-line doc)`` of every leaf key of ``cls``; the doc is the first
+    sentence of the field's docstring (:func:`field_docstrings`)."""
+    hints, docs, defaults = field_types(cls), field_docstrings(cls), cls()
     rows: list[tuple[str, str, Any, str]] = []
     for name, tp in hints.items():
         if dataclasses.is_dataclass(tp):
             rows += describe_fields(tp, f"{prefix}{name}.")  # type: ignore[arg-type]
         else:
-            rows.append((prefix + name, type_name(tp), getattr(defaults, name), docs.get(name, "")))
+            text = " ".join(docs.get(name, "").replace("``", "").split())
+            first = re.split(r"(?<! al)\. (?=[A-Z])", text)[0].rstrip(".")
+            rows.append((prefix + name, type_name(tp), getattr(defaults, name), first))
     return rows
 
 
