@@ -307,16 +307,13 @@ def complete_overrides(incomplete: str) -> list[tuple[str, str]]:
     return complete_override(Config, incomplete)
 
 
-def _unknown_key(key: str, candidates: list[str]) -> ConfigError:
-    hint = did_you_mean(key, candidates, cutoff=0.5) or f"; valid keys: {', '.join(sorted(candidates))}"
-    return ConfigError(f"unknown config key '{key}'{hint}")
-
-
 def _build(cls: Any, values: dict[str, Any], prefix: str = "") -> Any:
     hints = field_types(cls)
     for key in values:
         if key not in hints:
-            raise _unknown_key(prefix + key, valid_keys(Config))
+            keys = valid_keys(Config)
+            hint = did_you_mean(prefix + key, keys, cutoff=0.5) or f"; valid keys: {', '.join(sorted(keys))}"
+            raise ConfigError(f"unknown config key '{prefix + key}'{hint}")
     kwargs = {}
     for name, tp in hints.items():
         if name not in values:

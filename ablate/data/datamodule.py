@@ -162,19 +162,6 @@ def eval_batches(
     return batches[rank::world_size]
 
 
-class FixedBatches(Sampler):
-    """A batch sampler over a precomputed list of batches (evaluation)."""
-
-    def __init__(self, batches: list[list[int]]):
-        self.batches = batches
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.batches)
-
-
 def _lengths(ids: pa.ChunkedArray | pa.ListArray) -> np.ndarray:
     """Subwords per row of ``ids``, without the special token collation adds."""
     if isinstance(ids, pa.ChunkedArray):
@@ -326,7 +313,7 @@ class TranslationDataModule(pl.LightningDataModule):
         batches = eval_batches(
             src_len, tgt_len, self.train_cfg.max_tokens, self.eval_cfg.max_sentences, rank=rank, world_size=world
         )
-        return self._loader(self._split(split), FixedBatches(batches))
+        return self._loader(self._split(split), batches)  # a list of index lists is a batch sampler
 
     def val_dataloader(self) -> DataLoader:
         return self.eval_dataloader(self.val_split)

@@ -152,11 +152,6 @@ class LockHeld(AblateError):
         self.holder = holder
 
 
-def default_holder() -> str:
-    """``pid@host`` of this process: what a lock file says about its holder."""
-    return f"{os.getpid()}@{socket.gethostname()}"
-
-
 class HolderLock:
     """``with HolderLock(path):`` holds the lock file ``path`` (its folder must exist) exclusively and
     writes ``holder`` (default ``pid@host``) into it; :meth:`acquire` raises :class:`LockHeld` when another
@@ -179,7 +174,8 @@ class HolderLock:
             fd = os.open(self.path, os.O_WRONLY)
             try:
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{self.holder or default_holder()}\n".encode(), 0)
+                holder = self.holder or f"{os.getpid()}@{socket.gethostname()}"
+                os.pwrite(fd, f"{holder}\n".encode(), 0)
             finally:
                 os.close(fd)
         except OSError:

@@ -522,12 +522,6 @@ TRAINER_INTERNAL = ("plugins", "use_distributed_sampler", "enable_checkpointing"
 """Trainer arguments ablate's run record depends on (checkpoints, batches per rank)."""
 
 
-def _trainer_arguments() -> list[str]:
-    import pytorch_lightning as pl
-
-    return [n for n in inspect.signature(pl.Trainer.__init__).parameters if n != "self"]
-
-
 def class_spec(item: Any, key: str = "trainer.callbacks") -> tuple[str, dict[str, Any]]:
     """``(class path or name, init_args)`` of a ``key`` entry in LightningCLI's notation; one-line error else."""
     if isinstance(item, str):
@@ -558,7 +552,9 @@ def import_class(path: str, key: str = "trainer.callbacks") -> type:
 
 def check_trainer_options(options: dict[str, Any]) -> None:
     """Raise :class:`ConfigError` (one line) for an option the Trainer or ablate cannot take."""
-    known = _trainer_arguments()
+    import pytorch_lightning as pl
+
+    known = [name for name in inspect.signature(pl.Trainer.__init__).parameters if name != "self"]
     for key, value in options.items():
         if key in TRAINER_OWNED:
             raise ConfigError(f"trainer.{key} is set by ablate; use {TRAINER_OWNED[key]} instead")
