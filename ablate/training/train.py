@@ -52,13 +52,13 @@ from ablate.training.trainer import (
     InterruptCheckpoint,
     LiveRecord,
     Milestones,
-    SigintGuard,
     Throughput,
     TrainClock,
     accelerator_and_precision,
     check_devices,
     make_trainer,
     quiet,
+    sigint_once,
 )
 from ablate.utils.commands import capture
 from ablate.utils.plugins import blame, user_error_line
@@ -103,7 +103,7 @@ def train(
             return read_summary(run_dir) or {}
         raise
     try:
-        with SigintGuard(), capture(RunFiles(run_dir).console) if launcher else nullcontext():
+        with sigint_once(), capture(RunFiles(run_dir).console) if launcher else nullcontext():
             return _train(cfg, run_dir, overwrite, callbacks, milestone)
     finally:
         if lock is not None:

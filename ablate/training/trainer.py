@@ -10,9 +10,10 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Iterator, TextIO
 
 import pytorch_lightning as pl
 import torch
@@ -25,32 +26,27 @@ from ablate.training.module import batch_tokens
 from ablate.training.run_folder import nonnegative
 
 
-class SigintGuard:
-    """``with SigintGuard():`` the first SIGINT raises ``KeyboardInterrupt``; later ones are ignored.
+@contextmanager
+def sigint_once() -> Iterator[None]:
+    """Inside the block the first SIGINT raises ``KeyboardInterrupt`` and later ones are ignored: a second Ctrl-C
+    would otherwise land inside Lightning's graceful stop and abort it (no interrupt checkpoint, a record left
+    ``running``). Outside the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = False
 
-    A second Ctrl-C would otherwise land inside Lightning's graceful stop and abort it (no interrupt
-    checkpoint, a record left ``running``). Outside the main thread it does nothing."""
-
-    def __init__(self) -> None:
-        self.fired = False
-        self._previous: Any = None
-        self._installed = False
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if not self.fired:
-            self.fired = True
+    def handle(signum: int, frame: Any) -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
             raise KeyboardInterrupt
 
-    def __enter__(self) -> SigintGuard:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-            self._installed = True
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous)
-            self._installed = False
+    previous = signal.signal(signal.SIGINT, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 COUNTERS = ("tok", "sec", "all_tok", "all_sec", "skip")
