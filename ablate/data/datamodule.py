@@ -48,16 +48,6 @@ def pack_sorted(cost: np.ndarray, max_tokens: int, max_sentences: Optional[int] 
     return np.asarray(starts + [n], dtype=np.int64)
 
 
-class _EpochHook:
-    """Lightning calls ``set_epoch`` on ``dataloader.batch_sampler.sampler``; forward it."""
-
-    def __init__(self, owner: TokenBatchSampler):
-        self.owner = owner
-
-    def set_epoch(self, epoch: int) -> None:
-        self.owner.set_epoch(epoch)
-
-
 class TokenBatchSampler(Sampler):
     """Length-sorted batches of at most ``max_tokens`` padded tokens, reshuffled each epoch.
 
@@ -92,7 +82,7 @@ class TokenBatchSampler(Sampler):
         self.rank, self.world_size = rank, world_size
         self.bounds = pack_sorted(np.sort(self.cost, kind="stable"), max_tokens)
         self.epoch = 0
-        self.sampler = _EpochHook(self)
+        self.sampler = self  # Lightning calls set_epoch on dataloader.batch_sampler.sampler
         self._resume: tuple[int, int] | None = None
 
     def set_epoch(self, epoch: int) -> None:
