@@ -37,11 +37,8 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def untyped_flags(params: list[Any]) -> list[Any]:
-    """``params`` with no type column for flags: ``--overwrite``, not ``--overwrite <bool>``.
-
-    Typer 0.2x shows every option's type in ``--help``, a flag's (which takes no value) as
-    ``<bool>``; an empty metavar is shown instead. Options that take a value keep theirs.
-    """
+    """``params`` with no type column for flags in ``--help``: ``--overwrite``, not typer 0.2x's ``--overwrite <bool>``
+    (an empty metavar); options that take a value keep theirs."""
     for param in params:
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
@@ -126,8 +123,7 @@ def typer_app(*, cls: type[HandledGroup] = HandledGroup, **kwargs: Any) -> typer
 
 
 def plugins_option() -> Any:
-    """``--plugins PATH`` (repeatable) of a command that loads a run: the user's own plugin files or
-    modules, imported first; a plugin the run's record names is imported when it is one of them."""
+    """``--plugins PATH`` (repeatable) of a command that loads a run."""
     return typer.Option(
         None,
         "--plugins",

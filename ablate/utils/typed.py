@@ -56,14 +56,9 @@ def catalogued() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class OneOf:
-    """Marks ``Annotated[str, OneOf(module, registry)]``: a key of the registry ``module.registry``, the only
-    list of its variants (the config accepts, lists and suggests its names); imported when first checked.
-
-    Attributes:
-        module: dotted module path of the registry.
-        registry: the registry's name in that module (a dict or tuple of names, or a function returning them).
-        extra: choices handled outside the registry (e.g. ``none``: no attention at all).
-    """
+    """Marks ``Annotated[str, OneOf(module, registry)]``: a key of the registry ``module.registry`` (a dict or tuple
+    of names, or a function returning them), the only list of its variants (the config accepts, lists and
+    suggests its names), imported when first checked; ``extra``: choices handled outside the registry (``none``)."""
 
     module: str
     registry: str
