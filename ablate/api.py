@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
 
 from ablate.record import DEV_BLEU, TEST_BLEU
+from ablate.utils.commands import ignore_warnings
 
 Source = Union[str, Path, Any]
 """A sweep folder, a results folder, ``wandb:<entity>/<project>/<group>``, or a :class:`~ablate.sweep.SweepRun`."""
@@ -125,7 +126,7 @@ def train(
         ConfigError / DataError: bad input, before any training.
         RunError: training failed (diverged, out of memory); its ``summary.json`` says why.
     """
-    _quiet_libraries()
+    ignore_warnings()  # before the libraries load: in a notebook, tqdm.auto would ask for ipywidgets
     from ablate.training.run_folder import default_run_dir
     from ablate.training.train import train as run_training
 
@@ -136,14 +137,6 @@ def train(
     return TrainResult(target, summary)
 
 
-def _quiet_libraries() -> None:
-    """ablate's warning filters (:mod:`ablate.utils.commands`), before the libraries are imported: in a
-    notebook, datasets' ``tqdm.auto`` would ask for ipywidgets on import."""
-    from ablate.utils import commands
-
-    commands.ignore_warnings()
-
-
 def _source(source: Source) -> str:
     out = getattr(source, "out", None)  # a SweepRun
     return str(out if out is not None else source)
@@ -152,7 +145,7 @@ def _source(source: Source) -> str:
 def table(source: Source, **options: Any) -> Any:
     """The table ``ablate table SOURCE`` prints, as a :class:`~ablate.report.TableResult`: :func:`ablate.report.table`
     (its options: ``alpha``, ``test``, ``samples``, ``significance``, ``by_length``, ``metric``)."""
-    _quiet_libraries()
+    ignore_warnings()
     from ablate.report import table as report_table
 
     return report_table(_source(source), **options)
@@ -166,7 +159,7 @@ def plot(source: Source, *, alpha: float = 0.05, significance: bool = True, metr
     Raises:
         ReportError: no row of the sweep has test BLEU yet.
     """
-    _quiet_libraries()
+    ignore_warnings()
     from ablate.report.figures import bleu_bars_figure
     from ablate.report.stats import compare, load
     from ablate.report.trials import ReportError

@@ -27,7 +27,6 @@ from ablate.utils.typed import (  # noqa: F401 - ConfigError, to_dict, parse_ove
     describe_fields,
     field_types,
     flatten,
-    leaf_keys,
     nest,
     parse_override,
     read_yaml,
@@ -283,7 +282,13 @@ class Config:
 
 def valid_keys(cls: Any = Config, prefix: str = "") -> list[str]:
     """Every dotted leaf key of ``cls`` (the whole config by default), e.g. ``model.attention.score``."""
-    return leaf_keys(cls, prefix)
+    keys = []
+    for name, tp in field_types(cls).items():
+        if dataclasses.is_dataclass(tp):
+            keys += valid_keys(tp, f"{prefix}{name}.")
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
 
 
 def describe_keys(cls: type = Config) -> list[tuple[str, str, Any, str]]:
@@ -302,16 +307,13 @@ def complete_overrides(incomplete: str) -> list[tuple[str, str]]:
     return complete_override(Config, incomplete)
 
 
-def _unknown_key(key: str, candidates: list[str]) -> ConfigError:
-    hint = did_you_mean(key, candidates, cutoff=0.5) or f"; valid keys: {', '.join(sorted(candidates))}"
-    return ConfigError(f"unknown config key '{key}'{hint}")
-
-
 def _build(cls: Any, values: dict[str, Any], prefix: str = "") -> Any:
     hints = field_types(cls)
     for key in values:
         if key not in hints:
-            raise _unknown_key(prefix + key, valid_keys(Config))
+            keys = valid_keys(Config)
+            hint = did_you_mean(prefix + key, keys, cutoff=0.5) or f"; valid keys: {', '.join(sorted(keys))}"
+            raise ConfigError(f"unknown config key '{prefix + key}'{hint}")
     kwargs = {}
     for name, tp in hints.items():
         if name not in values:

@@ -76,20 +76,12 @@ def _check_kind(kind: str) -> str:
 
 
 def register(kind: str, name: str, *, override: bool = False) -> Callable[[T], T]:
-    """Class or function decorator: ``obj`` becomes the ``kind`` component called ``name``.
+    """Class or function decorator: ``obj`` becomes the ``kind`` component (one of :data:`KINDS`) that the config
+    selects by ``name`` (``model.attention.score=<name>``).
 
-    A plugin may take a name ablate ships (say ablate later ships the plugin's ``cosine``) by one of
-    two explicit rules, so a saved config keeps meaning what it meant:
-
-    * ``override=True``: the plugin's component replaces the shipped one in this process;
-    * otherwise it is registered as ``<plugin module>:<name>`` (``cosine:cosine``) beside the shipped
-      one, and a config that lists the plugin and selects ``name`` gets the plugin's (its resolved
-      config records ``cosine:cosine``; :func:`resolve`); a config that does not list it gets ablate's.
-
-    Args:
-        kind: one of :data:`KINDS` (score, positions, arch, schedule, length_penalty, source, metric).
-        name: what the config selects it by (``model.attention.score=<name>``).
-        override: replace a shipped component of the same name (see above).
+    A plugin's ``name`` that ablate also ships either replaces the shipped component in this process
+    (``override=True``) or is registered beside it as ``<plugin module>:<name>``, which a config listing the
+    plugin selects by ``name`` (:func:`resolve`), so a saved config keeps meaning what it meant.
 
     Raises:
         RegistryError: an unknown kind, a malformed name, or a name another plugin (or, for ablate's
@@ -200,10 +192,8 @@ def declared_params(obj: Any, kind: str = "") -> dict[str, tuple[Any, Any]]:
 
 
 def check_params(kind: str, name: str, params: dict[str, Any], key: str) -> dict[str, Any]:
-    """``params`` checked against what component ``name`` declares, values converted to their types.
-
-    Args:
-        key: the config key that holds ``params`` (``model.attention.params``), for the messages.
+    """``params`` (the config key ``key``, named in messages) checked against what component ``name`` declares,
+    values converted to their types.
 
     Raises:
         ConfigError: a parameter the component does not declare (did-you-mean), a value of the

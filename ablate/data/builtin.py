@@ -1,27 +1,12 @@
 """The built-in task: a synthetic English -> German-like language pair, generated in code.
 
-A deterministic grammar whose translation needs more than word-by-word copying, so that
-attention and positions genuinely matter (Bahdanau et al. 2015 motivate attention with exactly
-such reorderings, and show it matters most on long sentences), and which a small model does not
-learn perfectly within a CPU budget:
-
-* **lexicon** (the tables below, common to rare): about 130 nouns, 45 adjectives and 56 verbs, drawn
-  with Zipfian weights, and noun compounds written as one German word (``the garden door`` ->
-  ``die Gartentür``), so a long tail of words is seen only a few times in training, or never;
-* **nesting**: restrictive relative clauses on subjects and objects (``the man who has seen the
-  dog`` -> ``der Mann, der den Hund gesehen hat,``), up to two deep, inside main, subordinate,
-  fronted and reported clauses; sentences of 5-40 English words;
-* **reordering**: the German verb cluster goes to the end of the clause after a modal or an
-  auxiliary (``can see the dog`` -> ``kann den Hund sehen``), separable prefixes go to the end of
-  a main clause (``calls the friend`` -> ``ruft den Freund an``), the finite verb is final in
-  subordinate and relative clauses (``weil der Mann den Hund anruft``), the object of a relative
-  clause moves to its front (``the book that the man reads`` -> ``das Buch, das der Mann liest``),
-  a fronted time adverb or subordinate clause inverts subject and verb (V2), and English
-  sentence-final adverbs move into the German middle field;
-* **long-distance agreement**: articles, adjective endings and relative pronouns follow gender,
-  number and case (nominative, accusative, dative; weak, mixed and strong declension), verbs
-  agree with their subject across an intervening relative clause, the perfect picks ``haben``
-  or ``sein``, dative plurals add ``-n``.
+A deterministic grammar whose translation needs more than word-by-word copying, so that attention and
+positions genuinely matter (Bahdanau et al. 2015), and which a small model does not learn perfectly within
+a CPU budget. What it holds (nested relative clauses, verb-final and verb-second order, separable prefixes,
+agreement across clauses, a Zipfian lexicon with compounds) is told in docs/getting-started.md ("The
+built-in task"); the tables and rules below are that grammar, beyond the page: the perfect picks ``haben``
+or ``sein``, dative plurals add ``-n``, the object of a relative clause moves to its front, and English
+sentence-final adverbs move into the German middle field.
 
 The mapping English -> German is a function (no ambiguity), and German -> English is too (verb
 agreement disambiguates ``sie``). The data never depends on a run's seed: the generator has its

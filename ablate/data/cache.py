@@ -166,12 +166,6 @@ def _discard(entry: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def scratch_dir(root: Path) -> Path:
-    """A fresh private directory for intermediate files; the caller removes it."""
-    (root / "tmp").mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(dir=root / "tmp"))
-
-
 VERSION = 1
 """Bump when the encoded layout changes: it is part of the cache key."""
 ENCODE_BATCH = 2000
@@ -218,7 +212,8 @@ class _LazyCorpus:
 
     def get(self) -> Corpus:
         if self._corpus is None:
-            self._dir = scratch_dir(self.root)
+            (self.root / "tmp").mkdir(parents=True, exist_ok=True)
+            self._dir = Path(tempfile.mkdtemp(dir=self.root / "tmp"))  # private; removed by cleanup()
             self._corpus = self.source.load(self._dir)
         return self._corpus
 

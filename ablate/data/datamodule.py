@@ -48,16 +48,6 @@ def pack_sorted(cost: np.ndarray, max_tokens: int, max_sentences: Optional[int] 
     return np.asarray(starts + [n], dtype=np.int64)
 
 
-class _EpochHook:
-    """Lightning calls ``set_epoch`` on ``dataloader.batch_sampler.sampler``; forward it."""
-
-    def __init__(self, owner: TokenBatchSampler):
-        self.owner = owner
-
-    def set_epoch(self, epoch: int) -> None:
-        self.owner.set_epoch(epoch)
-
-
 class TokenBatchSampler(Sampler):
     """Length-sorted batches of at most ``max_tokens`` padded tokens, reshuffled each epoch.
 
@@ -92,7 +82,7 @@ class TokenBatchSampler(Sampler):
         self.rank, self.world_size = rank, world_size
         self.bounds = pack_sorted(np.sort(self.cost, kind="stable"), max_tokens)
         self.epoch = 0
-        self.sampler = _EpochHook(self)
+        self.sampler = self  # Lightning calls set_epoch on dataloader.batch_sampler.sampler
         self._resume: tuple[int, int] | None = None
 
     def set_epoch(self, epoch: int) -> None:
@@ -162,19 +152,6 @@ def eval_batches(
     return batches[rank::world_size]
 
 
-class FixedBatches(Sampler):
-    """A batch sampler over a precomputed list of batches (evaluation)."""
-
-    def __init__(self, batches: list[list[int]]):
-        self.batches = batches
-
-    def __len__(self) -> int:
-        return len(self.batches)
-
-    def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.batches)
-
-
 def _lengths(ids: pa.ChunkedArray | pa.ListArray) -> np.ndarray:
     """Subwords per row of ``ids``, without the special token collation adds."""
     if isinstance(ids, pa.ChunkedArray):
@@ -182,7 +159,7 @@ def _lengths(ids: pa.ChunkedArray | pa.ListArray) -> np.ndarray:
     return np.diff(ids.offsets.to_numpy())
 
 
-def _pad(ids: pa.ChunkedArray | pa.ListArray, bos: bool) -> torch.Tensor:
+def pad_rows(ids: pa.ChunkedArray | pa.ListArray, bos: bool) -> torch.Tensor:
     """``(B, L + 1)`` rows of ``ids`` with BOS prepended (``bos``) or EOS appended, right-padded."""
     if isinstance(ids, pa.ChunkedArray):
         ids = ids.combine_chunks()
@@ -221,9 +198,9 @@ def collate(items: dict) -> dict[str, Any]:
     """Batch fetched by :meth:`EncodedPairs.__getitems__` -> padded tensors and host counts (module docstring)."""
     src_len, tgt_len = _lengths(items["src"]) + 1, _lengths(items["tgt"]) + 1  # + EOS
     return {
-        "src": _pad(items["src"], bos=False),
-        "tgt_in": _pad(items["tgt"], bos=True),
-        "tgt_out": _pad(items["tgt"], bos=False),
+        "src": pad_rows(items["src"], bos=False),
+        "tgt_in": pad_rows(items["tgt"], bos=True),
+        "tgt_out": pad_rows(items["tgt"], bos=False),
         "index": torch.tensor(items["index"], dtype=torch.long),
         "src_tokens": int(src_len.sum()),
         "tgt_tokens": int(tgt_len.sum()),
@@ -326,7 +303,7 @@ class TranslationDataModule(pl.LightningDataModule):
         batches = eval_batches(
             src_len, tgt_len, self.train_cfg.max_tokens, self.eval_cfg.max_sentences, rank=rank, world_size=world
         )
-        return self._loader(self._split(split), FixedBatches(batches))
+        return self._loader(self._split(split), batches)  # a list of index lists is a batch sampler
 
     def val_dataloader(self) -> DataLoader:
         return self.eval_dataloader(self.val_split)

@@ -28,7 +28,7 @@ from ablate.config import DataConfig
 from ablate.data import builtin
 from ablate.errors import AblateError
 from ablate.registry import register, table
-from ablate.utils.io import atomic_write_text
+from ablate.utils.io import atomic_write_text, file_sha256
 
 
 def digest(*parts: object) -> str:
@@ -84,11 +84,6 @@ def pick_splits(found: Iterable[str], where: str, listing: str = "") -> tuple[st
     return val, [name for name in found if name.startswith("test")]
 
 
-def check_langs(cfg: DataConfig) -> None:
-    if cfg.src_lang == cfg.tgt_lang:
-        raise DataError(f"data.src_lang and data.tgt_lang are both '{cfg.src_lang}'; pick two languages")
-
-
 TEXT_FEATURES = datasets.Features({"src": datasets.Value("string"), "tgt": datasets.Value("string")})
 
 
@@ -131,40 +126,32 @@ def _open(path: Path) -> BinaryIO:
     return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
 
 
-def count_lines(path: Path) -> int:
-    """Lines in a (possibly gzipped) file; a last line without ``\\n`` counts."""
-    lines, last = 0, b"\n"
+def scan_text(path: Path, split: str) -> tuple[int, str | None]:
+    """The lines of a (possibly gzipped) file (a last line without ``\\n`` counts), read once, and what it holds
+    that a line-per-sentence file cannot (one line naming the file and what to do), or None: CR-only line ends,
+    NUL bytes (a binary or UTF-16 file), or, in a validation or test split, only empty lines."""
+    newlines = returns = 0
+    nul_line: int | None = None
+    words, last = False, b"\n"
     try:
         with _open(path) as f:
             while chunk := f.read(1 << 20):
-                lines += chunk.count(b"\n")
+                if nul_line is None and b"\x00" in chunk:
+                    nul_line = newlines + chunk[: chunk.index(b"\x00")].count(b"\n") + 1
+                newlines += chunk.count(b"\n")
+                returns += chunk.count(b"\r")
+                words = words or bool(chunk.strip())
                 last = chunk[-1:]
     except (OSError, EOFError, zlib.error) as err:
         raise DataError(f"cannot read {path}: {err}; check that the file is intact") from None
-    return lines + (last != b"\n")
-
-
-def check_text(path: Path, split: str) -> None:
-    """Refuse what a line-per-sentence file cannot be: CR-only line ends, NUL bytes (a binary or UTF-16
-    file), and a validation or test split of only empty lines; one line naming the file and what to do."""
-    newlines = returns = 0
-    nul_line: int | None = None
-    words = False
-    with _open(path) as f:
-        while chunk := f.read(1 << 20):
-            if nul_line is None and b"\x00" in chunk:
-                nul_line = newlines + chunk[: chunk.index(b"\x00")].count(b"\n") + 1
-            newlines += chunk.count(b"\n")
-            returns += chunk.count(b"\r")
-            words = words or bool(chunk.strip())
+    problem = None
     if nul_line is not None:
-        raise DataError(
-            f"{path} holds NUL bytes (line {nul_line}): is it a binary or UTF-16 file? save it as UTF-8 text"
-        )
-    if returns > 1 and newlines == 0:
-        raise DataError(f"{path} ends its lines with CR only (old Mac style); convert them to \\n (tr '\\r' '\\n')")
-    if not words and split != "train":
-        raise DataError(f"{path} holds only empty lines; a validation or test split needs sentences to score")
+        problem = f"{path} holds NUL bytes (line {nul_line}): is it a binary or UTF-16 file? save it as UTF-8 text"
+    elif returns > 1 and newlines == 0:
+        problem = f"{path} ends its lines with CR only (old Mac style); convert them to \\n (tr '\\r' '\\n')"
+    elif not words and split != "train":
+        problem = f"{path} holds only empty lines; a validation or test split needs sentences to score"
+    return newlines + (last != b"\n"), problem
 
 
 def decode_line(raw: bytes) -> tuple[str, bool]:
@@ -190,12 +177,9 @@ def file_digest(path: Path, cache_root: Path) -> str:
     memo = cache_root / "filehash" / digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     if memo.is_file():
         return memo.read_text().strip()
-    sha = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            sha.update(chunk)
-    atomic_write_text(memo, sha.hexdigest())
-    return sha.hexdigest()
+    sha = file_sha256(path)
+    atomic_write_text(memo, sha)
+    return sha
 
 
 class LocalFolder:
@@ -260,7 +244,7 @@ class LocalFolder:
     def load(self, workdir: Path) -> Corpus:
         """Check alignment of every split, then stream each split into Arrow files."""
         for split, (src, tgt) in self.files.items():  # all checks before any (slow) conversion
-            n_src, n_tgt = count_lines(src), count_lines(tgt)
+            (n_src, src_problem), (n_tgt, tgt_problem) = scan_text(src, split), scan_text(tgt, split)
             if n_src != n_tgt:
                 raise DataError(
                     f"misaligned corpus: {src} has {n_src} lines but {tgt} has {n_tgt} lines; "
@@ -268,8 +252,8 @@ class LocalFolder:
                 )
             if n_src == 0:
                 raise DataError(f"empty corpus files {src} and {tgt}; a split needs at least one sentence pair")
-            check_text(src, split)
-            check_text(tgt, split)
+            if src_problem or tgt_problem:
+                raise DataError(src_problem or tgt_problem)
         splits, undecodable = {}, {}
         for split, (src, tgt) in self.files.items():
             ds = arrow_dataset(_rows, {"src_path": str(src), "tgt_path": str(tgt)}, workdir, split, _FEATURES)
@@ -506,5 +490,6 @@ def source_kind(source: str) -> str:
 
 def make_source(cfg: DataConfig, cache_root: Path) -> Source:
     """The :class:`Source` that ``cfg.source`` names (``builtin``, ``hf:...`` or a folder)."""
-    check_langs(cfg)
+    if cfg.src_lang == cfg.tgt_lang:
+        raise DataError(f"data.src_lang and data.tgt_lang are both '{cfg.src_lang}'; pick two languages")
     return SOURCES[source_kind(cfg.source)](cfg, cache_root)

@@ -108,6 +108,10 @@ class SubwordTokenizer:
     def decode_src(self, ids: Iterable[int]) -> str:
         return self._src.decode(self._strip(ids), skip_special_tokens=False)
 
+    def vocabularies(self) -> list[dict[str, int]]:
+        """The token -> id map of each vocabulary: one when joint, else the source's and the target's."""
+        return [self._src.get_vocab()] if self.joint else [self._src.get_vocab(), self._tgt.get_vocab()]
+
     def to_json(self) -> tuple[str, str]:
         """The source and the target tokenizer as HF ``tokenizers`` JSON (the same text twice when joint)."""
         return self._src.to_str(), self._tgt.to_str()

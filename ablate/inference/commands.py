@@ -9,7 +9,6 @@ trial's ``summary.json`` records them, while its folder name depends on which ke
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -73,14 +72,6 @@ def trial_folder(out: Path, variant: Optional[str], seed: Optional[int]) -> Path
 PREFIX = "wandb:"
 
 
-def is_wandb_ref(ref: Any) -> bool:
-    return str(ref).startswith(PREFIX)
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("ABLATE_CACHE") or "~/.cache/ablate").expanduser() / "wandb"
-
-
 def fetch_run(ref: str, api: Any = None, root: Optional[Path] = None) -> Path:
     """Download the model artifact of ``wandb:<entity>/<project>/<run id>``; returns its folder. ConfigError for a
     malformed reference, no such artifact, or one of an older ablate without config and tokenizer."""
@@ -92,10 +83,14 @@ def fetch_run(ref: str, api: Any = None, root: Optional[Path] = None) -> Path:
         import wandb
 
         api = wandb.Api()
+    if root is None:
+        from ablate.data.cache import cache_root  # ABLATE_CACHE, else ~/.cache/ablate
+
+        root = cache_root() / "wandb" / entity / project / run
     name = f"{entity}/{project}/model-{run}:best"
     try:
         artifact = api.artifact(name, type="model")
-        folder = Path(artifact.download(root=str(root or cache_root() / entity / project / run)))
+        folder = Path(artifact.download(root=str(root)))
     except Exception as err:  # noqa: BLE001 - no login, no network, no such artifact: all one line
         reason = " ".join(str(err).split())[:200] or type(err).__name__
         raise ConfigError(
@@ -122,19 +117,15 @@ def _local(run_dir: Path, raw: str, variant: Optional[str] = None, seed: Optiona
     run's downloaded model artifact."""
     if variant is not None or seed is not None:
         return trial_folder(run_dir, variant, seed)
-    return fetch_run(raw) if is_wandb_ref(raw) else run_dir
+    return fetch_run(raw) if raw.startswith(PREFIX) else run_dir
 
 
 def _load(run_dir: Path, checkpoint: str, variant, seed, plugins, trust_plugins: bool):
-    """The run ``run_dir`` (:func:`_local`) names, loaded; a ConfigError is one red line."""
+    """The run ``run_dir`` (:func:`_local`) names, loaded."""
     from ablate.inference import translate as inference
 
-    try:
-        return inference.load_run(
-            _local(run_dir, str(run_dir), variant, seed), checkpoint, plugins=plugins or [], trust_plugins=trust_plugins
-        )
-    except ConfigError as err:
-        _fail(str(err))
+    folder = _local(run_dir, str(run_dir), variant, seed)
+    return inference.load_run(folder, checkpoint, plugins=plugins or [], trust_plugins=trust_plugins)
 
 
 def variant_option():
@@ -200,14 +191,10 @@ def evaluate(
     check_checkpoint(checkpoint)
     if hyps is not None:
         check_apart(hyps, [run_dir], "--hyps")
-    from ablate.data.sources import DataError
     from ablate.inference import translate as inference
 
     run = _load(run_dir, checkpoint, variant, seed, plugins, trust_plugins)
-    try:
-        name, sources, references = inference.load_split(run, data, split)
-    except (ConfigError, DataError) as err:
-        _fail(str(err))
+    name, sources, references = inference.load_split(run, data, split)
     scores, out = inference.evaluate(run, sources, references, beam, len_penalty)
     if hyps is not None:
         write_output_text(hyps, "".join(one_line(h) + "\n" for h in out), [run_dir])
@@ -255,10 +242,7 @@ def export_model(
     check_checkpoint(checkpoint)
     run_dir, which = _run_and_checkpoint(run, checkpoint)
     check_apart(out, [run_dir], "--out")
-    try:
-        loaded = load_run(run_dir, which, plugins=plugins or [], trust_plugins=trust_plugins)
-    except ConfigError as err:
-        _fail(str(err))
+    loaded = load_run(run_dir, which, plugins=plugins or [], trust_plugins=trust_plugins)
     export(loaded, out)
     size = out.stat().st_size / 2**20
     log.info(
@@ -272,12 +256,9 @@ def sync(
     entity: Optional[str] = typer.Option(None, "--entity", help="Upload into this W&B entity."),
 ) -> None:
     """Upload every trial's offline W&B run (`wandb sync`), skipping those already uploaded."""
-    from ablate.sweep.wandb_server import SyncError, sync as run_sync
+    from ablate.sweep.wandb_server import sync as run_sync
 
-    try:
-        run_sync(folder, project, entity, echo=log.info)
-    except SyncError as err:
-        _fail(str(err))
+    run_sync(folder, project, entity, echo=log.info)
 
 
 def register(app: typer.Typer) -> None:

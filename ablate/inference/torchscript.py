@@ -14,10 +14,9 @@ tokenizers' JSON, ``config.yaml`` and ``export.json`` (special ids, limits, orig
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+from io import BytesIO
 from pathlib import Path
-from typing import Any, List, Optional, cast
+from typing import Any, Callable, List, Optional, cast
 
 import torch
 import yaml
@@ -224,15 +223,21 @@ def _example(vocab: int, lengths: list[int], pad: int, eos: int, seed: int) -> T
     return src
 
 
-def _trace(part: str, what: str, module: nn.Module, inputs: tuple) -> Any:
+def _jit(doing: str, compile: Callable[[], Any]) -> Any:
+    """``compile()``, a trace or a script, its warnings silenced; any failure an ExportError: ``cannot <doing>``."""
     try:
         with jit_export():  # TracerWarnings, and torch.jit's deprecation notice
-            return torch.jit.trace(module, inputs, check_trace=False, strict=False)
+            return compile()
     except ExportError:
         raise
     except Exception as err:  # noqa: BLE001 - any failure inside tracing is reported as the part that failed
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-        raise ExportError(f"cannot trace {part} of {what} for TorchScript ({reason})") from None
+        raise ExportError(f"cannot {doing} ({reason})") from None
+
+
+def _trace(part: str, what: str, module: nn.Module, inputs: tuple) -> Any:
+    trace = lambda: torch.jit.trace(module, inputs, check_trace=False, strict=False)
+    return _jit(f"trace {part} of {what} for TorchScript", trace)
 
 
 def describe(run: LoadedRun) -> str:
@@ -267,14 +272,8 @@ def script(run: LoadedRun) -> torch.jit.ScriptModule:
         step_call = _Decode(model, encode.spec, first_call.out_spec)
         _, state = step_call(tokens, enc, state)  # a state of two positions: a cache longer than one
         step = _trace("the decoder step", what, step_call, (tokens, enc, state))
-        try:
-            with jit_export():
-                scripted = torch.jit.script(
-                    GreedyTranslator(encoder, first, step, pad, bos, eos, cfg.data.max_len, a, b)
-                )
-        except Exception as err:  # noqa: BLE001 - reported as the part that failed
-            reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-            raise ExportError(f"cannot script the greedy decoding loop around {what} ({reason})") from None
+        loop = GreedyTranslator(encoder, first, step, pad, bos, eos, cfg.data.max_len, a, b)
+        scripted = _jit(f"script the greedy decoding loop around {what}", lambda: torch.jit.script(loop))
         check = _example(tok.src_vocab_size, [2, 9, 6, 1], pad, eos, seed=1)  # other batch size and lengths
         ours = greedy(model, check, bos, eos, a, b)
         theirs = [[t for t in row if t != pad] for row in scripted(check).tolist()]
@@ -324,17 +323,10 @@ def export(run: LoadedRun, out: Path) -> Path:
         )
     scripted = script(run)
     files = {name: text.encode("utf-8") for name, text in extra_files(run).items()}
-    tmp = None
+    buffer = BytesIO()
+    torch.jit.save(scripted, buffer, _extra_files=files)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-        os.fchmod(fd, io.plain_mode())  # mkstemp makes 0600; every other output follows the umask
-        os.close(fd)
-        torch.jit.save(scripted, tmp, _extra_files=files)
-        os.replace(tmp, out)
+        io.atomic_write_bytes(out, buffer.getvalue())
     except OSError as err:
         raise ExportError(f"cannot write {out}: {err.strerror or err}; choose another --out") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
     return out

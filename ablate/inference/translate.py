@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
+import pyarrow as pa
 import torch
 
 from ablate.config import Config, ConfigError
-from ablate.data.tokenizer import EOS, PAD, SubwordTokenizer
+from ablate.data.tokenizer import SubwordTokenizer
 from ablate.inference import check_checkpoint
-from ablate.training.checkpoints import CheckpointError, load_checkpoint_file, recorded_config, run_checkpoint, unfit
+from ablate.training.checkpoints import load_checkpoint_file, trained_run, unfit
 from ablate.training.module import Scores, TranslationModule, corpus_scores
 
 log = logging.getLogger(__name__)
@@ -42,22 +43,17 @@ def load_run(
     plugins: Sequence[str] = (),
     trust_plugins: bool = False,
 ) -> LoadedRun:
-    """The module of ``run_dir``'s ``<which>.ckpt`` (else the other checkpoint), its tokenizer and config.
-
-    Plugins as :func:`recorded_config`. Raises InputError for a ``which`` other than best or last, ConfigError
-    for a folder that is not a trained run, PluginError for a plugin the user did not vouch for."""
-
+    """The module of ``run_dir``'s ``<which>.ckpt`` (else the other checkpoint), its tokenizer and config, as
+    :func:`~ablate.training.checkpoints.trained_run` finds them (plugins, errors); InputError for a ``which``
+    other than best or last."""
     run_dir = Path(run_dir)
     check_checkpoint(which)  # "lastt" used to fall back to best, silently
-    path = run_checkpoint(run_dir, which)
-    cfg = recorded_config(run_dir, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
+    cfg, path = trained_run(run_dir, which, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
+    load_checkpoint_file(path)  # one line for a damaged file; pickled objects are refused, never run
     try:
-        load_checkpoint_file(path)  # one line for a damaged file; pickled objects are refused, never run
         module = TranslationModule.load_from_checkpoint(
             str(path), map_location=device, weights_only=True, cfg=cfg, trust_plugins=trust_plugins
         )
-    except CheckpointError as err:
-        raise ConfigError(str(err)) from None
     except (RuntimeError, KeyError, TypeError) as err:
         raise unfit(path, run_dir, err) from None
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
@@ -86,13 +82,10 @@ def _say_untested_step(run_dir: Path, path: Path) -> None:
 
 
 def _batch(ids: list[list[int]], device: torch.device) -> torch.Tensor:
-    """``(B, S + 1)`` source rows with EOS appended, right-padded (as the data module's ``collate``)."""
-    width = max(len(s) for s in ids) + 1
-    out = torch.full((len(ids), width), PAD, dtype=torch.long)
-    for i, s in enumerate(ids):
-        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-        out[i, len(s)] = EOS
-    return out.to(device)
+    """``(B, S + 1)`` source rows with EOS appended, right-padded, as the data module pads them."""
+    from ablate.data.datamodule import pad_rows
+
+    return pad_rows(pa.array(ids, type=pa.list_(pa.int64())), bos=False).to(device)
 
 
 @torch.no_grad()

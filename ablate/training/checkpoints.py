@@ -8,10 +8,8 @@ which must fit this run's model and vocabulary; otherwise the differing ``model.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -22,43 +20,23 @@ from torch import nn
 
 from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml, to_dict
 from ablate.data.tokenizer import SubwordTokenizer
-from ablate.errors import AblateError
 from ablate.model.build import build_model
-from ablate.record import RunStatus, RunSummary, SavedCheckpoint
+from ablate.record import RunStatus, RunSummary
 from ablate.training.run_folder import RESUME_ORDER
 from ablate.utils import io, plugins as plugin_loader
+from ablate.utils.io import file_sha256
 
 log = logging.getLogger(__name__)
 
 REQUIRED = ("state_dict", "global_step", "loops", "optimizer_states")
 
 
-class CheckpointError(AblateError):
+class CheckpointError(ConfigError):
     """A checkpoint cannot be used; the message is one line naming the file and what to do."""
 
 
 RESTORE = "restore it from a copy, or train the run again (--overwrite)"
 """What to do about a damaged checkpoint."""
-
-
-def file_sha256(path: str | Path) -> str:
-    """The sha256 of the file at ``path``, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def recorded_checkpoint(path: Path) -> Optional[SavedCheckpoint]:
-    """What the run record beside ``<run>/checkpoints/<name>`` says of it: None for a checkpoint outside a
-    run folder, a record from before digests, or a run still running (its checkpoints move on)."""
-    if path.parent.name != "checkpoints":
-        return None
-    summary = RunSummary.peek(path.parent.parent)
-    if summary is None or summary.status in (None, RunStatus.RUNNING):
-        return None
-    return summary.checkpoint(path.name)
 
 
 def verify_checkpoint(path: str | Path) -> None:
@@ -79,7 +57,12 @@ def _check_crcs(path: Path) -> None:
 
 
 def _check_digest(path: Path) -> None:
-    recorded = recorded_checkpoint(path)
+    """Compare with the run record beside ``<run>/checkpoints/<name>``, where there is one that has finished or
+    stopped (a running run's checkpoints move on) and holds digests."""
+    summary = RunSummary.peek(path.parent.parent) if path.parent.name == "checkpoints" else None
+    if summary is None or summary.status in (None, RunStatus.RUNNING):
+        return
+    recorded = summary.checkpoint(path.name)
     if recorded is not None and file_sha256(path) != recorded.sha256:
         raise CheckpointError(
             f"checkpoint {path} is damaged: its sha256 is not the {recorded.sha256[:12]}... the run recorded "
@@ -232,21 +215,6 @@ def _differing(theirs: dict[str, Any], ours: dict[str, Any], keys: tuple[str, ..
     return [k for k in names if theirs.get(k) != ours.get(k)]
 
 
-def _vocabularies(folder: Path) -> list[dict[str, int]]:
-    """The token -> id maps of a saved :class:`~ablate.data.tokenizer.SubwordTokenizer` folder."""
-    from tokenizers import Tokenizer
-
-    names = ["joint.json"] if (folder / "joint.json").is_file() else ["src.json", "tgt.json"]
-    return [Tokenizer.from_file(str(folder / n)).get_vocab() for n in names]
-
-
-def same_vocabulary(tokenizer, folder: Path) -> bool:
-    """Whether ``tokenizer`` maps the same tokens to the same ids as the one saved in ``folder``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        tokenizer.save(tmp)
-        return _vocabularies(Path(tmp)) == _vocabularies(folder)
-
-
 def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], Any] = log.warning) -> dict[str, Any]:
     """Load ``cfg.train.init_from``'s weights into ``model``; returns what the run record keeps of it.
     ConfigError: no such run or checkpoint, an unreadable one, or weights that do not fit (one line)."""
@@ -277,7 +245,7 @@ def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], A
         )
     tok_dir = path.parent.parent / "tokenizer"
     if (tok_dir / "tokenizer.json").is_file():
-        if not same_vocabulary(tokenizer, tok_dir):
+        if SubwordTokenizer.load(tok_dir).vocabularies() != tokenizer.vocabularies():
             keys = _differing(their_cfg, our_cfg, VOCAB_KEYS)
             raise ConfigError(
                 f"train.init_from={ref}: its vocabulary is not this run's ({', '.join(keys) or 'the tokenizers'} "
@@ -292,31 +260,31 @@ def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], A
     return {"checkpoint": str(path.resolve()), "step": step if isinstance(step, int) else None}
 
 
-def recorded_config(run_dir: Path, plugins: Sequence[str] = (), trust_plugins: bool = False) -> Config:
-    """The config ``run_dir/config.yaml`` records, importing only the plugins the user vouched for: those of
-    ``plugins`` (``--plugins``, imported first; a recorded plugin of the same content), installed modules, or
-    all with ``trust_plugins`` (``--trust-plugins``). PluginError names the flag; ConfigError an unusable config."""
+def trained_run(
+    run_dir: Path, which: str = "best", plugins: Sequence[str] = (), trust_plugins: bool = False
+) -> tuple[Config, Path]:
+    """``(config, checkpoint path)`` of the trained run in ``run_dir``: its ``config.yaml`` (read first, so an unusable
+    one is named before a missing tokenizer or checkpoint) and its ``<which>.ckpt``, else its other checkpoint.
+
+    Only plugins the user vouched for are imported: ``plugins`` (``--plugins``, imported first), installed
+    modules, or all with ``trust_plugins``. PluginError names the flag; ConfigError a folder that is not a
+    trained run (no or an unusable config.yaml, no tokenizer, no checkpoint)."""
+    if not (run_dir / "config.yaml").exists():
+        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a folder written by `ablate train`")
     plugin_loader.load(list(plugins))
     try:
-        return from_flat(
+        cfg = from_flat(
             flatten(read_yaml(run_dir / "config.yaml")), base=run_dir, trust="import" if trust_plugins else "recorded"
         )
     except ConfigError as err:
         raise ConfigError(f"{run_dir} holds an unusable config.yaml: {err}") from None
-
-
-def run_checkpoint(run_dir: Path, which: str = "best") -> Path:
-    """The ``<which>.ckpt`` of the trained run in ``run_dir``, else its other checkpoint; ConfigError for a folder
-    that is not a trained run (no config, tokenizer or checkpoint)."""
-    if not (run_dir / "config.yaml").exists():
-        raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a folder written by `ablate train`")
     if not (run_dir / "tokenizer" / "tokenizer.json").exists():
         raise ConfigError(f"{run_dir} has no saved tokenizer; was it trained by this version of ablate?")
     names = [f"{which}.ckpt", "best.ckpt", "last.ckpt"]
     path = next((run_dir / "checkpoints" / n for n in names if (run_dir / "checkpoints" / n).exists()), None)
     if path is None:
         raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet; train the run first")
-    return path
+    return cfg, path
 
 
 def unfit(path: Path, run_dir: Path, err: BaseException) -> ConfigError:
@@ -329,17 +297,12 @@ def load_trained(
     run_dir: str | Path, which: str = "best", plugins: Sequence[str] = (), trust_plugins: bool = False
 ) -> tuple[Config, nn.Module, SubwordTokenizer]:
     """``(config, model in eval mode, tokenizer)`` of the run in ``run_dir`` from its ``which`` checkpoint (else the
-    other), importing only the plugins the user vouched for (:func:`recorded_config`)."""
+    other), importing only the plugins the user vouched for (:func:`trained_run`)."""
     run_dir = Path(run_dir)
-    if (run_dir / "config.yaml").exists():  # an unusable config is named before a missing tokenizer or checkpoint
-        cfg = recorded_config(run_dir, plugins, trust_plugins)
-    path = run_checkpoint(run_dir, which)  # no config.yaml: "not a run directory"
+    cfg, path = trained_run(run_dir, which, plugins, trust_plugins)
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
-    try:
-        state = load_checkpoint_file(path)["state_dict"]  # weights_only: never runs code from the file
-    except CheckpointError as err:
-        raise ConfigError(str(err)) from None
+    state = load_checkpoint_file(path)["state_dict"]  # weights_only: never runs code from the file
     try:
         model.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
     except (RuntimeError, AttributeError) as err:

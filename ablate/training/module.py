@@ -1,16 +1,12 @@
 """The LightningModule: a thin training shell around a plain ``nn.Module`` translation model, and what it
 minimises: the loss, the optimiser with its learning-rate schedule, and the validation and test metrics.
 
-The loss and optimiser are plain functions that ``ablate bench`` calls too, so the benchmark times
-exactly what training runs. Metrics are sacreBLEU on detokenized text (scorers: :mod:`ablate.metrics`):
-each validation scores BLEU (which picks the best checkpoint) and chrF; the test pass scores every
-metric of :data:`~ablate.metrics.TEST_METRICS` on every test split, each with its signature.
-
-Schedules (``train.schedule``): linear warm-up, then a decay. ``inverse_sqrt`` is Vaswani et al. (2017),
-Sec. 5.3, Eq. 3. ``linear`` and ``cosine`` decay to ``train.min_lr`` exactly when the training budget runs
-out (steps, epochs or training seconds, whichever is nearest): Li, Yumer & Ramanan (2020), "Budgeted
-Training" (ICLR), show that decaying to zero at the end of the budget beats schedules that ignore it;
-cosine is Loshchilov & Hutter (2017) without restarts. A schedule is one function of the post-warm-up
+The loss and optimiser are plain functions that ``ablate bench`` calls too, so the benchmark times exactly
+what training runs. Each validation scores BLEU (which picks the best checkpoint) and chrF; the test pass
+scores every metric of :data:`~ablate.metrics.TEST_METRICS` on every test split, each with its signature.
+Schedules (``train.schedule``; why: docs/getting-started.md, "Training defaults"): linear warm-up, then a
+decay that ``linear`` and ``cosine`` end at ``train.min_lr`` exactly when the nearest budget (steps, epochs or
+training seconds) runs out (Li, Yumer & Ramanan 2020, "Budgeted Training"); one function of the post-warm-up
 fraction with ``@register("schedule", "<name>")``, here or in a plugin. The model never imports Lightning."""
 
 from __future__ import annotations
@@ -231,11 +227,6 @@ def corpus_scores(hypotheses: list[str], references: list[str], metrics: tuple[s
     )
 
 
-def test_scores(hypotheses: list[str], references: list[str]) -> Scores:
-    """:func:`corpus_scores` with every test metric (BLEU, chrF, chrF++, TER)."""
-    return corpus_scores(hypotheses, references, TEST_METRICS)
-
-
 class NonFiniteLossError(AblateError, RuntimeError):
     """Training diverged: the loss became NaN or infinite."""
 
@@ -323,7 +314,6 @@ class TranslationModule(pl.LightningModule):
         self._eval_time = 0.0
         self.clock = clock
         self.test_metrics: dict[str, float] = {}
-        self.val_hypotheses: list[str] | None = None
         self._cuda_rng: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ training
@@ -475,7 +465,7 @@ class TranslationModule(pl.LightningModule):
         for i, split in enumerate(self.test_splits):
             refs = self.references[split]
             hyps = self._collect(i, len(refs))
-            scores = test_scores(hyps, refs)  # BLEU, chrF, chrF++, TER
+            scores = corpus_scores(hyps, refs, TEST_METRICS)  # BLEU, chrF, chrF++, TER
             self.test_results[split] = {
                 "hypotheses": hyps,
                 **scores.values(),

@@ -45,19 +45,18 @@ class UnwritableRunDir(ConfigError):
     """The run folder cannot be written (read-only, no permission); one line naming it."""
 
 
-class RunLock:
+class RunLock(HolderLock):
     """``with RunLock(run_dir):`` holds ``run_dir`` for this process. ConfigError when another live process
     holds it (naming its pid and host) or it cannot be created or written."""
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
-        self.path = self.run_dir / LOCK_FILE
-        self._lock = HolderLock(self.path)
+        super().__init__(self.run_dir / LOCK_FILE)
 
     def acquire(self) -> RunLock:
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            self._lock.acquire()
+            super().acquire()
         except LockHeld as held:
             pid, _, host = held.holder.partition("@")
             raise ConfigError(
@@ -78,20 +77,10 @@ class RunLock:
             ) from None
         return self
 
-    def release(self) -> None:
-        self._lock.release()
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
 
 def is_held(run_dir: Path) -> Optional[bool]:
-    """Whether a live process holds ``run_dir``'s lock: True; False when the lock is free (its holder
-    ended, or was killed, even by SIGKILL); None when there is no lock file (an older run, or a record
-    copied from elsewhere), so liveness cannot be told. Never creates or changes the file."""
+    """:func:`ablate.utils.io.is_held` of ``run_dir``'s lock: True (a live holder), False (its holder ended, even
+    by SIGKILL) or None (no lock file: liveness cannot be told)."""
     return lock_is_held(Path(run_dir) / LOCK_FILE)
 
 

@@ -317,7 +317,7 @@ def make_logger(cfg: Config, run_dir: Path, mode: str):
     if t.variant:  # what reports and dashboards group by: a name in every path (local, SLURM, agent)
         config["variant"] = t.variant
     align_sweep_params(config, run_dir / "wandb")  # a sweep agent's locked keys get the resolved values
-    logger = WandbLogger(
+    return WandbLogger(
         project=t.project,
         entity=t.entity,
         group=t.group,
@@ -330,7 +330,6 @@ def make_logger(cfg: Config, run_dir: Path, mode: str):
         config=config,
         settings=_settings(system_metrics=t.system_metrics),
     )
-    return logger
 
 
 def _settings(system_metrics: bool = True):

@@ -16,7 +16,6 @@ from ablate.config import Config, ConfigError
 from ablate.errors import AblateError
 from ablate.record import DEV_BLEU, RunFiles, RunStatus
 from ablate.training.checkpoints import (
-    CheckpointError,
     ResilientCheckpointIO,
     checkpoint_of,
     initialise,
@@ -53,13 +52,13 @@ from ablate.training.trainer import (
     InterruptCheckpoint,
     LiveRecord,
     Milestones,
-    SigintGuard,
     Throughput,
     TrainClock,
     accelerator_and_precision,
     check_devices,
     make_trainer,
     quiet,
+    sigint_once,
 )
 from ablate.utils.commands import capture
 from ablate.utils.plugins import blame, user_error_line
@@ -95,24 +94,20 @@ def train(
     try:
         lock = RunLock(run_dir).acquire() if launcher else None  # also: is the folder writable?
     except UnwritableRunDir:
-        if not overwrite and _finished(cfg, run_dir):  # a read-only finished run: nothing to write, nothing to do
+        try:  # a read-only finished run of cfg: nothing to write, nothing to do
+            finished = not overwrite and prepare_run_dir(cfg, run_dir) == RunStatus.FINISHED
+        except ConfigError:
+            finished = False
+        if finished:
             log.info("run already finished: %s (pass --overwrite to train it again)", run_dir)
             return read_summary(run_dir) or {}
         raise
     try:
-        with SigintGuard(), capture(RunFiles(run_dir).console) if launcher else nullcontext():
+        with sigint_once(), capture(RunFiles(run_dir).console) if launcher else nullcontext():
             return _train(cfg, run_dir, overwrite, callbacks, milestone)
     finally:
         if lock is not None:
             lock.release()
-
-
-def _finished(cfg: Config, run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds a finished run of ``cfg`` (reads only)."""
-    try:
-        return prepare_run_dir(cfg, run_dir, overwrite=False) == RunStatus.FINISHED
-    except ConfigError:
-        return False
 
 
 @dataclass
@@ -143,7 +138,8 @@ def _train(
     if state == RunStatus.FINISHED:
         log.info("run already finished: %s (pass --overwrite to train it again)", run_dir)
         return read_summary(run_dir) or {}
-    resume_from = _resume_point(run_dir) if state == "resume" else None
+    # the newest checkpoint that loads: a damaged last.ckpt falls back to an earlier one
+    resume_from = resumable_checkpoint(RunFiles(run_dir).checkpoints, log.warning) if state == "resume" else None
     start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
     run = _start(cfg, run_dir, state, start_from, mark)
     trainer, throughput, checkpoint_io = _build_trainer(run, callbacks, milestone)
@@ -170,9 +166,12 @@ def _start(cfg: Config, run_dir: Path, state: str, start_from: str | None, mark:
     and why: bad input (an :class:`AblateError`, a plugin's included) is raised as it was, one line; a data
     source's own exception (a plugin's) unwrapped, for the command line to name the plugin; any other crash
     (out of memory) as a :class:`RunError`."""
+    from ablate.data.datamodule import TranslationDataModule
+
     try:
         _prepare_process(cfg, start_from)
-        data = _build_data(cfg)
+        data = TranslationDataModule(cfg.data, cfg.train, cfg.eval, cfg.seed)  # corpus, tokenizer, batches
+        data.setup()
     except Exception as err:  # noqa: BLE001 - recorded as the command line will show it, then raised unchanged
         _record_failed_start(cfg, run_dir, user_error_line(err) or _describe_failure(err, cfg))
         raise
@@ -191,14 +190,6 @@ def _start(cfg: Config, run_dir: Path, state: str, start_from: str | None, mark:
     return run
 
 
-def _resume_point(run_dir: Path) -> Path | None:
-    """The newest checkpoint that loads; a damaged ``last.ckpt`` falls back to an earlier one."""
-    try:
-        return resumable_checkpoint(RunFiles(run_dir).checkpoints, warn=log.warning)
-    except CheckpointError as err:
-        raise ConfigError(str(err)) from None
-
-
 def _prepare_process(cfg: Config, start_from: str | None) -> None:
     """Check ``train.init_from`` early (a wrong path fails before the data is prepared), then threads and seeds."""
     import pytorch_lightning as pl
@@ -209,15 +200,6 @@ def _prepare_process(cfg: Config, start_from: str | None) -> None:
     if cfg.train.threads > 0:
         torch.set_num_threads(cfg.train.threads)
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
-
-
-def _build_data(cfg: Config):
-    """The corpus, tokenizer and batches (:class:`~ablate.data.datamodule.TranslationDataModule`), set up."""
-    from ablate.data.datamodule import TranslationDataModule
-
-    data = TranslationDataModule(cfg.data, cfg.train, cfg.eval, cfg.seed)
-    data.setup()
-    return data
 
 
 def _build_run(cfg: Config, run_dir: Path, data, start_from: str | None) -> _Run:

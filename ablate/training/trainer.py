@@ -10,9 +10,10 @@ import signal
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Iterator, TextIO
 
 import pytorch_lightning as pl
 import torch
@@ -25,32 +26,27 @@ from ablate.training.module import batch_tokens
 from ablate.training.run_folder import nonnegative
 
 
-class SigintGuard:
-    """``with SigintGuard():`` the first SIGINT raises ``KeyboardInterrupt``; later ones are ignored.
+@contextmanager
+def sigint_once() -> Iterator[None]:
+    """Inside the block the first SIGINT raises ``KeyboardInterrupt`` and later ones are ignored: a second Ctrl-C
+    would otherwise land inside Lightning's graceful stop and abort it (no interrupt checkpoint, a record left
+    ``running``). Outside the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired = False
 
-    A second Ctrl-C would otherwise land inside Lightning's graceful stop and abort it (no interrupt
-    checkpoint, a record left ``running``). Outside the main thread it does nothing."""
-
-    def __init__(self) -> None:
-        self.fired = False
-        self._previous: Any = None
-        self._installed = False
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if not self.fired:
-            self.fired = True
+    def handle(signum: int, frame: Any) -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
             raise KeyboardInterrupt
 
-    def __enter__(self) -> SigintGuard:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-            self._installed = True
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous)
-            self._installed = False
+    previous = signal.signal(signal.SIGINT, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 COUNTERS = ("tok", "sec", "all_tok", "all_sec", "skip")
@@ -147,16 +143,19 @@ class Throughput(pl.Callback):
         self.train_tokens = int(trainer.strategy.reduce(tokens, reduce_op="sum").item())
 
     def _reduce(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """All ranks' tokens over the slowest rank's seconds and over all ranks' CPU seconds (after the
-        warm-up steps when there are any)."""
-        timed = self.sec > 0
-        tokens, seconds = (self.tok, self.sec) if timed else (self.all_tok, self.all_sec)
         device = pl_module.device
+        self._rates(
+            lambda value, op: trainer.strategy.reduce(
+                torch.tensor(value, dtype=torch.float64, device=device), reduce_op=op
+            ).item()
+        )
 
-        def reduce(value: float, op: str) -> float:
-            return trainer.strategy.reduce(torch.tensor(value, dtype=torch.float64, device=device), reduce_op=op).item()
-
-        tok, sec = reduce(float(tokens), "sum"), reduce(seconds, "max")
+    def _rates(self, reduce: Callable[[float, str], float] = lambda value, op: value) -> None:
+        """All ranks' tokens over the slowest rank's seconds and over all ranks' CPU seconds (after the warm-up
+        steps when there are any); ``reduce(value, "sum" | "max")`` combines a value over the ranks."""
+        timed = self.sec > 0
+        tok = reduce(float(self.tok if timed else self.all_tok), "sum")
+        sec = reduce(self.sec if timed else self.all_sec, "max")
         cpu = reduce(self.cpu if timed else self.all_cpu, "sum")  # NaN on any rank: unknown
         if sec > 0:
             self.tokens_per_sec = tok / sec
@@ -193,10 +192,7 @@ class Throughput(pl.Callback):
         self.cpu = _cpu_counter(state_dict.get("cpu"), counted=self.tok > 0 or self.sec > 0)
         self.all_cpu = _cpu_counter(state_dict.get("all_cpu"), counted=self.all_tok > 0 or self.all_sec > 0)
         if self.sec > 0 or self.all_sec > 0:
-            self.tokens_per_sec = self.tok / self.sec if self.sec > 0 else self.all_tok / self.all_sec
-            self.cpu_seconds = self.cpu if self.sec > 0 else self.all_cpu
-            tokens = self.tok if self.sec > 0 else self.all_tok
-            self.tokens_per_cpu_sec = tokens / self.cpu_seconds if self.cpu_seconds > 0 else float("nan")
+            self._rates()
 
 
 def _cpu_counter(value: Any, counted: bool) -> float:

@@ -18,7 +18,6 @@ import sys
 import time
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, NoReturn, Optional
 
@@ -38,11 +37,8 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def untyped_flags(params: list[Any]) -> list[Any]:
-    """``params`` with no type column for flags: ``--overwrite``, not ``--overwrite <bool>``.
-
-    Typer 0.2x shows every option's type in ``--help``, a flag's (which takes no value) as
-    ``<bool>``; an empty metavar is shown instead. Options that take a value keep theirs.
-    """
+    """``params`` with no type column for flags in ``--help``: ``--overwrite``, not typer 0.2x's ``--overwrite <bool>``
+    (an empty metavar); options that take a value keep theirs."""
     for param in params:
         if getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""
@@ -127,8 +123,7 @@ def typer_app(*, cls: type[HandledGroup] = HandledGroup, **kwargs: Any) -> typer
 
 
 def plugins_option() -> Any:
-    """``--plugins PATH`` (repeatable) of a command that loads a run: the user's own plugin files or
-    modules, imported first; a plugin the run's record names is imported when it is one of them."""
+    """``--plugins PATH`` (repeatable) of a command that loads a run."""
     return typer.Option(
         None,
         "--plugins",
@@ -270,81 +265,59 @@ class Progress:
             self.logger.info("%s: %d/%d (%.0f s)", self.what, self.done, self.total, now - self.start)
 
 
-@dataclass(frozen=True)
-class WarningFilter:
-    """One ignored warning: a regular expression its message starts with, and why it is noise."""
-
-    message: str
-    cause: str
-
-
-WARNING_FILTERS: tuple[WarningFilter, ...] = (
-    WarningFilter(
-        r".*sync_dist=True.*",
+WARNING_FILTERS: dict[str, str] = {
+    r".*sync_dist=True.*": (
         "Lightning asks for sync_dist on epoch-level logs under DDP; our validation and test "
         "metrics are scored on every rank's gathered hypotheses (module.gather_objects), so each "
-        "rank already logs the same value",
+        "rank already logs the same value"
     ),
-    WarningFilter(
-        r".*does not have many workers.*",
+    r".*does not have many workers.*": (
         "Lightning's hint to raise DataLoader num_workers; token batches come from memory-mapped "
-        "Arrow in the main process, workers are train.num_workers' choice",
+        "Arrow in the main process, workers are train.num_workers' choice"
     ),
-    WarningFilter(
-        r".*LeafSpec.*",
-        "torch's pytree deprecation of LeafSpec, raised inside Lightning's own code",
-    ),
-    WarningFilter(
-        r".*The number of training batches.*",
+    r".*LeafSpec.*": "torch's pytree deprecation of LeafSpec, raised inside Lightning's own code",
+    r".*The number of training batches.*": (
         "Lightning's note that an epoch has fewer batches than log_every_n_steps (tiny and test "
-        "runs, small corpora); metrics are still logged every tracking.log_every steps across epochs",
+        "runs, small corpora); metrics are still logged every tracking.log_every steps across epochs"
     ),
-    WarningFilter(
-        r".*`srun` command is available.*",
+    r".*`srun` command is available.*": (
         "Lightning's SLURM hint on a machine with srun; our SLURM trials are submitted by submitit, "
-        "and a local run on a login node is meant to be local",
+        "and a local run on a login node is meant to be local"
     ),
-    WarningFilter(
-        r"IProgress not found.*",
+    r"IProgress not found.*": (
         "tqdm.auto's notebook bar (imported by datasets and huggingface_hub) asks for ipywidgets in a Jupyter "
         "kernel; ablate shows no tqdm bar (its progress is one status line, training/progress_bar.py), so "
-        "there is nothing to install",
+        "there is nothing to install"
     ),
-    WarningFilter(
-        r".*resuming from a checkpoint that ended before the epoch.*",
+    r".*resuming from a checkpoint that ended before the epoch.*": (
         "Lightning's caution about mid-epoch resumes; ours restore the batch sampler's position "
-        "exactly (tests/training/test_train_resume.py)",
+        "exactly (tests/training/test_train_resume.py)"
     ),
-)
-"""The warnings ignored everywhere (:func:`ignore_warnings`)."""
+}
+"""The warnings ignored everywhere (:func:`ignore_warnings`): a regular expression each message starts with -> why it
+is noise."""
 
 
 def ignore_warnings() -> None:
     """Ignore the warnings of :data:`WARNING_FILTERS` in this process (idempotent: a filter is added once)."""
-    for f in WARNING_FILTERS:
-        warnings.filterwarnings("ignore", message=f.message)
+    for message in WARNING_FILTERS:
+        warnings.filterwarnings("ignore", message=message)
 
 
 @contextmanager
-def sweeps_engine() -> Iterator[None]:
-    """Ignore every warning inside the block: a call into, or the import of, W&B's ``sweeps`` engine.
+def silenced() -> Iterator[None]:
+    """Ignore every warning inside the block, where none is about the user's run (each use under its own name):
 
-    Cause: ``sweeps`` declares pydantic-v1 style models (pydantic 2 warns at import), and its bayes search
-    fits a scikit-learn Gaussian process that warns about convergence on the few points a sweep has; none
-    of it is about the user's sweep file, which ablate validates itself.
+    * ``sweeps_engine()``: a call into, or the import of, W&B's ``sweeps`` engine, which declares pydantic-v1
+      style models (pydantic 2 warns at import) and whose bayes search fits a scikit-learn Gaussian process that
+      warns about convergence on the few points a sweep has; ablate validates the sweep file itself.
+    * ``jit_export()``: tracing or scripting a model for TorchScript export: ``torch.jit.trace`` warns
+      (TracerWarning) at every Python-level branch of the traced step, and torch prints ``torch.jit``'s
+      deprecation notice on each call; the exporter checks the result itself.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
 
 
-@contextmanager
-def jit_export() -> Iterator[None]:
-    """Ignore every warning inside the block: tracing or scripting a model for TorchScript export.
-
-    Cause: ``torch.jit.trace`` warns (TracerWarning) at every Python-level branch of the traced step, and
-    torch prints ``torch.jit``'s deprecation notice on each call; the exporter checks the result itself.
-    """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+sweeps_engine = jit_export = silenced

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import math
 import os
@@ -110,6 +111,15 @@ def atomic_write_json(path: str | Path, data: Any, indent: int = 2, sort_keys: b
     atomic_write_text(path, dumps(data, indent=indent, sort_keys=sort_keys) + "\n")
 
 
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of the file at ``path``, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def one_line(text: str) -> str:
     """``text`` with the line separator ``\\n`` (and ``\\r``, which readers may translate) as spaces."""
     return text.replace("\r", " ").replace("\n", " ")
@@ -134,20 +144,12 @@ def split_lines(text: str) -> list[str]:
 
 
 class LockHeld(AblateError):
-    """The lock is held by another live process; ``holder`` is what its file says (or ``unknown``).
-
-    Callers catch it and say what the lock guards (a run folder, a sweep folder) in their own error.
-    """
+    """The lock is held by another live process; ``holder`` is what its file says (or ``unknown``)."""
 
     def __init__(self, path: Path, holder: str):
         super().__init__(f"{path} is in use by {holder}; wait for it to finish or stop it")
         self.path = path
         self.holder = holder
-
-
-def default_holder() -> str:
-    """``pid@host`` of this process: what a lock file says about its holder."""
-    return f"{os.getpid()}@{socket.gethostname()}"
 
 
 class HolderLock:
@@ -172,7 +174,8 @@ class HolderLock:
             fd = os.open(self.path, os.O_WRONLY)
             try:
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{self.holder or default_holder()}\n".encode(), 0)
+                holder = self.holder or f"{os.getpid()}@{socket.gethostname()}"
+                os.pwrite(fd, f"{holder}\n".encode(), 0)
             finally:
                 os.close(fd)
         except OSError:
@@ -276,10 +279,8 @@ def _translated(out: Path, existed: bool) -> Iterator[None]:
 
 @contextmanager
 def output_folder(out: str | Path, sources: Iterable[str | Path | None] = (), force: bool = False) -> Iterator[Path]:
-    """Yield an empty temporary sibling of ``out``; when the block ends normally it becomes ``out``.
-
-    An existing ``out`` is replaced only with ``force``, and only once the new one is complete;
-    an exception (a full disk, Ctrl-C) removes the temporary folder and leaves ``out`` as it was.
+    """Yield an empty temporary sibling of ``out``, which becomes ``out`` when the block ends normally (an existing
+    ``out`` only with ``force``); an exception (a full disk, Ctrl-C) leaves ``out`` as it was.
 
     Raises:
         OutputError: ``out`` is a file, is not empty (without ``force``), is not apart from
@@ -325,11 +326,8 @@ def _swap(new: Path, out: Path) -> None:
 
 @contextmanager
 def output_files(out_dir: str | Path, sources: Iterable[str | Path | None] = ()) -> Iterator[Path]:
-    """Yield an empty temporary folder; when the block ends normally its files move into ``out_dir``.
-
-    For a folder of named files (figures) that may hold other files of the user's: each file
-    replaces its namesake in one rename, nothing else in ``out_dir`` is touched, and an exception
-    leaves ``out_dir`` as it was.
+    """Yield an empty temporary folder whose files, when the block ends normally, each replace their namesake in
+    ``out_dir`` in one rename (figures beside the user's other files); an exception leaves ``out_dir`` as it was.
 
     Raises:
         OutputError: ``out_dir`` is a file, is not apart from ``sources``, or cannot be written.
@@ -352,12 +350,8 @@ def output_files(out_dir: str | Path, sources: Iterable[str | Path | None] = ())
 
 
 def write_output_text(path: str | Path, text: str, sources: Iterable[str | Path | None] = ()) -> None:
-    """Write ``text`` to the user-named file ``path`` whole (temporary sibling and rename) or not at all.
-
-    Raises:
-        OutputError: ``path`` is a folder, is not apart from ``sources``, or cannot be written
-            (the old file, if any, is kept).
-    """
+    """Write ``text`` to the user-named file ``path`` whole or not at all; OutputError when ``path`` is a folder, is
+    not apart from ``sources``, or cannot be written (the old file, if any, is kept)."""
     path = Path(path)
     check_apart(path, sources)
     if path.is_dir():

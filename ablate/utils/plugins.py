@@ -9,7 +9,6 @@ Whose code runs is the caller's :data:`Trust`: plugins a folder's record names a
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -18,9 +17,10 @@ import sys
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Optional
+from typing import Any, Iterator, Literal, Optional
 
 from ablate.errors import AblateError
+from ablate.utils.io import file_sha256 as sha256
 
 GROUP = "ablate.plugins"
 """The entry-point group an installed package declares its plugin module in."""
@@ -74,11 +74,6 @@ def as_list(entries: Any) -> list[Any]:
     if isinstance(entries, (list, tuple)):
         return list(entries)
     raise PluginError(f"plugins={entries!r} is not valid; list module names or .py files, e.g. plugins=[cosine.py]")
-
-
-def sha256(path: Path) -> str:
-    """Hex digest of the file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def load(entries: Any, base: Optional[Path] = None, trust: Trust = "import") -> list[dict[str, Any]]:
@@ -454,14 +449,3 @@ def _load_entry_point(ep: importlib.metadata.EntryPoint) -> dict[str, Any]:
         version=dist.version if dist is not None else None,
     )
     return record
-
-
-def describe(records: Iterable[dict[str, Any]]) -> str:
-    """``cosine (/abs/cosine.py, sha256 1a2b3c4d), my_lab 1.2`` for a log line."""
-    parts = []
-    for r in records:
-        what = r.get("path") or r.get("name")
-        version = f" {r['package']} {r['version']}" if r.get("package") else ""
-        digest = f", sha256 {r['sha256'][:8]}" if r.get("sha256") else ""
-        parts.append(f"{r.get('entry_point') or r['name']} ({what}{digest}){version}")
-    return ", ".join(parts)

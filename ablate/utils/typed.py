@@ -56,14 +56,9 @@ def catalogued() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class OneOf:
-    """Marks ``Annotated[str, OneOf(module, registry)]``: a key of the registry ``module.registry``, the only
-    list of its variants (the config accepts, lists and suggests its names); imported when first checked.
-
-    Attributes:
-        module: dotted module path of the registry.
-        registry: the registry's name in that module (a dict or tuple of names, or a function returning them).
-        extra: choices handled outside the registry (e.g. ``none``: no attention at all).
-    """
+    """Marks ``Annotated[str, OneOf(module, registry)]``: a key of the registry ``module.registry`` (a dict or tuple
+    of names, or a function returning them), the only list of its variants (the config accepts, lists and
+    suggests its names), imported when first checked; ``extra``: choices handled outside the registry (``none``)."""
 
     module: str
     registry: str
@@ -406,17 +401,6 @@ def field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls, include_extras=True)
 
 
-def leaf_keys(cls: type, prefix: str = "") -> list[str]:
-    """Every dotted leaf key of the dataclass ``cls``, e.g. ``model.attention.score``."""
-    keys = []
-    for name, tp in field_types(cls).items():
-        if dataclasses.is_dataclass(tp):
-            keys += leaf_keys(tp, f"{prefix}{name}.")  # type: ignore[arg-type]
-        else:
-            keys.append(f"{prefix}{name}")
-    return keys
-
-
 def field_docstrings(cls: type) -> dict[str, str]:
     """Field name -> the whole string literal under it in the class body (indentation removed).
 
@@ -436,24 +420,18 @@ def field_docstrings(cls: type) -> dict[str, str]:
     return docs
 
 
-def attribute_docs(cls: type) -> dict[str, str]:
-    """Field name -> the first sentence of the string literal under it in the class body."""
-    docs = {}
-    for name, doc in field_docstrings(cls).items():
-        text = " ".join(doc.replace("``", "").split())
-        docs[name] = re.split(r"(?<! al)\. (?=[A-Z])", text)[0].rstrip(".")
-    return docs
-
-
 def describe_fields(cls: type, prefix: str = "") -> list[tuple[str, str, Any, str]]:
-    """``(dotted key, type or choices, default, one-line doc)`` of every leaf key of ``cls``."""
-    hints, docs, defaults = field_types(cls), attribute_docs(cls), cls()
+    """``(dotted key, type or choices, default, one-line doc)`` of every leaf key of ``cls``; the doc is the first
+    sentence of the field's docstring (:func:`field_docstrings`)."""
+    hints, docs, defaults = field_types(cls), field_docstrings(cls), cls()
     rows: list[tuple[str, str, Any, str]] = []
     for name, tp in hints.items():
         if dataclasses.is_dataclass(tp):
             rows += describe_fields(tp, f"{prefix}{name}.")  # type: ignore[arg-type]
         else:
-            rows.append((prefix + name, type_name(tp), getattr(defaults, name), docs.get(name, "")))
+            text = " ".join(docs.get(name, "").replace("``", "").split())
+            first = re.split(r"(?<! al)\. (?=[A-Z])", text)[0].rstrip(".")
+            rows.append((prefix + name, type_name(tp), getattr(defaults, name), first))
     return rows
 
 
@@ -539,12 +517,6 @@ TRAINER_INTERNAL = ("plugins", "use_distributed_sampler", "enable_checkpointing"
 """Trainer arguments ablate's run record depends on (checkpoints, batches per rank)."""
 
 
-def _trainer_arguments() -> list[str]:
-    import pytorch_lightning as pl
-
-    return [n for n in inspect.signature(pl.Trainer.__init__).parameters if n != "self"]
-
-
 def class_spec(item: Any, key: str = "trainer.callbacks") -> tuple[str, dict[str, Any]]:
     """``(class path or name, init_args)`` of a ``key`` entry in LightningCLI's notation; one-line error else."""
     if isinstance(item, str):
@@ -575,7 +547,9 @@ def import_class(path: str, key: str = "trainer.callbacks") -> type:
 
 def check_trainer_options(options: dict[str, Any]) -> None:
     """Raise :class:`ConfigError` (one line) for an option the Trainer or ablate cannot take."""
-    known = _trainer_arguments()
+    import pytorch_lightning as pl
+
+    known = [name for name in inspect.signature(pl.Trainer.__init__).parameters if name != "self"]
     for key, value in options.items():
         if key in TRAINER_OWNED:
             raise ConfigError(f"trainer.{key} is set by ablate; use {TRAINER_OWNED[key]} instead")

@@ -82,6 +82,7 @@ def bad_values_and_files(tmp: Path) -> dict[str, tuple[list[str], str]]:
         "sweep.json latin1": (["sweep", "status", str(sweep_files["latin1"])], "is not a sweep state file"),
         "sweep.json status": (["sweep", "status", str(sweep_files["status"])], "unknown status 'exploded'"),
         "attention garbled": (["attention", str(garbled), "--text", "hi"], "unusable config.yaml"),
+        "translate garbled": (["translate", str(garbled), "--input", str(tmp / "a_file")], "unusable config.yaml"),
     }
 
 

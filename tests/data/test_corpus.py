@@ -6,7 +6,7 @@ import gzip
 
 import pytest
 
-from ablate.data.sources import DataError, LocalFolder, count_lines, make_source
+from ablate.data.sources import DataError, LocalFolder, make_source, scan_text
 
 from tests.helpers.corpus import make_folder, read_lines
 
@@ -96,7 +96,7 @@ def test_count_lines_handles_gzip_and_missing_final_newline(tmp_path):
     (tmp_path / "a.gz").write_bytes(gzip.compress(b"x\ny\nz"))
     (tmp_path / "b").write_bytes(b"x\n\n")
     (tmp_path / "c").write_bytes(b"")
-    assert [count_lines(tmp_path / n) for n in ("a.gz", "b", "c")] == [3, 2, 0]
+    assert [scan_text(tmp_path / n, "train")[0] for n in ("a.gz", "b", "c")] == [3, 2, 0]
 
 
 def test_unicode_line_separators_do_not_split_lines(make_cfg, tmp_path):

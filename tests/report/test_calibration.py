@@ -100,8 +100,8 @@ def test_the_noise_model_matches_real_runs(rates):
 
 def test_same_config_other_seeds_is_rarely_significant_and_the_sentence_test_fails(rates):
     # an exactly sized test: 5% at p < 0.05, binomial sd over 100 repeats 2.2%, so <= 5% + 2.3 sd
-    # (300 other repeats of this scenario: 4.0%); the test counted the sentence variance twice until
-    # issue 33 and was conservative
+    # (300 other repeats of this scenario: 4.0%); the seed-aware test counts the sentence variance once
+    # (counting it twice made it conservative)
     assert rates["same"]["seeds"] <= 0.10
     assert rates["same"]["bs"] >= 0.3  # blind to whole-run seed shifts
 
@@ -115,7 +115,7 @@ def test_a_clearly_better_config_is_significant(rates):
 
 
 # --------------------------------------------------------------------------------------
-# The table's own test on relabelled tables of real runs (issue 33)
+# The table's own test on relabelled tables of real runs
 # --------------------------------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,8 +146,8 @@ def test_relabelled_tables_need_a_row_with_seeds_to_spare():
 def test_the_table_test_on_relabelled_real_tables_is_as_sized_as_student_t(calibration_scores):
     # 5 designs x shared/distinct seed values, each row of a relabelled table against the first through
     # SplitScores.compare + Holm (what puts a † in a table); 2,000 relabellings each in the shipped
-    # calibration.md (test_the_shipped_calibration_is_in_band), 30 here. Before issue 33 only the two-row
-    # unpaired fit was calibrated, and 2x2 / 2x3 tables with shared seeds took the 1- / 2-df paired fit.
+    # calibration.md (test_the_shipped_calibration_is_in_band), 30 here. Every design is pinned, not only
+    # the two-row unpaired fit: 2x2 / 2x3 tables with shared seeds must not take a 1- / 2-df paired fit.
     rates = calibration.design_rates(calibration_scores, "base", relabellings=30, simulations=40)
     assert len(rates) == 10
     for d in rates:

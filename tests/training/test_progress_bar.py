@@ -23,7 +23,7 @@ def test_the_bar_is_added_unless_turned_off_or_brought():
 
 
 def test_the_rich_bar_draws_on_stderr():
-    assert BudgetProgressBar()._console_kwargs == {"stderr": True}  # stdout holds only the result (issue 30, item 4)
+    assert BudgetProgressBar()._console_kwargs == {"stderr": True}  # stdout holds only the command's result
 
 
 def test_a_status_line_says_step_loss_speed_bleu_and_time_left():

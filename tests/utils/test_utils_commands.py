@@ -94,7 +94,7 @@ HOME = PACKAGE / "utils" / "commands.py"
 
 
 def test_every_filter_says_why_and_silences_only_its_warning():
-    assert commands.WARNING_FILTERS and all(len(f.cause) > 40 for f in commands.WARNING_FILTERS)
+    assert commands.WARNING_FILTERS and all(len(cause) > 40 for cause in commands.WARNING_FILTERS.values())
     with warnings.catch_warnings(record=True) as seen:
         warnings.resetwarnings()
         warnings.simplefilter("always")
