@@ -140,10 +140,12 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     """Summed label-smoothed cross-entropy of (N, V) logits against (N,) targets, ``pad_id`` ignored: the value
     of ``F.cross_entropy(logits, target, ignore_index=pad_id, label_smoothing=smoothing, reduction="sum")``.
 
-    Per row ``(1 - eps) (-log p_t) + eps/V sum_j (-log p_j)``, i.e. the cross-entropy against ``q = (1 - eps)
-    onehot(t) + eps/V`` (Szegedy et al. 2016, sec. 7). The backward pass writes the gradient ``g (p - q)`` with one
-    log-softmax backward kernel fed ``-g q`` (whose rows sum to ``-g``), where ``F.cross_entropy`` adds a
-    one-hot and a smoothing gradient first: one pass over the (N, V) logits fewer, the same numbers."""
+    Per row ``(1 - eps) (-log p_t) + eps/V sum_j (-log p_j)``, the cross-entropy against ``q = (1 - eps)
+    onehot(t) + eps/V`` (Szegedy et al. 2016, sec. 7), whose logit gradient is ``g (p - q)``. The backward pass
+    writes it into the saved log-probabilities in place (``exp``, then one ``addcmul``), where
+    ``F.cross_entropy`` allocates and fills a one-hot gradient, adds the smoothing's and runs a log-softmax
+    backward: two fresh (N, V) buffers and two passes fewer, the same numbers. A second backward through the
+    same graph raises (the saved tensor was modified)."""
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothing: float) -> torch.Tensor:  # type: ignore[override]
@@ -162,10 +164,10 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
         log_probs, index, keep = ctx.saved_tensors
         eps, classes = ctx.smoothing, log_probs.size(-1)
-        weight = (keep.to(log_probs.dtype) * -grad).unsqueeze(1)  # (N, 1): -g, 0 at ignored rows
-        minus_gq = (weight * (eps / classes)).expand_as(log_probs).clone()  # -g q: the smoothing part ...
-        minus_gq.scatter_add_(1, index, weight * (1.0 - eps))  # ... and the target's
-        d_logits = torch._log_softmax_backward_data(minus_gq, log_probs, 1, log_probs.dtype)  # -g q + g p
+        weight = (keep.to(log_probs.dtype) * grad).unsqueeze(1)  # (N, 1): g, 0 at ignored rows
+        probs = log_probs.exp_()  # p, in place: nothing else holds the buffer
+        d_logits = torch.addcmul(weight * (-eps / classes), probs, weight, out=probs)  # g p - g eps/V
+        d_logits.scatter_add_(1, index, weight * -(1.0 - eps))  # - g (1 - eps) at the target
         return d_logits, None, None, None
 
 

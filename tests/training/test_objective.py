@@ -117,3 +117,11 @@ def test_only_non_padding_source_positions_reach_the_encoders_position_wise_laye
     seen.clear()
     sequence_loss(model, {**batch, "src_padded": False}, PAD, 0.1)  # the host says: no padding to skip
     assert seen == [batch["src"].shape + (16,)]
+
+
+def test_a_second_backward_through_the_loss_raises_rather_than_reusing_its_spent_buffer():
+    logits = torch.randn(6, VOCAB, requires_grad=True)
+    loss, _ = token_loss(logits, torch.randint(1, VOCAB, (6,)), PAD, 0.1)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
