@@ -151,7 +151,7 @@ class TorchTransformer(nn.Module):
 
 REFERENCE = "torch"  # the ``torch.nn.Transformer`` contender
 STANDARD = "dot-scaled"  # the base Transformer (dot, scaled, sinusoidal): what ratios are taken against
-ALL_ROWS = "dot-scaled-all-rows"  # the standard model with logits for every target position, padding included
+ALL_ROWS = "dot-scaled-all-rows"  # the standard model over every position, padding included (no packed rows)
 MATMUL = "matmul-peak"  # the square-matmul contender that measures the hardware's peak
 
 
@@ -194,15 +194,15 @@ class Trainee:
     smoothing: float
     dev: torch.device
     dtype: Optional[torch.dtype] = None
-    all_rows: bool = False  # logits for every target position (padding included), as the reference computes them
+    all_rows: bool = False  # every position computed (padding included), as the reference computes them
 
     @property
     def params(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
 
     def loss(self, batch: Batch) -> torch.Tensor:
-        """Ours: the training loss (:func:`~ablate.training.module.sequence_loss`, logits of non-padding
-        targets only); the reference (and :data:`ALL_ROWS`): the same loss over full (B, T, V) logits."""
+        """Ours: the training loss (:func:`~ablate.training.module.sequence_loss`: the non-padding source and
+        target positions only); the reference (and :data:`ALL_ROWS`): the same loss over full (B, T, V) logits."""
         with timing.autocast(self.dev, self.dtype):
             if self.all_rows:
                 return token_loss(self.model(batch["src"], batch["tgt_in"]), batch["tgt_out"], 0, self.smoothing)[0]

@@ -11,6 +11,10 @@ module between calls.
 Fast path: when the score is a dot product (``dot``, ``general``, ``gaussian``; see
 :meth:`ablate.model.scores.Score.as_dot`) and no weights are requested, attention runs through
 ``torch.nn.functional.scaled_dot_product_attention`` with ``scale=`` the configured factor.
+
+Packed rows: in a teacher-forced training step the residual stream holds only the non-padding positions
+of the batch, (N, D) (:class:`Packing`), so the projections, feed-forward and norms skip the padding; attention
+alone unpacks them into the padded (B, T, .) layout, zeros at padding, and packs its output again.
 """
 
 from __future__ import annotations
@@ -27,6 +31,33 @@ from ablate.model.positions import Positions
 from ablate.model.scores import Score
 
 KV = dict[str, Tensor]
+
+
+class Packing:
+    """The non-padding positions of a (B, T) batch as ``rows`` (N,) of its flattening (ascending).
+
+    Each sequence's positions must be a prefix of it (right padding), so that no kept query attends to a
+    dropped position except through a mask: a key padding mask (encoder, encoder-decoder attention) or
+    causality (a decoder's dropped positions come after its kept ones).
+
+    Args:
+        rows: (N,) indices into the flattened (B * T) positions, e.g.
+            :func:`ablate.training.module.target_rows`.
+        batch: B.
+        length: T.
+    """
+
+    def __init__(self, rows: Tensor, batch: int, length: int):
+        self.rows, self.batch, self.length = rows, batch, length
+
+    def pack(self, x: Tensor) -> Tensor:
+        """(B, T, C) -> (N, C): the rows at the kept positions."""
+        return x.reshape(-1, x.size(-1)).index_select(0, self.rows)
+
+    def unpack(self, x: Tensor) -> Tensor:
+        """(N, C) -> (B, T, C), zeros at the dropped positions."""
+        full = x.new_zeros(self.batch * self.length, x.size(-1))
+        return full.index_copy(0, self.rows, x).view(self.batch, self.length, -1)
 
 
 class AttentionError(AblateError):
@@ -97,25 +128,31 @@ class MultiHeadAttention(nn.Module):
         self.scaling = resolve_scale(scale, d_k, score)
         self.dropout = dropout
 
-    def _split(self, x: Tensor, d: int) -> Tensor:
+    def _split(self, x: Tensor, d: int, packing: Optional[Packing] = None) -> Tensor:
+        """Projected (B, T, H * d), or packed (N, H * d) rows of ``packing``, -> per head (B, H, T, d)."""
+        if packing is not None:
+            x = packing.unpack(x)
         B, T, _ = x.shape
         return x.view(B, T, self.heads, d).transpose(1, 2)  # (B, H, T, d)
 
-    def project_kv(self, x: Tensor, positions: Optional[Positions] = None, offset: int = 0) -> KV:
+    def project_kv(
+        self, x: Tensor, positions: Optional[Positions] = None, offset: int = 0, packing: Optional[Packing] = None
+    ) -> KV:
         """Project keys and values once; the result is what :meth:`forward` attends over.
 
         Args:
-            x: Key/value input, (B, Tk, d_kv).
+            x: Key/value input, (B, Tk, d_kv), or (N, d_kv) rows of ``packing``.
             positions: Rotates keys for rotary positions (self-attention only).
             offset: Absolute position of ``x[:, 0]``.
+            packing: How ``x`` is packed (None: not packed); keys and values are unpacked, zeros at padding.
 
         Returns:
             ``{"keys": (B, H, Tk, d'), "values": (B, H, Tk, d_v)}``, keys already prepared by the score.
         """
-        k = self._split(self.k_proj(x), self.d_k)
+        k = self._split(self.k_proj(x), self.d_k, packing)
         if positions is not None:
             k = positions.rotate(k, offset)
-        return {"keys": self.score.prepare_keys(k), "values": self._split(self.v_proj(x), self.d_v)}
+        return {"keys": self.score.prepare_keys(k), "values": self._split(self.v_proj(x), self.d_v, packing)}
 
     def forward(
         self,
@@ -127,23 +164,26 @@ class MultiHeadAttention(nn.Module):
         positions: Optional[Positions] = None,
         offset: int = 0,
         need_weights: bool = False,
+        packing: Optional[Packing] = None,
     ) -> tuple[Tensor, Optional[Tensor]]:
         """Attend from ``query`` over projected keys/values.
 
         Args:
-            query: (B, Tq, d_model).
+            query: (B, Tq, d_model), or (N, d_model) rows of ``packing``.
             kv: From :meth:`project_kv` (possibly extended by a cache); keys sit at positions 0..Tk-1.
             key_padding_mask: (B, Tk) bool, True at padding keys.
             causal: Forbid query ``i`` (absolute position ``offset + i``) to see keys after it.
             positions: Rotates queries / adds a score bias (self-attention only).
             offset: Absolute position of the first query.
             need_weights: Also return the attention weights (slow path).
+            packing: How ``query`` is packed (None: not packed); the output is packed alike.
 
         Returns:
-            Output (B, Tq, d_model) and, if requested, weights (B, H, Tq, Tk), else None.
+            Output (B, Tq, d_model), or (N, d_model) with ``packing``, and, if requested, weights
+            (B, H, Tq, Tk), else None.
         """
         keys, values = kv["keys"], kv["values"]
-        q = self._split(self.q_proj(query), self.d_k)
+        q = self._split(self.q_proj(query), self.d_k, packing)
         if positions is not None:
             q = positions.rotate(q, offset)
         Tq, Tk = q.size(2), keys.size(2)
@@ -155,6 +195,8 @@ class MultiHeadAttention(nn.Module):
             out, weights = self._explicit(q, keys, values, key_padding_mask, causal, offset, pos_bias)
         B = out.size(0)
         out = out.transpose(1, 2).reshape(B, Tq, self.heads * self.d_v)
+        if packing is not None:
+            out = packing.pack(out)  # (N, H * d_v)
         return self.out_proj(out), (weights if need_weights else None)
 
     def _fused(
@@ -224,22 +266,25 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         positions: Optional[Positions] = None,
         need_weights: bool = False,
+        packing: Optional[Packing] = None,
     ) -> tuple[Tensor, KV, Optional[Tensor]]:
         """Self-attention over ``x``, appended to ``cache`` (keys/values of earlier positions).
 
         Args:
-            x: (B, T, d_model) the new positions (all of them when ``cache`` is None).
+            x: (B, T, d_model) the new positions (all of them when ``cache`` is None), or (N, d_model) rows
+                of ``packing`` (without a cache).
             cache: Keys/values of the previous positions, or None.
             key_padding_mask: (B, Tk) over all keys (cached + new), True at padding.
             causal: Causal (decoder) masking.
             positions: Position hooks applied inside attention.
             need_weights: Also return the weights.
+            packing: How ``x`` is packed (None: not packed); the output is packed alike.
 
         Returns:
-            Output (B, T, d_model), the extended cache (new dict), weights or None.
+            Output (B, T, d_model) (or packed), the extended cache (new dict), weights or None.
         """
         offset = 0 if cache is None else cache["values"].size(2)
-        kv = self.project_kv(x, positions, offset)
+        kv = self.project_kv(x, positions, offset, packing)
         if cache is not None:
             kv = {name: torch.cat((cache[name], kv[name]), dim=2) for name in kv}
         out, weights = self(
@@ -250,6 +295,7 @@ class MultiHeadAttention(nn.Module):
             positions=positions,
             offset=offset,
             need_weights=need_weights,
+            packing=packing,
         )
         return out, kv, weights
 

@@ -193,9 +193,18 @@ class RNNSeq2Seq(nn.Module):
         readout = self.drop(torch.tanh(self.readout(torch.cat(features, dim=-1))))  # (B, t, E)
         return readout, self._from_rnn(hx)
 
-    def forward(self, src: Tensor, tgt_in: Tensor, *, src_padded: bool = True, rows: Optional[Tensor] = None) -> Tensor:
+    def forward(
+        self,
+        src: Tensor,
+        tgt_in: Tensor,
+        *,
+        src_padded: bool = True,
+        rows: Optional[Tensor] = None,
+        src_rows: Optional[Tensor] = None,
+    ) -> Tensor:
         """Teacher-forced logits: (B, S), (B, T) -> (B, T, V); ``src_padded=False``: no source row is padded;
-        ``rows`` (N,): indices into the flattened (B*T) target positions, whose logits (N, V) alone are computed."""
+        ``rows`` (N,): indices into the flattened (B*T) target positions, whose logits (N, V) alone are computed;
+        ``src_rows``, the non-padding source positions, is not needed (the packed GRU skips the padding)."""
         enc = self.encode(src)
         if not src_padded:
             enc["src_pad"] = None  # attention needs no padding mask

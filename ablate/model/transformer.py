@@ -4,7 +4,7 @@ The model exposes the interface that decoding and training rely on (the RNN base
 implements the same)::
 
     model.pad_id
-    model(src (B, S), tgt_in (B, T), *, src_padded=True, rows=None) -> logits (B, T, V), or (N, V) for rows
+    model(src (B, S), tgt_in (B, T), *, src_padded=True, rows=None, src_rows=None) -> logits (B, T, V), or (N, V)
     model.encode(src) -> enc                          # dict, batch in dim 0 of every tensor
     model.decode(tgt, enc, state=None) -> (logits, state)
 
@@ -14,10 +14,12 @@ self-attention caches and the number of decoded positions (an int); with a state
 holds only the new tokens. Every tensor in ``enc`` and ``state`` has the batch in dim 0, so
 beam search reorders them generically. ``src_padded=False`` says that no source row is padded (the host
 knows it from the lengths: :func:`ablate.data.datamodule.collate`), so attention runs without a padding
-mask, which lets ``scaled_dot_product_attention`` pick its flash kernel. ``rows`` (N,) are indices into the
-flattened (B*T) target positions: only their decoder states go through the output projection (training
-passes the non-padding ones, :func:`ablate.training.module.sequence_loss`), so the largest matrix product
-of a small model and its log-softmax skip the padding.
+mask, which lets ``scaled_dot_product_attention`` pick its flash kernel. ``rows`` (N,) are the non-padding
+positions of the flattened (B*T) targets and ``src_rows`` those of the sources (training passes them,
+:func:`ablate.training.module.sequence_loss`): the residual streams hold those positions alone
+(:class:`~ablate.model.attention.Packing`), so the projections, feed-forward layers, norms, dropout and the
+output projection with its log-softmax (the largest terms of a small model's step) skip the padding; only
+attention sees the padded layout.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ import typing
 from typing import Any, Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ablate.model.attention import KV, MultiHeadAttention
+from ablate.model.attention import KV, MultiHeadAttention, Packing
 from ablate.model.positions import Positions
 
 State = dict[str, Any]
@@ -48,13 +51,38 @@ class FeedForward(nn.Module):
         return self.outer(torch.relu(self.inner(x)))
 
 
+class Dropout(nn.Module):
+    """Inverted dropout (Srivastava et al. 2014, sec. 4): zero each element with probability ``p``, scale
+    the others by 1 / (1 - p); the identity in eval mode.
+
+    On a CPU the keep mask is ``uniform >= p`` (one ``rand_like``), which costs about 60 % of the
+    ``bernoulli_`` that ``nn.Dropout`` draws there; elsewhere it is ``nn.functional.dropout`` (on a GPU
+    one fused kernel).
+    """
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        if x.device.type != "cpu" or self.p >= 1.0:
+            return F.dropout(x, self.p, True)
+        keep = torch.rand_like(x).ge_(self.p).mul_(1.0 / (1.0 - self.p))  # 0 or 1 / (1 - p)
+        return x * keep
+
+
 class _Residual(nn.Module):
     """Residual connection with LayerNorm after (post-norm, the paper's sec. 5.4) or before (pre-norm)."""
 
     def __init__(self, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.pre_norm = pre_norm
 
     def inp(self, x: Tensor) -> Tensor:
@@ -77,11 +105,22 @@ class EncoderLayer(nn.Module):
         self.res_ffn = _Residual(d_model, dropout, pre_norm)
 
     def forward(
-        self, x: Tensor, pad: Optional[Tensor], positions: Positions, maps: Maps = None, name: str = ""
+        self,
+        x: Tensor,
+        pad: Optional[Tensor],
+        positions: Positions,
+        maps: Maps = None,
+        name: str = "",
+        packing: Optional[Packing] = None,
     ) -> Tensor:
-        """(B, S, D) -> (B, S, D); ``pad`` (B, S) is True at source padding (None: no padding)."""
+        """(B, S, D) -> (B, S, D), or (N, D) rows of ``packing``; ``pad`` (B, S) is True at source padding
+        (None: no padding)."""
         y, _, w = self.self_attn.self_attend(
-            self.res_attn.inp(x), key_padding_mask=pad, positions=positions, need_weights=maps is not None
+            self.res_attn.inp(x),
+            key_padding_mask=pad,
+            positions=positions,
+            need_weights=maps is not None,
+            packing=packing,
         )
         if maps is not None and w is not None:
             maps[name] = w
@@ -116,14 +155,18 @@ class DecoderLayer(nn.Module):
         cache: Optional[KV],
         maps: Maps = None,
         name: str = "",
+        packing: Optional[Packing] = None,
     ) -> tuple[Tensor, KV]:
-        """(B, t, D) new target positions -> (B, t, D) and the extended self-attention cache."""
+        """(B, t, D) new target positions, or (N, D) rows of ``packing`` (no cache) -> the same shape and the
+        extended self-attention cache."""
         want = maps is not None
         y, cache, w_self = self.self_attn.self_attend(
-            self.res_self.inp(x), cache, causal=True, positions=positions, need_weights=want
+            self.res_self.inp(x), cache, causal=True, positions=positions, need_weights=want, packing=packing
         )
         x = self.res_self.out(x, y)
-        y, w_cross = self.cross_attn(self.res_cross.inp(x), memory_kv, key_padding_mask=src_pad, need_weights=want)
+        y, w_cross = self.cross_attn(
+            self.res_cross.inp(x), memory_kv, key_padding_mask=src_pad, need_weights=want, packing=packing
+        )
         x = self.res_cross.out(x, y)
         if maps is not None and w_self is not None and w_cross is not None:
             maps[f"{name}.self"], maps[f"{name}.cross"] = w_self, w_cross
@@ -168,7 +211,7 @@ class Transformer(nn.Module):
         self.decoder = nn.ModuleList(decoder)
         self.pad_id = pad_id
         self.d_model = tgt_embed.embedding_dim
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.encoder_norm = nn.LayerNorm(self.d_model) if pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(self.d_model) if pre_norm else nn.Identity()
 
@@ -181,24 +224,31 @@ class Transformer(nn.Module):
         x = table(tokens) * math.sqrt(self.d_model)  # sec. 3.4
         return self.drop(positions.embed(x, offset))
 
-    def encode(self, src: Tensor, maps: Maps = None, padded: bool = True) -> dict[str, Any]:
+    def encode(
+        self, src: Tensor, maps: Maps = None, padded: bool = True, packing: Optional[Packing] = None
+    ) -> dict[str, Any]:
         """Encode a padded source batch.
 
         Args:
             src: (B, S) token ids.
             maps: If a dict, attention weights are stored in it (see :meth:`attention_maps`).
             padded: False when no row of ``src`` holds padding: no padding mask is built.
+            packing: The non-padding positions of ``src``: the encoder computes those alone (None: all).
 
         Returns:
-            ``{"memory": (B, S, D), "src_pad": (B, S) bool or None (not ``padded``), "cross": [per decoder
-            layer {"keys": (B, H, S, d'), "values": (B, H, S, d_v)}]}``.
+            ``{"memory": (B, S, D) (or (N, D) rows of ``packing``), "src_pad": (B, S) bool or None (not
+            ``padded``), "cross": [per decoder layer {"keys": (B, H, S, d'), "values": (B, H, S, d_v)}]}``.
         """
         pad = src.eq(self.pad_id) if padded else None
         x = self._embed(self.src_embed, self.src_positions, src, 0)
+        if packing is not None:
+            x = packing.pack(x)  # (N, D)
         for i, layer in enumerate(self.encoder):
-            x = layer(x, pad, self.src_positions, maps, f"encoder.{i}")
+            x = layer(x, pad, self.src_positions, maps, f"encoder.{i}", packing)
         memory = self.encoder_norm(x)
-        cross = [typing.cast(DecoderLayer, layer).cross_attn.project_kv(memory) for layer in self.decoder]
+        cross = [
+            typing.cast(DecoderLayer, layer).cross_attn.project_kv(memory, packing=packing) for layer in self.decoder
+        ]
         return {"memory": memory, "src_pad": pad, "cross": cross}
 
     def decode(
@@ -219,33 +269,58 @@ class Transformer(nn.Module):
         return self.generator(states), state
 
     def _decode_states(
-        self, tgt: Tensor, enc: dict[str, Any], state: Optional[State], maps: Maps = None
+        self,
+        tgt: Tensor,
+        enc: dict[str, Any],
+        state: Optional[State],
+        maps: Maps = None,
+        packing: Optional[Packing] = None,
     ) -> tuple[Tensor, State]:
-        """What :meth:`decode` projects to logits: the final decoder states (B, t, D), and the new state."""
+        """What :meth:`decode` projects to logits: the final decoder states (B, t, D), or the (N, D) rows of
+        ``packing`` (no ``state``), and the new state."""
         offset = 0 if state is None else state["step"]
         x = self._embed(self.tgt_embed, self.tgt_positions, tgt, offset)
+        if packing is not None:
+            x = packing.pack(x)  # (N, D)
         caches = []
         for i, layer in enumerate(self.decoder):
             cache = None if state is None else state["layers"][i]
-            x, cache = layer(x, enc["cross"][i], enc["src_pad"], self.tgt_positions, cache, maps, f"decoder.{i}")
+            x, cache = layer(
+                x, enc["cross"][i], enc["src_pad"], self.tgt_positions, cache, maps, f"decoder.{i}", packing
+            )
             caches.append(cache)
         return self.decoder_norm(x), {"step": offset + tgt.size(1), "layers": caches}
 
-    def forward(self, src: Tensor, tgt_in: Tensor, *, src_padded: bool = True, rows: Optional[Tensor] = None) -> Tensor:
+    def forward(
+        self,
+        src: Tensor,
+        tgt_in: Tensor,
+        *,
+        src_padded: bool = True,
+        rows: Optional[Tensor] = None,
+        src_rows: Optional[Tensor] = None,
+    ) -> Tensor:
         """Teacher-forced logits.
 
         Args:
             src: (B, S) source ids.
             tgt_in: (B, T) target ids, BOS first.
             src_padded: False when no source row is padded (no padding mask).
-            rows: (N,) indices into the flattened (B*T) target positions whose logits are wanted, or None.
+            rows: (N,) indices into the flattened (B*T) target positions whose logits are wanted, or None:
+                the non-padding ones (:func:`ablate.training.module.target_rows`), or any set holding, with
+                each position, the earlier ones of its sequence. The decoder computes these positions alone,
+                so their logits equal those of the full (B, T, V).
+            src_rows: (M,) the non-padding positions of the flattened (B*S) sources, or None: the encoder
+                computes these alone (needs ``src_padded``: the padding mask hides the rest).
 
         Returns:
             Logits (B, T, V), or (N, V) of ``rows`` only.
         """
-        states = self._decode_states(tgt_in, self.encode(src, padded=src_padded), None)[0]  # (B, T, D)
-        if rows is not None:
-            states = states.reshape(-1, states.size(-1)).index_select(0, rows)  # (N, D)
+        B, S = src.shape
+        src_packing = Packing(src_rows, B, S) if src_rows is not None and src_padded else None
+        enc = self.encode(src, padded=src_padded, packing=src_packing)
+        packing = None if rows is None else Packing(rows, *tgt_in.shape)
+        states = self._decode_states(tgt_in, enc, None, packing=packing)[0]  # (B, T, D) or (N, D)
         return self.generator(states)
 
     @torch.no_grad()

@@ -20,7 +20,6 @@ from typing import Any, Callable, Iterable
 import pytorch_lightning as pl
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 from ablate.config import Config, flatten, from_flat, peak_lr, to_dict
@@ -127,19 +126,50 @@ def token_loss(
     counted on the device (which waits for it)."""
     if ntok is None:
         ntok = int((target != pad_id).sum())
-    loss = F.cross_entropy(
-        logits.reshape(-1, logits.size(-1)).float(),
-        target.reshape(-1),
-        ignore_index=pad_id,
-        label_smoothing=smoothing,
-        reduction="sum",
+    loss = _SmoothedCrossEntropy.apply(
+        logits.reshape(-1, logits.size(-1)).float(), target.reshape(-1), pad_id, smoothing
     )
     return loss / max(ntok, 1), ntok
 
 
+class _SmoothedCrossEntropy(torch.autograd.Function):
+    """Summed label-smoothed cross-entropy of (N, V) logits against (N,) targets, ``pad_id`` ignored: the value
+    of ``F.cross_entropy(logits, target, ignore_index=pad_id, label_smoothing=smoothing, reduction="sum")``.
+
+    Per row ``(1 - eps) (-log p_t) + eps/V sum_j (-log p_j)``, the cross-entropy against ``q = (1 - eps)
+    onehot(t) + eps/V`` (Szegedy et al. 2016, sec. 7), whose logit gradient is ``g (p - q)``. The backward pass
+    writes it into the saved log-probabilities in place (``exp``, then one ``addcmul``), where
+    ``F.cross_entropy`` allocates and fills a one-hot gradient, adds the smoothing's and runs a log-softmax
+    backward: two fresh (N, V) buffers and two passes fewer, the same numbers. A second backward through the
+    same graph raises (the saved tensor was modified)."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothing: float) -> torch.Tensor:  # type: ignore[override]
+        log_probs = torch.log_softmax(logits, dim=-1)  # (N, V)
+        keep = target.ne(pad_id)  # (N,)
+        index = target.masked_fill(~keep, 0).unsqueeze(1)  # (N, 1): any valid class where ignored
+        nll = -log_probs.gather(1, index).squeeze(1)
+        smooth = -log_probs.sum(-1)
+        per_row = (1.0 - smoothing) * nll + (smoothing / logits.size(-1)) * smooth
+        ctx.save_for_backward(log_probs, index, keep)
+        ctx.smoothing = smoothing
+        return torch.where(keep, per_row, 0.0).sum()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]
+        log_probs, index, keep = ctx.saved_tensors
+        eps, classes = ctx.smoothing, log_probs.size(-1)
+        weight = (keep.to(log_probs.dtype) * grad).unsqueeze(1)  # (N, 1): g, 0 at ignored rows
+        probs = log_probs.exp_()  # p, in place: nothing else holds the buffer
+        d_logits = torch.addcmul(weight * (-eps / classes), probs, weight, out=probs)  # g p - g eps/V
+        d_logits.scatter_add_(1, index, weight * -(1.0 - eps))  # - g (1 - eps) at the target
+        return d_logits, None, None, None
+
+
 def target_rows(target: torch.Tensor, pad_id: int, ntok: int | None = None) -> torch.Tensor:
-    """Indices (N,) of the non-padding positions of ``target`` (B, T) flattened, in order; with the host's
-    count ``ntok`` nothing waits for the device (``torch.nonzero_static``)."""
+    """Indices (N,) of the non-padding positions of ``target`` (B, T) flattened (a target or source batch), in
+    order; with the host's count ``ntok`` nothing waits for the device (``torch.nonzero_static``)."""
     keep = target.reshape(-1).ne(pad_id)
     rows = keep.nonzero() if ntok is None else torch.nonzero_static(keep, size=ntok)
     return rows.squeeze(1)
@@ -148,12 +178,15 @@ def target_rows(target: torch.Tensor, pad_id: int, ntok: int | None = None) -> t
 def sequence_loss(model: nn.Module, batch: dict[str, Any], pad_id: int, smoothing: float) -> tuple[torch.Tensor, int]:
     """The training loss of a collated batch (:func:`token_loss`) and its number of targets.
 
-    Logits are computed for the non-padding target positions only (``model(..., rows=)``), so the output
-    projection and log-softmax, the largest terms of a small model's step, skip the padding; loss and
-    gradients equal those of the full (B, T, V) logits with padding ignored."""
-    target = batch["tgt_out"]
+    The model computes the non-padding positions only (``model(..., rows=, src_rows=)``; the source ones where
+    the batch is padded), so the output projection and log-softmax, the largest terms of a small model's step,
+    and the Transformer's position-wise layers skip the padding; loss and gradients equal those of the full
+    (B, T, V) logits with padding ignored."""
+    target, src = batch["tgt_out"], batch["src"]
     rows = target_rows(target, pad_id, batch.get("tgt_tokens"))
-    logits = model(batch["src"], batch["tgt_in"], src_padded=batch.get("src_padded", True), rows=rows)  # (N, V)
+    padded = batch.get("src_padded", True)
+    src_rows = target_rows(src, pad_id, batch.get("src_tokens")) if padded else None
+    logits = model(src, batch["tgt_in"], src_padded=padded, rows=rows, src_rows=src_rows)  # (N, V)
     return token_loss(logits, target.reshape(-1).index_select(0, rows), pad_id, smoothing, ntok=rows.size(0))
 
 

@@ -308,3 +308,65 @@ def test_sdpa_gets_no_mask_for_an_unpadded_batch_and_a_boolean_one_for_padding(m
     assert {mask.dtype for mask, _ in masks if mask is not None} == {torch.bool}
     assert sum(mask is None for mask, _ in masks) == 2
     torch.testing.assert_close(out, model.decode(tgt, model.encode(src, maps={}), maps={})[0], atol=1e-5, rtol=1e-5)
+
+
+def _ragged_target(tgt: torch.Tensor) -> torch.Tensor:
+    """``tgt`` with right padding: row r ends r positions early."""
+    tgt = tgt.clone()
+    for row in range(1, tgt.size(0)):
+        tgt[row, tgt.size(1) - row :] = 0
+    return tgt
+
+
+@pytest.mark.parametrize("score,scale,positions", GRID, ids=IDS)
+def test_packed_rows_give_the_logits_and_gradients_of_the_padded_forward(
+    make_model, random_batch, score, scale, positions
+):
+    """With ``rows`` / ``src_rows`` (the non-padding positions) only those go through the position-wise layers;
+    the logits at them and every gradient equal the full padded forward's."""
+    model = make_model(score, scale, positions).train()  # no dropout in the tiny model
+    src, tgt = random_batch()
+    tgt = _ragged_target(tgt)
+    rows, src_rows = tgt.reshape(-1).ne(0).nonzero().squeeze(1), src.reshape(-1).ne(0).nonzero().squeeze(1)
+    seen = []
+    model.encoder[0].ffn.register_forward_hook(lambda module, args, out: seen.append(args[0].shape))
+    packed = model(src, tgt, rows=rows, src_rows=src_rows)
+    assert seen == [torch.Size([src_rows.numel(), 16])] and packed.shape == (rows.numel(), 19)
+    packed.logsumexp(-1).sum().backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    full = model(src, tgt).reshape(-1, 19).index_select(0, rows)
+    torch.testing.assert_close(packed, full, atol=1e-5, rtol=1e-5)
+    full.logsumexp(-1).sum().backward()
+    assert grads.keys() == {name for name, p in model.named_parameters() if p.grad is not None}
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(grads[name], p.grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_packed_rows_under_bf16_autocast(make_model, random_batch):
+    model = make_model().train()
+    src, tgt = random_batch()
+    tgt = _ragged_target(tgt)
+    rows, src_rows = tgt.reshape(-1).ne(0).nonzero().squeeze(1), src.reshape(-1).ne(0).nonzero().squeeze(1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        packed = model(src, tgt, rows=rows, src_rows=src_rows)
+        packed.float().logsumexp(-1).sum().backward()
+    full = model(src, tgt).reshape(-1, 19).index_select(0, rows)
+    torch.testing.assert_close(packed.float(), full, atol=0.15, rtol=0.05)
+
+
+def test_dropout_keeps_each_value_with_probability_1_minus_p_and_rescales_it():
+    from ablate.model.transformer import Dropout
+
+    drop = Dropout(0.25)
+    x = torch.ones(200, 500, requires_grad=True)
+    assert drop.eval()(x) is x
+    y = drop.train()(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.75) < 0.01
+    torch.testing.assert_close(y[kept], torch.full_like(y[kept], 1 / 0.75))
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, y.detach())  # d/dx of x * mask is the mask
+    assert Dropout(0.0).train()(x) is x and not Dropout(1.0).train()(x).any()
+    assert repr(drop) == "Dropout(p=0.25)"

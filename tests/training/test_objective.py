@@ -77,3 +77,51 @@ def test_adamw_takes_foreach_on_cpu_and_fused_where_asked_or_on_cuda(monkeypatch
     assert opt.kw.get("fused") is True and "foreach" not in opt.kw
     opt, _ = make_optimizer(model, cfg, fused=False)  # under an fp16 gradient scaler
     assert opt.kw.get("foreach") is True and "fused" not in opt.kw
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_loss_and_its_gradient_are_those_of_torch_cross_entropy(smoothing, dtype):
+    """``token_loss`` (one fused backward) equals ``F.cross_entropy`` with ``label_smoothing`` and ``ignore_index``
+    (the formulation it replaced): value and logit gradient, padding targets ignored, (B, T, V) and (N, V)."""
+    torch.manual_seed(0)
+    logits = (torch.randn(4, 5, VOCAB) * 3).to(dtype).requires_grad_()
+    target = torch.randint(1, VOCAB, (4, 5))
+    target[1, 3:] = PAD
+    target[3, 1:] = PAD
+    loss, ntok = token_loss(logits, target, PAD, smoothing)
+    (loss * 1.7).backward()
+    ours = logits.grad.clone()
+    logits.grad = None
+    flat = logits.reshape(-1, VOCAB).float()
+    reference = torch.nn.functional.cross_entropy(
+        flat, target.reshape(-1), ignore_index=PAD, label_smoothing=smoothing, reduction="sum"
+    ) / int(target.ne(PAD).sum())
+    (reference * 1.7).backward()
+    assert ntok == int(target.ne(PAD).sum())
+    torch.testing.assert_close(loss, reference, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(ours, logits.grad, rtol=1e-5, atol=1e-7)
+    assert ours[1, 3:].abs().max() == 0 and ours[3, 1:].abs().max() == 0
+    rows = target.reshape(-1).ne(PAD)
+    flat_loss, _ = token_loss(logits.reshape(-1, VOCAB)[rows], target.reshape(-1)[rows], PAD, smoothing)
+    torch.testing.assert_close(flat_loss, loss)
+
+
+def test_only_non_padding_source_positions_reach_the_encoders_position_wise_layers():
+    batch = {**_batch(), "src_tokens": int(_batch()["src"].ne(PAD).sum())}
+    model = tiny_model("dot").train()
+    seen = []
+    model.encoder[0].ffn.register_forward_hook(lambda module, args, out: seen.append(args[0].shape))
+    sequence_loss(model, batch, PAD, 0.1)
+    assert batch["src_tokens"] < batch["src"].numel() and seen == [torch.Size([batch["src_tokens"], 16])]
+    seen.clear()
+    sequence_loss(model, {**batch, "src_padded": False}, PAD, 0.1)  # the host says: no padding to skip
+    assert seen == [batch["src"].shape + (16,)]
+
+
+def test_a_second_backward_through_the_loss_raises_rather_than_reusing_its_spent_buffer():
+    logits = torch.randn(6, VOCAB, requires_grad=True)
+    loss, _ = token_loss(logits, torch.randint(1, VOCAB, (6,)), PAD, 0.1)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
