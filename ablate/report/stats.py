@@ -22,7 +22,7 @@ from math import comb
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
-from scipy import stats as st
+from scipy import special as sc
 
 from ablate.metrics import scorers as bleu_metric
 from ablate.metrics.scorers import bleu_from_stats
@@ -593,37 +593,104 @@ class Resamples:
 
     def bleu_many(self, stats: Sequence[np.ndarray], score: Score = bleu_from_stats) -> list[np.ndarray]:
         """(B,) corpus score (``score`` of summed statistics) of each trial's (n, k) statistics under each
-        resample; whole-number statistics (BLEU's and chrF's counts) go through one matrix product."""
+        resample; whole-number statistics (BLEU's and chrF's counts) go through one matrix product
+        (:func:`_resample_counts`), and ``score`` takes 64 trials' (B, k) sums at once."""
         bad = [s.shape[0] for s in stats if s.shape[0] != self.n]
         if bad:
             raise ReportError(f"hypotheses cover {bad[0]} sentences, the split has {self.n}")
         name = getattr(score, "__qualname__", repr(score))
         todo = [s for s in {id(s): s for s in stats}.values() if self._seen.get((id(s), name), (None,))[0] is not s]
-        counts = [s for s in todo if s.ndim == 2 and np.array_equal(s, np.rint(s))]
-        summed = dict(_resample_counts(self.weights, counts, self._single))
-        for s in todo:
-            boot = score(summed[id(s)] if id(s) in summed else self.weights @ s)
-            if len(self._seen) >= 4096:
-                self._seen.clear()
-            self._seen[(id(s), name)] = (s, boot)
+        counts = {id(s): s for s in todo if s.ndim == 2 and np.array_equal(s, np.rint(s))}
+        summed = itertools.chain(
+            _resample_counts(self.weights, list(counts.values()), self._single),
+            ((id(s), self.weights @ s) for s in todo if id(s) not in counts),
+        )
+        by_id = {id(s): s for s in todo}
+        while batch := list(itertools.islice(summed, 64)):  # scored 64 trials at a time, as one array
+            shapes = {b.shape for _, b in batch}
+            boots = list(score(np.stack([b for _, b in batch]))) if len(shapes) == 1 else [score(b) for _, b in batch]
+            for (key, _), boot in zip(batch, boots):
+                if len(self._seen) >= 4096:
+                    self._seen.clear()
+                self._seen[(key, name)] = (by_id[key], boot)
         return [self._seen[(id(s), name)][1] for s in stats]
 
 
 def _resample_counts(
     weights: np.ndarray, stats: Sequence[np.ndarray], single: np.ndarray, chunk: int = 64
 ) -> Iterable[tuple[int, np.ndarray]]:
-    """``(id(s), weights @ s)`` for each (n, k) ``s``, ``chunk`` trials per (B, n) @ (n, chunk·k) product:
-    whole numbers make it exact, bit for bit, in float64 (below 2^53) and, where every sum stays below
-    2^24, in float32 (``single``: the weights in float32), which takes half the time."""
+    """``(id(s), weights @ s)`` for each (n, k) ``s`` of whole numbers, bit for bit, with fewer columns
+    multiplied: a column equal to the first trial's (the references' lengths or n-gram counts) is
+    resampled once, and one that is another of its trial's columns plus a constant on all but a few
+    sentences (BLEU's n-gram totals: the length minus n - 1) is that column's resamples, plus the
+    constant times the resample's size (each row of ``weights`` sums to n), plus those few sentences'
+    part. The rest go ``chunk`` trials per (B, n) @ (n, columns) product: whole numbers make it exact,
+    in float64 (below 2^53) and, where every sum stays below 2^24, in float32 (``single``: the weights
+    in float32), which takes half the time."""
+    if not stats:
+        return
+    sizes = weights.sum(axis=1)  # (B,): n each
+    first, first_out = stats[0], np.zeros(0)
     for start in range(0, len(stats), chunk):
-        part = np.concatenate(stats[start : start + chunk], axis=1)
-        widths = np.cumsum([0] + [s.shape[1] for s in stats[start : start + chunk]])
-        if weights.shape[1] * float(np.abs(part).max(initial=0.0)) < 2**24:
-            product = (single @ part.astype(np.float32)).astype(np.float64)  # (B, sum k)
+        part = stats[start : start + chunk]
+        plans = [_columns(s, None if s is first else first) for s in part]
+        own = [s[:, plan[0]] for s, plan in zip(part, plans)]
+        matrix = np.concatenate(own, axis=1)
+        if weights.shape[1] * float(np.abs(matrix).max(initial=0.0)) < 2**24:
+            product = (single @ matrix.astype(np.float32)).astype(np.float64)  # (B, own columns)
         else:
-            product = weights @ part
-        for s, lo, hi in zip(stats[start : start + chunk], widths[:-1], widths[1:]):
-            yield id(s), np.ascontiguousarray(product[:, lo:hi])
+            product = weights @ matrix
+        lo = 0
+        for s, (columns, derived) in zip(part, plans):
+            out = np.empty((weights.shape[0], s.shape[1]), dtype=np.float64)
+            out[:, columns] = product[:, lo : lo + len(columns)]
+            lo += len(columns)
+            for j, i, constant, rows, rest in derived:
+                if i < 0:  # the first trial's column j
+                    out[:, j] = first_out[:, j]
+                    continue
+                out[:, j] = out[:, i] + constant * sizes
+                if len(rows):
+                    out[:, j] += weights[:, rows] @ rest
+            if s is first:
+                first_out = out
+            yield id(s), out
+
+
+def _columns(
+    s: np.ndarray, first: Optional[np.ndarray]
+) -> tuple[list[int], list[tuple[int, int, float, np.ndarray, np.ndarray]]]:
+    """Which columns of the (n, k) ``s`` :func:`_resample_counts` multiplies, and how it gets the others:
+    ``(j, -1, ...)`` for a column equal to ``first``'s column j, ``(j, i, c, rows, rest)`` for column i
+    (0 or j - 1, multiplied) plus ``c`` but on ``rows`` (at most n / 16), where it is column i plus ``rest``."""
+    n, k = s.shape
+    columns = np.ascontiguousarray(s.T)  # (k, n): a column's sentences side by side
+    if first is not None and first.shape == s.shape:
+        same = (columns == np.ascontiguousarray(first.T)).all(axis=1)
+    else:
+        same = np.zeros(k, dtype=bool)
+    top = int(np.argmax(columns[0])) if n else 0  # a sentence where a constant difference holds, if one does
+    bases = [
+        columns - columns[:1],
+        np.concatenate([columns[:1], columns[1:] - columns[:-1]]),
+    ]  # - column 0, - column j-1
+    constants = [b[:, top] if n else np.zeros(k) for b in bases]
+    off = [np.count_nonzero(b != c[:, None], axis=1) for b, c in zip(bases, constants)]
+    own: list[int] = []
+    derived: list[tuple[int, int, float, np.ndarray, np.ndarray]] = []
+    for j in range(k):
+        if same[j]:
+            derived.append((j, -1, 0.0, np.zeros(0, dtype=np.int64), np.zeros(0)))
+            continue
+        for b, i in ((0, 0), (1, j - 1)):
+            if 0 <= i < j and i in own and off[b][j] <= n // 16:
+                difference = bases[b][j]
+                rows = np.flatnonzero(difference != constants[b][j])
+                derived.append((j, i, float(constants[b][j]), rows, difference[rows] - constants[b][j]))
+                break
+        else:
+            own.append(j)
+    return own, derived
 
 
 def bootstrap_p(deltas: np.ndarray, observed: float) -> float:
@@ -676,7 +743,7 @@ def use_paired(paired_df: int, unpaired_df: int, alpha: float = 0.05) -> bool:
     if unpaired_df <= 0:
         return True
     q = 1 - alpha / 2
-    return float(st.t.ppf(q, paired_df)) <= (1 + PAIRING_COST) * float(st.t.ppf(q, unpaired_df))
+    return float(_t_ppf(q, paired_df)) <= (1 + PAIRING_COST) * float(_t_ppf(q, unpaired_df))
 
 
 @dataclass(frozen=True)
@@ -798,13 +865,28 @@ def seed_test(
     if se == 0:
         p = 1.0 if delta == 0 else 0.0
     else:
-        p = float(2 * st.t.sf(abs(delta) / se, dof))
+        p = float(2 * _t_sf(abs(delta) / se, dof))
     return SeedTest(delta, se, seed_var, sentence_var, dof, p, sigma, paired)
 
 
 @functools.lru_cache(maxsize=1024)
 def _t_quantile(q: float, df: float) -> float:
-    return float(st.norm.ppf(q) if math.isinf(df) else st.t.ppf(q, df))
+    return float(sc.ndtri(q) if math.isinf(df) else _t_ppf(q, df))
+
+
+def _t_sf(x: float, df: float) -> float:
+    """Student's t survival function: ``scipy.stats.t.sf`` (``stdtr(df, -x)``) without importing scipy.stats."""
+    return float(sc.stdtr(df, -x))
+
+
+def _t_ppf(q: float, df: float) -> float:
+    """Student's t quantile: ``scipy.stats.t.ppf`` (``stdtrit(df, q)``) without importing scipy.stats."""
+    return float(sc.stdtrit(df, q))
+
+
+def _norm_sf(x: float) -> float:
+    """``scipy.stats.norm.sf``: ``ndtr(-x)``."""
+    return float(sc.ndtr(-x))
 
 
 def standard_error(sigma: float, seeds_a: int, seeds_b: int, sentence_var: float) -> float:
@@ -823,9 +905,11 @@ def power(
         return 1.0 if delta else alpha
     nc, dof = abs(delta) / se, max(float(df), 1.0)
     if math.isinf(dof):
-        crit = float(st.norm.ppf(1 - alpha / 2))
-        return float(st.norm.sf(crit - nc) + st.norm.cdf(-crit - nc))
-    crit = float(st.t.ppf(1 - alpha / 2, dof))
+        crit = float(sc.ndtri(1 - alpha / 2))
+        return float(_norm_sf(crit - nc) + sc.ndtr(-crit - nc))
+    crit = float(_t_ppf(1 - alpha / 2, dof))
+    from scipy import stats as st  # only here: scipy.stats takes longer to import than a table of 1,000 trials to read
+
     return float(st.nct.sf(crit, dof, nc) + st.nct.cdf(-crit, dof, nc))
 
 
@@ -841,7 +925,7 @@ def seeds_needed(delta: float, sigma: float, sentence_var: float, alpha: float, 
     """Seeds per row for a true ``delta`` to be found with ``power`` at ``alpha`` (normal quantiles), from
     SE²(k) = 2σ²/k + v0, ``sentence_var`` = v0 (:func:`sentence_split`); None when the test set's own
     sampling variance already hides an effect that small."""
-    z = float(st.norm.ppf(1 - alpha / 2) + st.norm.ppf(power))
+    z = float(sc.ndtri(1 - alpha / 2) + sc.ndtri(power))
     room = (abs(delta) / z) ** 2 - max(sentence_var, 0.0)
     if room <= 0:
         return None
@@ -1259,7 +1343,7 @@ def t_interval(deltas: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np
     low, high = np.full(mean.shape, np.nan), np.full(mean.shape, np.nan)
     for j in np.flatnonzero(n > 1):
         values = deltas[:, j][~np.isnan(deltas[:, j])]
-        half = float(st.t.ppf(0.5 + level / 2, len(values) - 1)) * np.std(values, ddof=1) / math.sqrt(len(values))
+        half = float(_t_ppf(0.5 + level / 2, len(values) - 1)) * np.std(values, ddof=1) / math.sqrt(len(values))
         low[j], high[j] = mean[j] - half, mean[j] + half
     return mean, low, high, n
 
@@ -1339,6 +1423,8 @@ def binomial_p(k: int, n: int) -> float:
     """P(X >= k) for X ~ Binomial(n, 1/2): how often chance alone agrees in k or more of n signs."""
     if not 0 <= k <= n:
         raise ValueError(f"k={k} must be in [0, n={n}]")
+    from scipy import stats as st
+
     return float(st.binom.sf(k - 1, n, 0.5))
 
 
@@ -1404,8 +1490,10 @@ def pearson(xs: list[float], ys: list[float], level: float = 0.95) -> Correlatio
         return Correlation(n, level=level, why_not=f"n too small for a correlation (needs {MIN_CORRELATION_N})")
     if len(set(xs)) == 1 or len(set(ys)) == 1:
         return Correlation(n, level=level, why_not="one column is constant, so r is undefined")
+    from scipy import stats as st
+
     r = max(-1.0, min(1.0, float(st.pearsonr(xs, ys).statistic)))
-    half = float(st.norm.ppf(0.5 + level / 2)) / math.sqrt(n - 3)
+    half = float(sc.ndtri(0.5 + level / 2)) / math.sqrt(n - 3)
     z = math.atanh(r) if abs(r) < 1 else math.copysign(math.inf, r)
     return Correlation(n, r, math.tanh(z - half), math.tanh(z + half), level)
 
@@ -1467,7 +1555,7 @@ def agreement_test(
     n = len(rows)
     up = np.array([p > 0 for p, _, _ in rows], dtype=bool)
     # q[i]: P(our i-th Δ, redrawn, is > 0)
-    q = np.array([(1.0 if o > 0 else 0.0) if not s else float(st.norm.cdf(o / s)) for _, o, s in rows])
+    q = np.array([(1.0 if o > 0 else 0.0) if not s else float(sc.ndtr(o / s)) for _, o, s in rows])
     agree = sum((p > 0) == (o > 0) for p, o, _ in rows)
     expected = float(np.sum(np.where(up, q, 1 - q))) if n else 0.0
     n_up = int(up.sum())

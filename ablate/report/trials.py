@@ -70,10 +70,7 @@ def read_texts(folder: Path) -> dict[str, list[str]]:
         where = f"{folder.name}/{path.name}"
         try:
             if path.name.endswith(".gz"):
-                split, lines = (
-                    path.name[: -len(".txt.gz")],
-                    split_lines(gzip.decompress(path.read_bytes()).decode("utf-8")),
-                )
+                split, lines = path.name[: -len(".txt.gz")], _gzipped_lines(path.read_bytes())
             else:
                 split, lines = path.stem, read_lines(path)
         except UnicodeDecodeError as err:
@@ -86,6 +83,29 @@ def read_texts(folder: Path) -> dict[str, list[str]]:
             raise TextError(f"{where} and {where}.gz both exist and differ; keep the run's own and remove the other")
         texts[split] = lines
     return texts
+
+
+_SEEN: set[int] = set()
+_SHARED: dict[bytes, list[str]] = {}
+"""The lines of a ``.gz`` text read more than once in the process, by its bytes: every trial of a
+sweep saves the same references and sources, each decoded once (a hypothesis file, seen once, is not kept)."""
+
+
+def _gzipped_lines(data: bytes) -> list[str]:
+    """The lines of a gzipped UTF-8 text (only newlines end a line); a text whose bytes were read before
+    is decoded once (a copy of the list each time)."""
+    if data in _SHARED:
+        return list(_SHARED[data])
+    lines = split_lines(gzip.decompress(data).decode("utf-8"))
+    if hash(data) in _SEEN:
+        if len(_SHARED) >= 16:
+            _SHARED.clear()
+        _SHARED[data] = lines
+        return list(lines)
+    if len(_SEEN) >= 100_000:
+        _SEEN.clear()
+    _SEEN.add(hash(data))
+    return lines
 
 
 HYP_ARTIFACT_TYPES = ("hypotheses", "predictions")

@@ -287,6 +287,29 @@ def test_resampling_many_trials_at_once_is_exact_and_done_once_per_trial():
     assert sig.Resamples.shared(50, 200) is sig.Resamples.shared(50, 200)
 
 
+def test_resampling_bleu_shaped_statistics_multiplies_fewer_columns_bit_for_bit():
+    """BLEU's columns: the references' lengths shared by every trial, the n-gram totals the length
+    minus n - 1 but on short lines: resampled from fewer columns, each equal to ``weights @ stats``."""
+    rng = np.random.default_rng(1)
+    n, ref_len = 300, rng.integers(0, 30, size=300).astype(np.float64)
+    trials = []
+    for _ in range(130):  # three products of 64
+        length = rng.integers(4, 30, size=n)
+        length[rng.random(n) < 0.03] = rng.integers(0, 4)  # a few lines of 0 to 3 words
+        matches = np.minimum(length[:, None], rng.integers(0, 25, size=(n, 4)))
+        totals = np.maximum(length[:, None] - np.arange(4), 0)
+        trials.append(np.column_stack([length, ref_len, matches, totals]).astype(np.float64))
+    trials.append(np.column_stack([ref_len + 10**6, ref_len, trials[0][:, 2:]]))  # sums past 2^24: in float64
+    resamples = sig.Resamples(n, 200)
+    columns, derived = sig._columns(trials[1], trials[0])
+    assert columns == [0, 2, 3, 4, 5] and [d[:2] for d in derived] == [(1, -1), (6, 0), (7, 0), (8, 0), (9, 0)]
+    summed = dict(sig._resample_counts(resamples.weights, trials, resamples._single))
+    for stats in trials:
+        assert np.array_equal(summed[id(stats)], resamples.weights @ stats)  # bit for bit
+    for stats, boot in zip(trials, resamples.bleu_many(trials)):
+        assert np.array_equal(boot, bleu_from_stats(resamples.weights @ stats))
+
+
 def test_a_second_table_of_the_same_trials_scores_no_sentence(variant_sweep, tmp_path, monkeypatch):
     """The first render scores each trial's hypotheses once and caches the statistics on disk; a second
     render (a fresh process: the in-process cache emptied) reads them back and scores nothing."""
