@@ -262,7 +262,7 @@ def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
         bp = np.where(sys_len < ref_len, np.where(sys_len > 0, np.exp(1 - ref_len / sys_len), 0.0), 1.0)
         # sacreBLEU's 'exp' smoothing: the k-th order without a match gets 1 / (2^k · total)
         misses = np.cumsum(correct == 0, axis=-1)
-        precision = np.where(correct > 0, 100.0 * correct / total, 100.0 / (2.0**misses * total))
+        precision = np.where(correct > 0, 100.0 * correct / total, 100.0 / np.ldexp(total, misses))  # 2^k · total
         log_p = np.log(precision)
     score = bp * np.exp(log_p.sum(axis=-1) / ORDER)
     dead = (total == 0).any(axis=-1) | (correct == 0).all(axis=-1)

@@ -94,11 +94,12 @@ class Stat:
 
 def stat(values: Sequence[float]) -> Optional[Stat]:
     """Aggregate seed values; None when there are none (NaNs are dropped)."""
-    vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    if not vals:
+    vals = np.array([float(v) for v in values if v is not None and not math.isnan(float(v))])
+    if not len(vals):
         return None
-    std = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
-    return Stat(float(np.mean(vals)), std, len(vals))
+    mean = np.add.reduce(vals) / len(vals)  # np.mean and np.std(ddof=1), the same operations without their checks
+    std = math.sqrt(np.add.reduce((vals - mean) ** 2) / (len(vals) - 1)) if len(vals) > 1 else None
+    return Stat(float(mean), std, len(vals))
 
 
 @dataclass(frozen=True)
