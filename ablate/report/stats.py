@@ -1003,6 +1003,13 @@ class Comparison:
 
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm-Bonferroni adjusted p-values (Holm 1979): step-down, monotone, capped at 1."""
+    values = np.asarray(p_values, dtype=np.float64)
+    if np.all(values >= 0):  # the loop below, in numpy (a table's hinge notes ask for it once per mark)
+        order = np.argsort(values, kind="stable")
+        scaled = np.minimum(1.0, (len(values) - np.arange(len(values))) * values[order])
+        adjusted = np.empty(len(values))
+        adjusted[order] = np.maximum.accumulate(scaled)
+        return adjusted.tolist()
     order = sorted(range(len(p_values)), key=lambda i: p_values[i])
     m, running, out = len(p_values), 0.0, [1.0] * len(p_values)
     for rank, i in enumerate(order):
