@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import numpy as np
 from scipy import special as sc
 
-from ablate.metrics import scorers as bleu_metric
+from ablate.metrics import SentenceMetric, scorers as bleu_metric
 from ablate.metrics.scorers import bleu_from_stats
 from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU
 from ablate.report.trials import (
@@ -607,14 +607,26 @@ class Resamples:
             ((id(s), self.weights @ s) for s in todo if id(s) not in counts),
         )
         by_id = {id(s): s for s in todo}
-        while batch := list(itertools.islice(summed, 64)):  # scored 64 trials at a time, as one array
+        while batch := list(itertools.islice(summed, 64)):  # ours: scored 64 trials at a time, as one array
             shapes = {b.shape for _, b in batch}
-            boots = list(score(np.stack([b for _, b in batch]))) if len(shapes) == 1 else [score(b) for _, b in batch]
+            if len(shapes) == 1 and getattr(score, "__func__", score) in _ANY_SHAPE:
+                boots = list(score(np.stack([b for _, b in batch])))
+            else:
+                boots = [score(b) for _, b in batch]
             for (key, _), boot in zip(batch, boots):
                 if len(self._seen) >= 4096:
                     self._seen.clear()
                 self._seen[(key, name)] = (by_id[key], boot)
         return [self._seen[(id(s), name)][1] for s in stats]
+
+
+_ANY_SHAPE = (
+    bleu_from_stats,
+    bleu_metric.chrf_from_stats,
+    bleu_metric.ter_from_stats,
+    SentenceMetric.from_statistics,
+)
+"""Scores of summed statistics that take any leading shape, elementwise (a plugin's may expect (B, k))."""
 
 
 def _resample_counts(

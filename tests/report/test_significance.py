@@ -310,6 +310,20 @@ def test_resampling_bleu_shaped_statistics_multiplies_fewer_columns_bit_for_bit(
         assert np.array_equal(boot, bleu_from_stats(resamples.weights @ stats))
 
 
+def test_a_plugins_score_gets_one_trials_resamples_at_a_time():
+    """Ours score 64 trials' (B, k) sums as one array; a plugin's ``from_statistics`` may expect (B, k)."""
+    rng = np.random.default_rng(2)
+    counts = [rng.integers(0, 30, size=(40, 2)).astype(np.float64) for _ in range(5)]
+
+    def ratio(stats: np.ndarray) -> np.ndarray:
+        assert stats.ndim == 2
+        return stats[:, 0] / (stats[:, 1] + 1)
+
+    resamples = sig.Resamples(40, 100)
+    for stats, boot in zip(counts, resamples.bleu_many(counts, ratio)):
+        assert np.array_equal(boot, ratio(resamples.weights @ stats))
+
+
 def test_a_second_table_of_the_same_trials_scores_no_sentence(variant_sweep, tmp_path, monkeypatch):
     """The first render scores each trial's hypotheses once and caches the statistics on disk; a second
     render (a fresh process: the in-process cache emptied) reads them back and scores nothing."""
