@@ -326,13 +326,21 @@ def _candidate_keys(done: Sequence[Trial]) -> list[str]:
     return sorted(k for k in every if len({value_order(t.config.get(k, _MISSING)) for t in done}) > 1)
 
 
+_PLAIN = (int, float, str, bool, type(None))
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """``value_order(a) == value_order(b)``, without building them for one object or two equal plain values."""
+    if a is b or (type(a) is type(b) and type(a) in _PLAIN and a == b):
+        return True
+    return value_order(a) == value_order(b)
+
+
 def _row_config(trials: Sequence[Trial]) -> dict[str, Any]:
     """The config keys shared by every seed of a row (keys that vary across seeds are dropped)."""
     first = trials[0].config
     return {
-        k: v
-        for k, v in first.items()
-        if k != "seed" and all(value_order(t.config.get(k, _MISSING)) == value_order(v) for t in trials)
+        k: v for k, v in first.items() if k != "seed" and all(_same_value(t.config.get(k, _MISSING), v) for t in trials)
     }
 
 
