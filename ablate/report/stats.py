@@ -615,6 +615,7 @@ class Resamples:
             ((id(s), self.weights @ s) for s in todo if id(s) not in counts),
         )
         by_id = {id(s): s for s in todo}
+        found = {id(s): self._seen[(id(s), name)][1] for s in stats if id(s) not in by_id}  # before any clear
         while batch := list(itertools.islice(summed, 64)):  # ours: scored 64 trials at a time, as one array
             shapes = {b.shape for _, b in batch}
             if len(shapes) == 1 and getattr(score, "__func__", score) in _ANY_SHAPE:
@@ -625,7 +626,8 @@ class Resamples:
                 if len(self._seen) >= 4096:
                     self._seen.clear()
                 self._seen[(key, name)] = (by_id[key], boot)
-        return [self._seen[(id(s), name)][1] for s in stats]
+                found[key] = boot
+        return [found[id(s)] for s in stats]
 
 
 _ANY_SHAPE = (

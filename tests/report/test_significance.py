@@ -287,6 +287,16 @@ def test_resampling_many_trials_at_once_is_exact_and_done_once_per_trial():
     assert sig.Resamples.shared(50, 200) is sig.Resamples.shared(50, 200)
 
 
+def test_resampling_more_trials_than_the_store_keeps_in_one_call():
+    """More than 4,096 statistics arrays in one call: the in-process store is emptied as it fills,
+    and every array still gets its own resampled scores (no KeyError)."""
+    rng = np.random.default_rng(3)
+    counts = [rng.integers(0, 30, size=(6, 10)).astype(np.float64) for _ in range(4200)]
+    resamples = sig.Resamples(6, 20)
+    for stats, boot in zip(counts, resamples.bleu_many(counts)):
+        assert np.array_equal(boot, bleu_from_stats(resamples.weights @ stats))
+
+
 def test_resampling_bleu_shaped_statistics_multiplies_fewer_columns_bit_for_bit():
     """BLEU's columns: the references' lengths shared by every trial, the n-gram totals the length
     minus n - 1 but on short lines: resampled from fewer columns, each equal to ``weights @ stats``."""
