@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import math
 import random
 
@@ -332,6 +333,67 @@ def test_a_plugins_score_gets_one_trials_resamples_at_a_time():
     resamples = sig.Resamples(40, 100)
     for stats, boot in zip(counts, resamples.bleu_many(counts, ratio)):
         assert np.array_equal(boot, ratio(resamples.weights @ stats))
+
+
+def _fresh_process() -> None:
+    """What a new process starts without: the in-process statistics, index and resampled scores."""
+    from ablate import metrics as scorer_module
+    from ablate.metrics import index
+
+    index.flush()
+    index._INDEXES.clear()
+    scorer_module._CACHE.clear()
+    sig.Resamples.shared.cache_clear()
+
+
+def _backdated(folder, seconds: float) -> None:
+    """Every saved text of ``folder`` given an mtime ``seconds`` ago (not "racily clean" for the index)."""
+    import os
+    import time
+
+    for path in folder.glob("*/*/*.txt*"):
+        os.utime(path, ns=(time.time_ns() - int(seconds * 1e9),) * 2)
+
+
+def test_a_second_table_reads_no_saved_text_and_a_touched_one_is_read_again(variant_sweep, tmp_path, monkeypatch):
+    """The index knows each saved text by its path, size and mtime: a second table (a fresh process)
+    decodes no text file at all; a hypothesis file rewritten to the same size gets a new mtime and is
+    read, hashed and scored again."""
+    import shutil
+
+    from ablate.metrics import scorers as bleu
+    from ablate.report import table as report_table, trials
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(variant_sweep, sweep)
+    _backdated(sweep, 60)
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    _fresh_process()
+    read, real_read = [], trials._read_text
+    monkeypatch.setattr(trials, "_read_text", lambda path: read.append(path) or real_read(path))
+    scored, real = [], bleu.sentence_stats
+    monkeypatch.setattr(bleu, "sentence_stats", lambda *a, **k: scored.append(len(a[0])) or real(*a, **k))
+    first = report_table(str(sweep), samples=100).render("md")
+    assert read and scored and (tmp_path / "cache" / "statistics-index.json").is_file()
+    _fresh_process()
+    read.clear()
+    scored.clear()
+    assert report_table(str(sweep), samples=100).render("md") == first
+    assert read == [] and scored == []  # not one text decoded, not one sentence scored
+
+    hyps = sorted(sweep.glob("*/hyps/*.txt*"))[0]
+    lines = trials._read_text(hyps)
+    changed = [lines[0][::-1], *lines[1:]] if lines[0] != lines[0][::-1] else [lines[1][::-1], lines[0], *lines[2:]]
+    text = "".join(line + "\n" for line in changed).encode("utf-8")
+    size = hyps.stat().st_size
+    hyps.write_bytes(gzip.compress(text, mtime=0) if hyps.name.endswith(".gz") else text)
+    assert hyps.stat().st_size == size  # only the mtime tells the index it changed
+    _backdated(sweep, 30)  # every file touched anew; only one changed
+    _fresh_process()
+    read.clear()
+    report_table(str(sweep), samples=100).render("md")
+    assert len(scored) == 1 and sum(scored) == len(lines)  # the changed file alone scored again
+    assert hyps in read
 
 
 def test_a_second_table_of_the_same_trials_scores_no_sentence(variant_sweep, tmp_path, monkeypatch):
