@@ -15,16 +15,25 @@ conservative "smallest df" bound (Hsu 1938).
 from __future__ import annotations
 
 import functools
+import hashlib
+import io
 import itertools
 import math
 from dataclasses import dataclass, field, replace
 from math import comb
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 from scipy import special as sc
 
-from ablate.metrics import SentenceMetric, scorers as bleu_metric
+from ablate.metrics import (
+    SentenceMetric,
+    _read_npy as read_cache_file,
+    _write_cache as write_cache_file,
+    scorers as bleu_metric,
+)
+from ablate.metrics.index import cache_root
 from ablate.metrics.scorers import bleu_from_stats
 from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU
 from ablate.report.trials import (
@@ -585,7 +594,7 @@ class Resamples:
 
     def __init__(self, n: int, samples: int, seed: int = SEED):
         rng = np.random.default_rng(seed)
-        self.n = n
+        self.n, self.seed = n, seed
         self.weights = rng.multinomial(n, np.full(n, 1.0 / n), size=samples).astype(np.float64)  # (B, n)
         self._seen: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
 
@@ -609,13 +618,23 @@ class Resamples:
             raise ReportError(f"hypotheses cover {bad[0]} sentences, the split has {self.n}")
         name = getattr(score, "__qualname__", repr(score))
         todo = [s for s in {id(s): s for s in stats}.values() if self._seen.get((id(s), name), (None,))[0] is not s]
+        ours = getattr(score, "__func__", score) in _ANY_SHAPE
+        files = {id(s): self._boot_file(s, name) for s in todo} if ours else {}
+        found = {}
+        for s in todo:
+            if (saved := _saved_boot(files.get(id(s)), len(self.weights))) is not None:
+                found[id(s)] = saved
+        todo = [s for s in todo if id(s) not in found]
         counts = {id(s): s for s in todo if s.ndim == 2 and np.array_equal(s, np.rint(s))}
         summed = itertools.chain(
             _resample_counts(self.weights, list(counts.values()), self._single),
             ((id(s), self.weights @ s) for s in todo if id(s) not in counts),
         )
         by_id = {id(s): s for s in todo}
-        found = {id(s): self._seen[(id(s), name)][1] for s in stats if id(s) not in by_id}  # before any clear
+        found.update({id(s): self._seen[(id(s), name)][1] for s in stats if id(s) not in by_id and id(s) not in found})
+        for s in stats:  # read back from the bootstrap cache
+            if id(s) in files and id(s) not in by_id:
+                self._seen[(id(s), name)] = (s, found[id(s)])
         while batch := list(itertools.islice(summed, 64)):  # ours: scored 64 trials at a time, as one array
             shapes = {b.shape for _, b in batch}
             if len(shapes) == 1 and getattr(score, "__func__", score) in _ANY_SHAPE:
@@ -627,7 +646,43 @@ class Resamples:
                     self._seen.clear()
                 self._seen[(key, name)] = (by_id[key], boot)
                 found[key] = boot
+                if key in files:
+                    _save_boot(files[key], boot)
         return [found[id(s)] for s in stats]
+
+    def _boot_file(self, stats: np.ndarray, name: str) -> Path:
+        """Where the bootstrap cache keeps ``stats``' resampled scores: named by a sha256 of the
+        resamples (n, B, seed, numpy's version: its generator's stream), the score and the statistics."""
+        digest = hashlib.sha256(
+            f"{BOOT_VERSION}|{np.__version__}|{self.n}|{len(self.weights)}|{self.seed}|{name}|{stats.shape}|{stats.dtype}|".encode()
+        )
+        digest.update(np.ascontiguousarray(stats).data)
+        return cache_root() / "bootstrap" / f"{digest.hexdigest()}.npy"
+
+
+BOOT_VERSION = 1
+"""Bumped when the resampled scores of the same statistics would change (the bootstrap cache's key)."""
+
+
+def _saved_boot(path: Optional[Path], samples: int) -> Optional[np.ndarray]:
+    """The (B,) resampled scores saved at ``path`` (None: unreadable, or not ``samples`` of them)."""
+    if path is None:
+        return None
+    try:
+        saved = read_cache_file(path)
+    except (OSError, ValueError, EOFError):
+        return None
+    return saved[0] if saved.shape == (1, samples) else None
+
+
+def _save_boot(path: Path, boot: np.ndarray) -> None:
+    """``boot`` (B,) to the bootstrap cache as a (1, B) ``.npy`` (an unwritable folder: skipped)."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(boot, dtype=np.float64).reshape(1, -1), allow_pickle=False)
+    try:
+        write_cache_file(path, buffer.getvalue())
+    except OSError:
+        pass
 
 
 _ANY_SHAPE = (
@@ -1004,6 +1059,8 @@ class Comparison:
     per_seed: tuple[tuple[str, float], ...] = ()
     note: str = ""
     metric: str = DEFAULT_METRIC
+    scores: Optional[SplitScores] = field(default=None, compare=False, repr=False)
+    """The table's scores of the split it was made from (:func:`compare_alone` re-runs it from them)."""
 
     @property
     def delta(self) -> float:
@@ -1093,6 +1150,26 @@ class SplitScores:
         )  # fmt: skip
         out._fit()
         return out
+
+    def pair(self, rows: Sequence[Row], samples: int) -> Optional[SplitScores]:
+        """The table of ``rows`` alone (what :meth:`of_sweep` makes of them) from this table's statistics,
+        scores and resamples, if it holds every usable trial of both with ``samples`` resamples; else None."""
+        names = [r.name for r in rows]
+        if any(len(self.rows.get(r.name, ())) != len(_usable(r.trials, self.split)) for r in rows) or any(
+            len(b) != samples for n in names for b in self.boot.get(n, [])
+        ):
+            return None
+        if any(n not in self.boot for n in names):
+            return None
+        return SplitScores._of(
+            self.split,
+            self.score,
+            self.metric,
+            {n: self.rows[n] for n in names},
+            {n: self.bleu[n] for n in names},
+            {n: self.boot[n] for n in names},
+            {n: self.seeds[n] for n in names},
+        )
 
     @classmethod
     def of_sweep(cls, sweep: Sweep, split: str, samples: int, metric: str = DEFAULT_METRIC) -> SplitScores:
@@ -1221,7 +1298,10 @@ def compare_scores(
     """The ``plan``'s comparisons on every one of ``splits``, Holm-adjusted together: what puts a
     † on a table's row (:func:`compare`), and what ``ablate calibrate`` runs on relabelled tables."""
     found = [
-        c for scores in splits for ref, name in plan if (c := scores.compare(ref, name, test, n_samples)) is not None
+        replace(c, scores=scores)
+        for scores in splits
+        for ref, name in plan
+        if (c := scores.compare(ref, name, test, n_samples)) is not None
     ]
     tested = [c for c in found if c.tested]
     adjusted = iter(holm([c.p_value for c in tested]))
@@ -1282,8 +1362,13 @@ def compare_alone(sweep: Sweep, comparison: Comparison, n_samples: int = 0) -> O
     rows = [r for r in sweep.rows if r.name in (comparison.reference, comparison.row)]
     if len(rows) != 2:
         return None
-    pair = replace(sweep, rows=sorted(rows, key=lambda r: r.name != comparison.reference), comparisons=None)
-    scores = SplitScores.of_sweep(pair, comparison.split, n_samples or DEFAULT_SAMPLES["seeds"], comparison.metric)
+    rows = sorted(rows, key=lambda r: r.name != comparison.reference)
+    samples = n_samples or DEFAULT_SAMPLES["seeds"]
+    table = comparison.scores
+    scores = table.pair(rows, samples) if table is not None and table.metric == comparison.metric else None
+    if scores is None:
+        pair = replace(sweep, rows=rows, comparisons=None)
+        scores = SplitScores.of_sweep(pair, comparison.split, samples, comparison.metric)
     return scores.compare(comparison.reference, comparison.row, comparison.test)
 
 
