@@ -357,14 +357,15 @@ MAX_DEPTH = 100  # deepest nesting of lists and mappings a record may hold (a re
 
 def nesting_depth(value: Any) -> int:
     """How deeply lists and mappings nest in ``value`` (a scalar: 0), found without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in children)
+    deepest, level = 0, [value] if isinstance(value, (dict, list)) else []
+    while level:  # one level of containers at a time: a scalar is looked at once, never stacked
+        deepest += 1
+        level = [
+            child
+            for item in level
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, (dict, list))
+        ]
     return deepest
 
 

@@ -12,15 +12,19 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
 import numpy as np
 
 from ablate.errors import AblateError, did_you_mean
+from ablate.metrics import index
+from ablate.metrics.index import CACHE_ENV as CACHE_ENV  # the folder of the statistics cache
 from ablate.metrics.scorers import Bleu, Chrf, ChrfPlusPlus, Ter, Texts, check_aligned
 from ablate.registry import register, table
-from ablate.utils.io import atomic_write_bytes
+from ablate.utils.io import plain_mode
 
 
 @runtime_checkable
@@ -137,53 +141,102 @@ def signature_key(name: str) -> str:
 
 _CACHE: dict[tuple, np.ndarray] = {}
 _CACHE_SIZE = 1024
-CACHE_ENV = "ABLATE_CACHE"
-"""The folder that holds the statistics cache (``<it>/statistics``); default ``~/.cache/ablate``."""
 
 
 def statistics(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
     """(n, k) per-sentence statistics of ``scorer``, computed once per text: kept in the process and on disk
     under ``$ABLATE_CACHE/statistics/`` (default ``~/.cache/ablate``), named by a sha256 of the scorer's
-    signature and the texts, so a changed text or scorer version is scored afresh."""
+    signature and the texts, so a changed text or scorer version is scored afresh. Saved texts
+    (:class:`~ablate.metrics.index.SavedText`) the index knows find their file without being read."""
     if not getattr(scorer, "reads_sources", True):
         sources = None
-    key = (scorer.name, scorer.signature(), tuple(hyps), tuple(refs), tuple(sources) if sources else None)
+    texts = (hyps, refs, sources if sources else None)
+    entry = index.entry_key(scorer.name, scorer.signature(), texts)
+    if entry is not None:
+        key: tuple = (scorer.name, entry)
+    else:
+        key = (scorer.name, scorer.signature(), tuple(hyps), tuple(refs), tuple(sources) if sources else None)
     if key not in _CACHE:
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.clear()
-        _CACHE[key] = _on_disk(key, lambda: scorer.statistics(hyps, refs, sources))
+        _CACHE[key] = _on_disk(
+            (scorer.name, scorer.signature(), *texts), entry, lambda: scorer.statistics(hyps, refs, sources)
+        )
     return _CACHE[key]
 
 
-def _on_disk(key: tuple, compute: Any) -> np.ndarray:
-    """``compute()``, read from / saved to the statistics cache under the sha256 of ``key``'s texts; an
-    unreadable file, or one without a row per reference, is scored afresh, an unwritable folder skipped."""
+def _on_disk(key: tuple, entry: Optional[str], compute: Any) -> np.ndarray:
+    """``compute()``, read from / saved to the statistics cache under the sha256 of ``key``'s texts (the
+    name the index keeps under ``entry``, if any); an unreadable file, or one without a row per
+    reference, is scored afresh, an unwritable folder skipped."""
+    found, cache = index.index(), index.cache_root() / "statistics"
+    if entry is not None and entry in found.keys:
+        saved = _saved(cache / f"{found.keys[entry]}.npy", len(key[3]))
+        if saved is not None:
+            return saved
     digest = hashlib.sha256()
     for part in key:
-        digest.update(_key_bytes(part if isinstance(part, tuple) else (part,)) + b"\1")  # parts apart
-    cache = Path(os.environ.get(CACHE_ENV) or "~/.cache/ablate").expanduser()
-    path = cache / "statistics" / f"{digest.hexdigest()}.npy"
-    try:
-        saved = np.load(path, allow_pickle=False)
-        if saved.ndim == 2 and len(saved) == len(key[3]):  # one row per reference sentence
-            return saved
-    except (OSError, ValueError, EOFError):
-        pass
+        parts = (part,) if part is None or isinstance(part, str) else tuple(part)
+        digest.update(index.key_bytes(parts) + b"\1")  # parts apart
+    path = cache / f"{digest.hexdigest()}.npy"
+    if entry is not None:
+        found.keys[entry], found.dirty = digest.hexdigest(), True
+    saved = _saved(path, len(key[3]))
+    if saved is not None:
+        return saved
     stats = np.asarray(compute())
     buffer = io.BytesIO()
     np.save(buffer, stats, allow_pickle=False)
     try:
-        atomic_write_bytes(path, buffer.getvalue())
+        _write_cache(path, buffer.getvalue())
     except OSError:
         pass
     return stats
 
 
-def _key_bytes(texts: tuple) -> bytes:
-    """Each text and a newline (None: a zero byte), hashed as one update (the same digest as one per text)."""
-    if texts:
-        try:
-            return ("\n".join(texts) + "\n").encode("utf-8")
-        except TypeError:  # a None or a number among them
-            pass
-    return b"".join(b"\0" if t is None else str(t).encode("utf-8") + b"\n" for t in texts)
+def _saved(path: Path, rows: int) -> Optional[np.ndarray]:
+    """The cache file at ``path`` if it is readable and holds one row per reference sentence."""
+    try:
+        saved = _read_npy(path)
+        if saved.ndim == 2 and len(saved) == rows:
+            return saved
+    except (OSError, ValueError, EOFError):
+        pass
+    return None
+
+
+def _write_cache(path: Path, data: bytes) -> None:
+    """``data`` to ``path`` through a temporary file, fsynced, and a rename; unlike
+    :func:`~ablate.utils.io.atomic_write_bytes` the folder is not fsynced (half the cost of a
+    thousand trials' files): a rename lost in a power cut leaves a file missing, scored afresh."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, plain_mode())  # mkstemp makes 0600; a plain write would follow the umask
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+_NPY_HEADER = re.compile(rb"\{'descr': '<f8', 'fortran_order': False, 'shape': \((\d+), (\d+)\), \} *\n")
+"""The header ``np.save`` writes for a C-ordered (n, k) float64 array (format 1.0)."""
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    """``np.load(path, allow_pickle=False)``; the header of a file this cache wrote is read without
+    ``np.load``'s literal parser (a table reads a thousand of them)."""
+    data = path.read_bytes()
+    if data[:8] == b"\x93NUMPY\x01\x00":
+        end = 10 + int.from_bytes(data[8:10], "little")
+        shape = _NPY_HEADER.fullmatch(data[10:end])
+        if shape and len(data) - end == int(shape[1]) * int(shape[2]) * 8:
+            return np.frombuffer(data, dtype="<f8", offset=end).reshape(int(shape[1]), int(shape[2])).copy()
+    return np.load(io.BytesIO(data), allow_pickle=False)
+
+
+_key_bytes = index.key_bytes

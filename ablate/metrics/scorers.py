@@ -6,10 +6,11 @@ as sacreBLEU computes them, each with (n, k) per-sentence sufficient statistics 
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import string
 from collections import Counter
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -79,28 +80,78 @@ def _signature(tokenize: Optional[str]) -> str:
 def sentence_stats(hyps: Texts, refs: Texts, tokenize: Optional[str] = None) -> np.ndarray:
     """sacreBLEU's per-sentence BLEU statistics, shape (n, 2 + 2·4): hypothesis length, reference
     length, clipped matching n-grams (n = 1..4), hypothesis n-grams (n = 1..4), as ``BLEU.sentence_score``
-    counts them (13a by :func:`tokens_13a`); each reference set's n-grams are counted once per process."""
+    counts them (13a by :func:`tokens_13a`). The references' n-grams are counted once per process
+    (:class:`_References`); a text's are counted in numpy over all its tokens at once."""
     check_aligned(hyps, refs)
     split = _splitter(tokenize)
     references = _reference_ngrams(split, refs)
-    rows = []
-    for tokens, (ref_ngrams, ref_len) in zip(split(hyps), references):
-        hyp_len, shifted = len(tokens), [tokens[i:] for i in range(ORDER)]
-        row = [hyp_len, ref_len]
-        for n, ref_n in enumerate(ref_ngrams, 1):  # clipped matches: only shared n-grams count
-            grams = tokens if n == 1 else list(zip(*shifted[:n]))
-            unique = set(grams)
-            if len(unique) == len(grams):  # each n-gram once: it matches where the reference has it
-                row.append(len(ref_n.keys() & unique))
-            else:
-                row.append(sum([min(c, ref_n[g]) for g, c in Counter(grams).items() if g in ref_n]))
-        rows.append(row + [max(hyp_len - n, 0) for n in range(ORDER)])  # L tokens: L - n + 1 n-grams
-    return np.array(rows, dtype=np.float64).reshape(len(hyps), 2 + 2 * ORDER)
+    tokens = split(hyps)
+    lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+    flat = itertools.chain.from_iterable(tokens)  # a token the references lack matches nothing: id -1
+    ids = np.fromiter(map(references.vocab.get, flat, itertools.repeat(-1)), dtype=np.int64, count=int(lengths.sum()))
+    out = np.empty((len(tokens), 2 + 2 * ORDER), dtype=np.float64)
+    out[:, 0], out[:, 1] = lengths, references.lengths
+    out[:, 2 : 2 + ORDER] = references.matches(ids, lengths)
+    for n in range(ORDER):  # L tokens: L - n + 1 n-grams
+        out[:, 2 + ORDER + n] = np.maximum(lengths - n, 0)
+    return out
 
 
-def _ngrams(tokens: list[str], n: int) -> Counter:
-    """The n-grams of one order and their counts (unigrams as strings, longer ones as tuples)."""
-    return Counter(tokens if n == 1 else zip(*(tokens[i:] for i in range(n))))
+class _References:
+    """One reference set's n-grams, per order n = 1..4, to clip any text's n-gram counts against.
+
+    Tokens get integer ids (``vocab``). An n-gram of line s is known by its entry in ``pairs[n - 1]``,
+    the sorted keys of every (line, n-gram) that line s's reference holds: ``s · V + token id`` for a
+    unigram (V: the vocabulary's size), ``entry of its first n-1 tokens · V + id of its last`` above, so
+    a key stays below V times the number of entries one order down; ``counts[n - 1]``: how often the
+    reference holds it, ``lines[n - 1]``: its line.
+    """
+
+    def __init__(self, tokens: list[list[str]]):
+        self.vocab = {t: i for i, t in enumerate(dict.fromkeys(itertools.chain.from_iterable(tokens)))}
+        self.lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        ids = np.fromiter(map(self.vocab.__getitem__, itertools.chain.from_iterable(tokens)), dtype=np.int64)
+        self.pairs: list[np.ndarray] = []
+        self.counts: list[np.ndarray] = []
+        self.lines: list[np.ndarray] = []
+        for _ in self._entries(ids, self.lengths, build=True):
+            pass
+
+    def _entries(self, ids: np.ndarray, lengths: np.ndarray, build: bool = False) -> Iterable[np.ndarray]:
+        """Per order n = 1..4, for each token position of a text (token ``ids``, -1 for one the
+        references lack; line ``lengths``) the entry in ``pairs[n - 1]`` of the n-gram starting there,
+        -1 where it runs past its line or its line's reference lacks it (``build``: the references' own)."""
+        total, width = len(ids), max(len(self.vocab), 1)
+        line = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+        left = np.repeat(np.cumsum(lengths), lengths) - np.arange(total, dtype=np.int64)  # tokens to its line's end
+        entries = np.zeros(total, dtype=np.int64)  # order 0: every position, each line its own
+        for n in range(1, ORDER + 1):
+            size = max(total - n + 1, 0)
+            at = np.flatnonzero(entries[:size] >= 0)  # where the (n-1)-gram is known: the only places to look
+            at = at[(left[at] >= n) & (ids[at + n - 1] >= 0)]
+            head = line[at] if n == 1 else entries[at]
+            keys = head * width + ids[at + n - 1]  # by line, then position: nearly sorted
+            if build:
+                pairs, counts = np.unique(keys, return_counts=True)
+                self.pairs.append(pairs)
+                self.counts.append(counts)
+                self.lines.append(pairs // width if n == 1 else self.lines[-1][pairs // width])
+            table = self.pairs[n - 1]
+            entries = np.full(size, -1, dtype=np.int64)
+            if len(table) and len(keys):
+                where = np.minimum(np.searchsorted(table, keys), len(table) - 1)
+                hit = table[where] == keys
+                entries[at[hit]] = where[hit]
+            yield entries
+
+    def matches(self, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """(lines, 4) clipped matches of a text (:meth:`_entries`' ``ids`` and ``lengths``): per n-gram
+        of a line, ``min(count in the line, count in its reference)``, summed over the line's n-grams."""
+        out = np.zeros((len(lengths), ORDER), dtype=np.float64)
+        for n, entries in enumerate(self._entries(ids, lengths)):
+            found = np.bincount(entries[entries >= 0], minlength=len(self.pairs[n]))
+            out[:, n] = np.bincount(self.lines[n], np.minimum(found, self.counts[n]), minlength=len(lengths))
+        return out
 
 
 @functools.lru_cache(maxsize=16)
@@ -189,16 +240,16 @@ def _marks_alone(text: str) -> list[list[str]]:
     return [segment.split() for segment in text.split("\n")]
 
 
-_REFERENCES: dict[tuple[Any, ...], list[tuple[list[Counter], int]]] = {}
-"""(splitter, references) -> each reference's n-gram counts per order and its length (a few sets at most)."""
+_REFERENCES: dict[tuple[Any, ...], _References] = {}
+"""(splitter, references) -> the references' n-grams (:class:`_References`; a few sets at most)."""
 
 
-def _reference_ngrams(split: Callable[[Texts], list[list[str]]], refs: Texts) -> list[tuple[list[Counter], int]]:
+def _reference_ngrams(split: Callable[[Texts], list[list[str]]], refs: Texts) -> _References:
     key = (split, tuple(refs))
     if key not in _REFERENCES:
         if len(_REFERENCES) >= 8:
             _REFERENCES.clear()
-        _REFERENCES[key] = [([_ngrams(t, n) for n in range(1, ORDER + 1)], len(t)) for t in split(refs)]
+        _REFERENCES[key] = _References(split(refs))
     return _REFERENCES[key]
 
 
@@ -211,7 +262,7 @@ def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
         bp = np.where(sys_len < ref_len, np.where(sys_len > 0, np.exp(1 - ref_len / sys_len), 0.0), 1.0)
         # sacreBLEU's 'exp' smoothing: the k-th order without a match gets 1 / (2^k · total)
         misses = np.cumsum(correct == 0, axis=-1)
-        precision = np.where(correct > 0, 100.0 * correct / total, 100.0 / (2.0**misses * total))
+        precision = np.where(correct > 0, 100.0 * correct / total, 100.0 / np.ldexp(total, misses))  # 2^k · total
         log_p = np.log(precision)
     score = bp * np.exp(log_p.sum(axis=-1) / ORDER)
     dead = (total == 0).any(axis=-1) | (correct == 0).all(axis=-1)

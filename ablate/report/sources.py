@@ -6,6 +6,7 @@ import io
 from pathlib import Path
 from typing import Any, Optional
 
+from ablate.metrics.index import flush as flush_index
 from ablate.report.layout import Table, build_table
 from ablate.report.render import render
 from ablate.report.stats import DEFAULT_TEST, Comparison, Sweep, compare, load
@@ -91,7 +92,9 @@ def table(
         if lengths is None:
             raise ReportError(f"--by-length needs saved hypotheses (hyps/<split>.txt), and {source} has none")
         extra = (lengths.columns(), lengths.row_stats(), lengths.note())
-    return TableResult(sweep, build_table(sweep, comps, alpha, test, samples, extra, metric))
+    result = TableResult(sweep, build_table(sweep, comps, alpha, test, samples, extra, metric))
+    flush_index()  # the saved texts' digests, for the next table's statistics (a process may live on)
+    return result
 
 
 def make_plots(

@@ -15,16 +15,25 @@ conservative "smallest df" bound (Hsu 1938).
 from __future__ import annotations
 
 import functools
+import hashlib
+import io
 import itertools
 import math
 from dataclasses import dataclass, field, replace
 from math import comb
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
-from scipy import stats as st
+from scipy import special as sc
 
-from ablate.metrics import scorers as bleu_metric
+from ablate.metrics import (
+    SentenceMetric,
+    _read_npy as read_cache_file,
+    _write_cache as write_cache_file,
+    scorers as bleu_metric,
+)
+from ablate.metrics.index import cache_root
 from ablate.metrics.scorers import bleu_from_stats
 from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU
 from ablate.report.trials import (
@@ -94,11 +103,12 @@ class Stat:
 
 def stat(values: Sequence[float]) -> Optional[Stat]:
     """Aggregate seed values; None when there are none (NaNs are dropped)."""
-    vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
-    if not vals:
+    vals = np.array([float(v) for v in values if v is not None and not math.isnan(float(v))])
+    if not len(vals):
         return None
-    std = float(np.std(vals, ddof=1)) if len(vals) > 1 else None
-    return Stat(float(np.mean(vals)), std, len(vals))
+    mean = np.add.reduce(vals) / len(vals)  # np.mean and np.std(ddof=1), the same operations without their checks
+    std = math.sqrt(np.add.reduce((vals - mean) ** 2) / (len(vals) - 1)) if len(vals) > 1 else None
+    return Stat(float(mean), std, len(vals))
 
 
 @dataclass(frozen=True)
@@ -325,13 +335,21 @@ def _candidate_keys(done: Sequence[Trial]) -> list[str]:
     return sorted(k for k in every if len({value_order(t.config.get(k, _MISSING)) for t in done}) > 1)
 
 
+_PLAIN = (int, float, str, bool, type(None))
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """``value_order(a) == value_order(b)``, without building them for one object or two equal plain values."""
+    if a is b or (type(a) is type(b) and type(a) in _PLAIN and a == b):
+        return True
+    return value_order(a) == value_order(b)
+
+
 def _row_config(trials: Sequence[Trial]) -> dict[str, Any]:
     """The config keys shared by every seed of a row (keys that vary across seeds are dropped)."""
     first = trials[0].config
     return {
-        k: v
-        for k, v in first.items()
-        if k != "seed" and all(value_order(t.config.get(k, _MISSING)) == value_order(v) for t in trials)
+        k: v for k, v in first.items() if k != "seed" and all(_same_value(t.config.get(k, _MISSING), v) for t in trials)
     }
 
 
@@ -576,7 +594,7 @@ class Resamples:
 
     def __init__(self, n: int, samples: int, seed: int = SEED):
         rng = np.random.default_rng(seed)
-        self.n = n
+        self.n, self.seed = n, seed
         self.weights = rng.multinomial(n, np.full(n, 1.0 / n), size=samples).astype(np.float64)  # (B, n)
         self._seen: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
 
@@ -593,37 +611,164 @@ class Resamples:
 
     def bleu_many(self, stats: Sequence[np.ndarray], score: Score = bleu_from_stats) -> list[np.ndarray]:
         """(B,) corpus score (``score`` of summed statistics) of each trial's (n, k) statistics under each
-        resample; whole-number statistics (BLEU's and chrF's counts) go through one matrix product."""
+        resample; whole-number statistics (BLEU's and chrF's counts) go through one matrix product
+        (:func:`_resample_counts`), and ``score`` takes 64 trials' (B, k) sums at once."""
         bad = [s.shape[0] for s in stats if s.shape[0] != self.n]
         if bad:
             raise ReportError(f"hypotheses cover {bad[0]} sentences, the split has {self.n}")
         name = getattr(score, "__qualname__", repr(score))
         todo = [s for s in {id(s): s for s in stats}.values() if self._seen.get((id(s), name), (None,))[0] is not s]
-        counts = [s for s in todo if s.ndim == 2 and np.array_equal(s, np.rint(s))]
-        summed = dict(_resample_counts(self.weights, counts, self._single))
+        ours = getattr(score, "__func__", score) in _ANY_SHAPE
+        files = {id(s): self._boot_file(s, name) for s in todo} if ours else {}
+        found = {}
         for s in todo:
-            boot = score(summed[id(s)] if id(s) in summed else self.weights @ s)
-            if len(self._seen) >= 4096:
-                self._seen.clear()
-            self._seen[(id(s), name)] = (s, boot)
-        return [self._seen[(id(s), name)][1] for s in stats]
+            if (saved := _saved_boot(files.get(id(s)), len(self.weights))) is not None:
+                found[id(s)] = saved
+        todo = [s for s in todo if id(s) not in found]
+        counts = {id(s): s for s in todo if s.ndim == 2 and np.array_equal(s, np.rint(s))}
+        summed = itertools.chain(
+            _resample_counts(self.weights, list(counts.values()), self._single),
+            ((id(s), self.weights @ s) for s in todo if id(s) not in counts),
+        )
+        by_id = {id(s): s for s in todo}
+        found.update({id(s): self._seen[(id(s), name)][1] for s in stats if id(s) not in by_id and id(s) not in found})
+        for s in stats:  # read back from the bootstrap cache
+            if id(s) in files and id(s) not in by_id:
+                self._seen[(id(s), name)] = (s, found[id(s)])
+        while batch := list(itertools.islice(summed, 64)):  # ours: scored 64 trials at a time, as one array
+            shapes = {b.shape for _, b in batch}
+            if len(shapes) == 1 and getattr(score, "__func__", score) in _ANY_SHAPE:
+                boots = list(score(np.stack([b for _, b in batch])))
+            else:
+                boots = [score(b) for _, b in batch]
+            for (key, _), boot in zip(batch, boots):
+                if len(self._seen) >= 4096:
+                    self._seen.clear()
+                self._seen[(key, name)] = (by_id[key], boot)
+                found[key] = boot
+                if key in files:
+                    _save_boot(files[key], boot)
+        return [found[id(s)] for s in stats]
+
+    def _boot_file(self, stats: np.ndarray, name: str) -> Path:
+        """Where the bootstrap cache keeps ``stats``' resampled scores: named by a sha256 of the
+        resamples (n, B, seed, numpy's version: its generator's stream), the score and the statistics."""
+        digest = hashlib.sha256(
+            f"{BOOT_VERSION}|{np.__version__}|{self.n}|{len(self.weights)}|{self.seed}|{name}|{stats.shape}|{stats.dtype}|".encode()
+        )
+        digest.update(np.ascontiguousarray(stats).data)
+        return cache_root() / "bootstrap" / f"{digest.hexdigest()}.npy"
+
+
+BOOT_VERSION = 1
+"""Bumped when the resampled scores of the same statistics would change (the bootstrap cache's key)."""
+
+
+def _saved_boot(path: Optional[Path], samples: int) -> Optional[np.ndarray]:
+    """The (B,) resampled scores saved at ``path`` (None: unreadable, or not ``samples`` of them)."""
+    if path is None:
+        return None
+    try:
+        saved = read_cache_file(path)
+    except (OSError, ValueError, EOFError):
+        return None
+    return saved[0] if saved.shape == (1, samples) else None
+
+
+def _save_boot(path: Path, boot: np.ndarray) -> None:
+    """``boot`` (B,) to the bootstrap cache as a (1, B) ``.npy`` (an unwritable folder: skipped)."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(boot, dtype=np.float64).reshape(1, -1), allow_pickle=False)
+    try:
+        write_cache_file(path, buffer.getvalue())
+    except OSError:
+        pass
+
+
+_ANY_SHAPE = (
+    bleu_from_stats,
+    bleu_metric.chrf_from_stats,
+    bleu_metric.ter_from_stats,
+    SentenceMetric.from_statistics,
+)
+"""Scores of summed statistics that take any leading shape, elementwise (a plugin's may expect (B, k))."""
 
 
 def _resample_counts(
     weights: np.ndarray, stats: Sequence[np.ndarray], single: np.ndarray, chunk: int = 64
 ) -> Iterable[tuple[int, np.ndarray]]:
-    """``(id(s), weights @ s)`` for each (n, k) ``s``, ``chunk`` trials per (B, n) @ (n, chunk·k) product:
-    whole numbers make it exact, bit for bit, in float64 (below 2^53) and, where every sum stays below
-    2^24, in float32 (``single``: the weights in float32), which takes half the time."""
+    """``(id(s), weights @ s)`` for each (n, k) ``s`` of whole numbers, bit for bit, with fewer columns
+    multiplied: a column equal to the first trial's (the references' lengths or n-gram counts) is
+    resampled once, and one that is another of its trial's columns plus a constant on all but a few
+    sentences (BLEU's n-gram totals: the length minus n - 1) is that column's resamples, plus the
+    constant times the resample's size (each row of ``weights`` sums to n), plus those few sentences'
+    part. The rest go ``chunk`` trials per (B, n) @ (n, columns) product: whole numbers make it exact,
+    in float64 (below 2^53) and, where every sum stays below 2^24, in float32 (``single``: the weights
+    in float32), which takes half the time."""
+    if not stats:
+        return
+    sizes = weights.sum(axis=1)  # (B,): n each
+    first, first_out = stats[0], np.zeros(0)
     for start in range(0, len(stats), chunk):
-        part = np.concatenate(stats[start : start + chunk], axis=1)
-        widths = np.cumsum([0] + [s.shape[1] for s in stats[start : start + chunk]])
-        if weights.shape[1] * float(np.abs(part).max(initial=0.0)) < 2**24:
-            product = (single @ part.astype(np.float32)).astype(np.float64)  # (B, sum k)
+        part = stats[start : start + chunk]
+        plans = [_columns(s, None if s is first else first) for s in part]
+        own = [s[:, plan[0]] for s, plan in zip(part, plans)]
+        matrix = np.concatenate(own, axis=1)
+        if weights.shape[1] * float(np.abs(matrix).max(initial=0.0)) < 2**24:
+            product = (single @ matrix.astype(np.float32)).astype(np.float64)  # (B, own columns)
         else:
-            product = weights @ part
-        for s, lo, hi in zip(stats[start : start + chunk], widths[:-1], widths[1:]):
-            yield id(s), np.ascontiguousarray(product[:, lo:hi])
+            product = weights @ matrix
+        lo = 0
+        for s, (columns, derived) in zip(part, plans):
+            out = np.empty((weights.shape[0], s.shape[1]), dtype=np.float64)
+            out[:, columns] = product[:, lo : lo + len(columns)]
+            lo += len(columns)
+            for j, i, constant, rows, rest in derived:
+                if i < 0:  # the first trial's column j
+                    out[:, j] = first_out[:, j]
+                    continue
+                out[:, j] = out[:, i] + constant * sizes
+                if len(rows):
+                    out[:, j] += weights[:, rows] @ rest
+            if s is first:
+                first_out = out
+            yield id(s), out
+
+
+def _columns(
+    s: np.ndarray, first: Optional[np.ndarray]
+) -> tuple[list[int], list[tuple[int, int, float, np.ndarray, np.ndarray]]]:
+    """Which columns of the (n, k) ``s`` :func:`_resample_counts` multiplies, and how it gets the others:
+    ``(j, -1, ...)`` for a column equal to ``first``'s column j, ``(j, i, c, rows, rest)`` for column i
+    (0 or j - 1, multiplied) plus ``c`` but on ``rows`` (at most n / 16), where it is column i plus ``rest``."""
+    n, k = s.shape
+    columns = np.ascontiguousarray(s.T)  # (k, n): a column's sentences side by side
+    if first is not None and first.shape == s.shape:
+        same = (columns == np.ascontiguousarray(first.T)).all(axis=1)
+    else:
+        same = np.zeros(k, dtype=bool)
+    top = int(np.argmax(columns[0])) if n else 0  # a sentence where a constant difference holds, if one does
+    bases = [
+        columns - columns[:1],
+        np.concatenate([columns[:1], columns[1:] - columns[:-1]]),
+    ]  # - column 0, - column j-1
+    constants = [b[:, top] if n else np.zeros(k) for b in bases]
+    off = [np.count_nonzero(b != c[:, None], axis=1) for b, c in zip(bases, constants)]
+    own: list[int] = []
+    derived: list[tuple[int, int, float, np.ndarray, np.ndarray]] = []
+    for j in range(k):
+        if same[j]:
+            derived.append((j, -1, 0.0, np.zeros(0, dtype=np.int64), np.zeros(0)))
+            continue
+        for b, i in ((0, 0), (1, j - 1)):
+            if 0 <= i < j and i in own and off[b][j] <= n // 16:
+                difference = bases[b][j]
+                rows = np.flatnonzero(difference != constants[b][j])
+                derived.append((j, i, float(constants[b][j]), rows, difference[rows] - constants[b][j]))
+                break
+        else:
+            own.append(j)
+    return own, derived
 
 
 def bootstrap_p(deltas: np.ndarray, observed: float) -> float:
@@ -676,7 +821,7 @@ def use_paired(paired_df: int, unpaired_df: int, alpha: float = 0.05) -> bool:
     if unpaired_df <= 0:
         return True
     q = 1 - alpha / 2
-    return float(st.t.ppf(q, paired_df)) <= (1 + PAIRING_COST) * float(st.t.ppf(q, unpaired_df))
+    return float(_t_ppf(q, paired_df)) <= (1 + PAIRING_COST) * float(_t_ppf(q, unpaired_df))
 
 
 @dataclass(frozen=True)
@@ -798,13 +943,28 @@ def seed_test(
     if se == 0:
         p = 1.0 if delta == 0 else 0.0
     else:
-        p = float(2 * st.t.sf(abs(delta) / se, dof))
+        p = float(2 * _t_sf(abs(delta) / se, dof))
     return SeedTest(delta, se, seed_var, sentence_var, dof, p, sigma, paired)
 
 
 @functools.lru_cache(maxsize=1024)
 def _t_quantile(q: float, df: float) -> float:
-    return float(st.norm.ppf(q) if math.isinf(df) else st.t.ppf(q, df))
+    return float(sc.ndtri(q) if math.isinf(df) else _t_ppf(q, df))
+
+
+def _t_sf(x: float, df: float) -> float:
+    """Student's t survival function: ``scipy.stats.t.sf`` (``stdtr(df, -x)``) without importing scipy.stats."""
+    return float(sc.stdtr(df, -x))
+
+
+def _t_ppf(q: float, df: float) -> float:
+    """Student's t quantile: ``scipy.stats.t.ppf`` (``stdtrit(df, q)``) without importing scipy.stats."""
+    return float(sc.stdtrit(df, q))
+
+
+def _norm_sf(x: float) -> float:
+    """``scipy.stats.norm.sf``: ``ndtr(-x)``."""
+    return float(sc.ndtr(-x))
 
 
 def standard_error(sigma: float, seeds_a: int, seeds_b: int, sentence_var: float) -> float:
@@ -823,9 +983,11 @@ def power(
         return 1.0 if delta else alpha
     nc, dof = abs(delta) / se, max(float(df), 1.0)
     if math.isinf(dof):
-        crit = float(st.norm.ppf(1 - alpha / 2))
-        return float(st.norm.sf(crit - nc) + st.norm.cdf(-crit - nc))
-    crit = float(st.t.ppf(1 - alpha / 2, dof))
+        crit = float(sc.ndtri(1 - alpha / 2))
+        return float(_norm_sf(crit - nc) + sc.ndtr(-crit - nc))
+    crit = float(_t_ppf(1 - alpha / 2, dof))
+    from scipy import stats as st  # only here: scipy.stats takes longer to import than a table of 1,000 trials to read
+
     return float(st.nct.sf(crit, dof, nc) + st.nct.cdf(-crit, dof, nc))
 
 
@@ -841,7 +1003,7 @@ def seeds_needed(delta: float, sigma: float, sentence_var: float, alpha: float, 
     """Seeds per row for a true ``delta`` to be found with ``power`` at ``alpha`` (normal quantiles), from
     SE²(k) = 2σ²/k + v0, ``sentence_var`` = v0 (:func:`sentence_split`); None when the test set's own
     sampling variance already hides an effect that small."""
-    z = float(st.norm.ppf(1 - alpha / 2) + st.norm.ppf(power))
+    z = float(sc.ndtri(1 - alpha / 2) + sc.ndtri(power))
     room = (abs(delta) / z) ** 2 - max(sentence_var, 0.0)
     if room <= 0:
         return None
@@ -897,6 +1059,8 @@ class Comparison:
     per_seed: tuple[tuple[str, float], ...] = ()
     note: str = ""
     metric: str = DEFAULT_METRIC
+    scores: Optional[SplitScores] = field(default=None, compare=False, repr=False)
+    """The table's scores of the split it was made from (:func:`compare_alone` re-runs it from them)."""
 
     @property
     def delta(self) -> float:
@@ -918,6 +1082,13 @@ class Comparison:
 
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm-Bonferroni adjusted p-values (Holm 1979): step-down, monotone, capped at 1."""
+    values = np.asarray(p_values, dtype=np.float64)
+    if np.all(values >= 0):  # the loop below, in numpy (a table's hinge notes ask for it once per mark)
+        order = np.argsort(values, kind="stable")
+        scaled = np.minimum(1.0, (len(values) - np.arange(len(values))) * values[order])
+        adjusted = np.empty(len(values))
+        adjusted[order] = np.maximum.accumulate(scaled)
+        return adjusted.tolist()
     order = sorted(range(len(p_values)), key=lambda i: p_values[i])
     m, running, out = len(p_values), 0.0, [1.0] * len(p_values)
     for rank, i in enumerate(order):
@@ -979,6 +1150,26 @@ class SplitScores:
         )  # fmt: skip
         out._fit()
         return out
+
+    def pair(self, rows: Sequence[Row], samples: int) -> Optional[SplitScores]:
+        """The table of ``rows`` alone (what :meth:`of_sweep` makes of them) from this table's statistics,
+        scores and resamples, if it holds every usable trial of both with ``samples`` resamples; else None."""
+        names = [r.name for r in rows]
+        if any(len(self.rows.get(r.name, ())) != len(_usable(r.trials, self.split)) for r in rows) or any(
+            len(b) != samples for n in names for b in self.boot.get(n, [])
+        ):
+            return None
+        if any(n not in self.boot for n in names):
+            return None
+        return SplitScores._of(
+            self.split,
+            self.score,
+            self.metric,
+            {n: self.rows[n] for n in names},
+            {n: self.bleu[n] for n in names},
+            {n: self.boot[n] for n in names},
+            {n: self.seeds[n] for n in names},
+        )
 
     @classmethod
     def of_sweep(cls, sweep: Sweep, split: str, samples: int, metric: str = DEFAULT_METRIC) -> SplitScores:
@@ -1107,7 +1298,10 @@ def compare_scores(
     """The ``plan``'s comparisons on every one of ``splits``, Holm-adjusted together: what puts a
     † on a table's row (:func:`compare`), and what ``ablate calibrate`` runs on relabelled tables."""
     found = [
-        c for scores in splits for ref, name in plan if (c := scores.compare(ref, name, test, n_samples)) is not None
+        replace(c, scores=scores)
+        for scores in splits
+        for ref, name in plan
+        if (c := scores.compare(ref, name, test, n_samples)) is not None
     ]
     tested = [c for c in found if c.tested]
     adjusted = iter(holm([c.p_value for c in tested]))
@@ -1168,8 +1362,13 @@ def compare_alone(sweep: Sweep, comparison: Comparison, n_samples: int = 0) -> O
     rows = [r for r in sweep.rows if r.name in (comparison.reference, comparison.row)]
     if len(rows) != 2:
         return None
-    pair = replace(sweep, rows=sorted(rows, key=lambda r: r.name != comparison.reference), comparisons=None)
-    scores = SplitScores.of_sweep(pair, comparison.split, n_samples or DEFAULT_SAMPLES["seeds"], comparison.metric)
+    rows = sorted(rows, key=lambda r: r.name != comparison.reference)
+    samples = n_samples or DEFAULT_SAMPLES["seeds"]
+    table = comparison.scores
+    scores = table.pair(rows, samples) if table is not None and table.metric == comparison.metric else None
+    if scores is None:
+        pair = replace(sweep, rows=rows, comparisons=None)
+        scores = SplitScores.of_sweep(pair, comparison.split, samples, comparison.metric)
     return scores.compare(comparison.reference, comparison.row, comparison.test)
 
 
@@ -1259,7 +1458,7 @@ def t_interval(deltas: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np
     low, high = np.full(mean.shape, np.nan), np.full(mean.shape, np.nan)
     for j in np.flatnonzero(n > 1):
         values = deltas[:, j][~np.isnan(deltas[:, j])]
-        half = float(st.t.ppf(0.5 + level / 2, len(values) - 1)) * np.std(values, ddof=1) / math.sqrt(len(values))
+        half = float(_t_ppf(0.5 + level / 2, len(values) - 1)) * np.std(values, ddof=1) / math.sqrt(len(values))
         low[j], high[j] = mean[j] - half, mean[j] + half
     return mean, low, high, n
 
@@ -1339,6 +1538,8 @@ def binomial_p(k: int, n: int) -> float:
     """P(X >= k) for X ~ Binomial(n, 1/2): how often chance alone agrees in k or more of n signs."""
     if not 0 <= k <= n:
         raise ValueError(f"k={k} must be in [0, n={n}]")
+    from scipy import stats as st
+
     return float(st.binom.sf(k - 1, n, 0.5))
 
 
@@ -1404,8 +1605,10 @@ def pearson(xs: list[float], ys: list[float], level: float = 0.95) -> Correlatio
         return Correlation(n, level=level, why_not=f"n too small for a correlation (needs {MIN_CORRELATION_N})")
     if len(set(xs)) == 1 or len(set(ys)) == 1:
         return Correlation(n, level=level, why_not="one column is constant, so r is undefined")
+    from scipy import stats as st
+
     r = max(-1.0, min(1.0, float(st.pearsonr(xs, ys).statistic)))
-    half = float(st.norm.ppf(0.5 + level / 2)) / math.sqrt(n - 3)
+    half = float(sc.ndtri(0.5 + level / 2)) / math.sqrt(n - 3)
     z = math.atanh(r) if abs(r) < 1 else math.copysign(math.inf, r)
     return Correlation(n, r, math.tanh(z - half), math.tanh(z + half), level)
 
@@ -1467,7 +1670,7 @@ def agreement_test(
     n = len(rows)
     up = np.array([p > 0 for p, _, _ in rows], dtype=bool)
     # q[i]: P(our i-th Δ, redrawn, is > 0)
-    q = np.array([(1.0 if o > 0 else 0.0) if not s else float(st.norm.cdf(o / s)) for _, o, s in rows])
+    q = np.array([(1.0 if o > 0 else 0.0) if not s else float(sc.ndtr(o / s)) for _, o, s in rows])
     agree = sum((p > 0) == (o > 0) for p, o, _ in rows)
     expected = float(np.sum(np.where(up, q, 1 - q))) if n else 0.0
     n_up = int(up.sum())

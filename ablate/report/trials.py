@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from ablate.config import flatten
 from ablate.errors import AblateError
 from ablate.metrics import MetricScorer, get_scorer, metric_key, signature_key, statistics
+from ablate.metrics.index import SavedText, index, text_digest
 from ablate.metrics.scorers import Bleu
 from ablate.record import (
     DEV_BLEU,
@@ -55,37 +56,70 @@ class TextError(ReportError):
     """A saved text (hypotheses, references, sources) that cannot be read as the run wrote it."""
 
 
-def read_texts(folder: Path) -> dict[str, list[str]]:
+def read_texts(folder: Path) -> dict[str, SavedText]:
     """``<split>.txt`` or ``<split>.txt.gz`` files as lines (only newlines end a line, so line i is sentence i).
+
+    A file the statistics cache's index knows by its path, size and mtime is not read until its lines
+    are wanted (:class:`~ablate.metrics.index.SavedText`); any other is read here.
 
     Raises:
         TextError: a file is not UTF-8 or a torn ``.gz``, or a split's ``.txt`` and ``.txt.gz`` differ.
     """
     if not folder.is_dir():
         return {}
-    texts: dict[str, list[str]] = {}
+    texts: dict[str, SavedText] = {}
     names = [entry.name for entry in os.scandir(folder)]  # one listing (a glob per pattern lists it again)
     gzipped, plain = sorted(n for n in names if n.endswith(".txt.gz")), sorted(n for n in names if n.endswith(".txt"))
-    for path in [folder / n for n in gzipped + plain]:
-        where = f"{folder.name}/{path.name}"
+    found, resolved = index(), os.path.realpath(folder)
+    for name in gzipped + plain:
+        path, split = folder / name, name[: -len(".txt.gz")] if name.endswith(".gz") else name[: -len(".txt")]
         try:
-            if path.name.endswith(".gz"):
-                split, lines = (
-                    path.name[: -len(".txt.gz")],
-                    split_lines(gzip.decompress(path.read_bytes()).decode("utf-8")),
-                )
-            else:
-                split, lines = path.stem, read_lines(path)
-        except UnicodeDecodeError as err:
-            raise TextError(f"{where} is not UTF-8 text (byte {err.start})") from None
-        except (OSError, ValueError, EOFError) as err:  # a torn .gz
-            raise TextError(
-                f"{where} is unreadable: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
-            ) from None
+            lines = SavedText(path, _read_text, found, os.path.join(resolved, name))
+        except OSError as err:
+            raise TextError(f"{folder.name}/{name} is unreadable: {str(err).splitlines()[0]}") from None
+        if not lines.known:
+            _ = lines.digest  # read (and entered in the index) now: an unreadable file is reported as the trial is read
         if split in texts and texts[split] != lines:
+            where = f"{folder.name}/{path.name}"
             raise TextError(f"{where} and {where}.gz both exist and differ; keep the run's own and remove the other")
         texts[split] = lines
     return texts
+
+
+def _read_text(path: Path) -> list[str]:
+    """The lines of a saved ``.txt`` or ``.txt.gz``; :class:`TextError` if it is not UTF-8 or torn."""
+    where = f"{path.parent.name}/{path.name}"
+    try:
+        return _gzipped_lines(path.read_bytes()) if path.name.endswith(".gz") else read_lines(path)
+    except UnicodeDecodeError as err:
+        raise TextError(f"{where} is not UTF-8 text (byte {err.start})") from None
+    except (OSError, ValueError, EOFError) as err:  # a torn .gz
+        raise TextError(
+            f"{where} is unreadable: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
+        ) from None
+
+
+_SEEN: set[int] = set()
+_SHARED: dict[bytes, list[str]] = {}
+"""The lines of a ``.gz`` text read more than once in the process, by its bytes: every trial of a
+sweep saves the same references and sources, each decoded once (a hypothesis file, seen once, is not kept)."""
+
+
+def _gzipped_lines(data: bytes) -> list[str]:
+    """The lines of a gzipped UTF-8 text (only newlines end a line); a text whose bytes were read before
+    is decoded once (a copy of the list each time)."""
+    if data in _SHARED:
+        return list(_SHARED[data])
+    lines = split_lines(gzip.decompress(data).decode("utf-8"))
+    if hash(data) in _SEEN:
+        if len(_SHARED) >= 16:
+            _SHARED.clear()
+        _SHARED[data] = lines
+        return list(lines)
+    if len(_SEEN) >= 100_000:
+        _SEEN.clear()
+    _SEEN.add(hash(data))
+    return lines
 
 
 HYP_ARTIFACT_TYPES = ("hypotheses", "predictions")
@@ -561,10 +595,10 @@ def _texts_checked(trials: list[Trial], split: str) -> list[Trial]:
     usable = [t for t in out if t.finished]
     if not usable:
         return out
-    common = Counter(tuple(t.refs[split]) for t in usable).most_common(1)[0][0]
+    common = Counter(text_digest(t.refs[split]) for t in usable).most_common(1)[0][0]
     return [
         exclude(t, f"refs/{split} differ from the other trials' references")
-        if t.finished and tuple(t.refs[split]) != common
+        if t.finished and text_digest(t.refs[split]) != common
         else t
         for t in out
     ]

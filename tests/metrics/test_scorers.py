@@ -177,6 +177,33 @@ def test_bleu_sentence_statistics_are_sacrebleus_row_by_row(tokenize, real_lines
         assert stats.tolist() == expected
 
 
+def test_bleu_statistics_count_repeated_ngrams_as_sacrebleu_does():
+    """Random lines over a six-word vocabulary (every n-gram repeats, in the line and in its reference;
+    empty and one- to three-word lines; words the references never use): each row is
+    ``BLEU.sentence_score``'s counts, two texts against the same (cached) references, and the corpus
+    score from the summed rows is ``BLEU.corpus_score``'s."""
+    from ablate.metrics.scorers import bleu_from_stats, sentence_stats
+
+    rng = random.Random(11)
+    vocabulary = ["a", "b", "c", "a.", "Hund", "-"]
+
+    def line(extra: list[str]) -> str:
+        n = rng.choice([0, 1, 2, 3, rng.randint(4, 30)])
+        return " ".join(rng.choice(vocabulary + extra) for _ in range(n))
+
+    refs = [line([]) for _ in range(2000)]
+    sentence, corpus = sacrebleu.metrics.BLEU(effective_order=True), sacrebleu.metrics.BLEU()
+    for _ in range(2):
+        hyps = [line(["zz", "Katze"]) for _ in refs]
+        stats = sentence_stats(hyps, refs)
+        expected = []
+        for h, r in zip(hyps, refs):
+            s = sentence.sentence_score(h, [r])
+            expected.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
+        assert stats.tolist() == expected
+        assert float(bleu_from_stats(stats.sum(0))) == pytest.approx(corpus.corpus_score(hyps, [refs]).score, rel=1e-14)
+
+
 class _Counting(SentenceMetric):
     """A sentence metric that counts how often it scores (word overlap with the reference)."""
 

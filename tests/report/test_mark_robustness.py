@@ -71,3 +71,42 @@ def test_the_footnote_names_the_marks_that_hinge_on_the_pooled_sigma(variant_swe
     notes = [n for n in table.footnotes if "own rows" in n]
     assert len(notes) == 1
     assert notes[0].startswith("Every † holds on its own rows") or "hinge" in notes[0]
+
+
+def test_a_re_run_from_the_tables_own_scores_is_the_re_run_from_its_trials(variant_sweep):
+    """:func:`compare_alone` builds the two-row table from the table's statistics, scores and resamples
+    (:meth:`SplitScores.pair`): the same comparison, field for field, as one rebuilt from the trials."""
+    from dataclasses import replace
+
+    from ablate.report.stats import compare, compare_alone, load
+
+    sweep = load(str(variant_sweep))
+    found = [c for c in compare(sweep, n_samples=200) if c.tested]
+    assert found and all(c.scores is not None for c in found)
+    for c in found:
+        rows = sorted((r for r in sweep.rows if r.name in (c.reference, c.row)), key=lambda r: r.name != c.reference)
+        assert c.scores is not None and c.scores.pair(rows, 200) is not None  # the table holds both rows whole
+        reused = compare_alone(sweep, c, 200)
+        rebuilt = compare_alone(sweep, replace(c, scores=None), 200)
+        assert reused is not None and rebuilt is not None
+        assert repr(reused) == repr(rebuilt)  # nan-safe, every field
+
+
+def test_a_second_table_resamples_nothing(variant_sweep, tmp_path, monkeypatch):
+    """The resampled scores of each trial's statistics are kept on disk (``$ABLATE_CACHE/bootstrap``):
+    a second table (a fresh process) reads them back, bit for bit, and multiplies no weights."""
+    import ablate.report.stats as sig
+    from ablate import metrics as scorer_module
+    from ablate.report import table as report_table
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    scorer_module._CACHE.clear()
+    sig.Resamples.shared.cache_clear()
+    first = report_table(str(variant_sweep), samples=100).render("md")
+    assert list((tmp_path / "bootstrap").iterdir())
+    scorer_module._CACHE.clear()
+    sig.Resamples.shared.cache_clear()
+    products, real = [], sig._resample_counts
+    monkeypatch.setattr(sig, "_resample_counts", lambda *a: products.append(len(a[1])) or real(*a))
+    assert report_table(str(variant_sweep), samples=100).render("md") == first
+    assert sum(products) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import math
 import random
 
@@ -285,6 +286,114 @@ def test_resampling_many_trials_at_once_is_exact_and_done_once_per_trial():
     assert all(a is b for a, b in zip(again, many[:3]))  # the same trial's statistics are not resampled again
     assert np.array_equal(sig.Resamples.shared(50, 200).weights, resamples.weights)
     assert sig.Resamples.shared(50, 200) is sig.Resamples.shared(50, 200)
+
+
+def test_resampling_more_trials_than_the_store_keeps_in_one_call():
+    """More than 4,096 statistics arrays in one call: the in-process store is emptied as it fills,
+    and every array still gets its own resampled scores (no KeyError)."""
+    rng = np.random.default_rng(3)
+    counts = [rng.integers(0, 30, size=(6, 10)).astype(np.float64) for _ in range(4200)]
+    resamples = sig.Resamples(6, 20)
+    for stats, boot in zip(counts, resamples.bleu_many(counts)):
+        assert np.array_equal(boot, bleu_from_stats(resamples.weights @ stats))
+
+
+def test_resampling_bleu_shaped_statistics_multiplies_fewer_columns_bit_for_bit():
+    """BLEU's columns: the references' lengths shared by every trial, the n-gram totals the length
+    minus n - 1 but on short lines: resampled from fewer columns, each equal to ``weights @ stats``."""
+    rng = np.random.default_rng(1)
+    n, ref_len = 300, rng.integers(0, 30, size=300).astype(np.float64)
+    trials = []
+    for _ in range(130):  # three products of 64
+        length = rng.integers(4, 30, size=n)
+        length[rng.random(n) < 0.03] = rng.integers(0, 4)  # a few lines of 0 to 3 words
+        matches = np.minimum(length[:, None], rng.integers(0, 25, size=(n, 4)))
+        totals = np.maximum(length[:, None] - np.arange(4), 0)
+        trials.append(np.column_stack([length, ref_len, matches, totals]).astype(np.float64))
+    trials.append(np.column_stack([ref_len + 10**6, ref_len, trials[0][:, 2:]]))  # sums past 2^24: in float64
+    resamples = sig.Resamples(n, 200)
+    columns, derived = sig._columns(trials[1], trials[0])
+    assert columns == [0, 2, 3, 4, 5] and [d[:2] for d in derived] == [(1, -1), (6, 0), (7, 0), (8, 0), (9, 0)]
+    summed = dict(sig._resample_counts(resamples.weights, trials, resamples._single))
+    for stats in trials:
+        assert np.array_equal(summed[id(stats)], resamples.weights @ stats)  # bit for bit
+    for stats, boot in zip(trials, resamples.bleu_many(trials)):
+        assert np.array_equal(boot, bleu_from_stats(resamples.weights @ stats))
+
+
+def test_a_plugins_score_gets_one_trials_resamples_at_a_time():
+    """Ours score 64 trials' (B, k) sums as one array; a plugin's ``from_statistics`` may expect (B, k)."""
+    rng = np.random.default_rng(2)
+    counts = [rng.integers(0, 30, size=(40, 2)).astype(np.float64) for _ in range(5)]
+
+    def ratio(stats: np.ndarray) -> np.ndarray:
+        assert stats.ndim == 2
+        return stats[:, 0] / (stats[:, 1] + 1)
+
+    resamples = sig.Resamples(40, 100)
+    for stats, boot in zip(counts, resamples.bleu_many(counts, ratio)):
+        assert np.array_equal(boot, ratio(resamples.weights @ stats))
+
+
+def _fresh_process() -> None:
+    """What a new process starts without: the in-process statistics, index and resampled scores."""
+    from ablate import metrics as scorer_module
+    from ablate.metrics import index
+
+    index.flush()
+    index._INDEXES.clear()
+    scorer_module._CACHE.clear()
+    sig.Resamples.shared.cache_clear()
+
+
+def _backdated(folder, seconds: float) -> None:
+    """Every saved text of ``folder`` given an mtime ``seconds`` ago (not "racily clean" for the index)."""
+    import os
+    import time
+
+    for path in folder.glob("*/*/*.txt*"):
+        os.utime(path, ns=(time.time_ns() - int(seconds * 1e9),) * 2)
+
+
+def test_a_second_table_reads_no_saved_text_and_a_touched_one_is_read_again(variant_sweep, tmp_path, monkeypatch):
+    """The index knows each saved text by its path, size and mtime: a second table (a fresh process)
+    decodes no text file at all; a hypothesis file rewritten to the same size gets a new mtime and is
+    read, hashed and scored again."""
+    import shutil
+
+    from ablate.metrics import scorers as bleu
+    from ablate.report import table as report_table, trials
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(variant_sweep, sweep)
+    _backdated(sweep, 60)
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    _fresh_process()
+    read, real_read = [], trials._read_text
+    monkeypatch.setattr(trials, "_read_text", lambda path: read.append(path) or real_read(path))
+    scored, real = [], bleu.sentence_stats
+    monkeypatch.setattr(bleu, "sentence_stats", lambda *a, **k: scored.append(len(a[0])) or real(*a, **k))
+    first = report_table(str(sweep), samples=100).render("md")
+    assert read and scored and (tmp_path / "cache" / "statistics-index.json").is_file()
+    _fresh_process()
+    read.clear()
+    scored.clear()
+    assert report_table(str(sweep), samples=100).render("md") == first
+    assert read == [] and scored == []  # not one text decoded, not one sentence scored
+
+    hyps = sorted(sweep.glob("*/hyps/*.txt*"))[0]
+    lines = trials._read_text(hyps)
+    changed = [lines[0][::-1], *lines[1:]] if lines[0] != lines[0][::-1] else [lines[1][::-1], lines[0], *lines[2:]]
+    text = "".join(line + "\n" for line in changed).encode("utf-8")
+    size = hyps.stat().st_size
+    hyps.write_bytes(gzip.compress(text, mtime=0) if hyps.name.endswith(".gz") else text)
+    assert hyps.stat().st_size == size  # only the mtime tells the index it changed
+    _backdated(sweep, 30)  # every file touched anew; only one changed
+    _fresh_process()
+    read.clear()
+    report_table(str(sweep), samples=100).render("md")
+    assert len(scored) == 1 and sum(scored) == len(lines)  # the changed file alone scored again
+    assert hyps in read
 
 
 def test_a_second_table_of_the_same_trials_scores_no_sentence(variant_sweep, tmp_path, monkeypatch):
