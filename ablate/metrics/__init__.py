@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, runtime_checkable
 
@@ -24,7 +22,7 @@ from ablate.metrics import index
 from ablate.metrics.index import CACHE_ENV as CACHE_ENV  # the folder of the statistics cache
 from ablate.metrics.scorers import Bleu, Chrf, ChrfPlusPlus, Ter, Texts, check_aligned
 from ablate.registry import register, table
-from ablate.utils.io import plain_mode
+from ablate.utils.io import atomic_write_bytes
 
 
 @runtime_checkable
@@ -188,7 +186,7 @@ def _on_disk(key: tuple, entry: Optional[str], compute: Any) -> np.ndarray:
     buffer = io.BytesIO()
     np.save(buffer, stats, allow_pickle=False)
     try:
-        _write_cache(path, buffer.getvalue())
+        atomic_write_bytes(path, buffer.getvalue(), fsync_folder=False)  # a lost rename: scored afresh
     except OSError:
         pass
     return stats
@@ -203,24 +201,6 @@ def _saved(path: Path, rows: int) -> Optional[np.ndarray]:
     except (OSError, ValueError, EOFError):
         pass
     return None
-
-
-def _write_cache(path: Path, data: bytes) -> None:
-    """``data`` to ``path`` through a temporary file, fsynced, and a rename; unlike
-    :func:`~ablate.utils.io.atomic_write_bytes` the folder is not fsynced (half the cost of a
-    thousand trials' files): a rename lost in a power cut leaves a file missing, scored afresh."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, plain_mode())  # mkstemp makes 0600; a plain write would follow the umask
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 _NPY_HEADER = re.compile(rb"\{'descr': '<f8', 'fortran_order': False, 'shape': \((\d+), (\d+)\), \} *\n")

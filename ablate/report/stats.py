@@ -30,7 +30,6 @@ from scipy import special as sc
 from ablate.metrics import (
     SentenceMetric,
     _read_npy as read_cache_file,
-    _write_cache as write_cache_file,
     scorers as bleu_metric,
 )
 from ablate.metrics.index import cache_root
@@ -49,6 +48,7 @@ from ablate.report.trials import (
     statistics,
     with_metric,
 )
+from ablate.utils.io import atomic_write_bytes
 
 BASE = "base"
 _MISSING = "<unset>"
@@ -680,7 +680,7 @@ def _save_boot(path: Path, boot: np.ndarray) -> None:
     buffer = io.BytesIO()
     np.save(buffer, np.asarray(boot, dtype=np.float64).reshape(1, -1), allow_pickle=False)
     try:
-        write_cache_file(path, buffer.getvalue())
+        atomic_write_bytes(path, buffer.getvalue(), fsync_folder=False)  # a lost rename: computed afresh
     except OSError:
         pass
 
