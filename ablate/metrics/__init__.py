@@ -195,7 +195,7 @@ def _on_disk(key: tuple, entry: Optional[str], compute: Any) -> np.ndarray:
 def _saved(path: Path, rows: int) -> Optional[np.ndarray]:
     """The cache file at ``path`` if it is readable and holds one row per reference sentence."""
     try:
-        saved = _read_npy(path)
+        saved = read_npy(path)
         if saved.ndim == 2 and len(saved) == rows:
             return saved
     except (OSError, ValueError, EOFError):
@@ -207,7 +207,7 @@ _NPY_HEADER = re.compile(rb"\{'descr': '<f8', 'fortran_order': False, 'shape': \
 """The header ``np.save`` writes for a C-ordered (n, k) float64 array (format 1.0)."""
 
 
-def _read_npy(path: Path) -> np.ndarray:
+def read_npy(path: Path) -> np.ndarray:
     """``np.load(path, allow_pickle=False)``; the header of a file this cache wrote is read without
     ``np.load``'s literal parser (a table reads a thousand of them)."""
     data = path.read_bytes()

@@ -29,7 +29,7 @@ from scipy import special as sc
 
 from ablate.metrics import (
     SentenceMetric,
-    _read_npy as read_cache_file,
+    read_npy,
     scorers as bleu_metric,
 )
 from ablate.metrics.index import cache_root
@@ -669,7 +669,7 @@ def _saved_boot(path: Optional[Path], samples: int) -> Optional[np.ndarray]:
     if path is None:
         return None
     try:
-        saved = read_cache_file(path)
+        saved = read_npy(path)
     except (OSError, ValueError, EOFError):
         return None
     return saved[0] if saved.shape == (1, samples) else None
