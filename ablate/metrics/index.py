@@ -16,12 +16,11 @@ import atexit
 import hashlib
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence, overload
 
-from ablate.utils.io import plain_mode
+from ablate.utils.io import atomic_write_bytes
 
 CACHE_ENV = "ABLATE_CACHE"
 INDEX_FILE = "statistics-index.json"
@@ -71,26 +70,14 @@ class Index:
         """Write the index if it changed (merged into the one on disk: another process's entries kept)."""
         if not self.dirty:
             return
-        on_disk = Index.__new__(Index)
-        Index.__init__(on_disk, self.path.parent)
+        on_disk = Index(self.path.parent)
         data = {
             "version": VERSION,
             "files": {**on_disk.files, **self.files},
             "keys": {**on_disk.keys, **self.keys},
         }
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-            try:
-                os.fchmod(fd, plain_mode())
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    json.dump(data, handle, separators=(",", ":"))
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+        try:  # no folder fsync, as for the cache's files: a lost rename only costs a re-read
+            atomic_write_bytes(self.path, json.dumps(data, separators=(",", ":")).encode("utf-8"), fsync_folder=False)
         except OSError:
             return  # an unwritable cache: the next process reads and hashes again
         self.dirty = False
