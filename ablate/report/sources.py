@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 from typing import Any, Optional
 
-from ablate.metrics.index import flush as flush_index
+from ablate.metrics import flush_index
 from ablate.report.layout import Table, build_table
 from ablate.report.render import render
 from ablate.report.stats import DEFAULT_TEST, Comparison, Sweep, compare, load

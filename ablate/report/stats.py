@@ -29,10 +29,10 @@ from scipy import special as sc
 
 from ablate.metrics import (
     SentenceMetric,
+    cache_root,
     read_npy,
     scorers as bleu_metric,
 )
-from ablate.metrics.index import cache_root
 from ablate.metrics.scorers import bleu_from_stats
 from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU
 from ablate.report.trials import (

@@ -23,8 +23,16 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ablate.config import flatten
 from ablate.errors import AblateError
-from ablate.metrics import MetricScorer, get_scorer, metric_key, signature_key, statistics
-from ablate.metrics.index import SavedText, index, text_digest
+from ablate.metrics import (
+    MetricScorer,
+    SavedText,
+    get_scorer,
+    metric_key,
+    signature_key,
+    statistics,
+    text_digest,
+    text_index,
+)
 from ablate.metrics.scorers import Bleu
 from ablate.record import (
     DEV_BLEU,
@@ -60,7 +68,7 @@ def read_texts(folder: Path) -> dict[str, SavedText]:
     """``<split>.txt`` or ``<split>.txt.gz`` files as lines (only newlines end a line, so line i is sentence i).
 
     A file the statistics cache's index knows by its path, size and mtime is not read until its lines
-    are wanted (:class:`~ablate.metrics.index.SavedText`); any other is read here.
+    are wanted (:class:`~ablate.metrics.SavedText`); any other is read here.
 
     Raises:
         TextError: a file is not UTF-8 or a torn ``.gz``, or a split's ``.txt`` and ``.txt.gz`` differ.
@@ -70,7 +78,7 @@ def read_texts(folder: Path) -> dict[str, SavedText]:
     texts: dict[str, SavedText] = {}
     names = [entry.name for entry in os.scandir(folder)]  # one listing (a glob per pattern lists it again)
     gzipped, plain = sorted(n for n in names if n.endswith(".txt.gz")), sorted(n for n in names if n.endswith(".txt"))
-    found, resolved = index(), os.path.realpath(folder)
+    found, resolved = text_index(), os.path.realpath(folder)
     for name in gzipped + plain:
         path, split = folder / name, name[: -len(".txt.gz")] if name.endswith(".gz") else name[: -len(".txt")]
         try:

@@ -338,10 +338,9 @@ def test_a_plugins_score_gets_one_trials_resamples_at_a_time():
 def _fresh_process() -> None:
     """What a new process starts without: the in-process statistics, index and resampled scores."""
     from ablate import metrics as scorer_module
-    from ablate.metrics import index
 
-    index.flush()
-    index._INDEXES.clear()
+    scorer_module.flush_index()
+    scorer_module._INDEXES.clear()
     scorer_module._CACHE.clear()
     sig.Resamples.shared.cache_clear()
 
