@@ -25,7 +25,6 @@ from ablate.report.stats import (
     AgreementTest,
     Correlation,
     Row,
-    SignCount,
     Sweep,
     agreement_test,
     p_text,
@@ -373,9 +372,11 @@ class SideBySide:
             )
         return "; ".join(parts)
 
-    def ppl(self) -> SignCount:
-        """Paper PPL Δ against our dev PPL Δ, over the rows with both."""
-        return sign_count((ln.paper_ppl_delta, ln.ppl_delta) for ln in self.lines)
+    def ppl(self) -> AgreementTest:
+        """Paper PPL Δ against our dev PPL Δ, over the rows with a sign on both sides: the BLEU count's null
+        (both sign margins kept; our PPL Δs share one base too), with no SE known, so Fisher's exact test."""
+        rows = [(ln.paper_ppl_delta, ln.ppl_delta) for ln in self.lines if ln.paper_ppl_delta and ln.ppl_delta]
+        return agreement_test([p for p, _ in rows], [o for _, o in rows], [None] * len(rows))
 
     def correlation(self) -> Correlation:
         """Pearson r of paper Δ and our Δ BLEU over the matched rows with both (zeros included)."""

@@ -1630,6 +1630,8 @@ class AgreementTest:
     expected: float
     p_value: Optional[float]
     exact: bool = True
+    noise: bool = True
+    """False where no Δ of ours had an SE: the statistic is the count itself and the test Fisher's exact test."""
 
     def text(self) -> str:
         """``10 of 17 agree in sign (9.5 expected from our noise; permutation p = 0.081, margins 2 up : 15 down kept)``."""
@@ -1643,10 +1645,10 @@ class AgreementTest:
                 f"assignment of our rows agrees equally often (the count is only how many of ours are {way})"
             )
         how = "" if self.exact else f", {DRAWS:,} random assignments"
-        return (
-            f"{head} ({self.expected:.1f} expected from our noise; permutation p = {p_text(self.p_value)}{how}, "
-            f"margins kept: paper {self.paper_up} up : {self.n - self.paper_up} down)"
-        )
+        margins = f"margins kept: paper {self.paper_up} up : {self.n - self.paper_up} down"
+        if not self.noise:
+            return f"{head} (Fisher's exact p = {p_text(self.p_value)}{how}, one-sided, {margins})"
+        return f"{head} ({self.expected:.1f} expected from our noise; permutation p = {p_text(self.p_value)}{how}, {margins})"
 
 
 def agreement_test(
@@ -1674,8 +1676,9 @@ def agreement_test(
     agree = sum((p > 0) == (o > 0) for p, o, _ in rows)
     expected = float(np.sum(np.where(up, q, 1 - q))) if n else 0.0
     n_up = int(up.sum())
+    noise = any(s for _, _, s in rows)
     if n_up in (0, n):
-        return AgreementTest(n, n_up, agree, expected, None)
+        return AgreementTest(n, n_up, agree, expected, None, noise=noise)
     # T of an assignment = (n - n_up) - sum(q) + 2 * (sum of q over the rows landing on the paper's up rows)
     m = min(n_up, n - n_up)
     exact = comb(n, m) <= EXACT_LIMIT
@@ -1688,4 +1691,4 @@ def agreement_test(
     null = (n - n_up) - q.sum() + 2 * up_sums
     hits = int(np.sum(null >= expected - 1e-9))
     p = hits / len(null) if exact else (hits + 1) / (len(null) + 1)
-    return AgreementTest(n, n_up, agree, expected, p, exact)
+    return AgreementTest(n, n_up, agree, expected, p, exact, noise)

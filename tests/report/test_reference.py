@@ -8,7 +8,7 @@ import statistics
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest
+from scipy.stats import fisher_exact
 from typer.testing import CliRunner
 
 from ablate.config import valid_keys
@@ -24,7 +24,6 @@ from ablate.report.papers import (
     to_csv,
     to_markdown,
 )
-from ablate.report.stats import SignCount
 from ablate.report.trials import ReportError
 
 from tests.helpers.records import TEST_BLEU
@@ -206,9 +205,23 @@ def test_the_correlation_and_the_ppl_count_use_every_row_with_both_changes(varia
     our_ppl = {n: -d for n, d in ours.items()}  # dev PPL = 60 - BLEU in the fixture
     lines = {ln.name: ln for ln in sbs.lines}
     assert {n: lines[n].ppl_delta for n in names} == pytest.approx(our_ppl)
-    agree = [(paper_ppl[n] > 0) == (our_ppl[n] > 0) for n in names if paper_ppl[n]]  # E-learned: paper PPL Δ 0
-    assert sbs.ppl() == SignCount(sum(agree), 3)
-    assert sbs.ppl().p_value == pytest.approx(binomtest(sum(agree), 3, 0.5, alternative="greater").pvalue)
+    signed = [n for n in names if paper_ppl[n] and our_ppl[n]]  # E-learned: paper PPL Δ 0, no sign
+    count = sbs.ppl()
+    assert (count.n, count.agree) == (3, sum((paper_ppl[n] > 0) == (our_ppl[n] > 0) for n in signed))
+    # our PPL Δs share one base as our BLEU Δs do, so the null keeps both sign margins (Fisher's exact
+    # test of the 2 x 2 table of signs, one-sided), not a fair coin per row
+    table = [
+        [sum((paper_ppl[n] > 0) == up and (our_ppl[n] > 0) == mine for n in signed) for mine in (True, False)]
+        for up in (True, False)
+    ]
+    if 0 < count.paper_up < count.n:
+        assert count.p_value == pytest.approx(fisher_exact(table, alternative="greater")[1], rel=1e-9)
+    else:
+        assert count.p_value is None  # one-way paper signs: every assignment agrees equally often
+    ppl_line = dict(sbs.summary())["PPL, paper Δ vs our dev PPL Δ"]
+    assert (
+        "binomial" not in ppl_line and "Fisher's exact p = " in ppl_line and "expected from our noise" not in ppl_line
+    )
 
 
 REFERENCE_YAML = """\
