@@ -39,6 +39,7 @@ from ablate.record import (
 )
 from ablate.report.stats import (
     DEFAULT_TEST,
+    MAX_SEEDS,
     Comparison,
     Stat,
     Sweep,
@@ -200,16 +201,24 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
     )
     unmarked = [c for c in here if not c.significant(alpha)]
     if unmarked:
-        needs = []
-        for c in unmarked:
-            n = seeds_needed(c.delta, first.sigma, c.sentence_fixed, strict)
-            needs.append(f"{c.row} ({c.delta:+.2f}): " + (f"{n:,}" if n is not None else "none (test-set noise)"))
+        fit = first.scores.seeds if first.scores is not None else {r.name: r.seeds for r in sweep.rows}
+        rows, shared = len(fit), len({frozenset(map(str, s)) for s in fit.values()}) == 1
+        needs = [f"{c.row} ({c.delta:+.2f}): {_seeds_text(c, first.sigma, strict, rows, shared)}" for c in unmarked]
         notes.append(
-            f"Seeds per row that a true Δ of the observed size would need (80% power, alpha/{len(tested)}): "
+            f"Seeds per row that a true Δ of the observed size would need (80% power at alpha/{len(tested)} with that "
+            f"many seeds in each of the table's {rows} rows, at the df the σ fit would then have): "
             + "; ".join(needs)
             + "."
         )
     return notes
+
+
+def _seeds_text(c: Comparison, sigma: float, alpha: float, rows: int, shared: bool) -> str:
+    """What :func:`ablate.report.stats.seeds_needed` says for ``c``, in words."""
+    n = seeds_needed(c.delta, sigma, c.sentence_fixed, alpha, rows, shared)
+    if n is None:
+        return "none (test-set noise)"
+    return f"more than {MAX_SEEDS:,}" if n > MAX_SEEDS else f"{n:,}"
 
 
 def hinge_notes(

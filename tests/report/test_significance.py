@@ -223,20 +223,101 @@ def test_seeds_needed_counts_the_sentence_variance_once():
     # formula held all of v fixed as k grows and asked for 61 seeds; the k-independent part alone, ~18.
     sigma, v, s, alpha = 0.555, 0.0286, 0.0395, 0.005
     fixed = sig.sentence_split(v, s, 3, 3)
-    assert 12 <= sig.seeds_needed(-0.75, sigma, fixed, alpha) <= 22
-    assert sig.seeds_needed(-0.75, sigma, v, alpha) > 40  # the double-counting formula
+    assert 12 <= sig.seeds_needed(-0.75, sigma, fixed, alpha, 10, True) <= 22
+    assert sig.seeds_needed(-0.75, sigma, v, alpha, 10, True) > 40  # the double-counting formula
 
 
-def test_detectable_effect_and_seeds_needed_agree():
+def _two_row_power(k: int, delta: float, sigma: float, v0: float, alpha: float, draws: int = 4000) -> float:
+    """How often seed_test finds ``delta`` between two rows of k normal seeds (distinct seed values, so
+    the within-row σ at 2(k-1) df), the Δ carrying a k-independent test-set part of variance ``v0``;
+    the σ floored at a per-seed sentence variance of 0.04 as compare() does."""
+    rng = np.random.default_rng(k)
+    a = rng.normal(0.0, sigma, (draws, k))
+    b = rng.normal(delta, sigma, (draws, k)) + rng.normal(0.0, math.sqrt(v0), (draws, 1))
+    within = np.sum((a - a.mean(1, keepdims=True)) ** 2, 1) + np.sum((b - b.mean(1, keepdims=True)) ** 2, 1)
+    sigmas = np.sqrt(within / (2 * k - 2))  # (draws,): fit_seed_noise's within-row σ of each table
+    noise = sig.fit_seed_noise({"a": dict(enumerate(a[0])), "b": {k + i: x for i, x in enumerate(b[0])}})
+    assert noise.unpaired == pytest.approx(sigmas[0]) and noise.unpaired_df == 2 * k - 2
+    found = [
+        sig.seed_test(a[i], b[i], v0, sig.floored(float(sigmas[i]), 0.04), 2 * k - 2, False).p_value < alpha
+        for i in range(draws)
+    ]
+    return float(np.mean(found))
+
+
+def test_the_advised_seeds_give_the_table_test_80_percent_power_and_one_fewer_does_not():
+    # The normal-quantile rule advised 4 seeds here; the table's test (t at 6 df) has 75% power with 4.
+    delta, sigma, v0, alpha = 1.5, 0.65, 0.01, 0.05
+    k = sig.seeds_needed(delta, sigma, v0, alpha, rows=2, shared=False)
+    assert k == 5
+    assert _two_row_power(k, delta, sigma, v0, alpha) >= 0.8
+    assert _two_row_power(k - 1, delta, sigma, v0, alpha) < 0.8
+
+
+def _nct_power(nc: float, df: float, alpha: float) -> float:
+    crit = st.t.ppf(1 - alpha / 2, df)
+    return float(st.nct.sf(crit, df, nc) + st.nct.cdf(-crit, df, nc))
+
+
+def test_power_is_the_noncentral_t_of_scipy_stats_and_stays_finite_far_in_the_tail():
+    checked = 0
+    for df in (1, 2, 4, 6, 18, 200):
+        for nc in (0.0, 0.5, 1.5, 2.8, 4.0, 6.0, 9.0):
+            for alpha in (0.05, 0.005, 0.05 / 18):
+                ours, ref = sig.power(nc, 1.0, df, 2, 2, 0.0, alpha), _nct_power(nc, df, alpha)
+                if math.isnan(ref):  # scipy.stats' lower tail gives up; it is below min(alpha/2, Φ(-nc)) there
+                    ref = float(st.nct.sf(st.t.ppf(1 - alpha / 2, df), df, nc))
+                    assert ours == pytest.approx(ref, abs=min(alpha / 2, st.norm.sf(nc)))
+                else:
+                    assert ours == pytest.approx(ref, abs=1e-12)
+                    checked += 1
+    assert checked > 100
+    assert sig.power(10.0, 1.0, 18, 2, 2, 0.0, 0.05) == pytest.approx(1.0, abs=1e-9)
+    assert sig.power(60.0, 1.0, 1, 2, 2, 0.0, 0.05) == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("rows, shared", [(2, False), (2, True), (3, True), (10, True), (19, True), (4, False)])
+def test_seeds_needed_is_the_smallest_k_with_80_percent_noncentral_t_power(rows, shared):
+    sigma = 0.7
+    for delta, v0, alpha in [(1.5, 0.0, 0.05), (2.4, 0.03, 0.05 / 18), (0.75, 0.0, 0.005), (3.0, 0.01, 0.005)]:
+        k = sig.seeds_needed(delta, sigma, v0, alpha, rows, shared)
+        assert k is not None
+        powers = [
+            _nct_power(delta / math.sqrt(2 * sigma**2 / n + v0), sig.design_df(rows, n, shared), alpha)
+            for n in range(2, k + 1)
+        ]
+        assert powers[-1] >= 0.8 and all(p < 0.8 for p in powers[:-1])
+
+
+def test_design_df_is_the_df_of_the_fit_and_pairs_as_the_table_would():
+    # fit_seed_noise on a balanced table of 4 rows x 3 shared seeds: (R-1)(k-1) = 6 paired, R(k-1) = 8 within
+    rng = np.random.default_rng(0)
+    noise = sig.fit_seed_noise({r: {s: float(rng.normal()) for s in range(3)} for r in "abcd"})
+    assert (noise.paired_df, noise.unpaired_df) == (6, 8)
+    assert sig.design_df(4, 3, True) == (6 if sig.use_paired(6, 8) else 8)
+    assert sig.design_df(2, 2, True) == 2  # 2 rows x 2 shared seeds: the 1-df paired fit is not taken
+    assert sig.design_df(19, 2, True) == 18 and sig.design_df(19, 2, False) == 19  # table3-cpu's 18 df
+    assert sig.design_df(10, 3, True) == 18  # mission-cpu's
+
+
+def test_detectable_effect_has_80_percent_power_and_seeds_needed_agrees():
     sigma, sentence = 0.7, 0.04
-    for k in (2, 3, 5, 10):
-        mde = sig.detectable(sigma, 10_000, k, sentence, 0.05)
-        assert mde == pytest.approx(
-            (st.norm.ppf(0.975) + st.norm.ppf(0.8)) * math.sqrt(2 * sigma**2 / k + sentence), rel=1e-3
-        )
-        assert sig.seeds_needed(mde * 1.0001, sigma, sentence, 0.05) in (k, k + 1) or k == 2
-    assert sig.seeds_needed(0.1, sigma, sentence, 0.05) is None  # the test set alone hides 0.1 BLEU
-    assert sig.seeds_needed(0.5, sigma, 0.0, 0.05) == math.ceil(2 * sigma**2 * (2.8016 / 0.5) ** 2 - 1e-9)
+    for df in (2, 6, 18, 10_000):
+        for alpha in (0.05, 0.005):
+            mde = sig.detectable(sigma, df, 3, sentence, alpha)
+            assert _nct_power(mde / math.sqrt(2 * sigma**2 / 3 + sentence), df, alpha) == pytest.approx(0.8, abs=1e-6)
+    # (t + t) · SE, the shortcut, had 76.6% power at 2 df, alpha 0.05
+    se = math.sqrt(2 * sigma**2 / 2 + sentence)
+    short = (st.t.ppf(0.975, 2) + st.t.ppf(0.8, 2)) * se
+    assert _nct_power(short / se, 2, 0.05) == pytest.approx(0.766, abs=0.001)
+    assert sig.detectable(sigma, 2, 2, sentence, 0.05) > short * 1.05
+    for rows, k in [(2, 2), (2, 3), (10, 3), (19, 2), (5, 10)]:
+        df = sig.design_df(rows, k, True)
+        mde = sig.detectable(sigma, df, k, sentence, 0.05)
+        assert sig.seeds_needed(mde * 1.0001, sigma, sentence, 0.05, rows, True) == k
+    assert sig.seeds_needed(0.1, sigma, sentence, 0.05, 2, True) is None  # the test set alone hides 0.1 BLEU
+    assert sig.seeds_needed(0.05, sigma, 0.0, 0.05, 10, True) == sig.MAX_SEEDS + 1  # 3,000+: "more than 1,000"
+    assert sig.seeds_needed(0.05, sigma, 0.0, 0.05, 10, True, max_seeds=5000) == pytest.approx(3077, abs=30)
 
 
 def test_per_seed_deltas_pair_by_seed_and_flag_disagreement():
