@@ -131,9 +131,9 @@ def unvouched(entries: Any, base: Optional[Path] = None) -> list[dict[str, Any]]
     the digest of the file as it is now; importing none of them.
 
     Vouched for: a file this process already imported (the user's config or ``--plugins``), a file
-    of the same content as one it imported, an installed module (found outside ``base``, the
-    record's folder), an installed entry point, and a missing file (nothing of it can run; loading
-    it says what is missing).
+    of the same content as one it imported, a module already imported, an installed module (one not
+    planted: :func:`_planted`), an installed entry point, and a missing file (nothing of it can run;
+    loading it says what is missing).
     """
     folder = base or Path.cwd()
     out = []
@@ -141,9 +141,12 @@ def unvouched(entries: Any, base: Optional[Path] = None) -> list[dict[str, Any]]
         record = _as_record(entry)
         kind, name = record.get("kind"), str(record.get("name", "?"))
         if kind == "module":
-            planted = _planted(name, folder)
-            if name not in _LOADED and planted is not False:
-                out.append({**record, "found": None if planted is None else str(folder)})
+            if name in _LOADED or name in sys.modules:
+                continue
+            spec = _top_spec(name)
+            planted = _planted(spec, folder) if spec is not None else None
+            if spec is None or planted is not None:
+                out.append({**record, "found": None if planted is None else str(planted)})
         elif kind == "file":
             path = Path(str(record.get("path"))).expanduser()
             if str(path.resolve()) in _LOADED or not path.is_file():
@@ -155,10 +158,13 @@ def unvouched(entries: Any, base: Optional[Path] = None) -> list[dict[str, Any]]
 
 
 def describe_unvouched(record: dict[str, Any]) -> str:
-    """``plugin /x/evil.py (sha256 1a2b3c4d5e6f)`` or ``plugin module 'lab'`` (not installed) for a message."""
+    """``plugin /x/evil.py (sha256 1a2b3c4d5e6f)``, ``plugin module 'lab' (not installed)`` or, for a module
+    a record names by class path, ``module 'lab' (trainer.callbacks lab.Stamp; found only in /x)``."""
     if record.get("kind") == "module":
         where = "not installed" if record.get("found") is None else f"found only in {record['found']}"
-        return f"plugin module '{record.get('name')}' ({where})"
+        named_by = record.get("named_by")
+        what = f"module '{record.get('name')}'" if named_by else f"plugin module '{record.get('name')}'"
+        return f"{what} ({named_by}; {where})" if named_by else f"{what} ({where})"
     recorded = str(record.get("sha256") or "")
     changed = f", the record says {recorded[:12]}" if recorded and recorded != record["now"] else ""
     return f"plugin {record['path']} (sha256 {record['now'][:12]}{changed})"
@@ -167,28 +173,58 @@ def describe_unvouched(record: dict[str, Any]) -> str:
 def _check_vouched(entry: Any, base: Path) -> None:
     """Raise unless the user vouched for the plugin a record names (see :func:`unvouched`)."""
     for record in unvouched([entry], base):
-        what = describe_unvouched(record)
-        how = f"pass --plugins {record['path']} or" if record.get("kind") == "file" else "install it, or pass"
-        raise PluginError(
-            f"refusing to import {what}: a run's record names it, not you; {how} {TRUST_FLAG} "
-            f"(in Python: trust_plugins=True) if you trust its code"
-        )
+        raise _refusal(record)
 
 
-def _planted(name: str, base: Path) -> Optional[bool]:
-    """Whether module ``name``'s top-level package lies inside ``base`` (a file planted beside the
-    record: ``True``) or elsewhere (installed: ``False``); ``None`` when it is not importable.
-    Finding a top-level spec runs no code."""
+def check_named_modules(named: dict[str, str], base: Optional[Path] = None) -> None:
+    """Raise :class:`PluginError` (one line) unless the user vouched for each module a record names outside
+    ``plugins``, as :func:`unvouched` judges a module plugin; ``named`` maps each to what names it, e.g.
+    ``{"lab": "trainer.callbacks lab.Stamp"}`` (a class path, imported when the config is checked)."""
+    for module, named_by in named.items():
+        for record in unvouched([{"kind": "module", "name": module, "path": None}], base):
+            raise _refusal({**record, "named_by": named_by})
+
+
+def _refusal(record: dict[str, Any]) -> PluginError:
+    """The one line refusing an unvouched plugin or module: what it is and the flag to pass."""
+    if record.get("kind") == "file":
+        how = f"pass --plugins {record['path']} or"
+    else:
+        how = f"install it, or pass --plugins {record.get('name')} or"
+    return PluginError(
+        f"refusing to import {describe_unvouched(record)}: a run's record names it, not you; {how} {TRUST_FLAG} "
+        f"(in Python: trust_plugins=True) if you trust its code"
+    )
+
+
+def _top_spec(name: str) -> Optional[Any]:
+    """The import spec of module ``name``'s top-level package, ``None`` when it is not importable; finding it
+    runs no code."""
     try:
-        spec = importlib.util.find_spec(name.partition(".")[0])
+        return importlib.util.find_spec(name.partition(".")[0])
     except (ImportError, ValueError):
         return None
-    if spec is None:
+
+
+def _planted(spec: Any, base: Path) -> Optional[Path]:
+    """The folder a top-level package (its import ``spec``) was planted in, or ``None`` for an installed one.
+
+    Planted: its file inside ``base`` (the record's folder), or found through the working directory on
+    ``sys.path`` (``python -m ablate`` or a notebook started inside a folder someone else made, above the
+    run folder it names); for a namespace package, any of its portions. A package already imported that
+    is not a namespace package is where it is: its submodules come from there."""
+    loaded = sys.modules.get(spec.name)
+    if loaded is not None and getattr(loaded, "__file__", None):
         return None
     places = [spec.origin] if spec.origin and spec.origin not in ("built-in", "frozen") else []
     places += list(spec.submodule_search_locations or [])
-    folder = base.resolve()
-    return any(Path(p).resolve().is_relative_to(folder) for p in places)
+    folder, here = base.resolve(), Path.cwd().resolve()
+    for place in (Path(p).resolve() for p in places):
+        if place.is_relative_to(folder):
+            return folder
+        if here in (place.parent, place.parent.parent if place.name == "__init__.py" else None):
+            return here
+    return None
 
 
 def _load_entry(entry: Any) -> dict[str, Any]:
