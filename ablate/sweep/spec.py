@@ -385,6 +385,29 @@ def variant_overrides(value: Any) -> dict[str, Any]:
 # ---- From a point to a trial's name and overrides ----
 
 
+def foreign_key(spec: SweepSpec, point: Point) -> Optional[str]:
+    """The first parameter of ``point`` (a trial read back from a sweep folder) that ``spec`` cannot have
+    planned: one the file does not list, a value outside its ``value`` or ``values`` (a variant: one of the
+    file's own, overrides and all), a repeat seed that is not an integer, or a sampled value that is not a
+    number; ``None`` when ``spec`` could have planned ``point``. A trial's overrides come from its point, and
+    one can name code (``plugins``, ``trainer.callbacks``): a folder's points are run only as the file's."""
+    for key, value in point.items():
+        param = spec.parameters.get(key)
+        if not isinstance(param, dict):
+            return key
+        if "value" in param:
+            ok = value_key(value) == value_key(param["value"])
+        elif "values" in param:
+            ok = value_key(value) in {value_key(v) for v in param["values"]}
+        elif REPEAT in param:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not ok:
+            return key
+    return None
+
+
 def resolve(point: Point) -> dict[str, Any]:
     """Dotted config values for a sampled point ``{param: value}``; the variant applies last."""
     values = {k: v for k, v in point.items() if k not in RESERVED}
