@@ -88,9 +88,10 @@ def load(entries: Any, base: Optional[Path] = None, trust: Trust = "import") -> 
     for entry in absolute(entries, folder):
         if trust == "never":
             record = _unimported(entry)
+        elif trust == "recorded":
+            _check_vouched(entry, folder)
+            record = _vouched_file(entry, folder) if _as_record(entry).get("kind") == "file" else _load_entry(entry)
         else:
-            if trust == "recorded":
-                _check_vouched(entry, folder)
             record = _load_entry(entry)
         if record not in records:
             records.append(record)
@@ -176,6 +177,23 @@ def _check_vouched(entry: Any, base: Path) -> None:
         raise _refusal(record)
 
 
+def _vouched_file(entry: Any, base: Path) -> dict[str, Any]:
+    """The plugin file a record names, once vouched for: the code this process already runs from that path
+    or of that content, never the file as it is now, which may have been written since the check (a shared
+    folder its owner still writes to); a missing file's error; else the refusal."""
+    record = _as_record(entry)
+    path = Path(str(record.get("path"))).expanduser()
+    loaded = _LOADED.get(str(path.resolve()))
+    if loaded is None and path.is_file():
+        loaded = _same_code({"name": path.stem, "sha256": sha256(path)})
+    if loaded is not None:
+        _warn_changed(record, loaded)
+        return loaded
+    for stranger in unvouched([entry], base):  # written or changed since the check
+        raise _refusal(stranger)
+    return _moved_or_missing(record, path)
+
+
 def check_named_modules(named: dict[str, str], base: Optional[Path] = None) -> None:
     """Raise :class:`PluginError` (one line) unless the user vouched for each module a record names outside
     ``plugins``, as :func:`unvouched` judges a module plugin; ``named`` maps each to what names it, e.g.
@@ -249,13 +267,7 @@ def _load_record(record: dict[str, Any]) -> dict[str, Any]:
     if kind == "file":
         path = Path(str(record.get("path")))
         if not path.is_file():
-            moved = _same_code(record)  # e.g. a resumed run whose new config names the file's new place
-            if moved is not None:
-                return moved
-            raise PluginError(
-                f"plugin '{name}' is missing: {path} (sha256 {str(record.get('sha256'))[:16]}...) is not there; "
-                f"copy that file back, or change that path in the config that records it"
-            )
+            return _moved_or_missing(record, path)
         loaded = load_file(path)
     elif kind == "module":
         try:
@@ -271,13 +283,30 @@ def _load_record(record: dict[str, Any]) -> dict[str, Any]:
             ) from None
     else:
         raise PluginError(f"plugin record {record!r} names no kind (file, module or entry_point)")
+    _warn_changed(record, loaded)
+    return loaded
+
+
+def _warn_changed(record: dict[str, Any], loaded: dict[str, Any]) -> None:
+    """Warn when the plugin ``loaded`` is not the code ``record`` recorded (another sha256)."""
     if record.get("sha256") and loaded.get("sha256") and record["sha256"] != loaded["sha256"]:
         warnings.warn(
-            f"plugin '{name}' changed since it was recorded: {loaded['path']} has sha256 "
+            f"plugin '{record.get('name', '?')}' changed since it was recorded: {loaded['path']} has sha256 "
             f"{loaded['sha256'][:16]}..., the run recorded {record['sha256'][:16]}...",
-            stacklevel=2,
+            stacklevel=3,
         )
-    return loaded
+
+
+def _moved_or_missing(record: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A recorded plugin file that is not at ``path``: the loaded one of the same name and digest (e.g. a
+    resumed run whose new config names the file's new place), else the error saying what to put back."""
+    moved = _same_code(record)
+    if moved is not None:
+        return moved
+    raise PluginError(
+        f"plugin '{record.get('name', '?')}' is missing: {path} (sha256 {str(record.get('sha256'))[:16]}...) is not "
+        f"there; copy that file back, or change that path in the config that records it"
+    )
 
 
 def _same_code(record: dict[str, Any]) -> Optional[dict[str, Any]]:

@@ -399,3 +399,24 @@ def test_readers_of_numbers_never_import_a_callback_a_summary_names(command, pla
     if command[0] == "table":
         assert result.exit_code == 0 and "base" in result.output, result.output
     assert not trained["marker"].exists()
+
+
+def test_a_recorded_plugin_file_written_after_the_check_is_never_imported(trained, tmp_path, monkeypatch):
+    """A missing file is vouched for (nothing of it can run); one written into the folder between that check
+    and the import (a shared folder its owner still writes to) was imported as it then stood."""
+    from ablate.config import from_flat
+    from ablate.utils import plugins
+
+    evil = tmp_path / "theirs" / "evil.py"
+    evil.parent.mkdir()
+    check = plugins._check_vouched
+
+    def then_planted(entry, base):
+        check(entry, base)
+        evil.write_text(PLANTED.format(marker=str(trained["marker"])))  # the owner's write lands now
+
+    monkeypatch.setattr(plugins, "_check_vouched", then_planted)
+    with pytest.raises(PluginError) as err:
+        from_flat({"plugins": [str(evil)]}, base=evil.parent, trust="recorded")
+    assert "\n" not in str(err.value) and str(evil) in str(err.value) and "--trust-plugins" in str(err.value)
+    assert not trained["marker"].exists()
