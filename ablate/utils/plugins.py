@@ -224,10 +224,10 @@ def _top_spec(name: str) -> Optional[Any]:
         return None
 
 
-def _planted(spec: Any, base: Path) -> Optional[Path]:
+def _planted(spec: Any, base: Optional[Path]) -> Optional[Path]:
     """The folder a top-level package (its import ``spec``) was planted in, or ``None`` for an installed one.
 
-    Planted: its file inside ``base`` (the record's folder), or found through the working directory on
+    Planted: its file inside ``base`` (the record's folder, if any), or found through the working directory on
     ``sys.path`` (``python -m ablate`` or a notebook started inside a folder someone else made, above the
     run folder it names); for a namespace package, any of its portions. A package already imported that
     is not a namespace package is where it is: its submodules come from there."""
@@ -236,9 +236,9 @@ def _planted(spec: Any, base: Path) -> Optional[Path]:
         return None
     places = [spec.origin] if spec.origin and spec.origin not in ("built-in", "frozen") else []
     places += list(spec.submodule_search_locations or [])
-    folder, here = base.resolve(), Path.cwd().resolve()
+    folder, here = base.resolve() if base is not None else None, Path.cwd().resolve()
     for place in (Path(p).resolve() for p in places):
-        if place.is_relative_to(folder):
+        if folder is not None and place.is_relative_to(folder):
             return folder
         if here in (place.parent, place.parent.parent if place.name == "__init__.py" else None):
             return here
@@ -491,9 +491,28 @@ def entry_points() -> list[dict[str, Any]]:
     if _ENTRY_POINTS is None:
         records = []
         for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
+            planted = _planted_entry_point(ep)
+            if planted is not None:
+                warnings.warn(
+                    f"ignoring the ablate.plugins entry point {ep.name} = {ep.value}: it was found in the working "
+                    f"directory {planted}, a folder's own code rather than an installed package; install it, or "
+                    f"pass --plugins {ep.module} if you trust it",
+                    stacklevel=2,
+                )
+                continue
             records.append(_load_entry_point(ep))
         _ENTRY_POINTS = records
     return _ENTRY_POINTS
+
+
+def _planted_entry_point(ep: importlib.metadata.EntryPoint) -> Optional[Path]:
+    """The working directory when ``importlib.metadata`` found ``ep``'s distribution through it (a ``.dist-info``
+    planted in the folder the user works in) or its module would be imported from there; ``None`` otherwise."""
+    here = Path.cwd().resolve()
+    if ep.dist is not None and Path(str(ep.dist.locate_file(""))).resolve() == here:
+        return here
+    spec = _top_spec(ep.module)
+    return _planted(spec, None) if spec is not None else None
 
 
 def _load_entry_point(ep: importlib.metadata.EntryPoint) -> dict[str, Any]:

@@ -420,3 +420,22 @@ def test_a_recorded_plugin_file_written_after_the_check_is_never_imported(traine
         from_flat({"plugins": [str(evil)]}, base=evil.parent, trust="recorded")
     assert "\n" not in str(err.value) and str(evil) in str(err.value) and "--trust-plugins" in str(err.value)
     assert not trained["marker"].exists()
+
+
+def test_an_entry_point_planted_in_the_working_directory_is_not_an_installed_one(planted_sweep, tmp_path, monkeypatch):
+    """``importlib.metadata`` finds a ``.dist-info`` through every ``sys.path`` entry: one planted in the folder
+    the user works in declared an ``ablate.plugins`` entry point, which every command imported."""
+    from ablate.utils import plugins
+
+    marker = tmp_path / "entry-point-ran"
+    dist = planted_sweep / "lab_entry-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: lab-entry\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[ablate.plugins]\nlab = lab_entry\n")
+    (planted_sweep / "lab_entry.py").write_text(PLANTED.format(marker=str(marker)))
+    monkeypatch.chdir(planted_sweep)
+    monkeypatch.syspath_prepend(str(planted_sweep))
+    monkeypatch.setattr(plugins, "_ENTRY_POINTS", None)  # as in a new process started there
+    result = _invoke("table", ".", "--format", "csv")
+    assert result.exit_code == 0 and "base" in result.output, result.output
+    assert not marker.exists()
