@@ -494,6 +494,29 @@ def trial_overrides(spec: SweepSpec, point: Point, name: str, group: Optional[st
     return to_overrides(tracking) + to_overrides(values)
 
 
+def with_absolute_plugins(config: dict[str, Any], base: Path) -> dict[str, Any]:
+    """``config`` (a sweep held in memory) with the relative ``plugins`` file paths of its parameters and
+    variants made absolute against ``base``: a dict has no folder of its own, so its paths are the user's
+    (the working directory), never files lying where the dict is written."""
+    parameters = dict(config.get("parameters") or {})
+    param = parameters.get("plugins")
+    if isinstance(param, dict):
+        param = dict(param)
+        if "value" in param:
+            param["value"] = absolute(param["value"], base)
+        if isinstance(param.get("values"), list):
+            param["values"] = [absolute(v, base) for v in param["values"]]
+        parameters["plugins"] = param
+    variants = parameters.get(VARIANT)
+    if isinstance(variants, dict) and isinstance(variants.get("values"), list):
+        values = [
+            {**v, "plugins": absolute(v["plugins"], base)} if isinstance(v, dict) and "plugins" in v else v
+            for v in variants["values"]
+        ]
+        parameters[VARIANT] = {**variants, "values": values}
+    return {**config, "parameters": parameters} if parameters else dict(config)
+
+
 # ---- Command-line axes: ``ablate sweep run FILE model.heads=4,8`` ----
 
 
