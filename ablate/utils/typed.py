@@ -557,7 +557,7 @@ def callback_modules(options: dict[str, Any]) -> dict[str, str]:
     (``{"lab": "trainer.callbacks lab.Stamp"}``); importing none."""
     value = options.get("callbacks")
     items = value if isinstance(value, (list, tuple)) else []
-    named = {}
+    named: dict[str, str] = {}
     for item in items:
         path = class_spec(item)[0]
         named.setdefault(class_module(path)[0], f"trainer.callbacks {path}")
