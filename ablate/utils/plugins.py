@@ -36,8 +36,10 @@ Trust = Literal["import", "recorded", "never"]
 
 ``import``: the user's own config (a file they wrote, this command line): import them all.
 ``recorded``: named by a folder's record: import only plugins the user vouched for (a file of the
-same content already imported from ``--plugins`` or from the user's config, an installed module),
-refuse any other in one line. ``never``: import none; a reader of numbers keeps the recorded names.
+same content already imported from ``--plugins`` or from the user's config, whose loaded code stands
+for it; an installed module, not one found through the working directory), refuse any other in one
+line. ``never``: import none; a reader of numbers keeps the recorded names. :func:`ablate.config.from_flat`
+applies the same trust to the classes ``trainer.callbacks`` names (:func:`check_named_modules`).
 """
 TRUSTS: tuple[str, ...] = ("import", "recorded", "never")
 TRUST_FLAG = "--trust-plugins"
