@@ -343,7 +343,8 @@ def from_flat(flat: dict[str, Any], base: str | Path | None = None, trust: plugi
     """Build and validate a :class:`Config` from dotted keys (missing keys keep defaults).
 
     The ``plugins`` are imported first (files relative to ``base``, default the working directory) as ``trust``
-    allows (:data:`ablate.utils.plugins.Trust`), and recorded in the config. A name a listed plugin registered
+    allows (:data:`ablate.utils.plugins.Trust`), and recorded in the config; so are the classes
+    ``trainer.callbacks`` names (``never``: not imported, ``recorded``: only from an installed module). A name a listed plugin registered
     beside a shipped one selects the plugin's (``cosine`` -> ``cosine:cosine``; :func:`ablate.registry.register`).
     """
     flat = renamed_keys(flat)
@@ -354,7 +355,11 @@ def from_flat(flat: dict[str, Any], base: str | Path | None = None, trust: plugi
             flat[key] = resolve(kind, flat[key], modules)
     cfg = _build(Config, nest(flat))
     cfg = _with_params(cfg)
-    validate(cfg)
+    if trust == "recorded" and cfg.trainer:  # a callback's class path names code as a plugin does
+        from ablate.utils.typed import callback_modules
+
+        plugin_loader.check_named_modules(callback_modules(cfg.trainer), Path(base) if base is not None else None)
+    validate(cfg, imports=trust != "never")
     return cfg
 
 
@@ -471,8 +476,9 @@ FAULTS = OneOf("ablate.training.trainer", "FAULTS")
 """The kinds of ``train.inject_fault``."""
 
 
-def validate(cfg: Any) -> None:
-    """Cross-field checks that types alone cannot express."""
+def validate(cfg: Any, imports: bool = True) -> None:
+    """Cross-field checks that types alone cannot express; ``imports``: import the classes ``trainer.callbacks``
+    names (``False``: check their form only)."""
     check_ranges(cfg)
     m, t = cfg.model, cfg.train
     if m.arch == "transformer":
@@ -513,7 +519,7 @@ def validate(cfg: Any) -> None:
     if cfg.trainer:
         from ablate.utils.typed import check_trainer_options
 
-        check_trainer_options(cfg.trainer)
+        check_trainer_options(cfg.trainer, imports)
 
 
 LOGGERS = ("wandb", "tensorboard", "csv", "mlflow")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
 from ablate.record import RunStatus
-from ablate.sweep.spec import SweepError, SweepSpec, load_spec, safe_name
+from ablate.sweep.spec import SweepError, SweepSpec, load_spec, safe_name, with_absolute_plugins
 from ablate.utils.io import atomic_write_text
 
 __all__ = ["SweepError", "SweepRun", "SweepSpec", "load_spec", "run"]
@@ -43,7 +43,8 @@ class SweepRun:
 
 
 def _spec_file(file_or_dict: Union[str, Path, dict[str, Any]], out: Optional[Path]) -> Path:
-    """The sweep file to run: ``file_or_dict``, or a dict written to ``<out>/sweep.yaml``."""
+    """The sweep file to run: ``file_or_dict``, or a dict written to ``<out>/sweep.yaml`` (its relative
+    ``plugins`` paths made absolute against the working directory first: :func:`with_absolute_plugins`)."""
     if not isinstance(file_or_dict, dict):
         return Path(file_or_dict)
     import yaml
@@ -51,7 +52,7 @@ def _spec_file(file_or_dict: Union[str, Path, dict[str, Any]], out: Optional[Pat
     name = safe_name(str(file_or_dict.get("name") or "sweep"))  # as load_spec names it
     folder = Path(out) if out is not None else Path("runs") / name
     path = folder / "sweep.yaml"
-    text = yaml.safe_dump(file_or_dict, sort_keys=False)
+    text = yaml.safe_dump(with_absolute_plugins(file_or_dict, Path.cwd()), sort_keys=False)
     if path.exists() and path.read_text(encoding="utf-8") != text:
         raise SweepError(f"{folder} holds another sweep (its sweep.yaml differs from this dict); pass another out=")
     folder.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ablate.config import ConfigError, flatten, load_config, parse_override, read_yaml, valid_keys
 from ablate.errors import did_you_mean
-from ablate.record import RunStatus
+from ablate.record import RunStatus, SweepFiles
 from ablate.sweep.local import LOG_LIMIT, Argv, Exit, Slot, ablate_argv
 from ablate.sweep.spec import (
     BAYES_EXTRA,
@@ -26,6 +26,7 @@ from ablate.sweep.spec import (
     SweepError,
     SweepSpec,
     axis_overrides,
+    foreign_key,
     grid_key,
     grid_points,
     grid_size,
@@ -331,6 +332,15 @@ class Planner:
                 f"({' '.join(state.overrides) or 'none'}) or another base config (--config contents); rerun that "
                 f"command, or pass another --out"
             )
+        for trial in state.trials:  # what the folder says was planned is data: run only what this file plans
+            key = foreign_key(self.spec, trial.point)
+            if key is not None:
+                value = f"{key}={trial.point[key]!r}"[:120]
+                raise SweepError(
+                    f"{SweepFiles(self.out).state} holds trial {trial.name} with {value}, which the sweep file "
+                    f"{self.spec.describe()} does not give: it was not planned from that file, and running it could "
+                    f"import code the folder names; move the folder away or pass another --out"
+                )
         self.state = state
         self.state.wandb_sweep = self.opts.wandb_sweep or self.state.wandb_sweep
 

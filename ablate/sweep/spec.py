@@ -385,6 +385,29 @@ def variant_overrides(value: Any) -> dict[str, Any]:
 # ---- From a point to a trial's name and overrides ----
 
 
+def foreign_key(spec: SweepSpec, point: Point) -> Optional[str]:
+    """The first parameter of ``point`` (a trial read back from a sweep folder) that ``spec`` cannot have
+    planned: one the file does not list, a value outside its ``value`` or ``values`` (a variant: one of the
+    file's own, overrides and all), a repeat seed that is not an integer, or a sampled value that is not a
+    number; ``None`` when ``spec`` could have planned ``point``. A trial's overrides come from its point, and
+    one can name code (``plugins``, ``trainer.callbacks``): a folder's points are run only as the file's."""
+    for key, value in point.items():
+        param = spec.parameters.get(key)
+        if not isinstance(param, dict):
+            return key
+        if "value" in param:
+            ok = value_key(value) == value_key(param["value"])
+        elif "values" in param:
+            ok = value_key(value) in {value_key(v) for v in param["values"]}
+        elif REPEAT in param:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not ok:
+            return key
+    return None
+
+
 def resolve(point: Point) -> dict[str, Any]:
     """Dotted config values for a sampled point ``{param: value}``; the variant applies last."""
     values = {k: v for k, v in point.items() if k not in RESERVED}
@@ -469,6 +492,29 @@ def trial_overrides(spec: SweepSpec, point: Point, name: str, group: Optional[st
     if "plugins" in values and spec.path is not None:
         values["plugins"] = absolute(values["plugins"], spec.path.resolve().parent)
     return to_overrides(tracking) + to_overrides(values)
+
+
+def with_absolute_plugins(config: dict[str, Any], base: Path) -> dict[str, Any]:
+    """``config`` (a sweep held in memory) with the relative ``plugins`` file paths of its parameters and
+    variants made absolute against ``base``: a dict has no folder of its own, so its paths are the user's
+    (the working directory), never files lying where the dict is written."""
+    parameters = dict(config.get("parameters") or {})
+    param = parameters.get("plugins")
+    if isinstance(param, dict):
+        param = dict(param)
+        if "value" in param:
+            param["value"] = absolute(param["value"], base)
+        if isinstance(param.get("values"), list):
+            param["values"] = [absolute(v, base) for v in param["values"]]
+        parameters["plugins"] = param
+    variants = parameters.get(VARIANT)
+    if isinstance(variants, dict) and isinstance(variants.get("values"), list):
+        values = [
+            {**v, "plugins": absolute(v["plugins"], base)} if isinstance(v, dict) and "plugins" in v else v
+            for v in variants["values"]
+        ]
+        parameters[VARIANT] = {**variants, "values": values}
+    return {**config, "parameters": parameters} if parameters else dict(config)
 
 
 # ---- Command-line axes: ``ablate sweep run FILE model.heads=4,8`` ----

@@ -70,6 +70,15 @@ def _check_digest(path: Path) -> None:
         )
 
 
+PICKLED = "it holds pickled objects other than tensors (refused: loading them could run code)"
+"""Why a checkpoint that ``torch.load(weights_only=True)`` refuses is not used."""
+
+
+def refused_pickle(err: BaseException) -> bool:
+    """Whether ``err`` is ``torch.load(weights_only=True)`` refusing a pickled object."""
+    return "weights_only" in str(err) or "Unsupported global" in str(err)
+
+
 def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_dict",)) -> dict[str, Any]:
     """The checkpoint at ``path``, verified and loaded without running any code from it; CheckpointError when
     damaged, unreadable, holding pickled objects, or missing ``required`` keys."""
@@ -78,8 +87,8 @@ def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_d
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged or hostile file
         text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        if "weights_only" in str(err) or "Unsupported global" in str(err):
-            text = "it holds pickled objects other than tensors (refused: loading them could run code)"
+        if refused_pickle(err):
+            text = PICKLED
         raise CheckpointError(f"checkpoint {path} is unreadable: {text[:200]}") from None
     if not isinstance(checkpoint, dict) or any(key not in checkpoint for key in required):
         raise CheckpointError(f"checkpoint {path} is not an ablate checkpoint (missing {', '.join(required)})")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -534,12 +535,20 @@ class TranslationModule(pl.LightningModule):
 
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: Any, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        """Lightning's ``load_from_checkpoint``, after verifying the file (CheckpointError when it is damaged)."""
-        from ablate.training.checkpoints import verify_checkpoint
+        """Lightning's ``load_from_checkpoint``, after verifying the file (CheckpointError when it is damaged),
+        with ``weights_only=True`` unless the caller says otherwise: Lightning leaves the default to torch, which
+        an environment can turn into unpickling anything (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``)."""
+        from ablate.training.checkpoints import PICKLED, CheckpointError, refused_pickle, verify_checkpoint
 
         if isinstance(checkpoint_path, (str, os.PathLike)):
             verify_checkpoint(os.fspath(checkpoint_path))
-        return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
+        kwargs.setdefault("weights_only", True)
+        try:
+            return super().load_from_checkpoint(checkpoint_path, *args, **kwargs)
+        except pickle.UnpicklingError as err:
+            if not refused_pickle(err):
+                raise
+            raise CheckpointError(f"checkpoint {checkpoint_path} is unreadable: {PICKLED}") from None
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # A checkpoint may come from someone else's run folder: take only well-formed values, and

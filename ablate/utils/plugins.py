@@ -36,8 +36,10 @@ Trust = Literal["import", "recorded", "never"]
 
 ``import``: the user's own config (a file they wrote, this command line): import them all.
 ``recorded``: named by a folder's record: import only plugins the user vouched for (a file of the
-same content already imported from ``--plugins`` or from the user's config, an installed module),
-refuse any other in one line. ``never``: import none; a reader of numbers keeps the recorded names.
+same content already imported from ``--plugins`` or from the user's config, whose loaded code stands
+for it; an installed module, not one found through the working directory), refuse any other in one
+line. ``never``: import none; a reader of numbers keeps the recorded names. :func:`ablate.config.from_flat`
+applies the same trust to the classes ``trainer.callbacks`` names (:func:`check_named_modules`).
 """
 TRUSTS: tuple[str, ...] = ("import", "recorded", "never")
 TRUST_FLAG = "--trust-plugins"
@@ -88,9 +90,10 @@ def load(entries: Any, base: Optional[Path] = None, trust: Trust = "import") -> 
     for entry in absolute(entries, folder):
         if trust == "never":
             record = _unimported(entry)
+        elif trust == "recorded":
+            _check_vouched(entry, folder)
+            record = _vouched_file(entry, folder) if _as_record(entry).get("kind") == "file" else _load_entry(entry)
         else:
-            if trust == "recorded":
-                _check_vouched(entry, folder)
             record = _load_entry(entry)
         if record not in records:
             records.append(record)
@@ -131,9 +134,9 @@ def unvouched(entries: Any, base: Optional[Path] = None) -> list[dict[str, Any]]
     the digest of the file as it is now; importing none of them.
 
     Vouched for: a file this process already imported (the user's config or ``--plugins``), a file
-    of the same content as one it imported, an installed module (found outside ``base``, the
-    record's folder), an installed entry point, and a missing file (nothing of it can run; loading
-    it says what is missing).
+    of the same content as one it imported, a module already imported, an installed module (one not
+    planted: :func:`_planted`), an installed entry point, and a missing file (nothing of it can run;
+    loading it says what is missing).
     """
     folder = base or Path.cwd()
     out = []
@@ -141,9 +144,12 @@ def unvouched(entries: Any, base: Optional[Path] = None) -> list[dict[str, Any]]
         record = _as_record(entry)
         kind, name = record.get("kind"), str(record.get("name", "?"))
         if kind == "module":
-            planted = _planted(name, folder)
-            if name not in _LOADED and planted is not False:
-                out.append({**record, "found": None if planted is None else str(folder)})
+            if name in _LOADED or name in sys.modules:
+                continue
+            spec = _top_spec(name)
+            planted = _planted(spec, folder) if spec is not None else None
+            if spec is None or planted is not None:
+                out.append({**record, "found": None if planted is None else str(planted)})
         elif kind == "file":
             path = Path(str(record.get("path"))).expanduser()
             if str(path.resolve()) in _LOADED or not path.is_file():
@@ -155,10 +161,13 @@ def unvouched(entries: Any, base: Optional[Path] = None) -> list[dict[str, Any]]
 
 
 def describe_unvouched(record: dict[str, Any]) -> str:
-    """``plugin /x/evil.py (sha256 1a2b3c4d5e6f)`` or ``plugin module 'lab'`` (not installed) for a message."""
+    """``plugin /x/evil.py (sha256 1a2b3c4d5e6f)``, ``plugin module 'lab' (not installed)`` or, for a module
+    a record names by class path, ``module 'lab' (trainer.callbacks lab.Stamp; found only in /x)``."""
     if record.get("kind") == "module":
         where = "not installed" if record.get("found") is None else f"found only in {record['found']}"
-        return f"plugin module '{record.get('name')}' ({where})"
+        named_by = record.get("named_by")
+        what = f"module '{record.get('name')}'" if named_by else f"plugin module '{record.get('name')}'"
+        return f"{what} ({named_by}; {where})" if named_by else f"{what} ({where})"
     recorded = str(record.get("sha256") or "")
     changed = f", the record says {recorded[:12]}" if recorded and recorded != record["now"] else ""
     return f"plugin {record['path']} (sha256 {record['now'][:12]}{changed})"
@@ -167,28 +176,75 @@ def describe_unvouched(record: dict[str, Any]) -> str:
 def _check_vouched(entry: Any, base: Path) -> None:
     """Raise unless the user vouched for the plugin a record names (see :func:`unvouched`)."""
     for record in unvouched([entry], base):
-        what = describe_unvouched(record)
-        how = f"pass --plugins {record['path']} or" if record.get("kind") == "file" else "install it, or pass"
-        raise PluginError(
-            f"refusing to import {what}: a run's record names it, not you; {how} {TRUST_FLAG} "
-            f"(in Python: trust_plugins=True) if you trust its code"
-        )
+        raise _refusal(record)
 
 
-def _planted(name: str, base: Path) -> Optional[bool]:
-    """Whether module ``name``'s top-level package lies inside ``base`` (a file planted beside the
-    record: ``True``) or elsewhere (installed: ``False``); ``None`` when it is not importable.
-    Finding a top-level spec runs no code."""
+def _vouched_file(entry: Any, base: Path) -> dict[str, Any]:
+    """The plugin file a record names, once vouched for: the code this process already runs from that path
+    or of that content, never the file as it is now, which may have been written since the check (a shared
+    folder its owner still writes to); a missing file's error; else the refusal."""
+    record = _as_record(entry)
+    path = Path(str(record.get("path"))).expanduser()
+    loaded = _LOADED.get(str(path.resolve()))
+    if loaded is None and path.is_file():
+        loaded = _same_code({"name": path.stem, "sha256": sha256(path)})
+    if loaded is not None:
+        _warn_changed(record, loaded)
+        return loaded
+    for stranger in unvouched([entry], base):  # written or changed since the check
+        raise _refusal(stranger)
+    return _moved_or_missing(record, path)
+
+
+def check_named_modules(named: dict[str, str], base: Optional[Path] = None) -> None:
+    """Raise :class:`PluginError` (one line) unless the user vouched for each module a record names outside
+    ``plugins``, as :func:`unvouched` judges a module plugin; ``named`` maps each to what names it, e.g.
+    ``{"lab": "trainer.callbacks lab.Stamp"}`` (a class path, imported when the config is checked)."""
+    for module, named_by in named.items():
+        for record in unvouched([{"kind": "module", "name": module, "path": None}], base):
+            raise _refusal({**record, "named_by": named_by})
+
+
+def _refusal(record: dict[str, Any]) -> PluginError:
+    """The one line refusing an unvouched plugin or module: what it is and the flag to pass."""
+    if record.get("kind") == "file":
+        how = f"pass --plugins {record['path']} or"
+    else:
+        how = f"install it, or pass --plugins {record.get('name')} or"
+    return PluginError(
+        f"refusing to import {describe_unvouched(record)}: a run's record names it, not you; {how} {TRUST_FLAG} "
+        f"(in Python: trust_plugins=True) if you trust its code"
+    )
+
+
+def _top_spec(name: str) -> Optional[Any]:
+    """The import spec of module ``name``'s top-level package, ``None`` when it is not importable; finding it
+    runs no code."""
     try:
-        spec = importlib.util.find_spec(name.partition(".")[0])
+        return importlib.util.find_spec(name.partition(".")[0])
     except (ImportError, ValueError):
         return None
-    if spec is None:
+
+
+def _planted(spec: Any, base: Optional[Path]) -> Optional[Path]:
+    """The folder a top-level package (its import ``spec``) was planted in, or ``None`` for an installed one.
+
+    Planted: its file inside ``base`` (the record's folder, if any), or found through the working directory on
+    ``sys.path`` (``python -m ablate`` or a notebook started inside a folder someone else made, above the
+    run folder it names); for a namespace package, any of its portions. A package already imported that
+    is not a namespace package is where it is: its submodules come from there."""
+    loaded = sys.modules.get(spec.name)
+    if loaded is not None and getattr(loaded, "__file__", None):
         return None
     places = [spec.origin] if spec.origin and spec.origin not in ("built-in", "frozen") else []
     places += list(spec.submodule_search_locations or [])
-    folder = base.resolve()
-    return any(Path(p).resolve().is_relative_to(folder) for p in places)
+    folder, here = base.resolve() if base is not None else None, Path.cwd().resolve()
+    for place in (Path(p).resolve() for p in places):
+        if folder is not None and place.is_relative_to(folder):
+            return folder
+        if here in (place.parent, place.parent.parent if place.name == "__init__.py" else None):
+            return here
+    return None
 
 
 def _load_entry(entry: Any) -> dict[str, Any]:
@@ -213,13 +269,7 @@ def _load_record(record: dict[str, Any]) -> dict[str, Any]:
     if kind == "file":
         path = Path(str(record.get("path")))
         if not path.is_file():
-            moved = _same_code(record)  # e.g. a resumed run whose new config names the file's new place
-            if moved is not None:
-                return moved
-            raise PluginError(
-                f"plugin '{name}' is missing: {path} (sha256 {str(record.get('sha256'))[:16]}...) is not there; "
-                f"copy that file back, or change that path in the config that records it"
-            )
+            return _moved_or_missing(record, path)
         loaded = load_file(path)
     elif kind == "module":
         try:
@@ -235,13 +285,30 @@ def _load_record(record: dict[str, Any]) -> dict[str, Any]:
             ) from None
     else:
         raise PluginError(f"plugin record {record!r} names no kind (file, module or entry_point)")
+    _warn_changed(record, loaded)
+    return loaded
+
+
+def _warn_changed(record: dict[str, Any], loaded: dict[str, Any]) -> None:
+    """Warn when the plugin ``loaded`` is not the code ``record`` recorded (another sha256)."""
     if record.get("sha256") and loaded.get("sha256") and record["sha256"] != loaded["sha256"]:
         warnings.warn(
-            f"plugin '{name}' changed since it was recorded: {loaded['path']} has sha256 "
+            f"plugin '{record.get('name', '?')}' changed since it was recorded: {loaded['path']} has sha256 "
             f"{loaded['sha256'][:16]}..., the run recorded {record['sha256'][:16]}...",
-            stacklevel=2,
+            stacklevel=3,
         )
-    return loaded
+
+
+def _moved_or_missing(record: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A recorded plugin file that is not at ``path``: the loaded one of the same name and digest (e.g. a
+    resumed run whose new config names the file's new place), else the error saying what to put back."""
+    moved = _same_code(record)
+    if moved is not None:
+        return moved
+    raise PluginError(
+        f"plugin '{record.get('name', '?')}' is missing: {path} (sha256 {str(record.get('sha256'))[:16]}...) is not "
+        f"there; copy that file back, or change that path in the config that records it"
+    )
 
 
 def _same_code(record: dict[str, Any]) -> Optional[dict[str, Any]]:
@@ -426,9 +493,28 @@ def entry_points() -> list[dict[str, Any]]:
     if _ENTRY_POINTS is None:
         records = []
         for ep in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
+            planted = _planted_entry_point(ep)
+            if planted is not None:
+                warnings.warn(
+                    f"ignoring the ablate.plugins entry point {ep.name} = {ep.value}: it was found in the working "
+                    f"directory {planted}, a folder's own code rather than an installed package; install it, or "
+                    f"pass --plugins {ep.module} if you trust it",
+                    stacklevel=2,
+                )
+                continue
             records.append(_load_entry_point(ep))
         _ENTRY_POINTS = records
     return _ENTRY_POINTS
+
+
+def _planted_entry_point(ep: importlib.metadata.EntryPoint) -> Optional[Path]:
+    """The working directory when ``importlib.metadata`` found ``ep``'s distribution through it (a ``.dist-info``
+    planted in the folder the user works in) or its module would be imported from there; ``None`` otherwise."""
+    here = Path.cwd().resolve()
+    if ep.dist is not None and Path(str(ep.dist.locate_file(""))).resolve() == here:
+        return here
+    spec = _top_spec(ep.module)
+    return _planted(spec, None) if spec is not None else None
 
 
 def _load_entry_point(ep: importlib.metadata.EntryPoint) -> dict[str, Any]:

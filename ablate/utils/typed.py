@@ -534,19 +534,39 @@ LIGHTNING = "lightning.pytorch."
 """The ``lightning`` package's prefix of the classes ``pytorch_lightning`` holds."""
 
 
-def import_class(path: str, key: str = "trainer.callbacks") -> type:
-    """The class at ``path`` (``package.module.Class``; ``lightning.pytorch.*`` read as ``pytorch_lightning.*``)."""
+def class_module(path: str) -> tuple[str, str]:
+    """``(module, name)`` of a class path (``package.module.Class``; ``lightning.pytorch.*`` read as
+    ``pytorch_lightning.*``)."""
     if path.startswith(LIGHTNING):
         path = "pytorch_lightning." + path[len(LIGHTNING) :]
     module, _, name = path.replace(":", ".").rpartition(".")
+    return module, name
+
+
+def import_class(path: str, key: str = "trainer.callbacks") -> type:
+    """The class at ``path`` (:func:`class_module`)."""
+    module, name = class_module(path)
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError):
         raise ConfigError(f"{key}: cannot import '{path}' (use package.module.Class)") from None
 
 
-def check_trainer_options(options: dict[str, Any]) -> None:
-    """Raise :class:`ConfigError` (one line) for an option the Trainer or ablate cannot take."""
+def callback_modules(options: dict[str, Any]) -> dict[str, str]:
+    """The modules the ``trainer.callbacks`` of ``options`` name by class path, each with what names it
+    (``{"lab": "trainer.callbacks lab.Stamp"}``); importing none."""
+    value = options.get("callbacks")
+    items = value if isinstance(value, (list, tuple)) else []
+    named: dict[str, str] = {}
+    for item in items:
+        path = class_spec(item)[0]
+        named.setdefault(class_module(path)[0], f"trainer.callbacks {path}")
+    return named
+
+
+def check_trainer_options(options: dict[str, Any], imports: bool = True) -> None:
+    """Raise :class:`ConfigError` (one line) for an option the Trainer or ablate cannot take; ``imports``:
+    import each callback's class (``False``: check its form only, for a record whose code is not to run)."""
     import pytorch_lightning as pl
 
     known = [name for name in inspect.signature(pl.Trainer.__init__).parameters if name != "self"]
@@ -563,7 +583,9 @@ def check_trainer_options(options: dict[str, Any]) -> None:
             if not isinstance(value, (list, tuple)):
                 raise ConfigError("trainer.callbacks must be a list of class paths or {class_path, init_args}")
             for item in value:
-                import_class(class_spec(item)[0])
+                path = class_spec(item)[0]
+                if imports:
+                    import_class(path)
 
 
 def build_trainer_options(options: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:

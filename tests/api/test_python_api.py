@@ -158,3 +158,37 @@ def test_a_plot_displays_as_a_png_in_an_ipython_shell(tmp_path):
     finally:
         InteractiveShell.clear_instance()
     assert data["image/png"][:4] == b"\x89PNG"
+
+
+def test_a_dict_sweeps_relative_plugin_is_the_users_file_not_one_in_out(tmp_path, monkeypatch):
+    """A dict has no folder of its own: its relative ``plugins`` paths are the user's (the working directory),
+    not files lying in ``out``, where the dict is written, perhaps a folder someone else made."""
+    from ablate.sweep import launcher
+    from ablate.sweep.planner import Planner, SweepResult
+    from ablate.utils import plugins
+    from ablate.utils.plugins import PluginError
+
+    monkeypatch.setattr(plugins, "_LOADED", {})
+    marker = tmp_path / "planted-ran"
+    work, out = tmp_path / "work", tmp_path / "theirs"
+    for folder in (work, out):
+        folder.mkdir()
+    (work / "lab_dict.py").write_text("raise RuntimeError('the user plugin, stopping here')\n")
+    (out / "lab_dict.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    monkeypatch.chdir(work)
+
+    class CheckingLauncher:  # checks the trials' configs as a run does, trains nothing
+        def __init__(self, spec, opts, progress, executor):
+            Planner(spec, opts).preview()
+
+        def run(self):
+            return SweepResult(state=type("S", (), {"trials": []})(), launched=0, skipped=0, interrupted=False)
+
+    monkeypatch.setattr(launcher, "Launcher", CheckingLauncher)
+    sweep = {"name": "mini", "method": "grid", "parameters": {"plugins": {"value": ["lab_dict.py"]}}}
+    try:
+        with pytest.raises(PluginError, match="the user plugin, stopping here"):  # the user's file was imported
+            ablate.sweep(sweep, out=out, quiet=True)
+    finally:
+        sys.modules.pop("lab_dict", None)
+    assert not marker.exists()

@@ -275,3 +275,167 @@ def test_trust_modes_of_from_flat(tmp_path, trained):
     assert trained["marker"].read_text() == "ran\n"
     assert from_flat({"plugins": [str(evil)]}, trust="recorded").plugins[0]["sha256"] == sha256(evil)  # now vouched
     assert sys.modules["evil"].__file__ == str(evil.resolve())
+
+
+def _names(run: Path, **config: object) -> None:
+    """Set top-level keys of ``run``'s config.yaml, as whoever made the folder could."""
+    recorded = yaml.safe_load((run / "config.yaml").read_text())
+    recorded.update(config)
+    (run / "config.yaml").write_text(yaml.safe_dump(recorded, sort_keys=False))
+
+
+@pytest.fixture()
+def received(trained, tmp_path, monkeypatch) -> Path:
+    """A sweep folder someone else made, holding the trained run as its trial ``trial``; the user works
+    inside it with the folder on ``sys.path`` (``python -m ablate``, a notebook started there)."""
+    folder = tmp_path / "received"
+    shutil.copytree(trained["run"], folder / "trial")
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    return folder
+
+
+@pytest.mark.parametrize("entry", ["", "folder"], ids=["cwd-as-empty-entry", "cwd-as-path"])
+def test_a_module_planted_in_the_working_directory_above_the_run_is_not_an_installed_one(
+    entry, received, trained, monkeypatch
+):
+    """``_planted`` looked only inside the run folder: a module beside it, in the sweep folder the user
+    works in, was taken for an installed one and imported."""
+    if entry == "":
+        monkeypatch.setattr(sys, "path", ["", *[p for p in sys.path if p != str(received)]])
+    (received / "lab_planted.py").write_text(PLANTED.format(marker=str(trained["marker"])))
+    _names(received / "trial", plugins=["lab_planted"])
+    result = _invoke("translate", "trial", input="a cat .\n")
+    assert result.exit_code == 2, result.output
+    (line,) = [line for line in result.output.splitlines() if line.strip()]
+    assert "plugin module 'lab_planted'" in line and str(received) in line and "--trust-plugins" in line, line
+    assert not trained["marker"].exists()
+
+
+def test_a_namespace_package_portion_planted_in_the_working_directory_is_refused(received, trained):
+    """A submodule of a namespace package: its portion in the working directory joins the installed ones."""
+    portion = received / "lab_space"
+    portion.mkdir()
+    (portion / "stamp.py").write_text(PLANTED.format(marker=str(trained["marker"])))
+    _names(received / "trial", plugins=["lab_space.stamp"])
+    result = _invoke("evaluate", "trial")
+    assert result.exit_code == 2 and "plugin module 'lab_space.stamp'" in result.output, result.output
+    assert not trained["marker"].exists()
+
+
+def test_the_user_can_vouch_for_a_module_in_the_working_directory(received, trained):
+    (received / "lab_planted.py").write_text(PLANTED.format(marker=str(trained["marker"])))
+    _names(received / "trial", plugins=["lab_planted"])
+    result = _invoke("translate", "trial", "--plugins", "lab_planted", input="a cat .\n")
+    assert result.exit_code == 0, result.output
+    assert trained["marker"].read_text() == "ran\n"
+
+
+CALLBACK = PLANTED + "\nimport pytorch_lightning as pl\n\n\nclass Stamp(pl.Callback):\n    pass\n"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["translate", "trial"], id="translate"),
+        pytest.param(["evaluate", "trial"], id="evaluate"),
+        pytest.param(["export-model", "trial", "--out", "model.pt"], id="export-model"),
+    ],
+)
+def test_a_callback_class_path_a_record_names_is_refused_unless_installed(command, received, trained):
+    """``trainer.callbacks`` names code by class path: the config check imported it, whoever wrote the record."""
+    (received / "lab_callback.py").write_text(CALLBACK.format(marker=str(trained["marker"])))
+    _names(received / "trial", plugins=[], trainer={"callbacks": ["lab_callback.Stamp"]})
+    result = _invoke(*command, input="a cat .\n")
+    assert result.exit_code == 2, result.output
+    (line,) = [line for line in result.output.splitlines() if line.strip()]
+    assert "'lab_callback'" in line and "trainer.callbacks" in line and "--trust-plugins" in line, line
+    assert not trained["marker"].exists()
+    assert not (received / "model.pt").exists()
+
+
+def test_an_installed_callback_a_record_names_is_imported(received, trained):
+    _names(received / "trial", plugins=[], trainer={"callbacks": ["lightning.pytorch.callbacks.LearningRateMonitor"]})
+    result = _invoke("translate", "trial", input="a cat .\n")
+    assert result.exit_code == 0, result.output
+
+
+def test_trust_plugins_imports_a_callback_a_record_names(received, trained):
+    (received / "lab_callback.py").write_text(CALLBACK.format(marker=str(trained["marker"])))
+    _names(received / "trial", plugins=[], trainer={"callbacks": [{"class_path": "lab_callback.Stamp"}]})
+    result = _invoke("translate", "trial", "--trust-plugins", input="a cat .\n")
+    assert result.exit_code == 0, result.output
+    assert trained["marker"].read_text() == "ran\n"
+
+
+def test_resuming_a_folder_whose_record_names_a_planted_callback_is_refused(received, trained):
+    from ablate.config import load_config
+    from ablate.training.run_folder import prepare_run_dir
+
+    (received / "lab_callback.py").write_text(CALLBACK.format(marker=str(trained["marker"])))
+    _names(received / "trial", plugins=[], trainer={"callbacks": ["lab_callback.Stamp"]})
+    with pytest.raises(PluginError, match="--trust-plugins"):
+        prepare_run_dir(load_config(None, []), received / "trial")  # checked before the configs are compared
+    assert not trained["marker"].exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        pytest.param(["table", "{sweep}", "--format", "csv"], id="table"),
+        pytest.param(["calibrate", "{sweep}"], id="calibrate"),
+    ],
+)
+def test_readers_of_numbers_never_import_a_callback_a_summary_names(command, planted_sweep, trained, monkeypatch):
+    (planted_sweep / "lab_callback.py").write_text(CALLBACK.format(marker=str(trained["marker"])))
+    for path in planted_sweep.glob("*/summary.json"):
+        summary = json.loads(path.read_text())
+        summary["config"]["plugins"] = []
+        summary["config"]["trainer"] = {"callbacks": ["lab_callback.Stamp"]}
+        path.write_text(json.dumps(summary))
+    monkeypatch.chdir(planted_sweep)
+    monkeypatch.syspath_prepend(str(planted_sweep))
+    result = _invoke(*[a.format(sweep=".") for a in command])
+    if command[0] == "table":
+        assert result.exit_code == 0 and "base" in result.output, result.output
+    assert not trained["marker"].exists()
+
+
+def test_a_recorded_plugin_file_written_after_the_check_is_never_imported(trained, tmp_path, monkeypatch):
+    """A missing file is vouched for (nothing of it can run); one written into the folder between that check
+    and the import (a shared folder its owner still writes to) was imported as it then stood."""
+    from ablate.config import from_flat
+    from ablate.utils import plugins
+
+    evil = tmp_path / "theirs" / "evil.py"
+    evil.parent.mkdir()
+    check = plugins._check_vouched
+
+    def then_planted(entry, base):
+        check(entry, base)
+        evil.write_text(PLANTED.format(marker=str(trained["marker"])))  # the owner's write lands now
+
+    monkeypatch.setattr(plugins, "_check_vouched", then_planted)
+    with pytest.raises(PluginError) as err:
+        from_flat({"plugins": [str(evil)]}, base=evil.parent, trust="recorded")
+    assert "\n" not in str(err.value) and str(evil) in str(err.value) and "--trust-plugins" in str(err.value)
+    assert not trained["marker"].exists()
+
+
+def test_an_entry_point_planted_in_the_working_directory_is_not_an_installed_one(planted_sweep, tmp_path, monkeypatch):
+    """``importlib.metadata`` finds a ``.dist-info`` through every ``sys.path`` entry: one planted in the folder
+    the user works in declared an ``ablate.plugins`` entry point, which every command imported."""
+    from ablate.utils import plugins
+
+    marker = tmp_path / "entry-point-ran"
+    dist = planted_sweep / "lab_entry-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: lab-entry\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[ablate.plugins]\nlab = lab_entry\n")
+    (planted_sweep / "lab_entry.py").write_text(PLANTED.format(marker=str(marker)))
+    monkeypatch.chdir(planted_sweep)
+    monkeypatch.syspath_prepend(str(planted_sweep))
+    monkeypatch.setattr(plugins, "_ENTRY_POINTS", None)  # as in a new process started there
+    result = _invoke("table", ".", "--format", "csv")
+    assert result.exit_code == 0 and "base" in result.output, result.output
+    assert not marker.exists()

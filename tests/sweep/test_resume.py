@@ -99,3 +99,78 @@ def test_sigkilled_launcher_resumes_without_redoing_finished_trials(tmp_path, ev
     summary = json.loads((out / "seed=4" / "summary.json").read_text())
     assert summary["status"] == "finished"
     assert not list(out.glob(".sweep.json.*.tmp"))
+
+
+@pytest.fixture()
+def no_plugins(monkeypatch):
+    """Plugins this test imports are forgotten after it (its modules and records)."""
+    from ablate.utils import plugins
+
+    monkeypatch.setattr(plugins, "_LOADED", {})
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name.startswith("lab_"):
+            del sys.modules[name]
+
+
+PLANTED = "from pathlib import Path\nPath({marker!r}).write_text('ran')  # what a planted plugin could do: anything\n"
+
+
+@pytest.mark.parametrize(
+    "parameters, planted",
+    [
+        pytest.param({}, lambda evil: {"plugins": [str(evil)]}, id="a-key-the-file-does-not-list"),
+        pytest.param(
+            {"variant": {"values": [{"name": "A", "model.heads": 2}]}},
+            lambda evil: {"variant": {"name": "A", "model.heads": 2, "plugins": [str(evil)]}},
+            id="a-variant-with-other-overrides",
+        ),
+        pytest.param(
+            {"plugins": {"values": [[], ["{mine}"]]}},
+            lambda evil: {"plugins": [str(evil)]},
+            id="a-value-the-file-does-not-give",
+        ),
+    ],
+)
+def test_a_sweep_folder_whose_state_names_a_planted_plugin_runs_none_of_it(
+    parameters, planted, tmp_path, events, no_plugins
+):
+    """``sweep.json`` is the folder's data: a pending trial whose point names a plugin the user's sweep file
+    does not (the signature is the file's, so it matched) was validated and launched with that plugin."""
+    from ablate.sweep.planner import signature
+    from ablate.sweep.spec import SweepError, grid_points
+    from ablate.sweep.state import SweepState, Trial, save_state
+
+    marker, out = tmp_path / "marker", tmp_path / "theirs"
+    mine = tmp_path / "mine" / "lab_mine.py"
+    mine.parent.mkdir()
+    mine.write_text("")
+    text = json.dumps(parameters).replace("{mine}", str(mine))
+    spec = small_spec(json.loads(text))
+    opts = options(out, fake_command(events))
+    evil = out / "lab_evil.py"
+    out.mkdir()
+    evil.write_text(PLANTED.format(marker=str(marker)))
+    point = next(grid_points(spec.parameters))
+    state = SweepState(name=spec.name, source="sweep.yaml", signature=signature(spec, opts), group="t-abcdef")
+    state.trials = [Trial(name="trial", point={**point, **planted(evil)})]
+    save_state(out, state)
+    with pytest.raises(SweepError) as err:
+        run_sweep(spec, opts, quiet_progress()[0])
+    message = str(err.value)
+    assert "\n" not in message and "sweep.json" in message and "trial" in message and "--out" in message, message
+    assert not marker.exists()
+    assert events.count("start") == 0
+
+
+def test_a_sweep_over_the_users_own_plugins_resumes(tmp_path, events, no_plugins):
+    mine = tmp_path / "mine" / "lab_mine.py"
+    mine.parent.mkdir()
+    mine.write_text("")
+    spec = small_spec({"plugins": {"values": [[], [str(mine)]]}})
+    opts = options(tmp_path / "out", fake_command(events))
+    first = run_sweep(spec, opts, quiet_progress()[0])
+    assert [t.status for t in first.state.trials] == ["finished", "finished"]
+    again = run_sweep(spec, options(tmp_path / "out", fake_command(events)), quiet_progress()[0])
+    assert again.launched == 0 and len(again.state.trials) == 2

@@ -146,3 +146,20 @@ def test_a_second_sigint_cannot_cut_short_the_interrupt_checkpoint(tmp_path, cac
     assert summary["status"] == "interrupted" and summary["step"] == 7
     ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert ckpt["global_step"] == 7
+
+
+def test_load_from_checkpoint_never_unpickles_even_where_torch_is_told_to(tmp_path, monkeypatch):
+    """Without ``weights_only``, Lightning leaves the choice to torch, whose default a user's environment
+    (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``, set for some older checkpoint) turns into unpickling anything."""
+    from ablate.training.checkpoints import CheckpointError
+    from ablate.training.module import TranslationModule
+
+    marker = tmp_path / "pwned"
+    path = tmp_path / "theirs" / "checkpoints" / "best.ckpt"
+    path.parent.mkdir(parents=True)
+    torch.save({"state_dict": {}, "payload": Payload(marker)}, path)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(CheckpointError) as err:
+        TranslationModule.load_from_checkpoint(str(path))
+    assert "\n" not in str(err.value) and str(path) in str(err.value) and "pickled" in str(err.value)
+    assert not marker.exists()
