@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ablate.record import SUMMARY_FILE, RunFiles, RunStatus, RunSummary, SweepFiles, headline
-from ablate.sweep.spec import SEED, Point, SweepError
+from ablate.sweep.spec import SEED, Point, SweepError, is_folder_name
 from ablate.utils import io
 
 VERSION = 1
@@ -131,6 +131,9 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
         state = SweepState.from_json(data)
         if not all(isinstance(t.point, dict) for t in state.trials):
             raise TypeError("its trials are not a list of points")
+        bad = next((t.name for t in state.trials if not is_folder_name(t.name)), None)
+        if bad is not None:
+            raise ValueError(f"trial name {bad!r:.60} is not one folder name (ablate makes no other)")
         return state
     except SweepError:
         raise

@@ -159,10 +159,12 @@ def test_status_of_a_sweep_with_pending_trials_and_bracketed_text(tmp_path, monk
     trials = [
         Trial("base-seed=1", {"seed": 1}, status="finished", metric=20.0),
         Trial("base-seed=2", {"seed": 2}, status="pending"),
-        Trial("odd[/]-seed=1", {"seed": 1}, status="failed", error="bad value [/red] here"),
+        Trial("odd[bold]-seed=1", {"seed": 1}, status="failed", error="bad value [/red] here"),
     ]
     save_state(tmp_path, SweepState("tiny", "gone.yaml", "sig", trials=trials))
     result = invoke("status", tmp_path)
     assert result.exit_code == 0, result.output
-    assert "pending" in result.output and "odd[/]-seed=1" in result.output and "bad value [/red] here" in result.output
+    assert (
+        "pending" in result.output and "odd[bold]-seed=1" in result.output and "bad value [/red] here" in result.output
+    )
     assert "3 trials: 1 finished, 1 failed, 1 pending" in result.output

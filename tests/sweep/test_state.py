@@ -133,3 +133,37 @@ def test_an_unknown_trial_status_is_one_line_naming_the_choices(tmp_path):
         load_state(tmp_path)
     message = str(err.value)
     assert "\n" not in message and "unknown status 'finshed'" in message and "did you mean 'finished'?" in message
+
+
+@pytest.mark.parametrize("name", ["../outside", "/tmp/elsewhere", "a/b", "..", ".", "", "seed=1\x00"])
+def test_a_trial_name_that_is_not_one_folder_name_is_refused(tmp_path, name):
+    """A trial's name becomes its run folder under the sweep folder: a received sweep.json must not steer
+    a run's writes outside it (``../outside`` would train into a sibling of the sweep folder)."""
+    save_state(tmp_path, make_state())
+    data = json.loads((tmp_path / "sweep.json").read_text())
+    data["trials"][1]["name"] = name
+    (tmp_path / "sweep.json").write_text(json.dumps(data))
+    with pytest.raises(SweepError) as err:
+        load_state(tmp_path)
+    message = str(err.value)
+    assert "\n" not in message and "not a sweep state file" in message and "folder name" in message
+    assert not (tmp_path.parent / "outside").exists()
+
+
+def test_every_trial_name_ablate_makes_loads_back(tmp_path):
+    from ablate.sweep.spec import MAX_NAME, safe_name
+
+    names = [
+        "heads=4-seed=1",
+        "dot-sinusoidal-seed=2-2",
+        safe_name("x" * 300) + "-3",
+        "lr=0.001,0.01+warm",
+        "=5",
+        "odd[bold]",
+    ]
+    assert len(names[2]) > MAX_NAME  # a clash suffix may take a shortened name past MAX_NAME
+    state = make_state(len(names))
+    for trial, name in zip(state.trials, names):
+        trial.name = name
+    save_state(tmp_path, state)
+    assert [t.name for t in load_state(tmp_path).trials] == names
