@@ -65,7 +65,7 @@ class TrainResult:
 
 def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:
     """Defaults <- ``config`` (a YAML path, a nested or dotted dict, or a Config) <- ``keys`` <- ``overrides``."""
-    from ablate.config import Config, from_flat, parse_override, read_yaml, to_dict
+    from ablate.config import Config, from_flat, parse_override, read_config_file, to_dict
     from ablate.utils.typed import flatten
 
     if config is None:
@@ -75,7 +75,7 @@ def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:
     elif isinstance(config, dict):
         flat = flatten(config)
     else:
-        flat = flatten(read_yaml(config))
+        flat = read_config_file(config)  # its plugins relative to its folder, as ``ablate train --config``
     flat.update(flatten(keys))
     for item in overrides:
         key, value = parse_override(item)

@@ -412,16 +412,20 @@ def _with_params(cfg: Config) -> Config:
     return dataclasses.replace(cfg, model=model)
 
 
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """A config YAML file's dotted keys, its ``plugins`` paths made absolute against its folder."""
+    flat = flatten(read_yaml(path))
+    if "plugins" in flat:
+        flat["plugins"] = plugin_loader.absolute(flat["plugins"], Path(path).resolve().parent)
+    return flat
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Defaults <- YAML file <- ``key=value`` overrides, validated.
 
     The file's ``plugins`` paths are relative to its folder; an override's to the working directory.
     """
-    flat: dict[str, Any] = {}
-    if path is not None:
-        flat.update(flatten(read_yaml(path)))
-        if "plugins" in flat:
-            flat["plugins"] = plugin_loader.absolute(flat["plugins"], Path(path).resolve().parent)
+    flat = read_config_file(path) if path is not None else {}
     for item in overrides:
         key, value = parse_override(item)
         flat[key] = value

@@ -192,3 +192,26 @@ def test_a_dict_sweeps_relative_plugin_is_the_users_file_not_one_in_out(tmp_path
     finally:
         sys.modules.pop("lab_dict", None)
     assert not marker.exists()
+
+
+def test_a_config_files_relative_plugin_lies_beside_that_file_as_for_ablate_train_config(tmp_path, monkeypatch):
+    """``ablate.train("cfg/run.yaml")`` reads ``plugins: [lab_cfg.py]`` relative to the file's folder, as
+    ``ablate train --config`` does (``load_config``), not a same-named file in the working directory."""
+    from ablate.utils import plugins
+    from ablate.utils.plugins import PluginError
+
+    monkeypatch.setattr(plugins, "_LOADED", {})
+    marker = tmp_path / "cwd-file-ran"
+    work, cfg = tmp_path / "work", tmp_path / "cfg"
+    for folder in (work, cfg):
+        folder.mkdir()
+    (cfg / "lab_cfg.py").write_text("raise RuntimeError('the plugin beside the config, stopping here')\n")
+    (work / "lab_cfg.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\nraise RuntimeError('the cwd file')\n")
+    (cfg / "run.yaml").write_text("plugins: [lab_cfg.py]\n")
+    monkeypatch.chdir(work)
+    try:
+        with pytest.raises(PluginError, match="the plugin beside the config, stopping here"):
+            ablate.train(str(cfg / "run.yaml"), run_dir=tmp_path / "run", quiet=True)
+    finally:
+        sys.modules.pop("lab_cfg", None)
+    assert not marker.exists() and not (tmp_path / "run").exists()
