@@ -205,7 +205,8 @@ class Trainee:
         target positions only); the reference (and :data:`ALL_ROWS`): the same loss over full (B, T, V) logits."""
         with timing.autocast(self.dev, self.dtype):
             if self.all_rows:
-                return token_loss(self.model(batch["src"], batch["tgt_in"]), batch["tgt_out"], 0, self.smoothing)[0]
+                logits = self.model(batch["src"], batch["tgt_in"])  # (B, T, V), nothing else reads them
+                return token_loss(logits, batch["tgt_out"], 0, self.smoothing, overwrite=True)[0]
             return sequence_loss(self.model, batch, 0, self.smoothing)[0]
 
     def step(self, batch: Batch) -> None:

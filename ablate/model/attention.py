@@ -49,15 +49,29 @@ class Packing:
 
     def __init__(self, rows: Tensor, batch: int, length: int):
         self.rows, self.batch, self.length = rows, batch, length
+        self._dropped: Optional[Tensor] = None
+
+    @property
+    def dropped(self) -> Tensor:
+        """(B * T - N,) the indices of the dropped positions, ascending (computed once, without a host read)."""
+        if self._dropped is None:
+            total = self.batch * self.length
+            kept = torch.zeros(total, dtype=torch.bool, device=self.rows.device).index_fill_(0, self.rows, True)
+            self._dropped = torch.nonzero_static(~kept, size=total - self.rows.size(0)).squeeze(1)
+        return self._dropped
 
     def pack(self, x: Tensor) -> Tensor:
         """(B, T, C) -> (N, C): the rows at the kept positions."""
         return x.reshape(-1, x.size(-1)).index_select(0, self.rows)
 
     def unpack(self, x: Tensor) -> Tensor:
-        """(N, C) -> (B, T, C), zeros at the dropped positions."""
-        full = x.new_zeros(self.batch * self.length, x.size(-1))
-        return full.index_copy(0, self.rows, x).view(self.batch, self.length, -1)
+        """(N, C) -> (B, T, C), zeros at the dropped positions.
+
+        Each row of the result is written once: zeros into the dropped rows, then ``x`` into the kept ones (a
+        zero-filled buffer would write the kept rows twice); the backward pass gathers the kept rows of the
+        gradient (the buffer itself needs none)."""
+        full = x.new_empty(self.batch * self.length, x.size(-1)).index_fill_(0, self.dropped, 0.0)
+        return full.index_copy_(0, self.rows, x).view(self.batch, self.length, -1)
 
 
 class AttentionError(AblateError):

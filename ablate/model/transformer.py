@@ -48,7 +48,8 @@ class FeedForward(nn.Module):
         self.outer = nn.Linear(d_ff, d_model)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.outer(torch.relu(self.inner(x)))
+        """(..., D) -> (..., D); the ReLU overwrites the inner projection (which its backward does not read)."""
+        return self.outer(torch.relu_(self.inner(x)))
 
 
 class Dropout(nn.Module):

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ablate.config import AttentionConfig
-from ablate.model.attention import AttentionError, MultiHeadAttention, resolve_scale
+from ablate.model.attention import AttentionError, MultiHeadAttention, Packing, resolve_scale
 from ablate.model.positions import POSITIONS, build_positions
 from ablate.model.scores import SCORES, build_score
 
@@ -211,3 +211,24 @@ def test_dot_product_scores_take_the_fused_kernel(score, monkeypatch):
         att.self_attend(_x(), need_weights=True)
     fused = score != "additive"
     assert calls == ([0.5, 1.0] if fused else [])
+
+
+def test_unpack_writes_zeros_at_dropped_positions_and_its_gradient_is_the_kept_rows(monkeypatch):
+    """Packing.unpack fills a buffer it did not zero: the dropped rows read 0 whatever the memory held, the kept
+    rows hold ``x`` in order, and the gradient reaching ``x`` is the kept rows of the upstream gradient."""
+    keep = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]], dtype=torch.bool)  # (B, T), right padding
+    rows = keep.reshape(-1).nonzero().squeeze(1)
+    packing = Packing(rows, 3, 4)
+    assert packing.dropped.tolist() == (~keep).reshape(-1).nonzero().squeeze(1).tolist()
+    nan_empty = torch.Tensor.new_empty
+    monkeypatch.setattr(
+        torch.Tensor, "new_empty", lambda self, *size, **kw: nan_empty(self, *size, **kw).fill_(math.nan)
+    )
+    x = torch.randn(rows.numel(), 5, requires_grad=True)
+    full = packing.unpack(x)  # (B, T, 5)
+    assert full.shape == (3, 4, 5) and full[~keep].abs().max() == 0
+    torch.testing.assert_close(full[keep], x.detach(), rtol=0, atol=0)
+    torch.testing.assert_close(packing.pack(full), x.detach(), rtol=0, atol=0)
+    grad = torch.randn(3, 4, 5)
+    full.backward(grad)
+    torch.testing.assert_close(x.grad, grad[keep], rtol=0, atol=0)

@@ -61,13 +61,13 @@ def test_target_rows_with_the_host_count_are_the_non_padding_positions_in_order(
     assert target_rows(target, 0, 3).tolist() == target_rows(target, 0).tolist() == [0, 1, 3]
 
 
-def test_adamw_takes_foreach_on_cpu_and_fused_where_asked_or_on_cuda(monkeypatch):
+def test_adamw_takes_fused_on_cpu_and_cuda_and_foreach_where_asked(monkeypatch):
     model = tiny_model("dot")
     cfg = Config()
     opt, _ = make_optimizer(model, cfg)
-    assert opt.defaults["foreach"] is True and not opt.defaults["fused"]
-    opt, _ = make_optimizer(model, cfg, fused=True)  # what a CUDA model gets (fused AdamW also runs on a CPU)
     assert opt.defaults["fused"] is True and not opt.defaults["foreach"]
+    opt, _ = make_optimizer(model, cfg, fused=False)  # under an fp16 gradient scaler
+    assert opt.defaults["foreach"] is True and not opt.defaults["fused"]
     # every parameter on a CUDA device -> fused, decided from the devices alone
     cuda = torch.device("cuda")
     monkeypatch.setattr(torch.nn.Parameter, "device", property(lambda self: cuda), raising=False)
@@ -105,6 +105,36 @@ def test_the_loss_and_its_gradient_are_those_of_torch_cross_entropy(smoothing, d
     rows = target.reshape(-1).ne(PAD)
     flat_loss, _ = token_loss(logits.reshape(-1, VOCAB)[rows], target.reshape(-1)[rows], PAD, smoothing)
     torch.testing.assert_close(flat_loss, loss)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_the_loss_written_over_its_logits_equals_torch_cross_entropy(smoothing):
+    """``overwrite=True`` (what ``sequence_loss`` and the benchmark's reference pass): the log-softmax over the
+    logits' own buffer gives ``F.cross_entropy``'s value and gradient, and the logits hold the log-probabilities."""
+    torch.manual_seed(1)
+    leaf = (torch.randn(9, VOCAB) * 3).requires_grad_()
+    target = torch.randint(1, VOCAB, (9,))
+    target[4] = PAD
+    logits = leaf * 1.0  # a fresh (N, V) buffer, as a model's output projection gives
+    loss, _ = token_loss(logits, target, PAD, smoothing, overwrite=True)
+    torch.testing.assert_close(logits, torch.log_softmax(leaf.detach(), -1))
+    (loss * 0.6).backward()
+    ours = leaf.grad.clone()
+    leaf.grad = None
+    reference = torch.nn.functional.cross_entropy(
+        leaf, target, ignore_index=PAD, label_smoothing=smoothing, reduction="sum"
+    ) / int(target.ne(PAD).sum())
+    (reference * 0.6).backward()
+    torch.testing.assert_close(loss, reference, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(ours, leaf.grad, rtol=1e-5, atol=1e-7)
+
+
+def test_overwriting_logits_that_another_node_saved_raises_in_backward():
+    leaf = torch.randn(6, VOCAB, requires_grad=True)
+    logits = leaf.exp()  # exp's backward reads its output
+    loss, _ = token_loss(logits, torch.randint(1, VOCAB, (6,)), PAD, 0.1, overwrite=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
 
 
 def test_only_non_padding_source_positions_reach_the_encoders_position_wise_layers():
