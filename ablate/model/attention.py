@@ -55,9 +55,12 @@ class Packing:
     def dropped(self) -> Tensor:
         """(B * T - N,) the indices of the dropped positions, ascending (computed once, without a host read)."""
         if self._dropped is None:
-            total = self.batch * self.length
-            kept = torch.zeros(total, dtype=torch.bool, device=self.rows.device).index_fill_(0, self.rows, True)
-            self._dropped = torch.nonzero_static(~kept, size=total - self.rows.size(0)).squeeze(1)
+            total, n = self.batch * self.length, self.rows.size(0)
+            if n == total:  # nothing dropped (a shape the host knows: no device read)
+                self._dropped = torch.empty(0, dtype=self.rows.dtype, device=self.rows.device)
+            else:
+                kept = torch.zeros(total, dtype=torch.bool, device=self.rows.device).index_fill_(0, self.rows, True)
+                self._dropped = torch.nonzero_static(~kept, size=total - n).squeeze(1)
         return self._dropped
 
     def pack(self, x: Tensor) -> Tensor:

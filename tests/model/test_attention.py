@@ -232,3 +232,7 @@ def test_unpack_writes_zeros_at_dropped_positions_and_its_gradient_is_the_kept_r
     grad = torch.randn(3, 4, 5)
     full.backward(grad)
     torch.testing.assert_close(x.grad, grad[keep], rtol=0, atol=0)
+    whole = Packing(torch.arange(12), 3, 4)  # a batch without padding drops nothing
+    assert whole.dropped.numel() == 0
+    y = torch.randn(12, 5)
+    torch.testing.assert_close(whole.unpack(y), y.view(3, 4, 5), rtol=0, atol=0)
