@@ -72,8 +72,9 @@ LONGEST_FIRST = (
     "tests/registry/test_plugin_runs.py",
 )
 """The test files that take longest (the seconds per file printed at the end of a run), collected first.
-CI runs two pytest-xdist workers that each take whole files in collection order (``--dist loadfile`` in
-pyproject.toml): a long file collected last would keep one worker busy while the other has ended."""
+CI runs two pytest-xdist workers that each take whole files in collection order (``--dist loadfile
+--no-loadscope-reorder`` in pyproject.toml; without the second, the files with the most tests go first):
+a long file handed out last would keep one worker busy while the other has ended."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
