@@ -60,6 +60,29 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         signal.signal(signal.SIGTERM, _stop_on_sigterm)
 
 
+LONGEST_FIRST = (
+    "tests/sweep/test_soak.py",
+    "tests/sweep/test_slurm.py",
+    "tests/sweep/test_packed.py",
+    "tests/sweep/test_ray.py",
+    "tests/training/test_train_resume.py",
+    "tests/api/test_python_api.py",
+    "tests/sweep/test_e2e.py",
+    "tests/cli/test_one_line_errors.py",
+    "tests/registry/test_plugin_runs.py",
+)
+"""The test files that take longest (the seconds per file printed at the end of a run), collected first.
+CI runs two pytest-xdist workers that each take whole files in collection order (``--dist loadfile
+--no-loadscope-reorder`` in pyproject.toml; without the second, the files with the most tests go first):
+a long file handed out last would keep one worker busy while the other has ended."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """:data:`LONGEST_FIRST` first, in its order; every other file after them, as collected."""
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
 @pytest.fixture(scope="session")
 def multi30k() -> Path:
     """The real Multi30k en-de folder (``{split}.{lang}.gz``); skipped only if absent."""

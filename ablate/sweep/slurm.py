@@ -100,6 +100,25 @@ def _ignore_usr2() -> None:  # in the trainer between fork and exec: the job's s
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
 
+def _wait_exited(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait up to ``timeout`` s for ``proc`` to exit, without reaping it; whether it did.
+
+    For a signal handler that interrupted ``proc.wait()``: that call holds the Popen's wait lock until
+    the handler returns, so ``proc.wait(timeout)`` in the handler can never reap the child and always
+    ran out its whole timeout. ``waitid(WNOWAIT)`` needs no lock and leaves the exit status to ``wait()``.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:  # already reaped
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
 class TrialJob:
     """What runs inside a SLURM job, once per task: one trial's ``argv`` in ``run_dir``; on ``SIGUSR2``,
     :meth:`checkpoint` stops the trainer (it saves ``last.ckpt``) and requeues the same job."""
@@ -135,9 +154,7 @@ class TrialJob:
         proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=self.grace_s)
-            except subprocess.TimeoutExpired:
+            if not _wait_exited(proc, self.grace_s):
                 proc.kill()
         if os.environ.get("SLURM_PROCID", "0") == "0":
             (self.run_dir / REQUEUES).write_text(str(requeues(self.run_dir) + 1))

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+import yaml
 from rich.console import Console
 
 from ablate.sweep.launcher import Launcher, Progress
@@ -90,3 +91,13 @@ def small_spec(parameters: dict, method: str = "grid", name: str = "t", **extra)
 def run_sweep(spec, opts: LaunchOptions, progress: Progress | None = None, executor=None) -> SweepResult:
     """Run ``spec`` as ``opts`` says, on ``executor`` (default: local processes over ``opts.slots``)."""
     return Launcher(spec, opts, progress, executor).run()
+
+
+def one_seed(sweep: Path, folder: Path) -> Path:
+    """Shipped sweep file ``sweep`` with its ``seed`` axis cut to seed 1 (one trial per variant), written to
+    ``folder`` under the same file name (the sweep keeps its ``name``)."""
+    spec = yaml.safe_load(sweep.read_text())
+    spec["parameters"]["seed"] = {"values": [1]}
+    path = folder / sweep.name
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path

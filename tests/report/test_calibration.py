@@ -46,7 +46,9 @@ def _system(refs: list[list[str]], rates: np.ndarray, rng: np.random.Generator) 
     out = []
     for words, rate in zip(refs, np.clip(rates, 0.0, 0.95)):
         wrong = rng.random(len(words)) < rate
-        out.append(" ".join(w if not bad else str(rng.choice(VOCAB)) for w, bad in zip(words, wrong)))
+        sentence = np.array(words)
+        sentence[wrong] = rng.choice(VOCAB, size=int(wrong.sum()))  # the words one choice() each would draw
+        out.append(" ".join(sentence))
     return out
 
 
@@ -140,16 +142,20 @@ def test_relabelled_tables_need_a_row_with_seeds_to_spare():
     scores = SplitScores.of_values("t", {"a": list(x)}, {"a": [np.full(50, v) for v in x]}, {"a": list(range(6))})
     rates = calibration.design_rates(scores, "a", ((2, 3), (4, 4)), relabellings=5, simulations=5)
     assert [(d.rows, d.seeds, d.shared) for d in rates] == [(2, 3, True), (2, 3, False)]  # 4x4 needs 16
+    assert [d.relabellings for d in rates] == [20, 20]  # a two-row design this small: every one of its 20 tables
 
 
 @pytest.mark.slow
-def test_the_table_test_on_relabelled_real_tables_is_as_sized_as_student_t(calibration_scores):
+def test_the_table_test_on_relabelled_real_tables_is_as_sized_as_student_t(calibration_scores, monkeypatch):
     # 5 designs x shared/distinct seed values, each row of a relabelled table against the first through
     # SplitScores.compare + Holm (what puts a † in a table); 2,000 relabellings each in the shipped
     # calibration.md (test_the_shipped_calibration_is_in_band), 30 here. Every design is pinned, not only
     # the two-row unpaired fit: 2x2 / 2x3 tables with shared seeds must not take a 1- / 2-df paired fit.
+    # 30 random tables of 2x2 too, not all 10,920 (98% of this file's time); the shipped calibration.md's
+    # 2x2 rows are over all of them, and test_relabelled_tables_need_a_row_with_seeds_to_spare enumerates.
+    monkeypatch.setattr(calibration, "ENUMERATE", 0)
     rates = calibration.design_rates(calibration_scores, "base", relabellings=30, simulations=40)
-    assert len(rates) == 10
+    assert len(rates) == 10 and {d.relabellings for d in rates} == {30}
     for d in rates:
         # no more liberal than Student t on the same tables' per-trial scores (the test adds the
         # k-independent sentence part, >= 0, and floors σ² at the per-seed sentence variance); with

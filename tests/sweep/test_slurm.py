@@ -24,6 +24,7 @@ from ablate.sweep.slurm import SlurmExecutor, parse_time
 from ablate.sweep.spec import SweepError
 
 from tests.helpers.slurm_cluster import LocalSlurm, unavailable
+from tests.helpers.sweep import one_seed
 from tests.helpers.tiny import tiny_sweep_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,12 +103,12 @@ FAST = [
 
 @pytest.mark.slow
 def test_quickstart_sweep_completes_through_slurm(cluster, tmp_path, cache_dir, monkeypatch):
-    """sweeps/quickstart.yaml (budget shortened) as 8 SLURM jobs, 2 at a time; then `ablate table`."""
+    """sweeps/quickstart.yaml (one seed, budget shortened) as 4 SLURM jobs, 2 at a time; then `ablate table`."""
     monkeypatch.setattr(commands, "console", Console(width=250))
     out = tmp_path / "quickstart"
     args = [
         "run",
-        str(ROOT / "sweeps" / "quickstart.yaml"),
+        str(one_seed(ROOT / "sweeps" / "quickstart.yaml", tmp_path)),
         "--launcher",
         "slurm",
         "--out",
@@ -124,7 +125,7 @@ def test_quickstart_sweep_completes_through_slurm(cluster, tmp_path, cache_dir, 
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output + cluster.log()
     state = json.loads((out / "sweep.json").read_text())
-    assert len(state["trials"]) == 8
+    assert len(state["trials"]) == 4
     jobs = set()
     for trial in state["trials"]:
         assert trial["status"] == "finished", (trial, (out / trial["name"] / "trial.log").read_text()[-2000:])
@@ -135,9 +136,9 @@ def test_quickstart_sweep_completes_through_slurm(cluster, tmp_path, cache_dir, 
         assert summary["status"] == "finished" and trial["metric"] == summary["val/bleu"]
         assert summary["config"]["tracking"]["name"] == trial["name"]
         assert len((run / "hyps" / "test.txt").read_text().splitlines()) == 500
-    assert len(jobs) == 8
+    assert len(jobs) == 4
     again = CliRunner().invoke(app, args)
-    assert again.exit_code == 0 and "nothing to train: all 8 trials of quickstart are done" in again.output
+    assert again.exit_code == 0 and "nothing to train: all 4 trials of quickstart are done" in again.output
 
     from ablate.cli import app as main_app
 
@@ -221,8 +222,12 @@ def test_preempted_trial_is_requeued_and_resumes_in_the_same_run(cluster, tmp_pa
     time.sleep(4)
     job = state()["job_id"]
     run_id = (trial_dir / "wandb_id.txt").read_text().strip()
+    signalled = time.monotonic()
     subprocess.run(["scancel", "--signal=USR2", job], check=True)
     _wait(lambda: (trial_dir / ".requeues").exists(), 120, "the job to checkpoint and requeue", cluster)
+    # requeued once the trainer stopped at a step boundary, not at the end of --grace 60 (it used to be:
+    # the job's wait on the trainer, interrupted by SIGUSR2, kept the handler's own wait from seeing the exit)
+    assert time.monotonic() - signalled < 45, (trial_dir / "trial.log").read_text()[-2000:]
     # SLURM holds a requeued job until its old credential expires (cred_expire, 10 s on this cluster)
     output, _ = watcher.communicate(timeout=600)
     assert watcher.returncode == 0, output + cluster.log()

@@ -17,18 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.helpers.sweep import one_seed
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def one_seed(tmp_path: Path) -> Path:
-    """sweeps/soak.yaml with a single seed: 6 trials."""
-    spec = yaml.safe_load((ROOT / "sweeps" / "soak.yaml").read_text())
-    spec["parameters"]["seed"] = {"values": [1]}
-    path = tmp_path / "soak.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    return path
 
 
 def launch(sweep: Path, out: Path, *extra: str) -> subprocess.Popen:
@@ -61,7 +53,7 @@ def statuses(out: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_soak_sweep_with_injected_faults_loses_nothing(tmp_path, cache_dir):
-    out, sweep = tmp_path / "soak", one_seed(tmp_path)
+    out, sweep = tmp_path / "soak", one_seed(ROOT / "sweeps" / "soak.yaml", tmp_path)
     assert os.environ["ABLATE_CACHE"]  # the trials share the test's private cache
     first = launch(sweep, out)
     deadline = time.monotonic() + 300
