@@ -4,8 +4,9 @@ from itself, and how often it finds a known shift (docs/reports.md, "Calibration
 
 * **relabelled tables**: rows x seeds (:data:`DESIGNS`) of one row's many seeds, with seed values shared
   across rows (the row + seed fit where :func:`ablate.report.stats.use_paired` takes it) or distinct;
-  every call is a false positive. :class:`TableDesign` gives the same for another table's own design
-  (``ablate calibrate --like``: its rows, seeds per row, seed sharing and comparisons) or any ``RxK``. Beside: Student t on the same tables, the 5-95% band of an exactly
+  every call is a false positive; :class:`TableDesign` gives the same for another table's own design
+  (``ablate calibrate --like``: its rows, seeds per row, seed sharing and comparisons) or any ``RxK``.
+  Beside: Student t on the same tables, the 5-95% band of an exactly
   sized test on simulated normal seeds, and the power of the † at :data:`SHIFTS` beside Welch's t.
 * **k-vs-k seed splits**: two-row tables, k = 2..8, the sentence-only bootstrap beside, and power at a
   known shift beside :func:`ablate.report.stats.power` with SE²(k) = 2σ²/k + v0.
@@ -127,8 +128,9 @@ class TableDesign:
 
     @classmethod
     def of_sweep(cls, sweep: Sweep, label: str) -> TableDesign:
-        """The design of ``sweep``'s table: its rows, seeds per row, whether every row has the same seed
-        values, and its planned comparisons (:func:`ablate.report.stats.planned_pairs`).
+        """The design of ``sweep``'s table: its rows, seeds per row (its finished trials), whether every row
+        has the same seed values, and its planned comparisons (:func:`ablate.report.stats.planned_pairs`), on
+        one test split (a table of several splits runs Holm over the comparisons of each).
 
         Raises:
             ReportError: rows with different numbers of seeds, or rows sharing some seed values but not all.
@@ -316,21 +318,18 @@ def _all_splits(n: int, k: int) -> Optional[list[np.ndarray]]:
     ]
 
 
-def _welch_p(values: np.ndarray, plan: Optional[Sequence[tuple[int, int]]] = None) -> list[float]:
-    """Welch's t p-values of ``plan``'s (reference, row) index pairs (default: rows 1.. against row 0) of
-    ``values`` (rows, k), Satterthwaite df."""
-    if plan is None:
-        return [float(p) for p in st.ttest_ind(values[1:], values[:1], axis=1, equal_var=False).pvalue]
+def _welch_p(values: np.ndarray, plan: Sequence[tuple[int, int]]) -> list[float]:
+    """Welch's t p-values of ``plan``'s (reference, row) index pairs of ``values`` (rows, k), Satterthwaite df."""
     a, b = (list(ix) for ix in zip(*plan))
     return [float(p) for p in st.ttest_ind(values[b], values[a], axis=1, equal_var=False).pvalue]
 
 
-def _student_p(tables: np.ndarray, paired: bool, plan: Optional[Sequence[tuple[int, int]]] = None) -> np.ndarray:
-    """(R, comparisons) Student t p-values of ``plan``'s (reference, row) index pairs (default: rows 1..
-    against row 0) of each of ``tables`` (R, rows, k), σ from the row + seed residuals if ``paired`` (df
-    (rows-1)(k-1)) else within rows (df rows(k-1))."""
+def _student_p(tables: np.ndarray, paired: bool, plan: Sequence[tuple[int, int]]) -> np.ndarray:
+    """(R, comparisons) Student t p-values of ``plan``'s (reference, row) index pairs of each of ``tables``
+    (R, rows, k), σ from the row + seed residuals if ``paired`` (df (rows-1)(k-1)) else within rows (df
+    rows(k-1))."""
     _, rows, k = tables.shape
-    a, b = (list(ix) for ix in zip(*plan)) if plan else ([0] * (rows - 1), list(range(1, rows)))
+    a, b = (list(ix) for ix in zip(*plan))
     means = tables.mean(2)  # (R, rows)
     if paired:
         resid = tables - means[:, :, None] - tables.mean(1, keepdims=True) + means.mean(1)[:, None, None]
