@@ -63,7 +63,7 @@ class Commands(LazyGroup):
         "calibrate": (
             "ablate.report.commands",
             "False-positive rate and power of the table's significance test on real runs: relabelled multi-row "
-            "tables of one row's seeds, k-vs-k splits (seed-aware beside sentence-only, measured power beside the "
+            "tables of one row's seeds (--like: another table's own design), k-vs-k splits (seed-aware beside sentence-only, measured power beside the "
             "predicted) and relabelled seed pairs (see results/calibration-cpu).",
         ),
         "export": (

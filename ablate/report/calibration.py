@@ -4,7 +4,9 @@ from itself, and how often it finds a known shift (docs/reports.md, "Calibration
 
 * **relabelled tables**: rows x seeds (:data:`DESIGNS`) of one row's many seeds, with seed values shared
   across rows (the row + seed fit where :func:`ablate.report.stats.use_paired` takes it) or distinct;
-  every call is a false positive. Beside: Student t on the same tables, the 5-95% band of an exactly
+  every call is a false positive; :class:`TableDesign` gives the same for another table's own design
+  (``ablate calibrate --like``: its rows, seeds per row, seed sharing and comparisons) or any ``RxK``.
+  Beside: Student t on the same tables, the 5-95% band of an exactly
   sized test on simulated normal seeds, and the power of the † at :data:`SHIFTS` beside Welch's t.
 * **k-vs-k seed splits**: two-row tables, k = 2..8, the sentence-only bootstrap beside, and power at a
   known shift beside :func:`ablate.report.stats.power` with SE²(k) = 2σ²/k + v0.
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import numpy as np
@@ -28,7 +30,9 @@ from ablate.report.stats import (
     SplitScores,
     Sweep,
     compare_scores,
+    fit_seed_noise,
     holm,
+    planned_pairs,
     power as predicted_power,
     split_scores,
     standard_error,
@@ -83,6 +87,8 @@ class DesignRate:
             family_wise: fraction of tables with any †; student: ``per_comparison`` of Student t with the same fit.
         exact_per_comparison, exact_family_wise: (5%, 95%) band of each for an exactly sized test.
         power: ``(Δ, fraction of tables whose shifted row is marked †, the same for Welch's t)``.
+        comparisons: the comparisons Holm runs over in each table; label: the table this design stands for
+            ("" for :data:`DESIGNS`).
     """
 
     rows: int
@@ -97,11 +103,116 @@ class DesignRate:
     exact_per_comparison: tuple[float, float]
     exact_family_wise: tuple[float, float]
     power: tuple[tuple[float, float, float], ...]
+    comparisons: int = 0
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class TableDesign:
+    """The shape of a table to relabel: ``rows`` rows of ``seeds`` seeds each, seed values 1..k in every row
+    (``shared``) or distinct, and its comparisons ``plan`` as (reference row, row) indices in the order the
+    table tests them (row 0 the base). ``label`` names the table it stands for; ``stands_for`` is the larger
+    design of that table where this one is a smaller stand-in (:meth:`fitting`)."""
+
+    rows: int
+    seeds: int
+    shared: bool
+    plan: tuple[tuple[int, int], ...]
+    label: str = ""
+    stands_for: str = ""
+
+    @classmethod
+    def grid(cls, rows: int, seeds: int, shared: bool, label: str = "") -> TableDesign:
+        """Each row against the first, as ``ablate table`` compares a sweep without named comparisons."""
+        return cls(rows, seeds, shared, tuple((0, i) for i in range(1, rows)), label)
+
+    @classmethod
+    def of_sweep(cls, sweep: Sweep, label: str) -> TableDesign:
+        """The design of ``sweep``'s table: its rows, seeds per row (its finished trials), whether every row
+        has the same seed values, and its planned comparisons (:func:`ablate.report.stats.planned_pairs`), on
+        one test split (a table of several splits runs Holm over the comparisons of each).
+
+        Raises:
+            ReportError: rows with different numbers of seeds, or rows sharing some seed values but not all.
+        """
+        names = [r.name for r in sweep.rows]
+        seeds = [sorted(map(str, r.seeds)) for r in sweep.rows]
+        counts = sorted({len(s) for s in seeds})
+        if len(counts) != 1 or counts[0] < 2:
+            raise ReportError(
+                f"{label}: calibrating a table needs every row to have the same number (>= 2) of seeds; its rows "
+                f"have {', '.join(map(str, counts))}"
+            )
+        shared = all(s == seeds[0] for s in seeds)
+        if not shared and sum(map(len, seeds)) != len({x for s in seeds for x in s}):
+            raise ReportError(
+                f"{label}: its rows share some seed values but not all, a design calibrate cannot relabel"
+            )
+        plan = tuple((names.index(a), names.index(b)) for a, b in planned_pairs(sweep))
+        if not plan:
+            raise ReportError(f"{label}: the table has no comparisons to calibrate")
+        return cls(len(names), counts[0], shared, plan, label)
+
+    @property
+    def name(self) -> str:
+        return f"{self.rows}x{self.seeds}"
+
+    def fit(self) -> tuple[bool, int]:
+        """``(paired, df)`` of the seed σ the table's first comparison uses (:func:`fit_seed_noise` on this
+        design's seed values; the choice depends on the design alone)."""
+        values = np.random.default_rng(0).normal(size=(self.rows, self.seeds))
+        labels = _labels(self.rows, self.seeds, self.shared)
+        noise = fit_seed_noise({f"r{i}": dict(zip(labels[i], values[i])) for i in range(self.rows)})
+        a, b = self.plan[0]
+        _, df, paired = noise.for_rows(labels[a], labels[b])
+        return paired, df
+
+    def fitting(self, available: int) -> tuple[Optional[TableDesign], str]:
+        """This design where ``available`` seeds hold its rows x seeds, else the most rows with the same seeds
+        per row, seed sharing and fit (row + seed or within-row) that fit, with its comparisons among those
+        rows (``stands_for`` set), or None; beside it the one-line note for the report ("" where it fits)."""
+        if self.rows * self.seeds <= available:
+            return self, ""
+        need = f"{self.label or self.name}: {self.name} needs {self.rows * self.seeds} seeds; {available} are available"
+        rows = available // self.seeds
+        plan = tuple((a, b) for a, b in self.plan if a < rows and b < rows)
+        smaller = TableDesign(rows, self.seeds, self.shared, plan, self.label, self.name)
+        if rows < 2 or not plan or smaller.fit()[0] != self.fit()[0]:
+            return None, need + ", and no smaller design with the same seeds per row and fit fits them"
+        paired, df = smaller.fit()
+        return smaller, (
+            f"{need}: calibrated {smaller.name} ({_fit_name(paired)}, {df} df, {len(plan)} comparisons) as a "
+            f"stand-in with the same seeds per row and fit"
+        )
+
+
+def parse_design(text: str) -> list[TableDesign]:
+    """``RxK`` (rows x seeds per row, each row against the first; shared and distinct seed values) or
+    ``RxK:shared`` / ``RxK:distinct``, as ``ablate calibrate --design`` takes it.
+
+    Raises:
+        ReportError: anything else, naming the form.
+    """
+    shape, _, seeds = text.partition(":")
+    rows, _, k = shape.lower().partition("x")
+    if not (rows.isdigit() and k.isdigit()) or int(rows) < 2 or int(k) < 2 or seeds not in ("", "shared", "distinct"):
+        raise ReportError(f"--design '{text}': expected RxK[:shared|distinct] with R, K >= 2, e.g. 6x3:shared")
+    sharing = (True, False) if not seeds else (seeds == "shared",)
+    return [TableDesign.grid(int(rows), int(k), shared, f"--design {text}") for shared in sharing]
+
+
+def _labels(rows: int, k: int, shared: bool) -> list[list[str]]:
+    """Seed values of a relabelled table: 1..k in every row (``shared``), else 1..k, k+1..2k, ..."""
+    return [[str(s + 1 if shared else i * k + s + 1) for s in range(k)] for i in range(rows)]
+
+
+def _fit_name(paired: bool) -> str:
+    return "row + seed" if paired else "within-row"
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """Every check on one source and split."""
+    """Every check on one source and split (``notes``: one line per requested design its seeds cannot hold)."""
 
     split: str
     alpha: float
@@ -114,6 +225,7 @@ class Calibration:
     pairs_marked: int
     pairs_marked_sentence: int
     pair_rows: list[str]
+    notes: list[str] = field(default_factory=list)
 
 
 def relabelled(
@@ -126,7 +238,7 @@ def relabelled(
     names = [f"r{i}" for i in range(rows)]
     bleu = {n: [scores.bleu[row][j] + shift[i] for j in picks[i]] for i, n in enumerate(names)}
     boot = {n: [scores.boot[row][j] + shift[i] for j in picks[i]] for i, n in enumerate(names)}
-    seeds = {n: [str(s + 1 if shared else i * k + s + 1) for s in range(k)] for i, n in enumerate(names)}
+    seeds = dict(zip(names, _labels(rows, k, shared)))
     return SplitScores.of_values(scores.split, bleu, boot, seeds)
 
 
@@ -135,37 +247,63 @@ def design_rates(
     alpha: float = 0.05, shifts: Sequence[float] = SHIFTS, simulations: int = SIMULATIONS,
 ) -> list[DesignRate]:  # fmt: skip
     """Relabelled tables of every design that ``row``'s seeds allow, with shared and distinct seed values."""
-    x = np.array(scores.bleu[row])
-    n, rng, out = len(x), np.random.default_rng(RNG_SEED), []
+    n, rng, out = len(scores.bleu[row]), np.random.default_rng(RNG_SEED), []
     for (rows, k), shared in itertools.product(designs, (True, False)):
         if rows * k > n or k < 2:
             continue
-        plan = [("r0", f"r{i}") for i in range(1, rows)]
-        calls, marked_tables, tables = [], 0, []
-        hits = np.zeros((len(shifts), 2))
-        fit = (False, 0)
-        draws = _all_splits(n, k) if rows == 2 else None
-        if draws is None:
-            draws = [rng.permutation(n)[: rows * k].reshape(rows, k) for _ in range(relabellings)]
-        for picks in draws:
-            tables.append(x[picks])  # (rows, k)
-            found = compare_scores([relabelled(scores, row, picks, shared)], plan)
-            calls += [c.p_value < alpha for c in found]
-            marked_tables += any(c.significant(alpha) for c in found)
-            fit = (found[0].paired, found[0].sigma_df)
-            for i, delta in enumerate(shifts):
-                shifted = compare_scores([relabelled(scores, row, picks, shared, (0.0, delta))], plan)
-                hits[i, 0] += shifted[0].significant(alpha)
-                values = x[picks]
-                values[1] += delta
-                hits[i, 1] += holm(_welch_p(values))[0] < alpha
-        count = len(draws)
-        student = float(np.mean(_student_p(np.stack(tables), fit[0]) < alpha))
-        exact = _exact_band(n, rows, k, fit[0], count, alpha, simulations, rng)[:2]
-        power = tuple((float(d), float(h[0] / count), float(h[1] / count)) for d, h in zip(shifts, hits))
-        out.append(DesignRate(rows, k, shared, count, fit[0], fit[1], float(np.mean(calls)),
-                              marked_tables / count, student, exact[0], exact[1], power))  # fmt: skip
+        design = TableDesign.grid(rows, k, shared)
+        out.append(table_rates(scores, row, design, relabellings, alpha, shifts, simulations, rng))
     return out
+
+
+def relabellings_of(design: TableDesign, n: int, relabellings: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """The (rows, k) trial indices of every relabelled table of ``design`` out of ``n`` seeds: each possible
+    two-row table where there are at most :data:`ENUMERATE`, else ``relabellings`` random ones from ``rng``."""
+    draws = _all_splits(n, design.seeds) if design.rows == 2 else None
+    if draws is None:
+        draws = [rng.permutation(n)[: design.rows * design.seeds].reshape(design.rows, design.seeds)
+                 for _ in range(relabellings)]  # fmt: skip
+    return draws
+
+
+def table_rates(
+    scores: SplitScores, row: str, design: TableDesign, relabellings: int = RELABELLINGS, alpha: float = 0.05,
+    shifts: Sequence[float] = SHIFTS, simulations: int = SIMULATIONS, rng: Optional[np.random.Generator] = None,
+) -> DesignRate:  # fmt: skip
+    """Relabelled tables of ``design`` from ``row``'s seeds (:func:`relabellings_of`; ``rng`` default: seeded
+    with :data:`RNG_SEED`), tested with ``design.plan`` by :func:`compare_scores` as ``ablate table`` tests a
+    table: the fraction of comparisons with p < ``alpha`` (uncorrected) and of tables with any † (Holm over the
+    plan), Student t on the same tables and the exact test's bands, and the power of the first comparison's †
+    with a known Δ added to its row (beside Welch's t with Holm over the same plan)."""
+    rng = rng if rng is not None else np.random.default_rng(RNG_SEED)
+    x = np.array(scores.bleu[row])
+    n, plan, target = len(x), list(design.plan), design.plan[0][1]
+    names = [(f"r{a}", f"r{b}") for a, b in plan]
+    calls, marked_tables, tables = [], 0, []
+    hits = np.zeros((len(shifts), 2))
+    fit = (False, 0)
+    draws = relabellings_of(design, n, relabellings, rng)
+    for picks in draws:
+        tables.append(x[picks])  # (rows, k)
+        found = compare_scores([relabelled(scores, row, picks, design.shared)], names)
+        calls += [c.p_value < alpha for c in found]
+        marked_tables += any(c.significant(alpha) for c in found)
+        fit = (found[0].paired, found[0].sigma_df)
+        for i, delta in enumerate(shifts):
+            shift = [0.0] * design.rows
+            shift[target] = delta
+            shifted = compare_scores([relabelled(scores, row, picks, design.shared, shift)], names)
+            hits[i, 0] += shifted[0].significant(alpha)
+            values = x[picks]
+            values[target] += delta
+            hits[i, 1] += holm(_welch_p(values, plan))[0] < alpha
+    count = len(draws)
+    student = float(np.mean(_student_p(np.stack(tables), fit[0], plan) < alpha))
+    exact = _exact_band(n, design.rows, design.seeds, fit[0], count, alpha, simulations, rng, plan=plan)[:2]
+    power = tuple((float(d), float(h[0] / count), float(h[1] / count)) for d, h in zip(shifts, hits))
+    label = f"stand-in for {design.label}'s {design.stands_for}" if design.stands_for else design.label
+    return DesignRate(design.rows, design.seeds, design.shared, count, fit[0], fit[1], float(np.mean(calls)),
+                      marked_tables / count, student, exact[0], exact[1], power, len(plan), label)  # fmt: skip
 
 
 def _all_splits(n: int, k: int) -> Optional[list[np.ndarray]]:
@@ -180,15 +318,18 @@ def _all_splits(n: int, k: int) -> Optional[list[np.ndarray]]:
     ]
 
 
-def _welch_p(values: np.ndarray) -> list[float]:
-    """Welch's t p-values of rows 1.. against row 0 of ``values`` (rows, k), Satterthwaite df."""
-    return [float(p) for p in st.ttest_ind(values[1:], values[:1], axis=1, equal_var=False).pvalue]
+def _welch_p(values: np.ndarray, plan: Sequence[tuple[int, int]]) -> list[float]:
+    """Welch's t p-values of ``plan``'s (reference, row) index pairs of ``values`` (rows, k), Satterthwaite df."""
+    a, b = (list(ix) for ix in zip(*plan))
+    return [float(p) for p in st.ttest_ind(values[b], values[a], axis=1, equal_var=False).pvalue]
 
 
-def _student_p(tables: np.ndarray, paired: bool) -> np.ndarray:
-    """(R, rows - 1) Student t p-values of rows 1.. against row 0 of each of ``tables`` (R, rows, k), σ from
-    the row + seed residuals if ``paired`` (df (rows-1)(k-1)) else within rows (df rows(k-1))."""
+def _student_p(tables: np.ndarray, paired: bool, plan: Sequence[tuple[int, int]]) -> np.ndarray:
+    """(R, comparisons) Student t p-values of ``plan``'s (reference, row) index pairs of each of ``tables``
+    (R, rows, k), σ from the row + seed residuals if ``paired`` (df (rows-1)(k-1)) else within rows (df
+    rows(k-1))."""
     _, rows, k = tables.shape
+    a, b = (list(ix) for ix in zip(*plan))
     means = tables.mean(2)  # (R, rows)
     if paired:
         resid = tables - means[:, :, None] - tables.mean(1, keepdims=True) + means.mean(1)[:, None, None]
@@ -197,27 +338,29 @@ def _student_p(tables: np.ndarray, paired: bool) -> np.ndarray:
         resid = tables - means[:, :, None]
         df = rows * (k - 1)
     sigma2 = (resid**2).sum((1, 2)) / df  # (R,)
-    t = (means[:, 1:] - means[:, :1]) / np.sqrt(sigma2 * 2 / k)[:, None]  # (R, rows - 1)
+    t = (means[:, b] - means[:, a]) / np.sqrt(sigma2 * 2 / k)[:, None]  # (R, comparisons)
     return 2 * st.t.sf(np.abs(t), df)
 
 
 def _exact_band(
     n: int, rows: int, k: int, paired: bool, relabellings: int, alpha: float, simulations: int,
-    rng: np.random.Generator, shift: float = 0.0,
+    rng: np.random.Generator, shift: float = 0.0, plan: Optional[Sequence[tuple[int, int]]] = None,
 ) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:  # fmt: skip
     """5-95% bands of the per-comparison and family-wise (Holm: any p below alpha / comparisons) rates of
-    :func:`_student_p` on ``relabellings`` random (rows, k) tables of ``n`` normal seeds, and of the first
-    comparison's power for a true ``shift`` (in units of the seeds' σ) added to row 1."""
+    :func:`_student_p` (over ``plan``, default each row against row 0) on ``relabellings`` random (rows, k)
+    tables of ``n`` normal seeds, and of the first comparison's power for a true ``shift`` (in units of the
+    seeds' σ) added to its row."""
+    plan = list(plan) if plan else [(0, i) for i in range(1, rows)]
     per, family, power = np.empty(simulations), np.empty(simulations), np.empty(simulations)
     for i in range(simulations):
         x = rng.normal(0.0, 1.0, n)
         order = np.argsort(rng.random((relabellings, n)), axis=1)[:, : rows * k]
         tables = x[order].reshape(relabellings, rows, k)
-        p = _student_p(tables, paired)
+        p = _student_p(tables, paired, plan)
         per[i] = float(np.mean(p < alpha))
-        family[i] = float(np.mean(p.min(1) < alpha / (rows - 1)))
-        tables[:, 1] += shift
-        power[i] = float(np.mean(_student_p(tables, paired)[:, 0] < alpha))
+        family[i] = float(np.mean(p.min(1) < alpha / len(plan)))
+        tables[:, plan[0][1]] += shift
+        power[i] = float(np.mean(_student_p(tables, paired, plan)[:, 0] < alpha))
     return _band(per), _band(family), _band(power)
 
 
@@ -291,9 +434,13 @@ def relabelled_pairs(scores: SplitScores, alpha: float = 0.05) -> tuple[int, int
 def calibrate(
     sweep: Sweep, split: Optional[str] = None, alpha: float = 0.05, ks: Sequence[int] = KS, draws: int = DRAWS,
     shift: float = SHIFT, simulations: int = SIMULATIONS, samples: int = 0, relabellings: int = RELABELLINGS,
-    designs: Sequence[tuple[int, int]] = DESIGNS, shifts: Sequence[float] = SHIFTS,
+    designs: Sequence[tuple[int, int]] = DESIGNS, shifts: Sequence[float] = SHIFTS, like: Sequence[TableDesign] = (),
+    like_only: bool = False,
 ) -> Calibration:  # fmt: skip
-    """Every check on ``sweep``'s ``split`` (default: its first test split with hypotheses)."""
+    """Every check on ``sweep``'s ``split`` (default: its first test split with hypotheses); ``like``: further
+    designs (other tables' own, :meth:`TableDesign.of_sweep`) relabelled after :data:`DESIGNS`, each the
+    largest stand-in its seeds hold where they do not hold it (:meth:`TableDesign.fitting`, noted);
+    ``like_only``: those alone (no ``designs``, k-vs-k splits or relabelled pairs)."""
     all_scores = split_scores(sweep, samples or DEFAULT_SAMPLES["bs"], "bs")
     if not all_scores:
         raise ReportError("calibration needs saved test hypotheses (hyps/<split>.txt), and this sweep has none")
@@ -302,11 +449,19 @@ def calibrate(
     scores = all_scores[split or next(iter(all_scores))]
     widest = max(scores.seeds, key=lambda r: len(scores.seeds[r]))
     n = len(scores.seeds[widest])
+    if like_only:
+        ks, designs = (), ()
     splits = seed_splits(scores, widest, ks, draws, alpha, shift, simulations) if n >= 4 else []
     tables = design_rates(scores, widest, designs, relabellings, alpha, shifts, simulations) if n >= 4 else []
-    pairs, marked, marked_sentence, used = relabelled_pairs(scores, alpha)
+    notes = []
+    for design in like:
+        fitted, note = design.fitting(n)
+        notes += [note] if note else []
+        if fitted is not None:
+            tables.append(table_rates(scores, widest, fitted, relabellings, alpha, shifts, simulations))
+    pairs, marked, marked_sentence, used = relabelled_pairs(scores, alpha) if not like_only else (0, 0, 0, [])
     return Calibration(scores.split, alpha, shift, widest if splits or tables else None, n, splits, tables, pairs,
-                       marked, marked_sentence, used)  # fmt: skip
+                       marked, marked_sentence, used, notes)  # fmt: skip
 
 
 def _pct(band: tuple[float, float]) -> str:
@@ -327,25 +482,42 @@ def _design_lines(cal: Calibration) -> list[str]:
         f"design and relabellings). Power: a known Δ added to one row's scores, that row's † (seed-aware) "
         "beside Welch's t on the per-seed corpus BLEU of the same rows (Holm over the same comparisons).",
         "",
+    ]
+    if any(d.label for d in cal.designs):
+        lines += [
+            "A design named after a table is that table's own (`--like`): its rows, seeds per row, shared or "
+            "distinct seed values and its comparisons (Holm over them; power: the first comparison's row shifted); "
+            "a stand-in has the same seeds per row and fit with fewer rows, where the seeds do not hold the table.",
+            "",
+        ]
+    lines += [
         "| design | seed values | fit (df) | tables | false positives per comparison | Student t, same tables "
         f"| exact test | family-wise (any †) | exact test | power of † at {shifts} | Welch t at {shifts} |",
         "| :-- | :-- | :-- | --: | --: | --: | :-: | --: | :-: | :-: | :-: |",
     ]
     for d in cal.designs:
-        fit = "row + seed" if d.paired else "within-row"
+        fit = _fit_name(d.paired)
         ours = " / ".join(f"{p:.0%}" for _, p, _ in d.power)
         welch = " / ".join(f"{w:.0%}" for _, _, w in d.power)
         lines.append(
-            f"| {d.rows}x{d.seeds} | {'shared' if d.shared else 'distinct'} | {fit} ({d.df}) | {d.relabellings} | "
+            f"| {_design_name(d)} | {'shared' if d.shared else 'distinct'} | {fit} ({d.df}) | {d.relabellings} | "
             f"{d.per_comparison:.1%} | {d.student:.1%} | {_pct(d.exact_per_comparison)} | {d.family_wise:.1%} | "
             f"{_pct(d.exact_family_wise)} | {ours} | {welch} |"
         )
     return lines + [""]
 
 
+def _design_name(d: DesignRate) -> str:
+    """``4x4``, or for another table's design ``10x3: mission-cpu (10 comparisons)``."""
+    name = f"{d.rows}x{d.seeds}"
+    return f"{name}: {d.label} ({d.comparisons} comparisons)" if d.label else name
+
+
 def to_markdown(cal: Calibration) -> str:
     """The calibration as Markdown: the relabelled tables, the k-vs-k splits, then the relabelled pairs."""
     lines = [f"**Calibration of the significance test** (split {cal.split}, alpha = {cal.alpha:g})", ""]
+    if cal.notes:
+        lines += [*cal.notes, ""]
     if cal.designs:
         lines += _design_lines(cal)
     if cal.splits:

@@ -189,18 +189,41 @@ def calibrate_command(
         400, "--relabellings", min=1, help="Random relabelled tables per design (rows x seeds, shared or distinct)."
     ),
     shift: float = typer.Option(1.0, "--shift", help="Known effect (BLEU) added to one side for the power column."),
+    like: Optional[list[str]] = typer.Option(
+        None,
+        "--like",
+        metavar="TABLE_SOURCE",
+        help="Also relabel the design of this table (its rows, seeds per row, seed sharing and comparisons), or "
+        "the largest stand-in SOURCE's seeds hold (repeatable).",
+    ),
+    design: Optional[list[str]] = typer.Option(
+        None,
+        "--design",
+        metavar="RxK[:shared|distinct]",
+        help="Also relabel R rows of K seeds, each against the first (repeatable; default both seed sharings).",
+    ),
+    like_only: bool = typer.Option(
+        False, "--like-only", help="Only the designs of --like and --design (no built-in designs, splits or pairs)."
+    ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the Markdown to this file."),
 ) -> None:
     """False-positive rate and power of the table's significance test on real runs: relabelled multi-row
-    tables of one row's seeds, k-vs-k splits (seed-aware beside sentence-only, measured power beside the
-    predicted) and relabelled seed pairs (see results/calibration-cpu)."""
-    from ablate.report.calibration import KS, calibrate, to_markdown
+    tables of one row's seeds (--like: another table's own design), k-vs-k splits (seed-aware beside
+    sentence-only, measured power beside the predicted) and relabelled seed pairs (see results/calibration-cpu)."""
+    from ablate.report.calibration import KS, TableDesign, calibrate, parse_design, to_markdown
 
     folders = [folder for source in sources for folder in local_folders(source)]
     if out is not None:
         check_apart(out, folders)
+    designs = [d for text in design or [] for d in parse_design(text)]
+    designs += [TableDesign.of_sweep(load(table), Path(table.rstrip("/")).name or table) for table in like or []]
+    if like_only and not designs:
+        raise ReportError("--like-only needs a design to calibrate: add --like TABLE_SOURCE or --design RxK")
     sweep = load_pooled(sources)
-    text = to_markdown(calibrate(sweep, split, alpha, tuple(k or KS), draws, shift, relabellings=relabellings))
+    calibration = calibrate(
+        sweep, split, alpha, tuple(k or KS), draws, shift, relabellings=relabellings, like=designs, like_only=like_only
+    )
+    text = to_markdown(calibration)
     if out is not None:
         _write(out, text, *sources)
     sys.stdout.write(text)

@@ -23,13 +23,15 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 import ablate.report.calibration as calibration
 from ablate.report import load
-from ablate.report.stats import SplitScores, compare_scores, sentence_stats, split_scores
+from ablate.report.stats import Row, SplitScores, Sweep, compare_scores, design_df, sentence_stats, split_scores
+from ablate.report.trials import ReportError
 
 N_SENTENCES, SEEDS, SAMPLES = 60, 3, 400
 REPEATS = {"same": 100, "equal": 100, "better": 30}
@@ -145,6 +147,73 @@ def test_relabelled_tables_need_a_row_with_seeds_to_spare():
     assert [d.relabellings for d in rates] == [20, 20]  # a two-row design this small: every one of its 20 tables
 
 
+def _table(rows: int, seeds: int, shared: bool, comparisons=None) -> Sweep:
+    """A table of ``rows`` x ``seeds`` finished trials (only their seed values), seed values shared or distinct."""
+    trials = lambda i: tuple(SimpleNamespace(seed=s if shared else i * seeds + s) for s in range(1, seeds + 1))  # noqa: E731
+    found = [Row(f"v{i}", "A", {}, (), trials(i), is_base=i == 0) for i in range(rows)]  # type: ignore[arg-type]
+    return Sweep("synthetic", [], found, [], True, comparisons)
+
+
+def _one_configuration(n: int) -> SplitScores:
+    rng = np.random.default_rng(7)
+    x = list(15 + rng.normal(0, 0.8, n))
+    return SplitScores.of_values("t", {"a": x}, {"a": [v + rng.normal(0, 0.2, 50) for v in x]}, {"a": list(range(n))})
+
+
+def test_the_design_of_a_table_is_its_rows_seeds_fit_and_comparisons():
+    # mission-cpu's shape: 10 rows of 3 shared seeds, the row + seed fit at 18 df; two rows of 3 stay within-row
+    mission = calibration.TableDesign.of_sweep(_table(10, 3, True), "mission")
+    assert (mission.rows, mission.seeds, mission.shared, len(mission.plan)) == (10, 3, True, 9)
+    assert mission.fit() == (True, 18) == (True, design_df(10, 3, True))
+    assert calibration.TableDesign.of_sweep(_table(3, 3, True), "t").fit() == (False, 6)
+    assert calibration.TableDesign.of_sweep(_table(4, 2, False), "t").fit() == (False, 4)
+    named = _table(4, 3, True, [("variant", ["v0", "v1", "v2"]), ("variant", ["v1", "v3"])])
+    assert calibration.TableDesign.of_sweep(named, "t").plan == ((0, 1), (0, 2), (1, 3))
+
+
+def test_a_tables_design_reports_the_rates_of_its_own_test_on_the_same_relabelled_tables():
+    scores = _one_configuration(16)
+    named = _table(4, 3, True, [("variant", ["v0", "v1", "v2"]), ("variant", ["v1", "v3"])])
+    design = calibration.TableDesign.of_sweep(named, "named")
+    rate = calibration.table_rates(scores, "a", design, relabellings=40, shifts=(2.0,), simulations=3)
+    assert (rate.rows, rate.seeds, rate.shared, rate.comparisons, rate.label) == (4, 3, True, 3, "named")
+    assert (rate.paired, rate.df) == design.fit() == (False, 8)
+    # the same tables, tested directly as `ablate table` tests one: the plan's comparisons, Holm over them
+    picks = calibration.relabellings_of(design, 16, 40, np.random.default_rng(calibration.RNG_SEED))
+    plan = [("r0", "r1"), ("r0", "r2"), ("r1", "r3")]
+    found = [compare_scores([calibration.relabelled(scores, "a", p, True)], plan) for p in picks]
+    assert rate.per_comparison == np.mean([c.p_value < 0.05 for f in found for c in f]) > 0
+    assert rate.family_wise == np.mean([any(c.significant(0.05) for c in f) for f in found])
+
+
+def test_a_design_its_seeds_cannot_hold_is_one_line_and_a_stand_in_with_the_same_fit():
+    mission = calibration.TableDesign.of_sweep(_table(10, 3, True), "mission-cpu")
+    smaller, note = mission.fitting(16)
+    assert note == (
+        "mission-cpu: 10x3 needs 30 seeds; 16 are available: calibrated 5x3 (row + seed, 8 df, 4 comparisons) "
+        "as a stand-in with the same seeds per row and fit"
+    )
+    assert smaller is not None and (smaller.rows, smaller.stands_for, smaller.fit()) == (5, "10x3", (True, 8))
+    # 6x2 of 12 seeds would be within-row (5 df cost more than they give), so 19x2 has no stand-in there
+    none, note = calibration.TableDesign.of_sweep(_table(19, 2, True), "table3-cpu").fitting(12)
+    assert none is None and "\n" not in note
+    assert note.startswith("table3-cpu: 19x2 needs 38 seeds; 12 are available, and no smaller design")
+    assert mission.fitting(30) == (mission, "")
+
+
+def test_calibrate_like_a_shipped_table_names_it_and_says_when_the_seeds_fall_short():
+    # `ablate calibrate results/calibration-cpu --like results/mission-cpu`: 16 seeds for a 10x3 table
+    like = calibration.TableDesign.of_sweep(load(str(_shipped(MISSION))), "mission-cpu")
+    cal = calibration.calibrate(load(str(_shipped(CALIBRATION))), ks=(), designs=(), samples=200, relabellings=5,
+                                simulations=2, like=[like])  # fmt: skip
+    text = calibration.to_markdown(cal)
+    assert "mission-cpu: 10x3 needs 30 seeds; 16 are available: calibrated 5x3 (row + seed, 8 df" in text
+    assert "| 5x3: stand-in for mission-cpu's 10x3 (" in text
+    assert [(d.rows, d.seeds, d.shared) for d in calibration.parse_design("6x3")] == [(6, 3, True), (6, 3, False)]
+    with pytest.raises(ReportError, match="RxK"):
+        calibration.parse_design("6x3:paired")
+
+
 @pytest.mark.slow
 def test_the_table_test_on_relabelled_real_tables_is_as_sized_as_student_t(calibration_scores, monkeypatch):
     # 5 designs x shared/distinct seed values, each row of a relabelled table against the first through
@@ -246,6 +315,27 @@ def test_the_32_seed_calibration_is_in_band_and_its_power_is_predicted_within_5_
     for k, cells in splits.items():
         assert 0.025 <= pct(cells[2]) <= 0.065  # k-vs-k false positives
         assert abs(pct(cells[5]) - pct(cells[6])) <= 0.05, (k, cells[5], cells[6])
+
+
+def test_the_shipped_tables_own_designs_are_in_the_exact_tests_band():
+    # results/calibration-cpu-17-32/calibration-tables.md (README: `ablate calibrate ... --like
+    # results/mission-cpu --like results/table3-cpu --like results/mission-budget-cpu --like
+    # results/table3-budget-cpu --like-only --relabellings 5000`): each table's design, fit and df as its
+    # footnote states, both false-positive rates inside the exactly sized test's 5-95% band (+0.3 points)
+    text = (_shipped(SECOND_HALF) / "calibration-tables.md").read_text()
+    assert "table3-cpu: 19x2 needs 38 seeds; 32 are available: calibrated 16x2" in text
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in text.splitlines() if re.match(r"\| \d+x\d+: ", line)]
+    assert [(r[0].split(" (")[0], r[2]) for r in rows] == [
+        ("10x3: mission-cpu", "row + seed (18)"),
+        ("16x2: stand-in for table3-cpu's 19x2", "row + seed (15)"),
+        ("3x3: mission-budget-cpu", "within-row (6)"),
+        ("4x3: table3-budget-cpu", "within-row (8)"),
+    ]
+    pct = lambda cell: float(cell.rstrip("%")) / 100  # noqa: E731
+    for r in rows:
+        for rate, band in ((r[4], r[6]), (r[7], r[8])):
+            lo, hi = map(pct, band.split("-"))
+            assert lo - 0.003 <= pct(rate) <= hi + 0.003, (r[0], rate, band)
 
 
 def test_two_folders_of_one_configuration_pool_into_one_row(tmp_path):
