@@ -160,22 +160,34 @@ def test_a_plot_displays_as_a_png_in_an_ipython_shell(tmp_path):
     assert data["image/png"][:4] == b"\x89PNG"
 
 
+RIGHT_FILE = "the right plugin file, stopping here"
+
+
+def _rival_plugins(tmp_path: Path, monkeypatch, name: str, right: str) -> tuple[Path, Path]:
+    """Two folders each holding ``<name>.py``: ``work`` (made the working directory) and ``other``. The one
+    ``right`` names raises :data:`RIGHT_FILE` on import; the other writes a marker file, then raises too, so
+    importing the wrong one fails fast. Returns ``other`` and the marker's path; no plugin is loaded yet."""
+    from ablate.utils import plugins
+
+    monkeypatch.setattr(plugins, "_LOADED", {})
+    marker = tmp_path / "wrong-plugin-ran"
+    folders = {"work": tmp_path / "work", "other": tmp_path / "other"}
+    for key, folder in folders.items():
+        folder.mkdir()
+        wrong = f"open({str(marker)!r}, 'w').write('ran')\nraise RuntimeError('the wrong plugin file')\n"
+        (folder / f"{name}.py").write_text(f"raise RuntimeError({RIGHT_FILE!r})\n" if key == right else wrong)
+    monkeypatch.chdir(folders["work"])
+    return folders["other"], marker
+
+
 def test_a_dict_sweeps_relative_plugin_is_the_users_file_not_one_in_out(tmp_path, monkeypatch):
     """A dict has no folder of its own: its relative ``plugins`` paths are the user's (the working directory),
     not files lying in ``out``, where the dict is written, perhaps a folder someone else made."""
     from ablate.sweep import launcher
     from ablate.sweep.planner import Planner, SweepResult
-    from ablate.utils import plugins
     from ablate.utils.plugins import PluginError
 
-    monkeypatch.setattr(plugins, "_LOADED", {})
-    marker = tmp_path / "planted-ran"
-    work, out = tmp_path / "work", tmp_path / "theirs"
-    for folder in (work, out):
-        folder.mkdir()
-    (work / "lab_dict.py").write_text("raise RuntimeError('the user plugin, stopping here')\n")
-    (out / "lab_dict.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
-    monkeypatch.chdir(work)
+    out, marker = _rival_plugins(tmp_path, monkeypatch, "lab_dict", right="work")
 
     class CheckingLauncher:  # checks the trials' configs as a run does, trains nothing
         def __init__(self, spec, opts, progress, executor):
@@ -187,7 +199,7 @@ def test_a_dict_sweeps_relative_plugin_is_the_users_file_not_one_in_out(tmp_path
     monkeypatch.setattr(launcher, "Launcher", CheckingLauncher)
     sweep = {"name": "mini", "method": "grid", "parameters": {"plugins": {"value": ["lab_dict.py"]}}}
     try:
-        with pytest.raises(PluginError, match="the user plugin, stopping here"):  # the user's file was imported
+        with pytest.raises(PluginError, match=RIGHT_FILE):  # the user's file was imported
             ablate.sweep(sweep, out=out, quiet=True)
     finally:
         sys.modules.pop("lab_dict", None)
@@ -197,20 +209,12 @@ def test_a_dict_sweeps_relative_plugin_is_the_users_file_not_one_in_out(tmp_path
 def test_a_config_files_relative_plugin_lies_beside_that_file_as_for_ablate_train_config(tmp_path, monkeypatch):
     """``ablate.train("cfg/run.yaml")`` reads ``plugins: [lab_cfg.py]`` relative to the file's folder, as
     ``ablate train --config`` does (``load_config``), not a same-named file in the working directory."""
-    from ablate.utils import plugins
     from ablate.utils.plugins import PluginError
 
-    monkeypatch.setattr(plugins, "_LOADED", {})
-    marker = tmp_path / "cwd-file-ran"
-    work, cfg = tmp_path / "work", tmp_path / "cfg"
-    for folder in (work, cfg):
-        folder.mkdir()
-    (cfg / "lab_cfg.py").write_text("raise RuntimeError('the plugin beside the config, stopping here')\n")
-    (work / "lab_cfg.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\nraise RuntimeError('the cwd file')\n")
+    cfg, marker = _rival_plugins(tmp_path, monkeypatch, "lab_cfg", right="other")
     (cfg / "run.yaml").write_text("plugins: [lab_cfg.py]\n")
-    monkeypatch.chdir(work)
     try:
-        with pytest.raises(PluginError, match="the plugin beside the config, stopping here"):
+        with pytest.raises(PluginError, match=RIGHT_FILE):
             ablate.train(str(cfg / "run.yaml"), run_dir=tmp_path / "run", quiet=True)
     finally:
         sys.modules.pop("lab_cfg", None)
