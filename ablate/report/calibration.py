@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
 import numpy as np
@@ -27,6 +27,7 @@ from scipy import stats as st
 
 from ablate.report.stats import (
     DEFAULT_SAMPLES,
+    BorrowedNoise,
     SplitScores,
     Sweep,
     compare_scores,
@@ -120,6 +121,8 @@ class TableDesign:
     plan: tuple[tuple[int, int], ...]
     label: str = ""
     stands_for: str = ""
+    borrowed_df: int = 0
+    """df another source's seeds add to the within-row σ (``--sigma-from``)."""
 
     @classmethod
     def grid(cls, rows: int, seeds: int, shared: bool, label: str = "") -> TableDesign:
@@ -162,7 +165,8 @@ class TableDesign:
         design's seed values; the choice depends on the design alone)."""
         values = np.random.default_rng(0).normal(size=(self.rows, self.seeds))
         labels = _labels(self.rows, self.seeds, self.shared)
-        noise = fit_seed_noise({f"r{i}": dict(zip(labels[i], values[i])) for i in range(self.rows)})
+        borrowed = BorrowedNoise("", self.borrowed_df + 1, 1.0) if self.borrowed_df else None
+        noise = fit_seed_noise({f"r{i}": dict(zip(labels[i], values[i])) for i in range(self.rows)}, borrowed)
         a, b = self.plan[0]
         _, df, paired = noise.for_rows(labels[a], labels[b])
         return paired, df
@@ -176,7 +180,7 @@ class TableDesign:
         need = f"{self.label or self.name}: {self.name} needs {self.rows * self.seeds} seeds; {available} are available"
         rows = available // self.seeds
         plan = tuple((a, b) for a, b in self.plan if a < rows and b < rows)
-        smaller = TableDesign(rows, self.seeds, self.shared, plan, self.label, self.name)
+        smaller = TableDesign(rows, self.seeds, self.shared, plan, self.label, self.name, self.borrowed_df)
         if rows < 2 or not plan or smaller.fit()[0] != self.fit()[0]:
             return None, need + ", and no smaller design with the same seeds per row and fit fits them"
         paired, df = smaller.fit()
@@ -226,20 +230,22 @@ class Calibration:
     pairs_marked_sentence: int
     pair_rows: list[str]
     notes: list[str] = field(default_factory=list)
+    borrowed: Optional[BorrowedNoise] = None
 
 
 def relabelled(
     scores: SplitScores, row: str, picks: np.ndarray, shared: bool, shifts: Sequence[float] = ()
 ) -> SplitScores:
     """A table of ``row``'s trials: row ``r<i>`` holds trials ``picks[i]`` ((rows, k) indices), with seed
-    values 1..k in every row (``shared``) or distinct ones, ``shifts[i]`` added to its scores."""
+    values 1..k in every row (``shared``) or distinct ones, ``shifts[i]`` added to its scores (``scores``'
+    borrowed seeds pooled into its σ, as ``ablate table --sigma-from`` pools them)."""
     rows, k = picks.shape
     shift = list(shifts) + [0.0] * (rows - len(shifts))
     names = [f"r{i}" for i in range(rows)]
     bleu = {n: [scores.bleu[row][j] + shift[i] for j in picks[i]] for i, n in enumerate(names)}
     boot = {n: [scores.boot[row][j] + shift[i] for j in picks[i]] for i, n in enumerate(names)}
     seeds = dict(zip(names, _labels(rows, k, shared)))
-    return SplitScores.of_values(scores.split, bleu, boot, seeds)
+    return SplitScores.of_values(scores.split, bleu, boot, seeds, scores.borrowed)
 
 
 def design_rates(
@@ -251,7 +257,7 @@ def design_rates(
     for (rows, k), shared in itertools.product(designs, (True, False)):
         if rows * k > n or k < 2:
             continue
-        design = TableDesign.grid(rows, k, shared)
+        design = replace(TableDesign.grid(rows, k, shared), borrowed_df=_borrowed_df(scores))
         out.append(table_rates(scores, row, design, relabellings, alpha, shifts, simulations, rng))
     return out
 
@@ -298,8 +304,10 @@ def table_rates(
             values[target] += delta
             hits[i, 1] += holm(_welch_p(values, plan))[0] < alpha
     count = len(draws)
-    student = float(np.mean(_student_p(np.stack(tables), fit[0], plan) < alpha))
-    exact = _exact_band(n, design.rows, design.seeds, fit[0], count, alpha, simulations, rng, plan=plan)[:2]
+    borrowed = scores.borrowed
+    student = float(np.mean(_student_p(np.stack(tables), fit[0], plan, borrowed) < alpha))
+    exact = _exact_band(n, design.rows, design.seeds, fit[0], count, alpha, simulations, rng, plan=plan,
+                        borrowed_df=_borrowed_df(scores))[:2]  # fmt: skip
     power = tuple((float(d), float(h[0] / count), float(h[1] / count)) for d, h in zip(shifts, hits))
     label = f"stand-in for {design.label}'s {design.stands_for}" if design.stands_for else design.label
     return DesignRate(design.rows, design.seeds, design.shared, count, fit[0], fit[1], float(np.mean(calls)),
@@ -324,10 +332,16 @@ def _welch_p(values: np.ndarray, plan: Sequence[tuple[int, int]]) -> list[float]
     return [float(p) for p in st.ttest_ind(values[b], values[a], axis=1, equal_var=False).pvalue]
 
 
-def _student_p(tables: np.ndarray, paired: bool, plan: Sequence[tuple[int, int]]) -> np.ndarray:
+def _borrowed_df(scores: SplitScores) -> int:
+    return scores.borrowed.df if scores.borrowed is not None else 0
+
+
+def _student_p(
+    tables: np.ndarray, paired: bool, plan: Sequence[tuple[int, int]], borrowed: Optional[BorrowedNoise] = None
+) -> np.ndarray:
     """(R, comparisons) Student t p-values of ``plan``'s (reference, row) index pairs of each of ``tables``
     (R, rows, k), σ from the row + seed residuals if ``paired`` (df (rows-1)(k-1)) else within rows (df
-    rows(k-1))."""
+    rows(k-1), plus ``borrowed``'s sum of squares and df, or an (R,) array of sums of squares at its df)."""
     _, rows, k = tables.shape
     a, b = (list(ix) for ix in zip(*plan))
     means = tables.mean(2)  # (R, rows)
@@ -337,7 +351,10 @@ def _student_p(tables: np.ndarray, paired: bool, plan: Sequence[tuple[int, int]]
     else:
         resid = tables - means[:, :, None]
         df = rows * (k - 1)
-    sigma2 = (resid**2).sum((1, 2)) / df  # (R,)
+    ss = (resid**2).sum((1, 2))  # (R,)
+    if borrowed is not None and not paired:
+        ss, df = ss + borrowed.ss, df + borrowed.df
+    sigma2 = ss / df
     t = (means[:, b] - means[:, a]) / np.sqrt(sigma2 * 2 / k)[:, None]  # (R, comparisons)
     return 2 * st.t.sf(np.abs(t), df)
 
@@ -345,22 +362,25 @@ def _student_p(tables: np.ndarray, paired: bool, plan: Sequence[tuple[int, int]]
 def _exact_band(
     n: int, rows: int, k: int, paired: bool, relabellings: int, alpha: float, simulations: int,
     rng: np.random.Generator, shift: float = 0.0, plan: Optional[Sequence[tuple[int, int]]] = None,
+    borrowed_df: int = 0,
 ) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:  # fmt: skip
     """5-95% bands of the per-comparison and family-wise (Holm: any p below alpha / comparisons) rates of
     :func:`_student_p` (over ``plan``, default each row against row 0) on ``relabellings`` random (rows, k)
     tables of ``n`` normal seeds, and of the first comparison's power for a true ``shift`` (in units of the
-    seeds' σ) added to its row."""
+    seeds' σ) added to its row; ``borrowed_df``: one other set of as many normal seeds plus one, drawn per
+    simulation and pooled into every table's σ, as one ``--sigma-from`` source is."""
     plan = list(plan) if plan else [(0, i) for i in range(1, rows)]
     per, family, power = np.empty(simulations), np.empty(simulations), np.empty(simulations)
     for i in range(simulations):
         x = rng.normal(0.0, 1.0, n)
         order = np.argsort(rng.random((relabellings, n)), axis=1)[:, : rows * k]
         tables = x[order].reshape(relabellings, rows, k)
-        p = _student_p(tables, paired, plan)
+        other = BorrowedNoise("", borrowed_df + 1, float(rng.chisquare(borrowed_df))) if borrowed_df else None
+        p = _student_p(tables, paired, plan, other)
         per[i] = float(np.mean(p < alpha))
         family[i] = float(np.mean(p.min(1) < alpha / len(plan)))
         tables[:, plan[0][1]] += shift
-        power[i] = float(np.mean(_student_p(tables, paired, plan)[:, 0] < alpha))
+        power[i] = float(np.mean(_student_p(tables, paired, plan, other)[:, 0] < alpha))
     return _band(per), _band(family), _band(power)
 
 
@@ -383,7 +403,6 @@ def seed_splits(
 ) -> list[SplitRate]:  # fmt: skip
     """k-vs-k false-positive rate, power and predicted power for each k that ``row``'s seeds allow."""
     x = np.array(scores.bleu[row])
-    sigma_all = float(np.std(x, ddof=1))
     rng = np.random.default_rng(RNG_SEED)
     out = []
     for k in ks:
@@ -402,14 +421,24 @@ def seed_splits(
             fixed.append(v0)
         rate, sentence_rate, power, sentence_power = hits.mean(axis=0)
         v0 = float(np.mean(fixed))
-        predicted = predicted_power(shift, sigma_all, 2 * k - 2, k, k, v0, alpha)
+        extra = _borrowed_df(scores)
+        sigma = _pooled_sigma(x, scores.borrowed)
+        predicted = predicted_power(shift, sigma, 2 * k - 2 + extra, k, k, v0, alpha)
         expected, _, predicted_band = _exact_band(
-            len(x), 2, k, False, draws, alpha, simulations, rng, shift / sigma_all
+            len(x), 2, k, False, draws, alpha, simulations, rng, shift / sigma, borrowed_df=extra
         )
         out.append(SplitRate(k, draws, rate, sentence_rate, power, sentence_power, predicted, predicted_band, expected,
                              float(np.mean(sigmas)), float(np.std(deltas)),
-                             standard_error(sigma_all, k, k, v0)))  # fmt: skip
+                             standard_error(sigma, k, k, v0)))  # fmt: skip
     return out
+
+
+def _pooled_sigma(x: np.ndarray, borrowed: Optional[BorrowedNoise]) -> float:
+    """The row's per-trial seed σ, its seeds ``x`` pooled with ``borrowed``'s (the σ a split's test estimates)."""
+    ss, df = float(np.sum((x - x.mean()) ** 2)), len(x) - 1
+    if borrowed is not None:
+        ss, df = ss + borrowed.ss, df + borrowed.df
+    return math.sqrt(ss / df)
 
 
 def relabelled_pairs(scores: SplitScores, alpha: float = 0.05) -> tuple[int, int, int, list[str]]:
@@ -435,13 +464,15 @@ def calibrate(
     sweep: Sweep, split: Optional[str] = None, alpha: float = 0.05, ks: Sequence[int] = KS, draws: int = DRAWS,
     shift: float = SHIFT, simulations: int = SIMULATIONS, samples: int = 0, relabellings: int = RELABELLINGS,
     designs: Sequence[tuple[int, int]] = DESIGNS, shifts: Sequence[float] = SHIFTS, like: Sequence[TableDesign] = (),
-    like_only: bool = False,
+    like_only: bool = False, borrowed: Optional[dict[str, BorrowedNoise]] = None,
 ) -> Calibration:  # fmt: skip
     """Every check on ``sweep``'s ``split`` (default: its first test split with hypotheses); ``like``: further
     designs (other tables' own, :meth:`TableDesign.of_sweep`) relabelled after :data:`DESIGNS`, each the
     largest stand-in its seeds hold where they do not hold it (:meth:`TableDesign.fitting`, noted);
-    ``like_only``: those alone (no ``designs``, k-vs-k splits or relabelled pairs)."""
-    all_scores = split_scores(sweep, samples or DEFAULT_SAMPLES["bs"], "bs")
+    ``like_only``: those alone (no ``designs``, k-vs-k splits or relabelled pairs); ``borrowed``: split ->
+    another source's seeds pooled into every relabelled table's σ (``--sigma-from``,
+    :func:`ablate.report.stats.borrow_noise`)."""
+    all_scores = split_scores(sweep, samples or DEFAULT_SAMPLES["bs"], "bs", borrowed=borrowed)
     if not all_scores:
         raise ReportError("calibration needs saved test hypotheses (hyps/<split>.txt), and this sweep has none")
     if split is not None and split not in all_scores:
@@ -455,13 +486,13 @@ def calibrate(
     tables = design_rates(scores, widest, designs, relabellings, alpha, shifts, simulations) if n >= 4 else []
     notes = []
     for design in like:
-        fitted, note = design.fitting(n)
+        fitted, note = replace(design, borrowed_df=_borrowed_df(scores)).fitting(n)
         notes += [note] if note else []
         if fitted is not None:
             tables.append(table_rates(scores, widest, fitted, relabellings, alpha, shifts, simulations))
     pairs, marked, marked_sentence, used = relabelled_pairs(scores, alpha) if not like_only else (0, 0, 0, [])
     return Calibration(scores.split, alpha, shift, widest if splits or tables else None, n, splits, tables, pairs,
-                       marked, marked_sentence, used, notes)  # fmt: skip
+                       marked, marked_sentence, used, notes, scores.borrowed)  # fmt: skip
 
 
 def _pct(band: tuple[float, float]) -> str:
@@ -516,6 +547,14 @@ def _design_name(d: DesignRate) -> str:
 def to_markdown(cal: Calibration) -> str:
     """The calibration as Markdown: the relabelled tables, the k-vs-k splits, then the relabelled pairs."""
     lines = [f"**Calibration of the significance test** (split {cal.split}, alpha = {cal.alpha:g})", ""]
+    if cal.borrowed is not None:
+        b = cal.borrowed
+        lines += [
+            f"Every table's seed σ is pooled with the {b.trials} seeds of {b.source} (`--sigma-from`: +{b.df} df "
+            f"to the within-row fit, its σ {b.sigma:.2f} alone), as `ablate table --sigma-from` pools them; the "
+            f"exact test's bands draw one such set of {b.trials} normal seeds per simulation.",
+            "",
+        ]
     if cal.notes:
         lines += [*cal.notes, ""]
     if cal.designs:

@@ -16,7 +16,7 @@ from ablate.report.layout import Table, select_columns
 from ablate.report.papers import REFERENCES, get as get_reference, render as render_reference, side_by_side
 from ablate.report.render import FORMATS, render, rich_width, to_rich, to_vertical
 from ablate.report.sources import make_plots, make_report, table as report_table
-from ablate.report.stats import load, load_pooled
+from ablate.report.stats import borrow_noise, load, load_pooled
 from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders
 from ablate.utils.commands import typer_app
 from ablate.utils.io import check_apart, write_output_text
@@ -88,6 +88,13 @@ METRIC_HELP = (
     "scored from the saved hypotheses where a run's summary lacks it."
 )
 METRIC = typer.Option("bleu", "--metric", "-m", metavar="NAME", help=METRIC_HELP)
+SIGMA_FROM = typer.Option(
+    None,
+    "--sigma-from",
+    metavar="SOURCE",
+    help="Pool the seed σ with this source's seeds of the base configuration (e.g. a calibration sweep of it): "
+    "more df for a table of few seeds.",
+)
 SIGNIFICANCE = typer.Option(
     True,
     "--significance/--no-significance",
@@ -121,6 +128,7 @@ def table_command(
         False, "--per-seed", help="Print every trial's test BLEU and its Δ against the base's trial of the same seed."
     ),
     metric: str = METRIC,
+    sigma_from: Optional[str] = SIGMA_FROM,
     columns: Optional[str] = typer.Option(
         None,
         "--columns",
@@ -132,6 +140,8 @@ def table_command(
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
     paper = get_reference(reference) if reference else None  # a wrong name fails before any work
     get_scorer(metric)  # so does a wrong metric
+    if per_seed and sigma_from is not None:
+        raise ReportError("--per-seed lists each trial's Δ, with no test: drop --sigma-from, or leave out --per-seed")
     if per_seed and metric != "bleu":
         raise ReportError(f"--per-seed lists test BLEU per trial; drop --metric {metric}, or leave out --per-seed")
     if out is not None:
@@ -149,6 +159,7 @@ def table_command(
             significance=with_significance,
             by_length=by_length,
             metric=metric,
+            sigma_from=sigma_from,
         )
         sweep, table = result.sweep, result.table
         beside = ""
@@ -205,6 +216,13 @@ def calibrate_command(
     like_only: bool = typer.Option(
         False, "--like-only", help="Only the designs of --like and --design (no built-in designs, splits or pairs)."
     ),
+    sigma_from: Optional[str] = typer.Option(
+        None,
+        "--sigma-from",
+        metavar="SOURCE",
+        help="Pool every relabelled table's seed σ with this source's seeds, as `ablate table --sigma-from` does "
+        "(other seeds of the same configuration: the test's size and power with a borrowed σ).",
+    ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the Markdown to this file."),
 ) -> None:
     """False-positive rate and power of the table's significance test on real runs: relabelled multi-row
@@ -220,9 +238,11 @@ def calibrate_command(
     if like_only and not designs:
         raise ReportError("--like-only needs a design to calibrate: add --like TABLE_SOURCE or --design RxK")
     sweep = load_pooled(sources)
+    borrowed = borrow_noise(sweep, sigma_from, sources) if sigma_from is not None else None
     calibration = calibrate(
-        sweep, split, alpha, tuple(k or KS), draws, shift, relabellings=relabellings, like=designs, like_only=like_only
-    )
+        sweep, split, alpha, tuple(k or KS), draws, shift, relabellings=relabellings, like=designs,
+        like_only=like_only, borrowed=borrowed,
+    )  # fmt: skip
     text = to_markdown(calibration)
     if out is not None:
         _write(out, text, *sources)

@@ -40,6 +40,8 @@ from ablate.record import (
 from ablate.report.stats import (
     DEFAULT_TEST,
     MAX_SEEDS,
+    NEUTRAL_KEYS,
+    BorrowedNoise,
     Comparison,
     Stat,
     Sweep,
@@ -185,11 +187,19 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
         if first.sigma_floored
         else ""
     )
+    borrowed = first.scores.noise.borrowed if first.scores is not None else None
+    pooled = (
+        f" and {borrowed.trials} seeds of its base setup from {borrowed.source} (`--sigma-from`)"
+        if borrowed is not None and not first.paired
+        else ""
+    )
     notes = [
-        f"Seed σ ({split}): {first.sigma:.2f} {label} per trial, from {how} over the table's {trials} trials "
+        f"Seed σ ({split}): {first.sigma:.2f} {label} per trial, from {how} over the table's {trials} trials{pooled} "
         f"({first.sigma_df} df{paired}){floor}, added to the test-sentence bootstrap variance of each Δ; 95% CIs "
         f"of every Δ in `--format csv`, `--per-seed` and `ablate plot` (delta_ci.png)."
     ]
+    if borrowed is not None:
+        notes.append(_borrowed_note(borrowed, first.paired, label))
     k = int(statistics.median(min(c.seeds) for c in here))
     sentence = statistics.median(c.sentence_fixed for c in here)
     strict = alpha / len(tested)
@@ -203,7 +213,10 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
     if unmarked:
         fit = first.scores.seeds if first.scores is not None else {r.name: r.seeds for r in sweep.rows}
         rows, shared = len(fit), len({frozenset(map(str, s)) for s in fit.values()}) == 1
-        needs = [f"{c.row} ({c.delta:+.2f}): {_seeds_text(c, first.sigma, strict, rows, shared)}" for c in unmarked]
+        extra = borrowed.df if borrowed is not None else 0
+        needs = [
+            f"{c.row} ({c.delta:+.2f}): {_seeds_text(c, first.sigma, strict, rows, shared, extra)}" for c in unmarked
+        ]
         notes.append(
             f"Seeds per row that a true Δ of the observed size would need (80% power at alpha/{len(tested)} with that "
             f"many seeds in each of the table's {rows} rows, at the df the σ fit would then have): "
@@ -213,9 +226,24 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
     return notes
 
 
-def _seeds_text(c: Comparison, sigma: float, alpha: float, rows: int, shared: bool) -> str:
+def _borrowed_note(borrowed: BorrowedNoise, paired: bool, label: str) -> str:
+    """What ``--sigma-from`` brought to the seed σ, and in which keys its runs differ from the base."""
+    own = (
+        f"The table's rows share their seed values and the row + seed fit has the df, so that fit is used and the "
+        f"{borrowed.trials} seeds of {borrowed.source} (σ {borrowed.sigma:.2f} {label}) are not"
+        if paired
+        else f"{borrowed.source} adds {borrowed.df} df (its {borrowed.trials} seeds: σ {borrowed.sigma:.2f} {label} "
+        "alone), pooled under the assumption the table makes of its own rows: one seed σ for the setup"
+    )
+    if not borrowed.differs:
+        return own + "; its runs have the base's config."
+    keys = "; ".join(f"{k}: {NEUTRAL_KEYS[k]}" for k in borrowed.differs)
+    return own + f". Its runs differ from the base only in {keys}."
+
+
+def _seeds_text(c: Comparison, sigma: float, alpha: float, rows: int, shared: bool, borrowed_df: int = 0) -> str:
     """What :func:`ablate.report.stats.seeds_needed` says for ``c``, in words."""
-    n = seeds_needed(c.delta, sigma, c.sentence_fixed, alpha, rows, shared)
+    n = seeds_needed(c.delta, sigma, c.sentence_fixed, alpha, rows, shared, borrowed_df=borrowed_df)
     if n is None:
         return "none (test-set noise)"
     return f"more than {MAX_SEEDS:,}" if n > MAX_SEEDS else f"{n:,}"

@@ -9,7 +9,7 @@ from typing import Any, Optional
 from ablate.metrics import flush_index
 from ablate.report.layout import Table, build_table
 from ablate.report.render import render
-from ablate.report.stats import DEFAULT_TEST, Comparison, Sweep, compare, load
+from ablate.report.stats import DEFAULT_TEST, Comparison, Sweep, borrow_noise, compare, load
 from ablate.report.trials import DEFAULT_METRIC, WANDB_PREFIX, ReportError, local_folders, parse_wandb_path
 from ablate.utils.io import check_apart, output_files
 
@@ -71,6 +71,7 @@ def table(
     by_length: bool = False,
     metric: str = DEFAULT_METRIC,
     api: Any = None,
+    sigma_from: Optional[str] = None,
 ) -> TableResult:
     """The table ``ablate table SOURCE`` prints, as an object (see :class:`TableResult`); the options are
     ``ablate table``'s.
@@ -79,11 +80,16 @@ def table(
         source: a sweep folder, a results folder, ``wandb:<entity>/<project>/<group>``, or a ``SweepRun``.
         test: the significance test (default: ``seeds``); ``samples``: its resamples (0: its default).
         api: a ``wandb.Api`` stand-in, for a W&B source.
+        sigma_from: another source's seeds of the base configuration, pooled into the seed σ
+            (:func:`ablate.report.stats.borrow_noise`): how a table of few seeds gets a σ with enough df.
     """
     out = getattr(source, "out", None)  # a SweepRun
     source, test = str(out if out is not None else source), test or DEFAULT_TEST
+    if sigma_from is not None and (test != "seeds" or not significance):
+        raise ReportError("--sigma-from pools training-seed variance for the † test: it needs --test seeds")
     sweep = load(source, api, metric)
-    comps = compare(sweep, test=test, n_samples=samples, metric=metric) if significance else []
+    borrowed = borrow_noise(sweep, str(sigma_from), [source], api, metric) if sigma_from is not None else None
+    comps = compare(sweep, test=test, n_samples=samples, metric=metric, borrowed=borrowed) if significance else []
     extra = None
     if by_length:
         from ablate.report.layout import bleu_by_length

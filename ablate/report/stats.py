@@ -43,7 +43,9 @@ from ablate.report.trials import (
     check_one_config,
     check_trials,
     collect,
+    corpus_score,
     distinct_seeds,
+    local_folders,
     scorer_for,
     statistics,
     with_metric,
@@ -825,14 +827,49 @@ def use_paired(paired_df: int, unpaired_df: int, alpha: float = 0.05) -> bool:
 
 
 @dataclass(frozen=True)
+class BorrowedNoise:
+    """Seed variance of one split measured on another source's trials of the table's setup (``ablate table
+    --sigma-from``): ``trials`` seeds of one configuration, ``ss`` the sum of squares of their per-trial
+    scores about their mean (df ``trials - 1``). ``differs``: the config keys in which those runs differ
+    from the table's base, each one that leaves the training alone (:data:`NEUTRAL_KEYS`)."""
+
+    source: str
+    trials: int
+    ss: float
+    differs: tuple[str, ...] = ()
+
+    @property
+    def df(self) -> int:
+        return self.trials - 1
+
+    @property
+    def sigma(self) -> float:
+        return math.sqrt(self.ss / self.df)
+
+
+@dataclass(frozen=True)
 class SeedNoise:
     """The table's per-trial seed σ of one score, pooled over its rows: ``paired``, σ_e of the row + seed fit
-    (None without residual df), and ``unpaired``, σ_w within rows (None without replicated rows), each with its df."""
+    (None without residual df), and ``unpaired``, σ_w within rows (None without replicated rows), each with its df;
+    ``borrowed``: the other source's seeds pooled into ``unpaired`` (:meth:`borrowing`)."""
 
     paired: Optional[float]
     paired_df: int
     unpaired: Optional[float]
     unpaired_df: int
+    borrowed: Optional[BorrowedNoise] = None
+
+    def borrowing(self, other: Optional[BorrowedNoise]) -> SeedNoise:
+        """The within-row σ pooled with ``other``'s: ``sqrt((SS_w + SS_o) / (df_w + df_o))`` at ``df_w + df_o``,
+        the pooled variance of independent samples with one σ (e.g. Snedecor & Cochran 1989, sec. 6.9). Its
+        runs are seeds of one configuration, so their spread holds the seed main effect that the row + seed fit
+        removes: pooled only into the within-row σ, which is exact for rows of distinct seeds and conservative
+        for rows that share them (:func:`use_paired` still picks the paired fit where it has the df)."""
+        if other is None:
+            return self
+        ss = (self.unpaired or 0.0) ** 2 * self.unpaired_df + other.ss
+        df = self.unpaired_df + other.df
+        return replace(self, unpaired=math.sqrt(ss / df), unpaired_df=df, borrowed=other)
 
     def for_rows(self, seeds_a: Sequence[Any], seeds_b: Sequence[Any]) -> tuple[Optional[float], int, bool]:
         """``(σ, df, paired)`` for rows trained with these seed values: the paired fit where they share
@@ -857,9 +894,10 @@ def floored(sigma: Optional[float], floor_var: float) -> Optional[float]:
     return max(sigma, math.sqrt(floor_var))
 
 
-def fit_seed_noise(scores: Mapping[str, Mapping[Any, float]]) -> SeedNoise:
+def fit_seed_noise(scores: Mapping[str, Mapping[Any, float]], borrowed: Optional[BorrowedNoise] = None) -> SeedNoise:
     """Pool the seed variance of ``scores`` (row name -> {seed value: per-trial score}); seeds match
-    across rows by ``str(seed)``, so seed 1 of every row shares one seed effect in the two-way fit."""
+    across rows by ``str(seed)``, so seed 1 of every row shares one seed effect in the two-way fit;
+    ``borrowed``: another source's seeds of the same setup, pooled in (:meth:`SeedNoise.borrowing`)."""
     rows = [r for r in scores if scores[r]]
     values = [(r, str(s), float(v)) for r in rows for s, v in scores[r].items() if math.isfinite(float(v))]
     n = len(values)
@@ -878,7 +916,7 @@ def fit_seed_noise(scores: Mapping[str, Mapping[Any, float]]) -> SeedNoise:
         p_df = n - int(np.linalg.matrix_rank(design))
         if p_df > 0:
             paired = math.sqrt(float(np.sum((y - design @ coef) ** 2)) / p_df)
-    return SeedNoise(paired, p_df, math.sqrt(within / w_df) if w_df > 0 else None, w_df)
+    return SeedNoise(paired, p_df, math.sqrt(within / w_df) if w_df > 0 else None, w_df).borrowing(borrowed)
 
 
 def per_seed_sentence_var(boots: Mapping[str, Sequence[np.ndarray]]) -> float:
@@ -973,11 +1011,12 @@ def standard_error(sigma: float, seeds_a: int, seeds_b: int, sentence_var: float
     return math.sqrt(sigma**2 * (1 / seeds_a + 1 / seeds_b) + max(sentence_var, 0.0))
 
 
-def design_df(rows: int, seeds: int, shared: bool) -> int:
+def design_df(rows: int, seeds: int, shared: bool, borrowed_df: int = 0) -> int:
     """Degrees of freedom of the seed σ a table of ``rows`` rows with ``seeds`` seeds each would have
     (:func:`fit_seed_noise`): ``(R-1)(k-1)`` from the row + seed fit where the rows share their seed values
-    (``shared``) and :func:`use_paired` takes it, else ``R(k-1)`` within rows."""
-    unpaired, paired = rows * (seeds - 1), (rows - 1) * (seeds - 1)
+    (``shared``) and :func:`use_paired` takes it, else ``R(k-1)`` within rows, plus ``borrowed_df`` from
+    another source's seeds (:meth:`SeedNoise.borrowing`)."""
+    unpaired, paired = rows * (seeds - 1) + borrowed_df, (rows - 1) * (seeds - 1)
     return paired if shared and use_paired(paired, unpaired) else unpaired
 
 
@@ -1044,9 +1083,10 @@ def seeds_needed(
     shared: bool,
     power: float = POWER,
     max_seeds: int = MAX_SEEDS,
+    borrowed_df: int = 0,
 ) -> Optional[int]:
     """Seeds per row k for a true ``delta`` to be found with ``power`` at ``alpha`` by the table's own test:
-    the smallest k >= 2 at which :func:`power` (noncentral t, SE²(k) = 2σ²/k + v0, ``sentence_var`` = v0:
+    the smallest k >= 2 (>= 1 with ``borrowed_df`` from another source's seeds, :func:`design_df`) at which :func:`power` (noncentral t, SE²(k) = 2σ²/k + v0, ``sentence_var`` = v0:
     :func:`sentence_split`) at the df of a table of ``rows`` rows with k seeds each (:func:`design_df`,
     ``shared``: rows trained with the same seed values) reaches ``power``. None when the test set's own
     variance hides an effect that small at any k (the normal limit k = inf falls short); ``max_seeds + 1``
@@ -1060,11 +1100,12 @@ def seeds_needed(
     room = (abs(delta) / _noncentrality(math.inf, alpha, power)) ** 2 - v0
     if room <= 0:
         return None
+    least = 1 if borrowed_df > 0 else 2
     if sigma == 0:
-        return 2  # the test's df is inf without seed variance (:func:`seed_test`)
-    start = max(math.ceil(2 * sigma**2 / room) - 1, 2)  # one below, against rounding
+        return least  # the test's df is inf without seed variance (:func:`seed_test`)
+    start = max(math.ceil(2 * sigma**2 / room) - 1, least)  # one below, against rounding
     for k in range(start, max_seeds + 1):
-        df = design_df(rows, k, shared)
+        df = design_df(rows, k, shared, borrowed_df)
         if df > 0 and _power_at(abs(delta) / standard_error(sigma, k, k, v0), df, alpha) >= power:
             return k
     return max_seeds + 1
@@ -1163,7 +1204,8 @@ def holm(p_values: Sequence[float]) -> list[float]:
 class SplitScores:
     """Per-sentence statistics, corpus score and bootstrap scores of every trial on one split, built once
     per table (:meth:`of_sweep`; ``rows``: row name -> ``[(seed, (n, k) statistics)]``, ``score``: the
-    metric's corpus score of summed statistics), so :meth:`compare` costs a few vector operations."""
+    metric's corpus score of summed statistics), so :meth:`compare` costs a few vector operations;
+    ``borrowed``: another source's seeds of the setup, pooled into the seed σ (:meth:`SeedNoise.borrowing`)."""
 
     def __init__(
         self,
@@ -1172,9 +1214,10 @@ class SplitScores:
         samples: int,
         score: Score = bleu_from_stats,
         metric: str = DEFAULT_METRIC,
+        borrowed: Optional[BorrowedNoise] = None,
     ):
         self.split, self.rows = split, {r: list(ts) for r, ts in rows.items() if ts}
-        self.score, self.metric = score, metric
+        self.score, self.metric, self.borrowed = score, metric, borrowed
         sizes = {s.shape[0] for ts in self.rows.values() for _, s in ts}
         if len(sizes) > 1:
             raise ReportError(f"{split}: hypotheses cover different numbers of sentences ({sorted(sizes)})")
@@ -1189,24 +1232,32 @@ class SplitScores:
 
     def _fit(self) -> None:
         """The table's seed σ and the per-seed part of its trials' bootstrap variance."""
-        self.noise = fit_seed_noise({r: dict(zip(self.seeds[r], self.bleu[r])) for r in self.bleu})
+        self.noise = fit_seed_noise({r: dict(zip(self.seeds[r], self.bleu[r])) for r in self.bleu}, self.borrowed)
         self.per_seed_var = per_seed_sentence_var(self.boot)
 
     @classmethod
     def of_values(
-        cls, split: str, bleu: dict[str, list[float]], boot: dict[str, list[np.ndarray]], seeds: dict[str, list[str]]
+        cls,
+        split: str,
+        bleu: dict[str, list[float]],
+        boot: dict[str, list[np.ndarray]],
+        seeds: dict[str, list[str]],
+        borrowed: Optional[BorrowedNoise] = None,
     ) -> SplitScores:
         """A table from per-trial scores alone (row -> per-seed corpus BLEU, (B,) bootstrap BLEU and seed
         values), e.g. for calibration; ``ar`` (which needs the sentence statistics) is not available on it."""
         texts = {r: [str(x) for x in v] for r, v in seeds.items()}
-        return cls._of(split, bleu_from_stats, DEFAULT_METRIC, {}, dict(bleu), dict(boot), texts)
+        return cls._of(split, bleu_from_stats, DEFAULT_METRIC, {}, dict(bleu), dict(boot), texts, borrowed)
 
     @classmethod
-    def _of(cls, split: str, score: Score, metric: str, rows: dict, bleu: dict, boot: dict, seeds: dict) -> SplitScores:
+    def _of(
+        cls, split: str, score: Score, metric: str, rows: dict, bleu: dict, boot: dict, seeds: dict,
+        borrowed: Optional[BorrowedNoise] = None,
+    ) -> SplitScores:  # fmt: skip
         """A table of these per-trial parts, its seed σ fitted."""
         out = object.__new__(cls)
-        out.split, out.score, out.metric, out.rows, out.bleu, out.boot, out.seeds = (
-            split, score, metric, rows, bleu, boot, seeds
+        out.split, out.score, out.metric, out.rows, out.bleu, out.boot, out.seeds, out.borrowed = (
+            split, score, metric, rows, bleu, boot, seeds, borrowed
         )  # fmt: skip
         out._fit()
         return out
@@ -1229,10 +1280,18 @@ class SplitScores:
             {n: self.bleu[n] for n in names},
             {n: self.boot[n] for n in names},
             {n: self.seeds[n] for n in names},
+            self.borrowed,
         )
 
     @classmethod
-    def of_sweep(cls, sweep: Sweep, split: str, samples: int, metric: str = DEFAULT_METRIC) -> SplitScores:
+    def of_sweep(
+        cls,
+        sweep: Sweep,
+        split: str,
+        samples: int,
+        metric: str = DEFAULT_METRIC,
+        borrowed: Optional[BorrowedNoise] = None,
+    ) -> SplitScores:
         """Every usable trial of ``sweep`` (the first usable trial's references), scored with ``metric``."""
         scorer, refs = scorer_for(metric, sweep.base.trials), None
         rows: dict[str, list[tuple[Any, np.ndarray]]] = {}
@@ -1243,7 +1302,7 @@ class SplitScores:
                     sources = t.sources.get(split)
                     sources = sources if sources and len(sources) == len(refs) else None
                     rows.setdefault(row.name, []).append((t.seed, statistics(scorer, t.hyps[split], refs, sources)))
-        return cls(split, rows, samples, scorer.from_statistics, metric)
+        return cls(split, rows, samples, scorer.from_statistics, metric, borrowed)
 
     def relabel(self, row: str, i: int, j: int) -> SplitScores:
         """A copy in which ``row``'s i-th and j-th seeds are two one-seed rows ``row@<seed>`` (its other
@@ -1255,7 +1314,7 @@ class SplitScores:
             {r: [part[source[r]][x] for x in keep[r]] for r in keep}
             for part in (self.rows, self.bleu, self.boot, self.seeds)
         ]
-        return self._of(self.split, self.score, self.metric, *parts)
+        return self._of(self.split, self.score, self.metric, *parts, self.borrowed)
 
     def compare(self, reference: str, row: str, test: str = DEFAULT_TEST, trials: int = 0) -> Optional[Comparison]:
         """``row`` against ``reference`` (uncorrected; ``trials``: swaps for ``ar``, 0 the default); None
@@ -1323,12 +1382,96 @@ def check_test(test: str) -> None:
 
 
 def split_scores(
-    sweep: Sweep, n_samples: int = 0, test: str = DEFAULT_TEST, metric: str = DEFAULT_METRIC
+    sweep: Sweep,
+    n_samples: int = 0,
+    test: str = DEFAULT_TEST,
+    metric: str = DEFAULT_METRIC,
+    borrowed: Optional[Mapping[str, BorrowedNoise]] = None,
 ) -> dict[str, SplitScores]:
     """:class:`SplitScores` of every test split with saved hypotheses (``n_samples`` bootstrap
-    resamples; for ``ar``, whose samples are swaps, the bootstrap's default), on ``metric``."""
+    resamples; for ``ar``, whose samples are swaps, the bootstrap's default), on ``metric``; ``borrowed``:
+    split -> another source's seeds pooled into its seed σ (:func:`borrow_noise`)."""
     samples = (n_samples if test != "ar" else 0) or DEFAULT_SAMPLES["bs"]
-    return {split: SplitScores.of_sweep(sweep, split, samples, metric) for split in test_splits(sweep)}
+    borrowed = borrowed or {}
+    return {
+        split: SplitScores.of_sweep(sweep, split, samples, metric, borrowed.get(split)) for split in test_splits(sweep)
+    }
+
+
+# Config keys in which a --sigma-from source may differ from the table's base: they leave the training alone.
+NEUTRAL_KEYS = {
+    "train.val_every": "how often the runs validate, which picks the checkpoint tested but not what is trained",
+    "train.checkpoint_every": "how often the runs save a checkpoint",
+    "eval.max_sentences": "sentences per decoding batch",
+}
+BUILTIN_KEYS = ("data.builtin_pairs", "data.builtin_eval_pairs")  # read only where data.source is builtin
+
+
+def borrow_noise(
+    sweep: Sweep, source: str, table_sources: Sequence[str] = (), api: Any = None, metric: str = DEFAULT_METRIC
+) -> dict[str, BorrowedNoise]:
+    """The seed variance of ``source``'s runs on each test split of ``sweep`` (the table of ``table_sources``),
+    for its seed σ (``ablate table --sigma-from``): seeds of the table's base configuration from another sweep,
+    e.g. a calibration sweep (results/calibration-cpu: 16 seeds of the mission base). Pooled under the same
+    assumption the table's own σ makes of its rows, one seed σ for the setup (:meth:`SeedNoise.borrowing`).
+
+    Raises:
+        ReportError: in one line, where ``source`` is not >= 2 finished seeds of one configuration, shares a
+            folder with the table, differs from its base in a key that changes the training (every key but
+            :data:`NEUTRAL_KEYS`), or lacks a split's hypotheses of the same references.
+    """
+    for table_source in table_sources:
+        for mine, theirs in itertools.product(local_folders(table_source), local_folders(source)):
+            a, b = mine.resolve(), theirs.resolve()
+            if a == b or a in b.parents or b in a.parents:
+                raise ReportError(f"--sigma-from {source}: it shares runs with {table_source}; name another sweep")
+        if source == table_source:
+            raise ReportError(f"--sigma-from {source}: it is the table itself; name another sweep's seeds")
+    other = load(source, api, metric)
+    if len(other.rows) != 1:
+        names = ", ".join(r.name for r in other.rows[:4]) + (", ..." if len(other.rows) > 4 else "")
+        raise ReportError(
+            f"--sigma-from {source}: it holds {len(other.rows)} configurations ({names}); it takes seeds of one, "
+            "the table's base (e.g. a calibration sweep)"
+        )
+    runs, base = other.base.trials, sweep.base.trials[0].config
+    differs = _setup_differences(base, runs[0].config, source)
+    scorer, out = scorer_for(metric, sweep.base.trials), {}
+    for split in test_splits(sweep):
+        usable = _usable(runs, split)
+        if len(usable) < 2:
+            raise ReportError(
+                f"--sigma-from {source}: {len(usable)} of its runs have hypotheses for {split} (hyps/{split}.txt); "
+                "a seed σ needs at least 2"
+            )
+        refs = next(t.refs[split] for r in sweep.rows for t in _usable(r.trials, split))  # what of_sweep scores
+        if any(t.refs[split] != refs for t in usable):
+            raise ReportError(f"--sigma-from {source}: its runs scored other references on {split} than the table's")
+        values = [corpus_score(scorer, t.hyps[split], refs, _aligned(t.sources.get(split), refs)) for t in usable]
+        out[split] = BorrowedNoise(source, len(values), _ss(values), differs)
+    return out
+
+
+def _setup_differences(base: Mapping[str, Any], theirs: Mapping[str, Any], source: str) -> tuple[str, ...]:
+    """The :data:`NEUTRAL_KEYS` in which ``theirs`` differs from the table's ``base`` config (keys only one
+    records are not compared); ReportError naming any other key that differs."""
+    keys = sorted(set(base) & set(theirs) - {"seed"})
+    if base.get("data.source") != "builtin":
+        keys = [k for k in keys if k not in BUILTIN_KEYS]
+    differ = [k for k in keys if not _same_value(base[k], theirs[k])]
+    training = [k for k in differ if k not in NEUTRAL_KEYS]
+    if training:
+        shown = "; ".join(f"{k}={theirs[k]!r} there, {base[k]!r} here" for k in training[:4])
+        more = f" (and {len(training) - 4} more)" if len(training) > 4 else ""
+        raise ReportError(
+            f"--sigma-from {source}: its runs are not the table's base setup: {shown}{more}; a seed σ of another "
+            "setup is not this table's"
+        )
+    return tuple(differ)
+
+
+def _aligned(sources: Optional[list[str]], refs: Sequence[str]) -> Optional[list[str]]:
+    return sources if sources and len(sources) == len(refs) else None
 
 
 def compare(
@@ -1337,6 +1480,7 @@ def compare(
     n_samples: int = 0,
     plan: Optional[Sequence[tuple[str, str]]] = None,
     metric: str = DEFAULT_METRIC,
+    borrowed: Optional[Mapping[str, BorrowedNoise]] = None,
 ) -> list[Comparison]:
     """The table's comparisons on every test split with saved hypotheses, Holm-adjusted together.
 
@@ -1345,11 +1489,14 @@ def compare(
         n_samples: bootstrap resamples (``seeds``, ``bs``) or random swaps (``ar``); 0 for the default.
         plan: ``(reference row, row)`` name pairs; default :func:`planned_pairs`.
         metric: the metric compared (``bleu``, ``chrf``, ``ter``, a plugin's).
+        borrowed: split -> another source's seeds of the setup for the seed σ (:func:`borrow_noise`).
     """
     check_test(test)
+    if borrowed and test != "seeds":
+        raise ReportError(f"--sigma-from pools training-seed variance, which --test {test} does not use")
     if plan is None:
         plan = planned_pairs(sweep)
-    return compare_scores(split_scores(sweep, n_samples, test, metric).values(), plan, test, n_samples)
+    return compare_scores(split_scores(sweep, n_samples, test, metric, borrowed).values(), plan, test, n_samples)
 
 
 def compare_scores(
@@ -1428,7 +1575,8 @@ def compare_alone(sweep: Sweep, comparison: Comparison, n_samples: int = 0) -> O
     scores = table.pair(rows, samples) if table is not None and table.metric == comparison.metric else None
     if scores is None:
         pair = replace(sweep, rows=rows, comparisons=None)
-        scores = SplitScores.of_sweep(pair, comparison.split, samples, comparison.metric)
+        borrowed = table.borrowed if table is not None else None
+        scores = SplitScores.of_sweep(pair, comparison.split, samples, comparison.metric, borrowed)
     return scores.compare(comparison.reference, comparison.row, comparison.test)
 
 

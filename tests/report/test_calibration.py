@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,7 +31,17 @@ import pytest
 
 import ablate.report.calibration as calibration
 from ablate.report import load
-from ablate.report.stats import Row, SplitScores, Sweep, compare_scores, design_df, sentence_stats, split_scores
+from ablate.report.stats import (
+    BorrowedNoise,
+    Row,
+    SplitScores,
+    Sweep,
+    borrow_noise,
+    compare_scores,
+    design_df,
+    sentence_stats,
+    split_scores,
+)
 from ablate.report.trials import ReportError
 
 N_SENTENCES, SEEDS, SAMPLES = 60, 3, 400
@@ -354,3 +365,28 @@ def test_two_folders_of_one_configuration_pool_into_one_row(tmp_path):
     assert seeds(pooled) == seeds(whole) == list(range(1, 17))
     scores = lambda sweep: [t.summary.get("test_test_2016_flickr/bleu") for t in sweep.rows[0].trials]  # noqa: E731
     assert scores(pooled) == scores(whole)
+
+
+def test_calibrating_a_borrowed_sigma_tests_each_table_as_the_table_command_does():
+    """``ablate calibrate --sigma-from``: every relabelled table pools the other seeds, as ``ablate table`` would."""
+    own = _one_configuration(16)
+    other = BorrowedNoise("cal", 16, 15 * 0.8**2)
+    scores = SplitScores.of_values("t", own.bleu, own.boot, own.seeds, other)
+    design = replace(calibration.TableDesign.grid(3, 2, False), borrowed_df=other.df)
+    assert design.fit() == (False, 3 + 15) and calibration.TableDesign.grid(3, 2, False).fit() == (False, 3)
+    rate = calibration.table_rates(scores, "a", design, relabellings=40, shifts=(2.0,), simulations=3)
+    assert (rate.paired, rate.df) == (False, 18)
+    picks = calibration.relabellings_of(design, 16, 40, np.random.default_rng(calibration.RNG_SEED))
+    found = [
+        compare_scores([calibration.relabelled(scores, "a", p, False)], [("r0", "r1"), ("r0", "r2")]) for p in picks
+    ]
+    assert {c.sigma_df for f in found for c in f} == {18}
+    assert rate.per_comparison == np.mean([c.p_value < 0.05 for f in found for c in f])
+    # on the shipped seeds: 1-16 relabelled, 17-32 pooled in (`ablate calibrate ... --sigma-from`)
+    first, second = str(_shipped(CALIBRATION)), str(_shipped(SECOND_HALF))
+    sweep = load(first)
+    cal = calibration.calibrate(sweep, ks=(), designs=(), samples=50, relabellings=5, simulations=2,
+                                like=[calibration.TableDesign.grid(3, 2, False)], like_only=True,
+                                borrowed=borrow_noise(sweep, second, [first]))  # fmt: skip
+    assert (cal.designs[0].df, cal.borrowed.trials) == (18, 16)
+    assert f"pooled with the 16 seeds of {second} (`--sigma-from`: +15 df" in calibration.to_markdown(cal)

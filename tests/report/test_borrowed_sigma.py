@@ -1,0 +1,173 @@
+"""``--sigma-from``: a small table's seed σ pooled with another sweep's seeds of its base setup.
+
+The pooled σ is checked against a reference computed here, its test against Student's t with pooled
+variance, its size and power on simulated normal seeds, and on the shipped runs a 2-row, 2-seed table
+that cannot mark a 3-BLEU drop with its own 2 df and marks it with the 15 df of results/calibration-cpu.
+Every way a source can be the wrong one gives one line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as st
+from typer.testing import CliRunner
+
+from ablate.report import table
+from ablate.report.commands import app
+from ablate.report.stats import (
+    BorrowedNoise,
+    ReportError,
+    SplitScores,
+    borrow_noise,
+    compare_scores,
+    detectable,
+    fit_seed_noise,
+    load,
+    seeds_needed,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+MISSION, CALIBRATION = ROOT / "results" / "mission-cpu", ROOT / "results" / "calibration-cpu"
+SPLIT = "test_2016_flickr"
+
+
+def _table(rows: dict[str, list[float]], shared: bool, borrowed: BorrowedNoise | None) -> SplitScores:
+    """A table of per-trial scores with no test-set variance (every bootstrap score equal to the trial's)."""
+    seeds = {
+        r: [str(i + 1 if shared else 10 * j + i + 1) for i in range(len(v))] for j, (r, v) in enumerate(rows.items())
+    }
+    boot = {r: [np.full(4, x) for x in v] for r, v in rows.items()}
+    return SplitScores.of_values(SPLIT, rows, boot, seeds, borrowed)
+
+
+def test_the_within_row_sum_of_squares_is_pooled_with_the_borrowed_one():
+    a, b, ss = [20.0, 21.0], [23.0, 22.5], 7.5
+    noise = fit_seed_noise({"a": dict(zip("12", a)), "b": dict(zip("34", b))}, BorrowedNoise("cal", 16, ss))
+    own = np.sum((np.array(a) - np.mean(a)) ** 2) + np.sum((np.array(b) - np.mean(b)) ** 2)
+    assert noise.unpaired_df == 2 + 15
+    assert noise.unpaired == pytest.approx(math.sqrt((own + ss) / 17))
+    assert noise.borrowed.sigma == pytest.approx(math.sqrt(ss / 15))
+
+
+def test_the_borrowed_test_is_students_t_with_the_pooled_variance():
+    a, b, borrowed = [20.0, 21.0], [23.0, 22.5], BorrowedNoise("cal", 16, 7.5)
+    (c,) = compare_scores([_table({"a": a, "b": b}, False, borrowed)], [("a", "b")])
+    pooled = (np.var(a, ddof=1) + np.var(b, ddof=1) + 7.5) / (2 + 15)  # each row has 1 df
+    t = (np.mean(b) - np.mean(a)) / math.sqrt(pooled * (1 / 2 + 1 / 2))
+    assert c.sigma_df == 17 and not c.paired
+    assert c.p_value == pytest.approx(2 * st.t.sf(abs(t), 17), rel=1e-9)
+
+
+def test_rows_that_share_their_seeds_keep_the_paired_fit_where_it_has_the_df():
+    """A 10x3 table on shared seeds (the shipped mission-cpu design) pairs with or without the borrowed seeds."""
+    rng = np.random.default_rng(0)
+    rows = {f"r{i}": list(20 + rng.normal(size=3)) for i in range(10)}
+    (c,) = compare_scores([_table(rows, True, BorrowedNoise("cal", 16, 7.5))], [("r0", "r1")])
+    assert c.paired and c.sigma_df == 18
+
+
+def test_a_one_seed_table_is_tested_with_a_borrowed_sigma_and_not_without():
+    rows = {"a": [20.0], "b": [24.0]}
+    (alone,) = compare_scores([_table(rows, False, None)], [("a", "b")])
+    (pooled,) = compare_scores([_table(rows, False, BorrowedNoise("cal", 16, 15 * 0.7**2))], [("a", "b")])
+    assert not alone.tested
+    assert pooled.sigma_df == 15 and pooled.sigma == pytest.approx(0.7) and pooled.p_value < 0.01
+
+
+def test_size_and_power_on_normal_seeds():
+    """2x2 tables of N(0, 1) seeds, one independent 16-seed σ source per table: the borrowed test holds
+    alpha and finds a 2σ shift about twice as often as the table's own 2-df σ does."""
+    rng, n = np.random.default_rng(7), 3000
+    calls = {"own": [0, 0], "borrowed": [0, 0]}
+    for _ in range(n):
+        x, other = rng.normal(size=(2, 2)), rng.normal(size=16)
+        borrowed = BorrowedNoise("cal", 16, float(np.sum((other - other.mean()) ** 2)))
+        for name, b in (("own", None), ("borrowed", borrowed)):
+            for j, shift in enumerate((0.0, 2.0)):
+                rows = {"a": list(x[0]), "b": list(x[1] + shift)}
+                (c,) = compare_scores([_table(rows, False, b)], [("a", "b")])
+                calls[name][j] += c.p_value < 0.05
+    size, power = (np.array(calls["borrowed"]) / n).tolist()
+    assert 0.04 <= size <= 0.06  # binomial 99.9% band of an exact 5% test over 3,000 tables: 3.8-6.3%
+    assert 0.04 <= calls["own"][0] / n <= 0.06
+    assert power > 1.8 * calls["own"][1] / n
+    predicted = 1 - st.nct.cdf(st.t.ppf(0.975, 17), 17, 2 / 1.0) + st.nct.cdf(-st.t.ppf(0.975, 17), 17, 2 / 1.0)
+    assert power == pytest.approx(predicted, abs=0.03)
+
+
+def test_the_minimum_detectable_effect_and_seeds_needed_count_the_borrowed_df():
+    assert detectable(0.65, 17, 2, 0.0, 0.05) < 0.6 * detectable(0.65, 2, 2, 0.0, 0.05)
+    own = seeds_needed(2.0, 0.65, 0.0, 0.05, rows=2, shared=False)
+    borrowed = seeds_needed(2.0, 0.65, 0.0, 0.05, rows=2, shared=False, borrowed_df=15)
+    assert borrowed < own
+    assert seeds_needed(6.0, 0.65, 0.0, 0.05, rows=2, shared=False, borrowed_df=15) == 1
+
+
+@pytest.fixture(scope="module")
+def two_by_two(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """base and score-additive of results/mission-cpu, seeds 1 and 2 (test BLEU -3.1 apart)."""
+    out = tmp_path_factory.mktemp("small") / "two-by-two"
+    for name in ("base-seed=1", "base-seed=2", "score-additive-seed=1", "score-additive-seed=2"):
+        shutil.copytree(MISSION / name, out / name)
+    return out
+
+
+def test_a_two_row_two_seed_table_marks_a_large_drop_only_with_the_borrowed_seeds(two_by_two):
+    own = table(two_by_two)
+    pooled = table(two_by_two, sigma_from=str(CALIBRATION))
+    (row_own,) = [r for r in own.df.to_dict("records") if r["name"] == "score-additive"]
+    (row_pooled,) = [r for r in pooled.df.to_dict("records") if r["name"] == "score-additive"]
+    key = f"test_{SPLIT}/bleu"
+    assert row_own[f"{key}.delta"] == pytest.approx(row_pooled[f"{key}.delta"]) and row_own[f"{key}.delta"] < -3
+    assert row_own[f"{key}.p_holm"] > 0.05 > 0.001 > row_pooled[f"{key}.p_holm"]
+    text = pooled.render("md")
+    assert "16 seeds of its base setup from" in text and "(17 df)" in text
+    assert "differ from the base only in train.val_every" in text
+    assert "†" in text.split("Cells:")[0] and "†" not in own.render("md").split("Cells:")[0]
+
+
+def _copy_runs(source: Path, out: Path, edit=None) -> Path:
+    for run in sorted(source.iterdir()):
+        if (run / "summary.json").exists():
+            shutil.copytree(run, out / run.name)
+            if edit is not None:
+                summary = json.loads((out / run.name / "summary.json").read_text())
+                edit(summary)
+                (out / run.name / "summary.json").write_text(json.dumps(summary))
+    return out
+
+
+def test_a_source_of_another_setup_or_shape_is_refused_in_one_line(two_by_two, tmp_path):
+    sweep = load(str(two_by_two))
+
+    def longer(summary):
+        summary["config"]["train"]["max_steps"] = 1500
+
+    cases = {
+        "another setup": (_copy_runs(CALIBRATION, tmp_path / "longer", longer), "train.max_steps=1500 there, 350 here"),
+        "several configurations": (MISSION, "it holds 10 configurations"),
+        "the table itself": (two_by_two, "it shares runs with"),
+        "a folder inside it": (two_by_two / "base-seed=1", "it shares runs with"),
+    }
+    one_seed = tmp_path / "one-seed"
+    shutil.copytree(CALIBRATION / "seed=1", one_seed / "seed=1")
+    cases["one seed"] = (one_seed, "a seed σ needs at least 2")
+    for case, (source, expected) in cases.items():
+        with pytest.raises(ReportError, match=None) as err:
+            borrow_noise(sweep, str(source), [str(two_by_two)])
+        assert expected in str(err.value) and "\n" not in str(err.value), case
+
+
+def test_the_command_line_takes_it_for_the_seed_test_only(two_by_two):
+    runner = CliRunner()
+    result = runner.invoke(app, ["table", str(two_by_two), "--test", "bs", "--sigma-from", str(CALIBRATION)])
+    assert result.exit_code == 2 and "needs --test seeds" in result.output
+    result = runner.invoke(app, ["table", str(two_by_two), "--sigma-from", str(CALIBRATION), "--format", "md"])
+    assert result.exit_code == 0, result.output
+    assert "(`--sigma-from`) (17 df)" in result.output
