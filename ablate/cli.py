@@ -66,6 +66,11 @@ class Commands(LazyGroup):
             "tables of one row's seeds (--like: another table's own design), k-vs-k splits (seed-aware beside sentence-only, measured power beside the "
             "predicted) and relabelled seed pairs (see results/calibration-cpu).",
         ),
+        "power": (
+            "ablate.report.commands",
+            "Before a sweep runs: the minimum detectable effect of its table and the seeds per row a Δ of 1, 2, 3 BLEU "
+            "needs, with the table's own σ and with `ablate table --sigma-from` (docs/reports.md, \"Planning a sweep\").",
+        ),
         "export": (
             "ablate.report.commands",
             "Ship a sweep as a results folder that `ablate table RESULTS_DIR` rebuilds the table from.",

@@ -415,6 +415,7 @@ print(sorted(m for m in sys.modules if m == "ablate" or m.startswith("ablate."))
     "argv, most, torch_imported",
     [
         (["table", "results/mission-cpu"], 30, False),
+        (["power", "sweeps/mission-cpu.yaml", "--sigma-from", "results/calibration-cpu"], 30, False),
         (
             ["train", "data.builtin_pairs=100", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
              "model.heads=2", "model.d_ff=64", "train.max_steps=1", "tracking.wandb=disabled", "eval.beam=1"],
@@ -422,10 +423,11 @@ print(sorted(m for m in sys.modules if m == "ablate" or m.startswith("ablate."))
             True,
         ),
     ],
-    ids=["table", "train"],
+    ids=["table", "power", "train"],
 )  # fmt: skip
 def test_a_command_reaches_few_modules(argv, most, torch_imported):
-    """One ``ablate table`` imports at most 30 ablate modules and no torch; one tiny ``ablate train`` at most 50
+    """One ``ablate table`` (or ``ablate power``, which plans a sweep's table) imports at most 30 ablate modules and no
+    torch; one tiny ``ablate train`` at most 50
     (docs/contributing.md says how to count): a command's code stays in a few modules a reader can follow."""
     out = subprocess.run(
         [sys.executable, "-c", MODULES_PROBE, *argv], cwd=ROOT, capture_output=True, text=True, timeout=600, check=True

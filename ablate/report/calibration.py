@@ -27,14 +27,17 @@ from scipy import stats as st
 
 from ablate.report.stats import (
     DEFAULT_SAMPLES,
+    MAX_SEEDS,
     BorrowedNoise,
     SplitScores,
     Sweep,
     compare_scores,
+    detectable,
     fit_seed_noise,
     holm,
     planned_pairs,
     power as predicted_power,
+    seeds_needed,
     split_scores,
     standard_error,
 )
@@ -593,3 +596,43 @@ def to_markdown(cal: Calibration) -> str:
             f"{cal.pairs_marked_sentence} of {cal.pairs} ({cal.pairs_marked_sentence / cal.pairs:.1%})."
         )
     return "\n".join(lines).rstrip() + "\n"
+
+
+EFFECTS = (1.0, 2.0, 3.0)  # BLEU: the true Δs whose seeds per row a plan states
+
+
+def plan_lines(sweep: Sweep, label: str, lent: BorrowedNoise, alpha: float = 0.05, effects=EFFECTS) -> list[str]:
+    """What the table of a sweep not yet run can find (``ablate sweep run --dry-run --sigma-from``): its design
+    (:meth:`TableDesign.of_sweep` of the planned trials, as finished), and with ``lent``'s σ taken as the true
+    per-trial σ (test-set part v0 taken as 0: 0.001-0.023 BLEU² on the shipped tables) the minimum detectable
+    effect and seeds per row for ``effects``, with the table's own σ fit and with ``lent``'s seeds pooled in
+    (``ablate table --sigma-from``), at Holm's strictest level."""
+    design = TableDesign.of_sweep(sweep, label)
+    rows, k, m = design.rows, design.seeds, len(design.plan)
+    strict, sigma = alpha / m, lent.sigma
+    pooled = replace(design, borrowed_df=lent.df)
+    fits = {"own": design.fit(), "lent": pooled.fit()}
+    mde = {n: detectable(sigma, df, k, 0.0, strict) if df > 0 else math.inf for n, (_, df) in fits.items()}
+    sharing = "shared" if design.shared else "distinct"
+    lines = [
+        f"Power of this sweep's table, planned with σ {sigma:.2f} BLEU per trial from {lent.trials} seeds of "
+        f"{lent.source} (taken as the true σ; test-set part taken as 0):",
+        f"  {rows} rows x {k} seeds ({sharing} seed values), {m} comparison{'s' * (m != 1)}, Holm at alpha "
+        f"{alpha:g}: each at alpha/{m}",
+    ]
+    for name, words in (("own", "with the table's own σ"), ("lent", f"with --sigma-from {lent.source}")):
+        paired, df = fits[name]
+        found = f"{mde[name]:.2f} BLEU" if math.isfinite(mde[name]) else "none (no seed df)"
+        lines.append(f"  minimum detectable effect (80% power) {words}: {found} ({_fit_name(paired)} fit, {df} df)")
+    shared = design.shared
+    needs = []
+    for delta in effects:
+        own = seeds_needed(delta, sigma, 0.0, strict, rows, shared)
+        pooled_k = seeds_needed(delta, sigma, 0.0, strict, rows, shared, borrowed_df=lent.df)
+        needs.append(f"Δ {delta:g}: {_count(own)} own, {_count(pooled_k)} with --sigma-from")
+    lines.append(f"  seeds per row for 80% power at alpha/{m}: " + "; ".join(needs))
+    return lines
+
+
+def _count(n: Optional[int]) -> str:
+    return "none" if n is None else f"more than {MAX_SEEDS:,}" if n > MAX_SEEDS else f"{n:,}"

@@ -249,6 +249,33 @@ def calibrate_command(
     sys.stdout.write(text)
 
 
+@app.command("power")
+def power_command(
+    file: Path = typer.Argument(
+        ..., metavar="SWEEP_FILE", help="The sweep file to plan, e.g. sweeps/mission-cpu.yaml."
+    ),
+    overrides: Optional[list[str]] = typer.Argument(
+        None, metavar="[KEY=VALUE]...", help="Config overrides for every trial, as `ablate sweep run` takes them."
+    ),
+    sigma_from: str = typer.Option(
+        ...,
+        "--sigma-from",
+        metavar="SOURCE",
+        help="Seeds of the sweep's base configuration (a calibration sweep): their σ is taken as the true one.",
+    ),
+    config: Optional[Path] = typer.Option(
+        None, "--config", "-c", help="Base config file, as `ablate sweep run` takes it."
+    ),
+    alpha: float = ALPHA,
+) -> None:
+    """Before a sweep runs: the minimum detectable effect of its table and the seeds per row a Δ of 1, 2, 3 BLEU
+    needs, with the table's own σ and with `ablate table --sigma-from` (docs/reports.md, "Planning a sweep")."""
+    from ablate.report.sources import sweep_power
+
+    for line in sweep_power(file, sigma_from, overrides or [], config, alpha):
+        sys.stdout.write(line + "\n")
+
+
 @app.command("export")
 def export_command(
     source: Path = typer.Argument(..., metavar="SWEEP_DIR", help="A sweep output folder (ablate sweep run --out)."),

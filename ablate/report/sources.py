@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ablate.metrics import flush_index
+from ablate.record import RunStatus
 from ablate.report.layout import Table, build_table
 from ablate.report.render import render
-from ablate.report.stats import DEFAULT_TEST, Comparison, Sweep, borrow_noise, compare, load
+from ablate.report.stats import DEFAULT_TEST, Comparison, Sweep, aggregate, borrow_noise, compare, lent_for_plan, load
 from ablate.report.trials import DEFAULT_METRIC, WANDB_PREFIX, ReportError, local_folders, parse_wandb_path
 from ablate.utils.io import check_apart, output_files
 
@@ -165,3 +167,41 @@ def make_report(
         entity, project, group = recorded_place(sweep)
     comps: list[Comparison] = compare(sweep, test=test, n_samples=samples) if significance else []
     return build_report(entity, project, group, build_table(sweep, comps, alpha, test, samples), sweep, title, beside)
+
+
+def sweep_power(
+    file: Path,
+    sigma_from: str,
+    overrides: Sequence[str] = (),
+    config: Optional[Path] = None,
+    alpha: float = 0.05,
+    api: Any = None,
+) -> list[str]:
+    """What the table of the sweep ``file`` (with ``overrides`` and ``config`` as ``ablate sweep run`` takes them)
+    can find before it runs, planned with the seed σ of ``sigma_from``'s seeds of its base configuration
+    (:func:`ablate.report.calibration.plan_lines`): its planned trials read as finished runs give the table's
+    rows, seeds and comparisons; the base's config must be the source's (:func:`ablate.report.stats.lent_for_plan`)."""
+    from ablate.config import ConfigError, load_config, to_dict
+    from ablate.report.calibration import plan_lines
+    from ablate.report.trials import from_summary, sweep_facts
+    from ablate.sweep.planner import Planner, launch_options
+
+    spec, opts = launch_options(Path(file), list(overrides), None, config=config)
+    if spec.method == "bayes":
+        raise ReportError(f"{file}: a bayes sweep proposes its configurations as results arrive; no table to plan")
+    planner = Planner(spec, opts)
+    trials = []
+    for t in planner.preview():
+        if t.status == RunStatus.FAILED:
+            raise ReportError(f"{file}: trial {t.name} is invalid ({t.error}); fix the sweep before planning it")
+        try:
+            cfg = load_config(opts.config, planner.overrides(t))
+        except ConfigError as err:  # pragma: no cover - preview validated every trial
+            raise ReportError(f"{file}: trial {t.name}: {err}") from None
+        record = {"status": RunStatus.FINISHED, "config": to_dict(cfg), "variant": t.point.get("variant"),
+                  "sweep": {"name": spec.name, "params": t.point}, "resolved": {}}  # fmt: skip
+        # resolved: {} (d_k, peak lr): the design needs none, and deriving them imports the model (torch)
+        trials.append(replace(from_summary(t.name, record), **sweep_facts(t.point)))
+    sweep = aggregate(trials)
+    lent = lent_for_plan(sigma_from, sweep.base.trials[0].config, api)
+    return plan_lines(sweep, Path(file).stem, lent, alpha)

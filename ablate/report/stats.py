@@ -1427,6 +1427,33 @@ def borrow_noise(
                 raise ReportError(f"--sigma-from {source}: it shares runs with {table_source}; name another sweep")
         if source == table_source:
             raise ReportError(f"--sigma-from {source}: it is the table itself; name another sweep's seeds")
+    runs, differs = _seeds_of_the_base(source, sweep.base.trials[0].config, api, metric)
+    scorer, out = scorer_for(metric, sweep.base.trials), {}
+    for split in test_splits(sweep):
+        refs = next(t.refs[split] for r in sweep.rows for t in _usable(r.trials, split))  # what of_sweep scores
+        out[split] = _lent(source, runs, split, refs, scorer, differs)
+    return out
+
+
+def lent_for_plan(source: str, base: Mapping[str, Any], api: Any = None, metric: str = DEFAULT_METRIC) -> BorrowedNoise:
+    """``source``'s seed variance on its first test split, for a sweep not yet run whose base has the flattened
+    config ``base`` (``ablate sweep run --dry-run --sigma-from``); the checks of :func:`borrow_noise`."""
+    from ablate.report.trials import tested_splits
+
+    runs, differs = _seeds_of_the_base(source, base, api, metric)
+    splits = tested_splits(list(runs))
+    if not splits:
+        raise ReportError(f"--sigma-from {source}: its runs saved no test hypotheses (hyps/<split>.txt)")
+    split = splits[0]
+    refs = next((t.refs[split] for t in _usable(runs, split)), [])
+    return _lent(source, runs, split, refs, scorer_for(metric, runs), differs)
+
+
+def _seeds_of_the_base(
+    source: str, base: Mapping[str, Any], api: Any, metric: str
+) -> tuple[tuple[Trial, ...], tuple[str, ...]]:
+    """``source``'s finished runs, if they are seeds of one configuration with the ``base`` config (flattened)
+    but for :data:`NEUTRAL_KEYS`, and the neutral keys in which they differ; else ReportError."""
     other = load(source, api, metric)
     if len(other.rows) != 1:
         names = ", ".join(r.name for r in other.rows[:4]) + (", ..." if len(other.rows) > 4 else "")
@@ -1434,22 +1461,23 @@ def borrow_noise(
             f"--sigma-from {source}: it holds {len(other.rows)} configurations ({names}); it takes seeds of one, "
             "the table's base (e.g. a calibration sweep)"
         )
-    runs, base = other.base.trials, sweep.base.trials[0].config
-    differs = _setup_differences(base, runs[0].config, source)
-    scorer, out = scorer_for(metric, sweep.base.trials), {}
-    for split in test_splits(sweep):
-        usable = _usable(runs, split)
-        if len(usable) < 2:
-            raise ReportError(
-                f"--sigma-from {source}: {len(usable)} of its runs have hypotheses for {split} (hyps/{split}.txt); "
-                "a seed σ needs at least 2"
-            )
-        refs = next(t.refs[split] for r in sweep.rows for t in _usable(r.trials, split))  # what of_sweep scores
-        if any(t.refs[split] != refs for t in usable):
-            raise ReportError(f"--sigma-from {source}: its runs scored other references on {split} than the table's")
-        values = [corpus_score(scorer, t.hyps[split], refs, _aligned(t.sources.get(split), refs)) for t in usable]
-        out[split] = BorrowedNoise(source, len(values), _ss(values), differs)
-    return out
+    return other.base.trials, _setup_differences(base, other.base.trials[0].config, source)
+
+
+def _lent(
+    source: str, runs: Sequence[Trial], split: str, refs: Sequence[str], scorer: Any, differs: tuple[str, ...]
+) -> BorrowedNoise:
+    """The :class:`BorrowedNoise` of ``runs`` on ``split``, scored against ``refs`` (the table's)."""
+    usable = _usable(runs, split)
+    if len(usable) < 2:
+        raise ReportError(
+            f"--sigma-from {source}: {len(usable)} of its runs have hypotheses for {split} (hyps/{split}.txt); "
+            "a seed σ needs at least 2"
+        )
+    if any(t.refs[split] != refs for t in usable):
+        raise ReportError(f"--sigma-from {source}: its runs scored other references on {split} than the table's")
+    values = [corpus_score(scorer, t.hyps[split], refs, _aligned(t.sources.get(split), refs)) for t in usable]
+    return BorrowedNoise(source, len(values), _ss(values), differs)
 
 
 def _setup_differences(base: Mapping[str, Any], theirs: Mapping[str, Any], source: str) -> tuple[str, ...]:
@@ -1464,8 +1492,8 @@ def _setup_differences(base: Mapping[str, Any], theirs: Mapping[str, Any], sourc
         shown = "; ".join(f"{k}={theirs[k]!r} there, {base[k]!r} here" for k in training[:4])
         more = f" (and {len(training) - 4} more)" if len(training) > 4 else ""
         raise ReportError(
-            f"--sigma-from {source}: its runs are not the table's base setup: {shown}{more}; a seed σ of another "
-            "setup is not this table's"
+            f"--sigma-from {source}: its runs are not of the base configuration: {shown}{more}; a seed σ of "
+            "another setup does not apply"
         )
     return tuple(differ)
 

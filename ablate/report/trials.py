@@ -366,7 +366,7 @@ def collect_folder(root: Path) -> list[Trial]:
         progress.step()
         trial = replace(trial, status=running_status(run_dir, trial.status))
         point = planned.get(run_dir.name, {}).get("point", {})
-        trials.append(replace(trial, **_sweep_facts(point), **named))  # the sweep's, not the config's
+        trials.append(replace(trial, **sweep_facts(point), **named))  # the sweep's, not the config's
     seen = {t.name for t in trials}
     for name, t in planned.items():
         if name not in seen:  # planned, never started or gone before writing a record
@@ -374,7 +374,7 @@ def collect_folder(root: Path) -> list[Trial]:
             status = running_status(root / name, t["status"])
             seed = {"seed": point["seed"]} if "seed" in point else {}
             variant = _variant_name(point.get("variant"))
-            trials.append(Trial(name, status, t["error"], config=seed, variant=variant, **_sweep_facts(point)))
+            trials.append(Trial(name, status, t["error"], config=seed, variant=variant, **sweep_facts(point)))
     if problem:
         trials.append(Trial(SWEEP_FILE, INVALID, f"{SWEEP_FILE}: {problem}; its planned trials are not listed"))
     if not trials:
@@ -444,7 +444,7 @@ def from_summary(
         record = RunSummary.from_json(record, strict=False)
     summary = record.to_json()
     raw = dict(config if config is not None else summary.get("config") or {})
-    facts = _sweep_facts(raw) if "variant" in raw or "base" in raw else {}  # a W&B run's config: the sweep's point
+    facts = sweep_facts(raw) if "variant" in raw or "base" in raw else {}  # a W&B run's config: the sweep's point
     comparisons = raw.pop("comparisons", None)
     raw.pop("variants", None)  # a sweep registered by ablate: its variants' overrides, the same for every run
     raw.pop("base", None)
@@ -490,7 +490,7 @@ def trained_on(summary: dict[str, Any], config: dict[str, Any]) -> Optional[str]
     return next((str(v) for v in (summary.get("accelerator"), named) if v in ACCELERATORS), None)
 
 
-def _sweep_facts(point: dict[str, Any]) -> dict[str, Any]:
+def sweep_facts(point: dict[str, Any]) -> dict[str, Any]:
     """A sweep point's ``comparisons``, declared ``base``, and whether its variant is a bare name (no overrides)."""
     variant, table = point.get("variant"), point.get("variants")
     overrides = table.get(variant) if isinstance(table, dict) and isinstance(variant, str) else None

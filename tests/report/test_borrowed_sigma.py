@@ -185,3 +185,27 @@ def test_the_size_script_runs_on_the_shipped_seeds():
     assert proc.returncode == 0, proc.stderr
     rows = [line for line in proc.stdout.splitlines() if line.startswith(("| real", "| simulated"))]
     assert len(rows) == 4 and "+ lent (17 df)" in rows[1]
+
+
+def test_a_sweep_file_is_planned_with_the_design_its_table_will_have():
+    """``ablate power sweeps/mission-cpu.yaml --sigma-from results/calibration-cpu``: the planned design is the
+    one results/mission-cpu (that sweep, run) has, and the numbers are the stats layer's for it at σ 0.70."""
+    from ablate.report.calibration import TableDesign
+    from ablate.report.stats import design_df
+
+    result = CliRunner().invoke(app, ["power", str(ROOT / "sweeps/mission-cpu.yaml"), "--sigma-from", str(CALIBRATION)])
+    assert result.exit_code == 0, result.output
+    shipped = TableDesign.of_sweep(load(str(MISSION)), "mission-cpu")
+    assert (shipped.rows, shipped.seeds, shipped.shared, len(shipped.plan)) == (10, 3, True, 10)
+    assert "10 rows x 3 seeds (shared seed values), 10 comparisons" in result.output
+    sigma = borrow_noise(load(str(MISSION)), str(CALIBRATION))[SPLIT].sigma
+    mde = detectable(sigma, design_df(10, 3, True), 3, 0.0, 0.05 / 10)
+    assert f"with the table's own σ: {mde:.2f} BLEU (row + seed fit, 18 df)" in result.output
+    own, lent = (seeds_needed(1.0, sigma, 0.0, 0.005, 10, True, borrowed_df=b) for b in (0, 15))
+    assert f"Δ 1: {own} own, {lent} with --sigma-from" in result.output
+
+
+def test_planning_with_the_seeds_of_another_setup_is_refused_in_one_line():
+    result = CliRunner().invoke(app, ["power", str(ROOT / "sweeps/quickstart.yaml"), "--sigma-from", str(CALIBRATION)])
+    assert result.exit_code == 2
+    assert "its runs are not of the base configuration: " in result.output and "data.source=" in result.output
