@@ -1,8 +1,9 @@
 """Ratios, targets, and the two outputs of a benchmark run: rich tables and a JSON file.
 
 Every ratio is taken between figures measured in the same run; timed ones are paired per interleaved
-round (median of the per-round ratios), so noise on a shared machine moves both sides alike. A ratio
-whose section did not run is ``None``, and so is its ``targets_met`` entry.
+round (median of the per-round ratios, with its distribution-free 95% interval), so noise on a shared
+machine moves both sides alike, and a ratio whose interval is wider than 10% of it is flagged noisy. A
+ratio whose section did not run is ``None``, and so is its ``targets_met`` entry.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from ablate.bench.timing import NOISY, paired
+from ablate.bench.timing import NOISY, paired, paired_interval, too_wide
 from ablate.utils.io import atomic_write_text, dumps
 
 TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
@@ -46,11 +47,11 @@ PAIRED = {
 """Timed ratio -> (variant, the variant it is faster than): throughputs paired per round."""
 
 
-def _paired(results: dict[str, Any], which: int) -> dict[str, Optional[float]]:
-    """Each :data:`PAIRED` ratio (``which`` 0) or its spread (1); ``None`` where a variant did not run."""
+def _paired(results: dict[str, Any], which: Callable) -> dict[str, Any]:
+    """``which(fast seconds, slow seconds)`` of each :data:`PAIRED` ratio; ``None`` where a variant did not run."""
     variants = _get(results, "training", "variants") or {}
     return {
-        name: paired(variants[a]["seconds"], variants[b]["seconds"])[which] if a in variants and b in variants else None
+        name: which(variants[a]["seconds"], variants[b]["seconds"]) if a in variants and b in variants else None
         for name, (a, b) in PAIRED.items()
     }
 
@@ -60,7 +61,7 @@ def ratios(results: dict[str, Any]) -> dict[str, Optional[float]]:
     beam = _get(results, "decoding", "beam")
     scale_peak = _get(results, "data", "scale", "peak_delta_mb")
     return {
-        **_paired(results, 0),
+        **_paired(results, lambda fast, slow: paired(fast, slow)[0]),
         "additive_chunked_mem_vs_naive": _get(results, "memory", "training", "ratio"),  # what training pays
         "additive_chunked_inference_mem_vs_naive": _get(results, "memory", "inference", "ratio"),
         "beam5_cache_speedup": _get(results, "decoding", "cache_speedup", f"beam{beam}") if beam == 5 else None,
@@ -75,15 +76,29 @@ def ratio_spreads(results: dict[str, Any]) -> dict[str, Optional[float]]:
     """The spread of the per-round values of each timed ratio of :func:`ratios` (None where not timed or not run)."""
     beam = _get(results, "decoding", "beam")
     return {
-        **_paired(results, 1),
+        **_paired(results, lambda fast, slow: paired(fast, slow)[1]),
         "beam5_cache_speedup": _get(results, "decoding", "cache_speedup_spread", f"beam{beam}") if beam == 5 else None,
         "greedy_cache_speedup": _get(results, "decoding", "cache_speedup_spread", "greedy"),
     }
 
 
-def noisy(spreads: dict[str, Optional[float]]) -> list[str]:
-    """The ratios whose rounds disagree by more than :data:`~ablate.bench.timing.NOISY`: flagged, not to be quoted."""
-    return [name for name, value in spreads.items() if value is not None and value > NOISY]
+def ratio_intervals(results: dict[str, Any]) -> dict[str, Optional[tuple[float, float]]]:
+    """The 95% interval of the median of each timed ratio of :func:`ratios`
+    (:func:`~ablate.bench.timing.paired_interval`; None where not timed or not run)."""
+    beam = _get(results, "decoding", "beam")
+    return {
+        **_paired(results, paired_interval),
+        "beam5_cache_speedup": _get(results, "decoding", "cache_speedup_interval", f"beam{beam}")
+        if beam == 5
+        else None,
+        "greedy_cache_speedup": _get(results, "decoding", "cache_speedup_interval", "greedy"),
+    }
+
+
+def noisy(values: dict[str, Optional[float]], intervals: dict[str, Any]) -> list[str]:
+    """The ratios whose 95% interval spans more than :data:`~ablate.bench.timing.NOISY` of them (or that have under
+    6 rounds, :func:`~ablate.bench.timing.median_interval`): flagged, not to be quoted; more rounds narrow it."""
+    return [name for name, value in values.items() if too_wide(value, intervals.get(name))]
 
 
 def targets_met(values: dict[str, Optional[float]], targets: Optional[dict] = None) -> dict[str, Optional[bool]]:
@@ -186,18 +201,24 @@ def startup_table(startup: dict[str, Any]) -> Table:
 
 
 def ratios_table(
-    values: dict[str, Optional[float]], met: dict[str, Optional[bool]], spreads: Optional[dict] = None
+    values: dict[str, Optional[float]],
+    met: dict[str, Optional[bool]],
+    spreads: Optional[dict] = None,
+    intervals: Optional[dict] = None,
 ) -> Table:
-    spreads = spreads or {}
+    spreads, intervals = spreads or {}, intervals or {}
     rows = []
     for name, value in values.items():
-        verdict, spread = met.get(name), spreads.get(name)
+        verdict, interval = met.get(name), intervals.get(name)
         text = "-" if verdict is None else ("yes" if verdict else "NO")
-        if spread is not None and spread > NOISY:
+        if too_wide(value, interval):
             text += " (noisy)"
-        rows.append((name, _fmt(value, ".3f"), _fmt(spread, ".0%"), TARGETS.get(name, ("", None))[0], text))
-    title = f"Ratios and targets (spread: of the per-round ratios; over {NOISY:.0%}: noisy)"
-    return _table(title, ("ratio", "value", "spread", "target", "met"), rows, ["target"])
+        shown = "-" if interval is None else f"{_fmt(interval[0], '.3f')}-{_fmt(interval[1], '.3f')}"
+        rows.append(
+            (name, _fmt(value, ".3f"), shown, _fmt(spreads.get(name), ".0%"), TARGETS.get(name, ("", None))[0], text)
+        )
+    title = f"Ratios and targets (median of the rounds, its 95% interval: wider than {NOISY:.0%} of it, noisy)"
+    return _table(title, ("ratio", "value", "95% interval", "range", "target", "met"), rows, ["target"])
 
 
 def render(results: dict[str, Any], console: Optional[Console] = None) -> None:
@@ -221,6 +242,13 @@ def render(results: dict[str, Any], console: Optional[Console] = None) -> None:
     ):
         if results.get(key):
             console.print(make(results[key]))
-    console.print(ratios_table(results["ratios"], results["targets_met"], results.get("ratio_spread")))
+    console.print(
+        ratios_table(
+            results["ratios"], results["targets_met"], results.get("ratio_spread"), results.get("ratio_interval")
+        )
+    )
     if results.get("noisy"):
-        console.print(f"[yellow]noisy (rounds disagree by over {NOISY:.0%}): {', '.join(results['noisy'])}[/]")
+        console.print(
+            f"[yellow]noisy (95% interval wider than {NOISY:.0%} of the ratio; more --reps narrow it): "
+            f"{', '.join(results['noisy'])}[/]"
+        )

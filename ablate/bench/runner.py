@@ -26,7 +26,7 @@ def run(
     ``checkpoint`` the results so far after every section, so an interrupted run leaves what it measured."""
     from ablate.bench import timing
     from ablate.bench.processes import bench_data, bench_memory, bench_startup
-    from ablate.bench.report import noisy, ratio_spreads, ratios, targets_met
+    from ablate.bench.report import noisy, ratio_intervals, ratio_spreads, ratios, targets_met
 
     opts.check()
     start = time.perf_counter()
@@ -41,7 +41,8 @@ def run(
             "clock": timing.compute_clock(dev)[0],
             "method": (
                 "interleaved round-robin repetitions (order rotated each round), timed by the CPU time of the "
-                "computing threads (wall clock on a GPU); ratios: median of per-round ratios, with their spread; "
+                "computing threads (wall clock on a GPU); ratios: median of per-round ratios, with its distribution-free "
+                "95% interval and the range of the rounds; "
                 "warm-up rounds excluded"
             ),
         }
@@ -52,7 +53,8 @@ def run(
         results["meta"]["seconds"] = time.perf_counter() - start
         results["ratios"] = ratios(results)
         results["ratio_spread"] = ratio_spreads(results)
-        results["noisy"] = noisy(results["ratio_spread"])
+        results["ratio_interval"] = ratio_intervals(results)
+        results["noisy"] = noisy(results["ratios"], results["ratio_interval"])
         results["targets_met"] = targets_met(results["ratios"])
         if checkpoint is not None:
             checkpoint(results)

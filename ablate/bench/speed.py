@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from ablate.bench import BenchError, BenchOptions, timing
-from ablate.bench.timing import compute_clock, interleaved, median, paired, spread
+from ablate.bench.timing import compute_clock, interleaved, median, paired, paired_interval, spread
 from ablate.config import Config, DataConfig, from_flat
 from ablate.data.cache import Prepared, prepare
 from ablate.data.datamodule import EncodedPairs, TokenBatchSampler, collate, lengths
@@ -391,4 +391,7 @@ def bench_decoding(
         "modes": results,
         "cache_speedup": {kind: ratio for kind, (ratio, _) in pairs.items()},
         "cache_speedup_spread": {kind: ratio_spread for kind, (_, ratio_spread) in pairs.items()},
+        "cache_speedup_interval": {
+            kind: paired_interval(seconds[f"{kind}-cache"], seconds[f"{kind}-nocache"]) for kind in pairs
+        },
     }

@@ -9,17 +9,18 @@ spread); the matmul peak is one more contender, so it sees the same noise; FLOPs
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import platform
 import statistics
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 Clock = Callable[[], float]  # seconds since an arbitrary origin, increasing
-NOISY = 0.10  # a ratio whose per-round values spread more than this ((max - min) / median) is flagged
+NOISY = 0.10  # a ratio whose 95% interval (:func:`paired_interval`) is wider than this share of it is flagged
 
 
 def compute_clock(dev: torch.device | None = None) -> tuple[str, Clock]:
@@ -84,6 +85,34 @@ def paired(fast: list[float], slow: list[float]) -> tuple[float, float]:
     """:func:`speedup` and the :func:`spread` of its per-round ratios (how far the rounds disagree)."""
     per_round = [s / f for f, s in zip(fast, slow)]
     return median(per_round), spread(per_round)
+
+
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """Distribution-free ``level`` confidence interval of the median of independent rounds: the order statistics
+    ``x(j)`` and ``x(n+1-j)`` with the largest j whose coverage ``1 - 2 P(Bin(n, 1/2) <= j - 1)`` is at least
+    ``level`` (Conover 1999, Practical Nonparametric Statistics, sec. 3.2); (nan, nan) below 6 rounds, where no
+    interval reaches 95%. Unlike :func:`spread`, it narrows as rounds are added."""
+    x, n = sorted(values), len(values)
+    j, below = 0, 0.0
+    for i in range(n // 2):
+        below += math.comb(n, i) / 2**n  # P(Bin(n, 1/2) <= i)
+        if 1 - 2 * below < level:
+            break
+        j = i + 1
+    return (x[j - 1], x[n - j]) if j else (math.nan, math.nan)
+
+
+def paired_interval(fast: list[float], slow: list[float], level: float = 0.95) -> tuple[float, float]:
+    """:func:`median_interval` of the per-round ratios ``slow[r] / fast[r]`` (the interval of :func:`speedup`)."""
+    return median_interval([s / f for f, s in zip(fast, slow)], level)
+
+
+def too_wide(value: Optional[float], interval: Optional[tuple[float, float]]) -> bool:
+    """Whether a ratio's 95% interval spans more than :data:`NOISY` of it (or is undefined: under 6 rounds)."""
+    if value is None or interval is None:
+        return False
+    lo, hi = interval
+    return not (math.isfinite(lo) and math.isfinite(hi)) or (hi - lo) > NOISY * abs(value)
 
 
 def spread(values: list[float]) -> float:

@@ -1,16 +1,17 @@
-"""The bench on a shared machine: durations by the CPU time of the computing threads,
-a spread per ratio and a flag above 10 %, no negative durations. Fake clocks, no timing assertions."""
+"""The bench on a shared machine: durations by the CPU time of the computing threads, a 95% interval per
+ratio and a flag where it is wider than 10 %, no negative durations. Fake clocks, no timing assertions."""
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import torch
 
 from ablate.bench import processes
-from ablate.bench.report import noisy, ratio_spreads, ratios_table
-from ablate.bench.timing import compute_clock, interleaved, paired, speedup
+from ablate.bench.report import noisy, ratio_intervals, ratio_spreads, ratios, ratios_table
+from ablate.bench.timing import compute_clock, interleaved, median_interval, paired, speedup
 
 
 class Machine:
@@ -52,25 +53,41 @@ def test_the_clock_is_the_computing_threads_cpu_time_on_a_cpu_and_the_wall_on_a_
     assert compute_clock(torch.device("cuda"))[0] == "wall"
 
 
-def test_a_ratio_whose_rounds_disagree_by_over_ten_percent_is_flagged():
-    steady, jumpy = [1.0, 1.0, 1.0, 1.0], [1.0, 1.3, 1.0, 1.0]
+def test_a_ratio_whose_interval_is_wider_than_ten_percent_is_flagged_not_one_whose_rounds_merely_range():
+    """One slow round in twelve moves the range of the rounds by 20% but not the median's 95% interval; rounds
+    that alternate between two speeds widen the interval; under 6 rounds there is no 95% interval at all."""
+    steady = [1.0] * 12
     results = {
         "training": {
             "variants": {
                 "dot-scaled": {"seconds": steady},
-                "torch": {"seconds": [2.0, 2.02, 2.0, 2.0]},
-                "dot-unscaled": {"seconds": jumpy},
+                "torch": {"seconds": [2.0] * 11 + [2.4]},
+                "dot-unscaled": {"seconds": [1.0, 1.3] * 6},
             }
         }
     }
-    spreads = ratio_spreads(results)
-    assert spreads["dot_scaled_vs_torch"] == pytest.approx(0.01)  # per-round ratios 2, 2.02, 2, 2
-    assert spreads["dot_unscaled_vs_scaled"] == pytest.approx(1 - 1 / 1.3)  # per-round 1, 1/1.3, 1, 1
-    assert spreads["additive_vs_dot"] is None  # not run
-    assert noisy(spreads) == ["dot_unscaled_vs_scaled"]
-    table = ratios_table({"dot_unscaled_vs_scaled": 0.99}, {"dot_unscaled_vs_scaled": True}, spreads)
+    values, intervals = ratios(results), ratio_intervals(results)
+    assert ratio_spreads(results)["dot_scaled_vs_torch"] == pytest.approx(0.2)  # per-round ratios 2, ..., 2.4
+    assert intervals["dot_scaled_vs_torch"] == (2.0, 2.0) and values["dot_scaled_vs_torch"] == 2.0
+    assert intervals["dot_unscaled_vs_scaled"] == pytest.approx((1 / 1.3, 1.0))  # per-round 1, 1/1.3, ...
+    assert intervals["additive_vs_dot"] is None  # not run
+    assert noisy(values, intervals) == ["dot_unscaled_vs_scaled"]
+    table = ratios_table({"dot_unscaled_vs_scaled": 0.88}, {"dot_unscaled_vs_scaled": False}, None, intervals)
     cells = [cell for column in table.columns for cell in column._cells]
-    assert "yes (noisy)" in cells
+    assert "NO (noisy)" in cells and "0.769-1.000" in cells
+    short = {"training": {"variants": {"dot-scaled": {"seconds": [1.0] * 5}, "torch": {"seconds": [2.0] * 5}}}}
+    assert noisy(ratios(short), ratio_intervals(short)) == ["dot_scaled_vs_torch"]
+
+
+@pytest.mark.parametrize("n", [6, 9, 12, 41, 100])
+def test_the_median_interval_is_the_widest_order_statistics_pair_that_covers_95_percent(n):
+    from scipy import stats
+
+    lo, hi = median_interval([float(i) for i in range(1, n + 1)])  # x(j) = j
+    j = int(lo)
+    assert hi == n + 1 - j
+    assert 1 - 2 * stats.binom.cdf(j - 1, n, 0.5) >= 0.95 > 1 - 2 * stats.binom.cdf(j, n, 0.5)
+    assert all(math.isnan(v) for v in median_interval([1.0] * 5))
 
 
 def test_the_tokenizer_time_is_measured_where_it_is_trained_never_a_difference(monkeypatch, tmp_path):
