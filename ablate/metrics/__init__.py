@@ -278,15 +278,14 @@ class Index:
             pass  # no index yet, or a damaged one: every text is read and hashed
 
     def flush(self) -> None:
-        """Write the index if it changed (merged into the one on disk: another process's entries kept)."""
+        """Write the index if it changed (merged into the one on disk: another process's entries kept), without
+        the entries of text files and statistics files that are gone, so deleted runs do not grow it for good."""
         if not self.dirty:
             return
-        on_disk = Index(self.path.parent)
-        data = {
-            "version": VERSION,
-            "files": {**on_disk.files, **self.files},
-            "keys": {**on_disk.keys, **self.keys},
-        }
+        on_disk, saved = Index(self.path.parent), self.path.parent / "statistics"
+        files = {path: entry for path, entry in {**on_disk.files, **self.files}.items() if os.path.exists(path)}
+        keys = {k: name for k, name in {**on_disk.keys, **self.keys}.items() if (saved / f"{name}.npy").exists()}
+        data = {"version": VERSION, "files": files, "keys": keys}
         try:  # no folder fsync, as for the cache's files: a lost rename only costs a re-read
             atomic_write_bytes(self.path, json.dumps(data, separators=(",", ":")).encode("utf-8"), fsync_folder=False)
         except OSError:

@@ -493,3 +493,22 @@ def test_a_second_table_of_the_same_trials_scores_no_sentence(variant_sweep, tmp
     scorer_module._CACHE.clear()
     assert report_table(str(variant_sweep), samples=100).render("md") == first
     assert len(scored) == trials
+
+
+def test_the_statistics_index_forgets_deleted_texts_and_cache_files(tmp_path):
+    """Entries whose text file or statistics file is gone leave the index when it is next written."""
+    import json
+
+    from ablate.metrics import Index
+
+    root, kept = tmp_path / "cache", tmp_path / "hyps.txt"
+    (root / "statistics").mkdir(parents=True)
+    kept.write_text("a\n")
+    (root / "statistics" / "present.npy").write_bytes(b"")
+    index = Index(root)
+    index.files = {str(kept): [2, 1, "d1", 1], str(tmp_path / "deleted.txt"): [2, 1, "d2", 1]}
+    index.keys = {"k1": "present", "k2": "absent"}
+    index.dirty = True
+    index.flush()
+    data = json.loads((root / "statistics-index.json").read_text())
+    assert list(data["files"]) == [str(kept)] and data["keys"] == {"k1": "present"}
