@@ -417,8 +417,9 @@ print(sorted(m for m in sys.modules if m == "ablate" or m.startswith("ablate."))
         (["table", "results/mission-cpu"], 30, False),
         (["power", "sweeps/mission-cpu.yaml", "--sigma-from", "results/calibration-cpu"], 30, False),
         (
-            ["train", "data.builtin_pairs=100", "data.vocab_size=300", "model.d_model=32", "model.layers=1",
-             "model.heads=2", "model.d_ff=64", "train.max_steps=1", "tracking.wandb=disabled", "eval.beam=1"],
+            ["train", "data.builtin_pairs=100", "data.builtin_eval_pairs=100", "data.vocab_size=300", "model.d_model=32",
+             "model.layers=1", "model.heads=2", "model.d_ff=64", "train.max_steps=1", "tracking.wandb=disabled",
+             "eval.beam=1"],
             50,
             True,
         ),

@@ -1,4 +1,10 @@
-"""Bad input to ``cli.py`` ends in one ``error:`` line, exit 2, no traceback, and nothing half-written."""
+"""Bad input to ``cli.py`` ends in one ``error:`` line, exit 2, no traceback, and nothing half-written.
+
+The cases of :data:`REAL` run ``cli.py`` in a subprocess (one per command, and the hub case, whose offline
+setting the hub library reads when imported); the others run the same command line in this process
+(:func:`invoke_cli`, judged by the same :func:`assert_one_error_line`), which spares a torch and Lightning
+import per case.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.cli import assert_one_error_line, run_cli
+from tests.helpers.cli import assert_one_error_line, invoke_cli, run_cli
 from tests.helpers.tiny import tiny_checkpointing
 
 TINY = tiny_checkpointing()
+REAL = {"hub offline", "seed -1", "sweep.json []", "attention garbled", "translate garbled"}
+"""The cases run as a user runs them, in a process of their own: the real entry point for each command."""
 PAIRS = {f"{s}.{lang}": [f"{lang} sentence {i}" for i in range(20)] for s in ("train", "val") for lang in ("en", "de")}
 
 
@@ -41,7 +49,7 @@ def bad_config_and_data(tmp: Path) -> dict[str, tuple[list[str], str]]:
 @pytest.mark.slow
 def test_bad_config_or_data_is_one_line_without_traceback(tmp_path):
     for case, (args, expected) in bad_config_and_data(tmp_path).items():
-        proc = run_cli(
+        proc = (run_cli if case in REAL else invoke_cli)(
             "train", "--run-dir", str(tmp_path / "run"), *args, cwd=tmp_path, ABLATE_CACHE=str(tmp_path / "cache")
         )
         assert_one_error_line(proc, expected, case)
@@ -98,7 +106,7 @@ def test_bad_values_and_files_give_one_line_and_leave_nothing_half_written(tmp_p
             "train.accelerator=gpu but no GPU is visible",
         )
     for case, (args, expected) in cases.items():
-        proc = run_cli(*args, cwd=tmp_path, ABLATE_CACHE=str(tmp_path / "cache"))
+        proc = (run_cli if case in REAL else invoke_cli)(*args, cwd=tmp_path, ABLATE_CACHE=str(tmp_path / "cache"))
         assert_one_error_line(proc, expected, case)
         assert not (tmp_path / "run" / "config.yaml").exists() and not (tmp_path / "run" / "summary.json").exists(), (
             case

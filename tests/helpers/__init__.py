@@ -3,7 +3,7 @@
 ``tiny``           the tiny training run every end-to-end test starts from (overrides and sweep parameters)
 ``model``          tiny Lightning-free models and batches for the model tests
 ``corpus``         small parallel-corpus folders written from lines or slices of Multi30k
-``cli``            ``cli.py`` in a subprocess, as a user runs it
+``cli``            ``cli.py`` in a subprocess, as a user runs it, or the same command line in this process
 ``records``        constructed sweep folders (trial records, hypotheses) and a W&B public-API stand-in
 ``sweep``          sweep specs, quiet launcher options and the fake trainer's event log
 ``fake_trainer``   a script that behaves like ``ablate train`` without training (run by path)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.helpers import tiny
+
 COSINE = '''\
 """Cosine attention: temperature * cos(q, k). A plugin, not part of ablate."""
 
@@ -35,17 +37,15 @@ class CosineScore(Score):
 
 TINY = {
     "data.builtin_pairs": 200,
-    "data.vocab_size": 300,
-    "model.d_model": 32,
-    "model.layers": 1,
-    "model.heads": 2,
-    "model.d_ff": 64,
+    "data.builtin_eval_pairs": tiny.EVAL_PAIRS,
+    **tiny.TINY,
     "train.max_steps": 4,
     "train.val_every": 4,
     "eval.beam": 1,
     "tracking.wandb": "disabled",
 }
-"""A tiny run on the built-in task: seconds of training, most of it decoding the 500 validation and test pairs."""
+"""A tiny run on the built-in task (:mod:`tests.helpers.tiny`): seconds of training, most of it decoding the
+validation and test pairs."""
 
 
 def write_cosine(folder: Path, name: str = "cosine.py") -> Path:

@@ -23,22 +23,32 @@ TINY: dict[str, Any] = {
 MODEL = tuple(f"{key}={value}" for key, value in TINY.items())
 """:data:`TINY` as ``key=value`` overrides."""
 
+EVAL_PAIRS = 100
+"""Validation and test pairs of a tiny run, each, where a test asks for them (``eval_pairs=EVAL_PAIRS``; sweeps
+always): decoding the built-in task's default 500 and 500 is most of a tiny run's seconds."""
 
-def tiny(*overrides: str, pairs: int = 200) -> list[str]:
-    """``key=value`` overrides of a tiny run on ``pairs`` built-in sentence pairs, then ``overrides``."""
-    return [f"data.builtin_pairs={pairs}", *MODEL, *overrides]
+SWEEP_TINY = {"data.builtin_eval_pairs": EVAL_PAIRS, **TINY}
+"""What a tiny sweep's trials share: :data:`TINY` on :data:`EVAL_PAIRS` validation and test pairs."""
+
+
+def tiny(*overrides: str, pairs: int = 200, eval_pairs: int | None = None) -> list[str]:
+    """``key=value`` overrides of a tiny run on ``pairs`` built-in sentence pairs, validated and tested on
+    ``eval_pairs`` pairs each (None: the built-in task's default), then ``overrides``."""
+    evals = [f"data.builtin_eval_pairs={eval_pairs}"] if eval_pairs is not None else []
+    return [f"data.builtin_pairs={pairs}", *evals, *MODEL, *overrides]
 
 
 def tiny_parameters(**extra: Any) -> dict[str, dict[str, Any]]:
-    """:data:`TINY` as the ``parameters`` of a W&B-format sweep config (``{key: {"value": v}}``), then ``extra``
-    (dotted keys spelled with ``__``: ``train__max_steps=5``)."""
-    values = {**TINY, **{key.replace("__", "."): value for key, value in extra.items()}}
+    """:data:`TINY` and :data:`EVAL_PAIRS` as the ``parameters`` of a W&B-format sweep config
+    (``{key: {"value": v}}``), then ``extra`` (dotted keys spelled with ``__``: ``train__max_steps=5``)."""
+    values = {**SWEEP_TINY, **{key.replace("__", "."): value for key, value in extra.items()}}
     return {key: {"value": value} for key, value in values.items()}
 
 
 def tiny_sweep_yaml(indent: str = "  ") -> str:
-    """:data:`TINY` as lines of a sweep file's ``parameters:`` block (``  model.d_model: {value: 32}``)."""
-    return "".join(f"{indent}{key}: {{value: {value}}}\n" for key, value in TINY.items())
+    """:data:`TINY` and :data:`EVAL_PAIRS` as lines of a sweep file's ``parameters:`` block
+    (``  model.d_model: {value: 32}``)."""
+    return "".join(f"{indent}{key}: {{value: {value}}}\n" for key, value in SWEEP_TINY.items())
 
 
 CHECKPOINTING = (
@@ -54,8 +64,8 @@ the tests that interrupt, damage or resume a run's folder (they add ``train.max_
 
 
 def tiny_checkpointing(*overrides: str) -> list[str]:
-    """:func:`tiny` with :data:`CHECKPOINTING`, then ``overrides``."""
-    return tiny(*CHECKPOINTING, *overrides)
+    """:func:`tiny` on :data:`EVAL_PAIRS` validation and test pairs with :data:`CHECKPOINTING`, then ``overrides``."""
+    return tiny(*CHECKPOINTING, *overrides, eval_pairs=EVAL_PAIRS)
 
 
 @contextmanager

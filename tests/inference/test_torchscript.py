@@ -19,7 +19,7 @@ from ablate.inference.torchscript import FILES, ExportError, check_format, scrip
 from ablate.inference.translate import LoadedRun, _batch, load_run, translate
 from ablate.model.decoding import greedy
 
-from tests.helpers.tiny import MODEL, tiny
+from tests.helpers.tiny import EVAL_PAIRS, MODEL, tiny
 
 TRAIN = (
     "train.max_steps=40",
@@ -81,7 +81,9 @@ def trained(request, tmp_path_factory) -> Path:
     from ablate.training.train import train
 
     tmp = tmp_path_factory.mktemp(f"export-{request.param}")
-    cfg = load_config(None, tiny(*TRAIN, *ARCHS[request.param], f"data.cache_dir={tmp / 'cache'}", pairs=300))
+    cfg = load_config(
+        None, tiny(*TRAIN, *ARCHS[request.param], f"data.cache_dir={tmp / 'cache'}", pairs=300, eval_pairs=EVAL_PAIRS)
+    )
     summary = train(cfg, tmp / "run")
     assert summary["status"] == "finished"
     return tmp / "run"

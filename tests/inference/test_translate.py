@@ -14,7 +14,7 @@ from ablate.config import load_config
 from ablate.data import builtin
 
 from tests.helpers.callbacks import SEEN
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import EVAL_PAIRS, tiny
 from tests.helpers.wandb_offline import ended_run, offline_runs, read_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +31,7 @@ SMALL = tiny(
     "trainer.enable_progress_bar=false",
     "trainer.callbacks=[{class_path: tests.helpers.callbacks.Recorder, init_args: {tag: t}}]",
     pairs=400,
+    eval_pairs=EVAL_PAIRS,
 )
 
 

@@ -14,7 +14,7 @@ from ablate.model.positions import RotaryPositions
 from ablate.model.scores import AdditiveScore, GaussianScore
 from ablate.training.train import train
 
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import EVAL_PAIRS, tiny
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,6 +78,8 @@ def test_a_parameter_written_the_plain_python_way_is_accepted(tmp_path):
 
 @pytest.mark.slow
 def test_the_documented_rotary_base_trains(tmp_path):
-    overrides = tiny("model.positions=rotary", "model.positions_params.base=500", "train.max_steps=1")
+    overrides = tiny(
+        "model.positions=rotary", "model.positions_params.base=500", "train.max_steps=1", eval_pairs=EVAL_PAIRS
+    )
     summary = train(load_config(None, [*overrides, "tracking.wandb=disabled", "eval.beam=1"]), tmp_path / "run")
     assert summary["status"] == "finished" and summary["config"]["model"]["positions_params"] == {"base": 500.0}

@@ -12,7 +12,7 @@ from ablate.sweep import commands
 from ablate.sweep.commands import app
 from ablate.sweep.local import cpu_count
 
-from tests.helpers.tiny import tiny_sweep_yaml
+from tests.helpers.tiny import EVAL_PAIRS, tiny_sweep_yaml
 
 SWEEP = (
     """\
@@ -89,4 +89,4 @@ def test_a_ddp_trial_with_two_processes_runs_in_a_sweep(tmp_path, cache_dir, mon
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["config"]["train"]["devices"] == 2
     assert len(list(run.glob("wandb/offline-run-*"))) == 1  # one W&B run, from rank 0 only
-    assert len((run / "hyps" / "test.txt").read_text().splitlines()) == 500
+    assert len((run / "hyps" / "test.txt").read_text().splitlines()) == EVAL_PAIRS

@@ -19,12 +19,14 @@ from ablate.sweep import commands
 from ablate.sweep.commands import app
 
 from tests.helpers.sweep import one_seed
+from tests.helpers.tiny import EVAL_PAIRS
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = str(ROOT / "sweeps" / "quickstart.yaml")
 TINY_QUICKSTART = [
     "tracking.wandb=disabled",
     "data.builtin_pairs=400",
+    f"data.builtin_eval_pairs={EVAL_PAIRS}",
     "data.vocab_size=300",
     "model.d_model=32",
     "model.d_ff=64",

@@ -25,7 +25,7 @@ from ablate.sweep.spec import SweepError
 
 from tests.helpers.slurm_cluster import LocalSlurm, unavailable
 from tests.helpers.sweep import one_seed
-from tests.helpers.tiny import tiny_sweep_yaml
+from tests.helpers.tiny import EVAL_PAIRS, tiny_sweep_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,6 +94,7 @@ FAST = [
     "tracking.wandb=disabled",
     "train.max_time=3",
     "data.builtin_pairs=400",
+    f"data.builtin_eval_pairs={EVAL_PAIRS}",
     "data.vocab_size=300",
     "eval.beam=1",
     "eval.max_len_b=3",
@@ -135,7 +136,7 @@ def test_quickstart_sweep_completes_through_slurm(cluster, tmp_path, cache_dir, 
         summary = json.loads((run / "summary.json").read_text())  # the local launcher's layout
         assert summary["status"] == "finished" and trial["metric"] == summary["val/bleu"]
         assert summary["config"]["tracking"]["name"] == trial["name"]
-        assert len((run / "hyps" / "test.txt").read_text().splitlines()) == 500
+        assert len((run / "hyps" / "test.txt").read_text().splitlines()) == EVAL_PAIRS
     assert len(jobs) == 4
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and "nothing to train: all 4 trials of quickstart are done" in again.output

@@ -1,9 +1,10 @@
 """The soak drill: a real sweep with kills, SIGTERMs, NaNs and out-of-memory errors injected.
 
-sweeps/soak.yaml's six variants with one seed (the shipped file has two seeds, 12 trials; its
-full run is in the closing notes). Every trial ends finished or failed with its reason; killed
-and SIGTERM'd trials are relaunched, resume from their checkpoints and finish with the same W&B
-run id; the launcher itself, killed mid-sweep, loses nothing.
+sweeps/soak.yaml's six variants with one seed, validated and tested on EVAL_PAIRS built-in pairs each
+instead of 500 (the shipped file has two seeds, 12 trials; its full run is in the closing notes).
+Every trial ends finished or failed with its reason; killed and SIGTERM'd trials are relaunched,
+resume from their checkpoints and finish with the same W&B run id; the launcher itself, killed
+mid-sweep, loses nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.sweep import one_seed
+from tests.helpers.tiny import EVAL_PAIRS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,6 +41,7 @@ def launch(sweep: Path, out: Path, *extra: str) -> subprocess.Popen:
         "--grace",
         "10",
         "tracking.wandb=offline",
+        f"data.builtin_eval_pairs={EVAL_PAIRS}",
         *extra,
     ]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -79,7 +82,7 @@ def test_soak_sweep_with_injected_faults_loses_nothing(tmp_path, cache_dir):
         else:
             assert t["status"] == "finished" and summary["status"] == "finished", (name, t, output)
             assert summary["step"] == 60 and t["metric"] == summary["val/bleu"]
-            assert len((out / name / "hyps" / "test.txt").read_text().splitlines()) == 500
+            assert len((out / name / "hyps" / "test.txt").read_text().splitlines()) == EVAL_PAIRS
             runs = list((out / name / "wandb").glob("offline-run-*"))
             ids = {p.name.rsplit("-", 1)[-1] for p in runs}
             assert ids == {(out / name / "wandb_id.txt").read_text().strip()}, runs  # one W&B run id

@@ -11,7 +11,7 @@ from ablate.config import load_config
 from ablate.data.sources import DataError
 from ablate.training.train import RunError, train
 
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import EVAL_PAIRS, tiny
 
 pytestmark = pytest.mark.slow  # every test trains (seconds each)
 
@@ -23,6 +23,7 @@ TINY = tiny(
     "tracking.wandb=offline",
     "train.val_every=1000",
     pairs=200,
+    eval_pairs=EVAL_PAIRS,
 )
 
 

@@ -17,7 +17,7 @@ from ablate.training.checkpoints import initialise
 from ablate.training.module import TranslationModule
 from ablate.training.run_folder import RunRecord, claim_run_dir, prepare_run_dir
 
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import EVAL_PAIRS, tiny
 
 
 def _tokenizer(split: str, n: int) -> SubwordTokenizer:
@@ -37,7 +37,7 @@ def _model(cfg, tok):
 
 
 def _cfg(*overrides: str):
-    return load_config(None, tiny("train.max_steps=10", *overrides))
+    return load_config(None, tiny("train.max_steps=10", *overrides, eval_pairs=EVAL_PAIRS))
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from ablate.record import DEV_BLEU, RunFiles, RunSummary
 
 from tests.helpers.cli import run_cli
 from tests.helpers.corpus import make_folder, read_lines
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import EVAL_PAIRS, tiny
 
 pytestmark = pytest.mark.slow
 
@@ -42,6 +42,7 @@ def trained(multi30k: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
         "eval.beam=1",
         "tracking.loggers=[csv,tensorboard]",
         "tracking.log_every=4",
+        eval_pairs=EVAL_PAIRS,
     )
     proc = run_cli("train", *overrides, "--run-dir", str(run_dir), cwd=tmp)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -7,7 +7,7 @@ import pytest
 from ablate.config import load_config
 from ablate.training.train import train
 
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import EVAL_PAIRS, tiny
 
 TINY = tiny(
     "data.vocab_size=200",
@@ -16,6 +16,7 @@ TINY = tiny(
     "eval.beam=1",
     "eval.max_len_b=3",
     "tracking.wandb=disabled",
+    eval_pairs=EVAL_PAIRS,
 )
 
 

@@ -21,7 +21,7 @@ from ablate.config import load_config
 from ablate.training.train import train
 from ablate.utils.provenance import freeze_sha256
 
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import EVAL_PAIRS, tiny
 from tests.helpers.wandb_offline import read_offline_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +34,7 @@ RUN = tiny(
     "eval.max_len_b=5",
     "tracking.log_every=1",
     "train.clip_norm=0.01",  # clipping bites on every step: the recorded gradient norm is the one before it
+    eval_pairs=EVAL_PAIRS,
 )
 
 

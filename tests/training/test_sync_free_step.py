@@ -24,7 +24,7 @@ from ablate.config import load_config
 from ablate.training.train import train
 from ablate.training.trainer import TrainClock
 
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import EVAL_PAIRS, tiny
 
 LOG_EVERY = 4
 STEPS = 11
@@ -99,6 +99,7 @@ def test_no_host_sync_or_collective_in_a_non_logging_training_step(tmp_path, cac
             f"tracking.log_every={LOG_EVERY}",
             "train.val_every=1000",
             "train.checkpoint_every=1000",
+            eval_pairs=EVAL_PAIRS,
         ),
     )
     summary = train(cfg, tmp_path / "run", callbacks=[counter])

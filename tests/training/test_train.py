@@ -14,7 +14,7 @@ import sacrebleu
 from ablate.config import load_config
 from ablate.training.train import train
 
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import EVAL_PAIRS, tiny
 from tests.helpers.wandb_offline import read_offline_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +27,7 @@ TINY = tiny(
     "tracking.wandb=offline",
     "tracking.log_every=5",
     pairs=400,
+    eval_pairs=EVAL_PAIRS,
 )
 
 
@@ -50,7 +51,7 @@ def test_tiny_run_end_to_end(tmp_path, cache_dir):
     assert on_disk["status"] == "finished" and on_disk["config"]["model"]["d_model"] == 32
     hyps = (run_dir / "hyps" / "test.txt").read_text().splitlines()
     refs = (run_dir / "refs" / "test.txt").read_text().splitlines()
-    assert len(hyps) == len(refs) == 500
+    assert len(hyps) == len(refs) == EVAL_PAIRS
     # The recorded BLEU is sacreBLEU's on the saved hypotheses.
     assert summary["test/bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-6)
     assert (run_dir / "checkpoints" / "last.ckpt").exists()
@@ -111,7 +112,7 @@ def test_ddp_two_processes_on_cpu(tmp_path, cache_dir):
     assert len(list(run_dir.glob("wandb/offline-run-*"))) == 1
     hyps = (run_dir / "hyps" / "test.txt").read_text().splitlines()
     refs = (run_dir / "refs" / "test.txt").read_text().splitlines()
-    assert len(hyps) == len(refs) == 500
+    assert len(hyps) == len(refs) == EVAL_PAIRS
     assert summary["test/bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-6)
     # the tokens of both ranks: one rank's 40 steps hold at most 40 x (1,024 source + 1,024 target)
     assert summary["train/tokens"] > 40 * 2 * 1024 and summary["train/tokens_per_sec"] > 0

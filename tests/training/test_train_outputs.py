@@ -11,7 +11,7 @@ from ablate.config import load_config
 from ablate.training import run_folder as outputs
 from ablate.training.train import RunError, train
 
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import EVAL_PAIRS, tiny
 
 TINY = tiny(
     "train.max_steps=2",
@@ -22,6 +22,7 @@ TINY = tiny(
     "eval.max_len_b=2",
     "tracking.wandb=disabled",
     pairs=100,
+    eval_pairs=EVAL_PAIRS,
 )
 
 

@@ -12,7 +12,7 @@ import sacrebleu
 from ablate.config import load_config
 from ablate.training.train import train
 
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import EVAL_PAIRS, tiny
 
 TINY = tiny(
     "train.max_steps=48",
@@ -24,6 +24,7 @@ TINY = tiny(
     "eval.beam=2",
     "tracking.wandb=disabled",
     pairs=300,
+    eval_pairs=EVAL_PAIRS,
 )
 
 
@@ -46,7 +47,7 @@ def test_every_hypothesis_file_reproduces_its_recorded_bleu(finished):
     run_dir, summary = finished
     for split, key in (("val", "val/bleu"), ("test", "test/bleu")):
         hyps, refs = _lines(run_dir / "hyps" / f"{split}.txt"), _lines(run_dir / "refs" / f"{split}.txt")
-        assert len(hyps) == len(refs) == len(_lines(run_dir / "sources" / f"{split}.txt")) == 500
+        assert len(hyps) == len(refs) == len(_lines(run_dir / "sources" / f"{split}.txt")) == EVAL_PAIRS
         assert sacrebleu.corpus_bleu(hyps, [refs]).score == summary[key], split
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers.tiny import tiny
+from tests.helpers.tiny import EVAL_PAIRS, tiny
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = tiny(
@@ -25,6 +25,7 @@ TINY = tiny(
     "tracking.wandb=offline",
     "train.val_every=1000",
     pairs=300,
+    eval_pairs=EVAL_PAIRS,
 )
 
 
@@ -87,6 +88,7 @@ EXACT = tiny(
     "eval.max_len_b=3",
     "tracking.wandb=offline",
     pairs=600,
+    eval_pairs=EVAL_PAIRS,
 )
 
 
