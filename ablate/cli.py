@@ -69,7 +69,7 @@ class Commands(LazyGroup):
         "power": (
             "ablate.report.commands",
             "Before a sweep runs: the minimum detectable effect of its table and the seeds per row a Δ of 1, 2, 3 BLEU "
-            "needs, with the table's own σ and with `ablate table --sigma-from` (docs/reports.md, \"Planning a sweep\").",
+            'needs, with the table\'s own σ and with `ablate table --sigma-from` (docs/reports.md, "Planning a sweep").',
         ),
         "export": (
             "ablate.report.commands",
