@@ -87,8 +87,10 @@ def table(
     """
     out = getattr(source, "out", None)  # a SweepRun
     source, test = str(out if out is not None else source), test or DEFAULT_TEST
-    if sigma_from is not None and (test != "seeds" or not significance):
+    if sigma_from is not None and test != "seeds":
         raise ReportError("--sigma-from pools training-seed variance for the † test: it needs --test seeds")
+    if sigma_from is not None and not significance:
+        raise ReportError("--sigma-from pools training-seed variance for the † test: drop --no-significance")
     sweep = load(source, api, metric)
     borrowed = borrow_noise(sweep, str(sigma_from), [source], api, metric) if sigma_from is not None else None
     comps = compare(sweep, test=test, n_samples=samples, metric=metric, borrowed=borrowed) if significance else []
@@ -181,7 +183,7 @@ def sweep_power(
     can find before it runs, planned with the seed σ of ``sigma_from``'s seeds of its base configuration
     (:func:`ablate.report.calibration.plan_lines`): its planned trials read as finished runs give the table's
     rows, seeds and comparisons; the base's config must be the source's (:func:`ablate.report.stats.lent_for_plan`)."""
-    from ablate.config import ConfigError, load_config, to_dict
+    from ablate.config import load_config, to_dict
     from ablate.report.calibration import plan_lines
     from ablate.report.trials import from_summary, sweep_facts
     from ablate.sweep.planner import Planner, launch_options
@@ -194,10 +196,7 @@ def sweep_power(
     for t in planner.preview():
         if t.status == RunStatus.FAILED:
             raise ReportError(f"{file}: trial {t.name} is invalid ({t.error}); fix the sweep before planning it")
-        try:
-            cfg = load_config(opts.config, planner.overrides(t))
-        except ConfigError as err:  # pragma: no cover - preview validated every trial
-            raise ReportError(f"{file}: trial {t.name}: {err}") from None
+        cfg = load_config(opts.config, planner.overrides(t))  # valid: preview checked every trial
         record = {"status": RunStatus.FINISHED, "config": to_dict(cfg), "variant": t.point.get("variant"),
                   "sweep": {"name": spec.name, "params": t.point}, "resolved": {}}  # fmt: skip
         # resolved: {} (d_k, peak lr): the design needs none, and deriving them imports the model (torch)

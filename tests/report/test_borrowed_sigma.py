@@ -209,3 +209,8 @@ def test_planning_with_the_seeds_of_another_setup_is_refused_in_one_line():
     result = CliRunner().invoke(app, ["power", str(ROOT / "sweeps/quickstart.yaml"), "--sigma-from", str(CALIBRATION)])
     assert result.exit_code == 2
     assert "its runs are not of the base configuration: " in result.output and "data.source=" in result.output
+
+
+def test_without_the_significance_test_a_lent_sigma_is_refused_naming_the_flag(two_by_two):
+    with pytest.raises(ReportError, match="drop --no-significance"):
+        table(two_by_two, significance=False, sigma_from=str(CALIBRATION))
