@@ -192,15 +192,25 @@ def matmul_work(
 
 
 class _OpNames(TorchDispatchMode):
-    """Records the name of every aten op dispatched inside it."""
+    """Records the name of every aten op dispatched inside it, and how many were."""
 
     def __init__(self):
         super().__init__()
         self.names: set[str] = set()
+        self.calls = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.names.add(str(func.overloadpacket))
+        self.calls += 1
         return func(*args, **(kwargs or {}))
+
+
+def dispatched(step: Callable[[], None]) -> int:
+    """How many aten ops ``step()`` dispatches (views and autocast's casts included; backward too): in eager
+    mode each costs host time whatever its size, which bounds a small-kernel step on a GPU."""
+    with _OpNames() as ops:
+        step()
+    return ops.calls
 
 
 def _sdpa_cpu(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:

@@ -7,10 +7,12 @@ measured):
 1. ``tests``: ``pytest -m gpu tests``;
 2. ``training``: the paper's base model on ~25k-token batches, ours vs ``torch.nn.Transformer`` in bf16
    and fp32, additive attention, the SDPA backend of every score, model FLOPs and MFU (one process);
-3. ``packed``: 1, 2, 4, 8 small trials at once through ``ablate sweep run --parallel K``;
-4. ``decoding``: greedy and beam-5 sentences/s, with and without the key/value cache;
-5. ``compile``: ``torch.compile`` vs eager, with the compile time;
-6. ``quality`` (only when asked, outside the budget): the Multi30k base-size run of ``--quality-config``.
+3. ``shapes``: what a batch shape costs the first time, with cuDNN's attention first (PyTorch's order on
+   Hopper) and off, and each order's warm tokens/s;
+4. ``packed``: 1, 2, 4, 8 small trials at once through ``ablate sweep run --parallel K``;
+5. ``decoding``: greedy and beam-5 sentences/s, with and without the key/value cache;
+6. ``compile``: ``torch.compile`` vs eager, with the compile time;
+7. ``quality`` (only when asked, outside the budget): the Multi30k base-size run of ``--quality-config``.
 
 The JSON (written after every stage, printed once at the end) holds ``meta``, ``stages`` (status and
 seconds of each), one key per stage, ``summary`` (the headline figures) and ``targets_met``.
@@ -44,7 +46,7 @@ TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
 }
 """Summary figure -> (what issue 16 asks, check); a figure not measured gets ``None``."""
 
-IN_PROCESS = ("training", "decoding", "compile")
+IN_PROCESS = ("training", "shapes", "decoding", "compile")
 """Stages run as ``python -m scripts.gpu_check.stages STAGE`` children."""
 
 
@@ -82,6 +84,11 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
         "torch_mfu_bf16": _get(rows, "torch-bf16", "mfu"),
         "mfu_peak": _get(rows, "dot-scaled-bf16", "mfu_peak"),
         "sdpa": _get(results, "training", "sdpa"),
+        "new_shape_s": {
+            order: row.get("per_new_shape_s") for order, row in (_get(results, "shapes", "orders") or {}).items()
+        }
+        or None,
+        "no_cudnn_vs_default_warm": _get(results, "shapes", "no_cudnn_vs_default_warm"),
         "beam_sentences_per_s": _get(results, "decoding", "modes", f"beam{beam}-cache", "sentences_per_s"),
         "greedy_sentences_per_s": _get(results, "decoding", "modes", "greedy-cache", "sentences_per_s"),
         "packed_aggregate_tokens_per_s": {k: r.get("aggregate_tokens_per_s") for k, r in packed_runs.items()} or None,

@@ -13,13 +13,21 @@ from typing import Any
 
 from ablate.bench import DEFAULT_DATA, BenchError, BenchOptions
 
-STAGES = ("tests", "training", "packed", "decoding", "compile", "quality")
+STAGES = ("tests", "training", "shapes", "packed", "decoding", "compile", "quality")
 """Every stage, in the order they run (the targets' stages first after the GPU tests)."""
 
-DEFAULT_STAGES = ("tests", "training", "packed", "decoding", "compile")
+DEFAULT_STAGES = ("tests", "training", "shapes", "packed", "decoding", "compile")
 """What runs without ``--stages``: ``quality`` (minutes of training) is asked for explicitly."""
 
-STAGE_CAP_S = {"tests": 100.0, "training": 110.0, "packed": 170.0, "decoding": 45.0, "compile": 90.0, "quality": 120.0}
+STAGE_CAP_S = {
+    "tests": 150.0,
+    "training": 110.0,
+    "shapes": 60.0,
+    "packed": 170.0,
+    "decoding": 45.0,
+    "compile": 90.0,
+    "quality": 120.0,
+}
 """Most seconds a stage may take; ``quality`` gets its training minutes on top (start-up, validation and
 the final beam-5 decoding are not training time)."""
 
@@ -39,6 +47,7 @@ class GpuCheckOptions:
         max_tokens: padded tokens per side of each training batch (the paper's ~25k).
         batches, reps, warmup: fixed batches per round, timed rounds (median), untimed rounds first.
         decode_sentences, decode_len, beam, decode_reps: the decoding stage (outputs held to ``decode_len``).
+        shape_batches: batches of distinct shapes the ``shapes`` stage passes over (the first only warms up).
         packed: trials at once (``ablate sweep run --parallel K``) for each packed measurement.
         packed_seconds: training seconds (``train.max_time``) of each packed trial.
         small_trial: the packed trials' model and batch overrides.
@@ -67,6 +76,7 @@ class GpuCheckOptions:
     decode_len: int = 50
     beam: int = 5
     decode_reps: int = 3
+    shape_batches: int = 12
     packed: tuple[int, ...] = (1, 2, 4, 8)
     packed_seconds: float = 15.0
     small_trial: tuple[str, ...] = SMALL_TRIAL
@@ -74,7 +84,7 @@ class GpuCheckOptions:
     quality_minutes: float = 7.5
     quality_config: str = "scripts/multi30k-base-gpu.yaml"
     stages: tuple[str, ...] = DEFAULT_STAGES
-    budget_s: float = 450.0
+    budget_s: float = 500.0
     cache_dir: str = ""
     seed: int = 1
     tiny: bool = False
@@ -146,6 +156,7 @@ def tiny(opts: GpuCheckOptions) -> GpuCheckOptions:
         decode_sentences=3,
         decode_len=4,
         decode_reps=1,
+        shape_batches=3,
         packed=(1, 2),
         packed_seconds=2.0,
         quality_minutes=0.05,

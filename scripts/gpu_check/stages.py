@@ -1,5 +1,5 @@
-"""The GPU check's in-process stages: bf16 vs fp32 training against ``torch.nn.Transformer``, decoding,
-and ``torch.compile``. Each runs in a fresh child process (``python -m scripts.gpu_check.stages STAGE
+"""The GPU check's in-process stages: bf16 vs fp32 training against ``torch.nn.Transformer``, the
+first-time cost of a batch shape per SDPA backend order, decoding, and ``torch.compile``. Each runs in a fresh child process (``python -m scripts.gpu_check.stages STAGE
 OPTIONS_JSON RESULT_FILE``) so the parent can stop it at its time budget; it rewrites RESULT_FILE after
 every measurement, so a stopped stage still leaves what it measured.
 
@@ -86,6 +86,10 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     out["adamw"] = {k: standard.optimizer.defaults.get(k) for k in ("fused", "foreach")}  # issue 31, item 1
     unpadded = _unpadded(inputs.batches[0])  # no padding mask at all: the flash kernel may run (item 1)
     out["sdpa_unpadded"] = timing.sdpa_backend(timing.census(lambda: standard.forward_backward(unpadded))[1])
+    out["ops_per_batch"] = {  # host-side work: each dispatched op costs microseconds in eager mode
+        key: timing.dispatched(lambda t=trainees[key]: t.forward_backward(inputs.batches[0]))
+        for key in ("dot-scaled-bf16", "torch-bf16")
+    }
     counted = {}
     for key, trainee in trainees.items():  # PyTorch's count (padding and recomputation included); a warm-up too
         counted[key], ops = timing.census(lambda t=trainee: [t.forward_backward(b) for b in inputs.batches])
@@ -134,6 +138,64 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
         "non_padding_rows_vs_all_rows": speedup(seconds["dot-scaled-bf16"], seconds[f"{ALL_ROWS}-bf16"]),
     }
     out["peak_memory_mb"] = _peak_memory_mb(dev)
+    save(out)
+    return out
+
+
+def stage_shapes(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
+    """What a batch shape costs the first time it is seen, with the SDPA backends in PyTorch's order (cuDNN
+    first on Hopper since 2.5) and with cuDNN's attention off; bf16 training passes of the standard model.
+
+    cuDNN builds an execution plan for each new (batch, query length, key length) it is given, and
+    bucketed translation batches and incremental decoding bring new shapes all the time. One cold pass
+    over ``shape_batches`` - 1 batches of distinct shapes per order, cuDNN off first, so every other
+    first-time cost (the allocator, cuBLAS heuristics) lands on it and the default order's
+    ``first_time_cost_s`` is what cuDNN's plans add; then both orders timed warm, interleaved.
+    """
+    from ablate.bench.speed import load_inputs, make_trainee
+
+    dev = timing.device()
+    bench = opts.bench(batches=opts.shape_batches)
+    inputs = load_inputs(bench, dev)
+    out: dict[str, Any] = {
+        "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches],
+        "tokens_per_pass": inputs.tokens,
+        "orders": {},
+    }
+    trainee = make_trainee("dot-scaled", bench, inputs.vocab, dev)
+    trainee.dtype = torch.bfloat16
+    trainee.step(inputs.batches[0])  # CUDA, cuBLAS and the allocator warm, on a shape both orders then see again
+    run = _pass(trainee, inputs.batches[1:])
+
+    def under(cudnn: bool) -> Callable[[], None]:
+        def go() -> None:
+            was = torch.backends.cuda.cudnn_sdp_enabled()
+            torch.backends.cuda.enable_cudnn_sdp(cudnn)
+            try:
+                run()
+            finally:
+                torch.backends.cuda.enable_cudnn_sdp(was)
+
+        return go
+
+    orders = {"no-cudnn": under(False), "default": under(True)}
+    out["clock"], clock = timing.compute_clock(dev)
+    for name, go in orders.items():
+        synchronize()
+        start = clock()
+        go()
+        synchronize()
+        out["orders"][name] = {"cold_pass_s": clock() - start}
+        save(out)
+    seconds = interleaved(orders, opts.reps, 0, clock)
+    for name, secs in seconds.items():
+        row = out["orders"][name]
+        row.update(warm_pass_s=median(secs), seconds=secs, tokens_per_s=inputs.tokens / median(secs))
+        row["first_time_cost_s"] = row["cold_pass_s"] - row["warm_pass_s"]
+        row["per_new_shape_s"] = row["first_time_cost_s"] / max(1, len(inputs.batches) - 1)
+    _, ops = timing.census(lambda: trainee.forward_backward(inputs.batches[1]))
+    out["default_backend"] = timing.sdpa_backend(ops)
+    out["no_cudnn_vs_default_warm"] = speedup(seconds["no-cudnn"], seconds["default"])
     save(out)
     return out
 
@@ -192,6 +254,7 @@ STAGE_FUNCTIONS: dict[str, Callable[[GpuCheckOptions, Save], dict[str, Any]]] = 
     "training": stage_training,
     "compile": stage_compile,
     "decoding": stage_decoding,
+    "shapes": stage_shapes,
 }
 """Stage name -> its function; the stages that run in a child process of their own."""
 

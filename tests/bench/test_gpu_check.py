@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from ablate.config import load_config
 from scripts.gpu_check import check as gpu_check, runs as gpu_runs
@@ -267,3 +268,36 @@ def test_compile_stage_on_a_cpu_with_the_tracing_backend(cache_dir):
     out = stage_compile(opts, saved.append)
     assert len(saved) == 2 and saved[0]["first_compiled_pass_s"] > 0 and math.isfinite(out["compile_s"])
     assert out["compiled_tokens_per_s"] > 0 and len(out["seconds"]["compiled"]) == 2 and out["compiled_vs_eager"] > 0
+
+
+def test_shapes_stage_runs_each_order_cold_then_warm_and_restores_the_backend_flag(cache_dir, monkeypatch):
+    import scripts.gpu_check.stages as stages
+
+    seen: list[bool] = []  # cuDNN attention's flag while each pass over the batches ran
+    original = stages._pass
+
+    def recording(trainee, batches):
+        run = original(trainee, batches)
+
+        def go():
+            seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+            run()
+
+        return go
+
+    monkeypatch.setattr(stages, "_pass", recording)
+    saved = []
+    opts = tiny(GpuCheckOptions()).replace(reps=2, cache_dir=str(cache_dir))
+    assert torch.backends.cuda.cudnn_sdp_enabled()
+    out = stages.stage_shapes(opts, saved.append)
+    assert torch.backends.cuda.cudnn_sdp_enabled()  # put back as found
+    assert seen == [False, True, False, True, True, False]  # cold: cuDNN off first; then 2 warm rounds, rotated
+    shapes = [tuple(b) for b in out["batches"]]
+    assert len(shapes) == opts.shape_batches == len(set(shapes))  # distinct shapes: each is new once
+    for order in ("no-cudnn", "default"):
+        row = out["orders"][order]
+        assert row["cold_pass_s"] > 0 and len(row["seconds"]) == 2 and row["tokens_per_s"] > 0
+        assert row["per_new_shape_s"] == pytest.approx(row["first_time_cost_s"] / (opts.shape_batches - 1))
+    assert out["no_cudnn_vs_default_warm"] > 0 and len(saved) == 3
+    summary = gpu_check.summarise({"shapes": out})
+    assert summary["new_shape_s"] == {k: r["per_new_shape_s"] for k, r in out["orders"].items()}

@@ -11,7 +11,7 @@ import torch
 
 from ablate.bench import processes
 from ablate.bench.report import noisy, ratio_intervals, ratio_spreads, ratios, ratios_table
-from ablate.bench.timing import compute_clock, interleaved, median_interval, paired, speedup
+from ablate.bench.timing import compute_clock, dispatched, interleaved, median_interval, paired, speedup
 
 
 class Machine:
@@ -107,3 +107,10 @@ def test_the_first_run_times_its_tokenizer_and_the_encode_run_has_none(tmp_path,
     assert out["first"]["tokenizer_s"] > 0 and out["first"]["tokenizer_cpu_s"] > 0
     assert out["encode"]["tokenizer_s"] == out["cached"]["tokenizer_s"] == 0.0
     assert all(out[name]["seconds"] >= 0 and out[name]["cpu_s"] >= 0 for name in ("first", "encode", "cached"))
+
+
+def test_dispatched_counts_every_aten_op_backward_included():
+    x = torch.ones(3, requires_grad=True)
+    assert dispatched(lambda: (torch.ones(2) * 2).sum()) == 3  # ones, mul, sum
+    forward = dispatched(lambda: (x * 2).sum())
+    assert dispatched(lambda: (x * 2).sum().backward()) > forward  # the backward's ops count too
