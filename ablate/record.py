@@ -231,6 +231,7 @@ class RunSummary:
     sweep: Optional[dict[str, Any]] = None  # {name, params} of the sweep that started it
     bleu_signature: Optional[str] = None
     accelerator: Optional[str] = None
+    precision: Optional[str] = None  # Lightning's precision that trained it ("32-true", "bf16-mixed")
     commits: Optional[list[str]] = None  # the git commit of every attempt
     checkpoints: Optional[dict[str, Any]] = None  # file name -> {step, sha256} when the run last stopped
     extra: dict[str, Any] = field(default_factory=dict)
@@ -343,7 +344,7 @@ class RunSummary:
         return iter(self.to_json().items())
 
 
-TEXT_FIELDS = ("error", "bleu_signature", "accelerator")
+TEXT_FIELDS = ("error", "bleu_signature", "accelerator", "precision")
 MAPPING_FIELDS = ("config", "resolved", "checkpoints")
 LIMIT = 1e15  # no count or rate a run records comes near this; a larger value (1e308) is damage
 _SCORE = (0.0, 100.0)

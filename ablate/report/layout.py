@@ -85,7 +85,9 @@ def speed_of(trials: Sequence[Trial]) -> Speed:
         return Speed(CPU, COLUMNS["tokens_per_cpu_sec"].label, _cpu_note(trials))
     wall = f"Tokens/s (train): wall-clock {COUNTED} per second of the training steps"
     if on == {"gpu"}:
-        return Speed(WALL, COLUMNS["tokens_per_sec"].label, f"{wall} (each step synchronised on the GPU).")
+        return Speed(
+            WALL, COLUMNS["tokens_per_sec"].label, f"{wall} (each step synchronised on the GPU){_precisions(trials)}."
+        )
     if on == {"cpu"}:
         why = "these runs trained on a CPU but not all recorded their CPU time"
     elif "cpu" in on:
@@ -98,6 +100,16 @@ def speed_of(trials: Sequence[Trial]) -> Speed:
         f"{wall}. Wall-clock, so it depends on the machine's load: on a CPU shared with other processes "
         f"it swings with their work ({why}, so tokens per CPU-second cannot be shown).",
     )
+
+
+def _precisions(trials: Sequence[Trial]) -> str:
+    """Which precision the GPU runs trained in, where they recorded it: one, or a warning that they differ."""
+    used = sorted({t.precision for t in trials if t.precision})
+    if len(used) == 1:
+        return f", in {used[0]}"
+    if used:
+        return f"; the runs trained in {', '.join(used)}, so compare rows of equal precision"
+    return ""
 
 
 def _cpu_note(trials: Sequence[Trial]) -> str:

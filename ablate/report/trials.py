@@ -318,6 +318,7 @@ class Trial:
     bare_variant: bool = False
     declared_base: Any = None
     accelerator: Optional[str] = None
+    precision: Optional[str] = None
     signatures: dict[str, str] = field(default_factory=dict)
     summary: Optional[RunSummary] = field(default=None, compare=False, repr=False)
 
@@ -473,6 +474,7 @@ def from_summary(
         bare_variant=facts.get("bare_variant", False),
         declared_base=facts.get("declared_base"),
         accelerator=trained_on(summary, raw),
+        precision=summary.get("precision") if isinstance(summary.get("precision"), str) else None,
         signatures={
             k.removesuffix(SIGNATURE): v for k, v in summary.items() if k.endswith(SIGNATURE) and isinstance(v, str)
         },

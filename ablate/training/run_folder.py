@@ -339,6 +339,7 @@ def summarise(
         "epoch": int(trainer.current_epoch),
         "history": module.history,
         "accelerator": accelerator,  # what trained it: "cpu" or "gpu" (config's "auto" resolved)
+        "precision": str(trainer.precision),  # Lightning's: "32-true", "bf16-mixed" (train.precision=auto resolved)
         TOKENS_PER_SEC.key: throughput.tokens_per_sec,
         # process CPU seconds of the same steps (all ranks), and tokens per CPU-second: little moved by machine load
         TRAIN_CPU_SECONDS.key: throughput.cpu_seconds,

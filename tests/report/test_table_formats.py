@@ -277,6 +277,29 @@ def test_gpu_and_older_runs_show_wall_clock_tokens_per_second_and_the_footnote_s
         assert "depends on the machine's load" in notes[0] and why in notes[0]
 
 
+@pytest.mark.parametrize(
+    "precisions, said",
+    [
+        (["bf16-mixed", "bf16-mixed"], "synchronised on the GPU), in bf16-mixed."),
+        (["bf16-mixed", "32-true"], "the runs trained in 32-true, bf16-mixed, so compare rows of equal precision"),
+        (
+            ["bf16-mixed", None],
+            "synchronised on the GPU), in bf16-mixed.",
+        ),  # one run from before precision was recorded
+        ([None, None], "synchronised on the GPU)."),
+    ],
+)
+def test_the_gpu_speed_note_names_the_precision_and_warns_when_runs_differ(precisions, said):
+    from ablate.report.trials import Trial
+
+    trials = [
+        Trial(f"s{i}", "finished", config={"seed": i}, metrics={"test/bleu": 20.0, **m}, accelerator="gpu", precision=p)
+        for i, (m, p) in enumerate(zip(SPEEDS, precisions))
+    ]
+    _, notes = _speed(build_table(aggregate(trials)))
+    assert said in notes[0]
+
+
 def test_one_cpu_run_without_cpu_time_keeps_the_whole_column_wall_clock():
     """A column measures one thing: tokens per CPU-second only where every run recorded it."""
     from ablate.report.trials import Trial

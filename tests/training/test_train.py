@@ -45,6 +45,7 @@ def test_tiny_run_end_to_end(tmp_path, cache_dir):
     for key in ("val/bleu", "val/ppl", "test/bleu", "test_test/bleu", "train/tokens_per_sec", "params"):
         assert summary[key] is not None and summary[key] == summary[key], key
     assert summary["train/tokens_per_sec"] > 0 and summary["accelerator"] == "cpu"
+    assert summary["precision"] == "32-true"  # train.precision=auto, resolved on a CPU
     assert summary["train/cpu_seconds"] > 0 and summary["train/tokens_per_cpu_sec"] > 0  # CPU time of the timed steps
 
     on_disk = json.loads((run_dir / "summary.json").read_text())
