@@ -144,29 +144,41 @@ def _source(source: Source) -> str:
 
 def table(source: Source, **options: Any) -> Any:
     """The table ``ablate table SOURCE`` prints, as a :class:`~ablate.report.TableResult`: :func:`ablate.report.table`
-    (its options: ``alpha``, ``test``, ``samples``, ``significance``, ``by_length``, ``metric``)."""
+    (its options: ``alpha``, ``test``, ``samples``, ``significance``, ``by_length``, ``metric``, ``sigma_from``)."""
     ignore_warnings()
     from ablate.report import table as report_table
 
     return report_table(_source(source), **options)
 
 
-def plot(source: Source, *, alpha: float = 0.05, significance: bool = True, metric: str = "bleu") -> Any:
-    """Test BLEU (or ``metric``) per row with the table's significance marks: a ``matplotlib.figure.Figure``.
+def plot(
+    source: Source,
+    *,
+    alpha: float = 0.05,
+    significance: bool = True,
+    metric: str = "bleu",
+    sigma_from: Optional[str] = None,
+) -> Any:
+    """Test BLEU (or ``metric``) per row with the table's significance marks: a ``matplotlib.figure.Figure``;
+    ``sigma_from``: those of ``ablate.table(source, sigma_from=...)`` (the seed σ pooled with that source's seeds).
 
     ``ablate plot SOURCE --out DIR`` (:func:`ablate.report.make_plots`) writes every figure.
 
     Raises:
-        ReportError: no row of the sweep has test BLEU yet.
+        ReportError: no row of the sweep has test BLEU yet; ``sigma_from`` is refused as ``ablate.table`` refuses it.
     """
     ignore_warnings()
     from ablate.report.figures import bleu_bars_figure
-    from ablate.report.stats import compare, load
+    from ablate.report.stats import check_sigma_from, compare, lent_noise, load
     from ablate.report.trials import ReportError
 
     where = _source(source)
+    check_sigma_from(sigma_from, significance=significance)
     sweep = load(where, metric=metric)
-    figure = bleu_bars_figure(sweep, compare(sweep, metric=metric) if significance else [], alpha, metric)
+    borrowed = lent_noise(sweep, sigma_from, [where], metric=metric)
+    figure = bleu_bars_figure(
+        sweep, compare(sweep, metric=metric, borrowed=borrowed) if significance else [], alpha, metric
+    )
     if figure is None:
         raise ReportError(f"no row of {where} has a test {metric} yet; plot it once a trial has finished")
     _display_inline()

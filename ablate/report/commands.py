@@ -294,6 +294,13 @@ def export_command(
     alpha: float = ALPHA,
     test: Test = TEST,
     samples: int = SAMPLES,
+    sigma_from: Optional[str] = typer.Option(
+        None,
+        "--sigma-from",
+        metavar="SOURCE",
+        help="Test the table and plots with the seed σ pooled with this source's seeds of the base configuration, "
+        "as `ablate table --sigma-from` does; the README records SOURCE (not copied) and the command that rebuilds.",
+    ),
 ) -> None:
     """Ship a sweep as a results folder that `ablate table RESULTS_DIR` rebuilds the table from.
 
@@ -302,7 +309,9 @@ def export_command(
     """
     from ablate.report.export import export_sweep
 
-    manifest = export_sweep(source, out, command, reference, plots, alpha, test.value, samples, force, commit)
+    manifest = export_sweep(
+        source, out, command, reference, plots, alpha, test.value, samples, force, commit, sigma_from=sigma_from
+    )
     log.info("wrote %s (%d trials, %.1f MiB of texts)", out, manifest["trials"], manifest["texts_bytes"] / 2**20)
 
 
@@ -314,11 +323,19 @@ def plot_command(
     with_significance: bool = SIGNIFICANCE,
     fmt: FigureFormat = typer.Option(FigureFormat.png, "--format", help="png, or pdf / svg (vector, for papers)."),
     metric: str = METRIC,
+    sigma_from: Optional[str] = typer.Option(
+        None,
+        "--sigma-from",
+        metavar="SOURCE",
+        help="Draw the CIs and † of `ablate table --sigma-from SOURCE`: the seed σ pooled with this source's seeds "
+        "of the base configuration.",
+    ),
 ) -> None:
     """Figures: test BLEU (or --metric) per variant, Δ and 95% CI per comparison, the score vs tokens/s and
     parameters, learning curves, Δ vs the base per training step, BLEU by length."""
     get_scorer(metric)  # a wrong name fails before any work
-    for path in make_plots(source, out, alpha, with_significance, fmt=fmt.value, metric=metric):  # whole or none
+    drawn = make_plots(source, out, alpha, with_significance, fmt=fmt.value, metric=metric, sigma_from=sigma_from)
+    for path in drawn:  # whole or none
         print(path)
 
 

@@ -33,8 +33,8 @@ from typing import Any, Iterator, Optional
 from ablate.record import DEV_BLEU, SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, TEXT_KINDS, TOKENS_PER_SEC, RunStatus
 from ablate.report.layout import Table
 from ablate.report.render import to_markdown
-from ablate.report.stats import DEFAULT_TEST, Sweep, compare
-from ablate.report.trials import VALIDATION_SPLITS, ReportError, collect_folder
+from ablate.report.stats import DEFAULT_TEST, Sweep, check_sigma_from, compare, lent_noise
+from ablate.report.trials import VALIDATION_SPLITS, ReportError, collect_folder, local_folders
 from ablate.utils.io import atomic_write_json, atomic_write_text, dumps, output_folder, read_inside
 from ablate.utils.provenance import (
     ENVIRONMENT_FILE as LOCK,
@@ -394,6 +394,7 @@ def export_sweep(
     samples: int = 0,
     force: bool = False,
     commit: Optional[str] = None,
+    sigma_from: Optional[str] = None,
 ) -> dict[str, Any]:
     """Write ``out`` from the sweep folder ``source``, whole or not at all; return the manifest.
 
@@ -401,9 +402,11 @@ def export_sweep(
         command: the exact command that ran the sweep; default: rebuilt from ``sweep.json``.
         reference: a shipped reference (``ablate table --reference``) to print beside the table.
         commit: the commit the trials ran, for runs too old to record it (what the trials recorded wins).
+        sigma_from: another source's seeds of the base configuration, pooled into the seed σ of the table and
+            the plots (``ablate table --sigma-from``); recorded, not copied: the README says how to rebuild.
 
     Raises:
-        ReportError: ``source`` holds no trials.
+        ReportError: ``source`` holds no trials; ``sigma_from`` is refused as ``ablate table`` refuses it.
         OutputError: ``out`` exists (without ``force``), is a file, is ``source``, lies inside it or
             contains it; or a file of ``source`` is a link that leads out of it.
     """
@@ -415,8 +418,10 @@ def export_sweep(
 
     source, out = Path(source), Path(out)
     paper = get_reference(reference) if reference else None
+    check_sigma_from(sigma_from, test)
     trials = collect_folder(source)  # a missing or empty folder fails here, before anything is written
-    with output_folder(out, [source], force) as tmp:  # all of it, renamed into place at the end, or nothing
+    lender = local_folders(sigma_from) if sigma_from is not None else []  # never replaced by the export either
+    with output_folder(out, [source, *lender], force) as tmp:  # all of it, renamed into place at the end, or nothing
         summaries, size = [], 0
         for trial in trials:
             if (source / trial.name / SUMMARY_FILE).is_file():  # else planned, no record yet: the table lists it
@@ -428,17 +433,23 @@ def export_sweep(
 
         # everything below is read back from the export, so it shows what the export alone rebuilds
         sweep = load(str(tmp))
-        table = build_table(sweep, compare(sweep, test=test, n_samples=samples), alpha, test, samples)
+        borrowed = lent_noise(sweep, sigma_from, [str(source)])
+        table = build_table(
+            sweep, compare(sweep, test=test, n_samples=samples, borrowed=borrowed), alpha, test, samples
+        )
         md = render(table, "md")
         if paper is not None:
             md += "\n" + render_reference(side_by_side(sweep, table, paper), "md")
         atomic_write_text(tmp / "table.md", md)
         atomic_write_text(tmp / "table.tex", render(table, "latex"))
-        figures = [p.name for p in plot_all(sweep, tmp / "plots", compare(sweep), alpha)] if plots else []
+        figures = (
+            [p.name for p in plot_all(sweep, tmp / "plots", compare(sweep, borrowed=borrowed), alpha)] if plots else []
+        )
 
         facts = sweep_facts(source, summaries, planned)
         rebuilt = facts.pop("run_command")
         with_reference = [f"--reference {reference}"] if reference else []
+        lent = [f"--sigma-from {shlex.quote(sigma_from)}"] if sigma_from is not None else []
         manifest = {
             "sweep": sweep.name or out.name,
             "command": command or rebuilt,
@@ -447,10 +458,11 @@ def export_sweep(
             **commit_facts(summaries, commit),
             "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "export_command": " ".join(
-                ["ablate export", shlex.quote(str(source)), shlex.quote(str(out)), *with_reference]
+                ["ablate export", shlex.quote(str(source)), shlex.quote(str(out)), *with_reference, *lent]
                 + ([f"--commit {commit}"] if commit else [])
             ),
-            "table_command": " ".join(["ablate table", shlex.quote(str(out)), "--format md", *with_reference]),
+            "table_command": " ".join(["ablate table", shlex.quote(str(out)), "--format md", *with_reference, *lent]),
+            "sigma_from": sigma_from,
             "texts_bytes": size,
             "plots": figures,
             "environment": write_environment_lock(source, summaries, tmp),
@@ -480,6 +492,16 @@ def readme(m: dict[str, Any]) -> str:
     how = ""
     if m["command"] and not m["command_recorded"]:
         how = " (rebuilt from sweep.json; launcher flags such as --parallel are not recorded there)"
+    lent, rebuilds, lent_line = m.get("sigma_from"), "from these files alone", None
+    if lent is not None:  # --sigma-from: another sweep's runs, recorded here but not copied
+        rebuilds = f"from these files and `{lent}`'s runs"
+        lent_line = (
+            f"- Seed σ: pooled with the seeds of `{lent}`, the base configuration's runs of another sweep "
+            "(`--sigma-from`; the footnote of `table.md` gives their number, σ and df). They are not copied here, and "
+            "the path is as the export was given it: where it is at hand, the command below rebuilds `table.md`; "
+            "without it, `ablate table` on this folder tests with the table's own seed σ, and its CIs and † marks can "
+            "differ from `table.md`'s."
+        )
     return "\n".join(
         [
             f"# Results: {m['sweep']}",
@@ -501,11 +523,12 @@ def readme(m: dict[str, Any]) -> str:
             f"- Trials: {m[RunStatus.FINISHED]} finished of {m['trials']}; {_hours(m['trial_wall_time_s'])} of trial wall time, "
             f"CPU time {cpu}",
             f"- Exported {m['exported_at']} with `{m['export_command']}`",
+            *filter(None, [lent_line]),
             "",
             "The table is `table.md` (`table.tex` for LaTeX) and the figures are in `plots/`. Each trial folder holds its",
             "`summary.json` and the hypotheses, references and sources (`*.txt.gz`) of the test splits and of the",
             "validation split (the validation whose dev scores summary.json reports, so dev BLEU can be re-checked; it",
-            f"is never tested); the table rebuilds from these files alone: `{m['table_command']}`.",
+            f"is never tested); the table rebuilds {rebuilds}: `{m['table_command']}`.",
             "",
         ]
     )

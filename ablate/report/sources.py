@@ -11,7 +11,17 @@ from ablate.metrics import flush_index
 from ablate.record import RunStatus
 from ablate.report.layout import Table, build_table
 from ablate.report.render import render
-from ablate.report.stats import DEFAULT_TEST, Comparison, Sweep, aggregate, borrow_noise, compare, lent_for_plan, load
+from ablate.report.stats import (
+    DEFAULT_TEST,
+    Comparison,
+    Sweep,
+    aggregate,
+    check_sigma_from,
+    compare,
+    lent_for_plan,
+    lent_noise,
+    load,
+)
 from ablate.report.trials import DEFAULT_METRIC, WANDB_PREFIX, ReportError, local_folders, parse_wandb_path
 from ablate.utils.io import check_apart, output_files
 
@@ -87,12 +97,9 @@ def table(
     """
     out = getattr(source, "out", None)  # a SweepRun
     source, test = str(out if out is not None else source), test or DEFAULT_TEST
-    if sigma_from is not None and test != "seeds":
-        raise ReportError("--sigma-from pools training-seed variance for the † test: it needs --test seeds")
-    if sigma_from is not None and not significance:
-        raise ReportError("--sigma-from pools training-seed variance for the † test: drop --no-significance")
+    check_sigma_from(sigma_from, test, significance)
     sweep = load(source, api, metric)
-    borrowed = borrow_noise(sweep, str(sigma_from), [source], api, metric) if sigma_from is not None else None
+    borrowed = lent_noise(sweep, sigma_from, [source], api, metric)
     comps = compare(sweep, test=test, n_samples=samples, metric=metric, borrowed=borrowed) if significance else []
     extra = None
     if by_length:
@@ -115,17 +122,21 @@ def make_plots(
     api: Any = None,
     fmt: str = "png",
     metric: str = DEFAULT_METRIC,
+    sigma_from: Optional[str] = None,
 ) -> list[Path]:
     """Write the sweep's figures (``fmt``: png, pdf or svg; test scores on ``metric``) into ``out``, all or none
-    (other files in ``out`` kept); return their paths."""
+    (other files in ``out`` kept); return their paths. ``sigma_from``: as :func:`table` takes it, so the CIs and
+    † drawn are those of ``ablate table SOURCE --sigma-from``."""
 
     from ablate.report.figures import plot_all
 
     out = Path(out)
-    local = local_folders(source)
+    check_sigma_from(sigma_from, significance=significance)
+    local = local_folders(source) + (local_folders(sigma_from) if sigma_from is not None else [])  # read, never written
     check_apart(out, local)  # before any work
     sweep = load(source, api, metric)
-    comps = compare(sweep, metric=metric) if significance else []
+    borrowed = lent_noise(sweep, sigma_from, [source], api, metric)
+    comps = compare(sweep, metric=metric, borrowed=borrowed) if significance else []
     with output_files(out, local) as tmp:
         drawn = plot_all(sweep, tmp, comps, alpha, fmt, metric)
     return [out / p.name for p in drawn]

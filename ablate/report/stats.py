@@ -1435,6 +1435,24 @@ def borrow_noise(
     return out
 
 
+def check_sigma_from(sigma_from: Optional[str], test: str = DEFAULT_TEST, significance: bool = True) -> None:
+    """Refuse ``--sigma-from`` (``sigma_from`` not None) where no seed test runs, in one line naming the flag:
+    ``ablate table``, ``plot`` and ``export`` alike, before any work."""
+    if sigma_from is not None and test != "seeds":
+        raise ReportError("--sigma-from pools training-seed variance for the † test: it needs --test seeds")
+    if sigma_from is not None and not significance:
+        raise ReportError("--sigma-from pools training-seed variance for the † test: drop --no-significance")
+
+
+def lent_noise(
+    sweep: Sweep, sigma_from: Optional[str], sources: Sequence[str], api: Any = None, metric: str = DEFAULT_METRIC
+) -> Optional[dict[str, BorrowedNoise]]:
+    """``sigma_from``'s seeds of the base of ``sweep`` (the table of ``sources``) for its seed σ, checked as
+    :func:`borrow_noise` checks them (a bad source refused in one line); None without it.
+    What ``ablate table``, ``plot`` and ``export`` pass to ``compare(..., borrowed=)``, so their CIs and † agree."""
+    return None if sigma_from is None else borrow_noise(sweep, str(sigma_from), list(sources), api, metric)
+
+
 def lent_for_plan(source: str, base: Mapping[str, Any], api: Any = None, metric: str = DEFAULT_METRIC) -> BorrowedNoise:
     """``source``'s seed variance on its first test split, for a sweep not yet run whose base has the flattened
     config ``base`` (``ablate sweep run --dry-run --sigma-from``); the checks of :func:`borrow_noise`."""

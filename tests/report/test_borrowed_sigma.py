@@ -8,8 +8,10 @@ Every way a source can be the wrong one gives one line.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
+import shlex
 import shutil
 from pathlib import Path
 
@@ -20,6 +22,8 @@ from typer.testing import CliRunner
 
 from ablate.report import table
 from ablate.report.commands import app
+from ablate.report.figures import forest_lines
+from ablate.report.layout import MARK
 from ablate.report.stats import (
     BorrowedNoise,
     ReportError,
@@ -214,3 +218,116 @@ def test_planning_with_the_seeds_of_another_setup_is_refused_in_one_line():
 def test_without_the_significance_test_a_lent_sigma_is_refused_naming_the_flag(two_by_two):
     with pytest.raises(ReportError, match="drop --no-significance"):
         table(two_by_two, significance=False, sigma_from=str(CALIBRATION))
+
+
+# ``ablate plot`` and ``ablate export`` take --sigma-from too, so their CIs and † are the table's.
+
+
+def _table_marks(result) -> dict[tuple[str, str], tuple[float, tuple[float, float], bool]]:
+    """``{(row, split): (Δ, 95% CI, †)}`` of every tested cell of a ``TableResult``."""
+    return {
+        (row.name, col.split): (cell.comparison.delta, cell.comparison.ci, cell.mark == MARK)
+        for row in result.table.rows
+        for col, cell in zip(result.table.columns, row.cells)
+        if col.split and cell.comparison is not None and cell.comparison.tested
+    }
+
+
+def _drawn(sweep, comparisons) -> dict[tuple[str, str], tuple[float, tuple[float, float], bool]]:
+    """The same, as the forest plot (delta_ci.png) draws them."""
+    return {
+        (ln.row, ln.split): (ln.delta, (ln.low, ln.high), ln.marked) for ln in forest_lines(sweep, comparisons, 0.05)
+    }
+
+
+@pytest.fixture()
+def drawing(monkeypatch):
+    """What ``ablate plot`` and ``ablate export`` pass to the figures: ``[(sweep, comparisons)]`` per call (the
+    figures are still drawn)."""
+    import ablate.report.figures as figures
+
+    calls, plot_all = [], figures.plot_all
+
+    def spy(sweep, out_dir, comparisons=None, *args, **kwargs):
+        calls.append((sweep, list(comparisons or [])))
+        return plot_all(sweep, out_dir, comparisons, *args, **kwargs)
+
+    monkeypatch.setattr(figures, "plot_all", spy)
+    return calls
+
+
+def test_the_plots_draw_the_intervals_and_marks_of_the_table_with_the_same_source(two_by_two, tmp_path, drawing):
+    pooled = _table_marks(table(two_by_two, sigma_from=str(CALIBRATION)))
+    assert pooled != _table_marks(table(two_by_two)) and any(mark for *_, mark in pooled.values())
+    result = CliRunner().invoke(
+        app, ["plot", str(two_by_two), "--out", str(tmp_path / "plots"), "--sigma-from", str(CALIBRATION)]
+    )
+    assert result.exit_code == 0, result.output
+    ((sweep, comparisons),) = drawing
+    assert _drawn(sweep, comparisons) == pooled
+    assert (tmp_path / "plots" / "delta_ci.png").is_file()
+
+
+def test_the_notebook_plot_marks_what_the_table_marks_with_the_same_source(two_by_two, monkeypatch):
+    import ablate
+    import ablate.report.figures as figures
+
+    calls, bars = [], figures.bleu_bars_figure
+    monkeypatch.setattr(figures, "bleu_bars_figure", lambda s, c, *a: calls.append((s, c)) or bars(s, c, *a))
+    assert ablate.plot(two_by_two, sigma_from=str(CALIBRATION)) is not None
+    ((sweep, comparisons),) = calls
+    assert _drawn(sweep, comparisons) == _table_marks(table(two_by_two, sigma_from=str(CALIBRATION)))
+
+
+@pytest.fixture(scope="module")
+def two_by_two_runs(two_by_two: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``two_by_two`` as a sweep folder holds it (plain texts, which ``ablate export`` ships), not gzip'd."""
+    out = tmp_path_factory.mktemp("runs") / "two-by-two"
+    for path in sorted(two_by_two.rglob("*")):
+        if path.is_file():
+            target = out / path.relative_to(two_by_two)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if path.suffix == ".gz":
+                target.with_suffix("").write_bytes(gzip.decompress(path.read_bytes()))
+            else:
+                shutil.copy(path, target)
+    return out
+
+
+def test_an_export_with_a_lent_sigma_ships_the_table_its_readme_command_rebuilds(two_by_two_runs, tmp_path, drawing):
+    out = tmp_path / "results" / "small"
+    result = CliRunner().invoke(app, ["export", str(two_by_two_runs), str(out), "--sigma-from", str(CALIBRATION)])
+    assert result.exit_code == 0, result.output
+    shipped = (out / "table.md").read_text()
+    assert shipped == table(out, sigma_from=str(CALIBRATION)).render("md") != table(out).render("md")
+    assert "16 seeds of its base setup from" in shipped and "(17 df)" in shipped
+    assert (out / "table.tex").read_text() == table(out, sigma_from=str(CALIBRATION)).render("latex")
+    ((sweep, comparisons),) = drawing  # the exported plots too
+    assert _drawn(sweep, comparisons) == _table_marks(table(out, sigma_from=str(CALIBRATION)))
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    command = shlex.split(manifest["table_command"])
+    assert command[:2] == ["ablate", "table"] and command[-2:] == ["--sigma-from", str(CALIBRATION)]
+    rebuilt = CliRunner().invoke(app, command[1:])  # ablate table ...
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert rebuilt.stdout == shipped
+    readme = (out / "README.md").read_text()
+    assert manifest["table_command"] in readme and f"pooled with the seeds of `{CALIBRATION}`" in readme
+    assert "--sigma-from" in manifest["export_command"] and manifest["sigma_from"] == str(CALIBRATION)
+
+
+def test_plot_and_export_refuse_what_table_refuses_in_one_line(two_by_two, tmp_path):
+    runner, out = CliRunner(), tmp_path / "out"
+    cases = {
+        "plot, no test": (["plot", str(two_by_two), "--no-significance"], "drop --no-significance"),
+        "export, sentences only": (["export", str(two_by_two), str(out), "--test", "bs"], "needs --test seeds"),
+        "plot, many configurations": (["plot", str(two_by_two)], "it holds 10 configurations"),
+        "export, many configurations": (["export", str(two_by_two), str(out)], "it holds 10 configurations"),
+    }
+    for case, (args, expected) in cases.items():
+        source = MISSION if "configurations" in case else CALIBRATION
+        args = [*args, "--sigma-from", str(source)] + (["--out", str(out)] if args[0] == "plot" else [])
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2 and expected in result.output, (case, result.output)
+        assert len(result.output.strip().splitlines()) == 1, (case, result.output)
+        assert not out.exists(), case
