@@ -9,6 +9,7 @@
 #   scripts/gpu-check.sh [--data DIR] [--stages tests,training,packed,decoding,compile] [--no-compile]
 #     (data: ../shared/data/multi30k, else the copy in .gpu-data/multi30k that scripts/gpu-prepare.sh makes)
 #   scripts/gpu-check.sh --stages quality                 # ~9.5 min: the Multi30k base-size run alone
+#   scripts/gpu-check.sh --stages compile --cap compile=400   # one stage with a longer cap (H100: >90 s to compile)
 #   scripts/gpu-check.sh --tiny --stages training         # CPU smoke run
 #   python -m scripts.gpu_check.check --help               # every option
 #

@@ -34,7 +34,7 @@ from typing import Any, Callable, Optional
 from ablate.bench import BenchError
 from ablate.record import TEST_BLEU
 from ablate.utils.io import atomic_write_text
-from scripts.gpu_check.options import DEFAULT_STAGES, STAGE_CAP_S, STAGES, GpuCheckOptions, tiny
+from scripts.gpu_check.options import DEFAULT_STAGES, STAGES, GpuCheckOptions, tiny
 from scripts.gpu_check.runs import ROOT, child_env, run_child, run_gpu_tests, run_packed, run_quality
 
 TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
@@ -181,10 +181,10 @@ def run_check(opts: GpuCheckOptions, out: Path, echo: Callable[[str], None]) -> 
             opts = opts.replace(cache_dir=cache)
         for stage in (s for s in STAGES if s in opts.stages):
             if stage == "quality":  # minutes of training: outside the budget of the others
-                timeout = left = STAGE_CAP_S[stage] + opts.quality_minutes * 60
+                timeout = left = opts.cap(stage) + opts.quality_minutes * 60
             else:
                 left = deadline - time.time()
-                timeout = min(STAGE_CAP_S[stage], left)
+                timeout = min(opts.cap(stage), left)
             if timeout < 5:
                 results["stages"][stage] = {"status": "skipped", "reason": f"out of time ({left:.0f} s left)"}
                 write(results, out)
@@ -244,7 +244,21 @@ def parse_args(argv: list[str]) -> tuple[GpuCheckOptions, Path]:
     p.add_argument("--quality-minutes", type=float, default=base.quality_minutes)
     p.add_argument("--quality-config", default=base.quality_config)
     p.add_argument("--cache-dir", default="", help="tokenizer/corpus cache (default: a fresh temporary one)")
+    p.add_argument(
+        "--cap",
+        action="append",
+        default=[],
+        metavar="STAGE=SECONDS",
+        help="replace a stage's time cap, e.g. --cap compile=300 (repeatable; the budget still bounds all but quality)",
+    )
     a = p.parse_args(argv)
+    caps = []
+    for given in a.cap:
+        stage, _, seconds = given.partition("=")
+        try:
+            caps.append((stage.strip(), float(seconds)))
+        except ValueError:
+            raise BenchError(f"--cap {given!r}: give STAGE=SECONDS, e.g. compile=300") from None
     try:
         packed = tuple(int(k) for k in a.packed.split(",") if k.strip())
     except ValueError:
@@ -263,6 +277,7 @@ def parse_args(argv: list[str]) -> tuple[GpuCheckOptions, Path]:
         quality_minutes=a.quality_minutes,
         quality_config=a.quality_config,
         cache_dir=a.cache_dir,
+        caps=tuple(caps),
     )
     if a.tiny:
         opts = tiny(opts)

@@ -55,6 +55,7 @@ class GpuCheckOptions:
         quality_minutes: training minutes of the Multi30k base-size run (``quality`` stage).
         quality_config: its YAML config.
         stages: stages to run (subset of :data:`STAGES`).
+        caps: (stage, seconds) pairs that replace :data:`STAGE_CAP_S`'s cap of those stages (``--cap``).
         budget_s: seconds every stage together may take; a stage gets ``min(its cap, what is left)``.
         cache_dir: tokenizer/corpus cache shared by every stage and trial ("" = a fresh temporary one).
         seed: batch choice and model initialisation.
@@ -84,6 +85,7 @@ class GpuCheckOptions:
     quality_minutes: float = 7.5
     quality_config: str = "scripts/multi30k-base-gpu.yaml"
     stages: tuple[str, ...] = DEFAULT_STAGES
+    caps: tuple[tuple[str, float], ...] = ()
     budget_s: float = 500.0
     cache_dir: str = ""
     seed: int = 1
@@ -99,6 +101,12 @@ class GpuCheckOptions:
         unknown = [s for s in self.stages if s not in STAGES]
         if unknown:
             raise BenchError(f"unknown stage(s) {', '.join(unknown)}; choose from {', '.join(STAGES)}")
+        bad = [f"{stage}={seconds:g}" for stage, seconds in self.caps if stage not in STAGES or not seconds > 0]
+        if bad:
+            raise BenchError(
+                f"--cap {', '.join(bad)}: give STAGE=SECONDS with a positive number of seconds and a stage of "
+                f"{', '.join(STAGES)}"
+            )
         if not self.packed or min(self.packed) < 1:
             raise BenchError(
                 f"--packed {','.join(map(str, self.packed))}: give trial counts of at least 1, e.g. 1,2,4,8"
@@ -130,12 +138,18 @@ class GpuCheckOptions:
         fields.update(changes)
         return BenchOptions(**fields)
 
+    def cap(self, stage: str) -> float:
+        """Most seconds ``stage`` may take: its ``--cap``, else :data:`STAGE_CAP_S`'s."""
+        return dict(self.caps).get(stage, STAGE_CAP_S[stage])
+
     def to_json(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GpuCheckOptions:
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        values["caps"] = tuple((stage, seconds) for stage, seconds in values.get("caps", ()))
+        return cls(**values)
 
 
 def tiny(opts: GpuCheckOptions) -> GpuCheckOptions:

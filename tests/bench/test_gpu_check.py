@@ -180,6 +180,8 @@ def test_a_stage_that_overruns_or_fails_keeps_the_rest(tmp_path, monkeypatch):
     }
     assert results["summary"]["sdpa"] == {"dot-scaled": "flash"}
     assert stages["compile"]["budget_s"] <= 90
+    longer = gpu_check.run_check(opts.replace(caps=(("compile", 300.0),), budget_s=1000.0), out, echo=lambda s: None)
+    assert longer["stages"]["compile"]["budget_s"] == 300  # --cap compile=300
     monkeypatch.setattr(gpu_check.time, "time", iter(range(0, 10**6, 100)).__next__)  # every call: 100 s later
     late = gpu_check.run_check(opts, tmp_path / "late.json", echo=lambda s: None)
     assert late["stages"]["compile"]["status"] == "skipped" and "out of time" in late["stages"]["compile"]["reason"]
@@ -192,6 +194,9 @@ def test_a_stage_that_overruns_or_fails_keeps_the_rest(tmp_path, monkeypatch):
         (["--packed", "1,x"], "--packed '1,x': give trial counts"),
         (["--packed", "0,2"], "give trial counts of at least 1"),
         (["--data", "/nonexistent/multi30k"], "no such folder"),
+        (["--cap", "compile"], "--cap 'compile': give STAGE=SECONDS"),
+        (["--cap", "compil=300"], "--cap compil=300: give STAGE=SECONDS with a positive number"),
+        (["--cap", "tests=0"], "--cap tests=0: give STAGE=SECONDS with a positive number"),
     ],
 )
 def test_bad_options_are_one_line(argv, message, capsys):
