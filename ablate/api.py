@@ -158,9 +158,12 @@ def plot(
     significance: bool = True,
     metric: str = "bleu",
     sigma_from: Optional[str] = None,
+    test: str = "seeds",
+    samples: int = 0,
 ) -> Any:
     """Test BLEU (or ``metric``) per row with the table's significance marks: a ``matplotlib.figure.Figure``;
-    ``sigma_from``: those of ``ablate.table(source, sigma_from=...)`` (the seed σ pooled with that source's seeds).
+    ``test``, ``samples`` and ``sigma_from``: those of ``ablate.table(source, test=..., samples=..., sigma_from=...)``
+    (``sigma_from``: the seed σ pooled with that source's seeds).
 
     ``ablate plot SOURCE --out DIR`` (:func:`ablate.report.make_plots`) writes every figure.
 
@@ -169,16 +172,15 @@ def plot(
     """
     ignore_warnings()
     from ablate.report.figures import bleu_bars_figure
-    from ablate.report.stats import check_sigma_from, compare, lent_noise, load
+    from ablate.report.stats import check_sigma_from, check_test, load, table_comparisons
     from ablate.report.trials import ReportError
 
     where = _source(source)
-    check_sigma_from(sigma_from, significance=significance)
+    check_test(test)
+    check_sigma_from(sigma_from, test, significance)
     sweep = load(where, metric=metric)
-    borrowed = lent_noise(sweep, sigma_from, [where], metric=metric)
-    figure = bleu_bars_figure(
-        sweep, compare(sweep, metric=metric, borrowed=borrowed) if significance else [], alpha, metric
-    )
+    comps = table_comparisons(sweep, [where], test, samples, significance, metric, sigma_from)
+    figure = bleu_bars_figure(sweep, comps, alpha, metric)
     if figure is None:
         raise ReportError(f"no row of {where} has a test {metric} yet; plot it once a trial has finished")
     _display_inline()

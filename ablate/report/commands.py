@@ -320,6 +320,8 @@ def plot_command(
     source: str = SOURCE,
     out: Path = typer.Option(Path("plots"), "--out", "-o", help="Folder for the figures (created if missing)."),
     alpha: float = ALPHA,
+    test: Test = TEST,
+    samples: int = SAMPLES,
     with_significance: bool = SIGNIFICANCE,
     fmt: FigureFormat = typer.Option(FigureFormat.png, "--format", help="png, or pdf / svg (vector, for papers)."),
     metric: str = METRIC,
@@ -334,7 +336,10 @@ def plot_command(
     """Figures: test BLEU (or --metric) per variant, Δ and 95% CI per comparison, the score vs tokens/s and
     parameters, learning curves, Δ vs the base per training step, BLEU by length."""
     get_scorer(metric)  # a wrong name fails before any work
-    drawn = make_plots(source, out, alpha, with_significance, fmt=fmt.value, metric=metric, sigma_from=sigma_from)
+    drawn = make_plots(
+        source, out, alpha, with_significance, fmt=fmt.value, metric=metric, sigma_from=sigma_from,
+        test=test.value, samples=samples,
+    )  # fmt: skip
     for path in drawn:  # whole or none
         print(path)
 

@@ -33,7 +33,7 @@ from typing import Any, Iterator, Optional
 from ablate.record import DEV_BLEU, SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, TEXT_KINDS, TOKENS_PER_SEC, RunStatus
 from ablate.report.layout import Table
 from ablate.report.render import to_markdown
-from ablate.report.stats import DEFAULT_TEST, Sweep, check_sigma_from, compare, lent_noise
+from ablate.report.stats import DEFAULT_TEST, Sweep, check_sigma_from, table_comparisons
 from ablate.report.trials import VALIDATION_SPLITS, ReportError, collect_folder, local_folders
 from ablate.utils.io import atomic_write_json, atomic_write_text, dumps, output_folder, read_inside
 from ablate.utils.provenance import (
@@ -45,6 +45,8 @@ from ablate.utils.provenance import (
     package_versions,
 )
 
+DEFAULT_ALPHA = 0.05
+"""``ablate table``'s ``--alpha``: an export's table command names another."""
 _LINE = re.compile(r"[a-z0-9][a-z0-9-]*==\S+")
 MAX_BYTES = 1 << 20  # a freeze is a few kB; a bigger file is not one
 
@@ -279,7 +281,8 @@ def saved_splits(summary: dict[str, Any], run_dir: Path) -> list[str]:
 
 
 def _copy_trial(source: Path, name: str, out: Path) -> int:
-    """Copy one trial's summary and gzip its test and validation texts; return the bytes written.
+    """Copy one trial's summary and gzip its test and validation texts (a text already gzip'd, as a results
+    folder holds it, is copied as it is); return the bytes written.
 
     Every file is read through :func:`~ablate.utils.io.read_inside`, so a link out of the sweep folder is refused.
     """
@@ -297,12 +300,15 @@ def _copy_trial(source: Path, name: str, out: Path) -> int:
     for split in saved_splits(summary, run_dir):
         for kind in TEXT_KINDS:
             src = run_dir / kind / f"{split}.txt"
-            if not src.exists():
+            if src.exists():
+                # mtime=0: the same texts give the same bytes, so a re-export changes nothing in git
+                data = gzip.compress(read_inside(src, source), compresslevel=9, mtime=0)
+            elif src.with_name(f"{split}.txt.gz").exists():  # a results folder's, exported again: as it is
+                data = read_inside(src.with_name(f"{split}.txt.gz"), source)
+            else:
                 continue
             dst = out / name / kind / f"{split}.txt.gz"
             dst.parent.mkdir(exist_ok=True)
-            # mtime=0: the same texts give the same bytes, so a re-export changes nothing in git
-            data = gzip.compress(read_inside(src, source), compresslevel=9, mtime=0)
             dst.write_bytes(data)
             size += len(data)
     return size
@@ -389,7 +395,7 @@ def export_sweep(
     command: Optional[str] = None,
     reference: Optional[str] = None,
     plots: bool = True,
-    alpha: float = 0.05,
+    alpha: float = DEFAULT_ALPHA,
     test: str = DEFAULT_TEST,
     samples: int = 0,
     force: bool = False,
@@ -433,23 +439,20 @@ def export_sweep(
 
         # everything below is read back from the export, so it shows what the export alone rebuilds
         sweep = load(str(tmp))
-        borrowed = lent_noise(sweep, sigma_from, [str(source)])
-        table = build_table(
-            sweep, compare(sweep, test=test, n_samples=samples, borrowed=borrowed), alpha, test, samples
-        )
+        comps = table_comparisons(sweep, [str(source)], test, samples, sigma_from=sigma_from)  # the table's and plots'
+        table = build_table(sweep, comps, alpha, test, samples)
         md = render(table, "md")
         if paper is not None:
             md += "\n" + render_reference(side_by_side(sweep, table, paper), "md")
         atomic_write_text(tmp / "table.md", md)
         atomic_write_text(tmp / "table.tex", render(table, "latex"))
-        figures = (
-            [p.name for p in plot_all(sweep, tmp / "plots", compare(sweep, borrowed=borrowed), alpha)] if plots else []
-        )
+        figures = [p.name for p in plot_all(sweep, tmp / "plots", comps, alpha)] if plots else []
 
         facts = sweep_facts(source, summaries, planned)
         rebuilt = facts.pop("run_command")
         with_reference = [f"--reference {reference}"] if reference else []
-        lent = [f"--sigma-from {shlex.quote(sigma_from)}"] if sigma_from is not None else []
+        tested = table_options(alpha, test, samples)  # what changes the table: in both commands
+        tested += [f"--sigma-from {shlex.quote(sigma_from)}"] if sigma_from is not None else []
         manifest = {
             "sweep": sweep.name or out.name,
             "command": command or rebuilt,
@@ -458,10 +461,10 @@ def export_sweep(
             **commit_facts(summaries, commit),
             "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "export_command": " ".join(
-                ["ablate export", shlex.quote(str(source)), shlex.quote(str(out)), *with_reference, *lent]
+                ["ablate export", shlex.quote(str(source)), shlex.quote(str(out)), *with_reference, *tested]
                 + ([f"--commit {commit}"] if commit else [])
             ),
-            "table_command": " ".join(["ablate table", shlex.quote(str(out)), "--format md", *with_reference, *lent]),
+            "table_command": " ".join(["ablate table", shlex.quote(str(out)), "--format md", *with_reference, *tested]),
             "sigma_from": sigma_from,
             "texts_bytes": size,
             "plots": figures,
@@ -470,6 +473,14 @@ def export_sweep(
         atomic_write_json(tmp / "manifest.json", manifest)
         atomic_write_text(tmp / "README.md", readme(manifest))
     return manifest
+
+
+def table_options(alpha: float, test: str, samples: int) -> list[str]:
+    """The options of ``ablate table`` that give its table ``alpha``, ``test`` and ``samples``: those not at
+    ``ablate table``'s defaults, so the recorded table command prints the ``table.md`` shipped."""
+    options = [] if alpha == DEFAULT_ALPHA else [f"--alpha {shlex.quote(repr(float(alpha)))}"]
+    options += [] if test == DEFAULT_TEST else [f"--test {shlex.quote(test)}"]
+    return options + ([f"--samples {int(samples)}"] if samples else [])
 
 
 def _hours(seconds: Optional[float]) -> str:

@@ -17,10 +17,11 @@ from ablate.report.stats import (
     Sweep,
     aggregate,
     check_sigma_from,
+    check_test,
     compare,
     lent_for_plan,
-    lent_noise,
     load,
+    table_comparisons,
 )
 from ablate.report.trials import DEFAULT_METRIC, WANDB_PREFIX, ReportError, local_folders, parse_wandb_path
 from ablate.utils.io import check_apart, output_files
@@ -99,8 +100,7 @@ def table(
     source, test = str(out if out is not None else source), test or DEFAULT_TEST
     check_sigma_from(sigma_from, test, significance)
     sweep = load(source, api, metric)
-    borrowed = lent_noise(sweep, sigma_from, [source], api, metric)
-    comps = compare(sweep, test=test, n_samples=samples, metric=metric, borrowed=borrowed) if significance else []
+    comps = table_comparisons(sweep, [source], test, samples, significance, metric, sigma_from, api)
     extra = None
     if by_length:
         from ablate.report.layout import bleu_by_length
@@ -123,20 +123,22 @@ def make_plots(
     fmt: str = "png",
     metric: str = DEFAULT_METRIC,
     sigma_from: Optional[str] = None,
+    test: Optional[str] = None,
+    samples: int = 0,
 ) -> list[Path]:
     """Write the sweep's figures (``fmt``: png, pdf or svg; test scores on ``metric``) into ``out``, all or none
-    (other files in ``out`` kept); return their paths. ``sigma_from``: as :func:`table` takes it, so the CIs and
-    † drawn are those of ``ablate table SOURCE --sigma-from``."""
+    (other files in ``out`` kept); return their paths. ``test``, ``samples`` and ``sigma_from``: as :func:`table`
+    takes them, so the CIs and † drawn are those of ``ablate table SOURCE`` with the same options."""
 
     from ablate.report.figures import plot_all
 
-    out = Path(out)
-    check_sigma_from(sigma_from, significance=significance)
+    out, test = Path(out), test or DEFAULT_TEST
+    check_test(test)
+    check_sigma_from(sigma_from, test, significance)
     local = local_folders(source) + (local_folders(sigma_from) if sigma_from is not None else [])  # read, never written
     check_apart(out, local)  # before any work
     sweep = load(source, api, metric)
-    borrowed = lent_noise(sweep, sigma_from, [source], api, metric)
-    comps = compare(sweep, metric=metric, borrowed=borrowed) if significance else []
+    comps = table_comparisons(sweep, [source], test, samples, significance, metric, sigma_from, api)
     with output_files(out, local) as tmp:
         drawn = plot_all(sweep, tmp, comps, alpha, fmt, metric)
     return [out / p.name for p in drawn]

@@ -1453,6 +1453,26 @@ def lent_noise(
     return None if sigma_from is None else borrow_noise(sweep, str(sigma_from), list(sources), api, metric)
 
 
+def table_comparisons(
+    sweep: Sweep,
+    sources: Sequence[str],
+    test: str = DEFAULT_TEST,
+    samples: int = 0,
+    significance: bool = True,
+    metric: str = DEFAULT_METRIC,
+    sigma_from: Optional[str] = None,
+    api: Any = None,
+) -> list[Comparison]:
+    """The comparisons whose Δ, CI and † ``ablate table`` prints for ``sweep`` (the table of ``sources``) with
+    these options (``--test``, ``--samples``, ``--no-significance``, ``--metric``, ``--sigma-from``); none
+    without significance. ``ablate table``, ``plot``, ``export`` and ``ablate.plot`` all take theirs from here,
+    so a figure draws what the table beside it marks."""
+    if not significance:
+        return []
+    borrowed = lent_noise(sweep, sigma_from, sources, api, metric)
+    return compare(sweep, test=test, n_samples=samples, metric=metric, borrowed=borrowed)
+
+
 def lent_for_plan(source: str, base: Mapping[str, Any], api: Any = None, metric: str = DEFAULT_METRIC) -> BorrowedNoise:
     """``source``'s seed variance on its first test split, for a sweep not yet run whose base has the flattened
     config ``base`` (``ablate sweep run --dry-run --sigma-from``); the checks of :func:`borrow_noise`."""

@@ -5,6 +5,7 @@
 ``corpus``         small parallel-corpus folders written from lines or slices of Multi30k
 ``cli``            ``cli.py`` in a subprocess, as a user runs it, or the same command line in this process
 ``records``        constructed sweep folders (trial records, hypotheses) and a W&B public-API stand-in
+``marks``          a table's Δ, CI and † per cell beside what the figures draw, and a spy on the figures
 ``sweep``          sweep specs, quiet launcher options and the fake trainer's event log
 ``fake_trainer``   a script that behaves like ``ablate train`` without training (run by path)
 ``slurm_cluster``  a real one-node SLURM cluster for the SLURM tests

@@ -8,7 +8,6 @@ Every way a source can be the wrong one gives one line.
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import shlex
@@ -22,8 +21,6 @@ from typer.testing import CliRunner
 
 from ablate.report import table
 from ablate.report.commands import app
-from ablate.report.figures import forest_lines
-from ablate.report.layout import MARK
 from ablate.report.stats import (
     BorrowedNoise,
     ReportError,
@@ -35,6 +32,8 @@ from ablate.report.stats import (
     load,
     seeds_needed,
 )
+
+from tests.helpers.marks import drawn, table_marks
 
 ROOT = Path(__file__).resolve().parents[2]
 MISSION, CALIBRATION = ROOT / "results" / "mission-cpu", ROOT / "results" / "calibration-cpu"
@@ -111,15 +110,6 @@ def test_the_minimum_detectable_effect_and_seeds_needed_count_the_borrowed_df():
     borrowed = seeds_needed(2.0, 0.65, 0.0, 0.05, rows=2, shared=False, borrowed_df=15)
     assert borrowed < own
     assert seeds_needed(6.0, 0.65, 0.0, 0.05, rows=2, shared=False, borrowed_df=15) == 1
-
-
-@pytest.fixture(scope="module")
-def two_by_two(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """base and score-additive of results/mission-cpu, seeds 1 and 2 (test BLEU -3.1 apart)."""
-    out = tmp_path_factory.mktemp("small") / "two-by-two"
-    for name in ("base-seed=1", "base-seed=2", "score-additive-seed=1", "score-additive-seed=2"):
-        shutil.copytree(MISSION / name, out / name)
-    return out
 
 
 def test_a_two_row_two_seed_table_marks_a_large_drop_only_with_the_borrowed_seeds(two_by_two):
@@ -223,48 +213,15 @@ def test_without_the_significance_test_a_lent_sigma_is_refused_naming_the_flag(t
 # ``ablate plot`` and ``ablate export`` take --sigma-from too, so their CIs and † are the table's.
 
 
-def _table_marks(result) -> dict[tuple[str, str], tuple[float, tuple[float, float], bool]]:
-    """``{(row, split): (Δ, 95% CI, †)}`` of every tested cell of a ``TableResult``."""
-    return {
-        (row.name, col.split): (cell.comparison.delta, cell.comparison.ci, cell.mark == MARK)
-        for row in result.table.rows
-        for col, cell in zip(result.table.columns, row.cells)
-        if col.split and cell.comparison is not None and cell.comparison.tested
-    }
-
-
-def _drawn(sweep, comparisons) -> dict[tuple[str, str], tuple[float, tuple[float, float], bool]]:
-    """The same, as the forest plot (delta_ci.png) draws them."""
-    return {
-        (ln.row, ln.split): (ln.delta, (ln.low, ln.high), ln.marked) for ln in forest_lines(sweep, comparisons, 0.05)
-    }
-
-
-@pytest.fixture()
-def drawing(monkeypatch):
-    """What ``ablate plot`` and ``ablate export`` pass to the figures: ``[(sweep, comparisons)]`` per call (the
-    figures are still drawn)."""
-    import ablate.report.figures as figures
-
-    calls, plot_all = [], figures.plot_all
-
-    def spy(sweep, out_dir, comparisons=None, *args, **kwargs):
-        calls.append((sweep, list(comparisons or [])))
-        return plot_all(sweep, out_dir, comparisons, *args, **kwargs)
-
-    monkeypatch.setattr(figures, "plot_all", spy)
-    return calls
-
-
 def test_the_plots_draw_the_intervals_and_marks_of_the_table_with_the_same_source(two_by_two, tmp_path, drawing):
-    pooled = _table_marks(table(two_by_two, sigma_from=str(CALIBRATION)))
-    assert pooled != _table_marks(table(two_by_two)) and any(mark for *_, mark in pooled.values())
+    pooled = table_marks(table(two_by_two, sigma_from=str(CALIBRATION)))
+    assert pooled != table_marks(table(two_by_two)) and any(mark for *_, mark in pooled.values())
     result = CliRunner().invoke(
         app, ["plot", str(two_by_two), "--out", str(tmp_path / "plots"), "--sigma-from", str(CALIBRATION)]
     )
     assert result.exit_code == 0, result.output
     ((sweep, comparisons),) = drawing
-    assert _drawn(sweep, comparisons) == pooled
+    assert drawn(sweep, comparisons) == pooled
     assert (tmp_path / "plots" / "delta_ci.png").is_file()
 
 
@@ -276,22 +233,7 @@ def test_the_notebook_plot_marks_what_the_table_marks_with_the_same_source(two_b
     monkeypatch.setattr(figures, "bleu_bars_figure", lambda s, c, *a: calls.append((s, c)) or bars(s, c, *a))
     assert ablate.plot(two_by_two, sigma_from=str(CALIBRATION)) is not None
     ((sweep, comparisons),) = calls
-    assert _drawn(sweep, comparisons) == _table_marks(table(two_by_two, sigma_from=str(CALIBRATION)))
-
-
-@pytest.fixture(scope="module")
-def two_by_two_runs(two_by_two: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``two_by_two`` as a sweep folder holds it (plain texts, which ``ablate export`` ships), not gzip'd."""
-    out = tmp_path_factory.mktemp("runs") / "two-by-two"
-    for path in sorted(two_by_two.rglob("*")):
-        if path.is_file():
-            target = out / path.relative_to(two_by_two)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if path.suffix == ".gz":
-                target.with_suffix("").write_bytes(gzip.decompress(path.read_bytes()))
-            else:
-                shutil.copy(path, target)
-    return out
+    assert drawn(sweep, comparisons) == table_marks(table(two_by_two, sigma_from=str(CALIBRATION)))
 
 
 def test_an_export_with_a_lent_sigma_ships_the_table_its_readme_command_rebuilds(two_by_two_runs, tmp_path, drawing):
@@ -303,7 +245,7 @@ def test_an_export_with_a_lent_sigma_ships_the_table_its_readme_command_rebuilds
     assert "16 seeds of its base setup from" in shipped and "(17 df)" in shipped
     assert (out / "table.tex").read_text() == table(out, sigma_from=str(CALIBRATION)).render("latex")
     ((sweep, comparisons),) = drawing  # the exported plots too
-    assert _drawn(sweep, comparisons) == _table_marks(table(out, sigma_from=str(CALIBRATION)))
+    assert drawn(sweep, comparisons) == table_marks(table(out, sigma_from=str(CALIBRATION)))
 
     manifest = json.loads((out / "manifest.json").read_text())
     command = shlex.split(manifest["table_command"])

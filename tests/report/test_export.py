@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shlex
 import shutil
 
 import pytest
@@ -18,6 +19,7 @@ from ablate.report.trials import collect
 from ablate.training.run_folder import RunRecord
 from ablate.training.train import train
 
+from tests.helpers.marks import drawn, table_marks
 from tests.helpers.tiny import tiny
 
 runner = CliRunner()
@@ -208,3 +210,77 @@ def test_export_of_a_running_sweep_counts_its_planned_trials_and_survives_a_bad_
     assert "- Trials: 2 finished of 4;" in readme
     table = (tmp_path / "out" / "table.md").read_text()
     assert "Trials: 2 of 4 in the table; not in it: 2 pending" in table and "- base-seed=4 (seed 4): pending" in table
+
+
+# What an export ships agrees with itself: the README's table command prints table.md, the plots draw table.md's
+# comparisons, and a results folder exported again keeps its texts (two_by_two: four shipped runs of mission-cpu).
+
+
+def test_the_recorded_table_command_carries_every_option_that_changes_the_table(two_by_two_runs, tmp_path):
+    out = tmp_path / "results" / "small"
+    options = ["--alpha", "0.1", "--test", "bs", "--samples", "100"]
+    result = runner.invoke(app, ["export", str(two_by_two_runs), str(out), "--no-plots", *options])
+    assert result.exit_code == 0, result.output
+    shipped = (out / "table.md").read_text()
+    assert shipped == report_table(str(out), alpha=0.1, test="bs", samples=100).render("md")
+    assert shipped != report_table(str(out)).render("md")  # the options change the table
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    command = shlex.split(manifest["table_command"])
+    assert command[:2] == ["ablate", "table"] and all(option in command for option in options)
+    rebuilt = runner.invoke(app, command[1:])  # ablate table ..., as the README gives it
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert rebuilt.stdout == shipped
+    assert f"`{manifest['table_command']}`" in (out / "README.md").read_text()
+    assert all(option in shlex.split(manifest["export_command"]) for option in options)
+
+    out = tmp_path / "results" / "defaults"  # options left at their defaults are not spelled out
+    assert runner.invoke(app, ["export", str(two_by_two_runs), str(out), "--no-plots"]).exit_code == 0
+    assert json.loads((out / "manifest.json").read_text())["table_command"] == f"ablate table {out} --format md"
+
+
+def test_the_exported_plots_draw_the_comparisons_of_the_table_beside_them(two_by_two_runs, tmp_path, drawing):
+    out = tmp_path / "results" / "small"
+    result = runner.invoke(app, ["export", str(two_by_two_runs), str(out), "--test", "bs", "--samples", "200"])
+    assert result.exit_code == 0, result.output
+    shipped = report_table(str(out), test="bs", samples=200)
+    assert (out / "table.md").read_text() == shipped.render("md")
+    marks = table_marks(shipped)
+    assert marks != table_marks(report_table(str(out), samples=200))  # the seed test's CIs and † differ
+    ((sweep, comparisons),) = drawing
+    assert drawn(sweep, comparisons) == marks and any(mark for *_, mark in marks.values())
+    assert (out / "plots" / "delta_ci.png").is_file()
+
+
+def test_ablate_plot_takes_the_test_and_samples_of_ablate_table(two_by_two, tmp_path, drawing):
+    plots = tmp_path / "plots"
+    result = runner.invoke(app, ["plot", str(two_by_two), "--out", str(plots), "--test", "bs", "--samples", "200"])
+    assert result.exit_code == 0, result.output
+    ((sweep, comparisons),) = drawing
+    assert drawn(sweep, comparisons) == table_marks(report_table(str(two_by_two), test="bs", samples=200))
+    for args, expected in {
+        ("--test", "xx"): "'xx' is not one of",
+        ("--samples", "-1"): "-1 is not in the range x>=0",
+        ("--test", "ar", "--sigma-from", "results/calibration-cpu"): "needs --test seeds",
+    }.items():
+        result = runner.invoke(app, ["plot", str(two_by_two), "--out", str(tmp_path / "no"), *args])
+        assert result.exit_code == 2 and expected in result.output, (args, result.output)
+        assert not (tmp_path / "no").exists()
+
+
+def test_exporting_a_results_folder_again_keeps_its_texts_and_its_table(two_by_two, tmp_path):
+    out = tmp_path / "again"
+    result = runner.invoke(app, ["export", str(two_by_two), str(out), "--no-plots"])
+    assert result.exit_code == 0, result.output
+    for options in ({}, {"test": "bs", "samples": 200}):
+        again, shipped = report_table(str(out), **options), report_table(str(two_by_two), **options)
+        assert again.render("csv") == shipped.render("csv")
+        assert table_marks(again) == table_marks(shipped) and table_marks(shipped)
+    assert "not tested" not in (out / "table.md").read_text()
+    gz = "score-additive-seed=2/hyps/test_2016_flickr.txt.gz"
+    assert (out / gz).read_bytes() == (two_by_two / gz).read_bytes()  # carried over, not gzip'd twice
+    assert not list(out.rglob("*.gz.gz")) and not list(out.glob("*/*/*.txt"))
+
+    result = runner.invoke(app, ["export", str(two_by_two), str(two_by_two), "--no-plots", "--force"])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert (two_by_two / gz).is_file() and not (two_by_two / "table.md").exists()
