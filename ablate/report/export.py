@@ -71,10 +71,14 @@ def recorded_freeze(run_dir: Path, summary: dict[str, Any]) -> Optional[list[str
     return lines
 
 
-def write_environment_lock(source: Path, summaries: list[dict[str, Any]], out: Path) -> dict[str, Any]:
+def write_environment_lock(
+    source: Path, summaries: list[dict[str, Any]], out: Path, exported: Any = None
+) -> dict[str, Any]:
     """Write the lock file(s) of an export of ``source`` into ``out``; return the manifest's ``environment``.
 
-    ``summaries`` are the trials' summaries, each with its folder name under ``_name``.
+    ``summaries`` are the trials' summaries, each with its folder name under ``_name``. ``exported``: the
+    ``environment`` of ``source``'s own manifest where it is a results folder exported before; its lock
+    files are carried over when the trials recorded none.
     """
     found: dict[str, tuple[list[str], list[dict[str, Any]]]] = {}
     for summary in summaries:
@@ -82,6 +86,13 @@ def write_environment_lock(source: Path, summaries: list[dict[str, Any]], out: P
         lines = recorded_freeze(source / name, summary) if isinstance(name, str) else None
         if lines is not None:
             found.setdefault(freeze_sha256(lines), (lines, []))[1].append(summary)
+    files = exported.get("files") if isinstance(exported, dict) else None
+    if not found and isinstance(files, list) and files:
+        names = [f.get("file") for f in files if isinstance(f, dict)]
+        if all(isinstance(n, str) and Path(n).name == n and (source / n).is_file() for n in names):
+            for n in names:
+                (out / n).write_bytes(read_inside(source / n, source))
+            return exported
     if not found:
         lines = freeze()
         (out / LOCK).write_text(freeze_text(lines), encoding="utf-8")
@@ -377,6 +388,14 @@ def sweep_facts(source: Path, summaries: list[dict[str, Any]], planned: int = 0)
     }
 
 
+def exported_before(source: Path) -> dict[str, Any]:
+    """``source``'s ``manifest.json`` where it is a results folder that ``ablate export`` wrote (else {}): a
+    re-export keeps the command, sweep wall time, commit and environment it recorded, which the copied
+    files no longer show."""
+    manifest = _read_json(source / "manifest.json")
+    return manifest if isinstance(manifest.get("export_command"), str) else {}
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -450,15 +469,22 @@ def export_sweep(
 
         facts = sweep_facts(source, summaries, planned)
         rebuilt = facts.pop("run_command")
+        first = exported_before(source)  # a results folder exported again: what its export recorded stands
+        if first:
+            rebuilt = first.get("command") if isinstance(first.get("command"), str) else rebuilt
+            facts["wall_time_s"] = first.get("wall_time_s") if _is_number(first.get("wall_time_s")) else None
+        provenance = commit_facts(summaries, commit)
+        if first and provenance["commit_source"] == "export" and isinstance(first.get("commit"), str):
+            provenance = {"commit": first["commit"], "commit_source": first.get("commit_source", "given")}
         with_reference = [f"--reference {reference}"] if reference else []
         tested = table_options(alpha, test, samples)  # what changes the table: in both commands
         tested += [f"--sigma-from {shlex.quote(sigma_from)}"] if sigma_from is not None else []
         manifest = {
             "sweep": sweep.name or out.name,
             "command": command or rebuilt,
-            "command_recorded": command is not None,
+            "command_recorded": command is not None or bool(first.get("command_recorded")),
             **facts,
-            **commit_facts(summaries, commit),
+            **provenance,
             "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "export_command": " ".join(
                 ["ablate export", shlex.quote(str(source)), shlex.quote(str(out)), *with_reference, *tested]
@@ -468,7 +494,7 @@ def export_sweep(
             "sigma_from": sigma_from,
             "texts_bytes": size,
             "plots": figures,
-            "environment": write_environment_lock(source, summaries, tmp),
+            "environment": write_environment_lock(source, summaries, tmp, first.get("environment")),
         }
         atomic_write_json(tmp / "manifest.json", manifest)
         atomic_write_text(tmp / "README.md", readme(manifest))

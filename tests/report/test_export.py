@@ -284,3 +284,27 @@ def test_exporting_a_results_folder_again_keeps_its_texts_and_its_table(two_by_t
     result = runner.invoke(app, ["export", str(two_by_two), str(two_by_two), "--no-plots", "--force"])
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
     assert (two_by_two / gz).is_file() and not (two_by_two / "table.md").exists()
+
+
+def test_a_results_folder_exported_again_keeps_the_command_time_commit_and_environment_it_recorded(
+    two_by_two_runs, tmp_path
+):
+    first, again = tmp_path / "first", tmp_path / "again"
+    command = "ablate sweep run sweeps/mission-cpu.yaml --parallel 2"
+    args = ["export", str(two_by_two_runs), str(first), "--no-plots", "--command", command, "--commit", "5" * 40]
+    assert runner.invoke(app, args).exit_code == 0
+    shipped = json.loads((first / "manifest.json").read_text())
+    shipped["wall_time_s"] = 4257.4  # as the sweep's own clock measured it; copies of its files cannot
+    (first / "manifest.json").write_text(json.dumps(shipped))
+
+    result = runner.invoke(app, ["export", str(first), str(again), "--no-plots"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((again / "manifest.json").read_text())
+    assert manifest["command"] == command and manifest["command_recorded"] is True
+    assert manifest["commit"] == "5" * 40 and manifest["commit_source"] == "given"
+    assert manifest["wall_time_s"] == 4257.4
+    assert manifest["environment"] == shipped["environment"]
+    for lock in shipped["environment"]["files"]:
+        assert (again / lock["file"]).read_bytes() == (first / lock["file"]).read_bytes()
+    readme = (again / "README.md").read_text()
+    assert command in readme and "1.18 h (4,257 s)" in readme
