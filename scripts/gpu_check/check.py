@@ -85,7 +85,8 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
         "mfu_peak": _get(rows, "dot-scaled-bf16", "mfu_peak"),
         "sdpa": _get(results, "training", "sdpa"),
         "new_shape_s": {
-            order: row.get("per_new_shape_s") for order, row in (_get(results, "shapes", "orders") or {}).items()
+            order: {part: _get(row, part, "per_new_shape_s") for part in ("train", "decode")}
+            for order, row in (_get(results, "shapes", "orders") or {}).items()
         }
         or None,
         "no_cudnn_vs_default_warm": _get(results, "shapes", "no_cudnn_vs_default_warm"),

@@ -142,60 +142,106 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     return out
 
 
-def stage_shapes(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
-    """What a batch shape costs the first time it is seen, with the SDPA backends in PyTorch's order (cuDNN
-    first on Hopper since 2.5) and with cuDNN's attention off; bf16 training passes of the standard model.
+def _without_rows(batch: dict[str, Any], k: int) -> dict[str, Any]:
+    """``batch`` less its last ``k`` rows: the same lengths at a batch size not seen before (a new shape),
+    with its token counts recounted."""
+    out = {key: v[:-k] if isinstance(v, torch.Tensor) and v.dim() else v for key, v in batch.items()}  # (B, ...)
+    src_len = out["src"].ne(0).sum(1)
+    out["src_tokens"], out["tgt_tokens"] = int(src_len.sum()), int(out["tgt_out"].ne(0).sum())
+    out["src_padded"] = bool(src_len.min() != src_len.max())
+    return out
 
-    cuDNN builds an execution plan for each new (batch, query length, key length) it is given, and
-    bucketed translation batches and incremental decoding bring new shapes all the time. One cold pass
-    over ``shape_batches`` - 1 batches of distinct shapes per order, cuDNN off first, so every other
-    first-time cost (the allocator, cuBLAS heuristics) lands on it and the default order's
-    ``first_time_cost_s`` is what cuDNN's plans add; then both orders timed warm, interleaved.
+
+def _cudnn_attention(on: bool, work: Callable[[], Any]) -> Callable[[], None]:
+    """``work`` with cuDNN's fused attention allowed (PyTorch's default) or not; the flag is put back after."""
+
+    def go() -> None:
+        was = torch.backends.cuda.cudnn_sdp_enabled()
+        torch.backends.cuda.enable_cudnn_sdp(on)
+        try:
+            work()
+        finally:
+            torch.backends.cuda.enable_cudnn_sdp(was)
+
+    return go
+
+
+SHAPE_ORDERS = {"no-cudnn": (False, 1), "default": (True, 2)}
+"""Backend order -> (cuDNN's attention allowed, rows dropped from every batch to give it shapes of its own)."""
+
+
+def stage_shapes(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
+    """What a shape costs the first time it is seen, with the SDPA backends in PyTorch's order (cuDNN first
+    on Hopper since 2.5) and with cuDNN's attention off: bf16 training passes, and greedy decoding with the
+    cache, of the standard model.
+
+    cuDNN builds an execution plan for each new (batch, query length, key length), and bucketed batches
+    (once each per run: they repeat each epoch) and step-by-step decoding (every output length) bring new
+    ones. Everything is first run once at full size under both orders (CUDA, cuBLAS, the allocator and
+    both code paths warm); then each order gets batches and sentences one (no-cudnn) or two (default)
+    rows short, shapes nothing has seen, timed cold once and then warm, interleaved.
     """
-    from ablate.bench.speed import load_inputs, make_trainee
+    from ablate.bench.speed import STANDARD, load_inputs, make_trainee, modes
 
     dev = timing.device()
     bench = opts.bench(batches=opts.shape_batches)
     inputs = load_inputs(bench, dev)
+    trainee = make_trainee(STANDARD, bench, inputs.vocab, dev)
+    trainee.dtype = torch.bfloat16
+    tok = inputs.prepared.tokenizer
+    model = trainee.model
+    greedy = modes(model, tok.bos_id, tok.eos_id, opts.decode_len, 1)["greedy-cache"]
+
+    def decode(src: torch.Tensor) -> Callable[[], None]:
+        def run() -> None:
+            model.eval()
+            with torch.no_grad(), timing.autocast(dev, torch.bfloat16):
+                greedy(src)
+            model.train()
+
+        return run
+
     out: dict[str, Any] = {
         "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches],
         "tokens_per_pass": inputs.tokens,
+        "decode": {"sentences": int(inputs.decode_src.size(0)), "length": opts.decode_len},
         "orders": {},
     }
-    trainee = make_trainee("dot-scaled", bench, inputs.vocab, dev)
-    trainee.dtype = torch.bfloat16
-    trainee.step(inputs.batches[0])  # CUDA, cuBLAS and the allocator warm, on a shape both orders then see again
-    run = _pass(trainee, inputs.batches[1:])
-
-    def under(cudnn: bool) -> Callable[[], None]:
-        def go() -> None:
-            was = torch.backends.cuda.cudnn_sdp_enabled()
-            torch.backends.cuda.enable_cudnn_sdp(cudnn)
-            try:
-                run()
-            finally:
-                torch.backends.cuda.enable_cudnn_sdp(was)
-
-        return go
-
-    orders = {"no-cudnn": under(False), "default": under(True)}
+    for on, _ in SHAPE_ORDERS.values():  # warm at full size, both paths
+        _cudnn_attention(on, _pass(trainee, inputs.batches))()
+        _cudnn_attention(on, decode(inputs.decode_src))()
+    work = {}
+    for name, (on, k) in SHAPE_ORDERS.items():
+        work[f"train-{name}"] = _cudnn_attention(on, _pass(trainee, [_without_rows(b, k) for b in inputs.batches]))
+        work[f"decode-{name}"] = _cudnn_attention(on, decode(inputs.decode_src[:-k]))
     out["clock"], clock = timing.compute_clock(dev)
-    for name, go in orders.items():
+    cold = {}
+    for key, go in work.items():
         synchronize()
         start = clock()
         go()
         synchronize()
-        out["orders"][name] = {"cold_pass_s": clock() - start}
+        cold[key] = clock() - start
+        out["cold_s"] = cold
         save(out)
-    seconds = interleaved(orders, opts.reps, 0, clock)
-    for name, secs in seconds.items():
-        row = out["orders"][name]
-        row.update(warm_pass_s=median(secs), seconds=secs, tokens_per_s=inputs.tokens / median(secs))
-        row["first_time_cost_s"] = row["cold_pass_s"] - row["warm_pass_s"]
-        row["per_new_shape_s"] = row["first_time_cost_s"] / max(1, len(inputs.batches) - 1)
-    _, ops = timing.census(lambda: trainee.forward_backward(inputs.batches[1]))
+    seconds = interleaved(work, min(opts.reps, 5), 0, clock)  # 5 warm rounds: the stage's point is the cold one
+    new_shapes = {"train": len(inputs.batches), "decode": opts.decode_len}  # decoding: about one per output step
+    for name in SHAPE_ORDERS:
+        row = out["orders"][name] = {}
+        for part, shapes in new_shapes.items():
+            key = f"{part}-{name}"
+            warm = median(seconds[key])
+            row[part] = {
+                "cold_s": cold[key],
+                "warm_s": warm,
+                "seconds": seconds[key],
+                "per_new_shape_s": (cold[key] - warm) / shapes,
+            }
+    _, ops = timing.census(lambda: trainee.forward_backward(inputs.batches[0]))
     out["default_backend"] = timing.sdpa_backend(ops)
-    out["no_cudnn_vs_default_warm"] = speedup(seconds["no-cudnn"], seconds["default"])
+    out["no_cudnn_vs_default_warm"] = {
+        part: speedup(seconds[f"{part}-no-cudnn"], seconds[f"{part}-default"]) for part in new_shapes
+    }
     save(out)
     return out
 

@@ -275,17 +275,17 @@ def test_compile_stage_on_a_cpu_with_the_tracing_backend(cache_dir):
     assert out["compiled_tokens_per_s"] > 0 and len(out["seconds"]["compiled"]) == 2 and out["compiled_vs_eager"] > 0
 
 
-def test_shapes_stage_runs_each_order_cold_then_warm_and_restores_the_backend_flag(cache_dir, monkeypatch):
+def test_shapes_stage_gives_each_order_shapes_of_its_own_cold_then_warm_and_restores_the_flag(cache_dir, monkeypatch):
     import scripts.gpu_check.stages as stages
 
-    seen: list[bool] = []  # cuDNN attention's flag while each pass over the batches ran
+    seen: list[tuple[bool, tuple]] = []  # (cuDNN attention's flag, the first batch's shape) of each training pass
     original = stages._pass
 
     def recording(trainee, batches):
         run = original(trainee, batches)
 
         def go():
-            seen.append(torch.backends.cuda.cudnn_sdp_enabled())
+            seen.append((torch.backends.cuda.cudnn_sdp_enabled(), tuple(batches[0]["src"].shape)))
             run()
 
         return go
@@ -296,13 +296,22 @@ def test_shapes_stage_runs_each_order_cold_then_warm_and_restores_the_backend_fl
     assert torch.backends.cuda.cudnn_sdp_enabled()
     out = stages.stage_shapes(opts, saved.append)
     assert torch.backends.cuda.cudnn_sdp_enabled()  # put back as found
-    assert seen == [False, True, False, True, True, False]  # cold: cuDNN off first; then 2 warm rounds, rotated
+    rows = out["batches"][0][0]
+    full, short1, short2 = (
+        (rows, out["batches"][0][1]),
+        (rows - 1, out["batches"][0][1]),
+        (rows - 2, out["batches"][0][1]),
+    )
+    # warm-up at full size under both orders; then each order's own shapes: cold once, then 2 rotated warm rounds
+    assert seen == [(False, full), (True, full), (False, short1), (True, short2), (False, short1), (True, short2),
+                    (True, short2), (False, short1)]  # fmt: skip
     shapes = [tuple(b) for b in out["batches"]]
-    assert len(shapes) == opts.shape_batches == len(set(shapes))  # distinct shapes: each is new once
+    assert len(shapes) == opts.shape_batches == len(set(shapes))
     for order in ("no-cudnn", "default"):
-        row = out["orders"][order]
-        assert row["cold_pass_s"] > 0 and len(row["seconds"]) == 2 and row["tokens_per_s"] > 0
-        assert row["per_new_shape_s"] == pytest.approx(row["first_time_cost_s"] / (opts.shape_batches - 1))
-    assert out["no_cudnn_vs_default_warm"] > 0 and len(saved) == 3
+        for part, new in (("train", opts.shape_batches), ("decode", opts.decode_len)):
+            row = out["orders"][order][part]
+            assert row["cold_s"] > 0 and len(row["seconds"]) == 2
+            assert row["per_new_shape_s"] == pytest.approx((row["cold_s"] - row["warm_s"]) / new)
+    assert set(out["no_cudnn_vs_default_warm"]) == {"train", "decode"} and len(saved) == 5
     summary = gpu_check.summarise({"shapes": out})
-    assert summary["new_shape_s"] == {k: r["per_new_shape_s"] for k, r in out["orders"].items()}
+    assert summary["new_shape_s"]["default"]["decode"] == out["orders"]["default"]["decode"]["per_new_shape_s"]
