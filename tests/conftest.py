@@ -68,7 +68,6 @@ LONGEST_FIRST = (
     "tests/training/test_train_resume.py",
     "tests/api/test_python_api.py",
     "tests/sweep/test_e2e.py",
-    "tests/cli/test_one_line_errors.py",
     "tests/registry/test_plugin_runs.py",
 )
 """The test files that take longest (the seconds per file printed at the end of a run), collected first.
