@@ -85,7 +85,12 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
         "mfu_peak": _get(rows, "dot-scaled-bf16", "mfu_peak"),
         "sdpa": _get(results, "training", "sdpa"),
         "new_shape_s": {
-            order: {part: _get(row, part, "per_new_shape_s") for part in ("train", "decode")}
+            order: {part: _get(row, part, "per_new_shape_s") for part in ("train", "greedy")}
+            for order, row in (_get(results, "shapes", "orders") or {}).items()
+        }
+        or None,
+        "beam_first_time_cost_s": {
+            order: _get(row, "beam", "first_time_cost_s")
             for order, row in (_get(results, "shapes", "orders") or {}).items()
         }
         or None,

@@ -172,8 +172,8 @@ SHAPE_ORDERS = {"no-cudnn": (False, 1), "default": (True, 2)}
 
 def stage_shapes(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     """What a shape costs the first time it is seen, with the SDPA backends in PyTorch's order (cuDNN first
-    on Hopper since 2.5) and with cuDNN's attention off: bf16 training passes, and greedy decoding with the
-    cache, of the standard model.
+    on Hopper since 2.5) and with cuDNN's attention off: bf16 training passes, and greedy and beam decoding
+    with the cache, of the standard model.
 
     cuDNN builds an execution plan for each new (batch, query length, key length), and bucketed batches
     (once each per run: they repeat each epoch) and step-by-step decoding (every output length) bring new
@@ -190,13 +190,14 @@ def stage_shapes(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     trainee.dtype = torch.bfloat16
     tok = inputs.prepared.tokenizer
     model = trainee.model
-    greedy = modes(model, tok.bos_id, tok.eos_id, opts.decode_len, 1)["greedy-cache"]
+    searches = modes(model, tok.bos_id, tok.eos_id, opts.decode_len, opts.beam)
+    decoders = {"greedy": searches["greedy-cache"], "beam": searches[f"beam{opts.beam}-cache"]}
 
-    def decode(src: torch.Tensor) -> Callable[[], None]:
+    def decode(search: Callable[[torch.Tensor], Any], src: torch.Tensor) -> Callable[[], None]:
         def run() -> None:
             model.eval()
             with torch.no_grad(), timing.autocast(dev, torch.bfloat16):
-                greedy(src)
+                search(src)
             model.train()
 
         return run
@@ -204,16 +205,18 @@ def stage_shapes(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     out: dict[str, Any] = {
         "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches],
         "tokens_per_pass": inputs.tokens,
-        "decode": {"sentences": int(inputs.decode_src.size(0)), "length": opts.decode_len},
+        "decode": {"sentences": int(inputs.decode_src.size(0)), "length": opts.decode_len, "beam": opts.beam},
         "orders": {},
     }
     for on, _ in SHAPE_ORDERS.values():  # warm at full size, both paths
         _cudnn_attention(on, _pass(trainee, inputs.batches))()
-        _cudnn_attention(on, decode(inputs.decode_src))()
+        for search in decoders.values():
+            _cudnn_attention(on, decode(search, inputs.decode_src))()
     work = {}
     for name, (on, k) in SHAPE_ORDERS.items():
         work[f"train-{name}"] = _cudnn_attention(on, _pass(trainee, [_without_rows(b, k) for b in inputs.batches]))
-        work[f"decode-{name}"] = _cudnn_attention(on, decode(inputs.decode_src[:-k]))
+        for part, search in decoders.items():
+            work[f"{part}-{name}"] = _cudnn_attention(on, decode(search, inputs.decode_src[:-k]))
     out["clock"], clock = timing.compute_clock(dev)
     cold = {}
     for key, go in work.items():
@@ -225,7 +228,9 @@ def stage_shapes(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
         out["cold_s"] = cold
         save(out)
     seconds = interleaved(work, min(opts.reps, 5), 0, clock)  # 5 warm rounds: the stage's point is the cold one
-    new_shapes = {"train": len(inputs.batches), "decode": opts.decode_len}  # decoding: about one per output step
+    # new shapes each cold pass meets: a batch each; about one an output step greedily (beam search's batch
+    # shrinks as sentences end, so its count is not known: its cost is reported whole)
+    new_shapes = {"train": len(inputs.batches), "greedy": opts.decode_len, "beam": None}
     for name in SHAPE_ORDERS:
         row = out["orders"][name] = {}
         for part, shapes in new_shapes.items():
@@ -235,7 +240,8 @@ def stage_shapes(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
                 "cold_s": cold[key],
                 "warm_s": warm,
                 "seconds": seconds[key],
-                "per_new_shape_s": (cold[key] - warm) / shapes,
+                "first_time_cost_s": cold[key] - warm,
+                "per_new_shape_s": (cold[key] - warm) / shapes if shapes else None,
             }
     _, ops = timing.census(lambda: trainee.forward_backward(inputs.batches[0]))
     out["default_backend"] = timing.sdpa_backend(ops)

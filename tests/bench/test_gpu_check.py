@@ -308,10 +308,12 @@ def test_shapes_stage_gives_each_order_shapes_of_its_own_cold_then_warm_and_rest
     shapes = [tuple(b) for b in out["batches"]]
     assert len(shapes) == opts.shape_batches == len(set(shapes))
     for order in ("no-cudnn", "default"):
-        for part, new in (("train", opts.shape_batches), ("decode", opts.decode_len)):
+        for part, new in (("train", opts.shape_batches), ("greedy", opts.decode_len), ("beam", None)):
             row = out["orders"][order][part]
             assert row["cold_s"] > 0 and len(row["seconds"]) == 2
-            assert row["per_new_shape_s"] == pytest.approx((row["cold_s"] - row["warm_s"]) / new)
-    assert set(out["no_cudnn_vs_default_warm"]) == {"train", "decode"} and len(saved) == 5
+            assert row["first_time_cost_s"] == pytest.approx(row["cold_s"] - row["warm_s"])
+            assert row["per_new_shape_s"] == (pytest.approx(row["first_time_cost_s"] / new) if new else None)
+    assert set(out["no_cudnn_vs_default_warm"]) == {"train", "greedy", "beam"} and len(saved) == 7
     summary = gpu_check.summarise({"shapes": out})
-    assert summary["new_shape_s"]["default"]["decode"] == out["orders"]["default"]["decode"]["per_new_shape_s"]
+    assert summary["new_shape_s"]["default"]["greedy"] == out["orders"]["default"]["greedy"]["per_new_shape_s"]
+    assert summary["beam_first_time_cost_s"]["no-cudnn"] == out["orders"]["no-cudnn"]["beam"]["first_time_cost_s"]
