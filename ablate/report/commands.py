@@ -389,6 +389,7 @@ def report_command(
     test: Test = TEST,
     samples: int = SAMPLES,
     with_significance: bool = SIGNIFICANCE,
+    sigma_from: Optional[str] = SIGMA_FROM,
 ) -> None:
     """Publish a W&B Report: the paper-style table and panels (BLEU bars, BLEU vs tokens/s, curves)."""
     from ablate.report.export import publish
@@ -400,7 +401,9 @@ def report_command(
         )
     if out is not None and not dry_run:
         raise ReportError("--out is where --dry-run writes the report's spec: add --dry-run")
-    report = make_report(source, title, alpha, test.value, samples, with_significance, reference=reference)
+    report = make_report(
+        source, title, alpha, test.value, samples, with_significance, reference=reference, sigma_from=sigma_from
+    )
     if dry_run:
         print(outline(report))
         write_spec(report, out or Path(REPORT_SPEC), draft)

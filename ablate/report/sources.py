@@ -13,12 +13,10 @@ from ablate.report.layout import Table, build_table
 from ablate.report.render import render
 from ablate.report.stats import (
     DEFAULT_TEST,
-    Comparison,
     Sweep,
     aggregate,
     check_sigma_from,
     check_test,
-    compare,
     lent_for_plan,
     load,
     table_comparisons,
@@ -167,20 +165,23 @@ def make_report(
     significance: bool = True,
     api: Any = None,
     reference: Optional[str] = None,
+    sigma_from: Optional[str] = None,
 ) -> Any:
     """The (unsaved) W&B Report of a ``wandb:<entity>/<project>[/<group>]`` source, or of a sweep folder
     (for the W&B project and group its runs recorded, :func:`recorded_place`); ``reference`` names
-    the published table (:mod:`ablate.report.papers`) its results heading cites."""
+    the published table (:mod:`ablate.report.papers`) its results heading cites; ``sigma_from`` as
+    :func:`table` takes it, so the report's table is ``ablate table SOURCE --sigma-from``'s."""
     from ablate.report.export import build_report
     from ablate.report.papers import get as get_reference
 
     beside = get_reference(reference).title if reference else None  # a wrong name fails before any work
+    check_sigma_from(sigma_from, test, significance)
     sweep = load(source, api)
     if source.startswith(WANDB_PREFIX):
         entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX) :])
     else:
         entity, project, group = recorded_place(sweep)
-    comps: list[Comparison] = compare(sweep, test=test, n_samples=samples) if significance else []
+    comps = table_comparisons(sweep, [source], test, samples, significance, sigma_from=sigma_from, api=api)
     return build_report(entity, project, group, build_table(sweep, comps, alpha, test, samples), sweep, title, beside)
 
 

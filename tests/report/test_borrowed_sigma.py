@@ -273,3 +273,19 @@ def test_plot_and_export_refuse_what_table_refuses_in_one_line(two_by_two, tmp_p
         assert result.exit_code == 2 and expected in result.output, (case, result.output)
         assert len(result.output.strip().splitlines()) == 1, (case, result.output)
         assert not out.exists(), case
+
+
+def test_the_wandb_report_holds_the_table_of_the_same_source(two_by_two, tmp_path):
+    from ablate.report.render import to_markdown
+    from ablate.report.sources import make_report
+
+    pooled = to_markdown(table(two_by_two, sigma_from=str(CALIBRATION)).table)
+    assert pooled != to_markdown(table(two_by_two).table)
+    report = make_report(str(two_by_two), sigma_from=str(CALIBRATION))
+    assert [b.text for b in report.blocks if type(b).__name__ == "MarkdownBlock"] == [pooled]
+    out = tmp_path / "spec.json"
+    args = ["report", str(two_by_two), "--dry-run", "--out", str(out), "--sigma-from", str(CALIBRATION)]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    assert json.dumps(pooled)[1:-1] in out.read_text()  # the spec publishing would save carries it
+    refused = CliRunner().invoke(app, [*args[:3], "--test", "bs", "--sigma-from", str(CALIBRATION)])
+    assert refused.exit_code == 2 and "needs --test seeds" in refused.output
