@@ -176,7 +176,7 @@ def plot(
     from ablate.report.trials import ReportError
 
     where = _source(source)
-    check_test(test)
+    check_test(test, samples)
     check_sigma_from(sigma_from, test, significance)
     sweep = load(where, metric=metric)
     comps = table_comparisons(sweep, [where], test, samples, significance, metric, sigma_from)

@@ -96,6 +96,7 @@ def table(
     """
     out = getattr(source, "out", None)  # a SweepRun
     source, test = str(out if out is not None else source), test or DEFAULT_TEST
+    check_test(test, samples)
     check_sigma_from(sigma_from, test, significance)
     sweep = load(source, api, metric)
     comps = table_comparisons(sweep, [source], test, samples, significance, metric, sigma_from, api)
@@ -131,7 +132,7 @@ def make_plots(
     from ablate.report.figures import plot_all
 
     out, test = Path(out), test or DEFAULT_TEST
-    check_test(test)
+    check_test(test, samples)
     check_sigma_from(sigma_from, test, significance)
     local = local_folders(source) + (local_folders(sigma_from) if sigma_from is not None else [])  # read, never written
     check_apart(out, local)  # before any work

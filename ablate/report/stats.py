@@ -1376,9 +1376,12 @@ def _usable(trials: Sequence[Trial], split: str) -> list[Trial]:
     return sorted(ok, key=lambda t: (value_order(t.seed), t.name))
 
 
-def check_test(test: str) -> None:
+def check_test(test: str, samples: int = 0) -> None:
+    """Refuse, in one line, a significance test that does not exist or a negative number of resamples."""
     if test not in TESTS:
         raise ReportError(f"unknown significance test '{test}' (choose from: {', '.join(TESTS)})")
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
+        raise ReportError(f"samples={samples!r}: give a whole number of resamples, or 0 for the default")
 
 
 def split_scores(
@@ -1557,7 +1560,7 @@ def compare(
         metric: the metric compared (``bleu``, ``chrf``, ``ter``, a plugin's).
         borrowed: split -> another source's seeds of the setup for the seed σ (:func:`borrow_noise`).
     """
-    check_test(test)
+    check_test(test, n_samples)
     if borrowed and test != "seeds":
         raise ReportError(f"--sigma-from pools training-seed variance, which --test {test} does not use")
     if plan is None:

@@ -96,6 +96,20 @@ def test_unknown_test_lists_the_choices(variant_sweep):
         compare(aggregate(collect(str(variant_sweep))), test="t")
 
 
+@pytest.mark.parametrize("samples", [-1, 2.5, True])
+def test_a_negative_or_fractional_number_of_resamples_is_one_line_everywhere(variant_sweep, tmp_path, samples):
+    import ablate
+
+    sweep = aggregate(collect(str(variant_sweep)))
+    for call in (
+        lambda: compare(sweep, n_samples=samples),
+        lambda: ablate.table(variant_sweep, samples=samples),  # before: numpy's "negative dimensions"
+        lambda: ablate.plot(variant_sweep, samples=samples),
+    ):
+        with pytest.raises(ReportError, match=f"samples={samples!r}: give a whole number of resamples, or 0"):
+            call()
+
+
 def test_a_whole_run_seed_shift_fools_the_sentence_test_but_not_the_seed_aware_one():
     """Two seeds of ONE configuration whose runs differ in quality throughout (a seed shift):
     the sentence bootstrap calls them different, the seed-aware test (σ from the table's
