@@ -53,3 +53,28 @@ def test_bf16_autocast_trains_as_fp32_does(tmp_path, cache_dir):
     fp32, bf16 = runs["32"]["train/loss"], runs["bf16-mixed"]["train/loss"]
     assert math.isfinite(bf16) and bf16 < math.log(VOCAB) - 1.0  # it learned in bf16
     assert abs(bf16 - fp32) < 0.05 * fp32  # and as much as in fp32
+
+
+def test_the_gpu_random_stream_comes_back_with_a_checkpoint():
+    """Dropout on a GPU draws from the CUDA generator: a checkpoint saves its state (``on_save_checkpoint``) and
+    a resumed run sets it again once the module is on its device (``on_train_start``), so the resumed run's
+    dropout masks are the uninterrupted run's (on the CPU, test_train_resume.py checks it end to end)."""
+    from ablate.training.module import TranslationModule
+
+    from tests.training.test_init_from import _cfg, _model, _tokenizer
+
+    tok, cfg = _tokenizer("train", 200), _cfg()
+    vocab = {"src": tok.src_vocab_size, "tgt": tok.tgt_vocab_size}
+    saving = TranslationModule(_model(cfg, tok), cfg, vocab=vocab).cuda()
+    torch.cuda.manual_seed(3)
+    torch.rand(5, device="cuda")  # somewhere along the stream
+    checkpoint: dict = {}
+    saving.on_save_checkpoint(checkpoint)
+    assert isinstance(checkpoint["ablate"]["rng"].get("cuda"), torch.Tensor)
+    uninterrupted = torch.rand(4, device="cuda")
+
+    torch.cuda.manual_seed(99)  # a new process's stream
+    resumed = TranslationModule(_model(cfg, tok), cfg, vocab=vocab).cuda()
+    resumed.on_load_checkpoint(checkpoint)
+    resumed.on_train_start()
+    assert torch.equal(torch.rand(4, device="cuda"), uninterrupted)
