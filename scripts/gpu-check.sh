@@ -2,7 +2,7 @@
 # The GPU check of issue 16, in about 8 minutes on one GPU, from a clean copy of the repository:
 #   pytest -m gpu; bf16 vs fp32 training tokens/s and MFU of the paper's base model on ~25k-token batches
 #   against torch.nn.Transformer (same process); the SDPA backend per score; the first-time cost of a batch
-#   shape (cuDNN attention first vs off); beam-5 sentences/s;
+#   shape (cuDNN attention first vs off); tokens/s at 1x and 2x the batch (host-bound?); beam-5 sentences/s;
 #   1/2/4/8 small trials packed on the GPU through `ablate sweep run --parallel K`; torch.compile.
 # It prints one JSON and writes results/gpu/<date>.json (and copies it to $OUT when that is set).
 #

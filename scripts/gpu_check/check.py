@@ -9,10 +9,11 @@ measured):
    and fp32, additive attention, the SDPA backend of every score, model FLOPs and MFU (one process);
 3. ``shapes``: what a batch shape costs the first time, with cuDNN's attention first (PyTorch's order on
    Hopper) and off, and each order's warm tokens/s;
-4. ``packed``: 1, 2, 4, 8 small trials at once through ``ablate sweep run --parallel K``;
-5. ``decoding``: greedy and beam-5 sentences/s, with and without the key/value cache;
-6. ``compile``: ``torch.compile`` vs eager, with the compile time;
-7. ``quality`` (only when asked, outside the budget): the Multi30k base-size run of ``--quality-config``.
+4. ``scaling``: tokens/s and MFU at ``max_tokens`` and twice it (is the step host-bound?);
+5. ``packed``: 1, 2, 4, 8 small trials at once through ``ablate sweep run --parallel K``;
+6. ``decoding``: greedy and beam-5 sentences/s, with and without the key/value cache;
+7. ``compile``: ``torch.compile`` vs eager, with the compile time;
+8. ``quality`` (only when asked, outside the budget): the Multi30k base-size run of ``--quality-config``.
 
 The JSON (written after every stage, printed once at the end) holds ``meta``, ``stages`` (status and
 seconds of each), one key per stage, ``summary`` (the headline figures) and ``targets_met``.
@@ -46,7 +47,7 @@ TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
 }
 """Summary figure -> (what issue 16 asks, check); a figure not measured gets ``None``."""
 
-IN_PROCESS = ("training", "shapes", "decoding", "compile")
+IN_PROCESS = ("training", "shapes", "scaling", "decoding", "compile")
 """Stages run as ``python -m scripts.gpu_check.stages STAGE`` children."""
 
 
@@ -95,6 +96,8 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
         }
         or None,
         "no_cudnn_vs_default_warm": _get(results, "shapes", "no_cudnn_vs_default_warm"),
+        "mfu_bf16_2x_tokens": _get(results, "scaling", "scales", "x2", "mfu"),
+        "x2_vs_x1_tokens_per_s": _get(results, "scaling", "x2_vs_x1_tokens_per_s"),
         "beam_sentences_per_s": _get(results, "decoding", "modes", f"beam{beam}-cache", "sentences_per_s"),
         "greedy_sentences_per_s": _get(results, "decoding", "modes", "greedy-cache", "sentences_per_s"),
         "packed_aggregate_tokens_per_s": {k: r.get("aggregate_tokens_per_s") for k, r in packed_runs.items()} or None,

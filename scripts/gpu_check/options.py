@@ -13,16 +13,17 @@ from typing import Any
 
 from ablate.bench import DEFAULT_DATA, BenchError, BenchOptions
 
-STAGES = ("tests", "training", "shapes", "packed", "decoding", "compile", "quality")
+STAGES = ("tests", "training", "shapes", "scaling", "packed", "decoding", "compile", "quality")
 """Every stage, in the order they run (the targets' stages first after the GPU tests)."""
 
-DEFAULT_STAGES = ("tests", "training", "shapes", "packed", "decoding", "compile")
+DEFAULT_STAGES = ("tests", "training", "shapes", "scaling", "packed", "decoding", "compile")
 """What runs without ``--stages``: ``quality`` (minutes of training) is asked for explicitly."""
 
 STAGE_CAP_S = {
     "tests": 150.0,
     "training": 110.0,
     "shapes": 60.0,
+    "scaling": 45.0,
     "packed": 170.0,
     "decoding": 45.0,
     "compile": 90.0,

@@ -252,6 +252,48 @@ def stage_shapes(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     return out
 
 
+SCALES = (1, 2)
+"""Batch sizes of the ``scaling`` stage, in multiples of ``max_tokens``."""
+
+
+def stage_scaling(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
+    """Whether the training step is host-bound: bf16 passes of the standard model over batches of
+    ``max_tokens`` and of twice as many tokens, timed interleaved. If the GPU's work set the pace, twice the
+    tokens would take about twice the time (the same tokens/s and MFU); where the host's per-op cost sets it,
+    the larger batches run at up to twice the tokens/s, because the op count per step barely changes.
+    """
+    from ablate.bench.speed import STANDARD, load_inputs, make_trainee, variant_config
+
+    dev = timing.device()
+    name = timing.describe(dev, torch.get_num_threads())["name"]
+    peak = datasheet_peak(name, "bfloat16")
+    out: dict[str, Any] = {"scales": {}}
+    contenders, work = {}, {}
+    for scale in SCALES:
+        bench = opts.bench(max_tokens=opts.max_tokens * scale)
+        inputs = load_inputs(bench, dev)
+        trainee = make_trainee(STANDARD, bench, inputs.vocab, dev)
+        trainee.dtype = torch.bfloat16
+        flops = batches_flops(Dims.of(variant_config(bench, {}).model, inputs.vocab), inputs.batches)
+        key = f"x{scale}"
+        contenders[key], work[key] = _pass(trainee, inputs.batches), (inputs.tokens, flops)
+        out["scales"][key] = {
+            "max_tokens": bench.max_tokens,
+            "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches],
+            "ops_per_batch": timing.dispatched(lambda t=trainee, b=inputs.batches[0]: t.forward_backward(b)),
+        }
+        save(out)
+    seconds = interleaved(contenders, opts.reps, opts.warmup)
+    for key, secs in seconds.items():
+        tokens, flops = work[key]
+        row = out["scales"][key]
+        row.update(tokens_per_s=tokens / median(secs), seconds=secs)
+        row["mfu"] = flops / median(secs) / peak if peak else None
+    out["x2_vs_x1_tokens_per_s"] = out["scales"]["x2"]["tokens_per_s"] / out["scales"]["x1"]["tokens_per_s"]
+    save(out)
+    return out
+
+
 def stage_compile(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     """bf16 training of ours eager vs ``torch.compile``d on the same batches; compile time reported.
 
@@ -308,6 +350,7 @@ STAGE_FUNCTIONS: dict[str, Callable[[GpuCheckOptions, Save], dict[str, Any]]] = 
     "compile": stage_compile,
     "decoding": stage_decoding,
     "shapes": stage_shapes,
+    "scaling": stage_scaling,
 }
 """Stage name -> its function; the stages that run in a child process of their own."""
 

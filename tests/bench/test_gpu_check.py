@@ -317,3 +317,19 @@ def test_shapes_stage_gives_each_order_shapes_of_its_own_cold_then_warm_and_rest
     summary = gpu_check.summarise({"shapes": out})
     assert summary["new_shape_s"]["default"]["greedy"] == out["orders"]["default"]["greedy"]["per_new_shape_s"]
     assert summary["beam_first_time_cost_s"]["no-cudnn"] == out["orders"]["no-cudnn"]["beam"]["first_time_cost_s"]
+
+
+def test_scaling_stage_times_batches_of_max_tokens_and_twice_as_many(cache_dir):
+    from scripts.gpu_check.stages import stage_scaling
+
+    saved = []
+    opts = tiny(GpuCheckOptions()).replace(reps=2, cache_dir=str(cache_dir))
+    out = stage_scaling(opts, saved.append)
+    x1, x2 = out["scales"]["x1"], out["scales"]["x2"]
+    assert (x1["max_tokens"], x2["max_tokens"]) == (opts.max_tokens, 2 * opts.max_tokens)
+    padded = [sum(b[0] * b[1] for b in s["batches"]) for s in (x1, x2)]
+    assert padded[0] < padded[1] <= 2 * padded[0] * 1.1  # about twice the tokens per batch
+    assert x1["ops_per_batch"] > 0 and len(x1["seconds"]) == len(x2["seconds"]) == 2
+    assert out["x2_vs_x1_tokens_per_s"] == pytest.approx(x2["tokens_per_s"] / x1["tokens_per_s"])
+    assert x1["mfu"] is None and len(saved) == 3  # a CPU has no datasheet peak
+    assert gpu_check.summarise({"scaling": out})["x2_vs_x1_tokens_per_s"] == out["x2_vs_x1_tokens_per_s"]
