@@ -388,6 +388,29 @@ def sweep_facts(source: Path, summaries: list[dict[str, Any]], planned: int = 0)
     }
 
 
+def provenance(
+    source: Path,
+    summaries: list[dict[str, Any]],
+    planned: int,
+    command: Optional[str],
+    commit: Optional[str],
+    first: dict[str, Any],
+) -> dict[str, Any]:
+    """The manifest's command, times, machines and commit (:func:`sweep_facts`, :func:`commit_facts`); where
+    ``source`` is a results folder exported before (``first``, its manifest), the command, sweep wall time
+    and commit that export recorded, which its copied files no longer show."""
+    facts = sweep_facts(source, summaries, planned)
+    rebuilt = facts.pop("run_command")
+    if first:
+        rebuilt = first.get("command") if isinstance(first.get("command"), str) else rebuilt
+        facts["wall_time_s"] = first.get("wall_time_s") if _is_number(first.get("wall_time_s")) else None
+    commits = commit_facts(summaries, commit)
+    if first and commits["commit_source"] == "export" and isinstance(first.get("commit"), str):
+        commits = {"commit": first["commit"], "commit_source": first.get("commit_source", "given")}
+    recorded = command is not None or bool(first.get("command_recorded"))
+    return {"command": command or rebuilt, "command_recorded": recorded, **facts, **commits}
+
+
 def exported_before(source: Path) -> dict[str, Any]:
     """``source``'s ``manifest.json`` where it is a results folder that ``ablate export`` wrote (else {}): a
     re-export keeps the command, sweep wall time, commit and environment it recorded, which the copied
@@ -467,24 +490,13 @@ def export_sweep(
         atomic_write_text(tmp / "table.tex", render(table, "latex"))
         figures = [p.name for p in plot_all(sweep, tmp / "plots", comps, alpha)] if plots else []
 
-        facts = sweep_facts(source, summaries, planned)
-        rebuilt = facts.pop("run_command")
         first = exported_before(source)  # a results folder exported again: what its export recorded stands
-        if first:
-            rebuilt = first.get("command") if isinstance(first.get("command"), str) else rebuilt
-            facts["wall_time_s"] = first.get("wall_time_s") if _is_number(first.get("wall_time_s")) else None
-        provenance = commit_facts(summaries, commit)
-        if first and provenance["commit_source"] == "export" and isinstance(first.get("commit"), str):
-            provenance = {"commit": first["commit"], "commit_source": first.get("commit_source", "given")}
         with_reference = [f"--reference {reference}"] if reference else []
         tested = table_options(alpha, test, samples)  # what changes the table: in both commands
         tested += [f"--sigma-from {shlex.quote(sigma_from)}"] if sigma_from is not None else []
         manifest = {
             "sweep": sweep.name or out.name,
-            "command": command or rebuilt,
-            "command_recorded": command is not None or bool(first.get("command_recorded")),
-            **facts,
-            **provenance,
+            **provenance(source, summaries, planned, command, commit, first),
             "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "export_command": " ".join(
                 ["ablate export", shlex.quote(str(source)), shlex.quote(str(out)), *with_reference, *tested]
