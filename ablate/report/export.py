@@ -500,6 +500,8 @@ def export_sweep(
             "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "export_command": " ".join(
                 ["ablate export", shlex.quote(str(source)), shlex.quote(str(out)), *with_reference, *tested]
+                + ([f"--command {shlex.quote(command)}"] if command is not None else [])
+                + ([] if plots else ["--no-plots"])
                 + ([f"--commit {commit}"] if commit else [])
             ),
             "table_command": " ".join(["ablate table", shlex.quote(str(out)), "--format md", *with_reference, *tested]),

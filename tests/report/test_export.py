@@ -239,6 +239,24 @@ def test_the_recorded_table_command_carries_every_option_that_changes_the_table(
     assert json.loads((out / "manifest.json").read_text())["table_command"] == f"ablate table {out} --format md"
 
 
+def test_the_recorded_export_command_makes_the_same_export_again(two_by_two_runs, tmp_path):
+    out = tmp_path / "first"
+    given = ["--no-plots", "--command", "ablate sweep run 'my sweep.yaml' --parallel 2", "--commit", "5" * 40]
+    assert runner.invoke(app, ["export", str(two_by_two_runs), str(out), *given]).exit_code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    command = shlex.split(manifest["export_command"])
+    assert command[:2] == ["ablate", "export"] and not (out / "plots").exists()
+    again = tmp_path / "again"
+    command[command.index(str(out))] = str(again)  # the same command, to another folder
+    assert runner.invoke(app, command[1:]).exit_code == 0
+    rebuilt = json.loads((again / "manifest.json").read_text())
+    for key in ("command", "command_recorded", "commit", "commit_source", "plots", "table_command"):
+        assert rebuilt[key] == (
+            manifest[key] if key != "table_command" else manifest[key].replace(str(out), str(again))
+        )
+    assert (again / "table.md").read_text() == (out / "table.md").read_text() and not (again / "plots").exists()
+
+
 def test_the_exported_plots_draw_the_comparisons_of_the_table_beside_them(two_by_two_runs, tmp_path, drawing):
     out = tmp_path / "results" / "small"
     result = runner.invoke(app, ["export", str(two_by_two_runs), str(out), "--test", "bs", "--samples", "200"])

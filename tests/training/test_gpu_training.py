@@ -61,11 +61,10 @@ def test_the_gpu_random_stream_comes_back_with_a_checkpoint():
     dropout masks are the uninterrupted run's (on the CPU, test_train_resume.py checks it end to end)."""
     from ablate.training.module import TranslationModule
 
-    from tests.training.test_init_from import _cfg, _model, _tokenizer
+    from tests.helpers.model import VOCAB, tiny_model
 
-    tok, cfg = _tokenizer("train", 200), _cfg()
-    vocab = {"src": tok.src_vocab_size, "tgt": tok.tgt_vocab_size}
-    saving = TranslationModule(_model(cfg, tok), cfg, vocab=vocab).cuda()
+    cfg, vocab = load_config(None, tiny()), {"src": VOCAB, "tgt": VOCAB}
+    saving = TranslationModule(tiny_model(), cfg, vocab=vocab).cuda()
     torch.cuda.manual_seed(3)
     torch.rand(5, device="cuda")  # somewhere along the stream
     checkpoint: dict = {}
@@ -74,7 +73,7 @@ def test_the_gpu_random_stream_comes_back_with_a_checkpoint():
     uninterrupted = torch.rand(4, device="cuda")
 
     torch.cuda.manual_seed(99)  # a new process's stream
-    resumed = TranslationModule(_model(cfg, tok), cfg, vocab=vocab).cuda()
+    resumed = TranslationModule(tiny_model(), cfg, vocab=vocab).cuda()
     resumed.on_load_checkpoint(checkpoint)
     resumed.on_train_start()
     assert torch.equal(torch.rand(4, device="cuda"), uninterrupted)
