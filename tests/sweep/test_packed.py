@@ -148,7 +148,10 @@ def test_packed_workers_survive_a_cancelled_worker(cluster, tmp_path, cache_dir)
     for name in cancelled:  # the cancelled worker's trials ran again and resumed from their checkpoint
         trial = next(t for t in trials if t["name"] == name)
         assert trial["attempts"] >= 2 and trial["job_id"] != job
-        assert "resum" in (out / name / "trial.log").read_text().lower()
+        log = (out / name / "trial.log").read_text()
+        # or (a race: it ended as scancel came) attempt 1 finished it and nothing trained it again
+        finished_first = log.count("\n=== ") == 1 and "| 60 steps |" in log
+        assert "resum" in log.lower() or finished_first, log
 
     print(_occupancy(out))  # the numbers docs/sweeps.md quotes (pytest -s)
 
