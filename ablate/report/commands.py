@@ -16,7 +16,7 @@ from ablate.report.layout import Table, select_columns
 from ablate.report.papers import REFERENCES, get as get_reference, render as render_reference, side_by_side
 from ablate.report.render import FORMATS, render, rich_width, to_rich, to_vertical
 from ablate.report.sources import make_plots, make_report, table as report_table
-from ablate.report.stats import borrow_noise, load, load_pooled
+from ablate.report.stats import DEFAULT_ALPHA, borrow_noise, load, load_pooled
 from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders
 from ablate.utils.commands import typer_app
 from ablate.utils.io import check_apart, write_output_text
@@ -68,7 +68,7 @@ def print_fitted(table: Table, console: Any = None) -> None:
 
 
 ALPHA = typer.Option(
-    0.05,
+    DEFAULT_ALPHA,
     "--alpha",
     min=0.0,
     max=1.0,
@@ -88,12 +88,16 @@ METRIC_HELP = (
     "scored from the saved hypotheses where a run's summary lacks it."
 )
 METRIC = typer.Option("bleu", "--metric", "-m", metavar="NAME", help=METRIC_HELP)
-SIGMA_FROM = typer.Option(
-    None,
-    "--sigma-from",
-    metavar="SOURCE",
-    help="Pool the seed σ with this source's seeds of the base configuration (e.g. a calibration sweep of it): "
-    "more df for a table of few seeds.",
+
+
+def sigma_from_option(help: str) -> Any:
+    """``--sigma-from SOURCE`` (``ablate table --sigma-from``'s pooled seed σ), with what it does for this command."""
+    return typer.Option(None, "--sigma-from", metavar="SOURCE", help=help)
+
+
+SIGMA_FROM = sigma_from_option(
+    "Pool the seed σ with this source's seeds of the base configuration (e.g. a calibration sweep of it): "
+    "more df for a table of few seeds."
 )
 SIGNIFICANCE = typer.Option(
     True,
@@ -216,12 +220,9 @@ def calibrate_command(
     like_only: bool = typer.Option(
         False, "--like-only", help="Only the designs of --like and --design (no built-in designs, splits or pairs)."
     ),
-    sigma_from: Optional[str] = typer.Option(
-        None,
-        "--sigma-from",
-        metavar="SOURCE",
-        help="Pool every relabelled table's seed σ with this source's seeds, as `ablate table --sigma-from` does "
-        "(other seeds of the same configuration: the test's size and power with a borrowed σ).",
+    sigma_from: Optional[str] = sigma_from_option(
+        "Pool every relabelled table's seed σ with this source's seeds, as `ablate table --sigma-from` does "
+        "(other seeds of the same configuration: the test's size and power with a borrowed σ)."
     ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the Markdown to this file."),
 ) -> None:
@@ -294,12 +295,9 @@ def export_command(
     alpha: float = ALPHA,
     test: Test = TEST,
     samples: int = SAMPLES,
-    sigma_from: Optional[str] = typer.Option(
-        None,
-        "--sigma-from",
-        metavar="SOURCE",
-        help="Test the table and plots with the seed σ pooled with this source's seeds of the base configuration, "
-        "as `ablate table --sigma-from` does; the README records SOURCE (not copied) and the command that rebuilds.",
+    sigma_from: Optional[str] = sigma_from_option(
+        "Test the table and plots with the seed σ pooled with this source's seeds of the base configuration, "
+        "as `ablate table --sigma-from` does; the README records SOURCE (not copied) and the command that rebuilds."
     ),
 ) -> None:
     """Ship a sweep as a results folder that `ablate table RESULTS_DIR` rebuilds the table from.
@@ -325,12 +323,9 @@ def plot_command(
     with_significance: bool = SIGNIFICANCE,
     fmt: FigureFormat = typer.Option(FigureFormat.png, "--format", help="png, or pdf / svg (vector, for papers)."),
     metric: str = METRIC,
-    sigma_from: Optional[str] = typer.Option(
-        None,
-        "--sigma-from",
-        metavar="SOURCE",
-        help="Draw the CIs and † of `ablate table --sigma-from SOURCE`: the seed σ pooled with this source's seeds "
-        "of the base configuration.",
+    sigma_from: Optional[str] = sigma_from_option(
+        "Draw the CIs and † of `ablate table --sigma-from SOURCE`: the seed σ pooled with this source's seeds "
+        "of the base configuration."
     ),
 ) -> None:
     """Figures: test BLEU (or --metric) per variant, Δ and 95% CI per comparison, the score vs tokens/s and

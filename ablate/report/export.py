@@ -33,7 +33,7 @@ from typing import Any, Iterator, Optional
 from ablate.record import DEV_BLEU, SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, TEXT_KINDS, TOKENS_PER_SEC, RunStatus
 from ablate.report.layout import Table
 from ablate.report.render import to_markdown
-from ablate.report.stats import DEFAULT_TEST, Sweep, check_sigma_from, table_comparisons
+from ablate.report.stats import DEFAULT_ALPHA, DEFAULT_TEST, Sweep, check_sigma_from, table_comparisons
 from ablate.report.trials import VALIDATION_SPLITS, ReportError, collect_folder, local_folders
 from ablate.utils.io import atomic_write_json, atomic_write_text, dumps, output_folder, read_inside
 from ablate.utils.provenance import (
@@ -45,8 +45,6 @@ from ablate.utils.provenance import (
     package_versions,
 )
 
-DEFAULT_ALPHA = 0.05
-"""``ablate table``'s ``--alpha``: an export's table command names another."""
 _LINE = re.compile(r"[a-z0-9][a-z0-9-]*==\S+")
 MAX_BYTES = 1 << 20  # a freeze is a few kB; a bigger file is not one
 

@@ -1120,6 +1120,8 @@ TESTS = {
     "ar": "paired approximate randomization over test sentences (test-set variance only)",
 }
 DEFAULT_TEST = "seeds"
+DEFAULT_ALPHA = 0.05
+"""The family-wise level of the † mark (``ablate table --alpha``) when none is given."""
 DEFAULT_SAMPLES = {"seeds": 2000, "bs": 2000, "ar": 10000}
 LEVEL = 0.95  # confidence level of every interval a table shows
 
