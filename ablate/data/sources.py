@@ -199,10 +199,11 @@ class LocalFolder:
                 f"data.source={cfg.source!r} is not a folder; give 'builtin', 'hf:<dataset>[:<config>]' "
                 f"or a folder of {{split}}.{{lang}}[.gz] files"
             )
-        self.files = self._discover()
+        self.files, self.val_split, self.test_splits = self._discover()
 
-    def _discover(self) -> dict[str, tuple[Path, Path]]:
-        """split -> (source file, target file) for train, the validation split and test splits."""
+    def _discover(self) -> tuple[dict[str, tuple[Path, Path]], str, list[str]]:
+        """split -> (source file, target file) for train, the validation split and test splits; the validation
+        split and the test splits."""
         found: dict[tuple[str, str], Path] = {}
         names = []
         for path in sorted(self.folder.iterdir()):
@@ -225,11 +226,7 @@ class LocalFolder:
                         f"(the '{split}' split needs one file per language: {pair})"
                     )
             files[split] = (found[(split, self.langs[0])], found[(split, self.langs[1])])
-        return files
-
-    @property
-    def val_split(self) -> str:
-        return next(name for name in VAL_NAMES if name in self.files)
+        return files, val, tests
 
     def fingerprint(self) -> str:
         return digest(
@@ -266,8 +263,7 @@ class LocalFolder:
                     split,
                 )
             splits[split] = ds.remove_columns("undecodable")
-        tests = [name for name in self.files if name.startswith("test")]
-        return Corpus(splits, self.val_split, sorted(tests), undecodable)
+        return Corpus(splits, self.val_split, self.test_splits, undecodable)
 
 
 def _first_line(err: BaseException) -> str:
