@@ -1,13 +1,10 @@
 """Corpus sources: where the parallel text comes from, before any tokenisation, and the one error of the data pipeline.
 
-Every source turns into a :class:`Corpus`: one Arrow ``datasets.Dataset`` per split with the string
-columns ``src`` and ``tgt`` (never Python lists of every sentence, so a WMT-sized corpus stays on disk).
-Sources are chosen from ``data.source`` through :data:`SOURCES`; each offers a cheap ``fingerprint()``
-(the cache key, so a cached run never reads the text) and an expensive ``load(workdir)``:
-
-* ``builtin``: the synthetic en<->de task of :mod:`ablate.data.builtin`;
-* ``hf:<dataset>[@<revision>][:<config>]``: a Hugging Face translation dataset (:class:`HubDataset`);
-* anything else: a local folder of line-aligned ``{split}.{lang}[.gz]`` files (:class:`LocalFolder`)."""
+Every source turns into a :class:`Corpus` (one Arrow ``datasets.Dataset`` per split with the string columns ``src``
+and ``tgt``, so a WMT-sized corpus stays on disk) and offers a cheap ``fingerprint()`` (the cache key, so a cached
+run never reads the text) and an expensive ``load(workdir)``. :data:`SOURCES` picks one from ``data.source``:
+``builtin`` (:mod:`ablate.data.builtin`), ``hf:<dataset>[@<revision>][:<config>]`` (:class:`HubDataset`), or else
+a local folder of line-aligned ``{split}.{lang}[.gz]`` files (:class:`LocalFolder`)."""
 
 from __future__ import annotations
 
@@ -310,13 +307,9 @@ def parse_hub_source(source: str) -> tuple[str, str, str | None]:
         if "@" in config:
             raise DataError(f"data.source={source!r}: a revision pins a hub dataset; the folder {name} has none")
         return name, config, None
-    revisions = []
-    if "@" in name:
-        name, _, rev = name.partition("@")
-        revisions.append(rev)
-    if "@" in config:
-        config, _, rev = config.partition("@")
-        revisions.append(rev)
+    name, *revisions = name.split("@", 1)
+    config, *config_revision = config.split("@", 1)
+    revisions += config_revision
     if not name:
         raise DataError(f"data.source={source!r} names no dataset; {USAGE}")
     if revisions and Path(name).expanduser().is_dir():  # a folder has no commits: "@abc" would be a pin that never was
