@@ -234,15 +234,16 @@ def _encode(batch: dict, tokenizer: SubwordTokenizer, max_len: int, clip: bool) 
     }
 
 
-def _column(ds: datasets.Dataset, name: str) -> np.ndarray:
-    return ds.data.column(name).to_numpy()
+def lengths(split: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """Cached ``(src_len, tgt_len)`` subword counts of a split, as numpy arrays."""
+    return split.data.column("src_len").to_numpy(), split.data.column("tgt_len").to_numpy()
 
 
 def encode_split(
     ds: datasets.Dataset, tokenizer: SubwordTokenizer, max_len: int, train: bool, scratch: Path, name: str
 ) -> tuple[datasets.Dataset, dict]:
     """Tokenise one split with a batched ``map``, then filter (train) or truncate (eval); returns it and its
-    counts (``dropped_empty`` and ``dropped_long``, or ``truncated``)."""
+    counts (``empty`` and ``too_long`` pairs dropped, or ``truncated``)."""
     with quiet_datasets():
         out = ds.map(
             _encode,
@@ -259,7 +260,7 @@ def encode_split(
     out = out.remove_columns("clipped")
     if not train:
         return out, {"truncated": clipped}
-    src_len, tgt_len = _column(out, "src_len"), _column(out, "tgt_len")
+    src_len, tgt_len = lengths(out)
     empty = (src_len == 0) | (tgt_len == 0)
     long = ~empty & ((src_len > max_len) | (tgt_len > max_len))
     if (empty | long).all():
@@ -269,7 +270,7 @@ def encode_split(
         )
     if (empty | long).any():
         out = out.select(np.flatnonzero(~(empty | long)))
-    return out, {"dropped_empty": int(empty.sum()), "dropped_long": int(long.sum())}
+    return out, {"empty": int(empty.sum()), "too_long": int(long.sum())}
 
 
 def _build(entry: Path, raw: _LazyCorpus, cfg: DataConfig, root: Path, tok_key: str) -> None:
@@ -292,7 +293,7 @@ def _build(entry: Path, raw: _LazyCorpus, cfg: DataConfig, root: Path, tok_key: 
         pairs[name] = len(encoded)
     stats = {
         "pairs": pairs,
-        "dropped": {"empty": counts["train"]["dropped_empty"], "too_long": counts["train"]["dropped_long"]},
+        "dropped": counts["train"],
         "truncated": {name: c["truncated"] for name, c in counts.items() if name != "train"},
         "undecodable": dict(corpus.undecodable),
         "vocab": {"src": tokenizer.src_vocab_size, "tgt": tokenizer.tgt_vocab_size, "joint": tokenizer.joint},

@@ -23,7 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ablate.config import DataConfig, EvalConfig, TrainConfig
-from ablate.data.cache import Prepared, prepare
+from ablate.data.cache import Prepared, lengths, prepare
 from ablate.data.sources import DataError
 from ablate.data.tokenizer import BOS, EOS, PAD
 
@@ -201,11 +201,6 @@ def collate(items: dict) -> dict[str, Any]:
         "tgt_tokens": int(tgt_len.sum()),
         "src_padded": bool(src_len.min(initial=0) != src_len.max(initial=0)),
     }
-
-
-def lengths(split: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """Cached ``(src_len, tgt_len)`` subword counts of a split, as numpy arrays."""
-    return split.data.column("src_len").to_numpy(), split.data.column("tgt_len").to_numpy()
 
 
 class TranslationDataModule(pl.LightningDataModule):
