@@ -386,9 +386,6 @@ class Ter(SacreBleuScorer):
 
         return TER()
 
-    def sentences(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> list[float]:
-        return [float(s) for s in ter_from_stats(self.statistics(hyps, refs))]
-
     def statistics(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
         check_aligned(hyps, refs)
         metric = self.metric()
