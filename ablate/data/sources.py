@@ -303,7 +303,7 @@ def parse_hub_source(source: str) -> tuple[str, str, str | None]:
     a local folder takes no revision. Malformed: one-line DataError."""
     spec = source[len("hf:") :]
     name, _, config = spec.partition(":")
-    if Path(name).expanduser().is_dir():
+    if name and Path(name).expanduser().is_dir():  # Path("") is the current folder
         if "@" in config:
             raise DataError(f"data.source={source!r}: a revision pins a hub dataset; the folder {name} has none")
         return name, config, None
@@ -470,11 +470,9 @@ FALLBACK = "local"
 
 
 def source_kind(source: str) -> str:
-    """The :data:`SOURCES` kind of a ``data.source`` value."""
-    prefix, colon, _ = source.partition(":")
-    if colon and prefix in SOURCES and prefix != FALLBACK:
-        return prefix
-    return source if source in SOURCES and source != FALLBACK and not colon else FALLBACK
+    """The :data:`SOURCES` kind of a ``data.source`` value: a kind by itself or before a colon, else a path."""
+    prefix = source.partition(":")[0]
+    return prefix if prefix in SOURCES and prefix != FALLBACK else FALLBACK
 
 
 def make_source(cfg: DataConfig, cache_root: Path) -> Source:
