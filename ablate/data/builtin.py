@@ -2,20 +2,19 @@
 
 A deterministic grammar whose translation needs more than word-by-word copying, so that attention and
 positions genuinely matter (Bahdanau et al. 2015), and which a small model does not learn perfectly within
-a CPU budget. What it holds (nested relative clauses, verb-final and verb-second order, separable prefixes,
-agreement across clauses, a Zipfian lexicon with compounds) is told in docs/getting-started.md ("The
-built-in task"); the tables and rules below are that grammar, beyond the page: the perfect picks ``haben``
-or ``sein``, dative plurals add ``-n``, the object of a relative clause moves to its front, and English
-sentence-final adverbs move into the German middle field.
+a CPU budget. docs/getting-started.md ("The built-in task") tells what it holds; the tables and rules below
+are that grammar, beyond the page: the perfect picks ``haben`` or ``sein``, dative plurals add ``-n``, the
+object of a relative clause moves to its front, and English sentence-final adverbs move into the German
+middle field.
 
-The mapping English -> German is a function (no ambiguity), and German -> English is too (verb
-agreement disambiguates ``sie``). The data never depends on a run's seed: the generator has its
-own fixed seeds, and a sentence's split is decided by a hash of its English text, so ``train``
-(first ``n_train`` pairs of one stream), ``val`` and ``test`` are disjoint and ``val``/``test``
-do not change with ``n_train``."""
+Both directions are functions (verb agreement disambiguates ``sie``). The data never depends on a run's seed:
+the generator has its own fixed seeds and a hash of a sentence's English text decides its split, so ``train``
+(the first ``n_train`` pairs of one stream), ``val`` and ``test`` are disjoint and ``val``/``test`` do not
+change with ``n_train``."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import random
@@ -294,6 +293,13 @@ class NounPhrase:
 Subject = Union[NounPhrase, Gap, tuple]  # tuple: a pronoun of PRONOUNS
 
 
+def _person(subject: Subject) -> tuple[int, bool]:
+    """The person index into the (ich, du, er, wir, sie) forms, and whether English takes its 3rd singular."""
+    if isinstance(subject, (NounPhrase, Gap)):
+        return (4, False) if subject.plural else (2, True)
+    return subject[2], subject[3]
+
+
 @dataclass(frozen=True)
 class Clause:
     subject: Subject
@@ -306,13 +312,8 @@ class Clause:
     manner: Optional[tuple]
     time: Optional[tuple]
 
-    def _person(self) -> tuple[int, bool]:
-        if isinstance(self.subject, (NounPhrase, Gap)):
-            return (4, False) if self.subject.plural else (2, True)
-        return self.subject[2], self.subject[3]
-
     def en(self) -> list[str]:
-        person, third = self._person()
+        person, third = _person(self.subject)
         if isinstance(self.subject, Gap):
             subject = ["who" if self.subject.animate else "that"]
         else:
@@ -345,7 +346,7 @@ class Clause:
         A separable prefix (``an|rufen``) ends a main clause (``ruft ... an``) and joins the
         finite verb at the end of a subordinate one (``anruft``).
         """
-        person, _ = self._person()
+        person, _ = _person(self.subject)
         if isinstance(self.subject, Gap):
             subject = [DEFINITE["nom"][self.subject.key]]
         elif isinstance(self.subject, NounPhrase):
@@ -389,15 +390,14 @@ class Clause:
         return front + subject + middle + final + [finite]
 
 
-_CUMULATIVE: dict[int, list[float]] = {}
+@functools.cache
+def _zipf_cumulative(n: int) -> list[float]:
+    return list(itertools.accumulate(1 / (i + 1) for i in range(n)))
 
 
 def _pick(rng: random.Random, items: list):
     """One of ``items`` with Zipfian weight 1 / (rank + 1): the list's head is common, its tail rare."""
-    weights = _CUMULATIVE.get(len(items))
-    if weights is None:
-        weights = _CUMULATIVE[len(items)] = list(itertools.accumulate(1 / (i + 1) for i in range(len(items))))
-    return rng.choices(items, cum_weights=weights)[0]
+    return rng.choices(items, cum_weights=_zipf_cumulative(len(items)))[0]
 
 
 def compound(modifier: tuple, head: tuple) -> tuple:
@@ -478,8 +478,7 @@ def _sentence(rng: random.Random) -> tuple[list[str], list[str]]:
     kind = rng.choices(["simple", "subordinate", "fronted", "reported"], weights=[4, 3, 2, 1])[0]
     if kind == "reported":
         subject = _subject(rng, relative_p=0.0)
-        third = subject[3] if isinstance(subject, tuple) else not subject.plural
-        person = subject[2] if isinstance(subject, tuple) else (2 if third else 4)
+        person, third = _person(subject)
         verb = _pick(rng, REPORTING)
         inner = _clause(rng, adverbs=False)
         en_subject = subject.en() if isinstance(subject, NounPhrase) else [subject[0]]
@@ -517,29 +516,24 @@ def _bucket(english: str) -> int:
 
 
 def _stream(split: str) -> Iterator[tuple[str, str]]:
-    """Endless pairs of ``split`` (``train``: bucket >= 2, ``val``: 0, ``test``: 1), 5-40 words."""
+    """Endless pairs of ``split`` (``train``: bucket >= 2, ``val``: 0, ``test``: 1), 5-40 words; ``val`` and
+    ``test`` never repeat a sentence."""
     rng = random.Random(f"{SEED}-{split}")
     wanted = {"val": {0}, "test": {1}}.get(split, set(range(2, 10)))
+    seen: set[str] = set()
     while True:
         en_words, de_words = _sentence(rng)
         if not MIN_WORDS <= sum(w != "," for w in en_words) <= MAX_WORDS:
             continue
-        en_text, de_text = _surface(en_words), _surface(de_words)
-        if _bucket(en_text) in wanted:
-            yield en_text, de_text
+        en_text = _surface(en_words)
+        if _bucket(en_text) in wanted and en_text not in seen:
+            if split != "train":
+                seen.add(en_text)
+            yield en_text, _surface(de_words)
 
 
 def generate(split: str, n: int) -> list[tuple[str, str]]:
-    """The first ``n`` (English, German) pairs of ``split``; ``val``/``test`` hold distinct pairs."""
+    """The first ``n`` (English, German) pairs of ``split``."""
     if split not in ("train", "val", "test"):
         raise ValueError(f"builtin split must be train, val or test, not {split!r}")
-    pairs, seen = [], set()
-    for pair in _stream(split):
-        if split != "train":
-            if pair[0] in seen:
-                continue
-            seen.add(pair[0])
-        pairs.append(pair)
-        if len(pairs) == n:
-            return pairs
-    raise AssertionError("unreachable")
+    return list(itertools.islice(_stream(split), n))

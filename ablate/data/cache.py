@@ -204,18 +204,13 @@ class _LazyCorpus:
         self._corpus: Corpus | None = None
         self._dir: Path | None = None
 
-    @property
-    def workdir(self) -> Path:
-        """Scratch folder of this build (exists once :meth:`get` ran)."""
-        assert self._dir is not None, "call get() first"
-        return self._dir
-
-    def get(self) -> Corpus:
-        if self._corpus is None:
+    def get(self) -> tuple[Corpus, Path]:
+        """The corpus and the scratch folder of this build."""
+        if self._corpus is None or self._dir is None:
             (self.root / "tmp").mkdir(parents=True, exist_ok=True)
             self._dir = Path(tempfile.mkdtemp(dir=self.root / "tmp"))  # private; removed by cleanup()
             self._corpus = self.source.load(self._dir)
-        return self._corpus
+        return self._corpus, self._dir
 
     def cleanup(self) -> None:
         if self._dir is not None:
@@ -223,14 +218,14 @@ class _LazyCorpus:
 
 
 def _encode(batch: dict, tokenizer: SubwordTokenizer, max_len: int, clip: bool) -> dict:
-    src = tokenizer.encode_src([text or "" for text in batch["src"]])
-    tgt = tokenizer.encode_tgt([text or "" for text in batch["tgt"]])
+    src_text, tgt_text = ([text or "" for text in batch[side]] for side in ("src", "tgt"))
+    src, tgt = tokenizer.encode_src(src_text), tokenizer.encode_tgt(tgt_text)
     clipped = [len(s) > max_len or len(t) > max_len for s, t in zip(src, tgt)]
     if clip:
         src, tgt = [s[:max_len] for s in src], [t[:max_len] for t in tgt]
     return {
-        "src": [text or "" for text in batch["src"]],
-        "tgt": [text or "" for text in batch["tgt"]],
+        "src": src_text,
+        "tgt": tgt_text,
         "src_ids": src,
         "tgt_ids": tgt,
         "src_len": [len(s) for s in src],
@@ -239,15 +234,16 @@ def _encode(batch: dict, tokenizer: SubwordTokenizer, max_len: int, clip: bool) 
     }
 
 
-def _column(ds: datasets.Dataset, name: str) -> np.ndarray:
-    return ds.data.column(name).to_numpy()
+def lengths(split: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """Cached ``(src_len, tgt_len)`` subword counts of a split, as numpy arrays."""
+    return split.data.column("src_len").to_numpy(), split.data.column("tgt_len").to_numpy()
 
 
 def encode_split(
     ds: datasets.Dataset, tokenizer: SubwordTokenizer, max_len: int, train: bool, scratch: Path, name: str
 ) -> tuple[datasets.Dataset, dict]:
     """Tokenise one split with a batched ``map``, then filter (train) or truncate (eval); returns it and its
-    counts (``dropped_empty`` and ``dropped_long``, or ``truncated``)."""
+    counts (``empty`` and ``too_long`` pairs dropped, or ``truncated``)."""
     with quiet_datasets():
         out = ds.map(
             _encode,
@@ -264,7 +260,7 @@ def encode_split(
     out = out.remove_columns("clipped")
     if not train:
         return out, {"truncated": clipped}
-    src_len, tgt_len = _column(out, "src_len"), _column(out, "tgt_len")
+    src_len, tgt_len = lengths(out)
     empty = (src_len == 0) | (tgt_len == 0)
     long = ~empty & ((src_len > max_len) | (tgt_len > max_len))
     if (empty | long).all():
@@ -274,11 +270,11 @@ def encode_split(
         )
     if (empty | long).any():
         out = out.select(np.flatnonzero(~(empty | long)))
-    return out, {"dropped_empty": int(empty.sum()), "dropped_long": int(long.sum())}
+    return out, {"empty": int(empty.sum()), "too_long": int(long.sum())}
 
 
 def _build(entry: Path, raw: _LazyCorpus, cfg: DataConfig, root: Path, tok_key: str) -> None:
-    corpus = raw.get()
+    corpus, workdir = raw.get()
     train = corpus.splits["train"]
     learn = lambda d: SubwordTokenizer.train(train, cfg.vocab_size, cfg.joint_vocab).save(d)
     tok_dir, tok_hit = cached_entry(root, "tokenizers", tok_key, learn)
@@ -291,13 +287,13 @@ def _build(entry: Path, raw: _LazyCorpus, cfg: DataConfig, root: Path, tok_key: 
     tokenizer.save(entry / "tokenizer")
     counts, pairs = {}, {}
     for name, ds in corpus.splits.items():
-        encoded, counts[name] = encode_split(ds, tokenizer, cfg.max_len, name == "train", raw.workdir, name)
+        encoded, counts[name] = encode_split(ds, tokenizer, cfg.max_len, name == "train", workdir, name)
         with quiet_datasets():
             encoded.save_to_disk(str(entry / "splits" / name))
         pairs[name] = len(encoded)
     stats = {
         "pairs": pairs,
-        "dropped": {"empty": counts["train"]["dropped_empty"], "too_long": counts["train"]["dropped_long"]},
+        "dropped": counts["train"],
         "truncated": {name: c["truncated"] for name, c in counts.items() if name != "train"},
         "undecodable": dict(corpus.undecodable),
         "vocab": {"src": tokenizer.src_vocab_size, "tgt": tokenizer.tgt_vocab_size, "joint": tokenizer.joint},
@@ -333,17 +329,16 @@ def prepare(cfg: DataConfig) -> Prepared:
     tok_key = digest("tokenizer", RECIPE, content, cfg.vocab_size, cfg.joint_vocab, cfg.src_lang, cfg.tgt_lang)
     key = digest("encoded", VERSION, tok_key, cfg.max_len)
     raw = _LazyCorpus(source, root)
+    build = lambda tmp: _build(tmp, raw, cfg, root, tok_key)
     try:
-        entry, hit = cached_entry(root, "corpora", key, lambda tmp: _build(tmp, raw, cfg, root, tok_key))
+        entry, hit = cached_entry(root, "corpora", key, build)
         try:
             meta, tokenizer, splits = _load_entry(entry)
         except Exception as err:  # noqa: BLE001 - a damaged entry (torn Arrow file, bad JSON, tokenizer): rebuild it once
             if isinstance(err, DataError) and not isinstance(err, TokenizerError):
                 raise
             log.warning("cache entry %s is unreadable (%s); rebuilding it", entry, str(err).splitlines()[0][:200])
-            entry, hit = cached_entry(
-                root, "corpora", key, lambda tmp: _build(tmp, raw, cfg, root, tok_key), damaged=entry.stat().st_ino
-            )
+            entry, hit = cached_entry(root, "corpora", key, build, damaged=entry.stat().st_ino)
             meta, tokenizer, splits = _load_entry(entry)
     finally:
         raw.cleanup()

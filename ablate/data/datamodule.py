@@ -23,7 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from ablate.config import DataConfig, EvalConfig, TrainConfig
-from ablate.data.cache import Prepared, prepare
+from ablate.data.cache import Prepared, lengths, prepare
 from ablate.data.sources import DataError
 from ablate.data.tokenizer import BOS, EOS, PAD
 
@@ -93,14 +93,9 @@ class TokenBatchSampler(Sampler):
         ``(seed, epoch)``, so a resumed run sees the batches an uninterrupted one would have seen next."""
         self.epoch, self._resume = epoch, (epoch, done)
 
-    @property
-    def n_batches(self) -> int:
-        """Batches over all ranks, before equalising."""
-        return len(self.bounds) - 1
-
     def __len__(self) -> int:
-        total, ws = self.n_batches, self.world_size
-        return max(total // ws, 1 if total else 0)
+        total = len(self.bounds) - 1  # over all ranks, before equalising
+        return max(total // self.world_size, 1 if total else 0)
 
     def __iter__(self) -> Iterator[list[int]]:
         if self.shuffle:  # two stable radix sorts (16-bit keys): by random noise, then by cost
@@ -208,11 +203,6 @@ def collate(items: dict) -> dict[str, Any]:
     }
 
 
-def lengths(split: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """Cached ``(src_len, tgt_len)`` subword counts of a split, as numpy arrays."""
-    return split.data.column("src_len").to_numpy(), split.data.column("tgt_len").to_numpy()
-
-
 class TranslationDataModule(pl.LightningDataModule):
     """Parallel text for training, validation and test; after :meth:`setup`: ``tokenizer``, ``val_split``,
     ``test_splits`` and ``stats`` (pairs per split, dropped/truncated/undecodable counts, vocabulary, ``cached``)."""
@@ -277,9 +267,8 @@ class TranslationDataModule(pl.LightningDataModule):
     def train_sampler(self) -> TokenBatchSampler:
         """The training batch sampler for this rank, positioned at the trainer's current epoch."""
         rank, world = self._rank_world()
-        src_len, tgt_len = lengths(self._split("train"))
         sampler = TokenBatchSampler(
-            src_len, tgt_len, self.train_cfg.max_tokens, shuffle=True, seed=self.seed, rank=rank, world_size=world
+            *lengths(self._split("train")), self.train_cfg.max_tokens, seed=self.seed, rank=rank, world_size=world
         )
         trainer = getattr(self, "trainer", None)
         sampler.set_epoch(trainer.current_epoch if trainer is not None else 0)
@@ -299,11 +288,11 @@ class TranslationDataModule(pl.LightningDataModule):
     def eval_dataloader(self, split: str) -> DataLoader:
         """Deterministic, length-sorted batches of ``split``, this rank's shard."""
         rank, world = self._rank_world()
-        src_len, tgt_len = lengths(self._split(split))
+        data = self._split(split)
         batches = eval_batches(
-            src_len, tgt_len, self.train_cfg.max_tokens, self.eval_cfg.max_sentences, rank=rank, world_size=world
+            *lengths(data), self.train_cfg.max_tokens, self.eval_cfg.max_sentences, rank=rank, world_size=world
         )
-        return self._loader(self._split(split), batches)  # a list of index lists is a batch sampler
+        return self._loader(data, batches)  # a list of index lists is a batch sampler
 
     def val_dataloader(self) -> DataLoader:
         return self.eval_dataloader(self.val_split)

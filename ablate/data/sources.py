@@ -1,13 +1,10 @@
 """Corpus sources: where the parallel text comes from, before any tokenisation, and the one error of the data pipeline.
 
-Every source turns into a :class:`Corpus`: one Arrow ``datasets.Dataset`` per split with the string
-columns ``src`` and ``tgt`` (never Python lists of every sentence, so a WMT-sized corpus stays on disk).
-Sources are chosen from ``data.source`` through :data:`SOURCES`; each offers a cheap ``fingerprint()``
-(the cache key, so a cached run never reads the text) and an expensive ``load(workdir)``:
-
-* ``builtin``: the synthetic en<->de task of :mod:`ablate.data.builtin`;
-* ``hf:<dataset>[@<revision>][:<config>]``: a Hugging Face translation dataset (:class:`HubDataset`);
-* anything else: a local folder of line-aligned ``{split}.{lang}[.gz]`` files (:class:`LocalFolder`)."""
+Every source turns into a :class:`Corpus` (one Arrow ``datasets.Dataset`` per split with the string columns ``src``
+and ``tgt``, so a WMT-sized corpus stays on disk) and offers a cheap ``fingerprint()`` (the cache key, so a cached
+run never reads the text) and an expensive ``load(workdir)``. :data:`SOURCES` picks one from ``data.source``:
+``builtin`` (:mod:`ablate.data.builtin`), ``hf:<dataset>[@<revision>][:<config>]`` (:class:`HubDataset`), or else
+a local folder of line-aligned ``{split}.{lang}[.gz]`` files (:class:`LocalFolder`)."""
 
 from __future__ import annotations
 
@@ -199,10 +196,11 @@ class LocalFolder:
                 f"data.source={cfg.source!r} is not a folder; give 'builtin', 'hf:<dataset>[:<config>]' "
                 f"or a folder of {{split}}.{{lang}}[.gz] files"
             )
-        self.files = self._discover()
+        self.files, self.val_split, self.test_splits = self._discover()
 
-    def _discover(self) -> dict[str, tuple[Path, Path]]:
-        """split -> (source file, target file) for train, the validation split and test splits."""
+    def _discover(self) -> tuple[dict[str, tuple[Path, Path]], str, list[str]]:
+        """split -> (source file, target file) for train, the validation split and test splits; the validation
+        split and the test splits."""
         found: dict[tuple[str, str], Path] = {}
         names = []
         for path in sorted(self.folder.iterdir()):
@@ -225,11 +223,7 @@ class LocalFolder:
                         f"(the '{split}' split needs one file per language: {pair})"
                     )
             files[split] = (found[(split, self.langs[0])], found[(split, self.langs[1])])
-        return files
-
-    @property
-    def val_split(self) -> str:
-        return next(name for name in VAL_NAMES if name in self.files)
+        return files, val, tests
 
     def fingerprint(self) -> str:
         return digest(
@@ -266,8 +260,7 @@ class LocalFolder:
                     split,
                 )
             splits[split] = ds.remove_columns("undecodable")
-        tests = [name for name in self.files if name.startswith("test")]
-        return Corpus(splits, self.val_split, sorted(tests), undecodable)
+        return Corpus(splits, self.val_split, self.test_splits, undecodable)
 
 
 def _first_line(err: BaseException) -> str:
@@ -310,17 +303,13 @@ def parse_hub_source(source: str) -> tuple[str, str, str | None]:
     a local folder takes no revision. Malformed: one-line DataError."""
     spec = source[len("hf:") :]
     name, _, config = spec.partition(":")
-    if Path(name).expanduser().is_dir():
+    if name and Path(name).expanduser().is_dir():  # Path("") is the current folder
         if "@" in config:
             raise DataError(f"data.source={source!r}: a revision pins a hub dataset; the folder {name} has none")
         return name, config, None
-    revisions = []
-    if "@" in name:
-        name, _, rev = name.partition("@")
-        revisions.append(rev)
-    if "@" in config:
-        config, _, rev = config.partition("@")
-        revisions.append(rev)
+    name, *revisions = name.split("@", 1)
+    config, *config_revision = config.split("@", 1)
+    revisions += config_revision
     if not name:
         raise DataError(f"data.source={source!r} names no dataset; {USAGE}")
     if revisions and Path(name).expanduser().is_dir():  # a folder has no commits: "@abc" would be a pin that never was
@@ -481,11 +470,9 @@ FALLBACK = "local"
 
 
 def source_kind(source: str) -> str:
-    """The :data:`SOURCES` kind of a ``data.source`` value."""
-    prefix, colon, _ = source.partition(":")
-    if colon and prefix in SOURCES and prefix != FALLBACK:
-        return prefix
-    return source if source in SOURCES and source != FALLBACK and not colon else FALLBACK
+    """The :data:`SOURCES` kind of a ``data.source`` value: a kind by itself or before a colon, else a path."""
+    prefix = source.partition(":")[0]
+    return prefix if prefix in SOURCES and prefix != FALLBACK else FALLBACK
 
 
 def make_source(cfg: DataConfig, cache_root: Path) -> Source:

@@ -7,6 +7,7 @@ shared embeddings need it). Special ids are fixed: pad=0, bos=1, eos=2, unk=3.""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -64,14 +65,7 @@ class SubwordTokenizer:
         self._src = src
         self._tgt = tgt if tgt is not None else src
         self.joint = tgt is None or tgt is src
-
-    @property
-    def src_vocab_size(self) -> int:
-        return self._src.get_vocab_size()
-
-    @property
-    def tgt_vocab_size(self) -> int:
-        return self._tgt.get_vocab_size()
+        self.src_vocab_size, self.tgt_vocab_size = src.get_vocab_size(), self._tgt.get_vocab_size()
 
     @classmethod
     def train(cls, train: datasets.Dataset, vocab_size: int, joint: bool = True) -> SubwordTokenizer:
@@ -92,13 +86,8 @@ class SubwordTokenizer:
 
     @staticmethod
     def _strip(ids: Iterable[int]) -> list[int]:
-        out = []
-        for i in (int(i) for i in ids):
-            if i == EOS:
-                break
-            if i >= UNK:  # drop pad and bos
-                out.append(i)
-        return out
+        """``ids`` up to the first eos, without pad and bos."""
+        return [i for i in itertools.takewhile(lambda i: i != EOS, map(int, ids)) if i >= UNK]
 
     def decode_tgt(self, ids: Iterable[int]) -> str:
         """Detokenized text of ``ids`` (a list or 1-D tensor): stops at eos, drops pad and bos; unknown pieces

@@ -11,6 +11,7 @@ whose per-sentence sufficient statistics (n, k) sum, under any bootstrap weights
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import io
 import json
@@ -46,23 +47,18 @@ class MetricScorer(Protocol):
 
     def signature(self) -> str:
         """What reproduces the score (sacreBLEU's signature, or the plugin's name and version)."""
-        ...
 
     def corpus(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> float:
         """The corpus score of ``hyps`` against ``refs`` (aligned lists; ``sources`` where known)."""
-        ...
 
     def sentences(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> list[float]:
         """One score per sentence."""
-        ...
 
     def statistics(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
         """(n, k) per-sentence sufficient statistics: ``from_statistics(stats.sum(0)) == corpus(...)``."""
-        ...
 
     def from_statistics(self, stats: np.ndarray) -> np.ndarray:
         """(..., k) summed statistics -> (...) corpus scores."""
-        ...
 
 
 class SentenceMetric:
@@ -151,12 +147,12 @@ def statistics(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional
     (:class:`SavedText`) the index knows find their file without being read."""
     if not getattr(scorer, "reads_sources", True):
         sources = None
-    texts = (hyps, refs, sources if sources else None)
+    texts = (hyps, refs, sources or None)
     entry = entry_key(scorer.name, scorer.signature(), texts)
     if entry is not None:
         key: tuple = (scorer.name, entry)
     else:
-        key = (scorer.name, scorer.signature(), tuple(hyps), tuple(refs), tuple(sources) if sources else None)
+        key = (scorer.name, scorer.signature(), *(None if text is None else tuple(text) for text in texts))
     if key not in _CACHE:
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.clear()
@@ -166,13 +162,13 @@ def statistics(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional
     return _CACHE[key]
 
 
-def _on_disk(key: tuple, entry: Optional[str], compute: Any) -> np.ndarray:
+def _on_disk(key: tuple, entry: Optional[str], compute: Callable[[], np.ndarray]) -> np.ndarray:
     """``compute()``, read from / saved to the statistics cache under the sha256 of ``key``'s texts (the
     name the index keeps under ``entry``, if any); an unreadable file, or one without a row per
     reference, is scored afresh, an unwritable folder skipped."""
-    found, cache = text_index(), cache_root() / "statistics"
-    if entry is not None and entry in found.keys:
-        saved = _saved(cache / f"{found.keys[entry]}.npy", len(key[3]))
+    found, cache, rows = text_index(), cache_root() / "statistics", len(key[3])
+    if entry in found.keys:
+        saved = _saved(cache / f"{found.keys[entry]}.npy", rows)
         if saved is not None:
             return saved
     digest = hashlib.sha256()
@@ -182,27 +178,23 @@ def _on_disk(key: tuple, entry: Optional[str], compute: Any) -> np.ndarray:
     path = cache / f"{digest.hexdigest()}.npy"
     if entry is not None:
         found.keys[entry], found.dirty = digest.hexdigest(), True
-    saved = _saved(path, len(key[3]))
+    saved = _saved(path, rows)
     if saved is not None:
         return saved
     stats = np.asarray(compute())
     buffer = io.BytesIO()
     np.save(buffer, stats, allow_pickle=False)
-    try:
-        atomic_write_bytes(path, buffer.getvalue(), fsync_folder=False)  # a lost rename: scored afresh
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):  # a lost rename: scored afresh
+        atomic_write_bytes(path, buffer.getvalue(), fsync_folder=False)
     return stats
 
 
 def _saved(path: Path, rows: int) -> Optional[np.ndarray]:
     """The cache file at ``path`` if it is readable and holds one row per reference sentence."""
-    try:
+    with contextlib.suppress(OSError, ValueError, EOFError):
         saved = read_npy(path)
         if saved.ndim == 2 and len(saved) == rows:
             return saved
-    except (OSError, ValueError, EOFError):
-        pass
     return None
 
 
@@ -222,16 +214,13 @@ def read_npy(path: Path) -> np.ndarray:
     return np.load(io.BytesIO(data), allow_pickle=False)
 
 
-# The stat-keyed index in front of the statistics cache, like git's index: a saved text is known by its file.
-#
-# The statistics cache (:func:`ablate.metrics.statistics`) names each file by a sha256 of the scorer and
-# the texts themselves, so finding it means reading and hashing every text. The index, one small JSON file
-# under the cache root (``$ABLATE_CACHE/statistics-index.json``, loaded once per process, written
-# atomically), remembers for each text file its ``(resolved path, size, mtime_ns)``, the sha256 of its lines
-# (:func:`text_digest`) and its line count, and for each ``(scorer, signature, text digests)`` the cache
-# file's name. A :class:`SavedText` whose file matches its entry is not decoded until its lines are wanted;
-# a changed size or mtime is read and hashed again. A file modified within :data:`RACY_NS` of being read
-# is not entered (git's "racily clean" files: a second change in the same timestamp tick would go unseen).
+# The stat-keyed index in front of the statistics cache, like git's index: one JSON file per cache root
+# (``$ABLATE_CACHE/statistics-index.json``, loaded once per process, written atomically) keeps for each text
+# file its ``(resolved path, size, mtime_ns)``, the sha256 of its lines (:func:`text_digest`) and their count,
+# and for each ``(scorer, signature, text digests)`` the statistics file's name, so a :class:`SavedText` whose
+# file matches its entry is not read until its lines are wanted; a changed size or mtime is read and hashed
+# again. A file modified within :data:`RACY_NS` of being read is not entered (git's "racily clean" files: a
+# second change in the same timestamp tick would go unseen).
 
 CACHE_ENV = "ABLATE_CACHE"
 INDEX_FILE = "statistics-index.json"

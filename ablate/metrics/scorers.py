@@ -84,7 +84,7 @@ def sentence_stats(hyps: Texts, refs: Texts, tokenize: Optional[str] = None) -> 
     (:class:`_References`); a text's are counted in numpy over all its tokens at once."""
     check_aligned(hyps, refs)
     split = _splitter(tokenize)
-    references = _reference_ngrams(split, refs)
+    references = _reference_ngrams(split, tuple(refs))
     tokens = split(hyps)
     lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
     flat = itertools.chain.from_iterable(tokens)  # a token the references lack matches nothing: id -1
@@ -170,24 +170,19 @@ _PUNCTUATION = re.compile(r"([\{-\~\[-\` -\&\(-\+\:-\@\/])")
 _SPACED = str.maketrans({chr(c): f" {chr(c)} " for c in range(128) if _PUNCTUATION.fullmatch(chr(c))})
 _SPACED_CHARS = tuple(chr(c) for c in _SPACED if chr(c) != " ")
 _CONTEXT_RULES = (
-    (re.compile(r"([^0-9])([\.,])"), r"\1 \2 ", ".,"),  # period and comma unless preceded by a digit
-    (re.compile(r"([\.,])([^0-9])"), r" \1 \2", ".,"),  # ... unless followed by a digit
-    (re.compile(r"([0-9])(-)"), r"\1 \2 ", "-"),  # a dash preceded by a digit
+    (re.compile(r"([^0-9])([\.,])"), r"\1 \2 "),  # period and comma unless preceded by a digit
+    (re.compile(r"([\.,])([^0-9])"), r" \1 \2"),  # ... unless followed by a digit
+    (re.compile(r"([0-9])(-)"), r"\1 \2 "),  # a dash preceded by a digit
 )
 
 
 def tokenize_13a(line: str) -> str:
     """sacreBLEU's ``13a`` tokenizer (mteval-v13a), the same output: its first rule, which spaces out
-    single characters, as one ``str.translate``; a context rule runs only on a line holding its
-    characters (it matches nothing otherwise)."""
+    single characters, as one ``str.translate`` (:func:`_context_rules`)."""
     line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
     if "&" in line:
         line = line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
-    line = f" {line} ".translate(_SPACED)
-    for pattern, replacement, chars in _CONTEXT_RULES:
-        if any(c in line for c in chars):
-            line = pattern.sub(replacement, line)
-    return " ".join(line.split())
+    return " ".join(_context_rules(f" {line} ")[0])
 
 
 _MARKS = ("..", ".,", ",.", ",,")
@@ -224,7 +219,7 @@ def tokens_13a(lines: Texts) -> list[list[str]]:
 def _context_rules(text: str) -> list[list[str]]:
     """Each newline-separated line's words by 13a's rules, run on the whole text."""
     text = text.translate(_SPACED)
-    for pattern, replacement, _ in _CONTEXT_RULES:
+    for pattern, replacement in _CONTEXT_RULES:
         text = pattern.sub(replacement, text)
     return [segment.split() for segment in text.split("\n")]
 
@@ -240,17 +235,10 @@ def _marks_alone(text: str) -> list[list[str]]:
     return [segment.split() for segment in text.split("\n")]
 
 
-_REFERENCES: dict[tuple[Any, ...], _References] = {}
-"""(splitter, references) -> the references' n-grams (:class:`_References`; a few sets at most)."""
-
-
-def _reference_ngrams(split: Callable[[Texts], list[list[str]]], refs: Texts) -> _References:
-    key = (split, tuple(refs))
-    if key not in _REFERENCES:
-        if len(_REFERENCES) >= 8:
-            _REFERENCES.clear()
-        _REFERENCES[key] = _References(split(refs))
-    return _REFERENCES[key]
+@functools.lru_cache(maxsize=8)
+def _reference_ngrams(split: Callable[[Texts], list[list[str]]], refs: tuple[str, ...]) -> _References:
+    """The n-grams of ``refs`` as ``split`` tokenizes them (a few reference sets at most)."""
+    return _References(split(refs))
 
 
 def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
@@ -280,7 +268,7 @@ class Bleu(SacreBleuScorer):
         self.tokenize = tokenize
 
     def metric(self, sentence: bool = False) -> Any:
-        return _bleu(self.tokenize, effective_order=True) if sentence else _bleu(self.tokenize)
+        return _bleu(self.tokenize, effective_order=sentence)
 
     def signature(self) -> str:
         return _signature(self.tokenize)
@@ -397,9 +385,6 @@ class Ter(SacreBleuScorer):
         from sacrebleu.metrics import TER
 
         return TER()
-
-    def sentences(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> list[float]:
-        return [float(s) for s in ter_from_stats(self.statistics(hyps, refs))]
 
     def statistics(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
         check_aligned(hyps, refs)

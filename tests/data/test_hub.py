@@ -132,6 +132,8 @@ def test_a_revision_is_parsed_after_the_dataset_or_its_config(source, expected):
         ("hf:wmt14@a:de-en@b", "more than one revision"),
         ("hf:wmt14@a@b", "more than one revision"),
         ("hf:@abc", "names no dataset"),
+        ("hf:", "names no dataset"),  # not the current folder
+        ("hf::de-en", "names no dataset"),
     ],
 )
 def test_a_malformed_revision_is_one_line(source, message):
