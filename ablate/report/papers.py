@@ -9,28 +9,18 @@ count is a fair null.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ablate.config import ConfigError, flatten, from_flat, to_dict, valid_keys
 from ablate.errors import did_you_mean
 from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP
 from ablate.report.layout import MARK, Column, Table
-from ablate.report.stats import (
-    AgreementTest,
-    Correlation,
-    Row,
-    Sweep,
-    agreement_test,
-    p_text,
-    pearson,
-    sign_count,
-)
+from ablate.report.render import csv_text, md_line
+from ablate.report.stats import AgreementTest, Correlation, Row, Sweep, agreement_test, p_text, pearson, sign_count
 from ablate.report.trials import ReportError
 from ablate.utils.typed import read_yaml
 
@@ -563,9 +553,7 @@ def our_facts(sweep: Sweep, split: str, setup: Any) -> list[tuple[str, str, str]
 
 
 def _num(x: Optional[float], digits: int = 2, sign: bool = False) -> str:
-    if x is None:
-        return ""
-    return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+    return "" if x is None else f"{x:{'+' if sign else ''}.{digits}f}"
 
 
 def _cells(ln: Line, min_delta: float = 0.0) -> list[str]:
@@ -615,12 +603,10 @@ def to_markdown(sbs: SideBySide) -> str:
     lines = [
         f"**Beside {ref.title}** ({ref.data})",
         "",
-        "| " + " | ".join(HEADER) + " |",
-        "| :-- | :-- | " + " | ".join(["--:"] * (len(HEADER) - 2)) + " |",
+        md_line(HEADER),
+        md_line([":--", ":--", *["--:"] * (len(HEADER) - 2)]),
     ]
-    for ln in [sbs.base, *sbs.lines]:
-        cells = _cells(ln, sbs.min_delta)
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines += [md_line(c.replace("|", "\\|") for c in _cells(ln, sbs.min_delta)) for ln in [sbs.base, *sbs.lines]]
     (head_label, head), *rest = sbs.summary()
     lines += ["", f"**{head_label}: {head}.**  "]
     lines += [f"{label}: {text}.  " for label, text in rest]
@@ -643,18 +629,13 @@ def to_markdown(sbs: SideBySide) -> str:
 
 def to_csv(sbs: SideBySide) -> str:
     """The side-by-side as CSV (our numbers unrounded), a blank line, then the summary lines."""
-
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(HEADER)
+    rows: list[Sequence[str]] = [HEADER]
     for ln in [sbs.base, *sbs.lines]:
         cells = _cells(ln, sbs.min_delta)
         cells[4] = "" if ln.bleu is None else f"{ln.bleu:.10g}"
         cells[5] = "" if ln.delta is None else f"{ln.delta:.10g}"
-        w.writerow(cells)
-    w.writerow([])
-    w.writerows(sbs.summary())
-    return buf.getvalue()
+        rows.append(cells)
+    return csv_text([*rows, [], *sbs.summary()])
 
 
 def render(sbs: SideBySide, fmt: str) -> str:
