@@ -138,6 +138,10 @@ def _row(entry: Any, where: str, extra: frozenset[str] = frozenset()) -> PaperRo
     )
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _tuples(value: Any) -> Any:
     """Lists as tuples, as a run's recorded config holds them (``train.betas``)."""
     return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
@@ -179,7 +183,7 @@ def load_reference(path: Path) -> Reference:
     settings = dict(base.get("settings") or {})
     rows = tuple(_row(r, f"{path.name}: rows[{i}]") for i, r in enumerate(data.get("rows") or []))
     min_delta = data.get("min_delta", 0.0)
-    if not isinstance(min_delta, (int, float)) or isinstance(min_delta, bool) or min_delta < 0:
+    if not _is_number(min_delta) or min_delta < 0:
         raise ReportError(f"{path.name}: min_delta must be a BLEU difference of 0 or more, not {min_delta!r}")
     return Reference(
         str(data.get("name") or path.stem),
@@ -205,14 +209,11 @@ def get(name: str) -> Reference:
     return load_reference(REFERENCES[name])
 
 
-_DERIVED = ("model.d_k", "model.d_v")
-
-
 def effective(config: dict[str, Any]) -> dict[str, Any]:
     """A flattened config with ``model.d_k``/``model.d_v`` as the model uses them (d_model / heads if unset)."""
     out = dict(config)
     d_model, heads = out.get("model.d_model"), out.get("model.heads")
-    for key in _DERIVED:
+    for key in ("model.d_k", "model.d_v"):
         if out.get(key) is None and isinstance(d_model, int) and isinstance(heads, int) and heads > 0:
             out[key] = d_model // heads
     return out
@@ -228,10 +229,6 @@ def changes(row: Row, base: Row) -> dict[str, Any]:
     """Keys whose effective value in ``row`` differs from ``base`` -> the row's value."""
     ours, theirs = row_config(row), row_config(base)
     return {k: ours.get(k) for k in sorted(set(ours) | set(theirs)) if ours.get(k) != theirs.get(k)}
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _distance(ours: Any, our_base: Any, paper: Any, paper_base: Any) -> float:
@@ -294,7 +291,7 @@ class Sensitivity:
     headline: AgreementTest
     all_rows: AgreementTest
     coin: Optional[float]
-    """The all-rows count's p against a fair coin per row (what the old null said)."""
+    """The all-rows count's p against a fair coin per row."""
 
 
 @dataclass(frozen=True)
@@ -524,7 +521,7 @@ def _base_se(table: Table, col_index: int, base: Row, key: str) -> Optional[floa
     return st.std / math.sqrt(n) if st is not None and st.std is not None and n > 1 else None
 
 
-def our_facts(sweep: Sweep, split: str, setup: Any) -> list[tuple[str, str, str]]:
+def our_facts(sweep: Sweep, split: str, setup: Setup) -> list[tuple[str, str, str]]:
     """``(fact, ours, paper's)`` for ``metric`` (always a departure) and ``checkpoints`` (none where both
     are the last)."""
     out = []
