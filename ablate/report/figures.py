@@ -120,9 +120,9 @@ def row_axis(ax, labels: Sequence[str], marked: Sequence[bool], size: float) -> 
     ax.set_axisbelow(True)
 
 
-def row_height(count: int, per_row: float = 0.3, fixed: float = 1.8) -> float:
-    """Figure height in inches for ``count`` stacked rows: each row keeps room for its label."""
-    return max(3.2, per_row * count + fixed)
+def row_height(count: int, fixed: float = 1.8) -> float:
+    """Figure height in inches for ``count`` stacked rows (0.3 each, room for the label) and ``fixed`` inches more."""
+    return max(3.2, 0.3 * count + fixed)
 
 
 def caption(ax, lines: Sequence[str], gap: float = 34.0) -> None:
@@ -376,7 +376,7 @@ def forest_figure(sweep: Sweep, comparisons: Sequence[Comparison], alpha: float 
     if not lines:
         return None
     n = len(lines)
-    fig = Figure(figsize=(8.5, row_height(n, 0.3, 2.4)), dpi=DPI)
+    fig = Figure(figsize=(8.5, row_height(n, 2.4)), dpi=DPI)
     ax = fig.add_subplot()
     size = tick_size(n)
     for y, line in enumerate(lines):
@@ -445,15 +445,8 @@ def pareto_front(xs: Sequence[float], ys: Sequence[float], maximize_x: bool) -> 
     """Indices of points not dominated by any other (y is maximised; x maximised or minimised),
     ordered by x."""
     sign = 1.0 if maximize_x else -1.0
-    front = []
-    for i, (x, y) in enumerate(zip(xs, ys)):
-        dominated = any(
-            sign * xo >= sign * x and yo >= y and (sign * xo > sign * x or yo > y)
-            for j, (xo, yo) in enumerate(zip(xs, ys))
-            if j != i
-        )
-        if not dominated:
-            front.append(i)
+    points = [(sign * x, y) for x, y in zip(xs, ys)]
+    front = [i for i, (x, y) in enumerate(points) if not any(a >= x and b >= y and (a, b) != (x, y) for a, b in points)]
     return sorted(front, key=lambda i: xs[i])
 
 
@@ -520,7 +513,7 @@ def bleu_bars_figure(
     splits = list(dict.fromkeys(b.split for b in bars))
     by_name = {r.name: r for r in sweep.rows}
     lines = len(rows) * (1 if len(splits) == 1 else 0.55 * len(splits) + 0.45)
-    fig = Figure(figsize=(8.0, row_height(round(lines), 0.3, 2.6)), dpi=DPI)
+    fig = Figure(figsize=(8.0, row_height(round(lines), 2.6)), dpi=DPI)
     ax = fig.add_subplot()
     thick = 0.8 / len(splits)
     size = tick_size(len(rows) * len(splits))
