@@ -342,9 +342,6 @@ class Column:
     speed: bool = False
     column: bool = True
 
-    def split_of(self, key: str) -> Optional[str]:
-        return Metric(self.key, self.per_split).split_of(key)
-
 
 PLACES = ("budget", "score", "cost")
 COLUMNS: dict[str, Column] = {}
@@ -521,14 +518,15 @@ def metric_columns(
             cols += list(extra or [])
         for entry in registered_columns(place):
             entry = on_metric(entry, metric)
+            recorded = Metric(entry.key, entry.per_split)
             if entry.speed:
                 cols += [replace(entry, label=speed.label)] if entry.key == speed.key else []
-            elif splits := sorted({s for k in present if (s := entry.split_of(k)) is not None}):
+            elif splits := sorted({s for k in present if (s := recorded.split_of(k)) is not None}):
                 label = entry.split_label or entry.label + " ({split})"
                 cols += [
                     replace(
                         entry,
-                        key=Metric(entry.key).split_key(s),
+                        key=recorded.split_key(s),
                         label=label.format(split=s),
                         split=s if entry.tested else None,
                     )
@@ -816,13 +814,8 @@ def buckets(lengths: list[int], n: int = N_BUCKETS) -> list[tuple[int, int]]:
     if not lengths:
         return []
     qs = np.quantile(np.asarray(lengths), np.linspace(0, 1, n + 1)[1:-1], method="higher")
-    uppers = sorted({int(q) for q in qs} | {max(lengths)})
-    out, lo = [], min(lengths)
-    for hi in uppers:
-        if hi >= lo:
-            out.append((lo, hi))
-            lo = hi + 1
-    return out
+    uppers = sorted({int(q) for q in qs} | {max(lengths)})  # lengths found ("higher"): no bucket is empty
+    return list(zip([min(lengths)] + [hi + 1 for hi in uppers[:-1]], uppers))
 
 
 def bleu_by_length(sweep: Sweep, split: Optional[str] = None, n: int = N_BUCKETS) -> Optional[ByLength]:

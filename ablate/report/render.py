@@ -218,7 +218,8 @@ def to_vertical(table: Table):
     from rich.console import Group
     from rich.text import Text
 
-    head = _header(table)
+    names = _header(table)[1 + table.show_names :]
+    pad = max((len(n) for n in names), default=0)
     parts: list = [Text(table.title, style="bold")]
     group = ""
     for row in table.rows:
@@ -227,8 +228,6 @@ def to_vertical(table: Table):
         if table.show_names and row.name and row.name != group:
             title.append(f"  {row.name}")
         parts += [Text(""), title]
-        names = head[1 + table.show_names :]
-        pad = max((len(n) for n in names), default=0)
         for name, value in zip(names, _rich_values(table, row)):
             if value.plain:
                 parts.append(Text(f"  {name:<{pad}}  ", style="dim") + value)
