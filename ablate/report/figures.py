@@ -393,7 +393,7 @@ def forest_figure(sweep: Sweep, comparisons: Sequence[Comparison], alpha: float 
     _value_column(ax, lines, size)
     splits = sorted({line.split for line in lines})
     reference = "vs base" if all(line.reference == sweep.base.name for line in lines) else "vs reference row"
-    scorer = get_scorer(comparisons[0].metric if comparisons else "bleu")
+    scorer = get_scorer(comparisons[0].metric)  # lines come from comparisons, so there is one
     lower = "" if scorer.higher_is_better else "; lower is better"
     ax.set_xlabel(
         f"Δ test {scorer.label} {reference} ({LEVEL:.0%} CI, {describe_test(comparisons)}{lower})", fontsize=9

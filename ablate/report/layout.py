@@ -649,10 +649,7 @@ def _unfinished(trial: Trial) -> Unfinished:
 
 def _late_flips(sweep: Sweep, metric: str, label: str) -> list[str]:
     """Rows whose seed-paired dev score Δ against the base changed sign in the last half of training."""
-    key = on_metric(COLUMNS["dev_bleu"], metric).key
-    if not any(key in h for r in sweep.rows for t in r.trials for h in t.history):
-        return []
-    late = late_sign_changes(sweep, key)
+    late = late_sign_changes(sweep, on_metric(COLUMNS["dev_bleu"], metric).key)
     if not late:
         return []
     rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
