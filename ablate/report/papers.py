@@ -378,7 +378,8 @@ class SideBySide:
         for r in rows:
             if not (r.metric or r.source):
                 continue
-            text = f"{r.label} ({r.bleu:g}): " + ", ".join(x for x in (r.metric, r.source) if x)
+            bleu = "" if r.bleu is None else f" ({r.bleu:g})"
+            text = f"{r.label}{bleu}: " + ", ".join(x for x in (r.metric, r.source) if x)
             if r is not base and r.metric and base.metric and r.metric != base.metric:
                 text += " - not the base's metric, so its paper Δ mixes two metrics"
             parts.append(text)
