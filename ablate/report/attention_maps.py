@@ -44,13 +44,13 @@ def _grid(maps: dict[str, torch.Tensor], keys: list[str], rows: list[str], cols:
     check_size(*size, DPI, path.name, f"{len(keys)} layers x {heads} heads")
     fig = Figure(figsize=size)
     axes = fig.subplots(len(keys), heads, squeeze=False)
+    small = len(cols) <= 30 and cell >= 2.0  # room for the tokens as tick labels
     for r, key in enumerate(keys):
         for h in range(heads):
             ax = axes[r][h]
             ax.imshow(maps[key][0, h].float().numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
             ax.set_xticks(range(len(cols)))
             ax.set_yticks(range(len(rows)))
-            small = len(cols) <= 30 and cell >= 2.0
             ax.set_xticklabels(cols if small else [], rotation=90, fontsize=7)
             ax.set_yticklabels(rows if small else [], fontsize=7)
             if r == 0:
@@ -98,7 +98,6 @@ def plot_attention(
     """Translate ``text`` with the run's best model and draw every attention map; returns the PNGs.
 
     Raises:
-
         ReportError: ``text`` is longer than :data:`MAX_TOKENS` subwords, or ``beam`` is below 1.
         OutputError: ``out`` is (or lies inside, or contains) ``run_dir``, or cannot be written.
     """

@@ -37,7 +37,7 @@ from ablate.report.stats import (
     curve,
     delta_curves,
 )
-from ablate.report.trials import DEFAULT_METRIC
+from ablate.report.trials import DEFAULT_METRIC, ReportError
 
 DPI = 130
 SPLIT_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
@@ -120,9 +120,9 @@ def row_axis(ax, labels: Sequence[str], marked: Sequence[bool], size: float) -> 
     ax.set_axisbelow(True)
 
 
-def row_height(count: int, per_row: float = 0.3, fixed: float = 1.8) -> float:
-    """Figure height in inches for ``count`` stacked rows: each row keeps room for its label."""
-    return max(3.2, per_row * count + fixed)
+def row_height(count: int, fixed: float = 1.8) -> float:
+    """Figure height in inches for ``count`` stacked rows (0.3 each, room for the label) and ``fixed`` inches more."""
+    return max(3.2, 0.3 * count + fixed)
 
 
 def caption(ax, lines: Sequence[str], gap: float = 34.0) -> None:
@@ -154,8 +154,6 @@ MAX_PIXELS = 64_000_000
 
 def check_size(width_in: float, height_in: float, dpi: float, name: str, why: str) -> None:
     """A ReportError naming figure ``name``, its size and ``why`` if it is over :data:`MAX_SIDE_PX` or :data:`MAX_PIXELS`."""
-    from ablate.report.trials import ReportError
-
     w, h = round(width_in * dpi), round(height_in * dpi)
     if max(w, h) > MAX_SIDE_PX or w * h > MAX_PIXELS:
         raise ReportError(
@@ -308,16 +306,8 @@ def _draw_deltas(
         at = np.isin(c.steps, c.sign_changes)
         ax.scatter(c.steps[at], c.mean[at], s=80, facecolors="none", edgecolors=color, lw=1.6, zorder=4)
     if not curves:
-        ax.text(
-            0.5,
-            0.5,
-            "no row here shares a seed and a history with the base",
-            transform=ax.transAxes,
-            ha="center",
-            va="center",
-            fontsize=9,
-            color="#555555",
-        )
+        alone = "no row here shares a seed and a history with the base"
+        ax.text(0.5, 0.5, alone, transform=ax.transAxes, ha="center", va="center", fontsize=9, color="#555555")
     elif legend:
         if rings:
             ax.scatter([], [], s=80, facecolors="none", edgecolors="#333333", lw=1.6, label="mean Δ changes sign")
@@ -386,7 +376,7 @@ def forest_figure(sweep: Sweep, comparisons: Sequence[Comparison], alpha: float 
     if not lines:
         return None
     n = len(lines)
-    fig = Figure(figsize=(8.5, row_height(n, 0.3, 2.4)), dpi=DPI)
+    fig = Figure(figsize=(8.5, row_height(n, 2.4)), dpi=DPI)
     ax = fig.add_subplot()
     size = tick_size(n)
     for y, line in enumerate(lines):
@@ -403,38 +393,43 @@ def forest_figure(sweep: Sweep, comparisons: Sequence[Comparison], alpha: float 
     _value_column(ax, lines, size)
     splits = sorted({line.split for line in lines})
     reference = "vs base" if all(line.reference == sweep.base.name for line in lines) else "vs reference row"
-    scorer = get_scorer(comparisons[0].metric if comparisons else "bleu")
+    scorer = get_scorer(comparisons[0].metric)  # lines come from comparisons, so there is one
     lower = "" if scorer.higher_is_better else "; lower is better"
     ax.set_xlabel(
         f"Δ test {scorer.label} {reference} ({LEVEL:.0%} CI, {describe_test(comparisons)}{lower})", fontsize=9
     )
     ax.set_title(f"Differences in test {scorer.label} ({', '.join(splits)}), row minus reference", fontsize=10)
-    tested = sum(c.tested for c in comparisons)
+    odd = [ln.label for ln in lines if ln.marked and ln.tested and ln.low <= 0.0 <= ln.high]
+    marks, note = _mark_notes(comparisons, alpha, odd, on_base=False)
     caption(
         ax,
         [
             f"Point: Δ of the means over seeds; line: its {LEVEL:.0%} CI."
             + (" Rows named 'A vs B' are the sweep's named comparisons (A minus B)." if reference != "vs base" else ""),
-            f"{MARK} (red): Holm-adjusted p < {alpha:g} over the table's {tested} tested comparisons, as in the "
-            f"table; the CIs are not adjusted, so one can exclude 0 without a {MARK}.",
+            marks,
             "Hollow point: not tested (" + "; ".join(sorted({ln.note for ln in lines if not ln.tested})) + ")."
             if any(not ln.tested for ln in lines)
             else "",
-            _disagreement(lines, alpha, comparisons),
+            note,
         ],
     )
     return fig
 
 
-def _disagreement(lines: Sequence[ForestLine], alpha: float, comparisons: Sequence[Comparison]) -> str:
-    """A note naming marked lines whose CI holds 0: possible only where alpha > 1 - LEVEL, or for a
-    test whose p-value does not come from its interval (``bs``, ``ar``)."""
-    odd = [ln.label for ln in lines if ln.marked and ln.tested and ln.low <= 0.0 <= ln.high]
-    if not odd:
-        return ""
+def _mark_notes(comparisons: Sequence[Comparison], alpha: float, odd: Sequence[str], on_base: bool) -> tuple[str, str]:
+    """What a red † means, and a note ("" if none) naming the ``odd`` marked lines whose CI holds 0 (the base's
+    mean where ``on_base``): possible only where alpha > 1 - LEVEL, or for a test whose p-value does not come
+    from its interval (``bs``, ``ar``)."""
+    versus, zero = (" vs the base", "the base") if on_base else ("", "0")
+    tested = sum(c.tested for c in comparisons)
+    holds = "reaches the base" if on_base else "holds 0"
     return (
-        f"Note: {', '.join(odd)}: {MARK} from the test's p-value although the {LEVEL:.0%} CI holds 0 "
+        f"{MARK} (red): Holm-adjusted p < {alpha:g}{versus} over the table's {tested} tested comparisons, as in the "
+        f"table; the CIs are not adjusted, so one can exclude {zero} without a {MARK}.",
+        f"Note: {', '.join(odd)}: {MARK} from the test's p-value although the {LEVEL:.0%} CI {holds} "
         f"(alpha = {alpha:g}; {describe_test(comparisons)} test)."
+        if odd
+        else "",
     )
 
 
@@ -446,27 +441,12 @@ def _value_column(ax, lines: Sequence[ForestLine], size: float) -> None:
         ax.text(1.02, y, text, transform=where, va="center", ha="left", fontsize=size - 0.5, family="monospace")
 
 
-def test_metric(sweep: Sweep, metric: str = DEFAULT_METRIC) -> tuple[str, str]:
-    """The test score key (BLEU, or ``metric``) used for single-metric plots and its label (first split)."""
-    splits, label = sweep.test_splits, get_scorer(metric).label
-    if splits:
-        return f"test_{splits[0]}/{metric}", f"test {label} ({splits[0]})"
-    return f"test/{metric}", f"test {label}"
-
-
 def pareto_front(xs: Sequence[float], ys: Sequence[float], maximize_x: bool) -> list[int]:
     """Indices of points not dominated by any other (y is maximised; x maximised or minimised),
     ordered by x."""
     sign = 1.0 if maximize_x else -1.0
-    front = []
-    for i, (x, y) in enumerate(zip(xs, ys)):
-        dominated = any(
-            sign * xo >= sign * x and yo >= y and (sign * xo > sign * x or yo > y)
-            for j, (xo, yo) in enumerate(zip(xs, ys))
-            if j != i
-        )
-        if not dominated:
-            front.append(i)
+    points = [(sign * x, y) for x, y in zip(xs, ys)]
+    front = [i for i, (x, y) in enumerate(points) if not any(a >= x and b >= y and (a, b) != (x, y) for a, b in points)]
     return sorted(front, key=lambda i: xs[i])
 
 
@@ -533,7 +513,7 @@ def bleu_bars_figure(
     splits = list(dict.fromkeys(b.split for b in bars))
     by_name = {r.name: r for r in sweep.rows}
     lines = len(rows) * (1 if len(splits) == 1 else 0.55 * len(splits) + 0.45)
-    fig = Figure(figsize=(8.0, row_height(round(lines), 0.3, 2.6)), dpi=DPI)
+    fig = Figure(figsize=(8.0, row_height(round(lines), 2.6)), dpi=DPI)
     ax = fig.add_subplot()
     thick = 0.8 / len(splits)
     size = tick_size(len(rows) * len(splits))
@@ -551,15 +531,8 @@ def bleu_bars_figure(
         for p, b in zip(pos, mine):
             end = b.mean
             if b.whisker != "none":
-                ax.errorbar(
-                    b.center,
-                    p,
-                    xerr=[[b.center - b.low], [b.high - b.center]],
-                    fmt="none",
-                    ecolor="#222222",
-                    elinewidth=1.1,
-                    capsize=3,
-                )
+                whisker = [[b.center - b.low], [b.high - b.center]]
+                ax.errorbar(b.center, p, xerr=whisker, fmt="none", ecolor="#222222", elinewidth=1.1, capsize=3)
                 end = max(b.high, b.mean)
             ax.annotate(
                 f"{b.mean:.1f}{b.mark}",
@@ -600,21 +573,12 @@ def _bar_caption(
             " test), so a whisker that crosses the dashed line is a CI that includes Δ = 0; no whisker: the base "
             "(the reference) or a row not tested against it."
         )
-        tested = sum(c.tested for c in comparisons)
-        lines.append(
-            f"{MARK} (red): Holm-adjusted p < {alpha:g} vs the base over the table's {tested} tested comparisons, "
-            f"as in the table; the CIs are not adjusted, so one can exclude the base without a {MARK}."
-        )
         odd = [
             b.row
             for b in bars
             if b.mark and b.whisker == "ci" and b.low <= sweep.base.stats[_key(b.split, metric)].mean <= b.high
         ]
-        if odd:  # possible only where alpha > 1 - LEVEL, or for a test whose p-value is not its CI's (bs, ar)
-            lines.append(
-                f"Note: {', '.join(odd)}: {MARK} from the test's p-value although the {LEVEL:.0%} CI reaches the base "
-                f"(alpha = {alpha:g}; {describe_test(comparisons)} test)."
-            )
+        lines += [line for line in _mark_notes(comparisons, alpha, odd, on_base=True) if line]
     elif "std" in kinds:
         lines.append("Whiskers: ± std over seeds (no significance test was run).")
     return lines
@@ -627,8 +591,9 @@ def _key(split: Optional[str], metric: str = DEFAULT_METRIC) -> str:
 def quality_cost_figure(sweep: Sweep, cost: str, metric: str = DEFAULT_METRIC) -> Optional[Figure]:
     """Test BLEU (or ``metric``) against ``train/tokens_per_sec`` (higher is cheaper) or ``params``
     (lower is), error bars ± std, the Pareto front circled and joined by a dashed line."""
-    key, ylabel = test_metric(sweep, metric)
-    up = get_scorer(metric).higher_is_better
+    scorer, split = get_scorer(metric), (sweep.test_splits or [None])[0]
+    key, ylabel = _key(split, metric), f"test {scorer.label}" + (f" ({split})" if split else "")
+    up = scorer.higher_is_better
     speed = cost == TOKENS_PER_SEC.key
     scale = 1.0 if speed else 1e-6
     rows = [r for r in sweep.rows if key in r.stats and cost in r.stats]

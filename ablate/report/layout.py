@@ -50,6 +50,7 @@ from ablate.report.stats import (
     describe,
     describe_plan,
     detectable,
+    late_sign_changes,
     marks_alone,
     not_compared,
     seeds_needed,
@@ -74,32 +75,27 @@ class Speed:
 
 
 def training_speed(sweep: Sweep) -> Speed:
-    """The speed column for ``sweep``'s finished trials (see the module docstring)."""
-    return speed_of([t for r in sweep.rows for t in r.trials])
-
-
-def speed_of(trials: Sequence[Trial]) -> Speed:
-    """Tokens per CPU-second when every trial trained on a CPU and recorded it, else wall-clock tokens/s."""
+    """The speed column for ``sweep``'s finished trials: tokens per CPU-second when every one trained on a CPU
+    and recorded it, else wall-clock tokens/s."""
+    trials = [t for r in sweep.rows for t in r.trials]
     on = {t.accelerator for t in trials}
     if on == {"cpu"} and all(CPU in t.metrics for t in trials):
         return Speed(CPU, COLUMNS["tokens_per_cpu_sec"].label, _cpu_note(trials))
+    label = COLUMNS["tokens_per_sec"].label
     wall = f"Tokens/s (train): wall-clock {COUNTED} per second of the training steps"
     if on == {"gpu"}:
-        return Speed(
-            WALL, COLUMNS["tokens_per_sec"].label, f"{wall} (each step synchronised on the GPU){_precisions(trials)}."
-        )
+        return Speed(WALL, label, f"{wall} (each step synchronised on the GPU){_precisions(trials)}.")
     if on == {"cpu"}:
         why = "these runs trained on a CPU but not all recorded their CPU time"
     elif "cpu" in on:
         why = "the runs trained on different devices (CPU and GPU or not recorded)"
     else:
         why = "the runs did not record whether they trained on a CPU or a GPU"
-    return Speed(
-        WALL,
-        COLUMNS["tokens_per_sec"].label,
+    note = (
         f"{wall}. Wall-clock, so it depends on the machine's load: on a CPU shared with other processes "
-        f"it swings with their work ({why}, so tokens per CPU-second cannot be shown).",
+        f"it swings with their work ({why}, so tokens per CPU-second cannot be shown)."
     )
+    return Speed(WALL, label, note)
 
 
 def _precisions(trials: Sequence[Trial]) -> str:
@@ -346,9 +342,6 @@ class Column:
     speed: bool = False
     column: bool = True
 
-    def split_of(self, key: str) -> Optional[str]:
-        return Metric(self.key, self.per_split).split_of(key)
-
 
 PLACES = ("budget", "score", "cost")
 COLUMNS: dict[str, Column] = {}
@@ -496,19 +489,15 @@ def show_value(value: Any) -> str:
 
 def key_labels(keys: list[str]) -> list[str]:
     """Header per dotted key: the paper symbol, else the shortest suffix unique among ``keys``."""
-    labels = []
-    for key in keys:
-        if key in PAPER_LABELS:
-            labels.append(PAPER_LABELS[key][0])
 
-            continue
+    def label(key: str) -> str:
+        if key in PAPER_LABELS:
+            return PAPER_LABELS[key][0]
         parts = key.split(".")
-        for n in range(1, len(parts) + 1):
-            label = ".".join(parts[-n:])
-            if sum(k.endswith("." + label) or k == label for k in keys) == 1:
-                break
-        labels.append(label)
-    return labels
+        suffixes = [".".join(parts[-n:]) for n in range(1, len(parts) + 1)]
+        return next((s for s in suffixes if sum(k.endswith("." + s) or k == s for k in keys) == 1), key)
+
+    return [label(key) for key in keys]
 
 
 def metric_columns(
@@ -529,14 +518,15 @@ def metric_columns(
             cols += list(extra or [])
         for entry in registered_columns(place):
             entry = on_metric(entry, metric)
+            recorded = Metric(entry.key, entry.per_split)
             if entry.speed:
                 cols += [replace(entry, label=speed.label)] if entry.key == speed.key else []
-            elif splits := sorted({s for k in present if (s := entry.split_of(k)) is not None}):
+            elif splits := sorted({s for k in present if (s := recorded.split_of(k)) is not None}):
                 label = entry.split_label or entry.label + " ({split})"
                 cols += [
                     replace(
                         entry,
-                        key=Metric(entry.key).split_key(s),
+                        key=recorded.split_key(s),
                         label=label.format(split=s),
                         split=s if entry.tested else None,
                     )
@@ -590,7 +580,7 @@ def build_table(
         extra: more metric columns, their stats per row name, and a footnote (BLEU by length).
         metric: the score of the dev and test columns and of the † test (``comparisons`` must be on it).
     """
-    comparisons = list(comparisons or [])
+    comparisons, scorer = list(comparisons or []), get_scorer(metric)
     vs_base = against_base(comparisons, sweep)  # a cell's mark is always against the base; other pairs are listed
     extra_cols, extra_stats, extra_note = extra or ([], {}, "")
     columns = metric_columns(sweep, vs_base, extra_cols, metric)
@@ -634,21 +624,14 @@ def build_table(
         columns=columns,
         rows=rows,
         unfinished=[_unfinished(t) for t in sorted(sweep.unfinished, key=lambda t: t.name)],
-        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples, get_scorer(metric))
-        + [n for n in [extra_note, _speed_note(sweep, columns)] if n],
+        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples, scorer, extra_note),
         show_names=sweep.uses_variants,
-        comparisons=_comparison_lines(sweep, comparisons, alpha, get_scorer(metric).label) if sweep.comparisons else [],
+        comparisons=_comparison_lines(sweep, comparisons, alpha, scorer.label) if sweep.comparisons else [],
     )
 
 
 def _marks(comp: Comparison, alpha: float) -> str:
     return (MARK if comp.significant(alpha) else "") + (FLIP if comp.sign_flip else "")
-
-
-def _speed_note(sweep: Sweep, columns: list[Column]) -> str:
-    """What the speed column measures (wall-clock, or per CPU-second), where the table has one."""
-    speed = training_speed(sweep)
-    return speed.note if any(c.key == speed.key for c in columns) else ""
 
 
 def _unfinished(trial: Trial) -> Unfinished:
@@ -664,14 +647,9 @@ def _unfinished(trial: Trial) -> Unfinished:
     return Unfinished(trial.name, ", ".join(who), trial.status, " ".join(str(reason).split()))
 
 
-def _late_flips(sweep: Sweep, metric: str = DEFAULT_METRIC, label: str = "BLEU") -> list[str]:
+def _late_flips(sweep: Sweep, metric: str, label: str) -> list[str]:
     """Rows whose seed-paired dev score Δ against the base changed sign in the last half of training."""
-    from ablate.report.stats import late_sign_changes
-
-    key = on_metric(COLUMNS["dev_bleu"], metric).key
-    if not any(key in h for r in sweep.rows for t in r.trials for h in t.history):
-        return []
-    late = late_sign_changes(sweep, key)
+    late = late_sign_changes(sweep, on_metric(COLUMNS["dev_bleu"], metric).key)
     if not late:
         return []
     rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
@@ -687,9 +665,10 @@ def _footnotes(
     alpha: float,
     test: str,
     n_samples: int,
-    scorer: Optional[MetricScorer] = None,
+    scorer: MetricScorer,
+    extra_note: str,
 ) -> list[str]:
-    scorer = scorer or get_scorer(DEFAULT_METRIC)
+    """Every footnote of a table, in order (``extra_note`` from :func:`build_table`'s ``extra``, "" for none)."""
     label = scorer.label
     notes = [
         "Cells: mean ± sample std over seeds (n = seeds); best mean per column in bold; "
@@ -711,7 +690,9 @@ def _footnotes(
         notes += [f"sacreBLEU: {sig}" for sig in sweep.signatures]
     else:
         notes += [f"{label}: {sig}" for sig in signature_of(scorer.name, [t for r in sweep.rows for t in r.trials])]
-    return notes
+    speed = training_speed(sweep)  # what the speed column measures, where the table has one
+    speed_note = speed.note if any(c.key == speed.key for c in columns) else ""
+    return notes + [n for n in (extra_note, speed_note) if n]
 
 
 def trials_note(sweep: Sweep) -> str:
@@ -830,13 +811,8 @@ def buckets(lengths: list[int], n: int = N_BUCKETS) -> list[tuple[int, int]]:
     if not lengths:
         return []
     qs = np.quantile(np.asarray(lengths), np.linspace(0, 1, n + 1)[1:-1], method="higher")
-    uppers = sorted({int(q) for q in qs} | {max(lengths)})
-    out, lo = [], min(lengths)
-    for hi in uppers:
-        if hi >= lo:
-            out.append((lo, hi))
-            lo = hi + 1
-    return out
+    uppers = sorted({int(q) for q in qs} | {max(lengths)})  # lengths found ("higher"): no bucket is empty
+    return list(zip([min(lengths)] + [hi + 1 for hi in uppers[:-1]], uppers))
 
 
 def bleu_by_length(sweep: Sweep, split: Optional[str] = None, n: int = N_BUCKETS) -> Optional[ByLength]:

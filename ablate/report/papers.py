@@ -9,28 +9,18 @@ count is a fair null.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from ablate.config import ConfigError, flatten, from_flat, to_dict, valid_keys
 from ablate.errors import did_you_mean
 from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP
 from ablate.report.layout import MARK, Column, Table
-from ablate.report.stats import (
-    AgreementTest,
-    Correlation,
-    Row,
-    Sweep,
-    agreement_test,
-    p_text,
-    pearson,
-    sign_count,
-)
+from ablate.report.render import csv_text, md_line
+from ablate.report.stats import AgreementTest, Correlation, Row, Sweep, agreement_test, p_text, pearson, sign_count
 from ablate.report.trials import ReportError
 from ablate.utils.typed import read_yaml
 
@@ -148,6 +138,10 @@ def _row(entry: Any, where: str, extra: frozenset[str] = frozenset()) -> PaperRo
     )
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def _tuples(value: Any) -> Any:
     """Lists as tuples, as a run's recorded config holds them (``train.betas``)."""
     return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
@@ -189,7 +183,7 @@ def load_reference(path: Path) -> Reference:
     settings = dict(base.get("settings") or {})
     rows = tuple(_row(r, f"{path.name}: rows[{i}]") for i, r in enumerate(data.get("rows") or []))
     min_delta = data.get("min_delta", 0.0)
-    if not isinstance(min_delta, (int, float)) or isinstance(min_delta, bool) or min_delta < 0:
+    if not _is_number(min_delta) or min_delta < 0:
         raise ReportError(f"{path.name}: min_delta must be a BLEU difference of 0 or more, not {min_delta!r}")
     return Reference(
         str(data.get("name") or path.stem),
@@ -215,14 +209,11 @@ def get(name: str) -> Reference:
     return load_reference(REFERENCES[name])
 
 
-_DERIVED = ("model.d_k", "model.d_v")
-
-
 def effective(config: dict[str, Any]) -> dict[str, Any]:
     """A flattened config with ``model.d_k``/``model.d_v`` as the model uses them (d_model / heads if unset)."""
     out = dict(config)
     d_model, heads = out.get("model.d_model"), out.get("model.heads")
-    for key in _DERIVED:
+    for key in ("model.d_k", "model.d_v"):
         if out.get(key) is None and isinstance(d_model, int) and isinstance(heads, int) and heads > 0:
             out[key] = d_model // heads
     return out
@@ -238,10 +229,6 @@ def changes(row: Row, base: Row) -> dict[str, Any]:
     """Keys whose effective value in ``row`` differs from ``base`` -> the row's value."""
     ours, theirs = row_config(row), row_config(base)
     return {k: ours.get(k) for k in sorted(set(ours) | set(theirs)) if ours.get(k) != theirs.get(k)}
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _distance(ours: Any, our_base: Any, paper: Any, paper_base: Any) -> float:
@@ -304,7 +291,7 @@ class Sensitivity:
     headline: AgreementTest
     all_rows: AgreementTest
     coin: Optional[float]
-    """The all-rows count's p against a fair coin per row (what the old null said)."""
+    """The all-rows count's p against a fair coin per row."""
 
 
 @dataclass(frozen=True)
@@ -391,7 +378,8 @@ class SideBySide:
         for r in rows:
             if not (r.metric or r.source):
                 continue
-            text = f"{r.label} ({r.bleu:g}): " + ", ".join(x for x in (r.metric, r.source) if x)
+            bleu = "" if r.bleu is None else f" ({r.bleu:g})"
+            text = f"{r.label}{bleu}: " + ", ".join(x for x in (r.metric, r.source) if x)
             if r is not base and r.metric and base.metric and r.metric != base.metric:
                 text += " - not the base's metric, so its paper Δ mixes two metrics"
             parts.append(text)
@@ -534,7 +522,7 @@ def _base_se(table: Table, col_index: int, base: Row, key: str) -> Optional[floa
     return st.std / math.sqrt(n) if st is not None and st.std is not None and n > 1 else None
 
 
-def our_facts(sweep: Sweep, split: str, setup: Any) -> list[tuple[str, str, str]]:
+def our_facts(sweep: Sweep, split: str, setup: Setup) -> list[tuple[str, str, str]]:
     """``(fact, ours, paper's)`` for ``metric`` (always a departure) and ``checkpoints`` (none where both
     are the last)."""
     out = []
@@ -563,9 +551,7 @@ def our_facts(sweep: Sweep, split: str, setup: Any) -> list[tuple[str, str, str]
 
 
 def _num(x: Optional[float], digits: int = 2, sign: bool = False) -> str:
-    if x is None:
-        return ""
-    return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+    return "" if x is None else f"{x:{'+' if sign else ''}.{digits}f}"
 
 
 def _cells(ln: Line, min_delta: float = 0.0) -> list[str]:
@@ -615,12 +601,10 @@ def to_markdown(sbs: SideBySide) -> str:
     lines = [
         f"**Beside {ref.title}** ({ref.data})",
         "",
-        "| " + " | ".join(HEADER) + " |",
-        "| :-- | :-- | " + " | ".join(["--:"] * (len(HEADER) - 2)) + " |",
+        md_line(HEADER),
+        md_line([":--", ":--", *["--:"] * (len(HEADER) - 2)]),
     ]
-    for ln in [sbs.base, *sbs.lines]:
-        cells = _cells(ln, sbs.min_delta)
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    lines += [md_line(c.replace("|", "\\|") for c in _cells(ln, sbs.min_delta)) for ln in [sbs.base, *sbs.lines]]
     (head_label, head), *rest = sbs.summary()
     lines += ["", f"**{head_label}: {head}.**  "]
     lines += [f"{label}: {text}.  " for label, text in rest]
@@ -643,18 +627,13 @@ def to_markdown(sbs: SideBySide) -> str:
 
 def to_csv(sbs: SideBySide) -> str:
     """The side-by-side as CSV (our numbers unrounded), a blank line, then the summary lines."""
-
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(HEADER)
+    rows: list[Sequence[str]] = [HEADER]
     for ln in [sbs.base, *sbs.lines]:
         cells = _cells(ln, sbs.min_delta)
         cells[4] = "" if ln.bleu is None else f"{ln.bleu:.10g}"
         cells[5] = "" if ln.delta is None else f"{ln.delta:.10g}"
-        w.writerow(cells)
-    w.writerow([])
-    w.writerows(sbs.summary())
-    return buf.getvalue()
+        rows.append(cells)
+    return csv_text([*rows, [], *sbs.summary()])
 
 
 def render(sbs: SideBySide, fmt: str) -> str:

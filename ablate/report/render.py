@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from ablate.record import TEST_BLEU, RunStatus
 from ablate.report.layout import FLIP, PAPER_LABELS, Cell, Column, Table, TableRow, show_value
@@ -53,26 +53,33 @@ def _md_escape(text: str) -> str:
     return " ".join(text.replace("\\", "\\\\").replace("|", "\\|").splitlines())
 
 
+def md_line(cells: Iterable[str]) -> str:
+    """One Markdown table line of ``cells`` (already escaped)."""
+    return "| " + " | ".join(cells) + " |"
+
+
+def csv_text(rows: Iterable[Sequence[Any]]) -> str:
+    """``rows`` as CSV text, ``\\n`` line ends."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return buf.getvalue()
+
+
+def _row_texts(table: Table, row: TableRow, escape: Callable[[str], str], bold: str) -> list[str]:
+    """A row's cells in a text format: each piece through ``escape``, a best statistic as ``bold.format(text)``."""
+    cells = [escape(row.group)] + ([escape(row.name)] if table.show_names else [])
+    cells += [escape(s or "") for s in row.settings]
+    for cell, col in zip(row.cells, table.columns):
+        text = escape(fmt_stat(cell, col))
+        cells.append((bold.format(text) if text and cell.best else text) + escape(cell.mark))
+    return cells + [str(row.n)]
+
+
 def to_markdown(table: Table) -> str:
     """GitHub-flavoured Markdown: bold best values, † marks, footnotes and unfinished trials below."""
-    head = _header(table)
     align = [":--"] * (1 + table.show_names) + [":-:"] * len(table.labels) + ["--:"] * (len(table.columns) + 1)
-    lines = [
-        f"**{_md_escape(table.title)}**",
-        "",
-        "| " + " | ".join(map(_md_escape, head)) + " |",
-        "| " + " | ".join(align) + " |",
-    ]
-    for row in table.rows:
-        cells = [row.group] + ([row.name] if table.show_names else [])
-        cells += [s or "" for s in row.settings]
-        for cell, col in zip(row.cells, table.columns):
-            text = fmt_stat(cell, col)
-            if text and cell.best:
-                text = f"**{text}**"
-            cells.append(text + cell.mark)
-        cells.append(str(row.n))
-        lines.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
+    lines = [f"**{_md_escape(table.title)}**", "", md_line(map(_md_escape, _header(table))), md_line(align)]
+    lines += [md_line(_row_texts(table, row, _md_escape, "**{}**")) for row in table.rows]
     lines.append("")
     lines += [_md_escape(n) + "  " for n in _notes(table)]
     lines += [f"- {_md_escape(str(u))}" for u in table.unfinished]
@@ -117,15 +124,7 @@ def to_latex(table: Table) -> str:
     for i, row in enumerate(table.rows):
         if row.new_group and i > 0:
             lines.append(r"\midrule")
-        cells = [latex_escape(row.group)] + ([latex_escape(row.name)] if table.show_names else [])
-        cells += [latex_escape(s) if s else "" for s in row.settings]
-        for cell, col in zip(row.cells, table.columns):
-            text = latex_escape(fmt_stat(cell, col))
-            if text and cell.best:
-                text = rf"\textbf{{{text}}}"
-            cells.append(text + latex_escape(cell.mark))
-        cells.append(str(row.n))
-        lines.append(" & ".join(cells) + r" \\")
+        lines.append(" & ".join(_row_texts(table, row, latex_escape, r"\textbf{{{}}}")) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     notes = [latex_escape(n) for n in _notes(table)] + [r"\quad " + latex_escape(str(u)) for u in table.unfinished]
     lines.append(r"\par\smallskip{\footnotesize " + r" \\ ".join(notes) + "}")
@@ -157,13 +156,11 @@ def _tested(cell: Cell) -> list[str]:
 def to_csv(table: Table) -> str:
     """Plain numbers: per metric ``.mean``, ``.std``, ``.n`` (and, where tested, the comparison
     against the base: :data:`TESTED`); one line per unfinished trial with its status and reason."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
     head = ["group", "name", *table.keys]
     for col in table.columns:
         stats = ("mean", "std", "n", *TESTED) if col.split else ("mean", "std", "n")
         head += [f"{export_key(col)}.{s}" for s in stats]
-    w.writerow(head + ["status", "reason"])
+    lines = [head + ["status", "reason"]]
     group = ""
     for row in table.rows:
         group = row.group or group
@@ -173,10 +170,9 @@ def to_csv(table: Table) -> str:
             line += [_num(st and st.mean), _num(st and st.std), "" if st is None else str(st.n)]
             if col.split:
                 line += _tested(cell)
-        w.writerow(line + [RunStatus.FINISHED, ""])
-    for u in table.unfinished:
-        w.writerow(["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason])
-    return buf.getvalue()
+        lines.append(line + [RunStatus.FINISHED, ""])
+    lines += [["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason] for u in table.unfinished]
+    return csv_text(lines)
 
 
 def to_rich(table: Table):
@@ -222,7 +218,8 @@ def to_vertical(table: Table):
     from rich.console import Group
     from rich.text import Text
 
-    head = _header(table)
+    names = _header(table)[1 + table.show_names :]
+    pad = max((len(n) for n in names), default=0)
     parts: list = [Text(table.title, style="bold")]
     group = ""
     for row in table.rows:
@@ -231,8 +228,6 @@ def to_vertical(table: Table):
         if table.show_names and row.name and row.name != group:
             title.append(f"  {row.name}")
         parts += [Text(""), title]
-        names = head[1 + table.show_names :]
-        pad = max((len(n) for n in names), default=0)
         for name, value in zip(names, _rich_values(table, row)):
             if value.plain:
                 parts.append(Text(f"  {name:<{pad}}  ", style="dim") + value)
@@ -297,21 +292,13 @@ def render_per_seed(sweep: Sweep, fmt: str) -> str:
     keys, lines = per_seed(sweep)
     labels = [TEST_BLEU.split_of(k) or k.partition("/")[0] for k in keys]
     if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["row", "seed", *(f"{k}" for k in keys), *(f"{k}.delta_vs_base" for k in keys)])
-        for ln in lines:
-            w.writerow([ln.row, ln.seed, *(_num(v) for v in ln.values), *(_num(d) for d in ln.deltas)])
-        return buf.getvalue()
+        head = ["row", "seed", *keys, *(f"{k}.delta_vs_base" for k in keys)]
+        return csv_text([head] + [[ln.row, ln.seed, *map(_num, ln.values), *map(_num, ln.deltas)] for ln in lines])
     out = [
         f"**Per seed: {sweep.name or 'ablation'}** (test BLEU; Δ against the base trial of the same seed)",
         "",
-        "| row | seed | "
-        + " | ".join(f"BLEU ({s})" for s in labels)
-        + " | "
-        + " | ".join(f"Δ ({s})" for s in labels)
-        + " |",
-        "| :-- | --: | " + " | ".join(["--:"] * 2 * len(keys)) + " |",
+        md_line(["row", "seed", *(f"BLEU ({s})" for s in labels), *(f"Δ ({s})" for s in labels)]),
+        md_line([":--", "--:", *["--:"] * 2 * len(keys)]),
     ]
     for ln in lines:
         deltas = [
@@ -319,6 +306,6 @@ def render_per_seed(sweep: Sweep, fmt: str) -> str:
             for d, f in zip(ln.deltas, ln.flip)
         ]
         values = ["" if v is None else f"{v:.2f}" for v in ln.values]
-        out.append("| " + " | ".join(c.replace("|", "\\|") for c in [ln.row, str(ln.seed), *values, *deltas]) + " |")
+        out.append(md_line(c.replace("|", "\\|") for c in [ln.row, str(ln.seed), *values, *deltas]))
     out += ["", f"{FLIP} the row's per-seed Δs disagree in sign."]
     return "\n".join(out) + "\n"

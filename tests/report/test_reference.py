@@ -450,6 +450,17 @@ def test_each_anchor_states_its_own_metric_and_commit():
     assert text.count("not the base's metric, so its paper Δ mixes two metrics") == 2
 
 
+def test_a_published_row_without_bleu_still_states_its_metric_and_source():
+    from ablate.report.papers import Line, PaperRow, Reference, SideBySide
+
+    base = PaperRow("base", {}, None, metric="BLEU on newstest2013", source="Table 3")
+    reference = Reference("x", "X", "", "", {}, base, ())
+    sbs = SideBySide(
+        reference, "BLEU", Line("base", {}, base, None, None, None, 1, None, None, None, None, None), [], []
+    )
+    assert sbs.provenance() == "base: BLEU on newstest2013, Table 3"
+
+
 def test_table3s_setup_states_metric_clipping_and_checkpoints():
     setup = get("vaswani2017-table3").setup
     assert setup.config["train.clip_norm"] == 0.0  # none; ours is 1.0
