@@ -154,7 +154,7 @@ def significance_notes(
             "and two runs of one configuration with other seeds differ by more than the test set's sampling "
             "error (results/calibration-cpu). Train >= 2 seeds per row; `--test bs` gives the sentence "
             "bootstrap alone, which measures test-set variance only."
-        ]
+        ] + skipped
     how = describe(test, n_samples)
     splits = sorted({c.split for c in tested})
     notes = [

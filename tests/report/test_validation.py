@@ -126,8 +126,8 @@ def test_a_nan_or_infinite_metric_leaves_the_trial_out():
     assert [r.n for r in table.rows] == [1, 1] and "inf" not in render(table, "md").split("Cells:")[0]
 
 
-def _with_comparisons(values):
-    trials = [_trial(f"{v}-{s}", v, s, hyps=GOOD if v == "base" else BAD) for v in ("base", "x") for s in (1, 2)]
+def _with_comparisons(values, seeds=(1, 2)):
+    trials = [_trial(f"{v}-{s}", v, s, hyps=GOOD if v == "base" else BAD) for v in ("base", "x") for s in seeds]
     trials.append(Trial("y-1", "failed", "boom", config={"seed": 1}, variant="y"))
     plan = [{"between": "variant", "values": values}]
     return aggregate([Trial(**{**t.__dict__, "comparisons": plan}) for t in trials])
@@ -141,6 +141,16 @@ def test_comparisons_naming_an_unknown_row_are_refused_and_unfinished_ones_said(
     assert compare(sweep) == []
     md = render(build_table(sweep, []), "md")
     assert "No saved hypotheses" not in md and "though the trials saved hypotheses" in md
+    assert "Not compared (named by the sweep's comparisons): y (no finished trial)." in md
+
+
+def test_a_one_seed_table_still_says_which_named_comparisons_it_could_not_make():
+    """With one seed per row no comparison is tested; the note naming the unfinished row was dropped then."""
+    sweep = _with_comparisons(["base", "x", "y"], seeds=(1,))
+    comparisons = compare(sweep)
+    assert comparisons and not any(c.tested for c in comparisons)
+    md = render(build_table(sweep, comparisons), "md")
+    assert "every row has one seed" in md
     assert "Not compared (named by the sweep's comparisons): y (no finished trial)." in md
 
 
