@@ -823,7 +823,7 @@ def use_paired(paired_df: int, unpaired_df: int, alpha: float = 0.05) -> bool:
     if unpaired_df <= 0:
         return True
     q = 1 - alpha / 2
-    return float(_t_ppf(q, paired_df)) <= (1 + PAIRING_COST) * float(_t_ppf(q, unpaired_df))
+    return _t_quantile(q, paired_df) <= (1 + PAIRING_COST) * _t_quantile(q, unpaired_df)
 
 
 @dataclass(frozen=True)
@@ -981,28 +981,14 @@ def seed_test(
     if se == 0:
         p = 1.0 if delta == 0 else 0.0
     else:
-        p = float(2 * _t_sf(abs(delta) / se, dof))
+        p = float(2 * sc.stdtr(dof, -abs(delta) / se))  # Student's t survival function
     return SeedTest(delta, se, seed_var, sentence_var, dof, p, sigma, paired)
 
 
 @functools.lru_cache(maxsize=1024)
 def _t_quantile(q: float, df: float) -> float:
-    return float(sc.ndtri(q) if math.isinf(df) else _t_ppf(q, df))
-
-
-def _t_sf(x: float, df: float) -> float:
-    """Student's t survival function: ``scipy.stats.t.sf`` (``stdtr(df, -x)``) without importing scipy.stats."""
-    return float(sc.stdtr(df, -x))
-
-
-def _t_ppf(q: float, df: float) -> float:
-    """Student's t quantile: ``scipy.stats.t.ppf`` (``stdtrit(df, q)``) without importing scipy.stats."""
-    return float(sc.stdtrit(df, q))
-
-
-def _norm_sf(x: float) -> float:
-    """``scipy.stats.norm.sf``: ``ndtr(-x)``."""
-    return float(sc.ndtr(-x))
+    """Student's t quantile at ``df`` (the normal one at inf): ``scipy.stats.t.ppf`` without importing scipy.stats."""
+    return float(sc.ndtri(q) if math.isinf(df) else sc.stdtrit(df, q))
 
 
 def standard_error(sigma: float, seeds_a: int, seeds_b: int, sentence_var: float) -> float:
@@ -1026,10 +1012,9 @@ def _power_at(nc: float, df: float, alpha: float) -> float:
     ``scipy.stats.nct`` computes it but without importing scipy.stats (seconds of a table's start). Far in
     the tails nctdtr returns nan: the upper tail is then 1 (seen only at nc - c > 24), the lower one 0, off by
     at most min(α/2, Φ(-nc)) (T' < -c needs Z < -nc): below 1e-6 wherever it is nan at α >= 0.001."""
+    crit = _t_quantile(1 - alpha / 2, df)
     if math.isinf(df):
-        crit = float(sc.ndtri(1 - alpha / 2))
-        return float(_norm_sf(crit - nc) + sc.ndtr(-crit - nc))
-    crit = _t_ppf(1 - alpha / 2, df)
+        return float(sc.ndtr(nc - crit) + sc.ndtr(-crit - nc))
     upper = 1.0 - float(sc.nctdtr(df, nc, crit))
     lower = float(sc.nctdtr(df, nc, -crit))
     upper = upper if math.isfinite(upper) else float(nc > crit)
@@ -1267,23 +1252,13 @@ class SplitScores:
     def pair(self, rows: Sequence[Row], samples: int) -> Optional[SplitScores]:
         """The table of ``rows`` alone (what :meth:`of_sweep` makes of them) from this table's statistics,
         scores and resamples, if it holds every usable trial of both with ``samples`` resamples; else None."""
-        names = [r.name for r in rows]
-        if any(len(self.rows.get(r.name, ())) != len(_usable(r.trials, self.split)) for r in rows) or any(
-            len(b) != samples for n in names for b in self.boot.get(n, [])
-        ):
-            return None
-        if any(n not in self.boot for n in names):
-            return None
-        return SplitScores._of(
-            self.split,
-            self.score,
-            self.metric,
-            {n: self.rows[n] for n in names},
-            {n: self.bleu[n] for n in names},
-            {n: self.boot[n] for n in names},
-            {n: self.seeds[n] for n in names},
-            self.borrowed,
+        whole = all(
+            r.name in self.boot and len(self.rows.get(r.name, ())) == len(_usable(r.trials, self.split)) for r in rows
         )
+        if not whole or any(len(b) != samples for r in rows for b in self.boot[r.name]):
+            return None
+        parts = [{r.name: part[r.name] for r in rows} for part in (self.rows, self.bleu, self.boot, self.seeds)]
+        return self._of(self.split, self.score, self.metric, *parts, self.borrowed)
 
     @classmethod
     def of_sweep(
@@ -1301,8 +1276,7 @@ class SplitScores:
             for t in _usable(row.trials, split):
                 refs = refs if refs is not None else t.refs[split]
                 if t.refs[split] == refs:
-                    sources = t.sources.get(split)
-                    sources = sources if sources and len(sources) == len(refs) else None
+                    sources = _aligned(t.sources.get(split), refs)
                     rows.setdefault(row.name, []).append((t.seed, statistics(scorer, t.hyps[split], refs, sources)))
         return cls(split, rows, samples, scorer.from_statistics, metric, borrowed)
 
@@ -1358,12 +1332,8 @@ class SplitScores:
     def _paired_stats(self, reference: str, row: str) -> tuple[np.ndarray, np.ndarray]:
         """(K, n, 10) statistics of both rows, paired by seed value where shared, else by rank."""
         a, b = dict(zip(self.seeds[reference], self.rows[reference])), dict(zip(self.seeds[row], self.rows[row]))
-        shared = [s for s in a if s in b]
-        if shared:
-            pairs = [(a[s][1], b[s][1]) for s in shared]
-        else:
-            pairs = [(x[1], y[1]) for x, y in zip(self.rows[reference], self.rows[row])]
-        return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+        pairs = [(a[s], b[s]) for s in a if s in b] or list(zip(self.rows[reference], self.rows[row]))
+        return np.stack([x[1] for x, _ in pairs]), np.stack([y[1] for _, y in pairs])
 
 
 def _number(text: str) -> Any:
@@ -1449,15 +1419,6 @@ def check_sigma_from(sigma_from: Optional[str], test: str = DEFAULT_TEST, signif
         raise ReportError("--sigma-from pools training-seed variance for the † test: drop --no-significance")
 
 
-def lent_noise(
-    sweep: Sweep, sigma_from: Optional[str], sources: Sequence[str], api: Any = None, metric: str = DEFAULT_METRIC
-) -> Optional[dict[str, BorrowedNoise]]:
-    """``sigma_from``'s seeds of the base of ``sweep`` (the table of ``sources``) for its seed σ, checked as
-    :func:`borrow_noise` checks them (a bad source refused in one line); None without it.
-    What ``ablate table``, ``plot`` and ``export`` pass to ``compare(..., borrowed=)``, so their CIs and † agree."""
-    return None if sigma_from is None else borrow_noise(sweep, str(sigma_from), list(sources), api, metric)
-
-
 def table_comparisons(
     sweep: Sweep,
     sources: Sequence[str],
@@ -1471,10 +1432,10 @@ def table_comparisons(
     """The comparisons whose Δ, CI and † ``ablate table`` prints for ``sweep`` (the table of ``sources``) with
     these options (``--test``, ``--samples``, ``--no-significance``, ``--metric``, ``--sigma-from``); none
     without significance. ``ablate table``, ``plot``, ``export`` and ``ablate.plot`` all take theirs from here,
-    so a figure draws what the table beside it marks."""
+    so a figure draws what the table beside it marks (``sigma_from`` checked by :func:`borrow_noise`)."""
     if not significance:
         return []
-    borrowed = lent_noise(sweep, sigma_from, sources, api, metric)
+    borrowed = None if sigma_from is None else borrow_noise(sweep, str(sigma_from), list(sources), api, metric)
     return compare(sweep, test=test, n_samples=samples, metric=metric, borrowed=borrowed)
 
 
@@ -1737,7 +1698,7 @@ def t_interval(deltas: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np
     low, high = np.full(mean.shape, np.nan), np.full(mean.shape, np.nan)
     for j in np.flatnonzero(n > 1):
         values = deltas[:, j][~np.isnan(deltas[:, j])]
-        half = float(_t_ppf(0.5 + level / 2, len(values) - 1)) * np.std(values, ddof=1) / math.sqrt(len(values))
+        half = _t_quantile(0.5 + level / 2, len(values) - 1) * np.std(values, ddof=1) / math.sqrt(len(values))
         low[j], high[j] = mean[j] - half, mean[j] + half
     return mean, low, high, n
 
