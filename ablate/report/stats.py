@@ -619,27 +619,21 @@ class Resamples:
         if bad:
             raise ReportError(f"hypotheses cover {bad[0]} sentences, the split has {self.n}")
         name = getattr(score, "__qualname__", repr(score))
-        todo = [s for s in {id(s): s for s in stats}.values() if self._seen.get((id(s), name), (None,))[0] is not s]
         ours = getattr(score, "__func__", score) in _ANY_SHAPE
+        todo = [s for s in {id(s): s for s in stats}.values() if self._seen.get((id(s), name), (None,))[0] is not s]
         files = {id(s): self._boot_file(s, name) for s in todo} if ours else {}
-        found = {}
-        for s in todo:
+        for s in todo:  # read back from the bootstrap cache
             if (saved := _saved_boot(files.get(id(s)), len(self.weights))) is not None:
-                found[id(s)] = saved
-        todo = [s for s in todo if id(s) not in found]
-        counts = {id(s): s for s in todo if s.ndim == 2 and np.array_equal(s, np.rint(s))}
+                self._seen[(id(s), name)] = (s, saved)
+        by_id = {id(s): s for s in todo if self._seen.get((id(s), name), (None,))[0] is not s}
+        found = {id(s): self._seen[(id(s), name)][1] for s in stats if id(s) not in by_id}
+        counts = {key: s for key, s in by_id.items() if s.ndim == 2 and np.array_equal(s, np.rint(s))}
         summed = itertools.chain(
             _resample_counts(self.weights, list(counts.values()), self._single),
-            ((id(s), self.weights @ s) for s in todo if id(s) not in counts),
+            ((key, self.weights @ s) for key, s in by_id.items() if key not in counts),
         )
-        by_id = {id(s): s for s in todo}
-        found.update({id(s): self._seen[(id(s), name)][1] for s in stats if id(s) not in by_id and id(s) not in found})
-        for s in stats:  # read back from the bootstrap cache
-            if id(s) in files and id(s) not in by_id:
-                self._seen[(id(s), name)] = (s, found[id(s)])
         while batch := list(itertools.islice(summed, 64)):  # ours: scored 64 trials at a time, as one array
-            shapes = {b.shape for _, b in batch}
-            if len(shapes) == 1 and getattr(score, "__func__", score) in _ANY_SHAPE:
+            if ours and len({b.shape for _, b in batch}) == 1:
                 boots = list(score(np.stack([b for _, b in batch])))
             else:
                 boots = [score(b) for _, b in batch]
@@ -811,13 +805,10 @@ PAIRING_COST = 0.05  # how much wider the paired fit's t critical value may be (
 
 @functools.lru_cache(maxsize=1024)
 def use_paired(paired_df: int, unpaired_df: int, alpha: float = 0.05) -> bool:
-    """Whether the row + seed fit carries more information than the within-row one for this design.
-
-    Pairing removes the seed effects shared by rows trained with the same seed values (table3-cpu's
-    two-way ANOVA: F(1, 18) = 26.5) but costs one df per seed value: with no seed effect the interval
-    widens by ``t(ν_p) / t(ν_u)``, paid when at most :data:`PAIRING_COST`. Two rows of 2, 3 or 8 shared
-    seeds stay unpaired; 4x4, 5x3, 8x2 and the shipped 10x3 and 19x2 tables pair.
-    """
+    """Whether the row + seed fit carries more information than the within-row one for this design: pairing
+    removes the seed effects shared by rows trained with the same seed values (table3-cpu's two-way ANOVA:
+    F(1, 18) = 26.5) but costs one df per seed value, paid where the interval widens by ``t(ν_p) / t(ν_u)``
+    <= 1 + :data:`PAIRING_COST`. Two rows of 2, 3 or 8 shared seeds stay unpaired; 4x4, 5x3, 8x2, 10x3, 19x2 pair."""
     if paired_df <= 0:
         return False
     if unpaired_df <= 0:
@@ -1007,11 +998,9 @@ def design_df(rows: int, seeds: int, shared: bool, borrowed_df: int = 0) -> int:
 
 
 def _power_at(nc: float, df: float, alpha: float) -> float:
-    """Two-sided power ``P(T' > c) + P(T' < -c)`` of T' ~ noncentral t(ν = ``df``, ``nc`` >= 0),
-    ``c = t(1-α/2, ν)`` (Owen 1968; normal where ν = inf), through ``scipy.special.nctdtr``, as
-    ``scipy.stats.nct`` computes it but without importing scipy.stats (seconds of a table's start). Far in
-    the tails nctdtr returns nan: the upper tail is then 1 (seen only at nc - c > 24), the lower one 0, off by
-    at most min(α/2, Φ(-nc)) (T' < -c needs Z < -nc): below 1e-6 wherever it is nan at α >= 0.001."""
+    """Two-sided power ``P(T' > c) + P(T' < -c)`` of T' ~ noncentral t(ν = ``df``, ``nc`` >= 0), ``c = t(1-α/2, ν)``
+    (Owen 1968; normal where ν = inf), as ``scipy.stats.nct`` computes it without importing scipy.stats. Where
+    nctdtr returns nan (far tails, nc - c > 24) the upper tail is 1 and the lower 0: off by < 1e-6 at α >= 0.001."""
     crit = _t_quantile(1 - alpha / 2, df)
     if math.isinf(df):
         return float(sc.ndtr(nc - crit) + sc.ndtr(-crit - nc))
@@ -1070,17 +1059,13 @@ def seeds_needed(
     max_seeds: int = MAX_SEEDS,
     borrowed_df: int = 0,
 ) -> Optional[int]:
-    """Seeds per row k for a true ``delta`` to be found with ``power`` at ``alpha`` by the table's own test:
-    the smallest k >= 2 (>= 1 with ``borrowed_df`` from another source's seeds, :func:`design_df`) at which :func:`power` (noncentral t, SE²(k) = 2σ²/k + v0, ``sentence_var`` = v0:
-    :func:`sentence_split`) at the df of a table of ``rows`` rows with k seeds each (:func:`design_df`,
-    ``shared``: rows trained with the same seed values) reaches ``power``. None when the test set's own
-    variance hides an effect that small at any k (the normal limit k = inf falls short); ``max_seeds + 1``
-    when more than ``max_seeds`` would be needed. The search starts at the k of the normal limit (df = inf),
-    a lower bound: at equal noncentrality the t test has less power than the z test (its σ is estimated), so
-    it takes a few power evaluations. The normal-quantile rule ``2σ² / ((|Δ| / (z(1-α/2) + z(power)))² - v0)``
-    it replaces was up to 2.5x short: for two rows it advised 2 seeds where the test needs 4 at α 0.05 (35% power
-    with 2) or 5 at α/18 (4%).
-    """
+    """Seeds per row k for a true ``delta`` to be found with ``power`` at ``alpha`` by the table's own test: the
+    smallest k >= 2 (>= 1 with ``borrowed_df`` from another source's seeds) at which :func:`power` (SE²(k) =
+    2σ²/k + v0, v0 = ``sentence_var``: :func:`sentence_split`) at the df of a table of ``rows`` rows of k seeds
+    (:func:`design_df`; ``shared``: the same seed values) reaches ``power``. None when the test set's own variance
+    hides an effect that small at any k; ``max_seeds + 1`` when more than ``max_seeds`` would be needed. The search
+    starts at the normal limit's k (df = inf), a lower bound; the normal-quantile rule alone is up to 2.5x short
+    (for two rows, 2 seeds where the test needs 4 at α 0.05)."""
     v0 = max(sentence_var, 0.0)
     room = (abs(delta) / _noncentrality(math.inf, alpha, power)) ** 2 - v0
     if room <= 0:
@@ -1385,10 +1370,9 @@ BUILTIN_KEYS = ("data.builtin_pairs", "data.builtin_eval_pairs")  # read only wh
 def borrow_noise(
     sweep: Sweep, source: str, table_sources: Sequence[str] = (), api: Any = None, metric: str = DEFAULT_METRIC
 ) -> dict[str, BorrowedNoise]:
-    """The seed variance of ``source``'s runs on each test split of ``sweep`` (the table of ``table_sources``),
-    for its seed σ (``ablate table --sigma-from``): seeds of the table's base configuration from another sweep,
-    e.g. a calibration sweep (results/calibration-cpu: 16 seeds of the mission base). Pooled under the same
-    assumption the table's own σ makes of its rows, one seed σ for the setup (:meth:`SeedNoise.borrowing`).
+    """The seed variance of ``source``'s runs (seeds of the table's base configuration from another sweep, e.g.
+    results/calibration-cpu) on each test split of ``sweep`` (the table of ``table_sources``), pooled into its
+    seed σ (``ablate table --sigma-from``, :meth:`SeedNoise.borrowing`).
 
     Raises:
         ReportError: in one line, where ``source`` is not >= 2 finished seeds of one configuration, shares a
@@ -1807,7 +1791,7 @@ class SignCount:
         """``3 of 4 agree in sign (binomial p = 0.31 against chance 1/2)``."""
         if not self.n:
             return NOTHING_SIGNED
-        return f"{self.agree} of {self.n} agree in sign (binomial p = {p_text(binomial_p(self.agree, self.n))} against chance 1/2)"
+        return f"{self.agree} of {self.n} agree in sign (binomial p = {p_text(self.p_value)} against chance 1/2)"
 
 
 def sign_count(pairs: Iterable[tuple[Optional[float], Optional[float]]]) -> SignCount:
