@@ -181,7 +181,7 @@ class TableDesign:
         need = f"{self.label or self.name}: {self.name} needs {self.rows * self.seeds} seeds; {available} are available"
         rows = available // self.seeds
         plan = tuple((a, b) for a, b in self.plan if a < rows and b < rows)
-        smaller = TableDesign(rows, self.seeds, self.shared, plan, self.label, self.name, self.borrowed_df)
+        smaller = replace(self, rows=rows, plan=plan, stands_for=self.name)
         if rows < 2 or not plan or smaller.fit()[0] != self.fit()[0]:
             return None, need + ", and no smaller design with the same seeds per row and fit fits them"
         paired, df = smaller.fit()
@@ -300,9 +300,7 @@ def table_rates(
         marked_tables += any(c.significant(alpha) for c in found)
         fit = (found[0].paired, found[0].sigma_df)
         for i, delta in enumerate(shifts):
-            shift = [0.0] * design.rows
-            shift[target] = delta
-            shifted = compare_scores([relabelled(scores, row, picks, design.shared, shift)], names)
+            shifted = compare_scores([relabelled(scores, row, picks, design.shared, [0.0] * target + [delta])], names)
             hits[i, 0] += shifted[0].significant(alpha)
             values = x[picks]
             values[target] += delta
