@@ -1193,12 +1193,10 @@ class SplitScores:
         sizes = {s.shape[0] for ts in self.rows.values() for _, s in ts}
         if len(sizes) > 1:
             raise ReportError(f"{split}: hypotheses cover different numbers of sentences ({sorted(sizes)})")
-        resamples = Resamples.shared(sizes.pop(), samples) if sizes else None
         self.bleu = {r: [float(score(s.sum(0))) for _, s in ts] for r, ts in self.rows.items()}
-        self.boot = {}
-        if resamples is not None:
-            boots = iter(resamples.bleu_many([s for ts in self.rows.values() for _, s in ts], score))
-            self.boot = {r: [next(boots) for _ in ts] for r, ts in self.rows.items()}
+        every = [s for ts in self.rows.values() for _, s in ts]
+        boots = iter(Resamples.shared(sizes.pop(), samples).bleu_many(every, score) if sizes else [])
+        self.boot = {r: [next(boots) for _ in ts] for r, ts in self.rows.items()}
         self.seeds = {r: [str(seed) for seed, _ in ts] for r, ts in self.rows.items()}
         self._fit()
 
