@@ -240,10 +240,8 @@ def _column_keys(configs: dict[Any, dict[str, Any]]) -> list[str]:
     def differ(a: str, b: str) -> bool:
         return any(value_order(c.get(a, _MISSING)) != value_order(c.get(b, _MISSING)) for c in configs.values())
 
-    every = set().union(*(c.keys() for c in configs.values()))
-    varying = [k for k in every if len({value_order(c.get(k, _MISSING)) for c in configs.values()}) > 1]
     stated = [k for k in TABLE3 if all(k in c for c in configs.values())]
-    keys = sorted(set(varying) | set(stated), key=column_order)
+    keys = sorted(_varying(list(configs.values())) | set(stated), key=column_order)
     return [k for k in keys if not (k in ALIASES and ALIASES[k] in keys and not differ(k, ALIASES[k]))]
 
 
@@ -333,8 +331,13 @@ def _candidate_keys(done: Sequence[Trial]) -> list[str]:
     declared = sorted({k for t in done for k in t.params if k != "seed"})
     if declared:
         return declared
-    every = set().union(*(t.config.keys() for t in done)) - {"seed"}
-    return sorted(k for k in every if len({value_order(t.config.get(k, _MISSING)) for t in done}) > 1)
+    return sorted(_varying([t.config for t in done]) - {"seed"})
+
+
+def _varying(configs: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The keys whose value differs between ``configs`` (a key that one lacks is unset there)."""
+    every = set().union(*(c.keys() for c in configs))
+    return {k for k in every if len({value_order(c.get(k, _MISSING)) for c in configs}) > 1}
 
 
 _PLAIN = (int, float, str, bool, type(None))
