@@ -490,9 +490,8 @@ def _pct(band: tuple[float, float]) -> str:
 
 def _design_lines(cal: Calibration) -> list[str]:
     """The relabelled tables' paragraph and table, one row per design."""
-    lines: list[str] = []
     shifts = " / ".join(f"{d:+g}" for d, _, _ in cal.designs[0].power)
-    lines += [
+    lines = [
         f"Relabelled tables: rows x seeds of row `{cal.row}`'s {cal.seeds} seeds (one configuration: every call "
         "is a false positive), tested as `ablate table` tests a table (each row against the first, Holm over the "
         "table for †), with the seed values shared across rows or distinct (random tables; a two-row design "

@@ -537,32 +537,31 @@ def _named(rows: Sequence[Row], values: Optional[list[Any]]) -> list[tuple[str, 
 
 def _differing_in(rows: Sequence[Row], key: str, values: Optional[list[Any]]) -> list[tuple[str, str]]:
     """Pairs of rows equal in every declared key but ``key``, reference value first."""
-    pairs = []
+
+    def value(row: Row) -> tuple:
+        return value_order(row.config.get(key))
+
+    pairs: list[tuple[Row, Row]] = []
     ref, others = (value_order(values[0]), {value_order(v) for v in values[1:]}) if values else (None, set())
     for a, b in itertools.combinations(rows, 2):
         if (key not in a.config and key not in b.config) or not _equal_except(a.config, b.config, key):
             continue
-        va, vb = value_order(a.config.get(key)), value_order(b.config.get(key))
+        va, vb = value(a), value(b)
         if va == vb:
             continue
         if not values:
-            pairs.append((a.name, b.name) if va < vb else (b.name, a.name))
+            pairs.append((a, b) if va < vb else (b, a))
         elif va == ref and vb in others:
-            pairs.append((a.name, b.name))
+            pairs.append((a, b))
         elif vb == ref and va in others:
-            pairs.append((b.name, a.name))
+            pairs.append((b, a))
     if not values:  # every value against the lowest one present in its group
-        by_name = {r.name: r for r in rows}
         pairs = [
             (a, b)
             for a, b in pairs
-            if not any(
-                _equal_except(by_name[a].config, by_name[c].config, key)
-                and value_order(by_name[c].config.get(key)) < value_order(by_name[a].config.get(key))
-                for c in by_name
-            )
+            if not any(_equal_except(a.config, c.config, key) and value(c) < value(a) for c in rows)
         ]
-    return pairs
+    return [(a.name, b.name) for a, b in pairs]
 
 
 def _equal_except(a: dict[str, Any], b: dict[str, Any], key: str) -> bool:
