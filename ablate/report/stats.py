@@ -167,8 +167,7 @@ class Sweep:
     @property
     def test_splits(self) -> list[str]:
         """Test splits with a per-split BLEU (``test_<split>/bleu``), sorted."""
-        found = {s for r in self.rows for m in r.stats if (s := TEST_BLEU.split_of(m)) is not None}
-        return sorted(found)
+        return sorted({s for r in self.rows for m in r.stats if (s := TEST_BLEU.split_of(m)) is not None})
 
     @property
     def signatures(self) -> list[str]:
@@ -1148,8 +1147,7 @@ class Comparison:
     @property
     def sign_flip(self) -> bool:
         """Per-seed Δs disagree in sign (some seeds say better, some worse)."""
-        signs = {d > 0 for _, d in self.per_seed if d != 0}
-        return len(signs) > 1
+        return len({d > 0 for _, d in self.per_seed if d != 0}) > 1
 
     def significant(self, alpha: float) -> bool:
         return self.tested and self.p_adjusted < alpha
