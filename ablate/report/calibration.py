@@ -2,12 +2,10 @@
 Holm over the table by :func:`ablate.report.stats.compare_scores`) calls one configuration "different"
 from itself, and how often it finds a known shift (docs/reports.md, "Calibration"):
 
-* **relabelled tables**: rows x seeds (:data:`DESIGNS`) of one row's many seeds, with seed values shared
-  across rows (the row + seed fit where :func:`ablate.report.stats.use_paired` takes it) or distinct;
-  every call is a false positive; :class:`TableDesign` gives the same for another table's own design
-  (``ablate calibrate --like``: its rows, seeds per row, seed sharing and comparisons) or any ``RxK``.
-  Beside: Student t on the same tables, the 5-95% band of an exactly
-  sized test on simulated normal seeds, and the power of the † at :data:`SHIFTS` beside Welch's t.
+* **relabelled tables**: rows x seeds (:data:`DESIGNS`, another table's own design: :class:`TableDesign`,
+  ``--like``, or any ``RxK``) of one row's many seeds, seed values shared across rows or distinct; every
+  call is a false positive. Beside: Student t on the same tables, the 5-95% band of an exactly sized test
+  on simulated normal seeds, and the power of the † at :data:`SHIFTS` beside Welch's t.
 * **k-vs-k seed splits**: two-row tables, k = 2..8, the sentence-only bootstrap beside, and power at a
   known shift beside :func:`ablate.report.stats.power` with SE²(k) = 2σ²/k + v0.
 * **relabelled seed pairs**: two seeds of one row as two one-seed rows of the table, uncorrected.
@@ -85,7 +83,7 @@ class DesignRate:
     """Relabelled tables of one design (rows x seeds per row; ``shared``: rows share seed values).
 
     Attributes:
-        relabellings: tables tested (random ones, or every one: :func:`_all_splits`).
+        relabellings: tables tested (random ones, or every one: :func:`relabellings_of`).
         paired, df: the fit the table's test used (row + seed, or within-row) and its df.
         per_comparison: fraction of comparisons (each row against the first) with p < alpha, uncorrected;
             family_wise: fraction of tables with any †; student: ``per_comparison`` of Student t with the same fit.
@@ -183,7 +181,7 @@ class TableDesign:
         need = f"{self.label or self.name}: {self.name} needs {self.rows * self.seeds} seeds; {available} are available"
         rows = available // self.seeds
         plan = tuple((a, b) for a, b in self.plan if a < rows and b < rows)
-        smaller = TableDesign(rows, self.seeds, self.shared, plan, self.label, self.name, self.borrowed_df)
+        smaller = replace(self, rows=rows, plan=plan, stands_for=self.name)
         if rows < 2 or not plan or smaller.fit()[0] != self.fit()[0]:
             return None, need + ", and no smaller design with the same seeds per row and fit fits them"
         paired, df = smaller.fit()
@@ -267,12 +265,16 @@ def design_rates(
 
 def relabellings_of(design: TableDesign, n: int, relabellings: int, rng: np.random.Generator) -> list[np.ndarray]:
     """The (rows, k) trial indices of every relabelled table of ``design`` out of ``n`` seeds: each possible
-    two-row table where there are at most :data:`ENUMERATE`, else ``relabellings`` random ones from ``rng``."""
-    draws = _all_splits(n, design.seeds) if design.rows == 2 else None
-    if draws is None:
-        draws = [rng.permutation(n)[: design.rows * design.seeds].reshape(design.rows, design.seeds)
-                 for _ in range(relabellings)]  # fmt: skip
-    return draws
+    ordered two-row table where there are at most :data:`ENUMERATE` (2x2 of 16: 10,920), else ``relabellings``
+    random ones from ``rng``."""
+    k = design.seeds
+    if design.rows == 2 and math.comb(n, k) * math.comb(n - k, k) <= ENUMERATE:
+        return [
+            np.array([a, b])
+            for a in itertools.combinations(range(n), k)
+            for b in itertools.combinations([i for i in range(n) if i not in a], k)
+        ]
+    return [rng.permutation(n)[: design.rows * k].reshape(design.rows, k) for _ in range(relabellings)]
 
 
 def table_rates(
@@ -288,45 +290,29 @@ def table_rates(
     x = np.array(scores.bleu[row])
     n, plan, target = len(x), list(design.plan), design.plan[0][1]
     names = [(f"r{a}", f"r{b}") for a, b in plan]
-    calls, marked_tables, tables = [], 0, []
+    calls, marked_tables = [], 0
     hits = np.zeros((len(shifts), 2))
     fit = (False, 0)
     draws = relabellings_of(design, n, relabellings, rng)
     for picks in draws:
-        tables.append(x[picks])  # (rows, k)
         found = compare_scores([relabelled(scores, row, picks, design.shared)], names)
         calls += [c.p_value < alpha for c in found]
         marked_tables += any(c.significant(alpha) for c in found)
         fit = (found[0].paired, found[0].sigma_df)
         for i, delta in enumerate(shifts):
-            shift = [0.0] * design.rows
-            shift[target] = delta
-            shifted = compare_scores([relabelled(scores, row, picks, design.shared, shift)], names)
+            shifted = compare_scores([relabelled(scores, row, picks, design.shared, [0.0] * target + [delta])], names)
             hits[i, 0] += shifted[0].significant(alpha)
             values = x[picks]
             values[target] += delta
             hits[i, 1] += holm(_welch_p(values, plan))[0] < alpha
     count = len(draws)
-    borrowed = scores.borrowed
-    student = float(np.mean(_student_p(np.stack(tables), fit[0], plan, borrowed) < alpha))
+    student = float(np.mean(_student_p(np.stack([x[picks] for picks in draws]), fit[0], plan, scores.borrowed) < alpha))
     exact = _exact_band(n, design.rows, design.seeds, fit[0], count, alpha, simulations, rng, plan=plan,
                         borrowed_df=_borrowed_df(scores))[:2]  # fmt: skip
     power = tuple((float(d), float(h[0] / count), float(h[1] / count)) for d, h in zip(shifts, hits))
     label = f"stand-in for {design.label}'s {design.stands_for}" if design.stands_for else design.label
     return DesignRate(design.rows, design.seeds, design.shared, count, fit[0], fit[1], float(np.mean(calls)),
                       marked_tables / count, student, exact[0], exact[1], power, len(plan), label)  # fmt: skip
-
-
-def _all_splits(n: int, k: int) -> Optional[list[np.ndarray]]:
-    """Every ordered two-row table of k seeds each out of ``n`` ((2, k) index arrays; 2x2 of 16: 10,920),
-    or None where there are more than :data:`ENUMERATE`."""
-    if math.comb(n, k) * math.comb(n - k, k) > ENUMERATE:
-        return None
-    return [
-        np.array([a, b])
-        for a in itertools.combinations(range(n), k)
-        for b in itertools.combinations([i for i in range(n) if i not in a], k)
-    ]
 
 
 def _welch_p(values: np.ndarray, plan: Sequence[tuple[int, int]]) -> list[float]:
@@ -504,9 +490,8 @@ def _pct(band: tuple[float, float]) -> str:
 
 def _design_lines(cal: Calibration) -> list[str]:
     """The relabelled tables' paragraph and table, one row per design."""
-    lines: list[str] = []
     shifts = " / ".join(f"{d:+g}" for d, _, _ in cal.designs[0].power)
-    lines += [
+    lines = [
         f"Relabelled tables: rows x seeds of row `{cal.row}`'s {cal.seeds} seeds (one configuration: every call "
         "is a false positive), tested as `ablate table` tests a table (each row against the first, Holm over the "
         "table for †), with the seed values shared across rows or distinct (random tables; a two-row design "
@@ -624,11 +609,10 @@ def plan_lines(sweep: Sweep, label: str, lent: BorrowedNoise, alpha: float = 0.0
         paired, df = fits[name]
         found = f"{mde[name]:.2f} BLEU" if math.isfinite(mde[name]) else "none (no seed df)"
         lines.append(f"  minimum detectable effect (80% power) {words}: {found} ({_fit_name(paired)} fit, {df} df)")
-    shared = design.shared
     needs = []
     for delta in effects:
-        own = seeds_needed(delta, sigma, 0.0, strict, rows, shared)
-        pooled_k = seeds_needed(delta, sigma, 0.0, strict, rows, shared, borrowed_df=lent.df)
+        own = seeds_needed(delta, sigma, 0.0, strict, rows, design.shared)
+        pooled_k = seeds_needed(delta, sigma, 0.0, strict, rows, design.shared, borrowed_df=lent.df)
         needs.append(f"Δ {delta:g}: {_count(own)} own, {_count(pooled_k)} with --sigma-from")
     lines.append(f"  seeds per row for 80% power at alpha/{m}: " + "; ".join(needs))
     return lines

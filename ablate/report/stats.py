@@ -167,8 +167,7 @@ class Sweep:
     @property
     def test_splits(self) -> list[str]:
         """Test splits with a per-split BLEU (``test_<split>/bleu``), sorted."""
-        found = {s for r in self.rows for m in r.stats if (s := TEST_BLEU.split_of(m)) is not None}
-        return sorted(found)
+        return sorted({s for r in self.rows for m in r.stats if (s := TEST_BLEU.split_of(m)) is not None})
 
     @property
     def signatures(self) -> list[str]:
@@ -240,10 +239,8 @@ def _column_keys(configs: dict[Any, dict[str, Any]]) -> list[str]:
     def differ(a: str, b: str) -> bool:
         return any(value_order(c.get(a, _MISSING)) != value_order(c.get(b, _MISSING)) for c in configs.values())
 
-    every = set().union(*(c.keys() for c in configs.values()))
-    varying = [k for k in every if len({value_order(c.get(k, _MISSING)) for c in configs.values()}) > 1]
     stated = [k for k in TABLE3 if all(k in c for c in configs.values())]
-    keys = sorted(set(varying) | set(stated), key=column_order)
+    keys = sorted(_varying(list(configs.values())) | set(stated), key=column_order)
     return [k for k in keys if not (k in ALIASES and ALIASES[k] in keys and not differ(k, ALIASES[k]))]
 
 
@@ -333,8 +330,13 @@ def _candidate_keys(done: Sequence[Trial]) -> list[str]:
     declared = sorted({k for t in done for k in t.params if k != "seed"})
     if declared:
         return declared
-    every = set().union(*(t.config.keys() for t in done)) - {"seed"}
-    return sorted(k for k in every if len({value_order(t.config.get(k, _MISSING)) for t in done}) > 1)
+    return sorted(_varying([t.config for t in done]) - {"seed"})
+
+
+def _varying(configs: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The keys whose value differs between ``configs`` (a key that one lacks is unset there)."""
+    every = set().union(*(c.keys() for c in configs))
+    return {k for k in every if len({value_order(c.get(k, _MISSING)) for c in configs}) > 1}
 
 
 _PLAIN = (int, float, str, bool, type(None))
@@ -534,32 +536,31 @@ def _named(rows: Sequence[Row], values: Optional[list[Any]]) -> list[tuple[str, 
 
 def _differing_in(rows: Sequence[Row], key: str, values: Optional[list[Any]]) -> list[tuple[str, str]]:
     """Pairs of rows equal in every declared key but ``key``, reference value first."""
-    pairs = []
+
+    def value(row: Row) -> tuple:
+        return value_order(row.config.get(key))
+
+    pairs: list[tuple[Row, Row]] = []
     ref, others = (value_order(values[0]), {value_order(v) for v in values[1:]}) if values else (None, set())
     for a, b in itertools.combinations(rows, 2):
         if (key not in a.config and key not in b.config) or not _equal_except(a.config, b.config, key):
             continue
-        va, vb = value_order(a.config.get(key)), value_order(b.config.get(key))
+        va, vb = value(a), value(b)
         if va == vb:
             continue
         if not values:
-            pairs.append((a.name, b.name) if va < vb else (b.name, a.name))
+            pairs.append((a, b) if va < vb else (b, a))
         elif va == ref and vb in others:
-            pairs.append((a.name, b.name))
+            pairs.append((a, b))
         elif vb == ref and va in others:
-            pairs.append((b.name, a.name))
+            pairs.append((b, a))
     if not values:  # every value against the lowest one present in its group
-        by_name = {r.name: r for r in rows}
         pairs = [
             (a, b)
             for a, b in pairs
-            if not any(
-                _equal_except(by_name[a].config, by_name[c].config, key)
-                and value_order(by_name[c].config.get(key)) < value_order(by_name[a].config.get(key))
-                for c in by_name
-            )
+            if not any(_equal_except(a.config, c.config, key) and value(c) < value(a) for c in rows)
         ]
-    return pairs
+    return [(a.name, b.name) for a, b in pairs]
 
 
 def _equal_except(a: dict[str, Any], b: dict[str, Any], key: str) -> bool:
@@ -619,27 +620,21 @@ class Resamples:
         if bad:
             raise ReportError(f"hypotheses cover {bad[0]} sentences, the split has {self.n}")
         name = getattr(score, "__qualname__", repr(score))
-        todo = [s for s in {id(s): s for s in stats}.values() if self._seen.get((id(s), name), (None,))[0] is not s]
         ours = getattr(score, "__func__", score) in _ANY_SHAPE
+        todo = [s for s in {id(s): s for s in stats}.values() if self._seen.get((id(s), name), (None,))[0] is not s]
         files = {id(s): self._boot_file(s, name) for s in todo} if ours else {}
-        found = {}
-        for s in todo:
+        for s in todo:  # read back from the bootstrap cache
             if (saved := _saved_boot(files.get(id(s)), len(self.weights))) is not None:
-                found[id(s)] = saved
-        todo = [s for s in todo if id(s) not in found]
-        counts = {id(s): s for s in todo if s.ndim == 2 and np.array_equal(s, np.rint(s))}
+                self._seen[(id(s), name)] = (s, saved)
+        by_id = {id(s): s for s in todo if self._seen.get((id(s), name), (None,))[0] is not s}
+        found = {id(s): self._seen[(id(s), name)][1] for s in stats if id(s) not in by_id}
+        counts = {key: s for key, s in by_id.items() if s.ndim == 2 and np.array_equal(s, np.rint(s))}
         summed = itertools.chain(
             _resample_counts(self.weights, list(counts.values()), self._single),
-            ((id(s), self.weights @ s) for s in todo if id(s) not in counts),
+            ((key, self.weights @ s) for key, s in by_id.items() if key not in counts),
         )
-        by_id = {id(s): s for s in todo}
-        found.update({id(s): self._seen[(id(s), name)][1] for s in stats if id(s) not in by_id and id(s) not in found})
-        for s in stats:  # read back from the bootstrap cache
-            if id(s) in files and id(s) not in by_id:
-                self._seen[(id(s), name)] = (s, found[id(s)])
         while batch := list(itertools.islice(summed, 64)):  # ours: scored 64 trials at a time, as one array
-            shapes = {b.shape for _, b in batch}
-            if len(shapes) == 1 and getattr(score, "__func__", score) in _ANY_SHAPE:
+            if ours and len({b.shape for _, b in batch}) == 1:
                 boots = list(score(np.stack([b for _, b in batch])))
             else:
                 boots = [score(b) for _, b in batch]
@@ -811,19 +806,16 @@ PAIRING_COST = 0.05  # how much wider the paired fit's t critical value may be (
 
 @functools.lru_cache(maxsize=1024)
 def use_paired(paired_df: int, unpaired_df: int, alpha: float = 0.05) -> bool:
-    """Whether the row + seed fit carries more information than the within-row one for this design.
-
-    Pairing removes the seed effects shared by rows trained with the same seed values (table3-cpu's
-    two-way ANOVA: F(1, 18) = 26.5) but costs one df per seed value: with no seed effect the interval
-    widens by ``t(ν_p) / t(ν_u)``, paid when at most :data:`PAIRING_COST`. Two rows of 2, 3 or 8 shared
-    seeds stay unpaired; 4x4, 5x3, 8x2 and the shipped 10x3 and 19x2 tables pair.
-    """
+    """Whether the row + seed fit carries more information than the within-row one for this design: pairing
+    removes the seed effects shared by rows trained with the same seed values (table3-cpu's two-way ANOVA:
+    F(1, 18) = 26.5) but costs one df per seed value, paid where the interval widens by ``t(ν_p) / t(ν_u)``
+    <= 1 + :data:`PAIRING_COST`. Two rows of 2, 3 or 8 shared seeds stay unpaired; 4x4, 5x3, 8x2, 10x3, 19x2 pair."""
     if paired_df <= 0:
         return False
     if unpaired_df <= 0:
         return True
     q = 1 - alpha / 2
-    return float(_t_ppf(q, paired_df)) <= (1 + PAIRING_COST) * float(_t_ppf(q, unpaired_df))
+    return _t_quantile(q, paired_df) <= (1 + PAIRING_COST) * _t_quantile(q, unpaired_df)
 
 
 @dataclass(frozen=True)
@@ -981,28 +973,14 @@ def seed_test(
     if se == 0:
         p = 1.0 if delta == 0 else 0.0
     else:
-        p = float(2 * _t_sf(abs(delta) / se, dof))
+        p = float(2 * sc.stdtr(dof, -abs(delta) / se))  # Student's t survival function
     return SeedTest(delta, se, seed_var, sentence_var, dof, p, sigma, paired)
 
 
 @functools.lru_cache(maxsize=1024)
 def _t_quantile(q: float, df: float) -> float:
-    return float(sc.ndtri(q) if math.isinf(df) else _t_ppf(q, df))
-
-
-def _t_sf(x: float, df: float) -> float:
-    """Student's t survival function: ``scipy.stats.t.sf`` (``stdtr(df, -x)``) without importing scipy.stats."""
-    return float(sc.stdtr(df, -x))
-
-
-def _t_ppf(q: float, df: float) -> float:
-    """Student's t quantile: ``scipy.stats.t.ppf`` (``stdtrit(df, q)``) without importing scipy.stats."""
-    return float(sc.stdtrit(df, q))
-
-
-def _norm_sf(x: float) -> float:
-    """``scipy.stats.norm.sf``: ``ndtr(-x)``."""
-    return float(sc.ndtr(-x))
+    """Student's t quantile at ``df`` (the normal one at inf): ``scipy.stats.t.ppf`` without importing scipy.stats."""
+    return float(sc.ndtri(q) if math.isinf(df) else sc.stdtrit(df, q))
 
 
 def standard_error(sigma: float, seeds_a: int, seeds_b: int, sentence_var: float) -> float:
@@ -1021,15 +999,12 @@ def design_df(rows: int, seeds: int, shared: bool, borrowed_df: int = 0) -> int:
 
 
 def _power_at(nc: float, df: float, alpha: float) -> float:
-    """Two-sided power ``P(T' > c) + P(T' < -c)`` of T' ~ noncentral t(ν = ``df``, ``nc`` >= 0),
-    ``c = t(1-α/2, ν)`` (Owen 1968; normal where ν = inf), through ``scipy.special.nctdtr``, as
-    ``scipy.stats.nct`` computes it but without importing scipy.stats (seconds of a table's start). Far in
-    the tails nctdtr returns nan: the upper tail is then 1 (seen only at nc - c > 24), the lower one 0, off by
-    at most min(α/2, Φ(-nc)) (T' < -c needs Z < -nc): below 1e-6 wherever it is nan at α >= 0.001."""
+    """Two-sided power ``P(T' > c) + P(T' < -c)`` of T' ~ noncentral t(ν = ``df``, ``nc`` >= 0), ``c = t(1-α/2, ν)``
+    (Owen 1968; normal where ν = inf), as ``scipy.stats.nct`` computes it without importing scipy.stats. Where
+    nctdtr returns nan (far tails, nc - c > 24) the upper tail is 1 and the lower 0: off by < 1e-6 at α >= 0.001."""
+    crit = _t_quantile(1 - alpha / 2, df)
     if math.isinf(df):
-        crit = float(sc.ndtri(1 - alpha / 2))
-        return float(_norm_sf(crit - nc) + sc.ndtr(-crit - nc))
-    crit = _t_ppf(1 - alpha / 2, df)
+        return float(sc.ndtr(nc - crit) + sc.ndtr(-crit - nc))
     upper = 1.0 - float(sc.nctdtr(df, nc, crit))
     lower = float(sc.nctdtr(df, nc, -crit))
     upper = upper if math.isfinite(upper) else float(nc > crit)
@@ -1085,17 +1060,13 @@ def seeds_needed(
     max_seeds: int = MAX_SEEDS,
     borrowed_df: int = 0,
 ) -> Optional[int]:
-    """Seeds per row k for a true ``delta`` to be found with ``power`` at ``alpha`` by the table's own test:
-    the smallest k >= 2 (>= 1 with ``borrowed_df`` from another source's seeds, :func:`design_df`) at which :func:`power` (noncentral t, SE²(k) = 2σ²/k + v0, ``sentence_var`` = v0:
-    :func:`sentence_split`) at the df of a table of ``rows`` rows with k seeds each (:func:`design_df`,
-    ``shared``: rows trained with the same seed values) reaches ``power``. None when the test set's own
-    variance hides an effect that small at any k (the normal limit k = inf falls short); ``max_seeds + 1``
-    when more than ``max_seeds`` would be needed. The search starts at the k of the normal limit (df = inf),
-    a lower bound: at equal noncentrality the t test has less power than the z test (its σ is estimated), so
-    it takes a few power evaluations. The normal-quantile rule ``2σ² / ((|Δ| / (z(1-α/2) + z(power)))² - v0)``
-    it replaces was up to 2.5x short: for two rows it advised 2 seeds where the test needs 4 at α 0.05 (35% power
-    with 2) or 5 at α/18 (4%).
-    """
+    """Seeds per row k for a true ``delta`` to be found with ``power`` at ``alpha`` by the table's own test: the
+    smallest k >= 2 (>= 1 with ``borrowed_df`` from another source's seeds) at which :func:`power` (SE²(k) =
+    2σ²/k + v0, v0 = ``sentence_var``: :func:`sentence_split`) at the df of a table of ``rows`` rows of k seeds
+    (:func:`design_df`; ``shared``: the same seed values) reaches ``power``. None when the test set's own variance
+    hides an effect that small at any k; ``max_seeds + 1`` when more than ``max_seeds`` would be needed. The search
+    starts at the normal limit's k (df = inf), a lower bound; the normal-quantile rule alone is up to 2.5x short
+    (for two rows, 2 seeds where the test needs 4 at α 0.05)."""
     v0 = max(sentence_var, 0.0)
     room = (abs(delta) / _noncentrality(math.inf, alpha, power)) ** 2 - v0
     if room <= 0:
@@ -1176,8 +1147,7 @@ class Comparison:
     @property
     def sign_flip(self) -> bool:
         """Per-seed Δs disagree in sign (some seeds say better, some worse)."""
-        signs = {d > 0 for _, d in self.per_seed if d != 0}
-        return len(signs) > 1
+        return len({d > 0 for _, d in self.per_seed if d != 0}) > 1
 
     def significant(self, alpha: float) -> bool:
         return self.tested and self.p_adjusted < alpha
@@ -1223,12 +1193,10 @@ class SplitScores:
         sizes = {s.shape[0] for ts in self.rows.values() for _, s in ts}
         if len(sizes) > 1:
             raise ReportError(f"{split}: hypotheses cover different numbers of sentences ({sorted(sizes)})")
-        resamples = Resamples.shared(sizes.pop(), samples) if sizes else None
         self.bleu = {r: [float(score(s.sum(0))) for _, s in ts] for r, ts in self.rows.items()}
-        self.boot = {}
-        if resamples is not None:
-            boots = iter(resamples.bleu_many([s for ts in self.rows.values() for _, s in ts], score))
-            self.boot = {r: [next(boots) for _ in ts] for r, ts in self.rows.items()}
+        every = [s for ts in self.rows.values() for _, s in ts]
+        boots = iter(Resamples.shared(sizes.pop(), samples).bleu_many(every, score) if sizes else [])
+        self.boot = {r: [next(boots) for _ in ts] for r, ts in self.rows.items()}
         self.seeds = {r: [str(seed) for seed, _ in ts] for r, ts in self.rows.items()}
         self._fit()
 
@@ -1267,23 +1235,13 @@ class SplitScores:
     def pair(self, rows: Sequence[Row], samples: int) -> Optional[SplitScores]:
         """The table of ``rows`` alone (what :meth:`of_sweep` makes of them) from this table's statistics,
         scores and resamples, if it holds every usable trial of both with ``samples`` resamples; else None."""
-        names = [r.name for r in rows]
-        if any(len(self.rows.get(r.name, ())) != len(_usable(r.trials, self.split)) for r in rows) or any(
-            len(b) != samples for n in names for b in self.boot.get(n, [])
-        ):
-            return None
-        if any(n not in self.boot for n in names):
-            return None
-        return SplitScores._of(
-            self.split,
-            self.score,
-            self.metric,
-            {n: self.rows[n] for n in names},
-            {n: self.bleu[n] for n in names},
-            {n: self.boot[n] for n in names},
-            {n: self.seeds[n] for n in names},
-            self.borrowed,
+        whole = all(
+            r.name in self.boot and len(self.rows.get(r.name, ())) == len(_usable(r.trials, self.split)) for r in rows
         )
+        if not whole or any(len(b) != samples for r in rows for b in self.boot[r.name]):
+            return None
+        parts = [{r.name: part[r.name] for r in rows} for part in (self.rows, self.bleu, self.boot, self.seeds)]
+        return self._of(self.split, self.score, self.metric, *parts, self.borrowed)
 
     @classmethod
     def of_sweep(
@@ -1301,8 +1259,7 @@ class SplitScores:
             for t in _usable(row.trials, split):
                 refs = refs if refs is not None else t.refs[split]
                 if t.refs[split] == refs:
-                    sources = t.sources.get(split)
-                    sources = sources if sources and len(sources) == len(refs) else None
+                    sources = _aligned(t.sources.get(split), refs)
                     rows.setdefault(row.name, []).append((t.seed, statistics(scorer, t.hyps[split], refs, sources)))
         return cls(split, rows, samples, scorer.from_statistics, metric, borrowed)
 
@@ -1358,12 +1315,8 @@ class SplitScores:
     def _paired_stats(self, reference: str, row: str) -> tuple[np.ndarray, np.ndarray]:
         """(K, n, 10) statistics of both rows, paired by seed value where shared, else by rank."""
         a, b = dict(zip(self.seeds[reference], self.rows[reference])), dict(zip(self.seeds[row], self.rows[row]))
-        shared = [s for s in a if s in b]
-        if shared:
-            pairs = [(a[s][1], b[s][1]) for s in shared]
-        else:
-            pairs = [(x[1], y[1]) for x, y in zip(self.rows[reference], self.rows[row])]
-        return np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+        pairs = [(a[s], b[s]) for s in a if s in b] or list(zip(self.rows[reference], self.rows[row]))
+        return np.stack([x[1] for x, _ in pairs]), np.stack([y[1] for _, y in pairs])
 
 
 def _number(text: str) -> Any:
@@ -1415,10 +1368,9 @@ BUILTIN_KEYS = ("data.builtin_pairs", "data.builtin_eval_pairs")  # read only wh
 def borrow_noise(
     sweep: Sweep, source: str, table_sources: Sequence[str] = (), api: Any = None, metric: str = DEFAULT_METRIC
 ) -> dict[str, BorrowedNoise]:
-    """The seed variance of ``source``'s runs on each test split of ``sweep`` (the table of ``table_sources``),
-    for its seed σ (``ablate table --sigma-from``): seeds of the table's base configuration from another sweep,
-    e.g. a calibration sweep (results/calibration-cpu: 16 seeds of the mission base). Pooled under the same
-    assumption the table's own σ makes of its rows, one seed σ for the setup (:meth:`SeedNoise.borrowing`).
+    """The seed variance of ``source``'s runs (seeds of the table's base configuration from another sweep, e.g.
+    results/calibration-cpu) on each test split of ``sweep`` (the table of ``table_sources``), pooled into its
+    seed σ (``ablate table --sigma-from``, :meth:`SeedNoise.borrowing`).
 
     Raises:
         ReportError: in one line, where ``source`` is not >= 2 finished seeds of one configuration, shares a
@@ -1449,15 +1401,6 @@ def check_sigma_from(sigma_from: Optional[str], test: str = DEFAULT_TEST, signif
         raise ReportError("--sigma-from pools training-seed variance for the † test: drop --no-significance")
 
 
-def lent_noise(
-    sweep: Sweep, sigma_from: Optional[str], sources: Sequence[str], api: Any = None, metric: str = DEFAULT_METRIC
-) -> Optional[dict[str, BorrowedNoise]]:
-    """``sigma_from``'s seeds of the base of ``sweep`` (the table of ``sources``) for its seed σ, checked as
-    :func:`borrow_noise` checks them (a bad source refused in one line); None without it.
-    What ``ablate table``, ``plot`` and ``export`` pass to ``compare(..., borrowed=)``, so their CIs and † agree."""
-    return None if sigma_from is None else borrow_noise(sweep, str(sigma_from), list(sources), api, metric)
-
-
 def table_comparisons(
     sweep: Sweep,
     sources: Sequence[str],
@@ -1471,10 +1414,10 @@ def table_comparisons(
     """The comparisons whose Δ, CI and † ``ablate table`` prints for ``sweep`` (the table of ``sources``) with
     these options (``--test``, ``--samples``, ``--no-significance``, ``--metric``, ``--sigma-from``); none
     without significance. ``ablate table``, ``plot``, ``export`` and ``ablate.plot`` all take theirs from here,
-    so a figure draws what the table beside it marks."""
+    so a figure draws what the table beside it marks (``sigma_from`` checked by :func:`borrow_noise`)."""
     if not significance:
         return []
-    borrowed = lent_noise(sweep, sigma_from, sources, api, metric)
+    borrowed = None if sigma_from is None else borrow_noise(sweep, str(sigma_from), list(sources), api, metric)
     return compare(sweep, test=test, n_samples=samples, metric=metric, borrowed=borrowed)
 
 
@@ -1737,7 +1680,7 @@ def t_interval(deltas: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np
     low, high = np.full(mean.shape, np.nan), np.full(mean.shape, np.nan)
     for j in np.flatnonzero(n > 1):
         values = deltas[:, j][~np.isnan(deltas[:, j])]
-        half = float(_t_ppf(0.5 + level / 2, len(values) - 1)) * np.std(values, ddof=1) / math.sqrt(len(values))
+        half = _t_quantile(0.5 + level / 2, len(values) - 1) * np.std(values, ddof=1) / math.sqrt(len(values))
         low[j], high[j] = mean[j] - half, mean[j] + half
     return mean, low, high, n
 
@@ -1846,7 +1789,7 @@ class SignCount:
         """``3 of 4 agree in sign (binomial p = 0.31 against chance 1/2)``."""
         if not self.n:
             return NOTHING_SIGNED
-        return f"{self.agree} of {self.n} agree in sign (binomial p = {p_text(binomial_p(self.agree, self.n))} against chance 1/2)"
+        return f"{self.agree} of {self.n} agree in sign (binomial p = {p_text(self.p_value)} against chance 1/2)"
 
 
 def sign_count(pairs: Iterable[tuple[Optional[float], Optional[float]]]) -> SignCount:
