@@ -23,12 +23,14 @@ Clock = Callable[[], float]  # seconds since an arbitrary origin, increasing
 NOISY = 0.10  # a ratio whose 95% interval (:func:`paired_interval`) is wider than this share of it is flagged
 
 
+def device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def compute_clock(dev: torch.device | None = None) -> tuple[str, Clock]:
     """The clock that times work on ``dev`` (None: the GPU if any), and its name: ``thread_cpu`` when torch
     computes on one thread, ``process_cpu`` (the intra-op pool included) on several, ``wall`` on a GPU."""
-    if dev is None:
-        dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if dev.type == "cuda":
+    if (dev or device()).type == "cuda":
         return "wall", time.perf_counter
     if torch.get_num_threads() == 1:
         return "thread_cpu", time.thread_time
@@ -122,17 +124,13 @@ def spread(values: list[float]) -> float:
     return (max(values) - min(values)) / statistics.median(values)
 
 
-BACKENDS = {  # substring of an aten op name -> backend label; first match wins
+BACKENDS = {  # substring of an aten op name -> backend label; the first that an op's name holds names it
     "cudnn_attention": "cudnn",
     "flash_attention_for_cpu": "flash (cpu)",
     "flash_attention": "flash",
     "efficient_attention": "mem-efficient",
     "attention_math": "math",
 }
-
-
-def device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def training_dtype(dev: torch.device) -> torch.dtype:
@@ -248,10 +246,6 @@ def census(step: Callable[[], None]) -> tuple[float, set[str]]:
 
 def sdpa_backend(op_names: set[str]) -> str:
     """Which fused attention kernel ran (``none`` when no SDPA op was dispatched)."""
-    found = []
-    for key, label in BACKENDS.items():
-        if any(key in name and "backward" not in name for name in op_names) and label not in found:
-            if key == "flash_attention" and "flash (cpu)" in found:
-                continue
-            found.append(label)
-    return "+".join(found) or "none"
+    forward = [name for name in op_names if "backward" not in name]
+    found = {next((label for key, label in BACKENDS.items() if key in name), None) for name in forward}
+    return "+".join(label for label in BACKENDS.values() if label in found) or "none"
