@@ -75,8 +75,7 @@ def _log_probs(logits: Tensor, pad_id: int, bos: int) -> Tensor:
     """(N, V) logits -> float32 log-probabilities with padding and BOS forbidden."""
     lprobs = torch.log_softmax(logits.float(), dim=-1)
     lprobs[:, pad_id] = float("-inf")
-    if bos != pad_id:
-        lprobs[:, bos] = float("-inf")
+    lprobs[:, bos] = float("-inf")
     return lprobs
 
 
