@@ -223,22 +223,17 @@ def _sdpa_cpu_backward(grad_out_shape, query_shape, key_shape, value_shape, *arg
     return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
 
 
-def _flop_mapping() -> dict:
-    """FLOP formulas for the CPU flash-attention ops, which ``FlopCounterMode`` does not know."""
+def census(step: Callable[[], None]) -> tuple[float, set[str]]:
+    """FLOPs counted while ``step()`` runs (the CPU flash-attention ops, which ``FlopCounterMode`` does not know,
+    by the SDPA formulas) and the aten op names it dispatched."""
+    from torch.utils.flop_counter import FlopCounterMode
+
     aten = torch.ops.aten
-    if not hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
-        return {}
-    return {
+    cpu_flash = {
         aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu,
         aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward,
     }
-
-
-def census(step: Callable[[], None]) -> tuple[float, set[str]]:
-    """FLOPs counted while ``step()`` runs and the aten op names it dispatched."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    counter = FlopCounterMode(display=False, custom_mapping=_flop_mapping())
+    counter = FlopCounterMode(display=False, custom_mapping=cpu_flash)
     with counter, _OpNames() as ops:
         step()
     return float(counter.get_total_flops()), ops.names
