@@ -124,7 +124,7 @@ def spread(values: list[float]) -> float:
     return (max(values) - min(values)) / statistics.median(values)
 
 
-BACKENDS = {  # substring of an aten op name -> backend label; the first that an op's name holds names it
+BACKENDS = {  # substring of an aten op name -> backend label; an op takes the label of the first key its name contains
     "cudnn_attention": "cudnn",
     "flash_attention_for_cpu": "flash (cpu)",
     "flash_attention": "flash",
