@@ -53,25 +53,17 @@ NAIVE_MB = 1e9  # a chunk budget meaning "one chunk" (1 PB)
 MB = 2**20
 
 
-def _status_mb(field: str) -> float | None:
+def _memory_mb(field: str) -> float:
+    """This process's resident set size in MiB: ``VmRSS`` (current) or ``VmHWM`` (peak since the last
+    :func:`reset_peak`); where ``/proc`` cannot tell, the lifetime peak ``ru_maxrss`` for both."""
     try:
         with open("/proc/self/status") as f:
             match = re.search(rf"{field}:\s+(\d+)", f.read())
     except OSError:
-        return None
-    return int(match.group(1)) / 1024 if match else None
-
-
-def rss_mb() -> float:
-    """Current resident set size of this process in MiB (the peak where the current is unknown)."""
-    current = _status_mb("VmRSS")
-    return current if current is not None else peak_mb()
-
-
-def peak_mb() -> float:
-    """Peak resident set size of this process in MiB (since the last :func:`reset_peak`)."""
-    peak = _status_mb("VmHWM")
-    return peak if peak is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+        match = None
+    if match:
+        return int(match.group(1)) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def reset_peak() -> bool:
@@ -86,10 +78,10 @@ def reset_peak() -> bool:
 
 def _measured(work: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
     """``work()``, and the RSS before it, the peak RSS during it, their difference and whether the peak was reset."""
-    before = rss_mb()
+    before = _memory_mb("VmRSS")
     exact = reset_peak()
     out = work()
-    peak = peak_mb()
+    peak = _memory_mb("VmHWM")
     return out, {"rss_before_mb": before, "peak_mb": peak, "delta_mb": peak - before, "exact": exact}
 
 
@@ -227,14 +219,12 @@ def _perturbed(texts: list[str], repetition: int) -> Iterator[str]:
         yield " ".join(words)
 
 
-def write_corpus(
-    folder: Path, splits: dict[str, tuple[list[str], list[str]]], pairs: int, langs: tuple[str, str] = ("en", "de")
-) -> None:
-    """Write a ``{split}.{lang}`` folder whose train split has ``pairs`` pairs grown from ``splits["train"]``
-    (split name -> (source texts, target texts)); the other splits are copied as is."""
+def write_corpus(folder: Path, splits: dict[str, tuple[list[str], list[str]]], pairs: int) -> None:
+    """Write a ``{split}.en`` / ``{split}.de`` folder whose train split has ``pairs`` pairs grown from
+    ``splits["train"]`` (split name -> (source texts, target texts)); the other splits are copied as is."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, (src, tgt) in splits.items():
-        with open(folder / f"{name}.{langs[0]}", "w") as fs, open(folder / f"{name}.{langs[1]}", "w") as ft:
+        with open(folder / f"{name}.en", "w") as fs, open(folder / f"{name}.de", "w") as ft:
             if name != "train":
                 fs.write("\n".join(src) + "\n")
                 ft.write("\n".join(tgt) + "\n")
@@ -247,9 +237,9 @@ def write_corpus(
                 left, r = left - n, r + 1
 
 
-def bench_data(opts, base=None, langs: tuple[str, str] = ("en", "de"), echo=lambda s: None) -> dict[str, Any]:
+def bench_data(opts, base=None, echo=lambda s: None) -> dict[str, Any]:
     """Three preparations of ``opts.data`` and, when ``opts.data_scale`` > 0, of a generated corpus of that many
-    pairs grown from ``base``, the prepared ``opts.data``, with files named by ``langs``."""
+    pairs grown from ``base``, the prepared ``opts.data``."""
     source, vocab_size, builtin_pairs, scale = opts.data, opts.vocab_size, opts.builtin_pairs, opts.data_scale
     out: dict[str, Any] = {"source": source}
     with tempfile.TemporaryDirectory(prefix="ablate-bench-data-") as tmp:
@@ -261,7 +251,7 @@ def bench_data(opts, base=None, langs: tuple[str, str] = ("en", "de"), echo=lamb
                 name: (ds.data.column("src").to_pylist(), ds.data.column("tgt").to_pylist())
                 for name, ds in base.splits.items()
             }
-            write_corpus(folder, texts, scale, langs)
+            write_corpus(folder, texts, scale)
             scaled = three_runs(str(folder), Path(tmp) / "cache-scale", vocab_size, builtin_pairs, echo=echo)
             scaled["target_peak_mb"] = GIB
             scaled["peak_under_1gib"] = scaled["peak_delta_mb"] < GIB

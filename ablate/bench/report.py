@@ -56,16 +56,22 @@ def _paired(results: dict[str, Any], which: Callable) -> dict[str, Any]:
     }
 
 
+def _cache_speedups(results: dict[str, Any], figure: str) -> dict[str, Any]:
+    """The beam-5 and greedy entries of the decoding section's ``figure`` (``cache_speedup``, ``..._spread`` or
+    ``..._interval``); ``None`` where decoding did not run, and for beam 5 where another beam ran."""
+    found = _get(results, "decoding", figure) or {}
+    beam5 = found.get("beam5") if _get(results, "decoding", "beam") == 5 else None
+    return {"beam5_cache_speedup": beam5, "greedy_cache_speedup": found.get("greedy")}
+
+
 def ratios(results: dict[str, Any]) -> dict[str, Optional[float]]:
     """The headline ratios of a run's results (``None`` where a section did not run)."""
-    beam = _get(results, "decoding", "beam")
     scale_peak = _get(results, "data", "scale", "peak_delta_mb")
     return {
         **_paired(results, lambda fast, slow: paired(fast, slow)[0]),
         "additive_chunked_mem_vs_naive": _get(results, "memory", "training", "ratio"),  # what training pays
         "additive_chunked_inference_mem_vs_naive": _get(results, "memory", "inference", "ratio"),
-        "beam5_cache_speedup": _get(results, "decoding", "cache_speedup", f"beam{beam}") if beam == 5 else None,
-        "greedy_cache_speedup": _get(results, "decoding", "cache_speedup", "greedy"),
+        **_cache_speedups(results, "cache_speedup"),
         "startup_first_step_s": _get(results, "startup", "first_step_s"),
         "data_cached_speedup": _get(results, "data", "corpus", "cached_speedup"),
         "data_scale_peak_gib": None if scale_peak is None else scale_peak / 1024.0,
@@ -74,25 +80,16 @@ def ratios(results: dict[str, Any]) -> dict[str, Optional[float]]:
 
 def ratio_spreads(results: dict[str, Any]) -> dict[str, Optional[float]]:
     """The spread of the per-round values of each timed ratio of :func:`ratios` (None where not timed or not run)."""
-    beam = _get(results, "decoding", "beam")
     return {
         **_paired(results, lambda fast, slow: paired(fast, slow)[1]),
-        "beam5_cache_speedup": _get(results, "decoding", "cache_speedup_spread", f"beam{beam}") if beam == 5 else None,
-        "greedy_cache_speedup": _get(results, "decoding", "cache_speedup_spread", "greedy"),
+        **_cache_speedups(results, "cache_speedup_spread"),
     }
 
 
 def ratio_intervals(results: dict[str, Any]) -> dict[str, Optional[tuple[float, float]]]:
     """The 95% interval of the median of each timed ratio of :func:`ratios`
     (:func:`~ablate.bench.timing.paired_interval`; None where not timed or not run)."""
-    beam = _get(results, "decoding", "beam")
-    return {
-        **_paired(results, paired_interval),
-        "beam5_cache_speedup": _get(results, "decoding", "cache_speedup_interval", f"beam{beam}")
-        if beam == 5
-        else None,
-        "greedy_cache_speedup": _get(results, "decoding", "cache_speedup_interval", "greedy"),
-    }
+    return {**_paired(results, paired_interval), **_cache_speedups(results, "cache_speedup_interval")}
 
 
 def noisy(values: dict[str, Optional[float]], intervals: dict[str, Any]) -> list[str]:

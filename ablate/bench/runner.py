@@ -40,10 +40,9 @@ def run(
             "warmup": opts.warmup,
             "clock": timing.compute_clock(dev)[0],
             "method": (
-                "interleaved round-robin repetitions (order rotated each round), timed by the CPU time of the "
-                "computing threads (wall clock on a GPU); ratios: median of per-round ratios, with its distribution-free "
-                "95% interval and the range of the rounds; "
-                "warm-up rounds excluded"
+                "interleaved round-robin repetitions (order rotated each round), timed by the CPU time of the computing "
+                "threads (wall clock on a GPU); ratios: median of per-round ratios, with its distribution-free 95% "
+                "interval and the range of the rounds; warm-up rounds excluded"
             ),
         }
     }

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -30,7 +31,7 @@ from ablate.model.build import build_model
 from ablate.model.decoding import beam_search, greedy
 from ablate.model.positions import POSITIONS, sinusoids
 from ablate.model.scores import SCORES
-from ablate.training.module import make_optimizer, sequence_loss, token_loss
+from ablate.training.module import batch_tokens, make_optimizer, sequence_loss, token_loss
 
 Batch = dict[str, Any]  # a collated batch (:func:`ablate.data.datamodule.collate`) on the device
 
@@ -51,35 +52,26 @@ class Inputs:
         return self.prepared.tokenizer.tgt_vocab_size
 
 
-def data_config(opts: BenchOptions, **changes) -> DataConfig:
-    """The :class:`DataConfig` of the benchmark's text."""
-    fields = dict(source=opts.data, vocab_size=opts.vocab_size, builtin_pairs=opts.builtin_pairs)
-    return DataConfig(**{**fields, "cache_dir": opts.cache_dir, **changes})
-
-
-def batch_tokens(batch: Batch, pad_id: int = 0) -> int:
-    """Non-padding source tokens plus non-padding target tokens (EOS included), as training counts them."""
-    return int(batch["src"].ne(pad_id).sum() + batch["tgt_out"].ne(pad_id).sum())
-
-
 def load_inputs(opts: BenchOptions, device: torch.device) -> Inputs:
     """Prepare (or load from the cache) the corpus and cut the fixed batches."""
-    prepared = prepare(data_config(opts))
+    prepared = prepare(
+        DataConfig(
+            source=opts.data, vocab_size=opts.vocab_size, builtin_pairs=opts.builtin_pairs, cache_dir=opts.cache_dir
+        )
+    )
     train = prepared.splits["train"]
     src_len, tgt_len = lengths(train)
     sampler = TokenBatchSampler(src_len, tgt_len, opts.max_tokens, shuffle=True, seed=opts.seed)
     pairs = EncodedPairs(train)
     batches = []
-    for indices in sampler:
+    for indices in itertools.islice(sampler, opts.batches):
         batch = collate(pairs.__getitems__(indices))
         batches.append({k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()})
-        if len(batches) == opts.batches:
-            break
     split = prepared.test_splits[0] if prepared.test_splits else prepared.val_split
     eval_pairs = EncodedPairs(prepared.splits[split])
     count = min(opts.decode_sentences, len(eval_pairs))
     decode_src = collate(eval_pairs.__getitems__(list(range(count))))["src"].to(device)
-    return Inputs(prepared, batches, sum(batch_tokens(b) for b in batches), decode_src)
+    return Inputs(prepared, batches, sum(batch_tokens(b, 0) for b in batches), decode_src)
 
 
 class TorchTransformer(nn.Module):
@@ -186,7 +178,6 @@ def variant_config(opts: BenchOptions, changes: dict[str, Any]) -> Config:
 class Trainee:
     """A model with its loss, optimiser and schedule; ``dtype`` the autocast dtype (None: the device's)."""
 
-    name: str
     model: nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: Any
@@ -222,6 +213,15 @@ class Trainee:
         self.loss(batch).backward()
         self.optimizer.zero_grad(set_to_none=True)
 
+    def contender(self, batches: list[Batch]) -> Callable[[], None]:
+        """One round for :func:`~ablate.bench.timing.interleaved`: a :meth:`step` on each of ``batches``."""
+
+        def run() -> None:
+            for batch in batches:
+                self.step(batch)
+
+        return run
+
 
 def make_trainee(name: str, opts: BenchOptions, vocab: int, dev: torch.device) -> Trainee:
     """Build variant ``name`` (a key of :func:`variants`) with its optimiser, seeded by ``opts.seed``."""
@@ -239,7 +239,7 @@ def make_trainee(name: str, opts: BenchOptions, vocab: int, dev: torch.device) -
     model = model.to(dev).train()
     optimizer, scheduler = make_optimizer(model, cfg)
     smoothing, all_rows = cfg.train.label_smoothing, name in (REFERENCE, ALL_ROWS)
-    return Trainee(name, model, optimizer, scheduler, cfg.train.clip_norm, smoothing, dev, all_rows=all_rows)
+    return Trainee(model, optimizer, scheduler, cfg.train.clip_norm, smoothing, dev, all_rows=all_rows)
 
 
 def selected(opts: BenchOptions) -> list[str]:
@@ -256,14 +256,6 @@ def selected(opts: BenchOptions) -> list[str]:
     return names
 
 
-def _pass(trainee: Trainee, batches: list[Batch]) -> Callable[[], None]:
-    def run() -> None:
-        for batch in batches:
-            trainee.step(batch)
-
-    return run
-
-
 def bench_training(
     opts: BenchOptions, inputs: Inputs, dev: torch.device, echo: Callable[[str], None] = lambda s: None
 ) -> dict[str, Any]:
@@ -278,7 +270,7 @@ def bench_training(
             census[name] = (flops, timing.sdpa_backend(ops))
     matmul, matmul_flops = timing.matmul_work(dev)
     matmul()
-    contenders = {name: _pass(t, inputs.batches) for name, t in trainees.items()}
+    contenders = {name: t.contender(inputs.batches) for name, t in trainees.items()}
     contenders[MATMUL] = matmul
     echo(
         f"training: {len(trainees)} models x {opts.reps} rounds of {len(inputs.batches)} batches "
@@ -300,10 +292,9 @@ def bench_training(
             flops, backend = census[name]
             gflops = flops / 1e9 / median(secs)
             row.update(gflop_per_pass=flops / 1e9, gflops=gflops, mfu=gflops / peak, sdpa=backend)
+        row["ratio_vs_torch"], row["ratio_vs_torch_spread"] = paired(secs, seconds[REFERENCE])
+        row["ratio_vs_standard"], row["ratio_vs_standard_spread"] = paired(secs, seconds[STANDARD])
         results[name] = row
-    for name, row in results.items():
-        row["ratio_vs_torch"], row["ratio_vs_torch_spread"] = paired(seconds[name], seconds[REFERENCE])
-        row["ratio_vs_standard"], row["ratio_vs_standard_spread"] = paired(seconds[name], seconds[STANDARD])
     return {
         "clock": clock_name,
         "variants": results,
@@ -379,9 +370,7 @@ def bench_decoding(
             "spread": spread(secs),
             "tokens": produced[name],
         }
-    pairs = {
-        kind: paired(seconds[f"{kind}-cache"], seconds[f"{kind}-nocache"]) for kind in ("greedy", f"beam{opts.beam}")
-    }
+    pairs = {kind: (seconds[f"{kind}-cache"], seconds[f"{kind}-nocache"]) for kind in ("greedy", f"beam{opts.beam}")}
     return {
         "clock": clock_name,
         "model": STANDARD,
@@ -389,9 +378,7 @@ def bench_decoding(
         "length": opts.decode_len,
         "beam": opts.beam,
         "modes": results,
-        "cache_speedup": {kind: ratio for kind, (ratio, _) in pairs.items()},
-        "cache_speedup_spread": {kind: ratio_spread for kind, (_, ratio_spread) in pairs.items()},
-        "cache_speedup_interval": {
-            kind: paired_interval(seconds[f"{kind}-cache"], seconds[f"{kind}-nocache"]) for kind in pairs
-        },
+        "cache_speedup": {kind: paired(*pair)[0] for kind, pair in pairs.items()},
+        "cache_speedup_spread": {kind: paired(*pair)[1] for kind, pair in pairs.items()},
+        "cache_speedup_interval": {kind: paired_interval(*pair) for kind, pair in pairs.items()},
     }

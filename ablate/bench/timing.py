@@ -23,12 +23,14 @@ Clock = Callable[[], float]  # seconds since an arbitrary origin, increasing
 NOISY = 0.10  # a ratio whose 95% interval (:func:`paired_interval`) is wider than this share of it is flagged
 
 
+def device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def compute_clock(dev: torch.device | None = None) -> tuple[str, Clock]:
     """The clock that times work on ``dev`` (None: the GPU if any), and its name: ``thread_cpu`` when torch
     computes on one thread, ``process_cpu`` (the intra-op pool included) on several, ``wall`` on a GPU."""
-    if dev is None:
-        dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if dev.type == "cuda":
+    if (dev or device()).type == "cuda":
         return "wall", time.perf_counter
     if torch.get_num_threads() == 1:
         return "thread_cpu", time.thread_time
@@ -122,17 +124,13 @@ def spread(values: list[float]) -> float:
     return (max(values) - min(values)) / statistics.median(values)
 
 
-BACKENDS = {  # substring of an aten op name -> backend label; first match wins
+BACKENDS = {  # substring of an aten op name -> backend label; an op takes the label of the first key its name contains
     "cudnn_attention": "cudnn",
     "flash_attention_for_cpu": "flash (cpu)",
     "flash_attention": "flash",
     "efficient_attention": "mem-efficient",
     "attention_math": "math",
 }
-
-
-def device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def training_dtype(dev: torch.device) -> torch.dtype:
@@ -225,22 +223,17 @@ def _sdpa_cpu_backward(grad_out_shape, query_shape, key_shape, value_shape, *arg
     return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
 
 
-def _flop_mapping() -> dict:
-    """FLOP formulas for the CPU flash-attention ops, which ``FlopCounterMode`` does not know."""
+def census(step: Callable[[], None]) -> tuple[float, set[str]]:
+    """FLOPs counted while ``step()`` runs (the CPU flash-attention ops, which ``FlopCounterMode`` does not know,
+    by the SDPA formulas) and the aten op names it dispatched."""
+    from torch.utils.flop_counter import FlopCounterMode
+
     aten = torch.ops.aten
-    if not hasattr(aten, "_scaled_dot_product_flash_attention_for_cpu"):
-        return {}
-    return {
+    cpu_flash = {
         aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu,
         aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward,
     }
-
-
-def census(step: Callable[[], None]) -> tuple[float, set[str]]:
-    """FLOPs counted while ``step()`` runs and the aten op names it dispatched."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    counter = FlopCounterMode(display=False, custom_mapping=_flop_mapping())
+    counter = FlopCounterMode(display=False, custom_mapping=cpu_flash)
     with counter, _OpNames() as ops:
         step()
     return float(counter.get_total_flops()), ops.names
@@ -248,10 +241,6 @@ def census(step: Callable[[], None]) -> tuple[float, set[str]]:
 
 def sdpa_backend(op_names: set[str]) -> str:
     """Which fused attention kernel ran (``none`` when no SDPA op was dispatched)."""
-    found = []
-    for key, label in BACKENDS.items():
-        if any(key in name and "backward" not in name for name in op_names) and label not in found:
-            if key == "flash_attention" and "flash (cpu)" in found:
-                continue
-            found.append(label)
-    return "+".join(found) or "none"
+    forward = [name for name in op_names if "backward" not in name]
+    found = {next((label for key, label in BACKENDS.items() if key in name), None) for name in forward}
+    return "+".join(label for label in BACKENDS.values() if label in found) or "none"

@@ -292,10 +292,7 @@ class MultiHeadAttention(nn.Module):
                 of ``packing`` (without a cache).
             cache: Keys/values of the previous positions, or None.
             key_padding_mask: (B, Tk) over all keys (cached + new), True at padding.
-            causal: Causal (decoder) masking.
-            positions: Position hooks applied inside attention.
-            need_weights: Also return the weights.
-            packing: How ``x`` is packed (None: not packed); the output is packed alike.
+            causal, positions, need_weights, packing: As in :meth:`forward`.
 
         Returns:
             Output (B, T, d_model) (or packed), the extended cache (new dict), weights or None.

@@ -14,7 +14,7 @@ from ablate.config import ModelConfig, head_dims
 from ablate.model.attention import MultiHeadAttention, resolve_scale
 from ablate.model.embeddings import build_embeddings
 from ablate.model.errors import ModelBuildError
-from ablate.model.positions import build_positions
+from ablate.model.positions import Positions, build_positions
 from ablate.model.rnn import build_rnn
 from ablate.model.scores import SCORES, build_score
 from ablate.model.transformer import DecoderLayer, EncoderLayer, FeedForward, Transformer, init_transformer
@@ -61,12 +61,11 @@ def build_transformer(
         d, src_vocab, tgt_vocab, pad_id, cfg.tie_embeddings, shared_vocab
     )
 
-    src_positions = build_positions(cfg.positions, d, d_k, heads, cfg.max_positions, cfg.positions_params)
-    tgt_positions = (
-        src_positions
-        if cfg.share_positions
-        else build_positions(cfg.positions, d, d_k, heads, cfg.max_positions, cfg.positions_params)
-    )
+    def positions() -> Positions:
+        return build_positions(cfg.positions, d, d_k, heads, cfg.max_positions, cfg.positions_params)
+
+    src_positions = positions()
+    tgt_positions = src_positions if cfg.share_positions else positions()
     model = Transformer(
         src_embed,
         tgt_embed,

@@ -15,6 +15,7 @@ With ``beam=1`` it returns exactly the greedy output.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Callable, Protocol
 
 import torch
@@ -74,8 +75,7 @@ def _log_probs(logits: Tensor, pad_id: int, bos: int) -> Tensor:
     """(N, V) logits -> float32 log-probabilities with padding and BOS forbidden."""
     lprobs = torch.log_softmax(logits.float(), dim=-1)
     lprobs[:, pad_id] = float("-inf")
-    if bos != pad_id:
-        lprobs[:, bos] = float("-inf")
+    lprobs[:, bos] = float("-inf")
     return lprobs
 
 
@@ -123,15 +123,7 @@ def greedy(
         nxt = _log_probs(logits, pad, bos).argmax(-1).masked_fill(done, pad)
         tokens = torch.cat((tokens, nxt[:, None]), dim=1)
         done = done | nxt.eq(eos) | limit.le(step + 1)
-    out = []
-    for row in tokens[:, 1:].tolist():
-        ids = []
-        for tok in row:
-            if tok in (eos, pad):
-                break
-            ids.append(tok)
-        out.append(ids)
-    return out
+    return [list(itertools.takewhile(lambda tok: tok not in (eos, pad), row)) for row in tokens[:, 1:].tolist()]
 
 
 @torch.no_grad()

@@ -203,12 +203,12 @@ class AdditiveScore(Score):
 
 
 @register("score", "general")
-class GeneralScore(Score):
+class GeneralScore(DotScore):
     """Bilinear ``q^T W k`` with one d_k x d_k matrix per head (Luong et al. 2015, eq. 8 "general").
 
-    ``prepare_keys`` computes ``W k`` once, so the score is a single matrix product and also
-    runs on the fused kernel. A dot product of ``q`` and ``W k``, so scaled by 1/sqrt(d_k) by default
-    like :class:`DotScore` (Luong et al. 2015 predate the scale; their d was fixed).
+    ``prepare_keys`` computes ``W k`` once, so the score is the :class:`DotScore` of ``q`` and ``W k``: a single
+    matrix product that also runs on the fused kernel, scaled by 1/sqrt(d_k) by default (Luong et al. 2015
+    predate the scale; their d was fixed).
     """
 
     def __init__(self, d_k: int, heads: int, cfg: AttentionConfig):
@@ -218,12 +218,6 @@ class GeneralScore(Score):
     def prepare_keys(self, k: Tensor) -> Tensor:
         # (B, H, Tk, d_k) @ (H, d_k in, d_k out) -> (B, H, Tk, d_k): row t is W_h k_t
         return k @ self.weight.transpose(-1, -2)
-
-    def forward(self, q: Tensor, keys: Tensor) -> Tensor:
-        return q @ keys.transpose(-1, -2)
-
-    def as_dot(self, q, keys):
-        return q, keys, None
 
 
 @register("score", "gaussian")

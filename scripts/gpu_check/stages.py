@@ -35,14 +35,6 @@ def _peak_memory_mb(dev: torch.device) -> float | None:
     return torch.cuda.max_memory_allocated(dev) / 2**20 if dev.type == "cuda" else None
 
 
-def _pass(trainee, batches) -> Callable[[], None]:
-    def run() -> None:
-        for batch in batches:
-            trainee.step(batch)
-
-    return run
-
-
 def _unpadded(batch: dict[str, Any]) -> dict[str, Any]:
     """``batch`` with every source row the first one's unpadded length (no row padded: no mask)."""
     src = batch["src"]
@@ -104,7 +96,7 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
         out["sdpa"][variant] = timing.sdpa_backend(ops)
         del trainee
     save(out)
-    contenders = {key: _pass(t, inputs.batches) for key, t in trainees.items()}
+    contenders = {key: t.contender(inputs.batches) for key, t in trainees.items()}
     matmul_flops = {}
     for tag, dtype in DTYPES.items():
         contenders[f"matmul-{tag}"], matmul_flops[tag] = timing.matmul_work(dev, dtype=dtype)
@@ -209,12 +201,12 @@ def stage_shapes(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
         "orders": {},
     }
     for on, _ in SHAPE_ORDERS.values():  # warm at full size, both paths
-        _cudnn_attention(on, _pass(trainee, inputs.batches))()
+        _cudnn_attention(on, trainee.contender(inputs.batches))()
         for search in decoders.values():
             _cudnn_attention(on, decode(search, inputs.decode_src))()
     work = {}
     for name, (on, k) in SHAPE_ORDERS.items():
-        work[f"train-{name}"] = _cudnn_attention(on, _pass(trainee, [_without_rows(b, k) for b in inputs.batches]))
+        work[f"train-{name}"] = _cudnn_attention(on, trainee.contender([_without_rows(b, k) for b in inputs.batches]))
         for part, search in decoders.items():
             work[f"{part}-{name}"] = _cudnn_attention(on, decode(search, inputs.decode_src[:-k]))
     out["clock"], clock = timing.compute_clock(dev)
@@ -276,7 +268,7 @@ def stage_scaling(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
         trainee.dtype = torch.bfloat16
         flops = batches_flops(Dims.of(variant_config(bench, {}).model, inputs.vocab), inputs.batches)
         key = f"x{scale}"
-        contenders[key], work[key] = _pass(trainee, inputs.batches), (inputs.tokens, flops)
+        contenders[key], work[key] = trainee.contender(inputs.batches), (inputs.tokens, flops)
         out["scales"][key] = {
             "max_tokens": bench.max_tokens,
             "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches],
@@ -310,7 +302,7 @@ def stage_compile(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     eager.dtype = compiled.dtype = torch.bfloat16
     # dynamic: one graph for every batch shape (the default compiles the first shape, then again for the second)
     compiled.model = torch.compile(compiled.model, backend=opts.compile_backend, dynamic=True)
-    run_eager, run_compiled = _pass(eager, inputs.batches), _pass(compiled, inputs.batches)
+    run_eager, run_compiled = eager.contender(inputs.batches), compiled.contender(inputs.batches)
     run_eager()  # warm
     timed = interleaved({"eager": run_eager}, 1, 0)["eager"][0]
     start = time.perf_counter()

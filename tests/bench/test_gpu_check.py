@@ -277,9 +277,10 @@ def test_compile_stage_on_a_cpu_with_the_tracing_backend(cache_dir):
 
 def test_shapes_stage_gives_each_order_shapes_of_its_own_cold_then_warm_and_restores_the_flag(cache_dir, monkeypatch):
     import scripts.gpu_check.stages as stages
+    from ablate.bench.speed import Trainee
 
     seen: list[tuple[bool, tuple]] = []  # (cuDNN attention's flag, the first batch's shape) of each training pass
-    original = stages._pass
+    original = Trainee.contender
 
     def recording(trainee, batches):
         run = original(trainee, batches)
@@ -290,7 +291,7 @@ def test_shapes_stage_gives_each_order_shapes_of_its_own_cold_then_warm_and_rest
 
         return go
 
-    monkeypatch.setattr(stages, "_pass", recording)
+    monkeypatch.setattr(Trainee, "contender", recording)
     saved = []
     opts = tiny(GpuCheckOptions()).replace(reps=2, cache_dir=str(cache_dir))
     assert torch.backends.cuda.cudnn_sdp_enabled()
