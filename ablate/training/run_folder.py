@@ -357,12 +357,9 @@ def summarise(
         "train_seconds": round(seconds, 2),
     }
     out.update(module.test_metrics)
-    first = next(iter(module.test_results.values()), None)
-    if first is not None:
-        out["bleu_signature"] = first["signature"]
-        out["chrf_signature"] = first.get("chrf_signature")
-        for name, signature in (first.get("signatures") or {}).items():  # chrf++_signature, ter_signature
-            out.setdefault(f"{name}_signature", signature)
+    first = next(iter(module.test_results.values()), {"signatures": {}})
+    for name, signature in first["signatures"].items():  # bleu_signature, chrf_signature, chrf++_signature, ...
+        out[f"{name}_signature"] = signature
     return out
 
 
