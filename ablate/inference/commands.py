@@ -55,9 +55,7 @@ def trial_folder(out: Path, variant: Optional[str], seed: Optional[int]) -> Path
     matches = [t for t in trials if (variant is None or t[1] == variant) and (seed is None or t[2] == seed)]
     if len(matches) == 1:
         return matches[0][3]
-    asked = " ".join(
-        part for part in (f"--variant {variant}" * (variant is not None), f"--seed {seed}" * (seed is not None)) if part
-    )
+    asked = " ".join(f"--{name} {value}" for name, value in (("variant", variant), ("seed", seed)) if value is not None)
     if not matches:
         variants = sorted({str(t[1]) for t in trials})
         seeds = sorted({t[2] for t in trials if t[2] is not None and (variant is None or t[1] == variant)})

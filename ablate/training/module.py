@@ -201,10 +201,6 @@ def sequence_loss(model: nn.Module, batch: dict[str, Any], pad_id: int, smoothin
     return token_loss(logits, targets, pad_id, smoothing, ntok=rows.size(0), overwrite=True)
 
 
-FUSED_ADAMW_DEVICES = ("cuda", "cpu")
-"""Device types whose parameters take AdamW's fused kernel by default."""
-
-
 def make_optimizer(
     model: nn.Module, cfg: Config, progress: Callable[[], float] = lambda: 0.0, fused: bool | None = None
 ) -> tuple[torch.optim.Optimizer, WarmupDecay]:
@@ -222,9 +218,7 @@ def make_optimizer(
     groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     lr = peak_lr(cfg)
     if fused is None:
-        fused = all(p.device.type in FUSED_ADAMW_DEVICES for p in model.parameters())
-    # one kernel for all parameters, its step counters on the device (no host read per parameter); elsewhere
-    # one op per tensor list
+        fused = all(p.device.type in ("cuda", "cpu") for p in model.parameters())
     kernel = {"fused": True} if fused else {"foreach": True}
     opt = torch.optim.AdamW(groups, lr=lr, betas=t.betas, eps=1e-9, **kernel)
     return opt, WarmupDecay(opt, t.schedule, t.warmup, t.min_lr / lr, progress=progress)

@@ -41,7 +41,6 @@ from ablate.training.tracking import (
     log_summary,
     make_logger,
     make_loggers,
-    offline_hint,
     publish,
     resolve_mode,
     start_logger,
@@ -99,8 +98,7 @@ def train(
         except ConfigError:
             finished = False
         if finished:
-            log.info("run already finished: %s (pass --overwrite to train it again)", run_dir)
-            return read_summary(run_dir) or {}
+            return _already_finished(run_dir)
         raise
     try:
         with sigint_once(), capture(RunFiles(run_dir).console) if launcher else nullcontext():
@@ -108,6 +106,11 @@ def train(
     finally:
         if lock is not None:
             lock.release()
+
+
+def _already_finished(run_dir: Path) -> dict[str, Any]:
+    log.info("run already finished: %s (pass --overwrite to train it again)", run_dir)
+    return read_summary(run_dir) or {}
 
 
 @dataclass
@@ -136,8 +139,7 @@ def _train(
     mark = milestone or (lambda name: None)
     state = prepare_run_dir(cfg, run_dir, overwrite)
     if state == RunStatus.FINISHED:
-        log.info("run already finished: %s (pass --overwrite to train it again)", run_dir)
-        return read_summary(run_dir) or {}
+        return _already_finished(run_dir)
     # the newest checkpoint that loads: a damaged last.ckpt falls back to an earlier one
     resume_from = resumable_checkpoint(RunFiles(run_dir).checkpoints, log.warning) if state == "resume" else None
     start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
@@ -216,13 +218,7 @@ def _build_run(cfg: Config, run_dir: Path, data, start_from: str | None) -> _Run
         record.update(init_from=init)
     splits = [data.val_split, *data.test_splits]
     t = cfg.train
-    clock = TrainClock(
-        max_time=t.max_time,
-        max_steps=t.max_steps,
-        max_epochs=t.max_epochs,
-        accumulate=t.accumulate,
-        log_every=cfg.tracking.log_every,
-    )
+    clock = TrainClock(t.max_time, t.max_steps, t.max_epochs, t.accumulate, log_every=cfg.tracking.log_every)
     module = TranslationModule(
         model,
         cfg,
@@ -292,11 +288,10 @@ def _fit_and_test(trainer, run: _Run, resume_from: Path | None) -> None:
     trainer.save_checkpoint(files.last, weights_only=False)
     trainer.validate(module, datamodule=data, verbose=False)
     final_bleu = module.last_val.get(DEV_BLEU.key, -1.0)
-    best_path = files.best
-    if best_path.exists() and module.best_val_bleu > final_bleu:
-        module.load_state_dict(load_checkpoint_file(best_path)["state_dict"])
+    if files.best.exists() and module.best_val_bleu > final_bleu:
+        module.load_state_dict(load_checkpoint_file(files.best)["state_dict"])
     else:  # collective: every rank calls it, rank 0 writes
-        trainer.save_checkpoint(best_path, weights_only=False)
+        trainer.save_checkpoint(files.best, weights_only=False)
         module.best_val_record = module.last_val_record  # the weights tested are the final ones
     trainer.test(module, datamodule=data, verbose=False)
 
@@ -361,7 +356,7 @@ def _publish(run: _Run) -> None:
     except Exception as err:  # noqa: BLE001 - W&B trouble never loses the local record
         log.warning("W&B logging failed: %s", err)
     if run.mode == "offline":
-        log.info(offline_hint(run.run_dir))
+        log.info("W&B offline: upload later with `wandb sync %s/wandb/offline-run-*`", run.run_dir)
 
 
 def _describe_failure(err: BaseException, cfg: Config) -> str:
