@@ -17,13 +17,14 @@ import typer
 
 from ablate.config import ConfigError
 from ablate.errors import AblateError
+from ablate.inference import CHECKPOINTS, InputError, check_checkpoint, check_decoding, read_sentences
 from ablate.record import RunFiles, RunSummary, SweepFiles
 from ablate.utils.commands import (
     fail as _fail,  # the one handler: one red line, exit 2
     plugins_option,
     trust_plugins_option,
 )
-from ablate.utils.io import one_line
+from ablate.utils.io import check_apart, one_line, write_output_text
 
 
 class TrialLookupError(AblateError, ValueError):
@@ -150,8 +151,6 @@ def translate(
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
-    from ablate.inference import check_checkpoint, check_decoding, read_sentences
-
     check_decoding(beam, len_penalty)
     check_checkpoint(checkpoint)
     if input is not None and not input.is_file():
@@ -182,9 +181,6 @@ def evaluate(
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
-    from ablate.inference import check_checkpoint, check_decoding
-    from ablate.utils.io import check_apart, write_output_text
-
     check_decoding(beam, len_penalty)  # as translate: before any work
     check_checkpoint(checkpoint)
     if hyps is not None:
@@ -203,8 +199,6 @@ def evaluate(
 
 def _run_and_checkpoint(raw: str, checkpoint: str) -> tuple[Path, str]:
     """``(run folder, checkpoint name)`` of a run folder, a ``wandb:`` run, or ``<run>/checkpoints/<name>.ckpt``."""
-    from ablate.inference import CHECKPOINTS, InputError
-
     path = Path(raw)
     if path.suffix != ".ckpt":
         return _local(path, raw), checkpoint
@@ -231,10 +225,8 @@ def export_model(
 ) -> None:
     """Write a trained model as one TorchScript file (greedy decoding, tokenizers and config inside) that
     `torch.jit.load` runs without ablate."""
-    from ablate.inference import check_checkpoint
     from ablate.inference.torchscript import check_format, describe, export
     from ablate.inference.translate import load_run
-    from ablate.utils.io import check_apart
 
     check_format(format)
     check_checkpoint(checkpoint)

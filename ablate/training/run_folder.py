@@ -252,17 +252,12 @@ def nonnegative(value: Any) -> float | None:
 
 def checked_record(record: Any, history: list[dict[str, float]]) -> dict[str, Any]:
     """A checkpoint's best-validation record if well formed and one of the (checked) ``history``, else ``{}``."""
-    if not isinstance(record, dict):
-        return {}
-    scores = checked_history([record])
-    hyps = record.get("hypotheses")
+    scores = checked_history([record])  # empty unless ``record`` is a well-formed entry
     seen = {(h["step"], h[DEV_BLEU.key]) for h in history}
-    if (
-        not scores
-        or (scores[0]["step"], scores[0][DEV_BLEU.key]) not in seen
-        or not isinstance(hyps, list)
-        or not all(isinstance(h, str) for h in hyps)
-    ):
+    if not scores or (scores[0]["step"], scores[0][DEV_BLEU.key]) not in seen:
+        return {}
+    hyps = record.get("hypotheses")
+    if not isinstance(hyps, list) or not all(isinstance(h, str) for h in hyps):
         return {}
     return {**scores[0], "hypotheses": list(hyps)}
 

@@ -112,7 +112,6 @@ def align_sweep_params(
     return target
 
 
-HYPOTHESES = "hypotheses"
 RECORD_FILE = SUMMARY_FILE
 """The run file holding the whole ``summary.json`` (what the run summary leaves out: its nested fields)."""
 NOT_SUMMARY = ("config", "version")  # the run config; the layout of summary.json
@@ -156,7 +155,7 @@ def texts_artifact(run_dir: Path, run_id: str, summary: dict[str, Any]):
     }
     art = wandb.Artifact(
         f"texts-{run_id}",
-        type=HYPOTHESES,
+        type="hypotheses",
         metadata=metadata,
         description="detokenized hypotheses and references, one line per source sentence",
     )

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import pytorch_lightning as pl
+import torch
+
 from ablate.config import Config, ConfigError
 from ablate.errors import AblateError
 from ablate.record import DEV_BLEU, RunFiles, RunStatus
@@ -23,6 +26,7 @@ from ablate.training.checkpoints import (
     resumable_checkpoint,
     saved_checkpoints,
 )
+from ablate.training.module import TranslationModule
 from ablate.training.run_folder import (
     RunLock,
     RunRecord,
@@ -102,7 +106,7 @@ def train(
         raise
     try:
         with sigint_once(), capture(RunFiles(run_dir).console) if launcher else nullcontext():
-            return _train(cfg, run_dir, overwrite, callbacks, milestone)
+            return _train(cfg, run_dir, overwrite, callbacks, milestone or (lambda name: None))
     finally:
         if lock is not None:
             lock.release()
@@ -132,11 +136,10 @@ class _Run:
 
 
 def _train(
-    cfg: Config, run_dir: Path, overwrite: bool, callbacks: list | None, milestone: Callable[[str], None] | None = None
+    cfg: Config, run_dir: Path, overwrite: bool, callbacks: list | None, mark: Callable[[str], None]
 ) -> dict[str, Any]:
     """The story of a run: resume point, data, model, run record, trainer, fit and test, outputs."""
     quiet()
-    mark = milestone or (lambda name: None)
     state = prepare_run_dir(cfg, run_dir, overwrite)
     if state == RunStatus.FINISHED:
         return _already_finished(run_dir)
@@ -144,7 +147,7 @@ def _train(
     resume_from = resumable_checkpoint(RunFiles(run_dir).checkpoints, log.warning) if state == "resume" else None
     start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
     run = _start(cfg, run_dir, state, start_from, mark)
-    trainer, throughput, checkpoint_io = _build_trainer(run, callbacks, milestone)
+    trainer, throughput, checkpoint_io = _build_trainer(run, callbacks, mark)
     try:
         _fit_and_test(trainer, run, resume_from)
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C, SIGTERM (Lightning raises SystemExit)
@@ -194,9 +197,6 @@ def _start(cfg: Config, run_dir: Path, state: str, start_from: str | None, mark:
 
 def _prepare_process(cfg: Config, start_from: str | None) -> None:
     """Check ``train.init_from`` early (a wrong path fails before the data is prepared), then threads and seeds."""
-    import pytorch_lightning as pl
-    import torch
-
     if start_from:
         checkpoint_of(start_from)
     if cfg.train.threads > 0:
@@ -207,7 +207,6 @@ def _prepare_process(cfg: Config, start_from: str | None) -> None:
 def _build_run(cfg: Config, run_dir: Path, data, start_from: str | None) -> _Run:
     """The model (with ``train.init_from``'s weights, if any), its LightningModule and the run record."""
     from ablate.model.build import build_model
-    from ablate.training.module import TranslationModule
 
     tok = data.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
@@ -238,8 +237,8 @@ def _build_run(cfg: Config, run_dir: Path, data, start_from: str | None) -> _Run
 
 def _open_record(run: _Run, state: str) -> None:
     """The launcher saves the tokenizer, starts W&B and the other loggers and writes the record as ``running``."""
-    wandb = uses_wandb(run.cfg)
-    run.mode = resolve_mode(run.cfg.tracking, log.warning if run.launcher and wandb else None) if wandb else "disabled"
+    echo = log.warning if run.launcher else None  # the DDP ranks resolve the same mode quietly
+    run.mode = resolve_mode(run.cfg.tracking, echo) if uses_wandb(run.cfg) else "disabled"
     if not run.launcher:
         return
     run.loggers = make_loggers(run.cfg, run.run_dir)
@@ -255,7 +254,7 @@ def _open_record(run: _Run, state: str) -> None:
     log.info("run dir: %s  (%s; %.2fM parameters; W&B %s)", run.run_dir, state, run.params / 1e6, run.mode)
 
 
-def _build_trainer(run: _Run, extra: list | None, milestone: Callable[[str], None] | None):
+def _build_trainer(run: _Run, extra: list | None, mark: Callable[[str], None]):
     """The Lightning Trainer with our callbacks (clock, throughput, interrupt checkpoint, live record)."""
     run.accelerator, devices, precision = accelerator_and_precision(run.cfg)
     throughput = Throughput(run.data.tokenizer.pad_id, log_every=run.cfg.tracking.log_every)
@@ -269,8 +268,7 @@ def _build_trainer(run: _Run, extra: list | None, milestone: Callable[[str], Non
     fault = run.cfg.train.inject_fault or os.environ.get("ABLATE_INJECT_FAULT")
     if fault:
         callbacks.append(FaultInjection(fault, run.run_dir))
-    if milestone is not None:
-        callbacks.append(Milestones(milestone))
+    callbacks.append(Milestones(mark))
     checkpoint_io = ResilientCheckpointIO(warn=log.warning)
     loggers = [logger for logger in (run.logger, *run.loggers) if logger is not None]
     trainer = make_trainer(run.cfg, run.run_dir, loggers, run.accelerator, devices, precision, callbacks, checkpoint_io)
@@ -360,8 +358,6 @@ def _publish(run: _Run) -> None:
 
 
 def _describe_failure(err: BaseException, cfg: Config) -> str:
-    import torch
-
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     if isinstance(err, (MemoryError, torch.OutOfMemoryError)) or any(
         sign in text.lower() for sign in ("out of memory", "tried to allocate", "not enough memory")
