@@ -1,10 +1,7 @@
 """``ablate translate``, ``evaluate``, ``export-model`` and ``sync``, mounted on the main app.
 
-A run is a run folder, a sweep's trial named by what it is (``SWEEP --variant NAME --seed N``: each
-trial's ``summary.json`` records them, while its folder name depends on which keys the sweep varies), or
-``wandb:<entity>/<project>/<run id>``: the run's model artifact ``model-<run id>``
-(``tracking.log_checkpoints=true``, laid out as a run folder), downloaded once into
-``~/.cache/ablate/wandb/<entity>/<project>/<run id>`` (``ABLATE_CACHE`` moves it)."""
+A run is a run folder, a sweep's trial named by what it is (``SWEEP --variant NAME --seed N``, as its
+``summary.json`` records them: :func:`trial_folder`), or ``wandb:<entity>/<project>/<run id>`` (:func:`fetch_run`)."""
 
 from __future__ import annotations
 
@@ -72,8 +69,10 @@ PREFIX = "wandb:"
 
 
 def fetch_run(ref: str, api: Any = None, root: Optional[Path] = None) -> Path:
-    """Download the model artifact of ``wandb:<entity>/<project>/<run id>``; returns its folder. ConfigError for a
-    malformed reference, no such artifact, or one of an older ablate without config and tokenizer."""
+    """Download the model artifact ``model-<run id>`` of ``wandb:<entity>/<project>/<run id>`` (logged with
+    ``tracking.log_checkpoints=true``, laid out as a run folder) once into ``~/.cache/ablate/wandb/<entity>/<project>/
+    <run id>`` (``ABLATE_CACHE`` moves it); returns its folder. ConfigError for a malformed reference, no such
+    artifact, or one of an older ablate without config and tokenizer."""
     parts = str(ref)[len(PREFIX) :].strip("/").split("/")
     if len(parts) != 3 or not all(parts):
         raise ConfigError(f"bad W&B run '{ref}': use wandb:<entity>/<project>/<run id>")

@@ -2,7 +2,7 @@
 
 W&B is reached only through Lightning's ``WandbLogger`` on global rank 0 (a DDP training is one W&B run), online
 only with credentials, else offline under ``<run_dir>/wandb``; its failures never stop training. The other
-loggers write inside the run folder, so a resumed run continues the same files."""
+loggers (TensorBoard, CSV, MLflow, any class path) write inside the run folder, so a resume continues them."""
 
 from __future__ import annotations
 
