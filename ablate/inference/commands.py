@@ -1,10 +1,7 @@
 """``ablate translate``, ``evaluate``, ``export-model`` and ``sync``, mounted on the main app.
 
-A run is a run folder, a sweep's trial named by what it is (``SWEEP --variant NAME --seed N``: each
-trial's ``summary.json`` records them, while its folder name depends on which keys the sweep varies), or
-``wandb:<entity>/<project>/<run id>``: the run's model artifact ``model-<run id>``
-(``tracking.log_checkpoints=true``, laid out as a run folder), downloaded once into
-``~/.cache/ablate/wandb/<entity>/<project>/<run id>`` (``ABLATE_CACHE`` moves it)."""
+A run is a run folder, a sweep's trial named by what it is (``SWEEP --variant NAME --seed N``, as its
+``summary.json`` records them: :func:`trial_folder`), or ``wandb:<entity>/<project>/<run id>`` (:func:`fetch_run`)."""
 
 from __future__ import annotations
 
@@ -17,13 +14,14 @@ import typer
 
 from ablate.config import ConfigError
 from ablate.errors import AblateError
+from ablate.inference import CHECKPOINTS, InputError, check_checkpoint, check_decoding, read_sentences
 from ablate.record import RunFiles, RunSummary, SweepFiles
 from ablate.utils.commands import (
     fail as _fail,  # the one handler: one red line, exit 2
     plugins_option,
     trust_plugins_option,
 )
-from ablate.utils.io import one_line
+from ablate.utils.io import check_apart, one_line, write_output_text
 
 
 class TrialLookupError(AblateError, ValueError):
@@ -55,9 +53,7 @@ def trial_folder(out: Path, variant: Optional[str], seed: Optional[int]) -> Path
     matches = [t for t in trials if (variant is None or t[1] == variant) and (seed is None or t[2] == seed)]
     if len(matches) == 1:
         return matches[0][3]
-    asked = " ".join(
-        part for part in (f"--variant {variant}" * (variant is not None), f"--seed {seed}" * (seed is not None)) if part
-    )
+    asked = " ".join(f"--{name} {value}" for name, value in (("variant", variant), ("seed", seed)) if value is not None)
     if not matches:
         variants = sorted({str(t[1]) for t in trials})
         seeds = sorted({t[2] for t in trials if t[2] is not None and (variant is None or t[1] == variant)})
@@ -73,8 +69,10 @@ PREFIX = "wandb:"
 
 
 def fetch_run(ref: str, api: Any = None, root: Optional[Path] = None) -> Path:
-    """Download the model artifact of ``wandb:<entity>/<project>/<run id>``; returns its folder. ConfigError for a
-    malformed reference, no such artifact, or one of an older ablate without config and tokenizer."""
+    """Download the model artifact ``model-<run id>`` of ``wandb:<entity>/<project>/<run id>`` (logged with
+    ``tracking.log_checkpoints=true``, laid out as a run folder) once into ``~/.cache/ablate/wandb/<entity>/<project>/
+    <run id>`` (``ABLATE_CACHE`` moves it); returns its folder. ConfigError for a malformed reference, no such
+    artifact, or one of an older ablate without config and tokenizer."""
     parts = str(ref)[len(PREFIX) :].strip("/").split("/")
     if len(parts) != 3 or not all(parts):
         raise ConfigError(f"bad W&B run '{ref}': use wandb:<entity>/<project>/<run id>")
@@ -152,8 +150,6 @@ def translate(
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
-    from ablate.inference import check_checkpoint, check_decoding, read_sentences
-
     check_decoding(beam, len_penalty)
     check_checkpoint(checkpoint)
     if input is not None and not input.is_file():
@@ -184,9 +180,6 @@ def evaluate(
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
     """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
-    from ablate.inference import check_checkpoint, check_decoding
-    from ablate.utils.io import check_apart, write_output_text
-
     check_decoding(beam, len_penalty)  # as translate: before any work
     check_checkpoint(checkpoint)
     if hyps is not None:
@@ -205,8 +198,6 @@ def evaluate(
 
 def _run_and_checkpoint(raw: str, checkpoint: str) -> tuple[Path, str]:
     """``(run folder, checkpoint name)`` of a run folder, a ``wandb:`` run, or ``<run>/checkpoints/<name>.ckpt``."""
-    from ablate.inference import CHECKPOINTS, InputError
-
     path = Path(raw)
     if path.suffix != ".ckpt":
         return _local(path, raw), checkpoint
@@ -233,10 +224,8 @@ def export_model(
 ) -> None:
     """Write a trained model as one TorchScript file (greedy decoding, tokenizers and config inside) that
     `torch.jit.load` runs without ablate."""
-    from ablate.inference import check_checkpoint
     from ablate.inference.torchscript import check_format, describe, export
     from ablate.inference.translate import load_run
-    from ablate.utils.io import check_apart
 
     check_format(format)
     check_checkpoint(checkpoint)

@@ -1,15 +1,11 @@
 """A trained run as one TorchScript file that ``torch.jit.load`` runs without ablate (``ablate export-model``).
 
-The model's own ``encode`` and ``decode`` are traced, not rewritten, in three parts: ``encoder``
-(``src (B, S) -> enc`` leaves), ``first`` (``(BOS (B, 1), enc) -> (logits (B, V), state)``) and ``step``
-(``(last token (B, 1), enc, state) -> (logits, state)``, the state passed as
-:func:`ablate.model.decoding.greedy` passes it). ``enc`` and ``state`` travel as flat lists of tensors; an
-``int`` leaf (the Transformer's decoded positions) as the width of an empty ``(0, n)`` tensor, so the traced
-graph reads it as a size instead of keeping the step it was traced at. A scripted loop
-(:class:`GreedyTranslator`) is greedy decoding step for step as ``greedy``. Tracing keeps one path through
-Python branches, which depend only on the config and on whether a state exists; :func:`export` checks
-the file against ``greedy`` on other shapes and refuses one that disagrees. The file carries the
-tokenizers' JSON, ``config.yaml`` and ``export.json`` (special ids, limits, origin) as extra files."""
+The model's own ``encode`` and ``decode`` are traced, not rewritten, in three parts: ``encoder`` (``src (B, S)
+-> enc``), ``first`` (``(BOS (B, 1), enc) -> (logits (B, V), state)``) and ``step`` (``(last token (B, 1), enc,
+state) -> (logits, state)``), with ``enc`` and ``state`` as flat lists of tensors (:func:`_flatten`); a scripted
+loop (:class:`GreedyTranslator`) runs them as :func:`ablate.model.decoding.greedy` does. Tracing keeps one path
+through Python branches, so :func:`export` checks the file against ``greedy`` on other shapes and refuses one
+that disagrees. The tokenizers, ``config.yaml`` and ``export.json`` travel as extra files (:data:`FILES`)."""
 
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def load_run(
     :func:`~ablate.training.checkpoints.trained_run` finds them (plugins, errors); InputError for a ``which``
     other than best or last."""
     run_dir = Path(run_dir)
-    check_checkpoint(which)  # "lastt" used to fall back to best, silently
+    check_checkpoint(which)  # never a silent fall back to best for a misspelt name
     cfg, path = trained_run(run_dir, which, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
     load_checkpoint_file(path)  # one line for a damaged file; pickled objects are refused, never run
     try:

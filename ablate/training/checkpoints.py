@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import zipfile
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -86,9 +87,7 @@ def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_d
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged or hostile file
-        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        if refused_pickle(err):
-            text = PICKLED
+        text = PICKLED if refused_pickle(err) else (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise CheckpointError(f"checkpoint {path} is unreadable: {text[:200]}") from None
     if not isinstance(checkpoint, dict) or any(key not in checkpoint for key in required):
         raise CheckpointError(f"checkpoint {path} is not an ablate checkpoint (missing {', '.join(required)})")
@@ -143,21 +142,17 @@ class ResilientCheckpointIO(TorchCheckpointIO):
             if path.name == "last.ckpt" and path.exists():  # keep the one before it, should this one go bad
                 previous = path.with_name("last.prev.ckpt")
                 link = path.with_name(".last.prev.ckpt.tmp")
-                try:
+                with suppress(OSError):  # no hard links on this file system: keep going without the spare
                     link.unlink(missing_ok=True)
                     os.link(path, link)  # a second name, not a copy: no extra disk until last.ckpt is replaced
                     io.replace(link, previous)
                     if path.name in self.steps:
                         self.steps[previous.name] = self.steps[path.name]
-                except OSError:  # no hard links on this file system: keep going without the spare
-                    pass
             io.replace(tmp, path)
             self.steps[path.name] = int(checkpoint.get("global_step", -1))
         except OSError as err:
-            try:
+            with suppress(OSError):
                 tmp.unlink()
-            except OSError:
-                pass
             message = (
                 f"checkpoint {path.name} not written at step {checkpoint.get('global_step', '?')}: "
                 f"{err.strerror or err}"
@@ -219,11 +214,6 @@ def checkpoint_of(ref: str) -> Path:
     return path
 
 
-def _differing(theirs: dict[str, Any], ours: dict[str, Any], keys: tuple[str, ...] | None = None) -> list[str]:
-    names = keys or tuple(sorted(set(theirs) | set(ours)))
-    return [k for k in names if theirs.get(k) != ours.get(k)]
-
-
 def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], Any] = log.warning) -> dict[str, Any]:
     """Load ``cfg.train.init_from``'s weights into ``model``; returns what the run record keeps of it.
     ConfigError: no such run or checkpoint, an unreadable one, or weights that do not fit (one line)."""
@@ -233,20 +223,18 @@ def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], A
         checkpoint = load_checkpoint_file(path)
     except CheckpointError as err:
         raise ConfigError(f"train.init_from: {err}") from None
-    weights = {k[len(PREFIX) :]: v for k, v in checkpoint["state_dict"].items() if k.startswith(PREFIX)}
+    weights = {k.removeprefix(PREFIX): v for k, v in checkpoint["state_dict"].items() if k.startswith(PREFIX)}
     hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint.get("hyper_parameters"), dict) else {}
     their_cfg = flatten(hparams.get("cfg")) if isinstance(hparams.get("cfg"), dict) else {}
     our_cfg = flatten(to_dict(cfg))
-    model_keys = _differing(
-        {k: v for k, v in their_cfg.items() if k.startswith("model.")},
-        {k: v for k, v in our_cfg.items() if k.startswith("model.")},
-    )
+    differ = [k for k in sorted(set(their_cfg) | set(our_cfg)) if their_cfg.get(k) != our_cfg.get(k)]
+    model_keys = [k for k in differ if k.startswith("model.")]
+    vocab_keys = [k for k in VOCAB_KEYS if k in differ]
     own = model.state_dict()
-    unfit = [k for k in own if k not in weights or weights[k].shape != own[k].shape] + [
-        k for k in weights if k not in own
-    ]
+    unfit = [k for k in own if k not in weights or weights[k].shape != own[k].shape]
+    unfit += [k for k in weights if k not in own]
     if unfit:
-        keys = model_keys + _differing(their_cfg, our_cfg, VOCAB_KEYS)
+        keys = model_keys + vocab_keys
         what = ", ".join(keys) if keys else f"parameters {', '.join(unfit[:3])}"
         raise ConfigError(
             f"train.init_from={ref}: its weights do not fit this model ({what} differ); "
@@ -255,9 +243,8 @@ def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], A
     tok_dir = path.parent.parent / "tokenizer"
     if (tok_dir / "tokenizer.json").is_file():
         if SubwordTokenizer.load(tok_dir).vocabularies() != tokenizer.vocabularies():
-            keys = _differing(their_cfg, our_cfg, VOCAB_KEYS)
             raise ConfigError(
-                f"train.init_from={ref}: its vocabulary is not this run's ({', '.join(keys) or 'the tokenizers'} "
+                f"train.init_from={ref}: its vocabulary is not this run's ({', '.join(vocab_keys) or 'the tokenizers'} "
                 f"differ): the same ids would mean other tokens; train on the same data.* keys as that run"
             )
     else:
@@ -313,7 +300,7 @@ def load_trained(
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
     state = load_checkpoint_file(path)["state_dict"]  # weights_only: never runs code from the file
     try:
-        model.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
+        model.load_state_dict({k.removeprefix(PREFIX): v for k, v in state.items() if k.startswith(PREFIX)})
     except (RuntimeError, AttributeError) as err:
         raise unfit(path, run_dir, err) from None
     return cfg, model.eval(), tok

@@ -1,13 +1,10 @@
-"""The LightningModule: a thin training shell around a plain ``nn.Module`` translation model, and what it
-minimises: the loss, the optimiser with its learning-rate schedule, and the validation and test metrics.
+"""The LightningModule: a thin training shell around a plain ``nn.Module`` translation model (which never
+imports Lightning), its loss, optimiser and learning-rate schedule, and the validation and test metrics.
 
-The loss and optimiser are plain functions that ``ablate bench`` calls too, so the benchmark times exactly
-what training runs. Each validation scores BLEU (which picks the best checkpoint) and chrF; the test pass
-scores every metric of :data:`~ablate.metrics.TEST_METRICS` on every test split, each with its signature.
-Schedules (``train.schedule``; why: docs/getting-started.md, "Training defaults"): linear warm-up, then a
-decay that ``linear`` and ``cosine`` end at ``train.min_lr`` exactly when the nearest budget (steps, epochs or
-training seconds) runs out (Li, Yumer & Ramanan 2020, "Budgeted Training"); one function of the post-warm-up
-fraction with ``@register("schedule", "<name>")``, here or in a plugin. The model never imports Lightning."""
+The loss and optimiser are plain functions that ``ablate bench`` times too. Schedules (``train.schedule``; why:
+docs/getting-started.md, "Training defaults"): linear warm-up, then a decay that ends at ``train.min_lr`` when
+the nearest budget runs out (Li, Yumer & Ramanan 2020, "Budgeted Training"); a plugin adds one with
+``@register("schedule", "<name>")``."""
 
 from __future__ import annotations
 
@@ -204,10 +201,6 @@ def sequence_loss(model: nn.Module, batch: dict[str, Any], pad_id: int, smoothin
     return token_loss(logits, targets, pad_id, smoothing, ntok=rows.size(0), overwrite=True)
 
 
-FUSED_ADAMW_DEVICES = ("cuda", "cpu")
-"""Device types whose parameters take AdamW's fused kernel by default."""
-
-
 def make_optimizer(
     model: nn.Module, cfg: Config, progress: Callable[[], float] = lambda: 0.0, fused: bool | None = None
 ) -> tuple[torch.optim.Optimizer, WarmupDecay]:
@@ -225,9 +218,7 @@ def make_optimizer(
     groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     lr = peak_lr(cfg)
     if fused is None:
-        fused = all(p.device.type in FUSED_ADAMW_DEVICES for p in model.parameters())
-    # one kernel for all parameters, its step counters on the device (no host read per parameter); elsewhere
-    # one op per tensor list
+        fused = all(p.device.type in ("cuda", "cpu") for p in model.parameters())
     kernel = {"fused": True} if fused else {"foreach": True}
     opt = torch.optim.AdamW(groups, lr=lr, betas=t.betas, eps=1e-9, **kernel)
     return opt, WarmupDecay(opt, t.schedule, t.warmup, t.min_lr / lr, progress=progress)
@@ -463,8 +454,7 @@ class TranslationModule(pl.LightningModule):
         merged: dict[int, str] = {}
         for part in gather_objects(self._eval.get(dataloader_idx, [])):
             merged.update(part)
-        missing = n - len(merged)
-        if missing:
+        if len(merged) != n:
             raise RuntimeError(f"decoding covered {len(merged)} of {n} sentences")
         return [merged[i] for i in range(n)]
 
@@ -519,13 +509,7 @@ class TranslationModule(pl.LightningModule):
             refs = self.references[split]
             hyps = self._collect(i, len(refs))
             scores = corpus_scores(hyps, refs, TEST_METRICS)  # BLEU, chrF, chrF++, TER
-            self.test_results[split] = {
-                "hypotheses": hyps,
-                **scores.values(),
-                "signature": scores.signature,
-                "chrf_signature": scores.chrf_signature,
-                "signatures": scores.signatures,
-            }
+            self.test_results[split] = {"hypotheses": hyps, **scores.values(), "signatures": scores.signatures}
             for name, value in scores.values().items():
                 metrics[f"test_{split}/{name}"] = value
                 if i == 0:

@@ -1,13 +1,8 @@
-"""A run's folder, without torch: where it goes, the lock that claims it, whether it is new, resumable or
-finished, its record (``summary.json``, :class:`RunRecord`) and the texts a finished run leaves. The
-layout is :class:`ablate.record.RunFiles`'s (docs/architecture.md, "A run folder").
-
-One process per run folder: two trainings of one folder would share the temporary checkpoint file and
-write two W&B runs with one id. The lock (:class:`~ablate.utils.io.HolderLock`, ``flock``) names its
-holder and the kernel drops it when the holder dies, even by SIGKILL, so readers (``ablate table``,
-``ablate sync``) ask :func:`is_held` whether a ``running`` record still has a live holder. Taking it is the
-first write into the folder, so an unwritable folder fails before any data is prepared. ``report`` and
-``sweep`` import this module: it imports no torch or Lightning at module level."""
+"""A run's folder (layout: :class:`ablate.record.RunFiles`): where it goes, the lock that claims it, whether
+it is new, resumable or finished, its record (``summary.json``, :class:`RunRecord`) and the texts a finished
+run leaves. One process per folder: the ``flock`` (:class:`~ablate.utils.io.HolderLock`) names its holder and
+dies with it, even by SIGKILL, so readers ask :func:`is_held` whether a ``running`` record is alive. ``report``
+and ``sweep`` import this module: no torch or Lightning at module level."""
 
 from __future__ import annotations
 
@@ -17,6 +12,7 @@ import math
 import os
 import resource
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, Optional
 
@@ -47,7 +43,8 @@ class UnwritableRunDir(ConfigError):
 
 class RunLock(HolderLock):
     """``with RunLock(run_dir):`` holds ``run_dir`` for this process. ConfigError when another live process
-    holds it (naming its pid and host) or it cannot be created or written."""
+    holds it (naming its pid and host) or it cannot be created or written. Taking it is the first write into the
+    folder, so an unwritable folder fails before any data is prepared."""
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
@@ -118,44 +115,41 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
         for child in run_dir.iterdir():  # everything but the lock this process holds
             if child.name != LOCK_FILE:
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
-    if config_path.exists():
+    if not config_path.exists():
+        return "new"
+    try:
+        recorded = flatten(read_yaml(config_path))
+    except ConfigError as err:
+        recorded, old, reason = None, "unreadable", f"an unreadable config.yaml ({err})"
+    if recorded is not None:
+        _refuse_unnamed_plugins(recorded, run_dir)
         try:
-            recorded = flatten(read_yaml(config_path))
+            old = fingerprint(from_flat(recorded, base=run_dir, trust="recorded"))
+            reason = "a run of a different config"
         except ConfigError as err:
-            recorded, old, reason = None, "unreadable", f"an unreadable config.yaml ({err})"
-        if recorded is not None:
-            _refuse_unnamed_plugins(recorded, run_dir)
-            try:
-                old = fingerprint(from_flat(recorded, base=run_dir, trust="recorded"))
-                reason = "a run of a different config"
-            except ConfigError as err:
-                old, reason = "unreadable", f"an unreadable config.yaml ({err})"
-        summary = read_summary(run_dir) or {}
-        if old != fingerprint(cfg) and _never_trained(run_dir, summary):  # its data or model failed: nothing to keep
+            old, reason = "unreadable", f"an unreadable config.yaml ({err})"
+    summary = read_summary(run_dir) or {}
+    if old != fingerprint(cfg):
+        if _never_trained(run_dir, summary):  # its data or model failed: nothing to keep
             config_path.unlink()
             return "new"
-        if old != fingerprint(cfg):
-            further = ""
-            if summary.get("status") == RunStatus.FINISHED:  # e.g. a larger train.max_steps: a new run from its weights
-                further = f"; to train it further, start a new run from it: --run-dir <new> train.init_from={run_dir}"
-            raise ConfigError(
-                f"run dir {run_dir} holds {reason}; choose another --run-dir or pass --overwrite{further}"
-            )
-        if summary.get("status") == RunStatus.FINISHED:
-            return RunStatus.FINISHED
-        return "resume" if any((RunFiles(run_dir).checkpoints / n).exists() for n in RESUME_ORDER) else "new"
-    return "new"
+        further = ""
+        if summary.get("status") == RunStatus.FINISHED:  # e.g. a larger train.max_steps: a new run from its weights
+            further = f"; to train it further, start a new run from it: --run-dir <new> train.init_from={run_dir}"
+        raise ConfigError(f"run dir {run_dir} holds {reason}; choose another --run-dir or pass --overwrite{further}")
+    if summary.get("status") == RunStatus.FINISHED:
+        return RunStatus.FINISHED
+    return "resume" if _has_checkpoint(run_dir) else "new"
+
+
+def _has_checkpoint(run_dir: Path) -> bool:
+    return any((RunFiles(run_dir).checkpoints / name).exists() for name in RESUME_ORDER)
 
 
 def _never_trained(run_dir: Path, summary: dict[str, Any]) -> bool:
     """Whether ``run_dir`` holds a run that failed before it trained (bad data, a model too large): no
     step recorded, no checkpoint. Another config may take the folder; a run with a step keeps it."""
-    checkpoints = RunFiles(run_dir).checkpoints
-    return (
-        summary.get("status") == RunStatus.FAILED
-        and summary.get("step") is None
-        and not any((checkpoints / n).exists() for n in RESUME_ORDER)
-    )
+    return summary.get("status") == RunStatus.FAILED and summary.get("step") is None and not _has_checkpoint(run_dir)
 
 
 def _refuse_unnamed_plugins(recorded: dict[str, Any], run_dir: Path) -> None:
@@ -195,11 +189,8 @@ def machine() -> dict[str, Any]:
     import torch
 
     cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
+    with suppress(OSError), open("/proc/cpuinfo") as f:
+        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}
 
 
@@ -261,17 +252,12 @@ def nonnegative(value: Any) -> float | None:
 
 def checked_record(record: Any, history: list[dict[str, float]]) -> dict[str, Any]:
     """A checkpoint's best-validation record if well formed and one of the (checked) ``history``, else ``{}``."""
-    if not isinstance(record, dict):
-        return {}
-    scores = checked_history([record])
-    hyps = record.get("hypotheses")
+    scores = checked_history([record])  # empty unless ``record`` is a well-formed entry
     seen = {(h["step"], h[DEV_BLEU.key]) for h in history}
-    if (
-        not scores
-        or (scores[0]["step"], scores[0][DEV_BLEU.key]) not in seen
-        or not isinstance(hyps, list)
-        or not all(isinstance(h, str) for h in hyps)
-    ):
+    if not scores or (scores[0]["step"], scores[0][DEV_BLEU.key]) not in seen:
+        return {}
+    hyps = record.get("hypotheses")
+    if not isinstance(hyps, list) or not all(isinstance(h, str) for h in hyps):
         return {}
     return {**scores[0], "hypotheses": list(hyps)}
 
@@ -357,12 +343,9 @@ def summarise(
         "train_seconds": round(seconds, 2),
     }
     out.update(module.test_metrics)
-    first = next(iter(module.test_results.values()), None)
-    if first is not None:
-        out["bleu_signature"] = first["signature"]
-        out["chrf_signature"] = first.get("chrf_signature")
-        for name, signature in (first.get("signatures") or {}).items():  # chrf++_signature, ter_signature
-            out.setdefault(f"{name}_signature", signature)
+    first = next(iter(module.test_results.values()), {"signatures": {}})
+    for name, signature in first["signatures"].items():  # bleu_signature, chrf_signature, chrf++_signature, ...
+        out[f"{name}_signature"] = signature
     return out
 
 

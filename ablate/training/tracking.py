@@ -1,10 +1,8 @@
 """Tracking: Weights & Biases and the other Lightning loggers (``tracking.loggers``), and what a run leaves in W&B.
 
-W&B is reached only through Lightning's ``WandbLogger`` on global rank 0, so a DDP training is one W&B
-run. ``tracking.wandb=auto`` goes online only when credentials exist; otherwise the run is written offline
-under ``<run_dir>/wandb`` for a later ``wandb sync``. A W&B failure never stops training: the local
-record is always written. The other loggers (TensorBoard, CSV, MLflow, any class path) receive the same
-metrics and write inside the run folder, so a resumed run continues the same files."""
+W&B is reached only through Lightning's ``WandbLogger`` on global rank 0 (a DDP training is one W&B run), online
+only with credentials, else offline under ``<run_dir>/wandb``; its failures never stop training. The other
+loggers (TensorBoard, CSV, MLflow, any class path) write inside the run folder, so a resume continues them."""
 
 from __future__ import annotations
 
@@ -14,6 +12,7 @@ import netrc
 import os
 import time
 import uuid
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, Callable, MutableMapping, Optional
 
@@ -25,16 +24,16 @@ from ablate.utils.typed import class_spec, import_class
 WANDB = "wandb"
 
 
-def _needs(package: str, logger: str) -> None:
-    if importlib.util.find_spec(package) is None:
-        raise ConfigError(f"tracking.loggers={logger} needs the {package} package: pip install {package}")
+def _needs(package: str, *alternatives: str) -> None:
+    """ConfigError unless ``package`` (the logger's name) or one of ``alternatives`` is installed."""
+    if all(importlib.util.find_spec(name) is None for name in (package, *alternatives)):
+        raise ConfigError(f"tracking.loggers={package} needs the {package} package: pip install {package}")
 
 
 def tensorboard(cfg: Config, run_dir: Path):
     from pytorch_lightning.loggers import TensorBoardLogger
 
-    if importlib.util.find_spec("tensorboard") is None and importlib.util.find_spec("tensorboardX") is None:
-        _needs("tensorboard", "tensorboard")
+    _needs("tensorboard", "tensorboardX")
     return TensorBoardLogger(save_dir=str(run_dir), name="tensorboard", version="", default_hp_metric=False)
 
 
@@ -45,7 +44,7 @@ def csv(cfg: Config, run_dir: Path):
 
 
 def mlflow(cfg: Config, run_dir: Path):
-    _needs("mlflow", "mlflow")
+    _needs("mlflow")
     from pytorch_lightning.loggers import MLFlowLogger
 
     t = cfg.tracking
@@ -113,7 +112,6 @@ def align_sweep_params(
     return target
 
 
-HYPOTHESES = "hypotheses"
 RECORD_FILE = SUMMARY_FILE
 """The run file holding the whole ``summary.json`` (what the run summary leaves out: its nested fields)."""
 NOT_SUMMARY = ("config", "version")  # the run config; the layout of summary.json
@@ -157,7 +155,7 @@ def texts_artifact(run_dir: Path, run_id: str, summary: dict[str, Any]):
     }
     art = wandb.Artifact(
         f"texts-{run_id}",
-        type=HYPOTHESES,
+        type="hypotheses",
         metadata=metadata,
         description="detokenized hypotheses and references, one line per source sentence",
     )
@@ -363,13 +361,6 @@ def define_metrics(logger) -> None:
     """Summaries W&B should keep: the best validation BLEU, the last of everything else."""
     if logger is None:
         return
-    try:
-        exp = logger.experiment
-        exp.define_metric(DEV_BLEU.key, summary="max")
-        exp.define_metric(DEV_PPL.key, summary="min")
-    except Exception:  # noqa: BLE001 - tracking must never stop training
-        pass
-
-
-def offline_hint(run_dir: Path) -> str:
-    return f"W&B offline: upload later with `wandb sync {run_dir}/wandb/offline-run-*`"
+    with suppress(Exception):  # tracking must never stop training
+        logger.experiment.define_metric(DEV_BLEU.key, summary="max")
+        logger.experiment.define_metric(DEV_PPL.key, summary="min")

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import pytorch_lightning as pl
+import torch
+
 from ablate.config import Config, ConfigError
 from ablate.errors import AblateError
 from ablate.record import DEV_BLEU, RunFiles, RunStatus
@@ -23,6 +26,7 @@ from ablate.training.checkpoints import (
     resumable_checkpoint,
     saved_checkpoints,
 )
+from ablate.training.module import TranslationModule
 from ablate.training.run_folder import (
     RunLock,
     RunRecord,
@@ -41,7 +45,6 @@ from ablate.training.tracking import (
     log_summary,
     make_logger,
     make_loggers,
-    offline_hint,
     publish,
     resolve_mode,
     start_logger,
@@ -99,15 +102,19 @@ def train(
         except ConfigError:
             finished = False
         if finished:
-            log.info("run already finished: %s (pass --overwrite to train it again)", run_dir)
-            return read_summary(run_dir) or {}
+            return _already_finished(run_dir)
         raise
     try:
         with sigint_once(), capture(RunFiles(run_dir).console) if launcher else nullcontext():
-            return _train(cfg, run_dir, overwrite, callbacks, milestone)
+            return _train(cfg, run_dir, overwrite, callbacks, milestone or (lambda name: None))
     finally:
         if lock is not None:
             lock.release()
+
+
+def _already_finished(run_dir: Path) -> dict[str, Any]:
+    log.info("run already finished: %s (pass --overwrite to train it again)", run_dir)
+    return read_summary(run_dir) or {}
 
 
 @dataclass
@@ -129,20 +136,18 @@ class _Run:
 
 
 def _train(
-    cfg: Config, run_dir: Path, overwrite: bool, callbacks: list | None, milestone: Callable[[str], None] | None = None
+    cfg: Config, run_dir: Path, overwrite: bool, callbacks: list | None, mark: Callable[[str], None]
 ) -> dict[str, Any]:
     """The story of a run: resume point, data, model, run record, trainer, fit and test, outputs."""
     quiet()
-    mark = milestone or (lambda name: None)
     state = prepare_run_dir(cfg, run_dir, overwrite)
     if state == RunStatus.FINISHED:
-        log.info("run already finished: %s (pass --overwrite to train it again)", run_dir)
-        return read_summary(run_dir) or {}
+        return _already_finished(run_dir)
     # the newest checkpoint that loads: a damaged last.ckpt falls back to an earlier one
     resume_from = resumable_checkpoint(RunFiles(run_dir).checkpoints, log.warning) if state == "resume" else None
     start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
     run = _start(cfg, run_dir, state, start_from, mark)
-    trainer, throughput, checkpoint_io = _build_trainer(run, callbacks, milestone)
+    trainer, throughput, checkpoint_io = _build_trainer(run, callbacks, mark)
     try:
         _fit_and_test(trainer, run, resume_from)
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C, SIGTERM (Lightning raises SystemExit)
@@ -192,9 +197,6 @@ def _start(cfg: Config, run_dir: Path, state: str, start_from: str | None, mark:
 
 def _prepare_process(cfg: Config, start_from: str | None) -> None:
     """Check ``train.init_from`` early (a wrong path fails before the data is prepared), then threads and seeds."""
-    import pytorch_lightning as pl
-    import torch
-
     if start_from:
         checkpoint_of(start_from)
     if cfg.train.threads > 0:
@@ -205,7 +207,6 @@ def _prepare_process(cfg: Config, start_from: str | None) -> None:
 def _build_run(cfg: Config, run_dir: Path, data, start_from: str | None) -> _Run:
     """The model (with ``train.init_from``'s weights, if any), its LightningModule and the run record."""
     from ablate.model.build import build_model
-    from ablate.training.module import TranslationModule
 
     tok = data.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
@@ -216,13 +217,7 @@ def _build_run(cfg: Config, run_dir: Path, data, start_from: str | None) -> _Run
         record.update(init_from=init)
     splits = [data.val_split, *data.test_splits]
     t = cfg.train
-    clock = TrainClock(
-        max_time=t.max_time,
-        max_steps=t.max_steps,
-        max_epochs=t.max_epochs,
-        accumulate=t.accumulate,
-        log_every=cfg.tracking.log_every,
-    )
+    clock = TrainClock(t.max_time, t.max_steps, t.max_epochs, t.accumulate, log_every=cfg.tracking.log_every)
     module = TranslationModule(
         model,
         cfg,
@@ -242,8 +237,8 @@ def _build_run(cfg: Config, run_dir: Path, data, start_from: str | None) -> _Run
 
 def _open_record(run: _Run, state: str) -> None:
     """The launcher saves the tokenizer, starts W&B and the other loggers and writes the record as ``running``."""
-    wandb = uses_wandb(run.cfg)
-    run.mode = resolve_mode(run.cfg.tracking, log.warning if run.launcher and wandb else None) if wandb else "disabled"
+    echo = log.warning if run.launcher else None  # the DDP ranks resolve the same mode quietly
+    run.mode = resolve_mode(run.cfg.tracking, echo) if uses_wandb(run.cfg) else "disabled"
     if not run.launcher:
         return
     run.loggers = make_loggers(run.cfg, run.run_dir)
@@ -259,7 +254,7 @@ def _open_record(run: _Run, state: str) -> None:
     log.info("run dir: %s  (%s; %.2fM parameters; W&B %s)", run.run_dir, state, run.params / 1e6, run.mode)
 
 
-def _build_trainer(run: _Run, extra: list | None, milestone: Callable[[str], None] | None):
+def _build_trainer(run: _Run, extra: list | None, mark: Callable[[str], None]):
     """The Lightning Trainer with our callbacks (clock, throughput, interrupt checkpoint, live record)."""
     run.accelerator, devices, precision = accelerator_and_precision(run.cfg)
     throughput = Throughput(run.data.tokenizer.pad_id, log_every=run.cfg.tracking.log_every)
@@ -273,8 +268,7 @@ def _build_trainer(run: _Run, extra: list | None, milestone: Callable[[str], Non
     fault = run.cfg.train.inject_fault or os.environ.get("ABLATE_INJECT_FAULT")
     if fault:
         callbacks.append(FaultInjection(fault, run.run_dir))
-    if milestone is not None:
-        callbacks.append(Milestones(milestone))
+    callbacks.append(Milestones(mark))
     checkpoint_io = ResilientCheckpointIO(warn=log.warning)
     loggers = [logger for logger in (run.logger, *run.loggers) if logger is not None]
     trainer = make_trainer(run.cfg, run.run_dir, loggers, run.accelerator, devices, precision, callbacks, checkpoint_io)
@@ -292,11 +286,10 @@ def _fit_and_test(trainer, run: _Run, resume_from: Path | None) -> None:
     trainer.save_checkpoint(files.last, weights_only=False)
     trainer.validate(module, datamodule=data, verbose=False)
     final_bleu = module.last_val.get(DEV_BLEU.key, -1.0)
-    best_path = files.best
-    if best_path.exists() and module.best_val_bleu > final_bleu:
-        module.load_state_dict(load_checkpoint_file(best_path)["state_dict"])
+    if files.best.exists() and module.best_val_bleu > final_bleu:
+        module.load_state_dict(load_checkpoint_file(files.best)["state_dict"])
     else:  # collective: every rank calls it, rank 0 writes
-        trainer.save_checkpoint(best_path, weights_only=False)
+        trainer.save_checkpoint(files.best, weights_only=False)
         module.best_val_record = module.last_val_record  # the weights tested are the final ones
     trainer.test(module, datamodule=data, verbose=False)
 
@@ -361,12 +354,10 @@ def _publish(run: _Run) -> None:
     except Exception as err:  # noqa: BLE001 - W&B trouble never loses the local record
         log.warning("W&B logging failed: %s", err)
     if run.mode == "offline":
-        log.info(offline_hint(run.run_dir))
+        log.info("W&B offline: upload later with `wandb sync %s/wandb/offline-run-*`", run.run_dir)
 
 
 def _describe_failure(err: BaseException, cfg: Config) -> str:
-    import torch
-
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     if isinstance(err, (MemoryError, torch.OutOfMemoryError)) or any(
         sign in text.lower() for sign in ("out of memory", "tried to allocate", "not enough memory")

@@ -111,7 +111,7 @@ class Throughput(pl.Callback):
             self._settle()
             if self.all_sec <= 0:
                 return
-            self._reduce(trainer, pl_module)
+            self._rates(_over_ranks(trainer, pl_module))
             scheduler = trainer.lr_scheduler_configs[0].scheduler if trainer.lr_scheduler_configs else None
             metrics = {TOKENS_PER_SEC.key: self.tokens_per_sec}
             if math.isfinite(self.tokens_per_cpu_sec):
@@ -138,17 +138,9 @@ class Throughput(pl.Callback):
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._settle()
-        self._reduce(trainer, pl_module)
-        tokens = torch.tensor(float(self.all_tok), dtype=torch.float64, device=pl_module.device)
-        self.train_tokens = int(trainer.strategy.reduce(tokens, reduce_op="sum").item())
-
-    def _reduce(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        device = pl_module.device
-        self._rates(
-            lambda value, op: trainer.strategy.reduce(
-                torch.tensor(value, dtype=torch.float64, device=device), reduce_op=op
-            ).item()
-        )
+        reduce = _over_ranks(trainer, pl_module)
+        self._rates(reduce)
+        self.train_tokens = int(reduce(float(self.all_tok), "sum"))
 
     def _rates(self, reduce: Callable[[float, str], float] = lambda value, op: value) -> None:
         """All ranks' tokens over the slowest rank's seconds and over all ranks' CPU seconds (after the warm-up
@@ -193,6 +185,16 @@ class Throughput(pl.Callback):
         self.all_cpu = _cpu_counter(state_dict.get("all_cpu"), counted=self.all_tok > 0 or self.all_sec > 0)
         if self.sec > 0 or self.all_sec > 0:
             self._rates()
+
+
+def _over_ranks(trainer: pl.Trainer, pl_module: pl.LightningModule) -> Callable[[float, str], float]:
+    """``reduce(value, "sum" | "max")``: a number combined over the ranks (in float64)."""
+
+    def reduce(value: float, op: str) -> float:
+        tensor = torch.tensor(value, dtype=torch.float64, device=pl_module.device)
+        return trainer.strategy.reduce(tensor, reduce_op=op).item()
+
+    return reduce
 
 
 def _cpu_counter(value: Any, counted: bool) -> float:
@@ -513,16 +515,15 @@ def check_devices(cfg: Config) -> None:
 
 
 def accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
+    """``(accelerator, devices, precision)`` for Lightning, ``auto`` resolved for this machine."""
     t = cfg.train
     accelerator = t.accelerator
     if accelerator == "auto":
         accelerator = "gpu" if torch.cuda.is_available() else "cpu"
-    devices: Any = t.devices
     precision = t.precision
     if precision == "auto":
-        bf16 = accelerator == "gpu" and torch.cuda.is_bf16_supported()
-        precision = "bf16-mixed" if bf16 else "32-true"
-    return accelerator, devices, precision
+        precision = "bf16-mixed" if accelerator == "gpu" and torch.cuda.is_bf16_supported() else "32-true"
+    return accelerator, t.devices, precision
 
 
 def quiet() -> None:
@@ -563,20 +564,17 @@ def make_trainer(
     extra_callbacks: list,
     checkpoint_io=None,
 ):
-    from ablate.utils.typed import build_trainer_options as trainer_options
+    from ablate.utils.typed import build_trainer_options
 
-    options, user_callbacks = trainer_options(cfg.trainer)
+    options, user_callbacks = build_trainer_options(cfg.trainer)
     t = cfg.train
     multi = devices == "auto" or (isinstance(devices, int) and devices > 1) or t.nodes > 1
-    strategy = "ddp" if multi else "auto"
-    val_kwargs: dict[str, Any] = {}
-    if t.val_every:
-        val_kwargs = {"val_check_interval": t.val_every, "check_val_every_n_epoch": None}
+    val_kwargs = {"val_check_interval": t.val_every, "check_val_every_n_epoch": None} if t.val_every else {}
     kwargs = dict(
         accelerator=accelerator,
         devices=devices,
         num_nodes=t.nodes,
-        strategy=strategy,
+        strategy="ddp" if multi else "auto",
         precision=precision,
         logger=loggers or False,
         callbacks=[
