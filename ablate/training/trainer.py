@@ -237,7 +237,8 @@ class LiveRecord(pl.Callback):
 
 
 class Milestones(pl.Callback):
-    """Reports ``fit_start`` and the first ``first_step`` to ``mark`` (start-up timing, :mod:`ablate.bench.startup`)."""
+    """Reports ``fit_start`` and the first ``first_step`` to ``mark`` (start-up timing,
+    :func:`ablate.bench.processes.bench_startup`)."""
 
     def __init__(self, mark: Callable[[str], None]):
         self.mark = mark
