@@ -15,7 +15,6 @@ import os
 # it is set before this module imports anything that may import torch; an explicit OMP_WAIT_POLICY wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -103,16 +102,11 @@ def _or_nan(value) -> float:
     return float("nan") if value is None else float(value)
 
 
-def _version() -> str:
-    try:
-        return version("ablate")
-    except PackageNotFoundError:  # a checkout used without installing
-        return "unknown (not installed)"
-
-
 def _show_version(value: bool) -> None:
     if value:
-        typer.echo(f"ablate {_version()}")
+        from ablate.utils.provenance import version_of
+
+        typer.echo(f"ablate {version_of('ablate') or 'unknown (not installed)'}")  # None: a checkout not installed
         raise typer.Exit()
 
 

@@ -165,6 +165,10 @@ class RankZero(logging.Filter):
         return global_rank() == 0
 
 
+PREFIXES = ((logging.ERROR, "error: ", "red"), (logging.WARNING, "warning: ", "yellow"), (logging.NOTSET, "", ""))
+"""``(lowest level, prefix, rich style)`` of a console line, the first whose level a record reaches."""
+
+
 class ConsoleHandler(logging.Handler):
     """Each record as one line on stderr through rich: ``warning: ...`` in yellow, info plain.
 
@@ -179,14 +183,8 @@ class ConsoleHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            if record.levelno >= logging.ERROR:
-                prefix, style = "error: ", "red"
-            elif record.levelno >= logging.WARNING:
-                prefix, style = "warning: ", "yellow"
-            else:
-                prefix, style = "", ""
-            message = self.format(record)
-            self.console.print(Text(prefix + message, style=style), markup=False, emoji=False)
+            prefix, style = next((prefix, style) for level, prefix, style in PREFIXES if record.levelno >= level)
+            self.console.print(Text(prefix + self.format(record), style=style), markup=False, emoji=False)
         except Exception:  # noqa: BLE001 - logging must never break the command
             self.handleError(record)
 

@@ -70,7 +70,8 @@ def installed_commit(direct_url: Optional[str]) -> Optional[str]:
     return commit if isinstance(commit, str) and commit else None
 
 
-def _version(name: str) -> Optional[str]:
+def version_of(name: str) -> Optional[str]:
+    """The installed version of the distribution ``name``; None when it is not installed."""
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -81,8 +82,8 @@ def package_versions() -> dict[str, Optional[str]]:
     """``{"python": "3.11.9", "ablate": "0.1.0", "torch": ..., ...}``; None for a package not installed."""
     return {
         "python": platform.python_version(),
-        "ablate": _version("ablate"),
-        **{n: _version(n) for n in MAIN_PACKAGES},
+        "ablate": version_of("ablate"),
+        **{n: version_of(n) for n in MAIN_PACKAGES},
     }
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
-import difflib
 import functools
 import importlib
 import inspect
@@ -28,7 +27,7 @@ from typing import Annotated, Any, Literal, Union
 
 import yaml
 
-from ablate.errors import AblateError, did_you_mean
+from ablate.errors import AblateError, closest, did_you_mean
 
 
 class ConfigError(AblateError):
@@ -198,10 +197,10 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
 
 
 def _choose(key: str, value: Any, choices: typing.Sequence[Any]) -> Any:
-    if value in choices and type(value) is type(choices[0]):
-        return value
-    if str(value) in [str(c) for c in choices]:
-        return next(c for c in choices if str(c) == str(value))
+    """The choice whose text is ``value``'s (YAML reads ``train.precision=32`` as a number), else a one-line error."""
+    for choice in choices:
+        if str(choice) == str(value):
+            return choice
     raise ConfigError(
         f"{key}={value!r} is not valid{did_you_mean(str(value), choices)} (choose from: {', '.join(map(str, choices))})"
     )
@@ -567,8 +566,8 @@ def check_trainer_options(options: dict[str, Any], imports: bool = True) -> None
         if key in TRAINER_INTERNAL:
             raise ConfigError(f"trainer.{key} is managed by ablate (checkpoints and batching depend on it)")
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"; did you mean 'trainer.{close[0]}'?" if close else ""
+            match = closest(key, known)
+            hint = f"; did you mean 'trainer.{match}'?" if match else ""
             raise ConfigError(f"unknown Lightning Trainer option 'trainer.{key}'{hint}")
         if key == "callbacks":
             if not isinstance(value, (list, tuple)):
