@@ -40,11 +40,8 @@ class RunStatus(str, Enum):
     STOPPED = "stopped"  # ended early by the sweep's early_terminate (hyperband); final (sweep.json only)
     TIMEOUT = "timeout"  # the sweep's --trial-timeout (summary.json only; the sweep records it failed)
 
-    def __str__(self) -> str:
+    def __str__(self) -> str:  # and so format() and f-strings
         return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
     def __hash__(self) -> int:  # as the plain string's, so {"finished": ...}[RunStatus.FINISHED] works
         return hash(self.value)

@@ -36,17 +36,16 @@ def git_commit(repo: Path = CHECKOUT) -> str:
     """
     if not ((repo / "pyproject.toml").is_file() and (repo / "ablate" / "__init__.py").is_file()):
         return installed_commit(_direct_url()) or "unknown"
+
+    def git(*args: str, check: bool = False) -> str:
+        run = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=check, timeout=10)
+        return run.stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
+        head = git("rev-parse", "HEAD", check=True)
+        dirty = git("status", "--porcelain", "--untracked-files=no")
         return head + ("+dirty" if dirty else "")
+
     except (OSError, subprocess.SubprocessError):
         return installed_commit(_direct_url()) or "unknown"
 

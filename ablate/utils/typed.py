@@ -370,7 +370,7 @@ def _check_depth(text: str, limit: int) -> None:
             depth -= 1
 
 
-def load_yaml(text: str, limit: int = MAX_NODES) -> Any:
+def load_yaml(text: str) -> Any:
     """Parse one YAML document like ``yaml.safe_load``, refusing alias bombs and duplicate keys.
 
     Raises:
@@ -384,7 +384,8 @@ def load_yaml(text: str, limit: int = MAX_NODES) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        _check_size(node, limit)
+        _check_size(node, MAX_NODES)
+
         return loader.construct_document(node)
     finally:
         loader.dispose()
