@@ -170,19 +170,20 @@ def train(
     from ablate.training.train import RunError, train as run_training
 
     target = run_dir or default_run_dir(cfg)
-    if resume and not RunFiles(target).last.exists():
-        fail(f"nothing to resume in {target} (no {RunFiles(target).last.relative_to(target)})")
+    files = RunFiles(target)
+    if resume and not files.last.exists():
+        fail(f"nothing to resume in {target} (no {files.last.relative_to(target)})")
     try:
         summary = run_training(cfg, target, overwrite=overwrite)
     except RunError as err:
-        fail(f"training failed: {err} (see {RunFiles(target).summary})", code=1)
+        fail(f"training failed: {err} (see {files.summary})", code=1)
     except KeyboardInterrupt:
-        fail(f"interrupted; run the same command again to resume from {RunFiles(target).checkpoints}", code=130)
+        fail(f"interrupted; run the same command again to resume from {files.checkpoints}", code=130)
     if summary.get(TEST_BLEU.key) is not None:
         typer.echo(
             f"test BLEU {summary[TEST_BLEU.key]:.2f} | val BLEU {_or_nan(summary.get(DEV_BLEU.key)):.2f} | "
             f"{_or_nan(summary.get(TOKENS_PER_SEC.key)):,.0f} train tokens/s | "
-            f"{summary.get('step')} steps | {RunFiles(target).summary}"
+            f"{summary.get('step')} steps | {files.summary}"
         )
 
 
