@@ -286,11 +286,8 @@ def valid_keys(cls: Any = Config) -> list[str]:
 
 
 def describe_keys(cls: type = Config) -> list[tuple[str, str, Any, str]]:
-    """``(dotted key, type or choices, default, one-line doc)`` of every key, for ``ablate train --help``.
+    """:func:`~ablate.utils.typed.describe_fields` of every config key, for ``ablate train --help``."""
 
-    The docs are the first sentences of the field docstrings above; registry choices are listed
-    from the registries (see :class:`~ablate.utils.typed.OneOf`).
-    """
     return describe_fields(cls)
 
 

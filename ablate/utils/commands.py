@@ -26,7 +26,6 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
-from ablate.errors import AblateError
 from ablate.utils.plugins import user_error_line
 
 
@@ -61,9 +60,7 @@ class HandledGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except AblateError as err:
-            fail(user_error_line(err) or str(err))
-        except Exception as err:  # noqa: BLE001 - a plugin's plain exception is its author's line, not our traceback
+        except Exception as err:  # noqa: BLE001 - an AblateError, or a plugin's plain exception: one line
             line = user_error_line(err)
             if line is None:
                 raise  # ablate's own bug: the traceback is what a report needs

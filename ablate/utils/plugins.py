@@ -120,8 +120,8 @@ def _unimported(entry: Any) -> dict[str, Any]:
     record = _as_record(entry)
     if record.get("kind") == "file":
         path = Path(str(record.get("path")))
-        loaded = _LOADED.get(str(path.resolve())) or _same_code(record.get("name"), record.get("sha256"))
-        return loaded or record
+        return _LOADED.get(str(path.resolve())) or _same_code(record.get("name"), record.get("sha256")) or record
+
     if record.get("kind") == "module":
         return _LOADED.get(str(record.get("name"))) or record
     return record
