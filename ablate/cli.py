@@ -1,8 +1,7 @@
 """The ``ablate`` command line: train, sweep, table, plot, report, attention, bench.
 
-Every command turns bad input into one line on stderr and exit status 2
-(:mod:`ablate.utils.commands`); tracebacks are for bugs only. Results go to stdout, status
-messages to the ``ablate`` logger on stderr (:mod:`ablate.utils.commands`, ``-q`` / ``-v``).
+Bad input is one line on stderr and exit status 2, results go to stdout and status lines to stderr
+(:mod:`ablate.utils.commands`).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
+import traceback
 import typing
 import warnings
 from contextlib import contextmanager
@@ -268,7 +269,7 @@ def _load_record(record: dict[str, Any]) -> dict[str, Any]:
         try:
             loaded = load_module(str(name))
         except PluginError:
-            if importlib.util.find_spec(str(name).partition(".")[0]) is not None:
+            if _top_spec(str(name)) is not None:
                 raise
             package = f"{record['package']}=={record['version']}" if record.get("package") else None
             how = f"pip install {package}" if package else "install it or put it on PYTHONPATH"
@@ -450,12 +451,10 @@ def blame(err: BaseException) -> Optional[tuple[str, str]]:
     while chain is not None and id(chain) not in seen:
         seen.add(id(chain))
         found = None
-        tb = chain.__traceback__
-        while tb is not None:
-            path = str(Path(tb.tb_frame.f_code.co_filename).resolve())
+        for frame, line in traceback.walk_tb(chain.__traceback__):
+            path = str(Path(frame.f_code.co_filename).resolve())
             if path in files:
-                found = (files[path], f"{Path(path).name}:{tb.tb_lineno}")
-            tb = tb.tb_next
+                found = (files[path], f"{Path(path).name}:{line}")
         if found is not None:
             return found
         chain = chain.__cause__ or chain.__context__

@@ -1,11 +1,6 @@
-"""Which code and which environment produced a result.
-
-* :func:`git_commit`: the commit of the ablate checkout, or of the VCS URL pip installed it from;
-* :func:`package_versions`: the versions of python, ablate and the libraries a result depends on;
-* :func:`freeze` / :func:`freeze_sha256`: every installed distribution as ``name==version`` (what
-  ``pip freeze`` lists, read with ``importlib.metadata``) and its digest, so two runs can be told
-  apart by their environment without comparing the lists.
-"""
+"""Which code and which environment produced a result: the commit (:func:`git_commit`), the main libraries'
+versions, and every installed distribution as ``name==version`` (:func:`freeze`, what ``pip freeze`` lists) with its
+digest, so two runs can be told apart by their environment without comparing the lists."""
 
 from __future__ import annotations
 
