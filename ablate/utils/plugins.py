@@ -269,7 +269,7 @@ def _load_record(record: dict[str, Any]) -> dict[str, Any]:
         try:
             loaded = load_module(str(name))
         except PluginError:
-            if _top_spec(str(name)) is not None:
+            if importlib.util.find_spec(str(name).partition(".")[0]) is not None:
                 raise
             package = f"{record['package']}=={record['version']}" if record.get("package") else None
             how = f"pip install {package}" if package else "install it or put it on PYTHONPATH"
