@@ -8,12 +8,10 @@ _API = ("train", "table", "plot", "TrainResult", "TableResult")
 
 def __getattr__(name: str):
     if name == "__version__":  # the installed distribution's version (pyproject.toml), as `ablate --version`
-        from importlib.metadata import PackageNotFoundError, version
+        from ablate.utils.provenance import version_of
 
-        try:
-            return version("ablate")
-        except PackageNotFoundError:  # a checkout used without installing
-            return "0+unknown"
+        return version_of("ablate") or "0+unknown"  # None: a checkout used without installing
+
     if name == "TableResult":
         from ablate.report import TableResult
 

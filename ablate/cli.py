@@ -1,8 +1,7 @@
 """The ``ablate`` command line: train, sweep, table, plot, report, attention, bench.
 
-Every command turns bad input into one line on stderr and exit status 2
-(:mod:`ablate.utils.commands`); tracebacks are for bugs only. Results go to stdout, status
-messages to the ``ablate`` logger on stderr (:mod:`ablate.utils.commands`, ``-q`` / ``-v``).
+Bad input is one line on stderr and exit status 2, results go to stdout and status lines to stderr
+(:mod:`ablate.utils.commands`).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import os
 # it is set before this module imports anything that may import torch; an explicit OMP_WAIT_POLICY wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -103,16 +101,11 @@ def _or_nan(value) -> float:
     return float("nan") if value is None else float(value)
 
 
-def _version() -> str:
-    try:
-        return version("ablate")
-    except PackageNotFoundError:  # a checkout used without installing
-        return "unknown (not installed)"
-
-
 def _show_version(value: bool) -> None:
     if value:
-        typer.echo(f"ablate {_version()}")
+        from ablate.utils.provenance import version_of
+
+        typer.echo(f"ablate {version_of('ablate') or 'unknown (not installed)'}")  # None: a checkout not installed
         raise typer.Exit()
 
 
@@ -176,19 +169,20 @@ def train(
     from ablate.training.train import RunError, train as run_training
 
     target = run_dir or default_run_dir(cfg)
-    if resume and not RunFiles(target).last.exists():
-        fail(f"nothing to resume in {target} (no {RunFiles(target).last.relative_to(target)})")
+    files = RunFiles(target)
+    if resume and not files.last.exists():
+        fail(f"nothing to resume in {target} (no {files.last.relative_to(target)})")
     try:
         summary = run_training(cfg, target, overwrite=overwrite)
     except RunError as err:
-        fail(f"training failed: {err} (see {RunFiles(target).summary})", code=1)
+        fail(f"training failed: {err} (see {files.summary})", code=1)
     except KeyboardInterrupt:
-        fail(f"interrupted; run the same command again to resume from {RunFiles(target).checkpoints}", code=130)
+        fail(f"interrupted; run the same command again to resume from {files.checkpoints}", code=130)
     if summary.get(TEST_BLEU.key) is not None:
         typer.echo(
             f"test BLEU {summary[TEST_BLEU.key]:.2f} | val BLEU {_or_nan(summary.get(DEV_BLEU.key)):.2f} | "
             f"{_or_nan(summary.get(TOKENS_PER_SEC.key)):,.0f} train tokens/s | "
-            f"{summary.get('step')} steps | {RunFiles(target).summary}"
+            f"{summary.get('step')} steps | {files.summary}"
         )
 
 

@@ -23,10 +23,15 @@ from ablate.utils import plugins as plugin_loader
 from ablate.utils.typed import (  # noqa: F401 - ConfigError, to_dict, parse_override, ... re-exported
     ConfigError,
     OneOf,
+    callback_modules,
+    check_trainer_options,
+    class_spec,
     coerce,
+    complete_override,
     describe_fields,
     field_types,
     flatten,
+    leaf_types,
     nest,
     parse_override,
     read_yaml,
@@ -275,35 +280,19 @@ class Config:
     ``{kind, name, path, sha256}`` (installed ``ablate.plugins`` entry points too, with their package version)."""
 
 
-# --------------------------------------------------------------------------------------
-# Flattening, overriding and validation
-# --------------------------------------------------------------------------------------
-
-
-def valid_keys(cls: Any = Config, prefix: str = "") -> list[str]:
+def valid_keys(cls: Any = Config) -> list[str]:
     """Every dotted leaf key of ``cls`` (the whole config by default), e.g. ``model.attention.score``."""
-    keys = []
-    for name, tp in field_types(cls).items():
-        if dataclasses.is_dataclass(tp):
-            keys += valid_keys(tp, f"{prefix}{name}.")
-        else:
-            keys.append(f"{prefix}{name}")
-    return keys
+    return list(leaf_types(cls))
 
 
 def describe_keys(cls: type = Config) -> list[tuple[str, str, Any, str]]:
-    """``(dotted key, type or choices, default, one-line doc)`` of every key, for ``ablate train --help``.
+    """:func:`~ablate.utils.typed.describe_fields` of every config key, for ``ablate train --help``."""
 
-    The docs are the first sentences of the field docstrings above; registry choices are listed
-    from the registries (see :class:`~ablate.utils.typed.OneOf`).
-    """
     return describe_fields(cls)
 
 
 def complete_overrides(incomplete: str) -> list[tuple[str, str]]:
     """Shell completion of one ``key=value`` override: keys, then a key's choices (typer's ``autocompletion=``)."""
-    from ablate.utils.typed import complete_override
-
     return complete_override(Config, incomplete)
 
 
@@ -347,8 +336,9 @@ def from_flat(flat: dict[str, Any], base: str | Path | None = None, trust: plugi
     ``trainer.callbacks`` names (``never``: not imported, ``recorded``: only from an installed module). A name a listed plugin registered
     beside a shipped one selects the plugin's (``cosine`` -> ``cosine:cosine``; :func:`ablate.registry.register`).
     """
+    folder = Path(base) if base is not None else None
     flat = renamed_keys(flat)
-    flat["plugins"] = plugin_loader.load(flat.get("plugins"), Path(base) if base is not None else None, trust)
+    flat["plugins"] = plugin_loader.load(flat.get("plugins"), folder, trust)
     modules = [str(record.get("name", "")).split(":")[0] for record in flat["plugins"]]
     for key, kind in SELECTORS.items():
         if isinstance(flat.get(key), str):
@@ -356,9 +346,7 @@ def from_flat(flat: dict[str, Any], base: str | Path | None = None, trust: plugi
     cfg = _build(Config, nest(flat))
     cfg = _with_params(cfg)
     if trust == "recorded" and cfg.trainer:  # a callback's class path names code as a plugin does
-        from ablate.utils.typed import callback_modules
-
-        plugin_loader.check_named_modules(callback_modules(cfg.trainer), Path(base) if base is not None else None)
+        plugin_loader.check_named_modules(callback_modules(cfg.trainer), folder)
     validate(cfg, imports=trust != "never")
     return cfg
 
@@ -435,18 +423,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
 def is_key(key: str) -> bool:
     """``key`` is a config key: a leaf (``model.heads``) or inside a mapping key
     (``model.attention.params.temperature``, ``trainer.gradient_clip_algorithm``)."""
-    return key in valid_keys() or any(key.startswith(f"{mapping}.") for mapping in _mapping_keys(Config))
-
-
-def _mapping_keys(cls: Any, prefix: str = "") -> list[str]:
-    """Dotted keys whose value is a free mapping (``trainer``, ``model.attention.params``)."""
-    out = []
-    for name, tp in field_types(cls).items():
-        if dataclasses.is_dataclass(tp):
-            out += _mapping_keys(tp, f"{prefix}{name}.")
-        elif tp is dict or typing.get_origin(tp) is dict:
-            out.append(prefix + name)
-    return out
+    leaves = leaf_types(Config)
+    mappings = [name for name, tp in leaves.items() if tp is dict or typing.get_origin(tp) is dict]
+    return key in leaves or any(key.startswith(f"{mapping}.") for mapping in mappings)
 
 
 def replace(cfg: Config, **dotted: Any) -> Config:
@@ -521,8 +500,6 @@ def validate(cfg: Any, imports: bool = True) -> None:
     check_budget(t)
     check_loggers(cfg.tracking.loggers)
     if cfg.trainer:
-        from ablate.utils.typed import check_trainer_options
-
         check_trainer_options(cfg.trainer, imports)
 
 
@@ -532,8 +509,6 @@ LOGGERS = ("wandb", "tensorboard", "csv", "mlflow")
 
 def check_loggers(entries: Any) -> None:
     """Each ``tracking.loggers`` entry is a logger name, a class path or ``{class_path, init_args}``, at most once."""
-    from ablate.utils.typed import class_spec
-
     seen = []
     for entry in entries:
         name = class_spec(entry, "tracking.loggers")[0]

@@ -40,11 +40,8 @@ class RunStatus(str, Enum):
     STOPPED = "stopped"  # ended early by the sweep's early_terminate (hyperband); final (sweep.json only)
     TIMEOUT = "timeout"  # the sweep's --trial-timeout (summary.json only; the sweep records it failed)
 
-    def __str__(self) -> str:
+    def __str__(self) -> str:  # and so format() and f-strings
         return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
     def __hash__(self) -> int:  # as the plain string's, so {"finished": ...}[RunStatus.FINISHED] works
         return hash(self.value)
@@ -344,8 +341,16 @@ class RunSummary:
         return iter(self.to_json().items())
 
 
-TEXT_FIELDS = ("error", "bleu_signature", "accelerator", "precision")
-MAPPING_FIELDS = ("config", "resolved", "checkpoints")
+TEXT, MAPPING = (str, "text"), (dict, "a mapping")
+FIELD_TYPES: dict[str, tuple[Any, str]] = {
+    **dict.fromkeys(("error", "bleu_signature", "accelerator", "precision"), TEXT),
+    **dict.fromkeys(("config", "resolved", "checkpoints"), MAPPING),
+    "variant": ((str, dict), "a name"),
+    "sweep": MAPPING,
+    "sweep.name": TEXT,
+    "sweep.params": MAPPING,
+}
+"""Summary field (dotted: inside ``sweep``) -> (its types where set, what to call them in an error), in check order."""
 LIMIT = 1e15  # no count or rate a run records comes near this; a larger value (1e308) is damage
 _SCORE = (0.0, 100.0)
 BOUNDED = {"/bleu": _SCORE, "/chrf": _SCORE, "/chrf++": _SCORE, "/ter": (0.0, math.inf), "/ppl": (1.0, math.inf)}
@@ -407,23 +412,11 @@ def summary_problem(summary: Any) -> Optional[str]:
     status = summary.get("status")
     if status is not None and status not in SUMMARY_STATUSES:
         return f"status is {_shown(status)}, not one of {', '.join(SUMMARY_STATUSES)}"
-    for key in TEXT_FIELDS:
-        if summary.get(key) is not None and not isinstance(summary[key], str):
-            return f"{key} is a {kind_of(summary[key])}, not text"
-    for key in MAPPING_FIELDS:
-        if summary.get(key) is not None and not isinstance(summary[key], dict):
-            return f"{key} is a {kind_of(summary[key])}, not a mapping"
-    variant = summary.get("variant")
-    if variant is not None and not isinstance(variant, (str, dict)):
-        return f"variant is a {kind_of(variant)}, not a name"
-    sweep = summary.get("sweep")
-    if sweep is not None:
-        if not isinstance(sweep, dict):
-            return f"sweep is a {kind_of(sweep)}, not a mapping"
-        if sweep.get("name") is not None and not isinstance(sweep["name"], str):
-            return f"sweep.name is a {kind_of(sweep['name'])}, not text"
-        if sweep.get("params") is not None and not isinstance(sweep["params"], dict):
-            return f"sweep.params is a {kind_of(sweep['params'])}, not a mapping"
+    for name, (types, what) in FIELD_TYPES.items():
+        section, _, key = name.rpartition(".")  # "sweep" is a mapping or null by the time "sweep.name" is checked
+        value = (summary.get(section) or {}).get(key) if section else summary.get(key)
+        if value is not None and not isinstance(value, types):
+            return f"{name} is a {kind_of(value)}, not {what}"
     for key, value in summary.items():
         if "/" not in key and key not in NUMERIC:  # not a metric (val/bleu, train/tokens, params)
             continue

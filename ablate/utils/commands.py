@@ -26,7 +26,6 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
-from ablate.errors import AblateError
 from ablate.utils.plugins import user_error_line
 
 
@@ -61,9 +60,7 @@ class HandledGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except AblateError as err:
-            fail(user_error_line(err) or str(err))
-        except Exception as err:  # noqa: BLE001 - a plugin's plain exception is its author's line, not our traceback
+        except Exception as err:  # noqa: BLE001 - an AblateError, or a plugin's plain exception: one line
             line = user_error_line(err)
             if line is None:
                 raise  # ablate's own bug: the traceback is what a report needs
@@ -165,6 +162,10 @@ class RankZero(logging.Filter):
         return global_rank() == 0
 
 
+PREFIXES = ((logging.ERROR, "error: ", "red"), (logging.WARNING, "warning: ", "yellow"), (logging.NOTSET, "", ""))
+"""``(lowest level, prefix, rich style)`` of a console line, the first whose level a record reaches."""
+
+
 class ConsoleHandler(logging.Handler):
     """Each record as one line on stderr through rich: ``warning: ...`` in yellow, info plain.
 
@@ -179,14 +180,8 @@ class ConsoleHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            if record.levelno >= logging.ERROR:
-                prefix, style = "error: ", "red"
-            elif record.levelno >= logging.WARNING:
-                prefix, style = "warning: ", "yellow"
-            else:
-                prefix, style = "", ""
-            message = self.format(record)
-            self.console.print(Text(prefix + message, style=style), markup=False, emoji=False)
+            prefix, style = next((prefix, style) for level, prefix, style in PREFIXES if record.levelno >= level)
+            self.console.print(Text(prefix + self.format(record), style=style), markup=False, emoji=False)
         except Exception:  # noqa: BLE001 - logging must never break the command
             self.handleError(record)
 

@@ -8,6 +8,7 @@ or contains a source, and is written into a temporary sibling renamed into place
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -29,12 +30,10 @@ from ablate.errors import AblateError
 
 def umask() -> int:
     """The process umask, read without changing it where the OS allows (Linux ``/proc``)."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
                 return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -48,16 +47,12 @@ def plain_mode(directory: bool = False) -> int:
 def fsync_dir(folder: str | Path) -> None:
     """Flush ``folder``'s entries to disk, so a rename into it survives a power cut (best effort:
     some file systems cannot open or fsync a folder)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def replace(src: str | Path, dst: str | Path) -> None:

@@ -1,10 +1,8 @@
 """Plugins: a user's own components, imported before a config is validated (fairseq's ``--user-dir``).
 
 The config key ``plugins`` lists modules or ``.py`` files (relative to the config file's folder); installed
-packages may declare an entry point in the group ``ablate.plugins``. :func:`load`, called by
-:func:`ablate.config.from_flat`, imports them, so their ``@ablate.register`` components are choices, and
-returns each one's record (kind, name, file, sha256, package version), which the resolved config keeps.
-Whose code runs is the caller's :data:`Trust`: plugins a folder's record names are someone else's code.
+packages may declare an entry point in the group ``ablate.plugins``. :func:`load` imports them, as far as the
+caller's :data:`Trust` allows, and returns each one's record (kind, name, file, sha256, package version).
 """
 
 from __future__ import annotations
@@ -14,6 +12,8 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
+import traceback
+import typing
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,7 +41,6 @@ for it; an installed module, not one found through the working directory), refus
 line. ``never``: import none; a reader of numbers keeps the recorded names. :func:`ablate.config.from_flat`
 applies the same trust to the classes ``trainer.callbacks`` names (:func:`check_named_modules`).
 """
-TRUSTS: tuple[str, ...] = ("import", "recorded", "never")
 TRUST_FLAG = "--trust-plugins"
 """The command-line flag that imports every plugin a record names."""
 
@@ -83,8 +82,8 @@ def load(entries: Any, base: Optional[Path] = None, trust: Trust = "import") -> 
     directory, or a resolved config's records) that ``trust`` allows (:data:`Trust`), and the installed
     entry points; their records. A :class:`PluginError` (one line) when a plugin is missing, fails to
     import, or (``recorded``) was not vouched for: it names the file, its digest and the flag to pass."""
-    if trust not in TRUSTS:
-        raise ValueError(f"trust={trust!r} is not one of {', '.join(TRUSTS)}")
+    if trust not in typing.get_args(Trust):
+        raise ValueError(f"trust={trust!r} is not one of {', '.join(typing.get_args(Trust))}")
     folder = base or Path.cwd()
     records: list[dict[str, Any]] = []
     for entry in absolute(entries, folder):
@@ -122,8 +121,8 @@ def _unimported(entry: Any) -> dict[str, Any]:
     record = _as_record(entry)
     if record.get("kind") == "file":
         path = Path(str(record.get("path")))
-        loaded = _LOADED.get(str(path.resolve())) or (_same_code(record) if record.get("sha256") else None)
-        return loaded or record
+        return _LOADED.get(str(path.resolve())) or _same_code(record.get("name"), record.get("sha256")) or record
+
     if record.get("kind") == "module":
         return _LOADED.get(str(record.get("name"))) or record
     return record
@@ -152,11 +151,8 @@ def unvouched(entries: Any, base: Optional[Path] = None) -> list[dict[str, Any]]
                 out.append({**record, "found": None if planted is None else str(planted)})
         elif kind == "file":
             path = Path(str(record.get("path"))).expanduser()
-            if str(path.resolve()) in _LOADED or not path.is_file():
-                continue
-            digest = sha256(path)
-            if _same_code({"name": path.stem, "sha256": digest}) is None:
-                out.append({**record, "path": str(path.resolve()), "now": digest})
+            if path.is_file() and _running(path) is None:
+                out.append({**record, "path": str(path.resolve()), "now": sha256(path)})
     return out
 
 
@@ -185,9 +181,7 @@ def _vouched_file(entry: Any, base: Path) -> dict[str, Any]:
     folder its owner still writes to); a missing file's error; else the refusal."""
     record = _as_record(entry)
     path = Path(str(record.get("path"))).expanduser()
-    loaded = _LOADED.get(str(path.resolve()))
-    if loaded is None and path.is_file():
-        loaded = _same_code({"name": path.stem, "sha256": sha256(path)})
+    loaded = _running(path)
     if loaded is not None:
         _warn_changed(record, loaded)
         return loaded
@@ -302,7 +296,7 @@ def _warn_changed(record: dict[str, Any], loaded: dict[str, Any]) -> None:
 def _moved_or_missing(record: dict[str, Any], path: Path) -> dict[str, Any]:
     """A recorded plugin file that is not at ``path``: the loaded one of the same name and digest (e.g. a
     resumed run whose new config names the file's new place), else the error saying what to put back."""
-    moved = _same_code(record)
+    moved = _same_code(record.get("name"), record.get("sha256"))
     if moved is not None:
         return moved
     raise PluginError(
@@ -311,15 +305,20 @@ def _moved_or_missing(record: dict[str, Any], path: Path) -> dict[str, Any]:
     )
 
 
-def _same_code(record: dict[str, Any]) -> Optional[dict[str, Any]]:
-    """A plugin file already imported in this process with ``record``'s name and sha256, if any."""
+def _same_code(name: Any, digest: Any) -> Optional[dict[str, Any]]:
+    """A plugin file already imported in this process with this name and sha256, if any."""
     for loaded in _LOADED.values():
-        if loaded["kind"] == "file" and (loaded["name"], loaded["sha256"]) == (
-            record.get("name"),
-            record.get("sha256"),
-        ):
+        if loaded["kind"] == "file" and (loaded["name"], loaded["sha256"]) == (name, digest):
             return loaded
     return None
+
+
+def _running(path: Path) -> Optional[dict[str, Any]]:
+    """The loaded plugin whose code is the file at ``path``: imported from there, or of its name and content."""
+    loaded = _LOADED.get(str(path.resolve()))
+    if loaded is None and path.is_file():
+        loaded = _same_code(path.stem, sha256(path))
+    return loaded
 
 
 def load_file(path: Path) -> dict[str, Any]:
@@ -337,7 +336,7 @@ def load_file(path: Path) -> dict[str, Any]:
     name = path.stem
     taken = sys.modules.get(name)
     if taken is not None and Path(getattr(taken, "__file__", "") or "").resolve() != path:
-        same = _same_code({"name": name, "sha256": sha256(path)})
+        same = _same_code(name, sha256(path))
         if same is not None:  # a copy of a plugin file this process already runs
             return same
         raise PluginError(f"plugin {path}: a module named '{name}' is already imported; rename the file")
@@ -452,12 +451,10 @@ def blame(err: BaseException) -> Optional[tuple[str, str]]:
     while chain is not None and id(chain) not in seen:
         seen.add(id(chain))
         found = None
-        tb = chain.__traceback__
-        while tb is not None:
-            path = str(Path(tb.tb_frame.f_code.co_filename).resolve())
+        for frame, line in traceback.walk_tb(chain.__traceback__):
+            path = str(Path(frame.f_code.co_filename).resolve())
             if path in files:
-                found = (files[path], f"{Path(path).name}:{tb.tb_lineno}")
-            tb = tb.tb_next
+                found = (files[path], f"{Path(path).name}:{line}")
         if found is not None:
             return found
         chain = chain.__cause__ or chain.__context__

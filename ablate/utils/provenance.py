@@ -1,11 +1,6 @@
-"""Which code and which environment produced a result.
-
-* :func:`git_commit`: the commit of the ablate checkout, or of the VCS URL pip installed it from;
-* :func:`package_versions`: the versions of python, ablate and the libraries a result depends on;
-* :func:`freeze` / :func:`freeze_sha256`: every installed distribution as ``name==version`` (what
-  ``pip freeze`` lists, read with ``importlib.metadata``) and its digest, so two runs can be told
-  apart by their environment without comparing the lists.
-"""
+"""Which code and which environment produced a result: the commit (:func:`git_commit`), the main libraries'
+versions, and every installed distribution as ``name==version`` (:func:`freeze`, what ``pip freeze`` lists) with its
+digest, so two runs can be told apart by their environment without comparing the lists."""
 
 from __future__ import annotations
 
@@ -36,17 +31,16 @@ def git_commit(repo: Path = CHECKOUT) -> str:
     """
     if not ((repo / "pyproject.toml").is_file() and (repo / "ablate" / "__init__.py").is_file()):
         return installed_commit(_direct_url()) or "unknown"
+
+    def git(*args: str, check: bool = False) -> str:
+        run = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=check, timeout=10)
+        return run.stdout.strip()
+
     try:
-        head = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True, timeout=10
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
+        head = git("rev-parse", "HEAD", check=True)
+        dirty = git("status", "--porcelain", "--untracked-files=no")
         return head + ("+dirty" if dirty else "")
+
     except (OSError, subprocess.SubprocessError):
         return installed_commit(_direct_url()) or "unknown"
 
@@ -70,7 +64,8 @@ def installed_commit(direct_url: Optional[str]) -> Optional[str]:
     return commit if isinstance(commit, str) and commit else None
 
 
-def _version(name: str) -> Optional[str]:
+def version_of(name: str) -> Optional[str]:
+    """The installed version of the distribution ``name``; None when it is not installed."""
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -81,8 +76,8 @@ def package_versions() -> dict[str, Optional[str]]:
     """``{"python": "3.11.9", "ablate": "0.1.0", "torch": ..., ...}``; None for a package not installed."""
     return {
         "python": platform.python_version(),
-        "ablate": _version("ablate"),
-        **{n: _version(n) for n in MAIN_PACKAGES},
+        "ablate": version_of("ablate"),
+        **{n: version_of(n) for n in MAIN_PACKAGES},
     }
 
 

@@ -1,12 +1,9 @@
 """Config values from text: safe YAML, ``key=value`` overrides, coercion against annotations, dotted keys.
 
-Generic over any annotation (``Literal``, ``Optional``, unions, tuples, scalars), so the config
-dataclasses stay a plain list of typed fields; ``--help``, shell completion and the unknown-key check
-come from their annotations and the docstring under each field. :func:`load_yaml` refuses what
-``yaml.safe_load`` accepts: alias bombs, a key given twice (the second silently winning), deep nesting.
-``trainer.*`` keys are Lightning ``Trainer`` options (``trainer.callbacks`` in LightningCLI's notation,
-``lightning.pytorch.*`` read as ``pytorch_lightning.*``); one ablate sets from its own key is refused
-with that key (``trainer.max_steps`` -> ``train.max_steps``), so a run's budget has one source.
+Generic over any annotation (``Literal``, ``Optional``, unions, tuples, scalars), so the config dataclasses stay
+a plain list of typed fields. :func:`load_yaml` refuses alias bombs, duplicate keys and deep nesting. ``trainer.*``
+keys are Lightning ``Trainer`` options; one ablate sets from its own key is refused with that key
+(``trainer.max_steps`` -> ``train.max_steps``), so a run's budget has one source.
 """
 
 from __future__ import annotations
@@ -14,7 +11,6 @@ from __future__ import annotations
 import ast
 import copy
 import dataclasses
-import difflib
 import functools
 import importlib
 import inspect
@@ -31,7 +27,7 @@ from typing import Annotated, Any, Literal, Union
 
 import yaml
 
-from ablate.errors import AblateError, did_you_mean
+from ablate.errors import AblateError, closest, did_you_mean
 
 
 class ConfigError(AblateError):
@@ -192,19 +188,19 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
         try:
             converted = float(value)  # YAML 1.1 reads "5e-4" as a string
         except ValueError:
-            converted = None
-        if converted is not None and not math.isfinite(converted):  # .nan passes every check, .inf every budget
-            raise ConfigError(f"{key}={value!r} is not a finite number (use null where a key means 'no limit')")
-        if converted is not None:
+            pass
+        else:
+            if not math.isfinite(converted):  # .nan passes every check, .inf every budget
+                raise ConfigError(f"{key}={value!r} is not a finite number (use null where a key means 'no limit')")
             return converted
     raise ConfigError(f"{key}={value!r} is not valid (expected {EXPECTED[tp]})")
 
 
 def _choose(key: str, value: Any, choices: typing.Sequence[Any]) -> Any:
-    if value in choices and type(value) is type(choices[0]):
-        return value
-    if str(value) in [str(c) for c in choices]:
-        return next(c for c in choices if str(c) == str(value))
+    """The choice whose text is ``value``'s (YAML reads ``train.precision=32`` as a number), else a one-line error."""
+    for choice in choices:
+        if str(choice) == str(value):
+            return choice
     raise ConfigError(
         f"{key}={value!r} is not valid{did_you_mean(str(value), choices)} (choose from: {', '.join(map(str, choices))})"
     )
@@ -374,7 +370,7 @@ def _check_depth(text: str, limit: int) -> None:
             depth -= 1
 
 
-def load_yaml(text: str, limit: int = MAX_NODES) -> Any:
+def load_yaml(text: str) -> Any:
     """Parse one YAML document like ``yaml.safe_load``, refusing alias bombs and duplicate keys.
 
     Raises:
@@ -388,7 +384,8 @@ def load_yaml(text: str, limit: int = MAX_NODES) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        _check_size(node, limit)
+        _check_size(node, MAX_NODES)
+
         return loader.construct_document(node)
     finally:
         loader.dispose()
@@ -402,10 +399,8 @@ def field_types(cls: type) -> dict[str, Any]:
 
 
 def field_docstrings(cls: type) -> dict[str, str]:
-    """Field name -> the whole string literal under it in the class body (indentation removed).
-
-    What the configuration reference (``scripts/gen_config_docs.py``) prints in full.
-    """
+    """Field name -> the whole string literal under it in the class body (indentation removed), as the
+    configuration reference (``scripts/gen_config_docs.py``) prints it."""
     body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
     docs = {}
     for field_node, doc_node in zip(body, body[1:]):
@@ -465,15 +460,15 @@ def choices(tp: Any) -> list[str]:
     return []
 
 
-def field_type(cls: type, key: str) -> Any:
-    """The annotation of the dotted ``key`` of the dataclass ``cls`` (``None`` if there is none)."""
-    tp: Any = cls
-    for part in key.split("."):
-        hints = field_types(tp) if isinstance(tp, type) and dataclasses.is_dataclass(tp) else {}
-        if part not in hints:
-            return None
-        tp = hints[part]
-    return None if dataclasses.is_dataclass(tp) else tp
+def leaf_types(cls: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> annotation of every leaf field of the dataclass ``cls``, its sections walked into."""
+    leaves = {}
+    for name, tp in field_types(cls).items():
+        if dataclasses.is_dataclass(tp):
+            leaves.update(leaf_types(tp, f"{prefix}{name}."))
+        else:
+            leaves[prefix + name] = tp
+    return leaves
 
 
 def complete_override(cls: type, incomplete: str) -> list[tuple[str, str]]:
@@ -490,7 +485,7 @@ def complete_override(cls: type, incomplete: str) -> list[tuple[str, str]]:
             for name, kind, default, _ in describe_fields(cls)
             if name.startswith(incomplete)
         ]
-    tp = field_type(cls, key)
+    tp = leaf_types(cls).get(key)
     if tp is None:
         return []
     return [(f"{key}={c}", "") for c in dict.fromkeys(choices(tp)) if c.startswith(value)]
@@ -530,16 +525,12 @@ def class_spec(item: Any, key: str = "trainer.callbacks") -> tuple[str, dict[str
     )
 
 
-LIGHTNING = "lightning.pytorch."
-"""The ``lightning`` package's prefix of the classes ``pytorch_lightning`` holds."""
-
-
 def class_module(path: str) -> tuple[str, str]:
     """``(module, name)`` of a class path (``package.module.Class``; ``lightning.pytorch.*`` read as
-    ``pytorch_lightning.*``)."""
-    if path.startswith(LIGHTNING):
-        path = "pytorch_lightning." + path[len(LIGHTNING) :]
+    ``pytorch_lightning.*``, the package that holds the same classes)."""
+    path = re.sub(r"^lightning\.pytorch\.", "pytorch_lightning.", path)
     module, _, name = path.replace(":", ".").rpartition(".")
+
     return module, name
 
 
@@ -576,8 +567,8 @@ def check_trainer_options(options: dict[str, Any], imports: bool = True) -> None
         if key in TRAINER_INTERNAL:
             raise ConfigError(f"trainer.{key} is managed by ablate (checkpoints and batching depend on it)")
         if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f"; did you mean 'trainer.{close[0]}'?" if close else ""
+            match = closest(key, known)
+            hint = f"; did you mean 'trainer.{match}'?" if match else ""
             raise ConfigError(f"unknown Lightning Trainer option 'trainer.{key}'{hint}")
         if key == "callbacks":
             if not isinstance(value, (list, tuple)):
