@@ -137,18 +137,13 @@ def train(
     return TrainResult(target, summary)
 
 
-def _source(source: Source) -> str:
-    out = getattr(source, "out", None)  # a SweepRun
-    return str(out if out is not None else source)
-
-
 def table(source: Source, **options: Any) -> Any:
     """The table ``ablate table SOURCE`` prints, as a :class:`~ablate.report.TableResult`: :func:`ablate.report.table`
     (its options: ``alpha``, ``test``, ``samples``, ``significance``, ``by_length``, ``metric``, ``sigma_from``)."""
     ignore_warnings()
     from ablate.report import table as report_table
 
-    return report_table(_source(source), **options)
+    return report_table(source, **options)
 
 
 def plot(
@@ -172,14 +167,11 @@ def plot(
     """
     ignore_warnings()
     from ablate.report.figures import bleu_bars_figure
-    from ablate.report.stats import check_sigma_from, check_test, load, table_comparisons
+    from ablate.report.sources import source_name, tested
     from ablate.report.trials import ReportError
 
-    where = _source(source)
-    check_test(test, samples)
-    check_sigma_from(sigma_from, test, significance)
-    sweep = load(where, metric=metric)
-    comps = table_comparisons(sweep, [where], test, samples, significance, metric, sigma_from)
+    where = source_name(source)
+    sweep, comps = tested(where, test, samples, significance, metric, sigma_from)
     figure = bleu_bars_figure(sweep, comps, alpha, metric)
     if figure is None:
         raise ReportError(f"no row of {where} has a test {metric} yet; plot it once a trial has finished")

@@ -16,7 +16,7 @@ from ablate.report.layout import Table, select_columns
 from ablate.report.papers import REFERENCES, get as get_reference, render as render_reference, side_by_side
 from ablate.report.render import FORMATS, render, rich_width, to_rich, to_vertical
 from ablate.report.sources import make_plots, make_report, table as report_table
-from ablate.report.stats import DEFAULT_ALPHA, borrow_noise, load, load_pooled
+from ablate.report.stats import DEFAULT_ALPHA, TESTS, borrow_noise, load, load_pooled
 from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders
 from ablate.utils.commands import typer_app
 from ablate.utils.io import check_apart, write_output_text
@@ -38,12 +38,7 @@ class FigureFormat(str, Enum):
 
 
 Format = Enum("Format", {f: f for f in FORMATS}, type=str)  # type: ignore[misc]
-
-
-class Test(str, Enum):
-    seeds = "seeds"
-    bs = "bs"
-    ar = "ar"
+Test = Enum("Test", {t: t for t in TESTS}, type=str)  # type: ignore[misc]
 
 
 def _write(out: Path, text: str, *sources: str) -> None:

@@ -102,9 +102,7 @@ def _read_text(path: Path) -> list[str]:
     except UnicodeDecodeError as err:
         raise TextError(f"{where} is not UTF-8 text (byte {err.start})") from None
     except (OSError, ValueError, EOFError) as err:  # a torn .gz
-        raise TextError(
-            f"{where} is unreadable: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
-        ) from None
+        raise TextError(f"{where} is unreadable: {_first_line(err)}") from None
 
 
 _SEEN: set[int] = set()
@@ -344,7 +342,7 @@ def collect(source: str, api: Any = None) -> list[Trial]:
 
 def parse_wandb_path(path: str) -> tuple[str, str, Optional[str]]:
     """``entity/project[/group]`` -> ``(entity, project, group or None)``."""
-    parts = [p for p in path.strip("/").split("/")]
+    parts = path.strip("/").split("/")
     if len(parts) not in (2, 3) or not all(parts):
         raise ReportError(f"bad W&B source 'wandb:{path}': use wandb:<entity>/<project>[/<group>]")
     return parts[0], parts[1], parts[2] if len(parts) == 3 else None
@@ -597,11 +595,7 @@ def _metrics_checked(trial: Trial) -> Trial:
 
 def _texts_checked(trials: list[Trial], split: str) -> list[Trial]:
     """Finished trials without usable hypotheses on ``split`` excluded, when any trial has them."""
-    out = []
-    for t in trials:
-        if t.finished and (problem := _text_problem(t, split)):
-            t = exclude(t, problem)
-        out.append(t)
+    out = [exclude(t, problem) if t.finished and (problem := _text_problem(t, split)) else t for t in trials]
     usable = [t for t in out if t.finished]
     if not usable:
         return out
@@ -629,11 +623,8 @@ def distinct_seeds(row: str, trials: Sequence[Trial]) -> tuple[list[Trial], list
     repeats = []
     for t in sorted(trials, key=lambda t: t.name):
         if t.seed is not None and t.seed in kept:
-            repeats.append(
-                exclude(
-                    t, f"seed {t.seed} again in row {row} (as {kept[t.seed].name}): one seed twice is not a replicate"
-                )
-            )
+            again = f"seed {t.seed} again in row {row} (as {kept[t.seed].name}): one seed twice is not a replicate"
+            repeats.append(exclude(t, again))
         else:
             kept[t.seed] = t
     return list(kept.values()), repeats
@@ -753,10 +744,7 @@ def with_metric(trials: Sequence[Trial], metric: str) -> list[Trial]:
         return list(trials)
     out = []
     for t in trials:
-        if not t.finished:
-            out.append(t)
-            continue
-        found = scored(scorer, {"hyps": t.hyps, "refs": t.refs, "sources": t.sources}, t.metrics)
+        found = scored(scorer, {"hyps": t.hyps, "refs": t.refs, "sources": t.sources}, t.metrics) if t.finished else {}
         out.append(replace(t, metrics={**t.metrics, **found}) if found else t)
     if not any(k.endswith("/" + metric) and k.startswith("test") for t in out if t.finished for k in t.metrics):
         raise ReportError(
@@ -852,13 +840,6 @@ def planned_trials(state: Any) -> tuple[list[dict[str, Any]], Optional[str]]:
         status = t.get("status", RunStatus.PENDING)
         if not isinstance(status, str):
             return [], f"trials[{i}].status is a {kind_of(t['status'])}, not text"
-        error = t.get("error")
-        out.append(
-            {
-                "name": t["name"],
-                "status": RunStatus.of(status),
-                "error": error if isinstance(error, str) else None,
-                "point": t.get("point", {}),
-            }
-        )
+        error = t["error"] if isinstance(t.get("error"), str) else None
+        out.append({"name": t["name"], "status": RunStatus.of(status), "error": error, "point": t.get("point", {})})
     return out, None
