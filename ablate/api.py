@@ -77,9 +77,7 @@ def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:
     else:
         flat = read_config_file(config)  # its plugins relative to its folder, as ``ablate train --config``
     flat.update(flatten(keys))
-    for item in overrides:
-        key, value = parse_override(item)
-        flat[key] = value
+    flat.update(parse_override(item) for item in overrides)
     return from_flat(flat)
 
 

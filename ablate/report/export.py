@@ -139,14 +139,6 @@ def _workspaces():
     return wr
 
 
-def group_keys(sweep: Sweep) -> list[str]:
-    """W&B group-by keys that separate the table's rows: the variant (a name in every run's config: local,
-    SLURM and agent runs alike), else the varying keys."""
-    if sweep.uses_variants:
-        return ["config.variant"]
-    return [f"config.{k}" for k in sweep.keys]
-
-
 def heading(sweep: Sweep, beside: Optional[str] = None) -> str:
     """The heading above the table: the sweep's name, and the published table it stands beside."""
     return f"Results of {sweep.name or 'the sweep'}" + (f", beside {beside}" if beside else "")
@@ -171,7 +163,9 @@ def build_report(
     wr = _workspaces()
     splits = sweep.test_splits
     test_keys = [TEST_BLEU.split_key(s) for s in splits] or [TEST_BLEU.key]
-    keys = group_keys(sweep)
+    # group-by keys that separate the table's rows: the variant (a name in every run's config: local, SLURM and
+    # agent runs alike), else the varying keys
+    keys = ["config.variant"] if sweep.uses_variants else [f"config.{k}" for k in sweep.keys]
     one_key = keys[0] if len(keys) == 1 else None
     runset = wr.Runset(
         entity=entity,
@@ -275,7 +269,6 @@ def publish(report: Any, draft: bool = False) -> str:
         return f"(saved report id {getattr(saved, 'id', '?')})"
 
 
-STATE = SWEEP_FILE
 PLUGINS = "plugins"
 """The results folder's copies of the plugin files the trials imported."""
 
@@ -363,7 +356,7 @@ def commit_facts(summaries: list[dict[str, Any]], given: Optional[str] = None) -
 def sweep_facts(source: Path, summaries: list[dict[str, Any]], planned: int = 0) -> dict[str, Any]:
     """Command, times and machine of the sweep, from ``sweep.json`` and the trials' summaries
     (``planned``: the trials found or planned, those without a summary yet included)."""
-    state = _read_json(source / STATE)
+    state = _read_json(source / SWEEP_FILE)
     run = None
     if state.get("source"):
         run = shlex.join(
@@ -473,9 +466,9 @@ def export_sweep(
             if (source / trial.name / SUMMARY_FILE).is_file():  # else planned, no record yet: the table lists it
                 size += _copy_trial(source, trial.name, tmp)
                 summaries.append({**_read_json(tmp / trial.name / SUMMARY_FILE), "_name": trial.name})
-        if (source / STATE).exists():
-            (tmp / STATE).write_bytes(read_inside(source / STATE, source))
-        planned = sum(t.name != STATE for t in trials)  # every trial found or planned, pending ones too
+        if (source / SWEEP_FILE).exists():
+            (tmp / SWEEP_FILE).write_bytes(read_inside(source / SWEEP_FILE, source))
+        planned = sum(t.name != SWEEP_FILE for t in trials)  # every trial found or planned, pending ones too
 
         # everything below is read back from the export, so it shows what the export alone rebuilds
         sweep = load(str(tmp))

@@ -80,7 +80,7 @@ def read_texts(folder: Path) -> dict[str, SavedText]:
     gzipped, plain = sorted(n for n in names if n.endswith(".txt.gz")), sorted(n for n in names if n.endswith(".txt"))
     found, resolved = text_index(), os.path.realpath(folder)
     for name in gzipped + plain:
-        path, split = folder / name, name[: -len(".txt.gz")] if name.endswith(".gz") else name[: -len(".txt")]
+        path, split = folder / name, name.removesuffix(".gz").removesuffix(".txt")
         try:
             lines = SavedText(path, _read_text, found, os.path.join(resolved, name))
         except OSError as err:
@@ -138,16 +138,6 @@ _STATES = {  # W&B's run states -> ours
     "running": RunStatus.RUNNING,
     "pending": RunStatus.RUNNING,
 }
-
-
-def wandb_runs(entity: str, project: str, group: Optional[str], api: Any = None) -> list[Any]:
-    """The runs of a W&B project (one group, if given), newest first; a one-line :class:`ReportError` if W&B fails."""
-    if api is None:
-        api = _wandb_api()
-    try:
-        return list(api.runs(f"{entity}/{project}", filters={"group": group} if group else None))
-    except Exception as err:  # noqa: BLE001 - W&B's errors: one line
-        raise ReportError(f"cannot read W&B project {entity}/{project}: {_first_line(err)}") from None
 
 
 def _wandb_api() -> Any:
@@ -545,13 +535,18 @@ def _hashable(value: Any) -> Any:
 
 
 def collect_wandb(path: str, api: Any = None) -> list[Trial]:
-    """Trials of a W&B project (optionally one group), newest first as W&B returns them."""
+    """Trials of a W&B project (optionally one group), newest first as W&B returns them; a one-line
+    :class:`ReportError` if W&B fails."""
     entity, project, group = parse_wandb_path(path)
-    trials = [from_wandb_run(run) for run in wandb_runs(entity, project, group, api)]
-    if not trials:
+    api = _wandb_api() if api is None else api
+    try:
+        runs = list(api.runs(f"{entity}/{project}", filters={"group": group} if group else None))
+    except Exception as err:  # noqa: BLE001 - W&B's errors: one line
+        raise ReportError(f"cannot read W&B project {entity}/{project}: {_first_line(err)}") from None
+    if not runs:
         where = f"group '{group}' of " if group else ""
         raise ReportError(f"no runs in {where}W&B project {entity}/{project}")
-    return trials
+    return [from_wandb_run(run) for run in runs]
 
 
 def sweep_name(group: Optional[str]) -> Optional[str]:
@@ -682,9 +677,7 @@ def bleu_tokenizer(trials: Sequence[Trial]) -> Optional[str]:
 
 def scorer_for(metric: str, trials: Sequence[Trial]) -> MetricScorer:
     """The scorer of ``metric`` (BLEU with the runs' tokenizer); MetricError for an unknown one."""
-    if metric == "bleu":
-        return Bleu(bleu_tokenizer(trials))
-    return get_scorer(metric)
+    return Bleu(bleu_tokenizer(trials)) if metric == "bleu" else get_scorer(metric)
 
 
 def corpus_score(scorer: MetricScorer, hyps: Sequence[str], refs: Sequence[str], sources: Optional[Sequence[str]]):
@@ -802,7 +795,7 @@ def score_run(run_dir: Path, metric: str) -> Scored:
     if not texts["hyps"]:
         return Scored(name, skipped="no saved hypotheses (hyps/)")
     scorer = scorer_for(metric, [Trial(name, RunStatus.FINISHED, signature=summary.get("bleu_signature"))])
-    added: dict[str, float] = scored(scorer, texts, summary)
+    added = scored(scorer, texts, summary)
     if not added:
         return Scored(name)
     signature = {signature_key(metric): scorer.signature()} if signature_key(metric) not in summary else {}
