@@ -43,7 +43,7 @@ Test = Enum("Test", {t: t for t in TESTS}, type=str)  # type: ignore[misc]
 
 def _write(out: Path, text: str, *sources: str) -> None:
     """``text`` into the file ``out``, whole or not at all, never over or inside a source."""
-    write_output_text(out, text, [folder for source in sources for folder in local_folders(source)])
+    write_output_text(out, text, local_folders(*sources))
     log.info("wrote %s", out)
 
 
@@ -226,9 +226,8 @@ def calibrate_command(
     sentence-only, measured power beside the predicted) and relabelled seed pairs (see results/calibration-cpu)."""
     from ablate.report.calibration import KS, TableDesign, calibrate, parse_design, to_markdown
 
-    folders = [folder for source in sources for folder in local_folders(source)]
     if out is not None:
-        check_apart(out, folders)
+        check_apart(out, local_folders(*sources))
     designs = [d for text in design or [] for d in parse_design(text)]
     designs += [TableDesign.of_sweep(load(table), Path(table.rstrip("/")).name or table) for table in like or []]
     if like_only and not designs:

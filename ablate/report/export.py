@@ -322,9 +322,8 @@ def _copy_plugins(summary: dict[str, Any], out: Path) -> Optional[bytes]:
     config = summary.get("config")
     if not isinstance(config, dict) or not isinstance(config.get("plugins"), list):
         return None
-    records = config["plugins"]
     changed, kept = False, []
-    for record in records:
+    for record in config["plugins"]:
         path = Path(str(record.get("path"))) if isinstance(record, dict) and record.get("kind") == "file" else None
         if path is None or not path.is_file() or not record.get("sha256"):
             kept.append(record)
@@ -341,11 +340,7 @@ def _copy_plugins(summary: dict[str, Any], out: Path) -> Optional[bytes]:
 
 def commit_facts(summaries: list[dict[str, Any]], given: Optional[str] = None) -> dict[str, Any]:
     """The commits the trials were trained with (each trial records its own), else ``given``, else this checkout's."""
-    commits: list[str] = []
-    for summary in summaries:
-        for commit in summary.get("commits") or []:
-            if isinstance(commit, str) and commit not in commits:
-                commits.append(commit)
+    commits = list(dict.fromkeys(c for s in summaries for c in s.get("commits") or [] if isinstance(c, str)))
     if commits:
         return {"commit": ", ".join(commits), "commit_source": "trials"}
     if given:
@@ -459,8 +454,8 @@ def export_sweep(
     paper = get_reference(reference) if reference else None
     check_sigma_from(sigma_from, test)
     trials = collect_folder(source)  # a missing or empty folder fails here, before anything is written
-    lender = local_folders(sigma_from) if sigma_from is not None else []  # never replaced by the export either
-    with output_folder(out, [source, *lender], force) as tmp:  # all of it, renamed into place at the end, or nothing
+    # all of it, renamed into place at the end, or nothing; never over source or sigma_from's folder
+    with output_folder(out, [source, *local_folders(sigma_from)], force) as tmp:
         summaries, size = [], 0
         for trial in trials:
             if (source / trial.name / SUMMARY_FILE).is_file():  # else planned, no record yet: the table lists it

@@ -152,7 +152,7 @@ def make_plots(
     from ablate.report.figures import plot_all
 
     out = Path(out)
-    local = local_folders(source) + (local_folders(sigma_from) if sigma_from is not None else [])  # read, never written
+    local = local_folders(source, sigma_from)  # read, never written
     check_apart(out, local)  # before any work
     sweep, comps = tested(source, test or DEFAULT_TEST, samples, significance, metric, sigma_from, api)
     with output_files(out, local) as tmp:

@@ -112,8 +112,7 @@ sweep saves the same references and sources, each decoded once (a hypothesis fil
 
 
 def _gzipped_lines(data: bytes) -> list[str]:
-    """The lines of a gzipped UTF-8 text (only newlines end a line); a text whose bytes were read before
-    is decoded once (a copy of the list each time)."""
+    """The lines of a gzipped UTF-8 text (only newlines end a line), a copy of :data:`_SHARED`'s where kept."""
     if data in _SHARED:
         return list(_SHARED[data])
     lines = split_lines(gzip.decompress(data).decode("utf-8"))
@@ -810,9 +809,9 @@ def score_runs(path: Path, metric: str) -> list[Scored]:
     return [score_run(run, metric) for run in run_folders(Path(path))]
 
 
-def local_folders(source: str) -> list[Path]:
-    """The folder a source names, when it names one (a W&B source does not): what an output must stay apart from."""
-    return [] if source.startswith(WANDB_PREFIX) else [Path(source)]
+def local_folders(*sources: Optional[str]) -> list[Path]:
+    """The folders the sources name (a W&B source, or None, names none): what an output must stay apart from."""
+    return [Path(source) for source in sources if source is not None and not source.startswith(WANDB_PREFIX)]
 
 
 def planned_trials(state: Any) -> tuple[list[dict[str, Any]], Optional[str]]:
