@@ -29,14 +29,8 @@ SOURCE_HELP = "A sweep output folder, or wandb:<entity>/<project>/<group> (group
 SOURCE = typer.Argument(..., metavar="SOURCE", help=SOURCE_HELP)
 
 
-class FigureFormat(str, Enum):
-    """File format of ``ablate plot`` (:data:`ablate.report.figures.FIGURE_FORMATS`)."""
-
-    png = "png"
-    pdf = "pdf"
-    svg = "svg"
-
-
+# ablate plot's file formats, ablate.report.figures.FIGURE_FORMATS (not imported here: it loads matplotlib)
+FigureFormat = Enum("FigureFormat", {f: f for f in ("png", "pdf", "svg")}, type=str)  # type: ignore[misc]
 Format = Enum("Format", {f: f for f in FORMATS}, type=str)  # type: ignore[misc]
 Test = Enum("Test", {t: t for t in TESTS}, type=str)  # type: ignore[misc]
 
