@@ -10,6 +10,7 @@ share one config; a trial failing a check is :data:`EXCLUDED` with the reason, l
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import logging
@@ -205,14 +206,12 @@ def _recorded(run: Any) -> dict[str, Any]:
 
 def _download(run: Any, wanted: set[str], root: Path) -> None:
     """The run files named in ``wanted`` into ``root``; W&B trouble leaves them out (they are optional)."""
-    try:
+    with contextlib.suppress(Exception):  # the table is still correct without them
         for f in run.files() if hasattr(run, "files") else []:
             if f.name in wanted:
                 handle = f.download(root=str(root), replace=True)
                 if hasattr(handle, "close"):
                     handle.close()
-    except Exception:  # noqa: BLE001 - the table is still correct without them
-        pass
 
 
 def _wandb_history(run: Any) -> list[dict[str, float]]:
@@ -239,13 +238,11 @@ def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, list[str]],
         root = Path(tmp)
         _download(run, wanted, root)
         if not (root / "hyps").is_dir():
-            try:
+            with contextlib.suppress(Exception):  # as _download: the texts are optional
                 for art in run.logged_artifacts() if hasattr(run, "logged_artifacts") else []:
                     if getattr(art, "type", None) in HYP_ARTIFACT_TYPES:
                         art.download(root=str(root))
                         break
-            except Exception:  # noqa: BLE001
-                pass
         return read_texts(root / "hyps"), read_texts(root / "refs"), read_texts(root / "sources")
 
 
@@ -409,10 +406,7 @@ def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
     from ablate.utils.plugins import PluginError
 
     try:  # a reader of numbers never imports a plugin a record names: a plugin's component is not derived
-        cfg = from_flat(
-            {k: list(v) if isinstance(v, tuple) else v for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES)},
-            trust="never",
-        )
+        cfg = from_flat({k: list(v) if isinstance(v, tuple) else v for k, v in flat.items()}, trust="never")
     except (ConfigError, PluginError, TypeError, ValueError):
         return {}
     return resolved(cfg)
