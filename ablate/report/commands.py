@@ -416,7 +416,6 @@ def outline(report: Any) -> str:
         if panels is not None:
             lines.append(f"  {name}: " + ", ".join(f"{type(p).__name__}({p.title!r})" for p in panels))
         else:
-            text = getattr(block, "text", "")
-            first = (text if isinstance(text, str) else str(text)).splitlines()[:1]
+            first = str(getattr(block, "text", "")).splitlines()[:1]
             lines.append(f"  {name}: {first[0][:70] if first else ''}")
     return "\n".join(lines)

@@ -64,9 +64,7 @@ def recorded_freeze(run_dir: Path, summary: dict[str, Any]) -> Optional[list[str
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return None
-    if freeze_sha256(lines) != sha or not all(_LINE.fullmatch(line) for line in lines):
-        return None
-    return lines
+    return lines if freeze_sha256(lines) == sha and all(_LINE.fullmatch(line) for line in lines) else None
 
 
 def write_environment_lock(
