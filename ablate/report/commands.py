@@ -14,10 +14,10 @@ import typer
 from ablate.metrics import get_scorer
 from ablate.report.layout import Table, select_columns
 from ablate.report.papers import REFERENCES, get as get_reference, render as render_reference, side_by_side
-from ablate.report.render import FORMATS, render, rich_width, to_rich, to_vertical
-from ablate.report.sources import make_plots, make_report, table as report_table
+from ablate.report.render import FORMATS, render, render_per_seed, rich_width, to_rich, to_vertical
+from ablate.report.sources import make_plots, make_report, sweep_power, table as report_table
 from ablate.report.stats import DEFAULT_ALPHA, TESTS, borrow_noise, load, load_pooled
-from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders
+from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders, score_runs
 from ablate.utils.commands import typer_app
 from ablate.utils.io import check_apart, write_output_text
 
@@ -140,8 +140,6 @@ def table_command(
     if out is not None:
         check_apart(out, local_folders(source))  # before any work
     if per_seed:
-        from ablate.report.render import render_per_seed
-
         text = render_per_seed(load(source), fmt.value)
     else:
         result = report_table(
@@ -259,8 +257,6 @@ def power_command(
 ) -> None:
     """Before a sweep runs: the minimum detectable effect of its table and the seeds per row a Δ of 1, 2, 3 BLEU
     needs, with the table's own σ and with `ablate table --sigma-from` (docs/reports.md, "Planning a sweep")."""
-    from ablate.report.sources import sweep_power
-
     for line in sweep_power(file, sigma_from, overrides or [], config, alpha):
         sys.stdout.write(line + "\n")
 
@@ -338,8 +334,6 @@ def score_command(
 ) -> None:
     """Add a metric to finished runs from their saved hypotheses, without retraining: writes test_<split>/NAME,
     test/NAME, val/NAME and NAME_signature into each run's summary.json (what it already records is kept)."""
-    from ablate.report.trials import score_runs
-
     done = score_runs(path, metric)
     for result in done:
         print(result)

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from ablate.record import DEV_BLEU, SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, TEXT_KINDS, TOKENS_PER_SEC, RunStatus
-from ablate.report.layout import Table
-from ablate.report.render import to_markdown
-from ablate.report.stats import DEFAULT_ALPHA, DEFAULT_TEST, Sweep, check_sigma_from, table_comparisons
+from ablate.report.layout import Table, build_table
+from ablate.report.render import render, to_markdown
+from ablate.report.stats import DEFAULT_ALPHA, DEFAULT_TEST, Sweep, check_sigma_from, load, table_comparisons
 from ablate.report.trials import VALIDATION_SPLITS, ReportError, collect_folder, local_folders
 from ablate.utils.io import atomic_write_json, atomic_write_text, dumps, output_folder, read_inside
 from ablate.utils.provenance import (
@@ -443,10 +443,7 @@ def export_sweep(
             contains it; or a file of ``source`` is a link that leads out of it.
     """
     from ablate.report.figures import plot_all
-    from ablate.report.layout import build_table
     from ablate.report.papers import get as get_reference, render as render_reference, side_by_side
-    from ablate.report.render import render
-    from ablate.report.stats import load
 
     source, out = Path(source), Path(out)
     paper = get_reference(reference) if reference else None

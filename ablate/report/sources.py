@@ -9,8 +9,8 @@ from typing import Any, Optional, Sequence
 
 from ablate.metrics import flush_index
 from ablate.record import RunStatus
-from ablate.report.layout import Table, build_table
-from ablate.report.render import render
+from ablate.report.layout import Table, bleu_by_length, build_table
+from ablate.report.render import render, to_rich
 from ablate.report.stats import (
     DEFAULT_TEST,
     Comparison,
@@ -50,8 +50,6 @@ class TableResult:
         return self.to_pandas()
 
     def __rich__(self) -> Any:
-        from ablate.report.render import to_rich
-
         return to_rich(self.table)
 
     def _repr_html_(self) -> str:
@@ -122,8 +120,6 @@ def table(
     sweep, comps = tested(source, test, samples, significance, metric, sigma_from, api)
     extra = None
     if by_length:
-        from ablate.report.layout import bleu_by_length
-
         lengths = bleu_by_length(sweep)
         if lengths is None:
             raise ReportError(f"--by-length needs saved hypotheses (hyps/<split>.txt), and {source} has none")
