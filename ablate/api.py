@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
 
 from ablate.record import DEV_BLEU, TEST_BLEU
-from ablate.utils.commands import ignore_warnings
+from ablate.utils.commands import ignore_warnings, setup_logging
 
 Source = Union[str, Path, Any]
 """A sweep folder, a results folder, ``wandb:<entity>/<project>/<group>``, or a :class:`~ablate.sweep.SweepRun`."""
@@ -85,11 +85,9 @@ def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:
 def _status_lines(quiet: bool) -> Iterator[None]:
     """The ``ablate`` logger's status lines on stderr (warnings only when ``quiet``), as a command shows
     them; the logger is put back as it was afterwards."""
-    from ablate.utils.commands import setup_logging as setup
-
     logger = logging.getLogger("ablate")
     saved = (list(logger.handlers), logger.level, logger.propagate)
-    setup(-1 if quiet else 0)
+    setup_logging(-1 if quiet else 0)
     try:
         yield
     finally:

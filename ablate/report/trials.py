@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from ablate.config import flatten
+from ablate.config import ConfigError, flatten, from_flat
 from ablate.errors import AblateError
 from ablate.metrics import (
     MetricScorer,
@@ -55,6 +55,7 @@ from ablate.record import (
 )
 from ablate.utils.commands import Progress
 from ablate.utils.io import read_lines, split_lines
+from ablate.utils.plugins import PluginError
 
 
 class ReportError(AblateError):
@@ -401,9 +402,7 @@ def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
     """The run's recorded ``resolved`` values, else derived from its config as the trainer does."""
     if isinstance(summary.get("resolved"), dict):
         return {k: _hashable(v) for k, v in summary["resolved"].items()}
-    from ablate.config import ConfigError, from_flat
     from ablate.training.run_folder import resolved
-    from ablate.utils.plugins import PluginError
 
     try:  # a reader of numbers never imports a plugin a record names: a plugin's component is not derived
         cfg = from_flat({k: list(v) if isinstance(v, tuple) else v for k, v in flat.items()}, trust="never")
