@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
@@ -178,8 +179,6 @@ def plot(
 def _display_inline() -> None:
     """Let a notebook show a returned Figure as a PNG, as it shows pyplot's (Jupyter registers its formatter only
     once pyplot is imported, which ablate's figures never are: a cell would show ``<Figure size ...>``)."""
-    import sys
-
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     if shell is None:
         return

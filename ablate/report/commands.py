@@ -19,7 +19,7 @@ from ablate.report.sources import make_plots, make_report, sweep_power, table as
 from ablate.report.stats import DEFAULT_ALPHA, TESTS, borrow_noise, load, load_pooled
 from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders, score_runs
 from ablate.utils.commands import typer_app
-from ablate.utils.io import check_apart, write_output_text
+from ablate.utils.io import atomic_write_json, check_apart, write_output_text
 
 log = logging.getLogger(__name__)
 
@@ -391,7 +391,6 @@ def report_command(
 def write_spec(report: Any, path: Path, draft: bool = False) -> None:
     """The report's full spec (:func:`~ablate.report.export.offline_spec`) as JSON at ``path``."""
     from ablate.report.export import offline_spec
-    from ablate.utils.io import atomic_write_json
 
     spec = offline_spec(report, draft)
     try:
