@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence, Union
 
 from ablate.record import DEV_BLEU, TEST_BLEU
-from ablate.utils.commands import ignore_warnings
+from ablate.utils.commands import ignore_warnings, setup_logging
 
 Source = Union[str, Path, Any]
 """A sweep folder, a results folder, ``wandb:<entity>/<project>/<group>``, or a :class:`~ablate.sweep.SweepRun`."""
@@ -77,9 +78,7 @@ def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:
     else:
         flat = read_config_file(config)  # its plugins relative to its folder, as ``ablate train --config``
     flat.update(flatten(keys))
-    for item in overrides:
-        key, value = parse_override(item)
-        flat[key] = value
+    flat.update(parse_override(item) for item in overrides)
     return from_flat(flat)
 
 
@@ -87,11 +86,9 @@ def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:
 def _status_lines(quiet: bool) -> Iterator[None]:
     """The ``ablate`` logger's status lines on stderr (warnings only when ``quiet``), as a command shows
     them; the logger is put back as it was afterwards."""
-    from ablate.utils.commands import setup_logging as setup
-
     logger = logging.getLogger("ablate")
     saved = (list(logger.handlers), logger.level, logger.propagate)
-    setup(-1 if quiet else 0)
+    setup_logging(-1 if quiet else 0)
     try:
         yield
     finally:
@@ -137,18 +134,13 @@ def train(
     return TrainResult(target, summary)
 
 
-def _source(source: Source) -> str:
-    out = getattr(source, "out", None)  # a SweepRun
-    return str(out if out is not None else source)
-
-
 def table(source: Source, **options: Any) -> Any:
     """The table ``ablate table SOURCE`` prints, as a :class:`~ablate.report.TableResult`: :func:`ablate.report.table`
     (its options: ``alpha``, ``test``, ``samples``, ``significance``, ``by_length``, ``metric``, ``sigma_from``)."""
     ignore_warnings()
     from ablate.report import table as report_table
 
-    return report_table(_source(source), **options)
+    return report_table(source, **options)
 
 
 def plot(
@@ -172,14 +164,11 @@ def plot(
     """
     ignore_warnings()
     from ablate.report.figures import bleu_bars_figure
-    from ablate.report.stats import check_sigma_from, check_test, load, table_comparisons
+    from ablate.report.sources import source_name, tested
     from ablate.report.trials import ReportError
 
-    where = _source(source)
-    check_test(test, samples)
-    check_sigma_from(sigma_from, test, significance)
-    sweep = load(where, metric=metric)
-    comps = table_comparisons(sweep, [where], test, samples, significance, metric, sigma_from)
+    where = source_name(source)
+    sweep, comps = tested(where, test, samples, significance, metric, sigma_from)
     figure = bleu_bars_figure(sweep, comps, alpha, metric)
     if figure is None:
         raise ReportError(f"no row of {where} has a test {metric} yet; plot it once a trial has finished")
@@ -190,8 +179,6 @@ def plot(
 def _display_inline() -> None:
     """Let a notebook show a returned Figure as a PNG, as it shows pyplot's (Jupyter registers its formatter only
     once pyplot is imported, which ablate's figures never are: a cell would show ``<Figure size ...>``)."""
-    import sys
-
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     if shell is None:
         return

@@ -14,12 +14,12 @@ import typer
 from ablate.metrics import get_scorer
 from ablate.report.layout import Table, select_columns
 from ablate.report.papers import REFERENCES, get as get_reference, render as render_reference, side_by_side
-from ablate.report.render import FORMATS, render, rich_width, to_rich, to_vertical
-from ablate.report.sources import make_plots, make_report, table as report_table
-from ablate.report.stats import DEFAULT_ALPHA, borrow_noise, load, load_pooled
-from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders
+from ablate.report.render import FORMATS, render, render_per_seed, rich_width, to_rich, to_vertical
+from ablate.report.sources import make_plots, make_report, sweep_power, table as report_table
+from ablate.report.stats import DEFAULT_ALPHA, TESTS, borrow_noise, load, load_pooled
+from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders, score_runs
 from ablate.utils.commands import typer_app
-from ablate.utils.io import check_apart, write_output_text
+from ablate.utils.io import atomic_write_json, check_apart, write_output_text
 
 log = logging.getLogger(__name__)
 
@@ -29,26 +29,15 @@ SOURCE_HELP = "A sweep output folder, or wandb:<entity>/<project>/<group> (group
 SOURCE = typer.Argument(..., metavar="SOURCE", help=SOURCE_HELP)
 
 
-class FigureFormat(str, Enum):
-    """File format of ``ablate plot`` (:data:`ablate.report.figures.FIGURE_FORMATS`)."""
-
-    png = "png"
-    pdf = "pdf"
-    svg = "svg"
-
-
+# ablate plot's file formats, ablate.report.figures.FIGURE_FORMATS (not imported here: it loads matplotlib)
+FigureFormat = Enum("FigureFormat", {f: f for f in ("png", "pdf", "svg")}, type=str)  # type: ignore[misc]
 Format = Enum("Format", {f: f for f in FORMATS}, type=str)  # type: ignore[misc]
-
-
-class Test(str, Enum):
-    seeds = "seeds"
-    bs = "bs"
-    ar = "ar"
+Test = Enum("Test", {t: t for t in TESTS}, type=str)  # type: ignore[misc]
 
 
 def _write(out: Path, text: str, *sources: str) -> None:
     """``text`` into the file ``out``, whole or not at all, never over or inside a source."""
-    write_output_text(out, text, [folder for source in sources for folder in local_folders(source)])
+    write_output_text(out, text, local_folders(*sources))
     log.info("wrote %s", out)
 
 
@@ -151,8 +140,6 @@ def table_command(
     if out is not None:
         check_apart(out, local_folders(source))  # before any work
     if per_seed:
-        from ablate.report.render import render_per_seed
-
         text = render_per_seed(load(source), fmt.value)
     else:
         result = report_table(
@@ -231,9 +218,8 @@ def calibrate_command(
     sentence-only, measured power beside the predicted) and relabelled seed pairs (see results/calibration-cpu)."""
     from ablate.report.calibration import KS, TableDesign, calibrate, parse_design, to_markdown
 
-    folders = [folder for source in sources for folder in local_folders(source)]
     if out is not None:
-        check_apart(out, folders)
+        check_apart(out, local_folders(*sources))
     designs = [d for text in design or [] for d in parse_design(text)]
     designs += [TableDesign.of_sweep(load(table), Path(table.rstrip("/")).name or table) for table in like or []]
     if like_only and not designs:
@@ -271,8 +257,6 @@ def power_command(
 ) -> None:
     """Before a sweep runs: the minimum detectable effect of its table and the seeds per row a Δ of 1, 2, 3 BLEU
     needs, with the table's own σ and with `ablate table --sigma-from` (docs/reports.md, "Planning a sweep")."""
-    from ablate.report.sources import sweep_power
-
     for line in sweep_power(file, sigma_from, overrides or [], config, alpha):
         sys.stdout.write(line + "\n")
 
@@ -350,8 +334,6 @@ def score_command(
 ) -> None:
     """Add a metric to finished runs from their saved hypotheses, without retraining: writes test_<split>/NAME,
     test/NAME, val/NAME and NAME_signature into each run's summary.json (what it already records is kept)."""
-    from ablate.report.trials import score_runs
-
     done = score_runs(path, metric)
     for result in done:
         print(result)
@@ -409,7 +391,6 @@ def report_command(
 def write_spec(report: Any, path: Path, draft: bool = False) -> None:
     """The report's full spec (:func:`~ablate.report.export.offline_spec`) as JSON at ``path``."""
     from ablate.report.export import offline_spec
-    from ablate.utils.io import atomic_write_json
 
     spec = offline_spec(report, draft)
     try:
@@ -428,7 +409,6 @@ def outline(report: Any) -> str:
         if panels is not None:
             lines.append(f"  {name}: " + ", ".join(f"{type(p).__name__}({p.title!r})" for p in panels))
         else:
-            text = getattr(block, "text", "")
-            first = (text if isinstance(text, str) else str(text)).splitlines()[:1]
+            first = str(getattr(block, "text", "")).splitlines()[:1]
             lines.append(f"  {name}: {first[0][:70] if first else ''}")
     return "\n".join(lines)

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from ablate.record import DEV_BLEU, SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, TEXT_KINDS, TOKENS_PER_SEC, RunStatus
-from ablate.report.layout import Table
-from ablate.report.render import to_markdown
-from ablate.report.stats import DEFAULT_ALPHA, DEFAULT_TEST, Sweep, check_sigma_from, table_comparisons
+from ablate.report.layout import Table, build_table
+from ablate.report.render import render, to_markdown
+from ablate.report.stats import DEFAULT_ALPHA, DEFAULT_TEST, Sweep, check_sigma_from, load, table_comparisons
 from ablate.report.trials import VALIDATION_SPLITS, ReportError, collect_folder, local_folders
 from ablate.utils.io import atomic_write_json, atomic_write_text, dumps, output_folder, read_inside
 from ablate.utils.provenance import (
@@ -64,9 +64,7 @@ def recorded_freeze(run_dir: Path, summary: dict[str, Any]) -> Optional[list[str
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return None
-    if freeze_sha256(lines) != sha or not all(_LINE.fullmatch(line) for line in lines):
-        return None
-    return lines
+    return lines if freeze_sha256(lines) == sha and all(_LINE.fullmatch(line) for line in lines) else None
 
 
 def write_environment_lock(
@@ -139,14 +137,6 @@ def _workspaces():
     return wr
 
 
-def group_keys(sweep: Sweep) -> list[str]:
-    """W&B group-by keys that separate the table's rows: the variant (a name in every run's config: local,
-    SLURM and agent runs alike), else the varying keys."""
-    if sweep.uses_variants:
-        return ["config.variant"]
-    return [f"config.{k}" for k in sweep.keys]
-
-
 def heading(sweep: Sweep, beside: Optional[str] = None) -> str:
     """The heading above the table: the sweep's name, and the published table it stands beside."""
     return f"Results of {sweep.name or 'the sweep'}" + (f", beside {beside}" if beside else "")
@@ -171,7 +161,9 @@ def build_report(
     wr = _workspaces()
     splits = sweep.test_splits
     test_keys = [TEST_BLEU.split_key(s) for s in splits] or [TEST_BLEU.key]
-    keys = group_keys(sweep)
+    # group-by keys that separate the table's rows: the variant (a name in every run's config: local, SLURM and
+    # agent runs alike), else the varying keys
+    keys = ["config.variant"] if sweep.uses_variants else [f"config.{k}" for k in sweep.keys]
     one_key = keys[0] if len(keys) == 1 else None
     runset = wr.Runset(
         entity=entity,
@@ -275,7 +267,6 @@ def publish(report: Any, draft: bool = False) -> str:
         return f"(saved report id {getattr(saved, 'id', '?')})"
 
 
-STATE = SWEEP_FILE
 PLUGINS = "plugins"
 """The results folder's copies of the plugin files the trials imported."""
 
@@ -329,9 +320,8 @@ def _copy_plugins(summary: dict[str, Any], out: Path) -> Optional[bytes]:
     config = summary.get("config")
     if not isinstance(config, dict) or not isinstance(config.get("plugins"), list):
         return None
-    records = config["plugins"]
     changed, kept = False, []
-    for record in records:
+    for record in config["plugins"]:
         path = Path(str(record.get("path"))) if isinstance(record, dict) and record.get("kind") == "file" else None
         if path is None or not path.is_file() or not record.get("sha256"):
             kept.append(record)
@@ -348,11 +338,7 @@ def _copy_plugins(summary: dict[str, Any], out: Path) -> Optional[bytes]:
 
 def commit_facts(summaries: list[dict[str, Any]], given: Optional[str] = None) -> dict[str, Any]:
     """The commits the trials were trained with (each trial records its own), else ``given``, else this checkout's."""
-    commits: list[str] = []
-    for summary in summaries:
-        for commit in summary.get("commits") or []:
-            if isinstance(commit, str) and commit not in commits:
-                commits.append(commit)
+    commits = list(dict.fromkeys(c for s in summaries for c in s.get("commits") or [] if isinstance(c, str)))
     if commits:
         return {"commit": ", ".join(commits), "commit_source": "trials"}
     if given:
@@ -363,7 +349,7 @@ def commit_facts(summaries: list[dict[str, Any]], given: Optional[str] = None) -
 def sweep_facts(source: Path, summaries: list[dict[str, Any]], planned: int = 0) -> dict[str, Any]:
     """Command, times and machine of the sweep, from ``sweep.json`` and the trials' summaries
     (``planned``: the trials found or planned, those without a summary yet included)."""
-    state = _read_json(source / STATE)
+    state = _read_json(source / SWEEP_FILE)
     run = None
     if state.get("source"):
         run = shlex.join(
@@ -457,25 +443,22 @@ def export_sweep(
             contains it; or a file of ``source`` is a link that leads out of it.
     """
     from ablate.report.figures import plot_all
-    from ablate.report.layout import build_table
     from ablate.report.papers import get as get_reference, render as render_reference, side_by_side
-    from ablate.report.render import render
-    from ablate.report.stats import load
 
     source, out = Path(source), Path(out)
     paper = get_reference(reference) if reference else None
     check_sigma_from(sigma_from, test)
     trials = collect_folder(source)  # a missing or empty folder fails here, before anything is written
-    lender = local_folders(sigma_from) if sigma_from is not None else []  # never replaced by the export either
-    with output_folder(out, [source, *lender], force) as tmp:  # all of it, renamed into place at the end, or nothing
+    # all of it, renamed into place at the end, or nothing; never over source or sigma_from's folder
+    with output_folder(out, [source, *local_folders(sigma_from)], force) as tmp:
         summaries, size = [], 0
         for trial in trials:
             if (source / trial.name / SUMMARY_FILE).is_file():  # else planned, no record yet: the table lists it
                 size += _copy_trial(source, trial.name, tmp)
                 summaries.append({**_read_json(tmp / trial.name / SUMMARY_FILE), "_name": trial.name})
-        if (source / STATE).exists():
-            (tmp / STATE).write_bytes(read_inside(source / STATE, source))
-        planned = sum(t.name != STATE for t in trials)  # every trial found or planned, pending ones too
+        if (source / SWEEP_FILE).exists():
+            (tmp / SWEEP_FILE).write_bytes(read_inside(source / SWEEP_FILE, source))
+        planned = sum(t.name != SWEEP_FILE for t in trials)  # every trial found or planned, pending ones too
 
         # everything below is read back from the export, so it shows what the export alone rebuilds
         sweep = load(str(tmp))

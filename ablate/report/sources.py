@@ -9,10 +9,11 @@ from typing import Any, Optional, Sequence
 
 from ablate.metrics import flush_index
 from ablate.record import RunStatus
-from ablate.report.layout import Table, build_table
-from ablate.report.render import render
+from ablate.report.layout import Table, bleu_by_length, build_table
+from ablate.report.render import render, to_rich
 from ablate.report.stats import (
     DEFAULT_TEST,
+    Comparison,
     Sweep,
     aggregate,
     check_sigma_from,
@@ -49,8 +50,6 @@ class TableResult:
         return self.to_pandas()
 
     def __rich__(self) -> Any:
-        from ablate.report.render import to_rich
-
         return to_rich(self.table)
 
     def _repr_html_(self) -> str:
@@ -70,6 +69,29 @@ class TableResult:
         return (
             f"TableResult({self.table.title!r}: {len(self.table.rows)} rows, {len(self.table.unfinished)} unfinished)"
         )
+
+
+def source_name(source: Any) -> str:
+    """A source as the commands take it: a folder or ``wandb:...`` as text, a ``SweepRun`` as its ``out`` folder."""
+    return str(getattr(source, "out", source))
+
+
+def tested(
+    source: str,
+    test: str = DEFAULT_TEST,
+    samples: int = 0,
+    significance: bool = True,
+    metric: str = DEFAULT_METRIC,
+    sigma_from: Optional[str] = None,
+    api: Any = None,
+) -> tuple[Sweep, list[Comparison]]:
+    """The sweep of ``source`` (scored on ``metric``) and the comparisons whose Δ, CI and † ``ablate table`` shows
+    with these options (:func:`~ablate.report.stats.table_comparisons`): ``ablate table``, ``plot``, ``report``
+    and ``ablate.plot`` alike. A bad test or ``sigma_from`` is refused in one line before any work."""
+    check_test(test, samples)
+    check_sigma_from(sigma_from, test, significance)
+    sweep = load(source, api, metric)
+    return sweep, table_comparisons(sweep, [source], test, samples, significance, metric, sigma_from, api)
 
 
 def table(
@@ -94,16 +116,10 @@ def table(
         sigma_from: another source's seeds of the base configuration, pooled into the seed σ
             (:func:`ablate.report.stats.borrow_noise`): how a table of few seeds gets a σ with enough df.
     """
-    out = getattr(source, "out", None)  # a SweepRun
-    source, test = str(out if out is not None else source), test or DEFAULT_TEST
-    check_test(test, samples)
-    check_sigma_from(sigma_from, test, significance)
-    sweep = load(source, api, metric)
-    comps = table_comparisons(sweep, [source], test, samples, significance, metric, sigma_from, api)
+    source, test = source_name(source), test or DEFAULT_TEST
+    sweep, comps = tested(source, test, samples, significance, metric, sigma_from, api)
     extra = None
     if by_length:
-        from ablate.report.layout import bleu_by_length
-
         lengths = bleu_by_length(sweep)
         if lengths is None:
             raise ReportError(f"--by-length needs saved hypotheses (hyps/<split>.txt), and {source} has none")
@@ -131,13 +147,10 @@ def make_plots(
 
     from ablate.report.figures import plot_all
 
-    out, test = Path(out), test or DEFAULT_TEST
-    check_test(test, samples)
-    check_sigma_from(sigma_from, test, significance)
-    local = local_folders(source) + (local_folders(sigma_from) if sigma_from is not None else [])  # read, never written
+    out = Path(out)
+    local = local_folders(source, sigma_from)  # read, never written
     check_apart(out, local)  # before any work
-    sweep = load(source, api, metric)
-    comps = table_comparisons(sweep, [source], test, samples, significance, metric, sigma_from, api)
+    sweep, comps = tested(source, test or DEFAULT_TEST, samples, significance, metric, sigma_from, api)
     with output_files(out, local) as tmp:
         drawn = plot_all(sweep, tmp, comps, alpha, fmt, metric)
     return [out / p.name for p in drawn]
@@ -176,13 +189,11 @@ def make_report(
     from ablate.report.papers import get as get_reference
 
     beside = get_reference(reference).title if reference else None  # a wrong name fails before any work
-    check_sigma_from(sigma_from, test, significance)
-    sweep = load(source, api)
+    sweep, comps = tested(source, test, samples, significance, sigma_from=sigma_from, api=api)
     if source.startswith(WANDB_PREFIX):
         entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX) :])
     else:
         entity, project, group = recorded_place(sweep)
-    comps = table_comparisons(sweep, [source], test, samples, significance, sigma_from=sigma_from, api=api)
     return build_report(entity, project, group, build_table(sweep, comps, alpha, test, samples), sweep, title, beside)
 
 

@@ -10,6 +10,7 @@ share one config; a trial failing a check is :data:`EXCLUDED` with the reason, l
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import logging
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from ablate.config import flatten
+from ablate.config import ConfigError, flatten, from_flat
 from ablate.errors import AblateError
 from ablate.metrics import (
     MetricScorer,
@@ -54,6 +55,7 @@ from ablate.record import (
 )
 from ablate.utils.commands import Progress
 from ablate.utils.io import read_lines, split_lines
+from ablate.utils.plugins import PluginError
 
 
 class ReportError(AblateError):
@@ -80,7 +82,7 @@ def read_texts(folder: Path) -> dict[str, SavedText]:
     gzipped, plain = sorted(n for n in names if n.endswith(".txt.gz")), sorted(n for n in names if n.endswith(".txt"))
     found, resolved = text_index(), os.path.realpath(folder)
     for name in gzipped + plain:
-        path, split = folder / name, name[: -len(".txt.gz")] if name.endswith(".gz") else name[: -len(".txt")]
+        path, split = folder / name, name.removesuffix(".gz").removesuffix(".txt")
         try:
             lines = SavedText(path, _read_text, found, os.path.join(resolved, name))
         except OSError as err:
@@ -102,9 +104,7 @@ def _read_text(path: Path) -> list[str]:
     except UnicodeDecodeError as err:
         raise TextError(f"{where} is not UTF-8 text (byte {err.start})") from None
     except (OSError, ValueError, EOFError) as err:  # a torn .gz
-        raise TextError(
-            f"{where} is unreadable: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
-        ) from None
+        raise TextError(f"{where} is unreadable: {_first_line(err)}") from None
 
 
 _SEEN: set[int] = set()
@@ -114,8 +114,7 @@ sweep saves the same references and sources, each decoded once (a hypothesis fil
 
 
 def _gzipped_lines(data: bytes) -> list[str]:
-    """The lines of a gzipped UTF-8 text (only newlines end a line); a text whose bytes were read before
-    is decoded once (a copy of the list each time)."""
+    """The lines of a gzipped UTF-8 text (only newlines end a line), a copy of :data:`_SHARED`'s where kept."""
     if data in _SHARED:
         return list(_SHARED[data])
     lines = split_lines(gzip.decompress(data).decode("utf-8"))
@@ -140,16 +139,6 @@ _STATES = {  # W&B's run states -> ours
     "running": RunStatus.RUNNING,
     "pending": RunStatus.RUNNING,
 }
-
-
-def wandb_runs(entity: str, project: str, group: Optional[str], api: Any = None) -> list[Any]:
-    """The runs of a W&B project (one group, if given), newest first; a one-line :class:`ReportError` if W&B fails."""
-    if api is None:
-        api = _wandb_api()
-    try:
-        return list(api.runs(f"{entity}/{project}", filters={"group": group} if group else None))
-    except Exception as err:  # noqa: BLE001 - W&B's errors: one line
-        raise ReportError(f"cannot read W&B project {entity}/{project}: {_first_line(err)}") from None
 
 
 def _wandb_api() -> Any:
@@ -218,14 +207,12 @@ def _recorded(run: Any) -> dict[str, Any]:
 
 def _download(run: Any, wanted: set[str], root: Path) -> None:
     """The run files named in ``wanted`` into ``root``; W&B trouble leaves them out (they are optional)."""
-    try:
+    with contextlib.suppress(Exception):  # the table is still correct without them
         for f in run.files() if hasattr(run, "files") else []:
             if f.name in wanted:
                 handle = f.download(root=str(root), replace=True)
                 if hasattr(handle, "close"):
                     handle.close()
-    except Exception:  # noqa: BLE001 - the table is still correct without them
-        pass
 
 
 def _wandb_history(run: Any) -> list[dict[str, float]]:
@@ -252,13 +239,11 @@ def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, list[str]],
         root = Path(tmp)
         _download(run, wanted, root)
         if not (root / "hyps").is_dir():
-            try:
+            with contextlib.suppress(Exception):  # as _download: the texts are optional
                 for art in run.logged_artifacts() if hasattr(run, "logged_artifacts") else []:
                     if getattr(art, "type", None) in HYP_ARTIFACT_TYPES:
                         art.download(root=str(root))
                         break
-            except Exception:  # noqa: BLE001
-                pass
         return read_texts(root / "hyps"), read_texts(root / "refs"), read_texts(root / "sources")
 
 
@@ -344,7 +329,7 @@ def collect(source: str, api: Any = None) -> list[Trial]:
 
 def parse_wandb_path(path: str) -> tuple[str, str, Optional[str]]:
     """``entity/project[/group]`` -> ``(entity, project, group or None)``."""
-    parts = [p for p in path.strip("/").split("/")]
+    parts = path.strip("/").split("/")
     if len(parts) not in (2, 3) or not all(parts):
         raise ReportError(f"bad W&B source 'wandb:{path}': use wandb:<entity>/<project>[/<group>]")
     return parts[0], parts[1], parts[2] if len(parts) == 3 else None
@@ -417,15 +402,10 @@ def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
     """The run's recorded ``resolved`` values, else derived from its config as the trainer does."""
     if isinstance(summary.get("resolved"), dict):
         return {k: _hashable(v) for k, v in summary["resolved"].items()}
-    from ablate.config import ConfigError, from_flat
     from ablate.training.run_folder import resolved
-    from ablate.utils.plugins import PluginError
 
     try:  # a reader of numbers never imports a plugin a record names: a plugin's component is not derived
-        cfg = from_flat(
-            {k: list(v) if isinstance(v, tuple) else v for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES)},
-            trust="never",
-        )
+        cfg = from_flat({k: list(v) if isinstance(v, tuple) else v for k, v in flat.items()}, trust="never")
     except (ConfigError, PluginError, TypeError, ValueError):
         return {}
     return resolved(cfg)
@@ -547,13 +527,18 @@ def _hashable(value: Any) -> Any:
 
 
 def collect_wandb(path: str, api: Any = None) -> list[Trial]:
-    """Trials of a W&B project (optionally one group), newest first as W&B returns them."""
+    """Trials of a W&B project (optionally one group), newest first as W&B returns them; a one-line
+    :class:`ReportError` if W&B fails."""
     entity, project, group = parse_wandb_path(path)
-    trials = [from_wandb_run(run) for run in wandb_runs(entity, project, group, api)]
-    if not trials:
+    api = _wandb_api() if api is None else api
+    try:
+        runs = list(api.runs(f"{entity}/{project}", filters={"group": group} if group else None))
+    except Exception as err:  # noqa: BLE001 - W&B's errors: one line
+        raise ReportError(f"cannot read W&B project {entity}/{project}: {_first_line(err)}") from None
+    if not runs:
         where = f"group '{group}' of " if group else ""
         raise ReportError(f"no runs in {where}W&B project {entity}/{project}")
-    return trials
+    return [from_wandb_run(run) for run in runs]
 
 
 def sweep_name(group: Optional[str]) -> Optional[str]:
@@ -597,11 +582,7 @@ def _metrics_checked(trial: Trial) -> Trial:
 
 def _texts_checked(trials: list[Trial], split: str) -> list[Trial]:
     """Finished trials without usable hypotheses on ``split`` excluded, when any trial has them."""
-    out = []
-    for t in trials:
-        if t.finished and (problem := _text_problem(t, split)):
-            t = exclude(t, problem)
-        out.append(t)
+    out = [exclude(t, problem) if t.finished and (problem := _text_problem(t, split)) else t for t in trials]
     usable = [t for t in out if t.finished]
     if not usable:
         return out
@@ -629,11 +610,8 @@ def distinct_seeds(row: str, trials: Sequence[Trial]) -> tuple[list[Trial], list
     repeats = []
     for t in sorted(trials, key=lambda t: t.name):
         if t.seed is not None and t.seed in kept:
-            repeats.append(
-                exclude(
-                    t, f"seed {t.seed} again in row {row} (as {kept[t.seed].name}): one seed twice is not a replicate"
-                )
-            )
+            again = f"seed {t.seed} again in row {row} (as {kept[t.seed].name}): one seed twice is not a replicate"
+            repeats.append(exclude(t, again))
         else:
             kept[t.seed] = t
     return list(kept.values()), repeats
@@ -691,9 +669,7 @@ def bleu_tokenizer(trials: Sequence[Trial]) -> Optional[str]:
 
 def scorer_for(metric: str, trials: Sequence[Trial]) -> MetricScorer:
     """The scorer of ``metric`` (BLEU with the runs' tokenizer); MetricError for an unknown one."""
-    if metric == "bleu":
-        return Bleu(bleu_tokenizer(trials))
-    return get_scorer(metric)
+    return Bleu(bleu_tokenizer(trials)) if metric == "bleu" else get_scorer(metric)
 
 
 def corpus_score(scorer: MetricScorer, hyps: Sequence[str], refs: Sequence[str], sources: Optional[Sequence[str]]):
@@ -753,10 +729,7 @@ def with_metric(trials: Sequence[Trial], metric: str) -> list[Trial]:
         return list(trials)
     out = []
     for t in trials:
-        if not t.finished:
-            out.append(t)
-            continue
-        found = scored(scorer, {"hyps": t.hyps, "refs": t.refs, "sources": t.sources}, t.metrics)
+        found = scored(scorer, {"hyps": t.hyps, "refs": t.refs, "sources": t.sources}, t.metrics) if t.finished else {}
         out.append(replace(t, metrics={**t.metrics, **found}) if found else t)
     if not any(k.endswith("/" + metric) and k.startswith("test") for t in out if t.finished for k in t.metrics):
         raise ReportError(
@@ -814,7 +787,7 @@ def score_run(run_dir: Path, metric: str) -> Scored:
     if not texts["hyps"]:
         return Scored(name, skipped="no saved hypotheses (hyps/)")
     scorer = scorer_for(metric, [Trial(name, RunStatus.FINISHED, signature=summary.get("bleu_signature"))])
-    added: dict[str, float] = scored(scorer, texts, summary)
+    added = scored(scorer, texts, summary)
     if not added:
         return Scored(name)
     signature = {signature_key(metric): scorer.signature()} if signature_key(metric) not in summary else {}
@@ -829,9 +802,9 @@ def score_runs(path: Path, metric: str) -> list[Scored]:
     return [score_run(run, metric) for run in run_folders(Path(path))]
 
 
-def local_folders(source: str) -> list[Path]:
-    """The folder a source names, when it names one (a W&B source does not): what an output must stay apart from."""
-    return [] if source.startswith(WANDB_PREFIX) else [Path(source)]
+def local_folders(*sources: Optional[str]) -> list[Path]:
+    """The folders the sources name (a W&B source, or None, names none): what an output must stay apart from."""
+    return [Path(source) for source in sources if source is not None and not source.startswith(WANDB_PREFIX)]
 
 
 def planned_trials(state: Any) -> tuple[list[dict[str, Any]], Optional[str]]:
@@ -852,13 +825,6 @@ def planned_trials(state: Any) -> tuple[list[dict[str, Any]], Optional[str]]:
         status = t.get("status", RunStatus.PENDING)
         if not isinstance(status, str):
             return [], f"trials[{i}].status is a {kind_of(t['status'])}, not text"
-        error = t.get("error")
-        out.append(
-            {
-                "name": t["name"],
-                "status": RunStatus.of(status),
-                "error": error if isinstance(error, str) else None,
-                "point": t.get("point", {}),
-            }
-        )
+        error = t["error"] if isinstance(t.get("error"), str) else None
+        out.append({"name": t["name"], "status": RunStatus.of(status), "error": error, "point": t.get("point", {})})
     return out, None
