@@ -33,21 +33,10 @@ import pyarrow.compute as pc
 from ablate.config import DataConfig
 from ablate.data.sources import Corpus, DataError, Source, digest, make_source, quiet_datasets
 from ablate.data.tokenizer import RECIPE, SubwordTokenizer, TokenizerError
-from ablate.utils.io import HolderLock, plain_mode, replace
+from ablate.utils.io import HolderLock, cache_root, plain_mode, replace
 
 MANIFEST = ".manifest.json"
 log = logging.getLogger(__name__)
-
-CACHE_ENV = "ABLATE_CACHE"
-
-
-def cache_root(configured: str = "") -> Path:
-    """``data.cache_dir`` if set, else ``$ABLATE_CACHE``, else ``~/.cache/ablate``."""
-    if configured:
-        return Path(configured).expanduser()
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    return Path.home() / ".cache" / "ablate"
 
 
 def check_cache_root(root: Path) -> Path:

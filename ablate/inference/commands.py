@@ -21,7 +21,7 @@ from ablate.utils.commands import (
     plugins_option,
     trust_plugins_option,
 )
-from ablate.utils.io import check_apart, one_line, write_output_text
+from ablate.utils.io import cache_root, check_apart, one_line, write_output_text
 
 
 class TrialLookupError(AblateError, ValueError):
@@ -82,8 +82,6 @@ def fetch_run(ref: str, api: Any = None, root: Optional[Path] = None) -> Path:
 
         api = wandb.Api()
     if root is None:
-        from ablate.data.cache import cache_root  # ABLATE_CACHE, else ~/.cache/ablate
-
         root = cache_root() / "wandb" / entity / project / run
     name = f"{entity}/{project}/model-{run}:best"
     try:

@@ -119,8 +119,8 @@ def translate(
 def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> tuple[str, list[str], list[str]]:
     """``(split name, sources, references)`` of ``split`` (default: the first test split) of ``source`` (``data.source``
     syntax; default: the run's data), read as training reads it, in the run's language pair."""
-    from ablate.data.cache import cache_root
     from ablate.data.sources import make_source
+    from ablate.utils.io import cache_root
 
     data = run.cfg.data if source is None else dataclasses.replace(run.cfg.data, source=source)
     with tempfile.TemporaryDirectory(prefix="ablate-evaluate-") as tmp:

@@ -26,7 +26,7 @@ import numpy as np
 from ablate.errors import AblateError, did_you_mean
 from ablate.metrics.scorers import Bleu, Chrf, ChrfPlusPlus, Ter, Texts, check_aligned
 from ablate.registry import register, table
-from ablate.utils.io import atomic_write_bytes
+from ablate.utils.io import atomic_write_bytes, cache_root
 
 
 @runtime_checkable
@@ -222,15 +222,9 @@ def read_npy(path: Path) -> np.ndarray:
 # again. A file modified within :data:`RACY_NS` of being read is not entered (git's "racily clean" files: a
 # second change in the same timestamp tick would go unseen).
 
-CACHE_ENV = "ABLATE_CACHE"
 INDEX_FILE = "statistics-index.json"
 RACY_NS = 2_000_000_000  # FAT's 2 s timestamps are the coarsest a sweep folder may sit on
 VERSION = 1
-
-
-def cache_root() -> Path:
-    """The folder of the statistics cache and its index (``$ABLATE_CACHE``, default ``~/.cache/ablate``)."""
-    return Path(os.environ.get(CACHE_ENV) or "~/.cache/ablate").expanduser()
 
 
 def key_bytes(texts: Sequence[Any]) -> bytes:

@@ -29,7 +29,6 @@ from scipy import special as sc
 
 from ablate.metrics import (
     SentenceMetric,
-    cache_root,
     read_npy,
     scorers as bleu_metric,
 )
@@ -50,7 +49,7 @@ from ablate.report.trials import (
     statistics,
     with_metric,
 )
-from ablate.utils.io import atomic_write_bytes
+from ablate.utils.io import atomic_write_bytes, cache_root
 
 BASE = "base"
 _MISSING = "<unset>"

@@ -88,7 +88,8 @@ def train(
     :mod:`ablate.utils.typed`). ``milestone`` is called with ``data``, ``model``, ``fit_start`` and
     ``first_step`` as the run reaches each (``ablate bench`` times start-up with it). Raises ConfigError /
     DataError for bad input, before any training; RunError when training failed (``summary.json`` says why)."""
-    from ablate.data.cache import cache_root, check_cache_root
+    from ablate.data.cache import check_cache_root
+    from ablate.utils.io import cache_root
 
     check_devices(cfg)
     check_cache_root(cache_root(cfg.data.cache_dir))  # before the run folder is made: a bad cache leaves none

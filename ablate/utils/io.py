@@ -27,6 +27,14 @@ from filelock import FileLock, Timeout
 
 from ablate.errors import AblateError
 
+CACHE_ENV = "ABLATE_CACHE"
+
+
+def cache_root(configured: str = "") -> Path:
+    """The folder of every cache (data, statistics, bootstrap, W&B downloads): ``configured`` (``data.cache_dir``)
+    if set, else ``$ABLATE_CACHE``, else ``~/.cache/ablate``."""
+    return Path(configured or os.environ.get(CACHE_ENV) or "~/.cache/ablate").expanduser()
+
 
 def umask() -> int:
     """The process umask, read without changing it where the OS allows (Linux ``/proc``)."""
