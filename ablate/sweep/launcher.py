@@ -260,17 +260,19 @@ class Launcher:
         drop = self.planner.early_stops(trials, since, self.last_step)
         for name, run in self.running.items():
             if name in drop and run.stop is None:
-                run.stop, run.kill_at = "early", time.monotonic() + self.opts.grace_s
-                self.executor.stop(run.handle)
-                self.progress.event(f"stopping {name} early (hyperband)", "yellow")
+                self._stop(run, "early", f"stopping {name} early (hyperband)", "yellow")
 
     def _time_limits(self) -> None:
-        now = time.monotonic()
         for name, run in self.running.items():
-            if run.limit_s is not None and run.stop is None and now - run.mono > run.limit_s:
-                run.stop, run.kill_at = TIMED_OUT, now + self.opts.grace_s
-                self.executor.stop(run.handle)
-                self.progress.event(f"stopping {name}: it ran past its time limit of {clock(run.limit_s)}", "red")
+            if run.limit_s is not None and run.stop is None and time.monotonic() - run.mono > run.limit_s:
+                line = f"stopping {name}: it ran past its time limit of {clock(run.limit_s)}"
+                self._stop(run, TIMED_OUT, line, "red")
+
+    def _stop(self, run: _Running, why: str, line: str, style: str) -> None:
+        """Stop an attempt for ``why`` (it checkpoints); it is killed if still running ``--grace`` s later."""
+        run.stop, run.kill_at = why, time.monotonic() + self.opts.grace_s
+        self.executor.stop(run.handle)
+        self.progress.event(line, style)
 
     def _stalls(self) -> None:
         if self.opts.stall_s <= 0:

@@ -6,6 +6,7 @@ It knows nothing about processes or jobs (:mod:`ablate.sweep.local`); bayes and 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -284,6 +285,15 @@ def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Option
     return count
 
 
+def _config_error(path: Optional[Path], overrides: tuple[str, ...]) -> Optional[str]:
+    """``load_config``'s error for ``overrides`` on ``path`` (``None``: valid)."""
+    try:
+        load_config(path, list(overrides))
+    except ConfigError as err:
+        return str(err)
+    return None
+
+
 def quiet(*args: Any) -> None:
     """A :data:`Say` or :data:`Tick` that shows nothing."""
 
@@ -309,7 +319,7 @@ class Planner:
         self.exhausted = False
         self.state: SweepState
         self._names: set[str] = set()  # the trials' names, kept as trials are added (a clash check per trial)
-        self._verdicts: dict[tuple[Optional[str], tuple[str, ...]], Optional[str]] = {}  # config check -> error
+        self._check = functools.lru_cache(maxsize=10_000)(_config_error)  # remembered for this run
 
     def save(self) -> None:
         save_state(self.out, self.state)
@@ -419,26 +429,13 @@ class Planner:
         for all its seeds and the seed on its own: a 10^5-point grid of seeds x configurations builds each
         configuration's config once, not each point's."""
         overrides = [o for o in self.overrides(trial) if _key(o) not in _LABELS]
-        seeds = [o for o in overrides if _key(o) == "seed"]
-        if seeds:  # seed=1 is in range: the configuration's own check cannot fail on it
+        seed = tuple(o for o in overrides if _key(o) == "seed")[-1:]
+        if seed:  # seed=1 is in range: the configuration's own check cannot fail on it
             overrides = [o for o in overrides if _key(o) != "seed"] + ["seed=1"]
-        error = self._check(self.opts.config, overrides) or (self._check(None, seeds[-1:]) if seeds else None)
+        error = self._check(self.opts.config, tuple(overrides)) or (self._check(None, seed) if seed else None)
         if error is not None:
             trial.status, trial.error = RunStatus.FAILED, f"invalid config: {error}"
         return error is None
-
-    def _check(self, path: Optional[Path], overrides: list[str]) -> Optional[str]:
-        """``load_config``'s error for ``overrides`` on ``path`` (None: valid), remembered for this run."""
-        key = (None if path is None else str(path), tuple(overrides))
-        if key not in self._verdicts:
-            if len(self._verdicts) >= 10_000:  # bounded: a grid of distinct configurations checks each once anyway
-                self._verdicts.clear()
-            try:
-                load_config(path, overrides)
-                self._verdicts[key] = None
-            except ConfigError as err:
-                self._verdicts[key] = str(err)
-        return self._verdicts[key]
 
     def time_limit(self, trial: Trial) -> Optional[float]:
         """Seconds an attempt of ``trial`` may run (:func:`time_limit`)."""
