@@ -223,10 +223,7 @@ def next_points(spec: SweepSpec, trials: Sequence[Trial], n: int) -> list[Point]
     if spec.method == "grid":
         seen = {grid_key(t.point, parameters) for t in trials}  # a repeat seed is not a parameter here
         fresh = (p for p in grid_points(parameters) if grid_key(p, parameters) not in seen)
-        try:
-            return list(itertools.islice(fresh, n))
-        except ValueError as err:  # a distribution in a grid
-            raise SweepError(f"{spec.describe()}: {err}") from None
+        return list(itertools.islice(fresh, n))  # spec_from_dict refused a distribution in a grid
     if spec.method == "random":
         rng = random.Random(seed)
         return [random_point(parameters, rng) for _ in range(n)]
