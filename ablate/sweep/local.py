@@ -218,6 +218,14 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
+def log_header(log_path: Path, header: str, command: list[str]) -> int:
+    """Append ``=== HEADER ===`` and ``$ COMMAND`` to a trial's log; returns its size after them."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a") as log:
+        log.write(f"\n=== {header} ===\n$ {shlex.join(command)}\n")
+    return log_path.stat().st_size
+
+
 def start_process(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
     """Start ``command`` in a session of its own, its output appended to ``log_path``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -377,14 +385,9 @@ class LocalExecutor:
 
     def start(self, trial: Trial, run_dir: Path, argv: Argv) -> Handle:
         slot = next(s for s in self.slots if s.index not in self._busy)
-        run_dir.mkdir(parents=True, exist_ok=True)
         command, log = argv(slot.overrides()), run_dir / LOG_FILE
-        with open(log, "a") as out:
-            out.write(
-                f"\n=== {self.header}: {trial.name}, attempt {trial.attempts + 1}, "
-                f"{slot.describe()}, {time.ctime()} ===\n$ {shlex.join(command)}\n"
-            )
-        log_start, since = log.stat().st_size, time.time()
+        header = f"{self.header}: {trial.name}, attempt {trial.attempts + 1}, {slot.describe()}, {time.ctime()}"
+        log_start, since = log_header(log, header, command), time.time()
         proc = start_process(command, slot.env(dict(os.environ)), log)
         self._busy.add(slot.index)
         trial.pid, trial.pid_start = proc.pid, start_time(proc.pid)
