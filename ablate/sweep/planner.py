@@ -202,13 +202,10 @@ def search_runs(spec: SweepSpec, trials: Sequence[Trial]) -> list[Any]:
         return [_sweep_run(t.name, t.point, t.status, spec.metric, t.metric, t.history) for t in trials]
     runs = []
     for key, seeds in replicates(trials).items():
-        histories = [t.history for t in seeds]
-        longest = max((len(h) for h in histories), default=0)
-        mean_history = [sum(v) / len(v) for i in range(longest) if (v := [h[i] for h in histories if len(h) > i])]
-        status = replicate_status(seeds)
-        runs.append(
-            _sweep_run(key, configuration(seeds[0].point), status, spec.metric, replicate_metric(seeds), mean_history)
-        )
+        steps = itertools.zip_longest(*(t.history for t in seeds))  # None where a seed has not reported yet
+        history = [sum(v) / len(v) for v in ([x for x in step if x is not None] for step in steps)]
+        point, status = configuration(seeds[0].point), replicate_status(seeds)
+        runs.append(_sweep_run(key, point, status, spec.metric, replicate_metric(seeds), history))
     return runs
 
 
