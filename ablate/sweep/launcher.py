@@ -131,14 +131,13 @@ class Progress:
 
     def update(
         self, state: SweepState, total: int, slots: int, durations: list[float], running: dict[str, float]
-    ) -> Stats:
-        """Redraw the panel (``running``: trial name -> ``time.monotonic()`` at its start)."""
+    ) -> None:
+        """Redraw the panel, twice a second at most (``running``: trial name -> ``time.monotonic()`` at its start)."""
         now = time.monotonic()
-        snap = stats(state, self.goal, total, now - self._started, slots, durations)
-        if self._live is not None and now - self._drawn >= 0.5:  # redraw twice a second at most
+        if self._live is not None and now - self._drawn >= 0.5:
             self._drawn = now
+            snap = stats(state, self.goal, total, now - self._started, slots, durations)
             self._live.update(self._render(snap, running, now), refresh=True)
-        return snap
 
     def _render(self, snap: Stats, running: dict[str, float], now: float) -> Group:
         failed = (f"{snap.failed}", "red" if snap.failed else "")

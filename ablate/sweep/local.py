@@ -425,15 +425,12 @@ class LocalExecutor:
 
     def run_to_end(self, handle: Handle) -> Exit:
         """Wait for one attempt to end (a poll loop, so Ctrl-C gets through); stop it if the wait is interrupted."""
-        ended: Optional[Exit] = None
+        ended: list[tuple[Handle, Exit]] = []
         try:
-            while ended is None:
-                polled = self.poll([handle])
-                ended = polled.ended[0][1] if polled.ended else None
-                if ended is None:
-                    time.sleep(self.poll_s)
+            while not (ended := self.poll([handle]).ended):
+                time.sleep(self.poll_s)
         finally:
-            if ended is None:
+            if not ended:
                 stop_group(handle.ref[0].pid, grace_s=self.grace_s, proc=handle.ref[0])
             self.release(handle)
-        return ended
+        return ended[0][1]
