@@ -209,13 +209,17 @@ def search_runs(spec: SweepSpec, trials: Sequence[Trial]) -> list[Any]:
     return runs
 
 
+def proposed(spec: SweepSpec, trials: Sequence[Trial]) -> int:
+    """How many points the search has proposed: trials, or with a repeat seed configurations."""
+    return len(trials) if spec.repeat_seeds is None else len(replicates(trials))
+
+
 def next_points(spec: SweepSpec, trials: Sequence[Trial], n: int) -> list[Point]:
     """Up to ``n`` new points after ``trials``, seeded from the sweep name and the runs so far (the same state
     proposes the same points)."""
     if n <= 0:
         return []
-    known = len(replicates(trials)) if spec.repeat_seeds is not None else len(trials)
-    seed = int(hashlib.sha1(f"{spec.name}:{known}".encode()).hexdigest()[:8], 16)
+    seed = int(hashlib.sha1(f"{spec.name}:{proposed(spec, trials)}".encode()).hexdigest()[:8], 16)
     parameters = spec.search_config["parameters"]
     if spec.method == "grid":
         seen = {grid_key(t.point, parameters) for t in trials}  # a repeat seed is not a parameter here
@@ -394,10 +398,6 @@ class Planner:
             added.append(trial)
         return added
 
-    def _proposed(self) -> int:
-        """How many points the search has proposed: trials, or with a repeat seed configurations."""
-        return len(self.state.trials) if self.spec.repeat_seeds is None else len(replicates(self.state.trials))
-
     def _new_points(self, n: int) -> list[Point]:
         """Up to ``n`` points from the search, never a configuration proposed before."""
         if self.spec.repeat_seeds is None:
@@ -451,7 +451,8 @@ class Planner:
         once = self.spec.repeat_seeds is not None and self.spec.method == "random" and self.state.trials
         if upfront(self.spec) and not once:  # random search with a repeat seed plans once: a rerun adds nothing
             points = planned_configurations(self.spec, self.cap) if count is not None else None
-            for point in self._new_points((points if points is not None else GRID_LIMIT) - self._proposed()):
+            missing = (points if points is not None else GRID_LIMIT) - proposed(self.spec, self.state.trials)
+            for point in self._new_points(missing):
                 self._propose(point)
         for i, t in enumerate(self.state.trials):
             if t.status in (RunStatus.PENDING, RunStatus.INTERRUPTED):
@@ -490,7 +491,7 @@ class Planner:
             for t in self.state.trials:
                 if t.status in (RunStatus.PENDING, RunStatus.INTERRUPTED) and t.name not in self.launched:
                     return t
-            if upfront(self.spec) or self.exhausted or self._proposed() >= (self.cap or 0):
+            if upfront(self.spec) or self.exhausted or proposed(self.spec, self.state.trials) >= (self.cap or 0):
                 return None
             points = self._new_points(1)
             if not points:
