@@ -76,29 +76,26 @@ STYLES = {
 
 @dataclass(frozen=True)
 class Stats:
+    """What the panel shows: ``done`` counts finished, stopped and failed trials."""
+
     total: int
-    finished: int
+    done: int
     failed: int
     running: int
     elapsed_s: float
     eta_s: Optional[float]
     best: Optional[Trial]
 
-    @property
-    def done(self) -> int:
-        return self.finished + self.failed
-
 
 def stats(state: SweepState, goal: str, total: int, elapsed_s: float, slots: int, durations: list[float]) -> Stats:
     """Counts, and an ETA from the trials this launcher finished."""
-    finished = state.count(RunStatus.FINISHED, RunStatus.STOPPED)
-    failed = state.count(RunStatus.FAILED)
-    running = state.count(RunStatus.RUNNING)
-    remaining = max(0, total - finished - failed)
+    done = state.count(RunStatus.FINISHED, RunStatus.STOPPED, RunStatus.FAILED)
+    remaining = max(0, total - done)
     eta = None if remaining else 0.0
     if durations and remaining:
         eta = sum(durations) / len(durations) * remaining / max(1, min(slots, remaining))
-    return Stats(total, finished, failed, running, elapsed_s, eta, best_trial(state, goal))
+    running, failed = state.count(RunStatus.RUNNING), state.count(RunStatus.FAILED)
+    return Stats(total, done, failed, running, elapsed_s, eta, best_trial(state, goal))
 
 
 def clock(seconds: Optional[float]) -> str:
