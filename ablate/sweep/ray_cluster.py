@@ -80,6 +80,7 @@ class RayExecutor:
             ray.init(include_dashboard=False, log_to_driver=False)
 
     def capacity(self) -> int:
+        self.check()  # describe() reads it before the launcher's check(): Ray must be started to answer
         resources = _ray().cluster_resources()
         fits = [resources.get("CPU", 0) / self.cpus]
         if self.gpus > 0:
