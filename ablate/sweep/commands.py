@@ -18,7 +18,6 @@ from rich.table import Table
 from rich.text import Text
 
 from ablate.config import complete_overrides
-from ablate.errors import AblateError
 from ablate.record import TEST_BLEU, RunStatus
 from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor
 from ablate.sweep.local import ExecutorArgs, plan_slots
@@ -206,8 +205,6 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except AblateError:
-            raise
         except Exception as err:
             if type(err).__module__.split(".")[0] != "wandb":
                 raise
