@@ -18,7 +18,6 @@ from rich.table import Table
 from rich.text import Text
 
 from ablate.config import complete_overrides
-from ablate.errors import AblateError
 from ablate.record import TEST_BLEU, RunStatus
 from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor
 from ablate.sweep.local import ExecutorArgs, plan_slots
@@ -33,7 +32,6 @@ from ablate.sweep.planner import (
     check_trial_count,
     default_out,
     launch_options,
-    quiet,
     trial_cap,
 )
 from ablate.sweep.spec import SweepError, SweepSpec, load_spec
@@ -82,10 +80,9 @@ class PlanProgress:
             self.bar.stop()
 
 
-def preview(console: Console, planner: Planner, progress: Optional[PlanProgress] = None) -> int:
+def preview(console: Console, planner: Planner, progress: PlanProgress) -> int:
     """Print the trials a run would plan, one line each; returns how many are invalid."""
-    tick = progress or quiet
-    planner.tick = tick
+    planner.tick = progress
     try:
         trials = planner.preview()
         seeds = planner.spec.repeat_seeds
@@ -105,10 +102,9 @@ def preview(console: Console, planner: Planner, progress: Optional[PlanProgress]
                 console.print(line, highlight=False)
             else:  # a listing for a file or a pipe: one plain line per trial, without rich's layout per line
                 console.file.write(f"{t.name}  {overrides}\n" + (f"  {error}\n" if error else ""))
-            tick("listing trials", i + 1, len(trials))
+            progress("listing trials", i + 1, len(trials))
     finally:
-        if progress is not None:
-            progress.close()
+        progress.close()
     invalid = sum(t.status == RunStatus.FAILED for t in trials)
     console.print(f"{len(trials)} trials" + (f", {invalid} invalid" if invalid else ""), highlight=False)
     if planner.state.group == undrawn_group(planner.spec.name):  # a status line: stdout keeps only the listing
@@ -209,8 +205,6 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except AblateError:
-            raise
         except Exception as err:
             if type(err).__module__.split(".")[0] != "wandb":
                 raise

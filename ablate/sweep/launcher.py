@@ -76,29 +76,26 @@ STYLES = {
 
 @dataclass(frozen=True)
 class Stats:
+    """What the panel shows: ``done`` counts finished, stopped and failed trials."""
+
     total: int
-    finished: int
+    done: int
     failed: int
     running: int
     elapsed_s: float
     eta_s: Optional[float]
     best: Optional[Trial]
 
-    @property
-    def done(self) -> int:
-        return self.finished + self.failed
-
 
 def stats(state: SweepState, goal: str, total: int, elapsed_s: float, slots: int, durations: list[float]) -> Stats:
     """Counts, and an ETA from the trials this launcher finished."""
-    finished = state.count(RunStatus.FINISHED, RunStatus.STOPPED)
-    failed = state.count(RunStatus.FAILED)
-    running = state.count(RunStatus.RUNNING)
-    remaining = max(0, total - finished - failed)
+    done = state.count(RunStatus.FINISHED, RunStatus.STOPPED, RunStatus.FAILED)
+    remaining = max(0, total - done)
     eta = None if remaining else 0.0
     if durations and remaining:
         eta = sum(durations) / len(durations) * remaining / max(1, min(slots, remaining))
-    return Stats(total, finished, failed, running, elapsed_s, eta, best_trial(state, goal))
+    running, failed = state.count(RunStatus.RUNNING), state.count(RunStatus.FAILED)
+    return Stats(total, done, failed, running, elapsed_s, eta, best_trial(state, goal))
 
 
 def clock(seconds: Optional[float]) -> str:
@@ -131,14 +128,13 @@ class Progress:
 
     def update(
         self, state: SweepState, total: int, slots: int, durations: list[float], running: dict[str, float]
-    ) -> Stats:
-        """Redraw the panel (``running``: trial name -> ``time.monotonic()`` at its start)."""
+    ) -> None:
+        """Redraw the panel, twice a second at most (``running``: trial name -> ``time.monotonic()`` at its start)."""
         now = time.monotonic()
-        snap = stats(state, self.goal, total, now - self._started, slots, durations)
-        if self._live is not None and now - self._drawn >= 0.5:  # redraw twice a second at most
+        if self._live is not None and now - self._drawn >= 0.5:
             self._drawn = now
+            snap = stats(state, self.goal, total, now - self._started, slots, durations)
             self._live.update(self._render(snap, running, now), refresh=True)
-        return snap
 
     def _render(self, snap: Stats, running: dict[str, float], now: float) -> Group:
         failed = (f"{snap.failed}", "red" if snap.failed else "")
@@ -260,17 +256,19 @@ class Launcher:
         drop = self.planner.early_stops(trials, since, self.last_step)
         for name, run in self.running.items():
             if name in drop and run.stop is None:
-                run.stop, run.kill_at = "early", time.monotonic() + self.opts.grace_s
-                self.executor.stop(run.handle)
-                self.progress.event(f"stopping {name} early (hyperband)", "yellow")
+                self._stop(run, "early", f"stopping {name} early (hyperband)", "yellow")
 
     def _time_limits(self) -> None:
-        now = time.monotonic()
         for name, run in self.running.items():
-            if run.limit_s is not None and run.stop is None and now - run.mono > run.limit_s:
-                run.stop, run.kill_at = TIMED_OUT, now + self.opts.grace_s
-                self.executor.stop(run.handle)
-                self.progress.event(f"stopping {name}: it ran past its time limit of {clock(run.limit_s)}", "red")
+            if run.limit_s is not None and run.stop is None and time.monotonic() - run.mono > run.limit_s:
+                line = f"stopping {name}: it ran past its time limit of {clock(run.limit_s)}"
+                self._stop(run, TIMED_OUT, line, "red")
+
+    def _stop(self, run: _Running, why: str, line: str, style: str) -> None:
+        """Stop an attempt for ``why`` (it checkpoints); it is killed if still running ``--grace`` s later."""
+        run.stop, run.kill_at = why, time.monotonic() + self.opts.grace_s
+        self.executor.stop(run.handle)
+        self.progress.event(line, style)
 
     def _stalls(self) -> None:
         if self.opts.stall_s <= 0:

@@ -218,6 +218,14 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
+def log_header(log_path: Path, header: str, command: list[str]) -> int:
+    """Append ``=== HEADER ===`` and ``$ COMMAND`` to a trial's log; returns its size after them."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a") as log:
+        log.write(f"\n=== {header} ===\n$ {shlex.join(command)}\n")
+    return log_path.stat().st_size
+
+
 def start_process(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
     """Start ``command`` in a session of its own, its output appended to ``log_path``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -377,14 +385,9 @@ class LocalExecutor:
 
     def start(self, trial: Trial, run_dir: Path, argv: Argv) -> Handle:
         slot = next(s for s in self.slots if s.index not in self._busy)
-        run_dir.mkdir(parents=True, exist_ok=True)
         command, log = argv(slot.overrides()), run_dir / LOG_FILE
-        with open(log, "a") as out:
-            out.write(
-                f"\n=== {self.header}: {trial.name}, attempt {trial.attempts + 1}, "
-                f"{slot.describe()}, {time.ctime()} ===\n$ {shlex.join(command)}\n"
-            )
-        log_start, since = log.stat().st_size, time.time()
+        header = f"{self.header}: {trial.name}, attempt {trial.attempts + 1}, {slot.describe()}, {time.ctime()}"
+        log_start, since = log_header(log, header, command), time.time()
         proc = start_process(command, slot.env(dict(os.environ)), log)
         self._busy.add(slot.index)
         trial.pid, trial.pid_start = proc.pid, start_time(proc.pid)
@@ -422,15 +425,12 @@ class LocalExecutor:
 
     def run_to_end(self, handle: Handle) -> Exit:
         """Wait for one attempt to end (a poll loop, so Ctrl-C gets through); stop it if the wait is interrupted."""
-        ended: Optional[Exit] = None
+        ended: list[tuple[Handle, Exit]] = []
         try:
-            while ended is None:
-                polled = self.poll([handle])
-                ended = polled.ended[0][1] if polled.ended else None
-                if ended is None:
-                    time.sleep(self.poll_s)
+            while not (ended := self.poll([handle]).ended):
+                time.sleep(self.poll_s)
         finally:
-            if ended is None:
+            if not ended:
                 stop_group(handle.ref[0].pid, grace_s=self.grace_s, proc=handle.ref[0])
             self.release(handle)
-        return ended
+        return ended[0][1]

@@ -6,6 +6,7 @@ It knows nothing about processes or jobs (:mod:`ablate.sweep.local`); bayes and 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -201,14 +202,16 @@ def search_runs(spec: SweepSpec, trials: Sequence[Trial]) -> list[Any]:
         return [_sweep_run(t.name, t.point, t.status, spec.metric, t.metric, t.history) for t in trials]
     runs = []
     for key, seeds in replicates(trials).items():
-        histories = [t.history for t in seeds]
-        longest = max((len(h) for h in histories), default=0)
-        mean_history = [sum(v) / len(v) for i in range(longest) if (v := [h[i] for h in histories if len(h) > i])]
-        status = replicate_status(seeds)
-        runs.append(
-            _sweep_run(key, configuration(seeds[0].point), status, spec.metric, replicate_metric(seeds), mean_history)
-        )
+        steps = itertools.zip_longest(*(t.history for t in seeds))  # None where a seed has not reported yet
+        history = [sum(v) / len(v) for v in ([x for x in step if x is not None] for step in steps)]
+        point, status = configuration(seeds[0].point), replicate_status(seeds)
+        runs.append(_sweep_run(key, point, status, spec.metric, replicate_metric(seeds), history))
     return runs
+
+
+def proposed(spec: SweepSpec, trials: Sequence[Trial]) -> int:
+    """How many points the search has proposed: trials, or with a repeat seed configurations."""
+    return len(trials) if spec.repeat_seeds is None else len(replicates(trials))
 
 
 def next_points(spec: SweepSpec, trials: Sequence[Trial], n: int) -> list[Point]:
@@ -216,16 +219,12 @@ def next_points(spec: SweepSpec, trials: Sequence[Trial], n: int) -> list[Point]
     proposes the same points)."""
     if n <= 0:
         return []
-    known = len(replicates(trials)) if spec.repeat_seeds is not None else len(trials)
-    seed = int(hashlib.sha1(f"{spec.name}:{known}".encode()).hexdigest()[:8], 16)
+    seed = int(hashlib.sha1(f"{spec.name}:{proposed(spec, trials)}".encode()).hexdigest()[:8], 16)
     parameters = spec.search_config["parameters"]
     if spec.method == "grid":
         seen = {grid_key(t.point, parameters) for t in trials}  # a repeat seed is not a parameter here
         fresh = (p for p in grid_points(parameters) if grid_key(p, parameters) not in seen)
-        try:
-            return list(itertools.islice(fresh, n))
-        except ValueError as err:  # a distribution in a grid
-            raise SweepError(f"{spec.describe()}: {err}") from None
+        return list(itertools.islice(fresh, n))  # spec_from_dict refused a distribution in a grid
     if spec.method == "random":
         rng = random.Random(seed)
         return [random_point(parameters, rng) for _ in range(n)]
@@ -284,6 +283,15 @@ def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Option
     return count
 
 
+def _config_error(path: Optional[Path], overrides: tuple[str, ...]) -> Optional[str]:
+    """``load_config``'s error for ``overrides`` on ``path`` (``None``: valid)."""
+    try:
+        load_config(path, list(overrides))
+    except ConfigError as err:
+        return str(err)
+    return None
+
+
 def quiet(*args: Any) -> None:
     """A :data:`Say` or :data:`Tick` that shows nothing."""
 
@@ -309,7 +317,7 @@ class Planner:
         self.exhausted = False
         self.state: SweepState
         self._names: set[str] = set()  # the trials' names, kept as trials are added (a clash check per trial)
-        self._verdicts: dict[tuple[Optional[str], tuple[str, ...]], Optional[str]] = {}  # config check -> error
+        self._check = functools.lru_cache(maxsize=10_000)(_config_error)  # remembered for this run
 
     def save(self) -> None:
         save_state(self.out, self.state)
@@ -390,10 +398,6 @@ class Planner:
             added.append(trial)
         return added
 
-    def _proposed(self) -> int:
-        """How many points the search has proposed: trials, or with a repeat seed configurations."""
-        return len(self.state.trials) if self.spec.repeat_seeds is None else len(replicates(self.state.trials))
-
     def _new_points(self, n: int) -> list[Point]:
         """Up to ``n`` points from the search, never a configuration proposed before."""
         if self.spec.repeat_seeds is None:
@@ -419,26 +423,13 @@ class Planner:
         for all its seeds and the seed on its own: a 10^5-point grid of seeds x configurations builds each
         configuration's config once, not each point's."""
         overrides = [o for o in self.overrides(trial) if _key(o) not in _LABELS]
-        seeds = [o for o in overrides if _key(o) == "seed"]
-        if seeds:  # seed=1 is in range: the configuration's own check cannot fail on it
+        seed = tuple(o for o in overrides if _key(o) == "seed")[-1:]
+        if seed:  # seed=1 is in range: the configuration's own check cannot fail on it
             overrides = [o for o in overrides if _key(o) != "seed"] + ["seed=1"]
-        error = self._check(self.opts.config, overrides) or (self._check(None, seeds[-1:]) if seeds else None)
+        error = self._check(self.opts.config, tuple(overrides)) or (self._check(None, seed) if seed else None)
         if error is not None:
             trial.status, trial.error = RunStatus.FAILED, f"invalid config: {error}"
         return error is None
-
-    def _check(self, path: Optional[Path], overrides: list[str]) -> Optional[str]:
-        """``load_config``'s error for ``overrides`` on ``path`` (None: valid), remembered for this run."""
-        key = (None if path is None else str(path), tuple(overrides))
-        if key not in self._verdicts:
-            if len(self._verdicts) >= 10_000:  # bounded: a grid of distinct configurations checks each once anyway
-                self._verdicts.clear()
-            try:
-                load_config(path, overrides)
-                self._verdicts[key] = None
-            except ConfigError as err:
-                self._verdicts[key] = str(err)
-        return self._verdicts[key]
 
     def time_limit(self, trial: Trial) -> Optional[float]:
         """Seconds an attempt of ``trial`` may run (:func:`time_limit`)."""
@@ -460,7 +451,8 @@ class Planner:
         once = self.spec.repeat_seeds is not None and self.spec.method == "random" and self.state.trials
         if upfront(self.spec) and not once:  # random search with a repeat seed plans once: a rerun adds nothing
             points = planned_configurations(self.spec, self.cap) if count is not None else None
-            for point in self._new_points((points if points is not None else GRID_LIMIT) - self._proposed()):
+            missing = (points if points is not None else GRID_LIMIT) - proposed(self.spec, self.state.trials)
+            for point in self._new_points(missing):
                 self._propose(point)
         for i, t in enumerate(self.state.trials):
             if t.status in (RunStatus.PENDING, RunStatus.INTERRUPTED):
@@ -499,7 +491,7 @@ class Planner:
             for t in self.state.trials:
                 if t.status in (RunStatus.PENDING, RunStatus.INTERRUPTED) and t.name not in self.launched:
                     return t
-            if upfront(self.spec) or self.exhausted or self._proposed() >= (self.cap or 0):
+            if upfront(self.spec) or self.exhausted or proposed(self.spec, self.state.trials) >= (self.cap or 0):
                 return None
             points = self._new_points(1)
             if not points:

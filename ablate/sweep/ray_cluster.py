@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import shlex
 import socket
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from ablate.sweep.local import (
     Polled,
     bound_log,
     device_overrides,
+    log_header,
     start_process,
     stop_group,
 )
@@ -43,11 +43,7 @@ def _ray() -> Any:
 def run_attempt(command: list[str], run_dir: str, header: str, grace_s: float) -> int:
     """One Ray task: the trainer's exit code; ``ray.cancel`` (``KeyboardInterrupt``) gives it ``grace_s`` to save."""
     log = Path(run_dir) / LOG_FILE
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a") as out:
-        out.write(
-            f"\n=== {header}, ray worker pid {os.getpid()} on {socket.gethostname()} ===\n$ {shlex.join(command)}\n"
-        )
+    log_header(log, f"{header}, ray worker pid {os.getpid()} on {socket.gethostname()}", command)
     proc = start_process(command, {**os.environ, "PYTHONUNBUFFERED": "1"}, log)
     try:
         return proc.wait()
@@ -84,6 +80,7 @@ class RayExecutor:
             ray.init(include_dashboard=False, log_to_driver=False)
 
     def capacity(self) -> int:
+        self.check()  # describe() reads it before the launcher's check(): Ray must be started to answer
         resources = _ray().cluster_resources()
         fits = [resources.get("CPU", 0) / self.cpus]
         if self.gpus > 0:

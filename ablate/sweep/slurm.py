@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ablate.config import read_yaml
-from ablate.record import LOG_FILE, RunStatus
+from ablate.record import LOG_FILE, RunFiles, RunStatus, SweepFiles
 from ablate.sweep.local import (
     Argv,
     ExecutorArgs,
@@ -43,7 +43,6 @@ LOST = {"CANCELLED", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "TIMEOUT", "DEADLINE
 POLL_S = 5.0  # seconds between squeues
 REQUEUE_GRACE_S = 20.0
 REQUEUE_WINDOW_S = 300.0
-REQUEUES = ".requeues"  # in the run directory: how often its job requeued (``ablate sweep status`` shows it)
 WORKER_LOG = ".workers"  # in the sweep folder: one line per trial each worker starts or ends
 
 
@@ -87,8 +86,9 @@ def job_states(job_ids: list[str]) -> dict[str, str]:
 
 
 def requeues(run_dir: Path) -> int:
+    """How often the trial's job requeued itself (``ablate sweep status`` shows it)."""
     try:
-        return int((Path(run_dir) / REQUEUES).read_text() or 0)
+        return int(RunFiles(run_dir).requeues.read_text() or 0)
     except (OSError, ValueError):
         return 0
 
@@ -157,7 +157,7 @@ class TrialJob:
             if not _wait_exited(proc, self.grace_s):
                 proc.kill()
         if os.environ.get("SLURM_PROCID", "0") == "0":
-            (self.run_dir / REQUEUES).write_text(str(requeues(self.run_dir) + 1))
+            RunFiles(self.run_dir).requeues.write_text(str(requeues(self.run_dir) + 1))
         return submitit.helpers.DelayedSubmission(TrialJob(self.argv, self.run_dir, self.grace_s))
 
 
@@ -195,7 +195,7 @@ class SlurmExecutor:
         import submitit
 
         a = self.args
-        executor = submitit.SlurmExecutor(folder=self.out / ".slurm" / "%j", max_num_timeout=20)
+        executor = submitit.SlurmExecutor(folder=SweepFiles(self.out).slurm / "%j", max_num_timeout=20)
         params: dict[str, Any] = {
             "job_name": job_name[:120],
             "time": self.minutes,
@@ -255,7 +255,7 @@ class SlurmExecutor:
         summary = read_summary(self.out / trial.name)
         if summary is not None and summary.status in (RunStatus.FINISHED, RunStatus.FAILED):
             return True
-        requeued = self.out / trial.name / REQUEUES
+        requeued = RunFiles(self.out / trial.name).requeues
         if requeued.exists() and time.time() - requeued.stat().st_mtime < REQUEUE_WINDOW_S:
             return False  # it requeued itself just now: SLURM shows it again once the requeue completes
         first = self._ended_since.setdefault(trial.name, time.monotonic())
@@ -304,6 +304,11 @@ class WorkerShape:
     gpus: int = 0
     cpus_per_trial: Optional[int] = None
 
+    @property
+    def cpus(self) -> Optional[int]:
+        """The job's CPUs (``None``: SLURM's default)."""
+        return self.trials * self.cpus_per_trial if self.cpus_per_trial else None
+
     def trainer_overrides(self) -> list[str]:
         return device_overrides(self.gpus, nodes=1)
 
@@ -333,8 +338,7 @@ class PackedWorker:
         """Pull and run trials until the plan is empty (or the job is told to stop); returns trials started."""
         signal.signal(signal.SIGTERM, self._drain)  # scancel: stop pulling; the trials checkpoint on their own SIGTERM
         s = self.shape
-        cores = s.trials * s.cpus_per_trial if s.cpus_per_trial else None
-        slots = plan_slots("auto" if s.gpus else "cpu", max(s.gpus, 1), s.trials, cores=cores)[: s.trials]
+        slots = plan_slots("auto" if s.gpus else "cpu", max(s.gpus, 1), s.trials, cores=s.cpus)[: s.trials]
         header = f"ablate sweep worker (SLURM job {self.job})"
         self._executor = LocalExecutor(slots, poll_s=self.opts.poll_s, grace_s=self.opts.grace_s, header=header)
         self.planner = Planner(self.spec, self.opts)
@@ -362,13 +366,12 @@ class PackedWorker:
                 trial = self.planner.next_trial()
                 if trial is None:
                     return count
-                run_dir = Path(self.opts.out) / trial.name
                 argv = self.planner.argv(trial, self.command, self.shape.trainer_overrides())
-                handle = self._executor.start(trial, run_dir, argv)
+                handle = self._executor.start(trial, self.opts.out / trial.name, argv)
                 trial.job_id, trial.job_state = self.job, "RUNNING"
                 self.planner.started(trial, handle.since or time.time())
             self._running[trial.name] = (handle, time.monotonic())
-            note(Path(self.opts.out), self.job, f"start {trial.name} {handle.where}")
+            note(self.opts.out, self.job, f"start {trial.name} {handle.where}")
             count += 1
         return count
 
@@ -378,7 +381,7 @@ class PackedWorker:
         for handle, exit in self._executor.poll([h for h, _ in self._running.values()]).ended:
             name = handle.trial.name
             _, mono = self._running.pop(name)
-            result = outcome(Path(self.opts.out) / name, exit.code, self.spec.metric, handle.since, handle.log_start)
+            result = outcome(self.opts.out / name, exit.code, self.spec.metric, handle.since, handle.log_start)
             with state_lock(self.opts.out):
                 self.planner.open()
                 trial = self.planner.state.trial(name)
@@ -387,7 +390,7 @@ class PackedWorker:
                     trial.job_state = "DONE"
                     stop = "shutdown" if self._draining else None
                     self.planner.ended(trial, result, exit, stop, time.monotonic() - mono)
-                    note(Path(self.opts.out), self.job, f"end {name} {trial.status}")
+                    note(self.opts.out, self.job, f"end {name} {trial.status}")
             self._executor.release(handle)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
@@ -409,10 +412,9 @@ class PackedSweep:
             raise SweepError("--trials-per-job and --max-concurrent must be >= 1")
         if slurm.args.nodes_per_trial != 1:
             raise SweepError("--trials-per-job packs trials into one-node jobs: drop --nodes-per-trial")
-        self.spec, self.slurm, self.say = spec, slurm, say
+        opts.out = Path(opts.out).resolve()
+        self.spec, self.opts, self.slurm, self.say = spec, opts, slurm, say
         self.shape = WorkerShape(trials, slurm.gpus, slurm.args.cpus_per_trial)
-        self.opts = opts
-        self.opts.out = Path(opts.out).resolve()
         self.planner = Planner(spec, self.opts, say)
 
     def describe(self) -> str:
@@ -421,11 +423,9 @@ class PackedSweep:
         return f"SLURM: {jobs} ({gpus}), {self.slurm.args.time}"
 
     def _submit(self) -> str:
-        shape = self.shape
-        cpus = shape.trials * shape.cpus_per_trial if shape.cpus_per_trial else None
-        executor = self.slurm.submitit(f"{self.spec.name}-worker", 1, 1, shape.gpus, cpus)
+        executor = self.slurm.submitit(f"{self.spec.name}-worker", 1, 1, self.shape.gpus, self.shape.cpus)
         try:
-            job = executor.submit(PackedWorker(self.spec, self.opts, shape))
+            job = executor.submit(PackedWorker(self.spec, self.opts, self.shape))
         except Exception as err:  # noqa: BLE001 - sbatch refused (bad partition, limits): one line
             raise SweepError(f"sbatch refused the worker job: {str(err).strip().splitlines()[-1]}") from None
         return str(job.job_id)
@@ -444,9 +444,7 @@ class PackedSweep:
                 if trial.job_id not in alive:  # its worker is gone: finished if it said so, else resumed
                     self.planner.recovered(trial)
                     trial.pid = trial.pid_start = None
-                    note(
-                        Path(self.opts.out), trial.job_id or "unknown", f"end {trial.name} {trial.status} (worker gone)"
-                    )
+                    note(self.opts.out, trial.job_id or "unknown", f"end {trial.name} {trial.status} (worker gone)")
                     gone = state.workers.get(trial.job_id or "", "GONE").lower()
                     self.say(f"{trial.status:<8} {trial.name} (worker job {trial.job_id} {gone})", "yellow")
             work = self.planner.next_trial() is not None
@@ -462,7 +460,7 @@ class PackedSweep:
         """Plan, then keep workers going until every trial is done (Ctrl-C stops watching; the workers keep going)."""
         if self.opts.config is not None:
             read_yaml(self.opts.config)
-        _need("squeue")
+        self.slurm.check()
         with SweepLock(self.opts.out), signals_raise_interrupt():
             with state_lock(self.opts.out):
                 self.planner.open()

@@ -90,7 +90,7 @@ class SweepSpec:
     @property
     def varying(self) -> list[str]:
         """Parameters that differ between trials, in file order (``variant`` first, a repeat seed last)."""
-        names = [n for n, p in self.parameters.items() if _varies(p) or REPEAT in p]
+        names = [n for n, p in self.parameters.items() if _varies(p)]
         return sorted(names, key=lambda n: 0 if n == VARIANT else 2 if REPEAT in self.parameters[n] else 1)
 
     @property
@@ -108,7 +108,8 @@ class SweepSpec:
 
 
 def _varies(param: dict[str, Any]) -> bool:
-    return any(k in param for k in _SEARCHABLE) and not ("values" in param and len(param["values"]) == 1)
+    """Whether a parameter takes more than one value (a repeat seed does)."""
+    return REPEAT in param or (any(k in param for k in _SEARCHABLE) and len(param.get("values", ())) != 1)
 
 
 # ---- Loading and validation ----
@@ -240,12 +241,9 @@ def _describe_schema_error(error: Any) -> str:
     if error.validator == "additionalProperties" and not path:
         extra = re.findall(r"'([^']+)' was unexpected", error.message)
         key = extra[0] if extra else "?"
-        close = closest(key, error.schema.get("properties", {}))
-        hint = (
-            f"did you mean '{close}'?"
-            if close
-            else f"W&B allows: {', '.join(sorted(error.schema.get('properties', {})))}"
-        )
+        allowed = error.schema.get("properties", {})
+        close = closest(key, allowed)
+        hint = f"did you mean '{close}'?" if close else f"W&B allows: {', '.join(sorted(allowed))}"
         return f"unknown top-level key '{key}' ({hint})"
     if error.validator == "anyOf" and len(error.path) == 2 and error.path[0] == "parameters":
         return _not_a_parameter(error.path[1], error.instance)
@@ -274,14 +272,16 @@ def check_parameters(parameters: dict[str, Any], where: str) -> None:
             parse_comparisons(param["value"], f"{where}: parameters.{COMPARISONS}", keys | {VARIANT})
         elif name == BASE:
             check_base(param, parameters, where)
-        elif name not in keys and not is_key(name):
-            raise SweepError(f"{where}: parameters.{name}: {_unknown(name, keys)}")
+        else:
+            _check_key(name, keys, f"{where}: parameters.{name}")
 
 
-def _unknown(key: str, keys: set[str]) -> str:
-    close = closest(key, sorted(keys), cutoff=0.5)
-    hint = f"did you mean '{close}'?" if close else "see `ablate train --help` for the keys"
-    return f"unknown config key '{key}' ({hint})"
+def _check_key(key: str, keys: set[str], where: str) -> None:
+    """A sweep names only config keys: another is refused with the closest key."""
+    if key not in keys and not is_key(key):
+        close = closest(key, sorted(keys), cutoff=0.5)
+        hint = f"did you mean '{close}'?" if close else "see `ablate train --help` for the keys"
+        raise SweepError(f"{where}: unknown config key '{key}' ({hint})")
 
 
 def check_variants(param: dict[str, Any], parameters: dict[str, Any], where: str, keys: set[str]) -> None:
@@ -289,9 +289,7 @@ def check_variants(param: dict[str, Any], parameters: dict[str, Any], where: str
     parameter the sweep varies (the variant applies last: its trials along that axis would be replicates)."""
     if "values" not in param:
         raise SweepError(f"{where}: parameters.{VARIANT} must list 'values' (names or {{name: ..., key: value}})")
-    axes = {
-        n for n, p in parameters.items() if n not in RESERVED and isinstance(p, dict) and (REPEAT in p or _varies(p))
-    }
+    axes = {n for n, p in parameters.items() if n not in RESERVED and _varies(p)}
     seen: set[str] = set()
     for i, value in enumerate(param["values"]):
         label = f"{where}: parameters.{VARIANT}.values[{i}]"
@@ -300,10 +298,10 @@ def check_variants(param: dict[str, Any], parameters: dict[str, Any], where: str
         if name in seen:
             raise SweepError(f"{label}: duplicate variant name '{name}'")
         seen.add(name)
-        for key in variant_overrides(value):
-            if key not in keys and not is_key(key):
-                raise SweepError(f"{label} ({name}): {_unknown(key, keys)}")
-        for key in sorted(axes & set(variant_overrides(value))):
+        overrides = variant_overrides(value)
+        for key in overrides:
+            _check_key(key, keys, f"{label} ({name})")
+        for key in sorted(axes & set(overrides)):
             raise SweepError(
                 f"{label} ({name}) sets {key}, which the sweep varies (parameters.{key}): its trials would be "
                 f"identical replicates; drop {key} from the variant or make parameters.{key} one value"
@@ -347,8 +345,8 @@ def parse_comparisons(
         if not well_formed or set(entry) - {"between", "values"}:
             raise SweepError(f"{label}: write {{between: <key>, values: [...]}} (values optional), not {entry!r}")
         key, values = entry["between"], entry.get("values")
-        if keys is not None and key not in keys and not is_key(key):
-            raise SweepError(f"{label}: {_unknown(key, keys)}")
+        if keys is not None:
+            _check_key(key, keys, label)
         if values is not None and (not isinstance(values, list) or len(values) < 2):
             raise SweepError(f"{label}: 'values' lists the reference value first, then the values compared with it")
         out.append((key, values))

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,29 @@ def test_without_ray_the_launcher_is_one_line_naming_the_extra(tmp_path, monkeyp
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines()[-1] == "error: --launcher ray needs Ray: pip install 'ablate[ray]'"
     assert not (tmp_path / "x" / "sweep.json").exists()
+
+
+def test_the_cluster_is_described_after_ray_is_started(tmp_path, monkeypatch):
+    """``ablate sweep run --launcher ray`` prints how many trials fit before the loop's check() runs: reading
+    the cluster's resources starts (or joins) Ray first instead of failing with Ray's "not been started yet"."""
+    from ablate.sweep import ray_cluster
+    from ablate.sweep.local import ExecutorArgs
+    from ablate.sweep.planner import LaunchOptions
+
+    started: list[dict] = []
+
+    def resources() -> dict[str, float]:
+        if not started:
+            raise RuntimeError("Ray has not been started yet")
+        return {"CPU": 4.0}
+
+    fake = types.SimpleNamespace(
+        is_initialized=lambda: bool(started), init=lambda **kwargs: started.append(kwargs), cluster_resources=resources
+    )
+    monkeypatch.setattr(ray_cluster, "_ray", lambda: fake)
+    executor = ray_cluster.RayExecutor(ExecutorArgs(), LaunchOptions(tmp_path / "out", []))
+    assert executor.describe() == "Ray: 1 CPU per trial, 4 at once"
+    assert len(started) == 1
 
 
 def _running(out: Path) -> set[str]:

@@ -59,4 +59,4 @@ def test_a_configuration_checked_once_for_its_seeds_fails_each_trial_as_checking
     errors = [t.error or "" for t in trials]
     assert sum("does not divide" in e for e in errors) == 4  # heads=3, whatever its seed
     assert sum("must be in [0, 2**32 - 1]" in e for e in errors) == 2  # heads=2 with seed -1 or 2**32
-    assert len(planner._verdicts) == 2 + 4  # two configurations, four seeds: not eight points
+    assert planner._check.cache_info().currsize == 2 + 4  # two configurations, four seeds: not eight points
