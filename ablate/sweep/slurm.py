@@ -409,7 +409,7 @@ class PackedSweep:
 
     def __init__(self, spec: SweepSpec, opts: LaunchOptions, slurm: SlurmExecutor, trials: int, say: Say = quiet):
         if trials < 1:
-            raise SweepError("--trials-per-job and --max-concurrent must be >= 1")
+            raise SweepError("--trials-per-job must be >= 1")
         if slurm.args.nodes_per_trial != 1:
             raise SweepError("--trials-per-job packs trials into one-node jobs: drop --nodes-per-trial")
         opts.out = Path(opts.out).resolve()

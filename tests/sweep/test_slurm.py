@@ -57,6 +57,14 @@ def test_job_shape_reaches_the_trainer(tmp_path):
     ]
 
 
+def test_packing_refuses_fewer_than_one_trial_per_job_by_its_own_option(tmp_path):
+    """The message named --max-concurrent too, which the packed sweep does not check (SlurmExecutor does)."""
+    from ablate.sweep.slurm import PackedSweep
+
+    with pytest.raises(SweepError, match=r"^--trials-per-job must be >= 1$"):
+        PackedSweep(None, None, SlurmExecutor(ExecutorArgs(), tmp_path), 0)  # type: ignore[arg-type]
+
+
 def test_unknown_launcher_and_bad_slurm_arg_are_one_line(tmp_path):
     runner = CliRunner()
     bad = runner.invoke(app, ["run", str(ROOT / "sweeps" / "quickstart.yaml"), "--launcher", "pbs"])
