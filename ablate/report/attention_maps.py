@@ -9,12 +9,13 @@ alignment matrix of Bahdanau et al. (2015), Figure 3. Plus the positional-encodi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Sequence, cast
 
 import torch
 from matplotlib.figure import Figure
 
 from ablate.model.decoding import beam_search
+from ablate.model.transformer import Transformer
 from ablate.report.figures import check_size
 from ablate.report.trials import ReportError
 from ablate.training.checkpoints import load_trained
@@ -104,7 +105,8 @@ def plot_attention(
     check_apart(out, [run_dir])
     if beam < 1:
         raise ReportError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
-    cfg, model, tok = load_trained(run_dir, plugins=plugins, trust_plugins=trust_plugins)
+    cfg, module, tok = load_trained(run_dir, plugins=plugins, trust_plugins=trust_plugins)
+    model = cast(Transformer, module)  # load_trained says nn.Module: every arch has Transformer's interface
     pieces = tok.encode_src([text])[0]
     if len(pieces) > MAX_TOKENS:  # maps are tokens x tokens and decoding grows with them: 600 words took 20 GB
         raise ReportError(

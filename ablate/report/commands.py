@@ -64,7 +64,7 @@ ALPHA = typer.Option(
     help="Family-wise significance level for the † mark (Holm-Bonferroni over the table's comparisons).",
 )
 TEST = typer.Option(
-    Test.seeds,
+    Test("seeds"),
     "--test",
     help="seeds: training-seed variance (pooled over the table) plus a paired bootstrap over test sentences; "
     "bs / ar: test-set variance only (paired bootstrap / approximate randomization over sentences).",
@@ -99,7 +99,7 @@ SIGNIFICANCE = typer.Option(
 def table_command(
     source: str = SOURCE,
     fmt: Format = typer.Option(
-        Format.rich, "--format", "-f", help="Output format: rich (terminal), md, latex (booktabs) or csv."
+        Format("rich"), "--format", "-f", help="Output format: rich (terminal), md, latex (booktabs) or csv."
     ),
     out: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Write the table to this file instead of printing it."
@@ -163,7 +163,7 @@ def table_command(
             beside = "\n" + render_reference(side_by_side(sweep, table, paper), fmt.value)
         if columns is not None:
             table = select_columns(table, [c.strip() for c in columns.split(",") if c.strip()])
-        if out is None and fmt is Format.rich:
+        if out is None and fmt is Format("rich"):
             print_fitted(table)
             sys.stdout.write(beside)
             return
@@ -305,7 +305,7 @@ def plot_command(
     test: Test = TEST,
     samples: int = SAMPLES,
     with_significance: bool = SIGNIFICANCE,
-    fmt: FigureFormat = typer.Option(FigureFormat.png, "--format", help="png, or pdf / svg (vector, for papers)."),
+    fmt: FigureFormat = typer.Option(FigureFormat("png"), "--format", help="png, or pdf / svg (vector, for papers)."),
     metric: str = METRIC,
     sigma_from: Optional[str] = sigma_from_option(
         "Draw the CIs and † of `ablate table --sigma-from SOURCE`: the seed σ pooled with this source's seeds "

@@ -28,7 +28,7 @@ import shlex
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Mapping, Optional
 
 from ablate.record import DEV_BLEU, SUMMARY_FILE, SWEEP_FILE, TEST_BLEU, TEXT_KINDS, TOKENS_PER_SEC, RunStatus
 from ablate.report.layout import Table, build_table
@@ -84,7 +84,7 @@ def write_environment_lock(
             found.setdefault(freeze_sha256(lines), (lines, []))[1].append(summary)
     files = exported.get("files") if isinstance(exported, dict) else None
     if not found and isinstance(files, list) and files:
-        names = [f.get("file") for f in files if isinstance(f, dict)]
+        names: list[Any] = [f.get("file") for f in files if isinstance(f, dict)]  # checked below: str names
         if all(isinstance(n, str) and Path(n).name == n and (source / n).is_file() for n in names):
             for n in names:
                 (out / n).write_bytes(read_inside(source / n, source))
@@ -242,10 +242,10 @@ def _no_project_lookup() -> Iterator[None]:
     import wandb_workspaces.reports.v2.gql as gql
     import wandb_workspaces.reports.v2.interface as interface
 
-    def lookup(api: Any, query: Any, variables: dict[str, Any]) -> dict[str, Any]:
+    def lookup(api: Any, query: Any, variables: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
         if query is not gql.projectInternalId:
             raise ReportError("serialising the W&B report offline needed W&B; publish it with a wandb: source")
-        return {"project": {"internalId": None, "name": variables.get("projectName")}}
+        return {"project": {"internalId": None, "name": (variables or {}).get("projectName")}}
 
     saved = interface._get_api, interface.execute_graphql
     interface._get_api, interface.execute_graphql = (lambda: None), lookup

@@ -74,7 +74,7 @@ def group_label(row: Row, sweep: Sweep) -> str:
     return "varying " + "+".join(labels[k] for k in row.changed)
 
 
-def tab10(k: int) -> tuple[float, ...]:
+def tab10(k: int) -> tuple[float, float, float, float]:
     """The ``k``-th colour of matplotlib's ``tab10`` cycle."""
     return matplotlib.colormaps["tab10"](k % 10)
 
@@ -164,7 +164,8 @@ def check_size(width_in: float, height_in: float, dpi: float, name: str, why: st
 
 def save(fig: Figure, path: Path, why: str = "too many rows: plot fewer variants") -> Path:
     """Write ``fig`` to ``path`` (format from the suffix), cropped to what was drawn; refuse one too large to draw."""
-    check_size(*fig.get_size_inches(), fig.dpi, Path(path).name, why)
+    width, height = fig.get_size_inches()
+    check_size(width, height, fig.dpi, Path(path).name, why)
     fig.tight_layout()
     for note in fig.findobj(lambda a: a.get_gid() == CAPTION):
         note.set_in_layout(True)
@@ -476,7 +477,7 @@ def bleu_bars(
 ) -> list[Bar]:
     """The bars of :func:`bleu_bars_figure`, rows in table order, each row's splits together."""
     splits = sweep.test_splits
-    keys = [(_key(s, metric), s) for s in splits] or [(_key(None, metric), None)]
+    keys: list[tuple[str, Optional[str]]] = [(_key(s, metric), s) for s in splits] or [(_key(None, metric), None)]
     vs_base = against_base(comparisons, sweep)
     tested = sorted({s for (_, s) in vs_base})
     use_ci = any(c.tested for c in vs_base.values())
@@ -489,14 +490,13 @@ def bleu_bars(
             # as the table: the plain test/bleu column is tested on the one split with hypotheses
             comp = vs_base.get((row.name, split or (tested[0] if len(tested) == 1 else "")))
             mark = MARK if comp is not None and comp.significant(alpha) else ""
-            base = sweep.base.stats.get(key)
+            base, std = sweep.base.stats.get(key), row.stats[key].std
             if use_ci and comp is not None and comp.tested and base is not None:
                 low, high = base.mean + comp.ci[0], base.mean + comp.ci[1]
                 bars.append(Bar(row.name, split, mean, low, high, base.mean + comp.delta, "ci", mark))
-            elif use_ci or row.stats[key].std is None:
+            elif use_ci or std is None:
                 bars.append(Bar(row.name, split, mean, math.nan, math.nan, mean, "none", mark))
             else:
-                std = row.stats[key].std
                 bars.append(Bar(row.name, split, mean, mean - std, mean + std, mean, "std", mark))
     return bars
 
@@ -591,7 +591,7 @@ def _key(split: Optional[str], metric: str = DEFAULT_METRIC) -> str:
 def quality_cost_figure(sweep: Sweep, cost: str, metric: str = DEFAULT_METRIC) -> Optional[Figure]:
     """Test BLEU (or ``metric``) against ``train/tokens_per_sec`` (higher is cheaper) or ``params``
     (lower is), error bars ± std, the Pareto front circled and joined by a dashed line."""
-    scorer, split = get_scorer(metric), (sweep.test_splits or [None])[0]
+    scorer, split = get_scorer(metric), next(iter(sweep.test_splits), None)
     key, ylabel = _key(split, metric), f"test {scorer.label}" + (f" ({split})" if split else "")
     up = scorer.higher_is_better
     speed = cost == TOKENS_PER_SEC.key

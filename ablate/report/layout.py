@@ -186,6 +186,7 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
     split = tested[0].split
     here = [c for c in tested if c.split == split]
     first = here[0]
+    assert first.sigma is not None, "a seed test's p-value needs sigma (SplitScores.compare), so a tested one has it"
     how = "a row + seed fit" if first.paired else "the pooled within-row spread"
     trials = sum(len(r.trials) for r in sweep.rows)
     paired = "; rows trained with the same seed values are compared seed-paired" if first.paired else ""
@@ -598,14 +599,14 @@ def build_table(
         for col in columns:
             st = stat_of(row, col.key)
             comp = vs_base.get((row.name, col.split)) if col.split else None
-            tested = comp is not None and comp.tested
+            tested = comp if comp is not None and comp.tested else None
             cells.append(
                 Cell(
                     _scaled(st, col.scale),
                     col.ranked and st is not None and st.mean == best[col.key],
-                    comp.p_value if tested else None,
+                    tested.p_value if tested else None,
                     _marks(comp, alpha) if comp else "",
-                    comp.p_adjusted if tested else None,
+                    tested.p_adjusted if tested else None,
                     comp,
                 )
             )
@@ -728,7 +729,7 @@ def budget_note(sweep: Sweep) -> str:
     """Which training budget the rows had (steps, epochs or time) and what that means for them."""
     found = []
     for key, text, is_set in BUDGETS:
-        values = sorted({r.config.get(key) for r in sweep.rows if is_set(r.config.get(key))}, key=float)
+        values = sorted({r.config[key] for r in sweep.rows if is_set(r.config.get(key))}, key=float)
         if values:
             found.append((key, " / ".join(text.format(v) for v in values)))
     if not found:
@@ -817,15 +818,16 @@ def buckets(lengths: list[int], n: int = N_BUCKETS) -> list[tuple[int, int]]:
 
 def bleu_by_length(sweep: Sweep, split: Optional[str] = None, n: int = N_BUCKETS) -> Optional[ByLength]:
     """BLEU per source-length bucket for every row on ``split`` (default: the first with hypotheses), or None."""
-    splits = test_splits(sweep)
-    split = split or (splits[0] if splits else None)
+    split = split or next(iter(test_splits(sweep)), None)
+    if split is None:
+        return None
     trials = [
         t
         for r in sweep.rows
         for t in r.trials
         if split in t.hyps and split in t.refs and len(t.hyps[split]) == len(t.refs[split])
     ]
-    if split is None or not trials:
+    if not trials:
         return None
     with_sources = [t for t in trials if len(t.sources.get(split, ())) == len(t.refs[split])]
     basis = "source" if with_sources else "reference"

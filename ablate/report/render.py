@@ -167,7 +167,7 @@ def to_csv(table: Table) -> str:
         line = [group, row.name] + ["" if v is None or v == "<unset>" else show_value(v) for v in row.values]
         for cell, col in zip(row.cells, table.columns):
             st = cell.stat
-            line += [_num(st and st.mean), _num(st and st.std), "" if st is None else str(st.n)]
+            line += ["", "", ""] if st is None else [_num(st.mean), _num(st.std), str(st.n)]
             if col.split:
                 line += _tested(cell)
         lines.append(line + [RunStatus.FINISHED, ""])
@@ -177,20 +177,20 @@ def to_csv(table: Table) -> str:
 
 def to_rich(table: Table):
     """A rich renderable: the table (best values highlighted), footnotes and unfinished trials."""
-    from rich.console import Group
+    from rich.console import Group, JustifyMethod
     from rich.table import Table as RichTable
     from rich.text import Text
 
     rt = RichTable(title=Text(table.title, style="bold"), header_style="bold")
     lead, hyper = 1 + table.show_names, len(table.labels)
     for i, name in enumerate(_header(table)):
-        justify = "left" if i < lead else "center" if i < lead + hyper else "right"
+        justify: JustifyMethod = "left" if i < lead else "center" if i < lead + hyper else "right"
         rt.add_column(Text(name), justify=justify)
     for i, row in enumerate(table.rows):
         if row.new_group and i > 0:
             rt.rows[-1].end_section = True
-        lead = [Text(row.group, style="bold")] + ([Text(row.name)] if table.show_names else [])
-        rt.add_row(*lead, *_rich_values(table, row))
+        heads = [Text(row.group, style="bold")] + ([Text(row.name)] if table.show_names else [])
+        rt.add_row(*heads, *_rich_values(table, row))
     return Group(rt, *_rich_notes(table))
 
 
@@ -251,9 +251,9 @@ def render(table: Table, fmt: str, width: int = 200) -> str:
     if fmt == "rich":
         from rich.console import Console
 
-        console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False)
+        console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
         console.print(to_rich(table))
-        return console.file.getvalue()
+        return out.getvalue()
     raise ValueError(f"unknown format '{fmt}' (choose from: {', '.join(FORMATS)})")
 
 
@@ -282,7 +282,7 @@ def per_seed(sweep: Sweep) -> tuple[list[str], list[SeedLine]]:
                 else t.metrics[k] - b.metrics[k]
                 for k in keys
             ]
-        flips = [len({d[i] > 0 for d in deltas.values() if d[i] not in (None, 0.0)}) > 1 for i in range(len(keys))]
+        flips = [len({v > 0 for d in deltas.values() if (v := d[i])}) > 1 for i in range(len(keys))]  # 0, None: no sign
         lines += [SeedLine(row.name, t.seed, [t.metrics.get(k) for k in keys], deltas[t.name], flips) for t in trials]
     return keys, lines
 

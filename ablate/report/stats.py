@@ -102,7 +102,7 @@ class Stat:
     n: int
 
 
-def stat(values: Sequence[float]) -> Optional[Stat]:
+def stat(values: Sequence[Optional[float]]) -> Optional[Stat]:
     """Aggregate seed values; None when there are none (NaNs are dropped)."""
     vals = np.array([float(v) for v in values if v is not None and not math.isnan(float(v))])
     if not len(vals):
@@ -1161,9 +1161,9 @@ def holm(p_values: Sequence[float]) -> list[float]:
         adjusted = np.empty(len(values))
         adjusted[order] = np.maximum.accumulate(scaled)
         return adjusted.tolist()
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    ranked = sorted(range(len(p_values)), key=lambda i: p_values[i])
     m, running, out = len(p_values), 0.0, [1.0] * len(p_values)
-    for rank, i in enumerate(order):
+    for rank, i in enumerate(ranked):
         running = max(running, min(1.0, (m - rank) * p_values[i]))
         out[i] = running
     return out
@@ -1216,12 +1216,12 @@ class SplitScores:
         """A table from per-trial scores alone (row -> per-seed corpus BLEU, (B,) bootstrap BLEU and seed
         values), e.g. for calibration; ``ar`` (which needs the sentence statistics) is not available on it."""
         texts = {r: [str(x) for x in v] for r, v in seeds.items()}
-        return cls._of(split, bleu_from_stats, DEFAULT_METRIC, {}, dict(bleu), dict(boot), texts, borrowed)
+        return cls._of(split, bleu_from_stats, DEFAULT_METRIC, {}, dict(bleu), dict(boot), texts, borrowed=borrowed)
 
     @classmethod
     def _of(
         cls, split: str, score: Score, metric: str, rows: dict, bleu: dict, boot: dict, seeds: dict,
-        borrowed: Optional[BorrowedNoise] = None,
+        *, borrowed: Optional[BorrowedNoise] = None,
     ) -> SplitScores:  # fmt: skip
         """A table of these per-trial parts, its seed σ fitted."""
         out = object.__new__(cls)
@@ -1240,7 +1240,7 @@ class SplitScores:
         if not whole or any(len(b) != samples for r in rows for b in self.boot[r.name]):
             return None
         parts = [{r.name: part[r.name] for r in rows} for part in (self.rows, self.bleu, self.boot, self.seeds)]
-        return self._of(self.split, self.score, self.metric, *parts, self.borrowed)
+        return self._of(self.split, self.score, self.metric, *parts, borrowed=self.borrowed)
 
     @classmethod
     def of_sweep(
@@ -1272,7 +1272,7 @@ class SplitScores:
             {r: [part[source[r]][x] for x in keep[r]] for r in keep}
             for part in (self.rows, self.bleu, self.boot, self.seeds)
         ]
-        return self._of(self.split, self.score, self.metric, *parts, self.borrowed)
+        return self._of(self.split, self.score, self.metric, *parts, borrowed=self.borrowed)
 
     def compare(self, reference: str, row: str, test: str = DEFAULT_TEST, trials: int = 0) -> Optional[Comparison]:
         """``row`` against ``reference`` (uncorrected; ``trials``: swaps for ``ar``, 0 the default); None
@@ -1483,7 +1483,7 @@ def _setup_differences(base: Mapping[str, Any], theirs: Mapping[str, Any], sourc
     return tuple(differ)
 
 
-def _aligned(sources: Optional[list[str]], refs: Sequence[str]) -> Optional[list[str]]:
+def _aligned(sources: Optional[Sequence[str]], refs: Sequence[str]) -> Optional[Sequence[str]]:
     return sources if sources and len(sources) == len(refs) else None
 
 
@@ -1684,7 +1684,7 @@ def t_interval(deltas: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray, np
     return mean, low, high, n
 
 
-def sign_changes(steps: Sequence[float], mean: Sequence[float]) -> list[float]:
+def sign_changes(steps: Iterable[float], mean: Iterable[float]) -> list[float]:
     """Steps at which ``mean`` has the opposite sign to its last earlier nonzero value."""
     out, previous = [], 0.0
     for step, value in zip(steps, mean):
@@ -1786,9 +1786,9 @@ class SignCount:
 
     def text(self) -> str:
         """``3 of 4 agree in sign (binomial p = 0.31 against chance 1/2)``."""
-        if not self.n:
+        if (p := self.p_value) is None:  # nothing counted
             return NOTHING_SIGNED
-        return f"{self.agree} of {self.n} agree in sign (binomial p = {p_text(self.p_value)} against chance 1/2)"
+        return f"{self.agree} of {self.n} agree in sign (binomial p = {p_text(p)} against chance 1/2)"
 
 
 def sign_count(pairs: Iterable[tuple[Optional[float], Optional[float]]]) -> SignCount:

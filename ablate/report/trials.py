@@ -230,7 +230,7 @@ def _wandb_history(run: Any) -> list[dict[str, float]]:
     return history
 
 
-def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, list[str]], ...]:
+def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, SavedText], ...]:
     """Hypotheses, references and sources saved as run files, else in a hypotheses artifact."""
     wanted = {f"{kind}/{split}.txt" for split in splits for kind in TEXT_KINDS}
     if not wanted:
@@ -294,11 +294,11 @@ class Trial:
     variant: Optional[str] = None
     sweep: Optional[str] = None
     params: dict[str, Any] = field(default_factory=dict)
-    hyps: dict[str, list[str]] = field(default_factory=dict)
-    refs: dict[str, list[str]] = field(default_factory=dict)
+    hyps: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    refs: Mapping[str, Sequence[str]] = field(default_factory=dict)
     signature: Optional[str] = None
     resolved: dict[str, Any] = field(default_factory=dict)
-    sources: dict[str, list[str]] = field(default_factory=dict)
+    sources: Mapping[str, Sequence[str]] = field(default_factory=dict)
     comparisons: Optional[list] = None
     bare_variant: bool = False
     declared_base: Any = None
@@ -344,7 +344,6 @@ def collect_folder(root: Path) -> list[Trial]:
         raise ReportError(f"sweep folder not found: {root} (pass a sweep output folder or wandb:<entity>/<project>)")
     trials = []
     planned, problem, name = _sweep_plan(root)
-    named = {"sweep": name} if name else {}  # the sweep file's name, not the W&B group id its runs record
     run_dirs = sorted(p for p in root.iterdir() if p.is_dir() and RunFiles(p).summary.exists())
     progress = Progress(f"read {root}", len(run_dirs), log)
     for run_dir in run_dirs:
@@ -352,7 +351,8 @@ def collect_folder(root: Path) -> list[Trial]:
         progress.step()
         trial = replace(trial, status=running_status(run_dir, trial.status))
         point = planned.get(run_dir.name, {}).get("point", {})
-        trials.append(replace(trial, **sweep_facts(point), **named))  # the sweep's, not the config's
+        # the sweep's facts, not the config's; the sweep file's name, not the W&B group id its runs record
+        trials.append(replace(trial, **sweep_facts(point), sweep=name or trial.sweep))
     seen = {t.name for t in trials}
     for name, t in planned.items():
         if name not in seen:  # planned, never started or gone before writing a record
@@ -414,11 +414,11 @@ def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
 def from_summary(
     name: str,
     record: RunSummary | dict[str, Any],
-    hyps: dict[str, list[str]] | None = None,
-    refs: dict[str, list[str]] | None = None,
+    hyps: Mapping[str, Sequence[str]] | None = None,
+    refs: Mapping[str, Sequence[str]] | None = None,
     config: dict[str, Any] | None = None,
     status: str | None = None,
-    sources: dict[str, list[str]] | None = None,
+    sources: Mapping[str, Sequence[str]] | None = None,
 ) -> Trial:
     """A :class:`Trial` from a run record, or a ``summary.json``-shaped dict (``config`` may be given flat)."""
     if not isinstance(record, RunSummary):
@@ -430,7 +430,7 @@ def from_summary(
     raw.pop("variants", None)  # a sweep registered by ablate: its variants' overrides, the same for every run
     raw.pop("base", None)
     flat = clean_config(raw)
-    sweep = summary.get("sweep") if isinstance(summary.get("sweep"), dict) else {}
+    sweep = summary["sweep"] if isinstance(summary.get("sweep"), dict) else {}
     if "seed" not in flat and "seed" in (sweep.get("params") or {}):
         flat["seed"] = sweep["params"]["seed"]
     metrics = {k: n for k, v in summary.items() if k not in NOT_METRICS and (n := _number(v)) is not None}
@@ -650,7 +650,7 @@ def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]
     return found
 
 
-def corpus_bleu(hyps: list[str], refs: list[str], signature: Optional[str]) -> float:
+def corpus_bleu(hyps: Sequence[str], refs: Sequence[str], signature: Optional[str]) -> float:
     """sacreBLEU corpus BLEU as the run scored it (the tokenizer its signature names)."""
     return corpus_score(Bleu(_tokenizer(signature)), hyps, refs, None)
 
