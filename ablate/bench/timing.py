@@ -192,7 +192,7 @@ def matmul_work(
 class _OpNames(TorchDispatchMode):
     """Records the name of every aten op dispatched inside it, and how many were."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.names: set[str] = set()
         self.calls = 0
