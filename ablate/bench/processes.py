@@ -111,8 +111,8 @@ def _memory_child(args: dict[str, Any]) -> None:
     print(json.dumps(_measured(lambda: call(args["length"]))[1]))
 
 
-def measure_all(commands: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
-    """Name -> the JSON report (``delta_mb`` is the figure) of each child, run side by side (each has its
+def measure_all(commands: dict[tuple[str, str], list[str]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(mode, variant) -> the JSON report (``delta_mb`` is the figure) of each child, run side by side (each has its
     own RSS, so they do not disturb each other's figure)."""
     env = _env()
     procs = {

@@ -101,7 +101,7 @@ def noisy(values: dict[str, Optional[float]], intervals: dict[str, Any]) -> list
 def targets_met(values: dict[str, Optional[float]], targets: Optional[dict] = None) -> dict[str, Optional[bool]]:
     """Each target's verdict (of ``targets``, default :data:`TARGETS`); ``None`` when its figure was not measured."""
     return {
-        name: (None if values.get(name) is None else bool(check(values[name])))
+        name: (None if (value := values.get(name)) is None else bool(check(value)))
         for name, (_, check) in (TARGETS if targets is None else targets).items()
     }
 

@@ -65,16 +65,16 @@ def run(
 
         echo(f"inputs: {opts.data} (vocab {opts.vocab_size}), {opts.batches} batches of <= {opts.max_tokens} tokens")
         inputs = load_inputs(opts, dev)
-    if "training" in sections:
+    if inputs is not None and "training" in sections:
         results["training"] = bench_training(opts, inputs, dev, echo=echo)
         finish()
-    if "decoding" in sections:
+    if inputs is not None and "decoding" in sections:
         results["decoding"] = bench_decoding(opts, inputs, dev, echo=echo)
         finish()
     if "memory" in sections:
         results["memory"] = bench_memory(opts, threads, echo=echo)
         finish()
-    if "data" in sections:
+    if inputs is not None and "data" in sections:
         results["data"] = bench_data(opts, base=inputs.prepared, echo=echo)
         finish()
     if "startup" in sections:

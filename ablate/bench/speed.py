@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 import torch
 from torch import Tensor, nn
@@ -28,7 +28,7 @@ from ablate.data.cache import Prepared, prepare
 from ablate.data.datamodule import EncodedPairs, TokenBatchSampler, collate, lengths
 from ablate.errors import did_you_mean
 from ablate.model.build import build_model
-from ablate.model.decoding import beam_search, greedy
+from ablate.model.decoding import Seq2Seq, beam_search, greedy
 from ablate.model.positions import POSITIONS, sinusoids
 from ablate.model.scores import SCORES
 from ablate.training.module import batch_tokens, make_optimizer, sequence_loss, token_loss
@@ -96,10 +96,11 @@ class TorchTransformer(nn.Module):
         super().__init__()
         self.pad_id, self.d_model = pad_id, d_model
         self.embed = nn.Embedding(vocab, d_model, padding_idx=pad_id)
+        self.table: Tensor
         self.register_buffer("table", sinusoids(torch.arange(max_positions), d_model), persistent=False)
         self.drop = nn.Dropout(dropout)
 
-        shape = dict(dim_feedforward=d_ff, dropout=dropout, batch_first=True, norm_first=norm_first)
+        shape: dict[str, Any] = dict(dim_feedforward=d_ff, dropout=dropout, batch_first=True, norm_first=norm_first)
         encoder = nn.TransformerEncoder(
             nn.TransformerEncoderLayer(d_model, heads, **shape),
             layers,
@@ -115,7 +116,7 @@ class TorchTransformer(nn.Module):
             if isinstance(module, nn.MultiheadAttention):
                 module.dropout = attention_dropout
             if isinstance(module, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
-                module.dropout = nn.Identity()  # inside the feed-forward: relu(x W1) W2, no dropout between
+                module.dropout = nn.Identity()  # type: ignore[assignment]  # in the feed-forward: relu(x W1) W2, no dropout
         self.generator = nn.Linear(d_model, vocab, bias=False)
         nn.init.normal_(self.embed.weight, 0.0, d_model**-0.5)
         with torch.no_grad():
@@ -208,10 +209,11 @@ class Trainee:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
 
-    def forward_backward(self, batch: Batch) -> None:
-        """Forward and backward only (what FLOPs are counted on); gradients are dropped."""
-        self.loss(batch).backward()
-        self.optimizer.zero_grad(set_to_none=True)
+    def forward_backward(self, batches: list[Batch]) -> None:
+        """Forward and backward only on each of ``batches`` (what FLOPs are counted on); gradients are dropped."""
+        for batch in batches:
+            self.loss(batch).backward()
+            self.optimizer.zero_grad(set_to_none=True)
 
     def contender(self, batches: list[Batch]) -> Callable[[], None]:
         """One round for :func:`~ablate.bench.timing.interleaved`: a :meth:`step` on each of ``batches``."""
@@ -266,7 +268,7 @@ def bench_training(
     if opts.flops:
         echo("counting model FLOPs (one forward + backward per variant and batch)")
         for name, trainee in trainees.items():
-            flops, ops = timing.census(lambda: [trainee.forward_backward(b) for b in inputs.batches])  # noqa: B023 - called here
+            flops, ops = timing.census(lambda: trainee.forward_backward(inputs.batches))  # noqa: B023 - called here
             census[name] = (flops, timing.sdpa_backend(ops))
     matmul, matmul_flops = timing.matmul_work(dev)
     matmul()
@@ -308,7 +310,7 @@ class FixedLength(nn.Module):
     """Wraps a model (``pad_id`` / ``encode`` / ``decode``) so the EOS logit loses ``penalty``: hypotheses
     end only at the length limit, where the decoders force EOS (finite, so it still finishes normally)."""
 
-    def __init__(self, model: nn.Module, eos: int, penalty: float = 1e4):
+    def __init__(self, model: Seq2Seq, eos: int, penalty: float = 1e4):
         super().__init__()
         self.model, self.eos, self.penalty = model, eos, penalty
         self.pad_id = model.pad_id
@@ -324,8 +326,8 @@ class FixedLength(nn.Module):
 
 def modes(model: nn.Module, bos: int, eos: int, length: int, beam: int) -> dict[str, Callable[[Tensor], list]]:
     """Mode name -> ``decode(src) -> hypotheses`` for greedy and beam ``beam``, cached and not."""
-    fixed = FixedLength(model, eos)
-    out = {}
+    fixed = FixedLength(cast(Seq2Seq, model), eos)  # build_model's: nn.Module's typing hides its decoding interface
+    out: dict[str, Callable[..., list]] = {}  # (src, c=cache): the cache flag bound by its default
     for cache in (True, False):
         tag = "cache" if cache else "nocache"
         out[f"greedy-{tag}"] = lambda src, c=cache: greedy(fixed, src, bos, eos, 0.0, length, use_cache=c)

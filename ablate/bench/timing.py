@@ -14,7 +14,7 @@ import os
 import platform
 import statistics
 import time
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -51,7 +51,7 @@ def synchronize() -> None:
 
 
 def interleaved(
-    contenders: dict[str, Callable[[], object]], reps: int, warmup: int = 1, clock: Clock | None = None
+    contenders: Mapping[str, Callable[[], object]], reps: int, warmup: int = 1, clock: Clock | None = None
 ) -> dict[str, list[float]]:
     """Name -> ``reps`` durations (seconds of ``clock``, default :func:`compute_clock`, in round order) of
     each contender's one unit of work, measured round-robin after ``warmup`` untimed rounds."""
@@ -192,7 +192,7 @@ def matmul_work(
 class _OpNames(TorchDispatchMode):
     """Records the name of every aten op dispatched inside it, and how many were."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.names: set[str] = set()
         self.calls = 0

@@ -6,10 +6,10 @@ A run is a run folder, a sweep's trial named by what it is (``SWEEP --variant NA
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any, List, Optional
 
-import click
 import typer
 
 from ablate.config import ConfigError
@@ -153,7 +153,7 @@ def translate(
     if input is not None and not input.is_file():
         _fail(f"input file not found: {input}")
     try:
-        raw = input.read_bytes() if input is not None else click.get_binary_stream("stdin").read()
+        raw = input.read_bytes() if input is not None else sys.stdin.buffer.read()
     except OSError as err:
         _fail(f"cannot read {input or 'stdin'}: {err.strerror or err}")
     sentences = read_sentences(raw, str(input) if input is not None else "stdin")

@@ -224,8 +224,8 @@ def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], A
     except CheckpointError as err:
         raise ConfigError(f"train.init_from: {err}") from None
     weights = {k.removeprefix(PREFIX): v for k, v in checkpoint["state_dict"].items() if k.startswith(PREFIX)}
-    hparams = checkpoint.get("hyper_parameters") if isinstance(checkpoint.get("hyper_parameters"), dict) else {}
-    their_cfg = flatten(hparams.get("cfg")) if isinstance(hparams.get("cfg"), dict) else {}
+    hparams = found if isinstance(found := checkpoint.get("hyper_parameters"), dict) else {}
+    their_cfg = flatten(theirs) if isinstance(theirs := hparams.get("cfg"), dict) else {}
     our_cfg = flatten(to_dict(cfg))
     differ = [k for k in sorted(set(their_cfg) | set(our_cfg)) if their_cfg.get(k) != our_cfg.get(k)]
     model_keys = [k for k in differ if k.startswith("model.")]

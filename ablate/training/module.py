@@ -13,7 +13,7 @@ import os
 import pickle
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 import pytorch_lightning as pl
 import torch
@@ -24,7 +24,7 @@ from ablate.config import Config, flatten, from_flat, peak_lr, to_dict
 from ablate.errors import AblateError
 from ablate.metrics import TEST_METRICS, get_scorer
 from ablate.model.build import build_model
-from ablate.model.decoding import beam_search, greedy
+from ablate.model.decoding import Seq2Seq, beam_search, greedy
 from ablate.record import DEV_BLEU, DEV_CHRF, DEV_PPL
 from ablate.registry import register, table
 from ablate.training.run_folder import checked_history, checked_record
@@ -98,9 +98,9 @@ class WarmupDecay(torch.optim.lr_scheduler.LRScheduler):
         q = 1.0 if p >= 1.0 else (p - self.decay_from) / max(1.0 - self.decay_from, 1e-12)
         return max(DECAYS[self.schedule](min(max(q, 0.0), 1.0)), self.min_ratio)
 
-    def get_lr(self) -> list[float]:
+    def get_lr(self) -> list[float]:  # type: ignore[override]  # torch allows tensor rates; ours are the config's floats
         m = self.multiplier(self.last_epoch)
-        return [base * m for base in self.base_lrs]
+        return [float(base) * m for base in self.base_lrs]
 
     def state_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_progress")}
@@ -212,7 +212,8 @@ def make_optimizer(
     parameter's tensors once where ``foreach`` makes five passes, one tensor at a time: 13 instead of 46 ms per
     step for the benchmark's 131-tensor Transformer."""
     t = cfg.train
-    decay, no_decay = [], []
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
     for name, p in model.named_parameters():
         (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
     groups = [{"params": decay, "weight_decay": t.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
@@ -232,7 +233,7 @@ def clip_gradients(parameters: Iterable[torch.Tensor], max_norm: float | None) -
         return torch.zeros(())
     if max_norm:  # what Lightning's gradient_clip_val calls, so the clipped gradients are the same
         return torch.nn.utils.clip_grad_norm_(params, max_norm)
-    return torch.nn.utils.get_total_norm([p.grad for p in params])
+    return torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
 
 
 @dataclass(frozen=True)
@@ -424,11 +425,12 @@ class TranslationModule(pl.LightningModule):
     def translate(self, src: torch.Tensor, beam: int, len_penalty: float | None = None) -> list[list[int]]:
         """Token ids of the best hypothesis per row of ``src`` (B, S); ``len_penalty`` defaults to ``eval.len_penalty``."""
         e = self.cfg.eval
+        model = cast(Seq2Seq, self.model)  # nn.Module's typing hides the decoding interface every model has (Args)
         if beam <= 1:
-            return greedy(self.model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b)
+            return greedy(model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b)
         alpha = e.len_penalty if len_penalty is None else len_penalty
         return beam_search(
-            self.model,
+            model,
             src,
             beam,
             self.bos_id,
@@ -440,6 +442,8 @@ class TranslationModule(pl.LightningModule):
         )
 
     def _eval_step(self, batch: dict[str, torch.Tensor], dataloader_idx: int, beam: int) -> None:
+        if self.detokenize is None:
+            raise ValueError("TranslationModule needs detokenize (ids -> text) to score its translations")
         loss, ntok = sequence_loss(self.model, batch, self.pad_id, 0.0)
         self._eval_nll += torch.tensor([float(loss) * ntok, ntok], dtype=torch.float64)
         start = time.perf_counter()
@@ -556,16 +560,16 @@ class TranslationModule(pl.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         # A checkpoint may come from someone else's run folder: take only well-formed values, and
         # derive the best validation BLEU from the history rather than from a stored number.
-        state = checkpoint.get("ablate") if isinstance(checkpoint.get("ablate"), dict) else {}
+        state = found if isinstance(found := checkpoint.get("ablate"), dict) else {}
         self.history = checked_history(state.get("history"))
         self.best_val_bleu = max((h[DEV_BLEU.key] for h in self.history), default=-1.0)
         self.best_val_record = checked_record(state.get("best_val_record"), self.history)
         # the throughput counters are the Throughput callback's; older checkpoints kept the loss beside them
-        measured = state.get("measured") if isinstance(state.get("measured"), dict) else {}
+        measured = found if isinstance(found := state.get("measured"), dict) else {}
         loss = state.get("last_loss", measured.get("loss"))
         if isinstance(loss, (int, float)) and math.isfinite(loss):
             self.last_loss = torch.tensor(float(loss))
-        rng = state.get("rng") if isinstance(state.get("rng"), dict) else {}
+        rng = found if isinstance(found := state.get("rng"), dict) else {}
         if isinstance(rng.get("torch"), torch.Tensor):
             torch.set_rng_state(rng["torch"])
         if isinstance(rng.get("cuda"), torch.Tensor) and torch.cuda.is_available():

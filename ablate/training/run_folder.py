@@ -343,7 +343,7 @@ def summarise(
         "train_seconds": round(seconds, 2),
     }
     out.update(module.test_metrics)
-    first = next(iter(module.test_results.values()), {"signatures": {}})
+    first: dict[str, Any] = next(iter(module.test_results.values()), {"signatures": {}})
     for name, signature in first["signatures"].items():  # bleu_signature, chrf_signature, chrf++_signature, ...
         out[f"{name}_signature"] = signature
     return out

@@ -22,7 +22,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from ablate.config import Config, ConfigError
 from ablate.record import DEV_BLEU, TOKENS_PER_CPU_SEC, TOKENS_PER_SEC, RunStatus
-from ablate.training.module import batch_tokens
+from ablate.training.module import TranslationModule, batch_tokens
 from ablate.training.run_folder import nonnegative
 
 
@@ -117,7 +117,7 @@ class Throughput(pl.Callback):
             if math.isfinite(self.tokens_per_cpu_sec):
                 metrics[TOKENS_PER_CPU_SEC.key] = self.tokens_per_cpu_sec
             if scheduler is not None:
-                metrics["train/lr"] = scheduler.get_last_lr()[0]
+                metrics["train/lr"] = float(scheduler.get_last_lr()[0])
             pl_module.log_dict(metrics, on_step=True, on_epoch=False, rank_zero_only=True, batch_size=1)
 
     def _count(self, tokens: int, seconds: float, cpu: float, warm: bool) -> None:
@@ -176,8 +176,9 @@ class Throughput(pl.Callback):
 
     def load_state_dict(self, state_dict: Any) -> None:
         """Take the counters when all are finite and non-negative (a checkpoint may be someone else's)."""
-        counts = {k: nonnegative(state_dict.get(k)) for k in COUNTERS} if isinstance(state_dict, dict) else {}
-        if not counts or any(v is None for v in counts.values()):
+        found = {k: nonnegative(state_dict.get(k)) for k in COUNTERS} if isinstance(state_dict, dict) else {}
+        counts = {k: v for k, v in found.items() if v is not None}
+        if len(counts) < len(COUNTERS):
             return
         self.tok, self.all_tok, self.skip = int(counts["tok"]), int(counts["all_tok"]), int(counts["skip"])
         self.sec, self.all_sec = float(counts["sec"]), float(counts["all_sec"])
@@ -224,7 +225,8 @@ class LiveRecord(pl.Callback):
     def __init__(self, record):
         self.record = record
 
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    # Lightning's hook names any LightningModule; this callback is only ever given a TranslationModule
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: TranslationModule) -> None:  # type: ignore[override]
         if trainer.sanity_checking or trainer.global_rank != 0:
             return
         history = pl_module.history
@@ -521,7 +523,7 @@ def accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
     accelerator = t.accelerator
     if accelerator == "auto":
         accelerator = "gpu" if torch.cuda.is_available() else "cpu"
-    precision = t.precision
+    precision: str = t.precision
     if precision == "auto":
         precision = "bf16-mixed" if accelerator == "gpu" and torch.cuda.is_bf16_supported() else "32-true"
     return accelerator, t.devices, precision

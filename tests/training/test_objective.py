@@ -155,3 +155,16 @@ def test_a_second_backward_through_the_loss_raises_rather_than_reusing_its_spent
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+def test_scoring_without_detokenize_says_what_is_missing():
+    """A module built without ``detokenize`` cannot score its translations: a ValueError naming it, not a
+    ``'NoneType' object is not callable`` after decoding the batch."""
+    from ablate.config import load_config
+    from ablate.training.module import TranslationModule
+
+    from tests.helpers.tiny import tiny
+
+    module = TranslationModule(tiny_model(), load_config(None, tiny()), vocab={"src": VOCAB, "tgt": VOCAB})
+    with pytest.raises(ValueError, match="needs detokenize"):
+        module.validation_step({**_batch(), "index": torch.arange(3)}, 0)
