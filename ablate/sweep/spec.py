@@ -594,7 +594,9 @@ def axis_values(name: str, param: dict[str, Any]) -> list[Any]:
         for value in param["values"]:
             unique[value_key(value)] = value
         return list(unique.values())
-    low, high, kind = param.get("min"), param.get("max"), param.get("distribution")
+    low: Any = param.get("min")  # a number where the distribution needs it (W&B's schema), else absent
+    high: Any = param.get("max")
+    kind = param.get("distribution")
     if kind in (None, "int_uniform") and isinstance(low, int) and isinstance(high, int) and "q" not in param:
         return list(range(low, high + 1))
     if kind == "q_uniform":
@@ -650,7 +652,8 @@ def _draw(param: dict[str, Any], rng: random.Random) -> Any:
         return param["value"]
     if "values" in param:
         return rng.choices(param["values"], weights=param.get("probabilities"))[0]
-    low, high = param.get("min"), param.get("max")
+    low: Any = param.get("min")  # a number where the distribution needs it (W&B's schema), else absent
+    high: Any = param.get("max")
     kind = param.get("distribution") or ("int_uniform" if isinstance(low, int) and isinstance(high, int) else "uniform")
     base, _, _ = kind.removeprefix("q_").partition("_values")
     if kind.endswith("inv_log_uniform_values"):  # 1/X log-uniform: X = exp(-U(log 1/max, log 1/min))
