@@ -291,6 +291,7 @@ class NounPhrase:
 
 
 Subject = Union[NounPhrase, Gap, tuple]  # tuple: a pronoun of PRONOUNS
+Object = Optional[Union[NounPhrase, Gap]]
 
 
 def _person(subject: Subject) -> tuple[int, bool]:
@@ -305,9 +306,9 @@ class Clause:
     subject: Subject
     verb: tuple
     tense: str  # "present", "perfect" or "modal"
-    modal: Optional[tuple]
+    modal: Optional[tuple]  # set exactly when tense == "modal"
     negated: bool
-    obj: Optional[Union[NounPhrase, Gap]]
+    obj: Object
     pp: Optional[tuple]  # (preposition, NounPhrase)
     manner: Optional[tuple]
     time: Optional[tuple]
@@ -321,7 +322,7 @@ class Clause:
         base, s3, participle = self.verb[:3]
         if self.tense == "perfect":
             verbs = ["has" if third else "have"] + (["not"] if self.negated else []) + [participle]
-        elif self.tense == "modal":
+        elif self.modal:
             modal = self.modal[1] if third else self.modal[0]
             if self.negated and modal.endswith("to"):
                 verbs = ["does" if third else "do", "not", self.modal[0], base]
@@ -357,7 +358,7 @@ class Clause:
         prefix, _, stem = infinitive.rpartition("|")
         if self.tense == "perfect":
             finite, final = present(auxiliary, person), [participle]
-        elif self.tense == "modal":
+        elif self.modal:
             finite, final = present(self.modal[2], person), [prefix + stem]
         else:
             finite = present(stem, person, irregular)
@@ -443,8 +444,8 @@ def _relative(rng: random.Random, gap: Gap, depth: int) -> Clause:
     if rng.random() < 0.5:  # "the man who sees the dog"
         transitive = rng.random() < 0.65
         verb = _pick(rng, TRANSITIVE if transitive else INTRANSITIVE)
-        obj = _noun_phrase(rng, THINGS + ANIMATE, depth=depth, relative_p=nested) if transitive else None
-        subject = gap
+        obj: Object = _noun_phrase(rng, THINGS + ANIMATE, depth=depth, relative_p=nested) if transitive else None
+        subject: Subject = gap
     else:  # "the book that the man reads"
         verb, obj = _pick(rng, TRANSITIVE), gap
         subject = _subject(rng, depth, nested)
@@ -452,7 +453,7 @@ def _relative(rng: random.Random, gap: Gap, depth: int) -> Clause:
     return Clause(subject, verb, tense, modal, negated, obj, None, None, None)
 
 
-def _subject(rng: random.Random, depth: int = 0, relative_p: float = RELATIVE_P) -> Subject:
+def _subject(rng: random.Random, depth: int = 0, relative_p: float = RELATIVE_P) -> Union[NounPhrase, tuple]:
     if rng.random() < 0.2:
         return _pick(rng, PRONOUNS)
     return _noun_phrase(rng, ANIMATE, depth=depth, relative_p=relative_p)
@@ -488,11 +489,9 @@ def _sentence(rng: random.Random) -> tuple[list[str], list[str]]:
         return en, de
     main = _clause(rng)
     if kind == "simple":
-        front = main.time is not None and rng.random() < 0.4
-        en = main.en()
-        if front:
-            en = [main.time[0]] + en[:-1]
-        return en, main.de_main(front_time=front)
+        if main.time is not None and rng.random() < 0.4:  # the time adverb first
+            return [main.time[0]] + main.en()[:-1], main.de_main(front_time=True)
+        return main.en(), main.de_main()
     conj = _pick(rng, SUBORDINATORS)
     sub = _clause(rng, adverbs=False)
     if kind == "subordinate":

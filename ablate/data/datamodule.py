@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from ablate.config import DataConfig, EvalConfig, TrainConfig
 from ablate.data.cache import Prepared, lengths, prepare
 from ablate.data.sources import DataError
-from ablate.data.tokenizer import BOS, EOS, PAD
+from ablate.data.tokenizer import BOS, EOS, PAD, SubwordTokenizer
 
 
 def pack_sorted(cost: np.ndarray, max_tokens: int, max_sentences: Optional[int] = None) -> np.ndarray:
@@ -211,7 +211,6 @@ class TranslationDataModule(pl.LightningDataModule):
         super().__init__()
         self.data_cfg, self.train_cfg, self.eval_cfg, self.seed = data, train, eval, seed
         self._prepared: Optional[Prepared] = None
-        self.tokenizer = None
         self.val_split: str = ""
         self.test_splits: list[str] = []
         self.stats: dict = {}
@@ -221,17 +220,24 @@ class TranslationDataModule(pl.LightningDataModule):
         if self._prepared is not None:
             return
         self._prepared = prepare(self.data_cfg)
-        self.tokenizer = self._prepared.tokenizer
         self.val_split = self._prepared.val_split
         self.test_splits = list(self._prepared.test_splits)
         self.stats = self._prepared.stats
 
-    def _split(self, name: str) -> datasets.Dataset:
+    @property
+    def tokenizer(self) -> SubwordTokenizer:
+        return self._ready().tokenizer
+
+    def _ready(self) -> Prepared:
         if self._prepared is None:
             raise RuntimeError("call setup() before asking the data module for data")
-        if name not in self._prepared.splits:
-            raise DataError(f"no split '{name}' in the corpus (have: {', '.join(self._prepared.splits)})")
-        return self._prepared.splits[name]
+        return self._prepared
+
+    def _split(self, name: str) -> datasets.Dataset:
+        splits = self._ready().splits
+        if name not in splits:
+            raise DataError(f"no split '{name}' in the corpus (have: {', '.join(splits)})")
+        return splits[name]
 
     def references(self, split: str) -> list[str]:
         """Raw target sentences of ``split`` in corpus order (the BLEU references)."""
@@ -257,7 +263,7 @@ class TranslationDataModule(pl.LightningDataModule):
         return DataLoader(
             EncodedPairs(split),
             batch_sampler=batch_sampler,
-            collate_fn=collate,
+            collate_fn=collate,  # type: ignore[arg-type]  # given __getitems__'s dict, not a list (torch's stub)
             num_workers=workers,
             persistent_workers=workers > 0,
             pin_memory=torch.cuda.is_available(),

@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import io
 import json
 import logging
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator, Protocol
+from typing import Callable, Iterable, Iterator, Protocol
 
 import datasets
 import pyarrow.compute as pc
@@ -119,7 +120,7 @@ log = logging.getLogger(__name__)
 _FEATURES = datasets.Features({**TEXT_FEATURES, "undecodable": datasets.Value("bool")})
 
 
-def _open(path: Path) -> BinaryIO:
+def _open(path: Path) -> io.BufferedIOBase:
     return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
 
 
@@ -161,8 +162,8 @@ def decode_line(raw: bytes) -> tuple[str, bool]:
 
 def _rows(src_path: str, tgt_path: str) -> Iterator[dict]:
     with _open(Path(src_path)) as src, _open(Path(tgt_path)) as tgt:
-        for i, (a, b) in enumerate(zip(src, tgt)):
-            (a, bad_a), (b, bad_b) = decode_line(a), decode_line(b)
+        for i, raw in enumerate(zip(src, tgt)):
+            (a, bad_a), (b, bad_b) = map(decode_line, raw)
             if i == 0:
                 a, b = a.lstrip("\ufeff"), b.lstrip("\ufeff")
             yield {"src": a, "tgt": b, "undecodable": bad_a or bad_b}

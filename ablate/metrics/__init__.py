@@ -301,7 +301,7 @@ def entry_key(scorer: str, signature: str, texts: Sequence[Optional[Sequence[str
     every one is a :class:`SavedText` or None (a text the index does not know is read and hashed); else None."""
     if not all(t is None or isinstance(t, SavedText) for t in texts):
         return None
-    parts = [scorer, signature] + ["-" if t is None else t.digest for t in texts]
+    parts = [scorer, signature] + [t.digest if isinstance(t, SavedText) else "-" for t in texts]
     return hashlib.sha256("\1".join(parts).encode("utf-8")).hexdigest()
 
 

@@ -123,7 +123,7 @@ class _References:
         -1 where it runs past its line or its line's reference lacks it (``build``: the references' own)."""
         total, width = len(ids), max(len(self.vocab), 1)
         line = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-        left = np.repeat(np.cumsum(lengths), lengths) - np.arange(total, dtype=np.int64)  # tokens to its line's end
+        left: np.ndarray = np.repeat(np.cumsum(lengths), lengths) - np.arange(total, dtype=np.int64)  # to its line end
         entries = np.zeros(total, dtype=np.int64)  # order 0: every position, each line its own
         for n in range(1, ORDER + 1):
             size = max(total - n + 1, 0)

@@ -351,9 +351,10 @@ def run(
             raise typer.Exit(FAILED)
         return
     if trials_per_job is not None:
-        from ablate.sweep.slurm import PackedSweep
+        from ablate.sweep.slurm import PackedSweep, SlurmExecutor
 
-        packed = PackedSweep(spec, opts, executor, trials_per_job, _say)  # --launcher slurm: a SlurmExecutor
+        assert isinstance(executor, SlurmExecutor)  # --launcher slurm, checked above
+        packed = PackedSweep(spec, opts, executor, trials_per_job, _say)
         _run(packed, wandb_sweep, packed.describe())
         return
     _run(Launcher(spec, opts, Progress(console, spec.metric, spec.goal), executor), wandb_sweep, executor.describe())

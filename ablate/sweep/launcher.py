@@ -138,8 +138,9 @@ class Progress:
 
     def _render(self, snap: Stats, running: dict[str, float], now: float) -> Group:
         failed = (f"{snap.failed}", "red" if snap.failed else "")
-        head = [("done ", "bold"), f"{snap.done}/{snap.total}  ", ("running ", "bold"), f"{snap.running}  "]
-        head += [("failed ", "bold"), failed, "  ", ("elapsed ", "bold"), f"{clock(snap.elapsed_s)}  "]
+        head: list[str | tuple[str, str]] = [("done ", "bold"), f"{snap.done}/{snap.total}  "]
+        head += [("running ", "bold"), f"{snap.running}  ", ("failed ", "bold"), failed, "  "]
+        head += [("elapsed ", "bold"), f"{clock(snap.elapsed_s)}  "]
         lines: list[Any] = [Text.assemble(*head, ("ETA ", "bold"), clock(snap.eta_s))]
         if snap.best is not None and self.metric:
             lines.append(Text(f"best {self.metric} = {snap.best.metric:.4g} ({snap.best.name})", style="green"))

@@ -183,7 +183,7 @@ def point_of(run_config: dict[str, Any]) -> Point:
     return {k: v["value"] if isinstance(v, dict) and "value" in v else v for k, v in run_config.items()}
 
 
-def _sweep_run(name: str, point: Point, status: str, metric_name: Optional[str], metric: Any, history: Any) -> Any:
+def _sweep_run(name: str, point: Point, status: RunStatus, metric_name: str | None, metric: Any, history: Any) -> Any:
     """A trial (or a configuration) as the ``sweeps.SweepRun`` W&B's search algorithms read."""
     finite = metric_name is not None and metric is not None and math.isfinite(metric)
     return _sweeps().SweepRun(

@@ -228,6 +228,10 @@ def check_wandb_schema(config: dict[str, Any], where: str) -> None:
         if not isinstance(param, dict) or not set(param) & _PARAMETER_KEYS:
             raise SweepError(f"{where}: {_not_a_parameter(name, param)}")
         low, high = param.get("min"), param.get("max")
+        kind = str(param.get("distribution"))
+        ranged = not {"value", "values", "parameters"} & set(param) and not re.search("normal|beta", kind)
+        if ranged and (low is None or high is None):  # W&B's schema says so where ``sweeps`` is installed
+            raise SweepError(f"{where}: {_not_a_parameter(name, param)}")
         if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low >= high:
             raise SweepError(f"{where}: parameters.{name}: min {low} is not below max {high}")
 
@@ -594,7 +598,9 @@ def axis_values(name: str, param: dict[str, Any]) -> list[Any]:
         for value in param["values"]:
             unique[value_key(value)] = value
         return list(unique.values())
-    low, high, kind = param.get("min"), param.get("max"), param.get("distribution")
+    low: Any = param.get("min")  # a number where the distribution needs one (check_wandb_schema), else absent
+    high: Any = param.get("max")
+    kind = param.get("distribution")
     if kind in (None, "int_uniform") and isinstance(low, int) and isinstance(high, int) and "q" not in param:
         return list(range(low, high + 1))
     if kind == "q_uniform":
@@ -650,7 +656,8 @@ def _draw(param: dict[str, Any], rng: random.Random) -> Any:
         return param["value"]
     if "values" in param:
         return rng.choices(param["values"], weights=param.get("probabilities"))[0]
-    low, high = param.get("min"), param.get("max")
+    low: Any = param.get("min")  # a number where the distribution needs one (check_wandb_schema), else absent
+    high: Any = param.get("max")
     kind = param.get("distribution") or ("int_uniform" if isinstance(low, int) and isinstance(high, int) else "uniform")
     base, _, _ = kind.removeprefix("q_").partition("_values")
     if kind.endswith("inv_log_uniform_values"):  # 1/X log-uniform: X = exp(-U(log 1/max, log 1/min))

@@ -180,8 +180,9 @@ def is_locked(out_dir: Path) -> bool:
 
 def best_trial(state: SweepState, goal: str) -> Optional[Trial]:
     """The finished (or stopped) trial with the best metric."""
-    scored = [t for t in state.trials if t.status in (RunStatus.FINISHED, RunStatus.STOPPED) and t.metric is not None]
-    return (max if goal == "maximize" else min)(scored, key=lambda t: t.metric) if scored else None
+    ended = (RunStatus.FINISHED, RunStatus.STOPPED)
+    scored = [(t.metric, t) for t in state.trials if t.status in ended and t.metric is not None]
+    return (max if goal == "maximize" else min)(scored, key=lambda s: s[0])[1] if scored else None
 
 
 def configuration(point: Point) -> Point:

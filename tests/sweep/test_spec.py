@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from ablate.config import load_config, parse_override
+from ablate.sweep import spec as spec_module
 from ablate.sweep.planner import next_points
 from ablate.sweep.spec import (
     SweepError,
@@ -233,6 +234,15 @@ def test_a_bad_sweep_file_is_one_line_naming_the_problem(tmp_path, text, message
         load_spec(path)
     assert message in str(err.value) and "\n" not in str(err.value)
     assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("param", [{"distribution": "uniform", "max": 1.0}, {"distribution": "q_uniform", "min": 1}])
+def test_without_the_sweeps_engine_a_range_lacking_min_or_max_is_refused_in_one_line(monkeypatch, param):
+    """W&B's schema (read from ``sweeps``) refuses it; without ``sweeps``, planning raised a TypeError."""
+    monkeypatch.setattr(spec_module, "_schema_validator", lambda: None)
+    for method in ("grid", "random"):
+        with pytest.raises(SweepError, match="parameters.train.lr: not a valid W&B parameter"):
+            spec_from_dict({"method": method, "parameters": {"train.lr": param}})
 
 
 def test_the_sweep_name_comes_from_the_file_or_its_stem(tmp_path):
