@@ -77,14 +77,14 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     standard = trainees["dot-scaled-bf16"]
     out["adamw"] = {k: standard.optimizer.defaults.get(k) for k in ("fused", "foreach")}  # issue 31, item 1
     unpadded = _unpadded(inputs.batches[0])  # no padding mask at all: the flash kernel may run (item 1)
-    out["sdpa_unpadded"] = timing.sdpa_backend(timing.census(lambda: standard.forward_backward(unpadded))[1])
+    out["sdpa_unpadded"] = timing.sdpa_backend(timing.census(lambda: standard.forward_backward([unpadded]))[1])
     out["ops_per_batch"] = {  # host-side work: each dispatched op costs microseconds in eager mode
-        key: timing.dispatched(lambda t=trainees[key]: t.forward_backward(inputs.batches[0]))
+        key: timing.dispatched(lambda t=trainees[key]: t.forward_backward(inputs.batches[:1]))
         for key in ("dot-scaled-bf16", "torch-bf16")
     }
     counted = {}
     for key, trainee in trainees.items():  # PyTorch's count (padding and recomputation included); a warm-up too
-        counted[key], ops = timing.census(lambda t=trainee: [t.forward_backward(b) for b in inputs.batches])
+        counted[key], ops = timing.census(lambda t=trainee: t.forward_backward(inputs.batches))
         out["rows"][key] = {"sdpa": timing.sdpa_backend(ops), "params": trainee.params}
     for variant in SCORED:  # which fused kernel each score reaches in bf16
         if f"{variant}-bf16" in out["rows"]:
@@ -92,7 +92,7 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
             continue
         trainee = make_trainee(variant, bench, inputs.vocab, dev)
         trainee.dtype = torch.bfloat16
-        _, ops = timing.census(lambda t=trainee: t.forward_backward(inputs.batches[0]))
+        _, ops = timing.census(lambda t=trainee: t.forward_backward(inputs.batches[:1]))
         out["sdpa"][variant] = timing.sdpa_backend(ops)
         del trainee
     save(out)
@@ -235,7 +235,7 @@ def stage_shapes(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
                 "first_time_cost_s": cold[key] - warm,
                 "per_new_shape_s": (cold[key] - warm) / shapes if shapes else None,
             }
-    _, ops = timing.census(lambda: trainee.forward_backward(inputs.batches[0]))
+    _, ops = timing.census(lambda: trainee.forward_backward(inputs.batches[:1]))
     out["default_backend"] = timing.sdpa_backend(ops)
     out["no_cudnn_vs_default_warm"] = {
         part: speedup(seconds[f"{part}-no-cudnn"], seconds[f"{part}-default"]) for part in new_shapes
@@ -272,7 +272,7 @@ def stage_scaling(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
         out["scales"][key] = {
             "max_tokens": bench.max_tokens,
             "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches],
-            "ops_per_batch": timing.dispatched(lambda t=trainee, b=inputs.batches[0]: t.forward_backward(b)),
+            "ops_per_batch": timing.dispatched(lambda t=trainee, b=inputs.batches[:1]: t.forward_backward(b)),
         }
         save(out)
     seconds = interleaved(contenders, opts.reps, opts.warmup)
