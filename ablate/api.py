@@ -164,11 +164,12 @@ def plot(
     """
     ignore_warnings()
     from ablate.report.figures import bleu_bars_figure
-    from ablate.report.sources import source_name, tested
+    from ablate.report.sources import source_name
+    from ablate.report.stats import table_comparisons
     from ablate.report.trials import ReportError
 
     where = source_name(source)
-    sweep, comps = tested(where, test, samples, significance, metric, sigma_from)
+    sweep, comps = table_comparisons(where, test, samples, significance, metric, sigma_from)
     figure = bleu_bars_figure(sweep, comps, alpha, metric)
     if figure is None:
         raise ReportError(f"no row of {where} has a test {metric} yet; plot it once a trial has finished")

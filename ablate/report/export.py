@@ -462,7 +462,8 @@ def export_sweep(
 
         # everything below is read back from the export, so it shows what the export alone rebuilds
         sweep = load(str(tmp))
-        comps = table_comparisons(sweep, [str(source)], test, samples, sigma_from=sigma_from)  # the table's and plots'
+        # the comparisons of the table and the plots; --sigma-from checked against the source, not the copy
+        _, comps = table_comparisons(str(source), test, samples, sigma_from=sigma_from, sweep=sweep)
         table = build_table(sweep, comps, alpha, test, samples)
         md = render(table, "md")
         if paper is not None:

@@ -13,13 +13,9 @@ from ablate.report.layout import Table, bleu_by_length, build_table
 from ablate.report.render import render, to_rich
 from ablate.report.stats import (
     DEFAULT_TEST,
-    Comparison,
     Sweep,
     aggregate,
-    check_sigma_from,
-    check_test,
     lent_for_plan,
-    load,
     table_comparisons,
 )
 from ablate.report.trials import DEFAULT_METRIC, WANDB_PREFIX, ReportError, local_folders, parse_wandb_path
@@ -76,24 +72,6 @@ def source_name(source: Any) -> str:
     return str(getattr(source, "out", source))
 
 
-def tested(
-    source: str,
-    test: str = DEFAULT_TEST,
-    samples: int = 0,
-    significance: bool = True,
-    metric: str = DEFAULT_METRIC,
-    sigma_from: Optional[str] = None,
-    api: Any = None,
-) -> tuple[Sweep, list[Comparison]]:
-    """The sweep of ``source`` (scored on ``metric``) and the comparisons whose Δ, CI and † ``ablate table`` shows
-    with these options (:func:`~ablate.report.stats.table_comparisons`): ``ablate table``, ``plot``, ``report``
-    and ``ablate.plot`` alike. A bad test or ``sigma_from`` is refused in one line before any work."""
-    check_test(test, samples)
-    check_sigma_from(sigma_from, test, significance)
-    sweep = load(source, api, metric)
-    return sweep, table_comparisons(sweep, [source], test, samples, significance, metric, sigma_from, api)
-
-
 def table(
     source: Any,
     *,
@@ -117,7 +95,7 @@ def table(
             (:func:`ablate.report.stats.borrow_noise`): how a table of few seeds gets a σ with enough df.
     """
     source, test = source_name(source), test or DEFAULT_TEST
-    sweep, comps = tested(source, test, samples, significance, metric, sigma_from, api)
+    sweep, comps = table_comparisons(source, test, samples, significance, metric, sigma_from, api)
     extra = None
     if by_length:
         lengths = bleu_by_length(sweep)
@@ -150,7 +128,7 @@ def make_plots(
     out = Path(out)
     local = local_folders(source, sigma_from)  # read, never written
     check_apart(out, local)  # before any work
-    sweep, comps = tested(source, test or DEFAULT_TEST, samples, significance, metric, sigma_from, api)
+    sweep, comps = table_comparisons(source, test or DEFAULT_TEST, samples, significance, metric, sigma_from, api)
     with output_files(out, local) as tmp:
         drawn = plot_all(sweep, tmp, comps, alpha, fmt, metric)
     return [out / p.name for p in drawn]
@@ -189,7 +167,7 @@ def make_report(
     from ablate.report.papers import get as get_reference
 
     beside = get_reference(reference).title if reference else None  # a wrong name fails before any work
-    sweep, comps = tested(source, test, samples, significance, sigma_from=sigma_from, api=api)
+    sweep, comps = table_comparisons(source, test, samples, significance, sigma_from=sigma_from, api=api)
     if source.startswith(WANDB_PREFIX):
         entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX) :])
     else:

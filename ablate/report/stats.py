@@ -1401,23 +1401,29 @@ def check_sigma_from(sigma_from: Optional[str], test: str = DEFAULT_TEST, signif
 
 
 def table_comparisons(
-    sweep: Sweep,
-    sources: Sequence[str],
+    source: str,
     test: str = DEFAULT_TEST,
     samples: int = 0,
     significance: bool = True,
     metric: str = DEFAULT_METRIC,
     sigma_from: Optional[str] = None,
     api: Any = None,
-) -> list[Comparison]:
-    """The comparisons whose Δ, CI and † ``ablate table`` prints for ``sweep`` (the table of ``sources``) with
-    these options (``--test``, ``--samples``, ``--no-significance``, ``--metric``, ``--sigma-from``); none
-    without significance. ``ablate table``, ``plot``, ``export`` and ``ablate.plot`` all take theirs from here,
-    so a figure draws what the table beside it marks (``sigma_from`` checked by :func:`borrow_noise`)."""
+    sweep: Optional[Sweep] = None,
+) -> tuple[Sweep, list[Comparison]]:
+    """The sweep of ``source`` (scored on ``metric``; ``sweep`` where it is already loaded, e.g. from an export's
+    copy) and the comparisons whose Δ, CI and † ``ablate table`` prints with these options (``--test``,
+    ``--samples``, ``--no-significance``, ``--metric``, ``--sigma-from``); none without significance.
+    ``ablate table``, ``plot``, ``report``, ``export`` and ``ablate.plot`` all take theirs from here, so a figure
+    draws what the table beside it marks. A bad test or ``sigma_from`` is refused in one line before any work
+    (and by :func:`borrow_noise`)."""
+    check_test(test, samples)
+    check_sigma_from(sigma_from, test, significance)
+    if sweep is None:
+        sweep = load(source, api, metric)
     if not significance:
-        return []
-    borrowed = None if sigma_from is None else borrow_noise(sweep, str(sigma_from), list(sources), api, metric)
-    return compare(sweep, test=test, n_samples=samples, metric=metric, borrowed=borrowed)
+        return sweep, []
+    borrowed = None if sigma_from is None else borrow_noise(sweep, str(sigma_from), [source], api, metric)
+    return sweep, compare(sweep, test=test, n_samples=samples, metric=metric, borrowed=borrowed)
 
 
 def lent_for_plan(source: str, base: Mapping[str, Any], api: Any = None, metric: str = DEFAULT_METRIC) -> BorrowedNoise:
