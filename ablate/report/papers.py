@@ -329,8 +329,11 @@ class SideBySide:
         )
 
     def headline(self, shift: float = 0.0) -> AgreementTest:
-        """The headline count and its test (:func:`~ablate.report.stats.agreement_test`)."""
-        return self._test(self.headline_rows(shift), shift)
+        """The headline count and its test (:func:`~ablate.report.stats.agreement_test`): the rows clearing noise
+        are selected again in every assignment of the null, since which rows those are depends on the pairing."""
+        rows = self._signed(shift)
+        paper, ours = [ln.paper_delta or 0.0 for ln in rows], [(ln.delta or 0.0) - shift for ln in rows]
+        return agreement_test(paper, ours, [ln.se for ln in rows], min_delta=self.min_delta)
 
     def all_rows(self, shift: float = 0.0) -> AgreementTest:
         """The count and test over every matched row with a sign on both sides."""

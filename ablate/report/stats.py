@@ -1859,6 +1859,9 @@ class AgreementTest:
     exact: bool = True
     noise: bool = True
     """False where no Δ of ours had an SE: the statistic is the count itself and the test Fisher's exact test."""
+    pool: Optional[tuple[int, int]] = None
+    """``(rows, paper's up)`` of every row with a sign, where the count is over those clearing noise and the null
+    reassigns them all (``agreement_test(min_delta=...)``)."""
 
     def text(self) -> str:
         """``10 of 17 agree in sign (9.5 expected from our noise; permutation p = 0.081, margins 2 up : 15 down kept)``."""
@@ -1873,13 +1876,21 @@ class AgreementTest:
             )
         how = "" if self.exact else f", {DRAWS:,} random assignments"
         margins = f"margins kept: paper {self.paper_up} up : {self.n - self.paper_up} down"
+        if self.pool is not None:  # the count is over a selection, made again in each assignment of all rows
+            rows, ups = self.pool
+            how += f" of all {rows} rows with a sign, the rows clearing noise selected in each"
+            margins = f"margins kept: paper {ups} up : {rows - ups} down"
         if not self.noise:
             return f"{head} (Fisher's exact p = {p_text(self.p_value)}{how}, one-sided, {margins})"
         return f"{head} ({self.expected:.1f} expected from our noise; permutation p = {p_text(self.p_value)}{how}, {margins})"
 
 
 def agreement_test(
-    paper: Sequence[float], ours: Sequence[float], ses: Sequence[Optional[float]], seed: int = 0
+    paper: Sequence[float],
+    ours: Sequence[float],
+    ses: Sequence[Optional[float]],
+    seed: int = 0,
+    min_delta: Optional[float] = None,
 ) -> AgreementTest:
     """Do our Δs take the paper's signs more often than rows assigned at random would?
 
@@ -1894,16 +1905,23 @@ def agreement_test(
     Args:
         paper, ours: the two columns of Δs; rows with a 0 on either side have no sign and are left out.
         ses: the standard error of each of our Δs (None: unknown).
+        min_delta: count only the rows where either side clears its own noise (paper |Δ| >= ``min_delta``, or
+            ours >= its SE). Which rows those are depends on how rows pair, so the null reassigns our rows over
+            every row with a sign and selects again in each of :data:`DRAWS` seeded random assignments.
     """
     rows = [(p, o, s) for p, o, s in zip(paper, ours, ses) if p and o]
+    if min_delta is not None and not any(s is not None for _, _, s in rows):  # selected by the paper's side alone
+        rows, min_delta = [r for r in rows if abs(r[0]) >= min_delta], None
     n = len(rows)
     up = np.array([p > 0 for p, _, _ in rows], dtype=bool)
     # q[i]: P(our i-th Δ, redrawn, is > 0)
     q = np.array([(1.0 if o > 0 else 0.0) if not s else float(sc.ndtr(o / s)) for _, o, s in rows])
-    agree = sum((p > 0) == (o > 0) for p, o, _ in rows)
-    expected = float(np.sum(np.where(up, q, 1 - q))) if n else 0.0
     n_up = int(up.sum())
     noise = any(s for _, _, s in rows)
+    if min_delta is not None:
+        return _selected_agreement(rows, up, q, min_delta, seed, noise)
+    agree = sum((p > 0) == (o > 0) for p, o, _ in rows)
+    expected = float(np.sum(np.where(up, q, 1 - q))) if n else 0.0
     if n_up in (0, n):
         return AgreementTest(n, n_up, agree, expected, None, noise=noise)
     # T of an assignment = (n - n_up) - sum(q) + 2 * (sum of q over the rows landing on the paper's up rows)
@@ -1919,3 +1937,28 @@ def agreement_test(
     hits = int(np.sum(null >= expected - 1e-9))
     p = hits / len(null) if exact else (hits + 1) / (len(null) + 1)
     return AgreementTest(n, n_up, agree, expected, p, exact, noise)
+
+
+def _selected_agreement(
+    rows: list[tuple[float, float, Optional[float]]], up: np.ndarray, q: np.ndarray, min_delta: float, seed: int,
+    noise: bool,
+) -> AgreementTest:  # fmt: skip
+    """:func:`agreement_test` over the ``rows`` where either side clears its own noise, re-selected in each random
+    assignment of our rows (with their ``q``) to the paper's ``rows`` (``up``: the paper's signs). As the number
+    selected varies, the statistic is the expected count agreeing minus disagreeing, ``sum(2 P(agree) - 1)``
+    over the selected (for a fixed selection a function of the expected count, so the same test)."""
+    n, n_up = len(rows), int(up.sum())
+    big = np.array([abs(p) >= min_delta for p, _, _ in rows], dtype=bool)
+    clears = np.array([s is not None and abs(o) >= s for _, o, s in rows], dtype=bool)
+
+    def statistic(order: np.ndarray) -> np.ndarray:  # our row on each paper row: (..., n) -> (...)
+        return np.sum(np.where(big | clears[order], np.where(up, 2 * q[order] - 1, 1 - 2 * q[order]), 0.0), axis=-1)
+
+    chosen = big | clears
+    agree = sum((p > 0) == (o > 0) for (p, o, _), c in zip(rows, chosen) if c)
+    expected = float(np.sum(np.where(up, q, 1 - q)[chosen]))
+    if n_up in (0, n):
+        return AgreementTest(int(chosen.sum()), int(up[chosen].sum()), agree, expected, None, noise=noise)
+    null = statistic(np.argsort(np.random.default_rng(seed).random((DRAWS, n)), axis=1))
+    p = (int(np.sum(null >= statistic(np.arange(n)) - 1e-9)) + 1) / (DRAWS + 1)
+    return AgreementTest(int(chosen.sum()), int(up[chosen].sum()), agree, expected, p, False, noise, (n, n_up))
