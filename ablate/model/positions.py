@@ -47,6 +47,9 @@ class Positions(nn.Module):
         max_positions: Longest sequence a table-based variant must cover.
     """
 
+    limit: Optional[int] = None
+    """The most positions the scheme can encode (None: any number)."""
+
     def __init__(self, d_model: int, d_k: int, heads: int, max_positions: int):
         super().__init__()
         self.d_model, self.d_k, self.heads, self.max_positions = d_model, d_k, heads, max_positions
@@ -112,6 +115,7 @@ class LearnedPositions(Positions):
 
     def __init__(self, d_model: int, d_k: int, heads: int, max_positions: int):
         super().__init__(d_model, d_k, heads, max_positions)
+        self.limit = max_positions
         self.weight = nn.Parameter(torch.randn(max_positions, d_model) * d_model**-0.5)
 
     def embed(self, x: Tensor, offset: int = 0) -> Tensor:
