@@ -48,8 +48,13 @@ class TrainResult:
 
         A plugin the run's record names is imported when this process already runs it (the run was
         trained here), it is one of ``plugins`` (the same code) or an installed module, or with
-        ``trust_plugins`` (as ``--plugins`` / ``--trust-plugins``); otherwise a PluginError says so.
+        ``trust_plugins`` (as ``--plugins`` / ``--trust-plugins``); otherwise a PluginError says so. One string
+        is an InputError (it would be read as a list of characters).
         """
+        if isinstance(sentences, str):
+            from ablate.inference import InputError
+
+            raise InputError("translate takes a list of sentences, not one string: run.translate([text])")
         from ablate.inference.translate import load_run, translate
 
         run = load_run(self.run_dir, checkpoint, plugins=plugins, trust_plugins=trust_plugins)

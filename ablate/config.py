@@ -138,7 +138,8 @@ class ModelConfig:
     """Hyperparameters of ``positions``, e.g. ``model.positions_params.base=500`` (rotary): keyword arguments
     of its constructor, checked against the parameters it declares after the ones every scheme takes."""
     max_positions: int = 1024
-    """Longest sequence a table-based position scheme covers."""
+    """Longest sequence a table-based position scheme covers (with ``learned`` positions, decoding stops an output
+    there)."""
     share_positions: bool = False
     """Learned positions: one table for encoder and decoder (true) or one per side (false, as fairseq
     and Gehring et al. 2017). Parameter-free schemes are unaffected."""

@@ -137,7 +137,8 @@ class _Decode(nn.Module):
 class GreedyTranslator(nn.Module):
     """Greedy decoding around the traced parts, scripted: :func:`ablate.model.decoding.greedy` step for step.
     Sources are clipped to ``max_len`` (``data.max_len``), outputs limited to ``max_len_a * source_length +
-    max_len_b`` (``eval.*``); special ids are the target side's (the same on both sides)."""
+    max_len_b`` (``eval.*``) and to ``max_output`` (the model's, -1: none); special ids are the target side's (the
+    same on both sides)."""
 
     def __init__(
         self,
@@ -150,17 +151,21 @@ class GreedyTranslator(nn.Module):
         max_len: int,
         max_len_a: float,
         max_len_b: int,
+        max_output: int = -1,
     ):
         super().__init__()
         self.encoder, self.first, self.step = encoder, first, step
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.max_len, self.max_len_a, self.max_len_b = max_len, max_len_a, max_len_b
+        self.max_output = max_output
 
     def forward(self, src: Tensor) -> Tensor:
         """(B, S) right-padded source ids, each row ending in EOS -> (B, T) ids, padded after EOS."""
         B = src.size(0)
         src_len = src.ne(self.pad_id).sum(1).float()
         limit = (self.max_len_a * src_len + self.max_len_b).floor().long().clamp(min=0)
+        if self.max_output >= 0:
+            limit = limit.clamp(max=self.max_output)
         tokens = torch.full([B, 1], self.bos_id, dtype=src.dtype, device=src.device)
         if B == 0:
             return tokens[:, 1:]
@@ -268,7 +273,8 @@ def script(run: LoadedRun) -> torch.jit.ScriptModule:
         step_call = _Decode(model, encode.spec, first_call.out_spec)
         _, state = step_call(tokens, enc, state)  # a state of two positions: a cache longer than one
         step = _trace("the decoder step", what, step_call, (tokens, enc, state))
-        loop = GreedyTranslator(encoder, first, step, pad, bos, eos, cfg.data.max_len, a, b)
+        cap = getattr(model, "max_output", None)
+        loop = GreedyTranslator(encoder, first, step, pad, bos, eos, cfg.data.max_len, a, b, -1 if cap is None else cap)
         scripted = _jit(f"script the greedy decoding loop around {what}", lambda: torch.jit.script(loop))
         check = _example(tok.src_vocab_size, [2, 9, 6, 1], pad, eos, seed=1)  # other batch size and lengths
         ours = greedy(model, check, bos, eos, a, b)

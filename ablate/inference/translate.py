@@ -104,7 +104,17 @@ def translate(
     if not sources:
         return []
     cfg, module = run.cfg, run.module
-    ids = [s[: cfg.data.max_len] for s in run.tokenizer.encode_src([text or "" for text in sources])]
+    ids = run.tokenizer.encode_src([text or "" for text in sources])
+    if clipped := sum(len(s) > cfg.data.max_len for s in ids):
+        log.warning(
+            "%d of %d sentences longer than data.max_len=%d subwords: only their first %d are translated (as the "
+            "test sets were)",
+            clipped,
+            len(ids),
+            cfg.data.max_len,
+            cfg.data.max_len,
+        )
+    ids = [s[: cfg.data.max_len] for s in ids]
     src_lens = [len(s) for s in ids]
     tgt_lens = list(target_lengths) if target_lengths is not None else src_lens
     beam = cfg.eval.beam if beam is None else beam

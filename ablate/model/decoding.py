@@ -7,8 +7,9 @@ functions do not change the model's mode.
 
 Both functions return token ids without BOS/EOS, one list per source sentence, and stop a
 hypothesis after ``max_len_a * source_length + max_len_b`` tokens (source length without
-padding). Beam search is tensorised over (sentences x beam) rows; finished hypotheses are kept
-until a sentence has ``beam`` of them, and they are ranked by ``score / lp(length)`` with a length
+padding), or after ``model.max_output`` where the model has a smaller one (where learned positions end).
+Beam search is tensorised over (sentences x beam) rows; finished hypotheses are kept until a
+sentence has ``beam`` of them, and they are ranked by ``score / lp(length)`` with a length
 penalty ``lp`` from :data:`LENGTH_PENALTIES` (length counts EOS, as in fairseq and tensor2tensor).
 With ``beam=1`` it returns exactly the greedy output.
 """
@@ -16,7 +17,7 @@ With ``beam=1`` it returns exactly the greedy output.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Optional, Protocol
 
 import torch
 from torch import Tensor
@@ -54,10 +55,10 @@ def reorder(tree: Any, index: Tensor) -> Any:
     return tree
 
 
-def max_lengths(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int) -> Tensor:
-    """(B,) longest output per sentence: ``floor(a * source_length + b)``, at least 0."""
+def max_lengths(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int, cap: Optional[int] = None) -> Tensor:
+    """(B,) longest output per sentence: ``floor(a * source_length + b)``, at least 0 and at most ``cap``."""
     src_len = src.ne(pad_id).sum(1).float()
-    return (max_len_a * src_len + max_len_b).floor().long().clamp(min=0)
+    return (max_len_a * src_len + max_len_b).floor().long().clamp(min=0, max=cap)
 
 
 class Seq2Seq(Protocol):
@@ -111,7 +112,7 @@ def greedy(
         B lists of token ids, without BOS/EOS.
     """
     B, pad = src.size(0), model.pad_id
-    limit = max_lengths(src, pad, max_len_a, max_len_b)
+    limit = max_lengths(src, pad, max_len_a, max_len_b, getattr(model, "max_output", None))
     enc = model.encode(src)
     tokens = src.new_full((B, 1), bos)
     done = limit.eq(0)
@@ -166,7 +167,7 @@ def beam_search(
     if length_penalty not in LENGTH_PENALTIES:
         raise ValueError(f"length penalty {length_penalty!r} is unknown; choose from: {', '.join(LENGTH_PENALTIES)}")
     penalty = LENGTH_PENALTIES[length_penalty]
-    limit = max_lengths(src, pad, max_len_a, max_len_b)
+    limit = max_lengths(src, pad, max_len_a, max_len_b, getattr(model, "max_output", None))
     enc = reorder(model.encode(src), torch.arange(B, device=device).repeat_interleave(K))
     sent = torch.arange(B, device=device)  # original sentence of each active sentence
     tokens = src.new_full((B * K, 1), bos)

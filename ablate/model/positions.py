@@ -47,6 +47,9 @@ class Positions(nn.Module):
         max_positions: Longest sequence a table-based variant must cover.
     """
 
+    limit: Optional[int] = None
+    """The most positions the scheme can encode (None: any number)."""
+
     def __init__(self, d_model: int, d_k: int, heads: int, max_positions: int):
         super().__init__()
         self.d_model, self.d_k, self.heads, self.max_positions = d_model, d_k, heads, max_positions
@@ -89,7 +92,8 @@ def sinusoids(positions: Tensor, d: int) -> Tensor:
 class SinusoidalPositions(Positions):
     """Fixed sinusoidal absolute positions (Vaswani et al. 2017, sec. 3.5), added to embeddings.
 
-    Positions beyond ``max_positions`` are computed on the fly, so any length works.
+    Positions beyond ``max_positions`` are computed on the fly, so any length works; a trace (``ablate
+    export-model``) always computes them, since it would keep the table's slice for every length.
     """
 
     def __init__(self, d_model: int, d_k: int, heads: int, max_positions: int):
@@ -99,7 +103,7 @@ class SinusoidalPositions(Positions):
 
     def embed(self, x: Tensor, offset: int = 0) -> Tensor:
         end = offset + x.size(1)
-        if end <= self.table.size(0):
+        if end <= self.table.size(0) and not torch.jit.is_tracing():
             pe = self.table[offset:end]
         else:
             pe = sinusoids(torch.arange(offset, end, device=x.device), self.d_model)
@@ -112,6 +116,7 @@ class LearnedPositions(Positions):
 
     def __init__(self, d_model: int, d_k: int, heads: int, max_positions: int):
         super().__init__(d_model, d_k, heads, max_positions)
+        self.limit = max_positions
         self.weight = nn.Parameter(torch.randn(max_positions, d_model) * d_model**-0.5)
 
     def embed(self, x: Tensor, offset: int = 0) -> Tensor:

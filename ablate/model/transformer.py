@@ -221,6 +221,13 @@ class Transformer(nn.Module):
         """The encoder's position scheme, for readers that show one (``ablate.report.attention_maps``)."""
         return self.src_positions
 
+    @property
+    def max_output(self) -> Optional[int]:
+        """The longest output the decoder can position (None: any): one less than the target positions' limit,
+        as beam search feeds the EOS it forces at the length limit."""
+        limit = getattr(self.tgt_positions, "limit", None)  # a plugin scheme may be duck-typed
+        return None if limit is None else limit - 1
+
     def _embed(self, table: nn.Embedding, positions: Positions, tokens: Tensor, offset: int) -> Tensor:
         x = table(tokens) * math.sqrt(self.d_model)  # sec. 3.4
         return self.drop(positions.embed(x, offset))

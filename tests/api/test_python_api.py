@@ -219,3 +219,11 @@ def test_a_config_files_relative_plugin_lies_beside_that_file_as_for_ablate_trai
     finally:
         sys.modules.pop("lab_cfg", None)
     assert not marker.exists() and not (tmp_path / "run").exists()
+
+
+def test_translate_of_one_string_is_refused_not_read_as_a_list_of_characters(tmp_path):
+    from ablate.api import TrainResult
+    from ablate.inference import InputError
+
+    with pytest.raises(InputError, match=r"a list of sentences, not one string: run.translate\(\[text\]\)"):
+        TrainResult(tmp_path, {}).translate("A man is riding a bike.")

@@ -230,6 +230,27 @@ def test_every_variant_scripts_and_decodes_as_greedy(variant):
     assert len({tuple(h) for h in ours}) > 1 and len({t for h in ours for t in h}) >= 5  # not one token repeated
 
 
+def _past_the_table(positions: str) -> tuple[list[list[int]], list[list[int]]]:
+    """Greedy outputs (a*S+b up to 61) of a model with ``positions`` and model.max_positions=20: ablate's, the export's."""
+    run = _untrained(f"model.positions={positions}", "model.max_positions=20", "eval.max_len_a=3")
+    tok = run.tokenizer
+    ids = [s[:16] for s in tok.encode_src([src for src, _ in builtin.generate("val", 7)])]
+    ours = greedy(
+        run.module.model, _batch(ids, torch.device("cpu")), tok.bos_id, tok.eos_id, 3.0, run.cfg.eval.max_len_b
+    )
+    return ours, script(run).translate(ids)
+
+
+def test_an_output_past_the_learned_positions_stops_there_as_in_greedy():
+    ours, exported = _past_the_table("learned")
+    assert exported == ours and max(len(h) for h in ours) == 19
+
+
+def test_sinusoidal_positions_past_the_table_are_computed_in_the_export_too():
+    ours, exported = _past_the_table("sinusoidal")
+    assert exported == ours and max(len(h) for h in ours) > 20
+
+
 class _Branchy(torch.nn.Module):
     """A model whose decoder branches on a tensor's value: tracing keeps one branch, so the export must refuse it."""
 

@@ -215,3 +215,35 @@ def test_a_damaged_tokenizer_is_one_line_for_translate_and_attention(trained, tm
         result = CliRunner().invoke(cli.app, args, input="a b c\n")
         assert result.exit_code == 2, result.output
         assert result.output.startswith(f"error: {joint} is damaged (") and len(result.output.splitlines()) == 1
+
+
+class _Echo:
+    """A module whose translation of a batch is each row's source ids: what reaches the model is visible."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, eos: int):
+        self.eos = eos
+
+    def translate(self, src, beam, len_penalty=None):
+        return [[t for t in row if t > self.eos] for row in src.tolist()]
+
+    def detokenize(self, ids):
+        return " ".join(map(str, ids))
+
+
+def test_a_source_past_data_max_len_is_clipped_with_a_warning(caplog):
+    from ablate.data.tokenizer import SubwordTokenizer, train_bpe
+    from ablate.inference.translate import LoadedRun, translate
+
+    tok = SubwordTokenizer(train_bpe(iter([[src for src, _ in builtin.generate("train", 50)]]), 60))
+    short, long = [src for src, _ in builtin.generate("val", 2)], " ".join(s for s, _ in builtin.generate("val", 6))
+    max_len = max(len(ids) for ids in tok.encode_src(short))  # the short ones fit, the long one does not
+    run = LoadedRun(_Echo(tok.eos_id), tok, load_config(None, [f"data.max_len={max_len}"]), Path("best.ckpt"))
+    with caplog.at_level("WARNING", logger="ablate"):
+        out = translate(run, [*short, long])
+    assert len(out[2].split()) == max_len < len(tok.encode_src([long])[0])
+    assert [r.getMessage() for r in caplog.records] == [
+        f"1 of 3 sentences longer than data.max_len={max_len} subwords: only their first {max_len} are translated "
+        "(as the test sets were)"
+    ]

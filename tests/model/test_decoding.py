@@ -23,7 +23,7 @@ from ablate.model.decoding import (
 from ablate.model.positions import POSITIONS
 from ablate.model.scores import SCORES
 
-from tests.helpers.model import BOS, EOS, PAD
+from tests.helpers.model import BOS, EOS, PAD, tiny_model
 
 
 class MarkovModel(nn.Module):
@@ -220,3 +220,14 @@ def test_trained_toy_model_decodes_its_task():
     expected = src.flip(1).tolist()
     for hyps in (greedy(model, src, BOS, EOS), beam_search(model, src, 4, BOS, EOS)):
         assert sum(h == e for h, e in zip(hyps, expected)) >= 12  # chance level is 0
+
+
+def test_decoding_stops_at_the_last_learned_position():
+    """A learned table of 8 positions: an output that would run past them (a*S+b is 40 here) stops at 7 tokens, with
+    both searches, instead of a PositionError that loses a whole run's test pass."""
+    model = tiny_model("dot", True, "learned", seed=1, max_positions=8)
+    src = _sources(2)
+    hyps = greedy(model, src, BOS, EOS, 6.0, 4)
+    assert max(len(h) for h in hyps) == 7 < min(max_lengths(src, PAD, 6.0, 4).tolist())
+    assert beam_search(model, src, 1, BOS, EOS, 1.0, 6.0, 4) == hyps
+    assert all(len(h) <= 7 for h in beam_search(model, src, 3, BOS, EOS, 1.0, 6.0, 4))
