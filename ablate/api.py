@@ -49,12 +49,13 @@ class TrainResult:
         A plugin the run's record names is imported when this process already runs it (the run was
         trained here), it is one of ``plugins`` (the same code) or an installed module, or with
         ``trust_plugins`` (as ``--plugins`` / ``--trust-plugins``); otherwise a PluginError says so. One string
-        is an InputError (it would be read as a list of characters).
+        is an InputError (it would be read as a list of characters), as is a ``beam`` below 1.
         """
-        if isinstance(sentences, str):
-            from ablate.inference import InputError
+        from ablate.inference import InputError, check_decoding
 
+        if isinstance(sentences, str):
             raise InputError("translate takes a list of sentences, not one string: run.translate([text])")
+        check_decoding(beam, None)
         from ablate.inference.translate import load_run, translate
 
         run = load_run(self.run_dir, checkpoint, plugins=plugins, trust_plugins=trust_plugins)
@@ -71,7 +72,7 @@ class TrainResult:
 
 def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:
     """Defaults <- ``config`` (a YAML path, a nested or dotted dict, or a Config) <- ``keys`` <- ``overrides``."""
-    from ablate.config import Config, from_flat, parse_override, read_config_file, to_dict
+    from ablate.config import Config, ConfigError, from_flat, parse_override, read_config_file, to_dict
     from ablate.utils.typed import flatten
 
     if config is None:
@@ -83,6 +84,8 @@ def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:
     else:
         flat = read_config_file(config)  # its plugins relative to its folder, as ``ablate train --config``
     flat.update(flatten(keys))
+    if isinstance(overrides, str):  # it would be read character by character
+        raise ConfigError(f"overrides takes a list of key=value strings, not one string: overrides=[{overrides!r}]")
     flat.update(parse_override(item) for item in overrides)
     return from_flat(flat)
 

@@ -227,3 +227,19 @@ def test_translate_of_one_string_is_refused_not_read_as_a_list_of_characters(tmp
 
     with pytest.raises(InputError, match=r"a list of sentences, not one string: run.translate\(\[text\]\)"):
         TrainResult(tmp_path, {}).translate("A man is riding a bike.")
+
+
+def test_translate_refuses_a_beam_below_one_as_the_command_does(tmp_path):
+    from ablate.api import TrainResult
+    from ablate.inference import InputError
+
+    with pytest.raises(InputError, match="--beam 0 must be at least 1"):
+        TrainResult(tmp_path, {}).translate(["A man is riding a bike."], beam=0)
+
+
+def test_overrides_given_as_one_string_are_refused_with_the_list_to_write(tmp_path):
+    from ablate.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"not one string: overrides=\['model.heads=8'\]"):
+        ablate.train(overrides="model.heads=8", run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
