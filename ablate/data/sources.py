@@ -240,9 +240,11 @@ class LocalFolder:
         """Check alignment of every split, then stream each split into Arrow files."""
         for split, (src, tgt) in self.files.items():  # all checks before any (slow) conversion
             (n_src, src_problem), (n_tgt, tgt_problem) = scan_text(src, split), scan_text(tgt, split)
-            if n_src != n_tgt:
+            if n_src != n_tgt:  # a CR-only or binary file miscounts its lines: name that, the cause, first
                 raise DataError(
-                    f"misaligned corpus: {src} has {n_src} lines but {tgt} has {n_tgt} lines; "
+                    src_problem
+                    or tgt_problem
+                    or f"misaligned corpus: {src} has {n_src} lines but {tgt} has {n_tgt} lines; "
                     f"the files of a split must have one line per sentence pair"
                 )
             if n_src == 0:

@@ -62,7 +62,9 @@ def trial_folder(out: Path, variant: Optional[str], seed: Optional[int]) -> Path
             f"seeds{' of ' + variant if variant else ''}: {', '.join(map(str, seeds)) or 'none'}"
         )
     names = ", ".join(t[0] for t in matches)
-    raise TrialLookupError(f"{asked} matches {len(matches)} trials of {out} ({names}); add --variant or --seed")
+    missing = " or ".join(f"--{name}" for name, value in (("variant", variant), ("seed", seed)) if value is None)
+    hint = f"add {missing}" if missing else "pass the trial's folder instead"
+    raise TrialLookupError(f"{asked} matches {len(matches)} trials of {out} ({names}); {hint}")
 
 
 PREFIX = "wandb:"

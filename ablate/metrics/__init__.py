@@ -27,6 +27,7 @@ from ablate.errors import AblateError, did_you_mean
 from ablate.metrics.scorers import Bleu, Chrf, ChrfPlusPlus, Ter, Texts, check_aligned
 from ablate.registry import register, table
 from ablate.utils.io import atomic_write_bytes, cache_root
+from ablate.utils.plugins import entry_points
 
 
 @runtime_checkable
@@ -116,6 +117,8 @@ def register_metric(name: str, factory: Callable[[], MetricScorer]) -> None:
 
 def get_scorer(name: str) -> MetricScorer:
     """The scorer of metric ``name``; :class:`MetricError` with the choices and the nearest one if unknown."""
+    if name not in METRIC_SCORERS:
+        entry_points()  # an installed package's metric (``ablate.plugins`` entry point): no config loads it here
     if name not in METRIC_SCORERS:
         raise MetricError(
             f"unknown metric '{name}' (choose from: {', '.join(METRIC_SCORERS)}){did_you_mean(name, METRIC_SCORERS)}"

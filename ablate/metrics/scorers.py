@@ -252,7 +252,7 @@ def bleu_from_stats(stats: np.ndarray) -> np.ndarray:
         misses = np.cumsum(correct == 0, axis=-1)
         precision = np.where(correct > 0, 100.0 * correct / total, 100.0 / np.ldexp(total, misses))  # 2^k · total
         log_p = np.log(precision)
-    score = bp * np.exp(log_p.sum(axis=-1) / ORDER)
+        score = bp * np.exp(log_p.sum(axis=-1) / ORDER)  # nan where nothing was hypothesised: ``dead`` below
     dead = (total == 0).any(axis=-1) | (correct == 0).all(axis=-1)
     return np.where(dead, 0.0, score)
 

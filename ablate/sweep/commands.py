@@ -319,8 +319,9 @@ def run(
     ),
     trial_limit: int = typer.Option(TRIAL_LIMIT, "--trial-limit", min=1, help="Refuse to plan more trials than this."),
 ) -> None:
-    """Run a sweep on this machine (one process per trial over device slots) or on a SLURM cluster
-    (one job per trial); rerun the same command to resume, collect and resubmit.
+    """Run a sweep on this machine (one process per trial over device slots), on a SLURM cluster
+    (one job per trial) or on a Ray cluster (one task per trial); rerun the same command to resume, collect
+    and resubmit.
 
     Exit status:
     0: every trial finished (--dry-run: every trial is valid);

@@ -148,7 +148,12 @@ def _train(
     resume_from = resumable_checkpoint(RunFiles(run_dir).checkpoints, log.warning) if state == "resume" else None
     start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
     run = _start(cfg, run_dir, state, start_from, mark)
-    trainer, throughput, checkpoint_io = _build_trainer(run, callbacks, mark)
+    try:
+        trainer, throughput, checkpoint_io = _build_trainer(run, callbacks, mark)
+    except Exception as err:  # noqa: BLE001 - a trainer.* option or callback that cannot be built: recorded, raised
+        if run.launcher:
+            run.record.write(RunStatus.FAILED, user_error_line(err) or _describe_failure(err, cfg))
+        raise
     try:
         _fit_and_test(trainer, run, resume_from)
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C, SIGTERM (Lightning raises SystemExit)

@@ -124,3 +124,12 @@ def test_text_a_corpus_cannot_hold_is_one_line(make_cfg, tmp_path, name, content
     with pytest.raises(DataError, match=message) as err:
         make_source(make_cfg(folder), tmp_path).load(tmp_path / "w")
     assert "\n" not in str(err.value)
+
+
+def test_a_cr_only_file_beside_a_normal_one_is_named_as_cr_only_not_misaligned(make_cfg, tmp_path):
+    """One side saved with old-Mac line ends reads as one line: the error says so, not "has 1 lines" of
+    a misaligned corpus (docs/getting-started.md: CR-only line ends are refused in one line)."""
+    folder = make_folder(tmp_path, PAIR)
+    (folder / "train.de").write_bytes(b"A B\rC D\r")
+    with pytest.raises(DataError, match=r"train\.de ends its lines with CR only"):
+        make_source(make_cfg(folder), tmp_path).load(tmp_path / "w")

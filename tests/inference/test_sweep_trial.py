@@ -26,9 +26,11 @@ def test_variant_and_seed_name_one_trial_whatever_its_folder_is_called(sweep):
 
 
 def test_an_ambiguous_or_unknown_choice_is_one_line_naming_what_there_is(sweep):
-    with pytest.raises(TrialLookupError, match=r"--variant base matches 3 trials .*add --variant or --seed") as err:
-        trial_folder(sweep, "base", None)
+    with pytest.raises(TrialLookupError, match=r"--variant base matches 3 trials .*; add --seed$") as err:
+        trial_folder(sweep, "base", None)  # it asks for what is missing, not for the --variant already given
     assert "\n" not in str(err.value)
+    with pytest.raises(TrialLookupError, match=r"--seed 1 matches \d trials .*; add --variant$"):
+        trial_folder(sweep, None, 1)
     with pytest.raises(
         TrialLookupError, match="no trained trial .* matches --variant bsae --seed 1; variants: "
     ) as err:

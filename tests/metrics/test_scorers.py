@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import random
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -202,6 +203,17 @@ def test_bleu_statistics_count_repeated_ngrams_as_sacrebleu_does():
             expected.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
         assert stats.tolist() == expected
         assert float(bleu_from_stats(stats.sum(0))) == pytest.approx(corpus.corpus_score(hyps, [refs]).score, rel=1e-14)
+
+
+def test_bleu_of_empty_hypotheses_is_zero_without_a_numpy_warning():
+    """`ablate plot` (BLEU by length) and `ablate export` printed numpy's "invalid value encountered in multiply"
+    for a bucket of empty hypotheses: a brevity penalty of 0 times an infinite precision, masked to 0 afterwards."""
+    from ablate.metrics.scorers import bleu_from_stats, sentence_stats
+
+    stats = sentence_stats(["", ""], ["a man rides", "a dog"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert bleu_from_stats(stats.sum(0)) == 0.0 and bleu_from_stats(stats).tolist() == [0.0, 0.0]
 
 
 class _Counting(SentenceMetric):

@@ -316,6 +316,27 @@ def test_a_metric_registered_by_the_decorator_is_the_metrics_registrys(tmp_path)
     assert "mychrf" in METRIC_SCORERS and get_scorer("mychrf").name == "mychrf"
 
 
+def test_an_installed_entry_points_metric_is_found_by_table_and_score(tmp_path, monkeypatch):
+    """docs/extending.md: every ablate process loads an installed entry point, and `ablate table --metric NAME`
+    and `ablate score --metric NAME` use its metric (they read no config, so no `plugins` key loads it)."""
+    site = tmp_path / "site"
+    (site / "lab_metrics-1.0.dist-info").mkdir(parents=True)
+    (site / "lab_metrics-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: lab-metrics\nVersion: 1.0\n"
+    )
+    (site / "lab_metrics-1.0.dist-info" / "entry_points.txt").write_text("[ablate.plugins]\nlab = lab_metric_ep\n")
+    (site / "lab_metric_ep.py").write_text(
+        "from ablate.metrics import register_metric\nfrom ablate.metrics.scorers import Chrf\n\n"
+        "class Mine(Chrf):\n    name = 'labchrf'\n\nregister_metric('labchrf', Mine)\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    result = CliRunner().invoke(cli.app, ["score", str(tmp_path / "no-runs"), "--metric", "labchrf"])
+    assert "unknown metric" not in result.output
+    from ablate.metrics import get_scorer
+
+    assert get_scorer("labchrf").name == "labchrf"
+
+
 def test_a_folder_named_like_a_plugin_file_is_called_a_folder(tmp_path):
     from ablate.utils.plugins import PluginError
 

@@ -121,3 +121,16 @@ def test_data_that_fails_before_training_leaves_a_failed_record_and_frees_the_fo
     monkeypatch.setattr(TranslationDataModule, "setup", real_setup)
     fixed = train(load_config(None, [*TINY, "train.max_steps=3", "tracking.wandb=disabled"]), run)
     assert fixed["status"] == "finished" and fixed["step"] == 3 and fixed["config"]["train"]["max_steps"] == 3
+
+
+def test_a_callback_that_cannot_be_built_leaves_a_failed_record_not_running(tmp_path, cache_dir):
+    """``trainer.callbacks=[...EarlyStopping]`` without its ``monitor`` stops with one line once the record says
+    ``running``: the record then says ``failed`` and why, never ``running`` for a process that has ended."""
+    from ablate.utils.typed import ConfigError
+
+    run = tmp_path / "run"
+    config = load_config(None, [*TINY, "trainer.callbacks=[lightning.pytorch.callbacks.EarlyStopping]"])
+    with pytest.raises(ConfigError, match="missing 1 required positional argument: 'monitor'"):
+        train(config, run)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "failed" and "EarlyStopping" in summary["error"], summary["status"]
