@@ -131,6 +131,14 @@ def one_line(text: str) -> str:
     return text.replace("\r", " ").replace("\n", " ")
 
 
+def unlinked(path: Path) -> Path:
+    """``path``, a link in its place removed first: a log appended to in a folder from someone else (resumed) is
+    started afresh there, never appended to through a link to a file of the user's."""
+    if path.is_symlink():
+        path.unlink()
+    return path
+
+
 def write_lines(path: str | Path, lines: Iterable[str]) -> None:
     """Write one sentence per line, atomically; :func:`read_lines` gives back exactly ``lines``."""
     atomic_write_text(path, "".join(one_line(line) + "\n" for line in lines), newline="")
