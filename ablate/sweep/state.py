@@ -120,7 +120,7 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(io.regular(path).read_text(encoding="utf-8"))
         if not isinstance(data, dict):
             raise TypeError(f"it holds {type(data).__name__}, not a JSON object")
         if data.get("version") != VERSION:
@@ -137,7 +137,7 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
         return state
     except SweepError:
         raise
-    except (ValueError, TypeError, KeyError, AttributeError) as err:  # RecordError, JSONDecodeError, UnicodeDecodeError
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:  # RecordError, JSONDecodeError, ...
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise SweepError(f"{path} is not a sweep state file ({reason}); move it away or use another --out") from None
 

@@ -261,6 +261,14 @@ def check_apart(out: str | Path, sources: Iterable[str | Path | None], what: str
             raise OutputError(f"{what} {out} contains the source {source}: replacing it would delete the source")
 
 
+def regular(path: Path) -> Path:
+    """``path``; an ``OSError`` where it is a device or a pipe (a planted link to ``/dev/zero``, a FIFO), which a
+    read would never finish (or never start)."""
+    if path.exists() and not (path.is_file() or path.is_dir()):
+        raise OSError(errno.EINVAL, "not a regular file (a device or a pipe)", str(path))
+    return path
+
+
 def read_inside(path: str | Path, root: str | Path) -> bytes:
     """The bytes of ``path``, a file under ``root``; an :class:`OutputError` if its real path (links
     followed) leaves ``root``."""
@@ -270,7 +278,7 @@ def read_inside(path: str | Path, root: str | Path) -> bytes:
         raise OutputError(
             f"{path} is a link to {real}, outside {root}: refusing to copy it (replace the link by the file itself)"
         )
-    return real.read_bytes()
+    return regular(real).read_bytes()
 
 
 def _why(err: OSError) -> str:
