@@ -158,6 +158,10 @@ class SweepLock:
                 f"another launcher (pid {held.holder}) is running the sweep in {self.path.parent}; "
                 f"wait for it or stop it first"
             ) from None
+        except OSError as err:  # a link (a received folder's), no permission
+            raise SweepError(
+                f"cannot lock {self.path}: {err.strerror or err}; remove it or use another --out"
+            ) from None
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -87,6 +87,18 @@ def test_a_state_file_that_is_a_pipe_is_a_one_line_error_never_a_hang(tmp_path):
     )
 
 
+def test_a_lock_file_that_links_out_of_a_received_sweep_folder_is_a_one_line_error(tmp_path):
+    thesis = tmp_path / "thesis.tex"
+    thesis.write_text("my thesis\n")
+    out = tmp_path / "theirs"
+    out.mkdir()
+    (out / ".lock").symlink_to(thesis)
+    with pytest.raises(SweepError) as err:
+        SweepLock(out).__enter__()
+    assert "\n" not in str(err.value) and str(out / ".lock") in str(err.value)
+    assert thesis.read_text() == "my thesis\n"
+
+
 def test_the_lock_admits_one_launcher_and_dies_with_its_holder(tmp_path):
     with SweepLock(tmp_path):
         assert is_locked(tmp_path)
