@@ -286,6 +286,18 @@ def is_same_process(pid: Optional[int], started: Optional[int]) -> bool:
     return pid is not None and started is not None and start_time(pid) == started
 
 
+def trains(pid: int, run_dir: Path) -> bool:
+    """Whether process ``pid`` trains ``run_dir`` (its command line's ``--run-dir``, from its working directory): a
+    pid a received ``sweep.json`` names may be any process of the user's. Without ``/proc``, taken as said."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return not sys.platform.startswith("linux")
+    given = next((value for flag, value in zip(args, args[1:]) if flag == "--run-dir"), None)
+    return given is not None and (cwd / given).resolve() == run_dir.resolve()
+
+
 def stop_group(pid: int, grace_s: float = 30.0, proc: Optional[subprocess.Popen] = None) -> None:
     """SIGTERM the trial's process group, wait up to ``grace_s`` for it to save, SIGKILL the rest; reap ``proc``."""
     signal_group(pid, signal.SIGTERM)

@@ -189,6 +189,29 @@ def test_a_trial_folder_that_links_out_of_a_received_sweep_folder_is_refused(tmp
     assert (mine / "config.yaml").read_text() == "my: config\n"
 
 
+def test_a_running_trials_pid_in_a_received_sweep_folder_stops_only_a_trial_of_it(tmp_path, events):
+    """``sweep.json`` names the process a dead launcher left running by pid and start time: a received folder could
+    name any process of the user's (a tmux server), which a rerun stopped with its whole process group."""
+    from ablate.sweep.planner import signature
+    from ablate.sweep.spec import grid_points
+    from ablate.sweep.state import SweepState, Trial, save_state
+
+    mine = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    try:
+        spec, out = small_spec({}), tmp_path / "theirs"
+        opts = options(out, fake_command(events))
+        state = SweepState(name=spec.name, source="sweep.yaml", signature=signature(spec, opts), group="t-abcdef")
+        pid = {"pid": mine.pid, "pid_start": local.start_time(mine.pid)}
+        state.trials = [Trial(name="trial", point=next(grid_points(spec.parameters)), status="running", **pid)]
+        save_state(out, state)
+        result = run_sweep(spec, opts, quiet_progress()[0])
+        assert [t.status for t in result.state.trials] == ["finished"]
+        assert mine.poll() is None, "a process of the user's that the folder named was stopped"
+    finally:
+        mine.kill()
+        mine.wait()
+
+
 def test_a_sweep_over_the_users_own_plugins_resumes(tmp_path, events, no_plugins):
     mine = tmp_path / "mine" / "lab_mine.py"
     mine.parent.mkdir()
