@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from ablate.errors import AblateError, did_you_mean
-from ablate.utils.io import atomic_write_json
+from ablate.utils.io import atomic_write_json, regular
 from ablate.utils.provenance import ENVIRONMENT_FILE
 
 
@@ -313,8 +313,8 @@ class RunSummary:
         if path.is_dir():
             path = RunFiles(path).summary
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:  # missing, bad UTF-8, not JSON
+            data = json.loads(regular(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:  # missing, a device or a pipe, bad UTF-8, not JSON
             raise UnreadableRecord(f"unreadable {path.name}: {str(err).splitlines()[0]}") from None
         except RecursionError:  # a planted file nested deeper than the parser can follow
             data, deep = None, True

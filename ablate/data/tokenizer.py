@@ -16,6 +16,7 @@ import datasets
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from ablate.data.sources import DataError
+from ablate.utils.io import atomic_write_text
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
@@ -106,12 +107,14 @@ class SubwordTokenizer:
         return self._src.to_str(), self._tgt.to_str()
 
     def save(self, folder: str | Path) -> None:
+        """Write the files :meth:`load` reads, each atomically: a link a received run folder holds in its place is
+        replaced, never written through."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        self._src.save(str(folder / ("joint.json" if self.joint else "src.json")))
+        atomic_write_text(folder / ("joint.json" if self.joint else "src.json"), self._src.to_str(pretty=True))
         if not self.joint:
-            self._tgt.save(str(folder / "tgt.json"))
-        (folder / "tokenizer.json").write_text(json.dumps({"joint": self.joint, "recipe": RECIPE}))
+            atomic_write_text(folder / "tgt.json", self._tgt.to_str(pretty=True))
+        atomic_write_text(folder / "tokenizer.json", json.dumps({"joint": self.joint, "recipe": RECIPE}))
 
     @classmethod
     def load(cls, folder: str | Path) -> SubwordTokenizer:

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import math
 import re
@@ -315,20 +316,22 @@ def _copy_trial(source: Path, name: str, out: Path) -> int:
 
 
 def _copy_plugins(summary: dict[str, Any], out: Path) -> Optional[bytes]:
-    """Copy the plugin files ``summary``'s config names into ``out/plugins/``; the summary, pointing to
-    the copies, as bytes (None when it names no plugin file that still exists)."""
+    """Copy the plugin files ``summary``'s config names into ``out/plugins/``, each only while it holds the code
+    recorded (its sha256: a planted summary cannot name another file to publish); the summary, pointing to the
+    copies, as bytes (None when it names no plugin file that still exists as recorded)."""
     config = summary.get("config")
     if not isinstance(config, dict) or not isinstance(config.get("plugins"), list):
         return None
     changed, kept = False, []
     for record in config["plugins"]:
         path = Path(str(record.get("path"))) if isinstance(record, dict) and record.get("kind") == "file" else None
-        if path is None or not path.is_file() or not record.get("sha256"):
+        code = path.read_bytes() if path is not None and path.is_file() else None
+        if path is None or code is None or hashlib.sha256(code).hexdigest() != record.get("sha256"):
             kept.append(record)
             continue
         copy = out / PLUGINS / f"{path.stem}-{str(record['sha256'])[:12]}.py"
         copy.parent.mkdir(exist_ok=True)
-        copy.write_bytes(path.read_bytes())
+        copy.write_bytes(code)
         kept.append({**record, "path": f"../{PLUGINS}/{copy.name}"})
         changed = True
     if not changed:

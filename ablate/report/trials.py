@@ -54,7 +54,7 @@ from ablate.record import (
     summary_problem,
 )
 from ablate.utils.commands import Progress
-from ablate.utils.io import read_lines, split_lines
+from ablate.utils.io import read_lines, regular, split_lines
 from ablate.utils.plugins import PluginError
 
 
@@ -84,7 +84,7 @@ def read_texts(folder: Path) -> dict[str, SavedText]:
     for name in gzipped + plain:
         path, split = folder / name, name.removesuffix(".gz").removesuffix(".txt")
         try:
-            lines = SavedText(path, _read_text, found, os.path.join(resolved, name))
+            lines = SavedText(regular(path), _read_text, found, os.path.join(resolved, name))
         except OSError as err:
             raise TextError(f"{folder.name}/{name} is unreadable: {str(err).splitlines()[0]}") from None
         if not lines.known:
@@ -390,7 +390,7 @@ def _sweep_plan(root: Path) -> tuple[dict[str, dict[str, Any]], Optional[str], O
     if not path.exists():
         return {}, None, None
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
+        state = json.loads(regular(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         return {}, f"unreadable ({str(err).splitlines()[0]})", None
     trials, problem = planned_trials(state)

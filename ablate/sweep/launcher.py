@@ -26,6 +26,7 @@ from ablate.sweep.local import (
     LaunchRefused,
     LocalExecutor,
     signals_raise_interrupt,
+    trains,
     wind_down,
 )
 from ablate.sweep.planner import LaunchOptions, Planner, SweepResult, trainer_command
@@ -307,6 +308,8 @@ class Launcher:
 
     def _recover(self) -> None:
         for trial in self.planner.left_running():
+            if trial.pid is not None and not trains(trial.pid, self.out / trial.name):  # a received folder's pid
+                trial.pid = trial.pid_start = None
             handle = self.executor.adopt(trial, self.progress.event)
             if handle is None:
                 self.planner.recovered(trial)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional, Protocol
 from ablate.record import LOG_FILE
 from ablate.sweep.spec import SweepError
 from ablate.sweep.state import Trial
+from ablate.utils.io import unlinked
 
 Argv = Callable[[list[str]], list[str]]  # (backend overrides, e.g. train.devices=2) -> argv of one trial
 LOG_LIMIT = 64 * 2**20  # bytes of trial.log one attempt may fill (a trainer printing in a loop cannot fill the disk)
@@ -221,7 +222,7 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 def log_header(log_path: Path, header: str, command: list[str]) -> int:
     """Append ``=== HEADER ===`` and ``$ COMMAND`` to a trial's log; returns its size after them."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "a") as log:
+    with open(unlinked(log_path), "a") as log:  # a received sweep's link out of it is replaced, never appended to
         log.write(f"\n=== {header} ===\n$ {shlex.join(command)}\n")
     return log_path.stat().st_size
 
@@ -229,7 +230,7 @@ def log_header(log_path: Path, header: str, command: list[str]) -> int:
 def start_process(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
     """Start ``command`` in a session of its own, its output appended to ``log_path``."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    with open(unlinked(log_path), "ab") as log:
         return subprocess.Popen(
             command,
             env=child_env(env),
@@ -283,6 +284,18 @@ def start_time(pid: int) -> Optional[int]:
 def is_same_process(pid: Optional[int], started: Optional[int]) -> bool:
     """Whether the process recorded as (``pid``, ``started``) is still running."""
     return pid is not None and started is not None and start_time(pid) == started
+
+
+def trains(pid: int, run_dir: Path) -> bool:
+    """Whether process ``pid`` trains ``run_dir`` (its command line's ``--run-dir``, from its working directory): a
+    pid a received ``sweep.json`` names may be any process of the user's. Without ``/proc``, taken as said."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return not sys.platform.startswith("linux")
+    given = next((value for flag, value in zip(args, args[1:]) if flag == "--run-dir"), None)
+    return given is not None and (cwd / given).resolve() == run_dir.resolve()
 
 
 def stop_group(pid: int, grace_s: float = 30.0, proc: Optional[subprocess.Popen] = None) -> None:

@@ -349,6 +349,12 @@ class Planner:
                     f"{self.spec.describe()} does not give: it was not planned from that file, and running it could "
                     f"import code the folder names; move the folder away or pass another --out"
                 )
+        for entry in sorted(self.out.iterdir()) if self.out.is_dir() else []:  # a trial's folder, as planted
+            if entry.is_symlink() and self.out.resolve() not in entry.resolve().parents:
+                raise SweepError(
+                    f"{entry} is a link to {entry.resolve()}, outside {self.out}: a trial's run would be written "
+                    f"there; replace the link by the folder itself, or pass another --out"
+                )
         self.state = state
         self.state.wandb_sweep = self.opts.wandb_sweep or self.state.wandb_sweep
 

@@ -34,6 +34,7 @@ from ablate.sweep.local import (
 from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet, trainer_command
 from ablate.sweep.spec import SweepError, SweepSpec
 from ablate.sweep.state import SweepLock, Trial, outcome, read_summary, state_lock
+from ablate.utils.io import unlinked
 
 ACTIVE = {  # a job in these states may still run (or run again)
     "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
@@ -132,7 +133,7 @@ class TrialJob:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         rank = os.environ.get("SLURM_PROCID", "0")
         log = self.run_dir / (LOG_FILE if rank == "0" else f"trial.rank{rank}.log")
-        with open(log, "a") as out:
+        with open(unlinked(log), "a") as out:
             out.write(
                 f"\n=== SLURM job {os.environ.get('SLURM_JOB_ID', '?')} task {rank} on "
                 f"{os.uname().nodename}, {time.ctime()} ===\n"
@@ -317,7 +318,7 @@ def note(out: Path, job: str, line: str) -> None:
     """Append ``TIME LINE`` to ``.workers/<job>.log`` in the sweep folder."""
     folder = out / WORKER_LOG
     folder.mkdir(exist_ok=True)
-    with open(folder / f"{job}.log", "a") as log:
+    with open(unlinked(folder / f"{job}.log"), "a") as log:
         log.write(f"{time.time():.1f} {line}\n")
 
 

@@ -120,7 +120,7 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(io.regular(path).read_text(encoding="utf-8"))
         if not isinstance(data, dict):
             raise TypeError(f"it holds {type(data).__name__}, not a JSON object")
         if data.get("version") != VERSION:
@@ -137,7 +137,7 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
         return state
     except SweepError:
         raise
-    except (ValueError, TypeError, KeyError, AttributeError) as err:  # RecordError, JSONDecodeError, UnicodeDecodeError
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:  # RecordError, JSONDecodeError, ...
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise SweepError(f"{path} is not a sweep state file ({reason}); move it away or use another --out") from None
 
@@ -157,6 +157,10 @@ class SweepLock:
             raise SweepError(
                 f"another launcher (pid {held.holder}) is running the sweep in {self.path.parent}; "
                 f"wait for it or stop it first"
+            ) from None
+        except OSError as err:  # a link (a received folder's), no permission
+            raise SweepError(
+                f"cannot lock {self.path}: {err.strerror or err}; remove it or use another --out"
             ) from None
         return self
 

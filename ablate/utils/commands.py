@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
 
+from ablate.utils.io import unlinked
 from ablate.utils.plugins import user_error_line
 
 
@@ -215,7 +216,7 @@ def capture(path: Path) -> Iterator[None]:
     """Append what the console is told (the records of :data:`CAPTURED` at the levels they are shown,
     timestamped) to ``path`` while the block runs, so a run folder keeps its console log."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, encoding="utf-8")
+    handler = logging.FileHandler(unlinked(path), encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RankZero())
     loggers = [logging.getLogger(name) for name in CAPTURED]

@@ -131,6 +131,14 @@ def one_line(text: str) -> str:
     return text.replace("\r", " ").replace("\n", " ")
 
 
+def unlinked(path: Path) -> Path:
+    """``path``, a link in its place removed first: a log appended to in a folder from someone else (resumed) is
+    started afresh there, never appended to through a link to a file of the user's."""
+    if path.is_symlink():
+        path.unlink()
+    return path
+
+
 def write_lines(path: str | Path, lines: Iterable[str]) -> None:
     """Write one sentence per line, atomically; :func:`read_lines` gives back exactly ``lines``."""
     atomic_write_text(path, "".join(one_line(line) + "\n" for line in lines), newline="")
@@ -253,6 +261,14 @@ def check_apart(out: str | Path, sources: Iterable[str | Path | None], what: str
             raise OutputError(f"{what} {out} contains the source {source}: replacing it would delete the source")
 
 
+def regular(path: Path) -> Path:
+    """``path``; an ``OSError`` where it is a device or a pipe (a planted link to ``/dev/zero``, a FIFO), which a
+    read would never finish (or never start)."""
+    if path.exists() and not (path.is_file() or path.is_dir()):
+        raise OSError(errno.EINVAL, "not a regular file (a device or a pipe)", str(path))
+    return path
+
+
 def read_inside(path: str | Path, root: str | Path) -> bytes:
     """The bytes of ``path``, a file under ``root``; an :class:`OutputError` if its real path (links
     followed) leaves ``root``."""
@@ -262,7 +278,7 @@ def read_inside(path: str | Path, root: str | Path) -> bytes:
         raise OutputError(
             f"{path} is a link to {real}, outside {root}: refusing to copy it (replace the link by the file itself)"
         )
-    return real.read_bytes()
+    return regular(real).read_bytes()
 
 
 def _why(err: OSError) -> str:

@@ -112,3 +112,16 @@ def test_a_missing_or_foreign_tokenizer_file_is_one_line(saved):
     (saved / "joint.json").unlink()
     with pytest.raises(TokenizerError, match="joint.json is missing"):
         SubwordTokenizer.load(saved)
+
+
+def test_saving_into_a_received_run_folder_replaces_its_links_never_writes_through_them(saved, tmp_path):
+    """A run folder from someone else whose tokenizer files link out of it (to the user's thesis) is resumed."""
+    outside = {name: tmp_path / f"thesis-{name}" for name in ("joint.json", "tokenizer.json")}
+    for name, target in outside.items():
+        target.write_text("my thesis\n")
+        (saved / name).unlink()
+        (saved / name).symlink_to(target)
+    words = [f"w{i} x{i % 7}" for i in range(40)]
+    SubwordTokenizer.train(datasets.Dataset.from_dict({"src": words, "tgt": words}), vocab_size=50).save(saved)
+    assert all(target.read_text() == "my thesis\n" for target in outside.values())
+    assert not any((saved / name).is_symlink() for name in outside) and SubwordTokenizer.load(saved).joint

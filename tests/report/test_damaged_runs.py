@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import pytest
 
 from ablate.config import load_config
@@ -37,3 +40,16 @@ def test_table_and_attention_over_damaged_files_are_one_line(tmp_path, cache_dir
     err = proc.stderr
     assert proc.returncode == 2 and len(err.strip().splitlines()) == 1 and "is unreadable" in err, err[-2000:]
     assert "Traceback" not in proc.stdout + err
+
+
+@pytest.mark.parametrize("planted", ["base-s1/summary.json", "base-s1/hyps/test_2016_flickr.txt", "sweep.json"])
+def test_a_record_file_that_is_a_pipe_is_listed_unreadable_never_a_hang(variant_sweep, tmp_path, planted):
+    """A received sweep folder whose file is a FIFO (or a link to ``/dev/zero``): ``ablate table`` waited forever
+    (or read until memory ran out)."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(variant_sweep, sweep)
+    (sweep / planted).unlink()
+    os.mkfifo(sweep / planted)
+    proc = run_cli("table", str(sweep), cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert planted.rpartition("/")[2] in proc.stdout and "not a regular file" in proc.stdout, proc.stdout

@@ -5,6 +5,7 @@ Ctrl-C part-way leave the old results folder (or none), never a plausible half."
 from __future__ import annotations
 
 import errno
+import json
 import shutil
 
 import pytest
@@ -62,6 +63,21 @@ def test_a_link_out_of_the_sweep_is_refused_never_copied(sweep, tmp_path, link):
     _one_line_error(result, str(path), "outside")
     assert not out.exists() and not any("PRIVATE" in p.read_text(errors="ignore") for p in tmp_path.rglob("*.md"))
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == []
+
+
+def test_a_file_a_summary_names_as_a_plugin_is_copied_only_if_it_is_the_recorded_code(sweep, tmp_path):
+    secret = tmp_path / "id_rsa"
+    secret.write_text("-----BEGIN PRIVATE KEY-----\n")
+    summary_path = sweep / "base-s1" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    planted = {"kind": "file", "name": "id_rsa", "path": str(secret), "sha256": "deadbeef"}
+    summary["config"]["plugins"] = [planted]
+    summary_path.write_text(json.dumps(summary))
+    out = tmp_path / "results"
+    assert runner.invoke(app, ["export", str(sweep), str(out), *FAST]).exit_code == 0
+    assert not (out / "plugins").exists()
+    assert not any("PRIVATE" in p.read_text(errors="ignore") for p in out.rglob("*") if p.is_file())
+    assert json.loads((out / "base-s1" / "summary.json").read_text())["config"]["plugins"] == [planted]
 
 
 def test_a_link_that_stays_inside_the_sweep_is_copied(sweep, tmp_path):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ablate.sweep.local import Slot, plan_slots
+from ablate.sweep.local import Slot, log_header, plan_slots, start_process
 from ablate.sweep.spec import SweepError
 
 
@@ -97,3 +97,16 @@ def test_absent_gpu_ids_are_refused_not_run_on_cpu():
         plan_slots("7", cores=2, gpus=lambda: [])
     with pytest.raises(SweepError, match="no GPU 7 on this machine \\(visible: 0,1,2,3\\)"):
         plan_slots("0,7", cores=2, gpus=four_gpus)
+
+
+def test_a_trial_log_that_links_out_of_a_received_sweep_folder_is_replaced_not_appended_to(tmp_path):
+    thesis = tmp_path / "thesis.tex"
+    thesis.write_text("my thesis\n")
+    log = tmp_path / "sweep" / "base-seed=1" / "trial.log"
+    log.parent.mkdir(parents=True)
+    log.symlink_to(thesis)
+    command = [sys.executable, "-c", "print('trained')"]
+    log_header(log, "ablate sweep: base-seed=1, attempt 1", command)
+    start_process(command, dict(os.environ), log).wait()
+    assert thesis.read_text() == "my thesis\n"
+    assert not log.is_symlink() and "trained" in log.read_text()

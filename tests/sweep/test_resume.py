@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -162,6 +163,53 @@ def test_a_sweep_folder_whose_state_names_a_planted_plugin_runs_none_of_it(
     assert "\n" not in message and "sweep.json" in message and "trial" in message and "--out" in message, message
     assert not marker.exists()
     assert events.count("start") == 0
+
+
+def test_a_trial_folder_that_links_out_of_a_received_sweep_folder_is_refused(tmp_path, events):
+    """A received sweep folder whose pending trial's folder links to a folder of the user's: its run was trained
+    there (config.yaml, checkpoints, summary.json over the user's files)."""
+    from ablate.sweep.spec import SweepError
+
+    spec = small_spec({"seed": {"values": [1, 2]}})
+    out, mine = tmp_path / "theirs", tmp_path / "my-project"
+    run_sweep(spec, options(out, fake_command(events)), quiet_progress()[0])
+    state = json.loads((out / "sweep.json").read_text())
+    state["trials"][1].update(status="pending", results={}, metric=None)
+    (out / "sweep.json").write_text(json.dumps(state))
+    mine.mkdir()
+    (mine / "config.yaml").write_text("my: config\n")
+    trial = out / state["trials"][1]["name"]
+    shutil.rmtree(trial)
+    trial.symlink_to(mine)
+    with pytest.raises(SweepError) as err:
+        run_sweep(spec, options(out, fake_command(events)), quiet_progress()[0])
+    message = str(err.value)
+    assert "\n" not in message and str(trial) in message and "outside" in message and "--out" in message, message
+    assert sorted(p.name for p in mine.iterdir()) == ["config.yaml"]
+    assert (mine / "config.yaml").read_text() == "my: config\n"
+
+
+def test_a_running_trials_pid_in_a_received_sweep_folder_stops_only_a_trial_of_it(tmp_path, events):
+    """``sweep.json`` names the process a dead launcher left running by pid and start time: a received folder could
+    name any process of the user's (a tmux server), which a rerun stopped with its whole process group."""
+    from ablate.sweep.planner import signature
+    from ablate.sweep.spec import grid_points
+    from ablate.sweep.state import SweepState, Trial, save_state
+
+    mine = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    try:
+        spec, out = small_spec({}), tmp_path / "theirs"
+        opts = options(out, fake_command(events))
+        state = SweepState(name=spec.name, source="sweep.yaml", signature=signature(spec, opts), group="t-abcdef")
+        pid = {"pid": mine.pid, "pid_start": local.start_time(mine.pid)}
+        state.trials = [Trial(name="trial", point=next(grid_points(spec.parameters)), status="running", **pid)]
+        save_state(out, state)
+        result = run_sweep(spec, opts, quiet_progress()[0])
+        assert [t.status for t in result.state.trials] == ["finished"]
+        assert mine.poll() is None, "a process of the user's that the folder named was stopped"
+    finally:
+        mine.kill()
+        mine.wait()
 
 
 def test_a_sweep_over_the_users_own_plugins_resumes(tmp_path, events, no_plugins):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -73,6 +74,29 @@ def test_an_unreadable_state_file_is_a_one_line_error(tmp_path):
     (tmp_path / "sweep.json").write_text("{not json")
     with pytest.raises(SweepError, match="not a sweep state file"):
         load_state(tmp_path)
+
+
+def test_a_state_file_that_is_a_pipe_is_a_one_line_error_never_a_hang(tmp_path):
+    """A received sweep folder's ``sweep.json`` planted as a FIFO (or a link to ``/dev/zero``): reading it waited
+    forever (or until memory ran out)."""
+    os.mkfifo(tmp_path / "sweep.json")
+    code = f"from ablate.sweep.state import load_state; from pathlib import Path; load_state(Path({str(tmp_path)!r}))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (
+        "SweepError" in proc.stderr and "not a sweep state file" in proc.stderr and "not a regular file" in proc.stderr
+    )
+
+
+def test_a_lock_file_that_links_out_of_a_received_sweep_folder_is_a_one_line_error(tmp_path):
+    thesis = tmp_path / "thesis.tex"
+    thesis.write_text("my thesis\n")
+    out = tmp_path / "theirs"
+    out.mkdir()
+    (out / ".lock").symlink_to(thesis)
+    with pytest.raises(SweepError) as err:
+        SweepLock(out).__enter__()
+    assert "\n" not in str(err.value) and str(out / ".lock") in str(err.value)
+    assert thesis.read_text() == "my thesis\n"
 
 
 def test_the_lock_admits_one_launcher_and_dies_with_its_holder(tmp_path):

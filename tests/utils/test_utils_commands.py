@@ -73,6 +73,18 @@ def test_the_cli_sends_status_to_stderr_and_quiet_silences_it(ablate_logger, tmp
     assert quiet.exit_code == 0 and quiet.output == ""
 
 
+def test_a_console_log_that_links_out_of_a_received_run_folder_is_replaced_not_appended_to(ablate_logger, tmp_path):
+    thesis = tmp_path / "thesis.tex"
+    thesis.write_text("my thesis\n")
+    console = tmp_path / "run" / "console.log"
+    console.parent.mkdir()
+    console.symlink_to(thesis)
+    with commands.capture(console):
+        logging.getLogger("ablate.training.train").warning("run dir: run (resume)")
+    assert thesis.read_text() == "my thesis\n"
+    assert not console.is_symlink() and "run dir: run (resume)" in console.read_text()
+
+
 def test_progress_is_silent_for_a_short_loop_and_counts_a_long_one(caplog):
     """Nothing in the first ``after_s`` seconds; then the count at most every ``every_s``, and the last."""
     now = [0.0]
