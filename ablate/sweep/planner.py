@@ -27,6 +27,7 @@ from ablate.sweep.spec import (
     SweepError,
     SweepSpec,
     axis_overrides,
+    check_unswept,
     foreign_key,
     grid_key,
     grid_points,
@@ -141,6 +142,7 @@ def launch_options(
     run it in ``out`` (default ``runs/<name>``; ``options``: the other fields)."""
     plain, axes = split_axes(check_overrides(list(overrides)))
     spec = with_axes(load_spec(file), axes)
+    check_unswept(spec, plain)
     opts = LaunchOptions(out or default_out(spec), [], plain, axis_overrides(axes), **options)
     return spec, opts
 

@@ -110,6 +110,15 @@ def test_a_dry_run_shows_the_w_and_b_group_the_run_uses(sweep_file, events, tmp_
     assert listed == {f"tracking.group={group}"} and "xxxxxx" not in after.output, after.output
 
 
+def test_an_override_of_a_swept_key_is_refused_not_run_under_the_axis_names(sweep_file, events, tmp_path):
+    # seed=1 applied after each trial's own seed: base-seed=2 trained seed 1 under its name, rc 0
+    for args in (["seed=1"], ["seed=1", "--dry-run"], ["train.max_steps=2,3", "train.max_steps=4"]):
+        result = invoke("run", sweep_file, "--devices", "cpu", *args)
+        assert result.exit_code == 2, result.output
+        assert "the sweep varies" in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    assert events.count("start") == 0 and not (tmp_path / "runs").exists()
+
+
 def test_dry_run_refuses_a_variant_name_no_folder_can_hold(sweep_file, events, tmp_path):
     sweep_file.write_text(SWEEP.replace("name: wide", "name: " + "w" * 300))
     result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")
