@@ -132,9 +132,10 @@ def _counts(state: SweepState, *statuses: RunStatus) -> str:
 def report(
     console: Console, state: SweepState, metric: Optional[str], goal: str, out: Path, repeat: bool = False
 ) -> None:
-    """The lines after a run: counts by status, the W&B group, the best trial, where to look next."""
-    ended = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.PENDING)
-    console.print(f"sweep {state.name}: {_counts(state, *ended)}", highlight=False)
+    """The lines after a run: counts by status (SLURM jobs may still be running), the W&B group, the best trial,
+    where to look next."""
+    statuses = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.RUNNING, RunStatus.INTERRUPTED, RunStatus.STOPPED)
+    console.print(f"sweep {state.name}: {_counts(state, *statuses, RunStatus.PENDING)}", highlight=False)
     if state.group:
         console.print(f"W&B group {state.group}", style="dim", highlight=False)
     _best(console, state, metric, goal, repeat)

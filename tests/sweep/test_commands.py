@@ -177,3 +177,13 @@ def test_status_of_a_sweep_with_pending_trials_and_bracketed_text(tmp_path, monk
         "pending" in result.output and "odd[bold]-seed=1" in result.output and "bad value [/red] here" in result.output
     )
     assert "3 trials: 1 finished, 1 failed, 1 pending" in result.output
+
+
+def test_the_report_after_stopping_watching_slurm_jobs_counts_the_trials_still_running(tmp_path):
+    # the jobs keep running after Ctrl-C; the report said "sweep k: 2 pending", as if nothing ran
+    from ablate.sweep.state import SweepState, Trial
+
+    trials = [Trial(f"t{i}", {"seed": i}, status="running" if i < 2 else "pending") for i in range(4)]
+    console = Console(width=250, record=True)
+    commands.report(console, SweepState("k", "k.yaml", "sig", trials=trials), "val/bleu", "maximize", tmp_path)
+    assert "sweep k: 2 running, 2 pending\n" in console.export_text()
