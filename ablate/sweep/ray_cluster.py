@@ -77,7 +77,14 @@ class RayExecutor:
     def check(self) -> None:
         ray = _ray()
         if not ray.is_initialized():
-            ray.init(include_dashboard=False, log_to_driver=False)
+            try:
+                ray.init(include_dashboard=False, log_to_driver=False)
+            except ConnectionError as err:  # a head that is down, or one this client holds no token for
+                address = os.environ.get("RAY_ADDRESS") or "not set: a local Ray"
+                raise SweepError(
+                    f"--launcher ray: {str(err).strip().splitlines()[0]} (RAY_ADDRESS {address}); check that "
+                    "the cluster is up and reachable from here, or unset RAY_ADDRESS to start a local Ray"
+                ) from None
 
     def capacity(self) -> int:
         self.check()  # describe() reads it before the launcher's check(): Ray must be started to answer

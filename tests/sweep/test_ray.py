@@ -74,6 +74,26 @@ def test_the_cluster_is_described_after_ray_is_started(tmp_path, monkeypatch):
     assert len(started) == 1
 
 
+def test_a_cluster_ray_cannot_reach_is_one_line_naming_ray_address(tmp_path, monkeypatch):
+    # RAY_ADDRESS naming a stopped head (or one whose token this client lacks): Ray's ConnectionError traceback, rc 1
+    from ablate.sweep import ray_cluster
+
+    def init(**kwargs):
+        raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.9:6379")
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setattr(ray_cluster, "_ray", lambda: fake)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.9:6379")
+    result = CliRunner().invoke(app, ["run", QUICKSTART, "--launcher", "ray", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert (
+        line.startswith("error: --launcher ray: Failed to connect to Ray cluster at 10.0.0.9:6379")
+        and "RAY_ADDRESS" in line
+    )
+    assert not (tmp_path / "x" / "sweep.json").exists()
+
+
 def _running(out: Path) -> set[str]:
     try:
         return {t["name"] for t in json.loads((out / "sweep.json").read_text())["trials"] if t["status"] == "running"}
