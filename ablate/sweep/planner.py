@@ -351,6 +351,11 @@ class Planner:
                     f"{self.spec.describe()} does not give: it was not planned from that file, and running it could "
                     f"import code the folder names; move the folder away or pass another --out"
                 )
+        if state.metric != self.spec.metric:  # the file names another metric: read it from the ended trials
+            for trial in state.trials:
+                if trial.status in (RunStatus.FINISHED, RunStatus.STOPPED):
+                    trial.metric = outcome(self.out / trial.name, 0, self.spec.metric).metric
+            state.metric = self.spec.metric
         self.state = state
         self.state.wandb_sweep = self.opts.wandb_sweep or self.state.wandb_sweep
 
