@@ -119,6 +119,14 @@ def test_an_override_of_a_swept_key_is_refused_not_run_under_the_axis_names(swee
     assert events.count("start") == 0 and not (tmp_path / "runs").exists()
 
 
+def test_a_dry_run_on_a_folder_of_another_sweep_is_refused_as_the_run_is(sweep_file, events, tmp_path):
+    # it listed 6 trials, exit 0, "its digits are drawn when the sweep first runs" there; the run then refused
+    assert invoke("run", sweep_file, "--devices", "cpu", "model.heads=4", "train.max_steps=3").exit_code == 0
+    result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "model.heads=4")
+    assert result.exit_code == 2 and "rerun that command, or pass another --out" in result.output, result.output
+    assert result.output.count("error:") == 1 and "tracking.group" not in result.output
+
+
 def test_dry_run_refuses_a_variant_name_no_folder_can_hold(sweep_file, events, tmp_path):
     sweep_file.write_text(SWEEP.replace("name: wide", "name: " + "w" * 300))
     result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")
