@@ -195,3 +195,11 @@ def test_the_report_after_stopping_watching_slurm_jobs_counts_the_trials_still_r
     console = Console(width=250, record=True)
     commands.report(console, SweepState("k", "k.yaml", "sig", trials=trials), "val/bleu", "maximize", tmp_path)
     assert "sweep k: 2 running, 2 pending\n" in console.export_text()
+
+
+@pytest.mark.parametrize("cap", ["0", "-2"])
+def test_max_trials_below_one_is_a_bad_command_line(sweep_file, events, tmp_path, cap):
+    # it planned nothing, made a sweep folder and a W&B group, said "sweep tiny: " and exited 0 ("-2 trials" dry)
+    result = invoke("run", sweep_file, "--devices", "cpu", f"--max-trials={cap}")
+    assert result.exit_code == 2 and "--max-trials" in result.output, result.output
+    assert not (tmp_path / "runs").exists() and events.count("start") == 0
