@@ -94,6 +94,18 @@ def test_a_cluster_ray_cannot_reach_is_one_line_naming_ray_address(tmp_path, mon
     assert not (tmp_path / "x" / "sweep.json").exists()
 
 
+@pytest.mark.parametrize("flags", [{"cpus_per_trial": 0}, {"cpus_per_trial": -1}, {"gpus_per_trial": -1}])
+def test_no_cpu_or_negative_gpus_per_ray_task_is_refused(tmp_path, flags):
+    # --cpus-per-trial 0 ran every task on 1 CPU, as if it were not given
+    from ablate.sweep import ray_cluster
+    from ablate.sweep.local import ExecutorArgs
+    from ablate.sweep.planner import LaunchOptions
+    from ablate.sweep.spec import SweepError
+
+    with pytest.raises(SweepError, match="--cpus-per-trial must be > 0"):
+        ray_cluster.RayExecutor(ExecutorArgs(**flags), LaunchOptions(tmp_path / "out", []))
+
+
 def _running(out: Path) -> set[str]:
     try:
         return {t["name"] for t in json.loads((out / "sweep.json").read_text())["trials"] if t["status"] == "running"}
