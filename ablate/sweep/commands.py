@@ -265,7 +265,7 @@ def run(
         "04:00:00", "--time", "job time limit, HH:MM:SS or D-HH:MM:SS; trials checkpoint and requeue before it."
     ),
     cpus_per_trial: Optional[int] = _slurm(
-        None, "--cpus-per-trial", "CPUs per task (also the trainer's torch threads)."
+        None, "--cpus-per-trial", "CPUs per task (also the trainer's torch threads).", min=1
     ),
     mem: Optional[str] = _slurm(None, "--mem", "memory per node, e.g. 32G."),
     signal_delay: int = _slurm(

@@ -203,3 +203,11 @@ def test_max_trials_below_one_is_a_bad_command_line(sweep_file, events, tmp_path
     result = invoke("run", sweep_file, "--devices", "cpu", f"--max-trials={cap}")
     assert result.exit_code == 2 and "--max-trials" in result.output, result.output
     assert not (tmp_path / "runs").exists() and events.count("start") == 0
+
+
+@pytest.mark.parametrize("launcher", ["slurm", "ray"])
+def test_no_cpu_per_trial_is_a_bad_command_line(sweep_file, events, tmp_path, launcher):
+    # SLURM jobs were submitted without --cpus-per-task (0 read as "not given"), Ray tasks took 1 CPU each
+    result = invoke("run", sweep_file, "--launcher", launcher, "--cpus-per-trial", "0")
+    assert result.exit_code == 2 and "--cpus-per-trial" in result.output, result.output
+    assert not (tmp_path / "runs").exists() and events.count("start") == 0
