@@ -132,9 +132,10 @@ def _counts(state: SweepState, *statuses: RunStatus) -> str:
 def report(
     console: Console, state: SweepState, metric: Optional[str], goal: str, out: Path, repeat: bool = False
 ) -> None:
-    """The lines after a run: counts by status, the W&B group, the best trial, where to look next."""
-    ended = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.STOPPED, RunStatus.PENDING)
-    console.print(f"sweep {state.name}: {_counts(state, *ended)}", highlight=False)
+    """The lines after a run: counts by status (SLURM jobs may still be running), the W&B group, the best trial,
+    where to look next."""
+    statuses = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.RUNNING, RunStatus.INTERRUPTED, RunStatus.STOPPED)
+    console.print(f"sweep {state.name}: {_counts(state, *statuses, RunStatus.PENDING)}", highlight=False)
     if state.group:
         console.print(f"W&B group {state.group}", style="dim", highlight=False)
     _best(console, state, metric, goal, repeat)
@@ -264,7 +265,7 @@ def run(
         "04:00:00", "--time", "job time limit, HH:MM:SS or D-HH:MM:SS; trials checkpoint and requeue before it."
     ),
     cpus_per_trial: Optional[int] = _slurm(
-        None, "--cpus-per-trial", "CPUs per task (also the trainer's torch threads)."
+        None, "--cpus-per-trial", "CPUs per task (also the trainer's torch threads).", min=1
     ),
     mem: Optional[str] = _slurm(None, "--mem", "memory per node, e.g. 32G."),
     signal_delay: int = _slurm(
@@ -285,6 +286,7 @@ def run(
         "--max-trials",
         help="Run at most this many trials (required for random/bayes without run_cap; with seed: {repeat: N}, "
         "configurations of N trials each).",
+        min=1,
     ),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed trials again."),
     retries: int = typer.Option(

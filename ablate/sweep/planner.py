@@ -27,6 +27,7 @@ from ablate.sweep.spec import (
     SweepError,
     SweepSpec,
     axis_overrides,
+    check_unswept,
     foreign_key,
     grid_key,
     grid_points,
@@ -141,6 +142,7 @@ def launch_options(
     run it in ``out`` (default ``runs/<name>``; ``options``: the other fields)."""
     plain, axes = split_axes(check_overrides(list(overrides)))
     spec = with_axes(load_spec(file), axes)
+    check_unswept(spec, plain)
     opts = LaunchOptions(out or default_out(spec), [], plain, axis_overrides(axes), **options)
     return spec, opts
 
@@ -334,12 +336,8 @@ class Planner:
                 overrides=list(self.opts.overrides) + list(self.opts.axes),
                 group=new_group(self.spec.name),
             )
-        elif state.signature != sig:
-            raise SweepError(
-                f"{self.out} holds a sweep started from {state.source} with other parameters or overrides "
-                f"({' '.join(state.overrides) or 'none'}) or another base config (--config contents); rerun that "
-                f"command, or pass another --out"
-            )
+        else:
+            self._same_sweep(state, sig)
         for trial in state.trials:  # what the folder says was planned is data: run only what this file plans
             key = foreign_key(self.spec, trial.point)
             if key is not None:
@@ -355,8 +353,22 @@ class Planner:
                     f"{entry} is a link to {entry.resolve()}, outside {self.out}: a trial's run would be written "
                     f"there; replace the link by the folder itself, or pass another --out"
                 )
+        if state.metric != self.spec.metric:  # the file names another metric: read it from the ended trials
+            for trial in state.trials:
+                if trial.status in (RunStatus.FINISHED, RunStatus.STOPPED):
+                    trial.metric = outcome(self.out / trial.name, 0, self.spec.metric).metric
+            state.metric = self.spec.metric
         self.state = state
         self.state.wandb_sweep = self.opts.wandb_sweep or self.state.wandb_sweep
+
+    def _same_sweep(self, state: SweepState, sig: str) -> None:
+        """A folder holding a sweep of another signature is refused (a dry run too: the run would be)."""
+        if state.signature != sig:
+            raise SweepError(
+                f"{self.out} holds a sweep started from {state.source} with other parameters or overrides "
+                f"({' '.join(state.overrides) or 'none'}) or another base config (--config contents); rerun that "
+                f"command, or pass another --out"
+            )
 
     def left_running(self) -> list[Trial]:
         return [t for t in self.state.trials if t.status == RunStatus.RUNNING]
@@ -468,8 +480,9 @@ class Planner:
     def preview(self) -> list[Trial]:
         """The trials a fresh run would plan (bayes: the first), validated, without touching the disk."""
         saved = load_state(self.out)
-        same = saved is not None and saved.group and saved.signature == signature(self.spec, self.opts)
-        group = saved.group if same and saved is not None else undrawn_group(self.spec.name)
+        if saved is not None:
+            self._same_sweep(saved, signature(self.spec, self.opts))
+        group = saved.group if saved is not None and saved.group else undrawn_group(self.spec.name)
         self.state = SweepState(name=self.spec.name, source=str(self.spec.path), signature="", group=group)
         self.plan()
         if not upfront(self.spec):

@@ -65,7 +65,8 @@ class RayExecutor:
 
     def __init__(self, args: ExecutorArgs, opts: LaunchOptions):
         """``--cpus-per-trial`` CPUs (default 1) and ``--gpus-per-trial / --parallel`` GPUs per task."""
-        self.cpus, self.gpus = args.cpus_per_trial or 1, (args.gpus_per_trial or 0) / max(args.parallel, 1)
+        cpus = args.cpus_per_trial if args.cpus_per_trial is not None else 1  # 0 is refused, not the default
+        self.cpus, self.gpus = cpus, (args.gpus_per_trial or 0) / max(args.parallel, 1)
         if self.cpus <= 0 or self.gpus < 0:
             raise SweepError("--cpus-per-trial must be > 0 and --gpus-per-trial >= 0 for --launcher ray")
         self.poll_s, self.grace_s, self.log_limit = max(opts.poll_s, 0.5), opts.grace_s, opts.log_limit
@@ -77,7 +78,14 @@ class RayExecutor:
     def check(self) -> None:
         ray = _ray()
         if not ray.is_initialized():
-            ray.init(include_dashboard=False, log_to_driver=False)
+            try:
+                ray.init(include_dashboard=False, log_to_driver=False)
+            except ConnectionError as err:  # a head that is down, or one this client holds no token for
+                address = os.environ.get("RAY_ADDRESS") or "not set: a local Ray"
+                raise SweepError(
+                    f"--launcher ray: {str(err).strip().splitlines()[0]} (RAY_ADDRESS {address}); check that "
+                    "the cluster is up and reachable from here, or unset RAY_ADDRESS to start a local Ray"
+                ) from None
 
     def capacity(self) -> int:
         self.check()  # describe() reads it before the launcher's check(): Ray must be started to answer

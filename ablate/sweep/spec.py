@@ -580,6 +580,19 @@ def with_axes(spec: SweepSpec, axes: dict[str, list[Any]]) -> SweepSpec:
     return spec_from_dict({**spec.config, "parameters": parameters}, name=spec.name, path=spec.path)
 
 
+def check_unswept(spec: SweepSpec, overrides: list[str]) -> None:
+    """A ``key=value`` for every trial names no key the sweep varies: it applies last, so the trials along that
+    axis would all train its value under names that say otherwise."""
+    for item in overrides:
+        key = item.partition("=")[0].strip()
+        if key in spec.varying:
+            raise SweepError(
+                f"override '{item}': the sweep varies {key} (parameters.{key}) and an override applies to every "
+                f"trial, so its trials would differ in name only; give the values to run as a comma list "
+                f"({key}=a,b) or change parameters.{key} in the sweep file"
+            )
+
+
 def axis_overrides(axes: dict[str, list[Any]]) -> list[str]:
     """The axes as the comma-list overrides a user types (recorded in ``sweep.json``)."""
     return [f"{key}={','.join(format_value(v) for v in values)}" for key, values in axes.items()]

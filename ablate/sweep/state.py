@@ -71,7 +71,8 @@ class Trial:
 @dataclass
 class SweepState:
     """Everything a rerun needs: ``signature`` (what defines the trials), ``group`` (the W&B group; ``None`` in
-    older folders), ``wandb_sweep`` (``--wandb-sweep``'s), ``workers`` (packed SLURM jobs' last seen states)."""
+    older folders), ``wandb_sweep`` (``--wandb-sweep``'s), ``workers`` (packed SLURM jobs' last seen states),
+    ``metric`` (the sweep metric its trials' ``metric`` holds; ``None`` in older folders)."""
 
     name: str
     source: str
@@ -83,6 +84,7 @@ class SweepState:
     workers: dict[str, str] = field(default_factory=dict)
     created_at: float = field(default_factory=time.time)
     version: int = VERSION
+    metric: Optional[str] = None
 
     def trial(self, name: str) -> Trial:
         return next(t for t in self.trials if t.name == name)

@@ -23,6 +23,7 @@ from ablate.sweep.spec import (
     SEED,
     SweepError,
     SweepSpec,
+    check_unswept,
     from_wandb,
     point_from_wandb,
     safe_name,
@@ -130,6 +131,7 @@ def run_agent(sweep_id: str, slot: Slot, opts: AgentOptions) -> None:
 
     os.environ.update(slot.env(dict(os.environ)))  # keeps what the user set (e.g. OMP_WAIT_POLICY)
     spec = fetch_spec(sweep_id, opts.project, opts.entity)
+    check_unswept(spec, opts.overrides)
     wandb.agent(
         sweep_id, function=trial_function(spec, slot, opts), project=opts.project, entity=opts.entity, count=opts.count
     )

@@ -110,6 +110,23 @@ def test_a_dry_run_shows_the_w_and_b_group_the_run_uses(sweep_file, events, tmp_
     assert listed == {f"tracking.group={group}"} and "xxxxxx" not in after.output, after.output
 
 
+def test_an_override_of_a_swept_key_is_refused_not_run_under_the_axis_names(sweep_file, events, tmp_path):
+    # seed=1 applied after each trial's own seed: base-seed=2 trained seed 1 under its name, rc 0
+    for args in (["seed=1"], ["seed=1", "--dry-run"], ["train.max_steps=2,3", "train.max_steps=4"]):
+        result = invoke("run", sweep_file, "--devices", "cpu", *args)
+        assert result.exit_code == 2, result.output
+        assert "the sweep varies" in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    assert events.count("start") == 0 and not (tmp_path / "runs").exists()
+
+
+def test_a_dry_run_on_a_folder_of_another_sweep_is_refused_as_the_run_is(sweep_file, events, tmp_path):
+    # it listed 6 trials, exit 0, "its digits are drawn when the sweep first runs" there; the run then refused
+    assert invoke("run", sweep_file, "--devices", "cpu", "model.heads=4", "train.max_steps=3").exit_code == 0
+    result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "model.heads=4")
+    assert result.exit_code == 2 and "rerun that command, or pass another --out" in result.output, result.output
+    assert result.output.count("error:") == 1 and "tracking.group" not in result.output
+
+
 def test_dry_run_refuses_a_variant_name_no_folder_can_hold(sweep_file, events, tmp_path):
     sweep_file.write_text(SWEEP.replace("name: wide", "name: " + "w" * 300))
     result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")
@@ -168,3 +185,29 @@ def test_status_of_a_sweep_with_pending_trials_and_bracketed_text(tmp_path, monk
         "pending" in result.output and "odd[bold]-seed=1" in result.output and "bad value [/red] here" in result.output
     )
     assert "3 trials: 1 finished, 1 failed, 1 pending" in result.output
+
+
+def test_the_report_after_stopping_watching_slurm_jobs_counts_the_trials_still_running(tmp_path):
+    # the jobs keep running after Ctrl-C; the report said "sweep k: 2 pending", as if nothing ran
+    from ablate.sweep.state import SweepState, Trial
+
+    trials = [Trial(f"t{i}", {"seed": i}, status="running" if i < 2 else "pending") for i in range(4)]
+    console = Console(width=250, record=True)
+    commands.report(console, SweepState("k", "k.yaml", "sig", trials=trials), "val/bleu", "maximize", tmp_path)
+    assert "sweep k: 2 running, 2 pending\n" in console.export_text()
+
+
+@pytest.mark.parametrize("cap", ["0", "-2"])
+def test_max_trials_below_one_is_a_bad_command_line(sweep_file, events, tmp_path, cap):
+    # it planned nothing, made a sweep folder and a W&B group, said "sweep tiny: " and exited 0 ("-2 trials" dry)
+    result = invoke("run", sweep_file, "--devices", "cpu", f"--max-trials={cap}")
+    assert result.exit_code == 2 and "--max-trials" in result.output, result.output
+    assert not (tmp_path / "runs").exists() and events.count("start") == 0
+
+
+@pytest.mark.parametrize("launcher", ["slurm", "ray"])
+def test_no_cpu_per_trial_is_a_bad_command_line(sweep_file, events, tmp_path, launcher):
+    # SLURM jobs were submitted without --cpus-per-task (0 read as "not given"), Ray tasks took 1 CPU each
+    result = invoke("run", sweep_file, "--launcher", launcher, "--cpus-per-trial", "0")
+    assert result.exit_code == 2 and "--cpus-per-trial" in result.output, result.output
+    assert not (tmp_path / "runs").exists() and events.count("start") == 0

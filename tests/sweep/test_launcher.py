@@ -120,6 +120,15 @@ def test_rerunning_a_done_sweep_trains_nothing_and_says_so(tmp_path, events):
     assert "nothing to train: all 2 trials of t are done" in text
 
 
+def test_a_rerun_under_another_metric_reads_it_from_the_finished_trials(tmp_path, events):
+    # the file's metric changed from val/bleu to val/ppl: the rerun reported "best val/ppl = 21" (a BLEU, minimised)
+    run(small_spec({"seed": {"values": [1, 2]}}), tmp_path / "out", fake_command(events))
+    spec = small_spec({"seed": {"values": [1, 2]}}, metric={"name": "val/ppl", "goal": "minimize"})
+    result, text = run(spec, tmp_path / "out", fake_command(events))
+    assert [t.metric for t in result.state.trials] == [3.0, 3.0] and events.count("start") == 2
+    assert [t.metric for t in load_state(tmp_path / "out").trials] == [3.0, 3.0]
+
+
 def test_retry_failed_runs_only_the_failures_again(tmp_path, events):
     spec = small_spec({"seed": {"values": [1, 2]}})
     first, _ = run(spec, tmp_path / "out", fake_command(events, {"seed=2": "crash"}))

@@ -74,6 +74,38 @@ def test_the_cluster_is_described_after_ray_is_started(tmp_path, monkeypatch):
     assert len(started) == 1
 
 
+def test_a_cluster_ray_cannot_reach_is_one_line_naming_ray_address(tmp_path, monkeypatch):
+    # RAY_ADDRESS naming a stopped head (or one whose token this client lacks): Ray's ConnectionError traceback, rc 1
+    from ablate.sweep import ray_cluster
+
+    def init(**kwargs):
+        raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.9:6379")
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setattr(ray_cluster, "_ray", lambda: fake)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.9:6379")
+    result = CliRunner().invoke(app, ["run", QUICKSTART, "--launcher", "ray", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip().splitlines()[-1]
+    assert (
+        line.startswith("error: --launcher ray: Failed to connect to Ray cluster at 10.0.0.9:6379")
+        and "RAY_ADDRESS" in line
+    )
+    assert not (tmp_path / "x" / "sweep.json").exists()
+
+
+@pytest.mark.parametrize("flags", [{"cpus_per_trial": 0}, {"cpus_per_trial": -1}, {"gpus_per_trial": -1}])
+def test_no_cpu_or_negative_gpus_per_ray_task_is_refused(tmp_path, flags):
+    # --cpus-per-trial 0 ran every task on 1 CPU, as if it were not given
+    from ablate.sweep import ray_cluster
+    from ablate.sweep.local import ExecutorArgs
+    from ablate.sweep.planner import LaunchOptions
+    from ablate.sweep.spec import SweepError
+
+    with pytest.raises(SweepError, match="--cpus-per-trial must be > 0"):
+        ray_cluster.RayExecutor(ExecutorArgs(**flags), LaunchOptions(tmp_path / "out", []))
+
+
 def _running(out: Path) -> set[str]:
     try:
         return {t["name"] for t in json.loads((out / "sweep.json").read_text())["trials"] if t["status"] == "running"}

@@ -101,6 +101,17 @@ def test_agent_trains_each_wandb_run_in_a_subprocess(tmp_path, monkeypatch, even
     assert events.count("start") == 2  # the impossible run never started a trainer
 
 
+def test_an_agent_refuses_an_override_of_a_key_the_sweep_varies(tmp_path, monkeypatch, events):
+    spec = small_spec({"seed": {"values": [1, 2]}}, name="remote")
+    agent = FakeAgent(tmp_path, [{"seed": 2, "model.d_model": 32}])
+    monkeypatch.setattr(wandb, "agent", agent)
+    monkeypatch.setattr(wandb_server, "fetch_spec", lambda sweep_id, project, entity: spec)
+    monkeypatch.setattr(wandb_server, "trainer_command", lambda config=None: fake_command(events))
+    result = CliRunner().invoke(app, ["agent", "sw1", "--devices", "cpu", "--out", str(tmp_path), "seed=1"])
+    assert result.exit_code == 2 and "the sweep varies seed" in result.output, result.output
+    assert agent.calls == [] and events.count("start") == 0  # it trained run seed=2 with seed=1 appended last
+
+
 def test_agent_outside_a_wandb_run_is_a_clear_error(tmp_path):
     monkeypatch_free = wandb_server.trial_function(
         small_spec({"seed": {"values": [1]}}), wandb_server.Slot(0, None, 1), wandb_server.AgentOptions(out=tmp_path)
