@@ -9,6 +9,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import signal
 import time
 import uuid
@@ -136,6 +137,10 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
         bad = next((t.name for t in state.trials if not is_folder_name(t.name)), None)
         if bad is not None:
             raise ValueError(f"trial name {bad!r:.60} is not one folder name (ablate makes no other)")
+        jobs = [t.job_id for t in state.trials if t.job_id is not None] + list(state.workers)
+        bad = next((job for job in jobs if not re.fullmatch(r"\d+([_+]\d+)?", str(job))), None)
+        if bad is not None:  # it goes into squeue's and scancel's argv: "--user=you" would cancel all your jobs
+            raise ValueError(f"SLURM job id {bad!r:.60} is not a job id (digits, as sbatch gives)")
         return state
     except SweepError:
         raise

@@ -196,3 +196,30 @@ def test_every_trial_name_ablate_makes_loads_back(tmp_path):
         trial.name = name
     save_state(tmp_path, state)
     assert [t.name for t in load_state(tmp_path).trials] == names
+
+
+@pytest.mark.parametrize("where", ["trial", "worker"])
+def test_a_slurm_job_id_that_is_not_digits_is_refused_before_it_reaches_scancel(tmp_path, where):
+    """A job id goes into squeue's and scancel's argv: a received sweep.json naming ``--user=you`` would cancel
+    every job of the user's."""
+    save_state(tmp_path, make_state())
+    data = json.loads((tmp_path / "sweep.json").read_text())
+    if where == "trial":
+        data["trials"][1]["job_id"] = "--user=you"
+    else:
+        data["workers"] = {"--user=you": "RUNNING"}
+    (tmp_path / "sweep.json").write_text(json.dumps(data))
+    with pytest.raises(SweepError) as err:
+        load_state(tmp_path)
+    message = str(err.value)
+    assert "\n" not in message and "not a sweep state file" in message and "'--user=you' is not a job id" in message
+
+
+def test_slurm_job_ids_as_sbatch_gives_them_load_back(tmp_path):
+    state = make_state(3)
+    for trial, job in zip(state.trials, ["123", "124_7", "125+1"]):
+        trial.job_id = job
+    state.workers = {"126": "RUNNING"}
+    save_state(tmp_path, state)
+    loaded = load_state(tmp_path)
+    assert [t.job_id for t in loaded.trials] == ["123", "124_7", "125+1"] and loaded.workers == {"126": "RUNNING"}
