@@ -96,6 +96,16 @@ def test_a_sweep_dict_is_written_as_its_sweep_file_and_a_different_one_refused(t
         ablate.sweep(sweep, ["train.max_stesp=5"], out=tmp_path / "other")
 
 
+def test_a_sweep_of_max_trials_below_one_is_refused_as_the_command_refuses_it(tmp_path, monkeypatch):
+    # the command's --max-trials says min=1; ablate.sweep(max_trials=0) planned nothing and returned
+    from ablate.sweep import launcher
+
+    monkeypatch.setattr(launcher, "Launcher", lambda *args: pytest.fail("a launcher started"))
+    sweep = {"name": "mini", "method": "grid", "parameters": {"model.heads": {"values": [1, 2]}}}
+    with pytest.raises(SweepError, match="^max_trials=0 must be at least 1$"):
+        ablate.sweep(sweep, out=tmp_path / "mini", max_trials=0, quiet=True)
+
+
 def _python_blocks(page: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
 
