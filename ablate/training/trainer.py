@@ -328,7 +328,7 @@ class TrainClock(pl.Callback):
             used.append(step / self.max_steps)
         batches = trainer.num_training_batches
         if self.max_epochs and isinstance(batches, int) and batches > 0:
-            used.append(step / (self.max_epochs * max(batches // self.accumulate, 1)))
+            used.append(step / (self.max_epochs * -(-batches // max(self.accumulate, 1))))  # a step ends each epoch
         if self.max_time:
             used.append(self._seconds(trainer) / self.max_time)
         return min(max(used), 1.0)
