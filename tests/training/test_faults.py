@@ -121,3 +121,18 @@ def test_data_that_fails_before_training_leaves_a_failed_record_and_frees_the_fo
     monkeypatch.setattr(TranslationDataModule, "setup", real_setup)
     fixed = train(load_config(None, [*TINY, "train.max_steps=3", "tracking.wandb=disabled"]), run)
     assert fixed["status"] == "finished" and fixed["step"] == 3 and fixed["config"]["train"]["max_steps"] == 3
+
+
+def test_a_kill_fault_under_ddp_fires_once_whichever_rank_reaches_the_step_first(tmp_path, monkeypatch):
+    # rank 1 reaching the step first killed the process group before rank 0 wrote the marker: the rerun that
+    # should resume was killed again
+    from types import SimpleNamespace
+
+    from ablate.training.trainer import FaultInjection
+
+    kills = []
+    monkeypatch.setattr("ablate.training.trainer.os.killpg", lambda group, sig: kills.append(sig))
+    trainer = SimpleNamespace(global_step=12, global_rank=1, world_size=2)
+    FaultInjection("kill:12", tmp_path).on_train_batch_start(trainer, None, None, 0)
+    FaultInjection("kill:12", tmp_path).on_train_batch_start(trainer, None, None, 0)  # the rerun
+    assert len(kills) == 1
