@@ -535,6 +535,7 @@ class TranslationModule(pl.LightningModule):
         checkpoint["ablate"] = {
             "history": self.history,
             "rng": rng,
+            "rng_ranks": gather_objects(rng),  # under DDP each rank's own stream (its dropout differs from rank 0's)
             "best_val_record": self.best_val_record,
             # so a rerun that only decodes (killed during the test) still reports it
             "last_loss": None if self.last_loss is None else float(self.last_loss),
@@ -569,6 +570,9 @@ class TranslationModule(pl.LightningModule):
         loss = state.get("last_loss", measured.get("loss"))
         if isinstance(loss, (int, float)) and math.isfinite(loss):
             self.last_loss = torch.tensor(float(loss))
+        ranks, trainer = state.get("rng_ranks"), getattr(self, "_trainer", None)
+        if trainer is not None and isinstance(ranks, list) and len(ranks) == trainer.world_size > 1:
+            state = dict(state, rng=ranks[trainer.global_rank])  # this rank's own stream
         rng = found if isinstance(found := state.get("rng"), dict) else {}
         if isinstance(rng.get("torch"), torch.Tensor):
             torch.set_rng_state(rng["torch"])

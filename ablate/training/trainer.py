@@ -22,7 +22,7 @@ from pytorch_lightning.utilities.exceptions import SIGTERMException
 
 from ablate.config import Config, ConfigError
 from ablate.record import DEV_BLEU, TOKENS_PER_CPU_SEC, TOKENS_PER_SEC, RunStatus
-from ablate.training.module import TranslationModule, batch_tokens
+from ablate.training.module import TranslationModule, batch_tokens, gather_objects
 from ablate.training.run_folder import nonnegative
 
 
@@ -77,6 +77,7 @@ class Throughput(pl.Callback):
         self._t0 = self._c0 = 0.0
         self._start: Any = None  # the CUDA event of the running step's start
         self._pending: list[tuple[Any, Any, int, float, bool]] = []  # (start, end, tokens, cpu, warm-up) unread
+        self._rank, self._world = 0, 1  # of the run being resumed (set when a checkpoint loads)
 
     @property
     def step_seconds(self) -> float:
@@ -159,13 +160,15 @@ class Throughput(pl.Callback):
         self._settle()
         # an unknown CPU time (NaN) is left out, so it stays unknown after the next resume
         cpu = {k: v for k in CPU_COUNTERS if math.isfinite(v := getattr(self, k))}
-        return {k: getattr(self, k) for k in COUNTERS} | cpu
+        own = {k: getattr(self, k) for k in COUNTERS} | cpu
+        return own | {"ranks": gather_objects(own)}  # under DDP each rank resumes its own counters
 
     def on_load_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         # checkpoints written before this callback existed keep the counters in ablate.measured;
         # a newer checkpoint's own state (load_state_dict, called after this) takes precedence
+        self._rank, self._world = getattr(trainer, "global_rank", 0), getattr(trainer, "world_size", 1)
         state = checkpoint.get("ablate")
         measured = state.get("measured") if isinstance(state, dict) else None
         if isinstance(measured, dict):
@@ -176,6 +179,9 @@ class Throughput(pl.Callback):
 
     def load_state_dict(self, state_dict: Any) -> None:
         """Take the counters when all are finite and non-negative (a checkpoint may be someone else's)."""
+        ranks = state_dict.get("ranks") if isinstance(state_dict, dict) else None
+        if isinstance(ranks, list) and len(ranks) == self._world > 1:
+            state_dict = ranks[self._rank]  # this rank's own counters, not rank 0's
         found = {k: nonnegative(state_dict.get(k)) for k in COUNTERS} if isinstance(state_dict, dict) else {}
         counts = {k: v for k, v in found.items() if v is not None}
         if len(counts) < len(COUNTERS):
@@ -284,8 +290,7 @@ class FaultInjection(pl.Callback):
             return
         if self.marker.exists():
             return
-        if trainer.global_rank == 0:
-            self.marker.touch()
+        self.marker.touch()  # by every rank: whichever gets here first kills the others
         if self.kind == "term":
             os.kill(os.getpid(), signal.SIGTERM)
         elif trainer.world_size > 1:
@@ -328,7 +333,7 @@ class TrainClock(pl.Callback):
             used.append(step / self.max_steps)
         batches = trainer.num_training_batches
         if self.max_epochs and isinstance(batches, int) and batches > 0:
-            used.append(step / (self.max_epochs * max(batches // self.accumulate, 1)))
+            used.append(step / (self.max_epochs * -(-batches // max(self.accumulate, 1))))  # a step ends each epoch
         if self.max_time:
             used.append(self._seconds(trainer) / self.max_time)
         return min(max(used), 1.0)

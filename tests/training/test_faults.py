@@ -134,3 +134,18 @@ def test_a_callback_that_cannot_be_built_leaves_a_failed_record_not_running(tmp_
         train(config, run)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "failed" and "EarlyStopping" in summary["error"], summary["status"]
+
+
+def test_a_kill_fault_under_ddp_fires_once_whichever_rank_reaches_the_step_first(tmp_path, monkeypatch):
+    # rank 1 reaching the step first killed the process group before rank 0 wrote the marker: the rerun that
+    # should resume was killed again
+    from types import SimpleNamespace
+
+    from ablate.training.trainer import FaultInjection
+
+    kills = []
+    monkeypatch.setattr("ablate.training.trainer.os.killpg", lambda group, sig: kills.append(sig))
+    trainer = SimpleNamespace(global_step=12, global_rank=1, world_size=2)
+    FaultInjection("kill:12", tmp_path).on_train_batch_start(trainer, None, None, 0)
+    FaultInjection("kill:12", tmp_path).on_train_batch_start(trainer, None, None, 0)  # the rerun
+    assert len(kills) == 1

@@ -137,3 +137,12 @@ def test_clock_progress_is_the_nearest_budget_and_survives_a_checkpoint():
     restored.load_state_dict(clock.state_dict())
     assert restored.seconds == 60.0
     assert TrainClock().progress() == 0.0  # before training: no budget used
+
+
+def test_epoch_budget_counts_the_step_lightning_takes_on_an_epochs_last_partial_accumulation():
+    # 100 batches with accumulate=3: Lightning steps after batches 3, 6, ..., 99 and on the epoch's last batch,
+    # 34 steps an epoch; counting 33 ended a linear decay at its floor 2 steps early here (3 of 12 in a 2-epoch run of 16 batches)
+    clock, trainer = TrainClock(max_epochs=2, accumulate=3), FakeTrainer()
+    clock.on_train_start(trainer, None)
+    trainer.global_step = 67
+    assert clock.progress() == pytest.approx(67 / 68)
