@@ -116,7 +116,9 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
         import shutil
 
         for child in run_dir.iterdir():  # everything but the lock this process holds
-            if child.name != LOCK_FILE:
+            if child == RunFiles(run_dir).console and child.is_file() and not child.is_symlink():
+                os.truncate(child, 0)  # open since the run began (capture): emptied, so it goes on logging
+            elif child.name != LOCK_FILE:
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
     if not config_path.exists():
         return "new"

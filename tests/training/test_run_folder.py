@@ -27,3 +27,14 @@ def test_overwrite_accepts_a_folder_of_run_files(tmp_path):
         (tmp_path / name).write_text("")
     check_overwrite(tmp_path)
     check_overwrite(tmp_path / "missing")
+
+
+def test_overwrite_keeps_the_new_runs_console_log(tmp_path):
+    """--overwrite deleted console.log after the run had opened it: the new run's status lines went nowhere."""
+    run = tmp_path / "run"
+    args = ("train", "--run-dir", str(run), *tiny_checkpointing("train.max_steps=2"))
+    assert invoke_cli(*args, cwd=tmp_path).returncode == 0
+    proc = invoke_cli(*args, "--overwrite", "seed=2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    log = (run / "console.log").read_text()
+    assert log.count("run dir:") == 1 and "(new;" in log  # this run's lines, none of the deleted run's
