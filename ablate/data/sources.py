@@ -240,15 +240,15 @@ class LocalFolder:
         """Check alignment of every split, then stream each split into Arrow files."""
         for split, (src, tgt) in self.files.items():  # all checks before any (slow) conversion
             (n_src, src_problem), (n_tgt, tgt_problem) = scan_text(src, split), scan_text(tgt, split)
+            if n_src == n_tgt == 0:
+                raise DataError(f"empty corpus files {src} and {tgt}; a split needs at least one sentence pair")
+            if src_problem or tgt_problem:  # a UTF-16 or CR-only file also counts its lines wrong: the cause first
+                raise DataError(src_problem or tgt_problem)
             if n_src != n_tgt:
                 raise DataError(
                     f"misaligned corpus: {src} has {n_src} lines but {tgt} has {n_tgt} lines; "
                     f"the files of a split must have one line per sentence pair"
                 )
-            if n_src == 0:
-                raise DataError(f"empty corpus files {src} and {tgt}; a split needs at least one sentence pair")
-            if src_problem or tgt_problem:
-                raise DataError(src_problem or tgt_problem)
         splits, undecodable = {}, {}
         for split, (src, tgt) in self.files.items():
             ds = arrow_dataset(_rows, {"src_path": str(src), "tgt_path": str(tgt)}, workdir, split, _FEATURES)
