@@ -263,6 +263,8 @@ def planned_configurations(spec: SweepSpec, cap: Optional[int]) -> Optional[int]
 
 def trial_cap(spec: SweepSpec, max_trials: Optional[int]) -> Optional[int]:
     """How many points the search proposes at most: ``--max-trials``, else ``run_cap``."""
+    if max_trials is not None and max_trials < 1:  # run_cap's schema says the same: more than 0
+        raise SweepError(f"--max-trials {max_trials} must be at least 1")
     return max_trials if max_trials is not None else spec.run_cap
 
 
