@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Iterator, Protocol
 
 import datasets
 import pyarrow.compute as pc
+from huggingface_hub.utils import logging as hub_logging
 
 from ablate.config import DataConfig
 from ablate.data import builtin
@@ -102,15 +103,18 @@ def arrow_dataset(
 
 @contextlib.contextmanager
 def quiet_datasets() -> Iterator[None]:
-    """Silence ``datasets`` progress bars and info logs for the duration of a block."""
+    """Silence ``datasets`` progress bars and info logs, and ``huggingface_hub``'s warnings (a retry line per try
+    at an unreachable hub), for the duration of a block."""
     bars = datasets.is_progress_bar_enabled()
-    level = datasets.logging.get_verbosity()
+    level, hub_level = datasets.logging.get_verbosity(), hub_logging.get_verbosity()
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity_error()
+    hub_logging.set_verbosity_error()
     try:
         yield
     finally:
         datasets.logging.set_verbosity(level)
+        hub_logging.set_verbosity(hub_level)
         if bars:
             datasets.enable_progress_bars()
 
