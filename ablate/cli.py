@@ -156,6 +156,8 @@ def train(
     print_config: bool = typer.Option(False, "--print-config", help="Print the resolved config as YAML and exit."),
 ) -> None:
     """Train one model, decode the test sets, and record BLEU and throughput (W&B + summary.json)."""
+    if resume and overwrite:
+        fail("--resume continues the run in --run-dir and --overwrite deletes it: pass one of them")
     import yaml
 
     from ablate.config import load_config, to_dict

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ablate.bench.timing import NOISY, paired, paired_interval, too_wide
-from ablate.utils.io import atomic_write_text, dumps
+from ablate.utils.io import dumps, write_output_text
 
 TARGETS: dict[str, tuple[str, Callable[[float], bool]]] = {
     "dot_scaled_vs_torch": (">= 1.1", lambda r: r >= 1.1),
@@ -108,7 +108,7 @@ def targets_met(values: dict[str, Optional[float]], targets: Optional[dict] = No
 
 def write_json(results: dict[str, Any], path: Path) -> None:
     """Write the results (raw figures, ``ratios``, ``targets_met``) as indented JSON (non-finite floats: null)."""
-    atomic_write_text(path, dumps(results, indent=1) + "\n")
+    write_output_text(path, dumps(results, indent=1) + "\n")  # a folder or an unwritable path: one line
 
 
 def _fmt(value: Optional[float], spec: str = ",.0f") -> str:

@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Iterator, Protocol
 
 import datasets
 import pyarrow.compute as pc
+from huggingface_hub.utils import logging as hub_logging
 
 from ablate.config import DataConfig
 from ablate.data import builtin
@@ -102,15 +103,18 @@ def arrow_dataset(
 
 @contextlib.contextmanager
 def quiet_datasets() -> Iterator[None]:
-    """Silence ``datasets`` progress bars and info logs for the duration of a block."""
+    """Silence ``datasets`` progress bars and info logs, and ``huggingface_hub``'s warnings (a retry line per try
+    at an unreachable hub), for the duration of a block."""
     bars = datasets.is_progress_bar_enabled()
-    level = datasets.logging.get_verbosity()
+    level, hub_level = datasets.logging.get_verbosity(), hub_logging.get_verbosity()
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity_error()
+    hub_logging.set_verbosity_error()
     try:
         yield
     finally:
         datasets.logging.set_verbosity(level)
+        hub_logging.set_verbosity(hub_level)
         if bars:
             datasets.enable_progress_bars()
 
@@ -240,17 +244,15 @@ class LocalFolder:
         """Check alignment of every split, then stream each split into Arrow files."""
         for split, (src, tgt) in self.files.items():  # all checks before any (slow) conversion
             (n_src, src_problem), (n_tgt, tgt_problem) = scan_text(src, split), scan_text(tgt, split)
-            if n_src != n_tgt:  # a CR-only or binary file miscounts its lines: name that, the cause, first
+            if n_src == n_tgt == 0:
+                raise DataError(f"empty corpus files {src} and {tgt}; a split needs at least one sentence pair")
+            if src_problem or tgt_problem:  # a UTF-16 or CR-only file also counts its lines wrong: the cause first
+                raise DataError(src_problem or tgt_problem)
+            if n_src != n_tgt:
                 raise DataError(
-                    src_problem
-                    or tgt_problem
-                    or f"misaligned corpus: {src} has {n_src} lines but {tgt} has {n_tgt} lines; "
+                    f"misaligned corpus: {src} has {n_src} lines but {tgt} has {n_tgt} lines; "
                     f"the files of a split must have one line per sentence pair"
                 )
-            if n_src == 0:
-                raise DataError(f"empty corpus files {src} and {tgt}; a split needs at least one sentence pair")
-            if src_problem or tgt_problem:
-                raise DataError(src_problem or tgt_problem)
         splits, undecodable = {}, {}
         for split, (src, tgt) in self.files.items():
             ds = arrow_dataset(_rows, {"src_path": str(src), "tgt_path": str(tgt)}, workdir, split, _FEATURES)

@@ -153,7 +153,11 @@ def translate(
     check_decoding(beam, len_penalty)
     check_checkpoint(checkpoint)
     if input is not None and not input.is_file():
-        _fail(f"input file not found: {input}")
+        _fail(
+            f"--input {input} is a folder; give a file of sentences"
+            if input.is_dir()
+            else f"input file not found: {input}"
+        )
     try:
         raw = input.read_bytes() if input is not None else sys.stdin.buffer.read()
     except OSError as err:

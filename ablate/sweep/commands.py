@@ -286,7 +286,6 @@ def run(
         "--max-trials",
         help="Run at most this many trials (required for random/bayes without run_cap; with seed: {repeat: N}, "
         "configurations of N trials each).",
-        min=1,
     ),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed trials again."),
     retries: int = typer.Option(

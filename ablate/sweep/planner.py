@@ -265,8 +265,8 @@ def planned_configurations(spec: SweepSpec, cap: Optional[int]) -> Optional[int]
 
 def trial_cap(spec: SweepSpec, max_trials: Optional[int]) -> Optional[int]:
     """How many points the search proposes at most: ``--max-trials``, else ``run_cap``."""
-    if max_trials is not None and max_trials < 1:  # the command's option says min=1; the Python API comes here
-        raise SweepError(f"max_trials={max_trials} must be at least 1")
+    if max_trials is not None and max_trials < 1:  # run_cap's schema says the same; the Python API comes here too
+        raise SweepError(f"--max-trials {max_trials} must be at least 1")
     return max_trials if max_trials is not None else spec.run_cap
 
 

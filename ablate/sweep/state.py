@@ -157,7 +157,13 @@ class SweepLock:
         self._lock = io.HolderLock(self.path, holder=str(os.getpid()))
 
     def __enter__(self) -> SweepLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # a file, a folder under one, a read-only or missing place
+            why = f"{err.strerror or err}: {err.filename}" if err.filename else str(err)
+            raise SweepError(
+                f"cannot use {self.path.parent} as the sweep folder ({why}); choose another --out"
+            ) from None
         try:
             self._lock.acquire()
         except io.LockHeld as held:

@@ -24,7 +24,10 @@ from ablate.record import (
     DEV_CHRF,
     DEV_PPL,
     LOCK_FILE,
+    LOG_FILE,
+    SUMMARY_FILE,
     TESTED_STEP,
+    TEXT_KINDS,
     TOKENS_PER_CPU_SEC,
     TOKENS_PER_SEC,
     TRAIN_CPU_SECONDS,
@@ -34,7 +37,7 @@ from ablate.record import (
     RunSummary,
 )
 from ablate.utils.io import HolderLock, LockHeld, atomic_write_text, is_held as lock_is_held, write_lines
-from ablate.utils.provenance import environment, freeze, freeze_text, git_commit
+from ablate.utils.provenance import ENVIRONMENT_FILE, environment, freeze, freeze_text, git_commit
 
 
 class UnwritableRunDir(ConfigError):
@@ -113,7 +116,9 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
         import shutil
 
         for child in run_dir.iterdir():  # everything but the lock this process holds
-            if child.name != LOCK_FILE:
+            if child == RunFiles(run_dir).console and child.is_file() and not child.is_symlink():
+                os.truncate(child, 0)  # open since the run began (capture): emptied, so it goes on logging
+            elif child.name != LOCK_FILE:
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
     if not config_path.exists():
         return "new"
@@ -140,6 +145,26 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
     if summary.get("status") == RunStatus.FINISHED:
         return RunStatus.FINISHED
     return "resume" if _has_checkpoint(run_dir) else "new"
+
+
+RUN_ENTRIES = frozenset(
+    {"config.yaml", "tokenizer", "checkpoints", "wandb", "wandb_id.txt", "console.log", "csv", "tensorboard", "mlruns"}
+    | {SUMMARY_FILE, ENVIRONMENT_FILE, LOG_FILE, *TEXT_KINDS}
+)
+"""What a run writes in its folder (:class:`~ablate.record.RunFiles`, and ``tracking.loggers``' folders), besides
+hidden files (the lock, fault markers, requeue counts, atomic writes' temporary files)."""
+
+
+def check_overwrite(run_dir: Path) -> None:
+    """Refuse ``--overwrite`` of a folder holding what no run writes (:data:`RUN_ENTRIES`): a corpus, a project,
+    which :func:`prepare_run_dir` would delete."""
+    names = sorted(child.name for child in run_dir.iterdir()) if run_dir.is_dir() else []
+    foreign = [name for name in names if name not in RUN_ENTRIES and not name.startswith(".")]
+    if foreign:
+        raise ConfigError(
+            f"--overwrite deletes a run's folder, and {run_dir} also holds {', '.join(foreign[:5])} (not written by "
+            "a run); choose another --run-dir"
+        )
 
 
 def _has_checkpoint(run_dir: Path) -> bool:

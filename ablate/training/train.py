@@ -31,6 +31,7 @@ from ablate.training.run_folder import (
     RunLock,
     RunRecord,
     UnwritableRunDir,
+    check_overwrite,
     claim_run_dir,
     default_run_dir,
     is_launcher_process,
@@ -94,6 +95,8 @@ def train(
     check_devices(cfg)
     check_cache_root(cache_root(cfg.data.cache_dir))  # before the run folder is made: a bad cache leaves none
     run_dir = Path(run_dir or default_run_dir(cfg))
+    if overwrite:
+        check_overwrite(run_dir)  # before the lock and console.log are written into it
     launcher = is_launcher_process()
     try:
         lock = RunLock(run_dir).acquire() if launcher else None  # also: is the folder writable?

@@ -285,6 +285,10 @@ WARNING_FILTERS: dict[str, str] = {
         "kernel; ablate shows no tqdm bar (its progress is one status line, training/progress_bar.py), so "
         "there is nothing to install"
     ),
+    r"Checkpoint directory .* exists and is not empty.*": (
+        "Lightning's note at every resume: a resumed run's checkpoints folder holds its checkpoints; ablate decides "
+        "what a run folder may hold (new, resumed, refused or --overwrite) before Lightning sees it"
+    ),
     r".*resuming from a checkpoint that ended before the epoch.*": (
         "Lightning's caution about mid-epoch resumes; ours restore the batch sampler's position "
         "exactly (tests/training/test_train_resume.py)"

@@ -102,7 +102,7 @@ def test_a_sweep_of_max_trials_below_one_is_refused_as_the_command_refuses_it(tm
 
     monkeypatch.setattr(launcher, "Launcher", lambda *args: pytest.fail("a launcher started"))
     sweep = {"name": "mini", "method": "grid", "parameters": {"model.heads": {"values": [1, 2]}}}
-    with pytest.raises(SweepError, match="^max_trials=0 must be at least 1$"):
+    with pytest.raises(SweepError, match="^--max-trials 0 must be at least 1$"):
         ablate.sweep(sweep, out=tmp_path / "mini", max_trials=0, quiet=True)
 
 

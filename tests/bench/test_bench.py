@@ -13,6 +13,7 @@ from torch import nn
 from typer.testing import CliRunner
 
 from ablate.bench.processes import write_corpus
+from ablate.bench.report import write_json
 from ablate.bench.runner import register
 from ablate.bench.speed import FixedLength, TorchTransformer
 from ablate.bench.timing import interleaved
@@ -20,6 +21,7 @@ from ablate.config import ModelConfig
 from ablate.model.build import build_model
 from ablate.model.decoding import beam_search, greedy
 from ablate.utils.commands import typer_app
+from ablate.utils.io import OutputError
 
 RATIOS = (
     "dot_scaled_vs_torch",
@@ -76,6 +78,15 @@ def test_bad_option_is_one_line(cache_dir: Path):
     result = CliRunner().invoke(app, ["bench", "--sections", "training,speed"])
     assert result.exit_code == 2
     assert "unknown bench section(s) speed" in result.output
+
+
+def test_json_to_a_folder_or_an_unwritable_path_is_one_line(tmp_path: Path):
+    """``--json`` naming a folder, or a path under a file: a traceback once the first section was measured."""
+    (tmp_path / "a_file").write_text("x")
+    for path, message in ((tmp_path, "is an existing folder"), (tmp_path / "a_file" / "b.json", "was not written")):
+        with pytest.raises(OutputError, match=message) as err:
+            write_json({"ratios": {}}, path)
+        assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])

@@ -112,3 +112,22 @@ def test_bad_values_and_files_give_one_line_and_leave_nothing_half_written(tmp_p
             case
         )
     assert not (tmp_path / "cache").exists()  # every case stopped before preparing any data
+
+
+def test_resume_and_overwrite_together_are_refused(tmp_path):
+    """``--resume`` (require a run to continue) with ``--overwrite`` deleted the resumable run and trained anew."""
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    last.parent.mkdir(parents=True)
+    last.write_bytes(b"a checkpoint to resume from")
+    args = [
+        "train",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--resume",
+        "--overwrite",
+        *tiny_checkpointing("train.max_steps=2"),
+    ]
+    assert_one_error_line(
+        invoke_cli(*args, cwd=tmp_path), "--resume continues the run in --run-dir and --overwrite deletes it"
+    )
+    assert last.read_bytes() == b"a checkpoint to resume from"

@@ -106,6 +106,23 @@ def test_unicode_line_separators_do_not_split_lines(make_cfg, tmp_path):
 
 
 @pytest.mark.parametrize(
+    "content, message",
+    [
+        ("one\ntwo\nthree\n".encode("utf-16"), r"train\.en holds NUL bytes \(line 1\): is it a binary or UTF-16"),
+        (b"one\rtwo\rthree\r", r"train\.en ends its lines with CR only"),
+    ],
+)
+def test_one_file_saved_wrongly_is_named_for_its_cause_not_as_misaligned(make_cfg, tmp_path, content, message):
+    """One side converted to UTF-16 or old Mac line ends, the other fine: the corpus was called misaligned (4 vs 3
+    lines, 1 vs 3), though both files hold 3 sentences."""
+    folder = make_folder(tmp_path, PAIR)
+    (folder / "train.en").write_bytes(content)
+    (folder / "train.de").write_bytes(b"eins\nzwei\ndrei\n")
+    with pytest.raises(DataError, match=message):
+        make_source(make_cfg(folder), tmp_path).load(tmp_path / "w")
+
+
+@pytest.mark.parametrize(
     "name, content, message",
     [
         ("train.en", b"a b\rc d\r", r"train\.en ends its lines with CR only"),  # was "longer than data.max_len"

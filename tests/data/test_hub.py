@@ -87,6 +87,23 @@ def test_unreachable_hub_is_one_actionable_line(monkeypatch, make_cfg, tmp_path)
     assert "\n" not in message and "hf:/path/to/folder" in message and "bentrevett/multi30k" in message
 
 
+def test_the_hubs_retry_warnings_stay_off_the_console(monkeypatch, make_cfg, tmp_path):
+    """An unreachable hub printed 11 lines of huggingface_hub's "'...' thrown while requesting HEAD" and
+    "Retrying in 1s [Retry 1/5]." before the one-line error."""
+    import logging
+
+    shown = []
+
+    def offline(*args, **kwargs):
+        shown.append(logging.getLogger("huggingface_hub.utils._http").isEnabledFor(logging.WARNING))
+        raise ConnectionError("Couldn't reach 'a/b' on the Hub (LocalEntryNotFoundError)")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DataError, match="cannot load hub dataset 'a/b'"):
+        make_source(make_cfg("hf:a/b"), tmp_path).fingerprint()
+    assert shown == [False] and logging.getLogger("huggingface_hub").isEnabledFor(logging.WARNING)  # restored
+
+
 def test_json_lines_at_the_root_as_bentrevett_multi30k_ships_them(multi30k, make_cfg, tmp_path):
     """The hub repository ``bentrevett/multi30k`` holds ``train.jsonl``, ``val.jsonl`` and ``test.jsonl`` with
     ``en`` and ``de`` fields at its root; ``datasets`` maps ``val`` to the validation split. The README's example

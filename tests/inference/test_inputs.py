@@ -88,6 +88,12 @@ def test_translate_and_evaluate_refuse_the_same_values_before_any_work(command, 
     _one_line(result, *words)
 
 
+def test_translate_input_that_is_a_folder_is_called_a_folder(echo_run, tmp_path):
+    """``ablate translate RUN --input DIR`` said "input file not found: DIR" of a folder that exists."""
+    _one_line(_invoke("translate", "run", "--input", tmp_path), f"--input {tmp_path} is a folder")
+    _one_line(_invoke("translate", "run", "--input", tmp_path / "missing.txt"), "input file not found")
+
+
 def test_evaluate_hyps_inside_the_run_folder_are_refused(tmp_path):
     run = tmp_path / "run"
     (run / "hyps").mkdir(parents=True)

@@ -12,6 +12,7 @@ import pytest
 from ablate.sweep.planner import check_trial_count, planned_trials
 from ablate.sweep.spec import SweepError
 
+from tests.helpers.cli import assert_one_error_line, invoke_cli
 from tests.helpers.sweep import fake_command, options, quiet_progress, run_sweep, small_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,3 +109,11 @@ def test_the_trial_count_is_printed_before_planning(tmp_path):
     )
     assert refused.returncode == 2 and "10,000 trials is over the limit of 9,999" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_max_trials_below_one_is_one_line(tmp_path):
+    """``--max-trials -1`` planned "-1 trials" and ended "nothing to train: all 0 trials are done", exit 0."""
+    (tmp_path / "t.yaml").write_text("name: t\nmethod: grid\nparameters:\n  seed: {values: [1, 2]}\n")
+    for n in ("-1", "0"):
+        proc = invoke_cli("sweep", "run", str(tmp_path / "t.yaml"), "--max-trials", n, "--dry-run", cwd=tmp_path)
+        assert_one_error_line(proc, f"--max-trials {n} must be at least 1")

@@ -16,6 +16,8 @@ from ablate.sweep.spec import SweepError
 from ablate.sweep.state import SweepLock, SweepState, Trial, is_locked, load_state, save_state
 from ablate.utils.io import atomic_write_json
 
+from tests.helpers.cli import assert_one_error_line, invoke_cli
+
 
 def make_state(n: int = 3) -> SweepState:
     trials = [Trial(name=f"seed={i}", point={"seed": i, "variant": {"name": "a", "model.heads": 2}}) for i in range(n)]
@@ -223,3 +225,13 @@ def test_slurm_job_ids_as_sbatch_gives_them_load_back(tmp_path):
     save_state(tmp_path, state)
     loaded = load_state(tmp_path)
     assert [t.job_id for t in loaded.trials] == ["123", "124_7", "125+1"] and loaded.workers == {"126": "RUNNING"}
+
+
+def test_an_out_that_is_a_file_or_unwritable_is_one_line(tmp_path):
+    """``ablate sweep run FILE --out X`` with X an existing file, or under one: a FileExistsError traceback."""
+    (tmp_path / "notes.txt").write_text("x")
+    (tmp_path / "t.yaml").write_text("name: t\nmethod: grid\nparameters:\n  seed: {values: [1]}\n")
+    for out in (tmp_path / "notes.txt", tmp_path / "notes.txt" / "sweep"):
+        proc = invoke_cli("sweep", "run", str(tmp_path / "t.yaml"), "--out", str(out), cwd=tmp_path)
+        assert_one_error_line(proc, f"cannot use {out} as the sweep folder")
+    assert (tmp_path / "notes.txt").read_text() == "x"

@@ -85,6 +85,16 @@ def test_ordinary_anchors_and_merge_keys_still_load(tmp_path):
     assert read_yaml(path)["model"] == {"heads": 8, "d_model": 64}
 
 
+def test_a_folder_given_as_a_yaml_file_is_called_a_folder(tmp_path):
+    """``ablate train --config DIR`` (or a sweep file that is a folder) said "config file not found: DIR"."""
+    from ablate.utils.typed import read_yaml
+
+    with pytest.raises(ConfigError, match=f"^config file {tmp_path} is a folder; give a YAML file$"):
+        read_yaml(tmp_path)
+    with pytest.raises(ConfigError, match="^config file not found: "):
+        read_yaml(tmp_path / "missing.yaml")
+
+
 def test_nesting_past_the_limit_is_refused_with_its_line_and_nesting_up_to_it_loads():
     from ablate.utils import typed
 

@@ -114,6 +114,7 @@ def test_every_filter_says_why_and_silences_only_its_warning():
         warnings.warn(
             "The 'train_dataloader' does not have many workers which may be a bottleneck.", UserWarning, stacklevel=1
         )
+        warnings.warn("Checkpoint directory /r/checkpoints exists and is not empty.", UserWarning, stacklevel=1)
         warnings.warn("train.max_tokens is smaller than the longest sentence", UserWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["train.max_tokens is smaller than the longest sentence"]
 

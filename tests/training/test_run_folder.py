@@ -1,0 +1,40 @@
+"""The run folder as ``ablate train --overwrite`` treats it: only a run's own files are deleted."""
+
+from __future__ import annotations
+
+from tests.helpers.cli import assert_one_error_line, invoke_cli
+from tests.helpers.tiny import tiny_checkpointing
+
+
+def test_overwrite_refuses_a_folder_that_holds_more_than_a_run(tmp_path):
+    """``--run-dir`` pointed at a corpus or a project by mistake: --overwrite deleted every file in it."""
+    folder = tmp_path / "corpus"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "train.en").write_text("precious\n")
+    (folder / "config.yaml").write_text("seed: 1\n")  # a user's own config beside their data
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    proc = invoke_cli(
+        "train", "--run-dir", str(folder), "--overwrite", *tiny_checkpointing("train.max_steps=2"), cwd=tmp_path
+    )
+    assert_one_error_line(proc, f"{folder} also holds sub, train.en (not written by a run)")
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before  # not even a lock or console.log
+
+
+def test_overwrite_accepts_a_folder_of_run_files(tmp_path):
+    from ablate.training.run_folder import RUN_ENTRIES, check_overwrite
+
+    for name in [*RUN_ENTRIES, ".lock", ".fault-kill-5", ".summary.json.x1.tmp"]:
+        (tmp_path / name).write_text("")
+    check_overwrite(tmp_path)
+    check_overwrite(tmp_path / "missing")
+
+
+def test_overwrite_keeps_the_new_runs_console_log(tmp_path):
+    """--overwrite deleted console.log after the run had opened it: the new run's status lines went nowhere."""
+    run = tmp_path / "run"
+    args = ("train", "--run-dir", str(run), *tiny_checkpointing("train.max_steps=2"))
+    assert invoke_cli(*args, cwd=tmp_path).returncode == 0
+    proc = invoke_cli(*args, "--overwrite", "seed=2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    log = (run / "console.log").read_text()
+    assert log.count("run dir:") == 1 and "(new;" in log  # this run's lines, none of the deleted run's
