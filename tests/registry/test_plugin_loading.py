@@ -160,16 +160,20 @@ def test_a_broken_plugin_stops_train_with_one_line(tmp_path):
         load_config(None, [f"plugins={tmp_path / 'missing.py'}"])
 
 
+def _installed(site: Path, dist: str, version: str, module: str, source: str) -> Path:
+    """``site`` as a site-packages folder holding distribution ``dist`` (``lab_scores`` is ``lab-scores``) whose
+    ``ablate.plugins`` entry point ``lab`` is ``module``, written from ``source``."""
+    info = site / f"{dist}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist.replace('_', '-')}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(f"[ablate.plugins]\nlab = {module}\n")
+    (site / f"{module}.py").write_text(source)
+    return site
+
+
 def test_an_installed_entry_point_is_loaded_and_recorded_with_its_version(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    (site / "lab_scores-1.2.dist-info").mkdir(parents=True)
-    (site / "lab_scores-1.2.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: lab-scores\nVersion: 1.2\n"
-    )
-    (site / "lab_scores-1.2.dist-info" / "entry_points.txt").write_text("[ablate.plugins]\nlab = lab_scores_plugin\n")
-    (site / "lab_scores_plugin.py").write_text(
-        write_cosine(tmp_path / "src").read_text().replace('"cosine"', '"labcos"')
-    )
+    source = write_cosine(tmp_path / "src").read_text().replace('"cosine"', '"labcos"')
+    site = _installed(tmp_path / "site", "lab_scores", "1.2", "lab_scores_plugin", source)
     monkeypatch.syspath_prepend(str(site))
     cfg = load_config(None, ["model.attention.score=labcos"])  # no plugins key: the entry point is found
     (record,) = cfg.plugins
@@ -319,17 +323,11 @@ def test_a_metric_registered_by_the_decorator_is_the_metrics_registrys(tmp_path)
 def test_an_installed_entry_points_metric_is_found_by_table_and_score(tmp_path, monkeypatch):
     """docs/extending.md: every ablate process loads an installed entry point, and `ablate table --metric NAME`
     and `ablate score --metric NAME` use its metric (they read no config, so no `plugins` key loads it)."""
-    site = tmp_path / "site"
-    (site / "lab_metrics-1.0.dist-info").mkdir(parents=True)
-    (site / "lab_metrics-1.0.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: lab-metrics\nVersion: 1.0\n"
-    )
-    (site / "lab_metrics-1.0.dist-info" / "entry_points.txt").write_text("[ablate.plugins]\nlab = lab_metric_ep\n")
-    (site / "lab_metric_ep.py").write_text(
+    source = (
         "from ablate.metrics import register_metric\nfrom ablate.metrics.scorers import Chrf\n\n"
         "class Mine(Chrf):\n    name = 'labchrf'\n\nregister_metric('labchrf', Mine)\n"
     )
-    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(_installed(tmp_path / "site", "lab_metrics", "1.0", "lab_metric_ep", source)))
     result = CliRunner().invoke(cli.app, ["score", str(tmp_path / "no-runs"), "--metric", "labchrf"])
     assert "unknown metric" not in result.output
     from ablate.metrics import get_scorer
