@@ -156,6 +156,7 @@ def _train(
     except Exception as err:  # noqa: BLE001 - a trainer.* option or callback that cannot be built: recorded, raised
         if run.launcher:
             run.record.write(RunStatus.FAILED, user_error_line(err) or _describe_failure(err, cfg))
+        _end_wandb(run)
         raise
     try:
         _fit_and_test(trainer, run, resume_from)
@@ -330,6 +331,14 @@ def _record_end(run: _Run, trainer, checkpoint_io: ResilientCheckpointIO, status
     run.record.write(status, message)
     if status == RunStatus.FAILED and run.logger is not None and run.logger.started:  # the failure is on W&B too
         run.logger.guarded(log_summary, run.logger.experiment, run.record.data, run.run_dir)
+    _end_wandb(run)
+
+
+def _end_wandb(run: _Run) -> None:
+    """Finish the W&B run of a run that failed or was interrupted (exit code 1, as W&B's exit hook would): in a
+    process that trains again (a notebook, the tests), Lightning's WandbLogger would log the next run into it."""
+    if run.logger is not None and run.logger.started:
+        run.logger.guarded(run.logger.experiment.finish, exit_code=1)
 
 
 def _write_outputs(run: _Run, trainer, throughput: Throughput, checkpoint_io: ResilientCheckpointIO) -> None:

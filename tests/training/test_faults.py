@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import wandb
 
 from ablate.config import load_config
 from ablate.data.sources import DataError
@@ -36,6 +37,7 @@ def test_fault_in_training_is_recorded(fault, reason, tmp_path, cache_dir, monke
         train(load_config(None, TINY), tmp_path / "run")
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["status"] == "failed" and reason in summary["error"]
+    assert wandb.run is None  # finished: the next run in this process would log into it (Lightning reuses it)
 
 
 def test_wandb_failure_does_not_stop_training(tmp_path, cache_dir, monkeypatch):
@@ -134,6 +136,7 @@ def test_a_callback_that_cannot_be_built_leaves_a_failed_record_not_running(tmp_
         train(config, run)
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "failed" and "EarlyStopping" in summary["error"], summary["status"]
+    assert wandb.run is None  # finished: the next run in this process logged into this run's folder
 
 
 def test_a_kill_fault_under_ddp_fires_once_whichever_rank_reaches_the_step_first(tmp_path, monkeypatch):
