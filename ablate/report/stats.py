@@ -1940,9 +1940,13 @@ def agreement_test(
 
 
 def _selected_agreement(
-    rows: list[tuple[float, float, Optional[float]]], up: np.ndarray, q: np.ndarray, min_delta: float, seed: int,
+    rows: list[tuple[float, float, Optional[float]]],
+    up: np.ndarray,
+    q: np.ndarray,
+    min_delta: float,
+    seed: int,
     noise: bool,
-) -> AgreementTest:  # fmt: skip
+) -> AgreementTest:
     """:func:`agreement_test` over the ``rows`` where either side clears its own noise, re-selected in each random
     assignment of our rows (with their ``q``) to the paper's ``rows`` (``up``: the paper's signs). As the number
     selected varies, the statistic is the expected count agreeing minus disagreeing, ``sum(2 P(agree) - 1)``
