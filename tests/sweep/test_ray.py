@@ -33,7 +33,7 @@ TINY_QUICKSTART = [
     "model.d_ff=64",
     "model.layers=1",
     "model.heads=2",
-    "train.max_steps=20",
+    "train.max_steps=60",  # long enough (about a second) for _kill_one_task to land mid-training
     "train.max_tokens=512",
     "train.val_every=1000",
     "train.checkpoint_every=5",
@@ -113,14 +113,24 @@ def _running(out: Path) -> set[str]:
         return set()
 
 
+def _finished(run_dir: Path) -> bool:
+    """Whether the run in ``run_dir`` recorded that it finished (a kill after that is not a lost run)."""
+    try:
+        return json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
+    except (OSError, ValueError, KeyError):
+        return False
+
+
 def _kill_one_task(out: Path, killed: list[str]) -> None:
-    """Once a running trial has a checkpoint, SIGKILL the Ray worker process running it (named in its trial.log)."""
+    """Once a running trial has a checkpoint and has not finished, SIGKILL the Ray worker process running it (named
+    in its trial.log). Its training must outlast the 0.2 s poll: a kill that lands after the run finished (CI, stop
+    46: 20 steps took a fraction of it) makes a retry that finds the run done, and resumes nothing."""
     deadline = time.monotonic() + 1200
     while time.monotonic() < deadline and not killed:
         for name in sorted(_running(out)):
             log = out / name / "trial.log"
             pids = re.findall(r"ray worker pid (\d+)", log.read_text(errors="replace")) if log.exists() else []
-            if pids and (out / name / "checkpoints" / "last.ckpt").exists():
+            if pids and (out / name / "checkpoints" / "last.ckpt").exists() and not _finished(out / name):
                 os.kill(int(pids[-1]), signal.SIGKILL)
                 killed.append(name)
                 return
