@@ -30,8 +30,8 @@ from ablate.training.run_folder import nonnegative
 def sigint_once() -> Iterator[None]:
     """Inside the block the first SIGINT raises ``KeyboardInterrupt`` and later ones are ignored: a second Ctrl-C
     would otherwise land inside Lightning's graceful stop and abort it (no interrupt checkpoint, a record left
-    ``running``). Outside the main thread it does nothing."""
-    if threading.current_thread() is not threading.main_thread():
+    ``running``). Outside the main thread, or where SIGINT is ignored (a script's background job), it does nothing."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
     fired = False

@@ -148,6 +148,23 @@ def test_a_second_sigint_cannot_cut_short_the_interrupt_checkpoint(tmp_path, cac
     assert ckpt["global_step"] == 7
 
 
+def test_a_sigint_the_process_was_started_to_ignore_stays_ignored():
+    """A background job of a script (``ablate train ... &``) starts with SIGINT ignored, as ``nohup``-style
+    wrappers arrange; Python keeps that, and so does the run: a Ctrl-C meant for the foreground must not stop it."""
+    from ablate.training.trainer import sigint_once
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with sigint_once():
+            signal.raise_signal(signal.SIGINT)  # raised KeyboardInterrupt: the handler replaced SIG_IGN
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with pytest.raises(KeyboardInterrupt), sigint_once():  # a Ctrl-C the process does take still stops it
+            signal.raise_signal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_load_from_checkpoint_never_unpickles_even_where_torch_is_told_to(tmp_path, monkeypatch):
     """Without ``weights_only``, Lightning leaves the choice to torch, whose default a user's environment
     (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``, set for some older checkpoint) turns into unpickling anything."""
