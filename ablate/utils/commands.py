@@ -2,7 +2,8 @@
 
 * Errors: every typer app is made by :func:`typer_app`, whose commands run inside :class:`HandledGroup`:
   an :class:`~ablate.errors.AblateError` raised below a command becomes one red line on stderr and
-  exit status 2, never a traceback. Anything else is a bug.
+  exit status 2, never a traceback; so does a usage error (a bad option value, an unknown option), which
+  click would print as a framed block. Anything else is a bug.
 * Status: modules log through ``logging.getLogger(__name__)``; :func:`setup_logging` shows the ``ablate``
   loggers on stderr, global rank zero only. What a command produces goes to stdout, never to the log.
 * Warnings: :func:`ignore_warnings` silences :data:`WARNING_FILTERS`, each with its cause; any other
@@ -25,6 +26,11 @@ import typer
 from rich.console import Console
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
+
+try:  # typer 0.2x raises its own copy of click's exceptions
+    import typer._click.exceptions as click_errors
+except ImportError:
+    import click.exceptions as click_errors  # type: ignore[no-redef]
 
 from ablate.utils.io import unlinked
 from ablate.utils.plugins import user_error_line
@@ -52,15 +58,32 @@ class PlainFlagsCommand(TyperCommand):
         return untyped_flags(super().get_params(ctx))
 
 
+@contextmanager
+def one_line_usage_errors(ctx: Any) -> Iterator[None]:
+    """A usage error (a bad option value, an unknown option or command) as :func:`fail`'s one line, naming the
+    ``--help`` to read, instead of click's framed block; a group run bare still shows its help."""
+    try:
+        yield
+    except click_errors.UsageError as err:
+        if isinstance(err, getattr(click_errors, "NoArgsIsHelpError", ())):
+            raise
+        fail(f"{err.format_message()} (see {(err.ctx or ctx).command_path} --help)")
+
+
 class HandledGroup(TyperGroup):
     """A command group whose commands' user errors end as :func:`fail` (one line, exit 2)."""
 
     def get_params(self, ctx: Any) -> list[Any]:
         return untyped_flags(super().get_params(ctx))
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        with one_line_usage_errors(ctx):
+            return super().parse_args(ctx, args)
+
     def invoke(self, ctx: Any) -> Any:
         try:
-            return super().invoke(ctx)
+            with one_line_usage_errors(ctx):  # a subcommand's options are parsed in here
+                return super().invoke(ctx)
         except Exception as err:  # noqa: BLE001 - an AblateError, or a plugin's plain exception: one line
             line = user_error_line(err)
             if line is None:

@@ -18,6 +18,8 @@ import ablate
 from ablate import cli
 from ablate.utils import commands
 
+from tests.helpers.cli import ROOT, assert_one_error_line, invoke_cli, run_cli
+
 
 @pytest.fixture
 def ablate_logger():
@@ -159,3 +161,29 @@ def test_no_help_page_shows_a_bool_metavar(monkeypatch):
         assert "<bool>" not in result.output, path
     train = runner.invoke(cli.app, ["train", "--help"]).output
     assert "--overwrite" in train and "<path>" in train  # flags listed; a valued option keeps its type
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--bogus"], "No such option: --bogus (Possible options: --verbose) (see cli.py --help)"),
+        (["nosuch"], "No such command 'nosuch'. (see root --help)"),  # typer's CliRunner calls the program root
+        (["table"], "Missing argument 'SOURCE'. (see root table --help)"),
+        (
+            ["table", "results/table3-cpu", "--format", "xml"],
+            "Invalid value for '--format' / '-f': 'xml' is not one of 'rich', 'md', 'latex', 'csv'. "
+            "(see root table --help)",
+        ),
+        (["sweep", "run", "sweeps/quickstart.yaml", "--grace", "x"], "'x' is not a valid float. (see root sweep run"),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_help_to_read(args, message):
+    """click frames a usage error in a box of five lines or more; ablate's bad input is one line, exit 2."""
+    result = run_cli(*args, cwd=ROOT) if args == ["--bogus"] else invoke_cli(*args, cwd=ROOT)
+    assert_one_error_line(result, message)
+    assert result.stdout == ""
+
+
+def test_a_group_run_bare_still_shows_its_help():
+    result = invoke_cli("sweep", cwd=ROOT)
+    assert "Usage: root sweep" in result.stdout and "status" in result.stdout and result.stderr == ""
