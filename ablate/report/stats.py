@@ -170,7 +170,7 @@ class Sweep:
 
     @property
     def signatures(self) -> list[str]:
-        return sorted({t.signature for r in self.rows for t in r.trials if t.signature})
+        return sorted({s for r in self.rows for t in r.trials if (s := t.signatures.get("bleu"))})
 
 
 def value_order(value: Any) -> tuple:

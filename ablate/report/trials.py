@@ -296,7 +296,6 @@ class Trial:
     params: dict[str, Any] = field(default_factory=dict)
     hyps: Mapping[str, Sequence[str]] = field(default_factory=dict)
     refs: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    signature: Optional[str] = None
     resolved: dict[str, Any] = field(default_factory=dict)
     sources: Mapping[str, Sequence[str]] = field(default_factory=dict)
     comparisons: Optional[list] = None
@@ -447,7 +446,6 @@ def from_summary(
         params=dict(sweep.get("params") or {}),
         hyps=hyps or {},
         refs=refs or {},
-        signature=summary.get("bleu_signature"),
         resolved=_resolved(summary, flat),
         sources=sources or {},
         comparisons=comparisons if isinstance(comparisons, list) else None,
@@ -644,7 +642,7 @@ def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]
                 key = TEST_BLEU.key
             if key not in t.metrics or split not in t.hyps:
                 continue
-            again = corpus_bleu(t.hyps[split], t.refs[split], t.signature)
+            again = corpus_bleu(t.hyps[split], t.refs[split], t.signatures.get("bleu"))
             if abs(again - t.metrics[key]) > TOLERANCE:
                 found.append(f"{t.name}: {key} {t.metrics[key]:.2f} in its summary, {again:.2f} from hyps/{split}")
     return found
@@ -664,7 +662,7 @@ def _tokenizer(signature: Optional[str]) -> Optional[str]:
 
 def bleu_tokenizer(trials: Sequence[Trial]) -> Optional[str]:
     """The ``tok:`` field of the runs' sacreBLEU signature, so the test scores BLEU as they did."""
-    return next((tok for t in trials if (tok := _tokenizer(t.signature)) is not None), None)
+    return next((tok for t in trials if (tok := _tokenizer(t.signatures.get("bleu"))) is not None), None)
 
 
 def scorer_for(metric: str, trials: Sequence[Trial]) -> MetricScorer:
@@ -786,7 +784,8 @@ def score_run(run_dir: Path, metric: str) -> Scored:
         return Scored(name, skipped=str(err))
     if not texts["hyps"]:
         return Scored(name, skipped="no saved hypotheses (hyps/)")
-    scorer = scorer_for(metric, [Trial(name, RunStatus.FINISHED, signature=summary.get("bleu_signature"))])
+    recorded = Trial(name, RunStatus.FINISHED, signatures={"bleu": summary.get("bleu_signature") or ""})
+    scorer = scorer_for(metric, [recorded])
     added = scored(scorer, texts, summary)
     if not added:
         return Scored(name)
