@@ -323,21 +323,19 @@ class SideBySide:
         """Matched rows with a sign on both sides once our base moves by ``shift``."""
         return [ln for ln in self.lines if ln.paper_delta and ln.delta is not None and ln.delta - shift]
 
-    def _test(self, rows: list[Line], shift: float = 0.0) -> AgreementTest:
-        return agreement_test(
-            [ln.paper_delta or 0.0 for ln in rows], [(ln.delta or 0.0) - shift for ln in rows], [ln.se for ln in rows]
-        )
+    def _test(self, shift: float, min_delta: Optional[float] = None) -> AgreementTest:
+        rows = self._signed(shift)
+        paper, ours = [ln.paper_delta or 0.0 for ln in rows], [(ln.delta or 0.0) - shift for ln in rows]
+        return agreement_test(paper, ours, [ln.se for ln in rows], min_delta=min_delta)
 
     def headline(self, shift: float = 0.0) -> AgreementTest:
         """The headline count and its test (:func:`~ablate.report.stats.agreement_test`): the rows clearing noise
         are selected again in every assignment of the null, since which rows those are depends on the pairing."""
-        rows = self._signed(shift)
-        paper, ours = [ln.paper_delta or 0.0 for ln in rows], [(ln.delta or 0.0) - shift for ln in rows]
-        return agreement_test(paper, ours, [ln.se for ln in rows], min_delta=self.min_delta)
+        return self._test(shift, self.min_delta)
 
     def all_rows(self, shift: float = 0.0) -> AgreementTest:
         """The count and test over every matched row with a sign on both sides."""
-        return self._test(self._signed(shift), shift)
+        return self._test(shift)
 
     def sensitivity(self) -> list[Sensitivity]:
         """Both counts with our base mean moved by -1 and +1 SE (empty where its SE is unknown)."""
