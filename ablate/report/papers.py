@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence
 
 from ablate.config import ConfigError, flatten, from_flat, to_dict, valid_keys
 from ablate.errors import did_you_mean
-from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP
+from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP, is_number
 from ablate.report.layout import MARK, Column, Table
 from ablate.report.render import csv_text, md_line
 from ablate.report.stats import AgreementTest, Correlation, Row, Sweep, agreement_test, p_text, pearson, sign_count
@@ -138,10 +138,6 @@ def _row(entry: Any, where: str, extra: frozenset[str] = frozenset()) -> PaperRo
     )
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def _tuples(value: Any) -> Any:
     """Lists as tuples, as a run's recorded config holds them (``train.betas``)."""
     return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
@@ -183,7 +179,7 @@ def load_reference(path: Path) -> Reference:
     settings = dict(base.get("settings") or {})
     rows = tuple(_row(r, f"{path.name}: rows[{i}]") for i, r in enumerate(data.get("rows") or []))
     min_delta = data.get("min_delta", 0.0)
-    if not _is_number(min_delta) or min_delta < 0:
+    if not is_number(min_delta) or min_delta < 0:
         raise ReportError(f"{path.name}: min_delta must be a BLEU difference of 0 or more, not {min_delta!r}")
     return Reference(
         str(data.get("name") or path.stem),
@@ -233,7 +229,7 @@ def changes(row: Row, base: Row) -> dict[str, Any]:
 
 def _distance(ours: Any, our_base: Any, paper: Any, paper_base: Any) -> float:
     """How far apart two changes are (0: the same relative change); ``inf`` when incomparable."""
-    if not all(_is_number(v) for v in (ours, our_base, paper, paper_base)):
+    if not all(is_number(v) for v in (ours, our_base, paper, paper_base)):
         return 0.0 if ours == paper else math.inf
     if (ours > our_base) != (paper > paper_base):
         return math.inf

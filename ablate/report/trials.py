@@ -49,6 +49,7 @@ from ablate.record import (
     RunSummary,
     SweepFiles,
     UnreadableRecord,
+    is_number,
     kind_of,
     metric_problem,
     summary_problem,
@@ -492,7 +493,7 @@ def _number(value: Any) -> Optional[float]:
     """A summary value as a float: a plain number, or W&B's ``{"max": x}``-style summary."""
     if isinstance(value, dict):
         value = next((value[k] for k in ("max", "min", "best", "last", "mean") if k in value), None)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if is_number(value):
         return float(value)
     return None
 
