@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ablate.config import ConfigError, flatten, from_flat
-from ablate.errors import AblateError
+from ablate.errors import AblateError, first_line
 from ablate.metrics import (
     MetricScorer,
     SavedText,
@@ -105,7 +105,7 @@ def _read_text(path: Path) -> list[str]:
     except UnicodeDecodeError as err:
         raise TextError(f"{where} is not UTF-8 text (byte {err.start})") from None
     except (OSError, ValueError, EOFError) as err:  # a torn .gz
-        raise TextError(f"{where} is unreadable: {_first_line(err)}") from None
+        raise TextError(f"{where} is unreadable: {first_line(err)}") from None
 
 
 _SEEN: set[int] = set()
@@ -153,11 +153,7 @@ def _wandb_api() -> Any:
     try:
         return wandb.Api()
     except Exception as err:  # noqa: BLE001
-        raise ReportError(f"cannot reach W&B: {_first_line(err)}") from None
-
-
-def _first_line(err: BaseException) -> str:
-    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ReportError(f"cannot reach W&B: {first_line(err)}") from None
 
 
 def from_wandb_run(run: Any) -> Trial:
@@ -533,7 +529,7 @@ def collect_wandb(path: str, api: Any = None) -> list[Trial]:
     try:
         runs = list(api.runs(f"{entity}/{project}", filters={"group": group} if group else None))
     except Exception as err:  # noqa: BLE001 - W&B's errors: one line
-        raise ReportError(f"cannot read W&B project {entity}/{project}: {_first_line(err)}") from None
+        raise ReportError(f"cannot read W&B project {entity}/{project}: {first_line(err)}") from None
     if not runs:
         where = f"group '{group}' of " if group else ""
         raise ReportError(f"no runs in {where}W&B project {entity}/{project}")
