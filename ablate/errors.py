@@ -1,4 +1,4 @@
-"""The one base of every user-facing error, and the one "did you mean" helper.
+"""The one base of every user-facing error, the one "did you mean" helper, and how an error quotes another.
 
 Each layer raises its own subclass (:class:`~ablate.utils.typed.ConfigError`,
 :class:`~ablate.data.sources.DataError`, :class:`~ablate.model.errors.ModelBuildError`, ...), whose
@@ -27,3 +27,9 @@ def did_you_mean(word: str, choices: Iterable[object], cutoff: float = 0.6) -> s
     """``"; did you mean 'x'?"`` for the nearest choice, or ``""``."""
     match = closest(word, choices, cutoff)
     return f"; did you mean '{match}'?" if match else ""
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of ``err``'s message, or its class name where it has none (what a one-line error quotes)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

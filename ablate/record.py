@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, TypeGuard
 
 from ablate.errors import AblateError, did_you_mean
 from ablate.utils.io import atomic_write_json, regular
@@ -385,7 +385,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[float]:  # an int or a float, not a bool: callers use it as a number
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

@@ -30,11 +30,6 @@ ROOT = Path(__file__).resolve().parents[2]
 GIB = 1024.0  # MiB
 
 
-def _env() -> dict[str, str]:
-    """This environment with the checkout first on ``PYTHONPATH``, so a child imports this ``ablate``."""
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-
-
 def spawn(kind: str, args: dict[str, Any]) -> list[str]:
     """The command line of a child measuring ``kind`` (``memory``, ``data``, ``startup``) with ``args``."""
     return [sys.executable, "-m", "ablate.bench.processes", kind, json.dumps(args)]
@@ -114,7 +109,9 @@ def _memory_child(args: dict[str, Any]) -> None:
 def measure_all(commands: dict[tuple[str, str], list[str]]) -> dict[tuple[str, str], dict[str, Any]]:
     """(mode, variant) -> the JSON report (``delta_mb`` is the figure) of each child, run side by side (each has its
     own RSS, so they do not disturb each other's figure)."""
-    env = _env()
+    from ablate.sweep.local import child_env
+
+    env = child_env(os.environ)
     procs = {
         name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         for name, cmd in commands.items()
@@ -183,8 +180,10 @@ def _data_child(args: dict[str, Any]) -> None:
 
 def prepare_in_subprocess(source: str, cache: Path, vocab_size: int, max_len: int, builtin_pairs: int) -> dict:
     """One ``prepare`` in a fresh process; its JSON line (seconds, cached, peak memory, ...)."""
+    from ablate.sweep.local import child_env
+
     args = dict(source=source, cache=str(cache), vocab_size=vocab_size, max_len=max_len, builtin_pairs=builtin_pairs)
-    done = subprocess.run(spawn("data", args), capture_output=True, text=True, env=_env(), check=False)
+    done = subprocess.run(spawn("data", args), capture_output=True, text=True, env=child_env(os.environ), check=False)
     return _report(done, f"data preparation of {source}")
 
 
@@ -291,7 +290,9 @@ def _startup_child(args: dict[str, Any]) -> None:
 
 def run_trial(overrides: list[str], run_dir: Path) -> dict[str, float]:
     """One start-up child run; returns seconds per phase."""
-    env = _env()
+    from ablate.sweep.local import child_env
+
+    env = child_env(os.environ)
     env.setdefault("WANDB_SILENT", "true")
     cmd = spawn("startup", {"overrides": overrides, "run_dir": str(run_dir)})
     spawned = time.time()

@@ -16,6 +16,7 @@ import datasets
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from ablate.data.sources import DataError
+from ablate.errors import first_line
 from ablate.utils.io import atomic_write_text
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -143,8 +144,7 @@ _FIX = "restore the run's tokenizer/ folder from a copy, or train the run again"
 def _reason(err: BaseException) -> str:
     if isinstance(err, KeyError):
         return f"no {err} entry"
-    text = str(err).strip().splitlines()
-    return text[0][:160] if text else type(err).__name__
+    return first_line(err)[:160]
 
 
 def _read(path: Path) -> Tokenizer:

@@ -19,7 +19,7 @@ import yaml
 from torch import Tensor, nn
 
 from ablate.config import to_dict
-from ablate.errors import AblateError, did_you_mean
+from ablate.errors import AblateError, did_you_mean, first_line
 from ablate.inference.translate import LoadedRun
 from ablate.model.decoding import greedy
 from ablate.utils import io
@@ -232,8 +232,7 @@ def _jit(doing: str, compile: Callable[[], Any]) -> Any:
     except ExportError:
         raise
     except Exception as err:  # noqa: BLE001 - any failure inside tracing is reported as the part that failed
-        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:160]
-        raise ExportError(f"cannot {doing} ({reason})") from None
+        raise ExportError(f"cannot {doing} ({first_line(err)[:160]})") from None
 
 
 def _trace(part: str, what: str, module: nn.Module, inputs: tuple) -> Any:

@@ -185,36 +185,42 @@ def _on_disk(key: tuple, entry: Optional[str], compute: Callable[[], np.ndarray]
     if saved is not None:
         return saved
     stats = np.asarray(compute())
-    buffer = io.BytesIO()
-    np.save(buffer, stats, allow_pickle=False)
-    with contextlib.suppress(OSError):  # a lost rename: scored afresh
-        atomic_write_bytes(path, buffer.getvalue(), fsync_folder=False)
+    write_npy(path, stats)
     return stats
 
 
 def _saved(path: Path, rows: int) -> Optional[np.ndarray]:
     """The cache file at ``path`` if it is readable and holds one row per reference sentence."""
-    with contextlib.suppress(OSError, ValueError, EOFError):
-        saved = read_npy(path)
-        if saved.ndim == 2 and len(saved) == rows:
-            return saved
-    return None
+    saved = read_npy(path)
+    return saved if saved is not None and saved.ndim == 2 and len(saved) == rows else None
 
 
 _NPY_HEADER = re.compile(rb"\{'descr': '<f8', 'fortran_order': False, 'shape': \((\d+), (\d+)\), \} *\n")
 """The header ``np.save`` writes for a C-ordered (n, k) float64 array (format 1.0)."""
 
 
-def read_npy(path: Path) -> np.ndarray:
-    """``np.load(path, allow_pickle=False)``; the header of a file this cache wrote is read without
-    ``np.load``'s literal parser (a table reads a thousand of them)."""
-    data = path.read_bytes()
-    if data[:8] == b"\x93NUMPY\x01\x00":
-        end = 10 + int.from_bytes(data[8:10], "little")
-        shape = _NPY_HEADER.fullmatch(data[10:end])
-        if shape and len(data) - end == int(shape[1]) * int(shape[2]) * 8:
-            return np.frombuffer(data, dtype="<f8", offset=end).reshape(int(shape[1]), int(shape[2])).copy()
-    return np.load(io.BytesIO(data), allow_pickle=False)
+def read_npy(path: Path) -> Optional[np.ndarray]:
+    """``np.load(path, allow_pickle=False)``, None for a file that cannot be read as one; the header of a file
+    this cache wrote is read without ``np.load``'s literal parser (a table reads a thousand of them)."""
+    try:
+        data = path.read_bytes()
+        if data[:8] == b"\x93NUMPY\x01\x00":
+            end = 10 + int.from_bytes(data[8:10], "little")
+            shape = _NPY_HEADER.fullmatch(data[10:end])
+            if shape and len(data) - end == int(shape[1]) * int(shape[2]) * 8:
+                return np.frombuffer(data, dtype="<f8", offset=end).reshape(int(shape[1]), int(shape[2])).copy()
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+
+
+def write_npy(path: Path, array: np.ndarray) -> None:
+    """``array`` as the ``.npy`` cache file ``path``; an unwritable folder or a lost rename is skipped (the next
+    reader computes it afresh)."""
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    with contextlib.suppress(OSError):
+        atomic_write_bytes(path, buffer.getvalue(), fsync_folder=False)
 
 
 # The stat-keyed index in front of the statistics cache, like git's index: one JSON file per cache root

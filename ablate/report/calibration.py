@@ -229,7 +229,6 @@ class Calibration:
     pairs: int
     pairs_marked: int
     pairs_marked_sentence: int
-    pair_rows: list[str]
     notes: list[str] = field(default_factory=list)
     borrowed: Optional[BorrowedNoise] = None
 
@@ -430,15 +429,11 @@ def _pooled_sigma(x: np.ndarray, borrowed: Optional[BorrowedNoise]) -> float:
     return math.sqrt(ss / df)
 
 
-def relabelled_pairs(scores: SplitScores, alpha: float = 0.05) -> tuple[int, int, int, list[str]]:
+def relabelled_pairs(scores: SplitScores, alpha: float = 0.05) -> tuple[int, int, int]:
     """Every pair of seeds of every replicated row as two one-seed rows of the same table, uncorrected at
-    ``alpha``: ``(pairs, marked by the seed-aware test, marked by the sentence-only test, rows used)``."""
+    ``alpha``: ``(pairs, marked by the seed-aware test, marked by the sentence-only test)``."""
     pairs = marked = marked_sentence = 0
-    used = []
     for row, seeds in scores.seeds.items():
-        if len(seeds) < 2:
-            continue
-        used.append(row)
         for i, j in itertools.combinations(range(len(seeds)), 2):
             relabelled = scores.relabel(row, i, j)
             seed_aware = relabelled.compare(f"{row}@{seeds[i]}", f"{row}@{seeds[j]}", "seeds")
@@ -446,7 +441,7 @@ def relabelled_pairs(scores: SplitScores, alpha: float = 0.05) -> tuple[int, int
             pairs += 1
             marked += bool(seed_aware and seed_aware.tested and seed_aware.p_value < alpha)
             marked_sentence += bool(sentence and sentence.p_value < alpha)
-    return pairs, marked, marked_sentence, used
+    return pairs, marked, marked_sentence
 
 
 def calibrate(
@@ -479,9 +474,9 @@ def calibrate(
         notes += [note] if note else []
         if fitted is not None:
             tables.append(table_rates(scores, widest, fitted, relabellings, alpha, shifts, simulations))
-    pairs, marked, marked_sentence, used = relabelled_pairs(scores, alpha) if not like_only else (0, 0, 0, [])
+    pairs, marked, marked_sentence = relabelled_pairs(scores, alpha) if not like_only else (0, 0, 0)
     return Calibration(scores.split, alpha, shift, widest if splits or tables else None, n, splits, tables, pairs,
-                       marked, marked_sentence, used, notes, scores.borrowed)  # fmt: skip
+                       marked, marked_sentence, notes, scores.borrowed)  # fmt: skip
 
 
 def _pct(band: tuple[float, float]) -> str:

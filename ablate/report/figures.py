@@ -23,7 +23,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
-from ablate.metrics import get_scorer
+from ablate.metrics import get_scorer, metric_key
 from ablate.record import DEV_BLEU, DEV_PPL, TOKENS_PER_SEC
 from ablate.report.layout import MARK, key_labels, show_value
 from ablate.report.stats import (
@@ -477,7 +477,7 @@ def bleu_bars(
 ) -> list[Bar]:
     """The bars of :func:`bleu_bars_figure`, rows in table order, each row's splits together."""
     splits = sweep.test_splits
-    keys: list[tuple[str, Optional[str]]] = [(_key(s, metric), s) for s in splits] or [(_key(None, metric), None)]
+    keys: list[tuple[str, Optional[str]]] = [(metric_key(metric, s), s) for s in splits] or [(metric_key(metric), None)]
     vs_base = against_base(comparisons, sweep)
     tested = sorted({s for (_, s) in vs_base})
     use_ci = any(c.tested for c in vs_base.values())
@@ -576,7 +576,7 @@ def _bar_caption(
         odd = [
             b.row
             for b in bars
-            if b.mark and b.whisker == "ci" and b.low <= sweep.base.stats[_key(b.split, metric)].mean <= b.high
+            if b.mark and b.whisker == "ci" and b.low <= sweep.base.stats[metric_key(metric, b.split)].mean <= b.high
         ]
         lines += [line for line in _mark_notes(comparisons, alpha, odd, on_base=True) if line]
     elif "std" in kinds:
@@ -584,15 +584,11 @@ def _bar_caption(
     return lines
 
 
-def _key(split: Optional[str], metric: str = DEFAULT_METRIC) -> str:
-    return f"test_{split}/{metric}" if split else f"test/{metric}"
-
-
 def quality_cost_figure(sweep: Sweep, cost: str, metric: str = DEFAULT_METRIC) -> Optional[Figure]:
     """Test BLEU (or ``metric``) against ``train/tokens_per_sec`` (higher is cheaper) or ``params``
     (lower is), error bars ± std, the Pareto front circled and joined by a dashed line."""
     scorer, split = get_scorer(metric), next(iter(sweep.test_splits), None)
-    key, ylabel = _key(split, metric), f"test {scorer.label}" + (f" ({split})" if split else "")
+    key, ylabel = metric_key(metric, split), f"test {scorer.label}" + (f" ({split})" if split else "")
     up = scorer.higher_is_better
     speed = cost == TOKENS_PER_SEC.key
     scale = 1.0 if speed else 1e-6

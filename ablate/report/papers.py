@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence
 
 from ablate.config import ConfigError, flatten, from_flat, to_dict, valid_keys
 from ablate.errors import did_you_mean
-from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP
+from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP, is_number
 from ablate.report.layout import MARK, Column, Table
 from ablate.report.render import csv_text, md_line
 from ablate.report.stats import AgreementTest, Correlation, Row, Sweep, agreement_test, p_text, pearson, sign_count
@@ -138,10 +138,6 @@ def _row(entry: Any, where: str, extra: frozenset[str] = frozenset()) -> PaperRo
     )
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def _tuples(value: Any) -> Any:
     """Lists as tuples, as a run's recorded config holds them (``train.betas``)."""
     return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
@@ -183,7 +179,7 @@ def load_reference(path: Path) -> Reference:
     settings = dict(base.get("settings") or {})
     rows = tuple(_row(r, f"{path.name}: rows[{i}]") for i, r in enumerate(data.get("rows") or []))
     min_delta = data.get("min_delta", 0.0)
-    if not _is_number(min_delta) or min_delta < 0:
+    if not is_number(min_delta) or min_delta < 0:
         raise ReportError(f"{path.name}: min_delta must be a BLEU difference of 0 or more, not {min_delta!r}")
     return Reference(
         str(data.get("name") or path.stem),
@@ -233,7 +229,7 @@ def changes(row: Row, base: Row) -> dict[str, Any]:
 
 def _distance(ours: Any, our_base: Any, paper: Any, paper_base: Any) -> float:
     """How far apart two changes are (0: the same relative change); ``inf`` when incomparable."""
-    if not all(_is_number(v) for v in (ours, our_base, paper, paper_base)):
+    if not all(is_number(v) for v in (ours, our_base, paper, paper_base)):
         return 0.0 if ours == paper else math.inf
     if (ours > our_base) != (paper > paper_base):
         return math.inf
@@ -323,21 +319,19 @@ class SideBySide:
         """Matched rows with a sign on both sides once our base moves by ``shift``."""
         return [ln for ln in self.lines if ln.paper_delta and ln.delta is not None and ln.delta - shift]
 
-    def _test(self, rows: list[Line], shift: float = 0.0) -> AgreementTest:
-        return agreement_test(
-            [ln.paper_delta or 0.0 for ln in rows], [(ln.delta or 0.0) - shift for ln in rows], [ln.se for ln in rows]
-        )
+    def _test(self, shift: float, min_delta: Optional[float] = None) -> AgreementTest:
+        rows = self._signed(shift)
+        paper, ours = [ln.paper_delta or 0.0 for ln in rows], [(ln.delta or 0.0) - shift for ln in rows]
+        return agreement_test(paper, ours, [ln.se for ln in rows], min_delta=min_delta)
 
     def headline(self, shift: float = 0.0) -> AgreementTest:
         """The headline count and its test (:func:`~ablate.report.stats.agreement_test`): the rows clearing noise
         are selected again in every assignment of the null, since which rows those are depends on the pairing."""
-        rows = self._signed(shift)
-        paper, ours = [ln.paper_delta or 0.0 for ln in rows], [(ln.delta or 0.0) - shift for ln in rows]
-        return agreement_test(paper, ours, [ln.se for ln in rows], min_delta=self.min_delta)
+        return self._test(shift, self.min_delta)
 
     def all_rows(self, shift: float = 0.0) -> AgreementTest:
         """The count and test over every matched row with a sign on both sides."""
-        return self._test(self._signed(shift), shift)
+        return self._test(shift)
 
     def sensitivity(self) -> list[Sensitivity]:
         """Both counts with our base mean moved by -1 and +1 SE (empty where its SE is unknown)."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import itertools
 import math
 from dataclasses import dataclass, field, replace
@@ -31,6 +30,7 @@ from ablate.metrics import (
     SentenceMetric,
     read_npy,
     scorers as bleu_metric,
+    write_npy,
 )
 from ablate.metrics.scorers import bleu_from_stats
 from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU
@@ -49,7 +49,7 @@ from ablate.report.trials import (
     statistics,
     with_metric,
 )
-from ablate.utils.io import atomic_write_bytes, cache_root
+from ablate.utils.io import cache_root
 
 BASE = "base"
 _MISSING = "<unset>"
@@ -170,7 +170,7 @@ class Sweep:
 
     @property
     def signatures(self) -> list[str]:
-        return sorted({t.signature for r in self.rows for t in r.trials if t.signature})
+        return sorted({s for r in self.rows for t in r.trials if (s := t.signatures.get("bleu"))})
 
 
 def value_order(value: Any) -> tuple:
@@ -643,7 +643,7 @@ class Resamples:
                 self._seen[(key, name)] = (by_id[key], boot)
                 found[key] = boot
                 if key in files:
-                    _save_boot(files[key], boot)
+                    write_npy(files[key], np.asarray(boot, dtype=np.float64).reshape(1, -1))  # (1, B)
         return [found[id(s)] for s in stats]
 
     def _boot_file(self, stats: np.ndarray, name: str) -> Path:
@@ -662,23 +662,8 @@ BOOT_VERSION = 1
 
 def _saved_boot(path: Optional[Path], samples: int) -> Optional[np.ndarray]:
     """The (B,) resampled scores saved at ``path`` (None: unreadable, or not ``samples`` of them)."""
-    if path is None:
-        return None
-    try:
-        saved = read_npy(path)
-    except (OSError, ValueError, EOFError):
-        return None
-    return saved[0] if saved.shape == (1, samples) else None
-
-
-def _save_boot(path: Path, boot: np.ndarray) -> None:
-    """``boot`` (B,) to the bootstrap cache as a (1, B) ``.npy`` (an unwritable folder: skipped)."""
-    buffer = io.BytesIO()
-    np.save(buffer, np.asarray(boot, dtype=np.float64).reshape(1, -1), allow_pickle=False)
-    try:
-        atomic_write_bytes(path, buffer.getvalue(), fsync_folder=False)  # a lost rename: computed afresh
-    except OSError:
-        pass
+    saved = None if path is None else read_npy(path)
+    return saved[0] if saved is not None and saved.shape == (1, samples) else None
 
 
 _ANY_SHAPE = (

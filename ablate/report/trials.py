@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ablate.config import ConfigError, flatten, from_flat
-from ablate.errors import AblateError
+from ablate.errors import AblateError, first_line
 from ablate.metrics import (
     MetricScorer,
     SavedText,
@@ -49,6 +49,7 @@ from ablate.record import (
     RunSummary,
     SweepFiles,
     UnreadableRecord,
+    is_number,
     kind_of,
     metric_problem,
     summary_problem,
@@ -104,7 +105,7 @@ def _read_text(path: Path) -> list[str]:
     except UnicodeDecodeError as err:
         raise TextError(f"{where} is not UTF-8 text (byte {err.start})") from None
     except (OSError, ValueError, EOFError) as err:  # a torn .gz
-        raise TextError(f"{where} is unreadable: {_first_line(err)}") from None
+        raise TextError(f"{where} is unreadable: {first_line(err)}") from None
 
 
 _SEEN: set[int] = set()
@@ -152,11 +153,7 @@ def _wandb_api() -> Any:
     try:
         return wandb.Api()
     except Exception as err:  # noqa: BLE001
-        raise ReportError(f"cannot reach W&B: {_first_line(err)}") from None
-
-
-def _first_line(err: BaseException) -> str:
-    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ReportError(f"cannot reach W&B: {first_line(err)}") from None
 
 
 def from_wandb_run(run: Any) -> Trial:
@@ -296,7 +293,6 @@ class Trial:
     params: dict[str, Any] = field(default_factory=dict)
     hyps: Mapping[str, Sequence[str]] = field(default_factory=dict)
     refs: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    signature: Optional[str] = None
     resolved: dict[str, Any] = field(default_factory=dict)
     sources: Mapping[str, Sequence[str]] = field(default_factory=dict)
     comparisons: Optional[list] = None
@@ -447,7 +443,6 @@ def from_summary(
         params=dict(sweep.get("params") or {}),
         hyps=hyps or {},
         refs=refs or {},
-        signature=summary.get("bleu_signature"),
         resolved=_resolved(summary, flat),
         sources=sources or {},
         comparisons=comparisons if isinstance(comparisons, list) else None,
@@ -494,7 +489,7 @@ def _number(value: Any) -> Optional[float]:
     """A summary value as a float: a plain number, or W&B's ``{"max": x}``-style summary."""
     if isinstance(value, dict):
         value = next((value[k] for k in ("max", "min", "best", "last", "mean") if k in value), None)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if is_number(value):
         return float(value)
     return None
 
@@ -534,7 +529,7 @@ def collect_wandb(path: str, api: Any = None) -> list[Trial]:
     try:
         runs = list(api.runs(f"{entity}/{project}", filters={"group": group} if group else None))
     except Exception as err:  # noqa: BLE001 - W&B's errors: one line
-        raise ReportError(f"cannot read W&B project {entity}/{project}: {_first_line(err)}") from None
+        raise ReportError(f"cannot read W&B project {entity}/{project}: {first_line(err)}") from None
     if not runs:
         where = f"group '{group}' of " if group else ""
         raise ReportError(f"no runs in {where}W&B project {entity}/{project}")
@@ -644,7 +639,7 @@ def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]
                 key = TEST_BLEU.key
             if key not in t.metrics or split not in t.hyps:
                 continue
-            again = corpus_bleu(t.hyps[split], t.refs[split], t.signature)
+            again = corpus_bleu(t.hyps[split], t.refs[split], t.signatures.get("bleu"))
             if abs(again - t.metrics[key]) > TOLERANCE:
                 found.append(f"{t.name}: {key} {t.metrics[key]:.2f} in its summary, {again:.2f} from hyps/{split}")
     return found
@@ -664,7 +659,7 @@ def _tokenizer(signature: Optional[str]) -> Optional[str]:
 
 def bleu_tokenizer(trials: Sequence[Trial]) -> Optional[str]:
     """The ``tok:`` field of the runs' sacreBLEU signature, so the test scores BLEU as they did."""
-    return next((tok for t in trials if (tok := _tokenizer(t.signature)) is not None), None)
+    return next((tok for t in trials if (tok := _tokenizer(t.signatures.get("bleu"))) is not None), None)
 
 
 def scorer_for(metric: str, trials: Sequence[Trial]) -> MetricScorer:
@@ -786,7 +781,8 @@ def score_run(run_dir: Path, metric: str) -> Scored:
         return Scored(name, skipped=str(err))
     if not texts["hyps"]:
         return Scored(name, skipped="no saved hypotheses (hyps/)")
-    scorer = scorer_for(metric, [Trial(name, RunStatus.FINISHED, signature=summary.get("bleu_signature"))])
+    recorded = Trial(name, RunStatus.FINISHED, signatures={"bleu": summary.get("bleu_signature") or ""})
+    scorer = scorer_for(metric, [recorded])
     added = scored(scorer, texts, summary)
     if not added:
         return Scored(name)

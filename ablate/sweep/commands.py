@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ablate.config import complete_overrides
-from ablate.record import TEST_BLEU, RunStatus
+from ablate.record import TEST_BLEU, RunStatus, is_number
 from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor
 from ablate.sweep.local import ExecutorArgs, plan_slots
 from ablate.sweep.planner import (
@@ -155,7 +155,7 @@ def status_table(state: SweepState, out: Path, metric: Optional[str]) -> Table:
             Text(t.name),
             Text(t.status, style=STYLES.get(t.status, "")),  # pending has no style: never "[]" markup
             f"{t.metric:.4g}" if t.metric is not None else "",
-            f"{test_bleu:.4g}" if isinstance(test_bleu, (int, float)) and not isinstance(test_bleu, bool) else "",
+            f"{test_bleu:.4g}" if is_number(test_bleu) else "",
             clock(t.duration_s) if t.duration_s else "",
             str(t.attempts),
         ]

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 from ablate.record import LOG_FILE
 from ablate.sweep.spec import SweepError
@@ -203,7 +203,7 @@ def ablate_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "ablate", *args]
 
 
-def child_env(env: dict[str, str]) -> dict[str, str]:
+def child_env(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` with :data:`PACKAGE_ROOT` first on ``PYTHONPATH`` (unless installed), so a child runs this code."""
     installed = {str(Path(p).resolve()) for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"))}
     if str(PACKAGE_ROOT) in installed:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ablate.record import SUMMARY_FILE, RunFiles, RunStatus, RunSummary, SweepFiles, headline
+from ablate.record import SUMMARY_FILE, RunFiles, RunStatus, RunSummary, SweepFiles, headline, is_number
 from ablate.sweep.spec import SEED, Point, SweepError, is_folder_name
 from ablate.utils import io
 
@@ -315,7 +315,7 @@ def outcome(
     log, how the process died, or its last log line. ``since`` and ``log_start`` hide earlier attempts."""
     summary = read_summary(run_dir, since)
     value = summary.get(metric) if summary is not None and metric else None
-    value = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    value = float(value) if is_number(value) else None
     status = summary.status if summary is not None else None
     error = summary.error if summary is not None else None
     if status == RunStatus.FINISHED and returncode == 0:

@@ -21,6 +21,7 @@ from torch import nn
 
 from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml, to_dict
 from ablate.data.tokenizer import SubwordTokenizer
+from ablate.errors import first_line
 from ablate.model.build import build_model
 from ablate.record import RunStatus, RunSummary
 from ablate.training.run_folder import RESUME_ORDER
@@ -87,7 +88,7 @@ def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_d
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged or hostile file
-        text = PICKLED if refused_pickle(err) else (str(err).strip().splitlines() or [type(err).__name__])[0]
+        text = PICKLED if refused_pickle(err) else first_line(err)
         raise CheckpointError(f"checkpoint {path} is unreadable: {text[:200]}") from None
     if not isinstance(checkpoint, dict) or any(key not in checkpoint for key in required):
         raise CheckpointError(f"checkpoint {path} is not an ablate checkpoint (missing {', '.join(required)})")
@@ -285,8 +286,7 @@ def trained_run(
 
 def unfit(path: Path, run_dir: Path, err: BaseException) -> ConfigError:
     """The error for a checkpoint whose weights do not fit the model of ``run_dir``'s config."""
-    reason = str(err).strip().splitlines()[0][:160] if str(err).strip() else type(err).__name__
-    return ConfigError(f"checkpoint {path} does not fit the model of {run_dir}/config.yaml ({reason})")
+    return ConfigError(f"checkpoint {path} does not fit the model of {run_dir}/config.yaml ({first_line(err)[:160]})")
 
 
 def load_trained(

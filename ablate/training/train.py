@@ -16,7 +16,7 @@ import pytorch_lightning as pl
 import torch
 
 from ablate.config import Config, ConfigError
-from ablate.errors import AblateError
+from ablate.errors import AblateError, first_line
 from ablate.record import DEV_BLEU, RunFiles, RunStatus
 from ablate.training.checkpoints import (
     ResilientCheckpointIO,
@@ -376,7 +376,7 @@ def _publish(run: _Run) -> None:
 
 
 def _describe_failure(err: BaseException, cfg: Config) -> str:
-    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    text = first_line(err)
     if isinstance(err, (MemoryError, torch.OutOfMemoryError)) or any(
         sign in text.lower() for sign in ("out of memory", "tried to allocate", "not enough memory")
     ):  # CPU allocator: "DefaultCPUAllocator: not enough memory: you tried to allocate 256000000000 bytes"
