@@ -211,3 +211,15 @@ def test_no_cpu_per_trial_is_a_bad_command_line(sweep_file, events, tmp_path, la
     result = invoke("run", sweep_file, "--launcher", launcher, "--cpus-per-trial", "0")
     assert result.exit_code == 2 and "--cpus-per-trial" in result.output, result.output
     assert not (tmp_path / "runs").exists() and events.count("start") == 0
+
+
+def test_status_from_another_folder_shows_the_sweep_metric_and_best_trial(sweep_file, events, tmp_path, monkeypatch):
+    # sweep.json's source is relative to where the sweep ran: from another folder the file was not found, so the
+    # metric column said "metric" and no best trial was named
+    result = invoke("run", sweep_file.name, "--devices", "cpu", "--max-trials", "2", "train.max_steps=3")
+    assert result.exit_code == 0, result.output
+    here = invoke("status", "runs/tiny")
+    assert "val/bleu" in here.output and "best val/bleu = " in here.output, here.output
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert invoke("status", tmp_path / "runs" / "tiny").output == here.output
