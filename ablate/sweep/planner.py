@@ -113,6 +113,10 @@ class LaunchOptions:
     log_limit: int = LOG_LIMIT
     poll_s: float = 0.2
 
+    def __post_init__(self) -> None:
+        if self.grace_s < 0:
+            raise SweepError(f"--grace {self.grace_s:g} must be at least 0 (seconds a stopped trial gets to save)")
+
 
 @dataclass
 class SweepResult:

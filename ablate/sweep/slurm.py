@@ -174,6 +174,8 @@ class SlurmExecutor:
         self.gpus = args.gpus_per_trial or 0
         if self.gpus < 0 or args.nodes_per_trial < 1 or args.max_concurrent < 1:
             raise SweepError("--gpus-per-trial must be >= 0, --nodes-per-trial and --max-concurrent >= 1")
+        if args.signal_delay_s < 0:
+            raise SweepError(f"--signal-delay {args.signal_delay_s} must be at least 0 (seconds before the time limit)")
         self.minutes = parse_time(args.time)  # a bad --time fails before anything is submitted
         self.extra = {}  # more #SBATCH options
         for item in args.slurm_args:

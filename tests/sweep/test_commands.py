@@ -223,3 +223,20 @@ def test_status_from_another_folder_shows_the_sweep_metric_and_best_trial(sweep_
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     assert invoke("status", tmp_path / "runs" / "tiny").output == here.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--grace", "-5"],
+        ["--dry-run", "--grace", "-5"],
+        ["--launcher", "slurm", "--signal-delay", "-1"],
+        ["--launcher", "ray", "--parallel", "0"],
+    ],
+)
+def test_a_number_out_of_range_is_one_line_naming_the_option(sweep_file, events, tmp_path, args):
+    # --grace -5 ran (a stopped trial was killed at once), --signal-delay -1 reached sbatch, and Ray read
+    # --parallel 0 as 1, where --max-trials 0 was already refused
+    result = invoke("run", sweep_file, *args)
+    assert result.exit_code == 2 and f"error: {args[-2]} {args[-1]} must be at least" in result.output, result.output
+    assert result.output.count("\n") == 1 and not (tmp_path / "runs").exists() and events.count("start") == 0
