@@ -231,9 +231,23 @@ ENTITY = typer.Option(None, "--entity", help="W&B entity (user or team).")
 CONFIG = typer.Option(None, "--config", help="Base YAML config for every trial.")
 
 
+def _check_launcher_options(ctx: typer.Context, launcher: str) -> None:
+    """An option only other launchers read (``options`` of their :data:`EXECUTORS` class) is refused, not ignored."""
+    reads = executor_class(launcher).options
+    for param in ctx.command.params:
+        flag, name = param.opts[0], param.name or ""
+        owners = [key for key, cls in EXECUTORS.items() if flag in cls.options]
+        if owners and flag not in reads and getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE":
+            raise SweepError(
+                f"{flag} is read by --launcher {' and '.join(owners)}, not by --launcher {launcher}: drop it "
+                f"(or run with --launcher {owners[0]})"
+            )
+
+
 @app.command("run")
 @user_errors
 def run(
+    ctx: typer.Context,
     file: Path = typer.Argument(..., help="Sweep file (W&B sweep configuration), e.g. sweeps/quickstart.yaml."),
     overrides: Optional[list[str]] = typer.Argument(
         None,
@@ -305,7 +319,7 @@ def run(
         min=0,
         help="Seconds a trial may run before it is stopped and recorded 'timeout' (the sweep goes on); 0: no limit. "
         f"Default: {ALLOWANCE_S:.0f} s plus {TIME_FACTOR:g} x its budget (train.max_time, else train.max_steps x "
-        f"{ASSUMED_STEP_S:g} s); none for a budget in epochs only. Local trials only (SLURM: --time).",
+        f"{ASSUMED_STEP_S:g} s); none for a budget in epochs only. Local and Ray trials only (SLURM: --time).",
     ),
     stall_warning: float = typer.Option(
         STALL_S,
@@ -344,6 +358,7 @@ def run(
     )  # fmt: skip
     if trials_per_job is not None and launcher != "slurm":
         raise SweepError(f"--trials-per-job packs trials into SLURM jobs: add --launcher slurm (not {launcher!r})")
+    _check_launcher_options(ctx, launcher)
     if dry_run:  # trains nothing, so it plans no device slots (and never imports torch to count GPUs)
         executor_class(launcher)
     else:

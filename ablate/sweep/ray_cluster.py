@@ -10,7 +10,7 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 from ablate.record import LOG_FILE
 from ablate.sweep.local import (
@@ -62,6 +62,7 @@ class RayExecutor:
 
     outlives_launcher = False  # a driver's tasks end with it; a rerun resumes them from their checkpoints
     can_stop_early = True  # ray.cancel lets the trainer checkpoint and end
+    options: ClassVar[tuple[str, ...]] = ("--cpus-per-trial", "--gpus-per-trial", "--parallel", "--trial-timeout")
 
     def __init__(self, args: ExecutorArgs, opts: LaunchOptions):
         """``--cpus-per-trial`` CPUs (default 1) and ``--gpus-per-trial / --parallel`` GPUs per task."""

@@ -240,3 +240,30 @@ def test_a_number_out_of_range_is_one_line_naming_the_option(sweep_file, events,
     result = invoke("run", sweep_file, *args)
     assert result.exit_code == 2 and f"error: {args[-2]} {args[-1]} must be at least" in result.output, result.output
     assert result.output.count("\n") == 1 and not (tmp_path / "runs").exists() and events.count("start") == 0
+
+
+@pytest.mark.parametrize(
+    "args, owners",
+    [
+        (["--max-concurrent", "3"], "slurm"),
+        (["--partition", "gpu", "--dry-run"], "slurm"),
+        (["--cpus-per-trial", "2"], "slurm and ray"),
+        (["--launcher", "slurm", "--parallel", "2"], "local and ray"),
+        (["--launcher", "slurm", "--trial-timeout", "60"], "local and ray"),
+        (["--launcher", "ray", "--devices", "cpu"], "local"),
+        (["--launcher", "ray", "--slurm-arg", "account=abc"], "slurm"),
+    ],
+)
+def test_another_launchers_option_is_refused_not_ignored(sweep_file, events, tmp_path, args, owners):
+    # --max-concurrent 3 ran the local launcher's one slot, --launcher slurm --parallel 2 one job per trial
+    launcher = args[1] if args[0] == "--launcher" else "local"
+    result = invoke("run", sweep_file, *args)
+    flag = next(a for a in args if a.startswith("--") and a not in ("--launcher", "--dry-run"))
+    line = f"error: {flag} is read by --launcher {owners}, not by --launcher {launcher}: drop it"
+    assert result.exit_code == 2 and result.output.startswith(line), result.output
+    assert result.output.count("\n") == 1 and not (tmp_path / "runs").exists() and events.count("start") == 0
+
+
+def test_a_launchers_own_options_are_accepted(sweep_file, events):
+    result = invoke("run", sweep_file, "--launcher", "slurm", "--max-concurrent", "3", "--time", "1:00:00", "--dry-run")
+    assert result.exit_code == 1 and "6 trials, 2 invalid" in result.output, result.output  # odd-heads: invalid
