@@ -34,7 +34,7 @@ from ablate.sweep.planner import (
     launch_options,
     trial_cap,
 )
-from ablate.sweep.spec import SweepError, SweepSpec, load_spec
+from ablate.sweep.spec import SweepError, SweepSpec, load_spec, replaced_variants
 from ablate.sweep.state import SweepState, best_configuration, best_trial, is_locked, load_state, undrawn_group
 from ablate.utils.commands import fail, typer_app
 
@@ -359,6 +359,8 @@ def run(
     if trials_per_job is not None and launcher != "slurm":
         raise SweepError(f"--trials-per-job packs trials into SLURM jobs: add --launcher slurm (not {launcher!r})")
     _check_launcher_options(ctx, launcher)
+    for note in replaced_variants(spec, opts.overrides):  # on stderr: a dry run's stdout is its listing
+        typer.secho(note, fg=typer.colors.YELLOW, err=True)
     if dry_run:  # trains nothing, so it plans no device slots (and never imports torch to count GPUs)
         executor_class(launcher)
     else:

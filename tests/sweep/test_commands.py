@@ -267,3 +267,12 @@ def test_another_launchers_option_is_refused_not_ignored(sweep_file, events, tmp
 def test_a_launchers_own_options_are_accepted(sweep_file, events):
     result = invoke("run", sweep_file, "--launcher", "slurm", "--max-concurrent", "3", "--time", "1:00:00", "--dry-run")
     assert result.exit_code == 1 and "6 trials, 2 invalid" in result.output, result.output  # odd-heads: invalid
+
+
+def test_an_override_of_a_key_variants_set_names_them_in_a_note(sweep_file, events, tmp_path):
+    # model.heads=4 replaced odd-heads' 3 without a word, so a row labelled odd-heads trained 4 heads
+    result = invoke("run", sweep_file, "--dry-run", "model.heads=4", "model.d_model=32")
+    assert result.exit_code == 0, result.output
+    note = "note: model.heads=4 applies after the variants, so odd-heads (model.heads=3) train model.heads=4 under"
+    assert note in result.output and result.output.count("note:") == 1  # model.d_model: no variant sets it
+    assert "odd-heads-seed=1  " in result.output and "6 trials" in result.output  # the override still applies
