@@ -361,9 +361,9 @@ def run(
     _check_launcher_options(ctx, launcher)
     for note in replaced_variants(spec, opts.overrides):  # on stderr: a dry run's stdout is its listing
         typer.secho(note, fg=typer.colors.YELLOW, err=True)
-    if dry_run:  # trains nothing, so it plans no device slots (and never imports torch to count GPUs)
+    if dry_run and launcher == "local":  # trains nothing, so it plans no slots (never imports torch to count GPUs)
         executor_class(launcher)
-    else:
+    else:  # SLURM's and Ray's options are checked, not their cluster: a dry run refuses what the run would
         executor = make_executor(launcher, args, opts)
     count = check_trial_count(spec, trial_cap(spec, max_trials), trial_limit)  # at once, before any planning
     if count is not None:

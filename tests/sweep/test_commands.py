@@ -276,3 +276,19 @@ def test_an_override_of_a_key_variants_set_names_them_in_a_note(sweep_file, even
     note = "note: model.heads=4 applies after the variants, so odd-heads (model.heads=3) train model.heads=4 under"
     assert note in result.output and result.output.count("note:") == 1  # model.d_model: no variant sets it
     assert "odd-heads-seed=1  " in result.output and "6 trials" in result.output  # the override still applies
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--launcher", "slurm", "--time", "abc"], "--time 'abc': use HH:MM:SS"),
+        (["--launcher", "slurm", "--slurm-arg", "account"], "--slurm-arg 'account': use KEY=VALUE"),
+        (["--launcher", "ray", "--gpus-per-trial", "-1"], "--gpus-per-trial >= 0 for --launcher ray"),
+    ],
+)
+def test_a_dry_run_refuses_the_launcher_options_the_run_refuses(sweep_file, events, tmp_path, args, message):
+    # --dry-run listed the trials and exited 0 ("every trial is valid"); the same command without it exited 2
+    for dry in (["--dry-run"], []):
+        result = invoke("run", sweep_file, *args, *dry)
+        assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "runs").exists() and events.count("start") == 0
