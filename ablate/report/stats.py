@@ -33,9 +33,10 @@ from ablate.metrics import (
     write_npy,
 )
 from ablate.metrics.scorers import bleu_from_stats
-from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU
+from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU, RunStatus
 from ablate.report.trials import (
     DEFAULT_METRIC,
+    INVALID,
     ReportError,
     Trial,
     cell_disagreements,
@@ -206,7 +207,7 @@ def aggregate(trials: Sequence[Trial]) -> Sweep:
     keys = _column_keys(configs)
     settings = {ident: {k: configs[ident].get(k, _MISSING) for k in keys} for ident in groups}
     grid = _Grid(sorted(groups, key=_ident_order), groups, configs, settings, keys, candidates, uses_variants)
-    base = _base_ident(grid)
+    base = _base_among(grid, unfinished)
     rows = [_row(grid, ident, base, declared[ident]) for ident in grid.order]
     rows.sort(key=lambda r: _row_order(r, keys, uses_variants))
     name = next((t.sweep for t in trials if t.sweep), None)
@@ -361,6 +362,22 @@ def _ident_order(ident: Any) -> tuple:
     if isinstance(ident, str):
         return (0, ident, ())
     return (1, "", tuple(value_order(v) for v in ident))
+
+
+def _base_among(grid: _Grid, unfinished: Sequence[Trial]) -> Any:
+    """:func:`_base_ident`; where it fails while trials have no readable record (the base's may be among them),
+    the error names those trials first."""
+    try:
+        return _base_ident(grid)
+    except ReportError:
+        unread = [t for t in unfinished if t.summary is None and t.status in (RunStatus.FAILED, INVALID)]
+        if not unread:
+            raise
+        named = ", ".join(f"{t.name} ({t.error or t.status})" for t in unread[:4]) + (" ..." if unread[4:] else "")
+        raise ReportError(
+            f"the table's base cannot be told: it may be among the {len(unread)} trials without a readable record: "
+            f"{named}; restore or rerun them"
+        ) from None
 
 
 def _base_ident(grid: _Grid) -> Any:

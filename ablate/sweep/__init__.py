@@ -81,6 +81,7 @@ def run(
     from ablate.sweep.launcher import Launcher, Progress, make_executor
     from ablate.sweep.local import ExecutorArgs, plan_slots
     from ablate.sweep.planner import TRIAL_LIMIT, check_overrides, check_trial_count, launch_options, trial_cap
+    from ablate.sweep.spec import replaced_variants
 
     overrides = check_overrides([str(o) for o in overrides])
     plan_slots(devices, gpus_per_trial, parallel)  # a bad device option fails before a dict is written
@@ -97,6 +98,8 @@ def run(
     executor = make_executor("local", args, opts)  # as `ablate sweep run --launcher local`
     check_trial_count(spec, trial_cap(spec, max_trials), TRIAL_LIMIT)
     progress = Progress(Console(quiet=quiet), spec.metric, spec.goal)
+    for note in replaced_variants(spec, opts.overrides):
+        progress.event(note, "yellow")
     result = Launcher(spec, opts, progress, executor).run()
     return SweepRun(opts.out, result.state, result.interrupted)
 

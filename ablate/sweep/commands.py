@@ -34,7 +34,7 @@ from ablate.sweep.planner import (
     launch_options,
     trial_cap,
 )
-from ablate.sweep.spec import SweepError, SweepSpec, load_spec
+from ablate.sweep.spec import SweepError, SweepSpec, load_spec, replaced_variants
 from ablate.sweep.state import SweepState, best_configuration, best_trial, is_locked, load_state, undrawn_group
 from ablate.utils.commands import fail, typer_app
 
@@ -173,7 +173,9 @@ def show_status(console: Console, state: SweepState, out: Path) -> None:
         spec: Optional[SweepSpec] = load_spec(state.source)
     except (SweepError, OSError):
         spec = None
-    metric, goal = (spec.metric, spec.goal) if spec is not None else (None, "maximize")
+    metric, goal = (spec.metric, spec.goal) if spec is not None else (None, None)
+    if state.metric and state.goal:  # what its trials hold, read wherever this runs (source is relative to the run's)
+        metric, goal = state.metric, state.goal
     console.print(status_table(state, out, metric))
     live = "a launcher is running" if is_locked(out) else "no launcher running"
     statuses = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.RUNNING, RunStatus.INTERRUPTED, RunStatus.PENDING)
@@ -181,7 +183,8 @@ def show_status(console: Console, state: SweepState, out: Path) -> None:
     for job, job_state in state.workers.items():
         names = [t.name for t in state.trials if t.status == RunStatus.RUNNING and t.job_id == job]
         console.print(f"worker job {job} {job_state.lower()}: {', '.join(names) or 'no trial'}", highlight=False)
-    _best(console, state, metric, goal, spec is not None and spec.repeat_seeds is not None)
+    if goal is not None:
+        _best(console, state, metric, goal, spec is not None and spec.repeat_seeds is not None)
 
 
 # --------------------------------------------------------------------------------------
@@ -228,9 +231,23 @@ ENTITY = typer.Option(None, "--entity", help="W&B entity (user or team).")
 CONFIG = typer.Option(None, "--config", help="Base YAML config for every trial.")
 
 
+def _check_launcher_options(ctx: typer.Context, launcher: str) -> None:
+    """An option only other launchers read (``options`` of their :data:`EXECUTORS` class) is refused, not ignored."""
+    reads = executor_class(launcher).options
+    for param in ctx.command.params:
+        flag, name = param.opts[0], param.name or ""
+        owners = [key for key, cls in EXECUTORS.items() if flag in cls.options]
+        if owners and flag not in reads and getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE":
+            raise SweepError(
+                f"{flag} is read by --launcher {' and '.join(owners)}, not by --launcher {launcher}: drop it "
+                f"(or run with --launcher {owners[0]})"
+            )
+
+
 @app.command("run")
 @user_errors
 def run(
+    ctx: typer.Context,
     file: Path = typer.Argument(..., help="Sweep file (W&B sweep configuration), e.g. sweeps/quickstart.yaml."),
     overrides: Optional[list[str]] = typer.Argument(
         None,
@@ -302,7 +319,7 @@ def run(
         min=0,
         help="Seconds a trial may run before it is stopped and recorded 'timeout' (the sweep goes on); 0: no limit. "
         f"Default: {ALLOWANCE_S:.0f} s plus {TIME_FACTOR:g} x its budget (train.max_time, else train.max_steps x "
-        f"{ASSUMED_STEP_S:g} s); none for a budget in epochs only. Local trials only (SLURM: --time).",
+        f"{ASSUMED_STEP_S:g} s); none for a budget in epochs only. Local and Ray trials only (SLURM: --time).",
     ),
     stall_warning: float = typer.Option(
         STALL_S,
@@ -341,9 +358,12 @@ def run(
     )  # fmt: skip
     if trials_per_job is not None and launcher != "slurm":
         raise SweepError(f"--trials-per-job packs trials into SLURM jobs: add --launcher slurm (not {launcher!r})")
-    if dry_run:  # trains nothing, so it plans no device slots (and never imports torch to count GPUs)
+    _check_launcher_options(ctx, launcher)
+    for note in replaced_variants(spec, opts.overrides):  # on stderr: a dry run's stdout is its listing
+        typer.secho(note, fg=typer.colors.YELLOW, err=True)
+    if dry_run and launcher == "local":  # trains nothing, so it plans no slots (never imports torch to count GPUs)
         executor_class(launcher)
-    else:
+    else:  # SLURM's and Ray's options are checked, not their cluster: a dry run refuses what the run would
         executor = make_executor(launcher, args, opts)
     count = check_trial_count(spec, trial_cap(spec, max_trials), trial_limit)  # at once, before any planning
     if count is not None:

@@ -39,7 +39,11 @@ log = logging.getLogger(__name__)
 
 
 class ExecutorClass(Protocol):
-    """A registry entry: a class that builds its executor from the command line (docs/extending.md)."""
+    """A registry entry: a class that builds its executor from the command line (docs/extending.md);
+    ``options``: those of ``ablate sweep run``'s launcher options it reads (another launcher's is refused)."""
+
+    @property
+    def options(self) -> tuple[str, ...]: ...
 
     def from_args(self, args: ExecutorArgs, opts: LaunchOptions) -> Executor: ...
 

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Protocol
+from typing import Any, Callable, ClassVar, Mapping, Optional, Protocol
 
 from ablate.record import LOG_FILE
 from ablate.sweep.spec import SweepError
@@ -368,6 +368,7 @@ class LocalExecutor:
 
     outlives_launcher = False
     can_stop_early = True
+    options: ClassVar[tuple[str, ...]] = ("--devices", "--gpus-per-trial", "--parallel", "--trial-timeout")
 
     def __init__(
         self,

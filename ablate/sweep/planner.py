@@ -113,6 +113,10 @@ class LaunchOptions:
     log_limit: int = LOG_LIMIT
     poll_s: float = 0.2
 
+    def __post_init__(self) -> None:
+        if self.grace_s < 0:
+            raise SweepError(f"--grace {self.grace_s:g} must be at least 0 (seconds a stopped trial gets to save)")
+
 
 @dataclass
 class SweepResult:
@@ -247,14 +251,35 @@ def next_points(spec: SweepSpec, trials: Sequence[Trial], n: int) -> list[Point]
     return [point_of(run.config) for run in proposals if run is not None]
 
 
+def new_points(spec: SweepSpec, trials: Sequence[Trial], n: int) -> list[Point]:
+    """Up to ``n`` points from the search after ``trials``, with a repeat seed never a configuration proposed before."""
+    if spec.repeat_seeds is None:
+        return next_points(spec, trials, n)
+    fresh: list[Point] = []
+    for ask in (n, 8 * n):
+        points = next_points(spec, trials, ask)
+        seen, fresh = set(replicates(trials)), []
+        for point in points:
+            key = configuration_key(point)
+            if key not in seen and len(fresh) < n:
+                seen.add(key)
+                fresh.append(point)
+        if len(fresh) == n or len(points) < ask:
+            break
+    return fresh
+
+
 def upfront(spec: SweepSpec) -> bool:
     """Whether every point can be planned before any result (not bayes)."""
     return spec.method in ("grid", "random")
 
 
 def planned_trials(spec: SweepSpec, cap: Optional[int]) -> Optional[int]:
-    """How many trials the sweep will have (``None``: unbounded)."""
+    """How many trials the sweep will have (``None``: unbounded); random search with a repeat seed draws its
+    configurations to count them, since one drawn twice runs once."""
     count = planned_configurations(spec, cap)
+    if spec.method == "random" and spec.repeat_seeds is not None and count is not None and count <= GRID_LIMIT:
+        count = len(new_points(spec, [], count))
     return None if count is None else count * len(spec.repeat_seeds or [None])
 
 
@@ -360,6 +385,7 @@ class Planner:
                 if trial.status in (RunStatus.FINISHED, RunStatus.STOPPED):
                     trial.metric = outcome(self.out / trial.name, 0, self.spec.metric).metric
             state.metric = self.spec.metric
+        state.goal = self.spec.goal
         self.state = state
         self.state.wandb_sweep = self.opts.wandb_sweep or self.state.wandb_sweep
 
@@ -418,23 +444,6 @@ class Planner:
             added.append(trial)
         return added
 
-    def _new_points(self, n: int) -> list[Point]:
-        """Up to ``n`` points from the search, never a configuration proposed before."""
-        if self.spec.repeat_seeds is None:
-            return next_points(self.spec, self.state.trials, n)
-        fresh: list[Point] = []
-        for ask in (n, 8 * n):
-            points = next_points(self.spec, self.state.trials, ask)
-            seen, fresh = set(replicates(self.state.trials)), []
-            for point in points:
-                key = configuration_key(point)
-                if key not in seen and len(fresh) < n:
-                    seen.add(key)
-                    fresh.append(point)
-            if len(fresh) == n or len(points) < ask:
-                break
-        return fresh
-
     def _validate(self, trial: Trial) -> bool:
         """Check the trial's config; an impossible one is recorded failed without running.
 
@@ -472,7 +481,7 @@ class Planner:
         if upfront(self.spec) and not once:  # random search with a repeat seed plans once: a rerun adds nothing
             points = planned_configurations(self.spec, self.cap) if count is not None else None
             missing = (points if points is not None else GRID_LIMIT) - proposed(self.spec, self.state.trials)
-            for point in self._new_points(missing):
+            for point in new_points(self.spec, self.state.trials, missing):
                 self._propose(point)
         for i, t in enumerate(self.state.trials):
             if t.status in (RunStatus.PENDING, RunStatus.INTERRUPTED):
@@ -514,7 +523,7 @@ class Planner:
                     return t
             if upfront(self.spec) or self.exhausted or proposed(self.spec, self.state.trials) >= (self.cap or 0):
                 return None
-            points = self._new_points(1)
+            points = new_points(self.spec, self.state.trials, 1)
             if not points:
                 self.exhausted = True
                 return None

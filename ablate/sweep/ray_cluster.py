@@ -10,7 +10,7 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 from ablate.record import LOG_FILE
 from ablate.sweep.local import (
@@ -62,11 +62,14 @@ class RayExecutor:
 
     outlives_launcher = False  # a driver's tasks end with it; a rerun resumes them from their checkpoints
     can_stop_early = True  # ray.cancel lets the trainer checkpoint and end
+    options: ClassVar[tuple[str, ...]] = ("--cpus-per-trial", "--gpus-per-trial", "--parallel", "--trial-timeout")
 
     def __init__(self, args: ExecutorArgs, opts: LaunchOptions):
         """``--cpus-per-trial`` CPUs (default 1) and ``--gpus-per-trial / --parallel`` GPUs per task."""
         cpus = args.cpus_per_trial if args.cpus_per_trial is not None else 1  # 0 is refused, not the default
-        self.cpus, self.gpus = cpus, (args.gpus_per_trial or 0) / max(args.parallel, 1)
+        if args.parallel < 1:
+            raise SweepError(f"--parallel {args.parallel} must be at least 1 (trials sharing each GPU)")
+        self.cpus, self.gpus = cpus, (args.gpus_per_trial or 0) / args.parallel
         if self.cpus <= 0 or self.gpus < 0:
             raise SweepError("--cpus-per-trial must be > 0 and --gpus-per-trial >= 0 for --launcher ray")
         self.poll_s, self.grace_s, self.log_limit = max(opts.poll_s, 0.5), opts.grace_s, opts.log_limit

@@ -13,7 +13,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 from ablate.config import read_yaml
 from ablate.record import LOG_FILE, RunFiles, RunStatus, SweepFiles
@@ -167,6 +167,8 @@ class SlurmExecutor:
 
     outlives_launcher = True  # Ctrl-C stops watching; the jobs keep running and a rerun adopts them
     can_stop_early = False  # hyperband's early_terminate is not applied to jobs
+    options: ClassVar[tuple[str, ...]] = ("--gpus-per-trial", "--cpus-per-trial", "--trials-per-job", "--partition")
+    options += ("--nodes-per-trial", "--max-concurrent", "--time", "--mem", "--signal-delay", "--slurm-arg")
 
     def __init__(self, args: ExecutorArgs, out: Path, grace_s: float = 30.0):
         """``args``: the ``--partition`` ... ``--slurm-arg`` options (``gpus_per_trial`` per node, one task each;
@@ -174,6 +176,8 @@ class SlurmExecutor:
         self.gpus = args.gpus_per_trial or 0
         if self.gpus < 0 or args.nodes_per_trial < 1 or args.max_concurrent < 1:
             raise SweepError("--gpus-per-trial must be >= 0, --nodes-per-trial and --max-concurrent >= 1")
+        if args.signal_delay_s < 0:
+            raise SweepError(f"--signal-delay {args.signal_delay_s} must be at least 0 (seconds before the time limit)")
         self.minutes = parse_time(args.time)  # a bad --time fails before anything is submitted
         self.extra = {}  # more #SBATCH options
         for item in args.slurm_args:

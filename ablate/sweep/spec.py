@@ -593,6 +593,22 @@ def check_unswept(spec: SweepSpec, overrides: list[str]) -> None:
             )
 
 
+def replaced_variants(spec: SweepSpec, overrides: list[str]) -> list[str]:
+    """A note per ``key=value`` that replaces another value a named variant sets: the override still applies
+    last (a smoke test shrinks every row so), but those rows then train it under names that say otherwise."""
+    param = spec.parameters.get(VARIANT) or {}
+    variants = param.get("values") or ([param["value"]] if "value" in param else [])
+    notes = []
+    for item in overrides:
+        key, value = parse_override(item)
+        changed = [(variant_name(v), variant_overrides(v)[key]) for v in variants if key in variant_overrides(v)]
+        changed = [(name, old) for name, old in changed if value_key(old) != value_key(value)]
+        if changed:
+            rows = ", ".join(f"{name} ({key}={format_value(old)})" for name, old in changed)
+            notes.append(f"note: {item} applies after the variants, so {rows} train {item} under their names")
+    return notes
+
+
 def axis_overrides(axes: dict[str, list[Any]]) -> list[str]:
     """The axes as the comma-list overrides a user types (recorded in ``sweep.json``)."""
     return [f"{key}={','.join(format_value(v) for v in values)}" for key, values in axes.items()]

@@ -73,7 +73,7 @@ class Trial:
 class SweepState:
     """Everything a rerun needs: ``signature`` (what defines the trials), ``group`` (the W&B group; ``None`` in
     older folders), ``wandb_sweep`` (``--wandb-sweep``'s), ``workers`` (packed SLURM jobs' last seen states),
-    ``metric`` (the sweep metric its trials' ``metric`` holds; ``None`` in older folders)."""
+    ``metric`` and ``goal`` (the sweep metric its trials' ``metric`` holds and its goal; ``None`` in older folders)."""
 
     name: str
     source: str
@@ -86,6 +86,7 @@ class SweepState:
     created_at: float = field(default_factory=time.time)
     version: int = VERSION
     metric: Optional[str] = None
+    goal: Optional[str] = None
 
     def trial(self, name: str) -> Trial:
         return next(t for t in self.trials if t.name == name)

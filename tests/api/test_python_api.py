@@ -253,3 +253,17 @@ def test_overrides_given_as_one_string_are_refused_with_the_list_to_write(tmp_pa
     with pytest.raises(ConfigError, match=r"not one string: overrides=\['model.heads=8'\]"):
         ablate.train(overrides="model.heads=8", run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_sweep_override_of_a_key_variants_set_names_them_as_the_command_does(tmp_path, monkeypatch, capsys):
+    # ablate.sweep(..., ["model.heads=4"]) replaced h1's 1 without a word; `ablate sweep run` notes it
+    from ablate.sweep import launcher
+    from ablate.sweep.planner import SweepResult
+
+    nothing = SweepResult(state=type("S", (), {"trials": []})(), launched=0, skipped=0, interrupted=False)
+    monkeypatch.setattr(launcher.Launcher, "run", lambda self: nothing)
+    variants = ["base", {"name": "h1", "model.heads": 1}]
+    sweep = {"name": "mini", "method": "grid", "parameters": {"variant": {"values": variants}}}
+    ablate.sweep(sweep, ["model.heads=4"], out=tmp_path / "mini", devices="cpu")
+    out = " ".join(capsys.readouterr().out.split())
+    assert "note: model.heads=4 applies after the variants, so h1 (model.heads=1) train model.heads=4 under" in out

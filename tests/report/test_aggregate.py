@@ -260,3 +260,16 @@ def test_every_shipped_sweeps_table_has_its_base(path, tmp_path):
         params["seed"] = {"values": [1]}
     sweep = _planned_sweep(tmp_path, params, constants={})
     assert sweep.base.is_base and sweep.base.changed == ()
+
+
+def test_a_base_whose_records_are_unreadable_is_named_not_a_tie(tmp_path):
+    # the base's summary.json files damaged: the table said the base was ambiguous between two other rows and
+    # asked for a base: parameter in the sweep file
+    variants = ["dot", {"name": "learned", "model.positions": "learned"}, {"name": "none", "model.positions": "none"}]
+    _planned_sweep(tmp_path, {"variant": {"values": variants}, "seed": {"values": [1, 2]}})
+    for seed in (1, 2):
+        (tmp_path / f"dot-seed={seed}" / "summary.json").write_text('{"status": "fin')
+    with pytest.raises(ReportError, match=r"base cannot be told: .* 2 trials without a readable record") as err:
+        aggregate(collect(str(tmp_path)))
+    assert "dot-seed=1 (unreadable summary.json" in str(err.value) and "dot-seed=2 (" in str(err.value)
+    assert "ambiguous" not in str(err.value) and "\n" not in str(err.value)

@@ -211,3 +211,84 @@ def test_no_cpu_per_trial_is_a_bad_command_line(sweep_file, events, tmp_path, la
     result = invoke("run", sweep_file, "--launcher", launcher, "--cpus-per-trial", "0")
     assert result.exit_code == 2 and "--cpus-per-trial" in result.output, result.output
     assert not (tmp_path / "runs").exists() and events.count("start") == 0
+
+
+def test_status_from_another_folder_shows_the_sweep_metric_and_best_trial(sweep_file, events, tmp_path, monkeypatch):
+    # sweep.json's source is relative to where the sweep ran: from another folder the file was not found, so the
+    # metric column said "metric" and no best trial was named
+    result = invoke("run", sweep_file.name, "--devices", "cpu", "--max-trials", "2", "train.max_steps=3")
+    assert result.exit_code == 0, result.output
+    here = invoke("status", "runs/tiny")
+    assert "val/bleu" in here.output and "best val/bleu = " in here.output, here.output
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert invoke("status", tmp_path / "runs" / "tiny").output == here.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--grace", "-5"],
+        ["--dry-run", "--grace", "-5"],
+        ["--launcher", "slurm", "--signal-delay", "-1"],
+        ["--launcher", "ray", "--parallel", "0"],
+    ],
+)
+def test_a_number_out_of_range_is_one_line_naming_the_option(sweep_file, events, tmp_path, args):
+    # --grace -5 ran (a stopped trial was killed at once), --signal-delay -1 reached sbatch, and Ray read
+    # --parallel 0 as 1, where --max-trials 0 was already refused
+    result = invoke("run", sweep_file, *args)
+    assert result.exit_code == 2 and f"error: {args[-2]} {args[-1]} must be at least" in result.output, result.output
+    assert result.output.count("\n") == 1 and not (tmp_path / "runs").exists() and events.count("start") == 0
+
+
+@pytest.mark.parametrize(
+    "args, owners",
+    [
+        (["--max-concurrent", "3"], "slurm"),
+        (["--partition", "gpu", "--dry-run"], "slurm"),
+        (["--cpus-per-trial", "2"], "slurm and ray"),
+        (["--launcher", "slurm", "--parallel", "2"], "local and ray"),
+        (["--launcher", "slurm", "--trial-timeout", "60"], "local and ray"),
+        (["--launcher", "ray", "--devices", "cpu"], "local"),
+        (["--launcher", "ray", "--slurm-arg", "account=abc"], "slurm"),
+    ],
+)
+def test_another_launchers_option_is_refused_not_ignored(sweep_file, events, tmp_path, args, owners):
+    # --max-concurrent 3 ran the local launcher's one slot, --launcher slurm --parallel 2 one job per trial
+    launcher = args[1] if args[0] == "--launcher" else "local"
+    result = invoke("run", sweep_file, *args)
+    flag = next(a for a in args if a.startswith("--") and a not in ("--launcher", "--dry-run"))
+    line = f"error: {flag} is read by --launcher {owners}, not by --launcher {launcher}: drop it"
+    assert result.exit_code == 2 and result.output.startswith(line), result.output
+    assert result.output.count("\n") == 1 and not (tmp_path / "runs").exists() and events.count("start") == 0
+
+
+def test_a_launchers_own_options_are_accepted(sweep_file, events):
+    result = invoke("run", sweep_file, "--launcher", "slurm", "--max-concurrent", "3", "--time", "1:00:00", "--dry-run")
+    assert result.exit_code == 1 and "6 trials, 2 invalid" in result.output, result.output  # odd-heads: invalid
+
+
+def test_an_override_of_a_key_variants_set_names_them_in_a_note(sweep_file, events, tmp_path):
+    # model.heads=4 replaced odd-heads' 3 without a word, so a row labelled odd-heads trained 4 heads
+    result = invoke("run", sweep_file, "--dry-run", "model.heads=4", "model.d_model=32")
+    assert result.exit_code == 0, result.output
+    note = "note: model.heads=4 applies after the variants, so odd-heads (model.heads=3) train model.heads=4 under"
+    assert note in result.output and result.output.count("note:") == 1  # model.d_model: no variant sets it
+    assert "odd-heads-seed=1  " in result.output and "6 trials" in result.output  # the override still applies
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--launcher", "slurm", "--time", "abc"], "--time 'abc': use HH:MM:SS"),
+        (["--launcher", "slurm", "--slurm-arg", "account"], "--slurm-arg 'account': use KEY=VALUE"),
+        (["--launcher", "ray", "--gpus-per-trial", "-1"], "--gpus-per-trial >= 0 for --launcher ray"),
+    ],
+)
+def test_a_dry_run_refuses_the_launcher_options_the_run_refuses(sweep_file, events, tmp_path, args, message):
+    # --dry-run listed the trials and exited 0 ("every trial is valid"); the same command without it exited 2
+    for dry in (["--dry-run"], []):
+        result = invoke("run", sweep_file, *args, *dry)
+        assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "runs").exists() and events.count("start") == 0

@@ -141,6 +141,7 @@ def test_random_and_grid_search_with_a_repeat_seed_plan_each_configuration_once_
     random_search = small_spec({"seed": {"repeat": 2}, "model.heads": {"values": [2, 4]}}, method="random", run_cap=3)
     names = sorted(t.name for t in _plan(random_search, tmp_path))  # 2 configurations exist: never one twice
     assert names == ["heads=2-seed=1", "heads=2-seed=2", "heads=4-seed=1", "heads=4-seed=2"]
+    assert check_trial_count(random_search, 3, 100) == 4  # what runs, not run_cap 3 x 2 seeds = 6
     grid = small_spec({"model.heads": {"values": [2, 4]}, "seed": {"repeat": 3}}, method="grid")
     names = [t.name for t in _plan(grid, tmp_path)]
     assert names == [f"heads={h}-seed={s}" for h in (2, 4) for s in (1, 2, 3)]
