@@ -153,6 +153,7 @@ def test_quickstart_on_a_local_ray_cluster_retries_a_killed_task_and_tables_like
     from ablate.cli import app as main_app
 
     quickstart = str(one_seed(Path(QUICKSTART), tmp_path))  # its 4 variants, 2 at a time: 2 of them queued
+    session_sigterm = signal.getsignal(signal.SIGTERM)  # ray.init puts its own (sys.exit) there for good
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         out = tmp_path / "ray"
@@ -163,6 +164,7 @@ def test_quickstart_on_a_local_ray_cluster_retries_a_killed_task_and_tables_like
         killer.join(timeout=1)
     finally:
         ray.shutdown()
+        signal.signal(signal.SIGTERM, session_sigterm)  # SIGTERM stops this session again (tests/conftest.py)
     assert result.exit_code == 0, result.output
     assert "Ray: 1 CPU per trial, 2 at once" in result.output
     assert killed, result.output

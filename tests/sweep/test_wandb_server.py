@@ -102,6 +102,8 @@ def test_agent_trains_each_wandb_run_in_a_subprocess(tmp_path, monkeypatch, even
 
 
 def test_an_agent_refuses_an_override_of_a_key_the_sweep_varies(tmp_path, monkeypatch, events):
+    for key in AGENT_ENV:  # the agent sets its slot's variables in this process before it refuses
+        monkeypatch.setenv(key, "unset")
     spec = small_spec({"seed": {"values": [1, 2]}}, name="remote")
     agent = FakeAgent(tmp_path, [{"seed": 2, "model.d_model": 32}])
     monkeypatch.setattr(wandb, "agent", agent)
