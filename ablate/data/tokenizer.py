@@ -16,7 +16,7 @@ import datasets
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from ablate.data.sources import DataError
-from ablate.utils.io import atomic_write_text
+from ablate.utils.io import atomic_write_text, regular
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
@@ -122,7 +122,7 @@ class SubwordTokenizer:
         JSON, or JSON of another shape."""
         folder = Path(folder)
         try:
-            meta = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+            meta = json.loads(regular(folder / "tokenizer.json").read_text(encoding="utf-8"))
             joint = meta["joint"]
             if not isinstance(joint, bool):
                 raise TypeError(f"'joint' is {joint!r}, not true or false")
