@@ -81,6 +81,13 @@ def _say_untested_step(run_dir: Path, path: Path) -> None:
     )
 
 
+def source_limit(model: Any, cfg: Config) -> int:
+    """The most source subwords ``model`` reads: ``data.max_len``, as the test sets were clipped, or fewer where its
+    positions end (:attr:`~ablate.model.transformer.Transformer.max_input`: learned positions)."""
+    cap = getattr(model, "max_input", None)
+    return cfg.data.max_len if cap is None else min(cfg.data.max_len, cap)
+
+
 def _batch(ids: list[list[int]], device: torch.device) -> torch.Tensor:
     """``(B, S + 1)`` source rows with EOS appended, right-padded, as the data module pads them."""
     from ablate.data.datamodule import pad_rows
@@ -105,16 +112,23 @@ def translate(
         return []
     cfg, module = run.cfg, run.module
     ids = run.tokenizer.encode_src([text or "" for text in sources])
-    if clipped := sum(len(s) > cfg.data.max_len for s in ids):
+    limit = source_limit(module.model, cfg)
+    if clipped := sum(len(s) > limit for s in ids):
+        what, why = f"data.max_len={limit} subwords", "as the test sets were"
+        if limit < cfg.data.max_len:
+            what = f"the {limit} subwords this model reads"
+            why = (
+                f"its positions end at model.max_positions={cfg.model.max_positions}; split them to translate the rest"
+            )
         log.warning(
-            "%d of %d sentences longer than data.max_len=%d subwords: only their first %d are translated (as the "
-            "test sets were)",
+            "%d of %d sentences longer than %s: only their first %d are translated (%s)",
             clipped,
             len(ids),
-            cfg.data.max_len,
-            cfg.data.max_len,
+            what,
+            limit,
+            why,
         )
-    ids = [s[: cfg.data.max_len] for s in ids]
+    ids = [s[:limit] for s in ids]
     src_lens = [len(s) for s in ids]
     tgt_lens = list(target_lengths) if target_lengths is not None else src_lens
     beam = cfg.eval.beam if beam is None else beam

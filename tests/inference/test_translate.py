@@ -222,8 +222,8 @@ class _Echo:
 
     device = torch.device("cpu")
 
-    def __init__(self, eos: int):
-        self.eos = eos
+    def __init__(self, eos: int, model=None):
+        self.eos, self.model = eos, model
 
     def translate(self, src, beam, len_penalty=None):
         return [[t for t in row if t > self.eos] for row in src.tolist()]
@@ -246,4 +246,25 @@ def test_a_source_past_data_max_len_is_clipped_with_a_warning(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         f"1 of 3 sentences longer than data.max_len={max_len} subwords: only their first {max_len} are translated "
         "(as the test sets were)"
+    ]
+
+
+def test_a_source_past_learned_positions_is_clipped_where_they_end_with_a_warning(caplog):
+    """A model with model.positions=learned and model.max_positions=N given a source of N subwords or more raised
+    "... raise model.max_positions", which a trained model cannot do; it reads its first N - 1 (and EOS) now."""
+    from ablate.data.tokenizer import SubwordTokenizer, train_bpe
+    from ablate.inference.translate import LoadedRun, translate
+    from ablate.model.build import build_model
+
+    tok = SubwordTokenizer(train_bpe(iter([[src for src, _ in builtin.generate("train", 50)]]), 60))
+    long = " ".join(s for s, _ in builtin.generate("val", 6))
+    cfg = load_config(None, ["model.positions=learned", "model.max_positions=12", "model.d_model=16"])
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
+    run = LoadedRun(_Echo(tok.eos_id, model), tok, cfg, Path("best.ckpt"))
+    with caplog.at_level("WARNING", logger="ablate"):
+        out = translate(run, [long])
+    assert len(out[0].split()) == 11 < cfg.data.max_len < len(tok.encode_src([long])[0])
+    assert [r.getMessage() for r in caplog.records] == [
+        "1 of 1 sentences longer than the 11 subwords this model reads: only their first 11 are translated (its "
+        "positions end at model.max_positions=12; split them to translate the rest)"
     ]
