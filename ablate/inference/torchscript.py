@@ -161,6 +161,10 @@ class GreedyTranslator(nn.Module):
 
     def forward(self, src: Tensor) -> Tensor:
         """(B, S) right-padded source ids, each row ending in EOS -> (B, T) ids, padded after EOS."""
+        with torch.no_grad():  # the loaded file's weights require grad: its traced in-place ReLU fails on a 2nd call
+            return self._greedy(src)
+
+    def _greedy(self, src: Tensor) -> Tensor:
         B = src.size(0)
         src_len = src.ne(self.pad_id).sum(1).float()
         limit = (self.max_len_a * src_len + self.max_len_b).floor().long().clamp(min=0)

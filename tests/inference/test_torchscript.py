@@ -241,6 +241,19 @@ def _past_the_table(positions: str) -> tuple[list[list[int]], list[list[int]]]:
     return ours, script(run).translate(ids)
 
 
+def test_the_loaded_file_translates_again_and_again_outside_no_grad(tmp_path):
+    """Its weights load requiring grad: the second call of ``translate`` (the usage getting-started shows, no
+    ``torch.no_grad()``) raised "a view of a leaf Variable that requires grad is being used in an in-place
+    operation" from the traced ReLU."""
+    run = _untrained()
+    torch.jit.save(script(run), str(tmp_path / "model.pt"))
+    model = torch.jit.load(str(tmp_path / "model.pt"))
+    ids = [s[:16] for s in run.tokenizer.encode_src([src for src, _ in builtin.generate("val", 3)])]
+    first = model.translate(ids)
+    assert [model.translate(ids) for _ in range(2)] == [first, first]
+    assert model(_batch(ids, torch.device("cpu"))).ne(run.tokenizer.pad_id).any()
+
+
 def test_an_output_past_the_learned_positions_stops_there_as_in_greedy():
     ours, exported = _past_the_table("learned")
     assert exported == ours and max(len(h) for h in ours) == 19
