@@ -8,6 +8,7 @@ the test sets were; decoding is the module's ``translate`` and batches follow th
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import tempfile
 from dataclasses import dataclass
@@ -49,13 +50,17 @@ def load_run(
     run_dir = Path(run_dir)
     check_checkpoint(which)  # never a silent fall back to best for a misspelt name
     cfg, path = trained_run(run_dir, which, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
-    load_checkpoint_file(path)  # one line for a damaged file; pickled objects are refused, never run
+    checkpoint = load_checkpoint_file(path)  # the one read: one line for a damaged file; pickles refused, never run
+    saved = found if isinstance(found := checkpoint.get("hyper_parameters"), dict) else {}
+    known = inspect.signature(TranslationModule).parameters  # Lightning's loader passes on these, as here
+    kwargs = {**{k: v for k, v in saved.items() if k in known}, "cfg": cfg, "trust_plugins": trust_plugins}
     try:
-        module = TranslationModule.load_from_checkpoint(
-            str(path), map_location=device, weights_only=True, cfg=cfg, trust_plugins=trust_plugins
-        )
+        module = TranslationModule(**kwargs)
+        module.on_load_checkpoint(checkpoint)
+        module.load_state_dict(checkpoint["state_dict"])
     except (RuntimeError, KeyError, TypeError) as err:
         raise unfit(path, run_dir, err) from None
+    module.to(device)
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     module.detokenize = tok.decode_tgt
     module.eval()
