@@ -167,7 +167,7 @@ def train(
     if print_config:
         typer.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return
-    from ablate.training.run_folder import default_run_dir
+    from ablate.training.run_folder import default_run_dir, has_checkpoint
     from ablate.training.train import RunError, train as run_training
 
     target = run_dir or default_run_dir(cfg)
@@ -179,7 +179,8 @@ def train(
     except RunError as err:
         fail(f"training failed: {err} (see {files.summary})", code=1)
     except KeyboardInterrupt:
-        fail(f"interrupted; run the same command again to resume from {files.checkpoints}", code=130)
+        again = f"resume from {files.checkpoints}" if has_checkpoint(target) else "start over (no checkpoint yet)"
+        fail(f"interrupted; run the same command again to {again}", code=130)
     if summary.get(TEST_BLEU.key) is not None:
         typer.echo(
             f"test BLEU {summary[TEST_BLEU.key]:.2f} | val BLEU {_or_nan(summary.get(DEV_BLEU.key)):.2f} | "

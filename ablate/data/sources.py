@@ -316,7 +316,9 @@ def parse_hub_source(source: str) -> tuple[str, str, str | None]:
     config, *config_revision = config.split("@", 1)
     revisions += config_revision
     if not name:
-        raise DataError(f"data.source={source!r} names no dataset; {USAGE}")
+        raise DataError(
+            f"data.source={source!r} names no dataset (hf:OWNER/NAME, e.g. hf:bentrevett/multi30k); {USAGE}"
+        )
     if revisions and Path(name).expanduser().is_dir():  # a folder has no commits: "@abc" would be a pin that never was
         raise DataError(
             f"data.source={source!r}: {name} is a local folder and a revision pins a hub dataset; "

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from ablate.config import to_dict
 from ablate.errors import AblateError, did_you_mean, first_line
-from ablate.inference.translate import LoadedRun
+from ablate.inference.translate import LoadedRun, source_limit
 from ablate.model.decoding import greedy
 from ablate.utils import io
 from ablate.utils.commands import jit_export
@@ -136,9 +136,9 @@ class _Decode(nn.Module):
 
 class GreedyTranslator(nn.Module):
     """Greedy decoding around the traced parts, scripted: :func:`ablate.model.decoding.greedy` step for step.
-    Sources are clipped to ``max_len`` (``data.max_len``), outputs limited to ``max_len_a * source_length +
-    max_len_b`` (``eval.*``) and to ``max_output`` (the model's, -1: none); special ids are the target side's (the
-    same on both sides)."""
+    Sources are clipped to ``max_len`` (``data.max_len``, or less where learned positions end), outputs limited to
+    ``max_len_a * source_length + max_len_b`` (``eval.*``) and to ``max_output`` (the model's, -1: none); special ids
+    are the target side's (the same on both sides)."""
 
     def __init__(
         self,
@@ -161,6 +161,10 @@ class GreedyTranslator(nn.Module):
 
     def forward(self, src: Tensor) -> Tensor:
         """(B, S) right-padded source ids, each row ending in EOS -> (B, T) ids, padded after EOS."""
+        with torch.no_grad():  # the loaded file's weights require grad: its traced in-place ReLU fails on a 2nd call
+            return self._greedy(src)
+
+    def _greedy(self, src: Tensor) -> Tensor:
         B = src.size(0)
         src_len = src.ne(self.pad_id).sum(1).float()
         limit = (self.max_len_a * src_len + self.max_len_b).floor().long().clamp(min=0)
@@ -273,7 +277,9 @@ def script(run: LoadedRun) -> torch.jit.ScriptModule:
         _, state = step_call(tokens, enc, state)  # a state of two positions: a cache longer than one
         step = _trace("the decoder step", what, step_call, (tokens, enc, state))
         cap = getattr(model, "max_output", None)
-        loop = GreedyTranslator(encoder, first, step, pad, bos, eos, cfg.data.max_len, a, b, -1 if cap is None else cap)
+        loop = GreedyTranslator(
+            encoder, first, step, pad, bos, eos, source_limit(model, cfg), a, b, -1 if cap is None else cap
+        )
         scripted = _jit(f"script the greedy decoding loop around {what}", lambda: torch.jit.script(loop))
         check = _example(tok.src_vocab_size, [2, 9, 6, 1], pad, eos, seed=1)  # other batch size and lengths
         ours = greedy(model, check, bos, eos, a, b)
@@ -298,7 +304,7 @@ def extra_files(run: LoadedRun) -> dict[str, str]:
         "pad_id": tok.pad_id,
         "bos_id": tok.bos_id,
         "eos_id": tok.eos_id,
-        "max_len": cfg.data.max_len,
+        "max_len": source_limit(run.module.model, cfg),
         "max_len_a": cfg.eval.max_len_a,
         "max_len_b": cfg.eval.max_len_b,
         "checkpoint": run.checkpoint.name,

@@ -8,6 +8,7 @@ the test sets were; decoding is the module's ``translate`` and batches follow th
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import tempfile
 from dataclasses import dataclass
@@ -49,13 +50,17 @@ def load_run(
     run_dir = Path(run_dir)
     check_checkpoint(which)  # never a silent fall back to best for a misspelt name
     cfg, path = trained_run(run_dir, which, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
-    load_checkpoint_file(path)  # one line for a damaged file; pickled objects are refused, never run
+    checkpoint = load_checkpoint_file(path)  # the one read: one line for a damaged file; pickles refused, never run
+    saved = found if isinstance(found := checkpoint.get("hyper_parameters"), dict) else {}
+    known = inspect.signature(TranslationModule).parameters  # Lightning's loader passes on these, as here
+    kwargs = {**{k: v for k, v in saved.items() if k in known}, "cfg": cfg, "trust_plugins": trust_plugins}
     try:
-        module = TranslationModule.load_from_checkpoint(
-            str(path), map_location=device, weights_only=True, cfg=cfg, trust_plugins=trust_plugins
-        )
+        module = TranslationModule(**kwargs)
+        module.on_load_checkpoint(checkpoint)
+        module.load_state_dict(checkpoint["state_dict"])
     except (RuntimeError, KeyError, TypeError) as err:
         raise unfit(path, run_dir, err) from None
+    module.to(device)
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     module.detokenize = tok.decode_tgt
     module.eval()
@@ -79,6 +84,13 @@ def _say_untested_step(run_dir: Path, path: Path) -> None:
         saved.step,
         int(tested),
     )
+
+
+def source_limit(model: Any, cfg: Config) -> int:
+    """The most source subwords ``model`` reads: ``data.max_len``, as the test sets were clipped, or fewer where its
+    positions end (:attr:`~ablate.model.transformer.Transformer.max_input`: learned positions)."""
+    cap = getattr(model, "max_input", None)
+    return cfg.data.max_len if cap is None else min(cfg.data.max_len, cap)
 
 
 def _batch(ids: list[list[int]], device: torch.device) -> torch.Tensor:
@@ -105,16 +117,23 @@ def translate(
         return []
     cfg, module = run.cfg, run.module
     ids = run.tokenizer.encode_src([text or "" for text in sources])
-    if clipped := sum(len(s) > cfg.data.max_len for s in ids):
+    limit = source_limit(module.model, cfg)
+    if clipped := sum(len(s) > limit for s in ids):
+        what, why = f"data.max_len={limit} subwords", "as the test sets were"
+        if limit < cfg.data.max_len:
+            what = f"the {limit} subwords this model reads"
+            why = (
+                f"its positions end at model.max_positions={cfg.model.max_positions}; split them to translate the rest"
+            )
         log.warning(
-            "%d of %d sentences longer than data.max_len=%d subwords: only their first %d are translated (as the "
-            "test sets were)",
+            "%d of %d sentences longer than %s: only their first %d are translated (%s)",
             clipped,
             len(ids),
-            cfg.data.max_len,
-            cfg.data.max_len,
+            what,
+            limit,
+            why,
         )
-    ids = [s[: cfg.data.max_len] for s in ids]
+    ids = [s[:limit] for s in ids]
     src_lens = [len(s) for s in ids]
     tgt_lens = list(target_lengths) if target_lengths is not None else src_lens
     beam = cfg.eval.beam if beam is None else beam

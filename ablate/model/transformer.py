@@ -222,6 +222,13 @@ class Transformer(nn.Module):
         return self.src_positions
 
     @property
+    def max_input(self) -> Optional[int]:
+        """The longest source the encoder can position (None: any): one less than the source positions' limit,
+        for the EOS every source ends with."""
+        limit = getattr(self.src_positions, "limit", None)
+        return None if limit is None else limit - 1
+
+    @property
     def max_output(self) -> Optional[int]:
         """The longest output the decoder can position (None: any): one less than the target positions' limit,
         as beam search feeds the EOS it forces at the length limit."""

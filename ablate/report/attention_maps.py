@@ -71,6 +71,7 @@ def plot_positions(model, path: Path, length: int = 64) -> Path | None:
     if positions is None:
         return None
     d = getattr(model, "d_model", None) or model.src_embed.weight.size(1)
+    length = min(length, getattr(positions, "limit", None) or length)  # learned positions end at model.max_positions
     with torch.no_grad():
         matrix = positions.embed(torch.zeros(1, length, d), 0)[0]
     if not matrix.abs().sum():

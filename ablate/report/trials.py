@@ -795,7 +795,13 @@ def score_run(run_dir: Path, metric: str) -> Scored:
 def score_runs(path: Path, metric: str) -> list[Scored]:
     """Add ``metric`` (atomically, keeping what is recorded) to the run at ``path`` or every run under it."""
     scorer_for(metric, [])  # an unknown metric fails before any run is read
-    return [score_run(run, metric) for run in run_folders(Path(path))]
+    path = Path(path)
+    return [
+        Scored(run.name, skipped=f"a link to {run.resolve()}, outside {path}: score that run itself")
+        if run != path and run.is_symlink() and path.resolve() not in run.resolve().parents
+        else score_run(run, metric)
+        for run in run_folders(path)
+    ]
 
 
 def local_folders(*sources: Optional[str]) -> list[Path]:

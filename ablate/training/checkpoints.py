@@ -84,9 +84,11 @@ def refused_pickle(err: BaseException) -> bool:
 def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_dict",)) -> dict[str, Any]:
     """The checkpoint at ``path``, verified and loaded without running any code from it; CheckpointError when
     damaged, unreadable, holding pickled objects, or missing ``required`` keys."""
-    _check_crcs(Path(path))
     try:
+        _check_crcs(io.regular(Path(path)))  # a pipe or a device would never finish (or start) reading
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except CheckpointError:
+        raise
     except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged or hostile file
         text = PICKLED if refused_pickle(err) else first_line(err)
         raise CheckpointError(f"checkpoint {path} is unreadable: {text[:200]}") from None

@@ -144,7 +144,7 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
         raise ConfigError(f"run dir {run_dir} holds {reason}; choose another --run-dir or pass --overwrite{further}")
     if summary.get("status") == RunStatus.FINISHED:
         return RunStatus.FINISHED
-    return "resume" if _has_checkpoint(run_dir) else "new"
+    return "resume" if has_checkpoint(run_dir) else "new"
 
 
 RUN_ENTRIES = frozenset(
@@ -167,14 +167,15 @@ def check_overwrite(run_dir: Path) -> None:
         )
 
 
-def _has_checkpoint(run_dir: Path) -> bool:
+def has_checkpoint(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a checkpoint to resume from (else the same command starts it over)."""
     return any((RunFiles(run_dir).checkpoints / name).exists() for name in RESUME_ORDER)
 
 
 def _never_trained(run_dir: Path, summary: dict[str, Any]) -> bool:
     """Whether ``run_dir`` holds a run that failed before it trained (bad data, a model too large): no
     step recorded, no checkpoint. Another config may take the folder; a run with a step keeps it."""
-    return summary.get("status") == RunStatus.FAILED and summary.get("step") is None and not _has_checkpoint(run_dir)
+    return summary.get("status") == RunStatus.FAILED and summary.get("step") is None and not has_checkpoint(run_dir)
 
 
 def _refuse_unnamed_plugins(recorded: dict[str, Any], run_dir: Path) -> None:

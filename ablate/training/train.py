@@ -34,6 +34,7 @@ from ablate.training.run_folder import (
     check_overwrite,
     claim_run_dir,
     default_run_dir,
+    has_checkpoint,
     is_launcher_process,
     prepare_run_dir,
     read_summary,
@@ -161,8 +162,9 @@ def _train(
     try:
         _fit_and_test(trainer, run, resume_from)
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C, SIGTERM (Lightning raises SystemExit)
+        again = "resume" if has_checkpoint(run.run_dir) else "start over (no checkpoint yet)"
         _record_end(
-            run, trainer, checkpoint_io, RunStatus.INTERRUPTED, "interrupted; run the same command again to resume"
+            run, trainer, checkpoint_io, RunStatus.INTERRUPTED, f"interrupted; run the same command again to {again}"
         )
         raise KeyboardInterrupt from err
     except Exception as err:  # noqa: BLE001 - every failure is recorded, then reported in one line

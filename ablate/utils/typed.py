@@ -238,6 +238,8 @@ def _parse_value(raw: str) -> Any:
     """An override's value as YAML (text that is not YAML stays text); cached, sweeps repeat values."""
     if is_plain_text(raw):  # a name: no YAML parse (a large sweep has one per trial)
         return raw
+    if raw.endswith(":") and is_plain_text(raw[:-1]):  # `hf:`: a scheme and nothing after it, text (YAML: a mapping)
+        return raw
     if raw.startswith("["):  # a list of names (a trial's tags): JSON reads its quoted strings as YAML does
         try:
             items = json.loads(raw)

@@ -131,3 +131,35 @@ def test_resume_and_overwrite_together_are_refused(tmp_path):
         invoke_cli(*args, cwd=tmp_path), "--resume continues the run in --run-dir and --overwrite deletes it"
     )
     assert last.read_bytes() == b"a checkpoint to resume from"
+
+
+@pytest.mark.slow
+def test_ctrl_c_says_what_running_again_does(tmp_path, monkeypatch):
+    """Ctrl-C before the first checkpoint said "run the same command again to resume from .../checkpoints", where
+    there was nothing to resume from (the same command starts over); after one, it resumes."""
+    import json
+    import signal
+
+    from ablate.training.module import TranslationModule
+
+    real_start, stop_at = TranslationModule.on_train_batch_start, [0]
+
+    def interrupt(self, batch, batch_idx):
+        real_start(self, batch, batch_idx)
+        if self.global_step == stop_at[0]:
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(TranslationModule, "on_train_batch_start", interrupt)
+    args = ["train", "--run-dir", str(tmp_path / "run"), *tiny_checkpointing("train.max_steps=40")]
+    checkpoints = tmp_path / "run" / "checkpoints"
+    for stop_at[0], again, recorded in (
+        (0, "start over (no checkpoint yet)", "start over"),
+        (7, f"resume from {checkpoints}", "resume"),
+    ):
+        proc = invoke_cli(*args, cwd=tmp_path, ABLATE_CACHE=str(tmp_path / "cache"))
+        assert proc.returncode == 130, proc.stderr[-2000:]
+        assert proc.stderr.splitlines()[-1] == f"error: interrupted; run the same command again to {again}"
+        summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+        assert summary["status"] == "interrupted" and summary["error"].startswith(
+            f"interrupted; run the same command again to {recorded}"
+        )

@@ -159,6 +159,13 @@ def test_a_malformed_revision_is_one_line(source, message):
     assert "\n" not in str(err.value) and "hf:<dataset>[@<revision>][:<config>]" in str(err.value)
 
 
+def test_hf_with_no_dataset_names_the_form_it_wants():
+    with pytest.raises(
+        DataError, match=r"data.source='hf:' names no dataset \(hf:OWNER/NAME, e.g. hf:bentrevett/multi30k\)"
+    ):
+        parse_hub_source("hf:")
+
+
 def test_a_local_folder_takes_no_revision(tmp_path):
     folder = tmp_path / "copy@2024"  # an '@' in a folder's name is part of the name
     folder.mkdir()

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from ablate.config import load_config
 from ablate.data import builtin
-from ablate.inference.torchscript import FILES, ExportError, check_format, script
+from ablate.inference.torchscript import FILES, ExportError, check_format, extra_files, script
 from ablate.inference.translate import LoadedRun, _batch, load_run, translate
 from ablate.model.decoding import greedy
 
@@ -241,9 +241,35 @@ def _past_the_table(positions: str) -> tuple[list[list[int]], list[list[int]]]:
     return ours, script(run).translate(ids)
 
 
+def test_the_loaded_file_translates_again_and_again_outside_no_grad(tmp_path):
+    """Its weights load requiring grad: the second call of ``translate`` (the usage getting-started shows, no
+    ``torch.no_grad()``) raised "a view of a leaf Variable that requires grad is being used in an in-place
+    operation" from the traced ReLU."""
+    run = _untrained()
+    torch.jit.save(script(run), str(tmp_path / "model.pt"))
+    model = torch.jit.load(str(tmp_path / "model.pt"))
+    ids = [s[:16] for s in run.tokenizer.encode_src([src for src, _ in builtin.generate("val", 3)])]
+    first = model.translate(ids)
+    assert [model.translate(ids) for _ in range(2)] == [first, first]
+    assert model(_batch(ids, torch.device("cpu"))).ne(run.tokenizer.pad_id).any()
+
+
 def test_an_output_past_the_learned_positions_stops_there_as_in_greedy():
     ours, exported = _past_the_table("learned")
     assert exported == ours and max(len(h) for h in ours) == 19
+
+
+def test_a_source_past_the_learned_positions_is_clipped_where_they_end_as_ablate_translate_clips_it():
+    """The export clipped sources to data.max_len only: a longer one than learned positions cover crashed it (a
+    RuntimeError from the traced encoder); it reads model.max_positions - 1 and says so in export.json."""
+    run = _untrained("model.positions=learned", "model.max_positions=12")
+    long = [5 + i % 40 for i in range(15)]  # between model.max_positions and data.max_len=16
+    batch = _batch([long[:11]], torch.device("cpu"))
+    tok, e = run.tokenizer, run.cfg.eval
+    assert script(run).translate([long]) == greedy(
+        run.module.model, batch, tok.bos_id, tok.eos_id, e.max_len_a, e.max_len_b
+    )
+    assert json.loads(extra_files(run)["export.json"])["max_len"] == 11
 
 
 def test_sinusoidal_positions_past_the_table_are_computed_in_the_export_too():

@@ -88,6 +88,25 @@ def test_load_from_checkpoint_round_trip(trained):
     assert module.hparams["vocab"]["joint"] is True
 
 
+def test_load_run_reads_the_checkpoint_once(trained, monkeypatch):
+    """load_run verified and loaded the checkpoint, then Lightning verified and loaded it again: on a 543 MB
+    checkpoint (d_model 512, 6+6 layers, Adam state) 2 of its 5 s. The weights are still the file's."""
+    import ablate.training.checkpoints as checkpoints
+    from ablate.inference.translate import load_run
+
+    reads: list[str] = []
+    for module, name in ((torch, "load"), (checkpoints, "file_sha256"), (checkpoints, "_check_crcs")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: reads.append(_name) or _real(*a, **k))
+    run = load_run(trained)
+    assert sorted(reads) == ["_check_crcs", "file_sha256", "load"]
+    saved = torch.load(trained / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=True)
+    loaded = run.module.state_dict()
+    assert saved["state_dict"].keys() == loaded.keys()
+    assert all(torch.equal(saved["state_dict"][k], loaded[k]) for k in loaded)
+    assert not run.module.training and run.module.best_val_bleu == max(h["val/bleu"] for h in run.module.history)
+
+
 def test_translate_reproduces_the_test_hypotheses(trained):
     config = json.loads((trained / "summary.json").read_text())["config"]
     source = Path(config["data"]["source"]) / "test.en"
@@ -222,8 +241,8 @@ class _Echo:
 
     device = torch.device("cpu")
 
-    def __init__(self, eos: int):
-        self.eos = eos
+    def __init__(self, eos: int, model=None):
+        self.eos, self.model = eos, model
 
     def translate(self, src, beam, len_penalty=None):
         return [[t for t in row if t > self.eos] for row in src.tolist()]
@@ -246,4 +265,25 @@ def test_a_source_past_data_max_len_is_clipped_with_a_warning(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         f"1 of 3 sentences longer than data.max_len={max_len} subwords: only their first {max_len} are translated "
         "(as the test sets were)"
+    ]
+
+
+def test_a_source_past_learned_positions_is_clipped_where_they_end_with_a_warning(caplog):
+    """A model with model.positions=learned and model.max_positions=N given a source of N subwords or more raised
+    "... raise model.max_positions", which a trained model cannot do; it reads its first N - 1 (and EOS) now."""
+    from ablate.data.tokenizer import SubwordTokenizer, train_bpe
+    from ablate.inference.translate import LoadedRun, translate
+    from ablate.model.build import build_model
+
+    tok = SubwordTokenizer(train_bpe(iter([[src for src, _ in builtin.generate("train", 50)]]), 60))
+    long = " ".join(s for s, _ in builtin.generate("val", 6))
+    cfg = load_config(None, ["model.positions=learned", "model.max_positions=12", "model.d_model=16"])
+    model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size)
+    run = LoadedRun(_Echo(tok.eos_id, model), tok, cfg, Path("best.ckpt"))
+    with caplog.at_level("WARNING", logger="ablate"):
+        out = translate(run, [long])
+    assert len(out[0].split()) == 11 < cfg.data.max_len < len(tok.encode_src([long])[0])
+    assert [r.getMessage() for r in caplog.records] == [
+        "1 of 1 sentences longer than the 11 subwords this model reads: only their first 11 are translated (its "
+        "positions end at model.max_positions=12; split them to translate the rest)"
     ]

@@ -45,6 +45,15 @@ def test_a_sentence_is_drawn(run, tmp_path):
     )
 
 
+def test_learned_positions_shorter_than_the_drawing_are_drawn_where_they_end(tmp_path):
+    """``ablate attention`` on any run with model.positions=learned and model.max_positions below 64 failed, whatever
+    the text: "sequence reaches position 64 ... raise model.max_positions" (the positions figure draws 64)."""
+    cfg = load_config(None, [*MODEL, "model.positions=learned", "model.max_positions=20"])
+    model = build_model(cfg.model, 50, 50)
+    assert attention.plot_positions(model, tmp_path / "positions.png") == tmp_path / "positions.png"
+    assert (tmp_path / "positions.png").stat().st_size > 0
+
+
 def test_a_text_longer_than_the_limit_is_one_line_before_any_decoding(run, tmp_path, monkeypatch):
     monkeypatch.setattr(attention, "beam_search", lambda *a, **k: pytest.fail("decoded a text over the limit"))
     text = " ".join(WORDS[i % 40] for i in range(600))  # 600 words

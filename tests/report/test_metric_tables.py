@@ -173,6 +173,22 @@ def test_score_leaves_a_run_with_a_torn_text_alone_and_scores_the_others(sweep_c
     assert "test/ter" in json.loads((sweep_copy / "base-s2" / "summary.json").read_text())
 
 
+def test_score_leaves_a_trial_folder_linking_out_of_the_sweep_alone(sweep_copy, tmp_path):
+    """A received sweep folder's trial folder that is a link to a run of yours elsewhere: ``ablate score`` rewrote
+    that run's summary.json through the link, as sweep run would have trained into it before Planner.open refused."""
+    mine = tmp_path / "mine"
+    shutil.move(sweep_copy / "base-s1", mine)
+    (sweep_copy / "base-s1").symlink_to(mine)
+    before = (mine / "summary.json").read_bytes()
+    result = CliRunner().invoke(cli.app, ["score", str(sweep_copy), "--metric", "ter"])
+    assert result.exit_code == 0, result.output
+    assert f"base-s1: left alone (a link to {mine}, outside {sweep_copy}: score that run itself)" in result.output
+    assert (mine / "summary.json").read_bytes() == before
+    assert "test/ter" in json.loads((sweep_copy / "base-s2" / "summary.json").read_text())
+    assert CliRunner().invoke(cli.app, ["score", str(sweep_copy / "base-s1"), "--metric", "ter"]).exit_code == 0
+    assert "test/ter" in json.loads((mine / "summary.json").read_text())  # named itself, the run is scored
+
+
 def test_score_a_single_run_folder(sweep_copy):
     run = sweep_copy / "base-s2"
     result = CliRunner().invoke(cli.app, ["score", str(run), "--metric", "chrf++"])

@@ -102,6 +102,26 @@ def test_a_checkpoint_with_good_crcs_but_not_the_recorded_bytes_is_refused(run):
         load_run(run)
 
 
+@pytest.mark.parametrize("planted", ["checkpoints/best.ckpt", "tokenizer/tokenizer.json"])
+def test_a_checkpoint_or_tokenizer_that_is_a_pipe_is_one_line_never_a_hang(run, tmp_path, planted):
+    """A received run folder whose checkpoint or tokenizer is a FIFO (or a link to ``/dev/zero``): translate,
+    evaluate, export-model and attention waited forever for a writer."""
+    import os
+
+    from ablate.errors import AblateError
+    from ablate.training.checkpoints import load_trained
+
+    (run / planted).unlink()
+    os.mkfifo(run / planted)
+    (tmp_path / "in.txt").write_text("a man rides a bike .\n")
+    proc = run_cli("translate", str(run), "--input", str(tmp_path / "in.txt"), cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-2000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert planted in line and "not a regular file (a device or a pipe)" in line
+    with pytest.raises(AblateError, match="not a regular file"):
+        load_trained(run)  # attention's loader
+
+
 def test_a_resume_skips_a_damaged_last_checkpoint_and_init_from_refuses_it(run):
     from ablate.training.checkpoints import initialise
 

@@ -162,3 +162,13 @@ class Outer:
 def test_a_dataclass_of_its_own():
     assert names(complete_override(Outer, "")) == ["inner.mode=", "n="]
     assert names(complete_override(Outer, "inner.mode=y")) == ["inner.mode=y"]
+
+
+def test_a_scheme_with_nothing_after_it_stays_text_not_a_mapping():
+    """``data.source=hf:`` (YAML: the mapping ``{hf: null}``) said "data.source={'hf': None} is not valid (expected
+    a string)"; the text reaches the source, which names the form it wants (tests/data/test_hub.py)."""
+    from ablate.config import parse_override
+
+    assert parse_override("data.source=hf:") == ("data.source", "hf:")
+    assert load_config(None, ["data.source=hf:"]).data.source == "hf:"
+    assert parse_override("model.positions_params={base: 500}") == ("model.positions_params", {"base": 500})
