@@ -139,7 +139,7 @@ class ModelConfig:
     of its constructor, checked against the parameters it declares after the ones every scheme takes."""
     max_positions: int = 1024
     """Longest sequence a table-based position scheme covers (with ``learned`` positions, decoding stops an output
-    there)."""
+    there, and training needs more than ``data.max_len``)."""
     share_positions: bool = False
     """Learned positions: one table for encoder and decoder (true) or one per side (false, as fairseq
     and Gehring et al. 2017). Parameter-free schemes are unaffected."""

@@ -222,6 +222,13 @@ def _build_run(cfg: Config, run_dir: Path, data, start_from: str | None) -> _Run
 
     tok = data.tokenizer
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
+    fits = getattr(model, "max_input", None)  # where learned positions end; the decoder's end there too
+    if fits is not None and fits < cfg.data.max_len:  # else a long sentence fails mid-run, or at the test
+        raise ConfigError(
+            f"model.max_positions={cfg.model.max_positions} positions sentences of up to {fits} subwords, fewer than "
+            f"the data.max_len={cfg.data.max_len} this run keeps: raise model.max_positions to "
+            f"{cfg.model.max_positions - fits + cfg.data.max_len} or lower data.max_len to {fits}"
+        )
     init = initialise(model, cfg, tok, log.warning) if start_from else None
     claim_run_dir(cfg, run_dir)
     record = RunRecord(run_dir, cfg)

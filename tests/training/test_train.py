@@ -121,3 +121,22 @@ def test_ddp_two_processes_on_cpu(tmp_path, cache_dir):
     said = [line for line in proc.stderr.splitlines() if line.startswith(("run dir: ", "W&B offline: "))]
     assert [line.split(":")[0] for line in said] == ["run dir", "W&B offline"], proc.stderr[-3000:]
     assert proc.stdout.count("test BLEU ") == 1 and "run dir: " not in proc.stdout
+
+
+def test_learned_positions_shorter_than_data_max_len_are_refused_before_training(tmp_path, cache_dir):
+    """A sentence of data.max_len subwords must fit the learned positions: else the run failed at the first long
+    batch (or, where training sentences are short, at the validation or test decoding after training)."""
+    from ablate.config import ConfigError
+
+    cfg = load_config(None, [*TINY, "model.positions=learned", "model.max_positions=32"])
+    with pytest.raises(
+        ConfigError,
+        match=r"model.max_positions=32 positions sentences of up to 31 subwords, fewer "
+        r"than the data.max_len=128 this run keeps: raise model.max_positions to 129 or lower "
+        r"data.max_len to 31",
+    ):
+        train(cfg, tmp_path / "run")
+    assert not (tmp_path / "run" / "checkpoints").exists()
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "failed"
+    fits = load_config(None, [*TINY, "model.positions=learned", "model.max_positions=32", "data.max_len=31"])
+    assert train(fits, tmp_path / "short")["status"] == "finished"
