@@ -264,7 +264,8 @@ def read_yaml(
     """Load a YAML mapping; a missing or malformed file raises a one-line ``error`` with the line."""
     path = Path(path)
     if not path.is_file():
-        raise error(f"{kind} {path} is a folder; give a YAML file" if path.is_dir() else f"{kind} not found: {path}")
+        what = "a folder" if path.is_dir() else "a device or a pipe" if path.exists() else None
+        raise error(f"{kind} {path} is {what}; give a YAML file" if what else f"{kind} not found: {path}")
     try:
         data = load_yaml(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:

@@ -95,6 +95,17 @@ def test_a_folder_given_as_a_yaml_file_is_called_a_folder(tmp_path):
         read_yaml(tmp_path / "missing.yaml")
 
 
+def test_a_pipe_given_as_a_yaml_file_is_called_a_pipe(tmp_path):
+    """A FIFO as a run folder's config.yaml (or ``--config``) said "config file not found", though it is there."""
+    import os
+
+    from ablate.utils.typed import read_yaml
+
+    os.mkfifo(tmp_path / "config.yaml")
+    with pytest.raises(ConfigError, match=f"^config file {tmp_path}/config.yaml is a device or a pipe; give a YAML"):
+        read_yaml(tmp_path / "config.yaml")
+
+
 def test_nesting_past_the_limit_is_refused_with_its_line_and_nesting_up_to_it_loads():
     from ablate.utils import typed
 
