@@ -366,18 +366,50 @@ def _ident_order(ident: Any) -> tuple:
 
 def _base_among(grid: _Grid, unfinished: Sequence[Trial]) -> Any:
     """:func:`_base_ident`; where it fails while trials have no readable record (the base's may be among them),
-    the error names those trials first."""
+    or infers a base while such trials' points in ``sweep.json`` are rows the table lacks (the base, perhaps),
+    the error names them."""
+    unread = [t for t in unfinished if t.summary is None and t.status in (RunStatus.FAILED, INVALID)]
     try:
-        return _base_ident(grid)
+        base = _base_ident(grid)
     except ReportError:
-        unread = [t for t in unfinished if t.summary is None and t.status in (RunStatus.FAILED, INVALID)]
         if not unread:
             raise
-        named = ", ".join(f"{t.name} ({t.error or t.status})" for t in unread[:4]) + (" ..." if unread[4:] else "")
-        raise ReportError(
-            f"the table's base cannot be told: it may be among the {len(unread)} trials without a readable record: "
-            f"{named}; restore or rerun them"
-        ) from None
+        raise _untold(unread) from None
+    missing = [t for t in unread if t.params and not _has_row(grid, t)]  # params: its point in sweep.json
+    if missing and not _surely_base(grid, base, missing):
+        raise _untold(missing)
+    return base
+
+
+def _untold(unread: Sequence[Trial]) -> ReportError:
+    """The one-line refusal naming the trials without a readable record that may hold the base."""
+    named = ", ".join(f"{t.name} ({t.error or t.status})" for t in unread[:4]) + (" ..." if unread[4:] else "")
+    return ReportError(
+        f"the table's base cannot be told: it may be among the {len(unread)} trials without a readable record: "
+        f"{named}; restore or rerun them"
+    )
+
+
+def _has_row(grid: _Grid, trial: Trial) -> bool:
+    """Whether the sweep's planned point of an unreadable trial (its ``params``) is a row of the table; a point
+    whose values do not all match one row's counts as missing."""
+    from ablate.sweep.spec import resolve
+
+    variant = trial.params.get("variant")
+    if grid.uses_variants and variant:
+        return str(variant.get("name") if isinstance(variant, dict) else variant) in grid.groups
+    point = {k: value_order(v) for k, v in resolve(trial.params).items() if k != "seed"}
+    configs = [grid.groups[i][0].config for i in grid.order if not isinstance(i, str)]
+    return any(all(value_order(c.get(k, _MISSING)) == v for k, v in point.items()) for c in configs)
+
+
+def _surely_base(grid: _Grid, base: Any, missing: Sequence[Trial]) -> bool:
+    """Whether the rows ``missing`` trials plan could not be the base: it is declared (``base:``, a variant
+    named ``base``), or it is the one bare variant and none of them is bare."""
+    if base == BASE or any(t.declared_base is not None for i in grid.order for t in grid.groups[i]):
+        return True
+    bare = isinstance(base, str) and all(t.bare_variant for t in grid.groups[base])
+    return bare and not any(t.bare_variant for t in missing)
 
 
 def _base_ident(grid: _Grid) -> Any:

@@ -272,7 +272,8 @@ class Trial:
         config: the flattened resolved config (dotted keys, tracking keys removed).
         metrics: numeric summary values, e.g. ``val/bleu``, ``test_<split>/bleu``, ``params``.
         history: validation records ``{"step": int, "val/bleu": float, ...}`` in step order.
-        params: the sweep's varying parameters for this trial (dotted keys, ``seed`` included).
+        params: the sweep's varying parameters for this trial (dotted keys, ``seed`` included); for a run folder
+            without a readable record, its point in ``sweep.json``.
         hyps, refs, sources: split -> detokenized hypotheses / references / sources, aligned.
         resolved: the values the run used where its config leaves them implicit (``model.d_k``, peak
             ``train.lr``, ...), recorded or, for older runs, derived (:func:`ablate.training.run_folder.resolved`).
@@ -347,8 +348,9 @@ def collect_folder(root: Path) -> list[Trial]:
         progress.step()
         trial = replace(trial, status=running_status(run_dir, trial.status))
         point = planned.get(run_dir.name, {}).get("point", {})
+        unread = {"params": point} if trial.summary is None else {}  # the row it was to be (ablate.report.stats)
         # the sweep's facts, not the config's; the sweep file's name, not the W&B group id its runs record
-        trials.append(replace(trial, **sweep_facts(point), sweep=name or trial.sweep))
+        trials.append(replace(trial, **sweep_facts(point), **unread, sweep=name or trial.sweep))
     seen = {t.name for t in trials}
     for name, t in planned.items():
         if name not in seen:  # planned, never started or gone before writing a record

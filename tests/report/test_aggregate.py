@@ -273,3 +273,43 @@ def test_a_base_whose_records_are_unreadable_is_named_not_a_tie(tmp_path):
         aggregate(collect(str(tmp_path)))
     assert "dot-seed=1 (unreadable summary.json" in str(err.value) and "dot-seed=2 (" in str(err.value)
     assert "ambiguous" not in str(err.value) and "\n" not in str(err.value)
+
+
+ONE_CLOSEST = [  # without "dot", heads-4 differs from the others in the fewest keys
+    "dot",
+    {"name": "heads-1", "model.heads": 1},
+    {"name": "heads-4", "model.heads": 4},
+    {"name": "heads-4-learned", "model.heads": 4, "model.positions": "learned"},
+]
+FULL_GRID = {"model.heads": {"values": [1, 4]}, "model.positions": {"values": ["sinusoidal", "learned"]}}
+
+
+@pytest.mark.parametrize(
+    ("parameters", "constants", "damaged"),
+    [
+        ({"variant": {"values": ONE_CLOSEST}, "seed": {"values": [1, 2]}}, DOCS_TINY, ["dot-seed=1", "dot-seed=2"]),
+        (FULL_GRID, {}, ["heads=4-positions=sinusoidal"]),  # ablate's defaults: without it, heads=1, learned
+    ],
+    ids=["variants", "grid"],
+)
+def test_a_base_whose_records_are_unreadable_is_not_replaced_by_the_closest_row(
+    tmp_path, parameters, constants, damaged
+):
+    # the table took the row closest to the rest as its base, every Δ against it, and said nothing
+    _planned_sweep(tmp_path, parameters, constants)
+    for name in damaged:
+        (tmp_path / name / "summary.json").write_text('{"status": "fin')
+    with pytest.raises(ReportError, match=rf"base cannot be told: .* {len(damaged)} trials without a readable record"):
+        aggregate(collect(str(tmp_path)))
+
+
+def test_unreadable_trials_of_rows_the_table_has_or_that_cannot_be_the_base_leave_it_alone(tmp_path):
+    sweep = {"variant": {"values": ONE_CLOSEST}, "seed": {"values": [1, 2]}}
+    _planned_sweep(tmp_path, sweep)
+    for name in ("dot-seed=1", "heads-1-seed=1", "heads-1-seed=2"):  # a base seed; a whole row, not bare
+        (tmp_path / name / "summary.json").write_text('{"status": "fin')
+    table = aggregate(collect(str(tmp_path)))
+    assert table.base.name == "dot" and [r.name for r in table.rows] == ["dot", "heads-4", "heads-4-learned"]
+    _planned_sweep(tmp_path / "grid", {**FULL_GRID, "seed": {"values": [1, 2]}}, {})
+    (tmp_path / "grid" / "heads=4-positions=sinusoidal-seed=1" / "summary.json").write_text('{"status": "fin')
+    assert aggregate(collect(str(tmp_path / "grid"))).base.settings["model.heads"] == 4
