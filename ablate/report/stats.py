@@ -378,7 +378,19 @@ def _base_among(grid: _Grid, unfinished: Sequence[Trial]) -> Any:
     missing = [t for t in unread if t.params and not _has_row(grid, t)]  # params: its point in sweep.json
     if missing and not _surely_base(grid, base, missing):
         raise _untold(missing)
+    waiting = [t for t in unfinished if t.bare_variant and t.variant and t.variant not in grid.groups]
+    if waiting and grid.uses_variants and not _declared(grid):  # the base variant, failed or not run yet
+        states = ", ".join(f"{t.name}: {t.status}" for t in waiting[:4]) + (" ..." if waiting[4:] else "")
+        raise ReportError(
+            f"the table's base cannot be told yet: variant {waiting[0].variant} (no overrides) has no finished trial "
+            f"({states}); wait for it or rerun it"
+        )
     return base
+
+
+def _declared(grid: _Grid) -> bool:
+    """Whether the sweep names its base: a ``base:`` parameter, or a variant named ``base``."""
+    return BASE in grid.groups or any(t.declared_base is not None for i in grid.order for t in grid.groups[i])
 
 
 def _untold(unread: Sequence[Trial]) -> ReportError:
@@ -406,7 +418,7 @@ def _has_row(grid: _Grid, trial: Trial) -> bool:
 def _surely_base(grid: _Grid, base: Any, missing: Sequence[Trial]) -> bool:
     """Whether the rows ``missing`` trials plan could not be the base: it is declared (``base:``, a variant
     named ``base``), or it is the one bare variant and none of them is bare."""
-    if base == BASE or any(t.declared_base is not None for i in grid.order for t in grid.groups[i]):
+    if _declared(grid):
         return True
     bare = isinstance(base, str) and all(t.bare_variant for t in grid.groups[base])
     return bare and not any(t.bare_variant for t in missing)

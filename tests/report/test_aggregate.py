@@ -313,3 +313,29 @@ def test_unreadable_trials_of_rows_the_table_has_or_that_cannot_be_the_base_leav
     _planned_sweep(tmp_path / "grid", {**FULL_GRID, "seed": {"values": [1, 2]}}, {})
     (tmp_path / "grid" / "heads=4-positions=sinusoidal-seed=1" / "summary.json").write_text('{"status": "fin')
     assert aggregate(collect(str(tmp_path / "grid"))).base.settings["model.heads"] == 4
+
+
+@pytest.mark.parametrize("how", ["failed", "pending"])
+def test_a_bare_base_variant_with_no_finished_trial_is_waited_for_not_replaced(tmp_path, how):
+    # the base variant's trials failed (their records readable) or not run yet (a sweep in progress): the table took
+    # heads-4, the row closest to the rest, as its base, every Δ against it, and said nothing
+    import json
+    import shutil
+
+    _planned_sweep(tmp_path, {"variant": {"values": ONE_CLOSEST}, "seed": {"values": [1, 2]}})
+    state = json.loads((tmp_path / "sweep.json").read_text())
+    for trial in state["trials"]:
+        if trial["name"].startswith("dot-"):
+            if how == "pending":
+                shutil.rmtree(tmp_path / trial["name"])
+                trial["status"] = "pending"
+            else:
+                summary = json.loads((tmp_path / trial["name"] / "summary.json").read_text())
+                (tmp_path / trial["name"] / "summary.json").write_text(json.dumps({**summary, "status": "failed"}))
+    (tmp_path / "sweep.json").write_text(json.dumps(state))
+    with pytest.raises(
+        ReportError,
+        match=rf"^the table's base cannot be told yet: variant dot \(no overrides\) has "
+        rf"no finished trial \(dot-seed=1: {how}, dot-seed=2: {how}\); wait for it or rerun it",
+    ):
+        aggregate(collect(str(tmp_path)))
