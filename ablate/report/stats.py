@@ -365,9 +365,9 @@ def _ident_order(ident: Any) -> tuple:
 
 
 def _base_among(grid: _Grid, unfinished: Sequence[Trial]) -> Any:
-    """:func:`_base_ident`; where it fails while trials have no readable record (the base's may be among them),
-    or infers a base while such trials' points in ``sweep.json`` are rows the table lacks (the base, perhaps),
-    the error names them."""
+    """:func:`_base_ident`, refused (naming the trials) where the base may be a row the table lacks: it fails, or
+    infers a base, while trials without a readable record plan such rows (their points in ``sweep.json``); or, in
+    an undeclared variant sweep, the bare variant (the base by rule) has no finished trial yet."""
     unread = [t for t in unfinished if t.summary is None and t.status in (RunStatus.FAILED, INVALID)]
     try:
         base = _base_ident(grid)
