@@ -118,7 +118,7 @@ class GpuCheckOptions:
 
     def bench(self, **changes: Any) -> BenchOptions:
         """The :class:`BenchOptions` of the in-process stages (training, decoding, compile)."""
-        fields = dict(
+        fields: dict[str, Any] = dict(
             data=self.data,
             vocab_size=self.vocab_size,
             builtin_pairs=self.builtin_pairs,
@@ -148,7 +148,7 @@ class GpuCheckOptions:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GpuCheckOptions:
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         values["caps"] = tuple((stage, seconds) for stage, seconds in values.get("caps", ()))
         return cls(**values)
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import torch
 
@@ -79,12 +80,12 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     unpadded = _unpadded(inputs.batches[0])  # no padding mask at all: the flash kernel may run (item 1)
     out["sdpa_unpadded"] = timing.sdpa_backend(timing.census(lambda: standard.forward_backward([unpadded]))[1])
     out["ops_per_batch"] = {  # host-side work: each dispatched op costs microseconds in eager mode
-        key: timing.dispatched(lambda t=trainees[key]: t.forward_backward(inputs.batches[:1]))
+        key: timing.dispatched(partial(trainees[key].forward_backward, inputs.batches[:1]))
         for key in ("dot-scaled-bf16", "torch-bf16")
     }
     counted = {}
     for key, trainee in trainees.items():  # PyTorch's count (padding and recomputation included); a warm-up too
-        counted[key], ops = timing.census(lambda t=trainee: t.forward_backward(inputs.batches))
+        counted[key], ops = timing.census(partial(trainee.forward_backward, inputs.batches))
         out["rows"][key] = {"sdpa": timing.sdpa_backend(ops), "params": trainee.params}
     for variant in SCORED:  # which fused kernel each score reaches in bf16
         if f"{variant}-bf16" in out["rows"]:
@@ -92,7 +93,7 @@ def stage_training(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
             continue
         trainee = make_trainee(variant, bench, inputs.vocab, dev)
         trainee.dtype = torch.bfloat16
-        _, ops = timing.census(lambda t=trainee: t.forward_backward(inputs.batches[:1]))
+        _, ops = timing.census(partial(trainee.forward_backward, inputs.batches[:1]))
         out["sdpa"][variant] = timing.sdpa_backend(ops)
         del trainee
     save(out)
@@ -272,7 +273,7 @@ def stage_scaling(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
         out["scales"][key] = {
             "max_tokens": bench.max_tokens,
             "batches": [list(b["src"].shape) + [b["tgt_in"].size(1)] for b in inputs.batches],
-            "ops_per_batch": timing.dispatched(lambda t=trainee, b=inputs.batches[:1]: t.forward_backward(b)),
+            "ops_per_batch": timing.dispatched(partial(trainee.forward_backward, inputs.batches[:1])),
         }
         save(out)
     seconds = interleaved(contenders, opts.reps, opts.warmup)
@@ -301,7 +302,7 @@ def stage_compile(opts: GpuCheckOptions, save: Save) -> dict[str, Any]:
     compiled = make_trainee("dot-scaled", bench, inputs.vocab, dev)
     eager.dtype = compiled.dtype = torch.bfloat16
     # dynamic: one graph for every batch shape (the default compiles the first shape, then again for the second)
-    compiled.model = torch.compile(compiled.model, backend=opts.compile_backend, dynamic=True)
+    compiled.model = cast(torch.nn.Module, torch.compile(compiled.model, backend=opts.compile_backend, dynamic=True))
     run_eager, run_compiled = eager.contender(inputs.batches), compiled.contender(inputs.batches)
     run_eager()  # warm
     timed = interleaved({"eager": run_eager}, 1, 0)["eager"][0]
