@@ -365,9 +365,11 @@ def _ident_order(ident: Any) -> tuple:
 
 
 def _base_among(grid: _Grid, unfinished: Sequence[Trial]) -> Any:
-    """:func:`_base_ident`, refused (naming the trials) where the base may be a row the table lacks: it fails, or
-    infers a base, while trials without a readable record plan such rows (their points in ``sweep.json``); or, in
-    an undeclared variant sweep, the bare variant (the base by rule) has no finished trial yet."""
+    """:func:`_base_ident`, refused (naming the trials) where the base may be a row the table lacks: it fails while
+    trials without a readable record plan such rows (their points in ``sweep.json``), or a variant sweep infers a
+    base while they do; in an undeclared grid, the rule picks a point of unfinished trials over every planned point
+    (:func:`_waiting_point`); in an undeclared variant sweep, the bare variant (the base by rule) has no finished
+    trial yet."""
     unread = [t for t in unfinished if t.summary is None and t.status in (RunStatus.FAILED, INVALID)]
     try:
         base = _base_ident(grid)
@@ -376,16 +378,49 @@ def _base_among(grid: _Grid, unfinished: Sequence[Trial]) -> Any:
             raise
         raise _untold(unread) from None
     missing = [t for t in unread if t.params and not _has_row(grid, t)]  # params: its point in sweep.json
-    if missing and not _surely_base(grid, base, missing):
+    if grid.uses_variants and missing and not _surely_base(grid, base, missing):
         raise _untold(missing)
-    waiting = [t for t in unfinished if t.bare_variant and t.variant and t.variant not in grid.groups]
-    if waiting and grid.uses_variants and not _declared(grid):  # the base variant, failed or not run yet
+    what, waiting = "", []
+    if grid.uses_variants and not _declared(grid):  # the base variant, failed or not run yet
+        waiting = [t for t in unfinished if t.bare_variant and t.variant and t.variant not in grid.groups]
+        what = f"variant {waiting[0].variant} (no overrides)" if waiting else ""
+    elif not _declared(grid):
+        what, waiting = _waiting_point(grid, unfinished)
+    if unreadable := [t for t in waiting if t in unread]:
+        raise _untold(unreadable)
+    if waiting:
         states = ", ".join(f"{t.name}: {t.status}" for t in waiting[:4]) + (" ..." if waiting[4:] else "")
         raise ReportError(
-            f"the table's base cannot be told yet: variant {waiting[0].variant} (no overrides) has no finished trial "
-            f"({states}); wait for it or rerun it"
+            f"the table's base cannot be told yet: {what} has no finished trial ({states}); wait for it or rerun it"
         )
     return base
+
+
+def _waiting_point(grid: _Grid, unfinished: Sequence[Trial]) -> tuple[str, list[Trial]]:
+    """The point :func:`_base_ident`'s rule picks over every point a grid plans (its rows and its unfinished trials'
+    points, on the keys that define a row), named, and its trials, where it is no row of the table; else ``("", [])``
+    (a tie among the planned points leaves the base to the rows, as when the sweep is done)."""
+    from ablate.sweep.spec import resolve
+
+    points = {tuple(map(value_order, i)): i for i in grid.order}
+    trials: dict[tuple, list[Trial]] = {}
+    for t in (t for t in unfinished if t.summary is not None or t.params):  # params: its point in sweep.json
+        values = t.config if t.summary is not None else resolve(t.params)
+        ident = tuple(values.get(k, _MISSING) for k in grid.candidates)
+        key = tuple(map(value_order, ident))
+        if key not in points or key in trials:
+            points[key] = ident
+            trials.setdefault(key, []).append(t)
+    if not trials:
+        return "", []
+    settings = {key: dict(zip(grid.candidates, ident)) for key, ident in points.items()}
+    try:
+        base = _base_ident(
+            _Grid(list(points), {k: [] for k in points}, {}, settings, grid.candidates, grid.candidates, False)
+        )
+    except ReportError:
+        return "", []
+    return f"point {_label(points[base], grid.candidates)}", trials.get(base, [])
 
 
 def _declared(grid: _Grid) -> bool:
