@@ -1412,11 +1412,16 @@ def _usable(trials: Sequence[Trial], split: str) -> list[Trial]:
 
 
 def check_test(test: str, samples: int = 0) -> None:
-    """Refuse, in one line, a significance test that does not exist or a negative number of resamples."""
+    """Refuse, in one line, a significance test that does not exist, a negative number of resamples, or one
+    resample where the test takes a variance over them (``seeds``, ``bs``)."""
     if test not in TESTS:
         raise ReportError(f"unknown significance test '{test}' (choose from: {', '.join(TESTS)})")
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
         raise ReportError(f"samples={samples!r}: give a whole number of resamples, or 0 for the default")
+    if samples == 1 and test != "ar":  # ar's samples are random swaps; its interval takes the default resamples
+        raise ReportError(
+            "samples=1: the variance of a Δ needs at least 2 resamples; give 2 or more, or 0 for the default"
+        )
 
 
 def split_scores(

@@ -110,6 +110,24 @@ def test_a_negative_or_fractional_number_of_resamples_is_one_line_everywhere(var
             call()
 
 
+@pytest.mark.parametrize("test", ["seeds", "bs"])
+def test_one_resample_is_refused_where_the_test_needs_a_variance(variant_sweep, test):
+    # --samples 1: the variance of one bootstrap Δ is nan, so the seed test's p was nan and the table said "No † is
+    # claimed: every row has one seed" of rows of 3 seeds; the bootstrap's SE and CI were nan
+    import ablate
+
+    sweep = aggregate(collect(str(variant_sweep)))
+    for call in (
+        lambda: compare(sweep, test=test, n_samples=1),
+        lambda: ablate.table(variant_sweep, test=test, samples=1),
+    ):
+        with pytest.raises(
+            ReportError, match="^samples=1: the variance of a Δ needs at least 2 resamples; give 2 or more"
+        ):
+            call()
+    assert all(c.tested for c in compare(sweep, test="ar", n_samples=1))  # ar's samples are swaps
+
+
 def test_a_whole_run_seed_shift_fools_the_sentence_test_but_not_the_seed_aware_one():
     """Two seeds of ONE configuration whose runs differ in quality throughout (a seed shift):
     the sentence bootstrap calls them different, the seed-aware test (σ from the table's
