@@ -1232,6 +1232,14 @@ class Comparison:
     def significant(self, alpha: float) -> bool:
         return self.tested and self.p_adjusted < alpha
 
+    def turned(self) -> Comparison:
+        """``reference`` against ``row``: the same test, its Δ, interval and per-seed Δs of the other sign."""
+        per_seed = tuple((s, -d) for s, d in self.per_seed)
+        return replace(
+            self, reference=self.row, row=self.reference, base_bleu=self.bleu, bleu=self.base_bleu,
+            seeds=self.seeds[::-1], ci=(-self.ci[1], -self.ci[0]), per_seed=per_seed,
+        )  # fmt: skip
+
 
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm-Bonferroni adjusted p-values (Holm 1979): step-down, monotone, capped at 1."""
@@ -1621,8 +1629,11 @@ def compare_scores(
 
 
 def against_base(comparisons: Sequence[Comparison], sweep: Sweep) -> dict[tuple[str, str], Comparison]:
-    """``{(row, split): Comparison}`` for the comparisons against the base row."""
-    return {(c.row, c.split): c for c in comparisons if c.reference == sweep.base.name}
+    """``{(row, split): Comparison}`` for the comparisons against the base row; a named pair with the base second
+    turned round (:meth:`Comparison.turned`), unless the row is also compared the other way."""
+    base = sweep.base.name
+    turned = [c.turned() for c in comparisons if c.row == base and c.reference != base]
+    return {(c.row, c.split): c for c in [*turned, *comparisons] if c.reference == base}
 
 
 def test_splits(sweep: Sweep) -> list[str]:

@@ -386,6 +386,28 @@ def test_sweep_comparisons_mark_what_differs(variant_sweep):
         assert comps[("A-heads1", split)].bleu < comps[("A-heads1", split)].base_bleu
 
 
+def test_a_named_pair_with_the_base_second_marks_the_rows_cell_against_the_base(variant_sweep):
+    # comparisons {between: variant, values: [A-heads1, base]}: the pair was tested and significant, but A-heads1's
+    # cells had no † and no Δ (only pairs with the base as reference reached the cells), though the footnote says
+    # "In the cells, † compares a row with the base"
+    from dataclasses import replace
+
+    from ablate.report.layout import MARK, build_table
+
+    sweep = replace(aggregate(collect(str(variant_sweep))), comparisons=[("variant", ["A-heads1", "base"])])
+    found = compare(sweep, n_samples=300)
+    assert [(c.reference, c.row) for c in found] == [("A-heads1", "base")] * 2
+    comps = against_base(found, sweep)
+    for direct in found:
+        c = comps[("A-heads1", direct.split)]
+        assert (c.reference, c.row, c.seeds) == ("base", "A-heads1", direct.seeds[::-1]) and c.significant(0.05)
+        assert c.delta == pytest.approx(-direct.delta) and c.delta < 0 and c.p_adjusted == direct.p_adjusted
+        assert c.ci == pytest.approx((-direct.ci[1], -direct.ci[0]))
+        assert [d for _, d in c.per_seed] == pytest.approx([-d for _, d in direct.per_seed])
+    row = next(r for r in build_table(sweep, found).rows if r.name == "A-heads1")
+    assert sum(cell.mark == MARK for cell in row.cells) == 2
+
+
 def test_resampling_many_trials_at_once_is_exact_and_done_once_per_trial():
     rng = np.random.default_rng(0)
     counts = [rng.integers(0, 30, size=(50, 10)).astype(np.float64) for _ in range(70)]  # two matrix products
