@@ -1114,16 +1114,16 @@ def power(
     se = standard_error(sigma, seeds_a, seeds_b, sentence_var)
     if se == 0:
         return 1.0 if delta else alpha
-    return _power_at(abs(delta) / se, max(float(df), 1.0), alpha)
+    return _power_at(abs(delta) / se, max(float(df), 1.0) if sigma else math.inf, alpha)  # as seed_test's df
 
 
 def detectable(sigma: float, df: int, seeds: int, sentence_var: float, alpha: float, power: float = POWER) -> float:
     """Minimum detectable |Δ| of a two-sided test at ``alpha`` with ``power`` between two rows of ``seeds``
-    seeds: ``nc* · SE(k)``, nc* the noncentrality at which the noncentral t at ``df`` has that power
+    seeds: ``nc* · SE(k)``, nc* the noncentrality at which the noncentral t at ``df`` (inf where σ is 0) has that power
     (:func:`power`'s model; ``sentence_var``: :func:`sentence_split`). The shortcut ``(t(1-α/2) + t(power)) · SE``
     falls short of ``power``: 78.5% at table3-cpu's 18 df and α/18, 76.6% at 2 df and α 0.05, 67% at 2 df and α/18."""
     se = standard_error(sigma, seeds, seeds, sentence_var)
-    return _noncentrality(float(max(df, 1)), alpha, power) * se
+    return _noncentrality(float(max(df, 1)) if sigma else math.inf, alpha, power) * se  # as seed_test's df
 
 
 MAX_SEEDS = 1000  # the most seeds per row :func:`seeds_needed` searches

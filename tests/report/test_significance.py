@@ -352,6 +352,18 @@ def test_detectable_effect_has_80_percent_power_and_seeds_needed_agrees():
     assert sig.seeds_needed(0.05, sigma, 0.0, 0.05, 10, True, max_seeds=5000) == pytest.approx(3077, abs=30)
 
 
+def test_without_seed_variance_the_mde_is_that_of_the_normal_test_the_table_runs():
+    # every seed of every row scored alike (σ 0): seed_test compares Δ / SE with the normal (df inf), but the MDE
+    # footnote took the noncentral t at the fit's 3 df (18.71 BLEU on such a 3x2 table, where the test has 80% power
+    # at 10.62), and power() too
+    sentence, alpha = 12.5, 0.025
+    mde = sig.detectable(0.0, 3, 2, sentence, alpha)
+    assert sig.seed_test([0.0, 0.0], [mde, mde], sentence, 0.0, 3, False).df == math.inf
+    power = st.norm.sf(st.norm.ppf(1 - alpha / 2) - mde / math.sqrt(sentence))
+    assert power == pytest.approx(0.8, abs=1e-4)
+    assert sig.power(mde, 0.0, 3, 2, 2, sentence, alpha) == pytest.approx(0.8, abs=1e-4)
+
+
 def test_per_seed_deltas_pair_by_seed_and_flag_disagreement():
     refs = _refs()
     c = _scores({"a": _row(refs, {1: 0.3, 2: 0.3}), "b": _row(refs, {2: 0.1, 1: 0.5})}).compare("a", "b")
