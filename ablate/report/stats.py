@@ -1081,7 +1081,10 @@ def design_df(rows: int, seeds: int, shared: bool, borrowed_df: int = 0) -> int:
 def _power_at(nc: float, df: float, alpha: float) -> float:
     """Two-sided power ``P(T' > c) + P(T' < -c)`` of T' ~ noncentral t(ν = ``df``, ``nc`` >= 0), ``c = t(1-α/2, ν)``
     (Owen 1968; normal where ν = inf), as ``scipy.stats.nct`` computes it without importing scipy.stats. Where
-    nctdtr returns nan (far tails, nc - c > 24) the upper tail is 1 and the lower 0: off by < 1e-6 at α >= 0.001."""
+    nctdtr returns nan (far tails, nc - c > 24) the upper tail is 1 and the lower 0: off by < 1e-6 at α >= 0.001.
+    An α outside (0, 1] is refused (at 0 no noncentrality has power: :func:`_noncentrality` would search forever)."""
+    if not 0 < alpha <= 1:
+        raise ReportError(f"alpha={alpha:g}: a significance level is above 0 and at most 1")
     crit = _t_quantile(1 - alpha / 2, df)
     if math.isinf(df):
         return float(sc.ndtr(nc - crit) + sc.ndtr(-crit - nc))

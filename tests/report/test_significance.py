@@ -364,6 +364,26 @@ def test_without_seed_variance_the_mde_is_that_of_the_normal_test_the_table_runs
     assert sig.power(mde, 0.0, 3, 2, 2, sentence, alpha) == pytest.approx(0.8, abs=1e-4)
 
 
+@pytest.mark.parametrize("alpha", [0.0, -0.1, 2.5])
+def test_a_level_outside_0_to_1_is_refused_not_searched_forever(alpha):
+    # ablate table --alpha 0 (the option allows 0), ablate power --alpha 0 and ablate.table(..., alpha=5) never
+    # ended: the MDE's search for the noncentrality with 80% power doubled it forever (no power at any)
+    import threading
+
+    for call in (
+        lambda: sig.detectable(0.7, 18, 3, 0.01, alpha),
+        lambda: sig.seeds_needed(2.0, 0.7, 0.01, alpha, 10, True),
+        lambda: sig.power(2.0, 0.7, 18, 3, 3, 0.01, alpha),
+    ):
+        raised: list[BaseException] = []
+        worker = threading.Thread(target=lambda c=call, r=raised: r.append(pytest.raises(ReportError, c).value))
+        worker.daemon = True
+        worker.start()
+        worker.join(20)
+        assert not worker.is_alive() and raised, "still searching"
+        assert str(raised[0]) == f"alpha={alpha:g}: a significance level is above 0 and at most 1"
+
+
 def test_per_seed_deltas_pair_by_seed_and_flag_disagreement():
     refs = _refs()
     c = _scores({"a": _row(refs, {1: 0.3, 2: 0.3}), "b": _row(refs, {2: 0.1, 1: 0.5})}).compare("a", "b")
