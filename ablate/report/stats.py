@@ -42,6 +42,7 @@ from ablate.report.trials import (
     cell_disagreements,
     check_one_config,
     check_trials,
+    clean_config,
     collect,
     corpus_score,
     distinct_seeds,
@@ -398,29 +399,31 @@ def _base_among(grid: _Grid, unfinished: Sequence[Trial]) -> Any:
 
 def _waiting_point(grid: _Grid, unfinished: Sequence[Trial]) -> tuple[str, list[Trial]]:
     """The point :func:`_base_ident`'s rule picks over every point a grid plans (its rows and its unfinished trials'
-    points, on the keys that define a row), named, and its trials, where it is no row of the table; else ``("", [])``
-    (a tie among the planned points leaves the base to the rows, as when the sweep is done)."""
+    points, on the keys that vary between them), named, and its trials, where it is no row of the table; else
+    ``("", [])`` (a tie among the planned points leaves the base to the rows, as when the sweep is done)."""
     from ablate.sweep.spec import resolve
 
-    points = {tuple(map(value_order, i)): i for i in grid.order}
+    waiting = [(t, t.config if t.summary is not None else clean_config(resolve(t.params))) for t in unfinished]
+    waiting = [
+        (t, values) for t, values in waiting if t.summary is not None or t.params
+    ]  # params: its sweep.json point
+    every = [grid.groups[i][0].config for i in grid.order] + [values for _, values in waiting]
+    shared = set(every[0]).intersection(*every[1:]) - {"seed", "plugins"}  # a plugin: a file there, a digest here
+    keys = sorted(k for k in shared if len({value_order(v[k]) for v in every}) > 1)
+    points = {tuple(value_order(v[k]) for k in keys): v for v in every[: len(grid.order)]}
     trials: dict[tuple, list[Trial]] = {}
-    for t in (t for t in unfinished if t.summary is not None or t.params):  # params: its point in sweep.json
-        values = t.config if t.summary is not None else resolve(t.params)
-        ident = tuple(values.get(k, _MISSING) for k in grid.candidates)
-        key = tuple(map(value_order, ident))
-        if key not in points or key in trials:
-            points[key] = ident
+    for t, values in waiting:
+        if (key := tuple(value_order(values[k]) for k in keys)) not in points or key in trials:
+            points[key] = values
             trials.setdefault(key, []).append(t)
     if not trials:
         return "", []
-    settings = {key: dict(zip(grid.candidates, ident)) for key, ident in points.items()}
+    settings = {key: {k: v[k] for k in keys} for key, v in points.items()}
     try:
-        base = _base_ident(
-            _Grid(list(points), {k: [] for k in points}, {}, settings, grid.candidates, grid.candidates, False)
-        )
+        base = _base_ident(_Grid(list(points), {k: [] for k in points}, {}, settings, keys, keys, False))
     except ReportError:
         return "", []
-    return f"point {_label(points[base], grid.candidates)}", trials.get(base, [])
+    return f"point {_label(tuple(settings[base].values()), keys)}", trials.get(base, [])
 
 
 def _declared(grid: _Grid) -> bool:

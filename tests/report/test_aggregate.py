@@ -368,6 +368,25 @@ def test_a_grid_base_point_with_no_finished_trial_is_waited_for_not_replaced(tmp
         aggregate(collect(str(tmp_path)))
 
 
+def test_a_grid_base_point_is_waited_for_where_the_finished_points_share_its_other_values(tmp_path):
+    # only heads=1 has finished: model.heads does not vary among the finished rows, and the rule over the points
+    # of the finished rows' varying keys alone took heads=1, sinusoidal as the base
+    import json
+    import shutil
+
+    _planned_sweep(tmp_path, FULL_GRID, {})
+    state = json.loads((tmp_path / "sweep.json").read_text())
+    for trial in state["trials"]:
+        if trial["name"].startswith("heads=4"):
+            shutil.rmtree(tmp_path / trial["name"])
+            trial["status"] = "pending"
+    (tmp_path / "sweep.json").write_text(json.dumps(state))
+    with pytest.raises(
+        ReportError, match=r"^the table's base cannot be told yet: point model.heads=4, model.positions=sinusoidal has"
+    ):
+        aggregate(collect(str(tmp_path)))
+
+
 def test_a_grid_in_progress_whose_base_point_finished_keeps_it(tmp_path):
     import json
     import shutil
