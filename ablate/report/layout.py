@@ -271,10 +271,11 @@ def hinge_notes(
             f"Every {MARK} holds on its own rows: with the seed σ from the two rows' own seeds alone (the rest of "
             f"the table left out of the fit), each is still significant after Holm."
         ]
-    parts = []
+    parts, splits = [], {c.split for c in comparisons}
     for h in weak:
         c, own = h.comparison, h.alone
         where = f"{c.row} vs {c.reference}" if c.reference != sweep.base.name else c.row
+        where += f" on {c.split}" if len(splits) > 1 else ""
         if own is None or not own.tested:
             parts.append(f"{where} (Holm p {c.p_adjusted:.2g} here; its two rows have no seed variance of their own)")
         else:

@@ -307,5 +307,5 @@ def render_per_seed(sweep: Sweep, fmt: str) -> str:
         ]
         values = ["" if v is None else f"{v:.2f}" for v in ln.values]
         out.append(md_line(c.replace("|", "\\|") for c in [ln.row, str(ln.seed), *values, *deltas]))
-    out += ["", f"{FLIP} the row's per-seed Δs disagree in sign."]
+    out += ["", f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
     return "\n".join(out) + "\n"

@@ -42,6 +42,7 @@ from ablate.report.trials import (
     cell_disagreements,
     check_one_config,
     check_trials,
+    clean_config,
     collect,
     corpus_score,
     distinct_seeds,
@@ -365,9 +366,11 @@ def _ident_order(ident: Any) -> tuple:
 
 
 def _base_among(grid: _Grid, unfinished: Sequence[Trial]) -> Any:
-    """:func:`_base_ident`, refused (naming the trials) where the base may be a row the table lacks: it fails, or
-    infers a base, while trials without a readable record plan such rows (their points in ``sweep.json``); or, in
-    an undeclared variant sweep, the bare variant (the base by rule) has no finished trial yet."""
+    """:func:`_base_ident`, refused (naming the trials) where the base may be a row the table lacks: it fails while
+    trials without a readable record plan such rows (their points in ``sweep.json``), or a variant sweep infers a
+    base while they do; in an undeclared grid, the rule picks a point of unfinished trials over every planned point
+    (:func:`_waiting_point`); in an undeclared variant sweep, the bare variant (the base by rule) has no finished
+    trial yet."""
     unread = [t for t in unfinished if t.summary is None and t.status in (RunStatus.FAILED, INVALID)]
     try:
         base = _base_ident(grid)
@@ -376,16 +379,51 @@ def _base_among(grid: _Grid, unfinished: Sequence[Trial]) -> Any:
             raise
         raise _untold(unread) from None
     missing = [t for t in unread if t.params and not _has_row(grid, t)]  # params: its point in sweep.json
-    if missing and not _surely_base(grid, base, missing):
+    if grid.uses_variants and missing and not _surely_base(grid, base, missing):
         raise _untold(missing)
-    waiting = [t for t in unfinished if t.bare_variant and t.variant and t.variant not in grid.groups]
-    if waiting and grid.uses_variants and not _declared(grid):  # the base variant, failed or not run yet
+    what, waiting = "", []
+    if grid.uses_variants and not _declared(grid):  # the base variant, failed or not run yet
+        waiting = [t for t in unfinished if t.bare_variant and t.variant and t.variant not in grid.groups]
+        what = f"variant {waiting[0].variant} (no overrides)" if waiting else ""
+    elif not _declared(grid):
+        what, waiting = _waiting_point(grid, unfinished)
+    if unreadable := [t for t in waiting if t in unread]:
+        raise _untold(unreadable)
+    if waiting:
         states = ", ".join(f"{t.name}: {t.status}" for t in waiting[:4]) + (" ..." if waiting[4:] else "")
         raise ReportError(
-            f"the table's base cannot be told yet: variant {waiting[0].variant} (no overrides) has no finished trial "
-            f"({states}); wait for it or rerun it"
+            f"the table's base cannot be told yet: {what} has no finished trial ({states}); wait for it or rerun it"
         )
     return base
+
+
+def _waiting_point(grid: _Grid, unfinished: Sequence[Trial]) -> tuple[str, list[Trial]]:
+    """The point :func:`_base_ident`'s rule picks over every point a grid plans (its rows and its unfinished trials'
+    points, on the keys that vary between them), named, and its trials, where it is no row of the table; else
+    ``("", [])`` (a tie among the planned points leaves the base to the rows, as when the sweep is done)."""
+    from ablate.sweep.spec import resolve
+
+    waiting = [(t, t.config if t.summary is not None else clean_config(resolve(t.params))) for t in unfinished]
+    waiting = [
+        (t, values) for t, values in waiting if t.summary is not None or t.params
+    ]  # params: its sweep.json point
+    every = [grid.groups[i][0].config for i in grid.order] + [values for _, values in waiting]
+    shared = set(every[0]).intersection(*every[1:]) - {"seed", "plugins"}  # a plugin: a file there, a digest here
+    keys = sorted(k for k in shared if len({value_order(v[k]) for v in every}) > 1)
+    points = {tuple(value_order(v[k]) for k in keys): v for v in every[: len(grid.order)]}
+    trials: dict[tuple, list[Trial]] = {}
+    for t, values in waiting:
+        if (key := tuple(value_order(values[k]) for k in keys)) not in points or key in trials:
+            points[key] = values
+            trials.setdefault(key, []).append(t)
+    if not trials:
+        return "", []
+    settings = {key: {k: v[k] for k in keys} for key, v in points.items()}
+    try:
+        base = _base_ident(_Grid(list(points), {k: [] for k in points}, {}, settings, keys, keys, False))
+    except ReportError:
+        return "", []
+    return f"point {_label(tuple(settings[base].values()), keys)}", trials.get(base, [])
 
 
 def _declared(grid: _Grid) -> bool:
@@ -1046,7 +1084,10 @@ def design_df(rows: int, seeds: int, shared: bool, borrowed_df: int = 0) -> int:
 def _power_at(nc: float, df: float, alpha: float) -> float:
     """Two-sided power ``P(T' > c) + P(T' < -c)`` of T' ~ noncentral t(ν = ``df``, ``nc`` >= 0), ``c = t(1-α/2, ν)``
     (Owen 1968; normal where ν = inf), as ``scipy.stats.nct`` computes it without importing scipy.stats. Where
-    nctdtr returns nan (far tails, nc - c > 24) the upper tail is 1 and the lower 0: off by < 1e-6 at α >= 0.001."""
+    nctdtr returns nan (far tails, nc - c > 24) the upper tail is 1 and the lower 0: off by < 1e-6 at α >= 0.001.
+    An α outside (0, 1] is refused (at 0 no noncentrality has power: :func:`_noncentrality` would search forever)."""
+    if not 0 < alpha <= 1:
+        raise ReportError(f"alpha={alpha:g}: a significance level is above 0 and at most 1")
     crit = _t_quantile(1 - alpha / 2, df)
     if math.isinf(df):
         return float(sc.ndtr(nc - crit) + sc.ndtr(-crit - nc))
@@ -1079,16 +1120,16 @@ def power(
     se = standard_error(sigma, seeds_a, seeds_b, sentence_var)
     if se == 0:
         return 1.0 if delta else alpha
-    return _power_at(abs(delta) / se, max(float(df), 1.0), alpha)
+    return _power_at(abs(delta) / se, max(float(df), 1.0) if sigma else math.inf, alpha)  # as seed_test's df
 
 
 def detectable(sigma: float, df: int, seeds: int, sentence_var: float, alpha: float, power: float = POWER) -> float:
     """Minimum detectable |Δ| of a two-sided test at ``alpha`` with ``power`` between two rows of ``seeds``
-    seeds: ``nc* · SE(k)``, nc* the noncentrality at which the noncentral t at ``df`` has that power
+    seeds: ``nc* · SE(k)``, nc* the noncentrality at which the noncentral t at ``df`` (inf where σ is 0) has that power
     (:func:`power`'s model; ``sentence_var``: :func:`sentence_split`). The shortcut ``(t(1-α/2) + t(power)) · SE``
     falls short of ``power``: 78.5% at table3-cpu's 18 df and α/18, 76.6% at 2 df and α 0.05, 67% at 2 df and α/18."""
     se = standard_error(sigma, seeds, seeds, sentence_var)
-    return _noncentrality(float(max(df, 1)), alpha, power) * se
+    return _noncentrality(float(max(df, 1)) if sigma else math.inf, alpha, power) * se  # as seed_test's df
 
 
 MAX_SEEDS = 1000  # the most seeds per row :func:`seeds_needed` searches
@@ -1196,6 +1237,14 @@ class Comparison:
 
     def significant(self, alpha: float) -> bool:
         return self.tested and self.p_adjusted < alpha
+
+    def turned(self) -> Comparison:
+        """``reference`` against ``row``: the same test, its Δ, interval and per-seed Δs of the other sign."""
+        per_seed = tuple((s, -d) for s, d in self.per_seed)
+        return replace(
+            self, reference=self.row, row=self.reference, base_bleu=self.bleu, bleu=self.base_bleu,
+            seeds=self.seeds[::-1], ci=(-self.ci[1], -self.ci[0]), per_seed=per_seed,
+        )  # fmt: skip
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -1377,11 +1426,16 @@ def _usable(trials: Sequence[Trial], split: str) -> list[Trial]:
 
 
 def check_test(test: str, samples: int = 0) -> None:
-    """Refuse, in one line, a significance test that does not exist or a negative number of resamples."""
+    """Refuse, in one line, a significance test that does not exist, a negative number of resamples, or one
+    resample where the test takes a variance over them (``seeds``, ``bs``)."""
     if test not in TESTS:
         raise ReportError(f"unknown significance test '{test}' (choose from: {', '.join(TESTS)})")
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 0:
         raise ReportError(f"samples={samples!r}: give a whole number of resamples, or 0 for the default")
+    if samples == 1 and test != "ar":  # ar's samples are random swaps; its interval takes the default resamples
+        raise ReportError(
+            "samples=1: the variance of a Δ needs at least 2 resamples; give 2 or more, or 0 for the default"
+        )
 
 
 def split_scores(
@@ -1581,8 +1635,11 @@ def compare_scores(
 
 
 def against_base(comparisons: Sequence[Comparison], sweep: Sweep) -> dict[tuple[str, str], Comparison]:
-    """``{(row, split): Comparison}`` for the comparisons against the base row."""
-    return {(c.row, c.split): c for c in comparisons if c.reference == sweep.base.name}
+    """``{(row, split): Comparison}`` for the comparisons against the base row; a named pair with the base second
+    turned round (:meth:`Comparison.turned`), unless the row is also compared the other way."""
+    base = sweep.base.name
+    turned = [c.turned() for c in comparisons if c.row == base and c.reference != base]
+    return {(c.row, c.split): c for c in [*turned, *comparisons] if c.reference == base}
 
 
 def test_splits(sweep: Sweep) -> list[str]:

@@ -272,8 +272,8 @@ class Trial:
         config: the flattened resolved config (dotted keys, tracking keys removed).
         metrics: numeric summary values, e.g. ``val/bleu``, ``test_<split>/bleu``, ``params``.
         history: validation records ``{"step": int, "val/bleu": float, ...}`` in step order.
-        params: the sweep's varying parameters for this trial (dotted keys, ``seed`` included); for a run folder
-            without a readable record, its point in ``sweep.json``.
+        params: the sweep's varying parameters for this trial (dotted keys, ``seed`` included); for a trial
+            without a readable record (unreadable, or not started), its point in ``sweep.json``.
         hyps, refs, sources: split -> detokenized hypotheses / references / sources, aligned.
         resolved: the values the run used where its config leaves them implicit (``model.d_k``, peak
             ``train.lr``, ...), recorded or, for older runs, derived (:func:`ablate.training.run_folder.resolved`).
@@ -358,7 +358,8 @@ def collect_folder(root: Path) -> list[Trial]:
             status = running_status(root / name, t["status"])
             seed = {"seed": point["seed"]} if "seed" in point else {}
             variant = _variant_name(point.get("variant"))
-            trials.append(Trial(name, status, t["error"], config=seed, variant=variant, **sweep_facts(point)))
+            facts = {**sweep_facts(point), "params": point}
+            trials.append(Trial(name, status, t["error"], config=seed, variant=variant, **facts))
     if problem:
         trials.append(Trial(SWEEP_FILE, INVALID, f"{SWEEP_FILE}: {problem}; its planned trials are not listed"))
     if not trials:

@@ -339,3 +339,65 @@ def test_a_bare_base_variant_with_no_finished_trial_is_waited_for_not_replaced(t
         rf"no finished trial \(dot-seed=1: {how}, dot-seed=2: {how}\); wait for it or rerun it",
     ):
         aggregate(collect(str(tmp_path)))
+
+
+@pytest.mark.parametrize("how", ["failed", "pending"])
+def test_a_grid_base_point_with_no_finished_trial_is_waited_for_not_replaced(tmp_path, how):
+    # ablate's defaults (heads 4, sinusoidal) are the base of this 2x2 grid; with its trials failed (records readable)
+    # or not run yet, the table took heads=1, learned, the finished point closest to the rest, as its base
+    import json
+    import shutil
+
+    _planned_sweep(tmp_path, {**FULL_GRID, "seed": {"values": [1, 2]}}, {})
+    state = json.loads((tmp_path / "sweep.json").read_text())
+    for trial in state["trials"]:
+        if trial["name"].startswith("heads=4-positions=sinusoidal"):
+            if how == "pending":
+                shutil.rmtree(tmp_path / trial["name"])
+                trial["status"] = "pending"
+            else:
+                summary = json.loads((tmp_path / trial["name"] / "summary.json").read_text())
+                (tmp_path / trial["name"] / "summary.json").write_text(json.dumps({**summary, "status": "failed"}))
+    (tmp_path / "sweep.json").write_text(json.dumps(state))
+    with pytest.raises(
+        ReportError,
+        match=rf"^the table's base cannot be told yet: point model.heads=4, model.positions=sinusoidal has no finished "
+        rf"trial \(heads=4-positions=sinusoidal-seed=1: {how}, heads=4-positions=sinusoidal-seed=2: {how}\); "
+        "wait for it or rerun it",
+    ):
+        aggregate(collect(str(tmp_path)))
+
+
+def test_a_grid_base_point_is_waited_for_where_the_finished_points_share_its_other_values(tmp_path):
+    # only heads=1 has finished: model.heads does not vary among the finished rows, and the rule over the points
+    # of the finished rows' varying keys alone took heads=1, sinusoidal as the base
+    import json
+    import shutil
+
+    _planned_sweep(tmp_path, FULL_GRID, {})
+    state = json.loads((tmp_path / "sweep.json").read_text())
+    for trial in state["trials"]:
+        if trial["name"].startswith("heads=4"):
+            shutil.rmtree(tmp_path / trial["name"])
+            trial["status"] = "pending"
+    (tmp_path / "sweep.json").write_text(json.dumps(state))
+    with pytest.raises(
+        ReportError, match=r"^the table's base cannot be told yet: point model.heads=4, model.positions=sinusoidal has"
+    ):
+        aggregate(collect(str(tmp_path)))
+
+
+def test_a_grid_in_progress_whose_base_point_finished_keeps_it(tmp_path):
+    import json
+    import shutil
+
+    _planned_sweep(tmp_path, {**FULL_GRID, "seed": {"values": [1, 2]}}, {})
+    state = json.loads((tmp_path / "sweep.json").read_text())
+    for trial in state["trials"]:
+        if trial["name"].startswith("heads=1-positions=learned"):
+            shutil.rmtree(tmp_path / trial["name"])
+            trial["status"] = "pending"
+    (tmp_path / "sweep.json").write_text(json.dumps(state))
+    sweep = aggregate(collect(str(tmp_path)))
+    assert (sweep.base.settings["model.heads"], sweep.base.settings["model.positions"]) == (4, "sinusoidal")
+    assert len(sweep.rows) == 3

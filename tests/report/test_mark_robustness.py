@@ -110,3 +110,19 @@ def test_a_second_table_resamples_nothing(variant_sweep, tmp_path, monkeypatch):
     monkeypatch.setattr(sig, "_resample_counts", lambda *a: products.append(len(a[1])) or real(*a))
     assert report_table(str(variant_sweep), samples=100).render("md") == first
     assert sum(products) == 0
+
+
+def test_a_mark_hinging_on_two_test_splits_names_each_split(monkeypatch):
+    # x hinges on the pooled σ on both test splits: the footnote named it twice alike, "x (Holm p ... here; ...);
+    # x (Holm p ... here; ...)", so a reader could not tell which numbers were which split's
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    import ablate.report.layout as layout
+
+    scores = _table([13.0, 12.0])
+    found = [replace(c, split=s) for s in ("split_a", "split_b") for c in _compare_all(scores)]
+    comparisons = [replace(c, p_adjusted=p) for c, p in zip(found, holm([c.p_value for c in found]))]
+    monkeypatch.setattr(layout, "compare_alone", lambda sweep, c, n: _alone(scores)(c))
+    (note,) = layout.hinge_notes(SimpleNamespace(base=SimpleNamespace(name="base")), comparisons, 0.05, 0)
+    assert "x on split_a (Holm p" in note and "x on split_b (Holm p" in note

@@ -110,6 +110,24 @@ def test_a_negative_or_fractional_number_of_resamples_is_one_line_everywhere(var
             call()
 
 
+@pytest.mark.parametrize("test", ["seeds", "bs"])
+def test_one_resample_is_refused_where_the_test_needs_a_variance(variant_sweep, test):
+    # --samples 1: the variance of one bootstrap Δ is nan, so the seed test's p was nan and the table said "No † is
+    # claimed: every row has one seed" of rows of 3 seeds; the bootstrap's SE and CI were nan
+    import ablate
+
+    sweep = aggregate(collect(str(variant_sweep)))
+    for call in (
+        lambda: compare(sweep, test=test, n_samples=1),
+        lambda: ablate.table(variant_sweep, test=test, samples=1),
+    ):
+        with pytest.raises(
+            ReportError, match="^samples=1: the variance of a Δ needs at least 2 resamples; give 2 or more"
+        ):
+            call()
+    assert all(c.tested for c in compare(sweep, test="ar", n_samples=1))  # ar's samples are swaps
+
+
 def test_a_whole_run_seed_shift_fools_the_sentence_test_but_not_the_seed_aware_one():
     """Two seeds of ONE configuration whose runs differ in quality throughout (a seed shift):
     the sentence bootstrap calls them different, the seed-aware test (σ from the table's
@@ -334,6 +352,38 @@ def test_detectable_effect_has_80_percent_power_and_seeds_needed_agrees():
     assert sig.seeds_needed(0.05, sigma, 0.0, 0.05, 10, True, max_seeds=5000) == pytest.approx(3077, abs=30)
 
 
+def test_without_seed_variance_the_mde_is_that_of_the_normal_test_the_table_runs():
+    # every seed of every row scored alike (σ 0): seed_test compares Δ / SE with the normal (df inf), but the MDE
+    # footnote took the noncentral t at the fit's 3 df (18.71 BLEU on such a 3x2 table, where the test has 80% power
+    # at 10.62), and power() too
+    sentence, alpha = 12.5, 0.025
+    mde = sig.detectable(0.0, 3, 2, sentence, alpha)
+    assert sig.seed_test([0.0, 0.0], [mde, mde], sentence, 0.0, 3, False).df == math.inf
+    power = st.norm.sf(st.norm.ppf(1 - alpha / 2) - mde / math.sqrt(sentence))
+    assert power == pytest.approx(0.8, abs=1e-4)
+    assert sig.power(mde, 0.0, 3, 2, 2, sentence, alpha) == pytest.approx(0.8, abs=1e-4)
+
+
+@pytest.mark.parametrize("alpha", [0.0, -0.1, 2.5])
+def test_a_level_outside_0_to_1_is_refused_not_searched_forever(alpha):
+    # ablate table --alpha 0 (the option allows 0), ablate power --alpha 0 and ablate.table(..., alpha=5) never
+    # ended: the MDE's search for the noncentrality with 80% power doubled it forever (no power at any)
+    import threading
+
+    for call in (
+        lambda: sig.detectable(0.7, 18, 3, 0.01, alpha),
+        lambda: sig.seeds_needed(2.0, 0.7, 0.01, alpha, 10, True),
+        lambda: sig.power(2.0, 0.7, 18, 3, 3, 0.01, alpha),
+    ):
+        raised: list[BaseException] = []
+        worker = threading.Thread(target=lambda c=call, r=raised: r.append(pytest.raises(ReportError, c).value))
+        worker.daemon = True
+        worker.start()
+        worker.join(20)
+        assert not worker.is_alive() and raised, "still searching"
+        assert str(raised[0]) == f"alpha={alpha:g}: a significance level is above 0 and at most 1"
+
+
 def test_per_seed_deltas_pair_by_seed_and_flag_disagreement():
     refs = _refs()
     c = _scores({"a": _row(refs, {1: 0.3, 2: 0.3}), "b": _row(refs, {2: 0.1, 1: 0.5})}).compare("a", "b")
@@ -366,6 +416,28 @@ def test_sweep_comparisons_mark_what_differs(variant_sweep):
         assert comps[("E-learned", split)].seeds == (3, 2)  # its seed 3 is still running
         assert comps[("A-heads1", split)].significant(0.05)  # clearly worse
         assert comps[("A-heads1", split)].bleu < comps[("A-heads1", split)].base_bleu
+
+
+def test_a_named_pair_with_the_base_second_marks_the_rows_cell_against_the_base(variant_sweep):
+    # comparisons {between: variant, values: [A-heads1, base]}: the pair was tested and significant, but A-heads1's
+    # cells had no † and no Δ (only pairs with the base as reference reached the cells), though the footnote says
+    # "In the cells, † compares a row with the base"
+    from dataclasses import replace
+
+    from ablate.report.layout import MARK, build_table
+
+    sweep = replace(aggregate(collect(str(variant_sweep))), comparisons=[("variant", ["A-heads1", "base"])])
+    found = compare(sweep, n_samples=300)
+    assert [(c.reference, c.row) for c in found] == [("A-heads1", "base")] * 2
+    comps = against_base(found, sweep)
+    for direct in found:
+        c = comps[("A-heads1", direct.split)]
+        assert (c.reference, c.row, c.seeds) == ("base", "A-heads1", direct.seeds[::-1]) and c.significant(0.05)
+        assert c.delta == pytest.approx(-direct.delta) and c.delta < 0 and c.p_adjusted == direct.p_adjusted
+        assert c.ci == pytest.approx((-direct.ci[1], -direct.ci[0]))
+        assert [d for _, d in c.per_seed] == pytest.approx([-d for _, d in direct.per_seed])
+    row = next(r for r in build_table(sweep, found).rows if r.name == "A-heads1")
+    assert sum(cell.mark == MARK for cell in row.cells) == 2
 
 
 def test_resampling_many_trials_at_once_is_exact_and_done_once_per_trial():

@@ -351,3 +351,14 @@ def test_a_registered_metric_is_a_column_and_a_clash_is_refused(monkeypatch):
         register_column(Column("val/bleu", "BLEU again"), "bleu_again")
     with pytest.raises(RecordError, match="metric place 'middle'"):
         register_column(Column("val/x", "x", place="middle"))
+
+
+def test_per_seed_explains_the_sign_mark_only_where_a_row_has_it(grid_sweep, variant_sweep):
+    # every row's per-seed Δs agree in sign: no ‡ in the lines, but the legend "‡ the row's per-seed Δs disagree in
+    # sign." was printed under them all the same
+    from ablate.report.render import render_per_seed
+    from ablate.report.stats import load
+
+    assert "‡" not in render_per_seed(load(str(grid_sweep)), "md")
+    flipped = render_per_seed(load(str(variant_sweep)), "md")  # A-heads8: +0.20, -0.20, -0.30
+    assert "‡ |" in flipped and flipped.endswith("‡ the row's per-seed Δs disagree in sign.\n")
