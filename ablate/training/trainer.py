@@ -556,10 +556,36 @@ def checkpoint_callbacks(ckpt_dir: Path, every: int) -> list:
         save_on_train_epoch_end=False,
         enable_version_counter=False,
     )
-    last = ModelCheckpoint(
+    last = LastCheckpoint(
         dirpath=ckpt_dir, save_top_k=0, save_last=True, every_n_train_steps=every, enable_version_counter=False
     )
     return [best, last]
+
+
+class LastCheckpoint(ModelCheckpoint):
+    """``last.ckpt`` every n steps; at a step that validates, written after that validation. Lightning writes it
+    before, and a resume from it skips the validation: its history entry, and best.ckpt's choice, were lost."""
+
+    _after_validation = False
+
+    @property
+    def state_key(self) -> str:  # ModelCheckpoint's, so checkpoints written before this class resume as they did
+        return "ModelCheckpoint" + super().state_key.removeprefix(type(self).__qualname__)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
+        every, fetcher = self._every_n_train_steps, trainer.fit_loop._data_fetcher
+        due = every > 0 and trainer.global_step % every == 0
+        self._after_validation = (
+            due and fetcher is not None and trainer.fit_loop.epoch_loop._should_check_val_fx(fetcher)
+        )
+        if not self._after_validation:
+            super().on_train_batch_end(trainer, pl_module, *args)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._after_validation and not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+        self._after_validation = False
+        super().on_validation_end(trainer, pl_module)
 
 
 def make_trainer(
