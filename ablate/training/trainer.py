@@ -214,13 +214,16 @@ def _cpu_counter(value: Any, counted: bool) -> float:
 
 class InterruptCheckpoint(pl.Callback):
     """Save ``last.ckpt`` when SIGTERM (turned into an exception at a step boundary by Lightning) or
-    Ctrl-C stops a run, so it resumes from there; failures never overwrite the last good checkpoint."""
+    Ctrl-C stops a run, so it resumes from there; failures never overwrite the last good checkpoint. Not inside
+    a validation: a resume from there skipped the rest of it (its history entry, best.ckpt's choice); the run
+    resumes from the last.ckpt before it and validates that step whole."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        if isinstance(exception, (KeyboardInterrupt, SIGTERMException)) and trainer.global_step > 0:
+        stopped = isinstance(exception, (KeyboardInterrupt, SIGTERMException))
+        if stopped and trainer.global_step > 0 and not trainer.validating:
             trainer.save_checkpoint(self.path, weights_only=False)  # the full training state, to resume
 
 
