@@ -109,10 +109,12 @@ def train(
         if finished:
             return _already_finished(run_dir)
         raise
+    threads = torch.get_num_threads()  # train.threads is this run's: a notebook's next run starts from these
     try:
         with sigint_once(), capture(RunFiles(run_dir).console) if launcher else nullcontext():
             return _train(cfg, run_dir, overwrite, callbacks, milestone or (lambda name: None))
     finally:
+        torch.set_num_threads(threads)
         if lock is not None:
             lock.release()
 

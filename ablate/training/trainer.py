@@ -214,13 +214,16 @@ def _cpu_counter(value: Any, counted: bool) -> float:
 
 class InterruptCheckpoint(pl.Callback):
     """Save ``last.ckpt`` when SIGTERM (turned into an exception at a step boundary by Lightning) or
-    Ctrl-C stops a run, so it resumes from there; failures never overwrite the last good checkpoint."""
+    Ctrl-C stops a run, so it resumes from there; failures never overwrite the last good checkpoint. Not inside
+    a validation: a resume from there skipped the rest of it (its history entry, best.ckpt's choice); the run
+    resumes from the last.ckpt before it and validates that step whole."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        if isinstance(exception, (KeyboardInterrupt, SIGTERMException)) and trainer.global_step > 0:
+        stopped = isinstance(exception, (KeyboardInterrupt, SIGTERMException))
+        if stopped and trainer.global_step > 0 and not trainer.validating:
             trainer.save_checkpoint(self.path, weights_only=False)  # the full training state, to resume
 
 
@@ -556,10 +559,36 @@ def checkpoint_callbacks(ckpt_dir: Path, every: int) -> list:
         save_on_train_epoch_end=False,
         enable_version_counter=False,
     )
-    last = ModelCheckpoint(
+    last = LastCheckpoint(
         dirpath=ckpt_dir, save_top_k=0, save_last=True, every_n_train_steps=every, enable_version_counter=False
     )
     return [best, last]
+
+
+class LastCheckpoint(ModelCheckpoint):
+    """``last.ckpt`` every n steps; at a step that validates, written after that validation. Lightning writes it
+    before, and a resume from it skips the validation: its history entry, and best.ckpt's choice, were lost."""
+
+    _after_validation = False
+
+    @property
+    def state_key(self) -> str:  # ModelCheckpoint's, so checkpoints written before this class resume as they did
+        return "ModelCheckpoint" + super().state_key.removeprefix(type(self).__qualname__)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
+        every, fetcher = self._every_n_train_steps, trainer.fit_loop._data_fetcher
+        due = every > 0 and trainer.global_step % every == 0
+        self._after_validation = (
+            due and fetcher is not None and trainer.fit_loop.epoch_loop._should_check_val_fx(fetcher)
+        )
+        if not self._after_validation:
+            super().on_train_batch_end(trainer, pl_module, *args)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._after_validation and not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+        self._after_validation = False
+        super().on_validation_end(trainer, pl_module)
 
 
 def make_trainer(

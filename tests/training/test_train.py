@@ -79,6 +79,20 @@ def test_a_time_budget_records_the_steps_it_bought_and_the_threads(tmp_path, cac
     assert summary["threads"] == torch.get_num_threads()
 
 
+def test_train_threads_hold_for_the_run_only(tmp_path, cache_dir):
+    """train.threads set torch's threads for the rest of the process: a notebook's next run, whose train.threads=0
+    keeps torch's default, trained and recorded the first run's (measured: 1 of 2)."""
+    import torch
+
+    before = torch.get_num_threads()
+    threads = 1 if before != 1 else 2
+    overrides = tiny(
+        "train.max_steps=2", "eval.beam=1", "tracking.wandb=disabled", f"train.threads={threads}", eval_pairs=10
+    )
+    summary = train(load_config(None, overrides), tmp_path / "run")
+    assert summary["threads"] == threads and torch.get_num_threads() == before
+
+
 def test_run_dir_of_another_config_is_refused(tmp_path, cache_dir):
     from ablate.config import ConfigError
 
