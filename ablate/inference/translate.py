@@ -21,7 +21,7 @@ import torch
 from ablate.config import Config, ConfigError
 from ablate.data.tokenizer import SubwordTokenizer
 from ablate.inference import check_checkpoint
-from ablate.training.checkpoints import load_checkpoint_file, trained_run, unfit
+from ablate.training.checkpoints import load_checkpoint_file, source_limit, trained_run, unfit
 from ablate.training.module import Scores, TranslationModule, corpus_scores
 
 log = logging.getLogger(__name__)
@@ -84,13 +84,6 @@ def _say_untested_step(run_dir: Path, path: Path) -> None:
         saved.step,
         int(tested),
     )
-
-
-def source_limit(model: Any, cfg: Config) -> int:
-    """The most source subwords ``model`` reads: ``data.max_len``, as the test sets were clipped, or fewer where its
-    positions end (:attr:`~ablate.model.transformer.Transformer.max_input`: learned positions)."""
-    cap = getattr(model, "max_input", None)
-    return cfg.data.max_len if cap is None else min(cfg.data.max_len, cap)
 
 
 def _batch(ids: list[list[int]], device: torch.device) -> torch.Tensor:

@@ -18,7 +18,7 @@ from ablate.model.decoding import beam_search
 from ablate.model.transformer import Transformer
 from ablate.report.figures import check_size
 from ablate.report.trials import ReportError
-from ablate.training.checkpoints import load_trained
+from ablate.training.checkpoints import load_trained, source_limit
 from ablate.utils.io import check_apart, output_files
 
 MAX_TOKENS = 100
@@ -114,7 +114,7 @@ def plot_attention(
             f"--text is {len(pieces)} subwords long; attention maps are drawn for at most {MAX_TOKENS}: "
             f"pass one sentence"
         )
-    src_ids = pieces[: cfg.model.max_positions - 1] + [tok.eos_id]
+    src_ids = pieces[: source_limit(model, cfg)] + [tok.eos_id]  # clipped as translate and the test sets are
     src = torch.tensor([src_ids])
     with torch.no_grad():
         hyp = beam_search(

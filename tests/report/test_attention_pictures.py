@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import datasets
 import pytest
 import torch
@@ -103,3 +105,19 @@ def test_figures_are_never_written_into_the_run_folder(run):
 def test_a_beam_below_one_is_refused(run, tmp_path):
     with pytest.raises(ReportError, match="--beam 0 must be at least 1"):
         attention.plot_attention(run, "w1", tmp_path / "pics", beam=0)
+
+
+def test_a_text_longer_than_data_max_len_is_clipped_there_as_translate_clips_it(run, tmp_path, monkeypatch):
+    """``ablate attention`` clipped the text only where model.max_positions ends, so a text longer than data.max_len
+    (but within the 100-subword limit) was decoded whole, and drawn with another translation than ``ablate translate``
+    (which clips it to data.max_len, as the test sets were) gives."""
+    clipped = tmp_path / "run"
+    shutil.copytree(run, clipped)
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["data"]["max_len"] = 4
+    (clipped / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    decoded = []
+    search = attention.beam_search
+    monkeypatch.setattr(attention, "beam_search", lambda model, src, *a: decoded.append(src) or search(model, src, *a))
+    attention.plot_attention(clipped, " ".join(WORDS[:10]), tmp_path / "pics", beam=1)
+    assert decoded[0].shape == (1, 5)  # the first 4 subwords, then EOS
