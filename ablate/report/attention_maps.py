@@ -117,9 +117,9 @@ def plot_attention(
     src_ids = pieces[: source_limit(model, cfg)] + [tok.eos_id]  # clipped as translate and the test sets are
     src = torch.tensor([src_ids])
     with torch.no_grad():
-        hyp = beam_search(
-            model, src, beam, tok.bos_id, tok.eos_id, cfg.eval.len_penalty, cfg.eval.max_len_a, cfg.eval.max_len_b
-        )[0]
+        e = cfg.eval  # ranked by the run's length penalty, as translate ranks them
+        limits = (e.len_penalty, e.max_len_a, e.max_len_b)
+        hyp = beam_search(model, src, beam, tok.bos_id, tok.eos_id, *limits, length_penalty=e.length_penalty)[0]
         tgt_in = torch.tensor([[tok.bos_id] + hyp])
         maps = model.attention_maps(src, tgt_in)
     src_tokens = _pieces(tok, src_ids, "src")

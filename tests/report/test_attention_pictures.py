@@ -118,6 +118,23 @@ def test_a_text_longer_than_data_max_len_is_clipped_there_as_translate_clips_it(
     (clipped / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     decoded = []
     search = attention.beam_search
-    monkeypatch.setattr(attention, "beam_search", lambda model, src, *a: decoded.append(src) or search(model, src, *a))
+    monkeypatch.setattr(
+        attention, "beam_search", lambda model, src, *a, **k: decoded.append(src) or search(model, src, *a, **k)
+    )
     attention.plot_attention(clipped, " ".join(WORDS[:10]), tmp_path / "pics", beam=1)
     assert decoded[0].shape == (1, 5)  # the first 4 subwords, then EOS
+
+
+def test_the_translation_drawn_is_ranked_by_the_runs_length_penalty(run, tmp_path, monkeypatch):
+    """``ablate attention`` ran beam search with the fairseq length penalty whatever the run's eval.length_penalty, so
+    a run with eval.length_penalty=gnmt was drawn with another translation than ``ablate translate`` gives."""
+    gnmt = tmp_path / "run"
+    shutil.copytree(run, gnmt)
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["eval"].update(length_penalty="gnmt", len_penalty=0.6)
+    (gnmt / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    asked = []
+    search = attention.beam_search
+    monkeypatch.setattr(attention, "beam_search", lambda *a, **k: asked.append((a[5], k)) or search(*a, **k))
+    attention.plot_attention(gnmt, "w1 w2 w3", tmp_path / "pics", beam=2)
+    assert asked == [(0.6, {"length_penalty": "gnmt"})]
