@@ -141,16 +141,19 @@ def translate(
 def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> tuple[str, list[str], list[str]]:
     """``(split name, sources, references)`` of ``split`` (default: the first test split) of ``source`` (``data.source``
     syntax; default: the run's data), read as training reads it, in the run's language pair."""
-    from ablate.data.sources import make_source
+    from ablate.data.sources import FALLBACK, LocalFolder, make_source, source_kind
     from ablate.utils.io import cache_root
 
     data = run.cfg.data if source is None else dataclasses.replace(run.cfg.data, source=source)
     with tempfile.TemporaryDirectory(prefix="ablate-evaluate-") as tmp:
-        corpus = make_source(data, cache_root(data.cache_dir)).load(Path(tmp))
-        name = split or (corpus.test_splits[0] if corpus.test_splits else corpus.val_split)
-        if name not in corpus.splits:
-            raise ConfigError(f"no split '{name}' in {data.source} (have: {', '.join(sorted(corpus.splits))})")
-        ds = corpus.splits[name]
+        if split and source_kind(data.source) == FALLBACK:  # a folder's split alone, whatever its name: no train needed
+            splits, name = LocalFolder(data, cache_root(data.cache_dir), only=split).read(Path(tmp))[0], split
+        else:
+            corpus = make_source(data, cache_root(data.cache_dir)).load(Path(tmp))
+            splits, name = corpus.splits, split or (corpus.test_splits[0] if corpus.test_splits else corpus.val_split)
+        if name not in splits:
+            raise ConfigError(f"no split '{name}' in {data.source} (have: {', '.join(sorted(splits))})")
+        ds = splits[name]
         return name, list(ds["src"]), list(ds["tgt"])
 
 
