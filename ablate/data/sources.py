@@ -222,6 +222,12 @@ class LocalFolder:
         splits = {split for split, _ in found}
         if only and only not in splits:
             raise DataError(f"no split '{only}' in {self.folder} for {pair} (found: {listing})")
+        for split in sorted(name for name in splits if name.startswith("test") and name != only):
+            lacking = [lang for lang in self.langs if (split, lang) not in found]
+            if lacking:  # a multilingual folder's test set of another pair (Multi30k's)
+                path = self.folder / f"{split}.{lacking[0]}"
+                log.warning("%s[.gz] is missing: %s is not a test set of %s, so it is left out", path, split, pair)
+                splits.discard(split)
         val, tests = (only, []) if only else pick_splits(splits, f"{self.folder} for {pair}", listing)
         files = {}
         for split in [only] if only else ["train", val, *tests]:
