@@ -167,7 +167,7 @@ def translate(
 
     run = _load(run_dir, checkpoint, variant, seed, plugins, trust_plugins)
     for line in inference.translate(run, sentences, beam, len_penalty):
-        typer.echo(line)
+        typer.echo(one_line(line))  # one translation per line, as evaluate --hyps writes them
 
 
 def evaluate(

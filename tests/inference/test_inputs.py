@@ -66,6 +66,15 @@ def test_translate_gives_one_output_per_input_line(echo_run, tmp_path):
         assert result.stdout.split("\n") == ["[a\x0cb]", "[c\u2028d]", "[e\x85f]", ""]
 
 
+def test_a_translation_holding_a_line_break_is_still_one_line(echo_run):
+    """A translation holding a carriage return (a subword learnt from a corpus line with a stray \\r, copied to the
+    output) was printed as it was: sacrebleu and any text-mode reader split it in two, so the lines after it were
+    scored against the wrong references. translate now writes it as evaluate --hyps and hyps/ do (one_line)."""
+    result = _invoke("translate", "run", input=b"a\rb\nc\n")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "[a b]\n[c]\n"
+
+
 def test_translate_refuses_latin1_from_a_file_or_stdin(echo_run, tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes("un café\n".encode("latin-1"))
