@@ -152,7 +152,7 @@ def translate(
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
     check_decoding(beam, len_penalty)
     check_checkpoint(checkpoint)
-    if input is not None and not input.is_file():
+    if input is not None and (input.is_dir() or not input.exists()):  # a pipe (--input <(zcat ...)) reads as a file
         _fail(
             f"--input {input} is a folder; give a file of sentences"
             if input.is_dir()

@@ -3,6 +3,9 @@ only, a beam of at least 1 and a checkpoint name that exists; each refusal one l
 
 from __future__ import annotations
 
+import os
+import threading
+
 import pytest
 from typer.testing import CliRunner
 
@@ -95,6 +98,22 @@ def test_translate_refuses_latin1_from_a_file_or_stdin(echo_run, tmp_path):
 def test_translate_and_evaluate_refuse_the_same_values_before_any_work(command, args, words, tmp_path):
     result = _invoke(command, tmp_path / "not-a-run", *args, input="a\n")
     _one_line(result, *words)
+
+
+def test_translate_reads_a_pipe_given_as_input(echo_run, tmp_path):
+    """``--input <(zcat source.gz)`` or ``--input /dev/stdin`` (a pipe, not a regular file) said "input file not
+    found: /dev/fd/63" though it is there; a pipe is read as a file is."""
+    fifo = tmp_path / "source.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=(b"a\nb\n",), daemon=True)
+    writer.start()
+    try:
+        result = _invoke("translate", "run", "--input", fifo)
+    finally:
+        if writer.is_alive():  # refused without reading: release the writer
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "[a]\n[b]\n"
 
 
 def test_translate_input_that_is_a_folder_is_called_a_folder(echo_run, tmp_path):
