@@ -108,7 +108,7 @@ def plot_attention(
         raise ReportError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
     cfg, module, tok = load_trained(run_dir, plugins=plugins, trust_plugins=trust_plugins)
     model = cast(Transformer, module)  # load_trained says nn.Module: every arch has Transformer's interface
-    pieces = tok.encode_src([text])[0]
+    pieces = tok.encode_src([text.strip()])[0]  # stripped, as training reads a corpus line and translate its input
     if len(pieces) > MAX_TOKENS:  # maps are tokens x tokens and decoding grows with them: 600 words took 20 GB
         raise ReportError(
             f"--text is {len(pieces)} subwords long; attention maps are drawn for at most {MAX_TOKENS}: "

@@ -138,3 +138,17 @@ def test_the_translation_drawn_is_ranked_by_the_runs_length_penalty(run, tmp_pat
     monkeypatch.setattr(attention, "beam_search", lambda *a, **k: asked.append((a[5], k)) or search(*a, **k))
     attention.plot_attention(gnmt, "w1 w2 w3", tmp_path / "pics", beam=2)
     assert asked == [(0.6, {"length_penalty": "gnmt"})]
+
+
+def test_the_text_is_read_as_translate_reads_a_line(run, tmp_path, monkeypatch):
+    """``--text "w1 w2 "`` (a trailing space, or a newline from ``"$(cat file)"``-like quoting) was segmented as it was:
+    a trailing '▁' piece the model never saw in training, which strips every corpus line and every translate input,
+    so the map drawn was of another input than ``ablate translate`` decodes."""
+    decoded = []
+    search = attention.beam_search
+    monkeypatch.setattr(
+        attention, "beam_search", lambda model, src, *a, **k: decoded.append(src) or search(model, src, *a, **k)
+    )
+    for text in ("w1 w2", " w1 w2 \n"):
+        attention.plot_attention(run, text, tmp_path / "pics", beam=1)
+    assert decoded[0].tolist() == decoded[1].tolist()
