@@ -154,7 +154,8 @@ def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> t
         if name not in splits:
             raise ConfigError(f"no split '{name}' in {data.source} (have: {', '.join(sorted(splits))})")
         ds = splits[name]
-        return name, list(ds["src"]), list(ds["tgt"])
+        sources, references = ([text or "" for text in ds[side]] for side in ("src", "tgt"))  # null: "", as training
+        return name, sources, references
 
 
 def evaluate(

@@ -146,6 +146,23 @@ def test_evaluate_scores_a_split_of_any_name_in_a_folder_of_test_sets_alone(trai
     assert result.exit_code == 2 and result.output.startswith("error: no split 'test' in ")
 
 
+def test_evaluate_reads_a_missing_hub_reference_as_training_does(trained, tmp_path):
+    """A hub dataset's null sentence (a missing translation) is an empty line to training, which scores it so; ``ablate
+    evaluate --data hf:...`` passed the None on and failed in sacreBLEU with a traceback ("argument of type 'NoneType'
+    is not iterable")."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    corpus = Path(json.loads((trained / "summary.json").read_text())["config"]["data"]["source"])
+    columns = {lang: (corpus / f"test.{lang}").read_text().splitlines() for lang in ("en", "de")}
+    columns["de"][3] = columns["en"][5] = None
+    (tmp_path / "hub" / "data").mkdir(parents=True)
+    for split in ("train", "validation", "test"):
+        pq.write_table(pa.table(columns), tmp_path / "hub" / "data" / f"{split}-00000-of-00001.parquet")
+    out = _cli("evaluate", str(trained), "--data", f"hf:{tmp_path / 'hub'}", "--split", "test")
+    assert out.startswith("test: BLEU ") and f"({len(columns['en'])} sentences)" in out
+
+
 def test_bad_inputs_are_one_line(trained, tmp_path):
     from ablate import cli
 
