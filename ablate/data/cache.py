@@ -347,4 +347,8 @@ def prepare(cfg: DataConfig) -> Prepared:
         cfg.max_len,
         stats["seconds"],
     )
+    if not meta["test_splits"]:
+        log.warning(
+            "no test split (test*) in %s: this run is validated on %s but not tested", cfg.source, meta["val_split"]
+        )
     return Prepared(tokenizer, splits, meta["val_split"], meta["test_splits"], stats)

@@ -190,9 +190,10 @@ class LocalFolder:
     The folder holds ``train``, a validation split (``val``, ``valid`` or ``dev``) and any splits named
     ``test*``, one file per language each. Lines are split on ``\\n`` only (never on Unicode line separators,
     which would break alignment), decoded as UTF-8 with ``errors='replace'`` (lines that needed it are counted
-    and logged), and stripped. The fingerprint is each file's SHA-256, memoised by (path, size, mtime)."""
+    and logged), and stripped. The fingerprint is each file's SHA-256, memoised by (path, size, mtime). ``only``
+    names one split to read alone, whatever its name (``ablate evaluate --split``): no other split is needed."""
 
-    def __init__(self, cfg: DataConfig, cache_root: Path):
+    def __init__(self, cfg: DataConfig, cache_root: Path, only: str | None = None):
         self.folder = Path(cfg.source).expanduser()
         self.langs = (cfg.src_lang, cfg.tgt_lang)
         self.cache_root = cache_root
@@ -201,11 +202,11 @@ class LocalFolder:
                 f"data.source={cfg.source!r} is not a folder; give 'builtin', 'hf:<dataset>[:<config>]' "
                 f"or a folder of {{split}}.{{lang}}[.gz] files"
             )
-        self.files, self.val_split, self.test_splits = self._discover()
+        self.files, self.val_split, self.test_splits = self._discover(only)
 
-    def _discover(self) -> tuple[dict[str, tuple[Path, Path]], str, list[str]]:
-        """split -> (source file, target file) for train, the validation split and test splits; the validation
-        split and the test splits."""
+    def _discover(self, only: str | None = None) -> tuple[dict[str, tuple[Path, Path]], str, list[str]]:
+        """split -> (source file, target file) for train, the validation split and test splits (or ``only``); the
+        validation split and the test splits."""
         found: dict[tuple[str, str], Path] = {}
         names = []
         for path in sorted(self.folder.iterdir()):
@@ -218,9 +219,18 @@ class LocalFolder:
                 found[(split, lang)] = path  # an uncompressed copy wins over a .gz one
         pair = "-".join(self.langs)
         listing = ", ".join(names[:12]) + (f", ... ({len(names)} files)" if len(names) > 12 else "") or "no files"
-        val, tests = pick_splits({split for split, _ in found}, f"{self.folder} for {pair}", listing)
+        splits = {split for split, _ in found}
+        if only and only not in splits:
+            raise DataError(f"no split '{only}' in {self.folder} for {pair} (found: {listing})")
+        for split in sorted(name for name in splits if name.startswith("test") and name != only):
+            lacking = [lang for lang in self.langs if (split, lang) not in found]
+            if lacking:  # a multilingual folder's test set of another pair (Multi30k's)
+                path = self.folder / f"{split}.{lacking[0]}"
+                log.warning("%s[.gz] is missing: %s is not a test set of %s, so it is left out", path, split, pair)
+                splits.discard(split)
+        val, tests = (only, []) if only else pick_splits(splits, f"{self.folder} for {pair}", listing)
         files = {}
-        for split in ["train", val, *tests]:
+        for split in [only] if only else ["train", val, *tests]:
             for lang in self.langs:
                 if (split, lang) not in found:
                     raise DataError(
@@ -242,6 +252,11 @@ class LocalFolder:
 
     def load(self, workdir: Path) -> Corpus:
         """Check alignment of every split, then stream each split into Arrow files."""
+        splits, undecodable = self.read(workdir)
+        return Corpus(splits, self.val_split, self.test_splits, undecodable)
+
+    def read(self, workdir: Path) -> tuple[dict[str, datasets.Dataset], dict[str, int]]:
+        """Every split (checked all before any is converted) as Arrow files, and its count of undecodable lines."""
         for split, (src, tgt) in self.files.items():  # all checks before any (slow) conversion
             (n_src, src_problem), (n_tgt, tgt_problem) = scan_text(src, split), scan_text(tgt, split)
             if n_src == n_tgt == 0:
@@ -265,7 +280,7 @@ class LocalFolder:
                     split,
                 )
             splits[split] = ds.remove_columns("undecodable")
-        return Corpus(splits, self.val_split, self.test_splits, undecodable)
+        return splits, undecodable
 
 
 def _first_line(err: BaseException) -> str:

@@ -152,7 +152,7 @@ def translate(
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
     check_decoding(beam, len_penalty)
     check_checkpoint(checkpoint)
-    if input is not None and not input.is_file():
+    if input is not None and (input.is_dir() or not input.exists()):  # a pipe (--input <(zcat ...)) reads as a file
         _fail(
             f"--input {input} is a folder; give a file of sentences"
             if input.is_dir()
@@ -167,7 +167,7 @@ def translate(
 
     run = _load(run_dir, checkpoint, variant, seed, plugins, trust_plugins)
     for line in inference.translate(run, sentences, beam, len_penalty):
-        typer.echo(line)
+        typer.echo(one_line(line))  # one translation per line, as evaluate --hyps writes them
 
 
 def evaluate(

@@ -21,7 +21,7 @@ import torch
 from ablate.config import Config, ConfigError
 from ablate.data.tokenizer import SubwordTokenizer
 from ablate.inference import check_checkpoint
-from ablate.training.checkpoints import load_checkpoint_file, trained_run, unfit
+from ablate.training.checkpoints import load_checkpoint_file, source_limit, trained_run, unfit
 from ablate.training.module import Scores, TranslationModule, corpus_scores
 
 log = logging.getLogger(__name__)
@@ -86,13 +86,6 @@ def _say_untested_step(run_dir: Path, path: Path) -> None:
     )
 
 
-def source_limit(model: Any, cfg: Config) -> int:
-    """The most source subwords ``model`` reads: ``data.max_len``, as the test sets were clipped, or fewer where its
-    positions end (:attr:`~ablate.model.transformer.Transformer.max_input`: learned positions)."""
-    cap = getattr(model, "max_input", None)
-    return cfg.data.max_len if cap is None else min(cfg.data.max_len, cap)
-
-
 def _batch(ids: list[list[int]], device: torch.device) -> torch.Tensor:
     """``(B, S + 1)`` source rows with EOS appended, right-padded, as the data module pads them."""
     from ablate.data.datamodule import pad_rows
@@ -148,17 +141,21 @@ def translate(
 def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> tuple[str, list[str], list[str]]:
     """``(split name, sources, references)`` of ``split`` (default: the first test split) of ``source`` (``data.source``
     syntax; default: the run's data), read as training reads it, in the run's language pair."""
-    from ablate.data.sources import make_source
+    from ablate.data.sources import FALLBACK, LocalFolder, make_source, source_kind
     from ablate.utils.io import cache_root
 
     data = run.cfg.data if source is None else dataclasses.replace(run.cfg.data, source=source)
     with tempfile.TemporaryDirectory(prefix="ablate-evaluate-") as tmp:
-        corpus = make_source(data, cache_root(data.cache_dir)).load(Path(tmp))
-        name = split or (corpus.test_splits[0] if corpus.test_splits else corpus.val_split)
-        if name not in corpus.splits:
-            raise ConfigError(f"no split '{name}' in {data.source} (have: {', '.join(sorted(corpus.splits))})")
-        ds = corpus.splits[name]
-        return name, list(ds["src"]), list(ds["tgt"])
+        if split and source_kind(data.source) == FALLBACK:  # a folder's split alone, whatever its name: no train needed
+            splits, name = LocalFolder(data, cache_root(data.cache_dir), only=split).read(Path(tmp))[0], split
+        else:
+            corpus = make_source(data, cache_root(data.cache_dir)).load(Path(tmp))
+            splits, name = corpus.splits, split or (corpus.test_splits[0] if corpus.test_splits else corpus.val_split)
+        if name not in splits:
+            raise ConfigError(f"no split '{name}' in {data.source} (have: {', '.join(sorted(splits))})")
+        ds = splits[name]
+        sources, references = ([text or "" for text in ds[side]] for side in ("src", "tgt"))  # null: "", as training
+        return name, sources, references
 
 
 def evaluate(

@@ -18,7 +18,7 @@ from ablate.model.decoding import beam_search
 from ablate.model.transformer import Transformer
 from ablate.report.figures import check_size
 from ablate.report.trials import ReportError
-from ablate.training.checkpoints import load_trained
+from ablate.training.checkpoints import load_trained, source_limit
 from ablate.utils.io import check_apart, output_files
 
 MAX_TOKENS = 100
@@ -108,18 +108,18 @@ def plot_attention(
         raise ReportError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
     cfg, module, tok = load_trained(run_dir, plugins=plugins, trust_plugins=trust_plugins)
     model = cast(Transformer, module)  # load_trained says nn.Module: every arch has Transformer's interface
-    pieces = tok.encode_src([text])[0]
+    pieces = tok.encode_src([text.strip()])[0]  # stripped, as training reads a corpus line and translate its input
     if len(pieces) > MAX_TOKENS:  # maps are tokens x tokens and decoding grows with them: 600 words took 20 GB
         raise ReportError(
             f"--text is {len(pieces)} subwords long; attention maps are drawn for at most {MAX_TOKENS}: "
             f"pass one sentence"
         )
-    src_ids = pieces[: cfg.model.max_positions - 1] + [tok.eos_id]
+    src_ids = pieces[: source_limit(model, cfg)] + [tok.eos_id]  # clipped as translate and the test sets are
     src = torch.tensor([src_ids])
     with torch.no_grad():
-        hyp = beam_search(
-            model, src, beam, tok.bos_id, tok.eos_id, cfg.eval.len_penalty, cfg.eval.max_len_a, cfg.eval.max_len_b
-        )[0]
+        e = cfg.eval  # ranked by the run's length penalty, as translate ranks them
+        limits = (e.len_penalty, e.max_len_a, e.max_len_b)
+        hyp = beam_search(model, src, beam, tok.bos_id, tok.eos_id, *limits, length_penalty=e.length_penalty)[0]
         tgt_in = torch.tensor([[tok.bos_id] + hyp])
         maps = model.attention_maps(src, tgt_in)
     src_tokens = _pieces(tok, src_ids, "src")

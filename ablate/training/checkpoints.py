@@ -291,6 +291,13 @@ def unfit(path: Path, run_dir: Path, err: BaseException) -> ConfigError:
     return ConfigError(f"checkpoint {path} does not fit the model of {run_dir}/config.yaml ({first_line(err)[:160]})")
 
 
+def source_limit(model: Any, cfg: Config) -> int:
+    """The most source subwords ``model`` reads: ``data.max_len``, as the test sets were clipped, or fewer where its
+    positions end (:attr:`~ablate.model.transformer.Transformer.max_input`: learned positions)."""
+    cap = getattr(model, "max_input", None)
+    return cfg.data.max_len if cap is None else min(cfg.data.max_len, cap)
+
+
 def load_trained(
     run_dir: str | Path, which: str = "best", plugins: Sequence[str] = (), trust_plugins: bool = False
 ) -> tuple[Config, nn.Module, SubwordTokenizer]:

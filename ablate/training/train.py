@@ -191,6 +191,8 @@ def _start(cfg: Config, run_dir: Path, state: str, start_from: str | None, mark:
         _prepare_process(cfg, start_from)
         data = TranslationDataModule(cfg.data, cfg.train, cfg.eval, cfg.seed)  # corpus, tokenizer, batches
         data.setup()
+        if state == "resume":
+            _check_same_tokenizer(cfg, run_dir, data.tokenizer)
     except Exception as err:  # noqa: BLE001 - recorded as the command line will show it, then raised unchanged
         _record_failed_start(cfg, run_dir, user_error_line(err) or _describe_failure(err, cfg))
         raise
@@ -207,6 +209,24 @@ def _start(cfg: Config, run_dir: Path, state: str, start_from: str | None, mark:
         _record_failed_start(cfg, run_dir, message)
         raise RunError(message) from err
     return run
+
+
+def _check_same_tokenizer(cfg: Config, run_dir: Path, tokenizer: Any) -> None:
+    """A resumed run's corpus must still give the tokenizer the run started with: the data cache follows a corpus
+    edited on disk, but the checkpoint's embeddings learnt the old ids. A missing or damaged one is replaced."""
+    from ablate.data.sources import DataError
+    from ablate.data.tokenizer import SubwordTokenizer, TokenizerError
+
+    saved = RunFiles(run_dir).tokenizer
+    try:
+        started = SubwordTokenizer.load(saved).to_json()
+    except TokenizerError:
+        return
+    if started != tokenizer.to_json():
+        raise DataError(
+            f"data.source={cfg.data.source} no longer gives the tokenizer this run started with ({saved}): its corpus "
+            f"changed since; restore the corpus to resume, or pass --overwrite to train the run afresh on the new one"
+        )
 
 
 def _prepare_process(cfg: Config, start_from: str | None) -> None:

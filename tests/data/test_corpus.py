@@ -67,6 +67,16 @@ def test_missing_language_file(make_cfg, tmp_path):
         make_source(make_cfg(make_folder(tmp_path, files)), tmp_path)
 
 
+def test_a_test_set_of_another_pair_in_a_multilingual_folder_is_left_out_with_a_warning(make_cfg, tmp_path, caplog):
+    """Multi30k's own folder holds test_2016_flickr.{en,de,fr,cs} but test_2017_mscoco.{en,de,fr}: training en-cs
+    there stopped at "missing language file test_2017_mscoco.cs", though that test set is not one of en-cs. A test
+    split with one file of the pair is now left out with a warning naming the file it lacks."""
+    files = dict(PAIR, **{"test_a.en": ["x"], "test_a.de": ["X"], "test_b.en": ["y"], "test_b.fr": ["Y"]})
+    source = make_source(make_cfg(make_folder(tmp_path, files)), tmp_path / "c")
+    assert source.test_splits == ["test_a"]
+    assert "test_b.de[.gz] is missing: test_b is not a test set of en-de, so it is left out" in caplog.text
+
+
 def test_misaligned_files_name_both_files_and_counts(make_cfg, tmp_path):
     files = dict(PAIR, **{"train.de": ["A B", "C D", "E F"]})
     source = make_source(make_cfg(make_folder(tmp_path, files)), tmp_path)

@@ -215,3 +215,14 @@ def test_worker_processes_give_the_same_batches(make_cfg):
     workers.setup()
     for a, b in zip(dm.train_dataloader(), workers.train_dataloader()):
         assert set(a) == set(b) and all(torch.equal(a[k], b[k]) if torch.is_tensor(a[k]) else a[k] == b[k] for k in a)
+
+
+def test_a_corpus_without_a_test_split_says_the_run_will_not_be_tested(make_cfg, tmp_path, caplog):
+    """A folder of train, val and newstest2014 (a split not named test*) trained, printed no test BLEU and ended with
+    Lightning's "Total length of `list` across ranks is zero": nothing said that no test split was found."""
+    files = {"train.en": ["a b", "c d"], "train.de": ["A B", "C D"], "val.en": ["e"], "val.de": ["E"]}
+    folder = make_folder(tmp_path, {**files, "newstest2014.en": ["x"], "newstest2014.de": ["X"]})
+    for _ in range(2):  # built, then cached
+        caplog.clear()
+        assert prepare(make_cfg(folder, vocab_size=60)).test_splits == []
+        assert f"no test split (test*) in {folder}: this run is validated on val but not tested" in caplog.text

@@ -3,6 +3,9 @@ only, a beam of at least 1 and a checkpoint name that exists; each refusal one l
 
 from __future__ import annotations
 
+import os
+import threading
+
 import pytest
 from typer.testing import CliRunner
 
@@ -66,6 +69,15 @@ def test_translate_gives_one_output_per_input_line(echo_run, tmp_path):
         assert result.stdout.split("\n") == ["[a\x0cb]", "[c\u2028d]", "[e\x85f]", ""]
 
 
+def test_a_translation_holding_a_line_break_is_still_one_line(echo_run):
+    """A translation holding a carriage return (a subword learnt from a corpus line with a stray \\r, copied to the
+    output) was printed as it was: sacrebleu and any text-mode reader split it in two, so the lines after it were
+    scored against the wrong references. translate now writes it as evaluate --hyps and hyps/ do (one_line)."""
+    result = _invoke("translate", "run", input=b"a\rb\nc\n")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "[a b]\n[c]\n"
+
+
 def test_translate_refuses_latin1_from_a_file_or_stdin(echo_run, tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes("un café\n".encode("latin-1"))
@@ -86,6 +98,22 @@ def test_translate_refuses_latin1_from_a_file_or_stdin(echo_run, tmp_path):
 def test_translate_and_evaluate_refuse_the_same_values_before_any_work(command, args, words, tmp_path):
     result = _invoke(command, tmp_path / "not-a-run", *args, input="a\n")
     _one_line(result, *words)
+
+
+def test_translate_reads_a_pipe_given_as_input(echo_run, tmp_path):
+    """``--input <(zcat source.gz)`` or ``--input /dev/stdin`` (a pipe, not a regular file) said "input file not
+    found: /dev/fd/63" though it is there; a pipe is read as a file is."""
+    fifo = tmp_path / "source.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=(b"a\nb\n",), daemon=True)
+    writer.start()
+    try:
+        result = _invoke("translate", "run", "--input", fifo)
+    finally:
+        if writer.is_alive():  # refused without reading: release the writer
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "[a]\n[b]\n"
 
 
 def test_translate_input_that_is_a_folder_is_called_a_folder(echo_run, tmp_path):

@@ -63,10 +63,14 @@ def trained(tmp_path_factory) -> Path:
     return run_dir
 
 
-def _cli(*args: str, input: str | None = None):
+def cli_app():
     from ablate import cli
 
-    result = CliRunner().invoke(cli.app, list(args), input=input)
+    return cli.app
+
+
+def _cli(*args: str, input: str | None = None):
+    result = CliRunner().invoke(cli_app(), list(args), input=input)
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -125,6 +129,38 @@ def test_evaluate_reproduces_the_recorded_test_bleu(trained, tmp_path):
     assert (tmp_path / "hyps.txt").read_text() == (trained / "hyps" / "test.txt").read_text()
     other = _cli("evaluate", str(trained), "--data", summary["config"]["data"]["source"], "--split", "test_extra")
     assert other.startswith("test_extra: BLEU ") and "(30 sentences)" in other
+
+
+def test_evaluate_scores_a_split_of_any_name_in_a_folder_of_test_sets_alone(trained, tmp_path):
+    """``ablate evaluate RUN --data FOLDER --split newstest2014`` was refused twice over: a folder holding test sets
+    alone had "no 'train' split ...; add a train split", and a split not named test* was "no split 'newstest2014'"
+    though its files are there. A split named by --split is now read alone, whatever its name."""
+    summary = json.loads((trained / "summary.json").read_text())
+    corpus, tests = Path(summary["config"]["data"]["source"]), tmp_path / "wmt"
+    tests.mkdir()
+    for lang in ("en", "de"):
+        (tests / f"newstest2014.{lang}").write_bytes((corpus / f"test.{lang}").read_bytes())
+    out = _cli("evaluate", str(trained), "--data", str(tests), "--split", "newstest2014")
+    assert out.startswith(f"newstest2014: BLEU {summary['test/bleu']:.2f}  chrF {summary['test/chrf']:.2f}")
+    result = CliRunner().invoke(cli_app(), ["evaluate", str(trained), "--data", str(tests), "--split", "test"])
+    assert result.exit_code == 2 and result.output.startswith("error: no split 'test' in ")
+
+
+def test_evaluate_reads_a_missing_hub_reference_as_training_does(trained, tmp_path):
+    """A hub dataset's null sentence (a missing translation) is an empty line to training, which scores it so; ``ablate
+    evaluate --data hf:...`` passed the None on and failed in sacreBLEU with a traceback ("argument of type 'NoneType'
+    is not iterable")."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    corpus = Path(json.loads((trained / "summary.json").read_text())["config"]["data"]["source"])
+    columns = {lang: (corpus / f"test.{lang}").read_text().splitlines() for lang in ("en", "de")}
+    columns["de"][3] = columns["en"][5] = None
+    (tmp_path / "hub" / "data").mkdir(parents=True)
+    for split in ("train", "validation", "test"):
+        pq.write_table(pa.table(columns), tmp_path / "hub" / "data" / f"{split}-00000-of-00001.parquet")
+    out = _cli("evaluate", str(trained), "--data", f"hf:{tmp_path / 'hub'}", "--split", "test")
+    assert out.startswith("test: BLEU ") and f"({len(columns['en'])} sentences)" in out
 
 
 def test_bad_inputs_are_one_line(trained, tmp_path):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import datasets
 import pytest
 import torch
@@ -103,3 +105,50 @@ def test_figures_are_never_written_into_the_run_folder(run):
 def test_a_beam_below_one_is_refused(run, tmp_path):
     with pytest.raises(ReportError, match="--beam 0 must be at least 1"):
         attention.plot_attention(run, "w1", tmp_path / "pics", beam=0)
+
+
+def test_a_text_longer_than_data_max_len_is_clipped_there_as_translate_clips_it(run, tmp_path, monkeypatch):
+    """``ablate attention`` clipped the text only where model.max_positions ends, so a text longer than data.max_len
+    (but within the 100-subword limit) was decoded whole, and drawn with another translation than ``ablate translate``
+    (which clips it to data.max_len, as the test sets were) gives."""
+    clipped = tmp_path / "run"
+    shutil.copytree(run, clipped)
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["data"]["max_len"] = 4
+    (clipped / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    decoded = []
+    search = attention.beam_search
+    monkeypatch.setattr(
+        attention, "beam_search", lambda model, src, *a, **k: decoded.append(src) or search(model, src, *a, **k)
+    )
+    attention.plot_attention(clipped, " ".join(WORDS[:10]), tmp_path / "pics", beam=1)
+    assert decoded[0].shape == (1, 5)  # the first 4 subwords, then EOS
+
+
+def test_the_translation_drawn_is_ranked_by_the_runs_length_penalty(run, tmp_path, monkeypatch):
+    """``ablate attention`` ran beam search with the fairseq length penalty whatever the run's eval.length_penalty, so
+    a run with eval.length_penalty=gnmt was drawn with another translation than ``ablate translate`` gives."""
+    gnmt = tmp_path / "run"
+    shutil.copytree(run, gnmt)
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["eval"].update(length_penalty="gnmt", len_penalty=0.6)
+    (gnmt / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    asked = []
+    search = attention.beam_search
+    monkeypatch.setattr(attention, "beam_search", lambda *a, **k: asked.append((a[5], k)) or search(*a, **k))
+    attention.plot_attention(gnmt, "w1 w2 w3", tmp_path / "pics", beam=2)
+    assert asked == [(0.6, {"length_penalty": "gnmt"})]
+
+
+def test_the_text_is_read_as_translate_reads_a_line(run, tmp_path, monkeypatch):
+    """``--text "w1 w2 "`` (a trailing space, or a newline from ``"$(cat file)"``-like quoting) was segmented as it was:
+    a trailing '▁' piece the model never saw in training, which strips every corpus line and every translate input,
+    so the map drawn was of another input than ``ablate translate`` decodes."""
+    decoded = []
+    search = attention.beam_search
+    monkeypatch.setattr(
+        attention, "beam_search", lambda model, src, *a, **k: decoded.append(src) or search(model, src, *a, **k)
+    )
+    for text in ("w1 w2", " w1 w2 \n"):
+        attention.plot_attention(run, text, tmp_path / "pics", beam=1)
+    assert decoded[0].tolist() == decoded[1].tolist()

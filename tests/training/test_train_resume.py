@@ -216,3 +216,28 @@ def test_last_checkpoint_keeps_model_checkpoints_state_key(tmp_path):
     last = checkpoint_callbacks(tmp_path, 5)[1]
     plain = ModelCheckpoint(dirpath=tmp_path, save_top_k=0, save_last=True, every_n_train_steps=5)
     assert last.state_key == plain.state_key
+
+
+def test_a_run_whose_corpus_changed_since_it_started_is_not_resumed_on_it(tmp_path):
+    """The data cache follows a corpus edited on disk, so a killed run resumed after the edit trained on: with a
+    tokenizer learnt from the new text, whose ids name other subwords than the ones its checkpoint's embeddings
+    learnt, and a record mixing two corpora. The resume is now refused in one line (the run folder's tokenizer
+    is kept), until the corpus is restored or the run is started afresh."""
+    from ablate.data import builtin
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split, n in (("train", 300), ("val", 20), ("test", 20)):
+        pairs = list(builtin.generate(split, n))
+        for lang, side in (("en", 0), ("de", 1)):
+            (corpus / f"{split}.{lang}").write_text("".join(p[side] + "\n" for p in pairs))
+    run_dir, cache = tmp_path / "run", tmp_path / "cache"
+    first = (tmp_path / "first-tokenizer.json", run_dir / "tokenizer" / "joint.json")
+    args = (f"data.source={corpus}", "train.max_steps=20", "train.checkpoint_every=5", "train.inject_fault=kill:7")
+    assert _train(run_dir, cache, *args).returncode == -signal.SIGKILL
+    first[0].write_bytes(first[1].read_bytes())
+    (corpus / "train.en").write_text((corpus / "train.en").read_text().upper())  # edited since
+    refused = _train(run_dir, cache, *args)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert refused.stderr.splitlines()[-1].startswith(f"error: data.source={corpus} no longer gives the tokenizer")
+    assert first[1].read_bytes() == first[0].read_bytes()
