@@ -176,6 +176,7 @@ def show_status(console: Console, state: SweepState, out: Path) -> None:
     metric, goal = (spec.metric, spec.goal) if spec is not None else (None, None)
     if state.metric and state.goal:  # what its trials hold, read wherever this runs (source is relative to the run's)
         metric, goal = state.metric, state.goal
+    repeat = state.repeat if state.repeat is not None else spec is not None and spec.repeat_seeds is not None
     console.print(status_table(state, out, metric))
     live = "a launcher is running" if is_locked(out) else "no launcher running"
     statuses = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.RUNNING, RunStatus.INTERRUPTED, RunStatus.PENDING)
@@ -184,7 +185,7 @@ def show_status(console: Console, state: SweepState, out: Path) -> None:
         names = [t.name for t in state.trials if t.status == RunStatus.RUNNING and t.job_id == job]
         console.print(f"worker job {job} {job_state.lower()}: {', '.join(names) or 'no trial'}", highlight=False)
     if goal is not None:
-        _best(console, state, metric, goal, spec is not None and spec.repeat_seeds is not None)
+        _best(console, state, metric, goal, repeat)
 
 
 # --------------------------------------------------------------------------------------

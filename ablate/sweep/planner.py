@@ -385,7 +385,7 @@ class Planner:
                 if trial.status in (RunStatus.FINISHED, RunStatus.STOPPED):
                     trial.metric = outcome(self.out / trial.name, 0, self.spec.metric).metric
             state.metric = self.spec.metric
-        state.goal = self.spec.goal
+        state.goal, state.repeat = self.spec.goal, self.spec.repeat_seeds is not None
         self.state = state
         self.state.wandb_sweep = self.opts.wandb_sweep or self.state.wandb_sweep
 

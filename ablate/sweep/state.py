@@ -73,7 +73,8 @@ class Trial:
 class SweepState:
     """Everything a rerun needs: ``signature`` (what defines the trials), ``group`` (the W&B group; ``None`` in
     older folders), ``wandb_sweep`` (``--wandb-sweep``'s), ``workers`` (packed SLURM jobs' last seen states),
-    ``metric`` and ``goal`` (the sweep metric its trials' ``metric`` holds and its goal; ``None`` in older folders)."""
+    ``metric`` and ``goal`` (the sweep metric its trials' ``metric`` holds and its goal), ``repeat`` (whether a
+    repeat seed groups its trials by configuration); the last three ``None`` in older folders."""
 
     name: str
     source: str
@@ -87,6 +88,7 @@ class SweepState:
     version: int = VERSION
     metric: Optional[str] = None
     goal: Optional[str] = None
+    repeat: Optional[bool] = None
 
     def trial(self, name: str) -> Trial:
         return next(t for t in self.trials if t.name == name)

@@ -292,3 +292,18 @@ def test_a_dry_run_refuses_the_launcher_options_the_run_refuses(sweep_file, even
         result = invoke("run", sweep_file, *args, *dry)
         assert result.exit_code == 2 and message in result.output, result.output
     assert not (tmp_path / "runs").exists() and events.count("start") == 0
+
+
+def test_status_from_another_folder_names_the_best_mean_of_a_repeat_seed_sweep(
+    sweep_file, events, tmp_path, monkeypatch
+):
+    # the sweep file (sweep.json's source, relative to where it ran) was not found from another folder, so status
+    # named the best single seed, not the best configuration's mean as it did beside the file
+    sweep_file.write_text(SWEEP.replace("seed: {values: [1, 2]}", "seed: {repeat: 2}"))
+    result = invoke("run", sweep_file.name, "--devices", "cpu", "--max-trials", "2", "train.max_steps=3")
+    assert result.exit_code == 0, result.output
+    here = invoke("status", "runs/tiny")
+    assert "the mean of 2 seeds" in here.output, here.output
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert invoke("status", tmp_path / "runs" / "tiny").output == here.output
