@@ -125,6 +125,16 @@ def _best(console: Console, state: SweepState, metric: Optional[str], goal: str,
         console.print(f"best {metric} = {best.metric:.4g} ({best.name})", style="green", highlight=False)
 
 
+COUNTED = (  # the statuses a count line names, in its order
+    RunStatus.FINISHED,
+    RunStatus.FAILED,
+    RunStatus.RUNNING,
+    RunStatus.INTERRUPTED,
+    RunStatus.STOPPED,
+    RunStatus.PENDING,
+)
+
+
 def _counts(state: SweepState, *statuses: RunStatus) -> str:
     return ", ".join(f"{state.count(s)} {s}" for s in statuses if state.count(s))
 
@@ -134,8 +144,7 @@ def report(
 ) -> None:
     """The lines after a run: counts by status (SLURM jobs may still be running), the W&B group, the best trial,
     where to look next."""
-    statuses = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.RUNNING, RunStatus.INTERRUPTED, RunStatus.STOPPED)
-    console.print(f"sweep {state.name}: {_counts(state, *statuses, RunStatus.PENDING)}", highlight=False)
+    console.print(f"sweep {state.name}: {_counts(state, *COUNTED)}", highlight=False)
     if state.group:
         console.print(f"W&B group {state.group}", style="dim", highlight=False)
     _best(console, state, metric, goal, repeat)
@@ -179,8 +188,7 @@ def show_status(console: Console, state: SweepState, out: Path) -> None:
     repeat = state.repeat if state.repeat is not None else spec is not None and spec.repeat_seeds is not None
     console.print(status_table(state, out, metric))
     live = "a launcher is running" if is_locked(out) else "no launcher running"
-    statuses = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.RUNNING, RunStatus.INTERRUPTED, RunStatus.PENDING)
-    console.print(f"{len(state.trials)} trials: {_counts(state, *statuses) or 'none'} ({live})", highlight=False)
+    console.print(f"{len(state.trials)} trials: {_counts(state, *COUNTED) or 'none'} ({live})", highlight=False)
     for job, job_state in state.workers.items():
         names = [t.name for t in state.trials if t.status == RunStatus.RUNNING and t.job_id == job]
         console.print(f"worker job {job} {job_state.lower()}: {', '.join(names) or 'no trial'}", highlight=False)

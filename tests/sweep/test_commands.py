@@ -187,6 +187,19 @@ def test_status_of_a_sweep_with_pending_trials_and_bracketed_text(tmp_path, monk
     assert "3 trials: 1 finished, 1 failed, 1 pending" in result.output
 
 
+def test_status_counts_the_trials_hyperband_stopped(tmp_path, monkeypatch):
+    # the count line left them out: "3 trials: 2 finished (no launcher running)" for 3 trials, where the report
+    # after the run said "sweep tiny: 2 finished, 1 stopped"
+    from ablate.sweep.state import SweepState, Trial, save_state
+
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    trials = [Trial(f"seed={i}", {"seed": i}, status="finished", metric=20.0 + i) for i in (1, 2)]
+    trials.append(Trial("seed=3", {"seed": 3}, status="stopped", metric=1.0))
+    save_state(tmp_path, SweepState("tiny", "gone.yaml", "sig", trials=trials, metric="val/bleu", goal="maximize"))
+    result = invoke("status", tmp_path)
+    assert result.exit_code == 0 and "3 trials: 2 finished, 1 stopped (no launcher running)" in result.output
+
+
 def test_the_report_after_stopping_watching_slurm_jobs_counts_the_trials_still_running(tmp_path):
     # the jobs keep running after Ctrl-C; the report said "sweep k: 2 pending", as if nothing ran
     from ablate.sweep.state import SweepState, Trial
