@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ablate.config import complete_overrides
+from ablate.config import complete_overrides, read_yaml
 from ablate.record import TEST_BLEU, RunStatus, is_number
 from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor
 from ablate.sweep.local import ExecutorArgs, plan_slots
@@ -378,6 +378,8 @@ def run(
     if count is not None:
         console.print(f"{spec.name}: {count:,} trials", highlight=False)
     if dry_run:
+        if config is not None:  # as the run: one line for a missing or malformed base config, not every trial's
+            read_yaml(config)
         if preview(console, Planner(spec, opts), PlanProgress()):
             raise typer.Exit(FAILED)
         return

@@ -127,6 +127,17 @@ def test_a_dry_run_on_a_folder_of_another_sweep_is_refused_as_the_run_is(sweep_f
     assert result.output.count("error:") == 1 and "tracking.group" not in result.output
 
 
+@pytest.mark.parametrize("base", ["missing.yaml", "malformed.yaml"])
+def test_a_dry_run_refuses_a_missing_or_malformed_base_config_as_the_run_does(sweep_file, events, tmp_path, base):
+    # the dry run listed every trial 'invalid config: config file not found: missing.yaml' and exited 1 (some trial
+    # invalid), where the run refuses the base config in one line, exit 2
+    (tmp_path / "malformed.yaml").write_text("model: {d_model: 32\n")
+    dry, run = invoke("run", sweep_file, "--config", base, "--dry-run"), invoke("run", sweep_file, "--config", base)
+    assert dry.exit_code == run.exit_code == 2, dry.output
+    assert dry.output.splitlines()[-1] == run.output.splitlines()[-1] and "invalid config" not in dry.output
+    assert events.count("start") == 0
+
+
 def test_dry_run_refuses_a_variant_name_no_folder_can_hold(sweep_file, events, tmp_path):
     sweep_file.write_text(SWEEP.replace("name: wide", "name: " + "w" * 300))
     result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")
