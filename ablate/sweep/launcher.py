@@ -312,6 +312,11 @@ class Launcher:
 
     def _recover(self) -> None:
         for trial in self.planner.left_running():
+            if trial.job_id is not None and not self.executor.outlives_launcher:  # only SLURM's launcher sees it end
+                raise SweepError(
+                    f"trial {trial.name} was left running as SLURM job {trial.job_id}: rerun with --launcher slurm "
+                    f"(and its options), which collects it; another launcher would train it twice at once"
+                )
             if trial.pid is not None and not trains(trial.pid, self.out / trial.name):  # a received folder's pid
                 trial.pid = trial.pid_start = None
             handle = self.executor.adopt(trial, self.progress.event)

@@ -245,3 +245,20 @@ def test_each_sweep_folder_is_its_own_wandb_group_and_keeps_it_on_rerun(tmp_path
     assert seen["tracking.group"] == two.state.group
     again, _ = run(spec, tmp_path / "one", fake_command(events), retry_failed=True)
     assert again.state.group == one.state.group
+
+
+def test_a_trial_left_running_as_a_slurm_job_is_not_started_again_here(tmp_path, events):
+    # rerun without --launcher slurm (local is the default) after Ctrl-C stopped watching a SLURM sweep: the local
+    # launcher started the trials the jobs were still training, in the same run folders
+    from ablate.sweep.state import save_state
+
+    spec, out = small_spec({"seed": {"values": [1, 2]}}), tmp_path / "out"
+    run(spec, out, fake_command(events))
+    state = load_state(out)
+    state.trials[0].status, state.trials[0].job_id, state.trials[1].status = "running", "12", "pending"
+    save_state(out, state)
+    with pytest.raises(
+        SweepError, match=r"^trial seed=1 was left running as SLURM job 12: rerun with --launcher slurm"
+    ):
+        run(spec, out, fake_command(events))
+    assert events.count("start") == 2 and load_state(out).trials[0].status == "running"
