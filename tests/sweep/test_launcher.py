@@ -262,3 +262,20 @@ def test_a_trial_left_running_as_a_slurm_job_is_not_started_again_here(tmp_path,
     ):
         run(spec, out, fake_command(events))
     assert events.count("start") == 2 and load_state(out).trials[0].status == "running"
+
+
+def test_a_rerun_names_the_stopped_trials_it_skips_as_stopped(tmp_path, events):
+    # a rerun of a hyperband sweep said "2 finished trials skipped" of one finished and one stopped trial
+    spec = small_spec({"seed": {"values": [1, 2, 3]}}, early_terminate={"type": "hyperband", "min_iter": 2, "eta": 2})
+    first, text = run(spec, tmp_path / "out", fake_command(events, {"seed=3": "bad"}, steps=8, step_s=0.15))
+    assert [t.status for t in first.state.trials] == ["finished", "finished", "stopped"], text
+    import shutil
+
+    from ablate.sweep.state import save_state
+
+    state = load_state(tmp_path / "out")
+    state.trials[1].status = "pending"  # as if it had not run yet
+    shutil.rmtree(tmp_path / "out" / state.trials[1].name)
+    save_state(tmp_path / "out", state)
+    _, text = run(spec, tmp_path / "out", fake_command(events, steps=8, step_s=0.01))
+    assert "1 finished, 1 stopped trials skipped" in text, text
