@@ -315,8 +315,11 @@ def outcome(
 ) -> Outcome:
     """How a trial process ended: ``finished`` (exit 0, ``summary.json`` says so, a finite metric), ``interrupted``
     (checkpointed on a signal), else ``failed`` with one line: the trainer's error, the last error line of its
-    log, how the process died, or its last log line. ``since`` and ``log_start`` hide earlier attempts."""
+    log, how the process died, or its last log line. ``since`` and ``log_start`` hide earlier attempts
+    (but a finished record the trainer found and left, exiting 0)."""
     summary = read_summary(run_dir, since)
+    if summary is None and returncode == 0 and (earlier := read_summary(run_dir)) is not None:
+        summary = earlier if earlier.status == RunStatus.FINISHED else None  # the trainer found it finished, left it
     value = summary.get(metric) if summary is not None and metric else None
     value = float(value) if is_number(value) else None
     status = summary.status if summary is not None else None
