@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ablate.config import complete_overrides
+from ablate.config import complete_overrides, read_yaml
 from ablate.record import TEST_BLEU, RunStatus, is_number
 from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor
 from ablate.sweep.local import ExecutorArgs, plan_slots
@@ -125,6 +125,16 @@ def _best(console: Console, state: SweepState, metric: Optional[str], goal: str,
         console.print(f"best {metric} = {best.metric:.4g} ({best.name})", style="green", highlight=False)
 
 
+COUNTED = (  # the statuses a count line names, in its order
+    RunStatus.FINISHED,
+    RunStatus.FAILED,
+    RunStatus.RUNNING,
+    RunStatus.INTERRUPTED,
+    RunStatus.STOPPED,
+    RunStatus.PENDING,
+)
+
+
 def _counts(state: SweepState, *statuses: RunStatus) -> str:
     return ", ".join(f"{state.count(s)} {s}" for s in statuses if state.count(s))
 
@@ -134,8 +144,7 @@ def report(
 ) -> None:
     """The lines after a run: counts by status (SLURM jobs may still be running), the W&B group, the best trial,
     where to look next."""
-    statuses = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.RUNNING, RunStatus.INTERRUPTED, RunStatus.STOPPED)
-    console.print(f"sweep {state.name}: {_counts(state, *statuses, RunStatus.PENDING)}", highlight=False)
+    console.print(f"sweep {state.name}: {_counts(state, *COUNTED)}", highlight=False)
     if state.group:
         console.print(f"W&B group {state.group}", style="dim", highlight=False)
     _best(console, state, metric, goal, repeat)
@@ -176,15 +185,15 @@ def show_status(console: Console, state: SweepState, out: Path) -> None:
     metric, goal = (spec.metric, spec.goal) if spec is not None else (None, None)
     if state.metric and state.goal:  # what its trials hold, read wherever this runs (source is relative to the run's)
         metric, goal = state.metric, state.goal
+    repeat = state.repeat if state.repeat is not None else spec is not None and spec.repeat_seeds is not None
     console.print(status_table(state, out, metric))
     live = "a launcher is running" if is_locked(out) else "no launcher running"
-    statuses = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.RUNNING, RunStatus.INTERRUPTED, RunStatus.PENDING)
-    console.print(f"{len(state.trials)} trials: {_counts(state, *statuses) or 'none'} ({live})", highlight=False)
+    console.print(f"{len(state.trials)} trials: {_counts(state, *COUNTED) or 'none'} ({live})", highlight=False)
     for job, job_state in state.workers.items():
         names = [t.name for t in state.trials if t.status == RunStatus.RUNNING and t.job_id == job]
         console.print(f"worker job {job} {job_state.lower()}: {', '.join(names) or 'no trial'}", highlight=False)
     if goal is not None:
-        _best(console, state, metric, goal, spec is not None and spec.repeat_seeds is not None)
+        _best(console, state, metric, goal, repeat)
 
 
 # --------------------------------------------------------------------------------------
@@ -369,6 +378,8 @@ def run(
     if count is not None:
         console.print(f"{spec.name}: {count:,} trials", highlight=False)
     if dry_run:
+        if config is not None:  # as the run: one line for a missing or malformed base config, not every trial's
+            read_yaml(config)
         if preview(console, Planner(spec, opts), PlanProgress()):
             raise typer.Exit(FAILED)
         return

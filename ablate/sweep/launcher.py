@@ -312,6 +312,11 @@ class Launcher:
 
     def _recover(self) -> None:
         for trial in self.planner.left_running():
+            if trial.job_id is not None and not self.executor.outlives_launcher:  # only SLURM's launcher sees it end
+                raise SweepError(
+                    f"trial {trial.name} was left running as SLURM job {trial.job_id}: rerun with --launcher slurm "
+                    f"(and its options), which collects it; another launcher would train it twice at once"
+                )
             if trial.pid is not None and not trains(trial.pid, self.out / trial.name):  # a received folder's pid
                 trial.pid = trial.pid_start = None
             handle = self.executor.adopt(trial, self.progress.event)
@@ -338,8 +343,10 @@ class Launcher:
             if not self.running and self.planner.next_trial() is None:
                 self.progress.event(self.planner.nothing_to_do())
                 return SweepResult(self.state, 0, skipped, False)
-            if skipped:
-                self.progress.event(f"{skipped} finished trials skipped")
+            if skipped:  # the finished and hyperband's stopped ones
+                stopped = self.state.count(RunStatus.STOPPED)
+                ended = ((RunStatus.FINISHED, skipped - stopped), (RunStatus.STOPPED, stopped))
+                self.progress.event(f"{', '.join(f'{n} {status}' for status, n in ended if n)} trials skipped")
             if self.running:
                 self.progress.event(f"watching {len(self.running)} trials a previous launcher started")
             return self._loop(skipped)

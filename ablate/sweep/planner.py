@@ -385,7 +385,7 @@ class Planner:
                 if trial.status in (RunStatus.FINISHED, RunStatus.STOPPED):
                     trial.metric = outcome(self.out / trial.name, 0, self.spec.metric).metric
             state.metric = self.spec.metric
-        state.goal = self.spec.goal
+        state.goal, state.repeat = self.spec.goal, self.spec.repeat_seeds is not None
         self.state = state
         self.state.wandb_sweep = self.opts.wandb_sweep or self.state.wandb_sweep
 
@@ -477,11 +477,15 @@ class Planner:
                 f"{self.spec.describe()}: method '{self.spec.method}' needs run_cap in the file or --max-trials N"
             )
         count = check_trial_count(self.spec, self.cap, self.opts.trial_limit)
-        once = self.spec.repeat_seeds is not None and self.spec.method == "random" and self.state.trials
-        if upfront(self.spec) and not once:  # random search with a repeat seed plans once: a rerun adds nothing
+        if upfront(self.spec):
             points = planned_configurations(self.spec, self.cap) if count is not None else None
-            missing = (points if points is not None else GRID_LIMIT) - proposed(self.spec, self.state.trials)
-            for point in new_points(self.spec, self.state.trials, missing):
+            if self.spec.repeat_seeds is not None and self.spec.method == "random":  # drawn as a fresh plan is,
+                seen = replicates(self.state.trials)  # so a rerun never redraws, and a larger cap adds the rest
+                fresh = [p for p in new_points(self.spec, [], points or 0) if configuration_key(p) not in seen]
+            else:
+                missing = (points if points is not None else GRID_LIMIT) - proposed(self.spec, self.state.trials)
+                fresh = new_points(self.spec, self.state.trials, missing)
+            for point in fresh:
                 self._propose(point)
         for i, t in enumerate(self.state.trials):
             if t.status in (RunStatus.PENDING, RunStatus.INTERRUPTED):

@@ -46,7 +46,9 @@ def run_attempt(command: list[str], run_dir: str, header: str, grace_s: float) -
     log_header(log, f"{header}, ray worker pid {os.getpid()} on {socket.gethostname()}", command)
     proc = start_process(command, {**os.environ, "PYTHONUNBUFFERED": "1"}, log)
     try:
-        return proc.wait()
+        while proc.poll() is None:  # not a blocking wait(): ray.cancel's interrupt_main lands between polls only
+            time.sleep(0.1)
+        return proc.returncode
     except KeyboardInterrupt:
         stop_group(proc.pid, grace_s, proc=proc)
         return proc.returncode

@@ -179,6 +179,11 @@ class SlurmExecutor:
         if args.signal_delay_s < 0:
             raise SweepError(f"--signal-delay {args.signal_delay_s} must be at least 0 (seconds before the time limit)")
         self.minutes = parse_time(args.time)  # a bad --time fails before anything is submitted
+        if args.signal_delay_s >= self.minutes * 60:
+            raise SweepError(
+                f"--signal-delay {args.signal_delay_s} is not below --time {args.time} ({self.minutes} min): every "
+                "job would checkpoint and requeue as it starts; raise --time or lower --signal-delay"
+            )
         self.extra = {}  # more #SBATCH options
         for item in args.slurm_args:
             key, sep, value = item.partition("=")

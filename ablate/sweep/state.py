@@ -73,7 +73,8 @@ class Trial:
 class SweepState:
     """Everything a rerun needs: ``signature`` (what defines the trials), ``group`` (the W&B group; ``None`` in
     older folders), ``wandb_sweep`` (``--wandb-sweep``'s), ``workers`` (packed SLURM jobs' last seen states),
-    ``metric`` and ``goal`` (the sweep metric its trials' ``metric`` holds and its goal; ``None`` in older folders)."""
+    ``metric`` and ``goal`` (the sweep metric its trials' ``metric`` holds and its goal), ``repeat`` (whether a
+    repeat seed groups its trials by configuration); the last three ``None`` in older folders."""
 
     name: str
     source: str
@@ -87,6 +88,7 @@ class SweepState:
     version: int = VERSION
     metric: Optional[str] = None
     goal: Optional[str] = None
+    repeat: Optional[bool] = None
 
     def trial(self, name: str) -> Trial:
         return next(t for t in self.trials if t.name == name)
@@ -313,8 +315,11 @@ def outcome(
 ) -> Outcome:
     """How a trial process ended: ``finished`` (exit 0, ``summary.json`` says so, a finite metric), ``interrupted``
     (checkpointed on a signal), else ``failed`` with one line: the trainer's error, the last error line of its
-    log, how the process died, or its last log line. ``since`` and ``log_start`` hide earlier attempts."""
+    log, how the process died, or its last log line. ``since`` and ``log_start`` hide earlier attempts
+    (but a finished record the trainer found and left, exiting 0)."""
     summary = read_summary(run_dir, since)
+    if summary is None and returncode == 0 and (earlier := read_summary(run_dir)) is not None:
+        summary = earlier if earlier.status == RunStatus.FINISHED else None  # the trainer found it finished, left it
     value = summary.get(metric) if summary is not None and metric else None
     value = float(value) if is_number(value) else None
     status = summary.status if summary is not None else None

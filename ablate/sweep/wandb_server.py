@@ -5,6 +5,7 @@ through the local executor), and ``ablate sync``, which uploads every trial's of
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ import yaml
 from ablate.config import ConfigError, load_config
 from ablate.errors import AblateError
 from ablate.record import LOG_FILE, RunFiles, RunStatus, RunSummary
-from ablate.sweep.local import LocalExecutor, Slot, ablate_argv, child_env
+from ablate.sweep.local import LocalExecutor, Slot, ablate_argv, child_env, signals_raise_interrupt
 from ablate.sweep.planner import LaunchOptions, TrialCommand, point_of, trainer_command
 from ablate.sweep.spec import (
     REPEAT,
@@ -156,10 +157,14 @@ def run_agents(sweep_id: str, slots: list[Slot], opts: AgentOptions) -> int:
         run_agent(sweep_id, slots[0], opts)
         return 0
     children = [subprocess.Popen(agent_argv(sweep_id, slot, opts), env=child_env(dict(os.environ))) for slot in slots]
-    try:
-        codes = [child.wait() for child in children]
-    except KeyboardInterrupt:  # the children got Ctrl-C too (same process group); let them finish
-        codes = [child.wait() for child in children]
+    signals = signals_raise_interrupt()
+    with signals:
+        try:
+            codes = [child.wait() for child in children]
+        except KeyboardInterrupt:  # Ctrl-C reached the children too (same process group); SIGTERM or SIGHUP did not
+            for child in children if signals.received else []:
+                child.send_signal(signal.SIGTERM)
+            codes = [child.wait() for child in children]
     return max((abs(c) for c in codes), default=0)
 
 

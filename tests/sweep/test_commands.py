@@ -127,6 +127,17 @@ def test_a_dry_run_on_a_folder_of_another_sweep_is_refused_as_the_run_is(sweep_f
     assert result.output.count("error:") == 1 and "tracking.group" not in result.output
 
 
+@pytest.mark.parametrize("base", ["missing.yaml", "malformed.yaml"])
+def test_a_dry_run_refuses_a_missing_or_malformed_base_config_as_the_run_does(sweep_file, events, tmp_path, base):
+    # the dry run listed every trial 'invalid config: config file not found: missing.yaml' and exited 1 (some trial
+    # invalid), where the run refuses the base config in one line, exit 2
+    (tmp_path / "malformed.yaml").write_text("model: {d_model: 32\n")
+    dry, run = invoke("run", sweep_file, "--config", base, "--dry-run"), invoke("run", sweep_file, "--config", base)
+    assert dry.exit_code == run.exit_code == 2, dry.output
+    assert dry.output.splitlines()[-1] == run.output.splitlines()[-1] and "invalid config" not in dry.output
+    assert events.count("start") == 0
+
+
 def test_dry_run_refuses_a_variant_name_no_folder_can_hold(sweep_file, events, tmp_path):
     sweep_file.write_text(SWEEP.replace("name: wide", "name: " + "w" * 300))
     result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")
@@ -185,6 +196,19 @@ def test_status_of_a_sweep_with_pending_trials_and_bracketed_text(tmp_path, monk
         "pending" in result.output and "odd[bold]-seed=1" in result.output and "bad value [/red] here" in result.output
     )
     assert "3 trials: 1 finished, 1 failed, 1 pending" in result.output
+
+
+def test_status_counts_the_trials_hyperband_stopped(tmp_path, monkeypatch):
+    # the count line left them out: "3 trials: 2 finished (no launcher running)" for 3 trials, where the report
+    # after the run said "sweep tiny: 2 finished, 1 stopped"
+    from ablate.sweep.state import SweepState, Trial, save_state
+
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    trials = [Trial(f"seed={i}", {"seed": i}, status="finished", metric=20.0 + i) for i in (1, 2)]
+    trials.append(Trial("seed=3", {"seed": 3}, status="stopped", metric=1.0))
+    save_state(tmp_path, SweepState("tiny", "gone.yaml", "sig", trials=trials, metric="val/bleu", goal="maximize"))
+    result = invoke("status", tmp_path)
+    assert result.exit_code == 0 and "3 trials: 2 finished, 1 stopped (no launcher running)" in result.output
 
 
 def test_the_report_after_stopping_watching_slurm_jobs_counts_the_trials_still_running(tmp_path):
@@ -292,3 +316,18 @@ def test_a_dry_run_refuses_the_launcher_options_the_run_refuses(sweep_file, even
         result = invoke("run", sweep_file, *args, *dry)
         assert result.exit_code == 2 and message in result.output, result.output
     assert not (tmp_path / "runs").exists() and events.count("start") == 0
+
+
+def test_status_from_another_folder_names_the_best_mean_of_a_repeat_seed_sweep(
+    sweep_file, events, tmp_path, monkeypatch
+):
+    # the sweep file (sweep.json's source, relative to where it ran) was not found from another folder, so status
+    # named the best single seed, not the best configuration's mean as it did beside the file
+    sweep_file.write_text(SWEEP.replace("seed: {values: [1, 2]}", "seed: {repeat: 2}"))
+    result = invoke("run", sweep_file.name, "--devices", "cpu", "--max-trials", "2", "train.max_steps=3")
+    assert result.exit_code == 0, result.output
+    here = invoke("status", "runs/tiny")
+    assert "the mean of 2 seeds" in here.output, here.output
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert invoke("status", tmp_path / "runs" / "tiny").output == here.output

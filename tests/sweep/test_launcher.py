@@ -245,3 +245,37 @@ def test_each_sweep_folder_is_its_own_wandb_group_and_keeps_it_on_rerun(tmp_path
     assert seen["tracking.group"] == two.state.group
     again, _ = run(spec, tmp_path / "one", fake_command(events), retry_failed=True)
     assert again.state.group == one.state.group
+
+
+def test_a_trial_left_running_as_a_slurm_job_is_not_started_again_here(tmp_path, events):
+    # rerun without --launcher slurm (local is the default) after Ctrl-C stopped watching a SLURM sweep: the local
+    # launcher started the trials the jobs were still training, in the same run folders
+    from ablate.sweep.state import save_state
+
+    spec, out = small_spec({"seed": {"values": [1, 2]}}), tmp_path / "out"
+    run(spec, out, fake_command(events))
+    state = load_state(out)
+    state.trials[0].status, state.trials[0].job_id, state.trials[1].status = "running", "12", "pending"
+    save_state(out, state)
+    with pytest.raises(
+        SweepError, match=r"^trial seed=1 was left running as SLURM job 12: rerun with --launcher slurm"
+    ):
+        run(spec, out, fake_command(events))
+    assert events.count("start") == 2 and load_state(out).trials[0].status == "running"
+
+
+def test_a_rerun_names_the_stopped_trials_it_skips_as_stopped(tmp_path, events):
+    # a rerun of a hyperband sweep said "2 finished trials skipped" of one finished and one stopped trial
+    spec = small_spec({"seed": {"values": [1, 2, 3]}}, early_terminate={"type": "hyperband", "min_iter": 2, "eta": 2})
+    first, text = run(spec, tmp_path / "out", fake_command(events, {"seed=3": "bad"}, steps=8, step_s=0.15))
+    assert [t.status for t in first.state.trials] == ["finished", "finished", "stopped"], text
+    import shutil
+
+    from ablate.sweep.state import save_state
+
+    state = load_state(tmp_path / "out")
+    state.trials[1].status = "pending"  # as if it had not run yet
+    shutil.rmtree(tmp_path / "out" / state.trials[1].name)
+    save_state(tmp_path / "out", state)
+    _, text = run(spec, tmp_path / "out", fake_command(events, steps=8, step_s=0.01))
+    assert "1 finished, 1 stopped trials skipped" in text, text

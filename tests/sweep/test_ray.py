@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from ablate.sweep import commands
 from ablate.sweep.commands import app
 
-from tests.helpers.sweep import one_seed
+from tests.helpers.sweep import fake_command, one_seed
 from tests.helpers.tiny import EVAL_PAIRS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +49,29 @@ def test_without_ray_the_launcher_is_one_line_naming_the_extra(tmp_path, monkeyp
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines()[-1] == "error: --launcher ray needs Ray: pip install 'ablate[ray]'"
     assert not (tmp_path / "x" / "sweep.json").exists()
+
+
+def test_a_cancelled_ray_task_stops_its_trainer_at_once(tmp_path, events):
+    """ray.cancel(force=False) raises KeyboardInterrupt in the task through _thread.interrupt_main, which a blocking
+    proc.wait() never saw: on Ctrl-C, hyperband and --trial-timeout the trainer ran on until --grace ran out and
+    ray.cancel(force=True) killed it, without the checkpoint it saves on SIGTERM."""
+    import _thread
+
+    from ablate.sweep.ray_cluster import run_attempt
+
+    run_dir = tmp_path / "run"
+    command = fake_command(events, steps=200, step_s=0.05)(run_dir, [])
+
+    def cancel() -> None:
+        while not events.count("start"):
+            time.sleep(0.02)
+        _thread.interrupt_main()  # what Ray's cancel does in the worker running the task
+
+    threading.Thread(target=cancel, daemon=True).start()
+    started = time.monotonic()
+    run_attempt(command, str(run_dir), "a test", grace_s=5.0)
+    assert time.monotonic() - started < 5 and events.count("interrupted") == 1 and not events.count("finish")
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "interrupted"
 
 
 def test_the_cluster_is_described_after_ray_is_started(tmp_path, monkeypatch):

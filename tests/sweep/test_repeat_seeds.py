@@ -167,6 +167,25 @@ def test_hyperband_stops_every_seed_of_a_lagging_configuration(tmp_path, events)
     assert not any(events.count("finish", n) for n in lagging)
 
 
+def test_a_random_sweep_with_a_repeat_seed_rerun_with_a_larger_max_trials_adds_configurations(tmp_path):
+    # a rerun planned nothing: --max-trials 4 after 2 said "rnd: 8 trials", then "nothing to train: all 4 trials
+    # of rnd are done"; it now adds the configurations a fresh plan of 4 draws after the 2 it has
+    from ablate.sweep.planner import Planner
+
+    spec = small_spec({"seed": {"repeat": 2}, "train.lr": {"min": 0.0001, "max": 0.01}}, method="random")
+
+    def plan(cap: int) -> list[str]:
+        planner = Planner(spec, options(tmp_path / "out", None, max_trials=cap))
+        planner.open()
+        planner.prepare()
+        return [t.name for t in planner.state.trials]
+
+    first = plan(2)
+    assert len(first) == 4 and plan(2) == first  # the same cap: nothing new
+    fresh = [t.name for t in Planner(spec, options(tmp_path / "fresh", None, max_trials=4)).preview()]
+    assert plan(4) == fresh and fresh[:4] == first and len(fresh) == 8
+
+
 def _plan(spec, tmp_path):
     from ablate.sweep.planner import Planner
 

@@ -65,6 +65,15 @@ def test_packing_refuses_fewer_than_one_trial_per_job_by_its_own_option(tmp_path
         PackedSweep(None, None, SlurmExecutor(ExecutorArgs(), tmp_path), 0)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("time_limit", ["00:01:00", "2", "0"])
+def test_a_signal_delay_not_below_the_time_limit_is_refused(tmp_path, time_limit):
+    # every job was signalled as it started: under --time 00:01:00 (or 0, read as 1 minute) and the default
+    # --signal-delay 120, a job checkpointed and requeued every 20-40 s until max_num_timeout ran out
+    with pytest.raises(SweepError, match=rf"^--signal-delay 120 is not below --time {time_limit} "):
+        SlurmExecutor(ExecutorArgs(time=time_limit), tmp_path)
+    assert SlurmExecutor(ExecutorArgs(time=time_limit, signal_delay_s=30), tmp_path).minutes >= 1
+
+
 def test_unknown_launcher_and_bad_slurm_arg_are_one_line(tmp_path):
     runner = CliRunner()
     bad = runner.invoke(app, ["run", str(ROOT / "sweeps" / "quickstart.yaml"), "--launcher", "pbs"])

@@ -85,6 +85,20 @@ def test_what_an_earlier_attempt_left_behind_is_ignored(tmp_path):
     assert result.status == "failed" and result.error == "killed by SIGSEGV"
 
 
+def test_a_run_finished_before_the_attempt_that_found_it_so_is_finished(tmp_path):
+    # a trial recorded interrupted (or pending) whose run had finished (sweep.json saved before the trainer's last
+    # write, an older copy of it) was started again; `ablate train` said "run already finished" and exited 0 without
+    # writing, and the sweep recorded it failed: "test BLEU 0.00 | ... summary.json [exit code 0]"
+    write(tmp_path, {"status": "finished", "val/bleu": 30.5, "config": {}}, "run already finished\n")
+    old = time.time() - 100
+    os.utime(tmp_path / "summary.json", (old, old))
+    result = outcome(tmp_path, 0, "val/bleu", since=time.time() - 1)
+    assert result.status == "finished" and result.metric == 30.5
+    write(tmp_path / "b", {"status": "interrupted"}, "")
+    os.utime(tmp_path / "b" / "summary.json", (old, old))
+    assert outcome(tmp_path / "b", 0, "val/bleu", since=time.time() - 1).status == "failed"  # not an earlier one's
+
+
 def test_progress_counts_eta_and_best():
     trials = [
         Trial("a", {}, "finished", metric=10.0),

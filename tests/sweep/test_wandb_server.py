@@ -159,6 +159,42 @@ def test_one_agent_process_per_device_slot(tmp_path, monkeypatch):
         assert argv[-1] == "seed=3"
 
 
+AGENTS = """
+import sys
+from pathlib import Path
+from ablate.sweep import wandb_server
+from ablate.sweep.local import Slot
+
+child = "import os, sys, time; open(os.path.join(sys.argv[1], str(os.getpid())), 'w').close(); time.sleep(120)"
+wandb_server.agent_argv = lambda sweep_id, slot, opts: [sys.executable, "-c", child, sys.argv[1]]
+sys.exit(wandb_server.run_agents("sw9", [Slot(0, (), 1), Slot(1, (), 1)], wandb_server.AgentOptions(Path("."))))
+"""
+
+
+def test_sigterm_to_an_agent_of_several_slots_stops_its_agents(tmp_path):
+    # `kill PID` of `ablate sweep agent --devices 0,1` ended it at once and left its two agents training W&B runs
+    # until the sweep was done, with nothing to stop them; it now passes SIGTERM on to them and waits
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    parent = subprocess.Popen([sys.executable, "-c", AGENTS, str(tmp_path)], env={**os.environ, "PYTHONPATH": root})
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    children = [int(p.name) for p in tmp_path.iterdir()]
+    parent.send_signal(signal.SIGTERM)
+    parent.wait(timeout=30)
+    time.sleep(0.5)
+    alive = [pid for pid in children if os.path.exists(f"/proc/{pid}")]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert len(children) == 2 and not alive
+
+
 def test_a_fetched_sweep_config_is_validated_like_a_file(monkeypatch):
     class Api:
         def sweep(self, path):
