@@ -315,24 +315,29 @@ def test_unreadable_trials_of_rows_the_table_has_or_that_cannot_be_the_base_leav
     assert aggregate(collect(str(tmp_path / "grid"))).base.settings["model.heads"] == 4
 
 
+def _unfinish(folder, prefix: str, how: str) -> None:
+    """The trials whose names start with ``prefix`` failed (records readable) or were not run yet (``pending``)."""
+    import json
+    import shutil
+
+    state = json.loads((folder / "sweep.json").read_text())
+    for trial in state["trials"]:
+        if trial["name"].startswith(prefix):
+            if how == "pending":
+                shutil.rmtree(folder / trial["name"])
+                trial["status"] = "pending"
+            else:
+                summary = json.loads((folder / trial["name"] / "summary.json").read_text())
+                (folder / trial["name"] / "summary.json").write_text(json.dumps({**summary, "status": "failed"}))
+    (folder / "sweep.json").write_text(json.dumps(state))
+
+
 @pytest.mark.parametrize("how", ["failed", "pending"])
 def test_a_bare_base_variant_with_no_finished_trial_is_waited_for_not_replaced(tmp_path, how):
     # the base variant's trials failed (their records readable) or not run yet (a sweep in progress): the table took
     # heads-4, the row closest to the rest, as its base, every Δ against it, and said nothing
-    import json
-    import shutil
-
     _planned_sweep(tmp_path, {"variant": {"values": ONE_CLOSEST}, "seed": {"values": [1, 2]}})
-    state = json.loads((tmp_path / "sweep.json").read_text())
-    for trial in state["trials"]:
-        if trial["name"].startswith("dot-"):
-            if how == "pending":
-                shutil.rmtree(tmp_path / trial["name"])
-                trial["status"] = "pending"
-            else:
-                summary = json.loads((tmp_path / trial["name"] / "summary.json").read_text())
-                (tmp_path / trial["name"] / "summary.json").write_text(json.dumps({**summary, "status": "failed"}))
-    (tmp_path / "sweep.json").write_text(json.dumps(state))
+    _unfinish(tmp_path, "dot-", how)
     with pytest.raises(
         ReportError,
         match=rf"^the table's base cannot be told yet: variant dot \(no overrides\) has "
@@ -345,20 +350,8 @@ def test_a_bare_base_variant_with_no_finished_trial_is_waited_for_not_replaced(t
 def test_a_grid_base_point_with_no_finished_trial_is_waited_for_not_replaced(tmp_path, how):
     # ablate's defaults (heads 4, sinusoidal) are the base of this 2x2 grid; with its trials failed (records readable)
     # or not run yet, the table took heads=1, learned, the finished point closest to the rest, as its base
-    import json
-    import shutil
-
     _planned_sweep(tmp_path, {**FULL_GRID, "seed": {"values": [1, 2]}}, {})
-    state = json.loads((tmp_path / "sweep.json").read_text())
-    for trial in state["trials"]:
-        if trial["name"].startswith("heads=4-positions=sinusoidal"):
-            if how == "pending":
-                shutil.rmtree(tmp_path / trial["name"])
-                trial["status"] = "pending"
-            else:
-                summary = json.loads((tmp_path / trial["name"] / "summary.json").read_text())
-                (tmp_path / trial["name"] / "summary.json").write_text(json.dumps({**summary, "status": "failed"}))
-    (tmp_path / "sweep.json").write_text(json.dumps(state))
+    _unfinish(tmp_path, "heads=4-positions=sinusoidal", how)
     with pytest.raises(
         ReportError,
         match=rf"^the table's base cannot be told yet: point model.heads=4, model.positions=sinusoidal has no finished "
@@ -371,16 +364,8 @@ def test_a_grid_base_point_with_no_finished_trial_is_waited_for_not_replaced(tmp
 def test_a_grid_base_point_is_waited_for_where_the_finished_points_share_its_other_values(tmp_path):
     # only heads=1 has finished: model.heads does not vary among the finished rows, and the rule over the points
     # of the finished rows' varying keys alone took heads=1, sinusoidal as the base
-    import json
-    import shutil
-
     _planned_sweep(tmp_path, FULL_GRID, {})
-    state = json.loads((tmp_path / "sweep.json").read_text())
-    for trial in state["trials"]:
-        if trial["name"].startswith("heads=4"):
-            shutil.rmtree(tmp_path / trial["name"])
-            trial["status"] = "pending"
-    (tmp_path / "sweep.json").write_text(json.dumps(state))
+    _unfinish(tmp_path, "heads=4", "pending")
     with pytest.raises(
         ReportError, match=r"^the table's base cannot be told yet: point model.heads=4, model.positions=sinusoidal has"
     ):
@@ -388,16 +373,8 @@ def test_a_grid_base_point_is_waited_for_where_the_finished_points_share_its_oth
 
 
 def test_a_grid_in_progress_whose_base_point_finished_keeps_it(tmp_path):
-    import json
-    import shutil
-
     _planned_sweep(tmp_path, {**FULL_GRID, "seed": {"values": [1, 2]}}, {})
-    state = json.loads((tmp_path / "sweep.json").read_text())
-    for trial in state["trials"]:
-        if trial["name"].startswith("heads=1-positions=learned"):
-            shutil.rmtree(tmp_path / trial["name"])
-            trial["status"] = "pending"
-    (tmp_path / "sweep.json").write_text(json.dumps(state))
+    _unfinish(tmp_path, "heads=1-positions=learned", "pending")
     sweep = aggregate(collect(str(tmp_path)))
     assert (sweep.base.settings["model.heads"], sweep.base.settings["model.positions"]) == (4, "sinusoidal")
     assert len(sweep.rows) == 3
