@@ -403,10 +403,11 @@ def _waiting_point(grid: _Grid, unfinished: Sequence[Trial]) -> tuple[str, list[
     ``("", [])`` (a tie among the planned points leaves the base to the rows, as when the sweep is done)."""
     from ablate.sweep.spec import resolve
 
-    waiting = [(t, t.config if t.summary is not None else clean_config(resolve(t.params))) for t in unfinished]
-    waiting = [
-        (t, values) for t, values in waiting if t.summary is not None or t.params
-    ]  # params: its sweep.json point
+    waiting = [  # a readable record's config, else its point in sweep.json (params)
+        (t, t.config if t.summary is not None else clean_config(resolve(t.params)))
+        for t in unfinished
+        if t.summary is not None or t.params
+    ]
     every = [grid.groups[i][0].config for i in grid.order] + [values for _, values in waiting]
     shared = set(every[0]).intersection(*every[1:]) - {"seed", "plugins"}  # a plugin: a file there, a digest here
     keys = sorted(k for k in shared if len({value_order(v[k]) for v in every}) > 1)
