@@ -20,8 +20,9 @@ from torch import Tensor, nn
 
 from ablate.config import to_dict
 from ablate.errors import AblateError, did_you_mean, first_line
-from ablate.inference.translate import LoadedRun, source_limit
+from ablate.inference.translate import LoadedRun
 from ablate.model.decoding import greedy
+from ablate.training.checkpoints import source_limit
 from ablate.utils import io
 from ablate.utils.commands import jit_export
 

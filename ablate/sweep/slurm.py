@@ -167,8 +167,10 @@ class SlurmExecutor:
 
     outlives_launcher = True  # Ctrl-C stops watching; the jobs keep running and a rerun adopts them
     can_stop_early = False  # hyperband's early_terminate is not applied to jobs
-    options: ClassVar[tuple[str, ...]] = ("--gpus-per-trial", "--cpus-per-trial", "--trials-per-job", "--partition")
-    options += ("--nodes-per-trial", "--max-concurrent", "--time", "--mem", "--signal-delay", "--slurm-arg")
+    options: ClassVar[tuple[str, ...]] = (
+        "--gpus-per-trial", "--cpus-per-trial", "--trials-per-job", "--partition", "--nodes-per-trial",
+        "--max-concurrent", "--time", "--mem", "--signal-delay", "--slurm-arg",
+    )  # fmt: skip
 
     def __init__(self, args: ExecutorArgs, out: Path, grace_s: float = 30.0):
         """``args``: the ``--partition`` ... ``--slurm-arg`` options (``gpus_per_trial`` per node, one task each;
