@@ -14,6 +14,7 @@ import pytest
 import pytorch_lightning as pl
 import torch
 
+from tests.helpers.cli import invoke_cli
 from tests.helpers.tiny import EVAL_PAIRS, tiny
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,6 +24,7 @@ TINY = tiny(
     "train.warmup=10",
     "train.checkpoint_every=5",
     "eval.beam=1",
+    "eval.max_len_b=3",  # short hypotheses: decoding a half-trained model stays quick (no metric is compared)
     "tracking.wandb=offline",
     "train.val_every=1000",
     pairs=300,
@@ -105,27 +107,39 @@ def _train(run_dir: Path, cache: Path, *extra: str) -> subprocess.CompletedProce
     )
 
 
+VALIDATING = "train.val_every=18"
+"""The two kill-and-resume tests below validate at steps 18, 36 and 45 (the end): last.ckpt is written every 9 steps,
+so a kill at step 31 resumes from step 27, which did not validate, and a kill at step 22 from step 18, which did."""
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory) -> tuple[Path, Path]:
+    """The uninterrupted :data:`EXACT` run (:data:`VALIDATING`) both kill-and-resume tests compare with, trained once,
+    and the data cache their runs share with it: ``(run folder, cache)``."""
+    base = tmp_path_factory.mktemp("straight")
+    done = _train(base / "straight", base / "cache", VALIDATING)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return base / "straight", base / "cache"
+
+
 @pytest.mark.slow
-def test_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
+def test_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path, straight):
     """SIGKILL mid-epoch (dropout on), resume: same batches, same random stream, same final metrics.
 
     fairseq checks its resume the same way (tests/test_train.py, "test_train_resume"): the final
     loss of a run restarted from a mid-epoch checkpoint equals the uninterrupted run's.
     """
-    cache = tmp_path / "cache"
-    straight = _train(tmp_path / "straight", cache)
-    assert straight.returncode == 0, straight.stderr[-3000:]
-
-    killed = _train(tmp_path / "resumed", cache, "train.inject_fault=kill:31")
+    straight_dir, cache = straight
+    killed = _train(tmp_path / "resumed", cache, VALIDATING, "train.inject_fault=kill:31")
     assert killed.returncode == -signal.SIGKILL
     ckpt = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
-    assert ckpt["global_step"] == 27
+    assert ckpt["global_step"] == 27  # a step that did not validate
     in_epoch = ckpt["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["completed"]
     assert in_epoch > 0, "the checkpoint should be mid-epoch for this test to mean something"
-    resumed = _train(tmp_path / "resumed", cache, "train.inject_fault=kill:31")
+    resumed = _train(tmp_path / "resumed", cache, VALIDATING, "train.inject_fault=kill:31")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
-    a = json.loads((tmp_path / "straight" / "summary.json").read_text())
+    a = json.loads((straight_dir / "summary.json").read_text())
     b = json.loads((tmp_path / "resumed" / "summary.json").read_text())
     assert a["step"] == b["step"] == 45 and a["epoch"] == b["epoch"]
     assert b["train/loss"] == pytest.approx(a["train/loss"], rel=1e-5)
@@ -134,23 +148,24 @@ def test_resumed_run_ends_where_an_uninterrupted_one_does(tmp_path):
     assert [h["val/ppl"] for h in b["history"]] == pytest.approx([h["val/ppl"] for h in a["history"]], rel=1e-5)
     assert b["test/bleu"] == pytest.approx(a["test/bleu"], abs=1e-6)
     assert b["train/tokens"] == a["train/tokens"]  # the Throughput counters came back with the checkpoint
-    hyps = [(tmp_path / d / "hyps" / "test.txt").read_text() for d in ("straight", "resumed")]
+    hyps = [(folder / "hyps" / "test.txt").read_text() for folder in (straight_dir, tmp_path / "resumed")]
     assert hyps[0] == hyps[1]
 
 
 @pytest.mark.slow
-def test_a_run_killed_after_a_step_that_validated_keeps_that_validation(tmp_path):
+def test_a_run_killed_after_a_step_that_validated_keeps_that_validation(tmp_path, straight):
     """last.ckpt of a step that validates was written before the validation, and a resume from it skipped the
-    validation (measured: history steps [9, 18, 36, 45]: step 27 lost, so best.ckpt was chosen without it)."""
-    cache = tmp_path / "cache"
-    straight = _train(tmp_path / "straight", cache, "train.val_every=9")
-    assert straight.returncode == 0, straight.stderr[-3000:]
-    killed = _train(tmp_path / "resumed", cache, "train.val_every=9", "train.inject_fault=kill:31")
+    validation (measured with val_every=9, killed at 31: history steps [9, 18, 36, 45]: step 27 lost, so best.ckpt
+    was chosen without it). Here killed at step 22, resumed from step 18, which validated."""
+    straight_dir, cache = straight
+    killed = _train(tmp_path / "resumed", cache, VALIDATING, "train.inject_fault=kill:22")
     assert killed.returncode == -signal.SIGKILL
-    resumed = _train(tmp_path / "resumed", cache, "train.val_every=9", "train.inject_fault=kill:31")
+    ckpt = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    assert ckpt["global_step"] == 18  # a step that validated
+    resumed = _train(tmp_path / "resumed", cache, VALIDATING, "train.inject_fault=kill:22")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("straight", "resumed"))
-    assert [h["step"] for h in a["history"]] == [9, 18, 27, 36, 45]
+    a, b = (json.loads((folder / "summary.json").read_text()) for folder in (straight_dir, tmp_path / "resumed"))
+    assert [h["step"] for h in a["history"]] == [18, 36, 45]
     assert [h["step"] for h in b["history"]] == [h["step"] for h in a["history"]]
     assert [h["val/ppl"] for h in b["history"]] == pytest.approx([h["val/ppl"] for h in a["history"]], rel=1e-5)
     assert b["val/step"] == a["val/step"] and b["test/bleu"] == pytest.approx(a["test/bleu"], abs=1e-6)
@@ -237,7 +252,8 @@ def test_a_run_whose_corpus_changed_since_it_started_is_not_resumed_on_it(tmp_pa
     assert _train(run_dir, cache, *args).returncode == -signal.SIGKILL
     first[0].write_bytes(first[1].read_bytes())
     (corpus / "train.en").write_text((corpus / "train.en").read_text().upper())  # edited since
-    refused = _train(run_dir, cache, *args)
+    # refused before it trains: in this process (no torch import); the kill above is the real command
+    refused = invoke_cli("train", "--run-dir", str(run_dir), *EXACT, *args, cwd=tmp_path, ABLATE_CACHE=str(cache))
     assert refused.returncode == 2, refused.stderr[-3000:]
     assert refused.stderr.splitlines()[-1].startswith(f"error: data.source={corpus} no longer gives the tokenizer")
     assert first[1].read_bytes() == first[0].read_bytes()
