@@ -18,7 +18,7 @@ import torch
 from ablate.config import ConfigError, load_config
 from ablate.training.train import train
 
-from tests.helpers.cli import run_cli
+from tests.helpers.cli import invoke_cli, run_cli
 from tests.helpers.tiny import tiny_checkpointing, trained_once
 
 pytestmark = pytest.mark.slow  # every test trains (seconds each)
@@ -64,7 +64,7 @@ def test_a_pickled_payload_in_a_checkpoint_never_runs(run, tmp_path):
     torch.save(planted, run / "checkpoints" / "last.ckpt")  # a believable checkpoint with a planted best BLEU ...
     torch.save({"state_dict": real["state_dict"], "payload": Payload(marker)}, run / "checkpoints" / "best.ckpt")
 
-    proc = run_cli("attention", str(run), "--text", "hello", "--out", str(tmp_path / "png"), cwd=tmp_path)
+    invoke_cli("attention", str(run), "--text", "hello", "--out", str(tmp_path / "png"), cwd=tmp_path)  # in here
     assert not marker.exists()
     summary = train(load_config(None, TINY), run)  # ... and a best.ckpt that runs a command when unpickled
     assert not marker.exists()
