@@ -10,7 +10,7 @@ import pytest
 from ablate.config import load_config
 from ablate.training.train import train
 
-from tests.helpers.cli import run_cli
+from tests.helpers.cli import invoke_cli, run_cli
 from tests.helpers.tiny import tiny_checkpointing
 
 TINY = tiny_checkpointing("train.max_steps=3")
@@ -23,11 +23,13 @@ def test_table_and_attention_over_damaged_files_are_one_line(tmp_path, cache_dir
     for name, content in {"as-list": "[]", "as-null": "null"}.items():
         (tmp_path / "sweep" / name).mkdir()
         (tmp_path / "sweep" / name / "summary.json").write_text(content)
-    proc = run_cli("table", str(tmp_path / "sweep"), cwd=tmp_path, ABLATE_CACHE=str(cache_dir))
+    # both commands in this process (no torch import); the pipe test below and
+    # tests/training/test_untrusted_checkpoints.py run table and attention as real commands
+    proc = invoke_cli("table", str(tmp_path / "sweep"), cwd=tmp_path, ABLATE_CACHE=str(cache_dir))
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-2000:]
     for ckpt in (tmp_path / "sweep" / "good" / "checkpoints").glob("*.ckpt"):
         ckpt.write_bytes(ckpt.read_bytes()[:500])
-    proc = run_cli(
+    proc = invoke_cli(
         "attention",
         str(tmp_path / "sweep" / "good"),
         "--text",
