@@ -2,9 +2,10 @@
 
 Every source turns into a :class:`Corpus` (one Arrow ``datasets.Dataset`` per split with the string columns ``src``
 and ``tgt``, so a WMT-sized corpus stays on disk) and offers a cheap ``fingerprint()`` (the cache key, so a cached
-run never reads the text) and an expensive ``load(workdir)``. :data:`SOURCES` picks one from ``data.source``:
-``builtin`` (:mod:`ablate.data.builtin`), ``hf:<dataset>[@<revision>][:<config>]`` (:class:`HubDataset`), or else
-a local folder of line-aligned ``{split}.{lang}[.gz]`` files (:class:`LocalFolder`)."""
+run never reads the text), optionally ``train_fingerprint()`` (the training split's alone: the tokenizer's key, so a
+test set added to a corpus does not learn its BPE again) and an expensive ``load(workdir)``. :data:`SOURCES` picks one
+from ``data.source``: ``builtin`` (:mod:`ablate.data.builtin`), ``hf:<dataset>[@<revision>][:<config>]``
+(:class:`HubDataset`), or else a local folder of line-aligned ``{split}.{lang}[.gz]`` files (:class:`LocalFolder`)."""
 
 from __future__ import annotations
 
@@ -64,7 +65,9 @@ class Source(Protocol):
     """Where a corpus comes from."""
 
     def fingerprint(self) -> str:
-        """A stable identifier of the content (cheap; no full read when it can be avoided)."""
+        """A stable identifier of the content (cheap; no full read when it can be avoided). A source may also offer
+        ``train_fingerprint()``, the same of its training split alone (what the tokenizer learns from, so its key);
+        without it the tokenizer is keyed by ``fingerprint()``."""
 
     def load(self, workdir: Path) -> Corpus:
         """Read every split into Arrow datasets whose files live under ``workdir``."""
@@ -241,12 +244,19 @@ class LocalFolder:
         return files, val, tests
 
     def fingerprint(self) -> str:
+        return self._digest(sorted(self.files))
+
+    def train_fingerprint(self) -> str:
+        """The fingerprint of the ``train`` files alone: what the tokenizer learns from."""
+        return self._digest(["train"])
+
+    def _digest(self, splits: list[str]) -> str:
         return digest(
             "local",
             self.langs,
             [
                 (split, src.name, tgt.name, file_digest(src, self.cache_root), file_digest(tgt, self.cache_root))
-                for split, (src, tgt) in sorted(self.files.items())
+                for split, (src, tgt) in ((split, self.files[split]) for split in splits)
             ],
         )
 
@@ -417,16 +427,16 @@ class HubDataset:
         return splits
 
     def fingerprint(self) -> str:
+        return self._digest(sorted(self._load()))
+
+    def train_fingerprint(self) -> str:
+        """The fingerprint of the ``train`` split alone: what the tokenizer learns from."""
+        return self._digest(["train"])
+
+    def _digest(self, names: list[str]) -> str:
         splits = self._load()
         pinned = [self.revision] if self.revision else []  # unpinned runs keep their cache keys
-        return digest(
-            "hf",
-            self.name,
-            self.config,
-            *pinned,
-            self.langs,
-            sorted((name, ds._fingerprint) for name, ds in splits.items()),
-        )
+        return digest("hf", self.name, self.config, *pinned, self.langs, [(n, splits[n]._fingerprint) for n in names])
 
     def provenance(self) -> dict[str, str | None]:
         """What the run records of its data: the dataset, its config, the revision asked for and the commit
@@ -446,7 +456,8 @@ SOURCES: dict[str, type] = table("source")
 """Source kind -> source class, filled by ``@register("source", kind)``. ``data.source`` names a kind by
 itself (``builtin``) or as a prefix (``hf:<dataset>``); anything else is a folder (``local``). A new
 source is one class with ``(cfg, cache_root)``, ``fingerprint()`` and ``load(workdir)``; an optional
-``provenance()`` dict (the hub's dataset, config and revision) is recorded as the run's ``data.source``."""
+``train_fingerprint()`` keys the tokenizer by the training split alone, and an optional ``provenance()`` dict (the
+hub's dataset, config and revision) is recorded as the run's ``data.source``."""
 
 
 def _builtin_rows(split: str, n: int, swap: bool) -> Iterator[dict[str, str]]:
@@ -476,6 +487,10 @@ class BuiltinTask:
 
     def fingerprint(self) -> str:
         return digest("builtin", builtin.VERSION, self.sizes, self.swap)
+
+    def train_fingerprint(self) -> str:
+        """The fingerprint of the training pairs alone (``data.builtin_eval_pairs`` left out)."""
+        return digest("builtin", builtin.VERSION, self.sizes["train"], self.swap)
 
     def load(self, workdir: Path) -> Corpus:
         splits = {
