@@ -172,7 +172,9 @@ def translate(
 
 def evaluate(
     run_dir: Path = typer.Argument(..., help=RUN_HELP),
-    data: Optional[str] = typer.Option(None, "--data", help="A corpus as data.source takes it (default: the run's)."),
+    data: Optional[str] = typer.Option(
+        None, "--data", help="A corpus as data.source takes it (default: the run's, a relative path read from here)."
+    ),
     split: Optional[str] = typer.Option(None, "--split", help="Split to score (default: the first test split)."),
     beam: Optional[int] = typer.Option(None, "--beam", help="Beam size (default: the run's eval.beam)."),
     len_penalty: Optional[float] = typer.Option(None, "--len-penalty", help="Length-normalisation exponent."),

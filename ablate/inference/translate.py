@@ -20,7 +20,7 @@ import torch
 
 from ablate.config import Config, ConfigError
 from ablate.data.tokenizer import SubwordTokenizer
-from ablate.inference import check_checkpoint
+from ablate.inference import InputError, check_checkpoint
 from ablate.training.checkpoints import load_checkpoint_file, source_limit, trained_run, unfit
 from ablate.training.module import Scores, TranslationModule, corpus_scores
 
@@ -145,6 +145,8 @@ def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> t
     from ablate.utils.io import cache_root
 
     data = run.cfg.data if source is None else dataclasses.replace(run.cfg.data, source=source)
+    if source_kind(data.source) == FALLBACK:
+        _check_folder(data.source, given=source is not None)
     with tempfile.TemporaryDirectory(prefix="ablate-evaluate-") as tmp:
         if split and source_kind(data.source) == FALLBACK:  # a folder's split alone, whatever its name: no train needed
             splits, name = LocalFolder(data, cache_root(data.cache_dir), only=split).read(Path(tmp))[0], split
@@ -156,6 +158,26 @@ def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> t
         ds = splits[name]
         sources, references = ([text or "" for text in ds[side]] for side in ("src", "tgt"))  # null: "", as training
         return name, sources, references
+
+
+def _check_folder(folder: str, given: bool) -> None:
+    """InputError unless ``folder`` (``--data``, or the run's ``data.source`` when ``given`` is false) is a folder
+    from here; the run's own names ``--data``, since a relative one was relative to where the run trained."""
+    if Path(folder).expanduser().is_dir():
+        return
+    if given:
+        raise InputError(
+            f"--data {folder} is not a folder; give 'builtin', 'hf:<dataset>[:<config>]' or a folder of "
+            "{split}.{lang}[.gz] files"
+        )
+    if Path(folder).expanduser().is_absolute():
+        where = "is not a folder on this machine"
+    else:
+        where = f"is relative to where the run trained, and not a folder from {Path.cwd()}"
+    raise InputError(
+        f"the run's corpus {folder} (its data.source) {where}; pass --data FOLDER (and --split NAME) to score a "
+        "corpus from here"
+    )
 
 
 def evaluate(

@@ -323,3 +323,27 @@ def test_a_source_past_learned_positions_is_clipped_where_they_end_with_a_warnin
         "1 of 1 sentences longer than the 11 subwords this model reads: only their first 11 are translated (its "
         "positions end at model.max_positions=12; split them to translate the rest)"
     ]
+
+
+def test_evaluate_of_a_run_whose_relative_corpus_is_not_here_names_data(trained, tmp_path, monkeypatch):
+    """A run trained with ``data.source=../shared/data/multi30k`` and evaluated from another folder said only
+    "data.source='../shared/data/multi30k' is not a folder; give 'builtin', ...": not what the user can change."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run, ignore=shutil.ignore_patterns("wandb"))
+    config = run / "config.yaml"
+    corpus = json.loads((trained / "summary.json").read_text())["config"]["data"]["source"]
+    config.write_text(config.read_text().replace(f"source: {corpus}\n", "source: ../data/multi30k\n"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli_app(), ["evaluate", str(run)])
+    assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
+    assert result.output == (
+        f"error: the run's corpus ../data/multi30k (its data.source) is relative to where the run trained, and not a "
+        f"folder from {tmp_path}; pass --data FOLDER (and --split NAME) to score a corpus from here\n"
+    )
+    result = CliRunner().invoke(cli_app(), ["evaluate", str(run), "--data", "nope", "--split", "test"])
+    assert result.exit_code == 2 and result.output == (
+        "error: --data nope is not a folder; give 'builtin', 'hf:<dataset>[:<config>]' or a folder of "
+        "{split}.{lang}[.gz] files\n"
+    )
