@@ -175,7 +175,9 @@ def evaluate(
     data: Optional[str] = typer.Option(
         None, "--data", help="A corpus as data.source takes it (default: the run's, a relative path read from here)."
     ),
-    split: Optional[str] = typer.Option(None, "--split", help="Split to score (default: the first test split)."),
+    split: Optional[str] = typer.Option(
+        None, "--split", help="Split to score (default: the first test split of the pair, else the validation split)."
+    ),
     beam: Optional[int] = typer.Option(None, "--beam", help="Beam size (default: the run's eval.beam)."),
     len_penalty: Optional[float] = typer.Option(None, "--len-penalty", help="Length-normalisation exponent."),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),

@@ -139,16 +139,24 @@ def translate(
 
 
 def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> tuple[str, list[str], list[str]]:
-    """``(split name, sources, references)`` of ``split`` (default: the first test split) of ``source`` (``data.source``
-    syntax; default: the run's data), read as training reads it, in the run's language pair."""
-    from ablate.data.sources import FALLBACK, LocalFolder, make_source, source_kind
+    """``(split name, sources, references)`` of ``split`` of ``source`` (``data.source`` syntax; default: the run's
+    data), read as training reads it, in the run's language pair. A folder's split is read alone, whatever its name
+    (no train split needed); without ``split``, its first test set (:func:`~ablate.data.sources.scored_split`), the
+    others named in a line; another source's first test split, else its validation split."""
+    from ablate.data.sources import FALLBACK, LocalFolder, make_source, scored_split, source_kind
     from ablate.utils.io import cache_root
 
     data = run.cfg.data if source is None else dataclasses.replace(run.cfg.data, source=source)
-    if source_kind(data.source) == FALLBACK:
+    local = source_kind(data.source) == FALLBACK
+    if local:
         _check_folder(data.source, given=source is not None)
+        if not split:
+            split, others = scored_split(data)
+            if others:
+                sets = f"{data.src_lang}-{data.tgt_lang} test set{'s' if len(others) > 1 else ''} {', '.join(others)}"
+                log.info("%s also holds the %s: --split NAME scores one", data.source, sets)
     with tempfile.TemporaryDirectory(prefix="ablate-evaluate-") as tmp:
-        if split and source_kind(data.source) == FALLBACK:  # a folder's split alone, whatever its name: no train needed
+        if local and split:
             splits, name = LocalFolder(data, cache_root(data.cache_dir), only=split).read(Path(tmp))[0], split
         else:
             corpus = make_source(data, cache_root(data.cache_dir)).load(Path(tmp))

@@ -325,6 +325,54 @@ def test_a_source_past_learned_positions_is_clipped_where_they_end_with_a_warnin
     ]
 
 
+def _test_sets(trained: Path, folder: Path, splits: dict[str, tuple[str, str]]) -> Path:
+    """A folder of test sets alone: ``name -> (split of the run's corpus, target language)`` copied as
+    ``name.en`` and ``name.<language>``."""
+    corpus = Path(json.loads((trained / "summary.json").read_text())["config"]["data"]["source"])
+    folder.mkdir()
+    for name, (split, lang) in splits.items():
+        (folder / f"{name}.en").write_bytes((corpus / f"{split}.en").read_bytes())
+        (folder / f"{name}.{lang}").write_bytes((corpus / f"{split}.de").read_bytes())
+    return folder
+
+
+def test_evaluate_without_split_scores_the_first_test_set_of_a_folder_of_test_sets(trained, tmp_path, caplog):
+    """``ablate evaluate RUN --data FOLDER`` with a folder of test sets and no --split said "no 'train' split ...;
+    add a train split", though it needs none: it scores the folder's first test set of the run's pair (as for the
+    run's own corpus), and says which others are there, leaving out a test set of another pair without a word."""
+    summary = json.loads((trained / "summary.json").read_text())
+    tests = _test_sets(trained, tmp_path / "tests", {"test": ("test", "de"), "test_b": ("test_extra", "de")})
+    _test_sets(trained, tests / "fr", {})  # a folder inside is no split
+    (tests / "test_fr.en").write_text("a\n")
+    (tests / "test_fr.fr").write_text("b\n")
+    with caplog.at_level("INFO", logger="ablate"):
+        out = _cli("evaluate", str(trained), "--data", str(tests)).splitlines()[-1]  # after the note, on stderr
+    assert out.startswith(f"test: BLEU {summary['test/bleu']:.2f}  chrF {summary['test/chrf']:.2f}")
+    assert [r.getMessage() for r in caplog.records if r.levelname != "DEBUG"] == [
+        f"{tests} also holds the en-de test set test_b: --split NAME scores one"
+    ]
+
+
+def test_evaluate_of_a_folder_without_a_test_set_lists_its_splits_for_split(trained, tmp_path):
+    tests = _test_sets(trained, tmp_path / "wmt", {"newstest2014": ("test", "de"), "newstest2015": ("test", "de")})
+    result = CliRunner().invoke(cli_app(), ["evaluate", str(trained), "--data", str(tests)])
+    assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
+    assert result.output == (
+        f"error: no test set (test*) or validation split of en-de in {tests} (its en-de splits: newstest2014, "
+        "newstest2015); pass --split NAME\n"
+    )
+
+
+def test_evaluate_with_split_says_nothing_of_the_test_sets_it_does_not_score(trained, tmp_path, caplog):
+    """``--split test_2016_flickr`` in a multilingual Multi30k folder warned "test_2017_mscoco.de[.gz] is missing: ...
+    left out" of every test set of other pairs, though it scores none of them."""
+    tests = _test_sets(trained, tmp_path / "multi", {"test": ("test", "de"), "test_2017_mscoco": ("test", "fr")})
+    with caplog.at_level("INFO", logger="ablate"):
+        out = _cli("evaluate", str(trained), "--data", str(tests), "--split", "test")
+    assert out.startswith("test: BLEU ")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= 20] == []
+
+
 def test_evaluate_of_a_run_whose_relative_corpus_is_not_here_names_data(trained, tmp_path, monkeypatch):
     """A run trained with ``data.source=../shared/data/multi30k`` and evaluated from another folder said only
     "data.source='../shared/data/multi30k' is not a folder; give 'builtin', ...": not what the user can change."""
