@@ -137,7 +137,7 @@ def seed_option():
 def translate(
     run_dir: Path = typer.Argument(..., help=RUN_HELP),
     input: Optional[Path] = typer.Option(
-        None, "--input", "-i", help="Source sentences, one per line (default: stdin)."
+        None, "--input", "-i", help="Source sentences, one per line, gzipped or not (default: stdin)."
     ),
     beam: Optional[int] = typer.Option(None, "--beam", help="Beam size (default: the run's eval.beam; 1 = greedy)."),
     len_penalty: Optional[float] = typer.Option(
