@@ -44,9 +44,9 @@ def load_run(
     plugins: Sequence[str] = (),
     trust_plugins: bool = False,
 ) -> LoadedRun:
-    """The module of ``run_dir``'s ``<which>.ckpt`` (else the other checkpoint), its tokenizer and config, as
-    :func:`~ablate.training.checkpoints.trained_run` finds them (plugins, errors); InputError for a ``which``
-    other than best or last."""
+    """The module of ``run_dir``'s ``<which>.ckpt`` (else the other checkpoint, with a warning), its tokenizer and
+    config, as :func:`~ablate.training.checkpoints.trained_run` finds them (plugins, errors); InputError for a
+    ``which`` other than best or last."""
     run_dir = Path(run_dir)
     check_checkpoint(which)  # never a silent fall back to best for a misspelt name
     cfg, path = trained_run(run_dir, which, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
@@ -64,6 +64,8 @@ def load_run(
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     module.detokenize = tok.decode_tgt
     module.eval()
+    if path.stem != which:  # trained_run falls back to the other checkpoint: never without a word
+        log.warning("%s holds no %s.ckpt: using %s", path.parent, which, path.name)
     _say_untested_step(run_dir, path)
     return LoadedRun(module, tok, module.cfg, path)
 

@@ -395,3 +395,19 @@ def test_evaluate_of_a_run_whose_relative_corpus_is_not_here_names_data(trained,
         "error: --data nope is not a folder; give 'builtin', 'hf:<dataset>[:<config>]' or a folder of "
         "{split}.{lang}[.gz] files\n"
     )
+
+
+def test_a_checkpoint_asked_for_but_missing_is_replaced_with_a_warning(trained, tmp_path, caplog):
+    """``--checkpoint last`` on a run without last.ckpt (a results folder keeps best.ckpt alone) translated and scored
+    best.ckpt without a word: numbers of another model than the one asked for."""
+    import shutil
+
+    from ablate.inference.translate import load_run
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run, ignore=shutil.ignore_patterns("wandb", "last*.ckpt"))
+    with caplog.at_level("WARNING", logger="ablate"):
+        loaded = load_run(run, "last")
+        assert load_run(run, "best").checkpoint.name == "best.ckpt"
+    assert loaded.checkpoint.name == "best.ckpt"
+    assert [r.getMessage() for r in caplog.records] == [f"{run}/checkpoints holds no last.ckpt: using best.ckpt"]
