@@ -118,11 +118,21 @@ def _local(run_dir: Path, raw: str, variant: Optional[str] = None, seed: Optiona
     return fetch_run(raw) if raw.startswith(PREFIX) else run_dir
 
 
+def _picked(run_dir: Path, variant: Optional[str], seed: Optional[int]) -> Path:
+    """:func:`_local`, where a sweep folder without ``--variant`` or ``--seed`` says they pick a trial."""
+    if variant is None and seed is None and SweepFiles(run_dir).state.is_file():
+        if not RunFiles(run_dir).config.is_file():
+            from ablate.training.checkpoints import a_sweep
+
+            raise a_sweep(run_dir, "pick a trial with --variant NAME and/or --seed N")
+    return _local(run_dir, str(run_dir), variant, seed)
+
+
 def _load(run_dir: Path, checkpoint: str, variant, seed, plugins, trust_plugins: bool):
     """The run ``run_dir`` (:func:`_local`) names, loaded."""
     from ablate.inference import translate as inference
 
-    folder = _local(run_dir, str(run_dir), variant, seed)
+    folder = _picked(run_dir, variant, seed)
     return inference.load_run(folder, checkpoint, plugins=plugins or [], trust_plugins=trust_plugins)
 
 
