@@ -145,7 +145,7 @@ def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> t
     data), read as training reads it, in the run's language pair. A folder's split is read alone, whatever its name
     (no train split needed); without ``split``, its first test set (:func:`~ablate.data.sources.scored_split`), the
     others named in a line; another source's first test split, else its validation split."""
-    from ablate.data.sources import FALLBACK, LocalFolder, make_source, scored_split, source_kind
+    from ablate.data.sources import FALLBACK, LocalFolder, canonical_split, make_source, scored_split, source_kind
     from ablate.utils.io import cache_root
 
     data = run.cfg.data if source is None else dataclasses.replace(run.cfg.data, source=source)
@@ -162,7 +162,8 @@ def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> t
             splits, name = LocalFolder(data, cache_root(data.cache_dir), only=split).read(Path(tmp))[0], split
         else:
             corpus = make_source(data, cache_root(data.cache_dir)).load(Path(tmp))
-            splits, name = corpus.splits, split or (corpus.test_splits[0] if corpus.test_splits else corpus.val_split)
+            first = corpus.test_splits[0] if corpus.test_splits else corpus.val_split
+            splits, name = corpus.splits, (canonical_split(split) or split) if split else first  # validation: val
         if name not in splits:
             raise ConfigError(f"no split '{name}' in {data.source} (have: {', '.join(sorted(splits))})")
         ds = splits[name]

@@ -411,3 +411,19 @@ def test_a_checkpoint_asked_for_but_missing_is_replaced_with_a_warning(trained, 
         assert load_run(run, "best").checkpoint.name == "best.ckpt"
     assert loaded.checkpoint.name == "best.ckpt"
     assert [r.getMessage() for r in caplog.records] == [f"{run}/checkpoints holds no last.ckpt: using best.ckpt"]
+
+
+def test_evaluate_takes_a_hub_datasets_own_name_of_its_validation_split(trained, tmp_path):
+    """``--data hf:... --split validation`` (the hub's name, as ``load_dataset`` lists it) said "no split 'validation'
+    ... (have: test, train, val)": training calls it val, and so may the user, but the hub's name is a name of it too."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    corpus = Path(json.loads((trained / "summary.json").read_text())["config"]["data"]["source"])
+    (tmp_path / "hub" / "data").mkdir(parents=True)
+    for split, ours in (("train", "train"), ("validation", "val"), ("test", "test")):
+        columns = {lang: (corpus / f"{ours}.{lang}").read_text().splitlines() for lang in ("en", "de")}
+        pq.write_table(pa.table(columns), tmp_path / "hub" / "data" / f"{split}-00000-of-00001.parquet")
+    for name in ("validation", "val"):
+        out = _cli("evaluate", str(trained), "--data", f"hf:{tmp_path / 'hub'}", "--split", name)
+        assert out.startswith("val: BLEU ") and "(40 sentences)" in out, out
