@@ -194,7 +194,9 @@ def attention(
     run_dir: Path = typer.Argument(..., help="A run directory written by `ablate train`."),
     text: str = typer.Option(..., "--text", "-t", help="Source sentence to translate and visualise."),
     out: Path = typer.Option(Path("attention"), "--out", "-o", help="Folder for the PNG files."),
-    beam: int = typer.Option(5, "--beam", help="Beam size used to produce the translation."),
+    beam: Optional[int] = typer.Option(
+        None, "--beam", help="Beam size used to produce the translation (default: the run's eval.beam)."
+    ),
     plugins: Optional[List[str]] = plugins_option(),
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:

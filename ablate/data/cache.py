@@ -6,11 +6,12 @@ crashed builder leaves only a temporary directory. Entries follow the umask (a t
 ``umask 002`` is group-writable) and list their files and sizes in ``.manifest.json``; one that no longer
 matches, or that its reader cannot use, is moved aside and rebuilt, never used.
 
-:func:`prepare` builds the encoded corpus, keyed by the source's fingerprint, the tokenizer settings and
+:func:`prepare` builds the encoded corpus, keyed by the source's fingerprint, the tokenizer's key and
 ``max_len``: the tokenizer and per split ``src``, ``tgt`` (raw text; ``tgt`` is the BLEU reference),
 ``src_ids``, ``tgt_ids`` (subwords, no specials) and ``src_len``, ``tgt_len``. Training drops pairs with an
 empty side or one longer than ``max_len``; validation and test keep every pair (ids truncated, text whole)
-so hypotheses cover every sentence once. The tokenizer has its own entry, keyed without ``max_len``."""
+so hypotheses cover every sentence once. The tokenizer has its own entry, keyed by what it learns from (the
+training split's fingerprint, where the source gives one) and its settings, without ``max_len``."""
 
 from __future__ import annotations
 
@@ -314,9 +315,9 @@ def prepare(cfg: DataConfig) -> Prepared:
     start = time.perf_counter()
     root = cache_root(cfg.cache_dir)
     source = make_source(cfg, root)
-    content = source.fingerprint()
-    tok_key = digest("tokenizer", RECIPE, content, cfg.vocab_size, cfg.joint_vocab, cfg.src_lang, cfg.tgt_lang)
-    key = digest("encoded", VERSION, tok_key, cfg.max_len)
+    learns = getattr(source, "train_fingerprint", source.fingerprint)()  # a test set added learns no BPE again
+    tok_key = digest("tokenizer", RECIPE, learns, cfg.vocab_size, cfg.joint_vocab, cfg.src_lang, cfg.tgt_lang)
+    key = digest("encoded", VERSION, tok_key, source.fingerprint(), cfg.max_len)
     raw = _LazyCorpus(source, root)
     build = lambda tmp: _build(tmp, raw, cfg, root, tok_key)
     try:

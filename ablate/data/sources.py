@@ -2,9 +2,10 @@
 
 Every source turns into a :class:`Corpus` (one Arrow ``datasets.Dataset`` per split with the string columns ``src``
 and ``tgt``, so a WMT-sized corpus stays on disk) and offers a cheap ``fingerprint()`` (the cache key, so a cached
-run never reads the text) and an expensive ``load(workdir)``. :data:`SOURCES` picks one from ``data.source``:
-``builtin`` (:mod:`ablate.data.builtin`), ``hf:<dataset>[@<revision>][:<config>]`` (:class:`HubDataset`), or else
-a local folder of line-aligned ``{split}.{lang}[.gz]`` files (:class:`LocalFolder`)."""
+run never reads the text), optionally ``train_fingerprint()`` (the training split's alone: the tokenizer's key, so a
+test set added to a corpus does not learn its BPE again) and an expensive ``load(workdir)``. :data:`SOURCES` picks one
+from ``data.source``: ``builtin`` (:mod:`ablate.data.builtin`), ``hf:<dataset>[@<revision>][:<config>]``
+(:class:`HubDataset`), or else a local folder of line-aligned ``{split}.{lang}[.gz]`` files (:class:`LocalFolder`)."""
 
 from __future__ import annotations
 
@@ -64,7 +65,9 @@ class Source(Protocol):
     """Where a corpus comes from."""
 
     def fingerprint(self) -> str:
-        """A stable identifier of the content (cheap; no full read when it can be avoided)."""
+        """A stable identifier of the content (cheap; no full read when it can be avoided). A source may also offer
+        ``train_fingerprint()``, the same of its training split alone (what the tokenizer learns from, so its key);
+        without it the tokenizer is keyed by ``fingerprint()``."""
 
     def load(self, workdir: Path) -> Corpus:
         """Read every split into Arrow datasets whose files live under ``workdir``."""
@@ -184,6 +187,41 @@ def file_digest(path: Path, cache_root: Path) -> str:
     return sha
 
 
+def scan_folder(folder: Path, langs: tuple[str, str]) -> tuple[dict[tuple[str, str], Path], str]:
+    """``(split, lang) -> file`` of every ``{split}.{lang}[.gz]`` file of ``folder`` in a language of ``langs`` (an
+    uncompressed copy wins over a ``.gz`` one), and a listing of all its ``{split}.{lang}`` files for errors."""
+    found: dict[tuple[str, str], Path] = {}
+    names = []
+    for path in sorted(folder.iterdir()):
+        name = path.name[:-3] if path.name.endswith(".gz") else path.name
+        split, dot, lang = name.rpartition(".")
+        if not path.is_file() or not dot or not split:
+            continue
+        names.append(path.name)
+        if lang in langs and ((split, lang) not in found or found[(split, lang)].name.endswith(".gz")):
+            found[(split, lang)] = path
+    listing = ", ".join(names[:12]) + (f", ... ({len(names)} files)" if len(names) > 12 else "") or "no files"
+    return found, listing
+
+
+def scored_split(cfg: DataConfig) -> tuple[str, list[str]]:
+    """What ``ablate evaluate`` scores of the folder ``cfg.source`` without ``--split``, and the other test sets there:
+    its first test set (``test*``) of the language pair, else its validation split. Needs no train split; a test set
+    of another pair is not one. DataError listing the folder's splits when it has neither."""
+    folder, langs = Path(cfg.source).expanduser(), (cfg.src_lang, cfg.tgt_lang)
+    found, listing = scan_folder(folder, langs)
+    complete = sorted({split for split, _ in found if all((split, lang) in found for lang in langs)})
+    tests = [split for split in complete if split.startswith("test")]
+    if tests:
+        return tests[0], tests[1:]
+    val = next((name for name in VAL_NAMES if name in complete), None)
+    if val is not None:
+        return val, []
+    pair = "-".join(langs)
+    holds = f"its {pair} splits: {', '.join(complete)}" if complete else f"found: {listing}"
+    raise DataError(f"no test set (test*) or validation split of {pair} in {folder} ({holds}); pass --split NAME")
+
+
 class LocalFolder:
     """``data.source=/path/to/folder``: line-aligned ``{split}.{lang}[.gz]`` files (the Moses/fairseq layout).
 
@@ -207,46 +245,46 @@ class LocalFolder:
     def _discover(self, only: str | None = None) -> tuple[dict[str, tuple[Path, Path]], str, list[str]]:
         """split -> (source file, target file) for train, the validation split and test splits (or ``only``); the
         validation split and the test splits."""
-        found: dict[tuple[str, str], Path] = {}
-        names = []
-        for path in sorted(self.folder.iterdir()):
-            name = path.name[:-3] if path.name.endswith(".gz") else path.name
-            split, dot, lang = name.rpartition(".")
-            if not path.is_file() or not dot or not split:
-                continue
-            names.append(path.name)
-            if lang in self.langs and ((split, lang) not in found or found[(split, lang)].name.endswith(".gz")):
-                found[(split, lang)] = path  # an uncompressed copy wins over a .gz one
+        found, listing = scan_folder(self.folder, self.langs)
         pair = "-".join(self.langs)
-        listing = ", ".join(names[:12]) + (f", ... ({len(names)} files)" if len(names) > 12 else "") or "no files"
         splits = {split for split, _ in found}
-        if only and only not in splits:
-            raise DataError(f"no split '{only}' in {self.folder} for {pair} (found: {listing})")
-        for split in sorted(name for name in splits if name.startswith("test") and name != only):
+        if only:  # read alone: the folder's other splits, complete or not, are none of its business
+            if only not in splits:
+                raise DataError(f"no split '{only}' in {self.folder} for {pair} (found: {listing})")
+            return {only: self._pair_files(found, only)}, only, []
+        for split in sorted(name for name in splits if name.startswith("test")):
             lacking = [lang for lang in self.langs if (split, lang) not in found]
             if lacking:  # a multilingual folder's test set of another pair (Multi30k's)
                 path = self.folder / f"{split}.{lacking[0]}"
                 log.warning("%s[.gz] is missing: %s is not a test set of %s, so it is left out", path, split, pair)
                 splits.discard(split)
-        val, tests = (only, []) if only else pick_splits(splits, f"{self.folder} for {pair}", listing)
-        files = {}
-        for split in [only] if only else ["train", val, *tests]:
-            for lang in self.langs:
-                if (split, lang) not in found:
-                    raise DataError(
-                        f"missing language file {self.folder / f'{split}.{lang}'}[.gz] "
-                        f"(the '{split}' split needs one file per language: {pair})"
-                    )
-            files[split] = (found[(split, self.langs[0])], found[(split, self.langs[1])])
-        return files, val, tests
+        val, tests = pick_splits(splits, f"{self.folder} for {pair}", listing)
+        return {split: self._pair_files(found, split) for split in ["train", val, *tests]}, val, tests
+
+    def _pair_files(self, found: dict[tuple[str, str], Path], split: str) -> tuple[Path, Path]:
+        """The source and target file of ``split``; DataError naming the one that is missing."""
+        for lang in self.langs:
+            if (split, lang) not in found:
+                raise DataError(
+                    f"missing language file {self.folder / f'{split}.{lang}'}[.gz] "
+                    f"(the '{split}' split needs one file per language: {'-'.join(self.langs)})"
+                )
+        return found[(split, self.langs[0])], found[(split, self.langs[1])]
 
     def fingerprint(self) -> str:
+        return self._digest(sorted(self.files))
+
+    def train_fingerprint(self) -> str:
+        """The fingerprint of the ``train`` files alone: what the tokenizer learns from."""
+        return self._digest(["train"])
+
+    def _digest(self, splits: list[str]) -> str:
         return digest(
             "local",
             self.langs,
             [
                 (split, src.name, tgt.name, file_digest(src, self.cache_root), file_digest(tgt, self.cache_root))
-                for split, (src, tgt) in sorted(self.files.items())
+                for split, (src, tgt) in ((split, self.files[split]) for split in splits)
             ],
         )
 
@@ -417,16 +455,16 @@ class HubDataset:
         return splits
 
     def fingerprint(self) -> str:
+        return self._digest(sorted(self._load()))
+
+    def train_fingerprint(self) -> str:
+        """The fingerprint of the ``train`` split alone: what the tokenizer learns from."""
+        return self._digest(["train"])
+
+    def _digest(self, names: list[str]) -> str:
         splits = self._load()
         pinned = [self.revision] if self.revision else []  # unpinned runs keep their cache keys
-        return digest(
-            "hf",
-            self.name,
-            self.config,
-            *pinned,
-            self.langs,
-            sorted((name, ds._fingerprint) for name, ds in splits.items()),
-        )
+        return digest("hf", self.name, self.config, *pinned, self.langs, [(n, splits[n]._fingerprint) for n in names])
 
     def provenance(self) -> dict[str, str | None]:
         """What the run records of its data: the dataset, its config, the revision asked for and the commit
@@ -446,7 +484,8 @@ SOURCES: dict[str, type] = table("source")
 """Source kind -> source class, filled by ``@register("source", kind)``. ``data.source`` names a kind by
 itself (``builtin``) or as a prefix (``hf:<dataset>``); anything else is a folder (``local``). A new
 source is one class with ``(cfg, cache_root)``, ``fingerprint()`` and ``load(workdir)``; an optional
-``provenance()`` dict (the hub's dataset, config and revision) is recorded as the run's ``data.source``."""
+``train_fingerprint()`` keys the tokenizer by the training split alone, and an optional ``provenance()`` dict (the
+hub's dataset, config and revision) is recorded as the run's ``data.source``."""
 
 
 def _builtin_rows(split: str, n: int, swap: bool) -> Iterator[dict[str, str]]:
@@ -476,6 +515,10 @@ class BuiltinTask:
 
     def fingerprint(self) -> str:
         return digest("builtin", builtin.VERSION, self.sizes, self.swap)
+
+    def train_fingerprint(self) -> str:
+        """The fingerprint of the training pairs alone (``data.builtin_eval_pairs`` left out)."""
+        return digest("builtin", builtin.VERSION, self.sizes["train"], self.swap)
 
     def load(self, workdir: Path) -> Corpus:
         splits = {

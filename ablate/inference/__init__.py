@@ -5,11 +5,14 @@ The checks of their input live here, where importing them costs no torch: a bad 
 
 from __future__ import annotations
 
+import gzip
 import math
+import zlib
 from typing import Optional
 
 from ablate.errors import AblateError, did_you_mean
 
+GZIP_MAGIC = b"\x1f\x8b"
 CHECKPOINTS = ("best", "last")
 """The checkpoints a run folder holds (``checkpoints/<name>.ckpt``)."""
 
@@ -22,9 +25,15 @@ def read_sentences(raw: bytes, where: str) -> list[str]:
     """The sentences of ``raw`` (a file's or stdin's bytes, named ``where`` in errors), read as training reads a
     corpus (:func:`ablate.data.sources.decode_line`): one per ``\\n``-ended line (``\\r\\n`` too; never U+2028,
     U+0085 or a form feed, which ``str.splitlines`` would cut at), a leading BOM dropped, whitespace stripped.
-    Unlike a corpus, text to translate must be UTF-8: InputError names the line, the byte and its column."""
+    Unlike a corpus, text to translate must be UTF-8: InputError names the line, the byte and its column. Gzipped
+    bytes (``test.en.gz``, as a corpus holds them) are read uncompressed."""
     from ablate.data.sources import decode_line
 
+    if raw[:2] == GZIP_MAGIC:
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as err:
+            raise InputError(f"{where} is a damaged gzip file ({err}); check that it is intact") from None
     if not raw:
         return []
     lines = raw.removesuffix(b"\n").split(b"\n")

@@ -118,11 +118,21 @@ def _local(run_dir: Path, raw: str, variant: Optional[str] = None, seed: Optiona
     return fetch_run(raw) if raw.startswith(PREFIX) else run_dir
 
 
+def _picked(run_dir: Path, variant: Optional[str], seed: Optional[int]) -> Path:
+    """:func:`_local`, where a sweep folder without ``--variant`` or ``--seed`` says they pick a trial."""
+    if variant is None and seed is None and SweepFiles(run_dir).state.is_file():
+        if not RunFiles(run_dir).config.is_file():
+            from ablate.training.checkpoints import a_sweep
+
+            raise a_sweep(run_dir, "pick a trial with --variant NAME and/or --seed N")
+    return _local(run_dir, str(run_dir), variant, seed)
+
+
 def _load(run_dir: Path, checkpoint: str, variant, seed, plugins, trust_plugins: bool):
     """The run ``run_dir`` (:func:`_local`) names, loaded."""
     from ablate.inference import translate as inference
 
-    folder = _local(run_dir, str(run_dir), variant, seed)
+    folder = _picked(run_dir, variant, seed)
     return inference.load_run(folder, checkpoint, plugins=plugins or [], trust_plugins=trust_plugins)
 
 
@@ -137,7 +147,7 @@ def seed_option():
 def translate(
     run_dir: Path = typer.Argument(..., help=RUN_HELP),
     input: Optional[Path] = typer.Option(
-        None, "--input", "-i", help="Source sentences, one per line (default: stdin)."
+        None, "--input", "-i", help="Source sentences, one per line, gzipped or not (default: stdin)."
     ),
     beam: Optional[int] = typer.Option(None, "--beam", help="Beam size (default: the run's eval.beam; 1 = greedy)."),
     len_penalty: Optional[float] = typer.Option(
@@ -172,8 +182,12 @@ def translate(
 
 def evaluate(
     run_dir: Path = typer.Argument(..., help=RUN_HELP),
-    data: Optional[str] = typer.Option(None, "--data", help="A corpus as data.source takes it (default: the run's)."),
-    split: Optional[str] = typer.Option(None, "--split", help="Split to score (default: the first test split)."),
+    data: Optional[str] = typer.Option(
+        None, "--data", help="A corpus as data.source takes it (default: the run's, a relative path read from here)."
+    ),
+    split: Optional[str] = typer.Option(
+        None, "--split", help="Split to score (default: the first test split of the pair, else the validation split)."
+    ),
     beam: Optional[int] = typer.Option(None, "--beam", help="Beam size (default: the run's eval.beam)."),
     len_penalty: Optional[float] = typer.Option(None, "--len-penalty", help="Length-normalisation exponent."),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),

@@ -20,7 +20,7 @@ import torch
 
 from ablate.config import Config, ConfigError
 from ablate.data.tokenizer import SubwordTokenizer
-from ablate.inference import check_checkpoint
+from ablate.inference import InputError, check_checkpoint
 from ablate.training.checkpoints import load_checkpoint_file, source_limit, trained_run, unfit
 from ablate.training.module import Scores, TranslationModule, corpus_scores
 
@@ -44,9 +44,9 @@ def load_run(
     plugins: Sequence[str] = (),
     trust_plugins: bool = False,
 ) -> LoadedRun:
-    """The module of ``run_dir``'s ``<which>.ckpt`` (else the other checkpoint), its tokenizer and config, as
-    :func:`~ablate.training.checkpoints.trained_run` finds them (plugins, errors); InputError for a ``which``
-    other than best or last."""
+    """The module of ``run_dir``'s ``<which>.ckpt`` (else the other checkpoint, with a warning), its tokenizer and
+    config, as :func:`~ablate.training.checkpoints.trained_run` finds them (plugins, errors); InputError for a
+    ``which`` other than best or last."""
     run_dir = Path(run_dir)
     check_checkpoint(which)  # never a silent fall back to best for a misspelt name
     cfg, path = trained_run(run_dir, which, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
@@ -64,6 +64,8 @@ def load_run(
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     module.detokenize = tok.decode_tgt
     module.eval()
+    if path.stem != which:  # trained_run falls back to the other checkpoint: never without a word
+        log.warning("%s holds no %s.ckpt: using %s", path.parent, which, path.name)
     _say_untested_step(run_dir, path)
     return LoadedRun(module, tok, module.cfg, path)
 
@@ -139,23 +141,54 @@ def translate(
 
 
 def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> tuple[str, list[str], list[str]]:
-    """``(split name, sources, references)`` of ``split`` (default: the first test split) of ``source`` (``data.source``
-    syntax; default: the run's data), read as training reads it, in the run's language pair."""
-    from ablate.data.sources import FALLBACK, LocalFolder, make_source, source_kind
+    """``(split name, sources, references)`` of ``split`` of ``source`` (``data.source`` syntax; default: the run's
+    data), read as training reads it, in the run's language pair. A folder's split is read alone, whatever its name
+    (no train split needed); without ``split``, its first test set (:func:`~ablate.data.sources.scored_split`), the
+    others named in a line; another source's first test split, else its validation split."""
+    from ablate.data.sources import FALLBACK, LocalFolder, canonical_split, make_source, scored_split, source_kind
     from ablate.utils.io import cache_root
 
     data = run.cfg.data if source is None else dataclasses.replace(run.cfg.data, source=source)
+    local = source_kind(data.source) == FALLBACK
+    if local:
+        _check_folder(data.source, given=source is not None)
+        if not split:
+            split, others = scored_split(data)
+            if others:
+                sets = f"{data.src_lang}-{data.tgt_lang} test set{'s' if len(others) > 1 else ''} {', '.join(others)}"
+                log.info("%s also holds the %s: --split NAME scores one", data.source, sets)
     with tempfile.TemporaryDirectory(prefix="ablate-evaluate-") as tmp:
-        if split and source_kind(data.source) == FALLBACK:  # a folder's split alone, whatever its name: no train needed
+        if local and split:
             splits, name = LocalFolder(data, cache_root(data.cache_dir), only=split).read(Path(tmp))[0], split
         else:
             corpus = make_source(data, cache_root(data.cache_dir)).load(Path(tmp))
-            splits, name = corpus.splits, split or (corpus.test_splits[0] if corpus.test_splits else corpus.val_split)
+            first = corpus.test_splits[0] if corpus.test_splits else corpus.val_split
+            splits, name = corpus.splits, (canonical_split(split) or split) if split else first  # validation: val
         if name not in splits:
             raise ConfigError(f"no split '{name}' in {data.source} (have: {', '.join(sorted(splits))})")
         ds = splits[name]
         sources, references = ([text or "" for text in ds[side]] for side in ("src", "tgt"))  # null: "", as training
         return name, sources, references
+
+
+def _check_folder(folder: str, given: bool) -> None:
+    """InputError unless ``folder`` (``--data``, or the run's ``data.source`` when ``given`` is false) is a folder
+    from here; the run's own names ``--data``, since a relative one was relative to where the run trained."""
+    if Path(folder).expanduser().is_dir():
+        return
+    if given:
+        raise InputError(
+            f"--data {folder} is not a folder; give 'builtin', 'hf:<dataset>[:<config>]' or a folder of "
+            "{split}.{lang}[.gz] files"
+        )
+    if Path(folder).expanduser().is_absolute():
+        where = "is not a folder on this machine"
+    else:
+        where = f"is relative to where the run trained, and not a folder from {Path.cwd()}"
+    raise InputError(
+        f"the run's corpus {folder} (its data.source) {where}; pass --data FOLDER (and --split NAME) to score a "
+        "corpus from here"
+    )
 
 
 def evaluate(

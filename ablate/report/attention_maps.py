@@ -93,19 +93,22 @@ def plot_attention(
     run_dir: str | Path,
     text: str,
     out: str | Path,
-    beam: int = 5,
+    beam: int | None = None,
     plugins: Sequence[str] = (),
     trust_plugins: bool = False,
 ) -> list[Path]:
-    """Translate ``text`` with the run's best model and draw every attention map; returns the PNGs.
+    """Translate ``text`` with the run's best model (``beam``: the run's ``eval.beam`` unless given, as
+    ``ablate translate``) and draw every attention map; returns the PNGs.
 
     Raises:
-        ReportError: ``text`` is longer than :data:`MAX_TOKENS` subwords, or ``beam`` is below 1.
+        ReportError: ``text`` is empty or longer than :data:`MAX_TOKENS` subwords, or ``beam`` is below 1.
         OutputError: ``out`` is (or lies inside, or contains) ``run_dir``, or cannot be written.
     """
     check_apart(out, [run_dir])
-    if beam < 1:
+    if beam is not None and beam < 1:
         raise ReportError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
+    if not text.strip():
+        raise ReportError("--text is empty; pass one sentence to translate and draw")
     cfg, module, tok = load_trained(run_dir, plugins=plugins, trust_plugins=trust_plugins)
     model = cast(Transformer, module)  # load_trained says nn.Module: every arch has Transformer's interface
     pieces = tok.encode_src([text.strip()])[0]  # stripped, as training reads a corpus line and translate its input
@@ -119,6 +122,7 @@ def plot_attention(
     with torch.no_grad():
         e = cfg.eval  # ranked by the run's length penalty, as translate ranks them
         limits = (e.len_penalty, e.max_len_a, e.max_len_b)
+        beam = e.beam if beam is None else beam
         hyp = beam_search(model, src, beam, tok.bos_id, tok.eos_id, *limits, length_penalty=e.length_penalty)[0]
         tgt_in = torch.tensor([[tok.bos_id] + hyp])
         maps = model.attention_maps(src, tgt_in)

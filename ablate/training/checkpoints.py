@@ -23,7 +23,7 @@ from ablate.config import Config, ConfigError, flatten, from_flat, read_yaml, to
 from ablate.data.tokenizer import SubwordTokenizer
 from ablate.errors import first_line
 from ablate.model.build import build_model
-from ablate.record import RunStatus, RunSummary
+from ablate.record import RunFiles, RunStatus, RunSummary, SweepFiles
 from ablate.training.run_folder import RESUME_ORDER
 from ablate.utils import io, plugins as plugin_loader
 from ablate.utils.io import file_sha256
@@ -269,6 +269,8 @@ def trained_run(
     modules, or all with ``trust_plugins``. PluginError names the flag; ConfigError a folder that is not a
     trained run (no or an unusable config.yaml, no tokenizer, no checkpoint)."""
     if not (run_dir / "config.yaml").exists():
+        if SweepFiles(run_dir).state.is_file():
+            raise a_sweep(run_dir, "pass one of its trial folders")
         raise ConfigError(f"{run_dir} is not a run directory (no config.yaml); pass a folder written by `ablate train`")
     plugin_loader.load(list(plugins))
     try:
@@ -284,6 +286,13 @@ def trained_run(
     if path is None:
         raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet; train the run first")
     return cfg, path
+
+
+def a_sweep(folder: Path, how: str) -> ConfigError:
+    """The error for a sweep folder given where a run is: its trials (the first six) and ``how`` to pick one."""
+    names = sorted(p.name for p in folder.iterdir() if RunFiles(p).summary.is_file())
+    shown = ", ".join(names[:6]) + (f", ... ({len(names)} trials)" if len(names) > 6 else "")
+    return ConfigError(f"{folder} is a sweep folder, not a run (trials: {shown or 'none trained yet'}); {how}")
 
 
 def unfit(path: Path, run_dir: Path, err: BaseException) -> ConfigError:

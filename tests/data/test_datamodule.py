@@ -78,6 +78,42 @@ def test_second_setup_uses_the_cache(make_cfg, monkeypatch):
     assert not third.stats["cached"] and third.stats["tokenizer_cached"]
 
 
+def test_a_test_set_added_to_the_corpus_reuses_the_tokenizer_a_new_training_split_does_not(
+    small_multi30k, make_cfg, tmp_path, monkeypatch
+):
+    """The tokenizer's cache key covered every split's files, so a test set added to the corpus folder (or a new
+    data.builtin_eval_pairs) learnt the same BPE again: minutes on a WMT-sized corpus. It is keyed by what it learns
+    from, the training split; the encoded corpus still follows every split."""
+    import shutil
+
+    folder = tmp_path / "corpus"
+    shutil.copytree(small_multi30k, folder)
+    first = prepare(make_cfg(folder))
+    learnt: list[int] = []
+    real = SubwordTokenizer.train.__func__
+    monkeypatch.setattr(
+        SubwordTokenizer, "train", classmethod(lambda cls, *a, **k: learnt.append(1) or real(cls, *a, **k))
+    )
+    for lang in ("en", "de"):
+        shutil.copy(folder / f"test_2016_flickr.{lang}", folder / f"test_extra.{lang}")
+    second = prepare(make_cfg(folder))
+    assert second.test_splits == ["test_2016_flickr", "test_extra"] and second.stats["key"] != first.stats["key"]
+    assert second.stats["tokenizer_cached"] and learnt == []
+    assert second.tokenizer.to_json() == first.tokenizer.to_json()
+    builtin = prepare(make_cfg("builtin"))
+    assert prepare(make_cfg("builtin", builtin_eval_pairs=50)).stats["tokenizer_cached"] and len(learnt) == 1
+    assert not prepare(make_cfg("builtin", builtin_pairs=300)).stats["tokenizer_cached"] and len(learnt) == 2
+    lines = (folder / "train.de").read_text().splitlines()
+    (folder / "train.de").write_text("".join(line.upper() + "\n" for line in lines))
+    third = prepare(make_cfg(folder))
+    assert (
+        not third.stats["tokenizer_cached"]
+        and len(learnt) == 3
+        and third.tokenizer.to_json() != first.tokenizer.to_json()
+    )
+    assert builtin.stats["key"] != first.stats["key"]
+
+
 def test_setup_is_idempotent_and_run_seed_does_not_change_data(make_cfg):
     cfg = make_cfg("builtin")
     dm = _module(cfg, seed=1)

@@ -143,3 +143,17 @@ def test_a_bad_option_is_refused_before_the_model_code_loads(option, tmp_path):
     )
     assert done.stdout.strip().splitlines()[-1] == "exit 2 False", (done.stdout, done.stderr)
     assert done.stderr.count("\n") == 1 and option[0] in done.stderr, done.stderr
+
+
+def test_translate_reads_a_gzipped_source_as_training_reads_a_corpus(echo_run, tmp_path):
+    """A corpus is ``{split}.{lang}[.gz]``, so ``--input test_2016_flickr.en.gz`` is what a user passes: it was refused
+    as "line 1 is not UTF-8 text (byte 0x8b ...); save it as UTF-8 (e.g. iconv ...)", advice that does not apply."""
+    import gzip
+
+    path = tmp_path / "test.en.gz"
+    path.write_bytes(gzip.compress("\ufeffa dog .\ntwo  men \n".encode()))
+    for result in (_invoke("translate", "run", "--input", path), _invoke("translate", "run", input=path.read_bytes())):
+        assert result.exit_code == 0, result.output
+        assert result.stdout == "[a dog .]\n[two  men]\n"
+    path.write_bytes(path.read_bytes()[:-6])
+    _one_line(_invoke("translate", "run", "--input", path), f"{path} is a damaged gzip file (")

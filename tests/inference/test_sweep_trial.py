@@ -47,3 +47,20 @@ def test_translate_refuses_an_unknown_variant_in_one_line(sweep):
     )
     assert result.exit_code == 2
     assert "no trained trial" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", [["translate"], ["evaluate"], ["attention", "--text", "a"], ["export-model"]])
+def test_a_sweep_folder_without_a_trial_named_says_how_to_pick_one(sweep, command, tmp_path):
+    """``ablate translate SWEEP`` (no --variant or --seed) said "SWEEP is not a run directory (no config.yaml); pass a
+    folder written by `ablate train`", though --variant and --seed pick a trial of it."""
+    extra = ["--out", str(tmp_path / "out")] if command[0] in ("attention", "export-model") else []
+    result = CliRunner().invoke(app, [command[0], str(sweep), *command[1:], *extra], input="Hallo\n")
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    names = ", ".join(sorted(p.name for p in sweep.iterdir() if (p / "summary.json").is_file())[:6])
+    how = (
+        "pick a trial with --variant NAME and/or --seed N"
+        if command[0] in ("translate", "evaluate")
+        else ("pass one of its trial folders")
+    )
+    assert result.output.startswith(f"error: {sweep} is a sweep folder, not a run (trials: {names}"), result.output
+    assert result.output.rstrip().endswith(how), result.output

@@ -323,3 +323,107 @@ def test_a_source_past_learned_positions_is_clipped_where_they_end_with_a_warnin
         "1 of 1 sentences longer than the 11 subwords this model reads: only their first 11 are translated (its "
         "positions end at model.max_positions=12; split them to translate the rest)"
     ]
+
+
+def _test_sets(trained: Path, folder: Path, splits: dict[str, tuple[str, str]]) -> Path:
+    """A folder of test sets alone: ``name -> (split of the run's corpus, target language)`` copied as
+    ``name.en`` and ``name.<language>``."""
+    corpus = Path(json.loads((trained / "summary.json").read_text())["config"]["data"]["source"])
+    folder.mkdir()
+    for name, (split, lang) in splits.items():
+        (folder / f"{name}.en").write_bytes((corpus / f"{split}.en").read_bytes())
+        (folder / f"{name}.{lang}").write_bytes((corpus / f"{split}.de").read_bytes())
+    return folder
+
+
+def test_evaluate_without_split_scores_the_first_test_set_of_a_folder_of_test_sets(trained, tmp_path, caplog):
+    """``ablate evaluate RUN --data FOLDER`` with a folder of test sets and no --split said "no 'train' split ...;
+    add a train split", though it needs none: it scores the folder's first test set of the run's pair (as for the
+    run's own corpus), and says which others are there, leaving out a test set of another pair without a word."""
+    summary = json.loads((trained / "summary.json").read_text())
+    tests = _test_sets(trained, tmp_path / "tests", {"test": ("test", "de"), "test_b": ("test_extra", "de")})
+    _test_sets(trained, tests / "fr", {})  # a folder inside is no split
+    (tests / "test_fr.en").write_text("a\n")
+    (tests / "test_fr.fr").write_text("b\n")
+    with caplog.at_level("INFO", logger="ablate"):
+        out = _cli("evaluate", str(trained), "--data", str(tests)).splitlines()[-1]  # after the note, on stderr
+    assert out.startswith(f"test: BLEU {summary['test/bleu']:.2f}  chrF {summary['test/chrf']:.2f}")
+    assert [r.getMessage() for r in caplog.records if r.levelname != "DEBUG"] == [
+        f"{tests} also holds the en-de test set test_b: --split NAME scores one"
+    ]
+
+
+def test_evaluate_of_a_folder_without_a_test_set_lists_its_splits_for_split(trained, tmp_path):
+    tests = _test_sets(trained, tmp_path / "wmt", {"newstest2014": ("test", "de"), "newstest2015": ("test", "de")})
+    result = CliRunner().invoke(cli_app(), ["evaluate", str(trained), "--data", str(tests)])
+    assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
+    assert result.output == (
+        f"error: no test set (test*) or validation split of en-de in {tests} (its en-de splits: newstest2014, "
+        "newstest2015); pass --split NAME\n"
+    )
+
+
+def test_evaluate_with_split_says_nothing_of_the_test_sets_it_does_not_score(trained, tmp_path, caplog):
+    """``--split test_2016_flickr`` in a multilingual Multi30k folder warned "test_2017_mscoco.de[.gz] is missing: ...
+    left out" of every test set of other pairs, though it scores none of them."""
+    tests = _test_sets(trained, tmp_path / "multi", {"test": ("test", "de"), "test_2017_mscoco": ("test", "fr")})
+    with caplog.at_level("INFO", logger="ablate"):
+        out = _cli("evaluate", str(trained), "--data", str(tests), "--split", "test")
+    assert out.startswith("test: BLEU ")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= 20] == []
+
+
+def test_evaluate_of_a_run_whose_relative_corpus_is_not_here_names_data(trained, tmp_path, monkeypatch):
+    """A run trained with ``data.source=../shared/data/multi30k`` and evaluated from another folder said only
+    "data.source='../shared/data/multi30k' is not a folder; give 'builtin', ...": not what the user can change."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run, ignore=shutil.ignore_patterns("wandb"))
+    config = run / "config.yaml"
+    corpus = json.loads((trained / "summary.json").read_text())["config"]["data"]["source"]
+    config.write_text(config.read_text().replace(f"source: {corpus}\n", "source: ../data/multi30k\n"))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli_app(), ["evaluate", str(run)])
+    assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
+    assert result.output == (
+        f"error: the run's corpus ../data/multi30k (its data.source) is relative to where the run trained, and not a "
+        f"folder from {tmp_path}; pass --data FOLDER (and --split NAME) to score a corpus from here\n"
+    )
+    result = CliRunner().invoke(cli_app(), ["evaluate", str(run), "--data", "nope", "--split", "test"])
+    assert result.exit_code == 2 and result.output == (
+        "error: --data nope is not a folder; give 'builtin', 'hf:<dataset>[:<config>]' or a folder of "
+        "{split}.{lang}[.gz] files\n"
+    )
+
+
+def test_a_checkpoint_asked_for_but_missing_is_replaced_with_a_warning(trained, tmp_path, caplog):
+    """``--checkpoint last`` on a run without last.ckpt (a results folder keeps best.ckpt alone) translated and scored
+    best.ckpt without a word: numbers of another model than the one asked for."""
+    import shutil
+
+    from ablate.inference.translate import load_run
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run, ignore=shutil.ignore_patterns("wandb", "last*.ckpt"))
+    with caplog.at_level("WARNING", logger="ablate"):
+        loaded = load_run(run, "last")
+        assert load_run(run, "best").checkpoint.name == "best.ckpt"
+    assert loaded.checkpoint.name == "best.ckpt"
+    assert [r.getMessage() for r in caplog.records] == [f"{run}/checkpoints holds no last.ckpt: using best.ckpt"]
+
+
+def test_evaluate_takes_a_hub_datasets_own_name_of_its_validation_split(trained, tmp_path):
+    """``--data hf:... --split validation`` (the hub's name, as ``load_dataset`` lists it) said "no split 'validation'
+    ... (have: test, train, val)": training calls it val, and so may the user, but the hub's name is a name of it too."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    corpus = Path(json.loads((trained / "summary.json").read_text())["config"]["data"]["source"])
+    (tmp_path / "hub" / "data").mkdir(parents=True)
+    for split, ours in (("train", "train"), ("validation", "val"), ("test", "test")):
+        columns = {lang: (corpus / f"{ours}.{lang}").read_text().splitlines() for lang in ("en", "de")}
+        pq.write_table(pa.table(columns), tmp_path / "hub" / "data" / f"{split}-00000-of-00001.parquet")
+    for name in ("validation", "val"):
+        out = _cli("evaluate", str(trained), "--data", f"hf:{tmp_path / 'hub'}", "--split", name)
+        assert out.startswith("val: BLEU ") and "(40 sentences)" in out, out

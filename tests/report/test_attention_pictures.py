@@ -152,3 +152,23 @@ def test_the_text_is_read_as_translate_reads_a_line(run, tmp_path, monkeypatch):
     for text in ("w1 w2", " w1 w2 \n"):
         attention.plot_attention(run, text, tmp_path / "pics", beam=1)
     assert decoded[0].tolist() == decoded[1].tolist()
+
+
+def test_the_translation_drawn_is_the_runs_beam_unless_asked(run, tmp_path, monkeypatch):
+    """``ablate attention`` decoded with beam 5 whatever the run's eval.beam, so a run tested with beam 4 (the paper's)
+    was drawn with another translation than ``ablate translate`` gives; an empty --text was drawn as the maps of EOS."""
+    four = tmp_path / "run"
+    shutil.copytree(run, four)
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg["eval"]["beam"] = 4
+    (four / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    beams = []
+    search = attention.beam_search
+    monkeypatch.setattr(attention, "beam_search", lambda *a, **k: beams.append(a[2]) or search(*a, **k))
+    attention.plot_attention(four, "w1 w2 w3", tmp_path / "pics")
+    attention.plot_attention(four, "w1 w2 w3", tmp_path / "pics", beam=1)
+    assert beams == [4, 1]
+    for text in ("", " \n"):
+        with pytest.raises(ReportError, match="^--text is empty; pass one sentence to translate and draw$"):
+            attention.plot_attention(four, text, tmp_path / "pics")
+    assert beams == [4, 1]
