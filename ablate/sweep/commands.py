@@ -288,7 +288,9 @@ def run(
     nodes_per_trial: int = _slurm(1, "--nodes-per-trial", "nodes per trial (DDP across them)."),
     max_concurrent: int = _slurm(8, "--max-concurrent", "jobs of this sweep queued or running at once."),
     time_limit: str = _slurm(
-        "04:00:00", "--time", "job time limit, HH:MM:SS or D-HH:MM:SS; trials checkpoint and requeue before it."
+        "04:00:00",
+        "--time",
+        "job time limit, HH:MM:SS or D-HH:MM:SS (0: none, as sbatch reads it); trials checkpoint and requeue before it.",
     ),
     cpus_per_trial: Optional[int] = _slurm(
         None, "--cpus-per-trial", "CPUs per task (also the trainer's torch threads).", min=1

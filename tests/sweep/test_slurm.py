@@ -38,6 +38,15 @@ def test_slurm_time_formats(text, minutes):
     assert parse_time(text) == minutes
 
 
+@pytest.mark.parametrize("text", ["0", "00:00:00", "0-0", "0:00"])
+def test_a_zero_time_is_no_limit_as_slurm_reads_it(tmp_path, text):
+    """``man sbatch``: "A time limit of zero requests that no time limit be imposed"; ablate read it as 1 minute
+    (and then refused the default --signal-delay 120 as not below it)."""
+    assert parse_time(text) == 0
+    slurm = SlurmExecutor(ExecutorArgs(time=text), tmp_path)
+    assert slurm.minutes == 0 and slurm.describe().endswith("no time limit")
+
+
 def test_bad_time_is_one_line():
     with pytest.raises(SweepError, match="--time 'soon'"):
         parse_time("soon")
@@ -65,9 +74,9 @@ def test_packing_refuses_fewer_than_one_trial_per_job_by_its_own_option(tmp_path
         PackedSweep(None, None, SlurmExecutor(ExecutorArgs(), tmp_path), 0)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("time_limit", ["00:01:00", "2", "0"])
+@pytest.mark.parametrize("time_limit", ["00:01:00", "2", "0:30"])
 def test_a_signal_delay_not_below_the_time_limit_is_refused(tmp_path, time_limit):
-    # every job was signalled as it started: under --time 00:01:00 (or 0, read as 1 minute) and the default
+    # every job was signalled as it started: under --time 00:01:00 (or 0:30, rounded up to 1 minute) and the default
     # --signal-delay 120, a job checkpointed and requeued every 20-40 s until max_num_timeout ran out
     with pytest.raises(SweepError, match=rf"^--signal-delay 120 is not below --time {time_limit} "):
         SlurmExecutor(ExecutorArgs(time=time_limit), tmp_path)
