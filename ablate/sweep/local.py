@@ -177,6 +177,11 @@ def plan_slots(
         hide = None
         if not ids or not all(d.isdigit() or d.startswith(("GPU-", "MIG-")) for d in ids):
             raise SweepError(f"--devices {devices!r}: use auto, cpu, or GPU ids such as 0,1,2,3")
+        twice = next((d for i, d in enumerate(ids) if d in ids[:i]), None)
+        if twice is not None:  # two trials' DDP ranks, or one trial's, on one GPU: --parallel shares a GPU
+            raise SweepError(
+                f"--devices {devices} lists GPU {twice} twice; list each GPU once (--parallel 2: two trials per GPU)"
+            )
         visible = gpus()
         missing = [d for d in ids if d.isdigit() and d not in visible] if all(v.isdigit() for v in visible) else []
         if missing:  # a trial given an absent GPU would train on CPU under its label
