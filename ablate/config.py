@@ -526,13 +526,15 @@ def check_loggers(entries: Any) -> None:
 POSITIVE = (
     "model.layers model.d_model model.d_ff model.heads data.vocab_size data.max_len train.max_tokens "
     "train.accumulate eval.beam eval.val_beam model.rnn.hidden model.rnn.layers eval.max_sentences "
-    "train.checkpoint_every model.max_positions model.encoder_layers model.decoder_layers model.d_k model.d_v"
+    "train.checkpoint_every model.max_positions model.encoder_layers model.decoder_layers model.d_k model.d_v "
+    "data.builtin_pairs data.builtin_eval_pairs"
 ).split()
 """Keys whose number must be positive where it is set (in the order they are checked)."""
 FRACTIONS = ("model.dropout", "model.attention_dropout", "train.label_smoothing")
 """Keys whose number must be in [0, 1)."""
 NON_NEGATIVE = (
-    "train.weight_decay train.min_lr train.clip_norm train.warmup eval.len_penalty eval.max_len_a eval.max_len_b"
+    "train.weight_decay train.min_lr train.clip_norm train.warmup eval.len_penalty eval.max_len_a eval.max_len_b "
+    "train.threads train.num_workers"
 ).split()
 """Keys whose number must not be negative."""
 

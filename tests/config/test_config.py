@@ -101,6 +101,10 @@ def test_yaml_file_then_overrides(tmp_path):
         ("model.attention.scale=-1", "must be positive, auto, true or false"),
         ("eval.length_penalty=gnm", "did you mean 'gnmt'?"),
         ("model", "not of the form key=value"),
+        ("data.builtin_pairs=0", "data.builtin_pairs=0 must be positive"),
+        ("data.builtin_eval_pairs=-1", "data.builtin_eval_pairs=-1 must be positive"),
+        ("train.threads=-2", "train.threads=-2 must not be negative"),
+        ("train.num_workers=-1", "train.num_workers=-1 must not be negative"),
     ],
 )
 def test_bad_values_fail_with_one_line(override, expected):
