@@ -146,6 +146,17 @@ def test_variants_apply_on_top_of_the_base_and_name_the_trial():
     assert cfg.tracking.tags == ("one-head", "seed=2")
 
 
+@pytest.mark.parametrize("tags", [["paper"], "paper", ["seed=2", "paper"]])
+def test_a_sweeps_own_tags_add_to_each_trials_labels(tags):
+    """A constant ``tracking.tags`` parameter (or a command-line ``tracking.tags=``) replaced each trial's tags
+    (``["paper"]`` for every trial): the labels W&B filters a sweep's runs by were gone."""
+    spec = small_spec({"seed": {"values": [1, 2]}, "model.heads": {"values": [2, 4]}, "tracking.tags": {"value": tags}})
+    point = next(p for p in expand(spec) if p["seed"] == 2 and p["model.heads"] == 4)
+    overrides = trial_overrides(spec, point, "heads=4-seed=2", extra=["tracking.tags=[cli, paper]"])
+    assert sum(o.startswith("tracking.tags=") for o in overrides) == 1
+    assert load_config(None, overrides).tracking.tags == ("heads=4", "seed=2", "paper", "cli")
+
+
 def test_the_declared_base_is_about_the_table_not_an_override_of_any_trial():
     from ablate.sweep.spec import expand_variant
 
