@@ -436,8 +436,17 @@ def replace(cfg: Config, **dotted: Any) -> Config:
     return from_flat(flat)
 
 
-def fingerprint(cfg: Config, exclude: tuple[str, ...] = ("tracking.", "train.devices")) -> str:
-    """A short stable hash of what determines the trained model (tracking excluded).
+NOT_TRAINING = (
+    "tracking.", "train.devices", "train.num_workers", "train.threads", "data.cache_dir",
+    "trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.profiler",
+)  # fmt: skip
+"""Keys (and prefixes) that leave the trained model as it is, so a resume may change them: W&B naming, the
+device count, loader processes, CPU threads, where the cache lies, and Trainer options that only change what
+the console shows (tables ignore the first five too). ``train.accelerator`` counts: ``auto`` precision follows it."""
+
+
+def fingerprint(cfg: Config, exclude: tuple[str, ...] = NOT_TRAINING) -> str:
+    """A short stable hash of what determines the trained model (:data:`NOT_TRAINING` excluded).
 
     A plugin counts by its name and content (sha256), not by where its file lies; a config without
     plugins hashes as it did before the key existed.
