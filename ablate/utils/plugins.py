@@ -322,10 +322,11 @@ def _running(path: Path) -> Optional[dict[str, Any]]:
 
 
 def load_file(path: Path) -> dict[str, Any]:
-    """Import a ``.py`` file as the module named by its stem (once per process); its record."""
+    """Import a ``.py`` file as the module named by its stem (once per process, again once edited: a notebook's
+    next ``ablate.train`` runs the new code; a failed edit leaves the last good one); its record."""
     path = path.resolve()
     key = str(path)
-    if key in _LOADED:
+    if key in _LOADED and (not path.is_file() or sha256(path) == _LOADED[key]["sha256"]):
         return _LOADED[key]
     if path.is_dir():
         raise PluginError(f"plugin file {path} is a folder, not a Python file; name a .py file inside it in plugins")
@@ -349,7 +350,10 @@ def load_file(path: Path) -> dict[str, Any]:
         with exits_refused():
             spec.loader.exec_module(module)
     except BaseException as err:
-        del sys.modules[name]
+        if taken is None:
+            del sys.modules[name]
+        else:  # an edit that fails: the last good code goes on running
+            sys.modules[name] = taken
         raise _failed(name, err) from None
     _LOADED[key] = {"kind": "file", "name": name, "path": key, "sha256": sha256(path)}
     return _LOADED[key]
