@@ -20,7 +20,7 @@ from rich.text import Text
 from ablate.config import complete_overrides, read_yaml
 from ablate.record import TEST_BLEU, RunStatus, is_number
 from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor
-from ablate.sweep.local import ExecutorArgs, plan_slots
+from ablate.sweep.local import ExecutorArgs, check_slot_options, plan_slots
 from ablate.sweep.planner import (
     ALLOWANCE_S,
     ASSUMED_STEP_S,
@@ -374,6 +374,7 @@ def run(
         typer.secho(note, fg=typer.colors.YELLOW, err=True)
     if dry_run and launcher == "local":  # trains nothing, so it plans no slots (never imports torch to count GPUs)
         executor_class(launcher)
+        check_slot_options(devices, 1 if gpus_per_trial is None else gpus_per_trial, parallel)
     else:  # SLURM's and Ray's options are checked, not their cluster: a dry run refuses what the run would
         executor = make_executor(launcher, args, opts)
     count = check_trial_count(spec, trial_cap(spec, max_trials), trial_limit)  # at once, before any planning
