@@ -44,6 +44,13 @@ LOST = {"CANCELLED", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "TIMEOUT", "DEADLINE
 POLL_S = 5.0  # seconds between squeues
 REQUEUE_GRACE_S = 20.0
 REQUEUE_WINDOW_S = 300.0
+SET_BY_OPTIONS = {
+    "time": "--time", "signal": "--signal-delay", "partition": "--partition", "mem": "--mem",
+    "cpus_per_task": "--cpus-per-trial", "nodes": "--nodes-per-trial", "gpus_per_node": "--gpus-per-trial",
+    "job_name": "the sweep's trial names", "ntasks_per_node": "--gpus-per-trial (one task per GPU)",
+    "output": "the sweep folder's slurm/ logs", "error": "the sweep folder's slurm/ logs",
+}  # fmt: skip
+"""The #SBATCH options ablate writes, and where a user sets each: a ``--slurm-arg`` would silently replace them."""
 WORKER_LOG = ".workers"  # in the sweep folder: one line per trial each worker starts or ends
 
 
@@ -192,7 +199,12 @@ class SlurmExecutor:
             key, sep, value = item.partition("=")
             if not sep or not key:
                 raise SweepError(f"--slurm-arg {item!r}: use KEY=VALUE, e.g. account=abc")
-            self.extra[key.strip().replace("-", "_")] = value
+            key = key.strip().replace("-", "_")
+            if key in SET_BY_OPTIONS:
+                raise SweepError(f"--slurm-arg {item}: ablate sets it; use {SET_BY_OPTIONS[key]}")
+            self.extra[key] = value
+        if args.mem is not None and not re.fullmatch(r"\d+[KMGT]?", str(args.mem).strip(), re.IGNORECASE):
+            raise SweepError(f"--mem {args.mem!r}: use a size in megabytes or with K, M, G or T (e.g. 32G)")
         self.args, self.out, self.grace_s, self.poll_s = args, Path(out), grace_s, POLL_S
         self._ended_since: dict[str, float] = {}
 

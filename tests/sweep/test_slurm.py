@@ -47,6 +47,25 @@ def test_a_zero_time_is_no_limit_as_slurm_reads_it(tmp_path, text):
     assert slurm.minutes == 0 and slurm.describe().endswith("no time limit")
 
 
+@pytest.mark.parametrize(
+    "item, option",
+    [("time=20", "--time"), ("signal=USR1@5", "--signal-delay"), ("partition=gpu", "--partition"),
+     ("cpus-per-task=4", "--cpus-per-trial"), ("mem=8G", "--mem"), ("nodes=2", "--nodes-per-trial")],
+)  # fmt: skip
+def test_a_slurm_arg_that_replaces_an_option_ablate_sets_is_refused(tmp_path, item, option):
+    """``--slurm-arg signal=USR1@5`` replaced the USR2 signal the trials checkpoint and requeue on, and ``time=20``
+    the --time the signal delay was checked against, without a word (submitit writes the last value given)."""
+    with pytest.raises(SweepError, match=rf"^--slurm-arg {item}: ablate sets it; use {option}"):
+        SlurmExecutor(ExecutorArgs(slurm_args=(item,)), tmp_path)
+
+
+@pytest.mark.parametrize("mem", ["abc", "8 GB", "-1G", "1.5G"])
+def test_a_malformed_mem_is_one_line_before_anything_is_submitted(tmp_path, mem):
+    with pytest.raises(SweepError, match=rf"^--mem '{mem}': use a size in megabytes or with K, M, G or T"):
+        SlurmExecutor(ExecutorArgs(mem=mem), tmp_path)
+    assert SlurmExecutor(ExecutorArgs(mem="32G"), tmp_path).args.mem == "32G"
+
+
 def test_bad_time_is_one_line():
     with pytest.raises(SweepError, match="--time 'soon'"):
         parse_time("soon")
