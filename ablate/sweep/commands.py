@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ablate.config import complete_overrides, read_yaml
-from ablate.record import TEST_BLEU, RunStatus, is_number
+from ablate.record import TEST_BLEU, RunStatus, SweepFiles, is_number
 from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor
 from ablate.sweep.local import ExecutorArgs, check_slot_options, plan_slots
 from ablate.sweep.planner import (
@@ -424,9 +424,13 @@ def _run(launcher: Launcher | PackedSweep, wandb_sweep: bool, where: str) -> Non
 @app.command("status")
 @user_errors
 def status(
-    target: Path = typer.Argument(..., help="Sweep folder (or the sweep file, for its default folder)."),
+    target: Path = typer.Argument(
+        ..., help="Sweep folder or its sweep.json (or the sweep file, for its default folder)."
+    ),
 ) -> None:
     """Show a sweep's trials: status, metric, time, error."""
+    if target.is_file() and target.name == SweepFiles(target.parent).state.name:  # the folder's own state file
+        target = target.parent
     out = default_out(load_spec(target)) if target.is_file() else target
     state = load_state(out)
     if state is None:

@@ -253,3 +253,11 @@ def test_an_out_that_is_a_file_or_unwritable_is_one_line(tmp_path):
         proc = invoke_cli("sweep", "run", str(tmp_path / "t.yaml"), "--out", str(out), cwd=tmp_path)
         assert_one_error_line(proc, f"cannot use {out} as the sweep folder")
     assert (tmp_path / "notes.txt").read_text() == "x"
+
+
+def test_status_of_the_state_file_itself_shows_its_folder(tmp_path):
+    """``ablate sweep status runs/x/sweep.json`` read the state file as a sweep file: "missing required key:
+    'method' is a required property"."""
+    save_state(tmp_path, make_state())
+    proc = invoke_cli("sweep", "status", str(tmp_path / "sweep.json"), cwd=tmp_path)
+    assert proc.returncode == 0 and "3 trials: 1 finished" in proc.stdout, proc.stderr
