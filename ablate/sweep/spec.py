@@ -509,11 +509,13 @@ def _merge_tags(overrides: list[str]) -> list[str]:
     """``overrides`` with every ``tracking.tags=`` merged into the first, each tag once in order: a sweep's own
     tags add to the labels W&B filters its trials by, never replace them."""
     is_tags = [o.partition("=")[0].strip() == "tracking.tags" for o in overrides]
+    values = [parse_override(o)[1] for o in itertools.compress(overrides, is_tags)]
+    if not all(isinstance(v, (str, list)) for v in values):  # not tags: the config check names it
+        return overrides
     tags: list[str] = []
-    for override in itertools.compress(overrides, is_tags):
-        value = parse_override(override)[1]
-        value = [] if value is None else [value] if isinstance(value, str) else value
-        tags += [str(t) for t in value if str(t) not in tags] if isinstance(value, list) else [str(value)]
+    for value in values:
+        for tag in map(str, [value] if isinstance(value, str) else value):
+            tags += [tag] if tag not in tags else []
     first = is_tags.index(True) if any(is_tags) else len(overrides)
     rest = [o for o, tag in zip(overrides, is_tags) if not tag]
     return rest[:first] + to_overrides({"tracking.tags": tags}) * any(is_tags) + rest[first:]
