@@ -360,12 +360,17 @@ def load_file(path: Path) -> dict[str, Any]:
 
 
 def load_module(name: str) -> dict[str, Any]:
-    """Import a module by its dotted name (once per process); its record (its file and that file's sha256)."""
-    if name in _LOADED:
-        return _LOADED[name]
+    """Import a module by its dotted name (once per process, reloaded once its file is edited, as
+    :func:`load_file`); its record (its file and that file's sha256)."""
+    loaded = _LOADED.get(name)
+    path = Path(loaded["path"]) if loaded and loaded.get("path") else None
+    if loaded is not None and (path is None or not path.is_file() or sha256(path) == loaded["sha256"]):
+        return loaded
     try:
         with exits_refused():
             module = importlib.import_module(name)
+            if loaded is not None:
+                module = importlib.reload(module)
     except BaseException as err:
         raise _failed(name, err) from None
     record = _module_record(name, module)
