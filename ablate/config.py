@@ -110,7 +110,9 @@ class ModelConfig:
     """Architecture. ``build_model`` is the only reader of this section."""
 
     arch: Arch = "transformer"
-    """The Transformer (Vaswani et al. 2017) or the recurrent encoder-decoder baseline (``model.rnn``)."""
+    """The Transformer (Vaswani et al. 2017) or the recurrent encoder-decoder baseline (``model.rnn``); a run names
+    the keys it sets that its architecture does not read (the RNN reads ``d_model``, ``dropout``, ``attention``,
+    ``attention_dropout``, ``tie_embeddings`` and ``rnn``; the Transformer never ``rnn``)."""
     layers: int = 3
     """Encoder and decoder layers (Transformer); ``encoder_layers``/``decoder_layers`` override."""
     encoder_layers: Optional[int] = None
@@ -436,8 +438,37 @@ def replace(cfg: Config, **dotted: Any) -> Config:
     return from_flat(flat)
 
 
-def fingerprint(cfg: Config, exclude: tuple[str, ...] = ("tracking.", "train.devices")) -> str:
-    """A short stable hash of what determines the trained model (tracking excluded).
+NOT_TRAINING = (
+    "tracking.", "train.devices", "train.num_workers", "train.threads", "data.cache_dir",
+    "trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.profiler",
+)  # fmt: skip
+"""Keys (and prefixes) that leave the trained model as it is, so a resume may change them: W&B naming, the
+device count, loader processes, CPU threads, where the cache lies, and Trainer options that only change what
+the console shows (tables ignore the first five too). ``train.accelerator`` counts: ``auto`` precision follows it."""
+
+
+NOT_READ = {
+    "transformer": ("model.rnn.",),
+    "rnn": (
+        "model.layers", "model.encoder_layers", "model.decoder_layers", "model.d_ff", "model.heads", "model.d_k",
+        "model.d_v", "model.positions", "model.positions_params", "model.max_positions", "model.share_positions",
+        "model.norm",
+    ),
+}  # fmt: skip
+"""Keys (and prefixes) each shipped architecture's builder never reads: the other architecture's. A sweep may set
+them for all its rows (``sweeps/rnn-vs-transformer.yaml``), so they are not refused; training names them."""
+
+
+def unused_keys(cfg: Config) -> list[str]:
+    """``key=value`` of each key set away from its default that ``cfg.model.arch`` does not read (:data:`NOT_READ`),
+    e.g. ``["model.heads=8"]`` for an RNN."""
+    prefixes = NOT_READ.get(cfg.model.arch, ())
+    default = flatten(to_dict(Config()))
+    return [f"{k}={v}" for k, v in flatten(to_dict(cfg)).items() if k.startswith(prefixes) and v != default.get(k)]
+
+
+def fingerprint(cfg: Config, exclude: tuple[str, ...] = NOT_TRAINING) -> str:
+    """A short stable hash of what determines the trained model (:data:`NOT_TRAINING` excluded).
 
     A plugin counts by its name and content (sha256), not by where its file lies; a config without
     plugins hashes as it did before the key existed.
@@ -473,7 +504,7 @@ def validate(cfg: Any, imports: bool = True) -> None:
             )
         if m.attention.score == "none" or m.attention.cross_score == "none":
             raise ConfigError("model.attention.score=none is only for model.arch=rnn (the no-attention baseline)")
-    if m.positions == "rotary" and head_dims(m)[0] % 2:
+    if m.arch != "rnn" and m.positions == "rotary" and head_dims(m)[0] % 2:  # the RNN has no positions
         raise ConfigError("model.positions=rotary needs an even per-head size d_k")
     if isinstance(m.attention.scale, float) and m.attention.scale <= 0:
         raise ConfigError(f"model.attention.scale={m.attention.scale} must be positive, auto, true or false")
@@ -526,13 +557,15 @@ def check_loggers(entries: Any) -> None:
 POSITIVE = (
     "model.layers model.d_model model.d_ff model.heads data.vocab_size data.max_len train.max_tokens "
     "train.accumulate eval.beam eval.val_beam model.rnn.hidden model.rnn.layers eval.max_sentences "
-    "train.checkpoint_every model.max_positions model.encoder_layers model.decoder_layers model.d_k model.d_v"
+    "train.checkpoint_every model.max_positions model.encoder_layers model.decoder_layers model.d_k model.d_v "
+    "data.builtin_pairs data.builtin_eval_pairs"
 ).split()
 """Keys whose number must be positive where it is set (in the order they are checked)."""
 FRACTIONS = ("model.dropout", "model.attention_dropout", "train.label_smoothing")
 """Keys whose number must be in [0, 1)."""
 NON_NEGATIVE = (
-    "train.weight_decay train.min_lr train.clip_norm train.warmup eval.len_penalty eval.max_len_a eval.max_len_b"
+    "train.weight_decay train.min_lr train.clip_norm train.warmup eval.len_penalty eval.max_len_a eval.max_len_b "
+    "train.threads train.num_workers"
 ).split()
 """Keys whose number must not be negative."""
 

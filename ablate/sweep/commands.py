@@ -18,9 +18,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ablate.config import complete_overrides, read_yaml
-from ablate.record import TEST_BLEU, RunStatus, is_number
+from ablate.record import TEST_BLEU, RunStatus, SweepFiles, is_number
 from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor
-from ablate.sweep.local import ExecutorArgs, plan_slots
+from ablate.sweep.local import ExecutorArgs, check_slot_options, plan_slots
 from ablate.sweep.planner import (
     ALLOWANCE_S,
     ASSUMED_STEP_S,
@@ -288,7 +288,9 @@ def run(
     nodes_per_trial: int = _slurm(1, "--nodes-per-trial", "nodes per trial (DDP across them)."),
     max_concurrent: int = _slurm(8, "--max-concurrent", "jobs of this sweep queued or running at once."),
     time_limit: str = _slurm(
-        "04:00:00", "--time", "job time limit, HH:MM:SS or D-HH:MM:SS; trials checkpoint and requeue before it."
+        "04:00:00",
+        "--time",
+        "job time limit, HH:MM:SS or D-HH:MM:SS (0: none, as sbatch reads it); trials checkpoint and requeue before it.",
     ),
     cpus_per_trial: Optional[int] = _slurm(
         None, "--cpus-per-trial", "CPUs per task (also the trainer's torch threads).", min=1
@@ -372,6 +374,7 @@ def run(
         typer.secho(note, fg=typer.colors.YELLOW, err=True)
     if dry_run and launcher == "local":  # trains nothing, so it plans no slots (never imports torch to count GPUs)
         executor_class(launcher)
+        check_slot_options(devices, 1 if gpus_per_trial is None else gpus_per_trial, parallel)
     else:  # SLURM's and Ray's options are checked, not their cluster: a dry run refuses what the run would
         executor = make_executor(launcher, args, opts)
     count = check_trial_count(spec, trial_cap(spec, max_trials), trial_limit)  # at once, before any planning
@@ -421,9 +424,13 @@ def _run(launcher: Launcher | PackedSweep, wandb_sweep: bool, where: str) -> Non
 @app.command("status")
 @user_errors
 def status(
-    target: Path = typer.Argument(..., help="Sweep folder (or the sweep file, for its default folder)."),
+    target: Path = typer.Argument(
+        ..., help="Sweep folder or its sweep.json (or the sweep file, for its default folder)."
+    ),
 ) -> None:
     """Show a sweep's trials: status, metric, time, error."""
+    if target.is_file() and target.name == SweepFiles(target.parent).state.name:  # the folder's own state file
+        target = target.parent
     out = default_out(load_spec(target)) if target.is_file() else target
     state = load_state(out)
     if state is None:

@@ -155,6 +155,25 @@ def visible_gpus() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
+def check_slot_options(devices: str = "auto", gpus_per_trial: int = 1, parallel: int = 1) -> Optional[list[str]]:
+    """The form of ``--devices``, ``--gpus-per-trial`` and ``--parallel``, checked without counting GPUs (a dry
+    run's check): the GPU ids ``--devices`` lists, ``None`` for ``auto``, ``[]`` for ``cpu``."""
+    if parallel < 1 or gpus_per_trial < 1:
+        raise SweepError("--parallel and --gpus-per-trial must be at least 1")
+    spec = devices.strip().lower()
+    if spec in ("auto", "cpu"):
+        return None if spec == "auto" else []
+    ids = [d.strip() for d in devices.split(",") if d.strip()]
+    if not ids or not all(d.isdigit() or d.startswith(("GPU-", "MIG-")) for d in ids):
+        raise SweepError(f"--devices {devices!r}: use auto, cpu, or GPU ids such as 0,1,2,3")
+    twice = next((d for i, d in enumerate(ids) if d in ids[:i]), None)
+    if twice is not None:  # two trials' DDP ranks, or one trial's, on one GPU: --parallel shares a GPU
+        raise SweepError(
+            f"--devices {devices} lists GPU {twice} twice; list each GPU once (--parallel 2: two trials per GPU)"
+        )
+    return ids
+
+
 def plan_slots(
     devices: str = "auto",
     gpus_per_trial: int = 1,
@@ -164,19 +183,10 @@ def plan_slots(
 ) -> list[Slot]:
     """The slots for ``--devices``, ``--gpus-per-trial`` and ``--parallel`` (trials at once on CPU, or per
     GPU group); ``cores`` default to this process's, ``gpus`` lists the visible ids."""
-    if parallel < 1 or gpus_per_trial < 1:
-        raise SweepError("--parallel and --gpus-per-trial must be at least 1")
+    listed = check_slot_options(devices, gpus_per_trial, parallel)
     cores = cores or cpu_count()
-    spec = devices.strip().lower()
-    if spec == "auto":
-        ids, hide = gpus(), None
-    elif spec == "cpu":
-        ids, hide = [], ()
-    else:
-        ids = [d.strip() for d in devices.split(",") if d.strip()]
-        hide = None
-        if not ids or not all(d.isdigit() or d.startswith(("GPU-", "MIG-")) for d in ids):
-            raise SweepError(f"--devices {devices!r}: use auto, cpu, or GPU ids such as 0,1,2,3")
+    ids, hide = (gpus() if listed is None else listed), (() if listed == [] else None)
+    if listed:
         visible = gpus()
         missing = [d for d in ids if d.isdigit() and d not in visible] if all(v.isdigit() for v in visible) else []
         if missing:  # a trial given an absent GPU would train on CPU under its label

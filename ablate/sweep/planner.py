@@ -424,7 +424,7 @@ class Planner:
     # ---- which trials, in which order --------------------------------------------------
 
     def overrides(self, trial: Trial) -> list[str]:
-        return trial_overrides(self.spec, trial.point, trial.name, self.state.group) + list(self.opts.overrides)
+        return trial_overrides(self.spec, trial.point, trial.name, self.state.group, self.opts.overrides)
 
     def argv(self, trial: Trial, command: TrialCommand, backend: Sequence[str] = ()) -> Argv:
         """The command line of an attempt of ``trial`` (``backend``: the trainer's share, e.g. its GPUs), given

@@ -44,11 +44,19 @@ LOST = {"CANCELLED", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "TIMEOUT", "DEADLINE
 POLL_S = 5.0  # seconds between squeues
 REQUEUE_GRACE_S = 20.0
 REQUEUE_WINDOW_S = 300.0
+SET_BY_OPTIONS = {
+    "time": "--time", "signal": "--signal-delay", "partition": "--partition", "mem": "--mem",
+    "cpus_per_task": "--cpus-per-trial", "nodes": "--nodes-per-trial", "gpus_per_node": "--gpus-per-trial",
+    "job_name": "the sweep's trial names", "ntasks_per_node": "--gpus-per-trial (one task per GPU)",
+    "output": "the sweep folder's slurm/ logs", "error": "the sweep folder's slurm/ logs",
+}  # fmt: skip
+"""The #SBATCH options ablate writes, and where a user sets each: a ``--slurm-arg`` would silently replace them."""
 WORKER_LOG = ".workers"  # in the sweep folder: one line per trial each worker starts or ends
 
 
 def parse_time(text: str) -> int:
-    """SLURM's time formats (``MM``, ``HH:MM:SS``, ``D-HH:MM:SS``, ``D-HH``) in whole minutes (at least 1)."""
+    """SLURM's time formats (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM:SS``) in whole minutes, seconds
+    rounded up as ``sbatch`` does; 0 is sbatch's "no time limit" (``man sbatch``), any other time at least 1."""
     m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", str(text).strip())
     if not m:
         raise SweepError(f"--time {text!r}: use HH:MM:SS, D-HH:MM:SS or minutes")
@@ -59,7 +67,7 @@ def parse_time(text: str) -> int:
     elif len(parts) < 3:  # MM[:SS]
         parts = [0] + parts + [0] * (2 - len(parts))
     hours, minutes, seconds = parts
-    return max(1, -(-(hours * 3600 + minutes * 60 + seconds) // 60))
+    return -(-(hours * 3600 + minutes * 60 + seconds) // 60)
 
 
 def _need(command: str) -> str:
@@ -181,7 +189,7 @@ class SlurmExecutor:
         if args.signal_delay_s < 0:
             raise SweepError(f"--signal-delay {args.signal_delay_s} must be at least 0 (seconds before the time limit)")
         self.minutes = parse_time(args.time)  # a bad --time fails before anything is submitted
-        if args.signal_delay_s >= self.minutes * 60:
+        if self.minutes and args.signal_delay_s >= self.minutes * 60:  # --time 0: no limit, no signal before it
             raise SweepError(
                 f"--signal-delay {args.signal_delay_s} is not below --time {args.time} ({self.minutes} min): every "
                 "job would checkpoint and requeue as it starts; raise --time or lower --signal-delay"
@@ -191,7 +199,12 @@ class SlurmExecutor:
             key, sep, value = item.partition("=")
             if not sep or not key:
                 raise SweepError(f"--slurm-arg {item!r}: use KEY=VALUE, e.g. account=abc")
-            self.extra[key.strip().replace("-", "_")] = value
+            key = key.strip().replace("-", "_")
+            if key in SET_BY_OPTIONS:
+                raise SweepError(f"--slurm-arg {item}: ablate sets it; use {SET_BY_OPTIONS[key]}")
+            self.extra[key] = value
+        if args.mem is not None and not re.fullmatch(r"\d+[KMGT]?", str(args.mem).strip(), re.IGNORECASE):
+            raise SweepError(f"--mem {args.mem!r}: use a size in megabytes or with K, M, G or T (e.g. 32G)")
         self.args, self.out, self.grace_s, self.poll_s = args, Path(out), grace_s, POLL_S
         self._ended_since: dict[str, float] = {}
 
@@ -233,8 +246,12 @@ class SlurmExecutor:
         a = self.args
         return (
             f"SLURM: {a.nodes_per_trial} node(s) x {self.gpus or 'no'} GPU(s) per trial, "
-            f"at most {a.max_concurrent} jobs, {a.time}"
+            f"at most {a.max_concurrent} jobs, {self.time_limit()}"
         )
+
+    def time_limit(self) -> str:
+        """``--time`` as the user gave it, or "no time limit" for 0."""
+        return str(self.args.time) if self.minutes else "no time limit"
 
     def check(self) -> None:
         _need("squeue")
@@ -432,7 +449,7 @@ class PackedSweep:
     def describe(self) -> str:
         gpus = f"{self.shape.gpus} GPU(s) shared" if self.shape.gpus else "CPU"
         jobs = f"at most {self.slurm.args.max_concurrent} worker jobs x {self.shape.trials} trials at once"
-        return f"SLURM: {jobs} ({gpus}), {self.slurm.args.time}"
+        return f"SLURM: {jobs} ({gpus}), {self.slurm.time_limit()}"
 
     def _submit(self) -> str:
         executor = self.slurm.submitit(f"{self.spec.name}-worker", 1, 1, self.shape.gpus, self.shape.cpus)

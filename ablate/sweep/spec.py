@@ -19,7 +19,7 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence
 
 import yaml
 
@@ -490,16 +490,35 @@ def trial_name(spec: SweepSpec, point: Point, taken: set[str]) -> str:
     return name
 
 
-def trial_overrides(spec: SweepSpec, point: Point, name: str, group: Optional[str] = None) -> list[str]:
-    """The trainer's ``key=value`` arguments: W&B naming first (a ``tracking.*`` parameter wins), then the
-    parameters; ``plugins`` files, relative to the sweep file, made absolute."""
+def trial_overrides(
+    spec: SweepSpec, point: Point, name: str, group: Optional[str] = None, extra: Sequence[str] = ()
+) -> list[str]:
+    """The trainer's ``key=value`` arguments: W&B naming first (a ``tracking.*`` parameter wins, but tags add
+    to the trial's labels), then the parameters, then ``extra`` (the command line's); ``plugins`` files,
+    relative to the sweep file, made absolute."""
     tracking = {"tracking.group": group or spec.name, "tracking.name": name, "tracking.tags": labels(spec, point)}
     if VARIANT in point:
         tracking["tracking.variant"] = variant_name(point[VARIANT])
     values = resolve(point)
     if "plugins" in values and spec.path is not None:
         values["plugins"] = absolute(values["plugins"], spec.path.resolve().parent)
-    return to_overrides(tracking) + to_overrides(values)
+    return _merge_tags(to_overrides(tracking) + to_overrides(values) + list(extra))
+
+
+def _merge_tags(overrides: list[str]) -> list[str]:
+    """``overrides`` with every ``tracking.tags=`` merged into the first, each tag once in order: a sweep's own
+    tags add to the labels W&B filters its trials by, never replace them."""
+    is_tags = [o.partition("=")[0].strip() == "tracking.tags" for o in overrides]
+    values = [parse_override(o)[1] for o in itertools.compress(overrides, is_tags)]
+    if not all(isinstance(v, (str, list)) for v in values):  # not tags: the config check names it
+        return overrides
+    tags: list[str] = []
+    for value in values:
+        for tag in map(str, [value] if isinstance(value, str) else value):
+            tags += [tag] if tag not in tags else []
+    first = is_tags.index(True) if any(is_tags) else len(overrides)
+    rest = [o for o, tag in zip(overrides, is_tags) if not tag]
+    return rest[:first] + to_overrides({"tracking.tags": tags}) * any(is_tags) + rest[first:]
 
 
 def with_absolute_plugins(config: dict[str, Any], base: Path) -> dict[str, Any]:

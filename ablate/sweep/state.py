@@ -62,6 +62,12 @@ class Trial:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Trial:
         data = dict(data)
+        for key in ("metric", "duration_s", "started_at", "attempts", "pid", "pid_start"):  # ``None``: unset
+            value = data.get(key, 0)
+            if not is_number(value) and (value is not None or key in ("duration_s", "attempts")):
+                raise TypeError(f"trial {data.get('name')!r:.60}: {key} {value!r:.40} is not a number")
+        if not isinstance(data.get("history", []), list) or not all(map(is_number, data.get("history", []))):
+            raise TypeError(f"trial {data.get('name')!r:.60}: history {data['history']!r:.40} is not a list of numbers")
         results = data.pop("results", None) or {}
         if "status" in data:
             data["status"] = RunStatus.parse(data["status"], f"trial {data.get('name')}")

@@ -110,7 +110,7 @@ def trial_function(spec: SweepSpec, slot: Slot, opts: AgentOptions) -> Callable[
         point = run_params()
         name = trial_name(spec, point, set())
         run_id = os.environ.get("WANDB_RUN_ID", "local")
-        overrides = trial_overrides(spec, point, name) + list(opts.overrides)
+        overrides = trial_overrides(spec, point, name, extra=opts.overrides)
         try:
             load_config(opts.config, overrides)
         except ConfigError as err:

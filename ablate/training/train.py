@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytorch_lightning as pl
 import torch
 
-from ablate.config import Config, ConfigError
+from ablate.config import Config, ConfigError, unused_keys
 from ablate.errors import AblateError, first_line
 from ablate.record import DEV_BLEU, RunFiles, RunStatus
 from ablate.training.checkpoints import (
@@ -293,6 +293,10 @@ def _open_record(run: _Run, state: str) -> None:
     )
     run.record.write(RunStatus.RUNNING)
     log.info("run dir: %s  (%s; %.2fM parameters; W&B %s)", run.run_dir, state, run.params / 1e6, run.mode)
+    if unused := unused_keys(run.cfg):
+        log.warning(
+            "model.arch=%s does not read %s: they change nothing in this run", run.cfg.model.arch, ", ".join(unused)
+        )
 
 
 def _build_trainer(run: _Run, extra: list | None, mark: Callable[[str], None]):

@@ -322,10 +322,11 @@ def _running(path: Path) -> Optional[dict[str, Any]]:
 
 
 def load_file(path: Path) -> dict[str, Any]:
-    """Import a ``.py`` file as the module named by its stem (once per process); its record."""
+    """Import a ``.py`` file as the module named by its stem (once per process, again once edited: a notebook's
+    next ``ablate.train`` runs the new code; a failed edit leaves the last good one); its record."""
     path = path.resolve()
     key = str(path)
-    if key in _LOADED:
+    if key in _LOADED and (not path.is_file() or sha256(path) == _LOADED[key]["sha256"]):
         return _LOADED[key]
     if path.is_dir():
         raise PluginError(f"plugin file {path} is a folder, not a Python file; name a .py file inside it in plugins")
@@ -349,19 +350,27 @@ def load_file(path: Path) -> dict[str, Any]:
         with exits_refused():
             spec.loader.exec_module(module)
     except BaseException as err:
-        del sys.modules[name]
+        if taken is None:
+            del sys.modules[name]
+        else:  # an edit that fails: the last good code goes on running
+            sys.modules[name] = taken
         raise _failed(name, err) from None
     _LOADED[key] = {"kind": "file", "name": name, "path": key, "sha256": sha256(path)}
     return _LOADED[key]
 
 
 def load_module(name: str) -> dict[str, Any]:
-    """Import a module by its dotted name (once per process); its record (its file and that file's sha256)."""
-    if name in _LOADED:
-        return _LOADED[name]
+    """Import a module by its dotted name (once per process, reloaded once its file is edited, as
+    :func:`load_file`); its record (its file and that file's sha256)."""
+    loaded = _LOADED.get(name)
+    path = Path(loaded["path"]) if loaded and loaded.get("path") else None
+    if loaded is not None and (path is None or not path.is_file() or sha256(path) == loaded["sha256"]):
+        return loaded
     try:
         with exits_refused():
             module = importlib.import_module(name)
+            if loaded is not None:
+                module = importlib.reload(module)
     except BaseException as err:
         raise _failed(name, err) from None
     record = _module_record(name, module)

@@ -253,6 +253,10 @@ def test_overrides_given_as_one_string_are_refused_with_the_list_to_write(tmp_pa
     with pytest.raises(ConfigError, match=r"not one string: overrides=\['model.heads=8'\]"):
         ablate.train(overrides="model.heads=8", run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+    # ablate.sweep split the string into characters: "override 'm' is not of the form key=value"
+    with pytest.raises(ConfigError, match=r"not one string: overrides=\['model.heads=8'\]"):
+        ablate.sweep(str(ROOT / "sweeps" / "quickstart.yaml"), "model.heads=8", out=tmp_path / "sweep")
+    assert not (tmp_path / "sweep").exists()
 
 
 def test_a_sweep_override_of_a_key_variants_set_names_them_as_the_command_does(tmp_path, monkeypatch, capsys):

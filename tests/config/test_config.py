@@ -101,6 +101,10 @@ def test_yaml_file_then_overrides(tmp_path):
         ("model.attention.scale=-1", "must be positive, auto, true or false"),
         ("eval.length_penalty=gnm", "did you mean 'gnmt'?"),
         ("model", "not of the form key=value"),
+        ("data.builtin_pairs=0", "data.builtin_pairs=0 must be positive"),
+        ("data.builtin_eval_pairs=-1", "data.builtin_eval_pairs=-1 must be positive"),
+        ("train.threads=-2", "train.threads=-2 must not be negative"),
+        ("train.num_workers=-1", "train.num_workers=-1 must not be negative"),
     ],
 )
 def test_bad_values_fail_with_one_line(override, expected):
@@ -174,3 +178,30 @@ def test_a_key_given_dotted_and_nested_in_one_file_is_refused(tmp_path):
         load_config(path)
     path.write_text("model.heads: 2\nmodel:\n  d_model: 64\n")  # dotted and nested, different keys: fine
     assert (load_config(path).model.heads, load_config(path).model.d_model) == (2, 64)
+
+
+@pytest.mark.parametrize(
+    "overrides, unused",
+    [
+        (["model.arch=rnn", "model.heads=8", "model.positions=rotary"], ["model.heads=8", "model.positions=rotary"]),
+        (
+            ["model.arch=rnn", "model.positions=rotary", "model.positions_params.base=500"],
+            ["model.positions=rotary", "model.positions_params.base=500.0"],
+        ),
+        (["model.arch=rnn", "model.heads=4", "model.rnn.hidden=64"], []),  # defaults, and its own keys
+        (["model.rnn.hidden=512", "model.heads=8"], ["model.rnn.hidden=512"]),
+    ],
+)
+def test_the_keys_an_architecture_does_not_read_are_named(overrides, unused):
+    """An RNN took model.heads=8 or model.positions=rotary and silently ignored them; a sweep sets them for all
+    its rows (sweeps/rnn-vs-transformer.yaml), so they are named at training, not refused."""
+    from ablate.config import unused_keys
+
+    assert unused_keys(load_config(None, overrides)) == unused
+
+
+def test_rotary_on_an_rnn_is_not_refused_for_a_head_size_it_does_not_have():
+    """``model.rnn.hidden=255`` with rotary was refused as 'rotary needs an even per-head size d_k'."""
+    assert (
+        load_config(None, ["model.arch=rnn", "model.positions=rotary", "model.rnn.hidden=255"]).model.rnn.hidden == 255
+    )

@@ -341,3 +341,39 @@ def test_a_folder_named_like_a_plugin_file_is_called_a_folder(tmp_path):
     (tmp_path / "x.py").mkdir()
     with pytest.raises(PluginError, match=r"x\.py is a folder, not a Python file; name a \.py file inside it"):
         load_config(None, [f"plugins={tmp_path / 'x.py'}"])  # said "does not exist"
+
+
+def test_a_plugin_file_edited_in_the_same_process_is_imported_again(tmp_path):
+    """A notebook: ``ablate.train(..., plugins=[file])``, edit the file, train again: the old class ran, and the
+    run recorded the new file's sha256 beside the old code."""
+    import inspect
+
+    from ablate.registry import lookup
+
+    plugin = write_cosine(tmp_path)
+    overrides = [f"plugins={plugin}", "model.attention.score=cosine"]
+    first = load_config(None, overrides).plugins[0]["sha256"]
+    plugin.write_text(plugin.read_text().replace("temperature: float = 10.0", "temperature: float = 2.0"))
+    assert load_config(None, overrides).plugins[0]["sha256"] == sha256(plugin) != first
+    assert inspect.signature(lookup("score", "cosine").__init__).parameters["temperature"].default == 2.0
+    plugin.write_text("raise ValueError('half-edited')\n")  # a broken edit: one line, the last good code stays
+    with pytest.raises(PluginError, match="half-edited"):
+        load_config(None, overrides)
+    assert inspect.signature(lookup("score", "cosine").__init__).parameters["temperature"].default == 2.0
+
+
+def test_a_plugin_module_edited_in_the_same_process_is_imported_again(tmp_path, monkeypatch):
+    """The same for ``plugins=[lab_pkg.attention]``: the module stayed as first imported."""
+    import inspect
+
+    from ablate.registry import lookup
+
+    (tmp_path / "lab_pkg2").mkdir()
+    (tmp_path / "lab_pkg2" / "__init__.py").write_text("")
+    plugin = write_cosine(tmp_path / "lab_pkg2", "attention.py")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    overrides = ["plugins=lab_pkg2.attention", "model.attention.score=cosine"]
+    first = load_config(None, overrides).plugins[0]["sha256"]
+    plugin.write_text(plugin.read_text().replace("temperature: float = 10.0", "temperature: float = 2.0"))
+    assert load_config(None, overrides).plugins[0]["sha256"] == sha256(plugin) != first
+    assert inspect.signature(lookup("score", "cosine").__init__).parameters["temperature"].default == 2.0

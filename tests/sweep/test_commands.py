@@ -308,6 +308,9 @@ def test_an_override_of_a_key_variants_set_names_them_in_a_note(sweep_file, even
         (["--launcher", "slurm", "--time", "abc"], "--time 'abc': use HH:MM:SS"),
         (["--launcher", "slurm", "--slurm-arg", "account"], "--slurm-arg 'account': use KEY=VALUE"),
         (["--launcher", "ray", "--gpus-per-trial", "-1"], "--gpus-per-trial >= 0 for --launcher ray"),
+        (["--parallel", "0"], "--parallel and --gpus-per-trial must be at least 1"),  # the local launcher's too
+        (["--devices", ","], "--devices ',': use auto, cpu, or GPU ids"),
+        (["--devices", "3,3"], "--devices 3,3 lists GPU 3 twice"),
     ],
 )
 def test_a_dry_run_refuses_the_launcher_options_the_run_refuses(sweep_file, events, tmp_path, args, message):

@@ -63,11 +63,13 @@ def test_visible_devices_come_from_the_environment(monkeypatch):
         ({"devices": "0", "gpus_per_trial": 2}, "needs at least that many GPUs"),
         ({"devices": "gpu0"}, "use auto, cpu, or GPU ids"),
         ({"devices": "cpu", "parallel": 0}, "at least 1"),
+        ({"devices": "0,0", "gpus_per_trial": 2}, r"^--devices 0,0 lists GPU 0 twice; list each GPU once"),
+        ({"devices": "1, 0,1"}, r"^--devices 1, 0,1 lists GPU 1 twice; .*--parallel 2"),
     ],
 )
 def test_impossible_slot_requests_are_one_line_errors(kwargs, message):
     with pytest.raises(SweepError, match=message):
-        plan_slots(cores=2, gpus=four_gpus if kwargs["devices"] == "0" else lambda: [], **kwargs)
+        plan_slots(cores=2, gpus=four_gpus if kwargs["devices"][0].isdigit() else lambda: [], **kwargs)
 
 
 def test_slot_description():

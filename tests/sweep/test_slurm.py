@@ -38,6 +38,34 @@ def test_slurm_time_formats(text, minutes):
     assert parse_time(text) == minutes
 
 
+@pytest.mark.parametrize("text", ["0", "00:00:00", "0-0", "0:00"])
+def test_a_zero_time_is_no_limit_as_slurm_reads_it(tmp_path, text):
+    """``man sbatch``: "A time limit of zero requests that no time limit be imposed"; ablate read it as 1 minute
+    (and then refused the default --signal-delay 120 as not below it)."""
+    assert parse_time(text) == 0
+    slurm = SlurmExecutor(ExecutorArgs(time=text), tmp_path)
+    assert slurm.minutes == 0 and slurm.describe().endswith("no time limit")
+
+
+@pytest.mark.parametrize(
+    "item, option",
+    [("time=20", "--time"), ("signal=USR1@5", "--signal-delay"), ("partition=gpu", "--partition"),
+     ("cpus-per-task=4", "--cpus-per-trial"), ("mem=8G", "--mem"), ("nodes=2", "--nodes-per-trial")],
+)  # fmt: skip
+def test_a_slurm_arg_that_replaces_an_option_ablate_sets_is_refused(tmp_path, item, option):
+    """``--slurm-arg signal=USR1@5`` replaced the USR2 signal the trials checkpoint and requeue on, and ``time=20``
+    the --time the signal delay was checked against, without a word (submitit writes the last value given)."""
+    with pytest.raises(SweepError, match=rf"^--slurm-arg {item}: ablate sets it; use {option}"):
+        SlurmExecutor(ExecutorArgs(slurm_args=(item,)), tmp_path)
+
+
+@pytest.mark.parametrize("mem", ["abc", "8 GB", "-1G", "1.5G"])
+def test_a_malformed_mem_is_one_line_before_anything_is_submitted(tmp_path, mem):
+    with pytest.raises(SweepError, match=rf"^--mem '{mem}': use a size in megabytes or with K, M, G or T"):
+        SlurmExecutor(ExecutorArgs(mem=mem), tmp_path)
+    assert SlurmExecutor(ExecutorArgs(mem="32G"), tmp_path).args.mem == "32G"
+
+
 def test_bad_time_is_one_line():
     with pytest.raises(SweepError, match="--time 'soon'"):
         parse_time("soon")
@@ -65,9 +93,9 @@ def test_packing_refuses_fewer_than_one_trial_per_job_by_its_own_option(tmp_path
         PackedSweep(None, None, SlurmExecutor(ExecutorArgs(), tmp_path), 0)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("time_limit", ["00:01:00", "2", "0"])
+@pytest.mark.parametrize("time_limit", ["00:01:00", "2", "0:30"])
 def test_a_signal_delay_not_below_the_time_limit_is_refused(tmp_path, time_limit):
-    # every job was signalled as it started: under --time 00:01:00 (or 0, read as 1 minute) and the default
+    # every job was signalled as it started: under --time 00:01:00 (or 0:30, rounded up to 1 minute) and the default
     # --signal-delay 120, a job checkpointed and requeued every 20-40 s until max_num_timeout ran out
     with pytest.raises(SweepError, match=rf"^--signal-delay 120 is not below --time {time_limit} "):
         SlurmExecutor(ExecutorArgs(time=time_limit), tmp_path)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ablate.config import load_config, parse_override
+from ablate.config import ConfigError, load_config, parse_override
 from ablate.sweep import spec as spec_module
 from ablate.sweep.planner import next_points
 from ablate.sweep.spec import (
@@ -144,6 +144,20 @@ def test_variants_apply_on_top_of_the_base_and_name_the_trial():
     cfg = load_config(None, trial_overrides(spec, one, "one-head-seed=2"))
     assert cfg.model.heads == 1 and cfg.model.attention.score == "additive" and cfg.seed == 2
     assert cfg.tracking.tags == ("one-head", "seed=2")
+
+
+@pytest.mark.parametrize("tags", [["paper"], "paper", ["seed=2", "paper", "paper"]])
+def test_a_sweeps_own_tags_add_to_each_trials_labels(tags):
+    """A constant ``tracking.tags`` parameter (or a command-line ``tracking.tags=``) replaced each trial's tags
+    (``["paper"]`` for every trial): the labels W&B filters a sweep's runs by were gone."""
+    spec = small_spec({"seed": {"values": [1, 2]}, "model.heads": {"values": [2, 4]}, "tracking.tags": {"value": tags}})
+    point = next(p for p in expand(spec) if p["seed"] == 2 and p["model.heads"] == 4)
+    overrides = trial_overrides(spec, point, "heads=4-seed=2", extra=["tracking.tags=[cli, paper]"])
+    assert sum(o.startswith("tracking.tags=") for o in overrides) == 1
+    assert load_config(None, overrides).tracking.tags == ("heads=4", "seed=2", "paper", "cli")
+    wrong = small_spec({"seed": {"values": [1, 2]}, "tracking.tags": {"value": 5}})  # refused as the trainer does
+    with pytest.raises(ConfigError, match="tracking.tags=5 is not valid"):
+        load_config(None, trial_overrides(wrong, expand(wrong)[0], "seed=1"))
 
 
 def test_the_declared_base_is_about_the_table_not_an_override_of_any_trial():

@@ -168,6 +168,22 @@ def test_an_unknown_trial_status_is_one_line_naming_the_choices(tmp_path):
     assert "\n" not in message and "unknown status 'finshed'" in message and "did you mean 'finished'?" in message
 
 
+@pytest.mark.parametrize(
+    "key, value", [("metric", "12.5"), ("duration_s", None), ("attempts", "2"), ("history", [1.0, "x"]), ("pid", True)]
+)
+def test_a_trial_number_that_is_not_a_number_is_one_line(tmp_path, key, value):
+    """A hand-edited ``"metric": "12.5"`` crashed ``ablate sweep status`` with a traceback (format code 'g' for str)."""
+    save_state(tmp_path, make_state())
+    data = json.loads((tmp_path / "sweep.json").read_text())
+    data["trials"][0][key] = value
+    (tmp_path / "sweep.json").write_text(json.dumps(data))
+    with pytest.raises(SweepError) as err:
+        load_state(tmp_path)
+    message = str(err.value)
+    assert "\n" not in message and "not a sweep state file" in message and f"trial 'seed=0': {key} " in message
+    assert_one_error_line(invoke_cli("sweep", "status", str(tmp_path), cwd=tmp_path), f"{key} ")
+
+
 @pytest.mark.parametrize("name", ["../outside", "/tmp/elsewhere", "a/b", "..", ".", "", "seed=1\x00"])
 def test_a_trial_name_that_is_not_one_folder_name_is_refused(tmp_path, name):
     """A trial's name becomes its run folder under the sweep folder: a received sweep.json must not steer
@@ -237,3 +253,11 @@ def test_an_out_that_is_a_file_or_unwritable_is_one_line(tmp_path):
         proc = invoke_cli("sweep", "run", str(tmp_path / "t.yaml"), "--out", str(out), cwd=tmp_path)
         assert_one_error_line(proc, f"cannot use {out} as the sweep folder")
     assert (tmp_path / "notes.txt").read_text() == "x"
+
+
+def test_status_of_the_state_file_itself_shows_its_folder(tmp_path):
+    """``ablate sweep status runs/x/sweep.json`` read the state file as a sweep file: "missing required key:
+    'method' is a required property"."""
+    save_state(tmp_path, make_state())
+    proc = invoke_cli("sweep", "status", str(tmp_path / "sweep.json"), cwd=tmp_path)
+    assert proc.returncode == 0 and "3 trials: 1 finished" in proc.stdout, proc.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.helpers.cli import assert_one_error_line, invoke_cli
 from tests.helpers.tiny import tiny_checkpointing
 
@@ -38,3 +40,32 @@ def test_overwrite_keeps_the_new_runs_console_log(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     log = (run / "console.log").read_text()
     assert log.count("run dir:") == 1 and "(new;" in log  # this run's lines, none of the deleted run's
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "trainer.enable_progress_bar=false",
+        "trainer.enable_model_summary=false",
+        "trainer.profiler=simple",
+        "train.num_workers=2",
+        "train.threads=1",
+        "data.cache_dir=elsewhere",
+    ],
+)
+def test_a_display_only_trainer_option_does_not_block_a_resume(tmp_path, option):
+    """Turning the progress bar off for the rest of an interrupted run was refused as 'a run of a different config';
+    like ``tracking.*`` and ``train.devices``, what only changes the console (or the loader, threads, cache folder:
+    what tables ignore) does not make another run."""
+    from ablate.config import ConfigError, load_config
+    from ablate.training.run_folder import RunRecord, claim_run_dir, prepare_run_dir
+
+    run = tmp_path / "run"
+    cfg = load_config(None, ["train.max_steps=20"])
+    claim_run_dir(cfg, run)
+    RunRecord(run, cfg).write("interrupted")
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+    assert prepare_run_dir(load_config(None, ["train.max_steps=20", option]), run) == "resume"
+    with pytest.raises(ConfigError, match="a run of a different config"):  # a Trainer option that changes training
+        prepare_run_dir(load_config(None, ["train.max_steps=20", "trainer.deterministic=true"]), run)

@@ -154,3 +154,16 @@ def test_learned_positions_shorter_than_data_max_len_are_refused_before_training
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "failed"
     fits = load_config(None, [*TINY, "model.positions=learned", "model.max_positions=32", "data.max_len=31"])
     assert train(fits, tmp_path / "short")["status"] == "finished"
+
+
+def test_an_rnn_run_names_the_transformer_keys_it_does_not_read(tmp_path):
+    """``model.arch=rnn model.heads=8 model.positions=rotary`` trained an RNN and said nothing of the two keys."""
+    from tests.helpers.cli import invoke_cli
+
+    argv = tiny("model.arch=rnn", "model.rnn.hidden=16", "model.heads=8", "model.positions=rotary", "train.max_steps=1")
+    proc = invoke_cli("train", "--run-dir", str(tmp_path / "rnn"), *argv, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (line,) = [x for x in proc.stderr.splitlines() if "model.arch=rnn does not read" in x]
+    assert "model.heads=8" in line and "model.positions=rotary" in line and "model.rnn.hidden" not in line
+    assert line.endswith(": they change nothing in this run")
+    assert line.removeprefix("warning: ") in (tmp_path / "rnn" / "console.log").read_text()  # the run records it
