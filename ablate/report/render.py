@@ -97,12 +97,60 @@ _LATEX_SPECIAL = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    "|": r"\textbar{}",  # OT1 text fonts (pdflatex's default) print | as an em dash and < > as inverted ! ?
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
 }
 
 
+# Symbols pdflatex's text fonts have no glyph for ("Unicode character σ (U+03C3) not set up for use with
+# LaTeX"), as math; Latin letters (ä, é) it reads as UTF-8 text.
+_LATEX_SYMBOLS = {
+    PM: r"$\pm$",
+    "†": r"$^\dagger$",
+    "‡": r"$^\ddagger$",
+    "σ": r"$\sigma$",
+    "Δ": r"$\Delta$",
+    "α": r"$\alpha$",
+    "ν": r"$\nu$",
+    "Φ": r"$\Phi$",
+    "≥": r"$\geq$",
+    "≤": r"$\leq$",
+    "×": r"$\times$",
+    "·": r"$\cdot$",
+    "−": r"$-$",
+    "²": r"$^2$",
+    "→": r"$\to$",
+    "←": r"$\leftarrow$",
+    "↑": r"$\uparrow$",
+    "↓": r"$\downarrow$",
+    "–": "--",
+    "—": "---",
+    "…": r"\ldots{}",
+}
+
+
+def _latex_text(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch) or _LATEX_SYMBOLS.get(ch, ch) for ch in text)
+
+
 def latex_escape(text: str) -> str:
-    out = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
-    return out.replace(PM, r"$\pm$").replace("†", r"$^\dagger$").replace("‡", r"$^\ddagger$")
+    """``text`` as LaTeX text: specials escaped, symbols as math, `code` as ``\\texttt`` (``--`` kept two hyphens)."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: no code spans
+        return _latex_text(text)
+    code = (r"\texttt{" + _latex_text(p).replace("--", "-{}-") + "}" for p in parts[1::2])
+    return "".join(x for pair in zip(map(_latex_text, parts[::2]), [*code, ""]) for x in pair)
+
+
+def latex_float(spec: str, head: Iterable[str], body: Sequence[str], notes: Sequence[str], caption: str) -> str:
+    """A booktabs ``table`` float: ``head`` cells (LaTeX), ``body`` lines (rows ending ``\\\\``, or rules),
+    ``notes`` (LaTeX) in small print below and the ``caption`` (plain text)."""
+    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
+    lines += [" & ".join(head) + r" \\", r"\midrule", *body, r"\bottomrule", r"\end{tabular}"]
+    lines.append(r"\par\smallskip{\footnotesize " + r" \\ ".join(notes) + "}")
+    lines += [rf"\caption{{{latex_escape(caption)}}}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
 
 
 def to_latex(table: Table) -> str:
@@ -112,24 +160,13 @@ def to_latex(table: Table) -> str:
     head = ["", *(["variant"] if table.show_names else [])]
     head += [PAPER_LABELS.get(k, ("", None))[1] or latex_escape(lbl) for k, lbl in zip(table.keys, table.labels)]
     head += [c.latex or latex_escape(c.label) for c in table.columns] + ["$n$"]
-    lines = [
-        r"\begin{table}[t]",
-        r"\centering",
-        r"\small",
-        rf"\begin{{tabular}}{{{spec}}}",
-        r"\toprule",
-        " & ".join(head) + r" \\",
-        r"\midrule",
-    ]
+    body = []
     for i, row in enumerate(table.rows):
         if row.new_group and i > 0:
-            lines.append(r"\midrule")
-        lines.append(" & ".join(_row_texts(table, row, latex_escape, r"\textbf{{{}}}")) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
+            body.append(r"\midrule")
+        body.append(" & ".join(_row_texts(table, row, latex_escape, r"\textbf{{{}}}")) + r" \\")
     notes = [latex_escape(n) for n in _notes(table)] + [r"\quad " + latex_escape(str(u)) for u in table.unfinished]
-    lines.append(r"\par\smallskip{\footnotesize " + r" \\ ".join(notes) + "}")
-    lines += [rf"\caption{{{latex_escape(table.title)}}}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
+    return latex_float(spec, head, body, notes, table.title)
 
 
 def export_key(col: Column) -> str:

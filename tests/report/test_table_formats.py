@@ -5,13 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import re
+import shutil
+import subprocess
 
 import pytest
 
 from ablate.record import RecordError
 from ablate.report import layout
 from ablate.report.layout import Column, build_table, key_labels, register_column
-from ablate.report.render import FORMATS, render
+from ablate.report.render import FORMATS, latex_escape, render
 from ablate.report.stats import aggregate, compare
 from ablate.report.trials import collect
 
@@ -84,7 +86,8 @@ def test_best_values_are_bold_and_significance_marked(table):
     assert r"\textbf{29.00 $\pm$ 0.71}$^\dagger$" in tex
     for text in (md, tex):
         assert "Holm-Bonferroni over all 8 comparisons" in text and "against the base row" in text
-        assert "seed-aware t-test" in text and "Seed σ (" in text and "Minimum detectable effect at 80" in text
+        assert "seed-aware t-test" in text and "Minimum detectable effect at 80" in text
+    assert "Seed σ (" in md and r"Seed $\sigma$ (" in tex
 
 
 def test_base_row_shows_everything_others_only_changes(table):
@@ -362,3 +365,40 @@ def test_per_seed_explains_the_sign_mark_only_where_a_row_has_it(grid_sweep, var
     assert "‡" not in render_per_seed(load(str(grid_sweep)), "md")
     flipped = render_per_seed(load(str(variant_sweep)), "md")  # A-heads8: +0.20, -0.20, -0.30
     assert "‡ |" in flipped and flipped.endswith("‡ the row's per-seed Δs disagree in sign.\n")
+
+
+def _pdflatex(body: str, tmp_path) -> subprocess.CompletedProcess:
+    """``body`` compiled by pdflatex in a plain article with booktabs (nothing else a paper needs)."""
+    doc = "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n" + body + "\\end{document}\n"
+    (tmp_path / "t.tex").write_text(doc, encoding="utf-8")
+    cmd = ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "t.tex"]
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+def test_latex_escapes_symbols_pdflatex_has_no_text_glyph_for():
+    """σ, Δ, ≥ etc. are math symbols with no glyph in pdflatex's text fonts ("Unicode character σ (U+03C3)
+    not set up for use with LaTeX"): they go out as math, like ± and †; `code` as typewriter text."""
+    assert latex_escape("σ 0.55; Δ ≥ 1; α/10; 2 × 3 → 4; –") == (
+        r"$\sigma$ 0.55; $\Delta$ $\geq$ 1; $\alpha$/10; 2 $\times$ 3 $\to$ 4; --"
+    )
+    assert latex_escape("in `--format csv` or `ablate plot`") == r"in \texttt{-{}-format csv} or \texttt{ablate plot}"
+    assert latex_escape("Müller's") == "Müller's"  # Latin letters: pdflatex reads UTF-8 text
+    assert latex_escape("nrefs:1|case:mixed; de->en") == r"nrefs:1\textbar{}case:mixed; de-\textgreater{}en"
+
+
+def test_every_latex_table_is_ascii_apart_from_latin_letters(table, variant_sweep):
+    """The seed-test footnotes (σ, Δ, 95% CIs in `--format csv`) come out as LaTeX, not raw Unicode."""
+    tex = render(table, "latex")
+    assert "Seed $\\sigma$" in tex and "\\texttt{-{}-per-seed}" in tex
+    assert not re.findall(r"[^\x00-\x7f]", tex)
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no pdflatex")
+def test_the_latex_table_and_its_side_by_side_compile_with_pdflatex(variant_sweep, tmp_path):
+    from ablate.report import table as report_table
+    from ablate.report.papers import get, render as render_reference, side_by_side
+
+    result = report_table(str(variant_sweep), samples=200)
+    beside = render_reference(side_by_side(result.sweep, result.table, get("vaswani2017-table3")), "latex")
+    proc = _pdflatex(result.render("latex") + beside, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:]
