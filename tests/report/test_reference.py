@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import statistics
 
 import numpy as np
@@ -525,3 +526,20 @@ def test_the_shipped_table3_side_by_sides_print_every_departure(name):
 
 def _parts(result):
     return result.sweep, result.table
+
+
+def test_the_side_by_side_under_a_latex_table_is_latex_too(variant_sweep):
+    """`ablate table --format latex --reference`: the paper beside ours as a second booktabs table with its
+    summary lines as notes, not Markdown pasted after the LaTeX (pipes and ** in a .tex file)."""
+    result = runner.invoke(app, ["table", str(variant_sweep), "--format", "latex", "--reference", "vaswani2017-table3"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.count(r"\begin{tabular}") == 2 and out.count(r"\end{table}") == 2
+    assert "**" not in out and not any(line.startswith("|") for line in out.splitlines())
+    beside = out.split(r"\end{table}")[1]
+    assert r"(A) h=1 & " in beside and r"\caption{Beside Vaswani" in beside
+    assert (
+        r"Headline, rows where either side clears its own noise (paper \textbar{}$\Delta$\textbar{} $\geq$ 0.5 BLEU"
+        in beside
+    )
+    assert not re.findall(r"[^\x00-\x7f]", out)
