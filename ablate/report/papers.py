@@ -311,10 +311,6 @@ class SideBySide:
         """Matched rows where both BLEU Δs have a sign (the all-rows count)."""
         return [ln for ln in self.lines if ln.agree is not None]
 
-    def headline_rows(self, shift: float = 0.0) -> list[Line]:
-        """Counted rows where either side clears its own noise (with our base moved by ``shift``)."""
-        return [ln for ln in self._signed(shift) if ln.clears(self.min_delta, shift)]
-
     def _signed(self, shift: float) -> list[Line]:
         """Matched rows with a sign on both sides once our base moves by ``shift``."""
         return [ln for ln in self.lines if ln.paper_delta and ln.delta is not None and ln.delta - shift]

@@ -165,7 +165,8 @@ def test_seed_noise_fit_against_hand_computed_anova():
     five_by_three = sig.fit_seed_noise({f"r{i}": {s: float(rng.normal()) for s in (1, 2, 3)} for i in range(5)})
     assert (five_by_three.paired_df, five_by_three.unpaired_df) == (8, 10)
     assert five_by_three.for_rows([1, 2, 3], [3, 2, 1])[1:] == (8, True)  # 8 df of 10: pairing pays
-    assert sig.fit_seed_noise({"A": {1: 1.0}, "B": {2: 2.0}}).estimable is False
+    lone = sig.fit_seed_noise({"A": {1: 1.0}, "B": {2: 2.0}})
+    assert (lone.paired, lone.unpaired) == (None, None)  # one seed per row, none shared: no σ
 
 
 def test_seed_test_without_sentence_noise_is_students_t_test():
