@@ -483,6 +483,8 @@ class Table:
     show_names: bool
     comparisons: list[str] = field(default_factory=list)
     """One line per named comparison (when the sweep names them), under the footnotes."""
+    pairs: list[Cell] = field(default_factory=list)
+    """The named comparisons that leave out the base (no row's cell shows them), one cell each (no statistic)."""
 
 
 def select_columns(table: Table, names: list[str]) -> Table:
@@ -641,16 +643,8 @@ def build_table(
         for col in columns:
             st = stat_of(row, col.key)
             comp = vs_base.get((row.name, col.split)) if col.split else None
-            tested = comp if comp is not None and comp.tested else None
             cells.append(
-                Cell(
-                    _scaled(st, col.scale),
-                    col.ranked and st is not None and st.mean == best[col.key],
-                    tested.p_value if tested else None,
-                    _marks(comp, alpha) if comp else "",
-                    tested.p_adjusted if tested else None,
-                    comp,
-                )
+                _cell(_scaled(st, col.scale), col.ranked and st is not None and st.mean == best[col.key], comp, alpha)
             )
         settings = [show_value(row.settings[k]) if row.is_base or k in row.changed else None for k in sweep.keys]
         new_group = row.group != previous
@@ -670,6 +664,20 @@ def build_table(
         footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples, scorer, extra_note),
         show_names=sweep.uses_variants,
         comparisons=_comparison_lines(sweep, comparisons, alpha, scorer.label) if sweep.comparisons else [],
+        pairs=[_cell(None, False, c, alpha) for c in comparisons if sweep.base.name not in (c.row, c.reference)],
+    )
+
+
+def _cell(st: Optional[Stat], best: bool, comp: Optional[Comparison], alpha: float) -> Cell:
+    """A cell of ``st`` with ``comp``'s p-values and marks (where tested)."""
+    tested = comp if comp is not None and comp.tested else None
+    return Cell(
+        st,
+        best,
+        tested.p_value if tested else None,
+        _marks(comp, alpha) if comp else "",
+        tested.p_adjusted if tested else None,
+        comp,
     )
 
 

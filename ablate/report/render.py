@@ -192,24 +192,49 @@ def _tested(cell: Cell) -> list[str]:
 
 def to_csv(table: Table) -> str:
     """Plain numbers: per metric ``.mean``, ``.std``, ``.n`` (and, where tested, the comparison
-    against the base: :data:`TESTED`); one line per unfinished trial with its status and reason."""
+    against the base: :data:`TESTED`); where the sweep names pairs that leave out the base, a ``vs`` column
+    (each line's reference) and one line per such pair with its comparison alone; then one line per
+    unfinished trial with its status and reason."""
     head = ["group", "name", *table.keys]
     for col in table.columns:
         stats = ("mean", "std", "n", *TESTED) if col.split else ("mean", "std", "n")
         head += [f"{export_key(col)}.{s}" for s in stats]
-    lines = [head + ["status", "reason"]]
-    group = ""
+    groups, pairs = {}, _pair_lines(table)
+    lines, group = [head + ["status", "reason"] + (["vs"] if pairs else [])], ""
     for row in table.rows:
-        group = row.group or group
+        group = groups[row.name] = row.group or group
         line = [group, row.name] + ["" if v is None or v == "<unset>" else show_value(v) for v in row.values]
         for cell, col in zip(row.cells, table.columns):
             st = cell.stat
             line += ["", "", ""] if st is None else [_num(st.mean), _num(st.std), str(st.n)]
             if col.split:
                 line += _tested(cell)
-        lines.append(line + [RunStatus.FINISHED, ""])
-    lines += [["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason] for u in table.unfinished]
+        vs = table.rows[0].name if any(cell.comparison for cell in row.cells) else ""
+        lines.append(line + [RunStatus.FINISHED, ""] + ([vs] if pairs else []))
+    lines += [[groups.get(name, ""), name, *line] for name, line in pairs]
+    no_vs = [""] if pairs else []
+    lines += [["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason] + no_vs for u in table.unfinished]
     return csv_text(lines)
+
+
+def _pair_lines(table: Table) -> list[tuple[str, list[str]]]:
+    """``(row, the cells after its name)`` for each named pair without the base that a shown column tests."""
+    by_pair: dict[tuple[str, str], dict[str, Cell]] = {}
+    for cell in table.pairs:
+        c = cell.comparison
+        assert c is not None, "a pair's cell is its comparison"
+        by_pair.setdefault((c.row, c.reference), {})[c.split] = cell
+    out = []
+    for (row, reference), cells in by_pair.items():
+        if not any(col.split in cells for col in table.columns):
+            continue
+        line = [""] * len(table.keys)
+        for col in table.columns:
+            line += ["", "", ""]
+            if col.split:
+                line += _tested(cells[col.split]) if col.split in cells else [""] * len(TESTED)
+        out.append((row, line + ["", "", reference]))
+    return out
 
 
 def to_rich(table: Table):

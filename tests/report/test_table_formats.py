@@ -402,3 +402,40 @@ def test_the_latex_table_and_its_side_by_side_compile_with_pdflatex(variant_swee
     beside = render_reference(side_by_side(result.sweep, result.table, get("vaswani2017-table3")), "latex")
     proc = _pdflatex(result.render("latex") + beside, tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_csv_carries_the_named_comparisons_that_leave_out_the_base():
+    """mission-cpu names scale-additive-scaled vs score-additive and rnn-bahdanau vs rnn-no-attention: the
+    Markdown lists them, the CSV had no line for them. Now a ``vs`` column names each line's reference (the
+    base on the table's rows) and one line per such pair carries its test; the table's rows are unchanged."""
+    from pathlib import Path
+
+    from ablate.report import table as report_table
+
+    result = report_table(str(Path(__file__).resolve().parents[2] / "results" / "mission-cpu"))
+    rows = _csv_rows(render(result.table, "csv"))
+    key = "test_test_2016_flickr/bleu"
+    pairs = {(r["name"], r["vs"]): r for r in rows if r["vs"] and r["vs"] != "base"}
+    assert set(pairs) == {("scale-additive-scaled", "score-additive"), ("rnn-bahdanau", "rnn-no-attention")}
+    named = {(c.row, c.reference): c for c in _named(result)}
+    for pair, line in pairs.items():
+        c = named[pair]
+        assert float(line[f"{key}.delta"]) == pytest.approx(c.delta) and line[f"{key}.marks"] == "†"
+        assert float(line[f"{key}.p_holm"]) == pytest.approx(c.p_adjusted)
+        assert line[f"{key}.mean"] == "" and line["status"] == ""  # the row's own numbers are on its table line
+    table_lines = [r for r in rows if r["status"]]
+    assert len(table_lines) == len(result.table.rows) and table_lines[0]["vs"] == ""  # the base
+    heads1 = next(r for r in table_lines if r["name"] == "heads-1")
+    assert heads1["vs"] == "base" and heads1[f"{key}.delta"]
+
+
+def test_a_csv_without_pairs_apart_from_the_base_keeps_its_columns(table):
+    assert render(table, "csv").splitlines()[0].endswith(",status,reason")
+
+
+def _named(result):
+    """Every comparison of a table's result, against the base or not."""
+    from ablate.report.stats import compare
+
+    return compare(result.sweep, n_samples=2000)
