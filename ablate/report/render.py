@@ -350,24 +350,34 @@ def per_seed(sweep: Sweep) -> tuple[list[str], list[SeedLine]]:
 
 
 def render_per_seed(sweep: Sweep, fmt: str) -> str:
-    """The per-seed lines as CSV (unrounded) or Markdown (every other format)."""
+    """The per-seed lines as CSV (unrounded), LaTeX, or Markdown (every other format)."""
     keys, lines = per_seed(sweep)
     labels = [TEST_BLEU.split_of(k) or k.partition("/")[0] for k in keys]
     if fmt == "csv":
         head = ["row", "seed", *keys, *(f"{k}.delta_vs_base" for k in keys)]
         return csv_text([head] + [[ln.row, ln.seed, *map(_num, ln.values), *map(_num, ln.deltas)] for ln in lines])
+    title = f"Per seed: {sweep.name or 'ablation'}"
+    head = ["row", "seed", *(f"BLEU ({s})" for s in labels), *(f"Δ ({s})" for s in labels)]
+    cells = [[ln.row, str(ln.seed), *_per_seed_values(ln)] for ln in lines]
+    legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
+    if fmt == "latex":
+        body = [" & ".join(map(latex_escape, c)) + r" \\" for c in cells]
+        notes = [latex_escape("Test BLEU; Δ against the base trial of the same seed."), *map(latex_escape, legend)]
+        return latex_float("lr" + "r" * 2 * len(keys), map(latex_escape, head), body, notes, title)
     out = [
-        f"**Per seed: {sweep.name or 'ablation'}** (test BLEU; Δ against the base trial of the same seed)",
+        f"**{title}** (test BLEU; Δ against the base trial of the same seed)",
         "",
-        md_line(["row", "seed", *(f"BLEU ({s})" for s in labels), *(f"Δ ({s})" for s in labels)]),
+        md_line(head),
         md_line([":--", "--:", *["--:"] * 2 * len(keys)]),
     ]
-    for ln in lines:
-        deltas = [
-            ("" if d is None else f"{d:+.2f}") + (FLIP if f and d is not None else "")
-            for d, f in zip(ln.deltas, ln.flip)
-        ]
-        values = ["" if v is None else f"{v:.2f}" for v in ln.values]
-        out.append(md_line(c.replace("|", "\\|") for c in [ln.row, str(ln.seed), *values, *deltas]))
-    out += ["", f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
+    out += [md_line(c.replace("|", "\\|") for c in line) for line in cells]
+    out += ["", *legend] if legend else []
     return "\n".join(out) + "\n"
+
+
+def _per_seed_values(ln: SeedLine) -> list[str]:
+    """A per-seed line's test BLEUs, then its Δs against the base (``FLIP`` where the row's signs disagree)."""
+    deltas = [
+        ("" if d is None else f"{d:+.2f}") + (FLIP if f and d is not None else "") for d, f in zip(ln.deltas, ln.flip)
+    ]
+    return ["" if v is None else f"{v:.2f}" for v in ln.values] + deltas

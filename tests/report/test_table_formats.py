@@ -439,3 +439,16 @@ def _named(result):
     from ablate.report.stats import compare
 
     return compare(result.sweep, n_samples=2000)
+
+
+def test_per_seed_in_latex_is_a_latex_table(variant_sweep, tmp_path):
+    """`ablate table --per-seed --format latex` printed the Markdown lines (| row | seed |)."""
+    from ablate.report.render import render_per_seed
+    from ablate.report.stats import load
+
+    tex = render_per_seed(load(str(variant_sweep)), "latex")
+    assert tex.startswith(r"\begin{table}") and r"\begin{tabular}{lr" in tex and "| " not in tex
+    assert r"A-heads8 & 2 & " in tex and r"$^\ddagger$" in tex and not re.findall(r"[^\x00-\x7f]", tex)
+    if shutil.which("pdflatex"):
+        proc = _pdflatex(tex, tmp_path)
+        assert proc.returncode == 0, proc.stdout[-2000:]
