@@ -131,10 +131,11 @@ class TableDesign:
         return cls(rows, seeds, shared, tuple((0, i) for i in range(1, rows)), label)
 
     @classmethod
-    def of_sweep(cls, sweep: Sweep, label: str) -> TableDesign:
+    def of_sweep(cls, sweep: Sweep, label: str, planning: bool = False) -> TableDesign:
         """The design of ``sweep``'s table: its rows, seeds per row (its finished trials), whether every row
         has the same seed values, and its planned comparisons (:func:`ablate.report.stats.planned_pairs`), on
-        one test split (a table of several splits runs Holm over the comparisons of each).
+        one test split (a table of several splits runs Holm over the comparisons of each). ``planning``: for
+        ``ablate power``, whose lent σ tests rows of one seed too; relabelling (calibrate) needs two.
 
         Raises:
             ReportError: rows with different numbers of seeds, or rows sharing some seed values but not all.
@@ -142,19 +143,28 @@ class TableDesign:
         names = [r.name for r in sweep.rows]
         seeds = [sorted(map(str, r.seeds)) for r in sweep.rows]
         counts = sorted({len(s) for s in seeds})
-        if len(counts) != 1 or counts[0] < 2:
+        doing, least = ("planning a table", 1) if planning else ("calibrating a table", 2)
+        if len(counts) != 1 or counts[0] < least:
             raise ReportError(
-                f"{label}: calibrating a table needs every row to have the same number (>= 2) of seeds; its rows "
+                f"{label}: {doing} needs every row to have the same number (>= {least}) of seeds; its rows "
                 f"have {', '.join(map(str, counts))}"
             )
         shared = all(s == seeds[0] for s in seeds)
         if not shared and sum(map(len, seeds)) != len({x for s in seeds for x in s}):
             raise ReportError(
-                f"{label}: its rows share some seed values but not all, a design calibrate cannot relabel"
+                f"{label}: its rows share some seed values but not all, a design "
+                + ("ablate power cannot plan" if planning else "calibrate cannot relabel")
             )
         plan = tuple((names.index(a), names.index(b)) for a, b in planned_pairs(sweep))
         if not plan:
-            raise ReportError(f"{label}: the table has no comparisons to calibrate")
+            what = (
+                f"one row: {counts[0]} seeds of one configuration, what --sigma-from lends, not a table"
+                if len(names) == 1
+                else f"{len(names)} rows that the sweep's comparisons pair none of"
+            )
+            raise ReportError(
+                f"{label}: the table has no comparisons to {'plan' if planning else 'calibrate'} ({what})"
+            )
         return cls(len(names), counts[0], shared, plan, label)
 
     @property
@@ -587,7 +597,7 @@ def plan_lines(sweep: Sweep, label: str, lent: BorrowedNoise, alpha: float = 0.0
     per-trial σ (test-set part v0 taken as 0: 0.001-0.023 BLEU² on the shipped tables) the minimum detectable
     effect and seeds per row for ``effects``, with the table's own σ fit and with ``lent``'s seeds pooled in
     (``ablate table --sigma-from``), at Holm's strictest level."""
-    design = TableDesign.of_sweep(sweep, label)
+    design = TableDesign.of_sweep(sweep, label, planning=True)
     rows, k, m = design.rows, design.seeds, len(design.plan)
     strict, sigma = alpha / m, lent.sigma
     pooled = replace(design, borrowed_df=lent.df)
