@@ -221,7 +221,8 @@ def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], label: str) -> str
     return (
         f"Seed σ ({first.split}): {first.sigma:.2f} {label} per trial, from {how} over the table's {trials} trials"
         f"{pooled} ({first.sigma_df} df{paired}){floor}{others}, added to the test-sentence bootstrap variance of "
-        f"each Δ; 95% CIs of every Δ in `--format csv`, `--per-seed` and `ablate plot` (delta_ci.png)."
+        f"each Δ; 95% CIs of every Δ in `--format csv` and `ablate plot` (delta_ci.png); each trial's Δ in "
+        "`--per-seed`."
     )
 
 

@@ -452,3 +452,12 @@ def test_per_seed_in_latex_is_a_latex_table(variant_sweep, tmp_path):
     if shutil.which("pdflatex"):
         proc = _pdflatex(tex, tmp_path)
         assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+def test_the_seed_footnote_sends_for_cis_only_where_they_are(table):
+    """`--per-seed` lists each trial's Δ against the base trial of its seed, with no CI; the footnote said
+    "95% CIs of every Δ in `--format csv`, `--per-seed` and `ablate plot`"."""
+    sigma = next(line for line in render(table, "md").splitlines() if line.startswith("Seed σ"))
+    assert (
+        "95% CIs of every Δ in `--format csv` and `ablate plot` (delta_ci.png); each trial's Δ in `--per-seed`" in sigma
+    )
