@@ -820,9 +820,14 @@ def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float,
             continue
         lines.append(
             f"{what} ({c.split}): Δ{label} {c.delta:+.2f} [95% CI {c.ci[0]:+.2f}, {c.ci[1]:+.2f}] ({c.bleu:.2f} vs "
-            f"{c.base_bleu:.2f}, {seeds}), p = {c.p_value:.4f}, Holm p = {c.p_adjusted:.4f}{mark}"
+            f"{c.base_bleu:.2f}, {seeds}), p {_p4(c.p_value)}, Holm p {_p4(c.p_adjusted)}{mark}"
         )
     return lines
+
+
+def _p4(p: float) -> str:
+    """``= 0.0150``, or ``< 0.0001`` for a p the four decimals would show as 0."""
+    return "< 0.0001" if p < 0.00005 else f"= {p:.4f}"
 
 
 N_BUCKETS = 4

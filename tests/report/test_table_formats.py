@@ -461,3 +461,17 @@ def test_the_seed_footnote_sends_for_cis_only_where_they_are(table):
     assert (
         "95% CIs of every Δ in `--format csv` and `ablate plot` (delta_ci.png); each trial's Δ in `--per-seed`" in sigma
     )
+
+
+@pytest.mark.slow
+def test_a_named_comparisons_p_below_the_shown_digits_is_not_written_as_zero():
+    """mission-cpu's rnn-no-attention vs base: Holm p 2.3e-13 was printed "p = 0.0000, Holm p = 0.0000"."""
+    from pathlib import Path
+
+    from ablate.report import table as report_table
+
+    result = report_table(str(Path(__file__).resolve().parents[2] / "results" / "mission-cpu"))
+    lines = {line.split(" (")[0]: line for line in result.table.comparisons}
+    assert "p = 0.0000" not in "".join(result.table.comparisons)
+    assert lines["rnn-no-attention vs base"].endswith("p < 0.0001, Holm p < 0.0001 †")
+    assert lines["heads-8 vs base"].endswith("p = 0.1170, Holm p = 0.2340")
