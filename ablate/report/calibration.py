@@ -478,7 +478,7 @@ def calibrate(
         ks, designs = (), ()
     splits = seed_splits(scores, widest, ks, draws, alpha, shift, simulations) if n >= 4 else []
     tables = design_rates(scores, widest, designs, relabellings, alpha, shifts, simulations) if n >= 4 else []
-    notes = []
+    notes = [] if like_only else _left_out(widest, n, ks)
     for design in like:
         fitted, note = replace(design, borrowed_df=_borrowed_df(scores)).fitting(n)
         notes += [note] if note else []
@@ -487,6 +487,22 @@ def calibrate(
     pairs, marked, marked_sentence = relabelled_pairs(scores, alpha) if not like_only else (0, 0, 0)
     return Calibration(scores.split, alpha, shift, widest if splits or tables else None, n, splits, tables, pairs,
                        marked, marked_sentence, notes, scores.borrowed)  # fmt: skip
+
+
+def _left_out(row: str, n: int, ks: Sequence[int]) -> list[str]:
+    """One line for what ``row``'s ``n`` seeds cannot hold: every relabelled table and split (under 4), or the
+    k-vs-k splits that take more than ``n`` seeds."""
+    if n < 4:
+        return [
+            f"No relabelled tables or k-vs-k splits: they take a row of at least 4 seeds, and row `{row}` has {n}; "
+            "only the relabelled seed pairs below."
+        ]
+    big = [k for k in ks if 2 * k > n]
+    if not big:
+        return []
+    return [
+        f"k-vs-k splits at k = {', '.join(map(str, big))} left out: a split takes 2k seeds, and row `{row}` has {n}."
+    ]
 
 
 def _pct(band: tuple[float, float]) -> str:
