@@ -131,10 +131,11 @@ class TableDesign:
         return cls(rows, seeds, shared, tuple((0, i) for i in range(1, rows)), label)
 
     @classmethod
-    def of_sweep(cls, sweep: Sweep, label: str) -> TableDesign:
+    def of_sweep(cls, sweep: Sweep, label: str, planning: bool = False) -> TableDesign:
         """The design of ``sweep``'s table: its rows, seeds per row (its finished trials), whether every row
         has the same seed values, and its planned comparisons (:func:`ablate.report.stats.planned_pairs`), on
-        one test split (a table of several splits runs Holm over the comparisons of each).
+        one test split (a table of several splits runs Holm over the comparisons of each). ``planning``: for
+        ``ablate power``, whose lent σ tests rows of one seed too; relabelling (calibrate) needs two.
 
         Raises:
             ReportError: rows with different numbers of seeds, or rows sharing some seed values but not all.
@@ -142,19 +143,28 @@ class TableDesign:
         names = [r.name for r in sweep.rows]
         seeds = [sorted(map(str, r.seeds)) for r in sweep.rows]
         counts = sorted({len(s) for s in seeds})
-        if len(counts) != 1 or counts[0] < 2:
+        doing, least = ("planning a table", 1) if planning else ("calibrating a table", 2)
+        if len(counts) != 1 or counts[0] < least:
             raise ReportError(
-                f"{label}: calibrating a table needs every row to have the same number (>= 2) of seeds; its rows "
+                f"{label}: {doing} needs every row to have the same number (>= {least}) of seeds; its rows "
                 f"have {', '.join(map(str, counts))}"
             )
         shared = all(s == seeds[0] for s in seeds)
         if not shared and sum(map(len, seeds)) != len({x for s in seeds for x in s}):
             raise ReportError(
-                f"{label}: its rows share some seed values but not all, a design calibrate cannot relabel"
+                f"{label}: its rows share some seed values but not all, a design "
+                + ("ablate power cannot plan" if planning else "calibrate cannot relabel")
             )
         plan = tuple((names.index(a), names.index(b)) for a, b in planned_pairs(sweep))
         if not plan:
-            raise ReportError(f"{label}: the table has no comparisons to calibrate")
+            what = (
+                f"one row: {counts[0]} seeds of one configuration, what --sigma-from lends, not a table"
+                if len(names) == 1
+                else f"{len(names)} rows that the sweep's comparisons pair none of"
+            )
+            raise ReportError(
+                f"{label}: the table has no comparisons to {'plan' if planning else 'calibrate'} ({what})"
+            )
         return cls(len(names), counts[0], shared, plan, label)
 
     @property
@@ -468,7 +478,7 @@ def calibrate(
         ks, designs = (), ()
     splits = seed_splits(scores, widest, ks, draws, alpha, shift, simulations) if n >= 4 else []
     tables = design_rates(scores, widest, designs, relabellings, alpha, shifts, simulations) if n >= 4 else []
-    notes = []
+    notes = [] if like_only else _left_out(widest, n, ks)
     for design in like:
         fitted, note = replace(design, borrowed_df=_borrowed_df(scores)).fitting(n)
         notes += [note] if note else []
@@ -477,6 +487,22 @@ def calibrate(
     pairs, marked, marked_sentence = relabelled_pairs(scores, alpha) if not like_only else (0, 0, 0)
     return Calibration(scores.split, alpha, shift, widest if splits or tables else None, n, splits, tables, pairs,
                        marked, marked_sentence, notes, scores.borrowed)  # fmt: skip
+
+
+def _left_out(row: str, n: int, ks: Sequence[int]) -> list[str]:
+    """One line for what ``row``'s ``n`` seeds cannot hold: every relabelled table and split (under 4), or the
+    k-vs-k splits that take more than ``n`` seeds."""
+    if n < 4:
+        return [
+            f"No relabelled tables or k-vs-k splits: they take a row of at least 4 seeds, and row `{row}` has {n}; "
+            "only the relabelled seed pairs below."
+        ]
+    big = [k for k in ks if 2 * k > n]
+    if not big:
+        return []
+    return [
+        f"k-vs-k splits at k = {', '.join(map(str, big))} left out: a split takes 2k seeds, and row `{row}` has {n}."
+    ]
 
 
 def _pct(band: tuple[float, float]) -> str:
@@ -587,7 +613,7 @@ def plan_lines(sweep: Sweep, label: str, lent: BorrowedNoise, alpha: float = 0.0
     per-trial σ (test-set part v0 taken as 0: 0.001-0.023 BLEU² on the shipped tables) the minimum detectable
     effect and seeds per row for ``effects``, with the table's own σ fit and with ``lent``'s seeds pooled in
     (``ablate table --sigma-from``), at Holm's strictest level."""
-    design = TableDesign.of_sweep(sweep, label)
+    design = TableDesign.of_sweep(sweep, label, planning=True)
     rows, k, m = design.rows, design.seeds, len(design.plan)
     strict, sigma = alpha / m, lent.sigma
     pooled = replace(design, borrowed_df=lent.df)

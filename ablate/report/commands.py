@@ -133,10 +133,8 @@ def table_command(
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
     paper = get_reference(reference) if reference else None  # a wrong name fails before any work
     get_scorer(metric)  # so does a wrong metric
-    if per_seed and sigma_from is not None:
-        raise ReportError("--per-seed lists each trial's Δ, with no test: drop --sigma-from, or leave out --per-seed")
-    if per_seed and metric != "bleu":
-        raise ReportError(f"--per-seed lists test BLEU per trial; drop --metric {metric}, or leave out --per-seed")
+    if per_seed:
+        _check_per_seed(sigma_from, metric, reference, columns, by_length)
     if out is not None:
         check_apart(out, local_folders(source))  # before any work
     if per_seed:
@@ -172,6 +170,21 @@ def table_command(
         _write(out, text, source)
     else:
         sys.stdout.write(text)
+
+
+def _check_per_seed(
+    sigma_from: Optional[str], metric: str, reference: Optional[str], columns: Optional[str], by_length: bool
+) -> None:
+    """Refuse, in one line, the ``ablate table`` options ``--per-seed`` has no use for."""
+    if sigma_from is not None:
+        raise ReportError("--per-seed lists each trial's Δ, with no test: drop --sigma-from, or leave out --per-seed")
+    if metric != "bleu":
+        raise ReportError(f"--per-seed lists test BLEU per trial; drop --metric {metric}, or leave out --per-seed")
+    if reference is not None:
+        raise ReportError("--per-seed lists each trial, not the table beside a paper: drop --reference, or --per-seed")
+    for flag, given in (("--columns", columns is not None), ("--by-length", by_length)):
+        if given:
+            raise ReportError(f"--per-seed lists each trial's test BLEU: drop {flag}, or leave out --per-seed")
 
 
 @app.command("calibrate")

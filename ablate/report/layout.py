@@ -182,11 +182,18 @@ def significance_notes(
     return notes
 
 
-def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label: str = "BLEU") -> list[str]:
-    split = tested[0].split
-    here = [c for c in tested if c.split == split]
-    first = here[0]
-    assert first.sigma is not None, "a seed test's p-value needs sigma (SplitScores.compare), so a tested one has it"
+def _by_sigma(here: Sequence[Comparison]) -> list[list[Comparison]]:
+    """``here`` grouped by the seed σ each is tested with (the seed-paired fit's or the within-row one, as
+    :meth:`~ablate.report.stats.SeedNoise.for_rows` picks for its two rows), the first comparison's first."""
+    groups: dict[tuple, list[Comparison]] = {}
+    for c in here:
+        groups.setdefault((c.paired, c.sigma, c.sigma_df), []).append(c)
+    return list(groups.values())
+
+
+def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], label: str) -> str:
+    """The seed σ footnote: the σ of the first group, and of the other one where rows test with two."""
+    first = groups[0][0]
     how = "a row + seed fit" if first.paired else "the pooled within-row spread"
     trials = sum(len(r.trials) for r in sweep.rows)
     paired = "; rows trained with the same seed values are compared seed-paired" if first.paired else ""
@@ -202,33 +209,68 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
         if borrowed is not None and not first.paired
         else ""
     )
-    notes = [
-        f"Seed σ ({split}): {first.sigma:.2f} {label} per trial, from {how} over the table's {trials} trials{pooled} "
-        f"({first.sigma_df} df{paired}){floor}, added to the test-sentence bootstrap variance of each Δ; 95% CIs "
-        f"of every Δ in `--format csv`, `--per-seed` and `ablate plot` (delta_ci.png)."
-    ]
+    others = ""
+    for group in groups[1:]:
+        c = group[0]
+        fit = "a row + seed fit" if c.paired else "the pooled within-row spread"
+        rows = ", ".join(
+            dict.fromkeys(x.row if x.reference == sweep.base.name else f"{x.row} vs {x.reference}" for x in group)
+        )
+        others += f"; {c.sigma:.2f} {label} from {fit} ({c.sigma_df} df) for {rows}"
+        others += ", whose two rows were trained with different seed values" if not c.paired else ""
+    return (
+        f"Seed σ ({first.split}): {first.sigma:.2f} {label} per trial, from {how} over the table's {trials} trials"
+        f"{pooled} ({first.sigma_df} df{paired}){floor}{others}, added to the test-sentence bootstrap variance of "
+        f"each Δ; 95% CIs of every Δ in `--format csv` and `ablate plot` (delta_ci.png); each trial's Δ in "
+        "`--per-seed`."
+    )
+
+
+def _mde_note(groups: list[list[Comparison]], alpha: float, tests: int, label: str) -> str:
+    """The minimum detectable effect at each σ the comparisons are tested with."""
+    parts = []
+    for group in groups:
+        c = group[0]
+        assert c.sigma is not None, "a seed test's p-value needs sigma (SplitScores.compare), so a tested one has it"
+        k = int(statistics.median(min(x.seeds) for x in group))
+        sentence = statistics.median(x.sentence_fixed for x in group)
+        mde = detectable(c.sigma, c.sigma_df, k, sentence, alpha / tests)
+        loose = detectable(c.sigma, c.sigma_df, k, sentence, alpha)
+        parts.append((k, mde, loose, c.sigma))
+    k, mde, loose, _ = parts[0]
+    text = (
+        f"Minimum detectable effect at 80% power with {k} seeds per row: {mde:.2f} {label} at Holm's strictest "
+        f"level (alpha/{tests}), {loose:.2f} uncorrected" + (f" at σ {parts[0][3]:.2f}" if len(parts) > 1 else "")
+    )
+    for k, mde, loose, sigma in parts[1:]:
+        text += f"; with σ {sigma:.2f} and {k} seeds per row: {mde:.2f} {label}, {loose:.2f} uncorrected"
+    return text + "; smaller Δs are within this table's noise."
+
+
+def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label: str = "BLEU") -> list[str]:
+    split = tested[0].split
+    here = [c for c in tested if c.split == split]
+    groups = _by_sigma(here)
+    first = here[0]
+    notes = [_sigma_note(sweep, groups, label)]
+    borrowed = first.scores.noise.borrowed if first.scores is not None else None
     if borrowed is not None:
         notes.append(_borrowed_note(borrowed, first.paired, label))
-    k = int(statistics.median(min(c.seeds) for c in here))
-    sentence = statistics.median(c.sentence_fixed for c in here)
     strict = alpha / len(tested)
-    mde = detectable(first.sigma, first.sigma_df, k, sentence, strict)
-    loose = detectable(first.sigma, first.sigma_df, k, sentence, alpha)
-    notes.append(
-        f"Minimum detectable effect at 80% power with {k} seeds per row: {mde:.2f} {label} at Holm's strictest "
-        f"level (alpha/{len(tested)}), {loose:.2f} uncorrected; smaller Δs are within this table's noise."
-    )
+    notes.append(_mde_note(groups, alpha, len(tested), label))
     unmarked = [c for c in here if not c.significant(alpha)]
     if unmarked:
         fit = first.scores.seeds if first.scores is not None else {r.name: r.seeds for r in sweep.rows}
         rows, shared = len(fit), len({frozenset(map(str, s)) for s in fit.values()}) == 1
         extra = borrowed.df if borrowed is not None else 0
         needs = [
-            f"{c.row} ({c.delta:+.2f}): {_seeds_text(c, first.sigma, strict, rows, shared, extra)}" for c in unmarked
+            f"{c.row} ({c.delta:+.2f}): {_seeds_text(c, c.sigma or 0.0, strict, rows, shared, extra)}" for c in unmarked
         ]
         notes.append(
             f"Seeds per row that a true Δ of the observed size would need (80% power at alpha/{len(tested)} with that "
-            f"many seeds in each of the table's {rows} rows, at the df the σ fit would then have): "
+            f"many seeds in each of the table's {rows} rows, at the df the σ fit would then have"
+            + ("; each row at the σ it is tested with" if len(groups) > 1 else "")
+            + "): "
             + "; ".join(needs)
             + "."
         )
@@ -442,6 +484,8 @@ class Table:
     show_names: bool
     comparisons: list[str] = field(default_factory=list)
     """One line per named comparison (when the sweep names them), under the footnotes."""
+    pairs: list[Cell] = field(default_factory=list)
+    """The named comparisons that leave out the base (no row's cell shows them), one cell each (no statistic)."""
 
 
 def select_columns(table: Table, names: list[str]) -> Table:
@@ -600,16 +644,8 @@ def build_table(
         for col in columns:
             st = stat_of(row, col.key)
             comp = vs_base.get((row.name, col.split)) if col.split else None
-            tested = comp if comp is not None and comp.tested else None
             cells.append(
-                Cell(
-                    _scaled(st, col.scale),
-                    col.ranked and st is not None and st.mean == best[col.key],
-                    tested.p_value if tested else None,
-                    _marks(comp, alpha) if comp else "",
-                    tested.p_adjusted if tested else None,
-                    comp,
-                )
+                _cell(_scaled(st, col.scale), col.ranked and st is not None and st.mean == best[col.key], comp, alpha)
             )
         settings = [show_value(row.settings[k]) if row.is_base or k in row.changed else None for k in sweep.keys]
         new_group = row.group != previous
@@ -629,6 +665,20 @@ def build_table(
         footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples, scorer, extra_note),
         show_names=sweep.uses_variants,
         comparisons=_comparison_lines(sweep, comparisons, alpha, scorer.label) if sweep.comparisons else [],
+        pairs=[_cell(None, False, c, alpha) for c in comparisons if sweep.base.name not in (c.row, c.reference)],
+    )
+
+
+def _cell(st: Optional[Stat], best: bool, comp: Optional[Comparison], alpha: float) -> Cell:
+    """A cell of ``st`` with ``comp``'s p-values and marks (where tested)."""
+    tested = comp if comp is not None and comp.tested else None
+    return Cell(
+        st,
+        best,
+        tested.p_value if tested else None,
+        _marks(comp, alpha) if comp else "",
+        tested.p_adjusted if tested else None,
+        comp,
     )
 
 
@@ -770,9 +820,14 @@ def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float,
             continue
         lines.append(
             f"{what} ({c.split}): Δ{label} {c.delta:+.2f} [95% CI {c.ci[0]:+.2f}, {c.ci[1]:+.2f}] ({c.bleu:.2f} vs "
-            f"{c.base_bleu:.2f}, {seeds}), p = {c.p_value:.4f}, Holm p = {c.p_adjusted:.4f}{mark}"
+            f"{c.base_bleu:.2f}, {seeds}), p {_p4(c.p_value)}, Holm p {_p4(c.p_adjusted)}{mark}"
         )
     return lines
+
+
+def _p4(p: float) -> str:
+    """``= 0.0150``, or ``< 0.0001`` for a p the four decimals would show as 0."""
+    return "< 0.0001" if p < 0.00005 else f"= {p:.4f}"
 
 
 N_BUCKETS = 4

@@ -19,7 +19,7 @@ from ablate.config import ConfigError, flatten, from_flat, to_dict, valid_keys
 from ablate.errors import did_you_mean
 from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP, is_number
 from ablate.report.layout import MARK, Column, Table
-from ablate.report.render import csv_text, md_line
+from ablate.report.render import csv_text, latex_escape, latex_float, md_line
 from ablate.report.stats import AgreementTest, Correlation, Row, Sweep, agreement_test, p_text, pearson, sign_count
 from ablate.report.trials import ReportError
 from ablate.utils.typed import read_yaml
@@ -311,10 +311,6 @@ class SideBySide:
         """Matched rows where both BLEU Δs have a sign (the all-rows count)."""
         return [ln for ln in self.lines if ln.agree is not None]
 
-    def headline_rows(self, shift: float = 0.0) -> list[Line]:
-        """Counted rows where either side clears its own noise (with our base moved by ``shift``)."""
-        return [ln for ln in self._signed(shift) if ln.clears(self.min_delta, shift)]
-
     def _signed(self, shift: float) -> list[Line]:
         """Matched rows with a sign on both sides once our base moves by ``shift``."""
         return [ln for ln in self.lines if ln.paper_delta and ln.delta is not None and ln.delta - shift]
@@ -592,6 +588,27 @@ HEADER = [
 ]
 
 
+def _notes(sbs: SideBySide) -> list[str]:
+    """The lines below the side-by-side after the headline: the other summary lines, the legend, the paper
+    rows without one of ours and the source."""
+    notes = [f"{label}: {text}." for label, text in sbs.summary()[1:]]
+    notes.append(
+        f"Δ: change from the base row; ours is {sbs.metric}, mean over seeds; our SE: the standard error of our Δ "
+        f"in the table's test (seed and test-sentence noise, the base's included). Rows are matched by the keys "
+        f"they change and by each change's ratio to the base (ablate.report.reference). A Δ of 0 has no sign and "
+        f"is not counted. Clears noise: the paper's |Δ| is at least {sbs.min_delta:g} BLEU (below it a published "
+        f"single run is taken as noise) and/or ours is at least its SE; the headline counts those rows only. "
+        f"Test: the agreement expected when our Δs are redrawn from their noise (one shared base draw for every "
+        f"row), against every assignment of our rows to the paper's (both sign margins kept; with no SE known, "
+        f"Fisher's exact test); one-sided. The † column is the table's own test and correction."
+    )
+    if sbs.not_run:
+        notes.append("Paper rows without a row here: " + "; ".join(r.label for r in sbs.not_run) + ".")
+    if sbs.reference.citation:
+        notes.append(f"Source: {sbs.reference.citation}")
+    return notes
+
+
 def to_markdown(sbs: SideBySide) -> str:
     """The side-by-side as a Markdown table, then its summary lines (headline first) and notes."""
     ref = sbs.reference
@@ -602,24 +619,20 @@ def to_markdown(sbs: SideBySide) -> str:
         md_line([":--", ":--", *["--:"] * (len(HEADER) - 2)]),
     ]
     lines += [md_line(c.replace("|", "\\|") for c in _cells(ln, sbs.min_delta)) for ln in [sbs.base, *sbs.lines]]
-    (head_label, head), *rest = sbs.summary()
+    head_label, head = sbs.summary()[0]
     lines += ["", f"**{head_label}: {head}.**  "]
-    lines += [f"{label}: {text}.  " for label, text in rest]
-    lines.append(
-        f"Δ: change from the base row; ours is {sbs.metric}, mean over seeds; our SE: the standard error of our Δ "
-        f"in the table's test (seed and test-sentence noise, the base's included). Rows are matched by the keys "
-        f"they change and by each change's ratio to the base (ablate.report.reference). A Δ of 0 has no sign and "
-        f"is not counted. Clears noise: the paper's |Δ| is at least {sbs.min_delta:g} BLEU (below it a published "
-        f"single run is taken as noise) and/or ours is at least its SE; the headline counts those rows only. "
-        f"Test: the agreement expected when our Δs are redrawn from their noise (one shared base draw for every "
-        f"row), against every assignment of our rows to the paper's (both sign margins kept; with no SE known, "
-        f"Fisher's exact test); one-sided. The † column is the table's own test and correction.  "
-    )
-    if sbs.not_run:
-        lines.append("Paper rows without a row here: " + "; ".join(r.label for r in sbs.not_run) + ".  ")
-    if ref.citation:
-        lines.append(f"Source: {ref.citation}")
+    lines += [f"{note}  " for note in _notes(sbs)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def to_latex(sbs: SideBySide) -> str:
+    """The side-by-side as a second booktabs table (for under ``ablate table --format latex``), the headline
+    in bold first among its notes."""
+    rows = [" & ".join(map(latex_escape, _cells(ln, sbs.min_delta))) + r" \\" for ln in [sbs.base, *sbs.lines]]
+    head_label, head = sbs.summary()[0]
+    notes = [rf"\textbf{{{latex_escape(f'{head_label}: {head}.')}}}", *map(latex_escape, _notes(sbs))]
+    caption = f"Beside {sbs.reference.title} ({sbs.reference.data})"
+    return latex_float("ll" + "r" * (len(HEADER) - 2), map(latex_escape, HEADER), rows, notes, caption)
 
 
 def to_csv(sbs: SideBySide) -> str:
@@ -634,5 +647,6 @@ def to_csv(sbs: SideBySide) -> str:
 
 
 def render(sbs: SideBySide, fmt: str) -> str:
-    """CSV for ``csv``; Markdown for every other format (it reads as plain text in a terminal)."""
-    return to_csv(sbs) if fmt == "csv" else to_markdown(sbs)
+    """CSV for ``csv``, LaTeX for ``latex``; Markdown for every other format (it reads as plain text in a
+    terminal)."""
+    return {"csv": to_csv, "latex": to_latex}.get(fmt, to_markdown)(sbs)

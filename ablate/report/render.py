@@ -97,12 +97,60 @@ _LATEX_SPECIAL = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    "|": r"\textbar{}",  # OT1 text fonts (pdflatex's default) print | as an em dash and < > as inverted ! ?
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
 }
 
 
+# Symbols pdflatex's text fonts have no glyph for ("Unicode character σ (U+03C3) not set up for use with
+# LaTeX"), as math; Latin letters (ä, é) it reads as UTF-8 text.
+_LATEX_SYMBOLS = {
+    PM: r"$\pm$",
+    "†": r"$^\dagger$",
+    "‡": r"$^\ddagger$",
+    "σ": r"$\sigma$",
+    "Δ": r"$\Delta$",
+    "α": r"$\alpha$",
+    "ν": r"$\nu$",
+    "Φ": r"$\Phi$",
+    "≥": r"$\geq$",
+    "≤": r"$\leq$",
+    "×": r"$\times$",
+    "·": r"$\cdot$",
+    "−": r"$-$",
+    "²": r"$^2$",
+    "→": r"$\to$",
+    "←": r"$\leftarrow$",
+    "↑": r"$\uparrow$",
+    "↓": r"$\downarrow$",
+    "–": "--",
+    "—": "---",
+    "…": r"\ldots{}",
+}
+
+
+def _latex_text(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch) or _LATEX_SYMBOLS.get(ch, ch) for ch in text)
+
+
 def latex_escape(text: str) -> str:
-    out = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
-    return out.replace(PM, r"$\pm$").replace("†", r"$^\dagger$").replace("‡", r"$^\ddagger$")
+    """``text`` as LaTeX text: specials escaped, symbols as math, `code` as ``\\texttt`` (``--`` kept two hyphens)."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: no code spans
+        return _latex_text(text)
+    code = (r"\texttt{" + _latex_text(p).replace("--", "-{}-") + "}" for p in parts[1::2])
+    return "".join(x for pair in zip(map(_latex_text, parts[::2]), [*code, ""]) for x in pair)
+
+
+def latex_float(spec: str, head: Iterable[str], body: Sequence[str], notes: Sequence[str], caption: str) -> str:
+    """A booktabs ``table`` float: ``head`` cells (LaTeX), ``body`` lines (rows ending ``\\\\``, or rules),
+    ``notes`` (LaTeX) in small print below and the ``caption`` (plain text)."""
+    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
+    lines += [" & ".join(head) + r" \\", r"\midrule", *body, r"\bottomrule", r"\end{tabular}"]
+    lines.append(r"\par\smallskip{\footnotesize " + r" \\ ".join(notes) + "}")
+    lines += [rf"\caption{{{latex_escape(caption)}}}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
 
 
 def to_latex(table: Table) -> str:
@@ -112,24 +160,13 @@ def to_latex(table: Table) -> str:
     head = ["", *(["variant"] if table.show_names else [])]
     head += [PAPER_LABELS.get(k, ("", None))[1] or latex_escape(lbl) for k, lbl in zip(table.keys, table.labels)]
     head += [c.latex or latex_escape(c.label) for c in table.columns] + ["$n$"]
-    lines = [
-        r"\begin{table}[t]",
-        r"\centering",
-        r"\small",
-        rf"\begin{{tabular}}{{{spec}}}",
-        r"\toprule",
-        " & ".join(head) + r" \\",
-        r"\midrule",
-    ]
+    body = []
     for i, row in enumerate(table.rows):
         if row.new_group and i > 0:
-            lines.append(r"\midrule")
-        lines.append(" & ".join(_row_texts(table, row, latex_escape, r"\textbf{{{}}}")) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
+            body.append(r"\midrule")
+        body.append(" & ".join(_row_texts(table, row, latex_escape, r"\textbf{{{}}}")) + r" \\")
     notes = [latex_escape(n) for n in _notes(table)] + [r"\quad " + latex_escape(str(u)) for u in table.unfinished]
-    lines.append(r"\par\smallskip{\footnotesize " + r" \\ ".join(notes) + "}")
-    lines += [rf"\caption{{{latex_escape(table.title)}}}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
+    return latex_float(spec, head, body, notes, table.title)
 
 
 def export_key(col: Column) -> str:
@@ -155,24 +192,49 @@ def _tested(cell: Cell) -> list[str]:
 
 def to_csv(table: Table) -> str:
     """Plain numbers: per metric ``.mean``, ``.std``, ``.n`` (and, where tested, the comparison
-    against the base: :data:`TESTED`); one line per unfinished trial with its status and reason."""
+    against the base: :data:`TESTED`); where the sweep names pairs that leave out the base, a ``vs`` column
+    (each line's reference) and one line per such pair with its comparison alone; then one line per
+    unfinished trial with its status and reason."""
     head = ["group", "name", *table.keys]
     for col in table.columns:
         stats = ("mean", "std", "n", *TESTED) if col.split else ("mean", "std", "n")
         head += [f"{export_key(col)}.{s}" for s in stats]
-    lines = [head + ["status", "reason"]]
-    group = ""
+    groups, pairs = {}, _pair_lines(table)
+    lines, group = [head + ["status", "reason"] + (["vs"] if pairs else [])], ""
     for row in table.rows:
-        group = row.group or group
+        group = groups[row.name] = row.group or group
         line = [group, row.name] + ["" if v is None or v == "<unset>" else show_value(v) for v in row.values]
         for cell, col in zip(row.cells, table.columns):
             st = cell.stat
             line += ["", "", ""] if st is None else [_num(st.mean), _num(st.std), str(st.n)]
             if col.split:
                 line += _tested(cell)
-        lines.append(line + [RunStatus.FINISHED, ""])
-    lines += [["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason] for u in table.unfinished]
+        vs = table.rows[0].name if any(cell.comparison for cell in row.cells) else ""
+        lines.append(line + [RunStatus.FINISHED, ""] + ([vs] if pairs else []))
+    lines += [[groups.get(name, ""), name, *line] for name, line in pairs]
+    no_vs = [""] if pairs else []
+    lines += [["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason] + no_vs for u in table.unfinished]
     return csv_text(lines)
+
+
+def _pair_lines(table: Table) -> list[tuple[str, list[str]]]:
+    """``(row, the cells after its name)`` for each named pair without the base that a shown column tests."""
+    by_pair: dict[tuple[str, str], dict[str, Cell]] = {}
+    for cell in table.pairs:
+        c = cell.comparison
+        assert c is not None, "a pair's cell is its comparison"
+        by_pair.setdefault((c.row, c.reference), {})[c.split] = cell
+    out = []
+    for (row, reference), cells in by_pair.items():
+        if not any(col.split in cells for col in table.columns):
+            continue
+        line = [""] * len(table.keys)
+        for col in table.columns:
+            line += ["", "", ""]
+            if col.split:
+                line += _tested(cells[col.split]) if col.split in cells else [""] * len(TESTED)
+        out.append((row, line + ["", "", reference]))
+    return out
 
 
 def to_rich(table: Table):
@@ -288,24 +350,34 @@ def per_seed(sweep: Sweep) -> tuple[list[str], list[SeedLine]]:
 
 
 def render_per_seed(sweep: Sweep, fmt: str) -> str:
-    """The per-seed lines as CSV (unrounded) or Markdown (every other format)."""
+    """The per-seed lines as CSV (unrounded), LaTeX, or Markdown (every other format)."""
     keys, lines = per_seed(sweep)
     labels = [TEST_BLEU.split_of(k) or k.partition("/")[0] for k in keys]
     if fmt == "csv":
         head = ["row", "seed", *keys, *(f"{k}.delta_vs_base" for k in keys)]
         return csv_text([head] + [[ln.row, ln.seed, *map(_num, ln.values), *map(_num, ln.deltas)] for ln in lines])
+    title = f"Per seed: {sweep.name or 'ablation'}"
+    head = ["row", "seed", *(f"BLEU ({s})" for s in labels), *(f"Δ ({s})" for s in labels)]
+    cells = [[ln.row, str(ln.seed), *_per_seed_values(ln)] for ln in lines]
+    legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
+    if fmt == "latex":
+        body = [" & ".join(map(latex_escape, c)) + r" \\" for c in cells]
+        notes = [latex_escape("Test BLEU; Δ against the base trial of the same seed."), *map(latex_escape, legend)]
+        return latex_float("lr" + "r" * 2 * len(keys), map(latex_escape, head), body, notes, title)
     out = [
-        f"**Per seed: {sweep.name or 'ablation'}** (test BLEU; Δ against the base trial of the same seed)",
+        f"**{title}** (test BLEU; Δ against the base trial of the same seed)",
         "",
-        md_line(["row", "seed", *(f"BLEU ({s})" for s in labels), *(f"Δ ({s})" for s in labels)]),
+        md_line(head),
         md_line([":--", "--:", *["--:"] * 2 * len(keys)]),
     ]
-    for ln in lines:
-        deltas = [
-            ("" if d is None else f"{d:+.2f}") + (FLIP if f and d is not None else "")
-            for d, f in zip(ln.deltas, ln.flip)
-        ]
-        values = ["" if v is None else f"{v:.2f}" for v in ln.values]
-        out.append(md_line(c.replace("|", "\\|") for c in [ln.row, str(ln.seed), *values, *deltas]))
-    out += ["", f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
+    out += [md_line(c.replace("|", "\\|") for c in line) for line in cells]
+    out += ["", *legend] if legend else []
     return "\n".join(out) + "\n"
+
+
+def _per_seed_values(ln: SeedLine) -> list[str]:
+    """A per-seed line's test BLEUs, then its Δs against the base (``FLIP`` where the row's signs disagree)."""
+    deltas = [
+        ("" if d is None else f"{d:+.2f}") + (FLIP if f and d is not None else "") for d, f in zip(ln.deltas, ln.flip)
+    ]
+    return ["" if v is None else f"{v:.2f}" for v in ln.values] + deltas

@@ -35,7 +35,8 @@ class TableResult:
 
     def to_pandas(self) -> Any:
         """One row per table row (``group``, ``name``, the varied keys, per metric ``.mean``/``.std``/``.n``
-        and the base comparison's ``.p``, ``.delta``, ...; unfinished trials last): the CSV format as a DataFrame."""
+        and the base comparison's ``.p``, ``.delta``, ...; named pairs without the base, ``vs`` naming their
+        reference; unfinished trials last): the CSV format as a DataFrame."""
         import pandas as pd
 
         return pd.read_csv(io.StringIO(self.render("csv")), keep_default_na=False, na_values=[""])

@@ -956,10 +956,6 @@ class SeedNoise:
             return self.paired, self.paired_df, True
         return self.unpaired, self.unpaired_df, False
 
-    @property
-    def estimable(self) -> bool:
-        return self.unpaired is not None or self.paired is not None
-
 
 def floored(sigma: Optional[float], floor_var: float) -> Optional[float]:
     """``max(σ, sqrt(floor_var))``: a seed σ no smaller than the seed x sentence variance ``s`` the

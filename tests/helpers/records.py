@@ -238,3 +238,21 @@ class FakeApi:
         self.calls.append((path, filters))
         group = (filters or {}).get("group")
         return [r for r in self._runs if group is None or r.group == group]
+
+
+def make_mixed_seed_sweep(root: Path) -> Path:
+    """Six rows trained with seeds 1-4 and one (``heads1``) with seeds 5-8: the six pair by seed (the row + seed
+    fit, 15 df), ``heads1`` against the base cannot (the within-row σ, 21 df), so two σs test one table."""
+    refs, vocab = references(), [f"w{i}" for i in range(300)]
+    rows: dict[str, tuple[dict[str, Any], float, tuple[int, ...]]] = {"base": ({}, 0.30, (1, 2, 3, 4))}
+    for i, dropout in enumerate((0.0, 0.2, 0.3, 0.4, 0.5)):
+        rows[f"drop{dropout}"] = ({"model.dropout": dropout}, 0.30 + 0.01 * i, (1, 2, 3, 4))
+    rows["heads1"] = ({"model.heads": 1}, 0.33, (5, 6, 7, 8))
+    for variant, (overrides, rate, seeds) in rows.items():
+        for seed in seeds:
+            name = f"{variant}-s{seed}"
+            summary = trial_summary(name, variant, overrides, seed, 20.0, 1000, {"variant": variant}, sweep="mixed")
+            rng = random.Random(name)
+            hyps = {s: _corrupt(r, rate + 0.03 * rng.random(), rng, vocab) for s, r in refs.items()}
+            write_trial(root, name, summary, hyps, refs)
+    return root

@@ -289,3 +289,29 @@ def test_the_wandb_report_holds_the_table_of_the_same_source(two_by_two, tmp_pat
     assert json.dumps(pooled)[1:-1] in out.read_text()  # the spec publishing would save carries it
     refused = CliRunner().invoke(app, [*args[:3], "--test", "bs", "--sigma-from", str(CALIBRATION)])
     assert refused.exit_code == 2 and "needs --test seeds" in refused.output
+
+
+def test_a_sweep_of_one_seed_per_row_is_planned_with_the_lent_sigma(tmp_path):
+    """A lent σ tests even rows of one seed (docs/reports.md), so `ablate power` plans them: no seed df of the
+    table's own, the lent df alone. It refused: "calibrating a table needs every row to have the same number
+    (>= 2) of seeds"."""
+    from ablate.report.stats import design_df
+
+    sweep = tmp_path / "one-seed.yaml"
+    sweep.write_text((ROOT / "sweeps/mission-cpu.yaml").read_text().replace("values: [1, 2, 3]", "values: [1]"))
+    result = CliRunner().invoke(app, ["power", str(sweep), "--sigma-from", str(CALIBRATION)])
+    assert result.exit_code == 0, result.output
+    assert "10 rows x 1 seeds (shared seed values), 10 comparisons" in result.output
+    assert "with the table's own σ: none (no seed df)" in result.output
+    sigma = borrow_noise(load(str(MISSION)), str(CALIBRATION))[SPLIT].sigma
+    mde = detectable(sigma, design_df(10, 1, True, borrowed_df=15), 1, 0.0, 0.05 / 10)
+    assert f"with --sigma-from {CALIBRATION}: {mde:.2f} BLEU (within-row fit, 15 df)" in result.output
+
+
+def test_planning_a_sweep_of_one_configuration_says_there_is_nothing_to_compare():
+    """It said "the table has no comparisons to calibrate" for `ablate power`."""
+    result = CliRunner().invoke(
+        app, ["power", str(ROOT / "sweeps/calibration-cpu.yaml"), "--sigma-from", str(CALIBRATION)]
+    )
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert result.output.startswith("error: calibration-cpu: the table has no comparisons to plan (one row")

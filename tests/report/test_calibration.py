@@ -390,3 +390,21 @@ def test_calibrating_a_borrowed_sigma_tests_each_table_as_the_table_command_does
                                 borrowed=borrow_noise(sweep, second, [first]))  # fmt: skip
     assert (cal.designs[0].df, cal.borrowed.trials) == (18, 16)
     assert f"pooled with the 16 seeds of {second} (`--sigma-from`: +15 df" in calibration.to_markdown(cal)
+
+
+def test_what_a_sources_seeds_cannot_hold_is_said_not_left_out_silently(variant_sweep, tmp_path):
+    """`ablate calibrate --k 3` on rows of 4 seeds printed no k-vs-k table and no word why (a split takes 2k
+    seeds), and a source of 3 seeds per row printed only the seed pairs."""
+    from tests.helpers.records import make_mixed_seed_sweep
+
+    four = calibration.calibrate(
+        load(str(make_mixed_seed_sweep(tmp_path / "mixed"))), ks=(2, 3), draws=2, designs=(), samples=100
+    )
+    assert [s.k for s in four.splits] == [2]
+    assert "k-vs-k splits at k = 3 left out: a split takes 2k seeds, and row `base` has 4." in four.notes
+    three = calibration.calibrate(load(str(variant_sweep)), draws=2, samples=100)
+    assert not three.splits and not three.designs
+    assert any(
+        n.startswith("No relabelled tables or k-vs-k splits: they take a row of at least 4 seeds") for n in three.notes
+    )
+    assert three.notes[0] in calibration.to_markdown(three)

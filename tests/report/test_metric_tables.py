@@ -252,3 +252,18 @@ def test_a_wandb_source_gets_the_metric_from_its_texts_artifact(variant_sweep, w
 
 def _parts(result):
     return result.sweep, result.table
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--reference", "vaswani2017-table3"], "error: --per-seed lists each trial, not the table beside a paper"),
+        (["--columns", "h"], "error: --per-seed lists each trial's test BLEU: drop --columns"),
+        (["--by-length"], "error: --per-seed lists each trial's test BLEU: drop --by-length"),
+    ],
+)
+def test_per_seed_refuses_the_options_it_would_ignore_in_one_line(variant_sweep, option, message):
+    """--per-seed printed its list and dropped these without a word."""
+    result = CliRunner().invoke(cli.app, ["table", str(variant_sweep), "--per-seed", *option])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(message)

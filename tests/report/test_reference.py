@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import statistics
 
 import numpy as np
@@ -153,6 +154,11 @@ def test_side_by_side_reads_our_deltas_and_significance_from_the_table(variant_s
     assert {r.label for r in sbs.not_run} >= {"(C) N=2", "(A) h=4"} and len(sbs.not_run) == 14
 
 
+def _clearing(sbs) -> list[str]:
+    """The counted rows whose "clears noise" cell is not blank: the rows the headline counts."""
+    return [ln.name for ln in sbs.counted if ln.clears(sbs.min_delta)]
+
+
 def _mean(values) -> float:
     return statistics.mean(v for v in values if v is not None)
 
@@ -172,7 +178,7 @@ def test_the_headline_counts_rows_where_either_side_clears_its_own_noise(variant
         for n in ("A-heads1", "B-dk16", "E-learned")
         if abs(lines[n].paper_delta) >= 0.5 or abs(lines[n].delta) >= lines[n].se
     ]
-    assert [ln.name for ln in sbs.headline_rows()] == clears and "A-heads1" in clears
+    assert _clearing(sbs) == clears and "A-heads1" in clears
     assert lines["A-heads1"].clears(0.5) == "both" and lines["B-dk16"].clears(0.5) == ""  # -2.67 (SE 2.0); -1.3 (2.9)
     assert lines["A-heads1"].clears(0.5, shift=-2.0) == "paper"  # our base 2 BLEU lower: Δ -0.67, within its SE
     head = sbs.headline()
@@ -181,11 +187,12 @@ def test_the_headline_counts_rows_where_either_side_clears_its_own_noise(variant
 
     higher = side_by_side(sweep, table, ref, min_delta=5.0)  # the argument overrides the file's threshold
     assert higher.min_delta == 5.0
-    assert [ln.name for ln in higher.headline_rows()] == [n for n in clears if abs(lines[n].delta) >= lines[n].se]
+    assert _clearing(higher) == [n for n in clears if abs(lines[n].delta) >= lines[n].se]
+    assert higher.headline().n == len(_clearing(higher))
     (label, text), *_ = sbs.summary()
     assert "paper |Δ| ≥ 0.5 BLEU, or our |Δ| ≥ its SE" in label and text == head.text()
     untested = side_by_side(*_parts(report_table(str(variant_sweep), significance=False)), ref)
-    assert [ln.name for ln in untested.headline_rows()] == ["A-heads1"]  # no SE known: the paper's side alone
+    assert _clearing(untested) == ["A-heads1"] and untested.headline().n == 1  # no SE known: the paper's side alone
     assert (untested.all_rows().agree, untested.all_rows().n) == (sbs.all_rows().agree, sbs.all_rows().n)
 
 
@@ -401,7 +408,7 @@ def test_the_side_by_side_p_hardly_moves_when_our_base_moves_by_one_se():
     sbs = _table3_cpu_side_by_side()
     head, every = sbs.headline(), sbs.all_rows()
     assert (every.agree, every.n, every.paper_up) == (10, 17, 2)
-    assert [ln.name for ln in sbs.headline_rows()] == [
+    assert _clearing(sbs) == [
         "A-heads1", "B-dk4", "C-layers1", "C-layers2", "C-layers4", "C-dmodel64", "C-dmodel256",
         "D-dropout0.0", "D-dropout0.2", "D-ls0.0",
     ]  # fmt: skip
@@ -525,3 +532,20 @@ def test_the_shipped_table3_side_by_sides_print_every_departure(name):
 
 def _parts(result):
     return result.sweep, result.table
+
+
+def test_the_side_by_side_under_a_latex_table_is_latex_too(variant_sweep):
+    """`ablate table --format latex --reference`: the paper beside ours as a second booktabs table with its
+    summary lines as notes, not Markdown pasted after the LaTeX (pipes and ** in a .tex file)."""
+    result = runner.invoke(app, ["table", str(variant_sweep), "--format", "latex", "--reference", "vaswani2017-table3"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.count(r"\begin{tabular}") == 2 and out.count(r"\end{table}") == 2
+    assert "**" not in out and not any(line.startswith("|") for line in out.splitlines())
+    beside = out.split(r"\end{table}")[1]
+    assert r"(A) h=1 & " in beside and r"\caption{Beside Vaswani" in beside
+    assert (
+        r"Headline, rows where either side clears its own noise (paper \textbar{}$\Delta$\textbar{} $\geq$ 0.5 BLEU"
+        in beside
+    )
+    assert not re.findall(r"[^\x00-\x7f]", out)

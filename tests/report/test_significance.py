@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import math
 import random
+import statistics
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ import ablate.report.stats as sig
 from ablate.report.stats import SplitScores, against_base, aggregate, bleu_from_stats, compare, holm, sentence_stats
 from ablate.report.trials import ReportError, collect
 
-from tests.helpers.records import SPLITS
+from tests.helpers.records import SPLITS, make_mixed_seed_sweep
 
 VOCAB = [f"w{i}" for i in range(200)]
 
@@ -165,7 +166,8 @@ def test_seed_noise_fit_against_hand_computed_anova():
     five_by_three = sig.fit_seed_noise({f"r{i}": {s: float(rng.normal()) for s in (1, 2, 3)} for i in range(5)})
     assert (five_by_three.paired_df, five_by_three.unpaired_df) == (8, 10)
     assert five_by_three.for_rows([1, 2, 3], [3, 2, 1])[1:] == (8, True)  # 8 df of 10: pairing pays
-    assert sig.fit_seed_noise({"A": {1: 1.0}, "B": {2: 2.0}}).estimable is False
+    lone = sig.fit_seed_noise({"A": {1: 1.0}, "B": {2: 2.0}})
+    assert (lone.paired, lone.unpaired) == (None, None)  # one seed per row, none shared: no σ
 
 
 def test_seed_test_without_sentence_noise_is_students_t_test():
@@ -598,3 +600,34 @@ def test_the_statistics_index_forgets_deleted_texts_and_cache_files(tmp_path):
     index.flush()
     data = json.loads((root / "statistics-index.json").read_text())
     assert list(data["files"]) == [str(kept)] and data["keys"] == {"k1": "present"}
+
+
+def test_the_mde_and_seeds_needed_use_the_sigma_each_comparison_is_tested_with(tmp_path):
+    """Rows that share the base's seeds are tested with the row + seed fit's σ, a row with other seeds with
+    the within-row σ: the footnotes state both, the MDE for each, and each row's seeds needed at its own σ
+    (they used the first comparison's σ and df for every row)."""
+    from ablate.report import table as report_table
+    from ablate.report.layout import _seeds_text
+
+    result = report_table(str(make_mixed_seed_sweep(tmp_path / "mixed")), samples=300)
+    tested = {
+        c.comparison.row: c.comparison
+        for r in result.table.rows
+        for c in r.cells
+        if c.comparison is not None and c.comparison.tested and c.comparison.split == SPLITS[0]
+    }
+    far, near = tested["heads1"], tested["drop0.0"]
+    assert (far.paired, far.sigma_df, near.paired, near.sigma_df) == (False, 21, True, 15)
+    assert far.sigma != near.sigma
+    md = result.render("md")
+    sigma = next(line for line in md.splitlines() if line.startswith("Seed σ"))
+    assert f"{near.sigma:.2f} BLEU per trial, from a row + seed fit" in sigma and "(15 df" in sigma
+    assert f"{far.sigma:.2f} BLEU from the pooled within-row spread (21 df) for heads1" in sigma
+    mde = next(line for line in md.splitlines() if line.startswith("Minimum detectable"))
+    for group in ([c for c in tested.values() if c.paired], [far]):
+        c, sentence = group[0], statistics.median(x.sentence_fixed for x in group)
+        strict = sig.detectable(c.sigma, c.sigma_df, 4, sentence, 0.05 / 12)
+        assert f"{strict:.2f} BLEU" in mde and f"σ {c.sigma:.2f}" in mde
+    needs = next(line for line in md.splitlines() if line.startswith("Seeds per row that"))
+    own = _seeds_text(far, far.sigma, 0.05 / 12, 7, False)
+    assert f"heads1 ({far.delta:+.2f}): {own}" in needs

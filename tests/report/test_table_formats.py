@@ -5,13 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import re
+import shutil
+import subprocess
 
 import pytest
 
 from ablate.record import RecordError
 from ablate.report import layout
 from ablate.report.layout import Column, build_table, key_labels, register_column
-from ablate.report.render import FORMATS, render
+from ablate.report.render import FORMATS, latex_escape, render
 from ablate.report.stats import aggregate, compare
 from ablate.report.trials import collect
 
@@ -84,7 +86,8 @@ def test_best_values_are_bold_and_significance_marked(table):
     assert r"\textbf{29.00 $\pm$ 0.71}$^\dagger$" in tex
     for text in (md, tex):
         assert "Holm-Bonferroni over all 8 comparisons" in text and "against the base row" in text
-        assert "seed-aware t-test" in text and "Seed σ (" in text and "Minimum detectable effect at 80" in text
+        assert "seed-aware t-test" in text and "Minimum detectable effect at 80" in text
+    assert "Seed σ (" in md and r"Seed $\sigma$ (" in tex
 
 
 def test_base_row_shows_everything_others_only_changes(table):
@@ -362,3 +365,113 @@ def test_per_seed_explains_the_sign_mark_only_where_a_row_has_it(grid_sweep, var
     assert "‡" not in render_per_seed(load(str(grid_sweep)), "md")
     flipped = render_per_seed(load(str(variant_sweep)), "md")  # A-heads8: +0.20, -0.20, -0.30
     assert "‡ |" in flipped and flipped.endswith("‡ the row's per-seed Δs disagree in sign.\n")
+
+
+def _pdflatex(body: str, tmp_path) -> subprocess.CompletedProcess:
+    """``body`` compiled by pdflatex in a plain article with booktabs (nothing else a paper needs)."""
+    doc = "\\documentclass{article}\n\\usepackage{booktabs}\n\\begin{document}\n" + body + "\\end{document}\n"
+    (tmp_path / "t.tex").write_text(doc, encoding="utf-8")
+    cmd = ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "t.tex"]
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+
+def test_latex_escapes_symbols_pdflatex_has_no_text_glyph_for():
+    """σ, Δ, ≥ etc. are math symbols with no glyph in pdflatex's text fonts ("Unicode character σ (U+03C3)
+    not set up for use with LaTeX"): they go out as math, like ± and †; `code` as typewriter text."""
+    assert latex_escape("σ 0.55; Δ ≥ 1; α/10; 2 × 3 → 4; –") == (
+        r"$\sigma$ 0.55; $\Delta$ $\geq$ 1; $\alpha$/10; 2 $\times$ 3 $\to$ 4; --"
+    )
+    assert latex_escape("in `--format csv` or `ablate plot`") == r"in \texttt{-{}-format csv} or \texttt{ablate plot}"
+    assert latex_escape("Müller's") == "Müller's"  # Latin letters: pdflatex reads UTF-8 text
+    assert latex_escape("nrefs:1|case:mixed; de->en") == r"nrefs:1\textbar{}case:mixed; de-\textgreater{}en"
+
+
+def test_every_latex_table_is_ascii_apart_from_latin_letters(table, variant_sweep):
+    """The seed-test footnotes (σ, Δ, 95% CIs in `--format csv`) come out as LaTeX, not raw Unicode."""
+    tex = render(table, "latex")
+    assert "Seed $\\sigma$" in tex and "\\texttt{-{}-per-seed}" in tex
+    assert not re.findall(r"[^\x00-\x7f]", tex)
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no pdflatex")
+def test_the_latex_table_and_its_side_by_side_compile_with_pdflatex(variant_sweep, tmp_path):
+    from ablate.report import table as report_table
+    from ablate.report.papers import get, render as render_reference, side_by_side
+
+    result = report_table(str(variant_sweep), samples=200)
+    beside = render_reference(side_by_side(result.sweep, result.table, get("vaswani2017-table3")), "latex")
+    proc = _pdflatex(result.render("latex") + beside, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+@pytest.mark.slow
+def test_csv_carries_the_named_comparisons_that_leave_out_the_base():
+    """mission-cpu names scale-additive-scaled vs score-additive and rnn-bahdanau vs rnn-no-attention: the
+    Markdown lists them, the CSV had no line for them. Now a ``vs`` column names each line's reference (the
+    base on the table's rows) and one line per such pair carries its test; the table's rows are unchanged."""
+    from pathlib import Path
+
+    from ablate.report import table as report_table
+
+    result = report_table(str(Path(__file__).resolve().parents[2] / "results" / "mission-cpu"))
+    rows = _csv_rows(render(result.table, "csv"))
+    key = "test_test_2016_flickr/bleu"
+    pairs = {(r["name"], r["vs"]): r for r in rows if r["vs"] and r["vs"] != "base"}
+    assert set(pairs) == {("scale-additive-scaled", "score-additive"), ("rnn-bahdanau", "rnn-no-attention")}
+    named = {(c.row, c.reference): c for c in _named(result)}
+    for pair, line in pairs.items():
+        c = named[pair]
+        assert float(line[f"{key}.delta"]) == pytest.approx(c.delta) and line[f"{key}.marks"] == "†"
+        assert float(line[f"{key}.p_holm"]) == pytest.approx(c.p_adjusted)
+        assert line[f"{key}.mean"] == "" and line["status"] == ""  # the row's own numbers are on its table line
+    table_lines = [r for r in rows if r["status"]]
+    assert len(table_lines) == len(result.table.rows) and table_lines[0]["vs"] == ""  # the base
+    heads1 = next(r for r in table_lines if r["name"] == "heads-1")
+    assert heads1["vs"] == "base" and heads1[f"{key}.delta"]
+
+
+def test_a_csv_without_pairs_apart_from_the_base_keeps_its_columns(table):
+    assert render(table, "csv").splitlines()[0].endswith(",status,reason")
+
+
+def _named(result):
+    """Every comparison of a table's result, against the base or not."""
+    from ablate.report.stats import compare
+
+    return compare(result.sweep, n_samples=2000)
+
+
+def test_per_seed_in_latex_is_a_latex_table(variant_sweep, tmp_path):
+    """`ablate table --per-seed --format latex` printed the Markdown lines (| row | seed |)."""
+    from ablate.report.render import render_per_seed
+    from ablate.report.stats import load
+
+    tex = render_per_seed(load(str(variant_sweep)), "latex")
+    assert tex.startswith(r"\begin{table}") and r"\begin{tabular}{lr" in tex and "| " not in tex
+    assert r"A-heads8 & 2 & " in tex and r"$^\ddagger$" in tex and not re.findall(r"[^\x00-\x7f]", tex)
+    if shutil.which("pdflatex"):
+        proc = _pdflatex(tex, tmp_path)
+        assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+def test_the_seed_footnote_sends_for_cis_only_where_they_are(table):
+    """`--per-seed` lists each trial's Δ against the base trial of its seed, with no CI; the footnote said
+    "95% CIs of every Δ in `--format csv`, `--per-seed` and `ablate plot`"."""
+    sigma = next(line for line in render(table, "md").splitlines() if line.startswith("Seed σ"))
+    assert (
+        "95% CIs of every Δ in `--format csv` and `ablate plot` (delta_ci.png); each trial's Δ in `--per-seed`" in sigma
+    )
+
+
+@pytest.mark.slow
+def test_a_named_comparisons_p_below_the_shown_digits_is_not_written_as_zero():
+    """mission-cpu's rnn-no-attention vs base: Holm p 2.3e-13 was printed "p = 0.0000, Holm p = 0.0000"."""
+    from pathlib import Path
+
+    from ablate.report import table as report_table
+
+    result = report_table(str(Path(__file__).resolve().parents[2] / "results" / "mission-cpu"))
+    lines = {line.split(" (")[0]: line for line in result.table.comparisons}
+    assert "p = 0.0000" not in "".join(result.table.comparisons)
+    assert lines["rnn-no-attention vs base"].endswith("p < 0.0001, Holm p < 0.0001 †")
+    assert lines["heads-8 vs base"].endswith("p = 0.1170, Holm p = 0.2340")
