@@ -784,6 +784,12 @@ def score_run(run_dir: Path, metric: str) -> Scored:
         return Scored(name, skipped=str(err))
     if not texts["hyps"]:
         return Scored(name, skipped="no saved hypotheses (hyps/)")
+    torn = next(
+        (split for split, refs in texts["refs"].items() if len(refs) != len(texts["hyps"].get(split, refs))), None
+    )
+    if torn is not None:  # a truncated file would score the run on its other splits, this one left out unsaid
+        lines = len(texts["hyps"][torn]), len(texts["refs"][torn])
+        return Scored(name, skipped=f"hyps/{torn}.txt has {lines[0]} lines, refs/{torn}.txt {lines[1]}: not aligned")
     recorded = Trial(name, RunStatus.FINISHED, signatures={"bleu": summary.get("bleu_signature") or ""})
     scorer = scorer_for(metric, [recorded])
     added = scored(scorer, texts, summary)

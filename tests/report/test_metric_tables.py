@@ -173,6 +173,21 @@ def test_score_leaves_a_run_with_a_torn_text_alone_and_scores_the_others(sweep_c
     assert "test/ter" in json.loads((sweep_copy / "base-s2" / "summary.json").read_text())
 
 
+def test_score_leaves_a_run_with_a_truncated_text_alone_and_says_which(sweep_copy):
+    """A hyps file cut short scored the run on its other splits and said "scored 1 of 1" with that split gone."""
+    hyps = sweep_copy / "base-s1" / "hyps" / f"{SPLIT}.txt"
+    lines = hyps.read_text(encoding="utf-8").splitlines()
+    hyps.write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(cli.app, ["score", str(sweep_copy), "--metric", "ter"])
+    assert result.exit_code == 0, result.output
+    n = len(lines)
+    assert (
+        f"base-s1: left alone (hyps/{SPLIT}.txt has {n - 1} lines, refs/{SPLIT}.txt {n}: not aligned)" in result.output
+    )
+    assert not any("/ter" in k for k in json.loads((sweep_copy / "base-s1" / "summary.json").read_text()))
+    assert "test/ter" in json.loads((sweep_copy / "base-s2" / "summary.json").read_text())
+
+
 def test_score_leaves_a_trial_folder_linking_out_of_the_sweep_alone(sweep_copy, tmp_path):
     """A received sweep folder's trial folder that is a link to a run of yours elsewhere: ``ablate score`` rewrote
     that run's summary.json through the link, as sweep run would have trained into it before Planner.open refused."""
