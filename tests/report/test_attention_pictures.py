@@ -107,15 +107,21 @@ def test_a_beam_below_one_is_refused(run, tmp_path):
         attention.plot_attention(run, "w1", tmp_path / "pics", beam=0)
 
 
+def _copy_with(run, tmp_path, section, **values):
+    """A copy of ``run`` whose config.yaml has ``values`` in ``section``."""
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    cfg[section].update(values)
+    (copy / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return copy
+
+
 def test_a_text_longer_than_data_max_len_is_clipped_there_as_translate_clips_it(run, tmp_path, monkeypatch):
     """``ablate attention`` clipped the text only where model.max_positions ends, so a text longer than data.max_len
     (but within the 100-subword limit) was decoded whole, and drawn with another translation than ``ablate translate``
     (which clips it to data.max_len, as the test sets were) gives."""
-    clipped = tmp_path / "run"
-    shutil.copytree(run, clipped)
-    cfg = yaml.safe_load((run / "config.yaml").read_text())
-    cfg["data"]["max_len"] = 4
-    (clipped / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    clipped = _copy_with(run, tmp_path, "data", max_len=4)
     decoded = []
     search = attention.beam_search
     monkeypatch.setattr(
@@ -128,11 +134,7 @@ def test_a_text_longer_than_data_max_len_is_clipped_there_as_translate_clips_it(
 def test_the_translation_drawn_is_ranked_by_the_runs_length_penalty(run, tmp_path, monkeypatch):
     """``ablate attention`` ran beam search with the fairseq length penalty whatever the run's eval.length_penalty, so
     a run with eval.length_penalty=gnmt was drawn with another translation than ``ablate translate`` gives."""
-    gnmt = tmp_path / "run"
-    shutil.copytree(run, gnmt)
-    cfg = yaml.safe_load((run / "config.yaml").read_text())
-    cfg["eval"].update(length_penalty="gnmt", len_penalty=0.6)
-    (gnmt / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    gnmt = _copy_with(run, tmp_path, "eval", length_penalty="gnmt", len_penalty=0.6)
     asked = []
     search = attention.beam_search
     monkeypatch.setattr(attention, "beam_search", lambda *a, **k: asked.append((a[5], k)) or search(*a, **k))
@@ -157,11 +159,7 @@ def test_the_text_is_read_as_translate_reads_a_line(run, tmp_path, monkeypatch):
 def test_the_translation_drawn_is_the_runs_beam_unless_asked(run, tmp_path, monkeypatch):
     """``ablate attention`` decoded with beam 5 whatever the run's eval.beam, so a run tested with beam 4 (the paper's)
     was drawn with another translation than ``ablate translate`` gives; an empty --text was drawn as the maps of EOS."""
-    four = tmp_path / "run"
-    shutil.copytree(run, four)
-    cfg = yaml.safe_load((run / "config.yaml").read_text())
-    cfg["eval"]["beam"] = 4
-    (four / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    four = _copy_with(run, tmp_path, "eval", beam=4)
     beams = []
     search = attention.beam_search
     monkeypatch.setattr(attention, "beam_search", lambda *a, **k: beams.append(a[2]) or search(*a, **k))
