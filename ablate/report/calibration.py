@@ -623,7 +623,7 @@ def plan_lines(sweep: Sweep, label: str, lent: BorrowedNoise, alpha: float = 0.0
     lines = [
         f"Power of this sweep's table, planned with σ {sigma:.2f} BLEU per trial from {lent.trials} seeds of "
         f"{lent.source} (taken as the true σ; test-set part taken as 0):",
-        f"  {rows} rows x {k} seeds ({sharing} seed values), {m} comparison{'s' * (m != 1)}, Holm at alpha "
+        f"  {rows} row{'s' * (rows != 1)} x {k} seed{'s' * (k != 1)} ({sharing} seed values), {m} comparison{'s' * (m != 1)}, Holm at alpha "
         f"{alpha:g}: each at alpha/{m}",
     ]
     for name, words in (("own", "with the table's own σ"), ("lent", f"with --sigma-from {lent.source}")):

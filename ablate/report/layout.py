@@ -239,11 +239,11 @@ def _mde_note(groups: list[list[Comparison]], alpha: float, tests: int, label: s
         parts.append((k, mde, loose, c.sigma))
     k, mde, loose, _ = parts[0]
     text = (
-        f"Minimum detectable effect at 80% power with {k} seeds per row: {mde:.2f} {label} at Holm's strictest "
+        f"Minimum detectable effect at 80% power with {k} seed{'s' * (k != 1)} per row: {mde:.2f} {label} at Holm's strictest "
         f"level (alpha/{tests}), {loose:.2f} uncorrected" + (f" at σ {parts[0][3]:.2f}" if len(parts) > 1 else "")
     )
     for k, mde, loose, sigma in parts[1:]:
-        text += f"; with σ {sigma:.2f} and {k} seeds per row: {mde:.2f} {label}, {loose:.2f} uncorrected"
+        text += f"; with σ {sigma:.2f} and {k} seed{'s' * (k != 1)} per row: {mde:.2f} {label}, {loose:.2f} uncorrected"
     return text + "; smaller Δs are within this table's noise."
 
 

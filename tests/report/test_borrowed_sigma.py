@@ -301,7 +301,7 @@ def test_a_sweep_of_one_seed_per_row_is_planned_with_the_lent_sigma(tmp_path):
     sweep.write_text((ROOT / "sweeps/mission-cpu.yaml").read_text().replace("values: [1, 2, 3]", "values: [1]"))
     result = CliRunner().invoke(app, ["power", str(sweep), "--sigma-from", str(CALIBRATION)])
     assert result.exit_code == 0, result.output
-    assert "10 rows x 1 seeds (shared seed values), 10 comparisons" in result.output
+    assert "10 rows x 1 seed (shared seed values), 10 comparisons" in result.output  # not "1 seeds"
     assert "with the table's own σ: none (no seed df)" in result.output
     sigma = borrow_noise(load(str(MISSION)), str(CALIBRATION))[SPLIT].sigma
     mde = detectable(sigma, design_df(10, 1, True, borrowed_df=15), 1, 0.0, 0.05 / 10)
