@@ -468,11 +468,13 @@ def export_sweep(
         # the comparisons of the table and the plots; --sigma-from checked against the source, not the copy
         _, comps = table_comparisons(str(source), test, samples, sigma_from=sigma_from, sweep=sweep)
         table = build_table(sweep, comps, alpha, test, samples)
-        md = render(table, "md")
-        if paper is not None:
-            md += "\n" + render_reference(side_by_side(sweep, table, paper), "md")
+        md, tex = render(table, "md"), render(table, "latex")
+        if paper is not None:  # the paper beside the table in both, as `ablate table --reference` prints it
+            sbs = side_by_side(sweep, table, paper)
+            md += "\n" + render_reference(sbs, "md")
+            tex += "\n" + render_reference(sbs, "latex")
         atomic_write_text(tmp / "table.md", md)
-        atomic_write_text(tmp / "table.tex", render(table, "latex"))
+        atomic_write_text(tmp / "table.tex", tex)
         figures = [p.name for p in plot_all(sweep, tmp / "plots", comps, alpha)] if plots else []
 
         first = exported_before(source)  # a results folder exported again: what its export recorded stands
