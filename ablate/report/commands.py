@@ -13,7 +13,13 @@ import typer
 
 from ablate.metrics import get_scorer
 from ablate.report.layout import Table, select_columns
-from ablate.report.papers import REFERENCES, get as get_reference, render as render_reference, side_by_side
+from ablate.report.papers import (
+    REFERENCES,
+    get as get_reference,
+    render as render_reference,
+    side_by_side,
+    to_rich as beside_rich,
+)
 from ablate.report.render import FORMATS, render, render_per_seed, rich_width, to_rich, to_vertical
 from ablate.report.sources import make_plots, make_report, sweep_power, table as report_table
 from ablate.report.stats import DEFAULT_ALPHA, TESTS, borrow_noise, load, load_pooled
@@ -41,10 +47,12 @@ def _write(out: Path, text: str, *sources: str) -> None:
     log.info("wrote %s", out)
 
 
-def print_fitted(table: Table, console: Any = None) -> None:
+def print_fitted(table: Table, console: Any = None, beside: Any = None) -> None:
     """The rich table with every cell whole: piped, as wide as it needs; on a narrower terminal, one block
-    per row (:func:`~ablate.report.render.to_vertical`)."""
+    per row (:func:`~ablate.report.render.to_vertical`). Then ``beside`` (a rich renderable, the paper's
+    side-by-side), piped as wide as its own table needs."""
     from rich.console import Console
+    from rich.measure import Measurement
 
     console = console or Console()
     need = rich_width(table)
@@ -54,6 +62,13 @@ def print_fitted(table: Table, console: Any = None) -> None:
         console.print(to_rich(table))
     else:
         console.print(to_vertical(table))
+    if beside is not None:
+        if not console.is_terminal:
+            wide = Console(file=console.file, width=10_000, color_system=None)
+            need = Measurement.get(wide, wide.options, beside.renderables[0]).maximum
+            console = Console(file=console.file, width=max(need, 80), color_system=None)
+        console.print()
+        console.print(beside)
 
 
 ALPHA = typer.Option(
@@ -135,6 +150,11 @@ def table_command(
     get_scorer(metric)  # so does a wrong metric
     if per_seed:
         _check_per_seed(sigma_from, metric, reference, columns, by_length)
+    if paper is not None and fmt is Format("csv"):  # one CSV holds one table, as pandas.read_csv reads it
+        raise ReportError(
+            "--format csv holds one table and --reference adds a second (the paper beside ours): use --format md "
+            "or latex for both, or leave out --reference for the CSV"
+        )
     if out is not None:
         check_apart(out, local_folders(source))  # before any work
     if per_seed:
@@ -151,18 +171,20 @@ def table_command(
             sigma_from=sigma_from,
         )
         sweep, table = result.sweep, result.table
-        beside = ""
+        beside, rich_beside = "", None
         if paper is not None and metric != "bleu":  # the published tables report BLEU (and PPL) only
             beside = (
                 f"\nnote: the published table '{reference}' reports BLEU, not {get_scorer(metric).label}, so it is "
                 f"not compared on this table; `ablate table {source} --reference {reference}` compares on BLEU\n"
             )
+        elif paper is not None and out is None and fmt is Format("rich"):
+            rich_beside = beside_rich(side_by_side(sweep, table, paper))
         elif paper is not None:
             beside = "\n" + render_reference(side_by_side(sweep, table, paper), fmt.value)
         if columns is not None:
             table = select_columns(table, [c.strip() for c in columns.split(",") if c.strip()])
         if out is None and fmt is Format("rich"):
-            print_fitted(table)
+            print_fitted(table, beside=rich_beside)
             sys.stdout.write(beside)
             return
         text = render(table, fmt.value) + beside
@@ -282,7 +304,10 @@ def export_command(
         None, "--command", help="The exact command that ran the sweep (default: rebuilt from sweep.json)."
     ),
     reference: Optional[str] = typer.Option(
-        None, "--reference", metavar="NAME", help="Put the published results beside the table in table.md."
+        None,
+        "--reference",
+        metavar="NAME",
+        help="Put the published results beside the table in table.md and table.tex.",
     ),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Draw ablate plot's figures into RESULTS_DIR/plots."),
     force: bool = typer.Option(False, "--force", help="Replace RESULTS_DIR if it exists."),

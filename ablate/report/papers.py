@@ -635,6 +635,23 @@ def to_latex(sbs: SideBySide) -> str:
     return latex_float("ll" + "r" * (len(HEADER) - 2), map(latex_escape, HEADER), rows, notes, caption)
 
 
+def to_rich(sbs: SideBySide) -> Any:
+    """The side-by-side as a rich renderable (under ``ablate table``'s terminal table): the table, its
+    headline in bold and its notes dimmed, the cells :func:`to_markdown` prints."""
+    from rich.console import Group
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    ref = sbs.reference
+    rt = RichTable(title=Text(f"Beside {ref.title} ({ref.data})", style="bold"), header_style="bold")
+    for i, name in enumerate(HEADER):
+        rt.add_column(Text(name), justify="left" if i < 2 else "right")
+    for ln in [sbs.base, *sbs.lines]:
+        rt.add_row(*map(Text, _cells(ln, sbs.min_delta)))
+    head_label, head = sbs.summary()[0]
+    return Group(rt, Text(f"{head_label}: {head}.", style="bold"), *(Text(n, style="dim") for n in _notes(sbs)))
+
+
 def to_csv(sbs: SideBySide) -> str:
     """The side-by-side as CSV (our numbers unrounded), a blank line, then the summary lines."""
     rows: list[Sequence[str]] = [HEADER]
@@ -647,6 +664,6 @@ def to_csv(sbs: SideBySide) -> str:
 
 
 def render(sbs: SideBySide, fmt: str) -> str:
-    """CSV for ``csv``, LaTeX for ``latex``; Markdown for every other format (it reads as plain text in a
-    terminal)."""
+    """CSV for ``csv``, LaTeX for ``latex``; Markdown for every other format (``rich`` in a terminal is
+    :func:`to_rich`)."""
     return {"csv": to_csv, "latex": to_latex}.get(fmt, to_markdown)(sbs)

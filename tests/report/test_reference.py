@@ -549,3 +549,24 @@ def test_the_side_by_side_under_a_latex_table_is_latex_too(variant_sweep):
         in beside
     )
     assert not re.findall(r"[^\x00-\x7f]", out)
+
+
+def test_csv_with_a_reference_is_refused_in_one_line(variant_sweep):
+    """`--format csv --reference` wrote the table's CSV, a blank line and the side-by-side's CSV (another
+    header, other columns) into one stream: `pandas.read_csv` read the second header as a data row. One CSV holds
+    one table, so the pair is refused before any work, naming the formats that hold both."""
+    result = runner.invoke(app, ["table", str(variant_sweep), "--format", "csv", "--reference", "vaswani2017-table3"])
+    assert result.exit_code == 2
+    assert len(result.output.strip().splitlines()) == 1 and "--format md" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_side_by_side_under_a_rich_table_is_a_rich_table(variant_sweep):
+    """`ablate table --reference` in the terminal format printed the side-by-side as raw Markdown (`| ... |`,
+    `**`) under the rich table; now a rich table too, its headline and notes below it."""
+    result = runner.invoke(app, ["table", str(variant_sweep), "--reference", "vaswani2017-table3"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "**" not in out and not any(line.lstrip().startswith("| ") for line in out.splitlines())
+    assert "Beside Vaswani" in out and "(A) h=1" in out and "paper BLEU" in out
+    assert "All matched rows: " in out
