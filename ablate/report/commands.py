@@ -3,6 +3,7 @@ options and print; the plain functions of :mod:`ablate.report` do the work."""
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
 from enum import Enum
@@ -170,17 +171,8 @@ def table_command(
             metric=metric,
             sigma_from=sigma_from,
         )
-        sweep, table = result.sweep, result.table
-        beside, rich_beside = "", None
-        if paper is not None and metric != "bleu":  # the published tables report BLEU (and PPL) only
-            beside = (
-                f"\nnote: the published table '{reference}' reports BLEU, not {get_scorer(metric).label}, so it is "
-                f"not compared on this table; `ablate table {source} --reference {reference}` compares on BLEU\n"
-            )
-        elif paper is not None and out is None and fmt is Format("rich"):
-            rich_beside = beside_rich(side_by_side(sweep, table, paper))
-        elif paper is not None:
-            beside = "\n" + render_reference(side_by_side(sweep, table, paper), fmt.value)
+        table = result.table
+        beside, rich_beside = _beside(result.sweep, table, paper, fmt.value, metric, source)
         if columns is not None:
             table = select_columns(table, [c.strip() for c in columns.split(",") if c.strip()])
         if out is None and fmt is Format("rich"):
@@ -188,10 +180,29 @@ def table_command(
             sys.stdout.write(beside)
             return
         text = render(table, fmt.value) + beside
+        if rich_beside is not None:  # into --out: as it prints piped
+            from rich.console import Console
+
+            print_fitted(table, Console(file=(buf := io.StringIO())), beside=rich_beside)
+            text = buf.getvalue()
     if out is not None:
         _write(out, text, source)
     else:
         sys.stdout.write(text)
+
+
+def _beside(sweep: Any, table: Table, paper: Any, fmt: str, metric: str, source: str) -> tuple[str, Any]:
+    """``(text, rich renderable)`` to print under the table: the ``paper``'s side-by-side in ``fmt`` (rich: the
+    renderable, no text), or a note where ``metric`` is not the BLEU the published tables report."""
+    if paper is None:
+        return "", None
+    if metric != "bleu":  # the published tables report BLEU (and PPL) only
+        return (
+            f"\nnote: the published table '{paper.name}' reports BLEU, not {get_scorer(metric).label}, so it is "
+            f"not compared on this table; `ablate table {source} --reference {paper.name}` compares on BLEU\n"
+        ), None
+    sbs = side_by_side(sweep, table, paper)
+    return ("", beside_rich(sbs)) if fmt == "rich" else ("\n" + render_reference(sbs, fmt), None)
 
 
 def _check_per_seed(

@@ -570,3 +570,15 @@ def test_the_side_by_side_under_a_rich_table_is_a_rich_table(variant_sweep):
     assert "**" not in out and not any(line.lstrip().startswith("| ") for line in out.splitlines())
     assert "Beside Vaswani" in out and "(A) h=1" in out and "paper BLEU" in out
     assert "All matched rows: " in out
+
+
+def test_the_rich_table_written_with_out_has_a_rich_side_by_side_too(variant_sweep, tmp_path):
+    """`ablate table --reference --out FILE` (the rich format into a file) wrote the rich table, then the
+    side-by-side as Markdown (`| ... |`, `**`)."""
+    out = tmp_path / "table.txt"
+    args = ["table", str(variant_sweep), "--reference", "vaswani2017-table3", "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    assert "**" not in text and not any(line.startswith("| ") for line in text.splitlines())
+    assert "Beside Vaswani" in text and "(A) h=1" in text and "All matched rows: " in text
