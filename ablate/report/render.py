@@ -350,7 +350,7 @@ def per_seed(sweep: Sweep) -> tuple[list[str], list[SeedLine]]:
 
 
 def render_per_seed(sweep: Sweep, fmt: str) -> str:
-    """The per-seed lines as CSV (unrounded), LaTeX, or Markdown (every other format)."""
+    """The per-seed lines as CSV (unrounded), LaTeX, a rich table (``rich``), or Markdown (``md``)."""
     keys, lines = per_seed(sweep)
     labels = [TEST_BLEU.split_of(k) or k.partition("/")[0] for k in keys]
     if fmt == "csv":
@@ -360,6 +360,8 @@ def render_per_seed(sweep: Sweep, fmt: str) -> str:
     head = ["row", "seed", *(f"BLEU ({s})" for s in labels), *(f"Δ ({s})" for s in labels)]
     cells = [[ln.row, str(ln.seed), *_per_seed_values(ln)] for ln in lines]
     legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
+    if fmt == "rich":
+        return _per_seed_rich(title, head, cells, legend)
     if fmt == "latex":
         body = [" & ".join(map(latex_escape, c)) + r" \\" for c in cells]
         notes = [latex_escape("Test BLEU; Δ against the base trial of the same seed."), *map(latex_escape, legend)]
@@ -373,6 +375,26 @@ def render_per_seed(sweep: Sweep, fmt: str) -> str:
     out += [md_line(c.replace("|", "\\|") for c in line) for line in cells]
     out += ["", *legend] if legend else []
     return "\n".join(out) + "\n"
+
+
+def _per_seed_rich(title: str, head: list[str], cells: list[list[str]], legend: list[str]) -> str:
+    """The per-seed lines as a rich table (no colour), as wide as its cells need, then the legend."""
+    from rich.console import Console
+    from rich.measure import Measurement
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    caption = "Test BLEU; Δ against the base trial of the same seed."
+    rt = RichTable(title=Text(title, style="bold"), caption=caption, header_style="bold")
+    for i, name in enumerate(head):
+        rt.add_column(Text(name), justify="left" if i == 0 else "right")
+    for line in cells:
+        rt.add_row(*map(Text, line))
+    wide = Console(file=io.StringIO(), width=10_000, color_system=None)
+    need = Measurement.get(wide, wide.options, rt).maximum
+    console = Console(file=(out := io.StringIO()), width=max(need, 80), color_system=None, force_terminal=False)
+    console.print(rt, *legend)
+    return out.getvalue()
 
 
 def _per_seed_values(ln: SeedLine) -> list[str]:

@@ -475,3 +475,16 @@ def test_a_named_comparisons_p_below_the_shown_digits_is_not_written_as_zero():
     assert "p = 0.0000" not in "".join(result.table.comparisons)
     assert lines["rnn-no-attention vs base"].endswith("p < 0.0001, Holm p < 0.0001 †")
     assert lines["heads-8 vs base"].endswith("p = 0.1170, Holm p = 0.2340")
+
+
+def test_per_seed_in_the_terminal_format_is_a_rich_table_not_markdown(variant_sweep):
+    """`ablate table --per-seed` (default format rich) printed Markdown (`**title**`, `| row | seed |`)."""
+    from typer.testing import CliRunner
+
+    from ablate.report.commands import app
+
+    result = CliRunner().invoke(app, ["table", str(variant_sweep), "--per-seed"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "**" not in out and not any(line.startswith("| ") for line in out.splitlines())
+    assert "Per seed:" in out and "seed" in out and "A-heads1" in out
