@@ -247,7 +247,7 @@ class TrackingConfig:
     group: Optional[str] = None
     """W&B group; ``ablate sweep`` sets the sweep name."""
     name: Optional[str] = None
-    """Run name; the default run folder is ``runs/<name>``, else ``runs/<arch>-<config hash>``."""
+    """Run name (one folder name); the default run folder is ``runs/<name>``, else ``runs/<arch>-<config hash>``."""
     tags: tuple[str, ...] = ()
     """W&B tags; ``ablate sweep`` tags each run with what it varies."""
     variant: Optional[str] = None
