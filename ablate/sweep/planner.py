@@ -34,7 +34,9 @@ from ablate.sweep.spec import (
     grid_size,
     load_spec,
     random_point,
+    resolve,
     split_axes,
+    to_overrides,
     trial_name,
     trial_overrides,
     with_axes,
@@ -476,13 +478,15 @@ class Planner:
 
         No cross-field check reads the seed (:func:`ablate.config.validate`), and the run's labels
         (``tracking.name/tags/group``) are strings ablate writes itself, so a configuration is checked once
-        for all its seeds and the seed on its own: a 10^5-point grid of seeds x configurations builds each
-        configuration's config once, not each point's."""
+        for all its seeds, and the seed and the labels the user set (command line, parameters) on their own:
+        a 10^5-point grid of seeds x configurations builds each configuration's config once, not each point's."""
         overrides = [o for o in self.overrides(trial) if _key(o) not in _LABELS]
         seed = tuple(o for o in overrides if _key(o) == "seed")[-1:]
         if seed:  # seed=1 is in range: the configuration's own check cannot fail on it
             overrides = [o for o in overrides if _key(o) != "seed"] + ["seed=1"]
+        labels = [o for o in [*self.opts.overrides, *to_overrides(resolve(trial.point))] if _key(o) in _LABELS]
         error = self._check(self.opts.config, tuple(overrides)) or (self._check(None, seed) if seed else None)
+        error = error or (self._check(None, tuple(labels)) if labels else None)  # the user's own, as given
         if error is not None:
             trial.status, trial.error = RunStatus.FAILED, f"invalid config: {error}"
         return error is None

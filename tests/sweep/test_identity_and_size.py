@@ -157,3 +157,17 @@ def test_a_folder_recorded_with_every_override_hashed_still_resumes(tmp_path, ev
     with pytest.raises(SweepError, match="other parameters or overrides"):
         run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=["train.lr=0.02"]), progress)
     assert json.loads(before)["signature"] == load_state(tmp_path / "out").signature
+
+
+@pytest.mark.parametrize(
+    "overrides, parameters",
+    [(["tracking.tags=5"], {}), (["tracking.group=[1, 2]"], {}), ([], {"tracking.tags": {"values": [7]}})],
+)
+def test_a_label_set_by_the_user_is_checked_before_any_trial_starts(tmp_path, events, overrides, parameters):
+    """The check before any trial starts skipped ``tracking.name/tags/group`` (ablate writes them), also when the
+    user set them: ``tracking.tags=5`` started every trial, each failing in its own process."""
+    spec = small_spec({"seed": {"values": [1, 2]}, **parameters})
+    progress, _ = quiet_progress()
+    result = run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=overrides), progress)
+    assert [t.status for t in result.state.trials] == ["failed", "failed"] and events.count("start") == 0
+    assert all(t.error.startswith("invalid config: tracking.") for t in result.state.trials)
