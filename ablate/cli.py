@@ -167,13 +167,14 @@ def train(
     if print_config:
         typer.echo(yaml.safe_dump(to_dict(cfg), sort_keys=False))
         return
-    from ablate.training.run_folder import default_run_dir, has_checkpoint
+    from ablate.training.run_folder import RESUME_ORDER, default_run_dir, has_checkpoint
     from ablate.training.train import RunError, train as run_training
 
     target = run_dir or default_run_dir(cfg)
     files = RunFiles(target)
-    if resume and not files.last.exists():
-        fail(f"nothing to resume in {target} (no {files.last.relative_to(target)})")
+    if resume and not has_checkpoint(target):  # what a plain rerun resumes from, a damaged last.ckpt's fallbacks too
+        names = f"{', '.join(RESUME_ORDER[:-1])} or {RESUME_ORDER[-1]}"
+        fail(f"nothing to resume in {target} (no {names} in {files.checkpoints.relative_to(target)})")
     try:
         summary = run_training(cfg, target, overwrite=overwrite)
     except RunError as err:

@@ -247,7 +247,7 @@ class TrackingConfig:
     group: Optional[str] = None
     """W&B group; ``ablate sweep`` sets the sweep name."""
     name: Optional[str] = None
-    """Run name; the default run folder is ``runs/<name>``, else ``runs/<arch>-<config hash>``."""
+    """Run name (one folder name); the default run folder is ``runs/<name>``, else ``runs/<arch>-<config hash>``."""
     tags: tuple[str, ...] = ()
     """W&B tags; ``ablate sweep`` tags each run with what it varies."""
     variant: Optional[str] = None
@@ -444,7 +444,8 @@ NOT_TRAINING = (
 )  # fmt: skip
 """Keys (and prefixes) that leave the trained model as it is, so a resume may change them: W&B naming, the
 device count, loader processes, CPU threads, where the cache lies, and Trainer options that only change what
-the console shows (tables ignore the first five too). ``train.accelerator`` counts: ``auto`` precision follows it."""
+the console shows (a table's rows ignore them all, and the device kind). ``train.accelerator`` counts: ``auto``
+precision follows it."""
 
 
 NOT_READ = {

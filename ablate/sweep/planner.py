@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from ablate.config import ConfigError, flatten, load_config, parse_override, read_yaml, valid_keys
+from ablate.config import NOT_TRAINING, ConfigError, flatten, load_config, parse_override, read_yaml, valid_keys
 from ablate.errors import did_you_mean
 from ablate.record import RunStatus, SweepFiles
 from ablate.sweep.local import LOG_LIMIT, Argv, Exit, Slot, ablate_argv
@@ -34,7 +34,9 @@ from ablate.sweep.spec import (
     grid_size,
     load_spec,
     random_point,
+    resolve,
     split_axes,
+    to_overrides,
     trial_name,
     trial_overrides,
     with_axes,
@@ -163,11 +165,39 @@ def time_limit(max_steps: int, max_time: Optional[float], flag: Optional[float] 
     return None
 
 
-def signature(spec: SweepSpec, opts: LaunchOptions) -> str:
-    """What defines a sweep's trials: a folder of another signature is not reused."""
+def signature(
+    spec: SweepSpec, opts: LaunchOptions, every_key: bool = False, overrides: Optional[list[str]] = None
+) -> str:
+    """What defines a sweep's trials: a folder of another signature is not reused. The overrides and base config
+    keys that leave the trained model alone (:data:`~ablate.config.NOT_TRAINING`) are left out, as from a run's
+    fingerprint, so a rerun may change them; ``every_key``: hash them too, as folders written before did
+    (``overrides``: those instead of ``opts.overrides``)."""
     base = flatten(read_yaml(opts.config)) if opts.config else None
-    blob = {"method": spec.method, "parameters": spec.parameters, "overrides": list(opts.overrides), "config": base}
+    overrides = list(opts.overrides) if overrides is None else overrides
+    if not every_key:
+        overrides = training_overrides(overrides)
+        base = None if base is None else {k: v for k, v in base.items() if not k.startswith(NOT_TRAINING)}
+    blob = {"method": spec.method, "parameters": spec.parameters, "overrides": overrides, "config": base}
     return hashlib.sha1(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def training_overrides(overrides: Sequence[str]) -> list[str]:
+    """``overrides`` less those of a :data:`~ablate.config.NOT_TRAINING` key, in their order."""
+    return [o for o in overrides if not _key(o).startswith(NOT_TRAINING)]
+
+
+def same_sweep(state: SweepState, spec: SweepSpec, opts: LaunchOptions) -> bool:
+    """Whether ``state`` was planned by ``spec`` and ``opts`` up to :data:`~ablate.config.NOT_TRAINING` keys; an
+    older folder's signature hashed every override: its recorded ones (``state.overrides``, then ``opts.axes``)
+    stand in for this run's, whose training overrides must be the same."""
+    if state.signature == signature(spec, opts):
+        return True
+    axes = list(opts.axes)
+    recorded = list(state.overrides)[: len(state.overrides) - len(axes)]
+    if list(state.overrides)[len(recorded) :] != axes:
+        return False
+    same_training = training_overrides(recorded) == training_overrides(opts.overrides)
+    return same_training and state.signature == signature(spec, opts, every_key=True, overrides=recorded)
 
 
 # ---- W&B's search ----
@@ -353,18 +383,17 @@ class Planner:
 
     def open(self) -> None:
         """Load the folder's state (or start one); a folder of another sweep is refused."""
-        sig = signature(self.spec, self.opts)
         state = load_state(self.out)
         if state is None:
             state = SweepState(
                 name=self.spec.name,
                 source=str(self.spec.path),
-                signature=sig,
+                signature=signature(self.spec, self.opts),
                 overrides=list(self.opts.overrides) + list(self.opts.axes),
                 group=new_group(self.spec.name),
             )
         else:
-            self._same_sweep(state, sig)
+            self._same_sweep(state)
         for trial in state.trials:  # what the folder says was planned is data: run only what this file plans
             key = foreign_key(self.spec, trial.point)
             if key is not None:
@@ -389,9 +418,9 @@ class Planner:
         self.state = state
         self.state.wandb_sweep = self.opts.wandb_sweep or self.state.wandb_sweep
 
-    def _same_sweep(self, state: SweepState, sig: str) -> None:
+    def _same_sweep(self, state: SweepState) -> None:
         """A folder holding a sweep of another signature is refused (a dry run too: the run would be)."""
-        if state.signature != sig:
+        if not same_sweep(state, self.spec, self.opts):
             raise SweepError(
                 f"{self.out} holds a sweep started from {state.source} with other parameters or overrides "
                 f"({' '.join(state.overrides) or 'none'}) or another base config (--config contents); rerun that "
@@ -449,13 +478,15 @@ class Planner:
 
         No cross-field check reads the seed (:func:`ablate.config.validate`), and the run's labels
         (``tracking.name/tags/group``) are strings ablate writes itself, so a configuration is checked once
-        for all its seeds and the seed on its own: a 10^5-point grid of seeds x configurations builds each
-        configuration's config once, not each point's."""
+        for all its seeds, and the seed and the labels the user set (command line, parameters) on their own:
+        a 10^5-point grid of seeds x configurations builds each configuration's config once, not each point's."""
         overrides = [o for o in self.overrides(trial) if _key(o) not in _LABELS]
         seed = tuple(o for o in overrides if _key(o) == "seed")[-1:]
         if seed:  # seed=1 is in range: the configuration's own check cannot fail on it
             overrides = [o for o in overrides if _key(o) != "seed"] + ["seed=1"]
+        labels = [o for o in [*self.opts.overrides, *to_overrides(resolve(trial.point))] if _key(o) in _LABELS]
         error = self._check(self.opts.config, tuple(overrides)) or (self._check(None, seed) if seed else None)
+        error = error or (self._check(None, tuple(labels)) if labels else None)  # the user's own, as given
         if error is not None:
             trial.status, trial.error = RunStatus.FAILED, f"invalid config: {error}"
         return error is None
@@ -496,7 +527,7 @@ class Planner:
         """The trials a fresh run would plan (bayes: the first), validated, without touching the disk."""
         saved = load_state(self.out)
         if saved is not None:
-            self._same_sweep(saved, signature(self.spec, self.opts))
+            self._same_sweep(saved)
         group = saved.group if saved is not None and saved.group else undrawn_group(self.spec.name)
         self.state = SweepState(name=self.spec.name, source=str(self.spec.path), signature="", group=group)
         self.plan()

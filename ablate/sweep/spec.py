@@ -443,12 +443,6 @@ def to_overrides(values: dict[str, Any]) -> list[str]:
     return [f"{key}={format_value(value)}" for key, value in values.items()]
 
 
-def is_folder_name(text: Any) -> bool:
-    """Whether ``text`` names one folder inside another (never empty, ``.``, ``..``, a path or a NUL), as
-    every sweep and trial name ablate makes does: a name read back from a folder must not lead a run outside it."""
-    return isinstance(text, str) and text not in ("", ".", "..") and not any(c in text for c in "/\\\x00")
-
-
 def safe_name(text: str) -> str:
     """A file-system-safe name (letters, digits, ``._=+,-``); past :data:`MAX_NAME`, its start and a digest."""
     cleaned = re.sub(r"[^A-Za-z0-9._=+,-]+", "_", str(text)).strip("._") or "sweep"

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ablate.record import SUMMARY_FILE, RunFiles, RunStatus, RunSummary, SweepFiles, headline, is_number
-from ablate.sweep.spec import SEED, Point, SweepError, is_folder_name
+from ablate.sweep.spec import SEED, Point, SweepError
 from ablate.utils import io
+from ablate.utils.io import is_folder_name
 
 VERSION = 1
 STATE_LOCK = ".state.lock"

@@ -36,7 +36,14 @@ from ablate.record import (
     RunStatus,
     RunSummary,
 )
-from ablate.utils.io import HolderLock, LockHeld, atomic_write_text, is_held as lock_is_held, write_lines
+from ablate.utils.io import (
+    HolderLock,
+    LockHeld,
+    atomic_write_text,
+    is_folder_name,
+    is_held as lock_is_held,
+    write_lines,
+)
 from ablate.utils.provenance import ENVIRONMENT_FILE, environment, freeze, freeze_text, git_commit
 
 
@@ -97,6 +104,11 @@ def default_run_dir(cfg: Config) -> Path:
     """``runs/<name>``: the tracking name, else the architecture and a config fingerprint; a W&B sweep agent's
     run goes to ``runs/sweep-<sweep id>/<name>-<run id>``, so two sweeps of one config never share a folder."""
     name = cfg.tracking.name or f"{cfg.model.arch}-{fingerprint(cfg)}"
+    if not is_folder_name(name):  # "..": the working directory itself; "a/b": a folder nested in runs/a
+        raise ConfigError(
+            f"tracking.name {name!r} is not one folder name (the default run folder is runs/<name>); "
+            "name it without '/', or pass --run-dir"
+        )
     sweep_id, run_id = os.environ.get("WANDB_SWEEP_ID"), os.environ.get("WANDB_RUN_ID")
     if sweep_id and run_id:
         return Path("runs") / f"sweep-{sweep_id}" / f"{cfg.tracking.variant or name}-{run_id}"

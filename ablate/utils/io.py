@@ -261,6 +261,12 @@ def check_apart(out: str | Path, sources: Iterable[str | Path | None], what: str
             raise OutputError(f"{what} {out} contains the source {source}: replacing it would delete the source")
 
 
+def is_folder_name(text: Any) -> bool:
+    """Whether ``text`` names one folder inside another (never empty, ``.``, ``..``, a path or a NUL), as
+    every sweep and trial name ablate makes does: a name read back from a folder must not lead a run outside it."""
+    return isinstance(text, str) and text not in ("", ".", "..") and not any(c in text for c in "/\\\x00")
+
+
 def regular(path: Path) -> Path:
     """``path``; an ``OSError`` where it is a device or a pipe (a planted link to ``/dev/zero``, a FIFO), which a
     read would never finish (or never start)."""

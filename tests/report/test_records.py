@@ -158,3 +158,15 @@ def test_the_title_is_the_sweeps_name_not_its_wandb_group_id(tmp_path):
     write_trial(tmp_path, "base", {"status": "finished", "sweep": {"name": "quickstart-598a74"}, "config": {"seed": 1}})
     (tmp_path / "sweep.json").write_text(json.dumps({"name": "quickstart", "trials": []}))
     assert [t.sweep for t in collect(str(tmp_path))] == ["quickstart"]
+
+
+def test_a_key_that_leaves_the_trained_model_alone_never_splits_a_row():
+    """A seed rerun with ``trainer.enable_progress_bar=false`` (a resume may change it: ``config.NOT_TRAINING``)
+    was its own row beside the other seeds of the same configuration; every such key is ignored, as the run's
+    fingerprint ignores it, and ``train.accelerator`` too (a row is a configuration, on any device)."""
+    from ablate.config import NOT_TRAINING, Config, flatten, to_dict
+
+    base = flatten(to_dict(Config()))
+    for key in [k for k in base if k.startswith(NOT_TRAINING)] + ["trainer.profiler", "train.accelerator"]:
+        assert clean_config({**base, key: "changed"}) == clean_config(base), key
+    assert clean_config({**base, "model.heads": 2}) != clean_config(base)

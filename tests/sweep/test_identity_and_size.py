@@ -117,3 +117,57 @@ def test_max_trials_below_one_is_one_line(tmp_path):
     for n in ("-1", "0"):
         proc = invoke_cli("sweep", "run", str(tmp_path / "t.yaml"), "--max-trials", n, "--dry-run", cwd=tmp_path)
         assert_one_error_line(proc, f"--max-trials {n} must be at least 1")
+
+
+def test_a_rerun_may_change_what_leaves_the_trained_model_alone(tmp_path, events):
+    """A run resumes after a change of only ``config.NOT_TRAINING`` keys; its sweep does too (it was refused as
+    "another sweep" for ``trainer.enable_progress_bar=false`` or ``tracking.project=x`` added on the rerun)."""
+    spec = small_spec({"seed": {"values": [1, 2]}})
+    progress, _ = quiet_progress()
+    first = run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=["train.lr=0.01"]), progress)
+    assert [t.status for t in first.state.trials] == ["finished", "finished"]
+    quieter = ["train.lr=0.01", "trainer.enable_progress_bar=false", "tracking.project=x", "train.num_workers=0"]
+    again = run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=quieter), progress)
+    assert again.launched == 0
+    with pytest.raises(SweepError, match="other parameters or overrides"):  # what trains still counts
+        run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=["train.lr=0.02"]), progress)
+
+
+def test_a_folder_recorded_with_every_override_hashed_still_resumes(tmp_path, events):
+    """A sweep.json written before NOT_TRAINING left the signature (its signature hashed every override)
+    resumes unchanged, also with its display overrides changed; a training override changed is still refused."""
+    import hashlib
+    import json
+
+    from ablate.sweep.state import load_state, save_state
+
+    spec = small_spec({"seed": {"values": [1, 2]}})
+    progress, _ = quiet_progress()
+    old = ["train.lr=0.01", "tracking.project=old", "trainer.enable_progress_bar=false"]
+    run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=old), progress)
+    state = load_state(tmp_path / "out")
+    blob = {"method": spec.method, "parameters": spec.parameters, "overrides": old, "config": None}
+    state.signature = hashlib.sha1(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    save_state(tmp_path / "out", state)  # as the previous version wrote it
+    before = (tmp_path / "out" / "sweep.json").read_text()
+    for overrides in (old, ["train.lr=0.01"], ["tracking.project=new", "train.lr=0.01"]):
+        again = run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=overrides), progress)
+        assert again.launched == 0
+        assert json.loads((tmp_path / "out" / "sweep.json").read_text())["signature"] == state.signature
+    with pytest.raises(SweepError, match="other parameters or overrides"):
+        run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=["train.lr=0.02"]), progress)
+    assert json.loads(before)["signature"] == load_state(tmp_path / "out").signature
+
+
+@pytest.mark.parametrize(
+    "overrides, parameters",
+    [(["tracking.tags=5"], {}), (["tracking.group=[1, 2]"], {}), ([], {"tracking.tags": {"values": [7]}})],
+)
+def test_a_label_set_by_the_user_is_checked_before_any_trial_starts(tmp_path, events, overrides, parameters):
+    """The check before any trial starts skipped ``tracking.name/tags/group`` (ablate writes them), also when the
+    user set them: ``tracking.tags=5`` started every trial, each failing in its own process."""
+    spec = small_spec({"seed": {"values": [1, 2]}, **parameters})
+    progress, _ = quiet_progress()
+    result = run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=overrides), progress)
+    assert [t.status for t in result.state.trials] == ["failed", "failed"] and events.count("start") == 0
+    assert all(t.error.startswith("invalid config: tracking.") for t in result.state.trials)

@@ -69,3 +69,14 @@ def test_a_display_only_trainer_option_does_not_block_a_resume(tmp_path, option)
     assert prepare_run_dir(load_config(None, ["train.max_steps=20", option]), run) == "resume"
     with pytest.raises(ConfigError, match="a run of a different config"):  # a Trainer option that changes training
         prepare_run_dir(load_config(None, ["train.max_steps=20", "trainer.deterministic=true"]), run)
+
+
+@pytest.mark.parametrize("name", ["..", ".", "a/b", "../elsewhere"])
+def test_a_run_name_that_is_not_one_folder_name_is_refused(tmp_path, name):
+    """``tracking.name=..`` made the default run folder ``runs/..`` (the working directory: a run's files among the
+    user's), ``a/b`` a nested one; the default folder is ``runs/<name>``, so a name must be one folder name."""
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = invoke_cli("train", *tiny_checkpointing("train.max_steps=2", f"tracking.name={name}"), cwd=work)
+    assert_one_error_line(proc, f"tracking.name '{name}' is not one folder name")
+    assert sorted(p.name for p in work.rglob("*")) == []

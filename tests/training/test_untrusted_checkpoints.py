@@ -90,6 +90,19 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_previous_one(run, caplog):
     assert any(f"{last} is unreadable" in w and "last.prev.ckpt" in w for w in warnings), warnings
 
 
+def test_resume_accepts_the_checkpoints_a_plain_rerun_resumes_from(run, tmp_path):
+    """``ablate train --resume`` said "nothing to resume ... (no checkpoints/last.ckpt)" for a run whose last.ckpt
+    went missing, though the same command without it resumed from last.prev.ckpt; it now accepts any of them."""
+    (run / "checkpoints" / "last.ckpt").unlink()
+    proc = invoke_cli("train", "--resume", "--run-dir", str(run), *TINY, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((run / "summary.json").read_text())["status"] == "finished"
+    proc = invoke_cli("train", "--resume", "--run-dir", str(run / "x"), *TINY, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"error: nothing to resume in {run / 'x'} (no last.ckpt, last.prev.ckpt or best.ckpt in checkpoints)"
+    ]
+
+
 def test_without_a_readable_checkpoint_the_error_says_how_to_start_over(run):
     """no fallback left: one line that says --overwrite, and the recorded step is kept."""
     for name in ("last.prev.ckpt", "best.ckpt"):
