@@ -243,7 +243,8 @@ def _bahdanau_reference(model: RNNSeq2Seq, src, tgt):
     e_ij = v^T tanh(W s_{i-1} + U h_j) (eq. 6, A.1.2) from the previous top-layer state, weights a_ij = softmax_j
     (eq. 5), the context c_i = sum_j a_ij h_j (through the value and output maps), and s_i = RNN([E y_{i-1}; c_i],
     s_{i-1}) (A.2.2); the module's documented departures are kept: s_0 from both directions' final states and a
-    tanh readout of [s_i; c_i; E y_{i-1}]. Returns the logits (B, T, V) and the weights a_ij (B, 1, T, S)."""
+    tanh readout of [s_i; c_i; E y_{i-1}] (no c_i without attention). Returns the logits (B, T, V) and the weights
+    a_ij (B, 1, T, S)."""
     lstm = model.lstm
     cell = _lstm_cell if lstm else _gru_cell
     att, layers = model.attention, model.encoder.num_layers
@@ -284,16 +285,19 @@ def _bahdanau_reference(model: RNNSeq2Seq, src, tgt):
                 (s[k], torch.cat((f[1], bk[1])) @ cells.weight[k] + cells.bias[k, 0])
                 for k, (f, bk) in enumerate(finals)
             ]
-        keys, values = att.k_proj(annotations), att.v_proj(annotations)  # (n, H)
         steps = []
         for i in range(tgt.size(1)):
-            y, query = model.tgt_embed(tgt[b, i]), att.q_proj(out(s[-1]))  # E y_{i-1}; s_{i-1} of the top layer
-            if hasattr(att.score, "v"):  # additive: eq. 6
-                e = torch.tanh(query @ att.score.w_q[0] + keys @ att.score.w_k[0]) @ att.score.v[0]
-            else:  # dot (Luong et al. 2015, eq. 8)
-                e = keys @ query
-            alignments[b, 0, i, :n] = torch.softmax(e * att.scaling, -1)
-            context = att.out_proj(alignments[b, 0, i, :n] @ values)
+            y = model.tgt_embed(tgt[b, i])  # E y_{i-1}
+            context = y.new_zeros(0)  # no attention: the "None" row of Britz et al. (2017), Table 6
+            if att is not None:
+                keys, values = att.k_proj(annotations), att.v_proj(annotations)  # (n, H)
+                query = att.q_proj(out(s[-1]))  # s_{i-1} of the top layer
+                if hasattr(att.score, "v"):  # additive: eq. 6
+                    e = torch.tanh(query @ att.score.w_q[0] + keys @ att.score.w_k[0]) @ att.score.v[0]
+                else:  # dot (Luong et al. 2015, eq. 8)
+                    e = keys @ query
+                alignments[b, 0, i, :n] = torch.softmax(e * att.scaling, -1)
+                context = att.out_proj(alignments[b, 0, i, :n] @ values)
             inp, new = torch.cat((y, context)), []
             for layer in range(layers):
                 new.append(cell(inp, s[layer], *weights(model.decoder, layer)))
@@ -306,16 +310,18 @@ def _bahdanau_reference(model: RNNSeq2Seq, src, tgt):
 
 @cells
 @pytest.mark.parametrize("layers", [1, 2])
-@pytest.mark.parametrize("score", ["additive", "dot"])
+@pytest.mark.parametrize("score", ["additive", "dot", "none"])
 def test_the_rnn_is_bahdanaus_encoder_decoder(cell, layers, score):
     """The packed bidirectional encoder, bridge, attention and decoder equal a per-sentence, per-step reference
     written from the paper's equations, padding included (row r of the batch ends in r pads)."""
     model = make_rnn(cell, score, layers=layers)
-    with torch.no_grad():  # sharper alignments than the initialisation's near-uniform ones
-        model.attention.q_proj.weight.mul_(4.0)
-        model.attention.k_proj.weight.mul_(4.0)
+    if model.attention is not None:
+        with torch.no_grad():  # sharper alignments than the initialisation's near-uniform ones
+            model.attention.q_proj.weight.mul_(4.0)
+            model.attention.k_proj.weight.mul_(4.0)
     src, tgt = batch()
     with torch.no_grad():
         logits, alignments = _bahdanau_reference(model, src, tgt)
         torch.testing.assert_close(model(src, tgt), logits, atol=1e-5, rtol=1e-5)
-        torch.testing.assert_close(model.attention_maps(src, tgt)["cross"], alignments, atol=1e-5, rtol=1e-5)
+        if model.attention is not None:
+            torch.testing.assert_close(model.attention_maps(src, tgt)["cross"], alignments, atol=1e-5, rtol=1e-5)
