@@ -103,6 +103,8 @@ class RNNConfig:
     hidden: int = 256
     """Hidden size of each encoder direction and of the decoder."""
     layers: int = 1
+    """Stacked layers of the bidirectional encoder and of the decoder; each decoder layer starts from its encoder
+    layer's final states, and with more than one ``model.dropout`` applies between layers."""
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,14 @@ def test_the_reference_lists_every_key_with_its_whole_docstring():
     assert TrainConfig.__doc__ in page
 
 
+def test_every_key_of_the_reference_has_a_description():
+    """``model.rnn.layers`` had none: its row's description cell was empty (and ``ablate train --help`` had no
+    sentence for it)."""
+    page = _generator().render()
+    empty = [m.group(1) for m in re.finditer(r"^\| `([\w.]+)` \|.*\|\s*\|$", page, re.M)]
+    assert empty == []
+
+
 def test_a_new_config_field_appears_in_the_reference(monkeypatch):
     """What makes the page unable to drift: it is rendered from the dataclasses, so a field added there is listed."""
     from ablate import config

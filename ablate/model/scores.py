@@ -162,13 +162,17 @@ class AdditiveScore(Score):
 
     Args:
         chunk_mb: memory budget in megabytes of one query chunk of the (B, H, Tq, Tk, d_k) tensor
-            (``model.attention.params.chunk_mb``); it changes memory, not the scores.
+            (``model.attention.params.chunk_mb``, positive); it changes memory, not the scores.
     """
 
     paper_scale = False
 
     def __init__(self, d_k: int, heads: int, cfg: AttentionConfig, *, chunk_mb: float = 64.0):
         super().__init__(d_k, heads, cfg)
+        if not chunk_mb > 0:
+            raise ScoreError(
+                f"model.attention.params.chunk_mb={chunk_mb} must be positive (megabytes of one query chunk)"
+            )
         self.w_q = _per_head_matrix(heads, d_k, d_k)  # (H, d_k in, d_a)
         self.w_k = _per_head_matrix(heads, d_k, d_k)
         self.v = nn.Parameter(torch.empty(heads, d_k).uniform_(-1 / math.sqrt(d_k), 1 / math.sqrt(d_k)))

@@ -56,9 +56,9 @@ class Dropout(nn.Module):
     """Inverted dropout (Srivastava et al. 2014, sec. 4): zero each element with probability ``p``, scale
     the others by 1 / (1 - p); the identity in eval mode.
 
-    On a CPU the keep mask is ``uniform >= p`` (one ``rand_like``), which costs about 60 % of the
-    ``bernoulli_`` that ``nn.Dropout`` draws there; elsewhere it is ``nn.functional.dropout`` (on a GPU
-    one fused kernel).
+    On a CPU the keep mask is ``uniform >= p`` (one ``rand_like``; float32 uniforms for a half-precision ``x``),
+    which costs about 60 % of the ``bernoulli_`` that ``nn.Dropout`` draws there; elsewhere it is
+    ``nn.functional.dropout`` (on a GPU one fused kernel).
     """
 
     def __init__(self, p: float):
@@ -73,8 +73,11 @@ class Dropout(nn.Module):
             return x
         if x.device.type != "cpu" or self.p >= 1.0:
             return F.dropout(x, self.p, True)
-        keep = torch.rand_like(x).ge_(self.p).mul_(1.0 / (1.0 - self.p))  # 0 or 1 / (1 - p)
-        return x * keep
+        # 0 or 1 / (1 - p); drawn in float32 for a half-precision x, whose uniforms (bf16: steps of 2^-8) miss p
+        uniform = (
+            torch.rand_like(x) if x.dtype in (torch.float32, torch.float64) else torch.rand(x.shape, device=x.device)
+        )
+        return x * uniform.ge_(self.p).mul_(1.0 / (1.0 - self.p)).to(x.dtype)
 
 
 class _Residual(nn.Module):

@@ -206,12 +206,14 @@ def get(name: str) -> Reference:
 
 
 def effective(config: dict[str, Any]) -> dict[str, Any]:
-    """A flattened config with ``model.d_k``/``model.d_v`` as the model uses them (d_model / heads if unset)."""
+    """A flattened config with ``model.d_k``/``model.d_v`` as the model uses them (:func:`ablate.config.head_dims`):
+    d_k is d_model / heads if unset, d_v is d_k if unset."""
     out = dict(config)
     d_model, heads = out.get("model.d_model"), out.get("model.heads")
-    for key in ("model.d_k", "model.d_v"):
-        if out.get(key) is None and isinstance(d_model, int) and isinstance(heads, int) and heads > 0:
-            out[key] = d_model // heads
+    if out.get("model.d_k") is None and isinstance(d_model, int) and isinstance(heads, int) and heads > 0:
+        out["model.d_k"] = d_model // heads
+    if out.get("model.d_v") is None and out.get("model.d_k") is not None:
+        out["model.d_v"] = out["model.d_k"]
     return out
 
 

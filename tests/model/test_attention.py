@@ -236,3 +236,58 @@ def test_unpack_writes_zeros_at_dropped_positions_and_its_gradient_is_the_kept_r
     assert whole.dropped.numel() == 0
     y = torch.randn(12, 5)
     torch.testing.assert_close(whole.unpack(y), y.view(3, 4, 5), rtol=0, atol=0)
+
+
+def _rope(x: torch.Tensor) -> torch.Tensor:
+    """RoPE (Su et al. 2021, eq. 34) as a complex rotation of the pairs (j, j + d/2) by pos * 10000^(-2j/d)."""
+    half = x.size(-1) // 2
+    angle = torch.arange(x.size(-2), dtype=torch.float64)[:, None] * 10000.0 ** (-2 * torch.arange(half) / (2 * half))
+    z = torch.complex(x[..., :half].double(), x[..., half:].double()) * torch.polar(torch.ones_like(angle), angle)
+    return torch.cat((z.real, z.imag), -1).to(x.dtype)
+
+
+def _alibi(t: int) -> torch.Tensor:
+    """(3, T, T): ALiBi for 3 heads, -m (i - j) to the left (Press et al. 2022, sec. 3; the slopes of 2 heads,
+    2^-4 and 2^-8, then 2^-2 of 4 as in the paper's code), -m 2^(4/3) (j - i) to the right."""
+    slopes = torch.tensor([2.0**-4, 2.0**-8, 2.0**-2])[:, None, None]
+    i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
+    return torch.where(j <= i, -slopes * (i - j), -slopes * 2 ** (4 / 3) * (j - i))
+
+
+@pytest.mark.parametrize("positions", list(POSITIONS))
+@pytest.mark.parametrize("score", list(SCORES))
+def test_every_score_and_position_scheme_is_its_equation(score, positions):
+    """softmax(s * score(q, k) + bias + mask) V with heads * d_k != d_model (3 x 6 of 16, d_v 5), written from
+    each paper's equation (:func:`tests.model.test_scores._naive`, RoPE, ALiBi), against both paths."""
+    from tests.model.test_scores import _naive
+
+    heads, d_k, d_v, (B, T) = 3, 6, 5, (2, 5)
+    att = _attention(score, heads=heads, scale="auto", d_k=d_k, d_v=d_v)
+    if getattr(att.score, "bandwidth", None) is not None:
+        with torch.no_grad():
+            att.score.bandwidth.copy_(torch.tensor([0.5, 1.0, 2.0]))
+    pos = build_positions(positions, D, d_k, heads, 32)
+    if positions not in ("sinusoidal", "learned", "none", "rotary", "alibi"):
+        raise AssertionError(f"no reference for positions {positions}; add one when adding a scheme")
+    x, pad = _x(), _pad_mask()
+    q = att.q_proj(x).view(B, T, heads, d_k).transpose(1, 2)
+    k = att.k_proj(x).view(B, T, heads, d_k).transpose(1, 2)
+    v = att.v_proj(x).view(B, T, heads, d_v).transpose(1, 2)
+    if positions == "rotary":
+        q, k = _rope(q), _rope(k)
+    scores = _naive(att.score, q, k) * (1 / math.sqrt(d_k) if att.score.paper_scale else 1.0)
+    if positions == "alibi":
+        scores = scores + _alibi(T)
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    for causal, mask in ((True, None), (False, pad), (True, pad)):
+        blocked = (future if causal else torch.zeros(T, T, dtype=torch.bool)) | (
+            torch.zeros(B, 1, 1, T, dtype=torch.bool) if mask is None else mask[:, None, None, :]
+        )
+        weights = torch.softmax(scores.masked_fill(blocked, -math.inf), dim=-1)
+        expected = att.out_proj((weights @ v).transpose(1, 2).reshape(B, T, heads * d_v))
+        for need_weights in (False, True):
+            out, _, w = att.self_attend(
+                x, key_padding_mask=mask, causal=causal, positions=pos, need_weights=need_weights
+            )
+            torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(w, weights, atol=1e-5, rtol=1e-5)

@@ -191,6 +191,20 @@ def test_batched_beam_equals_one_sentence_at_a_time(scale):
     ]
 
 
+@pytest.mark.parametrize("positions", list(POSITIONS))
+@pytest.mark.parametrize("score", list(SCORES))
+def test_a_sentence_translates_alone_as_in_a_padded_batch(score, positions):
+    """Padding masks, positions and the per-sentence length limits leave each sentence's search its own, for
+    every score and position scheme (the dot/sinusoidal test above also varies the scaling)."""
+    model = _transformer(score, positions, seed=3)
+    src = _sources(1, batch=6)
+    for search in (
+        lambda s: greedy(model, s, BOS, EOS, 1.0, 4),
+        lambda s: beam_search(model, s, 3, BOS, EOS, 1.0, 1.0, 4),
+    ):
+        assert search(src) == [search(row[row.ne(PAD)][None])[0] for row in src]
+
+
 def test_outputs_respect_the_length_limit_and_exclude_specials():
     model = _transformer(seed=1)
     src = _sources(2)

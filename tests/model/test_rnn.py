@@ -220,3 +220,108 @@ def test_a_source_without_padding_needs_no_mask(score):
     src = torch.randint(3, VOCAB, (3, 5), generator=torch.Generator().manual_seed(0))
     tgt = torch.randint(3, VOCAB, (3, 4), generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(model(src, tgt, src_padded=False), model(src, tgt), atol=1e-6, rtol=1e-6)
+
+
+def _gru_cell(x, h, w_ih, w_hh, b_ih, b_hh):
+    """Cho et al. (2014) GRU: r, z gates, candidate n (PyTorch's gate order r, z, n)."""
+    ir, iz, i_n = (x @ w_ih.T + b_ih).chunk(3, -1)
+    hr, hz, h_n = (h @ w_hh.T + b_hh).chunk(3, -1)
+    r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
+    return (1 - z) * torch.tanh(i_n + r * h_n) + z * h
+
+
+def _lstm_cell(x, hc, w_ih, w_hh, b_ih, b_hh):
+    """Hochreiter & Schmidhuber (1997) LSTM with a forget gate (gate order i, f, g, o): (h, c)."""
+    i, f, g, o = (x @ w_ih.T + b_ih + hc[0] @ w_hh.T + b_hh).chunk(4, -1)
+    c = torch.sigmoid(f) * hc[1] + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c
+
+
+def _bahdanau_reference(model: RNNSeq2Seq, src, tgt):
+    """Teacher-forced logits, one sentence and one step at a time, from Bahdanau et al. (2015): the annotations
+    h_j = [fwd_j; bwd_j] of a bidirectional RNN over the unpadded source (sec. 3.2); at step i the alignment
+    e_ij = v^T tanh(W s_{i-1} + U h_j) (eq. 6, A.1.2) from the previous top-layer state, weights a_ij = softmax_j
+    (eq. 5), the context c_i = sum_j a_ij h_j (through the value and output maps), and s_i = RNN([E y_{i-1}; c_i],
+    s_{i-1}) (A.2.2); the module's documented departures are kept: s_0 from both directions' final states and a
+    tanh readout of [s_i; c_i; E y_{i-1}] (no c_i without attention). Returns the logits (B, T, V) and the weights
+    a_ij (B, 1, T, S)."""
+    lstm = model.lstm
+    cell = _lstm_cell if lstm else _gru_cell
+    att, layers = model.attention, model.encoder.num_layers
+
+    def weights(rnn, layer, suffix=""):
+        return [getattr(rnn, f"{n}_l{layer}{suffix}") for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+
+    def out(state):
+        return state[0] if lstm else state
+
+    zero = torch.zeros(model.encoder.hidden_size)
+    start = (zero, zero) if lstm else zero
+    sentences, alignments = [], torch.zeros(src.size(0), 1, tgt.size(1), src.size(1))
+    for b in range(src.size(0)):
+        n = int(src[b].ne(PAD).sum())
+        x = model.src_embed(src[b, :n])  # (n, E): no padding reaches the encoder
+        finals = []
+        for layer in range(layers):
+            fwd, bwd = [], [None] * n
+            state = start
+            for j in range(n):
+                state = cell(x[j], state, *weights(model.encoder, layer))
+                fwd.append(state)
+            state_b = start
+            for j in reversed(range(n)):
+                state_b = cell(x[j], state_b, *weights(model.encoder, layer, "_reverse"))
+                bwd[j] = state_b
+            finals.append((state, state_b))  # fwd at the last word, bwd at the first
+            x = torch.stack([torch.cat((out(fwd[j]), out(bwd[j]))) for j in range(n)])  # (n, 2H)
+        annotations = x
+        hidden, cells = model.bridges[0], model.bridges[-1]
+        s = [
+            torch.tanh(torch.cat((out(f), out(bk))) @ hidden.weight[k] + hidden.bias[k, 0])
+            for k, (f, bk) in enumerate(finals)
+        ]
+        if lstm:
+            s = [
+                (s[k], torch.cat((f[1], bk[1])) @ cells.weight[k] + cells.bias[k, 0])
+                for k, (f, bk) in enumerate(finals)
+            ]
+        steps = []
+        for i in range(tgt.size(1)):
+            y = model.tgt_embed(tgt[b, i])  # E y_{i-1}
+            context = y.new_zeros(0)  # no attention: the "None" row of Britz et al. (2017), Table 6
+            if att is not None:
+                keys, values = att.k_proj(annotations), att.v_proj(annotations)  # (n, H)
+                query = att.q_proj(out(s[-1]))  # s_{i-1} of the top layer
+                if hasattr(att.score, "v"):  # additive: eq. 6
+                    e = torch.tanh(query @ att.score.w_q[0] + keys @ att.score.w_k[0]) @ att.score.v[0]
+                else:  # dot (Luong et al. 2015, eq. 8)
+                    e = keys @ query
+                alignments[b, 0, i, :n] = torch.softmax(e * att.scaling, -1)
+                context = att.out_proj(alignments[b, 0, i, :n] @ values)
+            inp, new = torch.cat((y, context)), []
+            for layer in range(layers):
+                new.append(cell(inp, s[layer], *weights(model.decoder, layer)))
+                inp = out(new[-1])
+            s = new
+            steps.append(model.generator(torch.tanh(model.readout(torch.cat((out(s[-1]), context, y))))))
+        sentences.append(torch.stack(steps))
+    return torch.stack(sentences), alignments
+
+
+@cells
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("score", ["additive", "dot", "none"])
+def test_the_rnn_is_bahdanaus_encoder_decoder(cell, layers, score):
+    """The packed bidirectional encoder, bridge, attention and decoder equal a per-sentence, per-step reference
+    written from the paper's equations, padding included (row r of the batch ends in r pads)."""
+    model = make_rnn(cell, score, layers=layers)
+    if model.attention is not None:
+        with torch.no_grad():  # sharper alignments than the initialisation's near-uniform ones
+            model.attention.q_proj.weight.mul_(4.0)
+            model.attention.k_proj.weight.mul_(4.0)
+    src, tgt = batch()
+    with torch.no_grad():
+        logits, alignments = _bahdanau_reference(model, src, tgt)
+        torch.testing.assert_close(model(src, tgt), logits, atol=1e-5, rtol=1e-5)
+        if model.attention is not None:
+            torch.testing.assert_close(model.attention_maps(src, tgt)["cross"], alignments, atol=1e-5, rtol=1e-5)

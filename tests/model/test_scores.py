@@ -92,6 +92,14 @@ def test_unknown_score_is_a_one_line_error():
     assert issubclass(ScoreError, ValueError)
 
 
+@pytest.mark.parametrize("chunk_mb", [0.0, -3.0])
+def test_a_chunk_budget_that_is_not_positive_is_a_one_line_error(chunk_mb):
+    """``chunk_mb`` <= 0 was accepted and silently ran one query per chunk (the slowest path); the user's
+    ``model.attention.params.chunk_mb=-3`` trained and was recorded as if it meant something."""
+    with pytest.raises(ScoreError, match=rf"model.attention.params.chunk_mb={chunk_mb} must be positive"):
+        build_score("additive", D, H, AttentionConfig(score="additive", params={"chunk_mb": chunk_mb}))
+
+
 def _saved_bytes(fn) -> int:
     """Bytes of the distinct storages autograd keeps for the backward pass while ``fn`` runs (the training
     memory of a forward; a tensor saved by several operations counts once)."""

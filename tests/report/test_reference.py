@@ -94,7 +94,8 @@ def test_an_unknown_reference_is_one_line_listing_the_valid_names():
         ({"model__heads": 4}, "(A) h=4"),
         ({"model__heads": 32}, "(A) h=32"),
         ({"model__d_k": 4, "model__d_v": 16}, "(B) d_k=16"),  # an explicit d_v equal to the base's is no change
-        ({"model__d_k": 8}, "(B) d_k=32"),
+        ({"model__d_k": 8, "model__d_v": 16}, "(B) d_k=32"),
+        ({"model__d_k": 8}, None),  # d_v follows d_k (model.d_v's default): both change, as in no paper row
         ({"model__layers": 1}, "(C) N=2"),  # 1/3 of the base, as 2 of 6
         ({"model__layers": 2}, "(C) N=4"),
         ({"model__layers": 4}, "(C) N=8"),
@@ -115,6 +116,20 @@ def test_rows_match_the_paper_row_that_changes_the_same_keys_by_the_same_ratio(o
     assert (row.label if row else None) == label
 
 
+@pytest.mark.parametrize(
+    "d_k, d_v, heads",
+    [(None, None, 8), (16, None, 8), (None, 32, 8), (16, 32, 8), (20, None, 3), (None, None, 3)],
+)
+def test_effective_head_sizes_are_the_ones_the_built_model_uses(d_k, d_v, heads):
+    """``model.d_k=16`` alone gave the model d_v = 16 (``model.d_v`` defaults to d_k) but ``effective`` said
+    d_v = d_model / heads, so a row that changed both was matched to a paper row that changes d_k alone."""
+    from ablate.config import ModelConfig, head_dims
+
+    model = ModelConfig(d_model=96, heads=heads, d_k=d_k, d_v=d_v)
+    ours = effective({"model.d_model": 96, "model.heads": heads, "model.d_k": d_k, "model.d_v": d_v})
+    assert (ours["model.d_k"], ours["model.d_v"]) == head_dims(model)
+
+
 def test_the_rnn_baselines_match_the_multi30k_anchors():
     anchors = get("multi30k-anchors")
     assert (
@@ -128,11 +143,35 @@ def test_the_rnn_baselines_match_the_multi30k_anchors():
     assert match(changed(model__heads=1), SMALL, anchors) is None
 
 
+@pytest.fixture(scope="module")
+def row_b_sweep(variant_sweep, tmp_path_factory):
+    """``variant_sweep`` with B-dk16 a stand-in for Table 3 row (B): d_k 16 with d_v kept at the base's 32, as the
+    shipped sweeps write it (``model.d_k`` alone makes d_v 16 too: two changes, as in no paper row)."""
+    import json
+    import shutil
+
+    root = tmp_path_factory.mktemp("sweeps") / "table3"
+    shutil.copytree(variant_sweep, root)
+    for path in root.glob("B-dk16-*/summary.json"):
+        summary = json.loads(path.read_text())
+        summary["config"]["model"]["d_v"] = 32
+        path.write_text(json.dumps(summary))
+    return root
+
+
+def test_a_row_that_changes_d_k_alone_in_its_config_changes_d_v_too_and_is_not_row_b(variant_sweep):
+    """The table shows B-dk16 (``model.d_k: 16``) with d_v 16, the model's; the side-by-side matched it to
+    (B) d_k=32, which keeps d_v."""
+    sweep, table = _parts(report_table(str(variant_sweep), significance=False))
+    lines = {ln.name: ln for ln in side_by_side(sweep, table, get("vaswani2017-table3")).lines}
+    assert lines["B-dk16"].paper is None
+
+
 @pytest.mark.slow
-def test_side_by_side_reads_our_deltas_and_significance_from_the_table(variant_sweep):
-    """Stand-in Table 3 sweep (base h 4): heads 1 -> (A) h=1, heads 8 -> (A) h=16, d_k 16 (half of 32)
+def test_side_by_side_reads_our_deltas_and_significance_from_the_table(row_b_sweep):
+    """Stand-in Table 3 sweep (base h 4): heads 1 -> (A) h=1, heads 8 -> (A) h=16, d_k 16 (half of 32; d_v kept)
     -> (B) d_k=32, learned positions -> (E); BLEU and † come from the table, not from a new test."""
-    sweep, table = _parts(report_table(str(variant_sweep), samples=200))
+    sweep, table = _parts(report_table(str(row_b_sweep), samples=200))
     sbs = side_by_side(sweep, table, get("vaswani2017-table3"))
     lines = {ln.name: ln for ln in sbs.lines}
     assert {n: ln.paper.label for n, ln in lines.items()} == {
@@ -164,10 +203,10 @@ def _mean(values) -> float:
 
 
 @pytest.mark.slow
-def test_the_headline_counts_rows_where_either_side_clears_its_own_noise(variant_sweep):
+def test_the_headline_counts_rows_where_either_side_clears_its_own_noise(row_b_sweep):
     """Matched rows with a sign: A-heads1 (paper -0.9), B-dk16 (paper -0.4) and E-learned (paper -0.1).
     The headline keeps a row whose paper |Δ| is at least min_delta or whose Δ here is at least its SE."""
-    sweep, table = _parts(report_table(str(variant_sweep), samples=200))
+    sweep, table = _parts(report_table(str(row_b_sweep), samples=200))
     ref = get("vaswani2017-table3")
     sbs = side_by_side(sweep, table, ref)
     lines = {ln.name: ln for ln in sbs.lines}
@@ -191,14 +230,14 @@ def test_the_headline_counts_rows_where_either_side_clears_its_own_noise(variant
     assert higher.headline().n == len(_clearing(higher))
     (label, text), *_ = sbs.summary()
     assert "paper |Δ| ≥ 0.5 BLEU, or our |Δ| ≥ its SE" in label and text == head.text()
-    untested = side_by_side(*_parts(report_table(str(variant_sweep), significance=False)), ref)
+    untested = side_by_side(*_parts(report_table(str(row_b_sweep), significance=False)), ref)
     assert _clearing(untested) == ["A-heads1"] and untested.headline().n == 1  # no SE known: the paper's side alone
     assert (untested.all_rows().agree, untested.all_rows().n) == (sbs.all_rows().agree, sbs.all_rows().n)
 
 
-def test_the_correlation_and_the_ppl_count_use_every_row_with_both_changes(variant_sweep):
+def test_the_correlation_and_the_ppl_count_use_every_row_with_both_changes(row_b_sweep):
     """Our Δs from the fixture's numbers (test BLEU per seed; dev PPL = 60 - BLEU), the paper's from Table 3."""
-    sweep, table = _parts(report_table(str(variant_sweep), significance=False))
+    sweep, table = _parts(report_table(str(row_b_sweep), significance=False))
     sbs = side_by_side(sweep, table, get("vaswani2017-table3"))
     base = _mean(TEST_BLEU["base"])
     ours = {n: _mean(TEST_BLEU[n]) - base for n in ("A-heads1", "A-heads8", "B-dk16", "E-learned")}
