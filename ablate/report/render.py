@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import io
+import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence
 
@@ -130,8 +132,38 @@ _LATEX_SYMBOLS = {
 }
 
 
+# Greek capitals with no macro of their own are set as the Latin letter they look like (Alpha is A).
+_GREEK_AS_LATIN = {"alpha": "A", "beta": "B", "epsilon": "E", "zeta": "Z", "eta": "H", "iota": "I", "kappa": "K"}
+_GREEK_AS_LATIN |= {"mu": "M", "nu": "N", "omicron": "O", "rho": "P", "tau": "T", "chi": "X"}
+# What pdflatex's default UTF-8 input sets beyond ASCII: Latin-1 and Latin Extended-A (bar these), the rest of
+# the symbols as math above. Measured with ``\ifcsname u8:<char>`` in a plain article (TeX Live 2023).
+_PDFLATEX_UNSET = set("ĦħĸĿŀŉŦŧ")
+_PDFLATEX_SET = set("ƒȘșȚț‐‑‒–—―‖‘’‚“”„†‡•…‰‹›€™")
+
+
+def _greek(ch: str) -> Optional[str]:
+    """A Greek letter as LaTeX (β -> ``$\beta$``, ς -> ``$\varsigma$``, Α -> ``A``); None for anything else."""
+    m = re.fullmatch(r"GREEK (SMALL|CAPITAL) LETTER (FINAL SIGMA|[A-Z]+)", unicodedata.name(ch, ""))
+    if m is None:
+        return None
+    word = {"lamda": "lambda", "final sigma": "varsigma"}.get(m[2].lower(), m[2].lower())
+    if m[1] == "CAPITAL":
+        return _GREEK_AS_LATIN.get(word) or rf"$\{word.capitalize()}$"
+    return "o" if word == "omicron" else rf"$\{word}$"
+
+
 def _latex_text(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch) or _LATEX_SYMBOLS.get(ch, ch) for ch in text)
+    return "".join(_LATEX_SPECIAL.get(ch) or _LATEX_SYMBOLS.get(ch) or _greek(ch) or ch for ch in text)
+
+
+def _pdflatex_note(tex: str) -> list[str]:
+    """A comment line naming the characters of ``tex`` pdflatex has no glyphs for without a package (学, Я), or
+    nothing: they stay as written, which xelatex and lualatex set."""
+    unset = dict.fromkeys(ch for ch in tex if (ord(ch) >= 0x180 and ch not in _PDFLATEX_SET) or ch in _PDFLATEX_UNSET)
+    if not unset:
+        return []
+    names = ", ".join(list(unset)[:8]) + (", ..." if len(unset) > 8 else "")
+    return [f"% pdflatex has no glyphs for {names} without a package: compile with xelatex or lualatex"]
 
 
 def latex_escape(text: str) -> str:
@@ -150,7 +182,7 @@ def latex_float(spec: str, head: Iterable[str], body: Sequence[str], notes: Sequ
     lines += [" & ".join(head) + r" \\", r"\midrule", *body, r"\bottomrule", r"\end{tabular}"]
     lines.append(r"\par\smallskip{\footnotesize " + r" \\ ".join(notes) + "}")
     lines += [rf"\caption{{{latex_escape(caption)}}}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(_pdflatex_note("".join(lines)) + lines) + "\n"
 
 
 def to_latex(table: Table) -> str:
