@@ -21,7 +21,7 @@ from ablate.report.papers import (
     side_by_side,
     to_rich as beside_rich,
 )
-from ablate.report.render import FORMATS, render, render_per_seed, rich_width, to_rich, to_vertical
+from ablate.report.render import FORMATS, render, render_per_seed, rich_blocks, rich_width, to_rich, to_vertical
 from ablate.report.sources import make_plots, make_report, sweep_power, table as report_table
 from ablate.report.stats import DEFAULT_ALPHA, TESTS, borrow_noise, load, load_pooled
 from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders, score_runs
@@ -52,7 +52,7 @@ def print_fitted(table: Table, console: Any = None, beside: Any = None) -> None:
     """The rich table with every cell whole: piped, as wide as it needs; on a narrower terminal, one block
     per row (:func:`~ablate.report.render.to_vertical`). Then ``beside`` (a rich renderable, the paper's
     side-by-side), piped as wide as its own table needs."""
-    from rich.console import Console
+    from rich.console import Console, Group
     from rich.measure import Measurement
 
     console = console or Console()
@@ -64,10 +64,12 @@ def print_fitted(table: Table, console: Any = None, beside: Any = None) -> None:
     else:
         console.print(to_vertical(table))
     if beside is not None:
+        wide = Console(file=console.file, width=10_000, color_system=None)
+        need = Measurement.get(wide, wide.options, beside.renderables[0]).maximum
         if not console.is_terminal:
-            wide = Console(file=console.file, width=10_000, color_system=None)
-            need = Measurement.get(wide, wide.options, beside.renderables[0]).maximum
             console = Console(file=console.file, width=max(need, 80), color_system=None)
+        elif need > console.width:
+            beside = Group(rich_blocks(beside.renderables[0]), *beside.renderables[1:])
         console.print()
         console.print(beside)
 

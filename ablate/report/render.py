@@ -328,6 +328,22 @@ def to_vertical(table: Table):
     return Group(*parts, *_rich_notes(table))
 
 
+def rich_blocks(grid: Any) -> Any:
+    """A rich ``Table`` as :func:`to_vertical` prints ours, for a terminal too narrow for its grid (the paper's
+    side-by-side): its title, then per row its first cell in bold and a ``header  value`` line per non-empty cell."""
+    from rich.console import Group
+    from rich.text import Text
+
+    heads = [Text.from_markup(h) if isinstance(h, str) else h for h in (c.header for c in grid.columns)]
+    pad = max((len(h.plain) for h in heads[1:]), default=0)
+    parts: list = [grid.title] if grid.title is not None else []
+    for cells in zip(*(list(c.cells) for c in grid.columns)):
+        texts = [Text.from_markup(v) if isinstance(v, str) else v for v in cells]
+        parts += [Text(""), Text(texts[0].plain, style="bold")]
+        parts += [Text(f"  {h.plain:<{pad}}  ", style="dim") + v for h, v in zip(heads[1:], texts[1:]) if v.plain]
+    return Group(*parts)
+
+
 def rich_width(table: Table) -> int:
     """The columns :func:`to_rich` needs to show every cell whole (its widest row, unwrapped)."""
     from rich.console import Console

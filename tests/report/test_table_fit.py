@@ -59,3 +59,20 @@ def test_the_command_piped_through_a_runner_shows_whole_cells(variant_sweep, mon
     result = CliRunner().invoke(app, ["table", str(variant_sweep), "--samples", "200"])
     assert result.exit_code == 0, result.output
     assert "…" not in result.output and "±" in result.output
+
+
+def test_the_paper_beside_the_table_gets_blocks_too_in_a_narrow_terminal(table, variant_sweep):
+    """`ablate table ... --reference` in an 80-column terminal squeezed the side-by-side's 14 columns to
+    three characters each ("pa…", "1…"), every row wrapped over four lines; now its rows are blocks too."""
+    from ablate.report.papers import get, side_by_side, to_rich as beside_rich
+    from ablate.report.stats import load
+
+    beside = beside_rich(side_by_side(load(str(variant_sweep)), table, get("vaswani2017-table3")))
+    out = io.StringIO()
+    print_fitted(table, Console(file=out, width=80, force_terminal=True, color_system=None), beside=beside)
+    text = out.getvalue().split("Beside", 1)[1]
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    assert "  paper row" in text and "(A) h=1" in text and "A-heads1" in text
+    wide = io.StringIO()
+    print_fitted(table, Console(file=wide, width=400, force_terminal=True, color_system=None), beside=beside)
+    assert "┃ paper row" in wide.getvalue()  # room enough: the grid itself
