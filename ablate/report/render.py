@@ -353,14 +353,16 @@ def rich_width(table: Table) -> int:
     return Measurement.get(console, console.options, to_rich(table).renderables[0]).maximum
 
 
-def render(table: Table, fmt: str, width: int = 200) -> str:
-    """The table as text in ``fmt`` (``rich`` is rendered without colour at ``width`` columns)."""
+def render(table: Table, fmt: str, width: Optional[int] = None) -> str:
+    """The table as text in ``fmt`` (``rich`` without colour at ``width`` columns; by default as wide as it
+    needs to show every cell whole, at least 80, as ``ablate table`` prints it piped)."""
     writers = {"md": to_markdown, "latex": to_latex, "csv": to_csv}
     if fmt in writers:
         return writers[fmt](table)
     if fmt == "rich":
         from rich.console import Console
 
+        width = width or max(rich_width(table), 80)
         console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
         console.print(to_rich(table))
         return out.getvalue()

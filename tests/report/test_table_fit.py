@@ -76,3 +76,21 @@ def test_the_paper_beside_the_table_gets_blocks_too_in_a_narrow_terminal(table, 
     wide = io.StringIO()
     print_fitted(table, Console(file=wide, width=400, force_terminal=True, color_system=None), beside=beside)
     assert "┃ paper row" in wide.getvalue()  # room enough: the grid itself
+
+
+def test_a_rich_file_holds_the_table_as_wide_as_it_needs(table, variant_sweep, tmp_path):
+    """`ablate table SRC --out table.txt` (rich) and `.render("rich")` drew at a fixed 200 columns and cut the
+    cells of a wider table ("C-dmodel2…", "5.89 ±" with its std on the next line); piped, the same table printed
+    whole. Now the file is what the pipe shows."""
+    from ablate.report.render import render
+
+    assert rich_width(table) > 200  # else this would test nothing
+    text = render(table, "rich")
+    assert text == printed(table, 80, terminal=False) and "…" not in text
+    out = tmp_path / "table.txt"
+    result = CliRunner().invoke(app, ["table", str(variant_sweep), "--samples", "200", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "…" not in out.read_text() and max(map(len, out.read_text().splitlines())) == rich_width(table)
+    from ablate.report.sources import TableResult
+
+    assert "…" not in TableResult(None, table)._repr_html_()  # a notebook's view: also 200 columns before
