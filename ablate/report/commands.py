@@ -153,6 +153,7 @@ def table_command(
     get_scorer(metric)  # so does a wrong metric
     if per_seed:
         _check_per_seed(sigma_from, metric, reference, columns, by_length)
+        _check_untested(alpha, samples, test)
     if paper is not None and fmt is Format("csv"):  # one CSV holds one table, as pandas.read_csv reads it
         raise ReportError(
             "--format csv holds one table and --reference adds a second (the paper beside ours): use --format md "
@@ -220,6 +221,17 @@ def _check_per_seed(
     for flag, given in (("--columns", columns is not None), ("--by-length", by_length)):
         if given:
             raise ReportError(f"--per-seed lists each trial's test BLEU: drop {flag}, or leave out --per-seed")
+
+
+def _check_untested(alpha: float, samples: int, test: Any) -> None:
+    """Refuse, in one line, the test's options with ``--per-seed``, which tests nothing."""
+    for given, flag in (
+        (alpha != DEFAULT_ALPHA, "--alpha"),
+        (samples != 0, "--samples"),
+        (test != Test("seeds"), "--test"),
+    ):
+        if given:
+            raise ReportError(f"--per-seed lists each trial's Δ, with no test: drop {flag}, or leave out --per-seed")
 
 
 @app.command("calibrate")
