@@ -53,6 +53,17 @@ def test_user_errors_are_one_line_without_traceback(tmp_path):
     assert len(result.output.strip().splitlines()) == 1
 
 
+def test_a_run_folder_given_for_a_sweep_names_its_parent(variant_sweep):
+    """`ablate table runs/sweep/trial` said "no trials in runs/sweep/trial: expected subfolders holding summary.json",
+    though the folder holds one: it is one run's folder, and the table wants the sweep's."""
+    run = variant_sweep / "base-s1"
+    result = runner.invoke(app, ["table", str(run)])
+    assert result.exit_code == 2 and result.output == (
+        f"error: {run} is one run's folder (it holds summary.json); a table reads a sweep folder of runs: "
+        f"pass {variant_sweep}\n"
+    )
+
+
 def test_every_option_has_help():
     for command in ("table", "plot", "report", "export"):
         info = next(c for c in app.registered_commands if c.name == command)
