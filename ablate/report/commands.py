@@ -410,7 +410,7 @@ REPORT_SPEC = "report-spec.json"
 
 @app.command("report")
 def report_command(
-    source: str = typer.Argument(..., metavar="SOURCE", help="wandb:<entity>/<project>/<group>: the sweep's W&B runs."),
+    source: str = typer.Argument(..., metavar="SOURCE", help="wandb:<entity>/<project>/<group>: the sweep's W&B runs (with --dry-run, a sweep folder too)."),
     title: Optional[str] = typer.Option(None, "--title", help="Report title (default: the sweep's name)."),
     draft: bool = typer.Option(False, "--draft", help="Save the report as a draft."),
     dry_run: bool = typer.Option(
