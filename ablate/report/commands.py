@@ -162,7 +162,7 @@ def table_command(
     if out is not None:
         check_apart(out, local_folders(source))  # before any work
     if per_seed:
-        text = render_per_seed(load(source), fmt.value)
+        text = render_per_seed(load(source), fmt.value, _terminal_width() if out is None else None)
     else:
         result = report_table(
             source,
@@ -192,6 +192,14 @@ def table_command(
         _write(out, text, source)
     else:
         sys.stdout.write(text)
+
+
+def _terminal_width() -> Optional[int]:
+    """The width of the terminal stdout is, or None where it is a file or a pipe."""
+    from rich.console import Console
+
+    console = Console()
+    return console.width if console.is_terminal else None
 
 
 def _beside(sweep: Any, table: Table, paper: Any, fmt: str, metric: str, source: str) -> tuple[str, Any]:
@@ -410,7 +418,11 @@ REPORT_SPEC = "report-spec.json"
 
 @app.command("report")
 def report_command(
-    source: str = typer.Argument(..., metavar="SOURCE", help="wandb:<entity>/<project>/<group>: the sweep's W&B runs (with --dry-run, a sweep folder too)."),
+    source: str = typer.Argument(
+        ...,
+        metavar="SOURCE",
+        help="wandb:<entity>/<project>/<group>: the sweep's W&B runs (with --dry-run, a sweep folder too).",
+    ),
     title: Optional[str] = typer.Option(None, "--title", help="Report title (default: the sweep's name)."),
     draft: bool = typer.Option(False, "--draft", help="Save the report as a draft."),
     dry_run: bool = typer.Option(

@@ -399,8 +399,9 @@ def per_seed(sweep: Sweep) -> tuple[list[str], list[SeedLine]]:
     return keys, lines
 
 
-def render_per_seed(sweep: Sweep, fmt: str) -> str:
-    """The per-seed lines as CSV (unrounded), LaTeX, a rich table (``rich``), or Markdown (``md``)."""
+def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None) -> str:
+    """The per-seed lines as CSV (unrounded), LaTeX, a rich table (``rich``; one block per trial where the grid
+    needs more than a terminal's ``width``), or Markdown (``md``)."""
     keys, lines = per_seed(sweep)
     labels = [TEST_BLEU.split_of(k) or k.partition("/")[0] for k in keys]
     if fmt == "csv":
@@ -411,7 +412,7 @@ def render_per_seed(sweep: Sweep, fmt: str) -> str:
     cells = [[ln.row, str(ln.seed), *_per_seed_values(ln)] for ln in lines]
     legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
     if fmt == "rich":
-        return _per_seed_rich(title, head, cells, legend)
+        return _per_seed_rich(title, head, cells, legend, width)
     if fmt == "latex":
         body = [" & ".join(map(latex_escape, c)) + r" \\" for c in cells]
         notes = [latex_escape("Test BLEU; Δ against the base trial of the same seed."), *map(latex_escape, legend)]
@@ -427,8 +428,11 @@ def render_per_seed(sweep: Sweep, fmt: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _per_seed_rich(title: str, head: list[str], cells: list[list[str]], legend: list[str]) -> str:
-    """The per-seed lines as a rich table (no colour), as wide as its cells need, then the legend."""
+def _per_seed_rich(
+    title: str, head: list[str], cells: list[list[str]], legend: list[str], width: Optional[int] = None
+) -> str:
+    """The per-seed lines as a rich table (no colour), as wide as its cells need, then the legend; narrower than
+    ``width`` (a terminal's), as :func:`rich_blocks`."""
     from rich.console import Console
     from rich.measure import Measurement
     from rich.table import Table as RichTable
@@ -442,6 +446,10 @@ def _per_seed_rich(title: str, head: list[str], cells: list[list[str]], legend: 
         rt.add_row(*map(Text, line))
     wide = Console(file=io.StringIO(), width=10_000, color_system=None)
     need = Measurement.get(wide, wide.options, rt).maximum
+    if width is not None and need > width:
+        console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
+        console.print(rich_blocks(rt), Text(""), caption, *legend)
+        return out.getvalue()
     console = Console(file=(out := io.StringIO()), width=max(need, 80), color_system=None, force_terminal=False)
     console.print(rt, *legend)
     return out.getvalue()

@@ -94,3 +94,16 @@ def test_a_rich_file_holds_the_table_as_wide_as_it_needs(table, variant_sweep, t
     from ablate.report.sources import TableResult
 
     assert "…" not in TableResult(None, table)._repr_html_()  # a notebook's view: also 200 columns before
+
+
+def test_per_seed_in_a_narrow_terminal_gets_one_block_per_trial(variant_sweep):
+    """`ablate table SRC --per-seed` in an 80-column terminal printed its 119-column grid as it would into a file,
+    and the terminal wrapped every line in two; narrower than the grid, each trial is a block now."""
+    from ablate.report.render import render_per_seed
+    from ablate.report.stats import load
+
+    sweep = load(str(variant_sweep))
+    text = render_per_seed(sweep, "rich", width=80)
+    assert max(len(line) for line in text.splitlines()) <= 80 and "┃" not in text
+    assert "  Δ (test_2016_flickr)" in text and "-3.00" in text and "Δ against the base trial" in text
+    assert render_per_seed(sweep, "rich", width=400) == render_per_seed(sweep, "rich")  # room enough: the grid
