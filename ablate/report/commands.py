@@ -74,12 +74,18 @@ def print_fitted(table: Table, console: Any = None, beside: Any = None) -> None:
         console.print(beside)
 
 
+def _level(alpha: float) -> float:
+    """``--alpha`` as it is read: a significance level in (0, 1] (at 0 nothing is marked and no power found)."""
+    if not 0 < alpha <= 1:
+        raise typer.BadParameter(f"{alpha:g} is not a significance level: give one above 0 and at most 1")
+    return alpha
+
+
 ALPHA = typer.Option(
     DEFAULT_ALPHA,
     "--alpha",
-    min=0.0,
-    max=1.0,
-    help="Family-wise significance level for the † mark (Holm-Bonferroni over the table's comparisons).",
+    callback=_level,
+    help="Family-wise significance level for the † mark (Holm-Bonferroni over the table's comparisons), in (0, 1].",
 )
 TEST = typer.Option(
     Test("seeds"),
@@ -250,7 +256,7 @@ def calibrate_command(
         help=SOURCE_HELP + " Several: their trials pooled (one configuration's seeds run as two sweeps).",
     ),
     split: Optional[str] = typer.Option(None, "--split", help="Test split (default: the first with hypotheses)."),
-    alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0, help="Significance level of each call."),
+    alpha: float = typer.Option(0.05, "--alpha", callback=_level, help="Significance level of each call, in (0, 1]."),
     k: Optional[list[int]] = typer.Option(
         None, "--k", min=2, help="Seeds per side of the k-vs-k splits (repeatable; default 2 3 4 6 8)."
     ),
