@@ -438,7 +438,8 @@ class HubDataset:
                 ) from None
             at = f" at revision '{self.revision}'" if self.revision else ""
             raise DataError(
-                f"cannot load hub dataset '{self.name}'{at} ({_first_line(err)}); if the hub is unreachable, "
+                f"cannot load hub dataset '{self.name}'{at} ({_first_line(err)}), nor a folder from {Path.cwd()}; "
+                "if the hub is unreachable, "
                 f"download it elsewhere and pass its folder (data.source=hf:/path/to/folder) or a folder "
                 f"of {{split}}.{{lang}} files (data.source=/path/to/folder)"
             ) from None
@@ -468,8 +469,12 @@ class HubDataset:
 
     def provenance(self) -> dict[str, str | None]:
         """What the run records of its data: the dataset, its config, the revision asked for and the commit
-        the hub served (``None`` for a local folder, or when the hub did not say)."""
-        return {"dataset": self.name, "config": self.config or None, "revision": self.revision, "commit": self.commit}
+        the hub served (``None`` for a local folder, or when the hub did not say); a local folder's absolute path as
+        ``folder``, so that ``ablate evaluate`` from elsewhere can say where a relative one was."""
+        path = Path(self.name).expanduser()
+        folder = {"folder": str(path.resolve())} if self.name and path.is_dir() else {}
+        record = {"dataset": self.name, "config": self.config or None, "revision": self.revision}
+        return record | {"commit": self.commit} | folder
 
     def load(self, workdir: Path) -> Corpus:
         splits = {

@@ -150,6 +150,8 @@ def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> t
 
     data = run.cfg.data if source is None else dataclasses.replace(run.cfg.data, source=source)
     local = source_kind(data.source) == FALLBACK
+    if source is None and not local:
+        _check_hub_folder(run, data.source)
     if local:
         _check_folder(data.source, given=source is not None)
         if not split:
@@ -188,6 +190,25 @@ def _check_folder(folder: str, given: bool) -> None:
     raise InputError(
         f"the run's corpus {folder} (its data.source) {where}; pass --data FOLDER (and --split NAME) to score a "
         "corpus from here"
+    )
+
+
+def _check_hub_folder(run: LoadedRun, source: str) -> None:
+    """InputError where the run's ``hf:<folder>`` was a local folder where it trained (its record says which) and
+    is not one from here: read from here, it would name a hub dataset."""
+    from ablate.data.sources import parse_hub_source
+    from ablate.record import RunSummary
+
+    name = parse_hub_source(source)[0] if source.startswith("hf:") else ""
+    summary = RunSummary.peek(run.checkpoint.parent.parent)
+    data = summary.get("data") if summary is not None else None
+    recorded = data.get("source") if isinstance(data, dict) else None
+    folder = recorded.get("folder") if isinstance(recorded, dict) else None
+    if not name or not isinstance(folder, str) or Path(name).expanduser().is_dir():
+        return
+    raise InputError(
+        f"the run's corpus {source} (its data.source) is the folder {folder} where the run trained, relative to "
+        f"there and not a folder from {Path.cwd()}; pass --data hf:{folder} (and --split NAME) to score it from here"
     )
 
 

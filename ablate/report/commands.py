@@ -21,7 +21,7 @@ from ablate.report.papers import (
     side_by_side,
     to_rich as beside_rich,
 )
-from ablate.report.render import FORMATS, render, render_per_seed, rich_width, to_rich, to_vertical
+from ablate.report.render import FORMATS, render, render_per_seed, rich_blocks, rich_width, to_rich, to_vertical
 from ablate.report.sources import make_plots, make_report, sweep_power, table as report_table
 from ablate.report.stats import DEFAULT_ALPHA, TESTS, borrow_noise, load, load_pooled
 from ablate.report.trials import WANDB_PREFIX, ReportError, local_folders, score_runs
@@ -52,7 +52,7 @@ def print_fitted(table: Table, console: Any = None, beside: Any = None) -> None:
     """The rich table with every cell whole: piped, as wide as it needs; on a narrower terminal, one block
     per row (:func:`~ablate.report.render.to_vertical`). Then ``beside`` (a rich renderable, the paper's
     side-by-side), piped as wide as its own table needs."""
-    from rich.console import Console
+    from rich.console import Console, Group
     from rich.measure import Measurement
 
     console = console or Console()
@@ -64,20 +64,28 @@ def print_fitted(table: Table, console: Any = None, beside: Any = None) -> None:
     else:
         console.print(to_vertical(table))
     if beside is not None:
+        wide = Console(file=console.file, width=10_000, color_system=None)
+        need = Measurement.get(wide, wide.options, beside.renderables[0]).maximum
         if not console.is_terminal:
-            wide = Console(file=console.file, width=10_000, color_system=None)
-            need = Measurement.get(wide, wide.options, beside.renderables[0]).maximum
             console = Console(file=console.file, width=max(need, 80), color_system=None)
+        elif need > console.width:
+            beside = Group(rich_blocks(beside.renderables[0]), *beside.renderables[1:])
         console.print()
         console.print(beside)
+
+
+def _level(alpha: float) -> float:
+    """``--alpha`` as it is read: a significance level in (0, 1] (at 0 nothing is marked and no power found)."""
+    if not 0 < alpha <= 1:
+        raise typer.BadParameter(f"{alpha:g} is not a significance level: give one above 0 and at most 1")
+    return alpha
 
 
 ALPHA = typer.Option(
     DEFAULT_ALPHA,
     "--alpha",
-    min=0.0,
-    max=1.0,
-    help="Family-wise significance level for the † mark (Holm-Bonferroni over the table's comparisons).",
+    callback=_level,
+    help="Family-wise significance level for the † mark (Holm-Bonferroni over the table's comparisons), in (0, 1].",
 )
 TEST = typer.Option(
     Test("seeds"),
@@ -151,6 +159,7 @@ def table_command(
     get_scorer(metric)  # so does a wrong metric
     if per_seed:
         _check_per_seed(sigma_from, metric, reference, columns, by_length)
+        _check_untested(alpha, samples, test)
     if paper is not None and fmt is Format("csv"):  # one CSV holds one table, as pandas.read_csv reads it
         raise ReportError(
             "--format csv holds one table and --reference adds a second (the paper beside ours): use --format md "
@@ -159,7 +168,7 @@ def table_command(
     if out is not None:
         check_apart(out, local_folders(source))  # before any work
     if per_seed:
-        text = render_per_seed(load(source), fmt.value)
+        text = render_per_seed(load(source), fmt.value, _terminal_width() if out is None else None)
     else:
         result = report_table(
             source,
@@ -191,6 +200,14 @@ def table_command(
         sys.stdout.write(text)
 
 
+def _terminal_width() -> Optional[int]:
+    """The width of the terminal stdout is, or None where it is a file or a pipe."""
+    from rich.console import Console
+
+    console = Console()
+    return console.width if console.is_terminal else None
+
+
 def _beside(sweep: Any, table: Table, paper: Any, fmt: str, metric: str, source: str) -> tuple[str, Any]:
     """``(text, rich renderable)`` to print under the table: the ``paper``'s side-by-side in ``fmt`` (rich: the
     renderable, no text), or a note where ``metric`` is not the BLEU the published tables report."""
@@ -220,6 +237,17 @@ def _check_per_seed(
             raise ReportError(f"--per-seed lists each trial's test BLEU: drop {flag}, or leave out --per-seed")
 
 
+def _check_untested(alpha: float, samples: int, test: Any) -> None:
+    """Refuse, in one line, the test's options with ``--per-seed``, which tests nothing."""
+    for given, flag in (
+        (alpha != DEFAULT_ALPHA, "--alpha"),
+        (samples != 0, "--samples"),
+        (test != Test("seeds"), "--test"),
+    ):
+        if given:
+            raise ReportError(f"--per-seed lists each trial's Δ, with no test: drop {flag}, or leave out --per-seed")
+
+
 @app.command("calibrate")
 def calibrate_command(
     sources: list[str] = typer.Argument(
@@ -228,7 +256,7 @@ def calibrate_command(
         help=SOURCE_HELP + " Several: their trials pooled (one configuration's seeds run as two sweeps).",
     ),
     split: Optional[str] = typer.Option(None, "--split", help="Test split (default: the first with hypotheses)."),
-    alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0, help="Significance level of each call."),
+    alpha: float = typer.Option(0.05, "--alpha", callback=_level, help="Significance level of each call, in (0, 1]."),
     k: Optional[list[int]] = typer.Option(
         None, "--k", min=2, help="Seeds per side of the k-vs-k splits (repeatable; default 2 3 4 6 8)."
     ),
@@ -396,7 +424,11 @@ REPORT_SPEC = "report-spec.json"
 
 @app.command("report")
 def report_command(
-    source: str = typer.Argument(..., metavar="SOURCE", help="wandb:<entity>/<project>/<group>: the sweep's W&B runs."),
+    source: str = typer.Argument(
+        ...,
+        metavar="SOURCE",
+        help="wandb:<entity>/<project>/<group>: the sweep's W&B runs (with --dry-run, a sweep folder too).",
+    ),
     title: Optional[str] = typer.Option(None, "--title", help="Report title (default: the sweep's name)."),
     draft: bool = typer.Option(False, "--draft", help="Save the report as a draft."),
     dry_run: bool = typer.Option(

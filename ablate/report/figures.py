@@ -12,8 +12,11 @@
 
 from __future__ import annotations
 
+import logging
 import math
+import re
 import textwrap
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -38,6 +41,8 @@ from ablate.report.stats import (
     delta_curves,
 )
 from ablate.report.trials import DEFAULT_METRIC, ReportError
+
+log = logging.getLogger(__name__)
 
 DPI = 130
 SPLIT_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
@@ -171,6 +176,27 @@ def save(fig: Figure, path: Path, why: str = "too many rows: plot fewer variants
         note.set_in_layout(True)
     fig.savefig(path, bbox_inches="tight")
     return Path(path)
+
+
+_NO_GLYPH = re.compile(r"Glyph \d+ \(.*\) missing from font")
+
+
+def _say_missing_glyphs(seen: list[warnings.WarningMessage]) -> None:
+    """One status line for the characters of a label (a variant named 学习) no installed font has, where
+    matplotlib warned with its source line per character and figure; other warnings go on as they were."""
+    missing: dict[str, None] = {}
+    for w in seen:
+        text = str(w.message)
+        if _NO_GLYPH.match(text):
+            missing[chr(int(text.split()[1]))] = None
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if missing:
+        log.warning(
+            "no installed font has %s (drawn as boxes in the figures): install one that does (e.g. Noto Sans CJK) "
+            "and name it in matplotlib's font.family",
+            ", ".join(missing),
+        )
 
 
 NO_HISTORY = "no validation history"
@@ -720,4 +746,8 @@ def plot_all(
         "delta_vs_step": delta_vs_step_figure(sweep),
         "bleu_by_length": bleu_by_length_figure(sweep),
     }
-    return [save(fig, out_dir / f"{name}.{fmt}") for name, fig in figures.items() if fig is not None]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", UserWarning)
+        paths = [save(fig, out_dir / f"{name}.{fmt}") for name, fig in figures.items() if fig is not None]
+    _say_missing_glyphs(seen)
+    return paths

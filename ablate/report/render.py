@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import csv
 import io
+import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence
 
@@ -130,8 +132,38 @@ _LATEX_SYMBOLS = {
 }
 
 
+# Greek capitals with no macro of their own are set as the Latin letter they look like (Alpha is A).
+_GREEK_AS_LATIN = {"alpha": "A", "beta": "B", "epsilon": "E", "zeta": "Z", "eta": "H", "iota": "I", "kappa": "K"}
+_GREEK_AS_LATIN |= {"mu": "M", "nu": "N", "omicron": "O", "rho": "P", "tau": "T", "chi": "X"}
+# What pdflatex's default UTF-8 input sets beyond ASCII: Latin-1 and Latin Extended-A (bar these), the rest of
+# the symbols as math above. Measured with ``\ifcsname u8:<char>`` in a plain article (TeX Live 2023).
+_PDFLATEX_UNSET = set("ĦħĸĿŀŉŦŧ")
+_PDFLATEX_SET = set("ƒȘșȚț‐‑‒–—―‖‘’‚“”„†‡•…‰‹›€™")
+
+
+def _greek(ch: str) -> Optional[str]:
+    """A Greek letter as LaTeX (β -> ``$\beta$``, ς -> ``$\varsigma$``, Α -> ``A``); None for anything else."""
+    m = re.fullmatch(r"GREEK (SMALL|CAPITAL) LETTER (FINAL SIGMA|[A-Z]+)", unicodedata.name(ch, ""))
+    if m is None:
+        return None
+    word = {"lamda": "lambda", "final sigma": "varsigma"}.get(m[2].lower(), m[2].lower())
+    if m[1] == "CAPITAL":
+        return _GREEK_AS_LATIN.get(word) or rf"$\{word.capitalize()}$"
+    return "o" if word == "omicron" else rf"$\{word}$"
+
+
 def _latex_text(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch) or _LATEX_SYMBOLS.get(ch, ch) for ch in text)
+    return "".join(_LATEX_SPECIAL.get(ch) or _LATEX_SYMBOLS.get(ch) or _greek(ch) or ch for ch in text)
+
+
+def _pdflatex_note(tex: str) -> list[str]:
+    """A comment line naming the characters of ``tex`` pdflatex has no glyphs for without a package (学, Я), or
+    nothing: they stay as written, which xelatex and lualatex set."""
+    unset = dict.fromkeys(ch for ch in tex if (ord(ch) >= 0x180 and ch not in _PDFLATEX_SET) or ch in _PDFLATEX_UNSET)
+    if not unset:
+        return []
+    names = ", ".join(list(unset)[:8]) + (", ..." if len(unset) > 8 else "")
+    return [f"% pdflatex has no glyphs for {names} without a package: compile with xelatex or lualatex"]
 
 
 def latex_escape(text: str) -> str:
@@ -150,7 +182,7 @@ def latex_float(spec: str, head: Iterable[str], body: Sequence[str], notes: Sequ
     lines += [" & ".join(head) + r" \\", r"\midrule", *body, r"\bottomrule", r"\end{tabular}"]
     lines.append(r"\par\smallskip{\footnotesize " + r" \\ ".join(notes) + "}")
     lines += [rf"\caption{{{latex_escape(caption)}}}", r"\end{table}"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(_pdflatex_note("".join(lines)) + lines) + "\n"
 
 
 def to_latex(table: Table) -> str:
@@ -296,6 +328,22 @@ def to_vertical(table: Table):
     return Group(*parts, *_rich_notes(table))
 
 
+def rich_blocks(grid: Any) -> Any:
+    """A rich ``Table`` as :func:`to_vertical` prints ours, for a terminal too narrow for its grid (the paper's
+    side-by-side): its title, then per row its first cell in bold and a ``header  value`` line per non-empty cell."""
+    from rich.console import Group
+    from rich.text import Text
+
+    heads = [Text.from_markup(h) if isinstance(h, str) else h for h in (c.header for c in grid.columns)]
+    pad = max((len(h.plain) for h in heads[1:]), default=0)
+    parts: list = [grid.title] if grid.title is not None else []
+    for cells in zip(*(list(c.cells) for c in grid.columns)):
+        texts = [Text.from_markup(v) if isinstance(v, str) else v for v in cells]
+        parts += [Text(""), Text(texts[0].plain, style="bold")]
+        parts += [Text(f"  {h.plain:<{pad}}  ", style="dim") + v for h, v in zip(heads[1:], texts[1:]) if v.plain]
+    return Group(*parts)
+
+
 def rich_width(table: Table) -> int:
     """The columns :func:`to_rich` needs to show every cell whole (its widest row, unwrapped)."""
     from rich.console import Console
@@ -305,14 +353,16 @@ def rich_width(table: Table) -> int:
     return Measurement.get(console, console.options, to_rich(table).renderables[0]).maximum
 
 
-def render(table: Table, fmt: str, width: int = 200) -> str:
-    """The table as text in ``fmt`` (``rich`` is rendered without colour at ``width`` columns)."""
+def render(table: Table, fmt: str, width: Optional[int] = None) -> str:
+    """The table as text in ``fmt`` (``rich`` without colour at ``width`` columns; by default as wide as it
+    needs to show every cell whole, at least 80, as ``ablate table`` prints it piped)."""
     writers = {"md": to_markdown, "latex": to_latex, "csv": to_csv}
     if fmt in writers:
         return writers[fmt](table)
     if fmt == "rich":
         from rich.console import Console
 
+        width = width or max(rich_width(table), 80)
         console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
         console.print(to_rich(table))
         return out.getvalue()
@@ -349,8 +399,9 @@ def per_seed(sweep: Sweep) -> tuple[list[str], list[SeedLine]]:
     return keys, lines
 
 
-def render_per_seed(sweep: Sweep, fmt: str) -> str:
-    """The per-seed lines as CSV (unrounded), LaTeX, a rich table (``rich``), or Markdown (``md``)."""
+def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None) -> str:
+    """The per-seed lines as CSV (unrounded), LaTeX, a rich table (``rich``; one block per trial where the grid
+    needs more than a terminal's ``width``), or Markdown (``md``)."""
     keys, lines = per_seed(sweep)
     labels = [TEST_BLEU.split_of(k) or k.partition("/")[0] for k in keys]
     if fmt == "csv":
@@ -361,7 +412,7 @@ def render_per_seed(sweep: Sweep, fmt: str) -> str:
     cells = [[ln.row, str(ln.seed), *_per_seed_values(ln)] for ln in lines]
     legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
     if fmt == "rich":
-        return _per_seed_rich(title, head, cells, legend)
+        return _per_seed_rich(title, head, cells, legend, width)
     if fmt == "latex":
         body = [" & ".join(map(latex_escape, c)) + r" \\" for c in cells]
         notes = [latex_escape("Test BLEU; Δ against the base trial of the same seed."), *map(latex_escape, legend)]
@@ -377,8 +428,11 @@ def render_per_seed(sweep: Sweep, fmt: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _per_seed_rich(title: str, head: list[str], cells: list[list[str]], legend: list[str]) -> str:
-    """The per-seed lines as a rich table (no colour), as wide as its cells need, then the legend."""
+def _per_seed_rich(
+    title: str, head: list[str], cells: list[list[str]], legend: list[str], width: Optional[int] = None
+) -> str:
+    """The per-seed lines as a rich table (no colour), as wide as its cells need, then the legend; narrower than
+    ``width`` (a terminal's), as :func:`rich_blocks`."""
     from rich.console import Console
     from rich.measure import Measurement
     from rich.table import Table as RichTable
@@ -392,6 +446,10 @@ def _per_seed_rich(title: str, head: list[str], cells: list[list[str]], legend: 
         rt.add_row(*map(Text, line))
     wide = Console(file=io.StringIO(), width=10_000, color_system=None)
     need = Measurement.get(wide, wide.options, rt).maximum
+    if width is not None and need > width:
+        console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
+        console.print(rich_blocks(rt), Text(""), caption, *legend)
+        return out.getvalue()
     console = Console(file=(out := io.StringIO()), width=max(need, 80), color_system=None, force_terminal=False)
     console.print(rt, *legend)
     return out.getvalue()

@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 from ablate.metrics import flush_index
 from ablate.record import RunStatus
 from ablate.report.layout import Table, bleu_by_length, build_table
-from ablate.report.render import render, to_rich
+from ablate.report.render import render, rich_width, to_rich
 from ablate.report.stats import (
     DEFAULT_TEST,
     Sweep,
@@ -52,7 +52,7 @@ class TableResult:
     def _repr_html_(self) -> str:
         from rich.console import Console
 
-        console = Console(record=True, file=io.StringIO(), width=200)
+        console = Console(record=True, file=io.StringIO(), width=max(rich_width(self.table), 80))  # cells whole
         console.print(self.__rich__())
         return console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
 

@@ -355,6 +355,11 @@ def collect_folder(root: Path) -> list[Trial]:
             trials.append(Trial(name, status, t["error"], config=seed, variant=variant, **facts))
     if problem:
         trials.append(Trial(SWEEP_FILE, INVALID, f"{SWEEP_FILE}: {problem}; its planned trials are not listed"))
+    if not trials and RunFiles(root).summary.exists():
+        raise ReportError(
+            f"{root} is one run's folder (it holds {SUMMARY_FILE}); a table reads a sweep folder of runs: "
+            f"pass {root.parent}"
+        )
     if not trials:
         raise ReportError(f"no trials in {root}: expected subfolders holding {SUMMARY_FILE}")
     return trials

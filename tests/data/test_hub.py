@@ -99,8 +99,13 @@ def test_the_hubs_retry_warnings_stay_off_the_console(monkeypatch, make_cfg, tmp
         raise ConnectionError("Couldn't reach 'a/b' on the Hub (LocalEntryNotFoundError)")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
-    with pytest.raises(DataError, match="cannot load hub dataset 'a/b'"):
+    with pytest.raises(DataError, match="cannot load hub dataset 'a/b'") as err:
         make_source(make_cfg("hf:a/b"), tmp_path).fingerprint()
+    # a relative folder given from elsewhere is read as a hub name: the error says it is no folder from here either
+    assert (
+        f"(ConnectionError: Couldn't reach 'a/b' on the Hub (LocalEntryNotFoundError)), nor a folder from {Path.cwd()};"
+        in str(err.value)
+    )
     assert shown == [False] and logging.getLogger("huggingface_hub").isEnabledFor(logging.WARNING)  # restored
 
 
@@ -213,6 +218,8 @@ def test_the_commit_the_hub_served_is_recorded_beside_the_revision(per_language_
     assert dm.stats["source"]["commit"] is None
     local = _module(make_cfg(f"hf:{per_language_layout}"))  # a folder: no hub, no commit
     assert local.stats["source"]["commit"] is None and StandInHub.asked == [("bentrevett/multi30k", "main")]
+    assert local.stats["source"]["folder"] == str(per_language_layout.resolve())  # where, for `ablate evaluate`
+    assert "folder" not in dm.stats["source"]
 
 
 def test_the_revision_reaches_load_dataset_and_the_run_record(per_language_layout, monkeypatch, make_cfg, tmp_path):

@@ -397,6 +397,35 @@ def test_evaluate_of_a_run_whose_relative_corpus_is_not_here_names_data(trained,
     )
 
 
+def test_evaluate_of_a_run_whose_relative_hub_folder_is_not_here_names_data(trained, tmp_path, monkeypatch):
+    """A run trained on ``data.source=hf:hub`` (a hub-layout folder, relative) and evaluated from another folder
+    asked the hub for a dataset 'hub' (50 s of retries, then "cannot load hub dataset 'hub' (ConnectionError ...)"),
+    or with a warm cache scored whatever the cache held under that name. The run records the folder it read."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run, ignore=shutil.ignore_patterns("wandb"))
+    config = run / "config.yaml"
+    corpus = json.loads((trained / "summary.json").read_text())["config"]["data"]["source"]
+    config.write_text(config.read_text().replace(f"source: {corpus}\n", "source: hf:hub\n"))
+    summary = json.loads((run / "summary.json").read_text())
+    where = tmp_path / "elsewhere" / "hub"
+    summary["data"]["source"] = {
+        "dataset": "hub",
+        "config": None,
+        "revision": None,
+        "commit": None,
+        "folder": str(where),
+    }
+    (run / "summary.json").write_text(json.dumps(summary))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli_app(), ["evaluate", str(run)])
+    assert result.exit_code == 2 and result.output == (
+        f"error: the run's corpus hf:hub (its data.source) is the folder {where} where the run trained, relative to "
+        f"there and not a folder from {tmp_path}; pass --data hf:{where} (and --split NAME) to score it from here\n"
+    )
+
+
 def test_a_checkpoint_asked_for_but_missing_is_replaced_with_a_warning(trained, tmp_path, caplog):
     """``--checkpoint last`` on a run without last.ckpt (a results folder keeps best.ckpt alone) translated and scored
     best.ckpt without a word: numbers of another model than the one asked for."""

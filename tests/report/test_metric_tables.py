@@ -275,6 +275,9 @@ def _parts(result):
         (["--reference", "vaswani2017-table3"], "error: --per-seed lists each trial, not the table beside a paper"),
         (["--columns", "h"], "error: --per-seed lists each trial's test BLEU: drop --columns"),
         (["--by-length"], "error: --per-seed lists each trial's test BLEU: drop --by-length"),
+        (["--alpha", "0.01"], "error: --per-seed lists each trial's Δ, with no test: drop --alpha"),
+        (["--samples", "50"], "error: --per-seed lists each trial's Δ, with no test: drop --samples"),
+        (["--test", "bs"], "error: --per-seed lists each trial's Δ, with no test: drop --test"),
     ],
 )
 def test_per_seed_refuses_the_options_it_would_ignore_in_one_line(variant_sweep, option, message):

@@ -241,3 +241,23 @@ def test_a_dagger_on_an_interval_that_reaches_the_base_is_called_out(variant):
     assert "Note:" not in caption_text(forest_figure(sweep, fair)) + caption_text(bleu_bars_figure(sweep, fair))
     for fig in (forest_figure(sweep, [odd]), bleu_bars_figure(sweep, [odd])):
         assert f"Note: {odd.row}" in caption_text(fig)
+
+
+def test_a_label_no_font_has_is_one_warning_line_not_matplotlibs(variant_sweep, tmp_path, caplog):
+    """Variants named 学习-... printed matplotlib's 2-line UserWarnings ("Glyph 23398 (\\N{CJK UNIFIED
+    IDEOGRAPH-5B66}) missing from font(s) DejaVu Sans." and its source line) and the figures showed boxes
+    unexplained; now `ablate plot` says it in one status line that names the characters."""
+    import shutil
+    import warnings
+
+    sweep_dir = tmp_path / "sweep"
+    shutil.copytree(variant_sweep, sweep_dir)
+    for summary in sweep_dir.glob("A-heads1-*/summary.json"):
+        summary.write_text(summary.read_text().replace('"A-heads1"', '"学习-heads1"'))
+    sweep = aggregate(collect(str(sweep_dir)))
+    with warnings.catch_warnings(record=True) as seen, caplog.at_level("WARNING", logger="ablate"):
+        warnings.simplefilter("always")
+        paths = plot_all(sweep, tmp_path / "figs", compare(sweep, n_samples=100))
+    assert paths and not [w for w in seen if "missing from font" in str(w.message)]
+    lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(lines) == 1 and lines[0].startswith("no installed font has 学, 习 (drawn as boxes"), lines

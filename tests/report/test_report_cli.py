@@ -53,6 +53,28 @@ def test_user_errors_are_one_line_without_traceback(tmp_path):
     assert len(result.output.strip().splitlines()) == 1
 
 
+def test_a_run_folder_given_for_a_sweep_names_its_parent(variant_sweep):
+    """`ablate table runs/sweep/trial` said "no trials in runs/sweep/trial: expected subfolders holding summary.json",
+    though the folder holds one: it is one run's folder, and the table wants the sweep's."""
+    run = variant_sweep / "base-s1"
+    result = runner.invoke(app, ["table", str(run)])
+    assert result.exit_code == 2 and result.output == (
+        f"error: {run} is one run's folder (it holds summary.json); a table reads a sweep folder of runs: "
+        f"pass {variant_sweep}\n"
+    )
+
+
+@pytest.mark.parametrize("command", ["table", "plot", "export", "calibrate"])
+def test_alpha_0_is_refused_as_the_command_line_is_read(variant_sweep, tmp_path, command):
+    """--help said [0.0<=x<=1.0] and --alpha 0 was taken, then refused after every trial was read ("alpha=0: a
+    significance level is above 0 and at most 1"); the help says (0, 1] and the parser refuses 0."""
+    args = [command, str(variant_sweep), *([str(tmp_path / "out")] if command == "export" else []), "--alpha", "0"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "read " not in result.output, result.output
+    assert "Invalid value for '--alpha': 0 is not a significance level: give one above 0 and at most 1" in result.output
+    assert "in (0, 1]" in runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output
+
+
 def test_every_option_has_help():
     for command in ("table", "plot", "report", "export"):
         info = next(c for c in app.registered_commands if c.name == command)

@@ -13,7 +13,7 @@ import pytest
 from ablate.record import RecordError
 from ablate.report import layout
 from ablate.report.layout import Column, build_table, key_labels, register_column
-from ablate.report.render import FORMATS, latex_escape, render
+from ablate.report.render import FORMATS, latex_escape, latex_float, render
 from ablate.report.stats import aggregate, compare
 from ablate.report.trials import collect
 
@@ -488,3 +488,18 @@ def test_per_seed_in_the_terminal_format_is_a_rich_table_not_markdown(variant_sw
     out = result.output
     assert "**" not in out and not any(line.startswith("| ") for line in out.splitlines())
     assert "Per seed:" in out and "seed" in out and "A-heads1" in out
+
+
+def test_greek_in_user_labels_compiles_and_other_scripts_are_named(tmp_path):
+    """A variant named β-heads1 or Ω-dk16 stopped pdflatex ("Unicode character Ω (U+03A9) not set up for use
+    with LaTeX") while α and σ compiled: every Greek letter is math now. A script pdflatex cannot set without a
+    package (学习) stays as written, and a comment above the float says so and what to compile with."""
+    assert latex_escape("β-heads1 Ω λ ς ο Α") == r"$\beta$-heads1 $\Omega$ $\lambda$ $\varsigma$ o A"
+    body = [latex_escape(name) + r" & 1 \\" for name in ("β-heads1", "Ω-dk16")]
+    tex = latex_float("ll", ["variant", "x"], body, [latex_escape("Δ ε")], "γ")
+    assert not re.findall(r"[^\x00-\x7f]", tex) and not tex.startswith("%")
+    cjk = latex_float("ll", ["variant", "x"], [latex_escape("学习-learned") + r" & 1 \\"], [], "t")
+    assert cjk.splitlines()[0].startswith("% pdflatex has no glyphs for 学, 习") and "xelatex" in cjk.splitlines()[0]
+    if shutil.which("pdflatex"):
+        proc = _pdflatex(tex, tmp_path)
+        assert proc.returncode == 0, proc.stdout[-2000:]
