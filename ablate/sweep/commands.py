@@ -194,20 +194,34 @@ def status_table(state: SweepState, out: Path, metric: Optional[str], live: Opti
     return table
 
 
-def _ended_jobs(console: Console, state: SweepState, jobs: dict[str, str]) -> None:
-    """The running trials whose SLURM job ended since a launcher last looked (``jobs``: :func:`live_jobs`)."""
-    if not jobs:
-        return
-    from ablate.sweep.slurm import ACTIVE
+def _left_running(console: Console, state: SweepState, out: Path, jobs: dict[str, str]) -> None:
+    """Name the trials ``running`` in ``sweep.json`` that nothing runs: a SLURM job that ended since a launcher last
+    looked (``jobs``: :func:`live_jobs`), or, with no launcher, a local trial whose process is gone (it dies with its
+    launcher)."""
+    from ablate.sweep.local import is_same_process, trains
 
-    running = [t for t in state.trials if t.status == RunStatus.RUNNING and t.job_id in jobs]
-    ended = [t.name for t in running if jobs[str(t.job_id)] not in ACTIVE]
-    if ended:
-        whose = "1 trial's SLURM job has" if len(ended) == 1 else f"{len(ended)} trials' SLURM jobs have"
+    running = [t for t in state.trials if t.status == RunStatus.RUNNING]
+    if jobs:
+        from ablate.sweep.slurm import ACTIVE
+
+        ended = [t.name for t in running if t.job_id in jobs and jobs[str(t.job_id)] not in ACTIVE]
+        if ended:
+            whose = "1 trial's SLURM job has" if len(ended) == 1 else f"{len(ended)} trials' SLURM jobs have"
+            again = f"run the sweep command again to collect {'it' if len(ended) == 1 else 'them'}"
+            line = f"{whose} ended since a launcher last looked ({', '.join(ended)}): {again}"
+            console.print(line, style="yellow", markup=False, highlight=False)
+    if is_locked(out):
+        return
+    alive = [t for t in running if t.pid is not None and is_same_process(t.pid, t.pid_start)]
+    gone = [t.name for t in running if t.job_id is None and not (t in alive and trains(t.pid or 0, out / t.name))]
+    if gone:
+        whose = "1 trial was" if len(gone) == 1 else f"{len(gone)} trials were"
+        them = "it" if len(gone) == 1 else "them"
         console.print(
-            f"{whose} ended since a launcher last looked ({', '.join(ended)}): run the sweep command again to "
-            f"collect {'it' if len(ended) == 1 else 'them'}",
+            f"{whose} left running by a launcher that is gone and nothing trains {them} ({', '.join(gone)}): run the "
+            f"sweep command again to resume {them}",
             style="yellow",
+            markup=False,
             highlight=False,
         )
 
@@ -226,7 +240,7 @@ def show_status(console: Console, state: SweepState, out: Path) -> None:
     console.print(status_table(state, out, metric, jobs))
     live = "a launcher is running" if is_locked(out) else "no launcher running"
     console.print(f"{len(state.trials)} trials: {_counts(state, *COUNTED) or 'none'} ({live})", highlight=False)
-    _ended_jobs(console, state, jobs)
+    _left_running(console, state, out, jobs)
     for job, job_state in state.workers.items():
         names = [t.name for t in state.trials if t.status == RunStatus.RUNNING and t.job_id == job]
         shown = jobs.get(job, job_state).lower()
