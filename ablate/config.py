@@ -445,9 +445,9 @@ NOT_TRAINING = (
     "trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.profiler",
 )  # fmt: skip
 """Keys (and prefixes) that leave the trained model as it is, so a resume may change them: W&B naming, the
-device count, loader processes, CPU threads, where the cache lies, and Trainer options that only change what
-the console shows (a table's rows ignore them all, and the device kind). ``train.accelerator`` counts: ``auto``
-precision follows it."""
+device count (but ``train.max_tokens`` is per device: a resume on another count says so, as its batches change),
+loader processes, CPU threads, where the cache lies, and Trainer options that only change what the console shows
+(a table's rows ignore them all, and the device kind). ``train.accelerator`` counts: ``auto`` precision follows it."""
 
 
 NOT_READ = {

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -151,8 +152,24 @@ def report(
     console.print(f"details: ablate sweep status {out}", style="dim", highlight=False)
 
 
-def status_table(state: SweepState, out: Path, metric: Optional[str]) -> Table:
-    """One row per trial: status, metric, test BLEU, time, tries (and the SLURM job), error."""
+def live_jobs(state: SweepState, out: Path) -> dict[str, str]:
+    """SLURM's state now (``GONE``: no longer listed) of the running trials' jobs and the workers where no launcher
+    watches them (after Ctrl-C they run on); ``{}`` where a launcher does, or squeue cannot answer (a copied folder)."""
+    jobs = sorted({t.job_id for t in state.trials if t.status == RunStatus.RUNNING and t.job_id} | set(state.workers))
+    if not jobs or is_locked(out):
+        return {}
+    from ablate.sweep import slurm
+
+    try:
+        seen = slurm.job_states(jobs)
+    except (SweepError, OSError, subprocess.SubprocessError):
+        return {}
+    return {job: seen.get(job, "GONE") for job in jobs}
+
+
+def status_table(state: SweepState, out: Path, metric: Optional[str], live: Optional[dict[str, str]] = None) -> Table:
+    """One row per trial: status, metric, test BLEU, time, tries (and the SLURM job: ``live`` states first), error."""
+    live = live or {}
     slurm = any(t.job_id for t in state.trials)
     table = Table(title=f"sweep {state.name} ({state.source})", title_justify="left")
     columns = ["trial", "status", ">" + (metric or "metric"), ">" + TEST_BLEU.key, ">time", ">tries"]
@@ -171,9 +188,42 @@ def status_table(state: SweepState, out: Path, metric: Optional[str]) -> Table:
         if slurm:
             from ablate.sweep.slurm import requeues
 
-            row += [f"{t.job_id} {(t.job_state or '').lower()}" if t.job_id else "", str(requeues(out / t.name))]
+            job_state = live.get(t.job_id or "", t.job_state) if t.status == RunStatus.RUNNING else t.job_state
+            row += [f"{t.job_id} {(job_state or '').lower()}" if t.job_id else "", str(requeues(out / t.name))]
         table.add_row(*row, Text(t.error or ""))  # names and errors are text, never markup
     return table
+
+
+def _left_running(console: Console, state: SweepState, out: Path, jobs: dict[str, str]) -> None:
+    """Name the trials ``running`` in ``sweep.json`` that nothing runs: a SLURM job that ended since a launcher last
+    looked (``jobs``: :func:`live_jobs`), or, with no launcher, a local trial whose process is gone (it dies with its
+    launcher)."""
+    from ablate.sweep.local import is_same_process, trains
+
+    running = [t for t in state.trials if t.status == RunStatus.RUNNING]
+    if jobs:
+        from ablate.sweep.slurm import ACTIVE
+
+        ended = [t.name for t in running if t.job_id in jobs and jobs[str(t.job_id)] not in ACTIVE]
+        if ended:
+            whose = "1 trial's SLURM job has" if len(ended) == 1 else f"{len(ended)} trials' SLURM jobs have"
+            again = f"run the sweep command again to collect {'it' if len(ended) == 1 else 'them'}"
+            line = f"{whose} ended since a launcher last looked ({', '.join(ended)}): {again}"
+            console.print(line, style="yellow", markup=False, highlight=False)
+    if is_locked(out):
+        return
+    alive = [t for t in running if t.pid is not None and is_same_process(t.pid, t.pid_start)]
+    gone = [t.name for t in running if t.job_id is None and not (t in alive and trains(t.pid or 0, out / t.name))]
+    if gone:
+        whose = "1 trial was" if len(gone) == 1 else f"{len(gone)} trials were"
+        them = "it" if len(gone) == 1 else "them"
+        console.print(
+            f"{whose} left running by a launcher that is gone and nothing trains {them} ({', '.join(gone)}): run the "
+            f"sweep command again to resume {them}",
+            style="yellow",
+            markup=False,
+            highlight=False,
+        )
 
 
 def show_status(console: Console, state: SweepState, out: Path) -> None:
@@ -186,12 +236,15 @@ def show_status(console: Console, state: SweepState, out: Path) -> None:
     if state.metric and state.goal:  # what its trials hold, read wherever this runs (source is relative to the run's)
         metric, goal = state.metric, state.goal
     repeat = state.repeat if state.repeat is not None else spec is not None and spec.repeat_seeds is not None
-    console.print(status_table(state, out, metric))
+    jobs = live_jobs(state, out)
+    console.print(status_table(state, out, metric, jobs))
     live = "a launcher is running" if is_locked(out) else "no launcher running"
     console.print(f"{len(state.trials)} trials: {_counts(state, *COUNTED) or 'none'} ({live})", highlight=False)
+    _left_running(console, state, out, jobs)
     for job, job_state in state.workers.items():
         names = [t.name for t in state.trials if t.status == RunStatus.RUNNING and t.job_id == job]
-        console.print(f"worker job {job} {job_state.lower()}: {', '.join(names) or 'no trial'}", highlight=False)
+        shown = jobs.get(job, job_state).lower()
+        console.print(f"worker job {job} {shown}: {', '.join(names) or 'no trial'}", highlight=False)
     if goal is not None:
         _best(console, state, metric, goal, repeat)
 

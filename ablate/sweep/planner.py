@@ -439,7 +439,11 @@ class Planner:
             trial.status = RunStatus.INTERRUPTED
 
     def prepare(self) -> int:
-        """Reset failures for ``--retry-failed``, plan, save; returns the trials already done."""
+        """Reset failures for ``--retry-failed``, plan, save; returns the trials already done. The folder records
+        this run's overrides (a rerun may change :data:`~ablate.config.NOT_TRAINING` ones: ``ablate export``
+        rebuilds the latest command) under this version's signature (an older folder's hashed every key)."""
+        self.state.overrides = list(self.opts.overrides) + list(self.opts.axes)
+        self.state.signature = signature(self.spec, self.opts)
         if self.opts.retry_failed:
             for t in self.state.trials:
                 if t.status == RunStatus.FAILED:

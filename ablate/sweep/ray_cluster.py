@@ -127,10 +127,12 @@ class RayExecutor:
 
     @staticmethod
     def _exit(ref: Any) -> Exit:
-        """The trainer's exit code, or a lost attempt when Ray lost its task."""
+        """The trainer's exit code, or a lost attempt when Ray lost its task or a signal killed the trainer (the OOM
+        killer, ``kill -9``: relaunched as a local trial is)."""
         ray = _ray()
         try:
-            return Exit(ray.get(ref))
+            code = ray.get(ref)
+            return Exit(code, lost=code is not None and code < 0)
         except ray.exceptions.RayTaskError as err:  # run_attempt itself raised: this machine's problem, not lost
             return Exit(1, reason=f"Ray task failed: {str(err).strip().splitlines()[-1]}")
         except ray.exceptions.RayError as err:

@@ -33,7 +33,7 @@ from ablate.sweep.local import (
 )
 from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet, trainer_command
 from ablate.sweep.spec import SweepError, SweepSpec
-from ablate.sweep.state import SweepLock, Trial, outcome, read_summary, state_lock
+from ablate.sweep.state import SweepLock, Trial, log_tail, outcome, read_summary, state_lock
 from ablate.utils.io import unlinked
 
 ACTIVE = {  # a job in these states may still run (or run again)
@@ -41,6 +41,7 @@ ACTIVE = {  # a job in these states may still run (or run again)
     "SUSPENDED", "STAGE_OUT", "SIGNALING", "RESV_DEL_HOLD",
 }  # fmt: skip
 LOST = {"CANCELLED", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "TIMEOUT", "DEADLINE"}  # the cluster ended it: resubmit
+KILLED = "Killed: trainer killed by "  # TrialJob's last line in trial.log when a signal killed the trainer
 POLL_S = 5.0  # seconds between squeues
 REQUEUE_GRACE_S = 20.0
 REQUEUE_WINDOW_S = 300.0
@@ -105,6 +106,13 @@ def requeues(run_dir: Path) -> int:
 # ---- One job per trial ----
 
 
+def killed(run_dir: Path, log_start: int = 0) -> Optional[str]:
+    """The line saying the trial's last attempt (its ``trial.log`` from ``log_start``) ended with its trainer killed
+    by a signal inside the job (lost from outside, as a job SLURM cancelled is), else ``None``."""
+    tail = log_tail(RunFiles(run_dir).log, log_start, lines=1)
+    return tail[-1].removeprefix("Killed: ") if tail and tail[-1].startswith(KILLED) else None
+
+
 def _ignore_usr2() -> None:  # in the trainer between fork and exec: the job's signal is for the parent
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
@@ -152,6 +160,10 @@ class TrialJob:
                 self.argv, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=_ignore_usr2
             )
             code = self._proc.wait()
+            if code < 0:  # killed from outside (the OOM killer, kill -9): the launcher relaunches it (:func:`killed`)
+                name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+                oom = " (out of memory?)" if code == -signal.SIGKILL else ""
+                out.write(f"{KILLED}{name}{oom} in SLURM job {os.environ.get('SLURM_JOB_ID', '?')}\n")
         if code != 0:
             tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:]
             raise RuntimeError(f"trainer exited with code {code}: {tail[0] if tail else ''}")
@@ -304,8 +316,9 @@ class SlurmExecutor:
                 trial.job_state = state or "GONE"
                 # ended without finishing or failing by itself (cancelled, node failure, requeue lost): its
                 # checkpoint is there, so it runs again and resumes
-                lost = state in LOST or state is None
-                reason = f"SLURM job {trial.job_id} {trial.job_state}"
+                kill = killed(self.out / trial.name, handle.log_start)
+                lost = state in LOST or state is None or kill is not None
+                reason = kill or f"SLURM job {trial.job_id} {trial.job_state}"
                 polled.ended.append((handle, Exit(0 if state in (None, "COMPLETED") else 1, lost=lost, reason=reason)))
         return polled
 

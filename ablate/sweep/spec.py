@@ -34,6 +34,7 @@ VARIANTS = "variants"  # a constant: variant name -> overrides, in a sweep regis
 BASE = "base"  # a constant: the table's base row (a variant, or a grid's point)
 RESERVED = (VARIANT, COMPARISONS, VARIANTS, BASE)
 SEED = "seed"  # the one parameter that can be a repeat axis
+RUN_NAME = "tracking.name"  # each trial's own W&B run name: a sweep may vary it, never fix it for many trials
 REPEAT = "repeat"  # ``seed: {repeat: N}``: every proposed configuration trains with seeds 1..N
 METHODS = ("grid", "random", "bayes", "custom")
 """W&B's search methods (``custom`` needs a W&B scheduler, and is refused)."""
@@ -278,6 +279,16 @@ def check_parameters(parameters: dict[str, Any], where: str) -> None:
             check_base(param, parameters, where)
         else:
             _check_key(name, keys, f"{where}: parameters.{name}")
+            if name == RUN_NAME and not _varies(param):
+                raise SweepError(one_run_name(f"{where}: parameters.{name}"))
+
+
+def one_run_name(where: str) -> str:
+    """The error for a :data:`RUN_NAME` that every trial of a sweep (or of a variant) would share."""
+    return (
+        f"{where}: {RUN_NAME} would give every trial one W&B run name (ablate names each run after its trial); "
+        f"name the sweep's W&B group with tracking.group instead, or drop it"
+    )
 
 
 def _check_key(key: str, keys: set[str], where: str) -> None:
@@ -305,6 +316,8 @@ def check_variants(param: dict[str, Any], parameters: dict[str, Any], where: str
         overrides = variant_overrides(value)
         for key in overrides:
             _check_key(key, keys, f"{label} ({name})")
+        if RUN_NAME in overrides:
+            raise SweepError(one_run_name(f"{label} ({name})"))
         for key in sorted(axes & set(overrides)):
             raise SweepError(
                 f"{label} ({name}) sets {key}, which the sweep varies (parameters.{key}): its trials would be "
@@ -595,9 +608,11 @@ def with_axes(spec: SweepSpec, axes: dict[str, list[Any]]) -> SweepSpec:
 
 def check_unswept(spec: SweepSpec, overrides: list[str]) -> None:
     """A ``key=value`` for every trial names no key the sweep varies: it applies last, so the trials along that
-    axis would all train its value under names that say otherwise."""
+    axis would all train its value under names that say otherwise; nor :data:`RUN_NAME` (one name for all)."""
     for item in overrides:
         key = item.partition("=")[0].strip()
+        if key == RUN_NAME:
+            raise SweepError(one_run_name(f"override '{item}'"))
         if key in spec.varying:
             raise SweepError(
                 f"override '{item}': the sweep varies {key} (parameters.{key}) and an override applies to every "

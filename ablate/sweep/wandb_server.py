@@ -22,6 +22,7 @@ from ablate.sweep.planner import LaunchOptions, TrialCommand, point_of, trainer_
 from ablate.sweep.spec import (
     REPEAT,
     SEED,
+    SWEEP_COMMAND,
     SweepError,
     SweepSpec,
     check_unswept,
@@ -58,6 +59,7 @@ def wandb_sweep_config(spec: SweepSpec, agents: bool = True) -> dict[str, Any]:
     if seeds is not None:
         config["parameters"][SEED] = {"values": seeds}
     config.setdefault("name", spec.name)
+    config.setdefault("command", list(SWEEP_COMMAND))  # W&B's default runs `${program} ${args}`: no program here
     return config
 
 

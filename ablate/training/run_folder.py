@@ -159,6 +159,22 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
     return "resume" if has_checkpoint(run_dir) else "new"
 
 
+def device_change(cfg: Config, run_dir: Path) -> Optional[str]:
+    """The warning for resuming ``run_dir`` on another number of devices than its last attempt's: each step's batch
+    is ``train.max_tokens`` per device, so the rest of the run trains on other batches (``None``: the same, or
+    ``auto`` on either side). The count is a resource (:data:`~ablate.config.NOT_TRAINING`), so it is allowed."""
+    config = (read_summary(run_dir) or {}).get("config")
+    train = config.get("train") if isinstance(config, dict) else None
+    old, new = train.get("devices") if isinstance(train, dict) else None, cfg.train.devices
+    if not isinstance(old, int) or isinstance(old, bool) or not isinstance(new, int) or old == new:
+        return None
+    return (
+        f"train.devices={new} resumes a run last trained with train.devices={old}: train.max_tokens is per device, "
+        f"so each step from here holds {new} x train.max_tokens tokens instead of {old} x (resume with "
+        f"train.devices={old} to keep it)"
+    )
+
+
 RUN_ENTRIES = frozenset(
     {"config.yaml", "tokenizer", "checkpoints", "wandb", "wandb_id.txt", "console.log", "csv", "tensorboard", "mlruns"}
     | {SUMMARY_FILE, ENVIRONMENT_FILE, LOG_FILE, *TEXT_KINDS}

@@ -34,6 +34,7 @@ from ablate.training.run_folder import (
     check_overwrite,
     claim_run_dir,
     default_run_dir,
+    device_change,
     has_checkpoint,
     is_launcher_process,
     prepare_run_dir,
@@ -152,6 +153,8 @@ def _train(
         return _already_finished(run_dir)
     # the newest checkpoint that loads: a damaged last.ckpt falls back to an earlier one
     resume_from = resumable_checkpoint(RunFiles(run_dir).checkpoints, log.warning) if state == "resume" else None
+    if resume_from is not None and is_launcher_process() and (change := device_change(cfg, run_dir)):
+        log.warning(change)  # allowed (a resource), but the rest of the run trains on other batches
     start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
     run = _start(cfg, run_dir, state, start_from, mark)
     try:

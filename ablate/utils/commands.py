@@ -67,7 +67,14 @@ def one_line_usage_errors(ctx: Any) -> Iterator[None]:
     except click_errors.UsageError as err:
         if isinstance(err, getattr(click_errors, "NoArgsIsHelpError", ())):
             raise
-        fail(f"{err.format_message()} (see {(err.ctx or ctx).command_path} --help)")
+        message, name = err.format_message(), getattr(err, "option_name", None) or ""
+        if isinstance(err, click_errors.NoSuchOption) and name.startswith("--") and "." in name:  # W&B's ${args}
+            key = name.removeprefix("--")
+            message = (
+                f"No such option: {name}: config keys take no dashes ({key}=VALUE); a W&B sweep's command passes "
+                "them so with ${args_no_hyphens}, not ${args}"
+            )
+        fail(f"{message} (see {(err.ctx or ctx).command_path} --help)")
 
 
 class HandledGroup(TyperGroup):

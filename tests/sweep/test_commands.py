@@ -334,3 +334,57 @@ def test_status_from_another_folder_names_the_best_mean_of_a_repeat_seed_sweep(
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     assert invoke("status", tmp_path / "runs" / "tiny").output == here.output
+
+
+def test_status_without_a_launcher_shows_the_slurm_jobs_as_they_are_now(tmp_path, monkeypatch):
+    """After Ctrl-C (the jobs keep running) ``sweep status`` showed each job as the launcher last saw it: "3 running"
+    for a job SLURM had ended minutes before, "4 pending" for one running. It asks squeue, and says what to do."""
+    from ablate.sweep import slurm
+    from ablate.sweep.state import SweepState, Trial, save_state
+
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {"4": "RUNNING"})  # job 3 ended: squeue forgot it
+    trials = [
+        Trial("seed=1", {"seed": 1}, status="running", job_id="3", job_state="RUNNING"),
+        Trial("seed=2", {"seed": 2}, status="running", job_id="4", job_state="PENDING"),
+    ]
+    save_state(tmp_path, SweepState("tiny", "gone.yaml", "sig", trials=trials))
+    result = invoke("status", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "3 gone" in result.output and "4 running" in result.output and "3 running" not in result.output
+    assert "1 trial's SLURM job has ended since a launcher last looked (seed=1)" in result.output
+    assert "run the sweep command again to collect it" in result.output
+
+    def no_squeue(ids):
+        raise commands.SweepError("SLURM's 'squeue' is not on PATH")
+
+    monkeypatch.setattr(slurm, "job_states", no_squeue)  # a copied folder on a laptop: as last seen
+    result = invoke("status", tmp_path)
+    assert result.exit_code == 0 and "3 running" in result.output and "ended" not in result.output, result.output
+
+
+def test_status_names_local_trials_a_dead_launcher_left_running(tmp_path, monkeypatch):
+    """A local launcher killed (kill -9, a closed terminal) takes its trials with it; ``sweep status`` then said
+    "2 trials: 2 running (no launcher running)" while nothing trained them."""
+    import subprocess
+    import sys
+
+    from ablate.sweep.local import start_time
+    from ablate.sweep.state import SweepState, Trial, save_state
+
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    trials = [
+        Trial("seed=1", {"seed": 1}, status="running", pid=gone.pid, pid_start=1),
+        Trial("seed=2", {"seed": 2}, status="running"),
+        Trial("seed=3", {"seed": 3}, status="finished", metric=1.0, pid=gone.pid),
+    ]
+    save_state(tmp_path, SweepState("tiny", "gone.yaml", "sig", trials=trials))
+    result = invoke("status", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert (
+        "2 trials were left running by a launcher that is gone and nothing trains them (seed=1, seed=2): run the "
+        "sweep command again to resume them"
+    ) in result.output
+    assert start_time(gone.pid) is None

@@ -135,7 +135,8 @@ def test_a_rerun_may_change_what_leaves_the_trained_model_alone(tmp_path, events
 
 def test_a_folder_recorded_with_every_override_hashed_still_resumes(tmp_path, events):
     """A sweep.json written before NOT_TRAINING left the signature (its signature hashed every override)
-    resumes unchanged, also with its display overrides changed; a training override changed is still refused."""
+    resumes, also with its display overrides changed, and then holds this version's signature and the rerun's
+    overrides (it kept the first ones); a training override changed is still refused."""
     import hashlib
     import json
 
@@ -150,13 +151,33 @@ def test_a_folder_recorded_with_every_override_hashed_still_resumes(tmp_path, ev
     state.signature = hashlib.sha1(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
     save_state(tmp_path / "out", state)  # as the previous version wrote it
     before = (tmp_path / "out" / "sweep.json").read_text()
-    for overrides in (old, ["train.lr=0.01"], ["tracking.project=new", "train.lr=0.01"]):
-        again = run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=overrides), progress)
-        assert again.launched == 0
-        assert json.loads((tmp_path / "out" / "sweep.json").read_text())["signature"] == state.signature
     with pytest.raises(SweepError, match="other parameters or overrides"):
         run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=["train.lr=0.02"]), progress)
-    assert json.loads(before)["signature"] == load_state(tmp_path / "out").signature
+    assert (tmp_path / "out" / "sweep.json").read_text() == before  # refused: left as it was
+    for overrides in (["tracking.project=new", "train.lr=0.01"], old, ["train.lr=0.01"]):
+        again = run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=overrides), progress)
+        assert again.launched == 0
+        assert load_state(tmp_path / "out").overrides == overrides  # the folder now holds this run's
+    assert load_state(tmp_path / "out").signature != state.signature  # upgraded on its first accepted rerun
+    with pytest.raises(SweepError, match="other parameters or overrides"):
+        run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=["train.lr=0.02"]), progress)
+
+
+def test_sweep_json_records_the_overrides_of_the_latest_run(tmp_path, events):
+    """A rerun with a new ``tracking.project`` kept the first run's overrides in ``sweep.json`` (``tracking.project=
+    first``), so ``ablate export`` rebuilt a command that logs to the old project; a dry run writes nothing."""
+    from ablate.sweep.planner import Planner
+    from ablate.sweep.state import load_state
+
+    spec = small_spec({"seed": {"values": [1, 2]}})
+    progress, _ = quiet_progress()
+    run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=["tracking.project=first"]), progress)
+    assert load_state(tmp_path / "out").overrides == ["tracking.project=first"]
+    second = ["tracking.project=second", "trainer.enable_progress_bar=false"]
+    again = run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=second), progress)
+    assert again.launched == 0 and load_state(tmp_path / "out").overrides == second
+    Planner(spec, options(tmp_path / "out", fake_command(events), overrides=["tracking.project=third"])).preview()
+    assert load_state(tmp_path / "out").overrides == second
 
 
 @pytest.mark.parametrize(
@@ -171,3 +192,34 @@ def test_a_label_set_by_the_user_is_checked_before_any_trial_starts(tmp_path, ev
     result = run_sweep(spec, options(tmp_path / "out", fake_command(events), overrides=overrides), progress)
     assert [t.status for t in result.state.trials] == ["failed", "failed"] and events.count("start") == 0
     assert all(t.error.startswith("invalid config: tracking.") for t in result.state.trials)
+
+
+def test_an_old_folder_takes_a_display_edit_in_its_config_once_rerun(tmp_path, events):
+    """An old folder (its signature hashed every key of ``--config``) refused a ``tracking.project`` edited inside
+    that file on every rerun: its hash cannot tell that edit from a training one, so the first refusal stands, but
+    a rerun with the file as it was upgrades the folder and the edit then passes (a training edit still fails)."""
+    import hashlib
+    import json
+
+    from ablate.config import flatten, read_yaml
+    from ablate.sweep.state import load_state, save_state
+
+    base = tmp_path / "base.yaml"
+    base.write_text("tracking: {project: old}\nmodel: {heads: 2}\n")
+    spec = small_spec({"seed": {"values": [1, 2]}})
+    progress, _ = quiet_progress()
+    run_sweep(spec, options(tmp_path / "out", fake_command(events), config=base), progress)
+    state = load_state(tmp_path / "out")
+    blob = {"method": spec.method, "parameters": spec.parameters, "overrides": [], "config": flatten(read_yaml(base))}
+    state.signature = hashlib.sha1(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    save_state(tmp_path / "out", state)  # as the previous version wrote it
+    base.write_text("tracking: {project: new}\nmodel: {heads: 2}\n")
+    with pytest.raises(SweepError, match="another base config"):
+        run_sweep(spec, options(tmp_path / "out", fake_command(events), config=base), progress)
+    base.write_text("tracking: {project: old}\nmodel: {heads: 2}\n")
+    assert run_sweep(spec, options(tmp_path / "out", fake_command(events), config=base), progress).launched == 0
+    base.write_text("tracking: {project: new}\nmodel: {heads: 2}\n")
+    assert run_sweep(spec, options(tmp_path / "out", fake_command(events), config=base), progress).launched == 0
+    base.write_text("tracking: {project: new}\nmodel: {heads: 4}\n")
+    with pytest.raises(SweepError, match="another base config"):
+        run_sweep(spec, options(tmp_path / "out", fake_command(events), config=base), progress)

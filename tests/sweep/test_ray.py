@@ -97,6 +97,19 @@ def test_the_cluster_is_described_after_ray_is_started(tmp_path, monkeypatch):
     assert len(started) == 1
 
 
+@pytest.mark.parametrize("code, lost", [(-9, True), (-15, True), (0, False), (1, False)])
+def test_a_trainer_killed_inside_its_ray_task_is_relaunched_as_a_local_one_is(monkeypatch, code, lost):
+    """A trainer killed by a signal inside a live Ray task (the OOM killer, ``kill -9``) ended as a failure of its
+    own (``Exit(-9)``, not lost): the trial failed for good where a local one killed so is relaunched."""
+    from ablate.sweep import ray_cluster
+
+    errors = types.SimpleNamespace(RayTaskError=KeyError, RayError=KeyError)
+    fake = types.SimpleNamespace(get=lambda ref: code, exceptions=errors)
+    monkeypatch.setattr(ray_cluster, "_ray", lambda: fake)
+    exit = ray_cluster.RayExecutor._exit(object())
+    assert exit.code == code and exit.lost is lost
+
+
 def test_a_cluster_ray_cannot_reach_is_one_line_naming_ray_address(tmp_path, monkeypatch):
     # RAY_ADDRESS naming a stopped head (or one whose token this client lacks): Ray's ConnectionError traceback, rc 1
     from ablate.sweep import ray_cluster

@@ -124,6 +124,28 @@ def test_unknown_launcher_and_bad_slurm_arg_are_one_line(tmp_path):
     assert bad.exit_code == 2 and "--slurm-arg 'account': use KEY=VALUE" in bad.output
 
 
+@pytest.mark.parametrize("code, lost", [("import os, signal; os.kill(os.getpid(), 9)", True), ("exit(3)", False)])
+def test_a_trainer_killed_inside_its_job_is_relaunched_as_a_local_one_is(tmp_path, monkeypatch, code, lost):
+    """A trainer killed by a signal inside its SLURM job (the OOM killer, ``kill -9``) failed its trial for good, the
+    reason the log's last line, "SLURM auto-requeueing enabled. Setting signal handlers. [exit code 1]"; a local or
+    Ray trial killed so is relaunched and resumes from its checkpoint. A trainer that fails by itself still fails."""
+    from ablate.sweep import slurm
+    from ablate.sweep.state import Trial, outcome
+
+    run_dir = tmp_path / "out" / "t"
+    argv = [sys.executable, "-c", f"print('SLURM auto-requeueing enabled. Setting signal handlers.'); {code}"]
+    with pytest.raises(RuntimeError, match="trainer exited"):
+        slurm.TrialJob(argv, run_dir)()
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {"7": "FAILED"})
+    monkeypatch.setattr(slurm, "REQUEUE_GRACE_S", 0.0)
+    executor = SlurmExecutor(ExecutorArgs(name="s"), tmp_path / "out")
+    ((handle, exit),) = executor.poll([executor.adopt(Trial("t", {}, job_id="7", job_state="RUNNING"), print)]).ended
+    assert exit.lost is lost and ("trainer killed by SIGKILL (out of memory?) in SLURM job" in exit.reason) is lost
+    if lost:
+        reason = outcome(run_dir, exit.code, None).error
+        assert "trainer killed by SIGKILL" in reason and "auto-requeueing" not in reason, reason
+
+
 # ------------------------------------------------------------------ against a real cluster
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):

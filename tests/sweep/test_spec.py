@@ -321,3 +321,29 @@ def test_a_sweep_file_nested_5000_deep_is_one_line_not_a_traceback(tmp_path):
     assert result.exit_code == 2, result.output  # was a RecursionError traceback, exit 1
     assert "line 3: lists and mappings nest more than 100 levels deep" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "parameters, overrides",
+    [
+        ("  tracking.name: {value: x}\n", []),
+        ("  variant: {values: [a, {name: b, tracking.name: x}]}\n", []),
+        ("", ["tracking.name=x"]),
+    ],
+)
+def test_one_run_name_for_every_trial_is_refused_in_one_line(tmp_path, parameters, overrides):
+    """``tracking.name=x`` on a sweep (a constant, a variant's, on the command line) gave every trial (every seed)
+    the W&B run name ``x``, applied after the trial's own; a varying ``tracking.name`` still names each trial."""
+    from typer.testing import CliRunner
+
+    from ablate.cli import app
+
+    path = tmp_path / "named.yaml"
+    path.write_text("method: grid\nparameters:\n  seed: {values: [1, 2]}\n" + parameters)
+    args = ["sweep", "run", str(path), "--dry-run", "--out", str(tmp_path / "out"), *overrides]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output  # rc 0, both trials "tracking.name=x"
+    assert "tracking.group" in result.output and len(result.output.strip().splitlines()) == 1, result.output
+    path.write_text("method: grid\nparameters:\n  tracking.name: {values: [a, b]}\n")
+    result = CliRunner().invoke(app, ["sweep", "run", str(path), "--dry-run", "--out", str(tmp_path / "other")])
+    assert result.exit_code == 0 and "tracking.name=a" in result.output, result.output

@@ -278,3 +278,17 @@ def test_a_sweep_for_wandb_agents_on_a_plain_test_score_is_refused_naming_the_pe
     )  # a local sweep's panels
     per_split = small_spec({"model.heads": {"values": [1, 2]}}, method="bayes", metric={"name": "test_test/bleu"})
     assert wandb_server.wandb_sweep_config(per_split)["metric"]["name"] == "test_test/bleu"
+
+
+def test_a_sweep_created_from_a_file_without_a_command_runs_under_a_plain_wandb_agent(tmp_path):
+    """A sweep file without ``command`` (``ablate sweep run`` needs none) was registered as it was, so W&B's default
+    ``${program} ${args}`` had no program: every run of a plain ``wandb agent`` failed. It gets ablate's command;
+    a file's own command is kept."""
+    from ablate.sweep.spec import SWEEP_COMMAND
+
+    path = tmp_path / "bare.yaml"
+    path.write_text("method: grid\nparameters:\n  model.heads: {values: [2, 4]}\n")
+    assert wandb_server.wandb_sweep_config(load_spec(path))["command"] == SWEEP_COMMAND
+    own = ["${env}", "python", "wrap.py", "${args_no_hyphens}"]
+    path.write_text(yaml.safe_dump({"method": "grid", "command": own, "parameters": {"model.heads": {"value": 2}}}))
+    assert wandb_server.wandb_sweep_config(load_spec(path))["command"] == own

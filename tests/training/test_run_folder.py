@@ -80,3 +80,27 @@ def test_a_run_name_that_is_not_one_folder_name_is_refused(tmp_path, name):
     proc = invoke_cli("train", *tiny_checkpointing("train.max_steps=2", f"tracking.name={name}"), cwd=work)
     assert_one_error_line(proc, f"tracking.name '{name}' is not one folder name")
     assert sorted(p.name for p in work.rglob("*")) == []
+
+
+def test_a_resume_on_another_number_of_devices_says_the_batch_changes(tmp_path):
+    """``train.max_tokens`` is per device, so a DDP run (``train.devices=2``) resumed with ``train.devices=1`` trains
+    the rest of its steps on half the tokens per step; the resume is allowed (the device count is a resource) but
+    said nothing. Measured: 2 CPU processes killed at step 12, resumed on 1: rc 0, no word of it."""
+    from ablate.config import load_config
+    from ablate.training.run_folder import RunRecord, claim_run_dir, device_change
+
+    run = tmp_path / "run"
+    ddp = load_config(None, ["train.max_steps=20", "train.devices=2", "train.accelerator=cpu"])
+    claim_run_dir(ddp, run)
+    RunRecord(run, ddp).write("interrupted")
+    one = load_config(None, ["train.max_steps=20", "train.devices=1", "train.accelerator=cpu"])
+    assert device_change(one, run) == (
+        "train.devices=1 resumes a run last trained with train.devices=2: train.max_tokens is per device, so each "
+        "step from here holds 1 x train.max_tokens tokens instead of 2 x (resume with train.devices=2 to keep it)"
+    )
+    assert device_change(ddp, run) is None
+    RunRecord(run, one).write("interrupted")  # the last attempt's devices count, not the first's
+    assert device_change(one, run) is None
+    assert device_change(ddp, run).startswith("train.devices=2 resumes a run last trained with train.devices=1")
+    auto = load_config(None, ["train.max_steps=20", "train.devices=auto", "train.accelerator=cpu"])
+    assert device_change(auto, run) is None  # "auto": the count is the machine's, unknown here

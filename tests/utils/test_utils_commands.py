@@ -175,6 +175,11 @@ def test_no_help_page_shows_a_bool_metavar(monkeypatch):
             "(see root table --help)",
         ),
         (["sweep", "run", "sweeps/quickstart.yaml", "--grace", "x"], "'x' is not a valid float. (see root sweep run"),
+        (  # W&B's ${args} (a sweep command's --key=value): every run of a plain `wandb agent` failed with no hint
+            ["train", "--train.max_steps=2"],
+            "No such option: --train.max_steps: config keys take no dashes (train.max_steps=VALUE); a W&B sweep's "
+            "command passes them so with ${args_no_hyphens}, not ${args} (see root train --help)",
+        ),
     ],
 )
 def test_a_usage_error_is_one_line_naming_the_help_to_read(args, message):
