@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterator, Optional, TypeGuard
 
-from ablate.errors import AblateError, did_you_mean
+from ablate.errors import AblateError, did_you_mean, first_line
 from ablate.utils.io import atomic_write_json, regular
 from ablate.utils.provenance import ENVIRONMENT_FILE
 
@@ -315,7 +315,7 @@ class RunSummary:
         try:
             data = json.loads(regular(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:  # missing, a device or a pipe, bad UTF-8, not JSON
-            raise UnreadableRecord(f"unreadable {path.name}: {str(err).splitlines()[0]}") from None
+            raise UnreadableRecord(f"unreadable {path.name}: {first_line(err)}") from None
         except RecursionError:  # a planted file nested deeper than the parser can follow
             data, deep = None, True
         else:

@@ -87,7 +87,7 @@ def read_texts(folder: Path) -> dict[str, SavedText]:
         try:
             lines = SavedText(regular(path), _read_text, found, os.path.join(resolved, name))
         except OSError as err:
-            raise TextError(f"{folder.name}/{name} is unreadable: {str(err).splitlines()[0]}") from None
+            raise TextError(f"{folder.name}/{name} is unreadable: {first_line(err)}") from None
         if not lines.known:
             _ = lines.digest  # read (and entered in the index) now: an unreadable file is reported as the trial is read
         if split in texts and texts[split] != lines:
@@ -384,7 +384,7 @@ def _sweep_plan(root: Path) -> tuple[dict[str, dict[str, Any]], Optional[str], O
     try:
         state = json.loads(regular(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        return {}, f"unreadable ({str(err).splitlines()[0]})", None
+        return {}, f"unreadable ({first_line(err)})", None
     trials, problem = planned_trials(state)
     name = state.get("name") if isinstance(state, dict) and isinstance(state.get("name"), str) else None
     return {t["name"]: t for t in trials}, problem, name
