@@ -87,6 +87,8 @@ SWEEP_FILE = "sweep.json"
 LOCK_FILE = ".lock"
 LOG_FILE = "trial.log"
 TEXT_KINDS = ("hyps", "refs", "sources")
+VALIDATION_SPLITS = ("val", "valid", "dev", "validation")
+"""The names a validation split goes by: in a corpus (in order of preference), so in ``hyps/<split>.txt``."""
 
 
 @dataclass(frozen=True)
@@ -389,12 +391,17 @@ def is_number(value: Any) -> TypeGuard[float]:  # an int or a float, not a bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def summary_value(value: Any) -> Any:
+    """``value``, or the number in W&B's ``define_metric(summary="max")`` summary ``{"max": x}`` (None: none)."""
+    if isinstance(value, dict):
+        return next((value[k] for k in ("max", "min", "best", "last", "mean") if k in value), None)
+    return value
+
+
 def metric_problem(key: str, value: Any) -> Optional[str]:
     """Why ``value`` cannot be the metric ``key`` (not a number, not finite, out of range), or None."""
-    if isinstance(value, dict):  # W&B's define_metric(summary="max") summaries: {"max": x}
-        value = next((value[k] for k in ("max", "min", "best", "last", "mean") if k in value), None)
-        if value is None:
-            return None
+    if isinstance(value, dict) and (value := summary_value(value)) is None:
+        return None
     if not is_number(value):
         return f"{key} is {_shown(value)}, not a number"
     if not math.isfinite(value):

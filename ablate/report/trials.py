@@ -43,6 +43,7 @@ from ablate.record import (
     SWEEP_FILE,
     TEST_BLEU,
     TEXT_KINDS,
+    VALIDATION_SPLITS,
     RecordError,
     RunFiles,
     RunStatus,
@@ -53,6 +54,7 @@ from ablate.record import (
     kind_of,
     metric_problem,
     summary_problem,
+    summary_value,
 )
 from ablate.utils.commands import Progress
 from ablate.utils.io import read_lines, regular, split_lines
@@ -425,7 +427,7 @@ def from_summary(
     sweep = summary["sweep"] if isinstance(summary.get("sweep"), dict) else {}
     if "seed" not in flat and "seed" in (sweep.get("params") or {}):
         flat["seed"] = sweep["params"]["seed"]
-    metrics = {k: n for k, v in summary.items() if k not in NOT_METRICS and (n := _number(v)) is not None}
+    metrics = {k: float(n) for k, v in summary.items() if k not in NOT_METRICS and is_number(n := summary_value(v))}
     history = tuple(sorted((dict(h) for h in summary.get("history") or [] if "step" in h), key=lambda h: h["step"]))
     return Trial(
         name=name,
@@ -481,15 +483,6 @@ def _variant_name(value: Any) -> Optional[str]:
     return None if value is None else str(value)
 
 
-def _number(value: Any) -> Optional[float]:
-    """A summary value as a float: a plain number, or W&B's ``{"max": x}``-style summary."""
-    if isinstance(value, dict):
-        value = next((value[k] for k in ("max", "min", "best", "last", "mean") if k in value), None)
-    if is_number(value):
-        return float(value)
-    return None
-
-
 def clean_config(config: dict[str, Any]) -> dict[str, Any]:
     """Flatten nested and dotted keys alike (``{"model": {"heads": 8}}`` -> ``{"model.heads": 8}``); drop bookkeeping."""
     flat = flatten(plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
@@ -539,7 +532,6 @@ def sweep_name(group: Optional[str]) -> Optional[str]:
 
 
 EXCLUDED = "excluded"
-VALIDATION_SPLITS = ("val", "valid", "dev", "validation")
 TOLERANCE = 0.01
 """BLEU points by which a summary may differ from its hypotheses' BLEU (rounding), no more."""
 
