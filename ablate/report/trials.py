@@ -669,8 +669,8 @@ def signature_of(metric: str, trials: Sequence[Trial]) -> list[str]:
 def first_split(metrics: Mapping[str, Any]) -> Optional[str]:
     """The test split a summary's plain ``test/bleu`` belongs to (the first test split), if it can be told."""
     plain = metrics.get(TEST_BLEU.key)
-    tests = [k[len("test_") : -len("/bleu")] for k in metrics if k.startswith("test_") and k.endswith("/bleu")]
-    same = [s for s in tests if metrics[f"test_{s}/bleu"] == plain]
+    tests = [s for k in metrics if (s := TEST_BLEU.split_of(k)) is not None]
+    same = [s for s in tests if metrics[TEST_BLEU.split_key(s)] == plain]
     return same[0] if len(same) == 1 else (tests[0] if len(tests) == 1 else None)
 
 
