@@ -162,12 +162,10 @@ def describe(dev: torch.device, threads: int) -> dict:
     }
 
 
-def matmul_work(
-    dev: torch.device, n: int = 0, repeat: int = 4, dtype: torch.dtype | None = None
-) -> tuple[Callable[[], None], float]:
-    """A contender doing ``repeat`` (n x n) @ (n x n) products in ``dtype`` (default: the training dtype), and
-    its FLOPs; ``n`` defaults to 1024 on a CPU and 8192 on a GPU (big enough for the tensor cores' peak)."""
-    n = n or (8192 if dev.type == "cuda" else 1024)
+def matmul_work(dev: torch.device, dtype: torch.dtype | None = None) -> tuple[Callable[[], None], float]:
+    """A contender doing 4 (n x n) @ (n x n) products in ``dtype`` (default: the training dtype), and its FLOPs;
+    n is 1024 on a CPU and 8192 on a GPU (big enough for the tensor cores' peak)."""
+    n, repeat = (8192 if dev.type == "cuda" else 1024), 4
     dtype = dtype or training_dtype(dev)
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)
