@@ -285,15 +285,14 @@ class Config:
     ``{kind, name, path, sha256}`` (installed ``ablate.plugins`` entry points too, with their package version)."""
 
 
-def valid_keys(cls: Any = Config) -> list[str]:
-    """Every dotted leaf key of ``cls`` (the whole config by default), e.g. ``model.attention.score``."""
-    return list(leaf_types(cls))
+def valid_keys() -> list[str]:
+    """Every dotted leaf key of the config, e.g. ``model.attention.score``."""
+    return list(leaf_types(Config))
 
 
-def describe_keys(cls: type = Config) -> list[tuple[str, str, Any, str]]:
+def describe_keys() -> list[tuple[str, str, Any, str]]:
     """:func:`~ablate.utils.typed.describe_fields` of every config key, for ``ablate train --help``."""
-
-    return describe_fields(cls)
+    return describe_fields(Config)
 
 
 def complete_overrides(incomplete: str) -> list[tuple[str, str]]:
@@ -305,7 +304,7 @@ def _build(cls: Any, values: dict[str, Any], prefix: str = "") -> Any:
     hints = field_types(cls)
     for key in values:
         if key not in hints:
-            keys = valid_keys(Config)
+            keys = valid_keys()
             hint = did_you_mean(prefix + key, keys, cutoff=0.5) or f"; valid keys: {', '.join(sorted(keys))}"
             raise ConfigError(f"unknown config key '{prefix + key}'{hint}")
     kwargs = {}

@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Iterator, Optional, TypeGuard
 
-from ablate.errors import AblateError, did_you_mean
+from ablate.errors import AblateError, did_you_mean, first_line
 from ablate.utils.io import atomic_write_json, regular
 from ablate.utils.provenance import ENVIRONMENT_FILE
 
@@ -87,6 +87,8 @@ SWEEP_FILE = "sweep.json"
 LOCK_FILE = ".lock"
 LOG_FILE = "trial.log"
 TEXT_KINDS = ("hyps", "refs", "sources")
+VALIDATION_SPLITS = ("val", "valid", "dev", "validation")
+"""The names a validation split goes by: in a corpus (in order of preference), so in ``hyps/<split>.txt``."""
 
 
 @dataclass(frozen=True)
@@ -315,7 +317,7 @@ class RunSummary:
         try:
             data = json.loads(regular(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:  # missing, a device or a pipe, bad UTF-8, not JSON
-            raise UnreadableRecord(f"unreadable {path.name}: {str(err).splitlines()[0]}") from None
+            raise UnreadableRecord(f"unreadable {path.name}: {first_line(err)}") from None
         except RecursionError:  # a planted file nested deeper than the parser can follow
             data, deep = None, True
         else:
@@ -389,12 +391,17 @@ def is_number(value: Any) -> TypeGuard[float]:  # an int or a float, not a bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def summary_value(value: Any) -> Any:
+    """``value``, or the number in W&B's ``define_metric(summary="max")`` summary ``{"max": x}`` (None: none)."""
+    if isinstance(value, dict):
+        return next((value[k] for k in ("max", "min", "best", "last", "mean") if k in value), None)
+    return value
+
+
 def metric_problem(key: str, value: Any) -> Optional[str]:
     """Why ``value`` cannot be the metric ``key`` (not a number, not finite, out of range), or None."""
-    if isinstance(value, dict):  # W&B's define_metric(summary="max") summaries: {"max": x}
-        value = next((value[k] for k in ("max", "min", "best", "last", "mean") if k in value), None)
-        if value is None:
-            return None
+    if isinstance(value, dict) and (value := summary_value(value)) is None:
+        return None
     if not is_number(value):
         return f"{key} is {_shown(value)}, not a number"
     if not math.isfinite(value):

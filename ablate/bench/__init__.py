@@ -49,7 +49,6 @@ class BenchOptions:
     mem_length: int = 512
     mem_batch: int = 2
     mem_chunk_mb: float = 64.0
-    mem_train: bool = True
     data_scale: int = 0
     startup_wandb: bool = True
     flops: bool = True

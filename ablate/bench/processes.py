@@ -125,10 +125,9 @@ def measure_all(commands: dict[tuple[str, str], list[str]]) -> dict[tuple[str, s
 
 
 def bench_memory(opts, threads: int = 0, echo=lambda s: None) -> dict[str, Any]:
-    """Chunked vs naive additive attention, at ``opts.mem_*`` sizes, in inference (and, with ``opts.mem_train``,
-    training): ``{"<mode>": {"chunked", "naive", "ratio"}, ...}`` (``intermediate_mb``: the full (B, H, T, T, d_k)
-    fp32 tensor)."""
-    modes = ("inference", "training") if opts.mem_train else ("inference",)
+    """Chunked vs naive additive attention, at ``opts.mem_*`` sizes, in inference and training:
+    ``{"<mode>": {"chunked", "naive", "ratio"}, ...}`` (``intermediate_mb``: the full (B, H, T, T, d_k) fp32 tensor)."""
+    modes = ("inference", "training")
     length, batch, heads = opts.mem_length, opts.mem_batch, opts.heads
     out: dict[str, Any] = {
         "length": length,

@@ -156,8 +156,7 @@ def decoding_table(d: dict[str, Any]) -> Table:
 def memory_table(m: dict[str, Any]) -> Table:
     rows = [
         (mode, _fmt(m[mode]["chunked"]["delta_mb"]), _fmt(m[mode]["naive"]["delta_mb"]), _fmt(m[mode]["ratio"], ".3f"))
-        for mode in ("inference", "training")
-        if mode in m
+        for mode in ("inference", "training")  # bench_memory measures both
     ]
     title = (
         f"Additive attention peak memory, length {m['length']}, batch {m['batch']} "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import platform
 import statistics
 import time
@@ -18,6 +17,8 @@ from typing import Callable, Mapping, Optional
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from ablate.training.run_folder import machine
 
 Clock = Callable[[], float]  # seconds since an arbitrary origin, increasing
 NOISY = 0.10  # a ratio whose 95% interval (:func:`paired_interval`) is wider than this share of it is flagged
@@ -147,21 +148,10 @@ def autocast(dev: torch.device, dtype: torch.dtype | None = None) -> contextlib.
     return contextlib.nullcontext()
 
 
-def cpu_name() -> str:
-    """The CPU model (``/proc/cpuinfo``), else the machine type."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def describe(dev: torch.device, threads: int) -> dict:
     """Device, dtype, threads and versions, for the report."""
-    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"{cpu_name()}, {os.cpu_count()} CPUs"
+    cpu = machine()  # as a run records it
+    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"{cpu['cpu']}, {cpu['cores']} CPUs"
     return {
         "device": dev.type,
         "name": name,
@@ -172,12 +162,10 @@ def describe(dev: torch.device, threads: int) -> dict:
     }
 
 
-def matmul_work(
-    dev: torch.device, n: int = 0, repeat: int = 4, dtype: torch.dtype | None = None
-) -> tuple[Callable[[], None], float]:
-    """A contender doing ``repeat`` (n x n) @ (n x n) products in ``dtype`` (default: the training dtype), and
-    its FLOPs; ``n`` defaults to 1024 on a CPU and 8192 on a GPU (big enough for the tensor cores' peak)."""
-    n = n or (8192 if dev.type == "cuda" else 1024)
+def matmul_work(dev: torch.device, dtype: torch.dtype | None = None) -> tuple[Callable[[], None], float]:
+    """A contender doing 4 (n x n) @ (n x n) products in ``dtype`` (default: the training dtype), and its FLOPs;
+    n is 1024 on a CPU and 8192 on a GPU (big enough for the tensor cores' peak)."""
+    n, repeat = (8192 if dev.type == "cuda" else 1024), 4
     dtype = dtype or training_dtype(dev)
     a = torch.randn(n, n, device=dev, dtype=dtype)
     b = torch.randn(n, n, device=dev, dtype=dtype)

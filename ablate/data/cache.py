@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 from ablate.config import DataConfig
 from ablate.data.sources import Corpus, DataError, Source, digest, make_source, quiet_datasets
 from ablate.data.tokenizer import RECIPE, SubwordTokenizer, TokenizerError
+from ablate.errors import first_line
 from ablate.utils.io import HolderLock, cache_root, plain_mode, replace
 
 MANIFEST = ".manifest.json"
@@ -327,7 +328,7 @@ def prepare(cfg: DataConfig) -> Prepared:
         except Exception as err:  # noqa: BLE001 - a damaged entry (torn Arrow file, bad JSON, tokenizer): rebuild it once
             if isinstance(err, DataError) and not isinstance(err, TokenizerError):
                 raise
-            log.warning("cache entry %s is unreadable (%s); rebuilding it", entry, str(err).splitlines()[0][:200])
+            log.warning("cache entry %s is unreadable (%s); rebuilding it", entry, first_line(err)[:200])
             entry, hit = cached_entry(root, "corpora", key, build, damaged=entry.stat().st_ino)
             meta, tokenizer, splits = _load_entry(entry)
     finally:

@@ -28,14 +28,12 @@ from ablate.data.sources import DataError
 from ablate.data.tokenizer import BOS, EOS, PAD, SubwordTokenizer
 
 
-def pack_sorted(cost: np.ndarray, max_tokens: int, max_sentences: Optional[int] = None) -> np.ndarray:
+def pack_sorted(cost: np.ndarray, max_tokens: int) -> np.ndarray:
     """Boundaries ``(n_batches + 1,)`` of greedy batches over a non-decreasing ``cost``: each batch is the
     longest run whose padded size ``count * cost[end - 1]`` fits ``max_tokens`` (an over-long item alone)."""
     n, starts, i = len(cost), [], 0
     while i < n:
         hi = min(n, i + max(1, max_tokens // int(cost[i])))  # no batch from i can be longer
-        if max_sentences:
-            hi = min(hi, i + max_sentences)
         lo = i + 1  # always feasible; find the largest feasible end in [lo, hi] by bisection
         while lo < hi:
             mid = (lo + hi + 1) // 2

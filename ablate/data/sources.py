@@ -27,6 +27,7 @@ from huggingface_hub.utils import logging as hub_logging
 from ablate.config import DataConfig
 from ablate.data import builtin
 from ablate.errors import AblateError
+from ablate.record import VALIDATION_SPLITS
 from ablate.registry import register, table
 from ablate.utils.io import atomic_write_text, file_sha256
 
@@ -39,10 +40,6 @@ def digest(*parts: object) -> str:
 
 class DataError(AblateError):
     """A user-facing problem with the corpus or data settings; its message is one actionable line."""
-
-
-VAL_NAMES = ("val", "valid", "dev", "validation")
-"""Accepted names of the validation split, in order of preference."""
 
 
 @dataclass
@@ -80,9 +77,11 @@ def pick_splits(found: Iterable[str], where: str, listing: str = "") -> tuple[st
     listing = listing or ", ".join(found) or "nothing"
     if "train" not in found:
         raise DataError(f"no 'train' split in {where} (found: {listing}); add a train split")
-    val = next((name for name in VAL_NAMES if name in found), None)
+    val = next((name for name in VALIDATION_SPLITS if name in found), None)
     if val is None:
-        raise DataError(f"no validation split in {where} (found: {listing}); add one named {' or '.join(VAL_NAMES)}")
+        raise DataError(
+            f"no validation split in {where} (found: {listing}); add one named {' or '.join(VALIDATION_SPLITS)}"
+        )
     return val, [name for name in found if name.startswith("test")]
 
 
@@ -214,7 +213,7 @@ def scored_split(cfg: DataConfig) -> tuple[str, list[str]]:
     tests = [split for split in complete if split.startswith("test")]
     if tests:
         return tests[0], tests[1:]
-    val = next((name for name in VAL_NAMES if name in complete), None)
+    val = next((name for name in VALIDATION_SPLITS if name in complete), None)
     if val is not None:
         return val, []
     pair = "-".join(langs)
@@ -330,7 +329,7 @@ def canonical_split(name: str) -> str | None:
     """Hub split name -> ours (``validation`` -> ``val``); ``None`` for splits we do not use."""
     if name == "train" or name.startswith("test"):
         return name
-    return "val" if name in VAL_NAMES else None
+    return "val" if name in VALIDATION_SPLITS else None
 
 
 def text_columns(ds: datasets.Dataset, src: str, tgt: str, where: str) -> datasets.Dataset:

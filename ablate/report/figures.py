@@ -203,9 +203,9 @@ NO_HISTORY = "no validation history"
 DODGE = 14.0  # points between the markers of rows validated at one step, side by side
 
 
-def learning_curves_figure(sweep: Sweep, metric: str = DEV_BLEU.key) -> Optional[Figure]:
-    """Validation ``metric`` against step per row (:func:`panels`); None when no trial has a validation history."""
-    curves = {r.name: (r, *curve(r, metric)) for r in sweep.rows}
+def learning_curves_figure(sweep: Sweep) -> Optional[Figure]:
+    """Validation BLEU against step per row (:func:`panels`); None when no trial has a validation history."""
+    curves = {r.name: (r, *curve(r, DEV_BLEU.key)) for r in sweep.rows}
     if not any(len(c[1]) for c in curves.values()):
         return None
     found = [(title, [curves[r.name] for r in rows]) for title, rows in panels(sweep.rows, sweep)]
@@ -223,7 +223,7 @@ def learning_curves_figure(sweep: Sweep, metric: str = DEV_BLEU.key) -> Optional
     for ax in axes.flat[max(0, len(found) - ncols) : len(found)]:  # the lowest panel of each column
         ax.set_xlabel("training step")
     for ax in axes[:, 0]:
-        ax.set_ylabel("validation BLEU" if metric == DEV_BLEU.key else metric)
+        ax.set_ylabel("validation BLEU")
     single = any(len(c[1]) == 1 for c in curves.values())
     fig.suptitle(
         "Learning curves: validation BLEU (mean over seeds, shaded ± std)"

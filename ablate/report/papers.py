@@ -273,11 +273,10 @@ class Line:
     ppl_delta: Optional[float] = None
     se: Optional[float] = None
 
-    def clears(self, min_delta: float, shift: float = 0.0) -> str:
-        """Which side's Δ clears its own noise: ``both``, ``paper``, ``ours`` or ``""`` (our base moved by ``shift``)."""
+    def clears(self, min_delta: float) -> str:
+        """Which side's Δ clears its own noise: ``both``, ``paper``, ``ours`` or ``""``."""
         paper = abs(self.paper_delta or 0.0) >= min_delta
-        delta = None if self.delta is None else self.delta - shift
-        ours = delta is not None and self.se is not None and abs(delta) >= self.se
+        ours = self.delta is not None and self.se is not None and abs(self.delta) >= self.se
         return {(True, True): "both", (True, False): "paper", (False, True): "ours"}.get((paper, ours), "")
 
 
@@ -446,9 +445,8 @@ def _delta(value: Optional[float], base: Optional[float]) -> Optional[float]:
     return None if value is None or base is None else round(value - base, 6)
 
 
-def side_by_side(sweep: Sweep, table: Table, reference: Reference, min_delta: Optional[float] = None) -> SideBySide:
-    """Match ``sweep``'s rows to ``reference``, reading our BLEU and † from ``table`` (built from ``sweep``);
-    ``min_delta`` None: the reference's."""
+def side_by_side(sweep: Sweep, table: Table, reference: Reference) -> SideBySide:
+    """Match ``sweep``'s rows to ``reference``, reading our BLEU and † from ``table`` (built from ``sweep``)."""
     found = _test_column(table)
     if found is None:
         raise ReportError("the table has no test BLEU column to compare with the paper")
@@ -496,11 +494,10 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference, min_delta: Op
             )
         )
     not_run = [r for r in reference.rows if r.label not in used]
-    threshold = reference.min_delta if min_delta is None else min_delta
     gone = departures(base_config, reference.setup)
     base_se = _base_se(table, col_index, base_row, col.key)
     facts = our_facts(sweep, col.split or "", reference.setup)
-    return SideBySide(reference, col.label, lines[0], lines[1:], not_run, threshold, gone, base_se, facts)
+    return SideBySide(reference, col.label, lines[0], lines[1:], not_run, reference.min_delta, gone, base_se, facts)
 
 
 def _base_se(table: Table, col_index: int, base: Row, key: str) -> Optional[float]:

@@ -43,6 +43,7 @@ from ablate.record import (
     SWEEP_FILE,
     TEST_BLEU,
     TEXT_KINDS,
+    VALIDATION_SPLITS,
     RecordError,
     RunFiles,
     RunStatus,
@@ -53,6 +54,7 @@ from ablate.record import (
     kind_of,
     metric_problem,
     summary_problem,
+    summary_value,
 )
 from ablate.utils.commands import Progress
 from ablate.utils.io import read_lines, regular, split_lines
@@ -87,7 +89,7 @@ def read_texts(folder: Path) -> dict[str, SavedText]:
         try:
             lines = SavedText(regular(path), _read_text, found, os.path.join(resolved, name))
         except OSError as err:
-            raise TextError(f"{folder.name}/{name} is unreadable: {str(err).splitlines()[0]}") from None
+            raise TextError(f"{folder.name}/{name} is unreadable: {first_line(err)}") from None
         if not lines.known:
             _ = lines.digest  # read (and entered in the index) now: an unreadable file is reported as the trial is read
         if split in texts and texts[split] != lines:
@@ -389,7 +391,7 @@ def _sweep_plan(root: Path) -> tuple[dict[str, dict[str, Any]], Optional[str], O
     try:
         state = json.loads(regular(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        return {}, f"unreadable ({str(err).splitlines()[0]})", None
+        return {}, f"unreadable ({first_line(err)})", None
     trials, problem = planned_trials(state)
     name = state.get("name") if isinstance(state, dict) and isinstance(state.get("name"), str) else None
     return {t["name"]: t for t in trials}, problem, name
@@ -430,7 +432,7 @@ def from_summary(
     sweep = summary["sweep"] if isinstance(summary.get("sweep"), dict) else {}
     if "seed" not in flat and "seed" in (sweep.get("params") or {}):
         flat["seed"] = sweep["params"]["seed"]
-    metrics = {k: n for k, v in summary.items() if k not in NOT_METRICS and (n := _number(v)) is not None}
+    metrics = {k: float(n) for k, v in summary.items() if k not in NOT_METRICS and is_number(n := summary_value(v))}
     history = tuple(sorted((dict(h) for h in summary.get("history") or [] if "step" in h), key=lambda h: h["step"]))
     return Trial(
         name=name,
@@ -486,15 +488,6 @@ def _variant_name(value: Any) -> Optional[str]:
     return None if value is None else str(value)
 
 
-def _number(value: Any) -> Optional[float]:
-    """A summary value as a float: a plain number, or W&B's ``{"max": x}``-style summary."""
-    if isinstance(value, dict):
-        value = next((value[k] for k in ("max", "min", "best", "last", "mean") if k in value), None)
-    if is_number(value):
-        return float(value)
-    return None
-
-
 def clean_config(config: dict[str, Any]) -> dict[str, Any]:
     """Flatten nested and dotted keys alike (``{"model": {"heads": 8}}`` -> ``{"model.heads": 8}``); drop bookkeeping."""
     flat = flatten(plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
@@ -544,7 +537,6 @@ def sweep_name(group: Optional[str]) -> Optional[str]:
 
 
 EXCLUDED = "excluded"
-VALIDATION_SPLITS = ("val", "valid", "dev", "validation")
 TOLERANCE = 0.01
 """BLEU points by which a summary may differ from its hypotheses' BLEU (rounding), no more."""
 
@@ -682,8 +674,8 @@ def signature_of(metric: str, trials: Sequence[Trial]) -> list[str]:
 def first_split(metrics: Mapping[str, Any]) -> Optional[str]:
     """The test split a summary's plain ``test/bleu`` belongs to (the first test split), if it can be told."""
     plain = metrics.get(TEST_BLEU.key)
-    tests = [k[len("test_") : -len("/bleu")] for k in metrics if k.startswith("test_") and k.endswith("/bleu")]
-    same = [s for s in tests if metrics[f"test_{s}/bleu"] == plain]
+    tests = [s for k in metrics if (s := TEST_BLEU.split_of(k)) is not None]
+    same = [s for s in tests if metrics[TEST_BLEU.split_key(s)] == plain]
     return same[0] if len(same) == 1 else (tests[0] if len(tests) == 1 else None)
 
 

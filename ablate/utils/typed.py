@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal, Union
 
 import yaml
 
-from ablate.errors import AblateError, closest, did_you_mean
+from ablate.errors import AblateError, closest, did_you_mean, first_line
 
 
 class ConfigError(AblateError):
@@ -277,7 +277,7 @@ def read_yaml(
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        problem = getattr(err, "problem", None) or first_line(err)
         context, opened = getattr(err, "context", None), getattr(err, "context_mark", None)
         if context and opened is not None and (mark is None or opened.line != mark.line):
             problem += f" ({context} started on line {opened.line + 1})"

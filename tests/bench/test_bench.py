@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import math
 from pathlib import Path
@@ -12,9 +14,10 @@ import typer
 from torch import nn
 from typer.testing import CliRunner
 
+from ablate.bench import BenchOptions
 from ablate.bench.processes import write_corpus
 from ablate.bench.report import write_json
-from ablate.bench.runner import register
+from ablate.bench.runner import bench, register
 from ablate.bench.speed import FixedLength, TorchTransformer
 from ablate.bench.timing import interleaved
 from ablate.config import ModelConfig
@@ -176,3 +179,11 @@ def test_interleaved_rotates_the_order_and_skips_warmup():
     seconds = interleaved({name: (lambda n=name: calls.append(n)) for name in "abc"}, reps=3, warmup=1)
     assert calls == list("abc") + list("abc") + list("bca") + list("cab")
     assert all(len(v) == 3 for v in seconds.values())
+
+
+def test_command_defaults_are_the_options_defaults():
+    """``ablate bench`` with no option runs ``BenchOptions()`` (what scripts/gpu_check builds from): a default
+    changed in one place only would make the two benchmarks measure different models."""
+    fields = {f.name for f in dataclasses.fields(BenchOptions)} - {"variants", "plugins", "sections"}
+    defaults = {name: p.default.default for name, p in inspect.signature(bench).parameters.items() if name in fields}
+    assert len(defaults) == 23 and defaults == {name: getattr(BenchOptions(), name) for name in defaults}
