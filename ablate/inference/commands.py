@@ -214,11 +214,16 @@ def evaluate(
     )
 
 
-def _run_and_checkpoint(raw: str, checkpoint: str) -> tuple[Path, str]:
-    """``(run folder, checkpoint name)`` of a run folder, a ``wandb:`` run, or ``<run>/checkpoints/<name>.ckpt``."""
+def _run_and_checkpoint(
+    raw: str, checkpoint: str, variant: Optional[str] = None, seed: Optional[int] = None
+) -> tuple[Path, str]:
+    """``(run folder, checkpoint name)`` of a run folder, a sweep's trial (``variant``, ``seed``), a ``wandb:`` run,
+    or ``<run>/checkpoints/<name>.ckpt``."""
     path = Path(raw)
     if path.suffix != ".ckpt":
-        return _local(path, raw), checkpoint
+        return (_local(path, raw) if raw.startswith(PREFIX) else _picked(path, variant, seed)), checkpoint
+    if variant is not None or seed is not None:
+        raise InputError(f"--variant and --seed pick a trial of a sweep folder, not of the checkpoint {raw}")
     if path.parent.name != "checkpoints" or path.stem not in CHECKPOINTS:
         raise InputError(
             f"{raw} is not a run's checkpoint; pass a run folder or <run>/checkpoints/{{{','.join(CHECKPOINTS)}}}.ckpt"
@@ -237,6 +242,8 @@ def export_model(
         "torchscript", "--format", help="torchscript (ONNX and CTranslate2 are not supported; the error says why)."
     ),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last (for a run folder)."),
+    variant: Optional[str] = variant_option(),
+    seed: Optional[int] = seed_option(),
     plugins: Optional[List[str]] = plugins_option(),
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
@@ -247,7 +254,7 @@ def export_model(
 
     check_format(format)
     check_checkpoint(checkpoint)
-    run_dir, which = _run_and_checkpoint(run, checkpoint)
+    run_dir, which = _run_and_checkpoint(run, checkpoint, variant, seed)
     check_apart(out, [run_dir], "--out")
     loaded = load_run(run_dir, which, plugins=plugins or [], trust_plugins=trust_plugins)
     export(loaded, out)
