@@ -51,6 +51,7 @@ from ablate.training.tracking import (
     resolve_mode,
     start_logger,
     uses_wandb,
+    wandb_mode_kept,
 )
 from ablate.training.trainer import (
     FaultInjection,
@@ -111,7 +112,7 @@ def train(
         raise
     threads = torch.get_num_threads()  # train.threads is this run's: a notebook's next run starts from these
     try:
-        with sigint_once(), capture(RunFiles(run_dir).console) if launcher else nullcontext():
+        with sigint_once(), wandb_mode_kept(), capture(RunFiles(run_dir).console) if launcher else nullcontext():
             return _train(cfg, run_dir, overwrite, callbacks, milestone or (lambda name: None))
     finally:
         torch.set_num_threads(threads)
