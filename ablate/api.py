@@ -177,7 +177,7 @@ def plot(
     from ablate.report.trials import ReportError
 
     where = source_name(source)
-    sweep, comps = table_comparisons(where, test, samples, significance, metric, sigma_from)
+    sweep, comps = table_comparisons(where, test, samples, significance, metric, sigma_from, alpha=alpha)
     figure = bleu_bars_figure(sweep, comps, alpha, metric)
     if figure is None:
         raise ReportError(f"no row of {where} has a test {metric} yet; plot it once a trial has finished")
