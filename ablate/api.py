@@ -13,7 +13,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
 from ablate.record import DEV_BLEU, TEST_BLEU
 from ablate.utils.commands import ignore_warnings, setup_logging
@@ -55,11 +55,19 @@ class TrainResult:
 
         if isinstance(sentences, str):
             raise InputError("translate takes a list of sentences, not one string: run.translate([text])")
+        if not isinstance(sentences, Iterable):
+            raise InputError(f"translate takes a list of sentences, not {type(sentences).__name__}")
+        sentences = list(sentences)
+        for number, text in enumerate(sentences, 1):
+            if not isinstance(text, str):
+                raise InputError(
+                    f"translate takes a list of sentences: sentence {number} is a {type(text).__name__}, not text"
+                )
         check_decoding(beam, None)
         from ablate.inference.translate import load_run, translate
 
         run = load_run(self.run_dir, checkpoint, plugins=plugins, trust_plugins=trust_plugins)
-        return translate(run, list(sentences), beam)
+        return translate(run, sentences, beam)
 
     def __repr__(self) -> str:
         shown = ", ".join(
