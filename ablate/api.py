@@ -44,7 +44,8 @@ class TrainResult:
         plugins: Sequence[str] = (),
         trust_plugins: bool = False,
     ) -> list[str]:
-        """Translations of ``sentences`` by the run's ``checkpoint``, as ``ablate translate`` gives them.
+        """Translations of ``sentences`` by the run's ``checkpoint``, as ``ablate translate`` gives them (each
+        sentence stripped of the spaces around it, as the command reads a line).
 
         A plugin the run's record names is imported when this process already runs it (the run was
         trained here), it is one of ``plugins`` (the same code) or an installed module, or with
@@ -57,7 +58,7 @@ class TrainResult:
             raise InputError("translate takes a list of sentences, not one string: run.translate([text])")
         if not isinstance(sentences, Iterable):
             raise InputError(f"translate takes a list of sentences, not {type(sentences).__name__}")
-        sentences = list(sentences)
+        sentences = list(sentences)  # each stripped below, as `ablate translate` reads a line (read_sentences)
         for number, text in enumerate(sentences, 1):
             if not isinstance(text, str):
                 raise InputError(
@@ -67,7 +68,7 @@ class TrainResult:
         from ablate.inference.translate import load_run, translate
 
         run = load_run(self.run_dir, checkpoint, plugins=plugins, trust_plugins=trust_plugins)
-        return translate(run, sentences, beam)
+        return translate(run, [text.strip() for text in sentences], beam)
 
     def __repr__(self) -> str:
         shown = ", ".join(
