@@ -147,7 +147,7 @@ def seed_option():
 def translate(
     run_dir: Path = typer.Argument(..., help=RUN_HELP),
     input: Optional[Path] = typer.Option(
-        None, "--input", "-i", help="Source sentences, one per line, gzipped or not (default: stdin)."
+        None, "--input", "-i", help="Source sentences, one per line, gzipped or not (default, or -: stdin)."
     ),
     beam: Optional[int] = typer.Option(None, "--beam", help="Beam size (default: the run's eval.beam; 1 = greedy)."),
     len_penalty: Optional[float] = typer.Option(
@@ -162,6 +162,8 @@ def translate(
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
     check_decoding(beam, len_penalty)
     check_checkpoint(checkpoint)
+    if input is not None and str(input) == "-":  # stdin, as fairseq-interactive and sacrebleu read it
+        input = None
     if input is not None and (input.is_dir() or not input.exists()):  # a pipe (--input <(zcat ...)) reads as a file
         _fail(
             f"--input {input} is a folder; give a file of sentences"
@@ -200,6 +202,8 @@ def evaluate(
     """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
     check_decoding(beam, len_penalty)  # as translate: before any work
     check_checkpoint(checkpoint)
+    if hyps is not None and str(hyps) == "-":  # never a file named "-"; stdout holds the score line
+        raise InputError("--hyps - would write a file named '-'; give a file name (ablate translate writes to stdout)")
     if hyps is not None:
         check_apart(hyps, [run_dir], "--hyps")
     from ablate.inference import translate as inference
