@@ -219,15 +219,18 @@ def evaluate(
 
 
 def _run_and_checkpoint(
-    raw: str, checkpoint: str, variant: Optional[str] = None, seed: Optional[int] = None
+    raw: str, checkpoint: Optional[str], variant: Optional[str] = None, seed: Optional[int] = None
 ) -> tuple[Path, str]:
-    """``(run folder, checkpoint name)`` of a run folder, a sweep's trial (``variant``, ``seed``), a ``wandb:`` run,
-    or ``<run>/checkpoints/<name>.ckpt``."""
+    """``(run folder, checkpoint name)`` of a run folder, a sweep's trial (``variant``, ``seed``), a ``wandb:`` run
+    (``checkpoint``, default best), or ``<run>/checkpoints/<name>.ckpt`` (a ``checkpoint`` naming another refused)."""
     path = Path(raw)
     if path.suffix != ".ckpt":
-        return (_local(path, raw) if raw.startswith(PREFIX) else _picked(path, variant, seed)), checkpoint
+        folder = _local(path, raw) if raw.startswith(PREFIX) else _picked(path, variant, seed)
+        return folder, checkpoint or "best"
     if variant is not None or seed is not None:
         raise InputError(f"--variant and --seed pick a trial of a sweep folder, not of the checkpoint {raw}")
+    if checkpoint is not None and checkpoint != path.stem:
+        raise InputError(f"--checkpoint {checkpoint} names another checkpoint than {raw}; pass one of them")
     if path.parent.name != "checkpoints" or path.stem not in CHECKPOINTS:
         raise InputError(
             f"{raw} is not a run's checkpoint; pass a run folder or <run>/checkpoints/{{{','.join(CHECKPOINTS)}}}.ckpt"
@@ -245,7 +248,9 @@ def export_model(
     format: str = typer.Option(
         "torchscript", "--format", help="torchscript (ONNX and CTranslate2 are not supported; the error says why)."
     ),
-    checkpoint: str = typer.Option("best", "--checkpoint", help="best or last (for a run folder)."),
+    checkpoint: Optional[str] = typer.Option(
+        None, "--checkpoint", help="best or last (for a run folder; default best)."
+    ),
     variant: Optional[str] = variant_option(),
     seed: Optional[int] = seed_option(),
     plugins: Optional[List[str]] = plugins_option(),
@@ -257,7 +262,8 @@ def export_model(
     from ablate.inference.translate import load_run
 
     check_format(format)
-    check_checkpoint(checkpoint)
+    if checkpoint is not None:
+        check_checkpoint(checkpoint)
     run_dir, which = _run_and_checkpoint(run, checkpoint, variant, seed)
     check_apart(out, [run_dir], "--out")
     loaded = load_run(run_dir, which, plugins=plugins or [], trust_plugins=trust_plugins)
