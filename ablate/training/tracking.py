@@ -12,9 +12,9 @@ import netrc
 import os
 import time
 import uuid
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
-from typing import Any, Callable, Iterator, MutableMapping, Optional
+from typing import Any, Callable, MutableMapping, Optional
 
 from ablate.config import Config, ConfigError, TrackingConfig, flatten, to_dict
 from ablate.record import DEV_BLEU, DEV_PPL, SUMMARY_FILE, RunFiles
@@ -245,21 +245,6 @@ def _requested_mode(cfg: TrackingConfig) -> str:
     if env == "dryrun":
         return "offline"
     return "online" if has_wandb_credentials() else "offline"
-
-
-@contextmanager
-def wandb_mode_kept() -> Iterator[None]:
-    """``WANDB_MODE`` as it was before the block, afterwards: Lightning's offline ``WandbLogger`` sets it to
-    ``dryrun`` for good, and :func:`make_logger` to ``offline`` (online without a key), which would make a notebook's
-    next run, and its own ``wandb.init``, offline after a ``wandb.login()``."""
-    saved = os.environ.get("WANDB_MODE")
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("WANDB_MODE", None)
-        else:
-            os.environ["WANDB_MODE"] = saved
 
 
 def run_id(run_dir: Path) -> str:
