@@ -13,7 +13,7 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence, Union
+from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
 from ablate.record import DEV_BLEU, TEST_BLEU
 from ablate.utils.commands import ignore_warnings, setup_logging
@@ -44,7 +44,8 @@ class TrainResult:
         plugins: Sequence[str] = (),
         trust_plugins: bool = False,
     ) -> list[str]:
-        """Translations of ``sentences`` by the run's ``checkpoint``, as ``ablate translate`` gives them.
+        """Translations of ``sentences`` by the run's ``checkpoint``, as ``ablate translate`` gives them (each
+        sentence stripped of the spaces around it, as the command reads a line).
 
         A plugin the run's record names is imported when this process already runs it (the run was
         trained here), it is one of ``plugins`` (the same code) or an installed module, or with
@@ -55,11 +56,19 @@ class TrainResult:
 
         if isinstance(sentences, str):
             raise InputError("translate takes a list of sentences, not one string: run.translate([text])")
+        if not isinstance(sentences, Iterable):
+            raise InputError(f"translate takes a list of sentences, not {type(sentences).__name__}")
+        sentences = list(sentences)  # each stripped below, as `ablate translate` reads a line (read_sentences)
+        for number, text in enumerate(sentences, 1):
+            if not isinstance(text, str):
+                raise InputError(
+                    f"translate takes a list of sentences: sentence {number} is a {type(text).__name__}, not text"
+                )
         check_decoding(beam, None)
         from ablate.inference.translate import load_run, translate
 
         run = load_run(self.run_dir, checkpoint, plugins=plugins, trust_plugins=trust_plugins)
-        return translate(run, list(sentences), beam)
+        return translate(run, [text.strip() for text in sentences], beam)
 
     def __repr__(self) -> str:
         shown = ", ".join(
@@ -177,7 +186,7 @@ def plot(
     from ablate.report.trials import ReportError
 
     where = source_name(source)
-    sweep, comps = table_comparisons(where, test, samples, significance, metric, sigma_from)
+    sweep, comps = table_comparisons(where, test, samples, significance, metric, sigma_from, alpha=alpha)
     figure = bleu_bars_figure(sweep, comps, alpha, metric)
     if figure is None:
         raise ReportError(f"no row of {where} has a test {metric} yet; plot it once a trial has finished")

@@ -300,13 +300,23 @@ def complete_overrides(incomplete: str) -> list[tuple[str, str]]:
     return complete_override(Config, incomplete)
 
 
+def _unknown_key(key: str, value: Any) -> ConfigError:
+    """The error for an unknown ``key``: under a misspelt section it names the first key set there
+    (``modle.heads``), so the guess is the key meant (``model.heads``); sections are guessed too (``modle``)."""
+    while isinstance(value, dict) and value:
+        sub, value = next(iter(value.items()))
+        key = f"{key}.{sub}"
+    keys = valid_keys()
+    sections = {k.rsplit(".", n)[0] for k in keys for n in range(1, k.count(".") + 1)}
+    hint = did_you_mean(key, [*keys, *sorted(sections)], cutoff=0.5) or f"; valid keys: {', '.join(sorted(keys))}"
+    return ConfigError(f"unknown config key '{key}'{hint}")
+
+
 def _build(cls: Any, values: dict[str, Any], prefix: str = "") -> Any:
     hints = field_types(cls)
     for key in values:
         if key not in hints:
-            keys = valid_keys()
-            hint = did_you_mean(prefix + key, keys, cutoff=0.5) or f"; valid keys: {', '.join(sorted(keys))}"
-            raise ConfigError(f"unknown config key '{prefix + key}'{hint}")
+            raise _unknown_key(prefix + key, values[key])
     kwargs = {}
     for name, tp in hints.items():
         if name not in values:

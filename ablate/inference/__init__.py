@@ -52,7 +52,10 @@ def read_sentences(raw: bytes, where: str) -> list[str]:
 
 
 def check_decoding(beam: Optional[int], len_penalty: Optional[float]) -> None:
-    """InputError unless ``--beam`` is at least 1 and ``--len-penalty`` finite and non-negative (when given)."""
+    """InputError unless ``--beam`` is a whole number, at least 1, and ``--len-penalty`` finite and non-negative
+    (when given; from Python, ``beam=2.5`` would fail deep in the beam search)."""
+    if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int)):
+        raise InputError(f"--beam {beam} must be a whole number, at least 1 (1 is greedy decoding)")
     if beam is not None and beam < 1:
         raise InputError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
     if len_penalty is not None and not (math.isfinite(len_penalty) and len_penalty >= 0):

@@ -147,7 +147,7 @@ def seed_option():
 def translate(
     run_dir: Path = typer.Argument(..., help=RUN_HELP),
     input: Optional[Path] = typer.Option(
-        None, "--input", "-i", help="Source sentences, one per line, gzipped or not (default: stdin)."
+        None, "--input", "-i", help="Source sentences, one per line, gzipped or not (default, or -: stdin)."
     ),
     beam: Optional[int] = typer.Option(None, "--beam", help="Beam size (default: the run's eval.beam; 1 = greedy)."),
     len_penalty: Optional[float] = typer.Option(
@@ -162,6 +162,8 @@ def translate(
     """Translate text with a trained run: one source sentence per line in, one translation per line out."""
     check_decoding(beam, len_penalty)
     check_checkpoint(checkpoint)
+    if input is not None and str(input) == "-":  # stdin, as fairseq-interactive and sacrebleu read it
+        input = None
     if input is not None and (input.is_dir() or not input.exists()):  # a pipe (--input <(zcat ...)) reads as a file
         _fail(
             f"--input {input} is a folder; give a file of sentences"
@@ -200,6 +202,8 @@ def evaluate(
     """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
     check_decoding(beam, len_penalty)  # as translate: before any work
     check_checkpoint(checkpoint)
+    if hyps is not None and str(hyps) == "-":  # never a file named "-"; stdout holds the score line
+        raise InputError("--hyps - would write a file named '-'; give a file name (ablate translate writes to stdout)")
     if hyps is not None:
         check_apart(hyps, [run_dir], "--hyps")
     from ablate.inference import translate as inference
@@ -214,11 +218,19 @@ def evaluate(
     )
 
 
-def _run_and_checkpoint(raw: str, checkpoint: str) -> tuple[Path, str]:
-    """``(run folder, checkpoint name)`` of a run folder, a ``wandb:`` run, or ``<run>/checkpoints/<name>.ckpt``."""
+def _run_and_checkpoint(
+    raw: str, checkpoint: Optional[str], variant: Optional[str] = None, seed: Optional[int] = None
+) -> tuple[Path, str]:
+    """``(run folder, checkpoint name)`` of a run folder, a sweep's trial (``variant``, ``seed``), a ``wandb:`` run
+    (``checkpoint``, default best), or ``<run>/checkpoints/<name>.ckpt`` (a ``checkpoint`` naming another refused)."""
     path = Path(raw)
     if path.suffix != ".ckpt":
-        return _local(path, raw), checkpoint
+        folder = _local(path, raw) if raw.startswith(PREFIX) else _picked(path, variant, seed)
+        return folder, checkpoint or "best"
+    if variant is not None or seed is not None:
+        raise InputError(f"--variant and --seed pick a trial of a sweep folder, not of the checkpoint {raw}")
+    if checkpoint is not None and checkpoint != path.stem:
+        raise InputError(f"--checkpoint {checkpoint} names another checkpoint than {raw}; pass one of them")
     if path.parent.name != "checkpoints" or path.stem not in CHECKPOINTS:
         raise InputError(
             f"{raw} is not a run's checkpoint; pass a run folder or <run>/checkpoints/{{{','.join(CHECKPOINTS)}}}.ckpt"
@@ -236,7 +248,11 @@ def export_model(
     format: str = typer.Option(
         "torchscript", "--format", help="torchscript (ONNX and CTranslate2 are not supported; the error says why)."
     ),
-    checkpoint: str = typer.Option("best", "--checkpoint", help="best or last (for a run folder)."),
+    checkpoint: Optional[str] = typer.Option(
+        None, "--checkpoint", help="best or last (for a run folder; default best)."
+    ),
+    variant: Optional[str] = variant_option(),
+    seed: Optional[int] = seed_option(),
     plugins: Optional[List[str]] = plugins_option(),
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
@@ -246,8 +262,9 @@ def export_model(
     from ablate.inference.translate import load_run
 
     check_format(format)
-    check_checkpoint(checkpoint)
-    run_dir, which = _run_and_checkpoint(run, checkpoint)
+    if checkpoint is not None:
+        check_checkpoint(checkpoint)
+    run_dir, which = _run_and_checkpoint(run, checkpoint, variant, seed)
     check_apart(out, [run_dir], "--out")
     loaded = load_run(run_dir, which, plugins=plugins or [], trust_plugins=trust_plugins)
     export(loaded, out)

@@ -103,7 +103,9 @@ def translate(
     len_penalty: Optional[float] = None,
     target_lengths: Optional[Iterable[int]] = None,
 ) -> list[str]:
-    """Detokenized translations of ``sources``, in order; ``beam`` and ``len_penalty`` default to ``eval.*``.
+    """Detokenized translations of ``sources`` as given (a corpus's, as the test decoding read them; ``ablate
+    translate`` and ``TrainResult.translate`` strip each line first), in order; ``beam`` and ``len_penalty``
+    default to ``eval.*``.
     ``target_lengths``: the references' subword lengths, when known, so the batches are exactly the test
     decoding's (which packs by the longer side)."""
     from ablate.data.datamodule import eval_batches

@@ -109,6 +109,8 @@ def plot_attention(
         raise ReportError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
     if not text.strip():
         raise ReportError("--text is empty; pass one sentence to translate and draw")
+    if (lines := len(text.strip().split("\n"))) > 1:  # translate reads them as that many sentences
+        raise ReportError(f"--text holds {lines} lines; pass one sentence to translate and draw")
     cfg, module, tok = load_trained(run_dir, plugins=plugins, trust_plugins=trust_plugins)
     model = cast(Transformer, module)  # load_trained says nn.Module: every arch has Transformer's interface
     pieces = tok.encode_src([text.strip()])[0]  # stripped, as training reads a corpus line and translate its input

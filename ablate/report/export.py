@@ -466,7 +466,7 @@ def export_sweep(
         # everything below is read back from the export, so it shows what the export alone rebuilds
         sweep = load(str(tmp))
         # the comparisons of the table and the plots; --sigma-from checked against the source, not the copy
-        _, comps = table_comparisons(str(source), test, samples, sigma_from=sigma_from, sweep=sweep)
+        _, comps = table_comparisons(str(source), test, samples, sigma_from=sigma_from, sweep=sweep, alpha=alpha)
         table = build_table(sweep, comps, alpha, test, samples)
         md, tex = render(table, "md"), render(table, "latex")
         if paper is not None:  # the paper beside the table in both, as `ablate table --reference` prints it

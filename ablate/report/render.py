@@ -15,9 +15,11 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from ablate.errors import did_you_mean
 from ablate.record import TEST_BLEU, RunStatus
 from ablate.report.layout import FLIP, PAPER_LABELS, Cell, Column, Table, TableRow, show_value
 from ablate.report.stats import Sweep, value_order
+from ablate.report.trials import ReportError
 
 FORMATS = ("rich", "md", "latex", "csv")
 PM = "±"
@@ -366,7 +368,8 @@ def render(table: Table, fmt: str, width: Optional[int] = None) -> str:
         console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
         console.print(to_rich(table))
         return out.getvalue()
-    raise ValueError(f"unknown format '{fmt}' (choose from: {', '.join(FORMATS)})")
+    guess = did_you_mean(str(fmt), FORMATS, cutoff=0.5)
+    raise ReportError(f"unknown format {str(fmt)!r}{guess} (choose from: {', '.join(FORMATS)})")
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ def table(
             (:func:`ablate.report.stats.borrow_noise`): how a table of few seeds gets a σ with enough df.
     """
     source, test = source_name(source), test or DEFAULT_TEST
-    sweep, comps = table_comparisons(source, test, samples, significance, metric, sigma_from, api)
+    sweep, comps = table_comparisons(source, test, samples, significance, metric, sigma_from, api, alpha=alpha)
     extra = None
     if by_length:
         lengths = bleu_by_length(sweep)
@@ -129,7 +129,9 @@ def make_plots(
     out = Path(out)
     local = local_folders(source, sigma_from)  # read, never written
     check_apart(out, local)  # before any work
-    sweep, comps = table_comparisons(source, test or DEFAULT_TEST, samples, significance, metric, sigma_from, api)
+    sweep, comps = table_comparisons(
+        source, test or DEFAULT_TEST, samples, significance, metric, sigma_from, api, alpha=alpha
+    )
     with output_files(out, local) as tmp:
         drawn = plot_all(sweep, tmp, comps, alpha, fmt, metric)
     return [out / p.name for p in drawn]
@@ -168,7 +170,7 @@ def make_report(
     from ablate.report.papers import get as get_reference
 
     beside = get_reference(reference).title if reference else None  # a wrong name fails before any work
-    sweep, comps = table_comparisons(source, test, samples, significance, sigma_from=sigma_from, api=api)
+    sweep, comps = table_comparisons(source, test, samples, significance, sigma_from=sigma_from, api=api, alpha=alpha)
     if source.startswith(WANDB_PREFIX):
         entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX) :])
     else:

@@ -1422,6 +1422,14 @@ def _usable(trials: Sequence[Trial], split: str) -> list[Trial]:
     return sorted(ok, key=lambda t: (value_order(t.seed), t.name))
 
 
+def check_alpha(alpha: Any) -> None:
+    """Refuse, in one line naming the value given, a significance level that is not a number in (0, 1] (the
+    Python API's ``alpha``; ``--alpha`` is typed, but 0 passes its range)."""
+    number = isinstance(alpha, (int, float)) and not isinstance(alpha, bool)
+    if not number or not 0 < alpha <= 1:
+        raise ReportError(f"alpha={alpha!r}: a significance level is a number above 0 and at most 1, e.g. 0.05")
+
+
 def check_test(test: str, samples: int = 0) -> None:
     """Refuse, in one line, a significance test that does not exist, a negative number of resamples, or one
     resample where the test takes a variance over them (``seeds``, ``bs``)."""
@@ -1506,13 +1514,15 @@ def table_comparisons(
     sigma_from: Optional[str] = None,
     api: Any = None,
     sweep: Optional[Sweep] = None,
+    alpha: float = 0.05,
 ) -> tuple[Sweep, list[Comparison]]:
     """The sweep of ``source`` (scored on ``metric``; ``sweep`` where it is already loaded, e.g. from an export's
     copy) and the comparisons whose Δ, CI and † ``ablate table`` prints with these options (``--test``,
     ``--samples``, ``--no-significance``, ``--metric``, ``--sigma-from``); none without significance.
     ``ablate table``, ``plot``, ``report``, ``export`` and ``ablate.plot`` all take theirs from here, so a figure
     draws what the table beside it marks. A bad test or ``sigma_from`` is refused in one line before any work
-    (and by :func:`borrow_noise`)."""
+    (and by :func:`borrow_noise`), as is an ``alpha`` (the level its marks will use) outside (0, 1]."""
+    check_alpha(alpha)
     check_test(test, samples)
     check_sigma_from(sigma_from, test, significance)
     if sweep is None:

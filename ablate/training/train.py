@@ -66,7 +66,7 @@ from ablate.training.trainer import (
     quiet,
     sigint_once,
 )
-from ablate.utils.commands import capture
+from ablate.utils.commands import capture, environment_kept
 from ablate.utils.plugins import blame, user_error_line
 
 __all__ = ["RunError", "train"]
@@ -112,12 +112,23 @@ def train(
         raise
     threads = torch.get_num_threads()  # train.threads is this run's: a notebook's next run starts from these
     try:
-        with sigint_once(), capture(RunFiles(run_dir).console) if launcher else nullcontext():
+        with (
+            sigint_once(),
+            environment_kept(RUN_ENV),
+            capture(RunFiles(run_dir).console) if launcher else nullcontext(),
+        ):
             return _train(cfg, run_dir, overwrite, callbacks, milestone or (lambda name: None))
     finally:
         torch.set_num_threads(threads)
         if lock is not None:
             lock.release()
+
+
+RUN_ENV = ("WANDB_MODE", "PL_GLOBAL_SEED", "PL_SEED_WORKERS")
+"""Variables a run sets for itself, put back afterwards so a notebook's next run or ``wandb.init`` starts as the
+first did: Lightning's offline ``WandbLogger`` sets ``WANDB_MODE=dryrun`` (and :func:`make_logger` ``offline``
+where online has no key), which kept later runs offline after a ``wandb.login()``; ``seed_everything`` sets the
+other two, which a later ``seed_everything()`` without a seed would read."""
 
 
 def _already_finished(run_dir: Path) -> dict[str, Any]:

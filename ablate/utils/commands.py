@@ -242,6 +242,20 @@ CAPTURED = ("ablate", "pytorch_lightning", "lightning.pytorch")
 
 
 @contextmanager
+def environment_kept(names: tuple[str, ...]) -> Iterator[None]:
+    """The environment variables ``names`` as they were before the block, afterwards (set, changed or unset)."""
+    saved = {name: os.environ.get(name) for name in names}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
 def capture(path: Path) -> Iterator[None]:
     """Append what the console is told (the records of :data:`CAPTURED` at the levels they are shown,
     timestamped) to ``path`` while the block runs, so a run folder keeps its console log."""

@@ -247,6 +247,23 @@ def test_translate_refuses_a_beam_below_one_as_the_command_does(tmp_path):
         TrainResult(tmp_path, {}).translate(["A man is riding a bike."], beam=0)
 
 
+@pytest.mark.parametrize(
+    "sentences, beam, words",
+    [
+        (["A man."], 2.5, r"--beam 2.5 must be a whole number, at least 1"),  # was torch's repeat_interleave TypeError
+        (["A man."], True, r"--beam True must be a whole number, at least 1"),
+        (None, None, r"a list of sentences, not NoneType"),  # was "'NoneType' object is not iterable"
+        (["A man.", 3], None, r"sentence 2 is a int, not text"),  # was tokenizers' "TextEncodeInput must be Union"
+    ],
+)
+def test_translate_refuses_what_is_not_sentences_or_a_beam_in_one_line(tmp_path, sentences, beam, words):
+    from ablate.api import TrainResult
+    from ablate.inference import InputError
+
+    with pytest.raises(InputError, match=words):
+        TrainResult(tmp_path, {}).translate(sentences, beam=beam)
+
+
 def test_overrides_given_as_one_string_are_refused_with_the_list_to_write(tmp_path):
     from ablate.config import ConfigError
 

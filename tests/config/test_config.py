@@ -91,6 +91,10 @@ def test_yaml_file_then_overrides(tmp_path):
     "override, expected",
     [
         ("model.head=8", "unknown config key 'model.head'; did you mean 'model.heads'?"),
+        # a misspelt section named only itself and guessed a key of another ('modle' -> 'model.d_v')
+        ("modle.heads=2", "unknown config key 'modle.heads'; did you mean 'model.heads'?"),
+        ("trian.max_steps=3", "unknown config key 'trian.max_steps'; did you mean 'train.max_steps'?"),
+        ("modle=2", "unknown config key 'modle'; did you mean 'model'?"),
         ("model.attention.score=additve", "did you mean 'additive'?"),
         ("model.positions=rope", "choose from: sinusoidal, learned, none, rotary, alibi"),
         ("model.heads=3", "model.heads=3 does not divide model.d_model=128"),

@@ -122,6 +122,17 @@ def test_translate_input_that_is_a_folder_is_called_a_folder(echo_run, tmp_path)
     _one_line(_invoke("translate", "run", "--input", tmp_path / "missing.txt"), "input file not found")
 
 
+def test_input_dash_is_stdin_and_hyps_dash_is_refused_not_a_file_named_dash(echo_run, tmp_path, monkeypatch):
+    """``ablate translate RUN -i -`` (stdin, as fairseq-interactive and sacrebleu read it) said "input file not
+    found: -", and ``ablate evaluate RUN --hyps -`` wrote the translations to a file named ``-``."""
+    monkeypatch.chdir(tmp_path)
+    result = _invoke("translate", "run", "--input", "-", input="a\nb\n")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "[a]\n[b]\n"
+    _one_line(_invoke("evaluate", "run", "--hyps", "-"), "--hyps - ", "a file name")
+    assert not (tmp_path / "-").exists()
+
+
 def test_evaluate_hyps_inside_the_run_folder_are_refused(tmp_path):
     run = tmp_path / "run"
     (run / "hyps").mkdir(parents=True)

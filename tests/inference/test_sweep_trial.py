@@ -4,6 +4,8 @@ is, whatever its folder is called."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -59,8 +61,25 @@ def test_a_sweep_folder_without_a_trial_named_says_how_to_pick_one(sweep, comman
     names = ", ".join(sorted(p.name for p in sweep.iterdir() if (p / "summary.json").is_file())[:6])
     how = (
         "pick a trial with --variant NAME and/or --seed N"
-        if command[0] in ("translate", "evaluate")
+        if command[0] in ("translate", "evaluate", "export-model")
         else ("pass one of its trial folders")
     )
     assert result.output.startswith(f"error: {sweep} is a sweep folder, not a run (trials: {names}"), result.output
     assert result.output.rstrip().endswith(how), result.output
+
+
+def test_export_model_picks_a_sweeps_trial_with_variant_and_seed_as_its_help_says(sweep, tmp_path, monkeypatch):
+    """``ablate export-model --help`` offered "a sweep folder with --variant/--seed", and the command answered
+    "No such option: --variant"."""
+    from ablate.inference import torchscript, translate
+
+    picked = []
+    run = SimpleNamespace(checkpoint=Path("best.ckpt"))
+    monkeypatch.setattr(translate, "load_run", lambda folder, which, **_: picked.append((folder, which)) or run)
+    monkeypatch.setattr(torchscript, "export", lambda run, out: out.write_bytes(b"model"))
+    monkeypatch.setattr(torchscript, "describe", lambda run: "model")
+    args = ["export-model", str(sweep), "--variant", "base", "--seed", "1", "--out", str(tmp_path / "m.pt")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0 and picked == [(sweep / "base-s1", "best")], result.output
+    nope = CliRunner().invoke(app, [*args[:3], "nope", *args[4:]])
+    assert nope.exit_code == 2 and "no trained trial" in nope.output and len(nope.output.strip().splitlines()) == 1

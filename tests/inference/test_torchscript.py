@@ -186,6 +186,17 @@ def test_a_checkpoint_that_is_not_a_run_checkpoint_is_refused(tmp_path):
     assert result.exit_code == 2 and "is not a run's checkpoint" in result.output
 
 
+def test_a_checkpoint_path_with_another_checkpoint_option_is_refused(tmp_path):
+    """``ablate export-model RUN/checkpoints/best.ckpt --checkpoint last`` exported best.ckpt without a word."""
+    best = tmp_path / "run" / "checkpoints" / "best.ckpt"
+    best.parent.mkdir(parents=True)
+    best.write_bytes(b"")
+    result = _cli("export-model", str(best), "--checkpoint", "last", "--out", str(tmp_path / "m.pt"))
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert f"--checkpoint last names another checkpoint than {best}" in result.output
+    assert not (tmp_path / "m.pt").exists()
+
+
 # --- every registered variant traces and decodes as ablate does (untrained weights, no run folder) ---
 
 

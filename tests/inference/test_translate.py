@@ -121,6 +121,20 @@ def test_translate_reproduces_the_test_hypotheses(trained):
     assert len(greedy.splitlines()) == len(expected.splitlines())
 
 
+def test_translate_from_python_reads_a_sentence_as_the_command_does(trained):
+    """``run.translate([" a man . "])`` (and ``ablate.inference.translate``) segmented the spaces around a sentence
+    as subwords of their own, so it translated otherwise than ``ablate translate`` (which strips each line, as
+    training reads a corpus), though the Python API says it gives translations as the command does."""
+    from ablate.api import TrainResult
+
+    config = json.loads((trained / "summary.json").read_text())["config"]
+    lines = (Path(config["data"]["source"]) / "test.en").read_text().splitlines()[:8]
+    padded = [f"  {line} \t" for line in lines] + ["   "]
+    expected = _cli("translate", str(trained), input="".join(f"{line}\n" for line in padded)).splitlines()
+    assert expected == _cli("translate", str(trained), input="".join(f"{line}\n" for line in lines) + "\n").splitlines()
+    assert TrainResult(trained, {}).translate(padded) == expected
+
+
 def test_evaluate_reproduces_the_recorded_test_bleu(trained, tmp_path):
     summary = json.loads((trained / "summary.json").read_text())
     out = _cli("evaluate", str(trained), "--split", "test", "--hyps", str(tmp_path / "hyps.txt"))

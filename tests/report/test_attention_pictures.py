@@ -107,6 +107,15 @@ def test_a_beam_below_one_is_refused(run, tmp_path):
         attention.plot_attention(run, "w1", tmp_path / "pics", beam=0)
 
 
+@pytest.mark.parametrize("text", ["a man\nthe dog", "a man\r\nthe dog\n\nrides"])
+def test_a_text_of_several_lines_is_refused_not_drawn_as_one_sentence(run, tmp_path, text):
+    """``ablate attention RUN --text "$(cat two-lines.txt)"`` drew both lines as one sentence, the line break a
+    subword between them, though ``translate`` reads them as two sentences."""
+    with pytest.raises(ReportError, match=r"^--text holds \d lines; pass one sentence"):
+        attention.plot_attention(run, text, tmp_path / "pics")
+    assert not (tmp_path / "pics").exists()
+
+
 def _copy_with(run, tmp_path, section, **values):
     """A copy of ``run`` whose config.yaml has ``values`` in ``section``."""
     copy = tmp_path / "run"

@@ -4,6 +4,7 @@ table as ``ablate table``, as a DataFrame and a rich view; the test-BLEU figure 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from matplotlib.figure import Figure
@@ -40,3 +41,23 @@ def test_plot_is_the_test_bleu_figure_and_refuses_a_sweep_without_test_bleu(vari
     (empty / "t1" / "summary.json").write_text(json.dumps({"status": "running", "config": {}}))
     with pytest.raises(ReportError):
         ablate.plot(empty)
+
+
+@pytest.mark.parametrize("alpha", [2, -1, 0, float("nan"), "0.05", True])
+def test_a_significance_level_outside_0_1_is_one_line_naming_it_before_any_work(variant_sweep, alpha):
+    """The Python API took any alpha (the CLI's --alpha is typed and ranged): alpha=-1 was refused as
+    "alpha=-0.0555556" (the per-comparison level, a number the user never gave), alpha="0.05" raised
+    "TypeError: '<' not supported between instances of 'float' and 'str'", and alpha=2 drew a figure."""
+    for call in (ablate.table, ablate.plot):
+        with pytest.raises(
+            ReportError, match=rf"^alpha={re.escape(repr(alpha))}: a significance level is a number "
+        ) as err:
+            call(variant_sweep, alpha=alpha)
+        assert "\n" not in str(err.value)
+
+
+def test_an_unknown_render_format_is_a_report_error_with_a_guess(variant_sweep):
+    """``table.render("latx")`` raised a bare ValueError (a traceback, not an AblateError), with no guess."""
+    table = ablate.table(variant_sweep)
+    with pytest.raises(ReportError, match=r"unknown format 'latx'; did you mean 'latex'\? \(choose from: rich"):
+        table.render("latx")
