@@ -6,6 +6,7 @@ show where the time goes and which tests deserve ``@pytest.mark.slow``.
 SIGTERM stops the session within seconds (:func:`_stop_on_sigterm`). Without it the code under
 test turned each SIGTERM into a graceful stop of *its* work (a sweep stops its trials, a trainer
 saves a checkpoint and records ``interrupted``) and the session went on with the next test.
+A session that inherited SIGINT ignored handles it again, so the Ctrl-C tests do not depend on how it was started.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _SESSION.append(session)
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # A session started in the background of a shell without job control (`nohup pytest &` in a script)
+        # inherits SIGINT ignored, and so would every trainer it spawns: the tests of Ctrl-C (and Ray's cancel,
+        # which raises it through _thread.interrupt_main) would fail for how pytest was started, not for ablate.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 LONGEST_FIRST = (

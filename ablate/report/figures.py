@@ -41,6 +41,7 @@ from ablate.report.stats import (
     delta_curves,
 )
 from ablate.report.trials import DEFAULT_METRIC, ReportError
+from ablate.utils.commands import recorded_warnings
 
 log = logging.getLogger(__name__)
 
@@ -746,8 +747,7 @@ def plot_all(
         "delta_vs_step": delta_vs_step_figure(sweep),
         "bleu_by_length": bleu_by_length_figure(sweep),
     }
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always", UserWarning)
+    with recorded_warnings() as seen:
         paths = [save(fig, out_dir / f"{name}.{fmt}") for name, fig in figures.items() if fig is not None]
     _say_missing_glyphs(seen)
     return paths

@@ -365,3 +365,13 @@ def silenced() -> Iterator[None]:
 
 
 sweeps_engine = jit_export = silenced
+
+
+@contextmanager
+def recorded_warnings() -> Iterator[list[warnings.WarningMessage]]:
+    """The warnings raised inside the block, recorded instead of shown (a UserWarning every time it is raised), for a
+    caller that rewords some and re-raises the rest: ``report.figures`` turns matplotlib's per-character "Glyph ...
+    missing from font(s)" warnings into one line."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", UserWarning)
+        yield seen
