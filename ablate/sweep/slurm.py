@@ -33,7 +33,7 @@ from ablate.sweep.local import (
 )
 from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet, trainer_command
 from ablate.sweep.spec import SweepError, SweepSpec
-from ablate.sweep.state import SweepLock, Trial, log_tail, outcome, read_summary, state_lock
+from ablate.sweep.state import SweepLock, Trial, exit_reason, log_tail, outcome, read_summary, state_lock
 from ablate.utils.io import unlinked
 
 ACTIVE = {  # a job in these states may still run (or run again)
@@ -161,9 +161,7 @@ class TrialJob:
             )
             code = self._proc.wait()
             if code < 0:  # killed from outside (the OOM killer, kill -9): the launcher relaunches it (:func:`killed`)
-                name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-                oom = " (out of memory?)" if code == -signal.SIGKILL else ""
-                out.write(f"{KILLED}{name}{oom} in SLURM job {os.environ.get('SLURM_JOB_ID', '?')}\n")
+                out.write(f"Killed: trainer {exit_reason(code)} in SLURM job {os.environ.get('SLURM_JOB_ID', '?')}\n")
         if code != 0:
             tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:]
             raise RuntimeError(f"trainer exited with code {code}: {tail[0] if tail else ''}")

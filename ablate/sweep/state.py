@@ -294,11 +294,15 @@ def _error_line(tail: list[str]) -> Optional[str]:
     return None
 
 
-def _exit_reason(returncode: Optional[int]) -> str:
+def exit_reason(returncode: Optional[int]) -> str:
+    """How a trainer process ended, in words: ``killed by SIGKILL (out of memory?)``, ``exit code 1``."""
     if returncode is None:
         return "the process disappeared"
     if returncode < 0:
-        sig = signal.Signals(-returncode).name if -returncode in signal.Signals._value2member_map_ else -returncode
+        try:
+            sig = signal.Signals(-returncode).name
+        except ValueError:  # a number no signal of this platform has
+            sig = str(-returncode)
         return f"killed by {sig}" + (" (out of memory?)" if -returncode == signal.SIGKILL else "")
     return f"exit code {returncode}"
 
@@ -342,10 +346,10 @@ def outcome(
     tail = log_tail(RunFiles(run_dir).log, log_start)
     reason = (error if status in (RunStatus.FAILED, RunStatus.TIMEOUT) else None) or _error_line(tail)
     if not reason and returncode is not None and returncode < 0:
-        reason = _exit_reason(returncode)
+        reason = exit_reason(returncode)
     if not reason:
         last = f"{tail[-1].strip()} " if tail else ""
-        reason = f"{last}[{_exit_reason(returncode)}]"
+        reason = f"{last}[{exit_reason(returncode)}]"
     return _failed(reason, summary)
 
 
