@@ -483,7 +483,9 @@ def write_spec(report: Any, path: Path, draft: bool = False) -> None:
 
 def outline(report: Any) -> str:
     """A short text outline of a report's blocks and panels (for ``--dry-run``)."""
-    lines = [f"{report.entity}/{report.project}: {report.title}"]
+    from ablate.report.export import place
+
+    lines = [f"{place(report.entity, report.project)}: {report.title}"]
     for block in report.blocks:
         name = type(block).__name__
         panels = getattr(block, "panels", None)

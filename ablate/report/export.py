@@ -143,6 +143,11 @@ def heading(sweep: Sweep, beside: Optional[str] = None) -> str:
     return f"Results of {sweep.name or 'the sweep'}" + (f", beside {beside}" if beside else "")
 
 
+def place(entity: str, project: str) -> str:
+    """``entity/project``, or ``project NAME`` for runs that left the entity to W&B's default (known only online)."""
+    return f"{entity}/{project}" if entity else f"project {project}"
+
+
 def build_report(
     entity: str,
     project: str,
@@ -201,7 +206,7 @@ def build_report(
             layout=wr.Layout(x=0, y=8, w=24, h=9),
         ),
     ]
-    what = f"group `{group}` of {entity}/{project}" if group else f"{entity}/{project}"
+    what = (f"group `{group}` of " if group else "") + place(entity, project)
     blocks = [
         wr.P(
             f"Ablation sweep: {what}. {len(sweep.rows)} configurations, "

@@ -177,6 +177,19 @@ def test_report_dry_run_writes_the_full_spec_without_a_login(variant_sweep, tmp_
     assert titles == [p.title for p in report.blocks[4].panels]
 
 
+def test_report_of_runs_without_an_entity_names_the_project_alone(variant_sweep, tmp_path):
+    """Runs that never set ``tracking.entity`` (W&B's default entity, known only online): the dry run's outline
+    and the report's text name the project, not ``/ablate`` with an empty entity before the slash."""
+    result = CliRunner().invoke(
+        app, ["report", str(variant_sweep), "--dry-run", "--no-significance", "--out", str(tmp_path / "r.json")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "project ablate: Ablation: table3" in result.output.splitlines()  # the outline's head
+    report = make_report(str(variant_sweep), significance=False)
+    assert report.description == "Paper-style ablation table and panels for group `table3` of project ablate."
+    assert " /ablate" not in report.blocks[0].text
+
+
 def test_report_out_needs_the_dry_run(variant_sweep, tmp_path):
     result = CliRunner().invoke(app, ["report", "wandb:me/ablate/table3", "--out", str(tmp_path / "r.json")])
     assert result.exit_code != 0 and "add --dry-run" in result.output and not (tmp_path / "r.json").exists()
