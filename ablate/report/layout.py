@@ -634,10 +634,13 @@ def build_table(
     def stat_of(row, key):
         return extra_stats.get(row.name, {}).get(key) or row.stats.get(key)
 
+    def shown(col, mean):  # the mean as its cell prints it: means that print equal share the bold
+        return f"{mean * col.scale:.{col.decimals}f}"
+
     best = {}
     for col in columns:
         means = [st.mean for r in sweep.rows if (st := stat_of(r, col.key)) is not None]
-        best[col.key] = max(means) if col.higher_better else min(means)
+        best[col.key] = shown(col, max(means) if col.higher_better else min(means))
     rows, previous, labels = [], None, key_labels(sweep.keys)
     for row in sweep.rows:
         cells = []
@@ -645,7 +648,12 @@ def build_table(
             st = stat_of(row, col.key)
             comp = vs_base.get((row.name, col.split)) if col.split else None
             cells.append(
-                _cell(_scaled(st, col.scale), col.ranked and st is not None and st.mean == best[col.key], comp, alpha)
+                _cell(
+                    _scaled(st, col.scale),
+                    col.ranked and st is not None and shown(col, st.mean) == best[col.key],
+                    comp,
+                    alpha,
+                )
             )
         settings = [show_value(row.settings[k]) if row.is_base or k in row.changed else None for k in sweep.keys]
         new_group = row.group != previous

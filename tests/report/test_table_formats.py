@@ -90,6 +90,26 @@ def test_best_values_are_bold_and_significance_marked(table):
     assert "Seed σ (" in md and r"Seed $\sigma$ (" in tex
 
 
+def test_values_that_print_equal_share_the_bold(tmp_path):
+    """Two rows whose parameters print as 1.00 (1.000 M and 1.004 M): both are the best a reader can see, so both
+    are bold, as a paper's table marks ties at its printed precision; the next row (2.00) is not."""
+    import json
+
+    from tests.helpers.records import make_grid_sweep
+
+    folder = make_grid_sweep(tmp_path / "grid")
+    for seed in (1, 2):
+        path = folder / f"trial-1-s{seed}" / "summary.json"
+        summary = json.loads(path.read_text())
+        path.write_text(json.dumps({**summary, "params": 1_004_000}))
+    table = build_table(aggregate(collect(str(folder))))
+    (i,) = [i for i, c in enumerate(table.columns) if c.key == "params"]
+    assert [(r.cells[i].stat.mean, r.cells[i].best) for r in table.rows][:3] == [
+        (pytest.approx(1.0), True), (pytest.approx(1.004), True), (pytest.approx(3.0), False),
+    ]  # fmt: skip
+    assert render(table, "md").count("**1.00**") == 2
+
+
 def test_base_row_shows_everything_others_only_changes(table):
     md = render(table, "md").splitlines()
     header = next(line for line in md if line.startswith("|  | variant"))
