@@ -237,6 +237,11 @@ def _mde_note(groups: list[list[Comparison]], alpha: float, tests: int, label: s
         mde = detectable(c.sigma, c.sigma_df, k, sentence, alpha / tests)
         loose = detectable(c.sigma, c.sigma_df, k, sentence, alpha)
         parts.append((k, mde, loose, c.sigma))
+    if all(mde == 0 for _, mde, _, _ in parts):
+        return (
+            f"Minimum detectable effect: none to state: the table shows no variance ({label} the same for every seed "
+            "of each row, and no Δ moves over resampled test sentences, as when every trial wrote the same hypotheses)."
+        )
     k, mde, loose, _ = parts[0]
     text = (
         f"Minimum detectable effect at 80% power with {k} seed{'s' * (k != 1)} per row: {mde:.2f} {label} at Holm's strictest "
@@ -296,7 +301,7 @@ def _seeds_text(c: Comparison, sigma: float, alpha: float, rows: int, shared: bo
     """What :func:`ablate.report.stats.seeds_needed` says for ``c``, in words."""
     n = seeds_needed(c.delta, sigma, c.sentence_fixed, alpha, rows, shared, borrowed_df=borrowed_df)
     if n is None:
-        return "none (test-set noise)"
+        return "none (test-set noise)" if c.sentence_fixed != 0 else "none (a Δ of 0)"
     return f"more than {MAX_SEEDS:,}" if n > MAX_SEEDS else f"{n:,}"
 
 

@@ -631,3 +631,27 @@ def test_the_mde_and_seeds_needed_use_the_sigma_each_comparison_is_tested_with(t
     needs = next(line for line in md.splitlines() if line.startswith("Seeds per row that"))
     own = _seeds_text(far, far.sigma, 0.05 / 12, 7, False)
     assert f"heads1 ({far.delta:+.2f}): {own}" in needs
+
+
+def test_a_table_without_any_variance_states_no_mde(tmp_path):
+    """Every trial wrote the same hypotheses (a degenerate model: BLEU the same for every seed and row): the seed σ
+    is 0 and no Δ moves over resampled sentences, so there is no noise to size an effect against. The footnotes said
+    'Minimum detectable effect ... 0.00 BLEU ...; smaller Δs are within this table's noise' and blamed the row's
+    unreachable Δ of 0 on 'test-set noise'."""
+    from ablate.report import table as report_table
+
+    from tests.helpers.records import _corrupt, references, trial_summary, write_trial
+
+    refs = references()
+    hyps = {s: _corrupt(r, 0.97, random.Random(0), [f"w{i}" for i in range(300)]) for s, r in refs.items()}
+    for variant, overrides in (("base", {}), ("heads1", {"model.heads": 1})):
+        for seed in (1, 2):
+            name = f"{variant}-s{seed}"
+            summary = trial_summary(name, variant, overrides, seed, 2.04, 1000, {"variant": variant}, sweep="flat")
+            write_trial(tmp_path / "flat", name, summary, hyps, refs)
+    md = report_table(str(tmp_path / "flat"), samples=200).render("md")
+    mde = next(line for line in md.splitlines() if line.startswith("Minimum detectable"))
+    assert "0.00 BLEU" not in mde and "within this table's noise" not in mde
+    assert "no variance" in mde
+    needs = next(line for line in md.splitlines() if line.startswith("Seeds per row that"))
+    assert "test-set noise" not in needs and "heads1 (+0.00): none (a Δ of 0)" in needs
