@@ -142,7 +142,9 @@ def table_command(
         False, "--by-length", help="Add test BLEU per source-length bucket as columns (Bahdanau et al. 2015, Fig. 2)."
     ),
     per_seed: bool = typer.Option(
-        False, "--per-seed", help="Print every trial's test BLEU and its Δ against the base's trial of the same seed."
+        False,
+        "--per-seed",
+        help="Print every trial's test BLEU (or --metric) and its Δ against the base's trial of the same seed.",
     ),
     metric: str = METRIC,
     sigma_from: Optional[str] = SIGMA_FROM,
@@ -158,7 +160,7 @@ def table_command(
     paper = get_reference(reference) if reference else None  # a wrong name fails before any work
     get_scorer(metric)  # so does a wrong metric
     if per_seed:
-        _check_per_seed(sigma_from, metric, reference, columns, by_length)
+        _check_per_seed(sigma_from, reference, columns, by_length)
         _check_untested(alpha, samples, test)
     if paper is not None and fmt is Format("csv"):  # one CSV holds one table, as pandas.read_csv reads it
         raise ReportError(
@@ -168,7 +170,9 @@ def table_command(
     if out is not None:
         check_apart(out, local_folders(source))  # before any work
     if per_seed:
-        text = render_per_seed(load(source), fmt.value, _terminal_width() if out is None else None)
+        text = render_per_seed(
+            load(source, metric=metric), fmt.value, _terminal_width() if out is None else None, metric
+        )
     else:
         result = report_table(
             source,
@@ -223,13 +227,11 @@ def _beside(sweep: Any, table: Table, paper: Any, fmt: str, metric: str, source:
 
 
 def _check_per_seed(
-    sigma_from: Optional[str], metric: str, reference: Optional[str], columns: Optional[str], by_length: bool
+    sigma_from: Optional[str], reference: Optional[str], columns: Optional[str], by_length: bool
 ) -> None:
     """Refuse, in one line, the ``ablate table`` options ``--per-seed`` has no use for."""
     if sigma_from is not None:
         raise ReportError("--per-seed lists each trial's Δ, with no test: drop --sigma-from, or leave out --per-seed")
-    if metric != "bleu":
-        raise ReportError(f"--per-seed lists test BLEU per trial; drop --metric {metric}, or leave out --per-seed")
     if reference is not None:
         raise ReportError("--per-seed lists each trial, not the table beside a paper: drop --reference, or --per-seed")
     for flag, given in (("--columns", columns is not None), ("--by-length", by_length)):

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 from ablate.errors import did_you_mean
-from ablate.record import TEST_BLEU, RunStatus
+from ablate.metrics import get_scorer
+from ablate.record import Metric, RunStatus
 from ablate.report.layout import FLIP, PAPER_LABELS, Cell, Column, Table, TableRow, show_value
 from ablate.report.stats import Sweep, value_order
-from ablate.report.trials import ReportError
+from ablate.report.trials import DEFAULT_METRIC, ReportError
 
 FORMATS = ("rich", "md", "latex", "csv")
 PM = "±"
@@ -381,9 +382,10 @@ class SeedLine:
     flip: list[bool]
 
 
-def per_seed(sweep: Sweep) -> tuple[list[str], list[SeedLine]]:
-    """``(test metric keys, one line per finished trial)`` in table order, seeds in order."""
-    keys = [TEST_BLEU.split_key(s) for s in sweep.test_splits] or [TEST_BLEU.key]
+def per_seed(sweep: Sweep, metric: str = DEFAULT_METRIC) -> tuple[list[str], list[SeedLine]]:
+    """``(test metric keys, one line per finished trial)`` in table order, seeds in order, on ``metric``."""
+    test = Metric(f"test/{metric}", per_split=True)
+    keys = [test.split_key(s) for s in sweep.test_splits] or [test.key]
     base = {str(t.seed): t for t in sweep.base.trials}
     lines = []
     for row in sweep.rows:
@@ -402,26 +404,27 @@ def per_seed(sweep: Sweep) -> tuple[list[str], list[SeedLine]]:
     return keys, lines
 
 
-def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None) -> str:
-    """The per-seed lines as CSV (unrounded), LaTeX, a rich table (``rich``; one block per trial where the grid
-    needs more than a terminal's ``width``), or Markdown (``md``)."""
-    keys, lines = per_seed(sweep)
-    labels = [TEST_BLEU.split_of(k) or k.partition("/")[0] for k in keys]
+def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric: str = DEFAULT_METRIC) -> str:
+    """The per-seed lines on ``metric`` as CSV (unrounded), LaTeX, a rich table (``rich``; one block per trial
+    where the grid needs more than a terminal's ``width``), or Markdown (``md``)."""
+    keys, lines = per_seed(sweep, metric)
+    labels = [Metric(f"test/{metric}", per_split=True).split_of(k) or k.partition("/")[0] for k in keys]
+    name = get_scorer(metric).label
     if fmt == "csv":
         head = ["row", "seed", *keys, *(f"{k}.delta_vs_base" for k in keys)]
         return csv_text([head] + [[ln.row, ln.seed, *map(_num, ln.values), *map(_num, ln.deltas)] for ln in lines])
     title = f"Per seed: {sweep.name or 'ablation'}"
-    head = ["row", "seed", *(f"BLEU ({s})" for s in labels), *(f"Δ ({s})" for s in labels)]
+    head = ["row", "seed", *(f"{name} ({s})" for s in labels), *(f"Δ ({s})" for s in labels)]
     cells = [[ln.row, str(ln.seed), *_per_seed_values(ln)] for ln in lines]
     legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
     if fmt == "rich":
-        return _per_seed_rich(title, head, cells, legend, width)
+        return _per_seed_rich(title, head, cells, legend, width, name)
     if fmt == "latex":
         body = [" & ".join(map(latex_escape, c)) + r" \\" for c in cells]
-        notes = [latex_escape("Test BLEU; Δ against the base trial of the same seed."), *map(latex_escape, legend)]
+        notes = [latex_escape(f"Test {name}; Δ against the base trial of the same seed."), *map(latex_escape, legend)]
         return latex_float("lr" + "r" * 2 * len(keys), map(latex_escape, head), body, notes, title)
     out = [
-        f"**{title}** (test BLEU; Δ against the base trial of the same seed)",
+        f"**{title}** (test {name}; Δ against the base trial of the same seed)",
         "",
         md_line(head),
         md_line([":--", "--:", *["--:"] * 2 * len(keys)]),
@@ -432,7 +435,7 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None) -> str:
 
 
 def _per_seed_rich(
-    title: str, head: list[str], cells: list[list[str]], legend: list[str], width: Optional[int] = None
+    title: str, head: list[str], cells: list[list[str]], legend: list[str], width: Optional[int], name: str
 ) -> str:
     """The per-seed lines as a rich table (no colour), as wide as its cells need, then the legend; narrower than
     ``width`` (a terminal's), as :func:`rich_blocks`."""
@@ -441,7 +444,7 @@ def _per_seed_rich(
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    caption = "Test BLEU; Δ against the base trial of the same seed."
+    caption = f"Test {name}; Δ against the base trial of the same seed."
     rt = RichTable(title=Text(title, style="bold"), caption=caption, header_style="bold")
     for i, name in enumerate(head):
         rt.add_column(Text(name), justify="left" if i == 0 else "right")
@@ -459,7 +462,7 @@ def _per_seed_rich(
 
 
 def _per_seed_values(ln: SeedLine) -> list[str]:
-    """A per-seed line's test BLEUs, then its Δs against the base (``FLIP`` where the row's signs disagree)."""
+    """A per-seed line's test scores, then its Δs against the base (``FLIP`` where the row's signs disagree)."""
     deltas = [
         ("" if d is None else f"{d:+.2f}") + (FLIP if f and d is not None else "") for d, f in zip(ln.deltas, ln.flip)
     ]

@@ -112,10 +112,20 @@ def test_an_unknown_metric_is_one_line_with_the_choices(variant_sweep):
     )
 
 
-def test_per_seed_with_another_metric_is_refused_in_one_line(variant_sweep):
-    result = CliRunner().invoke(cli.app, ["table", str(variant_sweep), "--per-seed", "--metric", "ter"])
-    assert result.exit_code == 2 and result.output.count("\n") == 1
-    assert result.output.startswith("error: --per-seed lists test BLEU per trial; drop --metric ter")
+def test_per_seed_lists_the_tables_metric(variant_sweep):
+    """A TER table's footnotes send the reader to ``--per-seed`` for each trial's Δ and its ‡, which refused
+    ``--metric ter`` ('lists test BLEU per trial'): it lists each trial's TER (scored from its hypotheses, as the
+    table's) and its Δ against the base's trial of the same seed."""
+    md = report_table(str(variant_sweep), metric="ter", samples=50).render("md")
+    assert "each trial's Δ in `--per-seed`" in md
+    result = CliRunner().invoke(cli.app, ["table", str(variant_sweep), "--per-seed", "--metric", "ter", "-f", "md"])
+    assert result.exit_code == 0, result.output
+    assert "(test TER; Δ against the base trial of the same seed)" in result.output
+    assert f"| TER ({SPLIT}) |" in result.output and "BLEU" not in result.output
+    base, heads1 = _ter(variant_sweep / "base-s1", SPLIT), _ter(variant_sweep / "A-heads1-s1", SPLIT)
+    assert f"| A-heads1 | 1 | {heads1:.2f} |" in result.output and f"{heads1 - base:+.2f}" in result.output
+    csv_out = CliRunner().invoke(cli.app, ["table", str(variant_sweep), "--per-seed", "--metric", "ter", "-f", "csv"])
+    assert csv_out.output.splitlines()[0].startswith("row,seed,test_test_2016_flickr/ter,")
 
 
 def test_reference_without_the_metric_says_so(variant_sweep):
