@@ -38,6 +38,7 @@ from ablate.report.stats import (
     seeds_needed,
     split_scores,
     standard_error,
+    strictest,
 )
 from ablate.report.trials import ReportError
 
@@ -623,8 +624,8 @@ def plan_lines(sweep: Sweep, label: str, lent: BorrowedNoise, alpha: float = 0.0
     lines = [
         f"Power of this sweep's table, planned with σ {sigma:.2f} BLEU per trial from {lent.trials} seeds of "
         f"{lent.source} (taken as the true σ; test-set part taken as 0):",
-        f"  {rows} row{'s' * (rows != 1)} x {k} seed{'s' * (k != 1)} ({sharing} seed values), {m} comparison{'s' * (m != 1)}, Holm at alpha "
-        f"{alpha:g}: each at alpha/{m}",
+        f"  {rows} row{'s' * (rows != 1)} x {k} seed{'s' * (k != 1)} ({sharing} seed values), {m} comparison"
+        + (f"s, Holm at alpha {alpha:g}: each at alpha/{m}" if m > 1 else f" at alpha {alpha:g}"),
     ]
     for name, words in (("own", "with the table's own σ"), ("lent", f"with --sigma-from {lent.source}")):
         paired, df = fits[name]
@@ -635,7 +636,7 @@ def plan_lines(sweep: Sweep, label: str, lent: BorrowedNoise, alpha: float = 0.0
         own = seeds_needed(delta, sigma, 0.0, strict, rows, design.shared)
         pooled_k = seeds_needed(delta, sigma, 0.0, strict, rows, design.shared, borrowed_df=lent.df)
         needs.append(f"Δ {delta:g}: {_count(own)} own, {_count(pooled_k)} with --sigma-from")
-    lines.append(f"  seeds per row for 80% power at alpha/{m}: " + "; ".join(needs))
+    lines.append(f"  seeds per row for 80% power at {strictest(alpha, m)}: " + "; ".join(needs))
     return lines
 
 

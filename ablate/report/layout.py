@@ -56,6 +56,7 @@ from ablate.report.stats import (
     seeds_needed,
     sentence_stats,
     stat,
+    strictest,
     test_splits,
 )
 from ablate.report.trials import DEFAULT_METRIC, ReportError, Trial, bleu_tokenizer, signature_of
@@ -157,9 +158,14 @@ def significance_notes(
         ] + skipped
     how = describe(test, n_samples)
     splits = sorted({c.split for c in tested})
+    family = (
+        f"family-wise alpha = {alpha:g}: Holm-Bonferroni over all {len(tested)} comparisons of this table"
+        if len(tested) > 1
+        else f"alpha = {alpha:g}, no correction needed for the table's one comparison"
+    )
     notes = [
-        f"{MARK} significant at family-wise alpha = {alpha:g}: Holm-Bonferroni over all {len(tested)} comparisons "
-        f"of this table ({describe_plan(sweep)}; test splits {', '.join(splits)}). Test: two-sided {how['name']}, "
+        f"{MARK} significant at {family} ({describe_plan(sweep)}; test splits {', '.join(splits)}). "
+        f"Test: two-sided {how['name']}, "
         f"{how['samples']} bootstrap samples; a row's score is the mean over its seeds of corpus {label}."
         + (
             f" In the cells, {MARK} compares a row with the base; the named comparisons are listed below."
@@ -243,9 +249,10 @@ def _mde_note(groups: list[list[Comparison]], alpha: float, tests: int, label: s
             "of each row, and no Δ moves over resampled test sentences, as when every trial wrote the same hypotheses)."
         )
     k, mde, loose, _ = parts[0]
+    level = f"Holm's strictest level (alpha/{tests}), {loose:.2f} uncorrected" if tests > 1 else f"alpha {alpha:g}"
     text = (
-        f"Minimum detectable effect at 80% power with {k} seed{'s' * (k != 1)} per row: {mde:.2f} {label} at Holm's strictest "
-        f"level (alpha/{tests}), {loose:.2f} uncorrected" + (f" at σ {parts[0][3]:.2f}" if len(parts) > 1 else "")
+        f"Minimum detectable effect at 80% power with {k} seed{'s' * (k != 1)} per row: {mde:.2f} {label} at {level}"
+        + (f" at σ {parts[0][3]:.2f}" if len(parts) > 1 else "")
     )
     for k, mde, loose, sigma in parts[1:]:
         text += f"; with σ {sigma:.2f} and {k} seed{'s' * (k != 1)} per row: {mde:.2f} {label}, {loose:.2f} uncorrected"
@@ -272,7 +279,7 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
             f"{c.row} ({c.delta:+.2f}): {_seeds_text(c, c.sigma or 0.0, strict, rows, shared, extra)}" for c in unmarked
         ]
         notes.append(
-            f"Seeds per row that a true Δ of the observed size would need (80% power at alpha/{len(tested)} with that "
+            f"Seeds per row that a true Δ of the observed size would need (80% power at {strictest(alpha, len(tested))} with that "
             f"many seeds in each of the table's {rows} rows, at the df the σ fit would then have"
             + ("; each row at the σ it is tested with" if len(groups) > 1 else "")
             + "): "

@@ -1244,6 +1244,11 @@ class Comparison:
         )  # fmt: skip
 
 
+def strictest(alpha: float, comparisons: int) -> str:
+    """Holm's strictest level in words: ``alpha/10`` for ten comparisons, ``alpha 0.05`` for one (no correction)."""
+    return f"alpha/{comparisons}" if comparisons > 1 else f"alpha {alpha:g}"
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm-Bonferroni adjusted p-values (Holm 1979): step-down, monotone, capped at 1."""
     values = np.asarray(p_values, dtype=np.float64)

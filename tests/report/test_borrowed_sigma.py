@@ -315,3 +315,20 @@ def test_planning_a_sweep_of_one_configuration_says_there_is_nothing_to_compare(
     )
     assert result.exit_code == 2 and result.output.count("\n") == 1
     assert result.output.startswith("error: calibration-cpu: the table has no comparisons to plan (one row")
+
+
+def test_planning_a_two_row_sweep_states_its_level_plainly(tmp_path):
+    """Two rows (base and one variant), one comparison: `ablate power` said 'Holm at alpha 0.05: each at alpha/1'
+    and '80% power at alpha/1'."""
+    import yaml
+
+    spec = yaml.safe_load((ROOT / "sweeps/mission-cpu.yaml").read_text())
+    spec["parameters"]["variant"]["values"] = spec["parameters"]["variant"]["values"][:2]
+    spec["parameters"]["seed"]["values"] = [1, 2]
+    del spec["parameters"]["comparisons"]
+    (sweep := tmp_path / "two.yaml").write_text(yaml.safe_dump(spec))
+    result = CliRunner().invoke(app, ["power", str(sweep), "--sigma-from", str(CALIBRATION)])
+    assert result.exit_code == 0, result.output
+    assert "alpha/1" not in result.output and "Holm" not in result.output
+    assert "2 rows x 2 seeds (shared seed values), 1 comparison at alpha 0.05" in result.output
+    assert "seeds per row for 80% power at alpha 0.05: Δ 1:" in result.output

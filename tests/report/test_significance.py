@@ -655,3 +655,17 @@ def test_a_table_without_any_variance_states_no_mde(tmp_path):
     assert "no variance" in mde
     needs = next(line for line in md.splitlines() if line.startswith("Seeds per row that"))
     assert "test-set noise" not in needs and "heads1 (+0.00): none (a Δ of 0)" in needs
+
+
+def test_a_table_of_one_comparison_states_its_level_plainly(two_by_two):
+    """Two rows, one split (the smallest sweep a user runs): the footnotes read 'Holm-Bonferroni over all 1
+    comparisons', '4.28 BLEU at Holm's strictest level (alpha/1), 4.28 uncorrected' and '80% power at alpha/1'."""
+    from ablate.report import table as report_table
+
+    md = report_table(str(two_by_two), samples=200).render("md")
+    assert "all 1 comparisons" not in md and "alpha/1" not in md
+    assert "significant at alpha = 0.05, no correction needed for the table's one comparison (each row against" in md
+    mde = next(line for line in md.splitlines() if line.startswith("Minimum detectable"))
+    assert "BLEU at alpha 0.05;" in mde and "uncorrected" not in mde
+    needs = next(line for line in md.splitlines() if line.startswith("Seeds per row that"))
+    assert "(80% power at alpha 0.05 with that many seeds" in needs
