@@ -350,11 +350,14 @@ def collect_folder(root: Path) -> list[Trial]:
     for name, t in planned.items():
         if name not in seen:  # planned, never started or gone before writing a record
             point = t["point"]
-            status = running_status(root / name, t["status"])
+            status, error = running_status(root / name, t["status"]), t["error"]
+            if status == RunStatus.FINISHED:  # its record was there once
+                status = INVALID
+                error = f"{SWEEP_FILE} records it finished, but no {SUMMARY_FILE} of it is here (its run folder moved or deleted?)"
             seed = {"seed": point["seed"]} if "seed" in point else {}
             variant = _variant_name(point.get("variant"))
             facts = {**sweep_facts(point), "params": point}
-            trials.append(Trial(name, status, t["error"], config=seed, variant=variant, **facts))
+            trials.append(Trial(name, status, error, config=seed, variant=variant, **facts))
     if problem:
         trials.append(Trial(SWEEP_FILE, INVALID, f"{SWEEP_FILE}: {problem}; its planned trials are not listed"))
     if not trials and RunFiles(root).summary.exists():

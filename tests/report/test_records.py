@@ -170,3 +170,26 @@ def test_a_key_that_leaves_the_trained_model_alone_never_splits_a_row():
     for key in [k for k in base if k.startswith(NOT_TRAINING)] + ["trainer.profiler", "train.accelerator"]:
         assert clean_config({**base, key: "changed"}) == clean_config(base), key
     assert clean_config({**base, "model.heads": 2}) != clean_config(base)
+
+
+def test_a_finished_trial_whose_folder_is_gone_says_so(two_by_two, tmp_path):
+    """``sweep.json`` records 30 finished trials; only 4 run folders are here (the rest deleted or not copied).
+    The 26 were listed as 'excluded - no hyps/test_2016_flickr while other trials have them, so the significance
+    test cannot use it', as if a run had lost its hypotheses."""
+    import shutil
+    from pathlib import Path
+
+    from ablate.report import table as report_table
+    from ablate.report.render import render
+
+    folder = tmp_path / "part"
+    shutil.copytree(two_by_two, folder)
+    shutil.copy(Path(__file__).resolve().parents[2] / "results" / "mission-cpu" / "sweep.json", folder)
+    md = render(report_table(str(folder), significance=False).table, "md")
+    assert "no hyps/" not in md
+    assert "Trials: 4 of 30 in the table; not in it: 26 invalid" in md
+    line = next(x for x in md.splitlines() if x.startswith("- heads-1-seed=1 "))
+    assert line == (
+        "- heads-1-seed=1 (variant heads-1, seed 1): invalid - sweep.json records it finished, but no summary.json "
+        "of it is here (its run folder moved or deleted?)"
+    )
