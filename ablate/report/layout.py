@@ -649,10 +649,11 @@ def build_table(
     def shown(col, mean):  # the mean as its cell prints it: means that print equal share the bold
         return f"{mean * col.scale:.{col.decimals}f}"
 
-    best = {}
+    best = {}  # a column whose rows all print the same has no best to mark
     for col in columns:
         means = [st.mean for r in sweep.rows if (st := stat_of(r, col.key)) is not None]
-        best[col.key] = shown(col, max(means) if col.higher_better else min(means))
+        if len({shown(col, m) for m in means}) > 1:
+            best[col.key] = shown(col, max(means) if col.higher_better else min(means))
     rows, previous, labels = [], None, key_labels(sweep.keys)
     for row in sweep.rows:
         cells = []
@@ -662,7 +663,7 @@ def build_table(
             cells.append(
                 _cell(
                     _scaled(st, col.scale),
-                    col.ranked and st is not None and shown(col, st.mean) == best[col.key],
+                    col.ranked and st is not None and shown(col, st.mean) == best.get(col.key),
                     comp,
                     alpha,
                 )

@@ -110,6 +110,23 @@ def test_values_that_print_equal_share_the_bold(tmp_path):
     assert render(table, "md").count("**1.00**") == 2
 
 
+def test_a_column_whose_rows_all_print_the_same_marks_no_best(tmp_path):
+    """Every row's parameters print as 1.00 (1.000 M and 1.004 M): no row is better to the reader's eye, so none
+    is bold (results/defaults-cpu's Params 2.41 in all four rows)."""
+    import json
+
+    from tests.helpers.records import make_grid_sweep
+
+    folder = make_grid_sweep(tmp_path / "grid")
+    for path in folder.glob("*/summary.json"):
+        summary = json.loads(path.read_text())
+        path.write_text(json.dumps({**summary, "params": 1_004_000 if "trial-1" in path.parent.name else 1_000_000}))
+    table = build_table(aggregate(collect(str(folder))))
+    (i,) = [i for i, c in enumerate(table.columns) if c.key == "params"]
+    assert {round(r.cells[i].stat.mean, 2) for r in table.rows} == {1.0}
+    assert not any(r.cells[i].best for r in table.rows)
+
+
 def test_base_row_shows_everything_others_only_changes(table):
     md = render(table, "md").splitlines()
     header = next(line for line in md if line.startswith("|  | variant"))
