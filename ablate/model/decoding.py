@@ -80,6 +80,12 @@ def _log_probs(logits: Tensor, pad_id: int, bos: int) -> Tensor:
     return lprobs
 
 
+def _best(logits: Tensor, pad_id: int, bos: int) -> Tensor:
+    """(N,) arg-max of the (N, V) ``logits`` with padding and BOS forbidden: that of :func:`_log_probs`, which
+    only shifts each row, without its passes over the vocabulary (the model's logits are not written over)."""
+    return logits.index_fill(1, torch.tensor([pad_id, bos], device=logits.device), float("-inf")).argmax(-1)
+
+
 def _step(model: Seq2Seq, tokens: Tensor, enc: Any, state: Any, use_cache: bool) -> tuple[Tensor, Any]:
     """Logits (N, V) for the next token after ``tokens`` (N, t), and the new state."""
     if use_cache and state is not None:
@@ -121,7 +127,7 @@ def greedy(
         if bool(done.all()):
             break
         logits, state = _step(model, tokens, enc, state, use_cache)
-        nxt = _log_probs(logits, pad, bos).argmax(-1).masked_fill(done, pad)
+        nxt = _best(logits, pad, bos).masked_fill(done, pad)
         tokens = torch.cat((tokens, nxt[:, None]), dim=1)
         done = done | nxt.eq(eos) | limit.le(step + 1)
     return [list(itertools.takewhile(lambda tok: tok not in (eos, pad), row)) for row in tokens[:, 1:].tolist()]

@@ -166,6 +166,31 @@ def test_beam_one_equals_greedy_on_toy_model(seed):
     )
 
 
+def test_greedy_takes_the_arg_max_of_the_logits_without_a_log_softmax(monkeypatch):
+    """Greedy's choice is the log-softmax's arg-max, so it skips the (N, V) log-softmax (about 10% of a greedy
+    step of a Multi30k model: 1.6 of 19 ms per 128 rows); PAD and BOS stay forbidden where their logit is largest."""
+    table = _markov(vocab=6, seed=3).table
+    table[:, PAD] = table[:, BOS] = 50.0  # the largest logits everywhere
+    model = MarkovModel(table)
+    src = _sources(3, vocab=6)
+    lp = torch.log_softmax(table, -1)
+    lp[:, [PAD, BOS]] = -math.inf
+    expected, prev = [], BOS  # the arg-max walk of the log-probabilities, to the length limit or EOS
+    for _ in range(8):
+        prev = int(lp[prev].argmax())
+        if prev == EOS:
+            break
+        expected.append(prev)
+
+    def no_log_softmax(*args, **kwargs):
+        raise AssertionError("greedy computed a log-softmax")
+
+    monkeypatch.setattr(torch, "log_softmax", no_log_softmax)
+    out = greedy(model, src, BOS, EOS, max_len_a=0.0, max_len_b=8)
+    assert out == [expected] * src.size(0)
+    assert table[0, PAD] == 50.0  # the model's logits are not written over
+
+
 @pytest.mark.parametrize("positions", list(POSITIONS))
 @pytest.mark.parametrize("score", list(SCORES))
 def test_beam_one_equals_greedy_and_cache_changes_nothing(score, positions):
