@@ -194,7 +194,7 @@ def beam_search(
             lprobs[rows] = float("-inf")
             lprobs[rows, eos] = eos_lp[rows]
         V = lprobs.size(1)
-        cand = (scores.view(-1, 1) + lprobs).view(n, K * V)
+        cand = lprobs.add_(scores.view(-1, 1)).view(n, K * V)  # into the step's own buffer, not a fresh one
         top, flat = cand.topk(min(2 * K, K * V), dim=1)  # (n, 2K), best first
         origin, tok = flat // V, flat % V
         is_eos = tok.eq(eos)
