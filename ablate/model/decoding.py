@@ -80,6 +80,12 @@ def _log_probs(logits: Tensor, pad_id: int, bos: int) -> Tensor:
     return lprobs
 
 
+def _best(logits: Tensor, pad_id: int, bos: int) -> Tensor:
+    """(N,) arg-max of the (N, V) ``logits`` with padding and BOS forbidden: that of :func:`_log_probs`, which
+    only shifts each row, without its passes over the vocabulary (the model's logits are not written over)."""
+    return logits.index_fill(1, torch.tensor([pad_id, bos], device=logits.device), float("-inf")).argmax(-1)
+
+
 def _step(model: Seq2Seq, tokens: Tensor, enc: Any, state: Any, use_cache: bool) -> tuple[Tensor, Any]:
     """Logits (N, V) for the next token after ``tokens`` (N, t), and the new state."""
     if use_cache and state is not None:
@@ -121,7 +127,7 @@ def greedy(
         if bool(done.all()):
             break
         logits, state = _step(model, tokens, enc, state, use_cache)
-        nxt = _log_probs(logits, pad, bos).argmax(-1).masked_fill(done, pad)
+        nxt = _best(logits, pad, bos).masked_fill(done, pad)
         tokens = torch.cat((tokens, nxt[:, None]), dim=1)
         done = done | nxt.eq(eos) | limit.le(step + 1)
     return [list(itertools.takewhile(lambda tok: tok not in (eos, pad), row)) for row in tokens[:, 1:].tolist()]
@@ -188,7 +194,7 @@ def beam_search(
             lprobs[rows] = float("-inf")
             lprobs[rows, eos] = eos_lp[rows]
         V = lprobs.size(1)
-        cand = (scores.view(-1, 1) + lprobs).view(n, K * V)
+        cand = lprobs.add_(scores.view(-1, 1)).view(n, K * V)  # into the step's own buffer, not a fresh one
         top, flat = cand.topk(min(2 * K, K * V), dim=1)  # (n, 2K), best first
         origin, tok = flat // V, flat % V
         is_eos = tok.eq(eos)

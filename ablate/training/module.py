@@ -441,11 +441,13 @@ class TranslationModule(pl.LightningModule):
             length_penalty=e.length_penalty,
         )
 
-    def _eval_step(self, batch: dict[str, torch.Tensor], dataloader_idx: int, beam: int) -> None:
+    def _eval_step(self, batch: dict[str, torch.Tensor], dataloader_idx: int, beam: int, nll: bool = False) -> None:
+        """Decode ``batch`` with ``beam``; ``nll``: also its teacher-forced loss (the validation perplexity)."""
         if self.detokenize is None:
             raise ValueError("TranslationModule needs detokenize (ids -> text) to score its translations")
-        loss, ntok = sequence_loss(self.model, batch, self.pad_id, 0.0)
-        self._eval_nll += torch.tensor([float(loss) * ntok, ntok], dtype=torch.float64)
+        if nll:
+            loss, ntok = sequence_loss(self.model, batch, self.pad_id, 0.0)
+            self._eval_nll += torch.tensor([float(loss) * ntok, ntok], dtype=torch.float64)
         start = time.perf_counter()
         hyps = self.translate(batch["src"], beam)
         self._eval_time += time.perf_counter() - start
@@ -475,7 +477,7 @@ class TranslationModule(pl.LightningModule):
         self._reset_eval()
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        self._eval_step(batch, 0, self.cfg.eval.val_beam)
+        self._eval_step(batch, 0, self.cfg.eval.val_beam, nll=True)
 
     def on_validation_epoch_end(self) -> None:
         if self.trainer.sanity_checking:

@@ -59,8 +59,9 @@ class Throughput(pl.Callback):
     """Tokens per second of training, summed over devices, and the tokens and seconds spent.
 
     A step is timed from batch start to end (on a GPU by CUDA events, read only at the steps that log, so
-    nothing waits for the device); the first ``skip`` steps (allocator, kernel selection) are left out unless
-    there are no others; across devices, all ranks' tokens over the slowest rank's seconds. The same steps in
+    nothing waits for the device); the first ``skip`` batches (allocator, kernel selection; a step has
+    ``train.accumulate``) are left out unless there are no others; the rate is logged once per ``log_every``
+    steps; across devices, all ranks' tokens over the slowest rank's seconds. The same steps in
     process CPU seconds give :attr:`tokens_per_cpu_sec`, far less moved by machine load than wall-clock.
     Saved in checkpoints, so a resumed run reports the whole run."""
 
@@ -78,6 +79,7 @@ class Throughput(pl.Callback):
         self._start: Any = None  # the CUDA event of the running step's start
         self._pending: list[tuple[Any, Any, int, float, bool]] = []  # (start, end, tokens, cpu, warm-up) unread
         self._rank, self._world = 0, 1  # of the run being resumed (set when a checkpoint loads)
+        self._logged = 0  # the last step whose rate was logged (none at 0: no optimizer step yet)
 
     @property
     def step_seconds(self) -> float:
@@ -108,7 +110,9 @@ class Throughput(pl.Callback):
             self._start = None
         else:
             self._count(tokens, time.perf_counter() - self._t0, cpu, warm)
-        if trainer.global_step % self.log_every == 0:
+        step = trainer.global_step  # under train.accumulate, several batches end at one step: the first logs
+        if step % self.log_every == 0 and step != self._logged:
+            self._logged = step
             self._settle()
             if self.all_sec <= 0:
                 return

@@ -61,8 +61,8 @@ def test_a_config_error_names_the_choices_without_importing_torch():
 
 @pytest.mark.slow
 def test_commands_that_never_train_never_import_torch(tmp_path):
-    """``--help``, ``table``, ``plot``, a dry run (default ``--devices auto``) and ``sweep status`` run
-    in-process without importing torch or Lightning (or pydantic: 0.15 CPU-s of a dry run); ``table`` and ``plot``
+    """``--help``, ``table``, ``plot``, a dry run (default ``--devices auto``), ``sweep status``, ``power``,
+    ``calibrate``, ``train --help`` and ``--print-config`` run in-process without importing torch or Lightning (or pydantic: 0.15 CPU-s of a dry run); ``table`` and ``plot``
     not the SLURM launcher either."""
     from ablate.sweep.state import SweepState, save_state
 
@@ -74,7 +74,9 @@ def test_commands_that_never_train_never_import_torch(tmp_path):
         for argv in (["--help"], ["table", "results/defaults-cpu", "--format", "md"],
                      ["plot", "results/defaults-cpu", "--out", {str(tmp_path / "plots")!r}],
                      ["sweep", "run", "sweeps/quickstart.yaml", "--dry-run", "--out", {str(tmp_path / "q")!r}],
-                     ["sweep", "status", {str(tmp_path / "sweep")!r}]):
+                     ["sweep", "status", {str(tmp_path / "sweep")!r}], ["train", "--help"], ["train", "--print-config"],
+                     ["bench", "--help"], ["power", "sweeps/mission-cpu.yaml", "--sigma-from", "results/calibration-cpu"],
+                     ["calibrate", "results/mission-cpu"]):
             with contextlib.redirect_stdout(io.StringIO()) as out:
                 try:
                     app(argv, standalone_mode=False)

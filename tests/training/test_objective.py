@@ -168,3 +168,22 @@ def test_scoring_without_detokenize_says_what_is_missing():
     module = TranslationModule(tiny_model(), load_config(None, tiny()), vocab={"src": VOCAB, "tgt": VOCAB})
     with pytest.raises(ValueError, match="needs detokenize"):
         module.validation_step({**_batch(), "index": torch.arange(3)}, 0)
+
+
+def test_test_decoding_runs_no_teacher_forced_pass_and_validation_one():
+    """The validation perplexity needs a teacher-forced pass per batch; a test batch only decodes (its loss was
+    computed and dropped: a forward pass per test batch, about 8% of decoding 1,000 Multi30k sentences)."""
+    from ablate.training.module import TranslationModule
+
+    model = tiny_model("dot")
+    module = TranslationModule(model, Config(), detokenize=lambda ids: " ".join(map(str, ids)))
+    module.translate = lambda src, beam, len_penalty=None: [[5]] * src.size(0)  # type: ignore[method-assign]
+    passes = []
+    model.register_forward_hook(lambda *args: passes.append(1))
+    batch = {**_batch(), "index": torch.arange(3)}
+    module.on_test_epoch_start()
+    module.test_step(batch, 0)
+    assert not passes and len(module._eval[0]) == 3
+    module.on_validation_epoch_start()
+    module.validation_step(batch, 0)
+    assert len(passes) == 1 and module._eval_nll[1] == batch["tgt_tokens"]

@@ -41,9 +41,10 @@ class Toy(pl.LightningModule):
         return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5)}
 
 
-def _fit(callback: Throughput, steps: int, ckpt_path: Path | None = None) -> pl.Trainer:
+def _fit(callback: Throughput, steps: int, ckpt_path: Path | None = None, accumulate: int = 1) -> pl.Trainer:
     trainer = pl.Trainer(
         max_steps=steps,
+        accumulate_grad_batches=accumulate,
         accelerator="cpu",
         callbacks=[callback],
         logger=False,
@@ -51,7 +52,8 @@ def _fit(callback: Throughput, steps: int, ckpt_path: Path | None = None) -> pl.
         enable_progress_bar=False,
         enable_model_summary=False,
     )
-    trainer.fit(Toy(), train_dataloaders=DataLoader(_batches(steps), batch_size=None), ckpt_path=ckpt_path)
+    batches = DataLoader(_batches(steps * accumulate), batch_size=None)
+    trainer.fit(Toy(), train_dataloaders=batches, ckpt_path=ckpt_path)
     return trainer
 
 
@@ -65,6 +67,17 @@ def test_counts_every_non_padding_token_and_leaves_out_the_warm_up_steps():
     assert 0 < meter.sec < meter.all_sec == meter.step_seconds
     assert meter.tokens_per_sec == pytest.approx(meter.tok / meter.sec)
     assert float(logged["train/lr"]) == pytest.approx(0.005) and float(logged["train/tokens_per_sec"]) > 0
+
+
+def test_with_accumulation_each_logged_step_logs_once_and_the_warm_up_counts_batches(monkeypatch):
+    """With ``train.accumulate=2`` the rate was logged at every batch of a logging step's window (twice per logged
+    step, and at step 0 from the first warm-up batch alone), each with its reduction over the ranks."""
+    logged = []
+    monkeypatch.setattr(Toy, "log_dict", lambda self, metrics, **kw: logged.append(self.global_step), raising=False)
+    meter = Throughput(PAD, skip=3, log_every=2)
+    _fit(meter, 6, accumulate=2)
+    assert logged == [2, 4, 6]
+    assert meter.all_tok == sum((i + 3) + 2 for i in range(12)) and meter.tok == sum((i + 3) + 2 for i in range(3, 12))
 
 
 def test_a_run_shorter_than_the_warm_up_uses_every_step():
