@@ -190,7 +190,9 @@ def evaluate(
     split: Optional[str] = typer.Option(
         None, "--split", help="Split to score (default: the first test split of the pair, else the validation split)."
     ),
-    beam: Optional[int] = typer.Option(None, "--beam", help="Beam size (default: the run's eval.beam)."),
+    beam: Optional[int] = typer.Option(
+        None, "--beam", help="Beam size (default: the run's eval.beam; for its validation split, eval.val_beam)."
+    ),
     len_penalty: Optional[float] = typer.Option(None, "--len-penalty", help="Length-normalisation exponent."),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
     hyps: Optional[Path] = typer.Option(None, "--hyps", help="Also write the translations to this file."),
@@ -210,12 +212,31 @@ def evaluate(
 
     run = _load(run_dir, checkpoint, variant, seed, plugins, trust_plugins)
     name, sources, references = inference.load_split(run, data, split)
+    beam = _validation_beam(run.cfg, data, name) if beam is None else beam
     scores, out = inference.evaluate(run, sources, references, beam, len_penalty)
     if hyps is not None:
         write_output_text(hyps, "".join(one_line(h) + "\n" for h in out), [run_dir])
     typer.echo(
         f"{name}: BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({len(sources)} sentences)  {scores.signature}"
     )
+
+
+def _validation_beam(cfg: Any, data: Optional[str], split: str) -> Optional[int]:
+    """``eval.val_beam`` for the run's own validation split, as its recorded val BLEU decoded it (a line says so),
+    else None (``eval.beam``)."""
+    from ablate.data.sources import canonical_split
+
+    e = cfg.eval
+    if data not in (None, cfg.data.source) or canonical_split(split) != "val" or e.val_beam == e.beam:
+        return None
+    log.info(
+        "%s is the run's validation split: decoded with eval.val_beam=%d as its recorded val BLEU was, not "
+        "eval.beam=%d (--beam N picks another)",
+        split,
+        e.val_beam,
+        e.beam,
+    )
+    return e.val_beam
 
 
 def _run_and_checkpoint(
