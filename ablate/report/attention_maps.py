@@ -107,13 +107,14 @@ def plot_attention(
     check_apart(out, [run_dir])
     if beam is not None and beam < 1:
         raise ReportError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
-    if not text.strip():
+    text = text.strip().removeprefix("\ufeff").strip()  # as translate reads a line: a file's BOM, spaces around
+    if not text:
         raise ReportError("--text is empty; pass one sentence to translate and draw")
-    if (lines := len(text.strip().split("\n"))) > 1:  # translate reads them as that many sentences
+    if (lines := len(text.split("\n"))) > 1:  # translate reads them as that many sentences
         raise ReportError(f"--text holds {lines} lines; pass one sentence to translate and draw")
     cfg, module, tok = load_trained(run_dir, plugins=plugins, trust_plugins=trust_plugins)
     model = cast(Transformer, module)  # load_trained says nn.Module: every arch has Transformer's interface
-    pieces = tok.encode_src([text.strip()])[0]  # stripped, as training reads a corpus line and translate its input
+    pieces = tok.encode_src([text])[0]
     if len(pieces) > MAX_TOKENS:  # maps are tokens x tokens and decoding grows with them: 600 words took 20 GB
         raise ReportError(
             f"--text is {len(pieces)} subwords long; attention maps are drawn for at most {MAX_TOKENS}: "

@@ -154,15 +154,18 @@ def test_the_translation_drawn_is_ranked_by_the_runs_length_penalty(run, tmp_pat
 def test_the_text_is_read_as_translate_reads_a_line(run, tmp_path, monkeypatch):
     """``--text "w1 w2 "`` (a trailing space, or a newline from ``"$(cat file)"``-like quoting) was segmented as it was:
     a trailing '▁' piece the model never saw in training, which strips every corpus line and every translate input,
-    so the map drawn was of another input than ``ablate translate`` decodes."""
+    so the map drawn was of another input than ``ablate translate`` decodes. A BOM (``"$(cat file)"`` of a file
+    saved with one, which ``translate -i`` drops) reached the tokenizer as an <unk> subword."""
     decoded = []
     search = attention.beam_search
     monkeypatch.setattr(
         attention, "beam_search", lambda model, src, *a, **k: decoded.append(src) or search(model, src, *a, **k)
     )
-    for text in ("w1 w2", " w1 w2 \n"):
+    for text in ("w1 w2", " w1 w2 \n", "\ufeffw1 w2\r\n"):
         attention.plot_attention(run, text, tmp_path / "pics", beam=1)
-    assert decoded[0].tolist() == decoded[1].tolist()
+    assert decoded[0].tolist() == decoded[1].tolist() == decoded[2].tolist()
+    with pytest.raises(ReportError, match="^--text is empty"):
+        attention.plot_attention(run, "\ufeff\n", tmp_path / "pics")
 
 
 def test_the_translation_drawn_is_the_runs_beam_unless_asked(run, tmp_path, monkeypatch):
