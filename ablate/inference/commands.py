@@ -207,7 +207,7 @@ def evaluate(
     if hyps is not None and str(hyps) == "-":  # never a file named "-"; stdout holds the score line
         raise InputError("--hyps - would write a file named '-'; give a file name (ablate translate writes to stdout)")
     if hyps is not None:
-        check_apart(hyps, [run_dir], "--hyps")
+        check_apart(hyps, [run_dir], "--hyps", file=True)
     from ablate.inference import translate as inference
 
     run = _load(run_dir, checkpoint, variant, seed, plugins, trust_plugins)
@@ -286,7 +286,7 @@ def export_model(
     if checkpoint is not None:
         check_checkpoint(checkpoint)
     run_dir, which = _run_and_checkpoint(run, checkpoint, variant, seed)
-    check_apart(out, [run_dir], "--out")
+    check_apart(out, [run_dir], "--out", file=True)
     loaded = load_run(run_dir, which, plugins=plugins or [], trust_plugins=trust_plugins)
     export(loaded, out)
     size = out.stat().st_size / 2**20

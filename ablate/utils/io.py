@@ -244,10 +244,14 @@ class OutputError(AblateError):
     """An output that cannot (or must not) be written; the message names it and what to do."""
 
 
-def check_apart(out: str | Path, sources: Iterable[str | Path | None], what: str = "output") -> None:
+def check_apart(
+    out: str | Path, sources: Iterable[str | Path | None], what: str = "output", file: bool = False
+) -> None:
     """Refuse ``out`` (an :class:`OutputError` naming both paths) when it is one of ``sources``, lies
-    inside one, or contains one (links followed)."""
+    inside one, or contains one (links followed); ``file``: ``out`` names a file, so an existing folder too."""
     out = Path(out)
+    if file and out.is_dir():
+        raise OutputError(f"{what} {out} is an existing folder, not a file: choose a file path")
     real = out.resolve()
     for source in sources:
         if source is None:
@@ -381,8 +385,6 @@ def write_output_text(path: str | Path, text: str, sources: Iterable[str | Path 
     """Write ``text`` to the user-named file ``path`` whole or not at all; OutputError when ``path`` is a folder, is
     not apart from ``sources``, or cannot be written (the old file, if any, is kept)."""
     path = Path(path)
-    check_apart(path, sources)
-    if path.is_dir():
-        raise OutputError(f"{path} is an existing folder, not a file: choose a file path")
+    check_apart(path, sources, file=True)
     with _translated(path, path.exists()):
         atomic_write_text(path, text)

@@ -160,6 +160,16 @@ def test_evaluate_hyps_inside_the_run_folder_are_refused(tmp_path):
     _one_line(_invoke("evaluate", run, "--hyps", run / "hyps" / "test.txt"), "inside the source")
 
 
+def test_an_output_file_that_is_a_folder_is_refused_before_the_run_loads(tmp_path, monkeypatch):
+    """``evaluate --hyps DIR`` decoded the whole split first (minutes with a beam on a CPU), then said "DIR is an
+    existing folder, not a file"; ``export-model --out DIR`` traced and checked the model first (18 s on a tiny run)."""
+    monkeypatch.setattr(translate_module, "load_run", lambda *a, **k: pytest.fail("loaded the run"))
+    (tmp_path / "out").mkdir()
+    run = tmp_path / "run"
+    _one_line(_invoke("evaluate", run, "--hyps", tmp_path / "out"), "--hyps ", "is an existing folder, not a file")
+    _one_line(_invoke("export-model", run, "--out", tmp_path / "out"), "--out ", "is an existing folder, not a file")
+
+
 @pytest.mark.parametrize("option", [["--beam", "0"], ["--checkpoint", "lastt"]])
 def test_a_bad_option_is_refused_before_the_model_code_loads(option, tmp_path):
     """The input checks cost no torch import: ``ablate translate RUN --beam 0`` is one line at once."""
