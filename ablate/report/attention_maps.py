@@ -101,7 +101,8 @@ def plot_attention(
     ``ablate translate``) and draw every attention map; returns the PNGs.
 
     Raises:
-        ReportError: ``text`` is empty or longer than :data:`MAX_TOKENS` subwords, or ``beam`` is below 1.
+        ReportError: ``text`` is empty or longer than :data:`MAX_TOKENS` subwords, ``beam`` is below 1, or the
+            model has neither attention nor positions to draw.
         OutputError: ``out`` is (or lies inside, or contains) ``run_dir``, or cannot be written.
     """
     check_apart(out, [run_dir])
@@ -146,4 +147,10 @@ def plot_attention(
                 written.append(f"attention_{name}.png")
         if plot_positions(model, tmp / "positions.png") is not None:
             written.append("positions.png")
+        if not written:  # the RNN without attention
+            m = cfg.model
+            raise ReportError(
+                f"the run's model (model.arch={m.arch}, model.attention.score={m.attention.score}) has no attention "
+                "and no positional encoding: there is nothing to draw"
+            )
     return [Path(out) / name for name in written]

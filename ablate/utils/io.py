@@ -368,7 +368,8 @@ def output_files(out_dir: str | Path, sources: Iterable[str | Path | None] = ())
     check_apart(out_dir, sources)
     if out_dir.exists() and not out_dir.is_dir():
         raise OutputError(f"{out_dir} is an existing file, not a folder: choose a folder path")
-    with _translated(out_dir, out_dir.exists()):
+    created, done = not out_dir.exists(), False
+    with _translated(out_dir, not created):
         out_dir.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=out_dir))
     try:
@@ -377,8 +378,12 @@ def output_files(out_dir: str | Path, sources: Iterable[str | Path | None] = ())
             for path in sorted(tmp.iterdir()):
                 path.chmod(plain_mode(directory=path.is_dir()))
                 replace(path, out_dir / path.name)
+            done = True
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if created and not done:
+            with contextlib.suppress(OSError):
+                out_dir.rmdir()  # the folder the block made, empty: gone again
 
 
 def write_output_text(path: str | Path, text: str, sources: Iterable[str | Path | None] = ()) -> None:
