@@ -201,7 +201,7 @@ def evaluate(
     plugins: Optional[List[str]] = plugins_option(),
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
-    """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
+    """Score a trained run on any test set (sacreBLEU BLEU and chrF, with their signatures)."""
     check_decoding(beam, len_penalty)  # as translate: before any work
     check_checkpoint(checkpoint)
     if hyps is not None and str(hyps) == "-":  # never a file named "-"; stdout holds the score line
@@ -217,7 +217,8 @@ def evaluate(
     if hyps is not None:
         write_output_text(hyps, "".join(one_line(h) + "\n" for h in out), [run_dir])
     typer.echo(
-        f"{name}: BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({len(sources)} sentences)  {scores.signature}"
+        f"{name}: BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({len(sources)} sentences)  "
+        f"BLEU: {scores.signature}  chrF: {scores.chrf_signature}"
     )
 
 
