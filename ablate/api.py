@@ -11,7 +11,7 @@ import contextlib
 import io
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
@@ -28,6 +28,8 @@ class TrainResult:
 
     run_dir: Path
     summary: dict[str, Any]
+    _loaded: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """The model :meth:`translate` last loaded, by what it was loaded with and the checkpoint files then."""
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -45,7 +47,8 @@ class TrainResult:
         trust_plugins: bool = False,
     ) -> list[str]:
         """Translations of ``sentences`` by the run's ``checkpoint``, as ``ablate translate`` gives them (each
-        sentence stripped of the spaces around it, as the command reads a line).
+        sentence stripped of the spaces around it, as the command reads a line). The model is loaded once and kept
+        (one at a time) until the run's checkpoint files change.
 
         A plugin the run's record names is imported when this process already runs it (the run was
         trained here), it is one of ``plugins`` (the same code) or an installed module, or with
@@ -66,9 +69,14 @@ class TrainResult:
                 )
         check_decoding(beam, None)
         from ablate.inference.translate import load_run, translate
+        from ablate.record import RunFiles
 
-        run = load_run(self.run_dir, checkpoint, plugins=plugins, trust_plugins=trust_plugins)
-        return translate(run, [text.strip() for text in sentences], beam)
+        files = RunFiles(self.run_dir)
+        key = (checkpoint, tuple(plugins), trust_plugins, *(_stamp(path) for path in (files.best, files.last)))
+        if key not in self._loaded:
+            self._loaded.clear()  # one model held, not one per checkpoint ever asked for
+            self._loaded[key] = load_run(self.run_dir, checkpoint, plugins=plugins, trust_plugins=trust_plugins)
+        return translate(self._loaded[key], [text.strip() for text in sentences], beam)
 
     def __repr__(self) -> str:
         shown = ", ".join(
@@ -77,6 +85,15 @@ class TrainResult:
             if isinstance(self.summary.get(key), (int, float))
         )
         return f"TrainResult({str(self.run_dir)!r}, {self.summary.get('status')}{', ' + shown if shown else ''})"
+
+
+def _stamp(path: Path) -> Optional[tuple[int, int]]:
+    """``(mtime in ns, size)`` of ``path``, None where there is none: a rewritten file has another."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
 
 
 def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:

@@ -39,7 +39,7 @@ class Commands(LazyGroup):
         ),
         "evaluate": (
             "ablate.inference.commands",
-            "Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature).",
+            "Score a trained run on any test set (sacreBLEU BLEU and chrF, with their signatures).",
         ),
         "export-model": (
             "ablate.inference.commands",

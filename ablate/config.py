@@ -473,8 +473,12 @@ them for all its rows (``sweeps/rnn-vs-transformer.yaml``), so they are not refu
 
 def unused_keys(cfg: Config) -> list[str]:
     """``key=value`` of each key set away from its default that ``cfg.model.arch`` does not read (:data:`NOT_READ`),
-    e.g. ``["model.heads=8"]`` for an RNN."""
+    e.g. ``["model.heads=8"]`` for an RNN; and an RNN's ``model.attention.score`` and ``params`` where another
+    ``cross_score`` is its one attention."""
     prefixes = NOT_READ.get(cfg.model.arch, ())
+    att = cfg.model.attention
+    if cfg.model.arch == "rnn" and att.cross_score not in (None, att.score):
+        prefixes += ("model.attention.score", "model.attention.params")
     default = flatten(to_dict(Config()))
     return [f"{k}={v}" for k, v in flatten(to_dict(cfg)).items() if k.startswith(prefixes) and v != default.get(k)]
 

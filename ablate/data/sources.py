@@ -148,14 +148,20 @@ def scan_text(path: Path, split: str) -> tuple[int, str | None]:
                 last = chunk[-1:]
     except (OSError, EOFError, zlib.error) as err:
         raise DataError(f"cannot read {path}: {err}; check that the file is intact") from None
-    problem = None
-    if nul_line is not None:
-        problem = f"{path} holds NUL bytes (line {nul_line}): is it a binary or UTF-16 file? save it as UTF-8 text"
-    elif returns > 1 and newlines == 0:
-        problem = f"{path} ends its lines with CR only (old Mac style); convert them to \\n (tr '\\r' '\\n')"
-    elif not words and split != "train":
+    problem = line_problem(str(path), nul_line, returns, newlines)
+    if problem is None and not words and split != "train":
         problem = f"{path} holds only empty lines; a validation or test split needs sentences to score"
     return newlines + (last != b"\n"), problem
+
+
+def line_problem(where: str, nul_line: int | None, returns: int, newlines: int) -> str | None:
+    """Why text (``where``; NUL bytes first at ``nul_line``, ``returns`` CRs, ``newlines`` LFs) cannot be read one
+    sentence a line: NUL bytes (a binary or UTF-16 file) or CR-only line ends; None when it can."""
+    if nul_line is not None:
+        return f"{where} holds NUL bytes (line {nul_line}): is it a binary or UTF-16 file? save it as UTF-8 text"
+    if returns > 1 and newlines == 0:
+        return f"{where} ends its lines with CR only (old Mac style); convert them to \\n (tr '\\r' '\\n')"
+    return None
 
 
 def decode_line(raw: bytes) -> tuple[str, bool]:

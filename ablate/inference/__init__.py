@@ -13,6 +13,7 @@ from typing import Optional
 from ablate.errors import AblateError, did_you_mean
 
 GZIP_MAGIC = b"\x1f\x8b"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 CHECKPOINTS = ("best", "last")
 """The checkpoints a run folder holds (``checkpoints/<name>.ckpt``)."""
 
@@ -25,9 +26,10 @@ def read_sentences(raw: bytes, where: str) -> list[str]:
     """The sentences of ``raw`` (a file's or stdin's bytes, named ``where`` in errors), read as training reads a
     corpus (:func:`ablate.data.sources.decode_line`): one per ``\\n``-ended line (``\\r\\n`` too; never U+2028,
     U+0085 or a form feed, which ``str.splitlines`` would cut at), a leading BOM dropped, whitespace stripped.
-    Unlike a corpus, text to translate must be UTF-8: InputError names the line, the byte and its column. Gzipped
+    Unlike a corpus, text to translate must be UTF-8: InputError names the line, the byte and its column; NUL bytes
+    (UTF-16) and CR-only line ends are refused as in a corpus (:func:`~ablate.data.sources.line_problem`). Gzipped
     bytes (``test.en.gz``, as a corpus holds them) are read uncompressed."""
-    from ablate.data.sources import decode_line
+    from ablate.data.sources import decode_line, line_problem
 
     if raw[:2] == GZIP_MAGIC:
         try:
@@ -42,12 +44,18 @@ def read_sentences(raw: bytes, where: str) -> list[str]:
         try:
             line.decode("utf-8")
         except UnicodeDecodeError as err:
+            code = "utf-16" if raw[:2] in UTF16_BOMS else "latin1"
             raise InputError(
                 f"{where} line {number} is not UTF-8 text (byte {line[err.start]:#04x} at column {err.start + 1}); "
-                f"save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+                f"save it as UTF-8 (e.g. iconv -f {code} -t utf-8)"
             ) from None
         text, _ = decode_line(line)
         out.append(text.lstrip("\ufeff") if number == 1 else text)
+    nul = raw.find(b"\x00")
+    if problem := line_problem(
+        where, raw[:nul].count(b"\n") + 1 if nul >= 0 else None, raw.count(b"\r"), raw.count(b"\n")
+    ):
+        raise InputError(problem)
     return out
 
 

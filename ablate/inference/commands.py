@@ -190,7 +190,9 @@ def evaluate(
     split: Optional[str] = typer.Option(
         None, "--split", help="Split to score (default: the first test split of the pair, else the validation split)."
     ),
-    beam: Optional[int] = typer.Option(None, "--beam", help="Beam size (default: the run's eval.beam)."),
+    beam: Optional[int] = typer.Option(
+        None, "--beam", help="Beam size (default: the run's eval.beam; for its validation split, eval.val_beam)."
+    ),
     len_penalty: Optional[float] = typer.Option(None, "--len-penalty", help="Length-normalisation exponent."),
     checkpoint: str = typer.Option("best", "--checkpoint", help="best or last."),
     hyps: Optional[Path] = typer.Option(None, "--hyps", help="Also write the translations to this file."),
@@ -199,23 +201,43 @@ def evaluate(
     plugins: Optional[List[str]] = plugins_option(),
     trust_plugins: bool = trust_plugins_option(),
 ) -> None:
-    """Score a trained run on any test set (sacreBLEU BLEU and chrF, with the signature)."""
+    """Score a trained run on any test set (sacreBLEU BLEU and chrF, with their signatures)."""
     check_decoding(beam, len_penalty)  # as translate: before any work
     check_checkpoint(checkpoint)
     if hyps is not None and str(hyps) == "-":  # never a file named "-"; stdout holds the score line
         raise InputError("--hyps - would write a file named '-'; give a file name (ablate translate writes to stdout)")
     if hyps is not None:
-        check_apart(hyps, [run_dir], "--hyps")
+        check_apart(hyps, [run_dir], "--hyps", file=True)
     from ablate.inference import translate as inference
 
     run = _load(run_dir, checkpoint, variant, seed, plugins, trust_plugins)
     name, sources, references = inference.load_split(run, data, split)
+    beam = _validation_beam(run.cfg, data, name) if beam is None else beam
     scores, out = inference.evaluate(run, sources, references, beam, len_penalty)
     if hyps is not None:
         write_output_text(hyps, "".join(one_line(h) + "\n" for h in out), [run_dir])
     typer.echo(
-        f"{name}: BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({len(sources)} sentences)  {scores.signature}"
+        f"{name}: BLEU {scores.bleu:.2f}  chrF {scores.chrf:.2f}  ({len(sources)} sentences)  "
+        f"BLEU: {scores.signature}  chrF: {scores.chrf_signature}"
     )
+
+
+def _validation_beam(cfg: Any, data: Optional[str], split: str) -> Optional[int]:
+    """``eval.val_beam`` for the run's own validation split, as its recorded val BLEU decoded it (a line says so),
+    else None (``eval.beam``)."""
+    from ablate.data.sources import canonical_split
+
+    e = cfg.eval
+    if data not in (None, cfg.data.source) or canonical_split(split) != "val" or e.val_beam == e.beam:
+        return None
+    log.info(
+        "%s is the run's validation split: decoded with eval.val_beam=%d as its recorded val BLEU was, not "
+        "eval.beam=%d (--beam N picks another)",
+        split,
+        e.val_beam,
+        e.beam,
+    )
+    return e.val_beam
 
 
 def _run_and_checkpoint(
@@ -265,7 +287,7 @@ def export_model(
     if checkpoint is not None:
         check_checkpoint(checkpoint)
     run_dir, which = _run_and_checkpoint(run, checkpoint, variant, seed)
-    check_apart(out, [run_dir], "--out")
+    check_apart(out, [run_dir], "--out", file=True)
     loaded = load_run(run_dir, which, plugins=plugins or [], trust_plugins=trust_plugins)
     export(loaded, out)
     size = out.stat().st_size / 2**20

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, overlo
 
 import numpy as np
 
-from ablate.errors import AblateError, did_you_mean
+from ablate.errors import AblateError, did_you_mean, first_line
 from ablate.metrics.scorers import Bleu, Chrf, ChrfPlusPlus, Ter, Texts, check_aligned
 from ablate.registry import register, table
 from ablate.utils.io import atomic_write_bytes, cache_root
@@ -160,9 +160,20 @@ def statistics(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.clear()
         _CACHE[key] = _on_disk(
-            (scorer.name, scorer.signature(), *texts), entry, lambda: scorer.statistics(hyps, refs, sources)
+            (scorer.name, scorer.signature(), *texts), entry, lambda: _run(scorer, hyps, refs, sources)
         )
     return _CACHE[key]
+
+
+def _run(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional[Texts]) -> np.ndarray:
+    """``scorer.statistics(...)``; MetricError in one line where it fails on its texts or its imports (a plugin's
+    ValueError for missing sources, a learned metric's package not installed)."""
+    try:
+        return scorer.statistics(hyps, refs, sources)
+    except AblateError:
+        raise
+    except (ValueError, ImportError, OSError, RuntimeError) as err:
+        raise MetricError(f"metric '{scorer.name}' failed: {first_line(err)}") from None
 
 
 def _on_disk(key: tuple, entry: Optional[str], compute: Callable[[], np.ndarray]) -> np.ndarray:

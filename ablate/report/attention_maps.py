@@ -101,19 +101,21 @@ def plot_attention(
     ``ablate translate``) and draw every attention map; returns the PNGs.
 
     Raises:
-        ReportError: ``text`` is empty or longer than :data:`MAX_TOKENS` subwords, or ``beam`` is below 1.
+        ReportError: ``text`` is empty or longer than :data:`MAX_TOKENS` subwords, ``beam`` is below 1, or the
+            model has neither attention nor positions to draw.
         OutputError: ``out`` is (or lies inside, or contains) ``run_dir``, or cannot be written.
     """
     check_apart(out, [run_dir])
     if beam is not None and beam < 1:
         raise ReportError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
-    if not text.strip():
+    text = text.strip().removeprefix("\ufeff").strip()  # as translate reads a line: a file's BOM, spaces around
+    if not text:
         raise ReportError("--text is empty; pass one sentence to translate and draw")
-    if (lines := len(text.strip().split("\n"))) > 1:  # translate reads them as that many sentences
+    if (lines := len(text.split("\n"))) > 1:  # translate reads them as that many sentences
         raise ReportError(f"--text holds {lines} lines; pass one sentence to translate and draw")
     cfg, module, tok = load_trained(run_dir, plugins=plugins, trust_plugins=trust_plugins)
     model = cast(Transformer, module)  # load_trained says nn.Module: every arch has Transformer's interface
-    pieces = tok.encode_src([text.strip()])[0]  # stripped, as training reads a corpus line and translate its input
+    pieces = tok.encode_src([text])[0]
     if len(pieces) > MAX_TOKENS:  # maps are tokens x tokens and decoding grows with them: 600 words took 20 GB
         raise ReportError(
             f"--text is {len(pieces)} subwords long; attention maps are drawn for at most {MAX_TOKENS}: "
@@ -145,4 +147,10 @@ def plot_attention(
                 written.append(f"attention_{name}.png")
         if plot_positions(model, tmp / "positions.png") is not None:
             written.append("positions.png")
+        if not written:  # the RNN without attention
+            m = cfg.model
+            raise ReportError(
+                f"the run's model (model.arch={m.arch}, model.attention.score={m.attention.score}) has no attention "
+                "and no positional encoding: there is nothing to draw"
+            )
     return [Path(out) / name for name in written]

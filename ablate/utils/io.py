@@ -244,10 +244,14 @@ class OutputError(AblateError):
     """An output that cannot (or must not) be written; the message names it and what to do."""
 
 
-def check_apart(out: str | Path, sources: Iterable[str | Path | None], what: str = "output") -> None:
+def check_apart(
+    out: str | Path, sources: Iterable[str | Path | None], what: str = "output", file: bool = False
+) -> None:
     """Refuse ``out`` (an :class:`OutputError` naming both paths) when it is one of ``sources``, lies
-    inside one, or contains one (links followed)."""
+    inside one, or contains one (links followed); ``file``: ``out`` names a file, so an existing folder too."""
     out = Path(out)
+    if file and out.is_dir():
+        raise OutputError(f"{what} {out} is an existing folder, not a file: choose a file path")
     real = out.resolve()
     for source in sources:
         if source is None:
@@ -364,7 +368,8 @@ def output_files(out_dir: str | Path, sources: Iterable[str | Path | None] = ())
     check_apart(out_dir, sources)
     if out_dir.exists() and not out_dir.is_dir():
         raise OutputError(f"{out_dir} is an existing file, not a folder: choose a folder path")
-    with _translated(out_dir, out_dir.exists()):
+    created, done = not out_dir.exists(), False
+    with _translated(out_dir, not created):
         out_dir.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=out_dir))
     try:
@@ -373,16 +378,18 @@ def output_files(out_dir: str | Path, sources: Iterable[str | Path | None] = ())
             for path in sorted(tmp.iterdir()):
                 path.chmod(plain_mode(directory=path.is_dir()))
                 replace(path, out_dir / path.name)
+            done = True
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if created and not done:
+            with contextlib.suppress(OSError):
+                out_dir.rmdir()  # the folder the block made, empty: gone again
 
 
 def write_output_text(path: str | Path, text: str, sources: Iterable[str | Path | None] = ()) -> None:
     """Write ``text`` to the user-named file ``path`` whole or not at all; OutputError when ``path`` is a folder, is
     not apart from ``sources``, or cannot be written (the old file, if any, is kept)."""
     path = Path(path)
-    check_apart(path, sources)
-    if path.is_dir():
-        raise OutputError(f"{path} is an existing folder, not a file: choose a file path")
+    check_apart(path, sources, file=True)
     with _translated(path, path.exists()):
         atomic_write_text(path, text)

@@ -288,3 +288,29 @@ def test_a_sweep_override_of_a_key_variants_set_names_them_as_the_command_does(t
     ablate.sweep(sweep, ["model.heads=4"], out=tmp_path / "mini", devices="cpu")
     out = " ".join(capsys.readouterr().out.split())
     assert "note: model.heads=4 applies after the variants, so h1 (model.heads=1) train model.heads=4 under" in out
+
+
+def test_translate_loads_the_checkpoint_once_until_it_changes(tmp_path, monkeypatch):
+    """``run.translate([s])`` in a notebook loop reloaded the checkpoint (and rebuilt the model) at every call: on a
+    0.04M-parameter run 0.23 s of a 0.4 s call; 3 s on a 543 MB checkpoint. The loaded run is kept while the
+    checkpoint files are the same, and one model at a time."""
+    from types import SimpleNamespace
+
+    from ablate.api import TrainResult
+    from ablate.inference import translate as inference
+
+    loads: list[str] = []
+    monkeypatch.setattr(inference, "load_run", lambda run_dir, which, **_: loads.append(which) or SimpleNamespace())
+    monkeypatch.setattr(inference, "translate", lambda run, sources, beam: [s.upper() for s in sources])
+    best = tmp_path / "checkpoints" / "best.ckpt"
+    best.parent.mkdir()
+    best.write_bytes(b"weights")
+    run = TrainResult(tmp_path, {})
+    assert run.translate(["a"]) == ["A"] and run.translate([" b "], beam=1) == ["B"]
+    assert loads == ["best"]
+    run.translate(["c"], checkpoint="last")
+    run.translate(["d"])
+    assert loads == ["best", "last", "best"]
+    best.write_bytes(b"resumed weights")  # the run trained on: another best.ckpt
+    run.translate(["e"])
+    assert loads == ["best", "last", "best", "best"] and run == TrainResult(tmp_path, {})

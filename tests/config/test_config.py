@@ -194,6 +194,13 @@ def test_a_key_given_dotted_and_nested_in_one_file_is_refused(tmp_path):
         ),
         (["model.arch=rnn", "model.heads=4", "model.rnn.hidden=64"], []),  # defaults, and its own keys
         (["model.rnn.hidden=512", "model.heads=8"], ["model.rnn.hidden=512"]),
+        (  # the RNN's one attention is cross_score's: score and its params reached nothing, silently
+            ["model.arch=rnn", "model.attention.score=gaussian", "model.attention.params.bandwidth=true"]
+            + ["model.attention.cross_score=additive"],
+            ["model.attention.score=gaussian", "model.attention.params.bandwidth=True"],
+        ),
+        (["model.arch=rnn", "model.attention.score=gaussian", "model.attention.cross_score=gaussian"], []),
+        (["model.attention.score=gaussian", "model.attention.cross_score=additive"], []),  # the Transformer reads both
     ],
 )
 def test_the_keys_an_architecture_does_not_read_are_named(overrides, unused):

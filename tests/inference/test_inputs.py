@@ -30,6 +30,27 @@ def test_text_that_is_not_utf8_is_refused_naming_the_line(raw, line, byte):
     assert f"in.txt line {line} is not UTF-8 text (byte {byte}" in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        (
+            "a man .\n".encode("utf-16"),
+            "in.txt line 1 is not UTF-8 text (byte 0xff at column 1); save it as UTF-8 (e.g. iconv -f utf-16 -t utf-8)",
+        ),
+        ("a man .\n".encode("utf-16-le"), "in.txt holds NUL bytes (line 1): is it a binary or UTF-16 file?"),
+        (b"one .\rtwo .\rthree .\r", "in.txt ends its lines with CR only (old Mac style)"),  # 3 sentences, 1 line
+    ],
+)
+def test_text_a_corpus_could_not_hold_is_refused_as_training_refuses_it(raw, words):
+    """A UTF-16 file (Windows' "Unicode") without a BOM was read as UTF-8, its NUL bytes and all, and translated as
+    garbage, one line too many; with a BOM it was "not UTF-8 ... (e.g. iconv -f latin1 -t utf-8)"; CR-only line ends
+    made one sentence of three. A corpus with either is refused at training, in the same words."""
+    with pytest.raises(InputError) as err:
+        read_sentences(raw, "in.txt")
+    assert str(err.value).startswith(words) and "\n" not in str(err.value)
+    assert read_sentences(b"one .\r", "x") == ["one ."]  # a single CR line end is a CRLF file's
+
+
 def test_decoding_values_and_checkpoint_names():
     check_decoding(1, 0.0)
     check_decoding(None, None)
@@ -137,6 +158,16 @@ def test_evaluate_hyps_inside_the_run_folder_are_refused(tmp_path):
     run = tmp_path / "run"
     (run / "hyps").mkdir(parents=True)
     _one_line(_invoke("evaluate", run, "--hyps", run / "hyps" / "test.txt"), "inside the source")
+
+
+def test_an_output_file_that_is_a_folder_is_refused_before_the_run_loads(tmp_path, monkeypatch):
+    """``evaluate --hyps DIR`` decoded the whole split first (minutes with a beam on a CPU), then said "DIR is an
+    existing folder, not a file"; ``export-model --out DIR`` traced and checked the model first (18 s on a tiny run)."""
+    monkeypatch.setattr(translate_module, "load_run", lambda *a, **k: pytest.fail("loaded the run"))
+    (tmp_path / "out").mkdir()
+    run = tmp_path / "run"
+    _one_line(_invoke("evaluate", run, "--hyps", tmp_path / "out"), "--hyps ", "is an existing folder, not a file")
+    _one_line(_invoke("export-model", run, "--out", tmp_path / "out"), "--out ", "is an existing folder, not a file")
 
 
 @pytest.mark.parametrize("option", [["--beam", "0"], ["--checkpoint", "lastt"]])

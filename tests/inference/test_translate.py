@@ -139,7 +139,7 @@ def test_evaluate_reproduces_the_recorded_test_bleu(trained, tmp_path):
     summary = json.loads((trained / "summary.json").read_text())
     out = _cli("evaluate", str(trained), "--split", "test", "--hyps", str(tmp_path / "hyps.txt"))
     assert out.startswith(f"test: BLEU {summary['test/bleu']:.2f}  chrF {summary['test/chrf']:.2f}")
-    assert summary["bleu_signature"] in out
+    assert out.endswith(f"  BLEU: {summary['bleu_signature']}  chrF: {summary['chrf_signature']}\n")  # each its own
     assert (tmp_path / "hyps.txt").read_text() == (trained / "hyps" / "test.txt").read_text()
     other = _cli("evaluate", str(trained), "--data", summary["config"]["data"]["source"], "--split", "test_extra")
     assert other.startswith("test_extra: BLEU ") and "(30 sentences)" in other
@@ -470,3 +470,17 @@ def test_evaluate_takes_a_hub_datasets_own_name_of_its_validation_split(trained,
     for name in ("validation", "val"):
         out = _cli("evaluate", str(trained), "--data", f"hf:{tmp_path / 'hub'}", "--split", name)
         assert out.startswith("val: BLEU ") and "(40 sentences)" in out, out
+
+
+def test_evaluate_of_the_runs_validation_split_decodes_as_its_recorded_val_bleu(trained, tmp_path, caplog):
+    """``ablate evaluate RUN --split val`` decoded with ``eval.beam`` (2 here), while the recorded val BLEU (and the
+    choice of best.ckpt) used ``eval.val_beam`` (1): two numbers called "val BLEU". It decodes as training validated
+    now, and says so; ``--beam`` still picks another."""
+    summary = json.loads((trained / "summary.json").read_text())
+    with caplog.at_level("INFO", logger="ablate"):
+        out = _cli("evaluate", str(trained), "--split", "val", "--hyps", str(tmp_path / "hyps.txt")).splitlines()[-1]
+    assert out.startswith(f"val: BLEU {summary['val/bleu']:.2f}  chrF {summary['val/chrf']:.2f}")
+    assert (tmp_path / "hyps.txt").read_text() == (trained / "hyps" / "val.txt").read_text()
+    assert "decoded with eval.val_beam=1" in caplog.text
+    _cli("evaluate", str(trained), "--split", "val", "--beam", "2", "--hyps", str(tmp_path / "beam2.txt"))
+    assert (tmp_path / "beam2.txt").read_text() != (trained / "hyps" / "val.txt").read_text()

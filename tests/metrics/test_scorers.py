@@ -288,3 +288,29 @@ def test_the_statistics_cache_keeps_its_file_names(tmp_path, monkeypatch):
             digest.update(b"\0" if text is None else str(text).encode("utf-8") + b"\n")
         digest.update(b"\1")
     assert [p.name for p in (tmp_path / "statistics").iterdir()] == [f"{digest.hexdigest()}.npy"]
+
+
+class _NeedsSources(SentenceMetric):
+    """The COMET example of docs/reports.md in small: it refuses texts without sources, as a learned metric whose
+    package is missing fails on import."""
+
+    name, label = "needs-sources", "NS"
+    error: Exception = ValueError("needs-sources needs the source sentences (sources/<split>.txt)")
+
+    def sentences(self, hyps, refs, sources=None):
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error", [ValueError("needs the source sentences (sources/<split>.txt)"), ImportError("No module named 'comet'")]
+)
+def test_a_metric_that_fails_on_its_texts_is_one_line_naming_it(tmp_path, monkeypatch, error):
+    """``ablate score RUN --metric comet`` on a run without sources/ (or without the comet package) ended in a
+    traceback of the plugin's ValueError (ImportError): the reports page's own example raises it."""
+    from ablate import metrics as scorer_module
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    monkeypatch.setattr(_NeedsSources, "error", error)
+    with pytest.raises(MetricError) as err:
+        scorer_module.statistics(_NeedsSources(), ["a man"], ["a man rides"])
+    assert str(err.value) == f"metric 'needs-sources' failed: {error}"

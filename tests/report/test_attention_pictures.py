@@ -22,14 +22,12 @@ from tests.helpers.tiny import MODEL
 WORDS = [f"w{i}" for i in range(40)]
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def _untrained(folder, *overrides: str):
     """An untrained tiny run folder: config.yaml, tokenizer and a checkpoint, as `ablate train` leaves them."""
-    folder = tmp_path_factory.mktemp("attention") / "run"
     text = [" ".join(WORDS[i : i + 5]) for i in range(35)]
     tok = SubwordTokenizer.train(datasets.Dataset.from_dict({"src": text, "tgt": text}), vocab_size=80)
     tok.save(folder / "tokenizer")
-    cfg = load_config(None, [*MODEL, "eval.max_len_a=1.0", "eval.max_len_b=2"])
+    cfg = load_config(None, [*MODEL, "eval.max_len_a=1.0", "eval.max_len_b=2", *overrides])
     (folder / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
     (folder / "checkpoints").mkdir()
@@ -37,6 +35,20 @@ def run(tmp_path_factory):
         {"state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}}, folder / "checkpoints" / "best.ckpt"
     )
     return folder
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return _untrained(tmp_path_factory.mktemp("attention") / "run")
+
+
+def test_a_model_with_nothing_to_draw_is_one_line_not_an_empty_success(tmp_path):
+    """``ablate attention`` on the RNN without attention (the no-attention row of sweeps/mission-cpu.yaml) exited 0
+    having printed and written nothing: no maps, and the RNN has no positional encoding to draw either."""
+    rnn = _untrained(tmp_path / "rnn", "model.arch=rnn", "model.attention.score=none", "model.rnn.hidden=16")
+    with pytest.raises(ReportError, match=r"^the run's model \(model.arch=rnn, model.attention.score=none\) has no "):
+        attention.plot_attention(rnn, "w1 w2", tmp_path / "pics", beam=1)
+    assert not (tmp_path / "pics").exists()
 
 
 def test_a_sentence_is_drawn(run, tmp_path):
@@ -154,15 +166,18 @@ def test_the_translation_drawn_is_ranked_by_the_runs_length_penalty(run, tmp_pat
 def test_the_text_is_read_as_translate_reads_a_line(run, tmp_path, monkeypatch):
     """``--text "w1 w2 "`` (a trailing space, or a newline from ``"$(cat file)"``-like quoting) was segmented as it was:
     a trailing '▁' piece the model never saw in training, which strips every corpus line and every translate input,
-    so the map drawn was of another input than ``ablate translate`` decodes."""
+    so the map drawn was of another input than ``ablate translate`` decodes. A BOM (``"$(cat file)"`` of a file
+    saved with one, which ``translate -i`` drops) reached the tokenizer as an <unk> subword."""
     decoded = []
     search = attention.beam_search
     monkeypatch.setattr(
         attention, "beam_search", lambda model, src, *a, **k: decoded.append(src) or search(model, src, *a, **k)
     )
-    for text in ("w1 w2", " w1 w2 \n"):
+    for text in ("w1 w2", " w1 w2 \n", "\ufeffw1 w2\r\n"):
         attention.plot_attention(run, text, tmp_path / "pics", beam=1)
-    assert decoded[0].tolist() == decoded[1].tolist()
+    assert decoded[0].tolist() == decoded[1].tolist() == decoded[2].tolist()
+    with pytest.raises(ReportError, match="^--text is empty"):
+        attention.plot_attention(run, "\ufeff\n", tmp_path / "pics")
 
 
 def test_the_translation_drawn_is_the_runs_beam_unless_asked(run, tmp_path, monkeypatch):
