@@ -591,9 +591,10 @@ class Planner:
         self.save()
         self.say(f"failed   {trial.name}: {trial.error}", "red")
 
-    def ended(self, trial: Trial, result: Outcome, exit: Exit, stop: Optional[str], elapsed: float) -> None:
+    def ended(self, trial: Trial, result: Outcome, exit: Exit, stop: Optional[str], elapsed: float) -> Optional[str]:
         """Record an ended attempt; relaunch one lost from outside. ``stop``: why the launcher ended it
-        (``"early"``: hyperband, ``"shutdown"``: Ctrl-C, ``None``: it ended by itself)."""
+        (``"early"``: hyperband, ``"shutdown"``: Ctrl-C, ``None``: it ended by itself). Returns the ``retrying``
+        line of a relaunch, for the caller to print after how the attempt ended."""
         trial.summary = result.summary or trial.summary
         if stop == "early":
             trial.status, trial.error = RunStatus.STOPPED, None
@@ -606,18 +607,17 @@ class Planner:
             trial.status, trial.error, trial.metric = result.status, result.error, result.metric
         trial.duration_s += elapsed
         outside = result.status == RunStatus.INTERRUPTED or (result.status == RunStatus.FAILED and exit.lost)
+        retry = None
         if stop is None and outside:
             reason = exit.reason or trial.error or RunStatus.INTERRUPTED
             if trial.attempts <= self.opts.retries:
                 trial.status, trial.error = RunStatus.INTERRUPTED, None
                 self.launched.discard(trial.name)  # relaunch it: it resumes from its checkpoint
-                self.say(
-                    f"retrying {trial.name} ({reason}; attempt {trial.attempts + 1} of {self.opts.retries + 1})",
-                    "yellow",
-                )
+                retry = f"retrying {trial.name} ({reason}; attempt {trial.attempts + 1} of {self.opts.retries + 1})"
             elif exit.reason:
                 trial.status, trial.error = RunStatus.FAILED, f"{exit.reason}; {result.error or ''}".rstrip("; ")
         self.save()
+        return retry
 
     def early_stops(self, running: list[Trial], since: dict[str, float], last_step: dict[str, int]) -> set[str]:
         """Hyperband: update running trials' metric histories; the names ``early_terminate`` drops now."""

@@ -168,6 +168,9 @@ def test_an_attempt_lost_from_outside_is_retried_then_failed_and_an_own_error_is
     assert trials["seed=4"]["error"] == "loss is NaN at step 2"
     assert [n for w, n in fake.log if w == "start"].count("seed=3") == 3
     assert "retrying seed=2 (killed by SIGKILL" in text and "attempt 2 of 3" in text
+    # how the attempt ended, then what the launcher does about it (it printed "retrying" before "interrupted")
+    ended, retry = text.index("interrupted seed=2 ("), text.index("retrying seed=2 (")
+    assert ended < retry < text.index("started  seed=2", retry)
 
 
 def test_a_backend_reason_marks_an_exhausted_lost_trial_failed_with_it(tmp_path):
