@@ -233,6 +233,57 @@ def test_last_checkpoint_keeps_model_checkpoints_state_key(tmp_path):
     assert last.state_key == plain.state_key
 
 
+class _Counts(pl.LightningModule):
+    """Six steps of a linear layer; its checkpoints hold the steps that had validated when they were written."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer, self.validated = torch.nn.Linear(2, 1), []
+
+    def training_step(self, batch, batch_idx):
+        return self.layer(batch).sum()
+
+    def validation_step(self, batch, batch_idx):
+        self.log("val", self.layer(batch).sum())
+
+    def on_validation_epoch_end(self):
+        self.validated.append(self.global_step)
+
+    def on_save_checkpoint(self, checkpoint):
+        checkpoint["validated"] = list(self.validated)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def train_dataloader(self):
+        return torch.utils.data.DataLoader(torch.ones(6, 2), batch_size=1)
+
+    def val_dataloader(self):
+        return torch.utils.data.DataLoader(torch.ones(1, 2), batch_size=1)
+
+
+@pytest.mark.parametrize("callback", ["LastCheckpoint", "ModelCheckpoint"])
+def test_last_checkpoint_of_a_validating_step_holds_that_validation(tmp_path, callback):
+    """Pins the Lightning internals LastCheckpoint relies on (no public API defers ``last.ckpt`` past a step's
+    validation in pytorch-lightning 2.6.6: ``fit_loop._data_fetcher``, ``epoch_loop._should_check_val_fx``,
+    ``_save_last_checkpoint``, ``_monitor_candidates``): should Lightning change them, this fails here in seconds
+    rather than in the slow kill-and-resume test. Plain ModelCheckpoint, for contrast, writes it before."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    from ablate.training.trainer import LastCheckpoint
+
+    kind = LastCheckpoint if callback == "LastCheckpoint" else ModelCheckpoint
+    last = kind(dirpath=tmp_path, save_top_k=0, save_last=True, every_n_train_steps=3, enable_version_counter=False)
+    trainer = pl.Trainer(
+        max_steps=4, val_check_interval=3, callbacks=[last], logger=False, enable_progress_bar=False,
+        enable_model_summary=False, accelerator="cpu", num_sanity_val_steps=0,
+    )  # fmt: skip
+    trainer.fit(_Counts())
+    ckpt = torch.load(tmp_path / "last.ckpt", weights_only=False)
+    assert ckpt["global_step"] == 3
+    assert ckpt["validated"] == ([3] if kind is LastCheckpoint else [])
+
+
 def test_a_run_whose_corpus_changed_since_it_started_is_not_resumed_on_it(tmp_path):
     """The data cache follows a corpus edited on disk, so a killed run resumed after the edit trained on: with a
     tokenizer learnt from the new text, whose ids name other subwords than the ones its checkpoint's embeddings
