@@ -141,12 +141,12 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
     if recorded is not None:
         _refuse_unnamed_plugins(recorded, run_dir)
         try:
-            old = fingerprint(from_flat(recorded, base=run_dir, trust="recorded"))
+            old = fingerprint(from_flat(recorded, base=run_dir, trust="recorded"), resume=True)
             reason = "a run of a different config"
         except ConfigError as err:
             old, reason = "unreadable", f"an unreadable config.yaml ({err})"
     summary = read_summary(run_dir) or {}
-    if old != fingerprint(cfg):
+    if old != fingerprint(cfg, resume=True):
         if _never_trained(run_dir, summary):  # its data or model failed: nothing to keep
             config_path.unlink()
             return "new"
