@@ -385,9 +385,14 @@ def _record_end(run: _Run, trainer, checkpoint_io: ResilientCheckpointIO, status
 
 def _end_wandb(run: _Run) -> None:
     """Finish the W&B run of a run that failed or was interrupted (exit code 1, as W&B's exit hook would): in a
-    process that trains again (a notebook, the tests), Lightning's WandbLogger would log the next run into it."""
+    process that trains again (a notebook, the tests), Lightning's WandbLogger would log the next run into it.
+    Then W&B's service is let go here, not in its atexit hook: SLURM's scancel and requeue stop it with the
+    trainer, and the hook printed a traceback ('Connection lost') where the logger had warned once already."""
     if run.logger is not None and run.logger.started:
+        import wandb
+
         run.logger.guarded(run.logger.experiment.finish, exit_code=1)
+        run.logger.guarded(wandb.teardown, exit_code=1)
 
 
 def _write_outputs(run: _Run, trainer, throughput: Throughput, checkpoint_io: ResilientCheckpointIO) -> None:

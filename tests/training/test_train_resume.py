@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -56,14 +57,28 @@ def _wandb_ids(run_dir: Path) -> set[str]:
     return {p.name.rsplit("-", 1)[-1] for p in run_dir.glob("wandb/offline-run-*")}
 
 
+def _signal_tree(pid: int, sig: int) -> None:
+    """``sig`` to ``pid`` and every process under it, W&B's service (its own session) included: what SLURM's
+    ``scancel`` and ``scontrol requeue`` do to a job's processes."""
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    for child in children:
+        _signal_tree(int(child), sig)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM])  # SIGKILL: test_resumed_run_ends_where_an_uninterrupted_one_does
-def test_killed_training_resumes_to_the_same_end(tmp_path, sig):
+@pytest.mark.parametrize("to", ["trainer", "job"])
+def test_killed_training_resumes_to_the_same_end(tmp_path, sig, to):
+    """``to="job"``: W&B's service was stopped too, and its atexit hook wrote a 25-line 'ConnectionResetError:
+    Connection lost' traceback into the log of an interrupted run; W&B's warning is one line now."""
     run_dir, cache = tmp_path / "run", tmp_path / "cache"
     proc = _start(run_dir, cache)
     _wait_for_checkpoint(proc, run_dir)
-    proc.send_signal(sig)
+    proc.send_signal(sig) if to == "trainer" else _signal_tree(proc.pid, sig)
     proc.wait(timeout=120)
+    assert "Traceback" not in proc.stderr.read()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] in ("running", "interrupted")
     if sig == signal.SIGTERM:  # a clean stop says so and saves where it was
