@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, TextIO
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint, ProgressBar, RichProgressBar
-from pytorch_lightning.utilities.exceptions import SIGTERMException
+from pytorch_lightning.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from ablate.config import Config, ConfigError
 from ablate.record import DEV_BLEU, TOKENS_PER_CPU_SEC, TOKENS_PER_SEC, RunStatus
@@ -635,4 +635,10 @@ def make_trainer(
         **val_kwargs,
     )
     kwargs.update(options)  # trainer.* keys (those ablate owns are refused when the config is read)
-    return pl.Trainer(**kwargs)
+    try:
+        return pl.Trainer(**kwargs)
+    except (ValueError, TypeError, MisconfigurationException) as err:  # a trainer.* value Lightning refuses
+        if not options:
+            raise
+        given = ", ".join(f"trainer.{k}={v}" for k, v in options.items())
+        raise ConfigError(f"Lightning's Trainer refused {given}: {str(err).strip().splitlines()[0]}") from None

@@ -103,6 +103,27 @@ def test_run_dir_of_another_config_is_refused(tmp_path, cache_dir):
         train(load_config(None, TINY), run_dir)
 
 
+@pytest.mark.parametrize(
+    "option, says",
+    [
+        ("trainer.strategy=bogus", "invalid strategy name"),
+        ("trainer.strategy=fsdp", "requires a GPU accelerator"),
+        ("trainer.gradient_clip_algorithm=bogus", "Allowed algorithms"),
+        ("trainer.limit_train_batches=-1", "invalid value -1 for limit_train_batches"),
+    ],
+)
+def test_a_trainer_option_lightning_refuses_is_one_line(tmp_path, option, says):
+    """Lightning's own ValueError / MisconfigurationException for a ``trainer.*`` value reached the user as a
+    traceback after the data and model were built; it is a ConfigError naming the options now."""
+    from ablate.config import ConfigError
+    from ablate.training.trainer import make_trainer
+
+    cfg = load_config(None, [option])
+    with pytest.raises(ConfigError, match=f"^Lightning's Trainer refused {option.split('=')[0]}") as err:
+        make_trainer(cfg, tmp_path, [], "cpu", 1, "32-true", [])
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
 def _cli(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run(
