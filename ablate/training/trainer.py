@@ -508,9 +508,21 @@ def progress_bar(options: dict[str, Any], callbacks: list, terminal: bool | None
     return [BudgetProgressBar() if terminal else StatusLines()]
 
 
+MULTI_NODE_ENV = ("SLURM_NTASKS", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "NODE_RANK")
+"""Variables of a launch on several machines (SLURM's srun, torchrun, or set by hand on each), one of which
+Lightning's cluster environments need to find the other nodes."""
+
+
 def check_devices(cfg: Config) -> None:
-    """Refuse a GPU request this machine cannot meet, in one line, before any work."""
+    """Refuse a GPU request this machine cannot meet, or several nodes without a launch that starts them, in one
+    line, before any work (else rank 0 waits for the others for torch's 30 minutes)."""
     t = cfg.train
+    if t.nodes > 1 and not any(name in os.environ for name in MULTI_NODE_ENV):
+        raise ConfigError(
+            f"train.nodes={t.nodes} needs a launch on {t.nodes} machines (a SLURM job: ablate sweep run --launcher "
+            "slurm --nodes-per-trial, or srun; torchrun; or MASTER_ADDR and NODE_RANK set on each); on one "
+            "machine use train.devices"
+        )
     if t.accelerator != "gpu" and not (t.accelerator == "auto" and torch.cuda.is_available()):
         return
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -124,6 +124,23 @@ def test_a_trainer_option_lightning_refuses_is_one_line(tmp_path, option, says):
     assert says in str(err.value) and "\n" not in str(err.value)
 
 
+def test_several_nodes_without_a_multi_node_launch_are_refused_before_any_work(monkeypatch):
+    """``train.nodes=2`` on one machine, started by hand, printed 'Initializing distributed: GLOBAL_RANK: 0,
+    MEMBER: 1/2' and waited for a second node no one starts (torch's rendezvous: 30 minutes); now one line. Under
+    SLURM, torchrun or by hand (MASTER_ADDR / NODE_RANK set on each machine) it goes on to Lightning."""
+    from ablate.config import ConfigError
+    from ablate.training.trainer import MULTI_NODE_ENV, check_devices
+
+    for name in MULTI_NODE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    check_devices(load_config(None, ["train.accelerator=cpu"]))
+    two = load_config(None, ["train.nodes=2", "train.accelerator=cpu"])
+    with pytest.raises(ConfigError, match=r"^train.nodes=2 needs a launch on 2 machines \(.*\); on one machine"):
+        check_devices(two)
+    monkeypatch.setenv("NODE_RANK", "1")
+    check_devices(two)
+
+
 def _cli(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run(
