@@ -31,7 +31,7 @@ from ablate.training.run_folder import (
     RunLock,
     RunRecord,
     UnwritableRunDir,
-    check_overwrite,
+    check_run_dir,
     claim_run_dir,
     default_run_dir,
     device_change,
@@ -97,8 +97,7 @@ def train(
     check_devices(cfg)
     check_cache_root(cache_root(cfg.data.cache_dir))  # before the run folder is made: a bad cache leaves none
     run_dir = Path(run_dir or default_run_dir(cfg))
-    if overwrite:
-        check_overwrite(run_dir)  # before the lock and console.log are written into it
+    check_run_dir(run_dir, overwrite)  # before the lock and console.log are written into it
     launcher = is_launcher_process()
     try:
         lock = RunLock(run_dir).acquire() if launcher else None  # also: is the folder writable?
