@@ -444,10 +444,13 @@ class Planner:
         rebuilds the latest command) under this version's signature (an older folder's hashed every key)."""
         self.state.overrides = list(self.opts.overrides) + list(self.opts.axes)
         self.state.signature = signature(self.spec, self.opts)
-        if self.opts.retry_failed:
-            for t in self.state.trials:
-                if t.status == RunStatus.FAILED:
-                    t.status, t.error = RunStatus.PENDING, None
+        for t in self.state.trials:
+            if self.opts.retry_failed and t.status == RunStatus.FAILED:
+                t.status, t.error = RunStatus.PENDING, None
+            summary = SweepFiles(self.out).trial(t.name).summary
+            if t.status == RunStatus.FINISHED and not summary.exists():  # its folder deleted, to train it again
+                t.status, t.metric, t.summary = RunStatus.PENDING, None, None
+                self.say(f"pending  {t.name}: its folder holds no {summary.name} (deleted?); it trains again", "yellow")
         if self.spec.method == "bayes" or "early_terminate" in self.spec.config:
             _sweeps()  # W&B's engine imported now, not seconds into a running sweep
         self.plan()

@@ -173,6 +173,20 @@ def test_an_attempt_lost_from_outside_is_retried_then_failed_and_an_own_error_is
     assert ended < retry < text.index("started  seed=2", retry)
 
 
+def test_a_finished_trial_whose_folder_was_deleted_trains_again(tmp_path):
+    """``rm -rf runs/<sweep>/seed=2`` to train it again: the rerun said 'nothing to train: all 5 trials are done',
+    ``sweep status`` 'finished', and the table 'excluded - no hyps/test'; the rerun trains it now, and says why."""
+    import shutil
+
+    sweep(tmp_path, FakeExecutor(tmp_path / "out"))
+    shutil.rmtree(tmp_path / "out" / "seed=2")
+    again = FakeExecutor(tmp_path / "out")
+    _, text = sweep(tmp_path, again)
+    assert [n for w, n in again.log if w == "start"] == ["seed=2"]
+    assert "seed=2: its folder holds no summary.json (deleted?); it trains again" in text
+    assert saved(tmp_path)["seed=2"]["status"] == "finished" and (tmp_path / "out" / "seed=2").is_dir()
+
+
 def test_a_backend_reason_marks_an_exhausted_lost_trial_failed_with_it(tmp_path):
     fake = FakeExecutor(tmp_path / "out", {"seed=1": ["lost"]}, reason="fake job 7 PREEMPTED")
     result, text = sweep(tmp_path, fake, spec=small_spec({"seed": {"values": [1, 2]}}), retries=1)
