@@ -458,6 +458,11 @@ device count (but ``train.max_tokens`` is per device: a resume on another count 
 loader processes, CPU threads, where the cache lies, and Trainer options that only change what the console shows
 (a table's rows ignore them all, and the device kind). ``train.accelerator`` counts: ``auto`` precision follows it."""
 
+SCALES_BATCH = ("train.devices",)
+""":data:`NOT_TRAINING` keys that still tell two configurations apart: ``train.max_tokens`` is per device, so 2
+devices train on twice the batch. They split a table's rows, and away from their default (1) they enter a
+run's fingerprint (its default folder), while a resume may still change them (with a warning)."""
+
 
 NOT_READ = {
     "transformer": ("model.rnn.",),
@@ -483,13 +488,16 @@ def unused_keys(cfg: Config) -> list[str]:
     return [f"{k}={v}" for k, v in flatten(to_dict(cfg)).items() if k.startswith(prefixes) and v != default.get(k)]
 
 
-def fingerprint(cfg: Config, exclude: tuple[str, ...] = NOT_TRAINING) -> str:
-    """A short stable hash of what determines the trained model (:data:`NOT_TRAINING` excluded).
+def fingerprint(cfg: Config, exclude: tuple[str, ...] = NOT_TRAINING, resume: bool = False) -> str:
+    """A short stable hash of what determines the trained model (:data:`NOT_TRAINING` excluded, but
+    :data:`SCALES_BATCH` away from its default; ``resume``: excluded too, as a resume may change them).
 
     A plugin counts by its name and content (sha256), not by where its file lies; a config without
     plugins hashes as it did before the key existed.
     """
     flat = {k: v for k, v in flatten(to_dict(cfg)).items() if not k.startswith(exclude) and v not in ({}, [])}
+    if not resume and cfg.train.devices != 1:  # SCALES_BATCH; one device hashes as before the rule
+        flat["train.devices"] = cfg.train.devices
     if "plugins" in flat:
         flat["plugins"] = sorted((r.get("name"), r.get("sha256") or r.get("version")) for r in flat["plugins"])
     blob = json.dumps(flat, sort_keys=True, default=str).encode()

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from ablate.config import NOT_TRAINING, ConfigError, flatten, from_flat
+from ablate.config import NOT_TRAINING, SCALES_BATCH, ConfigError, flatten, from_flat
 from ablate.errors import AblateError, first_line
 from ablate.metrics import (
     MetricScorer,
@@ -252,9 +252,9 @@ INVALID = "invalid"
 """A trial whose record cannot be believed (unreadable texts, ill-typed fields); listed with the reason."""
 SIGNATURE = "_signature"  # the suffix of a metric's signature in a summary (bleu_signature, ter_signature)
 WANDB_PREFIX = "wandb:"
-IGNORED_PREFIXES = (*NOT_TRAINING, "train.accelerator", "_wandb", "wandb_version")
+IGNORED_PREFIXES = (*(k for k in NOT_TRAINING if k not in SCALES_BATCH), "train.accelerator", "_wandb", "wandb_version")
 """Keys of the flattened config that never distinguish two configurations: those a run may resume with changed
-(:data:`~ablate.config.NOT_TRAINING`), the device kind (a row is a configuration, trained on any device), and
+(:data:`~ablate.config.NOT_TRAINING`; but not the device count, :data:`~ablate.config.SCALES_BATCH`), the device kind (a row is a configuration, trained on any device), and
 W&B's bookkeeping."""
 
 

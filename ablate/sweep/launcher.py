@@ -237,7 +237,7 @@ class Launcher:
         self.executor.release(run.handle)
         del self.running[trial.name]
         self.last_step.pop(trial.name, None)
-        self.planner.ended(trial, result, exit, run.stop, elapsed)
+        retry = self.planner.ended(trial, result, exit, run.stop, elapsed)
         if trial.status == RunStatus.FINISHED:
             self.durations.append(elapsed)
         shown = f" {self.spec.metric}={trial.metric:.4g}" if trial.metric is not None and self.spec.metric else ""
@@ -246,6 +246,8 @@ class Launcher:
         self.progress.event(
             f"{trial.status:<8} {trial.name} ({where}{clock(elapsed)}){detail}", STYLES.get(trial.status, "yellow")
         )
+        if retry:
+            self.progress.event(retry, "yellow")
 
     def _collect(self) -> None:
         polled = self.executor.poll([r.handle for r in self.running.values()])

@@ -444,10 +444,13 @@ class Planner:
         rebuilds the latest command) under this version's signature (an older folder's hashed every key)."""
         self.state.overrides = list(self.opts.overrides) + list(self.opts.axes)
         self.state.signature = signature(self.spec, self.opts)
-        if self.opts.retry_failed:
-            for t in self.state.trials:
-                if t.status == RunStatus.FAILED:
-                    t.status, t.error = RunStatus.PENDING, None
+        for t in self.state.trials:
+            if self.opts.retry_failed and t.status == RunStatus.FAILED:
+                t.status, t.error = RunStatus.PENDING, None
+            summary = SweepFiles(self.out).trial(t.name).summary
+            if t.status == RunStatus.FINISHED and not summary.exists():  # its folder deleted, to train it again
+                t.status, t.metric, t.summary = RunStatus.PENDING, None, None
+                self.say(f"pending  {t.name}: its folder holds no {summary.name} (deleted?); it trains again", "yellow")
         if self.spec.method == "bayes" or "early_terminate" in self.spec.config:
             _sweeps()  # W&B's engine imported now, not seconds into a running sweep
         self.plan()
@@ -591,9 +594,10 @@ class Planner:
         self.save()
         self.say(f"failed   {trial.name}: {trial.error}", "red")
 
-    def ended(self, trial: Trial, result: Outcome, exit: Exit, stop: Optional[str], elapsed: float) -> None:
+    def ended(self, trial: Trial, result: Outcome, exit: Exit, stop: Optional[str], elapsed: float) -> Optional[str]:
         """Record an ended attempt; relaunch one lost from outside. ``stop``: why the launcher ended it
-        (``"early"``: hyperband, ``"shutdown"``: Ctrl-C, ``None``: it ended by itself)."""
+        (``"early"``: hyperband, ``"shutdown"``: Ctrl-C, ``None``: it ended by itself). Returns the ``retrying``
+        line of a relaunch, for the caller to print after how the attempt ended."""
         trial.summary = result.summary or trial.summary
         if stop == "early":
             trial.status, trial.error = RunStatus.STOPPED, None
@@ -606,18 +610,17 @@ class Planner:
             trial.status, trial.error, trial.metric = result.status, result.error, result.metric
         trial.duration_s += elapsed
         outside = result.status == RunStatus.INTERRUPTED or (result.status == RunStatus.FAILED and exit.lost)
+        retry = None
         if stop is None and outside:
             reason = exit.reason or trial.error or RunStatus.INTERRUPTED
             if trial.attempts <= self.opts.retries:
                 trial.status, trial.error = RunStatus.INTERRUPTED, None
                 self.launched.discard(trial.name)  # relaunch it: it resumes from its checkpoint
-                self.say(
-                    f"retrying {trial.name} ({reason}; attempt {trial.attempts + 1} of {self.opts.retries + 1})",
-                    "yellow",
-                )
+                retry = f"retrying {trial.name} ({reason}; attempt {trial.attempts + 1} of {self.opts.retries + 1})"
             elif exit.reason:
                 trial.status, trial.error = RunStatus.FAILED, f"{exit.reason}; {result.error or ''}".rstrip("; ")
         self.save()
+        return retry
 
     def early_stops(self, running: list[Trial], since: dict[str, float], last_step: dict[str, int]) -> set[str]:
         """Hyperband: update running trials' metric histories; the names ``early_terminate`` drops now."""

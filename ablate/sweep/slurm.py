@@ -429,8 +429,10 @@ class PackedWorker:
                     trial.pid = trial.pid_start = None
                     trial.job_state = "DONE"
                     stop = "shutdown" if self._draining else None
-                    self.planner.ended(trial, result, exit, stop, time.monotonic() - mono)
+                    retry = self.planner.ended(trial, result, exit, stop, time.monotonic() - mono)
                     note(self.opts.out, self.job, f"end {name} {trial.status}")
+                    if retry:
+                        self.planner.say(retry, "yellow")
             self._executor.release(handle)
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> Any:

@@ -26,6 +26,7 @@ from ablate.record import (
     LOCK_FILE,
     LOG_FILE,
     SUMMARY_FILE,
+    SWEEP_FILE,
     TESTED_STEP,
     TEXT_KINDS,
     TOKENS_PER_CPU_SEC,
@@ -35,6 +36,7 @@ from ablate.record import (
     RunFiles,
     RunStatus,
     RunSummary,
+    SweepFiles,
 )
 from ablate.utils.io import (
     HolderLock,
@@ -141,12 +143,12 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
     if recorded is not None:
         _refuse_unnamed_plugins(recorded, run_dir)
         try:
-            old = fingerprint(from_flat(recorded, base=run_dir, trust="recorded"))
+            old = fingerprint(from_flat(recorded, base=run_dir, trust="recorded"), resume=True)
             reason = "a run of a different config"
         except ConfigError as err:
             old, reason = "unreadable", f"an unreadable config.yaml ({err})"
     summary = read_summary(run_dir) or {}
-    if old != fingerprint(cfg):
+    if old != fingerprint(cfg, resume=True):
         if _never_trained(run_dir, summary):  # its data or model failed: nothing to keep
             config_path.unlink()
             return "new"
@@ -181,6 +183,18 @@ RUN_ENTRIES = frozenset(
 )
 """What a run writes in its folder (:class:`~ablate.record.RunFiles`, and ``tracking.loggers``' folders), besides
 hidden files (the lock, fault markers, requeue counts, atomic writes' temporary files)."""
+
+
+def check_run_dir(run_dir: Path, overwrite: bool) -> None:
+    """Before the lock and console.log are written into ``run_dir``: refuse a sweep's folder (its trials are its
+    runs), and with ``overwrite`` a folder holding what no run writes (:func:`check_overwrite`)."""
+    if SweepFiles(run_dir).state.is_file():
+        raise ConfigError(
+            f"run dir {run_dir} is a sweep's folder (it holds {SWEEP_FILE}); a trial's folder is {run_dir}/<trial>, "
+            "else choose another --run-dir"
+        )
+    if overwrite:
+        check_overwrite(run_dir)
 
 
 def check_overwrite(run_dir: Path) -> None:

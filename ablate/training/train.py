@@ -31,7 +31,7 @@ from ablate.training.run_folder import (
     RunLock,
     RunRecord,
     UnwritableRunDir,
-    check_overwrite,
+    check_run_dir,
     claim_run_dir,
     default_run_dir,
     device_change,
@@ -97,8 +97,7 @@ def train(
     check_devices(cfg)
     check_cache_root(cache_root(cfg.data.cache_dir))  # before the run folder is made: a bad cache leaves none
     run_dir = Path(run_dir or default_run_dir(cfg))
-    if overwrite:
-        check_overwrite(run_dir)  # before the lock and console.log are written into it
+    check_run_dir(run_dir, overwrite)  # before the lock and console.log are written into it
     launcher = is_launcher_process()
     try:
         lock = RunLock(run_dir).acquire() if launcher else None  # also: is the folder writable?
@@ -385,9 +384,14 @@ def _record_end(run: _Run, trainer, checkpoint_io: ResilientCheckpointIO, status
 
 def _end_wandb(run: _Run) -> None:
     """Finish the W&B run of a run that failed or was interrupted (exit code 1, as W&B's exit hook would): in a
-    process that trains again (a notebook, the tests), Lightning's WandbLogger would log the next run into it."""
+    process that trains again (a notebook, the tests), Lightning's WandbLogger would log the next run into it.
+    Then W&B's service is let go here, not in its atexit hook: SLURM's scancel and requeue stop it with the
+    trainer, and the hook printed a traceback ('Connection lost') where the logger had warned once already."""
     if run.logger is not None and run.logger.started:
+        import wandb
+
         run.logger.guarded(run.logger.experiment.finish, exit_code=1)
+        run.logger.guarded(wandb.teardown, exit_code=1)
 
 
 def _write_outputs(run: _Run, trainer, throughput: Throughput, checkpoint_io: ResilientCheckpointIO) -> None:

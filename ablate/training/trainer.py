@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, TextIO
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint, ProgressBar, RichProgressBar
-from pytorch_lightning.utilities.exceptions import SIGTERMException
+from pytorch_lightning.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from ablate.config import Config, ConfigError
 from ablate.record import DEV_BLEU, TOKENS_PER_CPU_SEC, TOKENS_PER_SEC, RunStatus
@@ -512,9 +512,21 @@ def progress_bar(options: dict[str, Any], callbacks: list, terminal: bool | None
     return [BudgetProgressBar() if terminal else StatusLines()]
 
 
+MULTI_NODE_ENV = ("SLURM_NTASKS", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "NODE_RANK")
+"""Variables of a launch on several machines (SLURM's srun, torchrun, or set by hand on each), one of which
+Lightning's cluster environments need to find the other nodes."""
+
+
 def check_devices(cfg: Config) -> None:
-    """Refuse a GPU request this machine cannot meet, in one line, before any work."""
+    """Refuse a GPU request this machine cannot meet, or several nodes without a launch that starts them, in one
+    line, before any work (else rank 0 waits for the others for torch's 30 minutes)."""
     t = cfg.train
+    if t.nodes > 1 and not any(name in os.environ for name in MULTI_NODE_ENV):
+        raise ConfigError(
+            f"train.nodes={t.nodes} needs a launch on {t.nodes} machines (a SLURM job: ablate sweep run --launcher "
+            "slurm --nodes-per-trial, or srun; torchrun; or MASTER_ADDR and NODE_RANK set on each); on one "
+            "machine use train.devices"
+        )
     if t.accelerator != "gpu" and not (t.accelerator == "auto" and torch.cuda.is_available()):
         return
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -571,7 +583,9 @@ def checkpoint_callbacks(ckpt_dir: Path, every: int) -> list:
 
 class LastCheckpoint(ModelCheckpoint):
     """``last.ckpt`` every n steps; at a step that validates, written after that validation. Lightning writes it
-    before, and a resume from it skips the validation: its history entry, and best.ckpt's choice, were lost."""
+    before, and a resume from it skips the validation: its history entry, and best.ckpt's choice, were lost.
+    Lightning 2.6 has no public way to defer it (its own deferral needs a monitor): the private members used here
+    are pinned by ``test_last_checkpoint_of_a_validating_step_holds_that_validation``."""
 
     _after_validation = False
 
@@ -637,4 +651,10 @@ def make_trainer(
         **val_kwargs,
     )
     kwargs.update(options)  # trainer.* keys (those ablate owns are refused when the config is read)
-    return pl.Trainer(**kwargs)
+    try:
+        return pl.Trainer(**kwargs)
+    except (ValueError, TypeError, MisconfigurationException) as err:  # a trainer.* value Lightning refuses
+        if not options:
+            raise
+        given = ", ".join(f"trainer.{k}={v}" for k, v in options.items())
+        raise ConfigError(f"Lightning's Trainer refused {given}: {str(err).strip().splitlines()[0]}") from None

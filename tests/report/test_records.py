@@ -163,12 +163,16 @@ def test_the_title_is_the_sweeps_name_not_its_wandb_group_id(tmp_path):
 def test_a_key_that_leaves_the_trained_model_alone_never_splits_a_row():
     """A seed rerun with ``trainer.enable_progress_bar=false`` (a resume may change it: ``config.NOT_TRAINING``)
     was its own row beside the other seeds of the same configuration; every such key is ignored, as the run's
-    fingerprint ignores it, and ``train.accelerator`` too (a row is a configuration, on any device)."""
-    from ablate.config import NOT_TRAINING, Config, flatten, to_dict
+    fingerprint ignores it, and ``train.accelerator`` too (a row is a configuration, on any device). But not the
+    device count: ``train.max_tokens`` is per device, and 2 devices' seeds were one row with 1 device's (or, seed
+    for seed, dropped as 'seed 1 again in row train.devices=-')."""
+    from ablate.config import NOT_TRAINING, SCALES_BATCH, Config, flatten, to_dict
 
     base = flatten(to_dict(Config()))
-    for key in [k for k in base if k.startswith(NOT_TRAINING)] + ["trainer.profiler", "train.accelerator"]:
+    ignored = [k for k in base if k.startswith(NOT_TRAINING) and k not in SCALES_BATCH]
+    for key in [*ignored, "trainer.profiler", "train.accelerator"]:
         assert clean_config({**base, key: "changed"}) == clean_config(base), key
+    assert clean_config({**base, "train.devices": 2}) != clean_config(base)
     assert clean_config({**base, "model.heads": 2}) != clean_config(base)
 
 

@@ -168,6 +168,23 @@ def test_an_attempt_lost_from_outside_is_retried_then_failed_and_an_own_error_is
     assert trials["seed=4"]["error"] == "loss is NaN at step 2"
     assert [n for w, n in fake.log if w == "start"].count("seed=3") == 3
     assert "retrying seed=2 (killed by SIGKILL" in text and "attempt 2 of 3" in text
+    # how the attempt ended, then what the launcher does about it (it printed "retrying" before "interrupted")
+    ended, retry = text.index("interrupted seed=2 ("), text.index("retrying seed=2 (")
+    assert ended < retry < text.index("started  seed=2", retry)
+
+
+def test_a_finished_trial_whose_folder_was_deleted_trains_again(tmp_path):
+    """``rm -rf runs/<sweep>/seed=2`` to train it again: the rerun said 'nothing to train: all 5 trials are done',
+    ``sweep status`` 'finished', and the table 'excluded - no hyps/test'; the rerun trains it now, and says why."""
+    import shutil
+
+    sweep(tmp_path, FakeExecutor(tmp_path / "out"))
+    shutil.rmtree(tmp_path / "out" / "seed=2")
+    again = FakeExecutor(tmp_path / "out")
+    _, text = sweep(tmp_path, again)
+    assert [n for w, n in again.log if w == "start"] == ["seed=2"]
+    assert "seed=2: its folder holds no summary.json (deleted?); it trains again" in text
+    assert saved(tmp_path)["seed=2"]["status"] == "finished" and (tmp_path / "out" / "seed=2").is_dir()
 
 
 def test_a_backend_reason_marks_an_exhausted_lost_trial_failed_with_it(tmp_path):

@@ -51,6 +51,7 @@ def test_overwrite_keeps_the_new_runs_console_log(tmp_path):
         "train.num_workers=2",
         "train.threads=1",
         "data.cache_dir=elsewhere",
+        "train.devices=2",  # a resource: allowed, with device_change()'s warning, though it names its own folder
     ],
 )
 def test_a_display_only_trainer_option_does_not_block_a_resume(tmp_path, option):
@@ -69,6 +70,32 @@ def test_a_display_only_trainer_option_does_not_block_a_resume(tmp_path, option)
     assert prepare_run_dir(load_config(None, ["train.max_steps=20", option]), run) == "resume"
     with pytest.raises(ConfigError, match="a run of a different config"):  # a Trainer option that changes training
         prepare_run_dir(load_config(None, ["train.max_steps=20", "trainer.deterministic=true"]), run)
+
+
+def test_a_sweeps_folder_is_not_made_a_run(tmp_path):
+    """``ablate train --run-dir runs/quickstart`` (the sweep's folder, not a trial's) trained into it: config.yaml,
+    summary.json, checkpoints/ and tokenizer/ among the trials' folders and sweep.json; refused in one line now,
+    before anything is written there."""
+    sweep = tmp_path / "quickstart"
+    (sweep / "seed=1").mkdir(parents=True)
+    (sweep / "sweep.json").write_text("{}")
+    proc = invoke_cli("train", "--run-dir", str(sweep), *tiny_checkpointing("train.max_steps=2"), cwd=tmp_path)
+    assert_one_error_line(proc, f"run dir {sweep} is a sweep's folder (it holds sweep.json); a trial's folder is")
+    assert sorted(p.name for p in sweep.iterdir()) == ["seed=1", "sweep.json"]
+
+
+def test_a_run_on_several_devices_has_its_own_default_folder():
+    """``train.max_tokens`` is per device, so ``train.devices=2`` trains on twice the batch, yet it went to the
+    default folder of the same config on one device: after a one-device run, ``ablate train ... train.devices=2``
+    said 'run already finished' about that run (and --overwrite would have deleted it). A count other than 1 now
+    enters the fingerprint; one device hashes as it did (every existing run keeps its folder)."""
+    from ablate.config import fingerprint, load_config
+    from ablate.training.run_folder import default_run_dir
+
+    one = load_config(None, ["model.heads=8"])
+    assert fingerprint(one) == fingerprint(one, resume=True)  # the rule before: devices left out
+    folders = {default_run_dir(load_config(None, ["model.heads=8", f"train.devices={n}"])) for n in (1, 2, "auto")}
+    assert default_run_dir(one) in folders and len(folders) == 3
 
 
 @pytest.mark.parametrize("name", ["..", ".", "a/b", "../elsewhere"])

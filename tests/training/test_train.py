@@ -103,6 +103,44 @@ def test_run_dir_of_another_config_is_refused(tmp_path, cache_dir):
         train(load_config(None, TINY), run_dir)
 
 
+@pytest.mark.parametrize(
+    "option, says",
+    [
+        ("trainer.strategy=bogus", "invalid strategy name"),
+        ("trainer.strategy=fsdp", "requires a GPU accelerator"),
+        ("trainer.gradient_clip_algorithm=bogus", "Allowed algorithms"),
+        ("trainer.limit_train_batches=-1", "invalid value -1 for limit_train_batches"),
+    ],
+)
+def test_a_trainer_option_lightning_refuses_is_one_line(tmp_path, option, says):
+    """Lightning's own ValueError / MisconfigurationException for a ``trainer.*`` value reached the user as a
+    traceback after the data and model were built; it is a ConfigError naming the options now."""
+    from ablate.config import ConfigError
+    from ablate.training.trainer import make_trainer
+
+    cfg = load_config(None, [option])
+    with pytest.raises(ConfigError, match=f"^Lightning's Trainer refused {option.split('=')[0]}") as err:
+        make_trainer(cfg, tmp_path, [], "cpu", 1, "32-true", [])
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_several_nodes_without_a_multi_node_launch_are_refused_before_any_work(monkeypatch):
+    """``train.nodes=2`` on one machine, started by hand, printed 'Initializing distributed: GLOBAL_RANK: 0,
+    MEMBER: 1/2' and waited for a second node no one starts (torch's rendezvous: 30 minutes); now one line. Under
+    SLURM, torchrun or by hand (MASTER_ADDR / NODE_RANK set on each machine) it goes on to Lightning."""
+    from ablate.config import ConfigError
+    from ablate.training.trainer import MULTI_NODE_ENV, check_devices
+
+    for name in MULTI_NODE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    check_devices(load_config(None, ["train.accelerator=cpu"]))
+    two = load_config(None, ["train.nodes=2", "train.accelerator=cpu"])
+    with pytest.raises(ConfigError, match=r"^train.nodes=2 needs a launch on 2 machines \(.*\); on one machine"):
+        check_devices(two)
+    monkeypatch.setenv("NODE_RANK", "1")
+    check_devices(two)
+
+
 def _cli(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run(
