@@ -57,7 +57,7 @@ from ablate.record import (
     summary_value,
 )
 from ablate.utils.commands import Progress
-from ablate.utils.io import read_lines, regular, split_lines
+from ablate.utils.io import read_json, read_lines, regular, split_lines
 from ablate.utils.plugins import PluginError
 
 
@@ -389,7 +389,7 @@ def _sweep_plan(root: Path) -> tuple[dict[str, dict[str, Any]], Optional[str], O
     if not path.exists():
         return {}, None, None
     try:
-        state = json.loads(regular(path).read_text(encoding="utf-8"))
+        state = read_json(path)
     except (OSError, ValueError) as err:
         return {}, f"unreadable ({first_line(err)})", None
     trials, problem = planned_trials(state)

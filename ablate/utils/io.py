@@ -117,6 +117,43 @@ def atomic_write_json(path: str | Path, data: Any, indent: int = 2, sort_keys: b
     atomic_write_text(path, dumps(data, indent=indent, sort_keys=sort_keys) + "\n")
 
 
+MAX_DEPTH = 100
+"""Deepest nesting of lists and mappings a JSON record may hold (a real ``summary.json`` nests 4 levels)."""
+
+
+def loads_json(text: str | bytes) -> Any:
+    """The JSON value of ``text``; ``ValueError`` (one line) where it is not JSON or nests deeper than
+    :data:`MAX_DEPTH`: a planted file stops here, not in a ``RecursionError`` of the parser or of a later walk."""
+    deep = ValueError(f"nested more than {MAX_DEPTH} levels deep")
+    try:
+        data = json.loads(text)
+    except RecursionError:  # deeper than the parser can follow
+        raise deep from None
+    if nesting_depth(data) > MAX_DEPTH:  # checked before anything walks it recursively
+        raise deep
+    return data
+
+
+def read_json(path: str | Path) -> Any:
+    """:func:`loads_json` of the UTF-8 file at ``path``; ``OSError`` where it cannot be read or is a device or a
+    pipe (:func:`regular`)."""
+    return loads_json(regular(Path(path)).read_text(encoding="utf-8"))
+
+
+def nesting_depth(value: Any) -> int:
+    """How deeply lists and mappings nest in ``value`` (a scalar: 0), found without recursion."""
+    deepest, level = 0, [value] if isinstance(value, (dict, list)) else []
+    while level:  # one level of containers at a time: a scalar is looked at once, never stacked
+        deepest += 1
+        level = [
+            child
+            for item in level
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, (dict, list))
+        ]
+    return deepest
+
+
 def file_sha256(path: str | Path) -> str:
     """The sha256 of the file at ``path``, read in 1 MiB blocks."""
     digest = hashlib.sha256()
