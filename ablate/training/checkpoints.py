@@ -90,8 +90,10 @@ def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_d
     except CheckpointError:
         raise
     except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged or hostile file
-        text = PICKLED if refused_pickle(err) else first_line(err)
-        raise CheckpointError(f"checkpoint {path} is unreadable: {text[:200]}") from None
+        if refused_pickle(err):
+            raise CheckpointError(f"checkpoint {path} is unreadable: {PICKLED}") from None
+        why = first_line(err).split(". ")[0][:200]  # torch's first sentence, not its hint about miniz
+        raise CheckpointError(f"checkpoint {path} is unreadable ({why}); {RESTORE}") from None
     if not isinstance(checkpoint, dict) or any(key not in checkpoint for key in required):
         raise CheckpointError(f"checkpoint {path} is not an ablate checkpoint (missing {', '.join(required)})")
     _check_digest(Path(path))  # after the load, so a planted pickle is named as such
