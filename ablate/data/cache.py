@@ -107,7 +107,7 @@ def cached_entry(
                 f"no space left to write the data cache in {root} ({kind}/{key}): free space there, "
                 f"or point ABLATE_CACHE (or data.cache_dir) at a disk with room"
             ) from None
-        if err.errno in (errno.ENOTDIR, errno.EEXIST, errno.EROFS, errno.EACCES, errno.EPERM):
+        if err.errno in (errno.ENOTDIR, errno.EEXIST, errno.EROFS, errno.EACCES, errno.EPERM, errno.EINVAL):
             raise _unusable(root, err) from None
         raise
     return final, False

@@ -17,6 +17,7 @@ import math
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import uuid
 from contextlib import contextmanager
@@ -216,6 +217,11 @@ class HolderLock:
         self._lock = FileLock(str(self.path), timeout=0, mode=plain_mode())
 
     def acquire(self) -> HolderLock:
+        if self.path.is_symlink() or (self.path.exists() and not self.path.is_file()):
+            # planted in a received folder: filelock < 3.20.1 truncates where a link leads; a pipe never opens
+            raise OSError(
+                errno.EINVAL, f"{self.path.name} is a link, a pipe or a device, not a lock file", str(self.path)
+            )
         before = _read_holder(self.path)  # read first: some filelock versions truncate the file on every try
         try:
             self._lock.acquire(timeout=-1 if self.wait else 0)
@@ -261,11 +267,13 @@ def is_held(path: str | Path) -> Optional[bool]:
     """Whether a live process holds the lock file ``path``: True; False when it is free (its holder
     released it, ended or was killed, even by SIGKILL); None when there is no lock file (an older
     run, or a record copied from elsewhere), so liveness cannot be told. Never creates or changes it."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
+    try:  # a link or a pipe is no lock file (and a pipe would not open until written to)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
         return True
