@@ -57,7 +57,7 @@ from ablate.record import (
     summary_value,
 )
 from ablate.utils.commands import Progress
-from ablate.utils.io import read_json, read_lines, regular, split_lines
+from ablate.utils.io import printable, read_json, read_lines, regular, split_lines
 from ablate.utils.plugins import PluginError
 
 
@@ -298,6 +298,11 @@ class Trial:
     precision: Optional[str] = None
     signatures: dict[str, str] = field(default_factory=dict)
     summary: Optional[RunSummary] = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:  # what a record says reaches the terminal: no escape sequences in it
+        for key in ("error", "variant"):
+            if isinstance(value := getattr(self, key), str):
+                object.__setattr__(self, key, printable(value))
 
     @property
     def seed(self) -> Any:

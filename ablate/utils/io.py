@@ -169,6 +169,15 @@ def one_line(text: str) -> str:
     return text.replace("\r", " ").replace("\n", " ")
 
 
+_CONTROLS = {c: "?" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]} | dict.fromkeys(map(ord, "\t\n\r"), " ")
+
+
+def printable(text: str) -> str:
+    """``text`` on one line with each other control character (ESC, BEL, ...) as ``?``: text a record from someone
+    else holds cannot clear the screen, erase the lines above it or retitle the terminal it is shown in."""
+    return text.translate(_CONTROLS)
+
+
 def unlinked(path: Path) -> Path:
     """``path``, a link in its place removed first: a log appended to in a folder from someone else (resumed) is
     started afresh there, never appended to through a link to a file of the user's."""
