@@ -168,8 +168,36 @@ class ResilientCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(
         self, path: str | Path, map_location: Optional[Any] = None, weights_only: Optional[bool] = None
     ) -> dict[str, Any]:
-        """Lightning's resume goes through here: always ``weights_only=True`` (never runs pickled code)."""
-        return load_checkpoint_file(path)
+        """Lightning's resume goes through here: always ``weights_only=True`` (never runs pickled code), and the
+        checkpoint callbacks' paths moved to where the file is now (:func:`relocated`)."""
+        return relocated(load_checkpoint_file(path), Path(path).parent)
+
+
+OWN_FILES = ("best.ckpt", "last.ckpt")
+"""The files the checkpoint callbacks write (``checkpoint_callbacks()`` in ``trainer.py``)."""
+
+
+def relocated(checkpoint: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``checkpoint`` with each ``ModelCheckpoint`` state's paths moved into ``folder``, where it is resumed: Lightning
+    restores best.ckpt's score only where the recorded folder is this one, so a run folder moved, copied or requeued
+    on another mount let the first validation after the resume replace best.ckpt, however bad. A path to any other
+    file is dropped: a planted state cannot name a file for Lightning to delete as an older checkpoint."""
+    here = os.path.realpath(folder)
+
+    def moved(path: Any) -> str:
+        name = Path(str(path)).name
+        return os.path.join(here, name) if name in OWN_FILES else ""
+
+    for state in (checkpoint.get("callbacks") or {}).values():
+        if isinstance(state, dict) and "dirpath" in state:
+            state["dirpath"] = here
+            for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
+                state[key] = moved(state[key]) if state.get(key) else state.get(key, "")
+            best = state.get("best_k_models")
+            state["best_k_models"] = (
+                {moved(p): v for p, v in best.items() if moved(p)} if isinstance(best, dict) else {}
+            )
+    return checkpoint
 
 
 def saved_checkpoints(ckpt_dir: Path, steps: dict[str, int], recorded: Optional[RunSummary]) -> dict[str, Any]:
