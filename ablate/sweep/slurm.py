@@ -32,7 +32,7 @@ from ablate.sweep.local import (
     wind_down,
 )
 from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet, trainer_command
-from ablate.sweep.spec import SweepError, SweepSpec
+from ablate.sweep.spec import SweepError, SweepSpec, safe_name
 from ablate.sweep.state import SweepLock, Trial, exit_reason, log_tail, outcome, read_summary, state_lock
 from ablate.utils.io import unlinked
 
@@ -273,7 +273,8 @@ class SlurmExecutor:
         log_start = log.stat().st_size if log.exists() else 0
         job = TrialJob(argv(self.trainer_overrides()), run_dir.resolve(), grace_s=self.grace_s)
         try:
-            name, cpus = f"{self.args.name}-{trial.name}", self.args.cpus_per_trial
+            # safe_name: a received sweep.json's trial name, newlines and all, goes into the sbatch script
+            name, cpus = safe_name(f"{self.args.name}-{trial.name}"), self.args.cpus_per_trial
             executor = self.submitit(name, self.args.nodes_per_trial, max(self.gpus, 1), self.gpus, cpus)
             submitted = executor.submit(job)
         except Exception as err:  # noqa: BLE001 - sbatch refused (bad partition, limits): the trial says why
