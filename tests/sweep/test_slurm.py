@@ -332,3 +332,23 @@ def test_a_trial_name_from_a_received_sweep_json_adds_no_line_to_the_sbatch_scri
     SlurmExecutor(ExecutorArgs(), tmp_path).start(Trial("a\ntouch pwned\n#", {}), tmp_path / "a", lambda x: ["true"])
     script = _make_sbatch_string(command="true", folder=str(tmp_path), job_name=names[0])
     assert all(not line or line.startswith("#") for line in script.split("# command")[0].splitlines()), script
+
+
+def test_a_requeue_count_planted_as_a_link_or_a_pipe_is_never_written_through_or_waited_on(tmp_path):
+    """A received trial folder's ``.requeues`` linked to a file of the user's: the job's requeue wrote the count over
+    that file; as a FIFO, ``ablate sweep status`` (which shows the count) waited forever to read it."""
+    from ablate.sweep.slurm import TrialJob, requeues
+
+    thesis = tmp_path / "thesis.tex"
+    thesis.write_text("my thesis\n")
+    (tmp_path / "trial").mkdir()
+    (tmp_path / "trial" / ".requeues").symlink_to(thesis)
+    TrialJob(["true"], tmp_path / "trial").checkpoint()
+    assert thesis.read_text() == "my thesis\n" and requeues(tmp_path / "trial") == 1
+    code = "import os, pathlib, sys; from ablate.sweep.slurm import requeues; os.mkfifo(sys.argv[1] + '/.requeues'); "
+    code += "print(requeues(pathlib.Path(sys.argv[1])))"
+    (tmp_path / "piped").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "piped")], capture_output=True, text=True, timeout=30
+    )
+    assert proc.stdout == "0\n", proc.stderr
