@@ -9,7 +9,6 @@ types (:func:`summary_problem`), and the metric keys (:data:`METRICS`; how a tab
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, TypeGuard
 
 from ablate.errors import AblateError, did_you_mean, first_line
-from ablate.utils.io import atomic_write_json, regular
+from ablate.utils.io import atomic_write_json, read_json
 from ablate.utils.provenance import ENVIRONMENT_FILE
 
 
@@ -315,15 +314,9 @@ class RunSummary:
         if path.is_dir():
             path = RunFiles(path).summary
         try:
-            data = json.loads(regular(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:  # missing, a device or a pipe, bad UTF-8, not JSON
+            data = read_json(path)
+        except (OSError, ValueError) as err:  # missing, a device or a pipe, bad UTF-8, not JSON, nested too deep
             raise UnreadableRecord(f"unreadable {path.name}: {first_line(err)}") from None
-        except RecursionError:  # a planted file nested deeper than the parser can follow
-            data, deep = None, True
-        else:
-            deep = nesting_depth(data) > MAX_DEPTH  # checked before anything walks it recursively
-        if deep:
-            raise UnreadableRecord(f"unreadable {path.name}: nested more than {MAX_DEPTH} levels deep")
         return cls.from_json(data, strict=strict, where=path.name)
 
     @classmethod
@@ -358,23 +351,6 @@ _SCORE = (0.0, 100.0)
 BOUNDED = {"/bleu": _SCORE, "/chrf": _SCORE, "/chrf++": _SCORE, "/ter": (0.0, math.inf), "/ppl": (1.0, math.inf)}
 """Ranges of the scores by key suffix; every other metric must be finite and within :data:`LIMIT`."""
 NUMERIC = ("params", "step", "epoch", "wall_time_s", "cpu_time_s")  # metrics without a "/" in their key
-
-
-MAX_DEPTH = 100  # deepest nesting of lists and mappings a record may hold (a real summary.json nests 4 levels)
-
-
-def nesting_depth(value: Any) -> int:
-    """How deeply lists and mappings nest in ``value`` (a scalar: 0), found without recursion."""
-    deepest, level = 0, [value] if isinstance(value, (dict, list)) else []
-    while level:  # one level of containers at a time: a scalar is looked at once, never stacked
-        deepest += 1
-        level = [
-            child
-            for item in level
-            for child in (item.values() if isinstance(item, dict) else item)
-            if isinstance(child, (dict, list))
-        ]
-    return deepest
 
 
 def kind_of(value: Any) -> str:

@@ -35,7 +35,7 @@ from ablate.config import DataConfig
 from ablate.data.sources import Corpus, DataError, Source, digest, make_source, quiet_datasets
 from ablate.data.tokenizer import RECIPE, SubwordTokenizer, TokenizerError
 from ablate.errors import first_line
-from ablate.utils.io import HolderLock, cache_root, plain_mode, replace
+from ablate.utils.io import HolderLock, cache_root, plain_mode, read_json, replace
 
 MANIFEST = ".manifest.json"
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ def cached_entry(
                 f"no space left to write the data cache in {root} ({kind}/{key}): free space there, "
                 f"or point ABLATE_CACHE (or data.cache_dir) at a disk with room"
             ) from None
-        if err.errno in (errno.ENOTDIR, errno.EEXIST, errno.EROFS, errno.EACCES, errno.EPERM):
+        if err.errno in (errno.ENOTDIR, errno.EEXIST, errno.EROFS, errno.EACCES, errno.EPERM, errno.EINVAL):
             raise _unusable(root, err) from None
         raise
     return final, False
@@ -116,7 +116,7 @@ def cached_entry(
 def check_entry(entry: Path) -> Optional[str]:
     """None when ``entry`` holds exactly the files (and sizes) of its manifest, else what is wrong."""
     try:
-        manifest = json.loads((entry / MANIFEST).read_text())
+        manifest = read_json(entry / MANIFEST)
         if not isinstance(manifest, dict):
             return "unreadable manifest"
     except (OSError, ValueError):

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from ablate.data.sources import DataError
 from ablate.errors import first_line
-from ablate.utils.io import atomic_write_text, regular
+from ablate.utils.io import atomic_write_text, read_json
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
@@ -123,7 +123,7 @@ class SubwordTokenizer:
         JSON, or JSON of another shape."""
         folder = Path(folder)
         try:
-            meta = json.loads(regular(folder / "tokenizer.json").read_text(encoding="utf-8"))
+            meta = read_json(folder / "tokenizer.json")
             joint = meta["joint"]
             if not isinstance(joint, bool):
                 raise TypeError(f"'joint' is {joint!r}, not true or false")

@@ -26,7 +26,7 @@ import numpy as np
 from ablate.errors import AblateError, did_you_mean, first_line
 from ablate.metrics.scorers import Bleu, Chrf, ChrfPlusPlus, Ter, Texts, check_aligned
 from ablate.registry import register, table
-from ablate.utils.io import atomic_write_bytes, cache_root
+from ablate.utils.io import atomic_write_bytes, cache_root, read_json
 from ablate.utils.plugins import entry_points
 
 
@@ -274,7 +274,7 @@ class Index:
         self.keys: dict[str, str] = {}
         self.dirty = False
         try:
-            data = json.loads(self.path.read_bytes())
+            data = read_json(self.path)  # a shared cache's: nested too deep or a pipe is no index
             if data.get("version") == VERSION:
                 self.files, self.keys = dict(data["files"]), dict(data["keys"])
         except (OSError, ValueError, TypeError, KeyError, AttributeError):

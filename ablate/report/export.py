@@ -36,7 +36,15 @@ from ablate.report.layout import Table, build_table
 from ablate.report.render import render, to_markdown
 from ablate.report.stats import DEFAULT_ALPHA, DEFAULT_TEST, Sweep, check_sigma_from, load, table_comparisons
 from ablate.report.trials import VALIDATION_SPLITS, ReportError, collect_folder, local_folders
-from ablate.utils.io import atomic_write_json, atomic_write_text, dumps, output_folder, read_inside
+from ablate.utils.io import (
+    atomic_write_json,
+    atomic_write_text,
+    dumps,
+    loads_json,
+    output_folder,
+    read_inside,
+    read_json,
+)
 from ablate.utils.provenance import (
     ENVIRONMENT_FILE as LOCK,
     freeze,
@@ -295,7 +303,7 @@ def _copy_trial(source: Path, name: str, out: Path) -> int:
     run_dir = source / name
     summary_bytes = read_inside(run_dir / SUMMARY_FILE, source)
     try:
-        summary = json.loads(summary_bytes)
+        summary = loads_json(summary_bytes)
     except ValueError:
         summary = {}
     summary = summary if isinstance(summary, dict) else {}
@@ -417,7 +425,7 @@ def _is_number(value: Any) -> bool:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = read_json(path)
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}

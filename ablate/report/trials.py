@@ -57,7 +57,7 @@ from ablate.record import (
     summary_value,
 )
 from ablate.utils.commands import Progress
-from ablate.utils.io import read_lines, regular, split_lines
+from ablate.utils.io import printable, read_json, read_lines, regular, split_lines
 from ablate.utils.plugins import PluginError
 
 
@@ -299,6 +299,11 @@ class Trial:
     signatures: dict[str, str] = field(default_factory=dict)
     summary: Optional[RunSummary] = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:  # what a record says reaches the terminal: no escape sequences in it
+        for key in ("error", "variant"):
+            if isinstance(value := getattr(self, key), str):
+                object.__setattr__(self, key, printable(value))
+
     @property
     def seed(self) -> Any:
         return self.config.get("seed")
@@ -392,7 +397,7 @@ def _sweep_plan(root: Path) -> tuple[dict[str, dict[str, Any]], Optional[str], O
     if not path.exists():
         return {}, None, None
     try:
-        state = json.loads(regular(path).read_text(encoding="utf-8"))
+        state = read_json(path)
     except (OSError, ValueError) as err:
         return {}, f"unreadable ({first_line(err)})", None
     trials, problem = planned_trials(state)

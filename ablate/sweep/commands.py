@@ -38,6 +38,7 @@ from ablate.sweep.planner import (
 from ablate.sweep.spec import SweepError, SweepSpec, load_spec, replaced_variants
 from ablate.sweep.state import SweepState, best_configuration, best_trial, is_locked, load_state, undrawn_group
 from ablate.utils.commands import fail, typer_app
+from ablate.utils.io import printable
 
 if TYPE_CHECKING:
     from ablate.sweep.slurm import PackedSweep
@@ -190,7 +191,7 @@ def status_table(state: SweepState, out: Path, metric: Optional[str], live: Opti
 
             job_state = live.get(t.job_id or "", t.job_state) if t.status == RunStatus.RUNNING else t.job_state
             row += [f"{t.job_id} {(job_state or '').lower()}" if t.job_id else "", str(requeues(out / t.name))]
-        table.add_row(*row, Text(t.error or ""))  # names and errors are text, never markup
+        table.add_row(*row, Text(printable(t.error or "")))  # names and errors are text, never markup or escapes
     return table
 
 

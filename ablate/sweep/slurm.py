@@ -32,9 +32,9 @@ from ablate.sweep.local import (
     wind_down,
 )
 from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet, trainer_command
-from ablate.sweep.spec import SweepError, SweepSpec
+from ablate.sweep.spec import SweepError, SweepSpec, safe_name
 from ablate.sweep.state import SweepLock, Trial, exit_reason, log_tail, outcome, read_summary, state_lock
-from ablate.utils.io import unlinked
+from ablate.utils.io import atomic_write_text, regular, unlinked
 
 ACTIVE = {  # a job in these states may still run (or run again)
     "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING",
@@ -98,7 +98,7 @@ def job_states(job_ids: list[str]) -> dict[str, str]:
 def requeues(run_dir: Path) -> int:
     """How often the trial's job requeued itself (``ablate sweep status`` shows it)."""
     try:
-        return int(RunFiles(run_dir).requeues.read_text() or 0)
+        return int(regular(RunFiles(run_dir).requeues).read_text() or 0)  # a received folder's pipe: never waited on
     except (OSError, ValueError):
         return 0
 
@@ -176,7 +176,7 @@ class TrialJob:
             if not _wait_exited(proc, self.grace_s):
                 proc.kill()
         if os.environ.get("SLURM_PROCID", "0") == "0":
-            RunFiles(self.run_dir).requeues.write_text(str(requeues(self.run_dir) + 1))
+            atomic_write_text(RunFiles(self.run_dir).requeues, str(requeues(self.run_dir) + 1))  # never through a link
         return submitit.helpers.DelayedSubmission(TrialJob(self.argv, self.run_dir, self.grace_s))
 
 
@@ -273,7 +273,8 @@ class SlurmExecutor:
         log_start = log.stat().st_size if log.exists() else 0
         job = TrialJob(argv(self.trainer_overrides()), run_dir.resolve(), grace_s=self.grace_s)
         try:
-            name, cpus = f"{self.args.name}-{trial.name}", self.args.cpus_per_trial
+            # safe_name: a received sweep.json's trial name, newlines and all, goes into the sbatch script
+            name, cpus = safe_name(f"{self.args.name}-{trial.name}"), self.args.cpus_per_trial
             executor = self.submitit(name, self.args.nodes_per_trial, max(self.gpus, 1), self.gpus, cpus)
             submitted = executor.submit(job)
         except Exception as err:  # noqa: BLE001 - sbatch refused (bad partition, limits): the trial says why

@@ -133,7 +133,7 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
     if not path.exists():
         return None
     try:
-        data = json.loads(io.regular(path).read_text(encoding="utf-8"))
+        data = io.read_json(path)
         if not isinstance(data, dict):
             raise TypeError(f"it holds {type(data).__name__}, not a JSON object")
         if data.get("version") != VERSION:

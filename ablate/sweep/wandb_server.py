@@ -232,8 +232,10 @@ def plan_sync(folder: str | Path) -> SyncPlan:
 
 
 def wandb_command() -> list[str]:
-    """W&B's command line, run by this Python."""
-    return [sys.executable, "-m", "wandb"]
+    """W&B's command line, run by this Python without the working directory on ``sys.path`` (where ``-m`` puts it):
+    ``ablate sync .`` runs inside a run folder, whose ``wandb/`` folder would be imported instead of W&B."""
+    main = "import runpy, sys; sys.path[:] = filter(None, sys.path); runpy.run_module('wandb', None, '__main__', True)"
+    return [sys.executable, "-c", main]
 
 
 def sync(

@@ -90,8 +90,10 @@ def load_checkpoint_file(path: str | Path, required: tuple[str, ...] = ("state_d
     except CheckpointError:
         raise
     except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged or hostile file
-        text = PICKLED if refused_pickle(err) else first_line(err)
-        raise CheckpointError(f"checkpoint {path} is unreadable: {text[:200]}") from None
+        if refused_pickle(err):
+            raise CheckpointError(f"checkpoint {path} is unreadable: {PICKLED}") from None
+        why = first_line(err).split(". ")[0][:200]  # torch's first sentence, not its hint about miniz
+        raise CheckpointError(f"checkpoint {path} is unreadable ({why}); {RESTORE}") from None
     if not isinstance(checkpoint, dict) or any(key not in checkpoint for key in required):
         raise CheckpointError(f"checkpoint {path} is not an ablate checkpoint (missing {', '.join(required)})")
     _check_digest(Path(path))  # after the load, so a planted pickle is named as such
@@ -166,8 +168,36 @@ class ResilientCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(
         self, path: str | Path, map_location: Optional[Any] = None, weights_only: Optional[bool] = None
     ) -> dict[str, Any]:
-        """Lightning's resume goes through here: always ``weights_only=True`` (never runs pickled code)."""
-        return load_checkpoint_file(path)
+        """Lightning's resume goes through here: always ``weights_only=True`` (never runs pickled code), and the
+        checkpoint callbacks' paths moved to where the file is now (:func:`relocated`)."""
+        return relocated(load_checkpoint_file(path), Path(path).parent)
+
+
+OWN_FILES = ("best.ckpt", "last.ckpt")
+"""The files the checkpoint callbacks write (``checkpoint_callbacks()`` in ``trainer.py``)."""
+
+
+def relocated(checkpoint: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``checkpoint`` with each ``ModelCheckpoint`` state's paths moved into ``folder``, where it is resumed: Lightning
+    restores best.ckpt's score only where the recorded folder is this one, so a run folder moved, copied or requeued
+    on another mount let the first validation after the resume replace best.ckpt, however bad. A path to any other
+    file is dropped: a planted state cannot name a file for Lightning to delete as an older checkpoint."""
+    here = os.path.realpath(folder)
+
+    def moved(path: Any) -> str:
+        name = Path(str(path)).name
+        return os.path.join(here, name) if name in OWN_FILES else ""
+
+    for state in (checkpoint.get("callbacks") or {}).values():
+        if isinstance(state, dict) and "dirpath" in state:
+            state["dirpath"] = here
+            for key in ("best_model_path", "kth_best_model_path", "last_model_path"):
+                state[key] = moved(state[key]) if state.get(key) else state.get(key, "")
+            best = state.get("best_k_models")
+            state["best_k_models"] = (
+                {moved(p): v for p, v in best.items() if moved(p)} if isinstance(best, dict) else {}
+            )
+    return checkpoint
 
 
 def saved_checkpoints(ckpt_dir: Path, steps: dict[str, int], recorded: Optional[RunSummary]) -> dict[str, Any]:

@@ -134,6 +134,13 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
                 os.truncate(child, 0)  # open since the run began (capture): emptied, so it goes on logging
             elif child.name != LOCK_FILE:
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    for name in sorted(RUN_ENTRIES):  # a received folder's link: the run would write over what it leads to
+        entry = run_dir / name
+        if entry.is_symlink() and run_dir.resolve() not in entry.resolve().parents:
+            raise ConfigError(
+                f"{entry} is a link to {entry.resolve()}, outside the run folder, and a run writes there; replace the "
+                f"link by the {'folder' if entry.is_dir() else 'file'} itself, or choose another --run-dir"
+            )
     if not config_path.exists():
         return "new"
     try:

@@ -10,6 +10,7 @@ import importlib.util
 import logging
 import netrc
 import os
+import re
 import time
 import uuid
 from contextlib import suppress
@@ -18,7 +19,7 @@ from typing import Any, Callable, MutableMapping, Optional
 
 from ablate.config import Config, ConfigError, TrackingConfig, flatten, to_dict
 from ablate.record import DEV_BLEU, DEV_PPL, SUMMARY_FILE, RunFiles
-from ablate.utils.io import atomic_write_text
+from ablate.utils.io import atomic_write_text, regular
 from ablate.utils.typed import class_spec, import_class
 
 WANDB = "wandb"
@@ -250,8 +251,9 @@ def _requested_mode(cfg: TrackingConfig) -> str:
 def run_id(run_dir: Path) -> str:
     """The W&B run id of ``run_dir``: made once, reused on resume; a sweep agent's ``WANDB_RUN_ID`` when set."""
     path = RunFiles(run_dir).wandb_id
-    if path.exists():
-        return path.read_text().strip()
+    with suppress(OSError, ValueError):  # a received folder's pipe, or text that is no run id: a new id
+        if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", rid := regular(path).read_text(encoding="utf-8").strip()):
+            return rid
     rid = os.environ.get("WANDB_RUN_ID") or uuid.uuid4().hex[:8]
     atomic_write_text(path, rid + "\n")
     return rid

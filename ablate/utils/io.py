@@ -17,6 +17,7 @@ import math
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import uuid
 from contextlib import contextmanager
@@ -117,6 +118,43 @@ def atomic_write_json(path: str | Path, data: Any, indent: int = 2, sort_keys: b
     atomic_write_text(path, dumps(data, indent=indent, sort_keys=sort_keys) + "\n")
 
 
+MAX_DEPTH = 100
+"""Deepest nesting of lists and mappings a JSON record may hold (a real ``summary.json`` nests 4 levels)."""
+
+
+def loads_json(text: str | bytes) -> Any:
+    """The JSON value of ``text``; ``ValueError`` (one line) where it is not JSON or nests deeper than
+    :data:`MAX_DEPTH`: a planted file stops here, not in a ``RecursionError`` of the parser or of a later walk."""
+    deep = ValueError(f"nested more than {MAX_DEPTH} levels deep")
+    try:
+        data = json.loads(text)
+    except RecursionError:  # deeper than the parser can follow
+        raise deep from None
+    if nesting_depth(data) > MAX_DEPTH:  # checked before anything walks it recursively
+        raise deep
+    return data
+
+
+def read_json(path: str | Path) -> Any:
+    """:func:`loads_json` of the UTF-8 file at ``path``; ``OSError`` where it cannot be read or is a device or a
+    pipe (:func:`regular`)."""
+    return loads_json(regular(Path(path)).read_text(encoding="utf-8"))
+
+
+def nesting_depth(value: Any) -> int:
+    """How deeply lists and mappings nest in ``value`` (a scalar: 0), found without recursion."""
+    deepest, level = 0, [value] if isinstance(value, (dict, list)) else []
+    while level:  # one level of containers at a time: a scalar is looked at once, never stacked
+        deepest += 1
+        level = [
+            child
+            for item in level
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, (dict, list))
+        ]
+    return deepest
+
+
 def file_sha256(path: str | Path) -> str:
     """The sha256 of the file at ``path``, read in 1 MiB blocks."""
     digest = hashlib.sha256()
@@ -129,6 +167,15 @@ def file_sha256(path: str | Path) -> str:
 def one_line(text: str) -> str:
     """``text`` with the line separator ``\\n`` (and ``\\r``, which readers may translate) as spaces."""
     return text.replace("\r", " ").replace("\n", " ")
+
+
+_CONTROLS = {c: "?" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]} | dict.fromkeys(map(ord, "\t\n\r"), " ")
+
+
+def printable(text: str) -> str:
+    """``text`` on one line with each other control character (ESC, BEL, ...) as ``?``: text a record from someone
+    else holds cannot clear the screen, erase the lines above it or retitle the terminal it is shown in."""
+    return text.translate(_CONTROLS)
 
 
 def unlinked(path: Path) -> Path:
@@ -179,6 +226,11 @@ class HolderLock:
         self._lock = FileLock(str(self.path), timeout=0, mode=plain_mode())
 
     def acquire(self) -> HolderLock:
+        if self.path.is_symlink() or (self.path.exists() and not self.path.is_file()):
+            # planted in a received folder: filelock < 3.20.1 truncates where a link leads; a pipe never opens
+            raise OSError(
+                errno.EINVAL, f"{self.path.name} is a link, a pipe or a device, not a lock file", str(self.path)
+            )
         before = _read_holder(self.path)  # read first: some filelock versions truncate the file on every try
         try:
             self._lock.acquire(timeout=-1 if self.wait else 0)
@@ -224,11 +276,13 @@ def is_held(path: str | Path) -> Optional[bool]:
     """Whether a live process holds the lock file ``path``: True; False when it is free (its holder
     released it, ended or was killed, even by SIGKILL); None when there is no lock file (an older
     run, or a record copied from elsewhere), so liveness cannot be told. Never creates or changes it."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
+    try:  # a link or a pipe is no lock file (and a pipe would not open until written to)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
         return True

@@ -50,3 +50,17 @@ def test_a_cached_tokenizer_damaged_in_place_is_rebuilt(cache_dir):
     again = prepare(CFG)
     assert again.stats["cached"] is False
     assert again.tokenizer.encode_src(["a b c"]) == first.tokenizer.encode_src(["a b c"])
+
+
+def test_a_lock_planted_as_a_link_in_a_shared_cache_is_one_line_and_writes_nothing_through_it(tmp_path):
+    """A shared cache whose entry lock another user planted as a link to a file of yours: a traceback (filelock's
+    ELOOP), or with filelock < 3.20.1 that file overwritten with "pid@host"."""
+    from ablate.data.cache import cached_entry
+
+    thesis = tmp_path / "thesis.tex"
+    thesis.write_text("my thesis\n")
+    (tmp_path / "cache" / "locks").mkdir(parents=True)
+    (tmp_path / "cache" / "locks" / "corpora-abc.lock").symlink_to(thesis)
+    with pytest.raises(DataError, match=r"corpora-abc.lock is a link, a pipe or a device, not a lock file"):
+        cached_entry(tmp_path / "cache", "corpora", "abc", lambda folder: None)
+    assert thesis.read_text() == "my thesis\n"

@@ -125,3 +125,14 @@ def test_saving_into_a_received_run_folder_replaces_its_links_never_writes_throu
     SubwordTokenizer.train(datasets.Dataset.from_dict({"src": words, "tgt": words}), vocab_size=50).save(saved)
     assert all(target.read_text() == "my thesis\n" for target in outside.values())
     assert not any((saved / name).is_symlink() for name in outside) and SubwordTokenizer.load(saved).joint
+
+
+def test_a_tokenizer_record_nested_deep_is_damaged_not_a_recursion_error(joint, tmp_path):
+    """A received run's ``tokenizer/tokenizer.json`` nested deeper than the parser follows: ``ablate translate`` ended in
+    a RecursionError traceback."""
+    from ablate.data.tokenizer import TokenizerError
+
+    joint.save(tmp_path)
+    (tmp_path / "tokenizer.json").write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(TokenizerError, match="tokenizer.json is damaged .nested more than 100 levels deep."):
+        SubwordTokenizer.load(tmp_path)

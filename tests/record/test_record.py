@@ -168,3 +168,15 @@ def test_a_summary_nested_deep_is_an_unreadable_trial_not_a_recursion_error(tmp_
     trials = {t.name: t for t in collect(str(tmp_path))}  # raised RecursionError, aborting the whole table
     assert trials["deep"].status == "failed" and "nested more than 100 levels deep" in trials["deep"].error
     assert trials["ok"].finished
+
+
+def test_a_sweep_state_nested_deep_leaves_the_table_of_its_trials(tmp_path):
+    """``ablate table`` over a received sweep folder whose ``sweep.json`` nests deeper than the parser follows:
+    a RecursionError traceback, no table."""
+    from ablate.report.trials import collect
+
+    from tests.helpers.records import write_trial
+
+    write_trial(tmp_path, "ok", {"status": "finished", "val/bleu": 1.0, "config": {"seed": 1}})
+    (tmp_path / "sweep.json").write_text("[" * 200_000 + "]" * 200_000)
+    assert [t.name for t in collect(str(tmp_path)) if t.finished] == ["ok"]

@@ -180,3 +180,13 @@ def test_plot_into_the_sweep_is_refused_and_ctrl_c_keeps_the_old_figures(sweep, 
     runner.invoke(app, ["plot", str(sweep), "--out", str(out), "--no-significance"])
     assert [p.name for p in out.iterdir()] == ["test_bleu.png"]
     assert (out / "test_bleu.png").read_bytes() == b"old figure"
+
+
+def test_a_trial_summary_nested_deep_is_exported_as_an_unreadable_trial_not_a_recursion_error(sweep, tmp_path):
+    """A received sweep whose trial's ``summary.json`` nests deeper than the parser follows: the table lists it
+    unreadable, but ``ablate export`` then parsed it again and ended in a RecursionError traceback."""
+    (sweep / "zz").mkdir()
+    (sweep / "zz" / "summary.json").write_text("[" * 200_000 + "]" * 200_000)
+    result = runner.invoke(app, ["export", str(sweep), str(tmp_path / "results"), *FAST])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "results" / "base-s1" / "summary.json").is_file()

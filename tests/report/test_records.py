@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ablate.record import RunStatus, RunSummary
@@ -197,3 +199,24 @@ def test_a_finished_trial_whose_folder_is_gone_says_so(two_by_two, tmp_path):
         "- heads-1-seed=1 (variant heads-1, seed 1): invalid - sweep.json records it finished, but no summary.json "
         "of it is here (its run folder moved or deleted?)"
     )
+
+
+def test_a_record_from_someone_else_cannot_send_control_characters_to_the_terminal(variant_sweep, tmp_path):
+    """A received sweep whose failed trial records an error and a variant holding escape sequences: ``ablate table``
+    printed them raw, so the record could clear the screen, erase the lines above or retitle the terminal."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from ablate.report.commands import app
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(variant_sweep, sweep)
+    path = sweep / "B-dk16-s3" / "summary.json"
+    summary = json.loads(path.read_text())
+    summary.update(error="boom\x1b[2J\x1b[1A\x1b]0;pwned\x07 end", variant="B-dk16\x1b[8m")
+    path.write_text(json.dumps(summary))
+    for fmt in ("rich", "md", "csv"):
+        result = CliRunner().invoke(app, ["table", str(sweep), "--format", fmt, "--samples", "50"])
+        assert result.exit_code == 0, result.output
+        assert "boom?[2J?[1A?]0;pwned? end" in result.output and not set(result.output) & {"\x1b", "\x07"}, fmt

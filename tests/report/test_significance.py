@@ -602,6 +602,15 @@ def test_the_statistics_index_forgets_deleted_texts_and_cache_files(tmp_path):
     assert list(data["files"]) == [str(kept)] and data["keys"] == {"k1": "present"}
 
 
+def test_a_shared_cache_index_nested_deep_is_ignored_never_a_recursion_error(tmp_path):
+    """A team's shared ``ABLATE_CACHE`` whose statistics index another process (or a full disk) left nested deeper
+    than the parser follows: every ``ablate table`` ended in a RecursionError traceback."""
+    from ablate.metrics import Index
+
+    (tmp_path / "statistics-index.json").write_text("[" * 200_000 + "]" * 200_000)
+    assert Index(tmp_path).files == {}  # read as no index: every text is read and hashed again
+
+
 def test_the_mde_and_seeds_needed_use_the_sigma_each_comparison_is_tested_with(tmp_path):
     """Rows that share the base's seeds are tested with the row + seed fit's σ, a row with other seeds with
     the within-row σ: the footnotes state both, the MDE for each, and each row's seeds needed at its own σ

@@ -112,3 +112,19 @@ def test_a_trial_log_that_links_out_of_a_received_sweep_folder_is_replaced_not_a
     start_process(command, dict(os.environ), log).wait()
     assert thesis.read_text() == "my thesis\n"
     assert not log.is_symlink() and "trained" in log.read_text()
+
+
+def test_a_trial_started_by_the_ablate_command_imports_nothing_from_the_working_directory(tmp_path, monkeypatch):
+    """docs/runs.md: inside a folder someone else made, run the ``ablate`` command (its process has no working
+    directory on ``sys.path``). But each trial it starts is ``python -m ablate train``, which puts the working
+    directory first: a ``yaml.py`` planted there ran in every trial."""
+    from ablate.sweep.local import ablate_argv, child_env
+
+    marker = tmp_path / "marker"
+    for name in ("yaml", "typer", "rich"):
+        (tmp_path / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write('{name} ')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p and os.path.abspath(p) != str(tmp_path)])
+    proc = subprocess.run(ablate_argv("--version"), env=child_env(os.environ), capture_output=True, text=True)
+    assert not marker.exists(), f"planted modules ran: {marker.read_text()}"
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -310,3 +310,45 @@ def test_preempted_trial_is_requeued_and_resumes_in_the_same_run(cluster, tmp_pa
     log = (trial_dir / "trial.log").read_text()
     assert log.count(f"=== SLURM job {job} task 0") == 2  # ran, was requeued under the same id, ran again
     assert "resume" in log.lower()
+
+
+def test_a_trial_name_from_a_received_sweep_json_adds_no_line_to_the_sbatch_script(tmp_path, monkeypatch):
+    """``sweep.json``'s trial names are folder names (any character but ``/``): resuming a received sweep folder with
+    ``--launcher slurm`` made a name holding a newline the job's name, and submitit wrote it into the sbatch script,
+    where the line after it ran as a shell command in the job (``touch pwned``)."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    from ablate.sweep import slurm
+    from ablate.sweep.state import Trial
+
+    names = []
+
+    class Executor:
+        def submit(self, job):
+            return type("Submitted", (), {"job_id": "1"})()
+
+    monkeypatch.setattr(slurm, "_need", lambda name: name)
+    monkeypatch.setattr(SlurmExecutor, "submitit", lambda self, name, *shape: names.append(name) or Executor())
+    SlurmExecutor(ExecutorArgs(), tmp_path).start(Trial("a\ntouch pwned\n#", {}), tmp_path / "a", lambda x: ["true"])
+    script = _make_sbatch_string(command="true", folder=str(tmp_path), job_name=names[0])
+    assert all(not line or line.startswith("#") for line in script.split("# command")[0].splitlines()), script
+
+
+def test_a_requeue_count_planted_as_a_link_or_a_pipe_is_never_written_through_or_waited_on(tmp_path):
+    """A received trial folder's ``.requeues`` linked to a file of the user's: the job's requeue wrote the count over
+    that file; as a FIFO, ``ablate sweep status`` (which shows the count) waited forever to read it."""
+    from ablate.sweep.slurm import TrialJob, requeues
+
+    thesis = tmp_path / "thesis.tex"
+    thesis.write_text("my thesis\n")
+    (tmp_path / "trial").mkdir()
+    (tmp_path / "trial" / ".requeues").symlink_to(thesis)
+    TrialJob(["true"], tmp_path / "trial").checkpoint()
+    assert thesis.read_text() == "my thesis\n" and requeues(tmp_path / "trial") == 1
+    code = "import os, pathlib, sys; from ablate.sweep.slurm import requeues; os.mkfifo(sys.argv[1] + '/.requeues'); "
+    code += "print(requeues(pathlib.Path(sys.argv[1])))"
+    (tmp_path / "piped").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "piped")], capture_output=True, text=True, timeout=30
+    )
+    assert proc.stdout == "0\n", proc.stderr

@@ -261,3 +261,22 @@ def test_status_of_the_state_file_itself_shows_its_folder(tmp_path):
     save_state(tmp_path, make_state())
     proc = invoke_cli("sweep", "status", str(tmp_path / "sweep.json"), cwd=tmp_path)
     assert proc.returncode == 0 and "3 trials: 1 finished" in proc.stdout, proc.stderr
+
+
+def test_a_state_file_nested_deep_is_one_line_never_a_recursion_error(tmp_path):
+    """A received sweep folder's ``sweep.json`` nested deeper than the parser follows: ``ablate sweep status`` (and
+    ``sweep run``, ``table``, ``plot``) ended in a RecursionError traceback."""
+    (tmp_path / "sweep.json").write_text("[" * 200_000 + "]" * 200_000)
+    proc = invoke_cli("sweep", "status", str(tmp_path), cwd=tmp_path)
+    assert_one_error_line(proc, "not a sweep state file (nested more than 100 levels deep)")
+
+
+def test_status_of_a_received_sweep_sends_no_control_characters_to_the_terminal(tmp_path):
+    """A received ``sweep.json`` whose trial's error holds escape sequences: ``ablate sweep status`` printed them raw
+    (clear the screen, retitle the terminal)."""
+    state = make_state()
+    state.trials[1].status, state.trials[1].error = RunStatus.FAILED, "boom\x1b[2J\x1b]0;pwned\x07 end"
+    save_state(tmp_path, state)
+    proc = invoke_cli("sweep", "status", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0 and "boom?[2J?]0;pwned?" in proc.stdout, proc.stdout  # shown, made harmless
+    assert not set(proc.stdout + proc.stderr) & {"\x1b", "\x07"}

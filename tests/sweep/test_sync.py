@@ -99,3 +99,16 @@ def test_sync_from_another_folder_passes_paths_that_resolve_there(tmp_path, monk
     assert result.exit_code == 0, result.output
     folders = stub.calls[0][stub.calls[0].index("sync") + 1 :]
     assert folders == [str(done[0])] and all(Path(f).is_absolute() for f in folders)
+
+
+def test_sync_inside_a_received_run_never_imports_its_wandb_folder(tmp_path):
+    """Every run folder holds a ``wandb/`` folder, and ``ablate sync .`` is run from inside one: W&B's command must
+    not put the working directory on ``sys.path``, or a ``wandb/__init__.py`` planted there runs instead of W&B."""
+    run = tmp_path / "theirs"
+    _trial(tmp_path, "theirs", "finished")
+    marker = tmp_path / "marker"
+    for name in ("__init__.py", "__main__.py"):
+        (run / "wandb" / name).write_text(f"open({str(marker)!r}, 'a').write('ran')\n")
+    proc = subprocess.run([*wandb_server.wandb_command(), "--version"], cwd=run, capture_output=True, text=True)
+    assert not marker.exists(), "the planted wandb/ folder ran"
+    assert proc.returncode == 0 and "version" in proc.stdout.lower(), proc.stdout + proc.stderr

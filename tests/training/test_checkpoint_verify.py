@@ -171,3 +171,21 @@ def test_after_a_failed_best_write_the_record_names_the_step_on_disk_and_transla
         "using best.ckpt from step 5, not step 10 that the run tested (that write failed: see "
         "checkpoint_failures in summary.json)"
     ]
+
+
+@pytest.mark.parametrize("keep", [0, 1000])
+def test_a_torn_checkpoint_is_one_whole_sentence_that_says_what_to_do(tmp_path, keep):
+    """A checkpoint cut short (a copy that stopped): the line quoted torch's 300-character hint cut at 200 characters,
+    "... there is a high likelihood that your checkpoint file is", and said nothing of what to do."""
+    import torch
+
+    path = tmp_path / "best.ckpt"
+    torch.save({"state_dict": {"w": torch.zeros(64, 64)}}, path)
+    path.write_bytes(path.read_bytes()[:keep])
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint_file(path)
+    line = str(err.value)
+    assert line.startswith(f"checkpoint {path} is unreadable (") and line.endswith(
+        "); restore it from a copy, or train the run again (--overwrite)"
+    ), line
+    assert "If you are seeing" not in line and "\n" not in line

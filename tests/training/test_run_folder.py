@@ -131,3 +131,17 @@ def test_a_resume_on_another_number_of_devices_says_the_batch_changes(tmp_path):
     assert device_change(ddp, run).startswith("train.devices=2 resumes a run last trained with train.devices=1")
     auto = load_config(None, ["train.max_steps=20", "train.devices=auto", "train.accelerator=cpu"])
     assert device_change(auto, run) is None  # "auto": the count is the machine's, unknown here
+
+
+def test_a_run_folder_whose_entry_links_out_of_it_is_refused_never_written_through(tmp_path):
+    """A received run folder whose ``hyps`` is a link to a folder of the user's: training (or resuming) it wrote the
+    run's hypotheses over the user's ``test.txt`` and ``val.txt`` there."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "test.txt").write_text("my thesis\n")
+    run = tmp_path / "theirs"
+    run.mkdir()
+    (run / "hyps").symlink_to(mine)
+    proc = invoke_cli("train", "--run-dir", str(run), *tiny_checkpointing("train.max_steps=2"), cwd=tmp_path)
+    assert_one_error_line(proc, f"{run / 'hyps'} is a link to {mine}, outside the run folder")
+    assert (mine / "test.txt").read_text() == "my thesis\n" and sorted(p.name for p in mine.iterdir()) == ["test.txt"]

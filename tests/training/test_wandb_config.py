@@ -140,3 +140,21 @@ def test_local_launcher_path(tmp_path):
     Launcher(spec, opts).run()
     run = _recorded(tmp_path / "t3" / "A-heads1")
     assert run.config["model.heads"] == 1 and run.config["tracking.variant"] == "A-heads1"
+
+
+@pytest.mark.parametrize("planted", ["pipe", "a/../../escape", ""])
+def test_a_received_wandb_id_that_is_a_pipe_or_no_run_id_gets_a_new_one(tmp_path, planted):
+    """``wandb_id.txt`` of a received run folder: as a FIFO, resuming the run waited forever to read it; text that
+    is no W&B run id (a path) was handed to ``wandb.init(id=...)``, which names its folders after it."""
+    from ablate.training.tracking import run_id
+
+    path = tmp_path / "wandb_id.txt"
+    os.mkfifo(path) if planted == "pipe" else path.write_text(planted + "\n")
+    code = (
+        f"from pathlib import Path; from ablate.training.tracking import run_id; print(run_id(Path({str(tmp_path)!r})))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_RUN_ID"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, env=env)
+    rid = proc.stdout.strip()
+    assert len(rid) == 8 and rid.isalnum(), proc.stderr[-2000:]
+    assert path.is_file() and path.read_text() == rid + "\n" and run_id(tmp_path) == rid  # kept for the next resume

@@ -5,6 +5,7 @@ written whole or not at all, apart from their sources."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import signal
@@ -128,6 +129,57 @@ def test_a_second_holder_is_refused_naming_the_first_until_the_first_is_killed(t
     with io.HolderLock(path) as lock:  # taken over; the file names the new holder
         assert lock.is_locked and path.read_text() == f"{os.getpid()}@{socket.gethostname()}\n"
     assert io.is_held(path) is False and path.exists()  # released, the file stays for the next probe
+
+
+class FileLock312:
+    """The lock of filelock 3.12 to 3.20.0, which ``filelock>=3.12`` allows: ``os.open(path, O_RDWR | O_CREAT |
+    O_TRUNC)``, a link followed (3.20.1 added ``O_NOFOLLOW``)."""
+
+    def __init__(self, path: str, timeout: float = 0, mode: int = 0o644):
+        self.path, self.fd = path, None
+
+    @property
+    def is_locked(self) -> bool:
+        return self.fd is not None
+
+    def acquire(self, timeout: float = 0) -> None:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def release(self) -> None:
+        os.close(self.fd)
+        self.fd = None
+
+
+@pytest.mark.parametrize("filelock", ["installed", "3.12"])
+def test_a_lock_file_that_is_a_link_is_refused_never_written_through(tmp_path, monkeypatch, filelock):
+    """A received run or sweep folder's ``.lock`` linked to a file of the user's: taking the lock wrote "pid@host"
+    over that file wherever filelock follows the link (3.12 to 3.20.0)."""
+    if filelock == "3.12":
+        monkeypatch.setattr(io, "FileLock", FileLock312)
+    thesis = tmp_path / "thesis.tex"
+    thesis.write_text("my thesis\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / ".lock").symlink_to(thesis)
+    with pytest.raises(OSError, match="is a link, a pipe or a device, not a lock file"):
+        io.HolderLock(tmp_path / "run" / ".lock").acquire()
+    assert thesis.read_text() == "my thesis\n"
+    assert io.is_held(tmp_path / "run" / ".lock") is None  # not a lock file: whether one holds it cannot be told
+
+
+LOCK_PIPE = (
+    "import os, pathlib, sys; from ablate.utils.io import HolderLock, is_held; path = pathlib.Path(sys.argv[1]); "
+    "os.mkfifo(path); print(is_held(path), flush=True); HolderLock(path).acquire()"
+)
+
+
+def test_a_lock_file_that_is_a_pipe_is_refused_never_a_hang(tmp_path):
+    """A received run or sweep folder's ``.lock`` planted as a FIFO: ``ablate train --run-dir`` and ``ablate sweep
+    status`` waited forever to open it."""
+    proc = subprocess.run(
+        [sys.executable, "-c", LOCK_PIPE, str(tmp_path / ".lock")], capture_output=True, text=True, timeout=30
+    )
+    assert proc.stdout == "None\n" and "not a lock file" in proc.stderr.splitlines()[-1], proc.stderr
 
 
 def test_a_waiting_lock_waits_for_the_holder_to_release(tmp_path):
