@@ -1675,8 +1675,10 @@ def test_splits(sweep: Sweep) -> list[str]:
 
 
 def describe(test: str, n_samples: int) -> dict[str, Any]:
-    """Words for the footnote: the test's name and its number of samples."""
-    return {"name": TESTS[test], "samples": n_samples or DEFAULT_SAMPLES[test]}
+    """Words for the footnote: the test's name and its samples (``ar``'s are reassignments; its CIs bootstrap)."""
+    samples, boot = n_samples or DEFAULT_SAMPLES[test], f"{DEFAULT_SAMPLES['bs']} bootstrap samples"
+    words = f"{samples} random reassignments (95% CIs: {boot})" if test == "ar" else f"{samples} bootstrap samples"
+    return {"name": TESTS[test], "samples": words}
 
 
 # --- Robustness of a mark: the same comparison with a σ from its own two rows alone ---

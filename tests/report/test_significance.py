@@ -88,6 +88,16 @@ def test_ar_tests_the_shown_delta_of_rows_with_unequal_seeds():
     assert c.delta > 10 and c.p_value < 0.01  # before: p = 1.0
 
 
+def test_the_ar_footnote_counts_its_shuffles_not_bootstrap_samples(variant_sweep):
+    # `--test ar --samples 500` said "500 bootstrap samples": ar's samples are random reassignments, and its
+    # intervals come from the bootstrap's default 2000 resamples, which the footnote did not name
+    from ablate.report import table
+
+    text = " ".join(table(variant_sweep, test="ar", samples=500).table.footnotes)
+    assert "500 random reassignments (95% CIs: 2000 bootstrap samples)" in text
+    assert "500 bootstrap samples" not in text
+
+
 def test_the_score_is_the_mean_over_seeds_of_corpus_bleu():
     refs = _refs()
     rates = {1: 0.2, 2: 0.4, 3: 0.3}
