@@ -94,7 +94,7 @@ TEST = typer.Option(
     "bs / ar: test-set variance only (paired bootstrap / approximate randomization over sentences).",
 )
 SAMPLES = typer.Option(
-    0, "--samples", min=0, help="Bootstrap resamples (seeds, bs) or random swaps (ar); 0 uses 2000 / 10000."
+    0, "--samples", min=0, help="Bootstrap resamples (seeds, bs) or random reassignments (ar); 0 uses 2000 / 10000."
 )
 METRIC_HELP = (
     "The score of the dev and test columns, the † test and 'best': bleu, chrf, chrf++, ter or a plugin's; "

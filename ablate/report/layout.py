@@ -166,7 +166,7 @@ def significance_notes(
     notes = [
         f"{MARK} significant at {family} ({describe_plan(sweep)}; test splits {', '.join(splits)}). "
         f"Test: two-sided {how['name']}, "
-        f"{how['samples']} bootstrap samples; a row's score is the mean over its seeds of corpus {label}."
+        f"{how['samples']}; a row's score is the mean over its seeds of corpus {label}."
         + (
             f" In the cells, {MARK} compares a row with the base; the named comparisons are listed below."
             if sweep.comparisons

@@ -862,20 +862,30 @@ def bootstrap_p(deltas: np.ndarray, observed: float) -> float:
 
 
 def approximate_randomization(
-    a: np.ndarray, b: np.ndarray, trials: int, seed: int = SEED, score: Score = bleu_from_stats
+    a: np.ndarray, b: np.ndarray, trials: int, seed: int = SEED, score: Score = bleu_from_stats, paired: bool = True
 ) -> float:
-    """Two-sided paired approximate randomisation p-value (``trials`` random swaps) of
-    ``mean_s score(b_s) - mean_s score(a_s)``; ``a``, ``b``: (K, n, k) statistics paired by seed."""
+    """Two-sided approximate randomisation p-value (``trials`` random reassignments, Riezler & Maxwell 2005) of
+    the table's Δ ``mean_s score(b_s) - mean_s score(a_s)``; ``a``, ``b``: (K_a, n, k), (K_b, n, k) statistics.
+    ``paired`` (trial i of each trained with one seed value): each sentence's pair swapped with probability
+    1/2, as MultEval's stratified test; else each sentence's K_a + K_b statistics shuffled over the trials of
+    both rows (Fisher's permutation test within each sentence), since a seed value only one row trained has
+    no partner to swap with."""
     observed = float(score(b.sum(1)).mean() - score(a.sum(1)).mean())
     if observed == 0.0:
         return 1.0
     rng = np.random.default_rng(seed)
-    n = a.shape[1]
-    extreme, chunk = 0, max(1, 2_000_000 // (n * 2 * a.shape[0]))
+    n, pool = a.shape[1], np.concatenate([a, b]).transpose(1, 0, 2)  # (n, K_a + K_b, k)
+    extreme, chunk = 0, max(1, 2_000_000 // (n * pool.shape[1] * (1 if paired else pool.shape[2])))
     for start in range(0, trials, chunk):
-        keep = (rng.random((min(chunk, trials - start), n)) >= 0.5).astype(np.float64)
-        sa = np.einsum("bn,knj->bkj", keep, a) + np.einsum("bn,knj->bkj", 1 - keep, b)
-        sb = np.einsum("bn,knj->bkj", keep, b) + np.einsum("bn,knj->bkj", 1 - keep, a)
+        size = min(chunk, trials - start)
+        if paired:
+            keep = (rng.random((size, n)) >= 0.5).astype(np.float64)
+            sa = np.einsum("bn,knj->bkj", keep, a) + np.einsum("bn,knj->bkj", 1 - keep, b)
+            sb = np.einsum("bn,knj->bkj", keep, b) + np.einsum("bn,knj->bkj", 1 - keep, a)
+        else:
+            order = rng.random((size, n, pool.shape[1])).argsort(axis=2)  # each sentence's trials shuffled
+            slots = pool[np.arange(n)[:, None], order].sum(axis=1)  # (B, K_a + K_b, k)
+            sa, sb = slots[:, : len(a)], slots[:, len(a) :]
         d = score(sb).mean(axis=1) - score(sa).mean(axis=1)
         extreme += int(np.sum(np.abs(d) >= abs(observed) - 1e-12))
     return (extreme + 1) / (trials + 1)
@@ -1171,7 +1181,8 @@ def seeds_needed(
 TESTS = {
     "seeds": "seed-aware t-test (table-pooled training-seed variance + paired bootstrap over test sentences)",
     "bs": "paired bootstrap resampling over test sentences (test-set variance only)",
-    "ar": "paired approximate randomization over test sentences (test-set variance only)",
+    "ar": "approximate randomization over test sentences, paired by seed where both rows trained the same seed values, "
+    "else shuffled over both rows' trials (test-set variance only)",
 }
 DEFAULT_TEST = "seeds"
 DEFAULT_ALPHA = 0.05
@@ -1398,8 +1409,8 @@ class SplitScores:
         if test == "bs":
             p = bootstrap_p(deltas, observed)
         else:
-            a, b = self._paired_stats(reference, row)
-            p = approximate_randomization(a, b, trials or DEFAULT_SAMPLES["ar"], score=self.score)
+            a, b, paired = self._trial_stats(reference, row)
+            p = approximate_randomization(a, b, trials or DEFAULT_SAMPLES["ar"], score=self.score, paired=paired)
         return replace(base, p_value=p, se=se, ci=(observed - half, observed + half))
 
     def _per_seed(self, reference: str, row: str) -> tuple[tuple[str, float], ...]:
@@ -1408,11 +1419,13 @@ class SplitScores:
         shared = [(s, x - base[s]) for s, x in zip(self.seeds[row], self.bleu[row]) if s in base]
         return tuple(sorted(shared, key=lambda p: value_order(_number(p[0]))))
 
-    def _paired_stats(self, reference: str, row: str) -> tuple[np.ndarray, np.ndarray]:
-        """(K, n, 10) statistics of both rows, paired by seed value where shared, else by rank."""
-        a, b = dict(zip(self.seeds[reference], self.rows[reference])), dict(zip(self.seeds[row], self.rows[row]))
-        pairs = [(a[s], b[s]) for s in a if s in b] or list(zip(self.rows[reference], self.rows[row]))
-        return np.stack([x[1] for x, _ in pairs]), np.stack([y[1] for _, y in pairs])
+    def _trial_stats(self, reference: str, row: str) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(K, n, k) statistics of every trial of both rows, and whether they pair: both rows trained the same
+        seed values, once each (then ``row``'s in the reference's seed order)."""
+        a, b = self.seeds[reference], self.seeds[row]
+        paired = len(set(a)) == len(a) and sorted(a) == sorted(b)
+        order = [b.index(s) for s in a] if paired else range(len(b))
+        return np.stack([s for _, s in self.rows[reference]]), np.stack([self.rows[row][i][1] for i in order]), paired
 
 
 def _number(text: str) -> Any:
@@ -1662,8 +1675,10 @@ def test_splits(sweep: Sweep) -> list[str]:
 
 
 def describe(test: str, n_samples: int) -> dict[str, Any]:
-    """Words for the footnote: the test's name and its number of samples."""
-    return {"name": TESTS[test], "samples": n_samples or DEFAULT_SAMPLES[test]}
+    """Words for the footnote: the test's name and its samples (``ar``'s are reassignments; its CIs bootstrap)."""
+    samples, boot = n_samples or DEFAULT_SAMPLES[test], f"{DEFAULT_SAMPLES['bs']} bootstrap samples"
+    words = f"{samples} random reassignments (95% CIs: {boot})" if test == "ar" else f"{samples} bootstrap samples"
+    return {"name": TESTS[test], "samples": words}
 
 
 # --- Robustness of a mark: the same comparison with a σ from its own two rows alone ---

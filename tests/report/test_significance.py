@@ -77,6 +77,27 @@ def test_a_clearly_better_system_is_significant(test):
     assert c.ci[0] > 0 and c.ci[0] < c.delta < c.ci[1]
 
 
+def test_ar_tests_the_shown_delta_of_rows_with_unequal_seeds():
+    # the row's seed 2 is far better; its seed 1 is the base's seed 1 word for word. The table shows the Δ of
+    # the row means (+20 BLEU or so); ar paired seed values and dropped the rest, so it tested the seed-1
+    # pair's Δ of 0 (p = 1). Now it permutes each sentence over all three trials: the test of the shown Δ.
+    refs = _refs()
+    same = _row(refs, {1: 0.5})
+    scores = _scores({"a": same, "b": same + _row(refs, {2: 0.1})})
+    c = scores.compare("a", "b", "ar", trials=2000)
+    assert c.delta > 10 and c.p_value < 0.01  # before: p = 1.0
+
+
+def test_the_ar_footnote_counts_its_shuffles_not_bootstrap_samples(variant_sweep):
+    # `--test ar --samples 500` said "500 bootstrap samples": ar's samples are random reassignments, and its
+    # intervals come from the bootstrap's default 2000 resamples, which the footnote did not name
+    from ablate.report import table
+
+    text = " ".join(table(variant_sweep, test="ar", samples=500).table.footnotes)
+    assert "500 random reassignments (95% CIs: 2000 bootstrap samples)" in text
+    assert "500 bootstrap samples" not in text
+
+
 def test_the_score_is_the_mean_over_seeds_of_corpus_bleu():
     refs = _refs()
     rates = {1: 0.2, 2: 0.4, 3: 0.3}
