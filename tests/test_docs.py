@@ -220,6 +220,38 @@ def test_the_extending_pages_column_example_renders_in_every_format(monkeypatch,
         assert ("peak_memory_mb" if fmt == "csv" else "Peak memory (MB)") in text, fmt
 
 
+def test_every_field_a_summary_records_is_in_the_architecture_pages_table():
+    """runs.md sends the reader to architecture.md for "every field" of ``summary.json``; ``environment`` and the
+    top-level ``train/grad_norm`` (both recorded since mission-budget-cpu) were in no row of it."""
+    import json
+
+    text = (DOCS / "architecture.md").read_text()
+    section = text[text.index("### `summary.json`") : text.index("### Metrics and table columns")]
+    named = set(re.findall(r"`([^`]+)`", section))
+    keys = {key for path in ROOT.glob("results/*/*/summary.json") for key in json.loads(path.read_text())}
+    per_split = {key for key in keys if re.fullmatch(r"test_[^/]+/(.+)", key)}  # the row's test_<split>/<metric>
+    assert "environment" in keys and per_split
+    assert sorted(keys - per_split - named) == []
+
+
+@pytest.mark.parametrize(
+    ("page", "start", "end"),
+    [
+        ("runs.md", "## What a run writes", "\nRunning the same"),
+        ("architecture.md", "### A run folder", "### `summary"),
+    ],
+)
+def test_every_entry_a_run_writes_is_in_the_pages_run_folder_table(page, start, end):
+    """Both tables of a run folder's files left out ``environment.txt`` (every run writes it since the
+    environment lock), and runs.md a sweep trial's ``trial.log``."""
+    from ablate.training.run_folder import RUN_ENTRIES
+
+    text = (DOCS / page).read_text()
+    rows = [line.split("|")[1] for line in text[text.index(start) : text.index(end)].splitlines() if line[:3] == "| `"]
+    named = {re.split(r"[/<]", cell)[0] for cell in re.findall(r"`([^`]+)`", " ".join(rows))}
+    assert sorted(RUN_ENTRIES - named) == []
+
+
 # --------------------------------------------------------------------------------------
 # The README is a front page; the site builds
 # --------------------------------------------------------------------------------------
