@@ -252,6 +252,17 @@ def test_every_entry_a_run_writes_is_in_the_pages_run_folder_table(page, start, 
     assert sorted(RUN_ENTRIES - named) == []
 
 
+def test_every_helper_module_is_in_the_contributing_pages_table():
+    """``tests/helpers/`` is what tests share, and the page's table is where a test author looks for it:
+    ``marks`` (a table's marks beside the figures') and ``plugin`` (a score plugin outside the repository) were
+    in no row, so a new test would write its own."""
+    text = (DOCS / "contributing.md").read_text()
+    rows = [line.split("|")[1] for line in text.splitlines() if line.startswith("| `")]
+    named = set(re.findall(r"`(\w+)`", " ".join(rows)))
+    modules = {p.stem for p in (ROOT / "tests" / "helpers").glob("*.py")} - {"__init__"}
+    assert "tiny" in modules and sorted(modules - named) == []
+
+
 # --------------------------------------------------------------------------------------
 # The README is a front page; the site builds
 # --------------------------------------------------------------------------------------
