@@ -263,6 +263,15 @@ def test_every_helper_module_is_in_the_contributing_pages_table():
     assert "tiny" in modules and sorted(modules - named) == []
 
 
+def test_the_architecture_page_names_every_path_of_a_run_folder():
+    """``RunFiles``' row listed every path but ``.environment`` and ``.texts(kind)``."""
+    from ablate.record import RunFiles
+
+    row = next(line for line in (DOCS / "architecture.md").read_text().splitlines() if line.startswith("| `RunFiles("))
+    public = {name for name, value in vars(RunFiles).items() if isinstance(value, property) or callable(value)}
+    assert sorted({name for name in public if not name.startswith("_")} - set(re.findall(r"`\.(\w+)", row))) == []
+
+
 # --------------------------------------------------------------------------------------
 # The README is a front page; the site builds
 # --------------------------------------------------------------------------------------
