@@ -285,6 +285,17 @@ def test_the_faqs_seeds_answer_quotes_the_measured_power():
     assert len(quoted) == 4 and quoted == {k: measured[k] for k in quoted}
 
 
+def test_the_count_of_rows_whose_seeds_disagree_is_the_tables():
+    """docs/results.md and results/table3-cpu/README.md said 'the per-seed Δs of 8 rows' disagree in sign (‡);
+    the table they describe (its table.md, what ``ablate table results/table3-cpu`` prints) marks 7."""
+    shipped = ROOT / "results" / "table3-cpu"
+    table = (shipped / "table.md").read_text().split("\n\n")[1]  # the ablation table, before its footnotes
+    marked = sum("‡" in line for line in table.splitlines())
+    for text in (DOCS / "results.md", shipped / "README.md"):
+        (quoted,) = re.findall(r"per-seed Δs of (\d+)\s+rows", text.read_text())
+        assert int(quoted) == marked == 7, text
+
+
 # --------------------------------------------------------------------------------------
 # The README is a front page; the site builds
 # --------------------------------------------------------------------------------------
