@@ -241,6 +241,9 @@ class LocalFolder:
         self.langs = (cfg.src_lang, cfg.tgt_lang)
         self.cache_root = cache_root
         if not self.folder.is_dir():
+            head, at, _ = cfg.source.rpartition("@")
+            if at and Path(head).expanduser().is_dir():  # a revision is the hub's (hf:<dataset>@<rev>)
+                raise DataError(f"data.source={cfg.source!r}: a local folder takes no @<revision>; give {head!r}")
             raise DataError(
                 f"data.source={cfg.source!r} is not a folder; give 'builtin', 'hf:<dataset>[:<config>]' "
                 f"or a folder of {{split}}.{{lang}}[.gz] files"

@@ -48,6 +48,14 @@ def test_missing_folder(make_cfg, tmp_path):
     assert "\n" not in str(err.value)
 
 
+def test_a_folder_with_a_revision_is_told_that_folders_take_none(make_cfg, tmp_path):
+    """``data.source=<folder>@main`` (the hub's ``@<revision>`` on a folder that exists) said the folder 'is not a
+    folder'; it says a local folder takes no revision and names the folder to give."""
+    (tmp_path / "corpus").mkdir()
+    with pytest.raises(DataError, match=r"a local folder takes no @<revision>; give '.*corpus'$"):
+        make_source(make_cfg(f"{tmp_path / 'corpus'}@main"), tmp_path)
+
+
 def test_missing_train_lists_what_was_found(make_cfg, tmp_path):
     folder = make_folder(tmp_path, {"val.en": ["a"], "val.de": ["b"], "test.en": ["c"], "test.de": ["d"]})
     with pytest.raises(DataError, match=r"no 'train' split .*found: test.de, test.en, val.de, val.en"):
