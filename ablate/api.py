@@ -55,7 +55,7 @@ class TrainResult:
         ``trust_plugins`` (as ``--plugins`` / ``--trust-plugins``); otherwise a PluginError says so. One string
         is an InputError (it would be read as a list of characters), as is a ``beam`` below 1.
         """
-        from ablate.inference import InputError, check_decoding
+        from ablate.inference import InputError, check_checkpoint, check_decoding
 
         if isinstance(sentences, str):
             raise InputError("translate takes a list of sentences, not one string: run.translate([text])")
@@ -68,6 +68,9 @@ class TrainResult:
                     f"translate takes a list of sentences: sentence {number} is a {type(text).__name__}, not text"
                 )
         check_decoding(beam, None)
+        if not sentences:  # nothing to translate: no model to load (the checkpoint's name is still checked)
+            check_checkpoint(checkpoint)
+            return []
         from ablate.inference.translate import load_run, translate
         from ablate.record import RunFiles
 

@@ -18,8 +18,11 @@ class AblateError(ValueError):
 
 
 def closest(word: str, choices: Iterable[object], cutoff: float = 0.6) -> Optional[str]:
-    """The choice nearest to ``word`` (as text), or ``None`` when nothing is close."""
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=cutoff)
+    """The choice nearest to ``word`` (as text; one that differs only in case first), or ``None`` when nothing is close."""
+    names = [str(c) for c in choices]
+    close = [c for c in names if c.casefold() == str(word).casefold()] or difflib.get_close_matches(
+        str(word), names, n=1, cutoff=cutoff
+    )
     return close[0] if close else None
 
 

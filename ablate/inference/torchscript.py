@@ -195,7 +195,8 @@ class GreedyTranslator(nn.Module):
 
     @torch.jit.export
     def translate(self, sources: List[List[int]]) -> List[List[int]]:
-        """Target ids (no BOS/EOS) of source subword ids (no specials), in one batch, in order."""
+        """Target ids (no BOS/EOS) of source subword ids (no specials), in one batch, in order; none for an empty
+        source, as ``ablate translate`` keeps an empty line empty."""
         if len(sources) == 0:
             return []
         clipped = [s[: self.max_len] for s in sources]
@@ -209,10 +210,10 @@ class GreedyTranslator(nn.Module):
             src[i, len(s)] = self.eos_id
         rows: List[List[int]] = self.forward(src).tolist()
         out: List[List[int]] = []
-        for row in rows:
+        for k, row in enumerate(rows):
             ids: List[int] = []
             for tok in row:
-                if tok == self.eos_id or tok == self.pad_id:
+                if tok == self.eos_id or tok == self.pad_id or len(clipped[k]) == 0:
                     break
                 ids.append(tok)
             out.append(ids)

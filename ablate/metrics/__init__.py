@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, overlo
 import numpy as np
 
 from ablate.errors import AblateError, did_you_mean, first_line
-from ablate.metrics.scorers import Bleu, Chrf, ChrfPlusPlus, Ter, Texts, check_aligned
+from ablate.metrics.scorers import Bleu, Chrf, ChrfPlusPlus, MetricError, Ter, Texts, check_aligned
 from ablate.registry import register, table
 from ablate.utils.io import atomic_write_bytes, cache_root, read_json
 from ablate.utils.plugins import entry_points
@@ -91,10 +91,6 @@ class SentenceMetric:
 
     def corpus(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> float:
         return float(self.from_statistics(self.statistics(hyps, refs, sources).sum(0)))
-
-
-class MetricError(AblateError):
-    """An unknown metric name, or a plugin that clashes with a registered one."""
 
 
 METRIC_SCORERS: dict[str, Callable[[], MetricScorer]] = table("metric")

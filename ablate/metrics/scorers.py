@@ -14,7 +14,13 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
+from ablate.errors import AblateError, did_you_mean
+
 Texts = Sequence[str]
+
+
+class MetricError(AblateError):
+    """An unknown metric name or BLEU tokenizer, or a plugin that clashes with a registered one."""
 
 
 def check_aligned(hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> None:
@@ -60,15 +66,20 @@ ORDER = 4  # BLEU's maximum n-gram order
 
 
 def _bleu(tokenize: Optional[str], **kwargs: Any) -> Any:
-    """sacreBLEU's BLEU with ``tokenize`` (None: its default, 13a); an unknown name (an old signature's) falls back."""
+    """sacreBLEU's BLEU with ``tokenize`` (None: its default, 13a); :class:`MetricError` naming a tokenizer that
+    sacreBLEU lacks or cannot load (a recorded signature's ``tok:``), rather than BLEU under another one."""
+    import sacrebleu
     from sacrebleu.metrics import BLEU
 
-    if tokenize:
-        try:
-            return BLEU(tokenize=tokenize, **kwargs)
-        except Exception:  # noqa: BLE001 - an unknown tokenizer name in an old signature
-            pass
-    return BLEU(**kwargs)
+    try:
+        return BLEU(tokenize=tokenize, **kwargs)
+    except KeyError:
+        names = BLEU.TOKENIZERS
+        why = f"sacreBLEU {sacrebleu.__version__} has no such tokenizer (choose from: {', '.join(names)})"
+        why += did_you_mean(str(tokenize), names)
+    except (ImportError, RuntimeError) as err:  # its package missing: sacreBLEU says what to install
+        why = " ".join(str(err).split())
+    raise MetricError(f"BLEU's tokenizer '{tokenize}' (tok:{tokenize}) cannot be used: {why}")
 
 
 @functools.lru_cache(maxsize=16)

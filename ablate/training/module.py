@@ -423,7 +423,14 @@ class TranslationModule(pl.LightningModule):
 
     # ------------------------------------------------------------------ decoding
     def translate(self, src: torch.Tensor, beam: int, len_penalty: float | None = None) -> list[list[int]]:
-        """Token ids of the best hypothesis per row of ``src`` (B, S); ``len_penalty`` defaults to ``eval.len_penalty``."""
+        """Token ids of the best hypothesis per row of ``src`` (B, S); ``len_penalty`` defaults to ``eval.len_penalty``.
+        An empty source (a row that starts with EOS) gets an empty hypothesis, as fairseq-interactive keeps an
+        empty line empty: the test decoding and ``ablate translate`` both come here."""
+        empty = (src[:, 0] == self.eos_id).tolist()
+        return [[] if none else hyp for none, hyp in zip(empty, self._search(src, beam, len_penalty))]
+
+    def _search(self, src: torch.Tensor, beam: int, len_penalty: float | None) -> list[list[int]]:
+        """:meth:`translate`'s greedy (``beam`` 1) or beam search, each row decoded."""
         e = self.cfg.eval
         model = cast(Seq2Seq, self.model)  # nn.Module's typing hides the decoding interface every model has (Args)
         if beam <= 1:

@@ -290,6 +290,18 @@ def test_a_sweep_override_of_a_key_variants_set_names_them_as_the_command_does(t
     assert "note: model.heads=4 applies after the variants, so h1 (model.heads=1) train model.heads=4 under" in out
 
 
+def test_translate_of_no_sentences_loads_no_model(tmp_path, monkeypatch):
+    """``run.translate([])`` loaded the checkpoint and built the model to translate nothing."""
+    from ablate.api import TrainResult
+    from ablate.inference import InputError, translate as inference
+
+    loads: list[str] = []
+    monkeypatch.setattr(inference, "load_run", lambda run_dir, which, **_: loads.append(which))
+    assert TrainResult(tmp_path, {}).translate([]) == [] and loads == []
+    with pytest.raises(InputError, match="--checkpoint 'bset' is not a checkpoint name"):
+        TrainResult(tmp_path, {}).translate([], checkpoint="bset")
+
+
 def test_translate_loads_the_checkpoint_once_until_it_changes(tmp_path, monkeypatch):
     """``run.translate([s])`` in a notebook loop reloaded the checkpoint (and rebuilt the model) at every call: on a
     0.04M-parameter run 0.23 s of a 0.4 s call; 3 s on a 543 MB checkpoint. The loaded run is kept while the

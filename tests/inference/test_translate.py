@@ -135,6 +135,18 @@ def test_translate_from_python_reads_a_sentence_as_the_command_does(trained):
     assert TrainResult(trained, {}).translate(padded) == expected
 
 
+def test_an_empty_line_translates_to_an_empty_line_as_the_test_decoding_gives_it(trained):
+    """An empty input line came out as the model's guess at nothing (fairseq-interactive and OpenNMT keep it empty);
+    the test decoding (hyps/) goes through the same ``TranslationModule.translate``, so the two still agree."""
+    from ablate.inference.translate import _batch, load_run
+
+    out = _cli("translate", str(trained), input="a man .\n\n   \nthe dog\n").split("\n")
+    assert len(out) == 5 and out[1] == out[2] == "" and out[0] and out[3] and out[4] == ""
+    run = load_run(trained)
+    ids = run.tokenizer.encode_src(["a man .", "", "the dog"])
+    assert run.module.translate(_batch(ids, run.module.device), 2)[1] == []
+
+
 def test_evaluate_reproduces_the_recorded_test_bleu(trained, tmp_path):
     summary = json.loads((trained / "summary.json").read_text())
     out = _cli("evaluate", str(trained), "--split", "test", "--hyps", str(tmp_path / "hyps.txt"))

@@ -13,7 +13,7 @@ import pytest
 import sacrebleu
 
 from ablate.metrics import METRIC_SCORERS, MetricError, MetricScorer, SentenceMetric, get_scorer, register_metric
-from ablate.metrics.scorers import words
+from ablate.metrics.scorers import Bleu, sentence_stats, words
 
 SACREBLEU = {
     "bleu": lambda: sacrebleu.metrics.BLEU(),
@@ -158,6 +158,34 @@ def test_register_refuses_a_clash_and_get_names_the_choices():
     ):
         get_scorer("chrff")
     assert "overlap" not in METRIC_SCORERS
+
+
+def test_get_scorer_suggests_the_name_in_another_case():
+    """``get_scorer("CHRF")`` listed the choices without a suggestion: difflib compares case-sensitively."""
+    with pytest.raises(MetricError, match=r"unknown metric 'CHRF' .*; did you mean 'chrf'\?"):
+        get_scorer("CHRF")
+
+
+@pytest.mark.parametrize(
+    ("tokenize", "says"),
+    [("nonsense", r"sacreBLEU .* has no such tokenizer \(choose from: none, zh, 13a"), ("13A", "did you mean '13a'")],
+)
+def test_a_bleu_tokenizer_sacrebleu_lacks_is_one_line_naming_it(tokenize, says):
+    """A recorded signature's ``tok:`` that sacreBLEU cannot build fell back to 13a without a word: the table and
+    ``ablate score`` reported 13a BLEU under the signature's tokenizer."""
+    with pytest.raises(MetricError, match=rf"BLEU's tokenizer '{tokenize}' \(tok:{tokenize}\) .*{says}") as err:
+        Bleu(tokenize).signature()
+    assert "\n" not in str(err.value)
+
+
+def test_a_bleu_tokenizer_without_its_package_names_the_install():
+    try:
+        sacrebleu.metrics.BLEU(tokenize="ja-mecab")
+        pytest.skip("sacreBLEU's Japanese tokenizer is installed here")
+    except RuntimeError:
+        pass
+    with pytest.raises(MetricError, match=r"BLEU's tokenizer 'ja-mecab' .*: Japanese .* pip install sacrebleu\[ja\]$"):
+        sentence_stats(["a"], ["a"], "ja-mecab")
 
 
 @pytest.mark.parametrize("tokenize", ["13a", "intl", "none"])

@@ -295,3 +295,17 @@ def test_per_seed_refuses_the_options_it_would_ignore_in_one_line(variant_sweep,
     result = CliRunner().invoke(cli.app, ["table", str(variant_sweep), "--per-seed", *option])
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert result.output.startswith(message)
+
+
+def test_score_refuses_a_bleu_signature_whose_tokenizer_sacrebleu_lacks(sweep_copy):
+    """A run whose signature says tok:ja-mecab, without sacreBLEU's Japanese tokenizer: ``ablate score --metric bleu``
+    wrote 13a BLEU beside that signature (and the table resampled 13a statistics under it)."""
+    run = sweep_copy / "base-s1"
+    summary = json.loads((run / "summary.json").read_text())
+    summary = {k: v for k, v in summary.items() if not k.endswith("/bleu")}
+    summary["bleu_signature"] = summary["bleu_signature"].replace("tok:13a", "tok:no-such-tok")
+    (run / "summary.json").write_text(json.dumps(summary))
+    result = CliRunner().invoke(cli.app, ["score", str(run), "--metric", "bleu"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "BLEU's tokenizer 'no-such-tok' (tok:no-such-tok)" in result.output
+    assert not any(k.endswith("/bleu") for k in json.loads((run / "summary.json").read_text()))
