@@ -60,6 +60,7 @@ from ablate.report.stats import (
     test_splits,
 )
 from ablate.report.trials import DEFAULT_METRIC, ReportError, Trial, bleu_tokenizer, signature_of
+from ablate.utils.io import printable
 
 WALL = TOKENS_PER_SEC.key
 CPU = TOKENS_PER_CPU_SEC.key
@@ -676,14 +677,16 @@ def build_table(
             label = "+".join(labels[sweep.keys.index(k)] if k in sweep.keys else k for k in row.group.split("+"))
         rows.append(TableRow(label if new_group else "", row.name, settings, values, cells, len(row.trials), new_group))
         previous = row.group
-    return Table(
-        title=f"Ablation: {sweep.name}" if sweep.name else "Ablation",
+    return Table(  # names of received folders are shown: through printable (the folders are found by raw names)
+        title=printable(f"Ablation: {sweep.name}" if sweep.name else "Ablation"),
         keys=list(sweep.keys),
         labels=labels,
         columns=columns,
         rows=rows,
         unfinished=[_unfinished(t) for t in sorted(sweep.unfinished, key=lambda t: t.name)],
-        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples, scorer, extra_note),
+        footnotes=[
+            printable(n) for n in _footnotes(sweep, columns, comparisons, alpha, test, n_samples, scorer, extra_note)
+        ],
         show_names=sweep.uses_variants,
         comparisons=_comparison_lines(sweep, comparisons, alpha, scorer.label) if sweep.comparisons else [],
         pairs=[_cell(None, False, c, alpha) for c in comparisons if sweep.base.name not in (c.row, c.reference)],
@@ -717,7 +720,7 @@ def _unfinished(trial: Trial) -> Unfinished:
         RunStatus.PENDING: "not started",
     }
     reason = trial.error or reasons.get(trial.status, "no reason recorded")
-    return Unfinished(trial.name, ", ".join(who), trial.status, " ".join(str(reason).split()))
+    return Unfinished(printable(trial.name), ", ".join(who), trial.status, " ".join(str(reason).split()))
 
 
 def _late_flips(sweep: Sweep, metric: str, label: str) -> list[str]:
