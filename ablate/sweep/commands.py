@@ -220,8 +220,8 @@ def _left_running(console: Console, state: SweepState, out: Path, jobs: dict[str
         whose = "1 trial was" if len(gone) == 1 else f"{len(gone)} trials were"
         them = "it" if len(gone) == 1 else "them"
         console.print(
-            printable(f"{whose} left running by a launcher that is gone and nothing trains {them} ({', '.join(gone)}): ")
-            + f"run the sweep command again to resume {them}",
+            f"{whose} left running by a launcher that is gone and nothing trains {them} ({printable(', '.join(gone))}): "
+            f"run the sweep command again to resume {them}",
             style="yellow",
             markup=False,
             highlight=False,
