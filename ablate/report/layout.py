@@ -534,7 +534,8 @@ def select_columns(table: Table, names: list[str]) -> Table:
 
 
 def show_value(value: Any) -> str:
-    """Config value as table text: ``-`` for unset, ``true``/``false`` for booleans."""
+    """Config value as table text: ``-`` for unset, ``true``/``false`` for booleans; a received record's string
+    through :func:`~ablate.utils.io.printable` (no escape sequences)."""
     if value is None or value == "<unset>":
         return "-"
     if isinstance(value, bool):
@@ -543,7 +544,7 @@ def show_value(value: Any) -> str:
         return f"{value:g}"
     if isinstance(value, tuple):
         return ",".join(show_value(v) for v in value)
-    return str(value)
+    return printable(str(value))
 
 
 def key_labels(keys: list[str]) -> list[str]:

@@ -243,3 +243,25 @@ def test_a_received_trial_folder_name_cannot_send_control_characters_to_the_term
         assert result.exit_code == 0, result.output
         assert "B-dk16-s3?]0;pwned?" in result.output and not set(result.output) & {"\x1b", "\x07"}, fmt
         assert fmt == "csv" or "base-s1?[2J" in result.output, fmt
+
+
+def test_a_received_config_value_cannot_send_control_characters_to_the_terminal(grid_sweep, tmp_path):
+    """A received trial whose config value holds escape sequences (``model.positions: "learned<ESC>]0;..."``):
+    ``ablate table`` printed it raw in its hyperparameter cell, in every format."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from ablate.report.commands import app
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(grid_sweep, sweep)
+    for path in sweep.glob("*/summary.json"):
+        summary = json.loads(path.read_text())
+        if summary["config"]["model"]["positions"] == "learned":
+            summary["config"]["model"]["positions"] = summary["sweep"]["params"]["model.positions"] = "l\x1b]0;x\x07"
+            path.write_text(json.dumps(summary))
+    for fmt in ("rich", "md", "csv", "latex"):
+        result = CliRunner().invoke(app, ["table", str(sweep), "--format", fmt, "--samples", "50"])
+        assert result.exit_code == 0, result.output
+        assert "l?]0;x?" in result.output and not set(result.output) & {"\x1b", "\x07"}, fmt
