@@ -60,6 +60,7 @@ from ablate.report.stats import (
     test_splits,
 )
 from ablate.report.trials import DEFAULT_METRIC, ReportError, Trial, bleu_tokenizer, signature_of
+from ablate.utils.io import printable
 
 WALL = TOKENS_PER_SEC.key
 CPU = TOKENS_PER_CPU_SEC.key
@@ -533,7 +534,8 @@ def select_columns(table: Table, names: list[str]) -> Table:
 
 
 def show_value(value: Any) -> str:
-    """Config value as table text: ``-`` for unset, ``true``/``false`` for booleans."""
+    """Config value as table text: ``-`` for unset, ``true``/``false`` for booleans; a received record's string
+    through :func:`~ablate.utils.io.printable` (no escape sequences)."""
     if value is None or value == "<unset>":
         return "-"
     if isinstance(value, bool):
@@ -542,7 +544,7 @@ def show_value(value: Any) -> str:
         return f"{value:g}"
     if isinstance(value, tuple):
         return ",".join(show_value(v) for v in value)
-    return str(value)
+    return printable(str(value))
 
 
 def key_labels(keys: list[str]) -> list[str]:
@@ -676,14 +678,16 @@ def build_table(
             label = "+".join(labels[sweep.keys.index(k)] if k in sweep.keys else k for k in row.group.split("+"))
         rows.append(TableRow(label if new_group else "", row.name, settings, values, cells, len(row.trials), new_group))
         previous = row.group
-    return Table(
-        title=f"Ablation: {sweep.name}" if sweep.name else "Ablation",
+    return Table(  # names of received folders are shown: through printable (the folders are found by raw names)
+        title=printable(f"Ablation: {sweep.name}" if sweep.name else "Ablation"),
         keys=list(sweep.keys),
         labels=labels,
         columns=columns,
         rows=rows,
         unfinished=[_unfinished(t) for t in sorted(sweep.unfinished, key=lambda t: t.name)],
-        footnotes=_footnotes(sweep, columns, comparisons, alpha, test, n_samples, scorer, extra_note),
+        footnotes=[
+            printable(n) for n in _footnotes(sweep, columns, comparisons, alpha, test, n_samples, scorer, extra_note)
+        ],
         show_names=sweep.uses_variants,
         comparisons=_comparison_lines(sweep, comparisons, alpha, scorer.label) if sweep.comparisons else [],
         pairs=[_cell(None, False, c, alpha) for c in comparisons if sweep.base.name not in (c.row, c.reference)],
@@ -717,7 +721,7 @@ def _unfinished(trial: Trial) -> Unfinished:
         RunStatus.PENDING: "not started",
     }
     reason = trial.error or reasons.get(trial.status, "no reason recorded")
-    return Unfinished(trial.name, ", ".join(who), trial.status, " ".join(str(reason).split()))
+    return Unfinished(printable(trial.name), ", ".join(who), trial.status, " ".join(str(reason).split()))
 
 
 def _late_flips(sweep: Sweep, metric: str, label: str) -> list[str]:

@@ -21,6 +21,7 @@ from ablate.record import Metric, RunStatus
 from ablate.report.layout import FLIP, PAPER_LABELS, Cell, Column, Table, TableRow, show_value
 from ablate.report.stats import Sweep, value_order
 from ablate.report.trials import DEFAULT_METRIC, ReportError
+from ablate.utils.io import printable
 
 FORMATS = ("rich", "md", "latex", "csv")
 PM = "±"
@@ -360,8 +361,8 @@ def render(table: Table, fmt: str, width: Optional[int] = None) -> str:
     """The table as text in ``fmt`` (``rich`` without colour at ``width`` columns; by default as wide as it
     needs to show every cell whole, at least 80, as ``ablate table`` prints it piped)."""
     writers = {"md": to_markdown, "latex": to_latex, "csv": to_csv}
-    if fmt in writers:
-        return writers[fmt](table)
+    if fmt in writers:  # what received records name (trials, keys, values) without escape sequences, line by line
+        return "\n".join(map(printable, writers[fmt](table).split("\n")))
     if fmt == "rich":
         from rich.console import Console
 

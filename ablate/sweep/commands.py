@@ -120,11 +120,12 @@ def _best(console: Console, state: SweepState, metric: Optional[str], goal: str,
     """The best trial, or with a repeat seed the best configuration by its mean (not a lucky seed)."""
     config = best_configuration(state.trials, goal) if repeat else None
     if repeat and config is not None and metric:
-        names = ", ".join(t.name for t in config[1])
+        names = printable(", ".join(t.name for t in config[1]))
         line = f"best {metric} = {config[0]:.4g}, the mean of {len(config[1])} seeds ({names})"
-        console.print(line, style="green", highlight=False)
+        console.print(line, style="green", markup=False, highlight=False)
     elif not repeat and (best := best_trial(state, goal)) is not None and metric:
-        console.print(f"best {metric} = {best.metric:.4g} ({best.name})", style="green", highlight=False)
+        line = printable(f"best {metric} = {best.metric:.4g} ({best.name})")
+        console.print(line, style="green", markup=False, highlight=False)
 
 
 COUNTED = (  # the statuses a count line names, in its order
@@ -146,7 +147,7 @@ def report(
 ) -> None:
     """The lines after a run: counts by status (SLURM jobs may still be running), the W&B group, the best trial,
     where to look next."""
-    console.print(f"sweep {state.name}: {_counts(state, *COUNTED)}", highlight=False)
+    console.print(printable(f"sweep {state.name}: {_counts(state, *COUNTED)}"), markup=False, highlight=False)
     if state.group:
         console.print(f"W&B group {state.group}", style="dim", highlight=False)
     _best(console, state, metric, goal, repeat)
@@ -172,14 +173,14 @@ def status_table(state: SweepState, out: Path, metric: Optional[str], live: Opti
     """One row per trial: status, metric, test BLEU, time, tries (and the SLURM job: ``live`` states first), error."""
     live = live or {}
     slurm = any(t.job_id for t in state.trials)
-    table = Table(title=f"sweep {state.name} ({state.source})", title_justify="left")
+    table = Table(title=Text(printable(f"sweep {state.name} ({state.source})")), title_justify="left")
     columns = ["trial", "status", ">" + (metric or "metric"), ">" + TEST_BLEU.key, ">time", ">tries"]
     for col in columns + (["SLURM job", ">requeues"] if slurm else []) + ["error"]:
         table.add_column(col.lstrip(">"), justify="right" if col[0] == ">" else "left", overflow="fold")
     for t in state.trials:
         test_bleu = t.results.get(TEST_BLEU.key)
         row: list[Any] = [
-            Text(t.name),
+            Text(printable(t.name)),
             Text(t.status, style=STYLES.get(t.status, "")),  # pending has no style: never "[]" markup
             f"{t.metric:.4g}" if t.metric is not None else "",
             f"{test_bleu:.4g}" if is_number(test_bleu) else "",
@@ -209,7 +210,7 @@ def _left_running(console: Console, state: SweepState, out: Path, jobs: dict[str
         if ended:
             whose = "1 trial's SLURM job has" if len(ended) == 1 else f"{len(ended)} trials' SLURM jobs have"
             again = f"run the sweep command again to collect {'it' if len(ended) == 1 else 'them'}"
-            line = f"{whose} ended since a launcher last looked ({', '.join(ended)}): {again}"
+            line = printable(f"{whose} ended since a launcher last looked ({', '.join(ended)}): {again}")
             console.print(line, style="yellow", markup=False, highlight=False)
     if is_locked(out):
         return
@@ -219,8 +220,8 @@ def _left_running(console: Console, state: SweepState, out: Path, jobs: dict[str
         whose = "1 trial was" if len(gone) == 1 else f"{len(gone)} trials were"
         them = "it" if len(gone) == 1 else "them"
         console.print(
-            f"{whose} left running by a launcher that is gone and nothing trains {them} ({', '.join(gone)}): run the "
-            f"sweep command again to resume {them}",
+            f"{whose} left running by a launcher that is gone and nothing trains {them} ({printable(', '.join(gone))}): "
+            f"run the sweep command again to resume {them}",
             style="yellow",
             markup=False,
             highlight=False,
@@ -245,7 +246,8 @@ def show_status(console: Console, state: SweepState, out: Path) -> None:
     for job, job_state in state.workers.items():
         names = [t.name for t in state.trials if t.status == RunStatus.RUNNING and t.job_id == job]
         shown = jobs.get(job, job_state).lower()
-        console.print(f"worker job {job} {shown}: {', '.join(names) or 'no trial'}", highlight=False)
+        line = printable(f"worker job {job} {shown}: {', '.join(names) or 'no trial'}")
+        console.print(line, markup=False, highlight=False)
     if goal is not None:
         _best(console, state, metric, goal, repeat)
 

@@ -216,8 +216,9 @@ def ablate_argv(*args: str) -> list[str]:
 def child_env(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` with :data:`PACKAGE_ROOT` first on ``PYTHONPATH`` (unless installed), so a child runs this code; where
     this process has no working directory on ``sys.path`` (the ``ablate`` command, ``python -P``), with
-    ``PYTHONSAFEPATH=1`` (Python 3.11+), so that a child's ``-m`` puts none there either: a folder someone else
-    made cannot plant a module (``yaml.py``) for every trial to import."""
+    ``PYTHONSAFEPATH=1`` (which ``ablate/__main__.py`` acts on where Python 3.10 ignores it), so that a child's
+    ``-m`` puts none there either: a folder someone else made cannot plant a module (``yaml.py``) for every trial to
+    import."""
     here = os.getcwd()
     if not any(p == "" or os.path.abspath(p) == here for p in sys.path):
         env = {**env, "PYTHONSAFEPATH": "1"}

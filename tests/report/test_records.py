@@ -220,3 +220,48 @@ def test_a_record_from_someone_else_cannot_send_control_characters_to_the_termin
         result = CliRunner().invoke(app, ["table", str(sweep), "--format", fmt, "--samples", "50"])
         assert result.exit_code == 0, result.output
         assert "boom?[2J?[1A?]0;pwned? end" in result.output and not set(result.output) & {"\x1b", "\x07"}, fmt
+
+
+def test_a_received_trial_folder_name_cannot_send_control_characters_to_the_terminal(variant_sweep, tmp_path):
+    """Trial folders whose *names* hold escape sequences (a failed one, listed under the table; a finished one,
+    named in a footnote): ``ablate table`` printed them raw; the folders are still read by their own names."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from ablate.report.commands import app
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(variant_sweep, sweep)
+    (sweep / "B-dk16-s3").rename(sweep / "B-dk16-s3\x1b]0;pwned\x07")
+    summary = json.loads((sweep / "base-s1" / "summary.json").read_text())
+    summary["test_test_2016_flickr/bleu"] = 99.0  # disagrees with its hypotheses: a footnote names the trial
+    (sweep / "base-s1" / "summary.json").write_text(json.dumps(summary))
+    (sweep / "base-s1").rename(sweep / "base-s1\x1b[2J")
+    for fmt in ("rich", "md", "csv", "latex"):
+        result = CliRunner().invoke(app, ["table", str(sweep), "--format", fmt, "--samples", "50"])
+        assert result.exit_code == 0, result.output
+        assert "B-dk16-s3?]0;pwned?" in result.output and not set(result.output) & {"\x1b", "\x07"}, fmt
+        assert fmt == "csv" or "base-s1?[2J" in result.output, fmt
+
+
+def test_a_received_config_value_cannot_send_control_characters_to_the_terminal(grid_sweep, tmp_path):
+    """A received trial whose config value holds escape sequences (``model.positions: "learned<ESC>]0;..."``):
+    ``ablate table`` printed it raw in its hyperparameter cell, in every format."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from ablate.report.commands import app
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(grid_sweep, sweep)
+    for path in sweep.glob("*/summary.json"):
+        summary = json.loads(path.read_text())
+        if summary["config"]["model"]["positions"] == "learned":
+            summary["config"]["model"]["positions"] = summary["sweep"]["params"]["model.positions"] = "l\x1b]0;x\x07"
+            path.write_text(json.dumps(summary))
+    for fmt in ("rich", "md", "csv", "latex"):
+        result = CliRunner().invoke(app, ["table", str(sweep), "--format", fmt, "--samples", "50"])
+        assert result.exit_code == 0, result.output
+        assert "l?]0;x?" in result.output and not set(result.output) & {"\x1b", "\x07"}, fmt

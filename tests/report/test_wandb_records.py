@@ -41,3 +41,17 @@ def test_a_wandb_run_with_a_bad_summary_is_invalid_not_a_traceback():
 
     trial = from_wandb_run(Run())
     assert trial.status == INVALID and trial.error == "W&B summary: val/bleu is 'x', not a number"
+
+
+def test_the_declared_wandb_floor_keeps_a_received_artifact_inside_its_download_folder():
+    """``ablate table wandb:...`` downloads a run's hypotheses artifact (``Artifact.download(root=tmp)``), whose
+    manifest someone else wrote: wandb before 0.28.0 (PR #11735) wrote an entry named ``../../.bashrc`` where its
+    path said, outside the download folder. pyproject declared ``wandb>=0.17``."""
+    import re
+    from pathlib import Path
+
+    import ablate
+
+    text = (Path(ablate.__file__).parent.parent / "pyproject.toml").read_text()
+    floor = re.search(r'"wandb>=([\d.]+)"', text)
+    assert floor and tuple(map(int, floor.group(1).split("."))) >= (0, 28), floor

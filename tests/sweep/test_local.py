@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -128,3 +129,22 @@ def test_a_trial_started_by_the_ablate_command_imports_nothing_from_the_working_
     proc = subprocess.run(ablate_argv("--version"), env=child_env(os.environ), capture_output=True, text=True)
     assert not marker.exists(), f"planted modules ran: {marker.read_text()}"
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _python310() -> str | None:
+    exe = shutil.which("python3.10")
+    return exe if exe and subprocess.run([exe, "-c", ""], capture_output=True).returncode == 0 else None
+
+
+@pytest.mark.skipif(_python310() is None, reason="needs a python3.10 on PATH")
+def test_on_python_3_10_a_trial_imports_nothing_from_the_working_directory_either(tmp_path):
+    """``requires-python >= 3.10``, but Python 3.10 ignores the ``PYTHONSAFEPATH=1`` a trial gets: its
+    ``python -m ablate`` put the working directory first, and a planted ``yaml.py`` ran in every trial."""
+    from ablate.sweep.local import PACKAGE_ROOT, ablate_argv
+
+    marker = tmp_path / "marker"
+    for name in ("yaml", "typer", "rich", "torch", "numpy"):  # whatever ablate imports first, installed or not
+        (tmp_path / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write('{name} ')\n")
+    env = {**os.environ, "PYTHONSAFEPATH": "1", "PYTHONPATH": str(PACKAGE_ROOT)}
+    subprocess.run([_python310(), *ablate_argv("--version")[1:]], cwd=tmp_path, env=env, capture_output=True)
+    assert not marker.exists(), f"planted modules ran: {marker.read_text()}"

@@ -272,11 +272,14 @@ def test_a_state_file_nested_deep_is_one_line_never_a_recursion_error(tmp_path):
 
 
 def test_status_of_a_received_sweep_sends_no_control_characters_to_the_terminal(tmp_path):
-    """A received ``sweep.json`` whose trial's error holds escape sequences: ``ablate sweep status`` printed them raw
-    (clear the screen, retitle the terminal)."""
+    """A received ``sweep.json`` whose trial's error, trial names and sweep name hold escape sequences (or rich
+    markup): ``ablate sweep status`` printed them raw (clear the screen, retitle the terminal)."""
     state = make_state()
     state.trials[1].status, state.trials[1].error = RunStatus.FAILED, "boom\x1b[2J\x1b]0;pwned\x07 end"
+    state.name, state.trials[0].name = "s\x1b[8m[red]", "seed=0\x1b]0;pwned\x07[bold]"
+    state.metric, state.goal = "val/bleu", "maximize"
     save_state(tmp_path, state)
     proc = invoke_cli("sweep", "status", str(tmp_path), cwd=tmp_path)
-    assert proc.returncode == 0 and "boom?[2J?]0;pwned?" in proc.stdout, proc.stdout  # shown, made harmless
+    assert proc.returncode == 0 and "boom?[2J?]0;" in proc.stdout, proc.stdout  # shown, made harmless
+    assert "best val/bleu = 12.5 (seed=0?]0;pwned?[bold])" in proc.stdout and "s?[8m[red]" in proc.stdout, proc.stdout
     assert not set(proc.stdout + proc.stderr) & {"\x1b", "\x07"}
