@@ -229,3 +229,24 @@ def test_under_slurm_lightning_arms_no_requeue_of_its_own(tmp_path, monkeypatch)
         assert signal.getsignal(signal.SIGUSR1) is before
     finally:
         trainer._signal_connector.teardown()
+
+
+def test_a_wandb_failure_while_the_run_ends_does_not_say_training_goes_on(tmp_path, caplog, monkeypatch):
+    """SLURM's scancel stops W&B's service with the trainer; finishing the interrupted run's W&B run then warned
+    'W&B logging failed, training goes on: Connection lost' above 'error: interrupted': training had stopped."""
+    from types import SimpleNamespace
+
+    import wandb
+
+    from ablate.training.tracking import _resilient_logger_class
+    from ablate.training.train import _end_wandb
+
+    def lost(**kwargs):
+        raise ConnectionResetError("Connection lost")
+
+    logger = _resilient_logger_class()(save_dir=str(tmp_path), offline=True)
+    logger._experiment = SimpleNamespace(finish=lost)
+    monkeypatch.setattr(wandb, "teardown", lost)
+    _end_wandb(SimpleNamespace(logger=logger))
+    said = [r.getMessage() for r in caplog.records if "W&B" in r.getMessage()]
+    assert said == ["W&B logging failed as the run ended (summary.json has its record): Connection lost"]
