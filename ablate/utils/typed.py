@@ -512,7 +512,7 @@ TRAINER_OWNED = {
     "default_root_dir": "--run-dir",
 }
 """Trainer arguments ablate derives from its own config key (named here)."""
-TRAINER_INTERNAL = ("plugins", "use_distributed_sampler", "enable_checkpointing")
+TRAINER_INTERNAL = ("plugins", "use_distributed_sampler", "enable_checkpointing", "fast_dev_run")
 """Trainer arguments ablate's run record depends on (checkpoints, batches per rank)."""
 
 

@@ -198,3 +198,10 @@ def test_a_trainer_option_of_the_wrong_type_is_refused_when_the_config_is_read(o
         load_config(None, [option])
     for good in ("trainer.deterministic=warn", "trainer.deterministic=true", "trainer.limit_val_batches=0.5"):
         load_config(None, [good])
+
+
+def test_fast_dev_run_is_refused_when_the_config_is_read():
+    """``trainer.fast_dev_run=true`` trained a step, then recorded the run failed: 'decoding covered 19 of 20
+    sentences' (Lightning cut validation and test to one batch and turned checkpoints off)."""
+    with pytest.raises(ConfigError, match=r"^trainer.fast_dev_run is managed by ablate \(checkpoints and batching"):
+        load_config(None, ["trainer.fast_dev_run=true"])
