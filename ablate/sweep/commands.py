@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ablate.config import complete_overrides, read_yaml
-from ablate.record import TEST_BLEU, RunStatus, SweepFiles, is_number
+from ablate.record import TEST_BLEU, RunFiles, RunStatus, SweepFiles, is_number
 from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor
 from ablate.sweep.local import ExecutorArgs, check_slot_options, plan_slots
 from ablate.sweep.planner import (
@@ -489,6 +489,10 @@ def status(
         target = target.parent
     out = default_out(load_spec(target)) if target.is_file() else target
     state = load_state(out)
+    if state is None and SweepFiles(out.parent).state.is_file():
+        raise SweepError(f"{out} is a trial of the sweep in {out.parent}; run 'ablate sweep status {out.parent}'")
+    if state is None and RunFiles(out).summary.is_file():
+        raise SweepError(f"{out} is a run folder, not a sweep's: its record is {RunFiles(out).summary}")
     if state is None:
         raise SweepError(f"no sweep state in {out} (expected {out}/sweep.json); run 'ablate sweep run FILE' first")
     show_status(console, state, out)

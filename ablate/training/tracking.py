@@ -273,15 +273,15 @@ def _resilient_logger_class():
             # "The anonymous setting has no effect" on every run: leave the deprecated setting unset
             self._wandb_init.pop("anonymous", None)
 
-        def guarded(self, fn, *args, **kwargs):
-            """``fn(*args, **kwargs)``, or None with one warning per run when it fails."""
+        def guarded(self, fn, *args, ending: bool = False, **kwargs):
+            """``fn(*args, **kwargs)``, or None with one warning per run when it fails (``ending``: as the run
+            of a failure or an interrupt ends, when that warning does not say training goes on)."""
             try:
                 return fn(*args, **kwargs)
             except Exception as err:  # noqa: BLE001 - tracking is best effort; summary.json is the record
                 if not self._warned:
-                    log.warning(
-                        "W&B logging failed, training goes on: %s", str(err).splitlines()[0] if str(err) else repr(err)
-                    )
+                    then = " as the run ended (summary.json has its record)" if ending else ", training goes on"
+                    log.warning("W&B logging failed%s: %s", then, str(err).splitlines()[0] if str(err) else repr(err))
                     self._warned = True
                 return None
 

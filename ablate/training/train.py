@@ -378,7 +378,7 @@ def _record_end(run: _Run, trainer, checkpoint_io: ResilientCheckpointIO, status
     _record_checkpoints(run, checkpoint_io)
     run.record.write(status, message)
     if status == RunStatus.FAILED and run.logger is not None and run.logger.started:  # the failure is on W&B too
-        run.logger.guarded(log_summary, run.logger.experiment, run.record.data, run.run_dir)
+        run.logger.guarded(log_summary, run.logger.experiment, run.record.data, run.run_dir, ending=True)
     _end_wandb(run)
 
 
@@ -390,8 +390,8 @@ def _end_wandb(run: _Run) -> None:
     if run.logger is not None and run.logger.started:
         import wandb
 
-        run.logger.guarded(run.logger.experiment.finish, exit_code=1)
-        run.logger.guarded(wandb.teardown, exit_code=1)
+        run.logger.guarded(run.logger.experiment.finish, exit_code=1, ending=True)
+        run.logger.guarded(wandb.teardown, exit_code=1, ending=True)
 
 
 def _write_outputs(run: _Run, trainer, throughput: Throughput, checkpoint_io: ResilientCheckpointIO) -> None:

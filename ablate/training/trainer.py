@@ -609,6 +609,14 @@ class LastCheckpoint(ModelCheckpoint):
         super().on_validation_end(trainer, pl_module)
 
 
+def slurm_environment() -> Any:
+    """Under SLURM, Lightning's SLURM environment without its own auto-requeue (SIGUSR1: ``hpc_ckpt_*.ckpt`` and
+    ``scontrol requeue``), which would fire beside the job's (SIGUSR2, :class:`ablate.sweep.slurm.TrialJob`)."""
+    from lightning_fabric.plugins.environments import SLURMEnvironment
+
+    return SLURMEnvironment(auto_requeue=False) if SLURMEnvironment.detect() else None
+
+
 def make_trainer(
     cfg: Config,
     run_dir: Path,
@@ -647,7 +655,7 @@ def make_trainer(
         use_distributed_sampler=False,
         enable_model_summary=False,
         default_root_dir=str(run_dir),
-        plugins=[checkpoint_io] if checkpoint_io is not None else None,
+        plugins=[p for p in (checkpoint_io, slurm_environment()) if p is not None] or None,
         **val_kwargs,
     )
     kwargs.update(options)  # trainer.* keys (those ablate owns are refused when the config is read)

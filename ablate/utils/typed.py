@@ -9,6 +9,7 @@ keys are Lightning ``Trainer`` options; one ablate sets from its own key is refu
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -511,7 +512,7 @@ TRAINER_OWNED = {
     "default_root_dir": "--run-dir",
 }
 """Trainer arguments ablate derives from its own config key (named here)."""
-TRAINER_INTERNAL = ("plugins", "use_distributed_sampler", "enable_checkpointing")
+TRAINER_INTERNAL = ("plugins", "use_distributed_sampler", "enable_checkpointing", "fast_dev_run")
 """Trainer arguments ablate's run record depends on (checkpoints, batches per rank)."""
 
 
@@ -563,6 +564,7 @@ def check_trainer_options(options: dict[str, Any], imports: bool = True) -> None
     import each callback's class (``False``: check its form only, for a record whose code is not to run)."""
     import pytorch_lightning as pl
 
+    hints = typing.get_type_hints(pl.Trainer.__init__)
     known = [name for name in inspect.signature(pl.Trainer.__init__).parameters if name != "self"]
     for key, value in options.items():
         if key in TRAINER_OWNED:
@@ -573,6 +575,8 @@ def check_trainer_options(options: dict[str, Any], imports: bool = True) -> None
             match = closest(key, known)
             hint = f"; did you mean 'trainer.{match}'?" if match else ""
             raise ConfigError(f"unknown Lightning Trainer option 'trainer.{key}'{hint}")
+        with contextlib.suppress(TypeError):  # a class in the annotation (a profiler, a strategy): Lightning checks
+            coerce(f"trainer.{key}", value, hints.get(key))  # 'deterministic=maybe' was half of True, silently
         if key == "callbacks":
             if not isinstance(value, (list, tuple)):
                 raise ConfigError("trainer.callbacks must be a list of class paths or {class_path, init_args}")

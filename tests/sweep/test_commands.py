@@ -388,3 +388,21 @@ def test_status_names_local_trials_a_dead_launcher_left_running(tmp_path, monkey
         "sweep command again to resume them"
     ) in result.output
     assert start_time(gone.pid) is None
+
+
+def test_status_of_a_run_folder_says_it_is_one_and_what_to_run(tmp_path):
+    """``ablate sweep status RUN_DIR`` said 'no sweep state in RUN_DIR', as for a folder that holds nothing."""
+    run, trial = tmp_path / "run", tmp_path / "sweep" / "trial-1"
+    for folder in (run, trial):
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text('{"status": "finished"}')
+    (tmp_path / "sweep" / "sweep.json").write_text("{}")
+    result = invoke("status", str(trial))
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert (
+        f"{trial} is a trial of the sweep in {trial.parent}; run 'ablate sweep status {trial.parent}'" in result.output
+    )
+    result = invoke("status", str(run))
+    assert result.exit_code == 2 and f"{run} is a run folder, not a sweep's: its record is {run}/summary.json" in (
+        result.output.replace("\n", "")
+    )

@@ -310,6 +310,7 @@ def test_preempted_trial_is_requeued_and_resumes_in_the_same_run(cluster, tmp_pa
     log = (trial_dir / "trial.log").read_text()
     assert log.count(f"=== SLURM job {job} task 0") == 2  # ran, was requeued under the same id, ran again
     assert "resume" in log.lower()
+    assert "auto-requeueing" not in log and not list(trial_dir.glob("hpc_ckpt_*"))  # the job's requeue only
 
 
 def test_a_trial_name_from_a_received_sweep_json_adds_no_line_to_the_sbatch_script(tmp_path, monkeypatch):

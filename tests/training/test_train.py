@@ -205,3 +205,48 @@ def test_an_rnn_run_names_the_transformer_keys_it_does_not_read(tmp_path):
     assert "model.heads=8" in line and "model.positions=rotary" in line and "model.rnn.hidden" not in line
     assert line.endswith(": they change nothing in this run")
     assert line.removeprefix("warning: ") in (tmp_path / "rnn" / "console.log").read_text()  # the run records it
+
+
+def test_under_slurm_lightning_arms_no_requeue_of_its_own(tmp_path, monkeypatch):
+    """Under SLURM Lightning's SLURMEnvironment armed its own auto-requeue beside the job's (SIGUSR2, in
+    ablate.sweep.slurm): a SIGUSR1 wrote hpc_ckpt_*.ckpt into the run folder and ran `scontrol requeue`, and each
+    fit/validate/test logged 'SLURM auto-requeueing enabled'. The job's requeue is the only one now."""
+    import signal
+
+    from lightning_fabric.plugins.environments import SLURMEnvironment
+
+    from ablate.training.trainer import make_trainer
+
+    env = {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "trial", "SLURM_JOB_ID": "7", "SLURM_PROCID": "0"}
+    for name, value in {**env, "SLURM_LOCALID": "0", "SLURM_NODEID": "0"}.items():
+        monkeypatch.setenv(name, value)
+    trainer = make_trainer(load_config(None, TINY), tmp_path, [], "cpu", 1, "32-true", [])
+    environment = trainer._accelerator_connector.cluster_environment
+    assert isinstance(environment, SLURMEnvironment) and not environment.auto_requeue
+    before = signal.getsignal(signal.SIGUSR1)
+    trainer._signal_connector.register_signal_handlers()
+    try:
+        assert signal.getsignal(signal.SIGUSR1) is before
+    finally:
+        trainer._signal_connector.teardown()
+
+
+def test_a_wandb_failure_while_the_run_ends_does_not_say_training_goes_on(tmp_path, caplog, monkeypatch):
+    """SLURM's scancel stops W&B's service with the trainer; finishing the interrupted run's W&B run then warned
+    'W&B logging failed, training goes on: Connection lost' above 'error: interrupted': training had stopped."""
+    from types import SimpleNamespace
+
+    import wandb
+
+    from ablate.training.tracking import _resilient_logger_class
+    from ablate.training.train import _end_wandb
+
+    def lost(**kwargs):
+        raise ConnectionResetError("Connection lost")
+
+    logger = _resilient_logger_class()(save_dir=str(tmp_path), offline=True)
+    logger._experiment = SimpleNamespace(finish=lost)
+    monkeypatch.setattr(wandb, "teardown", lost)
+    _end_wandb(SimpleNamespace(logger=logger))
+    said = [r.getMessage() for r in caplog.records if "W&B" in r.getMessage()]
+    assert said == ["W&B logging failed as the run ended (summary.json has its record): Connection lost"]

@@ -183,3 +183,25 @@ def test_a_scheme_with_nothing_after_it_stays_text_not_a_mapping():
     assert parse_override("data.source=hf:") == ("data.source", "hf:")
     assert load_config(None, ["data.source=hf:"]).data.source == "hf:"
     assert parse_override("model.positions_params={base: 500}") == ("model.positions_params", {"base": 500})
+
+
+@pytest.mark.parametrize(
+    "option, expected",
+    [("trainer.deterministic=maybe", "bool or warn or null"), ("trainer.benchmark=sometimes", "true or false"),
+     ("trainer.detect_anomaly=1", "true or false")],
+)  # fmt: skip
+def test_a_trainer_option_of_the_wrong_type_is_refused_when_the_config_is_read(option, expected):
+    """``trainer.deterministic=maybe`` trained without a word: Lightning took the truthy text as half of True
+    (cuDNN benchmark off, CUBLAS_WORKSPACE_CONFIG set) but never called torch.use_deterministic_algorithms."""
+    key, value = option.split("=")
+    with pytest.raises(ConfigError, match=rf"^{key}='?{value}'? is not valid \(expected {expected}\)$"):
+        load_config(None, [option])
+    for good in ("trainer.deterministic=warn", "trainer.deterministic=true", "trainer.limit_val_batches=0.5"):
+        load_config(None, [good])
+
+
+def test_fast_dev_run_is_refused_when_the_config_is_read():
+    """``trainer.fast_dev_run=true`` trained a step, then recorded the run failed: 'decoding covered 19 of 20
+    sentences' (Lightning cut validation and test to one batch and turned checkpoints off)."""
+    with pytest.raises(ConfigError, match=r"^trainer.fast_dev_run is managed by ablate \(checkpoints and batching"):
+        load_config(None, ["trainer.fast_dev_run=true"])
