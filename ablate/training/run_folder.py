@@ -194,11 +194,18 @@ hidden files (the lock, fault markers, requeue counts, atomic writes' temporary 
 
 def check_run_dir(run_dir: Path, overwrite: bool) -> None:
     """Before the lock and console.log are written into ``run_dir``: refuse a sweep's folder (its trials are its
-    runs), and with ``overwrite`` a folder holding what no run writes (:func:`check_overwrite`)."""
+    runs), one holding Lightning's own ``hpc_ckpt_*.ckpt`` (a received folder's, resumed from under SLURM), and with
+    ``overwrite`` a folder holding what no run writes (:func:`check_overwrite`)."""
     if SweepFiles(run_dir).state.is_file():
         raise ConfigError(
             f"run dir {run_dir} is a sweep's folder (it holds {SWEEP_FILE}); a trial's folder is {run_dir}/<trial>, "
             "else choose another --run-dir"
+        )
+    hpc = sorted(run_dir.glob("hpc_ckpt_*.ckpt"))
+    if hpc:  # Lightning resumes from its own under SLURM whatever checkpoint ablate names (ablate writes none)
+        raise ConfigError(
+            f"run dir {run_dir} holds {hpc[-1].name}, Lightning's SLURM checkpoint, which it would resume from in "
+            "place of this run's checkpoints/; ablate writes none: delete it"
         )
     if overwrite:
         check_overwrite(run_dir)

@@ -84,6 +84,20 @@ def test_a_sweeps_folder_is_not_made_a_run(tmp_path):
     assert sorted(p.name for p in sweep.iterdir()) == ["seed=1", "sweep.json"]
 
 
+def test_a_folder_holding_lightnings_slurm_checkpoint_is_refused(tmp_path, monkeypatch):
+    """Under SLURM, Lightning's ``fit(ckpt_path=None)`` resumes from the run folder's ``hpc_ckpt_<n>.ckpt`` (its own
+    requeue's, which ablate turns off): a received folder holding one trained on from its weights and step instead
+    of starting over. Refused in one line before anything is written."""
+    from ablate.training.run_folder import check_run_dir
+    from ablate.utils.typed import ConfigError
+
+    (tmp_path / "hpc_ckpt_3.ckpt").write_bytes(b"planted")
+    monkeypatch.setenv("SLURM_NTASKS", "1")
+    with pytest.raises(ConfigError, match=r"holds hpc_ckpt_3.ckpt, Lightning's SLURM checkpoint.*delete it$"):
+        check_run_dir(tmp_path, overwrite=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hpc_ckpt_3.ckpt"]
+
+
 def test_a_run_on_several_devices_has_its_own_default_folder():
     """``train.max_tokens`` is per device, so ``train.devices=2`` trains on twice the batch, yet it went to the
     default folder of the same config on one device: after a one-device run, ``ablate train ... train.devices=2``
