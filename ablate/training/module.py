@@ -370,7 +370,11 @@ class TranslationModule(pl.LightningModule):
 
     def logs_now(self) -> bool:
         """Whether this training step is one whose values are logged (``tracking.log_every``, and Lightning's
-        ``log_every_n_steps``): the only steps that may read a tensor's value on the host."""
+        ``log_every_n_steps``): the only steps that may read a tensor's value on the host. Under ``train.accumulate``
+        only the batch that completes the step logs (as Lightning writes it), not each batch of its window."""
+        loop = getattr(getattr(self._trainer, "fit_loop", None), "epoch_loop", None)
+        if loop is not None and loop._should_accumulate():
+            return False
         step = self.global_step + 1  # the optimizer step this batch completes
         every = [self.cfg.tracking.log_every, getattr(self._trainer, "log_every_n_steps", 0) or 0]
         return any(n > 0 and step % n == 0 for n in every)
