@@ -369,15 +369,13 @@ class TranslationModule(pl.LightningModule):
         return self.model(src, tgt_in)
 
     def logs_now(self) -> bool:
-        """Whether this training step is one whose values are logged (``tracking.log_every``, and Lightning's
+        """Whether this training step is one whose values are logged (``tracking.log_every``, Lightning's
         ``log_every_n_steps``): the only steps that may read a tensor's value on the host. Under ``train.accumulate``
         only the batch that completes the step logs (as Lightning writes it), not each batch of its window."""
         loop = getattr(getattr(self._trainer, "fit_loop", None), "epoch_loop", None)
         if loop is not None and loop._should_accumulate():
             return False
-        step = self.global_step + 1  # the optimizer step this batch completes
-        every = [self.cfg.tracking.log_every, getattr(self._trainer, "log_every_n_steps", 0) or 0]
-        return any(n > 0 and step % n == 0 for n in every)
+        return (self.global_step + 1) % self.cfg.tracking.log_every == 0  # the optimizer step this batch completes
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         loss, _ = sequence_loss(self.model, batch, self.pad_id, self.cfg.train.label_smoothing)

@@ -647,7 +647,7 @@ def make_trainer(
         max_steps=t.max_steps,
         gradient_clip_val=t.clip_norm or None,
         accumulate_grad_batches=t.accumulate,
-        log_every_n_steps=min(cfg.tracking.log_every, 50),
+        log_every_n_steps=cfg.tracking.log_every,  # Lightning writes to the loggers at these steps alone
         num_sanity_val_steps=0,
         use_distributed_sampler=False,
         enable_model_summary=False,
