@@ -104,6 +104,7 @@ def greedy(
     max_len_a: float = 1.5,
     max_len_b: int = 10,
     use_cache: bool = True,
+    enc: Any = None,
 ) -> list[list[int]]:
     """Greedy decoding (arg-max token at each step).
 
@@ -113,13 +114,14 @@ def greedy(
         bos, eos: Target begin/end-of-sentence ids.
         max_len_a, max_len_b: Output length limit ``a * source_length + b``.
         use_cache: Decode incrementally through the state (False recomputes the whole prefix).
+        enc: ``model.encode(src)``, where the caller has it (None: encoded here).
 
     Returns:
         B lists of token ids, without BOS/EOS.
     """
     B, pad = src.size(0), model.pad_id
     limit = max_lengths(src, pad, max_len_a, max_len_b, getattr(model, "max_output", None))
-    enc = model.encode(src)
+    enc = model.encode(src) if enc is None else enc
     tokens = src.new_full((B, 1), bos)
     done = limit.eq(0)
     state = None
@@ -145,6 +147,7 @@ def beam_search(
     max_len_b: int = 10,
     use_cache: bool = True,
     length_penalty: str = "fairseq",
+    enc: Any = None,
 ) -> list[list[int]]:
     """Batched beam search over (sentences x beam) rows.
 
@@ -163,6 +166,7 @@ def beam_search(
         use_cache: Decode incrementally through the state (False recomputes the whole prefix).
         length_penalty: Name in :data:`LENGTH_PENALTIES`: finished hypotheses are ranked by
             ``log P(Y) / LENGTH_PENALTIES[name](|Y|, len_penalty)``.
+        enc: ``model.encode(src)``, where the caller has it (None: encoded here).
 
     Returns:
         B lists of token ids of the best finished hypothesis, without BOS/EOS.
@@ -174,7 +178,7 @@ def beam_search(
         raise ValueError(f"length penalty {length_penalty!r} is unknown; choose from: {', '.join(LENGTH_PENALTIES)}")
     penalty = LENGTH_PENALTIES[length_penalty]
     limit = max_lengths(src, pad, max_len_a, max_len_b, getattr(model, "max_output", None))
-    enc = reorder(model.encode(src), torch.arange(B, device=device).repeat_interleave(K))
+    enc = reorder(model.encode(src) if enc is None else enc, torch.arange(B, device=device).repeat_interleave(K))
     sent = torch.arange(B, device=device)  # original sentence of each active sentence
     tokens = src.new_full((B * K, 1), bos)
     scores = torch.zeros(B, K, device=device)

@@ -201,13 +201,16 @@ class RNNSeq2Seq(nn.Module):
         src_padded: bool = True,
         rows: Optional[Tensor] = None,
         src_rows: Optional[Tensor] = None,
+        enc: Optional[dict[str, Any]] = None,
     ) -> Tensor:
         """Teacher-forced logits: (B, S), (B, T) -> (B, T, V); ``src_padded=False``: no source row is padded;
         ``rows`` (N,): indices into the flattened (B*T) target positions, whose logits (N, V) alone are computed;
-        ``src_rows``, the non-padding source positions, is not needed (the packed GRU skips the padding)."""
-        enc = self.encode(src)
-        if not src_padded:
-            enc["src_pad"] = None  # attention needs no padding mask
+        ``src_rows``, the non-padding source positions, is not needed (the packed GRU skips the padding);
+        ``enc``: :meth:`encode`'s output for ``src`` where the caller has it (not encoded again; used as it is)."""
+        if enc is None:
+            enc = self.encode(src)
+            if not src_padded:
+                enc["src_pad"] = None  # attention needs no padding mask
         readout = self._decode_states(tgt_in, enc, None)[0]  # (B, T, E)
         if rows is not None:
             readout = readout.reshape(-1, readout.size(-1)).index_select(0, rows)  # (N, E)

@@ -317,6 +317,7 @@ class Transformer(nn.Module):
         src_padded: bool = True,
         rows: Optional[Tensor] = None,
         src_rows: Optional[Tensor] = None,
+        enc: Optional[dict[str, Any]] = None,
     ) -> Tensor:
         """Teacher-forced logits.
 
@@ -330,13 +331,16 @@ class Transformer(nn.Module):
                 so their logits equal those of the full (B, T, V).
             src_rows: (M,) the non-padding positions of the flattened (B*S) sources, or None: the encoder
                 computes these alone (needs ``src_padded``: the padding mask hides the rest).
+            enc: :meth:`encode`'s output for ``src``, where the caller has it (validation decodes from it too):
+                the encoder is not run again, and ``src_padded`` and ``src_rows`` are not read.
 
         Returns:
             Logits (B, T, V), or (N, V) of ``rows`` only.
         """
-        B, S = src.shape
-        src_packing = Packing(src_rows, B, S) if src_rows is not None and src_padded else None
-        enc = self.encode(src, padded=src_padded, packing=src_packing)
+        if enc is None:
+            B, S = src.shape
+            src_packing = Packing(src_rows, B, S) if src_rows is not None and src_padded else None
+            enc = self.encode(src, padded=src_padded, packing=src_packing)
         packing = None if rows is None else Packing(rows, *tgt_in.shape)
         states = self._decode_states(tgt_in, enc, None, packing=packing)[0]  # (B, T, D) or (N, D)
         return self.generator(states)

@@ -185,18 +185,21 @@ def target_rows(target: torch.Tensor, pad_id: int, ntok: int | None = None) -> t
     return rows.squeeze(1)
 
 
-def sequence_loss(model: nn.Module, batch: dict[str, Any], pad_id: int, smoothing: float) -> tuple[torch.Tensor, int]:
+def sequence_loss(
+    model: nn.Module, batch: dict[str, Any], pad_id: int, smoothing: float, enc: Any = None
+) -> tuple[torch.Tensor, int]:
     """The training loss of a collated batch (:func:`token_loss`) and its number of targets.
 
     The model computes the non-padding positions only (``model(..., rows=, src_rows=)``; the source ones where
     the batch is padded), so the output projection and log-softmax, the largest terms of a small model's step,
     and the Transformer's position-wise layers skip the padding; loss and gradients equal those of the full
-    (B, T, V) logits with padding ignored."""
+    (B, T, V) logits with padding ignored. ``enc``: ``model.encode(batch["src"])`` where the caller has it
+    (validation decodes from the same encoding), else the source is encoded here."""
     target, src = batch["tgt_out"], batch["src"]
     rows = target_rows(target, pad_id, batch.get("tgt_tokens"))
     padded = batch.get("src_padded", True)
-    src_rows = target_rows(src, pad_id, batch.get("src_tokens")) if padded else None
-    logits = model(src, batch["tgt_in"], src_padded=padded, rows=rows, src_rows=src_rows)  # (N, V)
+    src_rows = target_rows(src, pad_id, batch.get("src_tokens")) if padded and enc is None else None
+    logits = model(src, batch["tgt_in"], src_padded=padded, rows=rows, src_rows=src_rows, enc=enc)  # (N, V)
     targets = target.reshape(-1).index_select(0, rows)
     return token_loss(logits, targets, pad_id, smoothing, ntok=rows.size(0), overwrite=True)
 
@@ -366,11 +369,13 @@ class TranslationModule(pl.LightningModule):
         return self.model(src, tgt_in)
 
     def logs_now(self) -> bool:
-        """Whether this training step is one whose values are logged (``tracking.log_every``, and Lightning's
-        ``log_every_n_steps``): the only steps that may read a tensor's value on the host."""
-        step = self.global_step + 1  # the optimizer step this batch completes
-        every = [self.cfg.tracking.log_every, getattr(self._trainer, "log_every_n_steps", 0) or 0]
-        return any(n > 0 and step % n == 0 for n in every)
+        """Whether this training step is one whose values are logged (``tracking.log_every``, Lightning's
+        ``log_every_n_steps``): the only steps that may read a tensor's value on the host. Under ``train.accumulate``
+        only the batch that completes the step logs (as Lightning writes it), not each batch of its window."""
+        loop = getattr(getattr(self._trainer, "fit_loop", None), "epoch_loop", None)
+        if loop is not None and loop._should_accumulate():
+            return False
+        return (self.global_step + 1) % self.cfg.tracking.log_every == 0  # the optimizer step this batch completes
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         loss, _ = sequence_loss(self.model, batch, self.pad_id, self.cfg.train.label_smoothing)
@@ -422,19 +427,22 @@ class TranslationModule(pl.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     # ------------------------------------------------------------------ decoding
-    def translate(self, src: torch.Tensor, beam: int, len_penalty: float | None = None) -> list[list[int]]:
-        """Token ids of the best hypothesis per row of ``src`` (B, S); ``len_penalty`` defaults to ``eval.len_penalty``.
-        An empty source (a row that starts with EOS) gets an empty hypothesis, as fairseq-interactive keeps an
-        empty line empty: the test decoding and ``ablate translate`` both come here."""
+    def translate(
+        self, src: torch.Tensor, beam: int, len_penalty: float | None = None, enc: Any = None
+    ) -> list[list[int]]:
+        """Token ids of the best hypothesis per row of ``src`` (B, S); ``len_penalty`` defaults to ``eval.len_penalty``;
+        ``enc``: ``model.encode(src)`` where the caller has it. An empty source (a row that starts with EOS) gets an
+        empty hypothesis, as fairseq-interactive keeps an empty line empty: the test decoding and ``ablate
+        translate`` both come here."""
         empty = (src[:, 0] == self.eos_id).tolist()
-        return [[] if none else hyp for none, hyp in zip(empty, self._search(src, beam, len_penalty))]
+        return [[] if none else hyp for none, hyp in zip(empty, self._search(src, beam, len_penalty, enc))]
 
-    def _search(self, src: torch.Tensor, beam: int, len_penalty: float | None) -> list[list[int]]:
+    def _search(self, src: torch.Tensor, beam: int, len_penalty: float | None, enc: Any) -> list[list[int]]:
         """:meth:`translate`'s greedy (``beam`` 1) or beam search, each row decoded."""
         e = self.cfg.eval
         model = cast(Seq2Seq, self.model)  # nn.Module's typing hides the decoding interface every model has (Args)
         if beam <= 1:
-            return greedy(model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b)
+            return greedy(model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b, enc=enc)
         alpha = e.len_penalty if len_penalty is None else len_penalty
         return beam_search(
             model,
@@ -446,17 +454,21 @@ class TranslationModule(pl.LightningModule):
             e.max_len_a,
             e.max_len_b,
             length_penalty=e.length_penalty,
+            enc=enc,
         )
 
     def _eval_step(self, batch: dict[str, torch.Tensor], dataloader_idx: int, beam: int, nll: bool = False) -> None:
-        """Decode ``batch`` with ``beam``; ``nll``: also its teacher-forced loss (the validation perplexity)."""
+        """Decode ``batch`` with ``beam``; ``nll``: also its teacher-forced loss (the validation perplexity), from
+        the encoding that decoding starts from (one encoder pass, not two)."""
         if self.detokenize is None:
             raise ValueError("TranslationModule needs detokenize (ids -> text) to score its translations")
+        enc = None
         if nll:
-            loss, ntok = sequence_loss(self.model, batch, self.pad_id, 0.0)
+            enc = cast(Seq2Seq, self.model).encode(batch["src"])
+            loss, ntok = sequence_loss(self.model, batch, self.pad_id, 0.0, enc=enc)
             self._eval_nll += torch.tensor([float(loss) * ntok, ntok], dtype=torch.float64)
         start = time.perf_counter()
-        hyps = self.translate(batch["src"], beam)
+        hyps = self.translate(batch["src"], beam, enc=enc)
         self._eval_time += time.perf_counter() - start
         out = self._eval.setdefault(dataloader_idx, [])
         for idx, ids in zip(batch["index"].tolist(), hyps):

@@ -328,6 +328,7 @@ class TrainClock(pl.Callback):
         self.shared = 0.0  # under DDP, the clock every rank agrees on: rank 0's when it was last shared
         self._mark: float | None = None
         self._trainer: pl.Trainer | None = None
+        self._shared_step = 0  # the last step whose clock was broadcast (train.accumulate: a step ends once)
 
     def progress(self) -> float:
         """Fraction of the nearest budget used, in [0, 1]; 0 before training starts."""
@@ -364,7 +365,11 @@ class TrainClock(pl.Callback):
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs, batch, batch_idx: int
     ) -> None:
-        self._tick(trainer, share=trainer.global_step % self.log_every == 0)
+        step = trainer.global_step  # under train.accumulate, several batches end at one step: the first shares
+        share = step % self.log_every == 0 and step != self._shared_step
+        if share:
+            self._shared_step = step
+        self._tick(trainer, share=share)
         if self.max_time and self._seconds(trainer) >= self.max_time:
             trainer.should_stop = True
 
@@ -650,7 +655,7 @@ def make_trainer(
         max_steps=t.max_steps,
         gradient_clip_val=t.clip_norm or None,
         accumulate_grad_batches=t.accumulate,
-        log_every_n_steps=min(cfg.tracking.log_every, 50),
+        log_every_n_steps=cfg.tracking.log_every,  # Lightning writes to the loggers at these steps alone
         num_sanity_val_steps=0,
         use_distributed_sampler=False,
         enable_model_summary=False,

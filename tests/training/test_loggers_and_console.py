@@ -97,3 +97,32 @@ def test_the_run_folder_keeps_the_console_log(trained):
     assert "run dir: " in text and "step 4/12 · loss " in text
     summary = json.loads(RunFiles(run_dir).summary.read_text())
     assert summary["wandb"]["mode"] == "disabled"  # tracking.loggers without wandb: no W&B run
+
+
+def test_training_metrics_reach_the_loggers_every_log_every_steps_above_50(tmp_path, cache_dir):
+    """``tracking.log_every=60``: loss, learning rate, throughput and gradient norm are written at steps 60 and 120
+    (Lightning's ``step`` column: 59, 119). Lightning's interval was capped at 50: the loss went out at 50 and 100,
+    and what the steps of 60 logged (lr, tokens/s, grad norm) was dropped, as Lightning wrote nothing there."""
+    from ablate.config import load_config
+    from ablate.training.train import train
+
+    cfg = load_config(
+        None,
+        tiny(
+            "train.max_steps=120",
+            "train.max_tokens=128",
+            "train.warmup=4",
+            "eval.beam=1",
+            "tracking.wandb=disabled",
+            "tracking.loggers=[csv]",
+            "tracking.log_every=60",
+            "train.val_every=100000",
+            eval_pairs=10,
+        ),
+    )
+    train(cfg, tmp_path / "run")
+    with open(tmp_path / "run" / "csv" / "metrics.csv") as f:
+        rows = [row for row in csv.DictReader(f) if any(v for k, v in row.items() if k.startswith("train/"))]
+    steps = {key: [int(r["step"]) for r in rows if r.get(key)] for key in rows[0] if key.startswith("train/")}
+    assert {"train/loss", "train/lr", "train/tokens_per_sec", "train/grad_norm"} <= steps.keys()
+    assert all(at == [59, 119] for at in steps.values()), steps

@@ -177,7 +177,7 @@ def test_test_decoding_runs_no_teacher_forced_pass_and_validation_one():
 
     model = tiny_model("dot")
     module = TranslationModule(model, Config(), detokenize=lambda ids: " ".join(map(str, ids)))
-    module.translate = lambda src, beam, len_penalty=None: [[5]] * src.size(0)  # type: ignore[method-assign]
+    module.translate = lambda src, beam, len_penalty=None, enc=None: [[5]] * src.size(0)  # type: ignore[method-assign]
     passes = []
     model.register_forward_hook(lambda *args: passes.append(1))
     batch = {**_batch(), "index": torch.arange(3)}
@@ -187,3 +187,38 @@ def test_test_decoding_runs_no_teacher_forced_pass_and_validation_one():
     module.on_validation_epoch_start()
     module.validation_step(batch, 0)
     assert len(passes) == 1 and module._eval_nll[1] == batch["tgt_tokens"]
+
+
+@pytest.mark.parametrize("arch,beam", [("transformer", 1), ("transformer", 3), ("rnn", 1), ("rnn", 3)])
+def test_validation_encodes_each_batch_once_with_the_loss_and_hypotheses_of_two_passes(arch, beam):
+    """Validation's teacher-forced loss (the perplexity) and its decoding start from one encoding of the batch:
+    one encoder pass instead of two, and the loss and hypotheses of encoding twice, bit for bit on a CPU."""
+    from ablate.training.module import TranslationModule
+
+    model = tiny_model("additive" if arch == "rnn" else "dot", arch=arch, d_model=32, d_ff=64, seed=3)
+    module = TranslationModule(model, _with_val_beam(Config(), beam), detokenize=lambda ids: " ".join(map(str, ids)))
+    batch = {**_batch(), "index": torch.arange(3)}
+    with torch.no_grad():
+        loss, ntok = sequence_loss(model, batch, PAD, 0.0)  # the two passes: the loss's own encoding, ...
+        hyps = module.translate(batch["src"], beam)  # ... and decoding's
+        encodes = []
+        model.encode = _counting(model.encode, encodes)  # type: ignore[method-assign]
+        module.on_validation_epoch_start()
+        module.validation_step(batch, 0)
+    assert len(encodes) == 1
+    assert module._eval_nll.tolist() == [float(loss) * ntok, ntok]
+    assert [text for _, text in module._eval[0]] == [" ".join(map(str, ids)) for ids in hyps]
+
+
+def _with_val_beam(cfg: Config, beam: int) -> Config:
+    import dataclasses
+
+    return dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, val_beam=beam))
+
+
+def _counting(fn, calls: list):
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return fn(*args, **kwargs)
+
+    return counted

@@ -146,3 +146,72 @@ def test_the_train_clock_is_shared_across_ranks_only_on_logging_steps():
         trainer.global_step = step
         clock.on_train_batch_end(trainer, None, None, None, step - 1)
     assert trainer.strategy.broadcasts == 4  # steps 5, 10, 15, 20
+
+
+def test_under_accumulation_the_train_clock_is_shared_once_per_logging_step():
+    """With ``train.accumulate=2`` two batches end at each global step: rank 0's clock is broadcast when the step
+    completes, not again at the next batch, which ends at the same step (a collective that waits for every rank)."""
+    clock = TrainClock(max_time=3600.0, accumulate=2, log_every=5)
+    trainer = _Trainer(5)
+    clock.on_train_start(trainer, None)
+    for batch in range(1, 41):
+        trainer.global_step = batch // 2  # Lightning steps after batches 2, 4, ...
+        clock.on_train_batch_end(trainer, None, None, None, batch - 1)
+    assert trainer.strategy.broadcasts == 4  # steps 5, 10, 15, 20
+
+
+class _FiniteChecks(pl.Callback):
+    """Counts the module's :meth:`check_finite` calls (a host read on a GPU) and ``train/loss`` logs made inside
+    training batches, by the global step the batch belongs to."""
+
+    def __init__(self):
+        self.checks: dict[int, int] = defaultdict(int)
+        self.logs: dict[int, int] = defaultdict(int)
+        self.step: int | None = None
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        check, log = pl_module.check_finite, pl_module.log
+
+        def counted_check():
+            if self.step is not None:
+                self.checks[self.step] += 1
+            check()
+
+        def counted_log(name, *args, **kwargs):
+            if self.step is not None and name == "train/loss":
+                self.logs[self.step] += 1
+            log(name, *args, **kwargs)
+
+        pl_module.check_finite, pl_module.log = counted_check, counted_log
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
+        self.step = trainer.global_step + 1  # the optimizer step this batch works towards
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
+        self.step = None
+
+
+@pytest.mark.slow  # trains (seconds)
+def test_under_accumulation_the_loss_is_checked_and_logged_once_per_logging_step(tmp_path, cache_dir):
+    """With ``train.accumulate=3`` the logging step's loss is read back, checked for NaN and logged once, by the
+    batch that completes the step, not by each of the three batches of its window."""
+    counter = _FiniteChecks()
+    cfg = load_config(
+        None,
+        tiny(
+            "train.max_steps=8",
+            "train.accumulate=3",
+            "train.max_tokens=256",
+            "train.warmup=2",
+            "eval.beam=1",
+            "tracking.wandb=offline",
+            "tracking.log_every=4",
+            "train.val_every=1000",
+            "train.checkpoint_every=1000",
+            eval_pairs=EVAL_PAIRS,
+        ),
+    )
+    summary = train(cfg, tmp_path / "run", callbacks=[counter])
+    assert summary["status"] == "finished" and summary["step"] == 8
+    assert dict(counter.checks) == {4: 1, 8: 1}
+    assert dict(counter.logs) == {4: 1, 8: 1}
