@@ -458,9 +458,9 @@ device count (but ``train.max_tokens`` is per device: a resume on another count 
 loader processes, CPU threads, where the cache lies, and Trainer options that only change what the console shows
 (a table's rows ignore them all, and the device kind). ``train.accelerator`` counts: ``auto`` precision follows it."""
 
-SCALES_BATCH = ("train.devices",)
+SCALES_BATCH = {"train.devices": 1}
 """:data:`NOT_TRAINING` keys that still tell two configurations apart: ``train.max_tokens`` is per device, so 2
-devices train on twice the batch. They split a table's rows, and away from their default (1) they enter a
+devices train on twice the batch. They split a table's rows, and away from their default (given) they enter a
 run's fingerprint (its default folder), while a resume may still change them (with a warning)."""
 
 
@@ -495,9 +495,10 @@ def fingerprint(cfg: Config, exclude: tuple[str, ...] = NOT_TRAINING, resume: bo
     A plugin counts by its name and content (sha256), not by where its file lies; a config without
     plugins hashes as it did before the key existed.
     """
-    flat = {k: v for k, v in flatten(to_dict(cfg)).items() if not k.startswith(exclude) and v not in ({}, [])}
-    if not resume and cfg.train.devices != 1:  # SCALES_BATCH; one device hashes as before the rule
-        flat["train.devices"] = cfg.train.devices
+    full = flatten(to_dict(cfg))
+    flat = {k: v for k, v in full.items() if not k.startswith(exclude) and v not in ({}, [])}
+    if not resume:  # at its default, a SCALES_BATCH key hashes as before the rule (one device keeps its folder)
+        flat.update({k: full[k] for k, default in SCALES_BATCH.items() if full[k] != default})
     if "plugins" in flat:
         flat["plugins"] = sorted((r.get("name"), r.get("sha256") or r.get("version")) for r in flat["plugins"])
     blob = json.dumps(flat, sort_keys=True, default=str).encode()
