@@ -30,8 +30,8 @@ from ablate.report.stats import (
     SplitScores,
     Sweep,
     compare_scores,
+    design_df,
     detectable,
-    fit_seed_noise,
     holm,
     planned_pairs,
     power as predicted_power,
@@ -39,6 +39,7 @@ from ablate.report.stats import (
     split_scores,
     standard_error,
     strictest,
+    use_paired,
 )
 from ablate.report.trials import ReportError
 
@@ -173,15 +174,11 @@ class TableDesign:
         return f"{self.rows}x{self.seeds}"
 
     def fit(self) -> tuple[bool, int]:
-        """``(paired, df)`` of the seed σ the table's first comparison uses (:func:`fit_seed_noise` on this
-        design's seed values; the choice depends on the design alone)."""
-        values = np.random.default_rng(0).normal(size=(self.rows, self.seeds))
-        labels = _labels(self.rows, self.seeds, self.shared)
-        borrowed = BorrowedNoise("", self.borrowed_df + 1, 1.0) if self.borrowed_df else None
-        noise = fit_seed_noise({f"r{i}": dict(zip(labels[i], values[i])) for i in range(self.rows)}, borrowed)
-        a, b = self.plan[0]
-        _, df, paired = noise.for_rows(labels[a], labels[b])
-        return paired, df
+        """``(paired, df)`` of the seed σ the table's comparisons use (:func:`~ablate.report.stats.fit_seed_noise`
+        on this design, which alone decides: :func:`~ablate.report.stats.design_df`)."""
+        k = self.seeds - 1
+        paired = self.shared and use_paired((self.rows - 1) * k, self.rows * k + self.borrowed_df)
+        return paired, design_df(self.rows, self.seeds, self.shared, self.borrowed_df)
 
     def fitting(self, available: int) -> tuple[Optional[TableDesign], str]:
         """This design where ``available`` seeds hold its rows x seeds, else the most rows with the same seeds
