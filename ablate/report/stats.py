@@ -14,6 +14,7 @@ conservative "smallest df" bound (Hsu 1938).
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import itertools
@@ -26,6 +27,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 import numpy as np
 from scipy import special as sc
 
+from ablate.config import Config, flatten, to_dict
 from ablate.metrics import (
     SentenceMetric,
     read_npy,
@@ -49,6 +51,7 @@ from ablate.report.trials import (
     local_folders,
     scorer_for,
     statistics,
+    tested_splits,
     with_metric,
 )
 from ablate.utils.io import cache_root
@@ -485,8 +488,6 @@ def _base_ident(grid: _Grid) -> Any:
     fewest = min(others.values())
     tied = [a for a in order if others[a] == fewest]
     if len(tied) > 1 and not uses_variants:
-        from ablate.config import Config, flatten, to_dict
-
         defaults = flatten(to_dict(Config()))
         least = min(grid.differences(a, defaults) for a in tied)
         tied = [a for a in tied if grid.differences(a, defaults) == least]
@@ -520,8 +521,6 @@ def _declared_base(declared: Any, grid: _Grid) -> Any:
         rows = ", ".join(str(i) for i in order if isinstance(i, str))
         raise ReportError(f"the sweep's base '{declared}' is not a row of this table (its rows: {rows})")
     if isinstance(declared, dict) and not uses_variants:
-        from ablate.config import flatten
-
         wanted = flatten(declared)
         match = [
             i
@@ -722,9 +721,10 @@ class Resamples:
         ours = getattr(score, "__func__", score) in _ANY_SHAPE
         todo = [s for s in {id(s): s for s in stats}.values() if self._seen.get((id(s), name), (None,))[0] is not s]
         files = {id(s): self._boot_file(s, name) for s in todo} if ours else {}
-        for s in todo:  # read back from the bootstrap cache
-            if (saved := _saved_boot(files.get(id(s)), len(self.weights))) is not None:
-                self._seen[(id(s), name)] = (s, saved)
+        for s in todo:  # read back from the bootstrap cache: (1, B) resampled scores
+            saved = read_npy(files[id(s)]) if id(s) in files else None
+            if saved is not None and saved.shape == (1, len(self.weights)):
+                self._seen[(id(s), name)] = (s, saved[0])
         by_id = {id(s): s for s in todo if self._seen.get((id(s), name), (None,))[0] is not s}
         found = {id(s): self._seen[(id(s), name)][1] for s in stats if id(s) not in by_id}
         counts = {key: s for key, s in by_id.items() if s.ndim == 2 and np.array_equal(s, np.rint(s))}
@@ -758,12 +758,6 @@ class Resamples:
 
 BOOT_VERSION = 1
 """Bumped when the resampled scores of the same statistics would change (the bootstrap cache's key)."""
-
-
-def _saved_boot(path: Optional[Path], samples: int) -> Optional[np.ndarray]:
-    """The (B,) resampled scores saved at ``path`` (None: unreadable, or not ``samples`` of them)."""
-    saved = None if path is None else read_npy(path)
-    return saved[0] if saved is not None and saved.shape == (1, samples) else None
 
 
 _ANY_SHAPE = (
@@ -1057,8 +1051,7 @@ def seed_test(
     over resampled sentences (:func:`sentence_split`)."""
     delta = float(np.mean(b) - np.mean(a))
     seed_var = sigma**2 * (1 / len(a) + 1 / len(b))
-    var = seed_var + max(sentence_var, 0.0)
-    se = math.sqrt(var)
+    se = standard_error(sigma, len(a), len(b), sentence_var)
     dof = math.inf if seed_var == 0 else float(df)  # not Welch-Satterthwaite: see the module docstring
     if se == 0:
         p = 1.0 if delta == 0 else 0.0
@@ -1324,20 +1317,21 @@ class SplitScores:
         """A table from per-trial scores alone (row -> per-seed corpus BLEU, (B,) bootstrap BLEU and seed
         values), e.g. for calibration; ``ar`` (which needs the sentence statistics) is not available on it."""
         texts = {r: [str(x) for x in v] for r, v in seeds.items()}
-        return cls._of(split, bleu_from_stats, DEFAULT_METRIC, {}, dict(bleu), dict(boot), texts, borrowed=borrowed)
+        return cls(split, {}, 0, borrowed=borrowed)._with({}, dict(bleu), dict(boot), texts)
 
-    @classmethod
-    def _of(
-        cls, split: str, score: Score, metric: str, rows: dict, bleu: dict, boot: dict, seeds: dict,
-        *, borrowed: Optional[BorrowedNoise] = None,
-    ) -> SplitScores:  # fmt: skip
-        """A table of these per-trial parts, its seed σ fitted."""
-        out = object.__new__(cls)
-        out.split, out.score, out.metric, out.rows, out.bleu, out.boot, out.seeds, out.borrowed = (
-            split, score, metric, rows, bleu, boot, seeds, borrowed
-        )  # fmt: skip
+    def _with(self, rows: dict, bleu: dict, boot: dict, seeds: dict) -> SplitScores:
+        """A copy holding these per-trial parts (row name -> one entry per trial), its seed σ fitted to them."""
+        out = copy.copy(self)
+        out.rows, out.bleu, out.boot, out.seeds = rows, bleu, boot, seeds
         out._fit()
         return out
+
+    def _select(self, keep: Mapping[str, tuple[str, Sequence[int]]]) -> SplitScores:
+        """A copy whose row ``name`` holds the trials ``indices`` of row ``row``, for each ``name: (row, indices)``."""
+        parts = (self.rows, self.bleu, self.boot, self.seeds)
+        return self._with(
+            *({n: [part[r][i] for i in ix] for n, (r, ix) in keep.items()} if part else {} for part in parts)
+        )
 
     def pair(self, rows: Sequence[Row], samples: int) -> Optional[SplitScores]:
         """The table of ``rows`` alone (what :meth:`of_sweep` makes of them) from this table's statistics,
@@ -1347,8 +1341,7 @@ class SplitScores:
         )
         if not whole or any(len(b) != samples for r in rows for b in self.boot[r.name]):
             return None
-        parts = [{r.name: part[r.name] for r in rows} for part in (self.rows, self.bleu, self.boot, self.seeds)]
-        return self._of(self.split, self.score, self.metric, *parts, borrowed=self.borrowed)
+        return self._select({r.name: (r.name, range(len(self.bleu[r.name]))) for r in rows})
 
     @classmethod
     def of_sweep(
@@ -1373,14 +1366,8 @@ class SplitScores:
     def relabel(self, row: str, i: int, j: int) -> SplitScores:
         """A copy in which ``row``'s i-th and j-th seeds are two one-seed rows ``row@<seed>`` (its other
         seeds left out), for calibration."""
-        keep = {r: list(range(len(ts))) for r, ts in self.rows.items() if r != row}
-        keep.update({f"{row}@{self.seeds[row][i]}": [i], f"{row}@{self.seeds[row][j]}": [j]})
-        source = {r: (r if r in self.rows else row) for r in keep}
-        parts = [
-            {r: [part[source[r]][x] for x in keep[r]] for r in keep}
-            for part in (self.rows, self.bleu, self.boot, self.seeds)
-        ]
-        return self._of(self.split, self.score, self.metric, *parts, borrowed=self.borrowed)
+        keep = {r: (r, range(len(ts))) for r, ts in self.bleu.items() if r != row}
+        return self._select(keep | {f"{row}@{self.seeds[row][x]}": (row, [x]) for x in (i, j)})
 
     def compare(self, reference: str, row: str, test: str = DEFAULT_TEST, trials: int = 0) -> Optional[Comparison]:
         """``row`` against ``reference`` (uncorrected; ``trials``: swaps for ``ar``, 0 the default); None
@@ -1554,8 +1541,6 @@ def table_comparisons(
 def lent_for_plan(source: str, base: Mapping[str, Any], api: Any = None, metric: str = DEFAULT_METRIC) -> BorrowedNoise:
     """``source``'s seed variance on its first test split, for a sweep not yet run whose base has the flattened
     config ``base`` (``ablate sweep run --dry-run --sigma-from``); the checks of :func:`borrow_noise`."""
-    from ablate.report.trials import tested_splits
-
     runs, differs = _seeds_of_the_base(source, base, api, metric)
     splits = tested_splits(list(runs))
     if not splits:
@@ -1669,8 +1654,6 @@ def against_base(comparisons: Sequence[Comparison], sweep: Sweep) -> dict[tuple[
 
 def test_splits(sweep: Sweep) -> list[str]:
     """Test splits with saved hypotheses (the validation split's are saved too, but not tested)."""
-    from ablate.report.trials import tested_splits
-
     return tested_splits([t for r in sweep.rows for t in r.trials])
 
 
@@ -2048,12 +2031,24 @@ def agreement_test(
     q = np.array([(1.0 if o > 0 else 0.0) if not s else float(sc.ndtr(o / s)) for _, o, s in rows])
     n_up = int(up.sum())
     noise = any(s for _, _, s in rows)
-    if min_delta is not None:
-        return _selected_agreement(rows, up, q, min_delta, seed, noise)
-    agree = sum((p > 0) == (o > 0) for p, o, _ in rows)
-    expected = float(np.sum(np.where(up, q, 1 - q))) if n else 0.0
+    big = np.array([min_delta is None or abs(p) >= min_delta for p, _, _ in rows], dtype=bool)
+    clears = np.array([s is not None and abs(o) >= s for _, o, s in rows], dtype=bool)
+    chosen = big | clears  # every row without min_delta
+    agree = sum((p > 0) == (o > 0) for (p, o, _), c in zip(rows, chosen) if c)
+    expected = float(np.sum(np.where(up, q, 1 - q)[chosen]))
     if n_up in (0, n):
-        return AgreementTest(n, n_up, agree, expected, None, noise=noise)
+        return AgreementTest(int(chosen.sum()), int(up[chosen].sum()), agree, expected, None, noise=noise)
+    if min_delta is not None:
+        # The rows selected change with the assignment, and with them their number, so the statistic is the
+        # expected count agreeing minus disagreeing, sum(2 P(agree) - 1) over the selected (for a fixed
+        # selection a function of the expected count, so the same test).
+        def statistic(order: np.ndarray) -> np.ndarray:  # our row on each paper row: (..., n) -> (...)
+            agreeing = np.where(up, 2 * q[order] - 1, 1 - 2 * q[order])
+            return np.sum(np.where(big | clears[order], agreeing, 0.0), axis=-1)
+
+        null = statistic(np.argsort(np.random.default_rng(seed).random((DRAWS, n)), axis=1))
+        p = (int(np.sum(null >= statistic(np.arange(n)) - 1e-9)) + 1) / (DRAWS + 1)
+        return AgreementTest(int(chosen.sum()), int(up[chosen].sum()), agree, expected, p, False, noise, (n, n_up))
     # T of an assignment = (n - n_up) - sum(q) + 2 * (sum of q over the rows landing on the paper's up rows)
     m = min(n_up, n - n_up)
     exact = comb(n, m) <= EXACT_LIMIT
@@ -2067,32 +2062,3 @@ def agreement_test(
     hits = int(np.sum(null >= expected - 1e-9))
     p = hits / len(null) if exact else (hits + 1) / (len(null) + 1)
     return AgreementTest(n, n_up, agree, expected, p, exact, noise)
-
-
-def _selected_agreement(
-    rows: list[tuple[float, float, Optional[float]]],
-    up: np.ndarray,
-    q: np.ndarray,
-    min_delta: float,
-    seed: int,
-    noise: bool,
-) -> AgreementTest:
-    """:func:`agreement_test` over the ``rows`` where either side clears its own noise, re-selected in each random
-    assignment of our rows (with their ``q``) to the paper's ``rows`` (``up``: the paper's signs). As the number
-    selected varies, the statistic is the expected count agreeing minus disagreeing, ``sum(2 P(agree) - 1)``
-    over the selected (for a fixed selection a function of the expected count, so the same test)."""
-    n, n_up = len(rows), int(up.sum())
-    big = np.array([abs(p) >= min_delta for p, _, _ in rows], dtype=bool)
-    clears = np.array([s is not None and abs(o) >= s for _, o, s in rows], dtype=bool)
-
-    def statistic(order: np.ndarray) -> np.ndarray:  # our row on each paper row: (..., n) -> (...)
-        return np.sum(np.where(big | clears[order], np.where(up, 2 * q[order] - 1, 1 - 2 * q[order]), 0.0), axis=-1)
-
-    chosen = big | clears
-    agree = sum((p > 0) == (o > 0) for (p, o, _), c in zip(rows, chosen) if c)
-    expected = float(np.sum(np.where(up, q, 1 - q)[chosen]))
-    if n_up in (0, n):
-        return AgreementTest(int(chosen.sum()), int(up[chosen].sum()), agree, expected, None, noise=noise)
-    null = statistic(np.argsort(np.random.default_rng(seed).random((DRAWS, n)), axis=1))
-    p = (int(np.sum(null >= statistic(np.arange(n)) - 1e-9)) + 1) / (DRAWS + 1)
-    return AgreementTest(int(chosen.sum()), int(up[chosen].sum()), agree, expected, p, False, noise, (n, n_up))
