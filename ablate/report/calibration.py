@@ -214,11 +214,6 @@ def parse_design(text: str) -> list[TableDesign]:
     return [TableDesign.grid(int(rows), int(k), shared, f"--design {text}") for shared in sharing]
 
 
-def _labels(rows: int, k: int, shared: bool) -> list[list[str]]:
-    """Seed values of a relabelled table: 1..k in every row (``shared``), else 1..k, k+1..2k, ..."""
-    return [[str(s + 1 if shared else i * k + s + 1) for s in range(k)] for i in range(rows)]
-
-
 def _fit_name(paired: bool) -> str:
     return "row + seed" if paired else "within-row"
 
@@ -252,7 +247,7 @@ def relabelled(
     names = [f"r{i}" for i in range(rows)]
     bleu = {n: [scores.bleu[row][j] + shift[i] for j in picks[i]] for i, n in enumerate(names)}
     boot = {n: [scores.boot[row][j] + shift[i] for j in picks[i]] for i, n in enumerate(names)}
-    seeds = dict(zip(names, _labels(rows, k, shared)))
+    seeds = {n: [str(s + 1 if shared else i * k + s + 1) for s in range(k)] for i, n in enumerate(names)}
     return SplitScores.of_values(scores.split, bleu, boot, seeds, scores.borrowed)
 
 
@@ -265,7 +260,7 @@ def design_rates(
     for (rows, k), shared in itertools.product(designs, (True, False)):
         if rows * k > n or k < 2:
             continue
-        design = replace(TableDesign.grid(rows, k, shared), borrowed_df=_borrowed_df(scores))
+        design = TableDesign.grid(rows, k, shared)
         out.append(table_rates(scores, row, design, relabellings, alpha, shifts, simulations, rng))
     return out
 
@@ -537,18 +532,13 @@ def _design_lines(cal: Calibration) -> list[str]:
         fit = _fit_name(d.paired)
         ours = " / ".join(f"{p:.0%}" for _, p, _ in d.power)
         welch = " / ".join(f"{w:.0%}" for _, _, w in d.power)
+        name = f"{d.rows}x{d.seeds}" + (f": {d.label} ({d.comparisons} comparisons)" if d.label else "")
         lines.append(
-            f"| {_design_name(d)} | {'shared' if d.shared else 'distinct'} | {fit} ({d.df}) | {d.relabellings} | "
+            f"| {name} | {'shared' if d.shared else 'distinct'} | {fit} ({d.df}) | {d.relabellings} | "
             f"{d.per_comparison:.1%} | {d.student:.1%} | {_pct(d.exact_per_comparison)} | {d.family_wise:.1%} | "
             f"{_pct(d.exact_family_wise)} | {ours} | {welch} |"
         )
     return lines + [""]
-
-
-def _design_name(d: DesignRate) -> str:
-    """``4x4``, or for another table's design ``10x3: mission-cpu (10 comparisons)``."""
-    name = f"{d.rows}x{d.seeds}"
-    return f"{name}: {d.label} ({d.comparisons} comparisons)" if d.label else name
 
 
 def to_markdown(cal: Calibration) -> str:

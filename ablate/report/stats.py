@@ -35,7 +35,7 @@ from ablate.metrics import (
     write_npy,
 )
 from ablate.metrics.scorers import bleu_from_stats
-from ablate.record import DEV_BLEU, DEV_PPL, TEST_BLEU, RunStatus
+from ablate.record import DEV_BLEU, TEST_BLEU, RunStatus
 from ablate.report.trials import (
     DEFAULT_METRIC,
     INVALID,
@@ -204,13 +204,16 @@ def aggregate(trials: Sequence[Trial]) -> Sweep:
         states = ", ".join(sorted({t.status for t in trials}))
         raise ReportError(f"no finished trial among {len(trials)} ({states}); nothing to tabulate")
     uses_variants = any(t.variant for t in done)
-    candidates = _candidate_keys(done)
+    # the keys that define a row: the sweep's parameters, else every key that differs
+    candidates = sorted({k for t in done for k in t.params if k != "seed"})
+    candidates = candidates or sorted(_varying([t.config for t in done]) - {"seed"})
     groups, repeats = _group_seeds(done, candidates, uses_variants)
     declared = {ident: _row_config(ts) for ident, ts in groups.items()}
     configs = {ident: _with_resolved(declared[ident], ts) for ident, ts in groups.items()}
     keys = _column_keys(configs)
     settings = {ident: {k: configs[ident].get(k, _MISSING) for k in keys} for ident in groups}
-    grid = _Grid(sorted(groups, key=_ident_order), groups, configs, settings, keys, candidates, uses_variants)
+    order = sorted(groups, key=lambda i: (0, i, ()) if isinstance(i, str) else (1, "", tuple(map(value_order, i))))
+    grid = _Grid(order, groups, configs, settings, keys, candidates, uses_variants)  # variants by name, then points
     base = _base_among(grid, unfinished)
     rows = [_row(grid, ident, base, declared[ident]) for ident in grid.order]
     rows.sort(key=lambda r: _row_order(r, keys, uses_variants))
@@ -329,14 +332,6 @@ def scale_rule(factor: Any, d_k: Any) -> Any:
     return "none" if factor == 1.0 else factor
 
 
-def _candidate_keys(done: Sequence[Trial]) -> list[str]:
-    """Keys that define a configuration: the sweep's parameters, else every differing key."""
-    declared = sorted({k for t in done for k in t.params if k != "seed"})
-    if declared:
-        return declared
-    return sorted(_varying([t.config for t in done]) - {"seed"})
-
-
 def _varying(configs: Sequence[Mapping[str, Any]]) -> set[str]:
     """The keys whose value differs between ``configs`` (a key that one lacks is unset there)."""
     every = set().union(*(c.keys() for c in configs))
@@ -359,13 +354,6 @@ def _row_config(trials: Sequence[Trial]) -> dict[str, Any]:
     return {
         k: v for k, v in first.items() if k != "seed" and all(_same_value(t.config.get(k, _MISSING), v) for t in trials)
     }
-
-
-def _ident_order(ident: Any) -> tuple:
-    """Variant names alphabetically, then parameter combinations by value."""
-    if isinstance(ident, str):
-        return (0, ident, ())
-    return (1, "", tuple(value_order(v) for v in ident))
 
 
 def _base_among(grid: _Grid, unfinished: Sequence[Trial]) -> Any:
@@ -1710,10 +1698,6 @@ def compare_alone(sweep: Sweep, comparison: Comparison, n_samples: int = 0) -> O
         borrowed = table.borrowed if table is not None else None
         scores = SplitScores.of_sweep(pair, comparison.split, samples, comparison.metric, borrowed)
     return scores.compare(comparison.reference, comparison.row, comparison.test)
-
-
-METRICS = (DEV_BLEU.key, DEV_PPL.key)
-"""The validation metrics whose Δ the budget figure shows."""
 
 
 @dataclass(frozen=True)
