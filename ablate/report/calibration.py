@@ -24,7 +24,6 @@ import numpy as np
 from scipy import stats as st
 
 from ablate.report.stats import (
-    DEFAULT_SAMPLES,
     MAX_SEEDS,
     BorrowedNoise,
     SplitScores,
@@ -459,7 +458,7 @@ def calibrate(
     ``like_only``: those alone (no ``designs``, k-vs-k splits or relabelled pairs); ``borrowed``: split ->
     another source's seeds pooled into every relabelled table's σ (``--sigma-from``,
     :func:`ablate.report.stats.borrow_noise`)."""
-    all_scores = split_scores(sweep, samples or DEFAULT_SAMPLES["bs"], "bs", borrowed=borrowed)
+    all_scores = split_scores(sweep, samples, "bs", borrowed=borrowed)
     if not all_scores:
         raise ReportError("calibration needs saved test hypotheses (hyps/<split>.txt), and this sweep has none")
     if split is not None and split not in all_scores:

@@ -93,11 +93,6 @@ ALIASES = {"model.encoder_layers": "model.layers", "model.decoder_layers": "mode
 UNRESOLVED = (None, "auto")
 
 
-def column_order(key: str) -> tuple:
-    """Sort key of a hyperparameter column: Table 3's order first, then alphabetical."""
-    return (PAPER_ORDER.index(key), "") if key in PAPER_ORDER else (len(PAPER_ORDER), key)
-
-
 @dataclass(frozen=True)
 class Stat:
     """Mean, sample standard deviation (None for n=1) and count of one metric over seeds."""
@@ -241,13 +236,16 @@ def _group_seeds(
 
 def _column_keys(configs: dict[Any, dict[str, Any]]) -> list[str]:
     """The columns: every key that varies between rows, and Table 3's wherever every row has them, in
-    :func:`column_order`; an alias column (encoder layers) only where it differs from its key."""
+    Table 3's order, then alphabetically; an alias column (encoder layers) only where it differs from its key."""
 
     def differ(a: str, b: str) -> bool:
         return any(value_order(c.get(a, _MISSING)) != value_order(c.get(b, _MISSING)) for c in configs.values())
 
     stated = [k for k in TABLE3 if all(k in c for c in configs.values())]
-    keys = sorted(_varying(list(configs.values())) | set(stated), key=column_order)
+    keys = sorted(
+        _varying(list(configs.values())) | set(stated),
+        key=lambda k: (PAPER_ORDER.index(k), "") if k in PAPER_ORDER else (len(PAPER_ORDER), k),
+    )
     return [k for k in keys if not (k in ALIASES and ALIASES[k] in keys and not differ(k, ALIASES[k]))]
 
 
@@ -370,7 +368,9 @@ def _base_among(grid: _Grid, unfinished: Sequence[Trial]) -> Any:
             raise
         raise _untold(unread) from None
     missing = [t for t in unread if t.params and not _has_row(grid, t)]  # params: its point in sweep.json
-    if grid.uses_variants and missing and not _surely_base(grid, base, missing):
+    # surely the base, whatever the missing rows are: a declared one, or the one bare variant while none is bare
+    bare = isinstance(base, str) and all(t.bare_variant for t in grid.groups[base])
+    if grid.uses_variants and missing and not (_declared(grid) or (bare and not any(t.bare_variant for t in missing))):
         raise _untold(missing)
     what, waiting = "", []
     if grid.uses_variants and not _declared(grid):  # the base variant, failed or not run yet
@@ -443,15 +443,6 @@ def _has_row(grid: _Grid, trial: Trial) -> bool:
     point = {k: value_order(v) for k, v in resolve(trial.params).items() if k != "seed"}
     configs = [grid.groups[i][0].config for i in grid.order if not isinstance(i, str)]
     return any(all(value_order(c.get(k, _MISSING)) == v for k, v in point.items()) for c in configs)
-
-
-def _surely_base(grid: _Grid, base: Any, missing: Sequence[Trial]) -> bool:
-    """Whether the rows ``missing`` trials plan could not be the base: it is declared (``base:``, a variant
-    named ``base``), or it is the one bare variant and none of them is bare."""
-    if _declared(grid):
-        return True
-    bare = isinstance(base, str) and all(t.bare_variant for t in grid.groups[base])
-    return bare and not any(t.bare_variant for t in missing)
 
 
 def _base_ident(grid: _Grid) -> Any:
