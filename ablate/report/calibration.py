@@ -291,6 +291,7 @@ def table_rates(
     x = np.array(scores.bleu[row])
     n, plan, target = len(x), list(design.plan), design.plan[0][1]
     names = [(f"r{a}", f"r{b}") for a, b in plan]
+    ref, other = (list(ix) for ix in zip(*plan))  # the plan's (reference, row) indices
     calls, marked_tables = [], 0
     hits = np.zeros((len(shifts), 2))
     fit = (False, 0)
@@ -305,7 +306,8 @@ def table_rates(
             hits[i, 0] += shifted[0].significant(alpha)
             values = x[picks]
             values[target] += delta
-            hits[i, 1] += holm(_welch_p(values, plan))[0] < alpha
+            welch = st.ttest_ind(values[other], values[ref], axis=1, equal_var=False).pvalue  # Satterthwaite df
+            hits[i, 1] += holm([float(p) for p in welch])[0] < alpha
     count = len(draws)
     student = float(np.mean(_student_p(np.stack([x[picks] for picks in draws]), fit[0], plan, scores.borrowed) < alpha))
     exact = _exact_band(n, design.rows, design.seeds, fit[0], count, alpha, simulations, rng, plan=plan,
@@ -314,12 +316,6 @@ def table_rates(
     label = f"stand-in for {design.label}'s {design.stands_for}" if design.stands_for else design.label
     return DesignRate(design.rows, design.seeds, design.shared, count, fit[0], fit[1], float(np.mean(calls)),
                       marked_tables / count, student, exact[0], exact[1], power, len(plan), label)  # fmt: skip
-
-
-def _welch_p(values: np.ndarray, plan: Sequence[tuple[int, int]]) -> list[float]:
-    """Welch's t p-values of ``plan``'s (reference, row) index pairs of ``values`` (rows, k), Satterthwaite df."""
-    a, b = (list(ix) for ix in zip(*plan))
-    return [float(p) for p in st.ttest_ind(values[b], values[a], axis=1, equal_var=False).pvalue]
 
 
 def _borrowed_df(scores: SplitScores) -> int:
@@ -394,6 +390,10 @@ def seed_splits(
     """k-vs-k false-positive rate, power and predicted power for each k that ``row``'s seeds allow."""
     x = np.array(scores.bleu[row])
     rng = np.random.default_rng(RNG_SEED)
+    extra = _borrowed_df(scores)
+    # the row's per-trial seed σ, its seeds pooled with the borrowed ones (the σ a split's test estimates)
+    ss = float(np.sum((x - x.mean()) ** 2)) + (scores.borrowed.ss if scores.borrowed is not None else 0.0)
+    sigma = math.sqrt(ss / (len(x) - 1 + extra))
     out = []
     for k in ks:
         if 2 * k > len(x):
@@ -404,15 +404,13 @@ def seed_splits(
             order = rng.permutation(len(x))
             a, b = order[:k], order[k : 2 * k]
             deltas.append(float(x[b].mean() - x[a].mean()))
-            seed_hit, sentence_hit, sigma, v0 = _two_rows(scores, row, a, b, alpha)
+            seed_hit, sentence_hit, estimated, v0 = _two_rows(scores, row, a, b, alpha)
             power_hit, sentence_power_hit, _, _ = _two_rows(scores, row, a, b, alpha, shift)
             hits[d] = seed_hit, sentence_hit, power_hit, sentence_power_hit
-            sigmas.append(sigma)
+            sigmas.append(estimated)
             fixed.append(v0)
         rate, sentence_rate, power, sentence_power = hits.mean(axis=0)
         v0 = float(np.mean(fixed))
-        extra = _borrowed_df(scores)
-        sigma = _pooled_sigma(x, scores.borrowed)
         predicted = predicted_power(shift, sigma, 2 * k - 2 + extra, k, k, v0, alpha)
         expected, _, predicted_band = _exact_band(
             len(x), 2, k, False, draws, alpha, simulations, rng, shift / sigma, borrowed_df=extra
@@ -421,14 +419,6 @@ def seed_splits(
                              float(np.mean(sigmas)), float(np.std(deltas)),
                              standard_error(sigma, k, k, v0)))  # fmt: skip
     return out
-
-
-def _pooled_sigma(x: np.ndarray, borrowed: Optional[BorrowedNoise]) -> float:
-    """The row's per-trial seed σ, its seeds ``x`` pooled with ``borrowed``'s (the σ a split's test estimates)."""
-    ss, df = float(np.sum((x - x.mean()) ** 2)), len(x) - 1
-    if borrowed is not None:
-        ss, df = ss + borrowed.ss, df + borrowed.df
-    return math.sqrt(ss / df)
 
 
 def relabelled_pairs(scores: SplitScores, alpha: float = 0.05) -> tuple[int, int, int]:
