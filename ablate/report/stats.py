@@ -1602,8 +1602,7 @@ def compare(
     check_test(test, n_samples)
     if borrowed and test != "seeds":
         raise ReportError(f"--sigma-from pools training-seed variance, which --test {test} does not use")
-    if plan is None:
-        plan = planned_pairs(sweep)
+    plan = planned_pairs(sweep) if plan is None else plan
     return compare_scores(split_scores(sweep, n_samples, test, metric, borrowed).values(), plan, test, n_samples)
 
 
@@ -1797,13 +1796,10 @@ def delta_curves(sweep: Sweep, metric: str = DEV_BLEU.key, level: float = LEVEL)
     for row in sweep.rows:
         if row.is_base:
             continue
-        reason = _why_not(base, row, metric)
-        if reason:
-            skipped.append(Skipped(row.name, reason))
-            continue
         steps, deltas, seeds = paired_deltas(base.trials, row.trials, metric)
-        if not len(steps):
-            skipped.append(Skipped(row.name, f"no step that both trials of a seed pair validated ({metric})"))
+        unpaired = f"no step that both trials of a seed pair validated ({metric})" if not len(steps) else ""
+        if reason := _why_not(base, row, metric) or unpaired:
+            skipped.append(Skipped(row.name, reason))
             continue
         mean, low, high, n = t_interval(deltas, level)
         changes = tuple(sign_changes(steps, mean))
