@@ -86,7 +86,9 @@ def training_speed(sweep: Sweep) -> Speed:
     label = COLUMNS["tokens_per_sec"].label
     wall = f"Tokens/s (train): wall-clock {COUNTED} per second of the training steps"
     if on == {"gpu"}:
-        return Speed(WALL, label, f"{wall} (each step synchronised on the GPU){_precisions(trials)}.")
+        used = sorted({t.precision for t in trials if t.precision})  # recorded by the GPU runs
+        precision = _alike(used, ", in {}", "; the runs trained in {}", "precision")
+        return Speed(WALL, label, f"{wall} (each step synchronised on the GPU){precision}.")
     if on == {"cpu"}:
         why = "these runs trained on a CPU but not all recorded their CPU time"
     elif "cpu" in on:
@@ -100,24 +102,18 @@ def training_speed(sweep: Sweep) -> Speed:
     return Speed(WALL, label, note)
 
 
-def _precisions(trials: Sequence[Trial]) -> str:
-    """Which precision the GPU runs trained in, where they recorded it: one, or a warning that they differ."""
-    used = sorted({t.precision for t in trials if t.precision})
-    if len(used) == 1:
-        return f", in {used[0]}"
-    if used:
-        return f"; the runs trained in {', '.join(used)}, so compare rows of equal precision"
-    return ""
+def _alike(values: list, one: str, many: str, what: str) -> str:
+    """``one`` naming the one value recorded, ``many`` naming several (with a warning to compare rows of equal
+    ``what``), or "" for none."""
+    if len(values) == 1:
+        return one.format(values[0])
+    return f"{many.format(', '.join(map(str, values)))}, so compare rows of equal {what}" if values else ""
 
 
 def _cpu_note(trials: Sequence[Trial]) -> str:
     threads = sorted({int(t.metrics["threads"]) for t in trials if "threads" in t.metrics})
-    if len(threads) == 1:
-        same = f"; every run used {threads[0]} torch thread{'s' if threads[0] != 1 else ''}"
-    elif threads:
-        same = f"; the runs used {', '.join(map(str, threads))} torch threads, so compare rows of equal threads"
-    else:
-        same = ""
+    one = f"; every run used {{}} torch thread{'s' if threads[:1] != [1] else ''}"
+    same = _alike(threads, one, "; the runs used {} torch threads", "threads")
     return (
         f"Tokens/CPU-s (train): {COUNTED} per second of process CPU time (user + system, every thread, "
         f"summed over devices) in the training steps, which trained on a CPU. Unlike wall-clock tokens/s it "
@@ -189,19 +185,12 @@ def significance_notes(
     return notes
 
 
-def _by_sigma(here: Sequence[Comparison]) -> list[list[Comparison]]:
-    """``here`` grouped by the seed σ each is tested with (the seed-paired fit's or the within-row one, as
-    :meth:`~ablate.report.stats.SeedNoise.for_rows` picks for its two rows), the first comparison's first."""
-    groups: dict[tuple, list[Comparison]] = {}
-    for c in here:
-        groups.setdefault((c.paired, c.sigma, c.sigma_df), []).append(c)
-    return list(groups.values())
+FITS = {True: "a row + seed fit", False: "the pooled within-row spread"}  # by Comparison.paired
 
 
-def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], label: str) -> str:
+def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], borrowed: Optional[BorrowedNoise], label: str) -> str:
     """The seed σ footnote: the σ of the first group, and of the other one where rows test with two."""
     first = groups[0][0]
-    how = "a row + seed fit" if first.paired else "the pooled within-row spread"
     trials = sum(len(r.trials) for r in sweep.rows)
     paired = "; rows trained with the same seed values are compared seed-paired" if first.paired else ""
     floor = (
@@ -210,7 +199,6 @@ def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], label: str) -> str
         if first.sigma_floored
         else ""
     )
-    borrowed = first.scores.noise.borrowed if first.scores is not None else None
     pooled = (
         f" and {borrowed.trials} seeds of its base setup from {borrowed.source} (`--sigma-from`)"
         if borrowed is not None and not first.paired
@@ -219,14 +207,13 @@ def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], label: str) -> str
     others = ""
     for group in groups[1:]:
         c = group[0]
-        fit = "a row + seed fit" if c.paired else "the pooled within-row spread"
         rows = ", ".join(
             dict.fromkeys(x.row if x.reference == sweep.base.name else f"{x.row} vs {x.reference}" for x in group)
         )
-        others += f"; {c.sigma:.2f} {label} from {fit} ({c.sigma_df} df) for {rows}"
+        others += f"; {c.sigma:.2f} {label} from {FITS[c.paired]} ({c.sigma_df} df) for {rows}"
         others += ", whose two rows were trained with different seed values" if not c.paired else ""
     return (
-        f"Seed σ ({first.split}): {first.sigma:.2f} {label} per trial, from {how} over the table's {trials} trials"
+        f"Seed σ ({first.split}): {first.sigma:.2f} {label} per trial, from {FITS[first.paired]} over the table's {trials} trials"
         f"{pooled} ({first.sigma_df} df{paired}){floor}{others}, added to the test-sentence bootstrap variance of "
         f"each Δ; 95% CIs of every Δ in `--format csv` and `ablate plot` (delta_ci.png); each trial's Δ in "
         "`--per-seed`."
@@ -263,10 +250,12 @@ def _mde_note(groups: list[list[Comparison]], alpha: float, tests: int, label: s
 def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label: str = "BLEU") -> list[str]:
     split = tested[0].split
     here = [c for c in tested if c.split == split]
-    groups = _by_sigma(here)
-    first = here[0]
-    notes = [_sigma_note(sweep, groups, label)]
+    by_sigma: dict[tuple, list[Comparison]] = {}  # as SeedNoise.for_rows picks each pair's σ; the first's first
+    for c in here:
+        by_sigma.setdefault((c.paired, c.sigma, c.sigma_df), []).append(c)
+    groups, first = list(by_sigma.values()), here[0]
     borrowed = first.scores.noise.borrowed if first.scores is not None else None
+    notes = [_sigma_note(sweep, groups, borrowed, label)]
     if borrowed is not None:
         notes.append(_borrowed_note(borrowed, first.paired, label))
     strict = alpha / len(tested)
@@ -661,15 +650,9 @@ def build_table(
         cells = []
         for col in columns:
             st = stat_of(row, col.key)
+            is_best = col.ranked and st is not None and shown(col, st.mean) == best.get(col.key)
             comp = vs_base.get((row.name, col.split)) if col.split else None
-            cells.append(
-                _cell(
-                    _scaled(st, col.scale),
-                    col.ranked and st is not None and shown(col, st.mean) == best.get(col.key),
-                    comp,
-                    alpha,
-                )
-            )
+            cells.append(_cell(_scaled(st, col.scale), is_best, comp, alpha))
         settings = [show_value(row.settings[k]) if row.is_base or k in row.changed else None for k in sweep.keys]
         new_group = row.group != previous
         values = [row.settings[k] for k in sweep.keys]
@@ -701,14 +684,10 @@ def _cell(st: Optional[Stat], best: bool, comp: Optional[Comparison], alpha: flo
         st,
         best,
         tested.p_value if tested else None,
-        _marks(comp, alpha) if comp else "",
+        (MARK * comp.significant(alpha) + FLIP * comp.sign_flip) if comp else "",
         tested.p_adjusted if tested else None,
         comp,
     )
-
-
-def _marks(comp: Comparison, alpha: float) -> str:
-    return (MARK if comp.significant(alpha) else "") + (FLIP if comp.sign_flip else "")
 
 
 def _unfinished(trial: Trial) -> Unfinished:
@@ -722,17 +701,6 @@ def _unfinished(trial: Trial) -> Unfinished:
     }
     reason = trial.error or reasons.get(trial.status, "no reason recorded")
     return Unfinished(printable(trial.name), ", ".join(who), trial.status, " ".join(str(reason).split()))
-
-
-def _late_flips(sweep: Sweep, metric: str, label: str) -> list[str]:
-    """Rows whose seed-paired dev score Δ against the base changed sign in the last half of training."""
-    late = late_sign_changes(sweep, on_metric(COLUMNS["dev_bleu"], metric).key)
-    if not late:
-        return []
-    rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
-    return [
-        f"Budget-dependent: the dev {label} Δ against the base changed sign in the last half of training for {rows}."
-    ]
 
 
 def _footnotes(
@@ -761,7 +729,11 @@ def _footnotes(
     notes.append(trials_note(sweep))
     notes += disagreement_notes(sweep)
     notes.append(budget_note(sweep))
-    notes += _late_flips(sweep, scorer.name, label)
+    if late := late_sign_changes(sweep, on_metric(COLUMNS["dev_bleu"], scorer.name).key):  # seed-paired dev Δs
+        rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
+        notes.append(
+            f"Budget-dependent: the dev {label} Δ against the base changed sign in the last half of training for {rows}."
+        )
     notes += significance_notes(sweep, comparisons, alpha, test, n_samples, any(c.split for c in columns), label)
     if scorer.name == DEFAULT_METRIC:
         notes += [f"sacreBLEU: {sig}" for sig in sweep.signatures]
@@ -836,16 +808,14 @@ def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float,
             what = "; ".join(f"{labels[k]} {show_value(b.settings[k])} vs {show_value(a.settings[k])}" for k in differ)
             if same:
                 what += " at " + ", ".join(f"{labels[k]}={show_value(a.settings[k])}" for k in same)
-        mark = f" {MARK}" if c.significant(alpha) else ""
-        seeds = f"seeds {c.seeds[1]} vs {c.seeds[0]}"
+        scores = f"({c.bleu:.2f} vs {c.base_bleu:.2f}, seeds {c.seeds[1]} vs {c.seeds[0]})"
         if not c.tested:
-            lines.append(
-                f"{what} ({c.split}): Δ{label} {c.delta:+.2f} ({c.bleu:.2f} vs {c.base_bleu:.2f}, {seeds}), not tested: {c.note}"
-            )
+            lines.append(f"{what} ({c.split}): Δ{label} {c.delta:+.2f} {scores}, not tested: {c.note}")
             continue
+        mark = f" {MARK}" if c.significant(alpha) else ""
         lines.append(
-            f"{what} ({c.split}): Δ{label} {c.delta:+.2f} [95% CI {c.ci[0]:+.2f}, {c.ci[1]:+.2f}] ({c.bleu:.2f} vs "
-            f"{c.base_bleu:.2f}, {seeds}), p {_p4(c.p_value)}, Holm p {_p4(c.p_adjusted)}{mark}"
+            f"{what} ({c.split}): Δ{label} {c.delta:+.2f} [95% CI {c.ci[0]:+.2f}, {c.ci[1]:+.2f}] {scores}, "
+            f"p {_p4(c.p_value)}, Holm p {_p4(c.p_adjusted)}{mark}"
         )
     return lines
 

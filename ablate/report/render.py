@@ -110,16 +110,11 @@ _LATEX_SPECIAL = {
 
 
 # Symbols pdflatex's text fonts have no glyph for ("Unicode character σ (U+03C3) not set up for use with
-# LaTeX"), as math; Latin letters (ä, é) it reads as UTF-8 text.
+# LaTeX"), as math (Greek letters: :func:`_greek`); Latin letters (ä, é) it reads as UTF-8 text.
 _LATEX_SYMBOLS = {
     PM: r"$\pm$",
     "†": r"$^\dagger$",
     "‡": r"$^\ddagger$",
-    "σ": r"$\sigma$",
-    "Δ": r"$\Delta$",
-    "α": r"$\alpha$",
-    "ν": r"$\nu$",
-    "Φ": r"$\Phi$",
     "≥": r"$\geq$",
     "≤": r"$\leq$",
     "×": r"$\times$",
@@ -205,11 +200,6 @@ def to_latex(table: Table) -> str:
     return latex_float(spec, head, body, notes, table.title)
 
 
-def export_key(col: Column) -> str:
-    """CSV name of a column: the metric key, suffixed ``_millions`` when scaled."""
-    return col.key + ("_millions" if col.scale == 1e-6 else "")
-
-
 def _num(x: Optional[float]) -> str:
     return "" if x is None else f"{x:.10g}"
 
@@ -234,7 +224,7 @@ def to_csv(table: Table) -> str:
     head = ["group", "name", *table.keys]
     for col in table.columns:
         stats = ("mean", "std", "n", *TESTED) if col.split else ("mean", "std", "n")
-        head += [f"{export_key(col)}.{s}" for s in stats]
+        head += [f"{col.key}{'_millions' if col.scale == 1e-6 else ''}.{s}" for s in stats]
     groups, pairs = {}, _pair_lines(table)
     lines, group = [head + ["status", "reason"] + (["vs"] if pairs else [])], ""
     for row in table.rows:
@@ -348,13 +338,27 @@ def rich_blocks(grid: Any) -> Any:
     return Group(*parts)
 
 
-def rich_width(table: Table) -> int:
-    """The columns :func:`to_rich` needs to show every cell whole (its widest row, unwrapped)."""
+def _widest(renderable: Any) -> int:
+    """The columns ``renderable`` needs to show every cell whole (unwrapped)."""
     from rich.console import Console
     from rich.measure import Measurement
 
     console = Console(file=io.StringIO(), width=10_000, color_system=None)
-    return Measurement.get(console, console.options, to_rich(table).renderables[0]).maximum
+    return Measurement.get(console, console.options, renderable).maximum
+
+
+def _printed(width: int, *renderables: Any) -> str:
+    """``renderables`` as a rich console without colour prints them at ``width`` columns."""
+    from rich.console import Console
+
+    console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
+    console.print(*renderables)
+    return out.getvalue()
+
+
+def rich_width(table: Table) -> int:
+    """The columns :func:`to_rich` needs to show every cell whole (its widest row, unwrapped)."""
+    return _widest(to_rich(table).renderables[0])
 
 
 def render(table: Table, fmt: str, width: Optional[int] = None) -> str:
@@ -364,12 +368,7 @@ def render(table: Table, fmt: str, width: Optional[int] = None) -> str:
     if fmt in writers:  # what received records name (trials, keys, values) without escape sequences, line by line
         return "\n".join(map(printable, writers[fmt](table).split("\n")))
     if fmt == "rich":
-        from rich.console import Console
-
-        width = width or max(rich_width(table), 80)
-        console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
-        console.print(to_rich(table))
-        return out.getvalue()
+        return _printed(width or max(rich_width(table), 80), to_rich(table))
     guess = did_you_mean(str(fmt), FORMATS, cutoff=0.5)
     raise ReportError(f"unknown format {str(fmt)!r}{guess} (choose from: {', '.join(FORMATS)})")
 
@@ -440,8 +439,6 @@ def _per_seed_rich(
 ) -> str:
     """The per-seed lines as a rich table (no colour), as wide as its cells need, then the legend; narrower than
     ``width`` (a terminal's), as :func:`rich_blocks`."""
-    from rich.console import Console
-    from rich.measure import Measurement
     from rich.table import Table as RichTable
     from rich.text import Text
 
@@ -451,15 +448,10 @@ def _per_seed_rich(
         rt.add_column(Text(name), justify="left" if i == 0 else "right")
     for line in cells:
         rt.add_row(*map(Text, line))
-    wide = Console(file=io.StringIO(), width=10_000, color_system=None)
-    need = Measurement.get(wide, wide.options, rt).maximum
+    need = _widest(rt)
     if width is not None and need > width:
-        console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
-        console.print(rich_blocks(rt), Text(""), caption, *legend)
-        return out.getvalue()
-    console = Console(file=(out := io.StringIO()), width=max(need, 80), color_system=None, force_terminal=False)
-    console.print(rt, *legend)
-    return out.getvalue()
+        return _printed(width, rich_blocks(rt), Text(""), caption, *legend)
+    return _printed(max(need, 80), rt, *legend)
 
 
 def _per_seed_values(ln: SeedLine) -> list[str]:
