@@ -172,7 +172,7 @@ def build_report(
         filters=f"Group = '{group}'" if group else "",
         groupby=keys,
     )
-    panels = [
+    panels: list[Any] = [
         wr.BarPlot(
             title="Test BLEU by variant (mean ± std over seeds)",
             metrics=[wr.SummaryMetric(k) for k in test_keys],
@@ -201,7 +201,7 @@ def build_report(
         ),
     ]
     what = (f"group `{group}` of " if group else "") + place(entity, project)
-    blocks = [
+    blocks: list[Any] = [
         wr.P(
             f"Ablation sweep: {what}. {len(sweep.rows)} configurations, "
             f"{sum(len(r.trials) for r in sweep.rows)} finished runs, {len(sweep.unfinished)} unfinished."

@@ -41,10 +41,7 @@ class TableResult:
 
         return pd.read_csv(io.StringIO(self.render("csv")), keep_default_na=False, na_values=[""])
 
-    @property
-    def df(self) -> Any:
-        """:meth:`to_pandas`."""
-        return self.to_pandas()
+    df = property(to_pandas)
 
     def __rich__(self) -> Any:
         return to_rich(self.table)
@@ -56,11 +53,10 @@ class TableResult:
         console.print(self.__rich__())
         return console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
 
-    def _repr_markdown_(self) -> str:
-        return self.render("md")
-
     def __str__(self) -> str:
         return self.render("md")
+
+    _repr_markdown_ = __str__
 
     def __repr__(self) -> str:
         return (
