@@ -492,16 +492,15 @@ class Table:
 
 def select_columns(table: Table, names: list[str]) -> Table:
     """``table`` with only the columns named by header (``d_model``) or key (``model.d_model``), in table
-    order; the row names and ``n`` stay. ReportError for a name that is no column, listing the headers."""
+    order; the row names and ``n`` stay. ReportError for a name that is no column, or no name, listing the headers."""
     hyper = {name: i for i, (k, lbl) in enumerate(zip(table.keys, table.labels)) for name in (k, lbl)}
     metric = {name: i for i, c in enumerate(table.columns) for name in (c.key, c.label)}
     unknown = [n for n in names if n not in hyper and n not in metric]
-    if unknown:
+    if unknown or not names:
         headers = [*table.labels, *(c.label for c in table.columns)]
-        raise ReportError(
-            f"--columns: no column '{unknown[0]}' in this table{did_you_mean(unknown[0], [*hyper, *metric])}; "
-            f"its columns: {', '.join(headers)}"
-        )
+        what = f"no column '{unknown[0]}' in this table" if unknown else "it names no column"
+        guess = did_you_mean(unknown[0], [*hyper, *metric]) if unknown else ""
+        raise ReportError(f"--columns: {what}{guess}; its columns: {', '.join(headers)}")
     keep_h = sorted({hyper[n] for n in names if n in hyper})
     keep_m = sorted({metric[n] for n in names if n in metric})
     rows = [
