@@ -98,20 +98,17 @@ def write_environment_lock(
             for n in names:
                 (out / n).write_bytes(read_inside(source / n, source))
             return exported
-    if not found:
-        lines = freeze()
-        (out / LOCK).write_text(freeze_text(lines), encoding="utf-8")
-        files = [{"file": LOCK, "freeze_sha256": freeze_sha256(lines), "trials": 0}]
-        return {"source": "export", "files": files, "versions": package_versions(), "trials_without": len(summaries)}
-    files = []
     ordered = sorted(found.items(), key=lambda item: (-len(item[1][1]), item[0]))
+    if not found:  # the exporting machine's packages
+        ordered = [(freeze_sha256(lines := freeze()), (lines, []))]
+    files = []
     for i, (sha, (lines, trials)) in enumerate(ordered):
         file = LOCK if i == 0 else f"environment-{sha[:12]}.txt"
         (out / file).write_text(freeze_text(lines), encoding="utf-8")
         files.append({"file": file, "freeze_sha256": sha, "trials": len(trials)})
-    versions = recorded_environment(ordered[0][1][1][0]).get("versions")
+    versions = recorded_environment(ordered[0][1][1][0]).get("versions") if found else package_versions()
     return {
-        "source": "trials",
+        "source": "trials" if found else "export",
         "files": files,
         "versions": versions if isinstance(versions, dict) else {},
         "trials_without": len(summaries) - sum(f["trials"] for f in files),

@@ -501,23 +501,16 @@ def select_columns(table: Table, names: list[str]) -> Table:
         what = f"no column '{unknown[0]}' in this table" if unknown else "it names no column"
         guess = did_you_mean(unknown[0], [*hyper, *metric]) if unknown else ""
         raise ReportError(f"--columns: {what}{guess}; its columns: {', '.join(headers)}")
-    keep_h = sorted({hyper[n] for n in names if n in hyper})
-    keep_m = sorted({metric[n] for n in names if n in metric})
+    h, m = sorted({hyper[n] for n in names if n in hyper}), sorted({metric[n] for n in names if n in metric})
+
+    def keep(items: list, at: list[int]) -> list:
+        return [items[i] for i in at]
+
     rows = [
-        replace(
-            r,
-            settings=[r.settings[i] for i in keep_h],
-            values=[r.values[i] for i in keep_h],
-            cells=[r.cells[i] for i in keep_m],
-        )
-        for r in table.rows
+        replace(r, settings=keep(r.settings, h), values=keep(r.values, h), cells=keep(r.cells, m)) for r in table.rows
     ]
     return replace(
-        table,
-        keys=[table.keys[i] for i in keep_h],
-        labels=[table.labels[i] for i in keep_h],
-        columns=[table.columns[i] for i in keep_m],
-        rows=rows,
+        table, keys=keep(table.keys, h), labels=keep(table.labels, h), columns=keep(table.columns, m), rows=rows
     )
 
 
@@ -679,14 +672,8 @@ def build_table(
 def _cell(st: Optional[Stat], best: bool, comp: Optional[Comparison], alpha: float) -> Cell:
     """A cell of ``st`` with ``comp``'s p-values and marks (where tested)."""
     tested = comp if comp is not None and comp.tested else None
-    return Cell(
-        st,
-        best,
-        tested.p_value if tested else None,
-        (MARK * comp.significant(alpha) + FLIP * comp.sign_flip) if comp else "",
-        tested.p_adjusted if tested else None,
-        comp,
-    )
+    marks = MARK * comp.significant(alpha) + FLIP * comp.sign_flip if comp else ""
+    return Cell(st, best, tested.p_value if tested else None, marks, tested.p_adjusted if tested else None, comp)
 
 
 def _unfinished(trial: Trial) -> Unfinished:
