@@ -207,13 +207,19 @@ def _num(x: Optional[float]) -> str:
 TESTED = ("p", "p_holm", "delta", "ci_low", "ci_high", "se", "seed_deltas", "marks")
 
 
-def _tested(cell: Cell) -> list[str]:
-    """The tested column's comparison against the base, as :data:`TESTED` names them (``seed:Δ;...``)."""
-    c = cell.comparison
-    if c is None:
-        return [""] * len(TESTED)
-    seeds = ";".join(f"{seed}:{d:.6g}" for seed, d in c.per_seed)
-    return [*map(_num, (cell.p_value, cell.p_adjusted, c.delta, *c.ci, c.se)), seeds, cell.mark]
+def _csv_cells(table: Table, cells: Sequence[Cell]) -> list[str]:
+    """Per column ``.mean``, ``.std``, ``.n`` and, where tested, the comparison against the base as :data:`TESTED`
+    names them (``seed:Δ;...``)."""
+    line: list[str] = []
+    for cell, col in zip(cells, table.columns):
+        st, c = cell.stat, cell.comparison
+        line += ["", "", ""] if st is None else [_num(st.mean), _num(st.std), str(st.n)]
+        if col.split and c is None:
+            line += [""] * len(TESTED)
+        elif col.split and c is not None:
+            seeds = ";".join(f"{seed}:{d:.6g}" for seed, d in c.per_seed)
+            line += [*map(_num, (cell.p_value, cell.p_adjusted, c.delta, *c.ci, c.se)), seeds, cell.mark]
+    return line
 
 
 def to_csv(table: Table) -> str:
@@ -225,42 +231,25 @@ def to_csv(table: Table) -> str:
     for col in table.columns:
         stats = ("mean", "std", "n", *TESTED) if col.split else ("mean", "std", "n")
         head += [f"{col.key}{'_millions' if col.scale == 1e-6 else ''}.{s}" for s in stats]
-    groups, pairs = {}, _pair_lines(table)
+    by_pair: dict[tuple[str, str], dict[str, Cell]] = {}  # the named pairs without the base, by split
+    for cell in table.pairs:
+        assert cell.comparison is not None, "a pair's cell is its comparison"
+        by_pair.setdefault((cell.comparison.row, cell.comparison.reference), {})[cell.comparison.split] = cell
+    pairs = {k: v for k, v in by_pair.items() if any(col.split in v for col in table.columns)}  # a shown column's
+    groups, no_vs = {}, [""] if pairs else []
     lines, group = [head + ["status", "reason"] + (["vs"] if pairs else [])], ""
     for row in table.rows:
         group = groups[row.name] = row.group or group
         line = [group, row.name] + ["" if v is None or v == "<unset>" else show_value(v) for v in row.values]
-        for cell, col in zip(row.cells, table.columns):
-            st = cell.stat
-            line += ["", "", ""] if st is None else [_num(st.mean), _num(st.std), str(st.n)]
-            if col.split:
-                line += _tested(cell)
         vs = table.rows[0].name if any(cell.comparison for cell in row.cells) else ""
-        lines.append(line + [RunStatus.FINISHED, ""] + ([vs] if pairs else []))
-    lines += [[groups.get(name, ""), name, *line] for name, line in pairs]
-    no_vs = [""] if pairs else []
+        lines.append(line + _csv_cells(table, row.cells) + [RunStatus.FINISHED, ""] + ([vs] if pairs else []))
+    for (name, reference), cells in pairs.items():
+        pair_cells = [cells.get(col.split or "", Cell(None)) for col in table.columns]
+        lines.append(
+            [groups.get(name, ""), name, *[""] * len(table.keys), *_csv_cells(table, pair_cells), "", "", reference]
+        )
     lines += [["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason] + no_vs for u in table.unfinished]
     return csv_text(lines)
-
-
-def _pair_lines(table: Table) -> list[tuple[str, list[str]]]:
-    """``(row, the cells after its name)`` for each named pair without the base that a shown column tests."""
-    by_pair: dict[tuple[str, str], dict[str, Cell]] = {}
-    for cell in table.pairs:
-        c = cell.comparison
-        assert c is not None, "a pair's cell is its comparison"
-        by_pair.setdefault((c.row, c.reference), {})[c.split] = cell
-    out = []
-    for (row, reference), cells in by_pair.items():
-        if not any(col.split in cells for col in table.columns):
-            continue
-        line = [""] * len(table.keys)
-        for col in table.columns:
-            line += ["", "", ""]
-            if col.split:
-                line += _tested(cells[col.split]) if col.split in cells else [""] * len(TESTED)
-        out.append((row, line + ["", "", reference]))
-    return out
 
 
 def to_rich(table: Table):
