@@ -712,8 +712,20 @@ def _footnotes(
             f"{label} is an error rate, lower is better: the best mean per column is the lowest, "
             f"and a Δ {label} below 0 is an improvement."
         )
-    notes.append(trials_note(sweep))
-    notes += disagreement_notes(sweep)
+    used = sum(len(r.trials) for r in sweep.rows)  # the finished trials in its rows, of every one found or planned
+    if sweep.unfinished:
+        left = ", ".join(f"{n} {status}" for status, n in sorted(Counter(t.status for t in sweep.unfinished).items()))
+        notes.append(
+            f"Trials: {used} of {used + len(sweep.unfinished)} in the table; not in it: {left} (listed below, with why)."
+        )
+    else:
+        notes.append(f"Trials: all {used} in the table.")
+    if found := sweep.disagreements:  # the summary's test BLEU is not the BLEU of the hypotheses the † test reads
+        more = f"; and {len(found) - 3} more" if len(found) > 3 else ""
+        notes.append(
+            f"Summary and hypotheses disagree for {len(found)} trial scores (the cells show the summaries, "
+            f"the significance test reads the hypotheses): " + "; ".join(found[:3]) + more + "."
+        )
     notes.append(budget_note(sweep))
     if late := late_sign_changes(sweep, on_metric(COLUMNS["dev_bleu"], scorer.name).key):  # seed-paired dev Δs
         rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
@@ -728,28 +740,6 @@ def _footnotes(
     speed = training_speed(sweep)  # what the speed column measures, where the table has one
     speed_note = speed.note if any(c.key == speed.key for c in columns) else ""
     return notes + [n for n in (extra_note, speed_note) if n]
-
-
-def trials_note(sweep: Sweep) -> str:
-    """Which trials the table used: the finished ones in its rows, of every trial found or planned."""
-    used = sum(len(r.trials) for r in sweep.rows)
-    if not sweep.unfinished:
-        return f"Trials: all {used} in the table."
-    counts = Counter(t.status for t in sweep.unfinished)
-    left = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    return f"Trials: {used} of {used + len(sweep.unfinished)} in the table; not in it: {left} (listed below, with why)."
-
-
-def disagreement_notes(sweep: Sweep, shown: int = 3) -> list[str]:
-    """Trials whose summary's test BLEU is not the BLEU of the hypotheses the † test reads."""
-    found = sweep.disagreements
-    if not found:
-        return []
-    more = f"; and {len(found) - shown} more" if len(found) > shown else ""
-    return [
-        f"Summary and hypotheses disagree for {len(found)} trial scores (the cells show the summaries, "
-        f"the significance test reads the hypotheses): " + "; ".join(found[:shown]) + more + "."
-    ]
 
 
 BUDGETS = (

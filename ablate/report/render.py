@@ -404,7 +404,13 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric:
         return csv_text([head] + [[ln.row, ln.seed, *map(_num, ln.values), *map(_num, ln.deltas)] for ln in lines])
     title = f"Per seed: {sweep.name or 'ablation'}"
     head = ["row", "seed", *(f"{name} ({s})" for s in labels), *(f"Δ ({s})" for s in labels)]
-    cells = [[ln.row, str(ln.seed), *_per_seed_values(ln)] for ln in lines]
+    cells = []  # a line's test scores, then its Δs against the base (FLIP where the row's signs disagree)
+    for ln in lines:
+        deltas = [
+            ("" if d is None else f"{d:+.2f}") + (FLIP if f and d is not None else "")
+            for d, f in zip(ln.deltas, ln.flip)
+        ]
+        cells.append([ln.row, str(ln.seed), *("" if v is None else f"{v:.2f}" for v in ln.values), *deltas])
     legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
     if fmt == "rich":
         return _per_seed_rich(title, head, cells, legend, width, name)
@@ -441,11 +447,3 @@ def _per_seed_rich(
     if width is not None and need > width:
         return _printed(width, rich_blocks(rt), Text(""), caption, *legend)
     return _printed(max(need, 80), rt, *legend)
-
-
-def _per_seed_values(ln: SeedLine) -> list[str]:
-    """A per-seed line's test scores, then its Δs against the base (``FLIP`` where the row's signs disagree)."""
-    deltas = [
-        ("" if d is None else f"{d:+.2f}") + (FLIP if f and d is not None else "") for d, f in zip(ln.deltas, ln.flip)
-    ]
-    return ["" if v is None else f"{v:.2f}" for v in ln.values] + deltas
