@@ -268,15 +268,6 @@ PLUGINS = "plugins"
 """The results folder's copies of the plugin files the trials imported."""
 
 
-def saved_splits(summary: dict[str, Any], run_dir: Path) -> list[str]:
-    """The trial's test splits (those with a ``test_<split>/bleu``, else every saved split but validation),
-    then the validation split whose hypotheses it saved (those of its best validation), if any."""
-    saved = {p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")}
-    named = sorted(s for k in summary if (s := TEST_BLEU.split_of(k)) is not None)
-    tests = named or sorted(saved - set(VALIDATION_SPLITS))
-    return tests + sorted(saved & set(VALIDATION_SPLITS) - set(tests))
-
-
 def _copy_trial(source: Path, name: str, out: Path) -> int:
     """Copy one trial's summary and gzip its test and validation texts (a text already gzip'd, as a results
     folder holds it, is copied as it is); return the bytes written.
@@ -294,7 +285,13 @@ def _copy_trial(source: Path, name: str, out: Path) -> int:
     summary_bytes = _copy_plugins(summary, out) or summary_bytes
     (out / name / SUMMARY_FILE).write_bytes(summary_bytes)
     size = len(summary_bytes)
-    for split in saved_splits(summary, run_dir):
+    # the test splits (those with a test_<split>/bleu, else every saved one but validation), then the validation
+    # split whose hypotheses it saved (those of its best validation), if any
+    saved = {p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")}
+    tests = sorted(s for k in summary if (s := TEST_BLEU.split_of(k)) is not None) or sorted(
+        saved - set(VALIDATION_SPLITS)
+    )
+    for split in tests + sorted(saved & set(VALIDATION_SPLITS) - set(tests)):
         for kind in TEXT_KINDS:
             src = run_dir / kind / f"{split}.txt"
             if src.exists():

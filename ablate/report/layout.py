@@ -82,7 +82,16 @@ def training_speed(sweep: Sweep) -> Speed:
     trials = [t for r in sweep.rows for t in r.trials]
     on = {t.accelerator for t in trials}
     if on == {"cpu"} and all(CPU in t.metrics for t in trials):
-        return Speed(CPU, COLUMNS["tokens_per_cpu_sec"].label, _cpu_note(trials))
+        threads = sorted({int(t.metrics["threads"]) for t in trials if "threads" in t.metrics})
+        one = f"; every run used {{}} torch thread{'s' if threads[:1] != [1] else ''}"
+        note = (
+            f"Tokens/CPU-s (train): {COUNTED} per second of process CPU time (user + system, every thread, "
+            f"summed over devices) in the training steps, which trained on a CPU. Unlike wall-clock tokens/s it "
+            f"leaves out time spent waiting for a core, so other processes' load moves it little (cache and "
+            f"memory contention still do); threads' overhead counts in it"
+            f"{_alike(threads, one, '; the runs used {} torch threads', 'threads')}."
+        )
+        return Speed(CPU, COLUMNS["tokens_per_cpu_sec"].label, note)
     label = COLUMNS["tokens_per_sec"].label
     wall = f"Tokens/s (train): wall-clock {COUNTED} per second of the training steps"
     if on == {"gpu"}:
@@ -108,18 +117,6 @@ def _alike(values: list, one: str, many: str, what: str) -> str:
     if len(values) == 1:
         return one.format(values[0])
     return f"{many.format(', '.join(map(str, values)))}, so compare rows of equal {what}" if values else ""
-
-
-def _cpu_note(trials: Sequence[Trial]) -> str:
-    threads = sorted({int(t.metrics["threads"]) for t in trials if "threads" in t.metrics})
-    one = f"; every run used {{}} torch thread{'s' if threads[:1] != [1] else ''}"
-    same = _alike(threads, one, "; the runs used {} torch threads", "threads")
-    return (
-        f"Tokens/CPU-s (train): {COUNTED} per second of process CPU time (user + system, every thread, "
-        f"summed over devices) in the training steps, which trained on a CPU. Unlike wall-clock tokens/s it "
-        f"leaves out time spent waiting for a core, so other processes' load moves it little (cache and "
-        f"memory contention still do); threads' overhead counts in it{same}."
-    )
 
 
 MARK = "†"
@@ -609,7 +606,7 @@ def build_table(
     alpha: float = 0.05,
     test: str = DEFAULT_TEST,
     n_samples: int = 0,
-    extra: Optional[tuple[list[Column], dict[str, dict[str, Stat]], str]] = None,
+    by_length: Optional[ByLength] = None,
     metric: str = DEFAULT_METRIC,
 ) -> Table:
     """Lay out ``sweep`` as a paper-style table.
@@ -618,12 +615,14 @@ def build_table(
         comparisons: Holm-adjusted, from :func:`ablate.report.stats.compare`; empty when not computed.
         alpha: family-wise significance level for the † mark.
         test, n_samples: how the comparisons were made (for the footnote).
-        extra: more metric columns, their stats per row name, and a footnote (BLEU by length).
+        by_length: BLEU by length: its columns after the scores, and its footnote.
         metric: the score of the dev and test columns and of the † test (``comparisons`` must be on it).
     """
     comparisons, scorer = list(comparisons or []), get_scorer(metric)
     vs_base = against_base(comparisons, sweep)  # a cell's mark is always against the base; other pairs are listed
-    extra_cols, extra_stats, extra_note = extra or ([], {}, "")
+    extra_cols, extra_stats, extra_note = (
+        (by_length.columns(), by_length.row_stats(), by_length.note()) if by_length else ([], {}, "")
+    )
     columns = metric_columns(sweep, vs_base, extra_cols, metric)
 
     def stat_of(row, key):
@@ -699,7 +698,7 @@ def _footnotes(
     scorer: MetricScorer,
     extra_note: str,
 ) -> list[str]:
-    """Every footnote of a table, in order (``extra_note`` from :func:`build_table`'s ``extra``, "" for none)."""
+    """Every footnote of a table, in order (``extra_note``: BLEU by length's, "" for none)."""
     label = scorer.label
     notes = [
         "Cells: mean ± sample std over seeds (n = seeds); best mean per column in bold; "

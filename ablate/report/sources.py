@@ -93,13 +93,10 @@ def table(
     """
     source, test = source_name(source), test or DEFAULT_TEST
     sweep, comps = table_comparisons(source, test, samples, significance, metric, sigma_from, api, alpha=alpha)
-    extra = None
-    if by_length:
-        lengths = bleu_by_length(sweep)
-        if lengths is None:
-            raise ReportError(f"--by-length needs saved hypotheses (hyps/<split>.txt), and {source} has none")
-        extra = (lengths.columns(), lengths.row_stats(), lengths.note())
-    result = TableResult(sweep, build_table(sweep, comps, alpha, test, samples, extra, metric))
+    lengths = bleu_by_length(sweep) if by_length else None
+    if by_length and lengths is None:
+        raise ReportError(f"--by-length needs saved hypotheses (hyps/<split>.txt), and {source} has none")
+    result = TableResult(sweep, build_table(sweep, comps, alpha, test, samples, lengths, metric))
     flush_index()  # the saved texts' digests, for the next table's statistics (a process may live on)
     return result
 
