@@ -412,11 +412,23 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric:
         ]
         cells.append([ln.row, str(ln.seed), *("" if v is None else f"{v:.2f}" for v in ln.values), *deltas])
     legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
-    if fmt == "rich":
-        return _per_seed_rich(title, head, cells, legend, width, name)
+    caption = f"Test {name}; Δ against the base trial of the same seed."
+    if fmt == "rich":  # no colour, as wide as its cells need; narrower than width (a terminal's), as rich_blocks
+        from rich.table import Table as RichTable
+        from rich.text import Text
+
+        rt = RichTable(title=Text(title, style="bold"), caption=caption, header_style="bold")
+        for i, text in enumerate(head):
+            rt.add_column(Text(text), justify="left" if i == 0 else "right")
+        for line in cells:
+            rt.add_row(*map(Text, line))
+        need = _widest(rt)
+        if width is not None and need > width:
+            return _printed(width, rich_blocks(rt), Text(""), caption, *legend)
+        return _printed(max(need, 80), rt, *legend)
     if fmt == "latex":
         body = [" & ".join(map(latex_escape, c)) + r" \\" for c in cells]
-        notes = [latex_escape(f"Test {name}; Δ against the base trial of the same seed."), *map(latex_escape, legend)]
+        notes = [latex_escape(caption), *map(latex_escape, legend)]
         return latex_float("lr" + "r" * 2 * len(keys), map(latex_escape, head), body, notes, title)
     out = [
         f"**{title}** (test {name}; Δ against the base trial of the same seed)",
@@ -427,23 +439,3 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric:
     out += [md_line(c.replace("|", "\\|") for c in line) for line in cells]
     out += ["", *legend] if legend else []
     return "\n".join(out) + "\n"
-
-
-def _per_seed_rich(
-    title: str, head: list[str], cells: list[list[str]], legend: list[str], width: Optional[int], name: str
-) -> str:
-    """The per-seed lines as a rich table (no colour), as wide as its cells need, then the legend; narrower than
-    ``width`` (a terminal's), as :func:`rich_blocks`."""
-    from rich.table import Table as RichTable
-    from rich.text import Text
-
-    caption = f"Test {name}; Δ against the base trial of the same seed."
-    rt = RichTable(title=Text(title, style="bold"), caption=caption, header_style="bold")
-    for i, name in enumerate(head):
-        rt.add_column(Text(name), justify="left" if i == 0 else "right")
-    for line in cells:
-        rt.add_row(*map(Text, line))
-    need = _widest(rt)
-    if width is not None and need > width:
-        return _printed(width, rich_blocks(rt), Text(""), caption, *legend)
-    return _printed(max(need, 80), rt, *legend)
