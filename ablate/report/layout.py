@@ -253,9 +253,18 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
     groups, first = list(by_sigma.values()), here[0]
     borrowed = first.scores.noise.borrowed if first.scores is not None else None
     notes = [_sigma_note(sweep, groups, borrowed, label)]
-    if borrowed is not None:
-        notes.append(_borrowed_note(borrowed, first.paired, label))
-    strict = alpha / len(tested)
+    if borrowed is not None:  # what --sigma-from brought to the seed σ, and in which keys its runs differ from the base
+        own = (
+            f"The table's rows share their seed values and the row + seed fit has the df, so that fit is used and the "
+            f"{borrowed.trials} seeds of {borrowed.source} (σ {borrowed.sigma:.2f} {label}) are not"
+            if first.paired
+            else f"{borrowed.source} adds {borrowed.df} df (its {borrowed.trials} seeds: σ {borrowed.sigma:.2f} {label} "
+            "alone), pooled under the assumption the table makes of its own rows: one seed σ for the setup"
+        )
+        keys = "; ".join(f"{k}: {NEUTRAL_KEYS[k]}" for k in borrowed.differs)
+        notes.append(
+            own + (f". Its runs differ from the base only in {keys}." if keys else "; its runs have the base's config.")
+        )
     notes.append(_mde_note(groups, alpha, len(tested), label))
     unmarked = [c for c in here if not c.significant(alpha)]
     if unmarked:
@@ -263,7 +272,8 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
         rows, shared = len(fit), len({frozenset(map(str, s)) for s in fit.values()}) == 1
         extra = borrowed.df if borrowed is not None else 0
         needs = [
-            f"{c.row} ({c.delta:+.2f}): {_seeds_text(c, c.sigma or 0.0, strict, rows, shared, extra)}" for c in unmarked
+            f"{c.row} ({c.delta:+.2f}): {_seeds_text(c, c.sigma or 0.0, alpha / len(tested), rows, shared, extra)}"
+            for c in unmarked
         ]
         notes.append(
             f"Seeds per row that a true Δ of the observed size would need (80% power at {strictest(alpha, len(tested))} with that "
@@ -274,21 +284,6 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
             + "."
         )
     return notes
-
-
-def _borrowed_note(borrowed: BorrowedNoise, paired: bool, label: str) -> str:
-    """What ``--sigma-from`` brought to the seed σ, and in which keys its runs differ from the base."""
-    own = (
-        f"The table's rows share their seed values and the row + seed fit has the df, so that fit is used and the "
-        f"{borrowed.trials} seeds of {borrowed.source} (σ {borrowed.sigma:.2f} {label}) are not"
-        if paired
-        else f"{borrowed.source} adds {borrowed.df} df (its {borrowed.trials} seeds: σ {borrowed.sigma:.2f} {label} "
-        "alone), pooled under the assumption the table makes of its own rows: one seed σ for the setup"
-    )
-    if not borrowed.differs:
-        return own + "; its runs have the base's config."
-    keys = "; ".join(f"{k}: {NEUTRAL_KEYS[k]}" for k in borrowed.differs)
-    return own + f". Its runs differ from the base only in {keys}."
 
 
 def _seeds_text(c: Comparison, sigma: float, alpha: float, rows: int, shared: bool, borrowed_df: int = 0) -> str:
