@@ -136,6 +136,14 @@ def place(entity: str, project: str) -> str:
     return f"{entity}/{project}" if entity else f"project {project}"
 
 
+def _workspaces():
+    try:
+        import wandb_workspaces.reports.v2 as wr
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise ReportError("W&B reports need the wandb-workspaces package: pip install wandb-workspaces") from None
+    return wr
+
+
 def build_report(
     entity: str,
     project: str,
@@ -152,10 +160,7 @@ def build_report(
         title: report title (default: the table's title).
         beside: the title of the published table the sweep is read against, named in the results heading.
     """
-    try:
-        import wandb_workspaces.reports.v2 as wr
-    except ImportError:  # pragma: no cover - a declared dependency
-        raise ReportError("W&B reports need the wandb-workspaces package: pip install wandb-workspaces") from None
+    wr = _workspaces()
     splits = sweep.test_splits
     test_keys = [TEST_BLEU.split_key(s) for s in splits] or [TEST_BLEU.key]
     # group-by keys that separate the table's rows: the variant (a name in every run's config: local, SLURM and
@@ -169,7 +174,7 @@ def build_report(
         filters=f"Group = '{group}'" if group else "",
         groupby=keys,
     )
-    panels: list[Any] = [
+    panels = [
         wr.BarPlot(
             title="Test BLEU by variant (mean ± std over seeds)",
             metrics=[wr.SummaryMetric(k) for k in test_keys],
@@ -198,7 +203,7 @@ def build_report(
         ),
     ]
     what = (f"group `{group}` of " if group else "") + place(entity, project)
-    blocks: list[Any] = [
+    blocks = [
         wr.P(
             f"Ablation sweep: {what}. {len(sweep.rows)} configurations, "
             f"{sum(len(r.trials) for r in sweep.rows)} finished runs, {len(sweep.unfinished)} unfinished."
