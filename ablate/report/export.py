@@ -98,20 +98,17 @@ def write_environment_lock(
             for n in names:
                 (out / n).write_bytes(read_inside(source / n, source))
             return exported
-    if not found:
-        lines = freeze()
-        (out / LOCK).write_text(freeze_text(lines), encoding="utf-8")
-        files = [{"file": LOCK, "freeze_sha256": freeze_sha256(lines), "trials": 0}]
-        return {"source": "export", "files": files, "versions": package_versions(), "trials_without": len(summaries)}
-    files = []
     ordered = sorted(found.items(), key=lambda item: (-len(item[1][1]), item[0]))
+    if not found:  # the exporting machine's packages
+        ordered = [(freeze_sha256(lines := freeze()), (lines, []))]
+    files = []
     for i, (sha, (lines, trials)) in enumerate(ordered):
         file = LOCK if i == 0 else f"environment-{sha[:12]}.txt"
         (out / file).write_text(freeze_text(lines), encoding="utf-8")
         files.append({"file": file, "freeze_sha256": sha, "trials": len(trials)})
-    versions = recorded_environment(ordered[0][1][1][0]).get("versions")
+    versions = recorded_environment(ordered[0][1][1][0]).get("versions") if found else package_versions()
     return {
-        "source": "trials",
+        "source": "trials" if found else "export",
         "files": files,
         "versions": versions if isinstance(versions, dict) else {},
         "trials_without": len(summaries) - sum(f["trials"] for f in files),
@@ -134,8 +131,9 @@ def readme_line(env: Optional[dict[str, Any]]) -> Optional[str]:
     return f"- Environment: {names}, {where}" + (f"; {versions}" if versions else "")
 
 
-STEP_KEY = "trainer/global_step"
-"""History x axis: Lightning's ``WandbLogger`` logs the optimizer step under this key."""
+def place(entity: str, project: str) -> str:
+    """``entity/project``, or ``project NAME`` for runs that left the entity to W&B's default (known only online)."""
+    return f"{entity}/{project}" if entity else f"project {project}"
 
 
 def _workspaces():
@@ -144,16 +142,6 @@ def _workspaces():
     except ImportError:  # pragma: no cover - a declared dependency
         raise ReportError("W&B reports need the wandb-workspaces package: pip install wandb-workspaces") from None
     return wr
-
-
-def heading(sweep: Sweep, beside: Optional[str] = None) -> str:
-    """The heading above the table: the sweep's name, and the published table it stands beside."""
-    return f"Results of {sweep.name or 'the sweep'}" + (f", beside {beside}" if beside else "")
-
-
-def place(entity: str, project: str) -> str:
-    """``entity/project``, or ``project NAME`` for runs that left the entity to W&B's default (known only online)."""
-    return f"{entity}/{project}" if entity else f"project {project}"
 
 
 def build_report(
@@ -204,7 +192,7 @@ def build_report(
         ),
         wr.LinePlot(
             title="Learning curves: validation BLEU (mean ± std over seeds)",
-            x=STEP_KEY,
+            x="trainer/global_step",  # Lightning's WandbLogger logs the optimizer step under this key
             y=[DEV_BLEU.key],
             groupby=one_key,
             groupby_aggfunc="mean",
@@ -220,7 +208,7 @@ def build_report(
             f"Ablation sweep: {what}. {len(sweep.rows)} configurations, "
             f"{sum(len(r.trials) for r in sweep.rows)} finished runs, {len(sweep.unfinished)} unfinished."
         ),
-        wr.H2(heading(sweep, beside)),
+        wr.H2(f"Results of {sweep.name or 'the sweep'}" + (f", beside {beside}" if beside else "")),
         wr.MarkdownBlock(to_markdown(table)),
         wr.H2("Panels"),
         wr.PanelGrid(runsets=[runset], panels=panels),
@@ -285,15 +273,6 @@ PLUGINS = "plugins"
 """The results folder's copies of the plugin files the trials imported."""
 
 
-def saved_splits(summary: dict[str, Any], run_dir: Path) -> list[str]:
-    """The trial's test splits (those with a ``test_<split>/bleu``, else every saved split but validation),
-    then the validation split whose hypotheses it saved (those of its best validation), if any."""
-    saved = {p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")}
-    named = sorted(s for k in summary if (s := TEST_BLEU.split_of(k)) is not None)
-    tests = named or sorted(saved - set(VALIDATION_SPLITS))
-    return tests + sorted(saved & set(VALIDATION_SPLITS) - set(tests))
-
-
 def _copy_trial(source: Path, name: str, out: Path) -> int:
     """Copy one trial's summary and gzip its test and validation texts (a text already gzip'd, as a results
     folder holds it, is copied as it is); return the bytes written.
@@ -311,7 +290,13 @@ def _copy_trial(source: Path, name: str, out: Path) -> int:
     summary_bytes = _copy_plugins(summary, out) or summary_bytes
     (out / name / SUMMARY_FILE).write_bytes(summary_bytes)
     size = len(summary_bytes)
-    for split in saved_splits(summary, run_dir):
+    # the test splits (those with a test_<split>/bleu, else every saved one but validation), then the validation
+    # split whose hypotheses it saved (those of its best validation), if any
+    saved = {p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")}
+    tests = sorted(s for k in summary if (s := TEST_BLEU.split_of(k)) is not None) or sorted(
+        saved - set(VALIDATION_SPLITS)
+    )
+    for split in tests + sorted(saved & set(VALIDATION_SPLITS) - set(tests)):
         for kind in TEXT_KINDS:
             src = run_dir / kind / f"{split}.txt"
             if src.exists():
@@ -352,42 +337,6 @@ def _copy_plugins(summary: dict[str, Any], out: Path) -> Optional[bytes]:
     return (dumps({**summary, "config": {**config, "plugins": kept}}, indent=2, sort_keys=True) + "\n").encode()
 
 
-def commit_facts(summaries: list[dict[str, Any]], given: Optional[str] = None) -> dict[str, Any]:
-    """The commits the trials were trained with (each trial records its own), else ``given``, else this checkout's."""
-    commits = list(dict.fromkeys(c for s in summaries for c in s.get("commits") or [] if isinstance(c, str)))
-    if commits:
-        return {"commit": ", ".join(commits), "commit_source": "trials"}
-    if given:
-        return {"commit": given, "commit_source": "given"}
-    return {"commit": git_commit(), "commit_source": "export"}
-
-
-def sweep_facts(source: Path, summaries: list[dict[str, Any]], planned: int = 0) -> dict[str, Any]:
-    """Command, times and machine of the sweep, from ``sweep.json`` and the trials' summaries
-    (``planned``: the trials found or planned, those without a summary yet included)."""
-    state = _read_json(source / SWEEP_FILE)
-    run = None
-    if state.get("source"):
-        run = shlex.join(
-            ["ablate", "sweep", "run", str(state["source"]), "--out", str(source), *(state.get("overrides") or [])]
-        )
-    ends = [(source / name / SUMMARY_FILE).stat().st_mtime for name in (s.get("_name") for s in summaries) if name]
-    started = state.get("created_at")
-    started = started if _is_number(started) else None  # "yesterday": not recorded
-    machines = {json.dumps(s["machine"], sort_keys=True) for s in summaries if isinstance(s.get("machine"), dict)}
-    total = lambda key: round(sum(float(s[key]) for s in summaries if _is_number(s.get(key))), 1)  # noqa: E731
-    return {
-        "run_command": run,
-        "trials": max(len(summaries), planned),
-        RunStatus.FINISHED: sum(s.get("status") == RunStatus.FINISHED for s in summaries),
-        "wall_time_s": round(max(ends) - float(started), 1) if started and ends else None,
-        "trial_wall_time_s": total("wall_time_s"),
-        "trial_cpu_time_s": total("cpu_time_s") if any("cpu_time_s" in s for s in summaries) else None,
-        "trials_with_cpu_time": sum("cpu_time_s" in s for s in summaries),
-        "machines": [json.loads(m) for m in sorted(machines)],
-    }
-
-
 def provenance(
     source: Path,
     summaries: list[dict[str, Any]],
@@ -396,27 +345,47 @@ def provenance(
     commit: Optional[str],
     first: dict[str, Any],
 ) -> dict[str, Any]:
-    """The manifest's command, times, machines and commit (:func:`sweep_facts`, :func:`commit_facts`); where
-    ``source`` is a results folder exported before (``first``, its manifest), the command, sweep wall time
-    and commit that export recorded, which its copied files no longer show."""
-    facts = sweep_facts(source, summaries, planned)
-    rebuilt = facts.pop("run_command")
+    """The manifest's command, times, machines and commit, from ``sweep.json`` and the trials' summaries
+    (``planned``: the trials found or planned, those without a summary yet included). The commit is the ones
+    the trials recorded, else ``commit``, else this checkout's. Where ``source`` is a results folder exported
+    before (``first``, its manifest), the command, sweep wall time and commit that export recorded, which its
+    copied files no longer show."""
+    state = _read_json(source / SWEEP_FILE)
+    rebuilt = None
+    if state.get("source"):
+        rebuilt = shlex.join(
+            ["ablate", "sweep", "run", str(state["source"]), "--out", str(source), *(state.get("overrides") or [])]
+        )
+    ends = [(source / name / SUMMARY_FILE).stat().st_mtime for name in (s.get("_name") for s in summaries) if name]
+    started = state.get("created_at")
+    started = started if _is_number(started) else None  # "yesterday": not recorded
+    wall = round(max(ends) - float(started), 1) if started and ends else None
     if first:
         rebuilt = first.get("command") if isinstance(first.get("command"), str) else rebuilt
-        facts["wall_time_s"] = first.get("wall_time_s") if _is_number(first.get("wall_time_s")) else None
-    commits = commit_facts(summaries, commit)
-    if first and commits["commit_source"] == "export" and isinstance(first.get("commit"), str):
-        commits = {"commit": first["commit"], "commit_source": first.get("commit_source", "given")}
-    recorded = command is not None or bool(first.get("command_recorded"))
-    return {"command": command or rebuilt, "command_recorded": recorded, **facts, **commits}
-
-
-def exported_before(source: Path) -> dict[str, Any]:
-    """``source``'s ``manifest.json`` where it is a results folder that ``ablate export`` wrote (else {}): a
-    re-export keeps the command, sweep wall time, commit and environment it recorded, which the copied
-    files no longer show."""
-    manifest = _read_json(source / "manifest.json")
-    return manifest if isinstance(manifest.get("export_command"), str) else {}
+        wall = first.get("wall_time_s") if _is_number(first.get("wall_time_s")) else None
+    commits = list(dict.fromkeys(c for s in summaries for c in s.get("commits") or [] if isinstance(c, str)))
+    if commits:
+        facts = {"commit": ", ".join(commits), "commit_source": "trials"}
+    elif commit:
+        facts = {"commit": commit, "commit_source": "given"}
+    elif isinstance(first.get("commit"), str):
+        facts = {"commit": first["commit"], "commit_source": first.get("commit_source", "given")}
+    else:
+        facts = {"commit": git_commit(), "commit_source": "export"}
+    machines = {json.dumps(s["machine"], sort_keys=True) for s in summaries if isinstance(s.get("machine"), dict)}
+    total = lambda key: round(sum(float(s[key]) for s in summaries if _is_number(s.get(key))), 1)  # noqa: E731
+    return {
+        "command": command or rebuilt,
+        "command_recorded": command is not None or bool(first.get("command_recorded")),
+        "trials": max(len(summaries), planned),
+        RunStatus.FINISHED: sum(s.get("status") == RunStatus.FINISHED for s in summaries),
+        "wall_time_s": wall,
+        "trial_wall_time_s": total("wall_time_s"),
+        "trial_cpu_time_s": total("cpu_time_s") if any("cpu_time_s" in s for s in summaries) else None,
+        "trials_with_cpu_time": sum("cpu_time_s" in s for s in summaries),
+        "machines": [json.loads(m) for m in sorted(machines)],
+        **facts,
+    }
 
 
 def _is_number(value: Any) -> bool:
@@ -481,18 +450,22 @@ def export_sweep(
         # the comparisons of the table and the plots; --sigma-from checked against the source, not the copy
         _, comps = table_comparisons(str(source), test, samples, sigma_from=sigma_from, sweep=sweep, alpha=alpha)
         table = build_table(sweep, comps, alpha, test, samples)
-        md, tex = render(table, "md"), render(table, "latex")
-        if paper is not None:  # the paper beside the table in both, as `ablate table --reference` prints it
-            sbs = side_by_side(sweep, table, paper)
-            md += "\n" + render_reference(sbs, "md")
-            tex += "\n" + render_reference(sbs, "latex")
-        atomic_write_text(tmp / "table.md", md)
-        atomic_write_text(tmp / "table.tex", tex)
+        sbs = side_by_side(sweep, table, paper) if paper is not None else None
+        for fmt, name in (("md", "table.md"), ("latex", "table.tex")):  # the paper beside, as --reference prints it
+            atomic_write_text(
+                tmp / name, render(table, fmt) + ("" if sbs is None else "\n" + render_reference(sbs, fmt))
+            )
         figures = [p.name for p in plot_all(sweep, tmp / "plots", comps, alpha)] if plots else []
 
-        first = exported_before(source)  # a results folder exported again: what its export recorded stands
+        # a results folder that `ablate export` wrote, exported again: what its manifest recorded stands
+        first = _read_json(source / "manifest.json")
+        first = first if isinstance(first.get("export_command"), str) else {}
         with_reference = [f"--reference {reference}"] if reference else []
-        tested = table_options(alpha, test, samples)  # what changes the table: in both commands
+        # what changes the table, where not at `ablate table`'s defaults: in both commands, so the recorded table
+        # command prints the table.md shipped
+        tested = [] if alpha == DEFAULT_ALPHA else [f"--alpha {shlex.quote(repr(float(alpha)))}"]
+        tested += [] if test == DEFAULT_TEST else [f"--test {shlex.quote(test)}"]
+        tested += [f"--samples {int(samples)}"] if samples else []
         tested += [f"--sigma-from {shlex.quote(sigma_from)}"] if sigma_from is not None else []
         manifest = {
             "sweep": sweep.name or out.name,
@@ -513,14 +486,6 @@ def export_sweep(
         atomic_write_json(tmp / "manifest.json", manifest)
         atomic_write_text(tmp / "README.md", readme(manifest))
     return manifest
-
-
-def table_options(alpha: float, test: str, samples: int) -> list[str]:
-    """The options of ``ablate table`` that give its table ``alpha``, ``test`` and ``samples``: those not at
-    ``ablate table``'s defaults, so the recorded table command prints the ``table.md`` shipped."""
-    options = [] if alpha == DEFAULT_ALPHA else [f"--alpha {shlex.quote(repr(float(alpha)))}"]
-    options += [] if test == DEFAULT_TEST else [f"--test {shlex.quote(test)}"]
-    return options + ([f"--samples {int(samples)}"] if samples else [])
 
 
 def _hours(seconds: Optional[float]) -> str:

@@ -82,11 +82,22 @@ def training_speed(sweep: Sweep) -> Speed:
     trials = [t for r in sweep.rows for t in r.trials]
     on = {t.accelerator for t in trials}
     if on == {"cpu"} and all(CPU in t.metrics for t in trials):
-        return Speed(CPU, COLUMNS["tokens_per_cpu_sec"].label, _cpu_note(trials))
+        threads = sorted({int(t.metrics["threads"]) for t in trials if "threads" in t.metrics})
+        one = f"; every run used {{}} torch thread{'s' if threads[:1] != [1] else ''}"
+        note = (
+            f"Tokens/CPU-s (train): {COUNTED} per second of process CPU time (user + system, every thread, "
+            f"summed over devices) in the training steps, which trained on a CPU. Unlike wall-clock tokens/s it "
+            f"leaves out time spent waiting for a core, so other processes' load moves it little (cache and "
+            f"memory contention still do); threads' overhead counts in it"
+            f"{_alike(threads, one, '; the runs used {} torch threads', 'threads')}."
+        )
+        return Speed(CPU, COLUMNS["tokens_per_cpu_sec"].label, note)
     label = COLUMNS["tokens_per_sec"].label
     wall = f"Tokens/s (train): wall-clock {COUNTED} per second of the training steps"
     if on == {"gpu"}:
-        return Speed(WALL, label, f"{wall} (each step synchronised on the GPU){_precisions(trials)}.")
+        used = sorted({t.precision for t in trials if t.precision})  # recorded by the GPU runs
+        precision = _alike(used, ", in {}", "; the runs trained in {}", "precision")
+        return Speed(WALL, label, f"{wall} (each step synchronised on the GPU){precision}.")
     if on == {"cpu"}:
         why = "these runs trained on a CPU but not all recorded their CPU time"
     elif "cpu" in on:
@@ -100,30 +111,12 @@ def training_speed(sweep: Sweep) -> Speed:
     return Speed(WALL, label, note)
 
 
-def _precisions(trials: Sequence[Trial]) -> str:
-    """Which precision the GPU runs trained in, where they recorded it: one, or a warning that they differ."""
-    used = sorted({t.precision for t in trials if t.precision})
-    if len(used) == 1:
-        return f", in {used[0]}"
-    if used:
-        return f"; the runs trained in {', '.join(used)}, so compare rows of equal precision"
-    return ""
-
-
-def _cpu_note(trials: Sequence[Trial]) -> str:
-    threads = sorted({int(t.metrics["threads"]) for t in trials if "threads" in t.metrics})
-    if len(threads) == 1:
-        same = f"; every run used {threads[0]} torch thread{'s' if threads[0] != 1 else ''}"
-    elif threads:
-        same = f"; the runs used {', '.join(map(str, threads))} torch threads, so compare rows of equal threads"
-    else:
-        same = ""
-    return (
-        f"Tokens/CPU-s (train): {COUNTED} per second of process CPU time (user + system, every thread, "
-        f"summed over devices) in the training steps, which trained on a CPU. Unlike wall-clock tokens/s it "
-        f"leaves out time spent waiting for a core, so other processes' load moves it little (cache and "
-        f"memory contention still do); threads' overhead counts in it{same}."
-    )
+def _alike(values: list, one: str, many: str, what: str) -> str:
+    """``one`` naming the one value recorded, ``many`` naming several (with a warning to compare rows of equal
+    ``what``), or "" for none."""
+    if len(values) == 1:
+        return one.format(values[0])
+    return f"{many.format(', '.join(map(str, values)))}, so compare rows of equal {what}" if values else ""
 
 
 MARK = "†"
@@ -189,19 +182,12 @@ def significance_notes(
     return notes
 
 
-def _by_sigma(here: Sequence[Comparison]) -> list[list[Comparison]]:
-    """``here`` grouped by the seed σ each is tested with (the seed-paired fit's or the within-row one, as
-    :meth:`~ablate.report.stats.SeedNoise.for_rows` picks for its two rows), the first comparison's first."""
-    groups: dict[tuple, list[Comparison]] = {}
-    for c in here:
-        groups.setdefault((c.paired, c.sigma, c.sigma_df), []).append(c)
-    return list(groups.values())
+FITS = {True: "a row + seed fit", False: "the pooled within-row spread"}  # by Comparison.paired
 
 
-def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], label: str) -> str:
+def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], borrowed: Optional[BorrowedNoise], label: str) -> str:
     """The seed σ footnote: the σ of the first group, and of the other one where rows test with two."""
     first = groups[0][0]
-    how = "a row + seed fit" if first.paired else "the pooled within-row spread"
     trials = sum(len(r.trials) for r in sweep.rows)
     paired = "; rows trained with the same seed values are compared seed-paired" if first.paired else ""
     floor = (
@@ -210,7 +196,6 @@ def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], label: str) -> str
         if first.sigma_floored
         else ""
     )
-    borrowed = first.scores.noise.borrowed if first.scores is not None else None
     pooled = (
         f" and {borrowed.trials} seeds of its base setup from {borrowed.source} (`--sigma-from`)"
         if borrowed is not None and not first.paired
@@ -219,14 +204,13 @@ def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], label: str) -> str
     others = ""
     for group in groups[1:]:
         c = group[0]
-        fit = "a row + seed fit" if c.paired else "the pooled within-row spread"
         rows = ", ".join(
             dict.fromkeys(x.row if x.reference == sweep.base.name else f"{x.row} vs {x.reference}" for x in group)
         )
-        others += f"; {c.sigma:.2f} {label} from {fit} ({c.sigma_df} df) for {rows}"
+        others += f"; {c.sigma:.2f} {label} from {FITS[c.paired]} ({c.sigma_df} df) for {rows}"
         others += ", whose two rows were trained with different seed values" if not c.paired else ""
     return (
-        f"Seed σ ({first.split}): {first.sigma:.2f} {label} per trial, from {how} over the table's {trials} trials"
+        f"Seed σ ({first.split}): {first.sigma:.2f} {label} per trial, from {FITS[first.paired]} over the table's {trials} trials"
         f"{pooled} ({first.sigma_df} df{paired}){floor}{others}, added to the test-sentence bootstrap variance of "
         f"each Δ; 95% CIs of every Δ in `--format csv` and `ablate plot` (delta_ci.png); each trial's Δ in "
         "`--per-seed`."
@@ -263,13 +247,24 @@ def _mde_note(groups: list[list[Comparison]], alpha: float, tests: int, label: s
 def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label: str = "BLEU") -> list[str]:
     split = tested[0].split
     here = [c for c in tested if c.split == split]
-    groups = _by_sigma(here)
-    first = here[0]
-    notes = [_sigma_note(sweep, groups, label)]
+    by_sigma: dict[tuple, list[Comparison]] = {}  # as SeedNoise.for_rows picks each pair's σ; the first's first
+    for c in here:
+        by_sigma.setdefault((c.paired, c.sigma, c.sigma_df), []).append(c)
+    groups, first = list(by_sigma.values()), here[0]
     borrowed = first.scores.noise.borrowed if first.scores is not None else None
-    if borrowed is not None:
-        notes.append(_borrowed_note(borrowed, first.paired, label))
-    strict = alpha / len(tested)
+    notes = [_sigma_note(sweep, groups, borrowed, label)]
+    if borrowed is not None:  # what --sigma-from brought to the seed σ, and in which keys its runs differ from the base
+        own = (
+            f"The table's rows share their seed values and the row + seed fit has the df, so that fit is used and the "
+            f"{borrowed.trials} seeds of {borrowed.source} (σ {borrowed.sigma:.2f} {label}) are not"
+            if first.paired
+            else f"{borrowed.source} adds {borrowed.df} df (its {borrowed.trials} seeds: σ {borrowed.sigma:.2f} {label} "
+            "alone), pooled under the assumption the table makes of its own rows: one seed σ for the setup"
+        )
+        keys = "; ".join(f"{k}: {NEUTRAL_KEYS[k]}" for k in borrowed.differs)
+        notes.append(
+            own + (f". Its runs differ from the base only in {keys}." if keys else "; its runs have the base's config.")
+        )
     notes.append(_mde_note(groups, alpha, len(tested), label))
     unmarked = [c for c in here if not c.significant(alpha)]
     if unmarked:
@@ -277,7 +272,8 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
         rows, shared = len(fit), len({frozenset(map(str, s)) for s in fit.values()}) == 1
         extra = borrowed.df if borrowed is not None else 0
         needs = [
-            f"{c.row} ({c.delta:+.2f}): {_seeds_text(c, c.sigma or 0.0, strict, rows, shared, extra)}" for c in unmarked
+            f"{c.row} ({c.delta:+.2f}): {_seeds_text(c, c.sigma or 0.0, alpha / len(tested), rows, shared, extra)}"
+            for c in unmarked
         ]
         notes.append(
             f"Seeds per row that a true Δ of the observed size would need (80% power at {strictest(alpha, len(tested))} with that "
@@ -288,21 +284,6 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
             + "."
         )
     return notes
-
-
-def _borrowed_note(borrowed: BorrowedNoise, paired: bool, label: str) -> str:
-    """What ``--sigma-from`` brought to the seed σ, and in which keys its runs differ from the base."""
-    own = (
-        f"The table's rows share their seed values and the row + seed fit has the df, so that fit is used and the "
-        f"{borrowed.trials} seeds of {borrowed.source} (σ {borrowed.sigma:.2f} {label}) are not"
-        if paired
-        else f"{borrowed.source} adds {borrowed.df} df (its {borrowed.trials} seeds: σ {borrowed.sigma:.2f} {label} "
-        "alone), pooled under the assumption the table makes of its own rows: one seed σ for the setup"
-    )
-    if not borrowed.differs:
-        return own + "; its runs have the base's config."
-    keys = "; ".join(f"{k}: {NEUTRAL_KEYS[k]}" for k in borrowed.differs)
-    return own + f". Its runs differ from the base only in {keys}."
 
 
 def _seeds_text(c: Comparison, sigma: float, alpha: float, rows: int, shared: bool, borrowed_df: int = 0) -> str:
@@ -503,33 +484,25 @@ class Table:
 
 def select_columns(table: Table, names: list[str]) -> Table:
     """``table`` with only the columns named by header (``d_model``) or key (``model.d_model``), in table
-    order; the row names and ``n`` stay. ReportError for a name that is no column, listing the headers."""
+    order; the row names and ``n`` stay. ReportError for a name that is no column, or no name, listing the headers."""
     hyper = {name: i for i, (k, lbl) in enumerate(zip(table.keys, table.labels)) for name in (k, lbl)}
     metric = {name: i for i, c in enumerate(table.columns) for name in (c.key, c.label)}
     unknown = [n for n in names if n not in hyper and n not in metric]
-    if unknown:
+    if unknown or not names:
         headers = [*table.labels, *(c.label for c in table.columns)]
-        raise ReportError(
-            f"--columns: no column '{unknown[0]}' in this table{did_you_mean(unknown[0], [*hyper, *metric])}; "
-            f"its columns: {', '.join(headers)}"
-        )
-    keep_h = sorted({hyper[n] for n in names if n in hyper})
-    keep_m = sorted({metric[n] for n in names if n in metric})
+        what = f"no column '{unknown[0]}' in this table" if unknown else "it names no column"
+        guess = did_you_mean(unknown[0], [*hyper, *metric]) if unknown else ""
+        raise ReportError(f"--columns: {what}{guess}; its columns: {', '.join(headers)}")
+    h, m = sorted({hyper[n] for n in names if n in hyper}), sorted({metric[n] for n in names if n in metric})
+
+    def keep(items: list, at: list[int]) -> list:
+        return [items[i] for i in at]
+
     rows = [
-        replace(
-            r,
-            settings=[r.settings[i] for i in keep_h],
-            values=[r.values[i] for i in keep_h],
-            cells=[r.cells[i] for i in keep_m],
-        )
-        for r in table.rows
+        replace(r, settings=keep(r.settings, h), values=keep(r.values, h), cells=keep(r.cells, m)) for r in table.rows
     ]
     return replace(
-        table,
-        keys=[table.keys[i] for i in keep_h],
-        labels=[table.labels[i] for i in keep_h],
-        columns=[table.columns[i] for i in keep_m],
-        rows=rows,
+        table, keys=keep(table.keys, h), labels=keep(table.labels, h), columns=keep(table.columns, m), rows=rows
     )
 
 
@@ -628,7 +601,7 @@ def build_table(
     alpha: float = 0.05,
     test: str = DEFAULT_TEST,
     n_samples: int = 0,
-    extra: Optional[tuple[list[Column], dict[str, dict[str, Stat]], str]] = None,
+    by_length: Optional[ByLength] = None,
     metric: str = DEFAULT_METRIC,
 ) -> Table:
     """Lay out ``sweep`` as a paper-style table.
@@ -637,12 +610,14 @@ def build_table(
         comparisons: Holm-adjusted, from :func:`ablate.report.stats.compare`; empty when not computed.
         alpha: family-wise significance level for the † mark.
         test, n_samples: how the comparisons were made (for the footnote).
-        extra: more metric columns, their stats per row name, and a footnote (BLEU by length).
+        by_length: BLEU by length: its columns after the scores, and its footnote.
         metric: the score of the dev and test columns and of the † test (``comparisons`` must be on it).
     """
     comparisons, scorer = list(comparisons or []), get_scorer(metric)
     vs_base = against_base(comparisons, sweep)  # a cell's mark is always against the base; other pairs are listed
-    extra_cols, extra_stats, extra_note = extra or ([], {}, "")
+    extra_cols, extra_stats, extra_note = (
+        (by_length.columns(), by_length.row_stats(), by_length.note()) if by_length else ([], {}, "")
+    )
     columns = metric_columns(sweep, vs_base, extra_cols, metric)
 
     def stat_of(row, key):
@@ -661,15 +636,9 @@ def build_table(
         cells = []
         for col in columns:
             st = stat_of(row, col.key)
+            is_best = col.ranked and st is not None and shown(col, st.mean) == best.get(col.key)
             comp = vs_base.get((row.name, col.split)) if col.split else None
-            cells.append(
-                _cell(
-                    _scaled(st, col.scale),
-                    col.ranked and st is not None and shown(col, st.mean) == best.get(col.key),
-                    comp,
-                    alpha,
-                )
-            )
+            cells.append(_cell(_scaled(st, col.scale), is_best, comp, alpha))
         settings = [show_value(row.settings[k]) if row.is_base or k in row.changed else None for k in sweep.keys]
         new_group = row.group != previous
         values = [row.settings[k] for k in sweep.keys]
@@ -697,18 +666,8 @@ def build_table(
 def _cell(st: Optional[Stat], best: bool, comp: Optional[Comparison], alpha: float) -> Cell:
     """A cell of ``st`` with ``comp``'s p-values and marks (where tested)."""
     tested = comp if comp is not None and comp.tested else None
-    return Cell(
-        st,
-        best,
-        tested.p_value if tested else None,
-        _marks(comp, alpha) if comp else "",
-        tested.p_adjusted if tested else None,
-        comp,
-    )
-
-
-def _marks(comp: Comparison, alpha: float) -> str:
-    return (MARK if comp.significant(alpha) else "") + (FLIP if comp.sign_flip else "")
+    marks = MARK * comp.significant(alpha) + FLIP * comp.sign_flip if comp else ""
+    return Cell(st, best, tested.p_value if tested else None, marks, tested.p_adjusted if tested else None, comp)
 
 
 def _unfinished(trial: Trial) -> Unfinished:
@@ -724,17 +683,6 @@ def _unfinished(trial: Trial) -> Unfinished:
     return Unfinished(printable(trial.name), ", ".join(who), trial.status, " ".join(str(reason).split()))
 
 
-def _late_flips(sweep: Sweep, metric: str, label: str) -> list[str]:
-    """Rows whose seed-paired dev score Δ against the base changed sign in the last half of training."""
-    late = late_sign_changes(sweep, on_metric(COLUMNS["dev_bleu"], metric).key)
-    if not late:
-        return []
-    rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
-    return [
-        f"Budget-dependent: the dev {label} Δ against the base changed sign in the last half of training for {rows}."
-    ]
-
-
 def _footnotes(
     sweep: Sweep,
     columns: list[Column],
@@ -745,7 +693,7 @@ def _footnotes(
     scorer: MetricScorer,
     extra_note: str,
 ) -> list[str]:
-    """Every footnote of a table, in order (``extra_note`` from :func:`build_table`'s ``extra``, "" for none)."""
+    """Every footnote of a table, in order (``extra_note``: BLEU by length's, "" for none)."""
     label = scorer.label
     notes = [
         "Cells: mean ± sample std over seeds (n = seeds); best mean per column in bold; "
@@ -758,10 +706,26 @@ def _footnotes(
             f"{label} is an error rate, lower is better: the best mean per column is the lowest, "
             f"and a Δ {label} below 0 is an improvement."
         )
-    notes.append(trials_note(sweep))
-    notes += disagreement_notes(sweep)
+    used = sum(len(r.trials) for r in sweep.rows)  # the finished trials in its rows, of every one found or planned
+    if sweep.unfinished:
+        left = ", ".join(f"{n} {status}" for status, n in sorted(Counter(t.status for t in sweep.unfinished).items()))
+        notes.append(
+            f"Trials: {used} of {used + len(sweep.unfinished)} in the table; not in it: {left} (listed below, with why)."
+        )
+    else:
+        notes.append(f"Trials: all {used} in the table.")
+    if found := sweep.disagreements:  # the summary's test BLEU is not the BLEU of the hypotheses the † test reads
+        more = f"; and {len(found) - 3} more" if len(found) > 3 else ""
+        notes.append(
+            f"Summary and hypotheses disagree for {len(found)} trial scores (the cells show the summaries, "
+            f"the significance test reads the hypotheses): " + "; ".join(found[:3]) + more + "."
+        )
     notes.append(budget_note(sweep))
-    notes += _late_flips(sweep, scorer.name, label)
+    if late := late_sign_changes(sweep, on_metric(COLUMNS["dev_bleu"], scorer.name).key):  # seed-paired dev Δs
+        rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
+        notes.append(
+            f"Budget-dependent: the dev {label} Δ against the base changed sign in the last half of training for {rows}."
+        )
     notes += significance_notes(sweep, comparisons, alpha, test, n_samples, any(c.split for c in columns), label)
     if scorer.name == DEFAULT_METRIC:
         notes += [f"sacreBLEU: {sig}" for sig in sweep.signatures]
@@ -770,28 +734,6 @@ def _footnotes(
     speed = training_speed(sweep)  # what the speed column measures, where the table has one
     speed_note = speed.note if any(c.key == speed.key for c in columns) else ""
     return notes + [n for n in (extra_note, speed_note) if n]
-
-
-def trials_note(sweep: Sweep) -> str:
-    """Which trials the table used: the finished ones in its rows, of every trial found or planned."""
-    used = sum(len(r.trials) for r in sweep.rows)
-    if not sweep.unfinished:
-        return f"Trials: all {used} in the table."
-    counts = Counter(t.status for t in sweep.unfinished)
-    left = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    return f"Trials: {used} of {used + len(sweep.unfinished)} in the table; not in it: {left} (listed below, with why)."
-
-
-def disagreement_notes(sweep: Sweep, shown: int = 3) -> list[str]:
-    """Trials whose summary's test BLEU is not the BLEU of the hypotheses the † test reads."""
-    found = sweep.disagreements
-    if not found:
-        return []
-    more = f"; and {len(found) - shown} more" if len(found) > shown else ""
-    return [
-        f"Summary and hypotheses disagree for {len(found)} trial scores (the cells show the summaries, "
-        f"the significance test reads the hypotheses): " + "; ".join(found[:shown]) + more + "."
-    ]
 
 
 BUDGETS = (
@@ -836,16 +778,14 @@ def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float,
             what = "; ".join(f"{labels[k]} {show_value(b.settings[k])} vs {show_value(a.settings[k])}" for k in differ)
             if same:
                 what += " at " + ", ".join(f"{labels[k]}={show_value(a.settings[k])}" for k in same)
-        mark = f" {MARK}" if c.significant(alpha) else ""
-        seeds = f"seeds {c.seeds[1]} vs {c.seeds[0]}"
+        scores = f"({c.bleu:.2f} vs {c.base_bleu:.2f}, seeds {c.seeds[1]} vs {c.seeds[0]})"
         if not c.tested:
-            lines.append(
-                f"{what} ({c.split}): Δ{label} {c.delta:+.2f} ({c.bleu:.2f} vs {c.base_bleu:.2f}, {seeds}), not tested: {c.note}"
-            )
+            lines.append(f"{what} ({c.split}): Δ{label} {c.delta:+.2f} {scores}, not tested: {c.note}")
             continue
+        mark = f" {MARK}" if c.significant(alpha) else ""
         lines.append(
-            f"{what} ({c.split}): Δ{label} {c.delta:+.2f} [95% CI {c.ci[0]:+.2f}, {c.ci[1]:+.2f}] ({c.bleu:.2f} vs "
-            f"{c.base_bleu:.2f}, {seeds}), p {_p4(c.p_value)}, Holm p {_p4(c.p_adjusted)}{mark}"
+            f"{what} ({c.split}): Δ{label} {c.delta:+.2f} [95% CI {c.ci[0]:+.2f}, {c.ci[1]:+.2f}] {scores}, "
+            f"p {_p4(c.p_value)}, Holm p {_p4(c.p_adjusted)}{mark}"
         )
     return lines
 

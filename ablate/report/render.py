@@ -110,16 +110,11 @@ _LATEX_SPECIAL = {
 
 
 # Symbols pdflatex's text fonts have no glyph for ("Unicode character σ (U+03C3) not set up for use with
-# LaTeX"), as math; Latin letters (ä, é) it reads as UTF-8 text.
+# LaTeX"), as math (Greek letters: :func:`_greek`); Latin letters (ä, é) it reads as UTF-8 text.
 _LATEX_SYMBOLS = {
     PM: r"$\pm$",
     "†": r"$^\dagger$",
     "‡": r"$^\ddagger$",
-    "σ": r"$\sigma$",
-    "Δ": r"$\Delta$",
-    "α": r"$\alpha$",
-    "ν": r"$\nu$",
-    "Φ": r"$\Phi$",
     "≥": r"$\geq$",
     "≤": r"$\leq$",
     "×": r"$\times$",
@@ -205,11 +200,6 @@ def to_latex(table: Table) -> str:
     return latex_float(spec, head, body, notes, table.title)
 
 
-def export_key(col: Column) -> str:
-    """CSV name of a column: the metric key, suffixed ``_millions`` when scaled."""
-    return col.key + ("_millions" if col.scale == 1e-6 else "")
-
-
 def _num(x: Optional[float]) -> str:
     return "" if x is None else f"{x:.10g}"
 
@@ -217,13 +207,19 @@ def _num(x: Optional[float]) -> str:
 TESTED = ("p", "p_holm", "delta", "ci_low", "ci_high", "se", "seed_deltas", "marks")
 
 
-def _tested(cell: Cell) -> list[str]:
-    """The tested column's comparison against the base, as :data:`TESTED` names them (``seed:Δ;...``)."""
-    c = cell.comparison
-    if c is None:
-        return [""] * len(TESTED)
-    seeds = ";".join(f"{seed}:{d:.6g}" for seed, d in c.per_seed)
-    return [*map(_num, (cell.p_value, cell.p_adjusted, c.delta, *c.ci, c.se)), seeds, cell.mark]
+def _csv_cells(table: Table, cells: Sequence[Cell]) -> list[str]:
+    """Per column ``.mean``, ``.std``, ``.n`` and, where tested, the comparison against the base as :data:`TESTED`
+    names them (``seed:Δ;...``)."""
+    line: list[str] = []
+    for cell, col in zip(cells, table.columns):
+        st, c = cell.stat, cell.comparison
+        line += ["", "", ""] if st is None else [_num(st.mean), _num(st.std), str(st.n)]
+        if col.split and c is None:
+            line += [""] * len(TESTED)
+        elif col.split and c is not None:
+            seeds = ";".join(f"{seed}:{d:.6g}" for seed, d in c.per_seed)
+            line += [*map(_num, (cell.p_value, cell.p_adjusted, c.delta, *c.ci, c.se)), seeds, cell.mark]
+    return line
 
 
 def to_csv(table: Table) -> str:
@@ -234,43 +230,26 @@ def to_csv(table: Table) -> str:
     head = ["group", "name", *table.keys]
     for col in table.columns:
         stats = ("mean", "std", "n", *TESTED) if col.split else ("mean", "std", "n")
-        head += [f"{export_key(col)}.{s}" for s in stats]
-    groups, pairs = {}, _pair_lines(table)
+        head += [f"{col.key}{'_millions' if col.scale == 1e-6 else ''}.{s}" for s in stats]
+    by_pair: dict[tuple[str, str], dict[str, Cell]] = {}  # the named pairs without the base, by split
+    for cell in table.pairs:
+        assert cell.comparison is not None, "a pair's cell is its comparison"
+        by_pair.setdefault((cell.comparison.row, cell.comparison.reference), {})[cell.comparison.split] = cell
+    pairs = {k: v for k, v in by_pair.items() if any(col.split in v for col in table.columns)}  # a shown column's
+    groups, no_vs = {}, [""] if pairs else []
     lines, group = [head + ["status", "reason"] + (["vs"] if pairs else [])], ""
     for row in table.rows:
         group = groups[row.name] = row.group or group
         line = [group, row.name] + ["" if v is None or v == "<unset>" else show_value(v) for v in row.values]
-        for cell, col in zip(row.cells, table.columns):
-            st = cell.stat
-            line += ["", "", ""] if st is None else [_num(st.mean), _num(st.std), str(st.n)]
-            if col.split:
-                line += _tested(cell)
         vs = table.rows[0].name if any(cell.comparison for cell in row.cells) else ""
-        lines.append(line + [RunStatus.FINISHED, ""] + ([vs] if pairs else []))
-    lines += [[groups.get(name, ""), name, *line] for name, line in pairs]
-    no_vs = [""] if pairs else []
+        lines.append(line + _csv_cells(table, row.cells) + [RunStatus.FINISHED, ""] + ([vs] if pairs else []))
+    for (name, reference), cells in pairs.items():
+        pair_cells = [cells.get(col.split or "", Cell(None)) for col in table.columns]
+        lines.append(
+            [groups.get(name, ""), name, *[""] * len(table.keys), *_csv_cells(table, pair_cells), "", "", reference]
+        )
     lines += [["", u.name] + [""] * (len(head) - 2) + [u.status, u.reason] + no_vs for u in table.unfinished]
     return csv_text(lines)
-
-
-def _pair_lines(table: Table) -> list[tuple[str, list[str]]]:
-    """``(row, the cells after its name)`` for each named pair without the base that a shown column tests."""
-    by_pair: dict[tuple[str, str], dict[str, Cell]] = {}
-    for cell in table.pairs:
-        c = cell.comparison
-        assert c is not None, "a pair's cell is its comparison"
-        by_pair.setdefault((c.row, c.reference), {})[c.split] = cell
-    out = []
-    for (row, reference), cells in by_pair.items():
-        if not any(col.split in cells for col in table.columns):
-            continue
-        line = [""] * len(table.keys)
-        for col in table.columns:
-            line += ["", "", ""]
-            if col.split:
-                line += _tested(cells[col.split]) if col.split in cells else [""] * len(TESTED)
-        out.append((row, line + ["", "", reference]))
-    return out
 
 
 def to_rich(table: Table):
@@ -348,13 +327,27 @@ def rich_blocks(grid: Any) -> Any:
     return Group(*parts)
 
 
-def rich_width(table: Table) -> int:
-    """The columns :func:`to_rich` needs to show every cell whole (its widest row, unwrapped)."""
+def _widest(renderable: Any) -> int:
+    """The columns ``renderable`` needs to show every cell whole (unwrapped)."""
     from rich.console import Console
     from rich.measure import Measurement
 
     console = Console(file=io.StringIO(), width=10_000, color_system=None)
-    return Measurement.get(console, console.options, to_rich(table).renderables[0]).maximum
+    return Measurement.get(console, console.options, renderable).maximum
+
+
+def _printed(width: int, *renderables: Any) -> str:
+    """``renderables`` as a rich console without colour prints them at ``width`` columns."""
+    from rich.console import Console
+
+    console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
+    console.print(*renderables)
+    return out.getvalue()
+
+
+def rich_width(table: Table) -> int:
+    """The columns :func:`to_rich` needs to show every cell whole (its widest row, unwrapped)."""
+    return _widest(to_rich(table).renderables[0])
 
 
 def render(table: Table, fmt: str, width: Optional[int] = None) -> str:
@@ -364,12 +357,7 @@ def render(table: Table, fmt: str, width: Optional[int] = None) -> str:
     if fmt in writers:  # what received records name (trials, keys, values) without escape sequences, line by line
         return "\n".join(map(printable, writers[fmt](table).split("\n")))
     if fmt == "rich":
-        from rich.console import Console
-
-        width = width or max(rich_width(table), 80)
-        console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
-        console.print(to_rich(table))
-        return out.getvalue()
+        return _printed(width or max(rich_width(table), 80), to_rich(table))
     guess = did_you_mean(str(fmt), FORMATS, cutoff=0.5)
     raise ReportError(f"unknown format {str(fmt)!r}{guess} (choose from: {', '.join(FORMATS)})")
 
@@ -416,13 +404,31 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric:
         return csv_text([head] + [[ln.row, ln.seed, *map(_num, ln.values), *map(_num, ln.deltas)] for ln in lines])
     title = f"Per seed: {sweep.name or 'ablation'}"
     head = ["row", "seed", *(f"{name} ({s})" for s in labels), *(f"Δ ({s})" for s in labels)]
-    cells = [[ln.row, str(ln.seed), *_per_seed_values(ln)] for ln in lines]
+    cells = []  # a line's test scores, then its Δs against the base (FLIP where the row's signs disagree)
+    for ln in lines:
+        deltas = [
+            ("" if d is None else f"{d:+.2f}") + (FLIP if f and d is not None else "")
+            for d, f in zip(ln.deltas, ln.flip)
+        ]
+        cells.append([ln.row, str(ln.seed), *("" if v is None else f"{v:.2f}" for v in ln.values), *deltas])
     legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
-    if fmt == "rich":
-        return _per_seed_rich(title, head, cells, legend, width, name)
+    caption = f"Test {name}; Δ against the base trial of the same seed."
+    if fmt == "rich":  # no colour, as wide as its cells need; narrower than width (a terminal's), as rich_blocks
+        from rich.table import Table as RichTable
+        from rich.text import Text
+
+        rt = RichTable(title=Text(title, style="bold"), caption=caption, header_style="bold")
+        for i, text in enumerate(head):
+            rt.add_column(Text(text), justify="left" if i == 0 else "right")
+        for line in cells:
+            rt.add_row(*map(Text, line))
+        need = _widest(rt)
+        if width is not None and need > width:
+            return _printed(width, rich_blocks(rt), Text(""), caption, *legend)
+        return _printed(max(need, 80), rt, *legend)
     if fmt == "latex":
         body = [" & ".join(map(latex_escape, c)) + r" \\" for c in cells]
-        notes = [latex_escape(f"Test {name}; Δ against the base trial of the same seed."), *map(latex_escape, legend)]
+        notes = [latex_escape(caption), *map(latex_escape, legend)]
         return latex_float("lr" + "r" * 2 * len(keys), map(latex_escape, head), body, notes, title)
     out = [
         f"**{title}** (test {name}; Δ against the base trial of the same seed)",
@@ -433,38 +439,3 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric:
     out += [md_line(c.replace("|", "\\|") for c in line) for line in cells]
     out += ["", *legend] if legend else []
     return "\n".join(out) + "\n"
-
-
-def _per_seed_rich(
-    title: str, head: list[str], cells: list[list[str]], legend: list[str], width: Optional[int], name: str
-) -> str:
-    """The per-seed lines as a rich table (no colour), as wide as its cells need, then the legend; narrower than
-    ``width`` (a terminal's), as :func:`rich_blocks`."""
-    from rich.console import Console
-    from rich.measure import Measurement
-    from rich.table import Table as RichTable
-    from rich.text import Text
-
-    caption = f"Test {name}; Δ against the base trial of the same seed."
-    rt = RichTable(title=Text(title, style="bold"), caption=caption, header_style="bold")
-    for i, name in enumerate(head):
-        rt.add_column(Text(name), justify="left" if i == 0 else "right")
-    for line in cells:
-        rt.add_row(*map(Text, line))
-    wide = Console(file=io.StringIO(), width=10_000, color_system=None)
-    need = Measurement.get(wide, wide.options, rt).maximum
-    if width is not None and need > width:
-        console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
-        console.print(rich_blocks(rt), Text(""), caption, *legend)
-        return out.getvalue()
-    console = Console(file=(out := io.StringIO()), width=max(need, 80), color_system=None, force_terminal=False)
-    console.print(rt, *legend)
-    return out.getvalue()
-
-
-def _per_seed_values(ln: SeedLine) -> list[str]:
-    """A per-seed line's test scores, then its Δs against the base (``FLIP`` where the row's signs disagree)."""
-    deltas = [
-        ("" if d is None else f"{d:+.2f}") + (FLIP if f and d is not None else "") for d, f in zip(ln.deltas, ln.flip)
-    ]
-    return ["" if v is None else f"{v:.2f}" for v in ln.values] + deltas

@@ -41,10 +41,7 @@ class TableResult:
 
         return pd.read_csv(io.StringIO(self.render("csv")), keep_default_na=False, na_values=[""])
 
-    @property
-    def df(self) -> Any:
-        """:meth:`to_pandas`."""
-        return self.to_pandas()
+    df = property(to_pandas)
 
     def __rich__(self) -> Any:
         return to_rich(self.table)
@@ -56,11 +53,10 @@ class TableResult:
         console.print(self.__rich__())
         return console.export_html(inline_styles=True, code_format="<pre style='font-size:12px'>{code}</pre>")
 
-    def _repr_markdown_(self) -> str:
-        return self.render("md")
-
     def __str__(self) -> str:
         return self.render("md")
+
+    _repr_markdown_ = __str__
 
     def __repr__(self) -> str:
         return (
@@ -97,13 +93,10 @@ def table(
     """
     source, test = source_name(source), test or DEFAULT_TEST
     sweep, comps = table_comparisons(source, test, samples, significance, metric, sigma_from, api, alpha=alpha)
-    extra = None
-    if by_length:
-        lengths = bleu_by_length(sweep)
-        if lengths is None:
-            raise ReportError(f"--by-length needs saved hypotheses (hyps/<split>.txt), and {source} has none")
-        extra = (lengths.columns(), lengths.row_stats(), lengths.note())
-    result = TableResult(sweep, build_table(sweep, comps, alpha, test, samples, extra, metric))
+    lengths = bleu_by_length(sweep) if by_length else None
+    if by_length and lengths is None:
+        raise ReportError(f"--by-length needs saved hypotheses (hyps/<split>.txt), and {source} has none")
+    result = TableResult(sweep, build_table(sweep, comps, alpha, test, samples, lengths, metric))
     flush_index()  # the saved texts' digests, for the next table's statistics (a process may live on)
     return result
 

@@ -97,3 +97,11 @@ def test_columns_keeps_only_the_named_columns_in_every_format(variant_sweep, fmt
         assert len(cells) == {"md": 4, "latex": 5}[fmt] and "ff" in header  # (group,) name, d_ff, h, n
     wrong = CliRunner().invoke(app, [*args, "--columns", "d_modle"])
     assert wrong.exit_code == 2 and "did you mean 'd_model'?" in wrong.output
+
+
+@pytest.mark.parametrize("columns", [",", " , ", ""])
+def test_columns_that_name_no_column_are_one_line_naming_the_columns(variant_sweep, columns):
+    """``--columns ,`` names no column: an error listing the table's columns, not a table of row names alone."""
+    result = CliRunner().invoke(app, ["table", str(variant_sweep), "--no-significance", "--columns", columns])
+    assert result.exit_code == 2 and "--columns: it names no column" in result.output, result.output
+    assert "its columns: " in result.output and "d_model" in result.output
