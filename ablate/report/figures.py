@@ -61,13 +61,12 @@ TEST_WORDS = {
 def display_names(sweep: Sweep) -> dict[str, str]:
     """Short row names for figures: variant names as they are, else ``h=8`` for ``model.heads=8``."""
     labels = dict(zip(sweep.keys, key_labels(sweep.keys)))
-    names = {}
-    for r in sweep.rows:
-        if sweep.uses_variants or r.is_base or not r.changed:
-            names[r.name] = r.name
-        else:
-            names[r.name] = ", ".join(f"{labels[k]}={show_value(r.settings[k])}" for k in r.changed)
-    return names
+    return {
+        r.name: ", ".join(f"{labels[k]}={show_value(r.settings[k])}" for k in r.changed)
+        if r.changed and not (sweep.uses_variants or r.is_base)
+        else r.name
+        for r in sweep.rows
+    }
 
 
 def group_label(row: Row, sweep: Sweep) -> str:
