@@ -79,7 +79,7 @@ class Reference:
 
 @dataclass(frozen=True)
 class Departure:
-    """A setup key where our base differs from the paper's (``ours`` :data:`NOT_RECORDED` if absent)."""
+    """A setup key or fact where our base differs from the paper's (``ours`` :data:`NOT_RECORDED` if absent)."""
 
     key: str
     ours: Any
@@ -288,8 +288,8 @@ class SideBySide:
     min_delta: float = 0.0
     departures: list[Departure] = field(default_factory=list)
     base_se: Optional[float] = None
-    facts: list[tuple[str, str, str]] = field(default_factory=list)
-    """``(fact, ours, paper's)`` for the setup facts ablate knows of its own runs (metric, checkpoints)."""
+    facts: list[Departure] = field(default_factory=list)
+    """The setup facts ablate knows of its own runs (metric, checkpoints) where ours departs from the paper's."""
 
     @property
     def counted(self) -> list[Line]:
@@ -395,15 +395,13 @@ class SideBySide:
         ]
         setup = self.reference.setup
         if setup.config or self.facts:
-            gone = [d.text() for d in self.departures] + [
-                f"{k}: {ours} (paper: {paper})" for k, ours, paper in self.facts
-            ]
-            text = "; ".join(gone) or f"none of the {len(setup.config)} keys it states"
+            text = "; ".join(d.text() for d in [*self.departures, *self.facts])
+            text = text or f"none of the {len(setup.config)} keys it states"
             out.append(("Where our base departs from the paper's setup", text))
         provenance = self.provenance()
         if provenance:
             out.append(("Metric and source of each published number", provenance))
-        rest = {k: v for k, v in setup.facts.items() if k not in {f for f, _, _ in self.facts}}
+        rest = {k: v for k, v in setup.facts.items() if k not in {d.key for d in self.facts}}
         if rest:
             out.append(("Paper setup without a config key", "; ".join(f"{k}: {v}" for k, v in rest.items())))
         return out
@@ -495,16 +493,15 @@ def _base_se(table: Table, col_index: int, base: Row, key: str) -> Optional[floa
     return st.std / math.sqrt(n) if st is not None and st.std is not None and n > 1 else None
 
 
-def our_facts(sweep: Sweep, split: str, setup: Setup) -> list[tuple[str, str, str]]:
-    """``(fact, ours, paper's)`` for ``metric`` (always a departure) and ``checkpoints`` (none where both
-    are the last)."""
+def our_facts(sweep: Sweep, split: str, setup: Setup) -> list[Departure]:
+    """Ours beside the paper's ``metric`` (always a departure) and ``checkpoints`` (none where both are the last)."""
     out = []
     facts = setup.facts
     trials = [t for r in sweep.rows for t in r.trials]
     if "metric" in facts:
         sig = " / ".join(sweep.signatures) or "signature not recorded"
         ours = f"sacreBLEU on detokenized output, no compound splitting ({sig}), on {split or 'the test split'}"
-        out.append(("metric", ours, facts["metric"]))
+        out.append(Departure("metric", ours, facts["metric"]))
     if "checkpoints" in facts and trials:
         counts = sorted({sum(1 for h in t.history if h.get(DEV_BLEU.key) is not None) for t in trials})
         last = [
@@ -519,7 +516,7 @@ def our_facts(sweep: Sweep, split: str, setup: Setup) -> list[tuple[str, str, st
             ours = f"the best of {n} validations by dev BLEU (best.ckpt; the last one in {len(last)} of {len(trials)} trials)"
         paper_last = facts["checkpoints"].strip().lower().startswith("the last")
         if not (paper_last and ours.startswith("the last")):
-            out.append(("checkpoints", ours, facts["checkpoints"]))
+            out.append(Departure("checkpoints", ours, facts["checkpoints"]))
     return out
 
 
