@@ -351,9 +351,8 @@ def collect_folder(root: Path) -> list[Trial]:
                 status = INVALID
                 error = f"{SWEEP_FILE} records it finished, but no {SUMMARY_FILE} of it is here (its run folder moved or deleted?)"
             seed = {"seed": point["seed"]} if "seed" in point else {}
-            variant = _variant_name(point.get("variant"))
-            facts = {**sweep_facts(point), "params": point}
-            trials.append(Trial(name, status, error, config=seed, variant=variant, **facts))
+            facts = {**sweep_facts(point), "params": point, "variant": _variant_name(point.get("variant"))}
+            trials.append(Trial(name, status, error, config=seed, **facts))
     if problem:
         trials.append(Trial(SWEEP_FILE, INVALID, f"{SWEEP_FILE}: {problem}; its planned trials are not listed"))
     if not trials and RunFiles(root).summary.exists():
