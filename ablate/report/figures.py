@@ -477,11 +477,6 @@ def pareto_front(xs: Sequence[float], ys: Sequence[float], maximize_x: bool) -> 
     return sorted(front, key=lambda i: xs[i])
 
 
-def _std(row: Row, key: str) -> float:
-    st = row.stats.get(key)
-    return 0.0 if st is None or st.std is None else st.std
-
-
 @dataclass(frozen=True)
 class Bar:
     """One bar of ``test_bleu.png`` (``split`` None: the only ``test/bleu``) and its whisker from ``low`` to
@@ -633,8 +628,8 @@ def quality_cost_figure(sweep: Sweep, cost: str, metric: str = DEFAULT_METRIC) -
         ax.errorbar(
             x,
             y,
-            xerr=_std(r, cost) * scale,
-            yerr=_std(r, key),
+            xerr=(r.stats[cost].std or 0.0) * scale,
+            yerr=r.stats[key].std or 0.0,
             fmt="o",
             ms=7,
             capsize=3,
