@@ -458,14 +458,11 @@ def from_summary(
     )
 
 
-ACCELERATORS = ("cpu", "gpu")
-
-
 def trained_on(summary: dict[str, Any], config: dict[str, Any]) -> Optional[str]:
     """``cpu`` or ``gpu``: the summary's accelerator, else the config's ``train.accelerator``; None if neither."""
     train = plain(config.get("train"))
     named = train.get("accelerator") if isinstance(train, dict) else config.get("train.accelerator")
-    return next((str(v) for v in (summary.get("accelerator"), named) if v in ACCELERATORS), None)
+    return next((str(v) for v in (summary.get("accelerator"), named) if v in ("cpu", "gpu")), None)
 
 
 def sweep_facts(point: dict[str, Any]) -> dict[str, Any]:
