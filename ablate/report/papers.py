@@ -226,14 +226,12 @@ def _distance(ours: Any, our_base: Any, paper: Any, paper_base: Any) -> float:
 
 def match(ours: dict[str, Any], base: dict[str, Any], reference: Reference) -> Optional[PaperRow]:
     """The paper row nearest to a row changing ``ours`` (key -> value) from our ``base`` config."""
-    best, best_d = None, math.inf
-    for row in reference.rows:
-        if set(row.changes) != set(ours):
-            continue
-        d = sum(_distance(ours[k], base.get(k), row.changes[k], reference.settings.get(k)) for k in ours)
-        if d < best_d:
-            best, best_d = row, d
-    return best
+
+    def distance(row: PaperRow) -> float:
+        return sum(_distance(ours[k], base.get(k), row.changes[k], reference.settings.get(k)) for k in ours)
+
+    best = min((row for row in reference.rows if set(row.changes) == set(ours)), key=distance, default=None)
+    return best if best is not None and distance(best) < math.inf else None
 
 
 @dataclass(frozen=True)
@@ -481,13 +479,13 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference) -> SideBySide
 
 def _base_se(table: Table, col_index: int, base: Row, key: str) -> Optional[float]:
     """SE of our base mean: the table's median seed σ / sqrt(seeds), else its own std / sqrt(seeds)."""
-    sigmas = [
-        (c.sigma, c.seeds[0])
+    ses = [
+        c.sigma / math.sqrt(c.seeds[0])
         for r in table.rows
         if (c := r.cells[col_index].comparison) is not None and c.tested and c.sigma is not None
     ]
-    if sigmas:
-        return statistics.median(sigma / math.sqrt(k) for sigma, k in sigmas)
+    if ses:
+        return statistics.median(ses)
     st = base.stats.get(key)
     n = len(base.trials)
     return st.std / math.sqrt(n) if st is not None and st.std is not None and n > 1 else None
