@@ -13,7 +13,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from ablate.config import ConfigError, flatten, from_flat, to_dict, valid_keys
 from ablate.errors import did_you_mean
@@ -110,18 +110,18 @@ def departures(ours: dict[str, Any], setup: Setup) -> list[Departure]:
     return [Departure(key, mine[key], paper) for key, paper in setup.config.items() if mine[key] != paper]
 
 
-def _unknown(where: str, found: set[str], allowed: set[str] | list[str]) -> ReportError:
-    key = sorted(found)[0]
-    hint = did_you_mean(key, allowed) or f"; valid: {', '.join(sorted(allowed))}"
-    return ReportError(f"{where}: unknown field '{key}'{hint}")
+def _check_fields(where: str, given: Iterable[str], allowed: set[str]) -> None:
+    """A :class:`ReportError` naming the first field of ``given`` not in ``allowed``, if any."""
+    if unknown := set(given) - allowed:
+        key = min(unknown)
+        hint = did_you_mean(key, allowed) or f"; valid: {', '.join(sorted(allowed))}"
+        raise ReportError(f"{where}: unknown field '{key}'{hint}")
 
 
 def _row(entry: Any, where: str, extra: frozenset[str] = frozenset()) -> PaperRow:
     if not isinstance(entry, dict) or "label" not in entry:
         raise ReportError(f"{where}: each row needs a 'label'")
-    unknown = set(entry) - _ROW_KEYS - extra
-    if unknown:
-        raise _unknown(f"{where} ({entry['label']})", unknown, _ROW_KEYS | extra)
+    _check_fields(f"{where} ({entry['label']})", entry, _ROW_KEYS | extra)
     fields: dict[str, Any] = {k: entry.get(k) for k in ("bleu", "ppl", "params")}
     fields |= {k: str(entry.get(k) or "") for k in ("metric", "source")}
     return PaperRow(str(entry["label"]), dict(entry.get("changes") or {}), **fields)
@@ -156,9 +156,7 @@ def _setup(block: Any, settings: dict[str, Any], where: str) -> Setup:
 def load_reference(path: Path) -> Reference:
     """Read one reference file (see ``references/vaswani2017-table3.yaml``)."""
     data = read_yaml(path, error=ReportError, kind="reference file", holds="a reference table")
-    unknown = set(data) - _FILE_KEYS
-    if unknown:
-        raise _unknown(path.name, unknown, _FILE_KEYS)
+    _check_fields(path.name, data, _FILE_KEYS)
     base = data.get("base") or {}
     settings = dict(base.get("settings") or {})
     rows = tuple(_row(r, f"{path.name}: rows[{i}]") for i, r in enumerate(data.get("rows") or []))
