@@ -8,7 +8,7 @@ import logging
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import typer
 
@@ -56,22 +56,22 @@ def print_fitted(table: Table, console: Any = None, beside: Any = None) -> None:
     from rich.measure import Measurement
 
     console = console or Console()
-    need = rich_width(table)
-    if not console.is_terminal:
-        Console(file=console.file, width=max(need, 80), color_system=None).print(to_rich(table))
-    elif need <= console.width:
-        console.print(to_rich(table))
-    else:
-        console.print(to_vertical(table))
+    _print_fitted(console, rich_width(table), to_rich(table), lambda: to_vertical(table))
     if beside is not None:
         wide = Console(file=console.file, width=10_000, color_system=None)
         need = Measurement.get(wide, wide.options, beside.renderables[0]).maximum
-        if not console.is_terminal:
-            console = Console(file=console.file, width=max(need, 80), color_system=None)
-        elif need > console.width:
-            beside = Group(rich_blocks(beside.renderables[0]), *beside.renderables[1:])
         console.print()
-        console.print(beside)
+        _print_fitted(console, need, beside, lambda: Group(rich_blocks(beside.renderables[0]), *beside.renderables[1:]))
+
+
+def _print_fitted(console: Any, need: int, whole: Any, narrow: Callable[[], Any]) -> None:
+    """``whole`` (``need`` cells wide), piped as wide as it needs; on a narrower terminal, ``narrow()``."""
+    from rich.console import Console
+
+    if not console.is_terminal:
+        Console(file=console.file, width=max(need, 80), color_system=None).print(whole)
+    else:
+        console.print(whole if need <= console.width else narrow())
 
 
 def _level(alpha: float) -> float:
@@ -160,8 +160,10 @@ def table_command(
     paper = get_reference(reference) if reference else None  # a wrong name fails before any work
     get_scorer(metric)  # so does a wrong metric
     if per_seed:
-        _check_per_seed(sigma_from, reference, columns, by_length)
-        _check_untested(alpha, samples, test)
+        _check_per_seed(
+            sigma_from=sigma_from is not None, reference=reference is not None, columns=columns is not None,
+            by_length=by_length, alpha=alpha != DEFAULT_ALPHA, samples=samples != 0, test=test != Test("seeds"),
+        )  # fmt: skip
     if paper is not None and fmt is Format("csv"):  # one CSV holds one table, as pandas.read_csv reads it
         raise ReportError(
             "--format csv holds one table and --reference adds a second (the paper beside ours): use --format md "
@@ -226,28 +228,19 @@ def _beside(sweep: Any, table: Table, paper: Any, fmt: str, metric: str, source:
     return ("", beside_rich(sbs)) if fmt == "rich" else ("\n" + render_reference(sbs, fmt), None)
 
 
-def _check_per_seed(
-    sigma_from: Optional[str], reference: Optional[str], columns: Optional[str], by_length: bool
-) -> None:
-    """Refuse, in one line, the ``ablate table`` options ``--per-seed`` has no use for."""
-    if sigma_from is not None:
-        raise ReportError("--per-seed lists each trial's Δ, with no test: drop --sigma-from, or leave out --per-seed")
-    if reference is not None:
-        raise ReportError("--per-seed lists each trial, not the table beside a paper: drop --reference, or --per-seed")
-    for flag, given in (("--columns", columns is not None), ("--by-length", by_length)):
-        if given:
-            raise ReportError(f"--per-seed lists each trial's test BLEU: drop {flag}, or leave out --per-seed")
+_PER_SEED_REFUSALS = {
+    "reference": "--per-seed lists each trial, not the table beside a paper: drop --reference, or --per-seed",
+    "columns": "--per-seed lists each trial's test BLEU: drop --columns, or leave out --per-seed",
+    "by_length": "--per-seed lists each trial's test BLEU: drop --by-length, or leave out --per-seed",
+}
 
 
-def _check_untested(alpha: float, samples: int, test: Any) -> None:
-    """Refuse, in one line, the test's options with ``--per-seed``, which tests nothing."""
-    for given, flag in (
-        (alpha != DEFAULT_ALPHA, "--alpha"),
-        (samples != 0, "--samples"),
-        (test != Test("seeds"), "--test"),
-    ):
-        if given:
-            raise ReportError(f"--per-seed lists each trial's Δ, with no test: drop {flag}, or leave out --per-seed")
+def _check_per_seed(**given: bool) -> None:
+    """Refuse, in one line, the ``ablate table`` options ``--per-seed`` has no use for (it tests nothing)."""
+    for option in (name for name, on in given.items() if on):
+        flag = "--" + option.replace("_", "-")
+        untested = f"--per-seed lists each trial's Δ, with no test: drop {flag}, or leave out --per-seed"
+        raise ReportError(_PER_SEED_REFUSALS.get(option, untested))
 
 
 @app.command("calibrate")
@@ -452,7 +445,7 @@ def report_command(
     sigma_from: Optional[str] = SIGMA_FROM,
 ) -> None:
     """Publish a W&B Report: the paper-style table and panels (BLEU bars, BLEU vs tokens/s, curves)."""
-    from ablate.report.export import publish
+    from ablate.report.export import offline_spec, publish
 
     if not dry_run and not source.startswith(WANDB_PREFIX):
         raise ReportError(
@@ -464,20 +457,13 @@ def report_command(
     report = make_report(
         source, title, alpha, test.value, samples, with_significance, reference=reference, sigma_from=sigma_from
     )
-    if dry_run:
-        print(outline(report))
-        write_spec(report, out or Path(REPORT_SPEC), draft)
+    if not dry_run:
+        print(publish(report, draft=draft))
         return
-    print(publish(report, draft=draft))
-
-
-def write_spec(report: Any, path: Path, draft: bool = False) -> None:
-    """The report's full spec (:func:`~ablate.report.export.offline_spec`) as JSON at ``path``."""
-    from ablate.report.export import offline_spec
-
-    spec = offline_spec(report, draft)
-    try:
-        atomic_write_json(path, spec, sort_keys=False)
+    print(outline(report))
+    path = out or Path(REPORT_SPEC)
+    try:  # the full spec, what publishing would save
+        atomic_write_json(path, offline_spec(report, draft), sort_keys=False)
     except OSError as err:
         raise ReportError(f"cannot write the report's spec to {path}: {err.strerror or err}") from None
     log.info("wrote the report's spec to %s (what publishing would save)", path)

@@ -61,13 +61,12 @@ TEST_WORDS = {
 def display_names(sweep: Sweep) -> dict[str, str]:
     """Short row names for figures: variant names as they are, else ``h=8`` for ``model.heads=8``."""
     labels = dict(zip(sweep.keys, key_labels(sweep.keys)))
-    names = {}
-    for r in sweep.rows:
-        if sweep.uses_variants or r.is_base or not r.changed:
-            names[r.name] = r.name
-        else:
-            names[r.name] = ", ".join(f"{labels[k]}={show_value(r.settings[k])}" for k in r.changed)
-    return names
+    return {
+        r.name: ", ".join(f"{labels[k]}={show_value(r.settings[k])}" for k in r.changed)
+        if r.changed and not (sweep.uses_variants or r.is_base)
+        else r.name
+        for r in sweep.rows
+    }
 
 
 def group_label(row: Row, sweep: Sweep) -> str:
@@ -478,11 +477,6 @@ def pareto_front(xs: Sequence[float], ys: Sequence[float], maximize_x: bool) -> 
     return sorted(front, key=lambda i: xs[i])
 
 
-def _std(row: Row, key: str) -> float:
-    st = row.stats.get(key)
-    return 0.0 if st is None or st.std is None else st.std
-
-
 @dataclass(frozen=True)
 class Bar:
     """One bar of ``test_bleu.png`` (``split`` None: the only ``test/bleu``) and its whisker from ``low`` to
@@ -634,8 +628,8 @@ def quality_cost_figure(sweep: Sweep, cost: str, metric: str = DEFAULT_METRIC) -
         ax.errorbar(
             x,
             y,
-            xerr=_std(r, cost) * scale,
-            yerr=_std(r, key),
+            xerr=(r.stats[cost].std or 0.0) * scale,
+            yerr=r.stats[key].std or 0.0,
             fmt="o",
             ms=7,
             capsize=3,

@@ -13,7 +13,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from ablate.config import ConfigError, flatten, from_flat, to_dict, valid_keys
 from ablate.errors import did_you_mean
@@ -21,10 +21,8 @@ from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP, is_number
 from ablate.report.layout import MARK, Column, Table
 from ablate.report.render import csv_text, latex_escape, latex_float, md_line
 from ablate.report.stats import AgreementTest, Correlation, Row, Sweep, agreement_test, p_text, pearson, sign_count
-from ablate.report.trials import ReportError
+from ablate.report.trials import ReportError, hashable
 from ablate.utils.typed import read_yaml
-
-REFERENCE_DIR = Path(__file__).parent / "references"
 
 FACTS: dict[str, str] = {
     "data": "training data and the set the scores are on",
@@ -58,7 +56,7 @@ class PaperRow:
 
 @dataclass(frozen=True)
 class Setup:
-    """How the paper trained: dotted config key -> value (lists as tuples), and :data:`FACTS` -> text."""
+    """How the paper trained: dotted config key -> value (as a run's config holds it), and :data:`FACTS` -> text."""
 
     config: dict[str, Any] = field(default_factory=dict)
     facts: dict[str, str] = field(default_factory=dict)
@@ -81,7 +79,7 @@ class Reference:
 
 @dataclass(frozen=True)
 class Departure:
-    """A setup key where our base differs from the paper's (``ours`` :data:`NOT_RECORDED` if absent)."""
+    """A setup key or fact where our base differs from the paper's (``ours`` :data:`NOT_RECORDED` if absent)."""
 
     key: str
     ours: Any
@@ -106,41 +104,27 @@ def _show(value: Any) -> str:
 
 
 def departures(ours: dict[str, Any], setup: Setup) -> list[Departure]:
-    """The keys of ``setup.config`` where ``ours`` (a flattened config) holds another value, in setup order."""
-    out = []
-    for key, paper in setup.config.items():
-        mine = _tuples(ours.get(key, NOT_RECORDED))
-        if mine != paper:
-            out.append(Departure(key, mine, paper))
-    return out
+    """The keys of ``setup.config`` where ``ours`` (a row's flattened config, lists as tuples) holds another value,
+    in setup order."""
+    mine = {key: ours.get(key, NOT_RECORDED) for key in setup.config}
+    return [Departure(key, mine[key], paper) for key, paper in setup.config.items() if mine[key] != paper]
 
 
-def _unknown(where: str, found: set[str], allowed: set[str] | list[str]) -> ReportError:
-    key = sorted(found)[0]
-    hint = did_you_mean(key, allowed) or f"; valid: {', '.join(sorted(allowed))}"
-    return ReportError(f"{where}: unknown field '{key}'{hint}")
+def _check_fields(where: str, given: Iterable[str], allowed: set[str]) -> None:
+    """A :class:`ReportError` naming the first field of ``given`` not in ``allowed``, if any."""
+    if unknown := set(given) - allowed:
+        key = min(unknown)
+        hint = did_you_mean(key, allowed) or f"; valid: {', '.join(sorted(allowed))}"
+        raise ReportError(f"{where}: unknown field '{key}'{hint}")
 
 
 def _row(entry: Any, where: str, extra: frozenset[str] = frozenset()) -> PaperRow:
     if not isinstance(entry, dict) or "label" not in entry:
         raise ReportError(f"{where}: each row needs a 'label'")
-    unknown = set(entry) - _ROW_KEYS - extra
-    if unknown:
-        raise _unknown(f"{where} ({entry['label']})", unknown, _ROW_KEYS | extra)
-    return PaperRow(
-        str(entry["label"]),
-        dict(entry.get("changes") or {}),
-        entry.get("bleu"),
-        entry.get("ppl"),
-        entry.get("params"),
-        str(entry.get("metric") or ""),
-        str(entry.get("source") or ""),
-    )
-
-
-def _tuples(value: Any) -> Any:
-    """Lists as tuples, as a run's recorded config holds them (``train.betas``)."""
-    return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+    _check_fields(f"{where} ({entry['label']})", entry, _ROW_KEYS | extra)
+    fields: dict[str, Any] = {k: entry.get(k) for k in ("bleu", "ppl", "params")}
+    fields |= {k: str(entry.get(k) or "") for k in ("metric", "source")}
+    return PaperRow(str(entry["label"]), dict(entry.get("changes") or {}), **fields)
 
 
 def _setup(block: Any, settings: dict[str, Any], where: str) -> Setup:
@@ -162,8 +146,8 @@ def _setup(block: Any, settings: dict[str, Any], where: str) -> Setup:
         typed = flatten(to_dict(from_flat(given, trust="never")))  # a reference file's plugins never run
     except ConfigError as err:
         raise ReportError(f"{where}: {err}") from None
-    config = {k: _tuples(typed[k]) for k in given}
-    clash = next((k for k in config if k in settings and _tuples(settings[k]) != config[k]), None)
+    config = {k: hashable(typed[k]) for k in given}
+    clash = next((k for k in config if k in settings and hashable(settings[k]) != config[k]), None)
     if clash:
         raise ReportError(f"{where}: {clash}={config[clash]!r} but the base's settings say {settings[clash]!r}")
     return Setup(config, {k: str(v) for k, v in block.items() if k in FACTS})
@@ -172,9 +156,7 @@ def _setup(block: Any, settings: dict[str, Any], where: str) -> Setup:
 def load_reference(path: Path) -> Reference:
     """Read one reference file (see ``references/vaswani2017-table3.yaml``)."""
     data = read_yaml(path, error=ReportError, kind="reference file", holds="a reference table")
-    unknown = set(data) - _FILE_KEYS
-    if unknown:
-        raise _unknown(path.name, unknown, _FILE_KEYS)
+    _check_fields(path.name, data, _FILE_KEYS)
     base = data.get("base") or {}
     settings = dict(base.get("settings") or {})
     rows = tuple(_row(r, f"{path.name}: rows[{i}]") for i, r in enumerate(data.get("rows") or []))
@@ -194,7 +176,7 @@ def load_reference(path: Path) -> Reference:
     )
 
 
-REFERENCES: dict[str, Path] = {p.stem: p for p in sorted(REFERENCE_DIR.glob("*.yaml"))}
+REFERENCES: dict[str, Path] = {p.stem: p for p in sorted((Path(__file__).parent / "references").glob("*.yaml"))}
 """Name -> reference file shipped with the package (a new reference is one more YAML file)."""
 
 
@@ -242,14 +224,12 @@ def _distance(ours: Any, our_base: Any, paper: Any, paper_base: Any) -> float:
 
 def match(ours: dict[str, Any], base: dict[str, Any], reference: Reference) -> Optional[PaperRow]:
     """The paper row nearest to a row changing ``ours`` (key -> value) from our ``base`` config."""
-    best, best_d = None, math.inf
-    for row in reference.rows:
-        if set(row.changes) != set(ours):
-            continue
-        d = sum(_distance(ours[k], base.get(k), row.changes[k], reference.settings.get(k)) for k in ours)
-        if d < best_d:
-            best, best_d = row, d
-    return best
+
+    def distance(row: PaperRow) -> float:
+        return sum(_distance(ours[k], base.get(k), row.changes[k], reference.settings.get(k)) for k in ours)
+
+    best = min((row for row in reference.rows if set(row.changes) == set(ours)), key=distance, default=None)
+    return best if best is not None and distance(best) < math.inf else None
 
 
 @dataclass(frozen=True)
@@ -304,8 +284,8 @@ class SideBySide:
     min_delta: float = 0.0
     departures: list[Departure] = field(default_factory=list)
     base_se: Optional[float] = None
-    facts: list[tuple[str, str, str]] = field(default_factory=list)
-    """``(fact, ours, paper's)`` for the setup facts ablate knows of its own runs (metric, checkpoints)."""
+    facts: list[Departure] = field(default_factory=list)
+    """The setup facts ablate knows of its own runs (metric, checkpoints) where ours departs from the paper's."""
 
     @property
     def counted(self) -> list[Line]:
@@ -316,19 +296,16 @@ class SideBySide:
         """Matched rows with a sign on both sides once our base moves by ``shift``."""
         return [ln for ln in self.lines if ln.paper_delta and ln.delta is not None and ln.delta - shift]
 
-    def _test(self, shift: float, min_delta: Optional[float] = None) -> AgreementTest:
-        rows = self._signed(shift)
-        paper, ours = [ln.paper_delta or 0.0 for ln in rows], [(ln.delta or 0.0) - shift for ln in rows]
-        return agreement_test(paper, ours, [ln.se for ln in rows], min_delta=min_delta)
-
     def headline(self, shift: float = 0.0) -> AgreementTest:
         """The headline count and its test (:func:`~ablate.report.stats.agreement_test`): the rows clearing noise
         are selected again in every assignment of the null, since which rows those are depends on the pairing."""
-        return self._test(shift, self.min_delta)
+        return self.all_rows(shift, self.min_delta)
 
-    def all_rows(self, shift: float = 0.0) -> AgreementTest:
-        """The count and test over every matched row with a sign on both sides."""
-        return self._test(shift)
+    def all_rows(self, shift: float = 0.0, min_delta: Optional[float] = None) -> AgreementTest:
+        """The count and test over every matched row with a sign on both sides (clearing ``min_delta``, if given)."""
+        rows = self._signed(shift)
+        paper, ours = [ln.paper_delta or 0.0 for ln in rows], [(ln.delta or 0.0) - shift for ln in rows]
+        return agreement_test(paper, ours, [ln.se for ln in rows], min_delta=min_delta)
 
     def sensitivity(self) -> list[Sensitivity]:
         """Both counts with our base mean moved by -1 and +1 SE (empty where its SE is unknown)."""
@@ -414,15 +391,13 @@ class SideBySide:
         ]
         setup = self.reference.setup
         if setup.config or self.facts:
-            gone = [d.text() for d in self.departures] + [
-                f"{k}: {ours} (paper: {paper})" for k, ours, paper in self.facts
-            ]
-            text = "; ".join(gone) or f"none of the {len(setup.config)} keys it states"
+            text = "; ".join(d.text() for d in [*self.departures, *self.facts])
+            text = text or f"none of the {len(setup.config)} keys it states"
             out.append(("Where our base departs from the paper's setup", text))
         provenance = self.provenance()
         if provenance:
             out.append(("Metric and source of each published number", provenance))
-        rest = {k: v for k, v in setup.facts.items() if k not in {f for f, _, _ in self.facts}}
+        rest = {k: v for k, v in setup.facts.items() if k not in {d.key for d in self.facts}}
         if rest:
             out.append(("Paper setup without a config key", "; ".join(f"{k}: {v}" for k, v in rest.items())))
         return out
@@ -502,28 +477,27 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference) -> SideBySide
 
 def _base_se(table: Table, col_index: int, base: Row, key: str) -> Optional[float]:
     """SE of our base mean: the table's median seed σ / sqrt(seeds), else its own std / sqrt(seeds)."""
-    sigmas = [
-        (c.sigma, c.seeds[0])
+    ses = [
+        c.sigma / math.sqrt(c.seeds[0])
         for r in table.rows
         if (c := r.cells[col_index].comparison) is not None and c.tested and c.sigma is not None
     ]
-    if sigmas:
-        return statistics.median(sigma / math.sqrt(k) for sigma, k in sigmas)
+    if ses:
+        return statistics.median(ses)
     st = base.stats.get(key)
     n = len(base.trials)
     return st.std / math.sqrt(n) if st is not None and st.std is not None and n > 1 else None
 
 
-def our_facts(sweep: Sweep, split: str, setup: Setup) -> list[tuple[str, str, str]]:
-    """``(fact, ours, paper's)`` for ``metric`` (always a departure) and ``checkpoints`` (none where both
-    are the last)."""
+def our_facts(sweep: Sweep, split: str, setup: Setup) -> list[Departure]:
+    """Ours beside the paper's ``metric`` (always a departure) and ``checkpoints`` (none where both are the last)."""
     out = []
     facts = setup.facts
     trials = [t for r in sweep.rows for t in r.trials]
     if "metric" in facts:
         sig = " / ".join(sweep.signatures) or "signature not recorded"
         ours = f"sacreBLEU on detokenized output, no compound splitting ({sig}), on {split or 'the test split'}"
-        out.append(("metric", ours, facts["metric"]))
+        out.append(Departure("metric", ours, facts["metric"]))
     if "checkpoints" in facts and trials:
         counts = sorted({sum(1 for h in t.history if h.get(DEV_BLEU.key) is not None) for t in trials})
         last = [
@@ -538,7 +512,7 @@ def our_facts(sweep: Sweep, split: str, setup: Setup) -> list[tuple[str, str, st
             ours = f"the best of {n} validations by dev BLEU (best.ckpt; the last one in {len(last)} of {len(trials)} trials)"
         paper_last = facts["checkpoints"].strip().lower().startswith("the last")
         if not (paper_last and ours.startswith("the last")):
-            out.append(("checkpoints", ours, facts["checkpoints"]))
+            out.append(Departure("checkpoints", ours, facts["checkpoints"]))
     return out
 
 
@@ -546,51 +520,39 @@ def _num(x: Optional[float], digits: int = 2, sign: bool = False) -> str:
     return "" if x is None else f"{x:{'+' if sign else ''}.{digits}f}"
 
 
-def _cells(ln: Line, min_delta: float = 0.0) -> list[str]:
-    ours = "" if ln.bleu is None else _num(ln.bleu) + (f" ± {ln.std:.2f}" if ln.std is not None else "")
-    paper = ln.paper
-    agree = {True: "yes", False: "NO", None: ""}[ln.agree]
-    sig = {True: "†", False: "no", None: ""}[ln.significant]
-    return [
-        ln.name,
-        paper.label if paper else "(no match)",
-        _num(paper.bleu if paper else None, 1),
-        _num(ln.paper_delta, 1, sign=True),
-        ours,
-        _num(ln.delta, sign=True),
-        _num(ln.se),
-        "" if ln.paper_delta is None else ln.clears(min_delta),
-        agree,
-        sig,
-        _num(paper.ppl if paper else None),
-        _num(ln.ppl),
-        _num(paper.params if paper else None, 0),
-        _num(ln.params),
-    ]
+NO_MATCH = PaperRow("(no match)", {})
+COLUMNS: dict[str, Callable[[Line, PaperRow, float], str]] = {
+    "row": lambda ln, p, d: ln.name,
+    "paper row": lambda ln, p, d: p.label,
+    "paper BLEU": lambda ln, p, d: _num(p.bleu, 1),
+    "paper Δ": lambda ln, p, d: _num(ln.paper_delta, 1, sign=True),
+    "our BLEU": lambda ln, p, d: _num(ln.bleu) + ("" if ln.bleu is None or ln.std is None else f" ± {ln.std:.2f}"),
+    "our Δ": lambda ln, p, d: _num(ln.delta, sign=True),
+    "our SE": lambda ln, p, d: _num(ln.se),
+    "clears noise": lambda ln, p, d: "" if ln.paper_delta is None else ln.clears(d),
+    "same sign": lambda ln, p, d: {True: "yes", False: "NO", None: ""}[ln.agree],
+    "significant": lambda ln, p, d: {True: "†", False: "no", None: ""}[ln.significant],
+    "paper PPL": lambda ln, p, d: _num(p.ppl),
+    "our PPL (dev)": lambda ln, p, d: _num(ln.ppl),
+    "paper params (M)": lambda ln, p, d: _num(p.params, 0),
+    "our params (M)": lambda ln, p, d: _num(ln.params),
+}
+"""Header -> the cell of a line ``ln`` of the side-by-side, given its paper row ``p`` (:data:`NO_MATCH` where it has
+none) and the reference's ``min_delta`` ``d``."""
+HEADER = list(COLUMNS)
 
 
-HEADER = [
-    "row",
-    "paper row",
-    "paper BLEU",
-    "paper Δ",
-    "our BLEU",
-    "our Δ",
-    "our SE",
-    "clears noise",
-    "same sign",
-    "significant",
-    "paper PPL",
-    "our PPL (dev)",
-    "paper params (M)",
-    "our params (M)",
-]
+def _rows(sbs: SideBySide) -> list[list[str]]:
+    """The cells of each line, the base first."""
+    lines = [sbs.base, *sbs.lines]
+    return [[cell(ln, ln.paper or NO_MATCH, sbs.min_delta) for cell in COLUMNS.values()] for ln in lines]
 
 
-def _notes(sbs: SideBySide) -> list[str]:
-    """The lines below the side-by-side after the headline: the other summary lines, the legend, the paper
-    rows without one of ours and the source."""
-    notes = [f"{label}: {text}." for label, text in sbs.summary()[1:]]
+def _notes(sbs: SideBySide) -> tuple[str, list[str]]:
+    """The headline line, and the lines below it: the other summary lines, the legend, the paper rows without
+    one of ours and the source."""
+    (head_label, head), *rest = sbs.summary()
+    notes = [f"{label}: {text}." for label, text in rest]
     notes.append(
         f"Δ: change from the base row; ours is {sbs.metric}, mean over seeds; our SE: the standard error of our Δ "
         f"in the table's test (seed and test-sentence noise, the base's included). Rows are matched by the keys "
@@ -605,32 +567,25 @@ def _notes(sbs: SideBySide) -> list[str]:
         notes.append("Paper rows without a row here: " + "; ".join(r.label for r in sbs.not_run) + ".")
     if sbs.reference.citation:
         notes.append(f"Source: {sbs.reference.citation}")
-    return notes
+    return f"{head_label}: {head}.", notes
 
 
 def to_markdown(sbs: SideBySide) -> str:
     """The side-by-side as a Markdown table, then its summary lines (headline first) and notes."""
-    ref = sbs.reference
-    lines = [
-        f"**Beside {ref.title}** ({ref.data})",
-        "",
-        md_line(HEADER),
-        md_line([":--", ":--", *["--:"] * (len(HEADER) - 2)]),
-    ]
-    lines += [md_line(c.replace("|", "\\|") for c in _cells(ln, sbs.min_delta)) for ln in [sbs.base, *sbs.lines]]
-    head_label, head = sbs.summary()[0]
-    lines += ["", f"**{head_label}: {head}.**  "]
-    lines += [f"{note}  " for note in _notes(sbs)]
+    ref, (head, notes) = sbs.reference, _notes(sbs)
+    lines = [f"**Beside {ref.title}** ({ref.data})", "", md_line(HEADER), md_line([":--", ":--", *["--:"] * 12])]
+    lines += [md_line(c.replace("|", "\\|") for c in cells) for cells in _rows(sbs)]
+    lines += ["", f"**{head}**  ", *(f"{note}  " for note in notes)]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def to_latex(sbs: SideBySide) -> str:
     """The side-by-side as a second booktabs table (for under ``ablate table --format latex``), the headline
     in bold first among its notes."""
-    rows = [" & ".join(map(latex_escape, _cells(ln, sbs.min_delta))) + r" \\" for ln in [sbs.base, *sbs.lines]]
-    head_label, head = sbs.summary()[0]
-    notes = [rf"\textbf{{{latex_escape(f'{head_label}: {head}.')}}}", *map(latex_escape, _notes(sbs))]
+    head, notes = _notes(sbs)
+    rows = [" & ".join(map(latex_escape, cells)) + r" \\" for cells in _rows(sbs)]
     caption = f"Beside {sbs.reference.title} ({sbs.reference.data})"
+    notes = [rf"\textbf{{{latex_escape(head)}}}", *map(latex_escape, notes)]
     return latex_float("ll" + "r" * (len(HEADER) - 2), map(latex_escape, HEADER), rows, notes, caption)
 
 
@@ -641,21 +596,19 @@ def to_rich(sbs: SideBySide) -> Any:
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    ref = sbs.reference
+    ref, (head, notes) = sbs.reference, _notes(sbs)
     rt = RichTable(title=Text(f"Beside {ref.title} ({ref.data})", style="bold"), header_style="bold")
     for i, name in enumerate(HEADER):
         rt.add_column(Text(name), justify="left" if i < 2 else "right")
-    for ln in [sbs.base, *sbs.lines]:
-        rt.add_row(*map(Text, _cells(ln, sbs.min_delta)))
-    head_label, head = sbs.summary()[0]
-    return Group(rt, Text(f"{head_label}: {head}.", style="bold"), *(Text(n, style="dim") for n in _notes(sbs)))
+    for cells in _rows(sbs):
+        rt.add_row(*map(Text, cells))
+    return Group(rt, Text(head, style="bold"), *(Text(n, style="dim") for n in notes))
 
 
 def to_csv(sbs: SideBySide) -> str:
     """The side-by-side as CSV (our numbers unrounded), a blank line, then the summary lines."""
     rows: list[Sequence[str]] = [HEADER]
-    for ln in [sbs.base, *sbs.lines]:
-        cells = _cells(ln, sbs.min_delta)
+    for ln, cells in zip([sbs.base, *sbs.lines], _rows(sbs)):
         cells[4] = "" if ln.bleu is None else f"{ln.bleu:.10g}"
         cells[5] = "" if ln.delta is None else f"{ln.delta:.10g}"
         rows.append(cells)

@@ -11,6 +11,7 @@ share one config; a trial failing a check is :data:`EXCLUDED` with the reason, l
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import json
 import logging
@@ -103,33 +104,18 @@ def _read_text(path: Path) -> list[str]:
     """The lines of a saved ``.txt`` or ``.txt.gz``; :class:`TextError` if it is not UTF-8 or torn."""
     where = f"{path.parent.name}/{path.name}"
     try:
-        return _gzipped_lines(path.read_bytes()) if path.name.endswith(".gz") else read_lines(path)
+        return list(_gzipped_lines(path.read_bytes())) if path.name.endswith(".gz") else read_lines(path)
     except UnicodeDecodeError as err:
         raise TextError(f"{where} is not UTF-8 text (byte {err.start})") from None
     except (OSError, ValueError, EOFError) as err:  # a torn .gz
         raise TextError(f"{where} is unreadable: {first_line(err)}") from None
 
 
-_SEEN: set[int] = set()
-_SHARED: dict[bytes, list[str]] = {}
-"""The lines of a ``.gz`` text read more than once in the process, by its bytes: every trial of a
-sweep saves the same references and sources, each decoded once (a hypothesis file, seen once, is not kept)."""
-
-
-def _gzipped_lines(data: bytes) -> list[str]:
-    """The lines of a gzipped UTF-8 text (only newlines end a line), a copy of :data:`_SHARED`'s where kept."""
-    if data in _SHARED:
-        return list(_SHARED[data])
-    lines = split_lines(gzip.decompress(data).decode("utf-8"))
-    if hash(data) in _SEEN:
-        if len(_SHARED) >= 16:
-            _SHARED.clear()
-        _SHARED[data] = lines
-        return list(lines)
-    if len(_SEEN) >= 100_000:
-        _SEEN.clear()
-    _SEEN.add(hash(data))
-    return lines
+@functools.lru_cache(maxsize=32)
+def _gzipped_lines(data: bytes) -> tuple[str, ...]:
+    """The lines of a gzipped UTF-8 text (only newlines end a line), by its bytes: every trial of a sweep saves
+    the same references and sources, each decoded once."""
+    return tuple(split_lines(gzip.decompress(data).decode("utf-8")))
 
 
 HYP_ARTIFACT_TYPES = ("hypotheses", "predictions")
@@ -198,10 +184,7 @@ def _recorded(run: Any) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="ablate-report-") as tmp:
         _download(run, {RECORD_FILE}, Path(tmp))
         record = RunSummary.peek(Path(tmp) / RECORD_FILE)
-    if record is None:
-        return {}
-    data = record.to_json()
-    return {k: v for k, v in data.items() if k not in ("config", "version")}
+    return {} if record is None else {k: v for k, v in record.to_json().items() if k not in ("config", "version")}
 
 
 def _download(run: Any, wanted: set[str], root: Path) -> None:
@@ -219,14 +202,12 @@ def _wandb_history(run: Any) -> list[dict[str, float]]:
     scan = getattr(run, "scan_history", None)
     if scan is None:
         return []
-    history = []
-    for row in scan(keys=[DEV_BLEU.key]):
-        step = next((row[k] for k in ("step", "trainer/global_step", "_step") if row.get(k) is not None), None)
-        if step is None:
-            continue
-        record = {"step": step, **{k: row[k] for k in (DEV_BLEU.key, DEV_PPL.key) if row.get(k) is not None}}
-        history.append(record)  # checked with the summary (schema.history_problem)
-    return history
+    steps = ("step", "trainer/global_step", "_step")
+    return [  # checked with the summary (schema.history_problem)
+        {"step": step, **{k: row[k] for k in (DEV_BLEU.key, DEV_PPL.key) if row.get(k) is not None}}
+        for row in scan(keys=[DEV_BLEU.key])
+        if (step := next((row[k] for k in steps if row.get(k) is not None), None)) is not None
+    ]
 
 
 def _wandb_texts(run: Any, splits: Iterable[str]) -> tuple[dict[str, SavedText], ...]:
@@ -314,14 +295,24 @@ class Trial:
 
 
 def collect(source: str, api: Any = None) -> list[Trial]:
-    """Every trial of ``source`` (a sweep folder or ``wandb:...``; ``api``: a ``wandb.Api``-like object).
+    """Every trial of ``source``: a sweep folder, or ``wandb:...`` (``api``: a ``wandb.Api``-like object), newest
+    first as W&B returns them.
 
     Raises:
-        ReportError: the folder does not exist or holds no trial, or the W&B path is malformed.
+        ReportError: the folder does not exist or holds no trial, the W&B path is malformed, or W&B fails.
     """
-    if source.startswith(WANDB_PREFIX):
-        return collect_wandb(source[len(WANDB_PREFIX) :], api=api)
-    return collect_folder(Path(source))
+    if not source.startswith(WANDB_PREFIX):
+        return collect_folder(Path(source))
+    entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX) :])
+    api = _wandb_api() if api is None else api
+    try:
+        runs = list(api.runs(f"{entity}/{project}", filters={"group": group} if group else None))
+    except Exception as err:  # noqa: BLE001 - W&B's errors: one line
+        raise ReportError(f"cannot read W&B project {entity}/{project}: {first_line(err)}") from None
+    if not runs:
+        where = f"group '{group}' of " if group else ""
+        raise ReportError(f"no runs in {where}W&B project {entity}/{project}")
+    return [from_wandb_run(run) for run in runs]
 
 
 def parse_wandb_path(path: str) -> tuple[str, str, Optional[str]]:
@@ -360,9 +351,8 @@ def collect_folder(root: Path) -> list[Trial]:
                 status = INVALID
                 error = f"{SWEEP_FILE} records it finished, but no {SUMMARY_FILE} of it is here (its run folder moved or deleted?)"
             seed = {"seed": point["seed"]} if "seed" in point else {}
-            variant = _variant_name(point.get("variant"))
-            facts = {**sweep_facts(point), "params": point}
-            trials.append(Trial(name, status, error, config=seed, variant=variant, **facts))
+            facts = {**sweep_facts(point), "params": point, "variant": _variant_name(point.get("variant"))}
+            trials.append(Trial(name, status, error, config=seed, **facts))
     if problem:
         trials.append(Trial(SWEEP_FILE, INVALID, f"{SWEEP_FILE}: {problem}; its planned trials are not listed"))
     if not trials and RunFiles(root).summary.exists():
@@ -408,7 +398,7 @@ def _sweep_plan(root: Path) -> tuple[dict[str, dict[str, Any]], Optional[str], O
 def _resolved(summary: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
     """The run's recorded ``resolved`` values, else derived from its config as the trainer does."""
     if isinstance(summary.get("resolved"), dict):
-        return {k: _hashable(v) for k, v in summary["resolved"].items()}
+        return {k: hashable(v) for k, v in summary["resolved"].items()}
     from ablate.training.run_folder import resolved
 
     try:  # a reader of numbers never imports a plugin a record names: a plugin's component is not derived
@@ -468,14 +458,11 @@ def from_summary(
     )
 
 
-ACCELERATORS = ("cpu", "gpu")
-
-
 def trained_on(summary: dict[str, Any], config: dict[str, Any]) -> Optional[str]:
     """``cpu`` or ``gpu``: the summary's accelerator, else the config's ``train.accelerator``; None if neither."""
     train = plain(config.get("train"))
     named = train.get("accelerator") if isinstance(train, dict) else config.get("train.accelerator")
-    return next((str(v) for v in (summary.get("accelerator"), named) if v in ACCELERATORS), None)
+    return next((str(v) for v in (summary.get("accelerator"), named) if v in ("cpu", "gpu")), None)
 
 
 def sweep_facts(point: dict[str, Any]) -> dict[str, Any]:
@@ -502,7 +489,7 @@ def clean_config(config: dict[str, Any]) -> dict[str, Any]:
     if isinstance(flat.get("plugins"), list):  # a plugin is its code, wherever its file lay: name and digest
         flat["plugins"] = [_plugin_label(r) for r in flat["plugins"]] or {}
     return {
-        k: _hashable(v) for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES) and v != {}
+        k: hashable(v) for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES) and v != {}
     }  # an empty section (no trainer.*, no plugins) sets nothing
 
 
@@ -514,28 +501,13 @@ def _plugin_label(record: Any) -> str:
     return f"{record.get('entry_point') or record.get('name')}@{str(digest)[:8]}"
 
 
-def _hashable(value: Any) -> Any:
+def hashable(value: Any) -> Any:
     """Lists become tuples and (empty) dicts JSON text, so a config value can key a row."""
     if isinstance(value, (list, tuple)):
-        return tuple(_hashable(v) for v in value)
+        return tuple(hashable(v) for v in value)
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True, default=str)
     return value
-
-
-def collect_wandb(path: str, api: Any = None) -> list[Trial]:
-    """Trials of a W&B project (optionally one group), newest first as W&B returns them; a one-line
-    :class:`ReportError` if W&B fails."""
-    entity, project, group = parse_wandb_path(path)
-    api = _wandb_api() if api is None else api
-    try:
-        runs = list(api.runs(f"{entity}/{project}", filters={"group": group} if group else None))
-    except Exception as err:  # noqa: BLE001 - W&B's errors: one line
-        raise ReportError(f"cannot read W&B project {entity}/{project}: {first_line(err)}") from None
-    if not runs:
-        where = f"group '{group}' of " if group else ""
-        raise ReportError(f"no runs in {where}W&B project {entity}/{project}")
-    return [from_wandb_run(run) for run in runs]
 
 
 def sweep_name(group: Optional[str]) -> Optional[str]:
