@@ -16,6 +16,7 @@ import time
 
 _T0 = time.time()  # the start-up child's first timestamp: before its other imports
 
+import importlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
@@ -242,19 +243,10 @@ def bench_data(opts, base=None, echo=lambda s: None) -> dict[str, Any]:
 
 def _startup_child(args: dict[str, Any]) -> None:
     sys.path.insert(0, str(ROOT))
-    import datasets  # noqa: F401
-    import pytorch_lightning  # noqa: F401
-    import sacrebleu  # noqa: F401
-    import tokenizers  # noqa: F401
-    import torch  # noqa: F401
-    import typer  # noqa: F401
-
-    if "tracking.wandb=disabled" not in args["overrides"]:
-        import wandb  # noqa: F401
-
-    import ablate.data.datamodule  # noqa: F401
-    import ablate.model.build  # noqa: F401
-    import ablate.training.module  # noqa: F401
+    wandb = [] if "tracking.wandb=disabled" in args["overrides"] else ["wandb"]
+    third = ["datasets", "pytorch_lightning", "sacrebleu", "tokenizers", "torch", "typer", *wandb]
+    for name in [*third, "ablate.data.datamodule", "ablate.model.build", "ablate.training.module"]:
+        importlib.import_module(name)
     from ablate.config import load_config
     from ablate.training.train import train
 
