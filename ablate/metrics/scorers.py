@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+import string
+from collections import Counter
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
@@ -286,20 +288,46 @@ class Bleu(SacreBleuScorer):
         return sentence_stats(hyps, refs, self.tokenize)
 
 
+CHAR_ORDER = 6
 BETA = 2
+PUNCTUATION = frozenset(string.punctuation)
+
+
+def words(sentence: str) -> list[str]:
+    """chrF++'s words: whitespace tokens with one punctuation mark split off the end, else off the
+    start (``(hi)`` -> ``(hi``, ``)``; one-character tokens stay whole), as the reference chrF++.py."""
+    out: list[str] = []
+    for word in sentence.split():
+        if len(word) > 1 and word[-1] in PUNCTUATION:
+            out += [word[:-1], word[-1]]
+        elif len(word) > 1 and word[0] in PUNCTUATION:
+            out += [word[0], word[1:]]
+        else:
+            out.append(word)
+    return out
+
+
+def _chrf_ngrams(sentence: str, word_order: int) -> list[Counter]:
+    from sacrebleu.metrics.helpers import extract_all_char_ngrams, extract_word_ngrams
+
+    grams = extract_all_char_ngrams(sentence, CHAR_ORDER, False)
+    if word_order:
+        tokens = words(sentence)
+        grams += [extract_word_ngrams(tokens, n) for n in range(1, word_order + 1)]
+    return grams
 
 
 def chrf_statistics(hyps: Texts, refs: Texts, word_order: int = 0) -> np.ndarray:
-    """(n, 3·orders) counts per sentence: ``[hyp n-grams, ref n-grams, matches]`` per order, char orders first,
-    counted by sacreBLEU's chrF itself (its segment statistics against one reference; a hypothesis's n-grams of an
-    order the reference has none of count 0)."""
-    from sacrebleu.metrics import CHRF
-
+    """(n, 3·orders) counts per sentence: ``[hyp n-grams, ref n-grams, matches]`` per order, char
+    orders first. A hypothesis's n-grams of an order the reference has none of count 0 (sacreBLEU's rule)."""
     check_aligned(hyps, refs)
-    metric = CHRF(word_order=word_order)
-    ngrams = metric._extract_reference_info(refs)["ref_ngrams"]
-    rows = [metric._compute_segment_statistics(hyp, {"ref_ngrams": [ref]}) for hyp, ref in zip(hyps, ngrams)]
-    return np.array(rows, dtype=np.float64)
+    orders = CHAR_ORDER + word_order
+    out = np.zeros((len(hyps), 3 * orders), dtype=np.float64)
+    for i, (hyp, ref) in enumerate(zip(hyps, refs)):
+        for j, (h, r) in enumerate(zip(_chrf_ngrams(hyp, word_order), _chrf_ngrams(ref, word_order))):
+            matches = sum(min(count, r[gram]) for gram, count in h.items() if gram in r)
+            out[i, 3 * j : 3 * j + 3] = (sum(h.values()) if r else 0, sum(r.values()), matches)
+    return out
 
 
 def chrf_from_stats(stats: np.ndarray, beta: int = BETA) -> np.ndarray:

