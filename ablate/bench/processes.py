@@ -16,6 +16,7 @@ import time
 
 _T0 = time.time()  # the start-up child's first timestamp: before its other imports
 
+import importlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
@@ -24,22 +25,29 @@ import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, Callable, Iterator  # noqa: E402
+from typing import Any, Callable, Iterator, cast  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 1024.0  # MiB
 
 
-def spawn(kind: str, args: dict[str, Any]) -> list[str]:
-    """The command line of a child measuring ``kind`` (``memory``, ``data``, ``startup``) with ``args``."""
-    return [sys.executable, "-m", "ablate.bench.processes", kind, json.dumps(args)]
+def spawn(kind: str, args: dict[str, Any], **env: str) -> subprocess.Popen:
+    """A child measuring ``kind`` (``memory``, ``data``, ``startup``) with ``args``, started; ``env``: variables it
+    gets unless set already."""
+    from ablate.sweep.local import child_env
+
+    cmd = [sys.executable, "-m", "ablate.bench.processes", kind, json.dumps(args)]
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**env, **child_env(os.environ)}
+    )
 
 
-def _report(done: subprocess.CompletedProcess, what: str) -> dict[str, Any]:
-    """The last JSON line a finished child printed; a failed child raises with its last line of stderr."""
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"])[-1]
+def _report(child: subprocess.Popen, what: str) -> dict[str, Any]:
+    """The last JSON line the child prints before it ends; a failed child raises with its last line of stderr."""
+    stdout, stderr = child.communicate()
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if child.returncode != 0 or not lines:
+        tail = (stderr.strip().splitlines() or stdout.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"{what} failed: {tail}")
     return json.loads(lines[-1])
 
@@ -50,7 +58,7 @@ MB = 2**20
 
 def _memory_mb(field: str) -> float:
     """This process's resident set size in MiB: ``VmRSS`` (current) or ``VmHWM`` (peak since the last
-    :func:`reset_peak`); where ``/proc`` cannot tell, the lifetime peak ``ru_maxrss`` for both."""
+    the reset in :func:`_measured`); where ``/proc`` cannot tell, the lifetime peak ``ru_maxrss`` for both."""
     try:
         with open("/proc/self/status") as f:
             match = re.search(rf"{field}:\s+(\d+)", f.read())
@@ -61,20 +69,16 @@ def _memory_mb(field: str) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def reset_peak() -> bool:
-    """Reset the kernel's peak-RSS counter of this process; False where that is not possible."""
+def _measured(work: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
+    """``work()``, and the RSS before it, the peak RSS during it, their difference and whether the kernel's
+    peak-RSS counter could be reset before it (else the peak is the lifetime one)."""
+    before = _memory_mb("VmRSS")
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
-        return True
+        exact = True
     except OSError:
-        return False
-
-
-def _measured(work: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
-    """``work()``, and the RSS before it, the peak RSS during it, their difference and whether the peak was reset."""
-    before = _memory_mb("VmRSS")
-    exact = reset_peak()
+        exact = False
     out = work()
     peak = _memory_mb("VmHWM")
     return out, {"rss_before_mb": before, "peak_mb": peak, "delta_mb": peak - before, "exact": exact}
@@ -106,24 +110,6 @@ def _memory_child(args: dict[str, Any]) -> None:
     print(json.dumps(_measured(lambda: call(args["length"]))[1]))
 
 
-def measure_all(commands: dict[tuple[str, str], list[str]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(mode, variant) -> the JSON report (``delta_mb`` is the figure) of each child, run side by side (each has its
-    own RSS, so they do not disturb each other's figure)."""
-    from ablate.sweep.local import child_env
-
-    env = child_env(os.environ)
-    procs = {
-        name: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        for name, cmd in commands.items()
-    }
-    out = {}
-    for name, proc in procs.items():
-        stdout, stderr = proc.communicate()
-        done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-        out[name] = _report(done, f"memory measurement {name} ({commands[name][-1]})")
-    return out
-
-
 def bench_memory(opts, threads: int = 0, echo=lambda s: None) -> dict[str, Any]:
     """Chunked vs naive additive attention, at ``opts.mem_*`` sizes, in inference and training:
     ``{"<mode>": {"chunked", "naive", "ratio"}, ...}`` (``intermediate_mb``: the full (B, H, T, T, d_k) fp32 tensor)."""
@@ -138,12 +124,13 @@ def bench_memory(opts, threads: int = 0, echo=lambda s: None) -> dict[str, Any]:
     }
     echo(f"memory: additive attention ({', '.join(modes)}), length {length}, batch {batch}, side by side")
     sizes = dict(length=length, batch=batch, d_model=opts.d_model, heads=heads, threads=threads)
-    commands = {
+    children = {  # side by side: each has its own RSS, so they do not disturb each other's figure
         (mode, name): spawn("memory", {**sizes, "chunk_mb": budget, "train": mode == "training"})
         for mode in modes
         for name, budget in (("chunked", opts.mem_chunk_mb), ("naive", NAIVE_MB))
     }
-    reports = measure_all(commands)
+    what = {key: f"memory measurement {key} ({cast(list, child.args)[-1]})" for key, child in children.items()}
+    reports = {key: _report(child, what[key]) for key, child in children.items()}
     for mode in modes:
         row = {name: reports[(mode, name)] for name in ("chunked", "naive")}
         row["ratio"] = row["chunked"]["delta_mb"] / max(row["naive"]["delta_mb"], 1e-9)
@@ -179,11 +166,8 @@ def _data_child(args: dict[str, Any]) -> None:
 
 def prepare_in_subprocess(source: str, cache: Path, vocab_size: int, max_len: int, builtin_pairs: int) -> dict:
     """One ``prepare`` in a fresh process; its JSON line (seconds, cached, peak memory, ...)."""
-    from ablate.sweep.local import child_env
-
     args = dict(source=source, cache=str(cache), vocab_size=vocab_size, max_len=max_len, builtin_pairs=builtin_pairs)
-    done = subprocess.run(spawn("data", args), capture_output=True, text=True, env=child_env(os.environ), check=False)
-    return _report(done, f"data preparation of {source}")
+    return _report(spawn("data", args), f"data preparation of {source}")
 
 
 def three_runs(
@@ -259,19 +243,10 @@ def bench_data(opts, base=None, echo=lambda s: None) -> dict[str, Any]:
 
 def _startup_child(args: dict[str, Any]) -> None:
     sys.path.insert(0, str(ROOT))
-    import datasets  # noqa: F401
-    import pytorch_lightning  # noqa: F401
-    import sacrebleu  # noqa: F401
-    import tokenizers  # noqa: F401
-    import torch  # noqa: F401
-    import typer  # noqa: F401
-
-    if "tracking.wandb=disabled" not in args["overrides"]:
-        import wandb  # noqa: F401
-
-    import ablate.data.datamodule  # noqa: F401
-    import ablate.model.build  # noqa: F401
-    import ablate.training.module  # noqa: F401
+    wandb = [] if "tracking.wandb=disabled" in args["overrides"] else ["wandb"]
+    third = ["datasets", "pytorch_lightning", "sacrebleu", "tokenizers", "torch", "typer", *wandb]
+    for name in [*third, "ablate.data.datamodule", "ablate.model.build", "ablate.training.module"]:
+        importlib.import_module(name)
     from ablate.config import load_config
     from ablate.training.train import train
 
@@ -289,13 +264,10 @@ def _startup_child(args: dict[str, Any]) -> None:
 
 def run_trial(overrides: list[str], run_dir: Path) -> dict[str, float]:
     """One start-up child run; returns seconds per phase."""
-    from ablate.sweep.local import child_env
-
-    env = child_env(os.environ)
-    env.setdefault("WANDB_SILENT", "true")
-    cmd = spawn("startup", {"overrides": overrides, "run_dir": str(run_dir)})
     spawned = time.time()
-    m = _report(subprocess.run(cmd, capture_output=True, text=True, env=env, check=False), "start-up trial")
+    m = _report(
+        spawn("startup", {"overrides": overrides, "run_dir": str(run_dir)}, WANDB_SILENT="true"), "start-up trial"
+    )
     out = {
         "interpreter_s": m["interpreter"] - spawned,
         "imports_s": m["imports"] - m["interpreter"],

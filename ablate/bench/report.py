@@ -217,12 +217,11 @@ def ratios_table(
     return _table(title, ("ratio", "value", "95% interval", "range", "target", "met"), rows, ["target"])
 
 
-def render(results: dict[str, Any], console: Optional[Console] = None) -> None:
+def render(results: dict[str, Any]) -> None:
     """Print every measured section and the ratios as rich tables."""
-    if console is None:
-        console = Console()
-        if not console.is_terminal:  # a file or pipe: wide enough for every column
-            console = Console(width=160)
+    console = Console()
+    if not console.is_terminal:  # a file or pipe: wide enough for every column
+        console = Console(width=160)
     meta, hw = results["meta"], results["meta"]["hardware"]
     console.print(
         f"[bold]ablate bench[/]: {hw['name']} ({hw['device']}, {hw['threads']} threads, {hw['dtype']}), "

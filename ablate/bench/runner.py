@@ -24,13 +24,17 @@ def run(
 ) -> dict[str, Any]:
     """The results of the benchmark ``opts`` describes; ``echo`` gets one progress line per step, and
     ``checkpoint`` the results so far after every section, so an interrupted run leaves what it measured."""
+    import torch
+
     from ablate.bench import timing
     from ablate.bench.processes import bench_data, bench_memory, bench_startup
     from ablate.bench.report import noisy, ratio_intervals, ratio_spreads, ratios, targets_met
 
     opts.check()
     start = time.perf_counter()
-    threads = timing.set_threads(opts.threads)
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    threads = torch.get_num_threads()
     dev = timing.device()
     results: dict[str, Any] = {
         "meta": {

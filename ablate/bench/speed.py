@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -353,15 +354,12 @@ def bench_decoding(
         decode(src[:2])
     produced: dict[str, int] = {}
 
-    def contender(name: str) -> Callable[[], None]:
-        def run() -> None:
-            produced[name] = sum(len(h) for h in runs[name](src))
-
-        return run
+    def run(name: str) -> None:
+        produced[name] = sum(len(h) for h in runs[name](src))
 
     echo(f"decoding: {src.size(0)} sentences to {opts.decode_len} tokens, {len(runs)} modes x {opts.reps} rounds")
     clock_name, clock = compute_clock(dev)
-    seconds = interleaved({name: contender(name) for name in runs}, opts.reps, 0, clock)
+    seconds = interleaved({name: functools.partial(run, name) for name in runs}, opts.reps, 0, clock)
     results = {}
     for name, secs in seconds.items():
         t = median(secs)

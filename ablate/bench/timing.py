@@ -38,13 +38,6 @@ def compute_clock(dev: torch.device | None = None) -> tuple[str, Clock]:
     return "process_cpu", time.process_time
 
 
-def set_threads(threads: int) -> int:
-    """Fix torch's intra-op threads (0 keeps the current setting); returns the count in use."""
-    if threads > 0:
-        torch.set_num_threads(threads)
-    return torch.get_num_threads()
-
-
 def synchronize() -> None:
     """Wait for queued GPU work, so a timer measures it."""
     if torch.cuda.is_available():
@@ -199,27 +192,17 @@ def dispatched(step: Callable[[], None]) -> int:
     return ops.calls
 
 
-def _sdpa_cpu(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
-    from torch.utils.flop_counter import sdpa_flop_count
-
-    return sdpa_flop_count(query_shape, key_shape, value_shape)
-
-
-def _sdpa_cpu_backward(grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
-    from torch.utils.flop_counter import sdpa_backward_flop_count
-
-    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
-
-
 def census(step: Callable[[], None]) -> tuple[float, set[str]]:
     """FLOPs counted while ``step()`` runs (the CPU flash-attention ops, which ``FlopCounterMode`` does not know,
     by the SDPA formulas) and the aten op names it dispatched."""
-    from torch.utils.flop_counter import FlopCounterMode
+    from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
     aten = torch.ops.aten
-    cpu_flash = {
-        aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu,
-        aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward,
+    cpu_flash = {  # (shapes, *args, out_shape=None, **kwargs) -> FLOPs
+        aten._scaled_dot_product_flash_attention_for_cpu: lambda q, k, v, *_, **__: sdpa_flop_count(q, k, v),
+        aten._scaled_dot_product_flash_attention_for_cpu_backward: (
+            lambda grad, q, k, v, *_, **__: sdpa_backward_flop_count(grad, q, k, v)
+        ),
     }
     counter = FlopCounterMode(display=False, custom_mapping=cpu_flash)
     with counter, _OpNames() as ops:

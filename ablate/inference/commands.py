@@ -110,26 +110,24 @@ RUN_HELP = (
 )
 
 
-def _local(run_dir: Path, raw: str, variant: Optional[str] = None, seed: Optional[int] = None) -> Path:
+def _picked(run_dir: Path, variant: Optional[str], seed: Optional[int], raw: Optional[str] = None) -> Path:
     """``run_dir``, the trial of sweep ``run_dir`` that ``variant`` and ``seed`` name, or the folder of a ``wandb:``
-    run's downloaded model artifact."""
+    run's (``raw``, default ``run_dir``) downloaded model artifact; a sweep folder without either says they pick a
+    trial."""
+    raw = str(run_dir) if raw is None else raw
     if variant is not None or seed is not None:
         return trial_folder(run_dir, variant, seed)
-    return fetch_run(raw) if raw.startswith(PREFIX) else run_dir
+    if raw.startswith(PREFIX):
+        return fetch_run(raw)
+    if SweepFiles(run_dir).state.is_file() and not RunFiles(run_dir).config.is_file():
+        from ablate.training.checkpoints import a_sweep
 
-
-def _picked(run_dir: Path, variant: Optional[str], seed: Optional[int]) -> Path:
-    """:func:`_local`, where a sweep folder without ``--variant`` or ``--seed`` says they pick a trial."""
-    if variant is None and seed is None and SweepFiles(run_dir).state.is_file():
-        if not RunFiles(run_dir).config.is_file():
-            from ablate.training.checkpoints import a_sweep
-
-            raise a_sweep(run_dir, "pick a trial with --variant NAME and/or --seed N")
-    return _local(run_dir, str(run_dir), variant, seed)
+        raise a_sweep(run_dir, "pick a trial with --variant NAME and/or --seed N")
+    return run_dir
 
 
 def _load(run_dir: Path, checkpoint: str, variant, seed, plugins, trust_plugins: bool):
-    """The run ``run_dir`` (:func:`_local`) names, loaded."""
+    """The run ``run_dir`` (:func:`_picked`) names, loaded."""
     from ablate.inference import translate as inference
 
     folder = _picked(run_dir, variant, seed)
@@ -247,8 +245,8 @@ def _run_and_checkpoint(
     (``checkpoint``, default best), or ``<run>/checkpoints/<name>.ckpt`` (a ``checkpoint`` naming another refused)."""
     path = Path(raw)
     if path.suffix != ".ckpt":
-        folder = _local(path, raw) if raw.startswith(PREFIX) else _picked(path, variant, seed)
-        return folder, checkpoint or "best"
+        pick = (None, None) if raw.startswith(PREFIX) else (variant, seed)
+        return _picked(path, *pick, raw=raw), checkpoint or "best"
     if variant is not None or seed is not None:
         raise InputError(f"--variant and --seed pick a trial of a sweep folder, not of the checkpoint {raw}")
     if checkpoint is not None and checkpoint != path.stem:

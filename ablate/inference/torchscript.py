@@ -17,6 +17,7 @@ from typing import Any, Callable, List, Optional, cast
 import torch
 import yaml
 from torch import Tensor, nn
+from torch.utils import _pytree as pytree
 
 from ablate.config import to_dict
 from ablate.errors import AblateError, did_you_mean, first_line
@@ -64,38 +65,27 @@ def check_format(name: str) -> str:
 # --- enc / state as flat lists of tensors -----------------------------------------------------
 
 
-def _flatten(tree: Any, leaves: list[Tensor], where: str) -> Any:
-    """Append the leaves of ``tree`` to ``leaves``; returns the spec :func:`_unflatten` rebuilds it from (an
-    ``int`` ``n`` becomes an empty ``(0, n)`` tensor whose width traces as a size)."""
-    if isinstance(tree, Tensor) and tree.dim() > 0:  # every tensor of enc and state has the batch in dim 0
-        leaves.append(tree)
-        return "tensor"
-    if isinstance(tree, Tensor) or (isinstance(tree, int) and not isinstance(tree, bool)):
-        leaves.append(torch.zeros([0, cast(int, tree)]))  # a 0-dim tensor is what an int size is while tracing
-        return "int"
-    if isinstance(tree, dict):
-        return {key: _flatten(value, leaves, f"{where}[{key!r}]") for key, value in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        return [type(tree).__name__] + [_flatten(value, leaves, f"{where}[{i}]") for i, value in enumerate(tree)]
-    raise ExportError(f"cannot export {where}: a {type(tree).__name__} where the export needs tensors or ints")
+def _flatten(tree: Any, where: str) -> tuple[list[Tensor], Any]:
+    """The leaves of ``tree`` as tensors, and the spec :func:`_unflatten` rebuilds it from (an ``int`` ``n``
+    becomes an empty ``(0, n)`` tensor whose width traces as a size)."""
+    found, tree_spec = pytree.tree_flatten_with_path(tree)
+    leaves, sizes = [], []
+    for path, leaf in found:
+        size = not (isinstance(leaf, Tensor) and leaf.dim() > 0)  # every tensor of enc and state has the batch in dim 0
+        if size and not isinstance(leaf, Tensor) and (not isinstance(leaf, int) or isinstance(leaf, bool)):
+            kind = type(leaf).__name__
+            raise ExportError(
+                f"cannot export {where}{pytree.keystr(path)}: a {kind} where the export needs tensors or ints"
+            )
+        leaves.append(torch.zeros([0, cast(int, leaf)]) if size else leaf)  # a 0-dim tensor: an int size while tracing
+        sizes.append(size)
+    return leaves, (tree_spec, sizes)
 
 
-def _unflatten(spec: Any, leaves: list[Tensor], at: int = 0) -> tuple[Any, int]:
-    """The tree of ``spec`` from ``leaves[at:]``, and the index after the last leaf it used."""
-    if spec == "tensor":
-        return leaves[at], at + 1
-    if spec == "int":
-        return leaves[at].size(1), at + 1
-    if isinstance(spec, dict):
-        out = {}
-        for key, sub in spec.items():
-            out[key], at = _unflatten(sub, leaves, at)
-        return out, at
-    items = []
-    for sub in spec[1:]:
-        item, at = _unflatten(sub, leaves, at)
-        items.append(item)
-    return (tuple(items) if spec[0] == "tuple" else items), at
+def _unflatten(spec: Any, leaves: list[Tensor]) -> Any:
+    """The tree of ``spec`` (:func:`_flatten`'s) from ``leaves``."""
+    tree_spec, sizes = spec
+    return pytree.tree_unflatten([leaf.size(1) if size else leaf for leaf, size in zip(leaves, sizes)], tree_spec)
 
 
 class _Encode(nn.Module):
@@ -109,8 +99,7 @@ class _Encode(nn.Module):
         self.spec: Any = None
 
     def forward(self, src: Tensor) -> list[Tensor]:
-        leaves: list[Tensor] = []
-        self.spec = _flatten(self.model.encode(src), leaves, "the encoder's output")
+        leaves, self.spec = _flatten(self.model.encode(src), "the encoder's output")
         return leaves
 
 
@@ -127,11 +116,9 @@ class _Decode(nn.Module):
     def forward(
         self, tokens: Tensor, enc: list[Tensor], state: Optional[list[Tensor]] = None
     ) -> tuple[Tensor, list[Tensor]]:
-        tree = _unflatten(self.enc_spec, enc)[0]
-        prior = None if state is None else _unflatten(self.state_spec, state)[0]
-        logits, new = self.model.decode(tokens, tree, prior)
-        leaves: list[Tensor] = []
-        self.out_spec = _flatten(new, leaves, "the decoder's state")
+        prior = None if state is None else _unflatten(self.state_spec, state)
+        logits, new = self.model.decode(tokens, _unflatten(self.enc_spec, enc), prior)
+        leaves, self.out_spec = _flatten(new, "the decoder's state")
         return logits[:, -1], leaves
 
 
@@ -161,42 +148,39 @@ class GreedyTranslator(nn.Module):
         self.max_output = max_output
 
     def forward(self, src: Tensor) -> Tensor:
-        """(B, S) right-padded source ids, each row ending in EOS -> (B, T) ids, padded after EOS."""
+        """(B, S) right-padded source ids, each row ending in EOS -> (B, T) ids, padded after EOS; a row that starts
+        with EOS (an empty source) stays empty, as ``ablate translate`` keeps an empty line empty."""
         with torch.no_grad():  # the loaded file's weights require grad: its traced in-place ReLU fails on a 2nd call
-            return self._greedy(src)
-
-    def _greedy(self, src: Tensor) -> Tensor:
-        B = src.size(0)
-        src_len = src.ne(self.pad_id).sum(1).float()
-        limit = (self.max_len_a * src_len + self.max_len_b).floor().long().clamp(min=0)
-        if self.max_output >= 0:
-            limit = limit.clamp(max=self.max_output)
-        tokens = torch.full([B, 1], self.bos_id, dtype=src.dtype, device=src.device)
-        if B == 0:
+            B = src.size(0)
+            src_len = src.ne(self.pad_id).sum(1).float()
+            limit = (self.max_len_a * src_len + self.max_len_b).floor().long().clamp(min=0)
+            if self.max_output >= 0:
+                limit = limit.clamp(max=self.max_output)
+            tokens = torch.full([B, 1], self.bos_id, dtype=src.dtype, device=src.device)
+            if B == 0:
+                return tokens[:, 1:]
+            enc = self.encoder(src)
+            done = limit.eq(0) | src[:, 0].eq(self.eos_id)
+            state: List[Tensor] = []
+            for i in range(int(limit.max().item())):
+                if bool(done.all()):
+                    break
+                if i == 0:
+                    logits, state = self.first(tokens, enc)
+                else:
+                    logits, state = self.step(tokens[:, -1:], enc, state)
+                lprobs = torch.log_softmax(logits.float(), dim=-1)
+                lprobs[:, self.pad_id] = float("-inf")
+                if self.bos_id != self.pad_id:
+                    lprobs[:, self.bos_id] = float("-inf")
+                nxt = lprobs.argmax(-1).masked_fill(done, self.pad_id)
+                tokens = torch.cat((tokens, nxt.unsqueeze(1)), dim=1)
+                done = done | nxt.eq(self.eos_id) | limit.le(i + 1)
             return tokens[:, 1:]
-        enc = self.encoder(src)
-        done = limit.eq(0)
-        state: List[Tensor] = []
-        for i in range(int(limit.max().item())):
-            if bool(done.all()):
-                break
-            if i == 0:
-                logits, state = self.first(tokens, enc)
-            else:
-                logits, state = self.step(tokens[:, -1:], enc, state)
-            lprobs = torch.log_softmax(logits.float(), dim=-1)
-            lprobs[:, self.pad_id] = float("-inf")
-            if self.bos_id != self.pad_id:
-                lprobs[:, self.bos_id] = float("-inf")
-            nxt = lprobs.argmax(-1).masked_fill(done, self.pad_id)
-            tokens = torch.cat((tokens, nxt.unsqueeze(1)), dim=1)
-            done = done | nxt.eq(self.eos_id) | limit.le(i + 1)
-        return tokens[:, 1:]
 
     @torch.jit.export
     def translate(self, sources: List[List[int]]) -> List[List[int]]:
-        """Target ids (no BOS/EOS) of source subword ids (no specials), in one batch, in order; none for an empty
-        source, as ``ablate translate`` keeps an empty line empty."""
+        """Target ids (no BOS/EOS) of source subword ids (no specials), in one batch, in order (:meth:`forward`)."""
         if len(sources) == 0:
             return []
         clipped = [s[: self.max_len] for s in sources]
@@ -210,10 +194,10 @@ class GreedyTranslator(nn.Module):
             src[i, len(s)] = self.eos_id
         rows: List[List[int]] = self.forward(src).tolist()
         out: List[List[int]] = []
-        for k, row in enumerate(rows):
+        for row in rows:
             ids: List[int] = []
             for tok in row:
-                if tok == self.eos_id or tok == self.pad_id or len(clipped[k]) == 0:
+                if tok == self.eos_id or tok == self.pad_id:
                     break
                 ids.append(tok)
             out.append(ids)

@@ -123,23 +123,18 @@ def translate(
                 f"its positions end at model.max_positions={cfg.model.max_positions}; split them to translate the rest"
             )
         log.warning(
-            "%d of %d sentences longer than %s: only their first %d are translated (%s)",
-            clipped,
-            len(ids),
-            what,
-            limit,
-            why,
+            f"{clipped} of {len(ids)} sentences longer than {what}: only their first {limit} are translated ({why})"
         )
     ids = [s[:limit] for s in ids]
     src_lens = [len(s) for s in ids]
     tgt_lens = list(target_lengths) if target_lengths is not None else src_lens
     beam = cfg.eval.beam if beam is None else beam
-    out: list[Optional[str]] = [None] * len(sources)
+    out = [""] * len(sources)
     for batch in eval_batches(src_lens, tgt_lens, cfg.train.max_tokens, cfg.eval.max_sentences):
         hyps = module.translate(_batch([ids[i] for i in batch], module.device), beam, len_penalty)
         for i, hyp in zip(batch, hyps):
             out[i] = module.detokenize(hyp)
-    return [h or "" for h in out]
+    return out
 
 
 def load_split(run: LoadedRun, source: Optional[str], split: Optional[str]) -> tuple[str, list[str], list[str]]:

@@ -19,7 +19,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, overload, runtime_checkable
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, TypeVar, overload, runtime_checkable
 
 import numpy as np
 
@@ -122,6 +122,7 @@ def get_scorer(name: str) -> MetricScorer:
     scorer = METRIC_SCORERS[name]()
     if scorer.name != name:
         raise MetricError(f"the metric registered as '{name}' calls itself '{scorer.name}'; register it as that")
+    _one_line(scorer, scorer.signature)  # a plugin's that cannot sign (its package missing) fails here, before any work
     return scorer
 
 
@@ -135,6 +136,7 @@ def signature_key(name: str) -> str:
     return f"{name}_signature"
 
 
+T = TypeVar("T")
 _CACHE: dict[tuple, np.ndarray] = {}
 _CACHE_SIZE = 1024
 
@@ -146,26 +148,25 @@ def statistics(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional
     (:class:`SavedText`) the index knows find their file without being read."""
     if not getattr(scorer, "reads_sources", True):
         sources = None
-    texts = (hyps, refs, sources or None)
-    entry = entry_key(scorer.name, scorer.signature(), texts)
+    texts, signature = (hyps, refs, sources or None), _one_line(scorer, scorer.signature)
+    entry = entry_key(scorer.name, signature, texts)
     if entry is not None:
         key: tuple = (scorer.name, entry)
     else:
-        key = (scorer.name, scorer.signature(), *(None if text is None else tuple(text) for text in texts))
+        key = (scorer.name, signature, *(None if text is None else tuple(text) for text in texts))
     if key not in _CACHE:
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.clear()
-        _CACHE[key] = _on_disk(
-            (scorer.name, scorer.signature(), *texts), entry, lambda: _run(scorer, hyps, refs, sources)
-        )
+        compute = lambda: _one_line(scorer, lambda: scorer.statistics(hyps, refs, sources))  # noqa: E731
+        _CACHE[key] = _on_disk((scorer.name, signature, *texts), entry, compute)
     return _CACHE[key]
 
 
-def _run(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional[Texts]) -> np.ndarray:
-    """``scorer.statistics(...)``; MetricError in one line where it fails on its texts or its imports (a plugin's
-    ValueError for missing sources, a learned metric's package not installed)."""
+def _one_line(scorer: MetricScorer, work: Callable[[], T]) -> T:
+    """``work()`` (the scorer's signature or statistics); MetricError in one line where it fails on its texts or its
+    imports (a plugin's ValueError for missing sources, a learned metric's package not installed)."""
     try:
-        return scorer.statistics(hyps, refs, sources)
+        return work()
     except AblateError:
         raise
     except (ValueError, ImportError, OSError, RuntimeError) as err:

@@ -265,6 +265,20 @@ def test_the_loaded_file_translates_again_and_again_outside_no_grad(tmp_path):
     assert model(_batch(ids, torch.device("cpu"))).ne(run.tokenizer.pad_id).any()
 
 
+def test_the_exported_forward_keeps_an_empty_source_row_empty_as_ablate_translate_does():
+    """``model(src)`` decoded a row holding only EOS (an empty line) to a made-up sentence, where ``ablate translate``
+    (``TranslationModule.translate``) and the file's own ``translate()`` give an empty one."""
+    run = _untrained()
+    tok = run.tokenizer
+    ids = [s[:16] for s in tok.encode_src([src for src, _ in builtin.generate("val", 2)])]
+    batch = _batch([ids[0], [], ids[1]], torch.device("cpu"))
+    rows = script(run)(batch).tolist()
+    assert rows[1] == [tok.pad_id] * len(rows[1])
+    e = run.cfg.eval
+    ours = greedy(run.module.model, batch, tok.bos_id, tok.eos_id, e.max_len_a, e.max_len_b)
+    assert ours[1] and [_until_eos(row, tok.eos_id, tok.pad_id) for row in rows] == [ours[0], [], ours[2]]
+
+
 def test_an_output_past_the_learned_positions_stops_there_as_in_greedy():
     ours, exported = _past_the_table("learned")
     assert exported == ours and max(len(h) for h in ours) == 19

@@ -342,3 +342,31 @@ def test_a_metric_that_fails_on_its_texts_is_one_line_naming_it(tmp_path, monkey
     with pytest.raises(MetricError) as err:
         scorer_module.statistics(_NeedsSources(), ["a man"], ["a man rides"])
     assert str(err.value) == f"metric 'needs-sources' failed: {error}"
+
+
+class _Unsigned(SentenceMetric):
+    """A plugin whose signature reads its package's version, and that package is not installed."""
+
+    name, label = "unsigned", "U"
+
+    def signature(self) -> str:
+        raise ImportError("No package metadata was found for unbabel-comet")
+
+    def sentences(self, hyps, refs, sources=None):
+        return [1.0] * len(refs)
+
+
+def test_a_metric_whose_signature_fails_is_one_line_naming_it(tmp_path, monkeypatch):
+    """``ablate table --metric NAME`` (or ``ablate score``) of a plugin whose ``signature()`` raised ended in a
+    traceback: the signature is asked for before the statistics, outside the one-line handling of their failures."""
+    from ablate import metrics as scorer_module
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    monkeypatch.setitem(METRIC_SCORERS, "unsigned", _Unsigned)
+    expected = "metric 'unsigned' failed: No package metadata was found for unbabel-comet"
+    with pytest.raises(MetricError) as err:
+        get_scorer("unsigned")  # what the commands ask first, so a wrong metric fails before any work
+    assert str(err.value) == expected
+    with pytest.raises(MetricError) as err:
+        scorer_module.statistics(_Unsigned(), ["a man"], ["a man rides"])
+    assert str(err.value) == expected
