@@ -638,10 +638,7 @@ def axis_values(name: str, param: dict[str, Any]) -> list[Any]:
     if "value" in param:
         return [param["value"]]
     if "values" in param and "probabilities" not in param and param.get("distribution", "categorical") == "categorical":
-        unique: dict[str, Any] = {}
-        for value in param["values"]:
-            unique[value_key(value)] = value
-        return list(unique.values())
+        return list({value_key(value): value for value in param["values"]}.values())
     low: Any = param.get("min")  # a number where the distribution needs one (check_wandb_schema), else absent
     high: Any = param.get("max")
     kind = param.get("distribution")
