@@ -546,11 +546,9 @@ class Planner:
         """Whether the best trial (or configuration mean) reached the metric's ``target``."""
         target = (self.spec.config.get("metric") or {}).get("target")
         if self.spec.repeat_seeds is None:
-            trial = best_trial(self.state, self.spec.goal)
-            best = trial.metric if trial is not None else None
+            best = getattr(best_trial(self.state, self.spec.goal), "metric", None)
         else:
-            config = best_configuration(self.state.trials, self.spec.goal)
-            best = config[0] if config is not None else None
+            best = (best_configuration(self.state.trials, self.spec.goal) or (None,))[0]
         if target is None or best is None:
             return False
         return best >= target if self.spec.goal == "maximize" else best <= target

@@ -402,18 +402,16 @@ def variant_overrides(value: Any) -> dict[str, Any]:
 
 def foreign_key(spec: SweepSpec, point: Point) -> Optional[str]:
     """The first parameter of ``point`` (a trial read back from a sweep folder) that ``spec`` cannot have
-    planned: one the file does not list, a value outside its ``value`` or ``values`` (a variant: one of the
-    file's own, overrides and all), a repeat seed that is not an integer, or a sampled value that is not a
-    number; ``None`` when ``spec`` could have planned ``point``. A trial's overrides come from its point, and
-    one can name code (``plugins``, ``trainer.callbacks``): a folder's points are run only as the file's."""
+    planned (not listed; outside ``value``/``values``, a variant's overrides included; a repeat seed not an
+    integer; a sampled value not a number), else ``None``. A trial's overrides come from its point, and one
+    can name code (``plugins``, ``trainer.callbacks``): a folder's points are run only as the file's."""
     for key, value in point.items():
         param = spec.parameters.get(key)
         if not isinstance(param, dict):
             return key
-        if "value" in param:
-            ok = value_key(value) == value_key(param["value"])
-        elif "values" in param:
-            ok = value_key(value) in {value_key(v) for v in param["values"]}
+        allowed = [param["value"]] if "value" in param else param.get("values")
+        if allowed is not None:
+            ok = value_key(value) in {value_key(v) for v in allowed}
         elif REPEAT in param:
             ok = isinstance(value, int) and not isinstance(value, bool)
         else:
@@ -503,29 +501,18 @@ def trial_overrides(
     """The trainer's ``key=value`` arguments: W&B naming first (a ``tracking.*`` parameter wins, but tags add
     to the trial's labels), then the parameters, then ``extra`` (the command line's); ``plugins`` files,
     relative to the sweep file, made absolute."""
-    tracking = {"tracking.group": group or spec.name, "tracking.name": name, "tracking.tags": labels(spec, point)}
-    if VARIANT in point:
-        tracking["tracking.variant"] = variant_name(point[VARIANT])
     values = resolve(point)
     if "plugins" in values and spec.path is not None:
         values["plugins"] = absolute(values["plugins"], spec.path.resolve().parent)
-    return _merge_tags(to_overrides(tracking) + to_overrides(values) + list(extra))
-
-
-def _merge_tags(overrides: list[str]) -> list[str]:
-    """``overrides`` with every ``tracking.tags=`` merged into the first, each tag once in order: a sweep's own
-    tags add to the labels W&B filters its trials by, never replace them."""
-    is_tags = [o.partition("=")[0].strip() == "tracking.tags" for o in overrides]
-    values = [parse_override(o)[1] for o in itertools.compress(overrides, is_tags)]
-    if not all(isinstance(v, (str, list)) for v in values):  # not tags: the config check names it
-        return overrides
-    tags: list[str] = []
-    for value in values:
-        for tag in map(str, [value] if isinstance(value, str) else value):
-            tags += [tag] if tag not in tags else []
-    first = is_tags.index(True) if any(is_tags) else len(overrides)
-    rest = [o for o, tag in zip(overrides, is_tags) if not tag]
-    return rest[:first] + to_overrides({"tracking.tags": tags}) * any(is_tags) + rest[first:]
+    tags, rest = labels(spec, point), to_overrides(values) + list(extra)
+    given = [parse_override(o)[1] for o in rest if o.partition("=")[0].strip() == "tracking.tags"]
+    if all(isinstance(v, (str, list)) for v in given):  # each tag once, in order (else the config check names it)
+        rest = [o for o in rest if o.partition("=")[0].strip() != "tracking.tags"]
+        tags = list(dict.fromkeys(tags + [str(tag) for v in given for tag in ([v] if isinstance(v, str) else v)]))
+    tracking = {"tracking.group": group or spec.name, "tracking.name": name, "tracking.tags": tags}
+    if VARIANT in point:
+        tracking["tracking.variant"] = variant_name(point[VARIANT])
+    return to_overrides(tracking) + rest
 
 
 def with_absolute_plugins(config: dict[str, Any], base: Path) -> dict[str, Any]:
@@ -651,10 +638,7 @@ def axis_values(name: str, param: dict[str, Any]) -> list[Any]:
     if "value" in param:
         return [param["value"]]
     if "values" in param and "probabilities" not in param and param.get("distribution", "categorical") == "categorical":
-        unique: dict[str, Any] = {}
-        for value in param["values"]:
-            unique[value_key(value)] = value
-        return list(unique.values())
+        return list({value_key(value): value for value in param["values"]}.values())
     low: Any = param.get("min")  # a number where the distribution needs one (check_wandb_schema), else absent
     high: Any = param.get("max")
     kind = param.get("distribution")
@@ -691,15 +675,10 @@ def grid_points(parameters: dict[str, Any]) -> Iterator[Point]:
 
 def grid_size(parameters: dict[str, Any]) -> Optional[int]:
     """How many points a grid over ``parameters`` has, counted without enumerating it (None: not a grid)."""
-    total = 1
-    for name, param in parameters.items():
-        if not isinstance(param, dict):
-            return None
-        try:
-            total *= len(axis_values(name, param))
-        except ValueError:  # a distribution: no grid
-            return None
-    return total
+    try:
+        return math.prod(len(axis_values(name, param)) for name, param in parameters.items())
+    except ValueError:  # a distribution: no grid
+        return None
 
 
 def random_point(parameters: dict[str, Any], rng: random.Random) -> Point:

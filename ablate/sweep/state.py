@@ -234,10 +234,8 @@ def replicate_status(trials: Sequence[Trial]) -> RunStatus:
     """One status for a configuration's seeds: running until all are done, then finished, stopped or failed."""
     if any(not t.status.done for t in trials):
         return RunStatus.RUNNING
-    for status in (RunStatus.FINISHED, RunStatus.STOPPED):
-        if any(t.status == status for t in trials):
-            return status
-    return RunStatus.FAILED
+    ended = (s for s in (RunStatus.FINISHED, RunStatus.STOPPED) if any(t.status == s for t in trials))
+    return next(ended, RunStatus.FAILED)
 
 
 def replicate_metric(trials: Sequence[Trial]) -> Optional[float]:
@@ -251,12 +249,11 @@ def replicate_metric(trials: Sequence[Trial]) -> Optional[float]:
 
 def best_configuration(trials: Sequence[Trial], goal: str) -> Optional[tuple[float, list[Trial]]]:
     """The configuration whose seeds are all done with the best mean metric: ``(mean, its trials)``."""
+    groups = replicates(trials).values()
     done = [
-        (mean, seeds)
-        for seeds in replicates(trials).values()
-        if replicate_status(seeds).done and (mean := replicate_metric(seeds)) is not None
+        (m, seeds) for seeds in groups if replicate_status(seeds).done and (m := replicate_metric(seeds)) is not None
     ]
-    return (max if goal == "maximize" else min)(done, key=lambda pair: pair[0]) if done else None
+    return (max if goal == "maximize" else min)(done, key=lambda pair: pair[0], default=None)
 
 
 # ---- How an attempt ended ----
@@ -315,10 +312,7 @@ class Outcome:
     error: Optional[str] = None
     metric: Optional[float] = None
     summary: Optional[RunSummary] = None
-
-    @property
-    def results(self) -> dict[str, Any]:
-        return headline(self.summary) if self.summary is not None else {}
+    results = Trial.results
 
 
 def outcome(
@@ -333,8 +327,7 @@ def outcome(
         summary = earlier if earlier.status == RunStatus.FINISHED else None  # the trainer found it finished, left it
     value = summary.get(metric) if summary is not None and metric else None
     value = float(value) if is_number(value) else None
-    status = summary.status if summary is not None else None
-    error = summary.error if summary is not None else None
+    status, error = (summary.status, summary.error) if summary is not None else (None, None)
     if status == RunStatus.FINISHED and returncode == 0:
         if metric and value is None:
             return _failed(f"{SUMMARY_FILE} has no '{metric}' (the sweep's metric)", summary)

@@ -147,10 +147,7 @@ def agent_argv(sweep_id: str, slot: Slot, opts: AgentOptions) -> list[str]:
         "sweep", "agent", sweep_id, "--devices", devices, "--gpus-per-trial", gpus, "--out", str(opts.out)
     )
     flags = {"--project": opts.project, "--entity": opts.entity, "--count": opts.count, "--config": opts.config}
-    for flag, value in flags.items():
-        if value is not None:
-            argv += [flag, str(value)]
-    return argv + list(opts.overrides)
+    return argv + [x for flag, value in flags.items() if value is not None for x in (flag, str(value))] + opts.overrides
 
 
 def run_agents(sweep_id: str, slots: list[Slot], opts: AgentOptions) -> int:
