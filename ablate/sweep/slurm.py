@@ -231,22 +231,17 @@ class SlurmExecutor:
 
         a = self.args
         executor = submitit.SlurmExecutor(folder=SweepFiles(self.out).slurm / "%j", max_num_timeout=20)
-        params: dict[str, Any] = {
-            "job_name": job_name[:120],
-            "time": self.minutes,
-            "nodes": nodes,
-            "ntasks_per_node": tasks,
-            "signal_delay_s": a.signal_delay_s,
-            "stderr_to_stdout": True,
-        }
-        optional = {
-            "gpus_per_node": gpus,
-            "cpus_per_task": cpus,
-            "partition": a.partition,
-            "mem": a.mem,
-            "additional_parameters": dict(self.extra),
-        }
-        executor.update_parameters(**params, **{k: v for k, v in optional.items() if v})
+        optional: dict[str, Any] = dict(gpus_per_node=gpus, cpus_per_task=cpus, partition=a.partition, mem=a.mem)
+        optional["additional_parameters"] = dict(self.extra)  # each of these only where given
+        executor.update_parameters(
+            job_name=job_name[:120],
+            time=self.minutes,
+            nodes=nodes,
+            ntasks_per_node=tasks,
+            signal_delay_s=a.signal_delay_s,
+            stderr_to_stdout=True,
+            **{k: v for k, v in optional.items() if v},
+        )
         return executor
 
     def capacity(self) -> int:
