@@ -42,6 +42,7 @@ ACTIVE = {  # a job in these states may still run (or run again)
 }  # fmt: skip
 LOST = {"CANCELLED", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "TIMEOUT", "DEADLINE"}  # the cluster ended it: resubmit
 KILLED = "Killed: trainer killed by "  # TrialJob's last line in trial.log when a signal killed the trainer
+REQUEUED = "requeued: SLURM runs this job again and it resumes from its checkpoint (nothing to run by hand)\n"
 POLL_S = 5.0  # seconds between squeues
 REQUEUE_GRACE_S = 20.0
 REQUEUE_WINDOW_S = 300.0
@@ -177,6 +178,8 @@ class TrialJob:
                 proc.kill()
         if os.environ.get("SLURM_PROCID", "0") == "0":
             atomic_write_text(RunFiles(self.run_dir).requeues, str(requeues(self.run_dir) + 1))  # never through a link
+            with open(unlinked(self.run_dir / LOG_FILE), "a") as log:  # below the trainer's "run ... again"
+                log.write(REQUEUED)
         return submitit.helpers.DelayedSubmission(TrialJob(self.argv, self.run_dir, self.grace_s))
 
 
