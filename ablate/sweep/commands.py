@@ -87,21 +87,18 @@ def preview(console: Console, planner: Planner, progress: PlanProgress) -> int:
     planner.tick = progress
     try:
         trials = planner.preview()
-        seeds = planner.spec.repeat_seeds
-        if planner.spec.method == "bayes" and seeds is not None:
-            console.print(
-                f"bayes proposes configurations as results arrive (up to {planner.cap}, each trained with seeds "
-                f"{', '.join(map(str, seeds))} and searched on their mean); the first:",
-                highlight=False,
-            )
-        elif planner.spec.method == "bayes":
-            console.print(f"bayes proposes trials as results arrive (up to {planner.cap}); the first:")
+        if planner.spec.method == "bayes":
+            seeds, what = planner.spec.repeat_seeds, "configurations" if planner.spec.repeat_seeds else "trials"
+            each = f", each trained with seeds {', '.join(map(str, seeds))} and searched on their mean" if seeds else ""
+            line = f"bayes proposes {what} as results arrive (up to {planner.cap}{each}); the first:"
+            console.print(line, highlight=False)
         for i, t in enumerate(trials):
             overrides = " ".join(planner.overrides(t))
             error = t.error if t.status == RunStatus.FAILED else None
-            if console.is_terminal:
-                line = f"[bold]{t.name}[/bold]  {overrides}" + (f"\n  [red]{error}[/red]" if error else "")
-                console.print(line, highlight=False)
+            if console.is_terminal:  # as text, never markup: values and errors are the user's
+                console.print(
+                    Text.assemble((t.name, "bold"), f"  {overrides}", (f"\n  {error}" if error else "", "red"))
+                )
             else:  # a listing for a file or a pipe: one plain line per trial, without rich's layout per line
                 console.file.write(f"{t.name}  {overrides}\n" + (f"  {error}\n" if error else ""))
             progress("listing trials", i + 1, len(trials))
@@ -473,7 +470,7 @@ def _run(launcher: Launcher | PackedSweep, wandb_sweep: bool, where: str) -> Non
     if result.interrupted:
         _say("interrupted: rerun the same command to resume", "yellow")
         raise typer.Exit(130)
-    if unfinished(result.state):
+    if result.state.count(RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING):  # stopped by hyperband: done
         raise typer.Exit(FAILED)
 
 

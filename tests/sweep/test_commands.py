@@ -406,3 +406,14 @@ def test_status_of_a_run_folder_says_it_is_one_and_what_to_run(tmp_path):
     assert result.exit_code == 2 and f"{run} is a run folder, not a sweep's: its record is {run}/summary.json" in (
         result.output.replace("\n", "")
     )
+
+
+def test_a_dry_run_on_a_terminal_shows_the_overrides_as_written(tmp_path, monkeypatch):
+    # on a terminal the listing went through rich markup: 'a[red]b' was listed as a red 'b', and 'c[/red]d' ended
+    # the dry run with a MarkupError traceback
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(commands, "console", Console(width=250, force_terminal=True, color_system=None))
+    path = tmp_path / "tiny.yaml"
+    path.write_text(SWEEP + '  tracking.project: {values: ["a[red]b", "c[/red]d"]}\n')
+    result = invoke("run", path, "--dry-run", "--devices", "cpu")
+    assert "tracking.project=a[red]b " in result.output and "tracking.project=c[/red]d " in result.output, result.output
