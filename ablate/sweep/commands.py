@@ -46,11 +46,6 @@ if TYPE_CHECKING:
 FAILED = 1  # exit status of a sweep with a failed or unfinished trial (a dry run: an invalid one)
 
 
-def unfinished(state: SweepState) -> int:
-    """Trials that failed or were left interrupted (hyperband's ``stopped`` and ``finished`` are done)."""
-    return state.count(RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING)
-
-
 class PlanProgress:
     """A :data:`~ablate.sweep.planner.Tick`: a progress bar on stderr once planning has run past :attr:`after_s`."""
 
