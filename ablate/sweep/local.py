@@ -5,6 +5,7 @@ recognised after a crash by its pid and start time.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import os
@@ -17,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Optional, Protocol
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Optional, Protocol
 
 from ablate.record import LOG_FILE
 from ablate.sweep.spec import SweepError
@@ -346,27 +347,26 @@ def wind_down(
         time.sleep(0.01)
 
 
-class signals_raise_interrupt:
-    """SIGTERM and SIGHUP stop the sweep as Ctrl-C does; on leaving, one received is passed on to the previous
-    Python handler (a host program's, a test session's)."""
+@contextlib.contextmanager
+def signals_raise_interrupt() -> Iterator[list[int]]:
+    """SIGTERM and SIGHUP stop the sweep as Ctrl-C does (``as`` names the signals received); on leaving, one
+    received is passed on to the previous Python handler (a host program's, a test session's)."""
+    received: list[int] = []
 
-    def __enter__(self) -> None:
-        self.saved: dict[int, Any] = {}
-        self.received: list[int] = []
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                self.saved[sig] = signal.signal(sig, self._raise_interrupt)
-
-    def _raise_interrupt(self, signum: int, frame: Any) -> None:
-        self.received.append(signum)
+    def raise_interrupt(signum: int, frame: Any) -> None:
+        received.append(signum)
         raise KeyboardInterrupt(f"signal {signum}")
 
-    def __exit__(self, *exc: Any) -> None:
-        for sig, handler in self.saved.items():
+    signals = (signal.SIGTERM, signal.SIGHUP) if threading.current_thread() is threading.main_thread() else ()
+    saved: dict[int, Any] = {sig: signal.signal(sig, raise_interrupt) for sig in signals}
+    try:
+        yield received
+    finally:
+        for sig, handler in saved.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(self.received):
-            if callable(self.saved.get(sig)):
-                self.saved[sig](sig, None)
+        for sig in dict.fromkeys(received):
+            if callable(saved[sig]):
+                saved[sig](sig, None)
 
 
 # ---- The local executor ----
