@@ -369,13 +369,10 @@ class PackedWorker:
         self._running: dict[str, tuple[Handle, float]] = {}
         self._executor: Optional[LocalExecutor] = None
 
-    @property
-    def job(self) -> str:
-        return os.environ.get("SLURM_JOB_ID", f"pid{os.getpid()}")
-
     def __call__(self) -> int:
         """Pull and run trials until the plan is empty (or the job is told to stop); returns trials started."""
         signal.signal(signal.SIGTERM, self._drain)  # scancel: stop pulling; the trials checkpoint on their own SIGTERM
+        self.job = os.environ.get("SLURM_JOB_ID", f"pid{os.getpid()}")
         s = self.shape
         slots = plan_slots("auto" if s.gpus else "cpu", max(s.gpus, 1), s.trials, cores=s.cpus)[: s.trials]
         header = f"ablate sweep worker (SLURM job {self.job})"
