@@ -139,9 +139,9 @@ def report(
     where to look next."""
     console.print(printable(f"sweep {state.name}: {_counts(state, *COUNTED)}"), markup=False, highlight=False)
     if state.group:
-        console.print(f"W&B group {state.group}", style="dim", highlight=False)
+        console.print(printable(f"W&B group {state.group}"), style="dim", markup=False, highlight=False)
     _best(console, state, metric, goal, repeat)
-    console.print(f"details: ablate sweep status {out}", style="dim", highlight=False)
+    console.print(printable(f"details: ablate sweep status {out}"), style="dim", markup=False, highlight=False)
 
 
 def live_jobs(state: SweepState, out: Path) -> dict[str, str]:
@@ -428,7 +428,7 @@ def run(
 
 
 def _say(line: str, style: str = "") -> None:
-    console.print(line, style=style, highlight=False)
+    console.print(Text(line, style=style))  # as written: paths and reasons are the user's, never markup
 
 
 def _run(launcher: Launcher | slurm.PackedSweep, wandb_sweep: bool, where: str) -> None:
@@ -438,7 +438,7 @@ def _run(launcher: Launcher | slurm.PackedSweep, wandb_sweep: bool, where: str) 
         from ablate.sweep.wandb_server import attach_local_sweep
 
         opts.wandb_sweep = attach_local_sweep(spec, opts, _say)
-    _say(f"sweep [bold]{spec.name}[/bold] ({spec.method}) -> {opts.out}  {where}")
+    console.print(Text.assemble("sweep ", (spec.name, "bold"), f" ({spec.method}) -> {opts.out}  {where}"))
     try:
         result = launcher.run()
     except KeyboardInterrupt:  # before any trial started: nothing to stop

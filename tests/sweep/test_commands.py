@@ -84,6 +84,13 @@ def test_exit_status_0_when_every_trial_finished(sweep_file, events):
     assert "Exit status:" in invoke("run", "--help").output
 
 
+def test_a_sweep_folder_with_brackets_in_its_name_is_shown_as_written(sweep_file, events, tmp_path):
+    # the line naming the sweep went through rich markup: --out 'a[/x]' ended the run with a MarkupError traceback
+    out = tmp_path / "a[/x]"
+    result = invoke("run", sweep_file, "--devices", "cpu", "--out", out, "train.max_steps=3", "model.heads=4")
+    assert result.exit_code == 0 and f"-> {out}  " in result.output, result.output
+
+
 def test_a_comma_list_override_is_one_more_grid_axis(sweep_file, events, tmp_path):
     args = ["run", sweep_file, "--devices", "cpu", "train.max_steps=2,3", "model.dropout=0"]
     result = invoke(*args, "--dry-run")
