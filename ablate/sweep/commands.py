@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 import typer
 from rich.console import Console
@@ -20,8 +20,9 @@ from rich.text import Text
 
 from ablate.config import complete_overrides, read_yaml
 from ablate.record import TEST_BLEU, RunFiles, RunStatus, SweepFiles, is_number
+from ablate.sweep import slurm
 from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor
-from ablate.sweep.local import ExecutorArgs, check_slot_options, plan_slots
+from ablate.sweep.local import ExecutorArgs, check_slot_options, is_same_process, plan_slots, trains
 from ablate.sweep.planner import (
     ALLOWANCE_S,
     ASSUMED_STEP_S,
@@ -40,15 +41,7 @@ from ablate.sweep.state import SweepState, best_configuration, best_trial, is_lo
 from ablate.utils.commands import fail, typer_app
 from ablate.utils.io import printable
 
-if TYPE_CHECKING:
-    from ablate.sweep.slurm import PackedSweep
-
 FAILED = 1  # exit status of a sweep with a failed or unfinished trial (a dry run: an invalid one)
-
-
-def unfinished(state: SweepState) -> int:
-    """Trials that failed or were left interrupted (hyperband's ``stopped`` and ``finished`` are done)."""
-    return state.count(RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING)
 
 
 class PlanProgress:
@@ -87,21 +80,18 @@ def preview(console: Console, planner: Planner, progress: PlanProgress) -> int:
     planner.tick = progress
     try:
         trials = planner.preview()
-        seeds = planner.spec.repeat_seeds
-        if planner.spec.method == "bayes" and seeds is not None:
-            console.print(
-                f"bayes proposes configurations as results arrive (up to {planner.cap}, each trained with seeds "
-                f"{', '.join(map(str, seeds))} and searched on their mean); the first:",
-                highlight=False,
-            )
-        elif planner.spec.method == "bayes":
-            console.print(f"bayes proposes trials as results arrive (up to {planner.cap}); the first:")
+        if planner.spec.method == "bayes":
+            seeds, what = planner.spec.repeat_seeds, "configurations" if planner.spec.repeat_seeds else "trials"
+            each = f", each trained with seeds {', '.join(map(str, seeds))} and searched on their mean" if seeds else ""
+            line = f"bayes proposes {what} as results arrive (up to {planner.cap}{each}); the first:"
+            console.print(line, highlight=False)
         for i, t in enumerate(trials):
             overrides = " ".join(planner.overrides(t))
             error = t.error if t.status == RunStatus.FAILED else None
-            if console.is_terminal:
-                line = f"[bold]{t.name}[/bold]  {overrides}" + (f"\n  [red]{error}[/red]" if error else "")
-                console.print(line, highlight=False)
+            if console.is_terminal:  # as text, never markup: values and errors are the user's
+                console.print(
+                    Text.assemble((t.name, "bold"), f"  {overrides}", (f"\n  {error}" if error else "", "red"))
+                )
             else:  # a listing for a file or a pipe: one plain line per trial, without rich's layout per line
                 console.file.write(f"{t.name}  {overrides}\n" + (f"  {error}\n" if error else ""))
             progress("listing trials", i + 1, len(trials))
@@ -149,9 +139,9 @@ def report(
     where to look next."""
     console.print(printable(f"sweep {state.name}: {_counts(state, *COUNTED)}"), markup=False, highlight=False)
     if state.group:
-        console.print(f"W&B group {state.group}", style="dim", highlight=False)
+        console.print(printable(f"W&B group {state.group}"), style="dim", markup=False, highlight=False)
     _best(console, state, metric, goal, repeat)
-    console.print(f"details: ablate sweep status {out}", style="dim", highlight=False)
+    console.print(printable(f"details: ablate sweep status {out}"), style="dim", markup=False, highlight=False)
 
 
 def live_jobs(state: SweepState, out: Path) -> dict[str, str]:
@@ -160,8 +150,6 @@ def live_jobs(state: SweepState, out: Path) -> dict[str, str]:
     jobs = sorted({t.job_id for t in state.trials if t.status == RunStatus.RUNNING and t.job_id} | set(state.workers))
     if not jobs or is_locked(out):
         return {}
-    from ablate.sweep import slurm
-
     try:
         seen = slurm.job_states(jobs)
     except (SweepError, OSError, subprocess.SubprocessError):
@@ -172,10 +160,10 @@ def live_jobs(state: SweepState, out: Path) -> dict[str, str]:
 def status_table(state: SweepState, out: Path, metric: Optional[str], live: Optional[dict[str, str]] = None) -> Table:
     """One row per trial: status, metric, test BLEU, time, tries (and the SLURM job: ``live`` states first), error."""
     live = live or {}
-    slurm = any(t.job_id for t in state.trials)
+    on_slurm = any(t.job_id for t in state.trials)
     table = Table(title=Text(printable(f"sweep {state.name} ({state.source})")), title_justify="left")
     columns = ["trial", "status", ">" + (metric or "metric"), ">" + TEST_BLEU.key, ">time", ">tries"]
-    for col in columns + (["SLURM job", ">requeues"] if slurm else []) + ["error"]:
+    for col in columns + (["SLURM job", ">requeues"] if on_slurm else []) + ["error"]:
         table.add_column(col.lstrip(">"), justify="right" if col[0] == ">" else "left", overflow="fold")
     for t in state.trials:
         test_bleu = t.results.get(TEST_BLEU.key)
@@ -187,11 +175,9 @@ def status_table(state: SweepState, out: Path, metric: Optional[str], live: Opti
             clock(t.duration_s) if t.duration_s else "",
             str(t.attempts),
         ]
-        if slurm:
-            from ablate.sweep.slurm import requeues
-
+        if on_slurm:
             job_state = live.get(t.job_id or "", t.job_state) if t.status == RunStatus.RUNNING else t.job_state
-            row += [f"{t.job_id} {(job_state or '').lower()}" if t.job_id else "", str(requeues(out / t.name))]
+            row += [f"{t.job_id} {(job_state or '').lower()}" if t.job_id else "", str(slurm.requeues(out / t.name))]
         table.add_row(*row, Text(printable(t.error or "")))  # names and errors are text, never markup or escapes
     return table
 
@@ -200,13 +186,9 @@ def _left_running(console: Console, state: SweepState, out: Path, jobs: dict[str
     """Name the trials ``running`` in ``sweep.json`` that nothing runs: a SLURM job that ended since a launcher last
     looked (``jobs``: :func:`live_jobs`), or, with no launcher, a local trial whose process is gone (it dies with its
     launcher)."""
-    from ablate.sweep.local import is_same_process, trains
-
     running = [t for t in state.trials if t.status == RunStatus.RUNNING]
     if jobs:
-        from ablate.sweep.slurm import ACTIVE
-
-        ended = [t.name for t in running if t.job_id in jobs and jobs[str(t.job_id)] not in ACTIVE]
+        ended = [t.name for t in running if t.job_id in jobs and jobs[str(t.job_id)] not in slurm.ACTIVE]
         if ended:
             whose = "1 trial's SLURM job has" if len(ended) == 1 else f"{len(ended)} trials' SLURM jobs have"
             again = f"run the sweep command again to collect {'it' if len(ended) == 1 else 'them'}"
@@ -219,13 +201,9 @@ def _left_running(console: Console, state: SweepState, out: Path, jobs: dict[str
     if gone:
         whose = "1 trial was" if len(gone) == 1 else f"{len(gone)} trials were"
         them = "it" if len(gone) == 1 else "them"
-        console.print(
-            f"{whose} left running by a launcher that is gone and nothing trains {them} ({printable(', '.join(gone))}): "
-            f"run the sweep command again to resume {them}",
-            style="yellow",
-            markup=False,
-            highlight=False,
-        )
+        line = f"{whose} left running by a launcher that is gone and nothing trains {them} ({', '.join(gone)}): "
+        line += f"run the sweep command again to resume {them}"
+        console.print(printable(line), style="yellow", markup=False, highlight=False)
 
 
 def show_status(console: Console, state: SweepState, out: Path) -> None:
@@ -429,7 +407,6 @@ def run(
     for note in replaced_variants(spec, opts.overrides):  # on stderr: a dry run's stdout is its listing
         typer.secho(note, fg=typer.colors.YELLOW, err=True)
     if dry_run and launcher == "local":  # trains nothing, so it plans no slots (never imports torch to count GPUs)
-        executor_class(launcher)
         check_slot_options(devices, 1 if gpus_per_trial is None else gpus_per_trial, parallel)
     else:  # SLURM's and Ray's options are checked, not their cluster: a dry run refuses what the run would
         executor = make_executor(launcher, args, opts)
@@ -443,27 +420,25 @@ def run(
             raise typer.Exit(FAILED)
         return
     if trials_per_job is not None:
-        from ablate.sweep.slurm import PackedSweep, SlurmExecutor
-
-        assert isinstance(executor, SlurmExecutor)  # --launcher slurm, checked above
-        packed = PackedSweep(spec, opts, executor, trials_per_job, _say)
+        assert isinstance(executor, slurm.SlurmExecutor)  # --launcher slurm, checked above
+        packed = slurm.PackedSweep(spec, opts, executor, trials_per_job, _say)
         _run(packed, wandb_sweep, packed.describe())
         return
     _run(Launcher(spec, opts, Progress(console, spec.metric, spec.goal), executor), wandb_sweep, executor.describe())
 
 
 def _say(line: str, style: str = "") -> None:
-    console.print(line, style=style, highlight=False)
+    console.print(Text(line, style=style))  # as written: paths and reasons are the user's, never markup
 
 
-def _run(launcher: Launcher | PackedSweep, wandb_sweep: bool, where: str) -> None:
+def _run(launcher: Launcher | slurm.PackedSweep, wandb_sweep: bool, where: str) -> None:
     """Run the sweep, report, and exit with its status (0, 1 some trial unfinished, 130 interrupted)."""
     spec, opts = launcher.spec, launcher.opts
     if wandb_sweep:
         from ablate.sweep.wandb_server import attach_local_sweep
 
         opts.wandb_sweep = attach_local_sweep(spec, opts, _say)
-    _say(f"sweep [bold]{spec.name}[/bold] ({spec.method}) -> {opts.out}  {where}")
+    console.print(Text.assemble("sweep ", (spec.name, "bold"), f" ({spec.method}) -> {opts.out}  {where}"))
     try:
         result = launcher.run()
     except KeyboardInterrupt:  # before any trial started: nothing to stop
@@ -473,7 +448,7 @@ def _run(launcher: Launcher | PackedSweep, wandb_sweep: bool, where: str) -> Non
     if result.interrupted:
         _say("interrupted: rerun the same command to resume", "yellow")
         raise typer.Exit(130)
-    if unfinished(result.state):
+    if result.state.count(RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING):  # stopped by hyperband: done
         raise typer.Exit(FAILED)
 
 

@@ -107,8 +107,7 @@ def clock(seconds: Optional[float]) -> str:
     """``3725`` -> ``1:02:05``; ``None`` -> ``?``."""
     if seconds is None:
         return "?"
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
+    h, rest = divmod(round(seconds), 3600)
     m, s = divmod(rest, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
@@ -288,13 +287,8 @@ class Launcher:
             if moved > run.moved:
                 run.moved, run.stalled = moved, False
             elif not run.stalled and now - run.moved > self.opts.stall_s:
-                run.stalled = True
-                log.warning(
-                    "trial %s has written nothing for %s (still running; its log: %s)",
-                    name,
-                    clock(now - run.moved),
-                    files.log,
-                )
+                run.stalled, silent = True, clock(now - run.moved)
+                log.warning("trial %s has written nothing for %s (still running; its log: %s)", name, silent, files.log)
 
     def _tick(self) -> None:
         self._collect()

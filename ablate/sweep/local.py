@@ -5,6 +5,7 @@ recognised after a crash by its pid and start time.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import os
@@ -17,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping, Optional, Protocol
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Optional, Protocol
 
 from ablate.record import LOG_FILE
 from ablate.sweep.spec import SweepError
@@ -115,13 +116,9 @@ class Slot:
     threads: int
 
     def env(self, base: dict[str, str]) -> dict[str, str]:
-        env = dict(base)
-        if self.gpus is not None:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus)
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(self.threads)
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when torch starts, so it is set here
-        env["PYTHONUNBUFFERED"] = "1"
-        return env
+        gpus = {} if self.gpus is None else {"CUDA_VISIBLE_DEVICES": ",".join(self.gpus)}
+        threads = {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads), "PYTHONUNBUFFERED": "1"}
+        return {"OMP_WAIT_POLICY": "PASSIVE", **base, **gpus, **threads}  # the wait policy is read when torch starts
 
     def overrides(self) -> list[str]:
         """DDP over its GPUs when it has more than one."""
@@ -236,19 +233,15 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
-def log_header(log_path: Path, header: str, command: list[str]) -> int:
-    """Append ``=== HEADER ===`` and ``$ COMMAND`` to a trial's log; returns its size after them."""
+def start_process(command: list[str], env: dict[str, str], log_path: Path, header: str) -> tuple[subprocess.Popen, int]:
+    """Append ``=== HEADER ===`` and ``$ COMMAND`` to ``log_path``, then start ``command`` in a session of its own,
+    its output appended there; returns the process and the log's size before that output."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(unlinked(log_path), "a") as log:  # a received sweep's link out of it is replaced, never appended to
         log.write(f"\n=== {header} ===\n$ {shlex.join(command)}\n")
-    return log_path.stat().st_size
-
-
-def start_process(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
-    """Start ``command`` in a session of its own, its output appended to ``log_path``."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(unlinked(log_path), "ab") as log:
-        return subprocess.Popen(
+        log.flush()
+        log_start = os.fstat(log.fileno()).st_size
+        proc = subprocess.Popen(
             command,
             env=child_env(env),
             stdin=subprocess.DEVNULL,
@@ -258,6 +251,7 @@ def start_process(command: list[str], env: dict[str, str], log_path: Path) -> su
             close_fds=True,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
+    return proc, log_start
 
 
 def bound_log(log_path: Path, start: int, limit: int) -> bool:
@@ -353,27 +347,26 @@ def wind_down(
         time.sleep(0.01)
 
 
-class signals_raise_interrupt:
-    """SIGTERM and SIGHUP stop the sweep as Ctrl-C does; on leaving, one received is passed on to the previous
-    Python handler (a host program's, a test session's)."""
+@contextlib.contextmanager
+def signals_raise_interrupt() -> Iterator[list[int]]:
+    """SIGTERM and SIGHUP stop the sweep as Ctrl-C does (``as`` names the signals received); on leaving, one
+    received is passed on to the previous Python handler (a host program's, a test session's)."""
+    received: list[int] = []
 
-    def __enter__(self) -> None:
-        self.saved: dict[int, Any] = {}
-        self.received: list[int] = []
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                self.saved[sig] = signal.signal(sig, self._raise_interrupt)
-
-    def _raise_interrupt(self, signum: int, frame: Any) -> None:
-        self.received.append(signum)
+    def raise_interrupt(signum: int, frame: Any) -> None:
+        received.append(signum)
         raise KeyboardInterrupt(f"signal {signum}")
 
-    def __exit__(self, *exc: Any) -> None:
-        for sig, handler in self.saved.items():
+    signals = (signal.SIGTERM, signal.SIGHUP) if threading.current_thread() is threading.main_thread() else ()
+    saved: dict[int, Any] = {sig: signal.signal(sig, raise_interrupt) for sig in signals}
+    try:
+        yield received
+    finally:
+        for sig, handler in saved.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(self.received):
-            if callable(self.saved.get(sig)):
-                self.saved[sig](sig, None)
+        for sig in dict.fromkeys(received):
+            if callable(saved[sig]):
+                saved[sig](sig, None)
 
 
 # ---- The local executor ----
@@ -418,8 +411,8 @@ class LocalExecutor:
         slot = next(s for s in self.slots if s.index not in self._busy)
         command, log = argv(slot.overrides()), run_dir / LOG_FILE
         header = f"{self.header}: {trial.name}, attempt {trial.attempts + 1}, {slot.describe()}, {time.ctime()}"
-        log_start, since = log_header(log, header, command), time.time()
-        proc = start_process(command, slot.env(dict(os.environ)), log)
+        since = time.time()
+        proc, log_start = start_process(command, slot.env(dict(os.environ)), log, header)
         self._busy.add(slot.index)
         trial.pid, trial.pid_start = proc.pid, start_time(proc.pid)
         trial.devices = list(slot.gpus or [])

@@ -21,7 +21,6 @@ from ablate.sweep.local import (
     Polled,
     bound_log,
     device_overrides,
-    log_header,
     start_process,
     stop_group,
 )
@@ -43,8 +42,8 @@ def _ray() -> Any:
 def run_attempt(command: list[str], run_dir: str, header: str, grace_s: float) -> int:
     """One Ray task: the trainer's exit code; ``ray.cancel`` (``KeyboardInterrupt``) gives it ``grace_s`` to save."""
     log = Path(run_dir) / LOG_FILE
-    log_header(log, f"{header}, ray worker pid {os.getpid()} on {socket.gethostname()}", command)
-    proc = start_process(command, {**os.environ, "PYTHONUNBUFFERED": "1"}, log)
+    header = f"{header}, ray worker pid {os.getpid()} on {socket.gethostname()}"
+    proc, _ = start_process(command, {**os.environ, "PYTHONUNBUFFERED": "1"}, log, header)
     try:
         while proc.poll() is None:  # not a blocking wait(): ray.cancel's interrupt_main lands between polls only
             time.sleep(0.1)

@@ -42,6 +42,7 @@ ACTIVE = {  # a job in these states may still run (or run again)
 }  # fmt: skip
 LOST = {"CANCELLED", "NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "TIMEOUT", "DEADLINE"}  # the cluster ended it: resubmit
 KILLED = "Killed: trainer killed by "  # TrialJob's last line in trial.log when a signal killed the trainer
+REQUEUED = "requeued: SLURM runs this job again and it resumes from its checkpoint (nothing to run by hand)\n"
 POLL_S = 5.0  # seconds between squeues
 REQUEUE_GRACE_S = 20.0
 REQUEUE_WINDOW_S = 300.0
@@ -177,6 +178,8 @@ class TrialJob:
                 proc.kill()
         if os.environ.get("SLURM_PROCID", "0") == "0":
             atomic_write_text(RunFiles(self.run_dir).requeues, str(requeues(self.run_dir) + 1))  # never through a link
+            with open(unlinked(self.run_dir / LOG_FILE), "a") as log:  # below the trainer's "run ... again"
+                log.write(REQUEUED)
         return submitit.helpers.DelayedSubmission(TrialJob(self.argv, self.run_dir, self.grace_s))
 
 
@@ -231,22 +234,17 @@ class SlurmExecutor:
 
         a = self.args
         executor = submitit.SlurmExecutor(folder=SweepFiles(self.out).slurm / "%j", max_num_timeout=20)
-        params: dict[str, Any] = {
-            "job_name": job_name[:120],
-            "time": self.minutes,
-            "nodes": nodes,
-            "ntasks_per_node": tasks,
-            "signal_delay_s": a.signal_delay_s,
-            "stderr_to_stdout": True,
-        }
-        optional = {
-            "gpus_per_node": gpus,
-            "cpus_per_task": cpus,
-            "partition": a.partition,
-            "mem": a.mem,
-            "additional_parameters": dict(self.extra),
-        }
-        executor.update_parameters(**params, **{k: v for k, v in optional.items() if v})
+        optional: dict[str, Any] = dict(gpus_per_node=gpus, cpus_per_task=cpus, partition=a.partition, mem=a.mem)
+        optional["additional_parameters"] = dict(self.extra)  # each of these only where given
+        executor.update_parameters(
+            job_name=job_name[:120],
+            time=self.minutes,
+            nodes=nodes,
+            ntasks_per_node=tasks,
+            signal_delay_s=a.signal_delay_s,
+            stderr_to_stdout=True,
+            **{k: v for k, v in optional.items() if v},
+        )
         return executor
 
     def capacity(self) -> int:
@@ -371,13 +369,10 @@ class PackedWorker:
         self._running: dict[str, tuple[Handle, float]] = {}
         self._executor: Optional[LocalExecutor] = None
 
-    @property
-    def job(self) -> str:
-        return os.environ.get("SLURM_JOB_ID", f"pid{os.getpid()}")
-
     def __call__(self) -> int:
         """Pull and run trials until the plan is empty (or the job is told to stop); returns trials started."""
         signal.signal(signal.SIGTERM, self._drain)  # scancel: stop pulling; the trials checkpoint on their own SIGTERM
+        self.job = os.environ.get("SLURM_JOB_ID", f"pid{os.getpid()}")
         s = self.shape
         slots = plan_slots("auto" if s.gpus else "cpu", max(s.gpus, 1), s.trials, cores=s.cpus)[: s.trials]
         header = f"ablate sweep worker (SLURM job {self.job})"

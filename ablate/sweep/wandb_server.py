@@ -156,12 +156,11 @@ def run_agents(sweep_id: str, slots: list[Slot], opts: AgentOptions) -> int:
         run_agent(sweep_id, slots[0], opts)
         return 0
     children = [subprocess.Popen(agent_argv(sweep_id, slot, opts), env=child_env(dict(os.environ))) for slot in slots]
-    signals = signals_raise_interrupt()
-    with signals:
+    with signals_raise_interrupt() as received:
         try:
             codes = [child.wait() for child in children]
         except KeyboardInterrupt:  # Ctrl-C reached the children too (same process group); SIGTERM or SIGHUP did not
-            for child in children if signals.received else []:
+            for child in children if received else []:
                 child.send_signal(signal.SIGTERM)
             codes = [child.wait() for child in children]
     return max((abs(c) for c in codes), default=0)

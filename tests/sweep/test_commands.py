@@ -84,6 +84,13 @@ def test_exit_status_0_when_every_trial_finished(sweep_file, events):
     assert "Exit status:" in invoke("run", "--help").output
 
 
+def test_a_sweep_folder_with_brackets_in_its_name_is_shown_as_written(sweep_file, events, tmp_path):
+    # the line naming the sweep went through rich markup: --out 'a[/x]' ended the run with a MarkupError traceback
+    out = tmp_path / "a[/x]"
+    result = invoke("run", sweep_file, "--devices", "cpu", "--out", out, "train.max_steps=3", "model.heads=4")
+    assert result.exit_code == 0 and f"-> {out}  " in result.output, result.output
+
+
 def test_a_comma_list_override_is_one_more_grid_axis(sweep_file, events, tmp_path):
     args = ["run", sweep_file, "--devices", "cpu", "train.max_steps=2,3", "model.dropout=0"]
     result = invoke(*args, "--dry-run")
@@ -406,3 +413,14 @@ def test_status_of_a_run_folder_says_it_is_one_and_what_to_run(tmp_path):
     assert result.exit_code == 2 and f"{run} is a run folder, not a sweep's: its record is {run}/summary.json" in (
         result.output.replace("\n", "")
     )
+
+
+def test_a_dry_run_on_a_terminal_shows_the_overrides_as_written(tmp_path, monkeypatch):
+    # on a terminal the listing went through rich markup: 'a[red]b' was listed as a red 'b', and 'c[/red]d' ended
+    # the dry run with a MarkupError traceback
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(commands, "console", Console(width=250, force_terminal=True, color_system=None))
+    path = tmp_path / "tiny.yaml"
+    path.write_text(SWEEP + '  tracking.project: {values: ["a[red]b", "c[/red]d"]}\n')
+    result = invoke("run", path, "--dry-run", "--devices", "cpu")
+    assert "tracking.project=a[red]b " in result.output and "tracking.project=c[/red]d " in result.output, result.output

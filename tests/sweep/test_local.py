@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from ablate.sweep.local import Slot, log_header, plan_slots, start_process
+from ablate.sweep.local import Slot, plan_slots, start_process
 from ablate.sweep.spec import SweepError
 
 
@@ -109,10 +110,13 @@ def test_a_trial_log_that_links_out_of_a_received_sweep_folder_is_replaced_not_a
     log.parent.mkdir(parents=True)
     log.symlink_to(thesis)
     command = [sys.executable, "-c", "print('trained')"]
-    log_header(log, "ablate sweep: base-seed=1, attempt 1", command)
-    start_process(command, dict(os.environ), log).wait()
+    proc, log_start = start_process(command, dict(os.environ), log, "ablate sweep: base-seed=1, attempt 1")
+    proc.wait()
     assert thesis.read_text() == "my thesis\n"
-    assert not log.is_symlink() and "trained" in log.read_text()
+    assert not log.is_symlink() and log.read_text()[log_start:] == "trained\n"
+    assert log.read_text()[:log_start].endswith(
+        "=== ablate sweep: base-seed=1, attempt 1 ===\n$ " + shlex.join(command) + "\n"
+    )
 
 
 def test_a_trial_started_by_the_ablate_command_imports_nothing_from_the_working_directory(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -144,6 +145,28 @@ def test_a_trainer_killed_inside_its_job_is_relaunched_as_a_local_one_is(tmp_pat
     if lost:
         reason = outcome(run_dir, exit.code, None).error
         assert "trainer killed by SIGKILL" in reason and "auto-requeueing" not in reason, reason
+
+
+def test_a_requeued_trials_log_says_slurm_runs_it_again(tmp_path):
+    """The trainer stopped for a requeue (SIGUSR2) ends its block of trial.log with 'interrupted; run the same
+    command again to resume', and the log said nothing more, though SLURM reruns the job by itself."""
+    from ablate.sweep.slurm import TrialJob
+
+    trainer = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(print('error: interrupted; "
+    trainer += "run the same command again to resume') or 130)); print('training', flush=True); time.sleep(60)"
+    job, log = TrialJob([sys.executable, "-c", trainer], tmp_path / "trial"), tmp_path / "trial" / "trial.log"
+    thread = threading.Thread(target=lambda: pytest.raises(RuntimeError, job))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not (log.exists() and "training" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    job.checkpoint()
+    thread.join()
+    lines = log.read_text().splitlines()
+    assert lines[-2:] == [
+        "error: interrupted; run the same command again to resume",
+        "requeued: SLURM runs this job again and it resumes from its checkpoint (nothing to run by hand)",
+    ], lines
 
 
 # ------------------------------------------------------------------ against a real cluster
