@@ -40,8 +40,8 @@ from ablate.training.run_folder import (
     prepare_run_dir,
     read_summary,
     resolved,
-    save_outputs,
     summarise,
+    write_outputs,
 )
 from ablate.training.tracking import (
     define_metrics,
@@ -314,7 +314,7 @@ def _open_record(run: _Run, state: str) -> None:
 
 def _build_trainer(run: _Run, extra: list | None, mark: Callable[[str], None]):
     """The Lightning Trainer with our callbacks (clock, throughput, interrupt checkpoint, live record)."""
-    run.accelerator, devices, precision = accelerator_and_precision(run.cfg)
+    run.accelerator, precision = accelerator_and_precision(run.cfg)
     throughput = Throughput(run.data.tokenizer.pad_id, log_every=run.cfg.tracking.log_every)
     callbacks = [
         run.clock,
@@ -329,7 +329,7 @@ def _build_trainer(run: _Run, extra: list | None, mark: Callable[[str], None]):
     callbacks.append(Milestones(mark))
     checkpoint_io = ResilientCheckpointIO(warn=log.warning)
     loggers = [logger for logger in (run.logger, *run.loggers) if logger is not None]
-    trainer = make_trainer(run.cfg, run.run_dir, loggers, run.accelerator, devices, precision, callbacks, checkpoint_io)
+    trainer = make_trainer(run.cfg, run.run_dir, loggers, run.accelerator, precision, callbacks, checkpoint_io)
     return trainer, throughput, checkpoint_io
 
 
@@ -399,7 +399,7 @@ def _write_outputs(run: _Run, trainer, throughput: Throughput, checkpoint_io: Re
     cfg, record = run.cfg, run.record
     summary = summarise(run.module, throughput, trainer, cfg, run.params, run.clock.seconds, run.accelerator)
     summary["resolved"] = resolved(cfg)
-    problem = save_outputs(run.run_dir, run.module, run.data)
+    problem = write_outputs(run.run_dir, run.module, run.data)
     _record_checkpoints(run, checkpoint_io)
     if problem:  # a full disk: the run failed, said in one line, never left "running"
         record.update(**summary)

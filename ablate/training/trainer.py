@@ -192,8 +192,10 @@ class Throughput(pl.Callback):
             return
         self.tok, self.all_tok, self.skip = int(counts["tok"]), int(counts["all_tok"]), int(counts["skip"])
         self.sec, self.all_sec = float(counts["sec"]), float(counts["all_sec"])
-        self.cpu = _cpu_counter(state_dict.get("cpu"), counted=self.tok > 0 or self.sec > 0)
-        self.all_cpu = _cpu_counter(state_dict.get("all_cpu"), counted=self.all_tok > 0 or self.all_sec > 0)
+        # CPU seconds: NaN (unknown) where the checkpoint has none for steps it counted, 0 where it counted none
+        for key, counted in (("cpu", self.tok > 0 or self.sec > 0), ("all_cpu", self.all_tok > 0 or self.all_sec > 0)):
+            seconds = nonnegative(state_dict.get(key))
+            setattr(self, key, seconds if seconds is not None else float("nan") if counted else 0.0)
         if self.sec > 0 or self.all_sec > 0:
             self._rates()
 
@@ -206,14 +208,6 @@ def _over_ranks(trainer: pl.Trainer, pl_module: pl.LightningModule) -> Callable[
         return trainer.strategy.reduce(tensor, reduce_op=op).item()
 
     return reduce
-
-
-def _cpu_counter(value: Any, counted: bool) -> float:
-    """A checkpoint's CPU seconds; NaN (unknown) where it has none for steps it counted, 0 where it counted none."""
-    seconds = nonnegative(value)
-    if seconds is not None:
-        return seconds
-    return float("nan") if counted else 0.0
 
 
 class InterruptCheckpoint(pl.Callback):
@@ -441,13 +435,6 @@ def status_line(
     return " · ".join(parts)
 
 
-def in_notebook() -> bool:
-    """Whether this process is a Jupyter kernel (whose cell output renders ``\\r`` as "rewrite the line")."""
-    shell = sys.modules.get("IPython")
-    get = getattr(shell, "get_ipython", None)
-    return get is not None and type(get()).__name__ == "ZMQInteractiveShell"
-
-
 class StatusLines(ProgressBar):
     """One plain line per validation of the fit (:func:`status_line`), and one where training ends after the
     last validation, logged; in a notebook the same line rewritten in place on stderr. The ETA is the training
@@ -457,7 +444,10 @@ class StatusLines(ProgressBar):
     def __init__(self, stream: TextIO | None = None, rewrite: bool | None = None) -> None:
         super().__init__()
         self.stream = stream
-        self.rewrite = in_notebook() if rewrite is None else rewrite
+        if rewrite is None:  # a Jupyter kernel, whose cell output renders "\r" as "rewrite the line"
+            get = getattr(sys.modules.get("IPython"), "get_ipython", None)
+            rewrite = get is not None and type(get()).__name__ == "ZMQInteractiveShell"
+        self.rewrite = rewrite
         self._enabled = True
         self._open = False  # a rewritten line waits for its newline
         self._said = -1  # the step of the last line
@@ -546,8 +536,8 @@ def check_devices(cfg: Config) -> None:
         )
 
 
-def accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
-    """``(accelerator, devices, precision)`` for Lightning, ``auto`` resolved for this machine."""
+def accelerator_and_precision(cfg: Config) -> tuple[str, str]:
+    """``(accelerator, precision)`` for Lightning, ``auto`` resolved for this machine."""
     t = cfg.train
     accelerator = t.accelerator
     if accelerator == "auto":
@@ -555,7 +545,7 @@ def accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
     precision: str = t.precision
     if precision == "auto":
         precision = "bf16-mixed" if accelerator == "gpu" and torch.cuda.is_bf16_supported() else "32-true"
-    return accelerator, t.devices, precision
+    return accelerator, precision
 
 
 def quiet() -> None:
@@ -614,29 +604,26 @@ class LastCheckpoint(ModelCheckpoint):
         super().on_validation_end(trainer, pl_module)
 
 
-def slurm_environment() -> Any:
-    """Under SLURM, Lightning's SLURM environment without its own auto-requeue (SIGUSR1: ``hpc_ckpt_*.ckpt`` and
-    ``scontrol requeue``), which would fire beside the job's (SIGUSR2, :class:`ablate.sweep.slurm.TrialJob`)."""
-    from lightning_fabric.plugins.environments import SLURMEnvironment
-
-    return SLURMEnvironment(auto_requeue=False) if SLURMEnvironment.detect() else None
-
-
 def make_trainer(
     cfg: Config,
     run_dir: Path,
     loggers: list,
     accelerator: str,
-    devices: Any,
     precision: str,
     extra_callbacks: list,
     checkpoint_io=None,
 ):
+    from lightning_fabric.plugins.environments import SLURMEnvironment
+
     from ablate.utils.typed import build_trainer_options
 
     options, user_callbacks = build_trainer_options(cfg.trainer)
     t = cfg.train
+    devices = t.devices
     multi = devices == "auto" or (isinstance(devices, int) and devices > 1) or t.nodes > 1
+    # under SLURM, without Lightning's own auto-requeue (SIGUSR1: hpc_ckpt_*.ckpt and scontrol requeue), which would
+    # fire beside the job's (SIGUSR2, ablate.sweep.slurm.TrialJob)
+    slurm = SLURMEnvironment(auto_requeue=False) if SLURMEnvironment.detect() else None
     val_kwargs = {"val_check_interval": t.val_every, "check_val_every_n_epoch": None} if t.val_every else {}
     kwargs = dict(
         accelerator=accelerator,
@@ -660,7 +647,7 @@ def make_trainer(
         use_distributed_sampler=False,
         enable_model_summary=False,
         default_root_dir=str(run_dir),
-        plugins=[p for p in (checkpoint_io, slurm_environment()) if p is not None] or None,
+        plugins=[p for p in (checkpoint_io, slurm) if p is not None] or None,
         **val_kwargs,
     )
     kwargs.update(options)  # trainer.* keys (those ablate owns are refused when the config is read)
