@@ -481,10 +481,6 @@ class TranslationModule(pl.LightningModule):
             raise RuntimeError(f"decoding covered {len(merged)} of {n} sentences")
         return [merged[i] for i in range(n)]
 
-    def _reduce_nll(self) -> float:
-        stats = self.trainer.strategy.reduce(self._eval_nll.to(self.device), reduce_op="sum")
-        return math.exp(min(stats[0].item() / max(stats[1].item(), 1.0), 50.0))
-
     def _reset_eval(self) -> None:
         self._eval, self._eval_time = {}, 0.0
         self._eval_nll = torch.zeros(2, dtype=torch.float64)
@@ -502,7 +498,8 @@ class TranslationModule(pl.LightningModule):
         refs = self.references[self.val_split]
         hyps = self._collect(0, len(refs))
         scores = corpus_scores(hyps, refs)
-        ppl = self._reduce_nll()
+        nll, ntok = self.trainer.strategy.reduce(self._eval_nll.to(self.device), reduce_op="sum").tolist()
+        ppl = math.exp(min(nll / max(ntok, 1.0), 50.0))
         self.last_val = {DEV_BLEU.key: scores.bleu, DEV_CHRF.key: scores.chrf, DEV_PPL.key: ppl}
         entry: dict[str, Any] = {"step": int(self.global_step), **self.last_val}
         if (norm := self.grad_norm_value()) is not None:
