@@ -55,7 +55,6 @@ from ablate.training.tracking import (
 )
 from ablate.training.trainer import (
     FaultInjection,
-    InterruptCheckpoint,
     LiveRecord,
     Milestones,
     Throughput,
@@ -319,7 +318,6 @@ def _build_trainer(run: _Run, extra: list | None, mark: Callable[[str], None]):
     callbacks = [
         run.clock,
         throughput,
-        InterruptCheckpoint(RunFiles(run.run_dir).last),
         LiveRecord(run.record),
         *(extra or []),
     ]

@@ -210,21 +210,6 @@ def _over_ranks(trainer: pl.Trainer, pl_module: pl.LightningModule) -> Callable[
     return reduce
 
 
-class InterruptCheckpoint(pl.Callback):
-    """Save ``last.ckpt`` when SIGTERM (turned into an exception at a step boundary by Lightning) or
-    Ctrl-C stops a run, so it resumes from there; failures never overwrite the last good checkpoint. Not inside
-    a validation: a resume from there skipped the rest of it (its history entry, best.ckpt's choice); the run
-    resumes from the last.ckpt before it and validates that step whole."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-
-    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        stopped = isinstance(exception, (KeyboardInterrupt, SIGTERMException))
-        if stopped and trainer.global_step > 0 and not trainer.validating:
-            trainer.save_checkpoint(self.path, weights_only=False)  # the full training state, to resume
-
-
 class LiveRecord(pl.Callback):
     """Rewrite ``summary.json`` (``running``) after every validation on rank 0: sweep schedulers read the
     history from it for early termination, and a killed run still leaves its progress on disk."""
@@ -401,12 +386,9 @@ class BudgetProgressBar(RichProgressBar):
     def __init__(self) -> None:
         super().__init__(console_kwargs={"stderr": True})
 
-    def _describe(self) -> str:
-        t = self.trainer
-        return train_description(t.current_epoch, t.max_epochs, t.global_step, t.max_steps)
-
     def _get_train_description(self, current_epoch: int) -> str:  # Lightning's label, on each epoch start
-        return self._describe()
+        t = self.trainer
+        return train_description(current_epoch, t.max_epochs, t.global_step, t.max_steps)
 
     def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
         return {**super().get_metrics(trainer, pl_module), **getattr(pl_module, "bar_metrics", {})}
@@ -416,7 +398,9 @@ class BudgetProgressBar(RichProgressBar):
     ) -> None:
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
         if self.progress is not None and self.train_progress_bar_id is not None:
-            self.progress.update(self.train_progress_bar_id, description=self._describe())
+            self.progress.update(
+                self.train_progress_bar_id, description=self._get_train_description(trainer.current_epoch)
+            )
 
 
 def status_line(
@@ -580,7 +564,12 @@ class LastCheckpoint(ModelCheckpoint):
     """``last.ckpt`` every n steps; at a step that validates, written after that validation. Lightning writes it
     before, and a resume from it skips the validation: its history entry, and best.ckpt's choice, were lost.
     Lightning 2.6 has no public way to defer it (its own deferral needs a monitor): the private members used here
-    are pinned by ``test_last_checkpoint_of_a_validating_step_holds_that_validation``."""
+    are pinned by ``test_last_checkpoint_of_a_validating_step_holds_that_validation``.
+
+    Also written when SIGTERM (turned into an exception at a step boundary by Lightning) or Ctrl-C stops a run, so
+    it resumes from there; failures never overwrite the last good checkpoint. Not inside a validation: a resume from
+    there skipped the rest of it (its history entry, best.ckpt's choice); the run resumes from the last.ckpt before
+    it and validates that step whole."""
 
     _after_validation = False
 
@@ -596,6 +585,11 @@ class LastCheckpoint(ModelCheckpoint):
         )
         if not self._after_validation:
             super().on_train_batch_end(trainer, pl_module, *args)
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        stopped = isinstance(exception, (KeyboardInterrupt, SIGTERMException))
+        if stopped and trainer.global_step > 0 and not trainer.validating:  # the full training state, to resume
+            trainer.save_checkpoint(Path(self.dirpath or ".") / "last.ckpt", weights_only=False)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._after_validation and not self._should_skip_saving_checkpoint(trainer):
