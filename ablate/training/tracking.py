@@ -218,7 +218,8 @@ def has_wandb_credentials() -> bool:
 def resolve_mode(cfg: TrackingConfig, echo: Callable[[str], Any] | None = None) -> str:
     """``online`` | ``offline`` | ``disabled`` from the config, the environment and credentials. Online without an
     API key would fail inside W&B and leave nothing to sync: it is offline instead, said through ``echo``."""
-    mode, env = cfg.wandb, os.environ.get("WANDB_MODE")
+    mode: str = cfg.wandb
+    env = os.environ.get("WANDB_MODE")
     if mode == "auto" and env in ("online", "offline", "disabled", "dryrun"):
         mode = "offline" if env == "dryrun" else env
     elif mode == "auto":

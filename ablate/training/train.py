@@ -200,7 +200,11 @@ def _start(cfg: Config, run_dir: Path, state: str, start_from: str | None, mark:
     from ablate.data.datamodule import TranslationDataModule
 
     try:
-        _prepare_process(cfg, start_from)
+        if start_from:  # a wrong train.init_from fails before the data is prepared
+            checkpoint_of(start_from)
+        if cfg.train.threads > 0:
+            torch.set_num_threads(cfg.train.threads)
+        pl.seed_everything(cfg.seed, workers=True, verbose=False)
         data = TranslationDataModule(cfg.data, cfg.train, cfg.eval, cfg.seed)  # corpus, tokenizer, batches
         data.setup()
         if state == "resume":
@@ -239,15 +243,6 @@ def _check_same_tokenizer(cfg: Config, run_dir: Path, tokenizer: Any) -> None:
             f"data.source={cfg.data.source} no longer gives the tokenizer this run started with ({saved}): its corpus "
             f"changed since; restore the corpus to resume, or pass --overwrite to train the run afresh on the new one"
         )
-
-
-def _prepare_process(cfg: Config, start_from: str | None) -> None:
-    """Check ``train.init_from`` early (a wrong path fails before the data is prepared), then threads and seeds."""
-    if start_from:
-        checkpoint_of(start_from)
-    if cfg.train.threads > 0:
-        torch.set_num_threads(cfg.train.threads)
-    pl.seed_everything(cfg.seed, workers=True, verbose=False)
 
 
 def _build_run(cfg: Config, run_dir: Path, data, start_from: str | None) -> _Run:

@@ -624,7 +624,7 @@ def make_trainer(
     # fire beside the job's (SIGUSR2, ablate.sweep.slurm.TrialJob)
     slurm = SLURMEnvironment(auto_requeue=False) if SLURMEnvironment.detect() else None
     val_kwargs = {"val_check_interval": t.val_every, "check_val_every_n_epoch": None} if t.val_every else {}
-    kwargs = dict(
+    kwargs: dict[str, Any] = dict(
         accelerator=accelerator,
         devices=devices,
         num_nodes=t.nodes,
