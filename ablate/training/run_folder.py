@@ -252,13 +252,6 @@ def claim_run_dir(cfg: Config, run_dir: Path) -> None:
 log = logging.getLogger(__name__)
 
 
-def cpu_seconds() -> float:
-    """User + system CPU seconds of this process since it started (imports and data loading included) and of
-    its finished children (data workers, DDP ranks)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
 def machine() -> dict[str, Any]:
     """What ran the trial: the CPU model, its logical cores and torch's intra-op threads."""
     import platform
@@ -304,7 +297,10 @@ class RunRecord:
         self.summary.status = status
         self.summary.error = error
         self.summary.wall_time_s = round(self.wall_before + time.time() - self.started, 2)
-        self.summary.cpu_time_s = round(self.cpu_before + cpu_seconds(), 2)  # this attempt's process, start-up included
+        # user + system CPU seconds of this attempt's process since it started (imports and data loading included)
+        # and of its finished children (data workers, DDP ranks)
+        t = os.times()
+        self.summary.cpu_time_s = round(self.cpu_before + (t.user + t.system + t.children_user + t.children_system), 2)
         try:
             if not self._environment_written:
                 atomic_write_text(RunFiles(self.path.parent).environment, freeze_text(freeze()))
