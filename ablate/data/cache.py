@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from ablate.config import DataConfig
-from ablate.data.sources import Corpus, DataError, Source, digest, make_source, quiet_datasets
+from ablate.data.sources import DataError, Source, digest, make_source, quiet_datasets
 from ablate.data.tokenizer import RECIPE, SubwordTokenizer, TokenizerError
 from ablate.errors import first_line
 from ablate.utils.io import HolderLock, cache_root, plain_mode, read_json, replace
@@ -187,27 +187,6 @@ class Prepared:
     stats: dict
 
 
-class _LazyCorpus:
-    """Loads the raw corpus on first use only (a cache hit never does), into a scratch folder."""
-
-    def __init__(self, source: Source, root: Path):
-        self.source, self.root = source, root
-        self._corpus: Corpus | None = None
-        self._dir: Path | None = None
-
-    def get(self) -> tuple[Corpus, Path]:
-        """The corpus and the scratch folder of this build."""
-        if self._corpus is None or self._dir is None:
-            (self.root / "tmp").mkdir(parents=True, exist_ok=True)
-            self._dir = Path(tempfile.mkdtemp(dir=self.root / "tmp"))  # private; removed by cleanup()
-            self._corpus = self.source.load(self._dir)
-        return self._corpus, self._dir
-
-    def cleanup(self) -> None:
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-
-
 def _encode(batch: dict, tokenizer: SubwordTokenizer, max_len: int, clip: bool) -> dict:
     src_text, tgt_text = ([text or "" for text in batch[side]] for side in ("src", "tgt"))
     src, tgt = tokenizer.encode_src(src_text), tokenizer.encode_tgt(tgt_text)
@@ -264,39 +243,43 @@ def encode_split(
     return out, {"empty": int(empty.sum()), "too_long": int(long.sum())}
 
 
-def _build(entry: Path, raw: _LazyCorpus, cfg: DataConfig, root: Path, tok_key: str) -> None:
-    corpus, workdir = raw.get()
-    train = corpus.splits["train"]
-    learn = lambda d: SubwordTokenizer.train(train, cfg.vocab_size, cfg.joint_vocab).save(d)
-    tok_dir, tok_hit = cached_entry(root, "tokenizers", tok_key, learn)
-    try:
-        tokenizer = SubwordTokenizer.load(tok_dir)
-    except TokenizerError as err:  # damaged in place (same sizes, so its manifest still matched): rebuild it
-        log.warning("cached tokenizer %s is unreadable (%s); rebuilding it", tok_dir, err)
-        tok_dir, tok_hit = cached_entry(root, "tokenizers", tok_key, learn, damaged=tok_dir.stat().st_ino)
-        tokenizer = SubwordTokenizer.load(tok_dir)
-    tokenizer.save(entry / "tokenizer")
-    counts, pairs = {}, {}
-    for name, ds in corpus.splits.items():
-        encoded, counts[name] = encode_split(ds, tokenizer, cfg.max_len, name == "train", workdir, name)
-        with quiet_datasets():
-            encoded.save_to_disk(str(entry / "splits" / name))
-        pairs[name] = len(encoded)
-    stats = {
-        "pairs": pairs,
-        "dropped": counts["train"],
-        "truncated": {name: c["truncated"] for name, c in counts.items() if name != "train"},
-        "undecodable": dict(corpus.undecodable),
-        "vocab": {"src": tokenizer.src_vocab_size, "tgt": tokenizer.tgt_vocab_size, "joint": tokenizer.joint},
-        "tokenizer_cached": tok_hit,
-    }
-    meta = {
-        "val_split": corpus.val_split,
-        "test_splits": corpus.test_splits,
-        "splits": list(corpus.splits),
-        "stats": stats,
-    }
-    (entry / "meta.json").write_text(json.dumps(meta, indent=1))
+def _build(entry: Path, source: Source, cfg: DataConfig, root: Path, tok_key: str) -> None:
+    """Read the raw corpus (only here: a cache hit never does) in a private scratch folder and encode it."""
+    (root / "tmp").mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root / "tmp", ignore_cleanup_errors=True) as scratch:
+        workdir = Path(scratch)
+        corpus = source.load(workdir)
+        train = corpus.splits["train"]
+        learn = lambda d: SubwordTokenizer.train(train, cfg.vocab_size, cfg.joint_vocab).save(d)
+        tok_dir, tok_hit = cached_entry(root, "tokenizers", tok_key, learn)
+        try:
+            tokenizer = SubwordTokenizer.load(tok_dir)
+        except TokenizerError as err:  # damaged in place (same sizes, so its manifest still matched): rebuild it
+            log.warning("cached tokenizer %s is unreadable (%s); rebuilding it", tok_dir, err)
+            tok_dir, tok_hit = cached_entry(root, "tokenizers", tok_key, learn, damaged=tok_dir.stat().st_ino)
+            tokenizer = SubwordTokenizer.load(tok_dir)
+        tokenizer.save(entry / "tokenizer")
+        counts, pairs = {}, {}
+        for name, ds in corpus.splits.items():
+            encoded, counts[name] = encode_split(ds, tokenizer, cfg.max_len, name == "train", workdir, name)
+            with quiet_datasets():
+                encoded.save_to_disk(str(entry / "splits" / name))
+            pairs[name] = len(encoded)
+        stats = {
+            "pairs": pairs,
+            "dropped": counts["train"],
+            "truncated": {name: c["truncated"] for name, c in counts.items() if name != "train"},
+            "undecodable": dict(corpus.undecodable),
+            "vocab": {"src": tokenizer.src_vocab_size, "tgt": tokenizer.tgt_vocab_size, "joint": tokenizer.joint},
+            "tokenizer_cached": tok_hit,
+        }
+        meta = {
+            "val_split": corpus.val_split,
+            "test_splits": corpus.test_splits,
+            "splits": list(corpus.splits),
+            "stats": stats,
+        }
+        (entry / "meta.json").write_text(json.dumps(meta, indent=1))
 
 
 def _load_entry(entry: Path) -> tuple[dict, SubwordTokenizer, dict[str, datasets.Dataset]]:
@@ -319,20 +302,16 @@ def prepare(cfg: DataConfig) -> Prepared:
     learns = getattr(source, "train_fingerprint", source.fingerprint)()  # a test set added learns no BPE again
     tok_key = digest("tokenizer", RECIPE, learns, cfg.vocab_size, cfg.joint_vocab, cfg.src_lang, cfg.tgt_lang)
     key = digest("encoded", VERSION, tok_key, source.fingerprint(), cfg.max_len)
-    raw = _LazyCorpus(source, root)
-    build = lambda tmp: _build(tmp, raw, cfg, root, tok_key)
+    build = lambda tmp: _build(tmp, source, cfg, root, tok_key)
+    entry, hit = cached_entry(root, "corpora", key, build)
     try:
-        entry, hit = cached_entry(root, "corpora", key, build)
-        try:
-            meta, tokenizer, splits = _load_entry(entry)
-        except Exception as err:  # noqa: BLE001 - a damaged entry (torn Arrow file, bad JSON, tokenizer): rebuild it once
-            if isinstance(err, DataError) and not isinstance(err, TokenizerError):
-                raise
-            log.warning("cache entry %s is unreadable (%s); rebuilding it", entry, first_line(err)[:200])
-            entry, hit = cached_entry(root, "corpora", key, build, damaged=entry.stat().st_ino)
-            meta, tokenizer, splits = _load_entry(entry)
-    finally:
-        raw.cleanup()
+        meta, tokenizer, splits = _load_entry(entry)
+    except Exception as err:  # noqa: BLE001 - a damaged entry (torn Arrow file, bad JSON, tokenizer): rebuild it once
+        if isinstance(err, DataError) and not isinstance(err, TokenizerError):
+            raise
+        log.warning("cache entry %s is unreadable (%s); rebuilding it", entry, first_line(err)[:200])
+        entry, hit = cached_entry(root, "corpora", key, build, damaged=entry.stat().st_ino)
+        meta, tokenizer, splits = _load_entry(entry)
     stats = dict(meta["stats"], cached=hit, key=key, seconds=round(time.perf_counter() - start, 3))
     stats["tokenizer_cached"] = hit or stats["tokenizer_cached"]
     provenance = getattr(source, "provenance", None)  # optional: what a source can say of its origin (hf: revision)

@@ -12,6 +12,7 @@ padded; if not, attention needs no mask). The Trainer is built with ``use_distri
 
 from __future__ import annotations
 
+import bisect
 import os
 from typing import Any, Iterator, Optional
 
@@ -34,15 +35,9 @@ def pack_sorted(cost: np.ndarray, max_tokens: int) -> np.ndarray:
     n, starts, i = len(cost), [], 0
     while i < n:
         hi = min(n, i + max(1, max_tokens // int(cost[i])))  # no batch from i can be longer
-        lo = i + 1  # always feasible; find the largest feasible end in [lo, hi] by bisection
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if (mid - i) * int(cost[mid - 1]) <= max_tokens:
-                lo = mid
-            else:
-                hi = mid - 1
+        fits = bisect.bisect_right(range(i + 1, hi + 1), max_tokens, key=lambda end: (end - i) * int(cost[end - 1]))
         starts.append(i)
-        i = lo
+        i += max(fits, 1)  # an over-long item alone
     return np.asarray(starts + [n], dtype=np.int64)
 
 

@@ -279,22 +279,20 @@ class LocalFolder:
                 )
         return found[(split, self.langs[0])], found[(split, self.langs[1])]
 
-    def fingerprint(self) -> str:
-        return self._digest(sorted(self.files))
-
-    def train_fingerprint(self) -> str:
-        """The fingerprint of the ``train`` files alone: what the tokenizer learns from."""
-        return self._digest(["train"])
-
-    def _digest(self, splits: list[str]) -> str:
+    def fingerprint(self, splits: list[str] | None = None) -> str:
+        """Of every split's files, or of ``splits`` alone."""
         return digest(
             "local",
             self.langs,
             [
                 (split, src.name, tgt.name, file_digest(src, self.cache_root), file_digest(tgt, self.cache_root))
-                for split, (src, tgt) in ((split, self.files[split]) for split in splits)
+                for split, (src, tgt) in ((split, self.files[split]) for split in splits or sorted(self.files))
             ],
         )
+
+    def train_fingerprint(self) -> str:
+        """The fingerprint of the ``train`` files alone: what the tokenizer learns from."""
+        return self.fingerprint(["train"])
 
     def load(self, workdir: Path) -> Corpus:
         """Check alignment of every split, then stream each split into Arrow files."""
@@ -463,17 +461,16 @@ class HubDataset:
             self.commit = served_commit(self.name, self.revision)
         return splits
 
-    def fingerprint(self) -> str:
-        return self._digest(sorted(self._load()))
+    def fingerprint(self, names: list[str] | None = None) -> str:
+        """The loaded splits' own fingerprints (of ``names`` alone, if given)."""
+        splits = self._load()
+        pinned = [self.revision] if self.revision else []  # unpinned runs keep their cache keys
+        names = names or sorted(splits)
+        return digest("hf", self.name, self.config, *pinned, self.langs, [(n, splits[n]._fingerprint) for n in names])
 
     def train_fingerprint(self) -> str:
         """The fingerprint of the ``train`` split alone: what the tokenizer learns from."""
-        return self._digest(["train"])
-
-    def _digest(self, names: list[str]) -> str:
-        splits = self._load()
-        pinned = [self.revision] if self.revision else []  # unpinned runs keep their cache keys
-        return digest("hf", self.name, self.config, *pinned, self.langs, [(n, splits[n]._fingerprint) for n in names])
+        return self.fingerprint(["train"])
 
     def provenance(self) -> dict[str, str | None]:
         """What the run records of its data: the dataset, its config, the revision asked for and the commit

@@ -26,7 +26,8 @@ RECIPE = 2
 BATCH = 1000
 
 
-def _empty_bpe() -> Tokenizer:
+def train_bpe(texts: Iterator[list[str]], vocab_size: int, length: int | None = None) -> Tokenizer:
+    """Learn a BPE model from batches of sentences (streamed, never all in memory)."""
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.normalizer = normalizers.NFKC()
     tok.pre_tokenizer = pre_tokenizers.Sequence(
@@ -36,12 +37,6 @@ def _empty_bpe() -> Tokenizer:
         ]
     )
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    return tok
-
-
-def train_bpe(texts: Iterator[list[str]], vocab_size: int, length: int | None = None) -> Tokenizer:
-    """Learn a BPE model from batches of sentences (streamed, never all in memory)."""
-    tok = _empty_bpe()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=list(SPECIALS), limit_alphabet=1000, show_progress=False
     )

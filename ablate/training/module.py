@@ -434,28 +434,26 @@ class TranslationModule(pl.LightningModule):
         ``enc``: ``model.encode(src)`` where the caller has it. An empty source (a row that starts with EOS) gets an
         empty hypothesis, as fairseq-interactive keeps an empty line empty: the test decoding and ``ablate
         translate`` both come here."""
-        empty = (src[:, 0] == self.eos_id).tolist()
-        return [[] if none else hyp for none, hyp in zip(empty, self._search(src, beam, len_penalty, enc))]
-
-    def _search(self, src: torch.Tensor, beam: int, len_penalty: float | None, enc: Any) -> list[list[int]]:
-        """:meth:`translate`'s greedy (``beam`` 1) or beam search, each row decoded."""
         e = self.cfg.eval
         model = cast(Seq2Seq, self.model)  # nn.Module's typing hides the decoding interface every model has (Args)
         if beam <= 1:
-            return greedy(model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b, enc=enc)
-        alpha = e.len_penalty if len_penalty is None else len_penalty
-        return beam_search(
-            model,
-            src,
-            beam,
-            self.bos_id,
-            self.eos_id,
-            alpha,
-            e.max_len_a,
-            e.max_len_b,
-            length_penalty=e.length_penalty,
-            enc=enc,
-        )
+            hyps = greedy(model, src, self.bos_id, self.eos_id, e.max_len_a, e.max_len_b, enc=enc)
+        else:
+            alpha = e.len_penalty if len_penalty is None else len_penalty
+            hyps = beam_search(
+                model,
+                src,
+                beam,
+                self.bos_id,
+                self.eos_id,
+                alpha,
+                e.max_len_a,
+                e.max_len_b,
+                length_penalty=e.length_penalty,
+                enc=enc,
+            )
+        empty = (src[:, 0] == self.eos_id).tolist()
+        return [[] if none else hyp for none, hyp in zip(empty, hyps)]
 
     def _eval_step(self, batch: dict[str, torch.Tensor], dataloader_idx: int, beam: int, nll: bool = False) -> None:
         """Decode ``batch`` with ``beam``; ``nll``: also its teacher-forced loss (the validation perplexity), from
@@ -483,10 +481,6 @@ class TranslationModule(pl.LightningModule):
             raise RuntimeError(f"decoding covered {len(merged)} of {n} sentences")
         return [merged[i] for i in range(n)]
 
-    def _reduce_nll(self) -> float:
-        stats = self.trainer.strategy.reduce(self._eval_nll.to(self.device), reduce_op="sum")
-        return math.exp(min(stats[0].item() / max(stats[1].item(), 1.0), 50.0))
-
     def _reset_eval(self) -> None:
         self._eval, self._eval_time = {}, 0.0
         self._eval_nll = torch.zeros(2, dtype=torch.float64)
@@ -504,7 +498,8 @@ class TranslationModule(pl.LightningModule):
         refs = self.references[self.val_split]
         hyps = self._collect(0, len(refs))
         scores = corpus_scores(hyps, refs)
-        ppl = self._reduce_nll()
+        nll, ntok = self.trainer.strategy.reduce(self._eval_nll.to(self.device), reduce_op="sum").tolist()
+        ppl = math.exp(min(nll / max(ntok, 1.0), 50.0))
         self.last_val = {DEV_BLEU.key: scores.bleu, DEV_CHRF.key: scores.chrf, DEV_PPL.key: ppl}
         entry: dict[str, Any] = {"step": int(self.global_step), **self.last_val}
         if (norm := self.grad_norm_value()) is not None:

@@ -156,7 +156,8 @@ def prepare_run_dir(cfg: Config, run_dir: Path, overwrite: bool = False) -> str:
             old, reason = "unreadable", f"an unreadable config.yaml ({err})"
     summary = read_summary(run_dir) or {}
     if old != fingerprint(cfg, resume=True):
-        if _never_trained(run_dir, summary):  # its data or model failed: nothing to keep
+        # a run that failed before it trained (bad data, a model too large; no step, no checkpoint): nothing to keep
+        if summary.get("status") == RunStatus.FAILED and summary.get("step") is None and not has_checkpoint(run_dir):
             config_path.unlink()
             return "new"
         further = ""
@@ -228,12 +229,6 @@ def has_checkpoint(run_dir: Path) -> bool:
     return any((RunFiles(run_dir).checkpoints / name).exists() for name in RESUME_ORDER)
 
 
-def _never_trained(run_dir: Path, summary: dict[str, Any]) -> bool:
-    """Whether ``run_dir`` holds a run that failed before it trained (bad data, a model too large): no
-    step recorded, no checkpoint. Another config may take the folder; a run with a step keeps it."""
-    return summary.get("status") == RunStatus.FAILED and summary.get("step") is None and not has_checkpoint(run_dir)
-
-
 def _refuse_unnamed_plugins(recorded: dict[str, Any], run_dir: Path) -> None:
     """Refuse to resume a run whose ``config.yaml`` names a plugin the user's config does not: reading
     that config would import code someone else may have put there (:func:`ablate.utils.plugins.unvouched`)."""
@@ -255,13 +250,6 @@ def claim_run_dir(cfg: Config, run_dir: Path) -> None:
 
 
 log = logging.getLogger(__name__)
-
-
-def cpu_seconds() -> float:
-    """User + system CPU seconds of this process since it started (imports and data loading included) and of
-    its finished children (data workers, DDP ranks)."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
 
 
 def machine() -> dict[str, Any]:
@@ -309,7 +297,10 @@ class RunRecord:
         self.summary.status = status
         self.summary.error = error
         self.summary.wall_time_s = round(self.wall_before + time.time() - self.started, 2)
-        self.summary.cpu_time_s = round(self.cpu_before + cpu_seconds(), 2)  # this attempt's process, start-up included
+        # user + system CPU seconds of this attempt's process since it started (imports and data loading included)
+        # and of its finished children (data workers, DDP ranks)
+        t = os.times()
+        self.summary.cpu_time_s = round(self.cpu_before + (t.user + t.system + t.children_user + t.children_system), 2)
         try:
             if not self._environment_written:
                 atomic_write_text(RunFiles(self.path.parent).environment, freeze_text(freeze()))
@@ -386,20 +377,16 @@ def resolved(cfg: Config) -> dict[str, Any]:
     return out
 
 
-def peak_memory_mb(accelerator: str) -> float:
-    import torch
-
-    if accelerator == "gpu" and torch.cuda.is_available():
-        return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def summarise(
     module, throughput, trainer, cfg: Config, params: int, seconds: float, accelerator: str
 ) -> dict[str, Any]:
     import torch
 
     best = module.best_val_record
+    if accelerator == "gpu" and torch.cuda.is_available():  # peak GPU memory allocated, else the peak RSS
+        peak_mb = torch.cuda.max_memory_allocated() / 2**20
+    else:
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     out: dict[str, Any] = {
         "params": params,
         "step": int(trainer.global_step),  # what a time budget (train.max_time) actually bought
@@ -415,7 +402,7 @@ def summarise(
         "train/loss": None if module.last_loss is None else float(module.last_loss),
         "train/grad_norm": module.grad_norm_value(),  # of the last step, before clipping to train.clip_norm
         "train/step_time_s": throughput.step_seconds / max(1, trainer.global_step),
-        "peak_memory_mb": round(peak_memory_mb(accelerator), 1),
+        "peak_memory_mb": round(peak_mb, 1),
         # validation scores of the checkpoint that was tested (the best by BLEU), all from one validation
         DEV_BLEU.key: best.get(DEV_BLEU.key),
         DEV_PPL.key: best.get(DEV_PPL.key),
@@ -431,26 +418,22 @@ def summarise(
     return out
 
 
-def save_outputs(run_dir: Path, module, data) -> str | None:
-    """:func:`write_outputs`, or one line saying why they could not be written (a full disk, a
-    read-only folder), so the run is recorded as failed with that reason instead of staying running."""
+def write_outputs(run_dir: Path, module, data) -> str | None:
+    """The test and validation hypotheses, references and sources; None, or one line saying why they could not be
+    written (a full disk, a read-only folder), so the run is recorded as failed with that reason."""
     try:
-        write_outputs(run_dir, module, data)
+        for split, result in module.test_results.items():
+            write_lines(run_dir / "hyps" / f"{split}.txt", result["hypotheses"])
+            write_lines(run_dir / "refs" / f"{split}.txt", data.references(split))
+        hyps = module.best_val_record.get("hypotheses")
+        if hyps is not None:  # from the validation whose scores summary.json reports
+            write_lines(run_dir / "hyps" / f"{data.val_split}.txt", hyps)
+            write_lines(run_dir / "refs" / f"{data.val_split}.txt", data.references(data.val_split))
+        for split in [data.val_split, *module.test_results]:  # for BLEU by source length (ablate plot)
+            write_lines(run_dir / "sources" / f"{split}.txt", data.sources(split))
     except OSError as err:
         return (
             f"could not write the test outputs (hyps, refs, sources) in {run_dir}: {err.strerror or err}; "
             "free space and rerun the same command"
         )
     return None
-
-
-def write_outputs(run_dir: Path, module, data) -> None:
-    for split, result in module.test_results.items():
-        write_lines(run_dir / "hyps" / f"{split}.txt", result["hypotheses"])
-        write_lines(run_dir / "refs" / f"{split}.txt", data.references(split))
-    hyps = module.best_val_record.get("hypotheses")
-    if hyps is not None:  # from the validation whose scores summary.json reports
-        write_lines(run_dir / "hyps" / f"{data.val_split}.txt", hyps)
-        write_lines(run_dir / "refs" / f"{data.val_split}.txt", data.references(data.val_split))
-    for split in [data.val_split, *module.test_results]:  # for BLEU by source length (ablate plot)
-        write_lines(run_dir / "sources" / f"{split}.txt", data.sources(split))

@@ -126,17 +126,12 @@ def one_key_per_score(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if not (k.startswith("test/") and k.partition("/")[2] in per_split)}
 
 
-def summary_fields(summary: dict[str, Any]) -> dict[str, Any]:
-    """What of ``summary`` (``summary.json``) goes in the W&B run summary: each number and text once
-    (:func:`one_key_per_score`); no config, no layout version, nothing nested (that is in :data:`RECORD_FILE`)."""
-    flat = {k: v for k, v in summary.items() if k not in NOT_SUMMARY and not isinstance(v, (dict, list, tuple))}
-    return one_key_per_score(flat)
-
-
 def log_summary(run: Any, summary: dict[str, Any], run_dir: Path | None = None) -> None:
-    """``summary`` (``summary.json``) in the W&B run: :func:`summary_fields` in the run summary and, given
-    ``run_dir``, its ``summary.json`` as the run file :data:`RECORD_FILE` (uploaded with the run, offline too)."""
-    run.summary.update(summary_fields(summary))
+    """``summary`` (``summary.json``) in the W&B run: each number and text once (:func:`one_key_per_score`) in the run
+    summary (no config, no layout version, nothing nested) and, given ``run_dir``, its ``summary.json`` as the run
+    file :data:`RECORD_FILE` (uploaded with the run, offline too)."""
+    flat = {k: v for k, v in summary.items() if k not in NOT_SUMMARY and not isinstance(v, (dict, list, tuple))}
+    run.summary.update(one_key_per_score(flat))
     if run_dir is not None and (Path(run_dir) / RECORD_FILE).is_file():
         base = Path(run_dir).resolve()
         run.save(str(base / RECORD_FILE), base_path=str(base), policy="now")
@@ -223,7 +218,12 @@ def has_wandb_credentials() -> bool:
 def resolve_mode(cfg: TrackingConfig, echo: Callable[[str], Any] | None = None) -> str:
     """``online`` | ``offline`` | ``disabled`` from the config, the environment and credentials. Online without an
     API key would fail inside W&B and leave nothing to sync: it is offline instead, said through ``echo``."""
-    mode = _requested_mode(cfg)
+    mode: str = cfg.wandb
+    env = os.environ.get("WANDB_MODE")
+    if mode == "auto" and env in ("online", "offline", "disabled", "dryrun"):
+        mode = "offline" if env == "dryrun" else env
+    elif mode == "auto":
+        mode = "online" if has_wandb_credentials() else "offline"
     if mode == "online" and not has_wandb_credentials():
         if echo is not None:
             echo(NO_CREDENTIALS)
@@ -235,17 +235,6 @@ NO_CREDENTIALS = (
     "W&B online needs an API key (WANDB_API_KEY or `wandb login`) and none was found: "
     "logging offline instead, to upload later with `ablate sync`"
 )
-
-
-def _requested_mode(cfg: TrackingConfig) -> str:
-    if cfg.wandb != "auto":
-        return cfg.wandb
-    env = os.environ.get("WANDB_MODE")
-    if env in ("online", "offline", "disabled"):
-        return env
-    if env == "dryrun":
-        return "offline"
-    return "online" if has_wandb_credentials() else "offline"
 
 
 def run_id(run_dir: Path) -> str:
@@ -361,8 +350,6 @@ def start_logger(logger, attempts: int = 20, wait_s: float = 1.0):
 
 def define_metrics(logger) -> None:
     """Summaries W&B should keep: the best validation BLEU, the last of everything else."""
-    if logger is None:
-        return
     with suppress(Exception):  # tracking must never stop training
         logger.experiment.define_metric(DEV_BLEU.key, summary="max")
         logger.experiment.define_metric(DEV_PPL.key, summary="min")

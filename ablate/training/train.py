@@ -40,8 +40,8 @@ from ablate.training.run_folder import (
     prepare_run_dir,
     read_summary,
     resolved,
-    save_outputs,
     summarise,
+    write_outputs,
 )
 from ablate.training.tracking import (
     define_metrics,
@@ -55,7 +55,6 @@ from ablate.training.tracking import (
 )
 from ablate.training.trainer import (
     FaultInjection,
-    InterruptCheckpoint,
     LiveRecord,
     Milestones,
     Throughput,
@@ -151,6 +150,8 @@ class _Run:
     loggers: list = field(default_factory=list)  # tracking.loggers besides W&B, on the launcher process only
     launcher: bool = True
     accelerator: str = "cpu"
+    checkpoint_io: ResilientCheckpointIO = field(default_factory=lambda: ResilientCheckpointIO(warn=log.warning))
+    throughput: Throughput | None = None  # set with the trainer
 
 
 def _train(
@@ -168,7 +169,7 @@ def _train(
     start_from = cfg.train.init_from if resume_from is None else None  # a resumed run has its own weights
     run = _start(cfg, run_dir, state, start_from, mark)
     try:
-        trainer, throughput, checkpoint_io = _build_trainer(run, callbacks, mark)
+        trainer = _build_trainer(run, callbacks, mark)
     except Exception as err:  # noqa: BLE001 - a trainer.* option or callback that cannot be built: recorded, raised
         if run.launcher:
             run.record.write(RunStatus.FAILED, user_error_line(err) or _describe_failure(err, cfg))
@@ -178,17 +179,15 @@ def _train(
         _fit_and_test(trainer, run, resume_from)
     except (KeyboardInterrupt, SystemExit) as err:  # Ctrl-C, SIGTERM (Lightning raises SystemExit)
         again = "resume" if has_checkpoint(run.run_dir) else "start over (no checkpoint yet)"
-        _record_end(
-            run, trainer, checkpoint_io, RunStatus.INTERRUPTED, f"interrupted; run the same command again to {again}"
-        )
+        _record_end(run, trainer, RunStatus.INTERRUPTED, f"interrupted; run the same command again to {again}")
         raise KeyboardInterrupt from err
     except Exception as err:  # noqa: BLE001 - every failure is recorded, then reported in one line
         message = _describe_failure(err, cfg)
-        _record_end(run, trainer, checkpoint_io, RunStatus.FAILED, message)
+        _record_end(run, trainer, RunStatus.FAILED, message)
         raise RunError(message) from err
     if trainer.global_rank != 0:
         return {}
-    _write_outputs(run, trainer, throughput, checkpoint_io)
+    _write_outputs(run, trainer)
     _publish(run)
     return run.record.data
 
@@ -201,7 +200,11 @@ def _start(cfg: Config, run_dir: Path, state: str, start_from: str | None, mark:
     from ablate.data.datamodule import TranslationDataModule
 
     try:
-        _prepare_process(cfg, start_from)
+        if start_from:  # a wrong train.init_from fails before the data is prepared
+            checkpoint_of(start_from)
+        if cfg.train.threads > 0:
+            torch.set_num_threads(cfg.train.threads)
+        pl.seed_everything(cfg.seed, workers=True, verbose=False)
         data = TranslationDataModule(cfg.data, cfg.train, cfg.eval, cfg.seed)  # corpus, tokenizer, batches
         data.setup()
         if state == "resume":
@@ -240,15 +243,6 @@ def _check_same_tokenizer(cfg: Config, run_dir: Path, tokenizer: Any) -> None:
             f"data.source={cfg.data.source} no longer gives the tokenizer this run started with ({saved}): its corpus "
             f"changed since; restore the corpus to resume, or pass --overwrite to train the run afresh on the new one"
         )
-
-
-def _prepare_process(cfg: Config, start_from: str | None) -> None:
-    """Check ``train.init_from`` early (a wrong path fails before the data is prepared), then threads and seeds."""
-    if start_from:
-        checkpoint_of(start_from)
-    if cfg.train.threads > 0:
-        torch.set_num_threads(cfg.train.threads)
-    pl.seed_everything(cfg.seed, workers=True, verbose=False)
 
 
 def _build_run(cfg: Config, run_dir: Path, data, start_from: str | None) -> _Run:
@@ -313,13 +307,12 @@ def _open_record(run: _Run, state: str) -> None:
 
 
 def _build_trainer(run: _Run, extra: list | None, mark: Callable[[str], None]):
-    """The Lightning Trainer with our callbacks (clock, throughput, interrupt checkpoint, live record)."""
-    run.accelerator, devices, precision = accelerator_and_precision(run.cfg)
-    throughput = Throughput(run.data.tokenizer.pad_id, log_every=run.cfg.tracking.log_every)
+    """The Lightning Trainer with our callbacks (clock, throughput, live record, faults, milestones)."""
+    run.accelerator, precision = accelerator_and_precision(run.cfg)
+    run.throughput = Throughput(run.data.tokenizer.pad_id, log_every=run.cfg.tracking.log_every)
     callbacks = [
         run.clock,
-        throughput,
-        InterruptCheckpoint(RunFiles(run.run_dir).last),
+        run.throughput,
         LiveRecord(run.record),
         *(extra or []),
     ]
@@ -327,10 +320,9 @@ def _build_trainer(run: _Run, extra: list | None, mark: Callable[[str], None]):
     if fault:
         callbacks.append(FaultInjection(fault, run.run_dir))
     callbacks.append(Milestones(mark))
-    checkpoint_io = ResilientCheckpointIO(warn=log.warning)
     loggers = [logger for logger in (run.logger, *run.loggers) if logger is not None]
-    trainer = make_trainer(run.cfg, run.run_dir, loggers, run.accelerator, devices, precision, callbacks, checkpoint_io)
-    return trainer, throughput, checkpoint_io
+    trainer = make_trainer(run.cfg, run.run_dir, loggers, run.accelerator, precision, callbacks, run.checkpoint_io)
+    return trainer
 
 
 def _fit_and_test(trainer, run: _Run, resume_from: Path | None) -> None:
@@ -363,19 +355,19 @@ def _record_failed_start(cfg: Config, run_dir: Path, message: str) -> None:
     RunRecord(run_dir, cfg).write(RunStatus.FAILED, message)
 
 
-def _record_checkpoints(run: _Run, checkpoint_io: ResilientCheckpointIO) -> None:
+def _record_checkpoints(run: _Run) -> None:
     """The step and sha256 of each checkpoint now on disk, into the record (what loading it verifies)."""
-    steps, recorded = checkpoint_io.steps, run.record.summary
+    steps, recorded = run.checkpoint_io.steps, run.record.summary
     run.record.update(checkpoints=saved_checkpoints(RunFiles(run.run_dir).checkpoints, steps, recorded))
 
 
-def _record_end(run: _Run, trainer, checkpoint_io: ResilientCheckpointIO, status: RunStatus, message: str) -> None:
+def _record_end(run: _Run, trainer, status: RunStatus, message: str) -> None:
     """Record an interrupted or failed run (the launcher only), with the step it reached and its checkpoints."""
     if not run.launcher:
         return
     if trainer.global_step > 0:  # a run stopped before it restored its checkpoint keeps its recorded step
         run.record.update(step=trainer.global_step)
-    _record_checkpoints(run, checkpoint_io)
+    _record_checkpoints(run)
     run.record.write(status, message)
     if status == RunStatus.FAILED and run.logger is not None and run.logger.started:  # the failure is on W&B too
         run.logger.guarded(log_summary, run.logger.experiment, run.record.data, run.run_dir, ending=True)
@@ -394,19 +386,19 @@ def _end_wandb(run: _Run) -> None:
         run.logger.guarded(wandb.teardown, exit_code=1, ending=True)
 
 
-def _write_outputs(run: _Run, trainer, throughput: Throughput, checkpoint_io: ResilientCheckpointIO) -> None:
+def _write_outputs(run: _Run, trainer) -> None:
     """The summary, hypotheses and references; the record says ``finished`` (or ``failed`` on a full disk)."""
     cfg, record = run.cfg, run.record
-    summary = summarise(run.module, throughput, trainer, cfg, run.params, run.clock.seconds, run.accelerator)
+    summary = summarise(run.module, run.throughput, trainer, cfg, run.params, run.clock.seconds, run.accelerator)
     summary["resolved"] = resolved(cfg)
-    problem = save_outputs(run.run_dir, run.module, run.data)
-    _record_checkpoints(run, checkpoint_io)
+    problem = write_outputs(run.run_dir, run.module, run.data)
+    _record_checkpoints(run)
     if problem:  # a full disk: the run failed, said in one line, never left "running"
         record.update(**summary)
         record.write(RunStatus.FAILED, problem)
         raise RunError(problem)
-    if checkpoint_io.failures:
-        summary["checkpoint_failures"] = checkpoint_io.failures
+    if run.checkpoint_io.failures:
+        summary["checkpoint_failures"] = run.checkpoint_io.failures
     sweep = {"name": cfg.tracking.group} if cfg.tracking.group else None
     record.update(**summary, variant=cfg.tracking.variant, sweep=sweep)
     record.write(RunStatus.FINISHED)

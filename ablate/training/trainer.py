@@ -192,8 +192,10 @@ class Throughput(pl.Callback):
             return
         self.tok, self.all_tok, self.skip = int(counts["tok"]), int(counts["all_tok"]), int(counts["skip"])
         self.sec, self.all_sec = float(counts["sec"]), float(counts["all_sec"])
-        self.cpu = _cpu_counter(state_dict.get("cpu"), counted=self.tok > 0 or self.sec > 0)
-        self.all_cpu = _cpu_counter(state_dict.get("all_cpu"), counted=self.all_tok > 0 or self.all_sec > 0)
+        # CPU seconds: NaN (unknown) where the checkpoint has none for steps it counted, 0 where it counted none
+        for key, counted in (("cpu", self.tok > 0 or self.sec > 0), ("all_cpu", self.all_tok > 0 or self.all_sec > 0)):
+            seconds = nonnegative(state_dict.get(key))
+            setattr(self, key, seconds if seconds is not None else float("nan") if counted else 0.0)
         if self.sec > 0 or self.all_sec > 0:
             self._rates()
 
@@ -206,29 +208,6 @@ def _over_ranks(trainer: pl.Trainer, pl_module: pl.LightningModule) -> Callable[
         return trainer.strategy.reduce(tensor, reduce_op=op).item()
 
     return reduce
-
-
-def _cpu_counter(value: Any, counted: bool) -> float:
-    """A checkpoint's CPU seconds; NaN (unknown) where it has none for steps it counted, 0 where it counted none."""
-    seconds = nonnegative(value)
-    if seconds is not None:
-        return seconds
-    return float("nan") if counted else 0.0
-
-
-class InterruptCheckpoint(pl.Callback):
-    """Save ``last.ckpt`` when SIGTERM (turned into an exception at a step boundary by Lightning) or
-    Ctrl-C stops a run, so it resumes from there; failures never overwrite the last good checkpoint. Not inside
-    a validation: a resume from there skipped the rest of it (its history entry, best.ckpt's choice); the run
-    resumes from the last.ckpt before it and validates that step whole."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-
-    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        stopped = isinstance(exception, (KeyboardInterrupt, SIGTERMException))
-        if stopped and trainer.global_step > 0 and not trainer.validating:
-            trainer.save_checkpoint(self.path, weights_only=False)  # the full training state, to resume
 
 
 class LiveRecord(pl.Callback):
@@ -407,12 +386,9 @@ class BudgetProgressBar(RichProgressBar):
     def __init__(self) -> None:
         super().__init__(console_kwargs={"stderr": True})
 
-    def _describe(self) -> str:
-        t = self.trainer
-        return train_description(t.current_epoch, t.max_epochs, t.global_step, t.max_steps)
-
     def _get_train_description(self, current_epoch: int) -> str:  # Lightning's label, on each epoch start
-        return self._describe()
+        t = self.trainer
+        return train_description(current_epoch, t.max_epochs, t.global_step, t.max_steps)
 
     def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
         return {**super().get_metrics(trainer, pl_module), **getattr(pl_module, "bar_metrics", {})}
@@ -422,7 +398,9 @@ class BudgetProgressBar(RichProgressBar):
     ) -> None:
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
         if self.progress is not None and self.train_progress_bar_id is not None:
-            self.progress.update(self.train_progress_bar_id, description=self._describe())
+            self.progress.update(
+                self.train_progress_bar_id, description=self._get_train_description(trainer.current_epoch)
+            )
 
 
 def status_line(
@@ -441,13 +419,6 @@ def status_line(
     return " · ".join(parts)
 
 
-def in_notebook() -> bool:
-    """Whether this process is a Jupyter kernel (whose cell output renders ``\\r`` as "rewrite the line")."""
-    shell = sys.modules.get("IPython")
-    get = getattr(shell, "get_ipython", None)
-    return get is not None and type(get()).__name__ == "ZMQInteractiveShell"
-
-
 class StatusLines(ProgressBar):
     """One plain line per validation of the fit (:func:`status_line`), and one where training ends after the
     last validation, logged; in a notebook the same line rewritten in place on stderr. The ETA is the training
@@ -457,7 +428,10 @@ class StatusLines(ProgressBar):
     def __init__(self, stream: TextIO | None = None, rewrite: bool | None = None) -> None:
         super().__init__()
         self.stream = stream
-        self.rewrite = in_notebook() if rewrite is None else rewrite
+        if rewrite is None:  # a Jupyter kernel, whose cell output renders "\r" as "rewrite the line"
+            get = getattr(sys.modules.get("IPython"), "get_ipython", None)
+            rewrite = get is not None and type(get()).__name__ == "ZMQInteractiveShell"
+        self.rewrite = rewrite
         self._enabled = True
         self._open = False  # a rewritten line waits for its newline
         self._said = -1  # the step of the last line
@@ -546,8 +520,8 @@ def check_devices(cfg: Config) -> None:
         )
 
 
-def accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
-    """``(accelerator, devices, precision)`` for Lightning, ``auto`` resolved for this machine."""
+def accelerator_and_precision(cfg: Config) -> tuple[str, str]:
+    """``(accelerator, precision)`` for Lightning, ``auto`` resolved for this machine."""
     t = cfg.train
     accelerator = t.accelerator
     if accelerator == "auto":
@@ -555,7 +529,7 @@ def accelerator_and_precision(cfg: Config) -> tuple[str, Any, str]:
     precision: str = t.precision
     if precision == "auto":
         precision = "bf16-mixed" if accelerator == "gpu" and torch.cuda.is_bf16_supported() else "32-true"
-    return accelerator, t.devices, precision
+    return accelerator, precision
 
 
 def quiet() -> None:
@@ -590,7 +564,12 @@ class LastCheckpoint(ModelCheckpoint):
     """``last.ckpt`` every n steps; at a step that validates, written after that validation. Lightning writes it
     before, and a resume from it skips the validation: its history entry, and best.ckpt's choice, were lost.
     Lightning 2.6 has no public way to defer it (its own deferral needs a monitor): the private members used here
-    are pinned by ``test_last_checkpoint_of_a_validating_step_holds_that_validation``."""
+    are pinned by ``test_last_checkpoint_of_a_validating_step_holds_that_validation``.
+
+    Also written when SIGTERM (turned into an exception at a step boundary by Lightning) or Ctrl-C stops a run, so
+    it resumes from there; failures never overwrite the last good checkpoint. Not inside a validation: a resume from
+    there skipped the rest of it (its history entry, best.ckpt's choice); the run resumes from the last.ckpt before
+    it and validates that step whole."""
 
     _after_validation = False
 
@@ -607,6 +586,11 @@ class LastCheckpoint(ModelCheckpoint):
         if not self._after_validation:
             super().on_train_batch_end(trainer, pl_module, *args)
 
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        stopped = isinstance(exception, (KeyboardInterrupt, SIGTERMException))
+        if stopped and trainer.global_step > 0 and not trainer.validating:  # the full training state, to resume
+            trainer.save_checkpoint(Path(self.dirpath or ".") / "last.ckpt", weights_only=False)
+
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._after_validation and not self._should_skip_saving_checkpoint(trainer):
             self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
@@ -614,31 +598,33 @@ class LastCheckpoint(ModelCheckpoint):
         super().on_validation_end(trainer, pl_module)
 
 
-def slurm_environment() -> Any:
-    """Under SLURM, Lightning's SLURM environment without its own auto-requeue (SIGUSR1: ``hpc_ckpt_*.ckpt`` and
-    ``scontrol requeue``), which would fire beside the job's (SIGUSR2, :class:`ablate.sweep.slurm.TrialJob`)."""
-    from lightning_fabric.plugins.environments import SLURMEnvironment
-
-    return SLURMEnvironment(auto_requeue=False) if SLURMEnvironment.detect() else None
-
-
 def make_trainer(
     cfg: Config,
     run_dir: Path,
     loggers: list,
     accelerator: str,
-    devices: Any,
     precision: str,
     extra_callbacks: list,
     checkpoint_io=None,
 ):
+    from lightning_fabric.plugins.environments import SLURMEnvironment
+
     from ablate.utils.typed import build_trainer_options
 
     options, user_callbacks = build_trainer_options(cfg.trainer)
+    if options.get("barebones"):  # Lightning would name its log_every_n_steps, not the key that sets it
+        raise ConfigError(
+            "trainer.barebones=true turns off the logging and checkpoints every run keeps (tracking.log_every, at "
+            "least 1, sets Lightning's log_every_n_steps; best.ckpt, last.ckpt): drop trainer.barebones"
+        )
     t = cfg.train
+    devices = t.devices
     multi = devices == "auto" or (isinstance(devices, int) and devices > 1) or t.nodes > 1
+    # under SLURM, without Lightning's own auto-requeue (SIGUSR1: hpc_ckpt_*.ckpt and scontrol requeue), which would
+    # fire beside the job's (SIGUSR2, ablate.sweep.slurm.TrialJob)
+    slurm = SLURMEnvironment(auto_requeue=False) if SLURMEnvironment.detect() else None
     val_kwargs = {"val_check_interval": t.val_every, "check_val_every_n_epoch": None} if t.val_every else {}
-    kwargs = dict(
+    kwargs: dict[str, Any] = dict(
         accelerator=accelerator,
         devices=devices,
         num_nodes=t.nodes,
@@ -660,7 +646,7 @@ def make_trainer(
         use_distributed_sampler=False,
         enable_model_summary=False,
         default_root_dir=str(run_dir),
-        plugins=[p for p in (checkpoint_io, slurm_environment()) if p is not None] or None,
+        plugins=[p for p in (checkpoint_io, slurm) if p is not None] or None,
         **val_kwargs,
     )
     kwargs.update(options)  # trainer.* keys (those ablate owns are refused when the config is read)

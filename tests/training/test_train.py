@@ -120,8 +120,20 @@ def test_a_trainer_option_lightning_refuses_is_one_line(tmp_path, option, says):
 
     cfg = load_config(None, [option])
     with pytest.raises(ConfigError, match=f"^Lightning's Trainer refused {option.split('=')[0]}") as err:
-        make_trainer(cfg, tmp_path, [], "cpu", 1, "32-true", [])
+        make_trainer(cfg, tmp_path, [], "cpu", "32-true", [])
     assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_barebones_is_refused_naming_the_ablate_key_that_conflicts(tmp_path):
+    """Lightning refused ``trainer.barebones=true`` naming its own ``log_every_n_steps``, which ablate sets from
+    ``tracking.log_every`` (at least 1): the one line names the key and the fix."""
+    from ablate.config import ConfigError
+    from ablate.training.trainer import make_trainer
+
+    with pytest.raises(ConfigError, match="^trainer.barebones=true") as err:
+        make_trainer(load_config(None, ["trainer.barebones=true"]), tmp_path, [], "cpu", "32-true", [])
+    assert "tracking.log_every" in str(err.value) and "drop trainer.barebones" in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 def test_several_nodes_without_a_multi_node_launch_are_refused_before_any_work(monkeypatch):
@@ -220,7 +232,7 @@ def test_under_slurm_lightning_arms_no_requeue_of_its_own(tmp_path, monkeypatch)
     env = {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "trial", "SLURM_JOB_ID": "7", "SLURM_PROCID": "0"}
     for name, value in {**env, "SLURM_LOCALID": "0", "SLURM_NODEID": "0"}.items():
         monkeypatch.setenv(name, value)
-    trainer = make_trainer(load_config(None, TINY), tmp_path, [], "cpu", 1, "32-true", [])
+    trainer = make_trainer(load_config(None, TINY), tmp_path, [], "cpu", "32-true", [])
     environment = trainer._accelerator_connector.cluster_environment
     assert isinstance(environment, SLURMEnvironment) and not environment.auto_requeue
     before = signal.getsignal(signal.SIGUSR1)
