@@ -1,13 +1,6 @@
-"""What every command of the ``ablate`` command line shares: one-line user errors, status lines, quiet warnings.
-
-* Errors: every typer app is made by :func:`typer_app`, whose commands run inside :class:`HandledGroup`:
-  an :class:`~ablate.errors.AblateError` raised below a command becomes one red line on stderr and
-  exit status 2, never a traceback; so does a usage error (a bad option value, an unknown option), which
-  click would print as a framed block. Anything else is a bug.
-* Status: modules log through ``logging.getLogger(__name__)``; :func:`setup_logging` shows the ``ablate``
-  loggers on stderr, global rank zero only. What a command produces goes to stdout, never to the log.
-* Warnings: :func:`ignore_warnings` silences :data:`WARNING_FILTERS`, each with its cause; any other
-  warning reaches the user, since it may be about their run.
+"""What every command of the ``ablate`` command line shares: one-line user errors (:class:`HandledGroup`, for every
+app :func:`typer_app` makes), status lines on stderr from rank zero (:func:`setup_logging`; what a command produces
+goes to stdout), and the warnings ignored as noise (:data:`WARNING_FILTERS`; any other reaches the user).
 """
 
 from __future__ import annotations
