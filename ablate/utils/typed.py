@@ -381,7 +381,6 @@ def load_yaml(text: str) -> Any:
         if node is None:
             return None
         _check_size(node, MAX_NODES)
-
         return loader.construct_document(node)
     finally:
         loader.dispose()
@@ -525,7 +524,6 @@ def class_module(path: str) -> tuple[str, str]:
     ``pytorch_lightning.*``, the package that holds the same classes)."""
     path = re.sub(r"^lightning\.pytorch\.", "pytorch_lightning.", path)
     module, _, name = path.replace(":", ".").rpartition(".")
-
     return module, name
 
 
