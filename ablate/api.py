@@ -8,7 +8,6 @@ on first use), and torch, Lightning and the report are imported only inside the 
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import sys
 from dataclasses import dataclass, field
@@ -215,17 +214,13 @@ def plot(
 
 
 def _display_inline() -> None:
-    """Let a notebook show a returned Figure as a PNG, as it shows pyplot's (Jupyter registers its formatter only
-    once pyplot is imported, which ablate's figures never are: a cell would show ``<Figure size ...>``)."""
+    """Let a notebook show a returned Figure as a PNG, as it shows pyplot's (Jupyter registers IPython's
+    ``print_figure`` only once pyplot is imported, which ablate's figures never are: a cell would show
+    ``<Figure size ...>``)."""
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     if shell is None:
         return
+    from IPython.core.pylabtools import print_figure
     from matplotlib.figure import Figure
 
-    shell.display_formatter.formatters["image/png"].for_type(Figure, _png)
-
-
-def _png(figure: Any) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", bbox_inches="tight")
-    return buffer.getvalue()
+    shell.display_formatter.formatters["image/png"].for_type(Figure, print_figure)

@@ -36,7 +36,6 @@ from ablate.utils.typed import (  # noqa: F401 - ConfigError, to_dict, parse_ove
     parse_override,
     read_yaml,
     to_dict,
-    type_name,
 )
 
 # Choices that a registry lists: each registry is the only list of its variants (see OneOf).

@@ -64,15 +64,11 @@ class RegistryError(AblateError):
 
 def table(kind: str) -> dict[str, Any]:
     """The registry dict of ``kind``, for the module that holds it (``SCORES = table("score")``)."""
-    return _TABLES[_check_kind(kind)]
-
-
-def _check_kind(kind: str) -> str:
     if kind not in KINDS:
         raise RegistryError(
             f"unknown component kind '{kind}'{did_you_mean(kind, list(KINDS))} (kinds: {', '.join(KINDS)})"
         )
-    return kind
+    return _TABLES[kind]
 
 
 def register(kind: str, name: str, *, override: bool = False) -> Callable[[T], T]:
@@ -87,7 +83,7 @@ def register(kind: str, name: str, *, override: bool = False) -> Callable[[T], T
         RegistryError: an unknown kind, a malformed name, or a name another plugin (or, for ablate's
             own code, another of ablate's components) holds.
     """
-    _check_kind(kind)
+    entries = table(kind)
     if not isinstance(name, str) or not _NAME.match(name):
         raise RegistryError(f"{kind} name {name!r} is not valid; use letters, digits, '_', '-', '.' (e.g. 'cosine')")
     if name in RESERVED.get(kind, ()):
@@ -95,7 +91,6 @@ def register(kind: str, name: str, *, override: bool = False) -> Callable[[T], T
 
     def decorate(obj: T) -> T:
         importlib.import_module(KINDS[kind][0])  # the shipped components first, so a clash is seen
-        entries = _TABLES[kind]
         old = entries.get(name)
         if old is None or old is obj or _where(old) == _where(obj) or override:
             entries[name] = obj
@@ -134,8 +129,9 @@ def _where(obj: Any) -> str:
 
 def lookup(kind: str, name: str) -> Any:
     """The registered ``kind`` component ``name`` (its family's module imported first), or None."""
-    importlib.import_module(KINDS[_check_kind(kind)][0])
-    return _TABLES[kind].get(name)
+    entries = table(kind)
+    importlib.import_module(KINDS[kind][0])
+    return entries.get(name)
 
 
 PARAM_TYPES: dict[str, Any] = {

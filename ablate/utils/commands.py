@@ -1,13 +1,6 @@
-"""What every command of the ``ablate`` command line shares: one-line user errors, status lines, quiet warnings.
-
-* Errors: every typer app is made by :func:`typer_app`, whose commands run inside :class:`HandledGroup`:
-  an :class:`~ablate.errors.AblateError` raised below a command becomes one red line on stderr and
-  exit status 2, never a traceback; so does a usage error (a bad option value, an unknown option), which
-  click would print as a framed block. Anything else is a bug.
-* Status: modules log through ``logging.getLogger(__name__)``; :func:`setup_logging` shows the ``ablate``
-  loggers on stderr, global rank zero only. What a command produces goes to stdout, never to the log.
-* Warnings: :func:`ignore_warnings` silences :data:`WARNING_FILTERS`, each with its cause; any other
-  warning reaches the user, since it may be about their run.
+"""What every command of the ``ablate`` command line shares: one-line user errors (:class:`HandledGroup`, for every
+app :func:`typer_app` makes), status lines on stderr from rank zero (:func:`setup_logging`; what a command produces
+goes to stdout), and the warnings ignored as noise (:data:`WARNING_FILTERS`; any other reaches the user).
 """
 
 from __future__ import annotations
@@ -174,23 +167,16 @@ LEVELS = {-1: logging.WARNING, 0: logging.INFO, 1: logging.DEBUG}
 """``-q`` (-1), default (0), ``-v`` (1) -> the level of the ``ablate`` logger."""
 
 
-def global_rank() -> int:
-    """This process's global rank: Lightning's once it is known, else from the launcher's environment."""
+def rank_zero(record: Any = None) -> bool:
+    """Whether this process has global rank zero (Lightning's rank once known, else the launcher's environment);
+    a logging filter: DDP ranks run the same code and would repeat each record."""
     rank_zero = sys.modules.get("lightning_utilities.core.rank_zero")
     rank = getattr(getattr(rank_zero, "rank_zero_only", None), "rank", None)
     if isinstance(rank, int):
-        return rank
+        return rank == 0
     if os.environ.get("RANK", "").isdigit():
-        return int(os.environ["RANK"])
-    local, node = os.environ.get("LOCAL_RANK", "0"), os.environ.get("NODE_RANK", "0")
-    return 0 if local in ("", "0") and node in ("", "0") else 1
-
-
-class RankZero(logging.Filter):
-    """Lets a record through on global rank zero only (DDP ranks run the same code and would repeat it)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return global_rank() == 0
+        return int(os.environ["RANK"]) == 0
+    return os.environ.get("LOCAL_RANK", "0") in ("", "0") and os.environ.get("NODE_RANK", "0") in ("", "0")
 
 
 PREFIXES = ((logging.ERROR, "error: ", "red"), (logging.WARNING, "warning: ", "yellow"), (logging.NOTSET, "", ""))
@@ -225,7 +211,7 @@ def setup_logging(verbosity: int = 0) -> logging.Handler:
     for old in [h for h in logger.handlers if isinstance(h, ConsoleHandler)]:
         logger.removeHandler(old)
     handler = ConsoleHandler()
-    handler.addFilter(RankZero())
+    handler.addFilter(rank_zero)
     logger.addHandler(handler)
     logger.setLevel(LEVELS[max(-1, min(1, verbosity))])
     logger.propagate = False  # a root handler (a host application's) would print each line twice
@@ -262,7 +248,7 @@ def capture(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(unlinked(path), encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RankZero())
+    handler.addFilter(rank_zero)
     loggers = [logging.getLogger(name) for name in CAPTURED]
     for logger in loggers:
         logger.addHandler(handler)

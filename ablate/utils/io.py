@@ -28,13 +28,11 @@ from filelock import FileLock, Timeout
 
 from ablate.errors import AblateError
 
-CACHE_ENV = "ABLATE_CACHE"
-
 
 def cache_root(configured: str = "") -> Path:
     """The folder of every cache (data, statistics, bootstrap, W&B downloads): ``configured`` (``data.cache_dir``)
     if set, else ``$ABLATE_CACHE``, else ``~/.cache/ablate``."""
-    return Path(configured or os.environ.get(CACHE_ENV) or "~/.cache/ablate").expanduser()
+    return Path(configured or os.environ.get("ABLATE_CACHE") or "~/.cache/ablate").expanduser()
 
 
 def umask() -> int:
@@ -53,21 +51,16 @@ def plain_mode(directory: bool = False) -> int:
     return (0o777 if directory else 0o666) & ~umask()
 
 
-def fsync_dir(folder: str | Path) -> None:
-    """Flush ``folder``'s entries to disk, so a rename into it survives a power cut (best effort:
-    some file systems cannot open or fsync a folder)."""
+def replace(src: str | Path, dst: str | Path) -> None:
+    """Rename ``src`` over ``dst`` (a file, or a folder onto a missing or empty one) and fsync the folder, so the
+    rename survives a power cut (best effort: some file systems cannot open or fsync a folder)."""
+    os.replace(src, dst)
     with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
+        fd = os.open(Path(dst).parent, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-def replace(src: str | Path, dst: str | Path) -> None:
-    """Rename ``src`` over ``dst`` (a file, or a folder onto a missing or empty one) and make it durable."""
-    os.replace(src, dst)
-    fsync_dir(Path(dst).parent)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes, *, fsync_folder: bool = True) -> None:
@@ -291,9 +284,6 @@ def is_held(path: str | Path) -> Optional[bool]:
     return False
 
 
-FULL = (errno.ENOSPC, errno.EDQUOT)
-
-
 class OutputError(AblateError):
     """An output that cannot (or must not) be written; the message names it and what to do."""
 
@@ -345,22 +335,22 @@ def read_inside(path: str | Path, root: str | Path) -> bytes:
     return regular(real).read_bytes()
 
 
-def _why(err: OSError) -> str:
-    if err.errno in FULL:
-        return "no space left on the disk (free some and run again)"
-    if err.errno == errno.EROFS:
-        return "the file system is read-only"
-    where = f" ({err.filename})" if err.filename else ""
-    return f"{err.strerror or err}{where}"
+WHY: dict[Optional[int], str] = {
+    **dict.fromkeys((errno.ENOSPC, errno.EDQUOT), "no space left on the disk (free some and run again)"),
+    errno.EROFS: "the file system is read-only",
+}
+"""Why an output was not written, by ``errno`` (else the error's own text)."""
 
 
 @contextmanager
 def _translated(out: Path, existed: bool) -> Iterator[None]:
+    """An ``OSError`` in the block as the :class:`OutputError` saying why ``out`` was not written."""
     try:
         yield
     except OSError as err:
+        why = WHY.get(err.errno, f"{err.strerror or err}{f' ({err.filename})' if err.filename else ''}")
         kept = "the old one is kept" if existed else "nothing was left behind"
-        raise OutputError(f"{out} was not written: {_why(err)}; {kept}") from None
+        raise OutputError(f"{out} was not written: {why}; {kept}") from None
 
 
 @contextmanager

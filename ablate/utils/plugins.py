@@ -15,7 +15,7 @@ import sys
 import traceback
 import typing
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Iterator, Literal, Optional
 
@@ -56,25 +56,20 @@ def is_file(entry: str) -> bool:
 
 def absolute(entries: Any, base: Path) -> list[Any]:
     """``entries`` with each relative file path made absolute against ``base`` (a config file's folder)."""
+    if entries is None or entries == "":
+        entries = []
+    elif isinstance(entries, (str, dict)):
+        entries = [entries]
+    elif not isinstance(entries, (list, tuple)):
+        raise PluginError(f"plugins={entries!r} is not valid; list module names or .py files, e.g. plugins=[cosine.py]")
     out = []
-    for entry in as_list(entries):
+    for entry in entries:
         if isinstance(entry, str) and is_file(entry) and not Path(entry).expanduser().is_absolute():
             entry = str((base / entry).resolve())
         elif isinstance(entry, dict) and entry.get("path") and not Path(entry["path"]).is_absolute():
             entry = {**entry, "path": str((base / entry["path"]).resolve())}
         out.append(entry)
     return out
-
-
-def as_list(entries: Any) -> list[Any]:
-    """A ``plugins`` value as a list: one name, a list of names and records, or nothing."""
-    if entries is None or entries == "":
-        return []
-    if isinstance(entries, (str, dict)):
-        return [entries]
-    if isinstance(entries, (list, tuple)):
-        return list(entries)
-    raise PluginError(f"plugins={entries!r} is not valid; list module names or .py files, e.g. plugins=[cosine.py]")
 
 
 def load(entries: Any, base: Optional[Path] = None, trust: Trust = "import") -> list[dict[str, Any]]:
@@ -91,9 +86,9 @@ def load(entries: Any, base: Optional[Path] = None, trust: Trust = "import") -> 
             record = _unimported(entry)
         elif trust == "recorded":
             _check_vouched(entry, folder)
-            record = _vouched_file(entry, folder) if _as_record(entry).get("kind") == "file" else _load_entry(entry)
+            record = _vouched_file(entry, folder) if _as_record(entry).get("kind") == "file" else _load(entry)
         else:
-            record = _load_entry(entry)
+            record = _load(entry)
         if record not in records:
             records.append(record)
     for record in entry_points():
@@ -120,9 +115,8 @@ def _unimported(entry: Any) -> dict[str, Any]:
     process already runs the same code)."""
     record = _as_record(entry)
     if record.get("kind") == "file":
-        path = Path(str(record.get("path")))
-        return _LOADED.get(str(path.resolve())) or _same_code(record.get("name"), record.get("sha256")) or record
-
+        path = Path(str(record.get("path"))).resolve()
+        return _LOADED.get(str(path)) or _same_code(record.get("name"), record.get("sha256")) or record
     if record.get("kind") == "module":
         return _LOADED.get(str(record.get("name"))) or record
     return record
@@ -241,16 +235,12 @@ def _planted(spec: Any, base: Optional[Path]) -> Optional[Path]:
     return None
 
 
-def _load_entry(entry: Any) -> dict[str, Any]:
-    if isinstance(entry, dict):
-        return _load_record(entry)
-    record = _as_record(entry)
-    return load_file(Path(record["path"])) if record["kind"] == "file" else load_module(record["name"])
-
-
-def _load_record(record: dict[str, Any]) -> dict[str, Any]:
-    """Import what a resolved config's record names; a missing plugin says what to install."""
-    kind, name = record.get("kind"), record.get("name", "?")
+def _load(entry: Any) -> dict[str, Any]:
+    """Import a plugin entry, or what a resolved config's record names (a missing plugin says what to install)."""
+    if not isinstance(entry, dict):
+        record = _as_record(entry)
+        return load_file(Path(record["path"])) if record["kind"] == "file" else load_module(record["name"])
+    record, kind, name = entry, entry.get("kind"), entry.get("name", "?")
     if kind == "entry_point":
         found = next((r for r in entry_points() if r["entry_point"] == record.get("entry_point")), None)
         if found is None:
@@ -269,7 +259,7 @@ def _load_record(record: dict[str, Any]) -> dict[str, Any]:
         try:
             loaded = load_module(str(name))
         except PluginError:
-            if importlib.util.find_spec(str(name).partition(".")[0]) is not None:
+            if _top_spec(str(name)) is not None:
                 raise
             package = f"{record['package']}=={record['version']}" if record.get("package") else None
             how = f"pip install {package}" if package else "install it or put it on PYTHONPATH"
@@ -373,21 +363,13 @@ def load_module(name: str) -> dict[str, Any]:
                 module = importlib.reload(module)
     except BaseException as err:
         raise _failed(name, err) from None
-    record = _module_record(name, module)
-    package = _distribution(name)
-    if package is not None:
-        record.update(package=package.metadata["Name"], version=package.version)
-    _LOADED[name] = record
-    return _LOADED[name]
-
-
-def _distribution(module: str) -> Optional[importlib.metadata.Distribution]:
-    """The installed distribution that provides ``module``'s top-level package, if one does."""
-    names = importlib.metadata.packages_distributions().get(module.partition(".")[0]) or []
-    try:
-        return importlib.metadata.distribution(names[0]) if names else None
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    _LOADED[name] = record = _module_record(name, module)
+    names = importlib.metadata.packages_distributions().get(name.partition(".")[0]) or []
+    with suppress(importlib.metadata.PackageNotFoundError):  # the distribution that provides it, if one does
+        if names:
+            package = importlib.metadata.distribution(names[0])
+            record.update(package=package.metadata["Name"], version=package.version)
+    return record
 
 
 def _module_record(name: str, module: Any) -> dict[str, Any]:
@@ -402,12 +384,8 @@ def _module_record(name: str, module: Any) -> dict[str, Any]:
 
 
 class ExitDuringImport(BaseException):
-    """A plugin called ``os._exit`` while it was imported (a ``BaseException``, so that the plugin's own
+    """A plugin called ``os._exit(code)`` while it was imported (a ``BaseException``, so that the plugin's own
     ``except Exception`` cannot swallow it)."""
-
-    def __init__(self, code: Any):
-        super().__init__(code)
-        self.code = code
 
 
 @contextmanager
@@ -434,7 +412,7 @@ def _failed(name: str, err: BaseException) -> PluginError:
     if isinstance(err, KeyboardInterrupt):
         raise err
     if isinstance(err, (ExitDuringImport, SystemExit)):
-        how = f"os._exit({err.code})" if isinstance(err, ExitDuringImport) else f"sys.exit({err.code!r})"
+        how = f"os._exit({err.args[0]})" if isinstance(err, ExitDuringImport) else f"sys.exit({err.code!r})"
         return PluginError(
             f"plugin '{name}' called {how} while it was imported, so nothing was checked or run; "
             "a plugin only registers components: fix it or drop it from plugins"

@@ -4,6 +4,7 @@ digest, so two runs can be told apart by their environment without comparing the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import platform
@@ -29,20 +30,18 @@ def git_commit(repo: Path = CHECKOUT) -> str:
     Only a folder that is an ablate checkout counts: an installed copy lives in site-packages,
     which may sit inside someone else's repository (a ``.venv`` in a project), whose commit is not ours.
     """
-    if not ((repo / "pyproject.toml").is_file() and (repo / "ablate" / "__init__.py").is_file()):
-        return installed_commit(_direct_url()) or "unknown"
+    if (repo / "pyproject.toml").is_file() and (repo / "ablate" / "__init__.py").is_file():
 
-    def git(*args: str, check: bool = False) -> str:
-        run = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=check, timeout=10)
-        return run.stdout.strip()
+        def git(*args: str, check: bool = False) -> str:
+            run = subprocess.run(
+                ["git", "-C", str(repo), *args], capture_output=True, text=True, check=check, timeout=10
+            )
+            return run.stdout.strip()
 
-    try:
-        head = git("rev-parse", "HEAD", check=True)
-        dirty = git("status", "--porcelain", "--untracked-files=no")
-        return head + ("+dirty" if dirty else "")
-
-    except (OSError, subprocess.SubprocessError):
-        return installed_commit(_direct_url()) or "unknown"
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            head = git("rev-parse", "HEAD", check=True)
+            return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    return installed_commit(_direct_url()) or "unknown"
 
 
 def _direct_url() -> Optional[str]:

@@ -24,7 +24,7 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 import yaml
 
@@ -120,20 +120,24 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
+def one_of(tp: Any) -> Optional[OneOf]:
+    """The :class:`OneOf` of an ``Annotated`` annotation, if it has one."""
+    marks = [m for m in getattr(tp, "__metadata__", ()) if isinstance(m, OneOf)]
+    return marks[0] if marks else None
+
+
 def type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Annotated:
-        marks = [m for m in typing.get_args(tp)[1:] if isinstance(m, OneOf)]
-        return " | ".join(marks[0].choices()) if marks else type_name(typing.get_args(tp)[0])
-    if origin is Literal:
-        return " | ".join(str(a) for a in typing.get_args(tp))
+    """How ``--help`` and the configuration reference name an annotation: its choices, ``int``, ``list``, ..."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (Union, types.UnionType):
-        return " or ".join(type_name(a) for a in typing.get_args(tp))
+        return " or ".join(type_name(a) for a in args)
+    if origin is Annotated and one_of(tp) is None:
+        return type_name(args[0])
+    if origin in (Annotated, Literal):
+        return " | ".join(choices(tp))
     if tp is type(None):
         return "null"
-    if origin is tuple:
-        return "list"
-    return getattr(tp, "__name__", str(tp))
+    return "list" if origin is tuple else getattr(tp, "__name__", str(tp))
 
 
 EXPECTED = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
@@ -144,11 +148,8 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
     """Check ``value`` against the annotation ``tp``; return it converted or raise."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is Annotated:
-        value = coerce(key, value, args[0])
-        for mark in args[1:]:
-            if isinstance(mark, OneOf):
-                value = _choose(key, value, mark.choices())
-        return value
+        mark, value = one_of(tp), coerce(key, value, args[0])
+        return value if mark is None else _choose(key, value, mark.choices())
     if origin is Literal:
         return _choose(key, value, args)
     if origin in (Union, types.UnionType):
@@ -158,10 +159,8 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
         if len(options) == 1:  # Optional[X]: X's own message
             return coerce(key, value, options[0])
         for arg in sorted(options, key=lambda a: a is not bool):  # YAML typed the value: bool matches first
-            try:
+            with contextlib.suppress(ConfigError):
                 return coerce(key, value, arg)
-            except ConfigError:
-                continue
         raise ConfigError(f"{key}={value!r} is not valid (expected {type_name(tp)})")
     if origin is tuple:
         value = [value] if isinstance(value, str) else value
@@ -178,22 +177,21 @@ def coerce(key: str, value: Any, tp: Any) -> Any:
         raise ConfigError(f"{key}={value!r} is not valid (expected a mapping of keys, e.g. {key}.<key>=...)")
     if tp not in EXPECTED:
         raise TypeError(f"unsupported config annotation {tp!r} for {key}")
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if tp is bool and isinstance(value, bool):
-        return value
-    if tp is int and number and (isinstance(value, int) or value.is_integer()):
-        return int(value)
-    if tp is str and (number or isinstance(value, str)):
-        return str(value)
-    if tp is float and (number or isinstance(value, str)):
+    number, text = isinstance(value, (int, float)) and not isinstance(value, bool), isinstance(value, str)
+    if tp is float and (number or text):
         try:
             converted = float(value)  # YAML 1.1 reads "5e-4" as a string
         except ValueError:
-            pass
-        else:
-            if not math.isfinite(converted):  # .nan passes every check, .inf every budget
-                raise ConfigError(f"{key}={value!r} is not a finite number (use null where a key means 'no limit')")
-            return converted
+            raise ConfigError(f"{key}={value!r} is not valid (expected {EXPECTED[tp]})") from None
+        if not math.isfinite(converted):  # .nan passes every check, .inf every budget
+            raise ConfigError(f"{key}={value!r} is not a finite number (use null where a key means 'no limit')")
+        return converted
+    if (
+        (tp is bool and isinstance(value, bool))
+        or (tp is int and number and (isinstance(value, int) or value.is_integer()))
+        or (tp is str and (number or text))
+    ):
+        return tp(value)
     raise ConfigError(f"{key}={value!r} is not valid (expected {EXPECTED[tp]})")
 
 
@@ -338,22 +336,16 @@ def _check_size(root: yaml.Node, limit: int) -> None:
     sizes: dict[int, int] = {}
 
     def size(node: yaml.Node) -> int:
-        if id(node) in sizes:
-            return sizes[id(node)]
-        sizes[id(node)] = 1  # a recursive alias counts once (and PyYAML refuses it anyway)
-        if isinstance(node, yaml.SequenceNode):
-            total = 1 + sum(size(child) for child in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            total = 1 + sum(size(k) + size(v) for k, v in node.value)
-        else:
-            total = 1
-        if total > limit:
-            raise YAMLRefused(
-                f"line {node.start_mark.line + 1}: aliases expand this document to more than "
-                f"{limit:,} values (an alias bomb?); write the values out instead of nesting aliases"
-            )
-        sizes[id(node)] = total
-        return total
+        if id(node) not in sizes:
+            sizes[id(node)] = 1  # a recursive alias counts once (and PyYAML refuses it anyway)
+            items = node.value if isinstance(node, yaml.CollectionNode) else []  # a mapping's: (key, value) pairs
+            sizes[id(node)] = 1 + sum(size(n) for item in items for n in (item if isinstance(item, tuple) else [item]))
+            if sizes[id(node)] > limit:
+                raise YAMLRefused(
+                    f"line {node.start_mark.line + 1}: aliases expand this document to more than "
+                    f"{limit:,} values (an alias bomb?); write the values out instead of nesting aliases"
+                )
+        return sizes[id(node)]
 
     size(root)
 
@@ -389,7 +381,6 @@ def load_yaml(text: str) -> Any:
         if node is None:
             return None
         _check_size(node, MAX_NODES)
-
         return loader.construct_document(node)
     finally:
         loader.dispose()
@@ -449,10 +440,9 @@ def to_dict(obj: Any) -> dict[str, Any]:
 
 def choices(tp: Any) -> list[str]:
     """The values a field of annotation ``tp`` can take, as override text; ``[]`` when open-ended."""
-    origin = typing.get_origin(tp)
+    origin, mark = typing.get_origin(tp), one_of(tp)
     if origin is Annotated:
-        marks = [m for m in typing.get_args(tp)[1:] if isinstance(m, OneOf)]
-        return [str(c) for c in marks[0].choices()] if marks else choices(typing.get_args(tp)[0])
+        return [str(c) for c in mark.choices()] if mark else choices(typing.get_args(tp)[0])
     if origin is Literal:
         return [str(a) for a in typing.get_args(tp)]
     if origin in (Union, types.UnionType):
@@ -534,7 +524,6 @@ def class_module(path: str) -> tuple[str, str]:
     ``pytorch_lightning.*``, the package that holds the same classes)."""
     path = re.sub(r"^lightning\.pytorch\.", "pytorch_lightning.", path)
     module, _, name = path.replace(":", ".").rpartition(".")
-
     return module, name
 
 
