@@ -442,11 +442,17 @@ def format_value(value: Any) -> str:
     """``value`` as text that YAML (and so ``parse_override``) reads back equal."""
     if isinstance(value, float) and (text := _float_text(repr(value))) is not None:
         return text
-    if isinstance(value, str) and (
-        is_plain_text(value) or (value and yaml.safe_load(value) == value and "\n" not in value)
-    ):
+    if isinstance(value, str) and (is_plain_text(value) or (value and "\n" not in value and _reads_back(value))):
         return value
     return json.dumps(value)
+
+
+def _reads_back(text: str) -> bool:
+    """Whether YAML reads ``text`` back as that string (``[red]x`` is no YAML at all: it needs quotes)."""
+    try:
+        return yaml.safe_load(text) == text
+    except yaml.YAMLError:
+        return False
 
 
 def to_overrides(values: dict[str, Any]) -> list[str]:

@@ -190,6 +190,8 @@ def test_the_declared_base_is_about_the_table_not_an_override_of_any_trial():
         "a b",
         ["x", "seed=2"],
         "",
+        "[red]x",  # not YAML at all (a flow sequence, then text): quoted, not a ParserError traceback
+        "{a: 1} b",
     ],
 )
 def test_override_values_read_back_as_written(value):
