@@ -43,6 +43,7 @@ from ablate.report.stats import (
     NEUTRAL_KEYS,
     BorrowedNoise,
     Comparison,
+    Hinge,
     Stat,
     Sweep,
     against_base,
@@ -297,15 +298,23 @@ def _seeds_text(c: Comparison, sigma: float, alpha: float, rows: int, shared: bo
 def hinge_notes(
     sweep: Sweep, comparisons: Sequence[Comparison], alpha: float, n_samples: int, label: str = "BLEU"
 ) -> list[str]:
-    """Which marks hinge on the table-pooled σ (:func:`ablate.report.stats.marks_alone`)."""
-    hinges = marks_alone(comparisons, alpha, lambda c: compare_alone(sweep, c, n_samples))
+    """Which marks hinge on the table-pooled σ (:func:`ablate.report.stats.marks_alone`); none for a table of two
+    rows, which is its comparisons' two rows. A re-run keeps the ``--sigma-from`` seeds where its fit pools them."""
+    hinges = marks_alone(comparisons, alpha, lambda c: compare_alone(sweep, c, n_samples)) if sweep.rows[2:] else []
     if not hinges:
         return []
     weak = [h for h in hinges if not h.holds(alpha)]
+    lent = comparisons[0].scores.noise.borrowed if comparisons[0].scores is not None else None
+
+    def lent_too(*hinged: Hinge) -> str:  # the --sigma-from seeds, where these re-runs' σ pools them (not paired)
+        pooled = any(h.alone is not None and not h.alone.paired for h in hinged)
+        return f" and the {lent.trials} seeds of {lent.source}" if pooled and lent is not None else ""
+
     if not weak:
         return [
-            f"Every {MARK} holds on its own rows: with the seed σ from the two rows' own seeds alone (the rest of "
-            f"the table left out of the fit), each is still significant after Holm."
+            f"Every {MARK} holds on its own rows: with the seed σ from the two rows' own seeds"
+            f"{lent_too(*hinges) or ' alone'} (the rest of the table left out of the fit), each is still "
+            "significant after Holm."
         ]
     parts, splits = [], {c.split for c in comparisons}
     for h in weak:
@@ -318,11 +327,11 @@ def hinge_notes(
             parts.append(
                 f"{where} (Holm p {c.p_adjusted:.2g} here; alone p {own.p_value:.2g}, {h.p_adjusted:.2g} after Holm "
                 f"over the table's {len([x for x in comparisons if x.tested])}, with σ {own.sigma:.2f} {label} from its "
-                f"own two rows' seeds, {own.sigma_df} df)"
+                f"own two rows' seeds{lent_too(h)}, {own.sigma_df} df)"
             )
     return [
         f"{MARK} that hinge{'s' if len(weak) == 1 else ''} on the σ pooled over the whole table (the two rows' own "
-        f"seeds, without the unrelated rows, would not mark {'it' if len(weak) == 1 else 'them'}): "
+        f"seeds{lent_too(*weak)}, without the unrelated rows, would not mark {'it' if len(weak) == 1 else 'them'}): "
         + "; ".join(parts)
         + f". {len(hinges) - len(weak)} of {len(hinges)} marks hold on their own rows."
     ]

@@ -124,5 +124,54 @@ def test_a_mark_hinging_on_two_test_splits_names_each_split(monkeypatch):
     found = [replace(c, split=s) for s in ("split_a", "split_b") for c in _compare_all(scores)]
     comparisons = [replace(c, p_adjusted=p) for c, p in zip(found, holm([c.p_value for c in found]))]
     monkeypatch.setattr(layout, "compare_alone", lambda sweep, c, n: _alone(scores)(c))
-    (note,) = layout.hinge_notes(SimpleNamespace(base=SimpleNamespace(name="base")), comparisons, 0.05, 0)
+    sweep = SimpleNamespace(base=SimpleNamespace(name="base"), rows=[None] * (ROWS + 2))
+    (note,) = layout.hinge_notes(sweep, comparisons, 0.05, 0)
     assert "x on split_a (Holm p" in note and "x on split_b (Holm p" in note
+
+
+def test_a_re_run_with_lent_seeds_says_they_are_in_its_sigma(monkeypatch):
+    # with --sigma-from the re-run on two rows keeps the lent seeds in its σ (compare_alone), but the footnote
+    # said "with σ 0.70 BLEU from its own two rows' seeds, 19 df" (results/mission-cpu --sigma-from
+    # results/calibration-cpu: 4 df of its own, 15 lent), and of a table whose † holds with the lent seeds only
+    # (2x2 of mission-cpu: Holm p 0.0005 lent, 0.055 own) "with the seed σ from the two rows' own seeds alone"
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    import ablate.report.layout as layout
+    from ablate.report.stats import BorrowedNoise
+
+    sweep = SimpleNamespace(base=SimpleNamespace(name="base"), rows=[None] * (ROWS + 2))
+    cases = {"hinge": ([13.5, 11.5], 3, 0.02), "holds": ([16.0, 17.0], 16, 7.5)}
+    for words, (x, seeds, ss) in cases.items():
+        lent = BorrowedNoise("results/calibration-cpu", seeds, ss)
+        scores = _table(x)
+        scores = SplitScores.of_values("test", scores.bleu, scores.boot, scores.seeds, lent)
+        comparisons = [replace(c, scores=scores) for c in _compare_all(scores)]
+
+        def alone(sweep, c, n, scores=scores):  # compare_alone: the two rows and the table's lent seeds
+            parts = ({r: part[r] for r in (c.reference, c.row)} for part in (scores.bleu, scores.boot, scores.seeds))
+            return SplitScores.of_values("test", *parts, borrowed=scores.borrowed).compare(c.reference, c.row)
+
+        monkeypatch.setattr(layout, "compare_alone", alone)
+        (note,) = layout.hinge_notes(sweep, comparisons, 0.05, 0)
+        assert note.startswith("Every † holds" if words == "holds" else "† that hinges"), note
+        assert "own seeds alone" not in note and "from its own two rows' seeds," not in note, note
+        assert note.count(f"{seeds} seeds of results/calibration-cpu") == (1 if words == "holds" else 2), note
+
+
+def test_a_two_row_table_states_no_re_run_on_its_own_rows(monkeypatch):
+    # a table of two rows is its comparison's two rows: "Every † holds on its own rows ... (the rest of the
+    # table left out of the fit)" re-ran the table itself and said so as if it were a check
+    from types import SimpleNamespace
+
+    import ablate.report.layout as layout
+
+    scores = _table([16.0, 17.0])
+    pair = SplitScores.of_values(
+        "test", *({r: p[r] for r in ("base", "x")} for p in (scores.bleu, scores.boot, scores.seeds))
+    )
+    comparisons = _compare_all(pair)
+    assert comparisons[0].significant(0.05)
+    monkeypatch.setattr(layout, "compare_alone", lambda sweep, c, n: pair.compare(c.reference, c.row))
+    sweep = SimpleNamespace(base=SimpleNamespace(name="base"), rows=[None, None])
+    assert layout.hinge_notes(sweep, comparisons, 0.05, 0) == []
