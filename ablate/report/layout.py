@@ -521,7 +521,8 @@ def show_value(value: Any) -> str:
 
 
 def key_labels(keys: list[str]) -> list[str]:
-    """Header per dotted key: the paper symbol, else the shortest suffix unique among ``keys``."""
+    """Header per dotted key: the paper symbol, else the shortest suffix unique among ``keys``, through
+    :func:`~ablate.utils.io.printable` (a received record's key holds no escape sequences)."""
 
     def label(key: str) -> str:
         if key in PAPER_LABELS:
@@ -530,7 +531,7 @@ def key_labels(keys: list[str]) -> list[str]:
         suffixes = [".".join(parts[-n:]) for n in range(1, len(parts) + 1)]
         return next((s for s in suffixes if sum(k.endswith("." + s) or k == s for k in keys) == 1), key)
 
-    return [label(key) for key in keys]
+    return [printable(label(key)) for key in keys]
 
 
 def metric_columns(
@@ -560,7 +561,7 @@ def metric_columns(
                     replace(
                         entry,
                         key=recorded.split_key(s),
-                        label=label.format(split=s),
+                        label=printable(label.format(split=s)),  # a received record's split name
                         split=s if entry.tested else None,
                     )
                     for s in splits

@@ -19,7 +19,7 @@ from ablate.config import ConfigError, flatten, from_flat, to_dict, valid_keys
 from ablate.errors import did_you_mean
 from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP, is_number
 from ablate.report.layout import MARK, Column, Table
-from ablate.report.render import csv_text, latex_escape, latex_float, md_line
+from ablate.report.render import csv_text, latex_escape, latex_float, md_escape, md_line
 from ablate.report.stats import AgreementTest, Correlation, Row, Sweep, agreement_test, p_text, pearson, sign_count
 from ablate.report.trials import ReportError, hashable
 from ablate.utils.typed import read_yaml
@@ -574,7 +574,7 @@ def to_markdown(sbs: SideBySide) -> str:
     """The side-by-side as a Markdown table, then its summary lines (headline first) and notes."""
     ref, (head, notes) = sbs.reference, _notes(sbs)
     lines = [f"**Beside {ref.title}** ({ref.data})", "", md_line(HEADER), md_line([":--", ":--", *["--:"] * 12])]
-    lines += [md_line(c.replace("|", "\\|") for c in cells) for cells in _rows(sbs)]
+    lines += [md_line(map(md_escape, cells)) for cells in _rows(sbs)]
     lines += ["", f"**{head}**  ", *(f"{note}  " for note in notes)]
     return "\n".join(lines).rstrip() + "\n"
 
