@@ -22,6 +22,7 @@ from ablate.report.layout import MARK, Column, Table
 from ablate.report.render import csv_text, latex_escape, latex_float, md_escape, md_line
 from ablate.report.stats import AgreementTest, Correlation, Row, Sweep, agreement_test, p_text, pearson, sign_count
 from ablate.report.trials import ReportError, hashable
+from ablate.utils.io import printable
 from ablate.utils.typed import read_yaml
 
 FACTS: dict[str, str] = {
@@ -94,13 +95,15 @@ NOT_RECORDED = "<not recorded>"
 
 
 def _show(value: Any) -> str:
+    """A setup value in a sentence (``unset``, ``[0.9, 0.98]``, ``0.0``): not :func:`~ablate.report.layout.show_value`,
+    whose table cells print ``-``, ``0.9,0.98`` and ``0``; a received string through ``printable``."""
     if value is None:
         return "unset"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, tuple):
         return "[" + ", ".join(_show(v) for v in value) + "]"
-    return "not recorded" if value == NOT_RECORDED else str(value)
+    return "not recorded" if value == NOT_RECORDED else printable(str(value))
 
 
 def departures(ours: dict[str, Any], setup: Setup) -> list[Departure]:

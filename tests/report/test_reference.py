@@ -318,6 +318,25 @@ def test_the_setup_departures_are_the_keys_where_our_base_differs(variant_sweep,
     assert summary["Where our base departs from the paper's setup"].startswith("model.norm: pre (paper: post)")
 
 
+def test_a_received_setup_value_reaches_no_side_by_side_raw(variant_sweep, tmp_path):
+    """A received base whose ``model.norm`` holds escape sequences: the departures line of ``--reference`` printed
+    it raw under the table (Markdown and the terminal's), so a run folder from someone else could clear the screen."""
+    import json
+    import shutil
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(variant_sweep, sweep)
+    for path in sweep.glob("*/summary.json"):
+        summary = json.loads(path.read_text())
+        summary["config"]["model"]["norm"] = "pre\x1b[2J\x07"
+        path.write_text(json.dumps(summary))
+    for fmt in ("md", "rich", "latex"):
+        args = ["table", str(sweep), "-f", fmt, "--reference", "vaswani2017-table3", "--no-significance"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert "pre?[2J?" in result.output and not set(result.output) & {"\x1b", "\x07"}, fmt
+
+
 @pytest.mark.parametrize(
     "setup, message",
     [
