@@ -163,12 +163,14 @@ def make_report(
     from ablate.report.papers import get as get_reference
 
     beside = get_reference(reference).title if reference else None  # a wrong name fails before any work
-    sweep, comps = table_comparisons(source, test, samples, significance, sigma_from=sigma_from, api=api, alpha=alpha)
+    made = table(
+        source, alpha=alpha, test=test, samples=samples, significance=significance, api=api, sigma_from=sigma_from
+    )
     if source.startswith(WANDB_PREFIX):
         entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX) :])
     else:
-        entity, project, group = recorded_place(sweep)
-    return build_report(entity, project, group, build_table(sweep, comps, alpha, test, samples), sweep, title, beside)
+        entity, project, group = recorded_place(made.sweep)
+    return build_report(entity, project, group, made.table, made.sweep, title, beside)
 
 
 def sweep_power(
