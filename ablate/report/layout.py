@@ -484,9 +484,12 @@ class Table:
 
 def select_columns(table: Table, names: list[str]) -> Table:
     """``table`` with only the columns named by header (``d_model``) or key (``model.d_model``), in table
-    order; the row names and ``n`` stay. ReportError for a name that is no column, or no name, listing the headers."""
+    order; the row names and ``n`` stay (naming them selects nothing more). ReportError for a name that is no
+    column, or none that is, listing the headers."""
     hyper = {name: i for i, (k, lbl) in enumerate(zip(table.keys, table.labels)) for name in (k, lbl)}
     metric = {name: i for i, c in enumerate(table.columns) for name in (c.key, c.label)}
+    kept = ["variant", "n"] if table.show_names else ["n"]  # headers of what always stays
+    names = [n for n in names if n in hyper or n in metric or n not in kept]
     unknown = [n for n in names if n not in hyper and n not in metric]
     if unknown or not names:
         headers = [*table.labels, *(c.label for c in table.columns)]
