@@ -684,7 +684,7 @@ def _unfinished(trial: Trial) -> Unfinished:
         RunStatus.PENDING: "not started",
     }
     reason = trial.error or reasons.get(trial.status, "no reason recorded")
-    return Unfinished(printable(trial.name), ", ".join(who), trial.status, " ".join(str(reason).split()))
+    return Unfinished(printable(trial.name), printable(", ".join(who)), trial.status, " ".join(str(reason).split()))
 
 
 def _footnotes(

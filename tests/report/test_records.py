@@ -325,3 +325,24 @@ def test_a_received_split_name_reaches_no_header_raw(grid_sweep, tmp_path):
     result = CliRunner().invoke(app, ["table", str(sweep), "--format", "md", "--per-seed"])
     head, align = [line for line in result.output.splitlines() if line.startswith("|")][:2]
     assert "BLEU (x\\|y?[2J)" in head and head.count(" | ") == align.count(" | ")
+
+
+def test_a_failed_trials_received_seed_reaches_no_terminal_raw(variant_sweep, tmp_path):
+    """A failed trial whose config records the seed "3<ESC>[2J": the line listing it under the table,
+    "B-dk16-s3 (variant B-dk16, seed 3<ESC>[2J): failed - ...", printed the escape sequence raw."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from ablate.report.commands import app
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(variant_sweep, sweep)
+    path = sweep / "B-dk16-s3" / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["config"]["seed"] = "3\x1b[2J"
+    path.write_text(json.dumps(summary))
+    for fmt in ("rich", "md", "latex"):
+        result = CliRunner().invoke(app, ["table", str(sweep), "--format", fmt, "--no-significance"])
+        assert result.exit_code == 0, result.output
+        assert "seed 3?[2J" in result.output and "\x1b" not in result.output, fmt
