@@ -1533,8 +1533,11 @@ def _seeds_of_the_base(
     source: str, base: Mapping[str, Any], api: Any, metric: str
 ) -> tuple[tuple[Trial, ...], tuple[str, ...]]:
     """``source``'s finished runs, if they are seeds of one configuration with the ``base`` config (flattened)
-    but for :data:`NEUTRAL_KEYS`, and the neutral keys in which they differ; else ReportError."""
-    other = load(source, api, metric)
+    but for :data:`NEUTRAL_KEYS`, and the neutral keys in which they differ; else ReportError (naming the flag)."""
+    try:
+        other = load(source, api, metric)
+    except ReportError as err:  # "no finished trial among 1": of this source, not of the table's
+        raise ReportError(f"--sigma-from {source}: {err}") from None
     if len(other.rows) != 1:
         names = ", ".join(r.name for r in other.rows[:4]) + (", ..." if len(other.rows) > 4 else "")
         raise ReportError(
