@@ -216,12 +216,14 @@ def _terminal_width() -> Optional[int]:
 
 def _beside(sweep: Any, table: Table, paper: Any, fmt: str, metric: str, source: str) -> tuple[str, Any]:
     """``(text, rich renderable)`` to print under the table: the ``paper``'s side-by-side in ``fmt`` (rich: the
-    renderable, no text), or a note where ``metric`` is not the BLEU the published tables report."""
+    renderable, no text), or a note (a LaTeX comment under LaTeX) where ``metric`` is not the BLEU the published
+    tables report."""
     if paper is None:
         return "", None
     if metric != "bleu":  # the published tables report BLEU (and PPL) only
         return (
-            f"\nnote: the published table '{paper.name}' reports BLEU, not {get_scorer(metric).label}, so it is "
+            f"\n{'% ' if fmt == 'latex' else ''}note: the published table '{paper.name}' reports BLEU, not "
+            f"{get_scorer(metric).label}, so it is "
             f"not compared on this table; `ablate table {source} --reference {paper.name}` compares on BLEU\n"
         ), None
     sbs = side_by_side(sweep, table, paper)

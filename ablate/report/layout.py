@@ -493,9 +493,12 @@ class Table:
 
 def select_columns(table: Table, names: list[str]) -> Table:
     """``table`` with only the columns named by header (``d_model``) or key (``model.d_model``), in table
-    order; the row names and ``n`` stay. ReportError for a name that is no column, or no name, listing the headers."""
+    order; the row names and ``n`` stay (naming them selects nothing more). ReportError for a name that is no
+    column, or none that is, listing the headers."""
     hyper = {name: i for i, (k, lbl) in enumerate(zip(table.keys, table.labels)) for name in (k, lbl)}
     metric = {name: i for i, c in enumerate(table.columns) for name in (c.key, c.label)}
+    kept = ["variant", "n"] if table.show_names else ["n"]  # headers of what always stays
+    names = [n for n in names if n in hyper or n in metric or n not in kept]
     unknown = [n for n in names if n not in hyper and n not in metric]
     if unknown or not names:
         headers = [*table.labels, *(c.label for c in table.columns)]
@@ -530,7 +533,8 @@ def show_value(value: Any) -> str:
 
 
 def key_labels(keys: list[str]) -> list[str]:
-    """Header per dotted key: the paper symbol, else the shortest suffix unique among ``keys``."""
+    """Header per dotted key: the paper symbol, else the shortest suffix unique among ``keys``, through
+    :func:`~ablate.utils.io.printable` (a received record's key holds no escape sequences)."""
 
     def label(key: str) -> str:
         if key in PAPER_LABELS:
@@ -539,7 +543,7 @@ def key_labels(keys: list[str]) -> list[str]:
         suffixes = [".".join(parts[-n:]) for n in range(1, len(parts) + 1)]
         return next((s for s in suffixes if sum(k.endswith("." + s) or k == s for k in keys) == 1), key)
 
-    return [label(key) for key in keys]
+    return [printable(label(key)) for key in keys]
 
 
 def metric_columns(
@@ -569,7 +573,7 @@ def metric_columns(
                     replace(
                         entry,
                         key=recorded.split_key(s),
-                        label=label.format(split=s),
+                        label=printable(label.format(split=s)),  # a received record's split name
                         split=s if entry.tested else None,
                     )
                     for s in splits
@@ -689,7 +693,7 @@ def _unfinished(trial: Trial) -> Unfinished:
         RunStatus.PENDING: "not started",
     }
     reason = trial.error or reasons.get(trial.status, "no reason recorded")
-    return Unfinished(printable(trial.name), ", ".join(who), trial.status, " ".join(str(reason).split()))
+    return Unfinished(printable(trial.name), printable(", ".join(who)), trial.status, " ".join(str(reason).split()))
 
 
 def _footnotes(

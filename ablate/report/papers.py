@@ -13,15 +13,16 @@ import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional
 
 from ablate.config import ConfigError, flatten, from_flat, to_dict, valid_keys
 from ablate.errors import did_you_mean
 from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP, is_number
 from ablate.report.layout import MARK, Column, Table
-from ablate.report.render import csv_text, latex_escape, latex_float, md_line
+from ablate.report.render import latex_escape, latex_float, md_escape, md_line
 from ablate.report.stats import AgreementTest, Correlation, Row, Sweep, agreement_test, p_text, pearson, sign_count
 from ablate.report.trials import ReportError, hashable
+from ablate.utils.io import printable
 from ablate.utils.typed import read_yaml
 
 FACTS: dict[str, str] = {
@@ -94,13 +95,15 @@ NOT_RECORDED = "<not recorded>"
 
 
 def _show(value: Any) -> str:
+    """A setup value in a sentence (``unset``, ``[0.9, 0.98]``, ``0.0``): not :func:`~ablate.report.layout.show_value`,
+    whose table cells print ``-``, ``0.9,0.98`` and ``0``; a received string through ``printable``."""
     if value is None:
         return "unset"
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, tuple):
         return "[" + ", ".join(_show(v) for v in value) + "]"
-    return "not recorded" if value == NOT_RECORDED else str(value)
+    return "not recorded" if value == NOT_RECORDED else printable(str(value))
 
 
 def departures(ours: dict[str, Any], setup: Setup) -> list[Departure]:
@@ -369,7 +372,7 @@ class SideBySide:
         )
 
     def summary(self) -> list[tuple[str, str]]:
-        """``(label, text)`` per summary line, the headline first (Markdown and CSV print these)."""
+        """``(label, text)`` per summary line, the headline first (the notes under the side-by-side)."""
         out = [
             (
                 f"Headline, rows where either side clears its own noise (paper |Δ| ≥ {self.min_delta:g} BLEU, "
@@ -574,7 +577,7 @@ def to_markdown(sbs: SideBySide) -> str:
     """The side-by-side as a Markdown table, then its summary lines (headline first) and notes."""
     ref, (head, notes) = sbs.reference, _notes(sbs)
     lines = [f"**Beside {ref.title}** ({ref.data})", "", md_line(HEADER), md_line([":--", ":--", *["--:"] * 12])]
-    lines += [md_line(c.replace("|", "\\|") for c in cells) for cells in _rows(sbs)]
+    lines += [md_line(map(md_escape, cells)) for cells in _rows(sbs)]
     lines += ["", f"**{head}**  ", *(f"{note}  " for note in notes)]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -605,17 +608,7 @@ def to_rich(sbs: SideBySide) -> Any:
     return Group(rt, Text(head, style="bold"), *(Text(n, style="dim") for n in notes))
 
 
-def to_csv(sbs: SideBySide) -> str:
-    """The side-by-side as CSV (our numbers unrounded), a blank line, then the summary lines."""
-    rows: list[Sequence[str]] = [HEADER]
-    for ln, cells in zip([sbs.base, *sbs.lines], _rows(sbs)):
-        cells[4] = "" if ln.bleu is None else f"{ln.bleu:.10g}"
-        cells[5] = "" if ln.delta is None else f"{ln.delta:.10g}"
-        rows.append(cells)
-    return csv_text([*rows, [], *sbs.summary()])
-
-
 def render(sbs: SideBySide, fmt: str) -> str:
-    """CSV for ``csv``, LaTeX for ``latex``; Markdown for every other format (``rich`` in a terminal is
-    :func:`to_rich`)."""
-    return {"csv": to_csv, "latex": to_latex}.get(fmt, to_markdown)(sbs)
+    """LaTeX for ``latex``, else Markdown (``rich`` in a terminal is :func:`to_rich`; no CSV: one CSV holds one
+    table, so ``ablate table --format csv`` refuses ``--reference``)."""
+    return to_latex(sbs) if fmt == "latex" else to_markdown(sbs)

@@ -53,10 +53,11 @@ def _notes(table: Table) -> list[str]:
     return notes
 
 
-def _md_escape(text: str) -> str:
-    """A table cell or note on one Markdown line: ``|`` escaped, any line break shown as a space
-    (a newline in a variant name would end the row and split the table)."""
-    return " ".join(text.replace("\\", "\\\\").replace("|", "\\|").splitlines())
+def md_escape(text: str) -> str:
+    """A table cell or note on one Markdown line, as every Markdown writer of the report escapes it: ``\\`` and
+    ``|`` escaped, any line break shown as a space (a newline in a row's name would end the row and split the
+    table), other control characters as :func:`~ablate.utils.io.printable` shows them."""
+    return " ".join(printable(text).replace("\\", "\\\\").replace("|", "\\|").splitlines())
 
 
 def md_line(cells: Iterable[str]) -> str:
@@ -65,9 +66,9 @@ def md_line(cells: Iterable[str]) -> str:
 
 
 def csv_text(rows: Iterable[Sequence[Any]]) -> str:
-    """``rows`` as CSV text, ``\\n`` line ends."""
+    """``rows`` as CSV text, ``\\n`` line ends, each text as :func:`~ablate.utils.io.printable` shows it (one line)."""
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows(rows)
+    csv.writer(buf, lineterminator="\n").writerows([printable(c) if isinstance(c, str) else c for c in r] for r in rows)
     return buf.getvalue()
 
 
@@ -84,11 +85,11 @@ def _row_texts(table: Table, row: TableRow, escape: Callable[[str], str], bold: 
 def to_markdown(table: Table) -> str:
     """GitHub-flavoured Markdown: bold best values, † marks, footnotes and unfinished trials below."""
     align = [":--"] * (1 + table.show_names) + [":-:"] * len(table.labels) + ["--:"] * (len(table.columns) + 1)
-    lines = [f"**{_md_escape(table.title)}**", "", md_line(map(_md_escape, _header(table))), md_line(align)]
-    lines += [md_line(_row_texts(table, row, _md_escape, "**{}**")) for row in table.rows]
+    lines = [f"**{md_escape(table.title)}**", "", md_line(map(md_escape, _header(table))), md_line(align)]
+    lines += [md_line(_row_texts(table, row, md_escape, "**{}**")) for row in table.rows]
     lines.append("")
-    lines += [_md_escape(n) + "  " for n in _notes(table)]
-    lines += [f"- {_md_escape(str(u))}" for u in table.unfinished]
+    lines += [md_escape(n) + "  " for n in _notes(table)]
+    lines += [f"- {md_escape(str(u))}" for u in table.unfinished]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -151,8 +152,8 @@ def _greek(ch: str) -> Optional[str]:
     return "o" if word == "omicron" else rf"$\{word}$"
 
 
-def _latex_text(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch) or _LATEX_SYMBOLS.get(ch) or _greek(ch) or ch for ch in text)
+def _latex_text(text: str) -> str:  # on one line: a blank line in a cell would end the paragraph inside a tabular
+    return "".join(_LATEX_SPECIAL.get(ch) or _LATEX_SYMBOLS.get(ch) or _greek(ch) or ch for ch in printable(text))
 
 
 def _pdflatex_note(tex: str) -> list[str]:
@@ -354,8 +355,8 @@ def render(table: Table, fmt: str, width: Optional[int] = None) -> str:
     """The table as text in ``fmt`` (``rich`` without colour at ``width`` columns; by default as wide as it
     needs to show every cell whole, at least 80, as ``ablate table`` prints it piped)."""
     writers = {"md": to_markdown, "latex": to_latex, "csv": to_csv}
-    if fmt in writers:  # what received records name (trials, keys, values) without escape sequences, line by line
-        return "\n".join(map(printable, writers[fmt](table).split("\n")))
+    if fmt in writers:  # each writer shows received names (trials, keys, values) without escape sequences
+        return writers[fmt](table)
     if fmt == "rich":
         return _printed(width or max(rich_width(table), 80), to_rich(table))
     guess = did_you_mean(str(fmt), FORMATS, cutoff=0.5)
@@ -397,7 +398,7 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric:
     """The per-seed lines on ``metric`` as CSV (unrounded), LaTeX, a rich table (``rich``; one block per trial
     where the grid needs more than a terminal's ``width``), or Markdown (``md``)."""
     keys, lines = per_seed(sweep, metric)
-    labels = [Metric(f"test/{metric}", per_split=True).split_of(k) or k.partition("/")[0] for k in keys]
+    labels = [printable(Metric(f"test/{metric}", per_split=True).split_of(k) or k.partition("/")[0]) for k in keys]
     name = get_scorer(metric).label
     if fmt == "csv":
         head = ["row", "seed", *keys, *(f"{k}.delta_vs_base" for k in keys)]
@@ -431,11 +432,11 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric:
         notes = [latex_escape(caption), *map(latex_escape, legend)]
         return latex_float("lr" + "r" * 2 * len(keys), map(latex_escape, head), body, notes, title)
     out = [
-        f"**{title}** (test {name}; Δ against the base trial of the same seed)",
+        f"**{md_escape(title)}** (test {name}; Δ against the base trial of the same seed)",
         "",
-        md_line(head),
+        md_line(map(md_escape, head)),
         md_line([":--", "--:", *["--:"] * 2 * len(keys)]),
     ]
-    out += [md_line(c.replace("|", "\\|") for c in line) for line in cells]
+    out += [md_line(map(md_escape, line)) for line in cells]
     out += ["", *legend] if legend else []
     return "\n".join(out) + "\n"

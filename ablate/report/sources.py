@@ -102,7 +102,7 @@ def table(
 
 
 def make_plots(
-    source: str,
+    source: Any,
     out: Path,
     alpha: float = 0.05,
     significance: bool = True,
@@ -113,13 +113,14 @@ def make_plots(
     test: Optional[str] = None,
     samples: int = 0,
 ) -> list[Path]:
-    """Write the sweep's figures (``fmt``: png, pdf or svg; test scores on ``metric``) into ``out``, all or none
+    """Write the figures of ``source`` (what :func:`table` takes; ``fmt``: png, pdf or svg; test scores on ``metric``)
+    into ``out``, all or none
     (other files in ``out`` kept); return their paths. ``test``, ``samples`` and ``sigma_from``: as :func:`table`
     takes them, so the CIs and † drawn are those of ``ablate table SOURCE`` with the same options."""
 
     from ablate.report.figures import plot_all
 
-    out = Path(out)
+    source, out = source_name(source), Path(out)
     local = local_folders(source, sigma_from)  # read, never written
     check_apart(out, local)  # before any work
     sweep, comps = table_comparisons(
@@ -145,7 +146,7 @@ def recorded_place(sweep: Sweep) -> tuple[str, str, Optional[str]]:
 
 
 def make_report(
-    source: str,
+    source: Any,
     title: Optional[str] = None,
     alpha: float = 0.05,
     test: str = DEFAULT_TEST,
@@ -155,20 +156,23 @@ def make_report(
     reference: Optional[str] = None,
     sigma_from: Optional[str] = None,
 ) -> Any:
-    """The (unsaved) W&B Report of a ``wandb:<entity>/<project>[/<group>]`` source, or of a sweep folder
-    (for the W&B project and group its runs recorded, :func:`recorded_place`); ``reference`` names
+    """The (unsaved) W&B Report of a ``wandb:<entity>/<project>[/<group>]`` source, or of a sweep folder (a path
+    or a ``SweepRun``; for the W&B project and group its runs recorded, :func:`recorded_place`); ``reference`` names
     the published table (:mod:`ablate.report.papers`) its results heading cites; ``sigma_from`` as
     :func:`table` takes it, so the report's table is ``ablate table SOURCE --sigma-from``'s."""
     from ablate.report.export import build_report
     from ablate.report.papers import get as get_reference
 
     beside = get_reference(reference).title if reference else None  # a wrong name fails before any work
-    sweep, comps = table_comparisons(source, test, samples, significance, sigma_from=sigma_from, api=api, alpha=alpha)
+    source = source_name(source)
+    made = table(
+        source, alpha=alpha, test=test, samples=samples, significance=significance, api=api, sigma_from=sigma_from
+    )
     if source.startswith(WANDB_PREFIX):
         entity, project, group = parse_wandb_path(source[len(WANDB_PREFIX) :])
     else:
-        entity, project, group = recorded_place(sweep)
-    return build_report(entity, project, group, build_table(sweep, comps, alpha, test, samples), sweep, title, beside)
+        entity, project, group = recorded_place(made.sweep)
+    return build_report(entity, project, group, made.table, made.sweep, title, beside)
 
 
 def sweep_power(

@@ -54,7 +54,7 @@ from ablate.report.trials import (
     tested_splits,
     with_metric,
 )
-from ablate.utils.io import cache_root
+from ablate.utils.io import cache_root, printable
 
 BASE = "base"
 _MISSING = "<unset>"
@@ -275,7 +275,7 @@ def _row(grid: _Grid, ident: Any, base: Any, config: dict[str, Any]) -> Row:
         name, group = ident, BASE if is_base else ident.split("-", 1)[0]
     else:  # named by what the sweep varies (d_k follows heads; the columns show it)
         named = [k for k in changed if k in grid.candidates] or list(changed)
-        name = BASE if is_base else ", ".join(f"{k}={_show(s[k])}" for k in named)
+        name = BASE if is_base else printable(", ".join(f"{k}={_show(s[k])}" for k in named))  # on one line
         group = BASE if is_base else "+".join(named)
     ts = tuple(sorted(grid.groups[ident], key=lambda t: (value_order(t.seed), t.name)))
     metrics = sorted(set().union(*(t.metrics.keys() for t in ts)))
@@ -1533,8 +1533,11 @@ def _seeds_of_the_base(
     source: str, base: Mapping[str, Any], api: Any, metric: str
 ) -> tuple[tuple[Trial, ...], tuple[str, ...]]:
     """``source``'s finished runs, if they are seeds of one configuration with the ``base`` config (flattened)
-    but for :data:`NEUTRAL_KEYS`, and the neutral keys in which they differ; else ReportError."""
-    other = load(source, api, metric)
+    but for :data:`NEUTRAL_KEYS`, and the neutral keys in which they differ; else ReportError (naming the flag)."""
+    try:
+        other = load(source, api, metric)
+    except ReportError as err:  # "no finished trial among 1": of this source, not of the table's
+        raise ReportError(f"--sigma-from {source}: {err}") from None
     if len(other.rows) != 1:
         names = ", ".join(r.name for r in other.rows[:4]) + (", ..." if len(other.rows) > 4 else "")
         raise ReportError(

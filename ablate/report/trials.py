@@ -281,7 +281,7 @@ class Trial:
     summary: Optional[RunSummary] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:  # what a record says reaches the terminal: no escape sequences in it
-        for key in ("error", "variant"):
+        for key in ("error", "variant", "sweep"):
             if isinstance(value := getattr(self, key), str):
                 object.__setattr__(self, key, printable(value))
 

@@ -152,10 +152,18 @@ def test_a_source_of_another_setup_or_shape_is_refused_in_one_line(two_by_two, t
     one_seed = tmp_path / "one-seed"
     shutil.copytree(CALIBRATION / "seed=1", one_seed / "seed=1")
     cases["one seed"] = (one_seed, "a seed σ needs at least 2")
+    # a folder of failed runs only, or none: said as the table's own source was ("no finished trial among 1"),
+    # so the user looked for the fault in the table's folder; now named as --sigma-from's
+    (tmp_path / "failed" / "t1").mkdir(parents=True)
+    (tmp_path / "failed" / "t1" / "summary.json").write_text(json.dumps({"status": "failed", "error": "boom"}))
+    (tmp_path / "empty").mkdir()
+    cases["failed runs only"] = (tmp_path / "failed", "no finished trial among 1 (failed)")
+    cases["no runs"] = (tmp_path / "empty", "no trials in")
     for case, (source, expected) in cases.items():
         with pytest.raises(ReportError, match=None) as err:
             borrow_noise(sweep, str(source), [str(two_by_two)])
         assert expected in str(err.value) and "\n" not in str(err.value), case
+        assert str(err.value).startswith(f"--sigma-from {source}: "), case
 
 
 def test_the_command_line_takes_it_for_the_seed_test_only(two_by_two):

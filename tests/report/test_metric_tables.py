@@ -137,6 +137,16 @@ def test_reference_without_the_metric_says_so(variant_sweep):
     assert "note: the published table 'vaswani2017-table3' reports BLEU, not chrF++" in result.output
 
 
+def test_the_note_under_a_latex_table_is_a_latex_comment(variant_sweep):
+    """`--format latex --metric chrf --reference NAME` ended the .tex with the note as document text: printed in the
+    paper, and a source path with ``_`` in it (results/table3_cpu) stopped pdflatex ("Missing $ inserted")."""
+    args = ["table", str(variant_sweep), "--metric", "chrf", "--reference", "vaswani2017-table3", "-f", "latex"]
+    result = CliRunner().invoke(cli.app, [*args, "--no-significance"])
+    assert result.exit_code == 0, result.output
+    last = result.output.rstrip().splitlines()[-1]
+    assert last.startswith("% note: the published table 'vaswani2017-table3' reports BLEU, not chrF"), last
+
+
 @pytest.mark.slow
 def test_plot_metric_names_its_figures(variant_sweep, tmp_path):
     result = CliRunner().invoke(cli.app, ["plot", str(variant_sweep), "--metric", "ter", "--out", str(tmp_path / "p")])

@@ -61,3 +61,16 @@ def test_an_unknown_render_format_is_a_report_error_with_a_guess(variant_sweep):
     table = ablate.table(variant_sweep)
     with pytest.raises(ReportError, match=r"unknown format 'latx'; did you mean 'latex'\? \(choose from: rich"):
         table.render("latx")
+
+
+def test_the_report_functions_take_the_sources_the_table_takes(variant_sweep, tmp_path, drawing):
+    """``ablate.report.make_report`` and ``make_plots`` (the functions docs/python-api.md lists beside ``table``) ended in
+    ``AttributeError: 'PosixPath' object has no attribute 'startswith'`` for the ``Path`` that ``ablate.table`` takes."""
+    from ablate.report import make_plots, make_report
+
+    assert (
+        make_report(variant_sweep, significance=False).title
+        == make_report(str(variant_sweep), significance=False).title
+    )
+    make_plots(variant_sweep, tmp_path / "plots", significance=False)
+    assert len(drawing) == 1 and drawing[0][0].name == "table3"

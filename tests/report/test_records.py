@@ -265,3 +265,84 @@ def test_a_received_config_value_cannot_send_control_characters_to_the_terminal(
         result = CliRunner().invoke(app, ["table", str(sweep), "--format", fmt, "--samples", "50"])
         assert result.exit_code == 0, result.output
         assert "l?]0;x?" in result.output and not set(result.output) & {"\x1b", "\x07"}, fmt
+
+
+def test_a_received_key_row_or_sweep_name_cannot_break_a_table_or_reach_the_terminal_raw(grid_sweep, tmp_path):
+    """A received grid sweep whose config holds a key with escape sequences, a value with a newline and a ``|``,
+    and whose sweep name holds both: the key's header reached the rich table raw; ``--per-seed`` and the paper's
+    side-by-side printed the row named by that value (``model.positions=le|a<newline>rn...``) on two Markdown
+    lines, the sweep name as a title broken over two lines, and both with their escape sequences, in every format."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from ablate.report.commands import app
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(grid_sweep, sweep)
+    for path in sweep.glob("*/summary.json"):
+        summary = json.loads(path.read_text())
+        learned = summary["config"]["model"]["positions"] == "learned"
+        if learned:
+            summary["config"]["model"]["positions"] = summary["sweep"]["params"]["model.positions"] = (
+                "le|a\nrn\x1b]0;x\x07"
+            )
+        summary["config"]["model"]["k\x1b[2J"] = int(learned)
+        summary["sweep"]["name"] = "g\x1b[2J\nrid"
+        path.write_text(json.dumps(summary))
+    runs = [[], ["--per-seed"]] + [["--reference", "vaswani2017-table3", "--samples", "50"]]
+    for fmt in ("rich", "md", "csv", "latex"):
+        for more in runs if fmt != "csv" else runs[:2]:
+            result = CliRunner().invoke(app, ["table", str(sweep), "--format", fmt, "--no-significance", *more])
+            assert result.exit_code == 0, result.output
+            out = result.output
+            assert "rn?]0;x?" in out and not set(out) & {"\x1b", "\x07"}, (fmt, more)
+            assert "g?[2J rid" in out or fmt == "csv", (fmt, more)  # the title (CSV has none)
+            if fmt == "md":  # every table line holds its whole row
+                assert all(line.startswith("|") for line in out.splitlines() if "rn?]0;x?" in line), more
+
+
+def test_a_received_split_name_reaches_no_header_raw(grid_sweep, tmp_path):
+    """A received summary recording ``test_x|y<ESC>[2J/bleu``: its column header reached the rich table raw, and
+    ``--per-seed`` printed it raw in every header, its ``|`` splitting the Markdown header into one cell too many."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from ablate.report.commands import app
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(grid_sweep, sweep)
+    for path in sweep.glob("*/summary.json"):
+        summary = json.loads(path.read_text())
+        summary["test_x|y\x1b[2J/bleu"] = summary["test/bleu"]
+        path.write_text(json.dumps(summary))
+    for fmt in ("rich", "md", "latex", "csv"):
+        for more in ([], ["--per-seed"]):
+            result = CliRunner().invoke(app, ["table", str(sweep), "--format", fmt, "--no-significance", *more])
+            assert result.exit_code == 0, result.output
+            assert "x" in result.output and "\x1b" not in result.output, (fmt, more)
+    result = CliRunner().invoke(app, ["table", str(sweep), "--format", "md", "--per-seed"])
+    head, align = [line for line in result.output.splitlines() if line.startswith("|")][:2]
+    assert "BLEU (x\\|y?[2J)" in head and head.count(" | ") == align.count(" | ")
+
+
+def test_a_failed_trials_received_seed_reaches_no_terminal_raw(variant_sweep, tmp_path):
+    """A failed trial whose config records the seed "3<ESC>[2J": the line listing it under the table,
+    "B-dk16-s3 (variant B-dk16, seed 3<ESC>[2J): failed - ...", printed the escape sequence raw."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from ablate.report.commands import app
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(variant_sweep, sweep)
+    path = sweep / "B-dk16-s3" / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["config"]["seed"] = "3\x1b[2J"
+    path.write_text(json.dumps(summary))
+    for fmt in ("rich", "md", "latex"):
+        result = CliRunner().invoke(app, ["table", str(sweep), "--format", fmt, "--no-significance"])
+        assert result.exit_code == 0, result.output
+        assert "seed 3?[2J" in result.output and "\x1b" not in result.output, fmt

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import re
 import statistics
 
@@ -23,7 +21,6 @@ from ablate.report.papers import (
     load_reference,
     match,
     side_by_side,
-    to_csv,
     to_markdown,
 )
 from ablate.report.trials import ReportError
@@ -309,13 +306,28 @@ def test_the_setup_departures_are_the_keys_where_our_base_differs(variant_sweep,
     assert "Paper setup without a config key: data: somewhere else, 1M pairs; batch: 4096 tokens." in md
     assert "All matched rows: " in md and "Correlation of paper Δ" in md
     assert "Sensitivity to our base" not in md  # no row is matched: nothing whose count could move
-
-    rows = list(csv.reader(io.StringIO(to_csv(sbs))))
-    blank = rows.index([])
-    assert rows[0][:3] == ["row", "paper row", "paper BLEU"] and len(rows[1:blank]) == len(sweep.rows)
-    summary = dict(rows[blank + 1 :])
-    assert summary == dict(sbs.summary()) and len(summary) == 6  # headline, all rows, PPL, r, 2 setup
+    summary = dict(sbs.summary())
+    assert len(summary) == 6  # headline, all rows, PPL, r, 2 setup
     assert summary["Where our base departs from the paper's setup"].startswith("model.norm: pre (paper: post)")
+
+
+def test_a_received_setup_value_reaches_no_side_by_side_raw(variant_sweep, tmp_path):
+    """A received base whose ``model.norm`` holds escape sequences: the departures line of ``--reference`` printed
+    it raw under the table (Markdown and the terminal's), so a run folder from someone else could clear the screen."""
+    import json
+    import shutil
+
+    sweep = tmp_path / "sweep"
+    shutil.copytree(variant_sweep, sweep)
+    for path in sweep.glob("*/summary.json"):
+        summary = json.loads(path.read_text())
+        summary["config"]["model"]["norm"] = "pre\x1b[2J\x07"
+        path.write_text(json.dumps(summary))
+    for fmt in ("md", "rich", "latex"):
+        args = ["table", str(sweep), "-f", fmt, "--reference", "vaswani2017-table3", "--no-significance"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert "pre?[2J?" in result.output and not set(result.output) & {"\x1b", "\x07"}, fmt
 
 
 @pytest.mark.parametrize(

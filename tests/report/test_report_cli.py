@@ -99,6 +99,18 @@ def test_columns_keeps_only_the_named_columns_in_every_format(variant_sweep, fmt
     assert wrong.exit_code == 2 and "did you mean 'd_model'?" in wrong.output
 
 
+def test_columns_takes_the_headers_that_always_stay(variant_sweep):
+    """``--columns 'variant,h,n'``, headers copied from the table (as --help says: "comma-separated headers"), was
+    refused ("no column 'variant'"; "no column 'n'; did you mean 'N'?", the layers): they always stay, so they select
+    nothing more; named alone they still name no column."""
+    args = ["table", str(variant_sweep), "--no-significance", "--format", "md", "--columns"]
+    with_kept = CliRunner().invoke(app, [*args, "variant,h,n"])
+    assert with_kept.exit_code == 0, with_kept.output
+    assert with_kept.output == CliRunner().invoke(app, [*args, "h"]).output
+    alone = CliRunner().invoke(app, [*args, "n"])
+    assert alone.exit_code == 2 and "--columns: it names no column" in alone.output, alone.output
+
+
 @pytest.mark.parametrize("columns", [",", " , ", ""])
 def test_columns_that_name_no_column_are_one_line_naming_the_columns(variant_sweep, columns):
     """``--columns ,`` names no column: an error listing the table's columns, not a table of row names alone."""

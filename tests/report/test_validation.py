@@ -11,7 +11,7 @@ import sacrebleu
 
 from ablate.report import table as report_table
 from ablate.report.layout import build_table
-from ablate.report.render import render
+from ablate.report.render import render, render_per_seed
 from ablate.report.stats import aggregate, compare
 from ablate.report.trials import EXCLUDED, ReportError, Trial
 
@@ -162,6 +162,15 @@ def test_markdown_cells_hold_newlines_and_pipes():
     rows = [line for line in md.splitlines() if line.startswith("|")]
     assert len(rows) == 4 and len({line.count(" | ") for line in rows}) == 1
     assert "| a\\|b c |" in md
+
+
+def test_every_markdown_writer_escapes_a_cell_as_the_table_does():
+    """The per-seed table escaped only ``|``: a name with a backslash before it (``a\\|b``) lost its backslash
+    there (GFM reads ``a\\\\|b`` as ``a|b``) while the table kept it; both now go through one helper."""
+    name = "a\\|b"
+    sweep = aggregate([_trial("base-1", "base", 1), _trial("w-1", name, 1, hyps=BAD)])
+    cell = "| a\\\\\\|b |"
+    assert cell in render(build_table(sweep), "md") and cell in render_per_seed(sweep, "md")
 
 
 def test_a_running_sweeps_table_lists_its_planned_trials(tmp_path):
