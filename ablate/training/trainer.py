@@ -612,11 +612,6 @@ def make_trainer(
     from ablate.utils.typed import build_trainer_options
 
     options, user_callbacks = build_trainer_options(cfg.trainer)
-    if options.get("barebones"):  # Lightning would name its log_every_n_steps, not the key that sets it
-        raise ConfigError(
-            "trainer.barebones=true turns off the logging and checkpoints every run keeps (tracking.log_every, at "
-            "least 1, sets Lightning's log_every_n_steps; best.ckpt, last.ckpt): drop trainer.barebones"
-        )
     t = cfg.train
     devices = t.devices
     multi = devices == "auto" or (isinstance(devices, int) and devices > 1) or t.nodes > 1
