@@ -464,7 +464,9 @@ class StatusLines(ProgressBar):
     def describe(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> str:
         clock = next((c for c in trainer.callbacks if isinstance(c, TrainClock)), None)  # type: ignore[attr-defined]
         meter = next((c for c in trainer.callbacks if isinstance(c, Throughput)), None)  # type: ignore[attr-defined]
-        rate = meter.all_tok / meter.step_seconds if meter is not None and meter.step_seconds > 0 else None
+        rate = meter.tokens_per_sec if meter is not None else None  # every device's, as the summary: at each log
+        if meter is not None and not math.isfinite(meter.tokens_per_sec):  # before the first log, one device's own
+            rate = meter.all_tok / meter.step_seconds if trainer.world_size == 1 and meter.step_seconds > 0 else None
         eta = None
         if clock is not None and 0 < clock.progress() < 1:
             eta = clock.seconds * (1 - clock.progress()) / clock.progress()
