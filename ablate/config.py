@@ -62,7 +62,8 @@ class DataConfig:
     joint_vocab: bool = True
     """One BPE vocabulary over both languages (false: one per language)."""
     max_len: int = 128
-    """Pairs with a side longer than this many subwords are dropped from training."""
+    """Pairs with a side longer than this many subwords are dropped from training; validation and test pairs are
+    kept, cut to it (a warning counts them)."""
     builtin_pairs: int = 4000
     """Training pairs generated for the built-in task."""
     builtin_eval_pairs: int = 500

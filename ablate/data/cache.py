@@ -328,6 +328,13 @@ def prepare(cfg: DataConfig) -> Prepared:
         cfg.max_len,
         stats["seconds"],
     )
+    if cut := [f"{n} of {stats['pairs'][name]} {name}" for name, n in stats["truncated"].items() if n]:
+        log.warning(
+            "%s pairs have a side longer than data.max_len=%d subwords and are cut to it (a cut source is decoded "
+            "and scored against its whole reference); raise data.max_len to keep them whole",
+            ", ".join(cut),
+            cfg.max_len,
+        )
     if not meta["test_splits"]:
         log.warning(
             "no test split (test*) in %s: this run is validated on %s but not tested", cfg.source, meta["val_split"]

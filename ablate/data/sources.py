@@ -164,20 +164,25 @@ def line_problem(where: str, nul_line: int | None, returns: int, newlines: int) 
     return None
 
 
+READER = 2
+"""Bump when :func:`decode_line` reads a line differently: it is part of a local folder's fingerprint (2: a BOM
+starting any line is dropped, not the first line's alone)."""
+
+
 def decode_line(raw: bytes) -> tuple[str, bool]:
-    """``(text, undecodable)``: UTF-8 with replacement, stripped."""
+    """``(text, undecodable)``: UTF-8 with replacement, a leading BOM dropped (any line's: files saved with one and
+    joined with ``cat`` hold it mid-file), stripped."""
     try:
-        return raw.decode("utf-8").strip(), False
+        text, bad = raw.decode("utf-8"), False
     except UnicodeDecodeError:
-        return raw.decode("utf-8", errors="replace").strip(), True
+        text, bad = raw.decode("utf-8", errors="replace"), True
+    return text.strip().removeprefix("\ufeff").strip(), bad
 
 
 def _rows(src_path: str, tgt_path: str) -> Iterator[dict]:
     with _open(Path(src_path)) as src, _open(Path(tgt_path)) as tgt:
-        for i, raw in enumerate(zip(src, tgt)):
+        for raw in zip(src, tgt):
             (a, bad_a), (b, bad_b) = map(decode_line, raw)
-            if i == 0:
-                a, b = a.lstrip("\ufeff"), b.lstrip("\ufeff")
             yield {"src": a, "tgt": b, "undecodable": bad_a or bad_b}
 
 
@@ -283,6 +288,7 @@ class LocalFolder:
         """Of every split's files, or of ``splits`` alone."""
         return digest(
             "local",
+            READER,
             self.langs,
             [
                 (split, src.name, tgt.name, file_digest(src, self.cache_root), file_digest(tgt, self.cache_root))

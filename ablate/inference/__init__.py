@@ -25,7 +25,7 @@ class InputError(AblateError):
 def read_sentences(raw: bytes, where: str) -> list[str]:
     """The sentences of ``raw`` (a file's or stdin's bytes, named ``where`` in errors), read as training reads a
     corpus (:func:`ablate.data.sources.decode_line`): one per ``\\n``-ended line (``\\r\\n`` too; never U+2028,
-    U+0085 or a form feed, which ``str.splitlines`` would cut at), a leading BOM dropped, whitespace stripped.
+    U+0085 or a form feed, which ``str.splitlines`` would cut at), a BOM starting a line dropped, whitespace stripped.
     Unlike a corpus, text to translate must be UTF-8: InputError names the line, the byte and its column; NUL bytes
     (UTF-16) and CR-only line ends are refused as in a corpus (:func:`~ablate.data.sources.line_problem`). Gzipped
     bytes (``test.en.gz``, as a corpus holds them) are read uncompressed."""
@@ -50,7 +50,7 @@ def read_sentences(raw: bytes, where: str) -> list[str]:
                 f"save it as UTF-8 (e.g. iconv -f {code} -t utf-8)"
             ) from None
         text, _ = decode_line(line)
-        out.append(text.lstrip("\ufeff") if number == 1 else text)
+        out.append(text)
     nul = raw.find(b"\x00")
     if problem := line_problem(
         where, raw[:nul].count(b"\n") + 1 if nul >= 0 else None, raw.count(b"\r"), raw.count(b"\n")

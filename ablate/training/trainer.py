@@ -464,7 +464,9 @@ class StatusLines(ProgressBar):
     def describe(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> str:
         clock = next((c for c in trainer.callbacks if isinstance(c, TrainClock)), None)  # type: ignore[attr-defined]
         meter = next((c for c in trainer.callbacks if isinstance(c, Throughput)), None)  # type: ignore[attr-defined]
-        rate = meter.all_tok / meter.step_seconds if meter is not None and meter.step_seconds > 0 else None
+        rate = meter.tokens_per_sec if meter is not None else None  # every device's, as the summary: at each log
+        if meter is not None and not math.isfinite(meter.tokens_per_sec):  # before the first log, one device's own
+            rate = meter.all_tok / meter.step_seconds if trainer.world_size == 1 and meter.step_seconds > 0 else None
         eta = None
         if clock is not None and 0 < clock.progress() < 1:
             eta = clock.seconds * (1 - clock.progress()) / clock.progress()
@@ -566,12 +568,32 @@ class LastCheckpoint(ModelCheckpoint):
     Lightning 2.6 has no public way to defer it (its own deferral needs a monitor): the private members used here
     are pinned by ``test_last_checkpoint_of_a_validating_step_holds_that_validation``.
 
-    Also written when SIGTERM (turned into an exception at a step boundary by Lightning) or Ctrl-C stops a run, so
-    it resumes from there; failures never overwrite the last good checkpoint. Not inside a validation: a resume from
-    there skipped the rest of it (its history entry, best.ckpt's choice); the run resumes from the last.ckpt before
-    it and validates that step whole."""
+    Also written when SIGTERM or Ctrl-C stops a run, so it resumes from there; failures never overwrite the last
+    good checkpoint. Both stop at the end of a step (Lightning turns SIGTERM into an exception there; Ctrl-C while
+    training sets the same flag): inside one, last.ckpt held the random stream of a half-run step, and the resumed
+    run ended elsewhere. Not inside a validation: a resume from there skipped the rest of it (its history entry,
+    best.ckpt's choice); the run resumes from the last.ckpt before it and validates that step whole."""
 
     _after_validation = False
+    _sigint: Any = None  # the SIGINT handler training replaced, put back when it ends
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        ):
+            stop = lambda signum, frame: setattr(trainer._signal_connector, "received_sigterm", True)  # noqa: E731
+            self._sigint = signal.signal(signal.SIGINT, stop)
+
+    def _restore_sigint(self) -> None:
+        if self._sigint is not None:
+            signal.signal(signal.SIGINT, self._sigint)
+            self._sigint = None
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._restore_sigint()
+        super().on_train_end(trainer, pl_module)
 
     @property
     def state_key(self) -> str:  # ModelCheckpoint's, so checkpoints written before this class resume as they did
@@ -587,6 +609,7 @@ class LastCheckpoint(ModelCheckpoint):
             super().on_train_batch_end(trainer, pl_module, *args)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._restore_sigint()
         stopped = isinstance(exception, (KeyboardInterrupt, SIGTERMException))
         if stopped and trainer.global_step > 0 and not trainer.validating:  # the full training state, to resume
             trainer.save_checkpoint(Path(self.dirpath or ".") / "last.ckpt", weights_only=False)
@@ -612,11 +635,6 @@ def make_trainer(
     from ablate.utils.typed import build_trainer_options
 
     options, user_callbacks = build_trainer_options(cfg.trainer)
-    if options.get("barebones"):  # Lightning would name its log_every_n_steps, not the key that sets it
-        raise ConfigError(
-            "trainer.barebones=true turns off the logging and checkpoints every run keeps (tracking.log_every, at "
-            "least 1, sets Lightning's log_every_n_steps; best.ckpt, last.ckpt): drop trainer.barebones"
-        )
     t = cfg.train
     devices = t.devices
     multi = devices == "auto" or (isinstance(devices, int) and devices > 1) or t.nodes > 1

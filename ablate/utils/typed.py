@@ -551,15 +551,21 @@ def callback_modules(options: dict[str, Any]) -> dict[str, str]:
 def check_trainer_options(options: dict[str, Any], imports: bool = True) -> None:
     """Raise :class:`ConfigError` (one line) for an option the Trainer or ablate cannot take; ``imports``:
     import each callback's class (``False``: check its form only, for a record whose code is not to run)."""
+    for key, value in options.items():  # ablate's own refusals first: they need no Lightning import (seconds)
+        if key in TRAINER_OWNED:
+            raise ConfigError(f"trainer.{key} is set by ablate; use {TRAINER_OWNED[key]} instead")
+        if key in TRAINER_INTERNAL:
+            raise ConfigError(f"trainer.{key} is managed by ablate (checkpoints and batching depend on it)")
+        if key == "barebones" and value is True:  # Lightning would name its log_every_n_steps, not ablate's key
+            raise ConfigError(
+                "trainer.barebones=true turns off the logging and checkpoints every run keeps (tracking.log_every, "
+                "at least 1, sets Lightning's log_every_n_steps; best.ckpt, last.ckpt): drop trainer.barebones"
+            )
     import pytorch_lightning as pl
 
     hints = typing.get_type_hints(pl.Trainer.__init__)
     known = [name for name in inspect.signature(pl.Trainer.__init__).parameters if name != "self"]
     for key, value in options.items():
-        if key in TRAINER_OWNED:
-            raise ConfigError(f"trainer.{key} is set by ablate; use {TRAINER_OWNED[key]} instead")
-        if key in TRAINER_INTERNAL:
-            raise ConfigError(f"trainer.{key} is managed by ablate (checkpoints and batching depend on it)")
         if key not in known:
             match = closest(key, known)
             hint = f"; did you mean 'trainer.{match}'?" if match else ""

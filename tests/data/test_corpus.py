@@ -110,6 +110,20 @@ def test_undecodable_bytes_are_replaced_and_counted(make_cfg, tmp_path):
     assert corpus.splits["train"]["src"] == ["ok line", "bad \ufffd\ufffd line", "last without newline"]
 
 
+def test_a_bom_starting_any_line_is_dropped_and_keys_the_cache_anew(make_cfg, tmp_path):
+    """Two files saved with a BOM and joined with ``cat`` hold a BOM at the start of a later line: only the first
+    line's was dropped, so U+FEFF reached the tokenizer as part of a word ('\\ufeffa'). Every line's is dropped now,
+    and the local-folder fingerprint (the tokenizer's and the encoded cache's key) names the reader that does it,
+    so a cache built before is not reused."""
+    folder = make_folder(tmp_path, PAIR)
+    (folder / "train.en").write_bytes("\ufeffa b\n".encode() + "\ufeff c d\n".encode())
+    (folder / "train.de").write_bytes("\ufeffA B\n\ufeffC D\n".encode())
+    source = make_source(make_cfg(folder), tmp_path)
+    train = source.load(tmp_path / "w").splits["train"]
+    assert (train["src"], train["tgt"]) == (["a b", "c d"], ["A B", "C D"])
+    assert source.fingerprint() != "5e6111ffe17e44aba39e"  # main's key of this folder, whose reader kept the BOM
+
+
 def test_count_lines_handles_gzip_and_missing_final_newline(tmp_path):
     (tmp_path / "a.gz").write_bytes(gzip.compress(b"x\ny\nz"))
     (tmp_path / "b").write_bytes(b"x\n\n")

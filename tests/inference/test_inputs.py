@@ -18,6 +18,7 @@ def test_only_a_newline_ends_a_sentence():
     assert read_sentences(raw, "x") == ["one\x0cstill one", "two\u2028still two", "three\x85still three"]
     assert read_sentences(b"", "x") == [] and read_sentences(b"\n", "x") == [""]
     assert read_sentences("\ufeffa \n b".encode(), "x") == ["a", "b"]  # BOM and surrounding spaces, as training
+    assert read_sentences("\ufeffa\n\ufeffb\n".encode(), "x") == ["a", "b"]  # two BOM files joined with cat
 
 
 @pytest.mark.parametrize(

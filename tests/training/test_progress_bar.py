@@ -48,3 +48,22 @@ def test_a_notebook_gets_one_line_rewritten_in_place(caplog):
     with caplog.at_level(logging.INFO, logger="ablate"):
         plain._write("step 4/12")
     assert [r.getMessage() for r in caplog.records] == ["step 4/12"]  # elsewhere: logged, a line each
+
+
+def test_the_status_line_speed_is_every_devices_as_the_summary_says():
+    """Under ``train.devices=2`` the status line said rank 0's rate ('7,006 tok/s') and the last line and the
+    summary every device's ('14,124 train tokens/s'): the line says the summary's number now."""
+    from types import SimpleNamespace
+
+    from ablate.training.trainer import Throughput
+
+    meter = Throughput(pad_id=0)
+    meter.all_tok, meter.all_sec = 70_000, 10.0  # this rank: 7,000 tokens/s
+    module = SimpleNamespace(last_val={}, last_loss=None)
+    trainer = SimpleNamespace(callbacks=[meter], world_size=2, global_step=10, max_steps=10)
+    assert StatusLines().describe(trainer, module) == "step 10/10"  # before the rate over the devices is known
+    meter.tokens_per_sec = 14_000.0  # every device's, as the Throughput callback logs it and the summary keeps it
+    assert StatusLines().describe(trainer, module) == "step 10/10 · 14,000 tok/s"
+    trainer.world_size = 1  # one device: its own rate is every device's, from the first step
+    meter.tokens_per_sec = float("nan")
+    assert StatusLines().describe(trainer, module) == "step 10/10 · 7,000 tok/s"

@@ -124,18 +124,6 @@ def test_a_trainer_option_lightning_refuses_is_one_line(tmp_path, option, says):
     assert says in str(err.value) and "\n" not in str(err.value)
 
 
-def test_barebones_is_refused_naming_the_ablate_key_that_conflicts(tmp_path):
-    """Lightning refused ``trainer.barebones=true`` naming its own ``log_every_n_steps``, which ablate sets from
-    ``tracking.log_every`` (at least 1): the one line names the key and the fix."""
-    from ablate.config import ConfigError
-    from ablate.training.trainer import make_trainer
-
-    with pytest.raises(ConfigError, match="^trainer.barebones=true") as err:
-        make_trainer(load_config(None, ["trainer.barebones=true"]), tmp_path, [], "cpu", "32-true", [])
-    assert "tracking.log_every" in str(err.value) and "drop trainer.barebones" in str(err.value)
-    assert "\n" not in str(err.value)
-
-
 def test_several_nodes_without_a_multi_node_launch_are_refused_before_any_work(monkeypatch):
     """``train.nodes=2`` on one machine, started by hand, printed 'Initializing distributed: GLOBAL_RANK: 0,
     MEMBER: 1/2' and waited for a second node no one starts (torch's rendezvous: 30 minutes); now one line. Under

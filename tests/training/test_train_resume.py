@@ -16,7 +16,7 @@ import pytorch_lightning as pl
 import torch
 
 from tests.helpers.cli import invoke_cli
-from tests.helpers.tiny import EVAL_PAIRS, tiny
+from tests.helpers.tiny import CHECKPOINTING, EVAL_PAIRS, tiny
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = tiny(
@@ -216,6 +216,37 @@ def test_a_run_stopped_inside_a_validation_validates_that_step_when_resumed(tmp_
     assert [h["step"] for h in straight["history"]] == [10, 20, 30]
     assert resumed["history"] == straight["history"]
     assert resumed["val/step"] == straight["val/step"] and resumed["test/bleu"] == straight["test/bleu"]
+
+
+class _CtrlCInStep(pl.Callback):
+    """Ctrl-C (a real SIGINT) between the backward pass and the optimizer step of ``step``."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        if trainer.global_step == self.step:
+            signal.raise_signal(signal.SIGINT)
+
+
+@pytest.mark.slow
+def test_a_run_stopped_by_ctrl_c_inside_a_step_resumes_to_the_same_end(tmp_path, monkeypatch):
+    """Ctrl-C raised KeyboardInterrupt inside the step, and last.ckpt saved the random stream of a half-run step
+    (its dropout drawn): the resumed run ended elsewhere (measured on 1,000 Multi30k pairs, 150 steps: test BLEU
+    0.0889 vs 0.0834, train/loss 4.8075 vs 4.8052). The first Ctrl-C stops at the end of the step now, as SIGTERM."""
+    from ablate.config import load_config
+    from ablate.training.train import train
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    cfg = load_config(None, tiny(*CHECKPOINTING, "train.max_steps=20", eval_pairs=40))
+    straight = train(cfg, tmp_path / "straight")
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, tmp_path / "resumed", callbacks=[_CtrlCInStep(12)])
+    stopped = torch.load(tmp_path / "resumed/checkpoints/last.ckpt", map_location="cpu", weights_only=False)
+    assert stopped["global_step"] == 13  # the step Ctrl-C landed in, finished
+    resumed = train(cfg, tmp_path / "resumed")
+    for key in ("train/loss", "val/ppl", "test/bleu", "train/tokens"):
+        assert resumed[key] == straight[key], key
 
 
 @pytest.mark.slow

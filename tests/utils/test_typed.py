@@ -205,3 +205,23 @@ def test_fast_dev_run_is_refused_when_the_config_is_read():
     sentences' (Lightning cut validation and test to one batch and turned checkpoints off)."""
     with pytest.raises(ConfigError, match=r"^trainer.fast_dev_run is managed by ablate \(checkpoints and batching"):
         load_config(None, ["trainer.fast_dev_run=true"])
+
+
+@pytest.mark.parametrize("option", ["trainer.barebones=true", "trainer.devices=2", "trainer.plugins=[x]"])
+def test_an_option_ablate_refuses_fails_when_the_config_is_read_without_importing_lightning(option):
+    """``ablate train trainer.barebones=true`` built the data and the model, then failed in make_trainer (24 s on a
+    busy 2-core machine); a key ablate owns failed at the config, after importing Lightning (18-26 s there). Both are
+    one line at the config edge now, before Lightning is imported (1 s)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom ablate.config import ConfigError, load_config\n"
+        f"try:\n    load_config(None, [{option!r}])\nexcept ConfigError as err:\n    print(err)\n"
+        "print('pytorch_lightning' in sys.modules)\n"
+    )
+    said, imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.splitlines()
+    assert said.startswith(option.split("=")[0]) and imported == "False"
+    if option == "trainer.barebones=true":
+        assert "tracking.log_every" in said and "drop trainer.barebones" in said
+    load_config(None, ["trainer.barebones=false"])
