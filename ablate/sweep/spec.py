@@ -138,9 +138,8 @@ def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[P
         raise SweepError(f"{where}: 'early_terminate' needs a 'metric' to compare trials by")
     if method == "custom":
         raise SweepError(f"{where}: method 'custom' needs a W&B scheduler; use grid, random or bayes")
-    if (method == "bayes" or "early_terminate" in config) and not engine_installed():
-        needs = "method 'bayes'" if method == "bayes" else "early_terminate"
-        raise SweepError(f"{where}: {needs} needs W&B's sweeps engine, which is not installed: {BAYES_EXTRA}")
+    if needs_engine(config) and not engine_installed():
+        raise engine_missing(where, config)
     spec = SweepSpec(name=safe_name(name), path=path, config=config)
     if method == "grid":  # W&B's grid refuses continuous distributions: say so before running
         for key, param in spec.search_config["parameters"].items():
@@ -184,6 +183,24 @@ def check_seed_axis(config: dict[str, Any], where: str) -> None:
             f"(and chase lucky seeds); write {SEED}: {{{REPEAT}: N}} to train every proposal with seeds 1..N "
             f"and search on their mean, or {SEED}: {{value: 1}}"
         )
+
+
+def needs_engine(config: dict[str, Any]) -> Optional[str]:
+    """What of a sweep ``config`` needs W&B's ``sweeps`` engine (``method 'bayes'``, ``early_terminate``), if any."""
+    return (
+        "method 'bayes'"
+        if config.get("method") == "bayes"
+        else "early_terminate"
+        if "early_terminate" in config
+        else None
+    )
+
+
+def engine_missing(where: str, config: dict[str, Any]) -> SweepError:
+    """The one line for a sweep ``config`` that needs W&B's ``sweeps`` engine where it is not installed."""
+    return SweepError(
+        f"{where}: {needs_engine(config)} needs W&B's sweeps engine, which is not installed: {BAYES_EXTRA}"
+    )
 
 
 def engine_installed() -> bool:
