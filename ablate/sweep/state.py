@@ -139,11 +139,11 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
         if data.get("version") != VERSION:
             raise SweepError(f"{path} was written by another version of ablate (version {data.get('version')})")
         trials = data.get("trials", [])
-        if not isinstance(trials, list) or not all(isinstance(t, dict) for t in trials):
+        if not isinstance(trials, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("point"), dict) for t in trials
+        ):
             raise TypeError("its trials are not a list of points")
         state = SweepState.from_json(data)
-        if not all(isinstance(t.point, dict) for t in state.trials):
-            raise TypeError("its trials are not a list of points")
         bad = next((t.name for t in state.trials if not is_folder_name(t.name)), None)
         if bad is not None:
             raise ValueError(f"trial name {bad!r:.60} is not one folder name (ablate makes no other)")
