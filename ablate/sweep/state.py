@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ablate.errors import closest
 from ablate.record import SUMMARY_FILE, RunFiles, RunStatus, RunSummary, SweepFiles, headline, is_number
 from ablate.sweep.spec import SEED, Point, SweepError
 from ablate.utils import io
@@ -329,8 +330,13 @@ def outcome(
     value = float(value) if is_number(value) else None
     status, error = (summary.status, summary.error) if summary is not None else (None, None)
     if status == RunStatus.FINISHED and returncode == 0:
-        if metric and value is None:
-            return _failed(f"{SUMMARY_FILE} has no '{metric}' (the sweep's metric)", summary)
+        if metric and value is None:  # a misspelled metric.name: each trial trained, then failed here
+            close = closest(metric, [k for k, v in (summary.to_json() if summary else {}).items() if is_number(v)])
+            fix = (
+                f"; did you mean {close!r}?): fix metric.name in the sweep file and rerun with --retry-failed, which "
+                "reads the trained runs without training them again"
+            )
+            return _failed(f"{SUMMARY_FILE} has no '{metric}' (the sweep's metric{fix if close else ')'}", summary)
         if value is not None and not math.isfinite(value):
             return _failed(f"{metric} is {value} (diverged?)", summary)
         return Outcome(RunStatus.FINISHED, None, value, summary)
