@@ -100,7 +100,7 @@ def _stamp(path: Path) -> Optional[tuple[int, int]]:
 
 def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:
     """Defaults <- ``config`` (a YAML path, a nested or dotted dict, or a Config) <- ``keys`` <- ``overrides``."""
-    from ablate.config import Config, ConfigError, from_flat, parse_override, read_config_file, to_dict
+    from ablate.config import Config, from_flat, override_list, parse_override, read_config_file, to_dict
     from ablate.utils.typed import flatten
 
     if config is None:
@@ -112,9 +112,7 @@ def _config(config: Any, overrides: Sequence[str], keys: dict[str, Any]) -> Any:
     else:
         flat = read_config_file(config)  # its plugins relative to its folder, as ``ablate train --config``
     flat.update(flatten(keys))
-    if isinstance(overrides, str):  # it would be read character by character
-        raise ConfigError(f"overrides takes a list of key=value strings, not one string: overrides=[{overrides!r}]")
-    flat.update(parse_override(item) for item in overrides)
+    flat.update(parse_override(item) for item in override_list(overrides))
     return from_flat(flat)
 
 

@@ -15,7 +15,7 @@ import json
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Sequence, Union
 
 from ablate.errors import did_you_mean
 from ablate.registry import check_params, resolve
@@ -422,16 +422,21 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return flat
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
     """Defaults <- YAML file <- ``key=value`` overrides, validated.
 
     The file's ``plugins`` paths are relative to its folder; an override's to the working directory.
     """
     flat = read_config_file(path) if path is not None else {}
-    for item in overrides:
-        key, value = parse_override(item)
-        flat[key] = value
+    flat.update(parse_override(item) for item in override_list(overrides))
     return from_flat(flat)
+
+
+def override_list(overrides: Sequence[str]) -> list[str]:
+    """``overrides`` as a list of ``key=value`` strings; one string is refused (iterated, it is one per character)."""
+    if isinstance(overrides, str):
+        raise ConfigError(f"overrides takes a list of key=value strings, not one string: overrides=[{overrides!r}]")
+    return [str(item) for item in overrides]
 
 
 def is_key(key: str) -> bool:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-from ablate.config import ConfigError
 from ablate.record import RunStatus
 from ablate.sweep.spec import SweepError, SweepSpec, load_spec, safe_name, with_absolute_plugins
 from ablate.utils.io import atomic_write_text
@@ -84,9 +83,7 @@ def run(
     from ablate.sweep.planner import TRIAL_LIMIT, check_overrides, check_trial_count, launch_options, trial_cap
     from ablate.sweep.spec import replaced_variants
 
-    if isinstance(overrides, str):  # iterated, it would be one override per character
-        raise ConfigError(f"overrides takes a list of key=value strings, not one string: overrides=[{overrides!r}]")
-    overrides = check_overrides([str(o) for o in overrides])
+    overrides = check_overrides(overrides)
     plan_slots(devices, gpus_per_trial, parallel)  # a bad device option fails before a dict is written
     folder = None if out is None else Path(out)
     spec, opts = launch_options(

@@ -16,23 +16,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from ablate.config import NOT_TRAINING, ConfigError, flatten, load_config, parse_override, read_yaml, valid_keys
+from ablate.config import (
+    NOT_TRAINING,
+    ConfigError,
+    flatten,
+    load_config,
+    override_list,
+    parse_override,
+    read_yaml,
+    valid_keys,
+)
 from ablate.errors import did_you_mean
 from ablate.record import RunStatus, SweepFiles
 from ablate.sweep.local import LOG_LIMIT, Argv, Exit, Slot, ablate_argv
 from ablate.sweep.spec import (
-    BAYES_EXTRA,
     SEED,
     Point,
     SweepError,
     SweepSpec,
     axis_overrides,
     check_unswept,
+    engine_missing,
     foreign_key,
     grid_key,
     grid_points,
     grid_size,
     load_spec,
+    needs_engine,
     random_point,
     resolve,
     split_axes,
@@ -130,9 +140,9 @@ class SweepResult:
     interrupted: bool
 
 
-def check_overrides(overrides: list[str]) -> list[str]:
+def check_overrides(overrides: Sequence[str]) -> list[str]:
     """Each ``key=value`` is well formed and names a config key (so no trial fails for a typo)."""
-    keys = set(valid_keys())
+    keys, overrides = set(valid_keys()), override_list(overrides)
     for item in overrides:
         key, _ = parse_override(item)
         if key not in keys:
@@ -146,7 +156,7 @@ def launch_options(
 ) -> tuple[SweepSpec, LaunchOptions]:
     """The sweep ``file`` with the comma lists of ``overrides`` as grid axes, and the :class:`LaunchOptions` that
     run it in ``out`` (default ``runs/<name>``; ``options``: the other fields)."""
-    plain, axes = split_axes(check_overrides(list(overrides)))
+    plain, axes = split_axes(check_overrides(overrides))
     spec = with_axes(load_spec(file), axes)
     check_unswept(spec, plain)
     opts = LaunchOptions(out or default_out(spec), [], plain, axis_overrides(axes), **options)
@@ -203,14 +213,13 @@ def same_sweep(state: SweepState, spec: SweepSpec, opts: LaunchOptions) -> bool:
 # ---- W&B's search ----
 
 
-def _sweeps():
+def _sweeps(spec: SweepSpec) -> Any:
+    """W&B's ``sweeps`` engine, which ``spec`` needs (:func:`needs_engine`)."""
     try:
         with sweeps_engine():
             import sweeps
-    except ImportError:
-        raise SweepError(
-            f"method 'bayes' and early_terminate use W&B's sweeps engine, which is not installed: {BAYES_EXTRA}"
-        ) from None
+    except ImportError:  # found when the sweep file was checked, gone since (a resume on another machine)
+        raise engine_missing(spec.describe(), spec.config) from None
     return sweeps
 
 
@@ -219,10 +228,11 @@ def point_of(run_config: dict[str, Any]) -> Point:
     return {k: v["value"] if isinstance(v, dict) and "value" in v else v for k, v in run_config.items()}
 
 
-def _sweep_run(name: str, point: Point, status: RunStatus, metric_name: str | None, metric: Any, history: Any) -> Any:
+def _sweep_run(spec: SweepSpec, name: str, point: Point, status: RunStatus, metric: Any, history: Any) -> Any:
     """A trial (or a configuration) as the ``sweeps.SweepRun`` W&B's search algorithms read."""
+    metric_name = spec.metric
     finite = metric_name is not None and metric is not None and math.isfinite(metric)
-    return _sweeps().SweepRun(
+    return _sweeps(spec).SweepRun(
         name=name,
         config={k: {"value": v} for k, v in point.items()},
         state=_TERMINAL.get(status, "running"),
@@ -235,13 +245,13 @@ def search_runs(spec: SweepSpec, trials: Sequence[Trial]) -> list[Any]:
     """The ``sweeps.SweepRun`` W&B's engine reads: one per trial, or with a repeat seed one per configuration
     (its seeds' mean metric and mean history, running until every seed is done)."""
     if spec.repeat_seeds is None:
-        return [_sweep_run(t.name, t.point, t.status, spec.metric, t.metric, t.history) for t in trials]
+        return [_sweep_run(spec, t.name, t.point, t.status, t.metric, t.history) for t in trials]
     runs = []
     for key, seeds in replicates(trials).items():
         steps = itertools.zip_longest(*(t.history for t in seeds))  # None where a seed has not reported yet
         history = [sum(v) / len(v) for v in ([x for x in step if x is not None] for step in steps)]
         point, status = configuration(seeds[0].point), replicate_status(seeds)
-        runs.append(_sweep_run(key, point, status, spec.metric, replicate_metric(seeds), history))
+        runs.append(_sweep_run(spec, key, point, status, replicate_metric(seeds), history))
     return runs
 
 
@@ -264,7 +274,7 @@ def next_points(spec: SweepSpec, trials: Sequence[Trial], n: int) -> list[Point]
     if spec.method == "random":
         rng = random.Random(seed)
         return [random_point(parameters, rng) for _ in range(n)]
-    sweeps = _sweeps()
+    sweeps = _sweeps(spec)
     import numpy as np
 
     saved = np.random.get_state(), random.getstate()
@@ -451,8 +461,8 @@ class Planner:
             if t.status == RunStatus.FINISHED and not summary.exists():  # its folder deleted, to train it again
                 t.status, t.metric, t.summary = RunStatus.PENDING, None, None
                 self.say(f"pending  {t.name}: its folder holds no {summary.name} (deleted?); it trains again", "yellow")
-        if self.spec.method == "bayes" or "early_terminate" in self.spec.config:
-            _sweeps()  # W&B's engine imported now, not seconds into a running sweep
+        if needs_engine(self.spec.config):
+            _sweeps(self.spec)  # W&B's engine imported now, not seconds into a running sweep
         self.plan()
         self.save()
         return self.state.count(RunStatus.FINISHED, RunStatus.STOPPED)
@@ -641,7 +651,7 @@ class Planner:
             return set()
         runs, stop = search_runs(self.spec, self.state.trials), set()
         if runs:
-            sweeps = _sweeps()
+            sweeps = _sweeps(self.spec)
             with sweeps_engine():
                 stop = {run.name for run in sweeps.stop_runs(self.spec.search_config, runs)}
         if self.spec.repeat_seeds is not None:  # a configuration's seeds stop together; those not started never start

@@ -235,6 +235,8 @@ class SlurmExecutor:
         a = self.args
         executor = submitit.SlurmExecutor(folder=SweepFiles(self.out).slurm / "%j", max_num_timeout=20)
         optional: dict[str, Any] = dict(gpus_per_node=gpus, cpus_per_task=cpus, partition=a.partition, mem=a.mem)
+        if child_env({}).get("PYTHONSAFEPATH"):  # as a local trial: the job's `python -m submitit...` runs in the
+            optional["setup"] = ["export PYTHONSAFEPATH=1"]  # submission folder and would import a module planted there
         optional["additional_parameters"] = dict(self.extra)  # each of these only where given
         executor.update_parameters(
             job_name=job_name[:120],

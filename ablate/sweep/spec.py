@@ -50,6 +50,12 @@ MAX_NAME = 120
 
 _SEARCHABLE = ("values", "min", "max", "mu", "sigma", "a", "b")
 _PARAMETER_KEYS = {"value", "values", "min", "max", "distribution", "mu", "sigma", "a", "b", "parameters"}
+DISTRIBUTIONS = (
+    "constant categorical categorical_w_probabilities int_uniform uniform q_uniform log_uniform log_uniform_values "
+    "q_log_uniform q_log_uniform_values inv_log_uniform inv_log_uniform_values normal q_normal log_normal q_log_normal "
+    "beta q_beta"
+).split()
+"""W&B's parameter distributions (its sweep schema's), checked with or without the ``sweeps`` engine."""
 Point = dict[str, Any]
 """One configuration: ``{parameter name: value}`` (constants included)."""
 
@@ -138,9 +144,8 @@ def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[P
         raise SweepError(f"{where}: 'early_terminate' needs a 'metric' to compare trials by")
     if method == "custom":
         raise SweepError(f"{where}: method 'custom' needs a W&B scheduler; use grid, random or bayes")
-    if (method == "bayes" or "early_terminate" in config) and not engine_installed():
-        needs = "method 'bayes'" if method == "bayes" else "early_terminate"
-        raise SweepError(f"{where}: {needs} needs W&B's sweeps engine, which is not installed: {BAYES_EXTRA}")
+    if needs_engine(config) and not engine_installed():
+        raise engine_missing(where, config)
     spec = SweepSpec(name=safe_name(name), path=path, config=config)
     if method == "grid":  # W&B's grid refuses continuous distributions: say so before running
         for key, param in spec.search_config["parameters"].items():
@@ -186,6 +191,24 @@ def check_seed_axis(config: dict[str, Any], where: str) -> None:
         )
 
 
+def needs_engine(config: dict[str, Any]) -> Optional[str]:
+    """What of a sweep ``config`` needs W&B's ``sweeps`` engine (``method 'bayes'``, ``early_terminate``), if any."""
+    return (
+        "method 'bayes'"
+        if config.get("method") == "bayes"
+        else "early_terminate"
+        if "early_terminate" in config
+        else None
+    )
+
+
+def engine_missing(where: str, config: dict[str, Any]) -> SweepError:
+    """The one line for a sweep ``config`` that needs W&B's ``sweeps`` engine where it is not installed."""
+    return SweepError(
+        f"{where}: {needs_engine(config)} needs W&B's sweeps engine, which is not installed: {BAYES_EXTRA}"
+    )
+
+
 def engine_installed() -> bool:
     """Whether W&B's ``sweeps`` engine can be imported (found without importing it)."""
     try:
@@ -213,6 +236,14 @@ def _schema_validator() -> Optional[Any]:
 
 def check_wandb_schema(config: dict[str, Any], where: str) -> None:
     """Validate against W&B's JSON schema (where ``sweeps`` is installed) and the shape ablate reads."""
+    parameters = config.get("parameters")
+    for name, param in parameters.items() if isinstance(parameters, dict) else ():
+        kind = param.get("distribution") if isinstance(param, dict) else None
+        if kind is not None and kind not in DISTRIBUTIONS:  # W&B's schema says only "not a valid parameter"
+            hint = f" (did you mean '{close}'?)" if (close := closest(str(kind), DISTRIBUTIONS)) else ""
+            raise SweepError(
+                f"{where}: parameters.{name}.distribution: {kind!r} is not one of W&B's ({', '.join(DISTRIBUTIONS)}){hint}"
+            )
     validator = _schema_validator()
     errors = [] if validator is None else list(validator.iter_errors(config))
     if errors:
@@ -222,7 +253,6 @@ def check_wandb_schema(config: dict[str, Any], where: str) -> None:
         raise SweepError(f"{where}: missing required key: 'method'")
     if config["method"] not in METHODS:
         raise SweepError(f"{where}: method: {config['method']!r} is not one of {', '.join(METHODS)}")
-    parameters = config.get("parameters")
     if not isinstance(parameters, dict):
         raise SweepError(f"{where}: parameters: a mapping of parameter names to W&B parameters is required")
     for name, param in parameters.items():
@@ -254,7 +284,10 @@ def _describe_schema_error(error: Any) -> str:
         return _not_a_parameter(error.path[1], error.instance)
     if error.validator == "required" and not path:
         return f"missing required key: {error.message}"
-    message = error.message.splitlines()[0]
+    from jsonschema.exceptions import best_match  # a dependency of ``sweeps``, whose schema raised ``error``
+
+    error = best_match([error])  # a oneOf's closest branch: early_terminate.type's choices
+    path, message = ".".join(str(p) for p in error.absolute_path), error.message.splitlines()[0]
     return f"{path or 'top level'}: {message if len(message) <= 200 else message[:197] + '...'}"
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ablate.errors import closest
 from ablate.record import SUMMARY_FILE, RunFiles, RunStatus, RunSummary, SweepFiles, headline, is_number
 from ablate.sweep.spec import SEED, Point, SweepError
 from ablate.utils import io
@@ -139,11 +140,11 @@ def load_state(out_dir: Path) -> Optional[SweepState]:
         if data.get("version") != VERSION:
             raise SweepError(f"{path} was written by another version of ablate (version {data.get('version')})")
         trials = data.get("trials", [])
-        if not isinstance(trials, list) or not all(isinstance(t, dict) for t in trials):
+        if not isinstance(trials, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("point"), dict) for t in trials
+        ):
             raise TypeError("its trials are not a list of points")
         state = SweepState.from_json(data)
-        if not all(isinstance(t.point, dict) for t in state.trials):
-            raise TypeError("its trials are not a list of points")
         bad = next((t.name for t in state.trials if not is_folder_name(t.name)), None)
         if bad is not None:
             raise ValueError(f"trial name {bad!r:.60} is not one folder name (ablate makes no other)")
@@ -329,8 +330,13 @@ def outcome(
     value = float(value) if is_number(value) else None
     status, error = (summary.status, summary.error) if summary is not None else (None, None)
     if status == RunStatus.FINISHED and returncode == 0:
-        if metric and value is None:
-            return _failed(f"{SUMMARY_FILE} has no '{metric}' (the sweep's metric)", summary)
+        if metric and value is None:  # a misspelled metric.name: each trial trained, then failed here
+            close = closest(metric, [k for k, v in (summary.to_json() if summary else {}).items() if is_number(v)])
+            fix = (
+                f"; did you mean {close!r}?): fix metric.name in the sweep file and rerun with --retry-failed, which "
+                "reads the trained runs without training them again"
+            )
+            return _failed(f"{SUMMARY_FILE} has no '{metric}' (the sweep's metric{fix if close else ')'}", summary)
         if value is not None and not math.isfinite(value):
             return _failed(f"{metric} is {value} (diverged?)", summary)
         return Outcome(RunStatus.FINISHED, None, value, summary)

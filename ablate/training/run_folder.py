@@ -112,9 +112,15 @@ def default_run_dir(cfg: Config) -> Path:
             "name it without '/', or pass --run-dir"
         )
     sweep_id, run_id = os.environ.get("WANDB_SWEEP_ID"), os.environ.get("WANDB_RUN_ID")
-    if sweep_id and run_id:
-        return Path("runs") / f"sweep-{sweep_id}" / f"{cfg.tracking.variant or name}-{run_id}"
-    return Path("runs") / name
+    if not (sweep_id and run_id):
+        return Path("runs") / name
+    variant = cfg.tracking.variant
+    if variant and not is_folder_name(variant):  # plain `wandb agent`: no ablate check of the sweep file
+        raise ConfigError(
+            f"tracking.variant {variant!r} is not one folder name (a W&B sweep run's default folder is "
+            "runs/sweep-<id>/<variant>-<run id>); name the variant without '/', or pass --run-dir"
+        )
+    return Path("runs") / f"sweep-{sweep_id}" / f"{variant or name}-{run_id}"
 
 
 def is_launcher_process() -> bool:

@@ -265,7 +265,7 @@ def test_translate_refuses_what_is_not_sentences_or_a_beam_in_one_line(tmp_path,
 
 
 def test_overrides_given_as_one_string_are_refused_with_the_list_to_write(tmp_path):
-    from ablate.config import ConfigError
+    from ablate.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match=r"not one string: overrides=\['model.heads=8'\]"):
         ablate.train(overrides="model.heads=8", run_dir=tmp_path / "run")
@@ -274,6 +274,8 @@ def test_overrides_given_as_one_string_are_refused_with_the_list_to_write(tmp_pa
     with pytest.raises(ConfigError, match=r"not one string: overrides=\['model.heads=8'\]"):
         ablate.sweep(str(ROOT / "sweeps" / "quickstart.yaml"), "model.heads=8", out=tmp_path / "sweep")
     assert not (tmp_path / "sweep").exists()
+    with pytest.raises(ConfigError, match=r"not one string: overrides=\['model.heads=8'\]"):
+        load_config(None, "model.heads=8")  # was "override 'm' is not of the form key=value"
 
 
 def test_a_sweep_override_of_a_key_variants_set_names_them_as_the_command_does(tmp_path, monkeypatch, capsys):

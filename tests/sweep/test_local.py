@@ -7,6 +7,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -136,8 +137,15 @@ def test_a_trial_started_by_the_ablate_command_imports_nothing_from_the_working_
 
 
 def _python310() -> str | None:
-    exe = shutil.which("python3.10")
-    return exe if exe and subprocess.run([exe, "-c", ""], capture_output=True).returncode == 0 else None
+    """A working ``python3.10``: on PATH, or pyenv's (whose shim on PATH fails unless 3.10 is selected)."""
+    found = [shutil.which("python3.10")]
+    if shutil.which("pyenv"):
+        root = subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip()
+        found += sorted(Path(root).glob("versions/3.10*/bin/python3.10")) if root else []
+    return next(
+        (str(exe) for exe in found if exe and subprocess.run([exe, "-c", ""], capture_output=True).returncode == 0),
+        None,
+    )
 
 
 @pytest.mark.skipif(_python310() is None, reason="needs a python3.10 on PATH")

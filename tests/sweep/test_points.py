@@ -112,3 +112,22 @@ def test_a_folder_of_sweep_files_named_sweeps_is_not_wandbs_engine(tmp_path, mon
     monkeypatch.setattr(sys, "path", [str(tmp_path)])
     monkeypatch.delitem(sys.modules, "sweeps", raising=False)
     assert not engine_installed()
+
+
+def test_a_missing_sweeps_engine_reads_the_same_from_the_sweep_file_check_and_the_planner(monkeypatch):
+    """The file check (``spec_from_dict``) and the planner's import (a sweep resumed where the engine is gone)
+    said it in two wordings from two places; one line from one place, naming the sweep, in both."""
+    import importlib
+
+    monkeypatch.setitem(__import__("sys").modules, "sweeps", None)  # not installed
+    importlib.invalidate_caches()
+    bayes = {"method": "bayes", "metric": {"name": "val/bleu", "goal": "maximize"}, "parameters": RANDOM}
+    with pytest.raises(SweepError) as checked:
+        spec_from_dict(bayes, name="b")
+    monkeypatch.setattr("ablate.sweep.spec.engine_installed", lambda: True)  # found when the sweep file was read
+    spec = spec_from_dict(bayes, name="b")
+    with pytest.raises(SweepError) as imported:
+        next_points(spec, [], 1)
+    tail = "method 'bayes' needs W&B's sweeps engine, which is not installed: pip install 'ablate[bayes]'"
+    assert str(checked.value) == f"sweep: {tail}"
+    assert str(imported.value) == f"{spec.describe()}: {tail}"

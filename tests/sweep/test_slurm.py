@@ -6,6 +6,7 @@ where SLURM cannot start they are skipped with the reason. The option parsing te
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -376,3 +377,22 @@ def test_a_requeue_count_planted_as_a_link_or_a_pipe_is_never_written_through_or
         [sys.executable, "-c", code, str(tmp_path / "piped")], capture_output=True, text=True, timeout=30
     )
     assert proc.stdout == "0\n", proc.stderr
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10 ignores PYTHONSAFEPATH (docs/runs.md)")
+def test_a_slurm_job_imports_nothing_from_the_working_directory(cluster, tmp_path, monkeypatch):
+    """submitit runs each job as ``python -u -m submitit.core._submit`` in the submission's working directory, and
+    ``-m`` put that folder first on ``sys.path``: unpickling the trial's job imported a ``yaml.py`` planted there
+    (the local executor's children get ``PYTHONSAFEPATH=1``; the jobs did not)."""
+    from ablate.sweep.slurm import TrialJob
+
+    work, marker = tmp_path / "work", tmp_path / "marker"
+    work.mkdir()
+    (work / "yaml.py").write_text(f"open({str(marker)!r}, 'a').write('yaml ')\nfrom yaml_real import *\n")
+    monkeypatch.chdir(work)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p and Path(p).resolve() != work])  # the ablate command
+    executor = SlurmExecutor(ExecutorArgs(), tmp_path / "out").submitit("planted", 1, 1, 0, None)
+    job = executor.submit(TrialJob([sys.executable, "-c", "pass"], tmp_path / "run"))
+    with contextlib.suppress(Exception):  # a planted module may break the job too: the marker is what counts
+        job.result()
+    assert not marker.exists(), f"the job imported {marker.read_text()}from {work}"

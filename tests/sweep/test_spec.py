@@ -349,3 +349,31 @@ def test_one_run_name_for_every_trial_is_refused_in_one_line(tmp_path, parameter
     path.write_text("method: grid\nparameters:\n  tracking.name: {values: [a, b]}\n")
     result = CliRunner().invoke(app, ["sweep", "run", str(path), "--dry-run", "--out", str(tmp_path / "other")])
     assert result.exit_code == 0 and "tracking.name=a" in result.output, result.output
+
+
+@pytest.mark.parametrize("engine", [True, False])
+def test_a_misspelled_distribution_is_one_line_naming_w_and_bs_distributions(monkeypatch, engine):
+    """Without the ``[bayes]`` extra (the default install) a random sweep with ``log_unifrom_values`` ended in a
+    ValueError traceback when planned; with it the line said 'use value, values, or a distribution (min/max)',
+    which the parameter already was, and named no distribution."""
+    if engine:
+        pytest.importorskip("sweeps")
+    else:
+        monkeypatch.setattr(spec_module, "_schema_validator", lambda: None)
+    param = {"min": 0.001, "max": 0.1, "distribution": "log_unifrom_values"}
+    with pytest.raises(SweepError) as err:
+        spec = spec_from_dict({"method": "random", "run_cap": 2, "parameters": {"train.lr": param}})
+        next_points(spec, [], 2)
+    assert str(err.value).startswith(
+        "sweep: parameters.train.lr.distribution: 'log_unifrom_values' is not one of W&B's"
+    )
+    assert "(did you mean 'log_uniform_values'?)" in str(err.value) and "q_beta" in str(err.value)
+
+
+def test_a_misspelled_early_terminate_type_names_the_choice():
+    """W&B's schema error for a oneOf read 'early_terminate: {...} is not valid under any of the given schemas'."""
+    pytest.importorskip("sweeps")
+    config = {"method": "random", "run_cap": 2, "metric": {"name": "val/bleu", "goal": "maximize"}}
+    config |= {"early_terminate": {"type": "hyperbnd", "min_iter": 3}, "parameters": {"train.lr": {"values": [1]}}}
+    with pytest.raises(SweepError, match=r"^sweep: early_terminate.type: 'hyperbnd' is not one of \['hyperband'\]$"):
+        spec_from_dict(config)

@@ -283,3 +283,19 @@ def test_status_of_a_received_sweep_sends_no_control_characters_to_the_terminal(
     assert proc.returncode == 0 and "boom?[2J?]0;" in proc.stdout, proc.stdout  # shown, made harmless
     assert "best val/bleu = 12.5 (seed=0?]0;pwned?[bold])" in proc.stdout and "s?[8m[red]" in proc.stdout, proc.stdout
     assert not set(proc.stdout + proc.stderr) & {"\x1b", "\x07"}
+
+
+@pytest.mark.parametrize("trials", [{"a": 1}, ["seed=1"], "trials", "point is a list", "no point"])
+def test_trials_that_are_not_a_list_of_points_are_one_line(tmp_path, trials):
+    """The point shape is checked once, before any trial is built (it was checked before and after)."""
+    save_state(tmp_path, make_state())
+    data = json.loads((tmp_path / "sweep.json").read_text())
+    if trials == "point is a list":
+        data["trials"][1]["point"] = [1, 2]
+    elif trials == "no point":
+        del data["trials"][1]["point"]
+    else:
+        data["trials"] = trials
+    (tmp_path / "sweep.json").write_text(json.dumps(data))
+    with pytest.raises(SweepError, match=r"not a sweep state file \(its trials are not a list of points\)"):
+        load_state(tmp_path)

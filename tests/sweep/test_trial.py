@@ -133,3 +133,15 @@ def test_the_trainers_validation_history_feeds_early_termination():
     )
     assert reported_history(summary, "val/bleu") == [1.0, 3.5]
     assert reported_history(RunSummary(), "val/bleu") is None and reported_history(None, "val/bleu") is None
+
+
+def test_a_misspelled_sweep_metric_says_which_it_meant_and_how_to_keep_the_trained_runs(tmp_path):
+    """``metric: {name: val/bleux}`` passes every check (a plugin may record any key), so each trial trained and
+    then failed with "summary.json has no 'val/bleux'": nothing said which key was meant, nor that the runs are kept
+    (fixed and rerun with --retry-failed, each trainer finds its run finished: measured, no step retrained)."""
+    write(tmp_path, {"status": "finished", "val/bleu": 30.5, "val/ppl": 9.1, "test/bleu": 29.0, "config": {}})
+    error = outcome(tmp_path, 0, "val/bleux").error
+    assert error == (
+        "summary.json has no 'val/bleux' (the sweep's metric; did you mean 'val/bleu'?): fix metric.name in the "
+        "sweep file and rerun with --retry-failed, which reads the trained runs without training them again"
+    )

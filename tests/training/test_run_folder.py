@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.helpers.cli import assert_one_error_line, invoke_cli
@@ -110,6 +112,25 @@ def test_a_run_on_several_devices_has_its_own_default_folder():
     assert fingerprint(one) == fingerprint(one, resume=True)  # the rule before: devices left out
     folders = {default_run_dir(load_config(None, ["model.heads=8", f"train.devices={n}"])) for n in (1, 2, "auto")}
     assert default_run_dir(one) in folders and len(folders) == 3
+
+
+@pytest.mark.parametrize("variant", ["../../outside", "attn/additive"])
+def test_a_w_and_b_agent_run_of_a_variant_that_is_not_a_folder_name_is_refused(monkeypatch, variant):
+    """Under plain ``wandb agent`` (no ablate check of the sweep file) the run folder is
+    ``runs/sweep-<id>/<variant>-<run id>``: variant '../../outside' trained into ``./outside-r1``, outside ``runs/``,
+    and 'attn/additive' into a nested ``runs/sweep-abc/attn/additive-r1``."""
+    from ablate.config import ConfigError, load_config
+    from ablate.sweep.spec import expand_variant
+    from ablate.training.run_folder import default_run_dir
+
+    monkeypatch.setenv("WANDB_SWEEP_ID", "abc")
+    monkeypatch.setenv("WANDB_RUN_ID", "r1")
+    cfg = load_config(None, expand_variant([f"variant={{'name': '{variant}', 'model.heads': 1}}"]))
+    with pytest.raises(ConfigError, match=rf"^tracking.variant '{variant}' is not one folder name.*--run-dir$"):
+        default_run_dir(cfg)
+    assert default_run_dir(load_config(None, ["tracking.variant=attn-additive"])) == Path(
+        "runs/sweep-abc/attn-additive-r1"
+    )
 
 
 @pytest.mark.parametrize("name", ["..", ".", "a/b", "../elsewhere"])
