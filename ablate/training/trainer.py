@@ -570,12 +570,14 @@ class LastCheckpoint(ModelCheckpoint):
 
     Also written when SIGTERM or Ctrl-C stops a run, so it resumes from there; failures never overwrite the last
     good checkpoint. Both stop at the end of a step (Lightning turns SIGTERM into an exception there; Ctrl-C while
-    training sets the same flag): inside one, last.ckpt held the random stream of a half-run step, and the resumed
-    run ended elsewhere. Not inside a validation: a resume from there skipped the rest of it (its history entry,
-    best.ckpt's choice); the run resumes from the last.ckpt before it and validates that step whole."""
+    training sets the same flag; a second one before the step ends stops inside it, and one while the stop is saved
+    is ignored): inside one, last.ckpt held the random stream of a half-run step, and the resumed run ended elsewhere.
+    Not inside a validation: a resume from there skipped the rest of it (its history entry, best.ckpt's choice); the
+    run resumes from the last.ckpt before it and validates that step whole."""
 
     _after_validation = False
     _sigint: Any = None  # the SIGINT handler training replaced, put back when it ends
+    _stopping = False
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
@@ -583,7 +585,14 @@ class LastCheckpoint(ModelCheckpoint):
             threading.current_thread() is threading.main_thread()
             and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
         ):
-            stop = lambda signum, frame: setattr(trainer._signal_connector, "received_sigterm", True)  # noqa: E731
+
+            def stop(signum: int, frame: Any) -> None:
+                if self._stopping:  # saving and recording the stop: not cut short
+                    return
+                if trainer.received_sigterm:  # a second Ctrl-C before the step ended: stop now, inside it
+                    raise KeyboardInterrupt
+                trainer._signal_connector.received_sigterm = True
+
             self._sigint = signal.signal(signal.SIGINT, stop)
 
     def _restore_sigint(self) -> None:
@@ -609,7 +618,7 @@ class LastCheckpoint(ModelCheckpoint):
             super().on_train_batch_end(trainer, pl_module, *args)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        self._restore_sigint()
+        self._stopping = True  # the handler stays, ignoring Ctrl-C; train's sigint_once puts the user's back
         stopped = isinstance(exception, (KeyboardInterrupt, SIGTERMException))
         if stopped and trainer.global_step > 0 and not trainer.validating:  # the full training state, to resume
             trainer.save_checkpoint(Path(self.dirpath or ".") / "last.ckpt", weights_only=False)

@@ -249,6 +249,40 @@ def test_a_run_stopped_by_ctrl_c_inside_a_step_resumes_to_the_same_end(tmp_path,
         assert resumed[key] == straight[key], key
 
 
+class _CtrlCTwiceInStep(pl.Callback):
+    """Ctrl-C twice inside ``step``, then once more while the stop's checkpoint is written."""
+
+    def __init__(self, step: int):
+        self.step, self.saved = step, []
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        if trainer.global_step == self.step:
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        if trainer.global_step == self.step:
+            signal.raise_signal(signal.SIGINT)
+            self.saved.append(trainer.global_step)
+
+
+def test_a_second_ctrl_c_stops_inside_the_step_and_a_third_cannot_cut_the_save_short(tmp_path, monkeypatch):
+    """The first Ctrl-C waits for the end of the step; a user who insists is not kept waiting (a long step, a
+    validation's batch), and a Ctrl-C while the stop's checkpoint is written does not lose it."""
+    from ablate.config import load_config
+    from ablate.training.train import train
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    cfg = load_config(None, tiny(*CHECKPOINTING, "train.max_steps=20", eval_pairs=40))
+    ctrl_c = _CtrlCTwiceInStep(6)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, tmp_path / "run", callbacks=[ctrl_c])
+    stopped = torch.load(tmp_path / "run/checkpoints/last.ckpt", map_location="cpu", weights_only=False)
+    assert stopped["global_step"] == 6 and ctrl_c.saved == [6]  # stopped inside step 7, its save finished
+    assert json.loads((tmp_path / "run/summary.json").read_text())["status"] == "interrupted"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 @pytest.mark.slow
 def test_a_ddp_run_killed_and_resumed_ends_where_an_uninterrupted_one_does(tmp_path):
     """train.devices=2: the checkpoint held rank 0's random state and token counters only, and every rank resumed
