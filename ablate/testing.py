@@ -1,11 +1,13 @@
 """The contract of a score or position scheme: what ablate's suite runs on each of its own, and a plugin on its.
 
 ``tests/model/test_contract.py`` runs :func:`check_score` on every registered score and
-:func:`check_positions` on every registered position scheme; a plugin's test file is two lines::
+:func:`check_positions` on every registered position scheme; a plugin's test file loads the plugin and calls one (as docs/extending.md shows)::
 
     import ablate.testing
+    from ablate.utils.plugins import load
 
     def test_cosine():
+        load(["cosine.py"])
         ablate.testing.check_score("cosine", temperature=5.0)
 
 Each raises ``AssertionError`` naming the invariant that failed. torch is needed (it is a model test).

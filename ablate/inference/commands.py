@@ -115,6 +115,11 @@ def _picked(run_dir: Path, variant: Optional[str], seed: Optional[int], raw: Opt
     run's (``raw``, default ``run_dir``) downloaded model artifact; a sweep folder without either says they pick a
     trial."""
     raw = str(run_dir) if raw is None else raw
+    if raw.startswith(PREFIX) and (variant is not None or seed is not None):
+        raise InputError(
+            f"{'--variant' if variant is not None else '--seed'} picks a trial of a sweep folder, not of the W&B run "
+            f"{raw}; pass the trial's own run id"
+        )
     if variant is not None or seed is not None:
         return trial_folder(run_dir, variant, seed)
     if raw.startswith(PREFIX):
@@ -245,8 +250,7 @@ def _run_and_checkpoint(
     (``checkpoint``, default best), or ``<run>/checkpoints/<name>.ckpt`` (a ``checkpoint`` naming another refused)."""
     path = Path(raw)
     if path.suffix != ".ckpt":
-        pick = (None, None) if raw.startswith(PREFIX) else (variant, seed)
-        return _picked(path, *pick, raw=raw), checkpoint or "best"
+        return _picked(path, variant, seed, raw=raw), checkpoint or "best"
     if variant is not None or seed is not None:
         raise InputError(f"--variant and --seed pick a trial of a sweep folder, not of the checkpoint {raw}")
     if checkpoint is not None and checkpoint != path.stem:

@@ -53,7 +53,7 @@ class MetricScorer(Protocol):
         """The corpus score of ``hyps`` against ``refs`` (aligned lists; ``sources`` where known)."""
 
     def sentences(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> list[float]:
-        """One score per sentence."""
+        """One finite score per sentence."""
 
     def statistics(self, hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> np.ndarray:
         """(n, k) per-sentence sufficient statistics: ``from_statistics(stats.sum(0)) == corpus(...)``."""
@@ -83,6 +83,9 @@ class SentenceMetric:
         scores = np.asarray(self.sentences(hyps, refs, sources), dtype=np.float64)
         if scores.shape != (len(refs),):
             raise ValueError(f"metric {self.name} gave {scores.size} sentence scores for {len(refs)} sentences")
+        if not np.isfinite(scores).all():  # one NaN makes the corpus score and every resample NaN
+            bad = int(np.flatnonzero(~np.isfinite(scores))[0])
+            raise ValueError(f"metric {self.name} gave {scores[bad]} for sentence {bad + 1}; scores must be finite")
         return np.stack([scores, np.ones_like(scores)], axis=1)
 
     def from_statistics(self, stats: np.ndarray) -> np.ndarray:

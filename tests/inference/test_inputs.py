@@ -200,3 +200,24 @@ def test_translate_reads_a_gzipped_source_as_training_reads_a_corpus(echo_run, t
         assert result.stdout == "[a dog .]\n[two  men]\n"
     path.write_bytes(path.read_bytes()[:-6])
     _one_line(_invoke("translate", "run", "--input", path), f"{path} is a damaged gzip file (")
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate", "export-model"])
+@pytest.mark.parametrize("pick", [["--variant", "big"], ["--seed", "2"]])
+def test_variant_or_seed_with_a_wandb_run_is_refused_before_any_download(command, pick, tmp_path, monkeypatch):
+    """``ablate export-model wandb:<entity>/<project>/<run> --variant big`` downloaded and exported that run's model,
+    ``--variant`` dropped without a word; translate and evaluate called the reference "not a sweep folder"."""
+    import wandb
+
+    asked = []
+
+    class Api:  # a local stand-in of the W&B model artifact: any download is recorded, then refused
+        def artifact(self, name, type=None):
+            asked.append(name)
+            raise ValueError(f"artifact '{name}' not found")
+
+    monkeypatch.setattr(wandb, "Api", Api)
+    out = ["--out", tmp_path / "m.pt"] if command == "export-model" else []
+    result = _invoke(command, "wandb:me/proj/r1", *pick, *out, input="a\n")
+    _one_line(result, f"{pick[0]} picks a trial of a sweep folder, not of the W&B run wandb:me/proj/r1")
+    assert asked == [] and not (tmp_path / "m.pt").exists()

@@ -318,6 +318,20 @@ def test_the_statistics_cache_keeps_its_file_names(tmp_path, monkeypatch):
     assert [p.name for p in (tmp_path / "statistics").iterdir()] == [f"{digest.hexdigest()}.npy"]
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_sentence_metric_that_gives_a_non_finite_score_is_one_line_naming_the_sentence(bad, tmp_path, monkeypatch):
+    """A metric plugin whose score of one sentence was NaN (a 0/0 on an empty hypothesis) made the corpus score NaN:
+    ``ablate score RUN --metric NAME`` said "scored 1 of 1 runs" and wrote null into summary.json."""
+    from ablate import metrics as scorer_module
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    monkeypatch.setattr(Overlap, "sentences", lambda self, hyps, refs, sources=None: [50.0, bad])
+    with pytest.raises(MetricError) as err:
+        scorer_module.statistics(Overlap(), ["a", ""], ["a", "b"])
+    assert str(err.value) == f"metric 'overlap' failed: metric overlap gave {bad} for sentence 2; scores must be finite"
+    assert not list(tmp_path.rglob("*.npy"))  # nothing cached
+
+
 class _NeedsSources(SentenceMetric):
     """The COMET example of docs/reports.md in small: it refuses texts without sources, as a learned metric whose
     package is missing fails on import."""
