@@ -136,7 +136,8 @@ def test_resume_and_overwrite_together_are_refused(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_says_what_running_again_does(tmp_path, monkeypatch):
     """Ctrl-C before the first checkpoint said "run the same command again to resume from .../checkpoints", where
-    there was nothing to resume from (the same command starts over); after one, it resumes."""
+    there was nothing to resume from (the same command starts over); after one, it resumes. (Ctrl-C inside a step
+    finishes that step and checkpoints it: before the first step, nothing can be resumed.)"""
     import json
     import signal
 
@@ -149,11 +150,16 @@ def test_ctrl_c_says_what_running_again_does(tmp_path, monkeypatch):
         if self.global_step == stop_at[0]:
             signal.raise_signal(signal.SIGINT)
 
+    def interrupt_before_training(self):
+        if stop_at[0] is None:
+            signal.raise_signal(signal.SIGINT)
+
     monkeypatch.setattr(TranslationModule, "on_train_batch_start", interrupt)
+    monkeypatch.setattr(TranslationModule, "on_fit_start", interrupt_before_training)
     args = ["train", "--run-dir", str(tmp_path / "run"), *tiny_checkpointing("train.max_steps=40")]
     checkpoints = tmp_path / "run" / "checkpoints"
     for stop_at[0], again, recorded in (
-        (0, "start over (no checkpoint yet)", "start over"),
+        (None, "start over (no checkpoint yet)", "start over"),
         (7, f"resume from {checkpoints}", "resume"),
     ):
         proc = invoke_cli(*args, cwd=tmp_path, ABLATE_CACHE=str(tmp_path / "cache"))
