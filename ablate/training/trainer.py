@@ -590,6 +590,7 @@ class LastCheckpoint(ModelCheckpoint):
                 if self._stopping:  # saving and recording the stop: not cut short
                     return
                 if trainer.received_sigterm:  # a second Ctrl-C before the step ended: stop now, inside it
+                    self._stopping = True
                     raise KeyboardInterrupt
                 trainer._signal_connector.received_sigterm = True
 

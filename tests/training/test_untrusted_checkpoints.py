@@ -128,10 +128,10 @@ def test_a_rerun_that_only_decodes_keeps_the_measured_training_metrics(run):
 
 
 def test_a_second_sigint_cannot_cut_short_the_interrupt_checkpoint(tmp_path, cache_dir, monkeypatch):
-    """a second SIGINT landing while the first is handled still saves last.ckpt and records it.
+    """a SIGINT landing while a Ctrl-C is handled still saves last.ckpt and records it.
 
-    The second signal is raised exactly where it used to escape: as Lightning starts its graceful
-    shutdown, before it ignores further SIGINTs.
+    Two Ctrl-Cs stop inside the step (one alone waits for its end); the third is raised exactly where it used to
+    escape: as Lightning starts its graceful shutdown, before it ignores further SIGINTs.
     """
     import pytorch_lightning.trainer.call as call
 
@@ -142,6 +142,7 @@ def test_a_second_sigint_cannot_cut_short_the_interrupt_checkpoint(tmp_path, cac
     def first(self, batch, batch_idx):
         real_start(self, batch, batch_idx)
         if self.global_step == 7:
+            signal.raise_signal(signal.SIGINT)
             signal.raise_signal(signal.SIGINT)
 
     def second(*args, **kwargs):
