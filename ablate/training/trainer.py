@@ -596,13 +596,10 @@ class LastCheckpoint(ModelCheckpoint):
 
             self._sigint = signal.signal(signal.SIGINT, stop)
 
-    def _restore_sigint(self) -> None:
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._sigint is not None:
             signal.signal(signal.SIGINT, self._sigint)
             self._sigint = None
-
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._restore_sigint()
         super().on_train_end(trainer, pl_module)
 
     @property
