@@ -19,6 +19,7 @@ from ablate.report.trials import collect
 from ablate.training.run_folder import RunRecord
 from ablate.training.train import train
 
+from tests.helpers.cli import ROOT
 from tests.helpers.marks import drawn, table_marks
 from tests.helpers.tiny import tiny
 
@@ -328,3 +329,22 @@ def test_a_results_folder_exported_again_keeps_the_command_time_commit_and_envir
         assert (again / lock["file"]).read_bytes() == (first / lock["file"]).read_bytes()
     readme = (again / "README.md").read_text()
     assert command in readme and "1.18 h (4,257 s)" in readme
+
+
+SHIPPED = sorted(p.parent.name for p in (ROOT / "results").glob("*/manifest.json"))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_table_is_what_its_recorded_command_prints_today(name, monkeypatch):
+    """Each results folder's table.md and table.tex are what the ``table_command`` in its manifest prints on this
+    code: a change to the statistics or the layout that moves a shipped number or mark fails here, not at the
+    next reader's rebuild (the golden check of every output ran only on a developer's machine)."""
+    monkeypatch.chdir(ROOT)
+    folder = ROOT / "results" / name
+    command = shlex.split(json.loads((folder / "manifest.json").read_text())["table_command"])
+    assert command[:2] == ["ablate", "table"] and command[command.index("--format") + 1] == "md"
+    for fmt, file in (("md", "table.md"), ("latex", "table.tex")):
+        command[command.index("--format") + 1] = fmt
+        result = runner.invoke(app, command[1:])
+        assert result.exit_code == 0, result.output
+        assert result.stdout == (folder / file).read_text(), (name, file)
