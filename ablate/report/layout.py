@@ -735,7 +735,7 @@ def _footnotes(
         )
     notes.append(budget_note(sweep))
     if late := late_sign_changes(sweep, on_metric(COLUMNS["dev_bleu"], scorer.name).key):  # seed-paired dev Δs
-        rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
+        rows = "; ".join(f"{row} (step{'s' * (len(at) > 1)} {', '.join(f'{s:g}' for s in at)})" for row, at in late)
         notes.append(
             f"Budget-dependent: the dev {label} Δ against the base changed sign in the last half of training for {rows}."
         )

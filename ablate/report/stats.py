@@ -1816,9 +1816,11 @@ def delta_curves(sweep: Sweep, metric: str = DEV_BLEU.key, level: float = LEVEL)
     return BudgetCurves(metric, base.name, tuple(curves), tuple(skipped))
 
 
-def late_sign_changes(sweep: Sweep, metric: str = DEV_BLEU.key) -> list[tuple[str, float]]:
-    """``(row name, step)`` for every sign change of a row's mean Δ after half of the last step its pairs cover."""
-    return [(c.row, s) for c in delta_curves(sweep, metric).curves for s in c.sign_changes if s > c.last_step / 2]
+def late_sign_changes(sweep: Sweep, metric: str = DEV_BLEU.key) -> list[tuple[str, tuple[float, ...]]]:
+    """``(row name, steps)`` for each row whose mean Δ changed sign after half of the last step its pairs cover."""
+    curves = delta_curves(sweep, metric).curves
+    late = [(c.row, tuple(s for s in c.sign_changes if s > c.last_step / 2)) for c in curves]
+    return [(row, steps) for row, steps in late if steps]
 
 
 def _why_not(base: Row, row: Row, metric: str) -> str:
