@@ -307,6 +307,16 @@ def test_per_seed_refuses_the_options_it_would_ignore_in_one_line(variant_sweep,
     assert result.output.startswith(message)
 
 
+@pytest.mark.parametrize(("metric", "label"), [("ter", "TER"), ("chrf", "chrF"), ("bleu", "BLEU")])
+def test_per_seed_refusals_name_the_metric_in_use(variant_sweep, metric, label):
+    """Under --metric ter, --per-seed lists each trial's TER, but its refusals said "each trial's test BLEU"."""
+    for option in ("--columns", "--by-length"):
+        given = [option, "h"] if option == "--columns" else [option]
+        result = CliRunner().invoke(cli.app, ["table", str(variant_sweep), "--per-seed", "--metric", metric, *given])
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert result.output.startswith(f"error: --per-seed lists each trial's test {label}: drop {option}")
+
+
 def test_score_refuses_a_bleu_signature_whose_tokenizer_sacrebleu_lacks(sweep_copy):
     """A run whose signature says tok:ja-mecab, without sacreBLEU's Japanese tokenizer: ``ablate score --metric bleu``
     wrote 13a BLEU beside that signature (and the table resampled 13a statistics under it)."""
