@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from ablate.errors import did_you_mean
 from ablate.metrics import get_scorer
 from ablate.record import Metric, RunStatus
-from ablate.report.layout import FLIP, PAPER_LABELS, Cell, Column, Table, TableRow, show_value
+from ablate.report.layout import FLIP, PAPER_LABELS, Cell, Column, Table, TableRow, show_value, signed
 from ablate.report.stats import Sweep, value_order
 from ablate.report.trials import DEFAULT_METRIC, ReportError
 from ablate.utils.io import printable
@@ -408,8 +408,7 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric:
     cells = []  # a line's test scores, then its Δs against the base (FLIP where the row's signs disagree)
     for ln in lines:
         deltas = [
-            ("" if d is None else f"{d:+.2f}") + (FLIP if f and d is not None else "")
-            for d, f in zip(ln.deltas, ln.flip)
+            ("" if d is None else signed(d)) + (FLIP if f and d is not None else "") for d, f in zip(ln.deltas, ln.flip)
         ]
         cells.append([ln.row, str(ln.seed), *("" if v is None else f"{v:.2f}" for v in ln.values), *deltas])
     legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
