@@ -120,7 +120,7 @@ def test_per_seed_lists_the_tables_metric(variant_sweep):
     assert "each trial's Δ in `--per-seed`" in md
     result = CliRunner().invoke(cli.app, ["table", str(variant_sweep), "--per-seed", "--metric", "ter", "-f", "md"])
     assert result.exit_code == 0, result.output
-    assert "(test TER; Δ against the base trial of the same seed)" in result.output
+    assert "(test TER, lower is better; Δ against the base trial of the same seed)" in result.output
     assert f"| TER ({SPLIT}) |" in result.output and "BLEU" not in result.output
     base, heads1 = _ter(variant_sweep / "base-s1", SPLIT), _ter(variant_sweep / "A-heads1-s1", SPLIT)
     assert f"| A-heads1 | 1 | {heads1:.2f} |" in result.output and f"{heads1 - base:+.2f}" in result.output

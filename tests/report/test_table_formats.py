@@ -562,3 +562,20 @@ def test_a_delta_that_rounds_to_zero_prints_without_a_minus():
     for fmt in ("md", "latex", "rich"):
         text = render_per_seed(Sweep("t", [], [row("base", 20.0), row("A-x", 19.996)], [], True), fmt)
         assert "+0.00" in text and "-0.00" not in text, fmt
+
+
+def test_per_seed_on_an_error_rate_says_lower_is_better():
+    """`ablate table --metric ter --per-seed` printed "+3.19" Δs with no word that TER is an error rate (the
+    table's footnote and the figures say "lower is better"; a reader of the per-seed list took + for a gain)."""
+    from ablate.report.render import render_per_seed
+    from ablate.report.stats import Row, Sweep
+    from ablate.report.trials import Trial
+
+    def row(name, ter):
+        trial = Trial(f"{name}-s1", "finished", config={"seed": 1}, metrics={"test/ter": ter})
+        return Row(name, name, {}, (), (trial,), {}, name == "base")
+
+    sweep = Sweep("t", [], [row("base", 60.0), row("A-x", 63.0)], [], True)
+    for fmt in ("md", "latex", "rich"):
+        assert "lower is better" in render_per_seed(sweep, fmt, metric="ter"), fmt
+        assert "lower is better" not in render_per_seed(sweep, fmt, metric="bleu").replace("ter", ""), fmt
