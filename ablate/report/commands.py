@@ -158,10 +158,10 @@ def table_command(
 ) -> None:
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
     paper = get_reference(reference) if reference else None  # a wrong name fails before any work
-    get_scorer(metric)  # so does a wrong metric
+    label = get_scorer(metric).label  # so does a wrong metric
     if per_seed:
         _check_per_seed(
-            sigma_from=sigma_from is not None, reference=reference is not None, columns=columns is not None,
+            label, sigma_from=sigma_from is not None, reference=reference is not None, columns=columns is not None,
             by_length=by_length, alpha=alpha != DEFAULT_ALPHA, samples=samples != 0, test=test != Test("seeds"),
         )  # fmt: skip
     if paper is not None and fmt is Format("csv"):  # one CSV holds one table, as pandas.read_csv reads it
@@ -230,19 +230,13 @@ def _beside(sweep: Any, table: Table, paper: Any, fmt: str, metric: str, source:
     return ("", beside_rich(sbs)) if fmt == "rich" else ("\n" + render_reference(sbs, fmt), None)
 
 
-_PER_SEED_REFUSALS = {
-    "reference": "--per-seed lists each trial, not the table beside a paper: drop --reference, or --per-seed",
-    "columns": "--per-seed lists each trial's test BLEU: drop --columns, or leave out --per-seed",
-    "by_length": "--per-seed lists each trial's test BLEU: drop --by-length, or leave out --per-seed",
-}
-
-
-def _check_per_seed(**given: bool) -> None:
-    """Refuse, in one line, the ``ablate table`` options ``--per-seed`` has no use for (it tests nothing)."""
+def _check_per_seed(label: str, **given: bool) -> None:
+    """Refuse, in one line, the ``ablate table`` options ``--per-seed`` has no use for (it tests nothing; it lists
+    each trial's test score on the metric whose ``label`` is given)."""
+    lists = {"reference": "each trial, not the table beside a paper", "columns": f"each trial's test {label}"}
     for option in (name for name, on in given.items() if on):
-        flag = "--" + option.replace("_", "-")
-        untested = f"--per-seed lists each trial's Δ, with no test: drop {flag}, or leave out --per-seed"
-        raise ReportError(_PER_SEED_REFUSALS.get(option, untested))
+        what = lists.get("columns" if option == "by_length" else option, "each trial's Δ, with no test")
+        raise ReportError(f"--per-seed lists {what}: drop --{option.replace('_', '-')}, or leave out --per-seed")
 
 
 @app.command("calibrate")

@@ -171,7 +171,7 @@ def build_report(
         entity=entity,
         project=project,
         name=group or project,
-        filters=f"Group = '{group}'" if group else "",
+        filters=f"Group = {_literal(group)}" if group else "",
         groupby=keys,
     )
     panels = [
@@ -220,6 +220,13 @@ def build_report(
         description=f"Paper-style ablation table and panels for {what}.",
         blocks=blocks,
     )
+
+
+def _literal(text: str) -> str:
+    """``text`` as a string literal of W&B's filter expressions, which are parsed as Python after rewriting
+    ``=``, ``<`` and ``>`` (and ``within_last``) even inside quotes: every character but a letter, digit, space,
+    ``_``, ``-`` or ``.`` is written as a ``\\U`` escape, so the parsed value is ``text`` exactly."""
+    return "'" + "".join(c if c.isalnum() or c in " _-." else f"\\U{ord(c):08x}" for c in text) + "'"
 
 
 def offline_spec(report: Any, draft: bool = False) -> dict[str, Any]:

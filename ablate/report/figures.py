@@ -28,7 +28,7 @@ from matplotlib.transforms import blended_transform_factory, offset_copy
 
 from ablate.metrics import get_scorer, metric_key
 from ablate.record import DEV_BLEU, DEV_PPL, TOKENS_PER_SEC
-from ablate.report.layout import MARK, key_labels, show_value
+from ablate.report.layout import MARK, key_labels, show_value, signed
 from ablate.report.stats import (
     LEVEL,
     BudgetCurves,
@@ -464,7 +464,7 @@ def _value_column(ax, lines: Sequence[ForestLine], size: float) -> None:
     """``Δ [low, high]`` right of the axes, one per line."""
     where = blended_transform_factory(ax.transAxes, ax.transData)
     for y, line in enumerate(lines):
-        text = f"{line.delta:+.2f} [{line.low:+.2f}, {line.high:+.2f}]" if line.tested else f"{line.delta:+.2f}"
+        text = f"{signed(line.delta)} [{signed(line.low)}, {signed(line.high)}]" if line.tested else signed(line.delta)
         ax.text(1.02, y, text, transform=where, va="center", ha="left", fontsize=size - 0.5, family="monospace")
 
 

@@ -273,7 +273,7 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
         rows, shared = len(fit), len({frozenset(map(str, s)) for s in fit.values()}) == 1
         extra = borrowed.df if borrowed is not None else 0
         needs = [
-            f"{c.row} ({c.delta:+.2f}): {_seeds_text(c, c.sigma or 0.0, alpha / len(tested), rows, shared, extra)}"
+            f"{c.row} ({signed(c.delta)}): {_seeds_text(c, c.sigma or 0.0, alpha / len(tested), rows, shared, extra)}"
             for c in unmarked
         ]
         notes.append(
@@ -518,6 +518,13 @@ def select_columns(table: Table, names: list[str]) -> Table:
     )
 
 
+def signed(value: float, digits: int = 2) -> str:
+    """``value`` with its sign and ``digits`` decimals, one that rounds to zero as ``+0.00`` (never ``-0.00``):
+    what Python 3.11's ``z`` option (PEP 682) writes, for every Δ the report prints."""
+    text = f"{value:+.{digits}f}"
+    return "+" + text[1:] if text.startswith("-") and not text.strip("-0.") else text
+
+
 def show_value(value: Any) -> str:
     """Config value as table text: ``-`` for unset, ``true``/``false`` for booleans; a received record's string
     through :func:`~ablate.utils.io.printable` (no escape sequences)."""
@@ -735,7 +742,7 @@ def _footnotes(
         )
     notes.append(budget_note(sweep))
     if late := late_sign_changes(sweep, on_metric(COLUMNS["dev_bleu"], scorer.name).key):  # seed-paired dev Δs
-        rows = "; ".join(f"{row} (step {step:g})" for row, step in late)
+        rows = "; ".join(f"{row} (step{'s' * (len(at) > 1)} {', '.join(f'{s:g}' for s in at)})" for row, at in late)
         notes.append(
             f"Budget-dependent: the dev {label} Δ against the base changed sign in the last half of training for {rows}."
         )
@@ -793,11 +800,11 @@ def _comparison_lines(sweep: Sweep, comparisons: list[Comparison], alpha: float,
                 what += " at " + ", ".join(f"{labels[k]}={show_value(a.settings[k])}" for k in same)
         scores = f"({c.bleu:.2f} vs {c.base_bleu:.2f}, seeds {c.seeds[1]} vs {c.seeds[0]})"
         if not c.tested:
-            lines.append(f"{what} ({c.split}): Δ{label} {c.delta:+.2f} {scores}, not tested: {c.note}")
+            lines.append(f"{what} ({c.split}): Δ{label} {signed(c.delta)} {scores}, not tested: {c.note}")
             continue
         mark = f" {MARK}" if c.significant(alpha) else ""
         lines.append(
-            f"{what} ({c.split}): Δ{label} {c.delta:+.2f} [95% CI {c.ci[0]:+.2f}, {c.ci[1]:+.2f}] {scores}, "
+            f"{what} ({c.split}): Δ{label} {signed(c.delta)} [95% CI {signed(c.ci[0])}, {signed(c.ci[1])}] {scores}, "
             f"p {_p4(c.p_value)}, Holm p {_p4(c.p_adjusted)}{mark}"
         )
     return lines

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Optional
 from ablate.config import ConfigError, flatten, from_flat, to_dict, valid_keys
 from ablate.errors import did_you_mean
 from ablate.record import DEV_BLEU, DEV_PPL, TESTED_STEP, is_number
-from ablate.report.layout import MARK, Column, Table
+from ablate.report.layout import MARK, Column, Table, signed
 from ablate.report.render import latex_escape, latex_float, md_escape, md_line
 from ablate.report.stats import AgreementTest, Correlation, Row, Sweep, agreement_test, p_text, pearson, sign_count
 from ablate.report.trials import ReportError, hashable
@@ -520,7 +520,7 @@ def our_facts(sweep: Sweep, split: str, setup: Setup) -> list[Departure]:
 
 
 def _num(x: Optional[float], digits: int = 2, sign: bool = False) -> str:
-    return "" if x is None else f"{x:{'+' if sign else ''}.{digits}f}"
+    return "" if x is None else signed(x, digits) if sign else f"{x:.{digits}f}"
 
 
 NO_MATCH = PaperRow("(no match)", {})

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from ablate.errors import did_you_mean
 from ablate.metrics import get_scorer
 from ablate.record import Metric, RunStatus
-from ablate.report.layout import FLIP, PAPER_LABELS, Cell, Column, Table, TableRow, show_value
+from ablate.report.layout import FLIP, PAPER_LABELS, Cell, Column, Table, TableRow, show_value, signed
 from ablate.report.stats import Sweep, value_order
 from ablate.report.trials import DEFAULT_METRIC, ReportError
 from ablate.utils.io import printable
@@ -399,7 +399,8 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric:
     where the grid needs more than a terminal's ``width``), or Markdown (``md``)."""
     keys, lines = per_seed(sweep, metric)
     labels = [printable(Metric(f"test/{metric}", per_split=True).split_of(k) or k.partition("/")[0]) for k in keys]
-    name = get_scorer(metric).label
+    scorer = get_scorer(metric)
+    name, lower = scorer.label, "" if scorer.higher_is_better else ", lower is better"
     if fmt == "csv":
         head = ["row", "seed", *keys, *(f"{k}.delta_vs_base" for k in keys)]
         return csv_text([head] + [[ln.row, ln.seed, *map(_num, ln.values), *map(_num, ln.deltas)] for ln in lines])
@@ -408,12 +409,11 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric:
     cells = []  # a line's test scores, then its Δs against the base (FLIP where the row's signs disagree)
     for ln in lines:
         deltas = [
-            ("" if d is None else f"{d:+.2f}") + (FLIP if f and d is not None else "")
-            for d, f in zip(ln.deltas, ln.flip)
+            ("" if d is None else signed(d)) + (FLIP if f and d is not None else "") for d, f in zip(ln.deltas, ln.flip)
         ]
         cells.append([ln.row, str(ln.seed), *("" if v is None else f"{v:.2f}" for v in ln.values), *deltas])
     legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
-    caption = f"Test {name}; Δ against the base trial of the same seed."
+    caption = f"Test {name}{lower}; Δ against the base trial of the same seed."
     if fmt == "rich":  # no colour, as wide as its cells need; narrower than width (a terminal's), as rich_blocks
         from rich.table import Table as RichTable
         from rich.text import Text
@@ -432,7 +432,7 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric:
         notes = [latex_escape(caption), *map(latex_escape, legend)]
         return latex_float("lr" + "r" * 2 * len(keys), map(latex_escape, head), body, notes, title)
     out = [
-        f"**{md_escape(title)}** (test {name}; Δ against the base trial of the same seed)",
+        f"**{md_escape(title)}** (test {name}{lower}; Δ against the base trial of the same seed)",
         "",
         md_line(map(md_escape, head)),
         md_line([":--", "--:", *["--:"] * 2 * len(keys)]),

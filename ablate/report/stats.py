@@ -890,12 +890,14 @@ class BorrowedNoise:
     """Seed variance of one split measured on another source's trials of the table's setup (``ablate table
     --sigma-from``): ``trials`` seeds of one configuration, ``ss`` the sum of squares of their per-trial
     scores about their mean (df ``trials - 1``). ``differs``: the config keys in which those runs differ
-    from the table's base, each one that leaves the training alone (:data:`NEUTRAL_KEYS`)."""
+    from the table's base, each one that leaves the training alone (:data:`NEUTRAL_KEYS`). ``per_seed_var``: the
+    per-seed part of their sentence-bootstrap variance (:func:`per_seed_sentence_var`), for rows of one seed."""
 
     source: str
     trials: int
     ss: float
     differs: tuple[str, ...] = ()
+    per_seed_var: float = 0.0
 
     @property
     def df(self) -> int:
@@ -1280,9 +1282,11 @@ class SplitScores:
         self._fit()
 
     def _fit(self) -> None:
-        """The table's seed σ and the per-seed part of its trials' bootstrap variance."""
+        """The table's seed σ and the per-seed part of its trials' bootstrap variance (the lent seeds' where
+        no row has two seeds to measure it: counted twice, it left one-seed tables at 3.5% size)."""
         self.noise = fit_seed_noise({r: dict(zip(self.seeds[r], self.bleu[r])) for r in self.bleu}, self.borrowed)
-        self.per_seed_var = per_seed_sentence_var(self.boot)
+        lent = None if any(len(b) > 1 for b in self.boot.values()) else self.borrowed
+        self.per_seed_var = per_seed_sentence_var(self.boot) if lent is None else lent.per_seed_var
 
     @classmethod
     def of_values(
@@ -1560,7 +1564,9 @@ def _lent(
     if any(t.refs[split] != refs for t in usable):
         raise ReportError(f"--sigma-from {source}: its runs scored other references on {split} than the table's")
     values = [corpus_score(scorer, t.hyps[split], refs, _aligned(t.sources.get(split), refs)) for t in usable]
-    return BorrowedNoise(source, len(values), _ss(values), differs)
+    stats = [statistics(scorer, t.hyps[split], refs, _aligned(t.sources.get(split), refs)) for t in usable]
+    boots = Resamples.shared(len(refs), DEFAULT_SAMPLES["bs"]).bleu_many(stats, scorer.from_statistics)
+    return BorrowedNoise(source, len(values), _ss(values), differs, per_seed_sentence_var({source: boots}))
 
 
 def _setup_differences(base: Mapping[str, Any], theirs: Mapping[str, Any], source: str) -> tuple[str, ...]:
@@ -1810,9 +1816,11 @@ def delta_curves(sweep: Sweep, metric: str = DEV_BLEU.key, level: float = LEVEL)
     return BudgetCurves(metric, base.name, tuple(curves), tuple(skipped))
 
 
-def late_sign_changes(sweep: Sweep, metric: str = DEV_BLEU.key) -> list[tuple[str, float]]:
-    """``(row name, step)`` for every sign change of a row's mean Δ after half of the last step its pairs cover."""
-    return [(c.row, s) for c in delta_curves(sweep, metric).curves for s in c.sign_changes if s > c.last_step / 2]
+def late_sign_changes(sweep: Sweep, metric: str = DEV_BLEU.key) -> list[tuple[str, tuple[float, ...]]]:
+    """``(row name, steps)`` for each row whose mean Δ changed sign after half of the last step its pairs cover."""
+    curves = delta_curves(sweep, metric).curves
+    late = [(c.row, tuple(s for s in c.sign_changes if s > c.last_step / 2)) for c in curves]
+    return [(row, steps) for row, steps in late if steps]
 
 
 def _why_not(base: Row, row: Row, metric: str) -> str:

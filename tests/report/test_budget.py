@@ -105,7 +105,23 @@ def test_late_sign_changes_name_only_changes_in_the_last_half_of_training():
     curves = delta_curves(table)
     assert curves.curve("A-early").sign_changes == (200.0,)
     assert curves.curve("B-late").sign_changes == (800.0,)
-    assert late_sign_changes(table) == [("B-late", 800.0)]
+    assert late_sign_changes(table) == [("B-late", (800.0,))]
+
+
+def test_a_row_whose_delta_flips_several_times_is_named_once_with_every_step():
+    """results/defaults-cpu's footnote named schedule-inverse_sqrt four times, once per late sign change
+    ("schedule-inverse_sqrt (step 200); schedule-inverse_sqrt (step 240); ..."): now once, with its steps."""
+    from pathlib import Path
+
+    from ablate.report import table
+
+    steps = [100, 200, 300, 400]
+    base = row("base", trial("b1", 1, {x: 20.0 for x in steps}))
+    flip = row("A-flip", trial("f1", 1, dict(zip(steps, [19.0, 19.0, 21.0, 19.0]))))
+    assert late_sign_changes(sweep(base, flip)) == [("A-flip", (300.0, 400.0))]
+    shipped = Path(__file__).resolve().parents[2] / "results" / "defaults-cpu"
+    (note,) = [n for n in table(shipped, significance=False).table.footnotes if n.startswith("Budget-dependent")]
+    assert note.endswith("for schedule-inverse_sqrt (steps 200, 240, 280, 320).")
 
 
 def test_a_row_without_the_bases_seeds_is_skipped_with_the_reason():

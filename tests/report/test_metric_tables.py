@@ -120,7 +120,7 @@ def test_per_seed_lists_the_tables_metric(variant_sweep):
     assert "each trial's Δ in `--per-seed`" in md
     result = CliRunner().invoke(cli.app, ["table", str(variant_sweep), "--per-seed", "--metric", "ter", "-f", "md"])
     assert result.exit_code == 0, result.output
-    assert "(test TER; Δ against the base trial of the same seed)" in result.output
+    assert "(test TER, lower is better; Δ against the base trial of the same seed)" in result.output
     assert f"| TER ({SPLIT}) |" in result.output and "BLEU" not in result.output
     base, heads1 = _ter(variant_sweep / "base-s1", SPLIT), _ter(variant_sweep / "A-heads1-s1", SPLIT)
     assert f"| A-heads1 | 1 | {heads1:.2f} |" in result.output and f"{heads1 - base:+.2f}" in result.output
@@ -305,6 +305,16 @@ def test_per_seed_refuses_the_options_it_would_ignore_in_one_line(variant_sweep,
     result = CliRunner().invoke(cli.app, ["table", str(variant_sweep), "--per-seed", *option])
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert result.output.startswith(message)
+
+
+@pytest.mark.parametrize(("metric", "label"), [("ter", "TER"), ("chrf", "chrF"), ("bleu", "BLEU")])
+def test_per_seed_refusals_name_the_metric_in_use(variant_sweep, metric, label):
+    """Under --metric ter, --per-seed lists each trial's TER, but its refusals said "each trial's test BLEU"."""
+    for option in ("--columns", "--by-length"):
+        given = [option, "h"] if option == "--columns" else [option]
+        result = CliRunner().invoke(cli.app, ["table", str(variant_sweep), "--per-seed", "--metric", metric, *given])
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert result.output.startswith(f"error: --per-seed lists each trial's test {label}: drop {option}")
 
 
 def test_score_refuses_a_bleu_signature_whose_tokenizer_sacrebleu_lacks(sweep_copy):

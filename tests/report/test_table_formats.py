@@ -540,3 +540,42 @@ def test_greek_in_user_labels_compiles_and_other_scripts_are_named(tmp_path):
     if shutil.which("pdflatex"):
         proc = _pdflatex(tex, tmp_path)
         assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+def test_a_delta_that_rounds_to_zero_prints_without_a_minus():
+    """A Δ of -0.004 printed "-0.00" (Python's "+.2f"): in --per-seed's Δ column, the named comparisons and the
+    paper side-by-side. It prints "+0.00", as Python's "z" option (PEP 682) writes it; other Δs keep their sign."""
+    from ablate.report.layout import signed
+    from ablate.report.render import render_per_seed
+    from ablate.report.stats import Row, Sweep
+    from ablate.report.trials import Trial
+
+    assert [signed(x) for x in (-0.004, 0.004, -0.0, -0.005001, 1.5, -2.25)] == [
+        "+0.00", "+0.00", "+0.00", "-0.01", "+1.50", "-2.25",
+    ]  # fmt: skip
+    assert signed(-0.04, 1) == "+0.0" and signed(-0.06, 1) == "-0.1"
+
+    def row(name, bleu):
+        trial = Trial(f"{name}-s1", "finished", config={"seed": 1}, metrics={"test/bleu": bleu})
+        return Row(name, name, {}, (), (trial,), {}, name == "base")
+
+    for fmt in ("md", "latex", "rich"):
+        text = render_per_seed(Sweep("t", [], [row("base", 20.0), row("A-x", 19.996)], [], True), fmt)
+        assert "+0.00" in text and "-0.00" not in text, fmt
+
+
+def test_per_seed_on_an_error_rate_says_lower_is_better():
+    """`ablate table --metric ter --per-seed` printed "+3.19" Δs with no word that TER is an error rate (the
+    table's footnote and the figures say "lower is better"; a reader of the per-seed list took + for a gain)."""
+    from ablate.report.render import render_per_seed
+    from ablate.report.stats import Row, Sweep
+    from ablate.report.trials import Trial
+
+    def row(name, ter):
+        trial = Trial(f"{name}-s1", "finished", config={"seed": 1}, metrics={"test/ter": ter})
+        return Row(name, name, {}, (), (trial,), {}, name == "base")
+
+    sweep = Sweep("t", [], [row("base", 60.0), row("A-x", 63.0)], [], True)
+    for fmt in ("md", "latex", "rich"):
+        assert "lower is better" in render_per_seed(sweep, fmt, metric="ter"), fmt
+        assert "lower is better" not in render_per_seed(sweep, fmt, metric="bleu").replace("ter", ""), fmt

@@ -193,3 +193,19 @@ def test_report_of_runs_without_an_entity_names_the_project_alone(variant_sweep,
 def test_report_out_needs_the_dry_run(variant_sweep, tmp_path):
     result = CliRunner().invoke(app, ["report", "wandb:me/ablate/table3", "--out", str(tmp_path / "r.json")])
     assert result.exit_code != 0 and "add --dry-run" in result.output and not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("group", ["it's-a1b2c3", "lr=1e-3", 'a"b\\c', "x<y>z and w", "Config('x') within_last 5 days"])
+def test_the_runset_filter_selects_exactly_the_group_whatever_its_characters(variant_sweep, group):
+    """A group with ``'`` made ``Group = 'it's'``, a filter W&B's expression parser refuses (SyntaxError when the
+    report is serialised); with ``=``, ``<`` or ``>`` it selected another group (the parser rewrites ``=`` to
+    ``==`` inside the quotes: 'lr==1e-3'). The filter string, parsed as W&B parses it, is the group's name."""
+    from wandb_workspaces import expr
+
+    from ablate.report.export import build_report
+
+    result = report_table(str(variant_sweep), significance=False)
+    report = build_report("me", "ablate", group, result.table, result.sweep)
+    (runset,) = report.blocks[4].runsets
+    (clause,) = expr.filters_tree_to_v2(expr.expr_to_filters(runset.filters))["filters"]
+    assert (clause["key"], clause["op"], clause["value"]) == ({"section": "run", "name": "group"}, "=", group)
