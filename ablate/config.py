@@ -167,7 +167,8 @@ class TrainConfig:
     max_epochs: Optional[int] = 10
     """Budget in epochs; null: none."""
     max_tokens: int = 1536
-    """Tokens per batch and device, padding included, on the longer side."""
+    """Tokens per batch and device, padding included, on the longer side; a training pair longer than this is
+    refused (``data.max_len`` below it drops such pairs)."""
     lr: Optional[float] = None
     """Peak learning rate, reached after ``warmup`` steps, then decayed as ``schedule`` says (linearly by default).
     Default: d_model^-0.5 * warmup^-0.5, the peak of the schedule of Vaswani et al. (2017), Eq. 3."""

@@ -267,3 +267,20 @@ def test_a_corpus_without_a_test_split_says_the_run_will_not_be_tested(make_cfg,
         caplog.clear()
         assert prepare(make_cfg(folder, vocab_size=60)).test_splits == []
         assert f"no test split (test*) in {folder}: this run is validated on val but not tested" in caplog.text
+
+
+def test_a_training_pair_over_max_tokens_is_refused_naming_it_and_the_fix(make_cfg):
+    """A pair longer than ``train.max_tokens`` was a batch of its own, over the limit (197 of 200 batches at
+    max_tokens=12, the largest 91 tokens): the batch that runs out of memory on a GPU. fairseq's
+    ``batch_by_size`` refuses such a sentence too; ``data.max_len`` is the knob that drops them."""
+    from ablate.data.sources import DataError
+
+    cfg = make_cfg("builtin", max_len=40)
+    longest = int(max(map(max, zip(*encoded.lengths(_module(cfg, max_tokens=41)._split("train")))))) + 1
+    with pytest.raises(DataError) as err:
+        _module(cfg, max_tokens=longest - 1)
+    message = str(err.value)
+    assert "\n" not in message and f"train.max_tokens={longest - 1}" in message
+    assert f"raise train.max_tokens to {longest}" in message and f"lower data.max_len to {longest - 2}" in message
+    dm = _module(cfg, max_tokens=longest)  # the longest pair fits exactly
+    assert max(max(b["src"].numel(), b["tgt_in"].numel()) for b in dm.train_dataloader()) <= longest
