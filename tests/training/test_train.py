@@ -250,3 +250,19 @@ def test_a_wandb_failure_while_the_run_ends_does_not_say_training_goes_on(tmp_pa
     _end_wandb(SimpleNamespace(logger=logger))
     said = [r.getMessage() for r in caplog.records if "W&B" in r.getMessage()]
     assert said == ["W&B logging failed as the run ended (summary.json has its record): Connection lost"]
+
+
+def test_a_loss_that_blows_up_without_a_nan_warns_once(tmp_path, cache_dir, caplog):
+    """lr 10: the logged loss reached 1827 (ln V = 5.7, a fresh model's ~6.3) and the run trained on to its
+    budget without a word; now the first logged loss over twice ln V (what guessing uniformly over the target
+    vocabulary scores) warns, once."""
+    overrides = tiny(
+        *("train.max_steps=10", "train.lr=10", "train.warmup=1", "tracking.log_every=5", "train.val_every=1000"),
+        *("eval.beam=1", "eval.max_len_b=2", "tracking.wandb=disabled"),
+        eval_pairs=5,
+    )
+    with caplog.at_level("WARNING"):
+        summary = train(load_config(None, overrides), tmp_path / "run")
+    assert summary["status"] == "finished"
+    said = [r.getMessage() for r in caplog.records if "diverg" in r.getMessage()]
+    assert len(said) == 1 and "train.lr" in said[0] and "\n" not in said[0], said
