@@ -197,7 +197,7 @@ class TrainConfig:
     accelerator: Literal["auto", "cpu", "gpu"] = "auto"
     """``auto``: a GPU when one is visible, else the CPU."""
     precision: Literal["auto", "32", "bf16-mixed", "16-mixed"] = "auto"
-    """``auto``: bf16 autocast on a GPU that supports it, fp32 elsewhere."""
+    """``auto``: bf16 autocast on a GPU that supports it, fp32 elsewhere; ``16-mixed`` (fp16) needs a GPU."""
     val_every: Optional[int] = None
     """Validate every N training batches; default once per epoch."""
     checkpoint_every: int = 200

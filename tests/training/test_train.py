@@ -141,6 +141,20 @@ def test_several_nodes_without_a_multi_node_launch_are_refused_before_any_work(m
     check_devices(two)
 
 
+@pytest.mark.parametrize("accelerator", ["cpu", "auto"])
+def test_fp16_autocast_on_the_cpu_is_refused_not_swapped_for_bf16(accelerator, monkeypatch):
+    """``train.precision=16-mixed`` on the CPU: Lightning printed its own warning (a path into site-packages, then
+    'Using precision='bf16-mixed' instead') and trained in bf16, under a config that says fp16; now one line."""
+    from ablate.config import ConfigError
+    from ablate.training.trainer import check_devices
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    cfg = load_config(None, [f"train.accelerator={accelerator}", "train.precision=16-mixed"])
+    with pytest.raises(ConfigError, match=r"^train.precision=16-mixed .* needs a GPU; on the CPU use .*bf16-mixed"):
+        check_devices(cfg)
+    check_devices(load_config(None, [f"train.accelerator={accelerator}", "train.precision=bf16-mixed"]))
+
+
 def _cli(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run(
