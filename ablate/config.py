@@ -58,7 +58,8 @@ class DataConfig:
     tgt_lang: str = "de"
     """Target language, named as ``src_lang``."""
     vocab_size: int = 8000
-    """BPE vocabulary size (joint over both languages unless ``joint_vocab`` is false)."""
+    """BPE vocabulary size (joint over both languages unless ``joint_vocab`` is false); a corpus with fewer merges
+    (the built-in task's 4000 pairs: 3759) gives fewer, and a warning names the size the run trains."""
     joint_vocab: bool = True
     """One BPE vocabulary over both languages (false: one per language)."""
     max_len: int = 128
@@ -167,7 +168,8 @@ class TrainConfig:
     max_epochs: Optional[int] = 10
     """Budget in epochs; null: none."""
     max_tokens: int = 1536
-    """Tokens per batch and device, padding included, on the longer side."""
+    """Tokens per batch and device, padding included, on the longer side; a training pair longer than this is
+    refused (``data.max_len`` below it drops such pairs)."""
     lr: Optional[float] = None
     """Peak learning rate, reached after ``warmup`` steps, then decayed as ``schedule`` says (linearly by default).
     Default: d_model^-0.5 * warmup^-0.5, the peak of the schedule of Vaswani et al. (2017), Eq. 3."""
@@ -195,7 +197,7 @@ class TrainConfig:
     accelerator: Literal["auto", "cpu", "gpu"] = "auto"
     """``auto``: a GPU when one is visible, else the CPU."""
     precision: Literal["auto", "32", "bf16-mixed", "16-mixed"] = "auto"
-    """``auto``: bf16 autocast on a GPU that supports it, fp32 elsewhere."""
+    """``auto``: bf16 autocast on a GPU that supports it, fp32 elsewhere; ``16-mixed`` (fp16) needs a GPU."""
     val_every: Optional[int] = None
     """Validate every N training batches; default once per epoch."""
     checkpoint_every: int = 200

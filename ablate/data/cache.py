@@ -335,6 +335,13 @@ def prepare(cfg: DataConfig) -> Prepared:
             ", ".join(cut),
             cfg.max_len,
         )
+    for got in sorted({stats["vocab"]["src"], stats["vocab"]["tgt"]} - {cfg.vocab_size}):  # BPE stops silently
+        why = "fewer: it has no more merges" if got < cfg.vocab_size else "more: its alphabet is larger"
+        log.warning(
+            "data.vocab_size=%d: BPE on this corpus makes %d subwords (specials included), %s; the run trains that "
+            "vocabulary (data.vocab_size=%d says so)",
+            *(cfg.vocab_size, got, why, got),
+        )
     if not meta["test_splits"]:
         log.warning(
             "no test split (test*) in %s: this run is validated on %s but not tested", cfg.source, meta["val_split"]

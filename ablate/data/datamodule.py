@@ -216,6 +216,21 @@ class TranslationDataModule(pl.LightningDataModule):
         self.val_split = self._prepared.val_split
         self.test_splits = list(self._prepared.test_splits)
         self.stats = self._prepared.stats
+        self._check_fits()
+
+    def _check_fits(self) -> None:
+        """Refuse a training pair that no batch of ``train.max_tokens`` padded tokens holds (as fairseq's
+        ``batch_by_size`` does): alone in its batch, it would be the step that runs out of memory."""
+        train = self._split("train")
+        cost = np.maximum(*lengths(train)) + 1  # + EOS / BOS
+        limit = self.train_cfg.max_tokens
+        if len(cost) and cost.max() > limit:
+            i = int(cost.argmax())
+            raise DataError(
+                f"{int((cost > limit).sum())} training pairs are longer than train.max_tokens={limit} padded tokens, "
+                f"the longest {cost[i]} ({train[i]['src'][:40]!r}...): raise train.max_tokens to {cost[i]}, or lower "
+                f"data.max_len to {limit - 1} to drop them"
+            )
 
     @property
     def tokenizer(self) -> SubwordTokenizer:

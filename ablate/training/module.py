@@ -8,6 +8,7 @@ the nearest budget runs out (Li, Yumer & Ramanan 2020, "Budgeted Training"); a p
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import pickle
@@ -357,6 +358,8 @@ class TranslationModule(pl.LightningModule):
         self.bar_metrics: dict[str, float] = {}  # what the progress bar shows, as numbers, refreshed when logging
         # on the device: the first step whose loss was not finite, or -1 (see check_finite)
         self._first_non_finite: torch.Tensor | None = None
+        # a logged loss over twice ln V (uniform guessing; a fresh model starts near 1.1x) warns: diverging
+        self._diverged_over = 2 * math.log(vocab["tgt"]) if vocab else math.inf
         self._eval: dict[int, list[tuple[int, str]]] = {}
         self._eval_nll = torch.zeros(2, dtype=torch.float64)
         self._eval_time = 0.0
@@ -385,7 +388,14 @@ class TranslationModule(pl.LightningModule):
             self.check_finite()
             # not prog_bar=True: Lightning would read the logged tensor back on every later step
             self.log("train/loss", loss, on_step=True, on_epoch=False, batch_size=1)
-            self.bar_metrics["train/loss"] = float(self.last_loss)
+            self.bar_metrics["train/loss"] = value = float(self.last_loss)
+            if value > self._diverged_over and self.global_rank == 0:
+                logging.getLogger(__name__).warning(
+                    f"training loss {value:.4g} at step {self.global_step + 1} is over {self._diverged_over:.2f}, "
+                    f"twice what guessing uniformly over the target vocabulary scores: training is diverging "
+                    f"(lower train.lr, or raise train.warmup)"
+                )
+                self._diverged_over = math.inf  # once a run
         return loss
 
     def _note_finite(self, loss: torch.Tensor) -> None:

@@ -499,7 +499,7 @@ Lightning's cluster environments need to find the other nodes."""
 
 
 def check_devices(cfg: Config) -> None:
-    """Refuse a GPU request this machine cannot meet, or several nodes without a launch that starts them, in one
+    """Refuse a GPU request (fp16 included) this machine cannot meet, or several nodes without a launch that starts them, in one
     line, before any work (else rank 0 waits for the others for torch's 30 minutes)."""
     t = cfg.train
     if t.nodes > 1 and not any(name in os.environ for name in MULTI_NODE_ENV):
@@ -509,6 +509,8 @@ def check_devices(cfg: Config) -> None:
             "machine use train.devices"
         )
     if t.accelerator != "gpu" and not (t.accelerator == "auto" and torch.cuda.is_available()):
+        if t.precision == "16-mixed":  # else Lightning trains in bf16 under a config that says fp16
+            raise ConfigError("train.precision=16-mixed (fp16 autocast) needs a GPU; on the CPU use bf16-mixed or 32")
         return
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")

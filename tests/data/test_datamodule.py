@@ -267,3 +267,44 @@ def test_a_corpus_without_a_test_split_says_the_run_will_not_be_tested(make_cfg,
         caplog.clear()
         assert prepare(make_cfg(folder, vocab_size=60)).test_splits == []
         assert f"no test split (test*) in {folder}: this run is validated on val but not tested" in caplog.text
+
+
+def test_a_training_pair_over_max_tokens_is_refused_naming_it_and_the_fix(make_cfg):
+    """A pair longer than ``train.max_tokens`` was a batch of its own, over the limit (197 of 200 batches at
+    max_tokens=12, the largest 91 tokens): the batch that runs out of memory on a GPU. fairseq's
+    ``batch_by_size`` refuses such a sentence too; ``data.max_len`` is the knob that drops them."""
+    from ablate.data.sources import DataError
+
+    cfg = make_cfg("builtin", max_len=40)
+    longest = int(max(map(max, zip(*encoded.lengths(_module(cfg, max_tokens=41)._split("train")))))) + 1
+    with pytest.raises(DataError) as err:
+        _module(cfg, max_tokens=longest - 1)
+    message = str(err.value)
+    assert "\n" not in message and f"train.max_tokens={longest - 1}" in message
+    assert f"raise train.max_tokens to {longest}" in message and f"lower data.max_len to {longest - 2}" in message
+    dm = _module(cfg, max_tokens=longest)  # the longest pair fits exactly
+    assert max(max(b["src"].numel(), b["tgt_in"].numel()) for b in dm.train_dataloader()) <= longest
+
+
+@pytest.mark.parametrize("vocab_size, warns", [(8000, True), (10, True), (500, False)])
+def test_a_vocabulary_bpe_cannot_make_as_large_or_small_as_asked_is_named(make_cfg, caplog, vocab_size, warns):
+    """HF's BPE trainer stops where the corpus has no more merges and never goes below its alphabet, silently:
+    400 built-in pairs gave 2300 subwords for data.vocab_size=8000 (the default 4000: 3759), so the rows of
+    a vocabulary ablation named 8000 and 16000 trained the same vocabulary. SentencePiece refuses such a size;
+    here the record keeps the true size and a warning names both, at every run on the corpus (cached too)."""
+    cfg = make_cfg("builtin", vocab_size=vocab_size)
+    for _ in range(2):  # built, then cached
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            got = prepare(cfg).stats["vocab"]["tgt"]
+        said = [r.getMessage() for r in caplog.records if "data.vocab_size" in r.getMessage()]
+        assert (got != vocab_size) == warns
+        assert said == (
+            [
+                f"data.vocab_size={vocab_size}: BPE on this corpus makes {got} subwords (specials included), "
+                f"{'fewer: it has no more merges' if got < vocab_size else 'more: its alphabet is larger'}; "
+                f"the run trains that vocabulary (data.vocab_size={got} says so)"
+            ]
+            if warns
+            else []
+        ), said

@@ -141,6 +141,20 @@ def test_several_nodes_without_a_multi_node_launch_are_refused_before_any_work(m
     check_devices(two)
 
 
+@pytest.mark.parametrize("accelerator", ["cpu", "auto"])
+def test_fp16_autocast_on_the_cpu_is_refused_not_swapped_for_bf16(accelerator, monkeypatch):
+    """``train.precision=16-mixed`` on the CPU: Lightning printed its own warning (a path into site-packages, then
+    'Using precision='bf16-mixed' instead') and trained in bf16, under a config that says fp16; now one line."""
+    from ablate.config import ConfigError
+    from ablate.training.trainer import check_devices
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    cfg = load_config(None, [f"train.accelerator={accelerator}", "train.precision=16-mixed"])
+    with pytest.raises(ConfigError, match=r"^train.precision=16-mixed .* needs a GPU; on the CPU use .*bf16-mixed"):
+        check_devices(cfg)
+    check_devices(load_config(None, [f"train.accelerator={accelerator}", "train.precision=bf16-mixed"]))
+
+
 def _cli(*args: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run(
@@ -250,3 +264,19 @@ def test_a_wandb_failure_while_the_run_ends_does_not_say_training_goes_on(tmp_pa
     _end_wandb(SimpleNamespace(logger=logger))
     said = [r.getMessage() for r in caplog.records if "W&B" in r.getMessage()]
     assert said == ["W&B logging failed as the run ended (summary.json has its record): Connection lost"]
+
+
+def test_a_loss_that_blows_up_without_a_nan_warns_once(tmp_path, cache_dir, caplog):
+    """lr 10: the logged loss reached 1827 (ln V = 5.7, a fresh model's ~6.3) and the run trained on to its
+    budget without a word; now the first logged loss over twice ln V (what guessing uniformly over the target
+    vocabulary scores) warns, once."""
+    overrides = tiny(
+        *("train.max_steps=10", "train.lr=10", "train.warmup=1", "tracking.log_every=5", "train.val_every=1000"),
+        *("eval.beam=1", "eval.max_len_b=2", "tracking.wandb=disabled"),
+        eval_pairs=5,
+    )
+    with caplog.at_level("WARNING"):
+        summary = train(load_config(None, overrides), tmp_path / "run")
+    assert summary["status"] == "finished"
+    said = [r.getMessage() for r in caplog.records if "diverg" in r.getMessage()]
+    assert len(said) == 1 and "train.lr" in said[0] and "\n" not in said[0], said
