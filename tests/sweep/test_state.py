@@ -281,7 +281,7 @@ def test_status_of_a_received_sweep_sends_no_control_characters_to_the_terminal(
     save_state(tmp_path, state)
     proc = invoke_cli("sweep", "status", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 0 and "boom?[2J?]0;" in proc.stdout, proc.stdout  # shown, made harmless
-    assert "best val/bleu = 12.5 (seed=0?]0;pwned?[bold])" in proc.stdout and "s?[8m[red]" in proc.stdout, proc.stdout
+    assert "best val/bleu = 12.50 (seed=0?]0;pwned?[bold])" in proc.stdout and "s?[8m[red]" in proc.stdout, proc.stdout
     assert not set(proc.stdout + proc.stderr) & {"\x1b", "\x07"}
 
 
