@@ -345,10 +345,8 @@ class Launcher:
             if not self.running and self.planner.next_trial() is None:
                 self.progress.event(self.planner.nothing_to_do())
                 return SweepResult(self.state, 0, skipped, False)
-            if skipped:  # the finished and hyperband's stopped ones
-                stopped = self.state.count(RunStatus.STOPPED)
-                ended = ((RunStatus.FINISHED, skipped - stopped), (RunStatus.STOPPED, stopped))
-                self.progress.event(f"{', '.join(f'{n} {status}' for status, n in ended if n)} trials skipped")
+            if self.planner.skipped():
+                self.progress.event(self.planner.skipped())
             if self.running:
                 self.progress.event(f"watching {len(self.running)} trials a previous launcher started")
             return self._loop(skipped)
