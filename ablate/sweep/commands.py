@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -511,11 +512,14 @@ def agent(
     count: Optional[int] = typer.Option(None, "--count", help="Runs per agent (default: until the sweep is done)."),
     out: Path = typer.Option(Path("runs") / "wandb", "--out", help="Trials run in OUT/<sweep name>/<run>-<W&B id>."),
     config: Optional[Path] = CONFIG,
+    threads: Optional[int] = typer.Option(
+        None, "--threads", min=1, hidden=True, help="Torch threads per trial: the share of one of several agents."
+    ),
 ) -> None:
     """Serve a W&B sweep: one agent per device slot, each trial its own 'ablate train' process."""
     from ablate.sweep.wandb_server import AgentOptions, run_agents
 
-    slots = plan_slots(devices, gpus_per_trial, parallel)
+    slots = [replace(s, threads=threads or s.threads) for s in plan_slots(devices, gpus_per_trial, parallel)]
     checked = check_overrides(overrides or [])
     opts = AgentOptions(out, _project(project), entity, count, overrides=checked, config=config)
     code = run_agents(sweep_id, slots, opts)
