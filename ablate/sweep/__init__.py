@@ -34,7 +34,10 @@ class SweepRun:
 
     @property
     def finished(self) -> bool:
-        return not self.interrupted and all(status == RunStatus.FINISHED for status in self.trials.values())
+        """No trial failed or is left unfinished (hyperband's stopped ones are done, and so are those a reached
+        ``metric.target`` left pending): what ``ablate sweep run`` exits 0 on."""
+        unfinished = self.state.count(RunStatus.FAILED, RunStatus.INTERRUPTED, RunStatus.RUNNING)
+        return not self.interrupted and not unfinished
 
     def __repr__(self) -> str:
         counts = Counter(self.trials.values())

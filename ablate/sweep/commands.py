@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -21,7 +22,7 @@ from rich.text import Text
 from ablate.config import complete_overrides, read_yaml
 from ablate.record import TEST_BLEU, RunFiles, RunStatus, SweepFiles, is_number
 from ablate.sweep import slurm
-from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor
+from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor, score
 from ablate.sweep.local import ExecutorArgs, check_slot_options, is_same_process, plan_slots, trains
 from ablate.sweep.planner import (
     ALLOWANCE_S,
@@ -111,10 +112,10 @@ def _best(console: Console, state: SweepState, metric: Optional[str], goal: str,
     config = best_configuration(state.trials, goal) if repeat else None
     if repeat and config is not None and metric:
         names = printable(", ".join(t.name for t in config[1]))
-        line = f"best {metric} = {config[0]:.4g}, the mean of {len(config[1])} seeds ({names})"
+        line = f"best {metric} = {score(config[0])}, the mean of {len(config[1])} seeds ({names})"
         console.print(line, style="green", markup=False, highlight=False)
     elif not repeat and (best := best_trial(state, goal)) is not None and metric:
-        line = printable(f"best {metric} = {best.metric:.4g} ({best.name})")
+        line = printable(f"best {metric} = {score(best.metric)} ({best.name})")
         console.print(line, style="green", markup=False, highlight=False)
 
 
@@ -170,8 +171,8 @@ def status_table(state: SweepState, out: Path, metric: Optional[str], live: Opti
         row: list[Any] = [
             Text(printable(t.name)),
             Text(t.status, style=STYLES.get(t.status, "")),  # pending has no style: never "[]" markup
-            f"{t.metric:.4g}" if t.metric is not None else "",
-            f"{test_bleu:.4g}" if is_number(test_bleu) else "",
+            score(t.metric),
+            score(test_bleu) if is_number(test_bleu) else "",
             clock(t.duration_s) if t.duration_s else "",
             str(t.attempts),
         ]
@@ -511,11 +512,14 @@ def agent(
     count: Optional[int] = typer.Option(None, "--count", help="Runs per agent (default: until the sweep is done)."),
     out: Path = typer.Option(Path("runs") / "wandb", "--out", help="Trials run in OUT/<sweep name>/<run>-<W&B id>."),
     config: Optional[Path] = CONFIG,
+    threads: Optional[int] = typer.Option(
+        None, "--threads", min=1, hidden=True, help="Torch threads per trial: the share of one of several agents."
+    ),
 ) -> None:
     """Serve a W&B sweep: one agent per device slot, each trial its own 'ablate train' process."""
     from ablate.sweep.wandb_server import AgentOptions, run_agents
 
-    slots = plan_slots(devices, gpus_per_trial, parallel)
+    slots = [replace(s, threads=threads or s.threads) for s in plan_slots(devices, gpus_per_trial, parallel)]
     checked = check_overrides(overrides or [])
     opts = AgentOptions(out, _project(project), entity, count, overrides=checked, config=config)
     code = run_agents(sweep_id, slots, opts)

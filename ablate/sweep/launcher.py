@@ -112,6 +112,12 @@ def clock(seconds: Optional[float]) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+def score(value: Optional[float]) -> str:
+    """A trial's metric as ``ablate table`` prints a score (two decimals, its columns' default): ``6.025e-07``
+    -> ``0.00``, never scientific notation beside a table that says 0.00; ``None`` -> ``""``."""
+    return "" if value is None else f"{value:.2f}"
+
+
 class Progress:
     """Prints events and, on a terminal, keeps a live panel of the sweep up to date."""
 
@@ -147,7 +153,7 @@ class Progress:
         head += [("elapsed ", "bold"), f"{clock(snap.elapsed_s)}  "]
         lines: list[Any] = [Text.assemble(*head, ("ETA ", "bold"), clock(snap.eta_s))]
         if snap.best is not None and self.metric:
-            lines.append(Text(f"best {self.metric} = {snap.best.metric:.4g} ({snap.best.name})", style="green"))
+            lines.append(Text(f"best {self.metric} = {score(snap.best.metric)} ({snap.best.name})", style="green"))
         if running:
             table = Table(show_header=True, header_style="dim", box=None, pad_edge=False)
             table.add_column(str(RunStatus.RUNNING))
@@ -239,7 +245,7 @@ class Launcher:
         retry = self.planner.ended(trial, result, exit, run.stop, elapsed)
         if trial.status == RunStatus.FINISHED:
             self.durations.append(elapsed)
-        shown = f" {self.spec.metric}={trial.metric:.4g}" if trial.metric is not None and self.spec.metric else ""
+        shown = f" {self.spec.metric}={score(trial.metric)}" if trial.metric is not None and self.spec.metric else ""
         detail = f": {trial.error}" if trial.status == RunStatus.FAILED else shown
         where = f"{run.handle.tag}, " if run.handle.tag else ""
         self.progress.event(
@@ -339,10 +345,8 @@ class Launcher:
             if not self.running and self.planner.next_trial() is None:
                 self.progress.event(self.planner.nothing_to_do())
                 return SweepResult(self.state, 0, skipped, False)
-            if skipped:  # the finished and hyperband's stopped ones
-                stopped = self.state.count(RunStatus.STOPPED)
-                ended = ((RunStatus.FINISHED, skipped - stopped), (RunStatus.STOPPED, stopped))
-                self.progress.event(f"{', '.join(f'{n} {status}' for status, n in ended if n)} trials skipped")
+            if self.planner.skipped():
+                self.progress.event(self.planner.skipped())
             if self.running:
                 self.progress.event(f"watching {len(self.running)} trials a previous launcher started")
             return self._loop(skipped)

@@ -211,19 +211,21 @@ def ablate_argv(*args: str) -> list[str]:
 
 
 def child_env(env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` with :data:`PACKAGE_ROOT` first on ``PYTHONPATH`` (unless installed), so a child runs this code; where
-    this process has no working directory on ``sys.path`` (the ``ablate`` command, ``python -P``), with
-    ``PYTHONSAFEPATH=1`` (which ``ablate/__main__.py`` acts on where Python 3.10 ignores it), so that a child's
-    ``-m`` puts none there either: a folder someone else made cannot plant a module (``yaml.py``) for every trial to
-    import."""
+    """``env`` with :data:`PACKAGE_ROOT` first on ``PYTHONPATH`` (unless installed), so a child runs this code.
+    ``python -m ablate`` takes the working directory ``-m`` puts first off ``sys.path`` (``ablate/__main__.py``), so
+    where this process imports from it (a notebook) it follows on ``PYTHONPATH``; where not (the ``ablate`` command,
+    ``python -P``), ``PYTHONSAFEPATH=1`` keeps any other ``-m`` child (a SLURM job's submitit) off it too: a folder
+    someone else made cannot plant a module (``yaml.py``) for every trial to import."""
     here = os.getcwd()
-    if not any(p == "" or os.path.abspath(p) == here for p in sys.path):
-        env = {**env, "PYTHONSAFEPATH": "1"}
     installed = {str(Path(p).resolve()) for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"))}
-    if str(PACKAGE_ROOT) in installed:
+    paths = [] if str(PACKAGE_ROOT) in installed else [str(PACKAGE_ROOT)]
+    if any(p == "" or os.path.abspath(p) == here for p in sys.path):
+        paths.append(here)
+    else:
+        env = {**env, "PYTHONSAFEPATH": "1"}
+    if not paths:
         return dict(env)
-    paths = [str(PACKAGE_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
+    return {**env, "PYTHONPATH": os.pathsep.join(paths + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])}
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec

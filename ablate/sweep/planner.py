@@ -662,6 +662,15 @@ class Planner:
         self.save()
         return stop
 
+    def skipped(self) -> str:
+        """What a rerun skips, in one line: the trials that finished, that hyperband stopped and that failed when
+        they ran (not the invalid ones, which fail again), with how to run those again; ``""`` where none."""
+        counts = {s: self.state.count(s) for s in (RunStatus.FINISHED, RunStatus.STOPPED)}
+        counts[RunStatus.FAILED] = sum(t.status == RunStatus.FAILED and t.attempts > 0 for t in self.state.trials)
+        retry = " (--retry-failed runs the failed again)" if counts[RunStatus.FAILED] else ""
+        done = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+        return f"{done} trials skipped{retry}" if done else ""
+
     def nothing_to_do(self) -> str:
         total, failed = len(self.state.trials), self.state.count(RunStatus.FAILED)
         note = f" ({failed} failed: --retry-failed runs them again)" if failed else ""

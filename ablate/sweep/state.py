@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import math
 import os
 import re
 import signal
 import time
+import typing
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ablate.errors import closest
 from ablate.record import SUMMARY_FILE, RunFiles, RunStatus, RunSummary, SweepFiles, headline, is_number
@@ -64,17 +66,52 @@ class Trial:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Trial:
         data = dict(data)
-        for key in ("metric", "duration_s", "started_at", "attempts", "pid", "pid_start"):  # ``None``: unset
-            value = data.get(key, 0)
-            if not is_number(value) and (value is not None or key in ("duration_s", "attempts")):
-                raise TypeError(f"trial {data.get('name')!r:.60}: {key} {value!r:.40} is not a number")
-        if not isinstance(data.get("history", []), list) or not all(map(is_number, data.get("history", []))):
-            raise TypeError(f"trial {data.get('name')!r:.60}: history {data['history']!r:.40} is not a list of numbers")
         results = data.pop("results", None) or {}
         if "status" in data:
             data["status"] = RunStatus.parse(data["status"], f"trial {data.get('name')}")
+        check_types(cls, data, f"trial {data.get('name')!r:.60}")
         summary = RunSummary.from_json(results, strict=False) if isinstance(results, dict) and results else None
         return cls(**data, summary=summary)
+
+
+def check_types(cls: type, data: dict[str, Any], what: str) -> None:
+    """``TypeError`` (one line) at the first value of ``data`` that is not of its field's type in dataclass ``cls``
+    (a number: finite): ablate writes none, but a received or hand-edited ``sweep.json`` may (``"job_state": 5``
+    crashed ``ablate sweep status``)."""
+    checks = _checks(cls)
+    for key, value in data.items():
+        if key in checks and not checks[key][0](value):
+            raise TypeError(f"{what}: {key} {value!r:.40} is not {checks[key][1]}")
+
+
+@functools.cache
+def _checks(cls: type) -> dict[str, tuple[Callable[[Any], bool], str]]:
+    """Each field's test and its type in words, built once per class (a 20,000-trial sweep.json loads in 2 s)."""
+    return {key: (_is_a(hint), _word(hint)) for key, hint in typing.get_type_hints(cls).items()}
+
+
+def _is_a(hint: Any) -> Callable[[Any], bool]:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union:
+        options = [_is_a(arg) for arg in args]
+        return lambda v: any(test(v) for test in options)
+    if hint in (int, float):
+        return lambda v: is_number(v) and math.isfinite(v)
+    if origin in (list, dict) and args[-1] is not Any:
+        each = _is_a(args[-1])
+        return lambda v: isinstance(v, origin) and all(map(each, v.values() if isinstance(v, dict) else v))
+    return lambda v: hint is Any or isinstance(v, origin or hint)
+
+
+def _word(hint: Any) -> str:
+    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    if typing.get_origin(hint) is typing.Union:
+        return _word(args[0])
+    if typing.get_origin(hint) in (list, dict):
+        return f"a {'list' if typing.get_origin(hint) is list else 'mapping'} of {_word(args[-1]).split(' ', 1)[-1]}s"
+    return {int: "a number", float: "a number", str: "a string", bool: "a boolean", Any: "a value"}.get(
+        hint, f"a {hint}"
+    )
 
 
 @dataclass
@@ -112,7 +149,9 @@ class SweepState:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SweepState:
-        return cls(trials=[Trial.from_json(t) for t in data.pop("trials", [])], **data)
+        trials = [Trial.from_json(t) for t in data.pop("trials", [])]
+        check_types(cls, data, "the sweep")
+        return cls(trials=trials, **data)
 
 
 def new_group(name: str) -> str:

@@ -141,11 +141,12 @@ def run_agent(sweep_id: str, slot: Slot, opts: AgentOptions) -> None:
 
 
 def agent_argv(sweep_id: str, slot: Slot, opts: AgentOptions) -> list[str]:
-    """``ablate sweep agent`` on one slot."""
+    """``ablate sweep agent`` on one slot, with its share of the cores (it would plan all of them for itself)."""
     devices, gpus = (",".join(slot.gpus), str(len(slot.gpus))) if slot.gpus else ("cpu", "1")
     argv = ablate_argv(
         "sweep", "agent", sweep_id, "--devices", devices, "--gpus-per-trial", gpus, "--out", str(opts.out)
     )
+    argv += ["--threads", str(slot.threads)]
     flags = {"--project": opts.project, "--entity": opts.entity, "--count": opts.count, "--config": opts.config}
     return argv + [x for flag, value in flags.items() if value is not None for x in (flag, str(value))] + opts.overrides
 

@@ -328,3 +328,15 @@ def test_translate_loads_the_checkpoint_once_until_it_changes(tmp_path, monkeypa
     best.write_bytes(b"resumed weights")  # the run trained on: another best.ckpt
     run.translate(["e"])
     assert loads == ["best", "last", "best", "best"] and run == TrainResult(tmp_path, {})
+
+
+def test_a_sweep_whose_trials_hyperband_stopped_is_finished_as_the_command_exits_0(tmp_path):
+    """``ablate sweep run`` exits 0 when hyperband stopped some trials (they are done, scored early), but
+    ``ablate.sweep(...).finished`` was False for the same sweep: a notebook's ``assert sweep.finished`` failed."""
+    from ablate.sweep import SweepRun
+    from ablate.sweep.state import SweepState, Trial
+
+    trials = [Trial("seed=1", {"seed": 1}, status="finished"), Trial("seed=2", {"seed": 2}, status="stopped")]
+    assert SweepRun(tmp_path, SweepState("hb", "hb.yaml", "sig", trials=trials)).finished
+    trials.append(Trial("seed=3", {"seed": 3}, status="failed"))
+    assert not SweepRun(tmp_path, SweepState("hb", "hb.yaml", "sig", trials=trials)).finished

@@ -45,7 +45,7 @@ def test_run_then_rerun_then_status(sweep_file, events, tmp_path):
     first = invoke("run", sweep_file, "--devices", "cpu", "--parallel", "2", "train.max_steps=3")
     assert first.exit_code == 1, first.output  # two trials failed: a script can tell
     assert "sweep tiny (grid) -> runs/tiny" in first.output
-    assert "4 finished, 2 failed" in first.output and "best val/bleu = 22 (base-seed=2)" in first.output
+    assert "4 finished, 2 failed" in first.output and "best val/bleu = 22.00 (base-seed=2)" in first.output
     assert events.count("start") == 4 and (tmp_path / "runs" / "tiny" / "sweep.json").exists()
 
     again = invoke("run", sweep_file, "--devices", "cpu", "train.max_steps=3")
@@ -424,3 +424,24 @@ def test_a_dry_run_on_a_terminal_shows_the_overrides_as_written(tmp_path, monkey
     path.write_text(SWEEP + '  tracking.project: {values: ["a[red]b", "c[/red]d"]}\n')
     result = invoke("run", path, "--dry-run", "--devices", "cpu")
     assert "tracking.project=a[red]b " in result.output and "tracking.project=c[/red]d " in result.output, result.output
+
+
+def test_status_prints_a_score_as_the_table_does_never_in_scientific_notation(tmp_path, monkeypatch):
+    """A trial scored BLEU 6.025e-07 (a few steps of training): ``ablate sweep status`` and the best line printed
+    ``6.025e-07`` where ``ablate table`` prints ``0.00``; 25.1234 was ``25.12`` there and ``25.12`` here too."""
+    from ablate.sweep.state import SweepState, Trial, save_state
+
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    trials = [
+        Trial.from_json(dict(name=n, point={"seed": s}, status="finished", metric=m, results={"test/bleu": b}))
+        for n, s, m, b in (("a", 1, 6.025e-07, 6.025e-07), ("b", 2, 25.1234, 24.5678))
+    ]
+    save_state(tmp_path, SweepState("tiny", "gone.yaml", "sig", trials=trials, metric="val/bleu", goal="minimize"))
+    result = invoke("status", tmp_path)
+    assert result.exit_code == 0 and "e-07" not in result.output, result.output
+    rows = [line.split("│")[1:5] for line in result.output.splitlines() if line.startswith("│ ")]
+    assert [[cell.strip() for cell in row] for row in rows] == [
+        ["a", "finished", "0.00", "0.00"],
+        ["b", "finished", "25.12", "24.57"],
+    ]
+    assert "best val/bleu = 0.00 (a)" in result.output

@@ -256,6 +256,19 @@ def test_ctrl_c_stops_running_trials_and_a_rerun_resumes_only_those(tmp_path):
     assert trials["seed=3"]["attempts"] == 2 and trials["seed=1"]["attempts"] == 1
 
 
+def test_a_rerun_names_the_failed_trials_it_skips_and_how_to_retry_them_once(tmp_path):
+    """Resumed after Ctrl-C, a sweep said ``1 finished trials skipped`` and went on: the trial that had failed was
+    skipped without a word (the "nothing to train" line names them, this one did not)."""
+    fake = FakeExecutor(tmp_path / "out", {"seed=2": ["crash"]}, capacity=2, steps=4)
+    fake.interrupt_at = 6  # seed=1 finished and seed=2 failed at poll 4; seed=3 and seed=4 at step 2
+    first, _ = sweep(tmp_path, fake)
+    assert first.interrupted and saved(tmp_path)["seed=2"]["status"] == "failed"
+    fake.interrupt_at, fake.polls = None, 0
+    second, text = sweep(tmp_path, fake)
+    assert "1 finished, 1 failed trials skipped (--retry-failed runs the failed again)\n" in text, text
+    assert text.count("--retry-failed") == 1 and second.launched == 3
+
+
 def test_attempts_that_outlive_the_launcher_are_left_running_then_adopted(tmp_path):
     """SLURM's way: Ctrl-C only stops watching; the rerun adopts the jobs instead of starting them again."""
     fake = FakeExecutor(tmp_path / "out", capacity=2, steps=4, outlives=True)

@@ -136,6 +136,22 @@ def test_a_trial_started_by_the_ablate_command_imports_nothing_from_the_working_
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+def test_a_trial_started_from_a_notebook_still_imports_its_modules_from_the_working_directory(tmp_path, monkeypatch):
+    """A notebook (``ablate.sweep(...)``) imports the user's modules from its working directory, and so must its
+    trials' ``plugins=MODULE``, though ``python -m ablate`` takes the working directory ``-m`` puts first off
+    ``sys.path`` (plain ``wandb agent``'s planted-module fix): ``child_env`` hands it on through ``PYTHONPATH``."""
+    from ablate.sweep.local import ablate_argv, child_env
+
+    marker = tmp_path / "marker"
+    (tmp_path / "my_lab_plugin.py").write_text(f"open({str(marker)!r}, 'a').write('imported')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", ["", *sys.path])
+    argv = ablate_argv("train", "plugins=my_lab_plugin", "no.such.key=1")  # plugins load, then the key is refused
+    proc = subprocess.run(argv, env=child_env(os.environ), capture_output=True, text=True)
+    assert marker.exists(), proc.stderr[-2000:]
+    assert proc.returncode == 2 and "no.such.key" in proc.stderr
+
+
 def _python310() -> str | None:
     """A working ``python3.10``: on PATH, or pyenv's (whose shim on PATH fails unless 3.10 is selected)."""
     found = [shutil.which("python3.10")]

@@ -133,7 +133,7 @@ def test_a_bayes_sweep_with_a_repeat_seed_runs_every_seed_and_its_table_tests_th
     best = max(by_config.values(), key=lambda seeds: sum(t.metric for t in seeds))
     mean = sum(t.metric for t in best) / 2
     assert (
-        f"best val/bleu = {mean:.4g}, the mean of 2 seeds ({best[0].name}, {best[1].name})" in console.file.getvalue()
+        f"best val/bleu = {mean:.2f}, the mean of 2 seeds ({best[0].name}, {best[1].name})" in console.file.getvalue()
     )
 
 

@@ -184,6 +184,30 @@ def test_a_trial_number_that_is_not_a_number_is_one_line(tmp_path, key, value):
     assert_one_error_line(invoke_cli("sweep", "status", str(tmp_path), cwd=tmp_path), f"{key} ")
 
 
+@pytest.mark.parametrize(
+    "key, value, said",
+    [
+        ("error", 5, "trial 'seed=0': error 5 is not a string"),
+        ("job_state", 5, "trial 'seed=0': job_state 5 is not a string"),
+        ("job_id", 5, "trial 'seed=0': job_id 5 is not a string"),
+        ("duration_s", float("inf"), "trial 'seed=0': duration_s inf is not a number"),
+        ("devices", "0", "trial 'seed=0': devices '0' is not a list of strings"),
+        ("workers", [1], "the sweep: workers [1] is not a mapping of strings"),
+        ("source", 5, "the sweep: source 5 is not a string"),
+        ("metric", 5, "the sweep: metric 5 is not a string"),
+    ],
+)
+def test_a_value_of_the_wrong_type_in_a_received_sweep_json_is_one_line(tmp_path, key, value, said):
+    """Only numbers were checked: ``"job_state": 5``, ``"workers": [1]``, ``"source": 5``, a trial's ``"error": 5``
+    or ``"duration_s": Infinity`` crashed ``ablate sweep status`` with a traceback (AttributeError, TypeError,
+    OverflowError)."""
+    save_state(tmp_path, make_state())
+    data = json.loads((tmp_path / "sweep.json").read_text())
+    (data if said.startswith("the sweep") else data["trials"][0])[key] = value
+    (tmp_path / "sweep.json").write_text(json.dumps(data))
+    assert_one_error_line(invoke_cli("sweep", "status", str(tmp_path), cwd=tmp_path), said)
+
+
 @pytest.mark.parametrize("name", ["../outside", "/tmp/elsewhere", "a/b", "..", ".", "", "seed=1\x00"])
 def test_a_trial_name_that_is_not_one_folder_name_is_refused(tmp_path, name):
     """A trial's name becomes its run folder under the sweep folder: a received sweep.json must not steer
@@ -281,7 +305,7 @@ def test_status_of_a_received_sweep_sends_no_control_characters_to_the_terminal(
     save_state(tmp_path, state)
     proc = invoke_cli("sweep", "status", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 0 and "boom?[2J?]0;" in proc.stdout, proc.stdout  # shown, made harmless
-    assert "best val/bleu = 12.5 (seed=0?]0;pwned?[bold])" in proc.stdout and "s?[8m[red]" in proc.stdout, proc.stdout
+    assert "best val/bleu = 12.50 (seed=0?]0;pwned?[bold])" in proc.stdout and "s?[8m[red]" in proc.stdout, proc.stdout
     assert not set(proc.stdout + proc.stderr) & {"\x1b", "\x07"}
 
 

@@ -115,3 +115,16 @@ def test_plain_wandb_agent_runs_ablate_train(tmp_path, cache_dir):
     run = read_run(offline_runs(run_dir)[0])
     assert run.id == "runabc" and run.config["model.heads"] == 1 and run.config["tracking.variant"] == "A-heads1"
     assert any(a.type == "hypotheses" for a in run.artifacts)
+
+
+def test_plain_wandb_agent_imports_nothing_planted_in_its_working_directory(tmp_path):
+    """Plain ``wandb agent`` runs the file's ``command:`` (``python -m ablate train ...``) without PYTHONSAFEPATH,
+    so ``-m`` put the working directory first on ``sys.path`` and a planted ``typer.py``/``yaml.py`` ran."""
+    marker = tmp_path / "marker"
+    for name in ("yaml", "typer", "rich", "click", "torch", "numpy"):
+        (tmp_path / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write('{name} ')\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONSAFEPATH", "PYTHONPATH")}
+    argv = agent_command(SWEEP_COMMAND, {}) + ["--help"]
+    proc = subprocess.run(argv, env=python_on_path(dict(env, PYTHONPATH=str(ROOT))), cwd=tmp_path, capture_output=True)
+    assert not marker.exists(), f"planted modules ran: {marker.read_text()}"
+    assert proc.returncode == 0 and b"Usage" in proc.stdout, proc.stderr[-2000:]

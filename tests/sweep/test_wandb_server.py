@@ -292,3 +292,30 @@ def test_a_sweep_created_from_a_file_without_a_command_runs_under_a_plain_wandb_
     own = ["${env}", "python", "wrap.py", "${args_no_hyphens}"]
     path.write_text(yaml.safe_dump({"method": "grid", "command": own, "parameters": {"model.heads": {"value": 2}}}))
     assert wandb_server.wandb_sweep_config(load_spec(path))["command"] == own
+
+
+def test_each_agent_of_several_on_cpu_trains_with_its_share_of_the_cores(tmp_path, monkeypatch):
+    """``ablate sweep agent ID --devices cpu --parallel 2`` on 8 cores: the parent planned 4 threads per agent, but
+    each spawned agent was ``--devices cpu`` and planned its own slot again with all 8 (OMP_NUM_THREADS=8 twice on 8
+    cores), as ``--parallel`` and docs/sweeps.md ("cores / N torch threads") say it does not."""
+    from ablate.sweep import local
+
+    spawned, served = [], []
+
+    class Child:
+        def __init__(self, argv, env):
+            spawned.append(argv)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(local, "cpu_count", lambda: 8)
+    monkeypatch.setattr(wandb_server.subprocess, "Popen", Child)
+    monkeypatch.setattr(wandb_server, "run_agent", lambda sweep_id, slot, opts: served.append(slot))
+    args = ["agent", "sw9", "--devices", "cpu", "--parallel", "2", "--out", str(tmp_path)]
+    assert CliRunner().invoke(app, args).exit_code == 0 and len(spawned) == 2
+    for argv in spawned:  # each child, as its own `ablate sweep agent` would plan its one slot
+        assert argv[1:4] == ["-m", "ablate", "sweep"]
+        result = CliRunner().invoke(app, argv[4:])
+        assert result.exit_code == 0, result.output
+    assert [slot.threads for slot in served] == [4, 4]
