@@ -59,7 +59,7 @@ class DataConfig:
     """Target language, named as ``src_lang``."""
     vocab_size: int = 8000
     """BPE vocabulary size (joint over both languages unless ``joint_vocab`` is false); a corpus with fewer merges
-    (the built-in task's 4000 pairs: 3759) gives fewer, and a warning names the size the run trains."""
+    (the built-in task's 4000 pairs: 3759) gives fewer, and a status line names the size the run trains."""
     joint_vocab: bool = True
     """One BPE vocabulary over both languages (false: one per language)."""
     max_len: int = 128
