@@ -328,3 +328,24 @@ def test_a_results_folder_exported_again_keeps_the_command_time_commit_and_envir
         assert (again / lock["file"]).read_bytes() == (first / lock["file"]).read_bytes()
     readme = (again / "README.md").read_text()
     assert command in readme and "1.18 h (4,257 s)" in readme
+
+
+def test_a_dotted_split_without_a_test_bleu_keeps_its_texts(tmp_path):
+    """A trial whose summary has no ``test_<split>/bleu`` (the fallback: every saved split but validation) lost the
+    texts of ``test.2016`` and ``newstest.2014``: the split was cut at its first dot, so ``hyps/test.txt`` was looked
+    for and not found."""
+    from ablate.report.export import _copy_trial
+
+    run = tmp_path / "runs" / "trial"
+    for kind in ("hyps", "refs"):
+        (run / kind).mkdir(parents=True)
+        for split in ("test.2016", "newstest.2014", "val"):
+            (run / kind / f"{split}.txt").write_text(f"{kind} of {split}\n")
+    (run / "summary.json").write_text("{}")
+    _copy_trial(tmp_path / "runs", "trial", tmp_path / "out")
+    for kind in ("hyps", "refs"):
+        copied = sorted(p.name for p in (tmp_path / "out" / "trial" / kind).iterdir())
+        assert copied == ["newstest.2014.txt.gz", "test.2016.txt.gz", "val.txt.gz"]
+        assert gzip.decompress((tmp_path / "out" / "trial" / kind / "test.2016.txt.gz").read_bytes()) == (
+            f"{kind} of test.2016\n".encode()
+        )
