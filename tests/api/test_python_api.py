@@ -328,3 +328,17 @@ def test_translate_loads_the_checkpoint_once_until_it_changes(tmp_path, monkeypa
     best.write_bytes(b"resumed weights")  # the run trained on: another best.ckpt
     run.translate(["e"])
     assert loads == ["best", "last", "best", "best"] and run == TrainResult(tmp_path, {})
+
+
+def test_translate_reads_each_sentence_as_the_command_reads_a_line(tmp_path, monkeypatch):
+    """``run.translate(open(path).readlines())`` of a file saved with a BOM (Notepad's UTF-8) kept U+FEFF on the first
+    sentence, which ``ablate translate`` drops: on a trained Multi30k run another translation of the same line."""
+    from ablate.api import TrainResult
+    from ablate.inference import read_sentences, translate as inference
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(inference, "load_run", lambda run_dir, which, **_: which)
+    monkeypatch.setattr(inference, "translate", lambda run, sources, beam: seen.append(sources) or sources)
+    text = "\ufeffa dog .\n two  men \n\ufeff b \n"
+    TrainResult(tmp_path, {}).translate(text.splitlines(keepends=True))
+    assert seen == [read_sentences(text.encode(), "x")] == [["a dog .", "two  men", "b"]]
