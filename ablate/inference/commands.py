@@ -233,12 +233,13 @@ def evaluate(
 
 
 def _validation_beam(cfg: Any, data: Optional[str], split: str) -> Optional[int]:
-    """``eval.val_beam`` for the run's own validation split, as its recorded val BLEU decoded it (a line says so),
-    else None (``eval.beam``)."""
+    """``eval.val_beam`` for the run's own validation split (its corpus however ``data`` spells the folder), as its
+    recorded val BLEU decoded it (a line says so), else None (``eval.beam``)."""
     from ablate.data.sources import canonical_split
 
-    e = cfg.eval
-    if data not in (None, cfg.data.source) or canonical_split(split) != "val" or e.val_beam == e.beam:
+    e, folders = cfg.eval, [Path(f).expanduser() for f in (data or "", cfg.data.source)]
+    same = data in (None, cfg.data.source) or (folders[0].is_dir() and folders[0].resolve() == folders[1].resolve())
+    if not same or canonical_split(split) != "val" or e.val_beam == e.beam:
         return None
     log.info(
         "%s is the run's validation split: decoded with eval.val_beam=%d as its recorded val BLEU was, not "

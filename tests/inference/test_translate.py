@@ -522,3 +522,14 @@ def test_a_checkpoint_of_another_model_names_the_keys_that_differ(trained, tmp_p
         result = CliRunner().invoke(cli.app, args, input="a b c\n")
         assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
         assert f"does not fit the model of {run}/config.yaml ({named})" in result.output, result.output
+
+
+def test_the_runs_own_corpus_spelt_otherwise_is_still_its_validation_split(trained, monkeypatch):
+    """``--data CORPUS/ --split val`` (a trailing slash, or the folder relative to here) decoded with eval.beam, not
+    eval.val_beam as the recorded val BLEU was: on a Multi30k run "val: BLEU 1.46" beside a recorded 0.23."""
+    summary = json.loads((trained / "summary.json").read_text())
+    corpus = Path(summary["config"]["data"]["source"])
+    monkeypatch.chdir(corpus.parent)
+    for spelt in (f"{corpus}/", corpus.name, f"./{corpus.name}/"):
+        out = _cli("evaluate", str(trained), "--data", spelt, "--split", "val").splitlines()[-1]
+        assert out.startswith(f"val: BLEU {summary['val/bleu']:.2f}  chrF {summary['val/chrf']:.2f}"), (spelt, out)
