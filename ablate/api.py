@@ -46,7 +46,7 @@ class TrainResult:
         trust_plugins: bool = False,
     ) -> list[str]:
         """Translations of ``sentences`` by the run's ``checkpoint``, as ``ablate translate`` gives them (each
-        sentence stripped of the spaces around it, as the command reads a line). The model is loaded once and kept
+        sentence stripped of the spaces around it and of a leading BOM, as the command reads a line). The model is loaded once and kept
         (one at a time) until the run's checkpoint files change.
 
         A plugin the run's record names is imported when this process already runs it (the run was
@@ -60,7 +60,7 @@ class TrainResult:
             raise InputError("translate takes a list of sentences, not one string: run.translate([text])")
         if not isinstance(sentences, Iterable):
             raise InputError(f"translate takes a list of sentences, not {type(sentences).__name__}")
-        sentences = list(sentences)  # each stripped below, as `ablate translate` reads a line (read_sentences)
+        sentences = list(sentences)  # each cleaned below, as `ablate translate` reads a line (read_sentences)
         for number, text in enumerate(sentences, 1):
             if not isinstance(text, str):
                 raise InputError(
@@ -70,6 +70,7 @@ class TrainResult:
         if not sentences:  # nothing to translate: no model to load (the checkpoint's name is still checked)
             check_checkpoint(checkpoint)
             return []
+        from ablate.data.sources import clean_line
         from ablate.inference.translate import load_run, translate
         from ablate.record import RunFiles
 
@@ -78,7 +79,7 @@ class TrainResult:
         if key not in self._loaded:
             self._loaded.clear()  # one model held, not one per checkpoint ever asked for
             self._loaded[key] = load_run(self.run_dir, checkpoint, plugins=plugins, trust_plugins=trust_plugins)
-        return translate(self._loaded[key], [text.strip() for text in sentences], beam)
+        return translate(self._loaded[key], [clean_line(text) for text in sentences], beam)
 
     def __repr__(self) -> str:
         shown = ", ".join(

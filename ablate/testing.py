@@ -10,7 +10,8 @@
         load(["cosine.py"])
         ablate.testing.check_score("cosine", temperature=5.0)
 
-Each raises ``AssertionError`` naming the invariant that failed. torch is needed (it is a model test).
+Each raises ``AssertionError`` naming the invariant that failed, and the config's one-line ``ConfigError`` for a
+parameter the component does not take (did-you-mean) or a value of the wrong type. torch is needed (it is a model test).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ablate.model.attention import MultiHeadAttention
 from ablate.model.build import build_model
 from ablate.model.positions import POSITIONS, build_positions
 from ablate.model.scores import SCORES, build_score
+from ablate.registry import check_params
 
 D, HEADS = 16, 4
 DK = D // HEADS
@@ -62,7 +64,7 @@ def check_score(name: str, **params: Any) -> None:
     (sinusoidal positions) translates a source and its reverse differently.
     """
     assert name in SCORES, f"score '{name}' is not registered (registered: {', '.join(SCORES)})"
-    cfg = AttentionConfig(score=name, params=params)
+    cfg = AttentionConfig(score=name, params=check_params("score", name, params, "model.attention.params"))
     torch.manual_seed(0)
     score = build_score(name, DK, HEADS, cfg)
     g = torch.Generator().manual_seed(0)
@@ -91,6 +93,7 @@ def check_positions(name: str, **params: Any) -> None:
     source and its reverse differently (the same, for the schemes of :data:`ORDER_BLIND`).
     """
     assert name in POSITIONS, f"positions '{name}' is not registered (registered: {', '.join(POSITIONS)})"
+    params = check_params("positions", name, params, "model.positions_params")
     torch.manual_seed(0)
     pos = build_positions(name, D, DK, HEADS, 32, params)
     x, heads = torch.randn(2, 9, D), torch.randn(2, HEADS, 9, DK)

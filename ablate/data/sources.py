@@ -176,7 +176,12 @@ def decode_line(raw: bytes) -> tuple[str, bool]:
         text, bad = raw.decode("utf-8"), False
     except UnicodeDecodeError:
         text, bad = raw.decode("utf-8", errors="replace"), True
-    return text.strip().removeprefix("\ufeff").strip(), bad
+    return clean_line(text), bad
+
+
+def clean_line(text: str) -> str:
+    """``text`` as a sentence of a corpus reads: a leading BOM dropped, the spaces around it stripped."""
+    return text.strip().removeprefix("\ufeff").strip()
 
 
 def _rows(src_path: str, tgt_path: str) -> Iterator[dict]:

@@ -110,11 +110,18 @@ RUN_HELP = (
 )
 
 
-def _picked(run_dir: Path, variant: Optional[str], seed: Optional[int], raw: Optional[str] = None) -> Path:
+def _picked(
+    run_dir: Path, variant: Optional[str], seed: Optional[int], checkpoint: str, raw: Optional[str] = None
+) -> Path:
     """``run_dir``, the trial of sweep ``run_dir`` that ``variant`` and ``seed`` name, or the folder of a ``wandb:``
-    run's (``raw``, default ``run_dir``) downloaded model artifact; a sweep folder without either says they pick a
-    trial."""
+    run's (``raw``, default ``run_dir``) downloaded model artifact, which holds best.ckpt alone (``checkpoint``
+    last is refused before the download); a sweep folder without either says they pick a trial."""
     raw = str(run_dir) if raw is None else raw
+    if raw.startswith(PREFIX) and checkpoint != "best":
+        raise InputError(
+            f"--checkpoint {checkpoint}: the W&B model artifact of {raw} holds best.ckpt alone; pass the run's folder "
+            f"(its checkpoints/{checkpoint}.ckpt) instead"
+        )
     if raw.startswith(PREFIX) and (variant is not None or seed is not None):
         raise InputError(
             f"{'--variant' if variant is not None else '--seed'} picks a trial of a sweep folder, not of the W&B run "
@@ -135,7 +142,7 @@ def _load(run_dir: Path, checkpoint: str, variant, seed, plugins, trust_plugins:
     """The run ``run_dir`` (:func:`_picked`) names, loaded."""
     from ablate.inference import translate as inference
 
-    folder = _picked(run_dir, variant, seed)
+    folder = _picked(run_dir, variant, seed, checkpoint)
     return inference.load_run(folder, checkpoint, plugins=plugins or [], trust_plugins=trust_plugins)
 
 
@@ -226,12 +233,13 @@ def evaluate(
 
 
 def _validation_beam(cfg: Any, data: Optional[str], split: str) -> Optional[int]:
-    """``eval.val_beam`` for the run's own validation split, as its recorded val BLEU decoded it (a line says so),
-    else None (``eval.beam``)."""
+    """``eval.val_beam`` for the run's own validation split (its corpus however ``data`` spells the folder), as its
+    recorded val BLEU decoded it (a line says so), else None (``eval.beam``)."""
     from ablate.data.sources import canonical_split
 
-    e = cfg.eval
-    if data not in (None, cfg.data.source) or canonical_split(split) != "val" or e.val_beam == e.beam:
+    e, folders = cfg.eval, [Path(f).expanduser() for f in (data or "", cfg.data.source)]
+    same = data in (None, cfg.data.source) or (folders[0].is_dir() and folders[0].resolve() == folders[1].resolve())
+    if not same or canonical_split(split) != "val" or e.val_beam == e.beam:
         return None
     log.info(
         "%s is the run's validation split: decoded with eval.val_beam=%d as its recorded val BLEU was, not "
@@ -250,7 +258,7 @@ def _run_and_checkpoint(
     (``checkpoint``, default best), or ``<run>/checkpoints/<name>.ckpt`` (a ``checkpoint`` naming another refused)."""
     path = Path(raw)
     if path.suffix != ".ckpt":
-        return _picked(path, variant, seed, raw=raw), checkpoint or "best"
+        return _picked(path, variant, seed, checkpoint or "best", raw=raw), checkpoint or "best"
     if variant is not None or seed is not None:
         raise InputError(f"--variant and --seed pick a trial of a sweep folder, not of the checkpoint {raw}")
     if checkpoint is not None and checkpoint != path.stem:

@@ -59,7 +59,7 @@ def load_run(
         module.on_load_checkpoint(checkpoint)
         module.load_state_dict(checkpoint["state_dict"])
     except (RuntimeError, KeyError, TypeError) as err:
-        raise unfit(path, run_dir, err) from None
+        raise unfit(path, run_dir, err, checkpoint, cfg) from None
     module.to(device)
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     module.detokenize = tok.decode_tgt

@@ -299,7 +299,7 @@ def _copy_trial(source: Path, name: str, out: Path) -> int:
     size = len(summary_bytes)
     # the test splits (those with a test_<split>/bleu, else every saved one but validation), then the validation
     # split whose hypotheses it saved (those of its best validation), if any
-    saved = {p.name.split(".")[0] for p in (run_dir / "hyps").glob("*.txt*")}
+    saved = {p.name.removesuffix(".gz").removesuffix(".txt") for p in (run_dir / "hyps").glob("*.txt*")}
     tests = sorted(s for k in summary if (s := TEST_BLEU.split_of(k)) is not None) or sorted(
         saved - set(VALIDATION_SPLITS)
     )

@@ -257,8 +257,7 @@ def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], A
     except CheckpointError as err:
         raise ConfigError(f"train.init_from: {err}") from None
     weights = {k.removeprefix(PREFIX): v for k, v in checkpoint["state_dict"].items() if k.startswith(PREFIX)}
-    hparams = found if isinstance(found := checkpoint.get("hyper_parameters"), dict) else {}
-    their_cfg = flatten(theirs) if isinstance(theirs := hparams.get("cfg"), dict) else {}
+    their_cfg = _trained_with(checkpoint)
     our_cfg = flatten(to_dict(cfg))
     differ = [k for k in sorted(set(their_cfg) | set(our_cfg)) if their_cfg.get(k) != our_cfg.get(k)]
     model_keys = [k for k in differ if k.startswith("model.")]
@@ -325,9 +324,23 @@ def a_sweep(folder: Path, how: str) -> ConfigError:
     return ConfigError(f"{folder} is a sweep folder, not a run (trials: {shown or 'none trained yet'}); {how}")
 
 
-def unfit(path: Path, run_dir: Path, err: BaseException) -> ConfigError:
-    """The error for a checkpoint whose weights do not fit the model of ``run_dir``'s config."""
-    return ConfigError(f"checkpoint {path} does not fit the model of {run_dir}/config.yaml ({first_line(err)[:160]})")
+def _trained_with(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """The flat config ``checkpoint``'s run trained with (its hyperparameters' ``cfg``); {} where it holds none."""
+    hparams = found if isinstance(found := checkpoint.get("hyper_parameters"), dict) else {}
+    return flatten(theirs) if isinstance(theirs := hparams.get("cfg"), dict) else {}
+
+
+def unfit(path: Path, run_dir: Path, err: BaseException, checkpoint: dict[str, Any], cfg: Config) -> ConfigError:
+    """The error for a checkpoint whose weights do not fit the model of ``run_dir``'s config ``cfg``: the model and
+    vocabulary keys it trained with otherwise (the first three), else torch's first problem, not its header."""
+    theirs, ours = _trained_with(checkpoint), flatten(to_dict(cfg))
+    keys = [k for k in sorted(theirs) if k.startswith("model.") or k in ("data.vocab_size", "data.joint_vocab")]
+    differ = [
+        f"{k}: {theirs[k]} in the checkpoint, {ours.get(k)} in config.yaml" for k in keys if theirs[k] != ours.get(k)
+    ]
+    problems = [line.strip() for line in str(err).splitlines()[1:] if line.strip()] or [first_line(err)]
+    reason = "; ".join(differ[:3]) or problems[0]
+    return ConfigError(f"checkpoint {path} does not fit the model of {run_dir}/config.yaml ({reason[:240]})")
 
 
 def source_limit(model: Any, cfg: Config) -> int:
@@ -346,9 +359,10 @@ def load_trained(
     cfg, path = trained_run(run_dir, which, plugins, trust_plugins)
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
-    state = load_checkpoint_file(path)["state_dict"]  # weights_only: never runs code from the file
+    checkpoint = load_checkpoint_file(path)  # weights_only: never runs code from the file
+    state = checkpoint["state_dict"]
     try:
         model.load_state_dict({k.removeprefix(PREFIX): v for k, v in state.items() if k.startswith(PREFIX)})
     except (RuntimeError, AttributeError) as err:
-        raise unfit(path, run_dir, err) from None
+        raise unfit(path, run_dir, err, checkpoint, cfg) from None
     return cfg, model.eval(), tok

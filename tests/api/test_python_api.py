@@ -340,3 +340,17 @@ def test_a_sweep_whose_trials_hyperband_stopped_is_finished_as_the_command_exits
     assert SweepRun(tmp_path, SweepState("hb", "hb.yaml", "sig", trials=trials)).finished
     trials.append(Trial("seed=3", {"seed": 3}, status="failed"))
     assert not SweepRun(tmp_path, SweepState("hb", "hb.yaml", "sig", trials=trials)).finished
+
+
+def test_translate_reads_each_sentence_as_the_command_reads_a_line(tmp_path, monkeypatch):
+    """``run.translate(open(path).readlines())`` of a file saved with a BOM (Notepad's UTF-8) kept U+FEFF on the first
+    sentence, which ``ablate translate`` drops: on a trained Multi30k run another translation of the same line."""
+    from ablate.api import TrainResult
+    from ablate.inference import read_sentences, translate as inference
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(inference, "load_run", lambda run_dir, which, **_: which)
+    monkeypatch.setattr(inference, "translate", lambda run, sources, beam: seen.append(sources) or sources)
+    text = "\ufeffa dog .\n two  men \n\ufeff b \n"
+    TrainResult(tmp_path, {}).translate(text.splitlines(keepends=True))
+    assert seen == [read_sentences(text.encode(), "x")] == [["a dog .", "two  men", "b"]]

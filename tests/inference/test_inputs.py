@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -220,4 +221,34 @@ def test_variant_or_seed_with_a_wandb_run_is_refused_before_any_download(command
     out = ["--out", tmp_path / "m.pt"] if command == "export-model" else []
     result = _invoke(command, "wandb:me/proj/r1", *pick, *out, input="a\n")
     _one_line(result, f"{pick[0]} picks a trial of a sweep folder, not of the W&B run wandb:me/proj/r1")
+    assert asked == [] and not (tmp_path / "m.pt").exists()
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate", "export-model"])
+def test_the_last_checkpoint_of_a_wandb_run_is_refused_before_any_download(command, echo_run, tmp_path, monkeypatch):
+    """The W&B model artifact holds best.ckpt alone (``tracking.checkpoint_artifact``), so ``ablate translate
+    wandb:... --checkpoint last`` downloaded it and translated with best.ckpt after a warning: not the model asked
+    for. It is one line now, before the download."""
+    import wandb
+
+    asked = []
+
+    class Api:  # serves the artifact as training logs it: config.yaml, tokenizer/ and checkpoints/best.ckpt
+        def artifact(self, name, type=None):
+            asked.append(name)
+
+            class Artifact:
+                def download(self, root):
+                    for file in ("config.yaml", "tokenizer/tokenizer.json", "checkpoints/best.ckpt"):
+                        (Path(root) / file).parent.mkdir(parents=True, exist_ok=True)
+                        (Path(root) / file).write_text("")
+                    return root
+
+            return Artifact()
+
+    monkeypatch.setattr(wandb, "Api", Api)
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path / "cache"))
+    out = ["--out", tmp_path / "m.pt"] if command == "export-model" else []
+    result = _invoke(command, "wandb:me/proj/r1", "--checkpoint", "last", *out, input="a\n")
+    _one_line(result, "--checkpoint last: the W&B model artifact of wandb:me/proj/r1 holds best.ckpt alone")
     assert asked == [] and not (tmp_path / "m.pt").exists()

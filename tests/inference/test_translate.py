@@ -496,3 +496,40 @@ def test_evaluate_of_the_runs_validation_split_decodes_as_its_recorded_val_bleu(
     assert "decoded with eval.val_beam=1" in caplog.text
     _cli("evaluate", str(trained), "--split", "val", "--beam", "2", "--hyps", str(tmp_path / "beam2.txt"))
     assert (tmp_path / "beam2.txt").read_text() != (trained / "hyps" / "val.txt").read_text()
+
+
+@pytest.mark.parametrize(
+    "edit, named",
+    [
+        (("arch: transformer", "arch: rnn"), "model.arch: transformer in the checkpoint, rnn in config.yaml"),
+        (("d_model: 32", "d_model: 64"), "model.d_model: 32 in the checkpoint, 64 in config.yaml"),
+    ],
+    ids=["arch", "d_model"],
+)
+def test_a_checkpoint_of_another_model_names_the_keys_that_differ(trained, tmp_path, edit, named):
+    """A config.yaml edited (or a checkpoint copied in from another run) said only "does not fit the model of
+    config.yaml (Error(s) in loading state_dict for TranslationModule:)": torch's header, not what differs."""
+    import shutil
+
+    from ablate import cli
+
+    run = tmp_path / "run"
+    shutil.copytree(trained, run, ignore=shutil.ignore_patterns("wandb"))
+    config = run / "config.yaml"
+    assert edit[0] in config.read_text()
+    config.write_text(config.read_text().replace(edit[0], edit[1]))
+    for args in (["translate", str(run)], ["export-model", str(run), "--out", str(tmp_path / "m.pt")]):
+        result = CliRunner().invoke(cli.app, args, input="a b c\n")
+        assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
+        assert f"does not fit the model of {run}/config.yaml ({named})" in result.output, result.output
+
+
+def test_the_runs_own_corpus_spelt_otherwise_is_still_its_validation_split(trained, monkeypatch):
+    """``--data CORPUS/ --split val`` (a trailing slash, or the folder relative to here) decoded with eval.beam, not
+    eval.val_beam as the recorded val BLEU was: on a Multi30k run "val: BLEU 1.46" beside a recorded 0.23."""
+    summary = json.loads((trained / "summary.json").read_text())
+    corpus = Path(summary["config"]["data"]["source"])
+    monkeypatch.chdir(corpus.parent)
+    for spelt in (f"{corpus}/", corpus.name, f"./{corpus.name}/"):
+        out = _cli("evaluate", str(trained), "--data", spelt, "--split", "val").splitlines()[-1]
+        assert out.startswith(f"val: BLEU {summary['val/bleu']:.2f}  chrF {summary['val/chrf']:.2f}"), (spelt, out)

@@ -43,3 +43,22 @@ def test_a_position_blind_scheme_fails_the_contract(monkeypatch):
         AssertionError, match="positions 'zero-relative': reversing the source changed the logits by only"
     ):
         ablate.testing.check_positions("zero-relative")
+
+
+@pytest.mark.parametrize(
+    "check, name, params, expected",
+    [
+        (ablate.testing.check_score, "gaussian", {"bandwith": True}, "did you mean 'bandwidth'"),
+        (ablate.testing.check_score, "dot", {"temperature": 5.0}, "score 'dot' takes no parameters"),
+        (ablate.testing.check_positions, "rotary", {"bse": 500}, "did you mean 'base'"),
+        (ablate.testing.check_positions, "rotary", {"base": "fast"}, "model.positions_params.base"),
+    ],
+)
+def test_a_misspelt_or_mistyped_parameter_is_the_configs_one_line(check, name, params, expected):
+    """``check_score("cosine", temprature=5)`` raised the constructor's raw TypeError (no did-you-mean): the contract
+    built the component past the registry's check_params, which the config (and so the CLI) runs."""
+    from ablate.errors import AblateError
+
+    with pytest.raises(AblateError, match=expected) as err:
+        check(name, **params)
+    assert "\n" not in str(err.value)

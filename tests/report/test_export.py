@@ -348,3 +348,24 @@ def test_every_shipped_table_is_what_its_recorded_command_prints_today(name, mon
         result = runner.invoke(app, command[1:])
         assert result.exit_code == 0, result.output
         assert result.stdout == (folder / file).read_text(), (name, file)
+
+
+def test_a_dotted_split_without_a_test_bleu_keeps_its_texts(tmp_path):
+    """A trial whose summary has no ``test_<split>/bleu`` (the fallback: every saved split but validation) lost the
+    texts of ``test.2016`` and ``newstest.2014``: the split was cut at its first dot, so ``hyps/test.txt`` was looked
+    for and not found."""
+    from ablate.report.export import _copy_trial
+
+    run = tmp_path / "runs" / "trial"
+    for kind in ("hyps", "refs"):
+        (run / kind).mkdir(parents=True)
+        for split in ("test.2016", "newstest.2014", "val"):
+            (run / kind / f"{split}.txt").write_text(f"{kind} of {split}\n")
+    (run / "summary.json").write_text("{}")
+    _copy_trial(tmp_path / "runs", "trial", tmp_path / "out")
+    for kind in ("hyps", "refs"):
+        copied = sorted(p.name for p in (tmp_path / "out" / "trial" / kind).iterdir())
+        assert copied == ["newstest.2014.txt.gz", "test.2016.txt.gz", "val.txt.gz"]
+        assert gzip.decompress((tmp_path / "out" / "trial" / kind / "test.2016.txt.gz").read_bytes()) == (
+            f"{kind} of test.2016\n".encode()
+        )
