@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Sequence, Union
 
-from ablate.errors import did_you_mean
+from ablate.errors import closest, did_you_mean
 from ablate.registry import check_params, resolve
 from ablate.utils import plugins as plugin_loader
 from ablate.utils.typed import (  # noqa: F401 - ConfigError, to_dict, parse_override, ... re-exported
@@ -302,15 +302,30 @@ def complete_overrides(incomplete: str) -> list[tuple[str, str]]:
     return complete_override(Config, incomplete)
 
 
+def closest_key(key: str) -> Optional[str]:
+    """The config key (or section) a misspelt ``key`` meant. Under a section that exists only its entries count,
+    by their own name (``model.nonsense`` shares ``model.`` with every model key, and whole it guessed
+    ``model.rnn``); then a key of another section by that name (``model.lr`` -> ``train.lr``); under a misspelt
+    section the whole key (``modle.heads`` -> ``model.heads``, ``modle`` -> ``model``)."""
+    keys = valid_keys()
+    sections = {k.rsplit(".", n)[0] for k in keys for n in range(1, k.count(".") + 1)}
+    parent, _, name = key.rpartition(".")
+    if parent not in sections:
+        return closest(key, [*keys, *sorted(sections)], cutoff=0.5)
+    entries = {k[len(parent) + 1 :].split(".")[0] for k in keys if k.startswith(f"{parent}.")}
+    here = closest(name, sorted(entries))
+    return f"{parent}.{here}" if here else next((k for k in keys if k.rpartition(".")[2] == name), None)
+
+
 def _unknown_key(key: str, value: Any) -> ConfigError:
     """The error for an unknown ``key``: under a misspelt section it names the first key set there
     (``modle.heads``), so the guess is the key meant (``model.heads``); sections are guessed too (``modle``)."""
     while isinstance(value, dict) and value:
         sub, value = next(iter(value.items()))
         key = f"{key}.{sub}"
-    keys = valid_keys()
-    sections = {k.rsplit(".", n)[0] for k in keys for n in range(1, k.count(".") + 1)}
-    hint = did_you_mean(key, [*keys, *sorted(sections)], cutoff=0.5) or f"; valid keys: {', '.join(sorted(keys))}"
+    close, parent = closest_key(key), key.rpartition(".")[0]
+    under = [k for k in valid_keys() if k.startswith(f"{parent}.")] or valid_keys()  # the section's, if it is one
+    hint = f"; did you mean '{close}'?" if close else f"; valid keys: {', '.join(sorted(under))}"
     return ConfigError(f"unknown config key '{key}'{hint}")
 
 

@@ -225,9 +225,9 @@ class TranslationDataModule(pl.LightningDataModule):
         cost = np.maximum(*lengths(train)) + 1  # + EOS / BOS
         limit = self.train_cfg.max_tokens
         if len(cost) and cost.max() > limit:
-            i = int(cost.argmax())
+            i, over = int(cost.argmax()), int((cost > limit).sum())
             raise DataError(
-                f"{int((cost > limit).sum())} training pairs are longer than train.max_tokens={limit} padded tokens, "
+                f"{over} training {'pair is' if over == 1 else 'pairs are'} longer than train.max_tokens={limit} padded tokens, "
                 f"the longest {cost[i]} ({train[i]['src'][:40]!r}...): raise train.max_tokens to {cost[i]}, or lower "
                 f"data.max_len to {limit - 1} to drop them"
             )

@@ -99,7 +99,9 @@ def preview(console: Console, planner: Planner, progress: PlanProgress) -> int:
     finally:
         progress.close()
     invalid = sum(t.status == RunStatus.FAILED for t in trials)
-    console.print(f"{len(trials)} trials" + (f", {invalid} invalid" if invalid else ""), highlight=False)
+    listed = f"{len(trials)} trial{'' if len(trials) == 1 else 's'}"  # bayes: its first proposal ("1 trials" was)
+    listed += " listed (the first proposal)" if planner.spec.method == "bayes" else ""
+    console.print(listed + (f", {invalid} invalid" if invalid else ""), highlight=False)
     if planner.state.group == undrawn_group(planner.spec.name):  # a status line: stdout keeps only the listing
         sys.stderr.write(
             f"W&B group {planner.state.group}: its digits are drawn when the sweep first runs in {planner.out}\n"

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional, Sequence
 from ablate.config import (
     NOT_TRAINING,
     ConfigError,
+    closest_key,
     flatten,
     load_config,
     override_list,
@@ -26,7 +27,6 @@ from ablate.config import (
     read_yaml,
     valid_keys,
 )
-from ablate.errors import did_you_mean
 from ablate.record import RunStatus, SweepFiles
 from ablate.sweep.local import LOG_LIMIT, Argv, Exit, Slot, ablate_argv
 from ablate.sweep.spec import (
@@ -146,7 +146,8 @@ def check_overrides(overrides: Sequence[str]) -> list[str]:
     for item in overrides:
         key, _ = parse_override(item)
         if key not in keys:
-            hint = did_you_mean(key, sorted(keys), cutoff=0.5) or "; see `ablate train --help` for the keys"
+            close = closest_key(key)
+            hint = f"; did you mean '{close}'?" if close else "; see `ablate train --help` for the keys"
             raise ConfigError(f"override '{item}': unknown config key '{key}'{hint}")
     return list(overrides)
 

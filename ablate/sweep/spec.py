@@ -23,7 +23,7 @@ from typing import Any, Iterator, Optional, Sequence
 
 import yaml
 
-from ablate.config import flatten, is_key, parse_override, read_yaml, valid_keys
+from ablate.config import closest_key, flatten, is_key, parse_override, read_yaml, valid_keys
 from ablate.errors import AblateError, closest
 from ablate.utils.plugins import absolute
 from ablate.utils.typed import is_plain_text
@@ -327,7 +327,7 @@ def one_run_name(where: str) -> str:
 def _check_key(key: str, keys: set[str], where: str) -> None:
     """A sweep names only config keys: another is refused with the closest key."""
     if key not in keys and not is_key(key):
-        close = closest(key, sorted(keys), cutoff=0.5)
+        close = closest_key(key)
         hint = f"did you mean '{close}'?" if close else "see `ablate train --help` for the keys"
         raise SweepError(f"{where}: unknown config key '{key}' ({hint})")
 

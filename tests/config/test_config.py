@@ -95,6 +95,17 @@ def test_yaml_file_then_overrides(tmp_path):
         ("modle.heads=2", "unknown config key 'modle.heads'; did you mean 'model.heads'?"),
         ("trian.max_steps=3", "unknown config key 'trian.max_steps'; did you mean 'train.max_steps'?"),
         ("modle=2", "unknown config key 'modle'; did you mean 'model'?"),
+        # under a section that exists, 'model.' matched every model key and guessed a stranger ('model.rnn')
+        ("model.nonsense=3", "unknown config key 'model.nonsense'; valid keys: model.arch, "),
+        (
+            "model.rnn.nonsense=3",
+            "unknown config key 'model.rnn.nonsense'; valid keys: model.rnn.cell, model.rnn.hidden, model.rnn.layers",
+        ),
+        ("model.lr=0.1", "unknown config key 'model.lr'; did you mean 'train.lr'?"),
+        (
+            "model.atention.score=dot",
+            "unknown config key 'model.atention.score'; did you mean 'model.attention.score'?",
+        ),
         ("model.attention.score=additve", "did you mean 'additive'?"),
         ("model.positions=rope", "choose from: sinusoidal, learned, none, rotary, alibi"),
         ("model.heads=3", "model.heads=3 does not divide model.d_model=128"),

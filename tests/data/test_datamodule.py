@@ -276,14 +276,35 @@ def test_a_training_pair_over_max_tokens_is_refused_naming_it_and_the_fix(make_c
     from ablate.data.sources import DataError
 
     cfg = make_cfg("builtin", max_len=40)
-    longest = int(max(map(max, zip(*encoded.lengths(_module(cfg, max_tokens=41)._split("train")))))) + 1
+    costs = [max(pair) + 1 for pair in zip(*encoded.lengths(_module(cfg, max_tokens=41)._split("train")))]
+    longest = max(costs)
     with pytest.raises(DataError) as err:
         _module(cfg, max_tokens=longest - 1)
     message = str(err.value)
     assert "\n" not in message and f"train.max_tokens={longest - 1}" in message
+    over = costs.count(longest)  # one here: "1 training pairs are" before
+    assert message.startswith(f"{over} training pair is" if over == 1 else f"{over} training pairs are"), message
     assert f"raise train.max_tokens to {longest}" in message and f"lower data.max_len to {longest - 2}" in message
     dm = _module(cfg, max_tokens=longest)  # the longest pair fits exactly
     assert max(max(b["src"].numel(), b["tgt_in"].numel()) for b in dm.train_dataloader()) <= longest
+
+
+def test_one_training_pair_over_max_tokens_is_named_in_the_singular(make_cfg, multi30k, tmp_path):
+    """The refusal counted '1 training pairs are longer': one over-long pair added to Multi30k's training split."""
+    from ablate.data.sources import DataError
+
+    from tests.helpers.corpus import make_folder, read_lines
+
+    splits = {"train": 200, "val": 20, "test_2016_flickr": 20}
+    files = {
+        f"{s}.{lang}": read_lines(multi30k / f"{s}.{lang}.gz", n) for s, n in splits.items() for lang in ("en", "de")
+    }
+    for lang in ("en", "de"):  # about 80 words: longer than any other pair
+        files[f"train.{lang}"].append(" ".join(files[f"train.{lang}"][:6]))
+    cfg = make_cfg(make_folder(tmp_path, files), max_len=200)
+    longest = max(max(pair) for pair in zip(*encoded.lengths(_module(cfg, max_tokens=10_000)._split("train")))) + 1
+    with pytest.raises(DataError, match=rf"^1 training pair is longer than train.max_tokens={longest - 1} "):
+        _module(cfg, max_tokens=longest - 1)
 
 
 @pytest.mark.parametrize("vocab_size, warns", [(8000, True), (10, True), (500, False)])

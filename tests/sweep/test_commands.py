@@ -158,6 +158,7 @@ def test_dry_run_refuses_a_variant_name_no_folder_can_hold(sweep_file, events, t
     [
         (["run", "missing.yaml"], "sweep file not found: missing.yaml"),
         (["run", "{file}", "model.headz=2"], "unknown config key 'model.headz'"),
+        (["run", "{file}", "model.nonsense=2"], "unknown config key 'model.nonsense'; see `ablate train --help`"),
         (["run", "{file}", "model.heads"], "is not of the form key=value"),
         (["run", "{file}", "--devices", "gpu7"], "use auto, cpu, or GPU ids"),
         (["run", "{bad}"], "bad.yaml line 2: mapping values are not allowed here"),

@@ -95,7 +95,21 @@ def test_dry_run_of_a_bayes_sweep_with_a_repeat_seed_lists_one_configuration_tim
     names = re.findall(r"^(lr=\S+-seed=\d)\s", result.output, flags=re.M)
     assert [n.rsplit("-", 1)[1] for n in names] == ["seed=1", "seed=2", "seed=3"]
     assert len({n.rsplit("-", 1)[0] for n in names}) == 1  # one configuration, replicated
-    assert "\n3 trials" in result.output and not (tmp_path / "out").exists()
+    assert "\n3 trials listed (the first proposal)" in result.output and not (tmp_path / "out").exists()
+
+
+def test_a_dry_run_of_a_bayes_sweep_says_it_lists_the_first_proposal_in_the_singular(tmp_path, monkeypatch):
+    """A bayes dry run printed 'bay: 3 trials', then its first proposal, then '1 trials'."""
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    path = tmp_path / "b.yaml"
+    path.write_text(
+        "name: b\nmethod: bayes\nrun_cap: 3\nmetric: {name: val/bleu, goal: maximize}\nparameters:\n"
+        "  train.lr: {min: 0.0001, max: 0.01}\n" + tiny_sweep_yaml()
+    )
+    result = CliRunner().invoke(commands.app, ["run", str(path), "--dry-run", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == "b: 3 trials"
+    assert "\n1 trial listed (the first proposal)\n" in result.output and "1 trials" not in result.output
 
 
 def test_a_bayes_sweep_with_a_repeat_seed_runs_every_seed_and_its_table_tests_the_rows(tmp_path, events, monkeypatch):

@@ -207,6 +207,8 @@ BAD = [
     ("parameters: {seed: {values: [1]}}\n", "missing required key: 'method'"),
     ("method: grid\nparameters: {seed: {valuess: [1]}}\n", "parameters.seed: not a valid W&B parameter"),
     ("method: grid\nparameters: {model.head: {values: [1]}}\n", "did you mean 'model.heads'?"),
+    ("method: grid\nparameters: {model.nonsense: {values: [1]}}\n", "'model.nonsense' (see `ablate train --help`"),
+    ("method: grid\nparameters: {model.lr: {values: [1]}}\n", "did you mean 'train.lr'?"),
     ("method: grid\nparameters: {seed: {min: 3, max: 1}}\n", "seed"),
     ("method: grid\nparameters: {model: {parameters: {heads: {value: 2}}}}\n", "write dotted names"),
     ("method: grid\nparameters: {variant: {value: a}}\n", "must list 'values'"),
