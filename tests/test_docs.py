@@ -296,19 +296,25 @@ def test_the_count_of_rows_whose_seeds_disagree_is_the_tables():
         assert int(quoted) == marked == 7, text
 
 
+def _shipped_runs(name: str) -> tuple[dict[str, list[dict]], dict[str, list[float]]]:
+    """The summaries of results/NAME's trials by variant, and their test BLEU in seed order."""
+    import json
+
+    runs: dict[str, list[dict]] = {}
+    for path in sorted((ROOT / "results" / name).glob("*/summary.json")):
+        summary = json.loads(path.read_text())
+        runs.setdefault(summary["variant"], []).append(summary)
+    bleu = {v: [s["test/bleu"] for s in sorted(r, key=lambda s: s["config"]["seed"])] for v, r in runs.items()}
+    return runs, bleu
+
+
 def test_the_quickstart_numbers_the_pages_quote_are_the_shipped_runs():
     """README.md, docs/tutorial.md and docs/sweeps.md quoted the quickstart's test BLEU from 2026-11-30 (base
     40.0 ± 1.7 (41.2, 38.8), additive 21.0 ± 2.5, 8.5k vs 17.9k tokens/s) with no run behind them; the same
     command on today's code gives other numbers (base seed 1: 42.63), now shipped as results/quickstart."""
-    import json
     import statistics
 
-    shipped = ROOT / "results" / "quickstart"
-    runs: dict[str, list[dict]] = {}
-    for path in sorted(shipped.glob("*/summary.json")):
-        summary = json.loads(path.read_text())
-        runs.setdefault(summary["variant"], []).append(summary)
-    bleu = {v: [s["test/bleu"] for s in sorted(r, key=lambda s: s["config"]["seed"])] for v, r in runs.items()}
+    runs, bleu = _shipped_runs("quickstart")
     assert sorted(bleu) == ["additive-sinusoidal", "dot-learned", "dot-none", "dot-sinusoidal"]
     quoted = {v: f"{statistics.mean(b):.1f} ± {statistics.stdev(b):.1f}" for v, b in bleu.items()}
     seeds = "(" + ", ".join(f"{b:.1f}" for b in bleu["dot-sinusoidal"]) + ")"
@@ -324,15 +330,10 @@ def test_the_recurrent_baseline_numbers_docs_quote_are_the_shipped_runs():
     """docs/sweeps.md quoted rnn-vs-transformer-builtin's test BLEU from an old commit and an older test (GRU +
     Bahdanau 24.9 ± 2.0, Transformer 78.3 ± 0.7) with no run behind them; the command on today's code gives other
     numbers (Bahdanau 27.9 ± 1.1), shipped as results/rnn-vs-transformer-builtin with its table's † marks."""
-    import json
     import statistics
 
     shipped = ROOT / "results" / "rnn-vs-transformer-builtin"
-    runs: dict[str, list[dict]] = {}
-    for path in sorted(shipped.glob("*/summary.json")):
-        summary = json.loads(path.read_text())
-        runs.setdefault(summary["variant"], []).append(summary)
-    bleu = {v: [s["test/bleu"] for s in sorted(r, key=lambda s: s["config"]["seed"])] for v, r in runs.items()}
+    runs, bleu = _shipped_runs(shipped.name)
     assert sorted(bleu) == ["rnn-bahdanau", "rnn-no-attention", "transformer"]
     marked = {
         line.split("|")[2].strip()

@@ -81,35 +81,34 @@ def test_the_engine_is_given_one_run_per_configuration_with_the_mean_of_its_fini
     assert len(search_runs(alone, trials)) == 4  # without a repeat seed: one run per trial, as before
 
 
-def test_dry_run_of_a_bayes_sweep_with_a_repeat_seed_lists_one_configuration_times_its_seeds(tmp_path, monkeypatch):
+def _bayes_dry_run(tmp_path, monkeypatch, run_cap: int, seeds: str = "") -> str:
+    """``ablate sweep run --dry-run`` of a bayes sweep over train.lr (``seeds``: a ``seed`` parameter); its output."""
     monkeypatch.setattr(commands, "console", Console(width=250))
     path = tmp_path / "b.yaml"
     path.write_text(
-        "name: b\nmethod: bayes\nrun_cap: 4\nmetric: {name: val/bleu, goal: maximize}\nparameters:\n"
-        "  seed: {repeat: 3}\n  train.lr: {min: 0.0001, max: 0.01}\n" + tiny_sweep_yaml()
+        f"name: b\nmethod: bayes\nrun_cap: {run_cap}\nmetric: {{name: val/bleu, goal: maximize}}\nparameters:\n"
+        f"{seeds}  train.lr: {{min: 0.0001, max: 0.01}}\n" + tiny_sweep_yaml()
     )
     result = CliRunner().invoke(commands.app, ["run", str(path), "--dry-run", "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
-    assert "b: 12 trials" in result.output  # run_cap counts configurations: 4 x 3 seeds
-    assert "each trained with seeds 1, 2, 3 and searched on their mean" in result.output
-    names = re.findall(r"^(lr=\S+-seed=\d)\s", result.output, flags=re.M)
+    return result.output
+
+
+def test_dry_run_of_a_bayes_sweep_with_a_repeat_seed_lists_one_configuration_times_its_seeds(tmp_path, monkeypatch):
+    output = _bayes_dry_run(tmp_path, monkeypatch, 4, "  seed: {repeat: 3}\n")
+    assert "b: 12 trials" in output  # run_cap counts configurations: 4 x 3 seeds
+    assert "each trained with seeds 1, 2, 3 and searched on their mean" in output
+    names = re.findall(r"^(lr=\S+-seed=\d)\s", output, flags=re.M)
     assert [n.rsplit("-", 1)[1] for n in names] == ["seed=1", "seed=2", "seed=3"]
     assert len({n.rsplit("-", 1)[0] for n in names}) == 1  # one configuration, replicated
-    assert "\n3 trials listed (the first proposal)" in result.output and not (tmp_path / "out").exists()
+    assert "\n3 trials listed (the first proposal)" in output and not (tmp_path / "out").exists()
 
 
 def test_a_dry_run_of_a_bayes_sweep_says_it_lists_the_first_proposal_in_the_singular(tmp_path, monkeypatch):
     """A bayes dry run printed 'bay: 3 trials', then its first proposal, then '1 trials'."""
-    monkeypatch.setattr(commands, "console", Console(width=250))
-    path = tmp_path / "b.yaml"
-    path.write_text(
-        "name: b\nmethod: bayes\nrun_cap: 3\nmetric: {name: val/bleu, goal: maximize}\nparameters:\n"
-        "  train.lr: {min: 0.0001, max: 0.01}\n" + tiny_sweep_yaml()
-    )
-    result = CliRunner().invoke(commands.app, ["run", str(path), "--dry-run", "--out", str(tmp_path / "out")])
-    assert result.exit_code == 0, result.output
-    assert result.output.splitlines()[0] == "b: 3 trials"
-    assert "\n1 trial listed (the first proposal)\n" in result.output and "1 trials" not in result.output
+    output = _bayes_dry_run(tmp_path, monkeypatch, 3)
+    assert output.splitlines()[0] == "b: 3 trials"
+    assert "\n1 trial listed (the first proposal)\n" in output and "1 trials" not in output
 
 
 def test_a_bayes_sweep_with_a_repeat_seed_runs_every_seed_and_its_table_tests_the_rows(tmp_path, events, monkeypatch):
