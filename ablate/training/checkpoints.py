@@ -339,7 +339,7 @@ def unfit(path: Path, run_dir: Path, err: BaseException, checkpoint: dict[str, A
         f"{k}: {theirs[k]} in the checkpoint, {ours.get(k)} in config.yaml" for k in keys if theirs[k] != ours.get(k)
     ]
     problems = [line.strip() for line in str(err).splitlines()[1:] if line.strip()] or [first_line(err)]
-    reason = "; ".join(differ[:3]) or problems[0]
+    reason = io.printable("; ".join(differ[:3]) or problems[0])  # the checkpoint's values may be anyone's
     return ConfigError(f"checkpoint {path} does not fit the model of {run_dir}/config.yaml ({reason[:240]})")
 
 

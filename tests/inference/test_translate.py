@@ -524,6 +524,17 @@ def test_a_checkpoint_of_another_model_names_the_keys_that_differ(trained, tmp_p
         assert f"does not fit the model of {run}/config.yaml ({named})" in result.output, result.output
 
 
+def test_a_checkpoints_values_reach_the_unfit_line_without_control_characters(tmp_path):
+    """The unfit line quotes the model keys a checkpoint trained with: from a run folder someone else made, a
+    value holding ESC (``\\x1b[2J`` clears the screen) reached the terminal raw."""
+    from ablate.config import Config
+    from ablate.training.checkpoints import unfit
+
+    checkpoint = {"hyper_parameters": {"cfg": {"model": {"norm": "\x1b[2Jpost"}}}}
+    message = str(unfit(tmp_path / "best.ckpt", tmp_path, RuntimeError("header\nsize mismatch"), checkpoint, Config()))
+    assert "model.norm: ?[2Jpost in the checkpoint, pre in config.yaml" in message and "\x1b" not in message
+
+
 def test_the_runs_own_corpus_spelt_otherwise_is_still_its_validation_split(trained, monkeypatch):
     """``--data CORPUS/ --split val`` (a trailing slash, or the folder relative to here) decoded with eval.beam, not
     eval.val_beam as the recorded val BLEU was: on a Multi30k run "val: BLEU 1.46" beside a recorded 0.23."""
