@@ -338,8 +338,8 @@ def prepare(cfg: DataConfig) -> Prepared:
     for got in sorted({stats["vocab"]["src"], stats["vocab"]["tgt"]} - {cfg.vocab_size}):  # BPE stops silently
         why = "fewer: it has no more merges" if got < cfg.vocab_size else "more: its alphabet is larger"
         log.info(  # a status line, not a warning: the default run on the built-in task asks for more than it has
-            "data.vocab_size=%d: BPE on this corpus makes %d subwords (specials included), %s; the run trains that "
-            "vocabulary (data.vocab_size=%d says so)",
+            "data.vocab_size=%d: BPE on this corpus makes %d subwords (specials included), %s; the run trains those "
+            "(data.vocab_size=%d asks for exactly them)",
             *(cfg.vocab_size, got, why, got),
         )
     if not meta["test_splits"]:

@@ -326,7 +326,7 @@ def test_a_vocabulary_bpe_cannot_make_as_large_or_small_as_asked_is_named(make_c
             [
                 f"data.vocab_size={vocab_size}: BPE on this corpus makes {got} subwords (specials included), "
                 f"{'fewer: it has no more merges' if got < vocab_size else 'more: its alphabet is larger'}; "
-                f"the run trains that vocabulary (data.vocab_size={got} says so)"
+                f"the run trains those (data.vocab_size={got} asks for exactly them)"
             ]
             if warns
             else []
