@@ -409,6 +409,9 @@ def score_command(
     log.info("%s: scored %d of %d runs", metric, added, len(done))
 
 
+TITLE_MAX = 128
+"""The longest title a W&B report takes (``wandb_workspaces``' Report: ``max_length=128``)."""
+
 REPORT_SPEC = "report-spec.json"
 """Where ``ablate report --dry-run`` writes the report's spec without ``--out``."""
 
@@ -450,6 +453,8 @@ def report_command(
         )
     if out is not None and not dry_run:
         raise ReportError("--out is where --dry-run writes the report's spec: add --dry-run")
+    if title is not None and len(title) > TITLE_MAX:  # else cut without a word (the default title is ours to cut)
+        raise ReportError(f"--title has {len(title)} characters; a W&B report title holds at most {TITLE_MAX}")
     report = make_report(
         source, title, alpha, test.value, samples, with_significance, reference=reference, sigma_from=sigma_from
     )

@@ -195,6 +195,19 @@ def test_report_out_needs_the_dry_run(variant_sweep, tmp_path):
     assert result.exit_code != 0 and "add --dry-run" in result.output and not (tmp_path / "r.json").exists()
 
 
+def test_a_report_title_longer_than_w_and_b_takes_is_refused_not_cut(variant_sweep, tmp_path):
+    """``--title`` of 129 characters was cut to W&B's 128 without a word; 128 is the report's own limit."""
+    spec = tmp_path / "r.json"
+    args = ["report", str(variant_sweep), "--dry-run", "--no-significance", "--out", str(spec), "--title"]
+    result = CliRunner().invoke(app, [*args, "t" * 129])
+    assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
+    assert "--title has 129 characters; a W&B report title holds at most 128" in result.output
+    assert not spec.exists()
+    result = CliRunner().invoke(app, [*args, "t" * 128])
+    assert result.exit_code == 0, result.output
+    assert "t" * 128 in spec.read_text()
+
+
 @pytest.mark.parametrize("group", ["it's-a1b2c3", "lr=1e-3", 'a"b\\c', "x<y>z and w", "Config('x') within_last 5 days"])
 def test_the_runset_filter_selects_exactly_the_group_whatever_its_characters(variant_sweep, group):
     """A group with ``'`` made ``Group = 'it's'``, a filter W&B's expression parser refuses (SyntaxError when the
