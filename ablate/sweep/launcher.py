@@ -345,8 +345,8 @@ class Launcher:
             if not self.running and self.planner.next_trial() is None:
                 self.progress.event(self.planner.nothing_to_do())
                 return SweepResult(self.state, 0, skipped, False)
-            if self.planner.skipped():
-                self.progress.event(self.planner.skipped())
+            if skipped_line := self.planner.skipped():
+                self.progress.event(skipped_line)
             if self.running:
                 self.progress.event(f"watching {len(self.running)} trials a previous launcher started")
             return self._loop(skipped)

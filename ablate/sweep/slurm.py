@@ -511,8 +511,8 @@ class PackedSweep:
             if idle:
                 self.say(self.planner.nothing_to_do(), "")
                 return SweepResult(self.planner.state, 0, skipped, False)
-            if self.planner.skipped():
-                self.say(self.planner.skipped(), "")
+            if skipped_line := self.planner.skipped():
+                self.say(skipped_line, "")
             try:
                 while self._tick():
                     time.sleep(self.slurm.poll_s)
