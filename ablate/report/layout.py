@@ -190,6 +190,7 @@ def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], borrowed: Optional
     """The seed σ footnote: the σ of the first group, and of the other one where rows test with two."""
     first = groups[0][0]
     trials = sum(len(r.trials) for r in sweep.rows)
+    fed = first.scores.noise.trials[not first.paired] if first.scores is not None else trials
     paired = "; rows trained with the same seed values are compared seed-paired" if first.paired else ""
     floor = (
         f", floored at the per-seed sentence variance the bootstrap puts inside it (the {first.sigma_df}-df "
@@ -198,8 +199,17 @@ def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], borrowed: Optional
         else ""
     )
     pooled = (
-        f" and {borrowed.trials} seeds of its base setup from {borrowed.source} (`--sigma-from`)"
+        f"{borrowed.trials} seeds of its base setup from {borrowed.source} (`--sigma-from`)"
         if borrowed is not None and not first.paired
+        else ""
+    )
+    over = f"the table's {trials} trials" if fed == trials else f"{fed} of the table's {trials} trials"
+    over = f"the {pooled}" if fed == 0 and pooled else over + (f" and {pooled}" if pooled else "")
+    alone = (
+        f"; the table's {trials} trials, one per row, add none"
+        if fed == 0
+        else f"; a trial alone in its row{' or seed value' if first.paired else ''} adds none"
+        if fed < trials
         else ""
     )
     others = ""
@@ -211,8 +221,8 @@ def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], borrowed: Optional
         others += f"; {c.sigma:.2f} {label} from {FITS[c.paired]} ({c.sigma_df} df) for {rows}"
         others += ", whose two rows were trained with different seed values" if not c.paired else ""
     return (
-        f"Seed σ ({first.split}): {first.sigma:.2f} {label} per trial, from {FITS[first.paired]} over the table's {trials} trials"
-        f"{pooled} ({first.sigma_df} df{paired}){floor}{others}, added to the test-sentence bootstrap variance of "
+        f"Seed σ ({first.split}): {first.sigma:.2f} {label} per trial, from {FITS[first.paired]} over {over}"
+        f" ({first.sigma_df} df{alone}{paired}){floor}{others}, added to the test-sentence bootstrap variance of "
         f"each Δ; 95% CIs of every Δ in `--format csv` and `ablate plot` (delta_ci.png); each trial's Δ in "
         "`--per-seed`."
     )

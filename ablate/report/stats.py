@@ -19,6 +19,7 @@ import functools
 import hashlib
 import itertools
 import math
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from math import comb
 from pathlib import Path
@@ -912,13 +913,15 @@ class BorrowedNoise:
 class SeedNoise:
     """The table's per-trial seed σ of one score, pooled over its rows: ``paired``, σ_e of the row + seed fit
     (None without residual df), and ``unpaired``, σ_w within rows (None without replicated rows), each with its df;
-    ``borrowed``: the other source's seeds pooled into ``unpaired`` (:meth:`borrowing`)."""
+    ``borrowed``: the other source's seeds pooled into ``unpaired`` (:meth:`borrowing`); ``trials``: (paired,
+    unpaired) how many of the table's trials feed each fit (leverage below 1: not alone in a row or seed value)."""
 
     paired: Optional[float]
     paired_df: int
     unpaired: Optional[float]
     unpaired_df: int
     borrowed: Optional[BorrowedNoise] = None
+    trials: tuple[int, int] = (0, 0)
 
     def borrowing(self, other: Optional[BorrowedNoise]) -> SeedNoise:
         """The within-row σ pooled with ``other``'s: ``sqrt((SS_w + SS_o) / (df_w + df_o))`` at ``df_w + df_o``,
@@ -961,7 +964,7 @@ def fit_seed_noise(scores: Mapping[str, Mapping[Any, float]], borrowed: Optional
     within = sum(_ss([v for r2, _, v in values if r2 == r]) for r in rows)
     w_df = n - len({r for r, _, _ in values})
     seeds = sorted({s for _, s, _ in values})
-    paired, p_df = None, 0
+    paired, p_df, p_trials = None, 0, 0
     if n:
         design = np.zeros((n, len(rows) + max(len(seeds) - 1, 0)))
         for i, (r, s, _) in enumerate(values):
@@ -973,7 +976,10 @@ def fit_seed_noise(scores: Mapping[str, Mapping[Any, float]], borrowed: Optional
         p_df = n - int(np.linalg.matrix_rank(design))
         if p_df > 0:
             paired = math.sqrt(float(np.sum((y - design @ coef) ** 2)) / p_df)
-    return SeedNoise(paired, p_df, math.sqrt(within / w_df) if w_df > 0 else None, w_df).borrowing(borrowed)
+            p_trials = int(np.sum(np.einsum("ij,ji->i", design, np.linalg.pinv(design)) < 1 - 1e-9))  # hat diagonal
+    w_trials = sum(c for c in Counter(r for r, _, _ in values).values() if c > 1)
+    unpaired = math.sqrt(within / w_df) if w_df > 0 else None
+    return SeedNoise(paired, p_df, unpaired, w_df, trials=(p_trials, w_trials)).borrowing(borrowed)
 
 
 def per_seed_sentence_var(boots: Mapping[str, Sequence[np.ndarray]]) -> float:

@@ -356,3 +356,28 @@ def test_rows_of_one_seed_take_the_per_seed_sentence_part_from_the_lent_seeds(tm
     assert 0.03 < lent.per_seed_var < c.sentence_var / 2
     assert c.sentence_fixed == pytest.approx(max(c.sentence_var - 2 * lent.per_seed_var, 0.0), rel=1e-6)
     assert c.se == pytest.approx(math.sqrt(2 * c.sigma**2 + c.sentence_fixed), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "trials, counted",
+    [
+        (
+            ("base-seed=1", "score-additive-seed=1", "heads-1-seed=1"),
+            "(15 df; the table's 3 trials, one per row, add none)",
+        ),
+        (
+            ("base-seed=1", "base-seed=2", "score-additive-seed=1", "score-additive-seed=2", "heads-1-seed=1"),
+            "over 4 of the table's 5 trials and 16 seeds of its base setup from",
+        ),
+    ],
+)
+def test_the_sigma_note_counts_the_trials_that_feed_sigma(tmp_path, trials, counted):
+    """A row of one seed adds nothing to a pooled within-row variance: the note of a one-seed table read 'from the
+    pooled within-row spread over the table's 3 trials and 16 seeds ... (15 df)', as if the 3 trials were in it."""
+    for name in trials:
+        shutil.copytree(MISSION / name, tmp_path / name)
+    md = table(str(tmp_path), samples=200, sigma_from=str(CALIBRATION)).render("md")
+    note = next(line for line in md.splitlines() if line.startswith("Seed σ"))
+    assert counted in note and "16 seeds of its base setup" in note
+    assert ("a trial alone in its row adds none" in note) is (len(trials) == 5)
+    assert f"over the table's {len(trials)} trials" not in note
