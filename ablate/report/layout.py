@@ -198,11 +198,8 @@ def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], borrowed: Optional
         if first.sigma_floored
         else ""
     )
-    pooled = (
-        f"{borrowed.trials} seeds of its base setup from {borrowed.source} (`--sigma-from`)"
-        if borrowed is not None and not first.paired
-        else ""
-    )
+    lent = f"{borrowed.trials} seeds of its base setup from {borrowed.source} (`--sigma-from`)" if borrowed else ""
+    pooled = lent if not first.paired else ""
     over = f"the table's {trials} trials" if fed == trials else f"{fed} of the table's {trials} trials"
     over = f"the {pooled}" if fed == 0 and pooled else over + (f" and {pooled}" if pooled else "")
     alone = (
@@ -218,7 +215,8 @@ def _sigma_note(sweep: Sweep, groups: list[list[Comparison]], borrowed: Optional
         rows = ", ".join(
             dict.fromkeys(x.row if x.reference == sweep.base.name else f"{x.row} vs {x.reference}" for x in group)
         )
-        others += f"; {c.sigma:.2f} {label} from {FITS[c.paired]} ({c.sigma_df} df) for {rows}"
+        with_lent = f" and {lent}" if lent and not c.paired else ""
+        others += f"; {c.sigma:.2f} {label} from {FITS[c.paired]}{with_lent} ({c.sigma_df} df) for {rows}"
         others += ", whose two rows were trained with different seed values" if not c.paired else ""
     return (
         f"Seed σ ({first.split}): {first.sigma:.2f} {label} per trial, from {FITS[first.paired]} over {over}"
@@ -265,12 +263,14 @@ def _seed_notes(sweep: Sweep, tested: Sequence[Comparison], alpha: float, label:
     borrowed = first.scores.noise.borrowed if first.scores is not None else None
     notes = [_sigma_note(sweep, groups, borrowed, label)]
     if borrowed is not None:  # what --sigma-from brought to the seed σ, and in which keys its runs differ from the base
+        pooling = [", ".join(dict.fromkeys(c.row for c in g)) for g in groups if not g[0].paired]
         own = (
             f"The table's rows share their seed values and the row + seed fit has the df, so that fit is used and the "
             f"{borrowed.trials} seeds of {borrowed.source} (σ {borrowed.sigma:.2f} {label}) are not"
-            if first.paired
+            if not pooling
             else f"{borrowed.source} adds {borrowed.df} df (its {borrowed.trials} seeds: σ {borrowed.sigma:.2f} {label} "
             "alone), pooled under the assumption the table makes of its own rows: one seed σ for the setup"
+            + (f"; to the within-row σ of {pooling[0]}, not to the row + seed fit of the rest" if first.paired else "")
         )
         keys = "; ".join(f"{k}: {NEUTRAL_KEYS[k]}" for k in borrowed.differs)
         notes.append(

@@ -381,3 +381,24 @@ def test_the_sigma_note_counts_the_trials_that_feed_sigma(tmp_path, trials, coun
     assert counted in note and "16 seeds of its base setup" in note
     assert ("a trial alone in its row adds none" in note) is (len(trials) == 5)
     assert f"over the table's {len(trials)} trials" not in note
+
+
+def test_a_lent_sigma_that_only_the_rows_of_other_seeds_pool_is_said_to_be_used_for_them(tmp_path):
+    """Nine rows of mission-cpu's seeds 1-3 (the row + seed fit) and heads-1 retrained with seeds 11-13: the lent seeds
+    go into heads-1's within-row σ (35 df = 20 + 15), and the note said 'The table's rows share their seed values ...
+    so that fit is used and the 16 seeds of results/calibration-cpu (σ 0.70 BLEU) are not'."""
+    for trial in MISSION.glob("*-seed=*"):
+        if not trial.name.startswith("heads-1-"):
+            shutil.copytree(trial, tmp_path / trial.name)
+            continue
+        seed = 10 + int(trial.name.rsplit("=", 1)[1])
+        shutil.copytree(trial, tmp_path / f"other-seeds-{seed}")
+        summary = json.loads((trial / "summary.json").read_text())
+        summary["config"]["seed"], summary["variant"] = seed, "zz-heads-1"
+        (tmp_path / f"other-seeds-{seed}" / "summary.json").write_text(json.dumps(summary))
+    md = table(str(tmp_path), samples=200, sigma_from=str(CALIBRATION)).render("md")
+    sigma = next(line for line in md.splitlines() if line.startswith("Seed σ"))
+    assert "from a row + seed fit over 27 of the table's 30 trials" in sigma
+    assert f"and 16 seeds of its base setup from {CALIBRATION} (`--sigma-from`) (35 df) for zz-heads-1" in sigma
+    lent = next(line for line in md.splitlines() if line.startswith(("The table's rows", str(CALIBRATION))))
+    assert "are not" not in lent and "zz-heads-1" in lent and "15 df" in lent
