@@ -172,11 +172,13 @@ def _one_configuration(n: int) -> SplitScores:
 
 
 def test_the_design_of_a_table_is_its_rows_seeds_fit_and_comparisons():
-    # mission-cpu's shape: 10 rows of 3 shared seeds, the row + seed fit at 18 df; two rows of 3 stay within-row
+    # mission-cpu's shape: 10 rows of 3 shared seeds, the row + seed fit at 18 df; so 3 rows of 3 (4 df), where
+    # two rows of 3 stay within-row (the paired fit's 2 df cost more than the seed effect it removes)
     mission = calibration.TableDesign.of_sweep(_table(10, 3, True), "mission")
     assert (mission.rows, mission.seeds, mission.shared, len(mission.plan)) == (10, 3, True, 9)
     assert mission.fit() == (True, 18) == (True, design_df(10, 3, True))
-    assert calibration.TableDesign.of_sweep(_table(3, 3, True), "t").fit() == (False, 6)
+    assert calibration.TableDesign.of_sweep(_table(3, 3, True), "t").fit() == (True, 4)
+    assert calibration.TableDesign.of_sweep(_table(2, 3, True), "t").fit() == (False, 4)
     assert calibration.TableDesign.of_sweep(_table(4, 2, False), "t").fit() == (False, 4)
     named = _table(4, 3, True, [("variant", ["v0", "v1", "v2"]), ("variant", ["v1", "v3"])])
     assert calibration.TableDesign.of_sweep(named, "t").plan == ((0, 1), (0, 2), (1, 3))
@@ -188,7 +190,7 @@ def test_a_tables_design_reports_the_rates_of_its_own_test_on_the_same_relabelle
     design = calibration.TableDesign.of_sweep(named, "named")
     rate = calibration.table_rates(scores, "a", design, relabellings=40, shifts=(2.0,), simulations=3)
     assert (rate.rows, rate.seeds, rate.shared, rate.comparisons, rate.label) == (4, 3, True, 3, "named")
-    assert (rate.paired, rate.df) == design.fit() == (False, 8)
+    assert (rate.paired, rate.df) == design.fit() == (True, 6)
     # the same tables, tested directly as `ablate table` tests one: the plan's comparisons, Holm over them
     picks = calibration.relabellings_of(design, 16, 40, np.random.default_rng(calibration.RNG_SEED))
     plan = [("r0", "r1"), ("r0", "r2"), ("r1", "r3")]
@@ -205,10 +207,10 @@ def test_a_design_its_seeds_cannot_hold_is_one_line_and_a_stand_in_with_the_same
         "as a stand-in with the same seeds per row and fit"
     )
     assert smaller is not None and (smaller.rows, smaller.stands_for, smaller.fit()) == (5, "10x3", (True, 8))
-    # 6x2 of 12 seeds would be within-row (5 df cost more than they give), so 19x2 has no stand-in there
-    none, note = calibration.TableDesign.of_sweep(_table(19, 2, True), "table3-cpu").fitting(12)
+    # 2x2 of 5 seeds would be within-row (its 1-df paired fit costs more than it gives), so 19x2 has no stand-in there
+    none, note = calibration.TableDesign.of_sweep(_table(19, 2, True), "table3-cpu").fitting(5)
     assert none is None and "\n" not in note
-    assert note.startswith("table3-cpu: 19x2 needs 38 seeds; 12 are available, and no smaller design")
+    assert note.startswith("table3-cpu: 19x2 needs 38 seeds; 5 are available, and no smaller design")
     assert mission.fitting(30) == (mission, "")
 
 
@@ -339,8 +341,8 @@ def test_the_shipped_tables_own_designs_are_in_the_exact_tests_band():
     assert [(r[0].split(" (")[0], r[2]) for r in rows] == [
         ("10x3: mission-cpu", "row + seed (18)"),
         ("16x2: stand-in for table3-cpu's 19x2", "row + seed (15)"),
-        ("3x3: mission-budget-cpu", "within-row (6)"),
-        ("4x3: table3-budget-cpu", "within-row (8)"),
+        ("3x3: mission-budget-cpu", "row + seed (4)"),
+        ("4x3: table3-budget-cpu", "row + seed (6)"),
     ]
     pct = lambda cell: float(cell.rstrip("%")) / 100  # noqa: E731
     for r in rows:
