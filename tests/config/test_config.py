@@ -102,6 +102,16 @@ def test_yaml_file_then_overrides(tmp_path):
             "unknown config key 'model.rnn.nonsense'; valid keys: model.rnn.cell, model.rnn.hidden, model.rnn.layers",
         ),
         ("model.lr=0.1", "unknown config key 'model.lr'; did you mean 'train.lr'?"),
+        # a weak likeness (difflib ratio 0.6 to 0.7) is a guess: 'nonsense' -> 'nodes' (0.62), 'mode' -> 'nodes'
+        ("train.nonsense=1", "unknown config key 'train.nonsense'; valid keys: train.accelerator, "),
+        ("train.mode=1", "unknown config key 'train.mode'; valid keys: train.accelerator, "),
+        ("model.rnn.hello=1", "unknown config key 'model.rnn.hello'; valid keys: model.rnn.cell, "),
+        # ... unless one name holds the other (a key cut short): 'clip' -> 'clip_norm' (0.62)
+        ("train.clip=1", "unknown config key 'train.clip'; did you mean 'train.clip_norm'?"),
+        ("train.accum=2", "unknown config key 'train.accum'; did you mean 'train.accumulate'?"),
+        ("trian.nonsense=1", "unknown config key 'trian.nonsense'; valid keys: data.builtin_eval_pairs, "),
+        ("steps=1", "unknown config key 'steps'; did you mean 'train.max_steps'?"),
+        ("beam=1", "unknown config key 'beam'; did you mean 'eval.beam'?"),
         (
             "model.atention.score=dot",
             "unknown config key 'model.atention.score'; did you mean 'model.attention.score'?",
