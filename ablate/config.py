@@ -567,6 +567,9 @@ def validate(cfg: Any, imports: bool = True) -> None:
         raise ConfigError(f"model.attention.scale={m.attention.scale} must be positive, auto, true or false")
     if t.nodes < 1:
         raise ConfigError(f"train.nodes={t.nodes} must be at least 1")
+    if t.min_lr > (peak := peak_lr(cfg)):  # the schedule floors at min_lr: it would jump there after warm-up
+        what = "train.lr" if t.lr is not None else "train.lr: d_model^-0.5 * warmup^-0.5"
+        raise ConfigError(f"train.min_lr={t.min_lr} is above the peak learning rate {peak:.4g} ({what}); lower it")
     if t.inject_fault is not None:
         kind, _, step = t.inject_fault.partition(":")
         if kind not in FAULTS.choices() or not step.isdigit():

@@ -129,12 +129,15 @@ def test_yaml_file_then_overrides(tmp_path):
         ("data.builtin_pairs=0", "data.builtin_pairs=0 must be positive"),
         ("data.builtin_eval_pairs=-1", "data.builtin_eval_pairs=-1 must be positive"),
         ("train.threads=-2", "train.threads=-2 must not be negative"),
+        # the decay floored every step after warm-up at min_lr / lr = 10x the peak: 2.5e-05 ... 7.5e-05, then 0.001
+        ("train.lr=1e-4 train.min_lr=1e-3", "train.min_lr=0.001 is above the peak learning rate 0.0001"),
+        ("train.min_lr=0.01", "train.min_lr=0.01 is above the peak learning rate 0.004419 (train.lr: d_model^-0.5"),
         ("train.num_workers=-1", "train.num_workers=-1 must not be negative"),
     ],
 )
 def test_bad_values_fail_with_one_line(override, expected):
     with pytest.raises(ConfigError) as err:
-        load_config(None, [override])
+        load_config(None, override.split(" "))
     assert expected in str(err.value)
     assert "\n" not in str(err.value)
 
