@@ -9,8 +9,8 @@ matches, or that its reader cannot use, is moved aside and rebuilt, never used.
 :func:`prepare` builds the encoded corpus, keyed by the source's fingerprint, the tokenizer's key and
 ``max_len``: the tokenizer and per split ``src``, ``tgt`` (raw text; ``tgt`` is the BLEU reference),
 ``src_ids``, ``tgt_ids`` (subwords, no specials) and ``src_len``, ``tgt_len``. Training drops pairs with an
-empty side or one longer than ``max_len``; validation and test keep every pair (ids truncated, text whole)
-so hypotheses cover every sentence once. The tokenizer has its own entry, keyed by what it learns from (the
+empty side or one longer than ``max_len``; validation and test keep every pair (ids truncated, text whole; a
+warning counts the cut ones and those with an empty side) so hypotheses cover every sentence once. The tokenizer has its own entry, keyed by what it learns from (the
 training split's fingerprint, where the source gives one) and its settings, without ``max_len``."""
 
 from __future__ import annotations
@@ -334,6 +334,14 @@ def prepare(cfg: DataConfig) -> Prepared:
             "and scored against its whole reference); raise data.max_len to keep them whole",
             ", ".join(cut),
             cfg.max_len,
+        )
+    blank = {name: int((np.minimum(*lengths(ds)) == 0).sum()) for name, ds in splits.items() if name != "train"}
+    if empty := [f"{n} of {stats['pairs'][name]} {name}" for name, n in blank.items() if n]:
+        log.warning(
+            "%s pairs have an empty source or reference; they are kept and scored as sacreBLEU scores them (an empty "
+            "source translates to an empty line, an empty reference counts the whole translation against it): "
+            "check that the corpus files are aligned",
+            ", ".join(empty),
         )
     for got in sorted({stats["vocab"]["src"], stats["vocab"]["tgt"]} - {cfg.vocab_size}):  # BPE stops silently
         why = "fewer: it has no more merges" if got < cfg.vocab_size else "more: its alphabet is larger"

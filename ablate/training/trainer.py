@@ -570,7 +570,7 @@ class LastCheckpoint(ModelCheckpoint):
     Lightning 2.6 has no public way to defer it (its own deferral needs a monitor): the private members used here
     are pinned by ``test_last_checkpoint_of_a_validating_step_holds_that_validation``.
 
-    Also written when SIGTERM or Ctrl-C stops a run, so it resumes from there; failures never overwrite the last
+    Also written at every epoch's end, and when SIGTERM or Ctrl-C stops a run, so it resumes from there; failures never overwrite the last
     good checkpoint. Both stop at the end of a step (Lightning turns SIGTERM into an exception there; Ctrl-C while
     training sets the same flag; a second one before the step ends stops inside it, and one while the stop is saved
     is ignored): inside one, last.ckpt held the random stream of a half-run step, and the resumed run ended elsewhere.
@@ -616,6 +616,14 @@ class LastCheckpoint(ModelCheckpoint):
         )
         if not self._after_validation:
             super().on_train_batch_end(trainer, pl_module, *args)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # Lightning 2.6 writes last.ckpt at an epoch's end only beside another save: every epoch's end here, after
+        # the epoch's validation (which runs before this hook), as train.checkpoint_every says; not where a step
+        # budget or a stop ends training (train() saves it then)
+        super().on_train_epoch_end(trainer, pl_module)
+        if not trainer.fit_loop.done and not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self._stopping = True  # the handler stays, ignoring Ctrl-C; train's sigint_once puts the user's back

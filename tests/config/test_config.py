@@ -102,6 +102,16 @@ def test_yaml_file_then_overrides(tmp_path):
             "unknown config key 'model.rnn.nonsense'; valid keys: model.rnn.cell, model.rnn.hidden, model.rnn.layers",
         ),
         ("model.lr=0.1", "unknown config key 'model.lr'; did you mean 'train.lr'?"),
+        # a weak likeness (difflib ratio 0.6 to 0.7) is a guess: 'nonsense' -> 'nodes' (0.62), 'mode' -> 'nodes'
+        ("train.nonsense=1", "unknown config key 'train.nonsense'; valid keys: train.accelerator, "),
+        ("train.mode=1", "unknown config key 'train.mode'; valid keys: train.accelerator, "),
+        ("model.rnn.hello=1", "unknown config key 'model.rnn.hello'; valid keys: model.rnn.cell, "),
+        # ... unless one name holds the other (a key cut short): 'clip' -> 'clip_norm' (0.62)
+        ("train.clip=1", "unknown config key 'train.clip'; did you mean 'train.clip_norm'?"),
+        ("train.accum=2", "unknown config key 'train.accum'; did you mean 'train.accumulate'?"),
+        ("trian.nonsense=1", "unknown config key 'trian.nonsense'; valid keys: data.builtin_eval_pairs, "),
+        ("steps=1", "unknown config key 'steps'; did you mean 'train.max_steps'?"),
+        ("beam=1", "unknown config key 'beam'; did you mean 'eval.beam'?"),
         (
             "model.atention.score=dot",
             "unknown config key 'model.atention.score'; did you mean 'model.attention.score'?",
@@ -119,12 +129,15 @@ def test_yaml_file_then_overrides(tmp_path):
         ("data.builtin_pairs=0", "data.builtin_pairs=0 must be positive"),
         ("data.builtin_eval_pairs=-1", "data.builtin_eval_pairs=-1 must be positive"),
         ("train.threads=-2", "train.threads=-2 must not be negative"),
+        # the decay floored every step after warm-up at min_lr / lr = 10x the peak: 2.5e-05 ... 7.5e-05, then 0.001
+        ("train.lr=1e-4 train.min_lr=1e-3", "train.min_lr=0.001 is above the peak learning rate 0.0001"),
+        ("train.min_lr=0.01", "train.min_lr=0.01 is above the peak learning rate 0.004419 (train.lr: d_model^-0.5"),
         ("train.num_workers=-1", "train.num_workers=-1 must not be negative"),
     ],
 )
 def test_bad_values_fail_with_one_line(override, expected):
     with pytest.raises(ConfigError) as err:
-        load_config(None, [override])
+        load_config(None, override.split(" "))
     assert expected in str(err.value)
     assert "\n" not in str(err.value)
 

@@ -150,6 +150,28 @@ def test_training_filters_and_eval_keeps_everything(make_cfg, tmp_path, caplog):
     assert rows[2][0] == dm.tokenizer.eos_id  # empty source kept: just eos
 
 
+def test_validation_and_test_pairs_with_an_empty_side_are_kept_and_counted(make_cfg, tmp_path, caplog):
+    """A val or test pair with an empty source or reference (a blank line, a misaligned file) was kept and
+    scored without a word: an empty source decodes to an empty translation, an empty reference makes every word
+    of the translation count against BLEU. They are still kept (as sacreBLEU scores them); a warning counts them
+    per split, built or cached. Multi30k's val and test_2016_flickr have none, so say nothing."""
+    files = {
+        "train.en": ["a b", "c d"],
+        "train.de": ["A B", "C D"],
+        "val.en": ["g h", "", "i"],
+        "val.de": ["G H", "Y", "  "],
+        "test.en": ["a", "b"],
+        "test.de": ["A", "B"],
+    }
+    folder = make_folder(tmp_path, files)
+    for _ in range(2):  # built, then cached
+        caplog.clear()
+        dm = _module(make_cfg(folder, vocab_size=60))
+        assert "2 of 3 val pairs have an empty source or reference" in caplog.text
+        assert "of 2 test pairs" not in caplog.text
+    assert dm.stats["pairs"] == {"train": 2, "val": 3, "test": 2}
+
+
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_eval_loaders_shard_across_ranks(small_multi30k, make_cfg, world_size):
     cfg = make_cfg(small_multi30k)

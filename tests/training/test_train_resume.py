@@ -364,6 +364,29 @@ def test_last_checkpoint_of_a_validating_step_holds_that_validation(tmp_path, ca
     assert ckpt["validated"] == ([3] if kind is LastCheckpoint else [])
 
 
+def test_last_checkpoint_is_written_at_every_epoch_end(tmp_path):
+    """``train.checkpoint_every`` says last.ckpt is saved every N steps "and at every epoch end"; Lightning 2.6 writes
+    it at an epoch's end only beside another save, so a run killed in its second epoch (checkpoint_every above an
+    epoch's steps) had no last.ckpt, only best.ckpt, which may be epochs older. Now written after the epoch's
+    validation, which it holds."""
+    from ablate.training.trainer import checkpoint_callbacks
+
+    found = []
+
+    class Resumable(pl.Callback):  # what a kill in the second epoch would resume from
+        def on_train_epoch_start(self, trainer, pl_module):
+            if trainer.current_epoch == 1 and (path := tmp_path / "last.ckpt").exists():
+                ckpt = torch.load(path, weights_only=False)
+                found.append((ckpt["global_step"], ckpt["validated"]))
+
+    trainer = pl.Trainer(
+        max_epochs=2, callbacks=[checkpoint_callbacks(tmp_path, 100)[1], Resumable()], logger=False,
+        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", num_sanity_val_steps=0,
+    )  # fmt: skip
+    trainer.fit(_Counts())
+    assert found == [(6, [6])]
+
+
 def test_a_run_whose_corpus_changed_since_it_started_is_not_resumed_on_it(tmp_path):
     """The data cache follows a corpus edited on disk, so a killed run resumed after the edit trained on: with a
     tokenizer learnt from the new text, whose ids name other subwords than the ones its checkpoint's embeddings
