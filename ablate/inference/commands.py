@@ -1,7 +1,8 @@
 """``ablate translate``, ``evaluate``, ``export-model`` and ``sync``, mounted on the main app.
 
 A run is a run folder, a sweep's trial named by what it is (``SWEEP --variant NAME --seed N``, as its
-``summary.json`` records them: :func:`trial_folder`), or ``wandb:<entity>/<project>/<run id>`` (:func:`fetch_run`)."""
+``summary.json`` records them: :func:`trial_folder`), or ``wandb:<entity>/<project>/<run id>[:<version or alias>]``
+(:func:`fetch_run`)."""
 
 from __future__ import annotations
 
@@ -71,21 +72,23 @@ PREFIX = "wandb:"
 
 
 def fetch_run(ref: str, api: Any = None, root: Optional[Path] = None) -> Path:
-    """Download the model artifact ``model-<run id>`` of ``wandb:<entity>/<project>/<run id>`` (logged with
-    ``tracking.log_checkpoints=true``, laid out as a run folder) once into ``~/.cache/ablate/wandb/<entity>/<project>/
-    <run id>`` (``ABLATE_CACHE`` moves it); returns its folder. ConfigError for a malformed reference, no such
-    artifact, or one of an older ablate without config and tokenizer."""
+    """Download the model artifact ``model-<run id>`` of ``wandb:<entity>/<project>/<run id>[:<version or alias>]``
+    (logged with ``tracking.log_checkpoints=true``, laid out as a run folder; W&B's ``name:v3`` or ``name:latest``,
+    default ``best``) once into ``~/.cache/ablate/wandb/<entity>/<project>/<run id>[:<version or alias>]``
+    (``ABLATE_CACHE`` moves it); returns its folder. ConfigError for a malformed reference, no such artifact, or one
+    of an older ablate without config and tokenizer."""
     parts = str(ref)[len(PREFIX) :].strip("/").split("/")
-    if len(parts) != 3 or not all(parts):
-        raise ConfigError(f"bad W&B run '{ref}': use wandb:<entity>/<project>/<run id>")
-    entity, project, run = parts
+    run, _, alias = parts[-1].partition(":")
+    if len(parts) != 3 or not all(parts) or not run or ":" in alias or parts[-1].endswith(":"):
+        raise ConfigError(f"bad W&B run '{ref}': use wandb:<entity>/<project>/<run id>[:<version or alias>]")
+    entity, project = parts[:2]
     if api is None:
         import wandb
 
         api = wandb.Api()
     if root is None:
-        root = cache_root() / "wandb" / entity / project / run
-    name = f"{entity}/{project}/model-{run}:best"
+        root = cache_root() / "wandb" / entity / project / parts[-1]
+    name = f"{entity}/{project}/model-{run}:{alias or 'best'}"
     try:
         artifact = api.artifact(name, type="model")
         folder = Path(artifact.download(root=str(root)))
@@ -106,7 +109,7 @@ log = logging.getLogger(__name__)
 
 RUN_HELP = (
     "A run directory written by `ablate train`, a sweep folder with --variant/--seed, "
-    "or wandb:<entity>/<project>/<run id> (its model artifact)."
+    "or wandb:<entity>/<project>/<run id>[:<version or alias>] (its model artifact, default :best)."
 )
 
 

@@ -126,7 +126,7 @@ class GreedyTranslator(nn.Module):
     """Greedy decoding around the traced parts, scripted: :func:`ablate.model.decoding.greedy` step for step.
     Sources are clipped to ``max_len`` (``data.max_len``, or less where learned positions end), outputs limited to
     ``max_len_a * source_length + max_len_b`` (``eval.*``) and to ``max_output`` (the model's, -1: none); special ids
-    are the target side's (the same on both sides)."""
+    are the target side's (the same on both sides); a source id outside ``[0, src_vocab)`` is refused naming the size."""
 
     def __init__(
         self,
@@ -140,18 +140,25 @@ class GreedyTranslator(nn.Module):
         max_len_a: float,
         max_len_b: int,
         max_output: int = -1,
+        src_vocab: int = -1,
     ):
         super().__init__()
         self.encoder, self.first, self.step = encoder, first, step
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.max_len, self.max_len_a, self.max_len_b = max_len, max_len_a, max_len_b
-        self.max_output = max_output
+        self.max_output, self.src_vocab = max_output, src_vocab
 
     def forward(self, src: Tensor) -> Tensor:
         """(B, S) right-padded source ids, each row ending in EOS -> (B, T) ids, padded after EOS; a row that starts
         with EOS (an empty source) stays empty, as ``ablate translate`` keeps an empty line empty."""
         with torch.no_grad():  # the loaded file's weights require grad: its traced in-place ReLU fails on a 2nd call
             B = src.size(0)
+            if self.src_vocab >= 0 and src.numel() > 0 and bool((src.lt(0) | src.ge(self.src_vocab)).any()):
+                bad = int(src[src.lt(0) | src.ge(self.src_vocab)][0].item())
+                raise ValueError(
+                    "source id " + str(bad) + " is outside the source vocabulary of " + str(self.src_vocab) + " ids "
+                    "(0 to " + str(self.src_vocab - 1) + "); encode sentences with this file's source_tokenizer.json"
+                )
             src_len = src.ne(self.pad_id).sum(1).float()
             limit = (self.max_len_a * src_len + self.max_len_b).floor().long().clamp(min=0)
             if self.max_output >= 0:
@@ -263,9 +270,8 @@ def script(run: LoadedRun) -> torch.jit.ScriptModule:
         _, state = step_call(tokens, enc, state)  # a state of two positions: a cache longer than one
         step = _trace("the decoder step", what, step_call, (tokens, enc, state))
         cap = getattr(model, "max_output", None)
-        loop = GreedyTranslator(
-            encoder, first, step, pad, bos, eos, source_limit(model, cfg), a, b, -1 if cap is None else cap
-        )
+        limits = (source_limit(model, cfg), a, b, -1 if cap is None else cap, tok.src_vocab_size)
+        loop = GreedyTranslator(encoder, first, step, pad, bos, eos, *limits)
         scripted = _jit(f"script the greedy decoding loop around {what}", lambda: torch.jit.script(loop))
         check = _example(tok.src_vocab_size, [2, 9, 6, 1], pad, eos, seed=1)  # other batch size and lengths
         ours = greedy(model, check, bos, eos, a, b)

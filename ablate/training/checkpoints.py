@@ -330,6 +330,15 @@ def _trained_with(checkpoint: dict[str, Any]) -> dict[str, Any]:
     return flatten(theirs) if isinstance(theirs := hparams.get("cfg"), dict) else {}
 
 
+def check_fits(path: Path, run_dir: Path, checkpoint: dict[str, Any], cfg: Config) -> None:
+    """:func:`unfit`'s error where a ``model.*`` key ``checkpoint`` trained with differs from ``cfg``'s (a resume never
+    changes one): weights of the same shapes (another model.heads, position scheme or score) would load and decode
+    another model than the one trained."""
+    theirs, ours = _trained_with(checkpoint), flatten(to_dict(cfg))
+    if any(k.startswith("model.") and k in ours and theirs[k] != ours[k] for k in theirs):
+        raise unfit(path, run_dir, ValueError("its model keys differ"), checkpoint, cfg)
+
+
 def unfit(path: Path, run_dir: Path, err: BaseException, checkpoint: dict[str, Any], cfg: Config) -> ConfigError:
     """The error for a checkpoint whose weights do not fit the model of ``run_dir``'s config ``cfg``: the model and
     vocabulary keys it trained with otherwise (the first three), else torch's first problem, not its header."""
@@ -360,6 +369,7 @@ def load_trained(
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
     checkpoint = load_checkpoint_file(path)  # weights_only: never runs code from the file
+    check_fits(path, run_dir, checkpoint, cfg)
     state = checkpoint["state_dict"]
     try:
         model.load_state_dict({k.removeprefix(PREFIX): v for k, v in state.items() if k.startswith(PREFIX)})

@@ -362,3 +362,20 @@ def test_an_all_nan_checkpoint_is_refused_not_exported(tmp_path):
     with pytest.raises(ExportError, match=r"best\.ckpt holds NaN or infinite weights \(\d+ tensors") as err:
         export(run, tmp_path / "model.pt")  # was written without a word
     assert "\n" not in str(err.value) and not (tmp_path / "model.pt").exists()
+
+
+@pytest.mark.parametrize("past", [True, False])
+def test_an_id_outside_the_source_vocabulary_is_refused_naming_its_size(past, tmp_path):
+    """The loaded file given an id the source tokenizer never makes raised torch's "index out of range in self" from
+    deep inside the traced embedding; it says which id and how many the vocabulary holds."""
+    run = _untrained()
+    torch.jit.save(script(run), str(tmp_path / "model.pt"))
+    model = torch.jit.load(str(tmp_path / "model.pt"))
+    size = run.tokenizer.src_vocab_size
+    bad = size if past else -1
+    words = rf"source id {bad} is outside the source vocabulary of {size} ids \(0 to {size - 1}\)"
+    with pytest.raises(torch.jit.Error, match=words):
+        model.translate([[5, 6], [7, bad]])
+    with pytest.raises(torch.jit.Error, match=words):
+        model(_batch([[bad, 5]], torch.device("cpu")))
+    assert model.translate([[5, size - 1]]) == script(run).translate([[5, size - 1]])

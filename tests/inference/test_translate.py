@@ -503,12 +503,20 @@ def test_evaluate_of_the_runs_validation_split_decodes_as_its_recorded_val_bleu(
     [
         (("arch: transformer", "arch: rnn"), "model.arch: transformer in the checkpoint, rnn in config.yaml"),
         (("d_model: 32", "d_model: 64"), "model.d_model: 32 in the checkpoint, 64 in config.yaml"),
+        (("heads: 2", "heads: 4"), "model.heads: 2 in the checkpoint, 4 in config.yaml"),
+        (
+            ("positions: sinusoidal", "positions: none"),
+            "model.positions: sinusoidal in the checkpoint, none in config.yaml",
+        ),
+        (("score: dot", "score: gaussian"), "model.attention.score: dot in the checkpoint, gaussian in config.yaml"),
     ],
-    ids=["arch", "d_model"],
+    ids=["arch", "d_model", "heads", "positions", "score"],
 )
 def test_a_checkpoint_of_another_model_names_the_keys_that_differ(trained, tmp_path, edit, named):
     """A config.yaml edited (or a checkpoint copied in from another run) said only "does not fit the model of
-    config.yaml (Error(s) in loading state_dict for TranslationModule:)": torch's header, not what differs."""
+    config.yaml (Error(s) in loading state_dict for TranslationModule:)": torch's header, not what differs. Where
+    the weights have the same shapes (another model.heads, position scheme or score), it loaded and decoded another
+    model without a word (evaluate: BLEU 0.02 for the run's recorded 0.42)."""
     import shutil
 
     from ablate import cli
@@ -544,3 +552,38 @@ def test_the_runs_own_corpus_spelt_otherwise_is_still_its_validation_split(train
     for spelt in (f"{corpus}/", corpus.name, f"./{corpus.name}/"):
         out = _cli("evaluate", str(trained), "--data", spelt, "--split", "val").splitlines()[-1]
         assert out.startswith(f"val: BLEU {summary['val/bleu']:.2f}  chrF {summary['val/chrf']:.2f}"), (spelt, out)
+
+
+class Downloads:
+    """A ``wandb.Api()`` whose every artifact downloads as a run folder's config.yaml and tokenizer/."""
+
+    def __init__(self):
+        self.asked: list[str] = []
+
+    def artifact(self, name, type=None):
+        self.asked.append(name)
+
+        class Downloadable:
+            def download(self, root):
+                (Path(root) / "tokenizer").mkdir(parents=True)
+                (Path(root) / "config.yaml").write_text("seed: 1\n")
+                return root
+
+        return Downloadable()
+
+
+def test_a_wandb_reference_with_a_version_or_alias_downloads_that_artifact(tmp_path, monkeypatch):
+    """``wandb:me/proj/r1:v3`` (W&B's own ``name:version`` form) asked W&B for ``model-r1:v3:best`` and failed with
+    W&B's message; it asks for ``model-r1:v3``, and a malformed one names the forms."""
+    from ablate.config import ConfigError
+    from ablate.inference.commands import fetch_run
+
+    monkeypatch.setenv("ABLATE_CACHE", str(tmp_path))
+    api = Downloads()
+    folders = [fetch_run(f"wandb:me/proj/{run}", api) for run in ("r1", "r1:v3", "r1:latest")]
+    assert api.asked == ["me/proj/model-r1:best", "me/proj/model-r1:v3", "me/proj/model-r1:latest"]
+    assert folders == [tmp_path / "wandb" / "me" / "proj" / run for run in ("r1", "r1:v3", "r1:latest")]
+    for bad in ("r1:", ":v3", "r1:v3:best"):
+        with pytest.raises(ConfigError, match=r"use wandb:<entity>/<project>/<run id>\[:<version or alias>\]"):
+            fetch_run(f"wandb:me/proj/{bad}", api)
+    assert len(api.asked) == 3
