@@ -76,8 +76,9 @@ class PlanProgress:
             self.bar.stop()
 
 
-def preview(console: Console, planner: Planner, progress: PlanProgress) -> int:
-    """Print the trials a run would plan, one line each; returns how many are invalid."""
+def preview(console: Console, planner: Planner, progress: PlanProgress, counted: bool = False) -> int:
+    """Print the trials a run would plan, one line each, then how many (unless ``counted``: the first line said
+    it) and how many are invalid; returns how many are invalid."""
     planner.tick = progress
     try:
         trials = planner.preview()
@@ -100,8 +101,13 @@ def preview(console: Console, planner: Planner, progress: PlanProgress) -> int:
         progress.close()
     invalid = sum(t.status == RunStatus.FAILED for t in trials)
     listed = f"{len(trials)} trial{'' if len(trials) == 1 else 's'}"  # bayes: its first proposal ("1 trials" was)
-    listed += " listed (the first proposal)" if planner.spec.method == "bayes" else ""
-    console.print(listed + (f", {invalid} invalid" if invalid else ""), highlight=False)
+    if planner.spec.method == "bayes":
+        line = listed + " listed (the first proposal)" + (f", {invalid} invalid" if invalid else "")
+        console.print(line, highlight=False)
+    elif invalid:
+        console.print(f"{invalid} of the {listed} {'is' if invalid == 1 else 'are'} invalid", highlight=False)
+    elif not counted:
+        console.print(listed, highlight=False)
     if planner.state.group == undrawn_group(planner.spec.name):  # a status line: stdout keeps only the listing
         sys.stderr.write(
             f"W&B group {planner.state.group}: its digits are drawn when the sweep first runs in {planner.out}\n"
@@ -419,7 +425,7 @@ def run(
     if dry_run:
         if config is not None:  # as the run: one line for a missing or malformed base config, not every trial's
             read_yaml(config)
-        if preview(console, Planner(spec, opts), PlanProgress()):
+        if preview(console, Planner(spec, opts), PlanProgress(), counted=count is not None):
             raise typer.Exit(FAILED)
         return
     if trials_per_job is not None:

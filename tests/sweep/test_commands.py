@@ -71,11 +71,21 @@ def test_run_then_rerun_then_status(sweep_file, events, tmp_path):
 
 def test_dry_run_lists_trials_without_training(sweep_file, events, tmp_path):
     result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")
-    assert result.exit_code == 1 and "6 trials, 2 invalid" in result.output and "model.d_ff=128" in result.output
+    assert result.exit_code == 1 and "2 of the 6 trials are invalid" in result.output and "model.d_ff=128" in result.output
     assert "invalid config" in result.output
     assert events.count("start") == 0 and not (tmp_path / "runs").exists()
     valid = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "model.heads=4")  # 4 divides 32
-    assert valid.exit_code == 0 and "6 trials\n" in valid.output, valid.output
+    assert valid.exit_code == 0 and "invalid" not in valid.output, valid.output
+
+
+def test_a_dry_run_states_its_trial_count_once(sweep_file, events, tmp_path):
+    # it began with "tiny: 6 trials" (printed before planning) and ended with "6 trials", the same count again
+    valid = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "model.heads=4")
+    lines = valid.output.splitlines()
+    assert valid.exit_code == 0 and "tiny: 6 trials" in lines, valid.output
+    assert sum("6 trials" in line for line in lines) == 1, valid.output
+    invalid = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")  # the end says what the count did not
+    assert invalid.exit_code == 1 and "\n2 of the 6 trials are invalid\n" in invalid.output, invalid.output
 
 
 def test_exit_status_0_when_every_trial_finished(sweep_file, events):
@@ -94,7 +104,7 @@ def test_a_sweep_folder_with_brackets_in_its_name_is_shown_as_written(sweep_file
 def test_a_comma_list_override_is_one_more_grid_axis(sweep_file, events, tmp_path):
     args = ["run", sweep_file, "--devices", "cpu", "train.max_steps=2,3", "model.dropout=0"]
     result = invoke(*args, "--dry-run")
-    assert "12 trials, 4 invalid" in result.output, result.output  # 3 variants x 2 seeds x 2 budgets
+    assert "4 of the 12 trials are invalid" in result.output, result.output  # 3 variants x 2 seeds x 2 budgets
     assert "base-seed=1-max_steps=3  " in result.output and "train.max_steps=3 model.dropout=0" in result.output
     run = invoke(*args, "--max-trials", "2")
     assert run.exit_code == 0 and "2 finished" in run.output, run.output
@@ -298,7 +308,7 @@ def test_another_launchers_option_is_refused_not_ignored(sweep_file, events, tmp
 
 def test_a_launchers_own_options_are_accepted(sweep_file, events):
     result = invoke("run", sweep_file, "--launcher", "slurm", "--max-concurrent", "3", "--time", "1:00:00", "--dry-run")
-    assert result.exit_code == 1 and "6 trials, 2 invalid" in result.output, result.output  # odd-heads: invalid
+    assert result.exit_code == 1 and "2 of the 6 trials are invalid" in result.output, result.output  # odd-heads: invalid
 
 
 def test_an_override_of_a_key_variants_set_names_them_in_a_note(sweep_file, events, tmp_path):
