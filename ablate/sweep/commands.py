@@ -167,11 +167,12 @@ def live_jobs(state: SweepState, out: Path) -> dict[str, str]:
 
 
 def status_table(state: SweepState, out: Path, metric: Optional[str], live: Optional[dict[str, str]] = None) -> Table:
-    """One row per trial: status, metric, test BLEU, time, tries (and the SLURM job: ``live`` states first), error."""
+    """One row per trial: status, metric, test BLEU, time (its attempts' sum: what it cost), tries (and the SLURM
+    job: ``live`` states first), error."""
     live = live or {}
     on_slurm = any(t.job_id for t in state.trials)
     table = Table(title=Text(printable(f"sweep {state.name} ({state.source})")), title_justify="left")
-    columns = ["trial", "status", ">" + (metric or "metric"), ">" + TEST_BLEU.key, ">time", ">tries"]
+    columns = ["trial", "status", ">" + (metric or "metric"), ">" + TEST_BLEU.key, ">time, all tries", ">tries"]
     for col in columns + (["SLURM job", ">requeues"] if on_slurm else []) + ["error"]:
         table.add_column(col.lstrip(">"), justify="right" if col[0] == ">" else "left", overflow="fold")
     for t in state.trials:

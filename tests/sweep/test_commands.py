@@ -216,6 +216,19 @@ def test_status_of_a_sweep_with_pending_trials_and_bracketed_text(tmp_path, monk
     assert "3 trials: 1 finished, 1 failed, 1 pending" in result.output
 
 
+def test_status_says_its_time_column_sums_every_attempt(tmp_path, monkeypatch):
+    # a trial preempted after 50 min that resumed and finished in 12 showed "time 1:02:00" under "time", read as
+    # one training of 62 min; it is the trial's cost over its tries, and the header says so
+    from ablate.sweep.state import SweepState, Trial, save_state
+
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    trials = [Trial("seed=1", {"seed": 1}, status="finished", metric=20.0, attempts=2, duration_s=3720.0)]
+    save_state(tmp_path, SweepState("tiny", "gone.yaml", "sig", trials=trials))
+    result = invoke("status", tmp_path)
+    header = next(line for line in result.output.splitlines() if "trial" in line and "tries" in line)
+    assert "time, all tries" in header and "1:02:00" in result.output, result.output
+
+
 def test_status_counts_the_trials_hyperband_stopped(tmp_path, monkeypatch):
     # the count line left them out: "3 trials: 2 finished (no launcher running)" for 3 trials, where the report
     # after the run said "sweep tiny: 2 finished, 1 stopped"
