@@ -229,7 +229,8 @@ def show_status(console: Console, state: SweepState, out: Path) -> None:
     jobs = live_jobs(state, out)
     console.print(status_table(state, out, metric, jobs))
     live = "a launcher is running" if is_locked(out) else "no launcher running"
-    console.print(f"{len(state.trials)} trials: {_counts(state, *COUNTED) or 'none'} ({live})", highlight=False)
+    trials = f"{len(state.trials)} trial{'' if len(state.trials) == 1 else 's'}"
+    console.print(f"{trials}: {_counts(state, *COUNTED) or 'none'} ({live})", highlight=False)
     _left_running(console, state, out, jobs)
     for job, job_state in state.workers.items():
         names = [t.name for t in state.trials if t.status == RunStatus.RUNNING and t.job_id == job]

@@ -227,6 +227,7 @@ def test_status_says_its_time_column_sums_every_attempt(tmp_path, monkeypatch):
     result = invoke("status", tmp_path)
     header = next(line for line in result.output.splitlines() if "trial" in line and "tries" in line)
     assert "time, all tries" in header and "1:02:00" in result.output, result.output
+    assert "\n1 trial: 1 finished (no launcher running)" in result.output  # was "1 trials: 1 finished"
 
 
 def test_status_counts_the_trials_hyperband_stopped(tmp_path, monkeypatch):
