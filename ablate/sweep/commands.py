@@ -22,7 +22,7 @@ from rich.text import Text
 from ablate.config import complete_overrides, read_yaml
 from ablate.record import TEST_BLEU, RunFiles, RunStatus, SweepFiles, is_number
 from ablate.sweep import slurm
-from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor, score
+from ablate.sweep.launcher import EXECUTORS, Launcher, Progress, executor_class, make_executor
 from ablate.sweep.local import ExecutorArgs, check_slot_options, is_same_process, plan_slots, trains
 from ablate.sweep.planner import (
     ALLOWANCE_S,
@@ -38,7 +38,17 @@ from ablate.sweep.planner import (
     trial_cap,
 )
 from ablate.sweep.spec import SweepError, SweepSpec, load_spec, replaced_variants
-from ablate.sweep.state import SweepState, best_configuration, best_trial, is_locked, load_state, undrawn_group
+from ablate.sweep.state import (
+    STYLES,
+    SweepState,
+    best_configuration,
+    best_trial,
+    clock,
+    is_locked,
+    load_state,
+    score,
+    undrawn_group,
+)
 from ablate.utils.commands import fail, typer_app
 from ablate.utils.io import printable
 

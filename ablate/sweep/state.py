@@ -299,6 +299,37 @@ def best_configuration(trials: Sequence[Trial], goal: str) -> Optional[tuple[flo
 # ---- How an attempt ended ----
 
 
+def clock(seconds: Optional[float]) -> str:
+    """``3725`` -> ``1:02:05``; ``None`` -> ``?``."""
+    if seconds is None:
+        return "?"
+    h, rest = divmod(round(seconds), 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def score(value: Optional[float]) -> str:
+    """A trial's metric as ``ablate table`` prints a score (two decimals, its columns' default): ``6.025e-07``
+    -> ``0.00``, never scientific notation beside a table that says 0.00; ``None`` -> ``""``."""
+    return "" if value is None else f"{value:.2f}"
+
+
+STYLES = {
+    RunStatus.FINISHED: "green",
+    RunStatus.FAILED: "red",
+    RunStatus.RUNNING: "cyan",
+    RunStatus.INTERRUPTED: "yellow",
+    RunStatus.STOPPED: "yellow",
+}  # a status's colour (pending has none)
+
+
+def ended_line(trial: Trial, metric: Optional[str], where: Optional[str], elapsed: float) -> str:
+    """How an attempt ended, as a launcher prints it: ``finished seed=1 (job 7, 1:05) val/bleu=20.00``."""
+    shown = f" {metric}={score(trial.metric)}" if trial.metric is not None and metric else ""
+    detail = f": {trial.error}" if trial.status == RunStatus.FAILED else shown
+    return f"{trial.status:<8} {trial.name} ({f'{where}, ' if where else ''}{clock(elapsed)}){detail}"
+
+
 def read_summary(run_dir: Path, since: Optional[float] = None) -> Optional[RunSummary]:
     """The trainer's ``summary.json``, or ``None`` if absent, unreadable or older than ``since`` (an earlier attempt's)."""
     path = RunFiles(run_dir).summary
