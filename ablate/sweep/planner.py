@@ -126,8 +126,10 @@ class LaunchOptions:
     poll_s: float = 0.2
 
     def __post_init__(self) -> None:
-        if self.grace_s < 0:
-            raise SweepError(f"--grace {self.grace_s:g} must be at least 0 (seconds a stopped trial gets to save)")
+        seconds = {"--grace": self.grace_s, "--trial-timeout": self.trial_timeout_s, "--stall-warning": self.stall_s}
+        for flag, value in seconds.items():
+            if value is not None and not value >= 0:  # nan too, which no comparison stops (a hung trial never killed)
+                raise SweepError(f"{flag} {value:g} must be at least 0 (seconds)")
 
 
 @dataclass

@@ -71,7 +71,9 @@ def test_run_then_rerun_then_status(sweep_file, events, tmp_path):
 
 def test_dry_run_lists_trials_without_training(sweep_file, events, tmp_path):
     result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")
-    assert result.exit_code == 1 and "2 of the 6 trials are invalid" in result.output and "model.d_ff=128" in result.output
+    assert (
+        result.exit_code == 1 and "2 of the 6 trials are invalid" in result.output and "model.d_ff=128" in result.output
+    )
     assert "invalid config" in result.output
     assert events.count("start") == 0 and not (tmp_path / "runs").exists()
     valid = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "model.heads=4")  # 4 divides 32
@@ -288,11 +290,15 @@ def test_status_from_another_folder_shows_the_sweep_metric_and_best_trial(sweep_
         ["--dry-run", "--grace", "-5"],
         ["--launcher", "slurm", "--signal-delay", "-1"],
         ["--launcher", "ray", "--parallel", "0"],
+        ["--dry-run", "--grace", "nan"],
+        ["--trial-timeout", "nan"],
+        ["--stall-warning", "nan"],
     ],
 )
 def test_a_number_out_of_range_is_one_line_naming_the_option(sweep_file, events, tmp_path, args):
     # --grace -5 ran (a stopped trial was killed at once), --signal-delay -1 reached sbatch, and Ray read
-    # --parallel 0 as 1, where --max-trials 0 was already refused
+    # --parallel 0 as 1, where --max-trials 0 was already refused; nan passed every "at least 0" (nan < 0 is false):
+    # --grace nan never killed a stopped trial that hung, --trial-timeout nan was no limit, --stall-warning nan never warned
     result = invoke("run", sweep_file, *args)
     assert result.exit_code == 2 and f"error: {args[-2]} {args[-1]} must be at least" in result.output, result.output
     assert result.output.count("\n") == 1 and not (tmp_path / "runs").exists() and events.count("start") == 0
@@ -322,7 +328,7 @@ def test_another_launchers_option_is_refused_not_ignored(sweep_file, events, tmp
 
 def test_a_launchers_own_options_are_accepted(sweep_file, events):
     result = invoke("run", sweep_file, "--launcher", "slurm", "--max-concurrent", "3", "--time", "1:00:00", "--dry-run")
-    assert result.exit_code == 1 and "2 of the 6 trials are invalid" in result.output, result.output  # odd-heads: invalid
+    assert result.exit_code == 1 and "2 of the 6 trials are invalid" in result.output, result.output  # odd-heads
 
 
 def test_an_override_of_a_key_variants_set_names_them_in_a_note(sweep_file, events, tmp_path):
