@@ -623,7 +623,9 @@ class Planner:
         outside = result.status == RunStatus.INTERRUPTED or (result.status == RunStatus.FAILED and exit.lost)
         retry = None
         if stop is None and outside:
-            reason = exit.reason or trial.error or RunStatus.INTERRUPTED
+            # an interrupted trainer's error is its advice to whoever ran it ("run the same command again"): not ours
+            own = trial.error if result.status == RunStatus.FAILED else "interrupted from outside, checkpointed"
+            reason = exit.reason or own or RunStatus.INTERRUPTED
             if trial.attempts <= self.opts.retries:
                 trial.status, trial.error = RunStatus.INTERRUPTED, None
                 self.launched.discard(trial.name)  # relaunch it: it resumes from its checkpoint
