@@ -182,7 +182,8 @@ def status_table(state: SweepState, out: Path, metric: Optional[str], live: Opti
     live = live or {}
     on_slurm = any(t.job_id for t in state.trials)
     table = Table(title=Text(printable(f"sweep {state.name} ({state.source})")), title_justify="left")
-    columns = ["trial", "status", ">" + (metric or "metric"), ">" + TEST_BLEU.key, ">time, all tries", ">tries"]
+    spent = ">time, all tries" if any(t.attempts > 1 for t in state.trials) else ">time"  # said where it sums
+    columns = ["trial", "status", ">" + (metric or "metric"), ">" + TEST_BLEU.key, spent, ">tries"]
     for col in columns + (["SLURM job", ">requeues"] if on_slurm else []) + ["error"]:
         table.add_column(col.lstrip(">"), justify="right" if col[0] == ">" else "left", overflow="fold")
     for t in state.trials:
