@@ -459,7 +459,7 @@ class Planner:
         self.state.signature = signature(self.spec, self.opts)
         for t in self.state.trials:
             if self.opts.retry_failed and t.status == RunStatus.FAILED:
-                t.status, t.error = RunStatus.PENDING, None
+                t.status, t.error, t.relaunches = RunStatus.PENDING, None, 0
             summary = SweepFiles(self.out).trial(t.name).summary
             if t.status == RunStatus.FINISHED and not summary.exists():  # its folder deleted, to train it again
                 t.status, t.metric, t.summary = RunStatus.PENDING, None, None
@@ -626,10 +626,10 @@ class Planner:
             # an interrupted trainer's error is its advice to whoever ran it ("run the same command again"): not ours
             own = trial.error if result.status == RunStatus.FAILED else "interrupted from outside, checkpointed"
             reason = exit.reason or own or RunStatus.INTERRUPTED
-            if trial.attempts <= self.opts.retries:
-                trial.status, trial.error = RunStatus.INTERRUPTED, None
+            if trial.relaunches < self.opts.retries:  # a resume after Ctrl-C is no relaunch: it keeps its retries
+                trial.status, trial.error, trial.relaunches = RunStatus.INTERRUPTED, None, trial.relaunches + 1
                 self.launched.discard(trial.name)  # relaunch it: it resumes from its checkpoint
-                retry = f"retrying {trial.name} ({reason}; attempt {trial.attempts + 1} of {self.opts.retries + 1})"
+                retry = f"retrying {trial.name} ({reason}; relaunch {trial.relaunches} of {self.opts.retries})"
             elif exit.reason:
                 trial.status, trial.error = RunStatus.FAILED, f"{exit.reason}; {result.error or ''}".rstrip("; ")
         self.save()

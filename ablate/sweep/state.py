@@ -34,7 +34,8 @@ UNDRAWN = "xxxxxx"  # a dry run's group digits: drawn (:func:`new_group`) when t
 class Trial:
     """One point of the sweep and what became of it: ``name`` (also its folder), ``summary`` (``sweep.json`` keeps
     its headline numbers as ``results``), ``pid`` and ``pid_start`` (to recognise it after a crash), ``history``
-    (the metric at each report, for hyperband), ``job_id``, ``job_state`` (its SLURM job)."""
+    (the metric at each report, for hyperband), ``job_id``, ``job_state`` (its SLURM job), ``relaunches`` (after
+    attempts lost from outside, which ``--retries`` bounds; ``--retry-failed`` starts it again)."""
 
     name: str
     point: dict[str, Any]
@@ -51,6 +52,7 @@ class Trial:
     history: list[float] = field(default_factory=list)
     job_id: Optional[str] = None
     job_state: Optional[str] = None
+    relaunches: int = 0
 
     @property
     def results(self) -> dict[str, Any]:
@@ -59,6 +61,8 @@ class Trial:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):  # the summary as its headline numbers, ``results``
+            if f.name == "relaunches" and not self.relaunches:  # newer than most folders: written once it counts
+                continue
             value = self.results if f.name == "summary" else copy.copy(getattr(self, f.name))
             out["results" if f.name == "summary" else f.name] = value
         return out
