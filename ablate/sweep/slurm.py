@@ -11,7 +11,7 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional
 
@@ -513,11 +513,14 @@ class PackedSweep:
         """Say what the workers did since the last look, as the local launcher says it: each attempt that ended
         (its trial's time grew by the attempt's) and each that started."""
         seen, self._seen = self._seen, {t.name: (t.attempts, t.duration_s) for t in state.trials}
-        for t in state.trials if seen is not None else ():  # the first look: what ran before is no news
-            attempts, duration_s = (seen or {}).get(t.name, (0, 0.0))
-            if t.duration_s > duration_s:
-                line = ended_line(t, self.spec.metric, f"job {t.job_id}", t.duration_s - duration_s)
-                self.say(line, STYLES.get(t.status, "yellow"))
+        if seen is None:  # the first look: what ran before is no news
+            return
+        for t in state.trials:
+            attempts, duration_s = seen.get(t.name, (0, 0.0))
+            if t.duration_s > duration_s:  # running again: the attempt ended lost, and its worker relaunched it
+                ended = replace(t, status=RunStatus.INTERRUPTED) if t.status == RunStatus.RUNNING else t
+                line = ended_line(ended, self.spec.metric, f"job {t.job_id}", t.duration_s - duration_s)
+                self.say(line, STYLES.get(ended.status, "yellow"))
             if t.attempts > attempts and t.status == RunStatus.RUNNING:
                 self.say(f"started  {t.name} [worker job {t.job_id}]", "")
 

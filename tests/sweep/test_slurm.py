@@ -435,7 +435,10 @@ def test_a_packed_sweep_says_each_trial_its_workers_start_and_end(tmp_path, monk
     worker("seed=2", status=RunStatus.RUNNING, attempts=1, job_id="101")
     packed._tick()
     assert said[1:] == ["started  seed=1 [worker job 101]", "started  seed=2 [worker job 101]"]
-    worker("seed=1", status=RunStatus.FINISHED, metric=20.0, duration_s=65.0)
+    worker("seed=1", attempts=2, duration_s=20.0)  # lost from outside and relaunched between two looks
+    packed._tick()  # the attempt that ended is not 'running', as its trial is again
+    assert said[3:] == ["interrupted seed=1 (job 101, 0:20)", "started  seed=1 [worker job 101]"]
+    worker("seed=1", status=RunStatus.FINISHED, metric=20.0, duration_s=85.0)
     worker("seed=2", status=RunStatus.FAILED, error="boom", duration_s=3.0)
     packed._tick()
-    assert said[3:] == ["finished seed=1 (job 101, 1:05) val/bleu=20.00", "failed   seed=2 (job 101, 0:03): boom"]
+    assert said[5:] == ["finished seed=1 (job 101, 1:05) val/bleu=20.00", "failed   seed=2 (job 101, 0:03): boom"]
