@@ -86,6 +86,11 @@ class PlanProgress:
             self.bar.stop()
 
 
+def trial_count(n: int) -> str:
+    """``1 trial``, ``10,000 trials`` ("1 trials" was)."""
+    return f"{n:,} trial{'' if n == 1 else 's'}"
+
+
 def preview(console: Console, planner: Planner, progress: PlanProgress, counted: bool = False) -> int:
     """Print the trials a run would plan, one line each, then how many (unless ``counted``: the first line said
     it) and how many are invalid; returns how many are invalid."""
@@ -110,7 +115,7 @@ def preview(console: Console, planner: Planner, progress: PlanProgress, counted:
     finally:
         progress.close()
     invalid = sum(t.status == RunStatus.FAILED for t in trials)
-    listed = f"{len(trials)} trial{'' if len(trials) == 1 else 's'}"  # bayes: its first proposal ("1 trials" was)
+    listed = trial_count(len(trials))
     if planner.spec.method == "bayes":
         line = listed + " listed (the first proposal)" + (f", {invalid} invalid" if invalid else "")
         console.print(line, highlight=False)
@@ -240,8 +245,7 @@ def show_status(console: Console, state: SweepState, out: Path) -> None:
     jobs = live_jobs(state, out)
     console.print(status_table(state, out, metric, jobs))
     live = "a launcher is running" if is_locked(out) else "no launcher running"
-    trials = f"{len(state.trials)} trial{'' if len(state.trials) == 1 else 's'}"
-    console.print(f"{trials}: {_counts(state, *COUNTED) or 'none'} ({live})", highlight=False)
+    console.print(f"{trial_count(len(state.trials))}: {_counts(state, *COUNTED) or 'none'} ({live})", highlight=False)
     _left_running(console, state, out, jobs)
     for job, job_state in state.workers.items():
         names = [t.name for t in state.trials if t.status == RunStatus.RUNNING and t.job_id == job]
@@ -434,7 +438,7 @@ def run(
         executor = make_executor(launcher, args, opts)
     count = check_trial_count(spec, trial_cap(spec, max_trials), trial_limit)  # at once, before any planning
     if count is not None:
-        console.print(f"{spec.name}: {count:,} trials", highlight=False)
+        console.print(f"{spec.name}: {trial_count(count)}", highlight=False)
     if dry_run:
         if config is not None:  # as the run: one line for a missing or malformed base config, not every trial's
             read_yaml(config)

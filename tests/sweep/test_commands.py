@@ -218,6 +218,12 @@ def test_status_of_a_sweep_with_pending_trials_and_bracketed_text(tmp_path, monk
     assert "3 trials: 1 finished, 1 failed, 1 pending" in result.output
 
 
+def test_a_one_trial_sweep_counts_one_trial(sweep_file, events, tmp_path):
+    # its dry run began "tiny: 1 trials"
+    result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "--max-trials", "1")
+    assert result.exit_code == 0 and "tiny: 1 trial\n" in result.output, result.output
+
+
 def test_status_says_its_time_column_sums_every_attempt(tmp_path, monkeypatch):
     # a trial preempted after 50 min that resumed and finished in 12 showed "time 1:02:00" under "time", read as
     # one training of 62 min; it is the trial's cost over its tries, and the header says so
