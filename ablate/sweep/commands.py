@@ -22,7 +22,7 @@ from rich.text import Text
 from ablate.config import complete_overrides, read_yaml
 from ablate.record import TEST_BLEU, RunFiles, RunStatus, SweepFiles, is_number
 from ablate.sweep import slurm
-from ablate.sweep.launcher import EXECUTORS, STYLES, Launcher, Progress, clock, executor_class, make_executor, score
+from ablate.sweep.launcher import EXECUTORS, Launcher, Progress, executor_class, make_executor
 from ablate.sweep.local import ExecutorArgs, check_slot_options, is_same_process, plan_slots, trains
 from ablate.sweep.planner import (
     ALLOWANCE_S,
@@ -38,7 +38,17 @@ from ablate.sweep.planner import (
     trial_cap,
 )
 from ablate.sweep.spec import SweepError, SweepSpec, load_spec, replaced_variants
-from ablate.sweep.state import SweepState, best_configuration, best_trial, is_locked, load_state, undrawn_group
+from ablate.sweep.state import (
+    STYLES,
+    SweepState,
+    best_configuration,
+    best_trial,
+    clock,
+    is_locked,
+    load_state,
+    score,
+    undrawn_group,
+)
 from ablate.utils.commands import fail, typer_app
 from ablate.utils.io import printable
 
@@ -76,8 +86,14 @@ class PlanProgress:
             self.bar.stop()
 
 
-def preview(console: Console, planner: Planner, progress: PlanProgress) -> int:
-    """Print the trials a run would plan, one line each; returns how many are invalid."""
+def trial_count(n: int) -> str:
+    """``1 trial``, ``10,000 trials`` ("1 trials" was)."""
+    return f"{n:,} trial{'' if n == 1 else 's'}"
+
+
+def preview(console: Console, planner: Planner, progress: PlanProgress, counted: bool = False) -> int:
+    """Print the trials a run would plan, one line each, then how many (unless ``counted``: the first line said
+    it) and how many are invalid; returns how many are invalid."""
     planner.tick = progress
     try:
         trials = planner.preview()
@@ -99,9 +115,14 @@ def preview(console: Console, planner: Planner, progress: PlanProgress) -> int:
     finally:
         progress.close()
     invalid = sum(t.status == RunStatus.FAILED for t in trials)
-    listed = f"{len(trials)} trial{'' if len(trials) == 1 else 's'}"  # bayes: its first proposal ("1 trials" was)
-    listed += " listed (the first proposal)" if planner.spec.method == "bayes" else ""
-    console.print(listed + (f", {invalid} invalid" if invalid else ""), highlight=False)
+    listed = trial_count(len(trials))
+    if planner.spec.method == "bayes":
+        line = listed + " listed (the first proposal)" + (f", {invalid} invalid" if invalid else "")
+        console.print(line, highlight=False)
+    elif invalid:
+        console.print(f"{invalid} of the {listed} {'is' if invalid == 1 else 'are'} invalid", highlight=False)
+    elif not counted:
+        console.print(listed, highlight=False)
     if planner.state.group == undrawn_group(planner.spec.name):  # a status line: stdout keeps only the listing
         sys.stderr.write(
             f"W&B group {planner.state.group}: its digits are drawn when the sweep first runs in {planner.out}\n"
@@ -161,11 +182,13 @@ def live_jobs(state: SweepState, out: Path) -> dict[str, str]:
 
 
 def status_table(state: SweepState, out: Path, metric: Optional[str], live: Optional[dict[str, str]] = None) -> Table:
-    """One row per trial: status, metric, test BLEU, time, tries (and the SLURM job: ``live`` states first), error."""
+    """One row per trial: status, metric, test BLEU, time (its attempts' sum: what it cost), tries (and the SLURM
+    job: ``live`` states first), error."""
     live = live or {}
     on_slurm = any(t.job_id for t in state.trials)
     table = Table(title=Text(printable(f"sweep {state.name} ({state.source})")), title_justify="left")
-    columns = ["trial", "status", ">" + (metric or "metric"), ">" + TEST_BLEU.key, ">time", ">tries"]
+    spent = ">time, all tries" if any(t.attempts > 1 for t in state.trials) else ">time"  # said where it sums
+    columns = ["trial", "status", ">" + (metric or "metric"), ">" + TEST_BLEU.key, spent, ">tries"]
     for col in columns + (["SLURM job", ">requeues"] if on_slurm else []) + ["error"]:
         table.add_column(col.lstrip(">"), justify="right" if col[0] == ">" else "left", overflow="fold")
     for t in state.trials:
@@ -222,7 +245,7 @@ def show_status(console: Console, state: SweepState, out: Path) -> None:
     jobs = live_jobs(state, out)
     console.print(status_table(state, out, metric, jobs))
     live = "a launcher is running" if is_locked(out) else "no launcher running"
-    console.print(f"{len(state.trials)} trials: {_counts(state, *COUNTED) or 'none'} ({live})", highlight=False)
+    console.print(f"{trial_count(len(state.trials))}: {_counts(state, *COUNTED) or 'none'} ({live})", highlight=False)
     _left_running(console, state, out, jobs)
     for job, job_state in state.workers.items():
         names = [t.name for t in state.trials if t.status == RunStatus.RUNNING and t.job_id == job]
@@ -415,11 +438,11 @@ def run(
         executor = make_executor(launcher, args, opts)
     count = check_trial_count(spec, trial_cap(spec, max_trials), trial_limit)  # at once, before any planning
     if count is not None:
-        console.print(f"{spec.name}: {count:,} trials", highlight=False)
+        console.print(f"{spec.name}: {trial_count(count)}", highlight=False)
     if dry_run:
         if config is not None:  # as the run: one line for a missing or malformed base config, not every trial's
             read_yaml(config)
-        if preview(console, Planner(spec, opts), PlanProgress()):
+        if preview(console, Planner(spec, opts), PlanProgress(), counted=count is not None):
             raise typer.Exit(FAILED)
         return
     if trials_per_job is not None:

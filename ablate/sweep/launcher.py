@@ -33,7 +33,18 @@ from ablate.sweep.planner import LaunchOptions, Planner, SweepResult, trainer_co
 from ablate.sweep.ray_cluster import RayExecutor
 from ablate.sweep.slurm import SlurmExecutor
 from ablate.sweep.spec import SweepError, SweepSpec
-from ablate.sweep.state import SweepLock, SweepState, Trial, best_trial, outcome, record_timeout
+from ablate.sweep.state import (
+    STYLES,
+    SweepLock,
+    SweepState,
+    Trial,
+    best_trial,
+    clock,
+    ended_line,
+    outcome,
+    record_timeout,
+    score,
+)
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +81,6 @@ def make_executor(name: str, args: ExecutorArgs, opts: LaunchOptions) -> Executo
 
 # ---- Live progress ----
 
-STYLES = {
-    RunStatus.FINISHED: "green",
-    RunStatus.FAILED: "red",
-    RunStatus.RUNNING: "cyan",
-    RunStatus.INTERRUPTED: "yellow",
-    RunStatus.STOPPED: "yellow",
-}  # a status's colour (pending has none)
-
 
 @dataclass(frozen=True)
 class Stats:
@@ -101,21 +104,6 @@ def stats(state: SweepState, goal: str, total: int, elapsed_s: float, slots: int
         eta = sum(durations) / len(durations) * remaining / max(1, min(slots, remaining))
     running, failed = state.count(RunStatus.RUNNING), state.count(RunStatus.FAILED)
     return Stats(total, done, failed, running, elapsed_s, eta, best_trial(state, goal))
-
-
-def clock(seconds: Optional[float]) -> str:
-    """``3725`` -> ``1:02:05``; ``None`` -> ``?``."""
-    if seconds is None:
-        return "?"
-    h, rest = divmod(round(seconds), 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
-
-
-def score(value: Optional[float]) -> str:
-    """A trial's metric as ``ablate table`` prints a score (two decimals, its columns' default): ``6.025e-07``
-    -> ``0.00``, never scientific notation beside a table that says 0.00; ``None`` -> ``""``."""
-    return "" if value is None else f"{value:.2f}"
 
 
 class Progress:
@@ -245,11 +233,8 @@ class Launcher:
         retry = self.planner.ended(trial, result, exit, run.stop, elapsed)
         if trial.status == RunStatus.FINISHED:
             self.durations.append(elapsed)
-        shown = f" {self.spec.metric}={score(trial.metric)}" if trial.metric is not None and self.spec.metric else ""
-        detail = f": {trial.error}" if trial.status == RunStatus.FAILED else shown
-        where = f"{run.handle.tag}, " if run.handle.tag else ""
         self.progress.event(
-            f"{trial.status:<8} {trial.name} ({where}{clock(elapsed)}){detail}", STYLES.get(trial.status, "yellow")
+            ended_line(trial, self.spec.metric, run.handle.tag, elapsed), STYLES.get(trial.status, "yellow")
         )
         if retry:
             self.progress.event(retry, "yellow")

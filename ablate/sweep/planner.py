@@ -126,8 +126,10 @@ class LaunchOptions:
     poll_s: float = 0.2
 
     def __post_init__(self) -> None:
-        if self.grace_s < 0:
-            raise SweepError(f"--grace {self.grace_s:g} must be at least 0 (seconds a stopped trial gets to save)")
+        seconds = {"--grace": self.grace_s, "--trial-timeout": self.trial_timeout_s, "--stall-warning": self.stall_s}
+        for flag, value in seconds.items():
+            if value is not None and not value >= 0:  # nan too, which no comparison stops (a hung trial never killed)
+                raise SweepError(f"{flag} {value:g} must be at least 0 (seconds)")
 
 
 @dataclass
@@ -457,7 +459,7 @@ class Planner:
         self.state.signature = signature(self.spec, self.opts)
         for t in self.state.trials:
             if self.opts.retry_failed and t.status == RunStatus.FAILED:
-                t.status, t.error = RunStatus.PENDING, None
+                t.status, t.error, t.relaunches = RunStatus.PENDING, None, 0
             summary = SweepFiles(self.out).trial(t.name).summary
             if t.status == RunStatus.FINISHED and not summary.exists():  # its folder deleted, to train it again
                 t.status, t.metric, t.summary = RunStatus.PENDING, None, None
@@ -621,11 +623,13 @@ class Planner:
         outside = result.status == RunStatus.INTERRUPTED or (result.status == RunStatus.FAILED and exit.lost)
         retry = None
         if stop is None and outside:
-            reason = exit.reason or trial.error or RunStatus.INTERRUPTED
-            if trial.attempts <= self.opts.retries:
-                trial.status, trial.error = RunStatus.INTERRUPTED, None
+            # an interrupted trainer's error is its advice to whoever ran it ("run the same command again"): not ours
+            own = trial.error if result.status == RunStatus.FAILED else "interrupted from outside, checkpointed"
+            reason = exit.reason or own or RunStatus.INTERRUPTED
+            if trial.relaunches < self.opts.retries:  # a resume after Ctrl-C is no relaunch: it keeps its retries
+                trial.status, trial.error, trial.relaunches = RunStatus.INTERRUPTED, None, trial.relaunches + 1
                 self.launched.discard(trial.name)  # relaunch it: it resumes from its checkpoint
-                retry = f"retrying {trial.name} ({reason}; attempt {trial.attempts + 1} of {self.opts.retries + 1})"
+                retry = f"retrying {trial.name} ({reason}; relaunch {trial.relaunches} of {self.opts.retries})"
             elif exit.reason:
                 trial.status, trial.error = RunStatus.FAILED, f"{exit.reason}; {result.error or ''}".rstrip("; ")
         self.save()

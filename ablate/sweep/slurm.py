@@ -11,7 +11,7 @@ import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional
 
@@ -33,7 +33,18 @@ from ablate.sweep.local import (
 )
 from ablate.sweep.planner import LaunchOptions, Planner, Say, SweepResult, quiet, trainer_command
 from ablate.sweep.spec import SweepError, SweepSpec, safe_name
-from ablate.sweep.state import SweepLock, Trial, exit_reason, log_tail, outcome, read_summary, state_lock
+from ablate.sweep.state import (
+    STYLES,
+    SweepLock,
+    SweepState,
+    Trial,
+    ended_line,
+    exit_reason,
+    log_tail,
+    outcome,
+    read_summary,
+    state_lock,
+)
 from ablate.utils.io import atomic_write_text, regular, unlinked
 
 ACTIVE = {  # a job in these states may still run (or run again)
@@ -456,6 +467,7 @@ class PackedSweep:
         self.spec, self.opts, self.slurm, self.say = spec, opts, slurm, say
         self.shape = WorkerShape(trials, slurm.gpus, slurm.args.cpus_per_trial)
         self.planner = Planner(spec, self.opts, say)
+        self._seen: Optional[dict[str, tuple[int, float]]] = None  # each trial's attempts and time at the last look
 
     def describe(self) -> str:
         gpus = f"{self.shape.gpus} GPU(s) shared" if self.shape.gpus else "CPU"
@@ -487,6 +499,7 @@ class PackedSweep:
                     note(self.opts.out, trial.job_id or "unknown", f"end {trial.name} {trial.status} (worker gone)")
                     gone = state.workers.get(trial.job_id or "", "GONE").lower()
                     self.say(f"{trial.status:<8} {trial.name} (worker job {trial.job_id} {gone})", "yellow")
+            self._events(state)
             work = self.planner.next_trial() is not None
             while work and len(alive) < self.slurm.args.max_concurrent:
                 job = self._submit()
@@ -495,6 +508,21 @@ class PackedSweep:
                 self.say(f"submitted worker job {job} ({self.shape.trials} slots)", "")
             self.planner.save()
             return work or bool(self.planner.left_running())
+
+    def _events(self, state: SweepState) -> None:
+        """Say what the workers did since the last look, as the local launcher says it: each attempt that ended
+        (its trial's time grew by the attempt's) and each that started."""
+        seen, self._seen = self._seen, {t.name: (t.attempts, t.duration_s) for t in state.trials}
+        if seen is None:  # the first look: what ran before is no news
+            return
+        for t in state.trials:
+            attempts, duration_s = seen.get(t.name, (0, 0.0))
+            if t.duration_s > duration_s:  # running again: the attempt ended lost, and its worker relaunched it
+                ended = replace(t, status=RunStatus.INTERRUPTED) if t.status == RunStatus.RUNNING else t
+                line = ended_line(ended, self.spec.metric, f"job {t.job_id}", t.duration_s - duration_s)
+                self.say(line, STYLES.get(ended.status, "yellow"))
+            if t.attempts > attempts and t.status == RunStatus.RUNNING:
+                self.say(f"started  {t.name} [worker job {t.job_id}]", "")
 
     def run(self) -> SweepResult:
         """Plan, then keep workers going until every trial is done (Ctrl-C stops watching; the workers keep going)."""

@@ -34,7 +34,8 @@ UNDRAWN = "xxxxxx"  # a dry run's group digits: drawn (:func:`new_group`) when t
 class Trial:
     """One point of the sweep and what became of it: ``name`` (also its folder), ``summary`` (``sweep.json`` keeps
     its headline numbers as ``results``), ``pid`` and ``pid_start`` (to recognise it after a crash), ``history``
-    (the metric at each report, for hyperband), ``job_id``, ``job_state`` (its SLURM job)."""
+    (the metric at each report, for hyperband), ``job_id``, ``job_state`` (its SLURM job), ``relaunches`` (after
+    attempts lost from outside, which ``--retries`` bounds; ``--retry-failed`` starts it again)."""
 
     name: str
     point: dict[str, Any]
@@ -51,6 +52,7 @@ class Trial:
     history: list[float] = field(default_factory=list)
     job_id: Optional[str] = None
     job_state: Optional[str] = None
+    relaunches: int = 0
 
     @property
     def results(self) -> dict[str, Any]:
@@ -59,6 +61,8 @@ class Trial:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):  # the summary as its headline numbers, ``results``
+            if f.name == "relaunches" and not self.relaunches:  # newer than most folders: written once it counts
+                continue
             value = self.results if f.name == "summary" else copy.copy(getattr(self, f.name))
             out["results" if f.name == "summary" else f.name] = value
         return out
@@ -297,6 +301,37 @@ def best_configuration(trials: Sequence[Trial], goal: str) -> Optional[tuple[flo
 
 
 # ---- How an attempt ended ----
+
+
+def clock(seconds: Optional[float]) -> str:
+    """``3725`` -> ``1:02:05``; ``None`` -> ``?``."""
+    if seconds is None:
+        return "?"
+    h, rest = divmod(round(seconds), 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def score(value: Optional[float]) -> str:
+    """A trial's metric as ``ablate table`` prints a score (two decimals, its columns' default): ``6.025e-07``
+    -> ``0.00``, never scientific notation beside a table that says 0.00; ``None`` -> ``""``."""
+    return "" if value is None else f"{value:.2f}"
+
+
+STYLES = {
+    RunStatus.FINISHED: "green",
+    RunStatus.FAILED: "red",
+    RunStatus.RUNNING: "cyan",
+    RunStatus.INTERRUPTED: "yellow",
+    RunStatus.STOPPED: "yellow",
+}  # a status's colour (pending has none)
+
+
+def ended_line(trial: Trial, metric: Optional[str], where: Optional[str], elapsed: float) -> str:
+    """How an attempt ended, as a launcher prints it: ``finished seed=1 (job 7, 1:05) val/bleu=20.00``."""
+    shown = f" {metric}={score(trial.metric)}" if trial.metric is not None and metric else ""
+    detail = f": {trial.error}" if trial.status == RunStatus.FAILED else shown
+    return f"{trial.status:<8} {trial.name} ({f'{where}, ' if where else ''}{clock(elapsed)}){detail}"
 
 
 def read_summary(run_dir: Path, since: Optional[float] = None) -> Optional[RunSummary]:

@@ -71,11 +71,23 @@ def test_run_then_rerun_then_status(sweep_file, events, tmp_path):
 
 def test_dry_run_lists_trials_without_training(sweep_file, events, tmp_path):
     result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")
-    assert result.exit_code == 1 and "6 trials, 2 invalid" in result.output and "model.d_ff=128" in result.output
+    assert (
+        result.exit_code == 1 and "2 of the 6 trials are invalid" in result.output and "model.d_ff=128" in result.output
+    )
     assert "invalid config" in result.output
     assert events.count("start") == 0 and not (tmp_path / "runs").exists()
     valid = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "model.heads=4")  # 4 divides 32
-    assert valid.exit_code == 0 and "6 trials\n" in valid.output, valid.output
+    assert valid.exit_code == 0 and "invalid" not in valid.output, valid.output
+
+
+def test_a_dry_run_states_its_trial_count_once(sweep_file, events, tmp_path):
+    # it began with "tiny: 6 trials" (printed before planning) and ended with "6 trials", the same count again
+    valid = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "model.heads=4")
+    lines = valid.output.splitlines()
+    assert valid.exit_code == 0 and "tiny: 6 trials" in lines, valid.output
+    assert sum("6 trials" in line for line in lines) == 1, valid.output
+    invalid = invoke("run", sweep_file, "--dry-run", "--devices", "cpu")  # the end says what the count did not
+    assert invalid.exit_code == 1 and "\n2 of the 6 trials are invalid\n" in invalid.output, invalid.output
 
 
 def test_exit_status_0_when_every_trial_finished(sweep_file, events):
@@ -94,7 +106,7 @@ def test_a_sweep_folder_with_brackets_in_its_name_is_shown_as_written(sweep_file
 def test_a_comma_list_override_is_one_more_grid_axis(sweep_file, events, tmp_path):
     args = ["run", sweep_file, "--devices", "cpu", "train.max_steps=2,3", "model.dropout=0"]
     result = invoke(*args, "--dry-run")
-    assert "12 trials, 4 invalid" in result.output, result.output  # 3 variants x 2 seeds x 2 budgets
+    assert "4 of the 12 trials are invalid" in result.output, result.output  # 3 variants x 2 seeds x 2 budgets
     assert "base-seed=1-max_steps=3  " in result.output and "train.max_steps=3 model.dropout=0" in result.output
     run = invoke(*args, "--max-trials", "2")
     assert run.exit_code == 0 and "2 finished" in run.output, run.output
@@ -206,6 +218,26 @@ def test_status_of_a_sweep_with_pending_trials_and_bracketed_text(tmp_path, monk
     assert "3 trials: 1 finished, 1 failed, 1 pending" in result.output
 
 
+def test_a_one_trial_sweep_counts_one_trial(sweep_file, events, tmp_path):
+    # its dry run began "tiny: 1 trials"
+    result = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "--max-trials", "1")
+    assert result.exit_code == 0 and "tiny: 1 trial\n" in result.output, result.output
+
+
+def test_status_says_its_time_column_sums_every_attempt(tmp_path, monkeypatch):
+    # a trial preempted after 50 min that resumed and finished in 12 showed "time 1:02:00" under "time", read as
+    # one training of 62 min; it is the trial's cost over its tries, and the header says so
+    from ablate.sweep.state import SweepState, Trial, save_state
+
+    monkeypatch.setattr(commands, "console", Console(width=250))
+    trials = [Trial("seed=1", {"seed": 1}, status="finished", metric=20.0, attempts=2, duration_s=3720.0)]
+    save_state(tmp_path, SweepState("tiny", "gone.yaml", "sig", trials=trials))
+    result = invoke("status", tmp_path)
+    header = next(line for line in result.output.splitlines() if "trial" in line and "tries" in line)
+    assert "time, all tries" in header and "1:02:00" in result.output, result.output
+    assert "\n1 trial: 1 finished (no launcher running)" in result.output  # was "1 trials: 1 finished"
+
+
 def test_status_counts_the_trials_hyperband_stopped(tmp_path, monkeypatch):
     # the count line left them out: "3 trials: 2 finished (no launcher running)" for 3 trials, where the report
     # after the run said "sweep tiny: 2 finished, 1 stopped"
@@ -264,11 +296,15 @@ def test_status_from_another_folder_shows_the_sweep_metric_and_best_trial(sweep_
         ["--dry-run", "--grace", "-5"],
         ["--launcher", "slurm", "--signal-delay", "-1"],
         ["--launcher", "ray", "--parallel", "0"],
+        ["--dry-run", "--grace", "nan"],
+        ["--trial-timeout", "nan"],
+        ["--stall-warning", "nan"],
     ],
 )
 def test_a_number_out_of_range_is_one_line_naming_the_option(sweep_file, events, tmp_path, args):
     # --grace -5 ran (a stopped trial was killed at once), --signal-delay -1 reached sbatch, and Ray read
-    # --parallel 0 as 1, where --max-trials 0 was already refused
+    # --parallel 0 as 1, where --max-trials 0 was already refused; nan passed every "at least 0" (nan < 0 is false):
+    # --grace nan never killed a stopped trial that hung, --trial-timeout nan was no limit, --stall-warning nan never warned
     result = invoke("run", sweep_file, *args)
     assert result.exit_code == 2 and f"error: {args[-2]} {args[-1]} must be at least" in result.output, result.output
     assert result.output.count("\n") == 1 and not (tmp_path / "runs").exists() and events.count("start") == 0
@@ -298,7 +334,7 @@ def test_another_launchers_option_is_refused_not_ignored(sweep_file, events, tmp
 
 def test_a_launchers_own_options_are_accepted(sweep_file, events):
     result = invoke("run", sweep_file, "--launcher", "slurm", "--max-concurrent", "3", "--time", "1:00:00", "--dry-run")
-    assert result.exit_code == 1 and "6 trials, 2 invalid" in result.output, result.output  # odd-heads: invalid
+    assert result.exit_code == 1 and "2 of the 6 trials are invalid" in result.output, result.output  # odd-heads
 
 
 def test_an_override_of_a_key_variants_set_names_them_in_a_note(sweep_file, events, tmp_path):

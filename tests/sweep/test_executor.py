@@ -24,12 +24,13 @@ from ablate.sweep.state import Trial, load_state
 from tests.helpers.sweep import options, quiet_progress, run_sweep, small_spec
 
 SEEDS = {"seed": {"values": [1, 2, 3, 4, 5]}}
+INTERRUPTED = "interrupted; run the same command again to resume from out/seed=1/checkpoints"  # the trainer's error
 
 
 class FakeExecutor:
     """An in-memory backend. ``modes`` maps a trial to one mode per attempt (the last repeats):
-    ``ok``, ``bad`` (a low metric), ``lost`` (ended from outside at the first step of the attempt), ``crash`` (its own error),
-    ``refuse`` (never starts)."""
+    ``ok``, ``bad`` (a low metric), ``lost`` (ended from outside at the first step of the attempt), ``sigterm`` (so, but
+    the trainer saw the signal and checkpointed), ``crash`` (its own error), ``refuse`` (never starts)."""
 
     poll_s = 0.0
     can_stop_early = True
@@ -91,6 +92,9 @@ class FakeExecutor:
         bleu = 0.5 if run["mode"] == "bad" else 10.0 * run["seed"]
         if run["mode"] == "lost" and run["step"] == run["begun"] + 1:
             return Exit(-9, lost=True, reason=self.reason)
+        if run["mode"] == "sigterm" and run["step"] == run["begun"] + 1:  # from outside: the trainer checkpoints
+            self._write(name, status="interrupted", step=run["step"], error=INTERRUPTED)
+            return Exit(130)
         if run["mode"] == "crash" and run["step"] == 2:
             self._write(name, status="failed", step=2, error="loss is NaN at step 2")
             return Exit(1)
@@ -167,10 +171,36 @@ def test_an_attempt_lost_from_outside_is_retried_then_failed_and_an_own_error_is
     assert (trials["seed=4"]["status"], trials["seed=4"]["attempts"]) == ("failed", 1)  # its own NaN: no retry
     assert trials["seed=4"]["error"] == "loss is NaN at step 2"
     assert [n for w, n in fake.log if w == "start"].count("seed=3") == 3
-    assert "retrying seed=2 (killed by SIGKILL" in text and "attempt 2 of 3" in text
+    assert "retrying seed=2 (killed by SIGKILL" in text and "relaunch 1 of 2" in text
     # how the attempt ended, then what the launcher does about it (it printed "retrying" before "interrupted")
     ended, retry = text.index("interrupted seed=2 ("), text.index("retrying seed=2 (")
     assert ended < retry < text.index("started  seed=2", retry)
+
+
+def test_the_retry_line_of_a_trial_interrupted_from_outside_gives_no_advice_meant_for_a_lone_trainer(tmp_path):
+    # "retrying seed=1 (interrupted; run the same command again to resume from ...; attempt 2 of 3)": the trainer's
+    # advice to whoever ran it, where the launcher relaunches it by itself
+    fake = FakeExecutor(tmp_path / "out", {"seed=1": ["sigterm", "ok"]})
+    result, text = sweep(tmp_path, fake, spec=small_spec({"seed": {"values": [1, 2]}}))
+    assert result.state.trial("seed=1").status == "finished"
+    assert "retrying seed=1 (interrupted from outside, checkpointed; relaunch 1 of 2)" in text, text
+
+
+@pytest.mark.parametrize("retry_failed", [False, True])
+def test_a_trial_resumed_or_retried_by_a_rerun_keeps_its_retries(tmp_path, retry_failed):
+    # --retries bounded every attempt the trial ever had: one resumed after Ctrl-C (or run again with --retry-failed
+    # after its retries ran out) that was then preempted failed at once ("killed by SIGKILL"), never relaunched
+    spec = small_spec({"seed": {"values": [1, 2]}})
+    modes = {"seed=1": ["lost", "lost", "lost", "ok"] if retry_failed else ["ok", "lost", "ok"]}
+    first = FakeExecutor(tmp_path / "out", modes, capacity=1)
+    first.interrupt_at = None if retry_failed else 2  # Ctrl-C while seed=1 trains
+    sweep(tmp_path, first, spec=spec, retries=1)
+    assert saved(tmp_path)["seed=1"]["status"] == ("failed" if retry_failed else "interrupted")
+    _, text = sweep(
+        tmp_path, FakeExecutor(tmp_path / "out", modes, capacity=1), spec=spec, retries=1, retry_failed=retry_failed
+    )
+    assert saved(tmp_path)["seed=1"]["status"] == "finished", text
+    assert "retrying seed=1 (" in text and "; relaunch 1 of 1)" in text, text
 
 
 def test_a_finished_trial_whose_folder_was_deleted_trains_again(tmp_path):
@@ -193,7 +223,7 @@ def test_a_backend_reason_marks_an_exhausted_lost_trial_failed_with_it(tmp_path)
     trial = result.state.trial("seed=1")
     assert trial.status == "failed" and trial.attempts == 2
     assert trial.error.startswith("fake job 7 PREEMPTED; ")
-    assert "retrying seed=1 (fake job 7 PREEMPTED; attempt 2 of 2)" in text
+    assert "retrying seed=1 (fake job 7 PREEMPTED; relaunch 1 of 1)" in text
 
 
 def test_a_refused_start_fails_the_trial_and_the_sweep_goes_on(tmp_path):

@@ -396,3 +396,49 @@ def test_a_slurm_job_imports_nothing_from_the_working_directory(cluster, tmp_pat
     with contextlib.suppress(Exception):  # a planted module may break the job too: the marker is what counts
         job.result()
     assert not marker.exists(), f"the job imported {marker.read_text()}from {work}"
+
+
+def test_a_packed_sweep_says_each_trial_its_workers_start_and_end(tmp_path, monkeypatch):
+    """The local launcher prints 'started' and 'finished seed=1 (0:05) val/bleu=20.00' as trials go; the packed
+    sweep's watcher printed 'submitted worker job 101 (2 slots)', then nothing until the whole sweep was done."""
+    import itertools
+
+    from ablate.record import RunStatus
+    from ablate.sweep import slurm
+    from ablate.sweep.planner import launch_options
+    from ablate.sweep.state import load_state, save_state
+
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "method: grid\nmetric: {name: val/bleu, goal: maximize}\nparameters:\n  seed: {values: [1, 2]}\n"
+        + tiny_sweep_yaml()
+    )
+    spec, opts = launch_options(path, [], tmp_path / "out")
+    said: list[str] = []
+    executor = SlurmExecutor(ExecutorArgs(name=spec.name, max_concurrent=1), opts.out)
+    packed = slurm.PackedSweep(spec, opts, executor, 2, lambda line, style="": said.append(line))
+    jobs = itertools.count(101)
+    monkeypatch.setattr(packed, "_submit", lambda: str(next(jobs)))
+    monkeypatch.setattr(slurm, "job_states", lambda ids: {job: "RUNNING" for job in ids})
+
+    def worker(name: str, **fields) -> None:  # what a worker writes into sweep.json
+        state = load_state(opts.out)
+        trial = state.trial(name)
+        for key, value in fields.items():
+            setattr(trial, key, value)
+        save_state(opts.out, state)
+
+    packed.planner.open()  # as run() does before it watches
+    packed.planner.prepare()
+    assert packed._tick() and said == ["submitted worker job 101 (2 slots)"]
+    worker("seed=1", status=RunStatus.RUNNING, attempts=1, job_id="101")
+    worker("seed=2", status=RunStatus.RUNNING, attempts=1, job_id="101")
+    packed._tick()
+    assert said[1:] == ["started  seed=1 [worker job 101]", "started  seed=2 [worker job 101]"]
+    worker("seed=1", attempts=2, duration_s=20.0)  # lost from outside and relaunched between two looks
+    packed._tick()  # the attempt that ended is not 'running', as its trial is again
+    assert said[3:] == ["interrupted seed=1 (job 101, 0:20)", "started  seed=1 [worker job 101]"]
+    worker("seed=1", status=RunStatus.FINISHED, metric=20.0, duration_s=85.0)
+    worker("seed=2", status=RunStatus.FAILED, error="boom", duration_s=3.0)
+    packed._tick()
+    assert said[5:] == ["finished seed=1 (job 101, 1:05) val/bleu=20.00", "failed   seed=2 (job 101, 0:03): boom"]

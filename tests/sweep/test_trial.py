@@ -8,9 +8,9 @@ import signal
 import time
 
 from ablate.record import LOG_FILE as LOG
-from ablate.sweep.launcher import clock, stats
+from ablate.sweep.launcher import stats
 from ablate.sweep.spec import labels, trial_name
-from ablate.sweep.state import SweepState, Trial, best_trial, outcome
+from ablate.sweep.state import SweepState, Trial, best_trial, clock, outcome
 
 from tests.helpers.sweep import small_spec
 
