@@ -10,8 +10,9 @@ matches, or that its reader cannot use, is moved aside and rebuilt, never used.
 ``max_len``: the tokenizer and per split ``src``, ``tgt`` (raw text; ``tgt`` is the BLEU reference),
 ``src_ids``, ``tgt_ids`` (subwords, no specials) and ``src_len``, ``tgt_len``. Training drops pairs with an
 empty side or one longer than ``max_len``; validation and test keep every pair (ids truncated, text whole; a
-warning counts the cut ones and those with an empty side) so hypotheses cover every sentence once. The tokenizer has its own entry, keyed by what it learns from (the
-training split's fingerprint, where the source gives one) and its settings, without ``max_len``."""
+warning counts the cut ones and those with an empty side) so hypotheses cover every sentence once. The
+tokenizer has its own entry, keyed by what it learns from (the training split's fingerprint, where the source
+gives one) and its settings, without ``max_len``."""
 
 from __future__ import annotations
 

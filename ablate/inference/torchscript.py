@@ -126,7 +126,8 @@ class GreedyTranslator(nn.Module):
     """Greedy decoding around the traced parts, scripted: :func:`ablate.model.decoding.greedy` step for step.
     Sources are clipped to ``max_len`` (``data.max_len``, or less where learned positions end), outputs limited to
     ``max_len_a * source_length + max_len_b`` (``eval.*``) and to ``max_output`` (the model's, -1: none); special ids
-    are the target side's (the same on both sides); a source id outside ``[0, src_vocab)`` is refused naming the size."""
+    are the target side's (the same on both sides); a source id outside ``[0, src_vocab)`` is refused naming the
+    size."""
 
     def __init__(
         self,

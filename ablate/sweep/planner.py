@@ -356,11 +356,19 @@ def check_trial_count(spec: SweepSpec, cap: Optional[int], limit: int) -> Option
 
 
 def _config_error(path: Optional[Path], overrides: tuple[str, ...]) -> Optional[str]:
-    """``load_config``'s error for ``overrides`` on ``path`` (``None``: valid)."""
+    """``load_config``'s error for ``overrides`` on ``path`` (``None``: valid). A ``data.source`` path that is no
+    folder from here is refused (SweepError): every trial runs from here and would fail on it, which no config
+    change of the trial's fixes. Only a value written as a path (``/``, no ``kind:`` before it): hub and plugin
+    kinds are the trial's to resolve."""
     try:
-        load_config(path, list(overrides))
+        source = load_config(path, list(overrides)).data.source
     except ConfigError as err:
         return str(err)
+    if "/" in source and ":" not in source.partition("/")[0] and not Path(source).expanduser().is_dir():
+        raise SweepError(
+            f"data.source={source!r} is not a folder seen from {Path.cwd()}, where the trials run: run the sweep "
+            "from the folder it is relative to, or give its absolute path"
+        )
     return None
 
 

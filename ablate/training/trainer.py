@@ -570,8 +570,8 @@ class LastCheckpoint(ModelCheckpoint):
     Lightning 2.6 has no public way to defer it (its own deferral needs a monitor): the private members used here
     are pinned by ``test_last_checkpoint_of_a_validating_step_holds_that_validation``.
 
-    Also written at every epoch's end, and when SIGTERM or Ctrl-C stops a run, so it resumes from there; failures never overwrite the last
-    good checkpoint. Both stop at the end of a step (Lightning turns SIGTERM into an exception there; Ctrl-C while
+    Also written at every epoch's end, and when SIGTERM or Ctrl-C stops a run, so it resumes from there; failures
+    never overwrite the last good checkpoint. Both stop at the end of a step (Lightning turns SIGTERM into an exception there; Ctrl-C while
     training sets the same flag; a second one before the step ends stops inside it, and one while the stop is saved
     is ignored): inside one, last.ckpt held the random stream of a half-run step, and the resumed run ended elsewhere.
     Not inside a validation: a resume from there skipped the rest of it (its history entry, best.ckpt's choice); the

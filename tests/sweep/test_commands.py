@@ -90,6 +90,21 @@ def test_a_dry_run_states_its_trial_count_once(sweep_file, events, tmp_path):
     assert invalid.exit_code == 1 and "\n2 of the 6 trials are invalid\n" in invalid.output, invalid.output
 
 
+def test_a_data_folder_missing_from_where_the_sweep_runs_is_refused_before_any_trial(sweep_file, events, tmp_path):
+    # the shipped sweeps name ../shared/data/multi30k, relative to where they run: from another folder the dry run
+    # said every trial was valid, then each trial failed at once with "is not a folder"
+    (tmp_path / "data").mkdir()
+    for extra in ["--dry-run"], []:
+        missing = invoke("run", sweep_file, *extra, "--devices", "cpu", "model.heads=4", "data.source=../nowhere/x")
+        assert missing.exit_code == 2 and events.count("start") == 0, missing.output
+        assert "data.source='../nowhere/x' is not a folder seen from" in missing.output, missing.output
+        assert "Traceback" not in missing.output and not (tmp_path / "runs" / "tiny" / "sweep.json").exists()
+    found = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "model.heads=4", "data.source=./data")
+    assert found.exit_code == 0, found.output  # an existing folder, and hub or plugin kinds, are the trial's own
+    hub = invoke("run", sweep_file, "--dry-run", "--devices", "cpu", "model.heads=4", "data.source=hf:org/set")
+    assert hub.exit_code == 0, hub.output
+
+
 def test_exit_status_0_when_every_trial_finished(sweep_file, events):
     result = invoke("run", sweep_file, "--devices", "cpu", "train.max_steps=3", "model.heads=4")
     assert result.exit_code == 0 and "6 finished" in result.output, result.output
@@ -304,7 +319,8 @@ def test_status_from_another_folder_shows_the_sweep_metric_and_best_trial(sweep_
 def test_a_number_out_of_range_is_one_line_naming_the_option(sweep_file, events, tmp_path, args):
     # --grace -5 ran (a stopped trial was killed at once), --signal-delay -1 reached sbatch, and Ray read
     # --parallel 0 as 1, where --max-trials 0 was already refused; nan passed every "at least 0" (nan < 0 is false):
-    # --grace nan never killed a stopped trial that hung, --trial-timeout nan was no limit, --stall-warning nan never warned
+    # --grace nan never killed a stopped trial that hung, --trial-timeout nan was no limit,
+    # --stall-warning nan never warned
     result = invoke("run", sweep_file, *args)
     assert result.exit_code == 2 and f"error: {args[-2]} {args[-1]} must be at least" in result.output, result.output
     assert result.output.count("\n") == 1 and not (tmp_path / "runs").exists() and events.count("start") == 0
