@@ -179,7 +179,8 @@ class TrainConfig:
     """After warm-up: ``inverse_sqrt`` (Vaswani et al.), or ``linear``/``cosine`` decay to ``min_lr``
     when the nearest budget (steps, epochs or ``max_time``) runs out."""
     min_lr: float = 0.0
-    """Learning rate at the end of a ``linear`` or ``cosine`` decay."""
+    """The schedule's floor: where a ``linear`` or ``cosine`` decay ends; ``inverse_sqrt`` never goes below it,
+    warm-up included (at most the peak rate)."""
     label_smoothing: float = 0.1
     """eps_ls of the cross-entropy (Vaswani et al. 2017, sec. 5.4)."""
     weight_decay: float = 0.0

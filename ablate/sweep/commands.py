@@ -396,7 +396,8 @@ def run(
         STALL_S,
         "--stall-warning",
         min=0,
-        help="Warn on stderr when a running trial's log and summary.json have not changed for this many seconds; 0: never.",
+        help="Warn on stderr when a running trial's log and summary.json have not changed for this many seconds; 0: never. "
+        "Not for packed SLURM sweeps (--trials-per-job), whose workers run the trials.",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="List the trials and their overrides; train nothing."),
     wandb_sweep: bool = typer.Option(
