@@ -154,8 +154,9 @@ class GreedyTranslator(nn.Module):
         with EOS (an empty source) stays empty, as ``ablate translate`` keeps an empty line empty."""
         with torch.no_grad():  # the loaded file's weights require grad: its traced in-place ReLU fails on a 2nd call
             B = src.size(0)
-            if self.src_vocab >= 0 and src.numel() > 0 and bool((src.lt(0) | src.ge(self.src_vocab)).any()):
-                bad = int(src[src.lt(0) | src.ge(self.src_vocab)][0].item())
+            outside = src.lt(0) | src.ge(self.src_vocab)
+            if self.src_vocab >= 0 and bool(outside.any()):
+                bad = int(src[outside][0].item())
                 raise ValueError(
                     "source id " + str(bad) + " is outside the source vocabulary of " + str(self.src_vocab) + " ids "
                     "(0 to " + str(self.src_vocab - 1) + "); encode sentences with this file's source_tokenizer.json"
