@@ -47,7 +47,6 @@ from ablate.report.trials import (
     check_trials,
     clean_config,
     collect,
-    corpus_score,
     distinct_seeds,
     local_folders,
     scorer_for,
@@ -455,8 +454,7 @@ def _base_ident(grid: _Grid) -> Any:
         ReportError: the declared base is not a row, or the base is ambiguous (naming the fix).
     """
     order, uses_variants = grid.order, grid.uses_variants
-    trials = [t for i in order for t in grid.groups[i]]
-    declared = next((t.declared_base for t in trials if t.declared_base is not None), None)
+    declared = next((t.declared_base for i in order for t in grid.groups[i] if t.declared_base is not None), None)
     if declared is not None:
         return _declared_base(declared, grid)
     if uses_variants and BASE in grid.settings:
@@ -576,9 +574,7 @@ def not_compared(sweep: Sweep) -> list[str]:
     for key, values in sweep.comparisons or []:
         if key == VARIANT:
             known = {t.variant for t in sweep.unfinished}
-            for name in map(str, values or []):
-                if name in names:
-                    continue
+            for name in [str(v) for v in values or [] if str(v) not in names]:
                 if name not in known:
                     raise ReportError(
                         f"the sweep's comparisons name '{name}', which is no row of this table "
@@ -621,10 +617,8 @@ def _differing_in(rows: Sequence[Row], key: str, values: Optional[list[Any]]) ->
     pairs: list[tuple[Row, Row]] = []
     ref, others = (value_order(values[0]), {value_order(v) for v in values[1:]}) if values else (None, set())
     for a, b in itertools.combinations(rows, 2):
-        if (key not in a.config and key not in b.config) or not _equal_except(a.config, b.config, key):
-            continue
         va, vb = value(a), value(b)
-        if va == vb:
+        if va == vb or not _equal_except(a.config, b.config, key):  # equal too where neither row sets key
             continue
         if not values:
             pairs.append((a, b) if va < vb else (b, a))
@@ -677,6 +671,7 @@ class Resamples:
         rng = np.random.default_rng(seed)
         self.n, self.seed = n, seed
         self.weights = rng.multinomial(n, np.full(n, 1.0 / n), size=samples).astype(np.float64)  # (B, n)
+        self._single = self.weights.astype(np.float32)  # exact for counts whose weighted sums stay below 2^24
         self._seen: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
 
     @staticmethod
@@ -685,18 +680,10 @@ class Resamples:
         """The process's one :class:`Resamples` of these parameters (the same weights as a new one)."""
         return Resamples(n, samples, seed)
 
-    @functools.cached_property
-    def _single(self) -> np.ndarray:
-        """The weights in float32: exact for counts whose weighted sums stay below 2^24."""
-        return self.weights.astype(np.float32)
-
     def bleu_many(self, stats: Sequence[np.ndarray], score: Score = bleu_from_stats) -> list[np.ndarray]:
         """(B,) corpus score (``score`` of summed statistics) of each trial's (n, k) statistics under each
         resample; whole-number statistics (BLEU's and chrF's counts) go through one matrix product
         (:func:`_resample_counts`), and ``score`` takes 64 trials' (B, k) sums at once."""
-        bad = [s.shape[0] for s in stats if s.shape[0] != self.n]
-        if bad:
-            raise ReportError(f"hypotheses cover {bad[0]} sentences, the split has {self.n}")
         name = getattr(score, "__qualname__", repr(score))
         ours = getattr(score, "__func__", score) in _ANY_SHAPE
         todo = [s for s in {id(s): s for s in stats}.values() if self._seen.get((id(s), name), (None,))[0] is not s]
@@ -1048,10 +1035,7 @@ def seed_test(
     seed_var = sigma**2 * (1 / len(a) + 1 / len(b))
     se = standard_error(sigma, len(a), len(b), sentence_var)
     dof = math.inf if seed_var == 0 else float(df)  # not Welch-Satterthwaite: see the module docstring
-    if se == 0:
-        p = 1.0 if delta == 0 else 0.0
-    else:
-        p = float(2 * sc.stdtr(dof, -abs(delta) / se))  # Student's t survival function
+    p = float(2 * sc.stdtr(dof, -abs(delta) / se)) if se else float(delta == 0)  # Student's t survival function
     return SeedTest(delta, se, seed_var, sentence_var, dof, p, sigma, paired)
 
 
@@ -1577,8 +1561,8 @@ def _lent(
         )
     if any(t.refs[split] != refs for t in usable):
         raise ReportError(f"--sigma-from {source}: its runs scored other references on {split} than the table's")
-    values = [corpus_score(scorer, t.hyps[split], refs, _aligned(t.sources.get(split), refs)) for t in usable]
     stats = [statistics(scorer, t.hyps[split], refs, _aligned(t.sources.get(split), refs)) for t in usable]
+    values = [float(scorer.from_statistics(s.sum(0))) for s in stats]  # trials.corpus_score of each
     boots = Resamples.shared(len(refs), DEFAULT_SAMPLES["bs"]).bleu_many(stats, scorer.from_statistics)
     return BorrowedNoise(source, len(values), _ss(values), differs, per_seed_sentence_var({source: boots}))
 
