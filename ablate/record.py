@@ -91,13 +91,15 @@ VALIDATION_SPLITS = ("val", "valid", "dev", "validation")
 
 
 @dataclass(frozen=True)
-class RunFiles:
-    """The paths of one run folder: ``RunFiles(run_dir).summary`` and so on."""
-
+class _Folder:
     root: Path
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
+
+
+class RunFiles(_Folder):
+    """The paths of one run folder: ``RunFiles(run_dir).summary`` and so on."""
 
     summary = property(lambda self: self.root / SUMMARY_FILE, doc="the run record (:class:`RunSummary`)")
     config = property(lambda self: self.root / "config.yaml", doc="the resolved config")
@@ -130,14 +132,8 @@ class RunFiles:
         return self.texts("sources") / f"{split}.txt"
 
 
-@dataclass(frozen=True)
-class SweepFiles:
+class SweepFiles(_Folder):
     """The paths of a sweep folder: its state, the launcher's lock, SLURM's files, each trial's run folder."""
-
-    root: Path
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(self.root))
 
     state = property(lambda self: self.root / SWEEP_FILE, doc="the sweep's state (``sweep.json``)")
     lock = property(lambda self: self.root / LOCK_FILE, doc="held by the one launcher running the sweep")

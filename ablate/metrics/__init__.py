@@ -19,7 +19,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, TypeVar, overload, runtime_checkable
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -153,10 +153,7 @@ def statistics(scorer: MetricScorer, hyps: Texts, refs: Texts, sources: Optional
         sources = None
     texts, signature = (hyps, refs, sources or None), _one_line(scorer, scorer.signature)
     entry = entry_key(scorer.name, signature, texts)
-    if entry is not None:
-        key: tuple = (scorer.name, entry)
-    else:
-        key = (scorer.name, signature, *(None if text is None else tuple(text) for text in texts))
+    key = (scorer.name, entry) if entry else (scorer.name, signature, *(t if t is None else tuple(t) for t in texts))
     if key not in _CACHE:
         if len(_CACHE) >= _CACHE_SIZE:
             _CACHE.clear()
@@ -181,10 +178,8 @@ def _on_disk(key: tuple, entry: Optional[str], compute: Callable[[], np.ndarray]
     name the index keeps under ``entry``, if any); an unreadable file, or one without a row per
     reference, is scored afresh, an unwritable folder skipped."""
     found, cache, rows = text_index(), cache_root() / "statistics", len(key[3])
-    if entry in found.keys:
-        saved = _saved(cache / f"{found.keys[entry]}.npy", rows)
-        if saved is not None:
-            return saved
+    if entry in found.keys and (saved := _saved(cache / f"{found.keys[entry]}.npy", rows)) is not None:
+        return saved
     digest = hashlib.sha256()
     for part in key:
         parts = (part,) if part is None or isinstance(part, str) else tuple(part)
@@ -192,8 +187,7 @@ def _on_disk(key: tuple, entry: Optional[str], compute: Callable[[], np.ndarray]
     path = cache / f"{digest.hexdigest()}.npy"
     if entry is not None:
         found.keys[entry], found.dirty = digest.hexdigest(), True
-    saved = _saved(path, rows)
-    if saved is not None:
+    if (saved := _saved(path, rows)) is not None:
         return saved
     stats = np.asarray(compute())
     write_npy(path, stats)
@@ -301,8 +295,7 @@ _INDEXES: dict[Path, Index] = {}
 
 def text_index() -> Index:
     """The process's index of the current cache root (loaded on first use)."""
-    root = cache_root()
-    if root not in _INDEXES:
+    if (root := cache_root()) not in _INDEXES:
         _INDEXES[root] = Index(root)
     return _INDEXES[root]
 
@@ -375,13 +368,7 @@ class SavedText(Sequence[str]):
     def __len__(self) -> int:
         return self._count if self._count is not None and self._lines is None else len(self.lines)
 
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[str]: ...
-
-    def __getitem__(self, i: int | slice) -> str | list[str]:
+    def __getitem__(self, i: Any) -> Any:  # int -> str, slice -> list[str]
         return self.lines[i]
 
     def __iter__(self) -> Iterator[str]:

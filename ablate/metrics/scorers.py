@@ -26,10 +26,8 @@ class MetricError(AblateError):
 def check_aligned(hyps: Texts, refs: Texts, sources: Optional[Texts] = None) -> None:
     """Equal, non-zero lengths (``sources`` may be None)."""
     if len(hyps) != len(refs) or not refs or (sources is not None and len(sources) != len(refs)):
-        counts = f"{len(hyps)} hypotheses, {len(refs)} references" + (
-            f", {len(sources)} sources" if sources is not None else ""
-        )
-        raise ValueError(f"texts are not aligned: {counts}")
+        also = "" if sources is None else f", {len(sources)} sources"
+        raise ValueError(f"texts are not aligned: {len(hyps)} hypotheses, {len(refs)} references{also}")
 
 
 class SacreBleuScorer:
@@ -103,8 +101,7 @@ def sentence_stats(hyps: Texts, refs: Texts, tokenize: Optional[str] = None) -> 
     out = np.empty((len(tokens), 2 + 2 * ORDER), dtype=np.float64)
     out[:, 0], out[:, 1] = lengths, references.lengths
     out[:, 2 : 2 + ORDER] = references.matches(ids, lengths)
-    for n in range(ORDER):  # L tokens: L - n + 1 n-grams
-        out[:, 2 + ORDER + n] = np.maximum(lengths - n, 0)
+    out[:, 2 + ORDER :] = np.maximum(lengths[:, None] - np.arange(ORDER), 0)  # L tokens: L - n + 1 n-grams
     return out
 
 
@@ -345,8 +342,7 @@ def chrf_from_stats(stats: np.ndarray, beta: int = BETA) -> np.ndarray:
             effective = effective + both
         avg_prec = np.where(effective > 0, avg_prec / effective, 0.0)
         avg_rec = np.where(effective > 0, avg_rec / effective, 0.0)
-        score = (1 + factor) * avg_prec * avg_rec
-        score = score / (factor * avg_prec + avg_rec)
+        score = (1 + factor) * avg_prec * avg_rec / (factor * avg_prec + avg_rec)
     return np.where(avg_prec + avg_rec > 0, 100 * score, 0.0)
 
 

@@ -1,16 +1,9 @@
 """``ablate calibrate``: how often the table's own test (:meth:`ablate.report.stats.SplitScores.compare`,
 Holm over the table by :func:`ablate.report.stats.compare_scores`) calls one configuration "different"
-from itself, and how often it finds a known shift (docs/reports.md, "Calibration"):
-
-* **relabelled tables**: rows x seeds (:data:`DESIGNS`, another table's own design: :class:`TableDesign`,
-  ``--like``, or any ``RxK``) of one row's many seeds, seed values shared across rows or distinct; every
-  call is a false positive. Beside: Student t on the same tables, the 5-95% band of an exactly sized test
-  on simulated normal seeds, and the power of the † at :data:`SHIFTS` beside Welch's t.
-* **k-vs-k seed splits**: two-row tables, k = 2..8, the sentence-only bootstrap beside, and power at a
-  known shift beside :func:`ablate.report.stats.power` with SE²(k) = 2σ²/k + v0.
-* **relabelled seed pairs**: two seeds of one row as two one-seed rows of the table, uncorrected.
-
-Relabellings share seeds, so a rate's uncertainty is the simulated band, not a binomial interval.
+from itself, and how often it finds a known shift (docs/reports.md, "Calibration"), on one row's many seeds:
+relabelled tables (:func:`table_rates`), k-vs-k seed splits (:func:`seed_splits`) and relabelled seed pairs
+(:func:`relabelled_pairs`). Relabellings share seeds, so a rate's uncertainty is the simulated band, not a
+binomial interval.
 """
 
 from __future__ import annotations
@@ -168,9 +161,7 @@ class TableDesign:
             )
         return cls(len(names), counts[0], shared, plan, label)
 
-    @property
-    def name(self) -> str:
-        return f"{self.rows}x{self.seeds}"
+    name = property(lambda self: f"{self.rows}x{self.seeds}")
 
     def fit(self) -> tuple[bool, int]:
         """``(paired, df)`` of the seed σ the table's comparisons use (:func:`~ablate.report.stats.fit_seed_noise`
@@ -242,11 +233,11 @@ def relabelled(
     values 1..k in every row (``shared``) or distinct ones, ``shifts[i]`` added to its scores (``scores``'
     borrowed seeds pooled into its σ, as ``ablate table --sigma-from`` pools them)."""
     rows, k = picks.shape
-    shift = list(shifts) + [0.0] * (rows - len(shifts))
-    names = [f"r{i}" for i in range(rows)]
-    bleu = {n: [scores.bleu[row][j] + shift[i] for j in picks[i]] for i, n in enumerate(names)}
-    boot = {n: [scores.boot[row][j] + shift[i] for j in picks[i]] for i, n in enumerate(names)}
-    seeds = {n: [str(s + 1 if shared else i * k + s + 1) for s in range(k)] for i, n in enumerate(names)}
+    shift = [*shifts, *[0.0] * (rows - len(shifts))]
+    bleu, boot = (
+        {f"r{i}": [v[row][j] + shift[i] for j in picks[i]] for i in range(rows)} for v in (scores.bleu, scores.boot)
+    )
+    seeds = {f"r{i}": [str(s + 1 if shared else i * k + s + 1) for s in range(k)] for i in range(rows)}
     return SplitScores.of_values(scores.split, bleu, boot, seeds, scores.borrowed)
 
 
@@ -255,13 +246,12 @@ def design_rates(
     alpha: float = 0.05, shifts: Sequence[float] = SHIFTS, simulations: int = SIMULATIONS,
 ) -> list[DesignRate]:  # fmt: skip
     """Relabelled tables of every design that ``row``'s seeds allow, with shared and distinct seed values."""
-    n, rng, out = len(scores.bleu[row]), np.random.default_rng(RNG_SEED), []
-    for (rows, k), shared in itertools.product(designs, (True, False)):
-        if rows * k > n or k < 2:
-            continue
-        design = TableDesign.grid(rows, k, shared)
-        out.append(table_rates(scores, row, design, relabellings, alpha, shifts, simulations, rng))
-    return out
+    n, rng = len(scores.bleu[row]), np.random.default_rng(RNG_SEED)
+    return [
+        table_rates(scores, row, TableDesign.grid(rows, k, shared), relabellings, alpha, shifts, simulations, rng)
+        for (rows, k), shared in itertools.product(designs, (True, False))
+        if rows * k <= n and k >= 2
+    ]
 
 
 def relabellings_of(design: TableDesign, n: int, relabellings: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -270,11 +260,8 @@ def relabellings_of(design: TableDesign, n: int, relabellings: int, rng: np.rand
     random ones from ``rng``."""
     k = design.seeds
     if design.rows == 2 and math.comb(n, k) * math.comb(n - k, k) <= ENUMERATE:
-        return [
-            np.array([a, b])
-            for a in itertools.combinations(range(n), k)
-            for b in itertools.combinations([i for i in range(n) if i not in a], k)
-        ]
+        firsts = itertools.combinations(range(n), k)
+        return [np.array([a, b]) for a in firsts for b in itertools.combinations(sorted(set(range(n)) - set(a)), k)]
     return [rng.permutation(n)[: design.rows * k].reshape(design.rows, k) for _ in range(relabellings)]
 
 
@@ -319,7 +306,7 @@ def table_rates(
 
 
 def _borrowed_df(scores: SplitScores) -> int:
-    return scores.borrowed.df if scores.borrowed is not None else 0
+    return scores.borrowed.df if scores.borrowed else 0
 
 
 def _student_p(
@@ -389,10 +376,9 @@ def seed_splits(
 ) -> list[SplitRate]:  # fmt: skip
     """k-vs-k false-positive rate, power and predicted power for each k that ``row``'s seeds allow."""
     x = np.array(scores.bleu[row])
-    rng = np.random.default_rng(RNG_SEED)
-    extra = _borrowed_df(scores)
+    rng, extra = np.random.default_rng(RNG_SEED), _borrowed_df(scores)
     # the row's per-trial seed σ, its seeds pooled with the borrowed ones (the σ a split's test estimates)
-    ss = float(np.sum((x - x.mean()) ** 2)) + (scores.borrowed.ss if scores.borrowed is not None else 0.0)
+    ss = float(np.sum((x - x.mean()) ** 2)) + (scores.borrowed.ss if scores.borrowed else 0.0)
     sigma = math.sqrt(ss / (len(x) - 1 + extra))
     out = []
     for k in ks:
@@ -405,8 +391,7 @@ def seed_splits(
             a, b = order[:k], order[k : 2 * k]
             deltas.append(float(x[b].mean() - x[a].mean()))
             seed_hit, sentence_hit, estimated, v0 = _two_rows(scores, row, a, b, alpha)
-            power_hit, sentence_power_hit, _, _ = _two_rows(scores, row, a, b, alpha, shift)
-            hits[d] = seed_hit, sentence_hit, power_hit, sentence_power_hit
+            hits[d] = seed_hit, sentence_hit, *_two_rows(scores, row, a, b, alpha, shift)[:2]
             sigmas.append(estimated)
             fixed.append(v0)
         rate, sentence_rate, power, sentence_power = hits.mean(axis=0)
@@ -427,9 +412,8 @@ def relabelled_pairs(scores: SplitScores, alpha: float = 0.05) -> tuple[int, int
     pairs = marked = marked_sentence = 0
     for row, seeds in scores.seeds.items():
         for i, j in itertools.combinations(range(len(seeds)), 2):
-            relabelled = scores.relabel(row, i, j)
-            seed_aware = relabelled.compare(f"{row}@{seeds[i]}", f"{row}@{seeds[j]}", "seeds")
-            sentence = relabelled.compare(f"{row}@{seeds[i]}", f"{row}@{seeds[j]}", "bs")
+            relabelled, names = scores.relabel(row, i, j), (f"{row}@{seeds[i]}", f"{row}@{seeds[j]}")
+            seed_aware, sentence = (relabelled.compare(*names, test) for test in ("seeds", "bs"))
             pairs += 1
             marked += bool(seed_aware and seed_aware.tested and seed_aware.p_value < alpha)
             marked_sentence += bool(sentence and sentence.p_value < alpha)
@@ -479,12 +463,8 @@ def _left_out(row: str, n: int, ks: Sequence[int]) -> list[str]:
             f"No relabelled tables or k-vs-k splits: they take a row of at least 4 seeds, and row `{row}` has {n}; "
             "only the relabelled seed pairs below."
         ]
-    big = [k for k in ks if 2 * k > n]
-    if not big:
-        return []
-    return [
-        f"k-vs-k splits at k = {', '.join(map(str, big))} left out: a split takes 2k seeds, and row `{row}` has {n}."
-    ]
+    big = ", ".join(str(k) for k in ks if 2 * k > n)
+    return [f"k-vs-k splits at k = {big} left out: a split takes 2k seeds, and row `{row}` has {n}."] if big else []
 
 
 def _pct(band: tuple[float, float]) -> str:
@@ -592,26 +572,27 @@ def plan_lines(sweep: Sweep, label: str, lent: BorrowedNoise, alpha: float = 0.0
     (``ablate table --sigma-from``), at Holm's strictest level."""
     design = TableDesign.of_sweep(sweep, label, planning=True)
     rows, k, m = design.rows, design.seeds, len(design.plan)
-    strict, sigma = alpha / m, lent.sigma
-    pooled = replace(design, borrowed_df=lent.df)
-    fits = {"own": design.fit(), "lent": pooled.fit()}
-    mde = {n: detectable(sigma, df, k, 0.0, strict) if df > 0 else math.inf for n, (_, df) in fits.items()}
-    sharing = "shared" if design.shared else "distinct"
+    strict, sigma, sharing = alpha / m, lent.sigma, "shared" if design.shared else "distinct"
     lines = [
         f"Power of this sweep's table, planned with σ {sigma:.2f} BLEU per trial from {lent.trials} seeds of "
         f"{lent.source} (taken as the true σ; test-set part taken as 0):",
         f"  {rows} row{'s' * (rows != 1)} x {k} seed{'s' * (k != 1)} ({sharing} seed values), {m} comparison"
         + (f"s, Holm at alpha {alpha:g}: each at alpha/{m}" if m > 1 else f" at alpha {alpha:g}"),
     ]
-    for name, words in (("own", "with the table's own σ"), ("lent", f"with --sigma-from {lent.source}")):
-        paired, df = fits[name]
-        found = f"{mde[name]:.2f} BLEU" if math.isfinite(mde[name]) else "none (no seed df)"
+    for fitted, words in (
+        (design, "with the table's own σ"),
+        (replace(design, borrowed_df=lent.df), f"with --sigma-from {lent.source}"),
+    ):
+        paired, df = fitted.fit()
+        mde = detectable(sigma, df, k, 0.0, strict) if df > 0 else math.inf
+        found = f"{mde:.2f} BLEU" if math.isfinite(mde) else "none (no seed df)"
         lines.append(f"  minimum detectable effect (80% power) {words}: {found} ({_fit_name(paired)} fit, {df} df)")
     needs = []
     for delta in effects:
-        own = seeds_needed(delta, sigma, 0.0, strict, rows, design.shared)
-        pooled_k = seeds_needed(delta, sigma, 0.0, strict, rows, design.shared, borrowed_df=lent.df)
-        needs.append(f"Δ {delta:g}: {_count(own)} own, {_count(pooled_k)} with --sigma-from")
+        own, pooled = (
+            seeds_needed(delta, sigma, 0.0, strict, rows, design.shared, borrowed_df=b) for b in (0, lent.df)
+        )
+        needs.append(f"Δ {delta:g}: {_count(own)} own, {_count(pooled)} with --sigma-from")
     lines.append(f"  seeds per row for 80% power at {strictest(alpha, m)}: " + "; ".join(needs))
     return lines
 

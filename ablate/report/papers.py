@@ -137,9 +137,8 @@ def _setup(block: Any, settings: dict[str, Any], where: str) -> Setup:
     if not isinstance(block, dict):
         raise ReportError(f"{where}: must be a mapping of config keys and facts ({', '.join(FACTS)})")
     keys = valid_keys()
-    unknown = {k for k in block if k not in FACTS and k not in keys}
-    if unknown:
-        key = sorted(unknown)[0]
+    if unknown := {k for k in block if k not in FACTS and k not in keys}:
+        key = min(unknown)
         hint = did_you_mean(key, [*keys, *FACTS], cutoff=0.5)
         raise ReportError(
             f"{where}: unknown key '{key}'{hint} (a setup key is an ablate config key or one of: {', '.join(FACTS)})"
@@ -346,10 +345,9 @@ class SideBySide:
 
     def provenance(self) -> str:
         """Each published row's metric and source, the base first, saying where a Δ mixes two metrics."""
-        base = self.reference.base
-        rows = [base, *[r for r in self.reference.rows if r.label in {ln.paper.label for ln in self.lines if ln.paper}]]
+        base, used = self.reference.base, {ln.paper.label for ln in self.lines if ln.paper}
         parts = []
-        for r in rows:
+        for r in [base, *(r for r in self.reference.rows if r.label in used)]:
             if not (r.metric or r.source):
                 continue
             bleu = "" if r.bleu is None else f" ({r.bleu:g})"
@@ -382,12 +380,8 @@ class SideBySide:
             ("All matched rows", self.all_rows().text()),
         ]
         if self.base_se and self.counted:
-            out.append(
-                (
-                    f"Sensitivity to our base (its mean ± 1 SE = {self.base_se:.2f} BLEU; every one of our Δs moves with it)",
-                    self.sensitivity_text(),
-                )
-            )
+            moves = f"its mean ± 1 SE = {self.base_se:.2f} BLEU; every one of our Δs moves with it"
+            out.append((f"Sensitivity to our base ({moves})", self.sensitivity_text()))
         out += [
             ("PPL, paper Δ vs our dev PPL Δ", self.ppl().text()),
             ("Correlation of paper Δ and our Δ BLEU over the matched rows", self.correlation().text()),
@@ -435,23 +429,19 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference) -> SideBySide
     for row, shown in zip(sweep.rows, table.rows):
         if row.name != shown.name:
             raise ReportError(f"table row '{shown.name}' is not sweep row '{row.name}'")
-        st, cell = row.stats.get(col.key), shown.cells[col_index]
+        st, ppl, params = (row.stats.get(key) for key in (col.key, DEV_PPL.key, "params"))
         changed = {} if row.is_base else changes(row, base_row)
         paper = reference.base if row.is_base else match(changed, base_config, reference)
-        paper_delta = delta = agree = paper_ppl_delta = ppl_delta = None
-        ppl = row.stats.get(DEV_PPL.key)
-        if paper is not None and not row.is_base:
-            used.add(paper.label)
-            paper_delta = _delta(paper.bleu, reference.base.bleu)
-            paper_ppl_delta = _delta(paper.ppl, reference.base.ppl)
+        paper_delta = delta = paper_ppl_delta = ppl_delta = None
         if not row.is_base:
+            if paper is not None:
+                used.add(paper.label)
+                paper_delta = _delta(paper.bleu, reference.base.bleu)
+                paper_ppl_delta = _delta(paper.ppl, reference.base.ppl)
             delta = st.mean - base_stat.mean if st is not None and base_stat is not None else None
             ppl_delta = ppl.mean - base_ppl.mean if ppl is not None and base_ppl is not None else None
-        if paper_delta and delta:
-            agree = (paper_delta > 0) == (delta > 0)
-        params = row.stats.get("params")
-        comparison = cell.comparison
-        se = comparison.se if comparison is not None and comparison.tested and math.isfinite(comparison.se) else None
+        cell = shown.cells[col_index]
+        c = cell.comparison
         lines.append(
             Line(
                 row.name,
@@ -462,13 +452,13 @@ def side_by_side(sweep: Sweep, table: Table, reference: Reference) -> SideBySide
                 st.std if st else None,
                 len(row.trials),
                 delta,
-                agree,
+                (paper_delta > 0) == (delta > 0) if paper_delta and delta else None,
                 None if cell.p_value is None else MARK in cell.mark,
                 ppl.mean if ppl else None,
                 params.mean * 1e-6 if params else None,
                 paper_ppl_delta,
                 ppl_delta,
-                se,
+                c.se if c is not None and c.tested and math.isfinite(c.se) else None,
             )
         )
     not_run = [r for r in reference.rows if r.label not in used]
@@ -494,25 +484,21 @@ def _base_se(table: Table, col_index: int, base: Row, key: str) -> Optional[floa
 
 def our_facts(sweep: Sweep, split: str, setup: Setup) -> list[Departure]:
     """Ours beside the paper's ``metric`` (always a departure) and ``checkpoints`` (none where both are the last)."""
-    out = []
-    facts = setup.facts
-    trials = [t for r in sweep.rows for t in r.trials]
+    out, facts, trials = [], setup.facts, [t for r in sweep.rows for t in r.trials]
     if "metric" in facts:
         sig = " / ".join(sweep.signatures) or "signature not recorded"
         ours = f"sacreBLEU on detokenized output, no compound splitting ({sig}), on {split or 'the test split'}"
         out.append(Departure("metric", ours, facts["metric"]))
     if "checkpoints" in facts and trials:
         counts = sorted({sum(1 for h in t.history if h.get(DEV_BLEU.key) is not None) for t in trials})
-        last = [
-            t
-            for t in trials
-            if t.metrics.get(TESTED_STEP.key) is not None and t.metrics[TESTED_STEP.key] == t.metrics.get("step")
-        ]
+        tested = [t.metrics.get(TESTED_STEP.key) for t in trials]
+        last = sum(step is not None and step == t.metrics.get("step") for step, t in zip(tested, trials))
         n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-        if counts == [1] and len(last) == len(trials):
-            ours = "the last (each run validated once, at its end)"
-        else:
-            ours = f"the best of {n} validations by dev BLEU (best.ckpt; the last one in {len(last)} of {len(trials)} trials)"
+        ours = (
+            "the last (each run validated once, at its end)"
+            if counts == [1] and last == len(trials)
+            else f"the best of {n} validations by dev BLEU (best.ckpt; the last one in {last} of {len(trials)} trials)"
+        )
         paper_last = facts["checkpoints"].strip().lower().startswith("the last")
         if not (paper_last and ours.startswith("the last")):
             out.append(Departure("checkpoints", ours, facts["checkpoints"]))
