@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 from rich.console import Console
 from rich.table import Table
 
+from ablate.bench import SECTIONS
 from ablate.bench.timing import NOISY, paired, paired_interval, too_wide
 from ablate.utils.io import dumps, write_output_text
 
@@ -228,13 +229,7 @@ def render(results: dict[str, Any]) -> None:
         f"torch {hw['torch']}, {meta['reps']} rounds (median) timed by {meta.get('clock', 'wall')} clock, "
         f"{meta['seconds']:.0f} s"
     )
-    for key, make in (
-        ("training", training_table),
-        ("decoding", decoding_table),
-        ("memory", memory_table),
-        ("data", data_table),
-        ("startup", startup_table),
-    ):
+    for key, make in zip(SECTIONS, (training_table, decoding_table, memory_table, data_table, startup_table)):
         if results.get(key):
             console.print(make(results[key]))
     console.print(

@@ -151,8 +151,7 @@ def bench(
     given = {**locals(), "variants": _split(variants), "plugins": plugin_paths, "sections": _split(sections)}
     opts = BenchOptions(**{f.name: given[f.name] for f in dataclasses.fields(BenchOptions) if f.name in given})
     load_plugins(opts.plugins)  # before the variants are listed
-    opts.check()
-    if quick_run:
+    if quick_run:  # quick() and run() check the options
         opts = quick(opts)
     save = None if json_path is None else (lambda partial: write_json(partial, json_path))
     results = run(opts, echo=log.info, checkpoint=save)

@@ -55,19 +55,15 @@ class Inputs:
 
 def load_inputs(opts: BenchOptions, device: torch.device) -> Inputs:
     """Prepare (or load from the cache) the corpus and cut the fixed batches."""
-    prepared = prepare(
-        DataConfig(
-            source=opts.data, vocab_size=opts.vocab_size, builtin_pairs=opts.builtin_pairs, cache_dir=opts.cache_dir
-        )
-    )
+    sources = {k: getattr(opts, k) for k in ("vocab_size", "builtin_pairs", "cache_dir")}
+    prepared = prepare(DataConfig(source=opts.data, **sources))
     train = prepared.splits["train"]
-    src_len, tgt_len = lengths(train)
-    sampler = TokenBatchSampler(src_len, tgt_len, opts.max_tokens, shuffle=True, seed=opts.seed)
+    sampler = TokenBatchSampler(*lengths(train), opts.max_tokens, shuffle=True, seed=opts.seed)
     pairs = EncodedPairs(train)
-    batches = []
-    for indices in itertools.islice(sampler, opts.batches):
-        batch = collate(pairs.__getitems__(indices))
-        batches.append({k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()})
+    batches = [
+        {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in collate(pairs.__getitems__(i)).items()}
+        for i in itertools.islice(sampler, opts.batches)
+    ]
     split = prepared.test_splits[0] if prepared.test_splits else prepared.val_split
     eval_pairs = EncodedPairs(prepared.splits[split])
     count = min(opts.decode_sentences, len(eval_pairs))
@@ -228,10 +224,7 @@ class Trainee:
 
 def make_trainee(name: str, opts: BenchOptions, vocab: int, dev: torch.device) -> Trainee:
     """Build variant ``name`` (a key of :func:`variants`) with its optimiser, seeded by ``opts.seed``."""
-    known = variants()
-    if name not in known:
-        raise BenchError(f"unknown bench variant '{name}'; choose from {', '.join(known)}")
-    cfg = variant_config(opts, known[name])
+    cfg = variant_config(opts, variants()[name])  # a name selected() checked, or the GPU check's own
     torch.manual_seed(opts.seed)
     if name == REFERENCE:
         m = cfg.model

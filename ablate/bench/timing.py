@@ -113,9 +113,7 @@ def too_wide(value: Optional[float], interval: Optional[tuple[float, float]]) ->
 
 def spread(values: list[float]) -> float:
     """Relative spread ``(max - min) / median`` of repeated measurements (0 for fewer than two)."""
-    if len(values) < 2:
-        return 0.0
-    return (max(values) - min(values)) / statistics.median(values)
+    return (max(values) - min(values)) / statistics.median(values) if len(values) > 1 else 0.0
 
 
 BACKENDS = {  # substring of an aten op name -> backend label; an op takes the label of the first key its name contains
@@ -129,9 +127,7 @@ BACKENDS = {  # substring of an aten op name -> backend label; an op takes the l
 
 def training_dtype(dev: torch.device) -> torch.dtype:
     """bf16 on a GPU that supports it (as ``train.precision=auto``), else fp32."""
-    if dev.type == "cuda" and torch.cuda.is_bf16_supported():
-        return torch.bfloat16
-    return torch.float32
+    return torch.bfloat16 if dev.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
 
 
 def autocast(dev: torch.device, dtype: torch.dtype | None = None) -> contextlib.AbstractContextManager:
@@ -160,8 +156,7 @@ def matmul_work(dev: torch.device, dtype: torch.dtype | None = None) -> tuple[Ca
     n is 1024 on a CPU and 8192 on a GPU (big enough for the tensor cores' peak)."""
     n, repeat = (8192 if dev.type == "cuda" else 1024), 4
     dtype = dtype or training_dtype(dev)
-    a = torch.randn(n, n, device=dev, dtype=dtype)
-    b = torch.randn(n, n, device=dev, dtype=dtype)
+    a, b = torch.randn(2, n, n, device=dev, dtype=dtype)
 
     def work() -> None:
         for _ in range(repeat):

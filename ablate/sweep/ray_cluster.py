@@ -28,14 +28,12 @@ from ablate.sweep.planner import LaunchOptions
 from ablate.sweep.spec import SweepError
 from ablate.sweep.state import Trial
 
-MISSING = "--launcher ray needs Ray: pip install 'ablate[ray]'"
-
 
 def _ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise SweepError(MISSING) from None
+        raise SweepError("--launcher ray needs Ray: pip install 'ablate[ray]'") from None
     return ray
 
 
@@ -67,10 +65,10 @@ class RayExecutor:
 
     def __init__(self, args: ExecutorArgs, opts: LaunchOptions):
         """``--cpus-per-trial`` CPUs (default 1) and ``--gpus-per-trial / --parallel`` GPUs per task."""
-        cpus = args.cpus_per_trial if args.cpus_per_trial is not None else 1  # 0 is refused, not the default
         if args.parallel < 1:
             raise SweepError(f"--parallel {args.parallel} must be at least 1 (trials sharing each GPU)")
-        self.cpus, self.gpus = cpus, (args.gpus_per_trial or 0) / args.parallel
+        self.cpus = 1 if args.cpus_per_trial is None else args.cpus_per_trial  # 0 is refused, not the default
+        self.gpus = (args.gpus_per_trial or 0) / args.parallel
         if self.cpus <= 0 or self.gpus < 0:
             raise SweepError("--cpus-per-trial must be > 0 and --gpus-per-trial >= 0 for --launcher ray")
         self.poll_s, self.grace_s, self.log_limit = max(opts.poll_s, 0.5), opts.grace_s, opts.log_limit
@@ -94,9 +92,7 @@ class RayExecutor:
     def capacity(self) -> int:
         self.check()  # describe() reads it before the launcher's check(): Ray must be started to answer
         resources = _ray().cluster_resources()
-        fits = [resources.get("CPU", 0) / self.cpus]
-        if self.gpus > 0:
-            fits.append(resources.get("GPU", 0) / self.gpus)
+        fits = [resources.get("CPU", 0) / self.cpus] + ([resources.get("GPU", 0) / self.gpus] if self.gpus else [])
         return max(0, math.floor(min(fits) + 1e-9))
 
     def describe(self) -> str:

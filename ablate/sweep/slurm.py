@@ -75,12 +75,8 @@ def parse_time(text: str) -> int:
         raise SweepError(f"--time {text!r}: use HH:MM:SS, D-HH:MM:SS or minutes")
     days, *rest = m.groups()
     parts = [int(x) for x in rest if x is not None]
-    if days is not None:  # D-HH[:MM[:SS]]
-        parts = [int(days) * 24 + parts[0]] + parts[1:] + [0] * (3 - len(parts))
-    elif len(parts) < 3:  # MM[:SS]
-        parts = [0] + parts + [0] * (2 - len(parts))
-    hours, minutes, seconds = parts
-    return -(-(hours * 3600 + minutes * 60 + seconds) // 60)
+    units = (3600, 60, 1) if days is not None or len(parts) == 3 else (60, 1)  # D-HH[:MM[:SS]], HH:MM:SS; MM[:SS]
+    return -(-(int(days or 0) * 86400 + sum(p * u for p, u in zip(parts, units))) // 60)
 
 
 def _need(command: str) -> str:
@@ -159,13 +155,10 @@ class TrialJob:
     def __call__(self) -> int:
         """Train; returns 0, or raises with the trainer's last line when it fails."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        rank = os.environ.get("SLURM_PROCID", "0")
+        rank, job = os.environ.get("SLURM_PROCID", "0"), os.environ.get("SLURM_JOB_ID", "?")
         log = self.run_dir / (LOG_FILE if rank == "0" else f"trial.rank{rank}.log")
         with open(unlinked(log), "a") as out:
-            out.write(
-                f"\n=== SLURM job {os.environ.get('SLURM_JOB_ID', '?')} task {rank} on "
-                f"{os.uname().nodename}, {time.ctime()} ===\n"
-            )
+            out.write(f"\n=== SLURM job {job} task {rank} on {os.uname().nodename}, {time.ctime()} ===\n")
             out.flush()
             env = child_env({**os.environ, "PYTHONUNBUFFERED": "1"})  # the log shows progress as it happens
             self._proc = subprocess.Popen(
@@ -173,7 +166,7 @@ class TrialJob:
             )
             code = self._proc.wait()
             if code < 0:  # killed from outside (the OOM killer, kill -9): the launcher relaunches it (:func:`killed`)
-                out.write(f"Killed: trainer {exit_reason(code)} in SLURM job {os.environ.get('SLURM_JOB_ID', '?')}\n")
+                out.write(f"Killed: trainer {exit_reason(code)} in SLURM job {job}\n")
         if code != 0:
             tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:]
             raise RuntimeError(f"trainer exited with code {code}: {tail[0] if tail else ''}")
@@ -361,9 +354,6 @@ class WorkerShape:
         """The job's CPUs (``None``: SLURM's default)."""
         return self.trials * self.cpus_per_trial if self.cpus_per_trial else None
 
-    def trainer_overrides(self) -> list[str]:
-        return device_overrides(self.gpus, nodes=1)
-
 
 def note(out: Path, job: str, line: str) -> None:
     """Append ``TIME LINE`` to ``.workers/<job>.log`` in the sweep folder."""
@@ -415,7 +405,7 @@ class PackedWorker:
                 trial = self.planner.next_trial()
                 if trial is None:
                     return count
-                argv = self.planner.argv(trial, self.command, self.shape.trainer_overrides())
+                argv = self.planner.argv(trial, self.command, device_overrides(self.shape.gpus, nodes=1))
                 handle = self._executor.start(trial, self.opts.out / trial.name, argv)
                 trial.job_id, trial.job_state = self.job, "RUNNING"
                 self.planner.started(trial, handle.since or time.time())
