@@ -136,6 +136,14 @@ def place(entity: str, project: str) -> str:
     return f"{entity}/{project}" if entity else f"project {project}"
 
 
+def _workspaces():
+    try:
+        import wandb_workspaces.reports.v2 as wr
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise ReportError("W&B reports need the wandb-workspaces package: pip install wandb-workspaces") from None
+    return wr
+
+
 def build_report(
     entity: str,
     project: str,
@@ -152,14 +160,13 @@ def build_report(
         title: report title (default: the table's title).
         beside: the title of the published table the sweep is read against, named in the results heading.
     """
-    import wandb_workspaces.reports.v2 as wr
-
+    wr = _workspaces()
     splits = sweep.test_splits
     test_keys = [TEST_BLEU.split_key(s) for s in splits] or [TEST_BLEU.key]
     # group-by keys that separate the table's rows: the variant (a name in every run's config: local, SLURM and
     # agent runs alike), else the varying keys
     keys = ["config.variant"] if sweep.uses_variants else [f"config.{k}" for k in sweep.keys]
-    grouped = dict(groupby=keys[0] if len(keys) == 1 else None, groupby_aggfunc="mean", groupby_rangefunc="stddev")
+    one_key = keys[0] if len(keys) == 1 else None
     runset = wr.Runset(
         entity=entity,
         project=project,
@@ -171,7 +178,9 @@ def build_report(
         wr.BarPlot(
             title="Test BLEU by variant (mean ± std over seeds)",
             metrics=[wr.SummaryMetric(k) for k in test_keys],
-            **grouped,
+            groupby=one_key,
+            groupby_aggfunc="mean",
+            groupby_rangefunc="stddev",
             title_y="BLEU",
             layout=wr.Layout(x=0, y=0, w=12, h=8),
         ),
@@ -185,7 +194,9 @@ def build_report(
             title="Learning curves: validation BLEU (mean ± std over seeds)",
             x="trainer/global_step",  # Lightning's WandbLogger logs the optimizer step under this key
             y=[DEV_BLEU.key],
-            **grouped,
+            groupby=one_key,
+            groupby_aggfunc="mean",
+            groupby_rangefunc="stddev",
             title_x="step",
             title_y="validation BLEU",
             layout=wr.Layout(x=0, y=8, w=24, h=9),
