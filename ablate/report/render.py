@@ -14,6 +14,11 @@ import re
 import unicodedata
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from rich.console import Console, Group, JustifyMethod
+from rich.measure import Measurement
+from rich.table import Table as RichTable
+from rich.text import Text
+
 from ablate.errors import did_you_mean
 from ablate.metrics import get_scorer
 from ablate.record import Metric, RunStatus
@@ -247,10 +252,6 @@ def to_csv(table: Table) -> str:
 
 def to_rich(table: Table):
     """A rich renderable: the table (best values highlighted), footnotes and unfinished trials."""
-    from rich.console import Group, JustifyMethod
-    from rich.table import Table as RichTable
-    from rich.text import Text
-
     rt = RichTable(title=Text(table.title, style="bold"), header_style="bold")
     lead, hyper = 1 + table.show_names, len(table.labels)
     for i, name in enumerate(_header(table)):
@@ -266,8 +267,6 @@ def to_rich(table: Table):
 
 def _rich_values(table: Table, row: TableRow) -> list:
     """A row's settings, statistics (best in bold green, marks in yellow) and n, as rich texts."""
-    from rich.text import Text
-
     values = [Text(s or "") for s in row.settings]
     for cell, col in zip(row.cells, table.columns):
         values.append(Text(fmt_stat(cell, col), style="bold green" if cell.best else ""))
@@ -277,17 +276,12 @@ def _rich_values(table: Table, row: TableRow) -> list:
 
 
 def _rich_notes(table: Table) -> list:
-    from rich.text import Text
-
     return [Text(n, style="dim") for n in _notes(table)] + [Text(f"  {u}", style="red") for u in table.unfinished]
 
 
 def to_vertical(table: Table):
     """The rich table for a terminal too narrow for its columns: one block per row headed by its group (and
     name), a ``column  value`` line per non-empty cell, so nothing is cut to ``…``; then the notes."""
-    from rich.console import Group
-    from rich.text import Text
-
     names = _header(table)[1 + table.show_names :]
     pad = max((len(n) for n in names), default=0)
     parts: list = [Text(table.title, style="bold")]
@@ -307,9 +301,6 @@ def to_vertical(table: Table):
 def rich_blocks(grid: Any) -> Any:
     """A rich ``Table`` as :func:`to_vertical` prints ours, for a terminal too narrow for its grid (the paper's
     side-by-side): its title, then per row its first cell in bold and a ``header  value`` line per non-empty cell."""
-    from rich.console import Group
-    from rich.text import Text
-
     heads = [Text.from_markup(h) if isinstance(h, str) else h for h in (c.header for c in grid.columns)]
     pad = max((len(h.plain) for h in heads[1:]), default=0)
     parts: list = [grid.title] if grid.title is not None else []
@@ -322,17 +313,12 @@ def rich_blocks(grid: Any) -> Any:
 
 def _widest(renderable: Any) -> int:
     """The columns ``renderable`` needs to show every cell whole (unwrapped)."""
-    from rich.console import Console
-    from rich.measure import Measurement
-
     console = Console(file=io.StringIO(), width=10_000, color_system=None)
     return Measurement.get(console, console.options, renderable).maximum
 
 
 def _printed(width: int, *renderables: Any) -> str:
     """``renderables`` as a rich console without colour prints them at ``width`` columns."""
-    from rich.console import Console
-
     console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
     console.print(*renderables)
     return out.getvalue()
@@ -379,15 +365,12 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric:
     title = f"Per seed: {sweep.name or 'ablation'}"
     head = ["row", "seed", *(f"{name} ({s})" for s in labels), *(f"Δ ({s})" for s in labels)]
     cells = []  # a line's test scores, then its Δs against the base (FLIP where the row's signs disagree)
-    for r, seed, values, deltas, flips in lines:
-        shown = ["" if d is None else signed(d) + FLIP * f for d, f in zip(deltas, flips)]
-        cells.append([r, str(seed), *("" if v is None else f"{v:.2f}" for v in values), *shown])
+    for row_name, seed, values, row_deltas, flips in lines:
+        shown = ["" if d is None else signed(d) + FLIP * f for d, f in zip(row_deltas, flips)]
+        cells.append([row_name, str(seed), *("" if v is None else f"{v:.2f}" for v in values), *shown])
     legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln[4]) for ln in lines) else []
     caption = f"Test {name}{lower}; Δ against the base trial of the same seed."
     if fmt == "rich":  # no colour, as wide as its cells need; narrower than width (a terminal's), as rich_blocks
-        from rich.table import Table as RichTable
-        from rich.text import Text
-
         rt = RichTable(title=Text(title, style="bold"), caption=caption, header_style="bold")
         for i, text in enumerate(head):
             rt.add_column(Text(text), justify="left" if i == 0 else "right")
