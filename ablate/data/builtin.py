@@ -510,13 +510,9 @@ def _surface(words: list[str]) -> str:
     return text[0].upper() + text[1:]
 
 
-def _bucket(english: str) -> int:
-    return hashlib.md5(english.encode()).digest()[0] % 10
-
-
 def _stream(split: str) -> Iterator[tuple[str, str]]:
-    """Endless pairs of ``split`` (``train``: bucket >= 2, ``val``: 0, ``test``: 1), 5-40 words; ``val`` and
-    ``test`` never repeat a sentence."""
+    """Endless pairs of ``split`` by the English text's bucket (MD5's first byte mod 10; ``train``: >= 2, ``val``: 0,
+    ``test``: 1), 5-40 words; ``val`` and ``test`` never repeat a sentence."""
     rng = random.Random(f"{SEED}-{split}")
     wanted = {"val": {0}, "test": {1}}.get(split, set(range(2, 10)))
     seen: set[str] = set()
@@ -525,7 +521,7 @@ def _stream(split: str) -> Iterator[tuple[str, str]]:
         if not MIN_WORDS <= sum(w != "," for w in en_words) <= MAX_WORDS:
             continue
         en_text = _surface(en_words)
-        if _bucket(en_text) in wanted and en_text not in seen:
+        if hashlib.md5(en_text.encode()).digest()[0] % 10 in wanted and en_text not in seen:
             if split != "train":
                 seen.add(en_text)
             yield en_text, _surface(de_words)

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from ablate.config import DataConfig
-from ablate.data.sources import DataError, Source, digest, make_source, quiet_datasets
+from ablate.data.sources import TEXT_FEATURES, DataError, Source, digest, make_source, quiet_datasets
 from ablate.data.tokenizer import RECIPE, SubwordTokenizer, TokenizerError
 from ablate.errors import first_line
 from ablate.utils.io import HolderLock, cache_root, plain_mode, read_json, replace
@@ -162,14 +162,14 @@ VERSION = 1
 """Bump when the encoded layout changes: it is part of the cache key."""
 ENCODE_BATCH = 2000
 IDS = datasets.Sequence(datasets.Value("int32"))
+LENGTH = datasets.Value("int32")
 FEATURES = datasets.Features(
     {
-        "src": datasets.Value("string"),
-        "tgt": datasets.Value("string"),
+        **TEXT_FEATURES,
         "src_ids": IDS,
         "tgt_ids": IDS,
-        "src_len": datasets.Value("int32"),
-        "tgt_len": datasets.Value("int32"),
+        "src_len": LENGTH,
+        "tgt_len": LENGTH,
         "clipped": datasets.Value("bool"),
     }
 )

@@ -153,11 +153,9 @@ def pad_rows(ids: pa.ChunkedArray | pa.ListArray, bos: bool) -> torch.Tensor:
         ids = ids.combine_chunks()
     lengths = _lengths(ids)
     values = ids.flatten().to_numpy(zero_copy_only=False)
-    width = int(lengths.max(initial=0)) + 1
+    width, shift = int(lengths.max(initial=0)) + 1, int(bos)
     out = np.full((len(lengths), width), PAD, dtype=np.int64)
-    cols = np.arange(width)
-    shift = 1 if bos else 0
-    out[(cols >= shift) & (cols < lengths[:, None] + shift)] = values
+    out[(np.arange(width) >= shift) & (np.arange(width) < lengths[:, None] + shift)] = values
     if bos:
         out[:, 0] = BOS
     else:
@@ -257,9 +255,7 @@ class TranslationDataModule(pl.LightningDataModule):
 
     def _rank_world(self) -> tuple[int, int]:
         trainer = getattr(self, "trainer", None)
-        if trainer is None:
-            return 0, 1
-        return trainer.global_rank, trainer.world_size
+        return (0, 1) if trainer is None else (trainer.global_rank, trainer.world_size)
 
     def _loader(self, split: datasets.Dataset, batch_sampler) -> DataLoader:
         workers = self.train_cfg.num_workers

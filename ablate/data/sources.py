@@ -62,9 +62,8 @@ class Source(Protocol):
     """Where a corpus comes from."""
 
     def fingerprint(self) -> str:
-        """A stable identifier of the content (cheap; no full read when it can be avoided). A source may also offer
-        ``train_fingerprint()``, the same of its training split alone (what the tokenizer learns from, so its key);
-        without it the tokenizer is keyed by ``fingerprint()``."""
+        """A stable identifier of the content, cheap (no full read when it can be avoided); an optional
+        ``train_fingerprint()`` is the same of the training split alone (else the tokenizer's key is this)."""
 
     def load(self, workdir: Path) -> Corpus:
         """Read every split into Arrow datasets whose files live under ``workdir``."""
@@ -291,15 +290,12 @@ class LocalFolder:
 
     def fingerprint(self, splits: list[str] | None = None) -> str:
         """Of every split's files, or of ``splits`` alone."""
-        return digest(
-            "local",
-            READER,
-            self.langs,
-            [
-                (split, src.name, tgt.name, file_digest(src, self.cache_root), file_digest(tgt, self.cache_root))
-                for split, (src, tgt) in ((split, self.files[split]) for split in splits or sorted(self.files))
-            ],
-        )
+        files = [
+            (split, src.name, tgt.name, file_digest(src, self.cache_root), file_digest(tgt, self.cache_root))
+            for split in splits or sorted(self.files)
+            for src, tgt in [self.files[split]]
+        ]
+        return digest("local", READER, self.langs, files)
 
     def train_fingerprint(self) -> str:
         """The fingerprint of the ``train`` files alone: what the tokenizer learns from."""
@@ -460,13 +456,11 @@ class HubDataset:
                 f"download it elsewhere and pass its folder (data.source=hf:/path/to/folder) or a folder "
                 f"of {{split}}.{{lang}} files (data.source=/path/to/folder)"
             ) from None
-        where = f"hub dataset '{self.name}'"
-        pick_splits([canonical_split(s) or s for s in loaded], where, ", ".join(loaded))
+        pick_splits([canonical_split(s) or s for s in loaded], f"hub dataset '{self.name}'", ", ".join(loaded))
         splits: dict[str, datasets.Dataset] = {}
         for name, ds in loaded.items():
-            ours = canonical_split(name)
-            if ours is not None and ours not in splits:
-                splits[ours] = ds
+            if (ours := canonical_split(name)) is not None:
+                splits.setdefault(ours, ds)
         self._splits = splits
         if not local:
             self.commit = served_commit(self.name, self.revision)

@@ -137,9 +137,7 @@ _FIX = "restore the run's tokenizer/ folder from a copy, or train the run again"
 
 
 def _reason(err: BaseException) -> str:
-    if isinstance(err, KeyError):
-        return f"no {err} entry"
-    return first_line(err)[:160]
+    return f"no {err} entry" if isinstance(err, KeyError) else first_line(err)[:160]
 
 
 def _read(path: Path) -> Tokenizer:

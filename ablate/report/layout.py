@@ -158,15 +158,11 @@ def significance_notes(
         if len(tested) > 1
         else f"alpha = {alpha:g}, no correction needed for the table's one comparison"
     )
+    named = f" In the cells, {MARK} compares a row with the base; the named comparisons are listed below."
     notes = [
         f"{MARK} significant at {family} ({describe_plan(sweep)}; test splits {', '.join(splits)}). "
-        f"Test: two-sided {how['name']}, "
-        f"{how['samples']}; a row's score is the mean over its seeds of corpus {label}."
-        + (
-            f" In the cells, {MARK} compares a row with the base; the named comparisons are listed below."
-            if sweep.comparisons
-            else ""
-        )
+        f"Test: two-sided {how['name']}, {how['samples']}; a row's score is the mean over its seeds of corpus {label}."
+        + (named if sweep.comparisons else "")
     ]
     if test == "seeds":
         notes += _seed_notes(sweep, tested, alpha, label)
@@ -619,12 +615,6 @@ def on_metric(entry: Column, metric: str) -> Column:
     )
 
 
-def _scaled(st: Optional[Stat], scale: float) -> Optional[Stat]:
-    if st is None or scale == 1.0:
-        return st
-    return Stat(st.mean * scale, None if st.std is None else st.std * scale, st.n)
-
-
 def build_table(
     sweep: Sweep,
     comparisons: list[Comparison] | None = None,
@@ -668,7 +658,9 @@ def build_table(
             st = stat_of(row, col.key)
             is_best = col.ranked and st is not None and shown(col, st.mean) == best.get(col.key)
             comp = vs_base.get((row.name, col.split)) if col.split else None
-            cells.append(_cell(_scaled(st, col.scale), is_best, comp, alpha))
+            if st is not None and col.scale != 1.0:
+                st = Stat(st.mean * col.scale, None if st.std is None else st.std * col.scale, st.n)
+            cells.append(_cell(st, is_best, comp, alpha))
         settings = [show_value(row.settings[k]) if row.is_base or k in row.changed else None for k in sweep.keys]
         new_group = row.group != previous
         values = [row.settings[k] for k in sweep.keys]

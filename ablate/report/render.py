@@ -12,8 +12,12 @@ import csv
 import io
 import re
 import unicodedata
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence
+
+from rich.console import Console, Group, JustifyMethod
+from rich.measure import Measurement
+from rich.table import Table as RichTable
+from rich.text import Text
 
 from ablate.errors import did_you_mean
 from ablate.metrics import get_scorer
@@ -93,15 +97,8 @@ def to_markdown(table: Table) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-_LATEX_SPECIAL = {
+_LATEX_SPECIAL = {ch: "\\" + ch for ch in "&%$#_{}"} | {
     "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
     "|": r"\textbar{}",  # OT1 text fonts (pdflatex's default) print | as an em dash and < > as inverted ! ?
@@ -255,10 +252,6 @@ def to_csv(table: Table) -> str:
 
 def to_rich(table: Table):
     """A rich renderable: the table (best values highlighted), footnotes and unfinished trials."""
-    from rich.console import Group, JustifyMethod
-    from rich.table import Table as RichTable
-    from rich.text import Text
-
     rt = RichTable(title=Text(table.title, style="bold"), header_style="bold")
     lead, hyper = 1 + table.show_names, len(table.labels)
     for i, name in enumerate(_header(table)):
@@ -274,8 +267,6 @@ def to_rich(table: Table):
 
 def _rich_values(table: Table, row: TableRow) -> list:
     """A row's settings, statistics (best in bold green, marks in yellow) and n, as rich texts."""
-    from rich.text import Text
-
     values = [Text(s or "") for s in row.settings]
     for cell, col in zip(row.cells, table.columns):
         values.append(Text(fmt_stat(cell, col), style="bold green" if cell.best else ""))
@@ -285,17 +276,12 @@ def _rich_values(table: Table, row: TableRow) -> list:
 
 
 def _rich_notes(table: Table) -> list:
-    from rich.text import Text
-
     return [Text(n, style="dim") for n in _notes(table)] + [Text(f"  {u}", style="red") for u in table.unfinished]
 
 
 def to_vertical(table: Table):
     """The rich table for a terminal too narrow for its columns: one block per row headed by its group (and
     name), a ``column  value`` line per non-empty cell, so nothing is cut to ``…``; then the notes."""
-    from rich.console import Group
-    from rich.text import Text
-
     names = _header(table)[1 + table.show_names :]
     pad = max((len(n) for n in names), default=0)
     parts: list = [Text(table.title, style="bold")]
@@ -315,9 +301,6 @@ def to_vertical(table: Table):
 def rich_blocks(grid: Any) -> Any:
     """A rich ``Table`` as :func:`to_vertical` prints ours, for a terminal too narrow for its grid (the paper's
     side-by-side): its title, then per row its first cell in bold and a ``header  value`` line per non-empty cell."""
-    from rich.console import Group
-    from rich.text import Text
-
     heads = [Text.from_markup(h) if isinstance(h, str) else h for h in (c.header for c in grid.columns)]
     pad = max((len(h.plain) for h in heads[1:]), default=0)
     parts: list = [grid.title] if grid.title is not None else []
@@ -330,17 +313,12 @@ def rich_blocks(grid: Any) -> Any:
 
 def _widest(renderable: Any) -> int:
     """The columns ``renderable`` needs to show every cell whole (unwrapped)."""
-    from rich.console import Console
-    from rich.measure import Measurement
-
     console = Console(file=io.StringIO(), width=10_000, color_system=None)
     return Measurement.get(console, console.options, renderable).maximum
 
 
 def _printed(width: int, *renderables: Any) -> str:
     """``renderables`` as a rich console without colour prints them at ``width`` columns."""
-    from rich.console import Console
-
     console = Console(file=(out := io.StringIO()), width=width, color_system=None, force_terminal=False)
     console.print(*renderables)
     return out.getvalue()
@@ -363,61 +341,36 @@ def render(table: Table, fmt: str, width: Optional[int] = None) -> str:
     raise ReportError(f"unknown format {str(fmt)!r}{guess} (choose from: {', '.join(FORMATS)})")
 
 
-@dataclass(frozen=True)
-class SeedLine:
-    row: str
-    seed: Any
-    values: list[Optional[float]]
-    deltas: list[Optional[float]]
-    flip: list[bool]
-
-
-def per_seed(sweep: Sweep, metric: str = DEFAULT_METRIC) -> tuple[list[str], list[SeedLine]]:
-    """``(test metric keys, one line per finished trial)`` in table order, seeds in order, on ``metric``."""
+def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric: str = DEFAULT_METRIC) -> str:
+    """One line per finished trial on ``metric`` (table order, seeds in order) as CSV (unrounded), LaTeX, a rich
+    table (``rich``; one block per trial where the grid needs more than a terminal's ``width``), or Markdown (``md``)."""
     test = Metric(f"test/{metric}", per_split=True)
     keys = [test.split_key(s) for s in sweep.test_splits] or [test.key]
-    base = {str(t.seed): t for t in sweep.base.trials}
-    lines = []
+    base = {str(t.seed): t.metrics for t in sweep.base.trials}
+    lines = []  # (row, seed, test scores, Δs against the base trial of its seed, per key: do the row's Δs flip sign)
     for row in sweep.rows:
         trials = sorted(row.trials, key=lambda t: value_order(t.seed))
         deltas = {}
         for t in trials:
-            b = base.get(str(t.seed))
-            deltas[t.name] = [
-                None
-                if row.is_base or b is None or k not in t.metrics or k not in b.metrics
-                else t.metrics[k] - b.metrics[k]
-                for k in keys
-            ]
+            b = {} if row.is_base else base.get(str(t.seed), {})
+            deltas[t.name] = [t.metrics[k] - b[k] if k in t.metrics and k in b else None for k in keys]
         flips = [len({v > 0 for d in deltas.values() if (v := d[i])}) > 1 for i in range(len(keys))]  # 0, None: no sign
-        lines += [SeedLine(row.name, t.seed, [t.metrics.get(k) for k in keys], deltas[t.name], flips) for t in trials]
-    return keys, lines
-
-
-def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric: str = DEFAULT_METRIC) -> str:
-    """The per-seed lines on ``metric`` as CSV (unrounded), LaTeX, a rich table (``rich``; one block per trial
-    where the grid needs more than a terminal's ``width``), or Markdown (``md``)."""
-    keys, lines = per_seed(sweep, metric)
-    labels = [printable(Metric(f"test/{metric}", per_split=True).split_of(k) or k.partition("/")[0]) for k in keys]
+        lines += [(row.name, t.seed, [t.metrics.get(k) for k in keys], deltas[t.name], flips) for t in trials]
+    labels = [printable(test.split_of(k) or k.partition("/")[0]) for k in keys]
     scorer = get_scorer(metric)
     name, lower = scorer.label, "" if scorer.higher_is_better else ", lower is better"
     if fmt == "csv":
         head = ["row", "seed", *keys, *(f"{k}.delta_vs_base" for k in keys)]
-        return csv_text([head] + [[ln.row, ln.seed, *map(_num, ln.values), *map(_num, ln.deltas)] for ln in lines])
+        return csv_text([head] + [[r, seed, *map(_num, v), *map(_num, d)] for r, seed, v, d, _ in lines])
     title = f"Per seed: {sweep.name or 'ablation'}"
     head = ["row", "seed", *(f"{name} ({s})" for s in labels), *(f"Δ ({s})" for s in labels)]
     cells = []  # a line's test scores, then its Δs against the base (FLIP where the row's signs disagree)
-    for ln in lines:
-        deltas = [
-            ("" if d is None else signed(d)) + (FLIP if f and d is not None else "") for d, f in zip(ln.deltas, ln.flip)
-        ]
-        cells.append([ln.row, str(ln.seed), *("" if v is None else f"{v:.2f}" for v in ln.values), *deltas])
-    legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln.flip) for ln in lines) else []
+    for row_name, seed, values, row_deltas, flips in lines:
+        shown = ["" if d is None else signed(d) + FLIP * f for d, f in zip(row_deltas, flips)]
+        cells.append([row_name, str(seed), *("" if v is None else f"{v:.2f}" for v in values), *shown])
+    legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln[4]) for ln in lines) else []
     caption = f"Test {name}{lower}; Δ against the base trial of the same seed."
     if fmt == "rich":  # no colour, as wide as its cells need; narrower than width (a terminal's), as rich_blocks
-        from rich.table import Table as RichTable
-        from rich.text import Text
-
         rt = RichTable(title=Text(title, style="bold"), caption=caption, header_style="bold")
         for i, text in enumerate(head):
             rt.add_column(Text(text), justify="left" if i == 0 else "right")

@@ -114,10 +114,8 @@ def make_plots(
     samples: int = 0,
 ) -> list[Path]:
     """Write the figures of ``source`` (what :func:`table` takes; ``fmt``: png, pdf or svg; test scores on ``metric``)
-    into ``out``, all or none
-    (other files in ``out`` kept); return their paths. ``test``, ``samples`` and ``sigma_from``: as :func:`table`
-    takes them, so the CIs and † drawn are those of ``ablate table SOURCE`` with the same options."""
-
+    into ``out``, all or none (other files in ``out`` kept); return their paths. ``test``, ``samples`` and
+    ``sigma_from``: as :func:`table` takes them, so the CIs and † drawn are ``ablate table SOURCE``'s with them."""
     from ablate.report.figures import plot_all
 
     source, out = source_name(source), Path(out)
