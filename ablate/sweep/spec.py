@@ -351,7 +351,7 @@ def check_variants(param: dict[str, Any], parameters: dict[str, Any], where: str
 def check_base(param: dict[str, Any], parameters: dict[str, Any], where: str) -> None:
     """``base`` is a constant naming one of the sweep's variants, or (a grid) its base point's values."""
     label = f"{where}: parameters.{BASE}"
-    value = param.get("value") if isinstance(param, dict) else None
+    value = param.get("value")  # a mapping: check_wandb_schema refused any other parameter
     variants = parameters.get(VARIANT)
     if isinstance(variants, dict) and isinstance(variants.get("values"), list):
         names = [variant_name(v, label) for v in variants["values"]]

@@ -120,8 +120,7 @@ def trial_function(spec: SweepSpec, slot: Slot, opts: AgentOptions) -> Callable[
         run_dir = Path(opts.out) / spec.name / safe_name(f"{name}-{run_id}")
         executor = LocalExecutor([slot], poll_s=0.5, grace_s=30.0, header=f"W&B run {run_id}")
         handle = executor.start(Trial(name, point), run_dir, lambda extra: command(run_dir, overrides + extra))
-        exit = executor.run_to_end(handle)
-        result = outcome(run_dir, exit.code, spec.metric, since=handle.since)
+        result = outcome(run_dir, executor.run_to_end(handle).code, spec.metric, since=handle.since)
         if result.status != RunStatus.FINISHED:
             raise SweepError(f"{name} {result.status}: {result.error or 'see ' + str(run_dir / LOG_FILE)}")
 
