@@ -178,10 +178,9 @@ def live_jobs(state: SweepState, out: Path) -> dict[str, str]:
     return {job: seen.get(job, "GONE") for job in jobs}
 
 
-def status_table(state: SweepState, out: Path, metric: Optional[str], live: Optional[dict[str, str]] = None) -> Table:
+def status_table(state: SweepState, out: Path, metric: Optional[str], live: dict[str, str]) -> Table:
     """One row per trial: status, metric, test BLEU, time (its attempts' sum: what it cost), tries (and the SLURM
     job: ``live`` states first), error."""
-    live = live or {}
     on_slurm = any(t.job_id for t in state.trials)
     table = Table(title=Text(printable(f"sweep {state.name} ({state.source})")), title_justify="left")
     spent = ">time, all tries" if any(t.attempts > 1 for t in state.trials) else ">time"  # said where it sums
