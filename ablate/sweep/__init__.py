@@ -89,14 +89,9 @@ def run(
     overrides = check_overrides(overrides)
     plan_slots(devices, gpus_per_trial, parallel)  # a bad device option fails before a dict is written
     folder = None if out is None else Path(out)
-    spec, opts = launch_options(
-        _spec_file(file_or_dict, folder),
-        overrides,
-        folder,
-        config=None if config is None else Path(config),
-        retry_failed=retry_failed,
-        max_trials=max_trials,
-    )
+    base = None if config is None else Path(config)
+    file = _spec_file(file_or_dict, folder)
+    spec, opts = launch_options(file, overrides, folder, config=base, retry_failed=retry_failed, max_trials=max_trials)
     args = ExecutorArgs(name=spec.name, devices=devices, gpus_per_trial=gpus_per_trial, parallel=parallel)
     executor = make_executor("local", args, opts)  # as `ablate sweep run --launcher local`
     check_trial_count(spec, trial_cap(spec, max_trials), TRIAL_LIMIT)

@@ -132,28 +132,25 @@ def preview(console: Console, planner: Planner, progress: PlanProgress, counted:
 
 def _best(console: Console, state: SweepState, metric: Optional[str], goal: str, repeat: bool = False) -> None:
     """The best trial, or with a repeat seed the best configuration by its mean (not a lucky seed)."""
-    config = best_configuration(state.trials, goal) if repeat else None
-    if repeat and config is not None and metric:
-        names = printable(", ".join(t.name for t in config[1]))
-        line = f"best {metric} = {score(config[0])}, the mean of {len(config[1])} seeds ({names})"
-        console.print(line, style="green", markup=False, highlight=False)
-    elif not repeat and (best := best_trial(state, goal)) is not None and metric:
-        line = printable(f"best {metric} = {score(best.metric)} ({best.name})")
-        console.print(line, style="green", markup=False, highlight=False)
+    if not metric:
+        return
+    if repeat and (config := best_configuration(state.trials, goal)) is not None:
+        names = ", ".join(t.name for t in config[1])
+        _print(console, f"best {metric} = {score(config[0])}, the mean of {len(config[1])} seeds ({names})", "green")
+    elif not repeat and (best := best_trial(state, goal)) is not None:
+        _print(console, f"best {metric} = {score(best.metric)} ({best.name})", "green")
 
 
-COUNTED = (  # the statuses a count line names, in its order
-    RunStatus.FINISHED,
-    RunStatus.FAILED,
-    RunStatus.RUNNING,
-    RunStatus.INTERRUPTED,
-    RunStatus.STOPPED,
-    RunStatus.PENDING,
-)
+def _print(console: Console, line: str, style: Optional[str] = None) -> None:
+    """``line`` as text, never markup, each control character a ``?``: names, paths and errors are the user's."""
+    console.print(printable(line), style=style, markup=False, highlight=False)
 
 
-def _counts(state: SweepState, *statuses: RunStatus) -> str:
-    return ", ".join(f"{state.count(s)} {s}" for s in statuses if state.count(s))
+COUNTED = [RunStatus(s) for s in "finished failed running interrupted stopped pending".split()]  # in this order
+
+
+def _counts(state: SweepState) -> str:
+    return ", ".join(f"{state.count(s)} {s}" for s in COUNTED if state.count(s))
 
 
 def report(
@@ -161,11 +158,11 @@ def report(
 ) -> None:
     """The lines after a run: counts by status (SLURM jobs may still be running), the W&B group, the best trial,
     where to look next."""
-    console.print(printable(f"sweep {state.name}: {_counts(state, *COUNTED)}"), markup=False, highlight=False)
+    _print(console, f"sweep {state.name}: {_counts(state)}")
     if state.group:
-        console.print(printable(f"W&B group {state.group}"), style="dim", markup=False, highlight=False)
+        _print(console, f"W&B group {state.group}", "dim")
     _best(console, state, metric, goal, repeat)
-    console.print(printable(f"details: ablate sweep status {out}"), style="dim", markup=False, highlight=False)
+    _print(console, f"details: ablate sweep status {out}", "dim")
 
 
 def live_jobs(state: SweepState, out: Path) -> dict[str, str]:
@@ -181,10 +178,9 @@ def live_jobs(state: SweepState, out: Path) -> dict[str, str]:
     return {job: seen.get(job, "GONE") for job in jobs}
 
 
-def status_table(state: SweepState, out: Path, metric: Optional[str], live: Optional[dict[str, str]] = None) -> Table:
+def status_table(state: SweepState, out: Path, metric: Optional[str], live: dict[str, str]) -> Table:
     """One row per trial: status, metric, test BLEU, time (its attempts' sum: what it cost), tries (and the SLURM
     job: ``live`` states first), error."""
-    live = live or {}
     on_slurm = any(t.job_id for t in state.trials)
     table = Table(title=Text(printable(f"sweep {state.name} ({state.source})")), title_justify="left")
     spent = ">time, all tries" if any(t.attempts > 1 for t in state.trials) else ">time"  # said where it sums
@@ -218,8 +214,7 @@ def _left_running(console: Console, state: SweepState, out: Path, jobs: dict[str
         if ended:
             whose = "1 trial's SLURM job has" if len(ended) == 1 else f"{len(ended)} trials' SLURM jobs have"
             again = f"run the sweep command again to collect {'it' if len(ended) == 1 else 'them'}"
-            line = printable(f"{whose} ended since a launcher last looked ({', '.join(ended)}): {again}")
-            console.print(line, style="yellow", markup=False, highlight=False)
+            _print(console, f"{whose} ended since a launcher last looked ({', '.join(ended)}): {again}", "yellow")
     if is_locked(out):
         return
     alive = [t for t in running if t.pid is not None and is_same_process(t.pid, t.pid_start)]
@@ -229,7 +224,7 @@ def _left_running(console: Console, state: SweepState, out: Path, jobs: dict[str
         them = "it" if len(gone) == 1 else "them"
         line = f"{whose} left running by a launcher that is gone and nothing trains {them} ({', '.join(gone)}): "
         line += f"run the sweep command again to resume {them}"
-        console.print(printable(line), style="yellow", markup=False, highlight=False)
+        _print(console, line, "yellow")
 
 
 def show_status(console: Console, state: SweepState, out: Path) -> None:
@@ -245,13 +240,12 @@ def show_status(console: Console, state: SweepState, out: Path) -> None:
     jobs = live_jobs(state, out)
     console.print(status_table(state, out, metric, jobs))
     live = "a launcher is running" if is_locked(out) else "no launcher running"
-    console.print(f"{trial_count(len(state.trials))}: {_counts(state, *COUNTED) or 'none'} ({live})", highlight=False)
+    console.print(f"{trial_count(len(state.trials))}: {_counts(state) or 'none'} ({live})", highlight=False)
     _left_running(console, state, out, jobs)
     for job, job_state in state.workers.items():
         names = [t.name for t in state.trials if t.status == RunStatus.RUNNING and t.job_id == job]
         shown = jobs.get(job, job_state).lower()
-        line = printable(f"worker job {job} {shown}: {', '.join(names) or 'no trial'}")
-        console.print(line, markup=False, highlight=False)
+        _print(console, f"worker job {job} {shown}: {', '.join(names) or 'no trial'}")
     if goal is not None:
         _best(console, state, metric, goal, repeat)
 

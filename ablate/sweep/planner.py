@@ -162,8 +162,7 @@ def launch_options(
     plain, axes = split_axes(check_overrides(overrides))
     spec = with_axes(load_spec(file), axes)
     check_unswept(spec, plain)
-    opts = LaunchOptions(out or default_out(spec), [], plain, axis_overrides(axes), **options)
-    return spec, opts
+    return spec, LaunchOptions(out or default_out(spec), [], plain, axis_overrides(axes), **options)
 
 
 def time_limit(max_steps: int, max_time: Optional[float], flag: Optional[float] = None) -> Optional[float]:
@@ -664,9 +663,8 @@ class Planner:
             return set()
         runs, stop = search_runs(self.spec, self.state.trials), set()
         if runs:
-            sweeps = _sweeps(self.spec)
             with sweeps_engine():
-                stop = {run.name for run in sweeps.stop_runs(self.spec.search_config, runs)}
+                stop = {run.name for run in _sweeps(self.spec).stop_runs(self.spec.search_config, runs)}
         if self.spec.repeat_seeds is not None:  # a configuration's seeds stop together; those not started never start
             stop = {t.name for t in self.state.trials if configuration_key(t.point) in stop}
             for trial in self.state.trials:

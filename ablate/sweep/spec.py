@@ -36,28 +36,23 @@ RESERVED = (VARIANT, COMPARISONS, VARIANTS, BASE)
 SEED = "seed"  # the one parameter that can be a repeat axis
 RUN_NAME = "tracking.name"  # each trial's own W&B run name: a sweep may vary it, never fix it for many trials
 REPEAT = "repeat"  # ``seed: {repeat: N}``: every proposed configuration trains with seeds 1..N
-METHODS = ("grid", "random", "bayes", "custom")
-"""W&B's search methods (``custom`` needs a W&B scheduler, and is refused)."""
-BAYES_EXTRA = "pip install 'ablate[bayes]'"
-"""How to install W&B's ``sweeps`` engine (bayes search, hyperband); it pins numpy<2."""
+METHODS = ("grid", "random", "bayes", "custom")  # W&B's search methods (custom needs a W&B scheduler: refused)
+BAYES_EXTRA = "pip install 'ablate[bayes]'"  # W&B's sweeps engine (bayes search, hyperband); it pins numpy<2
+# What plain ``wandb agent`` runs for every run of a shipped sweep file: the trainer, the run's parameters as
+# ``key=value`` (W&B writes each with ``str``: a dict-valued variant arrives as Python text).
 SWEEP_COMMAND = ["${env}", "${interpreter}", "-m", "ablate", "train", "${args_no_hyphens}"]
-"""What plain ``wandb agent`` runs for every run of a shipped sweep file: the trainer, the run's
-parameters as ``key=value`` (W&B writes each with ``str``: a dict-valued variant arrives as Python text)."""
-MAX_VARIANT_NAME = 64
-"""Longest variant name: it is a folder name, a table row and a W&B tag (W&B allows 64 characters)."""
-MAX_NAME = 120
-"""Longest folder name :func:`safe_name` gives (a file name may hold 255 bytes; suffixes need room)."""
+MAX_VARIANT_NAME = 64  # a variant name is a folder name, a table row and a W&B tag (W&B allows 64 characters)
+MAX_NAME = 120  # longest folder name safe_name gives (a file name may hold 255 bytes; suffixes need room)
 
 _SEARCHABLE = ("values", "min", "max", "mu", "sigma", "a", "b")
-_PARAMETER_KEYS = {"value", "values", "min", "max", "distribution", "mu", "sigma", "a", "b", "parameters"}
+_PARAMETER_KEYS = {"value", *_SEARCHABLE, "distribution", "parameters"}
+# W&B's parameter distributions (its sweep schema's), checked with or without the ``sweeps`` engine
 DISTRIBUTIONS = (
     "constant categorical categorical_w_probabilities int_uniform uniform q_uniform log_uniform log_uniform_values "
     "q_log_uniform q_log_uniform_values inv_log_uniform inv_log_uniform_values normal q_normal log_normal q_log_normal "
     "beta q_beta"
 ).split()
-"""W&B's parameter distributions (its sweep schema's), checked with or without the ``sweeps`` engine."""
-Point = dict[str, Any]
-"""One configuration: ``{parameter name: value}`` (constants included)."""
+Point = dict[str, Any]  # one configuration: {parameter name: value} (constants included)
 
 
 class SweepError(AblateError):
@@ -148,11 +143,10 @@ def spec_from_dict(config: dict[str, Any], name: str = "sweep", path: Optional[P
         raise engine_missing(where, config)
     spec = SweepSpec(name=safe_name(name), path=path, config=config)
     if method == "grid":  # W&B's grid refuses continuous distributions: say so before running
-        for key, param in spec.search_config["parameters"].items():
-            try:
-                axis_values(key, param)
-            except ValueError as err:
-                raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
+        try:
+            grid_size(spec.search_config["parameters"])
+        except ValueError as err:
+            raise SweepError(f"{spec.describe()}: {str(err).splitlines()[0]}") from None
     return spec
 
 
@@ -193,13 +187,9 @@ def check_seed_axis(config: dict[str, Any], where: str) -> None:
 
 def needs_engine(config: dict[str, Any]) -> Optional[str]:
     """What of a sweep ``config`` needs W&B's ``sweeps`` engine (``method 'bayes'``, ``early_terminate``), if any."""
-    return (
-        "method 'bayes'"
-        if config.get("method") == "bayes"
-        else "early_terminate"
-        if "early_terminate" in config
-        else None
-    )
+    if config.get("method") == "bayes":
+        return "method 'bayes'"
+    return "early_terminate" if "early_terminate" in config else None
 
 
 def engine_missing(where: str, config: dict[str, Any]) -> SweepError:
@@ -361,7 +351,7 @@ def check_variants(param: dict[str, Any], parameters: dict[str, Any], where: str
 def check_base(param: dict[str, Any], parameters: dict[str, Any], where: str) -> None:
     """``base`` is a constant naming one of the sweep's variants, or (a grid) its base point's values."""
     label = f"{where}: parameters.{BASE}"
-    value = param.get("value") if isinstance(param, dict) else None
+    value = param.get("value")  # a mapping: check_wandb_schema refused any other parameter
     variants = parameters.get(VARIANT)
     if isinstance(variants, dict) and isinstance(variants.get("values"), list):
         names = [variant_name(v, label) for v in variants["values"]]
@@ -434,10 +424,9 @@ def variant_overrides(value: Any) -> dict[str, Any]:
 
 
 def foreign_key(spec: SweepSpec, point: Point) -> Optional[str]:
-    """The first parameter of ``point`` (a trial read back from a sweep folder) that ``spec`` cannot have
-    planned (not listed; outside ``value``/``values``, a variant's overrides included; a repeat seed not an
-    integer; a sampled value not a number), else ``None``. A trial's overrides come from its point, and one
-    can name code (``plugins``, ``trainer.callbacks``): a folder's points are run only as the file's."""
+    """The first parameter of ``point`` (a trial read back from a sweep folder) that ``spec`` cannot have planned,
+    else ``None``: a trial's overrides come from its point, and one can name code (``plugins``,
+    ``trainer.callbacks``), so a folder's points are run only as the file's."""
     for key, value in point.items():
         param = spec.parameters.get(key)
         if not isinstance(param, dict):
@@ -650,8 +639,7 @@ def check_unswept(spec: SweepSpec, overrides: list[str]) -> None:
 def replaced_variants(spec: SweepSpec, overrides: list[str]) -> list[str]:
     """A note per ``key=value`` that replaces another value a named variant sets: the override still applies
     last (a smoke test shrinks every row so), but those rows then train it under names that say otherwise."""
-    param = spec.parameters.get(VARIANT) or {}
-    variants = param.get("values") or ([param["value"]] if "value" in param else [])
+    variants = (spec.parameters.get(VARIANT) or {}).get("values", [])  # check_variants: a variant lists values
     notes = []
     for item in overrides:
         key, value = parse_override(item)
@@ -712,12 +700,10 @@ def grid_points(parameters: dict[str, Any]) -> Iterator[Point]:
         yield dict(zip(names, values))
 
 
-def grid_size(parameters: dict[str, Any]) -> Optional[int]:
-    """How many points a grid over ``parameters`` has, counted without enumerating it (None: not a grid)."""
-    try:
-        return math.prod(len(axis_values(name, param)) for name, param in parameters.items())
-    except ValueError:  # a distribution: no grid
-        return None
+def grid_size(parameters: dict[str, Any]) -> int:
+    """How many points a grid over ``parameters`` has, counted without enumerating it (ValueError: a distribution,
+    as :func:`axis_values`)."""
+    return math.prod(len(axis_values(name, param)) for name, param in parameters.items())
 
 
 def random_point(parameters: dict[str, Any], rng: random.Random) -> Point:
@@ -838,5 +824,5 @@ def expand_variant(overrides: list[str]) -> list[str]:
             rest.append(f"{key}=null" if value == "None" else item)
     if not variants:
         return rest
-    value = variants[-1] if table is None else point_from_wandb({VARIANT: variants[-1], VARIANTS: table})[VARIANT]
+    value = expand(variants[-1], _mapping(table))
     return rest + [f"tracking.variant={variant_name(value, 'variant')}"] + to_overrides(variant_overrides(value))

@@ -120,8 +120,7 @@ def trial_function(spec: SweepSpec, slot: Slot, opts: AgentOptions) -> Callable[
         run_dir = Path(opts.out) / spec.name / safe_name(f"{name}-{run_id}")
         executor = LocalExecutor([slot], poll_s=0.5, grace_s=30.0, header=f"W&B run {run_id}")
         handle = executor.start(Trial(name, point), run_dir, lambda extra: command(run_dir, overrides + extra))
-        exit = executor.run_to_end(handle)
-        result = outcome(run_dir, exit.code, spec.metric, since=handle.since)
+        result = outcome(run_dir, executor.run_to_end(handle).code, spec.metric, since=handle.since)
         if result.status != RunStatus.FINISHED:
             raise SweepError(f"{name} {result.status}: {result.error or 'see ' + str(run_dir / LOG_FILE)}")
 
@@ -142,13 +141,11 @@ def run_agent(sweep_id: str, slot: Slot, opts: AgentOptions) -> None:
 
 def agent_argv(sweep_id: str, slot: Slot, opts: AgentOptions) -> list[str]:
     """``ablate sweep agent`` on one slot, with its share of the cores (it would plan all of them for itself)."""
-    devices, gpus = (",".join(slot.gpus), str(len(slot.gpus))) if slot.gpus else ("cpu", "1")
-    argv = ablate_argv(
-        "sweep", "agent", sweep_id, "--devices", devices, "--gpus-per-trial", gpus, "--out", str(opts.out)
-    )
-    argv += ["--threads", str(slot.threads)]
-    flags = {"--project": opts.project, "--entity": opts.entity, "--count": opts.count, "--config": opts.config}
-    return argv + [x for flag, value in flags.items() if value is not None for x in (flag, str(value))] + opts.overrides
+    devices, gpus = (",".join(slot.gpus), len(slot.gpus)) if slot.gpus else ("cpu", 1)
+    flags = {"--devices": devices, "--gpus-per-trial": gpus, "--out": opts.out, "--threads": slot.threads}
+    flags.update({"--project": opts.project, "--entity": opts.entity, "--count": opts.count, "--config": opts.config})
+    given = [x for flag, value in flags.items() if value is not None for x in (flag, str(value))]
+    return ablate_argv("sweep", "agent", sweep_id, *given, *opts.overrides)
 
 
 def run_agents(sweep_id: str, slots: list[Slot], opts: AgentOptions) -> int:
@@ -250,11 +247,9 @@ def sync(
         echo(f"already synced: {len(todo.synced)} run(s)")
     if not todo.pending:
         return todo
-    argv = [*wandb_command(), "sync"]
-    for flag, value in (("--project", project), ("--entity", entity)):
-        if value:
-            argv += [flag, value]
-    argv += [str(p.resolve()) for p in todo.pending]  # absolute: W&B resolves nothing against our folder
+    flags = [x for flag, value in (("--project", project), ("--entity", entity)) if value for x in (flag, value)]
+    pending = [str(p.resolve()) for p in todo.pending]  # absolute: W&B resolves nothing against our folder
+    argv = [*wandb_command(), "sync", *flags, *pending]
     proc = (run or subprocess.run)(argv, capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [line for line in (proc.stderr or proc.stdout or "").splitlines() if line.strip()]
