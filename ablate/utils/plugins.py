@@ -324,8 +324,7 @@ def load_file(path: Path) -> dict[str, Any]:
     name = path.stem
     taken = sys.modules.get(name)
     if taken is not None and Path(getattr(taken, "__file__", "") or "").resolve() != path:
-        same = _same_code(name, sha256(path))
-        if same is not None:  # a copy of a plugin file this process already runs
+        if (same := _same_code(name, sha256(path))) is not None:  # a copy of a plugin file this process already runs
             return same
         raise PluginError(f"plugin {path}: a module named '{name}' is already imported; rename the file")
     spec = importlib.util.spec_from_file_location(name, path)
@@ -357,9 +356,8 @@ def load_module(name: str) -> dict[str, Any]:
         if loaded is not None:
             module = importlib.reload(module)
     _LOADED[name] = record = _module_record(name, module)
-    names = importlib.metadata.packages_distributions().get(name.partition(".")[0]) or []
     with suppress(importlib.metadata.PackageNotFoundError):  # the distribution that provides it, if one does
-        if names:
+        if names := importlib.metadata.packages_distributions().get(name.partition(".")[0]):
             package = importlib.metadata.distribution(names[0])
             record.update(package=package.metadata["Name"], version=package.version)
     return record
