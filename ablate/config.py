@@ -430,16 +430,16 @@ def renamed_keys(flat: dict[str, Any]) -> dict[str, Any]:
 
 def _with_params(cfg: Config) -> Config:
     """``cfg`` with the components' hyperparameters checked against what each declares, typed."""
-    m = cfg.model
-    attention = m.attention
+    m, attention = cfg.model, cfg.model.attention
     if attention.score != "none":
         params = check_params("score", attention.score, attention.params, "model.attention.params")
         attention = dataclasses.replace(attention, params=params)
     elif attention.params:
         raise ConfigError("model.attention.params is set but model.attention.score=none has no parameters; remove it")
     positions_params = check_params("positions", m.positions, m.positions_params, "model.positions_params")
-    model = dataclasses.replace(m, attention=attention, positions_params=positions_params)
-    return dataclasses.replace(cfg, model=model)
+    return dataclasses.replace(
+        cfg, model=dataclasses.replace(m, attention=attention, positions_params=positions_params)
+    )
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:

@@ -48,12 +48,6 @@ def _x(t: int = 5) -> torch.Tensor:
     return torch.randn(2, t, D, generator=torch.Generator().manual_seed(0))
 
 
-def _pad_mask(t: int = 5) -> torch.Tensor:
-    mask = torch.zeros(2, t, dtype=torch.bool)
-    mask[1, -2:] = True
-    return mask
-
-
 def check_score(name: str, **params: Any) -> None:
     """Score ``name`` (built with ``params``) keeps the contract of :class:`ablate.model.scores.Score`.
 
@@ -136,7 +130,8 @@ def _check_order(model: ModelConfig, what: str, blind: bool) -> None:
 
 def _check_attention(score: Any, pos: Any, what: str) -> None:
     att = MultiHeadAttention(D, HEADS, score, scale="auto").eval()
-    x, pad = _x(), _pad_mask()
+    x, pad = _x(), torch.zeros(2, 5, dtype=torch.bool)
+    pad[1, -2:] = True  # the second sequence ends in two pads
     with torch.no_grad():
         for causal, mask in ((True, None), (False, pad)):
             fast, _, _ = att.self_attend(x, key_padding_mask=mask, causal=causal, positions=pos)

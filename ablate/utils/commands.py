@@ -35,20 +35,20 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def untyped_flags(params: list[Any]) -> list[Any]:
-    """``params`` with no type column for flags in ``--help``: ``--overwrite``, not typer 0.2x's ``--overwrite <bool>``
-    (an empty metavar); options that take a value keep theirs."""
-    for param in params:
-        if getattr(param, "is_flag", False) and param.metavar is None:
-            param.metavar = ""
-    return params
-
-
-class PlainFlagsCommand(TyperCommand):
-    """A command whose ``--help`` shows flags without a ``<bool>`` (:func:`untyped_flags`)."""
+class _PlainFlags:
+    """``--help`` with no type column for flags: ``--overwrite``, not typer 0.2x's ``--overwrite <bool>`` (an empty
+    metavar); options that take a value keep theirs."""
 
     def get_params(self, ctx: Any) -> list[Any]:
-        return untyped_flags(super().get_params(ctx))
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
+
+class PlainFlagsCommand(_PlainFlags, TyperCommand):
+    """A command whose ``--help`` shows flags without a ``<bool>``."""
 
 
 @contextmanager
@@ -70,11 +70,9 @@ def one_line_usage_errors(ctx: Any) -> Iterator[None]:
         fail(f"{message} (see {(err.ctx or ctx).command_path} --help)")
 
 
-class HandledGroup(TyperGroup):
-    """A command group whose commands' user errors end as :func:`fail` (one line, exit 2)."""
-
-    def get_params(self, ctx: Any) -> list[Any]:
-        return untyped_flags(super().get_params(ctx))
+class HandledGroup(_PlainFlags, TyperGroup):
+    """A command group whose commands' user errors end as :func:`fail` (one line, exit 2); flags as
+    :class:`PlainFlagsCommand` shows them."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         with one_line_usage_errors(ctx):

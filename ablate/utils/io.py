@@ -83,10 +83,8 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, fsync_folder: bool = Tr
         raise
 
 
-def atomic_write_text(path: str | Path, text: str, newline: str | None = None) -> None:
-    """Text version of :func:`atomic_write_bytes` (UTF-8; ``newline`` as for :func:`open`)."""
-    if newline != "":
-        text = text.replace("\n", newline or os.linesep)
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Text version of :func:`atomic_write_bytes` (UTF-8, ``\n`` as written: ablate runs on POSIX only, fcntl)."""
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
@@ -181,7 +179,7 @@ def unlinked(path: Path) -> Path:
 
 def write_lines(path: str | Path, lines: Iterable[str]) -> None:
     """Write one sentence per line, atomically; :func:`read_lines` gives back exactly ``lines``."""
-    atomic_write_text(path, "".join(one_line(line) + "\n" for line in lines), newline="")
+    atomic_write_text(path, "".join(one_line(line) + "\n" for line in lines))
 
 
 def read_lines(path: str | Path) -> list[str]:
@@ -213,9 +211,7 @@ class HolderLock:
     the file cannot be written."""
 
     def __init__(self, path: str | Path, holder: Optional[str] = None, wait: bool = False):
-        self.path = Path(path)
-        self.holder = holder
-        self.wait = wait
+        self.path, self.holder, self.wait = Path(path), holder, wait
         self._lock = FileLock(str(self.path), timeout=0, mode=plain_mode())
 
     def acquire(self) -> HolderLock:

@@ -195,10 +195,8 @@ def check_named_modules(named: dict[str, str], base: Optional[Path] = None) -> N
 
 def _refusal(record: dict[str, Any]) -> PluginError:
     """The one line refusing an unvouched plugin or module: what it is and the flag to pass."""
-    if record.get("kind") == "file":
-        how = f"pass --plugins {record['path']} or"
-    else:
-        how = f"install it, or pass --plugins {record.get('name')} or"
+    file = record.get("kind") == "file"
+    how = f"pass --plugins {record['path']} or" if file else f"install it, or pass --plugins {record.get('name')} or"
     return PluginError(
         f"refusing to import {describe_unvouched(record)}: a run's record names it, not you; {how} {TRUST_FLAG} "
         f"(in Python: trust_plugins=True) if you trust its code"
@@ -286,8 +284,7 @@ def _warn_changed(record: dict[str, Any], loaded: dict[str, Any]) -> None:
 def _moved_or_missing(record: dict[str, Any], path: Path) -> dict[str, Any]:
     """A recorded plugin file that is not at ``path``: the loaded one of the same name and digest (e.g. a
     resumed run whose new config names the file's new place), else the error saying what to put back."""
-    moved = _same_code(record.get("name"), record.get("sha256"))
-    if moved is not None:
+    if (moved := _same_code(record.get("name"), record.get("sha256"))) is not None:
         return moved
     raise PluginError(
         f"plugin '{record.get('name', '?')}' is missing: {path} (sha256 {str(record.get('sha256'))[:16]}...) is not "
@@ -327,24 +324,22 @@ def load_file(path: Path) -> dict[str, Any]:
     name = path.stem
     taken = sys.modules.get(name)
     if taken is not None and Path(getattr(taken, "__file__", "") or "").resolve() != path:
-        same = _same_code(name, sha256(path))
-        if same is not None:  # a copy of a plugin file this process already runs
+        if (same := _same_code(name, sha256(path))) is not None:  # a copy of a plugin file this process already runs
             return same
         raise PluginError(f"plugin {path}: a module named '{name}' is already imported; rename the file")
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise PluginError(f"plugin {path} cannot be imported as a Python module; give it a .py name")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        with exits_refused():
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    with importing(name):
+        try:
             spec.loader.exec_module(module)
-    except BaseException as err:
-        if taken is None:
-            del sys.modules[name]
-        else:  # an edit that fails: the last good code goes on running
-            sys.modules[name] = taken
-        raise _failed(name, err) from None
+        except BaseException:
+            if taken is None:
+                del sys.modules[name]
+            else:  # an edit that fails: the last good code goes on running
+                sys.modules[name] = taken
+            raise
     _LOADED[key] = {"kind": "file", "name": name, "path": key, "sha256": sha256(path)}
     return _LOADED[key]
 
@@ -356,17 +351,13 @@ def load_module(name: str) -> dict[str, Any]:
     path = Path(loaded["path"]) if loaded and loaded.get("path") else None
     if loaded is not None and (path is None or not path.is_file() or sha256(path) == loaded["sha256"]):
         return loaded
-    try:
-        with exits_refused():
-            module = importlib.import_module(name)
-            if loaded is not None:
-                module = importlib.reload(module)
-    except BaseException as err:
-        raise _failed(name, err) from None
+    with importing(name):
+        module = importlib.import_module(name)
+        if loaded is not None:
+            module = importlib.reload(module)
     _LOADED[name] = record = _module_record(name, module)
-    names = importlib.metadata.packages_distributions().get(name.partition(".")[0]) or []
     with suppress(importlib.metadata.PackageNotFoundError):  # the distribution that provides it, if one does
-        if names:
+        if names := importlib.metadata.packages_distributions().get(name.partition(".")[0]):
             package = importlib.metadata.distribution(names[0])
             record.update(package=package.metadata["Name"], version=package.version)
     return record
@@ -389,11 +380,11 @@ class ExitDuringImport(BaseException):
 
 
 @contextmanager
-def exits_refused() -> Iterator[None]:
-    """While a plugin is imported, ``os._exit`` in this process raises :class:`ExitDuringImport`
-    instead of ending it: a plugin that quits at import (``os._exit(0)``) would otherwise end
-    ``ablate train`` or a sweep's ``--dry-run`` with status 0 and nothing done. ``sys.exit`` raises
-    ``SystemExit``, caught as any other failure; a process the plugin forks exits as usual."""
+def importing(name: str) -> Iterator[None]:
+    """Import plugin ``name`` in the block: any failure but Ctrl-C becomes a one-line :class:`PluginError`, and
+    ``os._exit`` in this process raises :class:`ExitDuringImport` instead of ending it: a plugin that quits at
+    import (``os._exit(0)``) would otherwise end ``ablate train`` or a sweep's ``--dry-run`` with status 0 and
+    nothing done. ``sys.exit`` raises ``SystemExit``, refused too; a process the plugin forks exits as usual."""
     real, pid = os._exit, os.getpid()
 
     def refuse(code: int) -> None:
@@ -404,27 +395,27 @@ def exits_refused() -> Iterator[None]:
     os._exit = refuse  # type: ignore[assignment]
     try:
         yield
-    finally:
-        os._exit = real
-
-
-def _failed(name: str, err: BaseException) -> PluginError:
-    if isinstance(err, KeyboardInterrupt):
-        raise err
-    if isinstance(err, (ExitDuringImport, SystemExit)):
+    except KeyboardInterrupt:
+        raise
+    except (ExitDuringImport, SystemExit) as err:
         how = f"os._exit({err.args[0]})" if isinstance(err, ExitDuringImport) else f"sys.exit({err.code!r})"
-        return PluginError(
+        raise PluginError(
             f"plugin '{name}' called {how} while it was imported, so nothing was checked or run; "
             "a plugin only registers components: fix it or drop it from plugins"
-        )
-    if isinstance(err, AblateError):
-        return PluginError(f"plugin '{name}': {err}")
-    if isinstance(err, SyntaxError):
-        return PluginError(f"plugin '{name}' failed to import: SyntaxError at {err.filename}:{err.lineno}: {err.msg}")
-    text = (str(err).strip().splitlines() or [""])[0]
-    return PluginError(
-        f"plugin '{name}' failed to import: {type(err).__name__}: {text}; fix it or drop it from plugins"
-    )
+        ) from None
+    except AblateError as err:
+        raise PluginError(f"plugin '{name}': {err}") from None
+    except SyntaxError as err:
+        raise PluginError(
+            f"plugin '{name}' failed to import: SyntaxError at {err.filename}:{err.lineno}: {err.msg}"
+        ) from None
+    except BaseException as err:  # noqa: BLE001 - the plugin's own bug, as one line
+        text = (str(err).strip().splitlines() or [""])[0]
+        raise PluginError(
+            f"plugin '{name}' failed to import: {type(err).__name__}: {text}; fix it or drop it from plugins"
+        ) from None
+    finally:
+        os._exit = real
 
 
 def blame(err: BaseException) -> Optional[tuple[str, str]]:
@@ -502,13 +493,10 @@ def _planted_entry_point(ep: importlib.metadata.EntryPoint) -> Optional[Path]:
 
 
 def _load_entry_point(ep: importlib.metadata.EntryPoint) -> dict[str, Any]:
-    try:
-        with exits_refused():
-            target = ep.load()
-            if ep.attr and callable(target):
-                target()
-    except BaseException as err:
-        raise _failed(f"{ep.name} = {ep.value}", err) from None
+    with importing(f"{ep.name} = {ep.value}"):
+        target = ep.load()
+        if ep.attr and callable(target):
+            target()
     record = _module_record(ep.module, sys.modules.get(ep.module))
     dist = ep.dist
     record.update(

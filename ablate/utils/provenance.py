@@ -80,17 +80,14 @@ def package_versions() -> dict[str, Optional[str]]:
     }
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503: Typing_Extensions == typing-extensions
-
-
 @lru_cache(maxsize=1)
 def _freeze() -> tuple[str, ...]:
     found: dict[str, str] = {}
     for dist in metadata.distributions():
         name = dist.metadata["Name"] if dist.metadata else None
         if name:  # the first on sys.path wins, as for import
-            found.setdefault(_canonical(name), f"{_canonical(name)}=={dist.version}")
+            canonical = re.sub(r"[-_.]+", "-", name).lower()  # PEP 503: Typing_Extensions == typing-extensions
+            found.setdefault(canonical, f"{canonical}=={dist.version}")
     return tuple(sorted(found.values()))
 
 

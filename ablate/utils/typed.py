@@ -122,8 +122,7 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def one_of(tp: Any) -> Optional[OneOf]:
     """The :class:`OneOf` of an ``Annotated`` annotation, if it has one."""
-    marks = [m for m in getattr(tp, "__metadata__", ()) if isinstance(m, OneOf)]
-    return marks[0] if marks else None
+    return next((m for m in getattr(tp, "__metadata__", ()) if isinstance(m, OneOf)), None)
 
 
 def type_name(tp: Any) -> str:
@@ -240,17 +239,13 @@ def _parse_value(raw: str) -> Any:
     if raw.endswith(":") and is_plain_text(raw[:-1]):  # `hf:`: a scheme and nothing after it, text (YAML: a mapping)
         return raw
     if raw.startswith("["):  # a list of names (a trial's tags): JSON reads its quoted strings as YAML does
-        try:
+        with contextlib.suppress(ValueError):
             items = json.loads(raw)
-        except ValueError:
-            items = None
-        if isinstance(items, list) and len(items) < MAX_NODES and all(isinstance(i, str) for i in items):
-            return items
+            if isinstance(items, list) and len(items) < MAX_NODES and all(isinstance(i, str) for i in items):
+                return items
     try:
         return load_yaml(raw)
-    except YAMLRefused:
-        raise
-    except yaml.YAMLError:
+    except yaml.YAMLError:  # a YAMLRefused (alias bomb, duplicate key) is no YAMLError: it propagates
         return raw
 
 
