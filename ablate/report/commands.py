@@ -457,11 +457,9 @@ def outline(report: Any) -> str:
 
     lines = [f"{place(report.entity, report.project)}: {report.title}"]
     for block in report.blocks:
-        name = type(block).__name__
-        panels = getattr(block, "panels", None)
-        if panels is not None:
-            lines.append(f"  {name}: " + ", ".join(f"{type(p).__name__}({p.title!r})" for p in panels))
-        else:
-            first = str(getattr(block, "text", "")).splitlines()[:1]
-            lines.append(f"  {name}: {first[0][:70] if first else ''}")
+        if (panels := getattr(block, "panels", None)) is not None:
+            what = ", ".join(f"{type(p).__name__}({p.title!r})" for p in panels)
+        else:  # a text block: its first line
+            what = (str(getattr(block, "text", "")).splitlines() or [""])[0][:70]
+        lines.append(f"  {type(block).__name__}: {what}")
     return "\n".join(lines)

@@ -28,7 +28,7 @@ from matplotlib.transforms import blended_transform_factory, offset_copy
 
 from ablate.metrics import get_scorer, metric_key
 from ablate.record import DEV_BLEU, DEV_PPL, TOKENS_PER_SEC
-from ablate.report.layout import MARK, key_labels, show_value, signed
+from ablate.report.layout import MARK, bleu_by_length, key_labels, show_value, signed
 from ablate.report.stats import (
     LEVEL,
     BudgetCurves,
@@ -616,10 +616,8 @@ def quality_cost_figure(sweep: Sweep, cost: str, metric: str = DEFAULT_METRIC) -
     colors = group_colors(rows)
     fig = Figure(figsize=(7.0, 4.8), dpi=DPI)
     ax = fig.add_subplot()
-    seen = set()
+    first = {r.group: r for r in reversed(rows)}  # the legend names each group once, at its first row
     for r, x, y in zip(rows, xs, ys):
-        label = None if r.group in seen else group_label(r, sweep)
-        seen.add(r.group)
         ax.errorbar(
             x,
             y,
@@ -629,7 +627,7 @@ def quality_cost_figure(sweep: Sweep, cost: str, metric: str = DEFAULT_METRIC) -
             ms=7,
             capsize=3,
             color=colors[r.group],
-            label=label,
+            label=group_label(r, sweep) if first[r.group] is r else None,
             zorder=3,
         )
     front = pareto_front(xs, ys if up else [-y for y in ys], maximize_x=speed)
@@ -667,8 +665,6 @@ def _place_labels(ax, xs: Sequence[float], ys: Sequence[float], names: Sequence[
 
 def bleu_by_length_figure(sweep: Sweep) -> Optional[Figure]:
     """Test BLEU against source-length bucket: mean line and ± std band over seeds per row."""
-    from ablate.report.layout import bleu_by_length
-
     data = bleu_by_length(sweep)
     if data is None:
         return None

@@ -747,12 +747,10 @@ def score_run(run_dir: Path, metric: str) -> Scored:
         return Scored(name, skipped=str(err))
     if not texts["hyps"]:
         return Scored(name, skipped="no saved hypotheses (hyps/)")
-    torn = next(
-        (split for split, refs in texts["refs"].items() if len(refs) != len(texts["hyps"].get(split, refs))), None
-    )
-    if torn is not None:  # a truncated file would score the run on its other splits, this one left out unsaid
-        lines = len(texts["hyps"][torn]), len(texts["refs"][torn])
-        return Scored(name, skipped=f"hyps/{torn}.txt has {lines[0]} lines, refs/{torn}.txt {lines[1]}: not aligned")
+    for split, refs in texts["refs"].items():  # a truncated file: not the run scored on its other splits, unsaid
+        if len(hyps := texts["hyps"].get(split, refs)) != len(refs):
+            lines = f"hyps/{split}.txt has {len(hyps)} lines, refs/{split}.txt {len(refs)}"
+            return Scored(name, skipped=f"{lines}: not aligned")
     recorded = Trial(name, RunStatus.FINISHED, signatures={"bleu": summary.get("bleu_signature") or ""})
     scorer = scorer_for(metric, [recorded])
     added = scored(scorer, texts, summary)
