@@ -169,7 +169,8 @@ def check_size(width_in: float, height_in: float, dpi: float, name: str, why: st
 
 def save(fig: Figure, path: Path) -> Path:
     """Write ``fig`` to ``path`` (format from the suffix), cropped to what was drawn; refuse one too large to draw."""
-    check_size(*fig.get_size_inches(), fig.dpi, Path(path).name, "too many rows: plot fewer variants")
+    width, height = fig.get_size_inches()
+    check_size(width, height, fig.dpi, Path(path).name, "too many rows: plot fewer variants")
     fig.tight_layout()
     for note in fig.findobj(lambda a: a.get_gid() == CAPTION):
         note.set_in_layout(True)
