@@ -156,11 +156,11 @@ def table_command(
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
     paper = get_reference(reference) if reference else None  # a wrong name fails before any work
     label = get_scorer(metric).label  # so does a wrong metric
-    given = dict(
+    given = dict(  # the options --per-seed has no use for (it tests nothing; it lists each trial's score)
         sigma_from=sigma_from is not None, reference=reference is not None, columns=columns is not None,
         by_length=by_length, alpha=alpha != DEFAULT_ALPHA, samples=samples != 0, test=test != Test("seeds"),
     )  # fmt: skip
-    if per_seed and (option := next((name for name, on in given.items() if on), None)):  # of no use to --per-seed
+    if per_seed and (option := next((name for name, on in given.items() if on), None)):
         lists = {"reference": "each trial, not the table beside a paper", "columns": f"each trial's test {label}"}
         what = lists.get("columns" if option == "by_length" else option, "each trial's Δ, with no test")
         raise ReportError(f"--per-seed lists {what}: drop --{option.replace('_', '-')}, or leave out --per-seed")
