@@ -50,10 +50,8 @@ def _grid(maps: dict[str, torch.Tensor], keys: list[str], rows: list[str], cols:
         for h in range(heads):
             ax = axes[r][h]
             ax.imshow(maps[key][0, h].float().numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-            ax.set_xticks(range(len(cols)))
-            ax.set_yticks(range(len(rows)))
-            ax.set_xticklabels(cols if small else [], rotation=90, fontsize=7)
-            ax.set_yticklabels(rows if small else [], fontsize=7)
+            ax.set_xticks(range(len(cols)), cols if small else [], rotation=90, fontsize=7)
+            ax.set_yticks(range(len(rows)), rows if small else [], fontsize=7)
             if r == 0:
                 ax.set_title(f"head {h + 1}", fontsize=9)
             if h == 0:

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
+from rich.console import Console, Group
+from rich.measure import Measurement
 
 from ablate.metrics import get_scorer
 from ablate.report.layout import Table, select_columns
@@ -52,9 +54,6 @@ def print_fitted(table: Table, console: Any = None, beside: Any = None) -> None:
     """The rich table with every cell whole: piped, as wide as it needs; on a narrower terminal, one block
     per row (:func:`~ablate.report.render.to_vertical`). Then ``beside`` (a rich renderable, the paper's
     side-by-side), piped as wide as its own table needs."""
-    from rich.console import Console, Group
-    from rich.measure import Measurement
-
     console = console or Console()
     _print_fitted(console, rich_width(table), to_rich(table), lambda: to_vertical(table))
     if beside is not None:
@@ -66,8 +65,6 @@ def print_fitted(table: Table, console: Any = None, beside: Any = None) -> None:
 
 def _print_fitted(console: Any, need: int, whole: Any, narrow: Callable[[], Any]) -> None:
     """``whole`` (``need`` cells wide), piped as wide as it needs; on a narrower terminal, ``narrow()``."""
-    from rich.console import Console
-
     if not console.is_terminal:
         Console(file=console.file, width=max(need, 80), color_system=None).print(whole)
     else:
@@ -159,11 +156,14 @@ def table_command(
     """Paper-style ablation table (Vaswani et al. 2017, Table 3): base row first, changes only."""
     paper = get_reference(reference) if reference else None  # a wrong name fails before any work
     label = get_scorer(metric).label  # so does a wrong metric
-    if per_seed:
-        _check_per_seed(
-            label, sigma_from=sigma_from is not None, reference=reference is not None, columns=columns is not None,
-            by_length=by_length, alpha=alpha != DEFAULT_ALPHA, samples=samples != 0, test=test != Test("seeds"),
-        )  # fmt: skip
+    given = dict(  # the options --per-seed has no use for (it tests nothing; it lists each trial's score)
+        sigma_from=sigma_from is not None, reference=reference is not None, columns=columns is not None,
+        by_length=by_length, alpha=alpha != DEFAULT_ALPHA, samples=samples != 0, test=test != Test("seeds"),
+    )  # fmt: skip
+    if per_seed and (option := next((name for name, on in given.items() if on), None)):
+        lists = {"reference": "each trial, not the table beside a paper", "columns": f"each trial's test {label}"}
+        what = lists.get("columns" if option == "by_length" else option, "each trial's Δ, with no test")
+        raise ReportError(f"--per-seed lists {what}: drop --{option.replace('_', '-')}, or leave out --per-seed")
     if paper is not None and fmt is Format("csv"):  # one CSV holds one table, as pandas.read_csv reads it
         raise ReportError(
             "--format csv holds one table and --reference adds a second (the paper beside ours): use --format md "
@@ -172,9 +172,9 @@ def table_command(
     if out is not None:
         check_apart(out, local_folders(source))  # before any work
     if per_seed:
-        text = render_per_seed(
-            load(source, metric=metric), fmt.value, _terminal_width() if out is None else None, metric
-        )
+        console = Console()
+        width = console.width if out is None and console.is_terminal else None  # a file or a pipe: None
+        text = render_per_seed(load(source, metric=metric), fmt.value, width, metric)
     else:
         result = report_table(
             source,
@@ -196,22 +196,12 @@ def table_command(
             return
         text = render(table, fmt.value) + beside
         if rich_beside is not None:  # into --out: as it prints piped
-            from rich.console import Console
-
             print_fitted(table, Console(file=(buf := io.StringIO())), beside=rich_beside)
             text = buf.getvalue()
     if out is not None:
         _write(out, text, source)
     else:
         sys.stdout.write(text)
-
-
-def _terminal_width() -> Optional[int]:
-    """The width of the terminal stdout is, or None where it is a file or a pipe."""
-    from rich.console import Console
-
-    console = Console()
-    return console.width if console.is_terminal else None
 
 
 def _beside(sweep: Any, table: Table, paper: Any, fmt: str, metric: str, source: str) -> tuple[str, Any]:
@@ -228,15 +218,6 @@ def _beside(sweep: Any, table: Table, paper: Any, fmt: str, metric: str, source:
         ), None
     sbs = side_by_side(sweep, table, paper)
     return ("", beside_rich(sbs)) if fmt == "rich" else ("\n" + render_reference(sbs, fmt), None)
-
-
-def _check_per_seed(label: str, **given: bool) -> None:
-    """Refuse, in one line, the ``ablate table`` options ``--per-seed`` has no use for (it tests nothing; it lists
-    each trial's test score on the metric whose ``label`` is given)."""
-    lists = {"reference": "each trial, not the table beside a paper", "columns": f"each trial's test {label}"}
-    for option in (name for name, on in given.items() if on):
-        what = lists.get("columns" if option == "by_length" else option, "each trial's Δ, with no test")
-        raise ReportError(f"--per-seed lists {what}: drop --{option.replace('_', '-')}, or leave out --per-seed")
 
 
 @app.command("calibrate")
@@ -476,11 +457,9 @@ def outline(report: Any) -> str:
 
     lines = [f"{place(report.entity, report.project)}: {report.title}"]
     for block in report.blocks:
-        name = type(block).__name__
-        panels = getattr(block, "panels", None)
-        if panels is not None:
-            lines.append(f"  {name}: " + ", ".join(f"{type(p).__name__}({p.title!r})" for p in panels))
-        else:
-            first = str(getattr(block, "text", "")).splitlines()[:1]
-            lines.append(f"  {name}: {first[0][:70] if first else ''}")
+        if (panels := getattr(block, "panels", None)) is not None:
+            what = ", ".join(f"{type(p).__name__}({p.title!r})" for p in panels)
+        else:  # a text block: its first line
+            what = (str(getattr(block, "text", "")).splitlines() or [""])[0][:70]
+        lines.append(f"  {type(block).__name__}: {what}")
     return "\n".join(lines)

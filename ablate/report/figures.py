@@ -28,7 +28,7 @@ from matplotlib.transforms import blended_transform_factory, offset_copy
 
 from ablate.metrics import get_scorer, metric_key
 from ablate.record import DEV_BLEU, DEV_PPL, TOKENS_PER_SEC
-from ablate.report.layout import MARK, key_labels, show_value, signed
+from ablate.report.layout import MARK, bleu_by_length, key_labels, show_value, signed
 from ablate.report.stats import (
     LEVEL,
     BudgetCurves,
@@ -167,10 +167,10 @@ def check_size(width_in: float, height_in: float, dpi: float, name: str, why: st
         )
 
 
-def save(fig: Figure, path: Path, why: str = "too many rows: plot fewer variants") -> Path:
+def save(fig: Figure, path: Path) -> Path:
     """Write ``fig`` to ``path`` (format from the suffix), cropped to what was drawn; refuse one too large to draw."""
     width, height = fig.get_size_inches()
-    check_size(width, height, fig.dpi, Path(path).name, why)
+    check_size(width, height, fig.dpi, Path(path).name, "too many rows: plot fewer variants")
     fig.tight_layout()
     for note in fig.findobj(lambda a: a.get_gid() == CAPTION):
         note.set_in_layout(True)
@@ -309,7 +309,7 @@ def delta_vs_step_figure(sweep: Sweep) -> Optional[Figure]:
     for ax in axes[-1]:
         ax.set_xlabel("training step")
     fig.suptitle(f"Budget dependence: each row minus {sweep.base.name} per training step (seed-paired)", fontsize=11)
-    caption(axes[-1, 0], _delta_caption(found), gap=34)
+    caption(axes[-1, 0], _delta_caption(found))
     return fig
 
 
@@ -389,11 +389,8 @@ def forest_lines(sweep: Sweep, comparisons: Sequence[Comparison], alpha: float) 
             label += f" [{c.split}]"
         marked = c.significant(alpha)
         low, high = c.ci if c.tested else (math.nan, math.nan)
-        out.append(
-            ForestLine(
-                label + (f" {MARK}" if marked else ""), c.row, c.reference, c.split, c.delta, low, high, marked, c.note
-            )
-        )
+        label += f" {MARK}" if marked else ""
+        out.append(ForestLine(label, c.row, c.reference, c.split, c.delta, low, high, marked, c.note))
     return out
 
 
@@ -447,9 +444,8 @@ def _mark_notes(comparisons: Sequence[Comparison], alpha: float, odd: Sequence[s
     """What a red † means, and a note ("" if none) naming the ``odd`` marked lines whose CI holds 0 (the base's
     mean where ``on_base``): possible only where alpha > 1 - LEVEL, or for a test whose p-value does not come
     from its interval (``bs``, ``ar``)."""
-    versus, zero = (" vs the base", "the base") if on_base else ("", "0")
+    versus, zero, holds = (" vs the base", "the base", "reaches the base") if on_base else ("", "0", "holds 0")
     tested = sum(c.tested for c in comparisons)
-    holds = "reaches the base" if on_base else "holds 0"
     return (
         f"{MARK} (red): Holm-adjusted p < {alpha:g}{versus} over the table's {tested} tested comparisons, as in the "
         f"table; the CIs are not adjusted, so one can exclude {zero} without a {MARK}.",
@@ -599,7 +595,7 @@ def _bar_caption(
             for b in bars
             if b.mark and b.whisker == "ci" and b.low <= sweep.base.stats[metric_key(metric, b.split)].mean <= b.high
         ]
-        lines += [line for line in _mark_notes(comparisons, alpha, odd, on_base=True) if line]
+        lines += _mark_notes(comparisons, alpha, odd, on_base=True)  # caption() leaves out an empty note
     elif "std" in kinds:
         lines.append("Whiskers: ± std over seeds (no significance test was run).")
     return lines
@@ -621,10 +617,8 @@ def quality_cost_figure(sweep: Sweep, cost: str, metric: str = DEFAULT_METRIC) -
     colors = group_colors(rows)
     fig = Figure(figsize=(7.0, 4.8), dpi=DPI)
     ax = fig.add_subplot()
-    seen = set()
+    first = {r.group: r for r in reversed(rows)}  # the legend names each group once, at its first row
     for r, x, y in zip(rows, xs, ys):
-        label = None if r.group in seen else group_label(r, sweep)
-        seen.add(r.group)
         ax.errorbar(
             x,
             y,
@@ -634,7 +628,7 @@ def quality_cost_figure(sweep: Sweep, cost: str, metric: str = DEFAULT_METRIC) -
             ms=7,
             capsize=3,
             color=colors[r.group],
-            label=label,
+            label=group_label(r, sweep) if first[r.group] is r else None,
             zorder=3,
         )
     front = pareto_front(xs, ys if up else [-y for y in ys], maximize_x=speed)
@@ -652,23 +646,15 @@ def quality_cost_figure(sweep: Sweep, cost: str, metric: str = DEFAULT_METRIC) -
 
 
 def _place_labels(ax, xs: Sequence[float], ys: Sequence[float], names: Sequence[str], size: float = 8.0) -> None:
-    """Annotate points, trying four offsets each so labels avoid points and earlier labels."""
+    """Annotate points, trying six offsets each so labels avoid points and earlier labels."""
     ax.autoscale_view()
-    to_px = ax.transData.transform
     scale = ax.figure.dpi / 72.0
-    pts = [tuple(to_px((x, y))) for x, y in zip(xs, ys)]
+    pts = [tuple(ax.transData.transform((x, y))) for x, y in zip(xs, ys)]
     taken = [(px - 5 * scale, py - 5 * scale, px + 5 * scale, py + 5 * scale) for px, py in pts]
-    offsets = [
-        (6, 5, "left", "bottom"),
-        (6, -5, "left", "top"),
-        (-6, 5, "right", "bottom"),
-        (-6, -5, "right", "top"),
-        (6, 14, "left", "bottom"),
-        (6, -14, "left", "top"),
-    ]
     for (px, py), x, y, name in zip(pts, xs, ys, names):
         w, h = 0.6 * size * len(name) * scale, size * 1.3 * scale
-        for dx, dy, ha, va in offsets:
+        for dx, dy in ((6, 5), (6, -5), (-6, 5), (-6, -5), (6, 14), (6, -14)):  # points; the text leans away
+            ha, va = "left" if dx > 0 else "right", "bottom" if dy > 0 else "top"
             x0 = px + dx * scale - (w if ha == "right" else 0)
             y0 = py + dy * scale - (h if va == "top" else 0)
             box = (x0, y0, x0 + w, y0 + h)
@@ -680,8 +666,6 @@ def _place_labels(ax, xs: Sequence[float], ys: Sequence[float], names: Sequence[
 
 def bleu_by_length_figure(sweep: Sweep) -> Optional[Figure]:
     """Test BLEU against source-length bucket: mean line and ± std band over seeds per row."""
-    from ablate.report.layout import bleu_by_length
-
     data = bleu_by_length(sweep)
     if data is None:
         return None

@@ -86,15 +86,14 @@ def read_texts(folder: Path) -> dict[str, SavedText]:
     gzipped, plain = sorted(n for n in names if n.endswith(".txt.gz")), sorted(n for n in names if n.endswith(".txt"))
     found, resolved = text_index(), os.path.realpath(folder)
     for name in gzipped + plain:
-        path, split = folder / name, name.removesuffix(".gz").removesuffix(".txt")
+        where, split = f"{folder.name}/{name}", name.removesuffix(".gz").removesuffix(".txt")
         try:
-            lines = SavedText(regular(path), _read_text, found, os.path.join(resolved, name))
+            lines = SavedText(regular(folder / name), _read_text, found, os.path.join(resolved, name))
         except OSError as err:
-            raise TextError(f"{folder.name}/{name} is unreadable: {first_line(err)}") from None
+            raise TextError(f"{where} is unreadable: {first_line(err)}") from None
         if not lines.known:
             _ = lines.digest  # read (and entered in the index) now: an unreadable file is reported as the trial is read
         if split in texts and texts[split] != lines:
-            where = f"{folder.name}/{path.name}"
             raise TextError(f"{where} and {where}.gz both exist and differ; keep the run's own and remove the other")
         texts[split] = lines
     return texts
@@ -488,9 +487,8 @@ def clean_config(config: dict[str, Any]) -> dict[str, Any]:
     flat = flatten(plain({k: v for k, v in config.items() if k != "variant"}))  # a sweep agent's: a mapping
     if isinstance(flat.get("plugins"), list):  # a plugin is its code, wherever its file lay: name and digest
         flat["plugins"] = [_plugin_label(r) for r in flat["plugins"]] or {}
-    return {
-        k: hashable(v) for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES) and v != {}
-    }  # an empty section (no trainer.*, no plugins) sets nothing
+    # an empty section (no trainer.*, no plugins) sets nothing
+    return {k: hashable(v) for k, v in flat.items() if not k.startswith(IGNORED_PREFIXES) and v != {}}
 
 
 def _plugin_label(record: Any) -> str:
@@ -612,15 +610,10 @@ def cell_disagreements(rows: Sequence[tuple[str, Sequence[Trial]]]) -> list[str]
                 key = TEST_BLEU.key
             if key not in t.metrics or split not in t.hyps:
                 continue
-            again = corpus_bleu(t.hyps[split], t.refs[split], t.signatures.get("bleu"))
+            again = corpus_score(Bleu(_tokenizer(t.signatures.get("bleu"))), t.hyps[split], t.refs[split], None)
             if abs(again - t.metrics[key]) > TOLERANCE:
                 found.append(f"{t.name}: {key} {t.metrics[key]:.2f} in its summary, {again:.2f} from hyps/{split}")
     return found
-
-
-def corpus_bleu(hyps: Sequence[str], refs: Sequence[str], signature: Optional[str]) -> float:
-    """sacreBLEU corpus BLEU as the run scored it (the tokenizer its signature names)."""
-    return corpus_score(Bleu(_tokenizer(signature)), hyps, refs, None)
 
 
 DEFAULT_METRIC = "bleu"
@@ -754,12 +747,10 @@ def score_run(run_dir: Path, metric: str) -> Scored:
         return Scored(name, skipped=str(err))
     if not texts["hyps"]:
         return Scored(name, skipped="no saved hypotheses (hyps/)")
-    torn = next(
-        (split for split, refs in texts["refs"].items() if len(refs) != len(texts["hyps"].get(split, refs))), None
-    )
-    if torn is not None:  # a truncated file would score the run on its other splits, this one left out unsaid
-        lines = len(texts["hyps"][torn]), len(texts["refs"][torn])
-        return Scored(name, skipped=f"hyps/{torn}.txt has {lines[0]} lines, refs/{torn}.txt {lines[1]}: not aligned")
+    for split, refs in texts["refs"].items():  # a truncated file: not the run scored on its other splits, unsaid
+        if len(hyps := texts["hyps"].get(split, refs)) != len(refs):
+            lines = f"hyps/{split}.txt has {len(hyps)} lines, refs/{split}.txt {len(refs)}"
+            return Scored(name, skipped=f"{lines}: not aligned")
     recorded = Trial(name, RunStatus.FINISHED, signatures={"bleu": summary.get("bleu_signature") or ""})
     scorer = scorer_for(metric, [recorded])
     added = scored(scorer, texts, summary)
