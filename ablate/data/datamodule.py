@@ -153,9 +153,10 @@ def pad_rows(ids: pa.ChunkedArray | pa.ListArray, bos: bool) -> torch.Tensor:
         ids = ids.combine_chunks()
     lengths = _lengths(ids)
     values = ids.flatten().to_numpy(zero_copy_only=False)
-    width, shift = int(lengths.max(initial=0)) + 1, int(bos)
+    width = int(lengths.max(initial=0)) + 1
     out = np.full((len(lengths), width), PAD, dtype=np.int64)
-    out[(np.arange(width) >= shift) & (np.arange(width) < lengths[:, None] + shift)] = values
+    cols, shift = np.arange(width), int(bos)
+    out[(cols >= shift) & (cols < lengths[:, None] + shift)] = values
     if bos:
         out[:, 0] = BOS
     else:

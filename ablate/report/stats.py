@@ -684,6 +684,9 @@ class Resamples:
         """(B,) corpus score (``score`` of summed statistics) of each trial's (n, k) statistics under each
         resample; whole-number statistics (BLEU's and chrF's counts) go through one matrix product
         (:func:`_resample_counts`), and ``score`` takes 64 trials' (B, k) sums at once."""
+        bad = [s.shape[0] for s in stats if s.shape[0] != self.n]
+        if bad:
+            raise ReportError(f"hypotheses cover {bad[0]} sentences, the split has {self.n}")
         name = getattr(score, "__qualname__", repr(score))
         ours = getattr(score, "__func__", score) in _ANY_SHAPE
         todo = [s for s in {id(s): s for s in stats}.values() if self._seen.get((id(s), name), (None,))[0] is not s]

@@ -92,7 +92,9 @@ class RayExecutor:
     def capacity(self) -> int:
         self.check()  # describe() reads it before the launcher's check(): Ray must be started to answer
         resources = _ray().cluster_resources()
-        fits = [resources.get("CPU", 0) / self.cpus] + ([resources.get("GPU", 0) / self.gpus] if self.gpus else [])
+        fits = [resources.get("CPU", 0) / self.cpus]
+        if self.gpus > 0:
+            fits.append(resources.get("GPU", 0) / self.gpus)
         return max(0, math.floor(min(fits) + 1e-9))
 
     def describe(self) -> str:

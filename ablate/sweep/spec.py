@@ -424,9 +424,10 @@ def variant_overrides(value: Any) -> dict[str, Any]:
 
 
 def foreign_key(spec: SweepSpec, point: Point) -> Optional[str]:
-    """The first parameter of ``point`` (a trial read back from a sweep folder) that ``spec`` cannot have planned,
-    else ``None``: a trial's overrides come from its point, and one can name code (``plugins``,
-    ``trainer.callbacks``), so a folder's points are run only as the file's."""
+    """The first parameter of ``point`` (a trial read back from a sweep folder) that ``spec`` cannot have
+    planned (not listed; outside ``value``/``values``, a variant's overrides included; a repeat seed not an
+    integer; a sampled value not a number), else ``None``. A trial's overrides come from its point, and one
+    can name code (``plugins``, ``trainer.callbacks``): a folder's points are run only as the file's."""
     for key, value in point.items():
         param = spec.parameters.get(key)
         if not isinstance(param, dict):
