@@ -368,7 +368,7 @@ def render_per_seed(sweep: Sweep, fmt: str, width: Optional[int] = None, metric:
     for row_name, seed, values, row_deltas, flips in lines:
         shown = ["" if d is None else signed(d) + FLIP * f for d, f in zip(row_deltas, flips)]
         cells.append([row_name, str(seed), *("" if v is None else f"{v:.2f}" for v in values), *shown])
-    legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(ln[4]) for ln in lines) else []
+    legend = [f"{FLIP} the row's per-seed Δs disagree in sign."] if any(any(flips) for *_, flips in lines) else []
     caption = f"Test {name}{lower}; Δ against the base trial of the same seed."
     if fmt == "rich":  # no colour, as wide as its cells need; narrower than width (a terminal's), as rich_blocks
         rt = RichTable(title=Text(title, style="bold"), caption=caption, header_style="bold")
