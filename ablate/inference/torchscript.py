@@ -193,10 +193,7 @@ class GreedyTranslator(nn.Module):
         if len(sources) == 0:
             return []
         clipped = [s[: self.max_len] for s in sources]
-        width = 1
-        for s in clipped:
-            width = max(width, len(s) + 1)
-        src = torch.full([len(clipped), width], self.pad_id, dtype=torch.long)
+        src = torch.full([len(clipped), max([len(s) + 1 for s in clipped])], self.pad_id, dtype=torch.long)
         for i, s in enumerate(clipped):
             if len(s) > 0:
                 src[i, : len(s)] = torch.tensor(s, dtype=torch.long)
