@@ -49,8 +49,7 @@ def read_sentences(raw: bytes, where: str) -> list[str]:
                 f"{where} line {number} is not UTF-8 text (byte {line[err.start]:#04x} at column {err.start + 1}); "
                 f"save it as UTF-8 (e.g. iconv -f {code} -t utf-8)"
             ) from None
-        text, _ = decode_line(line)
-        out.append(text)
+        out.append(decode_line(line)[0])
     nul = raw.find(b"\x00")
     if problem := line_problem(
         where, raw[:nul].count(b"\n") + 1 if nul >= 0 else None, raw.count(b"\r"), raw.count(b"\n")

@@ -177,12 +177,10 @@ def translate(
     check_checkpoint(checkpoint)
     if input is not None and str(input) == "-":  # stdin, as fairseq-interactive and sacrebleu read it
         input = None
-    if input is not None and (input.is_dir() or not input.exists()):  # a pipe (--input <(zcat ...)) reads as a file
-        _fail(
-            f"--input {input} is a folder; give a file of sentences"
-            if input.is_dir()
-            else f"input file not found: {input}"
-        )
+    if input is not None and input.is_dir():
+        _fail(f"--input {input} is a folder; give a file of sentences")
+    if input is not None and not input.exists():  # a pipe (--input <(zcat ...)) exists, and reads as a file
+        _fail(f"input file not found: {input}")
     try:
         raw = input.read_bytes() if input is not None else sys.stdin.buffer.read()
     except OSError as err:

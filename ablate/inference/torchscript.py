@@ -193,10 +193,7 @@ class GreedyTranslator(nn.Module):
         if len(sources) == 0:
             return []
         clipped = [s[: self.max_len] for s in sources]
-        width = 1
-        for s in clipped:
-            width = max(width, len(s) + 1)
-        src = torch.full([len(clipped), width], self.pad_id, dtype=torch.long)
+        src = torch.full([len(clipped), max([len(s) + 1 for s in clipped])], self.pad_id, dtype=torch.long)
         for i, s in enumerate(clipped):
             if len(s) > 0:
                 src[i, : len(s)] = torch.tensor(s, dtype=torch.long)
@@ -254,8 +251,7 @@ def describe(run: LoadedRun) -> str:
 def script(run: LoadedRun) -> torch.jit.ScriptModule:
     """The run's model and greedy decoding as one scripted module; ExportError when a part cannot be traced
     or scripted (naming it), or the result disagrees with :func:`ablate.model.decoding.greedy`."""
-    model, tok, cfg = run.module.model, run.tokenizer, run.cfg
-    model = model.cpu().eval()
+    model, tok, cfg = run.module.model.cpu().eval(), run.tokenizer, run.cfg
     what = describe(run)
     pad, bos, eos = tok.pad_id, tok.bos_id, tok.eos_id
     a, b = cfg.eval.max_len_a, cfg.eval.max_len_b
@@ -322,10 +318,9 @@ def export(run: LoadedRun, out: Path) -> Path:
             f"{run.checkpoint.name} holds NaN or infinite weights ({len(broken)} tensors, e.g. {broken[0]}): "
             "the run diverged; export another checkpoint (--checkpoint last or best) or retrain"
         )
-    scripted = script(run)
     files = {name: text.encode("utf-8") for name, text in extra_files(run).items()}
     buffer = BytesIO()
-    torch.jit.save(scripted, buffer, _extra_files=files)
+    torch.jit.save(script(run), buffer, _extra_files=files)
     try:
         io.atomic_write_bytes(out, buffer.getvalue())
     except OSError as err:

@@ -21,7 +21,7 @@ import torch
 from ablate.config import Config, ConfigError
 from ablate.data.tokenizer import SubwordTokenizer
 from ablate.inference import InputError, check_checkpoint
-from ablate.training.checkpoints import check_fits, load_checkpoint_file, source_limit, trained_run, unfit
+from ablate.training.checkpoints import source_limit, trained_run, unfit
 from ablate.training.module import Scores, TranslationModule, corpus_scores
 
 log = logging.getLogger(__name__)
@@ -49,9 +49,7 @@ def load_run(
     ``which`` other than best or last."""
     run_dir = Path(run_dir)
     check_checkpoint(which)  # never a silent fall back to best for a misspelt name
-    cfg, path = trained_run(run_dir, which, plugins, trust_plugins)  # config.yaml, not the checkpoint's copy
-    checkpoint = load_checkpoint_file(path)  # the one read: one line for a damaged file; pickles refused, never run
-    check_fits(path, run_dir, checkpoint, cfg)
+    cfg, path, checkpoint = trained_run(run_dir, which, plugins, trust_plugins)  # config.yaml, not the checkpoint's
     saved = found if isinstance(found := checkpoint.get("hyper_parameters"), dict) else {}
     known = inspect.signature(TranslationModule).parameters  # Lightning's loader passes on these, as here
     kwargs = {**{k: v for k, v in saved.items() if k in known}, "cfg": cfg, "trust_plugins": trust_plugins}

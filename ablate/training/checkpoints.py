@@ -257,8 +257,7 @@ def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], A
     except CheckpointError as err:
         raise ConfigError(f"train.init_from: {err}") from None
     weights = {k.removeprefix(PREFIX): v for k, v in checkpoint["state_dict"].items() if k.startswith(PREFIX)}
-    their_cfg = _trained_with(checkpoint)
-    our_cfg = flatten(to_dict(cfg))
+    their_cfg, our_cfg = _trained_with(checkpoint), flatten(to_dict(cfg))
     differ = [k for k in sorted(set(their_cfg) | set(our_cfg)) if their_cfg.get(k) != our_cfg.get(k)]
     model_keys = [k for k in differ if k.startswith("model.")]
     vocab_keys = [k for k in VOCAB_KEYS if k in differ]
@@ -266,8 +265,7 @@ def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], A
     unfit = [k for k in own if k not in weights or weights[k].shape != own[k].shape]
     unfit += [k for k in weights if k not in own]
     if unfit:
-        keys = model_keys + vocab_keys
-        what = ", ".join(keys) if keys else f"parameters {', '.join(unfit[:3])}"
+        what = ", ".join(model_keys + vocab_keys) or f"parameters {', '.join(unfit[:3])}"
         raise ConfigError(
             f"train.init_from={ref}: its weights do not fit this model ({what} differ); "
             f"use the same model.* keys and vocabulary as that run"
@@ -290,9 +288,10 @@ def initialise(model: nn.Module, cfg: Config, tokenizer, echo: Callable[[str], A
 
 def trained_run(
     run_dir: Path, which: str = "best", plugins: Sequence[str] = (), trust_plugins: bool = False
-) -> tuple[Config, Path]:
-    """``(config, checkpoint path)`` of the trained run in ``run_dir``: its ``config.yaml`` (read first, so an unusable
-    one is named before a missing tokenizer or checkpoint) and its ``<which>.ckpt``, else its other checkpoint.
+) -> tuple[Config, Path, dict[str, Any]]:
+    """``(config, checkpoint path, checkpoint)`` of the trained run in ``run_dir``: its ``config.yaml`` (read first, so
+    an unusable one is named before a missing tokenizer or checkpoint) and its ``<which>.ckpt``, else its other
+    checkpoint, loaded without running code from it and checked against the config's model (:func:`check_fits`).
 
     Only plugins the user vouched for are imported: ``plugins`` (``--plugins``, imported first), installed
     modules, or all with ``trust_plugins``. PluginError names the flag; ConfigError a folder that is not a
@@ -314,7 +313,9 @@ def trained_run(
     path = next((run_dir / "checkpoints" / n for n in names if (run_dir / "checkpoints" / n).exists()), None)
     if path is None:
         raise ConfigError(f"{run_dir}/checkpoints holds no checkpoint yet; train the run first")
-    return cfg, path
+    checkpoint = load_checkpoint_file(path)
+    check_fits(path, run_dir, checkpoint, cfg)
+    return cfg, path, checkpoint
 
 
 def a_sweep(folder: Path, how: str) -> ConfigError:
@@ -365,14 +366,13 @@ def load_trained(
     """``(config, model in eval mode, tokenizer)`` of the run in ``run_dir`` from its ``which`` checkpoint (else the
     other), importing only the plugins the user vouched for (:func:`trained_run`)."""
     run_dir = Path(run_dir)
-    cfg, path = trained_run(run_dir, which, plugins, trust_plugins)
+    cfg, path, checkpoint = trained_run(run_dir, which, plugins, trust_plugins)
     tok = SubwordTokenizer.load(run_dir / "tokenizer")
     model = build_model(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, tok.pad_id, tok.joint)
-    checkpoint = load_checkpoint_file(path)  # weights_only: never runs code from the file
-    check_fits(path, run_dir, checkpoint, cfg)
-    state = checkpoint["state_dict"]
     try:
-        model.load_state_dict({k.removeprefix(PREFIX): v for k, v in state.items() if k.startswith(PREFIX)})
+        model.load_state_dict(
+            {k.removeprefix(PREFIX): v for k, v in checkpoint["state_dict"].items() if k.startswith(PREFIX)}
+        )
     except (RuntimeError, AttributeError) as err:
         raise unfit(path, run_dir, err, checkpoint, cfg) from None
     return cfg, model.eval(), tok

@@ -360,9 +360,7 @@ class TranslationModule(pl.LightningModule):
         self._first_non_finite: torch.Tensor | None = None
         # a logged loss over twice ln V (uniform guessing; a fresh model starts near 1.1x) warns: diverging
         self._diverged_over = 2 * math.log(vocab["tgt"]) if vocab else math.inf
-        self._eval: dict[int, list[tuple[int, str]]] = {}
-        self._eval_nll = torch.zeros(2, dtype=torch.float64)
-        self._eval_time = 0.0
+        self._reset_eval()
         self.clock = clock
         self.test_metrics: dict[str, float] = {}
         self._cuda_rng: torch.Tensor | None = None
@@ -492,7 +490,8 @@ class TranslationModule(pl.LightningModule):
         return [merged[i] for i in range(n)]
 
     def _reset_eval(self) -> None:
-        self._eval, self._eval_time = {}, 0.0
+        self._eval: dict[int, list[tuple[int, str]]] = {}  # dataloader -> (sentence index, hypothesis) of this rank
+        self._eval_time = 0.0
         self._eval_nll = torch.zeros(2, dtype=torch.float64)
 
     def on_validation_epoch_start(self) -> None:
@@ -517,8 +516,7 @@ class TranslationModule(pl.LightningModule):
         # one validation's scores and hypotheses together; the best is strictly better, as best.ckpt
         self.last_val_record = {**entry, "hypotheses": hyps}
         if scores.bleu > self.best_val_bleu:
-            self.best_val_record = self.last_val_record
-        self.best_val_bleu = max(self.best_val_bleu, scores.bleu)
+            self.best_val_record, self.best_val_bleu = self.last_val_record, scores.bleu
         if not self.history or self.history[-1]["step"] != entry["step"]:  # the final re-validation repeats the last
             self.history.append(entry)
         self.log_dict(self.last_val, prog_bar=True, sync_dist=False, batch_size=1)
@@ -609,7 +607,6 @@ class TranslationModule(pl.LightningModule):
         self.check_finite()
 
     def on_train_start(self) -> None:
-        cuda_rng = self._cuda_rng
-        if cuda_rng is not None and self.device.type == "cuda":
-            torch.cuda.set_rng_state(cuda_rng, self.device)
+        if self._cuda_rng is not None and self.device.type == "cuda":
+            torch.cuda.set_rng_state(self._cuda_rng, self.device)
             self._cuda_rng = None

@@ -305,8 +305,7 @@ class RunRecord:
         self.summary.wall_time_s = round(self.wall_before + time.time() - self.started, 2)
         # user + system CPU seconds of this attempt's process since it started (imports and data loading included)
         # and of its finished children (data workers, DDP ranks)
-        t = os.times()
-        self.summary.cpu_time_s = round(self.cpu_before + (t.user + t.system + t.children_user + t.children_system), 2)
+        self.summary.cpu_time_s = round(self.cpu_before + sum(os.times()[:4]), 2)  # os.times()[4] is wall-clock
         try:
             if not self._environment_written:
                 atomic_write_text(RunFiles(self.path.parent).environment, freeze_text(freeze()))
@@ -383,9 +382,8 @@ def resolved(cfg: Config) -> dict[str, Any]:
     return out
 
 
-def summarise(
-    module, throughput, trainer, cfg: Config, params: int, seconds: float, accelerator: str
-) -> dict[str, Any]:
+def summarise(module, throughput, trainer, params: int, seconds: float, accelerator: str) -> dict[str, Any]:
+    """What the record keeps of a trained and tested run: size, steps, speed, memory, losses and scores."""
     import torch
 
     best = module.best_val_record

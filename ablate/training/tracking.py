@@ -63,15 +63,13 @@ def make_loggers(cfg: Config, run_dir: Path) -> list:
     loggers = []
     for entry in cfg.tracking.loggers:
         name, args = class_spec(entry, "tracking.loggers")
-        if name == WANDB:
-            continue
         if name in FACTORIES:
             loggers.append(FACTORIES[name](cfg, run_dir))
-            continue
-        try:
-            loggers.append(import_class(name, "tracking.loggers")(**args))
-        except TypeError as err:
-            raise ConfigError(f"tracking.loggers: {name}: {err}") from None
+        elif name != WANDB:
+            try:
+                loggers.append(import_class(name, "tracking.loggers")(**args))
+            except TypeError as err:
+                raise ConfigError(f"tracking.loggers: {name}: {err}") from None
     return loggers
 
 

@@ -310,19 +310,12 @@ def _build_trainer(run: _Run, extra: list | None, mark: Callable[[str], None]):
     """The Lightning Trainer with our callbacks (clock, throughput, live record, faults, milestones)."""
     run.accelerator, precision = accelerator_and_precision(run.cfg)
     run.throughput = Throughput(run.data.tokenizer.pad_id, log_every=run.cfg.tracking.log_every)
-    callbacks = [
-        run.clock,
-        run.throughput,
-        LiveRecord(run.record),
-        *(extra or []),
-    ]
-    fault = run.cfg.train.inject_fault or os.environ.get("ABLATE_INJECT_FAULT")
-    if fault:
+    callbacks = [run.clock, run.throughput, LiveRecord(run.record), *(extra or [])]
+    if fault := run.cfg.train.inject_fault or os.environ.get("ABLATE_INJECT_FAULT"):
         callbacks.append(FaultInjection(fault, run.run_dir))
     callbacks.append(Milestones(mark))
     loggers = [logger for logger in (run.logger, *run.loggers) if logger is not None]
-    trainer = make_trainer(run.cfg, run.run_dir, loggers, run.accelerator, precision, callbacks, run.checkpoint_io)
-    return trainer
+    return make_trainer(run.cfg, run.run_dir, loggers, run.accelerator, precision, callbacks, run.checkpoint_io)
 
 
 def _fit_and_test(trainer, run: _Run, resume_from: Path | None) -> None:
@@ -389,7 +382,7 @@ def _end_wandb(run: _Run) -> None:
 def _write_outputs(run: _Run, trainer) -> None:
     """The summary, hypotheses and references; the record says ``finished`` (or ``failed`` on a full disk)."""
     cfg, record = run.cfg, run.record
-    summary = summarise(run.module, run.throughput, trainer, cfg, run.params, run.clock.seconds, run.accelerator)
+    summary = summarise(run.module, run.throughput, trainer, run.params, run.clock.seconds, run.accelerator)
     summary["resolved"] = resolved(cfg)
     problem = write_outputs(run.run_dir, run.module, run.data)
     _record_checkpoints(run)

@@ -34,13 +34,10 @@ def sigint_once() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
-    fired = False
 
     def handle(signum: int, frame: Any) -> None:
-        nonlocal fired
-        if not fired:
-            fired = True
-            raise KeyboardInterrupt
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the later ones
+        raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, handle)
     try:
@@ -117,12 +114,11 @@ class Throughput(pl.Callback):
             if self.all_sec <= 0:
                 return
             self._rates(_over_ranks(trainer, pl_module))
-            scheduler = trainer.lr_scheduler_configs[0].scheduler if trainer.lr_scheduler_configs else None
             metrics = {TOKENS_PER_SEC.key: self.tokens_per_sec}
             if math.isfinite(self.tokens_per_cpu_sec):
                 metrics[TOKENS_PER_CPU_SEC.key] = self.tokens_per_cpu_sec
-            if scheduler is not None:
-                metrics["train/lr"] = float(scheduler.get_last_lr()[0])
+            if trainer.lr_scheduler_configs:
+                metrics["train/lr"] = float(trainer.lr_scheduler_configs[0].scheduler.get_last_lr()[0])
             pl_module.log_dict(metrics, on_step=True, on_epoch=False, rank_zero_only=True, batch_size=1)
 
     def _count(self, tokens: int, seconds: float, cpu: float, warm: bool) -> None:
@@ -186,12 +182,10 @@ class Throughput(pl.Callback):
         ranks = state_dict.get("ranks") if isinstance(state_dict, dict) else None
         if isinstance(ranks, list) and len(ranks) == self._world > 1:
             state_dict = ranks[self._rank]  # this rank's own counters, not rank 0's
-        found = {k: nonnegative(state_dict.get(k)) for k in COUNTERS} if isinstance(state_dict, dict) else {}
-        counts = {k: v for k, v in found.items() if v is not None}
-        if len(counts) < len(COUNTERS):
+        if not isinstance(state_dict, dict) or any(nonnegative(state_dict.get(k)) is None for k in COUNTERS):
             return
-        self.tok, self.all_tok, self.skip = int(counts["tok"]), int(counts["all_tok"]), int(counts["skip"])
-        self.sec, self.all_sec = float(counts["sec"]), float(counts["all_sec"])
+        self.tok, self.all_tok, self.skip = (int(state_dict[k]) for k in ("tok", "all_tok", "skip"))
+        self.sec, self.all_sec = float(state_dict["sec"]), float(state_dict["all_sec"])
         # CPU seconds: NaN (unknown) where the checkpoint has none for steps it counted, 0 where it counted none
         for key, counted in (("cpu", self.tok > 0 or self.sec > 0), ("all_cpu", self.all_tok > 0 or self.all_sec > 0)):
             seconds = nonnegative(state_dict.get(key))
@@ -558,10 +552,10 @@ def checkpoint_callbacks(ckpt_dir: Path, every: int) -> list:
         save_on_train_epoch_end=False,
         enable_version_counter=False,
     )
-    last = LastCheckpoint(
-        dirpath=ckpt_dir, save_top_k=0, save_last=True, every_n_train_steps=every, enable_version_counter=False
-    )
-    return [best, last]
+    return [
+        best,
+        LastCheckpoint(ckpt_dir, save_top_k=0, save_last=True, every_n_train_steps=every, enable_version_counter=False),
+    ]
 
 
 class LastCheckpoint(ModelCheckpoint):
