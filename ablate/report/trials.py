@@ -571,11 +571,15 @@ def _text_problem(trial: Trial, split: str) -> Optional[str]:
 
 
 def distinct_seeds(row: str, trials: Sequence[Trial]) -> tuple[list[Trial], list[Trial]]:
-    """A row's trials with each seed once (the first by name), and the repeats, excluded."""
+    """A row's trials with each seed once (the first by name), and the repeats, excluded; trials that record no
+    seed count as one seed (theirs cannot be told apart)."""
     kept: dict[Any, Trial] = {}
     repeats = []
     for t in sorted(trials, key=lambda t: t.name):
-        if t.seed is not None and t.seed in kept:
+        if t.seed is None and None in kept:
+            why = f"no seed recorded, as {kept[None].name}, in row {row}: seeds that cannot be told apart are no replicates"
+            repeats.append(exclude(t, why))
+        elif t.seed in kept:
             again = f"seed {t.seed} again in row {row} (as {kept[t.seed].name}): one seed twice is not a replicate"
             repeats.append(exclude(t, again))
         else:

@@ -92,6 +92,19 @@ def test_one_seed_trained_twice_is_not_a_replicate():
     assert x.stats["test/bleu"].n == 1 and x.stats["test/bleu"].std is None  # no fake ± 0.00
 
 
+def test_trials_that_record_no_seed_are_never_dropped_unsaid():
+    """Two trials of a row whose configs record no seed (runs logged elsewhere): one was silently lost (neither in
+    the row nor listed as left out); the first by name is kept and the other is listed, excluded, saying why."""
+    trials = [_trial("base-1", "base", 1), _trial("base-2", "base", 2)]
+    trials += [_trial(name, "x", None, hyps=BAD) for name in ("x-b", "x-a")]
+    for t in trials[2:]:
+        del t.config["seed"]
+    sweep = aggregate(trials)
+    assert _rows(sweep)["x"] == ["x-a"]
+    status, reason = _left_out(sweep)["x-b"]
+    assert status == EXCLUDED and reason.startswith("no seed recorded, as x-a, in row x")
+
+
 def test_a_row_of_two_configs_is_refused():
     """Case 8: a variant whose tracking.variant names another row merged two configs into one row."""
     trials = [_trial("base-1", "base", 1), _trial("base-2", "base", 2, **{"model.heads": 8})]
