@@ -19,7 +19,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, TypeVar, overload, runtime_checkable
 
 import numpy as np
 
@@ -368,7 +368,13 @@ class SavedText(Sequence[str]):
     def __len__(self) -> int:
         return self._count if self._count is not None and self._lines is None else len(self.lines)
 
-    def __getitem__(self, i: Any) -> Any:  # int -> str, slice -> list[str]
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
         return self.lines[i]
 
     def __iter__(self) -> Iterator[str]:
